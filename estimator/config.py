@@ -1,0 +1,371 @@
+"""Loading and validating configurations.
+
+:func:`load_config` accepts a YAML or JSON file, YAML/JSON text, a plain dict or a
+:class:`~estimator.schema.Config`, checks every field against the schema and every cross-field rule
+Megatron-Core enforces, and raises one :class:`~estimator.errors.ConfigError` listing every problem
+(field, value, rule). User input is never mutated: derived values are computed separately by
+:mod:`estimator.resolve`, and ``Config.to_dict()`` returns exactly what was written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+from pathlib import Path
+
+from . import yamlio
+from .errors import ConfigError, Problem
+from .schema import SECTIONS, Config, FieldSpec, field_specs, section_specs
+
+__all__ = ["config_from_dict", "load_config", "validate"]
+
+
+def _spec_index() -> dict[str, dict[str, FieldSpec]]:
+    return {sec: {s.name: s for s in section_specs(sec)} for sec in SECTIONS}
+
+
+_INDEX = _spec_index()
+_ALL_NAMES = {s.name: s.section for s in field_specs()}
+
+
+def _read_text(source: str | os.PathLike) -> tuple[str, str]:
+    path = Path(source)
+    try:
+        return path.read_text(encoding="utf-8"), path.suffix.lower()
+    except FileNotFoundError:
+        raise ConfigError(Problem("config", str(source), f"file not found: {source}")) from None
+    except OSError as exc:
+        raise ConfigError(Problem("config", str(source), f"cannot read {source}: {exc.strerror}")) from None
+
+
+def parse_text(text: str, suffix: str = "") -> dict:
+    """Parse YAML or JSON text (JSON is tried first when it looks like JSON)."""
+    stripped = text.lstrip()
+    if suffix == ".json" or stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if suffix == ".json":
+                raise ConfigError(Problem("config", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")) from None
+            data = None
+        if data is not None:
+            return data
+    try:
+        return yamlio.load(text)
+    except yamlio.YamlError as exc:
+        raise ConfigError(Problem("config", None, f"invalid YAML: {exc}")) from None
+
+
+def load_config(source) -> Config:
+    """Load and validate a configuration.
+
+    ``source`` is a :class:`Config` (returned as is), a dict, a path to a ``.yaml``/``.yml``/``.json``
+    file, or YAML/JSON text. Raises :class:`ConfigError` listing every problem.
+    """
+    if isinstance(source, Config):
+        return source
+    if isinstance(source, dict):
+        return config_from_dict(source)
+    if isinstance(source, (str, os.PathLike)):
+        s = os.fspath(source)
+        if "\n" in s or s.lstrip().startswith("{"):
+            data = parse_text(s)
+        else:
+            data = parse_text(*_read_text(s))
+        return config_from_dict(data)
+    raise ConfigError(Problem("config", type(source).__name__,
+                              "expected a file path, YAML/JSON text, a dict or a Config"))
+
+
+def _type_name(spec: FieldSpec) -> str:
+    return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+            "int_or_list": "an integer or a list of 0/1 integers", "str_list": "a list of names"}[spec.type]
+
+
+def _coerce(spec: FieldSpec, value, problems: list[Problem]):
+    """Check one value against its spec; return the canonical value (or None after a problem)."""
+    path = spec.path
+    if value is None:
+        if spec.required:
+            problems.append(Problem(path, None, "is required"))
+        elif not spec.nullable:
+            problems.append(Problem(path, None, f"must not be null; expected {_type_name(spec)}"))
+        return None
+    t = spec.type
+    if t == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                problems.append(Problem(path, value, f"must be an integer, got {value!r}"))
+                return None
+    elif t == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.append(Problem(path, value, f"must be a number, got {value!r}"))
+            return None
+        value = float(value)
+        if math.isnan(value) or math.isinf(value):
+            problems.append(Problem(path, value, "must be a finite number"))
+            return None
+    elif t == "bool":
+        if not isinstance(value, bool):
+            problems.append(Problem(path, value, f"must be true or false, got {value!r}"))
+            return None
+    elif t == "str":
+        if not isinstance(value, str):
+            problems.append(Problem(path, value, f"must be one of {', '.join(spec.choices)}, got {value!r}"))
+            return None
+        if spec.choices:
+            canon = {c.lower(): c for c in spec.choices}
+            if value.lower() not in canon:
+                problems.append(Problem(path, value, f"must be one of {', '.join(spec.choices)}, got {value!r}"))
+                return None
+            value = canon[value.lower()]
+    elif t == "int_or_list":
+        if isinstance(value, bool):
+            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {value!r}"))
+            return None
+        if isinstance(value, list):
+            if not all(isinstance(x, int) and not isinstance(x, bool) and x in (0, 1) for x in value):
+                problems.append(Problem(path, value, "a list must hold only 0 (dense) and 1 (MoE)"))
+                return None
+            return tuple(value)
+        if not isinstance(value, int):
+            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {value!r}"))
+            return None
+        if value < 1:
+            problems.append(Problem(path, value, "must be >= 1 (every k-th layer is MoE)"))
+            return None
+        return value
+    elif t == "str_list":
+        if isinstance(value, str):
+            value = [v.strip() for v in value.replace(",", " ").split() if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            problems.append(Problem(path, value, "must be a list of names"))
+            return None
+        bad = [v for v in value if spec.choices and v not in spec.choices]
+        if bad:
+            problems.append(Problem(path, value, f"unknown name(s) {', '.join(bad)}; allowed: "
+                                    f"{', '.join(spec.choices)}"))
+            return None
+        return tuple(value)
+    if spec.min is not None and value < spec.min:
+        rule = "must be positive" if spec.min == 1 else f"must be >= {spec.min:g}"
+        problems.append(Problem(path, value, f"{rule}, got {value!r}"))
+        return None
+    if spec.max is not None and value > spec.max:
+        problems.append(Problem(path, value, f"must be <= {spec.max:g}, got {value!r}"))
+        return None
+    return value
+
+
+def _unknown_key(section: str | None, key, problems: list[Problem]):
+    where = f"{section}.{key}" if section else str(key)
+    if section and key in _ALL_NAMES:
+        problems.append(Problem(where, key, f"unknown key in '{section}'; '{key}' belongs in the "
+                                f"'{_ALL_NAMES[key]}' section"))
+        return
+    names = list(_INDEX[section]) if section else list(SECTIONS)
+    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+    if not close and section:
+        close = difflib.get_close_matches(str(key), list(_ALL_NAMES), n=1, cutoff=0.6)
+        if close:
+            close = [f"{_ALL_NAMES[close[0]]}.{close[0]}"]
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    kind = "section" if section is None else "key"
+    problems.append(Problem(where, key, f"unknown {kind}{hint}"))
+
+
+def config_from_dict(data) -> Config:
+    """Build a validated :class:`Config` from plain data (the four YAML sections)."""
+    if not isinstance(data, dict):
+        raise ConfigError(Problem("config", type(data).__name__,
+                                  "the configuration must be a mapping with sections model, parallelism, "
+                                  "training, precision"))
+    problems: list[Problem] = []
+    values: dict[str, dict] = {}
+    for key in data:
+        if key not in SECTIONS:
+            _unknown_key(None, key, problems)
+    for sec, cls in SECTIONS.items():
+        raw = data.get(sec)
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            problems.append(Problem(sec, raw, "must be a mapping of field: value"))
+            raw = {}
+        for key in raw:
+            if key not in _INDEX[sec]:
+                _unknown_key(sec, key, problems)
+        vals = {}
+        for name, spec in _INDEX[sec].items():
+            if name in raw:
+                vals[name] = _coerce(spec, raw[name], problems)
+            elif spec.required:
+                problems.append(Problem(spec.path, None, "is required"))
+                vals[name] = None
+            else:
+                vals[name] = spec.default
+        values[sec] = vals
+    if problems:
+        raise ConfigError(problems)
+    cfg = Config(**{sec: SECTIONS[sec](**values[sec]) for sec in SECTIONS},
+                 source=json.loads(json.dumps(data)))
+    problems = validate(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def validate(cfg: Config) -> list[Problem]:
+    """Every cross-field rule of Megatron-Core, each failure naming field, value and rule."""
+    from .resolve import layer_split_problems  # local import: resolve depends on this module's output
+    P: list[Problem] = []
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    t, p, ep, cp = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
+                    par.expert_model_parallel_size, par.context_parallel_size)
+    etp = par.expert_tensor_parallel_size or t
+    ws = tr.world_size
+    a = m.num_attention_heads
+    moe = m.num_experts is not None
+
+    def add(field, value, msg):
+        P.append(Problem(field, value, msg))
+
+    # Attention shape.
+    if m.kv_channels is None and not m.multi_latent_attention and m.hidden_size % a:
+        add("model.hidden_size", m.hidden_size, f"hidden_size ({m.hidden_size}) must be divisible by "
+            f"num_attention_heads ({a}) unless kv_channels is set")
+    if a % t:
+        add("model.num_attention_heads", a, f"num_attention_heads ({a}) must be divisible by "
+            f"tensor_model_parallel_size ({t})")
+    if m.multi_latent_attention:
+        pass
+    else:
+        g = m.num_query_groups or a
+        if a % g:
+            add("model.num_query_groups", g, f"num_attention_heads ({a}) must be divisible by "
+                f"num_query_groups ({g})")
+        if g % t:
+            add("model.num_query_groups", g, f"num_query_groups ({g}) must be divisible by "
+                f"tensor_model_parallel_size ({t})")
+        for name in ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
+            if getattr(m, name) is not None:
+                add(f"model.{name}", getattr(m, name), "applies only with multi_latent_attention: true")
+    if m.activation_func in ("swiglu", "geglu") and not m.gated_linear_unit:
+        add("model.gated_linear_unit", False, f"activation_func {m.activation_func} is gated; "
+            "gated_linear_unit must be true")
+    ffn = m.ffn_hidden_size or 4 * m.hidden_size
+    if ffn % t:
+        add("model.ffn_hidden_size", ffn, f"ffn_hidden_size ({ffn}) must be divisible by "
+            f"tensor_model_parallel_size ({t})")
+
+    # World size products.
+    if ws % (t * p * cp):
+        add("training.world_size", ws, f"world_size ({ws}) must be divisible by tensor ({t}) x pipeline ({p}) x "
+            f"context ({cp}) parallel sizes = {t * p * cp}")
+    if moe and ws % (etp * ep * p):
+        add("training.world_size", ws, f"world_size ({ws}) must be divisible by expert tensor ({etp}) x expert "
+            f"({ep}) x pipeline ({p}) parallel sizes = {etp * ep * p}")
+
+    # MoE.
+    if moe:
+        E = m.num_experts
+        k = m.moe_router_topk or 2
+        if E % ep:
+            add("parallelism.expert_model_parallel_size", ep, f"num_experts ({E}) must be divisible by "
+                f"expert_model_parallel_size ({ep})")
+        if k > E:
+            add("model.moe_router_topk", k, f"moe_router_topk ({k}) must be <= num_experts ({E})")
+        fm = m.moe_ffn_hidden_size or ffn
+        if fm % etp:
+            add("model.moe_ffn_hidden_size", fm, f"moe_ffn_hidden_size ({fm}) must be divisible by "
+                f"expert_tensor_parallel_size ({etp})")
+        fs = m.moe_shared_expert_intermediate_size
+        if fs and fs % t:
+            add("model.moe_shared_expert_intermediate_size", fs, f"({fs}) must be divisible by "
+                f"tensor_model_parallel_size ({t})")
+        if isinstance(m.moe_layer_freq, tuple) and len(m.moe_layer_freq) != m.num_layers:
+            add("model.moe_layer_freq", list(m.moe_layer_freq), f"a pattern list must have num_layers "
+                f"({m.num_layers}) entries, got {len(m.moe_layer_freq)}")
+        if t > 1 and ep > 1 and not tr.sequence_parallel:
+            add("training.sequence_parallel", False, "Megatron-Core requires sequence_parallel when both "
+                "tensor and expert parallelism are used")
+        if m.moe_pad_expert_input_to_capacity and m.moe_expert_capacity_factor is None:
+            add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
+    else:
+        for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+                     "moe_expert_capacity_factor"):
+            if getattr(m, name) is not None:
+                add(f"model.{name}", getattr(m, name), "applies only to MoE models (set num_experts)")
+        if m.moe_layer_freq not in (1, None):
+            add("model.moe_layer_freq", m.moe_layer_freq if isinstance(m.moe_layer_freq, int)
+                else list(m.moe_layer_freq), "applies only to MoE models (set num_experts)")
+        for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity"):
+            if getattr(m, name):
+                add(f"model.{name}", True, "applies only to MoE models (set num_experts)")
+        if ep > 1:
+            add("parallelism.expert_model_parallel_size", ep, "expert parallelism needs an MoE model "
+                "(set num_experts)")
+
+    # Sequence.
+    s = tr.seq_length or m.max_position_embeddings
+    if s is None:
+        add("training.seq_length", None, "is required (or set model.max_position_embeddings)")
+    else:
+        if m.max_position_embeddings is not None and s > m.max_position_embeddings:
+            add("training.seq_length", s, f"seq_length ({s}) must be <= max_position_embeddings "
+                f"({m.max_position_embeddings})")
+        if cp > 1 and s % (2 * cp):
+            add("training.seq_length", s, f"seq_length ({s}) must be divisible by 2 x context_parallel_size "
+                f"= {2 * cp} (load-balanced context parallelism)")
+        if tr.sequence_parallel and (s // cp) % t:
+            add("training.seq_length", s, f"seq_length / context_parallel_size ({s // cp}) must be divisible "
+                f"by tensor_model_parallel_size ({t}) with sequence parallelism")
+    if tr.sequence_parallel and t == 1:
+        add("training.sequence_parallel", True, "needs tensor_model_parallel_size > 1")
+    if cp > 1 and tr.attention_backend in ("unfused", "local"):
+        add("training.attention_backend", tr.attention_backend, "context parallelism needs flash or fused "
+            "attention (Transformer Engine)")
+
+    # Batch.
+    if tr.global_batch_size is not None and ws % (t * p * cp) == 0:
+        dp = ws // (t * p * cp)
+        if tr.global_batch_size % (tr.micro_batch_size * dp):
+            add("training.global_batch_size", tr.global_batch_size, f"global_batch_size "
+                f"({tr.global_batch_size}) must be divisible by micro_batch_size ({tr.micro_batch_size}) x "
+                f"data-parallel size ({dp}) = {tr.micro_batch_size * dp}")
+
+    # Recompute.
+    g = tr.recompute_granularity
+    if tr.recompute_method is not None and g != "full":
+        add("training.recompute_method", tr.recompute_method, "applies only with recompute_granularity: full")
+    if tr.recompute_num_layers is not None and g != "full":
+        add("training.recompute_num_layers", tr.recompute_num_layers,
+            "applies only with recompute_granularity: full")
+    if tr.recompute_modules is not None and g != "selective":
+        add("training.recompute_modules", list(tr.recompute_modules),
+            "applies only with recompute_granularity: selective")
+    if g == "full" and tr.recompute_method is None and tr.recompute_num_layers not in (None,):
+        add("training.recompute_method", None, "recompute_num_layers needs recompute_method (uniform or block)")
+
+    # Pipeline layout.
+    P.extend(layer_split_problems(cfg))
+
+    # Precision.
+    if pr.fp8_recipe is not None and not pr.fp8:
+        add("precision.fp8_recipe", pr.fp8_recipe, "applies only with fp8: true")
+    if pr.fp8_param_gather and not pr.fp8:
+        add("precision.fp8_param_gather", True, "applies only with fp8: true")
+    if not pr.use_precision_aware_optimizer:
+        for name, default in (("main_grads_dtype", "fp32"), ("main_params_dtype", "fp32"),
+                              ("exp_avg_dtype", "fp32"), ("exp_avg_sq_dtype", "fp32")):
+            if getattr(pr, name) != default:
+                add(f"precision.{name}", getattr(pr, name), "needs use_precision_aware_optimizer: true")
+    elif not tr.use_distributed_optimizer:
+        add("precision.use_precision_aware_optimizer", True, "needs training.use_distributed_optimizer: true")
+    if pr.params_dtype == "fp32" and pr.fp8:
+        add("precision.fp8", True, "FP8 compute needs bf16 or fp16 weights")
+    return P

@@ -1,0 +1,360 @@
+"""The configuration schema: the single source of truth for every configuration field.
+
+Four frozen dataclasses, one per YAML section (``model``, ``parallelism``, ``training``,
+``precision``), under one root :class:`Config`. Each field carries its metadata: type, default,
+allowed values, unit, the Megatron-LM argument it mirrors and its help text. The YAML/JSON loader,
+the validation, the CLI flags, the calculator form and the configuration reference in the docs are
+all generated from these declarations, so a field is described exactly once.
+
+Names and meanings follow Megatron-Core (``TransformerConfig`` and ``megatron/training/arguments.py``).
+Where the seed documents disagree with Megatron-Core, Megatron-Core wins; the help text says so.
+``None`` always means "derive the value", and the help text says how.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+__all__ = ["Config", "FieldSpec", "ModelConfig", "ParallelismConfig", "PrecisionConfig", "SECTIONS",
+           "TrainingConfig", "field_specs", "section_specs"]
+
+#: Sentinel meaning "this field must be given".
+REQUIRED = None
+
+
+def _f(default, help: str, *, type: str, choices: tuple | None = None, unit: str | None = None,
+       required: bool = False, nullable: bool = False, flag: str | None = None, cli: str | None = None,
+       min: float | None = None, max: float | None = None, derived: str | None = None):
+    """Declare one field with its metadata (see :class:`FieldSpec`)."""
+    meta = dict(help=help, type=type, choices=choices, unit=unit, required=required,
+                nullable=nullable or required or default is None, flag=flag, cli=cli, min=min, max=max,
+                derived=derived)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of the GPT-style model (Megatron-Core ``TransformerConfig`` and ``GPTModel``)."""
+
+    num_layers: int = _f(REQUIRED, "Number of transformer layers (decoder blocks), not counting MTP layers.",
+                         type="int", required=True, min=1, flag="--num-layers")
+    hidden_size: int = _f(REQUIRED, "Hidden dimension h of the residual stream.", type="int", required=True,
+                          min=1, flag="--hidden-size")
+    num_attention_heads: int = _f(REQUIRED, "Number of attention (query) heads a.", type="int", required=True,
+                                  min=1, flag="--num-attention-heads")
+    num_query_groups: int | None = _f(None, "Key/value heads g for grouped-query attention; g < a is GQA, "
+                                      "g = 1 is MQA. Ignored with multi-latent attention.", type="int", min=1,
+                                      derived="num_attention_heads (plain multi-head attention)",
+                                      flag="--num-query-groups")
+    kv_channels: int | None = _f(None, "Width of one attention head (head_dim). Not required to equal "
+                                 "hidden_size / num_attention_heads (Qwen3, Gemma).", type="int", min=1,
+                                 derived="hidden_size // num_attention_heads", flag="--kv-channels")
+    ffn_hidden_size: int | None = _f(None, "Width of the dense MLP. For SwiGLU models the 8/3 ratio comes from "
+                                     "the gated activation, not from MoE.", type="int", min=1,
+                                     derived="4 * hidden_size (Megatron's default)", flag="--ffn-hidden-size")
+    num_experts: int | None = _f(None, "Routed experts per MoE layer; null for a dense model.", type="int", min=1,
+                                 flag="--num-experts")
+    moe_router_topk: int | None = _f(None, "Routed experts each token is sent to (top-k).", type="int", min=1,
+                                     derived="2 (Megatron's default) for MoE models", flag="--moe-router-topk")
+    moe_ffn_hidden_size: int | None = _f(None, "Width of one routed expert's MLP.", type="int", min=1,
+                                         derived="ffn_hidden_size", flag="--moe-ffn-hidden-size")
+    moe_shared_expert_intermediate_size: int | None = _f(
+        None, "Total width of the shared expert(s) that every token passes through (Megatron sums several "
+        "shared experts into one); null for none.", type="int", min=1,
+        flag="--moe-shared-expert-intermediate-size")
+    moe_shared_expert_gate: bool = _f(False, "A sigmoid gate (h weights) on the shared expert output, as in "
+                                      "Qwen2-MoE.", type="bool", flag="--moe-shared-expert-gate")
+    moe_layer_freq: int | list[int] = _f(1, "Which layers are MoE: an int k makes every k-th layer MoE "
+                                         "(1 = all); a 0/1 list of length num_layers gives the pattern, e.g. "
+                                         "[0, 0, 0, 1, ...] for first-k-dense.", type="int_or_list",
+                                         flag="--moe-layer-freq")
+    moe_router_enable_expert_bias: bool = _f(False, "Per-expert routing bias (DeepSeek-V3 aux-loss-free "
+                                             "balancing). Kept as an fp32 buffer, counted as parameters as "
+                                             "Hugging Face does (e_score_correction_bias).", type="bool",
+                                             flag="--moe-router-enable-expert-bias")
+    moe_token_dispatcher_type: str = _f("alltoall", "How tokens reach their experts. Megatron's own default "
+                                        "is allgather; alltoall is what MoE recipes use.", type="str",
+                                        choices=("alltoall", "allgather", "flex"),
+                                        flag="--moe-token-dispatcher-type")
+    moe_expert_capacity_factor: float | None = _f(None, "Capacity factor per expert; null means dropless "
+                                                  "(every expert takes exactly its balanced share).",
+                                                  type="float", min=0.0, flag="--moe-expert-capacity-factor")
+    moe_pad_expert_input_to_capacity: bool = _f(False, "Pad every expert's input to its full capacity "
+                                                "(needs moe_expert_capacity_factor).", type="bool",
+                                                flag="--moe-pad-expert-input-to-capacity")
+    vocab_size: int = _f(REQUIRED, "Tokenizer vocabulary size before padding.", type="int", required=True, min=1,
+                         flag="--vocab-size")
+    make_vocab_size_divisible_by: int = _f(128, "Megatron pads the vocabulary to a multiple of this value "
+                                           "times tensor_model_parallel_size.", type="int", min=1,
+                                           flag="--make-vocab-size-divisible-by")
+    max_position_embeddings: int | None = _f(None, "Longest sequence the position embedding supports; must "
+                                             "be >= seq_length.", type="int", min=1, unit="tokens",
+                                             derived="seq_length", flag="--max-position-embeddings")
+    position_embedding_type: str = _f("rope", "Position embedding: rope and none add no parameters; "
+                                      "learned_absolute adds max_position_embeddings x hidden_size. "
+                                      "(Megatron's own default is learned_absolute.)", type="str",
+                                      choices=("rope", "learned_absolute", "none", "yarn", "mrope"),
+                                      flag="--position-embedding-type")
+    normalization: str = _f("RMSNorm", "Norm layers: RMSNorm has a weight, LayerNorm a weight and a bias.",
+                            type="str", choices=("RMSNorm", "LayerNorm"), flag="--normalization")
+    layernorm_epsilon: float = _f(1e-5, "Epsilon of the norm layers (no effect on memory).", type="float",
+                                  min=0.0, flag="--norm-epsilon")
+    activation_func: str = _f("swiglu", "MLP activation. swiglu and geglu are gated (three projections).",
+                              type="str", choices=("swiglu", "geglu", "gelu", "silu", "relu", "squared_relu"),
+                              flag="--swiglu")
+    gated_linear_unit: bool = _f(True, "Gated MLP (SwiGLU/GeGLU): fc1 produces 2 x ffn_hidden_size.",
+                                 type="bool")
+    qk_layernorm: bool = _f(False, "Norm on queries and keys per head (Qwen3, OLMo 2); with MLA, the q/kv "
+                            "latent norms.", type="bool", flag="--qk-layernorm")
+    add_bias_linear: bool = _f(False, "Biases on every linear layer. Megatron's own default is true "
+                               "(--disable-bias-linear turns it off).", type="bool", flag="--add-bias-linear")
+    add_qkv_bias: bool = _f(False, "Bias on the QKV projection only (Qwen2/Qwen2.5).", type="bool",
+                            flag="--add-qkv-bias")
+    untie_embeddings_and_output_weights: bool = _f(False, "Separate output-layer weights; false ties them to "
+                                                   "the input embedding (Megatron's default).", type="bool",
+                                                   flag="--untie-embeddings-and-output-weights")
+    multi_latent_attention: bool = _f(False, "Multi-latent attention (DeepSeek-V2/V3, Kimi-K2, Moonlight).",
+                                      type="bool", flag="--multi-latent-attention")
+    q_lora_rank: int | None = _f(None, "MLA query compression rank; null means no query compression "
+                                 "(DeepSeek-V2-Lite, Moonlight).", type="int", min=1, flag="--q-lora-rank")
+    kv_lora_rank: int | None = _f(None, "MLA key/value compression rank.", type="int", min=1,
+                                  derived="512 when multi_latent_attention", flag="--kv-lora-rank")
+    qk_head_dim: int | None = _f(None, "MLA per-head query/key width without the rotary part.", type="int",
+                                 min=1, derived="128 when multi_latent_attention", flag="--qk-head-dim")
+    qk_pos_emb_head_dim: int | None = _f(None, "MLA per-head rotary width (shared key part).", type="int",
+                                         min=1, derived="64 when multi_latent_attention",
+                                         flag="--qk-pos-emb-head-dim")
+    v_head_dim: int | None = _f(None, "MLA per-head value width.", type="int", min=1,
+                                derived="128 when multi_latent_attention", flag="--v-head-dim")
+    mtp_num_layers: int | None = _f(None, "Multi-token-prediction layers (DeepSeek-V3: 1). They run on the "
+                                    "last pipeline stage and share the embedding and output layer.",
+                                    type="int", min=0, flag="--mtp-num-layers")
+    hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
+                               "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
+                               min=0.0, max=1.0, flag="--hidden-dropout")
+    attention_dropout: float = _f(0.0, "Dropout on attention probabilities; costs memory only with unfused "
+                                  "attention. (Megatron's own default is 0.1.)", type="float", min=0.0, max=1.0,
+                                  flag="--attention-dropout")
+
+
+@dataclass(frozen=True)
+class ParallelismConfig:
+    """How the model is split over GPUs. Dense layers use tp*cp*dp*pp = world_size; expert layers fold
+    etp*ep*edp*pp = world_size over the same ranks: EP does not multiply the world size."""
+
+    tensor_model_parallel_size: int = _f(1, "Tensor parallel size t: splits every linear layer's weights and "
+                                         "the attention heads.", type="int", min=1, cli="--tp",
+                                         flag="--tensor-model-parallel-size")
+    pipeline_model_parallel_size: int = _f(1, "Pipeline parallel size p: splits the layers into p stages.",
+                                           type="int", min=1, cli="--pp", flag="--pipeline-model-parallel-size")
+    expert_model_parallel_size: int = _f(1, "Expert parallel size: splits the routed experts of each MoE layer.",
+                                         type="int", min=1, cli="--ep", flag="--expert-model-parallel-size")
+    expert_tensor_parallel_size: int | None = _f(None, "Tensor parallel size inside each routed expert.",
+                                                 type="int", min=1, cli="--etp",
+                                                 derived="tensor_model_parallel_size (Megatron-Core's rule; "
+                                                 "the seeds' default of 1 is wrong)",
+                                                 flag="--expert-tensor-parallel-size")
+    context_parallel_size: int = _f(1, "Context parallel size: splits the sequence. Works without sequence "
+                                    "parallelism and without TP.", type="int", min=1, cli="--cp",
+                                    flag="--context-parallel-size")
+    cp_comm_type: str = _f("p2p", "How context-parallel attention exchanges keys and values: p2p (ring), a2a "
+                           "(all-to-all over heads), allgather, or a2a+p2p.", type="str",
+                           choices=("p2p", "a2a", "allgather", "a2a+p2p"), flag="--cp-comm-type")
+    virtual_pipeline_model_parallel_size: int | None = _f(None, "Model chunks per pipeline rank for the "
+                                                          "interleaved 1F1B schedule; null for plain 1F1B.",
+                                                          type="int", min=1, cli="--vpp",
+                                                          flag="--num-virtual-stages-per-pipeline-rank")
+    num_layers_in_first_pipeline_stage: int | None = _f(None, "Layers on the first stage for an uneven "
+                                                        "split; the rest are spread evenly.", type="int", min=0,
+                                                        flag="--decoder-first-pipeline-num-layers")
+    num_layers_in_last_pipeline_stage: int | None = _f(None, "Layers on the last stage for an uneven split.",
+                                                       type="int", min=0,
+                                                       flag="--decoder-last-pipeline-num-layers")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Batch, sequence, optimizer sharding and activation recomputation."""
+
+    micro_batch_size: int = _f(1, "Sequences per GPU per forward pass (b).", type="int", min=1, cli="--mbs",
+                               unit="sequences", flag="--micro-batch-size")
+    global_batch_size: int | None = _f(None, "Sequences per optimizer step; sets the number of micro-batches "
+                                       "m = global_batch_size / (micro_batch_size x data-parallel size).",
+                                       type="int", min=1, cli="--gbs", unit="sequences",
+                                       derived="enough micro-batches to fill the pipeline",
+                                       flag="--global-batch-size")
+    seq_length: int | None = _f(None, "Training sequence length s. With flash or fused attention activation "
+                                "memory grows linearly with s, not quadratically.", type="int", min=1,
+                                unit="tokens", derived="max_position_embeddings", flag="--seq-length")
+    world_size: int = _f(REQUIRED, "Total number of GPUs.", type="int", required=True, min=1, cli="--num-gpus",
+                         unit="GPUs")
+    use_distributed_optimizer: bool = _f(True, "Shard fp32 master weights and Adam states over the data-"
+                                         "parallel (x context-parallel) ranks: 18 -> 6 + 12/d bytes per "
+                                         "parameter with bf16 weights and fp32 gradients.", type="bool",
+                                         flag="--use-distributed-optimizer")
+    sequence_parallel: bool = _f(False, "Shard norms, dropout and residual activations over the TP ranks "
+                                 "(needs tensor_model_parallel_size > 1).", type="bool",
+                                 flag="--sequence-parallel")
+    recompute_granularity: str | None = _f(None, "Activation recomputation: null (none), selective (the "
+                                           "modules in recompute_modules) or full (whole layers).", type="str",
+                                           choices=("selective", "full"), flag="--recompute-granularity")
+    recompute_method: str | None = _f(None, "With full recompute: uniform (groups of recompute_num_layers "
+                                      "layers keep only their input) or block (the first recompute_num_layers "
+                                      "layers of each pipeline stage are recomputed, the rest keep "
+                                      "everything).", type="str", choices=("uniform", "block"),
+                                      flag="--recompute-method")
+    recompute_num_layers: int | None = _f(None, "With full recompute: the group size (uniform) or the number "
+                                          "of recomputed layers per stage (block). Not the number of layers "
+                                          "kept.", type="int", min=0, derived="1 with full recompute",
+                                          flag="--recompute-num-layers")
+    recompute_modules: list[str] | None = _f(None, "With selective recompute: the modules recomputed "
+                                             "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+                                             "shared_experts).", type="str_list",
+                                             choices=("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
+                                                      "moe", "shared_experts"),
+                                             derived="[core_attn] with selective recompute",
+                                             flag="--recompute-modules")
+    attention_backend: str = _f("auto", "Attention kernel: flash, fused (cuDNN) and auto keep no s x s "
+                                "score matrix; unfused (and local) materialise it.", type="str",
+                                choices=("auto", "flash", "fused", "unfused", "local"), flag="--attention-backend")
+    cross_entropy_loss_fusion: bool = _f(False, "Fused cross-entropy: with the te implementation only the "
+                                         "bf16 logits are kept; unfused keeps an fp32 copy too.", type="bool",
+                                         flag="--cross-entropy-loss-fusion")
+    cross_entropy_fusion_impl: str = _f("native", "Implementation of the fused cross-entropy.", type="str",
+                                        choices=("native", "te"), flag="--cross-entropy-fusion-impl")
+    transformer_impl: str = _f("transformer_engine", "Layer implementation. Transformer Engine keeps one "
+                               "cached dummy weight-gradient tensor per distinct weight shape.", type="str",
+                               choices=("transformer_engine", "local"), flag="--transformer-impl")
+    gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
+                                            "main_grad buffer.", type="bool",
+                                            flag="--gradient-accumulation-fusion")
+    overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass.",
+                                   type="bool", flag="--overlap-grad-reduce")
+    overlap_param_gather: bool = _f(False, "Overlap the parameter all-gather with the forward pass.",
+                                    type="bool", flag="--overlap-param-gather")
+
+
+@dataclass(frozen=True)
+class PrecisionConfig:
+    """Number formats of weights, gradients and optimizer states."""
+
+    params_dtype: str = _f("bf16", "Dtype of the model weights (--bf16, --fp16, or fp32).", type="str",
+                           choices=("bf16", "fp16", "fp32"), flag="--bf16")
+    fp8: bool = _f(False, "FP8 compute through Transformer Engine (Hopper or newer).", type="bool", cli="--fp8",
+                   flag="--fp8-format")
+    fp8_recipe: str | None = _f(None, "FP8 scaling recipe.", type="str",
+                                choices=("delayed", "tensorwise", "mxfp8", "blockwise"),
+                                derived="delayed when fp8 (Megatron's default)", flag="--fp8-recipe")
+    fp8_param_gather: bool = _f(False, "Keep the model weights themselves in FP8 (--fp8-param-gather); the "
+                                "distributed optimizer keeps fp32 master weights.", type="bool",
+                                flag="--fp8-param-gather")
+    accumulate_allreduce_grads_in_fp32: bool | None = _f(None, "Accumulate and reduce gradients in fp32.",
+                                                         type="bool",
+                                                         derived="true for bf16 weights (Megatron forces it), "
+                                                         "false for fp16", flag="--accumulate-allreduce-grads-in-fp32")
+    use_precision_aware_optimizer: bool = _f(False, "Let the optimizer keep master weights, gradients and "
+                                             "Adam moments in the dtypes below (TE FusedAdam).", type="bool",
+                                             flag="--use-precision-aware-optimizer")
+    main_grads_dtype: str = _f("fp32", "Dtype of the main gradient buffer (bf16 needs the precision-aware "
+                               "optimizer).", type="str", choices=("fp32", "bf16"), flag="--main-grads-dtype")
+    main_params_dtype: str = _f("fp32", "Dtype of the optimizer's master weights (fp16 needs the precision-"
+                                "aware optimizer).", type="str", choices=("fp32", "fp16"),
+                                flag="--main-params-dtype")
+    exp_avg_dtype: str = _f("fp32", "Dtype of Adam's first moment.", type="str",
+                            choices=("fp32", "fp16", "bf16", "fp8"), flag="--exp-avg-dtype")
+    exp_avg_sq_dtype: str = _f("fp32", "Dtype of Adam's second moment.", type="str",
+                               choices=("fp32", "fp16", "bf16", "fp8"), flag="--exp-avg-sq-dtype")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole configuration: the four sections of the YAML file."""
+
+    model: ModelConfig
+    parallelism: ParallelismConfig
+    training: TrainingConfig
+    precision: PrecisionConfig
+    #: What the user wrote (sections and keys as given), returned by ``to_dict()``.
+    source: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict:
+        """The configuration as the user wrote it (only the keys given, in their order)."""
+        import copy
+        return copy.deepcopy(self.source)
+
+    def to_full_dict(self) -> dict:
+        """Every field of every section, defaults filled in (derived values stay null)."""
+        return {name: {f.name: _plain(getattr(getattr(self, name), f.name)) for f in dataclasses.fields(cls)}
+                for name, cls in SECTIONS.items()}
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+#: Section name -> dataclass, in YAML order.
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "parallelism": ParallelismConfig,
+    "training": TrainingConfig,
+    "precision": PrecisionConfig,
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Everything the loader, the CLI, the calculator form and the docs need to know about one field."""
+
+    section: str
+    name: str
+    type: str          # int | float | bool | str | int_or_list | str_list
+    default: object
+    help: str
+    required: bool
+    nullable: bool
+    choices: tuple | None
+    unit: str | None
+    flag: str | None   # the Megatron-LM argument it mirrors
+    cli: str | None    # the estimator CLI flag (derived from the name when None)
+    min: float | None
+    max: float | None
+    derived: str | None
+
+    @property
+    def path(self) -> str:
+        return f"{self.section}.{self.name}"
+
+    @property
+    def cli_flag(self) -> str:
+        return self.cli or "--" + self.name.replace("_", "-")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["choices"] = list(self.choices) if self.choices else None
+        d["path"] = self.path
+        d["cli_flag"] = self.cli_flag
+        return d
+
+
+def section_specs(section: str) -> list[FieldSpec]:
+    """The field specs of one section, in declaration order."""
+    cls = SECTIONS[section]
+    out = []
+    for f in dataclasses.fields(cls):
+        m = f.metadata
+        out.append(FieldSpec(section=section, name=f.name, type=m["type"], default=f.default, help=m["help"],
+                             required=m["required"], nullable=m["nullable"], choices=m["choices"], unit=m["unit"],
+                             flag=m["flag"], cli=m["cli"], min=m["min"], max=m["max"], derived=m["derived"]))
+    return out
+
+
+_SPECS: list[FieldSpec] | None = None
+
+
+def field_specs() -> list[FieldSpec]:
+    """Every field of every section, in YAML order."""
+    global _SPECS
+    if _SPECS is None:
+        _SPECS = [s for sec in SECTIONS for s in section_specs(sec)]
+    return list(_SPECS)
