@@ -24,3 +24,21 @@ __all__ = [
     "PrecisionConfig", "PresetNotFoundError", "Problem", "TrainingConfig", "UnsupportedError",
     "__version__", "count_parameters_of", "field_specs", "load_config", "validate",
 ]
+
+from .memory import stage_memory as _stage_memory  # noqa: E402
+from .report import Estimate, StageEstimate  # noqa: E402
+
+
+def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
+    """Estimate the memory of every pipeline stage of a configuration (path, dict, text or Config).
+
+    ``num_microbatches`` overrides the number derived from ``training.global_batch_size``.
+    """
+    r = resolve(load_config(config))
+    if num_microbatches is not None:
+        from dataclasses import replace
+        r = replace(r, m=num_microbatches)
+    return _stage_memory(r)
+
+
+__all__ += ["Estimate", "StageEstimate", "estimate"]

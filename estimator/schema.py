@@ -67,7 +67,7 @@ class ModelConfig:
                                       "Qwen2-MoE.", type="bool", flag="--moe-shared-expert-gate")
     moe_layer_freq: int | list[int] = _f(1, "Which layers are MoE: an int k makes every k-th layer MoE "
                                          "(1 = all); a 0/1 list of length num_layers gives the pattern, e.g. "
-                                         "[0, 0, 0, 1, ...] for first-k-dense.", type="int_or_list",
+                                         "[0, 0, 0, 1, ...] for first-k-dense; null means 1.", type="int_or_list", nullable=True,
                                          flag="--moe-layer-freq")
     moe_router_enable_expert_bias: bool = _f(False, "Per-expert routing bias (DeepSeek-V3 aux-loss-free "
                                              "balancing). Kept as an fp32 buffer, counted as parameters as "

@@ -1,0 +1,185 @@
+"""Activation memory of one micro-batch, per layer, as Megatron-Core with Transformer Engine keeps it.
+
+The accounting follows Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+Models" (2022), re-derived for the modules Megatron-Core actually runs (TE fused norm+linear, flash or
+cuDNN fused attention, SwiGLU, MoE with token permutation, MLA). Bytes per token of one layer, with
+T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activations in bf16 (2 B):
+
+    attention  = 4*Tn*h               norm input + norm output (saved by the fused QKV linear)
+               + 2*T*(a + 2g)*dh/t    q, k, v as flash attention saves them (GQA-sized k, v)
+               + 2*T*a*dh/t           attention output (also the output projection's input)
+               + 4*T*a/t              softmax log-sum-exp (fp32)
+    dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
+    MoE        = 4*Tn*h + 8*Tn*E      norm, router logits and probabilities (fp32)
+               + R*(4h + 2*fm*(3 if gated else 2)/etp)       R = routed rows: permuted input, fc1 out,
+                                                             activation out, expert output for unpermute
+               + shared expert like a dense MLP of width fs
+    MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
+
+Unfused attention adds the s x s scores (softmax output 2 B, dropout mask 1 B and output 2 B per element
+when attention_dropout > 0); hidden_dropout > 0 adds a 1-byte mask per residual element twice per layer.
+FP8 saves linear-layer inputs in 1 byte. Selective recompute drops the pieces of the modules it names;
+full recompute keeps only each checkpointed group's input (2*Tn*h).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .resolve import Resolved
+
+__all__ = ["LayerActivations", "layer_activations", "stage_extras"]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerActivations:
+    """Activation bytes of one layer for one micro-batch."""
+
+    attention: int       # kept for backward, after selective recompute
+    mlp: int             # dense MLP or MoE block, after selective recompute
+    full: int            # everything, as a full-recompute group rematerialises it
+    checkpoint: int      # the layer input a full-recompute checkpoint keeps
+    backward_peak: int   # gradient working set while this layer runs its backward
+    recompute_peak: int  # what selective recompute rematerialises at once during backward
+
+    @property
+    def saved(self) -> int:
+        return self.attention + self.mlp
+
+
+def _tokens(r: Resolved) -> tuple[int, int]:
+    T = r.s * r.b // r.cp
+    return T, (T // r.t if r.sp else T)
+
+
+def _act_bytes(r: Resolved) -> int:
+    return 4 if r.cfg.precision.params_dtype == "fp32" else 2
+
+
+def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
+    """Activations of one decoder layer (dense or MoE) for one micro-batch on one GPU."""
+    cfg, tr = r.cfg, r.cfg.training
+    T, Tn = _tokens(r)
+    t, h = r.t, r.h
+    B = _act_bytes(r)
+    lin_in = 1 if cfg.precision.fp8 else B         # FP8 linears save their inputs as FP8
+    modules = set(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" else set()
+    drop = cfg.model.hidden_dropout > 0
+    mask = Tn * h if drop else 0                   # one bias-dropout-add mask (1 B per element)
+
+    # --- attention -----------------------------------------------------------------------------
+    norm_keep = B * Tn * h + (0 if "layernorm" in modules else lin_in * Tn * h)
+    heads = r.a // t
+    recompute_attn = 0
+    if r.mla:
+        qk = r.qk_dim + r.rope_dim
+        latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
+        qkv = B * T * heads * (2 * qk + r.v_dim)
+        out = B * T * heads * r.v_dim
+        if "mla_up_proj" in modules:
+            recompute_attn = qkv
+            qkv = 0
+        attn = norm_keep + latent + qkv + out + 4 * T * heads
+    else:
+        dh, g = r.dh, r.g
+        qkv = B * T * (heads + 2 * (g // t)) * dh
+        out = B * T * heads * dh
+        attn = norm_keep + qkv + out + 4 * T * heads
+        if tr.attention_backend in ("unfused", "local"):
+            s = r.s
+            scores = B * r.b * heads * s * s
+            if cfg.model.attention_dropout > 0:
+                scores += (1 + B) * r.b * heads * s * s
+            # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
+            expanded = 2 * B * T * (heads - g // t) * dh
+            if "core_attn" in modules:
+                recompute_attn = scores + expanded
+            else:
+                attn += scores + expanded
+    if cfg.precision.fp8:
+        attn += Tn * 0 + T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+    cp_type = cfg.parallelism.cp_comm_type
+    if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
+        attn += B * T * heads * (r.v_dim if r.mla else r.dh)       # output before and after the all-to-all
+    elif r.cp > 1 and cp_type == "allgather" and not r.mla:
+        attn += 2 * B * T * (r.cp - 1) * (r.g // t) * r.dh       # gathered keys and values
+    attn += mask
+
+    # --- MLP or MoE ----------------------------------------------------------------------------
+    up = 2 if r.gated else 1
+    norm2 = B * Tn * h + (0 if "layernorm" in modules else B * Tn * h)
+    if moe:
+        rows = _routed_rows(r, T, Tn)
+        fm = r.fm // r.etp
+        act_out = lin_in * rows * fm
+        experts = lin_in * rows * h + B * rows * fm * up + act_out + B * rows * h
+        recompute_mlp = 0
+        if "moe_act" in modules:
+            experts -= act_out
+            recompute_mlp = act_out
+        shared = 0
+        if r.fs:
+            fs = r.fs // t
+            shared = B * T * fs * up + lin_in * T * fs
+            if "shared_experts" in modules:
+                recompute_mlp += shared
+                shared = 0
+        router = 8 * Tn * r.E
+        mlp = norm2 + router + experts + shared
+        if "moe" in modules:
+            recompute_mlp = mlp
+            mlp = B * Tn * h
+        work = B * rows * fm * up + B * rows * h
+    else:
+        f = r.f // t
+        mlp = norm2 + B * T * f * up + lin_in * T * f
+        recompute_mlp = 0
+        if "mlp" in modules:
+            recompute_mlp = mlp
+            mlp = B * Tn * h
+        work = B * T * f * up + 2 * B * Tn * h
+    mlp += mask
+    full = attn + recompute_attn + mlp + recompute_mlp
+    return LayerActivations(attention=attn, mlp=mlp, full=full, checkpoint=B * Tn * h, backward_peak=work,
+                            recompute_peak=max(recompute_attn, recompute_mlp))
+
+
+def _routed_rows(r: Resolved, T: int, Tn: int) -> int:
+    """Token rows the local experts process for one micro-batch (balanced routing).
+
+    Each of the Tn local tokens is sent to k experts; balanced over the expert-parallel group, a rank's
+    experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. A capacity
+    factor c caps each expert at c times its share (and padding fills it up to that)."""
+    tokens = Tn if r.sp else T
+    rows = tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1)
+    c = r.cfg.model.moe_expert_capacity_factor
+    if c is not None:
+        rows = int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, 1.0))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class StageExtras:
+    """Activations outside the decoder layers for one micro-batch."""
+
+    embedding: int       # first stage: embedding output dropout mask
+    output: int          # last stage: final norm and logits (and MTP)
+    logits_peak: int     # last stage: logits alive while the output layer runs its backward
+
+
+def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
+    cfg = r.cfg
+    T, Tn = _tokens(r)
+    B = _act_bytes(r)
+    h = r.h
+    drop = cfg.model.hidden_dropout > 0
+    emb = Tn * h if drop else 0
+    te_ce = cfg.training.cross_entropy_loss_fusion and cfg.training.cross_entropy_fusion_impl == "te"
+    logits = (B if te_ce else B + 4) * T * (r.Vp // r.t)
+    out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    if r.mtp and mtp_layer is not None:
+        # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
+        # layer, its final norm, and its own logits.
+        per = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + logits + emb
+        out += r.mtp * per
+    return StageExtras(embedding=emb, output=out, logits_peak=logits)

@@ -1,0 +1,291 @@
+"""Per-stage memory: the assembly of parameters, model states, activations and transient buffers.
+
+For each pipeline stage this module finds the layers it holds (per virtual chunk), the parameters one
+of its GPUs keeps, the micro-batches in flight at the peak of the pipeline schedule, and the transient
+buffers alive at that peak; then the three totals:
+
+- ``allocated_bytes``: weights + gradients + optimizer states + activations + transient buffers, what
+  ``torch.cuda.max_memory_allocated()`` reports;
+- ``reserved_bytes``: plus the PyTorch caching allocator's reserve (:data:`ALLOCATOR_RESERVE_FRACTION`);
+- ``device_bytes``: plus the CUDA context and NCCL communicator buffers, the figure to hold against a
+  GPU's capacity.
+
+Pipeline schedules (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B, stage r holds the
+activations of min(p - r, m) micro-batches at its peak; with the interleaved schedule (v chunks per
+rank) rank r runs (p - r - 1) * 2 + (v - 1) * p warm-up forward passes before its first backward, so
+it holds that many chunk-micro-batches plus one, capped at m * v.
+"""
+
+from __future__ import annotations
+
+from .activations import LayerActivations, layer_activations, stage_extras
+from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, moe_experts, \
+    moe_router, mtp_extra, output_layer, shared_expert
+from .report import Estimate, Peak, StageEstimate
+from .resolve import DTYPE_BYTES, Resolved
+from .states import byte_model, state_bytes
+
+__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
+           "stage_memory"]
+
+MIB = 2 ** 20
+
+#: The caching allocator keeps freed blocks for reuse; reserved exceeds allocated by a few percent in
+#: steady training (measured: 3-6 % on the SimuMax B200 runs of shared/reference/measured.yaml).
+ALLOCATOR_RESERVE_FRACTION = 0.04
+
+#: CUDA context with cuBLAS/cuDNN/NCCL kernels loaded, outside PyTorch's allocator. nvidia-smi shows
+#: roughly 500-700 MiB per process on Hopper with CUDA 12; we take 600 MiB.
+CUDA_CONTEXT_BYTES = 600 * MIB
+
+#: NCCL's own buffers per communicator a rank uses (NCCL_BUFFSIZE 4 MiB x channels x peers), an
+#: order-of-magnitude figure: 128 MiB per process group of more than one rank.
+NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
+
+
+def in_flight(r: Resolved, stage: int) -> list[int]:
+    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds at its peak."""
+    p, v, m = r.p, r.v, r.m
+    if v == 1:
+        n = p - stage
+        if m is not None:
+            n = min(n, m)
+        return [0] * n
+    n = (p - stage - 1) * 2 + (v - 1) * p + 1
+    if m is not None:
+        n = min(n, m * v)
+    return [(k // p) % v for k in range(n)]
+
+
+def _linear_shapes(r: Resolved, moe: bool) -> set:
+    """Distinct weight shapes of one layer's linear layers on one GPU (Transformer Engine caches one dummy
+    weight-gradient tensor per shape when gradients accumulate straight into main_grad)."""
+    t, h, a = r.t, r.h, r.a
+    up = 2 if r.gated else 1
+    if r.mla:
+        qk = r.qk_dim + r.rope_dim
+        shapes = {(r.kv_lora + r.rope_dim, h), (a // t * (r.qk_dim + r.v_dim), r.kv_lora), (h, a // t * r.v_dim)}
+        shapes |= {(r.q_lora, h), (a // t * qk, r.q_lora)} if r.q_lora else {(a // t * qk, h)}
+    else:
+        shapes = {((a + 2 * r.g) // t * r.dh, h), (h, a // t * r.dh)}
+    if moe:
+        fm = r.fm // r.etp
+        shapes |= {(fm * up, h), (h, fm)}
+        if r.fs:
+            shapes |= {(r.fs // t * up, h), (h, r.fs // t)}
+    else:
+        shapes |= {(r.f // t * up, h), (h, r.f // t)}
+    return shapes
+
+
+def _chunk_activations(r: Resolved, layers: range, acts: dict) -> tuple[int, int, int, int]:
+    """(saved bytes, attention part, mlp part, recompute working set) of one chunk for one micro-batch."""
+    tr = r.cfg.training
+    kinds = [acts[r.moe_layers[i]] for i in layers]
+    if not kinds:
+        return 0, 0, 0, 0
+    if tr.recompute_granularity != "full":
+        att = sum(k.attention for k in kinds)
+        mlp = sum(k.mlp for k in kinds)
+        return att + mlp, att, mlp, max(k.recompute_peak for k in kinds)
+    n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+    if tr.recompute_method == "block":
+        rec, keep = kinds[:n], kinds[n:]
+        att = sum(k.attention for k in keep)
+        mlp = sum(k.mlp for k in keep)
+        ckpt = sum(k.checkpoint for k in rec)
+        work = max((k.full - k.checkpoint for k in rec), default=0)
+        return att + mlp + ckpt, att + ckpt, mlp, work
+    # uniform (the default method): groups of n layers keep only the group's input
+    n = max(n, 1)
+    groups = [kinds[i:i + n] for i in range(0, len(kinds), n)]
+    ckpt = sum(g[0].checkpoint for g in groups)
+    work = max(sum(k.full for k in g) - g[0].checkpoint for g in groups)
+    return ckpt, ckpt, 0, work
+
+
+def stage_memory(r: Resolved) -> Estimate:
+    """The estimate for every pipeline stage of a resolved configuration."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    bm = byte_model(r)
+    params = count_parameters(r)
+    acts = {False: layer_activations(r, False)}
+    if r.E:
+        acts[True] = layer_activations(r, True)
+    mtp_act = acts[r.mtp_is_moe] if r.mtp else None
+    extras = stage_extras(r, mtp_act)
+
+    # Parameters per layer kind on one GPU: (dense part, its linear weights, routed-expert part).
+    att = attention(r)
+    per_kind = {}
+    for moe in acts:
+        dense = att + (moe_router(r) + shared_expert(r) if moe else dense_mlp(r))
+        exp = moe_experts(r) if moe else Count()
+        per_kind[moe] = (dense.per_rank(r.t), dense.sharded // r.t,
+                         exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
+    mtp_dense, mtp_linear, mtp_expert = 0, 0, 0
+    if r.mtp:
+        d, lin, e = per_kind[r.mtp_is_moe]
+        x = mtp_extra(r)
+        mtp_dense = r.mtp * (d + x.per_rank(r.t))
+        mtp_linear = r.mtp * (lin + x.sharded // r.t)
+        mtp_expert = r.mtp * e
+
+    emb = embedding(r)
+    out = output_layer(r)
+    wbytes = DTYPE_BYTES[pr.params_dtype]
+    te = tr.transformer_impl == "transformer_engine"
+    fused_wgrad = tr.gradient_accumulation_fusion
+    dense_shard = r.dp * r.cp
+    shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in acts}
+    stages = []
+    for s_idx, chunks in enumerate(r.stages):
+        first, last = s_idx == 0, s_idx == r.p - 1
+        layers = [i for c in chunks for i in c]
+        n_moe = sum(1 for i in layers if r.moe_layers[i])
+        n_dense = len(layers) - n_moe
+        dense_p = n_dense * per_kind[False][0] + (n_moe * per_kind[True][0] if n_moe else 0)
+        linear_p = n_dense * per_kind[False][1] + (n_moe * per_kind[True][1] if n_moe else 0)
+        expert_p = n_moe * per_kind[True][2] if n_moe else 0
+        has_out = last and (not r.tied or r.p > 1 or False)
+        if first:
+            dense_p += emb.per_rank(r.t)
+        if last:
+            dense_p += final_norm(r).per_rank(r.t)
+            if not r.tied or r.p > 1:
+                dense_p += out.per_rank(r.t)
+            else:
+                has_out = True  # the tied embedding serves as output layer on the single stage
+            if r.mtp:
+                dense_p += mtp_dense
+                linear_p += mtp_linear
+                expert_p += mtp_expert
+                if r.p > 1 and not r.tied:
+                    dense_p += emb.sharded // r.t  # MTP looks up embeddings on the last stage
+        has_out = last
+        st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
+
+        # Activations of the (chunk-)micro-batches in flight.
+        chunk_acts = []
+        att_total = mlp_total = 0
+        work = 0
+        for c_idx, c in enumerate(chunks):
+            saved, a_part, m_part, rec = _chunk_activations(r, c, acts)
+            if first and c_idx == 0:
+                saved += extras.embedding
+            if last and c_idx == len(chunks) - 1:
+                saved += extras.output
+            chunk_acts.append((saved, a_part, m_part))
+            work = max(work, rec)
+        flight = in_flight(r, s_idx)
+        activations = sum(chunk_acts[c][0] for c in flight)
+        att_total = sum(chunk_acts[c][1] for c in flight)
+        mlp_total = sum(chunk_acts[c][2] for c in flight)
+        emb_act = extras.embedding * sum(1 for c in flight if c == 0) if first else 0
+        out_act = extras.output * sum(1 for c in flight if c == len(chunks) - 1) if last else 0
+
+        # Transient buffers at the peak.
+        kinds_here = {r.moe_layers[i] for i in layers} | ({r.mtp_is_moe} if (last and r.mtp) else set())
+        bwd = max((acts[k].backward_peak for k in kinds_here), default=0)
+        transient = {}
+        if te and fused_wgrad and kinds_here:
+            shapes = set().union(*(shapes_by_kind[k] for k in kinds_here))
+            if last and r.mtp:
+                shapes.add((r.h, 2 * r.h // r.t))
+            transient["te_dummy_wgrad"] = wbytes * sum(a * b for a, b in shapes)
+        elif kinds_here:
+            # Without fused accumulation each linear's weight gradient exists in the weight dtype until
+            # it is added to main_grad: the largest one is the peak.
+            biggest = max(a * b for k in kinds_here for a, b in shapes_by_kind[k])
+            bwd += wbytes * biggest
+        candidates = {"backward_working_set": bwd + work}
+        if last:
+            # Output layer backward: the logits (gradient computed in place) are alive and Megatron's
+            # ColumnParallelLinear allocates a dummy weight gradient of the full weight shape.
+            candidates["output_layer_wgrad"] = wbytes * (r.Vp // r.t) * r.h
+        if first and flight:
+            # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
+            candidates["embedding_wgrad"] = wbytes * (r.Vp // r.t) * r.h - chunk_acts[0][0]
+        name = max(candidates, key=candidates.get)
+        transient[name] = max(candidates[name], 0)
+        transient_bytes = sum(transient.values())
+
+        allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
+        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+        device = reserved + CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
+        stages.append(StageEstimate(
+            stage=s_idx, layers=tuple(tuple(c) for c in chunks), has_embedding=first, has_output_layer=has_out,
+            mtp_layers=r.mtp if last else 0, parameters=dense_p + expert_p, expert_parameters=expert_p,
+            microbatches_in_flight=len(flight), weights_bytes=st.weights, gradients_bytes=st.gradients,
+            optimizer_bytes=st.optimizer, activations_bytes=activations, transient_bytes=transient_bytes,
+            allocated_bytes=allocated, reserved_bytes=reserved, device_bytes=device,
+            activations={"attention": att_total - emb_act * 0, "mlp": mlp_total, "embedding": emb_act,
+                         "output": out_act},
+            transient=transient,
+        ))
+    peak_stage = max(stages, key=lambda s: s.device_bytes)
+    peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
+                reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
+    parallel = {"tp": r.t, "pp": r.p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
+                "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
+                "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
+                "dense_optimizer_shards": dense_shard if bm.distributed else 1,
+                "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
+                "bytes_per_parameter": {"weights": bm.weight, "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
+                                        "optimizer_unsharded": bm.optimizer}}
+    return Estimate(parameters=params, stages=tuple(stages), peak=peak, parallel=parallel,
+                    assumptions=tuple(_assumptions(r, bm)), config=cfg.to_dict())
+
+
+def _communicators(r: Resolved) -> int:
+    """Process groups of more than one rank that a GPU talks through."""
+    sizes = [r.t, r.p, r.dp * r.cp, r.cp]
+    if r.E:
+        sizes += [r.ep, r.etp, r.edp]
+    return sum(1 for s in sizes if s > 1)
+
+
+def _assumptions(r: Resolved, bm) -> list[str]:
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    out = [
+        f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B per parameter "
+        + (f"(the optimizer part sharded over {r.dp * r.cp} data x context-parallel ranks"
+           + (f", {r.edp} expert-data-parallel ranks for routed experts" if r.E else "") + ")"
+           if bm.distributed else "(no distributed optimizer: nothing sharded)") + ".",
+        "Adam optimizer (two moments per parameter); Megatron-Core with Transformer Engine layers.",
+        f"Vocabulary padded from {r.V} to {r.Vp} (multiple of {cfg.model.make_vocab_size_divisible_by} x TP {r.t}).",
+    ]
+    if r.m is None:
+        out.append("global_batch_size not set: assumed enough micro-batches to fill the pipeline "
+                   f"(at least {r.p * r.v}).")
+    else:
+        out.append(f"{r.m} micro-batches per step (global_batch_size / (micro_batch_size x DP {r.dp})).")
+    if r.p > 1:
+        sched = "interleaved 1F1B" if r.v > 1 else "1F1B"
+        out.append(f"{sched} schedule: stage r holds the activations of its in-flight micro-batches at the peak.")
+    if tr.attention_backend in ("unfused", "local"):
+        out.append("Unfused attention: the s x s attention scores are stored per head (quadratic in s).")
+    else:
+        out.append("Flash/fused attention: no s x s score matrix is stored (activations linear in s).")
+    if r.E:
+        c = cfg.model.moe_expert_capacity_factor
+        out.append("MoE routing assumed balanced: every expert receives its average share of tokens"
+                   + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
+    if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
+        out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
+    else:
+        out.append("Cross-entropy keeps the logits in bf16 and an fp32 copy for the loss.")
+    if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
+        out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
+                   "shape (gradients accumulate straight into the fp32 main_grad buffer).")
+    if pr.fp8:
+        out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
+                   "linear-layer inputs are saved in 1 byte.")
+    out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
+               f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
+               f"NCCL communicator ({_communicators(r)} here).")
+    out.append("Not modelled: CUDA graphs, CPU offloading, FSDP, routing imbalance, memory of a failed "
+               "allocation retry, and NCCL user-buffer registration.")
+    return out

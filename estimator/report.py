@@ -1,0 +1,104 @@
+"""Result types: frozen dataclasses with a recursive ``to_dict()`` of plain JSON types.
+
+The keys of ``Estimate.to_dict()`` listed in the README are a stable contract (the CLI's ``--json``,
+the calculator's ``data-estimate`` and the site's tables all read them): ``parameters.total``,
+``parameters.active``, ``stages[i].stage``, ``stages[i].weights_bytes``, ``stages[i].gradients_bytes``,
+``stages[i].optimizer_bytes``, ``stages[i].activations_bytes``, ``stages[i].allocated_bytes``,
+``stages[i].reserved_bytes``, ``stages[i].device_bytes``, ``peak.stage``, ``peak.allocated_bytes``,
+``peak.device_bytes``. All memory is in bytes; conversion to GiB happens only when printing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .params import ParameterCounts
+
+__all__ = ["Estimate", "Peak", "StageEstimate", "GIB", "GB", "to_plain"]
+
+GIB = 2 ** 30
+GB = 10 ** 9
+
+
+def to_plain(obj):
+    """Recursively convert dataclasses, tuples and dicts to plain JSON types."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in fields(obj) if not f.name.startswith("_")}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class StageEstimate:
+    """Memory of one GPU of one pipeline stage (the most loaded rank of that stage), in bytes."""
+
+    stage: int
+    layers: tuple            # global decoder-layer indices held, per virtual chunk
+    has_embedding: bool
+    has_output_layer: bool
+    mtp_layers: int
+    parameters: int          # parameters held by one GPU of this stage
+    expert_parameters: int   # of which routed-expert parameters
+    microbatches_in_flight: int  # (chunk) micro-batches whose activations are held at the peak
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    transient_bytes: int
+    allocated_bytes: int     # what torch.cuda.max_memory_allocated() reports on this rank
+    reserved_bytes: int      # plus the caching allocator's reserve (max_memory_reserved)
+    device_bytes: int        # plus CUDA context and communication buffers: hold this against the GPU
+    activations: dict        # activations by component
+    transient: dict          # transient buffers by component
+
+    @property
+    def model_state_bytes(self) -> int:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    def to_dict(self) -> dict:
+        d = to_plain(self)
+        d["layers"] = [list(c) for c in self.layers]
+        d["num_layers"] = sum(len(c) for c in self.layers)
+        return d
+
+    def __repr__(self) -> str:
+        return (f"StageEstimate(stage={self.stage}, allocated={self.allocated_bytes / GIB:.2f} GiB, "
+                f"device={self.device_bytes / GIB:.2f} GiB)")
+
+
+@dataclass(frozen=True, slots=True)
+class Peak:
+    stage: int
+    allocated_bytes: int
+    reserved_bytes: int
+    device_bytes: int
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimate for a whole configuration: every pipeline stage, the peak, and the assumptions."""
+
+    parameters: ParameterCounts
+    stages: tuple
+    peak: Peak
+    parallel: dict           # resolved sizes: tp, pp, dp, cp, ep, etp, edp, vpp, num_microbatches, ...
+    assumptions: tuple
+    config: dict             # the configuration as the user wrote it
+
+    def to_dict(self) -> dict:
+        return {
+            "parameters": self.parameters.to_dict(),
+            "stages": [s.to_dict() for s in self.stages],
+            "peak": to_plain(self.peak),
+            "parallel": dict(self.parallel),
+            "assumptions": list(self.assumptions),
+            "config": self.config,
+        }
+
+    def __repr__(self) -> str:
+        return (f"Estimate(params={self.parameters.total / 1e9:.2f}B, stages={len(self.stages)}, "
+                f"peak=stage {self.peak.stage}: {self.peak.allocated_bytes / GIB:.2f} GiB allocated, "
+                f"{self.peak.device_bytes / GIB:.2f} GiB device)")
