@@ -81,13 +81,22 @@ def _linear_shapes(r: Resolved, moe: bool) -> set:
 def _chunk_activations(r: Resolved, layers: range, acts: dict) -> tuple[int, int, int, int]:
     """(saved bytes, attention part, mlp part, recompute working set) of one chunk for one micro-batch."""
     tr = r.cfg.training
-    kinds = [acts[r.moe_layers[i]] for i in layers]
-    if not kinds:
+    if not len(layers):
         return 0, 0, 0, 0
     if tr.recompute_granularity != "full":
-        att = sum(k.attention for k in kinds)
-        mlp = sum(k.mlp for k in kinds)
-        return att + mlp, att, mlp, max(k.recompute_peak for k in kinds)
+        n_moe = sum(r.moe_layers[layers.start:layers.stop]) if r.E else 0
+        n_dense = len(layers) - n_moe
+        d = acts[False]
+        att = n_dense * d.attention
+        mlp = n_dense * d.mlp
+        rec = d.recompute_peak if n_dense else 0
+        if n_moe:
+            e = acts[True]
+            att += n_moe * e.attention
+            mlp += n_moe * e.mlp
+            rec = max(rec, e.recompute_peak)
+        return att + mlp, att, mlp, rec
+    kinds = [acts[r.moe_layers[i]] for i in layers]
     n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     if tr.recompute_method == "block":
         rec, keep = kinds[:n], kinds[n:]
@@ -142,9 +151,9 @@ def stage_memory(r: Resolved) -> Estimate:
     stages = []
     for s_idx, chunks in enumerate(r.stages):
         first, last = s_idx == 0, s_idx == r.p - 1
-        layers = [i for c in chunks for i in c]
-        n_moe = sum(1 for i in layers if r.moe_layers[i])
-        n_dense = len(layers) - n_moe
+        n_layers = sum(len(c) for c in chunks)
+        n_moe = sum(sum(r.moe_layers[c.start:c.stop]) for c in chunks) if r.E else 0
+        n_dense = n_layers - n_moe
         dense_p = n_dense * per_kind[False][0] + (n_moe * per_kind[True][0] if n_moe else 0)
         linear_p = n_dense * per_kind[False][1] + (n_moe * per_kind[True][1] if n_moe else 0)
         expert_p = n_moe * per_kind[True][2] if n_moe else 0
@@ -186,7 +195,13 @@ def stage_memory(r: Resolved) -> Estimate:
         out_act = extras.output * sum(1 for c in flight if c == len(chunks) - 1) if last else 0
 
         # Transient buffers at the peak.
-        kinds_here = {r.moe_layers[i] for i in layers} | ({r.mtp_is_moe} if (last and r.mtp) else set())
+        kinds_here = set()
+        if n_dense:
+            kinds_here.add(False)
+        if n_moe or (last and r.mtp and r.mtp_is_moe):
+            kinds_here.add(True)
+        if last and r.mtp and not r.mtp_is_moe:
+            kinds_here.add(False)
         bwd = max((acts[k].backward_peak for k in kinds_here), default=0)
         transient = {}
         if te and fused_wgrad and kinds_here:
@@ -235,7 +250,7 @@ def stage_memory(r: Resolved) -> Estimate:
                 "bytes_per_parameter": {"weights": bm.weight, "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(parameters=params, stages=tuple(stages), peak=peak, parallel=parallel,
-                    assumptions=tuple(_assumptions(r, bm)), config=cfg.to_dict())
+                    _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
 
 
 def _communicators(r: Resolved) -> int:

@@ -10,7 +10,8 @@ the calculator's ``data-estimate`` and the site's tables all read them): ``param
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 from .params import ParameterCounts
 
@@ -85,8 +86,24 @@ class Estimate:
     stages: tuple
     peak: Peak
     parallel: dict           # resolved sizes: tp, pp, dp, cp, ep, etp, edp, vpp, num_microbatches, ...
-    assumptions: tuple
-    config: dict             # the configuration as the user wrote it
+    _assumptions: object = field(repr=False, compare=False, default=None)   # built on first use
+    _config: object = field(repr=False, compare=False, default=None)
+
+    @cached_property
+    def assumptions(self) -> tuple:
+        """Every assumption behind the numbers, as sentences."""
+        a = self._assumptions
+        return tuple(a() if callable(a) else (a or ()))
+
+    @property
+    def config(self) -> dict:
+        """The configuration as the user wrote it."""
+        c = self._config
+        return c.to_dict() if hasattr(c, "to_dict") else dict(c or {})
+
+    @property
+    def peak_stage(self) -> "StageEstimate":
+        return self.stages[self.peak.stage]
 
     def to_dict(self) -> dict:
         return {
