@@ -117,8 +117,8 @@ def stage_memory(r: Resolved) -> Estimate:
     """The estimate for every pipeline stage of a resolved configuration."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
+    t, p = r.t, r.p
     bm = byte_model(r)
-    params = count_parameters(r)
     acts = {False: layer_activations(r, False)}
     if r.E:
         acts[True] = layer_activations(r, True)
@@ -131,125 +131,143 @@ def stage_memory(r: Resolved) -> Estimate:
     for moe in acts:
         dense = att + (moe_router(r) + shared_expert(r) if moe else dense_mlp(r))
         exp = moe_experts(r) if moe else Count()
-        per_kind[moe] = (dense.per_rank(r.t), dense.sharded // r.t,
+        per_kind[moe] = (dense.per_rank(t), dense.sharded // t,
                          exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
-    mtp_dense, mtp_linear, mtp_expert = 0, 0, 0
+    d_dense, d_lin, _ = per_kind[False]
+    m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
+
+    # Parameters only the first / last stage holds.
+    first_extra = embedding(r).per_rank(t)
+    vocab_weight = (r.Vp // t) * r.h
+    last_extra = final_norm(r).per_rank(t) + (vocab_weight if (not r.tied or p > 1) else 0)
+    last_lin, last_exp = 0, 0
     if r.mtp:
-        d, lin, e = per_kind[r.mtp_is_moe]
+        dd, lin, e = per_kind[r.mtp_is_moe]
         x = mtp_extra(r)
-        mtp_dense = r.mtp * (d + x.per_rank(r.t))
-        mtp_linear = r.mtp * (lin + x.sharded // r.t)
-        mtp_expert = r.mtp * e
+        last_extra += r.mtp * (dd + x.per_rank(t))
+        last_lin = r.mtp * (lin + x.sharded // t)
+        last_exp = r.mtp * e
+        if p > 1 and not r.tied:
+            last_extra += vocab_weight  # MTP looks up embeddings on the last stage
 
-    emb = embedding(r)
-    out = output_layer(r)
     wbytes = DTYPE_BYTES[pr.params_dtype]
-    te = tr.transformer_impl == "transformer_engine"
-    fused_wgrad = tr.gradient_accumulation_fusion
-    dense_shard = r.dp * r.cp
+    te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
     shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in acts}
+    dummy_cache: dict = {}
+    dense_shard = r.dp * r.cp
+    overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
+    full_recompute = tr.recompute_granularity == "full"
+    vocab_wgrad = wbytes * vocab_weight
     stages = []
+    static: dict = {}
     for s_idx, chunks in enumerate(r.stages):
-        first, last = s_idx == 0, s_idx == r.p - 1
-        n_layers = sum(len(c) for c in chunks)
-        n_moe = sum(sum(r.moe_layers[c.start:c.stop]) for c in chunks) if r.E else 0
-        n_dense = n_layers - n_moe
-        dense_p = n_dense * per_kind[False][0] + (n_moe * per_kind[True][0] if n_moe else 0)
-        linear_p = n_dense * per_kind[False][1] + (n_moe * per_kind[True][1] if n_moe else 0)
-        expert_p = n_moe * per_kind[True][2] if n_moe else 0
-        has_out = last and (not r.tied or r.p > 1 or False)
-        if first:
-            dense_p += emb.per_rank(r.t)
-        if last:
-            dense_p += final_norm(r).per_rank(r.t)
-            if not r.tied or r.p > 1:
-                dense_p += out.per_rank(r.t)
-            else:
-                has_out = True  # the tied embedding serves as output layer on the single stage
-            if r.mtp:
-                dense_p += mtp_dense
-                linear_p += mtp_linear
-                expert_p += mtp_expert
-                if r.p > 1 and not r.tied:
-                    dense_p += emb.sharded // r.t  # MTP looks up embeddings on the last stage
-        has_out = last
-        st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
+        first, last = s_idx == 0, s_idx == p - 1
+        if r.E:
+            sig = (first, last, tuple((len(c), sum(r.moe_layers[c.start:c.stop])) for c in chunks))
+        else:
+            sig = (first, last, tuple(len(c) for c in chunks))
+        if sig in static and not full_recompute:
+            dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
+        else:
+            n_layers = 0
+            n_moe = 0
+            for c in chunks:
+                n_layers += len(c)
+                if r.E:
+                    n_moe += sum(r.moe_layers[c.start:c.stop])
+            n_dense = n_layers - n_moe
+            dense_p = n_dense * d_dense + n_moe * m_dense
+            linear_p = n_dense * d_lin + n_moe * m_lin
+            expert_p = n_moe * m_exp
+            if first:
+                dense_p += first_extra
+            if last:
+                dense_p += last_extra
+                linear_p += last_lin
+                expert_p += last_exp
+            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
 
-        # Activations of the (chunk-)micro-batches in flight.
-        chunk_acts = []
-        att_total = mlp_total = 0
-        work = 0
-        for c_idx, c in enumerate(chunks):
-            saved, a_part, m_part, rec = _chunk_activations(r, c, acts)
-            if first and c_idx == 0:
-                saved += extras.embedding
-            if last and c_idx == len(chunks) - 1:
-                saved += extras.output
-            chunk_acts.append((saved, a_part, m_part))
-            work = max(work, rec)
+            # Activations of one micro-batch of each virtual chunk.
+            chunk_acts = []
+            work = 0
+            n_chunks = len(chunks)
+            for c_idx, c in enumerate(chunks):
+                if full_recompute or r.E:
+                    saved, a_part, m_part, rec = _chunk_activations(r, c, acts)
+                else:
+                    k = acts[False]
+                    n = len(c)
+                    a_part, m_part, rec = n * k.attention, n * k.mlp, (k.recompute_peak if n else 0)
+                    saved = a_part + m_part
+                e_part = extras.embedding if (first and c_idx == 0) else 0
+                o_part = extras.output if (last and c_idx == n_chunks - 1) else 0
+                chunk_acts.append((saved + e_part + o_part, a_part, m_part, e_part, o_part))
+                if rec > work:
+                    work = rec
+            static[sig] = (dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
         flight = in_flight(r, s_idx)
-        activations = sum(chunk_acts[c][0] for c in flight)
-        att_total = sum(chunk_acts[c][1] for c in flight)
-        mlp_total = sum(chunk_acts[c][2] for c in flight)
-        emb_act = extras.embedding * sum(1 for c in flight if c == 0) if first else 0
-        out_act = extras.output * sum(1 for c in flight if c == len(chunks) - 1) if last else 0
+        activations = att_total = mlp_total = emb_act = out_act = 0
+        for c in flight:
+            ca = chunk_acts[c]
+            activations += ca[0]
+            att_total += ca[1]
+            mlp_total += ca[2]
+            emb_act += ca[3]
+            out_act += ca[4]
 
         # Transient buffers at the peak.
-        kinds_here = set()
-        if n_dense:
-            kinds_here.add(False)
-        if n_moe or (last and r.mtp and r.mtp_is_moe):
-            kinds_here.add(True)
-        if last and r.mtp and not r.mtp_is_moe:
-            kinds_here.add(False)
-        bwd = max((acts[k].backward_peak for k in kinds_here), default=0)
+        has_dense = n_dense > 0 or (last and r.mtp > 0 and not r.mtp_is_moe)
+        has_moe = n_moe > 0 or (last and r.mtp > 0 and r.mtp_is_moe)
+        bwd = max(acts[False].backward_peak if has_dense else 0, acts[True].backward_peak if has_moe else 0)
         transient = {}
-        if te and fused_wgrad and kinds_here:
-            shapes = set().union(*(shapes_by_kind[k] for k in kinds_here))
-            if last and r.mtp:
-                shapes.add((r.h, 2 * r.h // r.t))
-            transient["te_dummy_wgrad"] = wbytes * sum(a * b for a, b in shapes)
-        elif kinds_here:
-            # Without fused accumulation each linear's weight gradient exists in the weight dtype until
-            # it is added to main_grad: the largest one is the peak.
-            biggest = max(a * b for k in kinds_here for a, b in shapes_by_kind[k])
-            bwd += wbytes * biggest
-        candidates = {"backward_working_set": bwd + work}
-        if last:
+        if has_dense or has_moe:
+            key = (has_dense, has_moe, last and r.mtp > 0)
+            if key not in dummy_cache:
+                shapes = set()
+                if has_dense:
+                    shapes |= shapes_by_kind[False]
+                if has_moe:
+                    shapes |= shapes_by_kind[True]
+                if key[2]:
+                    shapes.add((r.h, 2 * r.h // t))
+                dummy_cache[key] = (wbytes * sum(a * b for a, b in shapes), wbytes * max(a * b for a, b in shapes))
+            dummies, biggest = dummy_cache[key]
+            if te_dummies:
+                transient["te_dummy_wgrad"] = dummies
+            else:
+                # Without fused accumulation each linear's weight gradient exists in the weight dtype until
+                # it is added to main_grad: the largest one is the peak.
+                bwd += biggest
+        name, value = "backward_working_set", bwd + work
+        if last and vocab_wgrad > value:
             # Output layer backward: the logits (gradient computed in place) are alive and Megatron's
             # ColumnParallelLinear allocates a dummy weight gradient of the full weight shape.
-            candidates["output_layer_wgrad"] = wbytes * (r.Vp // r.t) * r.h
-        if first and flight:
+            name, value = "output_layer_wgrad", vocab_wgrad
+        if first and flight and vocab_wgrad - chunk_acts[0][0] > value:
             # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
-            candidates["embedding_wgrad"] = wbytes * (r.Vp // r.t) * r.h - chunk_acts[0][0]
-        name = max(candidates, key=candidates.get)
-        transient[name] = max(candidates[name], 0)
+            name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
+        transient[name] = value if value > 0 else 0
         transient_bytes = sum(transient.values())
 
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
-        device = reserved + CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
         stages.append(StageEstimate(
-            stage=s_idx, layers=tuple(tuple(c) for c in chunks), has_embedding=first, has_output_layer=has_out,
-            mtp_layers=r.mtp if last else 0, parameters=dense_p + expert_p, expert_parameters=expert_p,
-            microbatches_in_flight=len(flight), weights_bytes=st.weights, gradients_bytes=st.gradients,
-            optimizer_bytes=st.optimizer, activations_bytes=activations, transient_bytes=transient_bytes,
-            allocated_bytes=allocated, reserved_bytes=reserved, device_bytes=device,
-            activations={"attention": att_total - emb_act * 0, "mlp": mlp_total, "embedding": emb_act,
-                         "output": out_act},
-            transient=transient,
+            s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, len(flight),
+            st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
+            reserved + overhead,
+            {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}, transient,
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
-    parallel = {"tp": r.t, "pp": r.p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
+    parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
                 "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
                 "dense_optimizer_shards": dense_shard if bm.distributed else 1,
                 "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
                 "bytes_per_parameter": {"weights": bm.weight, "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
-    return Estimate(parameters=params, stages=tuple(stages), peak=peak, parallel=parallel,
+    return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
 
 

@@ -37,7 +37,7 @@ class StageEstimate:
     """Memory of one GPU of one pipeline stage (the most loaded rank of that stage), in bytes."""
 
     stage: int
-    layers: tuple            # global decoder-layer indices held, per virtual chunk
+    layers: tuple            # global decoder-layer indices held, one range per virtual chunk
     has_embedding: bool
     has_output_layer: bool
     mtp_layers: int
@@ -62,6 +62,8 @@ class StageEstimate:
     def to_dict(self) -> dict:
         d = to_plain(self)
         d["layers"] = [list(c) for c in self.layers]
+        d["activations"] = dict(self.activations)
+        d["transient"] = dict(self.transient)
         d["num_layers"] = sum(len(c) for c in self.layers)
         return d
 
@@ -82,12 +84,18 @@ class Peak:
 class Estimate:
     """The estimate for a whole configuration: every pipeline stage, the peak, and the assumptions."""
 
-    parameters: ParameterCounts
     stages: tuple
     peak: Peak
     parallel: dict           # resolved sizes: tp, pp, dp, cp, ep, etp, edp, vpp, num_microbatches, ...
+    _parameters: object = field(repr=False, compare=False, default=None)    # built on first use
     _assumptions: object = field(repr=False, compare=False, default=None)   # built on first use
     _config: object = field(repr=False, compare=False, default=None)
+
+    @cached_property
+    def parameters(self) -> ParameterCounts:
+        """Exact parameter counts of the whole model."""
+        p = self._parameters
+        return p() if callable(p) else p
 
     @cached_property
     def assumptions(self) -> tuple:

@@ -276,6 +276,9 @@ def _emit_scalar(v) -> str:
         return str(v)
     if isinstance(v, float):
         r = repr(v)
+        if "e" in r and "." not in r:      # 1e-05 -> 1.0e-05, which YAML 1.1 readers (PyYAML) also take as a float
+            mant, exp = r.split("e")
+            r = f"{mant}.0e{exp}"
         return r if any(c in r for c in ".en") else r + ".0"
     s = str(v)
     if _PLAIN_SAFE.match(s) and _scalar(s, 0) == s and not s.endswith(" "):

@@ -1,0 +1,1 @@
+"""Placeholder: the calculator engineer replaces this hook (Pyodide runtime + estimator wheel)."""

@@ -1,0 +1,185 @@
+"""Per-stage memory against hand calculations.
+
+A small GPT-style model is used throughout: L=4 layers, h=1024, a=8 heads of 128 (MHA), GeLU MLP of
+f=4096 (not gated), RMSNorm, untied embeddings, vocabulary 32000 (a multiple of 128 and of 256, so no
+padding at TP 1 or 2), no biases, bf16 weights.
+
+Parameters by hand: per layer attention 4*h^2 + h = 4,195,328, MLP 2*h*f + h = 8,389,632, so 12,584,960
+per layer; embedding = output = 32000*1024 = 32,768,000; final norm 1024.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import ConfigError, estimate
+from estimator.memory import in_flight
+from estimator.resolve import resolve
+from estimator import load_config
+from tests.conftest import make_config
+
+H, F, V, L = 1024, 4096, 32000, 4
+LAYER = 4 * H * H + H + 2 * H * F + H     # 12,584,960
+EMB = V * H                               # 32,768,000
+GIB = 2 ** 30
+
+MODEL = dict(num_layers=L, hidden_size=H, num_attention_heads=8, ffn_hidden_size=F, vocab_size=V,
+             activation_func="gelu", gated_linear_unit=False, untie_embeddings_and_output_weights=True)
+
+
+def est(parallelism=None, training=None, precision=None, model=None, **kw):
+    tr = {"seq_length": 2048, "world_size": 1}
+    tr.update(training or {})
+    return estimate(make_config({**MODEL, **(model or {})}, parallelism, tr, precision), **kw)
+
+
+def test_model_states_without_distributed_optimizer_are_18_bytes_per_parameter():
+    """bf16 weights 2 B + fp32 grads 4 B + fp32 master 4 B + Adam 8 B = 18 B, nothing sharded."""
+    s = est(training={"use_distributed_optimizer": False, "world_size": 8}).stages[0]
+    n = L * LAYER + 2 * EMB + H
+    assert s.parameters == n
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (2 * n, 4 * n, 12 * n)
+
+
+def test_distributed_optimizer_shards_over_data_times_context_parallel():
+    """6 + 12/d bytes per parameter with d = DP x CP = 2 x 2 (world 4, CP 2): optimizer 12*n/4."""
+    s = est(parallelism={"context_parallel_size": 2}, training={"world_size": 8}).stages[0]
+    n = L * LAYER + 2 * EMB + H
+    assert s.optimizer_bytes == 12 * -(-n // 8)
+
+
+def test_tensor_parallel_splits_linears_but_not_norms():
+    """TP 2: linear weights and the vocabulary halve, the two norms per layer (2h) and the final norm do not.
+    Per layer on one rank: (4h^2 + 2hf)/2 + 2h."""
+    s = est(parallelism={"tensor_model_parallel_size": 2}, training={"world_size": 2}).stages[0]
+    per_layer = (4 * H * H + 2 * H * F) // 2 + 2 * H
+    assert s.parameters == L * per_layer + 2 * EMB // 2 + H
+
+
+def test_pipeline_stages_hold_embedding_first_and_output_last():
+    """PP 2: stage 0 = 2 layers + embedding; stage 1 = 2 layers + final norm + output layer."""
+    e = est(parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2})
+    assert [s.parameters for s in e.stages] == [2 * LAYER + EMB, 2 * LAYER + H + EMB]
+    assert [list(map(list, s.layers)) for s in e.stages] == [[[0, 1]], [[2, 3]]]
+
+
+def test_tied_embeddings_keep_a_copy_on_the_last_stage():
+    """Tied embeddings with PP 2: the last stage holds a copy of the embedding as its output layer; the unique
+    parameter count does not include it twice."""
+    e = est(model={"untie_embeddings_and_output_weights": False}, parallelism={"pipeline_model_parallel_size": 2},
+            training={"world_size": 2})
+    assert [s.parameters for s in e.stages] == [2 * LAYER + EMB, 2 * LAYER + H + EMB]
+    assert e.parameters.total == L * LAYER + EMB + H
+
+
+def test_one_f_one_b_in_flight_microbatches():
+    """1F1B: stage r holds min(p - r, m) micro-batches; p = 4."""
+    cfg = make_config({**MODEL, "num_layers": 8}, {"pipeline_model_parallel_size": 4},
+                      {"world_size": 4, "global_batch_size": 16})
+    r = resolve(load_config(cfg))
+    assert [len(in_flight(r, s)) for s in range(4)] == [4, 3, 2, 1]
+    cfg["training"]["global_batch_size"] = 2   # m = 2 < p
+    r = resolve(load_config(cfg))
+    assert [len(in_flight(r, s)) for s in range(4)] == [2, 2, 2, 1]
+
+
+def test_interleaved_in_flight_microbatches():
+    """Interleaved 1F1B (Megatron's schedule): rank r runs (p - r - 1)*2 + (v - 1)*p warm-up forwards, then one
+    more before its first backward. p = 4, v = 2: rank 0 -> 6 + 4 + 1 = 11, rank 3 -> 0 + 4 + 1 = 5 chunk-micro-
+    batches; the first p go through chunk 0, the next p through chunk 1, then chunk 0 again."""
+    cfg = make_config({**MODEL, "num_layers": 8}, {"pipeline_model_parallel_size": 4,
+                      "virtual_pipeline_model_parallel_size": 2}, {"world_size": 4, "global_batch_size": 64})
+    r = resolve(load_config(cfg))
+    assert [len(in_flight(r, s)) for s in range(4)] == [11, 9, 7, 5]
+    assert in_flight(r, 0) == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0]
+    assert [list(c) for c in r.stages[0]] == [[0], [4]]
+
+
+def test_dense_layer_activations_by_hand():
+    """One layer, one micro-batch, s=2048, b=1, TP 1, flash attention, no dropout, bf16 (bytes per token):
+    attention: norm input + norm output 4h, q k v 2*3h, output 2h, log-sum-exp 4*a  -> 12h + 4a
+    GeLU MLP: norm input + output 4h, fc1 output 2f, activation output 2f            -> 4h + 4f
+    total per token = 16*1024 + 32 + 4*4096 = 32,800; x 2048 tokens = 67,174,400 bytes."""
+    e = est(training={"global_batch_size": 1})
+    s = e.stages[0]
+    assert s.activations["attention"] + s.activations["mlp"] == 4 * 67_174_400
+
+
+def test_sequence_parallel_shards_norm_activations():
+    """TP 2 with SP: every term divides by 2 (norm terms by SP, the others by TP): half the TP-1 layer bytes."""
+    e = est(parallelism={"tensor_model_parallel_size": 2}, training={"sequence_parallel": True, "world_size": 2})
+    s = e.stages[0]
+    assert s.activations["attention"] + s.activations["mlp"] == 4 * 67_174_400 // 2
+
+
+def test_full_recompute_keeps_only_layer_inputs():
+    """Full recompute, uniform, 1 layer per group: each layer keeps its input, 2*s*h = 4 MiB. The working set
+    adds one layer's full activations (67,174,400 B) minus its checkpoint while that layer is recomputed."""
+    s = est(training={"recompute_granularity": "full", "recompute_method": "uniform",
+                      "recompute_num_layers": 1}).stages[0]
+    assert s.activations["attention"] + s.activations["mlp"] == 4 * 2 * 2048 * H
+
+
+def test_block_recompute_first_n_layers_of_each_stage():
+    """Block method with N = 1: the first layer of the stage keeps only its input (4 MiB), the other 3 keep all
+    activations: 2*2048*1024 + 3 * 67,174,400."""
+    s = est(training={"recompute_granularity": "full", "recompute_method": "block",
+                      "recompute_num_layers": 1}).stages[0]
+    assert s.activations["attention"] + s.activations["mlp"] == 2 * 2048 * H + 3 * 67_174_400
+
+
+def test_activations_are_linear_in_sequence_with_flash_and_quadratic_unfused():
+    """Flash attention: doubling s doubles the layer activations. Unfused attention adds 2*a*s^2 bytes per
+    layer for the stored softmax (no attention dropout) plus K and V expanded to all heads (here MHA: 0)."""
+    a = est(training={"seq_length": 1024}).stages[0]
+    b = est(training={"seq_length": 2048}).stages[0]
+    layer = lambda s: s.activations["attention"] + s.activations["mlp"]
+    assert layer(b) == 2 * layer(a)
+    u = est(training={"seq_length": 1024, "attention_backend": "unfused"}).stages[0]
+    assert layer(u) - layer(a) == L * 2 * 8 * 1024 * 1024
+
+
+def test_num_microbatches_override():
+    e = est(parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2}, num_microbatches=1)
+    assert [s.microbatches_in_flight for s in e.stages] == [1, 1]
+
+
+def test_peak_stage_and_totals_are_consistent():
+    e = est(parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2})
+    for s in e.stages:
+        assert s.allocated_bytes == (s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes
+                                     + s.transient_bytes)
+        assert s.allocated_bytes < s.reserved_bytes < s.device_bytes
+    assert e.peak.device_bytes == max(s.device_bytes for s in e.stages)
+
+
+def test_to_dict_contract_keys():
+    d = est().to_dict()
+    assert {"total", "active"} <= set(d["parameters"])
+    keys = {"stage", "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+            "allocated_bytes", "reserved_bytes", "device_bytes"}
+    assert keys <= set(d["stages"][0])
+    assert {"stage", "allocated_bytes", "device_bytes"} <= set(d["peak"])
+    import json
+    assert json.loads(json.dumps(d)) == d
+    assert d["assumptions"] and all(isinstance(a, str) for a in d["assumptions"])
+    assert d["config"]["model"]["hidden_size"] == H
+
+
+def test_moe_expert_states_shard_over_expert_data_parallel():
+    """MoE with 8 experts, EP 4, world 8, TP 1, PP 1: each rank holds 2 experts; expert-data-parallel size is
+    8 / (etp 1 * ep 4 * pp 1) = 2, so expert optimizer states are 12 B / 2 per parameter, dense ones 12 B / 8."""
+    model = {**MODEL, "num_experts": 8, "moe_router_topk": 2}
+    s = est(model=model, parallelism={"expert_model_parallel_size": 4}, training={"world_size": 8}).stages[0]
+    expert = 2 * H * F               # one GeLU expert: fc1 h*f + fc2 f*h
+    assert s.expert_parameters == L * 2 * expert
+    dense = L * (4 * H * H + H + 8 * H + H) + 2 * EMB + H   # attention, router, pre-MLP norm
+    assert s.optimizer_bytes == 12 * -(-dense // 8) + 12 * -(-(L * 2 * expert) // 2)
+
+
+def test_invalid_configuration_lists_every_problem():
+    with pytest.raises(ConfigError) as exc:
+        est(parallelism={"tensor_model_parallel_size": 3, "pipeline_model_parallel_size": 3},
+            training={"world_size": 8, "sequence_parallel": True})
+    fields = {p.field for p in exc.value.problems}
+    assert {"model.num_attention_heads", "training.world_size", "model.num_layers"} <= fields
