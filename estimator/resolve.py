@@ -96,9 +96,12 @@ def stage_layers(L: int, p: int, v: int, first: int | None = None, last: int | N
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Resolved:
-    """Every quantity the formulas need, with Megatron-Core's defaults applied."""
+    """Every quantity the formulas need, with Megatron-Core's defaults applied.
+
+    Internal and treated as read-only; not frozen only because it is built thousands of times per second
+    by the layout search, and frozen dataclasses pay for every field they set."""
 
     cfg: Config
     # model

@@ -40,10 +40,10 @@ def byte_model(r: Resolved) -> ByteModel:
         main = DTYPE_BYTES[pr.main_params_dtype]
         opt = main + DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
     else:
-        fp32_grads = pr.accumulate_allreduce_grads_in_fp32
-        if fp32_grads is None:
-            fp32_grads = pr.params_dtype != "fp16"
-        grad = 4 if (fp32_grads or pr.params_dtype == "fp32") else w
+        # Megatron forces fp32 gradient accumulation for bf16 weights (arguments.py: "accumulate and all-reduce
+        # gradients in fp32 for bfloat16 data type"); for fp16 it is the --accumulate-allreduce-grads-in-fp32 flag.
+        fp32_grads = pr.params_dtype != "fp16" or bool(pr.accumulate_allreduce_grads_in_fp32)
+        grad = 4 if fp32_grads else w
         main = 0 if pr.params_dtype == "fp32" else 4
         opt = main + 8
     fp8_cache = 0

@@ -1,0 +1,83 @@
+"""Estimates per second in CPython.
+
+Two workloads, each cycling through distinct configurations so no result can be reused:
+- a dense 32-layer model (Llama-3-8B shape) over 48 layouts (TP 1/2/4/8 x PP 1/2/4 x mbs 1/2/4 x SP);
+- DeepSeek-V3 (61 layers, MLA, 256 experts, MTP) with PP 16 (uneven 3/4 split) over 24 layouts.
+
+It reports the rate from an already validated ``Config`` (what search and the calculator do in a loop)
+and from a plain dict (validation included). Targets: >= 20,000/s dense and >= 3,000/s DeepSeek-V3 on the
+project's 2-core machine.
+
+    python benchmarks/speed.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from estimator import estimate, load_config  # noqa: E402
+
+DENSE = dict(num_layers=32, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+             vocab_size=128256, untie_embeddings_and_output_weights=True)
+DSV3 = dict(num_layers=61, hidden_size=7168, num_attention_heads=128, ffn_hidden_size=18432, num_experts=256,
+            moe_router_topk=8, moe_ffn_hidden_size=2048, moe_shared_expert_intermediate_size=2048,
+            moe_layer_freq=[0] * 3 + [1] * 58, moe_router_enable_expert_bias=True, multi_latent_attention=True,
+            q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128,
+            qk_layernorm=True, vocab_size=129280, untie_embeddings_and_output_weights=True, mtp_num_layers=1)
+
+
+def dense_configs() -> list[dict]:
+    out = []
+    for tp in (1, 2, 4, 8):
+        for pp in (1, 2, 4):
+            for mbs in (1, 2, 4):
+                out.append({"model": DENSE, "parallelism": {"tensor_model_parallel_size": tp,
+                                                            "pipeline_model_parallel_size": pp},
+                            "training": {"world_size": 64, "seq_length": 8192, "micro_batch_size": mbs,
+                                         "global_batch_size": 512, "sequence_parallel": tp > 1}})
+    return out
+
+
+def dsv3_configs() -> list[dict]:
+    out = []
+    for ep in (8, 16, 32, 64):
+        for tp in (1, 2):
+            for mbs in (1, 2, 4):
+                out.append({"model": DSV3, "parallelism": {"tensor_model_parallel_size": tp,
+                            "pipeline_model_parallel_size": 16, "expert_model_parallel_size": ep,
+                            "expert_tensor_parallel_size": 1, "num_layers_in_first_pipeline_stage": 3,
+                            "num_layers_in_last_pipeline_stage": 2},
+                            "training": {"world_size": 1024, "seq_length": 4096, "micro_batch_size": mbs,
+                                         "global_batch_size": 8192, "sequence_parallel": tp > 1,
+                                         "recompute_granularity": "selective"}})
+    return out
+
+
+def rate(items, fn, seconds: float = 2.0) -> float:
+    n, start = 0, time.perf_counter()
+    while True:
+        for item in items:
+            fn(item)
+        n += len(items)
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n / elapsed
+
+
+def main() -> int:
+    for name, configs, target in (("dense 32 layers", dense_configs(), 20_000),
+                                  ("DeepSeek-V3 PP16", dsv3_configs(), 3_000)):
+        validated = [load_config(c) for c in configs]
+        r1 = rate(validated, estimate)
+        r2 = rate(configs, estimate)
+        print(f"{name:18} {len(configs):3} layouts: {r1:9,.0f} estimates/s from Config, "
+              f"{r2:9,.0f}/s from dict (validation included); target {target:,}/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
