@@ -210,15 +210,22 @@ def stage_memory(r: Resolved) -> Estimate:
                 if rec > work:
                     work = rec
             static[sig] = (dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
-        flight = in_flight(r, s_idx)
-        activations = att_total = mlp_total = emb_act = out_act = 0
-        for c in flight:
-            ca = chunk_acts[c]
-            activations += ca[0]
-            att_total += ca[1]
-            mlp_total += ca[2]
-            emb_act += ca[3]
-            out_act += ca[4]
+        if r.v == 1:
+            n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
+            ca = chunk_acts[0]
+            activations, att_total, mlp_total, emb_act, out_act = (
+                n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4])
+        else:
+            flight = in_flight(r, s_idx)
+            n_flight = len(flight)
+            activations = att_total = mlp_total = emb_act = out_act = 0
+            for c in flight:
+                ca = chunk_acts[c]
+                activations += ca[0]
+                att_total += ca[1]
+                mlp_total += ca[2]
+                emb_act += ca[3]
+                out_act += ca[4]
 
         # Transient buffers at the peak.
         has_dense = n_dense > 0 or (last and r.mtp > 0 and not r.mtp_is_moe)
@@ -248,7 +255,7 @@ def stage_memory(r: Resolved) -> Estimate:
             # Output layer backward: the logits (gradient computed in place) are alive and Megatron's
             # ColumnParallelLinear allocates a dummy weight gradient of the full weight shape.
             name, value = "output_layer_wgrad", vocab_wgrad
-        if first and flight and vocab_wgrad - chunk_acts[0][0] > value:
+        if first and n_flight and vocab_wgrad - chunk_acts[0][0] > value:
             # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
             name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
         transient[name] = value if value > 0 else 0
@@ -258,7 +265,7 @@ def stage_memory(r: Resolved) -> Estimate:
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
         stages.append(StageEstimate(
-            s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, len(flight),
+            s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
             st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
             reserved + overhead,
             {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}, transient,
