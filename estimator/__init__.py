@@ -42,3 +42,7 @@ def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
 
 
 __all__ += ["Estimate", "StageEstimate", "estimate"]
+
+from .theoretical import TrainingMemoryEstimate, estimate_training_memory, format_training_memory_estimate  # noqa: E402
+
+__all__ += ["TrainingMemoryEstimate", "estimate_training_memory", "format_training_memory_estimate"]

@@ -257,7 +257,8 @@ def validate(cfg: Config) -> list[Problem]:
     if m.activation_func in ("swiglu", "geglu") and not m.gated_linear_unit:
         add("model.gated_linear_unit", False, f"activation_func {m.activation_func} is gated; "
             "gated_linear_unit must be true")
-    ffn = m.ffn_hidden_size or 4 * m.hidden_size
+    from .resolve import default_ffn_hidden_size
+    ffn = default_ffn_hidden_size(m)
     if ffn % t:
         add("model.ffn_hidden_size", ffn, f"ffn_hidden_size ({ffn}) must be divisible by "
             f"tensor_model_parallel_size ({t})")

@@ -26,6 +26,15 @@ def padded_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
     return -(-vocab_size // multiple) * multiple
 
 
+def default_ffn_hidden_size(m) -> int:
+    """Megatron-LM's derived ffn_hidden_size (arguments.py): int(4h * 2/3 / 64) * 64 for SwiGLU, else 4h."""
+    if m.ffn_hidden_size:
+        return m.ffn_hidden_size
+    if m.activation_func == "swiglu":
+        return int(4 * m.hidden_size * 2 / 3 / 64) * 64
+    return 4 * m.hidden_size
+
+
 def _stage_counts(L: int, p: int, first: int | None, last: int | None) -> list[int] | None:
     """Layers per pipeline stage, or None when they cannot be split."""
     if p == 1:
@@ -156,7 +165,7 @@ def resolve(cfg: Config) -> Resolved:
     v = par.virtual_pipeline_model_parallel_size or 1
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
-    f = m.ffn_hidden_size or 4 * h
+    f = default_ffn_hidden_size(m)
     if E:
         freq = m.moe_layer_freq if m.moe_layer_freq is not None else 1
         pattern = tuple(bool(x) for x in freq) if isinstance(freq, tuple) else tuple(i % freq == 0 for i in range(L))

@@ -52,7 +52,8 @@ class ModelConfig:
                                  derived="hidden_size // num_attention_heads", flag="--kv-channels")
     ffn_hidden_size: int | None = _f(None, "Width of the dense MLP. For SwiGLU models the 8/3 ratio comes from "
                                      "the gated activation, not from MoE.", type="int", min=1,
-                                     derived="4 * hidden_size (Megatron's default)", flag="--ffn-hidden-size")
+                                     derived="int(4 * hidden_size * 2/3 / 64) * 64 with swiglu, else 4 * hidden_size "
+                                     "(Megatron-LM's arguments.py)", flag="--ffn-hidden-size")
     num_experts: int | None = _f(None, "Routed experts per MoE layer; null for a dense model.", type="int", min=1,
                                  flag="--num-experts")
     moe_router_topk: int | None = _f(None, "Routed experts each token is sent to (top-k).", type="int", min=1,

@@ -1,0 +1,264 @@
+"""The seeds' theoretical-memory API: ``estimate_training_memory`` and ``format_training_memory_estimate``.
+
+The result has the shape Megatron-Bridge gives it (``theoretical_memory_utils.py``): dense and embedding
+parameter memory on the most-loaded GPU shard, routed MoE expert parameter memory, activation memory,
+the total global parameter count and the assumptions. Three formulas fill it:
+
+- ``estimator`` (the default): this project's per-stage model (:func:`estimator.estimate`), read at its
+  peak stage: weights + gradients + optimizer states against saved activations + transient buffers.
+- ``megatron-lm`` and ``megatron-bridge``: exactly what those projects compute and print
+  (:mod:`estimator.compat`), so a training log's "Theoretical memory footprints" line can be reproduced.
+
+:func:`megatron_lm_args` and :func:`megatron_bridge_config` map this project's configuration onto the
+argument names the two upstream formulas read. Memory is in bytes; the printed "MB"/"GB" are 2^20/2^30
+bytes, as Megatron prints them ("MiB"/"GiB" give the same numbers with honest labels).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from .config import load_config
+from .report import GIB, to_plain
+from .resolve import resolve
+from .schema import SECTIONS, Config
+
+__all__ = ["FORMULAS", "MemoryComponent", "TrainingMemoryEstimate", "estimate_training_memory",
+           "format_training_memory_estimate", "megatron_bridge_config", "megatron_lm_args", "memory_unit"]
+
+#: The formulas :func:`estimate_training_memory` offers.
+FORMULAS = ("estimator", "megatron-lm", "megatron-bridge")
+
+#: Units of the printed line: upstream's "MB" and "GB" are binary (2^20, 2^30 bytes); MiB/GiB say so.
+_UNITS = {"MB": (2 ** 20, "MB"), "GB": (GIB, "GB"), "MIB": (2 ** 20, "MiB"), "GIB": (GIB, "GiB")}
+
+
+def memory_unit(unit: str) -> tuple[int, str]:
+    """(bytes per unit, label) of ``unit``: MB/GB as upstream prints them (2^20/2^30 bytes), or MiB/GiB."""
+    key = str(unit).strip().upper()
+    if key not in _UNITS:
+        raise ValueError(f"Unsupported memory unit: {unit!r}; allowed: MB, GB (binary, 2^20 and 2^30 bytes, "
+                         "as Megatron prints them), MiB, GiB")
+    return _UNITS[key]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryComponent:
+    """One memory component on the most-loaded GPU shard (counts may be fractional, as upstream's are)."""
+
+    name: str
+    parameter_count: float = 0.0          # global parameters covered
+    parameter_count_per_gpu: float = 0.0  # on the most-loaded shard
+    bytes_per_parameter: float = 0.0      # weights + gradients + optimizer states, per parameter
+    memory_bytes: float = 0.0
+
+    def to_dict(self) -> dict:
+        return to_plain(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingMemoryEstimate:
+    """A theoretical per-GPU training memory estimate: model states by component, activations, assumptions."""
+
+    formula: str                   # one of FORMULAS
+    model_state_components: tuple  # MemoryComponent: dense + embedding first, then routed experts if any
+    activation: MemoryComponent | None
+    total_parameters: float        # global parameter count covered by the formula
+    assumptions: tuple
+    details: dict = field(default_factory=dict)  # formula-specific facts (activation path, peak stage, ...)
+
+    @property
+    def weight_and_optimizer_bytes(self) -> float:
+        return sum(c.memory_bytes for c in self.model_state_components)
+
+    @property
+    def activation_bytes(self) -> float:
+        return 0.0 if self.activation is None else self.activation.memory_bytes
+
+    @property
+    def total_memory_bytes(self) -> float:
+        return self.weight_and_optimizer_bytes + self.activation_bytes
+
+    def to_dict(self) -> dict:
+        d = to_plain(self)
+        d.update(weight_and_optimizer_bytes=self.weight_and_optimizer_bytes,
+                 activation_bytes=self.activation_bytes, total_memory_bytes=self.total_memory_bytes)
+        return d
+
+    def __repr__(self) -> str:
+        return (f"TrainingMemoryEstimate({self.formula}: weight and optimizer="
+                f"{self.weight_and_optimizer_bytes / GIB:.2f} GiB, activation={self.activation_bytes / GIB:.2f} GiB)")
+
+
+def _freq(cfg: Config):
+    f = cfg.model.moe_layer_freq
+    return list(f) if isinstance(f, tuple) else (1 if f is None else f)
+
+
+def megatron_lm_args(config) -> SimpleNamespace:
+    """Our configuration as Megatron-LM's validated ``args`` (the names ``theoretical_memory_usage`` reads).
+
+    As Megatron-LM's argument validation: ``data_parallel_size = world_size // (tp x pp x cp)``,
+    ``expert_tensor_parallel_size`` defaults to TP, ``padded_vocab_size`` is the padded vocabulary, a
+    virtual pipeline size of 1 is None and sequence parallelism is off with TP 1. ``swiglu`` is a gated
+    SiLU MLP; ``group_query_attention`` is set when num_query_groups is given.
+    """
+    cfg = load_config(config)
+    r = resolve(cfg)
+    m, tr = cfg.model, cfg.training
+    return SimpleNamespace(
+        num_layers=r.L, hidden_size=r.h, num_attention_heads=r.a, kv_channels=r.dh, ffn_hidden_size=r.f,
+        group_query_attention=m.num_query_groups is not None and not r.mla, num_query_groups=r.g or r.a,
+        multi_latent_attention=r.mla, q_lora_rank=r.q_lora or None, kv_lora_rank=r.kv_lora or None,
+        qk_head_dim=r.qk_dim or None, qk_pos_emb_head_dim=r.rope_dim or None, v_head_dim=r.v_dim or None,
+        normalization=m.normalization, swiglu=r.gated and m.activation_func in ("swiglu", "silu"),
+        add_bias_linear=m.add_bias_linear, padded_vocab_size=r.Vp,
+        untie_embeddings_and_output_weights=m.untie_embeddings_and_output_weights,
+        num_experts=m.num_experts, moe_router_topk=m.moe_router_topk or 2,
+        moe_ffn_hidden_size=r.fm if r.E else None,
+        moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size,
+        moe_shared_expert_gate=m.moe_shared_expert_gate, moe_latent_size=None, moe_layer_freq=_freq(cfg),
+        mtp_num_layers=m.mtp_num_layers or None, hybrid_layer_pattern=None,
+        tensor_model_parallel_size=r.t, pipeline_model_parallel_size=r.p, context_parallel_size=r.cp,
+        expert_model_parallel_size=r.ep, expert_tensor_parallel_size=r.etp,
+        virtual_pipeline_model_parallel_size=r.v if r.v > 1 else None,
+        world_size=r.world, data_parallel_size=r.dp, use_distributed_optimizer=tr.use_distributed_optimizer,
+        seq_length=r.s, micro_batch_size=r.b, sequence_parallel=tr.sequence_parallel and r.t > 1,
+        recompute_granularity=tr.recompute_granularity,
+    )
+
+
+def megatron_bridge_config(config) -> SimpleNamespace:
+    """Our configuration as Bridge's ``ConfigContainer`` (``model``, ``train``, ``optimizer``,
+    ``data_parallel_size``) with the names ``theoretical_memory_utils`` reads.
+
+    The vocabulary is padded as Megatron-LM pads it (``should_pad_vocab``), a gated SiLU MLP is
+    ``gated_linear_unit`` with ``activation_func`` silu, ``expert_tensor_parallel_size`` defaults to TP.
+    """
+    cfg = load_config(config)
+    r = resolve(cfg)
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
+    model = SimpleNamespace(
+        num_layers=r.L, hidden_size=r.h, seq_length=r.s, ffn_hidden_size=r.f, num_attention_heads=r.a,
+        num_query_groups=m.num_query_groups, kv_channels=r.dh, vocab_size=r.V,
+        make_vocab_size_divisible_by=m.make_vocab_size_divisible_by, should_pad_vocab=True,
+        share_embeddings_and_output_weights=not m.untie_embeddings_and_output_weights,
+        tensor_model_parallel_size=r.t, pipeline_model_parallel_size=r.p,
+        num_layers_in_first_pipeline_stage=par.num_layers_in_first_pipeline_stage,
+        num_layers_in_last_pipeline_stage=par.num_layers_in_last_pipeline_stage,
+        virtual_pipeline_model_parallel_size=r.v if r.v > 1 else None, context_parallel_size=r.cp,
+        expert_model_parallel_size=r.ep, expert_tensor_parallel_size=r.etp, num_moe_experts=m.num_experts,
+        moe_layer_freq=_freq(cfg), moe_router_topk=m.moe_router_topk or 2,
+        moe_ffn_hidden_size=m.moe_ffn_hidden_size,
+        moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size, moe_latent_size=None,
+        mtp_num_layers=m.mtp_num_layers, gated_linear_unit=r.gated,
+        activation_func="silu" if m.activation_func in ("swiglu", "silu") else m.activation_func,
+        sequence_parallel=tr.sequence_parallel and r.t > 1, recompute_granularity=tr.recompute_granularity)
+    return SimpleNamespace(model=model, train=SimpleNamespace(micro_batch_size=r.b),
+                           optimizer=SimpleNamespace(use_distributed_optimizer=tr.use_distributed_optimizer),
+                           data_parallel_size=r.dp)
+
+
+def _is_upstream(source) -> bool:
+    """True for upstream argument names (a namespace, or a dict that is not our four-section configuration)."""
+    if isinstance(source, (Config, str, os.PathLike)):
+        return False
+    if isinstance(source, Mapping):
+        return not (source and set(source) <= set(SECTIONS))
+    return True
+
+
+def estimate_training_memory(cfg, num_microbatches: int | None = None, formula: str = "estimator", *,
+                             overrides: Mapping | None = None) -> TrainingMemoryEstimate:
+    """Per-GPU training memory of ``cfg`` by one of :data:`FORMULAS`.
+
+    ``cfg`` is anything :func:`estimator.load_config` accepts; the ``megatron-lm`` and ``megatron-bridge``
+    formulas also take upstream argument names (a namespace or dict) and ``overrides`` of single upstream
+    arguments (``moe_latent_size``, ...). ``num_microbatches`` defaults to the number the configuration's
+    global_batch_size gives (upstream passes its own; None means "fill the pipeline").
+    """
+    if formula not in FORMULAS:
+        raise ValueError(f"Unknown formula {formula!r}; allowed: {', '.join(FORMULAS)}")
+    if num_microbatches is not None and (isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int)
+                                         or num_microbatches < 1):
+        raise ValueError(f"num_microbatches must be a positive integer, got {num_microbatches!r}")
+    upstream = _is_upstream(cfg)
+    if formula == "estimator":
+        if upstream:
+            raise ValueError("formula 'estimator' needs a configuration (path, YAML/JSON text, a dict of the "
+                             "sections model/parallelism/training/precision, or a Config), not upstream arguments")
+        if overrides:
+            raise ValueError("overrides of upstream arguments apply only to the megatron-lm and megatron-bridge "
+                             f"formulas, got {sorted(overrides)}")
+        return _from_estimator(load_config(cfg), num_microbatches)
+    from . import compat  # compat builds this module's result types
+    if not upstream:
+        cfg = load_config(cfg)
+        if num_microbatches is None:
+            num_microbatches = resolve(cfg).m
+    if formula == "megatron-lm":
+        return compat.megatron_lm_estimate(cfg if upstream else megatron_lm_args(cfg), num_microbatches,
+                                           **(overrides or {}))
+    return compat.megatron_bridge_estimate(cfg if upstream else megatron_bridge_config(cfg), num_microbatches,
+                                           **(overrides or {}))
+
+
+def _from_estimator(cfg: Config, num_microbatches: int | None) -> TrainingMemoryEstimate:
+    """This project's estimate, read at its peak stage (the stage with the most device memory)."""
+    from . import estimate
+    from .states import byte_model, state_bytes
+    est = estimate(cfg, num_microbatches=num_microbatches)
+    st, params, r = est.peak_stage, est.parameters, resolve(cfg)
+    states = st.weights_bytes + st.gradients_bytes + st.optimizer_bytes
+    routed_total = routed_bytes = 0
+    if r.E:
+        # The routed experts' share of the stage's states, by the same byte model (their own optimizer shards).
+        e = state_bytes(byte_model(r), 0, 0, st.expert_parameters, 1, r.edp)
+        routed_bytes = e.weights + e.gradients + e.optimizer
+        per_layer = params.moe_experts // params.moe_layers if params.moe_layers else 0
+        routed_total = params.moe_experts + (r.mtp * per_layer if r.mtp_is_moe else 0)
+    dense_gpu = st.parameters - st.expert_parameters
+    comps = [MemoryComponent("dense parameters and optimizer", params.total - routed_total, dense_gpu,
+                             (states - routed_bytes) / dense_gpu if dense_gpu else 0.0, states - routed_bytes)]
+    if r.E:
+        comps.append(MemoryComponent("routed expert parameters and optimizer", routed_total, st.expert_parameters,
+                                     routed_bytes / st.expert_parameters if st.expert_parameters else 0.0,
+                                     routed_bytes))
+    act = MemoryComponent("activation", memory_bytes=st.activations_bytes + st.transient_bytes)
+    assumptions = (
+        f"Formula 'estimator': this project's model, read at pipeline stage {st.stage}, the stage with the most "
+        "device memory. weight and optimizer = its weights + gradients + optimizer states; activation = its "
+        "saved activations + transient buffers at the peak; total = allocated bytes "
+        "(torch.cuda.max_memory_allocated).",
+        f"Not in the total: the caching allocator's reserve, the CUDA context and NCCL buffers (device memory "
+        f"{st.device_bytes / GIB:.2f} GiB, where GiB = 2^30 bytes).",
+    ) + tuple(est.assumptions)
+    details = {"peak_stage": st.stage, "num_microbatches": est.parallel.get("num_microbatches"),
+               **{k: getattr(st, k) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
+                                              "activations_bytes", "transient_bytes", "allocated_bytes",
+                                              "reserved_bytes", "device_bytes")}}
+    return TrainingMemoryEstimate("estimator", tuple(comps), act, params.total, assumptions, details)
+
+
+def format_training_memory_estimate(estimate: TrainingMemoryEstimate, unit: str = "GB") -> str:
+    """The one-line summary, formatted as the estimate's formula prints it.
+
+    ``Theoretical memory footprints: weight and optimizer=X.XX GB, activation=Y.YY GB, total=Z.ZZ GB`` for
+    ``estimator`` and ``megatron-lm`` (which, like Megatron-LM, adds the two values after scaling);
+    for ``megatron-bridge`` each component by name (``dense parameters and optimizer=...``, ``routed expert
+    parameters and optimizer=...``), then ``activation`` and ``total``. Units: MB, GB, MiB, GiB (all binary).
+    """
+    scale, label = memory_unit(unit)
+    if estimate.formula == "megatron-bridge":
+        from .compat import megatron_bridge_format
+        return megatron_bridge_format(estimate, unit)
+    w = estimate.weight_and_optimizer_bytes / scale
+    line = f"Theoretical memory footprints: weight and optimizer={w:.2f} {label}"
+    if estimate.activation is None:
+        return line
+    a = estimate.activation_bytes / scale
+    total = w + a if estimate.formula == "megatron-lm" else estimate.total_memory_bytes / scale
+    return f"{line}, activation={a:.2f} {label}, total={total:.2f} {label}"
