@@ -1,17 +1,51 @@
 """Megatron-Core training memory estimator: exact parameter counts and the memory of every pipeline stage.
 
 Standard library only, so the same code runs in CPython and in the browser under Pyodide.
+
+    >>> import estimator
+    >>> e = estimator.estimate("presets/llama-3-8b.yaml")       # or a dict, YAML text, a Config
+    >>> e.peak.device_bytes / 2**30                             # GiB on the busiest GPU
 """
 
 from __future__ import annotations
 
 from .config import load_config, validate
 from .errors import ConfigError, EstimatorError, PresetNotFoundError, Problem, UnsupportedError
+from .gpus import GPUS, get_gpu, fit
+from .hf import from_hf_config
+from .megatron_args import parse_megatron_args, to_megatron_args
+from .memory import stage_memory as _stage_memory
 from .params import ParameterCounts, count_parameters
+from .presets import list_presets, load_preset, preset_info
+from .report import Estimate, StageEstimate
 from .resolve import resolve
 from .schema import Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig, field_specs
+from .theoretical import TrainingMemoryEstimate, estimate_training_memory, format_training_memory_estimate
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Config", "ConfigError", "Estimate", "EstimatorError", "GPUS", "ModelConfig", "ParallelismConfig",
+    "ParameterCounts", "PrecisionConfig", "PresetNotFoundError", "Problem", "StageEstimate", "TrainingConfig",
+    "TrainingMemoryEstimate", "UnsupportedError", "__version__", "count_parameters_of", "estimate",
+    "estimate_training_memory", "field_specs", "fit", "format_training_memory_estimate", "from_hf_config",
+    "get_gpu", "list_presets", "load_config", "load_preset", "parse_megatron_args", "preset_info", "search",
+    "to_megatron_args", "validate",
+]
+
+
+def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
+    """Estimate the memory of every pipeline stage of a configuration (path, dict, YAML/JSON text or Config).
+
+    ``num_microbatches`` overrides the number derived from ``training.global_batch_size``.
+    Raises :class:`ConfigError` listing every problem of an invalid configuration.
+    """
+    r = resolve(load_config(config))
+    if num_microbatches is not None:
+        if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int) or num_microbatches < 1:
+            raise ConfigError(Problem("num_microbatches", num_microbatches, "must be a positive integer"))
+        r.m = num_microbatches
+    return _stage_memory(r)
 
 
 def count_parameters_of(config) -> ParameterCounts:
@@ -19,30 +53,7 @@ def count_parameters_of(config) -> ParameterCounts:
     return count_parameters(resolve(load_config(config)))
 
 
-__all__ = [
-    "Config", "ConfigError", "EstimatorError", "ModelConfig", "ParallelismConfig", "ParameterCounts",
-    "PrecisionConfig", "PresetNotFoundError", "Problem", "TrainingConfig", "UnsupportedError",
-    "__version__", "count_parameters_of", "field_specs", "load_config", "validate",
-]
-
-from .memory import stage_memory as _stage_memory  # noqa: E402
-from .report import Estimate, StageEstimate  # noqa: E402
-
-
-def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
-    """Estimate the memory of every pipeline stage of a configuration (path, dict, text or Config).
-
-    ``num_microbatches`` overrides the number derived from ``training.global_batch_size``.
-    """
-    r = resolve(load_config(config))
-    if num_microbatches is not None:
-        from dataclasses import replace
-        r = replace(r, m=num_microbatches)
-    return _stage_memory(r)
-
-
-__all__ += ["Estimate", "StageEstimate", "estimate"]
-
-from .theoretical import TrainingMemoryEstimate, estimate_training_memory, format_training_memory_estimate  # noqa: E402
-
-__all__ += ["TrainingMemoryEstimate", "estimate_training_memory", "format_training_memory_estimate"]
+def search(*args, **kwargs):
+    """Every valid parallel layout that fits a GPU, ranked (see :func:`estimator.search.search`)."""
+    from .search import search as _search
+    return _search(*args, **kwargs)

@@ -1,0 +1,173 @@
+"""The command line: table, --json, --format yaml, overrides generated from the schema, fit verdicts, errors.
+
+Most tests call :func:`estimator.cli.main` in-process; a few run ``python -m estimator`` to check the real
+entry point, the exit codes and that no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from estimator import estimate, field_specs, load_config
+from estimator.cli import build_parser, main
+from estimator.presets import list_presets, load_preset
+from tests.conftest import ROOT
+
+STABLE = ["parameters.total", "parameters.active", "peak.stage", "peak.allocated_bytes", "peak.device_bytes"]
+STAGE_KEYS = ["stage", "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+              "allocated_bytes", "reserved_bytes", "device_bytes"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli(*argv):
+    return subprocess.run([sys.executable, "-m", "estimator", *argv], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_help_reads_for_every_command():
+    p = cli("--help")
+    assert p.returncode == 0 and "estimate" in p.stdout and "megatron-args" in p.stdout
+    for command in ("estimate", "from-hf", "presets", "gpus", "megatron-args"):
+        p = cli(command, "--help")
+        assert p.returncode == 0 and p.stdout.startswith("usage: python -m estimator " + command), command
+
+
+def test_table_marks_the_peak_and_names_the_biggest_components(capsys):
+    code, out, _ = run(capsys, "estimate", "tiny")
+    assert code == 0
+    assert "Memory per GPU in GiB (2^30 bytes)" in out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("stage"))
+    assert lines[header + 1].startswith("0*") and lines[header + 2].startswith("1 ")
+    assert "Peak: stage 0" in out and "Largest at the peak:" in out
+
+
+def test_json_is_the_to_dict_contract(capsys):
+    code, out, _ = run(capsys, "estimate", "tiny", "--json")
+    d = json.loads(out)
+    assert code == 0 and d == json.loads(json.dumps(estimate(load_preset("tiny")).to_dict()))
+    for key in STABLE:
+        section, name = key.split(".")
+        assert name in d[section]
+    assert all(k in d["stages"][0] for k in STAGE_KEYS)
+
+
+def test_yaml_round_trips(capsys, tmp_path):
+    code, out, _ = run(capsys, "estimate", "deepseek-v2-lite", "--tp", "2", "--etp", "1", "--sequence-parallel",
+                         "--format", "yaml")
+    assert code == 0 and out.startswith("# ")
+    (tmp_path / "c.yaml").write_text(out)
+    cfg = load_config(tmp_path / "c.yaml")
+    assert cfg.parallelism.tensor_model_parallel_size == 2
+    code, again, _ = run(capsys, "estimate", str(tmp_path / "c.yaml"), "--json")
+    code2, direct, _ = run(capsys, "estimate", "deepseek-v2-lite", "--tp", "2", "--etp", "1",
+                          "--sequence-parallel", "--json")
+    assert json.loads(again)["stages"] == json.loads(direct)["stages"]
+
+
+def test_every_field_has_a_generated_flag():
+    """One source of truth: each FieldSpec's cli_flag is an option of `estimate` and of `from-hf`."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices
+    for command in ("estimate", "from-hf", "megatron-args"):
+        options = {o for a in sub[command]._actions for o in a.option_strings}
+        missing = [s.cli_flag for s in field_specs() if s.cli_flag not in options]
+        assert not missing, (command, missing)
+    options = {o for a in sub["estimate"]._actions for o in a.option_strings}
+    for flag in ("--tp", "--pp", "--ep", "--etp", "--cp", "--vpp", "--mbs", "--gbs", "--seq-length", "--num-gpus",
+                 "--recompute", "--recompute-method", "--recompute-num-layers", "--sequence-parallel",
+                 "--no-sequence-parallel", "--distributed-optimizer", "--no-distributed-optimizer", "--fp8"):
+        assert flag in options, flag
+
+
+def test_overrides_apply_in_megatrons_spirit(capsys):
+    code, out, err = run(capsys, "estimate", "tiny", "--tp", "2", "--num-gpus", "8", "--mbs", "1", "--gbs", "32",
+                         "--recompute", "full", "--sequence-parallel", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["parallel"]["tp"], d["parallel"]["dp"], d["parallel"]["num_microbatches"]) == (2, 2, 16)
+    assert d["config"]["training"]["recompute_granularity"] == "full"
+    # --recompute none drops the method and layer count that only apply to full recompute
+    code, out, err = run(capsys, "estimate", "deepseek-v2-lite", "--recompute", "none", "--json")
+    assert code == 0 and "recompute_method" not in json.loads(out)["config"]["training"]
+    assert "recompute_method dropped" in err
+    # --tp 1 on a sequence-parallel preset: sequence parallelism goes, as in Megatron-LM
+    code, out, err = run(capsys, "estimate", "qwen3-30b-a3b", "--tp", "1", "--num-gpus", "8", "--ep", "4", "--json")
+    assert code == 0 and "sequence parallelism turned off" in err
+
+
+def test_bad_input_exits_2_with_the_field_named():
+    p = cli("estimate", "tiny", "--tp", "3")
+    assert p.returncode == 2 and "tensor_model_parallel_size (3)" in p.stderr and "Traceback" not in p.stderr
+    for argv, text in ((["estimate", "no-such-model"], "no preset named"),
+                       (["estimate", "missing.yaml"], "file not found"),
+                       (["estimate", "tiny", "--tp", "two"], "invalid"),
+                       (["estimate", "tiny", "--recompute", "sometimes"], "invalid choice"),
+                       (["estimate"], "give a configuration file or preset name"),
+                       (["estimate", "tiny", "--gpu", "A100"], "ambiguous")):
+        p = cli(*argv)
+        assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, argv
+
+
+def test_gpu_verdicts_and_fail_if_oom(capsys):
+    code, out, _ = run(capsys, "estimate", "tiny", "--gpu", "H100-80GB")
+    assert code == 0 and "fits" in out and "every stage fits" in out
+    code, out, _ = run(capsys, "estimate", "tiny", "--gpu-memory", "0.5")
+    assert code == 0 and "NO" in out and "do not fit" in out
+    code, out, _ = run(capsys, "estimate", "tiny", "--gpu-memory", "0.5", "--fail-if-oom")
+    assert code == 1
+    code, out, _ = run(capsys, "estimate", "tiny", "--gpu", "h100", "--fail-if-oom", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["fit"]["fits"] is True and d["fit"]["stages"][0]["capacity_bytes"] == 81559 * 2 ** 20
+    assert cli("estimate", "tiny", "--gpu-memory", "0.5", "--fail-if-oom").returncode == 1
+
+
+def test_presets_command_lists_every_preset(capsys):
+    code, out, _ = run(capsys, "presets")
+    assert code == 0 and all(name in out for name in list_presets())
+    assert "3,213,568" in out                       # tiny, by hand (tests/test_presets.py)
+    code, out, _ = run(capsys, "presets", "--json")
+    assert {r["name"] for r in json.loads(out)} == set(list_presets())
+
+
+def test_megatron_args_command_round_trips(capsys, tmp_path):
+    code, out, _ = run(capsys, "megatron-args", "deepseek-v3")
+    assert code == 0 and "--moe-layer-freq '([0]*3+[1]*58)' \\" in out
+    (tmp_path / "launch.sh").write_text("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n" + out)
+    code, parsed, err = run(capsys, "estimate", "--megatron-args-file", str(tmp_path / "launch.sh"), "--num-gpus",
+                            "256", "--json")
+    code2, direct, _ = run(capsys, "estimate", "deepseek-v3", "--json")
+    assert code == 0 and json.loads(parsed)["stages"] == json.loads(direct)["stages"]
+    code, _, err = run(capsys, "estimate", "--megatron-args-file", str(tmp_path / "launch.sh"))
+    assert code == 2 and "--num-gpus" in err
+
+
+def test_from_hf_workflow(capsys, reference):
+    path = str(reference / "hf-configs" / "Mixtral-8x7B-v0.1.json")
+    code, out, err = run(capsys, "from-hf", path, "--tp", "2", "--pp", "4", "--ep", "8", "--num-gpus", "64",
+                         "--sequence-parallel", "--seq-length", "4096", "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["parallel"]["tp"], d["parallel"]["pp"], d["parallel"]["ep"]) == (2, 4, 8)
+    code, out, err = run(capsys, "from-hf", path, "--num-gpus", "8")
+    assert code == 0 and "taken from max_position_embeddings" in err
+    code, _, err = run(capsys, "from-hf", str(reference / "hf-configs" / "gpt-oss-120b.json"), "--num-gpus", "8")
+    assert code == 2 and "attention sinks" in err
+    code, _, err = run(capsys, "from-hf", "meta-llama/Llama-3-8B", "--num-gpus", "8")
+    assert code == 2 and "config.json" in err
+
+
+def test_formula_line(capsys):
+    code, out, _ = run(capsys, "estimate", "tiny", "--formula", "megatron-lm")
+    assert code == 0 and out.startswith("Theoretical memory footprints: weight and optimizer=")
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "deepseek-v3"])
+def test_real_presets_print(capsys, name):
+    code, out, _ = run(capsys, "estimate", name, "--gpu", "H200-141GB", "--assumptions")
+    assert code == 0 and "H200-141GB (140.40 GiB)" in out and "Assumptions:" in out

@@ -1,0 +1,122 @@
+"""Presets: every required model, provenance in the header, counts equal to the published ones.
+
+Published counts come from each preset's header (owner's figures and SOURCES.md exact counts, cited
+there); the model sections must equal what the importer makes of the reference config.json.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from estimator import PresetNotFoundError, count_parameters_of, estimate, load_config
+from estimator.hf import from_hf_config
+from estimator.presets import list_presets, load_preset, preset_info, preset_path, preset_text, published_bounds
+from tests.conftest import ROOT, make_config
+
+REQUIRED = ["llama-2-7b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mixtral-8x7b", "mixtral-8x22b",
+            "deepseek-v2-lite", "deepseek-v3", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "qwen3-30b-a3b",
+            "qwen3-235b-a22b", "moonlight-16b-a3b", "tiny"]
+
+
+def test_every_required_preset_exists():
+    assert set(REQUIRED) <= set(list_presets())
+    assert list_presets() == sorted(list_presets())
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_preset_loads_estimates_and_has_provenance(name):
+    cfg = load_preset(name)
+    assert load_config(preset_text(name)) == cfg          # the file is a plain configuration
+    est = estimate(cfg)
+    assert est.peak.device_bytes > 0 and len(est.stages) == cfg.parallelism.pipeline_model_parallel_size
+    info = preset_info(name)
+    for key in ("title", "source", "recipe", "published_total_text", "published_note"):
+        assert info[key], (name, key)
+
+
+WITH_CONFIG = [n for n in REQUIRED if preset_info(n)["hf_config"]]
+
+
+@pytest.mark.parametrize("name", WITH_CONFIG)
+def test_model_section_equals_the_import_of_its_config_json(name, reference):
+    model = load_preset(name).to_dict()["model"]
+    assert model == from_hf_config(reference / "hf-configs" / preset_info(name)["hf_config"])
+
+
+def test_presets_without_a_reference_config_cite_their_card():
+    """Nine presets have a reference config.json; the others say where their values come from."""
+    assert len(WITH_CONFIG) == 9
+    for name in set(REQUIRED) - set(WITH_CONFIG) - {"tiny"}:
+        source = preset_info(name)["source"]
+        assert "model card" in source or "SOURCES.md" in source, name
+
+
+def _counts(name: str):
+    """Counts of the preset's model at TP 1 (no extra vocabulary padding) and without MTP layers, as owners
+    publish them."""
+    model = {k: v for k, v in load_preset(name).to_dict()["model"].items() if k != "mtp_num_layers"}
+    return count_parameters_of(make_config(model, training={"seq_length": model["max_position_embeddings"]}))
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_total_and_active_match_the_published_counts(name):
+    info, c = preset_info(name), _counts(name)
+    lo, hi = published_bounds(info["published_total_text"])
+    assert lo <= c.total <= hi, (name, c.total, info["published_total_text"])
+    if info["published_active_text"]:
+        active = c.active - (c.embedding if info["published_active_excludes"] == "embedding" else 0)
+        lo, hi = published_bounds(info["published_active_text"])
+        assert lo <= active <= hi, (name, active, info["published_active_text"])
+
+
+def test_tiny_by_hand():
+    """Per layer: attention qkv 256*(4+2*2)*64 = 131,072 + proj 4*64*256 = 65,536 + norm 256 = 196,864;
+    SwiGLU MLP 3*256*704 = 540,672 + norm 256 = 540,928. Vocabulary 1000 padded to 1024 (128 x TP 1):
+    262,144 tied embedding; final norm 256. Total 4 * 737,792 + 262,144 + 256 = 3,213,568."""
+    assert count_parameters_of(load_preset("tiny")).total == 3_213_568
+    assert preset_info("tiny")["published_total"] == 3_213_568
+
+
+def test_exact_counts_where_sources_gives_them():
+    """SOURCES.md exact counts are exact in the headers, and equal the model without MTP."""
+    assert preset_info("llama-3-8b")["published_total"] == 8_030_261_248
+    assert preset_info("llama-3-8b")["published_total_exact"] is True
+    assert _counts("deepseek-v3").total == 671_026_419_200
+    assert _counts("llama-3-70b").total == 70_553_706_496
+
+
+def test_published_bounds():
+    """Rounded figures stand for the counts that round or truncate to them; exact ones for themselves."""
+    assert published_bounds("8,030,261,248") == (8_030_261_248, 8_030_261_248)
+    assert published_bounds("72.7B") == (72_650_000_000, 72_799_999_999)
+    assert published_bounds("37B") == (36_500_000_000, 37_999_999_999)
+    with pytest.raises(ValueError):
+        published_bounds("many")
+
+
+def test_unknown_preset_suggests_the_nearest():
+    with pytest.raises(PresetNotFoundError, match="did you mean 'llama-3-8b'"):
+        load_preset("llama-3-8")
+    with pytest.raises(LookupError):
+        preset_path("nope")
+
+
+def test_presets_are_found_when_installed(tmp_path):
+    """pyproject.toml maps presets/ to the package estimator._presets: build that layout outside the checkout
+    and load a preset from it."""
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "estimator", site / "estimator", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "presets", site / "estimator" / "_presets", ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("from estimator.presets import list_presets, preset_path, load_preset;"
+            "print(len(list_presets()), preset_path('tiny'), load_preset('tiny').training.world_size)")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert int(out[0]) == len(list_presets())
+    assert Path(out[1]).parent == site / "estimator" / "_presets" and out[2] == "4"
