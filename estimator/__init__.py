@@ -20,6 +20,7 @@ from .presets import list_presets, load_preset, preset_info
 from .report import Estimate, StageEstimate
 from .resolve import resolve
 from .schema import Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig, field_specs
+from .search import search
 from .theoretical import TrainingMemoryEstimate, estimate_training_memory, format_training_memory_estimate
 
 __version__ = "0.1.0"
@@ -52,8 +53,3 @@ def count_parameters_of(config) -> ParameterCounts:
     """Exact parameter counts of a configuration (path, dict or Config)."""
     return count_parameters(resolve(load_config(config)))
 
-
-def search(*args, **kwargs):
-    """Every valid parallel layout that fits a GPU, ranked (see :func:`estimator.search.search`)."""
-    from .search import search as _search
-    return _search(*args, **kwargs)

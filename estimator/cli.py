@@ -19,14 +19,13 @@ prints a message on stderr and exits with code 2, without a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
-from . import __version__, yamlio
+from . import __version__, cli_search, yamlio
 from .config import load_config, parse_text
 from .errors import ConfigError, EstimatorError, Problem
 from .report import GIB
@@ -468,13 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_override_flags(p)
     p.set_defaults(func=cmd_megatron_args, megatron_args=None, megatron_args_file=None)
 
-    try:
-        cli_search = importlib.import_module("estimator.cli_search")
-    except ModuleNotFoundError as exc:   # written by another change; the lead makes this unconditional
-        if exc.name != "estimator.cli_search":
-            raise
-    else:
-        cli_search.add_parser(sub)
+    cli_search.add_parser(sub)
     return parser
 
 

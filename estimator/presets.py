@@ -64,8 +64,8 @@ def preset_path(name: str):
     names = list_presets()
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise PresetNotFoundError(f"no preset named '{name}'{hint} Known presets: {', '.join(names)}")
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise PresetNotFoundError(f"no preset named '{name}'{hint}; known presets: {', '.join(names)}")
     return _directory() / f"{name}.yaml"
 
 
