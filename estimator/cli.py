@@ -270,7 +270,8 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
                _g(s.device_bytes)]
         if verdicts is not None:
             v = verdicts[s.stage]
-            row += ["yes" if v.fits else "NO", f"{v.headroom_bytes / GIB:+.2f} ({v.headroom_pct:+.1f}%)"]
+            row += [{"fits": "yes", "tight": "tight", "no": "NO"}[v.verdict],
+                    f"{v.headroom_bytes / GIB:+.2f} ({v.headroom_pct:+.1f}%)"]
         rows.append(row)
     if verdicts is not None:
         head += ["fits", "headroom GiB (%)"]
@@ -288,10 +289,15 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     lines.append(f"Largest at the peak: {big}")
     if verdicts is not None:
         bad = [v.stage for v in verdicts if not v.fits]
+        tight = [v.stage for v in verdicts if v.tight]
         cap = verdicts[0].capacity_bytes / GIB if verdicts else 0
         lines.append(f"{gpu_label} ({cap:.2f} GiB): " + ("every stage fits" if not bad else
                      f"stage{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} do{'es' if len(bad) == 1 else ''}"
                      " not fit"))
+        if tight:
+            lines.append(f"  tight: stage{'s' if len(tight) > 1 else ''} {', '.join(map(str, tight))} fit only if the "
+                         "caching allocator gives back its reserve (expect allocator retries; "
+                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps)")
     return "\n".join(lines)
 
 

@@ -96,10 +96,17 @@ class StageFit:
     headroom_bytes: int    # capacity - device; negative when it does not fit
     headroom_pct: float    # headroom as a percentage of the capacity
     fits: bool             # headroom_bytes >= the required margin
+    tight: bool = False    # does not fit with the allocator's usual reserve, but fits without it
+
+    @property
+    def verdict(self) -> str:
+        """'fits', 'tight' (only if the caching allocator gives back its reserve) or 'no'."""
+        return "fits" if self.fits else ("tight" if self.tight else "no")
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "device_bytes": self.device_bytes, "capacity_bytes": self.capacity_bytes,
-                "headroom_bytes": self.headroom_bytes, "headroom_pct": self.headroom_pct, "fits": self.fits}
+                "headroom_bytes": self.headroom_bytes, "headroom_pct": self.headroom_pct, "fits": self.fits,
+                "tight": self.tight, "verdict": self.verdict}
 
 
 def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]:
@@ -108,6 +115,11 @@ def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]
     ``capacity_bytes`` is a byte count or a :class:`GPU`. ``headroom`` is the fraction of the capacity that
     must stay free for a stage to count as fitting (0.0: ``device_bytes`` may use all of it; 0.05 keeps 5 %
     spare for fragmentation and spikes the estimate does not model).
+
+    A stage that does not fit is ``tight`` when it would fit without the caching allocator's reserve
+    (``device_bytes - reserved_bytes + allocated_bytes``): PyTorch frees cached blocks and retries before it
+    reports out-of-memory, so such a run usually trains, more slowly, and
+    ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes it likelier.
     """
     cap = capacity_bytes.memory_bytes if isinstance(capacity_bytes, GPU) else capacity_bytes
     if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
@@ -118,6 +130,8 @@ def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]
     out = []
     for s in estimate.stages:
         free = cap - s.device_bytes
+        floor = s.device_bytes - s.reserved_bytes + s.allocated_bytes
         out.append(StageFit(stage=s.stage, device_bytes=s.device_bytes, capacity_bytes=cap, headroom_bytes=free,
-                            headroom_pct=100.0 * free / cap, fits=free >= margin))
+                            headroom_pct=100.0 * free / cap, fits=free >= margin,
+                            tight=free < margin and cap - floor >= margin))
     return tuple(out)

@@ -148,6 +148,7 @@ class ParameterCounts:
     dense_layers: int
     moe_layers: int
     padded_vocab_size: int
+    vocab_padding: int      # parameters added by Megatron's vocabulary padding (in embedding and output)
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -191,4 +192,5 @@ def count_parameters(r: Resolved) -> ParameterCounts:
         mlp=n_dense * mlp, moe_router=n_moe * router, moe_experts=n_moe * experts,
         moe_shared_experts=n_moe * shared, norms=norms, output_layer=out, mtp=mtp, total=total, active=active,
         dense_layers=n_dense, moe_layers=n_moe, padded_vocab_size=r.Vp,
+        vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),
     )

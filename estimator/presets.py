@@ -9,7 +9,8 @@ previous key), so the file stays a plain, copyable configuration:
 - ``source``: where the model section comes from (a ``config.json``, a model card, a paper);
 - ``hf_config``: the file name of that ``config.json`` among the reference copies, when there is one;
 - ``published_total`` / ``published_active``: the parameter counts as their owner publishes them, exact
-  (``8,030,261,248``) or rounded (``72.7B``); ``published_active_excludes: embedding`` where the owner
+  (``8,030,261,248``) or rounded (``72.7B``); ``published_total_excludes: mtp`` where the owner's total
+  leaves out the multi-token-prediction layers; ``published_active_excludes: embedding`` where the owner
   leaves the input embedding out of the active count;
 - ``published_note``: where those figures come from;
 - ``recipe``: the public training recipe the parallel layout, batch and recompute settings follow;
@@ -149,6 +150,7 @@ def preset_info(name: str) -> dict:
         "published_active_text": h.get("published_active"),
         "published_active_exact": active_exact,
         "published_active_excludes": h.get("published_active_excludes"),
+        "published_total_excludes": h.get("published_total_excludes"),
         "published_note": h.get("published_note"),
         "recipe": h.get("recipe"),
         "notes": h.get("notes"),

@@ -1,1 +1,413 @@
-"""Placeholder: the calculator engineer replaces this hook (Pyodide runtime + estimator wheel)."""
+"""MkDocs hook: the calculator's Python runtime, built into the site.
+
+The calculator page (``docs/calculator.md``) runs the very ``estimator`` package the CLI runs, in the
+browser, through Pyodide. This hook puts everything it needs into the built site, under
+``assets/calculator/runtime/``, and nothing else:
+
+- the Pyodide runtime from the ``pyodide`` package of the npm registry, fetched with ``urllib``,
+  pinned by version and by npm's ``dist.integrity`` (sha512 of the tarball), cached outside the
+  tracked tree (``<repo>/.cache/npm/``), verified on every build, and cut down to the four files a
+  stdlib-only interpreter needs (``pyodide.mjs``, ``pyodide.asm.mjs``, ``pyodide.asm.wasm``,
+  ``python_stdlib.zip``; the package lock is replaced by an empty inline one);
+- the ``estimator`` package as a real wheel built from the source tree (presets included as
+  ``estimator._presets``, as ``pyproject.toml`` maps them), installed in the browser by unpacking it
+  into site-packages, without micropip;
+- a Pyodide memory snapshot taken after ``import estimator.web`` (made with Node.js when it is on the
+  PATH; without it the page boots Python from scratch, slower but the same);
+- for an offline bundle (Material's ``offline`` plugin, ``mkdocs.offline.yml``): the same files as
+  gzip+base64 classic scripts, because Chromium refuses ``fetch()`` and module workers on ``file://``,
+  and the ``iframe-worker`` shim the offline plugin would otherwise load from unpkg.com.
+
+The ``<!-- calculator:app -->`` marker of a page becomes the calculator's root element holding the
+boot data as JSON: the form schema, the presets, the GPUs and the default preset's estimate, all
+computed here by ``estimator.web`` (no field list is written by hand). A failed or tampered download
+is a build error; nothing else touches the network.
+
+Environment variables:
+
+``MME_PYODIDE_TARBALL`` / ``MME_PYODIDE_DIR``
+    a local ``pyodide-<version>.tgz`` (checked against the pinned integrity) or a directory holding
+    the unpacked runtime files (each checked against its pinned sha256): air-gapped builds.
+``MME_IFRAME_WORKER_TARBALL`` / ``MME_IFRAME_WORKER_DIR``
+    the same for the offline bundle's ``iframe-worker`` shim.
+``MME_CACHE_DIR``  the download and snapshot cache (default ``<repo>/.cache``).
+``MME_PYODIDE_SNAPSHOT=0``  no memory snapshot. ``MME_NODE``: the Node.js binary that makes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:            # the working tree's estimator, installed or not
+    sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("mkdocs.hooks.runtime")
+
+
+@dataclass(frozen=True)
+class NpmPin:
+    """One npm package pinned by version and integrity, and the files the site takes from it (sha256)."""
+
+    name: str
+    version: str
+    integrity: str                 # npm's dist.integrity of the tarball: "sha512-<base64>"
+    files: dict                    # path inside the package -> sha256 hex
+
+    @property
+    def url(self) -> str:
+        return f"https://registry.npmjs.org/{self.name}/-/{self.name}-{self.version}.tgz"
+
+    @property
+    def env(self) -> str:
+        return "MME_" + re.sub(r"\W", "_", self.name).upper()
+
+
+# `npm view pyodide@314.0.7 dist`: Python 3.14.2 (inside the core's 3.11-3.14), whose stdlib zip holds
+# every module the core imports.
+PYODIDE = NpmPin("pyodide", "314.0.7",
+                 "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A==", {
+                     "pyodide.mjs": "6f1d60f7bf529beb300f0f47983c921d3982363640ba20af0e38efdddbc66109",
+                     "pyodide.asm.mjs": "f7cdc8ece80678ceb712f8e65ebe6d3a83203a180c399865f49612a051693635",
+                     "pyodide.asm.wasm": "cc36e3cab04fdfc9a63ff13eb52eae2b911bf46c025cc7b281f394bd3de1d5e6",
+                     "python_stdlib.zip": "fa1957e5777068fc4f7437f96d860ae2fbe9c19732ba06c84e004ec16dd7dd7a",
+                     "pyodide-lock.json": "5dc2fc119108bc148c7457dc86e7675b5c87e1cafd420b9c34c1eaef7b36c010",
+                 })
+# Material's offline plugin runs the search worker in an iframe on file:// with this shim.
+IFRAME_WORKER = NpmPin("iframe-worker", "1.0.4",
+                       "sha512-roeaaI+Lg1LJNfgpCjoRe/+WzEjy9+Z08LoEvu85MCPbBjwm+qXz8Ag5U05lHa6V1CysZyGzE0SOkAtSUA5q7Q==",
+                       {"shim/index.js": "e8e412dbcfea9b7e31b5ffa288d7b6035915e714c542f4176a0cdbe262fc9609"})
+
+RUNTIME_DIR = "assets/calculator/runtime"
+SHIM_PATH = "assets/vendor/iframe-worker/shim.js"
+NATIVE_WORKER_JS = "assets/calculator/native-worker.js"
+ASSETS = ["assets/calculator/calculator.js"], ["assets/calculator/calculator.css"]
+MARKER = re.compile(r"<!--\s*calculator:(?P<name>[\w-]*)\s*-->")
+SITE_PACKAGES = "/lib/python3.14/site-packages"
+# Python run in the browser (and by Node for the snapshot): unpack the wheel, then import eagerly.
+INSTALL_PY = ("import zipfile\nzipfile.ZipFile('/tmp/estimator.whl').extractall(%r)\n" % SITE_PACKAGES)
+WARM_PY = "import estimator.web\nestimator.web.warm()\n"
+
+
+class RuntimeBuildError(PluginError):
+    """The runtime could not be fetched, verified or built: the site build stops."""
+
+
+# ---------------------------------------------------------------- fetch and verify
+
+
+def check_integrity(data: bytes, integrity: str, what: str) -> None:
+    """Raise unless ``data`` matches an npm ``sha512-<base64>`` integrity string."""
+    algo, _, expected = integrity.partition("-")
+    if algo != "sha512" or not expected:
+        raise RuntimeBuildError(f"{what}: unsupported integrity {integrity!r} (expected sha512-<base64>)")
+    actual = base64.b64encode(hashlib.sha512(data).digest()).decode()
+    if actual != expected:
+        raise RuntimeBuildError(f"{what} failed its integrity check: expected sha512-{expected}, got "
+                                f"sha512-{actual}. The download is corrupt or was tampered with; nothing "
+                                "was used.")
+
+
+def _check_file(pin: NpmPin, name: str, data: bytes, where: str) -> bytes:
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != pin.files[name]:
+        raise RuntimeBuildError(f"{where}: {name} of {pin.name} {pin.version} has sha256 {actual}, expected "
+                                f"{pin.files[name]} (wrong version or tampered file)")
+    return data
+
+
+def _download(pin: NpmPin, urlopen) -> bytes:
+    try:
+        with urlopen(pin.url, timeout=120) as resp:
+            return resp.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise RuntimeBuildError(f"could not download {pin.url}: {exc}. For an air-gapped build, set "
+                                f"{pin.env}_TARBALL to a local copy of {pin.name}-{pin.version}.tgz (or "
+                                f"{pin.env}_DIR to a directory holding its files).") from None
+
+
+def _unpack(pin: NpmPin, tarball: bytes, where: str) -> dict[str, bytes]:
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as tar:
+        for name in pin.files:
+            member = tar.extractfile("package/" + name)
+            if member is None:
+                raise RuntimeBuildError(f"{where}: package/{name} missing from {pin.name} {pin.version}")
+            out[name] = _check_file(pin, name, member.read(), where)
+    return out
+
+
+def fetch_package(pin: NpmPin, cache_dir: Path, *, env=os.environ, urlopen=urllib.request.urlopen) -> dict:
+    """The pinned files of ``pin`` as bytes: from ``<ENV>_DIR``, ``<ENV>_TARBALL``, the cache or npm."""
+    local_dir, local_tgz = env.get(pin.env + "_DIR"), env.get(pin.env + "_TARBALL")
+    if local_dir:
+        base = Path(local_dir)
+        out = {}
+        for name in pin.files:
+            path = base / name if (base / name).is_file() else base / "package" / name
+            if not path.is_file():
+                raise RuntimeBuildError(f"{pin.env}_DIR={local_dir}: {name} not found there")
+            out[name] = _check_file(pin, name, path.read_bytes(), f"{pin.env}_DIR={local_dir}")
+        return out
+    if local_tgz:
+        path = Path(local_tgz)
+        if not path.is_file():
+            raise RuntimeBuildError(f"{pin.env}_TARBALL={local_tgz}: no such file")
+        data = path.read_bytes()
+        check_integrity(data, pin.integrity, f"{pin.env}_TARBALL={local_tgz}")
+        return _unpack(pin, data, str(path))
+    cached = cache_dir / "npm" / f"{pin.name}-{pin.version}.tgz"
+    if cached.is_file():
+        data = cached.read_bytes()
+        try:
+            check_integrity(data, pin.integrity, f"cached {cached}")
+            return _unpack(pin, data, str(cached))
+        except RuntimeBuildError as exc:
+            log.warning("%s; downloading it again", exc)
+            cached.unlink()
+    data = _download(pin, urlopen)
+    check_integrity(data, pin.integrity, f"download of {pin.url}")
+    files = _unpack(pin, data, pin.url)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(cached)
+    return files
+
+
+# ---------------------------------------------------------------- the estimator wheel
+
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def build_wheel(root: Path = ROOT) -> tuple[str, bytes]:
+    """A py3-none-any wheel of ``estimator`` (presets as ``estimator._presets``), byte-for-byte reproducible."""
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    name, version = project["name"], project["version"]
+    dist = re.sub(r"[-_.]+", "_", name)
+    entries: list[tuple[str, bytes]] = []
+    for src, dest in (("estimator", "estimator"), ("presets", "estimator/_presets")):
+        for path in sorted((root / src).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".yaml", ".json"):
+                entries.append((f"{dest}/{path.relative_to(root / src).as_posix()}", path.read_bytes()))
+    info = f"{dist}-{version}.dist-info"
+    entries.append((f"{info}/METADATA", (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                          f"Summary: {project.get('description', '')}\n"
+                                          f"Requires-Python: {project.get('requires-python', '')}\n").encode()))
+    entries.append((f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: hooks/runtime.py\nRoot-Is-Purelib: true\n"
+                                     b"Tag: py3-none-any\n"))
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+                     f"{len(d)}\n" for n, d in entries) + f"{info}/RECORD,,\n"
+    entries.append((f"{info}/RECORD", record.encode()))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, d in entries:
+            zi = zipfile.ZipInfo(n, _ZIP_DATE)
+            zi.compress_type, zi.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            zf.writestr(zi, d)
+    return f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+# ---------------------------------------------------------------- memory snapshot (Node.js)
+
+_SNAPSHOT_JS = r"""
+import { readFileSync, writeFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+const env = process.env;
+const { loadPyodide } = await import(pathToFileURL(env.MME_INDEX + "pyodide.mjs").href);
+const py = await loadPyodide({ indexURL: env.MME_INDEX, lockFileContents: env.MME_LOCK, _makeSnapshot: true,
+                               stdout: () => {}, stderr: (s) => console.error(s) });
+py.FS.writeFile("/tmp/estimator.whl", readFileSync(env.MME_WHEEL));
+py.runPython(env.MME_INSTALL);
+py.runPython(env.MME_WARM);
+writeFileSync(env.MME_OUT, py.makeMemorySnapshot());
+"""
+
+
+def _node(env) -> str | None:
+    if env.get("MME_PYODIDE_SNAPSHOT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    return env.get("MME_NODE") or shutil.which("node")
+
+
+def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=os.environ) -> bytes | None:
+    """The gzipped memory snapshot of Pyodide with ``estimator.web`` imported, or None without Node.js."""
+    node = _node(env)
+    if not node:
+        log.info("runtime: no memory snapshot (Node.js not found or MME_PYODIDE_SNAPSHOT=0): the calculator "
+                 "boots Python from scratch")
+        return None
+    key = hashlib.sha256(b"\0".join([PYODIDE.integrity.encode(), wheel, lock.encode(), _SNAPSHOT_JS.encode(),
+                                     INSTALL_PY.encode(), WARM_PY.encode()])).hexdigest()[:24]
+    cached = cache_dir / "snapshots" / f"{key}.bin.gz"
+    if cached.is_file():
+        return cached.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="mme-snapshot-") as tmp:
+        index = Path(tmp) / "pyodide"
+        index.mkdir()
+        for name, data in files.items():
+            (index / name).write_bytes(data)
+        (Path(tmp) / "estimator.whl").write_bytes(wheel)
+        out = Path(tmp) / "snapshot.bin"
+        run_env = {**os.environ, "MME_INDEX": f"{index}/", "MME_LOCK": lock, "MME_WHEEL": str(Path(tmp) / "estimator.whl"),
+                   "MME_INSTALL": INSTALL_PY, "MME_WARM": WARM_PY, "MME_OUT": str(out)}
+        try:
+            proc = subprocess.run([node, "--input-type=module", "-e", _SNAPSHOT_JS], env=run_env, cwd=tmp,
+                                  capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("runtime: memory snapshot not made (%s); the calculator boots Python from scratch", exc)
+            return None
+        if proc.returncode != 0 or not out.is_file():
+            log.warning("runtime: memory snapshot failed (%s exited %s): %s", node, proc.returncode,
+                        proc.stderr.strip()[-2000:])
+            return None
+        data = gzip.compress(out.read_bytes(), 6, mtime=0)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.with_suffix(".part").write_bytes(data)
+    cached.with_suffix(".part").replace(cached)
+    return data
+
+
+# ---------------------------------------------------------------- the runtime, assembled
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Every file the hook adds under ``assets/calculator/runtime/`` and the manifest the page reads."""
+
+    files: dict        # file name -> bytes
+    manifest: dict
+
+
+def build_runtime(cache_dir: Path, *, env=os.environ, root: Path = ROOT) -> Runtime:
+    pyodide = fetch_package(PYODIDE, cache_dir, env=env)
+    info = json.loads(pyodide.pop("pyodide-lock.json"))["info"]
+    lock = json.dumps({"info": info, "packages": {}}, separators=(",", ":"))
+    wheel_name, wheel = build_wheel(root)
+    snapshot = make_snapshot(pyodide, wheel, lock, cache_dir, env=env)
+    files = {**pyodide, wheel_name: wheel}
+    if snapshot:
+        files["snapshot.bin.gz"] = snapshot
+    manifest = {"pyodide": PYODIDE.version, "python": info.get("python"), "lock": lock, "wheel": wheel_name,
+                "snapshot": "snapshot.bin.gz" if snapshot else None, "install_py": INSTALL_PY, "warm_py": WARM_PY,
+                "files": {n: len(d) for n, d in files.items()}, "offline": None}
+    return Runtime(files, manifest)
+
+
+def offline_payloads(files: dict) -> dict:
+    """``offline/<name>.js`` classic scripts carrying each runtime file as base64 of its gzip."""
+    out = {}
+    for name, data in files.items():
+        packed = data if name.endswith(".gz") else gzip.compress(data, 6, mtime=0)
+        out[f"offline/{name}.js"] = (f'(self.MME_PAYLOAD=self.MME_PAYLOAD||{{}})[{json.dumps(name)}]='
+                                     f'"{base64.b64encode(packed).decode()}";\n').encode()
+    return out
+
+
+# ---------------------------------------------------------------- MkDocs events
+
+_state: dict = {}
+
+
+def _cache_dir(config) -> Path:
+    base = os.environ.get("MME_CACHE_DIR")
+    return Path(base) if base else Path(config.config_file_path).resolve().parent / ".cache"
+
+
+def _offline(config) -> bool:
+    plugin = config.plugins.get("material/offline") or config.plugins.get("offline")
+    return bool(plugin and plugin.config.enabled)
+
+
+def on_config(config):
+    for name in ASSETS[0]:
+        if name not in [str(s) for s in config.extra_javascript]:
+            config.extra_javascript.append(name)
+    for name in ASSETS[1]:
+        if name not in config.extra_css:
+            config.extra_css.append(name)
+    offline = _offline(config)
+    if offline:                          # vendor the offline plugin's shim; keep the native Worker first
+        polyfills = [p for p in config.extra.get("polyfills", []) if "iframe-worker" not in str(p)]
+        config.extra["polyfills"] = [NATIVE_WORKER_JS, *polyfills, SHIM_PATH]
+    key = (str(_cache_dir(config)), offline)
+    if _state.get("key") != key:
+        _state.clear()
+        _state["key"] = key
+    _state["offline"] = offline
+    return config
+
+
+def _runtime(config) -> Runtime:
+    wheel_name, wheel = build_wheel(ROOT)
+    rt = _state.get("runtime")
+    if rt is None or rt.files.get(wheel_name) != wheel:
+        rt = _state["runtime"] = build_runtime(_cache_dir(config))
+    return rt
+
+
+def on_page_content(html, page, config, files):
+    if not MARKER.search(html):
+        return html
+    from estimator import web
+    rt = _runtime(config)
+    manifest = dict(rt.manifest)
+    if _state.get("offline"):
+        manifest["offline"] = sorted(offline_payloads({n: b"" for n in rt.files}))
+
+    def replace(m: re.Match) -> str:
+        if m.group("name") != "app":
+            raise PluginError(f"{page.file.src_uri}: unknown marker calculator:{m.group('name')} "
+                              "(known: calculator:app)")
+        boot = {**web.boot_data(), "runtime": manifest}
+        data = json.dumps(boot, separators=(",", ":")).replace("</", "<\\/")
+        return (f'<div class="mme-calc" data-mme-calculator>'
+                f'<script type="application/json" class="mme-boot">{data}</script>'
+                '<noscript><p>The calculator runs Python in your browser and needs JavaScript. The same numbers '
+                'come from <code>python -m estimator estimate</code>.</p></noscript></div>')
+
+    return MARKER.sub(replace, html)
+
+
+def on_post_build(config):
+    site = Path(config.site_dir)
+    rt = _runtime(config)
+    out = site / RUNTIME_DIR
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    files = dict(rt.files)
+    if _state.get("offline"):
+        files.update(offline_payloads(rt.files))
+        shim = fetch_package(IFRAME_WORKER, _cache_dir(config))["shim/index.js"]
+        (site / SHIM_PATH).parent.mkdir(parents=True, exist_ok=True)
+        (site / SHIM_PATH).write_bytes(shim)
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+
+
+def on_serve(server, config, builder):
+    for path in (ROOT / "estimator", ROOT / "presets"):
+        server.watch(str(path))
+    return server

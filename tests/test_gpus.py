@@ -34,8 +34,18 @@ def test_names_are_forgiving_but_never_ambiguous():
         get_gpu("TPUv5")
 
 
-def _estimate(*device_bytes):
-    return SimpleNamespace(stages=[SimpleNamespace(stage=i, device_bytes=b) for i, b in enumerate(device_bytes)])
+def _estimate(*device_bytes, reserve=0):
+    """Stages whose device figure is allocated + reserve (the allocator cache) + nothing else."""
+    return SimpleNamespace(stages=[SimpleNamespace(stage=i, device_bytes=b, reserved_bytes=b,
+                                                   allocated_bytes=b - reserve) for i, b in enumerate(device_bytes)])
+
+
+def test_tight_when_only_the_allocator_reserve_does_not_fit():
+    """84 GiB device of which 6 GiB is allocator reserve, on 80 GiB: does not fit (-4 GiB) but 78 GiB without
+    the reserve does, so the verdict is 'tight'; 90 GiB with the same reserve (84 GiB floor) is 'no'."""
+    v = fit(_estimate(84 * GIB, 90 * GIB, reserve=6 * GIB), 80 * GIB)
+    assert [x.verdict for x in v] == ["tight", "no"]
+    assert not v[0].fits
 
 
 def test_fit_verdicts_by_hand():

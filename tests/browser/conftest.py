@@ -60,6 +60,7 @@ def site_url(site_dir, tmp_path_factory) -> str:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/{SUBPATH}/"
     server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture(scope="session")

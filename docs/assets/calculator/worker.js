@@ -1,0 +1,115 @@
+/* The calculator's Web Worker: boots Pyodide, installs the estimator wheel, answers JSON requests.
+ *
+ * Served over HTTP it runs as a module worker and fetches the runtime from assets/calculator/runtime/.
+ * Opened from disk (file://) Chromium forbids fetch() and module workers, so the page loads this file as
+ * a classic script, starts mmeWorkerMain in a worker made from a Blob URL, and hands it the runtime
+ * files it read from base64 classic scripts; a fetch shim then serves them to Pyodide by URL.
+ * Messages in: {type: "init", base, manifest, payload?} then {type: "call", id, request};
+ * out: {type: "progress", text, done}, {type: "ready", ms}, {type: "result", id, response},
+ * {type: "fatal", message}. Requests and responses are JSON text for estimator.web.handle.
+ */
+"use strict";
+
+function mmeWorkerMain(scope) {
+  let handle = null;
+  const waiting = [];
+  const post = (msg) => scope.postMessage(msg);
+  const progress = (text, done) => post({ type: "progress", text, done });
+
+  const fromBase64 = (s) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(s)
+    : Uint8Array.from(atob(s), (c) => c.charCodeAt(0)));
+
+  async function gunzip(bytes) {
+    if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return bytes;      // already inflated by the server
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  async function getBytes(url) {
+    const resp = await fetch(url);
+    if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
+    return new Uint8Array(await resp.arrayBuffer());
+  }
+
+  const importText = (text) => import(URL.createObjectURL(new Blob([text], { type: "text/javascript" })));
+
+  function shimFetch(base, files) {
+    const types = { wasm: "application/wasm", mjs: "text/javascript", zip: "application/zip" };
+    const native = scope.fetch.bind(scope);
+    scope.fetch = (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      const name = url.startsWith(base) ? url.slice(base.length).split(/[?#]/)[0] : null;
+      if (name && files[name]) {
+        const type = types[name.split(".").pop()] || "application/octet-stream";
+        return Promise.resolve(new Response(files[name], { headers: { "Content-Type": type } }));
+      }
+      return native(input, init);
+    };
+  }
+
+  async function inlineFiles(payload) {
+    const files = {};
+    for (const [name, b64] of Object.entries(payload)) files[name] = await gunzip(fromBase64(b64));
+    return files;
+  }
+
+  async function boot({ base, manifest: m, payload }) {
+    const t0 = performance.now();
+    progress("Loading the Python runtime", 0.05);
+    let loadPyodide, files = null;
+    const opts = { indexURL: base, packageBaseUrl: base, lockFileContents: m.lock, stdout: () => {},
+                   stderr: (s) => console.warn(s) };
+    if (payload) {                                         // file://: everything came in the message
+      files = await inlineFiles(payload);
+      shimFetch(base, files);
+      if (typeof scope.importScripts === "function") {      // Pyodide refuses classic workers; this one
+        scope.importScripts = () => { throw new Error("importScripts is unused here"); };  // only imports
+      }
+      const dec = new TextDecoder();
+      ({ loadPyodide } = await importText(dec.decode(files["pyodide.mjs"])));
+      opts.createPyodideModule = (await importText(dec.decode(files["pyodide.asm.mjs"]))).default;
+    } else {
+      ({ loadPyodide } = await import(base + "pyodide.mjs"));
+    }
+    const wheel = files ? Promise.resolve(files[m.wheel]) : getBytes(base + m.wheel);
+    if (m.snapshot) {
+      progress("Restoring the Python snapshot", 0.3);
+      opts._loadSnapshot = files ? Promise.resolve(files[m.snapshot]) : getBytes(base + m.snapshot).then(gunzip);
+    } else {
+      progress("Starting Python", 0.3);
+    }
+    const t1 = performance.now();
+    const py = await loadPyodide(opts);
+    const t2 = performance.now();
+    progress("Installing estimator", 0.8);
+    py.FS.writeFile("/tmp/estimator.whl", await wheel);
+    py.runPython(m.install_py);
+    if (!m.snapshot) py.runPython(m.warm_py);
+    handle = py.runPython("import estimator.web\nestimator.web.handle");
+    const t3 = performance.now();
+    post({ type: "ready", ms: Math.round(t3 - t0), snapshot: Boolean(m.snapshot),
+           phases: { loader: Math.round(t1 - t0), python: Math.round(t2 - t1), install: Math.round(t3 - t2) } });
+    for (const msg of waiting.splice(0)) answer(msg);
+  }
+
+  function answer(msg) {
+    const t = performance.now();
+    const response = handle(msg.request);
+    post({ type: "result", id: msg.id, response, ms: performance.now() - t });
+  }
+
+  scope.onmessage = (event) => {
+    const msg = event.data;
+    if (msg.type === "init") {
+      boot(msg).catch((err) => post({ type: "fatal", message: String((err && err.message) || err) }));
+    } else if (msg.type === "call") {
+      if (handle) answer(msg); else waiting.push(msg);
+    }
+  };
+}
+
+if (typeof WorkerGlobalScope !== "undefined" && self instanceof WorkerGlobalScope) {
+  mmeWorkerMain(self);
+} else {
+  self.mmeWorkerMain = mmeWorkerMain;
+}

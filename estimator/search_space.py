@@ -1,0 +1,475 @@
+"""Search space of the layout search: every parallel layout Megatron-Core accepts, memory lower bounds, pruning.
+
+:func:`estimator.search.search` walks the layouts enumerated here. They are those Megatron-Core accepts
+(the rules of :func:`estimator.config.validate`, which every evaluated layout passes): tensor parallel
+size t (a divisor of the world size up to ``max_tp``, one node by default, dividing heads, query groups
+and FFN widths), pipeline size p with the even split and the uneven first/last-stage splits, virtual
+pipeline size v (dividing every stage's layers), context parallel size cp (sequence divisible by 2 cp),
+expert parallel size ep (dividing the experts) and expert tensor parallel size etp, sequence parallelism
+whenever t > 1, the distributed optimizer, recompute none / selective / full and the micro-batch size.
+Every layout becomes a complete configuration that :func:`estimator.estimate` reproduces exactly (its
+numbers come from the same ``validate``, ``resolve`` and ``stage_memory`` calls). The inputs that define
+the space (the model or configuration, the GPU memory, the world sizes and the fields pinned by the
+caller) are read and checked here too; a bad one raises :class:`estimator.errors.ConfigError`.
+
+Uneven splits: the middle stages hold ceil(L / p) layers and the first and/or last stage between 1 and
+that many (they carry the embedding and the output layer, and stage 0 holds the most micro-batches).
+Selective recompute recomputes the cheap modules that free memory: layernorm, plus moe_act (MoE), plus
+mla_up_proj (MLA), plus core_attn with unfused attention (with flash attention core_attn frees nothing).
+Full recompute is uniform, one layer per group.
+
+Pruning (DeepSeek-V3 has 143,406 layouts on 1,024 GPUs; ``benchmarks/search.py``): the model states of
+a stage do not depend on cp, the recompute option or the micro-batch size, so a lower bound of them
+(decoder layers only, :meth:`_Engine.state_floor`) rules out whole families before any estimate; memory
+grows with the micro-batch size, none needs at least what selective or full needs, and the distributed
+optimizer needs less, so one layout that does not fit rules out the heavier ones of its shape
+(:func:`_no_fit_implied`; ``tests/test_search.py`` checks the pruned search against a brute force).
+The cost of each layout (:mod:`estimator.search_cost`) orders the walk.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .config import load_config, parse_text, validate
+from .errors import ConfigError, PresetNotFoundError, Problem
+from .memory import stage_memory
+from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
+from .report import GIB
+from .resolve import resolve, stage_layers
+from .schema import Config, ParallelismConfig, section_specs
+from .search_cost import _CostModel
+from .states import byte_model, state_bytes
+
+# --------------------------------------------------------------------------------------------------
+# Inputs: the model, the GPU, the world sizes and the pinned fields
+
+_RECOMPUTE = ("none", "selective", "full")
+_ALIASES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
+            "vpp": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
+            "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size", "mbs": "micro_batch_size",
+            "first_stage_layers": "num_layers_in_first_pipeline_stage",
+            "last_stage_layers": "num_layers_in_last_pipeline_stage"}
+#: Fields the search chooses; pinning one restricts that dimension.
+_SEARCHED = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+             "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
+             "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "micro_batch_size",
+             "use_distributed_optimizer", "recompute_granularity", "sequence_parallel"}
+_OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
+             "recompute_method": "recompute", "recompute_num_layers": "recompute",
+             "recompute_modules": "recompute"}
+
+
+def _problem(name: str, value, message: str) -> ConfigError:
+    return ConfigError(Problem(f"search.{name}", value, message))
+
+
+def _positive_ints(name: str, values, *, allow_empty: bool = False) -> tuple:
+    vals = (values,) if isinstance(values, int) else tuple(values)
+    if not vals and not allow_empty:
+        raise _problem(name, list(vals), "needs at least one value")
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise _problem(name, v, "must be a positive integer")
+    return tuple(sorted(set(vals)))
+
+
+def _fixed_fields(fixed: dict) -> tuple[dict, dict]:
+    """Split ``fixed`` into pinned searched dimensions (name -> allowed values) and plain field overrides."""
+    sections = {s.name: sec for sec in ("parallelism", "training", "precision") for s in section_specs(sec)}
+    model_fields = {s.name for s in section_specs("model")}
+    pins, overrides = {}, {}
+    for key, value in fixed.items():
+        name = _ALIASES.get(key, key)
+        if name in _OWN_ARGS:
+            raise _problem(key, value, f"set it with the {_OWN_ARGS[name]} argument of search()")
+        if name in _SEARCHED:
+            pins[name] = tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else (value,)
+        elif name in sections:
+            overrides[name] = (sections[name], value)
+        elif name in model_fields:
+            raise _problem(key, value, "model fields belong in the model, not in the search's fixed fields")
+        else:
+            allowed = sorted(set(_ALIASES) | _SEARCHED | set(sections) - set(_OWN_ARGS))
+            raise _problem(key, value, "unknown field; allowed: " + ", ".join(allowed))
+    return pins, overrides
+
+
+def _source_dict(model_or_config) -> dict:
+    """The user's configuration as plain data (not yet validated: world_size and layout may be missing)."""
+    if isinstance(model_or_config, Config):
+        data = model_or_config.to_dict()
+    elif isinstance(model_or_config, dict):
+        data = copy.deepcopy(model_or_config)
+        if "model" not in data and "num_layers" in data:
+            data = {"model": data}
+    elif isinstance(model_or_config, (str, os.PathLike)):
+        s = os.fspath(model_or_config)
+        path = Path(s)
+        if "\n" in s or s.lstrip().startswith("{"):
+            data = parse_text(s)
+        elif path.suffix.lower() in (".yaml", ".yml", ".json") or path.exists():
+            if not path.is_file():
+                raise ConfigError(Problem("config", s, f"file not found: {s}"))
+            data = parse_text(path.read_text(encoding="utf-8"), path.suffix.lower())
+        else:
+            try:
+                from .presets import load_preset
+            except ImportError:
+                raise _problem("model", s, "not a file, and presets are not available") from None
+            try:
+                data = load_preset(s).to_dict()
+            except PresetNotFoundError as exc:
+                raise _problem("model", s, f"neither a configuration file nor a preset ({exc})") from None
+    else:
+        raise _problem("model", type(model_or_config).__name__, "expected a preset name, a configuration "
+                       "(path, YAML/JSON text, dict or Config) or a model section (dict)")
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise ConfigError(Problem("model", None, "the configuration needs a 'model' section"))
+    return data
+
+
+def _capacity(gpu) -> tuple[int, dict]:
+    """GPU memory in bytes and a description, from a GPU name, a GPU object or a number of bytes."""
+    if isinstance(gpu, bool) or gpu is None:
+        raise _problem("gpu", gpu, "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
+    if isinstance(gpu, int):
+        if gpu <= 0:
+            raise _problem("gpu", gpu, "the GPU memory must be a positive number of bytes")
+        return gpu, {"name": f"{gpu / GIB:.2f} GiB", "memory_bytes": gpu, "source": "given"}
+    if hasattr(gpu, "memory_bytes"):
+        return int(gpu.memory_bytes), {"name": getattr(gpu, "name", "GPU"), "memory_bytes": int(gpu.memory_bytes),
+                                       "source": getattr(gpu, "source", "")}
+    if isinstance(gpu, str):
+        try:
+            from .gpus import get_gpu
+        except ImportError:
+            raise _problem("gpu", gpu, "GPU names need estimator.gpus; give the memory in bytes") from None
+        try:
+            g = get_gpu(gpu)
+        except ConfigError as exc:
+            raise _problem("gpu", gpu, "; ".join(p.message for p in exc.problems)) from None
+        except (LookupError, ValueError) as exc:
+            raise _problem("gpu", gpu, str(exc) or "unknown GPU") from None
+        return _capacity(g)
+    raise _problem("gpu", gpu, "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
+
+
+
+def _worlds(num_gpus) -> tuple:
+    if isinstance(num_gpus, bool) or num_gpus is None:
+        raise _problem("num_gpus", num_gpus, "must be a positive integer or a list of them")
+    try:
+        return _positive_ints("num_gpus", num_gpus)
+    except TypeError:
+        raise _problem("num_gpus", num_gpus, "must be a positive integer or a list of them") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Enumeration
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisors(n: int) -> tuple:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(small + [n // d for d in reversed(small) if d * d != n])
+
+
+def _splits(L: int, p: int) -> list[tuple]:
+    """(first, last) stage layer counts: the even split, and the uneven ones whose middle stages hold
+    ceil(L / p) layers and whose first/last stages hold between 1 and that many."""
+    if p == 1:
+        return [(None, None)]
+    out = [(None, None)] if L % p == 0 else []
+    e = -(-L // p)
+    if L % p == 0 or L < p:
+        return out
+    f = L - (p - 1) * e
+    if 1 <= f <= e:
+        out += [(f, None), (None, f)]
+    if p >= 3:
+        rest = L - (p - 2) * e
+        out += [(f, rest - f) for f in range(max(1, rest - e), min(e, rest - 1) + 1)]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    n: int
+    t: int
+    p: int
+    first: int | None
+    last: int | None
+    v: int
+    cp: int
+    ep: int
+    etp: int
+    sp: bool
+
+    @property
+    def dp(self) -> int:
+        return self.n // (self.t * self.p * self.cp)
+
+    @property
+    def edp(self) -> int:
+        return self.n // (self.etp * self.ep * self.p)
+
+
+class _Engine(_CostModel):
+    """The enumeration, the pruning and (from :class:`estimator.search_cost._CostModel`) the cost model
+    for one model on one GPU type."""
+
+    def __init__(self, data: dict, *, seq_length, global_batch_size, micro_batch_sizes, capacity, headroom,
+                 max_tp, gpus_per_node, recompute, distributed_optimizer, fixed, world0):
+        pins, overrides = _fixed_fields(fixed)
+        self.pins = pins
+        model_d = data["model"]
+        par_d = data.get("parallelism") or {}
+        tr_d = {k: v for k, v in (data.get("training") or {}).items()
+                if k not in _SEARCHED and k not in _OWN_ARGS}
+        pr_d = dict(data.get("precision") or {})
+        for name, (sec, value) in overrides.items():
+            {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
+        self.par_keep = {k: par_d[k] for k in ("cp_comm_type",) if k in par_d}
+        s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
+        if s is None:
+            raise _problem("seq_length", None, "is required (the model sets no max_position_embeddings)")
+        _positive_ints("seq_length", s)
+        self.s = s
+        gbs = global_batch_size if global_batch_size is not None else (data.get("training") or {}).get(
+            "global_batch_size")
+        if gbs is not None:
+            _positive_ints("global_batch_size", gbs)
+        self.gbs = gbs
+        self.tr_keep = tr_d
+        self.data = {"model": copy.deepcopy(model_d), "parallelism": dict(self.par_keep),
+                     "training": {**tr_d, "world_size": world0, "seq_length": s}, "precision": pr_d}
+        self.base = load_config(self.data)            # raises ConfigError naming any bad field
+        self.r0 = resolve(self.base)
+        self.capacity = capacity
+        if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
+            raise _problem("headroom", headroom, "must be a fraction in [0, 1), e.g. 0.05 for 5 %")
+        self.headroom = float(headroom)
+        self.usable = int(capacity * (1 - self.headroom))
+        self.max_tp = _positive_ints("max_tp", max_tp)[0]
+        self.gpn = _positive_ints("gpus_per_node", gpus_per_node)[0]
+        self.mbs = _positive_ints("micro_batch_sizes", pins.pop("micro_batch_size", micro_batch_sizes))
+        rc = tuple("none" if x is None else x for x in pins.pop("recompute_granularity", recompute))
+        bad = [x for x in rc if x not in _RECOMPUTE]
+        if bad or not rc:
+            raise _problem("recompute", list(rc), "allowed: " + ", ".join(_RECOMPUTE))
+        self.recompute = tuple(x for x in _RECOMPUTE if x in rc)
+        dist = pins.pop("use_distributed_optimizer", distributed_optimizer)
+        dist = (dist,) if isinstance(dist, bool) else tuple(dist)
+        if not dist or any(not isinstance(x, bool) for x in dist):
+            raise _problem("distributed_optimizer", list(dist), "must be true and/or false")
+        self.dist = tuple(sorted(set(dist), reverse=True))
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                     "expert_model_parallel_size", "expert_tensor_parallel_size"):
+            if name in pins:
+                pins[name] = _positive_ints(name, pins[name])
+        self._setup_model()
+
+    # -- model constants and the memory lower bound ---------------------------------------------
+    def _setup_model(self):
+        r, cfg = self.r0, self.base
+        self.moe = bool(r.E)
+        mods = ["layernorm"] + (["moe_act"] if r.E else []) + (["mla_up_proj"] if r.mla else [])
+        if cfg.training.attention_backend in ("unfused", "local"):
+            mods.insert(0, "core_attn")
+        self.selective_modules = tuple(mods)
+        att = attention(r)
+        self.dense_layer = att + dense_mlp(r)
+        self.moe_dense = att + moe_router(r) + shared_expert(r)
+        self.experts = moe_experts(r) if r.E else None
+        self.bm = {}
+        for d in self.dist:
+            tr = replace(cfg.training, use_distributed_optimizer=d)
+            self.bm[d] = byte_model(resolve(replace(cfg, training=tr)))
+        self._kinds = {}
+        self._per_layer = {}
+        self._setup_cost()
+
+    def _stage_kinds(self, p, first, last, v) -> tuple:
+        key = (p, first, last, v)
+        if key not in self._kinds:
+            moe = self.r0.moe_layers
+            self._kinds[key] = tuple(
+                (sum(len(c) for c in chunks), sum(sum(moe[c.start:c.stop]) for c in chunks))
+                for chunks in stage_layers(self.r0.L, p, v, first, last))
+        return self._kinds[key]
+
+    def _layer_params(self, t, ep, etp) -> tuple[int, int, int]:
+        key = (t, ep, etp)
+        if key not in self._per_layer:
+            e = self.experts
+            self._per_layer[key] = (self.dense_layer.per_rank(t), self.moe_dense.per_rank(t),
+                                    e.sharded // (ep * etp) + e.replicated // ep if e else 0)
+        return self._per_layer[key]
+
+    def state_floor(self, sh: _Shape, d: bool) -> tuple[int, int, int]:
+        """A lower bound of the model-state bytes of the fullest stage (decoder layers only: no embedding,
+        output layer or MTP), with the dense and expert parameters of the stage holding the most."""
+        dense_l, moe_d, moe_e = self._layer_params(sh.t, sh.ep, sh.etp)
+        bm = self.bm[d]
+        worst = (-1, 0, 0)
+        for n_layers, n_moe in self._stage_kinds(sh.p, sh.first, sh.last, sh.v):
+            dense_p = (n_layers - n_moe) * dense_l + n_moe * moe_d
+            exp_p = n_moe * moe_e
+            st = state_bytes(bm, dense_p, 0, exp_p, sh.n // (sh.t * sh.p), max(sh.edp, 1))
+            total = st.weights + st.gradients + st.optimizer
+            if total > worst[0]:
+                worst = (total, dense_p, exp_p)
+        return worst
+
+    # -- enumeration ----------------------------------------------------------------------------
+    def _allowed(self, name, values):
+        pin = self.pins.get(name)
+        return [x for x in values if x in pin] if pin is not None else list(values)
+
+    def shapes(self, n: int):
+        """Every parallel shape on n GPUs that the divisibility rules allow (before any memory check)."""
+        r = self.r0
+        cfg = self.base
+        L, s = r.L, self.s
+        ffn = r.f
+        unfused = cfg.training.attention_backend in ("unfused", "local")
+        tp_cap = max((self.max_tp,) + self.pins.get("tensor_model_parallel_size", ()))
+        tps = [t for t in _divisors(n) if t <= tp_cap and r.a % t == 0 and ffn % t == 0
+               and (r.mla or r.g % t == 0) and (not r.fs or r.fs % t == 0)]
+        etp_cap = max((self.max_tp,) + self.pins.get("expert_tensor_parallel_size", ()))
+        first_pin = self.pins.get("num_layers_in_first_pipeline_stage")
+        last_pin = self.pins.get("num_layers_in_last_pipeline_stage")
+        for t in self._allowed("tensor_model_parallel_size", tps):
+            sps = self.pins.get("sequence_parallel", (t > 1,))
+            for p in self._allowed("pipeline_model_parallel_size", [p for p in _divisors(n // t) if p <= L]):
+                for first, last in _splits(L, p):
+                    if first_pin is not None and first not in first_pin:
+                        continue
+                    if last_pin is not None and last not in last_pin:
+                        continue
+                    counts = [c for c in self._counts(L, p, first, last)]
+                    g = 0
+                    for c in counts:
+                        g = math.gcd(g, c)
+                    vs = [1] + ([v for v in _divisors(g) if v > 1] if p > 1 else [])
+                    for v in self._allowed("virtual_pipeline_model_parallel_size", vs):
+                        for cp in self._allowed("context_parallel_size", _divisors(n // (t * p))):
+                            if cp > 1 and (s % (2 * cp) or unfused):
+                                continue
+                            for sp in sps:
+                                if (sp and t == 1) or (sp and (s // cp) % t):
+                                    continue
+                                if not self.moe:
+                                    yield _Shape(n, t, p, first, last, v, cp, 1, t, sp)
+                                    continue
+                                for etp in self._allowed("expert_tensor_parallel_size",
+                                                         [e for e in _divisors(n // p)
+                                                          if e <= etp_cap and r.fm % e == 0]):
+                                    for ep in self._allowed("expert_model_parallel_size",
+                                                            [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0]):
+                                        if t > 1 and ep > 1 and not sp:
+                                            continue
+                                        yield _Shape(n, t, p, first, last, v, cp, ep, etp, sp)
+
+    @staticmethod
+    def _counts(L, p, first, last) -> list[int]:
+        if first is None and last is None:
+            return [L // p] * p
+        mid = p - (first is not None) - (last is not None)
+        each = (L - (first or 0) - (last or 0)) // mid
+        counts = [each] * p
+        if first is not None:
+            counts[0] = first
+        if last is not None:
+            counts[-1] = last
+        return counts
+
+    def variants(self, sh: _Shape):
+        """(distributed optimizer, recompute, micro-batch size, global batch size) of a shape."""
+        dp = sh.dp
+        for d in self.dist:
+            for rc in self.recompute:
+                for b in self.mbs:
+                    if self.gbs is not None:
+                        if self.gbs % (b * dp):
+                            continue
+                        gbs = self.gbs
+                    else:
+                        gbs = self.auto_gbs(b, dp)
+                    yield d, rc, b, gbs
+
+    # -- configurations and evaluation ----------------------------------------------------------
+    def _rc_fields(self, rc: str) -> dict:
+        if rc == "full":
+            return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1,
+                    "recompute_modules": None}
+        if rc == "selective":
+            return {"recompute_granularity": "selective", "recompute_method": None, "recompute_num_layers": None,
+                    "recompute_modules": self.selective_modules}
+        return {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
+                "recompute_modules": None}
+
+    def config(self, sh: _Shape, d: bool, rc: str, b: int, gbs: int) -> Config:
+        """The layout as a Config, built without re-parsing (the hot path); equal to config_dict's."""
+        par = ParallelismConfig(
+            tensor_model_parallel_size=sh.t, pipeline_model_parallel_size=sh.p, expert_model_parallel_size=sh.ep,
+            expert_tensor_parallel_size=sh.etp if self.moe else None, context_parallel_size=sh.cp,
+            cp_comm_type=self.base.parallelism.cp_comm_type,
+            virtual_pipeline_model_parallel_size=sh.v if sh.v > 1 else None,
+            num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last)
+        tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
+                     sequence_parallel=sh.sp, use_distributed_optimizer=d, **self._rc_fields(rc))
+        return Config(model=self.base.model, parallelism=par, training=tr, precision=self.base.precision)
+
+    def config_dict(self, sh: _Shape, d: bool, rc: str, b: int, gbs: int) -> dict:
+        """The layout as a complete four-section configuration (what the user would write)."""
+        par = {"tensor_model_parallel_size": sh.t, "pipeline_model_parallel_size": sh.p}
+        if sh.v > 1:
+            par["virtual_pipeline_model_parallel_size"] = sh.v
+        if sh.first is not None:
+            par["num_layers_in_first_pipeline_stage"] = sh.first
+        if sh.last is not None:
+            par["num_layers_in_last_pipeline_stage"] = sh.last
+        par["context_parallel_size"] = sh.cp
+        if self.moe:
+            par["expert_model_parallel_size"] = sh.ep
+            par["expert_tensor_parallel_size"] = sh.etp
+        par.update(self.par_keep)
+        tr = dict(copy.deepcopy(self.tr_keep), world_size=sh.n, seq_length=self.s, global_batch_size=gbs,
+                  micro_batch_size=b, sequence_parallel=sh.sp, use_distributed_optimizer=d)
+        for k, v in self._rc_fields(rc).items():
+            if v is not None:
+                tr[k] = list(v) if isinstance(v, tuple) else v
+        return {"model": copy.deepcopy(self.data["model"]), "parallelism": par, "training": tr,
+                "precision": copy.deepcopy(self.data["precision"])}
+
+    def evaluate(self, sh: _Shape, d: bool, rc: str, b: int, gbs: int):
+        """The estimate of one layout, or None when Megatron-Core would reject it."""
+        cfg = self.config(sh, d, rc, b, gbs)
+        if validate(cfg):
+            self.invalid += 1
+            return None
+        self.evaluated += 1
+        return stage_memory(resolve(cfg))
+
+
+# --------------------------------------------------------------------------------------------------
+# Pruning by monotonicity
+
+#: Memory order of the recompute options: a layout needs at least as much memory as the one it
+#: dominates here, at the same or a smaller micro-batch (selective and full are not ordered).
+_HEAVIER = {"none": ("none", "selective", "full"), "selective": ("selective",), "full": ("full",)}
+
+
+def _no_fit_implied(failed: list, d: bool, rc: str, b: int) -> bool:
+    """True when a layout needing no more memory than (d, rc, b) already failed on the same shape."""
+    for fd, frc, fb in failed:
+        if fb <= b and frc in _HEAVIER[rc] and (fd == d or (fd and not d)):
+            return True
+    return False

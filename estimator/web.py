@@ -1,0 +1,428 @@
+"""The calculator's Python entry point: one JSON request in, one JSON response out.
+
+The calculator page runs this module in the browser, under Pyodide, in a Web Worker. JavaScript sends
+the form's state and renders what comes back; every number it shows (bytes, GiB strings, the fit
+verdict, the headroom) is computed here or in the core this module calls, so the page and the CLI
+cannot disagree. The docs build (``hooks/runtime.py``) calls :func:`boot_data` to embed the form
+schema, the presets, the GPUs and the default preset's estimate in the page.
+
+The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name}``:
+``values`` holds what the user typed over the preset (strings as typed, or JSON values), an empty
+string meaning "not set". Requests, ``{"op": ...}``:
+
+- ``compute`` ``{state}`` -> ``{estimate, fit, view, config, exports}`` or ``{errors, config}``;
+- ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``;
+- ``search`` ``{state, top}`` -> ``{layouts, summary}`` or ``{errors}``;
+- ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration.
+
+Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.errors.Problem`.
+Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments, search) are lazy, so
+``import estimator.web`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+
+from . import estimate as _estimate
+from .config import load_config, parse_text
+from .errors import ConfigError, EstimatorError, Problem
+from .report import GB, GIB
+from .schema import SECTIONS, field_specs
+
+__all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
+
+DEFAULT_PRESET = "llama-3-8b"
+DEFAULT_GPU_HINTS = ("h100", "80")
+COLUMNS = (("weights", "Weights"), ("gradients", "Gradients"), ("optimizer", "Optimizer"),
+           ("activations", "Activations"), ("transient", "Transient"), ("allocated", "Allocated"),
+           ("device", "Device total"))
+UNIT = "GiB (2^30 bytes)"
+_SPECS = {s.path: s for s in field_specs()}
+
+
+class _Unset:
+    """A field the user cleared: the preset's value, if any, is dropped and the default applies."""
+
+
+UNSET = _Unset()
+
+
+# ---------------------------------------------------------------- schema, presets, GPUs
+
+
+def schema() -> list[dict]:
+    """The form: one entry per section with its fields' specs, in YAML order."""
+    out = []
+    for name, cls in SECTIONS.items():
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+        out.append({"name": name, "doc": " ".join(doc.split()),
+                    "fields": [s.to_dict() for s in field_specs() if s.section == name]})
+    return out
+
+
+@lru_cache(maxsize=None)
+def _preset_config(name: str) -> dict:
+    from .presets import load_preset
+    return load_preset(name).to_dict()
+
+
+def presets() -> list[dict]:
+    """Every preset: name, title, provenance and its configuration as written."""
+    try:
+        from .presets import list_presets, preset_info
+    except ImportError:
+        return []
+    out = []
+    for name in list_presets():
+        info = preset_info(name)
+        out.append({"name": name, "title": info.get("title") or name, "source": info.get("source"),
+                    "config": _preset_config(name)})
+    return out
+
+
+def _gpus() -> dict:
+    try:
+        from .gpus import GPUS
+    except ImportError:
+        return {}
+    return GPUS
+
+
+def gpus() -> list[dict]:
+    """Every known GPU with its memory in bytes and in GiB (text)."""
+    return [{"name": name, "memory_bytes": g.memory_bytes, "memory": f"{g.memory_bytes / GIB:.1f} GiB",
+             "source": getattr(g, "source", None)} for name, g in _gpus().items()]
+
+
+def default_gpu() -> str | None:
+    names = list(_gpus())
+    for name in names:
+        if all(h in name.lower() for h in DEFAULT_GPU_HINTS):
+            return name
+    return names[0] if names else None
+
+
+# ---------------------------------------------------------------- state -> configuration
+
+
+def parse_value(path: str, raw):
+    """The configuration value of one form entry (strings as typed; JSON values pass through)."""
+    spec = _SPECS[path]
+    if not isinstance(raw, str):
+        return UNSET if raw is None else raw
+    text = raw.strip()
+    if text == "":
+        return UNSET
+    if text.lower() in ("null", "none", "~"):
+        return None
+    t = spec.type
+    try:
+        if t == "int":
+            return int(text)
+        if t == "float":
+            return float(text)
+        if t == "bool" and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if t == "int_or_list":
+            if text.startswith("[") or "," in text:
+                return [int(x) for x in text.strip("[]").replace(",", " ").split()]
+            return int(text)
+        if t == "str_list":
+            return [x for x in text.strip("[]").replace(",", " ").split() if x]
+    except ValueError:
+        pass
+    return text          # a string the loader rejects with a message naming the field
+
+
+def merged_config(state: dict) -> tuple[dict, list[Problem]]:
+    """The configuration the form describes (preset + values), before validation, and unknown-field problems."""
+    problems: list[Problem] = []
+    name = state.get("preset") or None
+    base: dict = {}
+    if name:
+        try:
+            base = copy.deepcopy(_preset_config(name))
+        except EstimatorError as exc:
+            problems.append(Problem("preset", name, str(exc).strip("'\"")))
+    cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
+    for path, raw in (state.get("values") or {}).items():
+        if path not in _SPECS:
+            problems.append(Problem(path, raw, "unknown field"))
+            continue
+        section, field = path.split(".", 1)
+        value = parse_value(path, raw)
+        if value is UNSET:
+            cfg[section].pop(field, None)
+        else:
+            cfg[section][field] = value
+    return cfg, problems
+
+
+def _errors(problems) -> dict:
+    return {"errors": [p.to_dict() if isinstance(p, Problem) else p for p in problems]}
+
+
+def _error(field: str, value, message: str) -> dict:
+    return _errors([Problem(field, value, message)])
+
+
+# ---------------------------------------------------------------- compute
+
+
+def compute(state: dict) -> dict:
+    """Estimate the configuration of a form state; errors name the field they concern."""
+    cfg, problems = merged_config(state)
+    gpu = state.get("gpu") or None
+    if gpu and gpu not in _gpus():
+        problems.append(Problem("gpu", gpu, f"unknown GPU; known: {', '.join(_gpus())}"))
+    if problems:
+        return {**_errors(problems), "config": cfg}
+    try:
+        config = load_config(cfg)
+        est = _estimate(config)
+    except ConfigError as exc:
+        return {**_errors(exc.problems), "config": cfg}
+    except (EstimatorError, ValueError) as exc:
+        return {**_error("config", None, str(exc)), "config": cfg}
+    capacity = _gpus()[gpu].memory_bytes if gpu else None
+    fit = _fit(est, capacity)
+    return {"estimate": est.to_dict(), "fit": fit, "view": view(est, fit, gpu, capacity), "config": cfg,
+            "exports": exports(cfg, state)}
+
+
+def _fit(est, capacity: int | None) -> dict | None:
+    """Per-stage verdicts of :func:`estimator.gpus.fit` as plain data."""
+    if capacity is None:
+        return None
+    from .gpus import fit
+    from .report import to_plain
+    result = fit(est, capacity)
+    plain = result.to_dict() if hasattr(result, "to_dict") else to_plain(result)
+    return plain if isinstance(plain, dict) else {"stages": plain}
+
+
+def _gib(b: int) -> str:
+    return f"{b / GIB:.2f}"
+
+
+def _layers(chunks) -> str:
+    parts = []
+    for c in chunks:
+        c = list(c)
+        parts.append("none" if not c else (f"{c[0]}" if len(c) == 1 else f"{c[0]}–{c[-1]}"))
+    return ", ".join(parts)
+
+
+def view(est, fit: dict | None, gpu: str | None, capacity: int | None) -> dict:
+    """What the page shows, formatted: table rows in GiB, bar segments in bytes, the verdict in words."""
+    rows, bars = [], []
+    for s in est.stages:
+        cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
+        extras = [x for x, on in (("embedding", s.has_embedding), ("output layer", s.has_output_layer),
+                                  (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
+        rows.append({"stage": s.stage, "layers": _layers(s.layers), "extras": ", ".join(extras), "cells": cells,
+                     "peak": s.stage == est.peak.stage,
+                     "fits": None if capacity is None else s.device_bytes <= capacity})
+        segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in COLUMNS[:5]]
+        segs.append(("reserve", s.device_bytes - s.allocated_bytes))
+        segs = [{"name": k, "bytes": b, "gib": _gib(b)} for k, b in segs]
+        bars.append({"stage": s.stage, "segments": segs, "device_bytes": s.device_bytes,
+                     "label": f"{_gib(s.device_bytes)} GiB"})
+    peak = est.peak
+    summary = (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "
+               f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved).")
+    verdict = None
+    if capacity is not None:
+        headroom = capacity - peak.device_bytes
+        pct = 100 * headroom / capacity
+        if headroom >= 0:
+            verdict = (f"Fits on {gpu} ({_gib(capacity)} GiB = {capacity / GB:.1f} GB): {_gib(headroom)} GiB "
+                       f"({pct:.1f}%) headroom at the peak stage.")
+        else:
+            verdict = (f"Does not fit on {gpu} ({_gib(capacity)} GiB): the peak stage needs {_gib(-headroom)} GiB "
+                       f"more ({-pct:.1f}% over).")
+        verdict = {"fits": headroom >= 0, "text": verdict, "headroom_bytes": headroom}
+    p = est.parameters
+    params = f"{p.total / 1e9:.2f} B parameters" + (f" ({p.active / 1e9:.2f} B active)" if p.active != p.total else "")
+    return {"unit": UNIT, "columns": [{"key": k, "label": lbl} for k, lbl in COLUMNS], "rows": rows, "bars": bars,
+            "capacity_bytes": capacity, "scale_bytes": max([b["device_bytes"] for b in bars] + [capacity or 0]),
+            "summary": summary, "verdict": verdict, "parameters": params, "parallel": _parallel_text(est.parallel)}
+
+
+def _parallel_text(par: dict) -> str:
+    keys = (("tp", "TP"), ("pp", "PP"), ("vpp", "VPP"), ("cp", "CP"), ("dp", "DP"), ("ep", "EP"), ("etp", "ETP"),
+            ("num_microbatches", "micro-batches"))
+    return ", ".join(f"{label} {par[k]}" for k, label in keys if par.get(k) not in (None,))
+
+
+# ---------------------------------------------------------------- exports
+
+
+def _preset_overrides(cfg: dict, preset: str | None) -> dict | None:
+    """The fields of ``cfg`` that differ from ``preset``'s (None when some field was removed)."""
+    base = _preset_config(preset)
+    out: dict = {}
+    for sec in SECTIONS:
+        b, c = base.get(sec) or {}, cfg.get(sec) or {}
+        if any(k not in c for k in b):
+            return None
+        out.update({f"{sec}.{k}": v for k, v in c.items() if b.get(k, UNSET) != v})
+    return out
+
+
+def _flag_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return "null" if v is None else str(v)
+
+
+def exports(cfg: dict, state: dict) -> dict:
+    """The configuration as YAML, as a CLI command and as Megatron-LM arguments (None where impossible)."""
+    from . import yamlio
+    out = {"yaml": yamlio.dump({k: v for k, v in cfg.items() if v})}
+    preset = state.get("preset") or None
+    over = _preset_overrides(cfg, preset) if preset else None
+    if over is not None:
+        flags = [f"{_SPECS[p].cli_flag} {_flag_value(v)}" for p, v in over.items()]
+        out["cli"] = " ".join(["python -m estimator estimate", preset, *flags])
+    else:
+        out["cli"] = "python -m estimator estimate config.yaml   # config.yaml: the YAML above"
+    try:
+        from .megatron_args import to_megatron_args
+        out["megatron"] = " ".join(to_megatron_args(cfg))
+    except (ImportError, EstimatorError, ValueError) as exc:
+        out["megatron"] = None if isinstance(exc, ImportError) else f"# {exc}"
+    return out
+
+
+# ---------------------------------------------------------------- import, layouts
+
+
+def _flatten(cfg: dict) -> dict:
+    return {f"{sec}.{k}": v for sec in SECTIONS for k, v in (cfg.get(sec) or {}).items()}
+
+
+def import_text(state: dict, kind: str, text: str) -> dict:
+    """A new form state from pasted YAML/JSON, a Hugging Face config.json or Megatron launch arguments."""
+    current, _ = merged_config(state)
+    notes: list[str] = []
+    try:
+        if kind == "yaml":
+            data = parse_text(text)
+            if not isinstance(data, dict):
+                return _error("import.yaml", None, "expected a mapping with sections model, parallelism, "
+                              "training, precision")
+            cfg = data
+        elif kind == "hf":
+            from .hf import from_hf_config
+            try:
+                hf = json.loads(text)
+            except json.JSONDecodeError as exc:
+                return _error("import.hf", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")
+            if not isinstance(hf, dict):
+                return _error("import.hf", None, "a config.json holds a JSON object")
+            cfg = {**current, "model": from_hf_config(hf)}
+            notes.append("Model section from config.json; parallelism, training and precision kept.")
+        elif kind == "megatron":
+            from .megatron_args import parse_megatron_args
+            parsed, ignored = parse_megatron_args(text)
+            cfg = {sec: ({} if sec == "model" and parsed.get("model") else dict(current.get(sec) or {}))
+                   for sec in SECTIONS}
+            for sec in SECTIONS:
+                cfg[sec].update(parsed.get(sec) or {})
+            if ignored:
+                notes.append("Ignored (no effect on memory or not understood): " + " ".join(ignored))
+        else:
+            return _error("import", kind, "unknown import kind; allowed: yaml, hf, megatron")
+    except ConfigError as exc:
+        return _errors([Problem(f"import.{kind}", p.value, f"{p.field}: {p.message}") for p in exc.problems])
+    except (EstimatorError, ValueError) as exc:
+        return _error(f"import.{kind}", None, str(exc))
+    return {"state": {"preset": None, "values": _flatten(cfg), "gpu": state.get("gpu")}, "notes": notes}
+
+
+def layout_state(state: dict, config: dict) -> dict:
+    """The form state of a complete configuration: the preset kept, only the differing fields set."""
+    preset = state.get("preset") or None
+    base = _preset_config(preset) if preset else {}
+    values = {}
+    for path, v in _flatten(config).items():
+        sec, name = path.split(".", 1)
+        in_base = name in (base.get(sec) or {})
+        if (in_base and base[sec][name] != v) or (not in_base and v != _SPECS[path].default):
+            values[path] = v
+    return {"preset": preset, "values": values, "gpu": state.get("gpu")}
+
+
+def find_layouts(state: dict, top: int = 10) -> dict:
+    """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU."""
+    cfg, problems = merged_config(state)
+    gpu = state.get("gpu")
+    if problems:
+        return _errors(problems)
+    if not gpu:
+        return _error("gpu", None, "choose a GPU to search for layouts that fit")
+    try:
+        from .search import search
+        n = load_config(cfg).training.world_size
+        result = search(cfg, num_gpus=n, gpu=gpu, top=top)
+    except ConfigError as exc:
+        return _errors(exc.problems)
+    except (EstimatorError, ValueError, NotImplementedError) as exc:
+        return _error("search", None, str(exc) or "the layout search is not available in this version")
+    layouts = [{"label": lay.label, "why": lay.why, "config": lay.config,
+                "peak": f"{_gib(lay.peak_device_bytes)} GiB",
+                "headroom": f"{_gib(lay.headroom_bytes)} GiB ({100 * lay.headroom_fraction:.0f}%)"}
+               for lay in result.layouts]
+    summary = (f"{result.fitting} of {result.enumerated} layouts on {n} GPUs fit ({result.evaluated} evaluated); "
+               f"best {len(layouts)} shown.")
+    return {"layouts": layouts, "summary": summary}
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def boot_data() -> dict:
+    """What the page needs before Python starts: schema, presets, GPUs, the default preset's estimate."""
+    plist = presets()
+    names = [p["name"] for p in plist]
+    default = DEFAULT_PRESET if DEFAULT_PRESET in names else (names[0] if names else None)
+    state = {"preset": default, "values": {}, "gpu": default_gpu()}
+    return {"schema": schema(), "presets": plist, "gpus": gpus(), "unit": UNIT,
+            "default": {"state": state, "result": compute(state) if default else None}}
+
+
+def warm() -> None:
+    """Import everything a request may need and run one estimate (for the build-time memory snapshot)."""
+    import importlib
+    for mod in ("presets", "gpus", "hf", "megatron_args", "search", "yamlio"):
+        try:
+            importlib.import_module(f"estimator.{mod}")
+        except ImportError:
+            pass
+    boot_data()
+
+
+def handle(request: str) -> str:
+    """Answer one JSON request (see the module docstring) with a JSON response; never raises."""
+    try:
+        req = json.loads(request)
+        op, state = req.get("op"), req.get("state") or {}
+        if op == "compute":
+            res = compute(state)
+        elif op == "import":
+            res = import_text(state, req.get("kind"), req.get("text") or "")
+        elif op == "search":
+            res = find_layouts(state, int(req.get("top") or 10))
+        elif op == "layout":
+            res = {"state": layout_state(state, req.get("config") or {})}
+        else:
+            res = _error("op", op, "unknown request; allowed: compute, import, search, layout")
+    except Exception as exc:    # the page shows it instead of hanging
+        res = _error("internal", None, f"{type(exc).__name__}: {exc}")
+    return json.dumps(res, separators=(",", ":"))

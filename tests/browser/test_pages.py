@@ -1,0 +1,87 @@
+"""Every page of the built site in headless Chromium, served from a sub-path as a static host would.
+
+The ``page`` fixture (tests/browser/conftest.py) fails a test when a page logs a console error or asks
+any host but the local server. On top of that: preset pages show the numbers the CLI prints
+(``python -m estimator estimate PRESET --json``, the expected values), and the charts stay readable in
+both Material palettes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from estimator.presets import list_presets
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 2 ** 30
+
+
+def site_pages(site_dir: Path) -> list[str]:
+    """Relative URLs of every page (directory URLs), the home page first."""
+    out = []
+    for f in sorted(site_dir.rglob("index.html")):
+        rel = f.parent.relative_to(site_dir).as_posix()
+        if rel.startswith("assets"):
+            continue
+        out.append("" if rel == "." else rel + "/")
+    return sorted(out, key=lambda r: (r != "", r))
+
+
+def test_every_page_renders(page, site_dir, site_url):
+    urls = site_pages(site_dir)
+    assert len(urls) >= 10 + len(list_presets())
+    for rel in urls:
+        response = page.goto(site_url + rel, wait_until="load")
+        assert response is not None and response.ok, rel
+        assert page.locator("article h1").count() >= 1, rel
+        # Every chart has a text alternative: role=img, a title and a description.
+        for svg in page.locator("svg.mme-svg").all():
+            assert svg.get_attribute("role") == "img"
+            labels = (svg.get_attribute("aria-labelledby") or "").split()
+            assert labels and all(page.locator(f"[id='{i}']").count() == 1 for i in labels), rel
+
+
+def cli_estimate(name: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "estimator", "estimate", name, "--json"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("name", list_presets())
+def test_preset_page_matches_the_cli(page, site_url, name):
+    page.goto(f"{site_url}models/{name}/", wait_until="load")
+    expected = cli_estimate(name)
+    rows = page.locator("table[data-table=stages] tr[data-stage]")
+    assert rows.count() == len(expected["stages"])
+    for i, stage in enumerate(expected["stages"]):
+        row = page.locator(f"table[data-table=stages] tr[data-stage='{i}']")
+        for key in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                    "allocated_bytes", "reserved_bytes", "device_bytes"):
+            shown = row.locator(f"td[data-key={key}]").inner_text().strip()
+            assert shown == f"{stage[key] / GIB:.2f}", (name, i, key)
+    total = page.locator("table[data-table=params] tr[data-key=total] td[data-value]").get_attribute("data-value")
+    assert int(total) == expected["parameters"]["total"]
+
+
+def test_charts_follow_the_light_and_dark_palettes(page, site_url):
+    page.goto(f"{site_url}models/llama-3-70b/", wait_until="load")
+    probe = """scheme => {
+        document.body.setAttribute('data-md-color-scheme', scheme);
+        const seg = document.querySelector('svg.mme-svg rect.mme-weights');
+        const text = document.querySelector('svg.mme-svg text.mme-text');
+        const bg = getComputedStyle(document.body).backgroundColor;
+        return {seg: getComputedStyle(seg).fill, text: getComputedStyle(text).fill, bg};
+    }"""
+    light = page.evaluate(probe, "default")
+    dark = page.evaluate(probe, "slate")
+    assert light["bg"] != dark["bg"]
+    for colors in (light, dark):
+        assert colors["seg"] not in ("", "none", "rgb(0, 0, 0)")
+        assert colors["text"] != colors["bg"]          # text is currentColor: readable on the page
+    assert light["text"] != dark["text"]
+    assert light["seg"] != dark["seg"]
