@@ -24,15 +24,14 @@ full recompute keeps only each checkpointed group's input (2*Tn*h).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .resolve import Resolved
 
 __all__ = ["LayerActivations", "layer_activations", "stage_extras"]
 
 
-@dataclass(frozen=True, slots=True)
-class LayerActivations:
+class LayerActivations(NamedTuple):
     """Activation bytes of one layer for one micro-batch."""
 
     attention: int       # kept for backward, after selective recompute
@@ -158,8 +157,7 @@ def _routed_rows(r: Resolved, T: int, Tn: int) -> int:
     return rows
 
 
-@dataclass(frozen=True, slots=True)
-class StageExtras:
+class StageExtras(NamedTuple):
     """Activations outside the decoder layers for one micro-batch."""
 
     embedding: int       # first stage: embedding output dropout mask

@@ -14,15 +14,14 @@ Shards are rounded up, as the distributed optimizer pads its buffers to equal sh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .resolve import DTYPE_BYTES, Resolved
 
 __all__ = ["StateBytes", "ByteModel", "byte_model", "state_bytes"]
 
 
-@dataclass(frozen=True, slots=True)
-class ByteModel:
+class ByteModel(NamedTuple):
     """Bytes per parameter of each model state, before sharding."""
 
     weight: int
@@ -57,8 +56,7 @@ def byte_model(r: Resolved) -> ByteModel:
                      distributed=r.cfg.training.use_distributed_optimizer)
 
 
-@dataclass(frozen=True, slots=True)
-class StateBytes:
+class StateBytes(NamedTuple):
     weights: int
     gradients: int
     optimizer: int
