@@ -145,6 +145,7 @@ class ParameterCounts:
     norms: int
     output_layer: int
     mtp: int
+    mtp_active: int         # MTP parameters a token passes through (top-k experts of an MoE MTP layer)
     total: int
     active: int
     dense_layers: int
@@ -192,7 +193,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     return ParameterCounts(
         embedding=emb.sharded, position_embedding=emb.replicated, attention=r.L * (att - att_norms),
         mlp=n_dense * mlp, moe_router=n_moe * router, moe_experts=n_moe * experts,
-        moe_shared_experts=n_moe * shared, norms=norms, output_layer=out, mtp=mtp, total=total, active=active,
+        moe_shared_experts=n_moe * shared, norms=norms, output_layer=out, mtp=mtp, mtp_active=mtp_active, total=total, active=active,
         dense_layers=n_dense, moe_layers=n_moe, padded_vocab_size=r.Vp,
         vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),
     )

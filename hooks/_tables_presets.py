@@ -169,8 +169,8 @@ def published(name: str, p) -> list[dict]:
         if p.vocab_padding:
             ours -= p.vocab_padding
             notes.append(f"without the {p.vocab_padding:,} parameters of Megatron's vocabulary padding")
-        if kind == "total" and i.get("published_total_excludes") == "mtp" and p.mtp:
-            ours -= p.mtp
+        if i.get("published_total_excludes") == "mtp" and p.mtp:
+            ours -= p.mtp if kind == "total" else p.mtp_active
             notes.append("without the MTP layer, as the owner counts it")
         if kind == "active" and i.get("published_active_excludes") == "embedding":
             ours -= p.embedding - p.vocab_padding // (2 if p.output_layer else 1)   # the unpadded embedding
