@@ -118,29 +118,32 @@ def _chunk_activations(r: Resolved, layers: range, acts: dict) -> tuple[int, int
     return ckpt, ckpt, 0, work
 
 
-def stage_memory(r: Resolved) -> Estimate:
-    """The estimate for every pipeline stage of a resolved configuration."""
-    cfg = r.cfg
-    tr, pr = cfg.training, cfg.precision
-    t, p = r.t, r.p
-    bm = byte_model(r)
-    acts = {False: layer_activations(r, False)}
-    if r.E:
-        acts[True] = layer_activations(r, True)
-    mtp_act = acts[r.mtp_is_moe] if r.mtp else None
-    extras = stage_extras(r, mtp_act)
+_LAYOUT_CACHE: dict = {}
 
-    # Parameters per layer kind on one GPU: (dense part, its linear weights, routed-expert part).
+
+def _parameter_layout(r: Resolved) -> tuple:
+    """Parameters one GPU holds per layer kind and on the first/last stage, and the linear weight shapes.
+
+    They depend only on the model's shape and on TP/EP/ETP/PP, so they are memoised on exactly those values
+    (the layout search evaluates thousands of layouts of one model)."""
+    m = r.cfg.model
+    key = (r.h, r.a, r.g, r.dh, r.f, r.gated, r.norm_w, r.Vp, r.E, r.fm, r.fs, r.mla, r.q_lora, r.kv_lora,
+           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.mtp_is_moe, r.tied, r.t, r.ep, r.etp, r.p > 1,
+           m.add_bias_linear, m.add_qkv_bias, m.qk_layernorm, m.moe_shared_expert_gate,
+           m.moe_router_enable_expert_bias, m.position_embedding_type, m.max_position_embeddings or r.s)
+    hit = _LAYOUT_CACHE.get(key)
+    if hit is not None:
+        return hit
+    t, p = r.t, r.p
     att = attention(r)
     per_kind = {}
-    for moe in acts:
+    for moe in ((False, True) if r.E else (False,)):
         dense = att + (moe_router(r) + shared_expert(r) if moe else dense_mlp(r))
         exp = moe_experts(r) if moe else Count()
         per_kind[moe] = (dense.per_rank(t), dense.sharded // t,
                          exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
     d_dense, d_lin, _ = per_kind[False]
     m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
-
     # Parameters only the first / last stage holds.
     first_extra = embedding(r).per_rank(t)
     vocab_weight = (r.Vp // t) * r.h
@@ -154,10 +157,31 @@ def stage_memory(r: Resolved) -> Estimate:
         last_exp = r.mtp * e
         if p > 1 and not r.tied:
             last_extra += vocab_weight  # MTP looks up embeddings on the last stage
+    shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in per_kind}
+    out = (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
+           shapes_by_kind)
+    if len(_LAYOUT_CACHE) > 4096:
+        _LAYOUT_CACHE.clear()
+    _LAYOUT_CACHE[key] = out
+    return out
 
+
+def stage_memory(r: Resolved) -> Estimate:
+    """The estimate for every pipeline stage of a resolved configuration."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    t, p = r.t, r.p
+    bm = byte_model(r)
+    acts = {False: layer_activations(r, False)}
+    if r.E:
+        acts[True] = layer_activations(r, True)
+    mtp_act = acts[r.mtp_is_moe] if r.mtp else None
+    extras = stage_extras(r, mtp_act)
+
+    (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
+     shapes_by_kind) = _parameter_layout(r)
     wbytes = DTYPE_BYTES[pr.params_dtype]
     te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
-    shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in acts}
     dummy_cache: dict = {}
     dense_shard = r.dp * r.cp
     overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)

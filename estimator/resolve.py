@@ -10,6 +10,7 @@ MoE, and the number of micro-batches.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import Problem
 from .schema import Config
@@ -105,6 +106,21 @@ def stage_layers(L: int, p: int, v: int, first: int | None = None, last: int | N
     return out
 
 
+@lru_cache(maxsize=1024)
+def _moe_pattern(L: int, freq) -> tuple:
+    """Which of the L layers are MoE: freq 0 none, an int k every k-th (Megatron: i % k == 0), a 0/1 tuple."""
+    if not freq:
+        return (False,) * L
+    if isinstance(freq, tuple):
+        return tuple(bool(x) for x in freq)
+    return tuple(i % freq == 0 for i in range(L))
+
+
+@lru_cache(maxsize=1024)
+def _stages(L: int, p: int, v: int, first: int | None, last: int | None) -> tuple:
+    return tuple(tuple(chunks) for chunks in stage_layers(L, p, v, first, last))
+
+
 @dataclass(slots=True)
 class Resolved:
     """Every quantity the formulas need, with Megatron-Core's defaults applied.
@@ -166,18 +182,13 @@ def resolve(cfg: Config) -> Resolved:
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
     f = default_ffn_hidden_size(m)
-    if E:
-        freq = m.moe_layer_freq if m.moe_layer_freq is not None else 1
-        pattern = tuple(bool(x) for x in freq) if isinstance(freq, tuple) else tuple(i % freq == 0 for i in range(L))
-    else:
-        pattern = (False,) * L
+    pattern = _moe_pattern(L, (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0)
     dp = tr.world_size // (t * p * cp)
     edp = tr.world_size // (etp * ep * p) if E else dp * cp
     s = tr.seq_length or m.max_position_embeddings
     mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
     mla = m.multi_latent_attention
-    stages = tuple(tuple(chunks) for chunks in stage_layers(
-        L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage))
+    stages = _stages(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage)
     return Resolved(
         cfg=cfg, L=L, h=h, a=a,
         g=0 if mla else (m.num_query_groups or a),
