@@ -15,7 +15,8 @@ from functools import lru_cache
 from .errors import Problem
 from .schema import Config
 
-__all__ = ["DTYPE_BYTES", "Resolved", "layer_split_problems", "padded_vocab_size", "resolve", "stage_layers"]
+__all__ = ["DTYPE_BYTES", "Resolved", "layer_split_problems", "padded_vocab_size", "resolve", "stage_counts",
+           "stage_layers"]
 
 #: Bytes per element of each dtype name used in the schema.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -36,7 +37,7 @@ def default_ffn_hidden_size(m) -> int:
     return 4 * m.hidden_size
 
 
-def _stage_counts(L: int, p: int, first: int | None, last: int | None) -> list[int] | None:
+def stage_counts(L: int, p: int, first: int | None, last: int | None) -> list[int] | None:
     """Layers per pipeline stage, or None when they cannot be split."""
     if p == 1:
         return [L]
@@ -69,7 +70,7 @@ def layer_split_problems(cfg: Config) -> list[Problem]:
         out.append(Problem("parallelism.virtual_pipeline_model_parallel_size", v,
                            "the interleaved schedule needs pipeline_model_parallel_size > 1"))
         return out
-    counts = _stage_counts(L, p, first, last)
+    counts = stage_counts(L, p, first, last)
     if counts is None:
         if first is None and last is None:
             out.append(Problem("model.num_layers", L, f"num_layers ({L}) must be divisible by "
@@ -94,7 +95,7 @@ def stage_layers(L: int, p: int, v: int, first: int | None = None, last: int | N
     Chunk c of stage r holds the (c*p + r)-th block of layers: with p=2, v=2 and 8 layers, stage 0 holds
     layers 0-1 and 4-5, stage 1 holds 2-3 and 6-7.
     """
-    counts = _stage_counts(L, p, first, last)
+    counts = stage_counts(L, p, first, last)
     assert counts is not None, "validated before"
     chunk = [c // v for c in counts]
     out: list[list[range]] = [[] for _ in range(p)]

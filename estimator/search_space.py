@@ -41,7 +41,7 @@ from .errors import ConfigError, PresetNotFoundError, Problem
 from .memory import stage_memory
 from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
 from .report import GIB
-from .resolve import resolve, stage_layers
+from .resolve import resolve, stage_counts, stage_layers
 from .schema import Config, ParallelismConfig, section_specs
 from .search_cost import _CostModel
 from .states import byte_model, state_bytes
@@ -353,7 +353,7 @@ class _Engine(_CostModel):
                         continue
                     if last_pin is not None and last not in last_pin:
                         continue
-                    counts = [c for c in self._counts(L, p, first, last)]
+                    counts = stage_counts(L, p, first, last)
                     g = 0
                     for c in counts:
                         g = math.gcd(g, c)
@@ -376,19 +376,6 @@ class _Engine(_CostModel):
                                         if t > 1 and ep > 1 and not sp:
                                             continue
                                         yield _Shape(n, t, p, first, last, v, cp, ep, etp, sp)
-
-    @staticmethod
-    def _counts(L, p, first, last) -> list[int]:
-        if first is None and last is None:
-            return [L // p] * p
-        mid = p - (first is not None) - (last is not None)
-        each = (L - (first or 0) - (last or 0)) // mid
-        counts = [each] * p
-        if first is not None:
-            counts[0] = first
-        if last is not None:
-            counts[-1] = last
-        return counts
 
     def variants(self, sh: _Shape):
         """(distributed optimizer, recompute, micro-batch size, global batch size) of a shape."""
