@@ -35,7 +35,7 @@ def _f(default, help: str, *, type: str, choices: tuple | None = None, unit: str
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Architecture of the GPT-style model (Megatron-Core ``TransformerConfig`` and ``GPTModel``)."""
+    """Architecture of the GPT-style model (Megatron-Core TransformerConfig and GPTModel)."""
 
     num_layers: int = _f(REQUIRED, "Number of transformer layers (decoder blocks), not counting MTP layers.",
                          type="int", required=True, min=1, flag="--num-layers")
