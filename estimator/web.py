@@ -8,9 +8,11 @@ schema, the presets, the GPUs and the default preset's estimate in the page.
 
 The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name}``:
 ``values`` holds what the user typed over the preset (strings as typed, or JSON values), an empty
-string meaning "not set". Requests, ``{"op": ...}``:
+string meaning "not set" (the preset's value is dropped, the default applies) and ``"null"`` or JSON
+null meaning null. Requests, ``{"op": ...}``:
 
-- ``compute`` ``{state}`` -> ``{estimate, fit, view, config, exports}`` or ``{errors, config}``;
+- ``compute`` ``{state, exports}`` -> ``{estimate, fit, view, config, exports}`` or ``{errors, config}``
+  (``exports``, the configuration as YAML, CLI command and Megatron arguments, only when asked for);
 - ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``;
 - ``search`` ``{state, top}`` -> ``{layouts, summary}`` or ``{errors}``;
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration.
@@ -112,7 +114,7 @@ def parse_value(path: str, raw):
     """The configuration value of one form entry (strings as typed; JSON values pass through)."""
     spec = _SPECS[path]
     if not isinstance(raw, str):
-        return UNSET if raw is None else raw
+        return raw                          # a JSON value (an import or a layout), null included
     text = raw.strip()
     if text == "":
         return UNSET
@@ -172,7 +174,7 @@ def _error(field: str, value, message: str) -> dict:
 # ---------------------------------------------------------------- compute
 
 
-def compute(state: dict) -> dict:
+def compute(state: dict, with_exports: bool = True) -> dict:
     """Estimate the configuration of a form state; errors name the field they concern."""
     cfg, problems = merged_config(state)
     gpu = state.get("gpu") or None
@@ -190,22 +192,23 @@ def compute(state: dict) -> dict:
     capacity = _gpus()[gpu].memory_bytes if gpu else None
     fit = _fit(est, capacity)
     return {"estimate": est.to_dict(), "fit": fit, "view": view(est, fit, gpu, capacity), "config": cfg,
-            "exports": exports(cfg, state)}
+            "exports": exports(cfg, state) if with_exports else None}
 
 
-def _fit(est, capacity: int | None) -> dict | None:
-    """Per-stage verdicts of :func:`estimator.gpus.fit` as plain data."""
+def _fit(est, capacity: int | None) -> list[dict] | None:
+    """Per-stage verdicts of :func:`estimator.gpus.fit` (fits, tight or no; headroom) as plain data."""
     if capacity is None:
         return None
     from .gpus import fit
-    from .report import to_plain
-    result = fit(est, capacity)
-    plain = result.to_dict() if hasattr(result, "to_dict") else to_plain(result)
-    return plain if isinstance(plain, dict) else {"stages": plain}
+    return [f.to_dict() for f in fit(est, capacity)]
 
 
 def _gib(b: int) -> str:
     return f"{b / GIB:.2f}"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 10 ** 9 else f"{n / 1e6:.2f} M" if n >= 10 ** 6 else f"{n:,}"
 
 
 def _layers(chunks) -> str:
@@ -216,7 +219,7 @@ def _layers(chunks) -> str:
     return ", ".join(parts)
 
 
-def view(est, fit: dict | None, gpu: str | None, capacity: int | None) -> dict:
+def view(est, fit: list[dict] | None, gpu: str | None, capacity: int | None) -> dict:
     """What the page shows, formatted: table rows in GiB, bar segments in bytes, the verdict in words."""
     rows, bars = [], []
     for s in est.stages:
@@ -225,7 +228,7 @@ def view(est, fit: dict | None, gpu: str | None, capacity: int | None) -> dict:
                                   (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
         rows.append({"stage": s.stage, "layers": _layers(s.layers), "extras": ", ".join(extras), "cells": cells,
                      "peak": s.stage == est.peak.stage,
-                     "fits": None if capacity is None else s.device_bytes <= capacity})
+                     "fits": None if fit is None else fit[s.stage]["verdict"]})
         segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in COLUMNS[:5]]
         segs.append(("reserve", s.device_bytes - s.allocated_bytes))
         segs = [{"name": k, "bytes": b, "gib": _gib(b)} for k, b in segs]
@@ -235,18 +238,21 @@ def view(est, fit: dict | None, gpu: str | None, capacity: int | None) -> dict:
     summary = (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "
                f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved).")
     verdict = None
-    if capacity is not None:
-        headroom = capacity - peak.device_bytes
-        pct = 100 * headroom / capacity
-        if headroom >= 0:
-            verdict = (f"Fits on {gpu} ({_gib(capacity)} GiB = {capacity / GB:.1f} GB): {_gib(headroom)} GiB "
-                       f"({pct:.1f}%) headroom at the peak stage.")
+    if fit:
+        worst = min(fit, key=lambda f: f["headroom_bytes"])
+        room, pct, where = worst["headroom_bytes"], worst["headroom_pct"], f"stage {worst['stage']}"
+        size = f"{gpu} ({_gib(capacity)} GiB = {capacity / GB:.1f} GB)"
+        if worst["fits"]:
+            text = f"Fits on {size}: {_gib(room)} GiB ({pct:.1f}%) headroom on the fullest GPU ({where})."
+        elif worst["tight"]:
+            text = (f"Tight on {size}: {where} needs {_gib(-room)} GiB more than the GPU has, but fits if the "
+                    "caching allocator gives back its reserve (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                    "helps).")
         else:
-            verdict = (f"Does not fit on {gpu} ({_gib(capacity)} GiB): the peak stage needs {_gib(-headroom)} GiB "
-                       f"more ({-pct:.1f}% over).")
-        verdict = {"fits": headroom >= 0, "text": verdict, "headroom_bytes": headroom}
+            text = f"Does not fit on {size}: {where} needs {_gib(-room)} GiB ({-pct:.1f}%) more."
+        verdict = {"fits": worst["fits"], "verdict": worst["verdict"], "text": text, "headroom_bytes": room}
     p = est.parameters
-    params = f"{p.total / 1e9:.2f} B parameters" + (f" ({p.active / 1e9:.2f} B active)" if p.active != p.total else "")
+    params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active)" if p.active != p.total else "")
     return {"unit": UNIT, "columns": [{"key": k, "label": lbl} for k, lbl in COLUMNS], "rows": rows, "bars": bars,
             "capacity_bytes": capacity, "scale_bytes": max([b["device_bytes"] for b in bars] + [capacity or 0]),
             "summary": summary, "verdict": verdict, "parameters": params, "parallel": _parallel_text(est.parallel)}
@@ -261,42 +267,56 @@ def _parallel_text(par: dict) -> str:
 # ---------------------------------------------------------------- exports
 
 
-def _preset_overrides(cfg: dict, preset: str | None) -> dict | None:
-    """The fields of ``cfg`` that differ from ``preset``'s (None when some field was removed)."""
+def _preset_overrides(cfg: dict, preset: str) -> dict:
+    """The fields of ``cfg`` that differ from ``preset``'s; a field removed maps to its default."""
     base = _preset_config(preset)
     out: dict = {}
     for sec in SECTIONS:
         b, c = base.get(sec) or {}, cfg.get(sec) or {}
-        if any(k not in c for k in b):
-            return None
-        out.update({f"{sec}.{k}": v for k, v in c.items() if b.get(k, UNSET) != v})
+        out.update({f"{sec}.{k}": _SPECS[f"{sec}.{k}"].default for k in b if k not in c})
+        out.update({f"{sec}.{k}": v for k, v in c.items()
+                    if b.get(k, UNSET) != v and (k in b or v != _SPECS[f"{sec}.{k}"].default)})
     return out
 
 
-def _flag_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return ",".join(str(x) for x in v)
-    return "null" if v is None else str(v)
+def _cli_flag(path: str, v) -> str:
+    spec = _SPECS[path]
+    if spec.type == "bool" and isinstance(v, bool):
+        return spec.cli_flag if v else "--no-" + spec.cli_flag[2:]
+    if v is None:
+        text = "none"
+    elif isinstance(v, (list, tuple)):
+        text = ",".join(str(x) for x in v)
+    else:
+        text = str(v)
+    return f"{spec.cli_flag} {text}"
 
 
 def exports(cfg: dict, state: dict) -> dict:
     """The configuration as YAML, as a CLI command and as Megatron-LM arguments (None where impossible)."""
     from . import yamlio
     out = {"yaml": yamlio.dump({k: v for k, v in cfg.items() if v})}
-    preset = state.get("preset") or None
-    over = _preset_overrides(cfg, preset) if preset else None
-    if over is not None:
-        flags = [f"{_SPECS[p].cli_flag} {_flag_value(v)}" for p, v in over.items()]
-        out["cli"] = " ".join(["python -m estimator estimate", preset, *flags])
+    preset, gpu = state.get("preset") or None, state.get("gpu") or None
+    tail = [f"--gpu {gpu}"] if gpu else []
+    if preset:
+        flags = [_cli_flag(p, v) for p, v in _preset_overrides(cfg, preset).items()]
+        out["cli"] = " ".join(["python -m estimator estimate", preset, *flags, *tail])
     else:
-        out["cli"] = "python -m estimator estimate config.yaml   # config.yaml: the YAML above"
+        out["cli"] = " ".join(["python -m estimator estimate config.yaml", *tail]) + \
+            "   # config.yaml: the YAML configuration"
     try:
         from .megatron_args import to_megatron_args
-        out["megatron"] = " ".join(to_megatron_args(cfg))
-    except (ImportError, EstimatorError, ValueError) as exc:
-        out["megatron"] = None if isinstance(exc, ImportError) else f"# {exc}"
+        lines: list[list[str]] = []
+        for tok in to_megatron_args(cfg):
+            if tok.startswith("--") or not lines:
+                lines.append([tok])
+            else:
+                lines[-1].append(tok)
+        out["megatron"] = " \\\n".join(" ".join(line) for line in lines)
+    except ImportError:
+        out["megatron"] = None
+    except (EstimatorError, ValueError) as exc:
+        out["megatron"] = f"# no Megatron-LM arguments: {exc}"
     return out
 
 
@@ -330,11 +350,10 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             notes.append("Model section from config.json; parallelism, training and precision kept.")
         elif kind == "megatron":
             from .megatron_args import parse_megatron_args
-            parsed, ignored = parse_megatron_args(text)
-            cfg = {sec: ({} if sec == "model" and parsed.get("model") else dict(current.get(sec) or {}))
-                   for sec in SECTIONS}
-            for sec in SECTIONS:
-                cfg[sec].update(parsed.get(sec) or {})
+            world = (current.get("training") or {}).get("world_size")
+            cfg, ignored = parse_megatron_args(text, world_size=world if isinstance(world, int) else None)
+            notes.append("Everything from the arguments, with Megatron-LM's defaults where a flag is absent; "
+                         "the number of GPUs kept.")
             if ignored:
                 notes.append("Ignored (no effect on memory or not understood): " + " ".join(ignored))
         else:
@@ -398,7 +417,9 @@ def boot_data() -> dict:
 
 
 def warm() -> None:
-    """Import everything a request may need and run one estimate (for the build-time memory snapshot)."""
+    """Prepare the build-time memory snapshot: import everything a request may need, run one estimate,
+    and freeze the heap so that the garbage collector never scans these long-lived objects again."""
+    import gc
     import importlib
     for mod in ("presets", "gpus", "hf", "megatron_args", "search", "yamlio"):
         try:
@@ -406,6 +427,8 @@ def warm() -> None:
         except ImportError:
             pass
     boot_data()
+    gc.collect()
+    gc.freeze()
 
 
 def handle(request: str) -> str:
@@ -414,7 +437,7 @@ def handle(request: str) -> str:
         req = json.loads(request)
         op, state = req.get("op"), req.get("state") or {}
         if op == "compute":
-            res = compute(state)
+            res = compute(state, bool(req.get("exports", True)))
         elif op == "import":
             res = import_text(state, req.get("kind"), req.get("text") or "")
         elif op == "search":

@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import html
 import io
 import json
 import logging
@@ -101,11 +102,12 @@ IFRAME_WORKER = NpmPin("iframe-worker", "1.0.4",
 RUNTIME_DIR = "assets/calculator/runtime"
 SHIM_PATH = "assets/vendor/iframe-worker/shim.js"
 NATIVE_WORKER_JS = "assets/calculator/native-worker.js"
-ASSETS = ["assets/calculator/calculator.js"], ["assets/calculator/calculator.css"]
+SCRIPT, STYLE = "assets/calculator/calculator.js", "assets/calculator/calculator.css"
 MARKER = re.compile(r"<!--\s*calculator:(?P<name>[\w-]*)\s*-->")
-SITE_PACKAGES = "/lib/python3.14/site-packages"
-# Python run in the browser (and by Node for the snapshot): unpack the wheel, then import eagerly.
-INSTALL_PY = ("import zipfile\nzipfile.ZipFile('/tmp/estimator.whl').extractall(%r)\n" % SITE_PACKAGES)
+# Python run in the browser and by Node for the snapshot: unpack the wheel into site-packages (no
+# micropip); then, for the snapshot only, import everything a request may need so that the snapshot holds it.
+INSTALL_PY = ("import sys, zipfile\nzipfile.ZipFile('/tmp/estimator.whl').extractall("
+              "next(p for p in sys.path if p.endswith('site-packages')))\n")
 WARM_PY = "import estimator.web\nestimator.web.warm()\n"
 
 
@@ -275,10 +277,12 @@ def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=
             proc = subprocess.run([node, "--input-type=module", "-e", _SNAPSHOT_JS], env=run_env, cwd=tmp,
                                   capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("runtime: memory snapshot not made (%s); the calculator boots Python from scratch", exc)
+            log.warning("runtime: memory snapshot not made (%s); set MME_PYODIDE_SNAPSHOT=0 to build without "
+                        "it (the calculator then boots Python from scratch, ~5 s slower)", exc)
             return None
         if proc.returncode != 0 or not out.is_file():
-            log.warning("runtime: memory snapshot failed (%s exited %s): %s", node, proc.returncode,
+            log.warning("runtime: memory snapshot failed (%s exited %s; Pyodide needs Node.js >= 18): %s. Set "
+                        "MME_PYODIDE_SNAPSHOT=0 to build without it.", node, proc.returncode,
                         proc.stderr.strip()[-2000:])
             return None
         data = gzip.compress(out.read_bytes(), 6, mtime=0)
@@ -309,8 +313,7 @@ def build_runtime(cache_dir: Path, *, env=os.environ, root: Path = ROOT) -> Runt
     if snapshot:
         files["snapshot.bin.gz"] = snapshot
     manifest = {"pyodide": PYODIDE.version, "python": info.get("python"), "lock": lock, "wheel": wheel_name,
-                "snapshot": "snapshot.bin.gz" if snapshot else None, "install_py": INSTALL_PY, "warm_py": WARM_PY,
-                "files": {n: len(d) for n, d in files.items()}, "offline": None}
+                "snapshot": "snapshot.bin.gz" if snapshot else None, "install_py": INSTALL_PY, "offline": None}
     return Runtime(files, manifest)
 
 
@@ -340,16 +343,18 @@ def _offline(config) -> bool:
 
 
 def on_config(config):
-    for name in ASSETS[0]:
-        if name not in [str(s) for s in config.extra_javascript]:
-            config.extra_javascript.append(name)
-    for name in ASSETS[1]:
-        if name not in config.extra_css:
-            config.extra_css.append(name)
+    if SCRIPT not in [str(s) for s in config.extra_javascript]:
+        config.extra_javascript.append(SCRIPT)       # a classic script: module scripts fail on file://
+    if STYLE not in config.extra_css:
+        config.extra_css.append(STYLE)
     offline = _offline(config)
     if offline:                          # vendor the offline plugin's shim; keep the native Worker first
         polyfills = [p for p in config.extra.get("polyfills", []) if "iframe-worker" not in str(p)]
         config.extra["polyfills"] = [NATIVE_WORKER_JS, *polyfills, SHIM_PATH]
+        # Instant navigation cannot work on file://, and with it enabled Material completes document$
+        # there before the page loads, so none of its components (search included) would start.
+        features = config.theme.get("features") or []
+        config.theme["features"] = [f for f in features if f != "navigation.instant"]
     key = (str(_cache_dir(config)), offline)
     if _state.get("key") != key:
         _state.clear()
@@ -366,27 +371,26 @@ def _runtime(config) -> Runtime:
     return rt
 
 
-def on_page_content(html, page, config, files):
-    if not MARKER.search(html):
-        return html
+def on_page_content(content, page, config, files):
+    names = [m.group("name") for m in MARKER.finditer(content)]
+    if not names:
+        return content
+    unknown = sorted(set(names) - {"app"})
+    if unknown:
+        raise PluginError(f"{page.file.src_uri}: unknown marker calculator:{unknown[0]} (known: calculator:app)")
     from estimator import web
     rt = _runtime(config)
     manifest = dict(rt.manifest)
     if _state.get("offline"):
-        manifest["offline"] = sorted(offline_payloads({n: b"" for n in rt.files}))
-
-    def replace(m: re.Match) -> str:
-        if m.group("name") != "app":
-            raise PluginError(f"{page.file.src_uri}: unknown marker calculator:{m.group('name')} "
-                              "(known: calculator:app)")
-        boot = {**web.boot_data(), "runtime": manifest}
-        data = json.dumps(boot, separators=(",", ":")).replace("</", "<\\/")
-        return (f'<div class="mme-calc" data-mme-calculator>'
-                f'<script type="application/json" class="mme-boot">{data}</script>'
-                '<noscript><p>The calculator runs Python in your browser and needs JavaScript. The same numbers '
-                'come from <code>python -m estimator estimate</code>.</p></noscript></div>')
-
-    return MARKER.sub(replace, html)
+        manifest["offline"] = [f"offline/{name}.js" for name in sorted(rt.files)]
+    boot = {**web.boot_data(), "runtime": manifest}
+    # An attribute, not a <script type="application/json">: instant navigation re-creates scripts without
+    # their type and would run the JSON.
+    data = html.escape(json.dumps(boot, separators=(",", ":")), quote=True)
+    root = (f'<div class="mme-calc" data-mme-calculator data-mme-boot="{data}"><noscript><p>The calculator runs '
+            'Python in your browser and needs JavaScript; <code>python -m estimator estimate</code> gives the same '
+            'numbers.</p></noscript></div>')
+    return MARKER.sub(lambda m: root, content)
 
 
 def on_post_build(config):
@@ -398,7 +402,9 @@ def on_post_build(config):
     out.mkdir(parents=True)
     files = dict(rt.files)
     if _state.get("offline"):
-        files.update(offline_payloads(rt.files))
+        if _state.get("payloads", (None,))[0] is not rt:
+            _state["payloads"] = (rt, offline_payloads(rt.files))
+        files.update(_state["payloads"][1])
         shim = fetch_package(IFRAME_WORKER, _cache_dir(config))["shim/index.js"]
         (site / SHIM_PATH).parent.mkdir(parents=True, exist_ok=True)
         (site / SHIM_PATH).write_bytes(shim)
@@ -406,8 +412,3 @@ def on_post_build(config):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(data)
 
-
-def on_serve(server, config, builder):
-    for path in (ROOT / "estimator", ROOT / "presets"):
-        server.watch(str(path))
-    return server

@@ -2,8 +2,8 @@
  * package itself, running in Python (Pyodide) in a Web Worker (worker.js).
  *
  * The page's root element ([data-mme-calculator], written by hooks/runtime.py) holds the boot data as
- * JSON: the schema, the presets, the GPUs and the default preset's estimate computed at build time.
- * This file reads the form, sends the state to Python, and renders what Python returns; it does no
+ * JSON in data-mme-boot: the schema, the presets, the GPUs and the default preset's estimate computed
+ * at build time. This file reads the form, sends the state to Python, and renders what Python returns; it does no
  * arithmetic on the numbers (drawing the bars is geometry). The results element carries the estimate
  * shown in data-estimate (Estimate.to_dict() as JSON), data-state (precomputed | waiting | pending | done
  * | error | failed) and fires "estimate:done" after each Python-computed result. The whole state lives
@@ -52,6 +52,7 @@
       else if (msg.type === "result") {
         const done = e.calls.get(msg.id);
         e.calls.delete(msg.id);
+        e.pythonMs = msg.ms;                                  // time spent in Python, for the benchmark
         if (done) done(JSON.parse(msg.response));
         return;
       }
@@ -71,6 +72,7 @@
     });
     const init = { type: "init", base: RUNTIME, manifest };
     if (location.protocol !== "file:") {
+      e.mode = "module worker";
       attach(new Worker(ASSETS + "worker.js", { type: "module" }));
       e.port.postMessage(init);
       return e;
@@ -84,7 +86,9 @@
       let port;
       try {
         port = new (window.MME_NATIVE_WORKER || window.Worker)(URL.createObjectURL(new Blob([src])));
+        e.mode = "blob worker";
       } catch (err) {                                   // no worker at all: run Python on this thread
+        e.mode = "main thread";
         const scope = { postMessage: (m) => setTimeout(() => receive(m)) };
         window.mmeWorkerMain(scope);
         port = { postMessage: (m) => scope.onmessage({ data: m }) };
@@ -129,7 +133,7 @@
       const q = new URLSearchParams(location.search);
       const state = clone(this.boot.default.state);
       const values = {};
-      for (const [k, v] of q) if (this.specs.has(k)) values[k] = v;
+      for (const [k, v] of q) if (k.includes(".")) values[k] = v;     // unknown fields get Python's error
       if (q.has("preset")) state.preset = q.get("preset") === "none" ? null : q.get("preset");
       else if (Object.keys(values).length) state.preset = null;
       if (q.has("gpu")) state.gpu = q.get("gpu") === "none" ? null : q.get("gpu");
@@ -142,7 +146,7 @@
       if (!this.isDefault()) {
         q.set("preset", this.state.preset || "none");
         if (this.state.gpu !== this.boot.default.state.gpu) q.set("gpu", this.state.gpu || "none");
-        for (const [k, v] of Object.entries(this.state.values)) q.set(k, show(v));
+        for (const [k, v] of Object.entries(this.state.values)) q.set(k, v === null ? "null" : show(v));
       }
       const url = location.pathname + (q.toString() ? `?${q}` : "") + location.hash;
       history.replaceState(history.state, "", url);
@@ -165,7 +169,7 @@
       this.statusText = h("span", { class: "mme-status-text" });
       this.progress = h("progress", { max: "1", value: "0", "aria-label": "Python start-up" });
       this.preset = h("select", { id: "mme-preset", onchange: () => this.setState({ preset: this.preset.value || null,
-                                                                                    values: {}, gpu: this.state.gpu }) },
+        values: this.preset.value ? {} : this.merged(), gpu: this.state.gpu }) },   // custom starts from the form
         h("option", { value: "" }, "Custom (no preset)"),
         [...this.presets.values()].map((p) => h("option", { value: p.name }, `${p.title} (${p.name})`)));
       this.gpu = h("select", { id: "mme-gpu", onchange: () => { this.state.gpu = this.gpu.value || null; this.changed(); } },
@@ -235,16 +239,20 @@
         }));
     }
 
-    fill() {
-      const base = (this.state.preset && this.presets.get(this.state.preset)) || null;
-      this.preset.value = this.state.preset && this.presets.has(this.state.preset) ? this.state.preset : "";
-      this.gpu.value = this.state.gpu || "";
-      for (const [path, input] of this.inputs) {
-        if (input === document.activeElement) continue;
-        const [sec, name] = path.split(".");
-        const fromPreset = base && base.config[sec] ? base.config[sec][name] : undefined;
-        input.value = path in this.state.values ? show(this.state.values[path]) : show(fromPreset);
+    merged() {                              // what the form shows: the preset's fields, then the user's
+      const preset = this.presets.get(this.state.preset);
+      const out = {};
+      for (const [sec, fields] of Object.entries((preset && preset.config) || {})) {
+        for (const [name, v] of Object.entries(fields || {})) out[`${sec}.${name}`] = v;
       }
+      return Object.assign(out, this.state.values);
+    }
+
+    fill() {
+      const values = this.merged();
+      this.preset.value = this.presets.has(this.state.preset) ? this.state.preset : "";
+      this.gpu.value = this.state.gpu || "";
+      for (const [path, input] of this.inputs) if (input !== document.activeElement) input.value = show(values[path]);
     }
 
     async importText(kind, text) {
@@ -286,7 +294,7 @@
       const loop = () => {
         this.dirty = false;
         const t0 = performance.now();
-        this.engine.call({ op: "compute", state: this.state }).then((res) => {
+        this.engine.call({ op: "compute", state: this.state, exports: Boolean(this.exportsOpen) }).then((res) => {
           if (this.dirty) return loop();
           this.busy = false;
           this.render(res, "python", performance.now() - t0);
@@ -314,7 +322,14 @@
       this.progress.value = e.done;
       this.progress.hidden = e.ready || Boolean(e.failed);
       this.statusText.textContent = e.failed ? `Python could not start: ${e.failed}` : e.ready ? e.text : `${e.text}…`;
-      if (e.failed) { this.results.dataset.state = "failed"; this.results.removeAttribute("data-estimate"); }
+      if (!e.failed || this.results.dataset.state === "failed") return;
+      const note = "Python could not start in this browser, so the form cannot update the numbers; " +
+        "python -m estimator estimate gives them on the command line.";
+      if (this.source === "precomputed") Object.assign(this.badge, { hidden: false, textContent: `Precomputed when ` +
+        `this site was built, for the default preset. ${note}` });
+      else this.results.replaceChildren(h("p", { class: "mme-badge" }, note));
+      this.results.dataset.state = "failed";
+      this.results.removeAttribute("data-estimate");
     }
 
     showErrors(errors) {
@@ -342,7 +357,8 @@
       if (res.errors) {
         r.removeAttribute("data-estimate");
         r.replaceChildren(h("div", { class: "mme-errors", role: "alert" }, h("p", {}, "No estimate: the configuration is invalid."),
-          h("ul", {}, res.errors.map((e) => h("li", {}, h("code", {}, e.field), " ", e.message)))));
+          h("ul", {}, res.errors.map((e) => h("li", {}, this.specs.has(e.field)
+            ? h("a", { href: `#mme-${e.field}` }, h("code", {}, e.field)) : h("code", {}, e.field), " ", e.message)))));
         r.dataset.source = source;
         this.setResultState("error");
         r.dispatchEvent(new CustomEvent("estimate:error", { bubbles: true, detail: { errors: res.errors, general } }));
@@ -351,14 +367,14 @@
       const v = res.view;
       this.badge = h("p", { class: "mme-badge", hidden: source !== "precomputed" },
         "Precomputed when this site was built; Python is starting in your browser and will take over.");
-      r.replaceChildren(this.badge,
+      r.replaceChildren(...[this.badge,
         h("p", { class: "mme-summary" }, v.summary, " ", v.parameters, "."),
         v.verdict ? h("p", { class: `mme-verdict ${v.verdict.fits ? "mme-fits" : "mme-nofit"}` }, v.verdict.text) : null,
         h("p", { class: "mme-parallel" }, v.parallel),
         this.table(v), this.chart(v),
         h("details", { class: "mme-assumptions" }, h("summary", {}, `Assumptions (${res.estimate.assumptions.length})`),
           h("ul", {}, res.estimate.assumptions.map((a) => h("li", {}, a)))),
-        this.exports(res.exports), this.layouts || null);
+        this.exports(res.exports), this.layouts].filter(Boolean));
       r.dataset.estimate = JSON.stringify(res.estimate);
       r.dataset.source = source;
       this.setResultState(source === "precomputed" ? "precomputed" : "done");
@@ -406,18 +422,25 @@
       }
       const legend = h("ul", { class: "mme-legend" }, Object.entries(SEGMENTS).map(([k, label]) =>
         h("li", {}, h("span", { class: `mme-swatch mme-seg-${k}` }), label)));
-      return h("figure", { class: "mme-figure" }, svg, legend);
+      return h("div", { class: "mme-figure" }, svg, legend);
     }
 
-    exports(ex) {
-      if (!ex) return null;
+    exports(ex) {                           // filled only while open: Python writes them on request
       const items = [["yaml", "Copy YAML"], ["cli", "Copy CLI command"], ["megatron", "Copy Megatron arguments"]];
-      return h("details", { class: "mme-exports" }, h("summary", {}, "Configuration as YAML, CLI command, Megatron arguments"),
-        items.filter(([k]) => ex[k]).map(([k, label]) => {
+      const box = h("details", { class: "mme-exports", open: Boolean(this.exportsOpen) },
+        h("summary", {}, "Configuration as YAML, CLI command, Megatron arguments"));
+      box.addEventListener("toggle", () => {
+        if (this.exportsOpen === box.open) return;
+        this.exportsOpen = box.open;
+        if (box.open) this.compute();
+      });
+      if (!ex) return box;
+      box.append(...items.filter(([k]) => ex[k]).map(([k, label]) => {
           const pre = h("pre", { class: `mme-export-${k}` }, ex[k]);
           return h("div", {}, h("button", { type: "button", class: "md-button", "data-copy": k,
                                             onclick: (ev) => copy(ex[k], ev.currentTarget) }, label), pre);
         }));
+      return box;
     }
   }
 
@@ -442,13 +465,19 @@
     const root = document.querySelector("[data-mme-calculator]");
     if (!root || root.dataset.mmeReady) return;
     root.dataset.mmeReady = "1";
-    const bootEl = root.querySelector("script.mme-boot");
-    const boot = JSON.parse(bootEl.textContent);
+    const boot = JSON.parse(root.dataset.mmeBoot);
     startEngine(boot.runtime);               // first: Python boots while the form is built
-    root.calculator = new Calculator(root, boot);
+    const previous = engine && engine.current;
+    if (previous) engine.listeners.delete(previous.onEngine);     // its page was navigated away from
+    root.calculator = engine.current = new Calculator(root, boot);
   }
 
+  // Start Python now, before Material sets the page up: it is the slow part.
+  const first = document.querySelector("[data-mme-calculator]");
+  if (first) startEngine(JSON.parse(first.dataset.mmeBoot).runtime);
+  // Material's document$ fires on every (instant) navigation; the DOM event covers pages where it never
+  // fires (file://, or without Material). init() is idempotent.
   if (window.document$ && typeof window.document$.subscribe === "function") window.document$.subscribe(init);
-  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

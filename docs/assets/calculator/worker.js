@@ -35,8 +35,8 @@ function mmeWorkerMain(scope) {
 
   function shimFetch(base, files) {
     const types = { wasm: "application/wasm", mjs: "text/javascript", zip: "application/zip" };
-    const native = scope.fetch.bind(scope);
-    scope.fetch = (input, init) => {
+    const native = globalThis.fetch.bind(globalThis);     // the worker's, or the page's on the fallback
+    globalThis.fetch = (input, init) => {
       const url = String(input instanceof Request ? input.url : input);
       const name = url.startsWith(base) ? url.slice(base.length).split(/[?#]/)[0] : null;
       if (name && files[name]) {
@@ -45,6 +45,21 @@ function mmeWorkerMain(scope) {
       }
       return native(input, init);
     };
+  }
+
+  // Pyodide only logs a failed WebAssembly download or instantiation and then waits forever: turn that
+  // (and any start-up that takes over a minute) into an error the page can show.
+  function withWatchdog(promise) {
+    const warn = console.warn;
+    let timer;
+    return new Promise((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error("Python did not start within 60 s")), 60_000);
+      console.warn = (...args) => {
+        if (args[0] !== "wasm instantiation failed!") return warn(...args);
+        console.warn = (err) => reject(new Error(`the WebAssembly runtime could not be loaded (${err})`));
+      };
+      promise.then(resolve, reject);
+    }).finally(() => { clearTimeout(timer); console.warn = warn; });
   }
 
   async function inlineFiles(payload) {
@@ -79,13 +94,13 @@ function mmeWorkerMain(scope) {
       progress("Starting Python", 0.3);
     }
     const t1 = performance.now();
-    const py = await loadPyodide(opts);
+    const py = await withWatchdog(loadPyodide(opts));
     const t2 = performance.now();
     progress("Installing estimator", 0.8);
     py.FS.writeFile("/tmp/estimator.whl", await wheel);
     py.runPython(m.install_py);
-    if (!m.snapshot) py.runPython(m.warm_py);
     handle = py.runPython("import estimator.web\nestimator.web.handle");
+    if (files) for (const name of Object.keys(files)) delete files[name];  // Python has them now
     const t3 = performance.now();
     post({ type: "ready", ms: Math.round(t3 - t0), snapshot: Boolean(m.snapshot),
            phases: { loader: Math.round(t1 - t0), python: Math.round(t2 - t1), install: Math.round(t3 - t2) } });

@@ -1,0 +1,402 @@
+"""The calculator page in a real browser: the estimator in Pyodide must give what the CLI gives.
+
+Every test reads what the user sees: the results element's ``data-estimate`` (``Estimate.to_dict()`` as
+JSON, set only for a Python-computed result) and its ``data-state``. Expected values come from the CLI
+(``python -m estimator estimate FILE --json``) run on the same configuration, and, where the model is
+public, from its published parameter count (``shared/reference/hf-configs/SOURCES.md``).
+The ``page`` fixture fails a test on any console error and on any request that leaves the site's origin.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlencode, urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from estimator import estimate  # noqa: E402
+from estimator.hf import from_hf_config  # noqa: E402
+from estimator.presets import load_preset  # noqa: E402
+
+RESULTS = ".mme-results"
+# Counts every rendered result, so a test can wait for the one its own action caused.
+EVENTS = """window.__mme = { events: [] };
+document.addEventListener("estimate:done", () => window.__mme.events.push("done"), true);
+document.addEventListener("estimate:error", () => window.__mme.events.push("error"), true);"""
+
+LLAMA3_8B = {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_query_groups": 8,
+             "ffn_hidden_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192,
+             "untie_embeddings_and_output_weights": True}
+DEEPSEEK_V3 = {"num_layers": 61, "hidden_size": 7168, "num_attention_heads": 128, "ffn_hidden_size": 18432,
+               "num_experts": 256, "moe_router_topk": 8, "moe_ffn_hidden_size": 2048,
+               "moe_shared_expert_intermediate_size": 2048, "moe_layer_freq": [0] * 3 + [1] * 58,
+               "moe_router_enable_expert_bias": True, "vocab_size": 129280, "max_position_embeddings": 163840,
+               "layernorm_epsilon": 1e-06, "qk_layernorm": True, "untie_embeddings_and_output_weights": True,
+               "multi_latent_attention": True, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_head_dim": 128,
+               "qk_pos_emb_head_dim": 64, "v_head_dim": 128, "mtp_num_layers": 1}
+
+# Five configurations (model sections from the models' config.json files) and the published exact
+# parameter count of the main model (without MTP layers), from SOURCES.md.
+CASES = {
+    "dense": ({"model": {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "ffn_hidden_size": 11008,
+                         "vocab_size": 32000, "max_position_embeddings": 4096,
+                         "untie_embeddings_and_output_weights": True},
+               "parallelism": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2},
+               "training": {"world_size": 8, "seq_length": 4096, "micro_batch_size": 1, "global_batch_size": 16,
+                            "sequence_parallel": True, "recompute_granularity": "selective"},
+               "precision": {"params_dtype": "bf16"}}, 6_738_415_616),          # Llama-2-7B
+    "gqa": ({"model": {"num_layers": 28, "hidden_size": 3584, "num_attention_heads": 28, "num_query_groups": 4,
+                       "ffn_hidden_size": 18944, "vocab_size": 152064, "max_position_embeddings": 131072,
+                       "layernorm_epsilon": 1e-06, "add_qkv_bias": True,
+                       "untie_embeddings_and_output_weights": True},
+             "parallelism": {"tensor_model_parallel_size": 4},
+             "training": {"world_size": 8, "seq_length": 4096, "sequence_parallel": True,
+                          "recompute_granularity": "full", "recompute_method": "uniform",
+                          "recompute_num_layers": 1},
+             "precision": {"params_dtype": "bf16"}}, 7_615_616_512),            # Qwen2.5-7B
+    "moe-ep": ({"model": {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_query_groups": 8,
+                          "ffn_hidden_size": 14336, "num_experts": 8, "moe_router_topk": 2, "vocab_size": 32000,
+                          "max_position_embeddings": 32768, "untie_embeddings_and_output_weights": True},
+                "parallelism": {"pipeline_model_parallel_size": 4, "expert_model_parallel_size": 8},
+                "training": {"world_size": 32, "seq_length": 4096, "micro_batch_size": 1, "global_batch_size": 64},
+                "precision": {"params_dtype": "bf16"}}, 46_702_792_704),      # Mixtral-8x7B
+    "mla-mtp": ({"model": DEEPSEEK_V3,
+                 "parallelism": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 8,
+                                 "expert_model_parallel_size": 32, "expert_tensor_parallel_size": 1,
+                                 "num_layers_in_first_pipeline_stage": 8, "num_layers_in_last_pipeline_stage": 5},
+                 "training": {"world_size": 256, "seq_length": 4096, "global_batch_size": 4096,
+                              "sequence_parallel": True, "recompute_granularity": "full",
+                              "recompute_method": "uniform", "recompute_num_layers": 1},
+                 "precision": {"params_dtype": "bf16"}}, 671_026_419_200),    # DeepSeek-V3
+    "cp-vpp": ({"model": LLAMA3_8B,
+                "parallelism": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 4,
+                                "virtual_pipeline_model_parallel_size": 2, "context_parallel_size": 2},
+                "training": {"world_size": 32, "seq_length": 8192, "micro_batch_size": 1, "global_batch_size": 64,
+                             "sequence_parallel": True},
+                "precision": {"params_dtype": "bf16"}}, 8_030_261_248),       # Llama-3-8B
+}
+
+
+def _query(cfg: dict, gpu: str | None = None) -> str:
+    """The calculator URL of a configuration: no preset, one parameter per field."""
+    def show(v):
+        return ", ".join(map(str, v)) if isinstance(v, list) else json.dumps(v) if isinstance(v, bool) else str(v)
+    params = {"preset": "none", "gpu": gpu or "none"}
+    params.update({f"{sec}.{k}": show(v) for sec, fields in cfg.items() for k, v in fields.items()})
+    return "?" + urlencode(params)
+
+
+def _cli_json(cfg: dict, tmp_path: Path) -> dict:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    proc = subprocess.run([sys.executable, "-m", "estimator", "estimate", str(path), "--json"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _events(page) -> int:
+    return page.evaluate("window.__mme.events.length")
+
+
+def _wait(page, after: int = 0) -> str:
+    """Wait for the next rendered Python result (or error) after ``after`` of them; its kind."""
+    page.wait_for_function(f"window.__mme.events.length > {after}", timeout=60_000)
+    return page.evaluate(f"window.__mme.events[{after}]")
+
+
+def _settle(page, after: int) -> str:
+    """Wait until a result after ``after`` of them is shown and no computation is pending; the state."""
+    page.wait_for_function(f"""(() => {{ const c = document.querySelector('[data-mme-calculator]').calculator;
+        return window.__mme.events.length > {after} && !c.busy && !c.dirty; }})()""", timeout=60_000)
+    return page.get_attribute(RESULTS, "data-state")
+
+
+def _shown(page) -> dict:
+    raw = page.get_attribute(RESULTS, "data-estimate")
+    assert raw, "no estimate shown"
+    return json.loads(raw)
+
+
+def _open(page, url: str) -> str:
+    page.add_init_script(EVENTS)
+    page.goto(url)
+    return _wait(page)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_page_computes_what_the_cli_computes(page, site_url, tmp_path, case):
+    cfg, published = CASES[case]
+    assert _open(page, site_url + "calculator/" + _query(cfg)) == "done"
+    shown = _shown(page)
+    assert page.get_attribute(RESULTS, "data-source") == "python"
+    assert shown == _cli_json(cfg, tmp_path)
+    p = shown["parameters"]
+    assert p["total"] - p["mtp"] == published
+    assert page.locator(".mme-table tbody tr").count() == len(shown["stages"])
+    assert page.locator(".mme-table tr.mme-peak").get_attribute("data-stage") == str(shown["peak"]["stage"])
+
+
+def test_default_preset_is_precomputed_then_computed(page, site_url):
+    page.add_init_script(EVENTS)
+    page.goto(site_url + "calculator/", wait_until="domcontentloaded")
+    # Before Python has started the build-time numbers are shown, marked as such.
+    assert page.get_attribute(RESULTS, "data-state") == "precomputed"
+    assert "Precomputed" in page.inner_text(".mme-badge")
+    expected = estimate(load_preset("llama-3-8b")).to_dict()
+    assert _wait(page) == "done"
+    assert page.get_attribute(RESULTS, "data-source") == "python"
+    assert not page.is_visible(".mme-badge")
+    shown = _shown(page)
+    assert shown == expected
+    assert shown["parameters"]["total"] == 8_030_261_248          # Meta-Llama-3-8B, HF safetensors.total
+
+
+def test_invalid_value_shows_its_error_and_no_number(page, site_url):
+    assert _open(page, site_url + "calculator/") == "done"
+    n = _events(page)
+    page.fill("#mme-model\\.hidden_size", "4096x")
+    assert _wait(page, n) == "error"
+    err = page.locator("#mme-model\\.hidden_size-err")
+    assert err.is_visible() and "must be an integer" in err.inner_text()
+    assert page.get_attribute("#mme-model\\.hidden_size", "aria-invalid") == "true"
+    assert page.get_attribute(RESULTS, "data-estimate") is None
+    assert page.locator(f"{RESULTS} table, {RESULTS} svg").count() == 0
+    assert "GiB" not in page.inner_text(RESULTS)
+    # A cross-field rule: the message shows next to both fields it names.
+    n = _events(page)
+    page.fill("#mme-model\\.hidden_size", "4096")
+    page.fill("#mme-parallelism\\.tensor_model_parallel_size", "3")
+    assert _settle(page, n) == "error"
+    for field in ("model\\.num_attention_heads", "parallelism\\.tensor_model_parallel_size"):
+        assert "divisible by tensor_model_parallel_size (3)" in page.inner_text(f"#mme-{field}-err")
+    # Fixing it brings the numbers back.
+    n = _events(page)
+    page.fill("#mme-parallelism\\.tensor_model_parallel_size", "1")
+    assert _wait(page, n) == "done"
+    fixed = load_preset("llama-3-8b").to_dict()
+    fixed["parallelism"]["tensor_model_parallel_size"] = 1
+    assert _shown(page) == estimate(fixed).to_dict()
+
+
+def test_url_round_trip_restores_the_state(page, site_url, browser):
+    assert _open(page, site_url + "calculator/?preset=mixtral-8x7b") == "done"
+    assert page.input_value("#mme-preset") == "mixtral-8x7b"
+    assert _shown(page)["config"] == load_preset("mixtral-8x7b").to_dict()
+    n = _events(page)
+    page.select_option("#mme-gpu", "H200-141GB")
+    page.fill("#mme-training\\.micro_batch_size", "2")
+    assert _settle(page, n) == "done"
+    page.wait_for_function("location.search.includes('micro_batch_size=2')")
+    url, shown, verdict = page.url, _shown(page), page.inner_text(".mme-verdict")
+    assert "H200-141GB" in verdict
+    context = browser.new_context()
+    try:
+        other = context.new_page()
+        assert _open(other, url) == "done"
+        assert _shown(other) == shown
+        assert other.input_value("#mme-preset") == "mixtral-8x7b"
+        assert other.input_value("#mme-gpu") == "H200-141GB"
+        assert other.input_value("#mme-training\\.micro_batch_size") == "2"
+        assert other.inner_text(".mme-verdict") == verdict
+    finally:
+        context.close()
+
+
+def test_pasted_hf_config_json(page, site_url, reference):
+    text = (reference / "hf-configs" / "Qwen3-8B.json").read_text()
+    assert _open(page, site_url + "calculator/") == "done"
+    n = _events(page)
+    page.click(".mme-import > summary")                            # the import panel starts closed
+    page.fill("#mme-import\\.hf", text)
+    page.click("#mme-import\\.hf ~ button")
+    assert _wait(page, n) == "done"
+    expected = {**load_preset("llama-3-8b").to_dict(), "model": from_hf_config(json.loads(text))}
+    shown = _shown(page)
+    assert shown == estimate(expected).to_dict()
+    assert shown["parameters"]["total"] == 8_190_735_360                # Qwen3-8B, SOURCES.md
+    assert page.input_value("#mme-model\\.kv_channels") == "128"
+    assert page.input_value("#mme-preset") == ""
+
+
+def test_exports_match_the_configuration(page, site_url, tmp_path):
+    assert _open(page, site_url + "calculator/?preset=tiny&parallelism.pipeline_model_parallel_size=4") == "done"
+    page.click(".mme-exports > summary")
+    cli = page.inner_text("pre.mme-export-cli")
+    assert cli.startswith("python -m estimator estimate tiny") and "--pp 4" in cli
+    proc = subprocess.run([sys.executable, "-m", *cli.split()[2:], "--json"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    cli_result = json.loads(proc.stdout)
+    shown = _shown(page)
+    assert cli_result.pop("fit")["gpu"] == "H100-80GB"                   # the page's GPU went along
+    assert {k: v for k, v in cli_result.items() if k != "config"} == {k: v for k, v in shown.items() if k != "config"}
+    (tmp_path / "c.yaml").write_text(page.inner_text("pre.mme-export-yaml"))
+    proc = subprocess.run([sys.executable, "-m", "estimator", "estimate", str(tmp_path / "c.yaml"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["stages"] == shown["stages"]
+    assert "--pipeline-model-parallel-size 4" in page.inner_text("pre.mme-export-megatron")
+
+
+def test_no_request_leaves_the_origin(page, site_url):
+    assert _open(page, site_url + "calculator/") == "done"
+    host = urlparse(site_url).netloc
+    assert page.evaluate("document.querySelector('[data-mme-calculator]').calculator.engine.mode") == "module worker"
+    runtime = [u for u in page.log.requests if "/assets/calculator/runtime/" in u]
+    assert any(u.endswith("pyodide.asm.wasm") for u in runtime)
+    assert all(urlparse(u).netloc == host for u in page.log.requests if urlparse(u).scheme in ("http", "https"))
+
+
+def test_form_is_labelled_and_keyboard_usable(page, site_url):
+    assert _open(page, site_url + "calculator/") == "done"
+    unlabelled = page.evaluate("""[...document.querySelectorAll('.mme-calc input, .mme-calc select, .mme-calc textarea')]
+        .filter((el) => !el.labels.length && !el.getAttribute('aria-label')).map((el) => el.id)""")
+    assert unlabelled == []
+    n = _events(page)
+    page.focus("#mme-training\\.micro_batch_size")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("2")
+    assert _settle(page, n) == "done"
+    assert _shown(page)["config"]["training"]["micro_batch_size"] == 2
+
+
+def test_find_layouts_fills_the_form(page, site_url):
+    from estimator.search import search
+    assert _open(page, site_url + "calculator/") == "done"
+    page.click("button:has-text('Find layouts that fit')")
+    page.wait_for_selector(".mme-layouts li button", timeout=60_000)
+    best = search(load_preset("llama-3-8b").to_dict(), num_gpus=8, gpu="H100-80GB", top=10).layouts[0]
+    assert page.inner_text(".mme-layouts li strong >> nth=0") == best.label
+    n = _events(page)
+    page.click(".mme-layouts li button >> nth=0")
+    assert _settle(page, n) == "done"
+    expected = estimate(best.config).to_dict()
+    assert {k: v for k, v in _shown(page).items() if k != "config"} == {k: v for k, v in expected.items() if k != "config"}
+    assert page.input_value("#mme-parallelism\\.pipeline_model_parallel_size") == str(best.pp)
+    assert page.input_value("#mme-preset") == "llama-3-8b"
+
+
+def test_python_failing_to_start_is_said_plainly(browser, site_url):
+    context = browser.new_context()
+    try:
+        context.route("**/pyodide.asm.wasm", lambda route: route.abort())
+        page = context.new_page()
+        page.goto(site_url + "calculator/")
+        page.wait_for_selector(f"{RESULTS}[data-state=failed]", timeout=60_000)
+        assert "could not be loaded" in page.inner_text(".mme-status")
+        assert page.get_attribute(RESULTS, "data-estimate") is None
+        assert "Python could not start" in page.inner_text(".mme-badge")      # the build-time numbers say so
+    finally:
+        context.close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".wasm": "application/wasm",
+                      ".mjs": "text/javascript", ".js": "text/javascript"}
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def deployed_url(site_dir, tmp_path_factory):
+    """The site served with a sitemap for its address, as when deployed at its site_url: Material's
+    instant navigation only follows links the sitemap lists (host, port and path)."""
+    root = tmp_path_factory.mktemp("deployed")
+    shutil.copytree(site_dir, root / "sub")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/sub/"
+    pages = sorted(p.parent.relative_to(root / "sub").as_posix() for p in (root / "sub").rglob("index.html"))
+    locs = "".join(f"<url><loc>{url}{'' if p == '.' else p + '/'}</loc></url>" for p in pages)
+    (root / "sub" / "sitemap.xml").write_text(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+def test_instant_navigation_reuses_python(browser, deployed_url):
+    context = browser.new_context()
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        assert _open(page, deployed_url + "calculator/") == "done"
+        page.evaluate("window.__mme.marker = 1")                   # survives only without a reload
+        find = ("(away) => [...document.querySelectorAll('a.md-nav__link[href]')]"
+                ".find((a) => a.href.includes('/calculator/') !== away).click()")
+        for _ in range(2):
+            page.evaluate(f"({find})(true)")
+            page.wait_for_function("!document.querySelector('[data-mme-calculator]')")
+            n = _events(page)
+            page.evaluate(f"({find})(false)")
+            assert _wait(page, n) == "done"
+        assert page.evaluate("window.__mme.marker") == 1
+        assert page.locator("[data-mme-calculator]").count() == 1
+        assert page.locator(".mme-section").count() == 5                 # four sections + import, once
+        assert _shown(page) == estimate(load_preset("llama-3-8b")).to_dict()
+    finally:
+        context.close()
+    assert not errors
+
+
+@pytest.fixture(scope="module")
+def offline_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("offline")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.offline.yml",
+                           "--site-dir", str(out)], cwd=ROOT, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        pytest.fail("offline build failed:\n" + proc.stdout[-3000:] + proc.stderr[-3000:])
+    return out
+
+
+def test_file_bundle_computes_without_a_server(browser, offline_dir):
+    context = browser.new_context()
+    errors, requests = [], []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("request", lambda req: requests.append(req.url))
+        assert _open(page, (offline_dir / "calculator.html").as_uri()) == "done"
+        assert page.evaluate("document.querySelector('[data-mme-calculator]').calculator.engine.mode") == "blob worker"
+        assert _shown(page) == estimate(load_preset("llama-3-8b")).to_dict()
+        n = _events(page)
+        page.fill("#mme-parallelism\\.pipeline_model_parallel_size", "2")
+        assert _wait(page, n) == "done"
+        assert len(_shown(page)["stages"]) == 2
+    finally:
+        context.close()
+    assert not errors
+    assert [u for u in requests if urlparse(u).scheme in ("http", "https")] == []
+
+
+def test_file_bundle_without_workers_runs_on_the_page(browser, offline_dir):
+    """Where no worker can be made, Python runs on the page's own thread: slower to type in, same numbers."""
+    context = browser.new_context()
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.add_init_script("window.Worker = function () { throw new Error('workers are disabled'); };")
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        assert _open(page, (offline_dir / "calculator.html").as_uri() + "?preset=tiny") == "done"
+        assert page.evaluate("document.querySelector('[data-mme-calculator]').calculator.engine.mode") == "main thread"
+        assert _shown(page) == estimate(load_preset("tiny")).to_dict()
+    finally:
+        context.close()
+    assert not errors
