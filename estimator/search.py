@@ -376,25 +376,32 @@ def _largest(cands: list, fits) -> tuple[int | None, list]:
     return lo, tried
 
 
+def _largest_training_value(eng, data: dict, field: str, cands: list) -> tuple:
+    """(index of the largest candidate value of ``training.<field>`` that fits, values tried, {value: (config
+    dict, estimate)}) for a fixed layout."""
+    import copy
+    results = {}
+
+    def fits(value):
+        d = copy.deepcopy(data)
+        d.setdefault("training", {})[field] = value
+        est = stage_memory(resolve(load_config(d)))
+        results[value] = (d, est)
+        return est.peak.device_bytes <= eng.usable
+    i, tried = _largest(cands, fits)
+    return i, tried, results
+
+
 def max_micro_batch(config, *, gpu: str | int, headroom: float = 0.05, limit: int = 1024,
                     gpus_per_node: int = 8) -> Answer:
     """The largest micro-batch size with which this layout (a complete configuration) still fits.
 
     With a global batch size only the micro-batch sizes that divide global_batch_size / DP are tried."""
-    import copy
     _positive_ints("limit", limit)
     eng, data, cfg = _fixed_layout(config, gpu, headroom, gpus_per_node)
     dp, gbs = resolve(cfg).dp, cfg.training.global_batch_size
     cands = [b for b in range(1, limit + 1) if gbs is None or gbs % (b * dp) == 0]
-    results = {}
-
-    def fits(b):
-        d = copy.deepcopy(data)
-        d.setdefault("training", {})["micro_batch_size"] = b
-        est = stage_memory(resolve(load_config(d)))
-        results[b] = (d, est)
-        return est.peak.device_bytes <= eng.usable
-    i, tried = _largest(cands, fits)
+    i, tried, results = _largest_training_value(eng, data, "micro_batch_size", cands)
     if i is None:
         return Answer("max_micro_batch", None, None, tuple(tried), "even micro-batch size 1 does not fit "
                       f"{eng.capacity / GIB:.1f} GiB with {eng.headroom:.0%} headroom")
@@ -411,7 +418,6 @@ def max_seq_length(config, *, gpu: str | int, headroom: float = 0.05, multiple: 
 
     Sequence lengths are multiples of ``multiple`` (128 by default) and of what the layout needs (2 x CP,
     and TP x CP with sequence parallelism), up to ``limit`` and the model's max_position_embeddings."""
-    import copy
     eng, data, cfg = _fixed_layout(config, gpu, headroom, gpus_per_node)
     r = resolve(cfg)
     step = math.lcm(2 * r.cp if r.cp > 1 else 1, r.t * r.cp if r.sp else 1,
@@ -419,15 +425,7 @@ def max_seq_length(config, *, gpu: str | int, headroom: float = 0.05, multiple: 
     cap = cfg.model.max_position_embeddings
     upper = min(x for x in (limit and _positive_ints("limit", limit)[0], cap, 2 ** 21) if x)
     cands = [k * step for k in range(1, upper // step + 1)]
-    results = {}
-
-    def fits(s):
-        d = copy.deepcopy(data)
-        d.setdefault("training", {})["seq_length"] = s
-        est = stage_memory(resolve(load_config(d)))
-        results[s] = (d, est)
-        return est.peak.device_bytes <= eng.usable
-    i, tried = _largest(cands, fits)
+    i, tried, results = _largest_training_value(eng, data, "seq_length", cands)
     if i is None:
         return Answer("max_seq_length", None, None, tuple(tried), f"even {step} tokens do not fit "
                       f"{eng.capacity / GIB:.1f} GiB with {eng.headroom:.0%} headroom")
