@@ -400,3 +400,14 @@ def test_file_bundle_without_workers_runs_on_the_page(browser, offline_dir):
     finally:
         context.close()
     assert not errors
+
+
+def test_fit_column_says_what_the_core_says(page, site_url):
+    """Regression: the per-stage fit cell showed "yes" for every verdict string. llama-3-8b on H100-80GB is
+    'tight' (allocated 75.6 GiB fits 79.65 GiB, the 5 % allocator reserve does not: the CLI says so too)."""
+    from estimator import estimate, fit, get_gpu, load_preset
+    expected = [v.verdict for v in fit(estimate(load_preset("llama-3-8b")), get_gpu("H100-80GB"))]
+    _open(page, site_url + "calculator/?preset=llama-3-8b&gpu=H100-80GB")
+    _settle(page, 0)
+    cells = page.eval_on_selector_all(f"{RESULTS} table tbody tr td:last-child", "tds => tds.map(t => t.textContent)")
+    assert cells == [{"fits": "yes", "tight": "tight", "no": "no"}[v] for v in expected] == ["tight"]

@@ -393,7 +393,7 @@
           h("th", { scope: "row" }, String(row.stage), row.peak ? h("span", { class: "mme-peak-tag" }, " peak") : null),
           h("td", {}, row.layers, row.extras ? h("small", {}, h("br"), row.extras) : null),
           v.columns.map((c) => h("td", { "data-col": c.key }, row.cells[c.key])),
-          fit ? h("td", {}, row.fits ? "yes" : "no") : null)))));
+          fit ? h("td", {}, { fits: "yes", tight: "tight", no: "no" }[row.fits] || "") : null)))));
     }
 
     chart(v) {
