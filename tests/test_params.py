@@ -79,7 +79,7 @@ def test_deepseek_v3_mtp_layer():
 
 def test_active_parameters_mixtral():
     """Mixtral-8x7B: 2 of 8 experts active. Each expert is 3*4096*14336 = 176,160,768 parameters, 32 layers:
-    active = 46,702,792,704 - 32 * 6 * 176,160,768 = 12,879,921,408 (Mistral: "12.9B active")."""
+    active = 46,702,792,704 - 32 * 6 * 176,160,768 = 12,879,925,248 (Mistral: "12.9B active")."""
     model, _ = MODELS["Mixtral-8x7B-v0.1"]
     counts = count_parameters_of(load_config(make_config(model)))
     assert counts.active == 46_702_792_704 - 32 * 6 * 176_160_768
