@@ -96,7 +96,7 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             else:
                 attn += scores + expanded
     if cfg.precision.fp8:
-        attn += Tn * 0 + T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+        attn += T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
         attn += B * T * heads * (r.v_dim if r.mla else r.dh)       # output before and after the all-to-all

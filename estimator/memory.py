@@ -18,7 +18,7 @@ it holds that many chunk-micro-batches plus one, capped at m * v.
 
 from __future__ import annotations
 
-from .activations import LayerActivations, layer_activations, stage_extras
+from .activations import layer_activations, stage_extras
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, moe_experts, \
     moe_router, mtp_extra, output_layer, shared_expert
 from .report import Estimate, Peak, StageEstimate
@@ -146,7 +146,7 @@ def _parameter_layout(r: Resolved) -> tuple:
     m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
     # Parameters only the first / last stage holds.
     first_extra = embedding(r).per_rank(t)
-    vocab_weight = (r.Vp // t) * r.h
+    vocab_weight = output_layer(r).per_rank(t)   # one vocabulary-sized weight matrix on one GPU
     last_extra = final_norm(r).per_rank(t) + (vocab_weight if (not r.tied or p > 1) else 0)
     last_lin, last_exp = 0, 0
     if r.mtp:

@@ -453,23 +453,12 @@ def min_gpus(model_or_config, *, gpu: str | int, seq_length: int | None = None,
         res = search(model_or_config, num_gpus=n, gpu=gpu, seq_length=seq_length, **kwargs)
         found[n] = res
         return bool(res.layouts)
-    # Bisection for the smallest count that fits (fits(n) is assumed to hold from some count on).
-    tried, memo = [], {}
-
-    def ok(i):
-        if i not in memo:
-            memo[i] = fits(cands[i])
-            tried.append((cands[i], memo[i]))
-        return memo[i]
-    if not ok(len(cands) - 1):
-        return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {cands[-1]} GPUs")
-    lo, hi = -1, len(cands) - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    while hi > 0 and ok(hi - 1):                  # guard against a non-monotone step
-        hi -= 1
-    n = cands[hi]
+    # The smallest count that fits is the largest fitting one in descending order.
+    desc = cands[::-1]
+    i, tried = _largest(desc, fits)
+    if i is None:
+        return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {desc[0]} GPUs")
+    n = desc[i]
     res = found[n]
-    below = f"; on {cands[hi - 1]} nothing fits" if hi > 0 else ""
+    below = f"; on {desc[i + 1]} nothing fits" if i + 1 < len(desc) else ""
     return Answer("min_gpus", n, res.best, tuple(tried), f"{n} GPUs: best layout {res.best.label}{below}")
