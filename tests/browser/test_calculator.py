@@ -9,14 +9,11 @@ The ``page`` fixture fails a test on any console error and on any request that l
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from urllib.parse import urlencode, urlparse
 
@@ -302,29 +299,16 @@ def test_python_failing_to_start_is_said_plainly(browser, site_url):
         context.close()
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".wasm": "application/wasm",
-                      ".mjs": "text/javascript", ".js": "text/javascript"}
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
-def deployed_url(site_dir, tmp_path_factory):
+def deployed_url(site_dir):
     """The site served with a sitemap for its address, as when deployed at its site_url: Material's
     instant navigation only follows links the sitemap lists (host, port and path)."""
-    root = tmp_path_factory.mktemp("deployed")
-    shutil.copytree(site_dir, root / "sub")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/sub/"
-    pages = sorted(p.parent.relative_to(root / "sub").as_posix() for p in (root / "sub").rglob("index.html"))
-    locs = "".join(f"<url><loc>{url}{'' if p == '.' else p + '/'}</loc></url>" for p in pages)
-    (root / "sub" / "sitemap.xml").write_text(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+    from benchmarks.calculator import serve
+    url, server, www = serve(site_dir)
     yield url
     server.shutdown()
     server.server_close()
+    shutil.rmtree(www, ignore_errors=True)
 
 
 def test_instant_navigation_reuses_python(browser, deployed_url):
