@@ -2,12 +2,14 @@
 
 Sub-commands:
 
-- ``estimate CONFIG|PRESET`` (or ``--hf PATH``, ``--megatron-args "..."``): the memory of every pipeline
+- ``estimate CONFIG|PRESET`` (or ``--hf PATH|HF_ID``, ``--megatron-args "..."``): the memory of every pipeline
   stage as a table in GiB, ``--json`` (``Estimate.to_dict()``), ``--format yaml`` (the configuration after
   the overrides) or ``--formula NAME`` (the "Theoretical memory footprints" line); ``--gpu``/``--gpu-memory``
   add a fit verdict per stage, ``--fail-if-oom`` turns a misfit into exit code 1;
-- ``from-hf PATH``: the same for a Hugging Face ``config.json`` (the seeds' ``estimate_from_hf.py``);
-- ``presets``: the presets with their parameter counts; ``gpus``: the GPU catalog;
+- ``from-hf PATH|HF_ID``: the same for a Hugging Face ``config.json`` (the seeds' ``estimate_from_hf.py``);
+  a Hub id (``meta-llama/Llama-3.1-70B``) is taken from the offline model catalog, never downloaded;
+- ``presets``: the presets with their parameter counts; ``gpus``: the GPU catalog; ``catalog``: the model
+  catalog's Hub ids, with exact parameter counts or the reason a model is not supported yet;
 - ``megatron-args CONFIG|PRESET``: the ``pretrain_gpt.py`` flags of a configuration;
 - ``search``: parallel layouts that fit (registered by :mod:`estimator.cli_search`).
 
@@ -179,7 +181,7 @@ def _source_data(ns) -> tuple[dict, str]:
         data = {**data, "model": from_hf_config(ns.hf)}
         label = f"{ns.hf}" + (f" with the setup of {label}" if label else "")
     if not data:
-        raise CLIError("give a configuration file or preset name, --hf PATH or --megatron-args \"...\" "
+        raise CLIError("give a configuration file or preset name, --hf PATH|HF_ID or --megatron-args \"...\" "
                        "(see --help; `python -m estimator presets` lists the presets)")
     return data, label
 
@@ -368,6 +370,31 @@ def cmd_presets(ns) -> int:
     return 0
 
 
+def cmd_catalog(ns) -> int:
+    from .catalog import listing
+    rows = listing()
+    if ns.family:
+        q = ns.family.lower()
+        rows = [r for r in rows if q in r["family"].lower() or q in r["hf_id"].lower()]
+    if ns.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    w = max([len(r["hf_id"]) for r in rows] + [5])
+    print(f"{'Hub id'.ljust(w)}  {'parameters':>17}  {'published':>17}  family / status")
+    for r in rows:
+        pub = r["published"]["text"] if r["published"] else ""
+        if r["supported"]:
+            total = f"{r['parameters']['total']:,}"
+            print(f"{r['hf_id'].ljust(w)}  {total:>17}  {pub:>17}  {r['family']}")
+        else:
+            print(f"{r['hf_id'].ljust(w)}  {'-':>17}  {pub:>17}  {r['family']}: not supported yet, "
+                  f"{r['reason']}")
+    n = sum(r["supported"] for r in rows)
+    print(f"\n{len(rows)} models, {n} supported. Parameters exact, vocabulary unpadded; published figures as "
+          "their sources give them (`--json` has the sources).")
+    return 0
+
+
 def cmd_gpus(ns) -> int:
     from .gpus import GPUS
     w = max(map(len, GPUS))
@@ -401,8 +428,9 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
         p.add_argument("source", nargs="?", metavar="CONFIG|PRESET",
                        help="a YAML/JSON configuration file or a preset name (see `presets`)")
         inp = p.add_argument_group("other inputs")
-        inp.add_argument("--hf", metavar="PATH", help="take the model from a Hugging Face config.json (or the "
-                         "directory holding it); with CONFIG|PRESET, replaces its model section")
+        inp.add_argument("--hf", metavar="PATH|HF_ID", help="take the model from a Hugging Face config.json (or "
+                         "the directory holding it), or from the model catalog by Hub id (see `catalog`; nothing "
+                         "is downloaded); with CONFIG|PRESET, replaces its model section")
         inp.add_argument("--megatron-args", metavar="ARGS", help="the flags of a pretrain_gpt.py launch, quoted")
         inp.add_argument("--megatron-args-file", metavar="FILE", help="a launch script holding those flags")
     out = p.add_argument_group("output")
@@ -434,23 +462,25 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  python -m estimator estimate llama-3-8b --gpu H100-80GB\n"
                "  python -m estimator estimate config.yaml --tp 4 --pp 2 --recompute selective --json\n"
                "  python -m estimator from-hf path/to/config.json --tp 8 --num-gpus 64 --seq-length 8192\n"
+               "  python -m estimator from-hf meta-llama/Llama-3.1-70B --tp 8 --pp 4 --num-gpus 64\n"
                "  python -m estimator megatron-args deepseek-v3")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("estimate", help="memory of every pipeline stage of a configuration",
-                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH | --megatron-args ARGS] [overrides] [options]",
+                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID | --megatron-args ARGS] [overrides] [options]",
                        description="Estimate the memory of every pipeline stage. Override any configuration "
                        "field with its flag (listed below by section); sizes are in GiB (2^30 bytes).")
     _add_estimate_options(p, source=True)
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("from-hf", help="estimate a Hugging Face config.json with a parallel layout",
-                       usage="%(prog)s PATH --num-gpus N [--tp N --pp N --ep N ...] [overrides] [options]",
+                       usage="%(prog)s PATH|HF_ID --num-gpus N [--tp N --pp N --ep N ...] [overrides] [options]",
                        description="Estimate a model from its Hugging Face config.json (or the directory "
-                       "holding it): give the layout with --tp --pp --ep ... and --num-gpus. Nothing is "
-                       "downloaded.")
-    p.add_argument("hf", metavar="PATH", help="config.json or a model directory holding one")
+                       "holding it), or from a Hub id of the model catalog (`catalog` lists them): give the "
+                       "layout with --tp --pp --ep ... and --num-gpus. Nothing is downloaded.")
+    p.add_argument("hf", metavar="PATH|HF_ID", help="config.json, a model directory holding one, or a Hub id "
+                   "of the model catalog")
     _add_estimate_options(p, source=False)
     p.set_defaults(func=cmd_estimate, source=None, megatron_args=None, megatron_args_file=None)
 
@@ -459,16 +489,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.set_defaults(func=cmd_presets)
 
+    p = sub.add_parser("catalog", help="list the model catalog's Hugging Face ids",
+                       description="The model catalog: Hugging Face config.json files of popular open models, "
+                       "usable by Hub id with --hf and from-hf. Each model shows its exact parameter count "
+                       "beside the published figure, or why it is not supported yet.")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.add_argument("--family", metavar="TEXT", help="only models whose family or id contains TEXT")
+    p.set_defaults(func=cmd_catalog)
+
     p = sub.add_parser("gpus", help="list the GPUs known to --gpu", description="The GPU catalog: capacity "
                        "as the driver reports it, and where that figure comes from.")
     p.set_defaults(func=cmd_gpus)
 
     p = sub.add_parser("megatron-args", help="print the pretrain_gpt.py flags of a configuration",
-                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH] [overrides] [--oneline]",
+                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID] [overrides] [--oneline]",
                        description="Print the Megatron-LM pretrain_gpt.py flags of a configuration, ready to "
                        "paste into a launch script (the world size is torchrun's, not a flag).")
     p.add_argument("source", nargs="?", metavar="CONFIG|PRESET", help="a configuration file or a preset name")
-    p.add_argument("--hf", metavar="PATH", help="take the model from a Hugging Face config.json")
+    p.add_argument("--hf", metavar="PATH|HF_ID", help="take the model from a Hugging Face config.json or a "
+                   "catalog Hub id")
     p.add_argument("--oneline", action="store_true", help="print the flags on one line")
     add_override_flags(p)
     p.set_defaults(func=cmd_megatron_args, megatron_args=None, megatron_args_file=None)

@@ -48,7 +48,8 @@ loss coefficients and scoring, checkpoint quantization) are accepted and dropped
 import with :class:`~estimator.errors.UnsupportedError` naming it: a count is never silently wrong.
 gpt-oss is refused for the same reason (attention sinks and expert biases have no field here).
 
-Nothing is downloaded: a Hub model id is rejected with a message asking for a local ``config.json``.
+Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
+catalog (:mod:`estimator.hf_catalog`); an id not in it is an error naming the closest ids.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def _supported_list() -> str:
 
 
 def read_hf_config(source) -> dict:
-    """The parsed ``config.json`` of a file, a model directory or a dict (returned as is)."""
+    """The parsed ``config.json`` of a file, a model directory, a catalog Hub id or a dict (returned as is)."""
     if isinstance(source, dict):
         return source
     if not isinstance(source, (str, os.PathLike)):
@@ -143,10 +144,8 @@ def read_hf_config(source) -> dict:
     if not path.exists():
         text = os.fspath(source)
         if _HUB_ID.match(text) and not text.endswith(".json"):
-            raise ConfigError(Problem("hf", text, f"'{text}' looks like a Hugging Face Hub model id, and this "
-                                      "tool never downloads anything (no network at run time): download the "
-                                      "model's config.json and pass its local path (or the directory holding "
-                                      "it)"))
+            from .hf_catalog import get         # a Hub id: the offline catalog's copy, never a download
+            return get(text).config()
         raise ConfigError(Problem("hf", text, f"file not found: {text}"))
     if path.is_dir():
         path = path / "config.json"
@@ -209,11 +208,11 @@ class _Reader:
 
 
 def from_hf_config(source, *, strict: bool = True) -> dict:
-    """The ``model:`` section for a Hugging Face ``config.json`` (path, model directory or dict).
+    """The ``model:`` section for a Hugging Face ``config.json`` (path, model directory, catalog Hub id or dict).
 
     Raises :class:`UnsupportedError` for an unknown architecture, for gpt-oss, for a value with no exact
     Megatron-Core equivalent, and (with ``strict``) for any key not known to be harmless; raises
-    :class:`ConfigError` for a missing file, a Hub id, invalid JSON or a missing required key.
+    :class:`ConfigError` for a missing file, a Hub id not in the catalog, invalid JSON or a missing required key.
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)

@@ -15,7 +15,9 @@ null meaning null. Requests, ``{"op": ...}``:
   (``exports``, the configuration as YAML, CLI command and Megatron arguments, only when asked for);
 - ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``;
 - ``search`` ``{state, top}`` -> ``{layouts, summary}`` or ``{errors}``;
-- ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration.
+- ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration;
+- ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
+  and family; ``import`` with ``kind: hf`` takes a catalog Hub id as ``text`` as well as a config.json.
 
 Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.errors.Problem`.
 Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments, search) are lazy, so
@@ -340,14 +342,20 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             cfg = data
         elif kind == "hf":
             from .hf import from_hf_config
-            try:
-                hf = json.loads(text)
-            except json.JSONDecodeError as exc:
-                return _error("import.hf", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")
+            hub_id = text.strip() if text.strip() and not text.lstrip().startswith("{") else None
+            if hub_id:                          # a catalog Hub id, e.g. meta-llama/Llama-3.1-70B
+                from .hf_catalog import get
+                hf = get(hub_id).config()
+            else:
+                try:
+                    hf = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    return _error("import.hf", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")
             if not isinstance(hf, dict):
                 return _error("import.hf", None, "a config.json holds a JSON object")
             cfg = {**current, "model": from_hf_config(hf)}
-            notes.append("Model section from config.json; parallelism, training and precision kept.")
+            notes.append(f"Model section from {'the catalog config.json of ' + hub_id if hub_id else 'config.json'};"
+                         " parallelism, training and precision kept.")
         elif kind == "megatron":
             from .megatron_args import parse_megatron_args
             world = (current.get("training") or {}).get("world_size")
@@ -444,8 +452,11 @@ def handle(request: str) -> str:
             res = find_layouts(state, int(req.get("top") or 10))
         elif op == "layout":
             res = {"state": layout_state(state, req.get("config") or {})}
+        elif op == "catalog":
+            from .catalog import listing
+            res = {"models": listing()}
         else:
-            res = _error("op", op, "unknown request; allowed: compute, import, search, layout")
+            res = _error("op", op, "unknown request; allowed: compute, import, search, layout, catalog")
     except Exception as exc:    # the page shows it instead of hanging
         res = _error("internal", None, f"{type(exc).__name__}: {exc}")
     return json.dumps(res, separators=(",", ":"))

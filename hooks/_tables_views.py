@@ -10,6 +10,7 @@ Markers (arguments; body):
 - ``config-reference``, ``cli-reference``, ``api-reference modules=a,b``: references generated from the
   schema, the CLI parser and the public API (``_tables_reference``);
 - ``preset-index``, ``preset-page name=``: the model pages (``_tables_presets``);
+- ``catalog-page``: the model catalog (``estimator.catalog.listing``), the whole generated models/catalog.md;
 - ``example id= preset= gpu= [claim=] [title=]`` with a YAML body: a preset with its parallelism section
   replaced and other fields set, every stage, a chart and the fit on one GPU;
 - ``compare id= preset= [gpu=]`` with a YAML body ``base:`` and ``rows:``: variants side by side;
@@ -128,6 +129,21 @@ def _preset_index() -> str:
 @marker("preset-page", required=("name",))
 def _preset_page(name: str) -> str:
     return render_template("preset.md.j2", **presets.page(name))
+
+
+# --- the model catalog ---------------------------------------------------------------------------
+
+CATALOG_KINDS = {"safetensors": "Hugging Face API (safetensors)", "keras-hub": "KerasHub preset",
+                 "model-card": "model card (README)"}
+
+
+@marker("catalog-page")
+def _catalog_page() -> str:
+    from estimator.catalog import listing
+    rows = listing()
+    return render_template("catalog.md.j2", total=len(rows), families=len({r["family"] for r in rows}),
+                           supported=[r for r in rows if r["supported"]],
+                           refused=[r for r in rows if not r["supported"]], kinds=CATALOG_KINDS)
 
 
 # --- examples in the guides ----------------------------------------------------------------------

@@ -15,8 +15,9 @@ YAML body. Each marker has a view in ``_tables_views`` that calls the estimator 
 of a Jinja2 template in ``templates/``. An unknown marker, an unknown argument, a configuration the
 estimator rejects or a leftover ``estimator:`` comment fails the build.
 
-Besides the markers, :func:`on_files` adds one generated page per preset (``models/<name>.md``) and
-:func:`on_config` lists them in the navigation under the ``models/index.md`` entry.
+Besides the markers, :func:`on_files` adds one generated page per preset (``models/<name>.md``) and the
+model catalog (``models/catalog.md``), and :func:`on_config` lists them in the navigation under the
+``models/index.md`` entry.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ MARKER = re.compile(r"<!--\s*estimator:(?P<name>[A-Za-z0-9_-]*)(?P<args>[^\n]*?)
 ARG = re.compile(r'\s*([a-z_]+)=("[^"]*"|\S+)')
 LEFTOVER = re.compile(r"<!--\s*estimator\b|\{\{\s*estimator")
 MODELS_INDEX = "models/index.md"
+CATALOG = "models/catalog.md"
 log = logging.getLogger("mkdocs.hooks.tables")
 _stats = {"markers": 0, "seconds": 0.0}
 
@@ -86,8 +88,8 @@ def render_markers(markdown: str, page: str) -> str:
 
 
 def on_config(config):
-    """List the generated preset pages in the navigation, under the entry of models/index.md."""
-    pages = [{title: f"models/{name}.md"} for name, title in views.preset_titles()]
+    """List the catalog and the generated preset pages in the navigation, under the entry of models/index.md."""
+    pages = [{"Model catalog": CATALOG}] + [{title: f"models/{name}.md"} for name, title in views.preset_titles()]
 
     def expand(items):
         out = []
@@ -106,12 +108,12 @@ def on_config(config):
 
 
 def on_files(files, config):
-    """Add one page per preset: its whole content is a preset-page marker, rendered like any other."""
-    for name, _ in views.preset_titles():
-        uri = f"models/{name}.md"
+    """Add one page per preset and the catalog page: each is one marker, rendered like any other."""
+    generated = [(f"models/{name}.md", f"preset-page name={name}") for name, _ in views.preset_titles()]
+    for uri, marker in generated + [(CATALOG, "catalog-page")]:
         if files.get_file_from_path(uri) is not None:
-            raise PluginError(f"docs/{uri} exists, but preset pages are generated: remove the file")
-        files.append(File.generated(config, uri, content=f"<!-- estimator:preset-page name={name} -->\n"))
+            raise PluginError(f"docs/{uri} exists, but it is a generated page: remove the file")
+        files.append(File.generated(config, uri, content=f"<!-- estimator:{marker} -->\n"))
     return files
 
 

@@ -238,6 +238,28 @@ def test_parallelism_guide_computes_the_three_examples(site):
     assert "~30 GB/GPU" in html          # the claim is quoted, next to the computed figure
 
 
+def test_catalog_page_lists_every_model_with_the_estimators_count(site):
+    """Each supported model's exact count as estimator.catalog computes it, beside the published figure;
+    each refused model with the reason the import gives."""
+    from estimator import catalog
+    html = page(site, "models/catalog")
+    tables = Tables(html)
+    (ok,), (refused,) = tables.find("catalog"), tables.find("catalog-refused")
+    rows = {r["attrs"]["data-hf-id"]: keyed(r) for t in (ok, refused) for r in t["rows"] if "data-hf-id" in r["attrs"]}
+    listing = catalog.listing()
+    assert set(rows) == {r["hf_id"] for r in listing}
+    for r in listing:
+        cells = rows[r["hf_id"]]
+        if r["supported"]:
+            assert cells["total"] == f"{r['parameters']['total']:,}" and cells["active"] == f"{r['parameters']['active']:,}"
+            if r["published"]:
+                assert cells["published"].startswith(r["published"]["text"]) and cells["agrees"] == "✓"
+        else:
+            assert cells["reason"] == r["reason"]
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="models/catalog/"' in home      # listed in the navigation
+
+
 def test_validation_page_lists_every_case(site):
     tables = Tables(page(site, "validation"))
     (table,) = tables.find("validation")
