@@ -32,8 +32,9 @@ from .megatron_catalog import ARGUMENTS, REVISION
 from .megatron_flag_classes import classify
 from .resolve import resolve
 from .schema import field_specs
+from .states import grad_reduce_in_fp32
 
-__all__ = ["MegatronImport", "RefusedFlagsError", "parse_megatron_args", "pattern_expression", "read_megatron_args",
+__all__ = ["MegatronImport", "RefusedFlagsError", "grouped_no_effect", "parse_megatron_args", "pattern_expression", "read_megatron_args",
            "to_megatron_args"]
 
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
@@ -328,8 +329,8 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     if "add_position_embedding" in raw and m["position_embedding_type"] != "rope":
         raise ConfigError(Problem("--no-position-embedding", None, "Megatron-LM accepts --no-position-embedding "
                                   "only with --position-embedding-type rope"))
-    if "group_query_attention" in raw and "num_query_groups" in raw:
-        m["num_query_groups"] = _int("--num-query-groups", raw["num_query_groups"])
+    if "group_query_attention" in raw:   # Megatron-LM's --num-query-groups defaults to 1 (multi-query)
+        m["num_query_groups"] = _int("--num-query-groups", raw["num_query_groups"]) if "num_query_groups" in raw else 1
     elif "num_query_groups" in raw:
         notes.append("--num-query-groups: Megatron-LM ignores it without --group-query-attention")
     if "moe_layer_freq" in raw:
@@ -418,13 +419,27 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         if fmt not in ("e4m3", "hybrid"):
             raise ConfigError(Problem("--fp8-format", fmt, "must be e4m3 or hybrid"))
         pr["fp8"] = True
-    if "grad_reduce_in_bf16" in raw:
+    if "grad_reduce_in_bf16" in raw and pr["params_dtype"] == "bf16":
         pr["accumulate_allreduce_grads_in_fp32"] = False
+    elif "grad_reduce_in_bf16" in raw:
+        notes.append("--grad-reduce-in-bf16: Megatron-LM reads it only with --bf16")
+    if pr["params_dtype"] == "bf16" and pr.get("accumulate_allreduce_grads_in_fp32") and \
+            pr.get("main_grads_dtype", "fp32") != "fp32":
+        raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
+                                  "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
 
 
 #: Context-parallel communication types as Transformer Engine spells them -> the schema's names.
 _CP_TYPES = {"all_gather": "allgather"}
+
+
+def grouped_no_effect(no_effect) -> list[tuple[list[str], str]]:
+    """(flags, reason) for each reason of a :attr:`MegatronImport.no_effect` list, in order of appearance."""
+    groups: dict[str, list[str]] = {}
+    for flag, why in no_effect:
+        groups.setdefault(why, []).append(flag)
+    return [(flags, why) for why, flags in groups.items()]
 
 
 def parse_megatron_args(args, *, world_size: int | None = None) -> tuple[dict, list[str]]:
@@ -477,9 +492,12 @@ def to_megatron_args(config) -> list[str]:
         add("--swiglu")
     elif m.activation_func == "squared_relu" and not m.gated_linear_unit:
         add("--squared-relu")
+    elif m.activation_func == "quick_gelu" and m.gated_linear_unit:
+        add("--quick-geglu")
     elif not (m.activation_func == "gelu" and not m.gated_linear_unit):
         raise UnsupportedError(f"model.activation_func {m.activation_func} (gated: {m.gated_linear_unit}) has no "
-                               "pretrain_gpt.py flag; Megatron-LM offers gelu (default), --swiglu and --squared-relu")
+                               "pretrain_gpt.py flag; Megatron-LM offers gelu (default), --swiglu, --squared-relu "
+                               "and --quick-geglu")
     if not m.add_bias_linear:
         add("--disable-bias-linear")
     for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
@@ -526,7 +544,7 @@ def to_megatron_args(config) -> list[str]:
             add(_flag(name), getattr(par, name))
     if r.cp > 1:
         add("--context-parallel-size", r.cp)
-        add("--cp-comm-type", par.cp_comm_type)
+        add("--cp-comm-type", {v: k for k, v in _CP_TYPES.items()}.get(par.cp_comm_type, par.cp_comm_type))
     if m.num_experts is not None:
         add("--expert-model-parallel-size", r.ep)
         add("--expert-tensor-parallel-size", r.etp)
@@ -566,11 +584,19 @@ def to_megatron_args(config) -> list[str]:
         add("--fp8-recipe", pr.fp8_recipe or "delayed")
         if pr.fp8_param_gather:
             add("--fp8-param-gather")
-    if pr.accumulate_allreduce_grads_in_fp32 is False and pr.params_dtype == "bf16":
+    fp32_grads = grad_reduce_in_fp32(pr)
+    if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
+        raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "
+                               "Megatron-LM refuses --accumulate-allreduce-grads-in-fp32 with --main-grads-dtype "
+                               "bf16 (Megatron-Bridge sets them independently)")
+    if pr.params_dtype == "bf16" and not fp32_grads:
         add("--grad-reduce-in-bf16")
-    elif pr.accumulate_allreduce_grads_in_fp32 and pr.params_dtype != "bf16":
+    elif pr.params_dtype == "fp16" and fp32_grads:
         add("--accumulate-allreduce-grads-in-fp32")
     if pr.use_precision_aware_optimizer:
+        if not pr.store_param_remainders and pr.params_dtype == "bf16" and pr.main_params_dtype == "fp32":
+            raise UnsupportedError("precision.store_param_remainders false has no pretrain_gpt.py flag (Megatron-"
+                                   "LM always uses Megatron-Core's default, true)")
         add("--use-precision-aware-optimizer")
         for name in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
             add(_flag(name), getattr(pr, name))

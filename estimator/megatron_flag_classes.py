@@ -44,8 +44,8 @@ def classify(dest: str) -> tuple[str, str] | None:
 _M = MODELLED
 _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels num_query_groups "
      "group_query_attention vocab_size make_vocab_size_divisible_by max_position_embeddings "
-     "position_embedding_type use_rotary_position_embeddings add_position_embedding normalization "
-     "qk_layernorm add_bias_linear add_qkv_bias untie_embeddings_and_output_weights swiglu squared_relu "
+     "position_embedding_type use_rotary_position_embeddings normalization "
+     "qk_layernorm add_bias_linear add_qkv_bias untie_embeddings_and_output_weights swiglu "
      "quick_geglu hidden_dropout attention_dropout multi_latent_attention q_lora_rank kv_lora_rank qk_head_dim "
      "qk_pos_emb_head_dim v_head_dim mtp_num_layers num_experts moe_layer_freq moe_router_topk "
      "moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_shared_expert_gate "
@@ -53,7 +53,6 @@ _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels
      "the model's shape: parameters and activations")
 _put(_M, "tokenizer_type", "NullTokenizer adds its end-of-document token to the vocabulary")
 _put(_M, "padded_vocab_size", "the padded vocabulary, used as given")
-_put(_M, "moe_token_dispatcher_type moe_enable_deepep", "the token dispatcher (deepep: the flex dispatcher)")
 _put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
      "expert_model_parallel_size expert_tensor_parallel_size sequence_parallel cp_comm_type "
      "num_layers_per_virtual_pipeline_stage num_virtual_stages_per_pipeline_rank "
@@ -63,11 +62,10 @@ _put(_M, "micro_batch_size global_batch_size seq_length encoder_seq_length",
      "batch and sequence: activations and micro-batches in flight")
 _put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_modules recompute_activations "
      "moe_layer_recompute", "activation recomputation (--moe-layer-recompute: selective recompute of moe)")
-_put(_M, "attention_backend use_flash_attn", "attention kernel: unfused attention keeps the s x s scores")
+_put(_M, "attention_backend", "attention kernel: unfused attention keeps the s x s scores")
 _put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits copies the loss keeps")
 _put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
-_put(_M, "optimizer", "Adam's two moments per parameter (other optimizers are refused)")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
 _put(_M, "accumulate_allreduce_grads_in_fp32 grad_reduce_in_bf16", "the dtype of the gradient buffer")
 _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_avg_dtype exp_avg_sq_dtype",
@@ -75,6 +73,12 @@ _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_a
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
+_put(_N, "optimizer", "Adam, the default, is what is modelled; any other optimizer is refused")
+_put(_N, "moe_token_dispatcher_type", "allgather and alltoall keep the same routed rows (allgather's gathered "
+     "tokens live only during the forward pass); flex is refused")
+_put(_N, "add_position_embedding", "deprecated; accepted only with rope positions, which have no parameters")
+_put(_N, "squared_relu", "an ungated activation keeps the same tensors as GeLU")
+_put(_N, "use_flash_attn", "flash attention, which the default backend (auto) already picks")
 _put(_N, "layernorm_epsilon layernorm_zero_centered_gamma rotary_base rotary_percent rotary_interleaved "
      "rotary_seq_len_interpolation_factor use_rope_scaling rope_scaling_factor no_rope_freq rope_type "
      "yarn_original_max_position_embeddings yarn_beta_fast yarn_beta_slow yarn_correction_range_round_to_int "
@@ -109,8 +113,8 @@ _put(_N, "moe_flex_dispatcher_num_sms moe_deepep_num_sms moe_hybridep_num_sms mo
      "moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
      "streaming multiprocessors given to the dispatcher kernels")
 _put(_N, "moe_permute_fusion_into_hybridep moe_hybridep_pad_uneven_dispatch_inputs moe_ncclep_zero_copy "
-     "moe_dispatch_fwd_dtype moe_combine_bwd_dtype",
-     "only with the hybridep/ncclep dispatcher backends, which are refused")
+     "moe_dispatch_fwd_dtype moe_combine_bwd_dtype moe_flex_dispatcher_backend",
+     "only with the flex dispatcher, which is refused")
 _put(_N, "mtp_loss_scaling_factor mtp_detach_heads calculate_per_token_loss",
      "loss weighting and gradient flow only")
 _put(_N, "tp_comm_bulk_wgrad tp_comm_bulk_dgrad tp_comm_overlap_ag tp_comm_overlap_rs tp_comm_overlap_rs_dgrad "
@@ -333,7 +337,7 @@ _put(_R, "experimental_attention_variant linear_attention_freq", "linear / spars
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
 _put(_R, "moe_latent_size", "latent MoE projections are not modelled")
 _put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts is not modelled")
-_put(_R, "moe_flex_dispatcher_backend", "the hybridep/ncclep dispatcher buffers are not modelled (deepep is)")
+_put(_R, "moe_enable_deepep", "the flex dispatcher's DeepEP communication buffers are not modelled")
 _put(_R, "moe_router_dtype", "fp32/fp64 routing probabilities and combine are not modelled")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
 _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
