@@ -34,7 +34,7 @@ from .resolve import resolve
 from .schema import field_specs
 from .states import grad_reduce_in_fp32
 
-__all__ = ["MegatronImport", "RefusedFlagsError", "grouped_no_effect", "parse_megatron_args", "pattern_expression", "read_megatron_args",
+__all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "grouped_no_effect", "parse_megatron_args", "pattern_expression", "read_megatron_args",
            "to_megatron_args"]
 
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
@@ -59,7 +59,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
 
 #: Values of accepted arguments that change memory in ways not modelled: dest -> (allowed values, reason).
-_REFUSED_VALUES = {
+REFUSED_VALUES = {
     "optimizer": (("adam",), "the optimizer states are modelled for Adam only"),
     "moe_token_dispatcher_type": (("allgather", "alltoall"), "the flex dispatcher's DeepEP/HybridEP "
                                   "communication buffers are not modelled"),
@@ -287,7 +287,7 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         _check_arity(flag, dest, values)
         text = " ".join([flag, *values])
         kind, why = classify(dest) or ("refused", "not classified")
-        allowed = _REFUSED_VALUES.get(dest)
+        allowed = REFUSED_VALUES.get(dest)
         if allowed and values and values[0] not in allowed[0]:
             refused.append((text, allowed[1]))
             continue

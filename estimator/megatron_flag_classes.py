@@ -18,7 +18,7 @@ Megatron-LM revision cannot slip an unclassified flag through. Read with Megatro
 
 from __future__ import annotations
 
-__all__ = ["MODELLED", "NO_EFFECT", "REFUSED", "classify"]
+__all__ = ["MODELLED", "NO_EFFECT", "REFUSED", "classify", "rows"]
 
 MODELLED: dict[str, str] = {}
 NO_EFFECT: dict[str, str] = {}
@@ -38,6 +38,16 @@ def classify(dest: str) -> tuple[str, str] | None:
         if dest in table:
             return kind, table[dest]
     return None
+
+
+def rows() -> list[dict]:
+    """Every catalogued argument as ``{kind, dest, flags, reason}``, in the catalogue's order (for the docs)."""
+    from .megatron_catalog import ARGUMENTS
+    out = []
+    for dest, (flags, _, _) in ARGUMENTS.items():
+        kind, reason = classify(dest) or ("unclassified", "")
+        out.append({"kind": kind, "dest": dest, "flags": list(flags), "reason": reason})
+    return out
 
 
 # --------------------------------------------------------------------------------------- modelled

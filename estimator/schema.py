@@ -236,10 +236,12 @@ class TrainingConfig:
     gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
                                             "main_grad buffer.", type="bool",
                                             flag="--gradient-accumulation-fusion")
-    overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass.",
-                                   type="bool", flag="--overlap-grad-reduce")
-    overlap_param_gather: bool = _f(False, "Overlap the parameter all-gather with the forward pass.",
-                                    type="bool", flag="--overlap-param-gather")
+    overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass. No effect "
+                                   "on memory (it works in the existing buffers); the layout search counts it "
+                                   "in the step time.", type="bool", flag="--overlap-grad-reduce")
+    overlap_param_gather: bool = _f(False, "Overlap the parameter all-gather with the forward pass. No effect "
+                                    "on memory (it works in the existing buffers).", type="bool",
+                                    flag="--overlap-param-gather")
 
 
 @dataclass(frozen=True)
