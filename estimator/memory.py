@@ -351,7 +351,11 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
-    if pr.fp8:
+    if pr.fp8 and pr.fp8_param_gather:
+        out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe) with fp8_param_gather: linear-layer weights are held "
+                   "in FP8 (1 B) with a transposed FP8 copy (1 B); embedding, output layer, norms and router stay "
+                   f"in {pr.params_dtype}; linear-layer inputs are saved in 1 byte.")
+    elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
     out.append(f"Transient buffers include {CUBLAS_WORKSPACE_BYTES // MIB} MiB of cuBLAS workspaces (Transformer Engine "
