@@ -108,7 +108,7 @@ _put(_N, "masked_softmax_fusion bias_gelu_fusion bias_swiglu_fusion bias_dropout
      "use_fused_weighted_squared_relu moe_permute_fusion moe_router_fusion mla_down_proj_fusion "
      "moe_grouped_gemm use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
      "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
-     "moe_mlp_glu_interleave_size moe_apply_probs_on_input disable_jit_fuser deterministic_mode "
+     "moe_mlp_glu_interleave_size disable_jit_fuser deterministic_mode "
      "disable_bf16_reduced_precision_matmul flash_attention_version batch_invariant_mode "
      "batch_invariant_backend clone_scatter_output_in_embedding",
      "kernel choice or fusion: the same tensors are kept for the backward pass")
@@ -133,7 +133,7 @@ _put(_N, "tp_comm_bulk_wgrad tp_comm_bulk_dgrad tp_comm_overlap_ag tp_comm_overl
 _put(_N, "overlap_grad_reduce overlap_param_gather overlap_param_gather_with_optimizer_step align_grad_reduce "
      "align_param_gather ddp_num_buckets ddp_bucket_size ddp_pad_buckets_for_high_nccl_busbw "
      "ddp_average_in_collective gradient_reduce_div_fusion overlap_p2p_comm overlap_p2p_comm_warmup_flush "
-     "use_ring_exchange_p2p pipeline_model_parallel_comm_backend create_all_gather_group",
+     "use_ring_exchange_p2p pipeline_model_parallel_comm_backend",
      "communication scheduling in the existing gradient and parameter buffers")
 _put(_N, "distributed_backend distributed_timeout_minutes distributed_timeout_seconds_after_init local_rank "
      "lazy_mpu_init nccl_communicator_config_path use_tp_pp_dp_mapping use_gloo_process_groups use_sharp "
@@ -165,7 +165,8 @@ _put(_N, "num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "only with --f
      "refused")
 _put(_N, "fp8_margin fp8_interval fp8_amax_history_len fp8_amax_compute_algo",
      "FP8 scaling-factor bookkeeping: a few floats per tensor")
-_put(_N, "cuda_graph_warmup_steps", "only with CUDA graphs, which are refused")
+_put(_N, "cuda_graph_warmup_steps cuda_graph_scope_deprecated cuda_graph_modules",
+     "only with CUDA graphs, which are refused")
 _put(_N, "mhc_num_residual_streams mhc_sinkhorn_iterations mhc_init_gating_factor mhc_recompute_layer_num",
      "only with --enable-mhc-connections, which is refused")
 _put(_N, "min_offloaded_tensor_size delay_offload_until_cuda_graph delta_offload_bytes_across_pp_ranks "
@@ -184,7 +185,7 @@ _put(_N, "mamba_state_dim mamba_head_dim mamba_num_groups mamba_num_heads gdp_nu
      "only in hybrid (Mamba) models, which are refused")
 _put(_N, "moe_upcycling_granularity", "only with --moe-use-upcycling, which is refused")
 _put(_N, "inference_batch_times_seqlen_threshold max_tokens_to_oom output_bert_embeddings bert_embedder_type "
-     "cuda_graph_scope_deprecated cuda_graph_modules use_legacy_static_engine inference_max_requests "
+     "use_legacy_static_engine inference_max_requests "
      "inference_max_seq_length inference_dynamic_batching inference_dynamic_batching_buffer_size_gb "
      "inference_dynamic_batching_paused_buffer_size_gb inference_dynamic_batching_mamba_memory_ratio "
      "inference_dynamic_batching_block_size inference_dynamic_batching_max_requests "
@@ -350,6 +351,9 @@ _put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts
 _put(_R, "moe_enable_deepep", "the flex dispatcher's DeepEP communication buffers are not modelled")
 _put(_R, "moe_router_dtype", "fp32/fp64 routing probabilities and combine are not modelled")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
+_put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
+     "of it; not modelled")
+_put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
 _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
 _put(_R, "hierarchical_context_parallel_sizes", "hierarchical context parallelism is not modelled")
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
