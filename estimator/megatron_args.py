@@ -393,6 +393,11 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     if tr.get("sequence_parallel") and par.get("tensor_model_parallel_size", 1) == 1:
         del tr["sequence_parallel"]
         notes.append("--sequence-parallel: Megatron-LM turns it off when the tensor-parallel size is 1")
+    if tr.get("recompute_granularity") is None:
+        for name in ("recompute_method", "recompute_num_layers", "recompute_modules"):
+            if name in tr:   # TransformerConfig checks them only with a recompute granularity
+                del tr[name]
+                notes.append(f"--{name.replace('_', '-')}: Megatron-Core ignores it without --recompute-granularity")
     if tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") is None:
         tr.pop("recompute_modules", None)
     if world_size is not None:

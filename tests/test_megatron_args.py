@@ -194,3 +194,11 @@ def test_bf16_grad_reduce_and_main_grads_dtype_follow_megatron_lm():
     with pytest.raises(ConfigError, match="main-grads-dtype"):
         parse_megatron_args(MODEL + " --bf16 --use-distributed-optimizer --use-precision-aware-optimizer "
                             "--accumulate-allreduce-grads-in-fp32 --main-grads-dtype bf16")
+
+
+def test_recompute_details_without_a_granularity_are_ignored_as_megatron_does():
+    """TransformerConfig.__post_init__ validates recompute_num_layers / recompute_method only when
+    recompute_granularity is set; without it they change nothing (Megatron-LM's reruns functional test)."""
+    cfg, ignored = parse_megatron_args(MODEL + " --recompute-num-layers 1")
+    assert "recompute_num_layers" not in cfg["training"]
+    assert ignored == ["--recompute-num-layers: Megatron-Core ignores it without --recompute-granularity"]
