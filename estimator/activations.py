@@ -16,8 +16,8 @@ T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activa
                + shared expert like a dense MLP of width fs
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
 
-Unfused attention adds the s x s scores (softmax output 2 B, dropout mask 1 B and output 2 B per element
-when attention_dropout > 0); hidden_dropout > 0 adds a 1-byte mask per residual element twice per layer.
+Unfused attention (MHA, GQA and MLA alike) adds the s x s scores (softmax output 2 B, dropout mask 1 B
+and output 2 B per element when attention_dropout > 0); hidden_dropout > 0 adds a 1-byte mask per residual element twice per layer.
 FP8 saves linear-layer inputs in 1 byte. Selective recompute drops the pieces of the modules it names;
 full recompute keeps only each checkpointed group's input (2*Tn*h).
 """
@@ -79,16 +79,21 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             recompute_attn = qkv
             qkv = 0
         attn = norm_keep + latent + qkv + out + 4 * T * heads
+        if tr.attention_backend in ("unfused", "local"):
+            # Megatron's own DotProductAttention: the softmax output (and dropout mask and output) per head,
+            # s x s per sequence; q and k are already per head, so nothing is expanded.
+            scores = _scores(r, heads)
+            if "core_attn" in modules:
+                recompute_attn += scores
+            else:
+                attn += scores
     else:
         dh, g = r.dh, r.g
         qkv = B * T * (heads + 2 * (g // t)) * dh
         out = B * T * heads * dh
         attn = norm_keep + qkv + out + 4 * T * heads
         if tr.attention_backend in ("unfused", "local"):
-            s = r.s
-            scores = B * r.b * heads * s * s
-            if cfg.model.attention_dropout > 0:
-                scores += (1 + B) * r.b * heads * s * s
+            scores = _scores(r, heads)
             # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
             expanded = 2 * B * T * (heads - g // t) * dh
             if "core_attn" in modules:
@@ -141,6 +146,14 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
     full = attn + recompute_attn + mlp + recompute_mlp
     return LayerActivations(attention=attn, mlp=mlp, full=full, checkpoint=B * Tn * h, backward_peak=work,
                             recompute_peak=max(recompute_attn, recompute_mlp))
+
+
+def _scores(r: Resolved, heads: int) -> int:
+    """Unfused attention's s x s tensors kept for the backward pass: softmax output (B bytes), and with
+    attention dropout its 1-byte mask and B-byte output, for ``heads`` heads of b sequences."""
+    B = _act_bytes(r)
+    per = B + ((1 + B) if r.cfg.model.attention_dropout > 0 else 0)
+    return per * r.b * heads * r.s * r.s
 
 
 def _routed_rows(r: Resolved, T: int, Tn: int) -> int:

@@ -164,15 +164,16 @@ def _source_data(ns) -> tuple[dict, str]:
     if megatron and (ns.source or ns.hf):
         raise CLIError("--megatron-args describes the whole run; give it without a CONFIG/PRESET or --hf")
     if megatron:
-        from .megatron_args import parse_megatron_args
+        from .megatron_args import grouped_no_effect, read_megatron_args
         text = ns.megatron_args
         if ns.megatron_args_file is not None:
             text = _read(ns.megatron_args_file)
-        data, ignored = parse_megatron_args(text)
-        if ignored:
-            print("note: ignored Megatron flags (no effect on memory, or not understood): " + " ".join(ignored),
-                  file=sys.stderr)
-        return data, "Megatron arguments"
+        imp = read_megatron_args(text)
+        for flags, why in grouped_no_effect(imp.no_effect):
+            print(f"note: no effect on memory: {', '.join(flags)} ({why})", file=sys.stderr)
+        for note in imp.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return imp.config, "Megatron arguments"
     data, label = {}, ""
     if ns.source:
         data, label = _load_source(ns.source)

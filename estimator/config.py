@@ -296,6 +296,9 @@ def validate(cfg: Config) -> list[Problem]:
                 "tensor and expert parallelism are used")
         if m.moe_pad_expert_input_to_capacity and m.moe_expert_capacity_factor is None:
             add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
+        if m.moe_token_dispatcher_type == "flex":
+            add("model.moe_token_dispatcher_type", "flex", "the flex dispatcher's DeepEP/HybridEP communication "
+                "buffers are not modelled; use alltoall or allgather")
     else:
         for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
                      "moe_expert_capacity_factor"):
@@ -360,6 +363,8 @@ def validate(cfg: Config) -> list[Problem]:
         add("precision.fp8_recipe", pr.fp8_recipe, "applies only with fp8: true")
     if pr.fp8_param_gather and not pr.fp8:
         add("precision.fp8_param_gather", True, "applies only with fp8: true")
+    elif pr.fp8_param_gather and not tr.use_distributed_optimizer:
+        add("precision.fp8_param_gather", True, "needs training.use_distributed_optimizer: true (Megatron-LM's rule)")
     if not pr.use_precision_aware_optimizer:
         for name, default in (("main_grads_dtype", "fp32"), ("main_params_dtype", "fp32"),
                               ("exp_avg_dtype", "fp32"), ("exp_avg_sq_dtype", "fp32")):

@@ -15,57 +15,53 @@ returned in a list of ignored flags. Flags that change memory in ways the estima
 (FSDP, CPU offloading, custom pipeline layouts, ...) raise :class:`~estimator.errors.UnsupportedError`.
 The world size is not a Megatron flag: pass ``world_size`` (the CLI's ``--num-gpus``).
 
-:func:`to_megatron_args` writes a configuration back as flags, ready to paste into a launch script.
+:func:`to_megatron_args` (from :mod:`estimator.megatron_export`) writes a configuration back as flags, ready to
+paste into a launch script.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import shlex
+from typing import NamedTuple
 
-from .config import load_config
 from .errors import ConfigError, Problem, UnsupportedError
-from .resolve import resolve
+from .megatron_catalog import ARGUMENTS, REVISION
+from .megatron_export import CP_TYPES as _CP_TYPES
+from .megatron_export import pattern_expression, to_megatron_args
+from .megatron_flag_classes import classify
 from .schema import field_specs
 
-__all__ = ["parse_megatron_args", "pattern_expression", "to_megatron_args"]
+__all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "grouped_no_effect",
+           "parse_megatron_args", "pattern_expression", "read_megatron_args", "to_megatron_args"]
 
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
                    "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
-                   "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type"}
+                   "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
+                   "model.moe_token_dispatcher_type"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 
-#: Flags with no value, besides the schema's booleans.
-_BARE = {"--swiglu", "--squared-relu", "--disable-bias-linear", "--bf16", "--fp16", "--group-query-attention",
-         "--no-gradient-accumulation-fusion", "--grad-reduce-in-bf16", "--use-flash-attn",
-         "--recompute-activations", "--no-position-embedding", "--use-rotary-position-embeddings"}
+#: Option string -> argument destination, for every argument Megatron-LM defines.
+_DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag in flags}
 
-#: Megatron-LM flags that change memory in ways this estimator does not model, with the reason.
-_UNMODELLED = {
-    "--pipeline-model-parallel-layout": "an arbitrary pipeline layout (use --decoder-first/last-pipeline-num-layers)",
-    "--account-for-embedding-in-pipeline-split": "counting the embedding as a pipeline layer slot (use "
-                                                 "--decoder-first-pipeline-num-layers)",
-    "--account-for-loss-in-pipeline-split": "counting the loss as a pipeline layer slot (use "
-                                            "--decoder-last-pipeline-num-layers)",
-    "--use-torch-fsdp2": "FSDP2 sharding of weights and gradients",
-    "--use-megatron-fsdp": "Megatron FSDP sharding of weights and gradients",
-    "--use-custom-fsdp": "Megatron FSDP sharding of weights and gradients",
-    "--num-distributed-optimizer-instances": "partial distributed-optimizer sharding",
-    "--cpu-offloading": "activation and weight offloading to the CPU",
-    "--fine-grained-activation-offloading": "activation offloading to the CPU",
-    "--optimizer-cpu-offload": "optimizer states offloaded to the CPU",
-    "--distribute-saved-activations": "saved activations split over the tensor-parallel group",
-    "--tp-comm-overlap": "userbuffers for tensor-parallel communication overlap",
-    "--enable-cuda-graph": "CUDA graph static buffers",
-    "--external-cuda-graph": "CUDA graph static buffers",
-    "--hybrid-override-pattern": "Mamba/hybrid layers",
-    "--hybrid-layer-pattern": "Mamba/hybrid layers",
-    "--spec": "a custom layer spec",
-    "--heterogeneous-layers-config-path": "heterogeneous layers",
-    "--moe-layer-recompute": "MoE-layer recompute (use --recompute-granularity selective --recompute-modules moe)",
-    "--fp4-format": "FP4 training",
-    "--encoder-num-layers": "an encoder-decoder model",
+#: Destinations read by the special cases below (besides the schema's plain flags in _BY_FLAG).
+_SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "fp16", "bf16", "fp8",
+                  "group_query_attention", "num_query_groups", "moe_layer_freq", "tokenizer_type",
+                  "gradient_accumulation_fusion", "use_flash_attn", "recompute_activations", "moe_layer_recompute",
+                  "grad_reduce_in_bf16", "use_rotary_position_embeddings", "add_position_embedding", "cp_comm_type",
+                  "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
+                  "moe_token_dispatcher_type"}
+
+#: Destinations the importer turns into configuration fields.
+HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
+
+#: Values of accepted arguments that change memory in ways not modelled: dest -> (allowed values, reason).
+REFUSED_VALUES = {
+    "optimizer": (("adam",), "the optimizer states are modelled for Adam only"),
+    "moe_token_dispatcher_type": (("allgather", "alltoall"), "the flex dispatcher's DeepEP/HybridEP "
+                                  "communication buffers are not modelled"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
@@ -75,17 +71,6 @@ _MEGATRON_MODEL_DEFAULTS = {"activation_func": "gelu", "gated_linear_unit": Fals
 _MEGATRON_MLA_DEFAULTS = {"kv_lora_rank": 32, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
 
 _MAX_PATTERN = 100_000
-
-
-def pattern_expression(pattern) -> str:
-    """A 0/1 layer pattern as Megatron's run-length expression: ``[0,0,0,1,1]`` -> ``([0]*3+[1]*2)``."""
-    runs: list[list[int]] = []
-    for x in pattern:
-        if runs and runs[-1][0] == x:
-            runs[-1][1] += 1
-        else:
-            runs.append([int(x), 1])
-    return "(" + "+".join(f"[{v}]*{n}" if n > 1 else f"[{v}]" for v, n in runs) + ")"
 
 
 def _eval_pattern(text: str, flag: str):
@@ -197,74 +182,165 @@ def _convert(spec, flag: str, values: list[str]):
     return v
 
 
-def parse_megatron_args(args, *, world_size: int | None = None) -> tuple[dict, list[str]]:
-    """(configuration dict, ignored flags) for the flags of a ``pretrain_gpt.py`` launch.
+class MegatronImport(NamedTuple):
+    """What a launch command means for the estimate."""
+
+    config: dict                          # the configuration, Megatron-LM's defaults applied
+    no_effect: tuple                      # (flag as given, why it does not change memory), in order
+    notes: tuple                          # what Megatron-LM itself changes or ignores, one line each
+
+
+class RefusedFlagsError(UnsupportedError):
+    """Flags whose memory effect is not modelled; ``refused`` holds (flag as given, reason) pairs."""
+
+    def __init__(self, refused: list[tuple[str, str]]):
+        self.refused = tuple(refused)
+        lines = "\n".join(f"  - {flag}: {why}" for flag, why in refused)
+        super().__init__(f"not modelled, so no estimate (remove these flags to estimate without them):\n{lines}")
+
+    def to_problems(self) -> list[Problem]:
+        return [Problem(flag.split()[0], " ".join(flag.split()[1:]) or None, why) for flag, why in self.refused]
+
+
+def _is_default(dest: str, values: list[str]) -> bool:
+    """Whether the values given equal Megatron-LM's default for the argument (a refused flag is harmless then)."""
+    _, arity, default = ARGUMENTS[dest]
+    if arity == 0 or default is None:
+        return False
+    given = values if isinstance(default, tuple) else values[:1] if len(values) == 1 else None
+    want = list(default) if isinstance(default, tuple) else [default]
+    if given is None or len(given) != len(want):
+        return False
+    for g, w in zip(given, want):
+        if isinstance(w, bool) or isinstance(w, str):
+            if str(w) != g:
+                return False
+        else:
+            try:
+                if float(g) != float(w):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+def _check_arity(flag: str, dest: str, values: list[str]) -> None:
+    arity = ARGUMENTS[dest][1]
+    if arity == 0 and values:
+        raise ConfigError(Problem(flag, " ".join(values), f"{flag} is a switch and takes no value"))
+    if (arity == 1 and len(values) != 1) or (arity == "+" and not values) or (arity == "?" and len(values) > 1):
+        want = {1: "exactly one value", "+": "at least one value", "?": "at most one value"}[arity]
+        raise ConfigError(Problem(flag, " ".join(values) or None, f"{flag} takes {want}, got {len(values)}"))
+
+
+def _unknown(flag: str) -> Problem:
+    close = difflib.get_close_matches(flag, list(_DEST), n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return Problem(flag, None, f"{flag} is not an argument of Megatron-LM's arguments.py (revision "
+                   f"{REVISION[:12]}){hint}")
+
+
+def _int(flag: str, values: list[str]) -> int:
+    v = _one(flag, values)
+    try:
+        return int(v)
+    except ValueError:
+        raise ConfigError(Problem(flag, v, f"{flag} needs an integer, got {v!r}")) from None
+
+
+def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport:
+    """The configuration of a ``pretrain_gpt.py`` launch, with what each flag means for memory.
 
     ``args`` is the command text or a token list. ``world_size`` (the number of GPUs) is added to the
-    training section when given; Megatron has no flag for it. Raises :class:`ConfigError` for a bad
-    value and :class:`UnsupportedError` for a flag whose memory effect is not modelled.
+    training section when given; Megatron has no flag for it. Every flag is looked up in the catalogue of
+    Megatron-LM's arguments (:mod:`estimator.megatron_catalog`) and its classification
+    (:mod:`estimator.megatron_flag_classes`). Raises :class:`ConfigError` for a flag Megatron-LM does not
+    define (with the closest known flags) or a bad value, and :class:`RefusedFlagsError` naming every flag
+    whose memory effect is not modelled.
     """
     pairs, stray = _split(_tokens(args))
+    if stray:
+        raise ConfigError([Problem("megatron_args", t, f"{t!r} is not a flag (and follows no flag that takes a "
+                                   "value)") for t in stray])
+    unknown = [_unknown(flag) for flag, _ in pairs if flag not in _DEST]
+    if unknown:
+        raise ConfigError(unknown)
     sec: dict[str, dict] = {"model": {}, "parallelism": {}, "training": {}, "precision": {}}
-    ignored = [f"{t} (stray argument)" for t in stray]
+    no_effect: list[tuple[str, str]] = []
+    notes: list[str] = []
+    refused: list[tuple[str, str]] = []
     raw: dict[str, list[str]] = {}
     for flag, values in pairs:
-        if flag in _UNMODELLED:
-            raise UnsupportedError(f"{flag} is not supported: the estimator does not model "
-                                   f"{_UNMODELLED[flag]}. Remove it to estimate without it.")
-        if flag == "--cuda-graph-impl" and values and values[0] != "none":
-            raise UnsupportedError(f"--cuda-graph-impl {values[0]} is not supported: the estimator does not model "
-                                   "CUDA graph static buffers. Remove it to estimate without it.")
-        if flag == "--optimizer" and values and values[0] != "adam":
-            raise UnsupportedError(f"--optimizer {values[0]} is not supported: the optimizer states are modelled "
-                                   "for Adam only")
-        if flag in _BARE and values:
-            raise ConfigError(Problem(flag, " ".join(values), f"{flag} is a switch and takes no value"))
+        dest = _DEST[flag]
+        _check_arity(flag, dest, values)
+        text = " ".join([flag, *values])
+        kind, why = classify(dest) or ("refused", "not classified")
+        allowed = REFUSED_VALUES.get(dest)
+        if allowed and values and values[0] not in allowed[0]:
+            refused.append((text, allowed[1]))
+            continue
+        if kind == "refused":
+            if _is_default(dest, values) or (dest == "microbatch_group_size_per_vp_stage"
+                                              and values == raw.get("pipeline_model_parallel_size", ["1"])):
+                notes.append(f"{text}: Megatron-LM's default, no change")
+            else:
+                refused.append((text, why))
+            continue
+        if dest not in HANDLED:
+            no_effect.append((text, why))
+            continue
         spec = _BY_FLAG.get(flag)
         if spec is not None:
             sec[spec.section][spec.name] = _convert(spec, flag, values)
-        elif flag in _BARE or flag in ("--num-query-groups", "--moe-layer-freq", "--fp8-format", "--cp-comm-type",
-                                       "--num-layers-per-virtual-pipeline-stage", "--tokenizer-type",
-                                       "--layernorm-epsilon"):
-            raw[flag] = values
-        else:
-            ignored.append(" ".join([flag, *values]))
+        raw[dest] = values
+    if refused:
+        raise RefusedFlagsError(refused)
     m, par, tr, pr = sec["model"], sec["parallelism"], sec["training"], sec["precision"]
 
     # Activation, biases, positions (Megatron's defaults where no flag says otherwise).
-    if "--swiglu" in raw:
+    acts = [d for d in ("swiglu", "squared_relu", "quick_geglu") if d in raw]
+    if len(acts) > 1:
+        raise ConfigError(Problem("--" + acts[1].replace("_", "-"), None, "--swiglu, --squared-relu and "
+                                  "--quick-geglu exclude each other"))
+    if "swiglu" in raw:
         m["activation_func"], m["gated_linear_unit"] = "swiglu", True
-    elif "--squared-relu" in raw:
+    elif "squared_relu" in raw:
         m["activation_func"], m["gated_linear_unit"] = "squared_relu", False
-    if "--disable-bias-linear" in raw:
+    elif "quick_geglu" in raw:
+        m["activation_func"], m["gated_linear_unit"] = "quick_gelu", True   # argument_utils.py: gated quick_gelu
+    if "add_bias_linear" in raw:
         m["add_bias_linear"] = False
-    if "--use-rotary-position-embeddings" in raw:
+    if "use_rotary_position_embeddings" in raw:
         m["position_embedding_type"] = "rope"
     for k, v in _MEGATRON_MODEL_DEFAULTS.items():
         m.setdefault(k, v)
-    if "--no-position-embedding" in raw and m["position_embedding_type"] != "rope":
+    if "add_position_embedding" in raw and m["position_embedding_type"] != "rope":
         raise ConfigError(Problem("--no-position-embedding", None, "Megatron-LM accepts --no-position-embedding "
                                   "only with --position-embedding-type rope"))
-    if "--layernorm-epsilon" in raw:
-        m["layernorm_epsilon"] = float(_one("--layernorm-epsilon", raw["--layernorm-epsilon"]))
-    if "--group-query-attention" in raw and "--num-query-groups" in raw:
-        m["num_query_groups"] = int(_one("--num-query-groups", raw["--num-query-groups"]))
-    elif "--num-query-groups" in raw:
-        ignored.append("--num-query-groups (Megatron-LM ignores it without --group-query-attention)")
-    if "--moe-layer-freq" in raw:
-        m["moe_layer_freq"] = _eval_pattern(_one("--moe-layer-freq", raw["--moe-layer-freq"]), "--moe-layer-freq")
-    if "ffn_hidden_size" not in m and "hidden_size" in m and m.get("gated_linear_unit"):
+    if "group_query_attention" in raw:   # Megatron-LM's --num-query-groups defaults to 1 (multi-query)
+        m["num_query_groups"] = _int("--num-query-groups", raw["num_query_groups"]) if "num_query_groups" in raw else 1
+    elif "num_query_groups" in raw:
+        notes.append("--num-query-groups: Megatron-LM ignores it without --group-query-attention")
+    if "moe_layer_freq" in raw:
+        m["moe_layer_freq"] = _eval_pattern(_one("--moe-layer-freq", raw["moe_layer_freq"]), "--moe-layer-freq")
+    if "ffn_hidden_size" not in m and "hidden_size" in m and m.get("activation_func") == "swiglu":
         m["ffn_hidden_size"] = int((4 * m["hidden_size"] * 2 / 3) / 64) * 64
     if m.get("multi_latent_attention"):
         for k, v in _MEGATRON_MLA_DEFAULTS.items():
             m.setdefault(k, v)
     if m.get("num_experts"):
-        m.setdefault("moe_token_dispatcher_type", "allgather")
-    tokenizer = raw.get("--tokenizer-type")
-    if "vocab_size" in m and tokenizer == ["NullTokenizer"]:
+        m["moe_token_dispatcher_type"] = _one("--moe-token-dispatcher-type", raw["moe_token_dispatcher_type"]) \
+            if "moe_token_dispatcher_type" in raw else "allgather"
+    tokenizer = raw.get("tokenizer_type")
+    if "padded_vocab_size" in raw:
+        if "vocab_size" in m:
+            notes.append("--vocab-size: --padded-vocab-size takes precedence (argument_utils.py)")
+        m["vocab_size"] = _int("--padded-vocab-size", raw["padded_vocab_size"])
+        m["make_vocab_size_divisible_by"] = 1
+    elif "vocab_size" in m and tokenizer == ["NullTokenizer"]:
         m["vocab_size"] += 1   # Megatron's NullTokenizer appends an end-of-document token
-    elif tokenizer is not None:
-        ignored.append(" ".join(["--tokenizer-type", *tokenizer]))
+    if tokenizer is not None and tokenizer != ["NullTokenizer"]:
+        no_effect.append((" ".join(["--tokenizer-type", *tokenizer]), "the vocabulary size comes from --vocab-size"))
     missing = [f for f, k in (("--num-layers", "num_layers"), ("--hidden-size", "hidden_size"),
                               ("--num-attention-heads", "num_attention_heads")) if k not in m]
     if missing:
@@ -274,198 +350,91 @@ def parse_megatron_args(args, *, world_size: int | None = None) -> tuple[dict, l
                                   "tokenizer here; pass --vocab-size N (the tokenizer's vocabulary size)"))
 
     # Parallelism.
-    if "--cp-comm-type" in raw:
-        kinds = set(raw["--cp-comm-type"])
+    if "cp_comm_type" in raw:
+        kinds = {_CP_TYPES.get(k, k) for k in raw["cp_comm_type"]}
         if len(kinds) != 1:
-            raise UnsupportedError(f"--cp-comm-type {' '.join(raw['--cp-comm-type'])}: a different context-"
-                                   "parallel communication type per layer is not modelled")
+            raise RefusedFlagsError([(" ".join(["--cp-comm-type", *raw["cp_comm_type"]]), "a different context-"
+                                      "parallel communication type per layer is not modelled")])
         par["cp_comm_type"] = kinds.pop()
-    if "--num-layers-per-virtual-pipeline-stage" in raw:
-        per = int(_one("--num-layers-per-virtual-pipeline-stage", raw["--num-layers-per-virtual-pipeline-stage"]))
+    if "num_layers_per_virtual_pipeline_stage" in raw:
+        flag = "--num-layers-per-virtual-pipeline-stage"
+        per = _int(flag, raw["num_layers_per_virtual_pipeline_stage"])
         if "virtual_pipeline_model_parallel_size" not in par:
             p = par.get("pipeline_model_parallel_size", 1)
             if "num_layers_in_first_pipeline_stage" in par or "num_layers_in_last_pipeline_stage" in par:
-                raise ConfigError(Problem("--num-layers-per-virtual-pipeline-stage", per, "with an uneven pipeline "
-                                          "split use --num-virtual-stages-per-pipeline-rank (as Megatron-LM "
-                                          "requires)"))
+                raise ConfigError(Problem(flag, per, "with an uneven pipeline split use "
+                                          "--num-virtual-stages-per-pipeline-rank (as Megatron-LM requires)"))
             L = m.get("num_layers")
-            if L is None or L % p or (L // p) % per:
-                raise ConfigError(Problem("--num-layers-per-virtual-pipeline-stage", per, f"num_layers ({L}) / "
-                                          f"pipeline size ({p}) must be a multiple of {per}"))
+            if per < 1 or p < 1 or L is None or L % p or (L // p) % per:
+                raise ConfigError(Problem(flag, per, f"num_layers ({L}) / pipeline size ({p}) must be a positive "
+                                          f"multiple of {per} (a positive integer)"))
             par["virtual_pipeline_model_parallel_size"] = (L // p) // per
     if par.get("virtual_pipeline_model_parallel_size") == 1:
         del par["virtual_pipeline_model_parallel_size"]
 
     # Training.
     tr.setdefault("use_distributed_optimizer", False)
-    if "--no-gradient-accumulation-fusion" in raw:
+    if "encoder_seq_length" in raw and "seq_length" not in tr:
+        tr["seq_length"] = _int("--encoder-seq-length", raw["encoder_seq_length"])
+    if "gradient_accumulation_fusion" in raw:
         tr["gradient_accumulation_fusion"] = False
-    if "--use-flash-attn" in raw:
+    if "use_flash_attn" in raw:
         tr.setdefault("attention_backend", "flash")
-    if "--recompute-activations" in raw:
+    if "recompute_activations" in raw:
         tr.setdefault("recompute_granularity", "selective")
+    if "moe_layer_recompute" in raw:
+        # TransformerConfig.__post_init__: selective recompute, "moe" added to the modules (default [core_attn]).
+        if tr.get("recompute_granularity") == "full":
+            raise ConfigError(Problem("--moe-layer-recompute", None, "Megatron-Core refuses it with "
+                                      "--recompute-granularity full"))
+        tr["recompute_granularity"] = "selective"
+        mods = list(tr.get("recompute_modules") or ["core_attn"])
+        tr["recompute_modules"] = mods + (["moe"] if "moe" not in mods else [])
     if tr.get("sequence_parallel") and par.get("tensor_model_parallel_size", 1) == 1:
         del tr["sequence_parallel"]
-        ignored.append("--sequence-parallel (Megatron-LM turns it off when the tensor-parallel size is 1)")
+        notes.append("--sequence-parallel: Megatron-LM turns it off when the tensor-parallel size is 1")
+    if tr.get("recompute_granularity") is None:
+        for name in ("recompute_method", "recompute_num_layers", "recompute_modules"):
+            if name in tr:   # TransformerConfig checks them only with a recompute granularity
+                del tr[name]
+                notes.append(f"--{name.replace('_', '-')}: Megatron-Core ignores it without --recompute-granularity")
     if tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") is None:
         tr.pop("recompute_modules", None)
     if world_size is not None:
         tr["world_size"] = world_size
 
     # Precision.
-    if "--bf16" in raw and "--fp16" in raw:
+    if "bf16" in raw and "fp16" in raw:
         raise ConfigError(Problem("--bf16", None, "--bf16 and --fp16 exclude each other"))
-    pr["params_dtype"] = "bf16" if "--bf16" in raw else "fp16" if "--fp16" in raw else "fp32"
-    if "--fp8-format" in raw:
-        fmt = _one("--fp8-format", raw["--fp8-format"])
+    pr["params_dtype"] = "bf16" if "bf16" in raw else "fp16" if "fp16" in raw else "fp32"
+    if "fp8" in raw:
+        fmt = _one("--fp8-format", raw["fp8"])
         if fmt not in ("e4m3", "hybrid"):
             raise ConfigError(Problem("--fp8-format", fmt, "must be e4m3 or hybrid"))
         pr["fp8"] = True
-    if "--grad-reduce-in-bf16" in raw:
+    if "grad_reduce_in_bf16" in raw and pr["params_dtype"] == "bf16":
         pr["accumulate_allreduce_grads_in_fp32"] = False
-    return {k: v for k, v in sec.items() if v}, ignored
+    elif "grad_reduce_in_bf16" in raw:
+        notes.append("--grad-reduce-in-bf16: Megatron-LM reads it only with --bf16")
+    if pr["params_dtype"] == "bf16" and pr.get("accumulate_allreduce_grads_in_fp32") and \
+            pr.get("main_grads_dtype", "fp32") != "fp32":
+        raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
+                                  "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
 
 
-def _num(v) -> str:
-    return repr(v) if isinstance(v, float) else str(v)
+def grouped_no_effect(no_effect) -> list[tuple[list[str], str]]:
+    """(flags, reason) for each reason of a :attr:`MegatronImport.no_effect` list, in order of appearance."""
+    groups: dict[str, list[str]] = {}
+    for flag, why in no_effect:
+        groups.setdefault(why, []).append(flag)
+    return [(flags, why) for why, flags in groups.items()]
 
 
-def to_megatron_args(config) -> list[str]:
-    """The ``pretrain_gpt.py`` flags of a configuration (anything :func:`estimator.load_config` takes).
+def parse_megatron_args(args, *, world_size: int | None = None) -> tuple[dict, list[str]]:
+    """(configuration dict, flags without effect on memory and notes) for a ``pretrain_gpt.py`` launch.
 
-    Derived values are written out (ffn size, sequence length, max positions, ...) so that Megatron-LM's
-    own defaults cannot change the meaning. The world size is not a flag (``torchrun --nproc-per-node``
-    x ``--nnodes``); the tokenizer flags stay the launch script's. Raises :class:`UnsupportedError` for a
-    setting with no ``pretrain_gpt.py`` flag.
+    See :func:`read_megatron_args`, which also gives the reason of each flag without effect.
     """
-    cfg = load_config(config)
-    r = resolve(cfg)
-    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
-    out: list[str] = []
-
-    def add(flag, value=None):
-        out.append(flag)
-        if value is not None:
-            out.append(value if isinstance(value, str) else _num(value))
-
-    add("--num-layers", m.num_layers)
-    add("--hidden-size", m.hidden_size)
-    add("--ffn-hidden-size", r.f)
-    add("--num-attention-heads", m.num_attention_heads)
-    if not m.multi_latent_attention:
-        if m.kv_channels is not None:
-            add("--kv-channels", m.kv_channels)
-        if r.g != r.a:
-            add("--group-query-attention")
-            add("--num-query-groups", r.g)
-    add("--seq-length", r.s)
-    add("--max-position-embeddings", m.max_position_embeddings or r.s)
-    add("--position-embedding-type", m.position_embedding_type)
-    add("--normalization", m.normalization)
-    add("--norm-epsilon", m.layernorm_epsilon)
-    if m.activation_func == "swiglu" and m.gated_linear_unit:
-        add("--swiglu")
-    elif m.activation_func == "squared_relu" and not m.gated_linear_unit:
-        add("--squared-relu")
-    elif not (m.activation_func == "gelu" and not m.gated_linear_unit):
-        raise UnsupportedError(f"model.activation_func {m.activation_func} (gated: {m.gated_linear_unit}) has no "
-                               "pretrain_gpt.py flag; Megatron-LM offers gelu (default), --swiglu and --squared-relu")
-    if not m.add_bias_linear:
-        add("--disable-bias-linear")
-    for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
-        if getattr(m, name):
-            add(_flag(name))
-    add("--hidden-dropout", m.hidden_dropout)
-    add("--attention-dropout", m.attention_dropout)
-    add("--vocab-size", m.vocab_size)
-    add("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by)
-    if m.multi_latent_attention:
-        add("--multi-latent-attention")
-        if m.q_lora_rank is not None:
-            add("--q-lora-rank", m.q_lora_rank)
-        add("--kv-lora-rank", r.kv_lora)
-        add("--qk-head-dim", r.qk_dim)
-        add("--qk-pos-emb-head-dim", r.rope_dim)
-        add("--v-head-dim", r.v_dim)
-    if m.num_experts is not None:
-        add("--num-experts", m.num_experts)
-        add("--moe-router-topk", r.k)
-        add("--moe-ffn-hidden-size", r.fm)
-        if m.moe_shared_expert_intermediate_size:
-            add("--moe-shared-expert-intermediate-size", m.moe_shared_expert_intermediate_size)
-        freq = m.moe_layer_freq
-        if isinstance(freq, tuple):
-            add("--moe-layer-freq", pattern_expression(freq))
-        elif freq not in (None, 1):
-            add("--moe-layer-freq", freq)
-        for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity"):
-            if getattr(m, name):
-                add(_flag(name))
-        add("--moe-token-dispatcher-type", m.moe_token_dispatcher_type)
-        if m.moe_expert_capacity_factor is not None:
-            add("--moe-expert-capacity-factor", m.moe_expert_capacity_factor)
-    if m.mtp_num_layers:
-        add("--mtp-num-layers", m.mtp_num_layers)
-
-    add("--tensor-model-parallel-size", r.t)
-    add("--pipeline-model-parallel-size", r.p)
-    if r.v > 1:
-        add("--num-virtual-stages-per-pipeline-rank", r.v)
-    for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
-        if getattr(par, name) is not None:
-            add(_flag(name), getattr(par, name))
-    if r.cp > 1:
-        add("--context-parallel-size", r.cp)
-        add("--cp-comm-type", par.cp_comm_type)
-    if m.num_experts is not None:
-        add("--expert-model-parallel-size", r.ep)
-        add("--expert-tensor-parallel-size", r.etp)
-
-    add("--micro-batch-size", tr.micro_batch_size)
-    if tr.global_batch_size is not None:
-        add("--global-batch-size", tr.global_batch_size)
-    if tr.use_distributed_optimizer:
-        add("--use-distributed-optimizer")
-    if tr.sequence_parallel:
-        add("--sequence-parallel")
-    if tr.recompute_granularity == "full":
-        add("--recompute-granularity", "full")
-        add("--recompute-method", tr.recompute_method or "uniform")
-        add("--recompute-num-layers", 1 if tr.recompute_num_layers is None else tr.recompute_num_layers)
-    elif tr.recompute_granularity == "selective":
-        add("--recompute-granularity", "selective")
-        if tr.recompute_modules is not None:
-            out.extend(["--recompute-modules", *tr.recompute_modules])
-    if tr.attention_backend != "auto":
-        add("--attention-backend", tr.attention_backend)
-    if tr.cross_entropy_loss_fusion:
-        add("--cross-entropy-loss-fusion")
-        add("--cross-entropy-fusion-impl", tr.cross_entropy_fusion_impl)
-    if tr.transformer_impl != "transformer_engine":
-        add("--transformer-impl", tr.transformer_impl)
-    if not tr.gradient_accumulation_fusion:
-        add("--no-gradient-accumulation-fusion")
-    for name in ("overlap_grad_reduce", "overlap_param_gather"):
-        if getattr(tr, name):
-            add(_flag(name))
-
-    if pr.params_dtype != "fp32":
-        add("--" + pr.params_dtype)
-    if pr.fp8:
-        add("--fp8-format", "hybrid")
-        add("--fp8-recipe", pr.fp8_recipe or "delayed")
-        if pr.fp8_param_gather:
-            add("--fp8-param-gather")
-    if pr.accumulate_allreduce_grads_in_fp32 is False and pr.params_dtype == "bf16":
-        add("--grad-reduce-in-bf16")
-    elif pr.accumulate_allreduce_grads_in_fp32 and pr.params_dtype != "bf16":
-        add("--accumulate-allreduce-grads-in-fp32")
-    if pr.use_precision_aware_optimizer:
-        add("--use-precision-aware-optimizer")
-        for name in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
-            add(_flag(name), getattr(pr, name))
-    return out
-
-
-def _flag(name: str) -> str:
-    return next(s.flag for s in field_specs() if s.name == name)
+    imp = read_megatron_args(args, world_size=world_size)
+    return imp.config, [flag for flag, _ in imp.no_effect] + list(imp.notes)

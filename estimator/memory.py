@@ -19,8 +19,8 @@ it holds that many chunk-micro-batches plus one, capped at m * v.
 from __future__ import annotations
 
 from .activations import layer_activations, stage_extras
-from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, moe_experts, \
-    moe_router, mtp_extra, output_layer, shared_expert
+from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
+    moe_experts, moe_router, mtp_extra, output_layer, shared_expert
 from .report import Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .states import byte_model, state_bytes
@@ -140,7 +140,7 @@ def _parameter_layout(r: Resolved) -> tuple:
     for moe in ((False, True) if r.E else (False,)):
         dense = att + (moe_router(r) + shared_expert(r) if moe else dense_mlp(r))
         exp = moe_experts(r) if moe else Count()
-        per_kind[moe] = (dense.per_rank(t), dense.sharded // t,
+        per_kind[moe] = (dense.per_rank(t), linear_weights(r, moe),
                          exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
     d_dense, d_lin, _ = per_kind[False]
     m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
@@ -302,7 +302,8 @@ def stage_memory(r: Resolved) -> Estimate:
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
                 "dense_optimizer_shards": dense_shard if bm.distributed else 1,
                 "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
-                "bytes_per_parameter": {"weights": bm.weight, "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
+                "bytes_per_parameter": {"weights": bm.weight, "linear_weights": bm.linear_weight,
+                                        "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
@@ -350,7 +351,11 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
-    if pr.fp8:
+    if pr.fp8 and pr.fp8_param_gather:
+        out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe) with fp8_param_gather: linear-layer weights are held "
+                   "in FP8 (1 B) with a transposed FP8 copy (1 B); embedding, output layer, norms and router stay "
+                   f"in {pr.params_dtype}; linear-layer inputs are saved in 1 byte.")
+    elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
     out.append(f"Transient buffers include {CUBLAS_WORKSPACE_BYTES // MIB} MiB of cuBLAS workspaces (Transformer Engine "

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from .resolve import Resolved
 
-__all__ = ["Count", "ParameterCounts", "count_parameters", "attention", "dense_mlp", "moe_experts",
+__all__ = ["Count", "ParameterCounts", "count_parameters", "attention", "dense_mlp", "linear_weights", "moe_experts",
            "moe_router", "shared_expert", "layer"]
 
 
@@ -108,6 +108,22 @@ def layer(r: Resolved, moe: bool) -> tuple[Count, Count]:
     if moe:
         return attention(r) + moe_router(r) + shared_expert(r), moe_experts(r)
     return attention(r) + dense_mlp(r), Count()
+
+
+def linear_weights(r: Resolved, moe: bool) -> int:
+    """Weight elements of one layer's Transformer Engine linear layers on one tensor-parallel rank, routed
+    experts excluded (what FP8 holds in its own format; biases, norms and the router stay in the weights'
+    dtype). MLA's down-projections are linear layers too, replicated over the tensor-parallel ranks."""
+    t, h, a = r.t, r.h, r.a
+    if r.mla:
+        qk = r.qk_dim + r.rope_dim
+        n = (h * r.q_lora + r.q_lora * a * qk // t) if r.q_lora else h * a * qk // t
+        n += h * (r.kv_lora + r.rope_dim) + r.kv_lora * a * (r.qk_dim + r.v_dim) // t + a * r.v_dim * h // t
+    else:
+        n = h * (a + 2 * r.g) * r.dh // t + a * r.dh * h // t
+    up = 2 if r.gated else 1
+    width = (r.fs if moe else r.f) // t
+    return n + h * width * up + width * h
 
 
 def embedding(r: Resolved) -> Count:

@@ -75,7 +75,10 @@ class ModelConfig:
                                              "Hugging Face does (e_score_correction_bias).", type="bool",
                                              flag="--moe-router-enable-expert-bias")
     moe_token_dispatcher_type: str = _f("alltoall", "How tokens reach their experts. Megatron's own default "
-                                        "is allgather; alltoall is what MoE recipes use.", type="str",
+                                        "is allgather; alltoall is what MoE recipes use. Both keep the same routed "
+                                        "rows (allgather's gathered tokens live only during the forward pass), so "
+                                        "the choice does not change the estimate; flex is refused (DeepEP/HybridEP "
+                                        "buffers are not modelled).", type="str",
                                         choices=("alltoall", "allgather", "flex"),
                                         flag="--moe-token-dispatcher-type")
     moe_expert_capacity_factor: float | None = _f(None, "Capacity factor per expert; null means dropless "
@@ -101,8 +104,10 @@ class ModelConfig:
                             type="str", choices=("RMSNorm", "LayerNorm"), flag="--normalization")
     layernorm_epsilon: float = _f(1e-5, "Epsilon of the norm layers (no effect on memory).", type="float",
                                   min=0.0, flag="--norm-epsilon")
-    activation_func: str = _f("swiglu", "MLP activation. swiglu and geglu are gated (three projections).",
-                              type="str", choices=("swiglu", "geglu", "gelu", "silu", "relu", "squared_relu"),
+    activation_func: str = _f("swiglu", "MLP activation. swiglu and geglu are gated (three projections); "
+                              "quick_gelu with gated_linear_unit is GPT-OSS's quick-GeGLU (--quick-geglu).",
+                              type="str", choices=("swiglu", "geglu", "gelu", "silu", "relu", "squared_relu",
+                                                   "quick_gelu"),
                               flag="--swiglu")
     gated_linear_unit: bool = _f(True, "Gated MLP (SwiGLU/GeGLU): fc1 produces 2 x ffn_hidden_size.",
                                  type="bool")
@@ -160,7 +165,8 @@ class ParallelismConfig:
                                     "parallelism and without TP.", type="int", min=1, cli="--cp",
                                     flag="--context-parallel-size")
     cp_comm_type: str = _f("p2p", "How context-parallel attention exchanges keys and values: p2p (ring), a2a "
-                           "(all-to-all over heads), allgather, or a2a+p2p.", type="str",
+                           "(all-to-all over heads), allgather (Transformer Engine's all_gather), or a2a+p2p.",
+                           type="str",
                            choices=("p2p", "a2a", "allgather", "a2a+p2p"), flag="--cp-comm-type")
     virtual_pipeline_model_parallel_size: int | None = _f(None, "Model chunks per pipeline rank for the "
                                                           "interleaved 1F1B schedule; null for plain 1F1B.",
@@ -230,10 +236,12 @@ class TrainingConfig:
     gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
                                             "main_grad buffer.", type="bool",
                                             flag="--gradient-accumulation-fusion")
-    overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass.",
-                                   type="bool", flag="--overlap-grad-reduce")
-    overlap_param_gather: bool = _f(False, "Overlap the parameter all-gather with the forward pass.",
-                                    type="bool", flag="--overlap-param-gather")
+    overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass. No effect "
+                                   "on memory (it works in the existing buffers); the layout search counts it "
+                                   "in the step time.", type="bool", flag="--overlap-grad-reduce")
+    overlap_param_gather: bool = _f(False, "Overlap the parameter all-gather with the forward pass. No effect "
+                                    "on memory (it works in the existing buffers).", type="bool",
+                                    flag="--overlap-param-gather")
 
 
 @dataclass(frozen=True)
@@ -247,21 +255,35 @@ class PrecisionConfig:
     fp8_recipe: str | None = _f(None, "FP8 scaling recipe.", type="str",
                                 choices=("delayed", "tensorwise", "mxfp8", "blockwise"),
                                 derived="delayed when fp8 (Megatron's default)", flag="--fp8-recipe")
-    fp8_param_gather: bool = _f(False, "Keep the model weights themselves in FP8 (--fp8-param-gather); the "
-                                "distributed optimizer keeps fp32 master weights.", type="bool",
+    fp8_param_gather: bool = _f(False, "Keep the linear-layer weights themselves in FP8 (--fp8-param-gather), "
+                                "1 B plus Transformer Engine's 1 B transposed copy; the embedding, output layer, "
+                                "norms and router stay in params_dtype, and the distributed optimizer keeps the "
+                                "master weights.", type="bool",
                                 flag="--fp8-param-gather")
-    accumulate_allreduce_grads_in_fp32: bool | None = _f(None, "Accumulate and reduce gradients in fp32.",
-                                                         type="bool",
-                                                         derived="true for bf16 weights (Megatron forces it), "
-                                                         "false for fp16", flag="--accumulate-allreduce-grads-in-fp32")
-    use_precision_aware_optimizer: bool = _f(False, "Let the optimizer keep master weights, gradients and "
-                                             "Adam moments in the dtypes below (TE FusedAdam).", type="bool",
-                                             flag="--use-precision-aware-optimizer")
-    main_grads_dtype: str = _f("fp32", "Dtype of the main gradient buffer (bf16 needs the precision-aware "
-                               "optimizer).", type="str", choices=("fp32", "bf16"), flag="--main-grads-dtype")
+    accumulate_allreduce_grads_in_fp32: bool | None = _f(
+        None, "Keep the DDP gradient buffer in fp32 (Megatron-Core DistributedDataParallelConfig."
+        "grad_reduce_in_fp32): 4 B per parameter; false keeps it in the weights' dtype, 2 B with bf16 (Megatron-LM "
+        "--grad-reduce-in-bf16). Megatron-Core sets it independently of main_grads_dtype, as Megatron-Bridge does.",
+        type="bool", derived="Megatron-LM's rule (arguments.py): true for bf16 weights unless main_grads_dtype is "
+        "bf16, false for fp16; fp32 weights always have fp32 gradients",
+        flag="--accumulate-allreduce-grads-in-fp32")
+    use_precision_aware_optimizer: bool = _f(False, "Let Transformer Engine's FusedAdam keep the master weights and "
+                                             "Adam moments in the dtypes below (Megatron-Core OptimizerConfig).",
+                                             type="bool", flag="--use-precision-aware-optimizer")
+    main_grads_dtype: str = _f("fp32", "Optimizer's main-gradient dtype (needs the precision-aware optimizer). "
+                               "Megatron-Core allocates no buffer for it: the optimizer reads the DDP gradient "
+                               "buffer, whose dtype accumulate_allreduce_grads_in_fp32 sets; bf16 only changes "
+                               "that field's default.", type="str", choices=("fp32", "bf16"),
+                               flag="--main-grads-dtype")
     main_params_dtype: str = _f("fp32", "Dtype of the optimizer's master weights (fp16 needs the precision-"
                                 "aware optimizer).", type="str", choices=("fp32", "fp16"),
                                 flag="--main-params-dtype")
+    store_param_remainders: bool = _f(True, "With the precision-aware optimizer, bf16 weights and fp32 master "
+                                      "weights, keep only the low 16 bits of each fp32 master weight (its high 16 "
+                                      "bits are the bf16 weight): 2 B instead of 4 B. Megatron-Core OptimizerConfig's "
+                                      "default; no effect with fp16 weights, fp16 master weights, or FP8 recipes "
+                                      "other than delayed (Megatron-Core then keeps the fp32 master itself). "
+                                      "Megatron-LM has no flag for it.", type="bool")
     exp_avg_dtype: str = _f("fp32", "Dtype of Adam's first moment.", type="str",
                             choices=("fp32", "fp16", "bf16", "fp8"), flag="--exp-avg-dtype")
     exp_avg_sq_dtype: str = _f("fp32", "Dtype of Adam's second moment.", type="str",

@@ -1,15 +1,30 @@
 """Model states per GPU: weights, gradients and optimizer states, by Megatron-Core's rules.
 
-Per parameter, with bf16 weights, fp32 main gradients (Megatron forces fp32 gradient accumulation for
-bf16) and Adam:
+Per parameter, with bf16 weights, an fp32 gradient buffer and Adam (Megatron-LM's default for bf16):
 
     weights 2 B + gradients 4 B + (fp32 master weights 4 B + exp_avg 4 B + exp_avg_sq 4 B) / d
 
 where ``d`` is the shard count of the distributed optimizer: the data-parallel x context-parallel size for
 dense parameters, the expert-data-parallel size (world / (etp * ep * pp)) for routed experts, and 1
-without the distributed optimizer (18 B per parameter). The precision-aware optimizer changes the dtypes
-of the master weights, the gradient buffer and the Adam moments; fp32 weights need no master copy.
-Shards are rounded up, as the distributed optimizer pads its buffers to equal shards.
+without the distributed optimizer (18 B per parameter). Shards are rounded up, as the distributed
+optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision decides the rest:
+
+- Gradient buffer (``distributed/param_and_grad_buffer.py``, ``group_params_for_buffers``): fp32 when
+  DDP's ``grad_reduce_in_fp32`` is set, else the parameter's dtype. Megatron-LM sets it for bf16 weights
+  unless ``--grad-reduce-in-bf16`` or ``--main-grads-dtype bf16`` (``arguments.py``); Megatron-Bridge sets
+  it on its own. The optimizer's ``main_grads_dtype`` allocates nothing: the precision-aware optimizer
+  reads the buffer through ``decoupled_grad`` (a view), the plain one through ``.grad = shard.float()``,
+  a copy that exists only during the optimizer step, when the activations are gone (not counted).
+- Master weights: fp32 (4 B) for bf16/fp16 weights, none for fp32 weights. With the precision-aware
+  optimizer Transformer Engine's FusedAdam keeps them in ``main_params_dtype``, and with bf16 weights,
+  fp32 masters and ``store_param_remainders`` (Megatron-Core's default) only their low 16 bits (an int16
+  tensor, 2 B). FusedAdam keeps them only when ``main_params_dtype`` is not fp32 or the FP8 recipe is
+  delayed (or FP8 is off): ``OptimizerConfig.use_precision_aware_optimizer_no_fp8_or_ds_fp8``. Otherwise
+  Megatron-Core's distributed optimizer keeps fp32 masters itself (4 B, no remainders).
+- FP8 (Transformer Engine): each linear-layer weight has FP8 copies for the GEMMs, a row-wise and a
+  column-wise (transposed) one, 2 B. With ``fp8_param_gather`` the linear weights themselves are FP8
+  (1 B) plus the transposed copy (1 B); embedding, output layer, norms, router and biases stay in the
+  weights' dtype. Scaling factors (a few bytes per tensor, or 1/32 B per weight with MXFP8) are not counted.
 """
 
 from __future__ import annotations
@@ -18,7 +33,7 @@ from typing import NamedTuple
 
 from .resolve import DTYPE_BYTES, Resolved
 
-__all__ = ["StateBytes", "ByteModel", "byte_model", "state_bytes"]
+__all__ = ["StateBytes", "ByteModel", "byte_model", "grad_reduce_in_fp32", "state_bytes"]
 
 
 class ByteModel(NamedTuple):
@@ -29,31 +44,47 @@ class ByteModel(NamedTuple):
     grad: int
     optimizer: int      # master weights + both Adam moments, divided by the shard count
     distributed: bool
+    linear_weight: int = 0   # a linear-layer weight itself (1 with fp8_param_gather, else ``weight``)
+
+
+def grad_reduce_in_fp32(pr) -> bool:
+    """Megatron-Core DDP's ``grad_reduce_in_fp32`` for a precision section (Megatron-LM's rule when unset)."""
+    if pr.params_dtype == "fp32":
+        return True
+    if pr.accumulate_allreduce_grads_in_fp32 is not None:
+        return pr.accumulate_allreduce_grads_in_fp32
+    return pr.params_dtype == "bf16" and pr.main_grads_dtype == "fp32"
+
+
+def _master_bytes(r: Resolved) -> int:
+    """Bytes of one master weight (see the module docstring)."""
+    pr = r.cfg.precision
+    if pr.use_precision_aware_optimizer:
+        te_keeps = pr.main_params_dtype != "fp32" or not pr.fp8 or (pr.fp8_recipe or "delayed") == "delayed"
+        if te_keeps:
+            if pr.main_params_dtype == "fp32" and pr.params_dtype == "bf16" and pr.store_param_remainders:
+                return 2     # FusedAdam's int16 remainders
+            return DTYPE_BYTES[pr.main_params_dtype]
+        return 4
+    return 0 if pr.params_dtype == "fp32" else 4
 
 
 def byte_model(r: Resolved) -> ByteModel:
     pr = r.cfg.precision
     w = DTYPE_BYTES[pr.params_dtype]
+    grad = 4 if grad_reduce_in_fp32(pr) else w
     if pr.use_precision_aware_optimizer:
-        grad = DTYPE_BYTES[pr.main_grads_dtype]
-        main = DTYPE_BYTES[pr.main_params_dtype]
-        opt = main + DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
+        moments = DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
     else:
-        # Megatron forces fp32 gradient accumulation for bf16 weights (arguments.py: "accumulate and all-reduce
-        # gradients in fp32 for bfloat16 data type"); for fp16 it is the --accumulate-allreduce-grads-in-fp32 flag.
-        fp32_grads = pr.params_dtype != "fp16" or bool(pr.accumulate_allreduce_grads_in_fp32)
-        grad = 4 if fp32_grads else w
-        main = 0 if pr.params_dtype == "fp32" else 4
-        opt = main + 8
-    fp8_cache = 0
+        moments = 8
+    linear, fp8_cache = w, 0
     if pr.fp8:
         if pr.fp8_param_gather:
-            w = 1            # the weights themselves are FP8 ...
-            fp8_cache = 1    # ... plus the column-wise (transposed) copy for the backward pass
+            linear, fp8_cache = 1, 1    # FP8 weight + its transposed copy for the backward pass
         else:
-            fp8_cache = 2    # row-wise and column-wise FP8 copies beside the bf16 weights
-    return ByteModel(weight=w, fp8_cache=fp8_cache, grad=grad, optimizer=opt,
-                     distributed=r.cfg.training.use_distributed_optimizer)
+            fp8_cache = 2               # row-wise and column-wise FP8 copies beside the weight
+    return ByteModel(weight=w, fp8_cache=fp8_cache, grad=grad, optimizer=_master_bytes(r) + moments,
+                     distributed=r.cfg.training.use_distributed_optimizer, linear_weight=linear)
 
 
 class StateBytes(NamedTuple):
@@ -68,9 +99,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 def state_bytes(bm: ByteModel, dense_params: int, dense_linear: int, expert_params: int, dense_shard: int,
                 expert_shard: int) -> StateBytes:
-    """States of one GPU holding ``dense_params`` (of which ``dense_linear`` are linear-layer weights that
-    FP8 caches) and ``expert_params`` routed-expert parameters."""
-    weights = bm.weight * (dense_params + expert_params) + bm.fp8_cache * (dense_linear + expert_params)
+    """States of one GPU holding ``dense_params`` (of which ``dense_linear`` are linear-layer weights, which
+    FP8 holds in its own format) and ``expert_params`` routed-expert parameters (all linear weights)."""
+    linear = dense_linear + expert_params
+    weights = bm.weight * (dense_params - dense_linear) + (bm.linear_weight or bm.weight) * linear \
+        + bm.fp8_cache * linear
     grads = bm.grad * (dense_params + expert_params)
     if bm.distributed:
         opt = bm.optimizer * (_ceil_div(dense_params, dense_shard) + _ceil_div(expert_params, expert_shard))

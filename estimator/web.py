@@ -13,7 +13,8 @@ null meaning null. Requests, ``{"op": ...}``:
 
 - ``compute`` ``{state, exports}`` -> ``{estimate, fit, view, config, exports}`` or ``{errors, config}``
   (``exports``, the configuration as YAML, CLI command and Megatron arguments, only when asked for);
-- ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``;
+- ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``; for Megatron
+  arguments also ``flags: {no_effect: [{flag, reason}]}``, and with the errors ``refused: [{flag, reason}]``;
 - ``search`` ``{state, top}`` -> ``{layouts, summary}`` or ``{errors}``;
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration;
 - ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
@@ -357,20 +358,31 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             notes.append(f"Model section from {'the catalog config.json of ' + hub_id if hub_id else 'config.json'};"
                          " parallelism, training and precision kept.")
         elif kind == "megatron":
-            from .megatron_args import parse_megatron_args
+            from .megatron_args import grouped_no_effect, read_megatron_args
             world = (current.get("training") or {}).get("world_size")
-            cfg, ignored = parse_megatron_args(text, world_size=world if isinstance(world, int) else None)
+            imp = read_megatron_args(text, world_size=world if isinstance(world, int) else None)
+            cfg = imp.config
             notes.append("Everything from the arguments, with Megatron-LM's defaults where a flag is absent; "
                          "the number of GPUs kept.")
-            if ignored:
-                notes.append("Ignored (no effect on memory or not understood): " + " ".join(ignored))
+            notes.extend(imp.notes)
+            notes.extend(f"No effect on memory: {', '.join(flags)} ({why})."
+                         for flags, why in grouped_no_effect(imp.no_effect))
+            flags = {"no_effect": [{"flag": f, "reason": why} for f, why in imp.no_effect]}
         else:
             return _error("import", kind, "unknown import kind; allowed: yaml, hf, megatron")
     except ConfigError as exc:
         return _errors([Problem(f"import.{kind}", p.value, f"{p.field}: {p.message}") for p in exc.problems])
     except (EstimatorError, ValueError) as exc:
+        if hasattr(exc, "refused"):     # megatron_args.RefusedFlagsError: one error per refused flag
+            out = _errors([Problem(f"import.{kind}", p.value, f"{p.field}: {p.message}")
+                           for p in exc.to_problems()])
+            out["refused"] = [{"flag": f, "reason": why} for f, why in exc.refused]
+            return out
         return _error(f"import.{kind}", None, str(exc))
-    return {"state": {"preset": None, "values": _flatten(cfg), "gpu": state.get("gpu")}, "notes": notes}
+    out = {"state": {"preset": None, "values": _flatten(cfg), "gpu": state.get("gpu")}, "notes": notes}
+    if kind == "megatron":
+        out["flags"] = flags
+    return out
 
 
 def layout_state(state: dict, config: dict) -> dict:

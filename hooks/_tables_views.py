@@ -296,6 +296,21 @@ def _formulas(names: str) -> str:
     return render_template("formulas.md.j2", rows=rows)
 
 
+@marker("megatron-flags")
+def _megatron_flags() -> str:
+    """Every Megatron-LM argument: modelled, no effect on memory, or refused (estimator.megatron_flag_classes)."""
+    from estimator import megatron_catalog, megatron_flag_classes
+    from estimator.megatron_args import REFUSED_VALUES
+    rows = megatron_flag_classes.rows()
+    if any(r["kind"] == "unclassified" for r in rows):
+        raise MarkerError("an argument of the catalogue is not classified")
+    by_kind = {k: [r for r in rows if r["kind"] == k] for k in ("modelled", "refused", "no_effect")}
+    return render_template("megatron_flags.md.j2", revision=megatron_catalog.REVISION,
+                           repository=megatron_catalog.REPOSITORY, by_kind=by_kind, total=len(rows),
+                           refused_values=[(megatron_catalog.ARGUMENTS[d][0][0], allowed, why)
+                                           for d, (allowed, why) in REFUSED_VALUES.items()])
+
+
 # --- validation ----------------------------------------------------------------------------------
 
 def _validation() -> dict:

@@ -171,3 +171,19 @@ def test_formula_line(capsys):
 def test_real_presets_print(capsys, name):
     code, out, _ = run(capsys, "estimate", name, "--gpu", "H200-141GB", "--assumptions")
     assert code == 0 and "H200-141GB (140.40 GiB)" in out and "Assumptions:" in out
+
+
+def test_megatron_args_list_harmless_flags_and_refuse_unmodelled_ones(capsys):
+    """Issue 9: refused flags exit 2 with each flag and its reason; flags without effect are listed quietly."""
+    model = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 100 --seq-length 128 --bf16 "
+             "--num-gpus 1")
+    code, out, err = run(capsys, "estimate", "--megatron-args", model.replace(" --num-gpus 1", "") + " --lr 1e-4",
+                         "--num-gpus", "1")
+    assert code == 0 and "note: no effect on memory: --lr 1e-4 (optimizer hyper-parameters" in err
+    code, out, err = run(capsys, "estimate", "--megatron-args", model.replace(" --num-gpus 1", "")
+                         + " --use-torch-fsdp2 --moe-router-dtype fp32", "--num-gpus", "1")
+    assert code == 2 and "Traceback" not in err
+    assert "--use-torch-fsdp2: FSDP sharding" in err and "--moe-router-dtype fp32: fp32/fp64 routing" in err
+    code, out, err = run(capsys, "estimate", "--megatron-args", model.replace(" --num-gpus 1", "")
+                         + " --recompute-granularty full", "--num-gpus", "1")
+    assert code == 2 and "did you mean --recompute-granularity" in err

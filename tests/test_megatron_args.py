@@ -84,7 +84,7 @@ def test_launch_script_text():
 
 
 def test_unmodelled_memory_flags_are_errors():
-    for flag in ("--use-torch-fsdp2", "--cpu-offloading", "--account-for-embedding-in-pipeline-split"):
+    for flag in ("--use-torch-fsdp2", "--cpu-offloading-num-layers 2", "--account-for-embedding-in-pipeline-split"):
         with pytest.raises(UnsupportedError, match=flag):
             parse_megatron_args(f"{MODEL} {flag}")
     with pytest.raises(UnsupportedError, match="Adam"):
@@ -121,3 +121,84 @@ def test_simumax_launch_flags_describe_the_measured_config():
     ours, theirs = estimate(parsed, num_microbatches=m), estimate(expected, num_microbatches=m)
     assert [s.allocated_bytes for s in ours.stages] == [s.allocated_bytes for s in theirs.stages]
     assert "--use-mcore-models" in ignored and "--mock-data" in ignored
+
+
+def test_quick_geglu_keeps_three_projections():
+    """GPT-OSS's --quick-geglu: Megatron-LM's argument_utils.py sets gated_linear_unit with quick_gelu, so fc1 is
+    h x 2f. ffn_hidden_size defaults to 4h (the 8h/3 rule is --swiglu's only): h 512 -> f 2048. Biases are on
+    (Megatron's default): per layer MLP = h*2f + 2f + f*h + h = 3*512*2048 + 2*2048 + 512 = 3,150,336."""
+    cfg, _ = parse_megatron_args(MODEL + " --quick-geglu", world_size=1)
+    m = cfg["model"]
+    assert (m["activation_func"], m["gated_linear_unit"]) == ("quick_gelu", True)
+    assert estimate(cfg).parameters.mlp == 4 * 3_150_336
+    back, _ = parse_megatron_args(to_megatron_args(cfg), world_size=1)
+    assert back["model"]["activation_func"] == "quick_gelu"
+
+
+def test_cp_comm_type_all_gather_is_transformer_engines_spelling():
+    """Transformer Engine spells it all_gather (context_parallel.py); Megatron's help text says allgather."""
+    base = MODEL + " --bf16 --context-parallel-size 2"
+    cfg, _ = parse_megatron_args(base + " --cp-comm-type all_gather", world_size=2)
+    assert cfg["parallelism"]["cp_comm_type"] == "allgather"
+    assert "all_gather" in to_megatron_args(cfg)
+    assert parse_megatron_args(base + " --cp-comm-type allgather", world_size=2)[0] == cfg
+
+
+def test_moe_layer_recompute_is_selective_recompute_of_moe():
+    """TransformerConfig.__post_init__: recompute_modules defaults to [core_attn], then 'moe' is appended and the
+    granularity becomes selective; with full granularity it is an error."""
+    cfg, _ = parse_megatron_args(MODEL + " --num-experts 4 --moe-layer-recompute")
+    assert cfg["training"]["recompute_granularity"] == "selective"
+    assert cfg["training"]["recompute_modules"] == ["core_attn", "moe"]
+    with pytest.raises(ConfigError, match="moe-layer-recompute"):
+        parse_megatron_args(MODEL + " --num-experts 4 --moe-layer-recompute --recompute-granularity full")
+
+
+def test_group_query_attention_alone_is_multi_query():
+    """Megatron-LM's --num-query-groups defaults to 1: --group-query-attention alone means one KV head."""
+    cfg, _ = parse_megatron_args(MODEL + " --group-query-attention")
+    assert cfg["model"]["num_query_groups"] == 1
+
+
+@pytest.mark.parametrize("extra, flag", [
+    ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 0",
+     "--num-layers-per-virtual-pipeline-stage"),
+    ("--pipeline-model-parallel-size 0 --num-layers-per-virtual-pipeline-stage 1",
+     "--num-layers-per-virtual-pipeline-stage"),
+    ("--group-query-attention --num-query-groups eight", "--num-query-groups"),
+    ("--num-layers-per-virtual-pipeline-stage two", "--num-layers-per-virtual-pipeline-stage"),
+    ("--padded-vocab-size big", "--padded-vocab-size"),
+    ("--lr", "--lr"),
+    ("--bf16 yes", "--bf16"),
+    ("--use-distributed-optimizer stray", "--use-distributed-optimizer"),
+])
+def test_bad_launch_arguments_are_errors_naming_the_flag(extra, flag):
+    """Regression (issues 9 and 15): these raised ZeroDivisionError or a bare 'invalid literal for int()'."""
+    with pytest.raises(ConfigError) as exc:
+        parse_megatron_args(f"{MODEL} {extra}")
+    assert flag in str(exc.value)
+
+
+def test_a_leading_stray_word_is_an_error():
+    with pytest.raises(ConfigError, match="'stray' is not a flag"):
+        parse_megatron_args("stray " + MODEL)
+
+
+def test_bf16_grad_reduce_and_main_grads_dtype_follow_megatron_lm():
+    """arguments.py: --grad-reduce-in-bf16 turns accumulate_allreduce_grads_in_fp32 off; --main-grads-dtype bf16
+    leaves it off (our derived default does the same); --accumulate-allreduce-grads-in-fp32 with
+    --main-grads-dtype bf16 is refused by Megatron-LM."""
+    cfg, _ = parse_megatron_args(MODEL + " --bf16 --grad-reduce-in-bf16")
+    assert cfg["precision"]["accumulate_allreduce_grads_in_fp32"] is False
+    assert "--grad-reduce-in-bf16" in to_megatron_args({**cfg, "training": {**cfg["training"], "world_size": 1}})
+    with pytest.raises(ConfigError, match="main-grads-dtype"):
+        parse_megatron_args(MODEL + " --bf16 --use-distributed-optimizer --use-precision-aware-optimizer "
+                            "--accumulate-allreduce-grads-in-fp32 --main-grads-dtype bf16")
+
+
+def test_recompute_details_without_a_granularity_are_ignored_as_megatron_does():
+    """TransformerConfig.__post_init__ validates recompute_num_layers / recompute_method only when
+    recompute_granularity is set; without it they change nothing (Megatron-LM's reruns functional test)."""
+    cfg, ignored = parse_megatron_args(MODEL + " --recompute-num-layers 1")
+    assert "recompute_num_layers" not in cfg["training"]
+    assert ignored == ["--recompute-num-layers: Megatron-Core ignores it without --recompute-granularity"]

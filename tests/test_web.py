@@ -174,3 +174,16 @@ def test_import_adds_nothing_to_the_package():
             "print(sorted(set(sys.modules) - a))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['estimator.web']"
+
+
+def test_import_megatron_args_says_what_each_flag_does():
+    """The import panel gets the same information as the CLI: flags without effect with their reason (in the
+    notes and as data), refused flags as one error each with the reason."""
+    model = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 100 --seq-length 128 --bf16"
+    res = web.import_text({"preset": "tiny"}, "megatron", model + " --lr 1e-4 --log-interval 10")
+    assert res["flags"]["no_effect"][0] == {"flag": "--lr 1e-4",
+                                            "reason": "optimizer hyper-parameters and loss scaling: scalars"}
+    assert any(n.startswith("No effect on memory: --lr 1e-4") for n in res["notes"])
+    bad = web.import_text({"preset": "tiny"}, "megatron", model + " --use-torch-fsdp2 --optimizer muon")
+    assert [e["message"].split(":")[0] for e in bad["errors"]] == ["--use-torch-fsdp2", "--optimizer"]
+    assert bad["refused"][1] == {"flag": "--optimizer muon", "reason": "the optimizer states are modelled for Adam only"}

@@ -1,0 +1,185 @@
+"""A configuration as Megatron-LM ``pretrain_gpt.py`` flags (the inverse of :mod:`estimator.megatron_args`).
+
+Derived values are written out so that Megatron-LM's own defaults cannot change the meaning; a setting
+that has no ``pretrain_gpt.py`` flag raises :class:`~estimator.errors.UnsupportedError`.
+"""
+
+from __future__ import annotations
+
+from .config import load_config
+from .errors import UnsupportedError
+from .resolve import resolve
+from .schema import field_specs
+from .states import grad_reduce_in_fp32
+
+__all__ = ["CP_TYPES", "pattern_expression", "to_megatron_args"]
+
+#: Context-parallel communication types as Transformer Engine spells them -> the schema's names.
+CP_TYPES = {"all_gather": "allgather"}
+
+
+def pattern_expression(pattern) -> str:
+    """A 0/1 layer pattern as Megatron's run-length expression: ``[0,0,0,1,1]`` -> ``([0]*3+[1]*2)``."""
+    runs: list[list[int]] = []
+    for x in pattern:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([int(x), 1])
+    return "(" + "+".join(f"[{v}]*{n}" if n > 1 else f"[{v}]" for v, n in runs) + ")"
+
+
+def _num(v) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def to_megatron_args(config) -> list[str]:
+    """The ``pretrain_gpt.py`` flags of a configuration (anything :func:`estimator.load_config` takes).
+
+    Derived values are written out (ffn size, sequence length, max positions, ...) so that Megatron-LM's
+    own defaults cannot change the meaning. The world size is not a flag (``torchrun --nproc-per-node``
+    x ``--nnodes``); the tokenizer flags stay the launch script's. Raises :class:`UnsupportedError` for a
+    setting with no ``pretrain_gpt.py`` flag.
+    """
+    cfg = load_config(config)
+    r = resolve(cfg)
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    out: list[str] = []
+
+    def add(flag, value=None):
+        out.append(flag)
+        if value is not None:
+            out.append(value if isinstance(value, str) else _num(value))
+
+    add("--num-layers", m.num_layers)
+    add("--hidden-size", m.hidden_size)
+    add("--ffn-hidden-size", r.f)
+    add("--num-attention-heads", m.num_attention_heads)
+    if not m.multi_latent_attention:
+        if m.kv_channels is not None:
+            add("--kv-channels", m.kv_channels)
+        if r.g != r.a:
+            add("--group-query-attention")
+            add("--num-query-groups", r.g)
+    add("--seq-length", r.s)
+    add("--max-position-embeddings", m.max_position_embeddings or r.s)
+    add("--position-embedding-type", m.position_embedding_type)
+    add("--normalization", m.normalization)
+    add("--norm-epsilon", m.layernorm_epsilon)
+    if m.activation_func == "swiglu" and m.gated_linear_unit:
+        add("--swiglu")
+    elif m.activation_func == "squared_relu" and not m.gated_linear_unit:
+        add("--squared-relu")
+    elif m.activation_func == "quick_gelu" and m.gated_linear_unit:
+        add("--quick-geglu")
+    elif not (m.activation_func == "gelu" and not m.gated_linear_unit):
+        raise UnsupportedError(f"model.activation_func {m.activation_func} (gated: {m.gated_linear_unit}) has no "
+                               "pretrain_gpt.py flag; Megatron-LM offers gelu (default), --swiglu, --squared-relu "
+                               "and --quick-geglu")
+    if not m.add_bias_linear:
+        add("--disable-bias-linear")
+    for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
+        if getattr(m, name):
+            add(_flag(name))
+    add("--hidden-dropout", m.hidden_dropout)
+    add("--attention-dropout", m.attention_dropout)
+    add("--vocab-size", m.vocab_size)
+    add("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by)
+    if m.multi_latent_attention:
+        add("--multi-latent-attention")
+        if m.q_lora_rank is not None:
+            add("--q-lora-rank", m.q_lora_rank)
+        add("--kv-lora-rank", r.kv_lora)
+        add("--qk-head-dim", r.qk_dim)
+        add("--qk-pos-emb-head-dim", r.rope_dim)
+        add("--v-head-dim", r.v_dim)
+    if m.num_experts is not None:
+        add("--num-experts", m.num_experts)
+        add("--moe-router-topk", r.k)
+        add("--moe-ffn-hidden-size", r.fm)
+        if m.moe_shared_expert_intermediate_size:
+            add("--moe-shared-expert-intermediate-size", m.moe_shared_expert_intermediate_size)
+        freq = m.moe_layer_freq
+        if isinstance(freq, tuple):
+            add("--moe-layer-freq", pattern_expression(freq))
+        elif freq not in (None, 1):
+            add("--moe-layer-freq", freq)
+        for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity"):
+            if getattr(m, name):
+                add(_flag(name))
+        add("--moe-token-dispatcher-type", m.moe_token_dispatcher_type)
+        if m.moe_expert_capacity_factor is not None:
+            add("--moe-expert-capacity-factor", m.moe_expert_capacity_factor)
+    if m.mtp_num_layers:
+        add("--mtp-num-layers", m.mtp_num_layers)
+
+    add("--tensor-model-parallel-size", r.t)
+    add("--pipeline-model-parallel-size", r.p)
+    if r.v > 1:
+        add("--num-virtual-stages-per-pipeline-rank", r.v)
+    for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
+        if getattr(par, name) is not None:
+            add(_flag(name), getattr(par, name))
+    if r.cp > 1:
+        add("--context-parallel-size", r.cp)
+        add("--cp-comm-type", {v: k for k, v in CP_TYPES.items()}.get(par.cp_comm_type, par.cp_comm_type))
+    if m.num_experts is not None:
+        add("--expert-model-parallel-size", r.ep)
+        add("--expert-tensor-parallel-size", r.etp)
+
+    add("--micro-batch-size", tr.micro_batch_size)
+    if tr.global_batch_size is not None:
+        add("--global-batch-size", tr.global_batch_size)
+    if tr.use_distributed_optimizer:
+        add("--use-distributed-optimizer")
+    if tr.sequence_parallel:
+        add("--sequence-parallel")
+    if tr.recompute_granularity == "full":
+        add("--recompute-granularity", "full")
+        add("--recompute-method", tr.recompute_method or "uniform")
+        add("--recompute-num-layers", 1 if tr.recompute_num_layers is None else tr.recompute_num_layers)
+    elif tr.recompute_granularity == "selective":
+        add("--recompute-granularity", "selective")
+        if tr.recompute_modules is not None:
+            out.extend(["--recompute-modules", *tr.recompute_modules])
+    if tr.attention_backend != "auto":
+        add("--attention-backend", tr.attention_backend)
+    if tr.cross_entropy_loss_fusion:
+        add("--cross-entropy-loss-fusion")
+        add("--cross-entropy-fusion-impl", tr.cross_entropy_fusion_impl)
+    if tr.transformer_impl != "transformer_engine":
+        add("--transformer-impl", tr.transformer_impl)
+    if not tr.gradient_accumulation_fusion:
+        add("--no-gradient-accumulation-fusion")
+    for name in ("overlap_grad_reduce", "overlap_param_gather"):
+        if getattr(tr, name):
+            add(_flag(name))
+
+    if pr.params_dtype != "fp32":
+        add("--" + pr.params_dtype)
+    if pr.fp8:
+        add("--fp8-format", "hybrid")
+        add("--fp8-recipe", pr.fp8_recipe or "delayed")
+        if pr.fp8_param_gather:
+            add("--fp8-param-gather")
+    fp32_grads = grad_reduce_in_fp32(pr)
+    if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
+        raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "
+                               "Megatron-LM refuses --accumulate-allreduce-grads-in-fp32 with --main-grads-dtype "
+                               "bf16 (Megatron-Bridge sets them independently)")
+    if pr.params_dtype == "bf16" and not fp32_grads:
+        add("--grad-reduce-in-bf16")
+    elif pr.params_dtype == "fp16" and fp32_grads:
+        add("--accumulate-allreduce-grads-in-fp32")
+    if pr.use_precision_aware_optimizer:
+        if not pr.store_param_remainders and pr.params_dtype == "bf16" and pr.main_params_dtype == "fp32":
+            raise UnsupportedError("precision.store_param_remainders false has no pretrain_gpt.py flag (Megatron-"
+                                   "LM always uses Megatron-Core's default, true)")
+        add("--use-precision-aware-optimizer")
+        for name in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+            add(_flag(name), getattr(pr, name))
+    return out
+
+
+def _flag(name: str) -> str:
+    return next(s.flag for s in field_specs() if s.name == name)

@@ -1,0 +1,69 @@
+"""No schema field is read and then ignored: each changes the estimate where Megatron-Core allocates differently,
+or its help text says it has no effect on memory.
+
+Fields with a Megatron-LM flag are covered by tests/test_megatron_flags.py (the importer sets exactly that
+field from the flag, and each modelled flag must change the estimate); the others are listed here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import estimate
+from estimator.megatron_args import _BY_FLAG, _DEST
+from estimator.schema import field_specs
+from tests.conftest import make_config
+from tests.test_megatron_flags import CHANGES
+
+MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
+MOE = {**MODEL, "num_experts": 8}
+
+#: Fields whose help text says they do not change the estimate, with why.
+NO_MEMORY_EFFECT = {
+    "model.layernorm_epsilon": "numerics only",
+    "model.moe_token_dispatcher_type": "allgather and alltoall keep the same routed rows",
+    "training.overlap_grad_reduce": "communication scheduling in the existing buffers",
+    "training.overlap_param_gather": "communication scheduling in the existing buffers",
+}
+
+#: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
+VARIANTS = {
+    "model.activation_func": (make_config(MODEL), {"model": {"activation_func": "gelu", "gated_linear_unit": False}}),
+    "model.gated_linear_unit": (make_config({**MODEL, "activation_func": "gelu", "gated_linear_unit": False}),
+                                {"model": {"gated_linear_unit": True}}),
+    "model.add_bias_linear": (make_config(MODEL), {"model": {"add_bias_linear": True}}),
+    "model.num_query_groups": (make_config(MODEL), {"model": {"num_query_groups": 2}}),
+    "model.moe_layer_freq": (make_config(MOE), {"model": {"moe_layer_freq": [0, 1, 1, 1]}}),
+    "parallelism.cp_comm_type": (make_config(MODEL, {"context_parallel_size": 2}, {"world_size": 2}),
+                                 {"parallelism": {"cp_comm_type": "allgather"}}),
+    "precision.params_dtype": (make_config(MODEL), {"precision": {"params_dtype": "fp32"}}),
+    "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
+    "precision.store_param_remainders": (
+        make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),
+        {"precision": {"store_param_remainders": False}}),
+    "training.gradient_accumulation_fusion": (make_config(MODEL), {"training": {"gradient_accumulation_fusion": False}}),
+    "training.world_size": (make_config(MODEL, None, {"world_size": 2}), {"training": {"world_size": 4}}),
+}
+
+
+def _covered_by_a_flag(spec) -> bool:
+    f = _BY_FLAG.get(spec.flag) if spec.flag else None
+    return f is not None and f.path == spec.path and _DEST.get(spec.flag) in CHANGES
+
+
+def _merge(base: dict, change: dict) -> dict:
+    return {k: {**base.get(k, {}), **change.get(k, {})} for k in ("model", "parallelism", "training", "precision")}
+
+
+@pytest.mark.parametrize("spec", field_specs(), ids=lambda s: s.path)
+def test_every_field_changes_the_estimate_or_says_it_does_not(spec):
+    if spec.path in NO_MEMORY_EFFECT:
+        assert "no effect on memory" in spec.help.lower() or "does not change the estimate" in spec.help
+        return
+    if _covered_by_a_flag(spec):
+        return
+    assert spec.path in VARIANTS, f"{spec.path}: add a configuration where it changes the estimate"
+    base, change = VARIANTS[spec.path]
+    if spec.path == "training.world_size":
+        base = _merge(base, {"training": {"use_distributed_optimizer": True}})
+    assert estimate(base).to_dict()["stages"] != estimate(_merge(base, change)).to_dict()["stages"]
