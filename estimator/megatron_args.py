@@ -71,7 +71,7 @@ _UNMODELLED = {
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
 _MEGATRON_MODEL_DEFAULTS = {"activation_func": "gelu", "gated_linear_unit": False, "add_bias_linear": True,
                             "position_embedding_type": "learned_absolute", "normalization": "LayerNorm",
-                            "hidden_dropout": 0.1, "attention_dropout": 0.1}
+                            "hidden_dropout": 0.1, "attention_dropout": 0.1, "moe_grouped_gemm": False}
 _MEGATRON_MLA_DEFAULTS = {"kv_lora_rank": 32, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
 
 _MAX_PATTERN = 100_000
@@ -398,7 +398,8 @@ def to_megatron_args(config) -> list[str]:
             add("--moe-layer-freq", pattern_expression(freq))
         elif freq not in (None, 1):
             add("--moe-layer-freq", freq)
-        for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity"):
+        for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity",
+                     "moe_grouped_gemm"):
             if getattr(m, name):
                 add(_flag(name))
         add("--moe-token-dispatcher-type", m.moe_token_dispatcher_type)

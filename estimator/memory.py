@@ -24,8 +24,9 @@ from .params import Count, attention, count_parameters, dense_mlp, embedding, fi
 from .report import Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .states import byte_model, state_bytes
+from .workspaces import workspace_bytes
 
-__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
+__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
            "stage_memory"]
 
 MIB = 2 ** 20
@@ -33,11 +34,6 @@ MIB = 2 ** 20
 #: The caching allocator keeps freed blocks for reuse, so max_memory_reserved exceeds max_memory_allocated.
 #: On the 19 SimuMax B200 runs of validation/measured.yaml the excess is 2.8-9.3 % (median 4.7 %); we use 5 %.
 ALLOCATOR_RESERVE_FRACTION = 0.05
-
-#: cuBLAS workspaces allocated through PyTorch's caching allocator (so counted by max_memory_allocated):
-#: Transformer Engine's GEMM workspace (32 MiB on Hopper and newer) and PyTorch's own cuBLAS workspace
-#: (CUBLAS_WORKSPACE_CONFIG default, 32 MiB on Hopper and newer).
-CUBLAS_WORKSPACE_BYTES = 64 * MIB
 
 #: CUDA context with cuBLAS/cuDNN/NCCL kernels loaded, outside PyTorch's allocator. nvidia-smi shows
 #: roughly 500-700 MiB per process on Hopper with CUDA 12; we take 600 MiB.
@@ -283,7 +279,7 @@ def stage_memory(r: Resolved) -> Estimate:
             # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
             name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
         transient[name] = value if value > 0 else 0
-        transient["cublas_workspace"] = CUBLAS_WORKSPACE_BYTES
+        transient["workspaces"] = workspace_bytes(r, has_moe)
         transient_bytes = sum(transient.values())
 
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
@@ -353,8 +349,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
-    out.append(f"Transient buffers include {CUBLAS_WORKSPACE_BYTES // MIB} MiB of cuBLAS workspaces (Transformer Engine "
-               "and PyTorch, Hopper sizes) and the largest buffer alive at the backward peak.")
+    ws = workspace_bytes(r, bool(r.E))
+    out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
+               "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
     out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
