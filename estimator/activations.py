@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .loss import loss_buffers
 from .resolve import Resolved
 
 __all__ = ["LayerActivations", "layer_activations", "stage_extras"]
@@ -162,7 +163,7 @@ class StageExtras(NamedTuple):
 
     embedding: int       # first stage: embedding output dropout mask
     output: int          # last stage: final norm and logits (and MTP)
-    logits_peak: int     # last stage: logits alive while the output layer runs its backward
+    logits_peak: int     # last stage: logits the loss keeps for its backward
 
 
 def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
@@ -172,8 +173,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     h = r.h
     drop = cfg.model.hidden_dropout > 0
     emb = Tn * h if drop else 0
-    te_ce = cfg.training.cross_entropy_loss_fusion and cfg.training.cross_entropy_fusion_impl == "te"
-    logits = (B if te_ce else B + 4) * T * (r.Vp // r.t)
+    logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
     if r.mtp and mtp_layer is not None:
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer

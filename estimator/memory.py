@@ -19,6 +19,7 @@ it holds that many chunk-micro-batches plus one, capped at m * v.
 from __future__ import annotations
 
 from .activations import layer_activations, stage_extras
+from .loss import loss_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, moe_experts, \
     moe_router, mtp_extra, output_layer, shared_expert
 from .report import Estimate, Peak, StageEstimate
@@ -173,6 +174,7 @@ def stage_memory(r: Resolved) -> Estimate:
         acts[True] = layer_activations(r, True)
     mtp_act = acts[r.mtp_is_moe] if r.mtp else None
     extras = stage_extras(r, mtp_act)
+    loss = loss_buffers(r)
 
     (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
      shapes_by_kind) = _parameter_layout(r)
@@ -271,10 +273,17 @@ def stage_memory(r: Resolved) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         name, value = "backward_working_set", bwd + work
-        if last and vocab_wgrad > value:
-            # Output layer backward: the logits (gradient computed in place) are alive and Megatron's
-            # ColumnParallelLinear allocates a dummy weight gradient of the full weight shape.
-            name, value = "output_layer_wgrad", vocab_wgrad
+        if last and out_act:
+            # The last stage passes through the loss before its layers' backward (estimator/loss.py): the
+            # loss's own buffers at the end of its forward and during its backward; then the output
+            # layer's backward (the bf16 gradient of the logits, and the weight gradient Megatron's
+            # ColumnParallelLinear allocates even when it accumulates into main_grad); the layers'
+            # backward starts once the loss has freed what it kept.
+            value -= min(loss.saved, out_act)
+            for phase, size in (("loss_forward", loss.forward_extra), ("loss_backward", loss.backward_extra),
+                                ("output_layer_wgrad", vocab_wgrad + loss.output_backward)):
+                if size > value:
+                    name, value = phase, size
         if first and n_flight and vocab_wgrad - chunk_acts[0][0] > value:
             # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
             name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
@@ -341,8 +350,12 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
         out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
+    elif tr.cross_entropy_loss_fusion:
+        out.append("Fused cross-entropy (native): keeps an fp32 softmax of the logits; torch.compile adds one "
+                   "more fp32 buffer of that size while it runs.")
     else:
-        out.append("Cross-entropy keeps the logits in bf16 and an fp32 copy for the loss.")
+        out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
+                   "computed.")
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
