@@ -85,7 +85,8 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         qkv = B * T * (heads + 2 * (g // t)) * dh
         out = B * T * heads * dh
         attn = norm_keep + qkv + out + 4 * T * heads
-        if tr.attention_backend in ("unfused", "local"):
+        if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
+            # (the local implementation's DotProductAttention is unfused whatever the backend says)
             s = r.s
             scores = B * r.b * heads * s * s
             if cfg.model.attention_dropout > 0:

@@ -25,7 +25,7 @@ from .params import Count, attention, count_parameters, dense_mlp, embedding, fi
 from .report import Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .states import byte_model, state_bytes
-from .workspaces import workspace_bytes
+from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
            "stage_memory"]
@@ -289,6 +289,9 @@ def stage_memory(r: Resolved) -> Estimate:
             name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
         transient[name] = value if value > 0 else 0
         transient["workspaces"] = workspace_bytes(r, has_moe)
+        buffer = global_buffer_bytes(r, has_moe, last)
+        if buffer:
+            transient["global_memory_buffer"] = buffer
         transient_bytes = sum(transient.values())
 
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
@@ -340,7 +343,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if r.p > 1:
         sched = "interleaved 1F1B" if r.v > 1 else "1F1B"
         out.append(f"{sched} schedule: stage r holds the activations of its in-flight micro-batches at the peak.")
-    if tr.attention_backend in ("unfused", "local"):
+    if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
         out.append("Unfused attention: the s x s attention scores are stored per head (quadratic in s).")
     else:
         out.append("Flash/fused attention: no s x s score matrix is stored (activations linear in s).")

@@ -139,6 +139,16 @@ def test_activations_are_linear_in_sequence_with_flash_and_quadratic_unfused():
     assert layer(u) - layer(a) == L * 2 * 8 * 1024 * 1024
 
 
+def test_local_implementation_attention_is_unfused_whatever_the_backend():
+    """Megatron-Core's own DotProductAttention (transformer_impl local) materialises the scores: the same 2*a*s^2
+    bytes per layer as the unfused backend, and the scores themselves go to the global buffer (2*b*a*s^2)."""
+    a = est(training={"seq_length": 1024}).stages[0]
+    loc = est(training={"seq_length": 1024, "transformer_impl": "local"}).stages[0]
+    layer = lambda s: s.activations["attention"] + s.activations["mlp"]
+    assert layer(loc) - layer(a) == L * 2 * 8 * 1024 * 1024
+    assert loc.transient["global_memory_buffer"] == 2 * 8 * 1024 * 1024
+
+
 def test_num_microbatches_override():
     e = est(parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2}, num_microbatches=1)
     assert [s.microbatches_in_flight for s in e.stages] == [1, 1]

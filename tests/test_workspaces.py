@@ -51,3 +51,25 @@ def test_matches_the_persistent_memory_of_a_megatron_ci_run():
     assert abs(workspace_bytes(_r(DENSE), False) - measured_rest) < 4096
     e = estimate(make_config(DENSE, training={"seq_length": 256}))
     assert e.stages[0].transient["workspaces"] == 96 * MIB + 1024
+
+
+def test_global_buffer_holds_the_largest_of_its_users():
+    """Megatron-Core's "mpu" buffer (megatron/core/utils.py GlobalMemoryBuffer), bf16:
+    local attention scores b 1 x a 4 x s 256 x s 256 x 2 B = 524,288 B; the output layer's
+    sequence-parallel all-gather on the last stage T 256 x h 256 x 2 B = 131,072 B."""
+    from estimator.workspaces import global_buffer_bytes
+    assert global_buffer_bytes(_r(DENSE), False, True) == 0
+    assert global_buffer_bytes(_r(DENSE, {"transformer_impl": "local"}), False, False) == 524_288
+    r = resolve(load_config(make_config(DENSE, {"tensor_model_parallel_size": 2},
+                                        {"seq_length": 256, "world_size": 2, "sequence_parallel": True})))
+    assert global_buffer_bytes(r, False, True) == 131_072
+    assert global_buffer_bytes(r, False, False) == 0
+
+
+def test_allgather_dispatcher_keeps_the_gathered_tokens():
+    """MoE all-gather dispatcher over TP x EP = 1 x 4: 256 tokens x 4 ranks x h 256 x 2 B = 524,288 B."""
+    from estimator.workspaces import global_buffer_bytes
+    r = resolve(load_config(make_config({**MOE, "moe_token_dispatcher_type": "allgather"},
+                                        {"expert_model_parallel_size": 4}, {"seq_length": 256, "world_size": 4})))
+    assert global_buffer_bytes(r, True, False) == 524_288
+    assert global_buffer_bytes(r, False, False) == 0
