@@ -12,7 +12,8 @@ T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activa
     dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
     MoE        = 4*Tn*h + 8*Tn*E      norm, router logits and probabilities (fp32)
                + R*(4h + 2*fm*(3 if gated else 2)/etp)       R = routed rows: permuted input, fc1 out,
-                                                             activation out, expert output for unpermute
+                                                             activation out, an expert-output-sized term
+               + R*2*fm/etp unless SwiGLU                    activation out before the routing weights
                + shared expert like a dense MLP of width fs
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
 
@@ -113,11 +114,18 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         rows = _routed_rows(r, T, Tn)
         fm = r.fm // r.etp
         act_out = lin_in * rows * fm
-        experts = lin_in * rows * h + B * rows * fm * up + act_out + B * rows * h
+        # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in
+        # one fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
+        # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
+        # The last term, one expert-output-sized tensor, was "the expert output kept for the unpermute"; since
+        # the probabilities moved into the experts unpermute keeps none (moe_utils.unpermute), yet the
+        # measured runs (SimuMax DeepSeek, Megatron-LM CI MoE tests) need that much: kept, not yet attributed.
+        weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
+        experts = lin_in * rows * h + B * rows * fm * up + act_out + weighted + B * rows * h
         recompute_mlp = 0
         if "moe_act" in modules:
-            experts -= act_out
-            recompute_mlp = act_out
+            experts -= act_out + weighted
+            recompute_mlp = act_out + weighted
         shared = 0
         if r.fs:
             fs = r.fs // t
