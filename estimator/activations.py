@@ -15,6 +15,7 @@ T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activa
                                                              activation out, an expert-output-sized term
                + R*2*fm/etp unless SwiGLU                    activation out before the routing weights
                + shared expert like a dense MLP of width fs
+    qk norms   + 2*2*T*(a + g)*dh/t + (8 or 4)*T*(a + g)/t    q/k input copies and outputs, statistics
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
 
 Unfused attention adds the s x s scores (softmax output 2 B, dropout mask 1 B and output 2 B per element
@@ -86,6 +87,12 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         qkv = B * T * (heads + 2 * (g // t)) * dh
         out = B * T * heads * dh
         attn = norm_keep + qkv + out + 4 * T * heads
+        if cfg.model.qk_layernorm:
+            # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its
+            # input (the q/k slices of the fused QKV output are strided) and produces a new output, plus
+            # fp32 statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
+            rows = T * (heads + g // t)
+            attn += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
         if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
             # (the local implementation's DotProductAttention is unfused whatever the backend says)
             s = r.s

@@ -211,3 +211,11 @@ def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
                                              training={"seq_length": 256})))
     assert layer_activations(gelu, True).mlp == base + 2 * R * fm + 2 * R * fm
     assert layer_activations(swiglu, True).mlp == base + 2 * R * 2 * fm
+
+
+def test_qk_layernorm_keeps_input_copies_and_outputs_of_q_and_k():
+    """Per-head q/k norms (Transformer Engine's norm op: input_.contiguous() saved, new output, rstd per row):
+    s 2048, 8 query + 8 key heads of 128, RMSNorm, bf16: 2*2*2048*16*128 + 4*2048*16 = 16,908,288 B per layer."""
+    a = est(training={"global_batch_size": 1}).stages[0]
+    q = est(training={"global_batch_size": 1}, model={"qk_layernorm": True}).stages[0]
+    assert q.activations["attention"] - a.activations["attention"] == L * 16_908_288
