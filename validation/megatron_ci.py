@@ -34,8 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from estimator import yamlio  # noqa: E402
-from estimator.errors import ConfigError, UnsupportedError  # noqa: E402
-from estimator.megatron_args import parse_megatron_args  # noqa: E402
+from estimator.validation_ci import evaluate  # noqa: E402
 
 DATA = ROOT / "validation" / "megatron_ci.yaml"
 REPO = "NVIDIA/Megatron-LM"
@@ -188,19 +187,12 @@ def _runs(steps: list[int], values: list) -> dict:
 
 
 def importer_outcome(case: dict) -> dict:
-    """Our importer on the case's flags: estimable (with the flags it ignored) or refused (with why)."""
-    if case.get("world_size") is None:
-        return {"status": "no_world_size", "reason": case["world_size_reason"]}
-    if case.get("unsupplied"):
-        return {"status": "incomplete", "reason": case["unsupplied"]}
-    tokens = shlex.split(case["megatron_args"]) + list(case.get("supplied_args") or [])
-    try:
-        parse_megatron_args(tokens, world_size=case["world_size"])
-    except UnsupportedError as exc:
-        return {"status": "refused", "reason": str(exc)}
-    except ConfigError as exc:
-        return {"status": "invalid", "reason": str(exc)}
-    return {"status": "estimable"}
+    """Our importer on the case's flags (estimator.validation_ci, as the tests and the site see it):
+    estimable, or refused / invalid / no_world_size / incomplete with the reason."""
+    ev = evaluate(case, notes=[])
+    if ev.status == "compared":
+        return {"status": "estimable"}
+    return {"status": ev.status, "reason": ev.reason}
 
 
 def extract(mirror: Path, rev: str) -> dict:
