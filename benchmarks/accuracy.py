@@ -65,6 +65,9 @@ def main(argv=None) -> int:
                 if c.status != "compared":
                     print(f"  {c.id:78} {c.status:14} {c.reason[:90]}")
         summaries.append(("held-out: Megatron-LM CI, target", stats([c.comparison for c in compared if c.in_target])))
+        for plat, label in (("dgx_h100", "H100"), ("dgx_gb200", "GB200")):
+            summaries.append((f"  of which {label}", stats([c.comparison for c in compared
+                                                          if c.in_target and c.platform == plat])))
         summaries.append(("held-out: Megatron-LM CI, all", stats([c.comparison for c in compared])))
         counts = {}
         for c in ci:

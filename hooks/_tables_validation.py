@@ -20,6 +20,8 @@ GROUPS = (
      "8 × H800, 8 × GPU", "Llama 2 7B (full); Mixtral-style MoE truncated to 4 layers"),
     ("megatron-ci-target", "Held-out", "Megatron-LM CI goldens, complete configurations",
      "H100, GB200 (4–8 GPUs)", "test models (hidden 512–1024, 4–16 layers) and a 7B GPT"),
+    ("megatron-ci-h100", "Held-out", "… of which measured on H100", "H100 (8 GPUs)", "as above"),
+    ("megatron-ci-gb200", "Held-out", "… of which measured on GB200", "GB200 (4–8 GPUs)", "as above"),
     ("megatron-ci-all", "Held-out", "Megatron-LM CI goldens, every estimated case",
      "H100, GB200 (4–8 GPUs)", "as above, with the cases a note sets apart"),
 )
@@ -48,6 +50,8 @@ def context() -> dict:
         "simumax-b200": [r for r in calibration if r.precise],
         "calibration-assumed": [r for r in calibration if not r.precise],
         "megatron-ci-target": [c.comparison for c in compared if c.in_target],
+        "megatron-ci-h100": [c.comparison for c in compared if c.in_target and c.platform == "dgx_h100"],
+        "megatron-ci-gb200": [c.comparison for c in compared if c.in_target and c.platform == "dgx_gb200"],
         "megatron-ci-all": [c.comparison for c in compared],
     }
     summary = [{"key": key, "set": set_, "source": label, "gpus": gpus, "models": models,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_config
+from tests.conftest import make_config
 
 from estimator import estimate
 from estimator.config import load_config

@@ -268,9 +268,10 @@ def test_validation_page_keeps_calibration_apart_from_held_out(site):
         assert rows[c.id]["target"].startswith("yes" if c.in_target else "no")
     (summary,) = tables.find("validation-summary")
     keys = {r["attrs"].get("data-key"): keyed(r) for r in summary["rows"][1:]}
-    assert set(keys) == {"simumax-b200", "calibration-assumed", "megatron-ci-target", "megatron-ci-all",
-                         "known-to-run"}
+    assert set(keys) == {"simumax-b200", "calibration-assumed", "megatron-ci-target", "megatron-ci-h100",
+                         "megatron-ci-gb200", "megatron-ci-all", "known-to-run"}
     target = stats([c.comparison for c in compared if c.in_target])
+    assert int(keys["megatron-ci-h100"]["cases"]) + int(keys["megatron-ci-gb200"]["cases"]) == target.cases
     assert keys["megatron-ci-target"]["cases"] == str(target.cases)
     assert keys["megatron-ci-target"]["median-abs"] == f"{target.median_abs_error_pct:.1f} %"
     html = page(site, "validation")
