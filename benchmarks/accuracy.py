@@ -1,31 +1,93 @@
-"""Estimated against measured peak memory for every case of validation/measured.yaml.
+"""Estimated against measured peak memory, per source, calibration apart from held-out.
 
-Prints case, measured, estimated, error %, and the median and max absolute error, separately for the
-precise cases (SimuMax B200 runs with full launch configurations) and for all cases.
+Sources: ``simumax`` (calibration, SimuMax B200 logs), ``assumed`` (calibration, PR #482 and mbridge, with
+assumed settings), ``megatron-ci`` (held-out, Megatron-LM CI goldens through the launch-argument importer),
+``recipes`` (held-out, Megatron-Bridge performance recipes known to run: "does it fit?"). Prints every case
+(signed error: negative is an under-estimate) and, per source, the median and worst errors.
 
-    python benchmarks/accuracy.py
+    python benchmarks/accuracy.py                       # every source
+    python benchmarks/accuracy.py --source megatron-ci  # one source (repeatable)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.validation import compare_case, load_cases, summary  # noqa: E402
+from estimator.validation import compare_case, load_cases, stats  # noqa: E402
+
+SOURCES = ("simumax", "assumed", "megatron-ci", "recipes")
 
 
-def main() -> int:
-    rows = [compare_case(c) for c in load_cases()]
-    print(f"{'case':58} {'measured GiB':>12} {'estimated GiB':>13} {'error %':>8}  precise")
+def _line(name: str, s) -> str:
+    if not s.cases:
+        return f"{name:34} cases   0"
+    return (f"{name:34} cases {s.cases:3}  median {s.median_error_pct:+6.2f} %  median |error| "
+            f"{s.median_abs_error_pct:5.2f} %  max |error| {s.max_abs_error_pct:6.2f} %  worst under "
+            f"{s.worst_under_pct:+7.2f} %  worst over {s.worst_over_pct:+6.2f} %  under-estimates {s.under}")
+
+
+def _rows(rows, title: str) -> None:
+    print(f"\n== {title}")
+    print(f"{'case':78} {'measured GiB':>12} {'estimated GiB':>13} {'error %':>8}")
     for r in rows:
-        print(f"{r.id:58} {r.measured_gib:12.2f} {r.estimated_gib:13.2f} {r.error_pct:+8.2f}  "
-              f"{'yes' if r.precise else 'no (assumed fields)'}")
-    s = summary(rows)
-    for name, v in s.items():
-        print(f"{name:8} cases {v['cases']:3}  median |error| {v['median_abs_error_pct']:.2f} %  "
-              f"max |error| {v['max_abs_error_pct']:.2f} %")
+        print(f"{r.id:78} {r.measured_gib:12.2f} {r.estimated_gib:13.2f} {r.error_pct:+8.2f}  {r.note[:60]}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", action="append", choices=SOURCES, help="only this source (repeatable)")
+    ap.add_argument("--quiet", action="store_true", help="summaries only")
+    args = ap.parse_args(argv)
+    chosen = args.source or list(SOURCES)
+    summaries = []
+    if "simumax" in chosen or "assumed" in chosen:
+        cal = [compare_case(c) for c in load_cases()]
+        for key, precise, title in (("simumax", True, "calibration: SimuMax B200 (precise)"),
+                                    ("assumed", False, "calibration: PR #482 + mbridge (assumed settings)")):
+            if key in chosen:
+                rows = [r for r in cal if r.precise == precise]
+                if not args.quiet:
+                    _rows(rows, title)
+                summaries.append((title, stats(rows)))
+    if "megatron-ci" in chosen:
+        from estimator.validation_ci import ci_cases
+        ci = ci_cases()
+        compared = [c for c in ci if c.status == "compared"]
+        if not args.quiet:
+            _rows(sorted((c.comparison for c in compared), key=lambda r: r.error_pct),
+                  "held-out: Megatron-LM CI (last rank)")
+            print("\nnot compared:")
+            for c in ci:
+                if c.status != "compared":
+                    print(f"  {c.id:78} {c.status:14} {c.reason[:90]}")
+        summaries.append(("held-out: Megatron-LM CI, target", stats([c.comparison for c in compared if c.in_target])))
+        for plat, label in (("dgx_h100", "H100"), ("dgx_gb200", "GB200")):
+            summaries.append((f"  of which {label}", stats([c.comparison for c in compared
+                                                          if c.in_target and c.platform == plat])))
+        summaries.append(("held-out: Megatron-LM CI, all", stats([c.comparison for c in compared])))
+        counts = {}
+        for c in ci:
+            counts[c.status] = counts.get(c.status, 0) + 1
+        summaries.append(("held-out: Megatron-LM CI, cases", counts))
+    if "recipes" in chosen:
+        from estimator.validation_recipes import recipe_cases
+        rc = recipe_cases()
+        if not args.quiet:
+            print("\n== held-out: known-to-run recipes")
+            for r in rc:
+                verdict = (f"{r.device_gib:6.1f} of {r.capacity_gib:6.1f} GiB: {r.verdict}" if r.verdict
+                           else "not estimable: " + "; ".join(r.reasons)[:100])
+                print(f"  {r.id:45} {r.gpu:11} {verdict}")
+        summaries.append(("held-out: known-to-run recipes", {
+            "recipes": len(rc), "estimated": sum(r.status == "estimated" for r in rc),
+            "false OOM verdicts": sum(r.false_oom for r in rc)}))
+    print("\n== summary (signed errors: negative = under-estimate)")
+    for name, s in summaries:
+        print(_line(name, s) if not isinstance(s, dict) else f"{name:34} {s}")
     return 0
 
 

@@ -12,8 +12,10 @@ T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activa
     dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
     MoE        = 4*Tn*h + 8*Tn*E      norm, router logits and probabilities (fp32)
                + R*(4h + 2*fm*(3 if gated else 2)/etp)       R = routed rows: permuted input, fc1 out,
-                                                             activation out, expert output for unpermute
+                                                             activation out, an expert-output-sized term
+               + R*2*fm/etp unless SwiGLU                    activation out before the routing weights
                + shared expert like a dense MLP of width fs
+    qk norms   + 2*2*T*(a + g)*dh/t + (8 or 4)*T*(a + g)/t    q/k input copies and outputs, statistics
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
 
 Unfused attention (MHA, GQA and MLA alike) adds the s x s scores (softmax output 2 B, dropout mask 1 B
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .loss import loss_buffers
 from .resolve import Resolved
 
 __all__ = ["LayerActivations", "layer_activations", "stage_extras"]
@@ -70,6 +73,7 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
     norm_keep = B * Tn * h + (0 if "layernorm" in modules else lin_in * Tn * h)
     heads = r.a // t
     recompute_attn = 0
+    unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     if r.mla:
         qk = r.qk_dim + r.rope_dim
         latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
@@ -79,7 +83,7 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             recompute_attn = qkv
             qkv = 0
         attn = norm_keep + latent + qkv + out + 4 * T * heads
-        if tr.attention_backend in ("unfused", "local"):
+        if unfused:
             # Megatron's own DotProductAttention: the softmax output (and dropout mask and output) per head,
             # s x s per sequence; q and k are already per head, so nothing is expanded.
             scores = _scores(r, heads)
@@ -92,7 +96,14 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         qkv = B * T * (heads + 2 * (g // t)) * dh
         out = B * T * heads * dh
         attn = norm_keep + qkv + out + 4 * T * heads
-        if tr.attention_backend in ("unfused", "local"):
+        if cfg.model.qk_layernorm:
+            # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its
+            # input (the q/k slices of the fused QKV output are strided) and produces a new output, plus
+            # fp32 statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
+            rows = T * (heads + g // t)
+            attn += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
+        if unfused:
+            # (the local implementation's DotProductAttention is unfused whatever the backend says)
             scores = _scores(r, heads)
             # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
             expanded = 2 * B * T * (heads - g // t) * dh
@@ -116,11 +127,18 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         rows = _routed_rows(r, T, Tn)
         fm = r.fm // r.etp
         act_out = lin_in * rows * fm
-        experts = lin_in * rows * h + B * rows * fm * up + act_out + B * rows * h
+        # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in
+        # one fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
+        # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
+        # The last term, one expert-output-sized tensor, was "the expert output kept for the unpermute"; since
+        # the probabilities moved into the experts unpermute keeps none (moe_utils.unpermute), yet the
+        # measured runs (SimuMax DeepSeek, Megatron-LM CI MoE tests) need that much: kept, not yet attributed.
+        weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
+        experts = lin_in * rows * h + B * rows * fm * up + act_out + weighted + B * rows * h
         recompute_mlp = 0
         if "moe_act" in modules:
-            experts -= act_out
-            recompute_mlp = act_out
+            experts -= act_out + weighted
+            recompute_mlp = act_out + weighted
         shared = 0
         if r.fs:
             fs = r.fs // t
@@ -175,7 +193,7 @@ class StageExtras(NamedTuple):
 
     embedding: int       # first stage: embedding output dropout mask
     output: int          # last stage: final norm and logits (and MTP)
-    logits_peak: int     # last stage: logits alive while the output layer runs its backward
+    logits_peak: int     # last stage: logits the loss keeps for its backward
 
 
 def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
@@ -185,8 +203,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     h = r.h
     drop = cfg.model.hidden_dropout > 0
     emb = Tn * h if drop else 0
-    te_ce = cfg.training.cross_entropy_loss_fusion and cfg.training.cross_entropy_fusion_impl == "te"
-    logits = (B if te_ce else B + 4) * T * (r.Vp // r.t)
+    logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
     if r.mtp and mtp_layer is not None:
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer

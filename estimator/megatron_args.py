@@ -67,7 +67,7 @@ REFUSED_VALUES = {
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
 _MEGATRON_MODEL_DEFAULTS = {"activation_func": "gelu", "gated_linear_unit": False, "add_bias_linear": True,
                             "position_embedding_type": "learned_absolute", "normalization": "LayerNorm",
-                            "hidden_dropout": 0.1, "attention_dropout": 0.1}
+                            "hidden_dropout": 0.1, "attention_dropout": 0.1, "moe_grouped_gemm": False}
 _MEGATRON_MLA_DEFAULTS = {"kv_lora_rank": 32, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
 
 _MAX_PATTERN = 100_000

@@ -61,6 +61,7 @@ _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels
      "moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_shared_expert_gate "
      "moe_router_enable_expert_bias moe_expert_capacity_factor moe_pad_expert_input_to_capacity",
      "the model's shape: parameters and activations")
+_put(_M, "moe_grouped_gemm", "grouped GEMM keeps Transformer Engine's extra per-stream GEMM workspaces")
 _put(_M, "tokenizer_type", "NullTokenizer adds its end-of-document token to the vocabulary")
 _put(_M, "padded_vocab_size", "the padded vocabulary, used as given")
 _put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
@@ -106,7 +107,7 @@ _put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform p
 _put(_N, "masked_softmax_fusion bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
      "no_persist_layer_norm fused_residual_rmsnorm use_transformer_engine_op_fuser use_te_activation_func "
      "use_fused_weighted_squared_relu moe_permute_fusion moe_router_fusion mla_down_proj_fusion "
-     "moe_grouped_gemm use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
+     "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
      "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
      "moe_mlp_glu_interleave_size disable_jit_fuser deterministic_mode "
      "disable_bf16_reduced_precision_matmul flash_attention_version batch_invariant_mode "

@@ -19,13 +19,15 @@ it holds that many chunk-micro-batches plus one, capped at m * v.
 from __future__ import annotations
 
 from .activations import layer_activations, stage_extras
+from .loss import loss_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
     moe_experts, moe_router, mtp_extra, output_layer, shared_expert
 from .report import Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .states import byte_model, state_bytes
+from .workspaces import global_buffer_bytes, workspace_bytes
 
-__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
+__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
            "stage_memory"]
 
 MIB = 2 ** 20
@@ -33,11 +35,6 @@ MIB = 2 ** 20
 #: The caching allocator keeps freed blocks for reuse, so max_memory_reserved exceeds max_memory_allocated.
 #: On the 19 SimuMax B200 runs of validation/measured.yaml the excess is 2.8-9.3 % (median 4.7 %); we use 5 %.
 ALLOCATOR_RESERVE_FRACTION = 0.05
-
-#: cuBLAS workspaces allocated through PyTorch's caching allocator (so counted by max_memory_allocated):
-#: Transformer Engine's GEMM workspace (32 MiB on Hopper and newer) and PyTorch's own cuBLAS workspace
-#: (CUBLAS_WORKSPACE_CONFIG default, 32 MiB on Hopper and newer).
-CUBLAS_WORKSPACE_BYTES = 64 * MIB
 
 #: CUDA context with cuBLAS/cuDNN/NCCL kernels loaded, outside PyTorch's allocator. nvidia-smi shows
 #: roughly 500-700 MiB per process on Hopper with CUDA 12; we take 600 MiB.
@@ -177,6 +174,7 @@ def stage_memory(r: Resolved) -> Estimate:
         acts[True] = layer_activations(r, True)
     mtp_act = acts[r.mtp_is_moe] if r.mtp else None
     extras = stage_extras(r, mtp_act)
+    loss = loss_buffers(r)
 
     (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
      shapes_by_kind) = _parameter_layout(r)
@@ -275,15 +273,25 @@ def stage_memory(r: Resolved) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         name, value = "backward_working_set", bwd + work
-        if last and vocab_wgrad > value:
-            # Output layer backward: the logits (gradient computed in place) are alive and Megatron's
-            # ColumnParallelLinear allocates a dummy weight gradient of the full weight shape.
-            name, value = "output_layer_wgrad", vocab_wgrad
+        if last and out_act:
+            # The last stage passes through the loss before its layers' backward (estimator/loss.py): the
+            # loss's own buffers at the end of its forward and during its backward; then the output
+            # layer's backward (the bf16 gradient of the logits, and the weight gradient Megatron's
+            # ColumnParallelLinear allocates even when it accumulates into main_grad); the layers'
+            # backward starts once the loss has freed what it kept.
+            value -= min(loss.saved, out_act)
+            for phase, size in (("loss_forward", loss.forward_extra), ("loss_backward", loss.backward_extra),
+                                ("output_layer_wgrad", vocab_wgrad + loss.output_backward)):
+                if size > value:
+                    name, value = phase, size
         if first and n_flight and vocab_wgrad - chunk_acts[0][0] > value:
             # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
             name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
         transient[name] = value if value > 0 else 0
-        transient["cublas_workspace"] = CUBLAS_WORKSPACE_BYTES
+        transient["workspaces"] = workspace_bytes(r, has_moe)
+        buffer = global_buffer_bytes(r, has_moe, last)
+        if buffer:
+            transient["global_memory_buffer"] = buffer
         transient_bytes = sum(transient.values())
 
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
@@ -336,7 +344,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if r.p > 1:
         sched = "interleaved 1F1B" if r.v > 1 else "1F1B"
         out.append(f"{sched} schedule: stage r holds the activations of its in-flight micro-batches at the peak.")
-    if tr.attention_backend in ("unfused", "local"):
+    if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
         out.append("Unfused attention: the s x s attention scores are stored per head (quadratic in s).")
     else:
         out.append("Flash/fused attention: no s x s score matrix is stored (activations linear in s).")
@@ -346,8 +354,12 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
         out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
+    elif tr.cross_entropy_loss_fusion:
+        out.append("Fused cross-entropy (native): keeps an fp32 softmax of the logits; torch.compile adds one "
+                   "more fp32 buffer of that size while it runs.")
     else:
-        out.append("Cross-entropy keeps the logits in bf16 and an fp32 copy for the loss.")
+        out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
+                   "computed.")
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
@@ -358,8 +370,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
-    out.append(f"Transient buffers include {CUBLAS_WORKSPACE_BYTES // MIB} MiB of cuBLAS workspaces (Transformer Engine "
-               "and PyTorch, Hopper sizes) and the largest buffer alive at the backward peak.")
+    ws = workspace_bytes(r, bool(r.E))
+    out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
+               "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
     out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")

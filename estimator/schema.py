@@ -87,6 +87,10 @@ class ModelConfig:
     moe_pad_expert_input_to_capacity: bool = _f(False, "Pad every expert's input to its full capacity "
                                                 "(needs moe_expert_capacity_factor).", type="bool",
                                                 flag="--moe-pad-expert-input-to-capacity")
+    moe_grouped_gemm: bool = _f(True, "Run the local experts as one grouped GEMM (Transformer Engine's "
+                                "GroupedLinear), which keeps a cuBLAS workspace per compute stream. (Megatron's "
+                                "own default is false, a loop over the experts; MoE recipes turn it on.)",
+                                type="bool", flag="--moe-grouped-gemm")
     vocab_size: int = _f(REQUIRED, "Tokenizer vocabulary size before padding.", type="int", required=True, min=1,
                          flag="--vocab-size")
     make_vocab_size_divisible_by: int = _f(128, "Megatron pads the vocabulary to a multiple of this value "

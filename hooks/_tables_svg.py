@@ -121,3 +121,53 @@ def scatter(chart_id: str, title: str, points: list[dict], band: float = 0.10) -
         "ticks": [{"x": sx(t), "y": sy(t), "label": _label(t)} for t in ticks],
         "points": [{**p, "cx": sx(p["x"]), "cy": sy(p["y"])} for p in points],
     }
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks covering [lo, hi] on a logarithmic axis."""
+    out = []
+    k = math.floor(math.log10(lo))
+    while True:
+        for m in (1, 2, 5):
+            v = m * 10 ** k
+            if v >= lo / 1.0001 and v <= hi * 1.0001:
+                out.append(round(v, 10))
+            if v > hi:
+                return out
+        k += 1
+
+
+def log_scatter(chart_id: str, title: str, points: list[dict], bands: tuple = (0.02, 0.06)) -> dict:
+    """Estimated against measured (GiB), both axes logarithmic, with the y = x line and +/- bands.
+
+    ``points``: dicts with ``x`` (measured GiB), ``y`` (estimated GiB), ``label``, ``cls`` (a CSS suffix naming
+    the point's group) and ``error`` (signed %).
+    """
+    size, pad_l, pad_b, pad_t, pad_r = 480, 64, 52, 20, 20
+    lo = min(min(p["x"], p["y"]) for p in points) / 1.3
+    hi = max(max(p["x"], p["y"]) for p in points) * 1.3
+    ticks = log_ticks(lo, hi)
+    lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+    plot = size - pad_l - pad_r
+    span = math.log10(hi) - math.log10(lo)
+
+    def pos(v: float) -> float:
+        return (math.log10(v) - math.log10(lo)) / span * plot
+
+    def sx(v: float) -> float:
+        return round(pad_l + pos(v), 2)
+
+    def sy(v: float) -> float:
+        return round(pad_t + plot - pos(v), 2)
+
+    def band(f: float) -> str:   # the region between y = x (1 - f) and y = x (1 + f), clipped to the plot
+        return (f"{sx(lo)},{sy(lo * (1 + f))} {sx(hi / (1 + f))},{sy(hi)} {sx(hi)},{sy(hi)} "
+                f"{sx(hi)},{sy(hi * (1 - f))} {sx(lo / (1 - f))},{sy(lo)} {sx(lo)},{sy(lo)}")
+
+    return {
+        "id": chart_id, "title": title, "width": size, "height": pad_t + plot + pad_b,
+        "x0": sx(lo), "x1": sx(hi), "y0": sy(lo), "y1": sy(hi),
+        "bands": [{"pct": round(f * 100), "poly": band(f)} for f in sorted(bands, reverse=True)],
+        "ticks": [{"x": sx(t), "y": sy(t), "label": _label(t)} for t in ticks],
+        "points": [{**p, "cx": sx(p["x"]), "cy": sy(p["y"])} for p in points],
+    }

@@ -17,7 +17,8 @@ Markers (arguments; body):
 - ``value preset= key= [format=]``, ``constant name= [format=]``: one number inside a sentence;
 - ``docstring module=``, ``assumptions preset=``, ``formulas names=a,b``: the model as the code states it;
 - ``cli-run args=``, ``python-run`` with a Python body: a command or snippet run at build time, with output;
-- ``validation-summary``, ``validation-table``, ``validation-chart``: estimate against measurement.
+- ``validation-summary``, ``validation-chart``, ``validation-table`` (calibration), ``validation-ci-table``,
+  ``validation-ci-excluded``, ``validation-recipes``: estimate against measurement (``_tables_validation``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from estimator import yamlio
 import _tables_presets as presets
 import _tables_reference as reference
 import _tables_svg as svg
+import _tables_validation as validation
 from _tables_base import MarkerError, billions, count, gib, merge, render_template
 
 __all__ = ["MarkerError", "VIEWS", "preset_titles", "render"]
@@ -313,29 +315,31 @@ def _megatron_flags() -> str:
 
 # --- validation ----------------------------------------------------------------------------------
 
-def _validation() -> dict:
-    from estimator import validation
-    rows = [validation.compare_case(c) for c in validation.load_cases()]
-    if not rows:
-        raise MarkerError("validation/measured.yaml has no cases")
-    return {"rows": rows, "summary": validation.summary(rows)}
-
-
 @marker("validation-summary")
 def _validation_summary() -> str:
-    return render_template("validation_summary.md.j2", **_validation())
+    return render_template("validation_summary.md.j2", **validation.context())
 
 
 @marker("validation-table")
 def _validation_table() -> str:
-    return render_template("validation_table.md.j2", **_validation())
+    return render_template("validation_table.md.j2", **validation.context())
+
+
+@marker("validation-ci-table")
+def _validation_ci_table() -> str:
+    return render_template("validation_ci_table.md.j2", **validation.context())
+
+
+@marker("validation-ci-excluded")
+def _validation_ci_excluded() -> str:
+    return render_template("validation_ci_excluded.md.j2", **validation.context())
+
+
+@marker("validation-recipes")
+def _validation_recipes() -> str:
+    return render_template("validation_recipes.md.j2", **validation.context())
 
 
 @marker("validation-chart")
 def _validation_chart() -> str:
-    v = _validation()
-    points = [{"x": r.measured_gib, "y": r.estimated_gib, "label": r.id, "precise": r.precise,
-               "error": r.error_pct} for r in v["rows"]]
-    chart = svg.scatter("chart-validation", "Estimated against measured peak allocated memory per GPU", points)
-    return render_template("validation_chart.md.j2", chart=chart, **v)
-
+    return render_template("validation_chart.md.j2", chart=validation.chart(), **validation.context())

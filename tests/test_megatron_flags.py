@@ -69,6 +69,7 @@ CHANGES = {
     "moe_shared_expert_intermediate_size": (MOE, "--moe-shared-expert-intermediate-size 512"),
     "moe_shared_expert_gate": (MOE + " --moe-shared-expert-intermediate-size 512", "--moe-shared-expert-gate"),
     "moe_router_enable_expert_bias": (MOE, "--moe-router-enable-expert-bias"),
+    "moe_grouped_gemm": (MOE, "--moe-grouped-gemm"),
     "moe_expert_capacity_factor": (MOE, "--moe-expert-capacity-factor 0.5"),
     "moe_pad_expert_input_to_capacity": (MOE + " --moe-expert-capacity-factor 1.5",
                                          "--moe-pad-expert-input-to-capacity"),

@@ -139,6 +139,16 @@ def test_activations_are_linear_in_sequence_with_flash_and_quadratic_unfused():
     assert layer(u) - layer(a) == L * 2 * 8 * 1024 * 1024
 
 
+def test_local_implementation_attention_is_unfused_whatever_the_backend():
+    """Megatron-Core's own DotProductAttention (transformer_impl local) materialises the scores: the same 2*a*s^2
+    bytes per layer as the unfused backend, and the scores themselves go to the global buffer (2*b*a*s^2)."""
+    a = est(training={"seq_length": 1024}).stages[0]
+    loc = est(training={"seq_length": 1024, "transformer_impl": "local"}).stages[0]
+    layer = lambda s: s.activations["attention"] + s.activations["mlp"]
+    assert layer(loc) - layer(a) == L * 2 * 8 * 1024 * 1024
+    assert loc.transient["global_memory_buffer"] == 2 * 8 * 1024 * 1024
+
+
 def test_num_microbatches_override():
     e = est(parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2}, num_microbatches=1)
     assert [s.microbatches_in_flight for s in e.stages] == [1, 1]
@@ -183,3 +193,29 @@ def test_invalid_configuration_lists_every_problem():
             training={"world_size": 8, "sequence_parallel": True})
     fields = {p.field for p in exc.value.problems}
     assert {"model.num_attention_heads", "training.world_size", "model.num_layers"} <= fields
+
+
+def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
+    """Megatron-Core applies the routing probabilities in the experts (moe/experts.py): fused with SwiGLU
+    (weighted_bias_swiglu_impl saves only its input), otherwise act(x) * probs, which keeps act(x) too.
+    MoE layer, s 256, b 1, top-2: R = 512 routed rows; expert width fm 128, h 256, bf16, no dropout:
+    norm 4*256*256 + router 8*256*4 + rows * (2h in + 2h out) + fc1 out 2*R*fm*up + act 2*R*fm [+ 2*R*fm]."""
+    from estimator.activations import layer_activations
+    moe = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000, "num_experts": 4,
+           "moe_router_topk": 2, "moe_ffn_hidden_size": 128}
+    R, fm, h = 512, 128, 256
+    base = 4 * 256 * h + 8 * 256 * 4 + R * (2 * h + 2 * h) + 2 * R * fm
+    gelu = resolve(load_config(make_config({**moe, "activation_func": "gelu", "gated_linear_unit": False},
+                                           training={"seq_length": 256})))
+    swiglu = resolve(load_config(make_config({**moe, "activation_func": "swiglu", "gated_linear_unit": True},
+                                             training={"seq_length": 256})))
+    assert layer_activations(gelu, True).mlp == base + 2 * R * fm + 2 * R * fm
+    assert layer_activations(swiglu, True).mlp == base + 2 * R * 2 * fm
+
+
+def test_qk_layernorm_keeps_input_copies_and_outputs_of_q_and_k():
+    """Per-head q/k norms (Transformer Engine's norm op: input_.contiguous() saved, new output, rstd per row):
+    s 2048, 8 query + 8 key heads of 128, RMSNorm, bf16: 2*2*2048*16*128 + 4*2048*16 = 16,908,288 B per layer."""
+    a = est(training={"global_batch_size": 1}).stages[0]
+    q = est(training={"global_batch_size": 1}, model={"qk_layernorm": True}).stages[0]
+    assert q.activations["attention"] - a.activations["attention"] == L * 16_908_288

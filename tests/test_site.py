@@ -274,6 +274,35 @@ def test_validation_page_lists_every_case(site):
     assert "<svg" in html and 'role="img"' in html and "<title" in html
 
 
+def test_validation_page_keeps_calibration_apart_from_held_out(site):
+    """Every compared Megatron-LM CI case is in the CI table with the core's numbers; the summary has a row per
+    source and set, and every not-compared case is named with its reason."""
+    from estimator.validation import stats
+    from estimator.validation_ci import ci_cases
+    tables = Tables(page(site, "validation"))
+    (ci_table,) = tables.find("validation-ci")
+    rows = {r["attrs"]["data-case"]: keyed(r) for r in ci_table["rows"][1:]}
+    cases = ci_cases()
+    compared = [c for c in cases if c.status == "compared"]
+    assert set(rows) == {c.id for c in compared}
+    for c in compared:
+        assert rows[c.id]["estimated"] == f"{c.comparison.estimated_gib:.2f}"
+        assert rows[c.id]["target"].startswith("yes" if c.in_target else "no")
+    (summary,) = tables.find("validation-summary")
+    keys = {r["attrs"].get("data-key"): keyed(r) for r in summary["rows"][1:]}
+    assert set(keys) == {"simumax-b200", "calibration-assumed", "megatron-ci-target", "megatron-ci-h100",
+                         "megatron-ci-gb200", "megatron-ci-all", "known-to-run"}
+    target = stats([c.comparison for c in compared if c.in_target])
+    assert int(keys["megatron-ci-h100"]["cases"]) + int(keys["megatron-ci-gb200"]["cases"]) == target.cases
+    assert keys["megatron-ci-target"]["cases"] == str(target.cases)
+    assert keys["megatron-ci-target"]["median-abs"] == f"{target.median_abs_error_pct:.1f} %"
+    html = page(site, "validation")
+    for c in cases:
+        if c.status != "compared":
+            assert c.id in html
+    assert "Calibration" in page(site, "") and "Held-out" in page(site, "")
+
+
 # --- references -----------------------------------------------------------------------------------
 
 def test_configuration_reference_lists_every_schema_field(site):
