@@ -7,7 +7,7 @@ schema's :attr:`~estimator.schema.FieldSpec.flag` (one source of truth) plus a s
 cases; where a flag is absent, Megatron-LM's own default applies, not this project's (GeLU without
 gating, biases on, learned absolute positions, LayerNorm, dropout 0.1, fp32 weights, no distributed
 optimizer, ...). Megatron-LM's derived values are applied as ``megatron/training/arguments.py`` does
-(SwiGLU's ffn_hidden_size = int(8h/3/64)*64, the NullTokenizer's extra EOD token, sequence parallelism
+(SwiGLU's ffn_hidden_size = int(8h/3/64)*64, sequence parallelism
 off at TP 1, ``--num-query-groups`` only with ``--group-query-attention``).
 
 Flags without effect on memory (learning rate, data paths, logging, ...) and unknown flags are
@@ -337,9 +337,10 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
             notes.append("--vocab-size: --padded-vocab-size takes precedence (argument_utils.py)")
         m["vocab_size"] = _int("--padded-vocab-size", raw["padded_vocab_size"])
         m["make_vocab_size_divisible_by"] = 1
-    elif "vocab_size" in m and tokenizer == ["NullTokenizer"]:
-        m["vocab_size"] += 1   # Megatron's NullTokenizer appends an end-of-document token
-    if tokenizer is not None and tokenizer != ["NullTokenizer"]:
+    if tokenizer is not None:
+        # At the catalogue's revision the NullTokenizer keeps --vocab-size as given (its end-of-document id is
+        # vocab_size - 1, megatron/core/tokenizers/text/libraries/null_tokenizer.py); Megatron-LM before
+        # c9dfe34798 appended one more token.
         no_effect.append((" ".join(["--tokenizer-type", *tokenizer]), "the vocabulary size comes from --vocab-size"))
     missing = [f for f, k in (("--num-layers", "num_layers"), ("--hidden-size", "hidden_size"),
                               ("--num-attention-heads", "num_attention_heads")) if k not in m]

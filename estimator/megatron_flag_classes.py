@@ -62,7 +62,6 @@ _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels
      "moe_router_enable_expert_bias moe_expert_capacity_factor moe_pad_expert_input_to_capacity",
      "the model's shape: parameters and activations")
 _put(_M, "moe_grouped_gemm", "grouped GEMM keeps Transformer Engine's extra per-stream GEMM workspaces")
-_put(_M, "tokenizer_type", "NullTokenizer adds its end-of-document token to the vocabulary")
 _put(_M, "padded_vocab_size", "the padded vocabulary, used as given")
 _put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
      "expert_model_parallel_size expert_tensor_parallel_size sequence_parallel cp_comm_type "
@@ -84,6 +83,8 @@ _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_a
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
+_put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
+     "this revision; before Megatron-LM c9dfe34798 it appended one end-of-document token)")
 _put(_N, "optimizer", "Adam, the default, is what is modelled; any other optimizer is refused")
 _put(_N, "moe_token_dispatcher_type", "allgather and alltoall keep the same routed rows (allgather's gathered "
      "tokens live only during the forward pass); flex is refused")

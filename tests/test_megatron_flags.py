@@ -73,7 +73,6 @@ CHANGES = {
     "moe_expert_capacity_factor": (MOE, "--moe-expert-capacity-factor 0.5"),
     "moe_pad_expert_input_to_capacity": (MOE + " --moe-expert-capacity-factor 1.5",
                                          "--moe-pad-expert-input-to-capacity"),
-    "tokenizer_type": (BF16 + " --vocab-size 1024", "--tokenizer-type NullTokenizer"),
     "padded_vocab_size": (BF16, "--padded-vocab-size 2048"),
     "tensor_model_parallel_size": (BF16, "--tensor-model-parallel-size 2"),
     "pipeline_model_parallel_size": (BF16, "--pipeline-model-parallel-size 2"),
