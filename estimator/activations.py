@@ -160,9 +160,11 @@ def _routed_rows(r: Resolved, T: int, Tn: int) -> int:
 class StageExtras(NamedTuple):
     """Activations outside the decoder layers for one micro-batch."""
 
-    embedding: int       # first stage: embedding output dropout mask
-    output: int          # last stage: final norm and logits (and MTP)
-    logits_peak: int     # last stage: logits alive while the output layer runs its backward
+    embedding: int       # the embedding's chunk: embedding output dropout mask
+    output: int          # the loss chunk: final norm and logits of the main head
+    logits_peak: int     # the loss chunk: logits alive while the output layer runs its backward
+    mtp: int             # the MTP chunk, per MTP layer: its norms, eh_proj input, transformer layer, final norm
+    mtp_logits: int      # the loss chunk, per MTP layer: its logits (process_mtp_loss runs the output layer)
 
 
 def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
@@ -175,9 +177,9 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     te_ce = cfg.training.cross_entropy_loss_fusion and cfg.training.cross_entropy_fusion_impl == "te"
     logits = (B if te_ce else B + 4) * T * (r.Vp // r.t)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    mtp = 0
     if r.mtp and mtp_layer is not None:
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
-        # layer, its final norm, and its own logits.
-        per = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + logits + emb
-        out += r.mtp * per
-    return StageExtras(embedding=emb, output=out, logits_peak=logits)
+        # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
+        mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
+    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0)

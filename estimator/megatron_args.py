@@ -12,7 +12,7 @@ off at TP 1, ``--num-query-groups`` only with ``--group-query-attention``).
 
 Flags without effect on memory (learning rate, data paths, logging, ...) and unknown flags are
 returned in a list of ignored flags. Flags that change memory in ways the estimator does not model
-(FSDP, CPU offloading, custom pipeline layouts, ...) raise :class:`~estimator.errors.UnsupportedError`.
+(FSDP, CPU offloading, ...) raise :class:`~estimator.errors.UnsupportedError`.
 The world size is not a Megatron flag: pass ``world_size`` (the CLI's ``--num-gpus``).
 
 :func:`to_megatron_args` writes a configuration back as flags, ready to paste into a launch script.
@@ -43,11 +43,6 @@ _BARE = {"--swiglu", "--squared-relu", "--disable-bias-linear", "--bf16", "--fp1
 
 #: Megatron-LM flags that change memory in ways this estimator does not model, with the reason.
 _UNMODELLED = {
-    "--pipeline-model-parallel-layout": "an arbitrary pipeline layout (use --decoder-first/last-pipeline-num-layers)",
-    "--account-for-embedding-in-pipeline-split": "counting the embedding as a pipeline layer slot (use "
-                                                 "--decoder-first-pipeline-num-layers)",
-    "--account-for-loss-in-pipeline-split": "counting the loss as a pipeline layer slot (use "
-                                            "--decoder-last-pipeline-num-layers)",
     "--use-torch-fsdp2": "FSDP2 sharding of weights and gradients",
     "--use-megatron-fsdp": "Megatron FSDP sharding of weights and gradients",
     "--use-custom-fsdp": "Megatron FSDP sharding of weights and gradients",
@@ -289,10 +284,19 @@ def parse_megatron_args(args, *, world_size: int | None = None) -> tuple[dict, l
                                           "split use --num-virtual-stages-per-pipeline-rank (as Megatron-LM "
                                           "requires)"))
             L = m.get("num_layers")
+            if L is not None:   # arguments.py: the embedding / loss slots count as layers
+                L += bool(par.get("account_for_embedding_in_pipeline_split")) + \
+                    bool(par.get("account_for_loss_in_pipeline_split"))
             if L is None or L % p or (L // p) % per:
                 raise ConfigError(Problem("--num-layers-per-virtual-pipeline-stage", per, f"num_layers ({L}) / "
                                           f"pipeline size ({p}) must be a multiple of {per}"))
             par["virtual_pipeline_model_parallel_size"] = (L // p) // per
+    if "pipeline_model_parallel_layout" in par and ("virtual_pipeline_model_parallel_size" in par
+                                                    or "--num-layers-per-virtual-pipeline-stage" in raw):
+        raise ConfigError(Problem("--pipeline-model-parallel-layout", par["pipeline_model_parallel_layout"],
+                                  "Megatron-LM accepts no --num-virtual-stages-per-pipeline-rank or "
+                                  "--num-layers-per-virtual-pipeline-stage with a layout (it sets the virtual "
+                                  "stages itself)"))
     if par.get("virtual_pipeline_model_parallel_size") == 1:
         del par["virtual_pipeline_model_parallel_size"]
 
@@ -409,11 +413,18 @@ def to_megatron_args(config) -> list[str]:
 
     add("--tensor-model-parallel-size", r.t)
     add("--pipeline-model-parallel-size", r.p)
-    if r.v > 1:
+    if par.pipeline_model_parallel_layout is not None:
+        add("--pipeline-model-parallel-layout", par.pipeline_model_parallel_layout)   # it sets VPP itself
+    elif r.v > 1:
         add("--num-virtual-stages-per-pipeline-rank", r.v)
     for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
         if getattr(par, name) is not None:
             add(_flag(name), getattr(par, name))
+    for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if getattr(par, name):
+            add(_flag(name))
+    if par.microbatch_group_size_per_vp_stage is not None:
+        add(_flag("microbatch_group_size_per_vp_stage"), par.microbatch_group_size_per_vp_stage)
     if r.cp > 1:
         add("--context-parallel-size", r.cp)
         add("--cp-comm-type", par.cp_comm_type)

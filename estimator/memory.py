@@ -10,10 +10,12 @@ buffers alive at that peak; then the three totals:
 - ``device_bytes``: plus the CUDA context and NCCL communicator buffers, the figure to hold against a
   GPU's capacity.
 
-Pipeline schedules (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B, stage r holds the
-activations of min(p - r, m) micro-batches at its peak; with the interleaved schedule (v chunks per
-rank) rank r runs (p - r - 1) * 2 + (v - 1) * p warm-up forward passes before its first backward, so
-it holds that many chunk-micro-batches plus one, capped at m * v.
+Where the layers, the embedding, the output layer and the MTP layers sit comes from
+:mod:`estimator.pipeline_layout` (per virtual chunk); the micro-batches in flight from
+:mod:`estimator.schedule` (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B stage r holds
+min(p - r, m) micro-batches at its peak; with the interleaved schedule rank r runs 2 (p - r - 1) +
+(v - 1) N warm-up forwards (N = ``microbatch_group_size_per_vp_stage``), so it holds that many
+chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the schedule produces.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from __future__ import annotations
 from .activations import layer_activations, stage_extras
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, moe_experts, \
     moe_router, mtp_extra, output_layer, shared_expert
-from .report import Estimate, Peak, StageEstimate
+from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
+from .schedule import first_chunks, held_counts, warmup
 from .states import byte_model, state_bytes
 
 __all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
@@ -49,17 +52,18 @@ NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
 
 
 def in_flight(r: Resolved, stage: int) -> list[int]:
-    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds at its peak."""
+    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds before its first
+    backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
+    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
         n = p - stage
         if m is not None:
             n = min(n, m)
         return [0] * n
-    n = (p - stage - 1) * 2 + (v - 1) * p + 1
-    if m is not None:
-        n = min(n, m * v)
-    return [(k // p) % v for k in range(n)]
+    if m is None:
+        m = r.group * (v + 4)
+    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1, m * v))
 
 
 def _linear_shapes(r: Resolved, moe: bool) -> set:
@@ -122,19 +126,20 @@ _LAYOUT_CACHE: dict = {}
 
 
 def _parameter_layout(r: Resolved) -> tuple:
-    """Parameters one GPU holds per layer kind and on the first/last stage, and the linear weight shapes.
+    """Parameters one GPU holds per layer kind, per MTP layer and for the vocabulary parts, and the linear
+    weight shapes.
 
-    They depend only on the model's shape and on TP/EP/ETP/PP, so they are memoised on exactly those values
+    They depend only on the model's shape and on TP/EP/ETP, so they are memoised on exactly those values
     (the layout search evaluates thousands of layouts of one model)."""
     m = r.cfg.model
     key = (r.h, r.a, r.g, r.dh, r.f, r.gated, r.norm_w, r.Vp, r.E, r.fm, r.fs, r.mla, r.q_lora, r.kv_lora,
-           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.mtp_is_moe, r.tied, r.t, r.ep, r.etp, r.p > 1,
+           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.mtp_is_moe, r.t, r.ep, r.etp,
            m.add_bias_linear, m.add_qkv_bias, m.qk_layernorm, m.moe_shared_expert_gate,
            m.moe_router_enable_expert_bias, m.position_embedding_type, m.max_position_embeddings or r.s)
     hit = _LAYOUT_CACHE.get(key)
     if hit is not None:
         return hit
-    t, p = r.t, r.p
+    t = r.t
     att = attention(r)
     per_kind = {}
     for moe in ((False, True) if r.E else (False,)):
@@ -144,26 +149,42 @@ def _parameter_layout(r: Resolved) -> tuple:
                          exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
     d_dense, d_lin, _ = per_kind[False]
     m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
-    # Parameters only the first / last stage holds.
-    first_extra = embedding(r).per_rank(t)
-    vocab_weight = output_layer(r).per_rank(t)   # one vocabulary-sized weight matrix on one GPU
-    last_extra = final_norm(r).per_rank(t) + (vocab_weight if (not r.tied or p > 1) else 0)
-    last_lin, last_exp = 0, 0
+    emb = embedding(r).per_rank(t)              # the input embedding (with learned positions)
+    vocab_weight = output_layer(r).per_rank(t)  # one vocabulary-sized weight matrix on one GPU
+    norm = final_norm(r).per_rank(t)
+    mtp_dense = mtp_lin = mtp_exp = 0
     if r.mtp:
         dd, lin, e = per_kind[r.mtp_is_moe]
         x = mtp_extra(r)
-        last_extra += r.mtp * (dd + x.per_rank(t))
-        last_lin = r.mtp * (lin + x.sharded // t)
-        last_exp = r.mtp * e
-        if p > 1 and not r.tied:
-            last_extra += vocab_weight  # MTP looks up embeddings on the last stage
+        mtp_dense, mtp_lin, mtp_exp = dd + x.per_rank(t), lin + x.sharded // t, e
     shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in per_kind}
-    out = (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
+    out = (d_dense, d_lin, m_dense, m_lin, m_exp, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp,
            shapes_by_kind)
     if len(_LAYOUT_CACHE) > 4096:
         _LAYOUT_CACHE.clear()
     _LAYOUT_CACHE[key] = out
     return out
+
+
+def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
+    """(dense, linear, routed-expert) parameters one GPU holds for the non-decoder parts of chunk ``c``.
+
+    GPTModel (``megatron/core/models/gpt/gpt_model.py``) builds per chunk: the embedding where pre_process;
+    the final norm and the output layer where post_process (its weight is the embedding itself only when
+    both sit in one chunk and are tied); for MTP layers their own parts and a copy of the embedding unless
+    the chunk already has it (LanguageModule.setup_embeddings_and_output_layer keeps the copies in sync)."""
+    (_, _, _, _, _, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, _) = layout
+    dense = lin = exp = 0
+    if c.embedding:
+        dense += emb
+    if c.loss:
+        dense += norm + (0 if (r.tied and c.embedding) else vocab_weight)
+    k = len(c.mtp)
+    if k:
+        dense += k * mtp_dense + (0 if c.embedding else emb)
+        lin += k * mtp_lin
+        exp += k * mtp_exp
+    return dense, lin, exp
 
 
 def stage_memory(r: Resolved) -> Estimate:
@@ -178,8 +199,9 @@ def stage_memory(r: Resolved) -> Estimate:
     mtp_act = acts[r.mtp_is_moe] if r.mtp else None
     extras = stage_extras(r, mtp_act)
 
-    (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
-     shapes_by_kind) = _parameter_layout(r)
+    layout = _parameter_layout(r)
+    d_dense, d_lin, m_dense, m_lin, m_exp, shapes_by_kind = layout[:5] + layout[-1:]
+    vocab_weight = layout[6]
     wbytes = DTYPE_BYTES[pr.params_dtype]
     te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
     dummy_cache: dict = {}
@@ -187,77 +209,81 @@ def stage_memory(r: Resolved) -> Estimate:
     overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
     full_recompute = tr.recompute_granularity == "full"
     vocab_wgrad = wbytes * vocab_weight
+    loss_act = extras.output + r.mtp * extras.mtp_logits
     stages = []
     static: dict = {}
-    for s_idx, chunks in enumerate(r.stages):
-        first, last = s_idx == 0, s_idx == p - 1
+    for s_idx, plan in enumerate(r.plan):
+        chunks = plan.chunks
         if r.E:
-            sig = (first, last, tuple((len(c), sum(r.moe_layers[c.start:c.stop])) for c in chunks))
+            sig = (plan.sig, tuple(sum(r.moe_layers[c.layers.start:c.layers.stop]) for c in chunks))
         else:
-            sig = (first, last, tuple(len(c) for c in chunks))
+            sig = plan.sig
         if sig in static and not full_recompute:
             dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
         else:
-            n_layers = 0
-            n_moe = 0
-            for c in chunks:
-                n_layers += len(c)
-                if r.E:
-                    n_moe += sum(r.moe_layers[c.start:c.stop])
-            n_dense = n_layers - n_moe
-            dense_p = n_dense * d_dense + n_moe * m_dense
-            linear_p = n_dense * d_lin + n_moe * m_lin
-            expert_p = n_moe * m_exp
-            if first:
-                dense_p += first_extra
-            if last:
-                dense_p += last_extra
-                linear_p += last_lin
-                expert_p += last_exp
-            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
-
-            # Activations of one micro-batch of each virtual chunk.
+            n_layers = n_moe = dense_p = linear_p = expert_p = 0
             chunk_acts = []
             work = 0
-            n_chunks = len(chunks)
-            for c_idx, c in enumerate(chunks):
+            for c in chunks:
+                layers = c.layers
+                n_layers += len(layers)
+                if r.E:
+                    n_moe += sum(r.moe_layers[layers.start:layers.stop])
+                if c.embedding or c.loss or c.mtp:
+                    dp_, lp_, ep_ = _chunk_parameters(r, c, layout)
+                    dense_p += dp_
+                    linear_p += lp_
+                    expert_p += ep_
+                # Activations of one micro-batch of this chunk.
                 if full_recompute or r.E:
-                    saved, a_part, m_part, rec = _chunk_activations(r, c, acts)
+                    saved, a_part, m_part, rec = _chunk_activations(r, layers, acts)
                 else:
                     k = acts[False]
-                    n = len(c)
+                    n = len(layers)
                     a_part, m_part, rec = n * k.attention, n * k.mlp, (k.recompute_peak if n else 0)
                     saved = a_part + m_part
-                e_part = extras.embedding if (first and c_idx == 0) else 0
-                o_part = extras.output if (last and c_idx == n_chunks - 1) else 0
-                chunk_acts.append((saved + e_part + o_part, a_part, m_part, e_part, o_part))
+                e_part = extras.embedding if c.embedding else 0
+                o_part = loss_act if c.loss else 0
+                t_part = len(c.mtp) * extras.mtp
+                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
                 if rec > work:
                     work = rec
+            n_dense = n_layers - n_moe
+            dense_p += n_dense * d_dense + n_moe * m_dense
+            linear_p += n_dense * d_lin + n_moe * m_lin
+            expert_p += n_moe * m_exp
+            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
             static[sig] = (dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
         if r.v == 1:
             n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
             ca = chunk_acts[0]
-            activations, att_total, mlp_total, emb_act, out_act = (
-                n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4])
+            counts = (n_flight,)
+            activations, att_total, mlp_total, emb_act, out_act, mtp_act_total = (
+                n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4],
+                n_flight * ca[5])
         else:
-            flight = in_flight(r, s_idx)
-            n_flight = len(flight)
-            activations = att_total = mlp_total = emb_act = out_act = 0
-            for c in flight:
-                ca = chunk_acts[c]
-                activations += ca[0]
-                att_total += ca[1]
-                mlp_total += ca[2]
-                emb_act += ca[3]
-                out_act += ca[4]
+            counts = max(held_counts(p, s_idx, r.v, r.group, r.m),
+                         key=lambda cnt: sum(k * ca[0] for k, ca in zip(cnt, chunk_acts)))
+            n_flight = sum(counts)
+            activations = att_total = mlp_total = emb_act = out_act = mtp_act_total = 0
+            for k, ca in zip(counts, chunk_acts):
+                if k:
+                    activations += k * ca[0]
+                    att_total += k * ca[1]
+                    mlp_total += k * ca[2]
+                    emb_act += k * ca[3]
+                    out_act += k * ca[4]
+                    mtp_act_total += k * ca[5]
 
         # Transient buffers at the peak.
-        has_dense = n_dense > 0 or (last and r.mtp > 0 and not r.mtp_is_moe)
-        has_moe = n_moe > 0 or (last and r.mtp > 0 and r.mtp_is_moe)
+        n_mtp = plan.mtp
+        has_loss = plan.loss
+        has_dense = n_dense > 0 or (n_mtp > 0 and not r.mtp_is_moe)
+        has_moe = n_moe > 0 or (n_mtp > 0 and r.mtp_is_moe)
         bwd = max(acts[False].backward_peak if has_dense else 0, acts[True].backward_peak if has_moe else 0)
         transient = {}
         if has_dense or has_moe:
-            key = (has_dense, has_moe, last and r.mtp > 0)
+            key = (has_dense, has_moe, n_mtp > 0)
             if key not in dummy_cache:
                 shapes = set()
                 if has_dense:
@@ -275,24 +301,28 @@ def stage_memory(r: Resolved) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         name, value = "backward_working_set", bwd + work
-        if last and vocab_wgrad > value:
+        if has_loss and vocab_wgrad > value:
             # Output layer backward: the logits (gradient computed in place) are alive and Megatron's
             # ColumnParallelLinear allocates a dummy weight gradient of the full weight shape.
             name, value = "output_layer_wgrad", vocab_wgrad
-        if first and n_flight and vocab_wgrad - chunk_acts[0][0] > value:
-            # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
-            name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
+        for c_idx in plan.vocab_chunks:
+            if counts[c_idx] and vocab_wgrad - chunk_acts[c_idx][0] > value:
+                # Embedding backward (the input embedding or an MTP stage's copy): a dense weight gradient,
+                # when this micro-batch's activations of the chunk are gone.
+                name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[c_idx][0]
         transient[name] = value if value > 0 else 0
         transient["cublas_workspace"] = CUBLAS_WORKSPACE_BYTES
         transient_bytes = sum(transient.values())
 
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+        acts_by = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
+        if r.mtp:
+            acts_by["mtp"] = mtp_act_total
         stages.append(StageEstimate(
-            s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
-            st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
-            reserved + overhead,
-            {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}, transient,
+            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
+            expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
+            reserved, reserved + overhead, acts_by, transient, _chunk_reports(plan, counts),
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
@@ -300,12 +330,26 @@ def stage_memory(r: Resolved) -> Estimate:
     parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
                 "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
+                "microbatch_group_size": r.group if r.v > 1 else None,
+                "pipeline_layout": cfg.parallelism.pipeline_model_parallel_layout,
                 "dense_optimizer_shards": dense_shard if bm.distributed else 1,
                 "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
                 "bytes_per_parameter": {"weights": bm.weight, "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
+
+
+def _chunk_reports(plan, counts: tuple) -> tuple:
+    """Per chunk of a stage: its layers, the embedding / output layer / MTP layers it holds and its
+    micro-batches in flight at the stage's peak (memoised on the stage plan: the search builds many alike)."""
+    hit = plan.reports.get(counts)
+    if hit is None:
+        hit = tuple(ChunkReport(c.layers, c.embedding, c.loss, len(c.mtp), k) for c, k in zip(plan.chunks, counts))
+        if len(plan.reports) > 256:
+            plan.reports.clear()
+        plan.reports[counts] = hit
+    return hit
 
 
 def _communicators(r: Resolved) -> int:
