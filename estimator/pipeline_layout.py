@@ -181,6 +181,11 @@ def layout_problems(par, L: int, mtp: int) -> list[tuple[str, object, str]]:
                  else F + "num_layers_in_last_pipeline_stage", first if first is not None else last,
                  f"num_layers ({L}) minus the first ({first}) and last ({last}) stage layers must split evenly over "
                  f"the {p - (first is not None) - (last is not None)} middle stages, at least one layer each")]
+    if v > 1 and p == 2 and first is not None and last is not None:
+        # get_transformer_layer_offset divides by the number of middle stages (0 here) with VPP.
+        return [(F + "num_layers_in_last_pipeline_stage", last, "with PP 2 and virtual stages set only one of "
+                 "num_layers_in_first/last_pipeline_stage (Megatron-Core's layer offset divides by the number of "
+                 "middle stages, 0 here)")]
     if v > 1 and any(c % v for c in counts):
         return [(F + "virtual_pipeline_model_parallel_size", v, f"the layers of each pipeline stage "
                  f"({', '.join(map(str, counts))}) must be divisible by virtual_pipeline_model_parallel_size ({v})")]
