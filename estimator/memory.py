@@ -373,12 +373,23 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     ]
     if r.m is None:
         out.append("global_batch_size not set: assumed enough micro-batches to fill the pipeline "
-                   f"(at least {r.p * r.v}).")
+                   f"(at least {r.p * r.v}" + (f", in whole groups of {r.group}" if r.v > 1 else "") + ").")
     else:
         out.append(f"{r.m} micro-batches per step (global_batch_size / (micro_batch_size x DP {r.dp})).")
-    if r.p > 1:
-        sched = "interleaved 1F1B" if r.v > 1 else "1F1B"
-        out.append(f"{sched} schedule: stage r holds the activations of its in-flight micro-batches at the peak.")
+    par = cfg.parallelism
+    if par.pipeline_model_parallel_layout is not None:
+        out.append(f"Pipeline layout {par.pipeline_model_parallel_layout}: layers, embedding, output layer and MTP "
+                   f"layers on the chunks it lists ({r.p} stages x {r.v} virtual stages).")
+    elif par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
+        out.append("The " + " and ".join(n for n, on in (("embedding", par.account_for_embedding_in_pipeline_split),
+                                                        ("loss", par.account_for_loss_in_pipeline_split)) if on)
+                   + " count as layer slots of the pipeline split (one decoder layer fewer on that chunk).")
+    if r.p > 1 and r.v > 1:
+        out.append(f"Interleaved 1F1B schedule, micro-batch groups of {r.group}: rank r holds 2 (p - r - 1) + "
+                   f"(v - 1) x {r.group} + 1 chunk-micro-batches at its peak, in the heaviest mix of chunks "
+                   "the schedule holds before a backward pass.")
+    elif r.p > 1:
+        out.append("1F1B schedule: stage r holds the activations of min(p - r, m) micro-batches at the peak.")
     if tr.attention_backend in ("unfused", "local"):
         out.append("Unfused attention: the s x s attention scores are stored per head (quadratic in s).")
     else:

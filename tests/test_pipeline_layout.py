@@ -221,3 +221,32 @@ def test_megatron_args_import_and_export_the_split_flags():
     assert cfg["parallelism"]["virtual_pipeline_model_parallel_size"] == 2     # (126 + 2) / 8 / 8
     out = to_megatron_args(cfg)
     assert {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"} <= set(out)
+
+
+def test_search_drops_a_layout_and_says_so():
+    """A layout string fixes the split for one PP x VPP, which the search chooses: the search enumerates its own
+    splits, says in a note what it dropped, and refuses the layout as a pinned field."""
+    from estimator import search
+    cfg = make_config({**TINY, "num_layers": 61, "mtp_num_layers": 1},
+                      {"pipeline_model_parallel_size": 8, "pipeline_model_parallel_layout": "Et|(tt|)*30mL"},
+                      {"world_size": 8, "seq_length": 64, "global_batch_size": 64})
+    res = search(cfg, num_gpus=8, gpu=2 ** 33, top=1)
+    assert res.layouts and any("pipeline_model_parallel_layout Et|(tt|)*30mL" in n for n in res.notes)
+    assert "pipeline_model_parallel_layout" not in res.best.config["parallelism"]
+    with pytest.raises(ConfigError, match="estimate"):
+        search(cfg, num_gpus=8, gpu=2 ** 33, pipeline_model_parallel_layout="Et|(tt|)*30mL")
+
+
+def test_cli_layout_flag_replaces_the_other_split(capsys):
+    """``--pipeline-model-parallel-layout`` on the command line replaces the configuration's uneven split (a note
+    says so); the table shows each chunk in layout letters."""
+    from estimator.cli import main
+    code = main(["estimate", "deepseek-v3", "--pp", "8", "--pipeline-model-parallel-layout", "Et*8|(t*8|)*6t*5mL",
+                 "--num-gpus", "256", "--ep", "32"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "dropped: the layout given" not in err        # the preset has no other split
+    assert "E+0-7" in out and "56-60+m+L" in out
+    code = main(["estimate", "deepseek-v3", "--num-layers-in-first-pipeline-stage", "8",
+                 "--num-layers-in-last-pipeline-stage", "5", "--num-gpus", "256", "--ep", "32"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "pipeline_model_parallel_layout dropped" in err and "56-60+m+L" in out
