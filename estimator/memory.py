@@ -166,6 +166,24 @@ def _parameter_layout(r: Resolved) -> tuple:
     return out
 
 
+_MOE_COUNTS: dict = {}
+
+
+def _moe_counts(r: Resolved) -> tuple:
+    """MoE layers of every chunk of every stage (memoised on the placement and the MoE pattern, both of which
+    resolve() takes from caches, checked by identity)."""
+    key = (id(r.plan), id(r.moe_layers))
+    hit = _MOE_COUNTS.get(key)
+    if hit is not None and hit[0] is r.plan and hit[1] is r.moe_layers:
+        return hit[2]
+    moe = r.moe_layers
+    counts = tuple(tuple(sum(moe[c.start:c.stop]) for c in plan.layers) for plan in r.plan)
+    if len(_MOE_COUNTS) > 4096:
+        _MOE_COUNTS.clear()
+    _MOE_COUNTS[key] = (r.plan, r.moe_layers, counts)
+    return counts
+
+
 def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
     """(dense, linear, routed-expert) parameters one GPU holds for the non-decoder parts of chunk ``c``.
 
@@ -212,42 +230,39 @@ def stage_memory(r: Resolved) -> Estimate:
     loss_act = extras.output + r.mtp * extras.mtp_logits
     stages = []
     static: dict = {}
+    moe_counts = _moe_counts(r) if r.E else None
     for s_idx, plan in enumerate(r.plan):
         chunks = plan.chunks
-        if r.E:
-            sig = (plan.sig, tuple(sum(r.moe_layers[c.layers.start:c.layers.stop]) for c in chunks))
-        else:
-            sig = plan.sig
+        sig = (plan.sig, moe_counts[s_idx]) if r.E else plan.sig
         if sig in static and not full_recompute:
             dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
         else:
             n_layers = n_moe = dense_p = linear_p = expert_p = 0
             chunk_acts = []
             work = 0
-            for c in chunks:
-                layers = c.layers
-                n_layers += len(layers)
-                if r.E:
-                    n_moe += sum(r.moe_layers[layers.start:layers.stop])
-                if c.embedding or c.loss or c.mtp:
+            dense_layer = acts[False]
+            for (n, c_emb, c_loss, n_mtp), c in zip(plan.sig, chunks):
+                n_layers += n
+                if c_emb or c_loss or n_mtp:
                     dp_, lp_, ep_ = _chunk_parameters(r, c, layout)
                     dense_p += dp_
                     linear_p += lp_
                     expert_p += ep_
                 # Activations of one micro-batch of this chunk.
                 if full_recompute or r.E:
-                    saved, a_part, m_part, rec = _chunk_activations(r, layers, acts)
+                    saved, a_part, m_part, rec = _chunk_activations(r, c.layers, acts)
                 else:
-                    k = acts[False]
-                    n = len(layers)
-                    a_part, m_part, rec = n * k.attention, n * k.mlp, (k.recompute_peak if n else 0)
+                    a_part, m_part = n * dense_layer.attention, n * dense_layer.mlp
+                    rec = dense_layer.recompute_peak if n else 0
                     saved = a_part + m_part
-                e_part = extras.embedding if c.embedding else 0
-                o_part = loss_act if c.loss else 0
-                t_part = len(c.mtp) * extras.mtp
+                e_part = extras.embedding if c_emb else 0
+                o_part = loss_act if c_loss else 0
+                t_part = n_mtp * extras.mtp if n_mtp else 0
                 chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
                 if rec > work:
                     work = rec
+            if r.E:
+                n_moe = sum(moe_counts[s_idx])
             n_dense = n_layers - n_moe
             dense_p += n_dense * d_dense + n_moe * m_dense
             linear_p += n_dense * d_lin + n_moe * m_lin
@@ -322,7 +337,8 @@ def stage_memory(r: Resolved) -> Estimate:
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
             expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
-            reserved, reserved + overhead, acts_by, transient, _chunk_reports(plan, counts),
+            reserved, reserved + overhead, acts_by, transient,
+            plan.reports.get(counts) or _chunk_reports(plan, counts),
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
@@ -343,12 +359,10 @@ def stage_memory(r: Resolved) -> Estimate:
 def _chunk_reports(plan, counts: tuple) -> tuple:
     """Per chunk of a stage: its layers, the embedding / output layer / MTP layers it holds and its
     micro-batches in flight at the stage's peak (memoised on the stage plan: the search builds many alike)."""
-    hit = plan.reports.get(counts)
-    if hit is None:
-        hit = tuple(ChunkReport(c.layers, c.embedding, c.loss, len(c.mtp), k) for c, k in zip(plan.chunks, counts))
-        if len(plan.reports) > 256:
-            plan.reports.clear()
-        plan.reports[counts] = hit
+    hit = tuple(ChunkReport(c.layers, c.embedding, c.loss, len(c.mtp), k) for c, k in zip(plan.chunks, counts))
+    if len(plan.reports) > 256:
+        plan.reports.clear()
+    plan.reports[counts] = hit
     return hit
 
 
