@@ -191,9 +191,11 @@ def _routed_rows(r: Resolved, T: int, Tn: int) -> int:
 class StageExtras(NamedTuple):
     """Activations outside the decoder layers for one micro-batch."""
 
-    embedding: int       # first stage: embedding output dropout mask
-    output: int          # last stage: final norm and logits (and MTP)
-    logits_peak: int     # last stage: logits the loss keeps for its backward
+    embedding: int       # the embedding's chunk: embedding output dropout mask
+    output: int          # the loss chunk: final norm and logits of the main head
+    logits_peak: int     # the loss chunk: logits the loss keeps for its backward
+    mtp: int             # the MTP chunk, per MTP layer: its norms, eh_proj input, transformer layer, final norm
+    mtp_logits: int      # the loss chunk, per MTP layer: its logits (process_mtp_loss runs the output layer)
 
 
 def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
@@ -205,9 +207,9 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     emb = Tn * h if drop else 0
     logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    mtp = 0
     if r.mtp and mtp_layer is not None:
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
-        # layer, its final norm, and its own logits.
-        per = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + logits + emb
-        out += r.mtp * per
-    return StageExtras(embedding=emb, output=out, logits_peak=logits)
+        # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
+        mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
+    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0)

@@ -149,11 +149,31 @@ def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]
             if f"training.{name}" not in given and tr.pop(name, None) is not None:
                 notes.append(f"training.{name} dropped: it does not apply with --recompute "
                              f"{tr.get('recompute_granularity') or 'none'}")
+    notes += _pipeline_split_overrides(out["parallelism"], given)
     tp = out["parallelism"].get("tensor_model_parallel_size", 1)
     if tp == 1 and tr.get("sequence_parallel") and "training.sequence_parallel" not in given:
         tr["sequence_parallel"] = False
         notes.append("sequence parallelism turned off: it needs --tp > 1 (Megatron-LM does the same)")
     return {k: v for k, v in out.items() if v != {} or k == "model"}, notes
+
+
+#: The ways of splitting the layers that a layout string replaces (Megatron-Core refuses them together).
+_SPLIT_FIELDS = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
+def _pipeline_split_overrides(par: dict, given: dict) -> list[str]:
+    """A layout given on the command line replaces the configuration's other split fields and its VPP size;
+    another split given on the command line replaces the configuration's layout (with a note each)."""
+    notes = []
+    if par.get("pipeline_model_parallel_layout") and "parallelism.pipeline_model_parallel_layout" in given:
+        for name in _SPLIT_FIELDS + ("virtual_pipeline_model_parallel_size",):
+            if f"parallelism.{name}" not in given and par.pop(name, None) not in (None, False):
+                notes.append(f"parallelism.{name} dropped: the layout given places every layer (and sets VPP)")
+    elif any(f"parallelism.{n}" in given and par.get(n) not in (None, False) for n in _SPLIT_FIELDS):
+        if par.pop("pipeline_model_parallel_layout", None):
+            notes.append("parallelism.pipeline_model_parallel_layout dropped: the split given replaces it")
+    return notes
 
 
 # --------------------------------------------------------------------------- input
@@ -232,11 +252,8 @@ def _g(n: int) -> str:
 
 
 def _layers(stage) -> str:
-    """Decoder layers per virtual chunk, then +emb / +out / +mtpN for the embedding, output layer, MTP."""
-    parts = [f"{c[0]}-{c[-1]}" if len(c) > 1 else str(c[0]) for c in stage.layers if len(c)]
-    extra = ("+emb" if stage.has_embedding else "") + ("+out" if stage.has_output_layer else "") + \
-        (f"+mtp{stage.mtp_layers}" if stage.mtp_layers else "")
-    return (",".join(parts) or "-") + (f" {extra}" if extra else "")
+    """Each virtual chunk in Megatron's layout letters: decoder layers, E embedding, m MTP layer, L loss."""
+    return stage.label or "-"
 
 
 def _biggest(stage, n: int = 3) -> list[tuple[str, int]]:
@@ -263,6 +280,11 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     mb = par.get("num_microbatches")
     lines.append(f"Layout: {layout} on {par['world_size']} GPUs; sequence {par['seq_length']} tokens, micro-batch "
                  f"{par['micro_batch_size']}, " + (f"{mb} micro-batches" if mb else "micro-batches: pipeline full"))
+    if par.get("pipeline_layout") or par.get("vpp", 1) > 1:
+        group = f"micro-batch groups of {par['microbatch_group_size']}" if par.get("microbatch_group_size") else ""
+        lines.append("Pipeline: " + ", ".join(x for x in (
+            f"layout {par['pipeline_layout']}" if par.get("pipeline_layout") else "",
+            f"interleaved 1F1B over {par['vpp']} virtual stages" if par.get("vpp", 1) > 1 else "", group) if x))
     lines.append("")
     head = ["stage", "layers", "weights", "grads", "optimizer", "activations", "transient", "allocated", "device"]
     rows = []
@@ -280,8 +302,8 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
         head += ["fits", "headroom GiB (%)"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    lines.append("Memory per GPU in GiB (2^30 bytes); * marks the peak stage; +emb/+out/+mtp: embedding, output "
-                 "layer, MTP layers")
+    lines.append("Memory per GPU in GiB (2^30 bytes); * marks the peak stage; layers per virtual chunk (comma-"
+                 "separated), E embedding, m MTP layer, L output layer and loss")
     lines.append(fmt(head))
     lines.extend(fmt(r) for r in rows)
     peak = est.peak_stage

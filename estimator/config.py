@@ -115,7 +115,8 @@ def _coerce(spec: FieldSpec, value, problems: list[Problem]):
             return None
     elif t == "str":
         if not isinstance(value, str):
-            problems.append(Problem(path, value, f"must be one of {', '.join(spec.choices)}, got {value!r}"))
+            want = f"one of {', '.join(spec.choices)}" if spec.choices else "a string"
+            problems.append(Problem(path, value, f"must be {want}, got {value!r}"))
             return None
         if spec.choices:
             canon = {c.lower(): c for c in spec.choices}

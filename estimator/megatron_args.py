@@ -12,7 +12,7 @@ off at TP 1, ``--num-query-groups`` only with ``--group-query-attention``).
 
 Flags without effect on memory (learning rate, data paths, logging, ...) and unknown flags are
 returned in a list of ignored flags. Flags that change memory in ways the estimator does not model
-(FSDP, CPU offloading, custom pipeline layouts, ...) raise :class:`~estimator.errors.UnsupportedError`.
+(FSDP, CPU offloading, ...) raise :class:`~estimator.errors.UnsupportedError`.
 The world size is not a Megatron flag: pass ``world_size`` (the CLI's ``--num-gpus``).
 
 :func:`to_megatron_args` (from :mod:`estimator.megatron_export`) writes a configuration back as flags, ready to
@@ -366,10 +366,19 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
                 raise ConfigError(Problem(flag, per, "with an uneven pipeline split use "
                                           "--num-virtual-stages-per-pipeline-rank (as Megatron-LM requires)"))
             L = m.get("num_layers")
+            if L is not None:   # arguments.py: the embedding / loss slots count as layers
+                L += bool(par.get("account_for_embedding_in_pipeline_split")) + \
+                    bool(par.get("account_for_loss_in_pipeline_split"))
             if per < 1 or p < 1 or L is None or L % p or (L // p) % per:
                 raise ConfigError(Problem(flag, per, f"num_layers ({L}) / pipeline size ({p}) must be a positive "
                                           f"multiple of {per} (a positive integer)"))
             par["virtual_pipeline_model_parallel_size"] = (L // p) // per
+    if "pipeline_model_parallel_layout" in par and ("virtual_pipeline_model_parallel_size" in par
+                                                    or "num_layers_per_virtual_pipeline_stage" in raw):
+        raise ConfigError(Problem("--pipeline-model-parallel-layout", par["pipeline_model_parallel_layout"],
+                                  "Megatron-LM accepts no --num-virtual-stages-per-pipeline-rank or "
+                                  "--num-layers-per-virtual-pipeline-stage with a layout (it sets the virtual "
+                                  "stages itself)"))
     if par.get("virtual_pipeline_model_parallel_size") == 1:
         del par["virtual_pipeline_model_parallel_size"]
 

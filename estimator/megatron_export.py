@@ -116,11 +116,18 @@ def to_megatron_args(config) -> list[str]:
 
     add("--tensor-model-parallel-size", r.t)
     add("--pipeline-model-parallel-size", r.p)
-    if r.v > 1:
+    if par.pipeline_model_parallel_layout is not None:
+        add("--pipeline-model-parallel-layout", par.pipeline_model_parallel_layout)   # it sets VPP itself
+    elif r.v > 1:
         add("--num-virtual-stages-per-pipeline-rank", r.v)
     for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
         if getattr(par, name) is not None:
             add(_flag(name), getattr(par, name))
+    for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if getattr(par, name):
+            add(_flag(name))
+    if par.microbatch_group_size_per_vp_stage is not None:
+        add(_flag("microbatch_group_size_per_vp_stage"), par.microbatch_group_size_per_vp_stage)
     if r.cp > 1:
         add("--context-parallel-size", r.cp)
         add("--cp-comm-type", {v: k for k, v in CP_TYPES.items()}.get(par.cp_comm_type, par.cp_comm_type))

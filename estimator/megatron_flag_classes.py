@@ -68,6 +68,10 @@ _put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parall
      "num_layers_per_virtual_pipeline_stage num_virtual_stages_per_pipeline_rank "
      "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers",
      "the parallel layout: what each GPU holds")
+_put(_M, "pipeline_model_parallel_layout account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+     "microbatch_group_size_per_vp_stage",
+     "the pipeline layout: which layers, embedding, loss and MTP layers each (virtual) stage holds, and the "
+     "interleaved schedule's micro-batches in flight")
 _put(_M, "micro_batch_size global_batch_size seq_length encoder_seq_length",
      "batch and sequence: activations and micro-batches in flight")
 _put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_modules recompute_activations "
@@ -83,6 +87,8 @@ _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_a
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
+_put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
+     "layout (a layout string overrides it)")
 _put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
      "this revision; before Megatron-LM c9dfe34798 it appended one end-of-document token)")
 _put(_N, "optimizer", "Adam, the default, is what is modelled; any other optimizer is refused")
@@ -316,14 +322,6 @@ _put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_
      "the extra fp32 gradient scratch buffers are not modelled")
 _put(_R, "enable_cuda_graph external_cuda_graph cuda_graph_impl optimizer_cuda_graph",
      "CUDA graph static buffers are not modelled")
-_put(_R, "pipeline_model_parallel_layout", "an arbitrary pipeline layout is not modelled (use "
-     "--decoder-first/last-pipeline-num-layers)")
-_put(_R, "account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split",
-     "counting the embedding or the loss as a pipeline layer slot is not modelled (use "
-     "--decoder-first/last-pipeline-num-layers)")
-_put(_R, "microbatch_group_size_per_vp_stage", "a micro-batch group size other than the pipeline size changes the "
-     "interleaved schedule's micro-batches in flight; not modelled")
-_put(_R, "mtp_standalone", "MTP layers on their own pipeline stage are not modelled")
 _put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "overlap_moe_expert_parallel_comm ep_overlap_early_attn_memory_release",

@@ -10,10 +10,12 @@ buffers alive at that peak; then the three totals:
 - ``device_bytes``: plus the CUDA context and NCCL communicator buffers, the figure to hold against a
   GPU's capacity.
 
-Pipeline schedules (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B, stage r holds the
-activations of min(p - r, m) micro-batches at its peak; with the interleaved schedule (v chunks per
-rank) rank r runs (p - r - 1) * 2 + (v - 1) * p warm-up forward passes before its first backward, so
-it holds that many chunk-micro-batches plus one, capped at m * v.
+Where the layers, the embedding, the output layer and the MTP layers sit comes from
+:mod:`estimator.pipeline_layout` (per virtual chunk); the micro-batches in flight from
+:mod:`estimator.schedule` (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B stage r holds
+min(p - r, m) micro-batches at its peak; with the interleaved schedule rank r runs 2 (p - r - 1) +
+(v - 1) N warm-up forwards (N = ``microbatch_group_size_per_vp_stage``), so it holds that many
+chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the schedule produces.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from .activations import layer_activations, stage_extras
 from .loss import loss_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
     moe_experts, moe_router, mtp_extra, output_layer, shared_expert
-from .report import Estimate, Peak, StageEstimate
+from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
+from .schedule import first_chunks, held_counts, warmup
 from .states import byte_model, state_bytes
 from .workspaces import global_buffer_bytes, workspace_bytes
 
@@ -46,17 +49,18 @@ NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
 
 
 def in_flight(r: Resolved, stage: int) -> list[int]:
-    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds at its peak."""
+    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds before its first
+    backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
+    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
         n = p - stage
         if m is not None:
             n = min(n, m)
         return [0] * n
-    n = (p - stage - 1) * 2 + (v - 1) * p + 1
-    if m is not None:
-        n = min(n, m * v)
-    return [(k // p) % v for k in range(n)]
+    if m is None:
+        m = r.group * (v + 4)
+    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1, m * v))
 
 
 def _linear_shapes(r: Resolved, moe: bool) -> set:
@@ -119,19 +123,20 @@ _LAYOUT_CACHE: dict = {}
 
 
 def _parameter_layout(r: Resolved) -> tuple:
-    """Parameters one GPU holds per layer kind and on the first/last stage, and the linear weight shapes.
+    """Parameters one GPU holds per layer kind, per MTP layer and for the vocabulary parts, and the linear
+    weight shapes.
 
-    They depend only on the model's shape and on TP/EP/ETP/PP, so they are memoised on exactly those values
+    They depend only on the model's shape and on TP/EP/ETP, so they are memoised on exactly those values
     (the layout search evaluates thousands of layouts of one model)."""
     m = r.cfg.model
     key = (r.h, r.a, r.g, r.dh, r.f, r.gated, r.norm_w, r.Vp, r.E, r.fm, r.fs, r.mla, r.q_lora, r.kv_lora,
-           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.mtp_is_moe, r.tied, r.t, r.ep, r.etp, r.p > 1,
+           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.mtp_is_moe, r.t, r.ep, r.etp,
            m.add_bias_linear, m.add_qkv_bias, m.qk_layernorm, m.moe_shared_expert_gate,
            m.moe_router_enable_expert_bias, m.position_embedding_type, m.max_position_embeddings or r.s)
     hit = _LAYOUT_CACHE.get(key)
     if hit is not None:
         return hit
-    t, p = r.t, r.p
+    t = r.t
     att = attention(r)
     per_kind = {}
     for moe in ((False, True) if r.E else (False,)):
@@ -141,26 +146,60 @@ def _parameter_layout(r: Resolved) -> tuple:
                          exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
     d_dense, d_lin, _ = per_kind[False]
     m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
-    # Parameters only the first / last stage holds.
-    first_extra = embedding(r).per_rank(t)
-    vocab_weight = output_layer(r).per_rank(t)   # one vocabulary-sized weight matrix on one GPU
-    last_extra = final_norm(r).per_rank(t) + (vocab_weight if (not r.tied or p > 1) else 0)
-    last_lin, last_exp = 0, 0
+    emb = embedding(r).per_rank(t)              # the input embedding (with learned positions)
+    vocab_weight = output_layer(r).per_rank(t)  # one vocabulary-sized weight matrix on one GPU
+    norm = final_norm(r).per_rank(t)
+    mtp_dense = mtp_lin = mtp_exp = 0
     if r.mtp:
         dd, lin, e = per_kind[r.mtp_is_moe]
         x = mtp_extra(r)
-        last_extra += r.mtp * (dd + x.per_rank(t))
-        last_lin = r.mtp * (lin + x.sharded // t)
-        last_exp = r.mtp * e
-        if p > 1 and not r.tied:
-            last_extra += vocab_weight  # MTP looks up embeddings on the last stage
+        mtp_dense, mtp_lin, mtp_exp = dd + x.per_rank(t), lin + x.sharded // t, e
     shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in per_kind}
-    out = (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
+    out = (d_dense, d_lin, m_dense, m_lin, m_exp, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp,
            shapes_by_kind)
     if len(_LAYOUT_CACHE) > 4096:
         _LAYOUT_CACHE.clear()
     _LAYOUT_CACHE[key] = out
     return out
+
+
+_MOE_COUNTS: dict = {}
+
+
+def _moe_counts(r: Resolved) -> tuple:
+    """MoE layers of every chunk of every stage (memoised on the placement and the MoE pattern, both of which
+    resolve() takes from caches, checked by identity)."""
+    key = (id(r.plan), id(r.moe_layers))
+    hit = _MOE_COUNTS.get(key)
+    if hit is not None and hit[0] is r.plan and hit[1] is r.moe_layers:
+        return hit[2]
+    moe = r.moe_layers
+    counts = tuple(tuple(sum(moe[c.start:c.stop]) for c in plan.layers) for plan in r.plan)
+    if len(_MOE_COUNTS) > 4096:
+        _MOE_COUNTS.clear()
+    _MOE_COUNTS[key] = (r.plan, r.moe_layers, counts)
+    return counts
+
+
+def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
+    """(dense, linear, routed-expert) parameters one GPU holds for the non-decoder parts of chunk ``c``.
+
+    GPTModel (``megatron/core/models/gpt/gpt_model.py``) builds per chunk: the embedding where pre_process;
+    the final norm and the output layer where post_process (its weight is the embedding itself only when
+    both sit in one chunk and are tied); for MTP layers their own parts and a copy of the embedding unless
+    the chunk already has it (LanguageModule.setup_embeddings_and_output_layer keeps the copies in sync)."""
+    (_, _, _, _, _, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, _) = layout
+    dense = lin = exp = 0
+    if c.embedding:
+        dense += emb
+    if c.loss:
+        dense += norm + (0 if (r.tied and c.embedding) else vocab_weight)
+    k = len(c.mtp)
+    if k:
+        dense += k * mtp_dense + (0 if c.embedding else emb)
+        lin += k * mtp_lin
+        exp += k * mtp_exp
+    return dense, lin, exp
 
 
 def stage_memory(r: Resolved) -> Estimate:
@@ -176,8 +215,9 @@ def stage_memory(r: Resolved) -> Estimate:
     extras = stage_extras(r, mtp_act)
     loss = loss_buffers(r)
 
-    (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
-     shapes_by_kind) = _parameter_layout(r)
+    layout = _parameter_layout(r)
+    d_dense, d_lin, m_dense, m_lin, m_exp, shapes_by_kind = layout[:5] + layout[-1:]
+    vocab_weight = layout[6]
     wbytes = DTYPE_BYTES[pr.params_dtype]
     te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
     dummy_cache: dict = {}
@@ -185,77 +225,78 @@ def stage_memory(r: Resolved) -> Estimate:
     overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
     full_recompute = tr.recompute_granularity == "full"
     vocab_wgrad = wbytes * vocab_weight
+    loss_act = extras.output + r.mtp * extras.mtp_logits
     stages = []
     static: dict = {}
-    for s_idx, chunks in enumerate(r.stages):
-        first, last = s_idx == 0, s_idx == p - 1
-        if r.E:
-            sig = (first, last, tuple((len(c), sum(r.moe_layers[c.start:c.stop])) for c in chunks))
-        else:
-            sig = (first, last, tuple(len(c) for c in chunks))
+    moe_counts = _moe_counts(r) if r.E else None
+    for s_idx, plan in enumerate(r.plan):
+        chunks = plan.chunks
+        sig = (plan.sig, moe_counts[s_idx]) if r.E else plan.sig
         if sig in static and not full_recompute:
             dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
         else:
-            n_layers = 0
-            n_moe = 0
-            for c in chunks:
-                n_layers += len(c)
-                if r.E:
-                    n_moe += sum(r.moe_layers[c.start:c.stop])
-            n_dense = n_layers - n_moe
-            dense_p = n_dense * d_dense + n_moe * m_dense
-            linear_p = n_dense * d_lin + n_moe * m_lin
-            expert_p = n_moe * m_exp
-            if first:
-                dense_p += first_extra
-            if last:
-                dense_p += last_extra
-                linear_p += last_lin
-                expert_p += last_exp
-            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
-
-            # Activations of one micro-batch of each virtual chunk.
+            n_layers = n_moe = dense_p = linear_p = expert_p = 0
             chunk_acts = []
             work = 0
-            n_chunks = len(chunks)
-            for c_idx, c in enumerate(chunks):
+            dense_layer = acts[False]
+            for (n, c_emb, c_loss, n_mtp), c in zip(plan.sig, chunks):
+                n_layers += n
+                if c_emb or c_loss or n_mtp:
+                    dp_, lp_, ep_ = _chunk_parameters(r, c, layout)
+                    dense_p += dp_
+                    linear_p += lp_
+                    expert_p += ep_
+                # Activations of one micro-batch of this chunk.
                 if full_recompute or r.E:
-                    saved, a_part, m_part, rec = _chunk_activations(r, c, acts)
+                    saved, a_part, m_part, rec = _chunk_activations(r, c.layers, acts)
                 else:
-                    k = acts[False]
-                    n = len(c)
-                    a_part, m_part, rec = n * k.attention, n * k.mlp, (k.recompute_peak if n else 0)
+                    a_part, m_part = n * dense_layer.attention, n * dense_layer.mlp
+                    rec = dense_layer.recompute_peak if n else 0
                     saved = a_part + m_part
-                e_part = extras.embedding if (first and c_idx == 0) else 0
-                o_part = extras.output if (last and c_idx == n_chunks - 1) else 0
-                chunk_acts.append((saved + e_part + o_part, a_part, m_part, e_part, o_part))
+                e_part = extras.embedding if c_emb else 0
+                o_part = loss_act if c_loss else 0
+                t_part = n_mtp * extras.mtp if n_mtp else 0
+                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
                 if rec > work:
                     work = rec
+            if r.E:
+                n_moe = sum(moe_counts[s_idx])
+            n_dense = n_layers - n_moe
+            dense_p += n_dense * d_dense + n_moe * m_dense
+            linear_p += n_dense * d_lin + n_moe * m_lin
+            expert_p += n_moe * m_exp
+            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
             static[sig] = (dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
         if r.v == 1:
             n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
             ca = chunk_acts[0]
-            activations, att_total, mlp_total, emb_act, out_act = (
-                n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4])
+            counts = (n_flight,)
+            activations, att_total, mlp_total, emb_act, out_act, mtp_act_total = (
+                n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4],
+                n_flight * ca[5])
         else:
-            flight = in_flight(r, s_idx)
-            n_flight = len(flight)
-            activations = att_total = mlp_total = emb_act = out_act = 0
-            for c in flight:
-                ca = chunk_acts[c]
-                activations += ca[0]
-                att_total += ca[1]
-                mlp_total += ca[2]
-                emb_act += ca[3]
-                out_act += ca[4]
+            counts = max(held_counts(p, s_idx, r.v, r.group, r.m),
+                         key=lambda cnt: sum(k * ca[0] for k, ca in zip(cnt, chunk_acts)))
+            n_flight = sum(counts)
+            activations = att_total = mlp_total = emb_act = out_act = mtp_act_total = 0
+            for k, ca in zip(counts, chunk_acts):
+                if k:
+                    activations += k * ca[0]
+                    att_total += k * ca[1]
+                    mlp_total += k * ca[2]
+                    emb_act += k * ca[3]
+                    out_act += k * ca[4]
+                    mtp_act_total += k * ca[5]
 
         # Transient buffers at the peak.
-        has_dense = n_dense > 0 or (last and r.mtp > 0 and not r.mtp_is_moe)
-        has_moe = n_moe > 0 or (last and r.mtp > 0 and r.mtp_is_moe)
+        n_mtp = plan.mtp
+        has_loss = plan.loss
+        has_dense = n_dense > 0 or (n_mtp > 0 and not r.mtp_is_moe)
+        has_moe = n_moe > 0 or (n_mtp > 0 and r.mtp_is_moe)
         bwd = max(acts[False].backward_peak if has_dense else 0, acts[True].backward_peak if has_moe else 0)
         transient = {}
         if has_dense or has_moe:
-            key = (has_dense, has_moe, last and r.mtp > 0)
+            key = (has_dense, has_moe, n_mtp > 0)
             if key not in dummy_cache:
                 shapes = set()
                 if has_dense:
@@ -273,8 +314,8 @@ def stage_memory(r: Resolved) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         name, value = "backward_working_set", bwd + work
-        if last and out_act:
-            # The last stage passes through the loss before its layers' backward (estimator/loss.py): the
+        if has_loss and out_act:
+            # The loss chunk passes through the loss before its layers' backward (estimator/loss.py): the
             # loss's own buffers at the end of its forward and during its backward; then the output
             # layer's backward (the bf16 gradient of the logits, and the weight gradient Megatron's
             # ColumnParallelLinear allocates even when it accumulates into main_grad); the layers'
@@ -284,23 +325,28 @@ def stage_memory(r: Resolved) -> Estimate:
                                 ("output_layer_wgrad", vocab_wgrad + loss.output_backward)):
                 if size > value:
                     name, value = phase, size
-        if first and n_flight and vocab_wgrad - chunk_acts[0][0] > value:
-            # Embedding backward: a dense weight gradient, when this micro-batch's activations are gone.
-            name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
+        for c_idx in plan.vocab_chunks:
+            if counts[c_idx] and vocab_wgrad - chunk_acts[c_idx][0] > value:
+                # Embedding backward (the input embedding or an MTP stage's copy): a dense weight gradient,
+                # when this micro-batch's activations of the chunk are gone.
+                name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[c_idx][0]
         transient[name] = value if value > 0 else 0
         transient["workspaces"] = workspace_bytes(r, has_moe)
-        buffer = global_buffer_bytes(r, has_moe, last)
+        buffer = global_buffer_bytes(r, has_moe, has_loss)
         if buffer:
             transient["global_memory_buffer"] = buffer
         transient_bytes = sum(transient.values())
 
         allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+        acts_by = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
+        if r.mtp:
+            acts_by["mtp"] = mtp_act_total
         stages.append(StageEstimate(
-            s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
-            st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
-            reserved + overhead,
-            {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}, transient,
+            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
+            expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
+            reserved, reserved + overhead, acts_by, transient,
+            plan.reports.get(counts) or _chunk_reports(plan, counts),
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
@@ -308,6 +354,8 @@ def stage_memory(r: Resolved) -> Estimate:
     parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
                 "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
+                "microbatch_group_size": r.group if r.v > 1 else None,
+                "pipeline_layout": cfg.parallelism.pipeline_model_parallel_layout,
                 "dense_optimizer_shards": dense_shard if bm.distributed else 1,
                 "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
                 "bytes_per_parameter": {"weights": bm.weight, "linear_weights": bm.linear_weight,
@@ -315,6 +363,16 @@ def stage_memory(r: Resolved) -> Estimate:
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
+
+
+def _chunk_reports(plan, counts: tuple) -> tuple:
+    """Per chunk of a stage: its layers, the embedding / output layer / MTP layers it holds and its
+    micro-batches in flight at the stage's peak (memoised on the stage plan: the search builds many alike)."""
+    hit = tuple(ChunkReport(c.layers, c.embedding, c.loss, len(c.mtp), k) for c, k in zip(plan.chunks, counts))
+    if len(plan.reports) > 256:
+        plan.reports.clear()
+    plan.reports[counts] = hit
+    return hit
 
 
 def _communicators(r: Resolved) -> int:
@@ -338,12 +396,23 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     ]
     if r.m is None:
         out.append("global_batch_size not set: assumed enough micro-batches to fill the pipeline "
-                   f"(at least {r.p * r.v}).")
+                   f"(at least {r.p * r.v}" + (f", in whole groups of {r.group}" if r.v > 1 else "") + ").")
     else:
         out.append(f"{r.m} micro-batches per step (global_batch_size / (micro_batch_size x DP {r.dp})).")
-    if r.p > 1:
-        sched = "interleaved 1F1B" if r.v > 1 else "1F1B"
-        out.append(f"{sched} schedule: stage r holds the activations of its in-flight micro-batches at the peak.")
+    par = cfg.parallelism
+    if par.pipeline_model_parallel_layout is not None:
+        out.append(f"Pipeline layout {par.pipeline_model_parallel_layout}: layers, embedding, output layer and MTP "
+                   f"layers on the chunks it lists ({r.p} stages x {r.v} virtual stages).")
+    elif par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
+        out.append("The " + " and ".join(n for n, on in (("embedding", par.account_for_embedding_in_pipeline_split),
+                                                        ("loss", par.account_for_loss_in_pipeline_split)) if on)
+                   + " count as layer slots of the pipeline split (one decoder layer fewer on that chunk).")
+    if r.p > 1 and r.v > 1:
+        out.append(f"Interleaved 1F1B schedule, micro-batch groups of {r.group}: rank r holds 2 (p - r - 1) + "
+                   f"(v - 1) x {r.group} + 1 chunk-micro-batches at its peak, in the heaviest mix of chunks "
+                   "the schedule holds before a backward pass.")
+    elif r.p > 1:
+        out.append("1F1B schedule: stage r holds the activations of min(p - r, m) micro-batches at the peak.")
     if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
         out.append("Unfused attention: the s x s attention scores are stored per head (quadratic in s).")
     else:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from .params import ParameterCounts
 
-__all__ = ["Estimate", "Peak", "StageEstimate", "GIB", "GB", "to_plain"]
+__all__ = ["ChunkReport", "Estimate", "Peak", "StageEstimate", "GIB", "GB", "to_plain"]
 
 GIB = 2 ** 30
 GB = 10 ** 9
@@ -33,6 +33,33 @@ def to_plain(obj):
     return obj
 
 
+class ChunkReport(NamedTuple):
+    """One virtual chunk of a pipeline stage: what it holds and how many of its micro-batches are in flight."""
+
+    layers: range                # global decoder-layer indices
+    embedding: bool              # the input embedding (Megatron's pre_process)
+    output_layer: bool           # final norm, output layer and loss (post_process)
+    mtp_layers: int              # multi-token-prediction layers
+    microbatches_in_flight: int  # its micro-batches whose activations the stage holds at its peak
+
+    def to_dict(self) -> dict:
+        return {"layers": list(self.layers), "embedding": self.embedding, "output_layer": self.output_layer,
+                "mtp_layers": self.mtp_layers, "microbatches_in_flight": self.microbatches_in_flight}
+
+    @property
+    def label(self) -> str:
+        """In the letters of Megatron's layout strings: ``E+0-2``, ``3-4``, ``60+m+L``, ``-`` when empty."""
+        parts = ["E"] if self.embedding else []
+        if len(self.layers):
+            a, b = self.layers[0], self.layers[-1]
+            parts.append(f"{a}-{b}" if b > a else str(a))
+        if self.mtp_layers:
+            parts.append("m" if self.mtp_layers == 1 else f"m*{self.mtp_layers}")
+        if self.output_layer:
+            parts.append("L")
+        return "+".join(parts) or "-"
+
+
 class StageEstimate(NamedTuple):
     """Memory of one GPU of one pipeline stage (the most loaded rank of that stage), in bytes.
 
@@ -42,9 +69,9 @@ class StageEstimate(NamedTuple):
 
     stage: int
     layers: tuple            # global decoder-layer indices held, one range per virtual chunk
-    has_embedding: bool
-    has_output_layer: bool
-    mtp_layers: int
+    has_embedding: bool      # the input embedding (on a chunk of this stage)
+    has_output_layer: bool   # final norm, output layer and loss
+    mtp_layers: int          # multi-token-prediction layers
     parameters: int          # parameters held by one GPU of this stage
     expert_parameters: int   # of which routed-expert parameters
     microbatches_in_flight: int  # (chunk) micro-batches whose activations are held at the peak
@@ -58,6 +85,7 @@ class StageEstimate(NamedTuple):
     device_bytes: int        # plus CUDA context and communication buffers: hold this against the GPU
     activations: dict        # activations by component
     transient: dict          # transient buffers by component
+    chunks: tuple = ()       # ChunkReport per virtual chunk, in order
 
     @property
     def model_state_bytes(self) -> int:
@@ -69,7 +97,13 @@ class StageEstimate(NamedTuple):
         d["num_layers"] = sum(len(c) for c in self.layers)
         d["activations"] = dict(self.activations)
         d["transient"] = dict(self.transient)
+        d["chunks"] = [c.to_dict() for c in self.chunks]
         return d
+
+    @property
+    def label(self) -> str:
+        """The chunks in layout letters, comma-separated: ``E+0, 15-16, 31-32, 47-48``."""
+        return ", ".join(c.label for c in self.chunks)
 
     def __repr__(self) -> str:
         return (f"StageEstimate(stage={self.stage}, allocated={self.allocated_bytes / GIB:.2f} GiB, "

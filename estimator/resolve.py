@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .errors import Problem
+from .pipeline_layout import LayoutError, expand_layout, layout_problems, placement, stage_counts
 from .schema import Config
 
 __all__ = ["DTYPE_BYTES", "Resolved", "layer_split_problems", "padded_vocab_size", "resolve", "stage_counts",
-           "stage_layers"]
+           "stage_layers", "virtual_stages"]
 
 #: Bytes per element of each dtype name used in the schema.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -37,74 +38,55 @@ def default_ffn_hidden_size(m) -> int:
     return 4 * m.hidden_size
 
 
-def stage_counts(L: int, p: int, first: int | None, last: int | None) -> list[int] | None:
-    """Layers per pipeline stage, or None when they cannot be split."""
-    if p == 1:
-        return [L]
-    if first is None and last is None:
-        return [L // p] * p if L % p == 0 else None
-    middle = p - (first is not None) - (last is not None)
-    rest = L - (first or 0) - (last or 0)
-    if rest < 0 or (middle == 0 and rest != 0) or (middle and rest % middle):
-        return None
-    each = rest // middle if middle else 0
-    counts = [each] * p
-    if first is not None:
-        counts[0] = first
-    if last is not None:
-        counts[-1] = last
-    return counts
-
-
 def layer_split_problems(cfg: Config) -> list[Problem]:
+    """Megatron-Core's rules for the pipeline split (:func:`estimator.pipeline_layout.layout_problems`) and the
+    interleaved schedule's micro-batch groups."""
     m, par = cfg.model, cfg.parallelism
-    L, p, v = m.num_layers, par.pipeline_model_parallel_size, par.virtual_pipeline_model_parallel_size or 1
-    first, last = par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage
-    out = []
-    if (first is not None or last is not None) and p == 1:
-        name = "num_layers_in_first_pipeline_stage" if first is not None else "num_layers_in_last_pipeline_stage"
-        out.append(Problem(f"parallelism.{name}", first if first is not None else last,
-                           "an uneven pipeline split needs pipeline_model_parallel_size > 1"))
-        return out
-    if par.virtual_pipeline_model_parallel_size is not None and p == 1 and v > 1:
-        out.append(Problem("parallelism.virtual_pipeline_model_parallel_size", v,
-                           "the interleaved schedule needs pipeline_model_parallel_size > 1"))
-        return out
-    counts = stage_counts(L, p, first, last)
-    if counts is None:
-        if first is None and last is None:
-            out.append(Problem("model.num_layers", L, f"num_layers ({L}) must be divisible by "
-                               f"pipeline_model_parallel_size ({p}), or set num_layers_in_first/last_pipeline_stage"))
-        else:
-            out.append(Problem("parallelism.num_layers_in_first_pipeline_stage", first,
-                               f"num_layers ({L}) minus first ({first}) and last ({last}) stage layers must split "
-                               f"evenly over the remaining stages of {p}"))
-        return out
-    if v > 1:
-        bad = [c for c in counts if c % v]
-        if bad:
-            out.append(Problem("parallelism.virtual_pipeline_model_parallel_size", v,
-                               f"the layers of each pipeline stage ({', '.join(map(str, counts))}) must be "
-                               f"divisible by virtual_pipeline_model_parallel_size ({v})"))
+    out = [Problem(f, v, msg) for f, v, msg in layout_problems(par, m.num_layers, m.mtp_num_layers or 0)]
+    group = par.microbatch_group_size_per_vp_stage
+    if group is not None and not out:
+        out += _group_problems(cfg, group)
     return out
+
+
+def _group_problems(cfg: Config, group: int) -> list[Problem]:
+    """``microbatch_group_size_per_vp_stage`` (schedules.py, forward_backward_pipelining_with_interleaving):
+    between the pipeline size and the number of micro-batches, and a last group of 0 or at least p."""
+    par, tr = cfg.parallelism, cfg.training
+    p, v = par.pipeline_model_parallel_size, virtual_stages(par)
+    name = "parallelism.microbatch_group_size_per_vp_stage"
+    if v == 1:
+        return [Problem(name, group, "applies only to the interleaved schedule (virtual pipeline stages > 1)")]
+    if group < p:
+        return [Problem(name, group, f"must be >= pipeline_model_parallel_size ({p}) (Megatron-Core)")]
+    dp = tr.world_size // (par.tensor_model_parallel_size * p * par.context_parallel_size)
+    if not tr.global_batch_size or not dp or tr.global_batch_size % (tr.micro_batch_size * dp):
+        return []
+    m = tr.global_batch_size // (tr.micro_batch_size * dp)
+    if group > m:
+        return [Problem(name, group, f"must be <= the number of micro-batches ({m}) (Megatron-Core)")]
+    if 0 < m % group < p:
+        return [Problem(name, group, f"the last group holds {m % group} of the {m} micro-batches; Megatron-Core "
+                        f"needs 0 or at least pipeline_model_parallel_size ({p})")]
+    return []
+
+
+def virtual_stages(par) -> int:
+    """Virtual pipeline stages per rank: from the layout string when there is one, else the field (1 if null)."""
+    if par.pipeline_model_parallel_layout is not None:
+        try:
+            n = len(expand_layout(par.pipeline_model_parallel_layout))
+        except LayoutError:
+            return 1
+        return max(n // par.pipeline_model_parallel_size, 1)
+    return par.virtual_pipeline_model_parallel_size or 1
 
 
 def stage_layers(L: int, p: int, v: int, first: int | None = None, last: int | None = None) -> list[list[range]]:
-    """Global layer indices of each (stage, virtual chunk), in Megatron's interleaved order.
-
-    Chunk c of stage r holds the (c*p + r)-th block of layers: with p=2, v=2 and 8 layers, stage 0 holds
-    layers 0-1 and 4-5, stage 1 holds 2-3 and 6-7.
-    """
-    counts = stage_counts(L, p, first, last)
-    assert counts is not None, "validated before"
-    chunk = [c // v for c in counts]
-    out: list[list[range]] = [[] for _ in range(p)]
-    start = 0
-    for c in range(v):
-        for r in range(p):
-            out[r].append(range(start, start + chunk[r]))
-            start += chunk[r]
-    return out
+    """Global decoder-layer indices of each (stage, virtual chunk) for the even or uneven first/last split, in
+    Megatron's interleaved order: with p=2, v=2 and 8 layers, stage 0 holds layers 0-1 and 4-5, stage 1 holds
+    2-3 and 6-7."""
+    return [list(layers) for layers in placement(L, p, v, first, last, False, False, None, 0)[1]]
 
 
 @lru_cache(maxsize=1024)
@@ -115,11 +97,6 @@ def _moe_pattern(L: int, freq) -> tuple:
     if isinstance(freq, tuple):
         return tuple(bool(x) for x in freq)
     return tuple(i % freq == 0 for i in range(L))
-
-
-@lru_cache(maxsize=1024)
-def _stages(L: int, p: int, v: int, first: int | None, last: int | None) -> tuple:
-    return tuple(tuple(chunks) for chunks in stage_layers(L, p, v, first, last))
 
 
 @dataclass(slots=True)
@@ -164,7 +141,9 @@ class Resolved:
     v: int
     dp: int
     edp: int
-    stages: tuple     # per stage: tuple of ranges (one per virtual chunk)
+    stages: tuple     # per stage: tuple of decoder-layer ranges (one per virtual chunk)
+    plan: tuple       # per stage: pipeline_layout.StagePlan (its chunks: layers, embedding, loss, MTP)
+    group: int        # microbatch_group_size_per_vp_stage (micro-batches per virtual stage in a row)
     # training
     s: int
     b: int
@@ -179,7 +158,8 @@ def resolve(cfg: Config) -> Resolved:
     t, p, cp, ep = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
                     par.context_parallel_size, par.expert_model_parallel_size)
     etp = par.expert_tensor_parallel_size or t
-    v = par.virtual_pipeline_model_parallel_size or 1
+    v = (par.virtual_pipeline_model_parallel_size or 1) if par.pipeline_model_parallel_layout is None \
+        else virtual_stages(par)
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
     f = default_ffn_hidden_size(m)
@@ -189,7 +169,9 @@ def resolve(cfg: Config) -> Resolved:
     s = tr.seq_length or m.max_position_embeddings
     mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
     mla = m.multi_latent_attention
-    stages = _stages(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage)
+    plan, stages = placement(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
+                       par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
+                       par.pipeline_model_parallel_layout, m.mtp_num_layers or 0)
     return Resolved(
         cfg=cfg, L=L, h=h, a=a,
         g=0 if mla else (m.num_query_groups or a),
@@ -205,6 +187,7 @@ def resolve(cfg: Config) -> Resolved:
         v_dim=(m.v_head_dim or 128) if mla else 0,
         mtp=m.mtp_num_layers or 0, mtp_is_moe=bool(pattern[-1]) if pattern else False,
         tied=not m.untie_embeddings_and_output_weights,
-        t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages,
+        t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
+        group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,
     )

@@ -173,15 +173,38 @@ class ParallelismConfig:
                            type="str",
                            choices=("p2p", "a2a", "allgather", "a2a+p2p"), flag="--cp-comm-type")
     virtual_pipeline_model_parallel_size: int | None = _f(None, "Model chunks per pipeline rank for the "
-                                                          "interleaved 1F1B schedule; null for plain 1F1B.",
+                                                          "interleaved 1F1B schedule; null for plain 1F1B "
+                                                          "(or the layout's chunks / PP with a layout).",
                                                           type="int", min=1, cli="--vpp",
                                                           flag="--num-virtual-stages-per-pipeline-rank")
     num_layers_in_first_pipeline_stage: int | None = _f(None, "Layers on the first stage for an uneven "
-                                                        "split; the rest are spread evenly.", type="int", min=0,
+                                                        "split; the rest are spread evenly (with VPP each "
+                                                        "chunk of a stage holds its count / VPP).", type="int",
+                                                        min=0,
                                                         flag="--decoder-first-pipeline-num-layers")
     num_layers_in_last_pipeline_stage: int | None = _f(None, "Layers on the last stage for an uneven split.",
                                                        type="int", min=0,
                                                        flag="--decoder-last-pipeline-num-layers")
+    account_for_embedding_in_pipeline_split: bool = _f(
+        False, "Count the embedding as one layer slot of the split: num_layers + 1 (+ 1 with the loss slot) "
+        "slots are spread evenly over every stage and virtual chunk, and the first chunk of stage 0 builds one "
+        "decoder layer fewer (Llama-3.1-405B: 126 + 2 slots over PP 8).", type="bool",
+        flag="--account-for-embedding-in-pipeline-split")
+    account_for_loss_in_pipeline_split: bool = _f(
+        False, "Count the loss (final norm and output layer) as one layer slot: the last chunk of the last stage "
+        "builds one decoder layer fewer.", type="bool", flag="--account-for-loss-in-pipeline-split")
+    pipeline_model_parallel_layout: str | None = _f(
+        None, "Megatron-Core's layout string, every chunk listed: E embedding, t decoder layer, m MTP layer, L loss, "
+        "| ends a chunk, (...)*n and x*n repeat, commas ignored; chunk k is virtual stage k // PP of stage k % PP, "
+        "e.g. DeepSeek-V3's Et|(tt|)*30mL over PP 8 x VPP 4. m in a stage before the last is a standalone MTP "
+        "stage. Excludes the uneven first/last and account_for options.", type="str",
+        derived="the even split, or the one those options give", flag="--pipeline-model-parallel-layout")
+    microbatch_group_size_per_vp_stage: int | None = _f(
+        None, "Interleaved schedule: micro-batches run through one virtual stage in a row before the next; "
+        "between pipeline_model_parallel_size and the number of micro-batches. Larger groups keep more "
+        "micro-batches in flight: warm-up = 2 (PP - rank - 1) + (VPP - 1) x group.", type="int", min=1,
+        derived="pipeline_model_parallel_size (Megatron's depth-first default)",
+        flag="--microbatch-group-size-per-virtual-pipeline-stage")
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from .report import GIB, to_plain
 from .resolve import resolve
 from .search_cost import (DEFAULT_TOKENS_PER_STEP, DP_OVERLAPPED_EXPOSED, FULL_RECOMPUTE, GPU_FLOPS,
                           LAUNCH_SECONDS, NETWORK_BYTES_PER_S, NVLINK_BYTES_PER_S, SELECTIVE_MODULE_COST, _why)
-from .search_space import (_RECOMPUTE, _capacity, _Engine, _no_fit_implied, _positive_ints, _problem, _Shape,
-                           _source_dict, _worlds)
+from .search_space import (_RECOMPUTE, SPLIT_NOT_SEARCHED, _capacity, _Engine, _no_fit_implied, _positive_ints,
+                           _problem, _Shape, _source_dict, _worlds)
 from .search_space import _ALIASES  # noqa: F401  (estimator.cli_search imports it, and _source_dict, from here)
 from .states import byte_model
 
@@ -281,7 +281,9 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
     """Every valid layout of ``model_or_config`` on ``num_gpus`` GPUs of type ``gpu`` that fits, best first.
 
     ``model_or_config``: a preset name, a configuration (path, YAML/JSON text, dict or Config; its
-    parallelism and layout fields are replaced, its other fields kept) or a bare model section (dict).
+    parallelism and layout fields are replaced, its other fields kept; a pipeline_model_parallel_layout,
+    account_for_*_in_pipeline_split or microbatch_group_size_per_vp_stage is dropped with a note, as the
+    search places layers by its own even and uneven splits) or a bare model section (dict).
     ``num_gpus``: one world size or several. ``gpu``: a name known to :mod:`estimator.gpus`
     (``"H100-80GB"``) or the memory in bytes. A layout fits when its peak ``device_bytes`` is at most
     ``(1 - headroom)`` of the GPU memory. ``seq_length`` and ``global_batch_size`` default to the
@@ -311,6 +313,10 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
         seqs = max(1, DEFAULT_TOKENS_PER_STEP // eng.s)
         notes.append(f"global_batch_size not given: each layout takes about {DEFAULT_TOKENS_PER_STEP:,} tokens "
                      f"per step (the multiple of micro-batch x DP at or above {seqs} sequences).")
+    if eng.dropped:
+        notes.append("not searched, dropped from the input: " + ", ".join(f"{k} {v}" for k, v in eng.dropped.items())
+                     + " (the search places layers by even and uneven first/last splits; estimate a fixed "
+                     "pipeline layout as written).")
     if "selective" in eng.recompute:
         notes.append("selective recompute = " + ", ".join(eng.selective_modules) + ".")
     if not layouts:
@@ -344,6 +350,11 @@ def _describe(eng: _Engine, data: dict, est) -> Layout:
     par, tr = cfg.parallelism, cfg.training
     sh = _Shape(r.world, r.t, r.p, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
                 r.v, r.cp, r.ep, r.etp, r.sp)
+    if any(getattr(par, k) not in (None, False) for k in SPLIT_NOT_SEARCHED[:3]):
+        # A layout string or account_for slots: the cost model's stage sizes are this configuration's own.
+        moe = eng.r0.moe_layers
+        eng._kinds[(sh.p, sh.first, sh.last, sh.v)] = tuple(
+            (sum(map(len, st.layers)), sum(sum(moe[c.start:c.stop]) for c in st.layers)) for st in r.plan)
     d = tr.use_distributed_optimizer
     eng.bm.setdefault(d, byte_model(r))
     rc, rc_cost = eng.recompute_of(tr, sh)

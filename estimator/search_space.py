@@ -60,6 +60,11 @@ _SEARCHED = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "virt
              "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
              "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "micro_batch_size",
              "use_distributed_optimizer", "recompute_granularity", "sequence_parallel"}
+#: Pipeline-split fields the search does not enumerate: it drops them from the input (search() says so in a
+#: note) and refuses them as pinned fields. A layout string or account_for slots fix the split for one PP x VPP,
+#: which is what the search chooses; estimate() evaluates such a configuration as written.
+SPLIT_NOT_SEARCHED = ("pipeline_model_parallel_layout", "account_for_embedding_in_pipeline_split",
+                      "account_for_loss_in_pipeline_split", "microbatch_group_size_per_vp_stage")
 _OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
              "recompute_method": "recompute", "recompute_num_layers": "recompute",
              "recompute_modules": "recompute"}
@@ -88,6 +93,10 @@ def _fixed_fields(fixed: dict) -> tuple[dict, dict]:
         name = _ALIASES.get(key, key)
         if name in _OWN_ARGS:
             raise _problem(key, value, f"set it with the {_OWN_ARGS[name]} argument of search()")
+        if name in SPLIT_NOT_SEARCHED:
+            raise _problem(key, value, "the search places layers by its own even and uneven first/last splits "
+                           "with Megatron's default micro-batch groups; evaluate a fixed pipeline layout with "
+                           "estimate()")
         if name in _SEARCHED:
             pins[name] = tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else (value,)
         elif name in sections:
@@ -236,6 +245,7 @@ class _Engine(_CostModel):
         for name, (sec, value) in overrides.items():
             {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
         self.par_keep = {k: par_d[k] for k in ("cp_comm_type",) if k in par_d}
+        self.dropped = {k: par_d[k] for k in SPLIT_NOT_SEARCHED if par_d.get(k) not in (None, False)}
         s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
         if s is None:
             raise _problem("seq_length", None, "is required (the model sets no max_position_embeddings)")

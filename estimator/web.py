@@ -214,14 +214,6 @@ def _count(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 10 ** 9 else f"{n / 1e6:.2f} M" if n >= 10 ** 6 else f"{n:,}"
 
 
-def _layers(chunks) -> str:
-    parts = []
-    for c in chunks:
-        c = list(c)
-        parts.append("none" if not c else (f"{c[0]}" if len(c) == 1 else f"{c[0]}–{c[-1]}"))
-    return ", ".join(parts)
-
-
 def view(est, fit: list[dict] | None, gpu: str | None, capacity: int | None) -> dict:
     """What the page shows, formatted: table rows in GiB, bar segments in bytes, the verdict in words."""
     rows, bars = [], []
@@ -229,7 +221,9 @@ def view(est, fit: list[dict] | None, gpu: str | None, capacity: int | None) -> 
         cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
         extras = [x for x, on in (("embedding", s.has_embedding), ("output layer", s.has_output_layer),
                                   (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
-        rows.append({"stage": s.stage, "layers": _layers(s.layers), "extras": ", ".join(extras), "cells": cells,
+        if len(s.chunks) > 1:
+            extras.append("in flight per chunk: " + ", ".join(str(c.microbatches_in_flight) for c in s.chunks))
+        rows.append({"stage": s.stage, "layers": s.label, "extras": "; ".join(extras), "cells": cells,
                      "peak": s.stage == est.peak.stage,
                      "fits": None if fit is None else fit[s.stage]["verdict"]})
         segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in COLUMNS[:5]]

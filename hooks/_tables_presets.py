@@ -92,17 +92,14 @@ def fit_peak(est, g: dict) -> dict:
 
 # --- tables of one estimate ----------------------------------------------------------------------
 
-def _layers_label(chunks) -> str:
-    parts = [f"{c[0]}–{c[-1]}" if len(c) > 1 else str(c[0]) for c in chunks if len(c)]
-    return ", ".join(parts) if parts else "none"
-
-
 def stage_rows(est) -> list[dict]:
     rows = []
     for s in est.stages:
         extra = [x for x, on in (("embedding", s.has_embedding), ("output layer", s.has_output_layer),
                                  (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
-        rows.append({"stage": s.stage, "layers": _layers_label(s.layers), "extra": ", ".join(extra),
+        if len(s.chunks) > 1:
+            extra.append("in flight per chunk: " + ", ".join(str(c.microbatches_in_flight) for c in s.chunks))
+        rows.append({"stage": s.stage, "layers": s.label, "extra": "; ".join(extra),
                      "in_flight": s.microbatches_in_flight, "s": s, "peak": s.stage == est.peak.stage})
     return rows
 
@@ -221,7 +218,9 @@ def layout_overrides(layout: dict, world: int, num_layers: int) -> dict:
     par = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
            "context_parallel_size": layout.get("cp", 1), "expert_model_parallel_size": layout.get("ep", 1),
            "expert_tensor_parallel_size": layout.get("etp"), "virtual_pipeline_model_parallel_size": None,
-           "num_layers_in_first_pipeline_stage": None, "num_layers_in_last_pipeline_stage": last}
+           "num_layers_in_first_pipeline_stage": None, "num_layers_in_last_pipeline_stage": last,
+           "pipeline_model_parallel_layout": None, "account_for_embedding_in_pipeline_split": False,
+           "account_for_loss_in_pipeline_split": False, "microbatch_group_size_per_vp_stage": None}
     tr = {"world_size": world, "global_batch_size": None, "micro_batch_size": 1,
           "sequence_parallel": bool(layout.get("sp", False)), **RECOMPUTE[layout.get("recompute", "none")]}
     return {"parallelism": par, "training": tr}

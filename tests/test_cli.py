@@ -139,9 +139,10 @@ def test_presets_command_lists_every_preset(capsys):
 def test_megatron_args_command_round_trips(capsys, tmp_path):
     code, out, _ = run(capsys, "megatron-args", "deepseek-v3")
     assert code == 0 and "--moe-layer-freq '([0]*3+[1]*58)' \\" in out
+    assert "--pipeline-model-parallel-layout 'Et|(tt|)*30mL' \\" in out
     (tmp_path / "launch.sh").write_text("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n" + out)
     code, parsed, err = run(capsys, "estimate", "--megatron-args-file", str(tmp_path / "launch.sh"), "--num-gpus",
-                            "256", "--json")
+                            "1024", "--json")
     code2, direct, _ = run(capsys, "estimate", "deepseek-v3", "--json")
     assert code == 0 and json.loads(parsed)["stages"] == json.loads(direct)["stages"]
     code, _, err = run(capsys, "estimate", "--megatron-args-file", str(tmp_path / "launch.sh"))

@@ -84,7 +84,7 @@ def test_launch_script_text():
 
 
 def test_unmodelled_memory_flags_are_errors():
-    for flag in ("--use-torch-fsdp2", "--cpu-offloading-num-layers 2", "--account-for-embedding-in-pipeline-split"):
+    for flag in ("--use-torch-fsdp2", "--cpu-offloading-num-layers 2"):
         with pytest.raises(UnsupportedError, match=flag):
             parse_megatron_args(f"{MODEL} {flag}")
     with pytest.raises(UnsupportedError, match="Adam"):

@@ -219,3 +219,42 @@ def test_qk_layernorm_keeps_input_copies_and_outputs_of_q_and_k():
     a = est(training={"global_batch_size": 1}).stages[0]
     q = est(training={"global_batch_size": 1}, model={"qk_layernorm": True}).stages[0]
     assert q.activations["attention"] - a.activations["attention"] == L * 16_908_288
+
+
+def test_layout_with_a_standalone_mtp_stage_by_hand():
+    """Layout ``Ett|tt|m|L`` on PP 2 (VPP 2), the model above with 1 MTP layer, s = 2048, b = 1, m = 4 (global
+    batch 4, DP 1), TP 1, flash attention, no dropout, no fused cross-entropy.
+
+    Parameters. Stage 0: chunk (0, 0) = embedding + layers 0-1; chunk (0, 1) = the MTP layer (one decoder layer
+    + eh_proj 2h^2 + enorm, hnorm, final norm 3h) and its own embedding copy (a separate GPTModel chunk without
+    pre_process builds one): 3 * 12,584,960 + 2 * 32,768,000 + 2,097,152 + 3,072 = 105,391,104.
+    Stage 1: layers 2-3 + final norm + output layer: 2 * 12,584,960 + 1,024 + 32,768,000 = 57,938,944.
+
+    Activations of one micro-batch (bytes): a decoder layer 67,174,400 (test above); the MTP chunk: enorm/hnorm
+    inputs and outputs 4*2*s*h = 16,777,216, eh_proj input 8,388,608, its layer 67,174,400, final norm 8,388,608
+    -> 100,728,832; the loss chunk: final norm 8,388,608 + logits in bf16 and fp32 6*s*V = 393,216,000, plus the
+    MTP head's logits 393,216,000 -> 794,820,608.
+
+    In flight (group N = p = 2; tests/test_schedule.py works the mixes): rank 0 holds (3, 2) or (4, 1) of (chunk
+    0, chunk 1): 4 * 134,348,800 + 100,728,832 = 638,124,032 is the heavier; rank 1 holds (2, 1) or (3, 0):
+    2 * 134,348,800 + 532,676,608 = 801,374,208."""
+    e = est(model={"mtp_num_layers": 1}, training={"world_size": 2, "global_batch_size": 4},
+            parallelism={"pipeline_model_parallel_size": 2, "pipeline_model_parallel_layout": "Ett|tt|m|L"})
+    assert [s.parameters for s in e.stages] == [105_391_104, 57_938_944]
+    assert [s.activations_bytes for s in e.stages] == [638_124_032, 801_374_208]
+    assert [[c.microbatches_in_flight for c in s.chunks] for s in e.stages] == [[4, 1], [2, 1]]
+    assert e.stages[0].activations["mtp"] == 100_728_832 and e.stages[1].activations["output"] == 532_676_608
+    d = e.stages[0].to_dict()["chunks"]
+    assert d == [{"layers": [0, 1], "embedding": True, "output_layer": False, "mtp_layers": 0,
+                  "microbatches_in_flight": 4},
+                 {"layers": [], "embedding": False, "output_layer": False, "mtp_layers": 1,
+                  "microbatches_in_flight": 1}]
+
+
+def test_mtp_on_the_last_stage_keeps_an_embedding_copy_even_when_tied():
+    """Tied embeddings, PP 2, 1 MTP layer on the last stage: GPTModel builds the MTP's embedding (mtp_process)
+    and the output layer's own weight (not pre_process), two vocabulary matrices: 2 * LAYER + h + 2 * EMB + the
+    MTP layer (LAYER + 2h^2 + 3h)."""
+    e = est(model={"mtp_num_layers": 1, "untie_embeddings_and_output_weights": False},
+            parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2})
+    assert e.stages[1].parameters == 2 * LAYER + H + 2 * EMB + LAYER + 2 * H * H + 3 * H

@@ -21,7 +21,7 @@ from tests.conftest import ROOT, make_config
 
 REQUIRED = ["llama-2-7b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mixtral-8x7b", "mixtral-8x22b",
             "deepseek-v2-lite", "deepseek-v3", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "qwen3-30b-a3b",
-            "qwen3-235b-a22b", "moonlight-16b-a3b", "tiny"]
+            "qwen3-235b-a22b", "moonlight-16b-a3b", "kimi-k2", "tiny"]
 
 
 def test_every_required_preset_exists():
