@@ -51,6 +51,12 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):     # a page left while loading: not news
+            super().handle_error(request, client_address)
+
+
 def build_site(out: Path, snapshot: bool) -> None:
     env = {**os.environ, "MME_PYODIDE_SNAPSHOT": "1" if snapshot else "0", "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--site-dir", str(out)], cwd=ROOT, env=env,
@@ -67,7 +73,7 @@ def serve(site: Path) -> tuple[str, http.server.ThreadingHTTPServer, Path]:
     """
     www = Path(tempfile.mkdtemp(prefix="mme-bench-"))
     shutil.copytree(site, www / "sub")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(www)))
+    server = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=str(www)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/sub/"
     pages = sorted(p.parent.relative_to(www / "sub").as_posix() for p in (www / "sub").rglob("index.html"))
@@ -78,7 +84,7 @@ def serve(site: Path) -> tuple[str, http.server.ThreadingHTTPServer, Path]:
 
 
 def _wait_done(page, count: int) -> float:
-    page.wait_for_function(f"window.__mme && window.__mme.done.length >= {count}", timeout=60_000)
+    page.wait_for_function(f"() => window.__mme && window.__mme.done.length >= {count}", timeout=60_000)
     return page.evaluate(f"window.__mme.done[{count - 1}]")
 
 
@@ -97,7 +103,7 @@ def warm(page, url: str) -> float:
     find = "(away) => [...document.querySelectorAll('a.md-nav__link[href]')].find((a) => " \
            "a.href.includes('/calculator/') !== away)"
     page.evaluate(f"({find})(true).click()")
-    page.wait_for_function("!document.querySelector('[data-mme-calculator]')", timeout=30_000)
+    page.wait_for_function("() => !document.querySelector('[data-mme-calculator]')", timeout=30_000)
     n = page.evaluate("window.__mme.done.length")
     t0 = page.evaluate(f"() => {{ const t = performance.now(); ({find})(false).click(); return t; }}")
     return _wait_done(page, n + 1) - t0
