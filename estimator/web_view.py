@@ -100,7 +100,9 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict) -> dict
                     "if the caching allocator gives back its reserve.")
         else:
             text = f"Does not fit on {size}: {where} needs {_gib(-w.headroom_bytes)} GiB ({-w.headroom_pct:.1f} %) more."
+        lead = WORDS[w.verdict].capitalize()
         verdict = {"verdict": w.verdict, "word": WORDS[w.verdict], "fits": w.verdict == "fits", "text": text,
+                   "lead": lead, "rest": text[len(lead):],
                    "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
                    "why": explain(est, fits, config)}
     p = est.parameters
