@@ -80,7 +80,11 @@
     const H = top + v.bars.length * (bar + gap) + axis;
     const x = (b) => left + (v.scale_bytes ? (b / v.scale_bytes) * plot : 0);
     const svg = h("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "mme-svg mme-calc-chart",
-                               role: "img", "aria-label": `Memory of each pipeline stage on one GPU, in GiB. ${v.summary}` });
+                               role: "img", "aria-labelledby": "mme-chart-title mme-chart-desc" },
+      h("svg:title", { id: "mme-chart-title" }, "Memory of one GPU of each pipeline stage, in GiB"),
+      h("svg:desc", { id: "mme-chart-desc" }, v.bars.map((b) => `Stage ${b.stage}: ${b.label} on the device (` +
+        b.segments.map((s) => `${v.segments.find((g) => g.name === s.name).label.toLowerCase()} ${s.gib}`).join(", ") +
+        "). ").join("") + (v.capacity_label ? `GPU capacity: ${v.capacity_label}.` : "")));
     for (const t of v.ticks) {
       const tx = x(t.bytes);
       svg.append(h("svg:line", { x1: tx, x2: tx, y1: top - 4, y2: H - axis + 4, class: "mme-grid" }),
