@@ -396,6 +396,11 @@ def on_page_content(content, page, config, files):
     root = (f'<div class="mme-calc" data-mme-calculator data-mme-boot=\'{boot_attribute(boot)}\'><noscript><p>The '
             'calculator runs Python in your browser and needs JavaScript; <code>python -m estimator estimate</code> '
             'gives the same numbers, and each model page shows them for its preset.</p></noscript></div>')
+    # The page's own scripts right after its root: the precomputed numbers show as soon as the parser gets
+    # here, before Material's scripts at the end of the page have loaded (they load there too, for instant
+    # navigation from other pages; each script runs once).
+    prefix = "../" * page.url.count("/")
+    root += "".join(f'<script src="{prefix}{s}"></script>' for s in SCRIPTS[1:])
     return MARKER.sub(lambda m: root, content)
 
 
@@ -421,6 +426,19 @@ def boot_attribute(boot: dict) -> str:
     many double quotes unescaped, about a third smaller than html.escape."""
     text = json.dumps(boot, separators=(",", ":"))
     return text.replace("&", "&amp;").replace("'", "&#39;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def on_post_page(output, page, config):
+    """On the calculator page, load engine.js in the head with the runtime's manifest, so that the worker
+    starts downloading and booting Python before the rest of the page (Material's scripts) has loaded."""
+    if "data-mme-calculator" not in output or "</head>" not in output:
+        return output
+    manifest = dict(_runtime(config).manifest)
+    if _state.get("offline"):
+        manifest["offline"] = [f"offline/{name}.js" for name in sorted(_runtime(config).files)]
+    src = "../" * page.url.count("/") + SCRIPTS[0]          # "calculator/" or "calculator.html"
+    tag = f'<script src="{src}" data-mme-runtime=\'{boot_attribute(manifest)}\'></script>\n'
+    return output.replace("</head>", tag + "</head>", 1)
 
 
 def on_post_build(config):

@@ -13,6 +13,8 @@
  */
 (function () {
   "use strict";
+  if (window.mmeCalculatorLoaded) return;  // loaded right after the calculator and again at the page's end
+  window.mmeCalculatorLoaded = true;
   const ASSETS = new URL(".", (document.currentScript && document.currentScript.src) || location.href).href;
   const R = window.mmeRender, h = R.h;
   const ERROR_DELAY_MS = 600;           // an error waits this long after the last keystroke in its field
@@ -39,6 +41,9 @@
       this.fill();
       this.status();
       this.compute(null);
+      // The full form (some eighty fields) is built after the first numbers are on the screen.
+      this.formTimer = setTimeout(() => { this.form.append(...this.boot.schema.map((sec) => this.section(sec)),
+        this.importPanel()); this.fill(true); this.hide(this.hidden || []); if (this.notes) this.showErrors(this.notes); });
       window.addEventListener("popstate", this.onPop = () => this.setState(this.readURL(), "none"));
       this.resize = new ResizeObserver(() => this.redrawChart());
       this.resize.observe(this.root);
@@ -170,8 +175,7 @@
         h("h2", { class: "mme-all-title" }, "All settings"),
         h("p", { class: "mme-doc" }, "Every field of the configuration file, by section. Clearing a field goes back " +
           "to the preset's value. The configuration reference explains each one."),
-        h("form", { class: "mme-form", novalidate: true, onsubmit: (ev) => ev.preventDefault() },
-          b.schema.map((sec) => this.section(sec)), this.importPanel()));
+        this.form = h("form", { class: "mme-form", novalidate: true, onsubmit: (ev) => ev.preventDefault() }));
     }
 
     quickControl(q) {
@@ -413,6 +417,7 @@
 
     /* ---- rendering */
     hide(paths) {
+      this.hidden = paths;
       const hidden = new Set(paths);
       for (const el of this.root.querySelectorAll(".mme-field[data-path], .mme-q[data-path]")) {
         el.hidden = hidden.has(el.dataset.path);
@@ -426,6 +431,7 @@
     }
 
     showErrors(notes) {
+      this.notes = notes.length ? notes : null;
       for (const el of this.root.querySelectorAll(".mme-err")) { el.hidden = true; el.replaceChildren(); }
       for (const el of this.root.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
       const general = [];
@@ -586,17 +592,20 @@
     }
 
     detach() {
+      clearTimeout(this.formTimer);
       this.engine.listeners.delete(this.onEngine);
       window.removeEventListener("popstate", this.onPop);
       this.resize.disconnect();
     }
   }
 
+  const bootOf = (root) => root.mmeBoot || (root.mmeBoot = JSON.parse(root.dataset.mmeBoot));
+
   function init() {
     const root = document.querySelector("[data-mme-calculator]");
     if (!root || root.dataset.mmeReady) return;
     root.dataset.mmeReady = "1";
-    const boot = JSON.parse(root.dataset.mmeBoot);
+    const boot = bootOf(root);
     window.mmeEngine.start(boot.runtime, ASSETS);       // first: Python boots while the form is built
     if (window.mmeCalculator) window.mmeCalculator.detach();    // its page was navigated away from
     root.calculator = window.mmeCalculator = new Calculator(root, boot);
@@ -604,10 +613,15 @@
 
   // Start Python now, before Material sets the page up: it is the slow part.
   const first = document.querySelector("[data-mme-calculator]");
-  if (first) window.mmeEngine.start(JSON.parse(first.dataset.mmeBoot).runtime, ASSETS);
+  if (first) window.mmeEngine.start(bootOf(first).runtime, ASSETS);
   // Material's document$ fires on every (instant) navigation; the DOM event covers pages where it never
-  // fires (file://, or without Material). init() is idempotent.
-  if (window.document$ && typeof window.document$.subscribe === "function") window.document$.subscribe(init);
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
-  else init();
+  // fires (file://, or without Material). init() is idempotent. Loaded right after the calculator's root,
+  // this runs before Material: init now, and subscribe to document$ once Material has started.
+  const subscribe = () => {
+    if (window.document$ && typeof window.document$.subscribe === "function") window.document$.subscribe(init);
+  };
+  if (first) init();
+  if (window.document$) subscribe();
+  else document.addEventListener("DOMContentLoaded", () => { subscribe(); init(); });
+  if (document.readyState !== "loading") init();
 })();

@@ -10,6 +10,7 @@
  */
 (function () {
   "use strict";
+  if (window.mmeEngine) return;           // loaded early in the page's head and again with the other scripts
   let engine = null;
 
   function loadScript(src) {
@@ -117,4 +118,8 @@
   }
 
   window.mmeEngine = { start, get current() { return engine; } };
+  // On the calculator page this script also loads in the head, with the runtime's manifest: Python starts
+  // downloading while the rest of the page loads.
+  const me = document.currentScript;
+  if (me && me.dataset.mmeRuntime) start(JSON.parse(me.dataset.mmeRuntime), new URL(".", me.src).href);
 })();

@@ -6,6 +6,7 @@
  */
 (function () {
   "use strict";
+  if (window.mmeRender) return;           // loaded right after the calculator and again at the page's end
 
   function h(tag, attrs, ...children) {
     const el = tag.startsWith("svg:") ? document.createElementNS("http://www.w3.org/2000/svg", tag.slice(4))

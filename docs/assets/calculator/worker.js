@@ -22,11 +22,17 @@ function mmeWorkerMain(scope) {
     post({ type: "progress", text, done: bytes.done, loaded: bytes.loaded, total: bytes.total });
   };
 
-  // Every download goes through fetch (Pyodide's own included): count the bytes as they arrive.
-  function countDownloads() {
+  // Every download goes through fetch (Pyodide's own included): count the bytes as they arrive. The files
+  // named in `early` are requested at once, in parallel with loading Pyodide's JavaScript; Pyodide's own
+  // request for one of them gets that response.
+  function countDownloads(early) {
     const native = globalThis.fetch.bind(globalThis);
+    const started = new Map(early.map((url) => [url, native(url)]));
     globalThis.fetch = async (input, init) => {
-      const resp = await native(input, init);
+      const url = String(input instanceof Request ? input.url : input);
+      const pending = started.get(url);
+      started.delete(url);
+      const resp = await (pending || native(input, init));
       if (!resp.body || !resp.ok) return resp;
       const counter = new TransformStream({ transform(chunk, ctl) {
         bytes.loaded += chunk.byteLength;
@@ -117,7 +123,8 @@ function mmeWorkerMain(scope) {
       const sizes = m.sizes || {};
       bytes.total = [m.wheel, m.snapshot, "pyodide.asm.wasm", "python_stdlib.zip"]
         .reduce((n, name) => n + (sizes[name] || 0), 0);
-      countDownloads();
+      countDownloads([m.wheel, m.snapshot, "pyodide.asm.wasm", "python_stdlib.zip"].filter(Boolean)
+        .map((name) => base + name));
       ({ loadPyodide } = await import(base + "pyodide.mjs"));
     }
     const wheel = files ? Promise.resolve(files[m.wheel]) : getBytes(base + m.wheel);
@@ -128,14 +135,26 @@ function mmeWorkerMain(scope) {
     const py = await withWatchdog(loadPyodide(opts));
     const t2 = performance.now();
     progress("Installing estimator", 0.9);
-    py.FS.writeFile("/tmp/estimator.whl", await wheel);
-    py.runPython(m.install_py);
+    const install = async () => {
+      py.FS.writeFile("/tmp/estimator.whl", await wheel);
+      py.runPython(m.install_py);
+      if (files) for (const name of Object.keys(files)) delete files[name];  // Python has them now
+    };
+    // The snapshot holds the estimator already imported, with every preset read: its files (the wheel) are
+    // unpacked after the first answers. Without a snapshot Python imports it from them, so first.
+    if (!m.snapshot) await install();
     handle = py.runPython("import estimator.web\nestimator.web.handle");
-    if (files) for (const name of Object.keys(files)) delete files[name];  // Python has them now
     const t3 = performance.now();
     post({ type: "ready", ms: Math.round(t3 - t0), snapshot: Boolean(m.snapshot),
            phases: { loader: Math.round(t1 - t0), python: Math.round(t2 - t1), install: Math.round(t3 - t2) } });
     for (const msg of waiting.splice(0)) answer(msg);
+    if (m.snapshot) {
+      const calls = handle;
+      handle = null;                          // requests arriving meanwhile wait for the files
+      await install().catch((err) => console.warn(`estimator files not unpacked: ${err}`));
+      handle = calls;
+      for (const msg of waiting.splice(0)) answer(msg);
+    }
   }
 
   function answer(msg) {
