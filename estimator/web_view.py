@@ -79,8 +79,12 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict) -> dict
         cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
         extras = [x for x, on in (("embedding", s.has_embedding), ("output layer", s.has_output_layer),
                                   (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
+        chunks = getattr(s, "chunks", ())            # per virtual chunk, where the core reports them
+        if len(chunks) > 1:
+            extras.append("in flight per chunk: " + ", ".join(str(c.microbatches_in_flight) for c in chunks))
         verdict = fits[s.stage].verdict if fits else None
-        rows.append({"stage": s.stage, "layers": layers_text(s.layers), "extras": ", ".join(extras), "cells": cells,
+        rows.append({"stage": s.stage, "layers": getattr(s, "label", None) or layers_text(s.layers),
+                     "extras": "; ".join(extras), "cells": cells,
                      "in_flight": s.microbatches_in_flight, "peak": s.stage == est.peak.stage,
                      "fits": verdict, "fits_text": WORDS[verdict] if verdict else None})
         segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in SEGMENTS[:5]]
