@@ -386,10 +386,10 @@ NOTATION = ("How to read a layout: TP tensor, PP pipeline, VPP virtual pipeline 
 def _words(lay) -> str:
     """A search layout in words, e.g. "TP 2, 16 pipeline stages (first 1 layer), EP 32, ..."."""
     pp = f"{lay.pp} pipeline stage{'s' if lay.pp > 1 else ''}"
-    split = [x for x in (lay.first_stage_layers is not None and f"first {lay.first_stage_layers}",
-                         lay.last_stage_layers is not None and f"last {lay.last_stage_layers}") if x]
+    split = [f"{which} stage {n} layer{'s' if n != 1 else ''}" for which, n in
+             (("first", lay.first_stage_layers), ("last", lay.last_stage_layers)) if n is not None]
     if split:
-        pp += " (" + ", ".join(split) + " layers)"
+        pp += " (" + ", ".join(split) + ")"
     parts = [f"TP {lay.tp}", pp]
     if lay.vpp > 1:
         parts.append(f"{lay.vpp} virtual stages each")

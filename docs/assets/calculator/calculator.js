@@ -201,9 +201,10 @@
         control = select;
         this.quick.set(q.path, { input: select, kind: "select" });
       }
-      return h("div", { class: "mme-q", "data-path": q.path },
-        h("label", { for: id, title: spec ? `${spec.label} (${spec.name})` : q.label }, q.label), control,
-        h("div", { class: "mme-err", id: `${id}-err`, hidden: true }));
+      // Its error is the next item of the grid, a full-width row right under the control.
+      return [h("div", { class: "mme-q", "data-path": q.path },
+        h("label", { for: id, title: spec ? `${spec.label} (${spec.name})` : q.label }, q.label), control),
+        h("div", { class: "mme-err mme-q-err", id: `${id}-err`, hidden: true, "data-label": q.label })];
     }
 
     section(sec) {
@@ -514,7 +515,7 @@
       r.removeAttribute("data-estimate");
       r.replaceChildren(h("div", { class: "mme-errors", role: "alert" }, h("p", {}, "No estimate: the configuration is invalid."),
         h("ul", {}, notes.map((n) => h("li", {}, h("a", { href: `#${this.quick.has(n.field) ? "mme-q-" : "mme-"}${n.field}` },
-          (this.specs.get(n.field) || { label: n.field }).label), ": ", n.messages.join(" "),
+          (this.specs.get(n.field) || { label: n.field }).label), ": ", n.messages.join("; "),
           general.includes(n) ? this.noteBody({ ...n, messages: [] }) : null)))));
       this.summary.textContent = "No estimate: the configuration is invalid.";
       this.summary.dataset.verdict = "";
