@@ -283,18 +283,22 @@ def test_charts_share_colours_ticks_and_a_labelled_capacity(page, site_url):
     assert len(calc_colours["default"]) >= 5
     assert page.locator(".mme-calc-chart text.mme-tick").count() >= 4
     assert "H100-80GB 79.65 GiB" in page.text_content(".mme-calc-chart")
-    # Value labels sit right of the plot: none overlaps a bar.
-    overlap = page.evaluate("""(() => { const rects = [...document.querySelectorAll('.mme-calc-chart rect')]
-        .map((r) => r.getBoundingClientRect());
-      return [...document.querySelectorAll('.mme-calc-chart text')].some((t) => { const b = t.getBoundingClientRect();
-        return rects.some((r) => b.left < r.right - 1 && b.right > r.left + 1 && b.top < r.bottom - 1 && b.bottom > r.top + 1); }); })()""")
-    assert not overlap
+    # Value labels sit right of the plot, the capacity label above it: none overlaps a bar.
+    assert page.evaluate(OVERLAP.replace("SVG", ".mme-calc-chart")) is False
     page.goto(f"{site_url}models/llama-3-8b/")
     static = {s: page.evaluate(probe, s) for s in ("default", "slate")}
     for scheme in static:
         assert {k: v for k, v in static[scheme].items() if k in calc_colours[scheme]} == calc_colours[scheme]
     page.goto(f"{site_url}models/tiny/")                 # ~1 GiB: the H100 line is drawn all the same
     assert "H100-80GB 79.65 GiB" in page.inner_text("#chart-stages")
+    page.goto(f"{site_url}models/llama-3-70b/")          # four stages, four GPU lines: no label on a bar
+    assert page.evaluate(OVERLAP.replace("SVG", "#chart-stages svg")) is False
+
+
+OVERLAP = """(() => { const rects = [...document.querySelectorAll('SVG rect')].map((r) => r.getBoundingClientRect())
+    .filter((r) => r.height > 14);
+  return [...document.querySelectorAll('SVG text')].some((t) => { const b = t.getBoundingClientRect();
+    return rects.some((r) => b.left < r.right - 1 && b.right > r.left + 1 && b.top < r.bottom - 1 && b.bottom > r.top + 1); }); })()"""
 
 
 def test_chart_text_stays_readable_on_a_phone(browser, site_url):
