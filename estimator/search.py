@@ -166,10 +166,7 @@ def _run(engine: _Engine, worlds: tuple, top: int | None, distinct: bool):
                     ok.append((d, floors[key]))
             if not ok:
                 continue
-            tr = engine.traffic(sh)
-            lb = (base_lb + tr["tensor_parallel"] + tr["context_parallel"] + tr["expert_all_to_all"]
-                  + tr["launch"] / max_b + tr["pipeline_p2p"])
-            cands.append((lb, len(cands), sh, (tr, ok)))
+            cands.append((base_lb + engine.traffic_bound(sh, max_b), len(cands), sh, ok))
     cands.sort(key=lambda c: (c[0], c[1]))
     exhaustive = top is None and not distinct
     best: dict = {}           # key -> entry (cost, peak, seq, shape, d, rc, b, gbs, estimate, terms)
@@ -177,10 +174,11 @@ def _run(engine: _Engine, worlds: tuple, top: int | None, distinct: bool):
     thr = inf                 # cost of the top-th best key: nothing costlier can enter
     fits = 0
     complete = True
-    for lb, seq, sh, (tr, ok) in cands:
+    for lb, seq, sh, ok in cands:
         if lb > thr:
             complete = False
             break
+        tr = engine.traffic(sh)
         sc = {d: dict(tr, data_parallel_s=engine.dp_seconds(sh, d, fl)) for d, fl in ok}
         key = (sh.n, sh.t, sh.p, sh.v, sh.cp, sh.ep, sh.etp) if distinct else None
         rows = []

@@ -99,6 +99,10 @@ def _node_share(size: int, stride: int, gpus_per_node: int) -> float:
     return min(size, max(1, gpus_per_node // stride)) / size
 
 
+#: The keys of :meth:`_CostModel.traffic`.
+_TRAFFIC = ("compute", "tensor_parallel", "context_parallel", "expert_all_to_all", "pipeline_p2p", "launch")
+
+
 class _CostModel:
     """The cost terms of one model's layouts, mixed into the search engine
     (:class:`estimator.search_space._Engine`), which supplies ``r0`` (the resolved base configuration),
@@ -142,6 +146,17 @@ class _CostModel:
     def traffic(self, sh: _Shape) -> dict:
         """Cost terms that depend on neither the micro-batch size nor the optimizer: seconds of traffic per
         token of the step over seconds of compute per token (both scale with the tokens per step)."""
+        return dict(zip(_TRAFFIC, self.traffic_terms(sh)))
+
+    def traffic_bound(self, sh: _Shape, max_b: int) -> float:
+        """The part of a lower bound of the shape's cost that comes from its traffic (the micro-batch size
+        at most ``max_b``): the same terms as :meth:`traffic`, summed without building its dict (the search
+        bounds every shape and looks at few)."""
+        _, tp, cpc, epc, pp, launch = self.traffic_terms(sh)
+        return tp + cpc + epc + launch / max_b + pp
+
+    def traffic_terms(self, sh: _Shape) -> tuple:
+        """The values of :meth:`traffic`, in the order of :data:`_TRAFFIC`."""
         r = self.r0
         t, p, cp, ep, etp, n, dp = sh.t, sh.p, sh.cp, sh.ep, sh.etp, sh.n, sh.dp
         layers, moe_layers = self._stage_max(p, sh.first, sh.last, sh.v)
@@ -159,8 +174,7 @@ class _CostModel:
                 epc += 4 * (etp - 1) * routed * self._bw(etp, 1, True)
         pp = 2 * sh.v * tok * h2 / (t if sh.sp else 1) * self._bw(p, t * cp * dp, True) if p > 1 else 0.0
         launch = layers * LAUNCH_SECONDS / (dp * self.s)         # per token of the step, times 1/b later
-        return {"compute": compute, "tensor_parallel": tp / compute, "context_parallel": cpc / compute,
-                "expert_all_to_all": epc / compute, "pipeline_p2p": pp / compute, "launch": launch / compute}
+        return compute, tp / compute, cpc / compute, epc / compute, pp / compute, launch / compute
 
     def dp_seconds(self, sh: _Shape, d: bool, floor: tuple) -> float:
         """Exposed seconds of data-parallel traffic per step: gradients reduce-scattered and weights

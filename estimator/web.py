@@ -6,23 +6,28 @@ verdict, the headroom) is computed here or in the core this module calls, so the
 cannot disagree. The docs build (``hooks/runtime.py``) calls :func:`boot_data` to embed the form
 schema, the presets, the GPUs and the default preset's estimate in the page.
 
-The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name}``:
-``values`` holds what the user typed over the preset (strings as typed, or JSON values), an empty
-string meaning "not set" (the preset's value is dropped, the default applies) and ``"null"`` or JSON
-null meaning null. Requests, ``{"op": ...}``:
+The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name,
+"gpu_gib": number}``: ``values`` holds what the user typed over the preset (strings as typed, or JSON
+values); an empty string means "not changed" (the preset's value stays), ``"null"`` or JSON null means
+null. ``gpu`` is a catalog name, ``"custom"`` (then ``gpu_gib`` is the capacity in GiB) or null (no fit
+verdict). Requests, ``{"op": ...}``:
 
-- ``compute`` ``{state, exports}`` -> ``{estimate, fit, view, config, exports}`` or ``{errors, config}``
-  (``exports``, the configuration as YAML, CLI command and Megatron arguments, only when asked for);
+- ``compute`` ``{state, exports, changed}`` -> ``{estimate, fit, view, config, exports, hidden, search_key}``
+  or ``{errors, notes, config}``: ``notes`` groups the problems by field, on ``changed`` (the field the user
+  just edited) where they involve it, with the nearest valid values (:func:`estimator.advice.fixes`);
+  ``exports`` (YAML, CLI command, Megatron arguments) only when asked for;
+- ``advice`` ``{state}`` -> ``{choices, steps, levers, hidden}``: the valid values of the quick controls,
+  the nearest valid GPU counts, batch sizes and sequence lengths, and the single changes that make the
+  configuration fit (:mod:`estimator.advice`);
 - ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``; for Megatron
   arguments also ``flags: {no_effect: [{flag, reason}]}``, and with the errors ``refused: [{flag, reason}]``;
-- ``search`` ``{state, top}`` -> ``{layouts, summary}`` or ``{errors}``;
-- ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration;
+  with ``kind: hf`` the text may be a catalog Hub id as well as a config.json;
+- ``search`` ``{state, top}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``;
+- ``layout`` ``{state, config}`` -> ``{state}``: the form state whose configuration is ``config``;
 - ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
-  and family; ``import`` with ``kind: hf`` takes a catalog Hub id as ``text`` as well as a config.json.
+  and family.
 
 Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.errors.Problem`.
-Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments, search) are lazy, so
-``import estimator.web`` stays cheap.
 """
 
 from __future__ import annotations
@@ -31,25 +36,36 @@ import copy
 import json
 from functools import lru_cache
 
-from . import estimate as _estimate
+from . import __version__, advice, estimate as _estimate
 from .config import load_config, parse_text
 from .errors import ConfigError, EstimatorError, Problem
-from .report import GB, GIB
+from .form import QUICK, hidden_fields, label
+from .report import GIB
 from .schema import SECTIONS, field_specs
+from .verdicts import MEANINGS, WORDS
+from .web_view import UNIT, view
 
 __all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
 
-DEFAULT_PRESET = "llama-3-8b"
+#: The preset the page opens with: a model a new user knows, trained as its published recipe trains it,
+#: that fits the default GPU with room to spare (a clean first answer).
+DEFAULT_PRESET = "qwen3-8b"
 DEFAULT_GPU_HINTS = ("h100", "80")
-COLUMNS = (("weights", "Weights"), ("gradients", "Gradients"), ("optimizer", "Optimizer"),
-           ("activations", "Activations"), ("transient", "Transient"), ("allocated", "Allocated"),
-           ("device", "Device total"))
-UNIT = "GiB (2^30 bytes)"
+CUSTOM_GPU = "custom"
 _SPECS = {s.path: s for s in field_specs()}
+#: Fields the layout search chooses: a change to any other field makes its results stale.
+_SEARCHED = frozenset({
+    "parallelism.tensor_model_parallel_size", "parallelism.pipeline_model_parallel_size",
+    "parallelism.virtual_pipeline_model_parallel_size", "parallelism.context_parallel_size",
+    "parallelism.expert_model_parallel_size", "parallelism.expert_tensor_parallel_size",
+    "parallelism.num_layers_in_first_pipeline_stage", "parallelism.num_layers_in_last_pipeline_stage",
+    "training.micro_batch_size", "training.use_distributed_optimizer", "training.sequence_parallel",
+    "training.recompute_granularity", "training.recompute_method", "training.recompute_num_layers",
+    "training.recompute_modules"})
 
 
 class _Unset:
-    """A field the user cleared: the preset's value, if any, is dropped and the default applies."""
+    """A field the user cleared: not changed, so the preset's value (or the default) applies."""
 
 
 UNSET = _Unset()
@@ -64,7 +80,7 @@ def schema() -> list[dict]:
     for name, cls in SECTIONS.items():
         doc = (cls.__doc__ or "").strip().split("\n\n")[0]
         out.append({"name": name, "doc": " ".join(doc.split()),
-                    "fields": [s.to_dict() for s in field_specs() if s.section == name]})
+                    "fields": [{**s.to_dict(), "label": label(s.path)} for s in field_specs() if s.section == name]})
     return out
 
 
@@ -84,7 +100,7 @@ def presets() -> list[dict]:
     for name in list_presets():
         info = preset_info(name)
         out.append({"name": name, "title": info.get("title") or name, "source": info.get("source"),
-                    "config": _preset_config(name)})
+                    "recipe": info.get("recipe"), "config": _preset_config(name)})
     return out
 
 
@@ -120,7 +136,7 @@ def parse_value(path: str, raw):
         return raw                          # a JSON value (an import or a layout), null included
     text = raw.strip()
     if text == "":
-        return UNSET
+        return UNSET                        # not changed: the preset's value stays
     if text.lower() in ("null", "none", "~"):
         return None
     t = spec.type
@@ -159,9 +175,7 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
             continue
         section, field = path.split(".", 1)
         value = parse_value(path, raw)
-        if value is UNSET:
-            cfg[section].pop(field, None)
-        else:
+        if value is not UNSET:
             cfg[section][field] = value
     return cfg, problems
 
@@ -177,88 +191,65 @@ def _error(field: str, value, message: str) -> dict:
 # ---------------------------------------------------------------- compute
 
 
-def compute(state: dict, with_exports: bool = True) -> dict:
+def _capacity(state: dict) -> tuple[str | None, int | None, list[Problem]]:
+    """(GPU name, capacity in bytes, problems) of a state: a catalog GPU, a custom capacity, or none."""
+    gpu = state.get("gpu") or None
+    if gpu is None:
+        return None, None, []
+    if gpu == CUSTOM_GPU:
+        raw = state.get("gpu_gib")
+        try:
+            gib = float(raw)
+        except (TypeError, ValueError):
+            gib = None
+        if gib is None or not 1 <= gib <= 100_000:
+            return None, None, [Problem("gpu_gib", raw, "the GPU memory in GiB: a number from 1 to 100,000")]
+        return f"a {gib:g} GiB GPU", int(gib * GIB), []
+    if gpu not in _gpus():
+        return None, None, [Problem("gpu", gpu, f"unknown GPU; known: {', '.join(_gpus())}")]
+    return gpu, _gpus()[gpu].memory_bytes, []
+
+
+def search_key(cfg: dict, state: dict) -> str:
+    """What a layout search depends on: the configuration without the fields it chooses, and the GPU."""
+    rest = {p: v for p, v in _flatten(cfg).items() if p not in _SEARCHED}
+    return json.dumps([rest, state.get("gpu"), state.get("gpu_gib") if state.get("gpu") == CUSTOM_GPU else None],
+                      sort_keys=True, default=str)
+
+
+def compute(state: dict, with_exports: bool = True, changed: str | None = None) -> dict:
     """Estimate the configuration of a form state; errors name the field they concern."""
     cfg, problems = merged_config(state)
-    gpu = state.get("gpu") or None
-    if gpu and gpu not in _gpus():
-        problems.append(Problem("gpu", gpu, f"unknown GPU; known: {', '.join(_gpus())}"))
+    gpu, capacity, gpu_problems = _capacity(state)
+    problems += gpu_problems
+    if not problems:
+        try:
+            config = load_config(cfg)
+            est = _estimate(config)
+        except ConfigError as exc:
+            problems = list(exc.problems)
+        except (EstimatorError, ValueError) as exc:
+            return {**_error("config", None, str(exc)), "config": cfg}
     if problems:
-        return {**_errors(problems), "config": cfg}
-    try:
-        config = load_config(cfg)
-        est = _estimate(config)
-    except ConfigError as exc:
-        return {**_errors(exc.problems), "config": cfg}
-    except (EstimatorError, ValueError) as exc:
-        return {**_error("config", None, str(exc)), "config": cfg}
-    capacity = _gpus()[gpu].memory_bytes if gpu else None
-    fit = _fit(est, capacity)
-    return {"estimate": est.to_dict(), "fit": fit, "view": view(est, fit, gpu, capacity), "config": cfg,
-            "exports": exports(cfg, state) if with_exports else None}
-
-
-def _fit(est, capacity: int | None) -> list[dict] | None:
-    """Per-stage verdicts of :func:`estimator.gpus.fit` (fits, tight or no; headroom) as plain data."""
-    if capacity is None:
-        return None
+        return {**_errors(problems), "notes": advice.fixes(cfg, problems, changed), "config": cfg,
+                "hidden": hidden_fields(cfg)}
     from .gpus import fit
-    return [f.to_dict() for f in fit(est, capacity)]
+    fits = fit(est, capacity) if capacity else None
+    return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
+            "view": view(est, fits, gpu, capacity, cfg), "config": cfg,
+            "exports": exports(cfg, state) if with_exports else None,
+            "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state)}
 
 
-def _gib(b: int) -> str:
-    return f"{b / GIB:.2f}"
-
-
-def _count(n: int) -> str:
-    return f"{n / 1e9:.2f} B" if n >= 10 ** 9 else f"{n / 1e6:.2f} M" if n >= 10 ** 6 else f"{n:,}"
-
-
-def view(est, fit: list[dict] | None, gpu: str | None, capacity: int | None) -> dict:
-    """What the page shows, formatted: table rows in GiB, bar segments in bytes, the verdict in words."""
-    rows, bars = [], []
-    for s in est.stages:
-        cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
-        extras = [x for x, on in (("embedding", s.has_embedding), ("output layer", s.has_output_layer),
-                                  (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
-        if len(s.chunks) > 1:
-            extras.append("in flight per chunk: " + ", ".join(str(c.microbatches_in_flight) for c in s.chunks))
-        rows.append({"stage": s.stage, "layers": s.label, "extras": "; ".join(extras), "cells": cells,
-                     "peak": s.stage == est.peak.stage,
-                     "fits": None if fit is None else fit[s.stage]["verdict"]})
-        segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in COLUMNS[:5]]
-        segs.append(("reserve", s.device_bytes - s.allocated_bytes))
-        segs = [{"name": k, "bytes": b, "gib": _gib(b)} for k, b in segs]
-        bars.append({"stage": s.stage, "segments": segs, "device_bytes": s.device_bytes,
-                     "label": f"{_gib(s.device_bytes)} GiB"})
-    peak = est.peak
-    summary = (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "
-               f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved).")
-    verdict = None
-    if fit:
-        worst = min(fit, key=lambda f: f["headroom_bytes"])
-        room, pct, where = worst["headroom_bytes"], worst["headroom_pct"], f"stage {worst['stage']}"
-        size = f"{gpu} ({_gib(capacity)} GiB = {capacity / GB:.1f} GB)"
-        if worst["fits"]:
-            text = f"Fits on {size}: {_gib(room)} GiB ({pct:.1f}%) headroom on the fullest GPU ({where})."
-        elif worst["tight"]:
-            text = (f"Tight on {size}: {where} needs {_gib(-room)} GiB more than the GPU has, but fits if the "
-                    "caching allocator gives back its reserve (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                    "helps).")
-        else:
-            text = f"Does not fit on {size}: {where} needs {_gib(-room)} GiB ({-pct:.1f}%) more."
-        verdict = {"fits": worst["fits"], "verdict": worst["verdict"], "text": text, "headroom_bytes": room}
-    p = est.parameters
-    params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active)" if p.active != p.total else "")
-    return {"unit": UNIT, "columns": [{"key": k, "label": lbl} for k, lbl in COLUMNS], "rows": rows, "bars": bars,
-            "capacity_bytes": capacity, "scale_bytes": max([b["device_bytes"] for b in bars] + [capacity or 0]),
-            "summary": summary, "verdict": verdict, "parameters": params, "parallel": _parallel_text(est.parallel)}
-
-
-def _parallel_text(par: dict) -> str:
-    keys = (("tp", "TP"), ("pp", "PP"), ("vpp", "VPP"), ("cp", "CP"), ("dp", "DP"), ("ep", "EP"), ("etp", "ETP"),
-            ("num_microbatches", "micro-batches"))
-    return ", ".join(f"{label} {par[k]}" for k, label in keys if par.get(k) not in (None,))
+def advise(state: dict) -> dict:
+    """The valid values of the quick controls and, when the configuration does not fit its GPU, the single
+    changes that make it fit."""
+    cfg, problems = merged_config(state)
+    _, capacity, gpu_problems = _capacity(state)
+    out = {"choices": advice.choices(cfg), "hidden": hidden_fields(cfg), "levers": [], "steps": advice.steps(cfg)}
+    if capacity and not problems and not gpu_problems:
+        out["levers"] = [{**lv, "peak": f"{lv['peak_bytes'] / GIB:.2f} GiB"} for lv in advice.levers(cfg, capacity)]
+    return out
 
 
 # ---------------------------------------------------------------- exports
@@ -294,7 +285,9 @@ def exports(cfg: dict, state: dict) -> dict:
     from . import yamlio
     out = {"yaml": yamlio.dump({k: v for k, v in cfg.items() if v})}
     preset, gpu = state.get("preset") or None, state.get("gpu") or None
-    tail = [f"--gpu {gpu}"] if gpu else []
+    tail = [f"--gpu {gpu}"] if gpu and gpu != CUSTOM_GPU else []
+    if gpu == CUSTOM_GPU and state.get("gpu_gib") not in (None, ""):
+        tail = [f"--gpu-memory {state.get('gpu_gib')}"]
     if preset:
         flags = [_cli_flag(p, v) for p, v in _preset_overrides(cfg, preset).items()]
         out["cli"] = " ".join(["python -m estimator estimate", preset, *flags, *tail])
@@ -380,54 +373,111 @@ def import_text(state: dict, kind: str, text: str) -> dict:
 
 
 def layout_state(state: dict, config: dict) -> dict:
-    """The form state of a complete configuration: the preset kept, only the differing fields set."""
+    """The form state whose configuration is ``config`` (complete, e.g. a search result): the preset kept,
+    only the fields that differ from it set. A field the preset sets and ``config`` leaves out (an uneven
+    split, the interleaved schedule, recompute settings of another layout) is set to its default, so the
+    state gives exactly ``config``'s estimate."""
     preset = state.get("preset") or None
-    base = _preset_config(preset) if preset else {}
+    base = _flatten(_preset_config(preset)) if preset else {}
+    target = _flatten(config)
     values = {}
-    for path, v in _flatten(config).items():
-        sec, name = path.split(".", 1)
-        in_base = name in (base.get(sec) or {})
-        if (in_base and base[sec][name] != v) or (not in_base and v != _SPECS[path].default):
+    for path, v in target.items():
+        if path in base:
+            if base[path] != v:
+                values[path] = v
+        elif v != _SPECS[path].default:
             values[path] = v
-    return {"preset": preset, "values": values, "gpu": state.get("gpu")}
+    for path in base:
+        if path not in target:
+            values[path] = _SPECS[path].default
+    out = {"preset": preset, "values": values, "gpu": state.get("gpu")}
+    if state.get("gpu") == CUSTOM_GPU:
+        out["gpu_gib"] = state.get("gpu_gib")
+    return out
+
+
+#: How to read a layout label, shown beside the search results.
+NOTATION = ("How to read a layout: TP tensor, PP pipeline, VPP virtual pipeline (interleaved schedule), CP "
+            "context, EP expert, ETP expert tensor and DP data-parallel size; mbs the micro-batch size, then the "
+            "recomputation. PP16[1/-] means 16 pipeline stages whose first holds 1 layer and whose last holds "
+            "the even share of the rest (-): the numbers in brackets are num_layers_in_first_pipeline_stage / "
+            "num_layers_in_last_pipeline_stage. no-distopt: without the distributed optimizer.")
+
+
+def _words(lay) -> str:
+    """A search layout in words, e.g. "TP 2, 16 pipeline stages (first 1 layer), EP 32, ..."."""
+    pp = f"{lay.pp} pipeline stage{'s' if lay.pp > 1 else ''}"
+    split = [f"{which} stage {n} layer{'s' if n != 1 else ''}" for which, n in
+             (("first", lay.first_stage_layers), ("last", lay.last_stage_layers)) if n is not None]
+    if split:
+        pp += " (" + ", ".join(split) + ")"
+    parts = [f"TP {lay.tp}", pp]
+    if lay.vpp > 1:
+        parts.append(f"{lay.vpp} virtual stages each")
+    if lay.cp > 1:
+        parts.append(f"CP {lay.cp}")
+    if lay.ep > 1 or lay.etp != lay.tp:
+        parts.append(f"EP {lay.ep}, ETP {lay.etp}")
+    parts.append(f"DP {lay.dp}")
+    parts.append(f"micro-batch {lay.micro_batch_size}")
+    parts.append({"none": "no recomputation", "selective": "selective recomputation",
+                  "full": "full recomputation"}[lay.recompute])
+    if lay.sequence_parallel:
+        parts.append("sequence parallel")
+    return ", ".join(parts)
 
 
 def find_layouts(state: dict, top: int = 10) -> dict:
     """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU."""
     cfg, problems = merged_config(state)
-    gpu = state.get("gpu")
-    if problems:
-        return _errors(problems)
-    if not gpu:
+    gpu, capacity, gpu_problems = _capacity(state)
+    if problems or gpu_problems:
+        return _errors(problems + gpu_problems)
+    if not capacity:
         return _error("gpu", None, "choose a GPU to search for layouts that fit")
     try:
         from .search import search
         n = load_config(cfg).training.world_size
-        result = search(cfg, num_gpus=n, gpu=gpu, top=top)
+        result = search(cfg, num_gpus=n, gpu=gpu if state.get("gpu") != CUSTOM_GPU else capacity, top=top)
     except ConfigError as exc:
         return _errors(exc.problems)
     except (EstimatorError, ValueError, NotImplementedError) as exc:
         return _error("search", None, str(exc) or "the layout search is not available in this version")
-    layouts = [{"label": lay.label, "why": lay.why, "config": lay.config,
-                "peak": f"{_gib(lay.peak_device_bytes)} GiB",
-                "headroom": f"{_gib(lay.headroom_bytes)} GiB ({100 * lay.headroom_fraction:.0f}%)"}
+    layouts = [{"label": lay.label, "words": _words(lay), "why": lay.why, "config": lay.config,
+                "peak": f"{lay.peak_device_bytes / GIB:.2f} GiB", "peak_bytes": lay.peak_device_bytes,
+                "headroom": f"{lay.headroom_bytes / GIB:.2f} GiB ({100 * lay.headroom_fraction:.0f} %)"}
                for lay in result.layouts]
-    summary = (f"{result.fitting} of {result.enumerated} layouts on {n} GPUs fit ({result.evaluated} evaluated); "
-               f"best {len(layouts)} shown.")
-    return {"layouts": layouts, "summary": summary}
+    return {"layouts": layouts, "summary": result.summary(), "notes": list(result.notes), "notation": NOTATION,
+            "gpus": n, "gpu": gpu, "elapsed_s": round(result.elapsed_s, 3), "search_key": search_key(cfg, state)}
 
 
 # ---------------------------------------------------------------- entry points
 
 
+def precomputed(name: str, gpu: str | None) -> dict:
+    """What the page shows of preset ``name`` on ``gpu`` before Python starts: the view, the quick controls'
+    values and the hidden fields (no estimate object: the page marks these numbers as precomputed)."""
+    state = {"preset": name, "values": {}, "gpu": gpu}
+    res = compute(state, with_exports=False)
+    if "errors" in res:
+        return {"errors": res["errors"], "notes": res["notes"], "hidden": res["hidden"]}
+    return {"view": res["view"], "hidden": res["hidden"], "search_key": res["search_key"],
+            "choices": advice.choices(res["config"])}
+
+
 def boot_data() -> dict:
-    """What the page needs before Python starts: schema, presets, GPUs, the default preset's estimate."""
+    """What the page needs before Python starts: schema, presets (each with its precomputed estimate on the
+    default GPU), GPUs, the quick controls, the verdict vocabulary."""
     plist = presets()
     names = [p["name"] for p in plist]
     default = DEFAULT_PRESET if DEFAULT_PRESET in names else (names[0] if names else None)
-    state = {"preset": default, "values": {}, "gpu": default_gpu()}
-    return {"schema": schema(), "presets": plist, "gpus": gpus(), "unit": UNIT,
-            "default": {"state": state, "result": compute(state) if default else None}}
+    gpu = default_gpu()
+    for p in plist:
+        p["precomputed"] = precomputed(p["name"], gpu)
+    return {"schema": schema(), "presets": plist, "gpus": gpus(), "unit": UNIT, "version": __version__,
+            "quick": [{"path": p, "label": lbl} for p, lbl in QUICK],
+            "verdicts": [{"verdict": k, "word": WORDS[k], "meaning": MEANINGS[k]} for k in WORDS],
+            "default": {"state": {"preset": default, "values": {}, "gpu": gpu}}}
 
 
 def warm() -> None:
@@ -451,7 +501,10 @@ def handle(request: str) -> str:
         req = json.loads(request)
         op, state = req.get("op"), req.get("state") or {}
         if op == "compute":
-            res = compute(state, bool(req.get("exports", True)))
+            changed = req.get("changed")
+            res = compute(state, bool(req.get("exports", True)), changed if isinstance(changed, str) else None)
+        elif op == "advice":
+            res = advise(state)
         elif op == "import":
             res = import_text(state, req.get("kind"), req.get("text") or "")
         elif op == "search":
@@ -462,7 +515,7 @@ def handle(request: str) -> str:
             from .catalog import listing
             res = {"models": listing()}
         else:
-            res = _error("op", op, "unknown request; allowed: compute, import, search, layout, catalog")
+            res = _error("op", op, "unknown request; allowed: compute, advice, import, search, layout, catalog")
     except Exception as exc:    # the page shows it instead of hanging
         res = _error("internal", None, f"{type(exc).__name__}: {exc}")
     return json.dumps(res, separators=(",", ":"))

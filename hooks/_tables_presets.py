@@ -17,6 +17,7 @@ import yaml
 import estimator
 from estimator import gpus as _gpus
 from estimator import presets as _presets
+from estimator import verdicts
 from estimator.resolve import resolve
 
 from _tables_base import HOOKS, MarkerError, merge
@@ -85,9 +86,13 @@ def gpu(name: str) -> dict:
 
 
 def fit_peak(est, g: dict) -> dict:
-    """Whether the peak stage fits on GPU ``g``, by estimator.gpus.fit (no headroom required)."""
-    v = _gpus.fit(est, g["memory_bytes"])[est.peak.stage]
-    return {"gpu": g, "fits": v.fits, "headroom_bytes": v.headroom_bytes, "device_bytes": v.device_bytes}
+    """Whether the fullest stage fits on GPU ``g``, by estimator.gpus.fit (no headroom required), with the
+    verdict in the calculator's words (fits, tight, does not fit) and ``attr`` for data-fits (yes, tight, no)."""
+    fits = _gpus.fit(est, g["memory_bytes"])
+    v = verdicts.worst(fits)
+    return {"gpu": g, "fits": v.fits, "verdict": v.verdict, "word": verdicts.word(v.verdict),
+            "attr": {"fits": "yes"}.get(v.verdict, v.verdict), "headroom_bytes": v.headroom_bytes,
+            "device_bytes": v.device_bytes, "stage": v.stage, "all": fits}
 
 
 # --- tables of one estimate ----------------------------------------------------------------------
@@ -272,12 +277,16 @@ def page(name: str) -> dict:
     p = est.parameters
     gpus = fit_gpus()
     groups = grid(name, base, p.total, bool(r.E))
+    target = gpu(grid_data()["search_gpu"])
     chart = svg.stage_bars("chart-stages", f"Memory per GPU of each pipeline stage, {title(name)} preset",
-                           stage_segments(est), [(g["label"], g["memory_bytes"]) for g in gpus])
+                           stage_segments(est), [(g["label"], g["memory_bytes"]) for g in gpus],
+                           selected=target["label"])
+    target_fit = fit_peak(est, target)
     return {
         "name": name, "title": title(name), "info": info(name), "summary": model_summary(cfg, r, p),
         "vocab_size": r.V, "params": p, "param_rows": param_rows(p), "published": published(name, p),
         "est": est, "stages": stage_rows(est), "chart": chart, "fits": [fit_peak(est, g) for g in gpus],
+        "target": target_fit, "why": verdicts.explain(est, target_fit["all"], base),
         "gpus": gpus, "groups": groups, "moe": bool(r.E),
         "search": best_layouts(name, [gr["world"] for gr in groups]),
         "search_gpu": gpu(grid_data()["search_gpu"]), "config_yaml": estimator.yamlio.dump(base).rstrip(),

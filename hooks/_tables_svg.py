@@ -39,18 +39,22 @@ def _label(v: float) -> str:
     return f"{v:g}"
 
 
-def stage_bars(chart_id: str, title: str, stages: list[dict], capacities: list[tuple[str, int]]) -> dict:
+def stage_bars(chart_id: str, title: str, stages: list[dict], capacities: list[tuple[str, int]],
+               selected: str | None = None) -> dict:
     """A horizontal stacked bar per pipeline stage.
 
     ``stages``: dicts with ``label`` and one byte count per key of :data:`STAGE_SEGMENTS`.
-    ``capacities``: (label, bytes) of GPUs drawn as dashed lines when they fall inside the axis.
+    ``capacities``: (label, bytes) of GPUs drawn as dashed lines, labelled with their capacity, when they
+    fall inside the axis; the one named ``selected`` always (the GPU the page is about). Their labels sit
+    above the bars, one line each, so that they never cross a bar.
     """
-    left, right, top_pad, row_h, bar_h = 96, 24, 64, 30, 20
+    left, right, row_h, bar_h = 96, 24, 30, 20
     width = 760
     plot_w = width - left - right
     totals = [sum(s[k] for k, _ in STAGE_SEGMENTS) for s in stages]
     axis_max = max(totals) / GIB
-    shown_caps = [(n, c) for n, c in capacities if c / GIB <= axis_max * 1.6]
+    shown_caps = [(n, c) for n, c in capacities if c / GIB <= axis_max * 1.6 or n == selected]
+    top_pad = 64 + 14 * len(shown_caps)
     if shown_caps:
         axis_max = max(axis_max, max(c for _, c in shown_caps) / GIB)
     ticks = nice_ticks(axis_max)
@@ -91,7 +95,10 @@ def stage_bars(chart_id: str, title: str, stages: list[dict], capacities: list[t
         "rows": rows,
         "legend": [[{**it, "y": 16 + 20 * j} for it in line] for j, line in enumerate(legend_rows)],
         "ticks": [{"x": round(left + t * scale, 2), "label": _label(t)} for t in ticks],
-        "caps": [{"x": round(left + c / GIB * scale, 2), "label": n} for n, c in shown_caps],
+        "caps": [{"x": round(left + c / GIB * scale, 2), "label": f"{n} {c / GIB:.2f} GiB",
+                  "y": plot_top - 4 - 14 * (len(shown_caps) - 1 - i), "selected": n == selected,
+                  "anchor": "end" if c / GIB * scale > plot_w / 2 else "start"}
+                 for i, (n, c) in enumerate(shown_caps)],
     }
 
 

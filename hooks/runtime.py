@@ -39,7 +39,6 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import html
 import io
 import json
 import logging
@@ -102,7 +101,10 @@ IFRAME_WORKER = NpmPin("iframe-worker", "1.0.4",
 RUNTIME_DIR = "assets/calculator/runtime"
 SHIM_PATH = "assets/vendor/iframe-worker/shim.js"
 NATIVE_WORKER_JS = "assets/calculator/native-worker.js"
-SCRIPT, STYLE = "assets/calculator/calculator.js", "assets/calculator/calculator.css"
+#: The page's scripts, in load order: the link to Python, the results, the form, the calculator.
+SCRIPTS = ("assets/calculator/engine.js", "assets/calculator/render.js", "assets/calculator/form.js",
+           "assets/calculator/calculator.js")
+STYLE = "assets/calculator/calculator.css"
 MARKER = re.compile(r"<!--\s*calculator:(?P<name>[\w-]*)\s*-->")
 # Python run in the browser and by Node for the snapshot: unpack the wheel into site-packages (no
 # micropip); then, for the snapshot only, import everything a request may need so that the snapshot holds it.
@@ -313,8 +315,14 @@ def build_runtime(cache_dir: Path, *, env=os.environ, root: Path = ROOT) -> Runt
     if snapshot:
         files["snapshot.bin.gz"] = snapshot
     manifest = {"pyodide": PYODIDE.version, "python": info.get("python"), "lock": lock, "wheel": wheel_name,
-                "snapshot": "snapshot.bin.gz" if snapshot else None, "install_py": INSTALL_PY, "offline": None}
+                "snapshot": "snapshot.bin.gz" if snapshot else None, "install_py": INSTALL_PY, "offline": None,
+                "sizes": download_sizes(files)}
     return Runtime(files, manifest)
+
+
+def download_sizes(files: dict) -> dict:
+    """Bytes of each runtime file, for the page's download progress bar."""
+    return {name: len(data) for name, data in sorted(files.items())}
 
 
 def offline_payloads(files: dict) -> dict:
@@ -343,8 +351,10 @@ def _offline(config) -> bool:
 
 
 def on_config(config):
-    if SCRIPT not in [str(s) for s in config.extra_javascript]:
-        config.extra_javascript.append(SCRIPT)       # a classic script: module scripts fail on file://
+    present = [str(s) for s in config.extra_javascript]
+    for script in SCRIPTS:                           # classic scripts: module scripts fail on file://
+        if script not in present:
+            config.extra_javascript.append(script)
     if STYLE not in config.extra_css:
         config.extra_css.append(STYLE)
     offline = _offline(config)
@@ -384,13 +394,52 @@ def on_page_content(content, page, config, files):
     if _state.get("offline"):
         manifest["offline"] = [f"offline/{name}.js" for name in sorted(rt.files)]
     boot = {**web.boot_data(), "runtime": manifest}
-    # An attribute, not a <script type="application/json">: instant navigation re-creates scripts without
-    # their type and would run the JSON.
-    data = html.escape(json.dumps(boot, separators=(",", ":")), quote=True)
-    root = (f'<div class="mme-calc" data-mme-calculator data-mme-boot="{data}"><noscript><p>The calculator runs '
-            'Python in your browser and needs JavaScript; <code>python -m estimator estimate</code> gives the same '
-            'numbers.</p></noscript></div>')
+    root = (f'<div class="mme-calc" data-mme-calculator data-mme-boot=\'{boot_attribute(boot)}\'><noscript><p>The '
+            'calculator runs Python in your browser and needs JavaScript; <code>python -m estimator estimate</code> '
+            'gives the same numbers, and each model page shows them for its preset.</p></noscript></div>')
+    # The page's own scripts right after its root: the precomputed numbers show as soon as the parser gets
+    # here, before Material's scripts at the end of the page have loaded (they load there too, for instant
+    # navigation from other pages; each script runs once).
+    prefix = "../" * page.url.count("/")
+    root += "".join(f'<script src="{prefix}{s}"></script>' for s in SCRIPTS[1:])
     return MARKER.sub(lambda m: root, content)
+
+
+_SHIM_INLINE = ('<script>postMessage=${c};importScripts=${d};addEventListener("error",({error})=>{parent.dispatchEvent('
+                'new ErrorEvent("error",{filename:"${e}",error}))})<\\/script>')
+
+
+def csp_shim(shim: bytes) -> bytes:
+    """The iframe-worker shim with its one inline script (the worker's globals, written into the iframe) loaded
+    from a Blob URL instead, so that the offline bundle's Content-Security-Policy needs no 'unsafe-inline'."""
+    text = shim.decode()
+    if text.count(_SHIM_INLINE) != 1:
+        raise RuntimeBuildError(f"{SHIM_PATH}: the iframe-worker shim changed; its inline script was not found")
+    body = _SHIM_INLINE[len("<script>"):-len("<\\/script>")]
+    blob = '<script src="${URL.createObjectURL(new Blob([`' + body + '`],{type:"text/javascript"}))}"><\\/script>'
+    return text.replace(_SHIM_INLINE, blob).encode()
+
+
+def boot_attribute(boot: dict) -> str:
+    """The boot data as the value of a single-quoted HTML attribute. An attribute, not a <script
+    type="application/json">: instant navigation re-creates scripts without their type and would run the
+    JSON (and the site's Content-Security-Policy allows no inline script). Single quotes keep the JSON's
+    many double quotes unescaped, about a third smaller than html.escape."""
+    text = json.dumps(boot, separators=(",", ":"))
+    return text.replace("&", "&amp;").replace("'", "&#39;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def on_post_page(output, page, config):
+    """On the calculator page, load engine.js in the head with the runtime's manifest, so that the worker
+    starts downloading and booting Python before the rest of the page (Material's scripts) has loaded."""
+    if "data-mme-calculator" not in output or "</head>" not in output:
+        return output
+    manifest = dict(_runtime(config).manifest)
+    if _state.get("offline"):
+        manifest["offline"] = [f"offline/{name}.js" for name in sorted(_runtime(config).files)]
+    src = "../" * page.url.count("/") + SCRIPTS[0]          # "calculator/" or "calculator.html"
+    tag = f'<script src="{src}" data-mme-runtime=\'{boot_attribute(manifest)}\'></script>\n'
+    return output.replace("</head>", tag + "</head>", 1)
 
 
 def on_post_build(config):
@@ -405,7 +454,7 @@ def on_post_build(config):
         if _state.get("payloads", (None,))[0] is not rt:
             _state["payloads"] = (rt, offline_payloads(rt.files))
         files.update(_state["payloads"][1])
-        shim = fetch_package(IFRAME_WORKER, _cache_dir(config))["shim/index.js"]
+        shim = csp_shim(fetch_package(IFRAME_WORKER, _cache_dir(config))["shim/index.js"])
         (site / SHIM_PATH).parent.mkdir(parents=True, exist_ok=True)
         (site / SHIM_PATH).write_bytes(shim)
     for name, data in files.items():

@@ -1,0 +1,171 @@
+/* The calculator's form: the quick controls, the full form generated from the schema (collapsed by section),
+ * the import panel, filling them from the state, hiding the fields that do not apply and showing each error
+ * on its field with the fixes Python suggests. Methods of the Calculator (calculator.js), mixed in from
+ * window.mmeForm; they read and write its state and call its edit(), apply() and importText().
+ */
+(function () {
+  "use strict";
+  if (window.mmeForm) return;             // loaded right after the calculator and again at the page's end
+  const h = window.mmeRender.h;
+  const show = (v) => (v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v));
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+  window.mmeForm = {
+    quickControl(q) {
+      const id = `mme-q-${q.path}`;
+      const spec = this.specs.get(q.path);
+      let control;
+      if (["training.world_size", "training.global_batch_size", "training.seq_length"].includes(q.path)) {
+        const input = h("input", { id, type: "text", inputmode: "numeric", autocomplete: "off", size: "6" });
+        input.addEventListener("input", () => this.edit(q.path, input.value, input));
+        const step = (dir) => h("button", { type: "button", class: "mme-step", "data-dir": dir,
+          "aria-label": `${dir === "down" ? "Previous" : "Next"} valid ${q.label.toLowerCase()}`,
+          onclick: () => { const s = this.steps && this.steps[q.path]; const v = s && s[dir === "down" ? 0 : 1];
+                           if (v) this.apply({ [q.path]: v }, q.path); } }, dir === "down" ? "−" : "+");
+        control = h("span", { class: "mme-stepper" }, step("down"), input, step("up"));
+        this.quick.set(q.path, { input, kind: "number" });
+      } else {
+        const select = h("select", { id });
+        select.addEventListener("change", () => {
+          const opt = this.choices[q.path] && this.choices[q.path][Number(select.value)];
+          this.via = "quick";
+          if (opt) this.apply({ [q.path]: opt.value, ...(opt.set || {}) }, q.path);
+        });
+        control = select;
+        this.quick.set(q.path, { input: select, kind: "select" });
+      }
+      // Its error is the next item of the grid, a full-width row right under the control.
+      return [h("div", { class: "mme-q", "data-path": q.path },
+        h("label", { for: id, title: spec ? `${spec.label} (${spec.name})` : q.label }, q.label), control),
+        h("div", { class: "mme-err mme-q-err", id: `${id}-err`, hidden: true, "data-label": q.label })];
+    },
+
+    section(sec) {
+      return h("details", { class: "mme-section", "data-section": sec.name },
+        h("summary", {}, sec.name), h("p", { class: "mme-doc" }, sec.doc),
+        h("div", { class: "mme-fields" }, sec.fields.map((f) => this.field(f))));
+    },
+
+    field(f) {
+      const id = `mme-${f.path}`;
+      let input;
+      if (f.type === "bool" || (f.type === "str" && f.choices)) {
+        const choices = f.type === "bool" ? ["true", "false"] : f.choices;
+        input = h("select", { id }, h("option", { value: "" }, ""), choices.map((c) => h("option", { value: c }, c)),
+          f.nullable ? h("option", { value: "null" }, "null (none)") : null);
+      } else {
+        input = h("input", { id, type: "text", autocomplete: "off", spellcheck: "false",
+                             inputmode: f.type === "int" ? "numeric" : f.type === "float" ? "decimal" : null });
+      }
+      input.setAttribute("aria-describedby", `${id}-help ${id}-err`);
+      input.addEventListener(input.tagName === "SELECT" ? "change" : "input", () => this.edit(f.path, input.value, input));
+      input.addEventListener("blur", () => { this.editing = null; this.fill(); });
+      this.inputs.set(f.path, input);
+      const help = [f.help, f.unit ? `Unit: ${f.unit}.` : "", f.flag ? `Megatron-LM: ${f.flag}.` : ""].join(" ");
+      return h("div", { class: "mme-field", "data-path": f.path },
+        h("label", { for: id }, f.label, " ", h("code", {}, f.name), f.unit ? h("span", { class: "mme-unit" }, ` (${f.unit})`) : null),
+        input, h("div", { class: "mme-help", id: `${id}-help` }, help),
+        h("div", { class: "mme-err", id: `${id}-err`, hidden: true }));
+    },
+
+    importPanel() {
+      const kinds = { hf: "Hugging Face config.json", megatron: "Megatron-LM launch arguments",
+                      yaml: "Estimator configuration (YAML or JSON)" };
+      return h("details", { class: "mme-section mme-import" }, h("summary", {}, "import"),
+        h("p", { class: "mme-doc" }, "Paste (or drop a file on the box) and the form takes it over: a config.json " +
+          "replaces the model section, Megatron arguments the fields they set, a configuration everything."),
+        Object.entries(kinds).map(([kind, label]) => {
+          const id = `mme-import.${kind}`;
+          const box = h("textarea", { id, rows: "4", spellcheck: "false", "aria-describedby": `${id}-err` });
+          const go = () => this.importText(kind, box.value);
+          box.addEventListener("paste", () => setTimeout(go));
+          box.addEventListener("dragover", (ev) => ev.preventDefault());
+          box.addEventListener("drop", (ev) => {
+            const file = ev.dataTransfer && ev.dataTransfer.files[0];
+            if (!file) return;
+            ev.preventDefault();
+            file.text().then((t) => { box.value = t; go(); });
+          });
+          return h("div", { class: "mme-field" }, h("label", { for: id }, label), box,
+            h("button", { type: "button", class: "md-button", onclick: go }, "Apply"),
+            h("div", { class: "mme-err", id: `${id}-err`, hidden: true }), h("div", { class: "mme-note", id: `${id}-note` }));
+        }));
+    },
+
+    /* ---- filling the form from the state */
+    fill(all = false) {
+      const values = this.merged();
+      this.preset.value = this.presets.has(this.state.preset) ? this.state.preset : "";
+      this.gpu.value = this.state.gpu || "";
+      this.gpuGib.hidden = this.state.gpu !== "custom";
+      if (this.state.gpu === "custom" && (all || document.activeElement !== this.gpuGib)) this.gpuGib.value = this.state.gpu_gib || "";
+      for (const [path, input] of this.inputs) {
+        const spec = this.specs.get(path), base = this.presetValue(path);
+        if (input.tagName === "SELECT") {
+          input.options[0].textContent = base !== undefined ? `preset: ${show(base)}`
+            : spec.default !== null ? `default: ${show(spec.default)}` : "not set";
+          const v = this.state.values[path];
+          input.value = v === undefined ? "" : v === null ? "null" : show(v);
+        } else {
+          input.placeholder = spec.required && base === undefined ? "required" : base !== undefined ? `preset: ${show(base)}`
+            : spec.default !== null ? `default: ${show(spec.default)}` : spec.derived ? `derived: ${spec.derived}` : "not set";
+          if (all || input !== document.activeElement) input.value = show(values[path]);
+        }
+      }
+      for (const [path, q] of this.quick) {
+        const v = values[path] === undefined ? this.specs.get(path).default : values[path];
+        if (q.kind === "number") {
+          if (all || q.input !== document.activeElement) q.input.value = show(v);
+          continue;
+        }
+        const opts = this.choices[path] || [];
+        const i = opts.findIndex((o) => same(o.value, v === undefined ? null : v));
+        const list = opts.map((o, k) => h("option", { value: String(k) }, o.label));
+        if (i < 0) list.push(h("option", { value: "", disabled: true }, `${show(v) || "none"}` +
+          (opts.length ? " (not valid for this model)" : "")));
+        q.input.replaceChildren(...list);
+        q.input.value = i < 0 ? "" : String(i);
+      }
+    },
+
+    hide(paths) {
+      this.hidden = paths;
+      const hidden = new Set(paths);
+      for (const el of this.root.querySelectorAll(".mme-field[data-path], .mme-q[data-path]")) {
+        el.hidden = hidden.has(el.dataset.path);
+      }
+    },
+
+    showErrors(notes) {
+      this.notes = notes.length ? notes : null;
+      for (const el of this.root.querySelectorAll(".mme-err")) { el.hidden = true; el.replaceChildren(); }
+      for (const el of this.root.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+      const general = [];
+      for (const note of notes) {
+        const targets = [`mme-q-${note.field}`, `mme-${note.field}`].map((id) => document.getElementById(id))
+          .filter((el) => el && !el.closest("[hidden]"));
+        const quick = this.quick.has(note.field) && !document.getElementById(`mme-q-${note.field}`).closest("[hidden]")
+          && !(note.field === this.changed && this.via === "form");
+        const where = quick ? [document.getElementById(`mme-q-${note.field}`)] : targets.slice(-1);
+        if (!where.length) { general.push(note); continue; }
+        for (const input of where) {
+          const section = input.closest("details");
+          if (section) section.open = true;
+          input.setAttribute("aria-invalid", "true");
+          const box = document.getElementById(`${input.id}-err`);
+          box.append(this.noteBody(note));
+          box.hidden = false;
+        }
+      }
+      return general;
+    },
+
+    noteBody(note) {
+      return h("div", { class: "mme-note-body" },
+        h("ul", {}, note.messages.map((m) => h("li", {}, m))),
+        note.hint ? h("p", {}, note.hint[0].toUpperCase() + note.hint.slice(1) + ".") : null,
+        note.fixes.length ? h("p", { class: "mme-fixes" }, "Try: ", note.fixes.map((f) =>
+          h("button", { type: "button", class: "mme-fix", onclick: () => this.apply(f.set) }, f.label))) : null);
+    }
+  };
+})();

@@ -1,0 +1,79 @@
+"""Helpers of the calculator's browser tests: open the page, wait for Python's answers, read and fill the form.
+
+Every helper reads what the user sees: the results element's ``data-estimate`` (``Estimate.to_dict()`` as
+JSON, set only for a Python-computed result), its ``data-state``, and the events the page fires.
+"""
+
+from __future__ import annotations
+
+import json
+
+RESULTS = ".mme-results"
+# Counts every answer the page rendered, so a test can wait for the one its own action caused.
+EVENTS = """window.__mme = { events: [], searches: 0 };
+document.addEventListener("estimate:done", () => window.__mme.events.push("done"), true);
+document.addEventListener("estimate:error", () => window.__mme.events.push("error"), true);
+document.addEventListener("estimate:failed", () => window.__mme.events.push("failed"), true);
+document.addEventListener("search:done", () => window.__mme.searches++, true);"""
+
+
+def events(page) -> int:
+    return page.evaluate("window.__mme.events.length")
+
+
+def wait(page, after: int = 0) -> str:
+    """Wait for the next answer (done, error or failed) after ``after`` of them; its kind."""
+    page.wait_for_function(f"() => window.__mme.events.length > {after}", timeout=90_000)
+    return page.evaluate(f"window.__mme.events[{after}]")
+
+
+def settle(page, after: int) -> str:
+    """Wait until an answer after ``after`` of them is shown and nothing is pending or held back; the state."""
+    page.wait_for_function(f"""() => {{ const c = document.querySelector('[data-mme-calculator]').calculator;
+        return window.__mme.events.length > {after} && !c.busy && !c.dirty; }}""", timeout=90_000)
+    page.wait_for_timeout(700)                          # an error held back while typing shows by then
+    return page.get_attribute(RESULTS, "data-state")
+
+
+def shown(page) -> dict:
+    raw = page.get_attribute(RESULTS, "data-estimate")
+    assert raw, "no estimate shown"
+    return json.loads(raw)
+
+
+def numbers(est: dict) -> dict:
+    """An estimate without its configuration as written (which may spell an equal configuration differently)."""
+    return {k: v for k, v in est.items() if k != "config"}
+
+
+def open_page(page, url: str) -> str:
+    page.add_init_script(EVENTS)
+    page.goto(url)
+    return wait(page)
+
+
+def field(path: str) -> str:
+    """The CSS selector of a field of the full form."""
+    return "#mme-" + path.replace(".", "\\.")
+
+
+def quick(path: str) -> str:
+    """The CSS selector of a quick control."""
+    return "#mme-q-" + path.replace(".", "\\.")
+
+
+def reveal(page, path: str) -> None:
+    """Open the collapsed section of the full form that holds ``path``."""
+    page.evaluate("(id) => { const d = document.getElementById(id).closest('details'); if (d) d.open = true; }",
+                  "mme-" + path)
+
+
+def fill(page, path: str, value: str) -> None:
+    reveal(page, path)
+    page.fill(field(path), value)
+
+
+def calc(page, expr: str):
+    """Evaluate ``expr`` with ``c`` bound to the page's calculator."""
+    return page.evaluate(f"(() => {{ const c = document.querySelector('[data-mme-calculator]').calculator; "
+                         f"return {expr}; }})()")

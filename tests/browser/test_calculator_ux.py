@@ -1,0 +1,400 @@
+"""The calculator as a planner uses it (issue 13), in Chromium: each test names the point it covers and
+failed on the page before that point was fixed. Expected numbers come from the core run here in CPython
+(``estimator.estimate``, ``estimator.web``), the same package the page runs in Pyodide."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from estimator import estimate, web  # noqa: E402
+from estimator.presets import list_presets, load_preset  # noqa: E402
+from estimator.search import search  # noqa: E402
+
+from _calc import (EVENTS, RESULTS, calc, events, fill, numbers, open_page, quick, reveal, settle, shown,  # noqa: E402
+                   wait)
+
+H100 = "H100-80GB"
+
+
+def _search(page) -> None:
+    n = page.evaluate("window.__mme.searches")
+    page.click("button.mme-find")
+    page.wait_for_function(f"() => window.__mme.searches > {n}", timeout=120_000)
+
+
+# ---------------------------------------------------------------- 1, 2, 6: the layout search
+
+
+@pytest.mark.parametrize("name", list_presets())
+def test_every_layout_found_applies_to_what_the_search_showed(page, site_url, name):
+    """Point 1: "Use this layout" on each of the top 10 results gives a valid configuration whose estimate is
+    the one of the layout (Qwen3-235B: 10 of 10 were invalid, DeepSeek-V3: 7 of 10); point 6: the results
+    stay after use, the one in use marked."""
+    assert open_page(page, f"{site_url}calculator/?preset={name}&gpu={H100}") == "done"
+    _search(page)
+    cfg = load_preset(name).to_dict()
+    expected = search(cfg, num_gpus=cfg["training"]["world_size"], gpu=H100, top=10).layouts
+    labels = page.eval_on_selector_all(".mme-layout-table tbody code", "els => els.map((e) => e.textContent)")
+    assert labels == [lay.label for lay in expected]
+    for i, lay in enumerate(expected):
+        n = events(page)
+        page.click(f".mme-layout-table tr[data-rank='{i + 1}'] button.mme-use")
+        assert settle(page, n) == "done", (lay.label, page.inner_text(RESULTS)[:300])
+        assert numbers(shown(page)) == numbers(estimate(lay.config).to_dict()), lay.label
+        assert page.inner_text(f".mme-layout-table tr[data-rank='{i + 1}']").count("in use") == 1
+        assert page.locator(".mme-layout-table tbody tr").count() == len(expected)
+        assert not page.is_visible(".mme-stale")
+    assert page.input_value("#mme-preset") == name
+
+
+def test_search_summary_and_staleness(page, site_url):
+    """Point 2: the summary says what the CLI says (not "None of 143,406 layouts ... fit"); point 6: the
+    label notation is explained, and the results say when the GPU count changed under them."""
+    url = f"{site_url}calculator/?preset=deepseek-v3&gpu={H100}&training.world_size=1024"
+    assert open_page(page, url) == "done"
+    _search(page)
+    cfg, _ = web.merged_config({"preset": "deepseek-v3", "values": {"training.world_size": "1024"}})
+    result = search(cfg, num_gpus=1024, gpu=H100, top=10)
+    text = page.inner_text(".mme-layouts")
+    assert result.summary() in text and "None of" not in text
+    assert "PP16[1/-] means 16 pipeline stages" in text
+    assert "1,024 × H100-80GB" in page.inner_text(".mme-layouts h3")
+    n = events(page)
+    page.click(f"{quick('training.world_size')} ~ button[data-dir='up']")
+    assert settle(page, n) == "done"
+    assert page.is_visible(".mme-stale") and page.locator("button.mme-use:not([disabled])").count() == 0
+    page.click(".mme-stale button")
+    page.wait_for_function("() => !document.querySelector('.mme-stale')", timeout=120_000)
+
+
+# ---------------------------------------------------------------- 4: the preset's values and history
+
+
+def test_cleared_field_keeps_the_preset_value(page, site_url):
+    """Point 4: clearing CP on Llama 3 8B fell back to the default CP 1 and flipped the verdict."""
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+    verdict = page.get_attribute(".mme-verdict", "data-verdict")
+    n = events(page)
+    fill(page, "parallelism.context_parallel_size", "4")
+    assert settle(page, n) == "done" and shown(page)["parallel"]["cp"] == 4
+    n = events(page)
+    fill(page, "parallelism.context_parallel_size", "")
+    assert settle(page, n) == "done"
+    assert shown(page) == estimate(load_preset("llama-3-8b")).to_dict()
+    assert page.get_attribute(".mme-verdict", "data-verdict") == verdict == "tight"
+    assert page.get_attribute("#mme-parallelism\\.context_parallel_size", "placeholder") == "preset: 2"
+
+
+def test_changing_the_preset_asks_before_dropping_edits_and_back_undoes(page, site_url):
+    """Point 4: a preset change (even ArrowDown on the select) silently dropped every edit, and the URL was
+    replaced, so Back could not undo it."""
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+    n = events(page)
+    page.select_option(quick("training.micro_batch_size"), label="2")
+    assert settle(page, n) == "done"
+    edited = shown(page)
+    page.focus("#mme-preset")
+    page.keyboard.press("ArrowDown")                    # a keyboard user browsing the list
+    assert page.is_visible(".mme-confirm")
+    assert page.input_value("#mme-preset") == "llama-3-8b"
+    assert "micro_batch_size=2" in page.url and shown(page) == edited
+    n = events(page)
+    page.click(".mme-confirm button.md-button--primary")
+    assert settle(page, n) == "done"
+    assert page.input_value("#mme-preset") != "llama-3-8b" and "micro_batch_size" not in page.url
+    n = events(page)
+    page.go_back()
+    assert settle(page, n) == "done"
+    assert page.input_value("#mme-preset") == "llama-3-8b" and shown(page) == edited
+
+
+# ---------------------------------------------------------------- 5: errors where they belong
+
+
+def test_world_size_error_sits_on_the_gpu_count_with_the_nearest_valid(page, site_url):
+    """Point 5: DeepSeek-V3 on 1,000 GPUs marked the batch fields and suggested nothing; 1,024 is the nearest
+    world size its layout (TP 2 x PP 8, EP 32 x PP 8 = 256) and global batch 4,096 accept."""
+    assert open_page(page, f"{site_url}calculator/?preset=deepseek-v3") == "done"
+    n = events(page)
+    page.fill(quick("training.world_size"), "1000")
+    assert settle(page, n) == "error"
+    assert page.is_visible("#mme-q-training\\.world_size-err")
+    visible = page.eval_on_selector_all(".mme-err:not([hidden])", "els => els.map((e) => e.id)")
+    assert visible == ["mme-q-training.world_size-err"]
+    n = events(page)
+    page.click("#mme-q-training\\.world_size-err button.mme-fix:has-text('1,024 GPUs')")
+    assert settle(page, n) == "done"
+    assert shown(page)["parallel"]["world_size"] == 1024
+
+
+def test_typing_shows_no_error_for_a_prefix(page, site_url):
+    """Point 5: typing "16" showed the error of "1" before the "6" arrived."""
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b&parallelism.tensor_model_parallel_size=2") == "done"
+    page.evaluate("""window.__flashes = 0; new MutationObserver(() => {
+        if (document.querySelector('.mme-err:not([hidden])')) window.__flashes++;
+      }).observe(document.querySelector('.mme-calc'), { subtree: true, attributes: true, childList: true });""")
+    n = events(page)
+    page.click(quick("training.world_size"), click_count=3)
+    page.keyboard.type("16", delay=120)
+    assert settle(page, n) == "done"
+    assert page.evaluate("window.__flashes") == 0
+    assert shown(page)["parallel"]["world_size"] == 16
+
+
+def test_sequence_parallel_hint(page, site_url):
+    """Point 5: Mixtral 8x7B with TP 2 and EP 8 needs sequence parallelism (Megatron-Core refuses TP x EP
+    without it): the error offers to turn it on."""
+    assert open_page(page, f"{site_url}calculator/?preset=mixtral-8x7b&training.world_size=128") == "done"
+    n = events(page)
+    page.select_option(quick("parallelism.tensor_model_parallel_size"), label="2")
+    assert settle(page, n) == "error"
+    n = events(page)
+    page.click("button.mme-fix:has-text('turn sequence parallelism on')")
+    assert settle(page, n) == "done"
+    assert shown(page)["parallel"]["sequence_parallel"] is True
+
+
+# ---------------------------------------------------------------- 7: one vocabulary, a clean default
+
+
+def test_verdicts_in_one_vocabulary_with_reasons(page, site_url):
+    """Point 7: the page opens on a clean answer; Llama 3 8B on an H100 is "tight" in the calculator and on
+    its model page alike, and says why; the words are explained on the page."""
+    assert open_page(page, f"{site_url}calculator/") == "done"
+    assert page.get_attribute(".mme-verdict", "data-verdict") == "fits"
+    assert "fits" in page.inner_text(".mme-sticky")
+    page.click(".mme-vocabulary > summary")
+    assert "tight" in page.inner_text(".mme-vocabulary dl") and "does not fit" in page.inner_text(".mme-vocabulary dl")
+    n = events(page)
+    page.select_option("#mme-preset", "llama-3-8b")
+    assert settle(page, n) == "done"
+    assert page.get_attribute(".mme-verdict", "data-verdict") == "tight"
+    assert "caching allocator's reserve" in page.inner_text(".mme-verdict .mme-why")
+    n = events(page)
+    page.select_option("#mme-preset", "qwen2.5-72b")
+    assert settle(page, n) == "done"
+    assert page.inner_text(".mme-verdict .mme-word") == "Does not fit"
+    assert "Sequence parallelism is off" in page.inner_text(".mme-verdict .mme-why")
+    page.wait_for_selector(".mme-levers button.mme-fix")            # and which one change makes it fit
+    page.goto(f"{site_url}models/llama-3-8b/")
+    assert page.inner_text("table[data-table=fit] tr[data-gpu='H100-80GB'] td[data-fits]").strip() == "~ tight"
+    assert "caching allocator's reserve" in page.inner_text("article")
+
+
+# ---------------------------------------------------------------- 8, 9: the controls first, no scroll trap
+
+
+def test_quick_controls_offer_only_valid_values(page, site_url):
+    """Point 8: the main settings on top as selects of the values the model allows (from Python); the full
+    form below, collapsed, labelled in words with the Megatron name; MoE fields only for MoE models."""
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+    tp = page.eval_on_selector_all(f"{quick('parallelism.tensor_model_parallel_size')} option",
+                                   "os => os.map((o) => o.textContent)")
+    assert tp == ["1", "2", "4", "8"]                 # 32 heads, 8 KV heads, MLP 14,336 = 2^11 x 7
+    quick_top = page.eval_on_selector(".mme-quick", "e => e.getBoundingClientRect().top")
+    assert quick_top < page.eval_on_selector(RESULTS, "e => e.getBoundingClientRect().top")
+    assert not page.is_visible(quick("parallelism.expert_model_parallel_size"))      # dense: no EP
+    assert page.eval_on_selector_all(".mme-form details.mme-section", "ds => ds.filter((d) => d.open).length") == 0
+    reveal(page, "model.num_query_groups")
+    label = page.inner_text("label[for='mme-model.num_query_groups']")
+    assert label.startswith("KV heads") and "num_query_groups" in label
+    assert not page.is_visible("#mme-model\\.moe_router_topk")
+    # DeepSeek-V3 (61 layers): PP 16 needs an uneven split; choosing it sets one and stays valid.
+    assert open_page(page, f"{site_url}calculator/?preset=deepseek-v3&training.world_size=2048") == "done"
+    assert page.is_visible(quick("parallelism.expert_model_parallel_size"))
+    n = events(page)
+    page.select_option(quick("parallelism.pipeline_model_parallel_size"), label="16 (first stage 1 layer)")
+    assert settle(page, n) == "done"
+    assert len(shown(page)["stages"]) == 16 and shown(page)["stages"][0]["layers"] == [[0]]
+
+
+def test_no_scroll_box_and_the_answer_stays_in_view_on_a_phone(browser, site_url):
+    """Point 9: the form was an 85vh scroll box inside the page; on a phone the result scrolled away."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        assert open_page(page, f"{site_url}calculator/") == "done"
+        boxes = page.evaluate("""[...document.querySelectorAll('.mme-calc *')].filter((e) => {
+            const s = getComputedStyle(e); return /(auto|scroll)/.test(s.overflowY) && e.scrollHeight > e.clientHeight + 1;
+          }).map((e) => e.className)""")
+        assert boxes == []
+        reveal(page, "training.recompute_modules")
+        page.locator("#mme-training\\.attention_backend").scroll_into_view_if_needed()
+        box = page.eval_on_selector(".mme-sticky", "e => e.getBoundingClientRect().toJSON()")
+        assert 0 <= box["top"] < 120 and box["height"] > 10
+        assert "GiB per GPU" in page.inner_text(".mme-sticky")
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- 11: cold start
+
+
+def test_preset_link_shows_numbers_before_python_and_keeps_them_while_editing(browser, site_url):
+    """Point 11: only the default preset was precomputed; a shared ?preset=deepseek-v3 link waited for Python.
+    Here the runtime download is held back: the link shows the build-time numbers at once, the download
+    progress is in bytes, and an edit keeps those numbers (marked) until Python answers."""
+    context = browser.new_context()
+    held = []
+    context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    try:
+        page = context.new_page()
+        page.add_init_script(EVENTS)
+        page.goto(f"{site_url}calculator/?preset=deepseek-v3", wait_until="domcontentloaded")
+        page.wait_for_selector(f"{RESULTS}[data-state=precomputed] table")
+        view = web.compute({"preset": "deepseek-v3", "values": {}, "gpu": H100}, False)["view"]
+        cells = page.eval_on_selector_all(f"{RESULTS} td[data-col=device]", "tds => tds.map((t) => t.textContent)")
+        assert cells == [r["cells"]["device"] for r in view["rows"]]
+        assert "Precomputed" in page.inner_text(".mme-badge")
+        page.wait_for_function("() => /MB/.test(document.querySelector('.mme-status').textContent)")
+        page.select_option(quick("training.micro_batch_size"), label="2")
+        assert page.get_attribute(RESULTS, "data-state") == "precomputed"
+        assert "as soon as Python has started" in page.inner_text(".mme-badge")
+        assert page.eval_on_selector_all(f"{RESULTS} td[data-col=device]", "tds => tds.map((t) => t.textContent)") == cells
+        page.wait_for_function("() => document.querySelector('[data-mme-calculator]').calculator.engine")
+        for route in held:
+            route.continue_()
+        page.wait_for_selector(f"{RESULTS}[data-state=done]", timeout=90_000)
+        cfg = load_preset("deepseek-v3").to_dict()
+        cfg["training"]["micro_batch_size"] = 2
+        assert numbers(shown(page)) == numbers(estimate(cfg).to_dict())
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- 12: charts
+
+
+def test_charts_share_colours_ticks_and_a_labelled_capacity(page, site_url):
+    """Point 12: the calculator drew its own palette and no axis ticks; the capacity line said only "GPU
+    memory"; a model page drew no line when the GPU was far off the axis."""
+    assert open_page(page, f"{site_url}calculator/") == "done"
+    probe = """(scheme) => { document.body.setAttribute('data-md-color-scheme', scheme);
+        return [...document.querySelectorAll('svg rect.mme-seg')].reduce((o, r) => {
+          o[[...r.classList].find((c) => c !== 'mme-seg')] = getComputedStyle(r).fill; return o; }, {}); }"""
+    calc_colours = {s: page.evaluate(probe, s) for s in ("default", "slate")}
+    assert len(calc_colours["default"]) >= 5
+    assert page.locator(".mme-calc-chart text.mme-tick").count() >= 4
+    assert "H100-80GB 79.65 GiB" in page.text_content(".mme-calc-chart")
+    # Value labels sit right of the plot, the capacity label above it: none overlaps a bar.
+    assert page.evaluate(OVERLAP.replace("SVG", ".mme-calc-chart")) is False
+    page.goto(f"{site_url}models/llama-3-8b/")
+    static = {s: page.evaluate(probe, s) for s in ("default", "slate")}
+    for scheme in static:
+        assert {k: v for k, v in static[scheme].items() if k in calc_colours[scheme]} == calc_colours[scheme]
+    page.goto(f"{site_url}models/tiny/")                 # ~1 GiB: the H100 line is drawn all the same
+    assert "H100-80GB 79.65 GiB" in page.inner_text("#chart-stages")
+    page.goto(f"{site_url}models/llama-3-70b/")          # four stages, four GPU lines: no label on a bar
+    assert page.evaluate(OVERLAP.replace("SVG", "#chart-stages svg")) is False
+
+
+OVERLAP = """(() => { const rects = [...document.querySelectorAll('SVG rect')].map((r) => r.getBoundingClientRect())
+    .filter((r) => r.height > 14);
+  return [...document.querySelectorAll('SVG text')].some((t) => { const b = t.getBoundingClientRect();
+    return rects.some((r) => b.left < r.right - 1 && b.right > r.left + 1 && b.top < r.bottom - 1 && b.bottom > r.top + 1); }); })()"""
+
+
+def test_chart_text_stays_readable_on_a_phone(browser, site_url):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
+    try:
+        page = context.new_page()
+        assert open_page(page, f"{site_url}calculator/") == "done"
+        sizes = page.eval_on_selector_all(".mme-calc-chart text", "ts => ts.map((t) => t.getBoundingClientRect().height)")
+        assert sizes and min(sizes) >= 9
+        page.goto(f"{site_url}models/llama-3-8b/")
+        sizes = page.eval_on_selector_all("#chart-stages text", "ts => ts.map((t) => t.getBoundingClientRect().height)")
+        assert min(sizes) >= 9
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- 13: copy, summary, live region
+
+
+def test_copy_buttons_summary_and_live_region(browser, site_url):
+    """Point 13: copy buttons said nothing; there was no "Copy link"; the summary lacked the GPU count, the
+    expert-data-parallel size and the micro-batches per step; the whole results block was aria-live."""
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    try:
+        page = context.new_page()
+        assert open_page(page, f"{site_url}calculator/?preset=mixtral-8x7b") == "done"
+        page.click("button.mme-copy-link")
+        assert page.inner_text("button.mme-copy-link") == "Copied"
+        assert page.evaluate("navigator.clipboard.readText()") == page.url
+        n = events(page)
+        page.click(".mme-exports > summary")
+        assert wait(page, n) == "done"
+        page.click("button[data-copy=yaml]")
+        assert page.inner_text("button[data-copy=yaml]") == "Copied"
+        assert page.evaluate("navigator.clipboard.readText()") == page.inner_text("pre.mme-export-yaml")
+        est = estimate(load_preset("mixtral-8x7b"))
+        par = page.inner_text(".mme-parallel")
+        assert f"{est.parallel['world_size']} GPUs" in par and f"expert-DP {est.parallel['edp']}" in par
+        assert f"{est.parallel['num_microbatches']} micro-batches per step (micro-batch size 1)" in par
+        live = page.eval_on_selector_all(".mme-calc [aria-live]", "els => els.map((e) => e.className)")
+        assert live == ["mme-sticky"]
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- issue 15: no request left waiting
+
+
+FAULTY_WORKER = """(() => {
+  const Native = window.Worker;
+  window.__fault = null;     // "json": Python's answer is not JSON; "raise": Python raised; "crash": the worker dies
+  window.Worker = function (url, opts) {
+    const w = new Native(url, opts);
+    let handler = null;
+    Object.defineProperty(w, "onmessage", { set(fn) { handler = fn; w.addEventListener("message", (ev) => {
+      const msg = ev.data;
+      if (msg.type === "result" && window.__fault === "json") return fn({ data: { ...msg, response: '{"x": NaN}' } });
+      if (msg.type === "result" && window.__fault === "raise") return fn({ data: { type: "result", id: msg.id, error: "boom" } });
+      fn(ev);
+    }); }, get() { return handler; } });
+    const post = w.postMessage.bind(w);
+    w.postMessage = (msg) => {
+      if (msg.type === "call" && window.__fault === "crash") {
+        setTimeout(() => w.onerror && w.onerror(new ErrorEvent("error", { message: "the worker crashed" })));
+        return;
+      }
+      post(msg);
+    };
+    return w;
+  };
+})();"""
+
+
+@pytest.mark.parametrize("fault, said", [("json", "not valid JSON"), ("raise", "Python raised: boom"),
+                                         ("crash", "the worker crashed")])
+def test_a_failed_request_is_shown_not_left_waiting(browser, site_url, fault, said):
+    """Issue 15: Python's answer with NaN (not JSON) left the page waiting forever; any failed request to the
+    worker must end in a message."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.add_init_script(FAULTY_WORKER)
+        assert open_page(page, f"{site_url}calculator/?preset=tiny") == "done"
+        page.evaluate(f"window.__fault = {json.dumps(fault)}")
+        n = events(page)
+        page.select_option(quick("training.micro_batch_size"), label="1")
+        assert wait(page, n) == "failed"
+        assert page.get_attribute(RESULTS, "data-state") == "failed"
+        assert said in page.inner_text(RESULTS) and page.get_attribute(RESULTS, "data-estimate") is None
+        assert not calc(page, "c.busy")
+    finally:
+        context.close()
+
+
+def test_non_finite_input_ends_in_a_message(page, site_url):
+    """Issue 15: hidden_dropout: inf made Python answer with Infinity, which JSON.parse refuses."""
+    assert open_page(page, f"{site_url}calculator/?preset=tiny&model.hidden_dropout=inf") in ("error", "failed")
+    assert page.get_attribute(RESULTS, "data-estimate") is None
+    assert "hidden_dropout" in page.inner_text(RESULTS) or "not valid JSON" in page.inner_text(RESULTS)
