@@ -59,6 +59,8 @@ _SEARCHED = frozenset({
     "parallelism.virtual_pipeline_model_parallel_size", "parallelism.context_parallel_size",
     "parallelism.expert_model_parallel_size", "parallelism.expert_tensor_parallel_size",
     "parallelism.num_layers_in_first_pipeline_stage", "parallelism.num_layers_in_last_pipeline_stage",
+    "parallelism.pipeline_model_parallel_layout", "parallelism.account_for_embedding_in_pipeline_split",
+    "parallelism.account_for_loss_in_pipeline_split", "parallelism.microbatch_group_size_per_vp_stage",
     "training.micro_batch_size", "training.use_distributed_optimizer", "training.sequence_parallel",
     "training.recompute_granularity", "training.recompute_method", "training.recompute_num_layers",
     "training.recompute_modules"})
