@@ -25,8 +25,8 @@ from .report import Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .states import byte_model, state_bytes
 
-__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
-           "stage_memory"]
+__all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR",
+           "in_flight", "in_flight_per_chunk", "stage_memory"]
 
 MIB = 2 ** 20
 
@@ -60,6 +60,18 @@ def in_flight(r: Resolved, stage: int) -> list[int]:
     if m is not None:
         n = min(n, m * v)
     return [(k // p) % v for k in range(n)]
+
+
+def in_flight_per_chunk(r: Resolved, stage: int) -> list[int]:
+    """How many of :func:`in_flight`'s micro-batches each virtual chunk holds, in closed form: the k-th
+    warm-up forward runs chunk (k // p) mod v, so every full round of p x v forwards gives each chunk p, and
+    the last, partial round fills the chunks in order, p at a time. O(v), where listing them is O(p x v)."""
+    p, v, m = r.p, r.v, r.m
+    n = (p - stage - 1) * 2 + (v - 1) * p + 1 if v > 1 else p - stage
+    if m is not None:
+        n = min(n, m * v)
+    rounds, rest = divmod(n, p * v)
+    return [rounds * p + min(max(rest - c * p, 0), p) for c in range(v)]
 
 
 def _linear_shapes(r: Resolved, moe: bool) -> set:
@@ -240,16 +252,16 @@ def stage_memory(r: Resolved) -> Estimate:
             activations, att_total, mlp_total, emb_act, out_act = (
                 n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4])
         else:
-            flight = in_flight(r, s_idx)
-            n_flight = len(flight)
+            flight = in_flight_per_chunk(r, s_idx)
+            n_flight = sum(flight)
             activations = att_total = mlp_total = emb_act = out_act = 0
-            for c in flight:
+            for c, k in enumerate(flight):
                 ca = chunk_acts[c]
-                activations += ca[0]
-                att_total += ca[1]
-                mlp_total += ca[2]
-                emb_act += ca[3]
-                out_act += ca[4]
+                activations += k * ca[0]
+                att_total += k * ca[1]
+                mlp_total += k * ca[2]
+                emb_act += k * ca[3]
+                out_act += k * ca[4]
 
         # Transient buffers at the peak.
         has_dense = n_dense > 0 or (last and r.mtp > 0 and not r.mtp_is_moe)

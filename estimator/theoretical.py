@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from .config import load_config
+from .errors import ConfigError, Problem, show
 from .report import GIB, to_plain
 from .resolve import resolve
-from .schema import SECTIONS, Config
+from .schema import MAX_BATCH, SECTIONS, Config
 
 __all__ = ["FORMULAS", "MemoryComponent", "TrainingMemoryEstimate", "estimate_training_memory",
            "format_training_memory_estimate", "megatron_bridge_config", "megatron_lm_args", "memory_unit"]
@@ -38,10 +39,10 @@ _UNITS = {"MB": (2 ** 20, "MB"), "GB": (GIB, "GB"), "MIB": (2 ** 20, "MiB"), "GI
 
 def memory_unit(unit: str) -> tuple[int, str]:
     """(bytes per unit, label) of ``unit``: MB/GB as upstream prints them (2^20/2^30 bytes), or MiB/GiB."""
-    key = str(unit).strip().upper()
+    key = unit.strip().upper() if isinstance(unit, str) else None
     if key not in _UNITS:
-        raise ValueError(f"Unsupported memory unit: {unit!r}; allowed: MB, GB (binary, 2^20 and 2^30 bytes, "
-                         "as Megatron prints them), MiB, GiB")
+        raise ConfigError(Problem("unit", show(unit), f"Unsupported memory unit: {show(unit)}; allowed: MB, GB "
+                                  "(binary, 2^20 and 2^30 bytes, as Megatron prints them), MiB, GiB"))
     return _UNITS[key]
 
 
@@ -180,11 +181,13 @@ def estimate_training_memory(cfg, num_microbatches: int | None = None, formula: 
     arguments (``moe_latent_size``, ...). ``num_microbatches`` defaults to the number the configuration's
     global_batch_size gives (upstream passes its own; None means "fill the pipeline").
     """
-    if formula not in FORMULAS:
-        raise ValueError(f"Unknown formula {formula!r}; allowed: {', '.join(FORMULAS)}")
+    if not isinstance(formula, str) or formula not in FORMULAS:
+        raise ConfigError(Problem("formula", show(formula), f"Unknown formula {show(formula)}; allowed: "
+                                  f"{', '.join(FORMULAS)}"))
     if num_microbatches is not None and (isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int)
-                                         or num_microbatches < 1):
-        raise ValueError(f"num_microbatches must be a positive integer, got {num_microbatches!r}")
+                                         or not 1 <= num_microbatches <= MAX_BATCH):
+        raise ConfigError(Problem("num_microbatches", show(num_microbatches), "num_microbatches must be a positive "
+                                  f"integer (at most {MAX_BATCH:,}), got {show(num_microbatches)}"))
     upstream = _is_upstream(cfg)
     if formula == "estimator":
         if upstream:
