@@ -124,8 +124,9 @@ def _gpu(args):
     if args.gpu and args.gpu_memory is not None:
         raise ConfigError([_p("gpu", args.gpu, "give --gpu or --gpu-memory, not both")])
     if args.gpu_memory is not None:
-        if args.gpu_memory <= 0:
-            raise ConfigError([_p("gpu_memory", args.gpu_memory, "must be a positive number of GiB")])
+        if not 0 < args.gpu_memory <= 2 ** 20:
+            raise ConfigError([_p("gpu_memory", args.gpu_memory, f"must be a positive number of GiB, at most "
+                                  f"{2 ** 20:,} (1 PiB), got {args.gpu_memory}")])
         return int(args.gpu_memory * GIB)
     if not args.gpu:
         raise ConfigError([_p("gpu", None, "give --gpu NAME (e.g. H100-80GB) or --gpu-memory GIB")])

@@ -49,6 +49,15 @@ def read_text_file(source: str | os.PathLike, field: str = "config") -> str:
         raise ConfigError(Problem(field, name, f"cannot read {name}: {exc.strerror}")) from None
 
 
+def path_kind(source: str | os.PathLike) -> str | None:
+    """"file", "dir" or None (nothing there, or a string that cannot name a file: too long, a null byte)."""
+    try:
+        path = Path(source)
+        return "file" if path.is_file() else "dir" if path.is_dir() else None
+    except (OSError, ValueError):
+        return None
+
+
 def _read_text(source: str | os.PathLike) -> tuple[str, str]:
     return read_text_file(source), Path(source).suffix.lower()
 

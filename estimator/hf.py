@@ -159,9 +159,10 @@ def read_hf_config(source) -> dict:
     if not isinstance(source, (str, os.PathLike)) or not isinstance(os.fspath(source), str):
         raise ConfigError(Problem("hf", type(source).__name__,
                                   "expected a config.json path, a model directory or a dict"))
-    from .config import read_text_file
+    from .config import path_kind, read_text_file
     path = Path(source)
-    if not path.exists():
+    kind = path_kind(path)
+    if kind is None:
         text = clip(os.fspath(source))
         if _HUB_ID.match(text) and not text.endswith(".json"):
             raise ConfigError(Problem("hf", text, f"'{text}' looks like a Hugging Face Hub model id, and this "
@@ -169,9 +170,9 @@ def read_hf_config(source) -> dict:
                                       "model's config.json and pass its local path (or the directory holding "
                                       "it)"))
         raise ConfigError(Problem("hf", text, f"file not found: {text}"))
-    if path.is_dir():
+    if kind == "dir":
         path = path / "config.json"
-        if not path.is_file():
+        if path_kind(path) != "file":
             raise ConfigError(Problem("hf", os.fspath(source), f"directory {source} holds no config.json"))
     try:
         data = yamlio.load_json(read_text_file(path, "hf"))

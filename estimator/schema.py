@@ -32,7 +32,8 @@ MAX_HEADS = 10 ** 5          # attention heads, query groups
 MAX_EXPERTS = 10 ** 5        # routed experts
 MAX_VOCAB = 10 ** 8          # vocabulary entries
 MAX_TOKENS = 10 ** 8         # sequence length, position embeddings
-MAX_GPUS = 10 ** 7           # world size and every parallel size
+MAX_GPUS = 10 ** 7           # world size and every parallel size but the pipeline's
+MAX_STAGES = 1_024           # pipeline stages (a 1T-parameter model trains with 64; each stage is reported)
 MAX_MICRO_BATCH = 10 ** 6    # sequences per micro-batch
 MAX_BATCH = 10 ** 9          # sequences per optimizer step
 
@@ -167,7 +168,7 @@ class ParallelismConfig:
                                          "the attention heads.", type="int", min=1, max=MAX_GPUS, cli="--tp",
                                          flag="--tensor-model-parallel-size")
     pipeline_model_parallel_size: int = _f(1, "Pipeline parallel size p: splits the layers into p stages.",
-                                           type="int", min=1, max=MAX_GPUS, cli="--pp",
+                                           type="int", min=1, max=MAX_STAGES, cli="--pp",
                                            flag="--pipeline-model-parallel-size")
     expert_model_parallel_size: int = _f(1, "Expert parallel size: splits the routed experts of each MoE layer.",
                                          type="int", min=1, max=MAX_GPUS, cli="--ep",

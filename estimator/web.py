@@ -18,6 +18,9 @@ null meaning null. Requests, ``{"op": ...}``:
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state of a complete configuration.
 
 Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.errors.Problem`.
+:func:`handle` never raises and always answers strict JSON (no NaN or Infinity, which the page's
+``JSON.parse`` refuses): a request that is not a JSON object of the shape above, or a non-finite number
+anywhere in it or in what an import produced, is an error naming where it is.
 Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments, search) are lazy, so
 ``import estimator.web`` stays cheap.
 """
@@ -26,11 +29,13 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from functools import lru_cache
 
 from . import estimate as _estimate
+from . import yamlio
 from .config import load_config, parse_text
-from .errors import ConfigError, EstimatorError, Problem
+from .errors import ConfigError, EstimatorError, Problem, clip
 from .report import GB, GIB
 from .schema import SECTIONS, field_specs
 
@@ -431,21 +436,107 @@ def warm() -> None:
     gc.freeze()
 
 
+_OPS = ("compute", "import", "search", "layout")
+
+
+def _non_finite(obj, path: tuple = ()) -> tuple | None:
+    """The path of the first NaN or infinity in plain JSON data, or None."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else path
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, list):
+        items = enumerate(obj)
+    else:
+        return None
+    for k, v in items:
+        found = _non_finite(v, (*path, k))
+        if found is not None:
+            return found
+    return None
+
+
+def _where(path: tuple) -> str:
+    """The field a path of the request or the response points at: a form field, else the dotted path."""
+    if len(path) >= 3 and path[:2] == ("state", "values") and path[2] in _SPECS:
+        return path[2]
+    if len(path) >= 3 and path[0] == "config" and path[1] in SECTIONS:
+        return f"{path[1]}.{path[2]}"
+    return ".".join(str(p) for p in path) or "request"
+
+
+def _request_problem(req) -> Problem | None:
+    """What is wrong with the shape of a parsed request, or None."""
+    if not isinstance(req, dict):
+        return Problem("request", req, "must be a JSON object such as {\"op\": \"compute\", \"state\": {...}}")
+    op = req.get("op")
+    if not isinstance(op, str) or op not in _OPS:
+        return Problem("op", op, "unknown request; allowed: " + ", ".join(_OPS))
+    state = req.get("state")
+    if state is not None and not isinstance(state, dict):
+        return Problem("state", state, "must be an object {preset, values, gpu}")
+    state = state or {}
+    if state.get("values") is not None and not isinstance(state["values"], dict):
+        return Problem("state.values", state["values"], "must be an object of \"section.field\": value")
+    for key in ("preset", "gpu"):
+        if state.get(key) is not None and not isinstance(state[key], str):
+            return Problem(f"state.{key}", state[key], "must be a name or null")
+    top = req.get("top")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 1000):
+        return Problem("top", top, "must be an integer from 1 to 1000")
+    for key, kind in (("kind", str), ("text", str), ("config", dict)):
+        if req.get(key) is not None and not isinstance(req[key], kind):
+            return Problem(key, req[key], f"must be {'text' if kind is str else 'an object'}")
+    path = _non_finite(req)
+    if path is not None:
+        return Problem(_where(path), _value_at(req, path), "must be a finite number")
+    return None
+
+
+def _value_at(obj, path: tuple):
+    for k in path:
+        obj = obj[k]
+    return obj
+
+
+def _finite_copy(obj):
+    """Plain data with every NaN or infinity written as text ("inf", "nan"): the echo of what was typed."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite_copy(v) for v in obj]
+    return obj
+
+
+def _answer(req: dict) -> dict:
+    op, state = req["op"], req.get("state") or {}
+    if op == "compute":
+        return compute(state, bool(req.get("exports", True)))
+    if op == "import":
+        return import_text(state, req.get("kind"), req.get("text") or "")
+    if op == "search":
+        return find_layouts(state, req.get("top") or 10)
+    return {"state": layout_state(state, req.get("config") or {})}
+
+
 def handle(request: str) -> str:
-    """Answer one JSON request (see the module docstring) with a JSON response; never raises."""
+    """Answer one JSON request (see the module docstring) with a strict-JSON response; never raises."""
     try:
-        req = json.loads(request)
-        op, state = req.get("op"), req.get("state") or {}
-        if op == "compute":
-            res = compute(state, bool(req.get("exports", True)))
-        elif op == "import":
-            res = import_text(state, req.get("kind"), req.get("text") or "")
-        elif op == "search":
-            res = find_layouts(state, int(req.get("top") or 10))
-        elif op == "layout":
-            res = {"state": layout_state(state, req.get("config") or {})}
+        try:
+            req = yamlio.load_json(request) if isinstance(request, str) else None
+        except yamlio.YamlError as exc:
+            res = _error("request", None, f"invalid JSON: {exc}")
         else:
-            res = _error("op", op, "unknown request; allowed: compute, import, search, layout")
-    except Exception as exc:    # the page shows it instead of hanging
-        res = _error("internal", None, f"{type(exc).__name__}: {exc}")
-    return json.dumps(res, separators=(",", ":"))
+            problem = _request_problem(req)
+            res = _errors([problem]) if problem else _answer(req)
+        path = _non_finite(res)
+        if path is not None:
+            if "errors" not in res:      # an import produced it: name the field, as the loader would
+                res = _error(_where(path), _value_at(res, path), "must be a finite number")
+            res = _finite_copy(res)
+        return json.dumps(res, separators=(",", ":"), allow_nan=False)
+    except Exception as exc:    # a bug of ours: the page shows it instead of waiting for ever
+        return json.dumps(_error("internal", None, f"{type(exc).__name__}: {clip(str(exc))}"),
+                          separators=(",", ":"))

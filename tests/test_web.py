@@ -163,7 +163,7 @@ def test_find_layouts_returns_configurations_that_fit():
 def test_handle_answers_json_and_never_raises():
     out = json.loads(web.handle(json.dumps({"op": "compute", "state": {"preset": "tiny"}})))
     assert out["estimate"]["parameters"]["total"] == 3_213_568                 # tiny: hand count in its header
-    assert json.loads(web.handle("{oops"))["errors"][0]["field"] == "internal"
+    assert json.loads(web.handle("{oops"))["errors"][0]["field"] == "request"       # invalid JSON: a clear error
     assert json.loads(web.handle(json.dumps({"op": "fly"})))["errors"][0]["field"] == "op"
 
 
