@@ -33,6 +33,24 @@ _INDEX = _spec_index()
 _ALL_NAMES = {s.name: s.section for s in field_specs()}
 
 
+def too_deep(data, limit: int = yamlio.MAX_DEPTH) -> bool:
+    """True when plain data (dicts and lists) nests deeper than ``limit`` levels; iterative, so that a
+    100,000-deep structure built in Python is refused before anything recurses into it."""
+    stack = [(data, 0)]
+    while stack:
+        obj, depth = stack.pop()
+        if isinstance(obj, dict):
+            children = obj.values()
+        elif isinstance(obj, (list, tuple)):
+            children = obj
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+    return False
+
+
 def read_text_file(source: str | os.PathLike, field: str = "config") -> str:
     """The text of a UTF-8 file (a byte-order mark is dropped); a :class:`ConfigError` naming ``field``
     for a missing or unreadable file, a path that cannot name a file, or bytes that are not UTF-8."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, show
 
 __all__ = ["GPU", "GPUS", "StageFit", "fit", "get_gpu"]
 
@@ -74,6 +74,8 @@ def _key(name: str) -> str:
 
 def get_gpu(name: str) -> GPU:
     """The catalog entry for ``name`` (case and punctuation are ignored: ``h100-80gb``, ``H100 80GB``)."""
+    if not isinstance(name, str):
+        raise ConfigError(Problem("gpu", show(name), f"expected a GPU name such as H100-80GB, got {show(name)}"))
     k = _key(name)
     for g in GPUS.values():
         if _key(g.name) == k:
@@ -82,8 +84,8 @@ def get_gpu(name: str) -> GPU:
         return GPUS[_ALIASES[k]]
     if k in _AMBIGUOUS:
         raise ConfigError(Problem("gpu", name, f"'{name}' is ambiguous: say {' or '.join(_AMBIGUOUS[k])}"))
-    raise ConfigError(Problem("gpu", name, f"unknown GPU '{name}'; known: {', '.join(GPUS)} (or give the "
-                              "capacity with --gpu-memory GIB)"))
+    raise ConfigError(Problem("gpu", show(name), f"unknown GPU {show(name)}; known: {', '.join(GPUS)} (or give "
+                              "the capacity with --gpu-memory GIB)"))
 
 
 @dataclass(frozen=True)

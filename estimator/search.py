@@ -270,7 +270,10 @@ def _engine(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
     worlds = _worlds(num_gpus)
     capacity, gpu_info = _capacity(gpu)
     data = _source_dict(model_or_config)
-    recompute = (recompute,) if isinstance(recompute, str) or recompute is None else tuple(recompute)
+    if isinstance(recompute, str) or recompute is None:
+        recompute = (recompute,)
+    elif isinstance(recompute, (list, set, frozenset)):
+        recompute = tuple(recompute)              # anything else: _Engine names it
     eng = _Engine(data, seq_length=seq_length, global_batch_size=global_batch_size,
                   micro_batch_sizes=micro_batch_sizes, capacity=capacity, headroom=headroom, max_tp=max_tp,
                   gpus_per_node=gpus_per_node, recompute=recompute, distributed_optimizer=distributed_optimizer,

@@ -37,7 +37,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .config import interleaving_problem, load_config, parse_text, path_kind, read_text_file, validate
+from .config import (interleaving_problem, load_config, parse_text, path_kind, read_text_file, too_deep,
+                     validate)
 from .errors import ConfigError, PresetNotFoundError, Problem, clip, show
 from .memory import stage_memory
 from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
@@ -138,6 +139,8 @@ def _source_dict(model_or_config) -> dict:
     if isinstance(model_or_config, Config):
         data = model_or_config.to_dict()
     elif isinstance(model_or_config, dict):
+        if too_deep(model_or_config):
+            raise ConfigError(Problem("config", None, "nested deeper than a configuration can be"))
         data = copy.deepcopy(model_or_config)
         if "model" not in data and "num_layers" in data:
             data = {"model": data}

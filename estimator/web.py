@@ -35,7 +35,7 @@ from functools import lru_cache
 from . import estimate as _estimate
 from . import yamlio
 from .config import load_config, parse_text
-from .errors import ConfigError, EstimatorError, Problem, clip
+from .errors import ConfigError, EstimatorError, Problem, clip, show
 from .report import GB, GIB
 from .schema import SECTIONS, field_specs
 
@@ -157,7 +157,7 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
     cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
     for path, raw in (state.get("values") or {}).items():
         if path not in _SPECS:
-            problems.append(Problem(path, raw, "unknown field"))
+            problems.append(Problem(clip(path) or "state.values", raw, f"unknown field {show(path)}"))
             continue
         section, field = path.split(".", 1)
         value = parse_value(path, raw)
@@ -518,7 +518,18 @@ def _answer(req: dict) -> dict:
         return import_text(state, req.get("kind"), req.get("text") or "")
     if op == "search":
         return find_layouts(state, req.get("top") or 10)
-    return {"state": layout_state(state, req.get("config") or {})}
+    config = req.get("config") or {}
+    problems = [Problem(f"config.{sec}", v, "must be a mapping of field: value") if sec in SECTIONS else
+                Problem(f"config.{clip(str(sec))}", None, "unknown section") for sec, v in config.items()
+                if sec not in SECTIONS or not isinstance(v, (dict, type(None)))]
+    problems += [Problem(f"config.{clip(path)}", v, "unknown field") for path, v in _flatten(config).items()
+                 if path not in _SPECS] if not problems else []
+    if problems:
+        return _errors(problems[:20])
+    try:
+        return {"state": layout_state(state, config)}
+    except EstimatorError as exc:
+        return _error("preset", state.get("preset"), str(exc).strip("'\""))
 
 
 def handle(request: str) -> str:
