@@ -137,6 +137,9 @@ def add_override_flags(parser: argparse.ArgumentParser) -> None:
 def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]]:
     """The configuration dict with the override flags applied, and notes about implied changes."""
     given = {k: v for k, v in vars(ns).items() if "." in k and k.split(".")[0] in SECTIONS}
+    bad = {sec for sec in SECTIONS if data.get(sec) is not None and not isinstance(data[sec], dict)}
+    if bad:         # the loader names them; overriding a field of a section that is not a mapping cannot work
+        return data, []
     out = {sec: dict(data.get(sec) or {}) for sec in SECTIONS}
     out.update({k: v for k, v in data.items() if k not in SECTIONS})
     notes = []
@@ -209,7 +212,8 @@ def _config(ns):
     data, notes = apply_overrides(data, ns)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if (data.get("training") or {}).get("world_size") is None:
+    training = data.get("training") or {}
+    if isinstance(training, dict) and training.get("world_size") is None:
         raise CLIError("the number of GPUs is missing: pass --num-gpus N (the world size is not part of a "
                        "config.json or of the Megatron arguments)")
     cfg = load_config(data)

@@ -165,6 +165,10 @@ def _source_dict(model_or_config) -> dict:
                        "(path, YAML/JSON text, dict or Config) or a model section (dict)")
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise ConfigError(Problem("model", None, "the configuration needs a 'model' section"))
+    bad = [Problem(sec, data[sec], f"must be a mapping of field: value, got {show(data[sec])}")
+           for sec in ("parallelism", "training", "precision") if not isinstance(data.get(sec), (dict, type(None)))]
+    if bad:
+        raise ConfigError(bad)
     return data
 
 

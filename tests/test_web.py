@@ -174,3 +174,47 @@ def test_import_adds_nothing_to_the_package():
             "print(sorted(set(sys.modules) - a))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['estimator.web']"
+
+
+# --- hostile requests (issue 15): strict JSON out, a clear error for anything malformed ---------------------
+
+def _strict(text: str):
+    def refuse(constant):
+        raise AssertionError(f"non-standard JSON constant {constant} (the page's JSON.parse throws)")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("request_text, field", [
+    ("null", "request"), ("5", "request"), ("[1]", "request"), ('"compute"', "request"),     # were internal errors
+    ("{oops", "request"), ("[" * 100_000, "request"),
+    ('{"op": 5}', "op"), ('{"op": "compute", "state": [1]}', "state"),
+    ('{"op": "compute", "state": {"values": [1]}}', "state.values"),
+    ('{"op": "compute", "state": {"preset": ["tiny"]}}', "state.preset"),
+    ('{"op": "compute", "state": {"preset": "tiny", "gpu": 80}}', "state.gpu"),
+    ('{"op": "search", "state": {"preset": "tiny"}, "top": "abc"}', "top"),
+    ('{"op": "import", "kind": "yaml", "text": 5}', "text"),
+    ('{"op": "layout", "state": {}, "config": {"model": {"hiden_size": 1}}}', "config.model.hiden_size"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"model.hidden_dropout": Infinity}}}',
+     "model.hidden_dropout"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"model.hidden_dropout": "inf"}}}',
+     "model.hidden_dropout"),                                                 # the answer held Infinity
+    ('{"op": "import", "kind": "yaml", "text": "model:\\n  hidden_dropout: .nan\\n"}', "model.hidden_dropout"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"model.num_layers": ' + "9" * 5000 + "}}}",
+     "request"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"parallelism.pipeline_model_parallel_size": '
+     '"100000"}}}', "parallelism.pipeline_model_parallel_size"),             # froze the tab (a 134 MB answer)
+])
+def test_malformed_requests_get_strict_json_errors_naming_the_field(request_text, field):
+    out = _strict(web.handle(request_text))
+    assert [e["field"] for e in out["errors"]][:1] == [field], out["errors"]
+    assert all(e["message"] for e in out["errors"])
+
+
+def test_every_answer_is_strict_json():
+    for values in ({"model.hidden_dropout": "nan"}, {"model.layernorm_epsilon": "-inf"}, {"training.world_size": "8"}):
+        request = json.dumps({"op": "compute", "state": {"preset": "tiny", "values": values}})
+        _strict(web.handle(request))
+    hf = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, ' \
+         '"vocab_size": 10, "intermediate_size": 8, "rms_norm_eps": NaN}'
+    out = _strict(web.handle(json.dumps({"op": "import", "kind": "hf", "text": hf})))
+    assert out["errors"][0]["message"] == "config.json:rms_norm_eps: must be a finite number, got nan"
