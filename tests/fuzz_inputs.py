@@ -484,6 +484,8 @@ class Runner:
             if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.wait()
+            self.proc.stdin.close()
+            self.proc.stdout.close()
             self.proc = None
 
 

@@ -32,6 +32,7 @@ def cli(*argv):
     return subprocess.run([sys.executable, "-m", "estimator", *argv], cwd=ROOT, capture_output=True, text=True)
 
 
+@pytest.mark.subprocess
 def test_help_reads_for_every_command():
     p = cli("--help")
     assert p.returncode == 0 and "estimate" in p.stdout and "megatron-args" in p.stdout
@@ -102,6 +103,7 @@ def test_overrides_apply_in_megatrons_spirit(capsys):
     assert code == 0 and "sequence parallelism turned off" in err
 
 
+@pytest.mark.subprocess
 def test_bad_input_exits_2_with_the_field_named():
     p = cli("estimate", "tiny", "--tp", "3")
     assert p.returncode == 2 and "tensor_model_parallel_size (3)" in p.stderr and "Traceback" not in p.stderr
@@ -115,6 +117,7 @@ def test_bad_input_exits_2_with_the_field_named():
         assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, argv
 
 
+@pytest.mark.subprocess
 def test_gpu_verdicts_and_fail_if_oom(capsys):
     code, out, _ = run(capsys, "estimate", "tiny", "--gpu", "H100-80GB")
     assert code == 0 and "fits" in out and "every stage fits" in out
@@ -211,6 +214,7 @@ def test_an_internal_error_is_one_line_with_exit_code_3(capsys, monkeypatch):
     assert code == 3 and err.startswith("error: internal error (ZeroDivisionError: division by zero)")
 
 
+@pytest.mark.subprocess
 def test_no_traceback_reaches_the_terminal(tmp_path):
     """The real entry point, with inputs that used to print tracebacks."""
     (tmp_path / "deep.yaml").write_text("model: " + "{a: " * 100_000 + "}" * 100_000 + "\n")

@@ -85,6 +85,7 @@ def test_fit_verdict_follows_the_gpu():
     assert res["view"]["verdict"]["verdict"] == "no" and res["view"]["verdict"]["text"].startswith("Does not fit")
 
 
+@pytest.mark.subprocess
 def test_cli_export_reproduces_the_estimate():
     state = {"preset": "llama-3-8b", "gpu": "H100-80GB",
              "values": {"parallelism.context_parallel_size": "", "parallelism.pipeline_model_parallel_size": "2",
@@ -98,6 +99,7 @@ def test_cli_export_reproduces_the_estimate():
     assert {k: v for k, v in cli.items() if k != "config"} == {k: v for k, v in res["estimate"].items() if k != "config"}
 
 
+@pytest.mark.subprocess
 def test_yaml_export_round_trips(tmp_path):
     res = web.compute({"preset": "mixtral-8x7b", "values": {"parallelism.expert_model_parallel_size": "4"}})
     (tmp_path / "c.yaml").write_text(res["exports"]["yaml"])
@@ -167,6 +169,7 @@ def test_handle_answers_json_and_never_raises():
     assert json.loads(web.handle(json.dumps({"op": "fly"})))["errors"][0]["field"] == "op"
 
 
+@pytest.mark.subprocess
 def test_import_adds_nothing_to_the_package():
     """The browser imports estimator.web before its first result: it must not pull in more than the
     package itself does (the optional modules it uses are imported where they are needed)."""
