@@ -113,7 +113,13 @@ def _help(spec) -> str:
         bits.append(f"default: {spec.default}")
     if spec.choices and spec.type == "str":
         bits.append("one of " + ", ".join([*spec.choices, *(["none"] if spec.nullable else [])]))
+    if spec.min is not None and spec.max is not None:
+        bits.append(f"{_bound(spec.min)} to {_bound(spec.max)}")
     return text + (f" [{'; '.join(bits)}]" if bits else "")
+
+
+def _bound(x) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 def add_override_flags(parser: argparse.ArgumentParser) -> None:
