@@ -313,7 +313,8 @@ class _Engine(_CostModel):
             raise _problem("recompute", show(rc), "allowed: " + ", ".join(_RECOMPUTE))
         self.recompute = tuple(x for x in _RECOMPUTE if x in rc)
         dist = pins.pop("use_distributed_optimizer", distributed_optimizer)
-        dist = (dist,) if isinstance(dist, bool) else tuple(dist)
+        dist = (dist,) if isinstance(dist, bool) else tuple(dist) if isinstance(dist, (list, tuple, set,
+                                                                                       frozenset)) else None
         if not dist or len(dist) > 2 or any(not isinstance(x, bool) for x in dist):
             raise _problem("distributed_optimizer", show(dist), "must be true and/or false")
         self.dist = tuple(sorted(set(dist), reverse=True))

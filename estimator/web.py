@@ -328,6 +328,18 @@ def exports(cfg: dict, state: dict) -> dict:
 # ---------------------------------------------------------------- import, layouts
 
 
+def _shape_problems(cfg: dict, where: str) -> list[Problem]:
+    """Sections that are not mappings, unknown sections and unknown fields of a configuration given whole
+    (an import, a layout), before it is flattened into form values; at most 20."""
+    problems = [Problem(f"{where}.{sec}", v, "must be a mapping of field: value") if sec in SECTIONS else
+                Problem(f"{where}.{clip(str(sec))}", None, "unknown section") for sec, v in cfg.items()
+                if sec not in SECTIONS or not isinstance(v, (dict, type(None)))]
+    if not problems:
+        problems = [Problem(f"{where}.{clip(path)}", v, "unknown field") for path, v in _flatten(cfg).items()
+                    if path not in _SPECS]
+    return problems[:20]
+
+
 def _flatten(cfg: dict) -> dict:
     return {f"{sec}.{k}": v for sec in SECTIONS for k, v in (cfg.get(sec) or {}).items()}
 
@@ -342,6 +354,9 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             if not isinstance(data, dict):
                 return _error("import.yaml", None, "expected a mapping with sections model, parallelism, "
                               "training, precision")
+            problems = _shape_problems(data, "import.yaml")
+            if problems:
+                return _errors(problems)
             cfg = data
         elif kind == "hf":
             from .hf import from_hf_config
@@ -519,13 +534,9 @@ def _answer(req: dict) -> dict:
     if op == "search":
         return find_layouts(state, req.get("top") or 10)
     config = req.get("config") or {}
-    problems = [Problem(f"config.{sec}", v, "must be a mapping of field: value") if sec in SECTIONS else
-                Problem(f"config.{clip(str(sec))}", None, "unknown section") for sec, v in config.items()
-                if sec not in SECTIONS or not isinstance(v, (dict, type(None)))]
-    problems += [Problem(f"config.{clip(path)}", v, "unknown field") for path, v in _flatten(config).items()
-                 if path not in _SPECS] if not problems else []
+    problems = _shape_problems(config, "config")
     if problems:
-        return _errors(problems[:20])
+        return _errors(problems)
     try:
         return {"state": layout_state(state, config)}
     except EstimatorError as exc:

@@ -221,3 +221,13 @@ def test_every_answer_is_strict_json():
          '"vocab_size": 10, "intermediate_size": 8, "rms_norm_eps": NaN}'
     out = _strict(web.handle(json.dumps({"op": "import", "kind": "hf", "text": hf})))
     assert out["errors"][0]["message"] == "config.json:rms_norm_eps: must be a finite number, got nan"
+
+
+def test_imports_and_layouts_of_the_wrong_shape_are_refused():
+    """Sections that are not mappings reached the form as values (AttributeError: no attribute 'items')."""
+    for text, field in (("model: 3\n", "import.yaml.model"), ("modle: {}\n", "import.yaml.modle"),
+                        ("model: {hiden_size: 1}\n", "import.yaml.model.hiden_size")):
+        out = _strict(web.handle(json.dumps({"op": "import", "kind": "yaml", "text": text})))
+        assert out["errors"][0]["field"] == field, out
+    out = _strict(web.handle(json.dumps({"op": "layout", "state": {}, "config": {"training": "x"}})))
+    assert out["errors"][0]["field"] == "config.training"
