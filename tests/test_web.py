@@ -176,7 +176,7 @@ def test_import_adds_nothing_to_the_package():
     code = ("import sys; import estimator; a = set(sys.modules); import estimator.web; "
             "print(sorted(set(sys.modules) - a))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['estimator.web']"
+    assert out.stdout.strip() == "['estimator.web', 'estimator.web_checks']"
 
 
 # --- hostile requests (issue 15): strict JSON out, a clear error for anything malformed ---------------------
