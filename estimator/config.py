@@ -91,8 +91,9 @@ def parse_text(text: str, suffix: str = "") -> dict:
         try:
             return yamlio.load_json(text)
         except yamlio.YamlError as exc:
-            if suffix == ".json" or "nested deeper" in str(exc) or "digits" in str(exc):
+            if suffix == ".json":
                 raise ConfigError(Problem("config", None, f"invalid JSON: {exc}")) from None
+            # else it may be YAML flow style ({a: 1}), which the YAML reader takes, with the same limits
     try:
         return yamlio.load(text)
     except yamlio.YamlError as exc:
@@ -221,19 +222,22 @@ def _coerce(spec: FieldSpec, value, problems: list[Problem]):
     return value
 
 
-def _unknown_key(section: str | None, key, problems: list[Problem], count: int):
-    """Report the ``count``-th unknown key of ``section`` (None: the top level), with the nearest known name;
-    past :data:`MAX_UNKNOWN_KEYS` only the number of the others is reported."""
-    if count > MAX_UNKNOWN_KEYS:
-        return
+def _unknown_keys(section: str | None, keys: list, problems: list[Problem]) -> None:
+    """Report the unknown keys of ``section`` (None: the top level), each with the nearest known name; past
+    :data:`MAX_UNKNOWN_KEYS` - 1 of them, one more problem gives the number of the others."""
+    listed = keys if len(keys) <= MAX_UNKNOWN_KEYS else keys[:MAX_UNKNOWN_KEYS - 1]
+    for key in listed:
+        _unknown_key(section, key, problems)
+    if len(listed) < len(keys):
+        where = f" in '{section}'" if section else ""
+        problems.append(Problem(section or "config", None, f"{len(keys) - len(listed):,} more unknown keys{where}"))
+
+
+def _unknown_key(section: str | None, key, problems: list[Problem]) -> None:
     plain = isinstance(key, str) and len(key) <= 64      # worth comparing with the known names
     text = key if plain else show(key)
     where = f"{section}.{text}" if section else text
-    if count == MAX_UNKNOWN_KEYS:
-        problems.append(Problem(section or "config", None, f"more unknown keys{f' in {section!r}' if section else ''}"
-                                f" (only the first {MAX_UNKNOWN_KEYS - 1} are listed)"))
-        return
-    if section and isinstance(key, str) and key in _ALL_NAMES:
+    if section and plain and key in _ALL_NAMES:
         problems.append(Problem(where, key, f"unknown key in '{section}'; '{key}' belongs in the "
                                 f"'{_ALL_NAMES[key]}' section"))
         return
@@ -256,11 +260,7 @@ def config_from_dict(data) -> Config:
                                   f"training, precision; got {show(data)}"))
     problems: list[Problem] = []
     values: dict[str, dict] = {}
-    unknown = 0
-    for key in data:
-        if not isinstance(key, str) or key not in SECTIONS:
-            unknown += 1
-            _unknown_key(None, key, problems, unknown)
+    _unknown_keys(None, [k for k in data if not isinstance(k, str) or k not in SECTIONS], problems)
     for sec, cls in SECTIONS.items():
         raw = data.get(sec)
         if raw is None:
@@ -268,11 +268,7 @@ def config_from_dict(data) -> Config:
         if not isinstance(raw, dict):
             problems.append(Problem(sec, raw, f"must be a mapping of field: value, got {show(raw)}"))
             raw = {}
-        unknown = 0
-        for key in raw:
-            if not isinstance(key, str) or key not in _INDEX[sec]:
-                unknown += 1
-                _unknown_key(sec, key, problems, unknown)
+        _unknown_keys(sec, [k for k in raw if not isinstance(k, str) or k not in _INDEX[sec]], problems)
         vals = {}
         for name, spec in _INDEX[sec].items():
             if name in raw:
