@@ -191,6 +191,21 @@ def hf_config(r: random.Random) -> dict:
     return data
 
 
+MEGATRON_FLAGS = ["--num-layers", "--hidden-size", "--tensor-model-parallel-size", "--seq-length",
+                  "--num-attention-heads", "--pipeline-model-parallel-size", "--num-query-groups",
+                  "--num-layers-per-virtual-pipeline-stage", "--ffn-hidden-size", "--micro-batch-size",
+                  "--global-batch-size", "--num-experts", "--moe-layer-freq", "--vocab-size"]
+
+
+def megatron_text(r: random.Random) -> str:
+    """Launch arguments of pretrain_gpt.py: a preset's, with some flags given hostile values."""
+    from estimator import to_megatron_args
+    args = to_megatron_args(_base(r)) if r.random() < 0.7 else []
+    for _ in range(r.randint(1, 4)):
+        args += [r.choice(MEGATRON_FLAGS), r.choice(TEXT)]
+    return " ".join(a if a and " " not in a else repr(a) for a in args)
+
+
 # ------------------------------------------------------------------------------------------------ cases
 
 
@@ -214,9 +229,7 @@ def cli_case(r: random.Random, tmp: Path) -> list[str]:
             path.write_text(as_text(r, mutate(r, _base(r))), encoding="utf-8")
             argv.append(str(path))
         elif k < 0.9 and command == "estimate":
-            argv += ["--megatron-args", " ".join(r.choice(["--num-layers", "--hidden-size", "--tensor-model-parallel-"
-                                                           "size", "--seq-length", "--num-attention-heads"]) + " " +
-                                                 r.choice(TEXT) for _ in range(r.randint(1, 6)))]
+            argv += ["--megatron-args", megatron_text(r)]
         else:
             argv.append(r.choice(["no-such-preset", "missing.yaml", "a\0b", "x" * 5000, "dir/", ""]))
     if command == "search":
@@ -315,8 +328,7 @@ def web_request(r: random.Random) -> str:
         if kind == "hf":
             req["text"] = _dumps(hf_config(r))
         elif kind == "megatron":
-            req["text"] = " ".join(f"--{r.choice(['num-layers', 'hidden-size', 'seq-length', 'tp'])} {r.choice(TEXT)}"
-                                   for _ in range(r.randint(1, 5)))
+            req["text"] = megatron_text(r)
         else:
             req["text"] = as_text(r, mutate(r, _base(r)))
         if r.random() < 0.05:
@@ -376,8 +388,9 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
         except Exception:
             return "traceback", f"{argv!r:.300}\n{traceback.format_exc()[-3000:]}"
         e = err.getvalue()
+        where = "estimator/megatron_args.py importer: " if "--megatron-args" in argv else ""
         if code == 3 or "internal error" in e:
-            return "internal", f"{argv!r:.300}: {e[-1500:]}"
+            return "internal", f"{where}{argv!r:.300}: {e[-1500:]}"
         if code in (0, 1):
             return "ok", ""
         if code == 2 and "error:" in e and "Traceback" not in e:
@@ -414,7 +427,8 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
     if errors is None:
         return "ok", ""
     if any(e.get("field") == "internal" or not e.get("field") or not e.get("message") for e in errors):
-        return "internal", f"{request[:300]}: {json.dumps(errors)[:1500]}"
+        where = "estimator/megatron_args.py importer: " if '"kind": "megatron"' in request else ""
+        return "internal", f"{where}{request[:300]}: {json.dumps(errors)[:1500]}"
     return "clear", json.dumps(errors)[:300]
 
 
