@@ -89,7 +89,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-tp", type=int, default=8, help="largest TP and expert TP (default 8, one node)")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--top", type=int, default=10, help="layouts to show (default 10)")
-    p.add_argument("--all", action="store_true", help="show every layout that fits")
+    p.add_argument("--all", action="store_true", help="show every layout that fits (the best 10,000 at most)")
     p.add_argument("--variants", action="store_true",
                    help="list every split/recompute/micro-batch variant, not only the best per parallel shape")
     p.add_argument("--fix", action="append", default=[], metavar="FIELD=VALUE",
