@@ -449,7 +449,11 @@ def worker() -> None:
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     signal.signal(signal.SIGPROF, _on_timer)
-    tmp = Path(tempfile.mkdtemp(prefix="mme-fuzz-"))
+    with tempfile.TemporaryDirectory(prefix="mme-fuzz-") as tmp:
+        _serve(Path(tmp))
+
+
+def _serve(tmp: Path) -> None:
     real_out = sys.stdout
     for line in sys.stdin:
         surface, seed, index = line.split()
@@ -488,6 +492,7 @@ class Runner:
         line = self.proc.stdout.readline() if ready else ""
         if not line:
             hung = not ready
+            self.proc.kill()
             self.close()
             return ("hang", f"no answer within {WALL_SECONDS} s") if hung else ("crash", "the worker died")
         res = json.loads(line)
@@ -495,10 +500,12 @@ class Runner:
 
     def close(self):
         if self.proc is not None:
-            if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()          # the worker's loop ends and it removes its directory
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
-            self.proc.wait()
-            self.proc.stdin.close()
+                self.proc.wait()
             self.proc.stdout.close()
             self.proc = None
 
