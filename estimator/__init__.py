@@ -9,7 +9,7 @@ Standard library only, so the same code runs in CPython and in the browser under
 
 from __future__ import annotations
 
-from .config import load_config, validate
+from .config import interleaving_problem, load_config, validate
 from .errors import ConfigError, EstimatorError, PresetNotFoundError, Problem, UnsupportedError
 from .gpus import GPUS, get_gpu, fit
 from .hf import from_hf_config
@@ -19,7 +19,7 @@ from .params import ParameterCounts, count_parameters
 from .presets import list_presets, load_preset, preset_info
 from .report import Estimate, StageEstimate
 from .resolve import resolve
-from .schema import Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig, field_specs
+from .schema import MAX_BATCH, Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig, field_specs
 from .search import search
 from .theoretical import TrainingMemoryEstimate, estimate_training_memory, format_training_memory_estimate
 
@@ -45,6 +45,11 @@ def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
     if num_microbatches is not None:
         if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int) or num_microbatches < 1:
             raise ConfigError(Problem("num_microbatches", num_microbatches, "must be a positive integer"))
+        if num_microbatches > MAX_BATCH:
+            raise ConfigError(Problem("num_microbatches", num_microbatches, f"must be <= {MAX_BATCH:,}"))
+        problem = interleaving_problem(r.p, r.v, num_microbatches, r.group)
+        if problem:
+            raise ConfigError(Problem("num_microbatches", num_microbatches, problem))
         r.m = num_microbatches
     return _stage_memory(r)
 

@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 
 from . import __version__, cli_search, yamlio
-from .config import load_config, parse_text
-from .errors import ConfigError, EstimatorError, Problem
+from .config import load_config, parse_text, path_kind, read_text_file
+from .errors import ConfigError, EstimatorError, Problem, clip
 from .report import GIB
 from .schema import SECTIONS, field_specs
 
@@ -40,6 +40,8 @@ ALIASES = {"training.recompute_granularity": ["--recompute"],
            "training.use_distributed_optimizer": ["--distributed-optimizer"]}
 #: Values that mean null on the command line.
 NONE = ("none", "null")
+#: Largest --gpu-memory accepted, in GiB (1 PiB).
+MAX_GPU_GIB = 2 ** 20
 RECOMPUTE_DEPENDENTS = {None: ("recompute_method", "recompute_num_layers", "recompute_modules"),
                         "selective": ("recompute_method", "recompute_num_layers"),
                         "full": ("recompute_modules",)}
@@ -113,7 +115,13 @@ def _help(spec) -> str:
         bits.append(f"default: {spec.default}")
     if spec.choices and spec.type == "str":
         bits.append("one of " + ", ".join([*spec.choices, *(["none"] if spec.nullable else [])]))
+    if spec.min is not None and spec.max is not None:
+        bits.append(f"{_bound(spec.min)} to {_bound(spec.max)}")
     return text + (f" [{'; '.join(bits)}]" if bits else "")
+
+
+def _bound(x) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 def add_override_flags(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +145,9 @@ def add_override_flags(parser: argparse.ArgumentParser) -> None:
 def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]]:
     """The configuration dict with the override flags applied, and notes about implied changes."""
     given = {k: v for k, v in vars(ns).items() if "." in k and k.split(".")[0] in SECTIONS}
+    bad = {sec for sec in SECTIONS if data.get(sec) is not None and not isinstance(data[sec], dict)}
+    if bad:         # the loader names them; overriding a field of a section that is not a mapping cannot work
+        return data, []
     out = {sec: dict(data.get(sec) or {}) for sec in SECTIONS}
     out.update({k: v for k, v in data.items() if k not in SECTIONS})
     notes = []
@@ -208,24 +219,19 @@ def _source_data(ns) -> tuple[dict, str]:
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CLIError(f"file not found: {path}") from None
-    except OSError as exc:
-        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
+    return read_text_file(path)
 
 
 def _load_source(source: str) -> tuple[dict, str]:
     path = Path(source)
-    if path.is_file():
+    if path_kind(source) == "file":
         data = parse_text(_read(source), path.suffix.lower())
         if not isinstance(data, dict):
-            raise ConfigError(Problem("config", source, "the file must hold a mapping with sections model, "
+            raise ConfigError(Problem("config", clip(source), "the file must hold a mapping with sections model, "
                                       "parallelism, training, precision"))
         return data, source
-    if path.suffix.lower() in (".yaml", ".yml", ".json") or "/" in source:
-        raise CLIError(f"file not found: {source}")
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or "/" in source or "\0" in source:
+        raise CLIError(f"file not found: {clip(source)}")
     from .presets import load_preset, preset_info
     return load_preset(source).to_dict(), f"{preset_info(source)['title']} (preset {source})"
 
@@ -235,7 +241,8 @@ def _config(ns):
     data, notes = apply_overrides(data, ns)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if (data.get("training") or {}).get("world_size") is None:
+    training = data.get("training") or {}
+    if isinstance(training, dict) and training.get("world_size") is None:
         raise CLIError("the number of GPUs is missing: pass --num-gpus N (the world size is not part of a "
                        "config.json or of the Megatron arguments)")
     cfg = load_config(data)
@@ -338,8 +345,9 @@ def _verdicts(ns, est):
         g = get_gpu(ns.gpu)
         cap, label = g.memory_bytes, g.name
     else:
-        if not ns.gpu_memory > 0:
-            raise CLIError(f"--gpu-memory must be a positive number of GiB, got {ns.gpu_memory}")
+        if not 0 < ns.gpu_memory <= MAX_GPU_GIB:
+            raise CLIError(f"--gpu-memory must be a positive number of GiB, at most {MAX_GPU_GIB:,} (1 PiB), "
+                           f"got {ns.gpu_memory}")
         cap, label = int(ns.gpu_memory * GIB), f"{ns.gpu_memory:g} GiB GPU"
     return fit(est, cap, headroom=ns.headroom / 100.0), label
 
@@ -540,7 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 1 --fail-if-oom misfit, 2 bad input)."""
+    """Run the command line; returns the exit code (0 ok, 1 --fail-if-oom misfit, 2 bad input, 3 an internal
+    error, reported in one line without a traceback)."""
     parser = build_parser()
     ns = parser.parse_args(argv)
     try:
@@ -550,6 +559,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (EstimatorError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+    except (RecursionError, MemoryError, ArithmeticError, TypeError, LookupError, AttributeError) as exc:
+        # A bug of ours, not bad input (the fuzz tests look for this line): still no traceback.
+        print(f"error: internal error ({type(exc).__name__}: {clip(str(exc))}); please report it with the "
+              "command line", file=sys.stderr)
+        return 3
     return 2
 
 

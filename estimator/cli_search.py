@@ -89,7 +89,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-tp", type=int, default=8, help="largest TP and expert TP (default 8, one node)")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--top", type=int, default=10, help="layouts to show (default 10)")
-    p.add_argument("--all", action="store_true", help="show every layout that fits")
+    p.add_argument("--all", action="store_true", help="show every layout that fits (the best 10,000 at most)")
     p.add_argument("--variants", action="store_true",
                    help="list every split/recompute/micro-batch variant, not only the best per parallel shape")
     p.add_argument("--fix", action="append", default=[], metavar="FIELD=VALUE",
@@ -124,8 +124,9 @@ def _gpu(args):
     if args.gpu and args.gpu_memory is not None:
         raise ConfigError([_p("gpu", args.gpu, "give --gpu or --gpu-memory, not both")])
     if args.gpu_memory is not None:
-        if args.gpu_memory <= 0:
-            raise ConfigError([_p("gpu_memory", args.gpu_memory, "must be a positive number of GiB")])
+        if not 0 < args.gpu_memory <= 2 ** 20:
+            raise ConfigError([_p("gpu_memory", args.gpu_memory, f"must be a positive number of GiB, at most "
+                                  f"{2 ** 20:,} (1 PiB), got {args.gpu_memory}")])
         return int(args.gpu_memory * GIB)
     if not args.gpu:
         raise ConfigError([_p("gpu", None, "give --gpu NAME (e.g. H100-80GB) or --gpu-memory GIB")])

@@ -16,10 +16,13 @@ import os
 from pathlib import Path
 
 from . import yamlio
-from .errors import ConfigError, Problem
-from .schema import SECTIONS, Config, FieldSpec, field_specs, section_specs
+from .errors import ConfigError, Problem, clip, show
+from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, section_specs
 
 __all__ = ["config_from_dict", "load_config", "validate"]
+
+#: Unknown keys reported one by one; beyond them one problem says how many more there are.
+MAX_UNKNOWN_KEYS = 20
 
 
 def _spec_index() -> dict[str, dict[str, FieldSpec]]:
@@ -30,28 +33,67 @@ _INDEX = _spec_index()
 _ALL_NAMES = {s.name: s.section for s in field_specs()}
 
 
-def _read_text(source: str | os.PathLike) -> tuple[str, str]:
-    path = Path(source)
+def too_deep(data, limit: int = yamlio.MAX_DEPTH) -> bool:
+    """True when plain data (dicts and lists) nests deeper than ``limit`` levels; iterative, so that a
+    100,000-deep structure built in Python is refused before anything recurses into it."""
+    stack = [(data, 0)]
+    while stack:
+        obj, depth = stack.pop()
+        if isinstance(obj, dict):
+            children = obj.values()
+        elif isinstance(obj, (list, tuple)):
+            children = obj
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+    return False
+
+
+def read_text_file(source: str | os.PathLike, field: str = "config") -> str:
+    """The text of a UTF-8 file (a byte-order mark is dropped); a :class:`ConfigError` naming ``field``
+    for a missing or unreadable file, a path that cannot name a file, or bytes that are not UTF-8."""
+    name = clip(os.fspath(source))
     try:
-        return path.read_text(encoding="utf-8"), path.suffix.lower()
+        return Path(source).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise ConfigError(Problem("config", str(source), f"file not found: {source}")) from None
+        raise ConfigError(Problem(field, name, f"file not found: {name}")) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(Problem(field, name, f"{name} is not UTF-8 text (byte {exc.start})")) from None
+    except ValueError:          # "embedded null byte"
+        raise ConfigError(Problem(field, name, f"not a valid file path: {name}")) from None
     except OSError as exc:
-        raise ConfigError(Problem("config", str(source), f"cannot read {source}: {exc.strerror}")) from None
+        raise ConfigError(Problem(field, name, f"cannot read {name}: {exc.strerror}")) from None
+
+
+def path_kind(source: str | os.PathLike) -> str | None:
+    """"file", "dir" or None (nothing there, or a string that cannot name a file: too long, a null byte)."""
+    try:
+        path = Path(source)
+        return "file" if path.is_file() else "dir" if path.is_dir() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _read_text(source: str | os.PathLike) -> tuple[str, str]:
+    return read_text_file(source), Path(source).suffix.lower()
 
 
 def parse_text(text: str, suffix: str = "") -> dict:
-    """Parse YAML or JSON text (JSON is tried first when it looks like JSON)."""
+    """Parse YAML or JSON text (JSON is tried first when it looks like JSON). A leading byte-order mark is
+    ignored; nesting deeper than :data:`estimator.yamlio.MAX_DEPTH` levels is refused."""
+    if not isinstance(text, str):
+        raise ConfigError(Problem("config", show(text), "expected YAML or JSON text"))
+    text = text.removeprefix("\ufeff")
     stripped = text.lstrip()
     if suffix == ".json" or stripped.startswith("{"):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            return yamlio.load_json(text)
+        except yamlio.YamlError as exc:
             if suffix == ".json":
-                raise ConfigError(Problem("config", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")) from None
-            data = None
-        if data is not None:
-            return data
+                raise ConfigError(Problem("config", None, f"invalid JSON: {exc}")) from None
+            # else it may be YAML flow style ({a: 1}), which the YAML reader takes, with the same limits
     try:
         return yamlio.load(text)
     except yamlio.YamlError as exc:
@@ -70,7 +112,9 @@ def load_config(source) -> Config:
         return config_from_dict(source)
     if isinstance(source, (str, os.PathLike)):
         s = os.fspath(source)
-        if "\n" in s or s.lstrip().startswith("{"):
+        if not isinstance(s, str):
+            raise ConfigError(Problem("config", show(s), "expected a file path, YAML/JSON text, a dict or a Config"))
+        if "\n" in s or s.lstrip("\ufeff \t\r").startswith("{"):
             data = parse_text(s)
         else:
             data = parse_text(*_read_text(s))
@@ -84,8 +128,14 @@ def _type_name(spec: FieldSpec) -> str:
             "int_or_list": "an integer or a list of 0/1 integers", "str_list": "a list of names"}[spec.type]
 
 
+def _limit(x) -> str:
+    """A bound as messages print it: 10,000,000 rather than 1e+07."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
 def _coerce(spec: FieldSpec, value, problems: list[Problem]):
-    """Check one value against its spec; return the canonical value (or None after a problem)."""
+    """Check one value against its spec (type, then bounds, before any arithmetic); return the canonical
+    value (or None after a problem)."""
     path = spec.path
     if value is None:
         if spec.required:
@@ -99,45 +149,56 @@ def _coerce(spec: FieldSpec, value, problems: list[Problem]):
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             else:
-                problems.append(Problem(path, value, f"must be an integer, got {value!r}"))
+                problems.append(Problem(path, value, f"must be an integer, got {show(value)}"))
                 return None
     elif t == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(Problem(path, value, f"must be a number, got {value!r}"))
+            problems.append(Problem(path, value, f"must be a number, got {show(value)}"))
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(Problem(path, value, f"must be a finite number, got {show(value)}"))
+            return None
+        if isinstance(value, int) and spec.max is not None and value > spec.max:
+            problems.append(Problem(path, value, f"must be <= {_limit(spec.max)}, got {show(value)}"))
             return None
         value = float(value)
-        if math.isnan(value) or math.isinf(value):
-            problems.append(Problem(path, value, "must be a finite number"))
-            return None
     elif t == "bool":
         if not isinstance(value, bool):
-            problems.append(Problem(path, value, f"must be true or false, got {value!r}"))
+            problems.append(Problem(path, value, f"must be true or false, got {show(value)}"))
             return None
     elif t == "str":
         if not isinstance(value, str):
             want = f"one of {', '.join(spec.choices)}" if spec.choices else "a string"
-            problems.append(Problem(path, value, f"must be {want}, got {value!r}"))
+            problems.append(Problem(path, value, f"must be {want}, got {show(value)}"))
             return None
         if spec.choices:
             canon = {c.lower(): c for c in spec.choices}
             if value.lower() not in canon:
-                problems.append(Problem(path, value, f"must be one of {', '.join(spec.choices)}, got {value!r}"))
+                problems.append(Problem(path, value, f"must be one of {', '.join(spec.choices)}, got {show(value)}"))
                 return None
             value = canon[value.lower()]
     elif t == "int_or_list":
         if isinstance(value, bool):
-            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {value!r}"))
+            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {show(value)}"))
             return None
         if isinstance(value, list):
+            if len(value) > MAX_LAYERS:
+                problems.append(Problem(path, value, f"a pattern list has one entry per layer (at most "
+                                        f"{MAX_LAYERS:,}), got {len(value):,} entries"))
+                return None
             if not all(isinstance(x, int) and not isinstance(x, bool) and x in (0, 1) for x in value):
                 problems.append(Problem(path, value, "a list must hold only 0 (dense) and 1 (MoE)"))
                 return None
             return tuple(value)
         if not isinstance(value, int):
-            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {value!r}"))
+            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {show(value)}"))
             return None
         if value < 1:
             problems.append(Problem(path, value, "must be >= 1 (every k-th layer is MoE)"))
+            return None
+        if value > MAX_LAYERS:
+            problems.append(Problem(path, value, f"must be <= {MAX_LAYERS:,} (the largest number of layers), "
+                                    f"got {show(value)}"))
             return None
         return value
     elif t == "str_list":
@@ -148,30 +209,43 @@ def _coerce(spec: FieldSpec, value, problems: list[Problem]):
             return None
         bad = [v for v in value if spec.choices and v not in spec.choices]
         if bad:
-            problems.append(Problem(path, value, f"unknown name(s) {', '.join(bad)}; allowed: "
+            problems.append(Problem(path, value, f"unknown name(s) {show(bad)}; allowed: "
                                     f"{', '.join(spec.choices)}"))
             return None
         return tuple(value)
     if spec.min is not None and value < spec.min:
-        rule = "must be positive" if spec.min == 1 else f"must be >= {spec.min:g}"
-        problems.append(Problem(path, value, f"{rule}, got {value!r}"))
+        rule = "must be positive" if spec.min == 1 else f"must be >= {_limit(spec.min)}"
+        problems.append(Problem(path, value, f"{rule}, got {show(value)}"))
         return None
     if spec.max is not None and value > spec.max:
-        problems.append(Problem(path, value, f"must be <= {spec.max:g}, got {value!r}"))
+        problems.append(Problem(path, value, f"must be <= {_limit(spec.max)}, got {show(value)}"))
         return None
     return value
 
 
-def _unknown_key(section: str | None, key, problems: list[Problem]):
-    where = f"{section}.{key}" if section else str(key)
-    if section and key in _ALL_NAMES:
+def _unknown_keys(section: str | None, keys: list, problems: list[Problem]) -> None:
+    """Report the unknown keys of ``section`` (None: the top level), each with the nearest known name; past
+    :data:`MAX_UNKNOWN_KEYS` - 1 of them, one more problem gives the number of the others."""
+    listed = keys if len(keys) <= MAX_UNKNOWN_KEYS else keys[:MAX_UNKNOWN_KEYS - 1]
+    for key in listed:
+        _unknown_key(section, key, problems)
+    if len(listed) < len(keys):
+        where = f" in '{section}'" if section else ""
+        problems.append(Problem(section or "config", None, f"{len(keys) - len(listed):,} more unknown keys{where}"))
+
+
+def _unknown_key(section: str | None, key, problems: list[Problem]) -> None:
+    plain = isinstance(key, str) and len(key) <= 64      # worth comparing with the known names
+    text = key if plain else show(key)
+    where = f"{section}.{text}" if section else text
+    if section and plain and key in _ALL_NAMES:
         problems.append(Problem(where, key, f"unknown key in '{section}'; '{key}' belongs in the "
                                 f"'{_ALL_NAMES[key]}' section"))
         return
     names = list(_INDEX[section]) if section else list(SECTIONS)
-    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
-    if not close and section:
-        close = difflib.get_close_matches(str(key), list(_ALL_NAMES), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(text, names, n=1, cutoff=0.6) if plain else []
+    if not close and section and plain:
+        close = difflib.get_close_matches(text, list(_ALL_NAMES), n=1, cutoff=0.6)
         if close:
             close = [f"{_ALL_NAMES[close[0]]}.{close[0]}"]
     hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -184,22 +258,18 @@ def config_from_dict(data) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(Problem("config", type(data).__name__,
                                   "the configuration must be a mapping with sections model, parallelism, "
-                                  "training, precision"))
+                                  f"training, precision; got {show(data)}"))
     problems: list[Problem] = []
     values: dict[str, dict] = {}
-    for key in data:
-        if key not in SECTIONS:
-            _unknown_key(None, key, problems)
+    _unknown_keys(None, [k for k in data if not isinstance(k, str) or k not in SECTIONS], problems)
     for sec, cls in SECTIONS.items():
         raw = data.get(sec)
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
-            problems.append(Problem(sec, raw, "must be a mapping of field: value"))
+            problems.append(Problem(sec, raw, f"must be a mapping of field: value, got {show(raw)}"))
             raw = {}
-        for key in raw:
-            if key not in _INDEX[sec]:
-                _unknown_key(sec, key, problems)
+        _unknown_keys(sec, [k for k in raw if not isinstance(k, str) or k not in _INDEX[sec]], problems)
         vals = {}
         for name, spec in _INDEX[sec].items():
             if name in raw:
@@ -218,6 +288,32 @@ def config_from_dict(data) -> Config:
     if problems:
         raise ConfigError(problems)
     return cfg
+
+
+def interleaving_problem(p: int, vpp: int | None, m: int, group: int | None = None) -> str | None:
+    """Why the interleaved schedule refuses ``m`` micro-batches per step, or None.
+
+    Megatron-Core's ``forward_backward_pipelining_with_interleaving`` (``pipeline_parallel/schedules.py``)
+    runs the micro-batches in groups of N = ``microbatch_group_size_per_vp_stage`` per model chunk (default:
+    the pipeline size p, ``ModelParallelConfig.__post_init__``); it raises unless N <= m, and unless the last
+    group, m mod N, is empty or holds at least p. With the default N = p, m must be a multiple of p.
+    (N >= p itself is checked with the field, :func:`estimator.resolve.layer_split_problems`.)
+    """
+    if vpp is None or vpp <= 1 or p <= 1:
+        return None
+    n = group or p
+    if n == p and m % p:
+        return (f"{m} micro-batches per step; with the interleaved schedule (virtual pipeline stages {vpp}) "
+                f"Megatron-Core needs a multiple of pipeline_model_parallel_size ({p}), in groups of {p} per "
+                "model chunk")
+    if n > m:
+        return (f"{m} micro-batches per step; the interleaved schedule (virtual pipeline stages {vpp}) runs them in "
+                f"groups of {n} (microbatch_group_size_per_vp_stage) per model chunk and Megatron-Core needs at "
+                "least one whole group")
+    if 0 < m % n < p:
+        return (f"{m} micro-batches per step in groups of {n} (microbatch_group_size_per_vp_stage) leave a last "
+                f"group of {m % n}; Megatron-Core needs 0 or at least pipeline_model_parallel_size ({p})")
+    return None
 
 
 def validate(cfg: Config) -> list[Problem]:
@@ -338,10 +434,17 @@ def validate(cfg: Config) -> list[Problem]:
     # Batch.
     if tr.global_batch_size is not None and ws % (t * p * cp) == 0:
         dp = ws // (t * p * cp)
-        if tr.global_batch_size % (tr.micro_batch_size * dp):
-            add("training.global_batch_size", tr.global_batch_size, f"global_batch_size "
-                f"({tr.global_batch_size}) must be divisible by micro_batch_size ({tr.micro_batch_size}) x "
-                f"data-parallel size ({dp}) = {tr.micro_batch_size * dp}")
+        gbs, b = tr.global_batch_size, tr.micro_batch_size
+        if gbs % (b * dp):
+            add("training.global_batch_size", gbs, f"global_batch_size ({gbs}) must be divisible by "
+                f"micro_batch_size ({b}) x data-parallel size ({dp}) = {b * dp}")
+        else:
+            from .resolve import virtual_stages
+            problem = interleaving_problem(p, virtual_stages(par), gbs // (b * dp),
+                                           par.microbatch_group_size_per_vp_stage)
+            if problem:
+                add("training.global_batch_size", gbs, f"global_batch_size ({gbs}) / (micro_batch_size ({b}) x "
+                    f"data-parallel size ({dp})) = {problem}")
 
     # Recompute.
     g = tr.recompute_granularity

@@ -13,9 +13,62 @@ do not know this package.
 
 from __future__ import annotations
 
+import math
+import reprlib
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "EstimatorError", "PresetNotFoundError", "Problem", "UnsupportedError"]
+__all__ = ["ConfigError", "EstimatorError", "PresetNotFoundError", "Problem", "UnsupportedError", "clip", "show"]
+
+#: Longest text :func:`show` returns for one value.
+SHOW_CHARS = 80
+
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib's bounded repr (depth, length), also for integers too long to print (Python refuses to
+    convert an int of more than 4,300 digits to text)."""
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 256:
+            digits = int(x.bit_length() * math.log10(2)) + 1
+            return f"<an integer of about {digits:,} digits>"
+        return super().repr_int(x, level)
+
+
+_REPR = _ShortRepr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, SHOW_CHARS, SHOW_CHARS, SHOW_CHARS
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
+def show(value) -> str:
+    """A value as error messages quote it: its repr, bounded in length and depth, and never raising (a
+    100,000-deep list, a 5,000-digit integer or a megabyte of text give a short description)."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:       # a repr that fails is no reason to lose the error being reported
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS - 3] + "..."
+
+
+def clip(text: str, limit: int = 2 * SHOW_CHARS) -> str:
+    """Text (a path, a name) as messages quote it, without quotes: at most ``limit`` characters, and a null
+    byte shown as \\0."""
+    text = text.replace("\0", "\\0")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _json_safe(value, depth: int = 0) -> bool:
+    """True when ``value`` serialises to strict JSON as it is, compactly (small, finite, shallow)."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return value.bit_length() <= 256
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return len(value) <= 4 * SHOW_CHARS
+    if isinstance(value, list) and depth == 0:
+        return len(value) <= 10_000 and all(not isinstance(x, (list, dict)) and _json_safe(x, 1) for x in value)
+    return False
 
 
 class EstimatorError(Exception):
@@ -34,7 +87,8 @@ class Problem:
         return f"{self.field}: {self.message}"
 
     def to_dict(self) -> dict:
-        value = self.value if isinstance(self.value, (int, float, str, bool, type(None), list)) else repr(self.value)
+        """Plain, strict-JSON data: a value that is not small, finite and shallow comes as :func:`show` text."""
+        value = self.value if _json_safe(self.value) else show(self.value)
         return {"field": self.field, "value": value, "message": self.message}
 
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, show
 
 __all__ = ["GPU", "GPUS", "StageFit", "fit", "get_gpu"]
 
 MIB = 2 ** 20
 GIB = 2 ** 30
+#: Largest capacity :func:`fit` accepts (1 PiB): far above any GPU, and safely a float.
+MAX_CAPACITY_BYTES = 2 ** 50
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ def _key(name: str) -> str:
 
 def get_gpu(name: str) -> GPU:
     """The catalog entry for ``name`` (case and punctuation are ignored: ``h100-80gb``, ``H100 80GB``)."""
+    if not isinstance(name, str):
+        raise ConfigError(Problem("gpu", show(name), f"expected a GPU name such as H100-80GB, got {show(name)}"))
     k = _key(name)
     for g in GPUS.values():
         if _key(g.name) == k:
@@ -82,8 +86,8 @@ def get_gpu(name: str) -> GPU:
         return GPUS[_ALIASES[k]]
     if k in _AMBIGUOUS:
         raise ConfigError(Problem("gpu", name, f"'{name}' is ambiguous: say {' or '.join(_AMBIGUOUS[k])}"))
-    raise ConfigError(Problem("gpu", name, f"unknown GPU '{name}'; known: {', '.join(GPUS)} (or give the "
-                              "capacity with --gpu-memory GIB)"))
+    raise ConfigError(Problem("gpu", show(name), f"unknown GPU {show(name)}; known: {', '.join(GPUS)} (or give "
+                              "the capacity with --gpu-memory GIB)"))
 
 
 @dataclass(frozen=True)
@@ -122,10 +126,11 @@ def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]
     ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes it likelier.
     """
     cap = capacity_bytes.memory_bytes if isinstance(capacity_bytes, GPU) else capacity_bytes
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
-        raise ConfigError(Problem("gpu_memory", cap, "the GPU capacity must be a positive number of bytes"))
-    if not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
-        raise ConfigError(Problem("headroom", headroom, "must be a fraction in [0, 1)"))
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 0 < cap <= MAX_CAPACITY_BYTES:
+        raise ConfigError(Problem("gpu_memory", show(cap), "the GPU capacity must be a positive number of bytes, "
+                                  f"at most {MAX_CAPACITY_BYTES:,} (1 PiB), got {show(cap)}"))
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
+        raise ConfigError(Problem("headroom", show(headroom), "must be a fraction in [0, 1)"))
     margin = headroom * cap
     out = []
     for s in estimate.stages:

@@ -45,7 +45,10 @@ num_nextn_predict_layers           mtp_num_layers
 
 Keys without effect on parameters or memory (token ids, RoPE base and scaling, sliding windows, router
 loss coefficients and scoring, checkpoint quantization) are accepted and dropped. Any other key stops the
-import with :class:`~estimator.errors.UnsupportedError` naming it: a count is never silently wrong.
+import with :class:`~estimator.errors.UnsupportedError` naming it: a count is never silently wrong. Every
+key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
+bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
+an error naming the key, never an overflow, a hang or a silent 1.0.
 gpt-oss is refused for the same reason (attention sinks and expert biases have no field here).
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
@@ -54,13 +57,14 @@ catalog (:mod:`estimator.hf_catalog`); an id not in it is an error naming the cl
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
 from pathlib import Path
 
-from .errors import ConfigError, Problem, UnsupportedError
-from .schema import section_specs
+from . import yamlio
+from .errors import ConfigError, Problem, UnsupportedError, clip, show
+from .schema import MAX_EXPERTS, MAX_LAYERS, section_specs
 
 __all__ = ["SUPPORTED", "from_hf_config", "read_hf_config"]
 
@@ -127,6 +131,22 @@ _GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_new": 
               "gelu_pytorch_tanh": "geglu", "gelu_fast": "geglu"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _MODEL_ORDER = {s.name: i for i, s in enumerate(section_specs("model"))}
+_MODEL_SPECS = {s.name: s for s in section_specs("model")}
+#: config.json key -> the model field it becomes (its bounds apply to the key), or the bound itself.
+_BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
+             "num_attention_heads": "num_attention_heads", "num_key_value_heads": "num_query_groups",
+             "head_dim": "kv_channels", "intermediate_size": "ffn_hidden_size", "vocab_size": "vocab_size",
+             "max_position_embeddings": "max_position_embeddings", "num_local_experts": "num_experts",
+             "num_experts": "num_experts", "n_routed_experts": "num_experts", "num_experts_per_tok": "moe_router_topk",
+             "moe_intermediate_size": "moe_ffn_hidden_size", "q_lora_rank": "q_lora_rank",
+             "shared_expert_intermediate_size": "moe_shared_expert_intermediate_size",
+             "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_head_dim", "qk_rope_head_dim": "qk_pos_emb_head_dim",
+             "v_head_dim": "v_head_dim", "num_nextn_predict_layers": "mtp_num_layers", "rms_norm_eps": "layernorm_epsilon",
+             "attention_dropout": "attention_dropout", "hidden_dropout": "hidden_dropout",
+             "decoder_sparse_step": MAX_LAYERS, "first_k_dense_replace": MAX_LAYERS, "moe_layer_freq": MAX_LAYERS,
+             "n_shared_experts": MAX_EXPERTS}
+#: Unknown keys named in the error; the rest are counted.
+_LISTED_KEYS = 20
 
 
 def _supported_list() -> str:
@@ -137,27 +157,27 @@ def read_hf_config(source) -> dict:
     """The parsed ``config.json`` of a file, a model directory, a catalog Hub id or a dict (returned as is)."""
     if isinstance(source, dict):
         return source
-    if not isinstance(source, (str, os.PathLike)):
+    if not isinstance(source, (str, os.PathLike)) or not isinstance(os.fspath(source), str):
         raise ConfigError(Problem("hf", type(source).__name__,
                                   "expected a config.json path, a model directory or a dict"))
+    from .config import path_kind, read_text_file
     path = Path(source)
-    if not path.exists():
-        text = os.fspath(source)
+    kind = path_kind(path)
+    if kind is None:
+        text = clip(os.fspath(source))
         if _HUB_ID.match(text) and not text.endswith(".json"):
             from .hf_catalog import get         # a Hub id: the offline catalog's copy, never a download
             return get(text).config()
         raise ConfigError(Problem("hf", text, f"file not found: {text}"))
-    if path.is_dir():
+    if kind == "dir":
         path = path / "config.json"
-        if not path.is_file():
+        if path_kind(path) != "file":
             raise ConfigError(Problem("hf", os.fspath(source), f"directory {source} holds no config.json"))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(Problem("hf", os.fspath(path), f"invalid JSON in {path} at line {exc.lineno}: "
-                                  f"{exc.msg}")) from None
-    except OSError as exc:
-        raise ConfigError(Problem("hf", os.fspath(path), f"cannot read {path}: {exc.strerror}")) from None
+        data = yamlio.load_json(read_text_file(path, "hf"))
+    except yamlio.YamlError as exc:
+        raise ConfigError(Problem("hf", clip(os.fspath(path)), f"invalid JSON in {clip(os.fspath(path))}: "
+                                  f"{exc}")) from None
     if not isinstance(data, dict):
         raise ConfigError(Problem("hf", os.fspath(path), "a config.json must hold a JSON object"))
     return data
@@ -166,6 +186,11 @@ def read_hf_config(source) -> dict:
 def _model_type(hf: dict) -> str:
     mt = hf.get("model_type")
     archs = hf.get("architectures") or []
+    if mt is not None and not isinstance(mt, str):
+        raise ConfigError(Problem("config.json:model_type", mt, f"must be a name such as 'llama', got {show(mt)}"))
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(Problem("config.json:architectures", archs, "must be a list of class names such as "
+                                  f"['LlamaForCausalLM'], got {show(archs)}"))
     if mt is None and archs:
         mt = _ARCH_TO_TYPE.get(archs[0])
     if mt in REFUSED:
@@ -173,7 +198,7 @@ def _model_type(hf: dict) -> str:
                                f"Supported: {_supported_list()}.")
     if mt not in SUPPORTED:
         name = archs[0] if archs else (mt or "a config.json without model_type or architectures")
-        raise UnsupportedError(f"unknown architecture {name!r} (model_type {mt!r}). Supported: "
+        raise UnsupportedError(f"unknown architecture {show(name)} (model_type {show(mt)}). Supported: "
                                f"{_supported_list()}.")
     return mt
 
@@ -188,6 +213,11 @@ class _Reader:
         v = self.hf.get(key, default)
         return default if v is None else v
 
+    @staticmethod
+    def bound(key: str):
+        b = _BOUND_OF.get(key)
+        return _MODEL_SPECS[b].max if isinstance(b, str) else b
+
     def int(self, key: str, default=None, *, required: bool = True):
         v = self.hf.get(key)
         if v is None:
@@ -195,7 +225,31 @@ class _Reader:
                 return default
             raise ConfigError(Problem(f"config.json:{key}", None, f"is required for {self.mt} and missing"))
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a non-negative integer, got {v!r}"))
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a non-negative integer, got {show(v)}"))
+        top = self.bound(key)
+        if top is not None and v > top:
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be <= {top:,}, got {show(v)}"))
+        return v
+
+    def number(self, key: str, default: float | None) -> float | None:
+        """A finite number within the bounds of the field it becomes (true/false is not a number)."""
+        v = self.hf.get(key)
+        if v is None:
+            return default
+        spec = _MODEL_SPECS[_BOUND_OF[key]]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a finite number, got {show(v)}"))
+        if not spec.min <= v <= spec.max:
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be between {spec.min:g} and {spec.max:g}, "
+                                      f"got {show(v)}"))
+        return float(v)
+
+    def name(self, key: str, default: str) -> str:
+        v = self.hf.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str):
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a name (a string), got {show(v)}"))
         return v
 
     def flag(self, key: str, default: bool = False) -> bool:
@@ -203,7 +257,7 @@ class _Reader:
         if v is None:
             return default
         if not isinstance(v, bool):
-            raise ConfigError(Problem(f"config.json:{key}", v, f"must be true or false, got {v!r}"))
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be true or false, got {show(v)}"))
         return v
 
 
@@ -217,10 +271,13 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     hf = read_hf_config(source)
     mt = _model_type(hf)
     if strict:
-        unknown = [k for k in hf if k not in _KNOWN[mt] and k not in _INERT]
+        unknown = sorted(show(k) if not isinstance(k, str) or len(k) > 64 else k for k in hf
+                         if k not in _KNOWN[mt] and k not in _INERT)
         if unknown:
+            listed = ", ".join(unknown[:_LISTED_KEYS]) + (f" and {len(unknown) - _LISTED_KEYS:,} more"
+                                                         if len(unknown) > _LISTED_KEYS else "")
             raise UnsupportedError(
-                f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}. They may change "
+                f"config.json key(s) not understood for {mt}: {listed}. They may change "
                 f"the parameter count, so the import stops rather than guess (pass strict=False to ignore them). "
                 f"Supported architectures: {_supported_list()}.")
     r = _Reader(hf, mt)
@@ -231,22 +288,22 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         "num_attention_heads": r.int("num_attention_heads"),
         "vocab_size": r.int("vocab_size"),
         "normalization": "RMSNorm",
-        "layernorm_epsilon": float(r.get("rms_norm_eps", 1e-6)),
+        "layernorm_epsilon": r.number("rms_norm_eps", 1e-6),
         "position_embedding_type": "rope",
         "untie_embeddings_and_output_weights": not r.flag("tie_word_embeddings", False),
     }
-    act = r.get("hidden_act", "silu")
+    act = r.name("hidden_act", "silu")
     if act not in _GATED_ACT:
-        raise UnsupportedError(f"config.json:hidden_act {act!r} is not supported for {mt}; the gated MLP takes "
+        raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP takes "
                                f"one of {', '.join(sorted(_GATED_ACT))}")
     m["activation_func"], m["gated_linear_unit"] = _GATED_ACT[act], True
     max_pos = r.int("max_position_embeddings", required=False)
     if max_pos:
         m["max_position_embeddings"] = max_pos
-    for key, name in (("attention_dropout", "attention_dropout"), ("hidden_dropout", "hidden_dropout")):
-        p = hf.get(key)
-        if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0:
-            m[name] = float(p)
+    for key in ("attention_dropout", "hidden_dropout"):
+        p = r.number(key, 0.0)
+        if p > 0:
+            m[key] = p
     if mt.startswith("deepseek"):
         _deepseek(r, m)
     else:
@@ -302,12 +359,14 @@ def _moe(r: _Reader, m: dict) -> None:
     if mt in ("qwen2_moe", "qwen3_moe"):
         step = r.int("decoder_sparse_step", 1)
         only = r.get("mlp_only_layers", [])
-        if not isinstance(only, list) or not all(isinstance(i, int) and 0 <= i < L for i in only):
+        if not isinstance(only, list) or len(only) > L or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < L for i in only):
             raise ConfigError(Problem("config.json:mlp_only_layers", only,
                                       f"must be a list of layer indices in 0..{L - 1}"))
         if step < 1:
             raise ConfigError(Problem("config.json:decoder_sparse_step", step, "must be >= 1"))
-        pattern = [int(i not in only and (i + 1) % step == 0) for i in range(L)]
+        dense = set(only)
+        pattern = [int(i not in dense and (i + 1) % step == 0) for i in range(L)]
         if not any(pattern):
             raise UnsupportedError(f"{mt} config.json makes no layer MoE (mlp_only_layers/decoder_sparse_step); "
                                    "import it as its dense counterpart instead")
@@ -357,11 +416,11 @@ def _deepseek(r: _Reader, m: dict) -> None:
                                    f"num_hidden_layers {L})")
         if _pattern_value(pattern) is not None:
             m["moe_layer_freq"] = pattern
-        method = r.get("topk_method", "greedy")
+        method = r.name("topk_method", "greedy")
         if method == "noaux_tc":
             m["moe_router_enable_expert_bias"] = True
         elif method not in ("greedy", "group_limited_greedy"):
-            raise UnsupportedError(f"config.json:topk_method {method!r} is not supported; known: greedy, "
+            raise UnsupportedError(f"config.json:topk_method {show(method)} is not supported; known: greedy, "
                                    "group_limited_greedy, noaux_tc (adds the e_score_correction_bias)")
     mtp = r.int("num_nextn_predict_layers", 0)
     if mtp:

@@ -63,6 +63,18 @@ def in_flight(r: Resolved, stage: int) -> list[int]:
     return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1, m * v))
 
 
+def in_flight_per_chunk(r: Resolved, stage: int) -> list[int]:
+    """How many of :func:`in_flight`'s micro-batches each virtual chunk holds, in closed form: the k-th
+    warm-up forward runs chunk (k // p) mod v, so every full round of p x v forwards gives each chunk p, and
+    the last, partial round fills the chunks in order, p at a time. O(v), where listing them is O(p x v)."""
+    p, v, m = r.p, r.v, r.m
+    n = (p - stage - 1) * 2 + (v - 1) * p + 1 if v > 1 else p - stage
+    if m is not None:
+        n = min(n, m * v)
+    rounds, rest = divmod(n, p * v)
+    return [rounds * p + min(max(rest - c * p, 0), p) for c in range(v)]
+
+
 def _linear_shapes(r: Resolved, moe: bool) -> set:
     """Distinct weight shapes of one layer's linear layers on one GPU (Transformer Engine caches one dummy
     weight-gradient tensor per shape when gradients accumulate straight into main_grad)."""

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from .config import load_config
-from .errors import PresetNotFoundError
+from .errors import PresetNotFoundError, show
 from .schema import Config
 
 __all__ = ["list_presets", "load_preset", "preset_info", "preset_path", "preset_text", "published_bounds"]
@@ -63,10 +63,11 @@ def list_presets() -> list[str]:
 def preset_path(name: str):
     """The file of preset ``name``; raises :class:`PresetNotFoundError` naming the known presets."""
     names = list_presets()
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    if not isinstance(name, str) or name not in names:
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5) if isinstance(name, str) and \
+            len(name) <= 64 else []
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise PresetNotFoundError(f"no preset named '{name}'{hint}; known presets: {', '.join(names)}")
+        raise PresetNotFoundError(f"no preset named {show(name)}{hint}; known presets: {', '.join(names)}")
     return _directory() / f"{name}.yaml"
 
 

@@ -51,24 +51,16 @@ def layer_split_problems(cfg: Config) -> list[Problem]:
 
 def _group_problems(cfg: Config, group: int) -> list[Problem]:
     """``microbatch_group_size_per_vp_stage`` (schedules.py, forward_backward_pipelining_with_interleaving):
-    between the pipeline size and the number of micro-batches, and a last group of 0 or at least p."""
-    par, tr = cfg.parallelism, cfg.training
+    only with virtual stages, and at least the pipeline size (its rules against the number of micro-batches
+    are :func:`estimator.config.interleaving_problem`'s)."""
+    par = cfg.parallelism
     p, v = par.pipeline_model_parallel_size, virtual_stages(par)
     name = "parallelism.microbatch_group_size_per_vp_stage"
     if v == 1:
         return [Problem(name, group, "applies only to the interleaved schedule (virtual pipeline stages > 1)")]
     if group < p:
         return [Problem(name, group, f"must be >= pipeline_model_parallel_size ({p}) (Megatron-Core)")]
-    dp = tr.world_size // (par.tensor_model_parallel_size * p * par.context_parallel_size)
-    if not tr.global_batch_size or not dp or tr.global_batch_size % (tr.micro_batch_size * dp):
-        return []
-    m = tr.global_batch_size // (tr.micro_batch_size * dp)
-    if group > m:
-        return [Problem(name, group, f"must be <= the number of micro-batches ({m}) (Megatron-Core)")]
-    if 0 < m % group < p:
-        return [Problem(name, group, f"the last group holds {m % group} of the {m} micro-batches; Megatron-Core "
-                        f"needs 0 or at least pipeline_model_parallel_size ({p})")]
-    return []
+    return []   # against the number of micro-batches: estimator.config.interleaving_problem
 
 
 def virtual_stages(par) -> int:

@@ -22,6 +22,21 @@ __all__ = ["Config", "FieldSpec", "ModelConfig", "ParallelismConfig", "Precision
 #: Sentinel meaning "this field must be given".
 REQUIRED = None
 
+# Upper bounds: far above any real training run, and checked (with the type) before any arithmetic, so that
+# absurd input gets an error naming the field, the value and the limit instead of an overflow, a hang or
+# a memory blow-up. The loader, the CLI help, the calculator form and the docs read them from each field.
+MAX_LAYERS = 10_000          # decoder layers (the largest published models have about 130)
+MAX_WIDTH = 10 ** 6          # hidden size, head widths, low-rank dimensions
+MAX_FFN = 10 ** 7            # MLP and expert widths
+MAX_HEADS = 10 ** 5          # attention heads, query groups
+MAX_EXPERTS = 10 ** 5        # routed experts
+MAX_VOCAB = 10 ** 8          # vocabulary entries
+MAX_TOKENS = 10 ** 8         # sequence length, position embeddings
+MAX_GPUS = 10 ** 7           # world size and every parallel size but the pipeline's
+MAX_STAGES = 1_024           # pipeline stages (a 1T-parameter model trains with 64; each stage is reported)
+MAX_MICRO_BATCH = 10 ** 6    # sequences per micro-batch
+MAX_BATCH = 10 ** 9          # sequences per optimizer step
+
 
 def _f(default, help: str, *, type: str, choices: tuple | None = None, unit: str | None = None,
        required: bool = False, nullable: bool = False, flag: str | None = None, cli: str | None = None,
@@ -38,31 +53,34 @@ class ModelConfig:
     """Architecture of the GPT-style model (Megatron-Core TransformerConfig and GPTModel)."""
 
     num_layers: int = _f(REQUIRED, "Number of transformer layers (decoder blocks), not counting MTP layers.",
-                         type="int", required=True, min=1, flag="--num-layers")
+                         type="int", required=True, min=1, max=MAX_LAYERS, flag="--num-layers")
     hidden_size: int = _f(REQUIRED, "Hidden dimension h of the residual stream.", type="int", required=True,
-                          min=1, flag="--hidden-size")
+                          min=1, max=MAX_WIDTH, flag="--hidden-size")
     num_attention_heads: int = _f(REQUIRED, "Number of attention (query) heads a.", type="int", required=True,
-                                  min=1, flag="--num-attention-heads")
+                                  min=1, max=MAX_HEADS, flag="--num-attention-heads")
     num_query_groups: int | None = _f(None, "Key/value heads g for grouped-query attention; g < a is GQA, "
                                       "g = 1 is MQA. Ignored with multi-latent attention.", type="int", min=1,
+                                      max=MAX_HEADS,
                                       derived="num_attention_heads (plain multi-head attention)",
                                       flag="--num-query-groups")
     kv_channels: int | None = _f(None, "Width of one attention head (head_dim). Not required to equal "
-                                 "hidden_size / num_attention_heads (Qwen3, Gemma).", type="int", min=1,
+                                 "hidden_size / num_attention_heads (Qwen3, Gemma).", type="int", min=1, max=MAX_WIDTH,
                                  derived="hidden_size // num_attention_heads", flag="--kv-channels")
     ffn_hidden_size: int | None = _f(None, "Width of the dense MLP. For SwiGLU models the 8/3 ratio comes from "
-                                     "the gated activation, not from MoE.", type="int", min=1,
+                                     "the gated activation, not from MoE.", type="int", min=1, max=MAX_FFN,
                                      derived="int(4 * hidden_size * 2/3 / 64) * 64 with swiglu, else 4 * hidden_size "
                                      "(Megatron-LM's arguments.py)", flag="--ffn-hidden-size")
     num_experts: int | None = _f(None, "Routed experts per MoE layer; null for a dense model.", type="int", min=1,
+                                 max=MAX_EXPERTS,
                                  flag="--num-experts")
     moe_router_topk: int | None = _f(None, "Routed experts each token is sent to (top-k).", type="int", min=1,
+                                     max=MAX_EXPERTS,
                                      derived="2 (Megatron's default) for MoE models", flag="--moe-router-topk")
-    moe_ffn_hidden_size: int | None = _f(None, "Width of one routed expert's MLP.", type="int", min=1,
+    moe_ffn_hidden_size: int | None = _f(None, "Width of one routed expert's MLP.", type="int", min=1, max=MAX_FFN,
                                          derived="ffn_hidden_size", flag="--moe-ffn-hidden-size")
     moe_shared_expert_intermediate_size: int | None = _f(
         None, "Total width of the shared expert(s) that every token passes through (Megatron sums several "
-        "shared experts into one); null for none.", type="int", min=1,
+        "shared experts into one); null for none.", type="int", min=1, max=MAX_FFN,
         flag="--moe-shared-expert-intermediate-size")
     moe_shared_expert_gate: bool = _f(False, "A sigmoid gate (h weights) on the shared expert output, as in "
                                       "Qwen2-MoE.", type="bool", flag="--moe-shared-expert-gate")
@@ -83,7 +101,7 @@ class ModelConfig:
                                         flag="--moe-token-dispatcher-type")
     moe_expert_capacity_factor: float | None = _f(None, "Capacity factor per expert; null means dropless "
                                                   "(every expert takes exactly its balanced share).",
-                                                  type="float", min=0.0, flag="--moe-expert-capacity-factor")
+                                                  type="float", min=0.0, max=1e4, flag="--moe-expert-capacity-factor")
     moe_pad_expert_input_to_capacity: bool = _f(False, "Pad every expert's input to its full capacity "
                                                 "(needs moe_expert_capacity_factor).", type="bool",
                                                 flag="--moe-pad-expert-input-to-capacity")
@@ -92,12 +110,13 @@ class ModelConfig:
                                 "own default is false, a loop over the experts; MoE recipes turn it on.)",
                                 type="bool", flag="--moe-grouped-gemm")
     vocab_size: int = _f(REQUIRED, "Tokenizer vocabulary size before padding.", type="int", required=True, min=1,
+                         max=MAX_VOCAB,
                          flag="--vocab-size")
     make_vocab_size_divisible_by: int = _f(128, "Megatron pads the vocabulary to a multiple of this value "
-                                           "times tensor_model_parallel_size.", type="int", min=1,
+                                           "times tensor_model_parallel_size.", type="int", min=1, max=MAX_WIDTH,
                                            flag="--make-vocab-size-divisible-by")
     max_position_embeddings: int | None = _f(None, "Longest sequence the position embedding supports; must "
-                                             "be >= seq_length.", type="int", min=1, unit="tokens",
+                                             "be >= seq_length.", type="int", min=1, max=MAX_TOKENS, unit="tokens",
                                              derived="seq_length", flag="--max-position-embeddings")
     position_embedding_type: str = _f("rope", "Position embedding: rope and none add no parameters; "
                                       "learned_absolute adds max_position_embeddings x hidden_size. "
@@ -107,7 +126,7 @@ class ModelConfig:
     normalization: str = _f("RMSNorm", "Norm layers: RMSNorm has a weight, LayerNorm a weight and a bias.",
                             type="str", choices=("RMSNorm", "LayerNorm"), flag="--normalization")
     layernorm_epsilon: float = _f(1e-5, "Epsilon of the norm layers (no effect on memory).", type="float",
-                                  min=0.0, flag="--norm-epsilon")
+                                  min=0.0, max=1.0, flag="--norm-epsilon")
     activation_func: str = _f("swiglu", "MLP activation. swiglu and geglu are gated (three projections); "
                               "quick_gelu with gated_linear_unit is GPT-OSS's quick-GeGLU (--quick-geglu).",
                               type="str", choices=("swiglu", "geglu", "gelu", "silu", "relu", "squared_relu",
@@ -127,19 +146,20 @@ class ModelConfig:
     multi_latent_attention: bool = _f(False, "Multi-latent attention (DeepSeek-V2/V3, Kimi-K2, Moonlight).",
                                       type="bool", flag="--multi-latent-attention")
     q_lora_rank: int | None = _f(None, "MLA query compression rank; null means no query compression "
-                                 "(DeepSeek-V2-Lite, Moonlight).", type="int", min=1, flag="--q-lora-rank")
-    kv_lora_rank: int | None = _f(None, "MLA key/value compression rank.", type="int", min=1,
+                                 "(DeepSeek-V2-Lite, Moonlight).", type="int", min=1, max=MAX_WIDTH,
+                                 flag="--q-lora-rank")
+    kv_lora_rank: int | None = _f(None, "MLA key/value compression rank.", type="int", min=1, max=MAX_WIDTH,
                                   derived="512 when multi_latent_attention", flag="--kv-lora-rank")
     qk_head_dim: int | None = _f(None, "MLA per-head query/key width without the rotary part.", type="int",
-                                 min=1, derived="128 when multi_latent_attention", flag="--qk-head-dim")
+                                 min=1, max=MAX_WIDTH, derived="128 when multi_latent_attention", flag="--qk-head-dim")
     qk_pos_emb_head_dim: int | None = _f(None, "MLA per-head rotary width (shared key part).", type="int",
-                                         min=1, derived="64 when multi_latent_attention",
+                                         min=1, max=MAX_WIDTH, derived="64 when multi_latent_attention",
                                          flag="--qk-pos-emb-head-dim")
-    v_head_dim: int | None = _f(None, "MLA per-head value width.", type="int", min=1,
+    v_head_dim: int | None = _f(None, "MLA per-head value width.", type="int", min=1, max=MAX_WIDTH,
                                 derived="128 when multi_latent_attention", flag="--v-head-dim")
     mtp_num_layers: int | None = _f(None, "Multi-token-prediction layers (DeepSeek-V3: 1). They run on the "
                                     "last pipeline stage and share the embedding and output layer.",
-                                    type="int", min=0, flag="--mtp-num-layers")
+                                    type="int", min=0, max=MAX_LAYERS, flag="--mtp-num-layers")
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")
@@ -154,19 +174,21 @@ class ParallelismConfig:
     etp*ep*edp*pp = world_size over the same ranks: EP does not multiply the world size."""
 
     tensor_model_parallel_size: int = _f(1, "Tensor parallel size t: splits every linear layer's weights and "
-                                         "the attention heads.", type="int", min=1, cli="--tp",
+                                         "the attention heads.", type="int", min=1, max=MAX_GPUS, cli="--tp",
                                          flag="--tensor-model-parallel-size")
     pipeline_model_parallel_size: int = _f(1, "Pipeline parallel size p: splits the layers into p stages.",
-                                           type="int", min=1, cli="--pp", flag="--pipeline-model-parallel-size")
+                                           type="int", min=1, max=MAX_STAGES, cli="--pp",
+                                           flag="--pipeline-model-parallel-size")
     expert_model_parallel_size: int = _f(1, "Expert parallel size: splits the routed experts of each MoE layer.",
-                                         type="int", min=1, cli="--ep", flag="--expert-model-parallel-size")
+                                         type="int", min=1, max=MAX_GPUS, cli="--ep",
+                                         flag="--expert-model-parallel-size")
     expert_tensor_parallel_size: int | None = _f(None, "Tensor parallel size inside each routed expert.",
-                                                 type="int", min=1, cli="--etp",
+                                                 type="int", min=1, max=MAX_GPUS, cli="--etp",
                                                  derived="tensor_model_parallel_size (Megatron-Core's rule; "
                                                  "the seeds' default of 1 is wrong)",
                                                  flag="--expert-tensor-parallel-size")
     context_parallel_size: int = _f(1, "Context parallel size: splits the sequence. Works without sequence "
-                                    "parallelism and without TP.", type="int", min=1, cli="--cp",
+                                    "parallelism and without TP.", type="int", min=1, max=MAX_GPUS, cli="--cp",
                                     flag="--context-parallel-size")
     cp_comm_type: str = _f("p2p", "How context-parallel attention exchanges keys and values: p2p (ring), a2a "
                            "(all-to-all over heads), allgather (Transformer Engine's all_gather), or a2a+p2p.",
@@ -175,15 +197,15 @@ class ParallelismConfig:
     virtual_pipeline_model_parallel_size: int | None = _f(None, "Model chunks per pipeline rank for the "
                                                           "interleaved 1F1B schedule; null for plain 1F1B "
                                                           "(or the layout's chunks / PP with a layout).",
-                                                          type="int", min=1, cli="--vpp",
+                                                          type="int", min=1, max=MAX_LAYERS, cli="--vpp",
                                                           flag="--num-virtual-stages-per-pipeline-rank")
     num_layers_in_first_pipeline_stage: int | None = _f(None, "Layers on the first stage for an uneven "
                                                         "split; the rest are spread evenly (with VPP each "
                                                         "chunk of a stage holds its count / VPP).", type="int",
-                                                        min=0,
+                                                        min=0, max=MAX_LAYERS,
                                                         flag="--decoder-first-pipeline-num-layers")
     num_layers_in_last_pipeline_stage: int | None = _f(None, "Layers on the last stage for an uneven split.",
-                                                       type="int", min=0,
+                                                       type="int", min=0, max=MAX_LAYERS,
                                                        flag="--decoder-last-pipeline-num-layers")
     account_for_embedding_in_pipeline_split: bool = _f(
         False, "Count the embedding as one layer slot of the split: num_layers + 1 (+ 1 with the loss slot) "
@@ -203,6 +225,7 @@ class ParallelismConfig:
         None, "Interleaved schedule: micro-batches run through one virtual stage in a row before the next; "
         "between pipeline_model_parallel_size and the number of micro-batches. Larger groups keep more "
         "micro-batches in flight: warm-up = 2 (PP - rank - 1) + (VPP - 1) x group.", type="int", min=1,
+        max=MAX_BATCH,
         derived="pipeline_model_parallel_size (Megatron's depth-first default)",
         flag="--microbatch-group-size-per-virtual-pipeline-stage")
 
@@ -211,17 +234,19 @@ class ParallelismConfig:
 class TrainingConfig:
     """Batch, sequence, optimizer sharding and activation recomputation."""
 
-    micro_batch_size: int = _f(1, "Sequences per GPU per forward pass (b).", type="int", min=1, cli="--mbs",
+    micro_batch_size: int = _f(1, "Sequences per GPU per forward pass (b).", type="int", min=1, max=MAX_MICRO_BATCH,
+                               cli="--mbs",
                                unit="sequences", flag="--micro-batch-size")
     global_batch_size: int | None = _f(None, "Sequences per optimizer step; sets the number of micro-batches "
                                        "m = global_batch_size / (micro_batch_size x data-parallel size).",
-                                       type="int", min=1, cli="--gbs", unit="sequences",
+                                       type="int", min=1, max=MAX_BATCH, cli="--gbs", unit="sequences",
                                        derived="enough micro-batches to fill the pipeline",
                                        flag="--global-batch-size")
     seq_length: int | None = _f(None, "Training sequence length s. With flash or fused attention activation "
-                                "memory grows linearly with s, not quadratically.", type="int", min=1,
+                                "memory grows linearly with s, not quadratically.", type="int", min=1, max=MAX_TOKENS,
                                 unit="tokens", derived="max_position_embeddings", flag="--seq-length")
-    world_size: int = _f(REQUIRED, "Total number of GPUs.", type="int", required=True, min=1, cli="--num-gpus",
+    world_size: int = _f(REQUIRED, "Total number of GPUs.", type="int", required=True, min=1, max=MAX_GPUS,
+                         cli="--num-gpus",
                          unit="GPUs")
     use_distributed_optimizer: bool = _f(True, "Shard fp32 master weights and Adam states over the data-"
                                          "parallel (x context-parallel) ranks: 18 -> 6 + 12/d bytes per "
@@ -240,7 +265,7 @@ class TrainingConfig:
                                       flag="--recompute-method")
     recompute_num_layers: int | None = _f(None, "With full recompute: the group size (uniform) or the number "
                                           "of recomputed layers per stage (block). Not the number of layers "
-                                          "kept.", type="int", min=0, derived="1 with full recompute",
+                                          "kept.", type="int", min=0, max=MAX_LAYERS, derived="1 with full recompute",
                                           flag="--recompute-num-layers")
     recompute_modules: list[str] | None = _f(None, "With selective recompute: the modules recomputed "
                                              "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "

@@ -27,16 +27,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .config import load_config
+from .config import interleaving_problem, load_config
+from .errors import show
 from .memory import stage_memory
 from .report import GIB, to_plain
 from .resolve import resolve
+from .schema import MAX_MICRO_BATCH, MAX_TOKENS
 from .search_cost import (DEFAULT_TOKENS_PER_STEP, DP_OVERLAPPED_EXPOSED, FULL_RECOMPUTE, GPU_FLOPS,
                           LAUNCH_SECONDS, NETWORK_BYTES_PER_S, NVLINK_BYTES_PER_S, SELECTIVE_MODULE_COST, _why)
 from .search_space import (_RECOMPUTE, SPLIT_NOT_SEARCHED, _capacity, _Engine, _no_fit_implied, _positive_ints,
                            _problem, _Shape, _source_dict, _worlds)
 from .search_space import _ALIASES  # noqa: F401  (estimator.cli_search imports it, and _source_dict, from here)
 from .states import byte_model
+
+#: Most layouts one search returns with ``top=None``: the best of them, with a note giving how many fit.
+MAX_LAYOUTS = 10_000
 
 __all__ = ["Answer", "Layout", "SearchResult", "max_micro_batch", "max_seq_length", "min_gpus", "search",
            "GPU_FLOPS", "NVLINK_BYTES_PER_S", "NETWORK_BYTES_PER_S", "LAUNCH_SECONDS", "FULL_RECOMPUTE",
@@ -203,7 +208,8 @@ def _run(engine: _Engine, worlds: tuple, top: int | None, distinct: bool):
                 failed.append((d, rc, b))
                 continue
             fits += 1
-            entry = (cost, est.peak.device_bytes, (seq, len(failed), b), sh, d, rc, b, gbs, est, terms)
+            # The peak only (not the estimate): listing every fitting layout keeps one small entry for each.
+            entry = (cost, est.peak.device_bytes, (seq, len(failed), b), sh, d, rc, b, gbs, est.peak, terms)
             k = key if distinct else (seq, rc, b, d)
             if k not in best or entry[:3] < best[k][:3]:
                 best[k] = entry
@@ -235,11 +241,11 @@ def _label(sh: _Shape, rc: str, b: int, d: bool, moe: bool) -> str:
 def _layouts(engine: _Engine, found: list, configs: list | None = None) -> tuple:
     out = []
     best_terms = found[0][9] if found else None
-    for rank, (cost, peak, _, sh, d, rc, b, gbs, est, terms) in enumerate(found, 1):
+    for rank, (cost, peak, _, sh, d, rc, b, gbs, pk, terms) in enumerate(found, 1):
         config = configs[rank - 1] if configs else engine.config_dict(sh, d, rc, b, gbs)
         given = gbs
         if gbs is None:                    # a configuration without a global batch: cost it at the default
-            gbs = engine.auto_gbs(b, sh.dp)
+            gbs = engine.auto_gbs(b, sh.dp, sh.p, sh.v)
         m = gbs // (b * sh.dp)
         free = engine.capacity - peak
         why = _why(rank=rank, count=len(found), cost=cost, terms=terms, best_terms=best_terms, sh=sh, rc=rc, b=b,
@@ -249,8 +255,8 @@ def _layouts(engine: _Engine, found: list, configs: list | None = None) -> tuple
             num_gpus=sh.n, tp=sh.t, pp=sh.p, vpp=sh.v, cp=sh.cp, ep=sh.ep, etp=sh.etp, dp=sh.dp,
             edp=sh.edp if engine.moe else sh.dp * sh.cp, first_stage_layers=sh.first, last_stage_layers=sh.last,
             sequence_parallel=sh.sp, distributed_optimizer=d, recompute=rc, micro_batch_size=b,
-            global_batch_size=given, num_microbatches=m if given else None, peak_stage=est.peak.stage,
-            peak_allocated_bytes=est.peak.allocated_bytes, peak_device_bytes=peak, capacity_bytes=engine.capacity,
+            global_batch_size=given, num_microbatches=m if given else None, peak_stage=pk.stage,
+            peak_allocated_bytes=pk.allocated_bytes, peak_device_bytes=peak, capacity_bytes=engine.capacity,
             headroom_bytes=free, headroom_fraction=free / engine.capacity,
             bubble=(sh.p - 1) / (m * sh.v) if sh.p > 1 else 0.0, cost=cost,
             costs={k: round(x, 6) for k, x in terms.items()}, why=why))
@@ -262,7 +268,10 @@ def _engine(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
     worlds = _worlds(num_gpus)
     capacity, gpu_info = _capacity(gpu)
     data = _source_dict(model_or_config)
-    recompute = (recompute,) if isinstance(recompute, str) or recompute is None else tuple(recompute)
+    if isinstance(recompute, str) or recompute is None:
+        recompute = (recompute,)
+    elif isinstance(recompute, (list, set, frozenset)):
+        recompute = tuple(recompute)              # anything else: _Engine names it
     eng = _Engine(data, seq_length=seq_length, global_batch_size=global_batch_size,
                   micro_batch_sizes=micro_batch_sizes, capacity=capacity, headroom=headroom, max_tp=max_tp,
                   gpus_per_node=gpus_per_node, recompute=recompute, distributed_optimizer=distributed_optimizer,
@@ -289,7 +298,8 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
     nearest above :data:`DEFAULT_TOKENS_PER_STEP` tokens. ``max_tp``: the largest TP (and expert TP) size,
     by default one node. ``recompute``: which of none / selective / full to try. ``distributed_optimizer``:
     (True,) by default, since without it a layout needs more memory for the same traffic.
-    ``top``: how many layouts to return (None: all that fit). ``distinct``: one layout per (GPUs, TP, PP,
+    ``top``: how many layouts to return (None: all that fit; at most :data:`MAX_LAYOUTS`, the best, with a
+    note saying how many fit). ``distinct``: one layout per (GPUs, TP, PP,
     VPP, CP, EP, ETP), the best of its stage splits, recompute options and micro-batch sizes; False lists
     every variant that fits (with ``top=None``: every fitting layout, each computed, slower).
     ``fixed``: fields pinned to a value or a list of values, by schema name or alias (tp, pp, vpp, cp, ep,
@@ -298,15 +308,18 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
     """
     t0 = time.perf_counter()
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-        raise _problem("top", top, "must be a positive integer or None (all layouts)")
+        raise _problem("top", show(top), "must be a positive integer or None (all layouts)")
     eng, worlds, gpu_info = _engine(model_or_config, num_gpus, gpu, seq_length, global_batch_size,
                                     micro_batch_sizes, headroom, max_tp, gpus_per_node, recompute,
                                     distributed_optimizer, fixed)
     if not isinstance(distinct, bool):
         raise _problem("distinct", distinct, "must be true or false")
     found, enumerated, fitting = _run(eng, worlds, top, distinct)
-    layouts = _layouts(eng, found)
     notes = []
+    if len(found) > MAX_LAYOUTS:
+        notes.append(f"{len(found):,} layouts fit; the best {MAX_LAYOUTS:,} are listed.")
+        found = found[:MAX_LAYOUTS]
+    layouts = _layouts(eng, found)
     if eng.gbs is None:
         seqs = max(1, DEFAULT_TOKENS_PER_STEP // eng.s)
         notes.append(f"global_batch_size not given: each layout takes about {DEFAULT_TOKENS_PER_STEP:,} tokens "
@@ -356,9 +369,9 @@ def _describe(eng: _Engine, data: dict, est) -> Layout:
     d = tr.use_distributed_optimizer
     eng.bm.setdefault(d, byte_model(r))
     rc, rc_cost = eng.recompute_of(tr, sh)
-    gbs = tr.global_batch_size or eng.auto_gbs(r.b, r.dp)
+    gbs = tr.global_batch_size or eng.auto_gbs(r.b, r.dp, r.p, r.v)
     cost, terms = eng.cost(sh, eng.shape_costs(sh, d, eng.state_floor(sh, d)), rc_cost, r.b, gbs)
-    entry = (cost, est.peak.device_bytes, 0, sh, d, rc, r.b, tr.global_batch_size, est, terms)
+    entry = (cost, est.peak.device_bytes, 0, sh, d, rc, r.b, tr.global_batch_size, est.peak, terms)
     return _layouts(eng, [entry], [data])[0]
 
 
@@ -406,10 +419,12 @@ def max_micro_batch(config, *, gpu: str | int, headroom: float = 0.05, limit: in
     """The largest micro-batch size with which this layout (a complete configuration) still fits.
 
     With a global batch size only the micro-batch sizes that divide global_batch_size / DP are tried."""
-    _positive_ints("limit", limit)
+    _positive_ints("limit", limit, top=MAX_MICRO_BATCH)
     eng, data, cfg = _fixed_layout(config, gpu, headroom, gpus_per_node)
-    dp, gbs = resolve(cfg).dp, cfg.training.global_batch_size
-    cands = [b for b in range(1, limit + 1) if gbs is None or gbs % (b * dp) == 0]
+    r = resolve(cfg)
+    dp, gbs = r.dp, cfg.training.global_batch_size
+    cands = [b for b in range(1, limit + 1)
+             if gbs is None or (gbs % (b * dp) == 0 and not interleaving_problem(r.p, r.v, gbs // (b * dp), r.group))]
     i, tried, results = _largest_training_value(eng, data, "micro_batch_size", cands)
     if i is None:
         return Answer("max_micro_batch", None, None, tuple(tried), "even micro-batch size 1 does not fit "
@@ -430,9 +445,9 @@ def max_seq_length(config, *, gpu: str | int, headroom: float = 0.05, multiple: 
     eng, data, cfg = _fixed_layout(config, gpu, headroom, gpus_per_node)
     r = resolve(cfg)
     step = math.lcm(2 * r.cp if r.cp > 1 else 1, r.t * r.cp if r.sp else 1,
-                    _positive_ints("multiple", multiple)[0] if multiple is not None else 128)
+                    _positive_ints("multiple", multiple, top=MAX_TOKENS)[0] if multiple is not None else 128)
     cap = cfg.model.max_position_embeddings
-    upper = min(x for x in (limit and _positive_ints("limit", limit)[0], cap, 2 ** 21) if x)
+    upper = min(x for x in (limit and _positive_ints("limit", limit, top=MAX_TOKENS)[0], cap, 2 ** 21) if x)
     cands = [k * step for k in range(1, upper // step + 1)]
     i, tried, results = _largest_training_value(eng, data, "seq_length", cands)
     if i is None:

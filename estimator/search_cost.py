@@ -193,10 +193,14 @@ class _CostModel:
     def shape_costs(self, sh: _Shape, d: bool, floor: tuple) -> dict:
         return dict(self.traffic(sh), data_parallel_s=self.dp_seconds(sh, d, floor))
 
-    def auto_gbs(self, b: int, dp: int) -> int:
-        """The global batch of a layout when none is given: DEFAULT_TOKENS_PER_STEP, rounded up."""
+    def auto_gbs(self, b: int, dp: int, p: int = 1, v: int = 1) -> int:
+        """The global batch of a layout when none is given: DEFAULT_TOKENS_PER_STEP, rounded up to whole
+        micro-batches (with the interleaved schedule, v > 1, to a multiple of p of them)."""
         target = max(1, DEFAULT_TOKENS_PER_STEP // self.s)
-        return -(-target // (b * dp)) * b * dp
+        m = -(-target // (b * dp))
+        if v > 1 and p > 1:
+            m = -(-m // p) * p
+        return m * b * dp
 
     def recompute_of(self, tr, sh: _Shape) -> tuple[str, float]:
         """Name and cost of any configuration's recompute settings (the search only makes three)."""

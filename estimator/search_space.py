@@ -31,19 +31,22 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import math
 import os
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from .config import load_config, parse_text, validate
-from .errors import ConfigError, PresetNotFoundError, Problem
+from .config import (interleaving_problem, load_config, parse_text, path_kind, read_text_file, too_deep,
+                     validate)
+from .errors import ConfigError, PresetNotFoundError, Problem, clip, show
 from .memory import stage_memory
 from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
 from .report import GIB
 from .resolve import resolve, stage_counts, stage_layers
-from .schema import Config, ParallelismConfig, section_specs
+from .schema import (MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config,
+                     ParallelismConfig, section_specs)
 from .search_cost import _CostModel
 from .states import byte_model, state_bytes
 
@@ -75,14 +78,42 @@ def _problem(name: str, value, message: str) -> ConfigError:
     return ConfigError(Problem(f"search.{name}", value, message))
 
 
-def _positive_ints(name: str, values, *, allow_empty: bool = False) -> tuple:
-    vals = (values,) if isinstance(values, int) else tuple(values)
+#: Most values a list-valued search option (GPU counts, micro-batch sizes, pinned sizes) may hold.
+MAX_CHOICES = 64
+#: Largest GPU memory accepted, in bytes (1 PiB).
+MAX_GPU_BYTES = 2 ** 50
+
+
+def _positive_ints(name: str, values, *, allow_empty: bool = False, top: int = MAX_GPUS) -> tuple:
+    """One positive integer or an iterable of at most :data:`MAX_CHOICES` of them, each <= ``top``: sorted,
+    without repeats. Anything else is a ConfigError naming ``search.<name>``."""
+    if isinstance(values, (str, bytes, dict)):
+        raise _problem(name, show(values), "must be a positive integer or a list of them")
+    try:
+        vals = (values,) if isinstance(values, int) else tuple(itertools.islice(values, MAX_CHOICES + 1))
+    except TypeError:
+        raise _problem(name, show(values), "must be a positive integer or a list of them") from None
     if not vals and not allow_empty:
         raise _problem(name, list(vals), "needs at least one value")
+    if len(vals) > MAX_CHOICES:
+        raise _problem(name, show(values), f"takes at most {MAX_CHOICES} values")
     for v in vals:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise _problem(name, v, "must be a positive integer")
+            raise _problem(name, show(v), f"must be a positive integer, got {show(v)}")
+        if v > top:
+            raise _problem(name, show(v), f"must be <= {top:,}, got {show(v)}")
     return tuple(sorted(set(vals)))
+
+
+def _pinned_layers(name: str, values) -> tuple:
+    """Pinned first/last stage layer counts: non-negative integers or null (the even split)."""
+    vals = tuple(values) if isinstance(values, (list, tuple, set, frozenset)) else (values,)
+    if len(vals) > MAX_CHOICES or not vals:
+        raise _problem(name, show(values), f"takes 1 to {MAX_CHOICES} values")
+    for v in vals:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_LAYERS):
+            raise _problem(name, show(v), f"must be null or an integer in 0..{MAX_LAYERS:,}, got {show(v)}")
+    return vals
 
 
 def _fixed_fields(fixed: dict) -> tuple[dict, dict]:
@@ -93,20 +124,23 @@ def _fixed_fields(fixed: dict) -> tuple[dict, dict]:
     for key, value in fixed.items():
         name = _ALIASES.get(key, key)
         if name in _OWN_ARGS:
-            raise _problem(key, value, f"set it with the {_OWN_ARGS[name]} argument of search()")
+            raise _problem(key, show(value), f"set it with the {_OWN_ARGS[name]} argument of search()")
         if name in SPLIT_NOT_SEARCHED:
-            raise _problem(key, value, "the search places layers by its own even and uneven first/last splits "
+            raise _problem(key, show(value), "the search places layers by its own even and uneven first/last splits "
                            "with Megatron's default micro-batch groups; evaluate a fixed pipeline layout with "
                            "estimate()")
         if name in _SEARCHED:
             pins[name] = tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else (value,)
+            if name in ("sequence_parallel", "use_distributed_optimizer") and (
+                    not pins[name] or not all(isinstance(x, bool) for x in pins[name])):
+                raise _problem(key, show(value), "must be true and/or false")
         elif name in sections:
             overrides[name] = (sections[name], value)
         elif name in model_fields:
-            raise _problem(key, value, "model fields belong in the model, not in the search's fixed fields")
+            raise _problem(key, show(value), "model fields belong in the model, not in the search's fixed fields")
         else:
             allowed = sorted(set(_ALIASES) | _SEARCHED | set(sections) - set(_OWN_ARGS))
-            raise _problem(key, value, "unknown field; allowed: " + ", ".join(allowed))
+            raise _problem(clip(str(key)), show(value), "unknown field; allowed: " + ", ".join(allowed))
     return pins, overrides
 
 
@@ -115,6 +149,8 @@ def _source_dict(model_or_config) -> dict:
     if isinstance(model_or_config, Config):
         data = model_or_config.to_dict()
     elif isinstance(model_or_config, dict):
+        if too_deep(model_or_config):
+            raise ConfigError(Problem("config", None, "nested deeper than a configuration can be"))
         data = copy.deepcopy(model_or_config)
         if "model" not in data and "num_layers" in data:
             data = {"model": data}
@@ -123,10 +159,8 @@ def _source_dict(model_or_config) -> dict:
         path = Path(s)
         if "\n" in s or s.lstrip().startswith("{"):
             data = parse_text(s)
-        elif path.suffix.lower() in (".yaml", ".yml", ".json") or path.exists():
-            if not path.is_file():
-                raise ConfigError(Problem("config", s, f"file not found: {s}"))
-            data = parse_text(path.read_text(encoding="utf-8"), path.suffix.lower())
+        elif path.suffix.lower() in (".yaml", ".yml", ".json") or path_kind(path) is not None:
+            data = parse_text(read_text_file(path), path.suffix.lower())
         else:
             try:
                 from .presets import load_preset
@@ -135,12 +169,16 @@ def _source_dict(model_or_config) -> dict:
             try:
                 data = load_preset(s).to_dict()
             except PresetNotFoundError as exc:
-                raise _problem("model", s, f"neither a configuration file nor a preset ({exc})") from None
+                raise _problem("model", clip(s), f"neither a configuration file nor a preset ({exc})") from None
     else:
         raise _problem("model", type(model_or_config).__name__, "expected a preset name, a configuration "
                        "(path, YAML/JSON text, dict or Config) or a model section (dict)")
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise ConfigError(Problem("model", None, "the configuration needs a 'model' section"))
+    bad = [Problem(sec, data[sec], f"must be a mapping of field: value, got {show(data[sec])}")
+           for sec in ("parallelism", "training", "precision") if not isinstance(data.get(sec), (dict, type(None)))]
+    if bad:
+        raise ConfigError(bad)
     return data
 
 
@@ -149,8 +187,9 @@ def _capacity(gpu) -> tuple[int, dict]:
     if isinstance(gpu, bool) or gpu is None:
         raise _problem("gpu", gpu, "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
     if isinstance(gpu, int):
-        if gpu <= 0:
-            raise _problem("gpu", gpu, "the GPU memory must be a positive number of bytes")
+        if not 0 < gpu <= MAX_GPU_BYTES:
+            raise _problem("gpu", show(gpu), f"the GPU memory must be a positive number of bytes, at most "
+                           f"{MAX_GPU_BYTES:,} (1 PiB), got {show(gpu)}")
         return gpu, {"name": f"{gpu / GIB:.2f} GiB", "memory_bytes": gpu, "source": "given"}
     if hasattr(gpu, "memory_bytes"):
         return int(gpu.memory_bytes), {"name": getattr(gpu, "name", "GPU"), "memory_bytes": int(gpu.memory_bytes),
@@ -163,11 +202,11 @@ def _capacity(gpu) -> tuple[int, dict]:
         try:
             g = get_gpu(gpu)
         except ConfigError as exc:
-            raise _problem("gpu", gpu, "; ".join(p.message for p in exc.problems)) from None
+            raise _problem("gpu", clip(gpu), "; ".join(p.message for p in exc.problems)) from None
         except (LookupError, ValueError) as exc:
-            raise _problem("gpu", gpu, str(exc) or "unknown GPU") from None
+            raise _problem("gpu", clip(gpu), str(exc) or "unknown GPU") from None
         return _capacity(g)
-    raise _problem("gpu", gpu, "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
+    raise _problem("gpu", show(gpu), "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
 
 
 
@@ -252,12 +291,16 @@ class _Engine(_CostModel):
         s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
         if s is None:
             raise _problem("seq_length", None, "is required (the model sets no max_position_embeddings)")
-        _positive_ints("seq_length", s)
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise _problem("seq_length", show(s), f"must be a positive integer, got {show(s)}")
+        _positive_ints("seq_length", s, top=MAX_TOKENS)
         self.s = s
         gbs = global_batch_size if global_batch_size is not None else (data.get("training") or {}).get(
             "global_batch_size")
         if gbs is not None:
-            _positive_ints("global_batch_size", gbs)
+            if isinstance(gbs, bool) or not isinstance(gbs, int):
+                raise _problem("global_batch_size", show(gbs), f"must be a positive integer, got {show(gbs)}")
+            _positive_ints("global_batch_size", gbs, top=MAX_BATCH)
         self.gbs = gbs
         self.tr_keep = tr_d
         self.data = {"model": copy.deepcopy(model_d), "parallelism": dict(self.par_keep),
@@ -269,23 +312,36 @@ class _Engine(_CostModel):
             raise _problem("headroom", headroom, "must be a fraction in [0, 1), e.g. 0.05 for 5 %")
         self.headroom = float(headroom)
         self.usable = int(capacity * (1 - self.headroom))
+        for name, value in (("max_tp", max_tp), ("gpus_per_node", gpus_per_node)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _problem(name, show(value), f"must be a positive integer, got {show(value)}")
         self.max_tp = _positive_ints("max_tp", max_tp)[0]
         self.gpn = _positive_ints("gpus_per_node", gpus_per_node)[0]
-        self.mbs = _positive_ints("micro_batch_sizes", pins.pop("micro_batch_size", micro_batch_sizes))
-        rc = tuple("none" if x is None else x for x in pins.pop("recompute_granularity", recompute))
-        bad = [x for x in rc if x not in _RECOMPUTE]
-        if bad or not rc:
-            raise _problem("recompute", list(rc), "allowed: " + ", ".join(_RECOMPUTE))
+        self.mbs = _positive_ints("micro_batch_sizes", pins.pop("micro_batch_size", micro_batch_sizes),
+                                  top=MAX_MICRO_BATCH)
+        rc = pins.pop("recompute_granularity", recompute)
+        rc = tuple("none" if x is None else x for x in itertools.islice(rc, MAX_CHOICES)) \
+            if isinstance(rc, (list, tuple, set, frozenset)) else rc
+        if not isinstance(rc, tuple) or not rc or not all(isinstance(x, str) and x in _RECOMPUTE for x in rc):
+            raise _problem("recompute", show(rc), "allowed: " + ", ".join(_RECOMPUTE))
         self.recompute = tuple(x for x in _RECOMPUTE if x in rc)
         dist = pins.pop("use_distributed_optimizer", distributed_optimizer)
-        dist = (dist,) if isinstance(dist, bool) else tuple(dist)
-        if not dist or any(not isinstance(x, bool) for x in dist):
-            raise _problem("distributed_optimizer", list(dist), "must be true and/or false")
+        dist = (dist,) if isinstance(dist, bool) else tuple(dist) if isinstance(dist, (list, tuple, set,
+                                                                                       frozenset)) else None
+        if not dist or len(dist) > 2 or any(not isinstance(x, bool) for x in dist):
+            raise _problem("distributed_optimizer", show(dist), "must be true and/or false")
         self.dist = tuple(sorted(set(dist), reverse=True))
         for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                      "expert_model_parallel_size", "expert_tensor_parallel_size"):
             if name in pins:
                 pins[name] = _positive_ints(name, pins[name])
+        if "virtual_pipeline_model_parallel_size" in pins:      # null: plain 1F1B, as 1
+            vpp = tuple(1 if x is None else x for x in pins["virtual_pipeline_model_parallel_size"])
+            pins["virtual_pipeline_model_parallel_size"] = _positive_ints("virtual_pipeline_model_parallel_size",
+                                                                          vpp, top=MAX_LAYERS)
+        for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
+            if name in pins:
+                pins[name] = _pinned_layers(name, pins[name])
         self._setup_model()
 
     # -- model constants and the memory lower bound ---------------------------------------------
@@ -368,7 +424,8 @@ class _Engine(_CostModel):
         last_pin = self.pins.get("num_layers_in_last_pipeline_stage")
         for t in self._allowed("tensor_model_parallel_size", tps):
             sps = self.pins.get("sequence_parallel", (t > 1,))
-            for p in self._allowed("pipeline_model_parallel_size", [p for p in _divisors(n // t) if p <= L]):
+            for p in self._allowed("pipeline_model_parallel_size",
+                                   [p for p in _divisors(n // t) if p <= min(L, MAX_STAGES)]):
                 for first, last in _splits(L, p):
                     if first_pin is not None and first not in first_pin:
                         continue
@@ -405,11 +462,13 @@ class _Engine(_CostModel):
             for rc in self.recompute:
                 for b in self.mbs:
                     if self.gbs is not None:
-                        if self.gbs % (b * dp):
+                        if self.gbs % (b * dp) or interleaving_problem(sh.p, sh.v, self.gbs // (b * dp)):
                             continue
                         gbs = self.gbs
                     else:
-                        gbs = self.auto_gbs(b, dp)
+                        gbs = self.auto_gbs(b, dp, sh.p, sh.v)
+                        if gbs > MAX_BATCH:        # a configuration the loader would refuse
+                            continue
                     yield d, rc, b, gbs
 
     # -- configurations and evaluation ----------------------------------------------------------

@@ -16,15 +16,17 @@ bytes, as Megatron prints them ("MiB"/"GiB" give the same numbers with honest la
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from .config import load_config
+from .errors import ConfigError, Problem, clip, show
 from .report import GIB, to_plain
 from .resolve import resolve
-from .schema import SECTIONS, Config
+from .schema import MAX_BATCH, SECTIONS, Config
 
 __all__ = ["FORMULAS", "MemoryComponent", "TrainingMemoryEstimate", "estimate_training_memory",
            "format_training_memory_estimate", "megatron_bridge_config", "megatron_lm_args", "memory_unit"]
@@ -38,10 +40,10 @@ _UNITS = {"MB": (2 ** 20, "MB"), "GB": (GIB, "GB"), "MIB": (2 ** 20, "MiB"), "GI
 
 def memory_unit(unit: str) -> tuple[int, str]:
     """(bytes per unit, label) of ``unit``: MB/GB as upstream prints them (2^20/2^30 bytes), or MiB/GiB."""
-    key = str(unit).strip().upper()
+    key = unit.strip().upper() if isinstance(unit, str) else None
     if key not in _UNITS:
-        raise ValueError(f"Unsupported memory unit: {unit!r}; allowed: MB, GB (binary, 2^20 and 2^30 bytes, "
-                         "as Megatron prints them), MiB, GiB")
+        raise ConfigError(Problem("unit", show(unit), f"Unsupported memory unit: {show(unit)}; allowed: MB, GB "
+                                  "(binary, 2^20 and 2^30 bytes, as Megatron prints them), MiB, GiB"))
     return _UNITS[key]
 
 
@@ -180,30 +182,67 @@ def estimate_training_memory(cfg, num_microbatches: int | None = None, formula: 
     arguments (``moe_latent_size``, ...). ``num_microbatches`` defaults to the number the configuration's
     global_batch_size gives (upstream passes its own; None means "fill the pipeline").
     """
-    if formula not in FORMULAS:
-        raise ValueError(f"Unknown formula {formula!r}; allowed: {', '.join(FORMULAS)}")
+    if not isinstance(formula, str) or formula not in FORMULAS:
+        raise ConfigError(Problem("formula", show(formula), f"Unknown formula {show(formula)}; allowed: "
+                                  f"{', '.join(FORMULAS)}"))
     if num_microbatches is not None and (isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int)
-                                         or num_microbatches < 1):
-        raise ValueError(f"num_microbatches must be a positive integer, got {num_microbatches!r}")
+                                         or not 1 <= num_microbatches <= MAX_BATCH):
+        raise ConfigError(Problem("num_microbatches", show(num_microbatches), "num_microbatches must be a positive "
+                                  f"integer (at most {MAX_BATCH:,}), got {show(num_microbatches)}"))
     upstream = _is_upstream(cfg)
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError(Problem("overrides", show(overrides), "must be a mapping of upstream argument names"))
     if formula == "estimator":
         if upstream:
-            raise ValueError("formula 'estimator' needs a configuration (path, YAML/JSON text, a dict of the "
-                             "sections model/parallelism/training/precision, or a Config), not upstream arguments")
+            raise ConfigError(Problem("config", show(cfg), "formula 'estimator' needs a configuration (path, "
+                                      "YAML/JSON text, a dict of the sections model/parallelism/training/precision, "
+                                      "or a Config), not upstream arguments"))
         if overrides:
-            raise ValueError("overrides of upstream arguments apply only to the megatron-lm and megatron-bridge "
-                             f"formulas, got {sorted(overrides)}")
+            raise ConfigError(Problem("overrides", show(overrides), "overrides of upstream arguments apply only to "
+                                      f"the megatron-lm and megatron-bridge formulas, got {show(sorted(map(str, overrides)))}"))
         return _from_estimator(load_config(cfg), num_microbatches)
     from . import compat  # compat builds this module's result types
     if not upstream:
         cfg = load_config(cfg)
         if num_microbatches is None:
             num_microbatches = resolve(cfg).m
-    if formula == "megatron-lm":
-        return compat.megatron_lm_estimate(cfg if upstream else megatron_lm_args(cfg), num_microbatches,
-                                           **(overrides or {}))
-    return compat.megatron_bridge_estimate(cfg if upstream else megatron_bridge_config(cfg), num_microbatches,
-                                           **(overrides or {}))
+    else:
+        _check_upstream(cfg, overrides or {}, formula)
+    try:
+        if formula == "megatron-lm":
+            return compat.megatron_lm_estimate(cfg if upstream else megatron_lm_args(cfg), num_microbatches,
+                                               **(overrides or {}))
+        return compat.megatron_bridge_estimate(cfg if upstream else megatron_bridge_config(cfg), num_microbatches,
+                                               **(overrides or {}))
+    except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+        if not upstream or isinstance(exc, ConfigError):
+            raise
+        # Upstream arguments are untyped by design; upstream's own code would fail the same way.
+        raise ConfigError(Problem(formula, None, f"the upstream arguments cannot be evaluated: "
+                                  f"{clip(str(exc))}")) from None
+
+
+def _check_upstream(args, overrides: Mapping, formula: str) -> None:
+    """Upstream arguments named like a schema field are held to its type and bounds before any arithmetic
+    (``num_layers: 10**30`` would otherwise build a list per layer); every number must be finite."""
+    from .schema import field_specs
+    specs = {s.name: s for s in field_specs()}
+    items = []
+    for source in (args, overrides):
+        d = source if isinstance(source, Mapping) else getattr(source, "__dict__", {})
+        for k, v in d.items():
+            sub = v if isinstance(v, Mapping) else getattr(v, "__dict__", None) if k in ("model", "train",
+                                                                                          "optimizer") else None
+            items += list(sub.items()) if isinstance(sub, Mapping) else [(k, v)]
+    for k, v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(Problem(f"{formula}.{k}", show(v), f"must be a finite number, got {show(v)}"))
+        spec = specs.get(k) if isinstance(k, str) else None
+        if spec is None or isinstance(v, bool) or not isinstance(v, (int, float)) or spec.type not in ("int", "float"):
+            continue
+        if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
+            raise ConfigError(Problem(f"{formula}.{k}", show(v), f"must be between {spec.min:g} and {spec.max:,}, "
+                                      f"got {show(v)}"))
 
 
 def _from_estimator(cfg: Config, num_microbatches: int | None) -> TrainingMemoryEstimate:

@@ -28,6 +28,11 @@ verdict). Requests, ``{"op": ...}``:
   and family.
 
 Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.errors.Problem`.
+:func:`handle` never raises and always answers strict JSON (no NaN or Infinity, which the page's
+``JSON.parse`` refuses): a request that is not a JSON object of the shape above, or a non-finite number
+anywhere in it or in what an import produced, is an error naming where it is.
+Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments, search) are lazy, so
+``import estimator.web`` stays cheap.
 """
 
 from __future__ import annotations
@@ -37,12 +42,14 @@ import json
 from functools import lru_cache
 
 from . import __version__, advice, estimate as _estimate
+from . import yamlio
 from .config import load_config, parse_text
-from .errors import ConfigError, EstimatorError, Problem
+from .errors import ConfigError, EstimatorError, Problem, clip, show
 from .form import QUICK, hidden_fields, label
-from .report import GIB
+from .report import GB, GIB
 from .schema import SECTIONS, field_specs
 from .verdicts import MEANINGS, WORDS
+from .web_checks import request_problem, shape_problems, strict
 from .web_view import UNIT, view
 
 __all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
@@ -173,7 +180,7 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
     cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
     for path, raw in (state.get("values") or {}).items():
         if path not in _SPECS:
-            problems.append(Problem(path, raw, "unknown field"))
+            problems.append(Problem(clip(path) or "state.values", raw, f"unknown field {show(path)}"))
             continue
         section, field = path.split(".", 1)
         value = parse_value(path, raw)
@@ -329,6 +336,9 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             if not isinstance(data, dict):
                 return _error("import.yaml", None, "expected a mapping with sections model, parallelism, "
                               "training, precision")
+            problems = shape_problems(data, "import.yaml")
+            if problems:
+                return _errors(problems)
             cfg = data
         elif kind == "hf":
             from .hf import from_hf_config
@@ -497,27 +507,41 @@ def warm() -> None:
     gc.freeze()
 
 
-def handle(request: str) -> str:
-    """Answer one JSON request (see the module docstring) with a JSON response; never raises."""
+def _answer(req: dict) -> dict:
+    op, state = req["op"], req.get("state") or {}
+    if op == "compute":
+        changed = req.get("changed")
+        return compute(state, bool(req.get("exports", True)), changed if isinstance(changed, str) else None)
+    if op == "advice":
+        return advise(state)
+    if op == "catalog":
+        from .catalog import listing
+        return {"models": listing()}
+    if op == "import":
+        return import_text(state, req.get("kind"), req.get("text") or "")
+    if op == "search":
+        return find_layouts(state, req.get("top") or 10)
+    config = req.get("config") or {}
+    problems = shape_problems(config, "config")
+    if problems:
+        return _errors(problems)
     try:
-        req = json.loads(request)
-        op, state = req.get("op"), req.get("state") or {}
-        if op == "compute":
-            changed = req.get("changed")
-            res = compute(state, bool(req.get("exports", True)), changed if isinstance(changed, str) else None)
-        elif op == "advice":
-            res = advise(state)
-        elif op == "import":
-            res = import_text(state, req.get("kind"), req.get("text") or "")
-        elif op == "search":
-            res = find_layouts(state, int(req.get("top") or 10))
-        elif op == "layout":
-            res = {"state": layout_state(state, req.get("config") or {})}
-        elif op == "catalog":
-            from .catalog import listing
-            res = {"models": listing()}
+        return {"state": layout_state(state, config)}
+    except EstimatorError as exc:
+        return _error("preset", state.get("preset"), str(exc).strip("'\""))
+
+
+def handle(request: str) -> str:
+    """Answer one JSON request (see the module docstring) with a strict-JSON response; never raises."""
+    try:
+        try:
+            req = yamlio.load_json(request) if isinstance(request, str) else None
+        except yamlio.YamlError as exc:
+            res = _error("request", None, f"invalid JSON: {exc}")
         else:
-            res = _error("op", op, "unknown request; allowed: compute, advice, import, search, layout, catalog")
-    except Exception as exc:    # the page shows it instead of hanging
-        res = _error("internal", None, f"{type(exc).__name__}: {exc}")
-    return json.dumps(res, separators=(",", ":"))
+            problem = request_problem(req)
+            res = _errors([problem]) if problem else _answer(req)
+        return json.dumps(strict(res), separators=(",", ":"), allow_nan=False)
+    except Exception as exc:    # a bug of ours: the page shows it instead of waiting for ever
+        return json.dumps(_error("internal", None, f"{type(exc).__name__}: {clip(str(exc))}"),
+                          separators=(",", ":"))

@@ -6,17 +6,89 @@ sequences nested by indentation, flow sequences and mappings (``[0, 1]``, ``{a: 
 and double-quoted scalars, ``null``/``~``, booleans, integers, floats, comments, and ``|``/``>``
 block scalars. Anchors, tags and multi-document streams are rejected with a clear error.
 :func:`dump` writes plain block YAML that :func:`load` (and PyYAML) read back identically.
+
+Hostile text gets a :class:`YamlError` too, in time linear in its length: collections nested deeper than
+:data:`MAX_DEPTH` levels (a configuration needs three), integers longer than Python converts (4,300
+digits). :func:`load_json` applies the same limits to JSON, which the loaders also accept.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
-__all__ = ["YamlError", "dump", "load"]
+from .errors import show
+
+__all__ = ["MAX_DEPTH", "YamlError", "dump", "load", "load_json"]
+
+#: Deepest nesting of mappings and sequences accepted (a configuration file needs 3).
+MAX_DEPTH = 32
 
 
 class YamlError(ValueError):
     """The text is not YAML this reader understands; the message gives the line number."""
+
+
+def _too_deep(lineno) -> YamlError:
+    return YamlError(f"line {lineno}: collections nested deeper than {MAX_DEPTH} levels")
+
+
+def _int(t: str, lineno: int) -> int:
+    try:
+        return int(t)
+    except ValueError:       # more digits than Python converts (sys.get_int_max_str_digits)
+        raise YamlError(f"line {lineno}: the number {show(t)} has {len(t):,} digits, too many to read") from None
+
+
+_SPECIAL = re.compile(r"[\[\]{}\"'\\\n]")
+
+
+def nesting_depth(text: str, *, quotes: str = "\"'", stop: int = MAX_DEPTH) -> tuple[int, int]:
+    """(deepest bracket nesting, line where it first exceeds ``stop``) of a JSON or YAML flow text, outside
+    quoted strings; one pass over the special characters, stopping at the first excess."""
+    depth = deepest = 0
+    quote = None
+    line = 1
+    escaped = False
+    for match in _SPECIAL.finditer(text):
+        c = match.group()
+        if escaped:
+            escaped = False
+            if c != "\n":
+                continue
+        if c == "\n":
+            line += 1
+            continue
+        if quote:
+            if c == "\\" and quote == '"':
+                escaped = match.end() < len(text) and text[match.end()] in "\\\"'[]{}\n"
+            elif c == quote:
+                quote = None
+            continue
+        if c in quotes:
+            quote = c
+        elif c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > stop:
+                    return deepest, line
+        elif c in "]}":
+            depth -= 1
+    return deepest, line
+
+
+def load_json(text: str):
+    """Parse JSON text with this module's limits; every failure is a :class:`YamlError` naming the line."""
+    deepest, line = nesting_depth(text, quotes='"')
+    if deepest > MAX_DEPTH:
+        raise _too_deep(line)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise YamlError(f"line {exc.lineno}: {exc.msg}") from None
+    except ValueError:        # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise YamlError("a number has more than 4,300 digits, too many to read") from None
 
 
 _INT = re.compile(r"^[-+]?(0|[1-9][0-9_]*)$")
@@ -34,9 +106,9 @@ def _scalar(text: str, lineno: int):
     if t[0] in "\"'":
         return _quoted(t, lineno)
     if t[0] in "&*!":
-        raise YamlError(f"line {lineno}: anchors, aliases and tags are not supported: {t!r}")
+        raise YamlError(f"line {lineno}: anchors, aliases and tags are not supported: {show(t)}")
     if _INT.match(t):
-        return int(t.replace("_", ""))
+        return _int(t.replace("_", ""), lineno)
     if _FLOAT.match(t) and any(c in t for c in ".eE"):
         return float(t.replace("_", ""))
     if t in (".inf", "+.inf"):
@@ -51,7 +123,7 @@ def _scalar(text: str, lineno: int):
 def _quoted(t: str, lineno: int) -> str:
     q = t[0]
     if len(t) < 2 or t[-1] != q:
-        raise YamlError(f"line {lineno}: unterminated quoted string {t!r}")
+        raise YamlError(f"line {lineno}: unterminated quoted string {show(t)}")
     body = t[1:-1]
     if q == "'":
         return body.replace("''", "'")
@@ -70,6 +142,8 @@ def _quoted(t: str, lineno: int) -> str:
 
 def _strip_comment(line: str) -> str:
     """Remove a trailing comment (a ``#`` at the start or after whitespace, outside quotes)."""
+    if "#" not in line:
+        return line.rstrip()
     quote = None
     depth = 0
     for i, c in enumerate(line):
@@ -114,21 +188,23 @@ def _split_flow(body: str, lineno: int) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def _flow(t: str, lineno: int):
+def _flow(t: str, lineno: int, depth: int = 0):
     t = t.strip()
+    if depth > MAX_DEPTH or (depth == 0 and nesting_depth(t)[0] > MAX_DEPTH):   # checked before the
+        raise _too_deep(lineno)                                                # recursion (quadratic in depth)
     if t.startswith("["):
         if not t.endswith("]"):
-            raise YamlError(f"line {lineno}: unterminated flow sequence {t!r}")
-        return [_flow(p, lineno) for p in _split_flow(t[1:-1], lineno)]
+            raise YamlError(f"line {lineno}: unterminated flow sequence {show(t)}")
+        return [_flow(p, lineno, depth + 1) for p in _split_flow(t[1:-1], lineno)]
     if t.startswith("{"):
         if not t.endswith("}"):
-            raise YamlError(f"line {lineno}: unterminated flow mapping {t!r}")
+            raise YamlError(f"line {lineno}: unterminated flow mapping {show(t)}")
         out = {}
         for p in _split_flow(t[1:-1], lineno):
             k, sep, v = p.partition(":")
             if not sep:
-                raise YamlError(f"line {lineno}: expected 'key: value' in {p!r}")
-            out[_scalar(k, lineno)] = _flow(v, lineno)
+                raise YamlError(f"line {lineno}: expected 'key: value' in {show(p)}")
+            out[_scalar(k, lineno)] = _flow(v, lineno, depth + 1)
         return out
     return _scalar(t, lineno)
 
@@ -166,6 +242,7 @@ class _Reader:
                 raise YamlError(f"line {n}: multi-document streams are not supported")
             self.lines.append((n, len(s) - len(s.lstrip()), s.strip()))
         self.i = 0
+        self.depth = 0
 
     def parse(self):
         if not self.lines:
@@ -173,17 +250,23 @@ class _Reader:
         value = self.block(self.lines[0][1])
         if self.i < len(self.lines):
             n, _, c = self.lines[self.i]
-            raise YamlError(f"line {n}: unexpected content {c!r} (check the indentation)")
+            raise YamlError(f"line {n}: unexpected content {show(c)} (check the indentation)")
         return value
 
     def block(self, indent: int):
         n, ind, content = self.lines[self.i]
-        if content == "-" or content.startswith("- "):
-            return self.sequence(ind)
-        if _key_split(content) is not None:
-            return self.mapping(ind)
-        self.i += 1
-        return _flow(content, n)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _too_deep(n)
+        try:
+            if content == "-" or content.startswith("- "):
+                return self.sequence(ind)
+            if _key_split(content) is not None:
+                return self.mapping(ind)
+            self.i += 1
+            return _flow(content, n)
+        finally:
+            self.depth -= 1
 
     def value_after(self, rest: str, n: int, indent: int):
         if rest in ("|", "|-", "|+", ">", ">-", ">+"):
@@ -207,10 +290,10 @@ class _Reader:
                 raise YamlError(f"line {n}: unexpected indentation")
             kv = _key_split(content)
             if kv is None:
-                raise YamlError(f"line {n}: expected 'key: value', got {content!r}")
+                raise YamlError(f"line {n}: expected 'key: value', got {show(content)}")
             key = _scalar(kv[0], n)
             if key in out:
-                raise YamlError(f"line {n}: duplicate key {key!r}")
+                raise YamlError(f"line {n}: duplicate key {show(key)}")
             self.i += 1
             out[key] = self.value_after(kv[1], n, indent)
         return out

@@ -29,6 +29,11 @@ def _doc(obj) -> str:
     return inspect.cleandoc(obj.__doc__ or "")
 
 
+def _bound(x) -> str:
+    """10,000,000 rather than 1e+07; 0.5 as 0.5."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
 def config_reference() -> dict:
     sections, n = [], 0
     for name, cls in SECTIONS.items():
@@ -39,11 +44,7 @@ def config_reference() -> dict:
             kind = TYPE_LABELS.get(s.type)
             if kind is None:
                 raise MarkerError(f"schema field {s.path} has an unknown type {s.type!r}")
-            bounds = []
-            if s.min is not None:
-                bounds.append(f"≥ {s.min:g}")
-            if s.max is not None:
-                bounds.append(f"≤ {s.max:g}")
+            bounds = [f"{sign} {_bound(x)}" for sign, x in (("≥", s.min), ("≤", s.max)) if x is not None]
             rows.append({
                 "path": s.path, "name": s.name, "type": kind, "choices": list(s.choices or ()),
                 "bounds": ", ".join(bounds), "nullable": s.nullable and not s.required, "required": s.required,

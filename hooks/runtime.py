@@ -13,7 +13,8 @@ browser, through Pyodide. This hook puts everything it needs into the built site
   ``estimator._presets``, as ``pyproject.toml`` maps them), installed in the browser by unpacking it
   into site-packages, without micropip;
 - a Pyodide memory snapshot taken after ``import estimator.web`` (made with Node.js when it is on the
-  PATH; without it the page boots Python from scratch, slower but the same);
+  PATH; without it the page boots Python from scratch, slower but the same), byte for byte the same on
+  every build: it is made with a fixed clock and a fixed entropy stream;
 - for an offline bundle (Material's ``offline`` plugin, ``mkdocs.offline.yml``): the same files as
   gzip+base64 classic scripts, because Chromium refuses ``fetch()`` and module workers on ``file://``,
   and the ``iframe-worker`` shim the offline plugin would otherwise load from unpkg.com.
@@ -234,9 +235,24 @@ def build_wheel(root: Path = ROOT) -> tuple[str, bytes]:
 
 # ---------------------------------------------------------------- memory snapshot (Node.js)
 
+# The snapshot is a copy of Python's whole memory, so it is reproducible only if everything Python reads
+# while it is made is: the clock (a fixed epoch, one millisecond per reading) and the entropy (a fixed
+# pseudo-random stream, which also fixes the hash seed). The page restores it with its own clock and entropy.
 _SNAPSHOT_JS = r"""
+import nodeCrypto from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+let ticks = 0;
+Date.now = () => 946684800000 + ++ticks;
+performance.now = () => ++ticks;
+let state = 0x9e3779b9;
+const fill = (view) => {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  for (let i = 0; i < bytes.length; i++) { state = (Math.imul(state, 1664525) + 1013904223) >>> 0; bytes[i] = state >>> 24; }
+  return view;
+};
+globalThis.crypto.getRandomValues = fill;
+nodeCrypto.randomFillSync = fill;
 const env = process.env;
 const { loadPyodide } = await import(pathToFileURL(env.MME_INDEX + "pyodide.mjs").href);
 const py = await loadPyodide({ indexURL: env.MME_INDEX, lockFileContents: env.MME_LOCK, _makeSnapshot: true,

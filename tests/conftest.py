@@ -10,6 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+#: Inside Pyodide (tests/pyodide_run.py) there are no processes to start, and no mkdocs or Playwright.
+PYODIDE = sys.platform == "emscripten"
+collect_ignore = ["test_site.py", "test_runtime.py", "test_pyodide.py", "test_fuzz.py", "browser"] if PYODIDE else []
+
+
+def pytest_collection_modifyitems(config, items):
+    if PYODIDE:
+        skip = pytest.mark.skip(reason="starts a process: not possible inside Pyodide")
+        for item in items:
+            if item.get_closest_marker("subprocess"):
+                item.add_marker(skip)
+
 
 def _find_reference() -> Path | None:
     for base in (ROOT.parent / "shared" / "reference", ROOT / "shared" / "reference"):

@@ -167,6 +167,7 @@ def test_cli_takes_a_hub_id_where_it_takes_a_config_path(tmp_path, capsys):
     assert by_id["peak"] == by_path["peak"] and by_id["parameters"] == by_path["parameters"]
 
 
+@pytest.mark.subprocess
 def test_cli_unknown_id_and_refused_model_exit_2_without_traceback():
     p = cli("from-hf", "meta-llama/Llama-3-70B", "--num-gpus", "8")
     assert p.returncode == 2 and "Traceback" not in p.stderr

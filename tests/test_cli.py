@@ -32,6 +32,7 @@ def cli(*argv):
     return subprocess.run([sys.executable, "-m", "estimator", *argv], cwd=ROOT, capture_output=True, text=True)
 
 
+@pytest.mark.subprocess
 def test_help_reads_for_every_command():
     p = cli("--help")
     assert p.returncode == 0 and "estimate" in p.stdout and "megatron-args" in p.stdout
@@ -102,6 +103,7 @@ def test_overrides_apply_in_megatrons_spirit(capsys):
     assert code == 0 and "sequence parallelism turned off" in err
 
 
+@pytest.mark.subprocess
 def test_bad_input_exits_2_with_the_field_named():
     p = cli("estimate", "tiny", "--tp", "3")
     assert p.returncode == 2 and "tensor_model_parallel_size (3)" in p.stderr and "Traceback" not in p.stderr
@@ -115,6 +117,7 @@ def test_bad_input_exits_2_with_the_field_named():
         assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, argv
 
 
+@pytest.mark.subprocess
 def test_gpu_verdicts_and_fail_if_oom(capsys):
     code, out, _ = run(capsys, "estimate", "tiny", "--gpu", "H100-80GB")
     assert code == 0 and "fits" in out and "every stage fits" in out
@@ -188,3 +191,61 @@ def test_megatron_args_list_harmless_flags_and_refuse_unmodelled_ones(capsys):
     code, out, err = run(capsys, "estimate", "--megatron-args", model.replace(" --num-gpus 1", "")
                          + " --recompute-granularty full", "--num-gpus", "1")
     assert code == 2 and "did you mean --recompute-granularity" in err
+
+
+# --- hostile input (issue 15) ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["estimate", "tiny", "--gpu-memory", "inf"], "--gpu-memory must be a positive number of GiB"),  # OverflowError
+    (["estimate", "tiny", "--gpu-memory", "nan"], "--gpu-memory must be a positive number of GiB"),
+    (["estimate", "tiny", "--hidden-size", "1" + "0" * 80], "model.hidden_size: must be <= 1,000,000"),
+    (["estimate", "tiny", "--num-layers", "1" + "0" * 30], "model.num_layers: must be <= 10,000"),
+    (["estimate", "tiny", "--hidden-dropout", "inf"], "model.hidden_dropout: must be a finite number"),
+    (["estimate", "a\0b.yaml"], "file not found: a\\0b.yaml"),                    # was "embedded null byte"
+    (["estimate", "tiny", "--formula", "megatron-lm", "--unit", "bytes"], "Unsupported memory unit"),
+    (["search", "tiny", "--num-gpus", "1000000000000000000", "--gpu", "H100-80GB"], "must be <= 10,000,000"),
+    (["search", "tiny", "--num-gpus", "8", "--gpu-memory", "inf"], "gpu_memory: must be a positive number"),
+    (["search", "tiny", "--num-gpus", "8", "--gpu", "H100", "--fix", "sequence_parallel=four"],
+     "search.sequence_parallel: must be true and/or false"),
+])
+def test_hostile_values_exit_2_with_the_field(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_byte_order_mark_and_deep_nesting_in_files(capsys, tmp_path):
+    from estimator import yamlio
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbf" + yamlio.dump(load_preset("tiny").to_dict()).encode())
+    code, out, _ = run(capsys, "estimate", str(tmp_path / "bom.yaml"), "--json")
+    assert code == 0 and json.loads(out)["parameters"]["total"] == 3_213_568       # tiny: hand count in its header
+    (tmp_path / "deep.json").write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, _, err = run(capsys, "estimate", str(tmp_path / "deep.json"))
+    assert code == 2 and "nested deeper than 32 levels" in err
+
+
+def test_an_internal_error_is_one_line_with_exit_code_3(capsys, monkeypatch):
+    """A bug of ours still reaches the user without a traceback, and is told apart from bad input."""
+    import estimator.cli as cli_module
+    monkeypatch.setattr(cli_module, "_verdicts", lambda ns, est: 1 / 0)
+    code, _, err = run(capsys, "estimate", "tiny")
+    assert code == 3 and err.startswith("error: internal error (ZeroDivisionError: division by zero)")
+
+
+@pytest.mark.subprocess
+def test_no_traceback_reaches_the_terminal(tmp_path):
+    """The real entry point, with inputs that used to print tracebacks."""
+    (tmp_path / "deep.yaml").write_text("model: " + "{a: " * 100_000 + "}" * 100_000 + "\n")
+    for argv in (["estimate", "tiny", "--gpu-memory", "inf"], ["estimate", str(tmp_path / "deep.yaml")],
+                 ["search", "tiny", "--num-gpus", "8", "--gpu", "H100", "--max-tp", "nan"]):
+        p = cli(*argv)
+        assert p.returncode == 2 and "Traceback" not in p.stderr and "error" in p.stderr, (argv, p.stderr)
+
+
+@pytest.mark.parametrize("extra, flag", [("--num-layers-per-virtual-pipeline-stage 0",
+                                          "--num-layers-per-virtual-pipeline-stage"),
+                                         ("--num-query-groups abc", "--num-query-groups")])
+def test_launch_argument_importer_names_the_flag(capsys, extra, flag):
+    code, args, _ = run(capsys, "megatron-args", "tiny", "--pp", "2", "--num-gpus", "2", "--oneline")
+    assert code == 0
+    code, _, err = run(capsys, "estimate", "--megatron-args", f"{args.strip()} {extra}", "--num-gpus", "8")
+    assert code == 2 and flag in err and "internal error" not in err

@@ -143,3 +143,107 @@ def test_measured_config_blocks_load_as_they_are(reference):
     cases = yamlio.load((reference / "measured.yaml").read_text())["cases"]
     for case in cases:
         load_config(case["config"])
+
+
+# --- hostile input (issue 15): bounds before arithmetic, depth, encodings, the interleaved schedule ---------
+
+@pytest.mark.parametrize("section, name, value, limit", [
+    ("model", "hidden_size", 10 ** 80, "1,000,000"),            # was OverflowError: int too large to convert to float
+    ("model", "num_layers", 10 ** 30, "10,000"),                # was "cannot fit 'int' into an index-sized integer"
+    ("model", "num_layers", 10 ** 8, "10,000"),                 # was a MemoryError
+    ("training", "world_size", 10 ** 18, "10,000,000"),
+    ("training", "seq_length", 10 ** 9, "100,000,000"),
+    ("parallelism", "pipeline_model_parallel_size", 10 ** 6, "1,024"),
+    ("model", "hidden_dropout", 1e308, "1"),
+])
+def test_values_past_the_bounds_name_field_value_and_limit(section, name, value, limit):
+    cfg = make_config(dict(LLAMA), training={"world_size": 8})
+    cfg[section][name] = value
+    p = problems(cfg)[f"{section}.{name}"]
+    assert p.message.startswith(f"must be <= {limit}, got ") and p.value == value
+
+
+def test_bounds_come_from_the_schema():
+    from estimator.schema import field_specs
+    numeric = [s for s in field_specs() if s.type in ("int", "float")]
+    assert all(s.max is not None for s in numeric), [s.path for s in numeric if s.max is None]
+
+
+def test_an_integer_too_long_to_print_is_named_not_printed():
+    """A 5,000-digit integer cannot even be converted to text by Python (sys.get_int_max_str_digits)."""
+    p = problems(make_config({**LLAMA, "hidden_size": 10 ** 5000}, training={"world_size": 8}))["model.hidden_size"]
+    assert "an integer of about 5,001 digits" in p.message
+    for text in ('{"model": {"num_layers": ' + "1" * 5000 + "}}", "model:\n  num_layers: " + "1" * 5000 + "\n"):
+        assert "too many" in problems(text)["config"].message
+
+
+@pytest.mark.parametrize("text", ['{"model": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                                  "model: " + "[" * 100_000 + "]" * 100_000 + "\n",
+                                  "model: " + "{a: " * 100_000 + "}" * 100_000 + "\n",
+                                  "".join(" " * i + f"k{i}:\n" for i in range(0, 200, 2))])
+def test_deep_nesting_is_refused_without_recursion(text):
+    """JSON or YAML nested 100,000 deep was a RecursionError (JSON) or a hang (YAML flow collections)."""
+    assert "nested deeper than 32 levels" in problems(text)["config"].message
+
+
+def test_a_byte_order_mark_is_ignored(tmp_path):
+    """Editors on Windows write one; it was read as part of the first key ("model: unknown section")."""
+    from estimator import yamlio
+    cfg = make_config(dict(LLAMA), training={"world_size": 8})
+    for name, text in (("c.yaml", yamlio.dump(cfg)), ("c.json", json.dumps(cfg))):
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert load_config(tmp_path / name) == load_config(cfg)
+        assert load_config("\ufeff" + text) == load_config(cfg)
+
+
+def test_unreadable_paths_are_clear_errors(tmp_path):
+    assert "not a valid file path" in problems("a\0b.yaml")["config"].message       # was "embedded null byte"
+    (tmp_path / "latin1.yaml").write_bytes(b"model:\n  num_layers: 2 # \xe9\n")
+    assert "is not UTF-8 text" in problems(tmp_path / "latin1.yaml")["config"].message
+
+
+def test_fifty_thousand_unknown_keys_are_counted_not_each_matched():
+    """Each unknown key was compared with every known name (37 s for 50,000 keys)."""
+    with pytest.raises(ConfigError) as exc:
+        load_config({"model": {f"k{i}": 1 for i in range(50_000)}})
+    unknown = [p for p in exc.value.problems if p.field.startswith("model.k")]
+    assert len(unknown) == 19 and any(p.message == "49,981 more unknown keys in 'model'" for p in exc.value.problems)
+
+
+def test_non_mapping_configurations_are_refused():
+    for data in (5, [1, 2], None, "[1, 2]\n", "5\n"):
+        with pytest.raises(ConfigError):
+            load_config(data)
+
+
+def test_a_string_where_a_boolean_belongs_is_refused():
+    p = problems(make_config(dict(LLAMA), training={"world_size": 8, "sequence_parallel": "four"}))
+    assert p["training.sequence_parallel"].message == "must be true or false, got 'four'"
+
+
+INTERLEAVED = make_config({**LLAMA, "num_layers": 8}, {"pipeline_model_parallel_size": 2,
+                          "virtual_pipeline_model_parallel_size": 2}, {"world_size": 8, "micro_batch_size": 4})
+
+
+@pytest.mark.parametrize("gbs, ok", [(16, False), (32, True), (48, False), (64, True)])
+def test_interleaved_schedule_needs_a_multiple_of_pp_micro_batches(gbs, ok):
+    """Megatron-Core's interleaved schedule runs micro-batches in groups of PP per chunk and refuses a last
+    group that is not full. World 8, PP 2 -> DP 4; micro-batch 4: m = gbs / 16, i.e. 1, 2, 3, 4 for the
+    global batches above: 1 and 3 are not multiples of PP 2 (1 < PP is the case that was under-counted)."""
+    cfg = json.loads(json.dumps(INTERLEAVED))
+    cfg["training"]["global_batch_size"] = gbs
+    if ok:
+        assert load_config(cfg).training.global_batch_size == gbs
+    else:
+        p = problems(cfg)["training.global_batch_size"]
+        assert f"= {gbs // 16} micro-batches per step" in p.message and "multiple of pipeline_model_parallel_size (2)" in p.message
+        cfg["parallelism"]["virtual_pipeline_model_parallel_size"] = None      # plain 1F1B takes any number
+        load_config(cfg)
+
+
+def test_interleaved_micro_batch_override_is_checked_too():
+    from estimator import estimate
+    cfg = json.loads(json.dumps(INTERLEAVED))
+    with pytest.raises(ConfigError, match="multiple of pipeline_model_parallel_size"):
+        estimate(cfg, num_microbatches=3)
+    assert estimate(cfg, num_microbatches=4).parallel["num_microbatches"] == 4

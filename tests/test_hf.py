@@ -192,3 +192,55 @@ def test_moe_layer_patterns():
     assert m["moe_layer_freq"] == [0, 0, 1, 0, 1, 0] and "mtp_num_layers" not in m
     with pytest.raises(UnsupportedError, match="topk_method 'weird'"):
         from_hf_config({**ds, "topk_method": "weird"})
+
+
+# --- hostile config.json values (issue 15): every key read is type-checked and bounded ------------------
+
+@pytest.mark.parametrize("key, value, message", [
+    ("model_type", [], "must be a name such as 'llama', got []"),                 # was TypeError: unhashable
+    ("architectures", "LlamaForCausalLM", "must be a list of class names"),
+    ("hidden_act", {}, "must be a name (a string), got {}"),                       # was TypeError: unhashable
+    ("rms_norm_eps", True, "must be a finite number, got True"),                   # was silently 1.0
+    ("rms_norm_eps", [1], "must be a finite number, got [1]"),                     # was TypeError in float()
+    ("rms_norm_eps", float("nan"), "must be a finite number, got nan"),
+    ("rms_norm_eps", 2.0, "must be between 0 and 1"),
+    ("attention_dropout", "0.1", "must be a finite number, got '0.1'"),           # was silently ignored
+    ("hidden_dropout", float("inf"), "must be a finite number, got inf"),          # was Infinity in the page's JSON
+    ("num_hidden_layers", 10 ** 30, "must be <= 10,000, got"),                    # was a hang building the pattern
+    ("hidden_size", 10 ** 80, "must be <= 1,000,000, got"),
+    ("vocab_size", 4096.0, "must be a non-negative integer, got 4096.0"),
+])
+def test_wrong_types_and_absurd_values_name_the_key(key, value, message):
+    with pytest.raises(ConfigError) as exc:
+        from_hf_config({**LLAMA, key: value})
+    (p,) = exc.value.problems
+    assert p.field == f"config.json:{key}" and message in p.message
+
+
+def test_a_config_that_is_not_an_object(tmp_path):
+    for text in ("5", "[1, 2]", "null", '"llama"'):
+        (tmp_path / "config.json").write_text(text)
+        with pytest.raises(ConfigError, match="must hold a JSON object"):
+            from_hf_config(tmp_path / "config.json")
+    (tmp_path / "config.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(LLAMA).encode())     # a byte-order mark
+    assert from_hf_config(tmp_path / "config.json") == from_hf_config(LLAMA)
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ConfigError, match="nested deeper than 32 levels"):
+        from_hf_config(tmp_path)
+    for source in (5, [LLAMA], "a\0b/config.json"):
+        with pytest.raises(ConfigError):
+            from_hf_config(source)
+
+
+def test_many_unknown_keys_are_listed_briefly():
+    with pytest.raises(UnsupportedError) as exc:
+        from_hf_config({**LLAMA, **{f"extra_{i:05}": i for i in range(50_000)}})
+    assert "extra_00019 and 49,980 more" in str(exc.value) and len(str(exc.value)) < 2_000
+
+
+def test_mlp_only_layers_are_checked_before_use():
+    qwen = {**LLAMA, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "head_dim": 32,
+            "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
+    for bad in ([True], [0] * 10 ** 6, "0", [99]):
+        with pytest.raises(ConfigError, match="mlp_only_layers"):
+            from_hf_config({**qwen, "mlp_only_layers": bad})

@@ -10,6 +10,8 @@ per layer; embedding = output = 32000*1024 = 32,768,000; final norm 1024.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from estimator import ConfigError, estimate
@@ -93,6 +95,17 @@ def test_interleaved_in_flight_microbatches():
     assert [len(in_flight(r, s)) for s in range(4)] == [11, 9, 7, 5]
     assert in_flight(r, 0) == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0]
     assert [list(c) for c in r.stages[0]] == [[0], [4]]
+    assert [[in_flight(r, s).count(c) for c in (0, 1)] for s in range(4)] == [[7, 4], [5, 4], [4, 3], [4, 1]]
+
+
+def test_deep_interleaved_pipeline_without_a_global_batch():
+    """Listing every in-flight micro-batch cost O(p^2 v) (PP 512 x VPP 8 took seconds). With PP 1,024, VPP 8
+    and no global batch, stage 0 holds (p - 1) * 2 + (v - 1) * p + 1 = 2046 + 7168 + 1 = 9215 chunk-micro-
+    batches, the last stage (v - 1) * p + 1 = 7169."""
+    cfg = make_config({**MODEL, "num_layers": 8192}, {"pipeline_model_parallel_size": 1024,
+                      "virtual_pipeline_model_parallel_size": 8}, {"world_size": 1024})
+    e = estimate(cfg)
+    assert (e.stages[0].microbatches_in_flight, e.stages[-1].microbatches_in_flight) == (9215, 7169)
 
 
 def test_dense_layer_activations_by_hand():

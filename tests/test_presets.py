@@ -107,6 +107,7 @@ def test_unknown_preset_suggests_the_nearest():
         preset_path("nope")
 
 
+@pytest.mark.subprocess
 def test_presets_are_found_when_installed(tmp_path):
     """pyproject.toml maps presets/ to the package estimator._presets: build that layout outside the checkout
     and load a preset from it."""

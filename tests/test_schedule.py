@@ -89,9 +89,9 @@ def test_in_flight_follows_the_group_size():
 
 @pytest.mark.parametrize("group, gbs, words", [
     (2, 16, "must be >= pipeline_model_parallel_size (4)"),
-    (32, 16, "<= the number of micro-batches (16)"),
+    (32, 16, "16 micro-batches per step; the interleaved schedule"),
     (6, 16, "the last group holds 4"),   # 16 % 6 = 4 >= p: allowed, checked below
-    (5, 16, "the last group holds 1"),
+    (5, 16, "leave a last group of 1"),
 ])
 def test_group_size_rules(group, gbs, words):
     """schedules.py: N in [p, m], and m % N is 0 or at least p."""

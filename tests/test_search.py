@@ -215,6 +215,20 @@ def test_sequence_parallel_whenever_tp_and_distributed_optimizer_by_default():
     (dict(hidden_size=4096), "search.hidden_size"),
     (dict(world_size=8), "search.world_size"),
     (dict(seq_length=100_000), "training.seq_length"),
+    # Hostile values (issue 15): each was a TypeError, a hang or an accepted nonsense before.
+    (dict(max_tp=float("nan")), "search.max_tp"),
+    (dict(num_gpus=10 ** 18), "search.num_gpus"),                 # _divisors() took minutes
+    (dict(num_gpus=range(1, 10 ** 9)), "search.num_gpus"),
+    (dict(micro_batch_sizes=2.5), "search.micro_batch_sizes"),
+    (dict(recompute=1.5), "search.recompute"),
+    (dict(distributed_optimizer="yes"), "search.distributed_optimizer"),
+    (dict(sequence_parallel="four"), "search.sequence_parallel"),  # was accepted into the layouts' configs
+    (dict(vpp="two"), "search.virtual_pipeline_model_parallel_size"),
+    (dict(first_stage_layers=-1), "search.num_layers_in_first_pipeline_stage"),
+    (dict(gpu=10 ** 100), "search.gpu"),
+    (dict(seq_length=10 ** 12), "search.seq_length"),
+    (dict(global_batch_size=float("inf")), "search.global_batch_size"),
+    (dict(gpus_per_node=float("nan")), "search.gpus_per_node"),
 ])
 def test_bad_input_names_the_field(kwargs, field):
     args = dict(num_gpus=8, gpu="H100-80GB")
@@ -254,3 +268,38 @@ def test_public_api():
     assert {"search", "min_gpus", "max_micro_batch", "max_seq_length", "Layout", "SearchResult",
             "Answer"} <= set(S.__all__)
     assert isinstance(search("tiny", num_gpus=4, gpu=8 * GIB), SearchResult)
+
+
+def test_no_layout_breaks_the_interleaved_micro_batch_rule():
+    """Issue 15: on 8 GPUs the tiny preset (global batch 16) was best as TP1 PP2 VPP2 DP4 mbs4, one
+    micro-batch per step, which Megatron-Core's interleaved schedule refuses (it needs a multiple of PP).
+    Every variant the search lists now passes the same validation as estimate()."""
+    res = search("tiny", num_gpus=8, gpu="H100-80GB", top=None, distinct=False)
+    assert res.layouts
+    for lay in res.layouts:
+        if lay.vpp > 1:
+            assert lay.num_microbatches % lay.pp == 0, lay.label
+        _reproduces(lay)
+
+
+def test_default_global_batch_fills_interleaved_groups():
+    """Without a global batch, a layout takes about 4 Mi tokens (DEFAULT_TOKENS_PER_STEP): at s = 1024 that is
+    4096 sequences; TP1 PP4 VPP2 CP1 on 24 GPUs is DP 6, so 4096 / 6 = 682.7 -> 683 micro-batches, rounded up
+    to 684 = 171 x PP 4 for the interleaved schedule (global batch 684 x 6 = 4104)."""
+    res = search({**TINY, "num_layers": 8}, num_gpus=24, gpu="H100-80GB", seq_length=1024, tp=1, pp=4, vpp=2, cp=1,
+                 mbs=1, recompute="none", top=None, distinct=False)
+    (lay,) = res.layouts
+    assert lay.config["training"]["global_batch_size"] == 4104
+    _reproduces(lay)
+
+
+def test_listing_every_layout_is_capped(monkeypatch):
+    """--all --variants kept every fitting estimate in memory (7.8 GiB for DeepSeek-V3 on 4,096 GPUs); the
+    search keeps only each layout's peak and returns the best MAX_LAYOUTS."""
+    import importlib
+    S = importlib.import_module("estimator.search")
+    full = search("tiny", num_gpus=8, gpu="H100-80GB", top=None, distinct=False)
+    monkeypatch.setattr(S, "MAX_LAYOUTS", 5)
+    res = search("tiny", num_gpus=8, gpu="H100-80GB", top=None, distinct=False)
+    assert [lay.label for lay in res.layouts] == [lay.label for lay in full.layouts[:5]]
+    assert f"{len(full.layouts):,} layouts fit; the best 5 are listed." in res.notes

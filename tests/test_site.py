@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -30,11 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 GIB = 2 ** 30
 
 
-def build(site_dir: Path, *, config: Path | None = None, seed: str = "0") -> subprocess.CompletedProcess:
+def build(site_dir: Path, *, config: Path | None = None, seed: str = "0", env: dict | None = None
+          ) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
     if config is not None:
         cmd += ["--config-file", str(config)]
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONHASHSEED": seed}
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONHASHSEED": seed, **(env or {})}
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
 
 
@@ -354,14 +356,38 @@ def test_links_are_relative_and_nothing_loads_from_another_host(site):
 
 
 def test_two_builds_are_identical(site, tmp_path):
-    """Same tree, another hash seed: every page byte for byte (Material stamps only the sitemap)."""
-    proc = build(tmp_path / "again", seed="12345")
+    """Same commit, another hash seed and empty caches (the Pyodide runtime from the first build's download, as
+    an air-gapped build takes it): every file byte for byte, the calculator's memory snapshot and the sitemap
+    included. The snapshot used to differ on every fresh build (Python's memory holds the clock and the hash
+    seed); the sitemap carried the build date, and now carries the last commit's."""
+    tarball = ROOT / ".cache" / "npm" / "pyodide-314.0.7.tgz"
+    env = {"MME_CACHE_DIR": str(tmp_path / "empty-cache")}
+    if tarball.is_file():
+        env["MME_PYODIDE_TARBALL"] = str(tarball)
+    proc = build(tmp_path / "again", seed="12345", env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    first = sorted(p.relative_to(site) for p in site.rglob("*.html"))
-    second = sorted(p.relative_to(tmp_path / "again") for p in (tmp_path / "again").rglob("*.html"))
+    first = sorted(p.relative_to(site) for p in site.rglob("*") if p.is_file())
+    second = sorted(p.relative_to(tmp_path / "again") for p in (tmp_path / "again").rglob("*") if p.is_file())
     assert first == second
+    assert any(rel.name == "snapshot.bin.gz" for rel in first) or shutil.which("node") is None
     for rel in first:
         assert (site / rel).read_bytes() == (tmp_path / "again" / rel).read_bytes(), rel
+
+
+def test_the_sitemap_dates_are_the_last_commits(site):
+    """<lastmod> is the date (UTC) of the last commit, so a build tomorrow gives the same sitemap."""
+    import datetime
+    import re
+    spec = importlib.util.spec_from_file_location("build_date_hook", ROOT / "hooks" / "build_date.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    epoch = hook.source_date_epoch()
+    proc = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+    if proc.returncode == 0:
+        assert epoch == int(proc.stdout)
+    day = datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).date().isoformat()
+    dates = set(re.findall(r"<lastmod>([^<]*)</lastmod>", (site / "sitemap.xml").read_text(encoding="utf-8")))
+    assert dates == {day}
 
 
 # --- markers ----------------------------------------------------------------------------------------

@@ -214,3 +214,23 @@ def test_errors():
         estimate_training_memory(TINY, overrides={"moe_latent_size": 4})
     with pytest.raises(ValueError, match="missing upstream argument"):
         estimate_training_memory({"hidden_size": 8}, formula="megatron-lm")
+
+
+def test_bad_arguments_are_config_errors_naming_the_argument():
+    """Issue 15: an unknown formula was a bare ValueError; a list was the same; upstream arguments of absurd
+    size reached the arithmetic (num_layers 10**30 built a list per layer)."""
+    from estimator import ConfigError
+    for kwargs, field in ((dict(formula="x"), "formula"), (dict(formula=[]), "formula"),
+                          (dict(num_microbatches=0), "num_microbatches"), (dict(num_microbatches=1.5),
+                                                                          "num_microbatches")):
+        with pytest.raises(ConfigError) as exc:
+            estimate_training_memory(TINY, **kwargs)
+        assert exc.value.problems[0].field == field
+    args = vars(mlm_args(seq_length=8, micro_batch_size=1))
+    for name, value in (("num_layers", 10 ** 30), ("hidden_size", float("nan")), ("seq_length", float("inf"))):
+        with pytest.raises(ConfigError) as exc:
+            estimate_training_memory({**args, name: value}, formula="megatron-lm")
+        assert exc.value.problems[0].field == f"megatron-lm.{name}"
+    with pytest.raises(ConfigError) as exc:
+        estimate_training_memory({**args, "hidden_size": "wide"}, formula="megatron-lm")
+    assert exc.value.problems[0].field == "megatron-lm"

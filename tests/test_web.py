@@ -89,6 +89,7 @@ def test_fit_verdict_follows_the_gpu():
     assert res["view"]["verdict"]["word"] == "does not fit"
 
 
+@pytest.mark.subprocess
 def test_cli_export_reproduces_the_estimate():
     state = {"preset": "llama-3-8b", "gpu": "H100-80GB",
              "values": {"parallelism.context_parallel_size": "", "parallelism.pipeline_model_parallel_size": "2",
@@ -102,6 +103,7 @@ def test_cli_export_reproduces_the_estimate():
     assert {k: v for k, v in cli.items() if k != "config"} == {k: v for k, v in res["estimate"].items() if k != "config"}
 
 
+@pytest.mark.subprocess
 def test_yaml_export_round_trips(tmp_path):
     res = web.compute({"preset": "mixtral-8x7b", "values": {"parallelism.expert_model_parallel_size": "4"}})
     (tmp_path / "c.yaml").write_text(res["exports"]["yaml"])
@@ -310,17 +312,19 @@ def test_find_layouts_returns_configurations_that_fit():
 def test_handle_answers_json_and_never_raises():
     out = json.loads(web.handle(json.dumps({"op": "compute", "state": {"preset": "tiny"}})))
     assert out["estimate"]["parameters"]["total"] == 3_213_568                 # tiny: hand count in its header
-    assert json.loads(web.handle("{oops"))["errors"][0]["field"] == "internal"
+    assert json.loads(web.handle("{oops"))["errors"][0]["field"] == "request"       # invalid JSON: a clear error
     assert json.loads(web.handle(json.dumps({"op": "fly"})))["errors"][0]["field"] == "op"
 
 
+@pytest.mark.subprocess
 def test_import_adds_nothing_to_the_package():
     """The browser imports estimator.web before its first result: it must not pull in more than the
     package itself does (the optional modules it uses are imported where they are needed)."""
     code = ("import sys; import estimator; a = set(sys.modules); import estimator.web; "
             "print(sorted(set(sys.modules) - a))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    page = {"estimator.advice", "estimator.form", "estimator.verdicts", "estimator.web", "estimator.web_view"}
+    page = {"estimator.advice", "estimator.form", "estimator.verdicts", "estimator.web", "estimator.web_checks",
+            "estimator.web_view"}
     assert set(eval(out.stdout)) <= page                    # the page's own small modules, nothing else
 
 
@@ -335,3 +339,57 @@ def test_import_megatron_args_says_what_each_flag_does():
     bad = web.import_text({"preset": "tiny"}, "megatron", model + " --use-torch-fsdp2 --optimizer muon")
     assert [e["message"].split(":")[0] for e in bad["errors"]] == ["--use-torch-fsdp2", "--optimizer"]
     assert bad["refused"][1] == {"flag": "--optimizer muon", "reason": "the optimizer states are modelled for Adam only"}
+
+
+# --- hostile requests (issue 15): strict JSON out, a clear error for anything malformed ---------------------
+
+def _strict(text: str):
+    def refuse(constant):
+        raise AssertionError(f"non-standard JSON constant {constant} (the page's JSON.parse throws)")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("request_text, field", [
+    ("null", "request"), ("5", "request"), ("[1]", "request"), ('"compute"', "request"),     # were internal errors
+    ("{oops", "request"), ("[" * 100_000, "request"),
+    ('{"op": 5}', "op"), ('{"op": "compute", "state": [1]}', "state"),
+    ('{"op": "compute", "state": {"values": [1]}}', "state.values"),
+    ('{"op": "compute", "state": {"preset": ["tiny"]}}', "state.preset"),
+    ('{"op": "compute", "state": {"preset": "tiny", "gpu": 80}}', "state.gpu"),
+    ('{"op": "search", "state": {"preset": "tiny"}, "top": "abc"}', "top"),
+    ('{"op": "import", "kind": "yaml", "text": 5}', "text"),
+    ('{"op": "layout", "state": {}, "config": {"model": {"hiden_size": 1}}}', "config.model.hiden_size"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"model.hidden_dropout": Infinity}}}',
+     "model.hidden_dropout"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"model.hidden_dropout": "inf"}}}',
+     "model.hidden_dropout"),                                                 # the answer held Infinity
+    ('{"op": "import", "kind": "yaml", "text": "model:\\n  hidden_dropout: .nan\\n"}', "model.hidden_dropout"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"model.num_layers": ' + "9" * 5000 + "}}}",
+     "request"),
+    ('{"op": "compute", "state": {"preset": "tiny", "values": {"parallelism.pipeline_model_parallel_size": '
+     '"100000"}}}', "parallelism.pipeline_model_parallel_size"),             # froze the tab (a 134 MB answer)
+])
+def test_malformed_requests_get_strict_json_errors_naming_the_field(request_text, field):
+    out = _strict(web.handle(request_text))
+    assert [e["field"] for e in out["errors"]][:1] == [field], out["errors"]
+    assert all(e["message"] for e in out["errors"])
+
+
+def test_every_answer_is_strict_json():
+    for values in ({"model.hidden_dropout": "nan"}, {"model.layernorm_epsilon": "-inf"}, {"training.world_size": "8"}):
+        request = json.dumps({"op": "compute", "state": {"preset": "tiny", "values": values}})
+        _strict(web.handle(request))
+    hf = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, ' \
+         '"vocab_size": 10, "intermediate_size": 8, "rms_norm_eps": NaN}'
+    out = _strict(web.handle(json.dumps({"op": "import", "kind": "hf", "text": hf})))
+    assert out["errors"][0]["message"] == "config.json:rms_norm_eps: must be a finite number, got nan"
+
+
+def test_imports_and_layouts_of_the_wrong_shape_are_refused():
+    """Sections that are not mappings reached the form as values (AttributeError: no attribute 'items')."""
+    for text, field in (("model: 3\n", "import.yaml.model"), ("modle: {}\n", "import.yaml.modle"),
+                        ("model: {hiden_size: 1}\n", "import.yaml.model.hiden_size")):
+        out = _strict(web.handle(json.dumps({"op": "import", "kind": "yaml", "text": text})))
+        assert out["errors"][0]["field"] == field, out
+    out = _strict(web.handle(json.dumps({"op": "layout", "state": {}, "config": {"training": "x"}})))
+    assert out["errors"][0]["field"] == "config.training"

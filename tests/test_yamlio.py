@@ -43,3 +43,33 @@ def test_errors_name_the_line(text, fragment):
     with pytest.raises(yamlio.YamlError) as exc:
         yamlio.load(text)
     assert fragment in str(exc.value) and "line" in str(exc.value)
+
+
+def test_hostile_text_is_a_yaml_error_in_linear_time():
+    """Nesting past MAX_DEPTH and integers longer than Python converts are errors naming the line; flow
+    collections 100,000 deep used to hang (each level re-split the whole text)."""
+    from estimator.yamlio import MAX_DEPTH, YamlError, load, load_json
+    ok = "a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert load(ok)["a"] is not None
+    for text in ("a: " + "[" * 100_000 + "]" * 100_000, "a:\n  b: {c: " + "{d: " * 40 + "}" * 41 + "\n",
+                 "".join(" " * i + "- \n" for i in range(0, 80, 2)) + "  " * 40 + "- 1\n"):
+        with pytest.raises(YamlError, match="nested deeper than 32 levels"):
+            load(text)
+    with pytest.raises(YamlError, match=r"line 2: the number '1111.*' has 5,000 digits"):
+        load("a: 1\nb: " + "1" * 5000)
+    with pytest.raises(YamlError, match="nested deeper"):
+        load_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(YamlError, match="more than 4,300 digits"):
+        load_json('{"a": ' + "1" * 5000 + "}")
+    assert load_json('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"[["}') == {"a": "[" * 40 + '"[['}
+
+
+def test_error_messages_quote_bounded_values():
+    from estimator.errors import clip, show
+    assert show(10 ** 5000) == "<an integer of about 5,001 digits>"
+    assert len(show("x" * 10 ** 6)) <= 80 and len(show(list(range(10 ** 5)))) <= 80
+    deep = []
+    for _ in range(2_000):          # (freeing 100,000 levels overflows the WebAssembly stack under Pyodide)
+        deep = [deep]
+    assert show(deep) == "[[[[...]]]]"
+    assert clip("a\0b") == "a\\0b" and len(clip("y" * 10 ** 6)) == 160
