@@ -359,7 +359,8 @@
       r.removeAttribute("data-estimate");
       r.replaceChildren(h("div", { class: "mme-errors", role: "alert" }, h("p", {}, "No estimate: the configuration is invalid."),
         h("ul", {}, notes.map((n) => h("li", {}, h("a", { href: `#${this.quick.has(n.field) ? "mme-q-" : "mme-"}${n.field}` },
-          (this.specs.get(n.field) || { label: n.field }).label), ": ", n.messages.join("; "),
+          (this.specs.get(n.field) || { label: n.field }).label),
+          this.specs.has(n.field) ? [" (", h("code", {}, n.field), ")"] : null, ": ", n.messages.join("; "),
           general.includes(n) ? this.noteBody({ ...n, messages: [] }) : null)))));
       this.summary.textContent = "No estimate: the configuration is invalid.";
       this.summary.dataset.verdict = "";
