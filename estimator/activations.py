@@ -10,7 +10,8 @@ T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activa
                + 2*T*a*dh/t           attention output (also the output projection's input)
                + 4*T*a/t              softmax log-sum-exp (fp32)
     dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
-    MoE        = 4*Tn*h + 8*Tn*E      norm, router logits and probabilities (fp32)
+    MoE        = 4*Tn*h + 2*Rb*Tn*E   norm, router logits and probabilities (Rb = 2 B, or 4/8 B with
+                                      moe_router_dtype fp32/fp64)
                + R*(4h + 2*fm*(3 if gated else 2)/etp)       R = routed rows: permuted input, fc1 out,
                                                              activation out, expert output for unpermute
                + shared expert like a dense MLP of width fs
@@ -30,6 +31,10 @@ from .resolve import Resolved
 
 __all__ = ["LayerActivations", "layer_activations", "stage_extras"]
 
+#: Bytes per element of the router's logits and probabilities (Megatron-Core ``TopKRouter.gating``: the
+#: activations' dtype unless ``moe_router_dtype`` says fp32 or fp64).
+_ROUTER_BYTES = {"fp32": 4, "fp64": 8}
+
 
 class LayerActivations(NamedTuple):
     """Activation bytes of one layer for one micro-batch."""
@@ -40,6 +45,7 @@ class LayerActivations(NamedTuple):
     checkpoint: int      # the layer input a full-recompute checkpoint keeps
     backward_peak: int   # gradient working set while this layer runs its backward
     recompute_peak: int  # what selective recompute rematerialises at once during backward
+    parts: dict | None = None  # named saved tensors (after selective recompute), for PEFT and offloading
 
     @property
     def saved(self) -> int:
@@ -56,7 +62,14 @@ def _act_bytes(r: Resolved) -> int:
 
 
 def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
-    """Activations of one decoder layer (dense or MoE) for one micro-batch on one GPU."""
+    """Activations of one decoder layer (dense or MoE) for one micro-batch on one GPU.
+
+    ``parts`` names the saved tensors (bytes, after selective recompute) that PEFT and activation offloading
+    act on: ``norm_in``/``norm_out`` (the attention norm's input and output, the QKV linear's input),
+    ``latent`` (MLA), ``qkv``, ``attn_out`` (also the output projection's input), ``lse``, ``scores``,
+    ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``, ``fc1_out``, ``act_out`` (the fc2 input), ``router``,
+    ``expert_in``, ``expert_fc1_out``, ``expert_act_out``, ``expert_out``, ``shared``.
+    """
     cfg, tr = r.cfg, r.cfg.training
     T, Tn = _tokens(r)
     t, h = r.t, r.h
@@ -65,11 +78,15 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
     modules = set(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" else set()
     drop = cfg.model.hidden_dropout > 0
     mask = Tn * h if drop else 0                   # one bias-dropout-add mask (1 B per element)
+    parts = {}
 
     # --- attention -----------------------------------------------------------------------------
-    norm_keep = B * Tn * h + (0 if "layernorm" in modules else lin_in * Tn * h)
+    parts["norm_in"] = B * Tn * h
+    parts["norm_out"] = 0 if "layernorm" in modules else lin_in * Tn * h
+    norm_keep = parts["norm_in"] + parts["norm_out"]
     heads = r.a // t
     recompute_attn = 0
+    scores = 0
     if r.mla:
         qk = r.qk_dim + r.rope_dim
         latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
@@ -78,30 +95,37 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         if "mla_up_proj" in modules:
             recompute_attn = qkv
             qkv = 0
+        parts["latent"] = latent
         attn = norm_keep + latent + qkv + out + 4 * T * heads
         if tr.attention_backend in ("unfused", "local"):
             # Megatron's own DotProductAttention: the softmax output (and dropout mask and output) per head,
             # s x s per sequence; q and k are already per head, so nothing is expanded.
-            scores = _scores(r, heads)
+            sc = _scores(r, heads)
             if "core_attn" in modules:
-                recompute_attn += scores
+                recompute_attn += sc
             else:
-                attn += scores
+                attn += sc
+                scores = sc
     else:
         dh, g = r.dh, r.g
         qkv = B * T * (heads + 2 * (g // t)) * dh
         out = B * T * heads * dh
         attn = norm_keep + qkv + out + 4 * T * heads
         if tr.attention_backend in ("unfused", "local"):
-            scores = _scores(r, heads)
+            sc = _scores(r, heads)
             # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
             expanded = 2 * B * T * (heads - g // t) * dh
             if "core_attn" in modules:
-                recompute_attn = scores + expanded
+                recompute_attn = sc + expanded
             else:
-                attn += scores + expanded
+                attn += sc + expanded
+                scores = sc + expanded
+    parts["qkv"], parts["attn_out"], parts["lse"], parts["scores"] = qkv, out, 4 * T * heads, scores
+    extra = 0
     if cfg.precision.fp8:
-        attn += T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+        extra = T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+        attn += extra
+    parts["proj_in_fp8"] = extra
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
         attn += B * T * heads * (r.v_dim if r.mla else r.dh)       # output before and after the all-to-all
@@ -111,16 +135,23 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
 
     # --- MLP or MoE ----------------------------------------------------------------------------
     up = 2 if r.gated else 1
-    norm2 = B * Tn * h + (0 if "layernorm" in modules else B * Tn * h)
+    parts["mlp_norm_in"] = B * Tn * h
+    parts["mlp_norm_out"] = 0 if "layernorm" in modules else B * Tn * h
+    norm2 = parts["mlp_norm_in"] + parts["mlp_norm_out"]
     if moe:
         rows = _routed_rows(r, T, Tn)
         fm = r.fm // r.etp
         act_out = lin_in * rows * fm
-        experts = lin_in * rows * h + B * rows * fm * up + act_out + B * rows * h
+        parts["expert_in"] = lin_in * rows * h
+        parts["expert_fc1_out"] = B * rows * fm * up
+        parts["expert_out"] = B * rows * h
+        experts = parts["expert_in"] + parts["expert_fc1_out"] + act_out + parts["expert_out"]
         recompute_mlp = 0
         if "moe_act" in modules:
             experts -= act_out
             recompute_mlp = act_out
+            act_out = 0
+        parts["expert_act_out"] = act_out
         shared = 0
         if r.fs:
             fs = r.fs // t
@@ -128,24 +159,31 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             if "shared_experts" in modules:
                 recompute_mlp += shared
                 shared = 0
-        router = 8 * Tn * r.E
+        parts["shared"] = shared
+        router = 2 * _ROUTER_BYTES.get(cfg.model.moe_router_dtype, B) * Tn * r.E   # logits + probabilities
+        parts["router"] = router
         mlp = norm2 + router + experts + shared
         if "moe" in modules:
             recompute_mlp = mlp
             mlp = B * Tn * h
+            parts.update(mlp_norm_out=0, router=0, expert_in=0, expert_fc1_out=0, expert_act_out=0, expert_out=0,
+                         shared=0)
         work = B * rows * fm * up + B * rows * h
     else:
         f = r.f // t
-        mlp = norm2 + B * T * f * up + lin_in * T * f
+        parts["fc1_out"] = B * T * f * up
+        parts["act_out"] = lin_in * T * f
+        mlp = norm2 + parts["fc1_out"] + parts["act_out"]
         recompute_mlp = 0
         if "mlp" in modules:
             recompute_mlp = mlp
             mlp = B * Tn * h
+            parts.update(mlp_norm_out=0, fc1_out=0, act_out=0)
         work = B * T * f * up + 2 * B * Tn * h
     mlp += mask
     full = attn + recompute_attn + mlp + recompute_mlp
     return LayerActivations(attention=attn, mlp=mlp, full=full, checkpoint=B * Tn * h, backward_peak=work,
-                            recompute_peak=max(recompute_attn, recompute_mlp))
+                            recompute_peak=max(recompute_attn, recompute_mlp), parts=parts)
 
 
 def _scores(r: Resolved, heads: int) -> int:

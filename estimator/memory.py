@@ -18,6 +18,7 @@ it holds that many chunk-micro-batches plus one, capped at m * v.
 
 from __future__ import annotations
 
+from . import features
 from .activations import layer_activations, stage_extras
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
     moe_experts, moe_router, mtp_extra, output_layer, shared_expert
@@ -48,15 +49,17 @@ CUDA_CONTEXT_BYTES = 600 * MIB
 NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
 
 
-def in_flight(r: Resolved, stage: int) -> list[int]:
-    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds at its peak."""
+def in_flight(r: Resolved, stage: int, extra: int = 0) -> list[int]:
+    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds at its peak.
+
+    ``extra`` more warm-up (chunk-)micro-batches run before the steady state (expert-parallel overlap: 1)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
-        n = p - stage
+        n = p - stage + extra
         if m is not None:
             n = min(n, m)
         return [0] * n
-    n = (p - stage - 1) * 2 + (v - 1) * p + 1
+    n = (p - stage - 1) * 2 + (v - 1) * p + 1 + extra
     if m is not None:
         n = min(n, m * v)
     return [(k // p) % v for k in range(n)]
@@ -175,11 +178,16 @@ def stage_memory(r: Resolved) -> Estimate:
     acts = {False: layer_activations(r, False)}
     if r.E:
         acts[True] = layer_activations(r, True)
+    layout = _parameter_layout(r)
+    plan = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
+    if plan is not None:
+        acts = plan.acts
+    x_flight = plan.extra_in_flight if plan is not None else 0
     mtp_act = acts[r.mtp_is_moe] if r.mtp else None
     extras = stage_extras(r, mtp_act)
 
     (d_dense, d_lin, m_dense, m_lin, m_exp, first_extra, vocab_weight, last_extra, last_lin, last_exp,
-     shapes_by_kind) = _parameter_layout(r)
+     shapes_by_kind) = layout
     wbytes = DTYPE_BYTES[pr.params_dtype]
     te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
     dummy_cache: dict = {}
@@ -196,7 +204,7 @@ def stage_memory(r: Resolved) -> Estimate:
         else:
             sig = (first, last, tuple(len(c) for c in chunks))
         if sig in static and not full_recompute:
-            dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
+            dense_p, linear_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
         else:
             n_layers = 0
             n_moe = 0
@@ -233,14 +241,16 @@ def stage_memory(r: Resolved) -> Estimate:
                 chunk_acts.append((saved + e_part + o_part, a_part, m_part, e_part, o_part))
                 if rec > work:
                     work = rec
-            static[sig] = (dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
+            static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
         if r.v == 1:
-            n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
+            n_flight = p - s_idx + x_flight
+            if r.m is not None and r.m < n_flight:
+                n_flight = r.m
             ca = chunk_acts[0]
             activations, att_total, mlp_total, emb_act, out_act = (
                 n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4])
         else:
-            flight = in_flight(r, s_idx)
+            flight = in_flight(r, s_idx, x_flight)
             n_flight = len(flight)
             activations = att_total = mlp_total = emb_act = out_act = 0
             for c in flight:
@@ -284,15 +294,24 @@ def stage_memory(r: Resolved) -> Estimate:
             name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[0][0]
         transient[name] = value if value > 0 else 0
         transient["cublas_workspace"] = CUBLAS_WORKSPACE_BYTES
+        act_parts = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
+        outside, host, exempt = {}, {}, 0
+        if plan is not None:
+            adj = plan.stage(s_idx, chunks, first, last, dense_p, linear_p, expert_p, st, activations,
+                             flight if r.v > 1 else [0] * n_flight, transient, bwd + work)
+            st = adj[:3]
+            activations, transient, outside, host, exempt = (adj.activations, adj.transient, adj.outside_allocator,
+                                                             adj.host, adj.reserve_exempt)
+            act_parts.update(adj.activation_parts)
         transient_bytes = sum(transient.values())
+        weights, grads, optimizer = st
 
-        allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
-        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+        allocated = weights + grads + optimizer + activations + transient_bytes
+        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - exempt))
         stages.append(StageEstimate(
             s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
-            st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
-            reserved + overhead,
-            {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}, transient,
+            weights, grads, optimizer, activations, transient_bytes, allocated, reserved,
+            reserved + overhead + sum(outside.values()), act_parts, transient, sum(host.values()), host, outside,
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
@@ -300,8 +319,9 @@ def stage_memory(r: Resolved) -> Estimate:
     parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
                 "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
-                "dense_optimizer_shards": dense_shard if bm.distributed else 1,
-                "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
+                "dense_optimizer_shards": plan.shards()[0] if plan else (dense_shard if bm.distributed else 1),
+                "expert_optimizer_shards": ((plan.shards()[1] if plan else (r.edp if bm.distributed else 1))
+                                            if r.E else None),
                 "bytes_per_parameter": {"weights": bm.weight, "linear_weights": bm.linear_weight,
                                         "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
@@ -363,6 +383,6 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
-    out.append("Not modelled: CUDA graphs, CPU offloading, FSDP, routing imbalance, memory of a failed "
-               "allocation retry, and NCCL user-buffer registration.")
+    out.extend(features.assumptions(r))
+    out.append("Not modelled: routing imbalance and the memory of a failed allocation retry.")
     return out

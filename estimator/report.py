@@ -58,6 +58,9 @@ class StageEstimate(NamedTuple):
     device_bytes: int        # plus CUDA context and communication buffers: hold this against the GPU
     activations: dict        # activations by component
     transient: dict          # transient buffers by component
+    host_bytes: int = 0      # pinned and pageable host memory (offloading), not part of any device figure
+    host: dict | None = None              # host memory by kind
+    outside_allocator: dict | None = None  # device bytes outside PyTorch's allocator (userbuffers, DeepEP), in device_bytes
 
     @property
     def model_state_bytes(self) -> int:
@@ -69,6 +72,8 @@ class StageEstimate(NamedTuple):
         d["num_layers"] = sum(len(c) for c in self.layers)
         d["activations"] = dict(self.activations)
         d["transient"] = dict(self.transient)
+        d["host"] = dict(self.host or {})
+        d["outside_allocator"] = dict(self.outside_allocator or {})
         return d
 
     def __repr__(self) -> str:
