@@ -295,23 +295,26 @@ def stage_memory(r: Resolved) -> Estimate:
         transient[name] = value if value > 0 else 0
         transient["cublas_workspace"] = CUBLAS_WORKSPACE_BYTES
         act_parts = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
-        outside, host, exempt = {}, {}, 0
-        if plan is not None:
+        if plan is None:
+            weights, grads, optimizer = st
+            outside = host = None
+            outside_b = host_b = exempt = 0
+        else:
             adj = plan.stage(s_idx, chunks, first, last, dense_p, linear_p, expert_p, st, activations,
                              flight if r.v > 1 else [0] * n_flight, transient, bwd + work)
-            st = adj[:3]
+            weights, grads, optimizer = adj[:3]
             activations, transient, outside, host, exempt = (adj.activations, adj.transient, adj.outside_allocator,
                                                              adj.host, adj.reserve_exempt)
             act_parts.update(adj.activation_parts)
+            outside_b, host_b = sum(outside.values()), sum(host.values())
         transient_bytes = sum(transient.values())
-        weights, grads, optimizer = st
 
         allocated = weights + grads + optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - exempt))
         stages.append(StageEstimate(
             s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
             weights, grads, optimizer, activations, transient_bytes, allocated, reserved,
-            reserved + overhead + sum(outside.values()), act_parts, transient, sum(host.values()), host, outside,
+            reserved + overhead + outside_b, act_parts, transient, host_b, host, outside,
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
@@ -368,7 +371,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
     else:
         out.append("Cross-entropy keeps the logits in bf16 and an fp32 copy for the loss.")
-    if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
+    if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
     if pr.fp8 and pr.fp8_param_gather:

@@ -287,6 +287,10 @@ class _Engine(_CostModel):
         self.dense_layer = att + dense_mlp(r)
         self.moe_dense = att + moe_router(r) + shared_expert(r)
         self.experts = moe_experts(r) if r.E else None
+        tr, par = cfg.training, cfg.parallelism
+        self.states_may_shrink = (par.use_megatron_fsdp or par.use_torch_fsdp2 or tr.peft is not None
+                                  or tr.optimizer_cpu_offload or tr.optimizer != "adam"
+                                  or (cfg.precision.fp8 and cfg.precision.first_last_layers_bf16))
         self.bm = {}
         for d in self.dist:
             tr = replace(cfg.training, use_distributed_optimizer=d)
@@ -325,6 +329,9 @@ class _Engine(_CostModel):
             total = st.weights + st.gradients + st.optimizer
             if total > worst[0]:
                 worst = (total, dense_p, exp_p)
+        if self.states_may_shrink:
+            # FSDP, PEFT, offloading or a lighter optimizer hold less than this plain-Adam bound: no pruning by it.
+            worst = (0,) + worst[1:]
         return worst
 
     # -- enumeration ----------------------------------------------------------------------------

@@ -55,9 +55,11 @@ def _active(cfg) -> bool:
 
 def plan(r, bm, layout, acts: dict):
     """The features of a resolved configuration, or ``None`` when it uses none of them."""
-    if not _active(r.cfg):
-        return None
-    return Plan(r, bm, layout, acts)
+    cache = r.cfg.__dict__          # the frozen Config's instance dict: remember the answer on it
+    active = cache.get("_features_active")
+    if active is None:
+        active = cache["_features_active"] = _active(r.cfg)
+    return Plan(r, bm, layout, acts) if active else None
 
 
 def _cdiv(a: int, b: int) -> int:

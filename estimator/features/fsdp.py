@@ -120,11 +120,12 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
             transient["fsdp_gathered_units"] = n_gathered * unit_bytes
             if root:
                 transient["fsdp_gathered_root"] = w * root
-        if double:
-            pending = min(2, len(units)) * u_max
-        else:
-            pending = min(comm + u_max, sum(e for e, _ in units) + root)
-        transient["fsdp_unsharded_grads"] = g * pending
+        if strat in ("optim_grads", "optim_grads_params"):
+            if double:
+                pending = min(2, len(units)) * u_max
+            else:
+                pending = min(comm + u_max, sum(e for e, _ in units) + root)
+            transient["fsdp_unsharded_grads"] = g * pending
     return FsdpStates(weights, grads, optimizer, transient)
 
 
