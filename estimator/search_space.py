@@ -42,7 +42,7 @@ from .memory import stage_memory
 from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
 from .report import GIB
 from .resolve import resolve, stage_counts, stage_layers
-from .schema import Config, ParallelismConfig, section_specs
+from .schema import Config, section_specs
 from .search_cost import _CostModel
 from .states import byte_model, state_bytes
 
@@ -60,6 +60,10 @@ _SEARCHED = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "virt
              "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
              "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "micro_batch_size",
              "use_distributed_optimizer", "recompute_granularity", "sequence_parallel"}
+#: Parallelism fields the search keeps as the user set them while it varies the layout (FSDP, HSDP, buffers).
+_PAR_KEPT = ("cp_comm_type", "use_megatron_fsdp", "use_torch_fsdp2", "data_parallel_sharding_strategy",
+             "outer_dp_sharding_strategy", "num_distributed_optimizer_instances", "fsdp_double_buffer",
+             "suggested_communication_unit_size", "torch_fsdp2_reshard_after_forward", "tp_comm_overlap", "nccl_ub")
 _OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
              "recompute_method": "recompute", "recompute_num_layers": "recompute",
              "recompute_modules": "recompute"}
@@ -235,7 +239,7 @@ class _Engine(_CostModel):
         pr_d = dict(data.get("precision") or {})
         for name, (sec, value) in overrides.items():
             {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
-        self.par_keep = {k: par_d[k] for k in ("cp_comm_type",) if k in par_d}
+        self.par_keep = {k: par_d[k] for k in _PAR_KEPT if k in par_d}
         s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
         if s is None:
             raise _problem("seq_length", None, "is required (the model sets no max_position_embeddings)")
@@ -411,10 +415,10 @@ class _Engine(_CostModel):
 
     def config(self, sh: _Shape, d: bool, rc: str, b: int, gbs: int) -> Config:
         """The layout as a Config, built without re-parsing (the hot path); equal to config_dict's."""
-        par = ParallelismConfig(
+        par = replace(
+            self.base.parallelism,
             tensor_model_parallel_size=sh.t, pipeline_model_parallel_size=sh.p, expert_model_parallel_size=sh.ep,
             expert_tensor_parallel_size=sh.etp if self.moe else None, context_parallel_size=sh.cp,
-            cp_comm_type=self.base.parallelism.cp_comm_type,
             virtual_pipeline_model_parallel_size=sh.v if sh.v > 1 else None,
             num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last)
         tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,

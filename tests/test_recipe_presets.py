@@ -59,3 +59,21 @@ def test_lora_recipe_fits_an_h100_and_the_fsdp_recipe_is_tight_on_a_b200():
     fsdp = estimate(load_preset("llama-3-70b-fsdp"))
     assert round(fsdp.peak.device_bytes / GIB, 1) == 180.0
     assert round(fsdp.stages[0].host_bytes / GIB, 1) == 9.4
+
+
+def test_search_keeps_the_recipe_features_while_it_varies_the_layout():
+    """The search varies TP/PP/CP/recompute/micro-batch; Megatron-FSDP, PEFT and offloading stay as the user set
+    them, and each reported layout reproduces with estimate()."""
+    from estimator import search
+    from estimator.search_space import _PAR_KEPT
+    tiny = load_preset("tiny").to_dict()
+    cfg = {"model": tiny["model"], "parallelism": {"use_megatron_fsdp": True, "fsdp_double_buffer": True},
+           "training": {"seq_length": 512}}
+    res = search(cfg, num_gpus=8, gpu=2 * GIB, top=5)
+    assert res.layouts and "fsdp_double_buffer" in _PAR_KEPT
+    for lay in res.layouts:
+        assert lay.config["parallelism"]["use_megatron_fsdp"] is True
+        assert estimate(lay.config).peak.device_bytes == lay.peak_device_bytes
+    cfg = {"model": tiny["model"], "training": {"seq_length": 512, "peft": "lora", "peft_dim": 8}}
+    res = search(cfg, num_gpus=4, gpu=2 * GIB, top=5)
+    assert res.layouts and all(lay.config["training"]["peft"] == "lora" for lay in res.layouts)

@@ -137,6 +137,9 @@ def feature_problems(cfg) -> list[Problem]:
     if tr.fine_grained_activation_offloading:
         if tr.transformer_impl != "transformer_engine":
             add("training.fine_grained_activation_offloading", True, "needs transformer_impl: transformer_engine")
+        if tr.recompute_granularity == "full":
+            add("training.fine_grained_activation_offloading", True, "with full recompute is not modelled (use "
+                "selective recompute, as Megatron-Core's documentation pairs them)")
     else:
         only_with("training.offload_modules", tr.offload_modules, None, "fine_grained_activation_offloading: true")
         only_with("training.activation_offload_fraction", tr.activation_offload_fraction, 1.0,
