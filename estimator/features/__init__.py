@@ -87,8 +87,7 @@ class Plan:
             self.acts_bf16 = {k: layer_activations(rb, k) for k in acts}
         self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
         self.full_recompute = tr.recompute_granularity == "full"
-        self.offload_layers = tr.cpu_offloading_num_layers if (tr.cpu_offloading or tr.cpu_offloading_num_layers) \
-            else 0
+        self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.fine = tr.fine_grained_activation_offloading and bool(tr.offload_modules)
         if self.fine:
             self.fine_off = {k: offload.offloaded_parts(r, k, a.parts) for k, a in acts.items()}
