@@ -343,12 +343,15 @@ def _communicators(r: Resolved) -> int:
 def _assumptions(r: Resolved, bm) -> list[str]:
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
+    plain = not (cfg.parallelism.use_megatron_fsdp or cfg.parallelism.use_torch_fsdp2) and tr.optimizer == "adam"
     out = [
         f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B per parameter "
         + (f"(the optimizer part sharded over {r.dp * r.cp} data x context-parallel ranks"
            + (f", {r.edp} expert-data-parallel ranks for routed experts" if r.E else "") + ")"
-           if bm.distributed else "(no distributed optimizer: nothing sharded)") + ".",
-        "Adam optimizer (two moments per parameter); Megatron-Core with Transformer Engine layers.",
+           if bm.distributed else "(no distributed optimizer: nothing sharded)") + "."
+        if plain else "Model states as the FSDP / optimizer lines below say.",
+        ("Adam optimizer (two moments per parameter); " if tr.optimizer == "adam" else "")
+        + "Megatron-Core with Transformer Engine layers.",
         f"Vocabulary padded from {r.V} to {r.Vp} (multiple of {cfg.model.make_vocab_size_divisible_by} x TP {r.t}).",
     ]
     if r.m is None:

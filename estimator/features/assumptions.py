@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from ..resolve import DTYPE_BYTES
 from . import comm_buffers, fsdp
 
 __all__ = ["assumptions"]
+
+
+def bm_weight(r) -> int:
+    return DTYPE_BYTES[r.cfg.precision.params_dtype]
 
 GIB = 2 ** 30
 
@@ -24,8 +29,9 @@ def assumptions(r) -> list[str]:
             "optim_grads_params": f"weights and gradients over {nd}, optimizer states over {od} ranks"}[s]
             + (f" (HSDP: {par.num_distributed_optimizer_instances} outer replicas)"
                if par.num_distributed_optimizer_instances > 1 else "")
-            + f"; gradient buffer {pr.megatron_fsdp_main_grads_dtype}, master weights "
-              f"{pr.megatron_fsdp_main_params_dtype}. Each transformer layer is a unit: "
+            + f"; per parameter weights {bm_weight(r)} B, gradients {fsdp._grad_bytes(r)} B "
+              f"(megatron_fsdp_main_grads_dtype {pr.megatron_fsdp_main_grads_dtype}), master weights "
+              f"{fsdp._master_bytes(r)} B and optimizer moments. Each transformer layer is a unit: "
             + ("two unit buffers each for gathered weights and unsharded gradients (double buffering)"
                if (par.fsdp_double_buffer or par.nccl_ub) else
                "the running unit plus the units prefetched up to 5e8 elements are gathered, and unsharded "
