@@ -45,7 +45,7 @@ class LayerActivations(NamedTuple):
     checkpoint: int      # the layer input a full-recompute checkpoint keeps
     backward_peak: int   # gradient working set while this layer runs its backward
     recompute_peak: int  # what selective recompute rematerialises at once during backward
-    parts: dict | None = None  # named saved tensors (after selective recompute), for PEFT and offloading
+    parts: dict | None = None  # with parts=True: named saved tensors, for PEFT and offloading
 
     @property
     def saved(self) -> int:
@@ -61,14 +61,14 @@ def _act_bytes(r: Resolved) -> int:
     return 4 if r.cfg.precision.params_dtype == "fp32" else 2
 
 
-def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
+def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActivations:
     """Activations of one decoder layer (dense or MoE) for one micro-batch on one GPU.
 
-    ``parts`` names the saved tensors (bytes, after selective recompute) that PEFT and activation offloading
-    act on: ``norm_in``/``norm_out`` (the attention norm's input and output, the QKV linear's input),
-    ``latent`` (MLA), ``qkv``, ``attn_out`` (also the output projection's input), ``lse``, ``scores``,
-    ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``, ``fc1_out``, ``act_out`` (the fc2 input), ``router``,
-    ``expert_in``, ``expert_fc1_out``, ``expert_act_out``, ``expert_out``, ``shared``.
+    With ``parts``, ``LayerActivations.parts`` names the saved tensors (bytes, after selective recompute) that
+    PEFT and activation offloading act on: ``norm_in``/``norm_out`` (the attention norm's input and output,
+    the QKV linear's input), ``latent`` (MLA), ``qkv``, ``attn_out`` (also the output projection's input),
+    ``lse``, ``scores``, ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``, ``fc1_out``, ``act_out`` (the fc2
+    input), ``router``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``, ``expert_out``, ``shared``.
     """
     cfg, tr = r.cfg, r.cfg.training
     T, Tn = _tokens(r)
@@ -78,15 +78,14 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
     modules = set(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" else set()
     drop = cfg.model.hidden_dropout > 0
     mask = Tn * h if drop else 0                   # one bias-dropout-add mask (1 B per element)
-    parts = {}
 
     # --- attention -----------------------------------------------------------------------------
-    parts["norm_in"] = B * Tn * h
-    parts["norm_out"] = 0 if "layernorm" in modules else lin_in * Tn * h
-    norm_keep = parts["norm_in"] + parts["norm_out"]
+    norm_in = B * Tn * h
+    norm_out = 0 if "layernorm" in modules else lin_in * Tn * h
+    norm_keep = norm_in + norm_out
     heads = r.a // t
     recompute_attn = 0
-    scores = 0
+    scores = latent = 0
     if r.mla:
         qk = r.qk_dim + r.rope_dim
         latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
@@ -95,7 +94,6 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         if "mla_up_proj" in modules:
             recompute_attn = qkv
             qkv = 0
-        parts["latent"] = latent
         attn = norm_keep + latent + qkv + out + 4 * T * heads
         if tr.attention_backend in ("unfused", "local"):
             # Megatron's own DotProductAttention: the softmax output (and dropout mask and output) per head,
@@ -120,12 +118,10 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             else:
                 attn += sc + expanded
                 scores = sc + expanded
-    parts["qkv"], parts["attn_out"], parts["lse"], parts["scores"] = qkv, out, 4 * T * heads, scores
-    extra = 0
+    proj_fp8 = 0
     if cfg.precision.fp8:
-        extra = T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
-        attn += extra
-    parts["proj_in_fp8"] = extra
+        proj_fp8 = T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+        attn += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
         attn += B * T * heads * (r.v_dim if r.mla else r.dh)       # output before and after the all-to-all
@@ -135,23 +131,19 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
 
     # --- MLP or MoE ----------------------------------------------------------------------------
     up = 2 if r.gated else 1
-    parts["mlp_norm_in"] = B * Tn * h
-    parts["mlp_norm_out"] = 0 if "layernorm" in modules else B * Tn * h
-    norm2 = parts["mlp_norm_in"] + parts["mlp_norm_out"]
+    norm2_out = 0 if "layernorm" in modules else B * Tn * h
+    norm2 = B * Tn * h + norm2_out
+    recompute_mlp = 0
     if moe:
         rows = _routed_rows(r, T, Tn)
         fm = r.fm // r.etp
         act_out = lin_in * rows * fm
-        parts["expert_in"] = lin_in * rows * h
-        parts["expert_fc1_out"] = B * rows * fm * up
-        parts["expert_out"] = B * rows * h
-        experts = parts["expert_in"] + parts["expert_fc1_out"] + act_out + parts["expert_out"]
-        recompute_mlp = 0
+        e_in, e_fc1, e_out = lin_in * rows * h, B * rows * fm * up, B * rows * h
+        experts = e_in + e_fc1 + act_out + e_out
         if "moe_act" in modules:
             experts -= act_out
             recompute_mlp = act_out
             act_out = 0
-        parts["expert_act_out"] = act_out
         shared = 0
         if r.fs:
             fs = r.fs // t
@@ -159,31 +151,32 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             if "shared_experts" in modules:
                 recompute_mlp += shared
                 shared = 0
-        parts["shared"] = shared
         router = 2 * _ROUTER_BYTES.get(cfg.model.moe_router_dtype, B) * Tn * r.E   # logits + probabilities
-        parts["router"] = router
         mlp = norm2 + router + experts + shared
         if "moe" in modules:
             recompute_mlp = mlp
             mlp = B * Tn * h
-            parts.update(mlp_norm_out=0, router=0, expert_in=0, expert_fc1_out=0, expert_act_out=0, expert_out=0,
-                         shared=0)
+            norm2_out = router = e_in = e_fc1 = act_out = e_out = shared = 0
         work = B * rows * fm * up + B * rows * h
+        named = {"router": router, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
+                 "expert_out": e_out, "shared": shared} if parts else None
     else:
         f = r.f // t
-        parts["fc1_out"] = B * T * f * up
-        parts["act_out"] = lin_in * T * f
-        mlp = norm2 + parts["fc1_out"] + parts["act_out"]
-        recompute_mlp = 0
+        fc1_out, act_out = B * T * f * up, lin_in * T * f
+        mlp = norm2 + fc1_out + act_out
         if "mlp" in modules:
             recompute_mlp = mlp
             mlp = B * Tn * h
-            parts.update(mlp_norm_out=0, fc1_out=0, act_out=0)
+            norm2_out = fc1_out = act_out = 0
         work = B * T * f * up + 2 * B * Tn * h
+        named = {"fc1_out": fc1_out, "act_out": act_out} if parts else None
     mlp += mask
     full = attn + recompute_attn + mlp + recompute_mlp
+    if parts:
+        named.update(norm_in=norm_in, norm_out=norm_out, latent=latent, qkv=qkv, attn_out=out, lse=4 * T * heads,
+                     scores=scores, proj_in_fp8=proj_fp8, mlp_norm_in=B * Tn * h, mlp_norm_out=norm2_out)
     return LayerActivations(attention=attn, mlp=mlp, full=full, checkpoint=B * Tn * h, backward_peak=work,
-                            recompute_peak=max(recompute_attn, recompute_mlp), parts=parts)
+                            recompute_peak=max(recompute_attn, recompute_mlp), parts=named)
 
 
 def _scores(r: Resolved, heads: int) -> int:

@@ -75,6 +75,8 @@ class Plan:
         par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
         self.extra_in_flight = schedule.extra_in_flight(r)
         self.frozen = tr.peft is not None
+        if self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none":
+            acts = {k: layer_activations(r, k, parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
             self.adapters = peft.adapter_params(r)
