@@ -42,7 +42,7 @@ from .memory import stage_memory
 from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
 from .report import GIB
 from .resolve import resolve, stage_counts, stage_layers
-from .schema import Config, section_specs
+from .schema import Config, ParallelismConfig, section_specs
 from .search_cost import _CostModel
 from .states import byte_model, state_bytes
 
@@ -254,6 +254,7 @@ class _Engine(_CostModel):
         self.data = {"model": copy.deepcopy(model_d), "parallelism": dict(self.par_keep),
                      "training": {**tr_d, "world_size": world0, "seq_length": s}, "precision": pr_d}
         self.base = load_config(self.data)            # raises ConfigError naming any bad field
+        self.par_fixed = {k: getattr(self.base.parallelism, k) for k in _PAR_KEPT}
         self.r0 = resolve(self.base)
         self.capacity = capacity
         if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
@@ -415,12 +416,12 @@ class _Engine(_CostModel):
 
     def config(self, sh: _Shape, d: bool, rc: str, b: int, gbs: int) -> Config:
         """The layout as a Config, built without re-parsing (the hot path); equal to config_dict's."""
-        par = replace(
-            self.base.parallelism,
+        par = ParallelismConfig(
             tensor_model_parallel_size=sh.t, pipeline_model_parallel_size=sh.p, expert_model_parallel_size=sh.ep,
             expert_tensor_parallel_size=sh.etp if self.moe else None, context_parallel_size=sh.cp,
             virtual_pipeline_model_parallel_size=sh.v if sh.v > 1 else None,
-            num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last)
+            num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last,
+            **self.par_fixed)
         tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
                      sequence_parallel=sh.sp, use_distributed_optimizer=d, **self._rc_fields(rc))
         return Config(model=self.base.model, parallelism=par, training=tr, precision=self.base.precision)

@@ -167,6 +167,9 @@ def feature_problems(cfg) -> list[Problem]:
         if m.moe_flex_dispatcher_backend == "deepep" and g > 1 and g not in DEEPEP_GROUP_SIZES:
             add("parallelism.expert_model_parallel_size", ep, f"DeepEP supports expert x expert-tensor parallel "
                 f"groups of {', '.join(map(str, DEEPEP_GROUP_SIZES))} ranks, got {g}")
+        sms = m.moe_flex_dispatcher_num_sms
+        if m.moe_flex_dispatcher_backend == "deepep" and sms is not None and sms % 2:
+            add("model.moe_flex_dispatcher_num_sms", sms, "DeepEP needs an even number of SMs (two per channel)")
         if m.moe_flex_dispatcher_backend == "hybridep" and m.moe_router_dtype != "fp32":
             add("model.moe_router_dtype", m.moe_router_dtype, "HybridEP needs moe_router_dtype: fp32 "
                 "(Megatron-Core's rule)")
