@@ -296,26 +296,26 @@ def stage_memory(r: Resolved) -> Estimate:
         transient["cublas_workspace"] = CUBLAS_WORKSPACE_BYTES
         act_parts = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
         if plan is None:
-            weights, grads, optimizer = st
-            outside = host = None
-            outside_b = host_b = exempt = 0
-        else:
-            adj = plan.stage(s_idx, chunks, first, last, dense_p, linear_p, expert_p, st, activations,
-                             flight if r.v > 1 else [0] * n_flight, transient, bwd + work)
-            weights, grads, optimizer = adj[:3]
-            activations, transient, outside, host, exempt = (adj.activations, adj.transient, adj.outside_allocator,
-                                                             adj.host, adj.reserve_exempt)
-            act_parts.update(adj.activation_parts)
-            outside_b, host_b = sum(outside.values()), sum(host.values())
-        transient_bytes = sum(transient.values())
-
-        allocated = weights + grads + optimizer + activations + transient_bytes
-        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - exempt))
+            transient_bytes = sum(transient.values())
+            allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
+            reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+            stages.append(StageEstimate(
+                s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
+                st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
+                reserved + overhead, act_parts, transient))
+            continue
+        # Recipe features (estimator/features): states, activations, buffers, and what lies outside the allocator.
+        adj = plan.stage(s_idx, chunks, first, last, dense_p, linear_p, expert_p, st, activations,
+                         flight if r.v > 1 else [0] * n_flight, transient, bwd + work)
+        act_parts.update(adj.activation_parts)
+        transient_bytes = sum(adj.transient.values())
+        allocated = adj.weights + adj.gradients + adj.optimizer + adj.activations + transient_bytes
+        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
         stages.append(StageEstimate(
             s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
-            weights, grads, optimizer, activations, transient_bytes, allocated, reserved,
-            reserved + overhead + outside_b, act_parts, transient, host_b, host, outside,
-        ))
+            adj.weights, adj.gradients, adj.optimizer, adj.activations, transient_bytes, allocated, reserved,
+            reserved + overhead + sum(adj.outside_allocator.values()), act_parts, adj.transient,
+            sum(adj.host.values()), adj.host, adj.outside_allocator))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
