@@ -10,7 +10,8 @@ T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activa
                + 2*T*a*dh/t           attention output (also the output projection's input)
                + 4*T*a/t              softmax log-sum-exp (fp32)
     dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
-    MoE        = 4*Tn*h + 8*Tn*E      norm, router logits and probabilities (fp32)
+    MoE        = 4*Tn*h + 2*Rb*Tn*E   norm, router logits and probabilities (Rb = 2 B, or 4/8 B with
+                                      moe_router_dtype fp32/fp64)
                + R*(4h + 2*fm*(3 if gated else 2)/etp)       R = routed rows: permuted input, fc1 out,
                                                              activation out, an expert-output-sized term
                + R*2*fm/etp unless SwiGLU                    activation out before the routing weights
@@ -33,6 +34,10 @@ from .resolve import Resolved
 
 __all__ = ["LayerActivations", "layer_activations", "stage_extras"]
 
+#: Bytes per element of the router's logits and probabilities (Megatron-Core ``TopKRouter.gating``: the
+#: activations' dtype unless ``moe_router_dtype`` says fp32 or fp64).
+_ROUTER_BYTES = {"fp32": 4, "fp64": 8}
+
 
 class LayerActivations(NamedTuple):
     """Activation bytes of one layer for one micro-batch."""
@@ -43,6 +48,7 @@ class LayerActivations(NamedTuple):
     checkpoint: int      # the layer input a full-recompute checkpoint keeps
     backward_peak: int   # gradient working set while this layer runs its backward
     recompute_peak: int  # what selective recompute rematerialises at once during backward
+    parts: dict | None = None  # with parts=True: named saved tensors, for PEFT and offloading
 
     @property
     def saved(self) -> int:
@@ -58,8 +64,15 @@ def _act_bytes(r: Resolved) -> int:
     return 4 if r.cfg.precision.params_dtype == "fp32" else 2
 
 
-def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
-    """Activations of one decoder layer (dense or MoE) for one micro-batch on one GPU."""
+def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActivations:
+    """Activations of one decoder layer (dense or MoE) for one micro-batch on one GPU.
+
+    With ``parts``, ``LayerActivations.parts`` names the saved tensors (bytes, after selective recompute) that
+    PEFT and activation offloading act on: ``norm_in``/``norm_out`` (the attention norm's input and output,
+    the QKV linear's input), ``latent`` (MLA), ``qkv``, ``attn_out`` (also the output projection's input),
+    ``lse``, ``scores``, ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``, ``fc1_out``, ``act_out`` (the fc2
+    input), ``router``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``, ``expert_out``, ``shared``.
+    """
     cfg, tr = r.cfg, r.cfg.training
     T, Tn = _tokens(r)
     t, h = r.t, r.h
@@ -70,9 +83,12 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
     mask = Tn * h if drop else 0                   # one bias-dropout-add mask (1 B per element)
 
     # --- attention -----------------------------------------------------------------------------
-    norm_keep = B * Tn * h + (0 if "layernorm" in modules else lin_in * Tn * h)
+    norm_in = B * Tn * h
+    norm_out = 0 if "layernorm" in modules else lin_in * Tn * h
+    norm_keep = norm_in + norm_out
     heads = r.a // t
     recompute_attn = 0
+    scores = latent = 0
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     if r.mla:
         qk = r.qk_dim + r.rope_dim
@@ -86,11 +102,12 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         if unfused:
             # Megatron's own DotProductAttention: the softmax output (and dropout mask and output) per head,
             # s x s per sequence; q and k are already per head, so nothing is expanded.
-            scores = _scores(r, heads)
+            sc = _scores(r, heads)
             if "core_attn" in modules:
-                recompute_attn += scores
+                recompute_attn += sc
             else:
-                attn += scores
+                attn += sc
+                scores = sc
     else:
         dh, g = r.dh, r.g
         qkv = B * T * (heads + 2 * (g // t)) * dh
@@ -104,15 +121,18 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             attn += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
         if unfused:
             # (the local implementation's DotProductAttention is unfused whatever the backend says)
-            scores = _scores(r, heads)
+            sc = _scores(r, heads)
             # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
             expanded = 2 * B * T * (heads - g // t) * dh
             if "core_attn" in modules:
-                recompute_attn = scores + expanded
+                recompute_attn = sc + expanded
             else:
-                attn += scores + expanded
+                attn += sc + expanded
+                scores = sc + expanded
+    proj_fp8 = 0
     if cfg.precision.fp8:
-        attn += T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+        proj_fp8 = T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
+        attn += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
         attn += B * T * heads * (r.v_dim if r.mla else r.dh)       # output before and after the all-to-all
@@ -122,7 +142,9 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
 
     # --- MLP or MoE ----------------------------------------------------------------------------
     up = 2 if r.gated else 1
-    norm2 = B * Tn * h + (0 if "layernorm" in modules else B * Tn * h)
+    norm2_out = 0 if "layernorm" in modules else B * Tn * h
+    norm2 = B * Tn * h + norm2_out
+    recompute_mlp = 0
     if moe:
         rows = _routed_rows(r, T, Tn)
         fm = r.fm // r.etp
@@ -134,11 +156,13 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
         # the probabilities moved into the experts unpermute keeps none (moe_utils.unpermute), yet the
         # measured runs (SimuMax DeepSeek, Megatron-LM CI MoE tests) need that much: kept, not yet attributed.
         weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
-        experts = lin_in * rows * h + B * rows * fm * up + act_out + weighted + B * rows * h
-        recompute_mlp = 0
+        e_in, e_fc1, e_out = lin_in * rows * h, B * rows * fm * up, B * rows * h
+        act_out += weighted
+        experts = e_in + e_fc1 + act_out + e_out
         if "moe_act" in modules:
-            experts -= act_out + weighted
-            recompute_mlp = act_out + weighted
+            experts -= act_out
+            recompute_mlp = act_out
+            act_out = 0
         shared = 0
         if r.fs:
             fs = r.fs // t
@@ -146,24 +170,32 @@ def layer_activations(r: Resolved, moe: bool) -> LayerActivations:
             if "shared_experts" in modules:
                 recompute_mlp += shared
                 shared = 0
-        router = 8 * Tn * r.E
+        router = 2 * _ROUTER_BYTES.get(cfg.model.moe_router_dtype, B) * Tn * r.E   # logits + probabilities
         mlp = norm2 + router + experts + shared
         if "moe" in modules:
             recompute_mlp = mlp
             mlp = B * Tn * h
+            norm2_out = router = e_in = e_fc1 = act_out = e_out = shared = 0
         work = B * rows * fm * up + B * rows * h
+        named = {"router": router, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
+                 "expert_out": e_out, "shared": shared} if parts else None
     else:
         f = r.f // t
-        mlp = norm2 + B * T * f * up + lin_in * T * f
-        recompute_mlp = 0
+        fc1_out, act_out = B * T * f * up, lin_in * T * f
+        mlp = norm2 + fc1_out + act_out
         if "mlp" in modules:
             recompute_mlp = mlp
             mlp = B * Tn * h
+            norm2_out = fc1_out = act_out = 0
         work = B * T * f * up + 2 * B * Tn * h
+        named = {"fc1_out": fc1_out, "act_out": act_out} if parts else None
     mlp += mask
     full = attn + recompute_attn + mlp + recompute_mlp
+    if parts:
+        named.update(norm_in=norm_in, norm_out=norm_out, latent=latent, qkv=qkv, attn_out=out, lse=4 * T * heads,
+                     scores=scores, proj_in_fp8=proj_fp8, mlp_norm_in=B * Tn * h, mlp_norm_out=norm2_out)
     return LayerActivations(attention=attn, mlp=mlp, full=full, checkpoint=B * Tn * h, backward_peak=work,
-                            recompute_peak=max(recompute_attn, recompute_mlp))
+                            recompute_peak=max(recompute_attn, recompute_mlp), parts=named)
 
 
 def _scores(r: Resolved, heads: int) -> int:

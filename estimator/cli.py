@@ -319,6 +319,14 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
                  f"{_g(peak.reserved_bytes)} GiB reserved, {_g(peak.device_bytes)} GiB on the device")
     big = ", ".join(f"{name} {_g(b)} GiB ({100 * b / peak.allocated_bytes:.0f}%)" for name, b in _biggest(peak))
     lines.append(f"Largest at the peak: {big}")
+    if peak.outside_allocator:
+        lines.append("Outside PyTorch's allocator (in the device figure): " + ", ".join(
+            f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in peak.outside_allocator.items()))
+    if any(s.host_bytes for s in est.stages):
+        most = max(est.stages, key=lambda s: s.host_bytes)
+        lines.append(f"Host memory per GPU (not in the device figures): up to {_g(most.host_bytes)} GiB (stage "
+                     f"{most.stage}: " + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in most.host.items())
+                     + ")")
     if verdicts is not None:
         bad = [v.stage for v in verdicts if not v.fits]
         tight = [v.stage for v in verdicts if v.tight]

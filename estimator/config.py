@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import yamlio
 from .errors import ConfigError, Problem, clip, show
+from .features.rules import feature_problems
 from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, section_specs
 
 __all__ = ["config_from_dict", "load_config", "validate"]
@@ -393,9 +394,6 @@ def validate(cfg: Config) -> list[Problem]:
                 "tensor and expert parallelism are used")
         if m.moe_pad_expert_input_to_capacity and m.moe_expert_capacity_factor is None:
             add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
-        if m.moe_token_dispatcher_type == "flex":
-            add("model.moe_token_dispatcher_type", "flex", "the flex dispatcher's DeepEP/HybridEP communication "
-                "buffers are not modelled; use alltoall or allgather")
     else:
         for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
                      "moe_expert_capacity_factor"):
@@ -478,4 +476,5 @@ def validate(cfg: Config) -> list[Problem]:
         add("precision.use_precision_aware_optimizer", True, "needs training.use_distributed_optimizer: true")
     if pr.params_dtype == "fp32" and pr.fp8:
         add("precision.fp8", True, "FP8 compute needs bf16 or fp16 weights")
+    P.extend(feature_problems(cfg))
     return P

@@ -40,7 +40,7 @@ __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
                    "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
                    "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
-                   "model.moe_token_dispatcher_type"}
+                   "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 
 #: Option string -> argument destination, for every argument Megatron-LM defines.
@@ -52,16 +52,21 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "gradient_accumulation_fusion", "use_flash_attn", "recompute_activations", "moe_layer_recompute",
                   "grad_reduce_in_bf16", "use_rotary_position_embeddings", "add_position_embedding", "cp_comm_type",
                   "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
-                  "moe_token_dispatcher_type"}
+                  "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
+                  "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
+                  "enable_cuda_graph", "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
+                  "moe_hybridep_num_sms"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
 
 #: Values of accepted arguments that change memory in ways not modelled: dest -> (allowed values, reason).
 REFUSED_VALUES = {
-    "optimizer": (("adam",), "the optimizer states are modelled for Adam only"),
-    "moe_token_dispatcher_type": (("allgather", "alltoall"), "the flex dispatcher's DeepEP/HybridEP "
-                                  "communication buffers are not modelled"),
+    "optimizer": (("adam", "sgd", "muon", "dist_muon"), "the states of Lion, SOAP and adaptive Muon are not "
+                  "modelled (adam, sgd, muon and dist_muon are)"),
+    "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
+                                    "hybridep are)"),
+    "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
@@ -331,6 +336,23 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     if m.get("num_experts"):
         m["moe_token_dispatcher_type"] = _one("--moe-token-dispatcher-type", raw["moe_token_dispatcher_type"]) \
             if "moe_token_dispatcher_type" in raw else "allgather"
+        if "moe_enable_deepep" in raw:   # deprecated: TransformerConfig turns it into flex + deepep
+            m["moe_token_dispatcher_type"], m["moe_flex_dispatcher_backend"] = "flex", "deepep"
+            notes.append("--moe-enable-deepep: deprecated, the flex dispatcher with DeepEP")
+        if m["moe_token_dispatcher_type"] != "flex":
+            for k in ("moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms"):
+                if k in m:
+                    del m[k]
+                    notes.append(f"--{k.replace('_', '-')}: only with --moe-token-dispatcher-type flex")
+        elif "moe_flex_dispatcher_num_sms" not in m:
+            for dest in ("moe_deepep_num_sms", "moe_hybridep_num_sms"):   # deprecated aliases (TransformerConfig)
+                if dest in raw:
+                    m["moe_flex_dispatcher_num_sms"] = _int("--" + dest.replace("_", "-"), raw[dest])
+    else:
+        for k in ("moe_router_dtype", "moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms"):
+            if k in m:
+                del m[k]
+                notes.append(f"--{k.replace('_', '-')}: only for MoE models")
     tokenizer = raw.get("tokenizer_type")
     if "padded_vocab_size" in raw:
         if "vocab_size" in m:
@@ -382,6 +404,81 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     if par.get("virtual_pipeline_model_parallel_size") == 1:
         del par["virtual_pipeline_model_parallel_size"]
 
+    # FSDP, offloading, CUDA graphs, optimizer.
+    if "torch_fsdp2_reshard_after_forward" in raw:
+        par["torch_fsdp2_reshard_after_forward"] = False
+    if "megatron_fsdp_max_pool_double_buffer" in raw:
+        par["fsdp_double_buffer"] = True   # Megatron-LM: the max-pool allocator is a double buffer
+    if par.get("use_megatron_fsdp"):
+        if not tr.get("use_distributed_optimizer"):
+            notes.append("--use-megatron-fsdp: Megatron-LM turns on the distributed optimizer (Megatron-FSDP v1)")
+        tr["use_distributed_optimizer"] = True
+        if par.get("nccl_ub"):
+            par["fsdp_double_buffer"] = True
+    else:
+        for k in ("data_parallel_sharding_strategy", "outer_dp_sharding_strategy", "fsdp_double_buffer",
+                  "suggested_communication_unit_size"):
+            if k in par:
+                del par[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --use-megatron-fsdp")
+        for k in ("megatron_fsdp_main_params_dtype", "megatron_fsdp_main_grads_dtype"):
+            if k in pr:
+                del pr[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --use-megatron-fsdp")
+    if not par.get("use_torch_fsdp2") and "torch_fsdp2_reshard_after_forward" in par:
+        del par["torch_fsdp2_reshard_after_forward"]
+        notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
+    if "optimizer" in raw:
+        opt = _one("--optimizer", raw["optimizer"])
+        if opt == "dist_muon":   # arguments.py: muon with the layer-wise distributed optimizer
+            opt = "muon"
+            tr["use_distributed_optimizer"] = True
+            notes.append("--optimizer dist_muon: deprecated, Muon with the layer-wise distributed optimizer")
+        tr["optimizer"] = opt
+    if tr.get("optimizer", "adam") != "sgd" and "sgd_momentum" in tr:
+        del tr["sgd_momentum"]
+        notes.append("--sgd-momentum: only with --optimizer sgd")
+    if not tr.get("optimizer_cpu_offload") and "optimizer_offload_fraction" in tr:
+        del tr["optimizer_offload_fraction"]
+        notes.append("--optimizer-offload-fraction: only with --optimizer-cpu-offload")
+    if tr.get("cpu_offloading_num_layers", 0) > 0:
+        tr["cpu_offloading"] = True      # arguments.py
+    if not tr.get("fine_grained_activation_offloading"):
+        for k in ("offload_modules", "activation_offload_fraction"):
+            if k in tr:
+                del tr[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --fine-grained-activation-offloading")
+    if "enable_cuda_graph" in raw or "external_cuda_graph" in raw:
+        flag = "--enable-cuda-graph" if "enable_cuda_graph" in raw else "--external-cuda-graph"
+        if tr.get("cuda_graph_impl", "none") != "none" or ("enable_cuda_graph" in raw and "external_cuda_graph" in raw):
+            raise ConfigError(Problem(flag, None, "Megatron-LM refuses it together with --cuda-graph-impl or the "
+                                      "other deprecated CUDA-graph switch"))
+        tr["cuda_graph_impl"] = "local" if "enable_cuda_graph" in raw else "transformer_engine"
+        notes.append(f"{flag}: deprecated, --cuda-graph-impl {tr['cuda_graph_impl']}")
+    scopes = raw.get("cuda_graph_modules") or raw.get("cuda_graph_scope_deprecated")
+    if "cuda_graph_modules" in raw and "cuda_graph_scope_deprecated" in raw:
+        raise ConfigError(Problem("--cuda-graph-scope", None, "--cuda-graph-scope and --cuda-graph-modules cannot be "
+                                  "used together"))
+    if scopes:
+        mods = []
+        for v in scopes:
+            if v == "full_iteration" and tr.get("cuda_graph_impl", "none") != "none":
+                tr["cuda_graph_impl"] = "full_iteration"   # the deprecated scope's migration
+                notes.append("--cuda-graph-modules full_iteration: deprecated, --cuda-graph-impl full_iteration")
+            elif v in ("full", "full_iteration", "full_iteration_inference"):
+                notes.append(f"--cuda-graph-modules {v}: deprecated; " + ("the whole layer" if v == "full" else
+                                                                           "no effect on training"))
+            elif v not in mods:
+                mods.append(v)
+        if mods:
+            tr["cuda_graph_modules"] = mods
+    if tr.get("cuda_graph_impl", "none") in ("none", "full_iteration") and "cuda_graph_modules" in tr:
+        del tr["cuda_graph_modules"]
+        notes.append("--cuda-graph-modules: only with --cuda-graph-impl local or transformer_engine")
+    if not tr.get("defer_embedding_wgrad_compute") and "wgrad_deferral_limit" in tr:
+        del tr["wgrad_deferral_limit"]
+        notes.append("--wgrad-deferral-limit: only with --defer-embedding-wgrad-compute")
+
     # Training.
     tr.setdefault("use_distributed_optimizer", False)
     if "encoder_seq_length" in raw and "seq_length" not in tr:
@@ -426,6 +523,16 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         pr["accumulate_allreduce_grads_in_fp32"] = False
     elif "grad_reduce_in_bf16" in raw:
         notes.append("--grad-reduce-in-bf16: Megatron-LM reads it only with --bf16")
+    if not pr.get("fp8"):
+        for k in ("first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if k in pr:
+                del pr[k]
+                notes.append(f"--{k.replace('_', '-')}: Megatron-Core reads it only in an FP8 run")
+    elif not pr.get("first_last_layers_bf16"):
+        for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if k in pr:
+                del pr[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --first-last-layers-bf16")
     if pr["params_dtype"] == "bf16" and pr.get("accumulate_allreduce_grads_in_fp32") and \
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "

@@ -186,7 +186,51 @@ def to_megatron_args(config) -> list[str]:
         add("--use-precision-aware-optimizer")
         for name in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
             add(_flag(name), getattr(pr, name))
+    _feature_args(cfg, add, out)
     return out
+
+
+#: Recipe-feature fields written as "--flag value" (or a bare switch for booleans) when not at their default.
+_FEATURE_FIELDS = (
+    ("model", "moe_router_dtype"), ("model", "moe_flex_dispatcher_backend"), ("model", "moe_flex_dispatcher_num_sms"),
+    ("parallelism", "use_megatron_fsdp"), ("parallelism", "data_parallel_sharding_strategy"),
+    ("parallelism", "outer_dp_sharding_strategy"), ("parallelism", "fsdp_double_buffer"),
+    ("parallelism", "suggested_communication_unit_size"), ("parallelism", "use_torch_fsdp2"),
+    ("parallelism", "num_distributed_optimizer_instances"), ("parallelism", "tp_comm_overlap"),
+    ("parallelism", "nccl_ub"), ("precision", "megatron_fsdp_main_params_dtype"),
+    ("precision", "megatron_fsdp_main_grads_dtype"), ("training", "optimizer"), ("training", "sgd_momentum"),
+    ("training", "optimizer_cpu_offload"), ("training", "optimizer_offload_fraction"),
+    ("training", "cpu_offloading_num_layers"), ("training", "fine_grained_activation_offloading"),
+    ("training", "offload_modules"), ("training", "activation_offload_fraction"), ("training", "cuda_graph_impl"),
+    ("training", "cuda_graph_modules"), ("training", "overlap_moe_expert_parallel_comm"),
+    ("training", "defer_embedding_wgrad_compute"), ("training", "wgrad_deferral_limit"),
+    ("precision", "first_last_layers_bf16"), ("precision", "num_layers_at_start_in_bf16"),
+    ("precision", "num_layers_at_end_in_bf16"),
+)
+
+
+def _feature_args(cfg, add, out: list) -> None:
+    """The flags of the recipe features (FSDP, offloading, CUDA graphs, optimizers, ...)."""
+    tr, par, pr = cfg.training, cfg.parallelism, cfg.precision
+    if tr.peft is not None:
+        raise UnsupportedError("training.peft has no pretrain_gpt.py flag: LoRA and DoRA are Megatron-Bridge "
+                               "settings (peft: lora|dora in the recipe)")
+    if pr.disable_parameter_transpose_cache:
+        raise UnsupportedError("precision.disable_parameter_transpose_cache has no pretrain_gpt.py flag (a "
+                               "Megatron-Core TransformerConfig field Megatron-Bridge sets)")
+    specs = {(s.section, s.name): s for s in field_specs()}
+    for sec, name in _FEATURE_FIELDS:
+        spec, value = specs[(sec, name)], getattr(getattr(cfg, sec), name)
+        if value == spec.default or value is None:
+            continue
+        if spec.type == "bool":
+            add(spec.flag)
+        elif spec.type == "str_list":
+            out.extend([spec.flag, *value])
+        else:
+            add(spec.flag, value)
+    if par.use_torch_fsdp2 and not par.torch_fsdp2_reshard_after_forward:
+        add("--torch-fsdp2-no-reshard-after-forward")
 
 
 def _flag(name: str) -> str:

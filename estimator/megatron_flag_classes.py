@@ -84,6 +84,31 @@ _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight 
 _put(_M, "accumulate_allreduce_grads_in_fp32 grad_reduce_in_bf16", "the dtype of the gradient buffer")
 _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_avg_dtype exp_avg_sq_dtype",
      "dtypes of the optimizer's master weights and moments")
+_put(_M, "use_megatron_fsdp use_torch_fsdp2 data_parallel_sharding_strategy outer_dp_sharding_strategy "
+     "fsdp_double_buffer megatron_fsdp_max_pool_double_buffer suggested_communication_unit_size "
+     "torch_fsdp2_reshard_after_forward megatron_fsdp_main_params_dtype megatron_fsdp_main_grads_dtype",
+     "FSDP: what is sharded, and the gathered unit buffers at the peak")
+_put(_M, "num_distributed_optimizer_instances", "optimizer states sharded over 1/N of the data-parallel ranks "
+     "(with Megatron-FSDP: the HSDP outer size)")
+_put(_M, "optimizer sgd_momentum", "optimizer state bytes per parameter (Adam, SGD, Muon; dist_muon is Muon with "
+     "the layer-wise distributed optimizer)")
+_put(_M, "optimizer_cpu_offload optimizer_offload_fraction", "optimizer states and master weights moved to host "
+     "memory")
+_put(_M, "cpu_offloading_num_layers fine_grained_activation_offloading offload_modules activation_offload_fraction",
+     "activations moved to pinned host memory")
+_put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated enable_cuda_graph external_cuda_graph",
+     "CUDA graph static buffers and graph pool")
+_put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator)")
+_put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
+_put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
+     "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
+     "allocator)")
+_put(_M, "overlap_moe_expert_parallel_comm", "one more (chunk-)micro-batch in flight")
+_put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage keeps each deferred micro-batch's "
+     "output-layer input and logits gradient")
+_put(_M, "first_last_layers_bf16 num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "bf16 layers in an FP8 "
+     "run: no FP8 weight copies, bf16 activations")
+_put(_M, "moe_router_dtype", "dtype of the saved router logits and probabilities")
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
@@ -91,9 +116,6 @@ _put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; wher
      "layout (a layout string overrides it)")
 _put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
      "this revision; before Megatron-LM c9dfe34798 it appended one end-of-document token)")
-_put(_N, "optimizer", "Adam, the default, is what is modelled; any other optimizer is refused")
-_put(_N, "moe_token_dispatcher_type", "allgather and alltoall keep the same routed rows (allgather's gathered "
-     "tokens live only during the forward pass); flex is refused")
 _put(_N, "add_position_embedding", "deprecated; accepted only with rope positions, which have no parameters")
 _put(_N, "squared_relu", "an ungated activation keeps the same tensors as GeLU")
 _put(_N, "use_flash_attn", "flash attention, which the default backend (auto) already picks")
@@ -127,17 +149,17 @@ _put(_N, "moe_router_num_groups moe_router_group_topk moe_router_pre_softmax moe
      "moe_enable_routing_replay moe_shared_expert_overlap high_priority_a2a_comm_stream "
      "moe_router_padding_for_quantization moe_router_padding_for_fp8",
      "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert")
-_put(_N, "moe_flex_dispatcher_num_sms moe_deepep_num_sms moe_hybridep_num_sms moe_hybridep_num_blocks_permute "
-     "moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
-     "streaming multiprocessors given to the dispatcher kernels")
+_put(_N, "moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
+     "thread blocks given to HybridEP's kernels; its buffers keep their size")
 _put(_N, "moe_permute_fusion_into_hybridep moe_hybridep_pad_uneven_dispatch_inputs moe_ncclep_zero_copy "
-     "moe_dispatch_fwd_dtype moe_combine_bwd_dtype moe_flex_dispatcher_backend",
-     "only with the flex dispatcher, which is refused")
+     "moe_dispatch_fwd_dtype moe_combine_bwd_dtype",
+     "flex-dispatcher kernel options: DeepEP sizes its buffers for 2-byte hidden states either way, and the "
+     "routed rows stay the same")
 _put(_N, "mtp_loss_scaling_factor mtp_detach_heads calculate_per_token_loss",
      "loss weighting and gradient flow only")
 _put(_N, "tp_comm_bulk_wgrad tp_comm_bulk_dgrad tp_comm_overlap_ag tp_comm_overlap_rs tp_comm_overlap_rs_dgrad "
-     "tp_comm_split_ag tp_comm_split_rs tp_comm_bootstrap_backend tp_comm_overlap_cfg",
-     "only with --tp-comm-overlap, which is refused")
+     "tp_comm_split_ag tp_comm_split_rs tp_comm_bootstrap_backend",
+     "which overlaps run: Transformer Engine allocates all twelve userbuffers either way")
 _put(_N, "overlap_grad_reduce overlap_param_gather overlap_param_gather_with_optimizer_step align_grad_reduce "
      "align_param_gather ddp_num_buckets ddp_bucket_size ddp_pad_buckets_for_high_nccl_busbw "
      "ddp_average_in_collective gradient_reduce_div_fusion overlap_p2p_comm overlap_p2p_comm_warmup_flush "
@@ -149,19 +171,19 @@ _put(_N, "distributed_backend distributed_timeout_minutes distributed_timeout_se
      "flight_recorder_dump_on_timeout flight_recorder_include_stack_trace flight_recorder_include_only_active "
      "flight_recorder_extra_dump_on_exec fake_process_group",
      "process-group setup and debugging")
-_put(_N, "megatron_fsdp_version data_parallel_sharding_strategy outer_dp_sharding_strategy fsdp_double_buffer "
-     "suggested_communication_unit_size keep_fp8_transpose_cache enable_full_sharding_in_hsdp "
-     "torch_fsdp2_reshard_after_forward fsdp_manual_registration megatron_fsdp_main_params_dtype "
-     "megatron_fsdp_main_grads_dtype megatron_fsdp_grad_comm_dtype megatron_fsdp_enable_fine_grained_param_gather "
-     "megatron_fsdp_max_pool_double_buffer fsdp_db_use_persist_buf_on_alloc_fail use_layer_wise_param_layout",
-     "only with FSDP (--use-megatron-fsdp, --use-torch-fsdp2), which is refused")
-_put(_N, "disable_symmetric_registration", "only with --nccl-ub, which is refused")
-_put(_N, "optimizer_offload_fraction use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d "
-     "pin_cpu_grads pin_cpu_params", "only with --optimizer-cpu-offload, which is refused")
-_put(_N, "sgd_momentum muon_momentum muon_split_qkv muon_nesterov muon_scale_mode muon_fp32_matmul_prec "
-     "muon_coefficient_type muon_num_ns_steps muon_tp_mode muon_use_syrk muon_extra_scale_factor "
-     "muon_scalar_optimizer lion_beta1 lion_beta2",
-     "only with an optimizer other than Adam, which is refused")
+_put(_N, "megatron_fsdp_version", "Megatron-FSDP 1 is modelled; version 2 is refused")
+_put(_N, "fsdp_manual_registration fsdp_db_use_persist_buf_on_alloc_fail",
+     "Megatron-FSDP buffer registration and fallbacks for asymmetric units: the same buffers")
+_put(_N, "use_layer_wise_param_layout", "which buffer the layer-wise optimizer's non-Muon parameters live in: "
+     "the same bytes")
+_put(_N, "disable_symmetric_registration", "how NCCL registers the user buffers: the same buffers")
+_put(_N, "use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d",
+     "which optimizer class and streams the offloaded step uses: the same states")
+_put(_N, "pin_cpu_grads pin_cpu_params", "host memory only: pinned or pageable (the host total is the same)")
+_put(_N, "muon_momentum muon_split_qkv muon_nesterov muon_scale_mode muon_fp32_matmul_prec muon_coefficient_type "
+     "muon_num_ns_steps muon_tp_mode muon_use_syrk muon_extra_scale_factor",
+     "Muon hyper-parameters: one momentum buffer either way")
+_put(_N, "lion_beta1 lion_beta2", "only with the Lion optimizer, which is refused")
 _put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 adam_eps no_weight_decay_cond_type "
      "lr_decay_style lr_wsd_decay_style lr_decay_iters lr_decay_samples lr_wsd_decay_iters lr_wsd_decay_samples "
      "lr_warmup_fraction lr_warmup_iters lr_warmup_samples lr_warmup_init override_opt_param_scheduler "
@@ -169,17 +191,16 @@ _put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 
      "min_lr decoupled_lr decoupled_min_lr freeze_all_layers loss_scale initial_loss_scale min_loss_scale "
      "loss_scale_window hysteresis",
      "optimizer hyper-parameters and loss scaling: scalars")
-_put(_N, "num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "only with --first-last-layers-bf16, which is "
-     "refused")
 _put(_N, "fp8_margin fp8_interval fp8_amax_history_len fp8_amax_compute_algo",
      "FP8 scaling-factor bookkeeping: a few floats per tensor")
-_put(_N, "cuda_graph_warmup_steps cuda_graph_scope_deprecated cuda_graph_modules",
-     "only with CUDA graphs, which are refused")
+_put(_N, "cuda_graph_warmup_steps", "eager warm-up steps before capture; the graphs are the same")
 _put(_N, "mhc_num_residual_streams mhc_sinkhorn_iterations mhc_init_gating_factor mhc_recompute_layer_num",
      "only with --enable-mhc-connections, which is refused")
-_put(_N, "min_offloaded_tensor_size delay_offload_until_cuda_graph delta_offload_bytes_across_pp_ranks "
-     "activation_offload_fraction fine_grained_offloading_max_inflight_offloads cpu_offloading_retain_pinned_cpu_buffers",
-     "only with activation offloading, which is refused")
+_put(_N, "delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_offloads",
+     "when the offload copies are issued: the same tensors leave the GPU")
+_put(_N, "cpu_offloading_retain_pinned_cpu_buffers", "keeps the pinned host buffers between steps: host memory only")
+_put(_N, "min_offloaded_tensor_size", "saved tensors smaller than this stay on the GPU; the estimate offloads every "
+     "saved tensor of the module (those of a real layer are far larger than the 1M-element default)")
 _put(_N, "moe_paged_stash_page_size moe_paged_stash_buffer_size_factor_cuda moe_paged_stash_buffer_size_factor_cpu",
      "only with --moe-paged-stash, which is refused")
 _put(_N, "dsa_indexer_n_heads dsa_indexer_head_dim dsa_indexer_topk dsa_indexer_topk_freq dsa_indexer_skip_topk_offset "
@@ -306,31 +327,33 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(_R, "use_torch_fsdp2 use_megatron_fsdp", "FSDP sharding of weights and gradients is not modelled")
-_put(_R, "num_distributed_optimizer_instances", "partial distributed-optimizer sharding is not modelled")
-_put(_R, "optimizer_cpu_offload", "optimizer states offloaded to the CPU are not modelled")
-_put(_R, "cpu_offloading_num_layers fine_grained_activation_offloading offload_modules",
-     "activation offloading to the CPU is not modelled")
+_put(_R, "keep_fp8_transpose_cache", "Megatron-FSDP keeping the FP8 transpose caches of sharded weights is not "
+     "modelled")
+_put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
+     "--outer-dp-sharding-strategy)")
+_put(_R, "megatron_fsdp_grad_comm_dtype", "a gradient communication dtype other than the gradient buffer's adds "
+     "buffers that are not modelled")
+_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
+     "modelled")
+_put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
+_put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
+     "modelled")
 _put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")
 _put(_R, "distribute_saved_activations", "saved activations split over the tensor-parallel group are not modelled")
-_put(_R, "tp_comm_overlap", "userbuffers for tensor-parallel communication overlap are not modelled")
-_put(_R, "nccl_ub", "NCCL user-buffer registration of the gradient and parameter buffers is not modelled")
+_put(_R, "tp_comm_overlap_cfg", "a custom userbuffer configuration file can change the buffers; not modelled "
+     "(the default configuration is)")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
 _put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
      "the extra fp32 gradient scratch buffers are not modelled")
-_put(_R, "enable_cuda_graph external_cuda_graph cuda_graph_impl optimizer_cuda_graph",
-     "CUDA graph static buffers are not modelled")
+_put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
 _put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
-_put(_R, "overlap_moe_expert_parallel_comm ep_overlap_early_attn_memory_release",
-     "expert-parallel communication overlap (two micro-batches in flight at once) is not modelled")
+_put(_R, "ep_overlap_early_attn_memory_release",
+     "releasing attention memory early under expert-parallel overlap is not modelled")
 _put(_R, "delay_wgrad_compute overlap_dispatch_backward_with_experts_wgrad",
      "delayed weight-gradient computation keeps inputs longer; not modelled")
-_put(_R, "defer_embedding_wgrad_compute wgrad_deferral_limit",
-     "deferred embedding weight gradients keep each micro-batch's inputs; not modelled")
-_put(_R, "first_last_layers_bf16", "bf16 first and last layers in an FP8 run are not modelled")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")
@@ -348,8 +371,6 @@ _put(_R, "experimental_attention_variant linear_attention_freq", "linear / spars
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
 _put(_R, "moe_latent_size", "latent MoE projections are not modelled")
 _put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts is not modelled")
-_put(_R, "moe_enable_deepep", "the flex dispatcher's DeepEP communication buffers are not modelled")
-_put(_R, "moe_router_dtype", "fp32/fp64 routing probabilities and combine are not modelled")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
 _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
      "of it; not modelled")

@@ -20,6 +20,7 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 
 from __future__ import annotations
 
+from . import features
 from .activations import layer_activations, stage_extras
 from .loss import loss_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
@@ -48,31 +49,21 @@ CUDA_CONTEXT_BYTES = 600 * MIB
 NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
 
 
-def in_flight(r: Resolved, stage: int) -> list[int]:
+def in_flight(r: Resolved, stage: int, extra: int = 0) -> list[int]:
     """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds before its first
     backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
-    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`)."""
+    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`).
+
+    ``extra`` more warm-up (chunk-)micro-batches run before the steady state (expert-parallel overlap: 1)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
-        n = p - stage
+        n = p - stage + extra
         if m is not None:
             n = min(n, m)
         return [0] * n
     if m is None:
         m = r.group * (v + 4)
-    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1, m * v))
-
-
-def in_flight_per_chunk(r: Resolved, stage: int) -> list[int]:
-    """How many of :func:`in_flight`'s micro-batches each virtual chunk holds, in closed form: the k-th
-    warm-up forward runs chunk (k // p) mod v, so every full round of p x v forwards gives each chunk p, and
-    the last, partial round fills the chunks in order, p at a time. O(v), where listing them is O(p x v)."""
-    p, v, m = r.p, r.v, r.m
-    n = (p - stage - 1) * 2 + (v - 1) * p + 1 if v > 1 else p - stage
-    if m is not None:
-        n = min(n, m * v)
-    rounds, rest = divmod(n, p * v)
-    return [rounds * p + min(max(rest - c * p, 0), p) for c in range(v)]
+    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1 + extra, m * v))
 
 
 def _linear_shapes(r: Resolved, moe: bool) -> set:
@@ -223,11 +214,15 @@ def stage_memory(r: Resolved) -> Estimate:
     acts = {False: layer_activations(r, False)}
     if r.E:
         acts[True] = layer_activations(r, True)
+    layout = _parameter_layout(r)
+    feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
+    if feat is not None:
+        acts = feat.acts
+    x_flight = feat.extra_in_flight if feat is not None else 0
     mtp_act = acts[r.mtp_is_moe] if r.mtp else None
     extras = stage_extras(r, mtp_act)
     loss = loss_buffers(r)
 
-    layout = _parameter_layout(r)
     d_dense, d_lin, m_dense, m_lin, m_exp, shapes_by_kind = layout[:5] + layout[-1:]
     vocab_weight = layout[6]
     wbytes = DTYPE_BYTES[pr.params_dtype]
@@ -245,7 +240,7 @@ def stage_memory(r: Resolved) -> Estimate:
         chunks = plan.chunks
         sig = (plan.sig, moe_counts[s_idx]) if r.E else plan.sig
         if sig in static and not full_recompute:
-            dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
+            dense_p, linear_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
         else:
             n_layers = n_moe = dense_p = linear_p = expert_p = 0
             chunk_acts = []
@@ -278,16 +273,18 @@ def stage_memory(r: Resolved) -> Estimate:
             linear_p += n_dense * d_lin + n_moe * m_lin
             expert_p += n_moe * m_exp
             st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
-            static[sig] = (dense_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
+            static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
         if r.v == 1:
-            n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
+            n_flight = p - s_idx + x_flight
+            if r.m is not None and r.m < n_flight:
+                n_flight = r.m
             ca = chunk_acts[0]
             counts = (n_flight,)
             activations, att_total, mlp_total, emb_act, out_act, mtp_act_total = (
                 n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4],
                 n_flight * ca[5])
         else:
-            counts = max(held_counts(p, s_idx, r.v, r.group, r.m),
+            counts = max(held_counts(p, s_idx, r.v, r.group, r.m, x_flight),
                          key=lambda cnt: sum(k * ca[0] for k, ca in zip(cnt, chunk_acts)))
             n_flight = sum(counts)
             activations = att_total = mlp_total = emb_act = out_act = mtp_act_total = 0
@@ -326,6 +323,7 @@ def stage_memory(r: Resolved) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         name, value = "backward_working_set", bwd + work
+        no_wgrad = feat is not None and feat.skips_vocab_wgrad(has_loss)
         if has_loss and out_act:
             # The loss chunk passes through the loss before its layers' backward (estimator/loss.py): the
             # loss's own buffers at the end of its forward and during its backward; then the output
@@ -334,10 +332,10 @@ def stage_memory(r: Resolved) -> Estimate:
             # backward starts once the loss has freed what it kept.
             value -= min(loss.saved, out_act)
             for phase, size in (("loss_forward", loss.forward_extra), ("loss_backward", loss.backward_extra),
-                                ("output_layer_wgrad", vocab_wgrad + loss.output_backward)):
+                                ("output_layer_wgrad", (0 if no_wgrad else vocab_wgrad) + loss.output_backward)):
                 if size > value:
                     name, value = phase, size
-        for c_idx in plan.vocab_chunks:
+        for c_idx in () if no_wgrad else plan.vocab_chunks:
             if counts[c_idx] and vocab_wgrad - chunk_acts[c_idx][0] > value:
                 # Embedding backward (the input embedding or an MTP stage's copy): a dense weight gradient,
                 # when this micro-batch's activations of the chunk are gone.
@@ -347,19 +345,32 @@ def stage_memory(r: Resolved) -> Estimate:
         buffer = global_buffer_bytes(r, has_moe, has_loss)
         if buffer:
             transient["global_memory_buffer"] = buffer
-        transient_bytes = sum(transient.values())
-
-        allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
-        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
         acts_by = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
         if r.mtp:
             acts_by["mtp"] = mtp_act_total
+        reports = plan.reports.get(counts) or _chunk_reports(plan, counts)
+        if feat is None:
+            transient_bytes = sum(transient.values())
+            allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
+            reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+            stages.append(StageEstimate(
+                s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
+                expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
+                reserved, reserved + overhead, acts_by, transient, reports))
+            continue
+        # Recipe features (estimator/features): states, activations, buffers, and what lies outside the allocator.
+        flight = [c for c, k in enumerate(counts) for _ in range(k)]
+        adj = feat.stage(s_idx, [c.layers for c in chunks], plan.embedding, has_loss, dense_p, linear_p, expert_p,
+                         st, activations, flight, transient, bwd + work)
+        acts_by.update(adj.activation_parts)
+        transient_bytes = sum(adj.transient.values())
+        allocated = adj.weights + adj.gradients + adj.optimizer + adj.activations + transient_bytes
+        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
         stages.append(StageEstimate(
-            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
-            expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
-            reserved, reserved + overhead, acts_by, transient,
-            plan.reports.get(counts) or _chunk_reports(plan, counts),
-        ))
+            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
+            adj.weights, adj.gradients, adj.optimizer, adj.activations, transient_bytes, allocated, reserved,
+            reserved + overhead + sum(adj.outside_allocator.values()), acts_by, adj.transient, reports,
+            sum(adj.host.values()), adj.host, adj.outside_allocator))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
@@ -368,8 +379,9 @@ def stage_memory(r: Resolved) -> Estimate:
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
                 "microbatch_group_size": r.group if r.v > 1 else None,
                 "pipeline_layout": cfg.parallelism.pipeline_model_parallel_layout,
-                "dense_optimizer_shards": dense_shard if bm.distributed else 1,
-                "expert_optimizer_shards": (r.edp if bm.distributed else 1) if r.E else None,
+                "dense_optimizer_shards": feat.shards()[0] if feat else (dense_shard if bm.distributed else 1),
+                "expert_optimizer_shards": ((feat.shards()[1] if feat else (r.edp if bm.distributed else 1))
+                                            if r.E else None),
                 "bytes_per_parameter": {"weights": bm.weight, "linear_weights": bm.linear_weight,
                                         "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
@@ -398,12 +410,15 @@ def _communicators(r: Resolved) -> int:
 def _assumptions(r: Resolved, bm) -> list[str]:
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
+    plain = not (cfg.parallelism.use_megatron_fsdp or cfg.parallelism.use_torch_fsdp2) and tr.optimizer == "adam"
     out = [
         f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B per parameter "
         + (f"(the optimizer part sharded over {r.dp * r.cp} data x context-parallel ranks"
            + (f", {r.edp} expert-data-parallel ranks for routed experts" if r.E else "") + ")"
-           if bm.distributed else "(no distributed optimizer: nothing sharded)") + ".",
-        "Adam optimizer (two moments per parameter); Megatron-Core with Transformer Engine layers.",
+           if bm.distributed else "(no distributed optimizer: nothing sharded)") + "."
+        if plain else "Model states as the FSDP / optimizer lines below say.",
+        ("Adam optimizer (two moments per parameter); " if tr.optimizer == "adam" else "")
+        + "Megatron-Core with Transformer Engine layers.",
         f"Vocabulary padded from {r.V} to {r.Vp} (multiple of {cfg.model.make_vocab_size_divisible_by} x TP {r.t}).",
     ]
     if r.m is None:
@@ -441,7 +456,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     else:
         out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
                    "computed.")
-    if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion:
+    if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
     if pr.fp8 and pr.fp8_param_gather:
@@ -457,6 +472,6 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
-    out.append("Not modelled: CUDA graphs, CPU offloading, FSDP, routing imbalance, memory of a failed "
-               "allocation retry, and NCCL user-buffer registration.")
+    out.extend(features.assumptions(r))
+    out.append("Not modelled: routing imbalance and the memory of a failed allocation retry.")
     return out

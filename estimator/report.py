@@ -86,6 +86,9 @@ class StageEstimate(NamedTuple):
     activations: dict        # activations by component
     transient: dict          # transient buffers by component
     chunks: tuple = ()       # ChunkReport per virtual chunk, in order
+    host_bytes: int = 0      # pinned and pageable host memory (offloading), not part of any device figure
+    host: dict | None = None              # host memory by kind
+    outside_allocator: dict | None = None  # device bytes outside PyTorch's allocator (userbuffers, DeepEP), in device_bytes
 
     @property
     def model_state_bytes(self) -> int:
@@ -98,6 +101,8 @@ class StageEstimate(NamedTuple):
         d["activations"] = dict(self.activations)
         d["transient"] = dict(self.transient)
         d["chunks"] = [c.to_dict() for c in self.chunks]
+        d["host"] = dict(self.host or {})
+        d["outside_allocator"] = dict(self.outside_allocator or {})
         return d
 
     @property

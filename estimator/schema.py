@@ -94,11 +94,25 @@ class ModelConfig:
                                              flag="--moe-router-enable-expert-bias")
     moe_token_dispatcher_type: str = _f("alltoall", "How tokens reach their experts. Megatron's own default "
                                         "is allgather; alltoall is what MoE recipes use. Both keep the same routed "
-                                        "rows (allgather's gathered tokens live only during the forward pass), so "
-                                        "the choice does not change the estimate; flex is refused (DeepEP/HybridEP "
-                                        "buffers are not modelled).", type="str",
+                                        "rows (allgather's gathered tokens live only during the forward pass); flex "
+                                        "adds the DeepEP or HybridEP communication buffers "
+                                        "(moe_flex_dispatcher_backend).", type="str",
                                         choices=("alltoall", "allgather", "flex"),
                                         flag="--moe-token-dispatcher-type")
+    moe_router_dtype: str | None = _f(None, "Dtype of the router logits and routing probabilities kept for the "
+                                      "backward pass (Megatron-Core TransformerConfig.moe_router_dtype): fp32 4 B or "
+                                      "fp64 8 B per token and expert, twice (logits and probabilities).", type="str",
+                                      choices=("fp32", "fp64"), derived="the activations' dtype (bf16: 2 B)",
+                                      flag="--moe-router-dtype")
+    moe_flex_dispatcher_backend: str = _f("deepep", "Communication library of the flex dispatcher: deepep "
+                                          "(DeepEP's NVLink/RDMA buffers) or hybridep (HybridEP's buffers sized for "
+                                          "the worst-case token count). Both are allocated outside PyTorch's "
+                                          "allocator.", type="str", choices=("deepep", "hybridep"),
+                                          flag="--moe-flex-dispatcher-backend")
+    moe_flex_dispatcher_num_sms: int | None = _f(None, "Streaming multiprocessors of the flex dispatcher's kernels; "
+                                                 "DeepEP's buffer has one channel per two SMs.", type="int", min=2,
+                                                 max=1024, derived="20 (Megatron-Core's DeepEP default)",
+                                                 flag="--moe-flex-dispatcher-num-sms")
     moe_expert_capacity_factor: float | None = _f(None, "Capacity factor per expert; null means dropless "
                                                   "(every expert takes exactly its balanced share).",
                                                   type="float", min=0.0, max=1e4, flag="--moe-expert-capacity-factor")
@@ -228,6 +242,48 @@ class ParallelismConfig:
         max=MAX_BATCH,
         derived="pipeline_model_parallel_size (Megatron's depth-first default)",
         flag="--microbatch-group-size-per-virtual-pipeline-stage")
+    use_megatron_fsdp: bool = _f(False, "Megatron-FSDP (v1): weights, gradients and optimizer states held in "
+                                 "data-parallel buffers sharded as data_parallel_sharding_strategy says; each "
+                                 "transformer layer is an FSDP unit gathered when it runs.", type="bool",
+                                 flag="--use-megatron-fsdp")
+    use_torch_fsdp2: bool = _f(False, "PyTorch FSDP2 (fully_shard on every transformer layer, the embedding and the "
+                               "output layer): weights, gradients and optimizer states sharded over the data x "
+                               "context-parallel ranks.", type="bool", flag="--use-torch-fsdp2")
+    data_parallel_sharding_strategy: str = _f("optim_grads_params", "What Megatron-FSDP shards over the data x "
+                                              "context-parallel ranks: no_shard (nothing, like DDP), optim (optimizer "
+                                              "states, ZeRO-1), optim_grads (and gradients, ZeRO-2), "
+                                              "optim_grads_params (and weights, ZeRO-3).", type="str",
+                                              choices=("no_shard", "optim", "optim_grads", "optim_grads_params"),
+                                              flag="--data-parallel-sharding-strategy")
+    outer_dp_sharding_strategy: str = _f("no_shard", "With Megatron-FSDP and num_distributed_optimizer_instances > "
+                                         "1 (HSDP): no_shard replicates over the outer data-parallel groups, optim "
+                                         "also shards the optimizer states over them (needs optim_grads_params).",
+                                         type="str", choices=("no_shard", "optim"),
+                                         flag="--outer-dp-sharding-strategy")
+    num_distributed_optimizer_instances: int = _f(1, "Copies of the distributed optimizer over the data-parallel "
+                                                  "ranks: states are sharded over data x context-parallel / this "
+                                                  "many ranks (partial distributed optimizer); with Megatron-FSDP it "
+                                                  "is the outer (replicated) size of HSDP.", type="int", min=1,
+                                                  max=65536, flag="--num-distributed-optimizer-instances")
+    fsdp_double_buffer: bool = _f(False, "Megatron-FSDP: two persistent unit-sized buffers for gathered weights and "
+                                  "two for unsharded gradients, instead of allocating per unit (forced on by "
+                                  "nccl_ub).", type="bool", flag="--fsdp-double-buffer")
+    suggested_communication_unit_size: int | None = _f(None, "Megatron-FSDP's communication unit (elements): it "
+                                                       "prefetches gathered weights up to half of it and lets "
+                                                       "unsharded gradients wait for their reduce-scatter up to it.",
+                                                       type="int", min=1, max=10 ** 13,
+                                                       derived="max(1e9, 2 x the elements of an average layer)",
+                                                       flag="--suggested-communication-unit-size")
+    torch_fsdp2_reshard_after_forward: bool = _f(True, "PyTorch FSDP2: free each layer's gathered weights after its "
+                                                 "forward (false keeps every layer gathered until its backward, "
+                                                 "--torch-fsdp2-no-reshard-after-forward).", type="bool")
+    tp_comm_overlap: bool = _f(False, "Transformer Engine's tensor-parallel communication overlap: twelve "
+                               "userbuffers of [seq_length x micro_batch_size / CP, hidden_size] registered outside "
+                               "PyTorch's allocator (needs sequence parallelism).", type="bool",
+                               flag="--tp-comm-overlap")
+    nccl_ub: bool = _f(False, "Register the data-parallel gradient and parameter buffers with NCCL (user buffers): "
+                       "they are allocated in NCCL's own memory pool; with Megatron-FSDP it turns on "
+                       "fsdp_double_buffer.", type="bool", cli="--use-nccl-ub", flag="--use-nccl-ub")
 
 
 @dataclass(frozen=True)
@@ -294,6 +350,73 @@ class TrainingConfig:
     overlap_param_gather: bool = _f(False, "Overlap the parameter all-gather with the forward pass. No effect "
                                     "on memory (it works in the existing buffers).", type="bool",
                                     flag="--overlap-param-gather")
+    optimizer: str = _f("adam", "Optimizer: adam (fp32 master + two moments), sgd (fp32 master + one momentum "
+                        "buffer when sgd_momentum > 0) or muon (fp32 master + one momentum for the 2-D linear "
+                        "weights, Adam for embeddings, output layer, norms and biases). With the distributed "
+                        "optimizer Muon's states are sharded layer-wise over the data-parallel ranks (Megatron-Core's "
+                        "LayerWiseDistributedOptimizer, Megatron-Bridge's dist_muon).", type="str",
+                        choices=("adam", "sgd", "muon"), flag="--optimizer")
+    sgd_momentum: float = _f(0.9, "SGD momentum; 0 keeps no momentum buffer.", type="float", min=0.0, max=1.0,
+                             flag="--sgd-momentum")
+    optimizer_cpu_offload: bool = _f(False, "Run the optimizer step of a fraction of the parameters on the CPU "
+                                     "(Megatron-Core HybridDeviceOptimizer): their fp32 master weights, gradients "
+                                     "and Adam states live in host memory (needs the precision-aware optimizer).",
+                                     type="bool", flag="--optimizer-cpu-offload")
+    optimizer_offload_fraction: float = _f(1.0, "Fraction of the optimizer's parameters (by element count) "
+                                           "offloaded to the CPU.", type="float", min=0.0, max=1.0,
+                                           flag="--optimizer-offload-fraction")
+    cpu_offloading: bool = _f(False, "Layer-wise activation offloading (Transformer Engine's CPU offload context): "
+                              "the activations of the first cpu_offloading_num_layers layers move to pinned host "
+                              "memory during the forward pass. Megatron-LM sets it when "
+                              "cpu_offloading_num_layers > 0.", type="bool")
+    cpu_offloading_num_layers: int = _f(0, "Layers whose activations are offloaded with cpu_offloading (fewer than "
+                                        "num_layers; no pipeline parallelism, no recompute).", type="int", min=0,
+                                        max=100000, flag="--cpu-offloading-num-layers")
+    fine_grained_activation_offloading: bool = _f(False, "Offload the inputs of the modules in offload_modules to "
+                                                  "pinned host memory, per layer and micro-batch (Megatron-Core's "
+                                                  "fine-grained activation offloading).", type="bool",
+                                                  flag="--fine-grained-activation-offloading")
+    offload_modules: list[str] | None = _f(None, "Modules whose saved inputs fine-grained offloading moves to the "
+                                           "host: attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, "
+                                           "moe_act (attn_norm and mlp_norm only where the norm is a module of its "
+                                           "own, not fused into the next linear).", type="str_list",
+                                           choices=("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
+                                                    "expert_fc1", "moe_act"),
+                                           derived="none", flag="--offload-modules")
+    activation_offload_fraction: float = _f(1.0, "Fraction of the eligible offload groups (in forward order) that "
+                                            "fine-grained offloading really offloads.", type="float", min=0.0,
+                                            max=1.0, flag="--activation-offload-fraction")
+    cuda_graph_impl: str = _f("none", "CUDA graphs: local (Megatron-Core's CudaGraphManager) and transformer_engine "
+                              "(TE make_graphed_callables) capture each layer (or the modules in cuda_graph_modules); "
+                              "full_iteration captures the whole forward-backward step.", type="str",
+                              choices=("none", "local", "transformer_engine", "full_iteration"),
+                              flag="--cuda-graph-impl")
+    cuda_graph_modules: list[str] | None = _f(None, "Parts of each layer captured by the per-layer CUDA graphs: "
+                                              "attn, mlp (dense layers), moe (whole MoE block, drop-and-pad only), "
+                                              "moe_router, moe_preprocess. Megatron-Bridge calls it "
+                                              "cuda_graph_scope.", type="str_list",
+                                              choices=("attn", "mlp", "moe", "moe_router", "moe_preprocess"),
+                                              derived="the whole layer", flag="--cuda-graph-modules")
+    overlap_moe_expert_parallel_comm: bool = _f(False, "Overlap the expert-parallel all-to-all of one micro-batch "
+                                                "with the computation of another (combined 1F1B): one more "
+                                                "(chunk) micro-batch in flight.", type="bool",
+                                                flag="--overlap-moe-expert-parallel-comm")
+    defer_embedding_wgrad_compute: bool = _f(False, "Defer the output layer's weight-gradient GEMMs to the pipeline "
+                                             "flush: the last stage keeps each deferred micro-batch's input and "
+                                             "logits gradient until then.", type="bool",
+                                             flag="--defer-embedding-wgrad-compute")
+    wgrad_deferral_limit: int = _f(0, "Micro-batches whose output-layer weight gradient is deferred; 0 means all.",
+                                   type="int", min=0, max=1000000, flag="--wgrad-deferral-limit")
+    peft: str | None = _f(None, "Parameter-efficient fine-tuning as Megatron-Bridge configures it (no Megatron-LM "
+                          "flag): lora or dora adapters on the peft_target_modules; the base weights are frozen "
+                          "(no gradients, no optimizer states).", type="str", choices=("lora", "dora"))
+    peft_dim: int = _f(32, "Adapter rank r (Megatron-Bridge LoRA.dim): each adapted linear gains r x (in + out) "
+                       "weights, split over the tensor-parallel ranks.", type="int", min=1, max=65536)
+    peft_alpha: int = _f(32, "Adapter scaling alpha (Megatron-Bridge LoRA.alpha); no effect on memory.", type="int",
+                         min=1, max=65536)
+    peft_target_modules: list[str] | None = _f(None, "Linear layers that get adapters.", type="str_list",
+                                               choices=("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"),
+                                               derived="all four (Megatron-Bridge's default)")
 
 
 @dataclass(frozen=True)
@@ -340,6 +463,27 @@ class PrecisionConfig:
                             choices=("fp32", "fp16", "bf16", "fp8"), flag="--exp-avg-dtype")
     exp_avg_sq_dtype: str = _f("fp32", "Dtype of Adam's second moment.", type="str",
                                choices=("fp32", "fp16", "bf16", "fp8"), flag="--exp-avg-sq-dtype")
+    megatron_fsdp_main_params_dtype: str = _f("fp32", "Megatron-FSDP's master weights (main weight buffer); auto "
+                                              "keeps none (the model weights are the master weights).", type="str",
+                                              choices=("fp32", "bf16", "fp16", "auto"),
+                                              flag="--megatron-fsdp-main-params-dtype")
+    megatron_fsdp_main_grads_dtype: str = _f("auto", "Megatron-FSDP's gradient buffer; auto means the weights' "
+                                             "dtype (bf16: 2 B per parameter).", type="str",
+                                             choices=("auto", "fp32", "bf16", "fp16"),
+                                             flag="--megatron-fsdp-main-grads-dtype")
+    disable_parameter_transpose_cache: bool = _f(False, "FP8 without Transformer Engine's cached weight copies "
+                                                 "(Megatron-Core TransformerConfig; no Megatron-LM flag): the FP8 "
+                                                 "weights are quantised anew each micro-batch and each in-flight "
+                                                 "micro-batch keeps its own copy for the backward pass.",
+                                                 type="bool")
+    first_last_layers_bf16: bool = _f(False, "In an FP8 run, keep the first num_layers_at_start_in_bf16 and the last "
+                                      "num_layers_at_end_in_bf16 decoder layers in bf16 (no FP8 weight copies, bf16 "
+                                      "activations).", type="bool", flag="--first-last-layers-bf16")
+    num_layers_at_start_in_bf16: int = _f(1, "Decoder layers at the start kept in bf16 with "
+                                          "first_last_layers_bf16.", type="int", min=0, max=100000,
+                                          flag="--num-layers-at-start-in-bf16")
+    num_layers_at_end_in_bf16: int = _f(1, "Decoder layers at the end kept in bf16 with first_last_layers_bf16.",
+                                        type="int", min=0, max=100000, flag="--num-layers-at-end-in-bf16")
 
 
 @dataclass(frozen=True)

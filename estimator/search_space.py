@@ -69,6 +69,10 @@ _SEARCHED = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "virt
 #: which is what the search chooses; estimate() evaluates such a configuration as written.
 SPLIT_NOT_SEARCHED = ("pipeline_model_parallel_layout", "account_for_embedding_in_pipeline_split",
                       "account_for_loss_in_pipeline_split", "microbatch_group_size_per_vp_stage")
+#: Parallelism fields the search keeps as the user set them while it varies the layout (FSDP, HSDP, buffers).
+_PAR_KEPT = ("cp_comm_type", "use_megatron_fsdp", "use_torch_fsdp2", "data_parallel_sharding_strategy",
+             "outer_dp_sharding_strategy", "num_distributed_optimizer_instances", "fsdp_double_buffer",
+             "suggested_communication_unit_size", "torch_fsdp2_reshard_after_forward", "tp_comm_overlap", "nccl_ub")
 _OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
              "recompute_method": "recompute", "recompute_num_layers": "recompute",
              "recompute_modules": "recompute"}
@@ -286,7 +290,7 @@ class _Engine(_CostModel):
         pr_d = dict(data.get("precision") or {})
         for name, (sec, value) in overrides.items():
             {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
-        self.par_keep = {k: par_d[k] for k in ("cp_comm_type",) if k in par_d}
+        self.par_keep = {k: par_d[k] for k in _PAR_KEPT if k in par_d}
         self.dropped = {k: par_d[k] for k in SPLIT_NOT_SEARCHED if par_d.get(k) not in (None, False)}
         s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
         if s is None:
@@ -306,6 +310,7 @@ class _Engine(_CostModel):
         self.data = {"model": copy.deepcopy(model_d), "parallelism": dict(self.par_keep),
                      "training": {**tr_d, "world_size": world0, "seq_length": s}, "precision": pr_d}
         self.base = load_config(self.data)            # raises ConfigError naming any bad field
+        self.par_fixed = {k: getattr(self.base.parallelism, k) for k in _PAR_KEPT}
         self.r0 = resolve(self.base)
         self.capacity = capacity
         if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
@@ -356,6 +361,10 @@ class _Engine(_CostModel):
         self.dense_layer = att + dense_mlp(r)
         self.moe_dense = att + moe_router(r) + shared_expert(r)
         self.experts = moe_experts(r) if r.E else None
+        tr, par = cfg.training, cfg.parallelism
+        self.states_may_shrink = (par.use_megatron_fsdp or par.use_torch_fsdp2 or tr.peft is not None
+                                  or tr.optimizer_cpu_offload or tr.optimizer != "adam"
+                                  or (cfg.precision.fp8 and cfg.precision.first_last_layers_bf16))
         self.bm = {}
         for d in self.dist:
             tr = replace(cfg.training, use_distributed_optimizer=d)
@@ -402,6 +411,9 @@ class _Engine(_CostModel):
             total = st.weights + st.gradients + st.optimizer
             if total > worst[0]:
                 worst = (total, dense_p, exp_p)
+        if self.states_may_shrink:
+            # FSDP, PEFT, offloading or a lighter optimizer hold less than this plain-Adam bound: no pruning by it.
+            worst = (0,) + worst[1:]
         return worst
 
     # -- enumeration ----------------------------------------------------------------------------
@@ -487,9 +499,9 @@ class _Engine(_CostModel):
         par = ParallelismConfig(
             tensor_model_parallel_size=sh.t, pipeline_model_parallel_size=sh.p, expert_model_parallel_size=sh.ep,
             expert_tensor_parallel_size=sh.etp if self.moe else None, context_parallel_size=sh.cp,
-            cp_comm_type=self.base.parallelism.cp_comm_type,
             virtual_pipeline_model_parallel_size=sh.v if sh.v > 1 else None,
-            num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last)
+            num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last,
+            **self.par_fixed)
         tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
                      sequence_parallel=sh.sp, use_distributed_optimizer=d, **self._rc_fields(rc))
         return Config(model=self.base.model, parallelism=par, training=tr, precision=self.base.precision)

@@ -31,6 +31,14 @@ UNFUSED = BF16 + " --attention-backend unfused"
 DISTOPT = BF16 + " --use-distributed-optimizer"
 PAO = DISTOPT + " --use-precision-aware-optimizer"
 FP8 = DISTOPT + " --fp8-format hybrid"
+FSDP = DISTOPT + " --use-megatron-fsdp"
+FSDP2 = BF16 + " --use-torch-fsdp2 --untie-embeddings-and-output-weights --no-gradient-accumulation-fusion"
+FG = BF16 + " --fine-grained-activation-offloading --offload-modules core_attn"
+EP2 = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"
+FLEX = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type flex"
+TEG = BF16 + " --cuda-graph-impl transformer_engine"
+DEFER = PP2 + " --global-batch-size 8 --defer-embedding-wgrad-compute"
+FP8CS = FP8 + " --fp8-recipe tensorwise"
 
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
@@ -125,6 +133,45 @@ CHANGES = {
     "main_params_dtype": (PAO.replace("--bf16", "--fp16"), "--main-params-dtype fp16"),
     "exp_avg_dtype": (PAO, "--exp-avg-dtype bf16"),
     "exp_avg_sq_dtype": (PAO, "--exp-avg-sq-dtype bf16"),
+    "use_megatron_fsdp": (DISTOPT, "--use-megatron-fsdp"),
+    "use_torch_fsdp2": (FSDP2.replace(" --use-torch-fsdp2", ""), "--use-torch-fsdp2"),
+    "data_parallel_sharding_strategy": (FSDP, "--data-parallel-sharding-strategy optim"),
+    "outer_dp_sharding_strategy": (FSDP + " --num-distributed-optimizer-instances 2", "--outer-dp-sharding-strategy optim"),
+    "fsdp_double_buffer": (FSDP, "--fsdp-double-buffer"),
+    "megatron_fsdp_max_pool_double_buffer": (FSDP, "--megatron-fsdp-max-pool-double-buffer"),
+    "suggested_communication_unit_size": (FSDP, "--suggested-communication-unit-size 1000"),
+    "torch_fsdp2_reshard_after_forward": (FSDP2, "--torch-fsdp2-no-reshard-after-forward"),
+    "megatron_fsdp_main_params_dtype": (FSDP, "--megatron-fsdp-main-params-dtype bf16"),
+    "megatron_fsdp_main_grads_dtype": (FSDP, "--megatron-fsdp-main-grads-dtype fp32"),
+    "num_distributed_optimizer_instances": (DISTOPT, "--num-distributed-optimizer-instances 2"),
+    "optimizer": (BF16, "--optimizer sgd"),
+    "sgd_momentum": (BF16 + " --optimizer sgd", "--sgd-momentum 0"),
+    "optimizer_cpu_offload": (PAO, "--optimizer-cpu-offload"),
+    "optimizer_offload_fraction": (PAO + " --optimizer-cpu-offload", "--optimizer-offload-fraction 0.5"),
+    "cpu_offloading_num_layers": (BF16, "--cpu-offloading-num-layers 2"),
+    "fine_grained_activation_offloading": (BF16 + " --offload-modules core_attn", "--fine-grained-activation-offloading"),
+    "offload_modules": (BF16 + " --fine-grained-activation-offloading", "--offload-modules core_attn"),
+    "activation_offload_fraction": (FG, "--activation-offload-fraction 0.5"),
+    "cuda_graph_impl": (BF16, "--cuda-graph-impl transformer_engine"),
+    "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
+    "cuda_graph_scope_deprecated": (TEG, "--cuda-graph-scope attn"),
+    "enable_cuda_graph": (BF16, "--enable-cuda-graph"),
+    "external_cuda_graph": (BF16, "--external-cuda-graph"),
+    "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),
+    "nccl_ub": (DISTOPT, "--use-nccl-ub"),
+    "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
+    "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
+    "moe_enable_deepep": (EP2, "--moe-enable-deepep"),
+    "moe_flex_dispatcher_num_sms": (FLEX, "--moe-flex-dispatcher-num-sms 32"),
+    "moe_deepep_num_sms": (FLEX, "--moe-deepep-num-sms 32"),
+    "moe_hybridep_num_sms": (FLEX, "--moe-hybridep-num-sms 32"),
+    "overlap_moe_expert_parallel_comm": (EP2, "--overlap-moe-expert-parallel-comm"),
+    "defer_embedding_wgrad_compute": (PP2 + " --global-batch-size 8", "--defer-embedding-wgrad-compute"),
+    "wgrad_deferral_limit": (DEFER, "--wgrad-deferral-limit 1"),
+    "first_last_layers_bf16": (FP8CS, "--first-last-layers-bf16"),
+    "num_layers_at_start_in_bf16": (FP8CS + " --first-last-layers-bf16", "--num-layers-at-start-in-bf16 2"),
+    "num_layers_at_end_in_bf16": (FP8CS + " --first-last-layers-bf16", "--num-layers-at-end-in-bf16 2"),
+    "moe_router_dtype": (MOE, "--moe-router-dtype fp32"),
 }
 
 
@@ -173,11 +220,7 @@ def test_the_issue_list_is_modelled_or_refused():
                 read_megatron_args(f"{BF16} --{name} 2")
             continue
         kind = classify(dest)[0]
-        if dest == "moe_flex_dispatcher_backend":       # only with the flex dispatcher, itself refused
-            with pytest.raises(RefusedFlagsError, match="moe-token-dispatcher-type flex"):
-                read_megatron_args(f"{MOE} --moe-token-dispatcher-type flex --{name} hybridep")
-            continue
-        assert kind in ("refused", "modelled") or dest == "mtp_standalone", name
+        assert kind in ("modelled", "refused") or dest == "mtp_standalone", name
 
 
 def test_schema_flags_are_megatron_flags():
@@ -238,19 +281,19 @@ def test_unknown_flags_are_errors_with_close_matches():
 
 def test_refused_flags_are_all_named_with_their_reason():
     with pytest.raises(RefusedFlagsError) as exc:
-        read_megatron_args(BF16 + " --use-torch-fsdp2 --moe-router-dtype fp32 --optimizer muon")
-    assert [f for f, _ in exc.value.refused] == ["--use-torch-fsdp2", "--moe-router-dtype fp32", "--optimizer muon"]
+        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --qk-l2-norm --optimizer lion")
+    assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache", "--qk-l2-norm", "--optimizer lion"]
     assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
 
 
 def test_refused_flags_at_megatrons_default_are_harmless():
-    """--cuda-graph-impl none, --num-distributed-optimizer-instances 1 and --cpu-offloading-num-layers 0 are
-    what Megatron-LM does anyway."""
-    imp = read_megatron_args(PP2 + " --cuda-graph-impl none --num-distributed-optimizer-instances 1 "
-                             "--cpu-offloading-num-layers 0")
+    """--muon-scalar-optimizer adam, --delta-offload-bytes-across-pp-ranks 0 and --megatron-fsdp-grad-comm-dtype
+    auto are what Megatron-LM does anyway."""
+    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --delta-offload-bytes-across-pp-ranks 0 "
+                             "--megatron-fsdp-grad-comm-dtype auto")
     assert len(imp.notes) == 3
-    with pytest.raises(RefusedFlagsError, match="num-distributed-optimizer-instances"):
-        read_megatron_args(PP2 + " --num-distributed-optimizer-instances 2")
+    with pytest.raises(RefusedFlagsError, match="delta-offload-bytes-across-pp-ranks"):
+        read_megatron_args(PP2 + " --delta-offload-bytes-across-pp-ranks 4096")
 
 
 def test_no_effect_flags_come_with_their_reason():

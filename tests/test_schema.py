@@ -21,7 +21,7 @@ MOE = {**MODEL, "num_experts": 8}
 #: Fields whose help text says they do not change the estimate, with why.
 NO_MEMORY_EFFECT = {
     "model.layernorm_epsilon": "numerics only",
-    "model.moe_token_dispatcher_type": "allgather and alltoall keep the same routed rows",
+    "training.peft_alpha": "the adapter scaling is a scalar",
     "training.overlap_grad_reduce": "communication scheduling in the existing buffers",
     "training.overlap_param_gather": "communication scheduling in the existing buffers",
 }
@@ -43,6 +43,24 @@ VARIANTS = {
         {"precision": {"store_param_remainders": False}}),
     "training.gradient_accumulation_fusion": (make_config(MODEL), {"training": {"gradient_accumulation_fusion": False}}),
     "training.world_size": (make_config(MODEL, None, {"world_size": 2}), {"training": {"world_size": 4}}),
+    "model.moe_token_dispatcher_type": (make_config(MOE, {"expert_model_parallel_size": 2}, {"world_size": 2}),
+                                        {"model": {"moe_token_dispatcher_type": "flex"}}),
+    "parallelism.torch_fsdp2_reshard_after_forward": (
+        make_config({**MODEL, "untie_embeddings_and_output_weights": True}, {"use_torch_fsdp2": True},
+                    {"world_size": 2, "gradient_accumulation_fusion": False, "use_distributed_optimizer": False}),
+        {"parallelism": {"torch_fsdp2_reshard_after_forward": False}}),
+    "training.optimizer": (make_config(MODEL), {"training": {"optimizer": "muon"}}),
+    "training.cpu_offloading": (make_config(MODEL), {"training": {"cpu_offloading": True,
+                                                                  "cpu_offloading_num_layers": 2}}),
+    "training.cuda_graph_modules": (make_config(MODEL, None, {"cuda_graph_impl": "local"}),
+                                    {"training": {"cuda_graph_modules": ["attn"]}}),
+    "training.peft": (make_config(MODEL), {"training": {"peft": "lora"}}),
+    "training.peft_dim": (make_config(MODEL, None, {"peft": "lora"}), {"training": {"peft_dim": 8}}),
+    "training.peft_target_modules": (make_config(MODEL, None, {"peft": "lora"}),
+                                     {"training": {"peft_target_modules": ["linear_qkv"]}}),
+    "precision.disable_parameter_transpose_cache": (
+        make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
+        {"precision": {"disable_parameter_transpose_cache": True}}),
 }
 
 

@@ -1,0 +1,248 @@
+"""Today's recipe features, applied to the per-stage assembly of :mod:`estimator.memory`.
+
+Each module answers one question for one GPU, with the Megatron-Core / Transformer Engine / Megatron-Bridge
+source in its docstring:
+
+- :mod:`.fsdp`: weights, gradients and optimizer states under Megatron-FSDP and PyTorch FSDP2, and the
+  gathered unit buffers at the peak;
+- :mod:`.peft`: LoRA / DoRA adapters, frozen base weights, their activations;
+- :mod:`.offload`: optimizer and activation offloading, and the host memory they take;
+- :mod:`.cuda_graphs`: static buffers and the graph pool;
+- :mod:`.comm_buffers`: TP-overlap userbuffers, DeepEP / HybridEP buffers (outside the allocator);
+- :mod:`.schedule`: expert-parallel overlap, deferred output-layer weight gradients, FP8 without the weight
+  cache, bf16 first/last layers;
+- :mod:`.optimizers`: Adam, SGD and Muon state bytes and their sharding (partial distributed optimizer);
+- :mod:`.rules`: the cross-field rules Megatron-Core enforces for them.
+
+:func:`plan` returns ``None`` when none of them is switched on, so the default path does no extra work.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..activations import layer_activations
+from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
+from .assumptions import assumptions
+
+__all__ = ["Plan", "StageAdjustment", "assumptions", "plan"]
+
+
+class StageAdjustment(NamedTuple):
+    """A stage's figures after the features: states, activations, transient buffers, and what lies outside."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    activation_parts: dict      # extra activation components (negative: moved to the host)
+    transient: dict
+    outside_allocator: dict     # device bytes not allocated through PyTorch's caching allocator
+    host: dict                  # host bytes, by kind
+    reserve_exempt: int         # allocated bytes in a pool of their own (no caching-allocator reserve)
+
+
+def _active(cfg) -> bool:
+    par, tr, pr, m = cfg.parallelism, cfg.training, cfg.precision, cfg.model
+    return (par.use_megatron_fsdp or par.use_torch_fsdp2 or par.tp_comm_overlap or par.nccl_ub
+            or par.num_distributed_optimizer_instances > 1 or tr.peft is not None or tr.optimizer != "adam"
+            or tr.optimizer_cpu_offload or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0
+            or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none"
+            or tr.overlap_moe_expert_parallel_comm or tr.defer_embedding_wgrad_compute
+            or m.moe_token_dispatcher_type == "flex"
+            or (pr.fp8 and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
+
+
+def plan(r, bm, layout, acts: dict):
+    """The features of a resolved configuration, or ``None`` when it uses none of them."""
+    cache = r.cfg.__dict__          # the frozen Config's instance dict: remember the answer on it
+    active = cache.get("_features_active")
+    if active is None:
+        active = cache["_features_active"] = _active(r.cfg)
+    return Plan(r, bm, layout, acts) if active else None
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Plan:
+    """What the features change, prepared once per estimate; :meth:`stage` applies it to one stage."""
+
+    def __init__(self, r, bm, layout, acts: dict):
+        cfg = r.cfg
+        self.r, self.bm, self.layout = r, bm, layout
+        par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
+        self.extra_in_flight = schedule.extra_in_flight(r)
+        self.frozen = tr.peft is not None
+        if self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none":
+            acts = {k: layer_activations(r, k, parts=True) for k in acts}
+        if self.frozen:
+            acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
+            self.adapters = peft.adapter_params(r)
+        self.acts = acts
+        self.ob = optimizers.optimizer_bytes(r, bm)
+        self.opt_shards = optimizers.optimizer_shards(r)
+        self.bf16 = schedule.bf16_layers(r)
+        if self.bf16:
+            rb = schedule.bf16_resolved(r)
+            self.acts_bf16 = {k: layer_activations(rb, k) for k in acts}
+        self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
+        self.full_recompute = tr.recompute_granularity == "full"
+        self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
+        self.fine = tr.fine_grained_activation_offloading and bool(tr.offload_modules)
+        if self.fine:
+            self.fine_off = {k: offload.offloaded_parts(r, k, a.parts) for k, a in acts.items()}
+        self.graphs = tr.cuda_graph_impl != "none"
+        if self.graphs:
+            self.graph_pool = cuda_graphs.graph_pool(r, acts)
+            self.graph_static = cuda_graphs.static_bytes_per_callable(r)
+        outside = {}
+        tp_ub = comm_buffers.tp_overlap_bytes(r)
+        if tp_ub:
+            outside["tp_comm_overlap_userbuffers"] = tp_ub
+        self.outside = outside
+        self.flex = 0
+        if r.E and cfg.model.moe_token_dispatcher_type == "flex":
+            if cfg.model.moe_flex_dispatcher_backend == "hybridep":
+                self.flex = ("hybridep_buffers", comm_buffers.hybridep_bytes(r))
+            else:
+                self.flex = ("deepep_buffers", comm_buffers.deepep_bytes(r))
+        self.deferred = schedule.deferred_wgrad_bytes(r)
+        self.dora = peft.dora_transient(r, bm.weight) if self.frozen else 0
+
+    def skips_vocab_wgrad(self, last: bool) -> bool:
+        """No per-micro-batch weight gradient of the output layer / embedding on this stage: frozen under PEFT,
+        or deferred to the pipeline flush (``defer_embedding_wgrad_compute``) on the last stage."""
+        return self.frozen or bool(self.deferred and last)
+
+    def shards(self) -> tuple[int, int]:
+        """(dense, expert) shard counts of the optimizer states."""
+        par = self.r.cfg.parallelism
+        if par.use_megatron_fsdp or par.use_torch_fsdp2:
+            return fsdp.fsdp_shards(self.r)[2:]
+        return self.opt_shards
+
+    # ------------------------------------------------------------------ per layer and chunk helpers
+    def _kinds(self, c: range) -> list:
+        moe = self.r.moe_layers
+        return [bool(moe[i]) for i in c] if self.r.E else [False] * len(c)
+
+    def _layer_params(self, moe: bool) -> tuple[int, int]:
+        """(elements, linear elements) of one decoder layer on one GPU."""
+        d_dense, d_lin, m_dense, m_lin, m_exp = self.layout[:5]
+        return (m_dense + m_exp, m_lin + m_exp) if moe else (d_dense, d_lin)
+
+    def _chunk_extra(self, c: range) -> tuple[int, int]:
+        """(FP8 weight copies, bf16-layer difference) kept by one micro-batch of one chunk."""
+        if self.full_recompute or not (self.nocache or self.bf16):
+            return 0, 0
+        copies = delta = 0
+        for i, moe in zip(c, self._kinds(c)):
+            if i in self.bf16:
+                delta += self.acts_bf16[moe].saved - self.acts[moe].saved
+            elif self.nocache:
+                copies += self.bm.fp8_cache * self._layer_params(moe)[1]
+        return copies, delta
+
+    # ------------------------------------------------------------------ one stage
+    def stage(self, s_idx: int, chunks: tuple, first: bool, last: bool, dense_p: int, linear_p: int,
+              expert_p: int, st, activations: int, flight: list, transient: dict, bwd_work: int) -> StageAdjustment:
+        r, bm, cfg = self.r, self.bm, self.r.cfg
+        par, tr = cfg.parallelism, cfg.training
+        weights, grads, opt = st
+        host: dict = {}
+        parts: dict = {}
+        transient = dict(transient)
+        layers = [i for c in chunks for i in c]
+        kinds = [k for c in chunks for k in self._kinds(c)]
+
+        # --- model states ----------------------------------------------------------------------
+        moments = self.ob.other - self.ob.master
+        fp8_lin = linear_p + expert_p
+        if self.bf16:
+            bf16_lin = sum(self._layer_params(k)[1] for i, k in zip(layers, kinds) if i in self.bf16)
+            weights += bf16_lin * (bm.weight - (bm.linear_weight or bm.weight) - bm.fp8_cache)
+            fp8_lin -= bf16_lin
+        if self.nocache:
+            weights -= bm.fp8_cache * fp8_lin
+        sd, se = self.opt_shards
+        if par.use_megatron_fsdp or par.use_torch_fsdp2:
+            units = [self._layer_params(k) for k in kinds]
+            root = dense_p + expert_p - sum(u for u, _ in units)
+            if par.use_megatron_fsdp:
+                fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root)
+            else:
+                fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
+            weights, grads, opt = fs.weights, fs.gradients, fs.optimizer
+            transient.update(fs.transient)
+        elif self.frozen:
+            n = len(layers) * self.adapters
+            weights += bm.weight * n
+            grads = bm.grad * n
+            opt = self.ob.linear * _cdiv(n, sd)
+            n_sh = _cdiv(n, sd)
+        elif tr.optimizer != "adam" or par.num_distributed_optimizer_instances > 1:
+            if tr.optimizer == "adam":
+                opt = bm.optimizer * (_cdiv(dense_p, sd) + _cdiv(expert_p, se))
+            else:
+                opt = (self.ob.linear * (_cdiv(linear_p, sd) + _cdiv(expert_p, se))
+                       + self.ob.other * _cdiv(dense_p - linear_p, sd))
+        if tr.optimizer_cpu_offload:
+            if not self.frozen:
+                n_sh = _cdiv(dense_p, sd) + _cdiv(expert_p, se)
+            # HybridDeviceOptimizer steps torch's Adam (SGD) on fp32 copies, whatever the precision-aware dtypes.
+            master = 0 if cfg.precision.params_dtype == "fp32" else 4
+            torch_moments = 8 if tr.optimizer == "adam" else (4 if tr.sgd_momentum > 0 else 0)
+            opt, pinned, pageable = offload.optimizer_offload(n_sh, master, torch_moments,
+                                                              tr.optimizer_offload_fraction)
+            host["optimizer_pinned"] = pinned
+            host["optimizer_states"] = pageable
+
+        # --- activations -----------------------------------------------------------------------
+        copies = delta = 0
+        for c_idx in flight:
+            a, b = self._chunk_extra(chunks[c_idx])
+            copies += a
+            delta += b
+        if copies:
+            parts["fp8_weight_copies"] = copies
+        if delta:
+            parts["bf16_layers"] = delta
+        activations += copies + delta
+        moved = 0
+        if self.offload_layers:
+            moved = len(flight) * sum(self.acts[k].saved for k in kinds[:self.offload_layers])
+            host["activations_pinned"] = moved
+        elif self.fine:
+            per_chunk = [sum(self.fine_off[k] for k in self._kinds(c)) for c in chunks]
+            total = sum(per_chunk[c] for c in flight)
+            margin = max((self.fine_off[k] for k in kinds), default=0)
+            moved = min(int(total * tr.activation_offload_fraction), max(total - margin, 0))
+            host["activations_pinned"] = moved
+        if moved:
+            parts["offloaded"] = -moved
+            activations -= moved
+
+        # --- transient buffers -----------------------------------------------------------------
+        if self.frozen:
+            transient.pop("te_dummy_wgrad", None)
+            if self.dora:
+                transient["dora_weight_norm"] = self.dora
+        if self.deferred and last:
+            transient["deferred_output_wgrad"] = self.deferred
+        if self.graphs:
+            n_callables = sum(cuda_graphs.callables(r, k) for c_idx in flight for k in self._kinds(chunks[c_idx]))
+            if n_callables:
+                transient["cuda_graph_static_buffers"] = n_callables * self.graph_static
+            if self.graph_pool:
+                transient["cuda_graph_pool"] = self.graph_pool
+
+        # --- outside the allocator, and pools of their own ------------------------------------
+        outside = dict(self.outside)
+        if self.flex and any(kinds):
+            outside[self.flex[0]] = self.flex[1]
+        exempt = 0
+        if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):
+            exempt = grads + (weights if tr.use_distributed_optimizer else 0)
+        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt)

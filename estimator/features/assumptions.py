@@ -1,0 +1,112 @@
+"""The assumptions behind each feature's numbers, as sentences for ``Estimate.assumptions`` (``--assumptions``)."""
+
+from __future__ import annotations
+
+from ..resolve import DTYPE_BYTES
+from . import comm_buffers, fsdp
+
+__all__ = ["assumptions"]
+
+
+def bm_weight(r) -> int:
+    return DTYPE_BYTES[r.cfg.precision.params_dtype]
+
+GIB = 2 ** 30
+
+
+def assumptions(r) -> list[str]:
+    """One sentence per feature in use (nothing for a configuration that uses none)."""
+    cfg = r.cfg
+    par, tr, pr, m = cfg.parallelism, cfg.training, cfg.precision, cfg.model
+    out = []
+    if par.use_megatron_fsdp:
+        nd, ne, od, oe = fsdp.fsdp_shards(r)
+        s = par.data_parallel_sharding_strategy
+        out.append(f"Megatron-FSDP {s}: " + {
+            "no_shard": "nothing sharded",
+            "optim": f"optimizer states sharded over {od} ranks",
+            "optim_grads": f"gradients over {nd} and optimizer states over {od} ranks",
+            "optim_grads_params": f"weights and gradients over {nd}, optimizer states over {od} ranks"}[s]
+            + (f" (HSDP: {par.num_distributed_optimizer_instances} outer replicas)"
+               if par.num_distributed_optimizer_instances > 1 else "")
+            + f"; per parameter weights {bm_weight(r)} B, gradients {fsdp._grad_bytes(r)} B "
+              f"(megatron_fsdp_main_grads_dtype {pr.megatron_fsdp_main_grads_dtype}), master weights "
+              f"{fsdp._master_bytes(r)} B and optimizer moments. Each transformer layer is a unit: "
+            + ("two unit buffers each for gathered weights and unsharded gradients (double buffering)"
+               if (par.fsdp_double_buffer or par.nccl_ub) else
+               "the running unit plus the units prefetched up to 5e8 elements are gathered, and unsharded "
+               "gradients wait for their reduce-scatter up to 1e9 elements")
+            + "; the embedding and output layer stay gathered for the step.")
+    if par.use_torch_fsdp2:
+        out.append(f"PyTorch FSDP2: weights, bf16 gradients and the optimizer's fp32 masters and moments sharded over "
+                   f"{r.dp * r.cp} ranks; the running and the prefetched layer are gathered and two layers' "
+                   "unsharded gradients exist at the peak"
+                   + ("" if par.torch_fsdp2_reshard_after_forward else
+                      "; without resharding after forward every layer stays gathered until its backward") + ".")
+    if par.num_distributed_optimizer_instances > 1 and not par.use_megatron_fsdp and tr.use_distributed_optimizer:
+        out.append(f"Partial distributed optimizer: {par.num_distributed_optimizer_instances} instances, states "
+                   f"sharded over {r.dp * r.cp // par.num_distributed_optimizer_instances} ranks each.")
+    if tr.optimizer == "sgd":
+        out.append("SGD: fp32 master weights" + (" and one fp32 momentum buffer" if tr.sgd_momentum > 0 else "")
+                   + " per parameter.")
+    elif tr.optimizer == "muon":
+        out.append("Muon: 2-D linear weights keep an fp32 master and one momentum (8 B); embeddings, output layer, "
+                   "norms, biases and router use Adam (12 B)"
+                   + ("; sharded layer-wise over the data-parallel ranks (whole tensors, spread evenly here)"
+                      if tr.use_distributed_optimizer else "; not sharded") + ". The Newton-Schulz workspace of the "
+                   "optimizer step is not counted (activations are freed by then).")
+    if tr.peft:
+        tm = ", ".join(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
+        out.append(f"PEFT {tr.peft.upper()} rank {tr.peft_dim} on {tm}: base weights frozen (no gradients, no "
+                   "optimizer states); frozen linears save no input, each adapter saves its input and its "
+                   "rank-wide bottleneck" + ("; DoRA also keeps the pre-magnitude output" if tr.peft == "dora" else "")
+                   + ".")
+    if tr.optimizer_cpu_offload:
+        out.append(f"Optimizer CPU offload: {tr.optimizer_offload_fraction:g} of the optimizer's parameters are stepped "
+                   "on the CPU (fp32 copy and gradient pinned, states in pageable host memory), the rest by torch "
+                   "Adam on fp32 copies on the GPU; host memory is reported beside the device figures.")
+    if tr.cpu_offloading or tr.cpu_offloading_num_layers:
+        out.append(f"Layer-wise activation offloading: the activations of the first {tr.cpu_offloading_num_layers} "
+                   "layers are in pinned host memory at the end of the forward pass.")
+    if tr.fine_grained_activation_offloading and tr.offload_modules:
+        out.append(f"Fine-grained activation offloading of {', '.join(tr.offload_modules)} "
+                   f"(fraction {tr.activation_offload_fraction:g}): those saved tensors of every in-flight "
+                   "micro-batch are in pinned host memory, except the last layer's (reloaded at once); tensors "
+                   "under 1M elements are assumed offloaded too.")
+    if tr.cuda_graph_impl != "none":
+        out.append(f"CUDA graphs ({tr.cuda_graph_impl}"
+                   + (f", modules {', '.join(tr.cuda_graph_modules)}" if tr.cuda_graph_modules else "")
+                   + "): an estimate, +-50 %: static input and output hidden states per captured callable and "
+                   "in-flight micro-batch, plus one captured region's backward working set in the private graph "
+                   "pool. Check against Megatron's capture log \"built N cuda graph(s) ... allocated A, reserved "
+                   "R\" (local) or the memory report with and without CUDA graphs (transformer_engine).")
+    if par.tp_comm_overlap:
+        out.append(f"TP communication overlap: twelve Transformer Engine userbuffers of [{r.s * r.b // r.cp}, {r.h}] "
+                   f"({comm_buffers.tp_overlap_bytes(r) / GIB:.2f} GiB) outside PyTorch's allocator, with the "
+                   "default overlap configuration.")
+    if r.E and m.moe_token_dispatcher_type == "flex":
+        if m.moe_flex_dispatcher_backend == "hybridep":
+            out.append("Flex dispatcher (HybridEP): buffers for the worst case of every token of the expert group "
+                       "reaching one rank, outside PyTorch's allocator; multi-node RDMA staging buffers not counted.")
+        else:
+            out.append(f"Flex dispatcher (DeepEP, {m.moe_flex_dispatcher_num_sms or 20} SMs): DeepEP's NVLink (and, "
+                       "beyond 8 ranks, RDMA) buffers from its recommended configurations, outside PyTorch's "
+                       "allocator.")
+    if par.nccl_ub:
+        out.append("NCCL user buffers: the data-parallel buffers live in NCCL's own memory pool (no caching-allocator "
+                   "reserve on them); NCCL's registration windows themselves are not counted.")
+    if tr.overlap_moe_expert_parallel_comm:
+        out.append("Expert-parallel overlap: one more (chunk-)micro-batch in flight on every stage.")
+    if tr.defer_embedding_wgrad_compute:
+        out.append("Deferred output-layer weight gradients: the last stage keeps the output layer's input and logits "
+                   f"gradient of {'all' if not tr.wgrad_deferral_limit else tr.wgrad_deferral_limit} micro-batches "
+                   "until the pipeline flush.")
+    if pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather:
+        out.append("FP8 without the weight cache: no FP8 copies kept with the weights; each in-flight micro-batch keeps "
+                   "its chunk's row- and column-wise FP8 copies (2 B per linear weight).")
+    if pr.fp8 and pr.first_last_layers_bf16:
+        out.append(f"First {pr.num_layers_at_start_in_bf16} and last {pr.num_layers_at_end_in_bf16} layers in bf16: no "
+                   "FP8 copies, bf16 activations.")
+    if m.moe_router_dtype and r.E:
+        out.append(f"Router logits and probabilities kept in {m.moe_router_dtype}.")
+    return out

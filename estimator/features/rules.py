@@ -1,0 +1,221 @@
+"""Cross-field rules of the recipe features, as Megatron-LM (``megatron/training/arguments.py``), Megatron-Core
+(``TransformerConfig.__post_init__``, ``DistributedDataParallelConfig``) and Megatron-Bridge enforce them, plus
+the combinations the estimator does not model (refused by name rather than estimated wrongly)."""
+
+from __future__ import annotations
+
+from ..errors import Problem
+from .comm_buffers import DEEPEP_GROUP_SIZES
+
+__all__ = ["feature_problems"]
+
+
+def feature_problems(cfg) -> list[Problem]:
+    """Every rule broken by the features of a configuration."""
+    P: list[Problem] = []
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    t, p, ep, cp = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
+                    par.expert_model_parallel_size, par.context_parallel_size)
+    etp = par.expert_tensor_parallel_size or t
+    ws = tr.world_size
+    moe = m.num_experts is not None
+    dp = ws // (t * p * cp) if ws % (t * p * cp) == 0 else None
+    edp = ws // (etp * ep * p) if moe and ws % (etp * ep * p) == 0 else None
+
+    def add(field, value, msg):
+        P.append(Problem(field, value, msg))
+
+    def only_with(field, value, default, what):
+        if value != default:
+            add(field, list(value) if isinstance(value, tuple) else value, f"applies only with {what}")
+
+    fsdp = par.use_megatron_fsdp or par.use_torch_fsdp2
+    # FSDP ----------------------------------------------------------------------------------------
+    if par.use_megatron_fsdp and par.use_torch_fsdp2:
+        add("parallelism.use_torch_fsdp2", True, "use_megatron_fsdp and use_torch_fsdp2 exclude each other")
+    if par.use_megatron_fsdp:
+        if not tr.use_distributed_optimizer:
+            add("training.use_distributed_optimizer", False, "Megatron-FSDP (v1) runs with the distributed optimizer; "
+                "set it to true (Megatron-LM turns it on)")
+        if tr.optimizer not in ("adam", "sgd"):
+            add("training.optimizer", tr.optimizer, "Megatron-FSDP supports only adam and sgd")
+        if par.outer_dp_sharding_strategy == "optim" and par.data_parallel_sharding_strategy != "optim_grads_params":
+            add("parallelism.outer_dp_sharding_strategy", "optim", "needs data_parallel_sharding_strategy: "
+                "optim_grads_params")
+    else:
+        for name, default in (("data_parallel_sharding_strategy", "optim_grads_params"),
+                              ("outer_dp_sharding_strategy", "no_shard"), ("fsdp_double_buffer", False),
+                              ("suggested_communication_unit_size", None)):
+            only_with(f"parallelism.{name}", getattr(par, name), default, "use_megatron_fsdp: true")
+        for name, default in (("megatron_fsdp_main_params_dtype", "fp32"), ("megatron_fsdp_main_grads_dtype", "auto")):
+            only_with(f"precision.{name}", getattr(pr, name), default, "parallelism.use_megatron_fsdp: true")
+    if par.outer_dp_sharding_strategy == "optim" and par.num_distributed_optimizer_instances < 2:
+        add("parallelism.outer_dp_sharding_strategy", "optim", "needs num_distributed_optimizer_instances > 1 (HSDP)")
+    if par.use_torch_fsdp2:
+        for cond, field, value, msg in (
+                (p > 1, "parallelism.pipeline_model_parallel_size", p, "PyTorch FSDP2 is not supported with pipeline "
+                 "parallelism (Megatron-LM's rule)"),
+                (ep > 1, "parallelism.expert_model_parallel_size", ep, "PyTorch FSDP2 is not supported with expert "
+                 "parallelism"),
+                (tr.use_distributed_optimizer, "training.use_distributed_optimizer", True, "PyTorch FSDP2 is not "
+                 "supported with Megatron-Core's distributed optimizer"),
+                (tr.gradient_accumulation_fusion, "training.gradient_accumulation_fusion", True, "PyTorch FSDP2 needs "
+                 "gradient_accumulation_fusion: false"),
+                (not m.untie_embeddings_and_output_weights, "model.untie_embeddings_and_output_weights", False,
+                 "PyTorch FSDP2 needs untied embeddings"),
+                (pr.params_dtype == "fp16", "precision.params_dtype", "fp16", "PyTorch FSDP2 is not supported with "
+                 "fp16"),
+                (par.num_distributed_optimizer_instances > 1, "parallelism.num_distributed_optimizer_instances",
+                 par.num_distributed_optimizer_instances, "PyTorch FSDP2 has no outer data-parallel group")):
+            if cond:
+                add(field, value, msg)
+    elif not par.torch_fsdp2_reshard_after_forward:
+        add("parallelism.torch_fsdp2_reshard_after_forward", False, "applies only with use_torch_fsdp2: true")
+    n_inst = par.num_distributed_optimizer_instances
+    if n_inst > 1:
+        if not (tr.use_distributed_optimizer or par.use_megatron_fsdp):
+            add("parallelism.num_distributed_optimizer_instances", n_inst, "needs the distributed optimizer "
+                "(training.use_distributed_optimizer: true) or Megatron-FSDP")
+        if dp is not None and (dp * cp) % n_inst:
+            add("parallelism.num_distributed_optimizer_instances", n_inst, f"data x context-parallel size "
+                f"({dp * cp}) must be divisible by num_distributed_optimizer_instances ({n_inst})")
+        if edp is not None and edp % n_inst:
+            add("parallelism.num_distributed_optimizer_instances", n_inst, f"expert-data-parallel size ({edp}) "
+                f"must be divisible by num_distributed_optimizer_instances ({n_inst})")
+
+    # Optimizers ------------------------------------------------------------------------------------
+    if pr.use_precision_aware_optimizer and tr.optimizer != "adam":
+        add("precision.use_precision_aware_optimizer", True, "works only with optimizer: adam")
+    if tr.optimizer != "sgd":
+        only_with("training.sgd_momentum", tr.sgd_momentum, 0.9, "optimizer: sgd")
+    if tr.optimizer_cpu_offload:
+        if not pr.use_precision_aware_optimizer:
+            add("training.optimizer_cpu_offload", True, "needs precision.use_precision_aware_optimizer: true "
+                "(Megatron-LM's rule)")
+        if fsdp:
+            add("training.optimizer_cpu_offload", True, "with FSDP is not modelled")
+        if tr.optimizer == "muon":
+            add("training.optimizer_cpu_offload", True, "supports only adam and sgd")
+    else:
+        only_with("training.optimizer_offload_fraction", tr.optimizer_offload_fraction, 1.0,
+                  "optimizer_cpu_offload: true")
+
+    # PEFT -----------------------------------------------------------------------------------------
+    if tr.peft is None:
+        for name, default in (("peft_dim", 32), ("peft_alpha", 32), ("peft_target_modules", None)):
+            only_with(f"training.{name}", getattr(tr, name), default, "peft: lora or dora")
+    else:
+        targets = set(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
+        if moe:
+            add("training.peft", tr.peft, "PEFT on MoE models (expert adapters) is not modelled")
+        if m.multi_latent_attention and "linear_qkv" in targets:
+            add("training.peft_target_modules", sorted(targets), "multi-latent attention has no linear_qkv (its "
+                "projections are named differently); adapters on MLA are not modelled")
+        if m.mtp_num_layers:
+            add("training.peft", tr.peft, "PEFT with MTP layers is not modelled")
+        if fsdp:
+            add("training.peft", tr.peft, "PEFT with FSDP is not modelled")
+        if targets & {"linear_qkv", "linear_fc1"} and tr.peft_dim % t:
+            add("training.peft_dim", tr.peft_dim, f"the adapter rank ({tr.peft_dim}) must be divisible by "
+                f"tensor_model_parallel_size ({t}) for column-parallel targets (linear_qkv, linear_fc1)")
+
+    # Activation offloading --------------------------------------------------------------------------
+    if tr.cpu_offloading_num_layers and not tr.cpu_offloading:
+        add("training.cpu_offloading", False, "set it to true with cpu_offloading_num_layers > 0 (Megatron-LM does)")
+    if tr.cpu_offloading:
+        if tr.cpu_offloading_num_layers >= m.num_layers:
+            add("training.cpu_offloading_num_layers", tr.cpu_offloading_num_layers, f"must be less than num_layers "
+                f"({m.num_layers})")
+        if p > 1:
+            add("training.cpu_offloading", True, "Megatron-Core does not support CPU offloading with pipeline "
+                "parallelism")
+        if tr.recompute_granularity is not None:
+            add("training.cpu_offloading", True, "Megatron-Core does not support CPU offloading with activation "
+                "recomputation")
+        if tr.fine_grained_activation_offloading:
+            add("training.fine_grained_activation_offloading", True, "cannot be combined with cpu_offloading")
+    if tr.fine_grained_activation_offloading:
+        if tr.transformer_impl != "transformer_engine":
+            add("training.fine_grained_activation_offloading", True, "needs transformer_impl: transformer_engine")
+        if tr.recompute_granularity == "full":
+            add("training.fine_grained_activation_offloading", True, "with full recompute is not modelled (use "
+                "selective recompute, as Megatron-Core's documentation pairs them)")
+    else:
+        only_with("training.offload_modules", tr.offload_modules, None, "fine_grained_activation_offloading: true")
+        only_with("training.activation_offload_fraction", tr.activation_offload_fraction, 1.0,
+                  "fine_grained_activation_offloading: true")
+
+    # CUDA graphs ----------------------------------------------------------------------------------
+    mods = set(tr.cuda_graph_modules or ())
+    if tr.cuda_graph_impl == "none":
+        only_with("training.cuda_graph_modules", tr.cuda_graph_modules, None, "a cuda_graph_impl")
+    elif tr.cuda_graph_impl == "full_iteration":
+        if mods:
+            add("training.cuda_graph_modules", sorted(mods), "must be empty with cuda_graph_impl: full_iteration")
+    else:
+        if "moe_preprocess" in mods and "moe_router" not in mods:
+            add("training.cuda_graph_modules", sorted(mods), "moe_preprocess must be used together with moe_router")
+        if moe and (not mods or "moe" in mods) and not m.moe_pad_expert_input_to_capacity:
+            add("training.cuda_graph_modules", sorted(mods) or None, "capturing whole MoE layers needs drop-and-pad "
+                "routing (moe_pad_expert_input_to_capacity); capture attn and moe_router instead")
+
+    # Communication --------------------------------------------------------------------------------
+    if par.tp_comm_overlap and (t == 1 or not tr.sequence_parallel):
+        add("parallelism.tp_comm_overlap", True, "needs tensor_model_parallel_size > 1 and sequence_parallel: true")
+    if m.moe_token_dispatcher_type == "flex" and moe:
+        g = ep * etp
+        if m.moe_flex_dispatcher_backend == "deepep" and g > 1 and g not in DEEPEP_GROUP_SIZES:
+            add("parallelism.expert_model_parallel_size", ep, f"DeepEP supports expert x expert-tensor parallel "
+                f"groups of {', '.join(map(str, DEEPEP_GROUP_SIZES))} ranks, got {g}")
+        sms = m.moe_flex_dispatcher_num_sms
+        if m.moe_flex_dispatcher_backend == "deepep" and sms is not None and sms % 2:
+            add("model.moe_flex_dispatcher_num_sms", sms, "DeepEP needs an even number of SMs (two per channel)")
+        if m.moe_flex_dispatcher_backend == "hybridep" and m.moe_router_dtype != "fp32":
+            add("model.moe_router_dtype", m.moe_router_dtype, "HybridEP needs moe_router_dtype: fp32 "
+                "(Megatron-Core's rule)")
+    else:
+        only_with("model.moe_flex_dispatcher_backend", m.moe_flex_dispatcher_backend, "deepep",
+                  "moe_token_dispatcher_type: flex")
+        only_with("model.moe_flex_dispatcher_num_sms", m.moe_flex_dispatcher_num_sms, None,
+                  "moe_token_dispatcher_type: flex")
+    if not moe:
+        only_with("model.moe_router_dtype", m.moe_router_dtype, None, "MoE models (set num_experts)")
+
+    # Schedules ------------------------------------------------------------------------------------
+    if tr.overlap_moe_expert_parallel_comm:
+        if not moe or ep == 1:
+            add("training.overlap_moe_expert_parallel_comm", True, "needs an MoE model with "
+                "expert_model_parallel_size > 1")
+        elif m.moe_token_dispatcher_type not in ("alltoall", "flex"):
+            add("training.overlap_moe_expert_parallel_comm", True, "needs the alltoall or flex dispatcher")
+        if p > 1 and par.virtual_pipeline_model_parallel_size is None:
+            add("training.overlap_moe_expert_parallel_comm", True, "with pipeline parallelism needs "
+                "virtual_pipeline_model_parallel_size (the interleaved schedule)")
+        if tr.recompute_granularity == "full":
+            add("training.overlap_moe_expert_parallel_comm", True, "does not work with full recompute")
+    if tr.defer_embedding_wgrad_compute:
+        if p == 1:
+            add("training.defer_embedding_wgrad_compute", True, "needs pipeline_model_parallel_size > 1")
+        if not tr.gradient_accumulation_fusion:
+            add("training.defer_embedding_wgrad_compute", True, "needs gradient_accumulation_fusion: true")
+    else:
+        only_with("training.wgrad_deferral_limit", tr.wgrad_deferral_limit, 0, "defer_embedding_wgrad_compute: true")
+    if pr.disable_parameter_transpose_cache and not pr.fp8:
+        add("precision.disable_parameter_transpose_cache", True, "applies only with fp8: true")
+    if pr.first_last_layers_bf16:
+        if not pr.fp8:
+            add("precision.first_last_layers_bf16", True, "applies only with fp8: true")
+        elif (pr.fp8_recipe or "delayed") == "delayed":
+            add("precision.first_last_layers_bf16", True, "delayed scaling does not support bf16 first/last layers "
+                "(Megatron-Core's rule); set fp8_recipe")
+        per_stage = m.num_layers // p
+        for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if getattr(pr, name) > per_stage:
+                add(f"precision.{name}", getattr(pr, name), f"must be at most the layers per pipeline stage "
+                    f"({per_stage})")
+    else:
+        only_with("precision.num_layers_at_start_in_bf16", pr.num_layers_at_start_in_bf16, 1,
+                  "first_last_layers_bf16: true")
+        only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
+                  "first_last_layers_bf16: true")
+    return P

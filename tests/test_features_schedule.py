@@ -1,0 +1,87 @@
+"""Schedules and buffers inside the allocator (estimator/features/schedule.py, and the router dtype in
+estimator/activations.py), by hand.
+
+The small model of tests/test_memory.py (L=4, h=1024, 8 MHA heads of 128, GeLU f=4096, untied, vocabulary
+32000, bf16), sequence T = 2048. Linear weights per layer 4h^2 + 2hf = 12,582,912.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import ConfigError, estimate
+from tests.conftest import make_config
+
+H, F, V, L, T = 1024, 4096, 32000, 4, 2048
+LIN = 4 * H * H + 2 * H * F
+MODEL = dict(num_layers=L, hidden_size=H, num_attention_heads=8, ffn_hidden_size=F, vocab_size=V,
+             activation_func="gelu", gated_linear_unit=False, untie_embeddings_and_output_weights=True)
+MOE = {**MODEL, "num_experts": 8, "moe_router_topk": 2}
+
+
+def est(model=MODEL, parallelism=None, training=None, precision=None):
+    tr = {"seq_length": T, "world_size": 1}
+    tr.update(training or {})
+    return estimate(make_config(model, parallelism, tr, precision))
+
+
+def test_expert_parallel_overlap_adds_one_micro_batch_in_flight():
+    """Without pipelining the combined 1F1B schedule holds micro-batch i+1's forward beside i's backward."""
+    par, tr = {"expert_model_parallel_size": 2}, {"world_size": 2}
+    base = est(MOE, par, tr).stages[0]
+    s = est(MOE, par, {**tr, "overlap_moe_expert_parallel_comm": True}).stages[0]
+    assert (base.microbatches_in_flight, s.microbatches_in_flight) == (1, 2)
+    assert s.activations["attention"] == 2 * base.activations["attention"]
+
+
+def test_deferred_output_layer_weight_gradients():
+    """PP 2, global batch 8 -> 8 micro-batches. The last stage keeps, per micro-batch, the output layer's input
+    2 B x T x h = 4,194,304 and its logits gradient 2 B x T x 32000 = 131,072,000: 8 x 135,266,304 =
+    1,082,130,432 bytes, and computes no per-micro-batch weight gradient of the output layer."""
+    par, tr = {"pipeline_model_parallel_size": 2}, {"world_size": 2, "global_batch_size": 8}
+    base = est(parallelism=par, training=tr).stages[1]
+    s = est(parallelism=par, training={**tr, "defer_embedding_wgrad_compute": True}).stages[1]
+    assert "output_layer_wgrad" not in s.transient and "deferred_output_wgrad" not in base.transient
+    assert s.transient["deferred_output_wgrad"] == 8 * (2 * T * H + 2 * T * V)
+    s = est(parallelism=par, training={**tr, "defer_embedding_wgrad_compute": True, "wgrad_deferral_limit": 3})
+    assert s.stages[1].transient["deferred_output_wgrad"] == 3 * (2 * T * H + 2 * T * V)
+
+
+def test_fp8_without_the_weight_cache():
+    """PP 2, stage 0: 2 layers, 2 micro-batches in flight. No cached FP8 copies (2 B x 2 x LIN less in the
+    weights); each in-flight micro-batch keeps its own row- and column-wise copies, 2 x 2 B x 2 x LIN."""
+    par, tr = {"pipeline_model_parallel_size": 2}, {"world_size": 2}
+    base = est(parallelism=par, training=tr, precision={"fp8": True}).stages[0]
+    s = est(parallelism=par, training=tr, precision={"fp8": True, "disable_parameter_transpose_cache": True}).stages[0]
+    assert base.weights_bytes - s.weights_bytes == 2 * 2 * LIN
+    assert s.activations_bytes - base.activations_bytes == 2 * 2 * 2 * LIN
+    assert s.activations["fp8_weight_copies"] == 2 * 2 * 2 * LIN
+
+
+def test_first_and_last_layer_in_bf16():
+    """Layers 0 and 3 in bf16: their linear weights lose the 2 B of FP8 copies (2 x 2 B x LIN); they save the
+    norm output and the activation output in 2 B instead of 1 B and keep no FP8 copy of the projection input:
+    T x h + T x f - T x h = 8,388,608 more bytes per layer."""
+    pr = {"fp8": True, "fp8_recipe": "tensorwise"}
+    base = est(precision=pr).stages[0]
+    s = est(precision={**pr, "first_last_layers_bf16": True}).stages[0]
+    assert base.weights_bytes - s.weights_bytes == 2 * 2 * LIN
+    assert s.activations_bytes - base.activations_bytes == 2 * T * F
+    assert s.activations["bf16_layers"] == 2 * T * F
+
+
+def test_router_dtype():
+    """Router logits and probabilities, T x 8 experts each per layer: 2 B by default, 4 B in fp32."""
+    base = est(MOE).stages[0]
+    s = est({**MOE, "moe_router_dtype": "fp32"}).stages[0]
+    assert s.activations_bytes - base.activations_bytes == L * 2 * 2 * T * 8
+
+
+def test_schedule_rules():
+    with pytest.raises(ConfigError, match="virtual_pipeline"):
+        est(MOE, {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2},
+            {"world_size": 4, "overlap_moe_expert_parallel_comm": True})
+    with pytest.raises(ConfigError, match="pipeline_model_parallel_size > 1"):
+        est(training={"defer_embedding_wgrad_compute": True})
+    with pytest.raises(ConfigError, match="delayed scaling"):
+        est(precision={"fp8": True, "first_last_layers_bf16": True})

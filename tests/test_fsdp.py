@@ -1,0 +1,122 @@
+"""Megatron-FSDP and PyTorch FSDP2 (estimator/features/fsdp.py) against hand calculations.
+
+The small model of tests/test_memory.py: L=4 layers, h=1024, 8 heads of 128 (MHA), GeLU MLP f=4096, RMSNorm,
+untied embeddings, vocabulary 32000, bf16 weights, sequence 2048, one micro-batch.
+
+Per layer: attention 4h^2 + h = 4,195,328, MLP 2hf + h = 8,389,632, so U = 12,584,960 elements, of which
+4h^2 + 2hf = 12,582,912 are linear weights. Embedding = output layer = 32000 x 1024 = 32,768,000; final norm
+1024. One GPU (TP 1, PP 1) holds n = 4U + 2 x 32,768,000 + 1024 = 115,876,864 parameters; the root module
+(embedding, output layer, final norm) holds 65,537,024 of them.
+"""
+
+from __future__ import annotations
+
+from estimator import ConfigError, estimate
+from tests.conftest import make_config
+
+import pytest
+
+H, F, V, L = 1024, 4096, 32000, 4
+U = 4 * H * H + H + 2 * H * F + H          # 12,584,960
+N = L * U + 2 * V * H + H                  # 115,876,864
+ROOT = 2 * V * H + H                       # 65,537,024
+MODEL = dict(num_layers=L, hidden_size=H, num_attention_heads=8, ffn_hidden_size=F, vocab_size=V,
+             activation_func="gelu", gated_linear_unit=False, untie_embeddings_and_output_weights=True)
+
+
+def est(parallelism=None, training=None, precision=None):
+    tr = {"seq_length": 2048, "world_size": 8}
+    tr.update(training or {})
+    return estimate(make_config(MODEL, parallelism, tr, precision)).stages[0]
+
+
+FSDP = {"use_megatron_fsdp": True}
+
+
+def test_zero3_shards_weights_gradients_and_optimizer_over_data_parallel():
+    """optim_grads_params over DP 8: bf16 weights 2n/8, bf16 gradients (auto = the weights' dtype) 2n/8,
+    fp32 master + Adam moments 12 x n/8 (n/8 = 14,484,608 exactly)."""
+    s = est(FSDP)
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (2 * N // 8, 2 * N // 8, 12 * (N // 8))
+
+
+def test_zero3_gathered_units_root_and_unsharded_gradients():
+    """Without double buffering Megatron-FSDP prefetches units until 5e8 elements (half its 1e9-element
+    communication unit): ceil(5e8 / U) = 40 > the 3 units left, so all 4 layers are gathered, 4 x 2 B x U.
+    The root module stays gathered: 2 B x 65,537,024. Unsharded gradients wait for their reduce-scatter up to
+    1e9 + U elements, more than the stage holds: all n elements, 2 B each."""
+    t = est(FSDP).transient
+    assert t["fsdp_gathered_units"] == 4 * 2 * U
+    assert t["fsdp_gathered_root"] == 2 * ROOT
+    assert t["fsdp_unsharded_grads"] == 2 * N
+
+
+def test_double_buffer_holds_two_units_of_weights_and_of_gradients():
+    t = est({**FSDP, "fsdp_double_buffer": True}).transient
+    assert t["fsdp_gathered_units"] == 2 * 2 * U
+    assert t["fsdp_unsharded_grads"] == 2 * 2 * U
+
+
+def test_nccl_ub_turns_on_double_buffering():
+    assert est({**FSDP, "nccl_ub": True}).transient == est({**FSDP, "fsdp_double_buffer": True}).transient
+
+
+def test_suggested_communication_unit_size_bounds_prefetch_and_gradient_queue():
+    """A unit of 2U elements: prefetch up to U (one unit: 1 + 1 gathered), gradients wait up to 2U + U."""
+    t = est({**FSDP, "suggested_communication_unit_size": 2 * U}).transient
+    assert t["fsdp_gathered_units"] == 2 * 2 * U
+    assert t["fsdp_unsharded_grads"] == 2 * 3 * U
+
+
+@pytest.mark.parametrize("strategy,weights,grads,opt", [
+    ("no_shard", 2 * N, 2 * N, 12 * N),
+    ("optim", 2 * N, 2 * N, 12 * (N // 8)),
+    ("optim_grads", 2 * N, 2 * N // 8, 12 * (N // 8)),
+])
+def test_sharding_strategies(strategy, weights, grads, opt):
+    """What each strategy shards (Megatron-FSDP's _init_each_parameter_group_buffers)."""
+    s = est({**FSDP, "data_parallel_sharding_strategy": strategy})
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (weights, grads, opt)
+    if strategy == "optim":
+        assert "fsdp_unsharded_grads" not in s.transient and "fsdp_gathered_units" not in s.transient
+    if strategy == "optim_grads":
+        assert "fsdp_gathered_units" not in s.transient and s.transient["fsdp_unsharded_grads"] == 2 * N
+
+
+def test_fp32_gradient_and_bf16_master_dtypes():
+    """megatron_fsdp_main_grads_dtype fp32: 4 B gradients; main params bf16: 2 + 8 = 10 B of optimizer."""
+    s = est(FSDP, precision={"megatron_fsdp_main_grads_dtype": "fp32", "megatron_fsdp_main_params_dtype": "bf16"})
+    assert (s.gradients_bytes, s.optimizer_bytes) == (4 * N // 8, 10 * (N // 8))
+
+
+def test_hsdp_shards_inside_the_replica_and_optim_outer_sharding_over_all():
+    """Two instances over DP 8: weights and gradients over the inner 4 ranks; optimizer over 4, or over all 8
+    with outer_dp_sharding_strategy optim."""
+    s = est({**FSDP, "num_distributed_optimizer_instances": 2})
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (2 * N // 4, 2 * N // 4, 12 * (N // 4))
+    s = est({**FSDP, "num_distributed_optimizer_instances": 2, "outer_dp_sharding_strategy": "optim"})
+    assert s.optimizer_bytes == 12 * (N // 8)
+
+
+def test_torch_fsdp2():
+    """FSDP2 over DP 8: bf16 weights and gradients 2n/8, fp32 master + moments 12 x n/8. The running and
+    prefetched layer are gathered and two layers' unsharded gradients exist: 4 x 2 B x U, which beats the
+    gathered root module (2 B x 65,537,024 = 131,074,048 > 100,679,680, so the root is the larger moment)."""
+    s = est({"use_torch_fsdp2": True}, {"use_distributed_optimizer": False, "gradient_accumulation_fusion": False})
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (2 * N // 8, 2 * N // 8, 12 * (N // 8))
+    assert s.transient["fsdp_gathered_units"] == max(4 * 2 * U, 2 * ROOT) == 2 * ROOT
+    s = est({"use_torch_fsdp2": True, "torch_fsdp2_reshard_after_forward": False},
+            {"use_distributed_optimizer": False, "gradient_accumulation_fusion": False})
+    assert s.transient["fsdp_gathered_units"] == 2 * (4 * U + 2 * U)
+
+
+def test_fsdp_rules():
+    with pytest.raises(ConfigError, match="distributed optimizer"):
+        est(FSDP, {"use_distributed_optimizer": False})
+    with pytest.raises(ConfigError, match="pipeline parallelism"):
+        est({"use_torch_fsdp2": True, "pipeline_model_parallel_size": 2},
+            {"use_distributed_optimizer": False, "gradient_accumulation_fusion": False})
+    with pytest.raises(ConfigError, match="only with use_megatron_fsdp"):
+        est({"data_parallel_sharding_strategy": "optim"})
+    with pytest.raises(ConfigError, match="divisible by num_distributed_optimizer_instances"):
+        est({**FSDP, "num_distributed_optimizer_instances": 3})
