@@ -212,12 +212,13 @@ def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
     """Megatron-Core applies the routing probabilities in the experts (moe/experts.py): fused with SwiGLU
     (weighted_bias_swiglu_impl saves only its input), otherwise act(x) * probs, which keeps act(x) too.
     MoE layer, s 256, b 1, top-2: R = 512 routed rows; expert width fm 128, h 256, bf16, no dropout:
-    norm 4*256*256 + router 8*256*4 + rows * (2h in + 2h out) + fc1 out 2*R*fm*up + act 2*R*fm [+ 2*R*fm]."""
+    norm 4*256*256 + router logits and probabilities 2*2*256*4 (bf16, TopKRouter.gating keeps the input dtype)
+    + rows * (2h in + 2h out) + fc1 out 2*R*fm*up + act 2*R*fm [+ 2*R*fm]."""
     from estimator.activations import layer_activations
     moe = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000, "num_experts": 4,
            "moe_router_topk": 2, "moe_ffn_hidden_size": 128}
     R, fm, h = 512, 128, 256
-    base = 4 * 256 * h + 8 * 256 * 4 + R * (2 * h + 2 * h) + 2 * R * fm
+    base = 4 * 256 * h + 2 * 2 * 256 * 4 + R * (2 * h + 2 * h) + 2 * R * fm
     gelu = resolve(load_config(make_config({**moe, "activation_func": "gelu", "gated_linear_unit": False},
                                            training={"seq_length": 256})))
     swiglu = resolve(load_config(make_config({**moe, "activation_func": "swiglu", "gated_linear_unit": True},
