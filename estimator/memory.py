@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .activations import layer_activations, stage_extras
 from .loss import loss_buffers
+from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
     moe_experts, moe_router, mtp_extra, output_layer, shared_expert
 from .report import Estimate, Peak, StageEstimate
@@ -294,13 +295,22 @@ def stage_memory(r: Resolved) -> Estimate:
             transient["global_memory_buffer"] = buffer
         transient_bytes = sum(transient.values())
 
-        allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
+        # The optimizer step (estimator/optimizer_step.py): activations freed, its own buffers alive.
+        states = st.weights + st.gradients + st.optimizer
+        fwd_bwd = states + activations + transient_bytes
+        step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient)
+        phase, step_total = "forward_backward", states + sum(step.values())
+        if step_total > fwd_bwd:
+            phase, transient, transient_bytes = "optimizer_step", step, step_total - states
+            activations = att_total = mlp_total = emb_act = out_act = 0
+        allocated = states + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
         stages.append(StageEstimate(
             s_idx, chunks, first, last, r.mtp if last else 0, dense_p + expert_p, expert_p, n_flight,
             st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated, reserved,
             reserved + overhead,
             {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}, transient,
+            phase, fwd_bwd, step_total,
         ))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
@@ -370,6 +380,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
+    out.append(optimizer_step_assumption(r, bm))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
                "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")

@@ -58,6 +58,10 @@ class StageEstimate(NamedTuple):
     device_bytes: int        # plus CUDA context and communication buffers: hold this against the GPU
     activations: dict        # activations by component
     transient: dict          # transient buffers by component
+    # The components above are those alive in the phase that holds the peak (estimator/optimizer_step.py):
+    peak_phase: str = "forward_backward"   # or "optimizer_step" (activations freed, the step's buffers alive)
+    forward_backward_bytes: int = 0        # allocated at the peak of the forward and backward passes
+    optimizer_step_bytes: int = 0          # allocated at the peak of the optimizer step
 
     @property
     def model_state_bytes(self) -> int:

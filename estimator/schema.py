@@ -240,6 +240,12 @@ class TrainingConfig:
     gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
                                             "main_grad buffer.", type="bool",
                                             flag="--gradient-accumulation-fusion")
+    optimizer_implementation: str = _f("te_fused", "Which Adam runs. Megatron-Core has no flag for it: it imports "
+                                       "Transformer Engine's FusedAdam if Transformer Engine is installed (always with "
+                                       "transformer_engine layers), else Apex's FusedAdam, else falls back to "
+                                       "torch.optim.AdamW. The fused ones update in place; PyTorch's foreach AdamW "
+                                       "allocates 4 B per parameter during the optimizer step, which can then hold "
+                                       "the iteration's peak.", type="str", choices=("te_fused", "apex_fused", "torch"))
     overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass. No effect "
                                    "on memory (it works in the existing buffers); the layout search counts it "
                                    "in the step time.", type="bool", flag="--overlap-grad-reduce")

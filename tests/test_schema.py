@@ -41,6 +41,8 @@ VARIANTS = {
     "precision.store_param_remainders": (
         make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),
         {"precision": {"store_param_remainders": False}}),
+    "training.optimizer_implementation": (make_config(MODEL, None, {"transformer_impl": "local"}),
+                                          {"training": {"optimizer_implementation": "torch"}}),
     "training.gradient_accumulation_fusion": (make_config(MODEL), {"training": {"gradient_accumulation_fusion": False}}),
     "training.world_size": (make_config(MODEL, None, {"world_size": 2}), {"training": {"world_size": 4}}),
 }
