@@ -39,7 +39,8 @@ __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
                    "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
-                   "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
+                   "training.gradient_accumulation_fusion", "training.world_size",
+                   "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader", "parallelism.cp_comm_type",
                    "model.moe_token_dispatcher_type"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 
@@ -52,7 +53,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "gradient_accumulation_fusion", "use_flash_attn", "recompute_activations", "moe_layer_recompute",
                   "grad_reduce_in_bf16", "use_rotary_position_embeddings", "add_position_embedding", "cp_comm_type",
                   "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
-                  "moe_token_dispatcher_type"}
+                  "moe_token_dispatcher_type", "masked_softmax_fusion", "create_attention_mask_in_dataloader"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -377,8 +378,9 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     tr.setdefault("use_distributed_optimizer", False)
     if "encoder_seq_length" in raw and "seq_length" not in tr:
         tr["seq_length"] = _int("--encoder-seq-length", raw["encoder_seq_length"])
-    if "gradient_accumulation_fusion" in raw:
-        tr["gradient_accumulation_fusion"] = False
+    for name in ("gradient_accumulation_fusion", "masked_softmax_fusion", "create_attention_mask_in_dataloader"):
+        if name in raw:   # store_false flags (--no-...)
+            tr[name] = False
     if "use_flash_attn" in raw:
         tr.setdefault("attention_backend", "flash")
     if "recompute_activations" in raw:

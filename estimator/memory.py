@@ -19,6 +19,7 @@ it holds that many chunk-micro-batches plus one, capped at m * v.
 from __future__ import annotations
 
 from .activations import layer_activations, stage_extras
+from .local_attention import chunk_mask_bytes
 from .loss import loss_buffers
 from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
@@ -229,6 +230,9 @@ def stage_memory(r: Resolved) -> Estimate:
                     saved = a_part + m_part
                 e_part = extras.embedding if (first and c_idx == 0) else 0
                 o_part = extras.output if (last and c_idx == n_chunks - 1) else 0
+                kept_mask, remat_mask = chunk_mask_bytes(r, (first and c_idx == 0) or (last and c_idx == n_chunks - 1),
+                                                         len(c))
+                saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
                 chunk_acts.append((saved + e_part + o_part, a_part, m_part, e_part, o_part))
                 if rec > work:
                     work = rec
@@ -254,6 +258,8 @@ def stage_memory(r: Resolved) -> Estimate:
         has_dense = n_dense > 0 or (last and r.mtp > 0 and not r.mtp_is_moe)
         has_moe = n_moe > 0 or (last and r.mtp > 0 and r.mtp_is_moe)
         bwd = max(acts[False].backward_peak if has_dense else 0, acts[True].backward_peak if has_moe else 0)
+        attn_bwd = max(acts[False].attention_backward_peak if has_dense else 0,
+                       acts[True].attention_backward_peak if has_moe else 0)
         transient = {}
         if has_dense or has_moe:
             key = (has_dense, has_moe, last and r.mtp > 0)
@@ -273,6 +279,7 @@ def stage_memory(r: Resolved) -> Estimate:
                 # Without fused accumulation each linear's weight gradient exists in the weight dtype until
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
+        bwd = max(bwd, attn_bwd)    # unfused attention's backward, after the layer's MLP backward
         name, value = "backward_working_set", bwd + work
         if last and out_act:
             # The last stage passes through the loss before its layers' backward (estimator/loss.py): the
