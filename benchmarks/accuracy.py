@@ -2,8 +2,10 @@
 
 Sources: ``simumax`` (calibration, SimuMax B200 logs), ``assumed`` (calibration, PR #482 and mbridge, with
 assumed settings), ``megatron-ci`` (held-out, Megatron-LM CI goldens through the launch-argument importer),
-``recipes`` (held-out, Megatron-Bridge performance recipes known to run: "does it fit?"). Prints every case
-(signed error: negative is an under-estimate) and, per source, the median and worst errors.
+``recipes`` (held-out, Megatron-Bridge performance recipes known to run: "does it fit?"), ``project`` (this
+project's own one-GPU H200 runs, per batch: batch 1 was seen while the optimizer-step and local-attention
+modelling was written; overall, forward/backward and optimizer-step peaks, and the phase holding the peak).
+Prints every case (signed error: negative is an under-estimate) and, per source, the median and worst errors.
 
     python benchmarks/accuracy.py                       # every source
     python benchmarks/accuracy.py --source megatron-ci  # one source (repeatable)
@@ -19,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from estimator.validation import compare_case, load_cases, stats  # noqa: E402
 
-SOURCES = ("simumax", "assumed", "megatron-ci", "recipes")
+SOURCES = ("simumax", "assumed", "megatron-ci", "recipes", "project")
 
 
 def _line(name: str, s) -> str:
@@ -28,6 +30,18 @@ def _line(name: str, s) -> str:
     return (f"{name:34} cases {s.cases:3}  median {s.median_error_pct:+6.2f} %  median |error| "
             f"{s.median_abs_error_pct:5.2f} %  max |error| {s.max_abs_error_pct:6.2f} %  worst under "
             f"{s.worst_under_pct:+7.2f} %  worst over {s.worst_over_pct:+6.2f} %  under-estimates {s.under}")
+
+
+def _short(phase: str) -> str:
+    return {"forward_backward": "fwd/bwd", "optimizer_step": "step"}.get(phase, phase)
+
+
+def _phase_row(c, phase: str):
+    """A project case's comparison for one phase (same fields, that phase's figures)."""
+    from dataclasses import replace
+    m, e = ((c.measured_fwd_bwd_gib, c.estimated_fwd_bwd_gib) if phase == "fwd_bwd"
+            else (c.measured_step_gib, c.estimated_step_gib))
+    return replace(c.comparison, measured_gib=m, estimated_gib=e, error_pct=(e - m) / m * 100.0)
 
 
 def _rows(rows, title: str) -> None:
@@ -85,6 +99,26 @@ def main(argv=None) -> int:
         summaries.append(("held-out: known-to-run recipes", {
             "recipes": len(rc), "estimated": sum(r.status == "estimated" for r in rc),
             "false OOM verdicts": sum(r.false_oom for r in rc)}))
+    if "project" in chosen:
+        from estimator.validation_project import project_cases
+        pc = project_cases()
+        for b in sorted({c.batch for c in pc}):
+            rows = [c for c in pc if c.batch == b]
+            kind = "seen while developing" if rows[0].developed_against else "held-out"
+            if not args.quiet:
+                print(f"\n== project runs, batch {b} ({kind}): {rows[0].comparison.source}")
+                print(f"{'case':40} {'measured':>8} {'estimated':>9} {'error %':>8}  {'peak phase (meas/est)':24} "
+                      f"{'fwd/bwd %':>9} {'step %':>7}")
+                for c in rows:
+                    r = c.comparison
+                    print(f"{c.id:40} {r.measured_gib:8.3f} {r.estimated_gib:9.3f} {r.error_pct:+8.2f}  "
+                          f"{_short(c.measured_phase) + ' / ' + _short(c.estimated_phase):24} {c.fwd_bwd_error_pct:+9.2f} "
+                          f"{c.step_error_pct:+7.2f}")
+            summaries.append((f"project batch {b} ({kind})", stats([c.comparison for c in rows])))
+            summaries.append((f"  forward/backward peak", stats([_phase_row(c, "fwd_bwd") for c in rows])))
+            summaries.append((f"  optimizer-step peak", stats([_phase_row(c, "step") for c in rows])))
+            summaries.append((f"  peak phase right", {"cases": len(rows),
+                                                     "matching": sum(c.phase_matches for c in rows)}))
     print("\n== summary (signed errors: negative = under-estimate)")
     for name, s in summaries:
         print(_line(name, s) if not isinstance(s, dict) else f"{name:34} {s}")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .local_attention import attention_backward_extra, local_core_attention
 from .loss import loss_buffers
 from .resolve import Resolved
 
@@ -49,6 +50,7 @@ class LayerActivations(NamedTuple):
     backward_peak: int   # gradient working set while this layer runs its backward
     recompute_peak: int  # what selective recompute rematerialises at once during backward
     parts: dict | None = None  # with parts=True: named saved tensors, for PEFT and offloading
+    attention_backward_peak: int = 0  # unfused attention's backward working set, the layer's MLP already freed
 
     @property
     def saved(self) -> int:
@@ -90,6 +92,7 @@ def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActiv
     recompute_attn = 0
     scores = latent = 0
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
+    attn_bwd = 0                                   # unfused attention's backward working set
     if r.mla:
         qk = r.qk_dim + r.rope_dim
         latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
@@ -108,6 +111,7 @@ def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActiv
             else:
                 attn += sc
                 scores = sc
+            attn_bwd = _attention_backward(r, B, sc) + B * T * heads * r.v_dim
     else:
         dh, g = r.dh, r.g
         qkv = B * T * (heads + 2 * (g // t)) * dh
@@ -119,8 +123,21 @@ def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActiv
             # fp32 statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
             rows = T * (heads + g // t)
             attn += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
-        if unfused:
-            # (the local implementation's DotProductAttention is unfused whatever the backend says)
+        if unfused and tr.transformer_impl == "local":
+            # Megatron's own DotProductAttention (estimator/local_attention.py): q, k, v as it keeps them
+            # (views of the QKV output keep all of it), replacing the generic count above.
+            sc = _scores(r, heads)
+            rotary = cfg.model.position_embedding_type in ("rope", "yarn", "mrope")
+            la = local_core_attention(r, B, sc, rotary or cfg.model.qk_layernorm)
+            attn -= qkv
+            if "core_attn" in modules:
+                attn += la.checkpoint
+                recompute_attn = la.recomputed
+            else:
+                attn += la.kept
+                scores = sc
+            attn_bwd = la.backward_extra + B * T * heads * dh
+        elif unfused:
             sc = _scores(r, heads)
             # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
             expanded = 2 * B * T * (heads - g // t) * dh
@@ -129,6 +146,7 @@ def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActiv
             else:
                 attn += sc + expanded
                 scores = sc + expanded
+            attn_bwd = _attention_backward(r, B, sc) + B * T * heads * dh
     proj_fp8 = 0
     if cfg.precision.fp8:
         proj_fp8 = T * heads * (r.v_dim if r.mla else r.dh)  # FP8 copy of the projection input
@@ -191,11 +209,16 @@ def layer_activations(r: Resolved, moe: bool, parts: bool = False) -> LayerActiv
         named = {"fc1_out": fc1_out, "act_out": act_out} if parts else None
     mlp += mask
     full = attn + recompute_attn + mlp + recompute_mlp
+    if attn_bwd:
+        # It runs after the layer's MLP backward freed the MLP's activations; the residual stream's gradient
+        # is alive meanwhile (estimator/local_attention.py).
+        attn_bwd += B * Tn * h - mlp
     if parts:
         named.update(norm_in=norm_in, norm_out=norm_out, latent=latent, qkv=qkv, attn_out=out, lse=4 * T * heads,
                      scores=scores, proj_in_fp8=proj_fp8, mlp_norm_in=B * Tn * h, mlp_norm_out=norm2_out)
     return LayerActivations(attention=attn, mlp=mlp, full=full, checkpoint=B * Tn * h, backward_peak=work,
-                            recompute_peak=max(recompute_attn, recompute_mlp), parts=named)
+                            recompute_peak=max(recompute_attn, recompute_mlp), parts=named,
+                            attention_backward_peak=max(attn_bwd, 0))
 
 
 def _scores(r: Resolved, heads: int) -> int:
@@ -204,6 +227,15 @@ def _scores(r: Resolved, heads: int) -> int:
     B = _act_bytes(r)
     per = B + ((1 + B) if r.cfg.model.attention_dropout > 0 else 0)
     return per * r.b * heads * r.s * r.s
+
+
+def _attention_backward(r: Resolved, B: int, scores: int) -> int:
+    """Unfused attention's backward working set above what it keeps: the local implementation's
+    (estimator/local_attention.py); Transformer Engine's unfused attention masks inside its fused softmax
+    kernel, so there it is the probabilities' gradient, one score tensor."""
+    if r.cfg.training.transformer_impl == "local":
+        return attention_backward_extra(r, B, scores)
+    return B * r.b * (r.a // r.t) * r.s * r.s
 
 
 def _routed_rows(r: Resolved, T: int, Tn: int) -> int:

@@ -239,8 +239,9 @@ def choices(cfg: dict) -> dict:
     """Valid values of :data:`CHOICE_FIELDS` for the model of ``cfg`` (plain data): path -> [{value, label,
     set?}], ``set`` holding companion fields to change with it. Empty for a model that is itself invalid."""
     key = json.dumps({"model": cfg.get("model"), "parallelism": cfg.get("parallelism"),
-                      "training": {k: v for k, v in (cfg.get("training") or {}).items()
-                                   if k in ("seq_length", "attention_backend")},
+                      "training": {k: v for k, v in (cfg.get("training") or {}).items()   # as _neutral keeps it
+                                   if k not in ("world_size", "global_batch_size", "sequence_parallel",
+                                                "micro_batch_size")},
                       "precision": cfg.get("precision")}, sort_keys=True, default=str)
     out = copy.deepcopy(_choices(key))
     if not out:

@@ -317,6 +317,9 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     lines.append("")
     lines.append(f"Peak: stage {peak.stage}, {_g(peak.allocated_bytes)} GiB allocated (max_memory_allocated), "
                  f"{_g(peak.reserved_bytes)} GiB reserved, {_g(peak.device_bytes)} GiB on the device")
+    if peak.peak_phase == "optimizer_step":
+        lines.append(f"The peak is in the optimizer step ({_g(peak.optimizer_step_bytes)} GiB; forward/backward "
+                     f"{_g(peak.forward_backward_bytes)} GiB): activations are freed, the step's buffers are alive")
     big = ", ".join(f"{name} {_g(b)} GiB ({100 * b / peak.allocated_bytes:.0f}%)" for name, b in _biggest(peak))
     lines.append(f"Largest at the peak: {big}")
     if peak.outside_allocator:

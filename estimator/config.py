@@ -474,6 +474,13 @@ def validate(cfg: Config) -> list[Problem]:
                 add(f"precision.{name}", getattr(pr, name), "needs use_precision_aware_optimizer: true")
     elif not tr.use_distributed_optimizer:
         add("precision.use_precision_aware_optimizer", True, "needs training.use_distributed_optimizer: true")
+    if tr.optimizer_implementation != "te_fused" and tr.transformer_impl == "transformer_engine":
+        add("training.optimizer_implementation", tr.optimizer_implementation, "Megatron-Core uses Transformer "
+            "Engine's FusedAdam whenever Transformer Engine is installed (transformer_impl: transformer_engine "
+            "needs it); apex_fused and torch need transformer_impl: local")
+    elif tr.optimizer_implementation != "te_fused" and pr.use_precision_aware_optimizer:
+        add("training.optimizer_implementation", tr.optimizer_implementation, "the precision-aware optimizer "
+            "needs Transformer Engine's FusedAdam (optimizer_implementation: te_fused)")
     if pr.params_dtype == "fp32" and pr.fp8:
         add("precision.fp8", True, "FP8 compute needs bf16 or fp16 weights")
     P.extend(feature_problems(cfg))

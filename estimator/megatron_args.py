@@ -40,6 +40,7 @@ __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
                    "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
                    "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
+                   "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader",
                    "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 
@@ -55,7 +56,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
                   "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
                   "enable_cuda_graph", "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
-                  "moe_hybridep_num_sms"}
+                  "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -483,8 +484,9 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     tr.setdefault("use_distributed_optimizer", False)
     if "encoder_seq_length" in raw and "seq_length" not in tr:
         tr["seq_length"] = _int("--encoder-seq-length", raw["encoder_seq_length"])
-    if "gradient_accumulation_fusion" in raw:
-        tr["gradient_accumulation_fusion"] = False
+    for name in ("gradient_accumulation_fusion", "masked_softmax_fusion", "create_attention_mask_in_dataloader"):
+        if name in raw:   # store_false flags (--no-...)
+            tr[name] = False
     if "use_flash_attn" in raw:
         tr.setdefault("attention_backend", "flash")
     if "recompute_activations" in raw:

@@ -159,6 +159,10 @@ def to_megatron_args(config) -> list[str]:
         add("--transformer-impl", tr.transformer_impl)
     if not tr.gradient_accumulation_fusion:
         add("--no-gradient-accumulation-fusion")
+    if not tr.masked_softmax_fusion:
+        add("--no-masked-softmax-fusion")
+    if not tr.create_attention_mask_in_dataloader:
+        add("--no-create-attention-mask-in-dataloader")
     for name in ("overlap_grad_reduce", "overlap_param_gather"):
         if getattr(tr, name):
             add(_flag(name))

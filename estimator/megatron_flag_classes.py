@@ -79,6 +79,8 @@ _put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_
 _put(_M, "attention_backend", "attention kernel: unfused attention keeps the s x s scores")
 _put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits copies the loss keeps")
 _put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
+_put(_M, "masked_softmax_fusion create_attention_mask_in_dataloader", "the local implementation's unfused "
+     "attention: its backward working set and the causal masks it keeps")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
 _put(_M, "accumulate_allreduce_grads_in_fp32 grad_reduce_in_bf16", "the dtype of the gradient buffer")
@@ -133,7 +135,7 @@ _put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform p
      "use_cpu_initialization init_model_with_meta_device data_parallel_random_init seed te_rng_tracker "
      "inference_rng_tracker use_mup mup_width_mult mup_base_hidden_size mup_embedding_mult mup_output_mult "
      "mup_base_head_dim mup_attn_scale_power", "initialisation and scaling only")
-_put(_N, "masked_softmax_fusion bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
+_put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
      "no_persist_layer_norm fused_residual_rmsnorm use_transformer_engine_op_fuser use_te_activation_func "
      "use_fused_weighted_squared_relu moe_permute_fusion moe_router_fusion mla_down_proj_fusion "
      "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
@@ -282,8 +284,6 @@ _put(_N, "data_path phase_transition_iterations split train_data_path valid_data
      "fim_split_sample fim_fragment_rate fim_no_prefix fim_prefix_token fim_middle_token fim_suffix_token "
      "fim_pad_token fim_eod_token dataloader_type decoder_seq_length",
      "data loading on the host")
-_put(_N, "create_attention_mask_in_dataloader", "turns off the dataloader's s x s boolean mask, which the estimate "
-     "does not count (b x s^2 bytes during one forward pass)")
 _put(_N, "vocab_file merge_file vocab_extra_ids tokenizer_model metadata_path special_tokens tiktoken_pattern "
      "tiktoken_num_special_tokens tokenizer_sentencepiece_legacy tokenizer_sentencepiece_ignore_extra_whitespaces "
      "tokenizer_hf_no_use_fast tokenizer_hf_no_include_special_tokens trust_remote_code null_tokenizer_eod_id "

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from . import features
 from .activations import layer_activations, stage_extras
+from .local_attention import chunk_mask_bytes
 from .loss import loss_buffers
+from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers
 from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
     moe_experts, moe_router, mtp_extra, output_layer, shared_expert
 from .report import ChunkReport, Estimate, Peak, StageEstimate
@@ -263,6 +265,8 @@ def stage_memory(r: Resolved) -> Estimate:
                 e_part = extras.embedding if c_emb else 0
                 o_part = loss_act if c_loss else 0
                 t_part = n_mtp * extras.mtp if n_mtp else 0
+                kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
+                saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
                 chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
                 if rec > work:
                     work = rec
@@ -303,6 +307,8 @@ def stage_memory(r: Resolved) -> Estimate:
         has_dense = n_dense > 0 or (n_mtp > 0 and not r.mtp_is_moe)
         has_moe = n_moe > 0 or (n_mtp > 0 and r.mtp_is_moe)
         bwd = max(acts[False].backward_peak if has_dense else 0, acts[True].backward_peak if has_moe else 0)
+        attn_bwd = max(acts[False].attention_backward_peak if has_dense else 0,
+                       acts[True].attention_backward_peak if has_moe else 0)
         transient = {}
         if has_dense or has_moe:
             key = (has_dense, has_moe, n_mtp > 0)
@@ -322,6 +328,7 @@ def stage_memory(r: Resolved) -> Estimate:
                 # Without fused accumulation each linear's weight gradient exists in the weight dtype until
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
+        bwd = max(bwd, attn_bwd)    # unfused attention's backward, after the layer's MLP backward
         name, value = "backward_working_set", bwd + work
         no_wgrad = feat is not None and feat.skips_vocab_wgrad(has_loss)
         if has_loss and out_act:
@@ -351,14 +358,25 @@ def stage_memory(r: Resolved) -> Estimate:
         reports = plan.reports.get(counts) or _chunk_reports(plan, counts)
         if feat is None:
             transient_bytes = sum(transient.values())
-            allocated = st.weights + st.gradients + st.optimizer + activations + transient_bytes
+            # The optimizer step (estimator/optimizer_step.py): activations freed, its own buffers alive.
+            states = st.weights + st.gradients + st.optimizer
+            fwd_bwd = states + activations + transient_bytes
+            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient)
+            phase, step_total = "forward_backward", states + sum(step.values())
+            if step_total > fwd_bwd:
+                phase, transient, transient_bytes = "optimizer_step", step, step_total - states
+                activations = 0
+                acts_by = dict.fromkeys(acts_by, 0)
+            allocated = states + activations + transient_bytes
             reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
             stages.append(StageEstimate(
                 s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
                 expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
-                reserved, reserved + overhead, acts_by, transient, reports))
+                reserved, reserved + overhead, acts_by, transient, reports,
+                peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
             continue
         # Recipe features (estimator/features): states, activations, buffers, and what lies outside the allocator.
+        # Their optimizer step is not modelled separately: the forward/backward peak is reported.
         flight = [c for c, k in enumerate(counts) for _ in range(k)]
         adj = feat.stage(s_idx, [c.layers for c in chunks], plan.embedding, has_loss, dense_p, linear_p, expert_p,
                          st, activations, flight, transient, bwd + work)
@@ -370,7 +388,8 @@ def stage_memory(r: Resolved) -> Estimate:
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
             adj.weights, adj.gradients, adj.optimizer, adj.activations, transient_bytes, allocated, reserved,
             reserved + overhead + sum(adj.outside_allocator.values()), acts_by, adj.transient, reports,
-            sum(adj.host.values()), adj.host, adj.outside_allocator))
+            sum(adj.host.values()), adj.host, adj.outside_allocator,
+            forward_backward_bytes=allocated))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
@@ -466,6 +485,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
+    out.append(optimizer_step_assumption(r, bm))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
                "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")

@@ -344,6 +344,24 @@ class TrainingConfig:
     gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
                                             "main_grad buffer.", type="bool",
                                             flag="--gradient-accumulation-fusion")
+    masked_softmax_fusion: bool = _f(True, "Megatron's fused scale-mask-softmax kernel in the local implementation's "
+                                     "unfused attention (used for bf16/fp16 scores with 16 < s <= 4096); without it "
+                                     "(--no-masked-softmax-fusion, or outside those sizes) PyTorch masks the scores in "
+                                     "place and autograd's CopySlices holds four b x a x s x s tensors in the "
+                                     "attention backward instead of one.", type="bool",
+                                     flag="--no-masked-softmax-fusion")
+    create_attention_mask_in_dataloader: bool = _f(True, "The dataloader builds a b x s x s boolean causal mask per "
+                                                   "micro-batch, which the local implementation's unfused attention "
+                                                   "keeps for the backward pass on the first and last pipeline stage; "
+                                                   "without it (--no-create-attention-mask-in-dataloader), and on "
+                                                   "other stages, every layer builds an s x s mask and keeps it.",
+                                                   type="bool", flag="--no-create-attention-mask-in-dataloader")
+    optimizer_implementation: str = _f("te_fused", "Which Adam runs. Megatron-Core has no flag for it: it imports "
+                                       "Transformer Engine's FusedAdam if Transformer Engine is installed (always with "
+                                       "transformer_engine layers), else Apex's FusedAdam, else falls back to "
+                                       "torch.optim.AdamW. The fused ones update in place; PyTorch's foreach AdamW "
+                                       "allocates 4 B per parameter during the optimizer step, which can then hold "
+                                       "the iteration's peak.", type="str", choices=("te_fused", "apex_fused", "torch"))
     overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass. No effect "
                                    "on memory (it works in the existing buffers); the layout search counts it "
                                    "in the step time.", type="bool", flag="--overlap-grad-reduce")

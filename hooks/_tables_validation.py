@@ -26,6 +26,12 @@ GROUPS = (
      "H100, GB200 (4–8 GPUs)", "as above, with the cases a note sets apart"),
 )
 
+#: This project's own runs, one summary row per batch: (set, source) by whether the model was developed
+#: against the batch.
+PROJECT_SETS = {True: ("Held-out, then used", "This project's H200 runs, batch {b}: the optimizer-step and "
+                       "local-attention modelling was written after seeing them"),
+                False: ("Held-out", "This project's H200 runs, batch {b}: measured after the model was written")}
+
 STATUS_LABELS = {
     "refused": "refused by the importer (a flag whose memory effect is not modelled)",
     "invalid": "rejected by the importer or the configuration check",
@@ -36,7 +42,7 @@ STATUS_LABELS = {
 
 @functools.lru_cache(maxsize=1)
 def context() -> dict:
-    from estimator import validation, validation_ci, validation_recipes
+    from estimator import validation, validation_ci, validation_project, validation_recipes
 
     calibration = [validation.compare_case(c) for c in validation.load_cases()]
     if not calibration:
@@ -46,6 +52,7 @@ def context() -> dict:
     if not compared:
         raise MarkerError("validation/megatron_ci.yaml has no case the estimator can compare")
     recipes = validation_recipes.recipe_cases()
+    project = validation_project.project_cases()
     groups = {
         "simumax-b200": [r for r in calibration if r.precise],
         "calibration-assumed": [r for r in calibration if not r.precise],
@@ -56,6 +63,12 @@ def context() -> dict:
     }
     summary = [{"key": key, "set": set_, "source": label, "gpus": gpus, "models": models,
                 "stats": validation.stats(groups[key])} for key, set_, label, gpus, models in GROUPS]
+    for b in sorted({c.batch for c in project}):
+        rows = [c for c in project if c.batch == b]
+        set_, label = PROJECT_SETS[rows[0].developed_against]
+        summary.append({"key": f"project-b{b}", "set": set_, "source": label.format(b=b), "gpus": "1 × H200",
+                        "models": "dense, MoE and MLA test models (0.2–0.7 B parameters), Megatron's local "
+                                  "implementation", "stats": validation.stats([c.comparison for c in rows])})
     data = validation_ci.load_data()
     not_compared = [c for c in ci if c.status != "compared"]
     reasons = Counter((c.status, c.reason) for c in not_compared)
@@ -77,6 +90,8 @@ def context() -> dict:
         "recipes_estimated": sum(1 for r in recipes if r.status == "estimated"),
         "false_ooms": sum(1 for r in recipes if r.false_oom),
         "summary": summary,
+        "project": project,
+        "project_batches": {b["batch"]: b for b in validation_project.load_data()["batches"]},
         "headline": {g["key"]: g for g in summary},
     }
 
@@ -97,5 +112,7 @@ def chart() -> dict:
               for r in v["calibration"]]
     points += [{"x": c.comparison.measured_gib, "y": c.comparison.estimated_gib, "label": c.id,
                 "cls": "ci" if c.in_target else "ci-out", "error": c.comparison.error_pct} for c in v["ci"]]
+    points += [{"x": c.comparison.measured_gib, "y": c.comparison.estimated_gib, "label": c.id, "cls": "prj",
+                "error": c.comparison.error_pct} for c in v["project"]]
     return svg.log_scatter("chart-validation", "Estimated against measured peak allocated memory per GPU",
                            points)

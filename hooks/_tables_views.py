@@ -18,7 +18,8 @@ Markers (arguments; body):
 - ``docstring module=``, ``assumptions preset=``, ``formulas names=a,b``: the model as the code states it;
 - ``cli-run args=``, ``python-run`` with a Python body: a command or snippet run at build time, with output;
 - ``validation-summary``, ``validation-chart``, ``validation-table`` (calibration), ``validation-ci-table``,
-  ``validation-ci-excluded``, ``validation-recipes``: estimate against measurement (``_tables_validation``).
+  ``validation-ci-excluded``, ``validation-recipes``, ``validation-project-table``: estimate against measurement
+  (``_tables_validation``).
 """
 
 from __future__ import annotations
@@ -333,6 +334,11 @@ def _validation_ci_table() -> str:
 @marker("validation-ci-excluded")
 def _validation_ci_excluded() -> str:
     return render_template("validation_ci_excluded.md.j2", **validation.context())
+
+
+@marker("validation-project-table")
+def _validation_project_table() -> str:
+    return render_template("validation_project_table.md.j2", **validation.context())
 
 
 @marker("validation-recipes")

@@ -41,6 +41,13 @@ VARIANTS = {
     "precision.store_param_remainders": (
         make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),
         {"precision": {"store_param_remainders": False}}),
+    "training.masked_softmax_fusion": (make_config(MODEL, None, {"transformer_impl": "local"}),
+                                       {"training": {"masked_softmax_fusion": False}}),
+    "training.create_attention_mask_in_dataloader": (
+        make_config(MODEL, None, {"transformer_impl": "local", "masked_softmax_fusion": False}),
+        {"training": {"create_attention_mask_in_dataloader": False}}),
+    "training.optimizer_implementation": (make_config(MODEL, None, {"transformer_impl": "local"}),
+                                          {"training": {"optimizer_implementation": "torch"}}),
     "training.gradient_accumulation_fusion": (make_config(MODEL), {"training": {"gradient_accumulation_fusion": False}}),
     "training.world_size": (make_config(MODEL, None, {"world_size": 2}), {"training": {"world_size": 4}}),
     "model.moe_token_dispatcher_type": (make_config(MOE, {"expert_model_parallel_size": 2}, {"world_size": 2}),

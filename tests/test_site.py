@@ -292,8 +292,10 @@ def test_validation_page_keeps_calibration_apart_from_held_out(site):
         assert rows[c.id]["target"].startswith("yes" if c.in_target else "no")
     (summary,) = tables.find("validation-summary")
     keys = {r["attrs"].get("data-key"): keyed(r) for r in summary["rows"][1:]}
+    from estimator.validation_project import project_cases
     assert set(keys) == {"simumax-b200", "calibration-assumed", "megatron-ci-target", "megatron-ci-h100",
-                         "megatron-ci-gb200", "megatron-ci-all", "known-to-run"}
+                         "megatron-ci-gb200", "megatron-ci-all", "known-to-run"} | {
+                             f"project-b{c.batch}" for c in project_cases()}
     target = stats([c.comparison for c in compared if c.in_target])
     assert int(keys["megatron-ci-h100"]["cases"]) + int(keys["megatron-ci-gb200"]["cases"]) == target.cases
     assert keys["megatron-ci-target"]["cases"] == str(target.cases)
@@ -303,6 +305,25 @@ def test_validation_page_keeps_calibration_apart_from_held_out(site):
         if c.status != "compared":
             assert c.id in html
     assert "Calibration" in page(site, "") and "Held-out" in page(site, "")
+
+
+def test_validation_page_shows_the_project_runs_per_phase(site):
+    """This project's own runs: one table per batch, every case with the core's overall, forward/backward and
+    optimizer-step figures and both peak phases; batch 1 is labelled as seen while the model was written."""
+    from estimator.validation_project import project_cases
+    tables = Tables(page(site, "validation"))
+    found = tables.find("validation-project")
+    cases = project_cases()
+    assert len(found) == len({c.batch for c in cases})
+    rows = {r["attrs"]["data-case"]: keyed(r) for t in found for r in t["rows"][1:]}
+    assert set(rows) == {c.id for c in cases}
+    for c in cases:
+        row = rows[c.id]
+        assert row["estimated"] == f"{c.comparison.estimated_gib:.3f}"
+        assert row["step"].startswith(f"{c.measured_step_gib:.3f}")
+        assert row["phase"] == " / ".join("step" if p == "optimizer_step" else "fwd/bwd"
+                                          for p in (c.measured_phase, c.estimated_phase))
+    assert "written after seeing them" in page(site, "validation")
 
 
 # --- references -----------------------------------------------------------------------------------

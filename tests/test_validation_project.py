@@ -1,0 +1,104 @@
+"""This project's own GPU runs (validation/project_runs.yaml) against the estimate.
+
+Expected values are the measured bytes of the data file (PyTorch's allocator on one NVIDIA H200, Megatron-LM
+@ d98e8a64 pretrain_gpt.py, --transformer-impl local, torch.optim.AdamW). Batch 1 was seen while the
+optimizer-step and local-attention modelling was written (docs/validation.md says so); the targets asserted
+here are the accuracy reached on it: every run within 1 % overall and in each phase, and the phase holding
+the peak named right.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from estimator.config import load_config
+from estimator.megatron_args import parse_megatron_args
+from estimator.validation_project import load_data, project_cases
+
+DATA = load_data()
+CASES = {c.id: c for c in project_cases()}
+IDS = sorted(CASES)
+MIB = 2 ** 20
+
+
+def _case(run: str, batch: int = 1) -> dict:
+    return next(c for c in DATA["cases"] if c["run"] == run and c["batch"] == batch)
+
+
+def test_batch_one_is_marked_as_seen_while_developing():
+    b1 = next(b for b in DATA["batches"] if b["batch"] == 1)
+    assert b1["developed_against"] is True and b1["gpu"] == "NVIDIA H200"
+    assert b1["megatron_lm_revision"] == "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+    assert len([c for c in DATA["cases"] if c["batch"] == 1]) == 12
+
+
+@pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: c["id"])
+def test_config_is_what_the_importer_reads_from_the_launch_flags(case):
+    """The hand-written configuration means the same as the exact flags, except which Adam runs: that is the
+    environment (no Transformer Engine, no Apex), not a flag."""
+    parsed, _ = parse_megatron_args(shlex.split(case["megatron_args"]), world_size=case["world_size"])
+    mine = load_config(case["config"]).to_full_dict()
+    theirs = load_config(parsed).to_full_dict()
+    mine["training"].pop("optimizer_implementation")
+    assert theirs["training"].pop("optimizer_implementation") == "te_fused"
+    assert mine == theirs
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_overall_peak_within_1_percent(cid):
+    c = CASES[cid]
+    assert abs(c.comparison.error_pct) <= 1.0, (cid, c.comparison.measured_gib, c.comparison.estimated_gib)
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_each_phase_within_1_percent_and_the_peak_phase_named_right(cid):
+    c = CASES[cid]
+    assert abs(c.fwd_bwd_error_pct) <= 1.0, (cid, c.measured_fwd_bwd_gib, c.estimated_fwd_bwd_gib)
+    assert abs(c.step_error_pct) <= 1.0, (cid, c.measured_step_gib, c.estimated_step_gib)
+    assert c.phase_matches, (cid, c.measured_phase, c.estimated_phase)
+
+
+def test_model_states_by_hand_match_the_measured_allocator():
+    """dense_base, 508,594,176 parameters, bf16, fp32 gradient buffer, distributed optimizer on one GPU:
+
+        after setup:  bf16 weights 2 + fp32 gradients 4 + fp32 master weights 4 = 10 B x N = 5,085,941,760
+                      (PyTorch's Adam creates its moments at the first step), measured 5,085,943,808 (+2 KiB);
+        after a step: + exp_avg 4 + exp_avg_sq 4 = 18 B x N = 9,154,695,168, + two cuBLAS workspaces
+                      (64 MiB) + Megatron's global buffer for the scores (2 B x 16 heads x 2048^2 = 128 MiB)
+                      = 9,356,021,760, measured 9,357,073,408 (+1 MiB).
+    """
+    m = _case("dense_base")["measured"]
+    N = 508_594_176
+    assert m["allocated_after_setup_bytes"] - 10 * N == 2048
+    assert 0 <= m["allocated_after_last_iteration_bytes"] - (18 * N + 192 * MIB) <= 2 * MIB
+
+
+def test_torch_adamw_temporaries_by_hand():
+    """During optimizer.step() PyTorch's foreach AdamW computes exp_avg_sq.sqrt() for a whole parameter group:
+    the step's peak minus what stays allocated after it is 4 B per parameter of the largest group. Megatron
+    steps the parameters without weight decay (norm weights: 8 layers x 2 x 2048 + 2048 = 34,816) as a group
+    of their own, so the measurement is 4 x (508,594,176 - 34,816) = 2,034,237,440 B (+ 2 KiB); the estimate
+    counts all parameters, 4 x 508,594,176 = 2,034,376,704 B, 139 KiB (0.007 %) more."""
+    m = _case("dense_base")["measured"]
+    it = m["per_iteration"][-1]
+    assert it["optimizer_allocated_bytes"] - it["allocated_after_bytes"] == 4 * (508_594_176 - 34_816) + 2048
+    from estimator import estimate
+    from estimator.optimizer_step import step_buffers
+    from estimator.resolve import resolve
+    from estimator.states import byte_model
+    r = resolve(load_config(_case("dense_base")["config"]))
+    assert step_buffers(r, byte_model(r), 508_594_176, 0, 1).temporaries == 4 * 508_594_176
+    assert estimate(_case("dense_full_recompute")["config"]).stages[0].transient["optimizer_temporaries"] == \
+        4 * 508_594_176
+
+
+def test_bf16_gradients_are_copied_to_fp32_for_the_step_by_hand():
+    """--grad-reduce-in-bf16: Megatron-Core's ``main_param.grad = shard_model_grad.float()`` keeps an fp32 copy
+    of the gradients from the step to the next zero_grad: after a step 2 (weights) + 2 (bf16 gradients) +
+    12 (Adam) + 4 (copies) = 20 B per parameter, 1,017,188,352 B more than dense_base's 18 B (measured:
+    1,017,188,352 B more)."""
+    grad_bf16 = _case("dense_grad_bf16")["measured"]["allocated_after_last_iteration_bytes"]
+    base = _case("dense_base")["measured"]["allocated_after_last_iteration_bytes"]
+    assert grad_bf16 - base == 2 * 508_594_176
