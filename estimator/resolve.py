@@ -9,10 +9,13 @@ MoE, and the number of micro-batches.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import hybrid_pattern
 from .errors import Problem
+from .layers import LayerKind
 from .pipeline_layout import LayoutError, expand_layout, layout_problems, placement, stage_counts
 from .schema import Config
 
@@ -42,7 +45,17 @@ def layer_split_problems(cfg: Config) -> list[Problem]:
     """Megatron-Core's rules for the pipeline split (:func:`estimator.pipeline_layout.layout_problems`) and the
     interleaved schedule's micro-batch groups."""
     m, par = cfg.model, cfg.parallelism
-    out = [Problem(f, v, msg) for f, v, msg in layout_problems(par, m.num_layers, m.mtp_num_layers or 0)]
+    if m.hybrid_layer_pattern is not None:
+        out = [Problem(f, v, msg) for f, v, msg in hybrid_pattern.split_problems(m, par)]
+        if out:
+            return out
+        layout = hybrid_pattern.layout_of(m.hybrid_layer_pattern)
+        mtp = hybrid_pattern.parse(m.hybrid_layer_pattern).mtp_depths
+        if layout is not None:
+            par = dataclasses.replace(par, pipeline_model_parallel_layout=layout)
+    else:
+        mtp = m.mtp_num_layers or 0
+    out = [Problem(f, v, msg) for f, v, msg in layout_problems(par, m.num_layers, mtp)]
     group = par.microbatch_group_size_per_vp_stage
     if group is not None and not out:
         out += _group_problems(cfg, group)
@@ -53,7 +66,7 @@ def _group_problems(cfg: Config, group: int) -> list[Problem]:
     """``microbatch_group_size_per_vp_stage`` (schedules.py, forward_backward_pipelining_with_interleaving):
     between the pipeline size and the number of micro-batches, and a last group of 0 or at least p."""
     par, tr = cfg.parallelism, cfg.training
-    p, v = par.pipeline_model_parallel_size, virtual_stages(par)
+    p, v = par.pipeline_model_parallel_size, virtual_stages(par, cfg.model)
     name = "parallelism.microbatch_group_size_per_vp_stage"
     if v == 1:
         return [Problem(name, group, "applies only to the interleaved schedule (virtual pipeline stages > 1)")]
@@ -71,14 +84,20 @@ def _group_problems(cfg: Config, group: int) -> list[Problem]:
     return []
 
 
-def virtual_stages(par) -> int:
-    """Virtual pipeline stages per rank: from the layout string when there is one, else the field (1 if null)."""
-    if par.pipeline_model_parallel_layout is not None:
-        try:
-            n = len(expand_layout(par.pipeline_model_parallel_layout))
-        except LayoutError:
-            return 1
-        return max(n // par.pipeline_model_parallel_size, 1)
+def _layout_stages(layout: str, p: int) -> int:
+    try:
+        n = len(expand_layout(layout))
+    except LayoutError:
+        return 1
+    return max(n // p, 1)
+
+
+def virtual_stages(par, model=None) -> int:
+    """Virtual pipeline stages per rank: from the layout string (or the hybrid pattern's pipeline segments)
+    when there is one, else the field (1 if null)."""
+    layout = hybrid_layout(model, par) if model is not None else par.pipeline_model_parallel_layout
+    if layout is not None:
+        return _layout_stages(layout, par.pipeline_model_parallel_size)
     return par.virtual_pipeline_model_parallel_size or 1
 
 
@@ -97,6 +116,51 @@ def _moe_pattern(L: int, freq) -> tuple:
     if isinstance(freq, tuple):
         return tuple(bool(x) for x in freq)
     return tuple(i % freq == 0 for i in range(L))
+
+
+def _linear_pattern(L: int, freq) -> tuple:
+    """Which of the L layers are linear attention (Megatron-Core's get_linear_attention_pattern): an int k makes
+    layer i full attention when (i + 1) % k == 0, a 0/1 tuple says it (1 linear)."""
+    if isinstance(freq, tuple):
+        return tuple(bool(x) for x in freq)
+    return tuple((i + 1) % freq != 0 for i in range(L))
+
+
+@lru_cache(maxsize=1024)
+def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int) -> tuple:
+    """(distinct kinds, kind index per decoder layer, kind indices of one MTP depth, MoE flag per layer).
+
+    A GPT model's layer i holds attention (MLA with multi_latent_attention, a gated delta net where the linear
+    attention pattern says so) and an MoE where the MoE pattern says so, else a dense MLP; its MTP layers are
+    built like its last layer (Megatron-Core's MTP block takes the decoder's last layer spec). A hybrid model's
+    layers and MTP layers come from the pattern's symbols (:mod:`estimator.hybrid_pattern`)."""
+    kinds: list = []
+
+    def index(kind: LayerKind) -> int:
+        if kind not in kinds:
+            kinds.append(kind)
+        return kinds.index(kind)
+
+    if hybrid is not None:
+        p = hybrid_pattern.parse(hybrid)
+        per_layer = tuple(index(LayerKind(*hybrid_pattern.KINDS[ch])) for ch in p.layers)
+        mtp_kinds = tuple(index(LayerKind(*hybrid_pattern.KINDS[ch])) for ch in p.mtp)
+        moe = tuple(ch == "E" for ch in p.layers)
+        return tuple(kinds), per_layer, mtp_kinds, moe
+    moe = _moe_pattern(L, moe_freq)
+    linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
+    attn = "mla" if mla else "attention"
+    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense"))
+                      for la, e in zip(linear, moe))
+    return tuple(kinds), per_layer, (per_layer[-1],) if mtp else (), moe
+
+
+def hybrid_layout(m, par) -> str | None:
+    """The pipeline layout string a configuration places its layers by: the one given, or the one a hybrid
+    pattern with pipeline segments stands for."""
+    if m.hybrid_layer_pattern is not None:
+        return hybrid_pattern.layout_of(m.hybrid_layer_pattern)
+    return par.pipeline_model_parallel_layout
 
 
 @dataclass(slots=True)
@@ -123,6 +187,9 @@ class Resolved:
     fm: int           # expert ffn width
     fs: int           # shared expert width (0 none)
     moe_layers: tuple  # bool per decoder layer
+    kinds: tuple       # distinct layers.LayerKind of the decoder and MTP layers
+    layer_kinds: tuple  # index into kinds per decoder layer
+    mtp_kinds: tuple   # indices into kinds of the layers of one MTP depth
     mla: bool
     q_lora: int
     kv_lora: int
@@ -132,6 +199,18 @@ class Resolved:
     mtp: int
     mtp_is_moe: bool
     tied: bool
+    gate: bool        # attention_output_gate
+    sinks: bool       # learnable softmax offsets (attention sinks)
+    lat: int          # moe_latent_size (0 none)
+    m_heads: int      # Mamba-2 heads, head width, groups, state size (0 without Mamba layers)
+    m_hdim: int
+    m_groups: int
+    m_state: int
+    la_conv: int      # gated delta net: conv width, key/value head widths, key/value heads
+    la_kdim: int
+    la_vdim: int
+    la_kheads: int
+    la_vheads: int
     # parallelism
     t: int
     p: int
@@ -158,20 +237,27 @@ def resolve(cfg: Config) -> Resolved:
     t, p, cp, ep = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
                     par.context_parallel_size, par.expert_model_parallel_size)
     etp = par.expert_tensor_parallel_size or t
-    v = (par.virtual_pipeline_model_parallel_size or 1) if par.pipeline_model_parallel_layout is None \
-        else virtual_stages(par)
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
     f = default_ffn_hidden_size(m)
-    pattern = _moe_pattern(L, (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0)
+    hybrid = m.hybrid_layer_pattern
+    mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
+    linear = m.linear_attention_freq if m.experimental_attention_variant else None
+    kinds, per_layer, mtp_kinds, pattern = layer_kinds(
+        L, m.multi_latent_attention, (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0,
+        linear, hybrid, mtp)
+    layout = hybrid_layout(m, par)
     dp = tr.world_size // (t * p * cp)
     edp = tr.world_size // (etp * ep * p) if E else dp * cp
     s = tr.seq_length or m.max_position_embeddings
     mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
     mla = m.multi_latent_attention
+    v = (par.virtual_pipeline_model_parallel_size or 1) if layout is None else _layout_stages(layout, p)
     plan, stages = placement(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
-                       par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
-                       par.pipeline_model_parallel_layout, m.mtp_num_layers or 0)
+                             par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
+                             layout, mtp)
+    mamba = any(k.mixer == "mamba" for k in kinds)
+    gdn = any(k.mixer == "gdn" for k in kinds)
     return Resolved(
         cfg=cfg, L=L, h=h, a=a,
         g=0 if mla else (m.num_query_groups or a),
@@ -180,13 +266,22 @@ def resolve(cfg: Config) -> Resolved:
         V=m.vocab_size, Vp=padded_vocab_size(m.vocab_size, m.make_vocab_size_divisible_by, t),
         E=E, k=(m.moe_router_topk or 2) if E else 0, fm=(m.moe_ffn_hidden_size or f) if E else 0,
         fs=(m.moe_shared_expert_intermediate_size or 0) if E else 0, moe_layers=pattern,
+        kinds=kinds, layer_kinds=per_layer, mtp_kinds=mtp_kinds,
         mla=mla, q_lora=m.q_lora_rank or 0 if mla else 0,
         kv_lora=(m.kv_lora_rank or 512) if mla else 0,
         qk_dim=(m.qk_head_dim or 128) if mla else 0,
         rope_dim=(m.qk_pos_emb_head_dim or 64) if mla else 0,
         v_dim=(m.v_head_dim or 128) if mla else 0,
-        mtp=m.mtp_num_layers or 0, mtp_is_moe=bool(pattern[-1]) if pattern else False,
+        mtp=mtp, mtp_is_moe=any(kinds[k].moe for k in mtp_kinds),
         tied=not m.untie_embeddings_and_output_weights,
+        gate=m.attention_output_gate, sinks=m.softmax_type == "learnable",
+        lat=(m.moe_latent_size or 0) if E else 0,
+        m_heads=(m.mamba_num_heads or 2 * h // m.mamba_head_dim) if mamba else 0,
+        m_hdim=m.mamba_head_dim if mamba else 0, m_groups=m.mamba_num_groups if mamba else 0,
+        m_state=m.mamba_state_dim if mamba else 0,
+        la_conv=m.linear_conv_kernel_dim if gdn else 0, la_kdim=m.linear_key_head_dim if gdn else 0,
+        la_vdim=m.linear_value_head_dim if gdn else 0, la_kheads=m.linear_num_key_heads if gdn else 0,
+        la_vheads=m.linear_num_value_heads if gdn else 0,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,

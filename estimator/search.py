@@ -352,9 +352,7 @@ def _describe(eng: _Engine, data: dict, est) -> Layout:
                 r.v, r.cp, r.ep, r.etp, r.sp)
     if any(getattr(par, k) not in (None, False) for k in SPLIT_NOT_SEARCHED[:3]):
         # A layout string or account_for slots: the cost model's stage sizes are this configuration's own.
-        moe = eng.r0.moe_layers
-        eng._kinds[(sh.p, sh.first, sh.last, sh.v)] = tuple(
-            (sum(map(len, st.layers)), sum(sum(moe[c.start:c.stop]) for c in st.layers)) for st in r.plan)
+        eng._kinds[(sh.p, sh.first, sh.last, sh.v)] = tuple(eng.stage_kind_counts(st.layers) for st in r.plan)
     d = tr.use_distributed_optimizer
     eng.bm.setdefault(d, byte_model(r))
     rc, rc_cost = eng.recompute_of(tr, sh)

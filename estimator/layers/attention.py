@@ -1,0 +1,120 @@
+"""Self-attention (multi-head, grouped-query, multi-query), with its input norm.
+
+Megatron-Core ``megatron/core/transformer/attention.py`` ``SelfAttention`` with the Transformer Engine spec
+(``TELayerNormColumnParallelLinear`` for the fused input norm and QKV projection, ``TEDotProductAttention``,
+``TERowParallelLinear`` for the output projection). Symbols: h hidden size, a query heads, g query groups,
+dh head width (kv_channels), t tensor-parallel size, nw weights per norm element (1 RMSNorm, 2 LayerNorm).
+
+Parameters::
+
+    QKV       h (a + 2g) dh             (+ a dh more with attention_output_gate: the per-head gate)
+              + the same as bias with add_bias_linear or add_qkv_bias
+    output    a dh h                    (+ h bias, replicated, with add_bias_linear)
+    sinks     a                         softmax_type learnable (TEDotProductAttention.softmax_offset, per head)
+    norms     nw h input norm           + 2 nw dh q/k norms with qk_layernorm (per head, replicated)
+
+Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
+(GPT-OSS, Gemma) and chunked attention (Llama 4) change which scores are computed, not any tensor's size.
+"""
+
+from __future__ import annotations
+
+from .base import Count, Ctx, Part
+
+__all__ = ["activations", "components", "linear_weights", "params", "scores", "weight_shapes"]
+
+
+def _qkv_out(r) -> int:
+    """Output width of the fused QKV projection (all ranks): query, gate, keys and values."""
+    return (r.a * (2 if r.gate else 1) + 2 * r.g) * r.dh
+
+
+def params(r) -> Count:
+    """QKV + output projection + sinks + norms (see the module docstring)."""
+    m = r.cfg.model
+    h, a, nw = r.h, r.a, r.norm_w
+    bias = m.add_bias_linear
+    qkv_out = _qkv_out(r)
+    sh = h * qkv_out + (qkv_out if (bias or m.add_qkv_bias) else 0) + a * r.dh * h + (a if r.sinks else 0)
+    rep = nw * h + (h if bias else 0) + (2 * nw * r.dh if m.qk_layernorm else 0)
+    return Count(sh, rep)
+
+
+def norms(r) -> int:
+    return r.norm_w * r.h + (2 * r.norm_w * r.dh if r.cfg.model.qk_layernorm else 0)
+
+
+def components(r) -> dict:
+    n = norms(r)
+    return {"attention": params(r).total - n, "norms": n}
+
+
+def linear_weights(r) -> int:
+    """QKV and output-projection weights on one tensor-parallel rank."""
+    t, h = r.t, r.h
+    return h * _qkv_out(r) // t + r.a * r.dh * h // t
+
+
+def weight_shapes(r) -> set:
+    t, h, a = r.t, r.h, r.a
+    return {((a * (2 if r.gate else 1) + 2 * r.g) // t * r.dh, h), (h, a // t * r.dh)}
+
+
+def scores(r, heads: int) -> int:
+    """Unfused attention's s x s tensors kept for the backward pass: softmax output (B bytes), and with
+    attention dropout its 1-byte mask and B-byte output, for ``heads`` heads of b sequences."""
+    B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
+    per = B + ((1 + B) if r.cfg.model.attention_dropout > 0 else 0)
+    return per * r.b * heads * r.s * r.s
+
+
+def activations(r, c: Ctx) -> Part:
+    """Bytes one micro-batch keeps (T tokens per rank, Tn under sequence parallelism, B bytes per element)::
+
+        4 Tn h                        norm input + norm output (saved by the fused QKV linear)
+        + B T (a + 2g) dh / t         q, k, v as flash attention saves them (GQA-sized k, v)
+        + B T a dh / t                attention output (also the output projection's input)
+        + 4 T a / t                   softmax log-sum-exp (fp32)
+        + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
+        + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
+                                      output the output projection saves (no longer the flash output)
+
+    Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
+    FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
+    after the all-to-all, with allgather the gathered keys and values."""
+    cfg = r.cfg
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    t, dh, g = r.t, r.dh, r.g
+    heads = r.a // t
+    norm_keep = B * Tn * h + (0 if "layernorm" in c.modules else c.lin_in * Tn * h)
+    qkv = B * T * (heads + 2 * (g // t)) * dh
+    out = B * T * heads * dh
+    saved = norm_keep + qkv + out + 4 * T * heads
+    recompute = 0
+    if cfg.model.qk_layernorm:
+        # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its input
+        # (the q/k slices of the fused QKV output are strided) and produces a new output, plus fp32
+        # statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
+        rows = T * (heads + g // t)
+        saved += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
+    if r.gate:
+        # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
+        # a new tensor, which the output projection saves.
+        saved += 2 * B * T * heads * dh
+    if c.unfused:
+        # (the local implementation's DotProductAttention is unfused whatever the backend says)
+        sc = scores(r, heads)
+        # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
+        expanded = 2 * B * T * (heads - g // t) * dh
+        if "core_attn" in c.modules:
+            recompute = sc + expanded
+        else:
+            saved += sc + expanded
+    if cfg.precision.fp8:
+        saved += T * heads * dh   # FP8 copy of the projection input
+    cp_type = cfg.parallelism.cp_comm_type
+    if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
+        saved += B * T * heads * dh       # output before and after the all-to-all
+    elif r.cp > 1 and cp_type == "allgather":
+        saved += 2 * B * T * (r.cp - 1) * (g // t) * dh       # gathered keys and values
+    return Part(saved, recompute, 0)

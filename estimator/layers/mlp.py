@@ -1,0 +1,56 @@
+"""Dense MLP, with its pre-MLP norm.
+
+Megatron-Core ``megatron/core/transformer/mlp.py`` ``MLP`` with ``TELayerNormColumnParallelLinear`` (fused norm
+and fc1) and ``TERowParallelLinear`` (fc2); in a hybrid model the same MLP makes a ``-`` layer
+(``megatron/core/ssm/mlp_layer.py`` ``MLPLayer``). Symbols: h hidden size, f ffn_hidden_size, up = 2 for a
+gated activation (SwiGLU, GeGLU, quick-GeGLU) else 1, t tensor-parallel size.
+
+Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h (replicated).
+"""
+
+from __future__ import annotations
+
+from .base import Count, Ctx, Part
+
+__all__ = ["activations", "components", "linear_weights", "mlp_count", "params", "weight_shapes"]
+
+
+def mlp_count(h: int, f: int, gated: bool, bias: bool) -> Count:
+    """fc1 h f (2 if gated) (+ bias), fc2 f h (+ h bias, replicated): one MLP without its norm."""
+    up = f * (2 if gated else 1)
+    return Count(h * up + f * h + (up if bias else 0), h if bias else 0)
+
+
+def params(r) -> Count:
+    return mlp_count(r.h, r.f, r.gated, r.cfg.model.add_bias_linear) + Count(0, r.norm_w * r.h)
+
+
+def components(r) -> dict:
+    n = r.norm_w * r.h
+    return {"mlp": params(r).total - n, "norms": n}
+
+
+def linear_weights(r) -> int:
+    width = r.f // r.t
+    return r.h * width * (2 if r.gated else 1) + width * r.h
+
+
+def weight_shapes(r) -> set:
+    f = r.f // r.t
+    return {(f * (2 if r.gated else 1), r.h), (r.h, f)}
+
+
+def activations(r, c: Ctx) -> Part:
+    """``4 Tn h + B T f up / t + B T f / t``: norm input and output, fc1 output (the activation's input), the
+    activation output (fc2's input). Recomputing mlp keeps only the input; the backward working set is the
+    fc1-output gradient and two residual-sized tensors."""
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    up = 2 if r.gated else 1
+    norm2 = B * Tn * h + (0 if "layernorm" in c.modules else B * Tn * h)
+    f = r.f // r.t
+    saved = norm2 + B * T * f * up + c.lin_in * T * f
+    recompute = 0
+    if "mlp" in c.modules:
+        recompute = saved
+        saved = B * Tn * h
+    return Part(saved, recompute, B * T * f * up + 2 * B * Tn * h)
