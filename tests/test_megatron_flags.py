@@ -31,6 +31,8 @@ UNFUSED = BF16 + " --attention-backend unfused"
 DISTOPT = BF16 + " --use-distributed-optimizer"
 PAO = DISTOPT + " --use-precision-aware-optimizer"
 FP8 = DISTOPT + " --fp8-format hybrid"
+GDN = BF16 + " --experimental-attention-variant gdn --linear-attention-freq 2"
+HYB = BF16 + " --hybrid-layer-pattern M*M-"
 
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
@@ -125,6 +127,24 @@ CHANGES = {
     "main_params_dtype": (PAO.replace("--bf16", "--fp16"), "--main-params-dtype fp16"),
     "exp_avg_dtype": (PAO, "--exp-avg-dtype bf16"),
     "exp_avg_sq_dtype": (PAO, "--exp-avg-sq-dtype bf16"),
+    "softmax_type": (BF16, "--softmax-type learnable"),
+    "attention_output_gate": (BF16, "--attention-output-gate"),
+    "moe_latent_size": (MOE, "--moe-latent-size 128"),
+    "experimental_attention_variant": (BF16 + " --linear-attention-freq 2", "--experimental-attention-variant gdn",
+                                       BF16),
+    "linear_attention_freq": (GDN, "--linear-attention-freq 4"),
+    "linear_conv_kernel_dim": (GDN, "--linear-conv-kernel-dim 8"),
+    "linear_key_head_dim": (GDN, "--linear-key-head-dim 64"),
+    "linear_value_head_dim": (GDN, "--linear-value-head-dim 64"),
+    "linear_num_key_heads": (GDN, "--linear-num-key-heads 8"),
+    "linear_num_value_heads": (GDN, "--linear-num-value-heads 16"),
+    "hybrid_layer_pattern": (BF16, "--hybrid-layer-pattern M*M-"),
+    "hybrid_override_pattern": (BF16, "--hybrid-override-pattern M*M-"),
+    "mtp_hybrid_override_pattern": (HYB + " --mtp-num-layers 1", "--mtp-hybrid-override-pattern M-"),
+    "mamba_state_dim": (HYB, "--mamba-state-dim 64"),
+    "mamba_head_dim": (HYB, "--mamba-head-dim 32"),
+    "mamba_num_groups": (HYB, "--mamba-num-groups 4"),
+    "mamba_num_heads": (HYB, "--mamba-num-heads 8"),
 }
 
 

@@ -122,8 +122,9 @@ def test_import_hf_config(reference):
     assert out["estimate"]["parameters"]["total"] == 8_190_735_360            # Qwen3-8B, SOURCES.md
     bad = web.import_text({"preset": "tiny"}, "hf", "{not json")
     assert bad["errors"][0]["field"] == "import.hf" and "invalid JSON" in bad["errors"][0]["message"]
-    gpt = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "gpt_oss", "architectures": ["GptOss"]}))
-    assert gpt["errors"][0]["field"] == "import.hf" and "not supported" in gpt["errors"][0]["message"]
+    dsa = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "deepseek_v32",
+                                                                "architectures": ["DeepseekV32ForCausalLM"]}))
+    assert dsa["errors"][0]["field"] == "import.hf" and "not supported" in dsa["errors"][0]["message"]
 
 
 def test_import_yaml_and_megatron():
