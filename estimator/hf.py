@@ -81,6 +81,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "mimo": ("MiMoForCausalLM", "MiMo (Qwen2 with MTP layers)"),
     "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE"),
     "bailing_moe": ("BailingMoeV2ForCausalLM", "Ling 2.0 (Bailing MoE V2)"),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
+    "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
     "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
@@ -106,7 +108,8 @@ _INERT = frozenset({
     "quantization_config", "use_mrope", "attention_dropout", "hidden_dropout", "return_dict",
     "output_attentions", "output_hidden_states", "tie_encoder_decoder", "is_encoder_decoder",
     "id2label", "label2id", "torchscript", "use_bfloat16", "bad_words_ids", "unsloth_fixed",
-    "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "routed_scaling_factor",
+    "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "_attn_implementation",
+    "routed_scaling_factor",
 })
 
 #: Keys the original Qwen3-MoE repositories carry and Hugging Face's Qwen3MoeConfig ignores (the model always has
@@ -132,6 +135,9 @@ _HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "
                      "rescale_prenorm_residual", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
                      "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor"})
 
+_GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+                    "sliding_window_size", "cache_implementation"})
+
 #: Keys each architecture understands on top of the common ones.
 _KNOWN = {
     "llama": _COMMON,
@@ -149,7 +155,7 @@ _KNOWN = {
     "mimo": _COMMON | {"num_nextn_predict_layers"},
     "ernie4_5_moe": _COMMON | {"moe_num_experts", "moe_k", "moe_intermediate_size", "moe_num_shared_experts",
                                "moe_layer_start_index", "moe_layer_interval", "moe_use_aux_free", "moe_capacity",
-                               "moe_gate", "use_bias", "_attn_implementation", "moe_layer_end_index"},
+                               "moe_gate", "use_bias", "moe_layer_end_index"},
     "bailing_moe": _COMMON | {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",
                               "moe_shared_expert_intermediate_size", "first_k_dense_replace", "use_bias",
                               "use_qkv_bias", "use_qk_norm", "use_rmsnorm", "moe_router_enable_expert_bias",
@@ -161,6 +167,8 @@ _KNOWN = {
                                          "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
                                          "linear_num_key_heads", "linear_num_value_heads"},
     "nemotron_h": _COMMON | _HYBRID,
+    "gemma2": _COMMON | _GEMMA,
+    "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
 }
 
 _GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
@@ -660,6 +668,33 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
             m["moe_latent_size"] = latent
 
 
+def _gemma(r: _Reader, m: dict) -> None:
+    """Gemma 2 and Gemma 3 text (Megatron-Bridge gemma2_provider / gemma3_provider): GeGLU (tanh GELU) MLPs, a
+    post-attention and a post-feedforward norm in every layer (post_layernorm), tied embeddings unless
+    tie_word_embeddings says otherwise (Hugging Face's default for Gemma is true), Gemma 3's per-head q/k norms,
+    Gemma 2's final logit soft-capping. The embedding's sqrt(h) scaling, the zero-centred norms, sliding-window
+    layers and query_pre_attn_scalar change no tensor's size. Gemma 2's attention soft-capping runs in
+    Megatron-Bridge's FlexAttention core attention, taken here as a fused kernel (no s x s scores kept)."""
+    hf = r.hf
+    _gqa(r, m)
+    act = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+    if act not in _GATED_ACT or _GATED_ACT[act] != "geglu":
+        raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU (gelu_pytorch_tanh)")
+    m["activation_func"], m["gated_linear_unit"] = "geglu", True
+    m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
+    m["post_layernorm"] = True
+    if r.mt == "gemma3_text":
+        m["qk_layernorm"] = True
+        if r.flag("use_bidirectional_attention"):
+            raise UnsupportedError("config.json:use_bidirectional_attention = true: an encoder, not a causal model")
+    cap = hf.get("final_logit_softcapping")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+            raise ConfigError(Problem("config.json:final_logit_softcapping", cap, "must be a positive number or null"))
+        m["final_logit_softcapping"] = float(cap)
+
+
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
-                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h}
+                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
+                "gemma3_text": _gemma}

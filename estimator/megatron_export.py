@@ -81,6 +81,9 @@ def to_megatron_args(config) -> list[str]:
     for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
         if getattr(m, name):
             add(_flag(name))
+    for name in ("post_layernorm", "final_logit_softcapping"):
+        if getattr(m, name):
+            raise UnsupportedError(f"model.{name} (Megatron-Bridge's Gemma spec) has no pretrain_gpt.py flag")
     if m.softmax_type != "vanilla":
         add("--softmax-type", m.softmax_type)
     if m.attention_output_gate:

@@ -107,6 +107,7 @@ def _parameter_layout(r: Resolved) -> tuple:
     m = r.cfg.model
     key = (r.h, r.a, r.g, r.dh, r.f, r.gated, r.norm_w, r.Vp, r.E, r.fm, r.fs, r.mla, r.q_lora, r.kv_lora,
            r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.kinds, r.mtp_kinds, r.t, r.ep, r.etp, r.gate, r.sinks, r.lat,
+           r.post_norm,
            r.m_heads, r.m_hdim, r.m_groups, r.m_state, r.la_conv, r.la_kdim, r.la_vdim, r.la_kheads, r.la_vheads,
            m.add_bias_linear, m.add_qkv_bias, m.qk_layernorm, m.moe_shared_expert_gate,
            m.moe_router_enable_expert_bias, m.position_embedding_type, m.max_position_embeddings or r.s)

@@ -83,6 +83,10 @@ def model_problems(cfg) -> list[Problem]:
                 add(name, n, f"must be a multiple of tensor x context parallel size ({t * cp})")
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
+    if m.post_layernorm and (m.num_experts is not None or m.multi_latent_attention or pattern is not None
+                             or m.experimental_attention_variant is not None):
+        add("post_layernorm", True, "modelled for the dense attention + MLP layers of Megatron-Bridge's Gemma "
+            "spec only (not with MoE, MLA, gated delta nets or a hybrid pattern)")
     if m.attention_output_gate and m.multi_latent_attention:
         add("attention_output_gate", True, "the output gate exists only in SelfAttention, not with multi-latent "
             "attention")

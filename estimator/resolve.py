@@ -200,6 +200,7 @@ class Resolved:
     mtp_is_moe: bool
     tied: bool
     gate: bool        # attention_output_gate
+    post_norm: bool   # post_layernorm (Gemma): a norm after the attention output and after fc2
     sinks: bool       # learnable softmax offsets (attention sinks)
     lat: int          # moe_latent_size (0 none)
     m_heads: int      # Mamba-2 heads, head width, groups, state size (0 without Mamba layers)
@@ -274,7 +275,7 @@ def resolve(cfg: Config) -> Resolved:
         v_dim=(m.v_head_dim or 128) if mla else 0,
         mtp=mtp, mtp_is_moe=any(kinds[k].moe for k in mtp_kinds),
         tied=not m.untie_embeddings_and_output_weights,
-        gate=m.attention_output_gate, sinks=m.softmax_type == "learnable",
+        gate=m.attention_output_gate, post_norm=m.post_layernorm, sinks=m.softmax_type == "learnable",
         lat=(m.moe_latent_size or 0) if E else 0,
         m_heads=(m.mamba_num_heads or 2 * h // m.mamba_head_dim) if mamba else 0,
         m_hdim=m.mamba_head_dim if mamba else 0, m_groups=m.mamba_num_groups if mamba else 0,

@@ -122,6 +122,14 @@ class ModelConfig:
                                  type="bool")
     qk_layernorm: bool = _f(False, "Norm on queries and keys per head (Qwen3, OLMo 2); with MLA, the q/kv "
                             "latent norms.", type="bool", flag="--qk-layernorm")
+    post_layernorm: bool = _f(False, "Gemma 2/3: a norm after the attention output projection and one after fc2 "
+                              "(Hugging Face's post_attention_layernorm and post_feedforward_layernorm), as "
+                              "Megatron-Bridge's Gemma layer spec builds them (TERowParallelLinearLayerNorm, its "
+                              "post_layernorm). Megatron-LM has no flag for it.", type="bool")
+    final_logit_softcapping: float | None = _f(None, "Gemma 2: logits capped as c tanh(logits / c) "
+                                               "(Megatron-Bridge's Gemma2OutputLayer), which keeps one more "
+                                               "logits-sized tensor for the backward pass. Null: no capping. "
+                                               "Megatron-LM has no flag for it.", type="float", min=0.0)
     softmax_type: str = _f("vanilla", "Attention softmax. learnable (GPT-OSS's attention sinks) adds one learned "
                            "logit per head and attention layer (split over the tensor-parallel ranks); off-by-one "
                            "adds a fixed one and no parameters.", type="str",

@@ -40,6 +40,8 @@ VARIANTS = {
     "parallelism.cp_comm_type": (make_config(MODEL, {"context_parallel_size": 2}, {"world_size": 2}),
                                  {"parallelism": {"cp_comm_type": "allgather"}}),
     "precision.params_dtype": (make_config(MODEL), {"precision": {"params_dtype": "fp32"}}),
+    "model.post_layernorm": (make_config(MODEL), {"model": {"post_layernorm": True}}),
+    "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.store_param_remainders": (
         make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),

@@ -12,6 +12,8 @@ Parameters::
     output    a dh h                    (+ h bias, replicated, with add_bias_linear)
     sinks     a                         softmax_type learnable (TEDotProductAttention.softmax_offset, per head)
     norms     nw h input norm           + 2 nw dh q/k norms with qk_layernorm (per head, replicated)
+              + nw h after the output projection with post_layernorm (Gemma; Megatron-Bridge's
+              TERowParallelLinearLayerNorm)
 
 Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
 (GPT-OSS, Gemma) and chunked attention (Llama 4) change which scores are computed, not any tensor's size.
@@ -36,12 +38,13 @@ def params(r) -> Count:
     bias = m.add_bias_linear
     qkv_out = _qkv_out(r)
     sh = h * qkv_out + (qkv_out if (bias or m.add_qkv_bias) else 0) + a * r.dh * h + (a if r.sinks else 0)
-    rep = nw * h + (h if bias else 0) + (2 * nw * r.dh if m.qk_layernorm else 0)
+    rep = nw * h + (h if bias else 0) + (2 * nw * r.dh if m.qk_layernorm else 0) + (nw * h if r.post_norm else 0)
     return Count(sh, rep)
 
 
 def norms(r) -> int:
-    return r.norm_w * r.h + (2 * r.norm_w * r.dh if r.cfg.model.qk_layernorm else 0)
+    nw = r.norm_w
+    return nw * r.h * (2 if r.post_norm else 1) + (2 * nw * r.dh if r.cfg.model.qk_layernorm else 0)
 
 
 def components(r) -> dict:
@@ -78,6 +81,7 @@ def activations(r, c: Ctx) -> Part:
         + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
         + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
                                       output the output projection saves (no longer the flash output)
+        + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
 
     Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
     FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
@@ -101,6 +105,8 @@ def activations(r, c: Ctx) -> Part:
         # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
         # a new tensor, which the output projection saves.
         saved += 2 * B * T * heads * dh
+    if r.post_norm:
+        saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
     if c.unfused:
         # (the local implementation's DotProductAttention is unfused whatever the backend says)
         sc = scores(r, heads)

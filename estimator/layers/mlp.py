@@ -5,7 +5,8 @@ and fc1) and ``TERowParallelLinear`` (fc2); in a hybrid model the same MLP makes
 (``megatron/core/ssm/mlp_layer.py`` ``MLPLayer``). Symbols: h hidden size, f ffn_hidden_size, up = 2 for a
 gated activation (SwiGLU, GeGLU, quick-GeGLU) else 1, t tensor-parallel size.
 
-Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h (replicated).
+Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h (replicated), and with
+post_layernorm (Gemma) one more norm nw h after fc2.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ def mlp_count(h: int, f: int, gated: bool, bias: bool) -> Count:
 
 
 def params(r) -> Count:
-    return mlp_count(r.h, r.f, r.gated, r.cfg.model.add_bias_linear) + Count(0, r.norm_w * r.h)
+    return mlp_count(r.h, r.f, r.gated, r.cfg.model.add_bias_linear) + Count(0, _norms(r))
+
+
+def _norms(r) -> int:
+    return r.norm_w * r.h * (2 if r.post_norm else 1)
 
 
 def components(r) -> dict:
-    n = r.norm_w * r.h
+    n = _norms(r)
     return {"mlp": params(r).total - n, "norms": n}
 
 
@@ -42,13 +47,16 @@ def weight_shapes(r) -> set:
 
 def activations(r, c: Ctx) -> Part:
     """``4 Tn h + B T f up / t + B T f / t``: norm input and output, fc1 output (the activation's input), the
-    activation output (fc2's input). Recomputing mlp keeps only the input; the backward working set is the
-    fc1-output gradient and two residual-sized tensors."""
+    activation output (fc2's input); with post_layernorm also the post-norm's input and statistics
+    (``B Tn h + 4 Tn``). Recomputing mlp keeps only the input; the backward working set is the fc1-output
+    gradient and two residual-sized tensors."""
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     up = 2 if r.gated else 1
     norm2 = B * Tn * h + (0 if "layernorm" in c.modules else B * Tn * h)
     f = r.f // r.t
     saved = norm2 + B * T * f * up + c.lin_in * T * f
+    if r.post_norm:
+        saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
     recompute = 0
     if "mlp" in c.modules:
         recompute = saved
