@@ -17,6 +17,22 @@ Parameters::
 
 Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
 (GPT-OSS, Gemma) and chunked attention (Llama 4) change which scores are computed, not any tensor's size.
+
+Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under sequence parallelism, B bytes
+per element)::
+
+    4 Tn h                        norm input + norm output (saved by the fused QKV linear)
+    + B T (a + 2g) dh / t         q, k, v as flash attention saves them (GQA-sized k, v)
+    + B T a dh / t                attention output (also the output projection's input)
+    + 4 T a / t                   softmax log-sum-exp (fp32)
+    + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
+    + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
+                                  output the output projection saves (no longer the flash output)
+    + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
+
+Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
+FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
+after the all-to-all, with allgather the gathered keys and values.
 """
 
 from __future__ import annotations
@@ -72,20 +88,7 @@ def scores(r, heads: int) -> int:
 
 
 def activations(r, c: Ctx) -> Part:
-    """Bytes one micro-batch keeps (T tokens per rank, Tn under sequence parallelism, B bytes per element)::
-
-        4 Tn h                        norm input + norm output (saved by the fused QKV linear)
-        + B T (a + 2g) dh / t         q, k, v as flash attention saves them (GQA-sized k, v)
-        + B T a dh / t                attention output (also the output projection's input)
-        + 4 T a / t                   softmax log-sum-exp (fp32)
-        + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
-        + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
-                                      output the output projection saves (no longer the flash output)
-        + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
-
-    Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
-    FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
-    after the all-to-all, with allgather the gathered keys and values."""
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     t, dh, g = r.t, r.dh, r.g

@@ -18,6 +18,26 @@ Parameters::
     input norm nw h
 
 All but the two norms are split over the tensor-parallel ranks (nk and nv must divide by t).
+
+Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under sequence parallelism, B bytes
+per element, widths per tensor-parallel rank), following
+GatedDeltaNet.forward::
+
+    4 Tn h                           input norm: input and output (saved by the fused in_proj)
+    + B T (2 qk + 2 v + 2 nv) / t    in_proj output: the causal convolution saves its q, k, v slice, a view
+                                     that keeps the whole projection alive
+    + B T (2 qk + v) / t             convolution output, the input of the fused input preparation
+    + B T (2 nv dk + v) / t          q and k (L2-normed, repeated to the nv value heads) and v, contiguous,
+                                     saved by the chunked gated delta rule
+    + 4 T nv / t + B T nv / t        the decay g (fp32) and beta
+    + B T nv 64 / t                  the rule's lower-triangular WY factors (chunks of 64)
+    + B T v / t + B T v / t          rule output and the gate z: the fused gated norm's inputs
+    + 4 T nv / t                     the gated norm's rstd (fp32)
+    + B T v / t                      the gated output, saved by out_proj
+
+The chunked rule recomputes its hidden states in the backward pass: the backward working set is those
+states and their gradients, 2 x 2 b (s / 64) nv / t' dk dv bytes (t' = t cp), and the in_proj-output
+gradient.
 """
 
 from __future__ import annotations
@@ -58,24 +78,7 @@ def weight_shapes(r) -> set:
 
 
 def activations(r, c: Ctx) -> Part:
-    """Bytes one micro-batch keeps on one GPU (widths per tensor-parallel rank), following
-    GatedDeltaNet.forward::
-
-        4 Tn h                           input norm: input and output (saved by the fused in_proj)
-        + B T (2 qk + 2 v + 2 nv) / t    in_proj output: the causal convolution saves its q, k, v slice, a view
-                                         that keeps the whole projection alive
-        + B T (2 qk + v) / t             convolution output, the input of the fused input preparation
-        + B T (2 nv dk + v) / t          q and k (L2-normed, repeated to the nv value heads) and v, contiguous,
-                                         saved by the chunked gated delta rule
-        + 4 T nv / t + B T nv / t        the decay g (fp32) and beta
-        + B T nv 64 / t                  the rule's lower-triangular WY factors (chunks of 64)
-        + B T v / t + B T v / t          rule output and the gate z: the fused gated norm's inputs
-        + 4 T nv / t                     the gated norm's rstd (fp32)
-        + B T v / t                      the gated output, saved by out_proj
-
-    The chunked rule recomputes its hidden states in the backward pass: the backward working set is those
-    states and their gradients, 2 x 2 b (s / 64) nv / t' dk dv bytes (t' = t cp), and the in_proj-output
-    gradient."""
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     qk, v, in_w, conv = _dims(r)
     nv = r.la_vheads
@@ -84,5 +87,5 @@ def activations(r, c: Ctx) -> Part:
              + 4 * T * nv // t + B * T * nv // t + B * T * nv * CHUNK // t + 2 * B * T * v // t
              + 4 * T * nv // t + c.lin_in * T * v // t)
     chunks = -(-r.s // CHUNK)
-    states = 4 * B * r.b * chunks * (nv // (t * r.cp)) * r.la_kdim * r.la_vdim
+    states = 2 * B * r.b * chunks * (nv // (t * r.cp)) * r.la_kdim * r.la_vdim
     return Part(saved, 0, states + B * T * in_w // t)

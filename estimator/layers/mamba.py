@@ -19,6 +19,28 @@ Parameters::
 Every part but the input norm is split over the tensor-parallel ranks: MambaMixer shards heads and groups
 (nh and g must divide by t), so conv1d, dt_bias, A_log, D and the gated norm are per-rank slices. The
 chunked scan runs in chunks of 128 tokens (MambaMixer's chunk_size).
+
+Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under sequence parallelism, B bytes
+per element, widths per tensor-parallel rank)::
+
+    4 Tn h                       input norm: input and output (saved by the fused in_proj)
+    + B T (2 di + 2 g N + nh) / t    in_proj output zxBCdt, which mamba_split_conv1d_scan_combined saves
+    + B T di / t                 out_x, the scan output before the z gate (saved by the same kernel)
+    + B T di / t + 4 T g / t     the gated RMSNorm's input and its fp32 rstd per group
+    + B T di / t                 the norm output, saved by out_proj
+
+The memory-efficient path (MambaMixer._ssm_training, use_mamba_mem_eff_path) keeps none of the chunked
+scan's intermediates for the backward pass: mamba_ssm's MambaSplitConv1dScanCombinedFn saves zxbcdt,
+out_x and the small parameters, and recomputes the convolution output, dt, the cumulative decay, the
+chunk states and C B^T in its backward. Those are the backward working set here::
+
+    B T (2 di + 2 g N + nh) / t  the gradient of zxbcdt
+    + B T (di + 2 g N) / t       the convolution output, recomputed
+    + 2 x 4 b (s / 128) nh / t' p N   chunk states and their gradient (fp32)
+    + 4 b (s / 128) g / t' 128^2     C B^T per chunk (fp32)
+    + 2 x 4 b nh / t' s          dt and its cumulative sum (fp32)
+
+with t' = t cp: under context parallelism the scan runs over the whole sequence on nh / (t cp) heads.
 """
 
 from __future__ import annotations
@@ -63,27 +85,7 @@ def weight_shapes(r) -> set:
 
 
 def activations(r, c: Ctx) -> Part:
-    """Bytes one micro-batch keeps on one GPU (dimensions per tensor-parallel rank)::
-
-        4 Tn h                       input norm: input and output (saved by the fused in_proj)
-        + B T (2 di + 2 g N + nh) / t    in_proj output zxBCdt, which mamba_split_conv1d_scan_combined saves
-        + B T di / t                 out_x, the scan output before the z gate (saved by the same kernel)
-        + B T di / t + 4 T g / t     the gated RMSNorm's input and its fp32 rstd per group
-        + B T di / t                 the norm output, saved by out_proj
-
-    The memory-efficient path (MambaMixer._ssm_training, use_mamba_mem_eff_path) keeps none of the chunked
-    scan's intermediates for the backward pass: mamba_ssm's MambaSplitConv1dScanCombinedFn saves zxbcdt,
-    out_x and the small parameters, and recomputes the convolution output, dt, the cumulative decay, the
-    chunk states and C B^T in its backward. Those are the backward working set here::
-
-        B T (2 di + 2 g N + nh) / t  the gradient of zxbcdt
-        + B T (di + 2 g N) / t       the convolution output, recomputed
-        + 2 x 4 b (s / 128) nh / t' p N   chunk states and their gradient (fp32)
-        + 4 b (s / 128) g / t' 128^2     C B^T per chunk (fp32)
-        + 2 x 4 b nh / t' s          dt and its cumulative sum (fp32)
-
-    with t' = t cp: under context parallelism the scan runs over the whole sequence on nh / (t cp) heads.
-    """
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     di, in_w, conv = _dims(r)
     norm_keep = B * Tn * h + c.lin_in * Tn * h

@@ -15,6 +15,14 @@ Parameters::
 
 plus the biases of each projection with add_bias_linear. The up- and output projections are split over the
 tensor-parallel ranks; the down-projections and the latent norms are replicated.
+
+Activations per micro-batch on one GPU, in bytes::
+
+    4 Tn h + 4 Tn q_lora + 4 Tn kv_lora      input norm, latent norms (inputs and outputs)
+    + B T a (2 (qk + rope) + v) / t          q, k, v as flash attention saves them
+    + B T a v / t + 4 T a / t                attention output, softmax log-sum-exp
+
+mla_up_proj recomputes the up-projected q, k, v; unfused attention adds the s x s scores.
 """
 
 from __future__ import annotations
@@ -70,13 +78,7 @@ def weight_shapes(r) -> set:
 
 
 def activations(r, c: Ctx) -> Part:
-    """Bytes one micro-batch keeps::
-
-        4 Tn h + 4 Tn q_lora + 4 Tn kv_lora      input norm, latent norms (inputs and outputs)
-        + B T a (2 (qk + rope) + v) / t          q, k, v as flash attention saves them
-        + B T a v / t + 4 T a / t                attention output, softmax log-sum-exp
-
-    mla_up_proj recomputes the up-projected q, k, v; unfused attention adds the s x s scores."""
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     heads = r.a // r.t

@@ -7,6 +7,11 @@ gated activation (SwiGLU, GeGLU, quick-GeGLU) else 1, t tensor-parallel size.
 
 Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h (replicated), and with
 post_layernorm (Gemma) one more norm nw h after fc2.
+
+Activations per micro-batch on one GPU, in bytes: ``4 Tn h + B T f up / t + B T f / t``, the norm's input
+and output, fc1's output (the activation's input) and the activation's output (fc2's input); with
+post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). Recomputing mlp keeps only the input; the backward working set is the fc1-output
+gradient and two residual-sized tensors.
 """
 
 from __future__ import annotations
@@ -46,10 +51,7 @@ def weight_shapes(r) -> set:
 
 
 def activations(r, c: Ctx) -> Part:
-    """``4 Tn h + B T f up / t + B T f / t``: norm input and output, fc1 output (the activation's input), the
-    activation output (fc2's input); with post_layernorm also the post-norm's input and statistics
-    (``B Tn h + 4 Tn``). Recomputing mlp keeps only the input; the backward working set is the fc1-output
-    gradient and two residual-sized tensors."""
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     up = 2 if r.gated else 1
     norm2 = B * Tn * h + (0 if "layernorm" in c.modules else B * Tn * h)

@@ -18,6 +18,23 @@ Parameters::
 
 The routed experts are split over expert-parallel x expert-tensor-parallel ranks (their fc2 biases over the
 expert-parallel ranks only); the router, the gate, the latent projections and the norm are replicated.
+
+Activations per micro-batch on one GPU, in bytes, with R routed rows (:func:`routed_rows`) and d = l (latent
+MoE) or h::
+
+    4 Tn h + 8 Tn E                    norm input and output, router logits and probabilities (fp32)
+    + R (B d + B fm up + 2 fm B)       permuted input, fc1 output, activation output, an expert-output-
+      + B R d                          sized term (below); the unweighted activation output unless SwiGLU
+    + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
+    + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
+
+Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
+fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as act(x) *
+probs, which keeps the unweighted activation output for the probabilities' gradient. The expert-output-
+sized term was "the expert output kept for the unpermute"; since the probabilities moved into the experts
+unpermute keeps none (moe_utils.unpermute), yet the measured runs (SimuMax DeepSeek, Megatron-LM CI MoE
+tests) need that much: kept, not yet attributed. moe_act, shared_experts and moe recompute drop their
+parts; the backward working set is the fc1-output gradient and an expert-output-sized tensor.
 """
 
 from __future__ import annotations
@@ -101,21 +118,7 @@ def routed_rows(r, T: int, Tn: int) -> int:
 
 
 def activations(r, c: Ctx) -> Part:
-    """Bytes one micro-batch keeps, with R routed rows (:func:`routed_rows`) and d = l (latent) or h::
-
-        4 Tn h + 8 Tn E                    norm input and output, router logits and probabilities (fp32)
-        + R (B d + B fm up + 2 fm B)       permuted input, fc1 output, activation output, an expert-output-
-          + B R d                          sized term (below); the unweighted activation output unless SwiGLU
-        + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
-        + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
-
-    Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
-    fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as act(x) *
-    probs, which keeps the unweighted activation output for the probabilities' gradient. The expert-output-
-    sized term was "the expert output kept for the unpermute"; since the probabilities moved into the experts
-    unpermute keeps none (moe_utils.unpermute), yet the measured runs (SimuMax DeepSeek, Megatron-LM CI MoE
-    tests) need that much: kept, not yet attributed. moe_act, shared_experts and moe recompute drop their
-    parts; the backward working set is the fc1-output gradient and an expert-output-sized tensor."""
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     lin_in = c.lin_in
