@@ -58,13 +58,16 @@ def _act_bytes(r: Resolved) -> int:
     return 4 if r.cfg.precision.params_dtype == "fp32" else 2
 
 
+_NONE: frozenset = frozenset()
+
+
 def context(r: Resolved) -> Ctx:
     """The micro-batch as every layer module sees it (:class:`estimator.layers.base.Ctx`)."""
     cfg, tr = r.cfg, r.cfg.training
     T, Tn = _tokens(r)
     B = _act_bytes(r)
     modules = frozenset(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" \
-        else frozenset()
+        else _NONE
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     return Ctx(T, Tn, B, 1 if cfg.precision.fp8 else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
                unfused)

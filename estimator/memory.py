@@ -105,15 +105,12 @@ def _parameter_layout(r: Resolved) -> tuple:
     They depend only on the model's shape and on TP/EP/ETP, so they are memoised on exactly those values
     (the layout search evaluates thousands of layouts of one model)."""
     m = r.cfg.model
-    key = (r.h, r.a, r.g, r.dh, r.f, r.gated, r.norm_w, r.Vp, r.E, r.fm, r.fs, r.mla, r.q_lora, r.kv_lora,
-           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.kinds, r.mtp_kinds, r.t, r.ep, r.etp, r.gate, r.sinks, r.lat,
-           r.post_norm,
-           r.m_heads, r.m_hdim, r.m_groups, r.m_state, r.la_conv, r.la_kdim, r.la_vdim, r.la_kheads, r.la_vheads,
-           m.add_bias_linear, m.add_qkv_bias, m.qk_layernorm, m.moe_shared_expert_gate,
-           m.moe_router_enable_expert_bias, m.position_embedding_type, m.max_position_embeddings or r.s)
+    # Everything here follows from the model section (the object itself: resolve() derives the rest of r's
+    # model fields from it), TP/EP/ETP and, for learned positions without max_position_embeddings, s.
+    key = (id(m), r.t, r.ep, r.etp, r.s)
     hit = _LAYOUT_CACHE.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] is m:
+        return hit[1]
     t = r.t
     per_kind = []
     for kind in r.kinds:
@@ -135,10 +132,34 @@ def _parameter_layout(r: Resolved) -> tuple:
     out = (per_kind, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, shapes)
     if len(_LAYOUT_CACHE) > 4096:
         _LAYOUT_CACHE.clear()
-    _LAYOUT_CACHE[key] = out
+    _LAYOUT_CACHE[key] = (m, out)
     return out
 
 
+_ACTS_CACHE: dict = {}
+
+
+def _layer_activations(r: Resolved) -> list:
+    """Activations of one layer of each kind for one micro-batch, memoised on the model section (by identity) and
+    everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
+    recompute and attention settings (the layout search varies the pipeline and data-parallel sizes, which they
+    do not read)."""
+    cfg = r.cfg
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    key = (id(m), r.t, r.cp, r.s, r.b, r.sp, r.etp, pr.fp8, pr.params_dtype, tr.recompute_granularity,
+           tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type)
+    hit = _ACTS_CACHE.get(key)
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    ctx = context(r)
+    acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
+    if len(_ACTS_CACHE) > 4096:
+        _ACTS_CACHE.clear()
+    _ACTS_CACHE[key] = (m, acts)
+    return acts
+
+
+_ONE, _NONE = frozenset((0,)), frozenset()
 _KIND_COUNTS: dict = {}
 
 
@@ -193,8 +214,7 @@ def stage_memory(r: Resolved) -> Estimate:
     tr, pr = cfg.training, cfg.precision
     t, p = r.t, r.p
     bm = byte_model(r)
-    ctx = context(r)
-    acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
+    acts = _layer_activations(r)
     mtp_act = _sum_acts([acts[k] for k in r.mtp_kinds]) if r.mtp else None
     extras = stage_extras(r, mtp_act)
     loss = loss_buffers(r)
@@ -224,9 +244,13 @@ def stage_memory(r: Resolved) -> Estimate:
             work = 0
             stage_counts = [0] * len(r.kinds)
             for c_idx, ((n, c_emb, c_loss, n_mtp), c) in enumerate(zip(plan.sig, chunks)):
-                counts = (n,) if one_kind else kind_counts[s_idx][c_idx]
-                for k, cnt in enumerate(counts):
-                    stage_counts[k] += cnt
+                if one_kind:
+                    counts = (n,)
+                    stage_counts[0] += n
+                else:
+                    counts = kind_counts[s_idx][c_idx]
+                    for k, cnt in enumerate(counts):
+                        stage_counts[k] += cnt
                 if c_emb or c_loss or n_mtp:
                     dp_, lp_, ep_ = _chunk_parameters(r, c, layout)
                     dense_p += dp_
@@ -252,9 +276,12 @@ def stage_memory(r: Resolved) -> Estimate:
                     linear_p += cnt * lin
                     expert_p += cnt * e
             st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
-            present = frozenset(k for k, cnt in enumerate(stage_counts) if cnt)
-            if plan.mtp:
-                present |= frozenset(r.mtp_kinds)
+            if one_kind:
+                present = _ONE if stage_counts[0] or plan.mtp else _NONE
+            else:
+                present = frozenset(k for k, cnt in enumerate(stage_counts) if cnt)
+                if plan.mtp:
+                    present |= frozenset(r.mtp_kinds)
             static[sig] = (dense_p, expert_p, st, chunk_acts, work, present)
         if r.v == 1:
             n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
@@ -280,19 +307,21 @@ def stage_memory(r: Resolved) -> Estimate:
         # Transient buffers at the peak.
         n_mtp = plan.mtp
         has_loss = plan.loss
-        has_moe = any(r.kinds[k].moe for k in present)
-        bwd = max((acts[k].backward_peak for k in present), default=0)
         transient = {}
+        key = (present, n_mtp > 0)
+        hit = dummy_cache.get(key)
+        if hit is None:
+            shapes = set()
+            for k in present:
+                shapes |= shapes_by_kind[k]
+            if key[1]:
+                shapes.add((r.h, 2 * r.h // t))
+            hit = dummy_cache[key] = (wbytes * sum(a * b for a, b in shapes),
+                                      wbytes * max((a * b for a, b in shapes), default=0),
+                                      any(r.kinds[k].moe for k in present),
+                                      max((acts[k].backward_peak for k in present), default=0))
+        dummies, biggest, has_moe, bwd = hit
         if present:
-            key = (present, n_mtp > 0)
-            if key not in dummy_cache:
-                shapes = set()
-                for k in present:
-                    shapes |= shapes_by_kind[k]
-                if key[1]:
-                    shapes.add((r.h, 2 * r.h // t))
-                dummy_cache[key] = (wbytes * sum(a * b for a, b in shapes), wbytes * max(a * b for a, b in shapes))
-            dummies, biggest = dummy_cache[key]
             if te_dummies:
                 transient["te_dummy_wgrad"] = dummies
             else:

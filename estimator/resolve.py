@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from . import hybrid_pattern
 from .errors import Problem
@@ -126,9 +127,46 @@ def _linear_pattern(L: int, freq) -> tuple:
     return tuple((i + 1) % freq != 0 for i in range(L))
 
 
+class MambaDims(NamedTuple):
+    """Mamba-2 mixer: heads (mamba_num_heads, derived 2h / head width), head width, groups, state size."""
+
+    heads: int
+    head_dim: int
+    groups: int
+    state: int
+
+
+class GDNDims(NamedTuple):
+    """Gated delta net: convolution width, key and value head widths, key and value heads."""
+
+    conv: int
+    key_dim: int
+    value_dim: int
+    key_heads: int
+    value_heads: int
+
+
+class KindInfo(NamedTuple):
+    """The layer kinds of a model (:func:`layer_kinds`), worked out once per model shape."""
+
+    kinds: tuple        # distinct LayerKind
+    per_layer: tuple    # kind index per decoder layer
+    mtp_kinds: tuple    # kind indices of the layers of one MTP depth
+    moe: tuple          # MoE flag per decoder layer
+    mtp_is_moe: bool
+    mamba: bool         # some layer holds a Mamba-2 mixer
+    gdn: bool           # some layer holds a gated delta net
+
+
+def _info(kinds: list, per_layer: tuple, mtp_kinds: tuple, moe: tuple) -> KindInfo:
+    return KindInfo(tuple(kinds), per_layer, mtp_kinds, moe, any(kinds[k].moe for k in mtp_kinds),
+                    any(k.mixer == "mamba" for k in kinds), any(k.mixer == "gdn" for k in kinds))
+
+
 @lru_cache(maxsize=1024)
-def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int) -> tuple:
-    """(distinct kinds, kind index per decoder layer, kind indices of one MTP depth, MoE flag per layer).
+def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int) -> KindInfo:
+    """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
+    flag of every layer (:class:`KindInfo`).
 
     A GPT model's layer i holds attention (MLA with multi_latent_attention, a gated delta net where the linear
     attention pattern says so) and an MoE where the MoE pattern says so, else a dense MLP; its MTP layers are
@@ -146,13 +184,13 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
         per_layer = tuple(index(LayerKind(*hybrid_pattern.KINDS[ch])) for ch in p.layers)
         mtp_kinds = tuple(index(LayerKind(*hybrid_pattern.KINDS[ch])) for ch in p.mtp)
         moe = tuple(ch == "E" for ch in p.layers)
-        return tuple(kinds), per_layer, mtp_kinds, moe
+        return _info(kinds, per_layer, mtp_kinds, moe)
     moe = _moe_pattern(L, moe_freq)
     linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
     attn = "mla" if mla else "attention"
     per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense"))
                       for la, e in zip(linear, moe))
-    return tuple(kinds), per_layer, (per_layer[-1],) if mtp else (), moe
+    return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
 
 
 def hybrid_layout(m, par) -> str | None:
@@ -203,15 +241,8 @@ class Resolved:
     post_norm: bool   # post_layernorm (Gemma): a norm after the attention output and after fc2
     sinks: bool       # learnable softmax offsets (attention sinks)
     lat: int          # moe_latent_size (0 none)
-    m_heads: int      # Mamba-2 heads, head width, groups, state size (0 without Mamba layers)
-    m_hdim: int
-    m_groups: int
-    m_state: int
-    la_conv: int      # gated delta net: conv width, key/value head widths, key/value heads
-    la_kdim: int
-    la_vdim: int
-    la_kheads: int
-    la_vheads: int
+    mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
+    gdn: "GDNDims | None"       # the gated delta net's shape (None without one)
     # parallelism
     t: int
     p: int
@@ -232,6 +263,33 @@ class Resolved:
     world: int
 
 
+_MODEL_SHAPES: dict = {}
+
+
+def _model_shape(m) -> tuple:
+    """(ffn width, MTP layers, :class:`KindInfo`, the hybrid pattern's layout) of a model section, memoised on
+    the section object itself (the layout search and the calculator resolve one model in many layouts)."""
+    hit = _MODEL_SHAPES.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    E = m.num_experts or 0
+    hybrid = m.hybrid_layer_pattern
+    mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
+    linear = m.linear_attention_freq if m.experimental_attention_variant else None
+    ki = layer_kinds(m.num_layers, m.multi_latent_attention,
+                     (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp)
+    mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
+                      m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
+    gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
+                  m.linear_num_value_heads) if ki.gdn else None
+    out = (default_ffn_hidden_size(m), mtp, ki, hybrid_pattern.layout_of(hybrid) if hybrid is not None else None,
+           mamba, gdn)
+    if len(_MODEL_SHAPES) > 1024:
+        _MODEL_SHAPES.clear()
+    _MODEL_SHAPES[id(m)] = (m, out)
+    return out
+
+
 def resolve(cfg: Config) -> Resolved:
     """Apply every derived default (see each field's ``derived`` text in the schema)."""
     m, par, tr = cfg.model, cfg.parallelism, cfg.training
@@ -240,14 +298,9 @@ def resolve(cfg: Config) -> Resolved:
     etp = par.expert_tensor_parallel_size or t
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
-    f = default_ffn_hidden_size(m)
-    hybrid = m.hybrid_layer_pattern
-    mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
-    linear = m.linear_attention_freq if m.experimental_attention_variant else None
-    kinds, per_layer, mtp_kinds, pattern = layer_kinds(
-        L, m.multi_latent_attention, (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0,
-        linear, hybrid, mtp)
-    layout = hybrid_layout(m, par)
+    f, mtp, ki, layout, mamba, gdn = _model_shape(m)
+    if m.hybrid_layer_pattern is None:
+        layout = par.pipeline_model_parallel_layout
     dp = tr.world_size // (t * p * cp)
     edp = tr.world_size // (etp * ep * p) if E else dp * cp
     s = tr.seq_length or m.max_position_embeddings
@@ -257,8 +310,6 @@ def resolve(cfg: Config) -> Resolved:
     plan, stages = placement(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
                              par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
                              layout, mtp)
-    mamba = any(k.mixer == "mamba" for k in kinds)
-    gdn = any(k.mixer == "gdn" for k in kinds)
     return Resolved(
         cfg=cfg, L=L, h=h, a=a,
         g=0 if mla else (m.num_query_groups or a),
@@ -266,23 +317,17 @@ def resolve(cfg: Config) -> Resolved:
         f=f, gated=m.gated_linear_unit, norm_w=2 if m.normalization == "LayerNorm" else 1,
         V=m.vocab_size, Vp=padded_vocab_size(m.vocab_size, m.make_vocab_size_divisible_by, t),
         E=E, k=(m.moe_router_topk or 2) if E else 0, fm=(m.moe_ffn_hidden_size or f) if E else 0,
-        fs=(m.moe_shared_expert_intermediate_size or 0) if E else 0, moe_layers=pattern,
-        kinds=kinds, layer_kinds=per_layer, mtp_kinds=mtp_kinds,
+        fs=(m.moe_shared_expert_intermediate_size or 0) if E else 0, moe_layers=ki.moe,
+        kinds=ki.kinds, layer_kinds=ki.per_layer, mtp_kinds=ki.mtp_kinds,
         mla=mla, q_lora=m.q_lora_rank or 0 if mla else 0,
         kv_lora=(m.kv_lora_rank or 512) if mla else 0,
         qk_dim=(m.qk_head_dim or 128) if mla else 0,
         rope_dim=(m.qk_pos_emb_head_dim or 64) if mla else 0,
         v_dim=(m.v_head_dim or 128) if mla else 0,
-        mtp=mtp, mtp_is_moe=any(kinds[k].moe for k in mtp_kinds),
+        mtp=mtp, mtp_is_moe=ki.mtp_is_moe,
         tied=not m.untie_embeddings_and_output_weights,
         gate=m.attention_output_gate, post_norm=m.post_layernorm, sinks=m.softmax_type == "learnable",
-        lat=(m.moe_latent_size or 0) if E else 0,
-        m_heads=(m.mamba_num_heads or 2 * h // m.mamba_head_dim) if mamba else 0,
-        m_hdim=m.mamba_head_dim if mamba else 0, m_groups=m.mamba_num_groups if mamba else 0,
-        m_state=m.mamba_state_dim if mamba else 0,
-        la_conv=m.linear_conv_kernel_dim if gdn else 0, la_kdim=m.linear_key_head_dim if gdn else 0,
-        la_vdim=m.linear_value_head_dim if gdn else 0, la_kheads=m.linear_num_key_heads if gdn else 0,
-        la_vheads=m.linear_num_value_heads if gdn else 0,
+        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,

@@ -135,11 +135,13 @@ def model_summary(cfg, r, p) -> list[tuple[str, str]]:
     m = cfg.model
     rows = [("Layers", _layers_label(r, p) + (f" + {r.mtp} multi-token-prediction" if r.mtp else "")),
             ("Hidden size", f"{r.h:,}"), ("Attention", _attention_label(r))]
-    if r.m_heads:
-        rows.append(("Mamba-2", f"{r.m_heads} heads of {r.m_hdim}, {r.m_groups} groups, state {r.m_state}"))
-    if r.la_vheads:
-        rows.append(("Gated delta net", f"{r.la_kheads} key heads of {r.la_kdim}, {r.la_vheads} value heads of "
-                     f"{r.la_vdim}, convolution {r.la_conv}"))
+    if r.mamba:
+        mb = r.mamba
+        rows.append(("Mamba-2", f"{mb.heads} heads of {mb.head_dim}, {mb.groups} groups, state {mb.state}"))
+    if r.gdn:
+        g = r.gdn
+        rows.append(("Gated delta net", f"{g.key_heads} key heads of {g.key_dim}, {g.value_heads} value heads of "
+                     f"{g.value_dim}, convolution {g.conv}"))
     act = ACTIVATIONS.get(m.activation_func, m.activation_func)
     act += " (gated)" if r.gated and m.activation_func not in ("swiglu", "geglu") else ""
     if r.E:

@@ -52,18 +52,18 @@ CHUNK = 64
 
 def _dims(r) -> tuple[int, int, int, int]:
     """(qk, v, in_proj output width, conv channels) over all ranks."""
-    qk, v = r.la_kheads * r.la_kdim, r.la_vheads * r.la_vdim
-    return qk, v, 2 * qk + 2 * v + 2 * r.la_vheads, 2 * qk + v
+    qk, v = r.gdn.key_heads * r.gdn.key_dim, r.gdn.value_heads * r.gdn.value_dim
+    return qk, v, 2 * qk + 2 * v + 2 * r.gdn.value_heads, 2 * qk + v
 
 
 def params(r) -> Count:
     qk, v, in_w, conv = _dims(r)
-    sh = r.h * in_w + conv * r.la_conv + 2 * r.la_vheads + v * r.h
-    return Count(sh, r.norm_w * (r.h + r.la_vdim))
+    sh = r.h * in_w + conv * r.gdn.conv + 2 * r.gdn.value_heads + v * r.h
+    return Count(sh, r.norm_w * (r.h + r.gdn.value_dim))
 
 
 def components(r) -> dict:
-    n = r.norm_w * (r.h + r.la_vdim)
+    n = r.norm_w * (r.h + r.gdn.value_dim)
     return {"linear_attention": params(r).total - n, "norms": n}
 
 
@@ -81,11 +81,11 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     qk, v, in_w, conv = _dims(r)
-    nv = r.la_vheads
+    nv = r.gdn.value_heads
     norm_keep = B * Tn * h + c.lin_in * Tn * h
-    saved = (norm_keep + B * T * in_w // t + B * T * conv // t + B * T * (2 * nv * r.la_kdim + v) // t
+    saved = (norm_keep + B * T * in_w // t + B * T * conv // t + B * T * (2 * nv * r.gdn.key_dim + v) // t
              + 4 * T * nv // t + B * T * nv // t + B * T * nv * CHUNK // t + 2 * B * T * v // t
              + 4 * T * nv // t + c.lin_in * T * v // t)
     chunks = -(-r.s // CHUNK)
-    states = 2 * B * r.b * chunks * (nv // (t * r.cp)) * r.la_kdim * r.la_vdim
+    states = 2 * B * r.b * chunks * (nv // (t * r.cp)) * r.gdn.key_dim * r.gdn.value_dim
     return Part(saved, 0, states + B * T * in_w // t)

@@ -57,19 +57,19 @@ CHUNK_SIZE = 128
 
 def _dims(r) -> tuple[int, int, int]:
     """(inner width di, in_proj output width, conv channels) over all ranks."""
-    di = r.m_heads * r.m_hdim
-    gn = r.m_groups * r.m_state
-    return di, 2 * di + 2 * gn + r.m_heads, di + 2 * gn
+    di = r.mamba.heads * r.mamba.head_dim
+    gn = r.mamba.groups * r.mamba.state
+    return di, 2 * di + 2 * gn + r.mamba.heads, di + 2 * gn
 
 
 def params(r) -> Count:
     di, in_w, conv = _dims(r)
-    sh = r.h * in_w + conv * CONV_WIDTH + conv + 3 * r.m_heads + di + di * r.h
+    sh = r.h * in_w + conv * CONV_WIDTH + conv + 3 * r.mamba.heads + di + di * r.h
     return Count(sh, r.norm_w * r.h)
 
 
 def components(r) -> dict:
-    di = r.m_heads * r.m_hdim
+    di = r.mamba.heads * r.mamba.head_dim
     n = r.norm_w * r.h + di
     return {"mamba": params(r).total - n, "norms": n}
 
@@ -89,12 +89,12 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     di, in_w, conv = _dims(r)
     norm_keep = B * Tn * h + c.lin_in * Tn * h
-    saved = (norm_keep + B * T * in_w // t + B * T * di // t + B * T * di // t + 4 * T * r.m_groups // t
+    saved = (norm_keep + B * T * in_w // t + B * T * di // t + B * T * di // t + 4 * T * r.mamba.groups // t
              + c.lin_in * T * di // t)
     tc = t * r.cp
     chunks = -(-r.s // CHUNK_SIZE)
-    scan = (8 * r.b * chunks * (r.m_heads // tc) * r.m_hdim * r.m_state
-            + 4 * r.b * chunks * max(r.m_groups // tc, 1) * CHUNK_SIZE * CHUNK_SIZE
-            + 8 * r.b * (r.m_heads // tc) * r.s)
+    scan = (8 * r.b * chunks * (r.mamba.heads // tc) * r.mamba.head_dim * r.mamba.state
+            + 4 * r.b * chunks * max(r.mamba.groups // tc, 1) * CHUNK_SIZE * CHUNK_SIZE
+            + 8 * r.b * (r.mamba.heads // tc) * r.s)
     work = B * T * in_w // t + B * T * conv // t + scan
     return Part(saved, 0, work)
