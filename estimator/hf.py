@@ -81,6 +81,7 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "mimo": ("MiMoForCausalLM", "MiMo (Qwen2 with MTP layers)"),
     "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE"),
     "bailing_moe": ("BailingMoeV2ForCausalLM", "Ling 2.0 (Bailing MoE V2)"),
+    "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
     "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
     "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
@@ -167,6 +168,10 @@ _KNOWN = {
                                          "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
                                          "linear_num_key_heads", "linear_num_value_heads"},
     "nemotron_h": _COMMON | _HYBRID,
+    "llama4": _COMMON | {"attention_chunk_size", "intermediate_size_mlp", "interleave_moe_layer_step", "moe_layers",
+                         "num_local_experts", "num_experts_per_tok", "use_qk_norm", "no_rope_layers",
+                         "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
+                         "cache_implementation"},
     "gemma2": _COMMON | _GEMMA,
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
 }
@@ -264,6 +269,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
+    if mt == "llama4":
+        hf = _llama4_text(hf, strict)
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -694,7 +701,60 @@ def _gemma(r: _Reader, m: dict) -> None:
         m["final_logit_softcapping"] = float(cap)
 
 
+#: Keys of Llama4ForConditionalGeneration's config.json around its text_config (the vision tower is not counted).
+_LLAMA4_TOP = frozenset({"text_config", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
+                         "image_processor_config", "tie_word_embeddings"})
+
+
+def _llama4_text(hf: dict, strict: bool) -> dict:
+    """The text model's keys of a Llama 4 config.json (its text_config); the vision encoder and projector are
+    left out, as the estimate covers the language model only."""
+    text = hf.get("text_config")
+    if not isinstance(text, dict):
+        raise ConfigError(Problem("config.json:text_config", text, "is required for llama4 (the language model)"))
+    if strict:
+        unknown = [k for k in hf if k not in _LLAMA4_TOP and k not in _INERT]
+        if unknown:
+            raise UnsupportedError(f"config.json key(s) not understood for llama4: {', '.join(sorted(unknown))}")
+    out = dict(text)
+    out["model_type"] = "llama4"
+    if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
+        out["tie_word_embeddings"] = hf["tie_word_embeddings"]
+    return out
+
+
+def _llama4(r: _Reader, m: dict) -> None:
+    """Llama 4's language model (text_config): dense layers of width intermediate_size_mlp and MoE layers every
+    interleave_moe_layer_step layers (Hugging Face: layer i is MoE when (i + 1) % step == 0, or the moe_layers
+    list), num_local_experts experts of width intermediate_size with top-k routing and one shared expert of the
+    same width, and with use_qk_norm the parameter-free L2 norm of queries and keys (Megatron-Core's
+    qk_l2_norm; Hugging Face skips it in the no-RoPE layers, Megatron-Core applies it in every layer). Chunked
+    attention (attention_chunk_size) and the no-RoPE layers change no tensor's size."""
+    _gqa(r, m)
+    L = m["num_layers"]
+    m["ffn_hidden_size"] = r.int("intermediate_size_mlp")
+    fm = r.int("intermediate_size")
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    m["moe_shared_expert_intermediate_size"] = fm
+    layers = r.hf.get("moe_layers")
+    if layers is None:
+        step = r.int("interleave_moe_layer_step", 1)
+        if step < 1:
+            raise ConfigError(Problem("config.json:interleave_moe_layer_step", step, "must be >= 1"))
+        layers = list(range(step - 1, L, step))
+    if not isinstance(layers, list) or not all(isinstance(i, int) and 0 <= i < L for i in layers) or not layers:
+        raise ConfigError(Problem("config.json:moe_layers", layers, f"must be a non-empty list of layer indices in "
+                                  f"0..{L - 1}"))
+    pattern = [int(i in layers) for i in range(L)]
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("use_qk_norm"):
+        m["qk_l2_norm"] = True
+
+
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
                 "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
-                "gemma3_text": _gemma}
+                "gemma3_text": _gemma, "llama4": _llama4}

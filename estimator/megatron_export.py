@@ -88,6 +88,8 @@ def to_megatron_args(config) -> list[str]:
         add("--softmax-type", m.softmax_type)
     if m.attention_output_gate:
         add("--attention-output-gate")
+    if m.qk_l2_norm:
+        add("--qk-l2-norm")
     add("--hidden-dropout", m.hidden_dropout)
     add("--attention-dropout", m.attention_dropout)
     add("--vocab-size", m.vocab_size)

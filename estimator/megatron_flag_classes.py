@@ -61,7 +61,7 @@ _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels
      "moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_shared_expert_gate "
      "moe_router_enable_expert_bias moe_expert_capacity_factor moe_pad_expert_input_to_capacity",
      "the model's shape: parameters and activations")
-_put(_M, "softmax_type attention_output_gate moe_latent_size experimental_attention_variant linear_attention_freq "
+_put(_M, "softmax_type attention_output_gate qk_l2_norm moe_latent_size experimental_attention_variant linear_attention_freq "
      "linear_conv_kernel_dim linear_key_head_dim linear_value_head_dim linear_num_key_heads linear_num_value_heads",
      "the model's shape: attention sinks, gated attention, latent MoE and gated-delta-net layers (parameters and "
      "activations)")
@@ -347,7 +347,6 @@ _put(_R, "reuse_grad_buf_for_mxfp8_param_ag", "reusing the gradient buffer for t
      "not modelled")
 _put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")
 _put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not modelled")
-_put(_R, "qk_l2_norm", "L2-normalised queries and keys keep their inputs for the backward pass; not modelled")
 _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
      "other tensors and is not modelled (Megatron-Core does not test it for training)")
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")

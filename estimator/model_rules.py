@@ -87,6 +87,9 @@ def model_problems(cfg) -> list[Problem]:
                              or m.experimental_attention_variant is not None):
         add("post_layernorm", True, "modelled for the dense attention + MLP layers of Megatron-Bridge's Gemma "
             "spec only (not with MoE, MLA, gated delta nets or a hybrid pattern)")
+    if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
+        add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
+            "not with multi-latent attention")
     if m.attention_output_gate and m.multi_latent_attention:
         add("attention_output_gate", True, "the output gate exists only in SelfAttention, not with multi-latent "
             "attention")

@@ -122,6 +122,9 @@ class ModelConfig:
                                  type="bool")
     qk_layernorm: bool = _f(False, "Norm on queries and keys per head (Qwen3, OLMo 2); with MLA, the q/kv "
                             "latent norms.", type="bool", flag="--qk-layernorm")
+    qk_l2_norm: bool = _f(False, "Llama 4: a parameter-free L2 norm of queries and keys (Megatron-Core's L2Norm) "
+                          "in every attention layer; keeps the QKV output and one fp32 statistic per head.",
+                          type="bool", flag="--qk-l2-norm")
     post_layernorm: bool = _f(False, "Gemma 2/3: a norm after the attention output projection and one after fc2 "
                               "(Hugging Face's post_attention_layernorm and post_feedforward_layernorm), as "
                               "Megatron-Bridge's Gemma layer spec builds them (TERowParallelLinearLayerNorm, its "

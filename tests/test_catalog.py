@@ -100,7 +100,8 @@ NEWLY_SUPPORTED = ("nvidia/Nemotron-H-56B-Base-8K", "nvidia/NVIDIA-Nemotron-3-Na
                    "moonshotai/Kimi-K2-Thinking", "Alibaba-NLP/Tongyi-DeepResearch-30B-A3B",
                    "Qwen/Qwen3-Coder-480B-A35B-Instruct", "microsoft/Phi-3-mini-4k-instruct",
                    "microsoft/Phi-3.5-mini-instruct", "microsoft/Phi-4-mini-instruct",
-                   "baidu/ERNIE-4.5-21B-A3B-Thinking", "inclusionAI/Ling-flash-2.0", "XiaomiMiMo/MiMo-7B-Base")
+                   "baidu/ERNIE-4.5-21B-A3B-Thinking", "inclusionAI/Ling-flash-2.0", "XiaomiMiMo/MiMo-7B-Base",
+                   "meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Maverick-17B-128E-Instruct")
 #: Still refused, each with the reason it names: sparse-attention indexers (DeepSeek-V3.2, GLM-5), multimodal
 #: wrappers (Qwen3.5, Kimi-K2.5, Magistral, Gemma 4), per-layer-shaped or whole-projection-norm models.
 STILL_REFUSED = ("deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5", "Qwen/Qwen3.5-27B", "moonshotai/Kimi-K2.5",
@@ -194,6 +195,22 @@ def test_hybrid_nemotron_counts_by_hand():
     assert nano["total"] == 23 * mamba + 23 * moe + 6 * attention + 2 * 131_072 * h + h == 31_577_940_288
     # "3.2B active (3.6B including embeddings)": 6 of 128 experts per token
     assert round(nano["active"] / 1e9, 1) == 3.6 and round((nano["active"] - 131_072 * h) / 1e9, 1) == 3.2
+
+
+def test_llama4_text_models_by_hand():
+    """The language model of text_config (the vision tower is not counted). h 5120, 48 layers, 40 heads and 8 KV
+    heads of 128 (62,914,560 + 2 norms 10,240 per layer), untied 202,048-token vocabulary. Scout: every layer MoE,
+    16 experts of 8192 (3*5120*8192 = 125,829,120 each) + one shared expert of 8192 + router 16*5120.
+    Maverick: MoE in layers 1, 3, ... (interleave_moe_layer_step 2) with 128 experts, dense layers of
+    intermediate_size_mlp 16384. Both are "17B" active (their names): one routed and the shared expert."""
+    attention, expert, emb = 62_914_560 + 10_240, 125_829_120, 2 * 202_048 * 5120 + 5120
+    scout = catalog.describe("meta-llama/Llama-4-Scout-17B-16E-Instruct")["parameters"]
+    assert scout["total"] == 48 * (attention + 17 * expert + 16 * 5120) + emb == 107_769_861_120
+    maverick = catalog.describe("meta-llama/Llama-4-Maverick-17B-128E-Instruct")["parameters"]
+    assert maverick["total"] == 48 * attention + 24 * 3 * 5120 * 16384 + 24 * (129 * expert + 128 * 5120) + emb \
+        == 400_711_848_960
+    for row in (scout, maverick):
+        assert 17e9 <= row["active"] < 18e9
 
 
 def test_hub_ids_resolve_case_insensitively_and_unknown_ones_name_the_closest():

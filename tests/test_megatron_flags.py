@@ -129,6 +129,7 @@ CHANGES = {
     "exp_avg_sq_dtype": (PAO, "--exp-avg-sq-dtype bf16"),
     "softmax_type": (BF16, "--softmax-type learnable"),
     "attention_output_gate": (BF16, "--attention-output-gate"),
+    "qk_l2_norm": (BF16, "--qk-l2-norm"),
     "moe_latent_size": (MOE, "--moe-latent-size 128"),
     "experimental_attention_variant": (BF16 + " --linear-attention-freq 2", "--experimental-attention-variant gdn",
                                        BF16),

@@ -26,6 +26,9 @@ per element)::
     + B T a dh / t                attention output (also the output projection's input)
     + 4 T a / t                   softmax log-sum-exp (fp32)
     + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
+    + B T (a + 2g) dh / t + 4 T (a + g) / t        qk_l2_norm (Llama 4): Megatron-Core's L2Norm is a compiled
+                                  function that saves its input, a view that keeps the fused QKV output
+                                  alive, and an fp32 statistic per head
     + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
                                   output the output projection saves (no longer the flash output)
     + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
@@ -104,6 +107,8 @@ def activations(r, c: Ctx) -> Part:
         # statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
         rows = T * (heads + g // t)
         saved += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
+    if cfg.model.qk_l2_norm:
+        saved += B * T * (heads + 2 * (g // t)) * dh + 4 * T * (heads + g // t)
     if r.gate:
         # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
         # a new tensor, which the output projection saves.
