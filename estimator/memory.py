@@ -441,6 +441,14 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         c = cfg.model.moe_expert_capacity_factor
         out.append("MoE routing assumed balanced: every expert receives its average share of tokens"
                    + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
+    mixers = {k.mixer for k in r.kinds}
+    if "mamba" in mixers:
+        out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) keeps "
+                   "its input projection and ungated output; the chunk states it recomputes in the backward pass are "
+                   "counted in the backward working set. Mamba's context-parallel all-to-all buffers are not counted.")
+    if "gdn" in mixers:
+        out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
+                   "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
         out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
     elif tr.cross_entropy_loss_fusion:

@@ -15,24 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .layers import LayerKind, kind_components, kind_linear_weights, kind_params, moe
+from .layers import kind_components, moe
 from .layers.base import Count
 from .resolve import Resolved
 
-__all__ = ["Count", "ParameterCounts", "count_parameters", "embedding", "final_norm", "layer", "linear_weights",
-           "mtp_extra", "output_layer"]
-
-
-def layer(r: Resolved, kind: LayerKind) -> tuple[Count, Count]:
-    """(dense-parallel part, routed-expert part) of one decoder layer of ``kind`` (:mod:`estimator.layers`)."""
-    return kind_params(r, kind)
-
-
-def linear_weights(r: Resolved, kind: LayerKind) -> int:
-    """Weight elements of one layer's Transformer Engine linear layers on one tensor-parallel rank, routed
-    experts excluded (what FP8 holds in its own format; biases, norms and the router stay in the weights'
-    dtype). MLA's down-projections are linear layers too, replicated over the tensor-parallel ranks."""
-    return kind_linear_weights(r, kind)
+__all__ = ["Count", "ParameterCounts", "count_parameters", "embedding", "final_norm", "mtp_extra", "output_layer"]
 
 
 def embedding(r: Resolved) -> Count:

@@ -282,7 +282,8 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
 
     ``model_or_config``: a preset name, a configuration (path, YAML/JSON text, dict or Config; its
     parallelism and layout fields are replaced, its other fields kept; a pipeline_model_parallel_layout,
-    account_for_*_in_pipeline_split or microbatch_group_size_per_vp_stage is dropped with a note, as the
+    account_for_*_in_pipeline_split or microbatch_group_size_per_vp_stage (or a hybrid pattern's '|' pipeline
+    segments) is dropped with a note, as the
     search places layers by its own even and uneven splits) or a bare model section (dict).
     ``num_gpus``: one world size or several. ``gpu``: a name known to :mod:`estimator.gpus`
     (``"H100-80GB"``) or the memory in bytes. A layout fits when its peak ``device_bytes`` is at most

@@ -246,6 +246,13 @@ class _Engine(_CostModel):
             {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
         self.par_keep = {k: par_d[k] for k in ("cp_comm_type",) if k in par_d}
         self.dropped = {k: par_d[k] for k in SPLIT_NOT_SEARCHED if par_d.get(k) not in (None, False)}
+        pattern = model_d.get("hybrid_layer_pattern")
+        if isinstance(pattern, str) and "|" in pattern.split("/")[0]:
+            # A hybrid pattern's '|' segments fix the pipeline split, as a layout string does: the search chooses
+            # the split, so it drops them (the layers stay as written).
+            main, *mtp = pattern.split("/")
+            model_d = dict(model_d, hybrid_layer_pattern="/".join([main.replace("|", ""), *mtp]))
+            self.dropped["hybrid_layer_pattern pipeline segments"] = pattern
         s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
         if s is None:
             raise _problem("seq_length", None, "is required (the model sets no max_position_embeddings)")
