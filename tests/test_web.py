@@ -188,3 +188,13 @@ def test_import_megatron_args_says_what_each_flag_does():
     bad = web.import_text({"preset": "tiny"}, "megatron", model + " --use-torch-fsdp2 --optimizer muon")
     assert [e["message"].split(":")[0] for e in bad["errors"]] == ["--use-torch-fsdp2", "--optimizer"]
     assert bad["refused"][1] == {"flag": "--optimizer muon", "reason": "the optimizer states are modelled for Adam only"}
+
+
+def test_a_choice_spelled_none_is_a_value_not_null():
+    """Regression: a hybrid model imported by Hub id has position_embedding_type "none" (Nemotron-H has no
+    position embedding); the form must not read that choice as null."""
+    state = {"preset": "tiny", "values": {}, "gpu": None}
+    res = web.import_text(state, "hf", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert res["state"]["values"]["model.position_embedding_type"] == "none"
+    out = web.compute(res["state"])
+    assert not out.get("errors") and out["estimate"]["parameters"]["total"] == 31_577_940_288
