@@ -64,14 +64,20 @@ def default_layout(model: dict, gpus: int = DEFAULT_GPUS, seq_length: int = DEFA
     """A complete configuration for a ``model:`` section on ``gpus`` GPUs (a power of two).
 
     Tensor parallel: the largest power of two up to ``gpus`` that divides the attention heads and the
-    query groups (Megatron shards whole heads and groups). Expert parallel: the largest that divides the
+    query groups (Megatron shards whole heads and groups), and the Mamba heads and groups or gated-delta-net
+    heads of a model that has them. Expert parallel: the largest that divides the
     routed experts, with expert tensor parallel 1. Pipeline 1, data parallel the rest; micro-batch 1, one
     micro-batch per step; sequence parallel on when TP > 1; sequences of ``seq_length`` tokens, or
     ``max_position_embeddings`` where that is shorter.
     """
     heads = model["num_attention_heads"]
     groups = model.get("num_query_groups") or heads
-    tp = _largest_divisor(gpus, heads, groups)
+    split = [heads, groups]               # and what Megatron-Core splits the same way in other layer kinds
+    if "M" in (model.get("hybrid_layer_pattern") or ""):
+        split += [model.get("mamba_num_groups") or 8, model.get("mamba_num_heads") or 1]
+    if model.get("experimental_attention_variant") or "G" in (model.get("hybrid_layer_pattern") or ""):
+        split += [model.get("linear_num_key_heads") or 16, model.get("linear_num_value_heads") or 32]
+    tp = _largest_divisor(gpus, *split)
     par = {"tensor_model_parallel_size": tp}
     if model.get("num_experts"):
         par["expert_model_parallel_size"] = _largest_divisor(gpus, model["num_experts"])

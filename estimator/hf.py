@@ -263,7 +263,7 @@ class _Reader:
 def from_hf_config(source, *, strict: bool = True) -> dict:
     """The ``model:`` section for a Hugging Face ``config.json`` (path, model directory, catalog Hub id or dict).
 
-    Raises :class:`UnsupportedError` for an unknown architecture, for gpt-oss, for a value with no exact
+    Raises :class:`UnsupportedError` for an unknown or refused architecture, for a value with no exact
     Megatron-Core equivalent, and (with ``strict``) for any key not known to be harmless; raises
     :class:`ConfigError` for a missing file, a Hub id not in the catalog, invalid JSON or a missing required key.
     """
