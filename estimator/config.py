@@ -135,7 +135,8 @@ def _coerce(spec: FieldSpec, value, problems: list[Problem]):
             return None
         if isinstance(value, list):
             if not all(isinstance(x, int) and not isinstance(x, bool) and x in (0, 1) for x in value):
-                problems.append(Problem(path, value, f"a list must hold only {_PATTERN_WORDS.get(spec.name, '0 and 1')}"))
+                words = _PATTERN_WORDS.get(spec.name, "0 and 1")
+                problems.append(Problem(path, value, f"a list must hold only {words}"))
                 return None
             return tuple(value)
         if not isinstance(value, int):

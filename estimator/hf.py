@@ -686,7 +686,8 @@ def _gemma(r: _Reader, m: dict) -> None:
     _gqa(r, m)
     act = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
     if act not in _GATED_ACT or _GATED_ACT[act] != "geglu":
-        raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU (gelu_pytorch_tanh)")
+        raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU "
+                               "(gelu_pytorch_tanh)")
     m["activation_func"], m["gated_linear_unit"] = "geglu", True
     m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
     m["post_layernorm"] = True

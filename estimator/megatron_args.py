@@ -52,8 +52,8 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "gradient_accumulation_fusion", "use_flash_attn", "recompute_activations", "moe_layer_recompute",
                   "grad_reduce_in_bf16", "use_rotary_position_embeddings", "add_position_embedding", "cp_comm_type",
                   "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
-                  "moe_token_dispatcher_type", "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
-                  "mtp_hybrid_override_pattern", "experimental_attention_variant"}
+                  "moe_token_dispatcher_type", "linear_attention_freq", "hybrid_layer_pattern",
+                  "hybrid_override_pattern", "mtp_hybrid_override_pattern", "experimental_attention_variant"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)

@@ -61,8 +61,9 @@ _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels
      "moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_shared_expert_gate "
      "moe_router_enable_expert_bias moe_expert_capacity_factor moe_pad_expert_input_to_capacity",
      "the model's shape: parameters and activations")
-_put(_M, "softmax_type attention_output_gate qk_l2_norm moe_latent_size experimental_attention_variant linear_attention_freq "
-     "linear_conv_kernel_dim linear_key_head_dim linear_value_head_dim linear_num_key_heads linear_num_value_heads",
+_put(_M, "softmax_type attention_output_gate qk_l2_norm moe_latent_size experimental_attention_variant "
+     "linear_attention_freq linear_conv_kernel_dim linear_key_head_dim linear_value_head_dim linear_num_key_heads "
+     "linear_num_value_heads",
      "the model's shape: attention sinks, gated attention, latent MoE and gated-delta-net layers (parameters and "
      "activations)")
 _put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "

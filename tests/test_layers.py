@@ -114,7 +114,8 @@ BASE = dict(num_layers=2, hidden_size=64, num_attention_heads=4, kv_channels=16,
 
 def test_learned_sinks_are_one_logit_per_head_split_over_tp():
     """TEDotProductAttention.softmax_offset: a per layer, [a / t] on each tensor-parallel rank."""
-    plain, sinks = count_parameters_of(make_config(BASE)), count_parameters_of(make_config(dict(BASE, softmax_type="learnable")))
+    plain = count_parameters_of(make_config(BASE))
+    sinks = count_parameters_of(make_config(dict(BASE, softmax_type="learnable")))
     assert sinks.attention - plain.attention == 2 * 4
     tp = {"tensor_model_parallel_size": 2}
     a = estimate(make_config(BASE, tp, {"world_size": 2})).stages[0].parameters
@@ -243,9 +244,9 @@ def test_layer_kinds_are_resolved_once_per_model():
 
 def test_megatron_lm_hybrid_flags():
     """arguments.py: the pattern sets num_layers; the legacy MTP pattern joins it once per MTP layer."""
-    imp = read_megatron_args("--num-layers 9 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 --seq-length 256 "
-                             "--hybrid-override-pattern M*M- --mtp-num-layers 2 --mtp-hybrid-override-pattern M- "
-                             "--mamba-num-heads 8 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 8 --bf16",
+    imp = read_megatron_args("--num-layers 9 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 "
+                             "--seq-length 256 --hybrid-override-pattern M*M- --mtp-num-layers 2 "
+                             "--mtp-hybrid-override-pattern M- --mamba-num-heads 8 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 8 --bf16",
                              world_size=1)
     m = imp.config["model"]
     assert (m["hybrid_layer_pattern"], m["num_layers"]) == ("M*M-/M-/M-", 4) and "mtp_num_layers" not in m
@@ -276,7 +277,8 @@ def test_hf_nemotron_h_import_and_its_refusals():
     for change, words in (({"conv_kernel": 8}, "conv_kernel"), ({"mlp_hidden_act": "silu"}, "mlp_hidden_act"),
                           ({"hybrid_override_pattern": "MX"}, "not a layer symbol"),
                           ({"num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*"}, "mtp_use_repeated"),
-                          ({"residual_in_fp32": True}, "residual_in_fp32"), ({"use_conv_bias": False}, "use_conv_bias")):
+                          ({"residual_in_fp32": True}, "residual_in_fp32"),
+                          ({"use_conv_bias": False}, "use_conv_bias")):
         with pytest.raises(UnsupportedError, match=words):
             from_hf_config({**NEMOTRON, **change})
     mtp = from_hf_config({**NEMOTRON, "num_nextn_predict_layers": 2, "mtp_hybrid_override_pattern": "*",

@@ -10,8 +10,8 @@ post_layernorm (Gemma) one more norm nw h after fc2.
 
 Activations per micro-batch on one GPU, in bytes: ``4 Tn h + B T f up / t + B T f / t``, the norm's input
 and output, fc1's output (the activation's input) and the activation's output (fc2's input); with
-post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). Recomputing mlp keeps only the input; the backward working set is the fc1-output
-gradient and two residual-sized tensors.
+post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). Recomputing mlp keeps only the
+input; the backward working set is the fc1-output gradient and two residual-sized tensors.
 """
 
 from __future__ import annotations
