@@ -445,7 +445,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if "mamba" in mixers:
         out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
                    "keeps its input projection and ungated output; the chunk states it recomputes in the backward pass "
-                   "are counted in the backward working set. Mamba's context-parallel all-to-all buffers are not counted.")
+                   "are counted in the backward working set. Mamba's context-parallel all-to-all buffers are not "
+                   "counted.")
     if "gdn" in mixers:
         out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
                    "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")

@@ -246,7 +246,8 @@ def test_megatron_lm_hybrid_flags():
     """arguments.py: the pattern sets num_layers; the legacy MTP pattern joins it once per MTP layer."""
     imp = read_megatron_args("--num-layers 9 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 "
                              "--seq-length 256 --hybrid-override-pattern M*M- --mtp-num-layers 2 "
-                             "--mtp-hybrid-override-pattern M- --mamba-num-heads 8 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 8 --bf16",
+                             "--mtp-hybrid-override-pattern M- --mamba-num-heads 8 --mamba-head-dim 16 "
+                             "--mamba-num-groups 2 --mamba-state-dim 8 --bf16",
                              world_size=1)
     m = imp.config["model"]
     assert (m["hybrid_layer_pattern"], m["num_layers"]) == ("M*M-/M-/M-", 4) and "mtp_num_layers" not in m
