@@ -104,12 +104,11 @@ def _parameter_layout(r: Resolved) -> tuple:
 
     They depend only on the model's shape and on TP/EP/ETP, so they are memoised on exactly those values
     (the layout search evaluates thousands of layouts of one model)."""
-    m = r.cfg.model
-    # Everything here follows from the model section (the object itself: resolve() derives the rest of r's
-    # model fields from it), TP/EP/ETP and, for learned positions without max_position_embeddings, s.
-    key = (id(m), r.t, r.ep, r.etp, r.s)
+    # Everything here follows from the model section (r.shape: one object per distinct section), TP/EP/ETP and,
+    # for learned positions without max_position_embeddings, s.
+    key = (id(r.shape), r.t, r.ep, r.etp, r.s)
     hit = _LAYOUT_CACHE.get(key)
-    if hit is not None and hit[0] is m:
+    if hit is not None and hit[0] is r.shape:
         return hit[1]
     t = r.t
     per_kind = []
@@ -132,7 +131,7 @@ def _parameter_layout(r: Resolved) -> tuple:
     out = (per_kind, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, shapes)
     if len(_LAYOUT_CACHE) > 4096:
         _LAYOUT_CACHE.clear()
-    _LAYOUT_CACHE[key] = (m, out)
+    _LAYOUT_CACHE[key] = (r.shape, out)
     return out
 
 
@@ -140,22 +139,22 @@ _ACTS_CACHE: dict = {}
 
 
 def _layer_activations(r: Resolved) -> list:
-    """Activations of one layer of each kind for one micro-batch, memoised on the model section (by identity) and
+    """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
     recompute and attention settings (the layout search varies the pipeline and data-parallel sizes, which they
     do not read)."""
     cfg = r.cfg
-    m, tr, pr = cfg.model, cfg.training, cfg.precision
-    key = (id(m), r.t, r.cp, r.s, r.b, r.sp, r.etp, pr.fp8, pr.params_dtype, tr.recompute_granularity,
+    tr, pr = cfg.training, cfg.precision
+    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, pr.fp8, pr.params_dtype, tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type)
     hit = _ACTS_CACHE.get(key)
-    if hit is not None and hit[0] is m:
+    if hit is not None and hit[0] is r.shape:
         return hit[1]
     ctx = context(r)
     acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
     if len(_ACTS_CACHE) > 4096:
         _ACTS_CACHE.clear()
-    _ACTS_CACHE[key] = (m, acts)
+    _ACTS_CACHE[key] = (r.shape, acts)
     return acts
 
 

@@ -243,6 +243,7 @@ class Resolved:
     lat: int          # moe_latent_size (0 none)
     mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
     gdn: "GDNDims | None"       # the gated delta net's shape (None without one)
+    shape: tuple      # the model section's derived values, one object per distinct section (a cache key)
     # parallelism
     t: int
     p: int
@@ -263,15 +264,30 @@ class Resolved:
     world: int
 
 
-_MODEL_SHAPES: dict = {}
+_MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
+_SHAPES_BY_VALUE: dict = {}   # model section -> shape: equal sections loaded anew share one shape object
 
 
 def _model_shape(m) -> tuple:
-    """(ffn width, MTP layers, :class:`KindInfo`, the hybrid pattern's layout) of a model section, memoised on
-    the section object itself (the layout search and the calculator resolve one model in many layouts)."""
+    """(ffn width, MTP layers, :class:`KindInfo`, the hybrid pattern's layout, Mamba and GDN shapes) of a model
+    section, memoised on the section object (the layout search resolves one model in many layouts) and on its
+    value (configurations loaded anew). Equal sections get the same tuple object, which later caches key on."""
     hit = _MODEL_SHAPES.get(id(m))
     if hit is not None and hit[0] is m:
         return hit[1]
+    out = _SHAPES_BY_VALUE.get(m)
+    if out is None:
+        out = _SHAPES_BY_VALUE[m] = _compute_shape(m)
+        if len(_SHAPES_BY_VALUE) > 1024:
+            _SHAPES_BY_VALUE.clear()
+            _SHAPES_BY_VALUE[m] = out
+    if len(_MODEL_SHAPES) > 1024:
+        _MODEL_SHAPES.clear()
+    _MODEL_SHAPES[id(m)] = (m, out)
+    return out
+
+
+def _compute_shape(m) -> tuple:
     E = m.num_experts or 0
     hybrid = m.hybrid_layer_pattern
     mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
@@ -282,12 +298,8 @@ def _model_shape(m) -> tuple:
                       m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                   m.linear_num_value_heads) if ki.gdn else None
-    out = (default_ffn_hidden_size(m), mtp, ki, hybrid_pattern.layout_of(hybrid) if hybrid is not None else None,
-           mamba, gdn)
-    if len(_MODEL_SHAPES) > 1024:
-        _MODEL_SHAPES.clear()
-    _MODEL_SHAPES[id(m)] = (m, out)
-    return out
+    return (default_ffn_hidden_size(m), mtp, ki, hybrid_pattern.layout_of(hybrid) if hybrid is not None else None,
+            mamba, gdn)
 
 
 def resolve(cfg: Config) -> Resolved:
@@ -298,7 +310,8 @@ def resolve(cfg: Config) -> Resolved:
     etp = par.expert_tensor_parallel_size or t
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
-    f, mtp, ki, layout, mamba, gdn = _model_shape(m)
+    shape = _model_shape(m)
+    f, mtp, ki, layout, mamba, gdn = shape
     if m.hybrid_layer_pattern is None:
         layout = par.pipeline_model_parallel_layout
     dp = tr.world_size // (t * p * cp)
@@ -327,7 +340,7 @@ def resolve(cfg: Config) -> Resolved:
         mtp=mtp, mtp_is_moe=ki.mtp_is_moe,
         tied=not m.untie_embeddings_and_output_weights,
         gate=m.attention_output_gate, post_norm=m.post_layernorm, sinks=m.softmax_type == "learnable",
-        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn,
+        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, shape=shape,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,
