@@ -11,7 +11,8 @@ A refused model stays in the catalog, listed as not yet supported with that reas
 vocabulary as published, i.e. without Megatron's padding) beside the published figure, and whether the two
 agree: an exact figure must equal the count; a rounded one (``671B``) must be what the count rounds or
 truncates to (:func:`estimator.presets.published_bounds`), after leaving out what the figure excludes
-(``mtp``: the multi-token-prediction layers). :func:`default_layout` gives a parallel layout every catalog
+(``mtp``: the multi-token-prediction layers) and adding the MTP layers a checkpoint holds beyond its
+``config.json`` (``mtp_layers``, Qwen3-Next). :func:`default_layout` gives a parallel layout every catalog
 model can be estimated on.
 """
 
@@ -63,14 +64,20 @@ def default_layout(model: dict, gpus: int = DEFAULT_GPUS, seq_length: int = DEFA
     """A complete configuration for a ``model:`` section on ``gpus`` GPUs (a power of two).
 
     Tensor parallel: the largest power of two up to ``gpus`` that divides the attention heads and the
-    query groups (Megatron shards whole heads and groups). Expert parallel: the largest that divides the
+    query groups (Megatron shards whole heads and groups), and the Mamba heads and groups or gated-delta-net
+    heads of a model that has them. Expert parallel: the largest that divides the
     routed experts, with expert tensor parallel 1. Pipeline 1, data parallel the rest; micro-batch 1, one
     micro-batch per step; sequence parallel on when TP > 1; sequences of ``seq_length`` tokens, or
     ``max_position_embeddings`` where that is shorter.
     """
     heads = model["num_attention_heads"]
     groups = model.get("num_query_groups") or heads
-    tp = _largest_divisor(gpus, heads, groups)
+    split = [heads, groups]               # and what Megatron-Core splits the same way in other layer kinds
+    if "M" in (model.get("hybrid_layer_pattern") or ""):
+        split += [model.get("mamba_num_groups") or 8, model.get("mamba_num_heads") or 1]
+    if model.get("experimental_attention_variant") or "G" in (model.get("hybrid_layer_pattern") or ""):
+        split += [model.get("linear_num_key_heads") or 16, model.get("linear_num_value_heads") or 32]
+    tp = _largest_divisor(gpus, *split)
     par = {"tensor_model_parallel_size": tp}
     if model.get("num_experts"):
         par["expert_model_parallel_size"] = _largest_divisor(gpus, model["num_experts"])
@@ -92,8 +99,11 @@ def _published(entry, counts) -> dict | None:
     out = {"text": text, "exact": isinstance(total, int), "low": lo, "high": hi, "of": pub.get("of"),
            "kind": pub.get("kind"), "source": pub.get("source"), "excludes": pub.get("excludes") or [],
            "note": pub.get("note"), "compared": None, "matches": None}
+    out["mtp_layers"] = pub.get("mtp_layers") or 0
     if counts is not None:
         compared = counts["total"] - (counts["mtp"] if "mtp" in out["excludes"] else 0)
+        if out["mtp_layers"]:
+            compared = counts["with_published_mtp"]
         out["compared"], out["matches"] = compared, lo <= compared <= hi
     return out
 
@@ -109,6 +119,12 @@ def _describe(key: str) -> dict:
         c = count_parameters_of(default_layout(model, gpus=1))
         counts = {"total": c.total - c.vocab_padding, "active": c.active - c.vocab_padding,
                   "mtp": c.mtp, "moe_layers": c.moe_layers}
+        extra = (entry.published or {}).get("mtp_layers")
+        if extra and not c.mtp:
+            # The published figure counts MTP layers the config.json leaves out: compare it with the model plus
+            # that many MTP layers (Megatron-Core builds them like the last decoder layer).
+            w = count_parameters_of(default_layout({**model, "mtp_num_layers": extra}, gpus=1))
+            counts["with_published_mtp"] = w.total - w.vocab_padding
     return {"hf_id": entry.hf_id, "family": entry.family, "model_type": mt, "architecture": arch,
             "supported": model is not None, "reason": reason, "parameters": counts,
             "published": _published(entry, counts), "source": entry.source_text(),

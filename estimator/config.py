@@ -124,6 +124,11 @@ def load_config(source) -> Config:
                               "expected a file path, YAML/JSON text, a dict or a Config"))
 
 
+#: What 0 and 1 mean in each layer-pattern list field.
+_PATTERN_WORDS = {"moe_layer_freq": "0 (dense) and 1 (MoE)",
+                  "linear_attention_freq": "0 (full attention) and 1 (linear attention)"}
+
+
 def _type_name(spec: FieldSpec) -> str:
     return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
             "int_or_list": "an integer or a list of 0/1 integers", "str_list": "a list of names"}[spec.type]
@@ -188,14 +193,16 @@ def _coerce(spec: FieldSpec, value, problems: list[Problem]):
                                         f"{MAX_LAYERS:,}), got {len(value):,} entries"))
                 return None
             if not all(isinstance(x, int) and not isinstance(x, bool) and x in (0, 1) for x in value):
-                problems.append(Problem(path, value, "a list must hold only 0 (dense) and 1 (MoE)"))
+                words = _PATTERN_WORDS.get(spec.name, "0 and 1")
+                problems.append(Problem(path, value, f"a list must hold only {words}"))
                 return None
             return tuple(value)
         if not isinstance(value, int):
             problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {show(value)}"))
             return None
         if value < 1:
-            problems.append(Problem(path, value, "must be >= 1 (every k-th layer is MoE)"))
+            what = "full attention" if spec.name == "linear_attention_freq" else "MoE"
+            problems.append(Problem(path, value, f"must be >= 1 (every k-th layer is {what})"))
             return None
         if value > MAX_LAYERS:
             problems.append(Problem(path, value, f"must be <= {MAX_LAYERS:,} (the largest number of layers), "
@@ -408,6 +415,10 @@ def validate(cfg: Config) -> list[Problem]:
         if ep > 1:
             add("parallelism.expert_model_parallel_size", ep, "expert parallelism needs an MoE model "
                 "(set num_experts)")
+
+    # Hybrid (Mamba) layers, gated delta nets, latent MoE, gated attention (estimator/model_rules.py).
+    from .model_rules import model_problems
+    P.extend(model_problems(cfg))
 
     # Sequence.
     s = tr.seq_length or m.max_position_embeddings

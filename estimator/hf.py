@@ -49,7 +49,8 @@ import with :class:`~estimator.errors.UnsupportedError` naming it: a count is ne
 key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
 bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
 an error naming the key, never an overflow, a hang or a silent 1.0.
-gpt-oss is refused for the same reason (attention sinks and expert biases have no field here).
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, ...) are mapped by their own functions
+below, each documented with the keys it reads.
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
 catalog (:mod:`estimator.hf_catalog`); an id not in it is an error naming the closest ids.
@@ -79,17 +80,27 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3-MoE"),
     "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepSeek-V2, DeepSeek-V2-Lite"),
     "deepseek_v3": ("DeepseekV3ForCausalLM", "DeepSeek-V3, DeepSeek-R1, Kimi Moonlight"),
+    "kimi_k2": ("DeepseekV3ForCausalLM", "Kimi-K2 (DeepSeek-V3's architecture)"),
+    "phi3": ("Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4-mini"),
+    "mimo": ("MiMoForCausalLM", "MiMo (Qwen2 with MTP layers)"),
+    "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE"),
+    "bailing_moe": ("BailingMoeV2ForCausalLM", "Ling 2.0 (Bailing MoE V2)"),
+    "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
+    "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
+    "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
+    "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
+    "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
 }
 
 #: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
 REFUSED: dict[str, str] = {
-    "gpt_oss": ("gpt-oss has attention sinks (one learned logit per head and layer), biases on the q/k/v/o "
-                "projections, on every expert's projections and on the router, and a clamped SwiGLU; the "
-                "configuration schema has no field for attention sinks or router biases, so any count would "
-                "be wrong"),
+    "deepseek_v32": ("DeepSeek-V3.2's sparse attention adds a lightning indexer per layer (Megatron-Core's "
+                     "experimental dsa variant), which is not modelled"),
+    "glm_moe_dsa": "GLM-5's DeepSeek sparse attention indexer (Megatron-Core's dsa variant) is not modelled",
 }
 
-_ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items()} | {"GptOssForCausalLM": "gpt_oss"}
+_ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt != "kimi_k2"}
 
 #: Keys that change neither the parameter count nor the training memory of any supported architecture.
 _INERT = frozenset({
@@ -102,8 +113,13 @@ _INERT = frozenset({
     "quantization_config", "use_mrope", "attention_dropout", "hidden_dropout", "return_dict",
     "output_attentions", "output_hidden_states", "tie_encoder_decoder", "is_encoder_decoder",
     "id2label", "label2id", "torchscript", "use_bfloat16", "bad_words_ids", "unsloth_fixed",
-    "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation",
+    "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "_attn_implementation",
+    "routed_scaling_factor",
 })
+
+#: Keys the original Qwen3-MoE repositories carry and Hugging Face's Qwen3MoeConfig ignores (the model always has
+#: per-head q/k norms, no QKV bias and no shared expert): accepted when they say what the model does.
+_QWEN3_MOE_EXTRA = {"qkv_bias": False, "use_qk_norm": True, "shared_expert_intermediate_size": 0}
 
 _COMMON = frozenset({"num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
                      "intermediate_size", "vocab_size", "max_position_embeddings", "rms_norm_eps", "hidden_act",
@@ -113,6 +129,19 @@ _MOE_QWEN = frozenset({"num_experts", "num_experts_per_tok", "moe_intermediate_s
 _DEEPSEEK = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                        "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
                        "first_k_dense_replace", "moe_layer_freq", "topk_method", "num_nextn_predict_layers"})
+
+_HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "num_nextn_predict_layers",
+                     "ssm_state_size", "mamba_head_dim", "mamba_num_heads", "n_groups", "expand", "conv_kernel",
+                     "use_conv_bias", "mamba_proj_bias", "mamba_hidden_act", "use_bias", "chunk_size",
+                     "residual_in_fp32", "mlp_hidden_act", "attention_head_dim", "layer_norm_epsilon", "norm_eps",
+                     "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+                     "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
+                     "time_step_min", "time_step_max", "time_step_floor", "time_step_limit", "time_step_rank",
+                     "rescale_prenorm_residual", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
+                     "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor"})
+
+_GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+                    "sliding_window_size", "cache_implementation"})
 
 #: Keys each architecture understands on top of the common ones.
 _KNOWN = {
@@ -125,6 +154,30 @@ _KNOWN = {
     "qwen3_moe": _COMMON | _MOE_QWEN,
     "deepseek_v2": _COMMON | _DEEPSEEK,
     "deepseek_v3": _COMMON | _DEEPSEEK,
+    "kimi_k2": _COMMON | _DEEPSEEK,
+    "phi3": _COMMON | {"embd_pdrop", "resid_pdrop", "original_max_position_embeddings", "lm_head_bias", "full_attn_mod",
+                       "interpolate_factor"},
+    "mimo": _COMMON | {"num_nextn_predict_layers"},
+    "ernie4_5_moe": _COMMON | {"moe_num_experts", "moe_k", "moe_intermediate_size", "moe_num_shared_experts",
+                               "moe_layer_start_index", "moe_layer_interval", "moe_use_aux_free", "moe_capacity",
+                               "moe_gate", "use_bias", "moe_layer_end_index"},
+    "bailing_moe": _COMMON | {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",
+                              "moe_shared_expert_intermediate_size", "first_k_dense_replace", "use_bias",
+                              "use_qkv_bias", "use_qk_norm", "use_rmsnorm", "moe_router_enable_expert_bias",
+                              "router_dtype", "score_function", "embedding_dropout", "output_dropout",
+                              "num_nextn_predict_layers"},
+    "gpt_oss": _COMMON | {"num_local_experts", "num_experts_per_tok", "experts_per_token", "initial_context_length",
+                          "swiglu_limit"},
+    "qwen3_next": _COMMON | _MOE_QWEN | {"shared_expert_intermediate_size", "full_attention_interval",
+                                         "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
+                                         "linear_num_key_heads", "linear_num_value_heads"},
+    "nemotron_h": _COMMON | _HYBRID,
+    "llama4": _COMMON | {"attention_chunk_size", "intermediate_size_mlp", "interleave_moe_layer_step", "moe_layers",
+                         "num_local_experts", "num_experts_per_tok", "use_qk_norm", "no_rope_layers",
+                         "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
+                         "cache_implementation"},
+    "gemma2": _COMMON | _GEMMA,
+    "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
 }
 
 _GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
@@ -264,15 +317,24 @@ class _Reader:
 def from_hf_config(source, *, strict: bool = True) -> dict:
     """The ``model:`` section for a Hugging Face ``config.json`` (path, model directory, catalog Hub id or dict).
 
-    Raises :class:`UnsupportedError` for an unknown architecture, for gpt-oss, for a value with no exact
+    Raises :class:`UnsupportedError` for an unknown or refused architecture, for a value with no exact
     Megatron-Core equivalent, and (with ``strict``) for any key not known to be harmless; raises
     :class:`ConfigError` for a missing file, a Hub id not in the catalog, invalid JSON or a missing required key.
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
+    if mt == "llama4":
+        hf = _llama4_text(hf, strict)
+    if mt == "qwen3_moe":
+        for key, means in _QWEN3_MOE_EXTRA.items():
+            if key in hf and hf[key] != means:
+                raise UnsupportedError(f"config.json:{key} = {hf[key]!r} for qwen3_moe: Hugging Face's Qwen3-MoE "
+                                       f"ignores the key and builds the model as if it were {means!r}, so the "
+                                       "checkpoint and this config.json disagree")
     if strict:
         unknown = sorted(show(k) if not isinstance(k, str) or len(k) > 64 else k for k in hf
-                         if k not in _KNOWN[mt] and k not in _INERT)
+                         if k not in _KNOWN[mt] and k not in _INERT
+                         and not (mt == "qwen3_moe" and k in _QWEN3_MOE_EXTRA))
         if unknown:
             listed = ", ".join(unknown[:_LISTED_KEYS]) + (f" and {len(unknown) - _LISTED_KEYS:,} more"
                                                          if len(unknown) > _LISTED_KEYS else "")
@@ -304,7 +366,9 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         p = r.number(key, 0.0)
         if p > 0:
             m[key] = p
-    if mt.startswith("deepseek"):
+    if mt in _OWN_MAPPING:
+        _OWN_MAPPING[mt](r, m)
+    elif mt.startswith("deepseek") or mt == "kimi_k2":
         _deepseek(r, m)
     else:
         _gqa(r, m)
@@ -325,7 +389,7 @@ def _gqa(r: _Reader, m: dict) -> None:
         m["kv_channels"] = head_dim
     m["ffn_hidden_size"] = r.int("intermediate_size")
     att_bias, mlp_bias = r.flag("attention_bias"), r.flag("mlp_bias")
-    if mt in ("qwen2", "qwen2_moe"):
+    if mt in ("qwen2", "qwen2_moe", "mimo"):
         if mlp_bias or hf.get("attention_bias") is False:
             raise UnsupportedError(f"{mt} always has biases on q, k and v only; this config.json sets "
                                    f"attention_bias={hf.get('attention_bias')!r}, mlp_bias={mlp_bias!r}, which "
@@ -356,7 +420,7 @@ def _moe(r: _Reader, m: dict) -> None:
         m["num_experts"] = r.int("num_experts")
         m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
     m["moe_router_topk"] = r.int("num_experts_per_tok")
-    if mt in ("qwen2_moe", "qwen3_moe"):
+    if mt in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
         step = r.int("decoder_sparse_step", 1)
         only = r.get("mlp_only_layers", [])
         if not isinstance(only, list) or len(only) > L or not all(
@@ -373,7 +437,7 @@ def _moe(r: _Reader, m: dict) -> None:
         freq = _pattern_value(pattern)
         if freq is not None:
             m["moe_layer_freq"] = freq
-    if mt == "qwen2_moe":
+    if mt in ("qwen2_moe", "qwen3_next"):
         shared = r.int("shared_expert_intermediate_size", 0)
         if shared:
             m["moe_shared_expert_intermediate_size"] = shared
@@ -425,3 +489,332 @@ def _deepseek(r: _Reader, m: dict) -> None:
     mtp = r.int("num_nextn_predict_layers", 0)
     if mtp:
         m["mtp_num_layers"] = mtp
+
+
+# ---------------------------------------------------------------------- architectures with their own mapping
+
+def _refuse_true(r: _Reader, *keys: str, why: str) -> None:
+    for key in keys:
+        if r.flag(key):
+            raise UnsupportedError(f"config.json:{key} = true for {r.mt}: {why}")
+
+
+def _positive_dropouts(r: _Reader, m: dict, *keys: str) -> None:
+    """Phi-3's embd_pdrop / resid_pdrop: dropout on the embedding and the residual branches, Megatron's
+    hidden_dropout (which it applies to both)."""
+    vals = {k: r.hf.get(k) or 0.0 for k in keys}
+    if any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in vals.values()):
+        raise ConfigError(Problem(f"config.json:{keys[0]}", vals, "dropout probabilities must be numbers"))
+    if len(set(vals.values())) > 1:
+        raise UnsupportedError(f"config.json:{', '.join(keys)} = {vals} for {r.mt}: Megatron applies one "
+                               "hidden_dropout to the embedding and the residual branches alike")
+    p = next(iter(vals.values()))
+    if p > 0:
+        m["hidden_dropout"] = float(p)
+
+
+def _phi3(r: _Reader, m: dict) -> None:
+    """Phi-3 / Phi-3.5 / Phi-4-mini: Llama's layers with fused qkv_proj and gate_up_proj (the same tensors, the same
+    count); embd_pdrop / resid_pdrop are the hidden dropout."""
+    _refuse_true(r, "lm_head_bias", why="a bias on the output layer has no Megatron-Core equivalent")
+    _gqa(r, m)
+    _positive_dropouts(r, m, "embd_pdrop", "resid_pdrop")
+
+
+def _mimo(r: _Reader, m: dict) -> None:
+    """MiMo: Qwen2's layers (bias on q, k, v) and num_nextn_predict_layers MTP layers, each a Qwen2 layer with
+    token/hidden norms, an input projection 2h x h and a final norm, as Megatron-Core's MTP layer."""
+    _gqa(r, m)
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def _ernie4_5_moe(r: _Reader, m: dict) -> None:
+    """ERNIE 4.5 MoE (Megatron-Bridge ernie_45_bridge): dense layers before moe_layer_start_index, MoE after,
+    moe_num_shared_experts shared experts of the expert width, aux-free expert bias (moe_use_aux_free)."""
+    _refuse_true(r, "use_bias", why="biases on every projection are not what ERNIE 4.5 MoE ships")
+    _gqa(r, m)
+    L = m["num_layers"]
+    m["num_experts"] = r.int("moe_num_experts")
+    m["moe_router_topk"] = r.int("moe_k")
+    fm = r.get("moe_intermediate_size")
+    if isinstance(fm, list) and fm and all(isinstance(x, int) and x == fm[0] for x in fm):
+        fm = fm[0]
+    if isinstance(fm, bool) or not isinstance(fm, int) or fm < 1:
+        raise ConfigError(Problem("config.json:moe_intermediate_size", fm, "must be a positive integer (or a list "
+                                  "of equal ones)"))
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("moe_num_shared_experts", 0)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+    start, step = r.int("moe_layer_start_index", 0), r.int("moe_layer_interval", 1)
+    end = r.int("moe_layer_end_index", L - 1)
+    if step != 1 or end != L - 1 or start >= L:
+        raise UnsupportedError(f"config.json:moe_layer_interval {step} / moe_layer_end_index {end} / "
+                               f"moe_layer_start_index {start}: only MoE layers from the start index to the last "
+                               "layer, every layer, are mapped (as Megatron-Bridge does)")
+    pattern = [int(i >= start) for i in range(L)]
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("moe_use_aux_free"):
+        m["moe_router_enable_expert_bias"] = True
+
+
+def _bailing_moe(r: _Reader, m: dict) -> None:
+    """Ling 2.0 / Bailing MoE V2 (Megatron-Bridge bailing_moe2_bridge): first_k_dense_replace dense layers, then
+    MoE with shared experts and a sigmoid router with expert bias, per-head q/k norms, MTP layers."""
+    _refuse_true(r, "use_bias", why="biases on every projection have no Megatron-Core equivalent here")
+    if r.hf.get("use_rmsnorm") is False:
+        raise UnsupportedError("config.json:use_rmsnorm = false for bailing_moe: only RMSNorm is mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    if r.flag("use_qkv_bias"):
+        m["add_qkv_bias"] = True
+    if r.flag("use_qk_norm"):
+        m["qk_layernorm"] = True
+    L = m["num_layers"]
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("moe_shared_expert_intermediate_size", required=False)
+    if shared is None:
+        shared = r.int("num_shared_experts", 0) * fm
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared
+    first = r.int("first_k_dense_replace", 0)
+    pattern = [int(i >= first) for i in range(L)]
+    if not any(pattern):
+        raise UnsupportedError(f"bailing_moe config.json makes no layer MoE (first_k_dense_replace {first})")
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("moe_router_enable_expert_bias"):
+        m["moe_router_enable_expert_bias"] = True
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def _gpt_oss(r: _Reader, m: dict) -> None:
+    """gpt-oss (Megatron-Bridge gpt_oss_bridge): every layer MoE with num_local_experts experts of width
+    intermediate_size, biases on q/k/v/o, on every expert projection and on the router (add_bias_linear), learned
+    attention sinks (softmax_type learnable), quick-GeGLU experts (quick_gelu, gated; swiglu_limit is a clamp),
+    YaRN positions (no parameters). Sliding-window layers (layer_types) change no tensor's size."""
+    hf = r.hf
+    if hf.get("attention_bias") is not True:
+        raise UnsupportedError("config.json:attention_bias must be true for gpt_oss: Megatron-Core's add_bias_linear "
+                               "puts biases on q, k, v and o as gpt-oss has them; without them there is no exact "
+                               "mapping")
+    _refuse_true(r, "mlp_bias", why="gpt-oss's experts always have biases; the key has no meaning here")
+    if r.get("hidden_act", "silu") != "silu":
+        raise UnsupportedError(f"config.json:hidden_act {hf.get('hidden_act')!r} for gpt_oss: only its "
+                               "quick-GeGLU experts (hidden_act silu) are mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    fm = r.int("intermediate_size")
+    m["ffn_hidden_size"] = fm
+    m["add_bias_linear"] = True
+    m["softmax_type"] = "learnable"
+    m["activation_func"], m["gated_linear_unit"] = "quick_gelu", True
+    m["num_experts"] = r.int("num_local_experts")
+    k = r.int("num_experts_per_tok", required=False)
+    m["moe_router_topk"] = k if k is not None else r.int("experts_per_token")
+    m["moe_ffn_hidden_size"] = fm
+    scaling = hf.get("rope_scaling")
+    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+        m["position_embedding_type"] = "yarn"
+
+
+def _qwen3_next(r: _Reader, m: dict) -> None:
+    """Qwen3-Next (Megatron-Bridge qwen3_next_bridge): gated delta net layers with a full gated-attention layer every
+    full_attention_interval layers (experimental_attention_variant gdn, linear_attention_freq), per-head q/k norms,
+    the attention output gate, and Qwen MoE layers with a gated shared expert. The checkpoint's MTP layer
+    (mtp.* tensors) is not in config.json and Hugging Face does not load it; it is left out here too."""
+    _gqa(r, m)
+    m["qk_layernorm"] = True
+    m["attention_output_gate"] = True
+    m["experimental_attention_variant"] = "gdn"
+    freq = r.int("full_attention_interval")
+    if freq < 1:
+        raise ConfigError(Problem("config.json:full_attention_interval", freq, "must be >= 1"))
+    m["linear_attention_freq"] = freq
+    for key in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                "linear_num_value_heads"):
+        m[key] = r.int(key)
+    _moe(r, m)
+
+
+_RELU2 = {"relu2": ("squared_relu", False)}
+
+
+def _nemotron_h(r: _Reader, m: dict) -> None:
+    """Nemotron-H / Nemotron 3 (Megatron-Bridge nemotron_h_bridge, HybridModel): hybrid_override_pattern is the
+    layer pattern (M Mamba-2, * attention, - MLP, E MoE); mtp_hybrid_override_pattern repeated
+    num_nextn_predict_layers times its MTP layers. Mamba-2: ssm_state_size, mamba_head_dim, mamba_num_heads (or
+    expand x hidden_size / mamba_head_dim), n_groups; Megatron-Core's MambaMixer fixes the convolution width at 4
+    with a bias and no projection biases. MLP and experts: squared ReLU (relu2), not gated. MoE: sigmoid router
+    with expert bias, moe_shared_expert_intermediate_size, moe_latent_size. No position embedding."""
+    hf, a = r.hf, m["num_attention_heads"]
+    pattern = hf.get("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        raise ConfigError(Problem("config.json:hybrid_override_pattern", pattern, "is required for nemotron_h: "
+                                  "one symbol per layer (M, *, -, E)"))
+    depths = r.int("num_nextn_predict_layers", 0)
+    if depths:
+        mtp = hf.get("mtp_hybrid_override_pattern")
+        if not isinstance(mtp, str) or not mtp:
+            raise ConfigError(Problem("config.json:mtp_hybrid_override_pattern", mtp, "is required with "
+                                      "num_nextn_predict_layers > 0 (the layers of one MTP depth)"))
+        if hf.get("mtp_use_repeated_layer", True) is not False:
+            raise UnsupportedError("config.json:mtp_use_repeated_layer (true by default with MTP layers): one MTP "
+                                   "layer applied repeatedly (Megatron-Core's mtp_use_repeated_layer) is not "
+                                   "modelled")
+        pattern = pattern + "/" + "/".join([mtp] * depths)
+    from .hybrid_pattern import parse, pattern_problems
+    bad = pattern_problems(pattern)
+    if bad:
+        raise UnsupportedError(f"config.json:hybrid_override_pattern {pattern!r}: {'; '.join(bad)}")
+    if len(parse(pattern).layers) != m["num_layers"]:
+        raise ConfigError(Problem("config.json:num_hidden_layers", m["num_layers"], "must equal the length of "
+                                  f"hybrid_override_pattern ({len(parse(pattern).layers)})"))
+    m["hybrid_layer_pattern"] = pattern
+    for key, why in (("use_bias", "biases on the Mamba projections"), ("mamba_proj_bias", "biases on the Mamba "
+                     "projections"), ("attention_bias", "attention biases"), ("mlp_bias", "MLP biases"),
+                     ("residual_in_fp32", "an fp32 residual stream")):
+        _refuse_true(r, key, why=f"{why} are not modelled (Megatron-Core's MambaMixer has none)"
+                     if "Mamba" in why else f"{why} are not modelled")
+    if hf.get("use_conv_bias") is False:
+        raise UnsupportedError("config.json:use_conv_bias = false for nemotron_h: Megatron-Core's MambaMixer always "
+                               "has a convolution bias")
+    if r.int("conv_kernel", 4) != 4:
+        raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for nemotron_h: Megatron-Core's "
+                               "MambaMixer fixes the convolution width at 4")
+    if r.get("mamba_hidden_act", "silu") not in ("silu", "swish"):
+        raise UnsupportedError(f"config.json:mamba_hidden_act {hf.get('mamba_hidden_act')!r}: MambaMixer uses silu")
+    act = r.get("mlp_hidden_act", "relu2")
+    if act not in _RELU2:
+        raise UnsupportedError(f"config.json:mlp_hidden_act {act!r} for nemotron_h: only relu2 (squared ReLU) is "
+                               "mapped")
+    m["activation_func"], m["gated_linear_unit"] = _RELU2[act]
+    m["num_query_groups"] = r.int("num_key_value_heads", a)
+    head_dim = r.int("head_dim", required=False) or r.int("attention_head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    eps = next((hf[k] for k in ("layer_norm_epsilon", "norm_eps", "rms_norm_eps") if hf.get(k) is not None), 1e-5)
+    m["layernorm_epsilon"] = float(eps)
+    m["position_embedding_type"] = "none"
+    m["mamba_state_dim"] = r.int("ssm_state_size")
+    m["mamba_head_dim"] = r.int("mamba_head_dim")
+    m["mamba_num_groups"] = r.int("n_groups")
+    heads = r.int("mamba_num_heads", required=False)
+    if heads is None:
+        expand = r.int("expand", 2)
+        heads = expand * m["hidden_size"] // m["mamba_head_dim"]
+    m["mamba_num_heads"] = heads
+    if "E" in pattern:
+        m["num_experts"] = r.int("n_routed_experts")
+        m["moe_router_topk"] = r.int("num_experts_per_tok")
+        fm = r.int("moe_intermediate_size")
+        m["moe_ffn_hidden_size"] = fm
+        shared = r.int("moe_shared_expert_intermediate_size", required=False)
+        if shared is None:
+            shared = r.int("n_shared_experts", 0) * fm
+        if shared:
+            m["moe_shared_expert_intermediate_size"] = shared
+        m["moe_router_enable_expert_bias"] = True      # NemotronH's router keeps an e_score_correction_bias
+        latent = r.int("moe_latent_size", required=False)
+        if latent:
+            m["moe_latent_size"] = latent
+
+
+def _gemma(r: _Reader, m: dict) -> None:
+    """Gemma 2 and Gemma 3 text (Megatron-Bridge gemma2_provider / gemma3_provider): GeGLU (tanh GELU) MLPs, a
+    post-attention and a post-feedforward norm in every layer (post_layernorm), tied embeddings unless
+    tie_word_embeddings says otherwise (Hugging Face's default for Gemma is true), Gemma 3's per-head q/k norms,
+    Gemma 2's final logit soft-capping. The embedding's sqrt(h) scaling, the zero-centred norms, sliding-window
+    layers and query_pre_attn_scalar change no tensor's size. Gemma 2's attention soft-capping runs in
+    Megatron-Bridge's FlexAttention core attention, taken here as a fused kernel (no s x s scores kept)."""
+    hf = r.hf
+    _gqa(r, m)
+    act = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+    if act not in _GATED_ACT or _GATED_ACT[act] != "geglu":
+        raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU "
+                               "(gelu_pytorch_tanh)")
+    m["activation_func"], m["gated_linear_unit"] = "geglu", True
+    m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
+    m["post_layernorm"] = True
+    if r.mt == "gemma3_text":
+        m["qk_layernorm"] = True
+        if r.flag("use_bidirectional_attention"):
+            raise UnsupportedError("config.json:use_bidirectional_attention = true: an encoder, not a causal model")
+    cap = hf.get("final_logit_softcapping")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+            raise ConfigError(Problem("config.json:final_logit_softcapping", cap, "must be a positive number or null"))
+        m["final_logit_softcapping"] = float(cap)
+
+
+#: Keys of Llama4ForConditionalGeneration's config.json around its text_config (the vision tower is not counted).
+_LLAMA4_TOP = frozenset({"text_config", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
+                         "image_processor_config", "tie_word_embeddings"})
+
+
+def _llama4_text(hf: dict, strict: bool) -> dict:
+    """The text model's keys of a Llama 4 config.json (its text_config); the vision encoder and projector are
+    left out, as the estimate covers the language model only."""
+    text = hf.get("text_config")
+    if not isinstance(text, dict):
+        raise ConfigError(Problem("config.json:text_config", text, "is required for llama4 (the language model)"))
+    if strict:
+        unknown = [k for k in hf if k not in _LLAMA4_TOP and k not in _INERT]
+        if unknown:
+            raise UnsupportedError(f"config.json key(s) not understood for llama4: {', '.join(sorted(unknown))}")
+    out = dict(text)
+    out["model_type"] = "llama4"
+    if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
+        out["tie_word_embeddings"] = hf["tie_word_embeddings"]
+    return out
+
+
+def _llama4(r: _Reader, m: dict) -> None:
+    """Llama 4's language model (text_config): dense layers of width intermediate_size_mlp and MoE layers every
+    interleave_moe_layer_step layers (Hugging Face: layer i is MoE when (i + 1) % step == 0, or the moe_layers
+    list), num_local_experts experts of width intermediate_size with top-k routing and one shared expert of the
+    same width, and with use_qk_norm the parameter-free L2 norm of queries and keys (Megatron-Core's
+    qk_l2_norm; Hugging Face skips it in the no-RoPE layers, Megatron-Core applies it in every layer). Chunked
+    attention (attention_chunk_size) and the no-RoPE layers change no tensor's size."""
+    _gqa(r, m)
+    L = m["num_layers"]
+    m["ffn_hidden_size"] = r.int("intermediate_size_mlp")
+    fm = r.int("intermediate_size")
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    m["moe_shared_expert_intermediate_size"] = fm
+    layers = r.hf.get("moe_layers")
+    if layers is None:
+        step = r.int("interleave_moe_layer_step", 1)
+        if step < 1:
+            raise ConfigError(Problem("config.json:interleave_moe_layer_step", step, "must be >= 1"))
+        layers = list(range(step - 1, L, step))
+    if not isinstance(layers, list) or not all(isinstance(i, int) and 0 <= i < L for i in layers) or not layers:
+        raise ConfigError(Problem("config.json:moe_layers", layers, f"must be a non-empty list of layer indices in "
+                                  f"0..{L - 1}"))
+    pattern = [int(i in layers) for i in range(L)]
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("use_qk_norm"):
+        m["qk_l2_norm"] = True
+
+
+#: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
+_OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
+                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
+                "gemma3_text": _gemma, "llama4": _llama4}

@@ -42,9 +42,10 @@ plus the gradient flowing through the residual stream (B*T*h) and one attention-
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .resolve import Resolved
+if TYPE_CHECKING:     # (resolve imports the layer modules, which import this one)
+    from .resolve import Resolved
 
 __all__ = ["LocalCoreAttention", "attention_backward_extra", "chunk_mask_bytes", "local_core_attention",
            "torch_softmax"]

@@ -49,10 +49,14 @@ def loss_buffers(r: Resolved) -> LossBuffers:
     tr = r.cfg.training
     n = (r.s * r.b // r.cp) * (r.Vp // r.t)    # logit elements on this GPU
     act = 4 if r.cfg.precision.params_dtype == "fp32" else 2
+    # Gemma 2's final_logit_softcapping (Megatron-Bridge Gemma2OutputLayer: cap * tanh(logits / cap)) keeps
+    # tanh's output, one more logits-sized tensor, until the backward pass.
+    cap = act * n if r.cfg.model.final_logit_softcapping else 0
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
-        return LossBuffers(saved=act * n, forward_extra=0, backward_extra=0, output_backward=0)
+        return LossBuffers(saved=act * n + cap, forward_extra=0, backward_extra=0, output_backward=0)
     extra_fp32 = 4 * n if tr.cross_entropy_loss_fusion else 0   # torch.compile's out-of-place buffer
     if act == 4:   # fp32 logits: .float() returns them as they are, so the loss works in them in place
-        return LossBuffers(saved=4 * n, forward_extra=extra_fp32, backward_extra=extra_fp32, output_backward=0)
-    return LossBuffers(saved=4 * n, forward_extra=act * n + extra_fp32, backward_extra=act * n + extra_fp32,
+        return LossBuffers(saved=4 * n + cap, forward_extra=extra_fp32, backward_extra=extra_fp32,
+                           output_backward=0)
+    return LossBuffers(saved=4 * n + cap, forward_extra=act * n + extra_fp32, backward_extra=act * n + extra_fp32,
                        output_backward=act * n - 4 * n)

@@ -41,7 +41,8 @@ _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.ad
                    "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
                    "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
                    "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader",
-                   "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules"}
+                   "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules",
+                   "model.linear_attention_freq"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 
 #: Option string -> argument destination, for every argument Megatron-LM defines.
@@ -56,7 +57,9 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
                   "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
                   "enable_cuda_graph", "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
-                  "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader"}
+                  "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
+                  "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
+                  "mtp_hybrid_override_pattern", "experimental_attention_variant"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -68,6 +71,8 @@ REFUSED_VALUES = {
     "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
                                     "hybridep are)"),
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
+    "experimental_attention_variant": (("gdn", "gated_delta_net"), "only the gated delta net (gdn) is modelled; "
+                                       "gdn2 and DeepSeek sparse attention (dsa) are not"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
@@ -114,7 +119,8 @@ def _eval_pattern(text: str, flag: str):
 
     value = ev(node)
     if not isinstance(value, list) or not all(isinstance(x, int) and x in (0, 1) for x in value):
-        raise ConfigError(Problem(flag, text, "the expression must give a list of 0 (dense) and 1 (MoE)"))
+        what = "0 (full attention) and 1 (linear attention)" if "linear" in flag else "0 (dense) and 1 (MoE)"
+        raise ConfigError(Problem(flag, text, f"the expression must give a list of {what}"))
     return value
 
 
@@ -329,6 +335,7 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         notes.append("--num-query-groups: Megatron-LM ignores it without --group-query-attention")
     if "moe_layer_freq" in raw:
         m["moe_layer_freq"] = _eval_pattern(_one("--moe-layer-freq", raw["moe_layer_freq"]), "--moe-layer-freq")
+    _hybrid_and_linear_attention(raw, m, notes)
     if "ffn_hidden_size" not in m and "hidden_size" in m and m.get("activation_func") == "swiglu":
         m["ffn_hidden_size"] = int((4 * m["hidden_size"] * 2 / 3) / 64) * 64
     if m.get("multi_latent_attention"):
@@ -540,6 +547,45 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
+
+
+def _hybrid_and_linear_attention(raw: dict, m: dict, notes: list) -> None:
+    """--hybrid-layer-pattern (or its deprecated alias --hybrid-override-pattern, with the legacy
+    --mtp-hybrid-override-pattern folded in as arguments.py does), --experimental-attention-variant and
+    --linear-attention-freq."""
+    if "hybrid_layer_pattern" in raw and "hybrid_override_pattern" in raw:
+        raise ConfigError(Problem("--hybrid-override-pattern", None, "--hybrid-override-pattern and "
+                                  "--hybrid-layer-pattern cannot both be given (Megatron-LM)"))
+    key = "hybrid_layer_pattern" if "hybrid_layer_pattern" in raw else "hybrid_override_pattern"
+    if key in raw:
+        flag = "--" + key.replace("_", "-")
+        pattern = _one(flag, raw[key])
+        legacy = raw.get("mtp_hybrid_override_pattern")
+        mtp = m.get("mtp_num_layers")
+        if legacy is not None and mtp and "/" not in pattern:
+            pattern += "/" + "/".join([_one("--mtp-hybrid-override-pattern", legacy)] * mtp)
+            notes.append("--mtp-hybrid-override-pattern: folded into the pattern as "
+                         f"{mtp} MTP part(s), as Megatron-LM does")
+        m["hybrid_layer_pattern"] = pattern
+        from .hybrid_pattern import parse, pattern_problems
+        if not pattern_problems(pattern):
+            p = parse(pattern)
+            if m.get("num_layers") not in (None, len(p.layers)):
+                notes.append(f"--num-layers {m['num_layers']}: Megatron-LM takes the layer count from the pattern "
+                             f"({len(p.layers)})")
+            m["num_layers"] = len(p.layers)
+            if mtp is not None and mtp != p.mtp_depths:
+                notes.append(f"--mtp-num-layers {mtp}: Megatron-LM takes the MTP layers from the pattern "
+                             f"({p.mtp_depths})")
+            m.pop("mtp_num_layers", None)
+    elif "mtp_hybrid_override_pattern" in raw:
+        notes.append("--mtp-hybrid-override-pattern: Megatron-LM ignores it without a hybrid layer pattern")
+    if "experimental_attention_variant" in raw:
+        m["experimental_attention_variant"] = _one("--experimental-attention-variant",
+                                                   raw["experimental_attention_variant"])
+    if "linear_attention_freq" in raw:
+        m["linear_attention_freq"] = _eval_pattern(_one("--linear-attention-freq", raw["linear_attention_freq"]),
+                                                   "--linear-attention-freq")
 
 
 def grouped_no_effect(no_effect) -> list[tuple[list[str], str]]:

@@ -81,6 +81,15 @@ def to_megatron_args(config) -> list[str]:
     for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
         if getattr(m, name):
             add(_flag(name))
+    for name in ("post_layernorm", "final_logit_softcapping"):
+        if getattr(m, name):
+            raise UnsupportedError(f"model.{name} (Megatron-Bridge's Gemma spec) has no pretrain_gpt.py flag")
+    if m.softmax_type != "vanilla":
+        add("--softmax-type", m.softmax_type)
+    if m.attention_output_gate:
+        add("--attention-output-gate")
+    if m.qk_l2_norm:
+        add("--qk-l2-norm")
     add("--hidden-dropout", m.hidden_dropout)
     add("--attention-dropout", m.attention_dropout)
     add("--vocab-size", m.vocab_size)
@@ -111,8 +120,25 @@ def to_megatron_args(config) -> list[str]:
         add("--moe-token-dispatcher-type", m.moe_token_dispatcher_type)
         if m.moe_expert_capacity_factor is not None:
             add("--moe-expert-capacity-factor", m.moe_expert_capacity_factor)
-    if m.mtp_num_layers:
+        if m.moe_latent_size is not None:
+            add("--moe-latent-size", m.moe_latent_size)
+    if m.hybrid_layer_pattern is not None:
+        # (pretrain_mamba.py / the hybrid model provider; the pattern's MTP parts set the MTP layers)
+        add("--hybrid-layer-pattern", m.hybrid_layer_pattern)
+        for name in ("mamba_state_dim", "mamba_head_dim", "mamba_num_groups"):
+            add(_flag(name), getattr(m, name))
+        if m.mamba_num_heads is not None:
+            add("--mamba-num-heads", m.mamba_num_heads)
+    elif m.mtp_num_layers:
         add("--mtp-num-layers", m.mtp_num_layers)
+    if m.experimental_attention_variant is not None:
+        add("--experimental-attention-variant", "gdn")
+        freq = m.linear_attention_freq
+        add("--linear-attention-freq", pattern_expression(freq) if isinstance(freq, tuple) else freq)
+    if m.experimental_attention_variant is not None or (m.hybrid_layer_pattern and "G" in m.hybrid_layer_pattern):
+        for name in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                     "linear_num_value_heads"):
+            add(_flag(name), getattr(m, name))
 
     add("--tensor-model-parallel-size", r.t)
     add("--pipeline-model-parallel-size", r.p)

@@ -61,6 +61,14 @@ _put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels
      "moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_shared_expert_gate "
      "moe_router_enable_expert_bias moe_expert_capacity_factor moe_pad_expert_input_to_capacity",
      "the model's shape: parameters and activations")
+_put(_M, "softmax_type attention_output_gate qk_l2_norm moe_latent_size experimental_attention_variant "
+     "linear_attention_freq linear_conv_kernel_dim linear_key_head_dim linear_value_head_dim linear_num_key_heads "
+     "linear_num_value_heads",
+     "the model's shape: attention sinks, gated attention, latent MoE and gated-delta-net layers (parameters and "
+     "activations)")
+_put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "
+     "mamba_num_groups mamba_num_heads", "the hybrid model's layers (Mamba-2, attention, MLP, MoE, gated delta "
+     "net), its pipeline segments and MTP layers")
 _put(_M, "moe_grouped_gemm", "grouped GEMM keeps Transformer Engine's extra per-stream GEMM workspaces")
 _put(_M, "padded_vocab_size", "the padded vocabulary, used as given")
 _put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
@@ -129,8 +137,6 @@ _put(_N, "layernorm_epsilon layernorm_zero_centered_gamma rotary_base rotary_per
      "apply_query_key_layer_scaling attention_softmax_in_fp32 apply_residual_connection_post_layernorm "
      "qk_clip qk_clip_alpha qk_clip_threshold window_size window_attn_skip_freq",
      "numerics or masking only: no tensor is added or resized")
-_put(_N, "softmax_type", "learnable softmax adds one sink logit per head and layer (a x L parameters, "
-     "negligible)")
 _put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform perform_initialization "
      "use_cpu_initialization init_model_with_meta_device data_parallel_random_init seed te_rng_tracker "
      "inference_rng_tracker use_mup mup_width_mult mup_base_hidden_size mup_embedding_mult mup_output_mult "
@@ -207,13 +213,14 @@ _put(_N, "moe_paged_stash_page_size moe_paged_stash_buffer_size_factor_cuda moe_
      "only with --moe-paged-stash, which is refused")
 _put(_N, "dsa_indexer_n_heads dsa_indexer_head_dim dsa_indexer_topk dsa_indexer_topk_freq dsa_indexer_skip_topk_offset "
      "dsa_indexer_loss_coeff dsa_indexer_use_sparse_loss dsa_kernel_backend dsa_indexer_rope_interleaved "
-     "dsa_indexer_rotate_activation dsa_indexer_scoring_relu dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32 "
-     "linear_conv_kernel_dim linear_key_head_dim linear_value_head_dim linear_num_key_heads linear_num_value_heads",
-     "only with --experimental-attention-variant, which is refused")
-_put(_N, "mamba_state_dim mamba_head_dim mamba_num_groups mamba_num_heads gdp_num_householder use_mamba_mem_eff_path "
-     "gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute mamba_training_ssm_states_dtype "
-     "mamba_inference_conv_states_dtype mamba_inference_ssm_states_dtype",
-     "only in hybrid (Mamba) models, which are refused")
+     "dsa_indexer_rotate_activation dsa_indexer_scoring_relu dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32",
+     "only with --experimental-attention-variant dsa, which is refused")
+_put(_N, "gdp_num_householder gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute",
+     "only with the gated-delta-product layer spec (--spec), which is refused")
+_put(_N, "mamba_inference_conv_states_dtype mamba_inference_ssm_states_dtype", "inference (text generation) only")
+_put(_N, "mamba_training_ssm_states_dtype", "dtype of the chunk states the Mamba-2 scan recomputes in its backward "
+     "pass (the working set takes them in fp32); no saved activation changes")
+_put(_N, "is_hybrid_model", "the hybrid model follows from --hybrid-layer-pattern")
 _put(_N, "moe_upcycling_granularity", "only with --moe-use-upcycling, which is refused")
 _put(_N, "inference_batch_times_seqlen_threshold max_tokens_to_oom output_bert_embeddings bert_embedder_type "
      "use_legacy_static_engine inference_max_requests "
@@ -364,12 +371,9 @@ _put(_R, "reuse_grad_buf_for_mxfp8_param_ag", "reusing the gradient buffer for t
      "not modelled")
 _put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")
 _put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not modelled")
-_put(_R, "qk_l2_norm", "L2-normalised queries and keys keep their inputs for the backward pass; not modelled")
-_put(_R, "attention_output_gate", "the attention output gate (extra projection and activations) is not modelled")
-_put(_R, "experimental_attention_variant linear_attention_freq", "linear / sparse attention variants are not "
-     "modelled")
+_put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
+     "other tensors and is not modelled (Megatron-Core does not test it for training)")
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
-_put(_R, "moe_latent_size", "latent MoE projections are not modelled")
 _put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts is not modelled")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
 _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
@@ -379,8 +383,6 @@ _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not mo
 _put(_R, "hierarchical_context_parallel_sizes", "hierarchical context parallelism is not modelled")
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")
-_put(_R, "hybrid_layer_pattern hybrid_override_pattern is_hybrid_model mtp_hybrid_override_pattern",
-     "Mamba / hybrid layers are not modelled")
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "heterogeneous_layers_config_path heterogeneous_layers_config_encoded_json",
      "heterogeneous layers are not modelled")

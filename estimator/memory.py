@@ -21,12 +21,12 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 from __future__ import annotations
 
 from . import features
-from .activations import layer_activations, stage_extras
+from .activations import LayerActivations, context, layer_activations, stage_extras
+from .layers import kind_linear_weights, kind_params, kind_weight_shapes
 from .local_attention import chunk_mask_bytes
 from .loss import loss_buffers
 from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers
-from .params import Count, attention, count_parameters, dense_mlp, embedding, final_norm, linear_weights, \
-    moe_experts, moe_router, mtp_extra, output_layer, shared_expert
+from .params import count_parameters, embedding, final_norm, mtp_extra, output_layer
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .schedule import first_chunks, held_counts, warmup
@@ -68,46 +68,22 @@ def in_flight(r: Resolved, stage: int, extra: int = 0) -> list[int]:
     return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1 + extra, m * v))
 
 
-def _linear_shapes(r: Resolved, moe: bool) -> set:
-    """Distinct weight shapes of one layer's linear layers on one GPU (Transformer Engine caches one dummy
-    weight-gradient tensor per shape when gradients accumulate straight into main_grad)."""
-    t, h, a = r.t, r.h, r.a
-    up = 2 if r.gated else 1
-    if r.mla:
-        qk = r.qk_dim + r.rope_dim
-        shapes = {(r.kv_lora + r.rope_dim, h), (a // t * (r.qk_dim + r.v_dim), r.kv_lora), (h, a // t * r.v_dim)}
-        shapes |= {(r.q_lora, h), (a // t * qk, r.q_lora)} if r.q_lora else {(a // t * qk, h)}
-    else:
-        shapes = {((a + 2 * r.g) // t * r.dh, h), (h, a // t * r.dh)}
-    if moe:
-        fm = r.fm // r.etp
-        shapes |= {(fm * up, h), (h, fm)}
-        if r.fs:
-            shapes |= {(r.fs // t * up, h), (h, r.fs // t)}
-    else:
-        shapes |= {(r.f // t * up, h), (h, r.f // t)}
-    return shapes
-
-
-def _chunk_activations(r: Resolved, layers: range, acts: dict) -> tuple[int, int, int, int]:
-    """(saved bytes, attention part, mlp part, recompute working set) of one chunk for one micro-batch."""
+def _chunk_activations(r: Resolved, layers: range, counts: tuple, acts: list) -> tuple[int, int, int, int]:
+    """(saved bytes, attention part, mlp part, recompute working set) of one chunk for one micro-batch;
+    ``counts`` holds the chunk's layers of each kind."""
     tr = r.cfg.training
     if not len(layers):
         return 0, 0, 0, 0
     if tr.recompute_granularity != "full":
-        n_moe = sum(r.moe_layers[layers.start:layers.stop]) if r.E else 0
-        n_dense = len(layers) - n_moe
-        d = acts[False]
-        att = n_dense * d.attention
-        mlp = n_dense * d.mlp
-        rec = d.recompute_peak if n_dense else 0
-        if n_moe:
-            e = acts[True]
-            att += n_moe * e.attention
-            mlp += n_moe * e.mlp
-            rec = max(rec, e.recompute_peak)
+        att = mlp = rec = 0
+        for n, a in zip(counts, acts):
+            if n:
+                att += n * a.attention
+                mlp += n * a.mlp
+                if a.recompute_peak > rec:
+                    rec = a.recompute_peak
         return att + mlp, att, mlp, rec
-    kinds = [acts[r.moe_layers[i]] for i in layers]
+    kinds = [acts[r.layer_kinds[i]] for i in layers]
     n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     if tr.recompute_method == "block":
         rec, keep = kinds[:n], kinds[n:]
@@ -128,61 +104,90 @@ _LAYOUT_CACHE: dict = {}
 
 
 def _parameter_layout(r: Resolved) -> tuple:
-    """Parameters one GPU holds per layer kind, per MTP layer and for the vocabulary parts, and the linear
-    weight shapes.
+    """Parameters one GPU holds per layer kind (dense-parallel, linear-layer weights, routed experts), per MTP
+    layer and for the vocabulary parts, and the linear weight shapes per kind.
 
     They depend only on the model's shape and on TP/EP/ETP, so they are memoised on exactly those values
     (the layout search evaluates thousands of layouts of one model)."""
-    m = r.cfg.model
-    key = (r.h, r.a, r.g, r.dh, r.f, r.gated, r.norm_w, r.Vp, r.E, r.fm, r.fs, r.mla, r.q_lora, r.kv_lora,
-           r.qk_dim, r.rope_dim, r.v_dim, r.mtp, r.mtp_is_moe, r.t, r.ep, r.etp,
-           m.add_bias_linear, m.add_qkv_bias, m.qk_layernorm, m.moe_shared_expert_gate,
-           m.moe_router_enable_expert_bias, m.position_embedding_type, m.max_position_embeddings or r.s)
+    # Everything here follows from the model section (r.shape: one object per distinct section), TP/EP/ETP and,
+    # for learned positions without max_position_embeddings, s.
+    key = (id(r.shape), r.t, r.ep, r.etp, r.s)
     hit = _LAYOUT_CACHE.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] is r.shape:
+        return hit[1]
     t = r.t
-    att = attention(r)
-    per_kind = {}
-    for moe in ((False, True) if r.E else (False,)):
-        dense = att + (moe_router(r) + shared_expert(r) if moe else dense_mlp(r))
-        exp = moe_experts(r) if moe else Count()
-        per_kind[moe] = (dense.per_rank(t), linear_weights(r, moe),
-                         exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep)
-    d_dense, d_lin, _ = per_kind[False]
-    m_dense, m_lin, m_exp = per_kind.get(True, (0, 0, 0))
+    per_kind = []
+    for kind in r.kinds:
+        dense, exp = kind_params(r, kind)
+        per_kind.append((dense.per_rank(t), kind_linear_weights(r, kind),
+                         exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep))
+    per_kind = tuple(per_kind)
     emb = embedding(r).per_rank(t)              # the input embedding (with learned positions)
     vocab_weight = output_layer(r).per_rank(t)  # one vocabulary-sized weight matrix on one GPU
     norm = final_norm(r).per_rank(t)
     mtp_dense = mtp_lin = mtp_exp = 0
     if r.mtp:
-        dd, lin, e = per_kind[r.mtp_is_moe]
         x = mtp_extra(r)
-        mtp_dense, mtp_lin, mtp_exp = dd + x.per_rank(t), lin + x.sharded // t, e
-    shapes_by_kind = {moe: _linear_shapes(r, moe) for moe in per_kind}
-    out = (d_dense, d_lin, m_dense, m_lin, m_exp, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp,
-           shapes_by_kind)
+        mtp_dense, mtp_lin = x.per_rank(t), x.sharded // t
+        for k in r.mtp_kinds:
+            dd, lin, e = per_kind[k]
+            mtp_dense, mtp_lin, mtp_exp = mtp_dense + dd, mtp_lin + lin, mtp_exp + e
+    shapes = tuple(frozenset(kind_weight_shapes(r, kind)) for kind in r.kinds)
+    out = (per_kind, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, shapes)
     if len(_LAYOUT_CACHE) > 4096:
         _LAYOUT_CACHE.clear()
-    _LAYOUT_CACHE[key] = out
+    _LAYOUT_CACHE[key] = (r.shape, out)
     return out
 
 
-_MOE_COUNTS: dict = {}
+_ACTS_CACHE: dict = {}
 
 
-def _moe_counts(r: Resolved) -> tuple:
-    """MoE layers of every chunk of every stage (memoised on the placement and the MoE pattern, both of which
-    resolve() takes from caches, checked by identity)."""
-    key = (id(r.plan), id(r.moe_layers))
-    hit = _MOE_COUNTS.get(key)
-    if hit is not None and hit[0] is r.plan and hit[1] is r.moe_layers:
+def _layer_activations(r: Resolved) -> list:
+    """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
+    everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
+    recompute and attention settings (the layout search varies the pipeline and data-parallel sizes, which they
+    do not read)."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, pr.fp8, pr.params_dtype, tr.recompute_granularity,
+           tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type)
+    hit = _ACTS_CACHE.get(key)
+    if hit is not None and hit[0] is r.shape:
+        return hit[1]
+    ctx = context(r)
+    acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
+    if len(_ACTS_CACHE) > 4096:
+        _ACTS_CACHE.clear()
+    _ACTS_CACHE[key] = (r.shape, acts)
+    return acts
+
+
+_ONE, _NONE = frozenset((0,)), frozenset()
+_KIND_COUNTS: dict = {}
+
+
+def _kind_counts(r: Resolved) -> tuple:
+    """Layers of each kind in every chunk of every stage (memoised on the placement and the kind sequence, both
+    of which resolve() takes from caches, checked by identity)."""
+    key = (id(r.plan), id(r.layer_kinds))
+    hit = _KIND_COUNTS.get(key)
+    if hit is not None and hit[0] is r.plan and hit[1] is r.layer_kinds:
         return hit[2]
-    moe = r.moe_layers
-    counts = tuple(tuple(sum(moe[c.start:c.stop]) for c in plan.layers) for plan in r.plan)
-    if len(_MOE_COUNTS) > 4096:
-        _MOE_COUNTS.clear()
-    _MOE_COUNTS[key] = (r.plan, r.moe_layers, counts)
+    seq, n = r.layer_kinds, len(r.kinds)
+    out = []
+    for plan in r.plan:
+        stage = []
+        for c in plan.layers:
+            cnt = [0] * n
+            for k in seq[c.start:c.stop]:
+                cnt[k] += 1
+            stage.append(tuple(cnt))
+        out.append(tuple(stage))
+    counts = tuple(out)
+    if len(_KIND_COUNTS) > 4096:
+        _KIND_COUNTS.clear()
+    _KIND_COUNTS[key] = (r.plan, r.layer_kinds, counts)
     return counts
 
 
@@ -193,7 +198,7 @@ def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
     the final norm and the output layer where post_process (its weight is the embedding itself only when
     both sit in one chunk and are tied); for MTP layers their own parts and a copy of the embedding unless
     the chunk already has it (LanguageModule.setup_embeddings_and_output_layer keeps the copies in sync)."""
-    (_, _, _, _, _, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, _) = layout
+    (_, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, _) = layout
     dense = lin = exp = 0
     if c.embedding:
         dense += emb
@@ -213,20 +218,17 @@ def stage_memory(r: Resolved) -> Estimate:
     tr, pr = cfg.training, cfg.precision
     t, p = r.t, r.p
     bm = byte_model(r)
-    acts = {False: layer_activations(r, False)}
-    if r.E:
-        acts[True] = layer_activations(r, True)
+    acts = _layer_activations(r)
     layout = _parameter_layout(r)
     feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
     if feat is not None:
         acts = feat.acts
     x_flight = feat.extra_in_flight if feat is not None else 0
-    mtp_act = acts[r.mtp_is_moe] if r.mtp else None
+    mtp_act = _sum_acts([acts[k] for k in r.mtp_kinds]) if r.mtp else None
     extras = stage_extras(r, mtp_act)
     loss = loss_buffers(r)
 
-    d_dense, d_lin, m_dense, m_lin, m_exp, shapes_by_kind = layout[:5] + layout[-1:]
-    vocab_weight = layout[6]
+    per_kind, shapes_by_kind, vocab_weight = layout[0], layout[-1], layout[2]
     wbytes = DTYPE_BYTES[pr.params_dtype]
     te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
     dummy_cache: dict = {}
@@ -237,30 +239,38 @@ def stage_memory(r: Resolved) -> Estimate:
     loss_act = extras.output + r.mtp * extras.mtp_logits
     stages = []
     static: dict = {}
-    moe_counts = _moe_counts(r) if r.E else None
+    one_kind = len(r.kinds) == 1
+    kind_counts = None if one_kind else _kind_counts(r)
     for s_idx, plan in enumerate(r.plan):
         chunks = plan.chunks
-        sig = (plan.sig, moe_counts[s_idx]) if r.E else plan.sig
+        sig = plan.sig if one_kind else (plan.sig, kind_counts[s_idx])
         if sig in static and not full_recompute:
-            dense_p, linear_p, expert_p, st, chunk_acts, work, n_dense, n_moe = static[sig]
+            dense_p, linear_p, expert_p, st, chunk_acts, work, present = static[sig]
         else:
-            n_layers = n_moe = dense_p = linear_p = expert_p = 0
+            dense_p = linear_p = expert_p = 0
             chunk_acts = []
             work = 0
-            dense_layer = acts[False]
-            for (n, c_emb, c_loss, n_mtp), c in zip(plan.sig, chunks):
-                n_layers += n
+            stage_counts = [0] * len(r.kinds)
+            for c_idx, ((n, c_emb, c_loss, n_mtp), c) in enumerate(zip(plan.sig, chunks)):
+                if one_kind:
+                    counts = (n,)
+                    stage_counts[0] += n
+                else:
+                    counts = kind_counts[s_idx][c_idx]
+                    for k, cnt in enumerate(counts):
+                        stage_counts[k] += cnt
                 if c_emb or c_loss or n_mtp:
                     dp_, lp_, ep_ = _chunk_parameters(r, c, layout)
                     dense_p += dp_
                     linear_p += lp_
                     expert_p += ep_
                 # Activations of one micro-batch of this chunk.
-                if full_recompute or r.E:
-                    saved, a_part, m_part, rec = _chunk_activations(r, c.layers, acts)
+                if full_recompute or not one_kind:
+                    saved, a_part, m_part, rec = _chunk_activations(r, c.layers, counts, acts)
                 else:
-                    a_part, m_part = n * dense_layer.attention, n * dense_layer.mlp
-                    rec = dense_layer.recompute_peak if n else 0
+                    a0 = acts[0]
+                    a_part, m_part = n * a0.attention, n * a0.mlp
+                    rec = a0.recompute_peak if n else 0
                     saved = a_part + m_part
                 e_part = extras.embedding if c_emb else 0
                 o_part = loss_act if c_loss else 0
@@ -270,14 +280,19 @@ def stage_memory(r: Resolved) -> Estimate:
                 chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
                 if rec > work:
                     work = rec
-            if r.E:
-                n_moe = sum(moe_counts[s_idx])
-            n_dense = n_layers - n_moe
-            dense_p += n_dense * d_dense + n_moe * m_dense
-            linear_p += n_dense * d_lin + n_moe * m_lin
-            expert_p += n_moe * m_exp
+            for cnt, (dd, lin, e) in zip(stage_counts, per_kind):
+                if cnt:
+                    dense_p += cnt * dd
+                    linear_p += cnt * lin
+                    expert_p += cnt * e
             st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
-            static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, n_dense, n_moe)
+            if one_kind:
+                present = _ONE if stage_counts[0] or plan.mtp else _NONE
+            else:
+                present = frozenset(k for k, cnt in enumerate(stage_counts) if cnt)
+                if plan.mtp:
+                    present |= frozenset(r.mtp_kinds)
+            static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, present)
         if r.v == 1:
             n_flight = p - s_idx + x_flight
             if r.m is not None and r.m < n_flight:
@@ -304,24 +319,22 @@ def stage_memory(r: Resolved) -> Estimate:
         # Transient buffers at the peak.
         n_mtp = plan.mtp
         has_loss = plan.loss
-        has_dense = n_dense > 0 or (n_mtp > 0 and not r.mtp_is_moe)
-        has_moe = n_moe > 0 or (n_mtp > 0 and r.mtp_is_moe)
-        bwd = max(acts[False].backward_peak if has_dense else 0, acts[True].backward_peak if has_moe else 0)
-        attn_bwd = max(acts[False].attention_backward_peak if has_dense else 0,
-                       acts[True].attention_backward_peak if has_moe else 0)
         transient = {}
-        if has_dense or has_moe:
-            key = (has_dense, has_moe, n_mtp > 0)
-            if key not in dummy_cache:
-                shapes = set()
-                if has_dense:
-                    shapes |= shapes_by_kind[False]
-                if has_moe:
-                    shapes |= shapes_by_kind[True]
-                if key[2]:
-                    shapes.add((r.h, 2 * r.h // t))
-                dummy_cache[key] = (wbytes * sum(a * b for a, b in shapes), wbytes * max(a * b for a, b in shapes))
-            dummies, biggest = dummy_cache[key]
+        key = (present, n_mtp > 0)
+        hit = dummy_cache.get(key)
+        if hit is None:
+            shapes = set()
+            for k in present:
+                shapes |= shapes_by_kind[k]
+            if key[1]:
+                shapes.add((r.h, 2 * r.h // t))
+            hit = dummy_cache[key] = (wbytes * sum(a * b for a, b in shapes),
+                                      wbytes * max((a * b for a, b in shapes), default=0),
+                                      any(r.kinds[k].moe for k in present),
+                                      max((acts[k].backward_peak for k in present), default=0),
+                                      max((acts[k].attention_backward_peak for k in present), default=0))
+        dummies, biggest, has_moe, bwd, attn_bwd = hit
+        if present:
             if te_dummies:
                 transient["te_dummy_wgrad"] = dummies
             else:
@@ -408,6 +421,12 @@ def stage_memory(r: Resolved) -> Estimate:
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
 
 
+def _sum_acts(parts: list) -> LayerActivations:
+    """The activations of several layers run one after the other (the layers of one MTP depth)."""
+    return LayerActivations(*(sum(x) for x in zip(*(p[:6] for p in parts))), None,
+                            sum(p.attention_backward_peak for p in parts))
+
+
 def _chunk_reports(plan, counts: tuple) -> tuple:
     """Per chunk of a stage: its layers, the embedding / output layer / MTP layers it holds and its
     micro-batches in flight at the stage's peak (memoised on the stage plan: the search builds many alike)."""
@@ -467,6 +486,15 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         c = cfg.model.moe_expert_capacity_factor
         out.append("MoE routing assumed balanced: every expert receives its average share of tokens"
                    + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
+    mixers = {k.mixer for k in r.kinds}
+    if "mamba" in mixers:
+        out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
+                   "keeps its input projection and ungated output; the chunk states it recomputes in the backward pass "
+                   "are counted in the backward working set. Mamba's context-parallel all-to-all buffers are not "
+                   "counted.")
+    if "gdn" in mixers:
+        out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
+                   "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
         out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
     elif tr.cross_entropy_loss_fusion:

@@ -8,6 +8,8 @@ previous key), so the file stays a plain, copyable configuration:
 - ``title``: the model's name;
 - ``source``: where the model section comes from (a ``config.json``, a model card, a paper);
 - ``hf_config``: the file name of that ``config.json`` among the reference copies, when there is one;
+- ``hf_id``: the Hub id of that ``config.json`` in the model catalog (:mod:`estimator.hf_catalog`), when it
+  is there;
 - ``published_total`` / ``published_active``: the parameter counts as their owner publishes them, exact
   (``8,030,261,248``) or rounded (``72.7B``); ``published_total_excludes: mtp`` where the owner's total
   leaves out the multi-token-prediction layers; ``published_active_excludes: embedding`` where the owner
@@ -144,6 +146,7 @@ def preset_info(name: str) -> dict:
         "title": h.get("title", name),
         "source": h.get("source"),
         "hf_config": h.get("hf_config"),
+        "hf_id": h.get("hf_id"),
         "published_total": total,
         "published_total_text": h.get("published_total"),
         "published_total_exact": total_exact,

@@ -84,6 +84,11 @@ class ModelConfig:
         flag="--moe-shared-expert-intermediate-size")
     moe_shared_expert_gate: bool = _f(False, "A sigmoid gate (h weights) on the shared expert output, as in "
                                       "Qwen2-MoE.", type="bool", flag="--moe-shared-expert-gate")
+    moe_latent_size: int | None = _f(None, "Latent MoE (Nemotron 3 Super): the routed experts work in a latent space "
+                                     "of this width; fc1_latent_proj (h x latent) before the dispatch and "
+                                     "fc2_latent_proj after the combine, replicated over the tensor-parallel ranks. "
+                                     "Null: experts take the hidden size.", type="int", min=1,
+                                     flag="--moe-latent-size")
     moe_layer_freq: int | list[int] = _f(1, "Which layers are MoE: an int k makes every k-th layer MoE "
                                          "(1 = all); a 0/1 list of length num_layers gives the pattern, e.g. "
                                          "[0, 0, 0, 1, ...] for first-k-dense; null means 1.", type="int_or_list", nullable=True,
@@ -150,6 +155,25 @@ class ModelConfig:
                                  type="bool")
     qk_layernorm: bool = _f(False, "Norm on queries and keys per head (Qwen3, OLMo 2); with MLA, the q/kv "
                             "latent norms.", type="bool", flag="--qk-layernorm")
+    qk_l2_norm: bool = _f(False, "Llama 4: a parameter-free L2 norm of queries and keys (Megatron-Core's L2Norm) "
+                          "in every attention layer; keeps the QKV output and one fp32 statistic per head.",
+                          type="bool", flag="--qk-l2-norm")
+    post_layernorm: bool = _f(False, "Gemma 2/3: a norm after the attention output projection and one after fc2 "
+                              "(Hugging Face's post_attention_layernorm and post_feedforward_layernorm), as "
+                              "Megatron-Bridge's Gemma layer spec builds them (TERowParallelLinearLayerNorm, its "
+                              "post_layernorm). Megatron-LM has no flag for it.", type="bool")
+    final_logit_softcapping: float | None = _f(None, "Gemma 2: logits capped as c tanh(logits / c) "
+                                               "(Megatron-Bridge's Gemma2OutputLayer), which keeps one more "
+                                               "logits-sized tensor for the backward pass. Null: no capping. "
+                                               "Megatron-LM has no flag for it.", type="float", min=0.0)
+    softmax_type: str = _f("vanilla", "Attention softmax. learnable (GPT-OSS's attention sinks) adds one learned "
+                           "logit per head and attention layer (split over the tensor-parallel ranks); off-by-one "
+                           "adds a fixed one and no parameters.", type="str",
+                           choices=("vanilla", "off-by-one", "learnable"), flag="--softmax-type")
+    attention_output_gate: bool = _f(False, "Gated attention (Qwen3-Next): the QKV projection also produces a "
+                                     "per-head gate (a x kv_channels more outputs), and the attention output is "
+                                     "multiplied by its sigmoid before the output projection.", type="bool",
+                                     flag="--attention-output-gate")
     add_bias_linear: bool = _f(False, "Biases on every linear layer. Megatron's own default is true "
                                "(--disable-bias-linear turns it off).", type="bool", flag="--add-bias-linear")
     add_qkv_bias: bool = _f(False, "Bias on the QKV projection only (Qwen2/Qwen2.5).", type="bool",
@@ -174,6 +198,42 @@ class ModelConfig:
     mtp_num_layers: int | None = _f(None, "Multi-token-prediction layers (DeepSeek-V3: 1). They run on the "
                                     "last pipeline stage and share the embedding and output layer.",
                                     type="int", min=0, max=MAX_LAYERS, flag="--mtp-num-layers")
+    hybrid_layer_pattern: str | None = _f(
+        None, "Hybrid models (Nemotron-H, Nemotron 3): one symbol per layer, M Mamba-2 mixer, * self-attention, "
+        "- MLP, E MoE, G gated delta net; each symbol is a whole layer with its own norm. | splits the layers "
+        "into pipeline chunks (their number a multiple of pipeline_model_parallel_size; more chunks than stages "
+        "make virtual stages); /PATTERN after the main pattern adds one multi-token-prediction layer of that "
+        "pattern, e.g. M*M-/M-/M- for two. Null: a GPT model (attention and MLP in every layer).", type="str",
+        flag="--hybrid-layer-pattern")
+    mamba_state_dim: int = _f(128, "Hybrid models: SSM state size N of the Mamba-2 mixer (Hugging Face "
+                              "ssm_state_size).", type="int", min=1, max=MAX_WIDTH, flag="--mamba-state-dim")
+    mamba_head_dim: int = _f(64, "Hybrid models: width of one Mamba-2 head.", type="int", min=1, max=MAX_WIDTH,
+                             flag="--mamba-head-dim")
+    mamba_num_groups: int = _f(8, "Hybrid models: groups of the Mamba-2 B and C projections (Hugging Face "
+                               "n_groups); must divide the heads and be divisible by the tensor-parallel size.",
+                               type="int", min=1, max=MAX_HEADS, flag="--mamba-num-groups")
+    mamba_num_heads: int | None = _f(None, "Hybrid models: Mamba-2 heads; the inner width is heads x "
+                                     "mamba_head_dim.", type="int", min=1, max=MAX_HEADS,
+                                     derived="2 x hidden_size / mamba_head_dim (Megatron-Core's expand of 2)",
+                                     flag="--mamba-num-heads")
+    experimental_attention_variant: str | None = _f(
+        None, "Linear attention (Qwen3-Next): gdn puts a gated delta net in the layers linear_attention_freq "
+        "names, full attention in the others. Megatron-Core's deprecated alias gated_delta_net is accepted.",
+        type="str", choices=("gdn", "gated_delta_net"), flag="--experimental-attention-variant")
+    linear_attention_freq: int | list[int] | None = _f(
+        None, "Gated delta net: which layers are linear attention; an int k makes every k-th layer full "
+        "attention and the others linear (Qwen3-Next: 4); a 0/1 list of length num_layers gives the pattern "
+        "(1 linear, 0 full).", type="int_or_list", flag="--linear-attention-freq")
+    linear_conv_kernel_dim: int = _f(4, "Gated delta net: width of the causal convolution on q, k and v.",
+                                     type="int", min=1, max=MAX_WIDTH, flag="--linear-conv-kernel-dim")
+    linear_key_head_dim: int = _f(128, "Gated delta net: width of one query/key head.", type="int", min=1, max=MAX_WIDTH,
+                                  flag="--linear-key-head-dim")
+    linear_value_head_dim: int = _f(128, "Gated delta net: width of one value (and output gate) head.",
+                                    type="int", min=1, max=MAX_WIDTH, flag="--linear-value-head-dim")
+    linear_num_key_heads: int = _f(16, "Gated delta net: query/key heads.", type="int", min=1, max=MAX_HEADS,
+                                   flag="--linear-num-key-heads")
+    linear_num_value_heads: int = _f(32, "Gated delta net: value heads (a multiple of the key heads).",
+                                     type="int", min=1, max=MAX_HEADS, flag="--linear-num-value-heads")
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -289,7 +289,8 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
 
     ``model_or_config``: a preset name, a configuration (path, YAML/JSON text, dict or Config; its
     parallelism and layout fields are replaced, its other fields kept; a pipeline_model_parallel_layout,
-    account_for_*_in_pipeline_split or microbatch_group_size_per_vp_stage is dropped with a note, as the
+    account_for_*_in_pipeline_split or microbatch_group_size_per_vp_stage (or a hybrid pattern's '|' pipeline
+    segments) is dropped with a note, as the
     search places layers by its own even and uneven splits) or a bare model section (dict).
     ``num_gpus``: one world size or several. ``gpu``: a name known to :mod:`estimator.gpus`
     (``"H100-80GB"``) or the memory in bytes. A layout fits when its peak ``device_bytes`` is at most
@@ -363,9 +364,7 @@ def _describe(eng: _Engine, data: dict, est) -> Layout:
                 r.v, r.cp, r.ep, r.etp, r.sp)
     if any(getattr(par, k) not in (None, False) for k in SPLIT_NOT_SEARCHED[:3]):
         # A layout string or account_for slots: the cost model's stage sizes are this configuration's own.
-        moe = eng.r0.moe_layers
-        eng._kinds[(sh.p, sh.first, sh.last, sh.v)] = tuple(
-            (sum(map(len, st.layers)), sum(sum(moe[c.start:c.stop]) for c in st.layers)) for st in r.plan)
+        eng._kinds[(sh.p, sh.first, sh.last, sh.v)] = tuple(eng.stage_kind_counts(st.layers) for st in r.plan)
     d = tr.use_distributed_optimizer
     eng.bm.setdefault(d, byte_model(r))
     rc, rc_cost = eng.recompute_of(tr, sh)

@@ -140,7 +140,7 @@ class _CostModel:
         key = (p, first, last, v)
         if key not in self._max_cache:
             kinds = self._stage_kinds(p, first, last, v)
-            self._max_cache[key] = (max(c for c, _ in kinds), max(m for _, m in kinds))
+            self._max_cache[key] = (max(k[0] for k in kinds), max(k[1] for k in kinds))
         return self._max_cache[key]
 
     def traffic(self, sh: _Shape) -> dict:

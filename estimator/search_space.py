@@ -42,7 +42,7 @@ from .config import (interleaving_problem, load_config, parse_text, path_kind, r
                      validate)
 from .errors import ConfigError, PresetNotFoundError, Problem, clip, show
 from .memory import stage_memory
-from .params import attention, dense_mlp, moe_experts, moe_router, shared_expert
+from .layers import kind_params
 from .report import GIB
 from .resolve import resolve, stage_counts, stage_layers
 from .schema import (MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config,
@@ -292,6 +292,13 @@ class _Engine(_CostModel):
             {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
         self.par_keep = {k: par_d[k] for k in _PAR_KEPT if k in par_d}
         self.dropped = {k: par_d[k] for k in SPLIT_NOT_SEARCHED if par_d.get(k) not in (None, False)}
+        pattern = model_d.get("hybrid_layer_pattern")
+        if isinstance(pattern, str) and "|" in pattern.split("/")[0]:
+            # A hybrid pattern's '|' segments fix the pipeline split, as a layout string does: the search chooses
+            # the split, so it drops them (the layers stay as written).
+            main, *mtp = pattern.split("/")
+            model_d = dict(model_d, hybrid_layer_pattern="/".join([main.replace("|", ""), *mtp]))
+            self.dropped["hybrid_layer_pattern pipeline segments"] = pattern
         s = seq_length or (data.get("training") or {}).get("seq_length") or model_d.get("max_position_embeddings")
         if s is None:
             raise _problem("seq_length", None, "is required (the model sets no max_position_embeddings)")
@@ -357,10 +364,7 @@ class _Engine(_CostModel):
         if cfg.training.attention_backend in ("unfused", "local"):
             mods.insert(0, "core_attn")
         self.selective_modules = tuple(mods)
-        att = attention(r)
-        self.dense_layer = att + dense_mlp(r)
-        self.moe_dense = att + moe_router(r) + shared_expert(r)
-        self.experts = moe_experts(r) if r.E else None
+        self.kind_params = [kind_params(r, kind) for kind in r.kinds]
         tr, par = cfg.training, cfg.parallelism
         self.states_may_shrink = (par.use_megatron_fsdp or par.use_torch_fsdp2 or tr.peft is not None
                                   or tr.optimizer_cpu_offload or tr.optimizer != "adam"
@@ -375,38 +379,47 @@ class _Engine(_CostModel):
         self._setup_cost()
 
     def _stage_kinds(self, p, first, last, v) -> tuple:
+        """Per stage: (layers, MoE layers, layers of each kind)."""
         key = (p, first, last, v)
         if key not in self._kinds:
-            moe = self.r0.moe_layers
-            self._kinds[key] = tuple(
-                (sum(len(c) for c in chunks), sum(sum(moe[c.start:c.stop]) for c in chunks))
-                for chunks in stage_layers(self.r0.L, p, v, first, last))
+            self._kinds[key] = tuple(self.stage_kind_counts(chunks)
+                                     for chunks in stage_layers(self.r0.L, p, v, first, last))
         return self._kinds[key]
 
     def _distinct_kinds(self, p, first, last, v) -> tuple:
-        """The distinct (layers, MoE layers) of the stages, in stage order (most stages are alike)."""
+        """The distinct (layers, MoE layers, layers of each kind) of the stages, in stage order (most stages
+        are alike)."""
         key = (p, first, last, v)
         if key not in self._distinct:
             self._distinct[key] = tuple(dict.fromkeys(self._stage_kinds(p, first, last, v)))
         return self._distinct[key]
 
-    def _layer_params(self, t, ep, etp) -> tuple[int, int, int]:
+    def stage_kind_counts(self, chunks) -> tuple:
+        """(layers, MoE layers, layers of each kind) of one stage holding the decoder-layer ranges ``chunks``."""
+        r = self.r0
+        counts = [0] * len(r.kinds)
+        for c in chunks:
+            for k in r.layer_kinds[c.start:c.stop]:
+                counts[k] += 1
+        return (sum(counts), sum(n for n, kind in zip(counts, r.kinds) if kind.moe), tuple(counts))
+
+    def _layer_params(self, t, ep, etp) -> tuple:
+        """Per kind: (dense parameters, routed-expert parameters) one GPU holds of one such layer."""
         key = (t, ep, etp)
         if key not in self._per_layer:
-            e = self.experts
-            self._per_layer[key] = (self.dense_layer.per_rank(t), self.moe_dense.per_rank(t),
-                                    e.sharded // (ep * etp) + e.replicated // ep if e else 0)
+            self._per_layer[key] = tuple((d.per_rank(t), e.sharded // (ep * etp) + e.replicated // ep)
+                                         for d, e in self.kind_params)
         return self._per_layer[key]
 
     def state_floor(self, sh: _Shape, d: bool) -> tuple[int, int, int]:
         """A lower bound of the model-state bytes of the fullest stage (decoder layers only: no embedding,
         output layer or MTP), with the dense and expert parameters of the stage holding the most."""
-        dense_l, moe_d, moe_e = self._layer_params(sh.t, sh.ep, sh.etp)
+        per_kind = self._layer_params(sh.t, sh.ep, sh.etp)
         bm = self.bm[d]
         worst = (-1, 0, 0)
-        for n_layers, n_moe in self._distinct_kinds(sh.p, sh.first, sh.last, sh.v):
-            dense_p = (n_layers - n_moe) * dense_l + n_moe * moe_d
-            exp_p = n_moe * moe_e
+        for _, _, counts in self._distinct_kinds(sh.p, sh.first, sh.last, sh.v):
+            dense_p = sum(n * dd for n, (dd, _) in zip(counts, per_kind))
+            exp_p = sum(n * e for n, (_, e) in zip(counts, per_kind))
             st = state_bytes(bm, dense_p, 0, exp_p, sh.n // (sh.t * sh.p), max(sh.edp, 1))
             total = st.weights + st.gradients + st.optimizer
             if total > worst[0]:

@@ -122,7 +122,8 @@ def megatron_lm_args(config) -> SimpleNamespace:
         num_experts=m.num_experts, moe_router_topk=m.moe_router_topk or 2,
         moe_ffn_hidden_size=r.fm if r.E else None,
         moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size,
-        moe_shared_expert_gate=m.moe_shared_expert_gate, moe_latent_size=None, moe_layer_freq=_freq(cfg),
+        moe_shared_expert_gate=m.moe_shared_expert_gate, moe_latent_size=m.moe_latent_size,
+        moe_layer_freq=_freq(cfg),
         mtp_num_layers=m.mtp_num_layers or None, hybrid_layer_pattern=None,
         tensor_model_parallel_size=r.t, pipeline_model_parallel_size=r.p, context_parallel_size=r.cp,
         expert_model_parallel_size=r.ep, expert_tensor_parallel_size=r.etp,
@@ -155,7 +156,8 @@ def megatron_bridge_config(config) -> SimpleNamespace:
         expert_model_parallel_size=r.ep, expert_tensor_parallel_size=r.etp, num_moe_experts=m.num_experts,
         moe_layer_freq=_freq(cfg), moe_router_topk=m.moe_router_topk or 2,
         moe_ffn_hidden_size=m.moe_ffn_hidden_size,
-        moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size, moe_latent_size=None,
+        moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size,
+        moe_latent_size=m.moe_latent_size,
         mtp_num_layers=m.mtp_num_layers, gated_linear_unit=r.gated,
         activation_func="silu" if m.activation_func in ("swiglu", "silu") else m.activation_func,
         sequence_parallel=tr.sequence_parallel and r.t > 1, recompute_granularity=tr.recompute_granularity)
@@ -206,6 +208,7 @@ def estimate_training_memory(cfg, num_microbatches: int | None = None, formula: 
         cfg = load_config(cfg)
         if num_microbatches is None:
             num_microbatches = resolve(cfg).m
+        _refuse_layers_upstream_cannot_count(cfg, formula)
     else:
         _check_upstream(cfg, overrides or {}, formula)
     try:
@@ -243,6 +246,22 @@ def _check_upstream(args, overrides: Mapping, formula: str) -> None:
         if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
             raise ConfigError(Problem(f"{formula}.{k}", show(v), f"must be between {spec.min:g} and {spec.max:,}, "
                                       f"got {show(v)}"))
+
+
+def _refuse_layers_upstream_cannot_count(cfg: Config, formula: str) -> None:
+    """Megatron-LM's report prints "not yet supported for hybrid Mamba-Transformer models" and neither formula
+    knows gated delta nets, attention sinks or post-norms: a figure for them would be a GPT model's."""
+    from .errors import UnsupportedError
+    m = cfg.model
+    what = [name for name, on in (("hybrid_layer_pattern (Mamba / hybrid layers)", m.hybrid_layer_pattern),
+                                  ("experimental_attention_variant (gated delta net)",
+                                   m.experimental_attention_variant),
+                                  ("attention_output_gate", m.attention_output_gate),
+                                  ("post_layernorm", m.post_layernorm)) if on]
+    if what:
+        raise UnsupportedError(f"the {formula} formula has no term for {', '.join(what)} (Megatron-LM's report "
+                               "says \"not yet supported for hybrid Mamba-Transformer models\"); use formula "
+                               "'estimator'")
 
 
 def _from_estimator(cfg: Config, num_microbatches: int | None) -> TrainingMemoryEstimate:

@@ -146,8 +146,8 @@ def parse_value(path: str, raw):
     text = raw.strip()
     if text == "":
         return UNSET                        # not changed: the preset's value stays
-    if text.lower() in ("null", "none", "~"):
-        return None
+    if text.lower() in ("null", "none", "~") and not (spec.choices and text.lower() in spec.choices):
+        return None                         # (position_embedding_type's choice "none" is a value, not null)
     t = spec.type
     try:
         if t == "int":

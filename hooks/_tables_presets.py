@@ -25,8 +25,10 @@ import _tables_svg as svg
 
 PARAM_COMPONENTS = (
     ("embedding", "Word embedding"), ("position_embedding", "Position embedding"), ("attention", "Attention"),
+    ("mamba", "Mamba-2 mixers"), ("linear_attention", "Gated delta nets (linear attention)"),
     ("mlp", "Dense MLP"), ("moe_router", "MoE routers (and shared-expert gates)"),
-    ("moe_experts", "Routed experts"), ("moe_shared_experts", "Shared experts"), ("norms", "Norms"),
+    ("moe_experts", "Routed experts"), ("moe_shared_experts", "Shared experts"),
+    ("moe_latent", "Latent MoE projections"), ("norms", "Norms"),
     ("output_layer", "Output layer (untied)"), ("mtp", "Multi-token prediction"),
 )
 RECOMPUTE = {
@@ -38,7 +40,7 @@ RECOMPUTE = {
              "recompute_modules": None},
 }
 ACTIVATIONS = {"swiglu": "SwiGLU", "geglu": "GeGLU", "gelu": "GELU", "silu": "SiLU", "relu": "ReLU",
-               "squared_relu": "squared ReLU"}
+               "squared_relu": "squared ReLU", "quick_gelu": "quick GELU"}
 LAYOUT_KEYS = {"tp", "pp", "cp", "ep", "etp", "sp", "recompute"}
 
 
@@ -123,18 +125,33 @@ def _attention_label(r) -> str:
         return (f"Multi-latent attention: {r.a} heads, {q}, key/value rank {r.kv_lora}, "
                 f"head width {r.qk_dim} + {r.rope_dim} rotary, value width {r.v_dim}")
     kind = "Multi-head" if r.g == r.a else ("Multi-query" if r.g == 1 else "Grouped-query")
-    return f"{kind} attention: {r.a} query heads, {r.g} key/value heads, head width {r.dh}"
+    extra = "".join(x for x, on in ((", output gate", r.gate), (", learned attention sinks", r.sinks)) if on)
+    return f"{kind} attention: {r.a} query heads, {r.g} key/value heads, head width {r.dh}{extra}"
+
+
+def _layers_label(r, p) -> str:
+    if len(p.layer_kinds) > 1 and (r.cfg.model.hybrid_layer_pattern or any(k.mixer == "gdn" for k in r.kinds)):
+        kinds = "; ".join(f"{n} {label}" for label, n in p.layer_kinds.items())
+        return f"{r.L} ({kinds})"
+    return f"{r.L}" + (f" ({p.dense_layers} dense, {p.moe_layers} MoE)" if r.E else "")
 
 
 def model_summary(cfg, r, p) -> list[tuple[str, str]]:
     m = cfg.model
-    rows = [("Layers", f"{r.L}" + (f" ({p.dense_layers} dense, {p.moe_layers} MoE)" if r.E else "")
-             + (f" + {r.mtp} multi-token-prediction" if r.mtp else "")),
+    rows = [("Layers", _layers_label(r, p) + (f" + {r.mtp} multi-token-prediction" if r.mtp else "")),
             ("Hidden size", f"{r.h:,}"), ("Attention", _attention_label(r))]
+    if r.mamba:
+        mb = r.mamba
+        rows.append(("Mamba-2", f"{mb.heads} heads of {mb.head_dim}, {mb.groups} groups, state {mb.state}"))
+    if r.gdn:
+        g = r.gdn
+        rows.append(("Gated delta net", f"{g.key_heads} key heads of {g.key_dim}, {g.value_heads} value heads of "
+                     f"{g.value_dim}, convolution {g.conv}"))
     act = ACTIVATIONS.get(m.activation_func, m.activation_func)
     act += " (gated)" if r.gated and m.activation_func not in ("swiglu", "geglu") else ""
     if r.E:
         rows.append(("Experts", f"{r.E} routed, top-{r.k}, expert width {r.fm:,}"
+                     + (f", latent width {r.lat:,}" if r.lat else "")
                      + (f"; shared expert width {r.fs:,}" if r.fs else "; no shared expert")))
         if p.dense_layers:
             rows.append(("Dense MLP", f"{act}, width {r.f:,} (the {p.dense_layers} dense layers)"))
@@ -144,7 +161,9 @@ def model_summary(cfg, r, p) -> list[tuple[str, str]]:
         rows.append(("MLP", f"{act}, width {r.f:,}"))
     rows += [("Vocabulary", f"{r.V:,} (padded to {r.Vp:,} at TP {r.t})"),
              ("Position embedding", m.position_embedding_type), ("Normalization", m.normalization
-                                                                 + (", query/key norm" if m.qk_layernorm else "")),
+                                                                 + (", query/key norm" if m.qk_layernorm else "")
+                                                                 + (", post-attention and post-MLP norms"
+                                                                    if m.post_layernorm else "")),
              ("Embeddings", "untied (separate output layer)" if not r.tied else "tied to the output layer"),
              ("Sequence length", f"{r.s:,} tokens")]
     return rows

@@ -40,9 +40,10 @@ def test_every_reference_config_imports_with_its_exact_count(reference):
     assert len(files) >= 10
     seen = set()
     for path in files:
-        if path.stem.startswith("gpt-oss"):
-            with pytest.raises(UnsupportedError, match="attention sinks"):
-                from_hf_config(path)
+        if path.stem == "gpt-oss-120b":
+            # KerasHub's gpt_oss_120b_en preset: "params" 116,829,156,672 (keras-team/keras-hub @ 71453d08 :
+            # keras_hub/src/models/gpt_oss/gpt_oss_presets.py); SOURCES.md gives only the MXFP4 byte total.
+            assert _total_without_mtp(from_hf_config(path)) == 116_829_156_672
             continue
         assert _total_without_mtp(from_hf_config(path)) == EXACT[path.stem], path.name
         seen.add(path.stem)

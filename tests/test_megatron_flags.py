@@ -39,6 +39,8 @@ FLEX = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type flex"
 TEG = BF16 + " --cuda-graph-impl transformer_engine"
 DEFER = PP2 + " --global-batch-size 8 --defer-embedding-wgrad-compute"
 FP8CS = FP8 + " --fp8-recipe tensorwise"
+GDN = BF16 + " --experimental-attention-variant gdn --linear-attention-freq 2"
+HYB = BF16 + " --hybrid-layer-pattern M*M-"
 
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
@@ -175,6 +177,25 @@ CHANGES = {
     "num_layers_at_start_in_bf16": (FP8CS + " --first-last-layers-bf16", "--num-layers-at-start-in-bf16 2"),
     "num_layers_at_end_in_bf16": (FP8CS + " --first-last-layers-bf16", "--num-layers-at-end-in-bf16 2"),
     "moe_router_dtype": (MOE, "--moe-router-dtype fp32"),
+    "softmax_type": (BF16, "--softmax-type learnable"),
+    "attention_output_gate": (BF16, "--attention-output-gate"),
+    "qk_l2_norm": (BF16, "--qk-l2-norm"),
+    "moe_latent_size": (MOE, "--moe-latent-size 128"),
+    "experimental_attention_variant": (BF16 + " --linear-attention-freq 2", "--experimental-attention-variant gdn",
+                                       BF16),
+    "linear_attention_freq": (GDN, "--linear-attention-freq 4"),
+    "linear_conv_kernel_dim": (GDN, "--linear-conv-kernel-dim 8"),
+    "linear_key_head_dim": (GDN, "--linear-key-head-dim 64"),
+    "linear_value_head_dim": (GDN, "--linear-value-head-dim 64"),
+    "linear_num_key_heads": (GDN, "--linear-num-key-heads 8"),
+    "linear_num_value_heads": (GDN, "--linear-num-value-heads 16"),
+    "hybrid_layer_pattern": (BF16, "--hybrid-layer-pattern M*M-"),
+    "hybrid_override_pattern": (BF16, "--hybrid-override-pattern M*M-"),
+    "mtp_hybrid_override_pattern": (HYB + " --mtp-num-layers 1", "--mtp-hybrid-override-pattern M-"),
+    "mamba_state_dim": (HYB, "--mamba-state-dim 64"),
+    "mamba_head_dim": (HYB, "--mamba-head-dim 32"),
+    "mamba_num_groups": (HYB, "--mamba-num-groups 4"),
+    "mamba_num_heads": (HYB, "--mamba-num-heads 8"),
 }
 
 

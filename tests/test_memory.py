@@ -218,6 +218,8 @@ def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
     norm 4*256*256 + router logits and probabilities 2*2*256*4 (bf16, TopKRouter.gating keeps the input dtype)
     + rows * (2h in + 2h out) + fc1 out 2*R*fm*up + act 2*R*fm [+ 2*R*fm]."""
     from estimator.activations import layer_activations
+    from estimator.layers import LayerKind
+    moe_layer = LayerKind("attention", "moe")
     moe = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000, "num_experts": 4,
            "moe_router_topk": 2, "moe_ffn_hidden_size": 128}
     R, fm, h = 512, 128, 256
@@ -226,8 +228,8 @@ def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
                                            training={"seq_length": 256})))
     swiglu = resolve(load_config(make_config({**moe, "activation_func": "swiglu", "gated_linear_unit": True},
                                              training={"seq_length": 256})))
-    assert layer_activations(gelu, True).mlp == base + 2 * R * fm + 2 * R * fm
-    assert layer_activations(swiglu, True).mlp == base + 2 * R * 2 * fm
+    assert layer_activations(gelu, moe_layer).mlp == base + 2 * R * fm + 2 * R * fm
+    assert layer_activations(swiglu, moe_layer).mlp == base + 2 * R * 2 * fm
 
 
 def test_qk_layernorm_keeps_input_copies_and_outputs_of_q_and_k():

@@ -128,8 +128,9 @@ def test_import_hf_config(reference):
     assert out["estimate"]["parameters"]["total"] == 8_190_735_360            # Qwen3-8B, SOURCES.md
     bad = web.import_text({"preset": "tiny"}, "hf", "{not json")
     assert bad["errors"][0]["field"] == "import.hf" and "invalid JSON" in bad["errors"][0]["message"]
-    gpt = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "gpt_oss", "architectures": ["GptOss"]}))
-    assert gpt["errors"][0]["field"] == "import.hf" and "not supported" in gpt["errors"][0]["message"]
+    dsa = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "deepseek_v32",
+                                                                "architectures": ["DeepseekV32ForCausalLM"]}))
+    assert dsa["errors"][0]["field"] == "import.hf" and "not supported" in dsa["errors"][0]["message"]
 
 
 def test_import_yaml_and_megatron():
@@ -340,6 +341,16 @@ def test_import_megatron_args_says_what_each_flag_does():
     assert [e["message"].split(":")[0] for e in bad["errors"]] == ["--keep-fp8-transpose-cache", "--optimizer"]
     assert bad["refused"][1] == {"flag": "--optimizer lion", "reason": "the states of Lion, SOAP and adaptive Muon "
                                  "are not modelled (adam, sgd, muon and dist_muon are)"}
+
+
+def test_a_choice_spelled_none_is_a_value_not_null():
+    """Regression: a hybrid model imported by Hub id has position_embedding_type "none" (Nemotron-H has no
+    position embedding); the form must not read that choice as null."""
+    state = {"preset": "tiny", "values": {}, "gpu": None}
+    res = web.import_text(state, "hf", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert res["state"]["values"]["model.position_embedding_type"] == "none"
+    out = web.compute(res["state"])
+    assert not out.get("errors") and out["estimate"]["parameters"]["total"] == 31_577_940_288
 
 
 # --- hostile requests (issue 15): strict JSON out, a clear error for anything malformed ---------------------

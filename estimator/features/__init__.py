@@ -75,8 +75,9 @@ class Plan:
         par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
         self.extra_in_flight = schedule.extra_in_flight(r)
         self.frozen = tr.peft is not None
+        acts = dict(enumerate(acts))    # layer-kind index (r.kinds) -> LayerActivations
         if self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none":
-            acts = {k: layer_activations(r, k, parts=True) for k in acts}
+            acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
             self.adapters = peft.adapter_params(r)
@@ -86,16 +87,16 @@ class Plan:
         self.bf16 = schedule.bf16_layers(r)
         if self.bf16:
             rb = schedule.bf16_resolved(r)
-            self.acts_bf16 = {k: layer_activations(rb, k) for k in acts}
+            self.acts_bf16 = {k: layer_activations(rb, rb.kinds[k]) for k in acts}
         self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
         self.full_recompute = tr.recompute_granularity == "full"
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.fine = tr.fine_grained_activation_offloading and bool(tr.offload_modules)
         if self.fine:
-            self.fine_off = {k: offload.offloaded_parts(r, k, a.parts) for k, a in acts.items()}
+            self.fine_off = {k: offload.offloaded_parts(r, r.kinds[k].moe, a.parts) for k, a in acts.items()}
         self.graphs = tr.cuda_graph_impl != "none"
         if self.graphs:
-            self.graph_pool = cuda_graphs.graph_pool(r, acts)
+            self.graph_pool = cuda_graphs.graph_pool(r, [(r.kinds[k].moe, a) for k, a in acts.items()])
             self.graph_static = cuda_graphs.static_bytes_per_callable(r)
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
@@ -125,24 +126,25 @@ class Plan:
 
     # ------------------------------------------------------------------ per layer and chunk helpers
     def _kinds(self, c: range) -> list:
-        moe = self.r.moe_layers
-        return [bool(moe[i]) for i in c] if self.r.E else [False] * len(c)
+        """The layer-kind index (``r.kinds``) of each decoder layer of a chunk."""
+        kinds = self.r.layer_kinds
+        return [kinds[i] for i in c]
 
-    def _layer_params(self, moe: bool) -> tuple[int, int]:
-        """(elements, linear elements) of one decoder layer on one GPU."""
-        d_dense, d_lin, m_dense, m_lin, m_exp = self.layout[:5]
-        return (m_dense + m_exp, m_lin + m_exp) if moe else (d_dense, d_lin)
+    def _layer_params(self, k: int) -> tuple[int, int]:
+        """(elements, linear elements) of one decoder layer of kind ``k`` on one GPU."""
+        dense, lin, exp = self.layout[0][k]
+        return dense + exp, lin + exp
 
     def _chunk_extra(self, c: range) -> tuple[int, int]:
         """(FP8 weight copies, bf16-layer difference) kept by one micro-batch of one chunk."""
         if self.full_recompute or not (self.nocache or self.bf16):
             return 0, 0
         copies = delta = 0
-        for i, moe in zip(c, self._kinds(c)):
+        for i, k in zip(c, self._kinds(c)):
             if i in self.bf16:
-                delta += self.acts_bf16[moe].saved - self.acts[moe].saved
+                delta += self.acts_bf16[k].saved - self.acts[k].saved
             elif self.nocache:
-                copies += self.bm.fp8_cache * self._layer_params(moe)[1]
+                copies += self.bm.fp8_cache * self._layer_params(k)[1]
         return copies, delta
 
     # ------------------------------------------------------------------ one stage
@@ -232,7 +234,8 @@ class Plan:
         if self.deferred and last:
             transient["deferred_output_wgrad"] = self.deferred
         if self.graphs:
-            n_callables = sum(cuda_graphs.callables(r, k) for c_idx in flight for k in self._kinds(chunks[c_idx]))
+            n_callables = sum(cuda_graphs.callables(r, r.kinds[k].moe) for c_idx in flight
+                              for k in self._kinds(chunks[c_idx]))
             if n_callables:
                 transient["cuda_graph_static_buffers"] = n_callables * self.graph_static
             if self.graph_pool:
@@ -240,7 +243,7 @@ class Plan:
 
         # --- outside the allocator, and pools of their own ------------------------------------
         outside = dict(self.outside)
-        if self.flex and any(kinds):
+        if self.flex and any(r.kinds[k].moe for k in kinds):
             outside[self.flex[0]] = self.flex[1]
         exempt = 0
         if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):

@@ -54,14 +54,15 @@ def static_bytes_per_callable(r) -> int:
     return 2 * B * Tn * r.h
 
 
-def graph_pool(r, acts: dict) -> int:
-    """The working set of the largest captured region, held in the private pool."""
+def graph_pool(r, acts: list) -> int:
+    """The working set of the largest captured region, held in the private pool; ``acts`` holds (MoE layer?,
+    LayerActivations) per layer kind."""
     tr = r.cfg.training
     if tr.cuda_graph_impl == "none":
         return 0
     mods = set(tr.cuda_graph_modules or ())
     out = 0
-    for moe, a in acts.items():
+    for moe, a in acts:
         if tr.cuda_graph_impl == "full_iteration" or not mods or ("mlp" in mods and not moe) or \
                 ("moe" in mods and moe):
             out = max(out, a.backward_peak + a.recompute_peak)

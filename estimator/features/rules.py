@@ -30,6 +30,17 @@ def feature_problems(cfg) -> list[Problem]:
             add(field, list(value) if isinstance(value, tuple) else value, f"applies only with {what}")
 
     fsdp = par.use_megatron_fsdp or par.use_torch_fsdp2
+    # Layers other than attention + MLP / MoE (estimator/layers): the features below name the tensors of
+    # attention and MLP layers only.
+    other_layers = m.hybrid_layer_pattern or m.experimental_attention_variant
+    if other_layers:
+        for field, value, on in (("training.peft", tr.peft, tr.peft is not None),
+                                 ("training.fine_grained_activation_offloading", True,
+                                  tr.fine_grained_activation_offloading),
+                                 ("training.cuda_graph_impl", tr.cuda_graph_impl, tr.cuda_graph_impl != "none")):
+            if on:
+                add(field, value, "not modelled for hybrid (Mamba) or linear-attention (gated delta net) layers "
+                    "yet: the estimator names the saved tensors of attention and MLP layers only")
     # FSDP ----------------------------------------------------------------------------------------
     if par.use_megatron_fsdp and par.use_torch_fsdp2:
         add("parallelism.use_torch_fsdp2", True, "use_megatron_fsdp and use_torch_fsdp2 exclude each other")

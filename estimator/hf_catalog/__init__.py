@@ -12,7 +12,8 @@ One JSON file per model lies beside this module, named ``<org>--<name>.json`` af
   rounded text such as ``"671B"``), ``of`` (the Hub id it was published for, where a sibling with the same
   shapes stands in), ``kind`` (``safetensors``: the Hub API's total; ``keras-hub``: a KerasHub preset's
   ``params``; ``model-card``: the owner's README), ``source``, ``excludes`` (``["mtp"]`` where the figure
-  leaves out multi-token-prediction layers) and a ``note``;
+  leaves out multi-token-prediction layers), ``mtp_layers`` (where the figure counts that many MTP layers the
+  ``config.json`` does not state: the checkpoint's ``mtp.*`` tensors) and a ``note``;
 - ``config``: the configuration, every key and value exactly as published.
 
 :func:`get` resolves an id (case-insensitive) and, for an unknown one, raises :class:`ConfigError` naming the

@@ -1,0 +1,118 @@
+"""Multi-latent attention (DeepSeek-V2/V3, Kimi-K2, Moonlight), with its input norm.
+
+Megatron-Core ``megatron/core/transformer/multi_latent_attention.py`` ``MLASelfAttention``. Symbols: h hidden
+size, a heads, qk / rope / v the per-head query-key, rotary and value widths, q_lora and kv_lora the
+compression ranks, nw weights per norm element.
+
+Parameters::
+
+    q_down    h q_lora + nw q_lora norm   (replicated: a TELinear down-projection)
+    q_up      q_lora a (qk + rope)        (without query compression: q_proj h a (qk + rope))
+    kv_down   h (kv_lora + rope) + nw kv_lora norm   (replicated)
+    kv_up     kv_lora a (qk + v)
+    output    a v h
+    norm      nw h input norm
+
+plus the biases of each projection with add_bias_linear. The up- and output projections are split over the
+tensor-parallel ranks; the down-projections and the latent norms are replicated.
+
+Activations per micro-batch on one GPU, in bytes::
+
+    4 Tn h + 4 Tn q_lora + 4 Tn kv_lora      input norm, latent norms (inputs and outputs)
+    + B T a (2 (qk + rope) + v) / t          q, k, v as flash attention saves them
+    + B T a v / t + 4 T a / t                attention output, softmax log-sum-exp
+
+mla_up_proj recomputes the up-projected q, k, v; unfused attention adds the s x s scores.
+"""
+
+from __future__ import annotations
+
+from .attention import backward_extra, scores
+from .base import Count, Ctx, Part
+
+__all__ = ["activations", "components", "linear_weights", "params", "weight_shapes"]
+
+
+def params(r) -> Count:
+    h, a, nw = r.h, r.a, r.norm_w
+    bias = r.cfg.model.add_bias_linear
+    rep = nw * h
+    qk = r.qk_dim + r.rope_dim
+    sh = 0
+    if r.q_lora:
+        rep += h * r.q_lora + (r.q_lora if bias else 0) + nw * r.q_lora
+        sh += r.q_lora * a * qk + (a * qk if bias else 0)
+    else:
+        sh += h * a * qk + (a * qk if bias else 0)
+    rep += h * (r.kv_lora + r.rope_dim) + ((r.kv_lora + r.rope_dim) if bias else 0) + nw * r.kv_lora
+    sh += r.kv_lora * a * (r.qk_dim + r.v_dim) + (a * (r.qk_dim + r.v_dim) if bias else 0)
+    sh += a * r.v_dim * h
+    rep += h if bias else 0
+    return Count(sh, rep)
+
+
+def norms(r) -> int:
+    nw = r.norm_w
+    return nw * r.h + (nw * r.q_lora if r.q_lora else 0) + nw * r.kv_lora
+
+
+def components(r) -> dict:
+    n = norms(r)
+    return {"attention": params(r).total - n, "norms": n}
+
+
+def linear_weights(r) -> int:
+    """Every projection on one tensor-parallel rank (the down-projections are linear layers too, replicated)."""
+    t, h, a = r.t, r.h, r.a
+    qk = r.qk_dim + r.rope_dim
+    n = (h * r.q_lora + r.q_lora * a * qk // t) if r.q_lora else h * a * qk // t
+    return n + h * (r.kv_lora + r.rope_dim) + r.kv_lora * a * (r.qk_dim + r.v_dim) // t + a * r.v_dim * h // t
+
+
+def weight_shapes(r) -> set:
+    t, h, a = r.t, r.h, r.a
+    qk = r.qk_dim + r.rope_dim
+    shapes = {(r.kv_lora + r.rope_dim, h), (a // t * (r.qk_dim + r.v_dim), r.kv_lora), (h, a // t * r.v_dim)}
+    shapes |= {(r.q_lora, h), (a // t * qk, r.q_lora)} if r.q_lora else {(a // t * qk, h)}
+    return shapes
+
+
+def activations(r, c: Ctx) -> Part:
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
+    cfg = r.cfg
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    heads = r.a // r.t
+    norm_in = B * Tn * h
+    norm_out = 0 if "layernorm" in c.modules else c.lin_in * Tn * h
+    norm_keep = norm_in + norm_out
+    qk = r.qk_dim + r.rope_dim
+    latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
+    qkv = B * T * heads * (2 * qk + r.v_dim)
+    out = B * T * heads * r.v_dim
+    recompute = 0
+    if "mla_up_proj" in c.modules:
+        recompute = qkv
+        qkv = 0
+    saved = norm_keep + latent + qkv + out + 4 * T * heads
+    kept_scores = bwd = 0
+    if c.unfused:
+        # Megatron's own DotProductAttention: the softmax output (and dropout mask and output) per head,
+        # s x s per sequence; q and k are already per head, so nothing is expanded.
+        sc = scores(r, heads)
+        if "core_attn" in c.modules:
+            recompute += sc
+        else:
+            saved += sc
+            kept_scores = sc
+        bwd = backward_extra(r, B, sc) + B * T * heads * r.v_dim
+    proj_fp8 = 0
+    if cfg.precision.fp8:
+        proj_fp8 = T * heads * r.v_dim   # FP8 copy of the projection input
+        saved += proj_fp8
+    if r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p"):
+        saved += B * T * heads * r.v_dim
+    named = None
+    if c.parts:
+        named = {"norm_in": norm_in, "norm_out": norm_out, "latent": latent, "qkv": qkv, "attn_out": out,
+                 "lse": 4 * T * heads, "scores": kept_scores, "proj_in_fp8": proj_fp8}
+    return Part(saved, recompute, 0, bwd, named)

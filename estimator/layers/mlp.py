@@ -1,0 +1,72 @@
+"""Dense MLP, with its pre-MLP norm.
+
+Megatron-Core ``megatron/core/transformer/mlp.py`` ``MLP`` with ``TELayerNormColumnParallelLinear`` (fused norm
+and fc1) and ``TERowParallelLinear`` (fc2); in a hybrid model the same MLP makes a ``-`` layer
+(``megatron/core/ssm/mlp_layer.py`` ``MLPLayer``). Symbols: h hidden size, f ffn_hidden_size, up = 2 for a
+gated activation (SwiGLU, GeGLU, quick-GeGLU) else 1, t tensor-parallel size.
+
+Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h (replicated), and with
+post_layernorm (Gemma) one more norm nw h after fc2.
+
+Activations per micro-batch on one GPU, in bytes: ``4 Tn h + B T f up / t + B T f / t``, the norm's input
+and output, fc1's output (the activation's input) and the activation's output (fc2's input); with
+post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). Recomputing mlp keeps only the
+input; the backward working set is the fc1-output gradient and two residual-sized tensors.
+"""
+
+from __future__ import annotations
+
+from .base import Count, Ctx, Part
+
+__all__ = ["activations", "components", "linear_weights", "mlp_count", "params", "weight_shapes"]
+
+
+def mlp_count(h: int, f: int, gated: bool, bias: bool) -> Count:
+    """fc1 h f (2 if gated) (+ bias), fc2 f h (+ h bias, replicated): one MLP without its norm."""
+    up = f * (2 if gated else 1)
+    return Count(h * up + f * h + (up if bias else 0), h if bias else 0)
+
+
+def params(r) -> Count:
+    return mlp_count(r.h, r.f, r.gated, r.cfg.model.add_bias_linear) + Count(0, _norms(r))
+
+
+def _norms(r) -> int:
+    return r.norm_w * r.h * (2 if r.post_norm else 1)
+
+
+def components(r) -> dict:
+    n = _norms(r)
+    return {"mlp": params(r).total - n, "norms": n}
+
+
+def linear_weights(r) -> int:
+    width = r.f // r.t
+    return r.h * width * (2 if r.gated else 1) + width * r.h
+
+
+def weight_shapes(r) -> set:
+    f = r.f // r.t
+    return {(f * (2 if r.gated else 1), r.h), (r.h, f)}
+
+
+def activations(r, c: Ctx) -> Part:
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    up = 2 if r.gated else 1
+    norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
+    norm2 = B * Tn * h + norm2_out
+    f = r.f // r.t
+    fc1_out, act_out = B * T * f * up, c.lin_in * T * f
+    saved = norm2 + fc1_out + act_out
+    if r.post_norm:
+        saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
+    recompute = 0
+    if "mlp" in c.modules:
+        recompute = saved
+        saved = B * Tn * h
+        norm2_out = fc1_out = act_out = 0
+    named = None
+    if c.parts:
+        named = {"fc1_out": fc1_out, "act_out": act_out, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
+    return Part(saved, recompute, B * T * f * up + 2 * B * Tn * h, 0, named)

@@ -1,0 +1,167 @@
+"""Mixture of experts, with its pre-MLP norm: router, routed experts, shared expert, latent projections.
+
+Megatron-Core ``megatron/core/transformer/moe/moe_layer.py`` ``MoELayer`` with ``router.py`` ``TopKRouter``,
+``experts.py`` ``TEGroupedMLP`` and ``shared_experts.py`` ``SharedExpertMLP``; in a hybrid model the same layer
+makes an ``E`` layer. Symbols: h hidden size, E routed experts, k top-k, fm expert width, fs shared-expert
+width, l moe_latent_size, up = 2 for a gated activation else 1, nw weights per norm element.
+
+Parameters::
+
+    router     E h (fp32 weight)  + E bias with add_bias_linear (GPT-OSS)
+               + E expert bias (moe_router_enable_expert_bias, an fp32 buffer counted as Hugging Face does)
+               + h shared-expert gate (moe_shared_expert_gate)
+    experts    E (d fm up + fm d) + E (fm up + d) biases with add_bias_linear, d = l with latent MoE else h
+    shared     h fs up + fs h (+ biases), tensor-parallel like a dense MLP
+    latent     h l + l h (fc1_latent_proj, fc2_latent_proj: TELinear "duplicated", replicated over the
+               tensor-parallel ranks) + l + h biases with add_bias_linear
+    norm       nw h
+
+The routed experts are split over expert-parallel x expert-tensor-parallel ranks (their fc2 biases over the
+expert-parallel ranks only); the router, the gate, the latent projections and the norm are replicated.
+
+Activations per micro-batch on one GPU, in bytes, with R routed rows (:func:`routed_rows`) and d = l (latent
+MoE) or h::
+
+    4 Tn h + 2 Rb Tn E                 norm input and output, router logits and probabilities (Rb = 2 B, 4 or 8 B
+                                       with moe_router_dtype fp32 or fp64)
+    + R (B d + B fm up + 2 fm B)       permuted input, fc1 output, activation output, an expert-output-
+      + B R d                          sized term (below); the unweighted activation output unless SwiGLU
+    + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
+    + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
+
+Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
+fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as act(x) *
+probs, which keeps the unweighted activation output for the probabilities' gradient. The expert-output-
+sized term was "the expert output kept for the unpermute"; since the probabilities moved into the experts
+unpermute keeps none (moe_utils.unpermute), yet the measured runs (SimuMax DeepSeek, Megatron-LM CI MoE
+tests) need that much: kept, not yet attributed. moe_act, shared_experts and moe recompute drop their
+parts; the backward working set is the fc1-output gradient and an expert-output-sized tensor.
+"""
+
+from __future__ import annotations
+
+from .base import Count, Ctx, Part
+from .mlp import mlp_count
+
+__all__ = ["activations", "components", "expert_params", "linear_weights", "params", "routed_rows",
+           "weight_shapes"]
+
+
+def router_count(r) -> Count:
+    """Router, its biases, the shared-expert gate and the pre-MLP norm (all replicated)."""
+    m = r.cfg.model
+    return Count(0, r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if m.moe_router_enable_expert_bias else 0)
+                 + r.norm_w * r.h + (r.h if m.moe_shared_expert_gate and r.fs else 0))
+
+
+def shared_count(r) -> Count:
+    return mlp_count(r.h, r.fs, r.gated, r.cfg.model.add_bias_linear) if r.fs else Count()
+
+
+def latent_count(r) -> Count:
+    if not r.lat:
+        return Count()
+    bias = r.cfg.model.add_bias_linear
+    return Count(0, 2 * r.h * r.lat + ((r.lat + r.h) if bias else 0))
+
+
+def expert_params(r) -> Count:
+    """All routed experts of one MoE layer; ``sharded`` splits over expert-parallel x expert-TP ranks."""
+    return mlp_count(r.lat or r.h, r.fm, r.gated, r.cfg.model.add_bias_linear) * r.E
+
+
+def params(r) -> Count:
+    """The dense-parallel part of one MoE layer (everything but the routed experts)."""
+    return router_count(r) + shared_count(r) + latent_count(r)
+
+
+def components(r) -> dict:
+    n = r.norm_w * r.h
+    return {"moe_router": router_count(r).total - n, "moe_shared_experts": shared_count(r).total,
+            "moe_latent": latent_count(r).total, "moe_experts": expert_params(r).total, "norms": n}
+
+
+def active_experts(r) -> int:
+    """Routed-expert parameters one token passes through: k of the E experts."""
+    return expert_params(r).total // r.E * r.k
+
+
+def linear_weights(r) -> int:
+    """Shared-expert and latent-projection weights on one tensor-parallel rank (the routed experts are counted
+    apart, the router is not a Transformer Engine linear layer)."""
+    width = r.fs // r.t
+    return r.h * width * (2 if r.gated else 1) + width * r.h + 2 * r.h * r.lat
+
+
+def weight_shapes(r) -> set:
+    up = 2 if r.gated else 1
+    fm, d = r.fm // r.etp, r.lat or r.h
+    shapes = {(fm * up, d), (d, fm)}
+    if r.fs:
+        shapes |= {(r.fs // r.t * up, r.h), (r.h, r.fs // r.t)}
+    if r.lat:
+        shapes |= {(r.lat, r.h), (r.h, r.lat)}
+    return shapes
+
+
+#: Bytes per element of the router's logits and probabilities with ``moe_router_dtype`` set.
+_ROUTER_BYTES = {"fp32": 4, "fp64": 8}
+
+
+def routed_rows(r, T: int, Tn: int) -> int:
+    """Token rows the local experts process for one micro-batch (balanced routing).
+
+    Each of the Tn local tokens is sent to k experts; balanced over the expert-parallel group, a rank's
+    experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. A capacity
+    factor c caps each expert at c times its share (and padding fills it up to that)."""
+    tokens = Tn if r.sp else T
+    rows = tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1)
+    c = r.cfg.model.moe_expert_capacity_factor
+    if c is not None:
+        rows = int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, 1.0))
+    return rows
+
+
+def activations(r, c: Ctx) -> Part:
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
+    cfg = r.cfg
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    lin_in = c.lin_in
+    up = 2 if r.gated else 1
+    d = r.lat or h
+    norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
+    norm2 = B * Tn * h + norm2_out
+    rows = routed_rows(r, T, Tn)
+    fm = r.fm // r.etp
+    # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
+    # fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
+    # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
+    weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
+    e_in, e_fc1, act_out, e_out = lin_in * rows * d, B * rows * fm * up, lin_in * rows * fm + weighted, B * rows * d
+    experts = e_in + e_fc1 + act_out + e_out
+    recompute = 0
+    if "moe_act" in c.modules:
+        experts -= act_out
+        recompute = act_out
+        act_out = 0
+    shared = 0
+    if r.fs:
+        fs = r.fs // r.t
+        shared = B * T * fs * up + lin_in * T * fs
+        if "shared_experts" in c.modules:
+            recompute += shared
+            shared = 0
+    latent = lin_in * Tn * r.lat
+    # Router logits and probabilities: TopKRouter.gating keeps the input dtype unless moe_router_dtype says
+    # fp32 or fp64 (megatron/core/transformer/moe/router.py).
+    router = 2 * _ROUTER_BYTES.get(cfg.model.moe_router_dtype, B) * Tn * r.E
+    saved = norm2 + router + experts + shared + latent
+    if "moe" in c.modules:
+        recompute = saved
+        saved = B * Tn * h
+        norm2_out = router = e_in = e_fc1 = act_out = e_out = shared = 0
+    named = None
+    if c.parts:
+        named = {"router": router, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
+                 "expert_out": e_out, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
+    return Part(saved, recompute, B * rows * fm * up + B * rows * d, 0, named)
