@@ -68,16 +68,17 @@ def in_flight(r: Resolved, stage: int, extra: int = 0) -> list[int]:
     return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1 + extra, m * v))
 
 
-def _chunk_activations(r: Resolved, layers: range, counts: tuple, acts: list) -> tuple[int, int, int, int]:
+def _chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[int, int, int, int]:
     """(saved bytes, attention part, mlp part, recompute working set) of one chunk for one micro-batch;
-    ``counts`` holds the chunk's layers of each kind."""
+    ``counts`` holds the chunk's layers of each kind, ``acts`` (a list or a dict) the activations of each."""
     tr = r.cfg.training
     if not len(layers):
         return 0, 0, 0, 0
     if tr.recompute_granularity != "full":
         att = mlp = rec = 0
-        for n, a in zip(counts, acts):
+        for k, n in enumerate(counts):
             if n:
+                a = acts[k]
                 att += n * a.attention
                 mlp += n * a.mlp
                 if a.recompute_peak > rec:
