@@ -114,9 +114,14 @@ def _choices(key: str) -> dict:
     def opts(values, **extra):
         return [{"value": v, "label": "same as TP" if v is None else str(v), **extra} for v in values]
 
-    out = {TP: opts([t for t in _divisors(m.num_attention_heads) if ok({"tensor_model_parallel_size": t})]),
+    # TP and CP are checked together with the other's current value: their product must split some layers
+    # (Mamba heads and groups over TP x CP).
+    cur = cfg.get("parallelism") or {}
+    t_now, c_now = cur.get("tensor_model_parallel_size") or 1, cur.get("context_parallel_size") or 1
+    out = {TP: opts([t for t in _divisors(m.num_attention_heads)
+                     if ok({"tensor_model_parallel_size": t, "context_parallel_size": c_now})]),
            CP: opts([c for c in ([1] + [c for c in _divisors(s // 2) if c > 1] if s else [1])
-                     if c <= MAX_SIZE and ok({"context_parallel_size": c})])}
+                     if c <= MAX_SIZE and ok({"context_parallel_size": c, "tensor_model_parallel_size": t_now})])}
     if moe:
         out[EP] = opts([e for e in _divisors(m.num_experts, m.num_experts) if ok({"expert_model_parallel_size": e})])
         out[ETP] = opts([None] + [e for e in _divisors(m.moe_ffn_hidden_size or m.ffn_hidden_size or 1, 64)

@@ -87,7 +87,7 @@ class ModelConfig:
     moe_latent_size: int | None = _f(None, "Latent MoE (Nemotron 3 Super): the routed experts work in a latent space "
                                      "of this width; fc1_latent_proj (h x latent) before the dispatch and "
                                      "fc2_latent_proj after the combine, replicated over the tensor-parallel ranks. "
-                                     "Null: experts take the hidden size.", type="int", min=1,
+                                     "Null: experts take the hidden size.", type="int", min=1, max=MAX_WIDTH,
                                      flag="--moe-latent-size")
     moe_layer_freq: int | list[int] = _f(1, "Which layers are MoE: an int k makes every k-th layer MoE "
                                          "(1 = all); a 0/1 list of length num_layers gives the pattern, e.g. "
@@ -165,7 +165,8 @@ class ModelConfig:
     final_logit_softcapping: float | None = _f(None, "Gemma 2: logits capped as c tanh(logits / c) "
                                                "(Megatron-Bridge's Gemma2OutputLayer), which keeps one more "
                                                "logits-sized tensor for the backward pass. Null: no capping. "
-                                               "Megatron-LM has no flag for it.", type="float", min=0.0)
+                                               "Megatron-LM has no flag for it.", type="float", min=0.0,
+                                               max=1e6)
     softmax_type: str = _f("vanilla", "Attention softmax. learnable (GPT-OSS's attention sinks) adds one learned "
                            "logit per head and attention layer (split over the tensor-parallel ranks); off-by-one "
                            "adds a fixed one and no parameters.", type="str",

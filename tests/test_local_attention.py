@@ -58,7 +58,8 @@ def test_layer_backward_peak_frees_the_mlp_first():
     262,144), less the layer's MLP activations, already freed: norm input and output 2 x 262,144, fc1 output
     2 x 512 x 1,024 = 1,048,576, SwiGLU output 2 x 512 x 512 = 524,288, together 2,097,152. So
     6,291,456 + 524,288 - 2,097,152 = 4,718,592 B."""
-    acts = layer_activations(_r(training={"seq_length": 512}), False)
+    r = _r(training={"seq_length": 512})
+    acts = layer_activations(r, r.kinds[0])
     assert acts.mlp == 2_097_152
     assert acts.attention_backward_peak == 4_718_592
 

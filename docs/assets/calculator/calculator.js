@@ -417,8 +417,8 @@
         }, (err) => this.fail(err)) }));
     }
 
-    async importText(kind, text) {
-      const err = document.getElementById(`mme-import.${kind}-err`), note = document.getElementById(`mme-import.${kind}-note`);
+    async importText(kind, text, box = `mme-import.${kind}`) {
+      const err = document.getElementById(`${box}-err`), note = document.getElementById(`${box}-note`);
       err.hidden = true;
       note.textContent = "";
       if (!text.trim()) return;

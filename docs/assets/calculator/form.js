@@ -74,6 +74,7 @@
       return h("details", { class: "mme-section mme-import" }, h("summary", {}, "import"),
         h("p", { class: "mme-doc" }, "Paste (or drop a file on the box) and the form takes it over: a config.json " +
           "replaces the model section, Megatron arguments the fields they set, a configuration everything."),
+        this.catalogPicker(),
         Object.entries(kinds).map(([kind, label]) => {
           const id = `mme-import.${kind}`;
           const box = h("textarea", { id, rows: "4", spellcheck: "false", "aria-describedby": `${id}-err` });
@@ -90,6 +91,32 @@
             h("button", { type: "button", class: "md-button", onclick: go }, "Apply"),
             h("div", { class: "mme-err", id: `${id}-err`, hidden: true }), h("div", { class: "mme-note", id: `${id}-note` }));
         }));
+    },
+
+    /* The offline model catalog: a Hugging Face id (typed, or picked from the list by id, family or size)
+       replaces the model section with the catalog's genuine config.json, as the import of that file would. */
+    catalogPicker() {
+      const id = "mme-import.catalog";
+      const list = h("datalist", { id: `${id}-list` });
+      const box = h("input", { id, type: "search", list: `${id}-list`, autocomplete: "off", spellcheck: "false",
+                              placeholder: "e.g. meta-llama/Llama-3.1-70B", "aria-describedby": `${id}-err` });
+      let loaded = false;
+      const load = () => {
+        if (loaded) return;
+        loaded = true;
+        this.engine.call({ op: "catalog" }).then((res) => {
+          const fmt = (n) => n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : `${(n / 1e6).toFixed(0)}M`;
+          list.replaceChildren(...(res.models || []).map((m) => h("option", { value: m.hf_id },
+            `${m.family} · ${m.supported && m.parameters ? fmt(m.parameters.total) + " parameters" : "not supported: " + (m.reason || "")}`)));
+          list.dataset.count = String((res.models || []).length);
+        }, () => { loaded = false; });
+      };
+      box.addEventListener("focus", load);
+      const go = () => { const v = box.value.trim(); if (v) this.importText("hf", v, id); };
+      box.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); go(); } });
+      return h("div", { class: "mme-field" }, h("label", { for: id }, "Model from the catalog (Hugging Face id)"), box, list,
+        h("button", { type: "button", class: "md-button", onclick: go }, "Load"),
+        h("div", { class: "mme-err", id: `${id}-err`, hidden: true }), h("div", { class: "mme-note", id: `${id}-note` }));
     },
 
     /* ---- filling the form from the state */
