@@ -7,8 +7,9 @@ largest ``device_bytes`` of its stages is held against the GPU's capacity (:func
 cache (which these recipes help with ``expandable_segments``).
 
 A recipe whose settings include one the estimator does not model yet (the data file's ``unmodelled`` list,
-or the BF16 gradient buffer while the estimator still counts fp32 gradients) is listed as not yet
-estimable, with the reason, instead of being estimated without it.
+a setting the estimator refuses, with its refusal message, or the BF16 gradient buffer while the estimator
+still counts fp32 gradients) is listed as not yet estimable, with the reason, instead of being estimated
+without it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from . import yamlio
 from .config import load_config
+from .errors import ConfigError
 from .gpus import fit, get_gpu
 from .memory import stage_memory
 from .presets import preset_text
@@ -56,11 +58,15 @@ class RecipeCase:
 
 
 def recipe_config(recipe: dict) -> dict:
-    """The recipe's configuration: its preset's model section and the sections the recipe sets."""
+    """The recipe's configuration: its preset's model section, with the recipe's own ``model`` settings laid over
+    it (a dispatcher, the router dtype a model bridge sets), and the other sections the recipe sets."""
     model = yamlio.load(preset_text(recipe["preset"]))["model"]
     cfg = {"model": dict(model)}
     for sec, values in (recipe.get("config") or {}).items():
-        cfg[sec] = dict(values or {})
+        if sec == "model":
+            cfg["model"].update(values or {})
+        else:
+            cfg[sec] = dict(values or {})
     return cfg
 
 
@@ -82,8 +88,12 @@ def evaluate(recipe: dict) -> RecipeCase:
                 world_size=cfg["training"]["world_size"])
     reasons = list(recipe.get("unmodelled") or [])
     if not reasons:   # (a recipe that needs an unmodelled setting may not even load without it)
-        est = stage_memory(resolve(load_config(cfg)))
-        reasons = _unmodelled_now(cfg, est)
+        try:
+            est = stage_memory(resolve(load_config(cfg)))
+        except ConfigError as e:
+            reasons = [f"refused by the estimator: {p}" for p in e.problems]
+        else:
+            reasons = _unmodelled_now(cfg, est)
     if reasons:
         return RecipeCase(status="not_estimable", reasons=tuple(reasons), device_gib=None, capacity_gib=None,
                           verdict=None, headroom_pct=None, **base)
