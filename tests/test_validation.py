@@ -22,7 +22,7 @@ from estimator.gpus import get_gpu
 from estimator.presets import list_presets
 from estimator.validation import stats
 from estimator.validation_ci import ci_cases, load_data, load_notes
-from estimator.validation_recipes import load_recipes, recipe_cases
+from estimator.validation_recipes import load_recipes, recipe_cases, recipe_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = load_data()
@@ -157,6 +157,15 @@ def test_recipe_data_says_what_the_estimator_cannot_state():
             assert r["unmodelled"], r["id"]
         if r.get("false_oom_cause"):
             assert case.false_oom, r["id"]
+
+
+def test_a_recipes_model_settings_lay_over_its_preset():
+    """DeepSeek-V3's recipe sets the dispatcher and the router dtype its model bridge sets (models/deepseek/
+    deepseek_v3_bridge.py: moe_router_dtype fp32); the rest of the model is the preset's (61 layers, as
+    DeepSeek-V3's config.json says)."""
+    r = next(r for r in RECIPES if r["id"] == "bridge-deepseek-v3-1024gpu-h100-bf16")
+    model = recipe_config(r)["model"]
+    assert (model["moe_router_dtype"], model["moe_token_dispatcher_type"], model["num_layers"]) == ("fp32", "flex", 61)
 
 
 def test_data_files_are_read_by_our_yaml_reader():
