@@ -93,8 +93,12 @@ def main(argv=None) -> int:
         if not args.quiet:
             print("\n== held-out: known-to-run recipes")
             for r in rc:
-                verdict = (f"{r.device_gib:6.1f} of {r.capacity_gib:6.1f} GiB: {r.verdict}" if r.verdict
-                           else "not estimable: " + "; ".join(r.reasons)[:100])
+                at_least = ">=" if r.lower_bound else "  "
+                figure = f"{at_least}{r.device_gib:6.1f} of {r.capacity_gib:6.1f} GiB" if r.device_gib else ""
+                verdict = (f"{figure}: {r.verdict}" if r.verdict
+                           else f"{figure} not estimable: " + "; ".join(r.reasons)[:100])
+                if r.false_oom and r.known_cause:
+                    verdict += " (known cause: " + r.known_cause[:80] + ")"
                 print(f"  {r.id:45} {r.gpu:11} {verdict}")
         summaries.append(("held-out: known-to-run recipes", {
             "recipes": len(rc), "estimated": sum(r.status == "estimated" for r in rc),

@@ -181,9 +181,9 @@ def feature_problems(cfg) -> list[Problem]:
         sms = m.moe_flex_dispatcher_num_sms
         if m.moe_flex_dispatcher_backend == "deepep" and sms is not None and sms % 2:
             add("model.moe_flex_dispatcher_num_sms", sms, "DeepEP needs an even number of SMs (two per channel)")
-        if m.moe_flex_dispatcher_backend == "hybridep" and m.moe_router_dtype != "fp32":
-            add("model.moe_router_dtype", m.moe_router_dtype, "HybridEP needs moe_router_dtype: fp32 "
-                "(Megatron-Core's rule)")
+        # HybridEP with a bf16 router is accepted: Megatron-Core (moe/token_dispatcher.py, the HybridEP
+        # dispatch) warns and casts the top-k probabilities to fp32 ([tokens, top-k], under 1 MiB), it does not
+        # refuse; the router's saved logits and probabilities stay in the dtype moe_router_dtype gives them.
     else:
         only_with("model.moe_flex_dispatcher_backend", m.moe_flex_dispatcher_backend, "deepep",
                   "moe_token_dispatcher_type: flex")
