@@ -103,7 +103,8 @@ _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP 
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
      "allocator)")
-_put(_M, "overlap_moe_expert_parallel_comm", "one more (chunk-)micro-batch in flight")
+_put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part beside a "
+     "backward layer")
 _put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage keeps each deferred micro-batch's "
      "output-layer input and logits gradient")
 _put(_M, "first_last_layers_bf16 num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "bf16 layers in an FP8 "

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..activations import layer_activations
+from ..activations import layer_activations, stage_extras
 from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
@@ -73,14 +73,21 @@ class Plan:
         cfg = r.cfg
         self.r, self.bm, self.layout = r, bm, layout
         par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
-        self.extra_in_flight = schedule.extra_in_flight(r)
+        # No feature adds (chunk-)micro-batches in flight: the expert-parallel overlap holds the plain
+        # schedule's set plus one layer (schedule.py).
+        self.extra_in_flight = 0
         self.frozen = tr.peft is not None
-        if self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none":
+        if (self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none"
+                or tr.overlap_moe_expert_parallel_comm):
             acts = {k: layer_activations(r, k, parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
             self.adapters = peft.adapter_params(r)
         self.acts = acts
+        self.ep_overlap = schedule.ep_overlap_layer(acts) if tr.overlap_moe_expert_parallel_comm else 0
+        if self.ep_overlap:
+            ex = stage_extras(r, None)
+            self.loss_act, self.emb_act = ex.output, ex.embedding
         self.ob = optimizers.optimizer_bytes(r, bm)
         self.opt_shards = optimizers.optimizer_shards(r)
         self.bf16 = schedule.bf16_layers(r)
@@ -231,6 +238,16 @@ class Plan:
                 transient["dora_weight_norm"] = self.dora
         if self.deferred and last:
             transient["deferred_output_wgrad"] = self.deferred
+        if self.ep_overlap:
+            # Combined 1F1B (schedule.py): one forward layer's pre-dispatch part beside a backward layer. Without
+            # pipelining the backward micro-batch's loss chunk is gone by then; the step replaces the phase that
+            # was the peak when it is larger.
+            phase = next(k for k in schedule.PEAK_PHASES if k in transient)
+            step = schedule.ep_overlap_peak(self.ep_overlap, bwd_work, self.loss_act if last and r.v == 1 else 0,
+                                            self.emb_act if first else 0)
+            if step > transient[phase]:
+                del transient[phase]
+                transient["ep_overlap_1f1b_step"] = step
         if self.graphs:
             n_callables = sum(cuda_graphs.callables(r, k) for c_idx in flight for k in self._kinds(chunks[c_idx]))
             if n_callables:

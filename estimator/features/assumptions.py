@@ -96,7 +96,9 @@ def assumptions(r) -> list[str]:
         out.append("NCCL user buffers: the data-parallel buffers live in NCCL's own memory pool (no caching-allocator "
                    "reserve on them); NCCL's registration windows themselves are not counted.")
     if tr.overlap_moe_expert_parallel_comm:
-        out.append("Expert-parallel overlap: one more (chunk-)micro-batch in flight on every stage.")
+        out.append("Expert-parallel overlap (combined 1F1B): the same (chunk-)micro-batches in flight as without it; "
+                   "inside a step one forward layer's pre-dispatch part (attention, pre-MLP norm, router) sits beside "
+                   "a backward layer's working set. With interleaving the loss chunk is counted as still held then.")
     if tr.defer_embedding_wgrad_compute:
         out.append("Deferred output-layer weight gradients: the last stage keeps the output layer's input and logits "
                    f"gradient of {'all' if not tr.wgrad_deferral_limit else tr.wgrad_deferral_limit} micro-batches "
