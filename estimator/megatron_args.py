@@ -54,7 +54,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
                   "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
                   "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
-                  "enable_cuda_graph", "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
+                  "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
                   "moe_hybridep_num_sms"}
 
 #: Destinations the importer turns into configuration fields.
@@ -67,6 +67,8 @@ REFUSED_VALUES = {
     "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
                                     "hybridep are)"),
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
+    "cuda_graph_impl": (("none", "transformer_engine", "full_iteration"), "Megatron-Core's local CUDA graphs "
+                        "(CudaGraphManager) are not modelled (transformer_engine and full_iteration are)"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
@@ -448,13 +450,12 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
             if k in tr:
                 del tr[k]
                 notes.append(f"--{k.replace('_', '-')}: only with --fine-grained-activation-offloading")
-    if "enable_cuda_graph" in raw or "external_cuda_graph" in raw:
-        flag = "--enable-cuda-graph" if "enable_cuda_graph" in raw else "--external-cuda-graph"
-        if tr.get("cuda_graph_impl", "none") != "none" or ("enable_cuda_graph" in raw and "external_cuda_graph" in raw):
-            raise ConfigError(Problem(flag, None, "Megatron-LM refuses it together with --cuda-graph-impl or the "
-                                      "other deprecated CUDA-graph switch"))
-        tr["cuda_graph_impl"] = "local" if "enable_cuda_graph" in raw else "transformer_engine"
-        notes.append(f"{flag}: deprecated, --cuda-graph-impl {tr['cuda_graph_impl']}")
+    if "external_cuda_graph" in raw:   # deprecated (--enable-cuda-graph, for the local graphs, is refused)
+        if tr.get("cuda_graph_impl", "none") != "none":
+            raise ConfigError(Problem("--external-cuda-graph", None, "Megatron-LM refuses it together with "
+                                      "--cuda-graph-impl"))
+        tr["cuda_graph_impl"] = "transformer_engine"
+        notes.append("--external-cuda-graph: deprecated, --cuda-graph-impl transformer_engine")
     scopes = raw.get("cuda_graph_modules") or raw.get("cuda_graph_scope_deprecated")
     if "cuda_graph_modules" in raw and "cuda_graph_scope_deprecated" in raw:
         raise ConfigError(Problem("--cuda-graph-scope", None, "--cuda-graph-scope and --cuda-graph-modules cannot be "

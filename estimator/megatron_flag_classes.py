@@ -96,13 +96,16 @@ _put(_M, "optimizer_cpu_offload optimizer_offload_fraction", "optimizer states a
      "memory")
 _put(_M, "cpu_offloading_num_layers fine_grained_activation_offloading offload_modules activation_offload_fraction",
      "activations moved to pinned host memory")
-_put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated enable_cuda_graph external_cuda_graph",
-     "CUDA graph static buffers and graph pool")
+_put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated external_cuda_graph",
+     "Transformer Engine's per-layer CUDA graphs: static buffers, and the capture's peak apart from the steady "
+     "state's (the captured tensors live in a private pool)")
 _put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator)")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
      "allocator)")
+_put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
+     "precedes the optimizer's first step")
 _put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part beside a "
      "backward layer")
 _put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage keeps each deferred micro-batch's "
@@ -194,7 +197,6 @@ _put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 
      "optimizer hyper-parameters and loss scaling: scalars")
 _put(_N, "fp8_margin fp8_interval fp8_amax_history_len fp8_amax_compute_algo",
      "FP8 scaling-factor bookkeeping: a few floats per tensor")
-_put(_N, "cuda_graph_warmup_steps", "eager warm-up steps before capture; the graphs are the same")
 _put(_N, "mhc_num_residual_streams mhc_sinkhorn_iterations mhc_init_gating_factor mhc_recompute_layer_num",
      "only with --enable-mhc-connections, which is refused")
 _put(_N, "delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_offloads",
@@ -348,6 +350,8 @@ _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
 _put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
      "the extra fp32 gradient scratch buffers are not modelled")
+_put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
+     "which are not modelled")
 _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
 _put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")

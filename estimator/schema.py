@@ -397,9 +397,14 @@ class TrainingConfig:
                                               "cuda_graph_scope.", type="str_list",
                                               choices=("attn", "mlp", "moe", "moe_router", "moe_preprocess"),
                                               derived="the whole layer", flag="--cuda-graph-modules")
+    cuda_graph_warmup_steps: int = _f(3, "Eager training steps before the CUDA graphs are captured. With 0 the "
+                                      "capture comes first, before the optimizer's first step; otherwise the "
+                                      "eager steps' peak counts too.", type="int", unit="steps", min=0,
+                                      max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
     overlap_moe_expert_parallel_comm: bool = _f(False, "Overlap the expert-parallel all-to-all of one micro-batch "
-                                                "with the computation of another (combined 1F1B): one more "
-                                                "(chunk) micro-batch in flight.", type="bool",
+                                                "with the computation of another (combined 1F1B): the same "
+                                                "micro-batches in flight, plus one forward layer's attention "
+                                                "beside a backward layer.", type="bool",
                                                 flag="--overlap-moe-expert-parallel-comm")
     defer_embedding_wgrad_compute: bool = _f(False, "Defer the output layer's weight-gradient GEMMs to the pipeline "
                                              "flush: the last stage keeps each deferred micro-batch's input and "

@@ -100,10 +100,12 @@ class Plan:
         self.fine = tr.fine_grained_activation_offloading and bool(tr.offload_modules)
         if self.fine:
             self.fine_off = {k: offload.offloaded_parts(r, k, a.parts) for k, a in acts.items()}
-        self.graphs = tr.cuda_graph_impl != "none"
+        self.graphs = tr.cuda_graph_impl == "transformer_engine"     # full_iteration: the plain peak
         if self.graphs:
-            self.graph_pool = cuda_graphs.graph_pool(r, acts)
-            self.graph_static = cuda_graphs.static_bytes_per_callable(r)
+            self.graph_work = cuda_graphs.capture_work(r, acts)
+            self.graph_static = cuda_graphs.static_bytes_per_layer(r)
+            self.graph_bytes = {k: cuda_graphs.captured_bytes(r, k, a) for k, a in acts.items()}
+            self.graph_layer = {k: cuda_graphs.captured_layer(r, k) for k in acts}
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
         if tp_ub:
@@ -248,15 +250,19 @@ class Plan:
             if step > transient[phase]:
                 del transient[phase]
                 transient["ep_overlap_1f1b_step"] = step
-        if self.graphs:
-            n_callables = sum(cuda_graphs.callables(r, k) for c_idx in flight for k in self._kinds(chunks[c_idx]))
-            if n_callables:
-                transient["cuda_graph_static_buffers"] = n_callables * self.graph_static
-            if self.graph_pool:
-                transient["cuda_graph_pool"] = self.graph_pool
 
         # --- outside the allocator, and pools of their own ------------------------------------
         outside = dict(self.outside)
+        if self.graphs:
+            # Eager warm-up, capture and steady state peak apart (cuda_graphs.py): keep the largest.
+            held = [k for c_idx in flight for k in self._kinds(chunks[c_idx])]
+            n = sum(self.graph_layer[k] for k in held)
+            gp = cuda_graphs.peak(r, weights + grads + opt, activations, transient,
+                                  sum(self.graph_bytes[k] for k in held), n * self.graph_static, self.graph_work)
+            activations, transient = gp.activations, gp.transient
+            parts.update(gp.parts)
+            if gp.pool_outside:
+                outside["cuda_graph_private_pool"] = gp.pool_outside
         if self.flex and any(kinds):
             outside[self.flex[0]] = self.flex[1]
         exempt = 0

@@ -73,13 +73,17 @@ def assumptions(r) -> list[str]:
                    f"(fraction {tr.activation_offload_fraction:g}): those saved tensors of every in-flight "
                    "micro-batch are in pinned host memory, except the last layer's (reloaded at once); tensors "
                    "under 1M elements are assumed offloaded too.")
-    if tr.cuda_graph_impl != "none":
-        out.append(f"CUDA graphs ({tr.cuda_graph_impl}"
+    if tr.cuda_graph_impl == "transformer_engine":
+        out.append("CUDA graphs (transformer_engine"
                    + (f", modules {', '.join(tr.cuda_graph_modules)}" if tr.cuda_graph_modules else "")
-                   + "): an estimate, +-50 %: static input and output hidden states per captured callable and "
-                   "in-flight micro-batch, plus one captured region's backward working set in the private graph "
-                   "pool. Check against Megatron's capture log \"built N cuda graph(s) ... allocated A, reserved "
-                   "R\" (local) or the memory report with and without CUDA graphs (transformer_engine).")
+                   + f"): the peak is the largest of the eager warm-up steps' ({tr.cuda_graph_warmup_steps}), the "
+                   "capture's (model states, the captured parts' saved tensors of the in-flight micro-batches, "
+                   "static buffers, one captured region's backward working set) and the steady state's (the "
+                   "captured tensors in the private pool, reserved but not allocated: in the device figure). "
+                   "The optimizer's moments are counted at the capture even when it precedes the first step.")
+    elif tr.cuda_graph_impl == "full_iteration":
+        out.append("CUDA graphs (full_iteration): the captured step allocates what the eager step does; the "
+                   "allocated peak is the plain one.")
     if par.tp_comm_overlap:
         out.append(f"TP communication overlap: twelve Transformer Engine userbuffers of [{r.s * r.b // r.cp}, {r.h}] "
                    f"({comm_buffers.tp_overlap_bytes(r) / GIB:.2f} GiB) outside PyTorch's allocator, with the "

@@ -153,6 +153,13 @@ def feature_problems(cfg) -> list[Problem]:
         if mods:
             add("training.cuda_graph_modules", sorted(mods), "must be empty with cuda_graph_impl: full_iteration")
     else:
+        if tr.cuda_graph_impl == "local":
+            add("training.cuda_graph_impl", "local", "Megatron-Core's local CUDA graphs (CudaGraphManager: graphs "
+                "recorded during a training step, a memory pool per micro-batch) are not modelled; "
+                "transformer_engine and full_iteration are")
+        if tr.recompute_granularity == "full":
+            add("training.recompute_granularity", "full", "full recompute works with CUDA graphs only with "
+                "cuda_graph_impl: full_iteration (Megatron-Core's rule)")
         if "moe_preprocess" in mods and "moe_router" not in mods:
             add("training.cuda_graph_modules", sorted(mods), "moe_preprocess must be used together with moe_router")
         if moe and (not mods or "moe" in mods) and not m.moe_pad_expert_input_to_capacity:
