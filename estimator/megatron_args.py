@@ -54,7 +54,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
                   "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
                   "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
-                  "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
+                  "external_cuda_graph", "moe_enable_deepep", "use_layer_wise_param_layout", "moe_deepep_num_sms",
                   "moe_hybridep_num_sms"}
 
 #: Destinations the importer turns into configuration fields.
@@ -437,6 +437,11 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
             tr["use_distributed_optimizer"] = True
             notes.append("--optimizer dist_muon: deprecated, Muon with the layer-wise distributed optimizer")
         tr["optimizer"] = opt
+    if "use_layer_wise_param_layout" in raw:   # --no-use-layer-wise-param-layout (store_false)
+        if tr.get("optimizer") == "muon" and tr.get("use_distributed_optimizer"):
+            tr["use_layer_wise_param_layout"] = False
+        else:
+            notes.append("--no-use-layer-wise-param-layout: only with Muon and the distributed optimizer")
     if tr.get("optimizer", "adam") != "sgd" and "sgd_momentum" in tr:
         del tr["sgd_momentum"]
         notes.append("--sgd-momentum: only with --optimizer sgd")

@@ -104,6 +104,8 @@ _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP 
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
      "allocator)")
+_put(_M, "use_layer_wise_param_layout", "Muon's layer-wise distributed optimizer: without the layout whole "
+     "tensors go to the data-parallel ranks in ping-pong order, the largest (the embedding) to one rank")
 _put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
      "precedes the optimizer's first step")
 _put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part beside a "
@@ -178,8 +180,6 @@ _put(_N, "distributed_backend distributed_timeout_minutes distributed_timeout_se
 _put(_N, "megatron_fsdp_version", "Megatron-FSDP 1 is modelled; version 2 is refused")
 _put(_N, "fsdp_manual_registration fsdp_db_use_persist_buf_on_alloc_fail",
      "Megatron-FSDP buffer registration and fallbacks for asymmetric units: the same buffers")
-_put(_N, "use_layer_wise_param_layout", "which buffer the layer-wise optimizer's non-Muon parameters live in: "
-     "the same bytes")
 _put(_N, "disable_symmetric_registration", "how NCCL registers the user buffers: the same buffers")
 _put(_N, "use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d",
      "which optimizer class and streams the offloaded step uses: the same states")

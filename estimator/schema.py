@@ -358,6 +358,12 @@ class TrainingConfig:
                         choices=("adam", "sgd", "muon"), flag="--optimizer")
     sgd_momentum: float = _f(0.9, "SGD momentum; 0 keeps no momentum buffer.", type="float", min=0.0, max=1.0,
                              flag="--sgd-momentum")
+    use_layer_wise_param_layout: bool = _f(True, "Muon with the distributed optimizer: true (Megatron-LM's default) "
+                                           "gives the Muon matrices a shard-aligned buffer layout and shards the "
+                                           "other parameters byte-wise, about evenly; false "
+                                           "(--no-use-layer-wise-param-layout) hands whole tensors to the "
+                                           "data-parallel ranks in ping-pong order of size, so one rank holds the "
+                                           "largest tensor (usually the embedding) whole.", type="bool")
     optimizer_cpu_offload: bool = _f(False, "Run the optimizer step of a fraction of the parameters on the CPU "
                                      "(Megatron-Core HybridDeviceOptimizer): their fp32 master weights, gradients "
                                      "and Adam states live in host memory (needs the precision-aware optimizer).",

@@ -90,6 +90,8 @@ class Plan:
             self.loss_act, self.emb_act = ex.output, ex.embedding
         self.ob = optimizers.optimizer_bytes(r, bm)
         self.opt_shards = optimizers.optimizer_shards(r)
+        self.ping_pong = (tr.optimizer == "muon" and tr.use_distributed_optimizer
+                          and not tr.use_layer_wise_param_layout)
         self.bf16 = schedule.bf16_layers(r)
         if self.bf16:
             rb = schedule.bf16_resolved(r)
@@ -197,6 +199,12 @@ class Plan:
             else:
                 opt = (self.ob.linear * (_cdiv(linear_p, sd) + _cdiv(expert_p, se))
                        + self.ob.other * _cdiv(dense_p - linear_p, sd))
+                if self.ping_pong:
+                    # Whole tensors in ping-pong order (optimizers.py): the busiest rank holds the largest.
+                    opt += optimizers.ping_pong_extra(
+                        self.ob, (sd, se), self.layout[6] if first or last else 0,
+                        optimizers.largest_matrix(r, not all(kinds), any(kinds)),
+                        optimizers.largest_expert_matrix(r) if any(kinds) else 0)
         if tr.optimizer_cpu_offload:
             if not self.frozen:
                 n_sh = _cdiv(dense_p, sd) + _cdiv(expert_p, se)

@@ -88,6 +88,9 @@ def feature_problems(cfg) -> list[Problem]:
         add("precision.use_precision_aware_optimizer", True, "works only with optimizer: adam")
     if tr.optimizer != "sgd":
         only_with("training.sgd_momentum", tr.sgd_momentum, 0.9, "optimizer: sgd")
+    if not (tr.optimizer == "muon" and tr.use_distributed_optimizer):
+        only_with("training.use_layer_wise_param_layout", tr.use_layer_wise_param_layout, True,
+                  "optimizer: muon and use_distributed_optimizer: true")
     if tr.optimizer_cpu_offload:
         if not pr.use_precision_aware_optimizer:
             add("training.optimizer_cpu_offload", True, "needs precision.use_precision_aware_optimizer: true "
