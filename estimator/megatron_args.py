@@ -67,8 +67,6 @@ REFUSED_VALUES = {
     "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
                                     "hybridep are)"),
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
-    "cuda_graph_impl": (("none", "transformer_engine", "full_iteration"), "Megatron-Core's local CUDA graphs "
-                        "(CudaGraphManager) are not modelled (transformer_engine and full_iteration are)"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
@@ -450,11 +448,6 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         notes.append("--optimizer-offload-fraction: only with --optimizer-cpu-offload")
     if tr.get("cpu_offloading_num_layers", 0) > 0:
         tr["cpu_offloading"] = True      # arguments.py
-    if not tr.get("fine_grained_activation_offloading"):
-        for k in ("offload_modules", "activation_offload_fraction"):
-            if k in tr:
-                del tr[k]
-                notes.append(f"--{k.replace('_', '-')}: only with --fine-grained-activation-offloading")
     if "external_cuda_graph" in raw:   # deprecated (--enable-cuda-graph, for the local graphs, is refused)
         if tr.get("cuda_graph_impl", "none") != "none":
             raise ConfigError(Problem("--external-cuda-graph", None, "Megatron-LM refuses it together with "
@@ -478,9 +471,12 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
                 mods.append(v)
         if mods:
             tr["cuda_graph_modules"] = mods
+    if tr.get("cuda_graph_impl") == "local":   # after the deprecated full_iteration scope's migration
+        raise RefusedFlagsError([("--cuda-graph-impl local", "Megatron-Core's local CUDA graphs (CudaGraphManager) "
+                                  "are not modelled (transformer_engine and full_iteration are)")])
     if tr.get("cuda_graph_impl", "none") in ("none", "full_iteration") and "cuda_graph_modules" in tr:
         del tr["cuda_graph_modules"]
-        notes.append("--cuda-graph-modules: only with --cuda-graph-impl local or transformer_engine")
+        notes.append("--cuda-graph-modules: only with --cuda-graph-impl transformer_engine")
     if not tr.get("defer_embedding_wgrad_compute") and "wgrad_deferral_limit" in tr:
         del tr["wgrad_deferral_limit"]
         notes.append("--wgrad-deferral-limit: only with --defer-embedding-wgrad-compute")

@@ -94,8 +94,7 @@ _put(_M, "optimizer sgd_momentum", "optimizer state bytes per parameter (Adam, S
      "the layer-wise distributed optimizer)")
 _put(_M, "optimizer_cpu_offload optimizer_offload_fraction", "optimizer states and master weights moved to host "
      "memory")
-_put(_M, "cpu_offloading_num_layers fine_grained_activation_offloading offload_modules activation_offload_fraction",
-     "activations moved to pinned host memory")
+_put(_M, "cpu_offloading_num_layers", "activations moved to pinned host memory")
 _put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated external_cuda_graph",
      "Transformer Engine's per-layer CUDA graphs: static buffers, and the capture's peak apart from the steady "
      "state's (the captured tensors live in a private pool)")
@@ -350,6 +349,12 @@ _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
 _put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
      "the extra fp32 gradient scratch buffers are not modelled")
+_put(_R, "fine_grained_activation_offloading", "fine-grained activation offloading is not modelled: what stays on "
+     "the GPU depends on Megatron-Core's run-time policy (a margin of one layer's groups, the last layer of a chunk "
+     "whose backward follows at once, reloads one group ahead in the backward pass, tensors under "
+     "min_offloaded_tensor_size)")
+_put(_R, "offload_modules activation_offload_fraction", "only with --fine-grained-activation-offloading, which is "
+     "not modelled")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
 _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")

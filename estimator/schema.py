@@ -378,20 +378,10 @@ class TrainingConfig:
     cpu_offloading_num_layers: int = _f(0, "Layers whose activations are offloaded with cpu_offloading (fewer than "
                                         "num_layers; no pipeline parallelism, no recompute).", type="int", min=0,
                                         max=100000, flag="--cpu-offloading-num-layers")
-    fine_grained_activation_offloading: bool = _f(False, "Offload the inputs of the modules in offload_modules to "
-                                                  "pinned host memory, per layer and micro-batch (Megatron-Core's "
-                                                  "fine-grained activation offloading).", type="bool",
-                                                  flag="--fine-grained-activation-offloading")
-    offload_modules: list[str] | None = _f(None, "Modules whose saved inputs fine-grained offloading moves to the "
-                                           "host: attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, "
-                                           "moe_act (attn_norm and mlp_norm only where the norm is a module of its "
-                                           "own, not fused into the next linear).", type="str_list",
-                                           choices=("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
-                                                    "expert_fc1", "moe_act"),
-                                           derived="none", flag="--offload-modules")
-    activation_offload_fraction: float = _f(1.0, "Fraction of the eligible offload groups (in forward order) that "
-                                            "fine-grained offloading really offloads.", type="float", min=0.0,
-                                            max=1.0, flag="--activation-offload-fraction")
+    fine_grained_activation_offloading: bool = _f(False, "Megatron-Core's fine-grained activation offloading (the "
+                                                  "saved tensors of chosen modules to pinned host memory). Not "
+                                                  "modelled: true is refused (what stays on the GPU depends on "
+                                                  "Megatron-Core's run-time policy).", type="bool")
     cuda_graph_impl: str = _f("none", "CUDA graphs: local (Megatron-Core's CudaGraphManager) and transformer_engine "
                               "(TE make_graphed_callables) capture each layer (or the modules in cuda_graph_modules); "
                               "full_iteration captures the whole forward-backward step.", type="str",

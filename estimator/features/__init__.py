@@ -47,7 +47,7 @@ def _active(cfg) -> bool:
     return (par.use_megatron_fsdp or par.use_torch_fsdp2 or par.tp_comm_overlap or par.nccl_ub
             or par.num_distributed_optimizer_instances > 1 or tr.peft is not None or tr.optimizer != "adam"
             or tr.optimizer_cpu_offload or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0
-            or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none"
+            or tr.cuda_graph_impl != "none"
             or tr.overlap_moe_expert_parallel_comm or tr.defer_embedding_wgrad_compute
             or m.moe_token_dispatcher_type == "flex"
             or (pr.fp8 and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
@@ -77,7 +77,7 @@ class Plan:
         # schedule's set plus one layer (schedule.py).
         self.extra_in_flight = 0
         self.frozen = tr.peft is not None
-        if (self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none"
+        if (self.frozen or tr.cuda_graph_impl != "none"
                 or tr.overlap_moe_expert_parallel_comm):
             acts = {k: layer_activations(r, k, parts=True) for k in acts}
         if self.frozen:
@@ -99,9 +99,6 @@ class Plan:
         self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
         self.full_recompute = tr.recompute_granularity == "full"
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
-        self.fine = tr.fine_grained_activation_offloading and bool(tr.offload_modules)
-        if self.fine:
-            self.fine_off = {k: offload.offloaded_parts(r, k, a.parts) for k, a in acts.items()}
         self.graphs = tr.cuda_graph_impl == "transformer_engine"     # full_iteration: the plain peak
         if self.graphs:
             self.graph_work = cuda_graphs.capture_work(r, acts)
@@ -230,12 +227,6 @@ class Plan:
         moved = 0
         if self.offload_layers:
             moved = len(flight) * sum(self.acts[k].saved for k in kinds[:self.offload_layers])
-            host["activations_pinned"] = moved
-        elif self.fine:
-            per_chunk = [sum(self.fine_off[k] for k in self._kinds(c)) for c in chunks]
-            total = sum(per_chunk[c] for c in flight)
-            margin = max((self.fine_off[k] for k in kinds), default=0)
-            moved = min(int(total * tr.activation_offload_fraction), max(total - margin, 0))
             host["activations_pinned"] = moved
         if moved:
             parts["offloaded"] = -moved

@@ -68,11 +68,6 @@ def assumptions(r) -> list[str]:
     if tr.cpu_offloading or tr.cpu_offloading_num_layers:
         out.append(f"Layer-wise activation offloading: the activations of the first {tr.cpu_offloading_num_layers} "
                    "layers are in pinned host memory at the end of the forward pass.")
-    if tr.fine_grained_activation_offloading and tr.offload_modules:
-        out.append(f"Fine-grained activation offloading of {', '.join(tr.offload_modules)} "
-                   f"(fraction {tr.activation_offload_fraction:g}): those saved tensors of every in-flight "
-                   "micro-batch are in pinned host memory, except the last layer's (reloaded at once); tensors "
-                   "under 1M elements are assumed offloaded too.")
     if tr.cuda_graph_impl == "transformer_engine":
         out.append("CUDA graphs (transformer_engine"
                    + (f", modules {', '.join(tr.cuda_graph_modules)}" if tr.cuda_graph_modules else "")
