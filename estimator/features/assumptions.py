@@ -52,8 +52,11 @@ def assumptions(r) -> list[str]:
     elif tr.optimizer == "muon":
         out.append("Muon: 2-D linear weights keep an fp32 master and one momentum (8 B); embeddings, output layer, "
                    "norms, biases and router use Adam (12 B)"
-                   + ("; sharded layer-wise over the data-parallel ranks (whole tensors, spread evenly here)"
-                      if tr.use_distributed_optimizer else "; not sharded") + ". The Newton-Schulz workspace of the "
+                   + (("; sharded layer-wise over the data-parallel ranks (whole tensors, spread evenly here)"
+                       if tr.use_layer_wise_param_layout else "; whole tensors handed to the data-parallel ranks in "
+                       "ping-pong order of size: the figures are the busiest rank's, which holds the largest tensor "
+                       "whole") if tr.use_distributed_optimizer else "; not sharded")
+                   + ". The Newton-Schulz workspace of the "
                    "optimizer step is not counted (activations are freed by then).")
     if tr.peft:
         tm = ", ".join(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
