@@ -115,6 +115,14 @@ def test_schedule_rules():
     with pytest.raises(ConfigError, match="virtual_pipeline"):
         est(MOE, {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2},
             {"world_size": 4, "overlap_moe_expert_parallel_comm": True})
+    layout = {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
+              "pipeline_model_parallel_layout": "Et|t|t|tL"}       # a layout of 2 chunks per rank: interleaved
+    est(MOE, layout, {"world_size": 4, "overlap_moe_expert_parallel_comm": True})
+    with pytest.raises(ConfigError, match="capturing moe or mlp"):
+        est({**MOE, "moe_pad_expert_input_to_capacity": True, "moe_expert_capacity_factor": 1.0},
+            {"expert_model_parallel_size": 2},
+            {"world_size": 2, "overlap_moe_expert_parallel_comm": True, "cuda_graph_impl": "transformer_engine",
+             "cuda_graph_modules": ["attn", "moe"]})
     with pytest.raises(ConfigError, match="pipeline_model_parallel_size > 1"):
         est(training={"defer_embedding_wgrad_compute": True})
     with pytest.raises(ConfigError, match="delayed scaling"):

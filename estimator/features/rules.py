@@ -198,6 +198,9 @@ def feature_problems(cfg) -> list[Problem]:
                 "virtual_pipeline_model_parallel_size (the interleaved schedule)")
         if tr.recompute_granularity == "full":
             add("training.overlap_moe_expert_parallel_comm", True, "does not work with full recompute")
+        if tr.cuda_graph_impl == "transformer_engine" and {"moe", "mlp"} & mods:
+            add("training.cuda_graph_modules", sorted(mods), "capturing moe or mlp does not work with "
+                "overlap_moe_expert_parallel_comm (Megatron-Core's rule)")
     if tr.defer_embedding_wgrad_compute:
         if p == 1:
             add("training.defer_embedding_wgrad_compute", True, "needs pipeline_model_parallel_size > 1")
