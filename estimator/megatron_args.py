@@ -56,7 +56,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
                   "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
                   "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
-                  "enable_cuda_graph", "external_cuda_graph", "moe_enable_deepep", "moe_deepep_num_sms",
+                  "external_cuda_graph", "moe_enable_deepep", "use_layer_wise_param_layout", "moe_deepep_num_sms",
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant"}
@@ -443,6 +443,11 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
             tr["use_distributed_optimizer"] = True
             notes.append("--optimizer dist_muon: deprecated, Muon with the layer-wise distributed optimizer")
         tr["optimizer"] = opt
+    if "use_layer_wise_param_layout" in raw:   # --no-use-layer-wise-param-layout (store_false)
+        if tr.get("optimizer") == "muon" and tr.get("use_distributed_optimizer"):
+            tr["use_layer_wise_param_layout"] = False
+        else:
+            notes.append("--no-use-layer-wise-param-layout: only with Muon and the distributed optimizer")
     if tr.get("optimizer", "adam") != "sgd" and "sgd_momentum" in tr:
         del tr["sgd_momentum"]
         notes.append("--sgd-momentum: only with --optimizer sgd")
@@ -451,18 +456,12 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         notes.append("--optimizer-offload-fraction: only with --optimizer-cpu-offload")
     if tr.get("cpu_offloading_num_layers", 0) > 0:
         tr["cpu_offloading"] = True      # arguments.py
-    if not tr.get("fine_grained_activation_offloading"):
-        for k in ("offload_modules", "activation_offload_fraction"):
-            if k in tr:
-                del tr[k]
-                notes.append(f"--{k.replace('_', '-')}: only with --fine-grained-activation-offloading")
-    if "enable_cuda_graph" in raw or "external_cuda_graph" in raw:
-        flag = "--enable-cuda-graph" if "enable_cuda_graph" in raw else "--external-cuda-graph"
-        if tr.get("cuda_graph_impl", "none") != "none" or ("enable_cuda_graph" in raw and "external_cuda_graph" in raw):
-            raise ConfigError(Problem(flag, None, "Megatron-LM refuses it together with --cuda-graph-impl or the "
-                                      "other deprecated CUDA-graph switch"))
-        tr["cuda_graph_impl"] = "local" if "enable_cuda_graph" in raw else "transformer_engine"
-        notes.append(f"{flag}: deprecated, --cuda-graph-impl {tr['cuda_graph_impl']}")
+    if "external_cuda_graph" in raw:   # deprecated (--enable-cuda-graph, for the local graphs, is refused)
+        if tr.get("cuda_graph_impl", "none") != "none":
+            raise ConfigError(Problem("--external-cuda-graph", None, "Megatron-LM refuses it together with "
+                                      "--cuda-graph-impl"))
+        tr["cuda_graph_impl"] = "transformer_engine"
+        notes.append("--external-cuda-graph: deprecated, --cuda-graph-impl transformer_engine")
     scopes = raw.get("cuda_graph_modules") or raw.get("cuda_graph_scope_deprecated")
     if "cuda_graph_modules" in raw and "cuda_graph_scope_deprecated" in raw:
         raise ConfigError(Problem("--cuda-graph-scope", None, "--cuda-graph-scope and --cuda-graph-modules cannot be "
@@ -480,9 +479,12 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
                 mods.append(v)
         if mods:
             tr["cuda_graph_modules"] = mods
+    if tr.get("cuda_graph_impl") == "local":   # after the deprecated full_iteration scope's migration
+        raise RefusedFlagsError([("--cuda-graph-impl local", "Megatron-Core's local CUDA graphs (CudaGraphManager) "
+                                  "are not modelled (transformer_engine and full_iteration are)")])
     if tr.get("cuda_graph_impl", "none") in ("none", "full_iteration") and "cuda_graph_modules" in tr:
         del tr["cuda_graph_modules"]
-        notes.append("--cuda-graph-modules: only with --cuda-graph-impl local or transformer_engine")
+        notes.append("--cuda-graph-modules: only with --cuda-graph-impl transformer_engine")
     if not tr.get("defer_embedding_wgrad_compute") and "wgrad_deferral_limit" in tr:
         del tr["wgrad_deferral_limit"]
         notes.append("--wgrad-deferral-limit: only with --defer-embedding-wgrad-compute")

@@ -230,9 +230,9 @@ _FEATURE_FIELDS = (
     ("parallelism", "nccl_ub"), ("precision", "megatron_fsdp_main_params_dtype"),
     ("precision", "megatron_fsdp_main_grads_dtype"), ("training", "optimizer"), ("training", "sgd_momentum"),
     ("training", "optimizer_cpu_offload"), ("training", "optimizer_offload_fraction"),
-    ("training", "cpu_offloading_num_layers"), ("training", "fine_grained_activation_offloading"),
-    ("training", "offload_modules"), ("training", "activation_offload_fraction"), ("training", "cuda_graph_impl"),
-    ("training", "cuda_graph_modules"), ("training", "overlap_moe_expert_parallel_comm"),
+    ("training", "cpu_offloading_num_layers"), ("training", "cuda_graph_impl"),
+    ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
+    ("training", "overlap_moe_expert_parallel_comm"),
     ("training", "defer_embedding_wgrad_compute"), ("training", "wgrad_deferral_limit"),
     ("precision", "first_last_layers_bf16"), ("precision", "num_layers_at_start_in_bf16"),
     ("precision", "num_layers_at_end_in_bf16"),
@@ -261,6 +261,8 @@ def _feature_args(cfg, add, out: list) -> None:
             add(spec.flag, value)
     if par.use_torch_fsdp2 and not par.torch_fsdp2_reshard_after_forward:
         add("--torch-fsdp2-no-reshard-after-forward")
+    if not tr.use_layer_wise_param_layout:
+        add("--no-use-layer-wise-param-layout")
 
 
 def _flag(name: str) -> str:

@@ -104,16 +104,21 @@ _put(_M, "optimizer sgd_momentum", "optimizer state bytes per parameter (Adam, S
      "the layer-wise distributed optimizer)")
 _put(_M, "optimizer_cpu_offload optimizer_offload_fraction", "optimizer states and master weights moved to host "
      "memory")
-_put(_M, "cpu_offloading_num_layers fine_grained_activation_offloading offload_modules activation_offload_fraction",
-     "activations moved to pinned host memory")
-_put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated enable_cuda_graph external_cuda_graph",
-     "CUDA graph static buffers and graph pool")
+_put(_M, "cpu_offloading_num_layers", "activations moved to pinned host memory")
+_put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated external_cuda_graph",
+     "Transformer Engine's per-layer CUDA graphs: static buffers, and the capture's peak apart from the steady "
+     "state's (the captured tensors live in a private pool)")
 _put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator)")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
      "allocator)")
-_put(_M, "overlap_moe_expert_parallel_comm", "one more (chunk-)micro-batch in flight")
+_put(_M, "use_layer_wise_param_layout", "Muon's layer-wise distributed optimizer: without the layout whole "
+     "tensors go to the data-parallel ranks in ping-pong order, the largest (the embedding) to one rank")
+_put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
+     "precedes the optimizer's first step")
+_put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part beside a "
+     "backward layer")
 _put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage keeps each deferred micro-batch's "
      "output-layer input and logits gradient")
 _put(_M, "first_last_layers_bf16 num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "bf16 layers in an FP8 "
@@ -182,8 +187,6 @@ _put(_N, "distributed_backend distributed_timeout_minutes distributed_timeout_se
 _put(_N, "megatron_fsdp_version", "Megatron-FSDP 1 is modelled; version 2 is refused")
 _put(_N, "fsdp_manual_registration fsdp_db_use_persist_buf_on_alloc_fail",
      "Megatron-FSDP buffer registration and fallbacks for asymmetric units: the same buffers")
-_put(_N, "use_layer_wise_param_layout", "which buffer the layer-wise optimizer's non-Muon parameters live in: "
-     "the same bytes")
 _put(_N, "disable_symmetric_registration", "how NCCL registers the user buffers: the same buffers")
 _put(_N, "use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d",
      "which optimizer class and streams the offloaded step uses: the same states")
@@ -201,7 +204,6 @@ _put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 
      "optimizer hyper-parameters and loss scaling: scalars")
 _put(_N, "fp8_margin fp8_interval fp8_amax_history_len fp8_amax_compute_algo",
      "FP8 scaling-factor bookkeeping: a few floats per tensor")
-_put(_N, "cuda_graph_warmup_steps", "eager warm-up steps before capture; the graphs are the same")
 _put(_N, "mhc_num_residual_streams mhc_sinkhorn_iterations mhc_init_gating_factor mhc_recompute_layer_num",
      "only with --enable-mhc-connections, which is refused")
 _put(_N, "delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_offloads",
@@ -354,6 +356,14 @@ _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
 _put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
      "the extra fp32 gradient scratch buffers are not modelled")
+_put(_R, "fine_grained_activation_offloading", "fine-grained activation offloading is not modelled: what stays on "
+     "the GPU depends on Megatron-Core's run-time policy (a margin of one layer's groups, the last layer of a chunk "
+     "whose backward follows at once, reloads one group ahead in the backward pass, tensors under "
+     "min_offloaded_tensor_size)")
+_put(_R, "offload_modules activation_offload_fraction", "only with --fine-grained-activation-offloading, which is "
+     "not modelled")
+_put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
+     "which are not modelled")
 _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
 _put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")

@@ -56,7 +56,8 @@ def in_flight(r: Resolved, stage: int, extra: int = 0) -> list[int]:
     backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
     :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`).
 
-    ``extra`` more warm-up (chunk-)micro-batches run before the steady state (expert-parallel overlap: 1)."""
+    ``extra`` more warm-up (chunk-)micro-batches run before the steady state (no feature adds any today:
+    the expert-parallel overlap holds the plain set, features/schedule.py)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
         n = p - stage + extra

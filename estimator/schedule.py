@@ -53,7 +53,7 @@ def first_chunks(v: int, group: int, m: int, n: int) -> list[int]:
 def held_counts(p: int, rank: int, v: int, group: int, m: int | None, extra: int = 0) -> tuple:
     """Every distinct per-chunk count of the chunk-micro-batches rank ``rank`` holds before one of its
     backward passes (a tuple of v-tuples). ``m`` None means enough micro-batches in whole groups; ``extra``
-    more warm-up forwards run before the steady state (expert-parallel overlap: 1)."""
+    more warm-up forwards run before the steady state (none today; features/schedule.py)."""
     if v == 1:
         n = p - rank + extra if m is None else min(p - rank + extra, m)
         return ((n,),)

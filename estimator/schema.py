@@ -437,6 +437,12 @@ class TrainingConfig:
                         choices=("adam", "sgd", "muon"), flag="--optimizer")
     sgd_momentum: float = _f(0.9, "SGD momentum; 0 keeps no momentum buffer.", type="float", min=0.0, max=1.0,
                              flag="--sgd-momentum")
+    use_layer_wise_param_layout: bool = _f(True, "Muon with the distributed optimizer: true (Megatron-LM's default) "
+                                           "gives the Muon matrices a shard-aligned buffer layout and shards the "
+                                           "other parameters byte-wise, about evenly; false "
+                                           "(--no-use-layer-wise-param-layout) hands whole tensors to the "
+                                           "data-parallel ranks in ping-pong order of size, so one rank holds the "
+                                           "largest tensor (usually the embedding) whole.", type="bool")
     optimizer_cpu_offload: bool = _f(False, "Run the optimizer step of a fraction of the parameters on the CPU "
                                      "(Megatron-Core HybridDeviceOptimizer): their fp32 master weights, gradients "
                                      "and Adam states live in host memory (needs the precision-aware optimizer).",
@@ -451,20 +457,10 @@ class TrainingConfig:
     cpu_offloading_num_layers: int = _f(0, "Layers whose activations are offloaded with cpu_offloading (fewer than "
                                         "num_layers; no pipeline parallelism, no recompute).", type="int", min=0,
                                         max=100000, flag="--cpu-offloading-num-layers")
-    fine_grained_activation_offloading: bool = _f(False, "Offload the inputs of the modules in offload_modules to "
-                                                  "pinned host memory, per layer and micro-batch (Megatron-Core's "
-                                                  "fine-grained activation offloading).", type="bool",
-                                                  flag="--fine-grained-activation-offloading")
-    offload_modules: list[str] | None = _f(None, "Modules whose saved inputs fine-grained offloading moves to the "
-                                           "host: attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, "
-                                           "moe_act (attn_norm and mlp_norm only where the norm is a module of its "
-                                           "own, not fused into the next linear).", type="str_list",
-                                           choices=("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
-                                                    "expert_fc1", "moe_act"),
-                                           derived="none", flag="--offload-modules")
-    activation_offload_fraction: float = _f(1.0, "Fraction of the eligible offload groups (in forward order) that "
-                                            "fine-grained offloading really offloads.", type="float", min=0.0,
-                                            max=1.0, flag="--activation-offload-fraction")
+    fine_grained_activation_offloading: bool = _f(False, "Megatron-Core's fine-grained activation offloading (the "
+                                                  "saved tensors of chosen modules to pinned host memory). Not "
+                                                  "modelled: true is refused (what stays on the GPU depends on "
+                                                  "Megatron-Core's run-time policy).", type="bool")
     cuda_graph_impl: str = _f("none", "CUDA graphs: local (Megatron-Core's CudaGraphManager) and transformer_engine "
                               "(TE make_graphed_callables) capture each layer (or the modules in cuda_graph_modules); "
                               "full_iteration captures the whole forward-backward step.", type="str",
@@ -476,9 +472,14 @@ class TrainingConfig:
                                               "cuda_graph_scope.", type="str_list",
                                               choices=("attn", "mlp", "moe", "moe_router", "moe_preprocess"),
                                               derived="the whole layer", flag="--cuda-graph-modules")
+    cuda_graph_warmup_steps: int = _f(3, "Eager training steps before the CUDA graphs are captured. With 0 the "
+                                      "capture comes first, before the optimizer's first step; otherwise the "
+                                      "eager steps' peak counts too.", type="int", unit="steps", min=0,
+                                      max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
     overlap_moe_expert_parallel_comm: bool = _f(False, "Overlap the expert-parallel all-to-all of one micro-batch "
-                                                "with the computation of another (combined 1F1B): one more "
-                                                "(chunk) micro-batch in flight.", type="bool",
+                                                "with the computation of another (combined 1F1B): the same "
+                                                "micro-batches in flight, plus one forward layer's attention "
+                                                "beside a backward layer.", type="bool",
                                                 flag="--overlap-moe-expert-parallel-comm")
     defer_embedding_wgrad_compute: bool = _f(False, "Defer the output layer's weight-gradient GEMMs to the pipeline "
                                              "flush: the last stage keeps each deferred micro-batch's input and "

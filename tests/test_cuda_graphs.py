@@ -1,9 +1,15 @@
-"""CUDA graphs (estimator/features/cuda_graphs.py): static buffers and graph pool, by hand.
+"""CUDA graphs (estimator/features/cuda_graphs.py): eager, capture and steady peaks, by hand.
 
-The small model of tests/test_memory.py (L=4, h=1024, 8 MHA heads of 128, GeLU f=4096), sequence T = 2048,
-bf16. One static input and one static output of hidden states per captured callable and micro-batch:
-2 x 2 B x T x h = 8,388,608 bytes. A layer's backward working set: 2 B x T x f + 2 x 2 B x T x h =
-16,777,216 + 8,388,608 = 25,165,824; the attention's q/k/v gradients 2 B x T x 3h = 12,582,912.
+The small model of tests/test_memory.py (L=4, h=1024, 8 MHA heads of 128, GeLU f=4096, untied, vocabulary
+32000), sequence T = 2048, bf16, flash attention. Per layer and micro-batch:
+
+    attention  norm in + out 2 x 2 B x T x h 8,388,608 + q, k, v 2 B x T x 3h 12,582,912
+               + output 2 B x T x h 4,194,304 + softmax statistics 4 B x T x 8 65,536        = 25,231,360
+    MLP        norm in + out 8,388,608 + fc1 output 2 B x T x f 16,777,216 + GeLU output 16,777,216
+                                                                                          = 41,943,040
+    static     a static input and output of hidden states 2 x 2 B x T x h                  =  8,388,608
+    backward working set of a layer 2 B x T x f + 2 x 2 B x T x h                          = 25,165,824
+    q/k/v gradients of the attention 2 B x T x 3h                                          = 12,582,912
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from estimator import ConfigError, estimate
 from tests.conftest import make_config
 
 H, F, V, L, T = 1024, 4096, 32000, 4, 2048
-STATIC = 2 * 2 * T * H
+ATTN, MLP, STATIC, WORK, QKV = 25_231_360, 41_943_040, 2 * 2 * T * H, 25_165_824, 2 * T * 3 * H
 MODEL = dict(num_layers=L, hidden_size=H, num_attention_heads=8, ffn_hidden_size=F, vocab_size=V,
              activation_func="gelu", gated_linear_unit=False, untie_embeddings_and_output_weights=True)
+TE = {"cuda_graph_impl": "transformer_engine"}
 
 
 def est(training=None, parallelism=None, model=None):
@@ -25,35 +32,84 @@ def est(training=None, parallelism=None, model=None):
     return estimate(make_config({**MODEL, **(model or {})}, parallelism, tr))
 
 
-def test_whole_layer_capture():
-    """Four layers, one micro-batch in flight: 4 static sets; the pool holds one layer's backward working set."""
-    t = est({"cuda_graph_impl": "transformer_engine"}).stages[0].transient
-    assert t["cuda_graph_static_buffers"] == 4 * STATIC
-    assert t["cuda_graph_pool"] == 2 * T * F + 2 * 2 * T * H
+def _states(s):
+    return s.weights_bytes + s.gradients_bytes + s.optimizer_bytes
 
 
-def test_attention_only_and_attention_plus_mlp():
-    t = est({"cuda_graph_impl": "local", "cuda_graph_modules": ["attn"]}).stages[0].transient
-    assert (t["cuda_graph_static_buffers"], t["cuda_graph_pool"]) == (4 * STATIC, 2 * T * 3 * H)
-    t = est({"cuda_graph_impl": "local", "cuda_graph_modules": ["attn", "mlp"]}).stages[0].transient
-    assert (t["cuda_graph_static_buffers"], t["cuda_graph_pool"]) == (8 * STATIC, 2 * T * F + 2 * 2 * T * H)
+def test_hand_figures_match_the_plain_activations():
+    s = est().stages[0]
+    assert (s.activations["attention"], s.activations["mlp"]) == (L * ATTN, L * MLP)
 
 
-def test_static_buffers_per_in_flight_micro_batch():
-    """PP 2: stage 0 holds 2 layers for 2 micro-batches in flight, stage 1 2 layers for 1."""
-    st = est({"cuda_graph_impl": "transformer_engine", "world_size": 2}, {"pipeline_model_parallel_size": 2}).stages
-    assert [s.transient["cuda_graph_static_buffers"] for s in st] == [4 * STATIC, 2 * STATIC]
+def test_capture_before_any_eager_step_is_the_peak():
+    """Regression: the graphs' pool and static buffers were added on top of the eager peak (+18 % on
+    Megatron-LM's CI case gpt3_mcore_te_tp2_pp2_ep4_etp1_resume_torch_dist_attn_cudagraph, whose
+    max-allocated is the same from step 1: the capture's). PP 2, stage 0: 2 layers, 2 micro-batches in flight,
+    whole layers captured, cuda_graph_warmup_steps 0. At the capture the 4 (layer, micro-batch) graphs hold
+    4 x (25,231,360 + 41,943,040) = 268,697,600 of saved tensors, 4 static sets 33,554,432 and one layer's
+    backward working set 25,165,824; the eager transients (Transformer Engine's dummy weight gradients, the
+    layers' backward working set) do not exist yet. In the steady state the saved tensors are in the private
+    pool (not allocated), so the capture is the larger."""
+    tr, par = {**TE, "cuda_graph_warmup_steps": 0, "world_size": 2}, {"pipeline_model_parallel_size": 2}
+    base = est({"world_size": 2}, par).stages[0]
+    s = est(tr, par).stages[0]
+    assert s.activations_bytes == base.activations_bytes == 4 * (ATTN + MLP)
+    ws = base.transient["workspaces"]
+    assert s.transient == {"cuda_graph_static_buffers": 4 * STATIC, "cuda_graph_capture_working_set": WORK,
+                           "workspaces": ws}
+    assert s.allocated_bytes == _states(base) + 4 * (ATTN + MLP) + 4 * STATIC + WORK + ws
+    # afterwards the pool (268,697,600 + 25,165,824) is reserved beside the steady state's allocations
+    steady = _states(base) + base.transient["te_dummy_wgrad"] + base.transient["backward_working_set"] + ws \
+        + 4 * STATIC
+    assert s.outside_allocator["cuda_graph_private_pool"] == steady + 4 * (ATTN + MLP) + WORK - s.allocated_bytes
 
 
-def test_full_iteration_has_a_pool_and_no_per_layer_buffers():
-    t = est({"cuda_graph_impl": "full_iteration"}).stages[0].transient
-    assert "cuda_graph_static_buffers" not in t and t["cuda_graph_pool"] == 2 * T * F + 2 * 2 * T * H
+def test_eager_warm_up_steps_keep_the_plain_peak():
+    """cuda_graph_warmup_steps 3 (Megatron's default): the eager steps reach the plain peak first. One GPU, whole
+    layers: the steady state (states + the eager transients + 4 static sets) plus the private pool (all
+    4 x 67,174,400 saved bytes + 25,165,824) exceeds that peak by 4 x 8,388,608 + 25,165,824 = 58,720,256,
+    which the device figure adds."""
+    base = est().stages[0]
+    s = est(TE).stages[0]
+    assert s.allocated_bytes == base.allocated_bytes and s.transient == base.transient
+    assert s.outside_allocator["cuda_graph_private_pool"] == 4 * STATIC + WORK
+    assert s.device_bytes == base.device_bytes + 4 * STATIC + WORK
+
+
+def test_attention_capture_in_the_steady_state():
+    """One GPU, attention captured, no eager step first: the steady state (the MLP's 4 x 41,943,040 and the
+    loss chunk allocated, the attention's 4 x 25,231,360 in the pool, 4 static sets) is above the capture (the
+    attention, static sets, q/k/v gradients 12,582,912). The pool 100,925,440 + 12,582,912 = 113,508,352 is
+    reserved beside it."""
+    base = est().stages[0]
+    s = est({**TE, "cuda_graph_warmup_steps": 0, "cuda_graph_modules": ["attn"]}).stages[0]
+    assert s.activations_bytes == base.activations_bytes - 4 * ATTN
+    assert s.activations["cuda_graph_private_pool"] == -4 * ATTN
+    assert s.allocated_bytes == base.allocated_bytes - 4 * ATTN + 4 * STATIC
+    assert s.outside_allocator["cuda_graph_private_pool"] == 4 * ATTN + QKV
+
+
+def test_unfused_attention_capture_holds_the_probabilities_gradient():
+    """Unfused attention keeps the softmax output, 2 B x 8 heads x T x T = 67,108,864 per layer, and its backward
+    adds a gradient of that size (the fused softmax backward works in place) to the q/k/v gradients."""
+    s = est({**TE, "cuda_graph_warmup_steps": 0, "cuda_graph_modules": ["attn"], "attention_backend": "unfused"})
+    probs = 2 * 8 * T * T
+    assert s.stages[0].outside_allocator["cuda_graph_private_pool"] == 4 * (ATTN + probs) + QKV + probs
+
+
+def test_full_iteration_keeps_the_plain_peak():
+    base = est().stages[0]
+    s = est({"cuda_graph_impl": "full_iteration"}).stages[0]
+    assert s.allocated_bytes == base.allocated_bytes and s.transient == base.transient
 
 
 def test_cuda_graph_rules():
     with pytest.raises(ConfigError, match="must be empty"):
         est({"cuda_graph_impl": "full_iteration", "cuda_graph_modules": ["attn"]})
     with pytest.raises(ConfigError, match="drop-and-pad"):
-        est({"cuda_graph_impl": "local"}, model={"num_experts": 4})
-    est({"cuda_graph_impl": "local", "cuda_graph_modules": ["attn", "moe_router", "moe_preprocess"]},
-        model={"num_experts": 4})
+        est(TE, model={"num_experts": 4})
+    with pytest.raises(ConfigError, match="local CUDA graphs"):
+        est({"cuda_graph_impl": "local", "cuda_graph_modules": ["attn"]})
+    with pytest.raises(ConfigError, match="full_iteration"):
+        est({**TE, "recompute_granularity": "full"})
+    est({**TE, "cuda_graph_modules": ["attn", "moe_router", "moe_preprocess"]}, model={"num_experts": 4})

@@ -25,13 +25,47 @@ def est(model=MODEL, parallelism=None, training=None, precision=None):
     return estimate(make_config(model, parallelism, tr, precision))
 
 
-def test_expert_parallel_overlap_adds_one_micro_batch_in_flight():
-    """Without pipelining the combined 1F1B schedule holds micro-batch i+1's forward beside i's backward."""
+def test_expert_parallel_overlap_without_pipelining_holds_one_micro_batch():
+    """Regression: the combined 1F1B schedule was counted as two whole micro-batches in flight (+58 % on
+    Megatron-LM's CI case gpt3_mcore_te_tp2_pp1_te_a2a_ovlp_8experts_etp1_ep4). The forward of micro-batch i+1
+    runs layer by layer beside the backward of micro-batch i, which frees each layer as it goes
+    (combined_1f1b.py, model_chunk_schedule_plan.py): one micro-batch is held, as without overlap. The step's
+    own peak is one layer's pre-dispatch part (33,685,504, see the next test) + the MoE backward working set
+    (41,943,040) after the backward micro-batch's loss chunk (logits 2 B x 2048 x 32000 = 131,072,000 and more)
+    is gone: below the loss's own phase, so the estimate is the same as without overlap."""
     par, tr = {"expert_model_parallel_size": 2}, {"world_size": 2}
     base = est(MOE, par, tr).stages[0]
     s = est(MOE, par, {**tr, "overlap_moe_expert_parallel_comm": True}).stages[0]
-    assert (base.microbatches_in_flight, s.microbatches_in_flight) == (1, 2)
-    assert s.activations["attention"] == 2 * base.activations["attention"]
+    assert (base.microbatches_in_flight, s.microbatches_in_flight) == (1, 1)
+    assert s.activations_bytes == base.activations_bytes
+    assert s.allocated_bytes == base.allocated_bytes
+    assert "ep_overlap_1f1b_step" not in s.transient
+
+
+def test_expert_parallel_overlap_step_peak_with_interleaving():
+    """PP 2 x VPP 2, EP 2, world 4: the interleaved schedule's extra warm-up forward leaves the held set as it is
+    (5 chunk-micro-batches on stage 0, 3 on stage 1, as without overlap). Stage 0 (no loss) peaks inside a
+    combined step: the forward layer's pre-dispatch part beside the backward layer's working set.
+
+    Pre-dispatch part of an MoE layer, T = 2048 tokens, h = 1024, 8 heads of 128, 8 experts, bf16:
+        attention  norm in + out 2 x 2 B x T x h = 8,388,608; q, k, v 2 B x T x 3 x 1024 = 12,582,912;
+                   output 2 B x T x 1024 = 4,194,304; softmax statistics 4 B x T x 8 = 65,536  -> 25,231,360
+        pre-MLP norm in + out 2 x 2 B x T x h                                                 ->  8,388,608
+        router logits + probabilities 2 x 2 B x T x 8                                         ->     65,536
+                                                                                       total   33,685,504
+    so the backward working set phase (41,943,040) becomes the step, 41,943,040 + 33,685,504 = 75,628,544.
+    Stage 1 peaks at the loss's forward (131,072,000), which stays."""
+    par = {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
+           "virtual_pipeline_model_parallel_size": 2}
+    tr = {"world_size": 4}
+    base = est(MOE, par, tr).stages
+    s = est(MOE, par, {**tr, "overlap_moe_expert_parallel_comm": True}).stages
+    assert [x.microbatches_in_flight for x in s] == [x.microbatches_in_flight for x in base] == [5, 3]
+    assert base[0].transient["backward_working_set"] == 41_943_040
+    assert "backward_working_set" not in s[0].transient
+    assert s[0].transient["ep_overlap_1f1b_step"] == 41_943_040 + 33_685_504
+    assert s[0].allocated_bytes - base[0].allocated_bytes == 33_685_504
+    assert s[1].allocated_bytes == base[1].allocated_bytes and "loss_forward" in s[1].transient
 
 
 def test_deferred_output_layer_weight_gradients():
@@ -81,6 +115,14 @@ def test_schedule_rules():
     with pytest.raises(ConfigError, match="virtual_pipeline"):
         est(MOE, {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2},
             {"world_size": 4, "overlap_moe_expert_parallel_comm": True})
+    layout = {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
+              "pipeline_model_parallel_layout": "Et|t|t|tL"}       # a layout of 2 chunks per rank: interleaved
+    est(MOE, layout, {"world_size": 4, "overlap_moe_expert_parallel_comm": True})
+    with pytest.raises(ConfigError, match="capturing moe or mlp"):
+        est({**MOE, "moe_pad_expert_input_to_capacity": True, "moe_expert_capacity_factor": 1.0},
+            {"expert_model_parallel_size": 2},
+            {"world_size": 2, "overlap_moe_expert_parallel_comm": True, "cuda_graph_impl": "transformer_engine",
+             "cuda_graph_modules": ["attn", "moe"]})
     with pytest.raises(ConfigError, match="pipeline_model_parallel_size > 1"):
         est(training={"defer_embedding_wgrad_compute": True})
     with pytest.raises(ConfigError, match="delayed scaling"):

@@ -231,8 +231,17 @@ def test_recipe_feature_flags_translate_as_megatron_lm_does():
     cfg = parse_megatron_args(f"{moe} --moe-enable-deepep --moe-deepep-num-sms 24")[0]
     assert (cfg["model"]["moe_token_dispatcher_type"], cfg["model"]["moe_flex_dispatcher_backend"],
             cfg["model"]["moe_flex_dispatcher_num_sms"]) == ("flex", "deepep", 24)
-    cfg, notes = parse_megatron_args(f"{MODEL} --cuda-graph-impl local --cuda-graph-scope full")
-    assert cfg["training"]["cuda_graph_impl"] == "local" and "cuda_graph_modules" not in cfg["training"]
+    cfg, notes = parse_megatron_args(f"{MODEL} --cuda-graph-impl transformer_engine --cuda-graph-scope full")
+    assert cfg["training"]["cuda_graph_impl"] == "transformer_engine" and "cuda_graph_modules" not in cfg["training"]
+    with pytest.raises(UnsupportedError, match="local CUDA graphs"):
+        parse_megatron_args(f"{MODEL} --cuda-graph-impl local --cuda-graph-scope attn")
+    with pytest.raises(UnsupportedError, match="--enable-cuda-graph"):
+        parse_megatron_args(f"{MODEL} --enable-cuda-graph")
+    cfg = parse_megatron_args(f"{MODEL} --optimizer muon --use-distributed-optimizer "
+                              "--no-use-layer-wise-param-layout")[0]
+    assert cfg["training"]["use_layer_wise_param_layout"] is False
+    cfg, notes = parse_megatron_args(f"{MODEL} --no-use-layer-wise-param-layout")
+    assert "use_layer_wise_param_layout" not in cfg["training"] and any("only with Muon" in n for n in notes)
     cfg = parse_megatron_args(f"{MODEL} --cuda-graph-impl local --cuda-graph-scope full_iteration")[0]
     assert cfg["training"]["cuda_graph_impl"] == "full_iteration"
     cfg = parse_megatron_args(f"{MODEL} --cpu-offloading-num-layers 1")[0]

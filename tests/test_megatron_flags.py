@@ -33,7 +33,6 @@ PAO = DISTOPT + " --use-precision-aware-optimizer"
 FP8 = DISTOPT + " --fp8-format hybrid"
 FSDP = DISTOPT + " --use-megatron-fsdp"
 FSDP2 = BF16 + " --use-torch-fsdp2 --untie-embeddings-and-output-weights --no-gradient-accumulation-fusion"
-FG = BF16 + " --fine-grained-activation-offloading --offload-modules core_attn"
 EP2 = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"
 FLEX = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type flex"
 TEG = BF16 + " --cuda-graph-impl transformer_engine"
@@ -154,13 +153,11 @@ CHANGES = {
     "optimizer_cpu_offload": (PAO, "--optimizer-cpu-offload"),
     "optimizer_offload_fraction": (PAO + " --optimizer-cpu-offload", "--optimizer-offload-fraction 0.5"),
     "cpu_offloading_num_layers": (BF16, "--cpu-offloading-num-layers 2"),
-    "fine_grained_activation_offloading": (BF16 + " --offload-modules core_attn", "--fine-grained-activation-offloading"),
-    "offload_modules": (BF16 + " --fine-grained-activation-offloading", "--offload-modules core_attn"),
-    "activation_offload_fraction": (FG, "--activation-offload-fraction 0.5"),
     "cuda_graph_impl": (BF16, "--cuda-graph-impl transformer_engine"),
     "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
+    "cuda_graph_warmup_steps": (TEG, "--cuda-graph-warmup-steps 0"),
+    "use_layer_wise_param_layout": (DISTOPT + " --optimizer muon", "--no-use-layer-wise-param-layout"),
     "cuda_graph_scope_deprecated": (TEG, "--cuda-graph-scope attn"),
-    "enable_cuda_graph": (BF16, "--enable-cuda-graph"),
     "external_cuda_graph": (BF16, "--external-cuda-graph"),
     "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),

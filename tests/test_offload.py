@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from estimator import ConfigError, estimate
+from estimator import ConfigError, UnsupportedError, estimate
+from estimator.megatron_args import read_megatron_args
 from tests.conftest import make_config
 
 H, F, V, L, T = 1024, 4096, 32000, 4, 2048
@@ -53,23 +54,19 @@ def test_layer_offloading_moves_the_first_layers_activations():
     assert s.host == {"activations_pinned": 2 * per_layer}
 
 
-def test_fine_grained_core_attention_offload():
-    """core_attn offloads q, k, v (2T x 3 x 1024), the attention output (2T x 1024) and the softmax statistics
-    (4 T x 8 heads): 12,582,912 + 4,194,304 + 65,536 = 16,842,752 bytes per layer. Four layers of one in-flight
-    micro-batch, less the last layer's (reloaded at once): 3 x 16,842,752."""
-    per_layer = 2 * T * 3 * H + 2 * T * H + 4 * T * 8
-    assert per_layer == 16_842_752
-    base = est()
-    s = est({"fine_grained_activation_offloading": True, "offload_modules": ["core_attn"]})
-    assert base.activations_bytes - s.activations_bytes == 3 * per_layer
-    assert s.host_bytes == 3 * per_layer and s.activations["offloaded"] == -3 * per_layer
-
-
-def test_fine_grained_fraction_offloads_only_the_first_groups():
-    """Fraction 0.5 of the 4 layers' groups: 2 x 16,842,752 (below the 3 groups the margin allows)."""
-    s = est({"fine_grained_activation_offloading": True, "offload_modules": ["core_attn"],
-             "activation_offload_fraction": 0.5})
-    assert s.host_bytes == 2 * 16_842_752
+def test_fine_grained_activation_offloading_is_refused():
+    """Regression: offloading every listed saved tensor but one layer's gave -25 % on Megatron-LM's CI case
+    gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_offloading: Megatron-Core keeps more on
+    the GPU at run time (margins, reload ahead) than can be modelled with confidence, so the setting is refused,
+    in the configuration and in the launch-argument importer."""
+    with pytest.raises(ConfigError, match="fine-grained activation offloading is not modelled"):
+        est({"fine_grained_activation_offloading": True})
+    cmd = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings "
+           "1024 --micro-batch-size 1 --vocab-size 32000 --bf16 --fine-grained-activation-offloading "
+           "--offload-modules core_attn")
+    with pytest.raises(UnsupportedError, match="--fine-grained-activation-offloading: fine-grained activation "
+                                               "offloading is not modelled"):
+        read_megatron_args(cmd)
 
 
 def test_offload_rules():

@@ -37,6 +37,18 @@ def test_muon_one_momentum_for_matrices_adam_for_the_rest():
     assert est({"optimizer": "muon"}).optimizer_bytes == 8 * (LIN // 8) + 12 * ((N - LIN) // 8)
 
 
+def test_muon_ping_pong_assignment_holds_the_largest_tensor_whole():
+    """Regression: Muon's layer-wise distributed optimizer without the parameter layout
+    (--no-use-layer-wise-param-layout) hands whole tensors to the DP ranks in ping-pong order of size; the
+    estimate divided everything evenly (-8 % on Megatron-LM's CI case gpt3_moe_mcore_te_ep8_resume_torch_dist_
+    dist_muon, whose logged rank 7 of DP 8 receives the embedding). The busiest rank holds the largest tensor, a
+    32,000 x 1,024 = 32,768,000-element vocabulary matrix under Adam (12 B): 393,216,000 bytes instead of its
+    eighth, 344,064,000 more than the even share (the largest matrix, fc1 4,096 x 1,024 at 8 B, is smaller)."""
+    even = 8 * (LIN // 8) + 12 * ((N - LIN) // 8)
+    assert est({"optimizer": "muon", "use_layer_wise_param_layout": False}).optimizer_bytes == even + 344_064_000
+    assert est({"optimizer": "muon"}).optimizer_bytes == even
+
+
 def test_partial_distributed_optimizer():
     """Two instances over DP 8: the states of each are sharded over 4 ranks, 12 x n/4."""
     s = est(parallelism={"num_distributed_optimizer_instances": 2})
@@ -51,3 +63,5 @@ def test_optimizer_rules():
         est({"use_distributed_optimizer": False}, {"num_distributed_optimizer_instances": 2})
     with pytest.raises(ConfigError, match="applies only with optimizer: sgd"):
         est({"sgd_momentum": 0.5})
+    with pytest.raises(ConfigError, match="only with optimizer: muon and use_distributed_optimizer"):
+        est({"use_layer_wise_param_layout": False})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator import estimate
+from estimator import ConfigError, estimate
 from estimator.megatron_args import _BY_FLAG, _DEST
 from estimator.schema import field_specs
 from tests.conftest import make_config
@@ -64,8 +64,12 @@ VARIANTS = {
     "training.optimizer": (make_config(MODEL), {"training": {"optimizer": "muon"}}),
     "training.cpu_offloading": (make_config(MODEL), {"training": {"cpu_offloading": True,
                                                                   "cpu_offloading_num_layers": 2}}),
-    "training.cuda_graph_modules": (make_config(MODEL, None, {"cuda_graph_impl": "local"}),
+    "training.cuda_graph_modules": (make_config(MODEL, None, {"cuda_graph_impl": "transformer_engine",
+                                                              "cuda_graph_warmup_steps": 0}),
                                     {"training": {"cuda_graph_modules": ["attn"]}}),
+    "training.use_layer_wise_param_layout": (make_config(MODEL, None, {"optimizer": "muon", "world_size": 4,
+                                                                       "use_distributed_optimizer": True}),
+                                             {"training": {"use_layer_wise_param_layout": False}}),
     "training.peft": (make_config(MODEL), {"training": {"peft": "lora"}}),
     "training.peft_dim": (make_config(MODEL, None, {"peft": "lora"}), {"training": {"peft_dim": 8}}),
     "training.peft_target_modules": (make_config(MODEL, None, {"peft": "lora"}),
@@ -85,8 +89,19 @@ def _merge(base: dict, change: dict) -> dict:
     return {k: {**base.get(k, {}), **change.get(k, {})} for k in ("model", "parallelism", "training", "precision")}
 
 
+#: Fields whose setting is refused as not modelled (the configuration names them and says why).
+REFUSED_SETTINGS = {
+    "training.fine_grained_activation_offloading": {"training": {"fine_grained_activation_offloading": True}},
+}
+
+
 @pytest.mark.parametrize("spec", field_specs(), ids=lambda s: s.path)
 def test_every_field_changes_the_estimate_or_says_it_does_not(spec):
+    if spec.path in REFUSED_SETTINGS:
+        assert "not modelled" in spec.help.lower()
+        with pytest.raises(ConfigError, match="not modelled"):
+            estimate(_merge(make_config(MODEL), REFUSED_SETTINGS[spec.path]))
+        return
     if spec.path in NO_MEMORY_EFFECT:
         assert "no effect on memory" in spec.help.lower() or "does not change the estimate" in spec.help
         return

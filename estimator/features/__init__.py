@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..activations import layer_activations
+from ..activations import layer_activations, stage_extras
 from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
@@ -47,7 +47,7 @@ def _active(cfg) -> bool:
     return (par.use_megatron_fsdp or par.use_torch_fsdp2 or par.tp_comm_overlap or par.nccl_ub
             or par.num_distributed_optimizer_instances > 1 or tr.peft is not None or tr.optimizer != "adam"
             or tr.optimizer_cpu_offload or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0
-            or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none"
+            or tr.cuda_graph_impl != "none"
             or tr.overlap_moe_expert_parallel_comm or tr.defer_embedding_wgrad_compute
             or m.moe_token_dispatcher_type == "flex"
             or (pr.fp8 and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
@@ -73,17 +73,27 @@ class Plan:
         cfg = r.cfg
         self.r, self.bm, self.layout = r, bm, layout
         par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
-        self.extra_in_flight = schedule.extra_in_flight(r)
+        # No feature adds (chunk-)micro-batches in flight: the expert-parallel overlap holds the plain
+        # schedule's set plus one layer (schedule.py).
+        self.extra_in_flight = 0
         self.frozen = tr.peft is not None
         acts = dict(enumerate(acts))    # layer-kind index (r.kinds) -> LayerActivations
-        if self.frozen or tr.fine_grained_activation_offloading or tr.cuda_graph_impl != "none":
+        if (self.frozen or tr.cuda_graph_impl != "none"
+                or tr.overlap_moe_expert_parallel_comm):
             acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
             self.adapters = peft.adapter_params(r)
         self.acts = acts
+        self.ep_overlap = (schedule.ep_overlap_layer([(r.kinds[k].moe, a) for k, a in acts.items()])
+                           if tr.overlap_moe_expert_parallel_comm else 0)
+        if self.ep_overlap:
+            ex = stage_extras(r, None)
+            self.loss_act, self.emb_act = ex.output, ex.embedding
         self.ob = optimizers.optimizer_bytes(r, bm)
         self.opt_shards = optimizers.optimizer_shards(r)
+        self.ping_pong = (tr.optimizer == "muon" and tr.use_distributed_optimizer
+                          and not tr.use_layer_wise_param_layout)
         self.bf16 = schedule.bf16_layers(r)
         if self.bf16:
             rb = schedule.bf16_resolved(r)
@@ -91,13 +101,12 @@ class Plan:
         self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
         self.full_recompute = tr.recompute_granularity == "full"
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
-        self.fine = tr.fine_grained_activation_offloading and bool(tr.offload_modules)
-        if self.fine:
-            self.fine_off = {k: offload.offloaded_parts(r, r.kinds[k].moe, a.parts) for k, a in acts.items()}
-        self.graphs = tr.cuda_graph_impl != "none"
+        self.graphs = tr.cuda_graph_impl == "transformer_engine"     # full_iteration: the plain peak
         if self.graphs:
-            self.graph_pool = cuda_graphs.graph_pool(r, [(r.kinds[k].moe, a) for k, a in acts.items()])
-            self.graph_static = cuda_graphs.static_bytes_per_callable(r)
+            self.graph_work = cuda_graphs.capture_work(r, [(r.kinds[k].moe, a) for k, a in acts.items()])
+            self.graph_static = cuda_graphs.static_bytes_per_layer(r)
+            self.graph_bytes = {k: cuda_graphs.captured_bytes(r, r.kinds[k].moe, a) for k, a in acts.items()}
+            self.graph_layer = {k: cuda_graphs.captured_layer(r, r.kinds[k].moe) for k in acts}
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
         if tp_ub:
@@ -190,6 +199,13 @@ class Plan:
             else:
                 opt = (self.ob.linear * (_cdiv(linear_p, sd) + _cdiv(expert_p, se))
                        + self.ob.other * _cdiv(dense_p - linear_p, sd))
+                if self.ping_pong:
+                    # Whole tensors in ping-pong order (optimizers.py): the busiest rank holds the largest.
+                    moes = [r.kinds[k].moe for k in kinds]
+                    opt += optimizers.ping_pong_extra(
+                        self.ob, (sd, se), self.layout[2] if first or last else 0,
+                        optimizers.largest_matrix(r, not all(moes), any(moes)),
+                        optimizers.largest_expert_matrix(r) if any(moes) else 0)
         if tr.optimizer_cpu_offload:
             if not self.frozen:
                 n_sh = _cdiv(dense_p, sd) + _cdiv(expert_p, se)
@@ -216,12 +232,6 @@ class Plan:
         if self.offload_layers:
             moved = len(flight) * sum(self.acts[k].saved for k in kinds[:self.offload_layers])
             host["activations_pinned"] = moved
-        elif self.fine:
-            per_chunk = [sum(self.fine_off[k] for k in self._kinds(c)) for c in chunks]
-            total = sum(per_chunk[c] for c in flight)
-            margin = max((self.fine_off[k] for k in kinds), default=0)
-            moved = min(int(total * tr.activation_offload_fraction), max(total - margin, 0))
-            host["activations_pinned"] = moved
         if moved:
             parts["offloaded"] = -moved
             activations -= moved
@@ -233,16 +243,29 @@ class Plan:
                 transient["dora_weight_norm"] = self.dora
         if self.deferred and last:
             transient["deferred_output_wgrad"] = self.deferred
-        if self.graphs:
-            n_callables = sum(cuda_graphs.callables(r, r.kinds[k].moe) for c_idx in flight
-                              for k in self._kinds(chunks[c_idx]))
-            if n_callables:
-                transient["cuda_graph_static_buffers"] = n_callables * self.graph_static
-            if self.graph_pool:
-                transient["cuda_graph_pool"] = self.graph_pool
+        if self.ep_overlap:
+            # Combined 1F1B (schedule.py): one forward layer's pre-dispatch part beside a backward layer. Without
+            # pipelining the backward micro-batch's loss chunk is gone by then; the step replaces the phase that
+            # was the peak when it is larger.
+            phase = next(k for k in schedule.PEAK_PHASES if k in transient)
+            step = schedule.ep_overlap_peak(self.ep_overlap, bwd_work, self.loss_act if last and r.v == 1 else 0,
+                                            self.emb_act if first else 0)
+            if step > transient[phase]:
+                del transient[phase]
+                transient["ep_overlap_1f1b_step"] = step
 
         # --- outside the allocator, and pools of their own ------------------------------------
         outside = dict(self.outside)
+        if self.graphs:
+            # Eager warm-up, capture and steady state peak apart (cuda_graphs.py): keep the largest.
+            held = [k for c_idx in flight for k in self._kinds(chunks[c_idx])]
+            n = sum(self.graph_layer[k] for k in held)
+            gp = cuda_graphs.peak(r, weights + grads + opt, activations, transient,
+                                  sum(self.graph_bytes[k] for k in held), n * self.graph_static, self.graph_work)
+            activations, transient = gp.activations, gp.transient
+            parts.update(gp.parts)
+            if gp.pool_outside:
+                outside["cuda_graph_private_pool"] = gp.pool_outside
         if self.flex and any(r.kinds[k].moe for k in kinds):
             outside[self.flex[0]] = self.flex[1]
         exempt = 0

@@ -52,8 +52,11 @@ def assumptions(r) -> list[str]:
     elif tr.optimizer == "muon":
         out.append("Muon: 2-D linear weights keep an fp32 master and one momentum (8 B); embeddings, output layer, "
                    "norms, biases and router use Adam (12 B)"
-                   + ("; sharded layer-wise over the data-parallel ranks (whole tensors, spread evenly here)"
-                      if tr.use_distributed_optimizer else "; not sharded") + ". The Newton-Schulz workspace of the "
+                   + (("; sharded layer-wise over the data-parallel ranks (whole tensors, spread evenly here)"
+                       if tr.use_layer_wise_param_layout else "; whole tensors handed to the data-parallel ranks in "
+                       "ping-pong order of size: the figures are the busiest rank's, which holds the largest tensor "
+                       "whole") if tr.use_distributed_optimizer else "; not sharded")
+                   + ". The Newton-Schulz workspace of the "
                    "optimizer step is not counted (activations are freed by then).")
     if tr.peft:
         tm = ", ".join(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
@@ -68,18 +71,17 @@ def assumptions(r) -> list[str]:
     if tr.cpu_offloading or tr.cpu_offloading_num_layers:
         out.append(f"Layer-wise activation offloading: the activations of the first {tr.cpu_offloading_num_layers} "
                    "layers are in pinned host memory at the end of the forward pass.")
-    if tr.fine_grained_activation_offloading and tr.offload_modules:
-        out.append(f"Fine-grained activation offloading of {', '.join(tr.offload_modules)} "
-                   f"(fraction {tr.activation_offload_fraction:g}): those saved tensors of every in-flight "
-                   "micro-batch are in pinned host memory, except the last layer's (reloaded at once); tensors "
-                   "under 1M elements are assumed offloaded too.")
-    if tr.cuda_graph_impl != "none":
-        out.append(f"CUDA graphs ({tr.cuda_graph_impl}"
+    if tr.cuda_graph_impl == "transformer_engine":
+        out.append("CUDA graphs (transformer_engine"
                    + (f", modules {', '.join(tr.cuda_graph_modules)}" if tr.cuda_graph_modules else "")
-                   + "): an estimate, +-50 %: static input and output hidden states per captured callable and "
-                   "in-flight micro-batch, plus one captured region's backward working set in the private graph "
-                   "pool. Check against Megatron's capture log \"built N cuda graph(s) ... allocated A, reserved "
-                   "R\" (local) or the memory report with and without CUDA graphs (transformer_engine).")
+                   + f"): the peak is the largest of the eager warm-up steps' ({tr.cuda_graph_warmup_steps}), the "
+                   "capture's (model states, the captured parts' saved tensors of the in-flight micro-batches, "
+                   "static buffers, one captured region's backward working set) and the steady state's (the "
+                   "captured tensors in the private pool, reserved but not allocated: in the device figure). "
+                   "The optimizer's moments are counted at the capture even when it precedes the first step.")
+    elif tr.cuda_graph_impl == "full_iteration":
+        out.append("CUDA graphs (full_iteration): the captured step allocates what the eager step does; the "
+                   "allocated peak is the plain one.")
     if par.tp_comm_overlap:
         out.append(f"TP communication overlap: twelve Transformer Engine userbuffers of [{r.s * r.b // r.cp}, {r.h}] "
                    f"({comm_buffers.tp_overlap_bytes(r) / GIB:.2f} GiB) outside PyTorch's allocator, with the "
@@ -96,7 +98,9 @@ def assumptions(r) -> list[str]:
         out.append("NCCL user buffers: the data-parallel buffers live in NCCL's own memory pool (no caching-allocator "
                    "reserve on them); NCCL's registration windows themselves are not counted.")
     if tr.overlap_moe_expert_parallel_comm:
-        out.append("Expert-parallel overlap: one more (chunk-)micro-batch in flight on every stage.")
+        out.append("Expert-parallel overlap (combined 1F1B): the same (chunk-)micro-batches in flight as without it; "
+                   "inside a step one forward layer's pre-dispatch part (attention, pre-MLP norm, router) sits beside "
+                   "a backward layer's working set. With interleaving the loss chunk is counted as still held then.")
     if tr.defer_embedding_wgrad_compute:
         out.append("Deferred output-layer weight gradients: the last stage keeps the output layer's input and logits "
                    f"gradient of {'all' if not tr.wgrad_deferral_limit else tr.wgrad_deferral_limit} micro-batches "

@@ -1,71 +1,131 @@
-"""CUDA graphs: the static buffers of the captured regions and the private graph memory pool. An estimate.
+"""CUDA graphs with Transformer Engine's per-layer capture (``cuda_graph_impl: transformer_engine``): when the
+allocator counts what, and the peak that follows. ``full_iteration`` leaves the allocated peak as it is; the
+``local`` implementation is refused (:mod:`.rules`).
 
-Sources: Megatron-LM @ d98e8a64 ``megatron/core/transformer/cuda_graphs.py`` (``CudaGraphManager`` for
-``cuda_graph_impl: local``; ``TECudaGraphHelper._get_sample_arguments`` for ``transformer_engine``: static
-inputs for every (layer, micro-batch), reused once a micro-batch's backward is done, so one set per in-flight
-micro-batch) and Transformer Engine @ d0067d0d ``transformer_engine/pytorch/graph.py``
-(``make_graphed_callables``: static inputs, outputs, gradient inputs and outputs in one shared pool).
+Sources: Megatron-LM @ d98e8a64 ``megatron/core/transformer/cuda_graphs.py`` (``TECudaGraphHelper``:
+``create_cudagraphs`` runs once, at the training step ``cuda_graph_warmup_steps``, before the step;
+``_get_sample_arguments`` allocates one static input per (layer, micro-batch) and reuses it once that
+micro-batch's backward is done, so one per in-flight micro-batch), ``megatron/training/training.py`` (the
+capture call; ``mem-max-allocated-bytes`` is ``allocated_bytes.all.peak`` since the start, never reset),
+``transformer/transformer_layer.py`` (``_te_cuda_graph_capture``: one graph per layer and micro-batch holding
+the attention and/or the MLP, MoE block or pre-MLP norm + router + shared experts, as ``cuda_graph_modules``
+says), Transformer Engine @ d0067d0d ``transformer_engine/pytorch/graph.py`` (``_make_graphed_callables``: with
+``_order`` the warm-up runs and the captures follow the pipeline schedule, forward graphs keep their saved
+tensors until the matching backward graph is captured, all in one private memory pool;
+``_reuse_graph_input_output_buffers`` from TE 2.7) and PyTorch's caching allocator (a private pool's blocks
+count as allocated only while a tensor holds them: a graph replay allocates nothing).
 
-Model, per GPU:
+So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is the largest:
 
-- static buffers: each captured callable (the whole layer, or each of attn / mlp / moe / moe_router of
-  ``cuda_graph_modules``) keeps a static copy of its input hidden states and its output, 2 * B * Tn * h bytes,
-  for every (chunk-)micro-batch in flight on the stage;
-- graph pool: the captured graphs allocate from a private pool that eager kernels cannot reuse, so one
-  captured region's backward working set (the layer's for whole-layer or MLP/MoE capture, the attention's
-  q/k/v gradients for attention-only capture) exists beside the eager transient buffers;
-- ``full_iteration`` captures the whole forward-backward step: no per-layer static buffers, and the pool holds
-  the step's working set apart from the optimizer step.
+    eager    the plain estimate, during the cuda_graph_warmup_steps eager steps (none when it is 0)
+    capture  model states + the captured parts' saved tensors of the in-flight (chunk-)micro-batches
+             + static buffers + one captured region's backward working set + workspaces
+             (the uncaptured modules do not run during the capture)
+    steady   model states + static buffers + the uncaptured parts' saved tensors + the eager transients;
+             the captured parts live in the private pool, reserved but not allocated
 
-Uncertainty: Transformer Engine >= 2.7 weak-references static outputs so later graphs reuse them (the static
-part may be up to half of this), and the pool's fragmentation can add several hundred MiB. Megatron-Core's
-local implementation logs what capture cost: "> built N cuda graph(s) in T sec, with total memory usage:
-allocated A, reserved R" (``_CudagraphGlobalRecord.create_cudagraphs``); A compares with the static buffers,
-R with static buffers + graph pool. With ``transformer_engine`` compare ``torch.cuda.max_memory_reserved()``
-(Megatron's "memory (MB)" report) of a run with and without ``--cuda-graph-impl``.
+Static buffers: a static input and output of hidden states, 2 * B * Tn * h bytes, per captured layer and
+in-flight (chunk-)micro-batch. Backward working set of a captured region: the layer's (whole layer, MLP or MoE
+block), or for attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s
+probabilities (the fused softmax backward writes its result in place). The private pool stays reserved after
+the capture; the device figure adds what of it the allocated peak does not already hold.
+
+Uncertainty: a fresh run capturing at step 0 has no Adam moments yet (they appear at the first optimizer
+step); the estimate counts them (a resumed run has them), so it can be high by their size. Fragmentation of
+the private pool is not counted.
 """
 
 from __future__ import annotations
 
-__all__ = ["callables", "graph_pool", "static_bytes_per_callable"]
+from typing import NamedTuple
+
+__all__ = ["GraphPeak", "captured_bytes", "captured_layer", "capture_work", "peak", "static_bytes_per_layer"]
 
 
-def callables(r, moe: bool) -> int:
-    """Captured callables in one decoder layer (0 without per-layer CUDA graphs)."""
+
+def captured_layer(r, moe: bool) -> bool:
+    """Whether a decoder layer of this kind has a graph (with ``transformer_engine``: one per layer)."""
     tr = r.cfg.training
-    if tr.cuda_graph_impl in ("none", "full_iteration"):
-        return 0
+    if tr.cuda_graph_impl != "transformer_engine":
+        return False
     mods = set(tr.cuda_graph_modules or ())
+    if not mods or "attn" in mods:
+        return True
+    return ("moe" in mods or "moe_router" in mods) if moe else "mlp" in mods
+
+
+def captured_bytes(r, moe: bool, a) -> int:
+    """Saved-for-backward bytes of one layer and micro-batch inside its graph (``a``: the layer's activations
+    with parts)."""
+    if not captured_layer(r, moe):
+        return 0
+    mods = set(r.cfg.training.cuda_graph_modules or ())
     if not mods:
-        return 1
-    n = 1 if "attn" in mods else 0
-    if moe:
-        n += ("moe" in mods) + ("moe_router" in mods and "moe" not in mods)
-    else:
-        n += "mlp" in mods
+        return a.attention + a.mlp
+    n = a.attention if "attn" in mods else 0
+    if ("moe" in mods) if moe else ("mlp" in mods):
+        n += a.mlp
+    elif moe and "moe_router" in mods:
+        p = a.parts
+        n += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["shared"]
     return n
 
 
-def static_bytes_per_callable(r) -> int:
-    """A static input and output of hidden states, 2 * B * Tn * h, for one micro-batch."""
+def static_bytes_per_layer(r) -> int:
+    """A static input and output of hidden states, 2 * B * Tn * h, for one captured layer and micro-batch."""
     T = r.s * r.b // r.cp
     Tn = T // r.t if r.sp else T
     B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
     return 2 * B * Tn * r.h
 
 
-def graph_pool(r, acts: list) -> int:
-    """The working set of the largest captured region, held in the private pool; ``acts`` holds (MoE layer?,
-    LayerActivations) per layer kind."""
-    tr = r.cfg.training
-    if tr.cuda_graph_impl == "none":
-        return 0
-    mods = set(tr.cuda_graph_modules or ())
+def capture_work(r, acts: list) -> int:
+    """The backward working set of the largest captured region (held in the private pool at capture); ``acts``
+    holds (MoE layer?, LayerActivations with parts) per layer kind."""
+    mods = set(r.cfg.training.cuda_graph_modules or ())
+    B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
     out = 0
     for moe, a in acts:
-        if tr.cuda_graph_impl == "full_iteration" or not mods or ("mlp" in mods and not moe) or \
-                ("moe" in mods and moe):
+        if not captured_layer(r, moe):
+            continue
+        if not mods or (("moe" in mods) if moe else ("mlp" in mods)):
             out = max(out, a.backward_peak + a.recompute_peak)
-        elif "attn" in mods:
-            out = max(out, a.parts["qkv"])
+        if "attn" in mods or not mods:
+            p = a.parts
+            scores = p["scores"]
+            if scores and r.cfg.model.attention_dropout > 0:
+                scores = scores * B // (2 * B + 1)     # the probabilities' share (no mask, no dropout output)
+            out = max(out, p["qkv"] + scores)
     return out
+
+
+class GraphPeak(NamedTuple):
+    """The stage at the largest of the three peaks."""
+
+    phase: str                  # eager | capture | steady
+    activations: int            # activations allocated at that peak
+    parts: dict                 # activation components not allocated then (negative)
+    transient: dict             # transient buffers at that peak
+    pool_outside: int           # private-pool bytes the allocated peak does not hold (device figure only)
+
+
+def peak(r, states: int, activations: int, transient: dict, captured: int, static: int, work: int) -> GraphPeak:
+    """The largest of the eager, capture and steady peaks of one stage.
+
+    ``captured``: the captured parts' saved tensors of the in-flight (chunk-)micro-batches; ``static``: their
+    static buffers; ``work``: :func:`capture_work`."""
+    eager_t = sum(transient.values())
+    eager = states + activations + eager_t if r.cfg.training.cuda_graph_warmup_steps > 0 else -1
+    cap_t = {"cuda_graph_static_buffers": static, "cuda_graph_capture_working_set": work}
+    if "workspaces" in transient:
+        cap_t["workspaces"] = transient["workspaces"]
+    capture = states + captured + sum(cap_t.values())
+    steady_t = dict(transient, cuda_graph_static_buffers=static)
+    steady = states + activations - captured + sum(steady_t.values())
+    pool = captured + work
+    if eager >= capture and eager >= steady:
+        return GraphPeak("eager", activations, {}, dict(transient), max(steady + pool - eager, 0))
+    if capture >= steady:
+        return GraphPeak("capture", captured, {"not_run_at_capture": captured - activations}, cap_t,
+                         max(steady + pool - capture, 0))
+    return GraphPeak("steady", activations - captured, {"cuda_graph_private_pool": -captured}, steady_t, pool)

@@ -15,9 +15,21 @@ whole to one data-parallel rank; everything else goes through the byte-sharded d
 
 Sharding: with the distributed optimizer the states are divided over the data x context-parallel ranks
 (experts: expert-data-parallel ranks), and with ``num_distributed_optimizer_instances`` = M copies over only
-1/M of them (``parallel_state.py``: intra-partial data-parallel size dp*cp/M, expert dp/M). Muon's
-layer-wise sharding hands out whole tensors; the estimate divides evenly (the busiest rank can hold up to
-one weight matrix more).
+1/M of them (``parallel_state.py``: intra-partial data-parallel size dp*cp/M, expert dp/M).
+
+Muon with the distributed optimizer (``megatron/training/arguments.py`` turns ``--use-distributed-optimizer``
+into ``use_layer_wise_distributed_optimizer``; ``training/models/dist_utils.py``,
+``optimizer/__init__.py`` ``_get_megatron_emerging_optimizer``, ``layer_wise_optimizer.py``):
+
+- with the parameter layout (``use_layer_wise_param_layout``, the default) the Muon matrices sit in a
+  shard-aligned buffer, bin-packed over the ranks bucket by bucket, and everything else goes through a
+  byte-sharded ``DistributedOptimizer``: the estimate divides evenly (a rank can hold up to one matrix more);
+- without it (``--no-use-layer-wise-param-layout``, ``_shard_params_ping_pong``) all parameters, sorted by
+  size, are handed whole to the data-parallel ranks in the order 0..n-1, n-1..0, 0.. (experts over the
+  expert-data-parallel ranks). One rank receives the largest tensor whole, usually the embedding or the
+  output layer (Adam: 12 B per parameter), and about an even share of the rest. The estimate is that busiest
+  rank's: the even share plus the largest tensor's bytes beyond its share, B * (1 - 1/n) (and the same for
+  the largest expert matrix over the expert-data-parallel ranks). Other ranks hold less.
 """
 
 from __future__ import annotations
@@ -26,7 +38,8 @@ from typing import NamedTuple
 
 from ..resolve import DTYPE_BYTES
 
-__all__ = ["OptimizerBytes", "optimizer_bytes", "optimizer_shards"]
+__all__ = ["OptimizerBytes", "largest_expert_matrix", "largest_matrix", "optimizer_bytes", "optimizer_shards",
+           "ping_pong_extra"]
 
 
 class OptimizerBytes(NamedTuple):
@@ -58,3 +71,39 @@ def optimizer_shards(r) -> tuple[int, int]:
         return 1, 1
     m = r.cfg.parallelism.num_distributed_optimizer_instances
     return max(r.dp * r.cp // m, 1), max(r.edp // m, 1)
+
+
+def largest_matrix(r, dense_layers: bool, moe_layers: bool) -> int:
+    """Elements of the largest non-expert 2-D linear weight one GPU holds (attention, dense MLP, shared
+    experts)."""
+    t, h, a = r.t, r.h, r.a
+    up = 2 if r.gated else 1
+    if r.mla:
+        qk = r.qk_dim + r.rope_dim
+        out = max((r.kv_lora + r.rope_dim) * h, a // t * (r.qk_dim + r.v_dim) * r.kv_lora, h * a // t * r.v_dim,
+                  max(r.q_lora * h, a // t * qk * r.q_lora) if r.q_lora else a // t * qk * h)
+    else:
+        out = max((a + 2 * r.g) // t * r.dh * h, h * a // t * r.dh)
+    if dense_layers:
+        out = max(out, r.f // t * up * h)
+    if moe_layers and r.fs:
+        out = max(out, r.fs // t * up * h)
+    return out
+
+
+def largest_expert_matrix(r) -> int:
+    """Elements of one local expert's fc1 weight (its largest matrix) on one GPU."""
+    return r.fm // r.etp * (2 if r.gated else 1) * r.h
+
+
+def ping_pong_extra(ob: OptimizerBytes, shards: tuple[int, int], vocab: int, matrix: int, expert: int) -> int:
+    """Optimizer bytes of the busiest rank beyond the even share under the ping-pong assignment.
+
+        max(vocab * other, matrix * linear) * (1 - 1/n_dense) + expert * linear * (1 - 1/n_expert)
+
+    ``vocab``: elements of the stage's embedding or output-layer weight (0 without one); ``matrix``:
+    :func:`largest_matrix`; ``expert``: :func:`largest_expert_matrix` (0 without experts); ``shards``:
+    (data x context-parallel, expert-data-parallel) sizes."""
+    sd, se = shards
+    big = max(vocab * ob.other, matrix * ob.linear)
+    return big - big // sd + expert * ob.linear - expert * ob.linear // se

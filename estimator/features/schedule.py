@@ -2,9 +2,20 @@
 FP8 without the weight cache, and bf16 first/last layers in an FP8 run.
 
 - ``overlap_moe_expert_parallel_comm`` (Megatron-LM @ d98e8a64 ``megatron/core/pipeline_parallel/
-  schedules.py``): the interleaved schedule runs one more warm-up (chunk-)micro-batch
-  (``get_pp_rank_microbatches``: ``num_warmup_microbatches + 1``) and without pipelining the combined 1F1B
-  schedule runs the forward of micro-batch i+1 beside the backward of micro-batch i: one more in flight.
+  combined_1f1b.py``, ``models/common/model_chunk_schedule_plan.py`` ``TransformerModelChunkSchedulePlan.run``
+  and ``TransformerLayerSchedulePlan.run``, ``models/gpt/fine_grained_callables.py``): the combined 1F1B step
+  runs the forward of one (chunk-)micro-batch layer by layer beside the backward of an earlier one: forward
+  layer i with backward layer n-1-i, each backward layer's saved tensors freed as it finishes. The forward
+  grows by what the backward frees, so the step holds the same set as the plain schedule plus at most one
+  layer. The interleaved schedule's one extra warm-up forward (``get_pp_rank_microbatches``:
+  ``num_warmup_microbatches + 1``) only moves the forward of the plain steady state into the warm-up: before
+  each combined step the rank holds the plain schedule's W + 1 (chunk-)micro-batches, and no more.
+  Inside a layer step (``TransformerLayerSchedulePlan.run``) the forward's pre-dispatch part (attention, pre-MLP
+  norm, router, shared experts: ``submodule_pre_dispatch_forward``) runs before the backward's MLP / experts
+  backward; that is the step's peak: the held layers + one pre-dispatch part + the backward working set. The
+  backward's output layer and loss ran first (``post_process.backward`` before the layers), so without
+  pipelining (one chunk, which holds the loss) the loss chunk's activations are gone by then; with the
+  interleaved schedule the estimate keeps them (the chunk a step's backward runs is not tracked).
 - ``defer_embedding_wgrad_compute`` (``tensor_parallel/layers.py``: ``embedding_activation_buffer`` and
   ``grad_output_buffer``; ``utils.py`` ``drain_embedding_wgrad_compute``): the last stage keeps, for each of
   the first ``wgrad_deferral_limit`` micro-batches (all with 0), the output layer's input (B*Tn*h) and its
@@ -23,12 +34,37 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["bf16_layers", "bf16_resolved", "deferred_wgrad_bytes", "extra_in_flight"]
+__all__ = ["PEAK_PHASES", "bf16_layers", "bf16_resolved", "deferred_wgrad_bytes", "ep_overlap_layer",
+           "ep_overlap_peak"]
 
 
-def extra_in_flight(r) -> int:
-    """(Chunk-)micro-batches in flight beyond the schedule's own count."""
-    return 1 if r.cfg.training.overlap_moe_expert_parallel_comm else 0
+#: The transient entries of :func:`estimator.memory.stage_memory` of which exactly one, the largest, is the peak.
+PEAK_PHASES = ("backward_working_set", "loss_forward", "loss_backward", "output_layer_wgrad", "embedding_wgrad")
+
+
+def ep_overlap_layer(acts: list) -> int:
+    """One forward layer's pre-dispatch part, the heaviest layer kind's: its attention, and in an MoE layer the
+    pre-MLP norm's input and output, the router's logits and probabilities and the shared experts. ``acts``
+    holds (MoE layer?, LayerActivations with parts) per layer kind."""
+    out = 0
+    for moe, a in acts:
+        pre = a.attention
+        if moe:
+            p = a.parts
+            pre += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["shared"]
+        out = max(out, pre)
+    return out
+
+
+def ep_overlap_peak(layer: int, bwd_work: int, loss_chunk: int, first_stage_input: int) -> int:
+    """The peak inside a combined 1F1B layer step, on top of the held (chunk-)micro-batches' activations.
+
+        layer + bwd_work + first_stage_input - loss_chunk
+
+    ``layer``: :func:`ep_overlap_layer`; ``bwd_work``: the backward working set of a layer;
+    ``loss_chunk``: the loss chunk's activations when the step's backward has already freed them (0 when
+    unknown); ``first_stage_input``: the forward's embedding-chunk activations on the first stage."""
+    return layer + bwd_work + first_stage_input - loss_chunk
 
 
 def deferred_wgrad_bytes(r) -> int:
