@@ -117,22 +117,33 @@ def step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: i
 
     with c the fp32 copies per parameter the implementation makes (:func:`_fp32_copies_per_state`).
     """
-    pr = r.cfg.precision
     if bm.distributed:
         n_d, n_e = _ceil_div(dense_params, dense_shard), _ceil_div(expert_params, r.edp)
     else:
         n_d, n_e = dense_params, expert_params
-    masters_by_megatron = pr.params_dtype != "fp32" and not te_keeps_master_weights(pr)
-    copies = FP32 * (n_d + n_e) if masters_by_megatron and not grad_reduce_in_fp32(pr) else 0
-    at_once = max(n_d, n_e) if _separate_expert_optimizer(r) else n_d + n_e
-    return StepBuffers(grad_copies=copies, temporaries=FP32 * _fp32_copies_per_state(r) * at_once)
+    copies_fp32, separate, per_state = _flags(r)
+    copies = FP32 * (n_d + n_e) if copies_fp32 else 0
+    at_once = max(n_d, n_e) if separate else n_d + n_e
+    return StepBuffers(grad_copies=copies, temporaries=FP32 * per_state * at_once)
+
+
+def _flags(r: Resolved) -> tuple[bool, bool, int]:
+    """(fp32 gradient copies made, separate expert optimizer, fp32 copies per state) of a configuration,
+    remembered on the frozen Config (every stage of an estimate, and the search, ask again)."""
+    cache = r.cfg.__dict__
+    hit = cache.get("_step_flags")
+    if hit is None:
+        pr = r.cfg.precision
+        copies = pr.params_dtype != "fp32" and not te_keeps_master_weights(pr) and not grad_reduce_in_fp32(pr)
+        hit = cache["_step_flags"] = (copies, _separate_expert_optimizer(r), _fp32_copies_per_state(r))
+    return hit
 
 
 def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: int, dense_shard: int,
                            transient: dict) -> dict:
     """Everything besides the model states alive at the step's peak, by name: the run-long buffers of
     ``transient`` (:data:`PERSISTENT_BUFFERS`) and the step's own (zero entries left out)."""
-    out = {k: v for k, v in transient.items() if k in PERSISTENT_BUFFERS}
+    out = {k: transient[k] for k in PERSISTENT_BUFFERS if k in transient}
     sb = step_buffers(r, bm, dense_params, expert_params, dense_shard)
     if sb.grad_copies:
         out["optimizer_fp32_grad_copies"] = sb.grad_copies
