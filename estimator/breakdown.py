@@ -48,6 +48,10 @@ LABELS = {
     "optimizer_temporaries": "Optimizer step: Adam temporaries",
     "offloaded": "Activations offloaded to the host (taken off)",
     "fp8_weight_copies": "FP8 weight copies kept for the backward (activations)",
+    "fsdp_gathered_root": "FSDP: gathered root parameters", "fsdp_gathered_units": "FSDP: gathered parameter units",
+    "fsdp_unsharded_grads": "FSDP: unsharded gradients", "cuda_graph_pool": "CUDA graphs: memory pool",
+    "cuda_graph_static_buffers": "CUDA graphs: static buffers",
+    "deferred_output_wgrad": "Deferred output-layer weight gradients", "dora_weight_norm": "DoRA weight norms",
     "bf16_layers": "Layers kept in bf16 under FP8 (extra activations)",
 }
 _GROUP = {"weights": "model states", "gradients": "model states", "optimizer": "model states"}
