@@ -3,9 +3,10 @@
 Rows, in bytes, that add up exactly to the stage's ``allocated_bytes`` (:mod:`estimator.memory`):
 
 - model states by kind: weights (with their FP8 copies), gradients, optimizer states;
-- activations held at the peak, by module: the decoder layers' attention, dense MLP, MoE experts,
-  router and shared experts, their layer norms (:class:`estimator.activations.LayerActivations` names
-  those parts), the embedding, the MTP layers, and the output layer with the loss (final norm and logits).
+- activations held at the peak, by module: the decoder layers' token mixers (attention, MLA, Mamba-2,
+  gated delta nets), dense MLP, MoE experts, router and shared experts, their layer norms (the named
+  tensors of :func:`estimator.activations.layer_activations` with ``parts=True`` split them), the
+  embedding, the MTP layers, and the output layer with the loss (final norm and logits).
   Each decoder layer counts once per micro-batch of its chunk in flight at the peak (the chunk's
   ``microbatches_in_flight``). Under full recompute a layer keeps its input (or, in the block method, the
   layers left out keep everything), so the decoder layers form one row;
