@@ -29,7 +29,8 @@ set of a backward pass may meet the heaviest mix; the timeline places it at ever
 Long steps repeat themselves: a steady state of identical cycles is drawn once, with the number of
 passes left out marked on the point after it (``skipped``). Only exact repeats are left out (whole
 periods of Megatron's schedule table, which add and free the same activations), so the maximum of every
-stage is kept, and the walk costs O(p v N) whatever the number of micro-batches. x is the order of events, not time: a pass is one step of the axis.
+stage is kept, and the walk costs O(p v N) whatever the number of micro-batches. x is the order of events,
+not time: a pass is one step of the axis.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .local_attention import chunk_mask_bytes
 from .memory import _chunk_activations, _kind_counts, _layer_activations, _parameter_layout, _sum_acts
 from .optimizer_step import PERSISTENT_BUFFERS
 from .resolve import Resolved, resolve
-from .schedule import first_chunks, warmup
+from .schedule import warmup
 from .states import byte_model
 
 __all__ = ["PERSISTENT", "StageInputs", "chunk_activation_bytes", "resolved_of", "stage_inputs", "stage_timeline",

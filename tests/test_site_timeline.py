@@ -41,7 +41,8 @@ def test_preset_page_draws_the_estimates_peak_and_its_breakdown(hooks, name):
     table = re.search(r'<table data-table="breakdown".*?</table>', html, re.S).group(0)
     values = [int(v) for v in re.findall(r'<tr data-key="(?!total)[^"]+"><td>[^<]*</td><td data-value="(\d+)"', table)]
     assert values and sum(values) == e.peak.allocated_bytes
-    assert f'<tr data-key="total"><th scope="row">Total (allocated)</th><td data-value="{e.peak.allocated_bytes}">' in table
+    total = f'<tr data-key="total"><th scope="row">Total (allocated)</th><td data-value="{e.peak.allocated_bytes}">'
+    assert total in table
 
 
 def test_geometry_scales_bytes_only(hooks):

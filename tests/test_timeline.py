@@ -92,7 +92,7 @@ def test_interleaved_chunks_follow_megatrons_table():
 
 LAYOUTS = [
     ({"pipeline_model_parallel_size": 4}, {"world_size": 4, "global_batch_size": 16}),
-    ({"pipeline_model_parallel_size": 4}, {"world_size": 4, "global_batch_size": 2}),   # fewer micro-batches than stages
+    ({"pipeline_model_parallel_size": 4}, {"world_size": 4, "global_batch_size": 2}),   # fewer micro-batches
     ({"pipeline_model_parallel_size": 4}, {"world_size": 4}),                            # no global batch
     ({"pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 2},
      {"world_size": 2, "global_batch_size": 6}),                                          # a partial last group
@@ -133,7 +133,8 @@ MOE = dict(num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=1024, moe_share
     ({"pipeline_model_parallel_size": 2, "expert_model_parallel_size": 2}, {"world_size": 4, "global_batch_size": 8}),
     ({"pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 2,
       "pipeline_model_parallel_layout": "Et|t|t|tmL"}, {"world_size": 2, "global_batch_size": 4}),
-    ({"pipeline_model_parallel_size": 2}, {"world_size": 2, "global_batch_size": 8, "recompute_granularity": "selective",
+    ({"pipeline_model_parallel_size": 2}, {"world_size": 2, "global_batch_size": 8,
+                                          "recompute_granularity": "selective",
                                           "recompute_modules": ["moe_act", "shared_experts"]}),
 ])
 def test_timeline_peak_is_the_estimate_peak_with_moe_and_mtp(par, tr):

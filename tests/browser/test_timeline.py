@@ -27,7 +27,8 @@ def _peak_label(est) -> str:
 def _colours(page, scheme: str) -> dict:
     return page.evaluate("""(scheme) => { document.body.setAttribute('data-md-color-scheme', scheme);
         const st = (sel, prop) => getComputedStyle(document.querySelector(sel))[prop];
-        return { peak: st('.mme-tl-peak .mme-tl-line', 'stroke'), other: st('.mme-tl-stage:not(.mme-tl-peak) .mme-tl-line', 'stroke'),
+        return { peak: st('.mme-tl-peak .mme-tl-line', 'stroke'),
+                 other: st('.mme-tl-stage:not(.mme-tl-peak) .mme-tl-line', 'stroke'),
                  text: st('svg.mme-timeline text', 'fill'), bg: getComputedStyle(document.body).backgroundColor }; }""",
                          scheme)
 
@@ -73,7 +74,8 @@ def test_calculator_draws_the_timeline_and_the_breakdown(browser, site_url, widt
         # readable and inside the screen at this width; colours follow the scheme
         box = svg.bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
-        sizes = page.eval_on_selector_all("svg.mme-timeline text", "ts => ts.map((t) => t.getBoundingClientRect().height)")
+        sizes = page.eval_on_selector_all("svg.mme-timeline text",
+                                          "ts => ts.map((t) => t.getBoundingClientRect().height)")
         assert min(sizes) >= 9
         light, dark = _colours(page, "default"), _colours(page, "slate")
         for c in (light, dark):
@@ -104,7 +106,8 @@ def test_timeline_follows_the_form(page, site_url):
 
 @pytest.mark.parametrize("width,scheme", [(1280, "light"), (390, "dark")])
 def test_preset_page_has_the_timeline_and_breakdown_without_javascript(browser, site_url, width, scheme):
-    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme, java_script_enabled=False)
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme,
+                                  java_script_enabled=False)
     try:
         page = context.new_page()
         page.goto(f"{site_url}models/llama-3-70b/")
