@@ -12,7 +12,7 @@
   "use strict";
   if (window.mmeTimeline) return;
   const R = window.mmeRender, h = R.h;
-  const REST_MS = 200;                  // the timeline is asked for once the form has rested this long
+  const REST_MS = 400;                  // the timeline is asked for once the form has rested this long
 
   function chart(tl, width) {
     const W = Math.max(300, Math.round(width || 640));
