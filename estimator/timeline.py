@@ -135,9 +135,9 @@ def _passes(r: Resolved, stage: int, extra: int = 0) -> list[tuple[str, int, int
                 c, i = divmod(k - whole, last)
                 mb = full * N + i
             return mb, (v - 1 - c if back else c)
-    start = 3 * P                          # a few steady cycles are walked before the window
+    start = P                              # one steady period is walked before the window, one after
     K = (whole - W - start - P) // P if W + start + 2 * P <= whole else 0
-    skip_from, skip_to = (start, start + K * P) if K > 0 else (total, total)
+    skip_from, skip_to = (start, start + K * P) if K >= 2 else (total, total)
     out = [("F", *entry(k, False), 0) for k in range(W)]
     j = 0
     while j < total:
