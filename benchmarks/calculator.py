@@ -13,6 +13,9 @@ browser context (empty caches). It prints, with medians over the runs:
   instant navigation, Python already running) to the next ``estimate:done``;
 - **change to render**: from an input event on a quick control to the next animation frame after the
   updated table was rendered (median and 90th percentile; and the part spent in Python);
+- **timeline**: the memory timeline and module breakdown (issue 14) of Kimi K2 (PP 16 x VPP 2, 1,024
+  micro-batches) and of DeepSeek-V3 (PP 8 x VPP 4): the time to draw them (timeline.js, to the next frame,
+  target <= 100 ms) and, apart, the time of their Python request;
 - **find layouts**: "Find layouts that fit" for DeepSeek-V3 on 1,024 H100-80GB GPUs, from the click to the
   rendered results (the search runs in the worker: the page stays responsive, and the longest main-thread
   task during the search is printed too).
@@ -42,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
         "--disable-background-networking", "--disable-component-update"]
-TARGETS = {"preset": 500.0, "ready": 1500.0, "warm": 300.0, "change_p90": 50.0, "search": 1000.0}
+TARGETS = {"preset": 500.0, "ready": 1500.0, "warm": 300.0, "change_p90": 50.0, "search": 1000.0, "timeline": 100.0}
 
 # Records, in the page, when the first numbers were shown, when each Python-computed estimate was
 # rendered, and the longest task on the main thread.
@@ -171,6 +174,28 @@ def find_layouts(page) -> tuple[float, float, str]:
     return t1 - t0, page.evaluate("window.__mme.longest"), page.inner_text(".mme-layouts p")
 
 
+def timeline(page, presets=("kimi-k2", "deepseek-v3"), repeats: int = 5) -> list[tuple[str, float, float, int]]:
+    """Per preset: (name, median ms to draw the timeline and breakdown to the next frame, median ms of the
+    Python "timeline" request, points drawn). DeepSeek-V3 last: the page is left as the cold load opened it."""
+    out = []
+    for name in presets:
+        _calc(page, f"c.setState({{ preset: {name!r}, values: {{}}, gpu: c.state.gpu }})")
+        page.wait_for_function(f"""() => {{ const c = document.querySelector('[data-mme-calculator]').calculator;
+            return c.state.preset === {name!r} && c.timelineBox && c.timelineBox.dataset.state === 'done'; }}""",
+                               timeout=120_000)
+        draws, calls = [], []
+        for _ in range(repeats):
+            draws.append(page.evaluate("""async () => { const c = document.querySelector('[data-mme-calculator]').calculator;
+                const t0 = performance.now(); window.mmeTimeline.draw(c); c.timelineBox.getBoundingClientRect();
+                await new Promise((ok) => requestAnimationFrame(() => ok())); return performance.now() - t0; }"""))
+            calls.append(page.evaluate("""async () => { const c = document.querySelector('[data-mme-calculator]').calculator;
+                const t0 = performance.now(); await c.engine.call({ op: "timeline", state: c.state });
+                return performance.now() - t0; }"""))
+        points = _calc(page, "c.timeline.timeline.stages.reduce((n, s) => n + s.points.length, 0)")
+        out.append((name, _med(draws), _med(calls), points))
+    return out
+
+
 def _fmt(ms: float, target: float) -> str:
     return f"{ms:8.1f} ms   (target <= {target:.0f} ms: {'ok' if ms <= target else 'MISSED'})"
 
@@ -208,6 +233,7 @@ def main(argv=None) -> int:
                       f"first Python result at {last['first']:.0f} ms", file=sys.stderr, flush=True)
             boot = last["boot"] or {}
             page = last["page"]
+            timelines = timeline(page)
             page.select_option("#mme-gpu", "H100-80GB")
             page.fill("#mme-q-training\\.world_size", "1024")
             page.wait_for_timeout(1000)
@@ -247,6 +273,9 @@ def main(argv=None) -> int:
     print(f"  longest main-thread task during the searches: {max(x[1] for x in searches):.0f} ms (the page stays responsive)")
     print(f"  {searches[-1][2]}")
     print(f"warm navigation back to the page (median of {len(warms)}):    {_fmt(_med(warms), TARGETS['warm'])}")
+    for name, draw, call, points in timelines:
+        print(f"draw the timeline and breakdown, {name} ({points:,} points):  {_fmt(draw, TARGETS['timeline'])}"
+              f"   its Python request {call:.0f} ms")
     return 0
 
 

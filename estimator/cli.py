@@ -5,7 +5,8 @@ Sub-commands:
 - ``estimate CONFIG|PRESET`` (or ``--hf PATH|HF_ID``, ``--megatron-args "..."``): the memory of every pipeline
   stage as a table in GiB, ``--json`` (``Estimate.to_dict()``), ``--format yaml`` (the configuration after
   the overrides) or ``--formula NAME`` (the "Theoretical memory footprints" line); ``--gpu``/``--gpu-memory``
-  add a fit verdict per stage, ``--fail-if-oom`` turns a misfit into exit code 1;
+  add a fit verdict per stage, ``--fail-if-oom`` turns a misfit into exit code 1, ``--breakdown`` adds what
+  is in the peak by module (:mod:`estimator.breakdown`);
 - ``from-hf PATH|HF_ID``: the same for a Hugging Face ``config.json`` (the seeds' ``estimate_from_hf.py``);
   a Hub id (``meta-llama/Llama-3.1-70B``) is taken from the offline model catalog, never downloaded;
 - ``presets``: the presets with their parameter counts; ``gpus``: the GPU catalog; ``catalog``: the model
@@ -383,9 +384,15 @@ def cmd_estimate(ns) -> int:
         if verdicts is not None:
             d["fit"] = {"gpu": gpu_label, "stages": [v.to_dict() for v in verdicts],
                         "fits": all(v.fits for v in verdicts)}
+        if ns.breakdown:
+            from .breakdown import breakdown
+            d["breakdown"] = breakdown(est)
         print(json.dumps(d, indent=2))
     else:
         print(render_table(est, label, verdicts, gpu_label))
+        if ns.breakdown:
+            from .breakdown import format_breakdown
+            print("\n" + format_breakdown(est))
         if ns.assumptions:
             print("\nAssumptions:\n" + "\n".join(f"- {a}" for a in est.assumptions))
     if ns.fail_if_oom and verdicts is not None and not all(v.fits for v in verdicts):
@@ -486,6 +493,8 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
     out.add_argument("--num-microbatches", type=_positive, metavar="M", help="micro-batches per step, instead of "
                      "global_batch_size / (micro_batch_size x data-parallel size)")
     out.add_argument("--assumptions", action="store_true", help="list the assumptions behind the numbers")
+    out.add_argument("--breakdown", action="store_true", help="what is in the peak stage's memory, by module "
+                     "(with --json: a breakdown list, every stage)")
     fit = p.add_argument_group("fit on a GPU")
     fit.add_argument("--gpu", metavar="NAME", help="add a verdict per stage for this GPU (see `gpus`), e.g. "
                      "H100-80GB, H200-141GB, B200-180GB, MI300X-192GB")

@@ -24,6 +24,8 @@ verdict). Requests, ``{"op": ...}``:
   with ``kind: hf`` the text may be a catalog Hub id as well as a config.json;
 - ``search`` ``{state, top}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``;
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state whose configuration is ``config``;
+- ``timeline`` ``{state}`` -> ``{timeline, breakdown}``: memory over one step and what is in the
+  peak, by module (:mod:`estimator.web_charts`);
 - ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
   and family.
 
@@ -521,6 +523,9 @@ def _answer(req: dict) -> dict:
         return import_text(state, req.get("kind"), req.get("text") or "")
     if op == "search":
         return find_layouts(state, req.get("top") or 10)
+    if op == "timeline":
+        from .web_charts import charts
+        return charts(state)
     config = req.get("config") or {}
     problems = shape_problems(config, "config")
     if problems:

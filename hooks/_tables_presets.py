@@ -22,6 +22,7 @@ from estimator.resolve import resolve
 
 from _tables_base import HOOKS, MarkerError, merge
 import _tables_svg as svg
+import _tables_timeline
 
 PARAM_COMPONENTS = (
     ("embedding", "Word embedding"), ("position_embedding", "Position embedding"), ("attention", "Attention"),
@@ -301,10 +302,13 @@ def page(name: str) -> dict:
                            stage_segments(est), [(g["label"], g["memory_bytes"]) for g in gpus],
                            selected=target["label"])
     target_fit = fit_peak(est, target)
+    timeline = _tables_timeline.timeline_chart("chart-timeline", f"Memory of each pipeline stage over one training "
+                                               f"step, {title(name)} preset", est, target)
     return {
         "name": name, "title": title(name), "info": info(name), "summary": model_summary(cfg, r, p),
         "vocab_size": r.V, "params": p, "param_rows": param_rows(p), "published": published(name, p),
-        "est": est, "stages": stage_rows(est), "chart": chart, "fits": [fit_peak(est, g) for g in gpus],
+        "est": est, "stages": stage_rows(est), "chart": chart, "timeline": timeline,
+        "breakdown": _tables_timeline.peak_breakdown(est), "fits": [fit_peak(est, g) for g in gpus],
         "target": target_fit, "why": verdicts.explain(est, target_fit["all"], base),
         "gpus": gpus, "groups": groups, "moe": bool(r.E),
         "search": best_layouts(name, [gr["world"] for gr in groups]),

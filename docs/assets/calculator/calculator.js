@@ -343,6 +343,7 @@
           if (open) this.compute();
         }));
       this.redrawChart();
+      if (window.mmeTimeline) window.mmeTimeline.update(this, res, source);   // timeline.js: memory over a step
       if (res.estimate) r.dataset.estimate = JSON.stringify(res.estimate); else r.removeAttribute("data-estimate");
       r.dataset.source = source;
       this.setResultState(source === "precomputed" ? "precomputed" : "done");
@@ -375,6 +376,7 @@
       if (width && width === this.chartWidth && this.chartBox.firstChild) return;
       this.chartWidth = width;
       this.chartBox.replaceChildren(R.chart(this.view, width));
+      if (window.mmeTimeline) window.mmeTimeline.redraw(this);
     }
 
     showLevers(levers) {
