@@ -210,7 +210,7 @@ class _CostModel:
             return "selective", sum(SELECTIVE_MODULE_COST.get(m, 0.0) for m in mods)
         if g == "full" and tr.recompute_method == "block":
             n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
-            chunk = max(max(c for c, _ in self._stage_kinds(sh.p, sh.first, sh.last, sh.v)) // sh.v, 1)
+            chunk = max(max(k[0] for k in self._stage_kinds(sh.p, sh.first, sh.last, sh.v)) // sh.v, 1)
             return f"full-block{n}", FULL_RECOMPUTE * min(n, chunk) / chunk
         return ("full", FULL_RECOMPUTE) if g == "full" else ("none", 0.0)
 
