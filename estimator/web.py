@@ -24,6 +24,7 @@ verdict). Requests, ``{"op": ...}``:
   with ``kind: hf`` the text may be a catalog Hub id as well as a config.json;
 - ``search`` ``{state, top}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``;
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state whose configuration is ``config``;
+- ``suggest``, ``sweep``: see :mod:`estimator.web_plan`;
 - ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
   and family.
 
@@ -521,6 +522,9 @@ def _answer(req: dict) -> dict:
         return import_text(state, req.get("kind"), req.get("text") or "")
     if op == "search":
         return find_layouts(state, req.get("top") or 10)
+    if op in ("suggest", "sweep"):               # "Make it fit" and the sweeps (estimator.web_plan)
+        from . import web_plan
+        return web_plan.answer(op, req)
     config = req.get("config") or {}
     problems = shape_problems(config, "config")
     if problems:
