@@ -1,6 +1,6 @@
 /* The in-page calculator: quick controls and a form generated from the configuration schema, results from
  * the estimator package itself, running in Python (Pyodide) in a Web Worker (engine.js, worker.js); the
- * form is built by form.js, the results drawn by render.js.
+ * form is built by form.js, the results drawn by render.js, the "Make it fit" list by suggest.js.
  *
  * The page's root element ([data-mme-calculator], written by hooks/runtime.py) holds the boot data as JSON
  * in data-mme-boot: the schema with labels, the quick controls, the presets each with its estimate computed
@@ -343,6 +343,7 @@
           if (open) this.compute();
         }));
       this.redrawChart();
+      this.makeItFit();                       // suggest.js
       if (res.estimate) r.dataset.estimate = JSON.stringify(res.estimate); else r.removeAttribute("data-estimate");
       r.dataset.source = source;
       this.setResultState(source === "precomputed" ? "precomputed" : "done");
@@ -375,12 +376,6 @@
       if (width && width === this.chartWidth && this.chartBox.firstChild) return;
       this.chartWidth = width;
       this.chartBox.replaceChildren(R.chart(this.view, width));
-    }
-
-    showLevers(levers) {
-      if (!this.leversBox) return;
-      this.leversBox.replaceChildren(levers.length ? h("p", {}, "Fits with one change: ", levers.map((l) =>
-        h("button", { type: "button", class: "mme-fix", onclick: () => this.apply(l.set) }, `${l.label} (${l.peak})`))) : "");
     }
 
     /* ---- layout search */
@@ -447,7 +442,7 @@
 
   const bootOf = (root) => root.mmeBoot || (root.mmeBoot = JSON.parse(root.dataset.mmeBoot));
 
-  Object.assign(Calculator.prototype, window.mmeForm);
+  Object.assign(Calculator.prototype, window.mmeForm, window.mmeSuggest);
 
   function init() {
     const root = document.querySelector("[data-mme-calculator]");

@@ -1,0 +1,87 @@
+"""The calculator's planning tools in Chromium (issue 14): "Make it fit", the sweeps, the comparison and the
+offline download, at desktop width and at 390 px, in the light and the dark palette. Expected figures come
+from the core run here in CPython (``estimator.web_plan``), the same package the page runs in Pyodide."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from estimator import estimate, web, web_plan  # noqa: E402
+
+from _calc import RESULTS, calc, events, numbers, open_page, settle, shown  # noqa: E402
+
+#: (viewport, colour scheme): a laptop in the light palette, a phone in the dark one, and the reverse.
+VIEWS = [({"width": 1280, "height": 900}, "light"), ({"width": 390, "height": 844}, "dark"),
+         ({"width": 390, "height": 844}, "light"), ({"width": 1280, "height": 900}, "dark")]
+IDS = ["desktop-light", "phone-dark", "phone-light", "desktop-dark"]
+PLAN_EVENTS = """window.__plan = { suggest: 0, sweep: 0 };
+document.addEventListener("suggest:done", () => window.__plan.suggest++, true);
+document.addEventListener("sweep:done", () => window.__plan.sweep++, true);"""
+
+
+@pytest.fixture(params=VIEWS, ids=IDS)
+def view_page(request, browser):
+    viewport, scheme = request.param
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.add_init_script(PLAN_EVENTS)
+    page.scheme = scheme
+    yield page
+    context.close()
+    assert not errors, errors[:5]
+
+
+def _no_overflow(page, selector: str) -> None:
+    """Nothing in ``selector`` is wider than the viewport (no sideways scrolling on a phone)."""
+    width = page.evaluate("window.innerWidth")
+    right = page.eval_on_selector_all(f"{selector}, {selector} *",
+                                      "es => Math.max(...es.map((e) => e.getBoundingClientRect().right))")
+    assert right <= width + 1, (selector, right, width)
+
+
+def _readable(page, selector: str) -> None:
+    """The text of ``selector`` differs in colour from the page background (light and dark palettes)."""
+    fg, bg = page.evaluate(f"""(() => {{ const e = document.querySelector({selector!r});
+        return [getComputedStyle(e).color, getComputedStyle(document.body).backgroundColor]; }})()""")
+    assert fg != bg
+
+
+# ---------------------------------------------------------------- 3: make it fit
+
+
+def test_make_it_fit_lists_what_python_lists_and_one_click_fits(view_page, site_url):
+    """Qwen2.5-72B as its recipe trains it does not fit an H100: the page lists the same suggestions as the
+    core, and applying the first gives a configuration whose every stage fits, with the core's numbers."""
+    page = view_page
+    state = {"preset": "qwen2.5-72b", "values": {}, "gpu": "H100-80GB"}
+    want = web_plan.suggestions(state)["suggestions"]
+    assert want
+    assert open_page(page, f"{site_url}calculator/?preset=qwen2.5-72b") == "done"
+    page.wait_for_function("() => window.__plan.suggest > 0", timeout=90_000)
+    items = page.locator(".mme-fit-list > li")
+    assert items.count() == len(want)
+    assert [t.strip() for t in page.locator(".mme-fit-list .mme-fit-label").all_inner_texts()] == \
+        [s["label"] for s in want]
+    first = page.inner_text(".mme-fit-list > li:first-child .mme-fit-figures")
+    assert want[0]["peak"] in first and want[0]["saved"] in first and want[0]["cost"] in first
+    assert page.inner_text(".mme-fit-list > li:first-child .mme-fit-flags") == " ".join(want[0]["cli_flags"])
+    _no_overflow(page, ".mme-fit")
+    _readable(page, ".mme-fit-label")
+    n = events(page)
+    page.click(".mme-fit-list > li:first-child button.mme-apply")
+    assert settle(page, n) == "done"
+    assert page.get_attribute(".mme-verdict", "data-verdict") == "fits"
+    applied = web.merged_config({**state, "values": want[0]["set"]})[0]
+    assert numbers(shown(page)) == numbers(estimate(applied).to_dict())
+    assert page.locator(".mme-fit-list").count() == 0            # it fits: nothing left to suggest
+    for path in want[0]["set"]:                                  # the change is in the link too
+        assert path in page.url or calc(page, f"c.merged()[{path!r}]") in (None, want[0]["set"][path])
