@@ -85,3 +85,38 @@ def test_make_it_fit_lists_what_python_lists_and_one_click_fits(view_page, site_
     assert page.locator(".mme-fit-list").count() == 0            # it fits: nothing left to suggest
     for path in want[0]["set"]:                                  # the change is in the link too
         assert path in page.url or calc(page, f"c.merged()[{path!r}]") in (None, want[0]["set"][path])
+
+
+# ---------------------------------------------------------------- 4: sweeps
+
+
+def test_sweeps_draw_python_points_and_a_click_sets_the_value(view_page, site_url):
+    """Qwen3 8B on an H100: three charts with the core's points and boundaries; clicking the 8,192-token point
+    sets the sequence length (the core's estimate of it shown); the fewest GPUs with any layout is the layout
+    search's answer."""
+    page = view_page
+    state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
+    want = web_plan.sweeps(state)
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
+    page.click(".mme-sweeps > summary")
+    page.wait_for_function("() => window.__plan.sweep > 0", timeout=90_000)
+    for s in want["series"]:
+        fig = f".mme-sweep[data-sweep={s['name']}]"
+        assert page.locator(f"{fig} circle.mme-sweep-point").count() == len(s["points"])
+        assert page.locator(f"{fig} circle.mme-ok").count() == sum(p["fits"] for p in s["points"])
+        assert s["boundary_text"] in page.inner_text(f"{fig} figcaption")
+    _no_overflow(page, ".mme-sweeps")
+    _readable(page, ".mme-sweep figcaption")
+    sizes = page.eval_on_selector_all(".mme-sweep-chart text", "ts => ts.map((t) => t.getBoundingClientRect().height)")
+    assert min(sizes) >= 8                                  # tick labels stay legible at 390 px
+    n = events(page)
+    page.click(".mme-sweep[data-sweep=seq_length] circle[data-x='8192']")
+    assert settle(page, n) == "done"
+    assert numbers(shown(page)) == numbers(estimate(web.merged_config(
+        {**state, "values": {"training.seq_length": 8192}})[0]).to_dict())
+    page.wait_for_function("() => window.__plan.sweep > 1", timeout=90_000)     # the open panel follows the change
+    fewest = web_plan.sweeps({**state, "values": {"training.seq_length": 8192}}, min_gpus=True)["min_gpus"]
+    page.click(".mme-min-gpus button")
+    page.wait_for_selector(".mme-min-gpus-answer", timeout=120_000)
+    text = page.inner_text(".mme-min-gpus-answer")
+    assert f"{fewest['value']:,} GPUs" in text and fewest["words"] in text

@@ -1,6 +1,7 @@
 /* The in-page calculator: quick controls and a form generated from the configuration schema, results from
  * the estimator package itself, running in Python (Pyodide) in a Web Worker (engine.js, worker.js); the
- * form is built by form.js, the results drawn by render.js, the "Make it fit" list by suggest.js.
+ * form is built by form.js, the results drawn by render.js, the "Make it fit" list by suggest.js, the sweeps
+ * by sweep.js.
  *
  * The page's root element ([data-mme-calculator], written by hooks/runtime.py) holds the boot data as JSON
  * in data-mme-boot: the schema with labels, the quick controls, the presets each with its estimate computed
@@ -334,7 +335,7 @@
         R.verdict(v, this.boot.verdicts),
         h("p", { class: "mme-parallel" }, v.parallel),
         this.leversBox = h("div", { class: "mme-levers" }),
-        R.table(v), this.chartBox,
+        R.table(v), this.chartBox, this.sweepPanel(),
         h("details", { class: "mme-assumptions" }, h("summary", {}, `Assumptions (${v.assumptions.length})`),
           h("ul", {}, v.assumptions.map((a) => h("li", {}, a)))),
         R.exports(res.exports, Boolean(this.exportsOpen), (open) => {
@@ -442,7 +443,7 @@
 
   const bootOf = (root) => root.mmeBoot || (root.mmeBoot = JSON.parse(root.dataset.mmeBoot));
 
-  Object.assign(Calculator.prototype, window.mmeForm, window.mmeSuggest);
+  Object.assign(Calculator.prototype, window.mmeForm, window.mmeSuggest, window.mmeSweep);
 
   function init() {
     const root = document.querySelector("[data-mme-calculator]");
