@@ -84,3 +84,20 @@ def test_web_suggest_request():
     res = json.loads(web.handle(json.dumps({"op": "suggest", "state": {"preset": "qwen3-8b", "gpu": "H100-80GB",
                                                                          "values": {"model.num_layers": "x"}}})))
     assert res["errors"][0]["field"] == "model.num_layers"
+
+
+def test_search_options_of_the_page():
+    from estimator.search import search
+    from estimator.web_plan import search_options, search_with_options
+    assert search_options({"num_gpus": "16, 8,8", "tp": "4", "headroom": "10"}) == (
+        {"num_gpus": [8, 16], "tensor_model_parallel_size": 4, "max_tp": 8, "headroom": 0.1}, [])
+    assert search_options({"num_gpus": None, "tp": None, "headroom": None}) == ({}, [])
+    _, bad = search_options({"num_gpus": "8, 0", "tp": True, "headroom": "-1", "fix": 1})
+    assert [p.field for p in bad] == ["options.fix", "options.num_gpus", "options.tp", "options.headroom"]
+    state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
+    res = search_with_options(state, 5, {"num_gpus": "8, 16", "tp": 2, "headroom": 10})
+    want = search(load_preset("qwen3-8b").to_dict(), num_gpus=[8, 16], gpu="H100-80GB", top=5, headroom=0.1,
+                  tensor_model_parallel_size=2)
+    assert [lay["label"] for lay in res["layouts"]] == [lay.label for lay in want.layouts]
+    assert res["gpus"] == "8, 16" and res["headroom"] == "10 %"
+    assert all(lay["words"].startswith(f"{lay['num_gpus']:,} GPUs: ") for lay in res["layouts"])

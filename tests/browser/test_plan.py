@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from estimator import estimate, web, web_plan  # noqa: E402
 
-from _calc import RESULTS, calc, events, numbers, open_page, settle, shown  # noqa: E402
+from _calc import calc, events, numbers, open_page, settle, shown  # noqa: E402
 
 #: (viewport, colour scheme): a laptop in the light palette, a phone in the dark one, and the reverse.
 VIEWS = [({"width": 1280, "height": 900}, "light"), ({"width": 390, "height": 844}, "dark"),
@@ -120,3 +120,35 @@ def test_sweeps_draw_python_points_and_a_click_sets_the_value(view_page, site_ur
     page.wait_for_selector(".mme-min-gpus-answer", timeout=120_000)
     text = page.inner_text(".mme-min-gpus-answer")
     assert f"{fewest['value']:,} GPUs" in text and fewest["words"] in text
+
+
+def test_search_options_reach_the_search(view_page, site_url):
+    """The page's search options (GPU counts, a fixed TP, the memory kept free) give the layouts the core's
+    search gives with them; a bad option is named; "Fewest GPUs" is the core's answer with those options."""
+    page = view_page
+    state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
+    options = {"num_gpus": "8, 16", "tp": "2", "headroom": "10"}
+    want = web_plan.search_with_options(state, 10, options)
+    assert want["layouts"]
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
+    page.wait_for_function("() => Object.keys(document.querySelector('[data-mme-calculator]').calculator.choices).length")
+    page.click(".mme-search-options > summary")
+    page.fill("#mme-opt-num_gpus", options["num_gpus"])
+    page.select_option("#mme-opt-tp", options["tp"])
+    page.fill("#mme-opt-headroom", options["headroom"])
+    _no_overflow(page, ".mme-search-options")
+    n = page.evaluate("window.__mme.searches")
+    page.click("button.mme-find")
+    page.wait_for_function(f"() => window.__mme.searches > {n}", timeout=120_000)
+    labels = page.eval_on_selector_all(".mme-layout-table tbody td.mme-layers code", "cs => cs.map((c) => c.textContent)")
+    assert labels == [lay["label"] for lay in want["layouts"]]
+    assert "8, 16" in page.inner_text(".mme-layouts h3")
+    page.fill("#mme-opt-headroom", "100")
+    page.click("button.mme-find")
+    page.wait_for_function(f"() => window.__mme.searches > {n + 1}", timeout=120_000)
+    assert "kept free" in page.inner_text(".mme-layouts .mme-err")
+    page.fill("#mme-opt-headroom", "0")
+    fewest = web_plan.sweeps(state, min_gpus=True, options={**options, "headroom": "0"})["min_gpus"]
+    page.click("button.mme-opt-min")
+    page.wait_for_selector(".mme-opt-answer .mme-min-gpus-answer", timeout=120_000)
+    assert f"{fewest['value']:,} GPUs" in page.inner_text(".mme-opt-answer")

@@ -1,7 +1,7 @@
 /* The in-page calculator: quick controls and a form generated from the configuration schema, results from
  * the estimator package itself, running in Python (Pyodide) in a Web Worker (engine.js, worker.js); the
  * form is built by form.js, the results drawn by render.js, the "Make it fit" list by suggest.js, the sweeps
- * by sweep.js.
+ * by sweep.js, the layout search's options by search_options.js.
  *
  * The page's root element ([data-mme-calculator], written by hooks/runtime.py) holds the boot data as JSON
  * in data-mme-boot: the schema with labels, the quick controls, the presets each with its estimate computed
@@ -171,7 +171,7 @@
           h("button", { type: "button", class: "md-button mme-copy-link", onclick: (ev) =>
             R.copy(location.href, ev.currentTarget) }, "Copy link"),
           this.searchButton),
-        this.confirm,
+        this.searchOptionsPanel(), this.confirm,
         h("div", { class: "mme-quick", role: "group", "aria-label": "Main settings" }, b.quick.map((q) => this.quickControl(q))),
         this.summary, this.results, this.layoutsBox,
         h("h2", { class: "mme-all-title" }, "All settings"),
@@ -382,7 +382,7 @@
     /* ---- layout search */
     search() {
       const state = clone(this.state);
-      const gpus = Number(this.merged()["training.world_size"]) || null;
+      const gpus = (this.opt && this.opt.gpus.value.trim()) || Number(this.merged()["training.world_size"]) || null;
       const t0 = performance.now();
       this.searchButton.disabled = true;
       this.layouts = { res: { pending: true, gpus, seconds: 0 } };
@@ -398,7 +398,7 @@
         this.showSearch();
         this.layoutsBox.dispatchEvent(new CustomEvent("search:done", { bubbles: true }));
       };
-      this.engine.call({ op: "search", state, top: 10 }).then(done,
+      this.engine.call({ op: "search", state, top: 10, options: this.searchOptions() }).then(done,
         (err) => done({ errors: [{ field: "search", message: `The search failed: ${err.message}` }] }));
     }
 
@@ -443,7 +443,7 @@
 
   const bootOf = (root) => root.mmeBoot || (root.mmeBoot = JSON.parse(root.dataset.mmeBoot));
 
-  Object.assign(Calculator.prototype, window.mmeForm, window.mmeSuggest, window.mmeSweep);
+  Object.assign(Calculator.prototype, window.mmeForm, window.mmeSuggest, window.mmeSweep, window.mmeSearchOptions);
 
   function init() {
     const root = document.querySelector("[data-mme-calculator]");

@@ -2,7 +2,7 @@
  * with the fit boundary of each (the CLI's reverse questions), as small SVG charts. Python computes every
  * point, position and label (estimator/sweep.py through the "sweep" request of estimator/web_plan.py); this
  * file only scales bytes to pixels. A point is a button: it sets that value. "Fewest GPUs with any layout"
- * asks Python's layout search (estimator.search.min_gpus). Methods of the Calculator (calculator.js), mixed
+ * asks Python's layout search (estimator.search.min_gpus, with the search options of search_options.js). Methods of the Calculator (calculator.js), mixed
  * in from window.mmeSweep; the panel (.mme-sweeps) carries data-state (pending | done | error) and fires
  * "sweep:done" with the request's time in detail.ms.
  */
@@ -102,10 +102,11 @@
       box.dispatchEvent(new CustomEvent("sweep:done", { bubbles: true, detail: { ms: sw.ms } }));
     },
 
-    fewestGpus() {
-      const box = this.minGpusBox, key = JSON.stringify(this.state);
+    fewestGpus(into) {
+      const box = into || this.minGpusBox, key = JSON.stringify(this.state);
       box.replaceChildren(h("p", { class: "mme-doc", role: "status" }, "Searching the layouts on 1, 2, 4, … GPUs…"));
-      this.engine.call({ op: "sweep", state: this.state, min_gpus: true }).then((res) => {
+      const options = this.searchOptions ? this.searchOptions() : null;
+      this.engine.call({ op: "sweep", state: this.state, min_gpus: true, options }).then((res) => {
         if (JSON.stringify(this.state) !== key || !box.isConnected) return;
         const m = res.min_gpus;
         box.replaceChildren(res.errors ? h("p", { class: "mme-err" }, res.errors.map((e) => e.message).join(" "))
