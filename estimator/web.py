@@ -25,7 +25,7 @@ verdict). Requests, ``{"op": ...}``:
 - ``search`` ``{state, top, options?}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``
   (``options``: :func:`estimator.web_plan.search_options`);
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state whose configuration is ``config``;
-- ``suggest``, ``sweep``: see :mod:`estimator.web_plan`;
+- ``suggest``, ``sweep``: see :mod:`estimator.web_plan`; ``compare`` ``{pins}``: :mod:`estimator.web_compare`;
 - ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
   and family.
 
@@ -533,6 +533,9 @@ def _answer(req: dict) -> dict:
     if op in ("suggest", "sweep"):               # "Make it fit" and the sweeps (estimator.web_plan)
         from . import web_plan
         return web_plan.answer(op, req)
+    if op == "compare":                          # pinned configurations side by side
+        from .web_compare import compare
+        return compare(req.get("pins"))
     config = req.get("config") or {}
     problems = shape_problems(config, "config")
     if problems:

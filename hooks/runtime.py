@@ -105,7 +105,7 @@ NATIVE_WORKER_JS = "assets/calculator/native-worker.js"
 #: The page's scripts, in load order: the link to Python, the results, the form, the calculator.
 SCRIPTS = ("assets/calculator/engine.js", "assets/calculator/render.js", "assets/calculator/form.js",
            "assets/calculator/suggest.js", "assets/calculator/sweep.js", "assets/calculator/search_options.js",
-           "assets/calculator/calculator.js")
+           "assets/calculator/compare.js", "assets/calculator/calculator.js")
 STYLE = "assets/calculator/calculator.css"
 MARKER = re.compile(r"<!--\s*calculator:(?P<name>[\w-]*)\s*-->")
 # Python run in the browser and by Node for the snapshot: unpack the wheel into site-packages (no

@@ -25,19 +25,28 @@ document.addEventListener("suggest:done", () => window.__plan.suggest++, true);
 document.addEventListener("sweep:done", () => window.__plan.sweep++, true);"""
 
 
-@pytest.fixture(params=VIEWS, ids=IDS)
-def view_page(request, browser):
-    viewport, scheme = request.param
+def _view(browser, viewport, scheme):
     context = browser.new_context(viewport=viewport, color_scheme=scheme)
     page = context.new_page()
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.add_init_script(PLAN_EVENTS)
-    page.scheme = scheme
     yield page
     context.close()
     assert not errors, errors[:5]
+
+
+@pytest.fixture(params=VIEWS, ids=IDS)
+def view_page(request, browser):
+    """A fresh page in each of the four views."""
+    yield from _view(browser, *request.param)
+
+
+@pytest.fixture(params=VIEWS[:2], ids=IDS[:2])
+def view_page2(request, browser):
+    """A fresh page on a laptop in the light palette and on a phone in the dark one (for the longer tests)."""
+    yield from _view(browser, *request.param)
 
 
 def _no_overflow(page, selector: str) -> None:
@@ -122,10 +131,10 @@ def test_sweeps_draw_python_points_and_a_click_sets_the_value(view_page, site_ur
     assert f"{fewest['value']:,} GPUs" in text and fewest["words"] in text
 
 
-def test_search_options_reach_the_search(view_page, site_url):
+def test_search_options_reach_the_search(view_page2, site_url):
     """The page's search options (GPU counts, a fixed TP, the memory kept free) give the layouts the core's
     search gives with them; a bad option is named; "Fewest GPUs" is the core's answer with those options."""
-    page = view_page
+    page = view_page2
     state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
     options = {"num_gpus": "8, 16", "tp": "2", "headroom": "10"}
     want = web_plan.search_with_options(state, 10, options)
@@ -152,3 +161,56 @@ def test_search_options_reach_the_search(view_page, site_url):
     page.click("button.mme-opt-min")
     page.wait_for_selector(".mme-opt-answer .mme-min-gpus-answer", timeout=120_000)
     assert f"{fewest['value']:,} GPUs" in page.inner_text(".mme-opt-answer")
+
+
+# ---------------------------------------------------------------- 5: compare
+
+
+def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
+    """Pin Qwen3 8B as it is, then with TP 2 on an A100-40GB: the table is the core's comparison; the link
+    and the browser's storage keep the pins; the recent configurations reopen one; unpinning drops it."""
+    from estimator.web_compare import compare
+    page = view_page2
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
+    page.click("button.mme-pin")
+    assert page.inner_text("button.mme-pin") == "Pinned"
+    n = events(page)
+    page.select_option("#mme-q-parallelism\\.tensor_model_parallel_size", "2")
+    settle(page, n)
+    n = events(page)
+    page.select_option("#mme-gpu", "A100-40GB")
+    settle(page, n)
+    page.click("button.mme-pin")
+    page.wait_for_selector(".mme-compare[data-state=done] table")
+    pins = calc(page, "c.pins")
+    want = compare(pins)
+    heads = page.eval_on_selector_all(".mme-compare-table thead th[data-pin]", "ts => ts.map((t) => t.innerText)")
+    assert [h.split("\n")[0] for h in heads] == [p["title"] for p in want["pins"]]
+    verdicts = page.eval_on_selector_all(".mme-verdict-cell", "ts => ts.map((t) => t.innerText.trim())")
+    assert verdicts == [p["word"] for p in want["pins"]] == ["fits", "does not fit"]
+    assert page.locator(".mme-compare-table tr.mme-differs").count() == len(want["differs"])
+    assert page.inner_text(".mme-compare-table tr[data-field='parallelism.tensor_model_parallel_size']").split()[-2:] \
+        == ["4", "2"]
+    _no_overflow(page, ".mme-compare")
+    _readable(page, ".mme-compare-table td")
+    url = page.url
+    assert url.count("pin=") == 2
+    # The link alone brings the pins back ...
+    assert open_page(page, url) in ("done", "error")
+    same = lambda got: [(p["peak"], p["gpu"]) for p in compare(got)["pins"]] == \
+        [(p["peak"], p["gpu"]) for p in want["pins"]]           # (values typed in a link are text)
+    page.wait_for_selector(".mme-compare[data-state=done] table")
+    assert same(calc(page, "c.pins"))
+    # ... and so does the storage, without them in the link.
+    assert open_page(page, f"{site_url}calculator/") == "done"
+    page.wait_for_selector(".mme-compare[data-state=done] table")
+    assert same(calc(page, "c.pins"))
+    assert calc(page, "c.history.length") >= 3
+    page.click(".mme-history > summary")
+    n = events(page)
+    page.click(".mme-history li:nth-child(2) button")          # the second most recent: the A100 one
+    settle(page, n)
+    assert calc(page, "c.state.gpu") == "A100-40GB"
+    page.click(".mme-compare-table th[data-pin='0'] button.mme-unpin")
+    page.wait_for_function("() => document.querySelectorAll('.mme-compare-table th[data-pin]').length === 1")
+    assert page.url.count("pin=") == 1
