@@ -214,3 +214,34 @@ def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
     page.click(".mme-compare-table th[data-pin='0'] button.mme-unpin")
     page.wait_for_function("() => document.querySelectorAll('.mme-compare-table th[data-pin]').length === 1")
     assert page.url.count("pin=") == 1
+
+
+# ---------------------------------------------------------------- 6: the offline bundle as a download
+
+
+def test_calculator_links_the_offline_zip_that_runs_from_disk(view_page2, site_dir, site_url, tmp_path):
+    """The calculator page links the zip ("use it without network"); downloaded and unzipped, its
+    calculator.html computes from disk (file://) what the core computes, with no request to any host."""
+    import zipfile
+    from urllib.parse import urljoin, urlparse
+    page = view_page2
+    assert open_page(page, f"{site_url}calculator/") == "done"
+    link = page.locator(".mme-offline a")
+    assert "offline bundle" in link.inner_text() and "MB zip" in page.inner_text(".mme-offline")
+    _no_overflow(page, ".mme-offline")
+    href = urljoin(page.url, link.get_attribute("href"))
+    rel = urlparse(href).path.removeprefix(urlparse(site_url).path)
+    with zipfile.ZipFile(site_dir / rel) as zf:
+        names = zf.namelist()
+        assert all(n.startswith("megatron-memory-estimator-offline/") for n in names)
+        zf.extractall(tmp_path)
+    bundle = tmp_path / "megatron-memory-estimator-offline"
+    requests = []
+    page.on("request", lambda req: requests.append(req.url))
+    assert open_page(page, (bundle / "calculator.html").as_uri() + "?preset=qwen2.5-72b") == "done"
+    assert numbers(shown(page)) == numbers(estimate(web.merged_config({"preset": "qwen2.5-72b"})[0]).to_dict())
+    page.wait_for_function("() => window.__plan.suggest > 0", timeout=90_000)      # Make it fit works there too
+    assert page.locator(".mme-fit-list > li").count() == len(web_plan.suggestions(
+        {"preset": "qwen2.5-72b", "values": {}, "gpu": "H100-80GB"})["suggestions"])
+    assert "offline bundle" in page.inner_text(".mme-offline-note")
+    assert [u for u in requests if urlparse(u).scheme in ("http", "https")] == []
