@@ -165,8 +165,9 @@ def _full(ctx) -> list:
     block_now = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     if tr.recompute_granularity != "full" or tr.recompute_method == "block":
         start = block_now + 1 if tr.recompute_granularity == "full" else 1
-        out += [(f"full recomputation of {n} layer{'s' if n > 1 else ''} per {'virtual ' if ctx.r.v > 1 else ''}"
-                 "pipeline chunk (recompute_method block)", full("block", n)) for n in range(start, chunk)]
+        where = "virtual pipeline stage" if ctx.r.v > 1 else "pipeline stage"
+        out += [(f"full recomputation of {n} layer{'s' if n > 1 else ''} per {where} (recompute_method block)",
+                 full("block", n)) for n in range(start, chunk)]
         start = 1
     else:
         start = block_now + 1
