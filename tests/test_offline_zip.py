@@ -7,6 +7,10 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("mkdocs")            # the hook is MkDocs's (not inside Pyodide)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -52,7 +56,6 @@ def test_two_zips_of_one_tree_are_identical_and_stamped_with_the_source_date(tmp
 def test_the_marker_becomes_the_link_and_an_unknown_one_fails():
     from types import SimpleNamespace
 
-    import pytest
     from mkdocs.exceptions import PluginError
     hook = _hook()
     page = SimpleNamespace(url="calculator/", file=SimpleNamespace(src_uri="calculator.md", dest_uri="calculator/index.html"))
