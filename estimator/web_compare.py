@@ -2,8 +2,8 @@
 
 :func:`estimator.web.handle` passes ``{"op": "compare", "pins": [state, ...]}`` here (each pin a form state as in
 :mod:`estimator.web`). The answer gives, per pin, what the page prints in its column (a title, the GPU, the
-verdict in the words of :mod:`estimator.verdicts`, the peak and every stage's device memory in GiB, and the
-peak stage's largest parts), and the fields whose values differ between the pins (defaults filled in, so a
+verdict in the words of :mod:`estimator.verdicts`, the peak and every stage's device memory in GiB, and what
+the peak stage holds: weights, gradients, optimizer states, activations, transient buffers), and the fields whose values differ between the pins (defaults filled in, so a
 field one pin leaves out and another sets to its default does not differ), with their labels. A pin that is
 not valid gets its errors in its column. Every figure comes from :func:`estimator.estimate`.
 """
@@ -63,8 +63,8 @@ def _column(state: dict) -> tuple[dict, dict | None]:
     fits = fit(est, capacity) if capacity else None
     worst = min(fits, key=lambda f: f.headroom_bytes) if fits else None
     s = est.peak_stage
-    parts = [("weights", s.weights_bytes), ("gradients", s.gradients_bytes), ("optimizer states", s.optimizer_bytes),
-             ("activations", s.activations_bytes), ("transient buffers", s.transient_bytes)]
+    parts = [("Weights", s.weights_bytes), ("Gradients", s.gradients_bytes), ("Optimizer states", s.optimizer_bytes),
+             ("Activations", s.activations_bytes), ("Transient buffers", s.transient_bytes)]
     col.update({
         "peak": f"{est.peak.device_bytes / GIB:.2f} GiB", "peak_bytes": est.peak.device_bytes,
         "peak_stage": est.peak.stage,
@@ -72,7 +72,7 @@ def _column(state: dict) -> tuple[dict, dict | None]:
         "headroom": f"{worst.headroom_bytes / GIB:+.2f} GiB" if worst else None,
         "stages": [{"stage": st.stage, "gib": f"{st.device_bytes / GIB:.2f}",
                     "verdict": fits[st.stage].verdict if fits else None} for st in est.stages],
-        "parts": [{"name": n, "gib": f"{b / GIB:.2f}"} for n, b in sorted(parts, key=lambda x: -x[1]) if b][:3],
+        "parts": [{"name": n, "gib": f"{b / GIB:.2f}"} for n, b in parts],
     })
     return col, config.to_full_dict()
 

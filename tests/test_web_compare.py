@@ -28,6 +28,9 @@ def test_columns_are_the_estimates_and_only_real_differences_are_listed():
         assert col["peak"] == f"{est.peak.device_bytes / GIB:.2f} GiB"
         assert [s["gib"] for s in col["stages"]] == [f"{s.device_bytes / GIB:.2f}" for s in est.stages]
         assert col["verdict"] == min(fits, key=lambda f: f.headroom_bytes).verdict
+        s = est.peak_stage
+        assert [p["gib"] for p in col["parts"]] == [f"{b / GIB:.2f}" for b in (
+            s.weights_bytes, s.gradients_bytes, s.optimizer_bytes, s.activations_bytes, s.transient_bytes)]
     assert res["pins"][1]["word"] == "does not fit" and res["pins"][0]["word"] == "fits"
     assert res["pins"][1]["title"] == "Qwen3 8B with 1 change"
 

@@ -1,5 +1,5 @@
 /* Compare: pin the configuration in the form; up to four pins side by side (verdict, peak, every stage's
- * memory, the largest parts at the peak, and the fields that differ), as Python computes them
+ * memory, what the peak stage holds, and the fields that differ), as Python computes them
  * (estimator/web_compare.py through the "compare" request). Pins live in the link (one pin= parameter each, the
  * pinned state as a query string) and in the browser's local storage, with a short history of the
  * configurations computed here. Methods of the Calculator (calculator.js), mixed in from window.mmeCompare; the
@@ -137,8 +137,8 @@
               p.errors ? p.errors.map((e) => `${e.field}: ${e.message}`).join("; ") : p.word))),
             row("Peak on the device", cols.map((p) => h("td", {}, p.errors ? "" : `${p.peak} (stage ${p.peak_stage})`))),
             row("Headroom", cols.map((p) => h("td", {}, p.headroom || ""))),
-            row("Largest at the peak (GiB)", cols.map((p) => h("td", { class: "mme-layers" },
-              (p.parts || []).map((x) => `${x.name} ${x.gib}`).join(", ")))),
+            (cols.find((p) => p.parts) || { parts: [] }).parts.map((part, j) => row(`At the peak: ${part.name} (GiB)`,
+              cols.map((p) => h("td", {}, p.parts ? p.parts[j].gib : "")), { class: "mme-part-row" })),
             stages.map((k) => row(`Stage ${k} (GiB)`, cols.map((p) => {
               const st = (p.stages || [])[k];
               return h("td", { "data-fits": st && st.verdict }, st ? st.gib : "");
