@@ -16,7 +16,7 @@
                            placeholder: "the GPU count above" }),
         tp: h("select", { id: "mme-opt-tp" }, h("option", { value: "" }, "any")),
         headroom: h("input", { id: "mme-opt-headroom", type: "text", inputmode: "decimal", size: "4", value: "5" }),
-        answer: h("div", { class: "mme-min-gpus mme-opt-answer", "aria-live": "polite" })
+        answer: h("div", { class: "mme-min-gpus mme-opt-answer" })
       };
       const box = h("details", { class: "mme-search-options" }, h("summary", {}, "Search options"),
         h("div", { class: "mme-opts" },

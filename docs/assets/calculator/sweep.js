@@ -15,8 +15,12 @@
   function chart(s, v, onPick) {
     const plot = W - L - R, ph = HT - T - B;
     const x = (pos) => L + pos * plot, y = (b) => T + ph - (v.scale_bytes ? (b / v.scale_bytes) * ph : 0);
+    const id = `mme-sweep-${s.name}`;
     const svg = h("svg:svg", { viewBox: `0 0 ${W} ${HT}`, class: "mme-svg mme-sweep-chart", role: "img",
-                               "aria-label": `${s.label}: GiB on the device of the fullest stage; ${s.boundary_text}` });
+                               "aria-labelledby": `${id}-title ${id}-desc` },
+      h("svg:title", { id: `${id}-title` }, `${s.label}: GiB on the device of the fullest stage`),
+      h("svg:desc", { id: `${id}-desc` }, `${s.boundary_text}. ` +
+        s.points.map((p) => `${p.label}: ${p.gib} GiB${p.fits ? "" : ", does not fit"}`).join("; ") + "."));
     for (const t of v.ticks) {
       svg.append(h("svg:line", { x1: L, x2: W - R, y1: y(t.bytes), y2: y(t.bytes), class: "mme-grid" }),
         h("svg:text", { x: L - 4, y: y(t.bytes) + 3.5, "text-anchor": "end", class: "mme-text mme-tick" }, t.label));
@@ -110,8 +114,8 @@
         if (JSON.stringify(this.state) !== key || !box.isConnected) return;
         const m = res.min_gpus;
         box.replaceChildren(res.errors ? h("p", { class: "mme-err" }, res.errors.map((e) => e.message).join(" "))
-          : h("p", { class: "mme-min-gpus-answer" }, h("strong", {}, m.value ? `${m.value.toLocaleString("en-US")} GPUs` : "No count"),
-            `: ${m.reason}`, m.words ? [h("br"), h("small", {}, m.words)] : null));
+          : h("p", { class: "mme-min-gpus-answer", role: "status" }, "Fewest GPUs with any layout: ",
+            h("strong", {}, m.reason), m.words ? [h("br"), h("small", {}, m.words)] : null));
         box.dispatchEvent(new CustomEvent("sweep:done", { bubbles: true, detail: { minGpus: m } }));
       }, () => {});
     }
