@@ -389,9 +389,10 @@ def cmd_estimate(ns) -> int:
         print(json.dumps(d, indent=2))
     else:
         print(render_table(est, label, verdicts, gpu_label))
-        if fixes is not None and not all(v.fits for v in verdicts):
+        if fixes is not None:
             from .suggest import render
-            print("\n" + render(fixes, gpu_label, verdicts[0].capacity_bytes))
+            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes) if not all(v.fits for v in verdicts)
+                          else "Make it fit: every stage fits already, nothing to change."))
         if ns.assumptions:
             print("\nAssumptions:\n" + "\n".join(f"- {a}" for a in est.assumptions))
     if ns.fail_if_oom and verdicts is not None and not all(v.fits for v in verdicts):

@@ -13,8 +13,9 @@ the same bytes.
 
 The ``<!-- offline:download -->`` marker of a page becomes the link to the zip (its size in MB, 10^6 bytes).
 In the offline bundle itself, and under ``mkdocs serve`` (which does not build the bundle: it takes half a
-minute), it becomes a sentence saying so. ``MME_OFFLINE_ZIP=0`` skips the bundle (the marker says how to build
-it). Any other ``offline:`` marker fails the build.
+minute, on every rebuild), it becomes a sentence saying so. ``MME_OFFLINE_ZIP=0`` skips the bundle (the marker
+says how to build it), ``MME_OFFLINE_ZIP=1`` builds it under ``mkdocs serve`` too. Any other ``offline:`` marker
+fails the build.
 """
 
 from __future__ import annotations
@@ -50,7 +51,12 @@ def _offline(config) -> bool:
 
 
 def _wanted(config) -> bool:
-    return not _offline(config) and not _state["serve"] and os.environ.get("MME_OFFLINE_ZIP", "1") != "0"
+    """Whether this build makes the zip: not the offline bundle itself; ``MME_OFFLINE_ZIP`` decides when set,
+    else every build but ``mkdocs serve``'s."""
+    if _offline(config):
+        return False
+    flag = os.environ.get("MME_OFFLINE_ZIP")
+    return flag != "0" if flag is not None else not _state["serve"]
 
 
 def on_startup(command, dirty):

@@ -167,5 +167,7 @@ def test_cli_suggestions_apply_with_their_flags(argv):
 def test_cli_suggest_text_and_errors():
     proc = _cli("estimate", "qwen2.5-72b", "--gpu", "H100-80GB", "--suggest")
     assert proc.returncode == 0 and "Make it fit on H100-80GB" in proc.stdout and "--sequence-parallel" in proc.stdout
+    proc = _cli("estimate", "qwen3-8b", "--gpu", "H100-80GB", "--suggest")
+    assert proc.returncode == 0 and "every stage fits already" in proc.stdout
     proc = _cli("estimate", "qwen2.5-72b", "--suggest")
     assert proc.returncode == 2 and "--suggest needs --gpu" in proc.stderr and "Traceback" not in proc.stderr
