@@ -20,8 +20,14 @@ stage fits (:func:`estimator.gpus.fit`, with the caller's headroom) is kept, re-
 - ``gpus``: more data-parallel ranks to shard the optimizer over (the layout kept; needs the distributed
   optimizer), the fewest GPUs that fit.
 
-Offloading (CPU activation or optimizer offload) is not modelled by the estimate (see its assumptions), so
-it is never suggested. When no single change fits on the same GPUs, pairs are tried: a change that keeps the layout
+- ``optimizer_offload``, ``activation_offload``, ``fine_grained_offload``: where the schema has the fields
+  (optimizer CPU offload with the precision-aware optimizer, a growing fraction; layer-wise activation
+  offloading of the fewest layers; fine-grained offloading of a growing set of modules) and the configuration
+  allows them (the validation decides: no pipeline parallelism or recompute for layer-wise offloading, ...).
+  The cost model leaves out host transfers, so these carry no step time and come after the costed changes.
+  Without those fields (an estimator that does not model offloading) nothing is offloaded.
+
+When no single change fits on the same GPUs, pairs are tried: a change that keeps the layout
 (recomputation, a smaller micro-batch, sequence parallelism, the distributed optimizer, bf16 gradients)
 with any other lever, each as weak as still fits.
 
@@ -55,9 +61,19 @@ GRADS32 = "precision.accumulate_allreduce_grads_in_fp32"
 METHOD, NUM, MODULES = "training.recompute_method", "training.recompute_num_layers", "training.recompute_modules"
 #: The world sizes the ``gpus`` lever tries, as multiples of the current one (the layout kept).
 _GPU_FACTORS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-#: Levers that keep the parallel layout: the first half of a pair.
-_IN_PLACE = ("sequence_parallel", "distributed_optimizer", "grads_bf16", "selective", "full", "micro_batch")
 _SPECS = {s.path: s for s in field_specs()}
+#: Offloading fields (used where the schema has them).
+OPT_OFF, OPT_FRAC, PAO = ("training.optimizer_cpu_offload", "training.optimizer_offload_fraction",
+                          "precision.use_precision_aware_optimizer")
+CPU_OFF, CPU_N = "training.cpu_offloading", "training.cpu_offloading_num_layers"
+FG_OFF, FG_MODS = "training.fine_grained_activation_offloading", "training.offload_modules"
+#: Levers whose cost the layout search's cost model does not see (host transfers).
+_UNCOSTED = ("optimizer_offload", "activation_offload", "fine_grained_offload")
+#: Levers that keep the parallel layout: the first half of a pair.
+_IN_PLACE = ("sequence_parallel", "distributed_optimizer", "grads_bf16", "selective", "full", "micro_batch",
+             *_UNCOSTED)
+#: Levers whose memory falls as their options grow: bisected.
+_MONOTONE = ("gpus", "activation_offload")
 
 
 @dataclass(frozen=True)
@@ -79,7 +95,9 @@ class Suggestion:
     def cost_text(self, world: int | None = None) -> str:
         """The cost in words: "step time x1.305", with the GPU time and the GPU count when they change."""
         if self.step_time is None:
-            return "step time not costed"
+            text = ("step time not costed (host transfers are not in the cost model)"
+                    if set(self.levers) & set(_UNCOSTED) else "step time not costed")
+            return text + (f", {self.num_gpus:,} GPUs instead of {world:,}" if world and self.num_gpus != world else "")
         text = f"step time x{self.step_time:.3f}"
         if self.gpu_time is not None and abs(self.gpu_time - self.step_time) > 5e-4:
             text += f", GPU time x{self.gpu_time:.3f}"
@@ -207,6 +225,33 @@ def _gpus(ctx) -> list:
              {WORLD: k * r.world}) for k in _GPU_FACTORS]
 
 
+def _offload(ctx) -> dict:
+    """The offloading levers the schema has (see the module docstring); the validation rules out the others."""
+    tr, out = ctx.r.cfg.training, {}
+    if OPT_OFF in _SPECS and not getattr(tr, "optimizer_cpu_offload", True):
+        out["optimizer_offload"] = [
+            (f"optimizer step on the CPU for {f:.0%} of the parameters (optimizer_cpu_offload, with the "
+             "precision-aware optimizer)", {OPT_OFF: True, OPT_FRAC: f, PAO: True}) for f in (0.25, 0.5, 0.75, 1.0)]
+    if CPU_OFF in _SPECS and not getattr(tr, "cpu_offloading", True) and ctx.r.p == 1:
+        out["activation_offload"] = [
+            (f"activations of the first {n} layer{'s' if n > 1 else ''} offloaded to the host (cpu_offloading)",
+             {CPU_OFF: True, CPU_N: n}) for n in range(1, ctx.r.L)]
+    if FG_OFF in _SPECS and not getattr(tr, "fine_grained_activation_offloading", True):
+        mods = ["core_attn", "attn_proj", "qkv_linear"] + (["moe_act", "expert_fc1"] if ctx.r.E else [])
+        out["fine_grained_offload"] = [
+            (f"fine-grained activation offloading of {', '.join(mods[:k])}", {FG_OFF: True, FG_MODS: mods[:k]})
+            for k in range(1, len(mods) + 1)]
+    return out
+
+
+def notes() -> list[str]:
+    """What the list leaves out, in words."""
+    if CPU_OFF in _SPECS or OPT_OFF in _SPECS:
+        return ["Offloading moves memory to the host: its transfers are not in the cost model, so those changes "
+                "carry no step time and come after the others."]
+    return ["CPU offloading is not modelled, so it is not suggested."]
+
+
 def _levers(ctx) -> dict:
     r, pr, tr = ctx.r, ctx.r.cfg.precision, ctx.r.cfg.training
     out = {}
@@ -226,6 +271,7 @@ def _levers(ctx) -> dict:
     if r.E:
         out["ep"] = _dims(ctx, EP, "EP")
     out["gpus"] = _gpus(ctx)
+    out.update(_offload(ctx))
     return {k: v for k, v in out.items() if v}
 
 
@@ -290,9 +336,10 @@ def _first_fit(ctx, base: dict, options: list):
     return None
 
 
-def _first_fit_gpus(ctx, base: dict, options: list):
+def _first_fit_monotone(ctx, base: dict, options: list):
+    """:func:`_first_fit` for a lever whose memory falls along its options (more GPUs, more layers offloaded):
+    bisected."""
     ok = [(lab, ch, c) for lab, ch in options if (c := ctx.valid({**base, **ch})) is not None]
-    # (the memory falls with the world size: bisected)
     if not ok or not ctx.fits(ok[-1][2]):
         return None
     lo, hi = -1, len(ok) - 1                 # ok[hi] fits; find the first that fits
@@ -303,7 +350,7 @@ def _first_fit_gpus(ctx, base: dict, options: list):
 
 
 def _fit(ctx, lever: str, base: dict, options: list):
-    return (_first_fit_gpus if lever == "gpus" else _first_fit)(ctx, base, options)
+    return (_first_fit_monotone if lever in _MONOTONE else _first_fit)(ctx, base, options)
 
 
 # ---------------------------------------------------------------- step-time cost
@@ -351,9 +398,9 @@ def suggest(config: dict, capacity: int, *, headroom: float = 0.0, limit: int = 
             continue
         seen.add(key)
         est = ctx.estimate(cfg)
-        cost = _cost(cfg, capacity)
+        cost = _cost(cfg, capacity) if not set(names) & set(_UNCOSTED) else None
         step = gpu = None
-        if base_cost and cost:
+        if base_cost and cost and not set(names) & set(_UNCOSTED):
             gpu = cost[0] / base_cost[0]
             step = gpu * base_cost[1] / cost[1]
         world = _get(cfg, WORLD)
@@ -377,6 +424,16 @@ def _effective(cfg: dict, change: dict, world: int) -> dict:
     return {**change, WORLD: _get(cfg, WORLD)}
 
 
+def _strongest(ctx, lever: str, options: list) -> dict:
+    """The option of a lever that saves the most memory, or near it: the last one (the options grow in
+    strength), but for full recomputation the uniform group (of 1, 2 or 4 layers) with the lowest peak."""
+    if lever != "full":
+        return options[-1][1]
+    uniform = [ch for _, ch in options if ch["training.recompute_method"] == "uniform"
+               and ch["training.recompute_num_layers"] in (1, 2, 4)] or [options[-1][1]]
+    return min(uniform, key=lambda ch: ctx.peak(ctx.valid(ch) or ctx.cfg) or math.inf)
+
+
 def _pairs(ctx, levers: dict) -> list:
     """Two changes together, when no single one fits: a change that keeps the layout (the first lever) with
     any other lever, each as weak as still fits."""
@@ -386,7 +443,10 @@ def _pairs(ctx, levers: dict) -> list:
             continue
         if b in _IN_PLACE and _IN_PLACE.index(b) < _IN_PLACE.index(a):
             continue                             # each unordered pair of in-place levers once
-        strongest = levers[a][-1][1]
+        strongest = _strongest(ctx, a, levers[a])
+        both = ctx.valid({**strongest, **_strongest(ctx, b, levers[b])})
+        if both is None or not ctx.fits(both):
+            continue                             # not even both at their strongest: no pair of these fits
         hit_b = _fit(ctx, b, strongest, levers[b])
         if not hit_b:
             continue
@@ -412,7 +472,7 @@ def render(suggestions: list, gpu_label: str, capacity: int) -> str:
     if not suggestions:
         return (head + "\n  no single change, nor two together, makes every stage fit; `python -m estimator search "
                 "... --min-gpus` finds the fewest GPUs on which some layout fits")
-    lines = [head]
+    lines = [head, "  " + " ".join(notes())]
     for i, s in enumerate(suggestions, 1):
         lines.append(f"  {i}. {s.label}")
         lines.append(f"     peak {s.peak_bytes / GIB:.2f} GiB on stage {s.peak_stage} (saves "

@@ -38,7 +38,7 @@ def suggestions(state: dict) -> dict:
     if not capacity:
         return {"suggestions": [], "gpu": None}
     from .config import load_config
-    from .suggest import suggest
+    from .suggest import notes, suggest
     world = (cfg.get("training") or {}).get("world_size")
     try:
         load_config(cfg)
@@ -48,7 +48,7 @@ def suggestions(state: dict) -> dict:
     except (EstimatorError, ValueError) as exc:
         return _error("suggest", None, str(exc))
     return {"suggestions": [s.to_dict(world) for s in found], "gpu": gpu,
-            "capacity": f"{capacity / GIB:.2f} GiB"}
+            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes()}
 
 
 def sweeps(state: dict, min_gpus: bool = False, options=None) -> dict:

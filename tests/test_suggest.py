@@ -21,7 +21,7 @@ from estimator.config import load_config
 from estimator.gpus import GPUS
 from estimator.presets import load_preset
 from estimator.report import GIB
-from estimator.suggest import cli_flags, suggest
+from estimator.suggest import _SPECS, cli_flags, notes, suggest
 
 from tests.conftest import ROOT
 
@@ -116,7 +116,7 @@ def test_every_suggestion_is_valid_and_fits_once_applied(name, cfg, cap):
         via_cli, _ = apply_overrides(cfg, ns)
         assert estimate(via_cli).to_dict()["stages"] == est.to_dict()["stages"], (name, s.label)
     # Cheapest first: the same GPUs by GPU time, then those needing more GPUs.
-    keys = [(s.num_gpus > world, s.gpu_time) for s in out]
+    keys = [(s.num_gpus > world, s.gpu_time if s.gpu_time is not None else float("inf")) for s in out]
     assert keys == sorted(keys)
 
 
@@ -171,3 +171,30 @@ def test_cli_suggest_text_and_errors():
     assert proc.returncode == 0 and "every stage fits already" in proc.stdout
     proc = _cli("estimate", "qwen2.5-72b", "--suggest")
     assert proc.returncode == 2 and "--suggest needs --gpu" in proc.stderr and "Traceback" not in proc.stderr
+
+
+OFFLOAD = {"optimizer_offload", "activation_offload", "fine_grained_offload"}
+
+
+@pytest.mark.skipif("training.cpu_offloading" not in _SPECS, reason="this estimator does not model offloading")
+def test_offloading_suggestions_fit_and_carry_no_step_time():
+    """Llama 3 8B as its recipe trains it is tight on an H100: offloading the optimizer step or some layers'
+    activations to the host makes it fit; the cost model has no host transfers, so those suggestions carry no
+    step time and come after every costed change on the same GPUs."""
+    cfg = load_preset("llama-3-8b").to_dict()
+    out = suggest(cfg, H100)
+    off = [s for s in out if set(s.levers) & OFFLOAD]
+    assert off
+    for s in off:
+        assert s.step_time is None and "host transfers" in s.cost_text()
+        assert _fits(_with(cfg, s.set), H100)
+    first_off = out.index(off[0])
+    assert all(s.step_time is not None for s in out[:first_off])
+    assert "transfers are not in the cost model" in notes()[0]
+
+
+@pytest.mark.skipif("training.cpu_offloading" in _SPECS, reason="this estimator models offloading")
+def test_no_offloading_where_it_is_not_modelled():
+    out = suggest(load_preset("llama-3-8b").to_dict(), H100)
+    assert out and not any(set(s.levers) & OFFLOAD for s in out)
+    assert notes() == ["CPU offloading is not modelled, so it is not suggested."]

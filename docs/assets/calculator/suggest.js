@@ -56,8 +56,7 @@
         box.replaceChildren(title,
           h("p", { class: "mme-doc" }, `The cheapest changes first after which every stage fits ${res.gpu} ` +
             `(${res.capacity}), each re-estimated. Step time per token from the layout search's cost model ` +
-            "(x1.000 = as it is); changes that need more GPUs come last. CPU offloading is not modelled, so " +
-            "it is not suggested."),
+            `(x1.000 = as it is); changes that need more GPUs come last. ${(res.notes || []).join(" ")}`),
           h("ol", { class: "mme-fit-list" }, res.suggestions.map((s, i) => h("li", {
             "data-levers": s.levers.join(" "), "data-gpus": s.num_gpus },
             h("div", { class: "mme-fit-head" },
