@@ -18,7 +18,9 @@ browser context (empty caches). It prints, with medians over the runs:
   target <= 100 ms) and, apart, the time of their Python request;
 - **find layouts**: "Find layouts that fit" for DeepSeek-V3 on 1,024 H100-80GB GPUs, from the click to the
   rendered results (the search runs in the worker: the page stays responsive, and the longest main-thread
-  task during the search is printed too).
+  task during the search is printed too);
+- **make it fit** and **sweep** (issue 14): the "suggest" and "sweep" requests (estimator/web_plan.py) for a
+  few configurations that do not fit, from the request to Python's answer on the page (target <= 500 ms each).
 
 Targets (issue 13, on a 2-core machine): numbers for any preset link <= 0.5 s, Python ready <= 1.5 s,
 change to render p90 <= 50 ms, find layouts <= 1 s. ``--no-snapshot`` builds the site without the
@@ -45,7 +47,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
         "--disable-background-networking", "--disable-component-update"]
-TARGETS = {"preset": 500.0, "ready": 1500.0, "warm": 300.0, "change_p90": 50.0, "search": 1000.0, "timeline": 100.0}
+TARGETS = {"preset": 500.0, "ready": 1500.0, "warm": 300.0, "change_p90": 50.0, "search": 1000.0, "timeline": 100.0,
+           "plan": 500.0}
+#: (label, form state) of the "Make it fit" and sweep measurements: configurations that do not fit.
+PLAN_CASES = (("Qwen2.5-72B recipe on H100-80GB", {"preset": "qwen2.5-72b", "values": {}, "gpu": "H100-80GB"}),
+              ("Llama 3.1 405B at 128K tokens on H100-80GB", {"preset": "llama-3.1-405b", "values": {},
+                                                              "gpu": "H100-80GB"}),
+              ("DeepSeek-V3 recipe on A100-40GB", {"preset": "deepseek-v3", "values": {}, "gpu": "A100-40GB"}),
+              ("Qwen3 8B on a 16 GiB GPU", {"preset": "qwen3-8b", "values": {}, "gpu": "custom", "gpu_gib": "16"}))
 
 # Records, in the page, when the first numbers were shown, when each Python-computed estimate was
 # rendered, and the longest task on the main thread.
@@ -80,7 +89,8 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 def build_site(out: Path, snapshot: bool) -> None:
-    env = {**os.environ, "MME_PYODIDE_SNAPSHOT": "1" if snapshot else "0", "NO_MKDOCS_2_WARNING": "1"}
+    env = {**os.environ, "MME_PYODIDE_SNAPSHOT": "1" if snapshot else "0", "NO_MKDOCS_2_WARNING": "1",
+           "MME_OFFLINE_ZIP": "0"}
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--site-dir", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -196,6 +206,28 @@ def timeline(page, presets=("kimi-k2", "deepseek-v3"), repeats: int = 5) -> list
     return out
 
 
+def plan(page, runs: int = 3) -> list[tuple[str, str, float, int]]:
+    """The "suggest" and "sweep" requests for each of PLAN_CASES, timed on the page from the request to Python's
+    answer (median of ``runs``, after one untimed call): (case, request, ms, suggestions or points)."""
+    script = """async (req) => {
+      const e = document.querySelector("[data-mme-calculator]").calculator.engine;
+      await e.call(req);
+      const ms = [];
+      let res;
+      for (let i = 0; i < %d; i++) { const t0 = performance.now(); res = await e.call(req); ms.push(performance.now() - t0); }
+      ms.sort((a, b) => a - b);
+      const n = res.suggestions ? res.suggestions.length : (res.series || []).reduce((a, s) => a + s.points.length, 0);
+      return [ms[Math.floor(ms.length / 2)], n];
+    }""" % runs
+    out = []
+    for label, state in PLAN_CASES:
+        for op in ("suggest", "sweep"):
+            ms, n = page.evaluate(script, {"op": op, "state": state})
+            out.append((label, op, ms, n))
+            print(f"{op} {label}: {ms:.0f} ms", file=sys.stderr, flush=True)
+    return out
+
+
 def _fmt(ms: float, target: float) -> str:
     return f"{ms:8.1f} ms   (target <= {target:.0f} ms: {'ok' if ms <= target else 'MISSED'})"
 
@@ -241,6 +273,7 @@ def main(argv=None) -> int:
             for _ in range(args.searches):
                 searches.append(find_layouts(page))
                 print(f"find layouts: {searches[-1][0]:.0f} ms", file=sys.stderr, flush=True)
+            planned = plan(page)
             timed = per_change(page, args.changes)
             warms = []
             for _ in range(3):
@@ -276,6 +309,9 @@ def main(argv=None) -> int:
     for name, draw, call, points in timelines:
         print(f"draw the timeline and breakdown, {name} ({points:,} points):  {_fmt(draw, TARGETS['timeline'])}"
               f"   its Python request {call:.0f} ms")
+    for label, op, ms, n in planned:
+        what = f"{n} suggestions" if op == "suggest" else f"{n} points"
+        print(f"{'make it fit' if op == 'suggest' else 'sweep':>11}, {label} ({what}): {_fmt(ms, TARGETS['plan'])}")
     return 0
 
 

@@ -364,6 +364,17 @@ def _verdicts(ns, est):
     return fit(est, cap, headroom=ns.headroom / 100.0), label
 
 
+def _suggestions(ns, cfg, verdicts):
+    """``--suggest``: the cheapest changes that make every stage fit (estimator.suggest), or None."""
+    if not ns.suggest:
+        return None
+    if verdicts is None:
+        raise CLIError("--suggest needs --gpu NAME or --gpu-memory GIB")
+    from .suggest import suggest
+    return suggest(cfg.to_dict(), verdicts[0].capacity_bytes, headroom=ns.headroom / 100.0,
+                   num_microbatches=ns.num_microbatches)
+
+
 def cmd_estimate(ns) -> int:
     from . import estimate
     cfg, label = _config(ns)
@@ -379,6 +390,7 @@ def cmd_estimate(ns) -> int:
         return 0
     est = estimate(cfg, num_microbatches=ns.num_microbatches)
     verdicts, gpu_label = _verdicts(ns, est)
+    fixes = _suggestions(ns, cfg, verdicts)
     if fmt == "json":
         d = est.to_dict()
         if verdicts is not None:
@@ -387,12 +399,18 @@ def cmd_estimate(ns) -> int:
         if ns.breakdown:
             from .breakdown import breakdown
             d["breakdown"] = breakdown(est)
+        if fixes is not None:
+            d["suggestions"] = [s.to_dict() for s in fixes]
         print(json.dumps(d, indent=2))
     else:
         print(render_table(est, label, verdicts, gpu_label))
         if ns.breakdown:
             from .breakdown import format_breakdown
             print("\n" + format_breakdown(est))
+        if fixes is not None:
+            from .suggest import render
+            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes) if not all(v.fits for v in verdicts)
+                          else "Make it fit: every stage fits already, nothing to change."))
         if ns.assumptions:
             print("\nAssumptions:\n" + "\n".join(f"- {a}" for a in est.assumptions))
     if ns.fail_if_oom and verdicts is not None and not all(v.fits for v in verdicts):
@@ -503,6 +521,8 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
                      "must stay free for a stage to fit [default: 0]")
     fit.add_argument("--fail-if-oom", action="store_true", help="exit with code 1 when a stage does not fit "
                      "(the exit code is 0 otherwise, fit or not)")
+    fit.add_argument("--suggest", action="store_true", help="when a stage does not fit: the cheapest changes that "
+                     "make it fit, each re-estimated, with the flags that apply it (JSON: suggestions)")
     add_override_flags(p)
 
 

@@ -22,10 +22,12 @@ verdict). Requests, ``{"op": ...}``:
 - ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``; for Megatron
   arguments also ``flags: {no_effect: [{flag, reason}]}``, and with the errors ``refused: [{flag, reason}]``;
   with ``kind: hf`` the text may be a catalog Hub id as well as a config.json;
-- ``search`` ``{state, top}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``;
+- ``search`` ``{state, top, options?}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``
+  (``options``: :func:`estimator.web_plan.search_options`);
 - ``layout`` ``{state, config}`` -> ``{state}``: the form state whose configuration is ``config``;
 - ``timeline`` ``{state}`` -> ``{timeline, breakdown}``: memory over one step and what is in the
   peak, by module (:mod:`estimator.web_charts`);
+- ``suggest``, ``sweep``: see :mod:`estimator.web_plan`; ``compare`` ``{pins}``: :mod:`estimator.web_compare`;
 - ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.catalog.listing`), for a picker by Hub id
   and family.
 
@@ -441,8 +443,10 @@ def _words(lay) -> str:
     return ", ".join(parts)
 
 
-def find_layouts(state: dict, top: int = 10) -> dict:
-    """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU."""
+def find_layouts(state: dict, top: int = 10, **options) -> dict:
+    """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU; ``options``
+    go to :func:`estimator.search.search` (``num_gpus``, ``headroom``, pinned fields: see
+    :func:`estimator.web_plan.search_options`)."""
     cfg, problems = merged_config(state)
     gpu, capacity, gpu_problems = _capacity(state)
     if problems or gpu_problems:
@@ -451,18 +455,20 @@ def find_layouts(state: dict, top: int = 10) -> dict:
         return _error("gpu", None, "choose a GPU to search for layouts that fit")
     try:
         from .search import search
-        n = load_config(cfg).training.world_size
-        result = search(cfg, num_gpus=n, gpu=gpu if state.get("gpu") != CUSTOM_GPU else capacity, top=top)
+        n = options.pop("num_gpus", None) or load_config(cfg).training.world_size
+        result = search(cfg, num_gpus=n, gpu=gpu if state.get("gpu") != CUSTOM_GPU else capacity, top=top, **options)
     except ConfigError as exc:
         return _errors(exc.problems)
     except (EstimatorError, ValueError, NotImplementedError) as exc:
         return _error("search", None, str(exc) or "the layout search is not available in this version")
-    layouts = [{"label": lay.label, "words": _words(lay), "why": lay.why, "config": lay.config,
+    several = len(result.num_gpus) > 1
+    layouts = [{"label": lay.label, "words": (f"{lay.num_gpus:,} GPUs: " if several else "") + _words(lay),
+                "why": lay.why, "config": lay.config, "num_gpus": lay.num_gpus,
                 "peak": f"{lay.peak_device_bytes / GIB:.2f} GiB", "peak_bytes": lay.peak_device_bytes,
                 "headroom": f"{lay.headroom_bytes / GIB:.2f} GiB ({100 * lay.headroom_fraction:.0f} %)"}
                for lay in result.layouts]
     return {"layouts": layouts, "summary": result.summary(), "notes": list(result.notes), "notation": NOTATION,
-            "gpus": n, "gpu": gpu, "elapsed_s": round(result.elapsed_s, 3), "search_key": search_key(cfg, state)}
+            "gpus": n if not several else ", ".join(f"{g:,}" for g in result.num_gpus), "gpu": gpu, "elapsed_s": round(result.elapsed_s, 3), "search_key": search_key(cfg, state)}
 
 
 # ---------------------------------------------------------------- entry points
@@ -522,10 +528,19 @@ def _answer(req: dict) -> dict:
     if op == "import":
         return import_text(state, req.get("kind"), req.get("text") or "")
     if op == "search":
+        if req.get("options") is not None:       # the page's search options (estimator.web_plan)
+            from . import web_plan
+            return web_plan.search_with_options(state, req.get("top") or 10, req["options"])
         return find_layouts(state, req.get("top") or 10)
     if op == "timeline":
         from .web_charts import charts
         return charts(state)
+    if op in ("suggest", "sweep"):               # "Make it fit" and the sweeps (estimator.web_plan)
+        from . import web_plan
+        return web_plan.answer(op, req)
+    if op == "compare":                          # pinned configurations side by side
+        from .web_compare import compare
+        return compare(req.get("pins"))
     config = req.get("config") or {}
     problems = shape_problems(config, "config")
     if problems:

@@ -20,7 +20,7 @@ __all__ = ["request_problem", "shape_problems", "strict"]
 _SPECS = {s.path: s for s in field_specs()}
 
 #: The requests ``handle`` answers.
-_OPS = ("compute", "advice", "import", "search", "layout", "catalog", "timeline")
+_OPS = ("compute", "advice", "import", "search", "layout", "catalog", "timeline", "suggest", "sweep", "compare")
 
 
 def _non_finite(obj, path: tuple = ()) -> tuple | None:

@@ -104,7 +104,8 @@ SHIM_PATH = "assets/vendor/iframe-worker/shim.js"
 NATIVE_WORKER_JS = "assets/calculator/native-worker.js"
 #: The page's scripts, in load order: the link to Python, the results, the form, the calculator.
 SCRIPTS = ("assets/calculator/engine.js", "assets/calculator/render.js", "assets/calculator/form.js",
-           "assets/calculator/timeline.js", "assets/calculator/calculator.js")
+           "assets/calculator/timeline.js", "assets/calculator/suggest.js", "assets/calculator/sweep.js",
+           "assets/calculator/search_options.js", "assets/calculator/compare.js", "assets/calculator/calculator.js")
 STYLE = "assets/calculator/calculator.css"
 MARKER = re.compile(r"<!--\s*calculator:(?P<name>[\w-]*)\s*-->")
 # Python run in the browser and by Node for the snapshot: unpack the wheel into site-packages (no

@@ -1,6 +1,7 @@
 /* The in-page calculator: quick controls and a form generated from the configuration schema, results from
  * the estimator package itself, running in Python (Pyodide) in a Web Worker (engine.js, worker.js); the
- * form is built by form.js, the results drawn by render.js.
+ * form is built by form.js, the results drawn by render.js, the "Make it fit" list by suggest.js, the sweeps
+ * by sweep.js, the layout search's options by search_options.js, the pinned configurations by compare.js.
  *
  * The page's root element ([data-mme-calculator], written by hooks/runtime.py) holds the boot data as JSON
  * in data-mme-boot: the schema with labels, the quick controls, the presets each with its estimate computed
@@ -92,6 +93,7 @@
         if (s.gpu === "custom" && s.gpu_gib !== undefined) q.set("gpu_gib", s.gpu_gib);
         for (const [k, v] of Object.entries(s.values)) q.set(k, v === null ? "null" : show(v));
       }
+      this.pinsToURL(q);                     // compare.js: the pinned configurations
       return location.pathname + (q.toString() ? `?${q}` : "") + location.hash;
     }
 
@@ -169,10 +171,10 @@
           h("label", { for: "mme-gpu" }, "GPU"), this.gpu, this.gpuGib,
           h("button", { type: "button", class: "md-button mme-copy-link", onclick: (ev) =>
             R.copy(location.href, ev.currentTarget) }, "Copy link"),
-          this.searchButton),
-        this.confirm,
+          this.pinButton(), this.searchButton),
+        this.searchOptionsPanel(), this.confirm,
         h("div", { class: "mme-quick", role: "group", "aria-label": "Main settings" }, b.quick.map((q) => this.quickControl(q))),
-        this.summary, this.results, this.layoutsBox,
+        this.summary, this.results, this.layoutsBox, this.comparePanel(),
         h("h2", { class: "mme-all-title" }, "All settings"),
         h("p", { class: "mme-doc" }, "Every field of the configuration file, by section. Clearing a field goes back " +
           "to the preset's value. The configuration reference explains each one."),
@@ -334,7 +336,7 @@
         R.verdict(v, this.boot.verdicts),
         h("p", { class: "mme-parallel" }, v.parallel),
         this.leversBox = h("div", { class: "mme-levers" }),
-        R.table(v), this.chartBox,
+        R.table(v), this.chartBox, this.sweepPanel(),
         h("details", { class: "mme-assumptions" }, h("summary", {}, `Assumptions (${v.assumptions.length})`),
           h("ul", {}, v.assumptions.map((a) => h("li", {}, a)))),
         R.exports(res.exports, Boolean(this.exportsOpen), (open) => {
@@ -344,6 +346,8 @@
         }));
       this.redrawChart();
       if (window.mmeTimeline) window.mmeTimeline.update(this, res, source);   // timeline.js: memory over a step
+      this.makeItFit();                       // suggest.js
+      this.refreshCompare();                  // compare.js
       if (res.estimate) r.dataset.estimate = JSON.stringify(res.estimate); else r.removeAttribute("data-estimate");
       r.dataset.source = source;
       this.setResultState(source === "precomputed" ? "precomputed" : "done");
@@ -379,16 +383,10 @@
       if (window.mmeTimeline) window.mmeTimeline.redraw(this);
     }
 
-    showLevers(levers) {
-      if (!this.leversBox) return;
-      this.leversBox.replaceChildren(levers.length ? h("p", {}, "Fits with one change: ", levers.map((l) =>
-        h("button", { type: "button", class: "mme-fix", onclick: () => this.apply(l.set) }, `${l.label} (${l.peak})`))) : "");
-    }
-
     /* ---- layout search */
     search() {
       const state = clone(this.state);
-      const gpus = Number(this.merged()["training.world_size"]) || null;
+      const gpus = (this.opt && this.opt.gpus.value.trim()) || Number(this.merged()["training.world_size"]) || null;
       const t0 = performance.now();
       this.searchButton.disabled = true;
       this.layouts = { res: { pending: true, gpus, seconds: 0 } };
@@ -404,7 +402,7 @@
         this.showSearch();
         this.layoutsBox.dispatchEvent(new CustomEvent("search:done", { bubbles: true }));
       };
-      this.engine.call({ op: "search", state, top: 10 }).then(done,
+      this.engine.call({ op: "search", state, top: 10, options: this.searchOptions() }).then(done,
         (err) => done({ errors: [{ field: "search", message: `The search failed: ${err.message}` }] }));
     }
 
@@ -449,7 +447,8 @@
 
   const bootOf = (root) => root.mmeBoot || (root.mmeBoot = JSON.parse(root.dataset.mmeBoot));
 
-  Object.assign(Calculator.prototype, window.mmeForm);
+  Object.assign(Calculator.prototype, window.mmeForm, window.mmeSuggest, window.mmeSweep, window.mmeSearchOptions,
+    window.mmeCompare);
 
   function init() {
     const root = document.querySelector("[data-mme-calculator]");

@@ -1,0 +1,72 @@
+/* "Make it fit": under a verdict that is not "fits", the cheapest changes after which every stage fits, as
+ * Python computes them (estimator/suggest.py through the "suggest" request of estimator/web_plan.py), each
+ * re-estimated, with the memory it saves and its step-time cost; one click applies one (sets its fields and
+ * re-estimates). Methods of the Calculator (calculator.js), mixed in from window.mmeSuggest; no arithmetic
+ * here. The list element (.mme-fit) carries data-state (pending | done | error) and fires "suggest:done"
+ * with the request's time in detail.ms.
+ */
+(function () {
+  "use strict";
+  if (window.mmeSuggest) return;          // loaded right after the calculator and again at the page's end
+  const h = window.mmeRender.h;
+
+  window.mmeSuggest = {
+    /* Called by advise() with the single-change levers: the fuller list below replaces them. */
+    showLevers() { this.makeItFit(); },
+
+    makeItFit() {
+      const box = this.leversBox;
+      if (!box) return;
+      const v = this.view && this.view.verdict;
+      if (!v || v.verdict === "fits" || this.source !== "python" || !this.engine.ready) {
+        box.replaceChildren();
+        return;
+      }
+      const key = JSON.stringify(this.state);
+      if (this.fit && this.fit.key === key) return this.drawFit();
+      const fit = this.fit = { key, res: null, t0: performance.now() };
+      this.drawFit();
+      this.engine.call({ op: "suggest", state: this.state }).then((res) => {
+        fit.res = res;
+        fit.ms = performance.now() - fit.t0;
+        if (this.fit === fit) this.drawFit();
+      }, (err) => {
+        fit.res = { errors: [{ message: `The request failed: ${err.message}` }] };
+        if (this.fit === fit) this.drawFit();
+      });
+    },
+
+    drawFit() {
+      const box = this.leversBox, fit = this.fit, res = fit.res;
+      box.classList.add("mme-fit");
+      box.setAttribute("aria-label", "Make it fit");
+      const title = h("h3", {}, "Make it fit");
+      if (!res) {
+        box.dataset.state = "pending";
+        return box.replaceChildren(title, h("p", { class: "mme-doc", role: "status" },
+          "Looking for the cheapest changes that make it fit…"));
+      }
+      box.dataset.state = res.errors ? "error" : "done";
+      if (res.errors) {
+        box.replaceChildren(title, h("p", { class: "mme-err" }, res.errors.map((e) => e.message).join(" ")));
+      } else if (!res.suggestions.length) {
+        box.replaceChildren(title, h("p", {}, "No single change, nor two together, makes every stage fit " +
+          `${res.capacity}. `, "Find layouts that fit searches every layout of this model on these GPUs."));
+      } else {
+        box.replaceChildren(title,
+          h("p", { class: "mme-doc" }, `The cheapest changes first after which every stage fits ${res.gpu} ` +
+            `(${res.capacity}), each re-estimated. Step time per token from the layout search's cost model ` +
+            `(x1.000 = as it is); changes that need more GPUs come last. ${(res.notes || []).join(" ")}`),
+          h("ol", { class: "mme-fit-list" }, res.suggestions.map((s, i) => h("li", {
+            "data-levers": s.levers.join(" "), "data-gpus": s.num_gpus },
+            h("div", { class: "mme-fit-head" },
+              h("button", { type: "button", class: "mme-fix mme-apply", "aria-label": `Apply: ${s.label}`,
+                            onclick: () => this.apply(s.set, "suggest") }, "Apply"),
+              h("span", { class: "mme-fit-label" }, s.label)),
+            h("div", { class: "mme-fit-figures" }, `peak ${s.peak} (saves ${s.saved}), ${s.cost}`),
+            h("code", { class: "mme-fit-flags", title: "The estimate flags that apply it" }, s.cli_flags.join(" "))))));
+      }
+      box.dispatchEvent(new CustomEvent("suggest:done", { bubbles: true, detail: { ms: fit.ms } }));
+    }
+  };
+})();

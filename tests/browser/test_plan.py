@@ -1,0 +1,252 @@
+"""The calculator's planning tools in Chromium (issue 14): "Make it fit", the sweeps, the comparison and the
+offline download, at desktop width and at 390 px, in the light and the dark palette. Expected figures come
+from the core run here in CPython (``estimator.web_plan``), the same package the page runs in Pyodide."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from estimator import estimate, web, web_plan  # noqa: E402
+
+from _calc import calc, events, numbers, open_page, settle, shown  # noqa: E402
+
+#: (viewport, colour scheme): a laptop in the light palette, a phone in the dark one, and the reverse.
+VIEWS = [({"width": 1280, "height": 900}, "light"), ({"width": 390, "height": 844}, "dark"),
+         ({"width": 390, "height": 844}, "light"), ({"width": 1280, "height": 900}, "dark")]
+IDS = ["desktop-light", "phone-dark", "phone-light", "desktop-dark"]
+PLAN_EVENTS = """window.__plan = { suggest: 0, sweep: 0 };
+document.addEventListener("suggest:done", () => window.__plan.suggest++, true);
+document.addEventListener("sweep:done", () => window.__plan.sweep++, true);"""
+
+
+def _view(browser, viewport, scheme):
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.add_init_script(PLAN_EVENTS)
+    yield page
+    context.close()
+    assert not errors, errors[:5]
+
+
+@pytest.fixture(params=VIEWS, ids=IDS)
+def view_page(request, browser):
+    """A fresh page in each of the four views."""
+    yield from _view(browser, *request.param)
+
+
+@pytest.fixture(params=VIEWS[:2], ids=IDS[:2])
+def view_page2(request, browser):
+    """A fresh page on a laptop in the light palette and on a phone in the dark one (for the longer tests)."""
+    yield from _view(browser, *request.param)
+
+
+def _no_overflow(page, selector: str) -> None:
+    """Nothing in ``selector`` is wider than the viewport (no sideways scrolling on a phone)."""
+    width = page.evaluate("window.innerWidth")
+    right = page.eval_on_selector_all(f"{selector}, {selector} *",
+                                      "es => Math.max(...es.map((e) => e.getBoundingClientRect().right))")
+    assert right <= width + 1, (selector, right, width)
+
+
+def _readable(page, selector: str) -> None:
+    """The text of ``selector`` differs in colour from the page background (light and dark palettes)."""
+    fg, bg = page.evaluate(f"""(() => {{ const e = document.querySelector({selector!r});
+        return [getComputedStyle(e).color, getComputedStyle(document.body).backgroundColor]; }})()""")
+    assert fg != bg
+
+
+# ---------------------------------------------------------------- 3: make it fit
+
+
+def test_make_it_fit_lists_what_python_lists_and_one_click_fits(view_page, site_url):
+    """Qwen2.5-72B as its recipe trains it does not fit an H100: the page lists the same suggestions as the
+    core, and applying the first gives a configuration whose every stage fits, with the core's numbers."""
+    page = view_page
+    state = {"preset": "qwen2.5-72b", "values": {}, "gpu": "H100-80GB"}
+    want = web_plan.suggestions(state)["suggestions"]
+    assert want
+    assert open_page(page, f"{site_url}calculator/?preset=qwen2.5-72b") == "done"
+    page.wait_for_function("() => window.__plan.suggest > 0", timeout=90_000)
+    items = page.locator(".mme-fit-list > li")
+    assert items.count() == len(want)
+    assert [t.strip() for t in page.locator(".mme-fit-list .mme-fit-label").all_inner_texts()] == \
+        [s["label"] for s in want]
+    first = page.inner_text(".mme-fit-list > li:first-child .mme-fit-figures")
+    assert want[0]["peak"] in first and want[0]["saved"] in first and want[0]["cost"] in first
+    assert page.inner_text(".mme-fit-list > li:first-child .mme-fit-flags") == " ".join(want[0]["cli_flags"])
+    _no_overflow(page, ".mme-fit")
+    _readable(page, ".mme-fit-label")
+    n = events(page)
+    page.click(".mme-fit-list > li:first-child button.mme-apply")
+    assert settle(page, n) == "done"
+    assert page.get_attribute(".mme-verdict", "data-verdict") == "fits"
+    applied = web.merged_config({**state, "values": want[0]["set"]})[0]
+    assert numbers(shown(page)) == numbers(estimate(applied).to_dict())
+    assert page.locator(".mme-fit-list").count() == 0            # it fits: nothing left to suggest
+    for path in want[0]["set"]:                                  # the change is in the link too
+        assert path in page.url or calc(page, f"c.merged()[{path!r}]") in (None, want[0]["set"][path])
+
+
+# ---------------------------------------------------------------- 4: sweeps
+
+
+def test_sweeps_draw_python_points_and_a_click_sets_the_value(view_page, site_url):
+    """Qwen3 8B on an H100: three charts with the core's points and boundaries; clicking the 8,192-token point
+    sets the sequence length (the core's estimate of it shown); the fewest GPUs with any layout is the layout
+    search's answer."""
+    page = view_page
+    state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
+    want = web_plan.sweeps(state)
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
+    page.click(".mme-sweeps > summary")
+    page.wait_for_function("() => window.__plan.sweep > 0", timeout=90_000)
+    for s in want["series"]:
+        fig = f".mme-sweep[data-sweep={s['name']}]"
+        assert page.locator(f"{fig} circle.mme-sweep-point").count() == len(s["points"])
+        assert page.locator(f"{fig} circle.mme-ok").count() == sum(p["fits"] for p in s["points"])
+        assert s["boundary_text"] in page.inner_text(f"{fig} figcaption")
+    _no_overflow(page, ".mme-sweeps")
+    for svg in page.locator(".mme-sweep-chart").all():         # a text alternative, as every chart of the site
+        labels = svg.get_attribute("aria-labelledby").split()
+        assert svg.get_attribute("role") == "img" and all(page.locator(f"[id='{i}']").count() == 1 for i in labels)
+    _readable(page, ".mme-sweep figcaption")
+    sizes = page.eval_on_selector_all(".mme-sweep-chart text", "ts => ts.map((t) => t.getBoundingClientRect().height)")
+    assert min(sizes) >= 8                                  # tick labels stay legible at 390 px
+    n = events(page)
+    page.click(".mme-sweep[data-sweep=seq_length] circle[data-x='8192']")
+    assert settle(page, n) == "done"
+    assert numbers(shown(page)) == numbers(estimate(web.merged_config(
+        {**state, "values": {"training.seq_length": 8192}})[0]).to_dict())
+    page.wait_for_function("() => window.__plan.sweep > 1", timeout=90_000)     # the open panel follows the change
+    # (with the search options as they stand: any TP, 5 % of the memory kept free)
+    fewest = web_plan.sweeps({**state, "values": {"training.seq_length": 8192}}, min_gpus=True,
+                             options={"num_gpus": None, "tp": None, "headroom": "5"})["min_gpus"]
+    page.click(".mme-min-gpus button")
+    page.wait_for_selector(".mme-min-gpus-answer", timeout=120_000)
+    text = page.inner_text(".mme-min-gpus-answer")
+    assert fewest["reason"] in text and fewest["words"] in text
+
+
+def test_search_options_reach_the_search(view_page2, site_url):
+    """The page's search options (GPU counts, a fixed TP, the memory kept free) give the layouts the core's
+    search gives with them; a bad option is named; "Fewest GPUs" is the core's answer with those options."""
+    page = view_page2
+    state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
+    options = {"num_gpus": "8, 16", "tp": "2", "headroom": "10"}
+    want = web_plan.search_with_options(state, 10, options)
+    assert want["layouts"]
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
+    page.wait_for_function("() => Object.keys(document.querySelector('[data-mme-calculator]').calculator.choices).length")
+    page.click(".mme-search-options > summary")
+    page.fill("#mme-opt-num_gpus", options["num_gpus"])
+    page.select_option("#mme-opt-tp", options["tp"])
+    page.fill("#mme-opt-headroom", options["headroom"])
+    _no_overflow(page, ".mme-search-options")
+    n = page.evaluate("window.__mme.searches")
+    page.click("button.mme-find")
+    page.wait_for_function(f"() => window.__mme.searches > {n}", timeout=120_000)
+    labels = page.eval_on_selector_all(".mme-layout-table tbody td.mme-layers code", "cs => cs.map((c) => c.textContent)")
+    assert labels == [lay["label"] for lay in want["layouts"]]
+    assert "8, 16" in page.inner_text(".mme-layouts h3")
+    page.fill("#mme-opt-headroom", "100")
+    page.click("button.mme-find")
+    page.wait_for_function(f"() => window.__mme.searches > {n + 1}", timeout=120_000)
+    assert "kept free" in page.inner_text(".mme-layouts .mme-err")
+    page.fill("#mme-opt-headroom", "0")
+    fewest = web_plan.sweeps(state, min_gpus=True, options={**options, "headroom": "0"})["min_gpus"]
+    page.click("button.mme-opt-min")
+    page.wait_for_selector(".mme-opt-answer .mme-min-gpus-answer", timeout=120_000)
+    assert fewest["reason"] in page.inner_text(".mme-opt-answer")
+
+
+# ---------------------------------------------------------------- 5: compare
+
+
+def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
+    """Pin Qwen3 8B as it is, then with TP 2 on an A100-40GB: the table is the core's comparison; the link
+    and the browser's storage keep the pins; the recent configurations reopen one; unpinning drops it."""
+    from estimator.web_compare import compare
+    page = view_page2
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
+    page.click("button.mme-pin")
+    assert page.inner_text("button.mme-pin") == "Pinned"
+    n = events(page)
+    page.select_option("#mme-q-parallelism\\.tensor_model_parallel_size", "2")
+    settle(page, n)
+    n = events(page)
+    page.select_option("#mme-gpu", "A100-40GB")
+    settle(page, n)
+    page.click("button.mme-pin")
+    page.wait_for_selector(".mme-compare[data-state=done] table")
+    pins = calc(page, "c.pins")
+    want = compare(pins)
+    heads = page.eval_on_selector_all(".mme-compare-table thead th[data-pin]", "ts => ts.map((t) => t.innerText)")
+    assert [h.split("\n")[0] for h in heads] == [p["title"] for p in want["pins"]]
+    verdicts = page.eval_on_selector_all(".mme-verdict-cell", "ts => ts.map((t) => t.innerText.trim())")
+    assert verdicts == [p["word"] for p in want["pins"]] == ["fits", "does not fit"]
+    assert page.locator(".mme-compare-table tr.mme-differs").count() == len(want["differs"])
+    assert page.inner_text(".mme-compare-table tr[data-field='parallelism.tensor_model_parallel_size']").split()[-2:] \
+        == ["4", "2"]
+    _no_overflow(page, ".mme-compare")
+    _readable(page, ".mme-compare-table td")
+    url = page.url
+    assert url.count("pin=") == 2
+    # The link alone brings the pins back ...
+    assert open_page(page, url) in ("done", "error")
+    same = lambda got: [(p["peak"], p["gpu"]) for p in compare(got)["pins"]] == \
+        [(p["peak"], p["gpu"]) for p in want["pins"]]           # (values typed in a link are text)
+    page.wait_for_selector(".mme-compare[data-state=done] table")
+    assert same(calc(page, "c.pins"))
+    # ... and so does the storage, without them in the link.
+    assert open_page(page, f"{site_url}calculator/") == "done"
+    page.wait_for_selector(".mme-compare[data-state=done] table")
+    assert same(calc(page, "c.pins"))
+    assert calc(page, "c.history.length") >= 3
+    page.click(".mme-history > summary")
+    n = events(page)
+    page.click(".mme-history li:nth-child(2) button")          # the second most recent: the A100 one
+    settle(page, n)
+    assert calc(page, "c.state.gpu") == "A100-40GB"
+    page.click(".mme-compare-table th[data-pin='0'] button.mme-unpin")
+    page.wait_for_function("() => document.querySelectorAll('.mme-compare-table th[data-pin]').length === 1")
+    assert page.url.count("pin=") == 1
+
+
+# ---------------------------------------------------------------- 6: the offline bundle as a download
+
+
+def test_calculator_links_the_offline_zip_that_runs_from_disk(view_page2, site_dir, site_url, tmp_path):
+    """The calculator page links the zip ("use it without network"); downloaded and unzipped, its
+    calculator.html computes from disk (file://) what the core computes, with no request to any host."""
+    import zipfile
+    from urllib.parse import urljoin, urlparse
+    page = view_page2
+    assert open_page(page, f"{site_url}calculator/") == "done"
+    link = page.locator(".mme-offline a")
+    assert "offline bundle" in link.inner_text() and "MB zip" in page.inner_text(".mme-offline")
+    _no_overflow(page, ".mme-offline")
+    href = urljoin(page.url, link.get_attribute("href"))
+    rel = urlparse(href).path.removeprefix(urlparse(site_url).path)
+    with zipfile.ZipFile(site_dir / rel) as zf:
+        names = zf.namelist()
+        assert all(n.startswith("megatron-memory-estimator-offline/") for n in names)
+        zf.extractall(tmp_path)
+    bundle = tmp_path / "megatron-memory-estimator-offline"
+    requests = []
+    page.on("request", lambda req: requests.append(req.url))
+    assert open_page(page, (bundle / "calculator.html").as_uri() + "?preset=qwen2.5-72b") == "done"
+    assert numbers(shown(page)) == numbers(estimate(web.merged_config({"preset": "qwen2.5-72b"})[0]).to_dict())
+    page.wait_for_function("() => window.__plan.suggest > 0", timeout=90_000)      # Make it fit works there too
+    assert page.locator(".mme-fit-list > li").count() == len(web_plan.suggestions(
+        {"preset": "qwen2.5-72b", "values": {}, "gpu": "H100-80GB"})["suggestions"])
+    assert "offline bundle" in page.inner_text(".mme-offline-note")
+    assert [u for u in requests if urlparse(u).scheme in ("http", "https")] == []
