@@ -24,6 +24,7 @@ def _cli(*args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("name", RECIPES)
 def test_cli_api_and_calculator_agree(name):
     api = estimate(load_preset(name)).to_dict()
