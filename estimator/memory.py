@@ -51,22 +51,19 @@ CUDA_CONTEXT_BYTES = 600 * MIB
 NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
 
 
-def in_flight(r: Resolved, stage: int, extra: int = 0) -> list[int]:
+def in_flight(r: Resolved, stage: int) -> list[int]:
     """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds before its first
     backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
-    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`).
-
-    ``extra`` more warm-up (chunk-)micro-batches run before the steady state (no feature adds any today:
-    the expert-parallel overlap holds the plain set, features/schedule.py)."""
+    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.schedule.held_counts`)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
-        n = p - stage + extra
+        n = p - stage
         if m is not None:
             n = min(n, m)
         return [0] * n
     if m is None:
         m = r.group * (v + 4)
-    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1 + extra, m * v))
+    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1, m * v))
 
 
 def _chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[int, int, int, int]:
@@ -225,7 +222,6 @@ def stage_memory(r: Resolved) -> Estimate:
     feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
     if feat is not None:
         acts = feat.acts
-    x_flight = feat.extra_in_flight if feat is not None else 0
     mtp_act = _sum_acts([acts[k] for k in r.mtp_kinds]) if r.mtp else None
     extras = stage_extras(r, mtp_act)
     loss = loss_buffers(r)
@@ -296,16 +292,14 @@ def stage_memory(r: Resolved) -> Estimate:
                     present |= frozenset(r.mtp_kinds)
             static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, present)
         if r.v == 1:
-            n_flight = p - s_idx + x_flight
-            if r.m is not None and r.m < n_flight:
-                n_flight = r.m
+            n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
             ca = chunk_acts[0]
             counts = (n_flight,)
             activations, att_total, mlp_total, emb_act, out_act, mtp_act_total = (
                 n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4],
                 n_flight * ca[5])
         else:
-            counts = max(held_counts(p, s_idx, r.v, r.group, r.m, x_flight),
+            counts = max(held_counts(p, s_idx, r.v, r.group, r.m),
                          key=lambda cnt: sum(k * ca[0] for k, ca in zip(cnt, chunk_acts)))
             n_flight = sum(counts)
             activations = att_total = mlp_total = emb_act = out_act = mtp_act_total = 0

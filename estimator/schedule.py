@@ -50,17 +50,16 @@ def first_chunks(v: int, group: int, m: int, n: int) -> list[int]:
 
 
 @lru_cache(maxsize=4096)
-def held_counts(p: int, rank: int, v: int, group: int, m: int | None, extra: int = 0) -> tuple:
+def held_counts(p: int, rank: int, v: int, group: int, m: int | None) -> tuple:
     """Every distinct per-chunk count of the chunk-micro-batches rank ``rank`` holds before one of its
-    backward passes (a tuple of v-tuples). ``m`` None means enough micro-batches in whole groups; ``extra``
-    more warm-up forwards run before the steady state (none today; features/schedule.py)."""
+    backward passes (a tuple of v-tuples). ``m`` None means enough micro-batches in whole groups."""
     if v == 1:
-        n = p - rank + extra if m is None else min(p - rank + extra, m)
+        n = p - rank if m is None else min(p - rank, m)
         return ((n,),)
     if m is None:
         m = group * (v + 4)          # long enough for the steady state to repeat (W < 2 group v)
     total = m * v
-    W = min(warmup(p, rank, v, group, m) + extra, total)
+    W = warmup(p, rank, v, group, m)
     if W >= total:
         return ((m,) * v,)
     full = -(-m // group) - 1

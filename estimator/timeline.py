@@ -67,7 +67,6 @@ class StageInputs(NamedTuple):
 
     acts: object          # LayerActivations per layer kind (adjusted by the recipe features where they act)
     extras: object        # activations outside the decoder layers (StageExtras)
-    extra_in_flight: int  # (chunk-)micro-batches in flight beyond the schedule's count (EP overlap)
     features: bool        # a recipe feature (FSDP, PEFT, offloading, CUDA graphs, ...) adjusts the totals
 
 
@@ -78,8 +77,7 @@ def stage_inputs(r: Resolved) -> StageInputs:
     if feat is not None:
         acts = feat.acts
     mtp_act = _sum_acts([acts[k] for k in r.mtp_kinds]) if r.mtp else None
-    return StageInputs(acts, stage_extras(r, mtp_act), feat.extra_in_flight if feat is not None else 0,
-                       feat is not None)
+    return StageInputs(acts, stage_extras(r, mtp_act), feat is not None)
 
 
 def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None = None) -> list[int]:
@@ -101,7 +99,7 @@ def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None =
     return out
 
 
-def _passes(r: Resolved, stage: int, extra: int = 0) -> list[tuple[str, int, int, int]]:
+def _passes(r: Resolved, stage: int) -> list[tuple[str, int, int, int]]:
     """The stage's passes in schedule order: ("F" or "B", micro-batch, chunk, passes left out before it).
 
     Megatron's schedule table repeats itself every P = N v entries while it runs through whole groups of N
@@ -109,12 +107,11 @@ def _passes(r: Resolved, stage: int, extra: int = 0) -> list[tuple[str, int, int
     forward, one backward each) K P long, with both its forwards and its backwards inside the whole groups,
     adds and frees the same activations: the stage holds exactly the same before and after it. Such a
     window (all whole periods but one on either side) is left out here, which keeps the walk O(p v N)
-    however many micro-batches a step has; the values of the passes kept are those of the full walk.
-    ``extra`` more warm-up forwards run before the steady state (expert-parallel overlap)."""
+    however many micro-batches a step has; the values of the passes kept are those of the full walk."""
     p, v, N = r.p, r.v, r.group
     m = r.m if r.m is not None else (p if v == 1 else N * (v + 4))   # held_counts' "enough micro-batches"
     total = m * v
-    W = min(warmup(p, stage, v, N, m) + extra, total)
+    W = min(warmup(p, stage, v, N, m), total)
     if v == 1:
         P, whole = 1, m
 
@@ -192,7 +189,7 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
     moments = {k: b for k, b in stage.transient.items() if k not in PERSISTENT} if in_fb else {}
     working_name = max(moments, key=moments.get).replace("_", " ") if moments else "backward working set"
     act = chunk_activation_bytes(r, s, inputs)
-    passes = _passes(r, s, inputs.extra_in_flight)
+    passes = _passes(r, s)
     # Activations held after each pass, as the schedule has them.
     held, raw = 0, []
     for kind, _, c, _ in passes:

@@ -73,9 +73,6 @@ class Plan:
         cfg = r.cfg
         self.r, self.bm, self.layout = r, bm, layout
         par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
-        # No feature adds (chunk-)micro-batches in flight: the expert-parallel overlap holds the plain
-        # schedule's set plus one layer (schedule.py).
-        self.extra_in_flight = 0
         self.frozen = tr.peft is not None
         acts = dict(enumerate(acts))    # layer-kind index (r.kinds) -> LayerActivations
         if (self.frozen or tr.cuda_graph_impl != "none"
