@@ -443,6 +443,14 @@ def _words(lay) -> str:
     return ", ".join(parts)
 
 
+def _catalog_label(m: dict) -> str:
+    """The model picker's line for one catalog model: its family and size, or why it is not supported."""
+    if not (m["supported"] and m.get("parameters")):
+        return f"{m['family']} · not supported: {m.get('reason') or ''}"
+    n = m["parameters"]["total"]
+    return f"{m['family']} · {n / 1e9:.1f}B parameters" if n >= 1e9 else f"{m['family']} · {n / 1e6:.0f}M parameters"
+
+
 def find_layouts(state: dict, top: int = 10, **options) -> dict:
     """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU; ``options``
     go to :func:`estimator.search.search` (``num_gpus``, ``headroom``, pinned fields: see
@@ -524,7 +532,7 @@ def _answer(req: dict) -> dict:
         return advise(state)
     if op == "catalog":
         from .catalog import listing
-        return {"models": listing()}
+        return {"models": [{**m, "label": _catalog_label(m)} for m in listing()]}
     if op == "import":
         return import_text(state, req.get("kind"), req.get("text") or "")
     if op == "search":

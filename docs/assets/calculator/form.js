@@ -105,9 +105,7 @@
         if (loaded) return;
         loaded = true;
         this.engine.call({ op: "catalog" }).then((res) => {
-          const fmt = (n) => n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : `${(n / 1e6).toFixed(0)}M`;
-          list.replaceChildren(...(res.models || []).map((m) => h("option", { value: m.hf_id },
-            `${m.family} · ${m.supported && m.parameters ? fmt(m.parameters.total) + " parameters" : "not supported: " + (m.reason || "")}`)));
+          list.replaceChildren(...(res.models || []).map((m) => h("option", { value: m.hf_id }, m.label)));
           list.dataset.count = String((res.models || []).length);
         }, () => { loaded = false; });
       };
