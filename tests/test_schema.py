@@ -112,3 +112,16 @@ def test_every_field_changes_the_estimate_or_says_it_does_not(spec):
     if spec.path == "training.world_size":
         base = _merge(base, {"training": {"use_distributed_optimizer": True}})
     assert estimate(base).to_dict()["stages"] != estimate(_merge(base, change)).to_dict()["stages"]
+
+
+def test_plain_copy_is_a_deep_copy_of_plain_data():
+    """Config.to_dict (and the calculator's presets) copy with plain_copy: new mappings and lists at every
+    level, tuples kept as tuples, scalars shared; changing the copy leaves the original as it was."""
+    from estimator.schema import plain_copy
+    src = {"model": {"num_layers": 4, "pattern": ["M", "*"], "pair": (1, [2])}, "training": None}
+    out = plain_copy(src)
+    assert out == src and out is not src
+    out["model"]["pattern"].append("-")
+    out["model"]["pair"][1].append(3)
+    assert src == {"model": {"num_layers": 4, "pattern": ["M", "*"], "pair": (1, [2])}, "training": None}
+    assert isinstance(out["model"]["pair"], tuple)

@@ -462,3 +462,36 @@ def test_unknown_marker_fails_the_build(tmp_path):
     proc = build(tmp_path / "site", config=config)
     assert proc.returncode != 0
     assert "unknown marker 'no-such-marker'" in proc.stdout + proc.stderr
+
+
+def test_number_tables_and_charts_stay_out_of_the_search_index(site):
+    """The search index holds the site's words, not its generated numbers: a preset page's stage table and
+    chart are marked data-search-exclude, so none of their cells reaches search_index.json, while the
+    configuration reference (words) is indexed. Hand check: the DeepSeek-V3 page's stage table has the
+    text "Stage" in its head and "GiB" in its cells; the index holds neither from that page's tables."""
+    page = (site / "models" / "deepseek-v3" / "index.html").read_text(encoding="utf-8")
+    assert '<table data-table="stages" data-search-exclude' in page
+    assert "<svg data-search-exclude" in page or "<svg" not in page
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    texts = {d["location"]: d["text"] for d in index["docs"]}
+    on_page = " ".join(t for loc, t in texts.items() if loc.startswith("models/deepseek-v3/"))
+    assert "GiB" not in on_page                     # every GiB figure on that page is in a table or a chart
+    config = " ".join(t for loc, t in texts.items() if loc.startswith("configuration/"))
+    assert "num_query_groups" in config             # words stay searchable
+
+
+def test_calculator_page_preloads_its_scripts(site):
+    """The calculator's scripts follow some 400 kB of boot data: the head preloads each of them, so that the
+    browser fetches them at once instead of one after another as the parser reaches them."""
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        spec = importlib.util.spec_from_file_location("runtime_hook_scripts", ROOT / "hooks" / "runtime.py")
+        hook = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(hook)
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    page = (site / "calculator" / "index.html").read_text(encoding="utf-8")
+    head = page[:page.index("</head>")]
+    for script in hook.SCRIPTS[1:]:
+        assert f'<link rel="preload" as="script" href="../{script}">' in head, script
+    assert head.index(hook.SCRIPTS[0]) < head.index('rel="preload"')     # Python's engine first

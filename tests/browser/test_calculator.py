@@ -264,8 +264,7 @@ def deployed_url(site_dir):
     from benchmarks.calculator import serve
     url, server, www = serve(site_dir)
     yield url
-    server.shutdown()
-    server.server_close()
+    server.shutdown()                                   # the server's own process
     shutil.rmtree(www, ignore_errors=True)
 
 

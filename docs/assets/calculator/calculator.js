@@ -20,6 +20,7 @@
   const ASSETS = new URL(".", (document.currentScript && document.currentScript.src) || location.href).href;
   const R = window.mmeRender, h = R.h;
   const ERROR_DELAY_MS = 600;           // an error waits this long after the last keystroke in its field
+  const PENDING_DELAY_MS = 250;         // "Updating…" only for an answer slower than this
   const show = (v) => (v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v));
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
   const clone = (o) => JSON.parse(JSON.stringify(o));
@@ -36,19 +37,46 @@
       this.choices = {};
       this.state = this.readURL();
       this.build();
-      this.engine = window.mmeEngine.start(boot.runtime, ASSETS);
+      this.engine = window.mmeEngine.start(boot.runtime, ASSETS, { deferred: true });
       this.engine.listeners.add(this.onEngine = () => this.status());
       const pre = this.precomputed();
       if (pre) this.usePrecomputed(pre);
       this.fill();
       this.status();
       this.compute(null);
-      // The full form (some eighty fields) is built after the first numbers are on the screen.
-      this.formTimer = setTimeout(() => { this.form.append(...this.boot.schema.map((sec) => this.section(sec)),
-        this.importPanel()); this.fill(true); this.hide(this.hidden || []); if (this.notes) this.showErrors(this.notes); });
+      // Python is launched, and the full form (some eighty fields) built, once the first numbers have been
+      // drawn (the task after the first frame): neither delays them. Without frames (a hidden tab), soon.
+      const later = () => {
+        if (this.later) return;
+        this.later = true;
+        this.engine.launch();
+        this.formTimer = setTimeout(() => this.buildForm(), 0);
+      };
+      this.formFrame = requestAnimationFrame(() => setTimeout(later, 0));
+      this.laterTimer = setTimeout(later, 1000);
+      this.listen();
+    }
+
+    buildForm() {
+      if (!this.root.isConnected || this.form.firstChild) return;
+      this.form.append(...this.boot.schema.map((sec) => this.section(sec)),
+        this.importPanel());
+      this.fill(true);
+      this.hide(this.hidden || []);
+      if (this.notes) this.showErrors(this.notes);
+    }
+
+    listen() {
       window.addEventListener("popstate", this.onPop = () => this.setState(this.readURL(), "none"));
-      this.resize = new ResizeObserver(() => this.redrawChart());
-      this.resize.observe(this.root);
+      // The charts' width, from the layout as it is done for each frame: reading it while rendering
+      // (clientWidth) would force a layout of the whole page on every change.
+      this.resize = new ResizeObserver((entries) => {
+        const width = Math.floor(entries[entries.length - 1].contentRect.width);
+        if (!width || width === this.width) return;
+        this.width = width;
+        this.redrawChart();
+      });
+      this.resize.observe(this.results);
     }
 
     /* ---- state and URL */
@@ -227,7 +255,9 @@
           if (this.dirty) return loop();
           this.busy = false;
           this.render(res, "python", performance.now() - t0);
-          this.advise();
+          // Asked once the new numbers are on the screen: on a small machine, Python working out the advice
+          // while the browser draws that frame slows both.
+          requestAnimationFrame(() => setTimeout(() => { if (!this.busy) this.advise(); }, 0));
         }, (err) => {
           this.busy = false;
           if (this.engine.failed) this.status(); else this.fail(err);
@@ -264,6 +294,10 @@
     setResultState(state) {
       const r = this.results;
       r.dataset.state = state;
+      if (state !== "pending") {
+        clearTimeout(this.pendingTimer);
+        delete r.dataset.slow;
+      }
       r.setAttribute("aria-busy", String(state === "pending" || state === "waiting"));
       if (state === "waiting") {
         this.source = null;
@@ -271,8 +305,15 @@
         r.replaceChildren(h("p", { class: "mme-badge" }, "Waiting for Python to start in your browser…"));
         this.summary.textContent = "Waiting for Python to start…";
       } else if (state === "pending" && this.badge) {
-        this.badge.hidden = false;
-        this.badge.textContent = "Updating…";
+        // Said only if the answer is slow: shown at once, the line would move the whole page twice for
+        // every keystroke (the numbers dim after the same delay, calculator.css).
+        clearTimeout(this.pendingTimer);
+        this.pendingTimer = setTimeout(() => {
+          if (r.dataset.state !== "pending" || !this.badge) return;
+          r.dataset.slow = "";
+          this.badge.hidden = false;
+          this.badge.textContent = "Updating…";
+        }, PENDING_DELAY_MS);
       } else if (state === "precomputed" && this.badge && Object.keys(this.state.values).length) {
         this.badge.hidden = false;
         this.badge.textContent = "Your change is applied as soon as Python has started; until then these are the " +
@@ -376,8 +417,8 @@
 
     redrawChart() {
       if (!this.view || !this.chartBox) return;
-      const width = this.chartBox.clientWidth || this.results.clientWidth;
-      if (width && width === this.chartWidth && this.chartBox.firstChild) return;
+      const width = this.width;                  // null until the first layout: the observer draws then
+      if (!width || (width === this.chartWidth && this.chartBox.firstChild)) return;
       this.chartWidth = width;
       this.chartBox.replaceChildren(R.chart(this.view, width));
       if (window.mmeTimeline) window.mmeTimeline.redraw(this);
@@ -438,7 +479,9 @@
     }
 
     detach() {
+      cancelAnimationFrame(this.formFrame);
       clearTimeout(this.formTimer);
+      clearTimeout(this.laterTimer);
       this.engine.listeners.delete(this.onEngine);
       window.removeEventListener("popstate", this.onPop);
       this.resize.disconnect();
@@ -455,14 +498,12 @@
     if (!root || root.dataset.mmeReady) return;
     root.dataset.mmeReady = "1";
     const boot = bootOf(root);
-    window.mmeEngine.start(boot.runtime, ASSETS);       // first: Python boots while the form is built
+    window.mmeEngine.start(boot.runtime, ASSETS, { deferred: true });     // launched after the first numbers
     if (window.mmeCalculator) window.mmeCalculator.detach();    // its page was navigated away from
     root.calculator = window.mmeCalculator = new Calculator(root, boot);
   }
 
-  // Start Python now, before Material sets the page up: it is the slow part.
   const first = document.querySelector("[data-mme-calculator]");
-  if (first) window.mmeEngine.start(bootOf(first).runtime, ASSETS);
   // Material's document$ fires on every (instant) navigation; the DOM event covers pages where it never
   // fires (file://, or without Material). init() is idempotent. Loaded right after the calculator's root,
   // this runs before Material: init now, and subscribe to document$ once Material has started.

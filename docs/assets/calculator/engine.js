@@ -1,8 +1,9 @@
 /* The calculator's link to Python: starts the Web Worker (worker.js) that runs the estimator in Pyodide,
  * sends it JSON requests for estimator.web.handle and hands back the answers.
  *
- * window.mmeEngine.start(manifest, assets) returns the one engine of this tab (it survives Material's
- * instant navigation): { ready, failed, text, done, loaded, total, listeners, call(request) }. call() returns
+ * window.mmeEngine.start(manifest, assets, { deferred }) returns the one engine of this tab (it survives
+ * Material's instant navigation): { ready, failed, text, done, loaded, total, listeners, call(request),
+ * launch() }; a deferred engine starts its worker at launch() (requests made before wait for it). call() returns
  * a promise that always settles: it resolves with Python's JSON answer, and rejects when the answer is not
  * JSON, when Python raised, when the worker failed or could not start, so no request is left waiting.
  * Served over HTTP the worker is a module worker; from file:// (the offline bundle) it is made from a Blob
@@ -23,7 +24,7 @@
     });
   }
 
-  function start(manifest, assets) {
+  function start(manifest, assets, { deferred = false } = {}) {
     if (engine) return engine;
     const runtime = new URL("runtime/", assets).href;
     const e = engine = { ready: false, failed: null, text: "Starting Python", done: 0, loaded: 0, total: 0,
@@ -85,41 +86,52 @@
       }
     });
     const init = { type: "init", base: runtime, manifest };
-    if (location.protocol !== "file:") {
-      e.mode = "module worker";
-      try {
-        attach(new Worker(assets + "worker.js", { type: "module" }));
-        e.port.postMessage(init);
-      } catch (err) {
-        fail(String(err.message || err));
+    let launched = false;
+    e.launch = () => {
+      if (launched) return e;
+      launched = true;
+      return launch();
+    };
+    const launch = () => {
+      if (location.protocol !== "file:") {
+        e.mode = "module worker";
+        try {
+          attach(new Worker(assets + "worker.js", { type: "module" }));
+          e.port.postMessage(init);
+        } catch (err) {
+          fail(String(err.message || err));
+        }
+        return e;
       }
+      // file://: no fetch, no module worker. Classic scripts carry the files; the worker comes from a Blob.
+      const scripts = [assets + "worker.js", ...(manifest.offline || []).map((n) => runtime + n)];
+      Promise.all(scripts.map(loadScript)).then(() => {
+        init.payload = window.MME_PAYLOAD;
+        delete window.MME_PAYLOAD;
+        const src = `(${window.mmeWorkerMain})(self);`;
+        let port;
+        try {
+          port = new (window.MME_NATIVE_WORKER || window.Worker)(URL.createObjectURL(new Blob([src])));
+          e.mode = "blob worker";
+        } catch (err) {                                   // no worker at all: run Python on this thread
+          e.mode = "main thread";
+          const scope = { postMessage: (m) => setTimeout(() => receive(m)) };
+          window.mmeWorkerMain(scope);
+          port = { postMessage: (m) => scope.onmessage({ data: m }) };
+        }
+        e.queue.unshift(init);
+        attach(port);
+      }).catch((err) => fail(String(err.message || err)));
       return e;
-    }
-    // file://: no fetch, no module worker. Classic scripts carry the files; the worker comes from a Blob.
-    const scripts = [assets + "worker.js", ...(manifest.offline || []).map((n) => runtime + n)];
-    Promise.all(scripts.map(loadScript)).then(() => {
-      init.payload = window.MME_PAYLOAD;
-      delete window.MME_PAYLOAD;
-      const src = `(${window.mmeWorkerMain})(self);`;
-      let port;
-      try {
-        port = new (window.MME_NATIVE_WORKER || window.Worker)(URL.createObjectURL(new Blob([src])));
-        e.mode = "blob worker";
-      } catch (err) {                                   // no worker at all: run Python on this thread
-        e.mode = "main thread";
-        const scope = { postMessage: (m) => setTimeout(() => receive(m)) };
-        window.mmeWorkerMain(scope);
-        port = { postMessage: (m) => scope.onmessage({ data: m }) };
-      }
-      e.queue.unshift(init);
-      attach(port);
-    }).catch((err) => fail(String(err.message || err)));
-    return e;
+    };
+    return deferred ? e : e.launch();
   }
 
   window.mmeEngine = { start, get current() { return engine; } };
-  // On the calculator page this script also loads in the head, with the runtime's manifest: Python starts
-  // downloading while the rest of the page loads.
+  // On the calculator page this script also loads in the head, with the runtime's manifest. The engine is
+  // made there, and launched (the worker started) by the calculator once the first numbers are drawn: on a
+  // two-core laptop the runtime's download and compilation would otherwise hold up those numbers (by about
+  // 0.1 s), and Python is not ready sooner for starting earlier (both measured: benchmarks/calculator.py).
   const me = document.currentScript;
-  if (me && me.dataset.mmeRuntime) start(JSON.parse(me.dataset.mmeRuntime), new URL(".", me.src).href);
+  if (me && me.dataset.mmeRuntime) start(JSON.parse(me.dataset.mmeRuntime), new URL(".", me.src).href, { deferred: true });
 })();

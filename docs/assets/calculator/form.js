@@ -144,6 +144,9 @@
           continue;
         }
         const opts = this.choices[path] || [];
+        const key = JSON.stringify([opts, v === undefined ? null : v]);
+        if (q.key === key && !all) continue;           // the same list and value: leave the select alone
+        q.key = key;
         const i = opts.findIndex((o) => same(o.value, v === undefined ? null : v));
         const list = opts.map((o, k) => h("option", { value: String(k) }, o.label));
         if (i < 0) list.push(h("option", { value: "", disabled: true }, `${show(v) || "none"}` +

@@ -128,7 +128,7 @@
     const t = calc.timeline, box = calc.timelineBox;
     if (!t || !box) return;
     const t0 = performance.now();
-    const width = box.clientWidth || calc.results.clientWidth;
+    const width = calc.width || box.clientWidth;     // the results' width, kept by the calculator
     if (t.errors) {
       box.replaceChildren();
       return;
@@ -179,7 +179,7 @@
   function redraw(calc) {
     const box = calc.timelineBox;
     if (!box || !calc.timeline) return;
-    const width = box.clientWidth || calc.results.clientWidth;
+    const width = calc.width || box.clientWidth;
     if (String(width) === box.dataset.width) return;
     draw(calc);
   }

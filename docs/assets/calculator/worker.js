@@ -6,9 +6,15 @@
  * files it read from base64 classic scripts; a fetch shim then serves them to Pyodide by URL.
  * Messages in: {type: "init", base, manifest, payload?} then {type: "call", id, request};
  * out: {type: "progress", text, done, loaded, total} (bytes of the runtime downloaded so far, against the
- * sizes the build wrote into the manifest), {type: "ready", ms}, {type: "result", id, response} or
- * {type: "result", id, error} when Python raised, {type: "fatal", message}. Requests and responses are
- * JSON text for estimator.web.handle.
+ * sizes the build wrote into the manifest), {type: "ready", ms, phases, marks} (marks: when each part of
+ * the start was done, in ms since "init"), {type: "result", id, response, ms} or {type: "result", id, error}
+ * when Python raised, {type: "fatal", message}. Requests and responses are JSON text for
+ * estimator.web.handle.
+ *
+ * Over HTTP the start runs in parallel: Pyodide's two scripts are imported, its WebAssembly compiled as it
+ * downloads, and the memory snapshot inflated as it downloads, all at once; then Pyodide restores the
+ * snapshot. Once Python answers, the page's last estimate is recomputed a few dozen times while idle so
+ * that WebAssembly's optimised code is in place for the user's first edits.
  */
 "use strict";
 
@@ -17,39 +23,105 @@ function mmeWorkerMain(scope) {
   const waiting = [];
   const post = (msg) => scope.postMessage(msg);
   const bytes = { loaded: 0, total: 0, last: 0, done: 0 };
+  const marks = {};                             // when each part of the start was done (ms since "init")
+  let t0 = 0;
+  const mark = (name) => (value) => { marks[name] = Math.round(performance.now() - t0); return value; };
   const progress = (text, done) => {
     bytes.done = Math.max(bytes.done, done);                 // never backwards
     post({ type: "progress", text, done: bytes.done, loaded: bytes.loaded, total: bytes.total });
   };
 
+  // Bytes of the runtime arrived so far, for the page's progress bar.
+  function tally(n) {
+    bytes.loaded += n;
+    const now = performance.now();
+    if (bytes.loaded >= bytes.total) {
+      progress("Starting Python", 0.8);
+    } else if (now - bytes.last > 40) {
+      bytes.last = now;
+      const mb = (x) => (x / 1e6).toFixed(1);
+      progress(`Downloading the Python runtime: ${mb(bytes.loaded)} of ${mb(bytes.total)} MB`,
+               0.05 + 0.75 * bytes.loaded / bytes.total);
+    }
+  }
+
   // Every download goes through fetch (Pyodide's own included): count the bytes as they arrive. The files
   // named in `early` are requested at once, in parallel with loading Pyodide's JavaScript; Pyodide's own
-  // request for one of them gets that response.
-  function countDownloads(early) {
+  // request for one of them gets that response. `stub` names the WebAssembly file, compiled since the start
+  // (compileWasm): Pyodide's own request for it gets an empty answer instead of a second download.
+  // Returns the browser's own fetch.
+  function countDownloads(early, stub) {
     const native = globalThis.fetch.bind(globalThis);
     const started = new Map(early.map((url) => [url, native(url)]));
-    globalThis.fetch = async (input, init) => {
-      const url = String(input instanceof Request ? input.url : input);
-      const pending = started.get(url);
-      started.delete(url);
-      const resp = await (pending || native(input, init));
+    const counted = (resp) => {
       if (!resp.body || !resp.ok) return resp;
       const counter = new TransformStream({ transform(chunk, ctl) {
-        bytes.loaded += chunk.byteLength;
-        const now = performance.now();
-        if (bytes.loaded >= bytes.total) {
-          progress("Starting Python", 0.8);
-        } else if (now - bytes.last > 40) {
-          bytes.last = now;
-          const mb = (n) => (n / 1e6).toFixed(1);
-          progress(`Downloading the Python runtime: ${mb(bytes.loaded)} of ${mb(bytes.total)} MB`,
-                   0.05 + 0.75 * bytes.loaded / bytes.total);
-        }
+        tally(chunk.byteLength);
         ctl.enqueue(chunk);
       } });
       return new Response(resp.body.pipeThrough(counter), { status: resp.status, statusText: resp.statusText,
                                                              headers: resp.headers });
     };
+    let stubbed = false;
+    globalThis.fetch = async (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url === stub && stubbed) return new Response(new Uint8Array(0), { headers: { "Content-Type": "application/wasm" } });
+      if (url === stub) stubbed = true;
+      const pending = started.get(url);
+      started.delete(url);
+      return counted(await (pending || native(input, init)));
+    };
+    return native;
+  }
+
+  // Pyodide compiles its WebAssembly only once its JavaScript has loaded and the memory snapshot is in;
+  // compiling it from the first byte instead takes that time off the start. Pyodide's instantiation then
+  // gets this module (WebAssembly.instantiateStreaming is put back once Python runs).
+  function compileWasm(url, fetchWasm) {
+    // Compiled from the response as it arrives; a copy of the stream only counts the bytes for the bar.
+    const compiled = fetchWasm(url).then((resp) => {
+      if (!resp.ok || !resp.body) return WebAssembly.compileStreaming(resp);
+      const [body, copy] = resp.body.tee();
+      const reader = copy.getReader();
+      const count = () => reader.read().then(({ done, value }) => { if (!done) { tally(value.byteLength); count(); } });
+      count();
+      return WebAssembly.compileStreaming(new Response(body, { headers: resp.headers }));
+    }).then(mark("wasm compiled"));
+    compiled.catch(() => {});                       // reported when Pyodide instantiates it
+    const original = WebAssembly.instantiateStreaming;
+    WebAssembly.instantiateStreaming = async (source, imports) => {
+      const module = await compiled;
+      return { module, instance: await WebAssembly.instantiate(module, imports) };
+    };
+    return () => { WebAssembly.instantiateStreaming = original; };
+  }
+
+  // The memory snapshot, inflated while it downloads, into one buffer of the size the build wrote down.
+  async function snapshotBytes(url, size) {
+    const resp = await fetch(url);
+    if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
+    const reader = resp.body.getReader();
+    const first = await reader.read();
+    const head = first.value || new Uint8Array(0);
+    const body = new ReadableStream({
+      start(ctl) { if (first.done) ctl.close(); else ctl.enqueue(head); },
+      async pull(ctl) { const { done, value } = await reader.read(); if (done) ctl.close(); else ctl.enqueue(value); },
+    });
+    const gz = head[0] === 0x1f && head[1] === 0x8b;        // else already inflated by the server
+    const out = (gz ? body.pipeThrough(new DecompressionStream("gzip")) : body).getReader();
+    let buf = new Uint8Array(size || 1 << 20), n = 0;
+    for (;;) {
+      const { done, value } = await out.read();
+      if (done) break;
+      if (n + value.byteLength > buf.length) {               // larger than written down: grow
+        const bigger = new Uint8Array(Math.max(2 * buf.length, n + value.byteLength));
+        bigger.set(buf.subarray(0, n));
+        buf = bigger;
+      }
+      buf.set(value, n);
+      n += value.byteLength;
+    }
+    return n === buf.length ? buf : buf.slice(0, n);
   }
 
   const fromBase64 = (s) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(s)
@@ -105,9 +177,9 @@ function mmeWorkerMain(scope) {
   }
 
   async function boot({ base, manifest: m, payload }) {
-    const t0 = performance.now();
+    t0 = performance.now();
     progress("Loading the Python runtime", 0.05);
-    let loadPyodide, files = null;
+    let loadPyodide, files = null, restoreWasm = () => {};
     const opts = { indexURL: base, packageBaseUrl: base, lockFileContents: m.lock, stdout: () => {},
                    stderr: (s) => console.warn(s) };
     if (payload) {                                         // file://: everything came in the message
@@ -121,18 +193,25 @@ function mmeWorkerMain(scope) {
       opts.createPyodideModule = (await importText(dec.decode(files["pyodide.asm.mjs"]))).default;
     } else {
       const sizes = m.sizes || {};
+      const wasm = base + "pyodide.asm.wasm";
       bytes.total = [m.wheel, m.snapshot, "pyodide.asm.wasm", "python_stdlib.zip"]
         .reduce((n, name) => n + (sizes[name] || 0), 0);
-      countDownloads([m.wheel, m.snapshot, "pyodide.asm.wasm", "python_stdlib.zip"].filter(Boolean)
-        .map((name) => base + name));
-      ({ loadPyodide } = await import(base + "pyodide.mjs"));
+      // Pyodide's two scripts, the WebAssembly and the files, all at once.
+      const asm = import(base + "pyodide.asm.mjs").then(mark("pyodide.asm.mjs loaded"));
+      const loader = import(base + "pyodide.mjs").then(mark("pyodide.mjs loaded"));
+      const native = countDownloads([m.snapshot, "python_stdlib.zip", m.wheel].filter(Boolean)
+        .map((name) => base + name), wasm);
+      restoreWasm = compileWasm(wasm, native);
+      if (m.snapshot) {
+        opts._loadSnapshot = snapshotBytes(base + m.snapshot, m.snapshot_bytes).then(mark("snapshot inflated"));
+      }
+      ({ loadPyodide } = await loader);
+      opts.createPyodideModule = (await asm).default;
     }
     const wheel = files ? Promise.resolve(files[m.wheel]) : getBytes(base + m.wheel);
-    if (m.snapshot) {
-      opts._loadSnapshot = files ? Promise.resolve(files[m.snapshot]) : getBytes(base + m.snapshot).then(gunzip);
-    }
+    if (m.snapshot && files) opts._loadSnapshot = Promise.resolve(files[m.snapshot]);
     const t1 = performance.now();
-    const py = await withWatchdog(loadPyodide(opts));
+    const py = await withWatchdog(loadPyodide(opts)).finally(() => restoreWasm());
     const t2 = performance.now();
     progress("Installing estimator", 0.9);
     const install = async () => {
@@ -145,7 +224,8 @@ function mmeWorkerMain(scope) {
     if (!m.snapshot) await install();
     handle = py.runPython("import estimator.web\nestimator.web.handle");
     const t3 = performance.now();
-    post({ type: "ready", ms: Math.round(t3 - t0), snapshot: Boolean(m.snapshot),
+    mark("Python started")();
+    post({ type: "ready", ms: Math.round(t3 - t0), snapshot: Boolean(m.snapshot), marks,
            phases: { loader: Math.round(t1 - t0), python: Math.round(t2 - t1), install: Math.round(t3 - t2) } });
     for (const msg of waiting.splice(0)) answer(msg);
     if (m.snapshot) {
@@ -155,9 +235,27 @@ function mmeWorkerMain(scope) {
       handle = calls;
       for (const msg of waiting.splice(0)) answer(msg);
     }
+    warmUp(WARM_STEPS);
+  }
+
+  // WebAssembly starts slow and is recompiled, faster, where it runs most: the first estimates after the
+  // start take 30 to 120 ms, later ones about 5 (DeepSeek-V3 on a two-core laptop). The page's last estimate
+  // is therefore computed again a few dozen times while nothing else is asked, one step per task, so that the
+  // user's first edits are already fast; a request that arrives waits at most for the step under way.
+  const WARM_STEPS = 40;
+  let lastCompute = null;
+  function warmUp(left) {
+    if (left <= 0) return;
+    setTimeout(() => {
+      if (handle && lastCompute && !waiting.length) {
+        try { handle(lastCompute); } catch (err) { return; }
+      }
+      warmUp(left - 1);
+    }, 20);
   }
 
   function answer(msg) {
+    if (msg.request.startsWith('{"op":"compute"')) lastCompute = msg.request;
     const t = performance.now();
     try {
       const response = handle(msg.request);
