@@ -6,6 +6,8 @@ them and computes chart geometry (through ``_tables_svg``). It evaluates everyth
 
 from __future__ import annotations
 
+import re
+
 import functools
 from collections import Counter
 
@@ -28,9 +30,15 @@ GROUPS = (
 
 #: This project's own runs, one summary row per batch: (set, source) by whether the model was developed
 #: against the batch.
-PROJECT_SETS = {True: ("Held-out, then used", "This project's H200 runs, batch {b}: the optimizer-step and "
+PROJECT_SETS = {True: ("Held-out, then used", "This project's {gpu} runs, batch {b}: the optimizer-step and "
                        "local-attention modelling was written after seeing them"),
-                False: ("Held-out", "This project's H200 runs, batch {b}: measured after the model was written")}
+                False: ("Held-out", "This project's {gpu} runs, batch {b}: measured after the model was written")}
+
+def _short_gpu(name: str) -> str:
+    """"NVIDIA H100 80GB HBM3" -> "H100", as the page names GPUs."""
+    m = re.search(r"\b([A-Z]+\d+[A-Z]*)\b", name.replace("NVIDIA", ""))
+    return m.group(1) if m else (name or "GPU")
+
 
 STATUS_LABELS = {
     "refused": "refused by the importer (a flag whose memory effect is not modelled)",
@@ -63,10 +71,12 @@ def context() -> dict:
     }
     summary = [{"key": key, "set": set_, "source": label, "gpus": gpus, "models": models,
                 "stats": validation.stats(groups[key])} for key, set_, label, gpus, models in GROUPS]
+    batches = {b["batch"]: b for b in validation_project.load_data()["batches"]}
     for b in sorted({c.batch for c in project}):
         rows = [c for c in project if c.batch == b]
         set_, label = PROJECT_SETS[rows[0].developed_against]
-        summary.append({"key": f"project-b{b}", "set": set_, "source": label.format(b=b), "gpus": "1 × H200",
+        gpu = _short_gpu(batches.get(b, {}).get("gpu") or "")
+        summary.append({"key": f"project-b{b}", "set": set_, "source": label.format(b=b, gpu=gpu), "gpus": f"1 × {gpu}",
                         "models": "dense, MoE and MLA test models (0.2–0.7 B parameters), Megatron's local "
                                   "implementation", "stats": validation.stats([c.comparison for c in rows])})
     data = validation_ci.load_data()

@@ -371,21 +371,24 @@
         "Precomputed when this site was built; Python is starting in your browser and will take over.");
       this.summary.replaceChildren(h("strong", {}, v.headline));
       this.summary.dataset.verdict = v.verdict ? v.verdict.verdict : "";
-      this.chartBox = h("div", { class: "mme-chart-box" });
-      r.replaceChildren(this.badge,
+      // The table and the chart of the last answer are updated in place (render.js patch), the rest made anew.
+      const table = this.tableWrap && this.tableWrap.parentNode === r ? R.patch(this.tableWrap, R.table(v)) : R.table(v);
+      this.tableWrap = table;
+      if (!this.chartBox || this.chartBox.parentNode !== r) this.chartBox = h("div", { class: "mme-chart-box" });
+      R.place(r, [this.badge,
         h("p", { class: "mme-summary" }, v.summary, " ", v.parameters, "."),
         R.verdict(v, this.boot.verdicts),
         h("p", { class: "mme-parallel" }, v.parallel),
         this.leversBox = h("div", { class: "mme-levers" }),
-        R.table(v), this.chartBox, this.sweepPanel(),
+        table, this.chartBox, this.sweepPanel(),
         h("details", { class: "mme-assumptions" }, h("summary", {}, `Assumptions (${v.assumptions.length})`),
           h("ul", {}, v.assumptions.map((a) => h("li", {}, a)))),
         R.exports(res.exports, Boolean(this.exportsOpen), (open) => {
           if (this.exportsOpen === open) return;
           this.exportsOpen = open;
           if (open) this.compute();
-        }));
-      this.redrawChart();
+        })]);
+      this.redrawChart(true);
       if (window.mmeTimeline) window.mmeTimeline.update(this, res, source);   // timeline.js: memory over a step
       this.makeItFit();                       // suggest.js
       this.refreshCompare();                  // compare.js
@@ -415,12 +418,13 @@
       r.dispatchEvent(new CustomEvent("estimate:error", { bubbles: true, detail: { errors: res.errors, notes } }));
     }
 
-    redrawChart() {
+    redrawChart(changed = false) {             // changed: a new answer (else only a new width)
       if (!this.view || !this.chartBox) return;
       const width = this.width;                  // null until the first layout: the observer draws then
-      if (!width || (width === this.chartWidth && this.chartBox.firstChild)) return;
+      if (!width || (!changed && width === this.chartWidth && this.chartBox.firstChild)) return;
       this.chartWidth = width;
-      this.chartBox.replaceChildren(R.chart(this.view, width));
+      const chart = R.chart(this.view, width), old = this.chartBox.firstElementChild;
+      if (old && this.chartBox.childNodes.length === 1) R.patch(old, chart); else this.chartBox.replaceChildren(chart);
       if (window.mmeTimeline) window.mmeTimeline.redraw(this);
     }
 

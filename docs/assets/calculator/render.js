@@ -19,6 +19,38 @@
     return el;
   }
 
+  /* ---- updating in place: an answer usually changes numbers, not the shape of the table or the chart, and
+   * new elements cost the browser their style, layout and paint; patched ones only what changed. */
+  // `old` made like `fresh` (the same elements, listeners only through h's on* attributes, none here): its
+  // attributes and text set to fresh's; where the shape differs, fresh's nodes are taken. Returns the node
+  // now in the document.
+  function patch(old, fresh) {
+    if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName) {
+      old.replaceWith(fresh);
+      return fresh;
+    }
+    if (old.nodeType !== 1) {
+      if (old.nodeValue !== fresh.nodeValue) old.nodeValue = fresh.nodeValue;
+      return old;
+    }
+    for (const a of [...old.attributes]) if (!fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
+    for (const a of fresh.attributes) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    const kids = [...fresh.childNodes];
+    if (old.childNodes.length !== kids.length) old.replaceChildren(...kids);
+    else kids.forEach((k, i) => patch(old.childNodes[i], k));
+    return old;
+  }
+
+  // `parent`'s children made `nodes`, in order, without moving a node already in its place.
+  function place(parent, nodes) {
+    nodes.forEach((n, i) => {
+      const cur = parent.childNodes[i];
+      if (cur === n) return;
+      if (cur) parent.replaceChild(n, cur); else parent.append(n);
+    });
+    while (parent.childNodes.length > nodes.length) parent.lastChild.remove();
+  }
+
   /* ---- copying */
   function fallbackCopy(text) {
     const area = h("textarea", { readonly: true, class: "mme-offscreen" });
@@ -169,5 +201,5 @@
     return box;
   }
 
-  window.mmeRender = { h, copy, verdict, table, chart, exports, layouts };
+  window.mmeRender = { h, patch, place, copy, verdict, table, chart, exports, layouts };
 })();
