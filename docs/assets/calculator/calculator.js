@@ -455,6 +455,10 @@
       const l = this.layouts;
       if (!l) return this.layoutsBox.replaceChildren();
       const stale = Boolean(l.res.search_key && this.searchKey && l.res.search_key !== this.searchKey);
+      const shown = this.searchShown;                 // the same results, as fresh and as used as drawn: kept
+      if (shown && shown.res === l.res && shown.stale === stale && shown.inUse === l.inUse && !l.res.pending &&
+          this.layoutsBox.firstChild) return;
+      this.searchShown = { res: l.res, stale, inUse: l.inUse };
       this.layoutsBox.replaceChildren(R.layouts(l.res, { stale, inUse: l.inUse, rerun: () => this.search(),
         use: (i) => this.engine.call({ op: "layout", state: this.state, config: l.res.layouts[i].config }).then((res) => {
           l.inUse = i;
