@@ -98,12 +98,7 @@ def schema() -> list[dict]:
 
 @lru_cache(maxsize=None)
 def _preset_config(name: str) -> dict:
-    """Preset ``name`` as its file writes it (a copy: the caller may change it)."""
-    return plain_copy(_preset_source(name))
-
-
-@lru_cache(maxsize=None)
-def _preset_source(name: str) -> dict:
+    """Preset ``name`` as its file writes it (shared: copy it before changing it)."""
     from .presets import load_preset
     return load_preset(name).to_dict()
 
@@ -183,7 +178,7 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
     base: dict = {}
     if name:
         try:
-            base = _preset_config(name)
+            base = plain_copy(_preset_config(name))
         except EstimatorError as exc:
             problems.append(Problem("preset", name, str(exc).strip("'\"")))
     cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
