@@ -506,7 +506,6 @@
     if (!root || root.dataset.mmeReady) return;
     root.dataset.mmeReady = "1";
     const boot = bootOf(root);
-    window.mmeEngine.start(boot.runtime, ASSETS, { deferred: true });     // launched after the first numbers
     if (window.mmeCalculator) window.mmeCalculator.detach();    // its page was navigated away from
     root.calculator = window.mmeCalculator = new Calculator(root, boot);
   }
