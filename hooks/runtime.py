@@ -44,6 +44,7 @@ import io
 import json
 import logging
 import os
+import posixpath
 import re
 import shutil
 import struct
@@ -108,6 +109,9 @@ SCRIPTS = ("assets/calculator/engine.js", "assets/calculator/render.js", "assets
            "assets/calculator/timeline.js", "assets/calculator/suggest.js", "assets/calculator/sweep.js",
            "assets/calculator/search_options.js", "assets/calculator/compare.js", "assets/calculator/calculator.js")
 STYLE = "assets/calculator/calculator.css"
+#: Material's search worker, started on the calculator page by this stand-in only once Python runs.
+SEARCH_WORKER_JS = "assets/calculator/search-worker.js"
+_MATERIAL_SEARCH = re.compile(r'"search": "(?P<prefix>(?:\.\./)*)(?P<path>assets/javascripts/workers/search\.[\w.]+\.js)"')
 MARKER = re.compile(r"<!--\s*calculator:(?P<name>[\w-]*)\s*-->")
 # Python run in the browser and by Node for the snapshot: unpack the wheel into site-packages (no
 # micropip); then, for the snapshot only, import everything a request may need so that the snapshot holds it.
@@ -463,7 +467,19 @@ def on_post_page(output, page, config):
     # The page's other scripts, fetched now and all at once: the parser meets them only after the boot data
     # (some 400 kB), and would otherwise fetch them one after another.
     tag += "".join(f'<link rel="preload" as="script" href="{prefix}{s}">\n' for s in SCRIPTS[1:])
-    return output.replace("</head>", tag + "</head>", 1)
+    output = output.replace("</head>", tag + "</head>", 1)
+    return output if _state.get("offline") else defer_search(output)
+
+
+def defer_search(output: str) -> str:
+    """Point Material's search worker on this page at ``search-worker.js``, which starts the real one only
+    once Python has answered (or the user searches): building the search index takes about 1.5 s of CPU
+    that a two-core laptop would otherwise take from Python's start. Not on file:// (the offline bundle
+    runs the search worker in an iframe), and left as it is if Material's configuration looks different."""
+    def point(m: re.Match) -> str:
+        real = posixpath.relpath(m["path"], posixpath.dirname(SEARCH_WORKER_JS))
+        return f'"search": "{m["prefix"]}{SEARCH_WORKER_JS}?worker={real}"'
+    return _MATERIAL_SEARCH.sub(point, output, count=1)
 
 
 def on_post_build(config):

@@ -146,3 +146,31 @@ def test_every_page_has_a_content_security_policy_and_no_inline_script(site_dir)
         for attrs, body in re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S):
             assert "src=" in attrs or "application/json" in attrs or not body.strip(), (path, body[:80])
         assert not re.search(r"<[a-zA-Z][^>]*\son[a-z]+\s*=", html), path
+
+
+def _search(page, query: str) -> list[str]:
+    """Type ``query`` into Material's search box; the titles of the results it lists."""
+    page.locator("input.md-search__input").click()
+    page.locator("input.md-search__input").fill(query)
+    page.wait_for_selector(".md-search-result__item", timeout=60_000)
+    return page.eval_on_selector_all(".md-search-result__item h1, .md-search-result__item h2",
+                                     "hs => hs.map((h) => h.textContent)")
+
+
+@pytest.mark.parametrize("when", ["while Python starts", "once Python has answered"])
+def test_search_works_on_the_calculator_page(page, site_url, when):
+    """The calculator page runs Material's search worker through search-worker.js, which holds its index until
+    Python has answered: a search made meanwhile starts it at once, and one made later finds the same pages.
+    Until the first answer the real worker is not even loaded (its index build would slow Python's start)."""
+    page.add_init_script("window.__answered = 0; document.addEventListener('estimate:done', () => { "
+                         "window.__answered = window.__answered || performance.now(); }, true);")
+    workers = []
+    page.on("request", lambda req: workers.append(req.url) if "/javascripts/workers/search." in req.url.split("?")[0] else None)
+    page.goto(site_url + "calculator/?preset=tiny")
+    if when == "once Python has answered":
+        page.wait_for_function("() => { const c = document.querySelector('[data-mme-calculator]').calculator; "
+                               "return c && c.engine.ready && window.__answered; }", timeout=90_000)
+        assert workers == []                        # released 2 s after the first answer, not before
+    titles = _search(page, "pipeline parallel")
+    assert any("arallel" in t for t in titles), titles
+    assert len(workers) == 1 and workers[0].endswith(".min.js")

@@ -24,6 +24,10 @@
     });
   }
 
+  // Material's search worker starts this long after Python's first answer (its 1.5 s of index building would
+  // otherwise slow the first edits), or at once when the user searches.
+  const SEARCH_AFTER_MS = 2000;
+
   function start(manifest, assets, { deferred = false } = {}) {
     if (engine) return engine;
     const runtime = new URL("runtime/", assets).href;
@@ -31,6 +35,14 @@
                          listeners: new Set(), calls: new Map(), next: 1, queue: [], port: null,
                          created: performance.now() };
     const notify = () => e.listeners.forEach((fn) => fn(e));
+    // Material's search worker waits on this page until Python has started or failed (search-worker.js).
+    const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("mme-calculator") : null;
+    let searchFree = false, searchTimer = 0;
+    const settled = () => {
+      searchFree = true;
+      if (channel) channel.postMessage("python-settled");
+    };
+    if (channel) channel.onmessage = (ev) => { if (ev.data === "python-settled?" && searchFree) settled(); };
     const failAll = (why) => {
       for (const { reject } of e.calls.values()) reject(new Error(why));
       e.calls.clear();
@@ -38,6 +50,7 @@
     const fail = (why) => {
       e.failed = e.failed || why;
       failAll(e.failed);
+      settled();
       notify();
     };
     const receive = (msg) => {
@@ -47,6 +60,7 @@
         readyAt: performance.now() }, text: `Python ready in ${(msg.ms / 1000).toFixed(1)} s` });
       else if (msg.type === "fatal") return fail(msg.message);
       else if (msg.type === "result") {
+        if (!searchTimer) searchTimer = setTimeout(settled, SEARCH_AFTER_MS);
         const call = e.calls.get(msg.id);
         e.calls.delete(msg.id);
         e.pythonMs = msg.ms;                                  // time spent in Python, for the benchmark
