@@ -24,8 +24,8 @@
     });
   }
 
-  // Material's search worker starts this long after Python's first answer (its 1.5 s of index building would
-  // otherwise slow the first edits), or at once when the user searches.
+  // Material's search worker starts once Python has answered and then been asked nothing for this long (its
+  // 1.5 s of index building would otherwise slow the first edits), or at once when the user searches.
   const SEARCH_AFTER_MS = 2000;
 
   function start(manifest, assets, { deferred = false } = {}) {
@@ -43,6 +43,10 @@
       if (channel) channel.postMessage("python-settled");
     };
     if (channel) channel.onmessage = (ev) => { if (ev.data === "python-settled?" && searchFree) settled(); };
+    const quiet = () => {                       // (again) SEARCH_AFTER_MS from now, unless asked something
+      clearTimeout(searchTimer);
+      searchTimer = setTimeout(settled, SEARCH_AFTER_MS);
+    };
     const failAll = (why) => {
       for (const { reject } of e.calls.values()) reject(new Error(why));
       e.calls.clear();
@@ -60,7 +64,7 @@
         readyAt: performance.now() }, text: `Python ready in ${(msg.ms / 1000).toFixed(1)} s` });
       else if (msg.type === "fatal") return fail(msg.message);
       else if (msg.type === "result") {
-        if (!searchTimer) searchTimer = setTimeout(settled, SEARCH_AFTER_MS);
+        if (!searchFree) quiet();
         const call = e.calls.get(msg.id);
         e.calls.delete(msg.id);
         e.pythonMs = msg.ms;                                  // time spent in Python, for the benchmark
@@ -89,6 +93,7 @@
     e.receive = receive;                                       // for tests: a message as if from the worker
     e.call = (request) => new Promise((resolve, reject) => {
       if (e.failed) return reject(new Error(e.failed));
+      if (searchTimer && !searchFree) quiet();
       const id = e.next++;
       e.calls.set(id, { resolve, reject });
       const msg = { type: "call", id, request: JSON.stringify(request) };

@@ -3,8 +3,8 @@
  * Building the search index costs about 1.5 s of CPU, which on a two-core laptop is taken from Python's
  * start in the calculator's own worker. On the calculator page Material is therefore given this worker
  * instead (hooks/runtime.py rewrites the page's __config). It keeps Material's messages until one of:
- *   - the calculator says Python is ready, or that it failed (BroadcastChannel "mme-calculator": engine.js
- *     says "python-settled" then, and again whenever asked "python-settled?");
+ *   - the calculator says Python has answered and been idle for a while, or that it failed (BroadcastChannel
+ *     "mme-calculator": engine.js says "python-settled" then, and again whenever asked "python-settled?");
  *   - the user searches (any message but the index itself);
  *   - LATEST_MS have passed;
  * then loads the real worker (its path relative to this file is the query's `worker` parameter) into
@@ -13,7 +13,7 @@
 "use strict";
 
 (() => {
-  const LATEST_MS = 10_000;
+  const LATEST_MS = 20_000;
   const SETUP = 0;                     // Material's message type for "here is the index"
   const real = new URL(new URL(location.href).searchParams.get("worker") || "", location.href).href;
   const kept = [];
