@@ -262,6 +262,28 @@ def test_moe_backward_working_set_by_hand():
     assert work(moe_token_dispatcher_type="alltoall", moe_ffn_hidden_size=1024) == 1_310_720
 
 
+def test_moe_backward_working_set_follows_expert_parallelism_in_any_order():
+    """The all-gather dispatcher's backward holds the gradient of the tokens gathered from the expert-parallel
+    ranks beside the rows' (estimator/layers/moe.py), so the working set grows with EP, and an estimate must not
+    reuse another EP's layer activations. 4 layers, h 1024, s 1024, b 1, 8 experts of fm 256 (gelu), top-1,
+    bf16, PP 2 x DP 8 (16 GPUs), no TP; the first stage has no loss, so its backward_working_set is the MoE
+    layer's (above flash attention's backward). Balanced rows R = 1024 tokens x top-1 = 1024 at any EP:
+      EP 1: gathered Tg = 1024 tokens: 2 B x h x (R + Tg) = 2*1024*2048 = 4,194,304 B
+            (fc1's backward, 2 B x R x (fm + h) = 2*1024*1280 = 2,621,440 B, is smaller)
+      EP 8: gathered Tg = 1024 x 8 = 8192 tokens: 2*1024*(1024 + 8192) = 18,874,368 B.
+    Asked for in the order 1, 8, 1: each answer is its own EP's."""
+    model = {"num_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, "vocab_size": 1024, "num_experts": 8,
+             "moe_router_topk": 1, "moe_ffn_hidden_size": 256, "activation_func": "gelu", "gated_linear_unit": False,
+             "moe_token_dispatcher_type": "allgather"}
+
+    def work(ep):
+        cfg = make_config(model, {"expert_model_parallel_size": ep, "pipeline_model_parallel_size": 2},
+                          {"seq_length": 1024, "world_size": 16})
+        return estimate(cfg).stages[0].transient["backward_working_set"]
+
+    assert [work(1), work(8), work(1)] == [4_194_304, 18_874_368, 4_194_304]
+
+
 def test_qk_layernorm_keeps_input_copies_and_outputs_of_q_and_k():
     """Per-head q/k norms (Transformer Engine's norm op: input_.contiguous() saved, new output, rstd per row):
     s 2048, 8 query + 8 key heads of 128, RMSNorm, bf16: 2*2*2048*16*128 + 4*2048*16 = 16,908,288 B per layer."""
