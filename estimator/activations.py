@@ -10,9 +10,10 @@ in short, in bytes:
     attention  = 4*Tn*h + 2*T*(a + 2g)*dh/t + 2*T*a*dh/t + 4*T*a/t
                  norm input and output, q/k/v as flash attention saves them, its output, softmax statistics
     dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
-    MoE        = 4*Tn*h + 2*Rb*Tn*E + R*(4h + 2*fm*(3 if gated else 2)/etp) (+ R*2*fm/etp unless SwiGLU)
-                 + shared expert like a dense MLP of width fs; R = routed rows; router logits and
-                 probabilities in Rb = 2 B (4/8 B with moe_router_dtype fp32/fp64)
+    MoE        = 4*Tn*h + 2*Rb*Tn*E + R*(2h + 2*fm*(3 if gated else 2)/etp) (+ R*2*fm/etp unless SwiGLU)
+                 + shared expert like a dense MLP of width fs; R = routed rows (the experts' input, fc1 and
+                 activation outputs; nothing of the experts' output); router logits and probabilities in
+                 Rb = 2 B (4/8 B with moe_router_dtype fp32/fp64)
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
     Mamba-2    = 4*Tn*h + 2*T*(2di + 2gN + nh)/t + 6*T*di/t + 4*T*g/t
     gated delta net = see estimator.layers.gated_delta_net
@@ -85,7 +86,7 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     (the attention norm's input and output, the QKV linear's input), ``latent`` (MLA), ``qkv``, ``attn_out``
     (also the output projection's input), ``lse``, ``scores``, ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``,
     ``fc1_out``, ``act_out`` (the fc2 input), ``router``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``,
-    ``expert_out``, ``shared``."""
+    ``shared``."""
     c = ctx or context(r)
     if parts and not c.parts:
         c = c._replace(parts=True)

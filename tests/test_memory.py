@@ -214,22 +214,74 @@ def test_invalid_configuration_lists_every_problem():
 def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
     """Megatron-Core applies the routing probabilities in the experts (moe/experts.py): fused with SwiGLU
     (weighted_bias_swiglu_impl saves only its input), otherwise act(x) * probs, which keeps act(x) too.
-    MoE layer, s 256, b 1, top-2: R = 512 routed rows; expert width fm 128, h 256, bf16, no dropout:
-    norm 4*256*256 + router logits and probabilities 2*2*256*4 (bf16, TopKRouter.gating keeps the input dtype)
-    + rows * (2h in + 2h out) + fc1 out 2*R*fm*up + act 2*R*fm [+ 2*R*fm]."""
+    MoE layer, s 256, b 1, top-2: R = 512 routed rows; expert width fm 128, h 256, bf16, no dropout, by hand
+    from what the backward reads:
+      pre-MLP norm input and output (the router's gating linear saves the output): 2 * 2*256*256
+      router logits and probabilities, bf16 (TopKRouter.gating keeps the input dtype): 2 * 2*256*4
+      the permuted tokens fc1 saves as its input: 2*R*h
+      fc1 output (saved by the activation): 2*R*fm*up; fc2 input (the weighted activation output): 2*R*fm
+      gelu only: the unweighted act(x) that act(x) * probs keeps for the probabilities' gradient: 2*R*fm
+    and nothing of the experts' output (fc2's output is concatenated, re-sorted and scattered back by
+    moe_utils.unpermute, whose scatter_add_ keeps only its indices)."""
     from estimator.activations import layer_activations
     from estimator.layers import LayerKind
     moe_layer = LayerKind("attention", "moe")
     moe = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000, "num_experts": 4,
            "moe_router_topk": 2, "moe_ffn_hidden_size": 128}
     R, fm, h = 512, 128, 256
-    base = 4 * 256 * h + 2 * 2 * 256 * 4 + R * (2 * h + 2 * h) + 2 * R * fm
+    base = 2 * 2 * 256 * h + 2 * 2 * 256 * 4 + 2 * R * h + 2 * R * fm
     gelu = resolve(load_config(make_config({**moe, "activation_func": "gelu", "gated_linear_unit": False},
                                            training={"seq_length": 256})))
     swiglu = resolve(load_config(make_config({**moe, "activation_func": "swiglu", "gated_linear_unit": True},
                                              training={"seq_length": 256})))
     assert layer_activations(gelu, moe_layer).mlp == base + 2 * R * fm + 2 * R * fm
     assert layer_activations(swiglu, moe_layer).mlp == base + 2 * R * 2 * fm
+
+
+def test_moe_backward_working_set_by_hand():
+    """The MoE layer's backward working set above what it keeps (estimator/layers/moe.py docstring), s 256,
+    b 1, h 256, 4 experts of fm 128 (gelu, up = 1), top-2: R = 512 rows, bf16, one GPU.
+    All-to-all: unpermute's backward gathers the expert-output gradient (R x h) and the backward of
+    sort_chunks_by_idxs over the 4 local experts cats it into a second R x h tensor while the first is alive:
+    2 * 2*R*h = 524,288 B, above fc1's backward (its output gradient R x fm and data gradient R x h:
+    2*R*(fm + h) = 393,216 B). All-gather on one GPU: nothing is gathered (Tg = 256 tokens), the rows' gradient
+    beside the layer output's: 2*h*(R + 256) = 393,216 B, equal to fc1's. With fm 1024 fc1 wins:
+    2*R*(1024 + 256) = 1,310,720 B."""
+    from estimator.activations import layer_activations
+    from estimator.layers import LayerKind
+    moe_layer = LayerKind("attention", "moe")
+    moe = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000, "num_experts": 4,
+           "moe_router_topk": 2, "moe_ffn_hidden_size": 128, "activation_func": "gelu", "gated_linear_unit": False}
+
+    def work(**m):
+        r = resolve(load_config(make_config({**moe, **m}, training={"seq_length": 256})))
+        return layer_activations(r, moe_layer).backward_peak
+
+    assert work(moe_token_dispatcher_type="alltoall") == 524_288
+    assert work(moe_token_dispatcher_type="allgather") == 393_216
+    assert work(moe_token_dispatcher_type="alltoall", moe_ffn_hidden_size=1024) == 1_310_720
+
+
+def test_moe_backward_working_set_follows_expert_parallelism_in_any_order():
+    """The all-gather dispatcher's backward holds the gradient of the tokens gathered from the expert-parallel
+    ranks beside the rows' (estimator/layers/moe.py), so the working set grows with EP, and an estimate must not
+    reuse another EP's layer activations. 4 layers, h 1024, s 1024, b 1, 8 experts of fm 256 (gelu), top-1,
+    bf16, PP 2 x DP 8 (16 GPUs), no TP; the first stage has no loss, so its backward_working_set is the MoE
+    layer's (above flash attention's backward). Balanced rows R = 1024 tokens x top-1 = 1024 at any EP:
+      EP 1: gathered Tg = 1024 tokens: 2 B x h x (R + Tg) = 2*1024*2048 = 4,194,304 B
+            (fc1's backward, 2 B x R x (fm + h) = 2*1024*1280 = 2,621,440 B, is smaller)
+      EP 8: gathered Tg = 1024 x 8 = 8192 tokens: 2*1024*(1024 + 8192) = 18,874,368 B.
+    Asked for in the order 1, 8, 1: each answer is its own EP's."""
+    model = {"num_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, "vocab_size": 1024, "num_experts": 8,
+             "moe_router_topk": 1, "moe_ffn_hidden_size": 256, "activation_func": "gelu", "gated_linear_unit": False,
+             "moe_token_dispatcher_type": "allgather"}
+
+    def work(ep):
+        cfg = make_config(model, {"expert_model_parallel_size": ep, "pipeline_model_parallel_size": 2},
+                          {"seq_length": 1024, "world_size": 16})
+        return estimate(cfg).stages[0].transient["backward_working_set"]
+
+    assert [work(1), work(8), work(1)] == [4_194_304, 18_874_368, 4_194_304]
 
 
 def test_qk_layernorm_keeps_input_copies_and_outputs_of_q_and_k():

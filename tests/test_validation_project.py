@@ -6,8 +6,9 @@ optimizer-step and local-attention modelling was written (docs/validation.md say
 here are the accuracy reached on it: every run within 1 % overall and in each phase, and the phase holding
 the peak named right. Batch 2 is held out (predictions written before the runs): within 1 % overall, its
 peak phase named right and within 1 %. Batch 3 (held out, one H100, ten MoE variants): every peak phase named
-right and every optimizer step within 1 %; six forward/backward peaks are over by 1.4-3.4 %, growing with
-top-k, and are strict expected failures until estimator/layers/moe.py is fixed.
+right, every peak and every optimizer step within 1 % (its forward/backward peaks were over by up to 3.4 %,
+growing with top-k, until estimator/layers/moe.py stopped keeping an expert-output-sized activation that
+Megatron-Core does not save).
 """
 
 from __future__ import annotations
@@ -49,21 +50,7 @@ def test_config_is_what_the_importer_reads_from_the_launch_flags(case):
     assert mine == theirs
 
 
-#: Batch 3 (held out, one H100): MoE runs whose forward/backward peak is over-estimated by more than 1 %, by
-#: about one sequence x hidden bf16 tensor per MoE layer for every routed copy beyond the first (top-8 +3.4 %,
-#: top-4 +1.6 %; top-1 -0.03 %): estimator/layers/moe.py's expert-output-sized activation, which no named
-#: Megatron-Core tensor accounts for (docs/validation.md, batch 3). Strict: they must fail until it is fixed.
-MOE_OVER = pytest.mark.xfail(strict=True, reason="MoE expert-output activation over-counted by (top-k - 1) x "
-                             "tokens x hidden per MoE layer (batch 3, docs/validation.md)")
-KNOWN_OVER = {"prj-b3-b3-moe-top8", "prj-b3-b3-moe-top4", "prj-b3-b3-moe-16x352", "prj-b3-b3-moe-allgather-top4",
-              "prj-b3-b3-moe-mbs2", "prj-b3-b3-moe-seq4096"}
-
-
-def _ids(ids):
-    return [pytest.param(i, marks=MOE_OVER) if i in KNOWN_OVER else i for i in ids]
-
-
-@pytest.mark.parametrize("cid", _ids(IDS))
+@pytest.mark.parametrize("cid", IDS)
 def test_overall_peak_within_1_percent(cid):
     c = CASES[cid]
     assert abs(c.comparison.error_pct) <= 1.0, (cid, c.comparison.measured_gib, c.comparison.estimated_gib)
@@ -81,7 +68,7 @@ def test_each_phase_within_1_percent_and_the_peak_phase_named_right(cid):
     assert c.phase_matches, (cid, c.measured_phase, c.estimated_phase)
 
 
-@pytest.mark.parametrize("cid", _ids(sorted(set(IDS) - SEEN)))
+@pytest.mark.parametrize("cid", sorted(set(IDS) - SEEN))
 def test_held_out_runs_name_the_peak_phase_and_hold_it_within_1_percent(cid):
     """Batch 2 (held out: predictions written before the runs): the phase holding the peak is named right and
     estimated within 1 %. The phase below the peak is not asserted: on the held-out runs it is off by up to
@@ -95,7 +82,7 @@ def test_held_out_runs_name_the_peak_phase_and_hold_it_within_1_percent(cid):
 
 def test_moe_batch_is_held_out_on_an_h100_and_names_every_peak_phase():
     """Batch 3: ten MoE runs on one H100, predictions written before the run; every peak phase named right and
-    every optimizer-step peak within 1 % (the forward/backward misses are the xfails above)."""
+    every optimizer-step peak within 1 %."""
     b3 = next(b for b in DATA["batches"] if b["batch"] == 3)
     assert b3["developed_against"] is False and b3["gpu"].startswith("NVIDIA H100")
     cases = [CASES[c["id"]] for c in DATA["cases"] if c["batch"] == 3]

@@ -24,18 +24,35 @@ MoE) or h::
 
     4 Tn h + 2 Rb Tn E                 norm input and output, router logits and probabilities (Rb = 2 B, 4 or 8 B
                                        with moe_router_dtype fp32 or fp64)
-    + R (B d + B fm up + 2 fm B)       permuted input, fc1 output, activation output, an expert-output-
-      + B R d                          sized term (below); the unweighted activation output unless SwiGLU
+    + R (B d + B fm up + B fm)         the experts' input, fc1 output and activation output (fm = expert width
+      + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below)
     + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
     + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
 
-Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
-fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as act(x) *
-probs, which keeps the unweighted activation output for the probabilities' gradient. The expert-output-
-sized term was "the expert output kept for the unpermute"; since the probabilities moved into the experts
-unpermute keeps none (moe_utils.unpermute), yet the measured runs (SimuMax DeepSeek, Megatron-LM CI MoE
-tests) need that much: kept, not yet attributed. moe_act, shared_experts and moe recompute drop their
-parts; the backward working set is the fc1-output gradient and an expert-output-sized tensor.
+What the backward pass reads of the routed part (Megatron-LM @ d98e8a64): fc1 keeps its input, the permuted
+tokens (local ``ColumnParallelLinear``, Transformer Engine's ``Linear`` and ``GroupedLinear``, whose inputs
+are ``torch.split`` views of the one permuted tensor: transformer_engine/pytorch/module/_split_quantization.py
+``_split_quantize``); the activation keeps fc1's output; fc2 keeps its input. Megatron-Core applies the routing
+probabilities inside the experts (experts.py ``bias_act_func``, mlp.py ``MLP.forward``): in one fused kernel for
+SwiGLU (fusions/fused_bias_swiglu.py ``WeightedSwiGLUFunction`` saves its input and the R probabilities),
+otherwise as act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
+Nothing of the experts' output is kept: fc2's output is concatenated (SequentialMLP ``torch.cat``), re-sorted
+(moe_utils.py ``sort_chunks_by_idxs``: split and cat), sent back (``all_to_all``, reduce-scatter) and
+scattered into the token order (moe_utils.py ``unpermute``: ``scatter_add_`` keeps only its indices; Transformer
+Engine's ``moe_unpermute`` without merging probabilities keeps only its row map), and none of these saves its
+input; the permutation itself (``index_select``, ``moe_permute``) keeps indices only. What the dispatcher keeps
+besides is per token and expert (routing map, probabilities, int64 sort order) or per row (indices), not per
+hidden element. moe_act, shared_experts and moe recompute drop their parts.
+
+The backward working set above what is kept: fc1's data gradient (R d) while its output gradient (R fm up) is
+alive; before it, the expert-output gradient (R d) that ``unpermute``'s backward gathers is copied into another
+R x d tensor by each step that re-orders or moves the rows (the backward of ``sort_chunks_by_idxs`` with more
+than one local expert, of the expert-parallel all-to-all and of the expert tensor-parallel gather): 2 R d. The
+all-gather dispatcher gathers instead, and its backward holds the gathered tokens' gradient (Tg = the tokens
+of the expert tensor- and expert-parallel ranks) beside the rows': (R + Tg) d::
+
+    work = B max(R (fm up + d), 2 R d)     all-to-all and flex dispatchers (R (fm up + d) with nothing to re-order)
+         = B max(R (fm up + d), (R + Tg) d)     all-gather dispatcher
 """
 
 from __future__ import annotations
@@ -122,6 +139,19 @@ def routed_rows(r, T: int, Tn: int) -> int:
     return rows
 
 
+def _backward_work(r, B: int, T: int, Tn: int, rows: int, fc1_out: int, d: int) -> int:
+    """The backward working set above the kept tensors (module docstring): fc1's data gradient beside its output
+    gradient, or two row-sized copies of the expert-output gradient (all-to-all, flex) or the gathered tokens'
+    gradient beside the rows' (all-gather)."""
+    fc1 = B * rows * (fc1_out + d)
+    tokens = Tn if r.sp else T
+    ranks = (r.etp if (r.sp and r.etp > 1) else 1) * r.ep
+    if r.cfg.model.moe_token_dispatcher_type == "allgather":
+        return max(fc1, B * d * (rows + tokens * ranks))
+    moves = r.E // r.ep > 1 or ranks > 1       # sort_chunks_by_idxs over local experts, all-to-all, expert-TP gather
+    return max(fc1, 2 * B * rows * d) if moves else fc1
+
+
 def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
@@ -135,10 +165,11 @@ def activations(r, c: Ctx) -> Part:
     fm = r.fm // r.etp
     # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
     # fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
-    # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
+    # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient. Nothing of
+    # the experts' output is kept (module docstring).
     weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
-    e_in, e_fc1, act_out, e_out = lin_in * rows * d, B * rows * fm * up, lin_in * rows * fm + weighted, B * rows * d
-    experts = e_in + e_fc1 + act_out + e_out
+    e_in, e_fc1, act_out = lin_in * rows * d, B * rows * fm * up, lin_in * rows * fm + weighted
+    experts = e_in + e_fc1 + act_out
     recompute = 0
     if "moe_act" in c.modules:
         experts -= act_out
@@ -159,9 +190,9 @@ def activations(r, c: Ctx) -> Part:
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h
-        norm2_out = router = e_in = e_fc1 = act_out = e_out = shared = 0
+        norm2_out = router = e_in = e_fc1 = act_out = shared = 0
     named = None
     if c.parts:
         named = {"router": router, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
-                 "expert_out": e_out, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
-    return Part(saved, recompute, B * rows * fm * up + B * rows * d, 0, named)
+                 "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
+    return Part(saved, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
