@@ -5,10 +5,11 @@ Expected values are the measured bytes of the data file (PyTorch's allocator on 
 optimizer-step and local-attention modelling was written (docs/validation.md says so); the targets asserted
 here are the accuracy reached on it: every run within 1 % overall and in each phase, and the phase holding
 the peak named right. Batch 2 is held out (predictions written before the runs): within 1 % overall, its
-peak phase named right and within 1 %. Batch 3 (held out, one H100, ten MoE variants): every peak phase named
-right, every peak and every optimizer step within 1 % (its forward/backward peaks were over by up to 3.4 %,
-growing with top-k, until estimator/layers/moe.py stopped keeping an expert-output-sized activation that
-Megatron-Core does not save).
+peak phase named right and within 1 %. Batch 3 (one H100, ten MoE variants, predictions written before the
+run, so held out when it ran): every peak phase named right, every peak and every optimizer step within 1 %.
+Its forward/backward peaks were over by up to 3.4 %, growing with top-k, until estimator/layers/moe.py
+stopped keeping an expert-output-sized activation that Megatron-Core does not save; that change was checked
+against it, so it is marked as seen while developing now.
 """
 
 from __future__ import annotations
@@ -80,11 +81,12 @@ def test_held_out_runs_name_the_peak_phase_and_hold_it_within_1_percent(cid):
     assert abs(err) <= 1.0, (cid, c.measured_phase, err)
 
 
-def test_moe_batch_is_held_out_on_an_h100_and_names_every_peak_phase():
+def test_moe_batch_on_an_h100_names_every_peak_phase():
     """Batch 3: ten MoE runs on one H100, predictions written before the run; every peak phase named right and
-    every optimizer-step peak within 1 %."""
+    every optimizer-step peak within 1 %. The MoE change made after it was checked against it: it is marked as
+    seen while developing (no longer held out)."""
     b3 = next(b for b in DATA["batches"] if b["batch"] == 3)
-    assert b3["developed_against"] is False and b3["gpu"].startswith("NVIDIA H100")
+    assert b3["developed_against"] is True and b3["gpu"].startswith("NVIDIA H100")
     cases = [CASES[c["id"]] for c in DATA["cases"] if c["batch"] == 3]
     assert len(cases) == 10
     assert all(c.phase_matches for c in cases)
