@@ -21,6 +21,8 @@
   const R = window.mmeRender, h = R.h;
   const ERROR_DELAY_MS = 600;           // an error waits this long after the last keystroke in its field
   const PENDING_DELAY_MS = 250;         // "Updating…" only for an answer slower than this
+  const URL_PAUSE_MS = 400;             // typing in a field updates the address bar once it pauses this long
+  const here = () => location.pathname + location.search + location.hash;
   const show = (v) => (v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v));
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
   const clone = (o) => JSON.parse(JSON.stringify(o));
@@ -29,6 +31,7 @@
     constructor(root, boot) {
       this.root = root;
       this.boot = boot;
+      this.path = location.pathname;       // the page's own address (instant navigation may leave it)
       this.specs = new Map();
       for (const sec of boot.schema) for (const f of sec.fields) this.specs.set(f.path, f);
       this.presets = new Map(boot.presets.map((p) => [p.name, p]));
@@ -62,12 +65,17 @@
       this.form.append(...this.boot.schema.map((sec) => this.section(sec)),
         this.importPanel());
       this.fill(true);
+      this.hiddenKey = null;                  // the new fields too
       this.hide(this.hidden || []);
       if (this.notes) this.showErrors(this.notes);
     }
 
     listen() {
-      window.addEventListener("popstate", this.onPop = () => this.setState(this.readURL(), "none"));
+      window.addEventListener("popstate", this.onPop = () => {
+        clearTimeout(this.urlTimer);         // Back or Forward: the entry left keeps what it had
+        this.pendingURL = null;
+        this.setState(this.readURL(), "none");
+      });
       // The charts' width, from the layout as it is done for each frame: reading it while rendering
       // (clientWidth) would force a layout of the whole page on every change.
       this.resize = new ResizeObserver((entries) => {
@@ -125,11 +133,27 @@
       return location.pathname + (q.toString() ? `?${q}` : "") + location.hash;
     }
 
-    writeURL(history_) {                    // "push" (a discrete change: Back undoes it), "replace" or "none"
+    // The address bar follows the form: "push" (a discrete change: Back undoes it), "replace" (typing: once it
+    // pauses) or "none". Called after the request has gone to Python: Chromium takes 2 to 14 ms to update a
+    // history entry, which was on the path of every edit.
+    writeURL(history_) {
       if (history_ === "none") return;
       const url = this.url();
-      if (url === location.pathname + location.search + location.hash) return;
-      if (history_ === "push") history.pushState(null, "", url); else history.replaceState(history.state, "", url);
+      if (history_ === "replace") {
+        clearTimeout(this.urlTimer);
+        this.pendingURL = url;
+        this.urlTimer = setTimeout(() => this.flushURL(), URL_PAUSE_MS);
+        return;
+      }
+      this.flushURL();                        // the typing before, into its own entry
+      if (url !== here()) history.pushState(null, "", url);
+    }
+
+    flushURL() {                              // a pending "replace", now (not once the page has changed)
+      clearTimeout(this.urlTimer);
+      const url = this.pendingURL;
+      this.pendingURL = null;
+      if (url && url !== here() && location.pathname === this.path) history.replaceState(history.state, "", url);
     }
 
     setState(state, history_ = "push", changed = null) {
@@ -138,8 +162,8 @@
       const pre = !this.engine.ready && this.precomputed();
       if (pre) this.usePrecomputed(pre);
       this.fill(true);
-      this.writeURL(history_);
       this.compute(changed);
+      this.writeURL(history_);
     }
 
     setValue(path, value, history_, changed = path) {   // one field (or a companion set) changed by the user
@@ -150,16 +174,16 @@
         || (base === undefined && typeof value !== "string" && spec && same(spec.default, value));
       if (unset) delete this.state.values[path]; else this.state.values[path] = value;
       if (history_) {
-        this.writeURL(history_);
         this.compute(changed);
+        this.writeURL(history_);
       }
     }
 
     apply(set, changed) {                    // several fields at once (a fix, a quick control's companions)
       for (const [path, value] of Object.entries(set)) this.setValue(path, value, null);
       this.fill(true);
-      this.writeURL("push");
       this.compute(changed || Object.keys(set)[0]);
+      this.writeURL("push");
     }
 
     /* ---- building the page */
@@ -175,16 +199,16 @@
         this.gpuGib.hidden = this.state.gpu !== "custom";
         if (this.state.gpu === "custom" && this.state.gpu_gib === undefined) this.state.gpu_gib = "80";
         this.fill();
-        this.writeURL("push");
         this.compute("gpu");
+        this.writeURL("push");
       } }, h("option", { value: "" }, "No GPU (no verdict)"),
         b.gpus.map((g) => h("option", { value: g.name }, `${g.name} (${g.memory})`)),
         h("option", { value: "custom" }, "Other: memory in GiB"));
       this.gpuGib = h("input", { id: "mme-gpu_gib", type: "text", inputmode: "decimal", size: "5", hidden: true,
                                  "aria-label": "GPU memory in GiB", oninput: () => {
                                    this.state.gpu_gib = this.gpuGib.value;
-                                   this.writeURL("replace");
                                    this.compute("gpu_gib");
+                                   this.writeURL("replace");
                                  } });
       this.confirm = h("div", { class: "mme-confirm", role: "alert", hidden: true });
       this.searchButton = h("button", { type: "button", class: "md-button md-button--primary mme-find",
@@ -197,8 +221,10 @@
         h("div", { class: "mme-toolbar" },
           h("label", { for: "mme-preset" }, "Model"), this.preset,
           h("label", { for: "mme-gpu" }, "GPU"), this.gpu, this.gpuGib,
-          h("button", { type: "button", class: "md-button mme-copy-link", onclick: (ev) =>
-            R.copy(location.href, ev.currentTarget) }, "Copy link"),
+          h("button", { type: "button", class: "md-button mme-copy-link", onclick: (ev) => {
+            this.flushURL();
+            R.copy(location.href, ev.currentTarget);
+          } }, "Copy link"),
           this.pinButton(), this.searchButton),
         this.searchOptionsPanel(), this.confirm,
         h("div", { class: "mme-quick", role: "group", "aria-label": "Main settings" }, b.quick.map((q) => this.quickControl(q))),
@@ -492,6 +518,7 @@
       clearTimeout(this.laterTimer);
       this.engine.listeners.delete(this.onEngine);
       window.removeEventListener("popstate", this.onPop);
+      clearTimeout(this.urlTimer);           // the page has changed: a pending entry is not this page's any more
       this.resize.disconnect();
     }
   }

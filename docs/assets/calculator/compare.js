@@ -71,6 +71,7 @@
     pinsChanged() {
       save(KEY_PINS, this.pins);
       this.writeURL("replace");
+      this.flushURL();                      // a discrete change: in the address bar at once
       this.compared = null;
       this.refreshCompare();
     },

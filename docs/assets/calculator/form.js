@@ -118,8 +118,11 @@
     },
 
     /* ---- filling the form from the state */
+    // Each property is written only when it changes: an equal write is still a DOM change the browser styles
+    // again (some eighty fields, on every answer).
     fill(all = false) {
       const values = this.merged();
+      const put = (el, key, v) => { if (el[key] !== v) el[key] = v; };
       this.preset.value = this.presets.has(this.state.preset) ? this.state.preset : "";
       this.gpu.value = this.state.gpu || "";
       this.gpuGib.hidden = this.state.gpu !== "custom";
@@ -127,20 +130,21 @@
       for (const [path, input] of this.inputs) {
         const spec = this.specs.get(path), base = this.presetValue(path);
         if (input.tagName === "SELECT") {
-          input.options[0].textContent = base !== undefined ? `preset: ${show(base)}`
-            : spec.default !== null ? `default: ${show(spec.default)}` : "not set";
+          put(input.options[0], "textContent", base !== undefined ? `preset: ${show(base)}`
+            : spec.default !== null ? `default: ${show(spec.default)}` : "not set");
           const v = this.state.values[path];
-          input.value = v === undefined ? "" : v === null ? "null" : show(v);
+          put(input, "value", v === undefined ? "" : v === null ? "null" : show(v));
         } else {
-          input.placeholder = spec.required && base === undefined ? "required" : base !== undefined ? `preset: ${show(base)}`
-            : spec.default !== null ? `default: ${show(spec.default)}` : spec.derived ? `derived: ${spec.derived}` : "not set";
-          if (all || input !== document.activeElement) input.value = show(values[path]);
+          put(input, "placeholder", spec.required && base === undefined ? "required" : base !== undefined
+            ? `preset: ${show(base)}` : spec.default !== null ? `default: ${show(spec.default)}`
+            : spec.derived ? `derived: ${spec.derived}` : "not set");
+          if (all || input !== document.activeElement) put(input, "value", show(values[path]));
         }
       }
       for (const [path, q] of this.quick) {
         const v = values[path] === undefined ? this.specs.get(path).default : values[path];
         if (q.kind === "number") {
-          if (all || q.input !== document.activeElement) q.input.value = show(v);
+          if (all || q.input !== document.activeElement) put(q.input, "value", show(v));
           continue;
         }
         const opts = this.choices[path] || [];
@@ -157,16 +161,23 @@
     },
 
     hide(paths) {
+      const key = paths.join(" ");
+      if (this.hidden && key === this.hiddenKey) return;      // the same fields as last time (buildForm resets)
       this.hidden = paths;
+      this.hiddenKey = key;
       const hidden = new Set(paths);
       for (const el of this.root.querySelectorAll(".mme-field[data-path], .mme-q[data-path]")) {
-        el.hidden = hidden.has(el.dataset.path);
+        const hide = hidden.has(el.dataset.path);
+        if (el.hidden !== hide) el.hidden = hide;
       }
     },
 
     showErrors(notes) {
       this.notes = notes.length ? notes : null;
-      for (const el of this.root.querySelectorAll(".mme-err")) { el.hidden = true; el.replaceChildren(); }
+      for (const el of this.root.querySelectorAll(".mme-err")) {
+        if (!el.hidden) el.hidden = true;
+        if (el.firstChild) el.replaceChildren();
+      }
       for (const el of this.root.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
       const general = [];
       for (const note of notes) {
