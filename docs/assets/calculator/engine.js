@@ -35,7 +35,8 @@
                          listeners: new Set(), calls: new Map(), next: 1, queue: [], port: null,
                          created: performance.now() };
     const notify = () => e.listeners.forEach((fn) => fn(e));
-    // Material's search worker waits on this page until Python has started or failed (search-worker.js).
+    // Material's search worker waits on this page until Python has answered and then been idle, or failed
+    // (search-worker.js).
     const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("mme-calculator") : null;
     let searchFree = false, searchTimer = 0;
     const settled = () => {
