@@ -20,6 +20,9 @@ browser context (empty caches). It prints, with medians over the runs:
 - **find layouts**: "Find layouts that fit" for DeepSeek-V3 on 1,024 H100-80GB GPUs, from the click to the
   rendered results (the search runs in the worker: the page stays responsive, and the longest main-thread
   task during the search is printed too);
+- **Python ready on a bare page**: the same runtime started by a page that does nothing else (no Material, no
+  form, launched at once; written into the served copy as ``bare-boot.html``): the floor that the calculator
+  page's own "Python ready" can approach on this machine;
 - **make it fit** and **sweep** (issue 14): the "suggest" and "sweep" requests (estimator/web_plan.py) for a
   few configurations that do not fit, from the request to Python's answer on the page (target <= 500 ms each).
 
@@ -36,6 +39,7 @@ import argparse
 import functools
 import http.server
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -165,7 +169,35 @@ def serve(site: Path) -> tuple[str, _Process, Path]:
     locs = "".join(f"<url><loc>{url}{'' if p == '.' else p + '/'}</loc></url>" for p in pages)
     (www / "sub" / "sitemap.xml").write_text('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns='
                                            f'"http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+    _bare_page(www / "sub")
     return url, _Process(proc), www
+
+
+def _bare_page(site: Path) -> None:
+    """``bare-boot.html``: the calculator page's engine (its script tag, with the runtime's manifest) started at
+    once by a page that does nothing else, for the "Python ready on a bare page" floor."""
+    calc = (site / "calculator" / "index.html").read_text(encoding="utf-8")
+    m = re.search(r"<script src=\"\.\./(assets/calculator/engine\.js)\" (data-mme-runtime='[^']*')></script>", calc)
+    if not m:
+        return
+    (site / "bare-boot.html").write_text(
+        f"<!doctype html><html><body><script src=\"{m[1]}\" {m[2]}></script><script>\n"
+        "const e = window.mmeEngine.current.launch();\n"
+        "e.listeners.add(() => { if (e.ready && !window.__ready) window.__ready = e.boot.readyAt; });\n"
+        "</script></body></html>", encoding="utf-8")
+
+
+def bare(browser, url: str) -> float | None:
+    """Python ready (ms from navigation start) on ``bare-boot.html``, a fresh context."""
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        if page.goto(url + "bare-boot.html").status != 200:
+            return None
+        page.wait_for_function("() => window.__ready", timeout=90_000)
+        return page.evaluate("window.__ready")
+    finally:
+        ctx.close()
 
 
 def _wait_done(page, count: int) -> float:
@@ -313,6 +345,7 @@ def main(argv=None) -> int:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            bares = [x for x in (bare(browser, url) for _ in range(args.runs)) if x is not None]
             runs, last = [], None
             for _ in range(args.runs):
                 if last:
@@ -354,6 +387,8 @@ def main(argv=None) -> int:
     print(f"Python ready (median of {len(ready)}):                          {_fmt(_med(ready), TARGETS['ready'])}"
           f"   runs: {', '.join(f'{x:.0f}' for x in ready)}")
     print(f"  boot inside the worker {boot.get('ms')} ms: {boot.get('phases')}")
+    if bares:
+        print(f"  Python ready on a bare page (the runtime alone, median of {len(bares)}): {_med(bares):8.1f} ms")
     print(f"cold start to first Python result (median of {len(first)}):    {_med(first):8.1f} ms")
     print(f"change to render (median of {len(changes)}):                     {_med(changes):8.1f} ms   "
           f"p90 {_fmt(q[-1], TARGETS['change_p90'])}")

@@ -14,7 +14,9 @@ browser, through Pyodide. This hook puts everything it needs into the built site
   into site-packages, without micropip;
 - a Pyodide memory snapshot taken after ``import estimator.web`` (made with Node.js when it is on the
   PATH; without it the page boots Python from scratch, slower but the same), byte for byte the same on
-  every build: it is made with a fixed clock and a fixed entropy stream;
+  every build: it is made with a fixed clock and a fixed entropy stream. Half of Python's memory is zero
+  pages, so the file holds only the others (``sparse_snapshot``), gzipped: the page inflates 16 MB instead
+  of 31 and writes them into a zeroed buffer;
 - for an offline bundle (Material's ``offline`` plugin, ``mkdocs.offline.yml``): the same files as
   gzip+base64 classic scripts, because Chromium refuses ``fetch()`` and module workers on ``file://``,
   and the ``iframe-worker`` shim the offline plugin would otherwise load from unpkg.com.
@@ -56,6 +58,7 @@ import tomllib
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -270,6 +273,41 @@ writeFileSync(env.MME_OUT, py.makeMemorySnapshot());
 """
 
 
+#: The snapshot file's layout (``sparse_snapshot``), part of the cache key.
+SNAPSHOT_MAGIC = b"MMS1"
+SNAPSHOT_PAGE = 4096
+
+
+def sparse_snapshot(memory: bytes) -> bytes:
+    """Python's memory without its zero pages: ``MMS1``, the memory's size, the number of runs, each run's
+    offset and length (all u32, little-endian), then the runs' bytes one after the other. A run is a stretch of
+    consecutive 4 KiB pages that are not all zero; everything outside the runs is zero. The page's worker
+    (``worker.js``) reads it back as it inflates."""
+    zero = bytes(SNAPSHOT_PAGE)
+    runs, start = [], None
+    for at in range(0, len(memory), SNAPSHOT_PAGE):
+        page = memory[at:at + SNAPSHOT_PAGE]
+        if page != zero[:len(page)]:
+            start = at if start is None else start
+        elif start is not None:
+            runs.append((start, at - start))
+            start = None
+    if start is not None:
+        runs.append((start, len(memory) - start))
+    head = struct.pack(f"<4sII{2 * len(runs)}I", SNAPSHOT_MAGIC, len(memory), len(runs),
+                       *(n for run in runs for n in run))
+    return head + b"".join(memory[at:at + n] for at, n in runs)
+
+
+def snapshot_size(snapshot_gz: bytes) -> int:
+    """The memory size a gzipped sparse snapshot restores (its header's second field)."""
+    head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(snapshot_gz, 8)
+    magic, size = struct.unpack("<4sI", head)
+    if magic != SNAPSHOT_MAGIC:
+        raise RuntimeBuildError(f"memory snapshot: not a {SNAPSHOT_MAGIC.decode()} file (header {magic!r})")
+    return size
+
+
 def _node(env) -> str | None:
     if env.get("MME_PYODIDE_SNAPSHOT", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
@@ -284,7 +322,7 @@ def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=
                  "boots Python from scratch")
         return None
     key = hashlib.sha256(b"\0".join([PYODIDE.integrity.encode(), wheel, lock.encode(), _SNAPSHOT_JS.encode(),
-                                     INSTALL_PY.encode(), WARM_PY.encode()])).hexdigest()[:24]
+                                     INSTALL_PY.encode(), WARM_PY.encode(), SNAPSHOT_MAGIC])).hexdigest()[:24]
     cached = cache_dir / "snapshots" / f"{key}.bin.gz"
     if cached.is_file():
         return cached.read_bytes()
@@ -309,7 +347,7 @@ def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=
                         "MME_PYODIDE_SNAPSHOT=0 to build without it.", node, proc.returncode,
                         proc.stderr.strip()[-2000:])
             return None
-        data = gzip.compress(out.read_bytes(), 6, mtime=0)
+        data = gzip.compress(sparse_snapshot(out.read_bytes()), 6, mtime=0)
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.with_suffix(".part").write_bytes(data)
     cached.with_suffix(".part").replace(cached)
@@ -339,8 +377,8 @@ def build_runtime(cache_dir: Path, *, env=os.environ, root: Path = ROOT) -> Runt
     manifest = {"pyodide": PYODIDE.version, "python": info.get("python"), "lock": lock, "wheel": wheel_name,
                 "snapshot": "snapshot.bin.gz" if snapshot else None, "install_py": INSTALL_PY, "offline": None,
                 "sizes": download_sizes(files),
-                # the snapshot's size inflated (gzip's ISIZE): the page inflates it into one buffer of this size
-                "snapshot_bytes": struct.unpack("<I", snapshot[-4:])[0] if snapshot else None}
+                # the memory the snapshot restores (its header says it too; the worker reads that)
+                "snapshot_bytes": snapshot_size(snapshot) if snapshot else None}
     return Runtime(files, manifest)
 
 

@@ -13,6 +13,7 @@ import importlib.util
 import io
 import json
 import re
+import struct
 import subprocess
 import sys
 import tarfile
@@ -209,16 +210,42 @@ def test_boot_data_comes_from_the_schema():
     assert json.loads(json.dumps(boot)) == boot
 
 
-def test_manifest_gives_the_inflated_snapshot_size(monkeypatch, tmp_path):
-    """The page inflates the memory snapshot into one buffer of the size the manifest gives: gzip's own
-    record of it (ISIZE). Hand check: 3 MiB of a repeating pattern, gzipped, is said to be 3,145,728 bytes."""
+def test_manifest_gives_the_snapshot_memory_size(monkeypatch, tmp_path):
+    """The manifest says how much memory the snapshot restores: the size in its header. Hand check: 3 MiB of a
+    repeating pattern is said to be 3,145,728 bytes."""
     memory = bytes(range(256)) * (3 * 4096)                         # 3 MiB
     lock = json.dumps({"info": {"python": "3.14.2"}})
+    packed = gzip.compress(rt.sparse_snapshot(memory), mtime=0)
     monkeypatch.setattr(rt, "fetch_package", lambda pin, cache, env=None: {"pyodide.mjs": b"x",
                                                                            "pyodide-lock.json": lock.encode()})
-    monkeypatch.setattr(rt, "make_snapshot", lambda *a, **k: gzip.compress(memory, mtime=0))
+    monkeypatch.setattr(rt, "make_snapshot", lambda *a, **k: packed)
     runtime = rt.build_runtime(tmp_path)
     assert runtime.manifest["snapshot_bytes"] == 3_145_728
-    assert runtime.manifest["sizes"]["snapshot.bin.gz"] == len(gzip.compress(memory, mtime=0))
+    assert runtime.manifest["sizes"]["snapshot.bin.gz"] == len(packed)
+    monkeypatch.setattr(rt, "make_snapshot", lambda *a, **k: gzip.compress(memory, mtime=0))
+    with pytest.raises(rt.RuntimeBuildError, match="not a MMS1 file"):
+        rt.build_runtime(tmp_path)
     monkeypatch.setattr(rt, "make_snapshot", lambda *a, **k: None)
     assert rt.build_runtime(tmp_path).manifest["snapshot_bytes"] is None
+
+
+def test_sparse_snapshot_keeps_only_the_pages_that_are_not_zero():
+    """Four 4 KiB pages and a fifth cut short to 100 bytes, 16,484 bytes: page 0 zero, pages 1 and 2 hold data
+    (one byte each, at 4,096 + 5 and 8,192 + 4,095), page 3 zero, page 4 one byte at its end. Runs: (4,096,
+    8,192) and (16,384, 100). The file: "MMS1", 16,484 (the memory's size), 2, the four run fields, then
+    8,192 + 100 bytes of data: 12 + 16 + 8,292 = 8,320 bytes. Reading it back puts every byte where it was."""
+    memory = bytearray(4 * 4096 + 100)
+    memory[4096 + 5] = 7
+    memory[8192 + 4095] = 9
+    memory[-1] = 1
+    out = rt.sparse_snapshot(bytes(memory))
+    assert len(out) == 8_320
+    magic, size, n, *runs = struct.unpack("<4sII4I", out[:28])
+    assert (magic, size, n, runs) == (b"MMS1", 16_484, 2, [4096, 8192, 16_384, 100])
+    back = bytearray(size)
+    data = out[28:]
+    back[4096:4096 + 8192] = data[:8192]
+    back[16_384:] = data[8192:]
+    assert back == memory
+    assert rt.snapshot_size(gzip.compress(out)) == 16_484
+    assert rt.sparse_snapshot(bytes(8192)) == struct.pack("<4sII", b"MMS1", 8192, 0)

@@ -96,8 +96,51 @@ function mmeWorkerMain(scope) {
     return () => { WebAssembly.instantiateStreaming = original; };
   }
 
-  // The memory snapshot, inflated while it downloads, into one buffer of the size the build wrote down.
-  async function snapshotBytes(url, size) {
+  // The memory snapshot as the build writes it (hooks/runtime.py sparse_snapshot): "MMS1", the memory's size,
+  // the number of runs, each run's offset and length (u32, little-endian), then the runs' bytes; the rest of
+  // the memory is zero. write() takes the inflated bytes in pieces of any size and puts each where it belongs
+  // in a zeroed buffer; memory() returns that buffer once every run has been filled.
+  function sparseMemory() {
+    let head = new Uint8Array(0), runs = null, buf = null, r = 0, at = 0, left = 0;
+    const bad = (why) => new Error(`the memory snapshot is damaged (${why})`);
+    const nextRun = () => {
+      while (left === 0 && r < runs.length) { at = runs[r]; left = runs[r + 1]; r += 2; }
+    };
+    return {
+      write(piece) {
+        let i = 0;
+        if (!runs) {
+          const joined = new Uint8Array(head.length + piece.length);
+          joined.set(head);
+          joined.set(piece, head.length);
+          head = piece = joined;
+          const v = new DataView(head.buffer, head.byteOffset, head.byteLength);
+          if (head.length < 12) return;
+          if (v.getUint32(0, true) !== 0x31534d4d) throw bad("not an MMS1 file");     // "MMS1"
+          const n = v.getUint32(8, true);
+          if (head.length < 12 + 8 * n) return;
+          buf = new Uint8Array(v.getUint32(4, true));
+          runs = Array.from({ length: 2 * n }, (_, j) => v.getUint32(12 + 4 * j, true));
+          i = 12 + 8 * n;
+          nextRun();
+        }
+        while (i < piece.length) {
+          if (left === 0) throw bad("longer than its runs");
+          const n = Math.min(left, piece.length - i);
+          buf.set(piece.subarray(i, i + n), at);
+          at += n; left -= n; i += n;
+          nextRun();
+        }
+      },
+      memory() {
+        if (!runs || left > 0) throw bad("cut short");
+        return buf;
+      },
+    };
+  }
+
+  // The memory snapshot, inflated and put in place while it downloads.
+  async function snapshotBytes(url) {
     const resp = await fetch(url);
     if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
     const reader = resp.body.getReader();
@@ -109,19 +152,18 @@ function mmeWorkerMain(scope) {
     });
     const gz = head[0] === 0x1f && head[1] === 0x8b;        // else already inflated by the server
     const out = (gz ? body.pipeThrough(new DecompressionStream("gzip")) : body).getReader();
-    let buf = new Uint8Array(size || 1 << 20), n = 0;
+    const mem = sparseMemory();
     for (;;) {
       const { done, value } = await out.read();
-      if (done) break;
-      if (n + value.byteLength > buf.length) {               // larger than written down: grow
-        const bigger = new Uint8Array(Math.max(2 * buf.length, n + value.byteLength));
-        bigger.set(buf.subarray(0, n));
-        buf = bigger;
-      }
-      buf.set(value, n);
-      n += value.byteLength;
+      if (done) return mem.memory();
+      mem.write(value);
     }
-    return n === buf.length ? buf : buf.slice(0, n);
+  }
+
+  function unsparse(bytes) {
+    const mem = sparseMemory();
+    mem.write(bytes);
+    return mem.memory();
   }
 
   const fromBase64 = (s) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(s)
@@ -203,13 +245,13 @@ function mmeWorkerMain(scope) {
         .map((name) => base + name), wasm);
       restoreWasm = compileWasm(wasm, native);
       if (m.snapshot) {
-        opts._loadSnapshot = snapshotBytes(base + m.snapshot, m.snapshot_bytes).then(mark("snapshot inflated"));
+        opts._loadSnapshot = snapshotBytes(base + m.snapshot).then(mark("snapshot inflated"));
       }
       ({ loadPyodide } = await loader);
       opts.createPyodideModule = (await asm).default;
     }
     const wheel = files ? Promise.resolve(files[m.wheel]) : getBytes(base + m.wheel);
-    if (m.snapshot && files) opts._loadSnapshot = Promise.resolve(files[m.snapshot]);
+    if (m.snapshot && files) opts._loadSnapshot = Promise.resolve().then(() => unsparse(files[m.snapshot]));
     const t1 = performance.now();
     const py = await withWatchdog(loadPyodide(opts)).finally(() => restoreWasm());
     const t2 = performance.now();
