@@ -42,8 +42,9 @@ Nothing of the experts' output is kept: fc2's output is concatenated (Sequential
 scattered into the token order (moe_utils.py ``unpermute``: ``scatter_add_`` keeps only its indices; Transformer
 Engine's ``moe_unpermute`` without merging probabilities keeps only its row map), and none of these saves its
 input; the permutation itself (``index_select``, ``moe_permute``) keeps indices only. What the dispatcher keeps
-besides is per token and expert (routing map, probabilities, int64 sort order) or per row (indices), not per
-hidden element. moe_act, shared_experts and moe recompute drop their parts.
+besides is per token and expert or per row (indices), not per hidden element; of it the allgather dispatcher's
+saved probabilities and mask are counted with the router (:mod:`.router`). moe_act, shared_experts and moe
+recompute drop their parts.
 
 The backward working set above what is kept: fc1's data gradient (R d) while its output gradient (R fm up) is
 alive; before it, the expert-output gradient (R d) that ``unpermute``'s backward gathers is copied into another
