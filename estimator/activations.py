@@ -10,10 +10,11 @@ in short, in bytes:
     attention  = 4*Tn*h + 2*T*(a + 2g)*dh/t + 2*T*a*dh/t + 4*T*a/t
                  norm input and output, q/k/v as flash attention saves them, its output, softmax statistics
     dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
-    MoE        = 4*Tn*h + 2*Rb*Tn*E + R*(2h + 2*fm*(3 if gated else 2)/etp) (+ R*2*fm/etp unless SwiGLU)
+    MoE        = 4*Tn*h + router + R*(2h + 2*fm*(3 if gated else 2)/etp) (+ R*2*fm/etp unless SwiGLU)
                  + shared expert like a dense MLP of width fs; R = routed rows (the experts' input, fc1 and
-                 activation outputs; nothing of the experts' output); router logits and probabilities in
-                 Rb = 2 B (4/8 B with moe_router_dtype fp32/fp64)
+                 activation outputs; nothing of the experts' output); router = what the router's autograd
+                 graph saves (estimator.layers.router: 12*Tn*k by Megatron's default, + 4*Tn*E per fp32
+                 score tensor of sigmoid scores or an aux loss)
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
     Mamba-2    = 4*Tn*h + 2*T*(2di + 2gN + nh)/t + 6*T*di/t + 4*T*g/t
     gated delta net = see estimator.layers.gated_delta_net

@@ -35,6 +35,12 @@ moe_layer_freq (DeepSeek)          i >= first_k_dense_replace and i % moe_layer_
 decoder_sparse_step,               moe_layer_freq as a 0/1 list (layer i is MoE when i is not in
 mlp_only_layers (Qwen MoE)         mlp_only_layers and (i + 1) % decoder_sparse_step == 0)
 topk_method noaux_tc               moe_router_enable_expert_bias (e_score_correction_bias)
+scoring_func (DeepSeek)            moe_router_score_function
+n_group, topk_group (DeepSeek,     moe_router_num_groups, moe_router_group_topk (group-limited routing,
+noaux_tc / group_limited_greedy)   when n_group > 1)
+aux_loss_alpha, seq_aux (DeepSeek) moe_aux_loss_coeff with moe_router_load_balancing_type seq_aux_loss, as
+                                   Megatron-Bridge's DeepSeek and Kimi bridges set them (DeepSeek-V3's
+                                   config.json omits the coefficient: the bridge's 1e-4)
 q_lora_rank (null: no compression) q_lora_rank, with multi_latent_attention and qk_layernorm (the
 kv_lora_rank                       MLA latent norms)
 qk_nope_head_dim                   qk_head_dim
@@ -197,7 +203,8 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "v_head_dim": "v_head_dim", "num_nextn_predict_layers": "mtp_num_layers", "rms_norm_eps": "layernorm_epsilon",
              "attention_dropout": "attention_dropout", "hidden_dropout": "hidden_dropout",
              "decoder_sparse_step": MAX_LAYERS, "first_k_dense_replace": MAX_LAYERS, "moe_layer_freq": MAX_LAYERS,
-             "n_shared_experts": MAX_EXPERTS}
+             "n_shared_experts": MAX_EXPERTS, "aux_loss_alpha": "moe_aux_loss_coeff",
+             "n_group": "moe_router_num_groups", "topk_group": "moe_router_group_topk"}
 #: Unknown keys named in the error; the rest are counted.
 _LISTED_KEYS = 20
 
@@ -486,9 +493,30 @@ def _deepseek(r: _Reader, m: dict) -> None:
         elif method not in ("greedy", "group_limited_greedy"):
             raise UnsupportedError(f"config.json:topk_method {show(method)} is not supported; known: greedy, "
                                    "group_limited_greedy, noaux_tc (adds the e_score_correction_bias)")
+        _deepseek_router(r, m, method)
     mtp = r.int("num_nextn_predict_layers", 0)
     if mtp:
         m["mtp_num_layers"] = mtp
+
+
+def _deepseek_router(r: _Reader, m: dict, method: str) -> None:
+    """The router as Megatron-Bridge builds it from a DeepSeek config.json (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/conversion/model_bridge.py CONFIG_MAPPING: scoring_func, n_group, topk_group,
+    aux_loss_alpha; models/deepseek/deepseek_v2_bridge.py, deepseek_v3_bridge.py, models/kimi/kimi_bridge.py:
+    seq_aux_loss, and DeepSeek-V3's coefficient 1e-4 where its config.json has none)."""
+    fn = r.name("scoring_func", "softmax")
+    if fn not in ("softmax", "sigmoid"):
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} is not supported for {r.mt}; known: softmax, "
+                               "sigmoid")
+    if fn != "softmax":
+        m["moe_router_score_function"] = fn
+    groups, topk = r.int("n_group", required=False), r.int("topk_group", required=False)
+    if method in ("noaux_tc", "group_limited_greedy") and groups and groups > 1 and topk:
+        m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
+    coeff = r.number("aux_loss_alpha", 1e-4 if r.mt == "deepseek_v3" else None)
+    if coeff:
+        m["moe_router_load_balancing_type"] = "seq_aux_loss" if r.flag("seq_aux", True) else "aux_loss"
+        m["moe_aux_loss_coeff"] = coeff
 
 
 # ---------------------------------------------------------------------- architectures with their own mapping

@@ -42,7 +42,8 @@ _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.ad
                    "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
                    "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader",
                    "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules",
-                   "model.linear_attention_freq"}
+                   "model.linear_attention_freq", "model.moe_router_load_balancing_type",
+                   "model.moe_aux_loss_coeff"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 
 #: Option string -> argument destination, for every argument Megatron-LM defines.
@@ -59,7 +60,8 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "external_cuda_graph", "moe_enable_deepep", "use_layer_wise_param_layout", "moe_deepep_num_sms",
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
-                  "mtp_hybrid_override_pattern", "experimental_attention_variant"}
+                  "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
+                  "moe_aux_loss_coeff"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -236,6 +238,51 @@ def _is_default(dest: str, values: list[str]) -> bool:
     return True
 
 
+#: Router fields read from plain flags, dropped (with a note) for a dense model.
+_ROUTER_FIELDS = ("moe_router_score_function", "moe_router_pre_softmax", "moe_router_num_groups",
+                  "moe_router_group_topk", "moe_z_loss_coeff", "moe_router_fusion")
+
+#: Load balancing types of ``--moe-router-load-balancing-type`` (arguments.py), and those with an aux loss.
+_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none")
+_AUX_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
+
+
+def _load_balancing(raw: dict, m: dict, notes: list) -> None:
+    """``--moe-router-load-balancing-type`` and ``--moe-aux-loss-coeff`` (both nargs='+', paired by position).
+
+    What the router keeps depends only on whether it runs Sinkhorn and whether some aux-loss type has a
+    positive coefficient (router.py ``is_aux_loss_enabled``); a list of types is kept as its first aux-loss type
+    with a positive coefficient (or ``none``), with a note."""
+    flag_t, flag_c = "--moe-router-load-balancing-type", "--moe-aux-loss-coeff"
+    types = raw.get("moe_router_load_balancing_type", ["aux_loss"])
+    coeffs = []
+    for v in raw.get("moe_aux_loss_coeff", ["0.0"]):
+        try:
+            coeffs.append(float(v))
+        except ValueError:
+            raise ConfigError(Problem(flag_c, v, f"{flag_c} needs a number, got {v!r}")) from None
+    for t in types:
+        if t not in _BALANCING:
+            raise ConfigError(Problem(flag_t, t, f"{flag_t} must be one of {', '.join(_BALANCING)}, got {t!r}"))
+    if "quantile_balancing" in types:
+        raise RefusedFlagsError([(f"{flag_t} {' '.join(types)}", "the quantile-balancing router is not modelled")])
+    if len(types) == 1:
+        if len(coeffs) != 1:
+            raise ConfigError(Problem(flag_c, " ".join(map(str, coeffs)), f"{flag_c} takes one value for one "
+                                      f"load balancing type, got {len(coeffs)}"))
+        m["moe_router_load_balancing_type"], m["moe_aux_loss_coeff"] = types[0], coeffs[0]
+        return
+    if len(coeffs) != len(types):
+        raise ConfigError(Problem(flag_c, " ".join(map(str, coeffs)), f"{flag_c} needs one value per load "
+                                  f"balancing type ({len(types)}), got {len(coeffs)}"))
+    if "sinkhorn" in types:
+        raise ConfigError(Problem(flag_t, " ".join(types), "sinkhorn cannot be combined with other types"))
+    on = [(t, c) for t, c in zip(types, coeffs) if t in _AUX_TYPES and c > 0]
+    m["moe_router_load_balancing_type"], m["moe_aux_loss_coeff"] = on[0] if on else ("none", 0.0)
+    notes.append(f"{flag_t} {' '.join(types)}: the router keeps the same scores for every aux-loss type; "
+                 f"estimated as {m['moe_router_load_balancing_type']}")
+
+
 def _check_arity(flag: str, dest: str, values: list[str]) -> None:
     arity = ARGUMENTS[dest][1]
     if arity == 0 and values:
@@ -356,8 +403,10 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
             for dest in ("moe_deepep_num_sms", "moe_hybridep_num_sms"):   # deprecated aliases (TransformerConfig)
                 if dest in raw:
                     m["moe_flex_dispatcher_num_sms"] = _int("--" + dest.replace("_", "-"), raw[dest])
+        _load_balancing(raw, m, notes)
     else:
-        for k in ("moe_router_dtype", "moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms"):
+        for k in ("moe_router_dtype", "moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms",
+                  *_ROUTER_FIELDS):
             if k in m:
                 del m[k]
                 notes.append(f"--{k.replace('_', '-')}: only for MoE models")

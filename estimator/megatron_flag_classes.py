@@ -124,6 +124,9 @@ _put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage k
 _put(_M, "first_last_layers_bf16 num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "bf16 layers in an FP8 "
      "run: no FP8 weight copies, bf16 activations")
 _put(_M, "moe_router_dtype", "dtype of the saved router logits and probabilities")
+_put(_M, "moe_router_score_function moe_router_pre_softmax moe_router_num_groups moe_router_group_topk "
+     "moe_router_load_balancing_type moe_aux_loss_coeff moe_z_loss_coeff moe_router_fusion",
+     "which router tensors are saved for the backward pass (fp32 scores, masks, logits per token and expert)")
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
@@ -148,17 +151,17 @@ _put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform p
      "mup_base_head_dim mup_attn_scale_power", "initialisation and scaling only")
 _put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
      "no_persist_layer_norm fused_residual_rmsnorm use_transformer_engine_op_fuser use_te_activation_func "
-     "use_fused_weighted_squared_relu moe_permute_fusion moe_router_fusion mla_down_proj_fusion "
+     "use_fused_weighted_squared_relu moe_permute_fusion mla_down_proj_fusion "
      "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
      "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
      "moe_mlp_glu_interleave_size disable_jit_fuser deterministic_mode "
      "disable_bf16_reduced_precision_matmul flash_attention_version batch_invariant_mode "
      "batch_invariant_backend clone_scatter_output_in_embedding",
      "kernel choice or fusion: the same tensors are kept for the backward pass")
-_put(_N, "moe_router_num_groups moe_router_group_topk moe_router_pre_softmax moe_router_topk_scaling_factor "
-     "moe_router_score_function moe_router_bias_update_rate moe_router_quantile_balancing_ema "
-     "moe_router_force_load_balancing moe_router_force_biased moe_router_load_balancing_type moe_aux_loss_coeff "
-     "moe_z_loss_coeff moe_input_jitter_eps moe_token_drop_policy moe_per_layer_logging "
+_put(_N, "moe_router_topk_scaling_factor "
+     "moe_router_bias_update_rate moe_router_quantile_balancing_ema "
+     "moe_router_force_load_balancing moe_router_force_biased "
+     "moe_input_jitter_eps moe_token_drop_policy moe_per_layer_logging "
      "moe_enable_routing_replay moe_shared_expert_overlap high_priority_a2a_comm_stream "
      "moe_router_padding_for_quantization moe_router_padding_for_fp8",
      "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert")

@@ -95,4 +95,24 @@ def model_problems(cfg) -> list[Problem]:
             "attention")
     if m.softmax_type != "vanilla" and m.multi_latent_attention:
         add("softmax_type", m.softmax_type, "modelled only for self-attention, not multi-latent attention")
+    if m.num_experts is not None:
+        _router_rules(m, add)
     return out
+
+
+def _router_rules(m, add) -> None:
+    """TopKRouter's rules (Megatron-LM @ d98e8a64 : megatron/core/transformer/transformer_config.py
+    ``__post_init__``, megatron/core/transformer/moe/router.py; TransformerEngine @ d0067d0d :
+    transformer_engine/pytorch/router.py)."""
+    groups, gk = m.moe_router_num_groups, m.moe_router_group_topk
+    if gk is not None and groups is None:
+        add("moe_router_group_topk", gk, "group-limited routing needs moe_router_num_groups")
+    if groups is not None and m.num_experts % groups:
+        add("moe_router_num_groups", groups, f"num_experts ({m.num_experts}) must be divisible by "
+            f"moe_router_num_groups ({groups})")
+    if gk is not None and groups is not None and gk > groups:
+        add("moe_router_group_topk", gk, f"must be <= moe_router_num_groups ({groups})")
+    if m.moe_router_fusion and m.moe_router_dtype == "fp64":
+        add("moe_router_fusion", True, "Transformer Engine's fused router does not support moe_router_dtype fp64")
+    if m.moe_router_load_balancing_type == "sinkhorn" and m.moe_aux_loss_coeff:
+        add("moe_aux_loss_coeff", m.moe_aux_loss_coeff, "Sinkhorn routing does not support an aux loss (must be 0)")

@@ -104,11 +104,49 @@ class ModelConfig:
                                         "(moe_flex_dispatcher_backend).", type="str",
                                         choices=("alltoall", "allgather", "flex"),
                                         flag="--moe-token-dispatcher-type")
-    moe_router_dtype: str | None = _f(None, "Dtype of the router logits and routing probabilities kept for the "
-                                      "backward pass (Megatron-Core TransformerConfig.moe_router_dtype): fp32 4 B or "
-                                      "fp64 8 B per token and expert, twice (logits and probabilities).", type="str",
+    moe_router_dtype: str | None = _f(None, "Dtype of the router logits and routing probabilities "
+                                      "(Megatron-Core TransformerConfig.moe_router_dtype): fp32 4 B or fp64 8 B per "
+                                      "token and expert where the backward pass keeps them (the logits with the "
+                                      "z-loss, the allgather dispatcher's probabilities); the scores are fp32 "
+                                      "either way.", type="str",
                                       choices=("fp32", "fp64"), derived="the activations' dtype (bf16: 2 B)",
                                       flag="--moe-router-dtype")
+    moe_router_score_function: str = _f("softmax", "Score function for MoE routing (softmax, sigmoid or "
+                                        "sqrtsoftplus). sigmoid and sqrtsoftplus keep fp32 scores for every token "
+                                        "and expert (4 B each) for the backward pass; softmax after top-k keeps "
+                                        "only the k selected.", type="str",
+                                        choices=("softmax", "sigmoid", "sqrtsoftplus"),
+                                        flag="--moe-router-score-function")
+    moe_router_pre_softmax: bool = _f(False, "Enable pre-softmax (pre-sigmoid) routing: the softmax runs over all "
+                                      "experts before the top-k selection and keeps its fp32 output for every "
+                                      "token and expert. By default softmax is done after top-k.", type="bool",
+                                      flag="--moe-router-pre-softmax")
+    moe_router_num_groups: int | None = _f(None, "Number of groups to divide experts into for group-limited "
+                                           "routing (DeepSeek-V3: 8, node-limited). null means no groups.",
+                                           type="int", min=1, max=MAX_EXPERTS, flag="--moe-router-num-groups")
+    moe_router_group_topk: int | None = _f(None, "Number of selected groups for group-limited routing (needs "
+                                           "moe_router_num_groups). Without expert bias it keeps a 1-byte mask per "
+                                           "token and expert.", type="int", min=1, max=MAX_EXPERTS,
+                                           flag="--moe-router-group-topk")
+    moe_router_load_balancing_type: str = _f("aux_loss", "The load balancing strategy for the router: aux_loss "
+                                             "(GShard, Switch Transformer; per micro-batch), seq_aux_loss (DeepSeek-V2/"
+                                             "V3; per sample), global_aux_loss (per global batch), sinkhorn (S-BASE) "
+                                             "or none. The aux losses apply only with moe_aux_loss_coeff > 0.",
+                                             type="str", choices=("aux_loss", "seq_aux_loss", "global_aux_loss",
+                                                                  "sinkhorn", "none"),
+                                             flag="--moe-router-load-balancing-type")
+    moe_aux_loss_coeff: float = _f(0.0, "Scaling coefficient for the aux loss (a starting value of 1e-2 is "
+                                   "recommended). Above 0 the router computes its scores a second time over all "
+                                   "experts and keeps them in fp32 (4 B per token and expert). Megatron's default "
+                                   "0.0 turns the aux loss off.", type="float", min=0.0, max=1e6,
+                                   flag="--moe-aux-loss-coeff")
+    moe_z_loss_coeff: float | None = _f(None, "Scaling coefficient for the z-loss (a starting value of 1e-3 is "
+                                        "recommended); its logsumexp keeps the router logits. null means no "
+                                        "z-loss.", type="float", min=0.0, max=1e6, flag="--moe-z-loss-coeff")
+    moe_router_fusion: bool = _f(False, "Fuse the top-k routing and aux-loss score computation (Transformer "
+                                 "Engine's fused router kernels): each keeps one fp32 intermediate per token and "
+                                 "expert, the top-k also its bool routing map.", type="bool",
+                                 flag="--moe-router-fusion")
     moe_flex_dispatcher_backend: str = _f("deepep", "Communication library of the flex dispatcher: deepep "
                                           "(DeepEP's NVLink/RDMA buffers) or hybridep (HybridEP's buffers sized for "
                                           "the worst-case token count). Both are allocated outside PyTorch's "

@@ -70,14 +70,15 @@ def test_two_micro_batches_in_flight_count_each_layer_twice():
 
 def test_moe_router_and_shared_expert_by_hand():
     """Layers 1-3 MoE (8 experts, top 2, expert width 1024, shared expert 1024, GeLU), one micro-batch of
-    T = 2048 tokens: router logits and probabilities in the input dtype (bf16; moe_router_dtype unset),
-    2 x 2 T E = 65,536 B per layer, x 3 = 196,608;
+    T = 2048 tokens: the router with Megatron's defaults (softmax after top-k, no aux loss; moe_utils.py
+    topk_routing_with_score_function) keeps topk's int64 indices 8 T k and the fp32 softmax of the k selected
+    logits 4 T k: 12 x 2048 x 2 = 49,152 B per layer, x 3 = 147,456;
     shared expert fc1 output 2 T fs + activation output 2 T fs = 8,388,608 per layer, x 3 = 25,165,824; the
     dense layer's MLP as above, 33,554,432."""
     e = est(model=dict(num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=1024,
                        moe_shared_expert_intermediate_size=1024, moe_layer_freq=[0, 1, 1, 1]))
     got = rows(e)
-    assert got["router"] == 196_608
+    assert got["router"] == 147_456
     assert got["shared_experts"] == 25_165_824
     assert got["dense_mlp"] == 33_554_432
     assert got["norms"] == 67_108_864                # four layers' norms, dense or MoE alike

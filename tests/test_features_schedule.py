@@ -51,9 +51,9 @@ def test_expert_parallel_overlap_step_peak_with_interleaving():
         attention  norm in + out 2 x 2 B x T x h = 8,388,608; q, k, v 2 B x T x 3 x 1024 = 12,582,912;
                    output 2 B x T x 1024 = 4,194,304; softmax statistics 4 B x T x 8 = 65,536  -> 25,231,360
         pre-MLP norm in + out 2 x 2 B x T x h                                                 ->  8,388,608
-        router logits + probabilities 2 x 2 B x T x 8                                         ->     65,536
-                                                                                       total   33,685,504
-    so the backward working set phase (41,943,040) becomes the step, 41,943,040 + 33,685,504 = 75,628,544.
+        router (softmax after top-2): int64 indices 8 B x T x 2 + fp32 softmax 4 B x T x 2   ->     49,152
+                                                                                       total   33,669,120
+    so the backward working set phase (41,943,040) becomes the step, 41,943,040 + 33,669,120 = 75,612,160.
     Stage 1 peaks at the loss's forward (131,072,000), which stays."""
     par = {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
            "virtual_pipeline_model_parallel_size": 2}
@@ -63,8 +63,8 @@ def test_expert_parallel_overlap_step_peak_with_interleaving():
     assert [x.microbatches_in_flight for x in s] == [x.microbatches_in_flight for x in base] == [5, 3]
     assert base[0].transient["backward_working_set"] == 41_943_040
     assert "backward_working_set" not in s[0].transient
-    assert s[0].transient["ep_overlap_1f1b_step"] == 41_943_040 + 33_685_504
-    assert s[0].allocated_bytes - base[0].allocated_bytes == 33_685_504
+    assert s[0].transient["ep_overlap_1f1b_step"] == 41_943_040 + 33_669_120
+    assert s[0].allocated_bytes - base[0].allocated_bytes == 33_669_120
     assert s[1].allocated_bytes == base[1].allocated_bytes and "loss_forward" in s[1].transient
 
 
@@ -105,10 +105,15 @@ def test_first_and_last_layer_in_bf16():
 
 
 def test_router_dtype():
-    """Router logits and probabilities, T x 8 experts each per layer: 2 B by default, 4 B in fp32."""
-    base = est(MOE).stages[0]
-    s = est({**MOE, "moe_router_dtype": "fp32"}).stages[0]
-    assert s.activations_bytes - base.activations_bytes == L * 2 * 2 * T * 8
+    """The router keeps tensors in its dtype only where the logits themselves are saved (moe_utils.py
+    z_loss_func: logsumexp saves its input, the T x 8 logits, and its T outputs): 2 B by default, 4 B in fp32,
+    (4 - 2) x (T x 8 + T) more per layer. With Megatron's default softmax after top-k and no z-loss the saved
+    scores are fp32 either way and the dtype changes nothing."""
+    assert est({**MOE, "moe_router_dtype": "fp32"}).stages[0].activations_bytes == est(MOE).stages[0].activations_bytes
+    z = {**MOE, "moe_z_loss_coeff": 1e-3}
+    base = est(z).stages[0]
+    s = est({**z, "moe_router_dtype": "fp32"}).stages[0]
+    assert s.activations_bytes - base.activations_bytes == L * (4 - 2) * (T * 8 + T)
 
 
 def test_schedule_rules():

@@ -217,7 +217,9 @@ def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
     MoE layer, s 256, b 1, top-2: R = 512 routed rows; expert width fm 128, h 256, bf16, no dropout, by hand
     from what the backward reads:
       pre-MLP norm input and output (the router's gating linear saves the output): 2 * 2*256*256
-      router logits and probabilities, bf16 (TopKRouter.gating keeps the input dtype): 2 * 2*256*4
+      router, Megatron's default softmax after top-k without aux loss (moe_utils.py
+      topk_routing_with_score_function): topk's int64 indices 8*256*2 and the fp32 softmax of the 2 selected
+      logits 4*256*2; the logits themselves are not saved (router_gating_linear saves its input)
       the permuted tokens fc1 saves as its input: 2*R*h
       fc1 output (saved by the activation): 2*R*fm*up; fc2 input (the weighted activation output): 2*R*fm
       gelu only: the unweighted act(x) that act(x) * probs keeps for the probabilities' gradient: 2*R*fm
@@ -229,7 +231,7 @@ def test_moe_routing_weights_applied_unfused_keep_one_more_activation():
     moe = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000, "num_experts": 4,
            "moe_router_topk": 2, "moe_ffn_hidden_size": 128}
     R, fm, h = 512, 128, 256
-    base = 2 * 2 * 256 * h + 2 * 2 * 256 * 4 + 2 * R * h + 2 * R * fm
+    base = 2 * 2 * 256 * h + (8 + 4) * 256 * 2 + 2 * R * h + 2 * R * fm
     gelu = resolve(load_config(make_config({**moe, "activation_func": "gelu", "gated_linear_unit": False},
                                            training={"seq_length": 256})))
     swiglu = resolve(load_config(make_config({**moe, "activation_func": "swiglu", "gated_linear_unit": True},

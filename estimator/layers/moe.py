@@ -22,8 +22,9 @@ expert-parallel ranks only); the router, the gate, the latent projections and th
 Activations per micro-batch on one GPU, in bytes, with R routed rows (:func:`routed_rows`) and d = l (latent
 MoE) or h::
 
-    4 Tn h + 2 Rb Tn E                 norm input and output, router logits and probabilities (Rb = 2 B, 4 or 8 B
-                                       with moe_router_dtype fp32 or fp64)
+    4 Tn h + router                    norm input and output; the router's saved tensors (:mod:`.router`: e.g.
+                                       12 Tn k for Megatron's default softmax after top-k, 4 Tn E + 12 Tn k
+                                       + 4 Tn for sigmoid with expert bias, + 4 Tn E (+ 4 Tn) with an aux loss)
     + R (B d + B fm up + B fm)         the experts' input, fc1 output and activation output (fm = expert width
       + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below)
     + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
@@ -41,8 +42,9 @@ Nothing of the experts' output is kept: fc2's output is concatenated (Sequential
 scattered into the token order (moe_utils.py ``unpermute``: ``scatter_add_`` keeps only its indices; Transformer
 Engine's ``moe_unpermute`` without merging probabilities keeps only its row map), and none of these saves its
 input; the permutation itself (``index_select``, ``moe_permute``) keeps indices only. What the dispatcher keeps
-besides is per token and expert (routing map, probabilities, int64 sort order) or per row (indices), not per
-hidden element. moe_act, shared_experts and moe recompute drop their parts.
+besides is per token and expert or per row (indices), not per hidden element; of it the allgather dispatcher's
+saved probabilities and mask are counted with the router (:mod:`.router`). moe_act, shared_experts and moe
+recompute drop their parts.
 
 The backward working set above what is kept: fc1's data gradient (R d) while its output gradient (R fm up) is
 alive; before it, the expert-output gradient (R d) that ``unpermute``'s backward gathers is copied into another
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 from .base import Count, Ctx, Part
 from .mlp import mlp_count
+from .router import saved as router_saved
 
 __all__ = ["activations", "components", "expert_params", "linear_weights", "params", "routed_rows",
            "weight_shapes"]
@@ -121,10 +124,6 @@ def weight_shapes(r) -> set:
     return shapes
 
 
-#: Bytes per element of the router's logits and probabilities with ``moe_router_dtype`` set.
-_ROUTER_BYTES = {"fp32": 4, "fp64": 8}
-
-
 def routed_rows(r, T: int, Tn: int) -> int:
     """Token rows the local experts process for one micro-batch (balanced routing).
 
@@ -183,9 +182,9 @@ def activations(r, c: Ctx) -> Part:
             recompute += shared
             shared = 0
     latent = lin_in * Tn * r.lat
-    # Router logits and probabilities: TopKRouter.gating keeps the input dtype unless moe_router_dtype says
-    # fp32 or fp64 (megatron/core/transformer/moe/router.py).
-    router = 2 * _ROUTER_BYTES.get(cfg.model.moe_router_dtype, B) * Tn * r.E
+    # What the router's autograd graph (and the allgather dispatcher's masked_select) saves, derived from
+    # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.layers.router).
+    router = sum(router_saved(r, B, T, Tn).values())
     saved = norm2 + router + experts + shared + latent
     if "moe" in c.modules:
         recompute = saved
