@@ -7,6 +7,7 @@ there); the model sections must equal what the importer makes of the reference c
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -136,3 +137,18 @@ def test_presets_are_found_when_installed(tmp_path):
                          check=True).stdout.split()
     assert int(out[0]) == len(list_presets())
     assert Path(out[1]).parent == site / "estimator" / "_presets" and out[2] == "4"
+
+
+PEAK_NOTE = re.compile(r"peaks at (?:about )?([0-9]+(?:\.[0-9]+)?) GiB on the device")
+
+
+@pytest.mark.parametrize("name", [n for n in list_presets() if PEAK_NOTE.search(preset_info(n)["notes"] or "")])
+def test_a_peak_stated_in_the_notes_is_the_presets_own(name):
+    """The notes a preset page shows beside its table must not contradict it: a figure written as "the preset
+    peaks at N GiB on the device" is the estimate's peak, to the digits written. DeepSeek-V3's notes said
+    79.1 GiB (does not fit with headroom) and Kimi K2's about 40 GiB after model fixes had brought both
+    presets to about 62 and 33 GiB."""
+    said = PEAK_NOTE.search(preset_info(name)["notes"])[1]
+    digits = len(said.split(".")[1]) if "." in said else 0
+    gib = estimate(load_preset(name)).peak.device_bytes / 2**30
+    assert abs(gib - float(said)) <= 0.5 * 10 ** -digits + 1e-9, f"{name}: notes say {said} GiB, the estimate is {gib:.2f}"
