@@ -86,7 +86,7 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     PEFT and activation offloading act on (attention and MLA, dense MLP and MoE only): ``norm_in``/``norm_out``
     (the attention norm's input and output, the QKV linear's input), ``latent`` (MLA), ``qkv``, ``attn_out``
     (also the output projection's input), ``lse``, ``scores``, ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``,
-    ``fc1_out``, ``act_out`` (the fc2 input), ``router``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``,
+    ``fc1_out``, ``act_out`` (the fc2 input), ``router``, ``permute_map``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``,
     ``shared``."""
     c = ctx or context(r)
     if parts and not c.parts:

@@ -93,7 +93,7 @@ def _layer_rows(r, stage, acts) -> dict:
             add("norms", cnt * norm)
             rest = la.mlp - norm
             if kind.moe:
-                router = min(named.get("router", 0), rest)
+                router = min(named.get("router", 0) + named.get("permute_map", 0), rest)   # routing metadata
                 shared = min(named.get("shared", 0), rest - router)
                 add("router", cnt * router)
                 add("shared_experts", cnt * shared)

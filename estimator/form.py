@@ -27,6 +27,7 @@ LABELS = {
     "model.moe_router_num_groups": "Router expert groups", "model.moe_router_group_topk": "Router groups per token",
     "model.moe_router_load_balancing_type": "Router load balancing", "model.moe_aux_loss_coeff": "Aux-loss coefficient",
     "model.moe_z_loss_coeff": "Z-loss coefficient", "model.moe_router_fusion": "Fused router",
+    "model.moe_permute_fusion": "Fused permutation",
     "model.moe_pad_expert_input_to_capacity": "Pad experts to capacity", "model.vocab_size": "Vocabulary",
     "model.make_vocab_size_divisible_by": "Pad vocabulary to a multiple of",
     "model.max_position_embeddings": "Longest sequence (positions)", "model.position_embedding_type": "Position embedding",
@@ -83,7 +84,7 @@ _MOE = ("model.moe_router_topk", "model.moe_ffn_hidden_size", "model.moe_shared_
         "model.moe_token_dispatcher_type", "model.moe_expert_capacity_factor",
         "model.moe_pad_expert_input_to_capacity", "model.moe_router_score_function", "model.moe_router_pre_softmax",
         "model.moe_router_num_groups", "model.moe_router_group_topk", "model.moe_router_load_balancing_type",
-        "model.moe_aux_loss_coeff", "model.moe_z_loss_coeff", "model.moe_router_fusion",
+        "model.moe_aux_loss_coeff", "model.moe_z_loss_coeff", "model.moe_router_fusion", "model.moe_permute_fusion",
         "parallelism.expert_model_parallel_size", "parallelism.expert_tensor_parallel_size")
 _MLA = ("model.q_lora_rank", "model.kv_lora_rank", "model.qk_head_dim", "model.qk_pos_emb_head_dim",
         "model.v_head_dim")

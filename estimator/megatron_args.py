@@ -240,7 +240,8 @@ def _is_default(dest: str, values: list[str]) -> bool:
 
 #: Router fields read from plain flags, dropped (with a note) for a dense model.
 _ROUTER_FIELDS = ("moe_router_score_function", "moe_router_pre_softmax", "moe_router_num_groups",
-                  "moe_router_group_topk", "moe_z_loss_coeff", "moe_router_fusion")
+                  "moe_router_group_topk", "moe_z_loss_coeff", "moe_router_fusion",
+                  "moe_permute_fusion")
 
 #: Load balancing types of ``--moe-router-load-balancing-type`` (arguments.py), and those with an aux loss.
 _BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none")

@@ -225,7 +225,7 @@ _FEATURE_FIELDS = (
     ("model", "moe_router_dtype"), ("model", "moe_flex_dispatcher_backend"), ("model", "moe_flex_dispatcher_num_sms"),
     ("model", "moe_router_score_function"), ("model", "moe_router_pre_softmax"), ("model", "moe_router_num_groups"),
     ("model", "moe_router_group_topk"), ("model", "moe_router_load_balancing_type"), ("model", "moe_aux_loss_coeff"),
-    ("model", "moe_z_loss_coeff"), ("model", "moe_router_fusion"),
+    ("model", "moe_z_loss_coeff"), ("model", "moe_router_fusion"), ("model", "moe_permute_fusion"),
     ("parallelism", "use_megatron_fsdp"), ("parallelism", "data_parallel_sharding_strategy"),
     ("parallelism", "outer_dp_sharding_strategy"), ("parallelism", "fsdp_double_buffer"),
     ("parallelism", "suggested_communication_unit_size"), ("parallelism", "use_torch_fsdp2"),

@@ -127,6 +127,8 @@ _put(_M, "moe_router_dtype", "dtype of the saved router logits and probabilities
 _put(_M, "moe_router_score_function moe_router_pre_softmax moe_router_num_groups moe_router_group_topk "
      "moe_router_load_balancing_type moe_aux_loss_coeff moe_z_loss_coeff moe_router_fusion",
      "which router tensors are saved for the backward pass (fp32 scores, masks, logits per token and expert)")
+_put(_M, "moe_permute_fusion", "Transformer Engine's fused permutation keeps an int32 row map [tokens, 2 E + 1] "
+     "per MoE layer for the backward pass")
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
@@ -151,7 +153,7 @@ _put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform p
      "mup_base_head_dim mup_attn_scale_power", "initialisation and scaling only")
 _put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
      "no_persist_layer_norm fused_residual_rmsnorm use_transformer_engine_op_fuser use_te_activation_func "
-     "use_fused_weighted_squared_relu moe_permute_fusion mla_down_proj_fusion "
+     "use_fused_weighted_squared_relu mla_down_proj_fusion "
      "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
      "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
      "moe_mlp_glu_interleave_size disable_jit_fuser deterministic_mode "

@@ -147,6 +147,11 @@ class ModelConfig:
                                  "Engine's fused router kernels): each keeps one fp32 intermediate per token and "
                                  "expert, the top-k also its bool routing map.", type="bool",
                                  flag="--moe-router-fusion")
+    moe_permute_fusion: bool = _f(False, "Permute and unpermute the tokens with Transformer Engine's fused kernels: "
+                                  "each MoE layer keeps an int32 row map of 2 E + 1 entries per token (E experts; "
+                                  "the local experts with allgather) for the backward pass. Not counted for the "
+                                  "flex dispatcher, whose received-token count is data-dependent.", type="bool",
+                                  flag="--moe-permute-fusion")
     moe_flex_dispatcher_backend: str = _f("deepep", "Communication library of the flex dispatcher: deepep "
                                           "(DeepEP's NVLink/RDMA buffers) or hybridep (HybridEP's buffers sized for "
                                           "the worst-case token count). Both are allocated outside PyTorch's "

@@ -182,6 +182,7 @@ CHANGES = {
     "moe_aux_loss_coeff": (MOE, "--moe-aux-loss-coeff 0.01"),
     "moe_z_loss_coeff": (MOE, "--moe-z-loss-coeff 0.001"),
     "moe_router_fusion": (MOE, "--moe-router-fusion"),
+    "moe_permute_fusion": (MOE, "--moe-permute-fusion"),
     "softmax_type": (BF16, "--softmax-type learnable"),
     "attention_output_gate": (BF16, "--attention-output-gate"),
     "qk_l2_norm": (BF16, "--qk-l2-norm"),

@@ -68,6 +68,8 @@ def captured_bytes(r, moe: bool, a) -> int:
     elif moe and "moe_router" in mods:
         p = a.parts
         n += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["shared"]
+        if "moe_preprocess" in mods:     # MoELayer.preprocess: the fused permutation's row map
+            n += p["permute_map"]
     return n
 
 

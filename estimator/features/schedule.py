@@ -44,14 +44,15 @@ PEAK_PHASES = ("backward_working_set", "loss_forward", "loss_backward", "output_
 
 def ep_overlap_layer(acts: list) -> int:
     """One forward layer's pre-dispatch part, the heaviest layer kind's: its attention, and in an MoE layer the
-    pre-MLP norm's input and output, the router's logits and probabilities and the shared experts. ``acts``
+    pre-MLP norm's input and output, the router's logits and probabilities, the fused permutation's row map
+    (MoELayer.preprocess runs in the attention node: fine_grained_callables.py) and the shared experts. ``acts``
     holds (MoE layer?, LayerActivations with parts) per layer kind."""
     out = 0
     for moe, a in acts:
         pre = a.attention
         if moe:
             p = a.parts
-            pre += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["shared"]
+            pre += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["permute_map"] + p["shared"]
         out = max(out, pre)
     return out
 

@@ -46,6 +46,26 @@ besides is per token and expert or per row (indices), not per hidden element; of
 saved probabilities and mask are counted with the router (:mod:`.router`). moe_act, shared_experts and moe
 recompute drop their parts.
 
+Fused permutation (``moe_permute_fusion``) adds Transformer Engine's row map, per micro-batch::
+
+    + 4 Tn (2 E + 1)                   alltoall: int32 row_id_map [tokens, 2 E + 1] of the local tokens
+    + 4 Tg (2 El + 1)                  allgather: the same over the gathered tokens Tg and the El = E / ep local
+                                       experts (``local_map``)
+
+Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/moe_utils.py ``permute`` / ``unpermute`` with
+``fused=True`` call Transformer Engine's ``moe_permute_with_probs`` (alltoall, probabilities permuted with the
+tokens), ``moe_permute`` (allgather, no probabilities) and ``moe_unpermute`` without merging probabilities;
+token_dispatcher.py passes ``fused=config.moe_permute_fusion`` in both dispatchers. TransformerEngine @ d0067d0d
+: transformer_engine/pytorch/triton/permutation.py ``make_row_id_map`` allocates the map as int32
+[num_tokens, 2 num_experts + 1] (destination rows, their experts, the count); transformer_engine/pytorch/
+permutation.py saves it in the permute's autograd context (``save_for_backward(row_id_map, pad_offsets)``)
+and the unpermute saves the same tensor again (counted once; ``pad_offsets`` is None without
+``moe_permute_and_pad_with_probs``). The fused ``moe_sort_chunks_by_index`` keeps an int32 map of one entry per
+row, and the unfused path keeps int64 indices per routed row (``index_select``, ``scatter_add_``): per-row
+indices are not counted, like the router's (:mod:`.router`). Left out: the flex dispatcher, whose deepep
+permute runs over the tokens this rank receives, a data-dependent count (hybridep follows
+``moe_permute_fusion_into_hybridep`` instead). MoE recompute drops the map with the rest of the layer.
+
 The backward working set above what is kept: fc1's data gradient (R d) while its output gradient (R fm up) is
 alive; before it, the expert-output gradient (R d) that ``unpermute``'s backward gathers is copied into another
 R x d tensor by each step that re-orders or moves the rows (the backward of ``sort_chunks_by_idxs`` with more
@@ -63,8 +83,11 @@ from .base import Count, Ctx, Part
 from .mlp import mlp_count
 from .router import saved as router_saved
 
-__all__ = ["activations", "components", "expert_params", "linear_weights", "params", "routed_rows",
+__all__ = ["activations", "components", "expert_params", "linear_weights", "params", "permute_map", "routed_rows",
            "weight_shapes"]
+
+#: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
+_I32 = 4
 
 
 def router_count(r) -> Count:
@@ -138,6 +161,21 @@ def routed_rows(r, T: int, Tn: int) -> int:
     return rows
 
 
+def permute_map(r, Tn: int) -> int:
+    """Bytes of Transformer Engine's fused-permutation row map for one micro-batch (module docstring): int32
+    [tokens, 2 E + 1] over the local tokens (alltoall) or over the gathered tokens and local experts
+    (allgather); 0 without ``moe_permute_fusion`` or with the flex dispatcher."""
+    m = r.cfg.model
+    if not m.moe_permute_fusion:
+        return 0
+    if m.moe_token_dispatcher_type == "alltoall":
+        return _I32 * Tn * (2 * r.E + 1)
+    if m.moe_token_dispatcher_type == "allgather":
+        ranks = (r.etp if (r.sp and r.etp > 1) else 1) * r.ep
+        return _I32 * Tn * ranks * (2 * (r.E // r.ep) + 1)
+    return 0
+
+
 def _backward_work(r, B: int, T: int, Tn: int, rows: int, fc1_out: int, d: int) -> int:
     """The backward working set above the kept tensors (module docstring): fc1's data gradient beside its output
     gradient, or two row-sized copies of the expert-output gradient (all-to-all, flex) or the gathered tokens'
@@ -185,13 +223,14 @@ def activations(r, c: Ctx) -> Part:
     # What the router's autograd graph (and the allgather dispatcher's masked_select) saves, derived from
     # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.layers.router).
     router = sum(router_saved(r, B, T, Tn).values())
-    saved = norm2 + router + experts + shared + latent
+    pmap = permute_map(r, Tn)
+    saved = norm2 + router + pmap + experts + shared + latent
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h
-        norm2_out = router = e_in = e_fc1 = act_out = shared = 0
+        norm2_out = router = pmap = e_in = e_fc1 = act_out = shared = 0
     named = None
     if c.parts:
-        named = {"router": router, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
+        named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
                  "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
     return Part(saved, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
