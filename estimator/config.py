@@ -9,6 +9,7 @@ Megatron-Core enforces, and raises one :class:`~estimator.errors.ConfigError` li
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -18,7 +19,7 @@ from pathlib import Path
 from . import yamlio
 from .errors import ConfigError, Problem, clip, show
 from .features.rules import feature_problems
-from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, section_specs
+from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, plain_copy, section_specs
 
 __all__ = ["config_from_dict", "load_config", "validate"]
 
@@ -296,6 +297,36 @@ def config_from_dict(data) -> Config:
     if problems:
         raise ConfigError(problems)
     return cfg
+
+
+def with_fields(cfg: Config, changes: dict, source: dict | None = None) -> Config:
+    """``cfg`` (valid) with the fields ``changes`` names (``section.field`` -> value, as written) set: what
+    :func:`config_from_dict` gives for the configuration with those values, the same problems raised, but only the
+    new values coerced (the search's and "Make it fit"'s candidates differ from a valid configuration in a few
+    fields). ``source`` is what ``to_dict()`` returns (default: ``cfg``'s with the changes)."""
+    problems: list[Problem] = []
+    by_sec: dict[str, dict] = {}
+    for path, value in changes.items():
+        sec, _, name = path.partition(".")
+        if sec not in SECTIONS:
+            _unknown_keys(None, [sec], problems)
+        elif name not in _INDEX[sec]:
+            _unknown_keys(sec, [name], problems)
+        else:
+            by_sec.setdefault(sec, {})[name] = _coerce(_INDEX[sec][name], value, problems)
+    if problems:
+        raise ConfigError(problems)
+    if source is None:
+        source = plain_copy(cfg.source)
+        for path, value in changes.items():
+            sec, _, name = path.partition(".")
+            source.setdefault(sec, {})[name] = value
+    new = dataclasses.replace(cfg, **{sec: dataclasses.replace(getattr(cfg, sec), **vals)
+                                      for sec, vals in by_sec.items()}, source=source)
+    problems = validate(new)
+    if problems:
+        raise ConfigError(problems)
+    return new
 
 
 def interleaving_problem(p: int, vpp: int | None, m: int, group: int | None = None) -> str | None:

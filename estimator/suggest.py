@@ -20,12 +20,13 @@ stage fits (:func:`estimator.gpus.fit`, with the caller's headroom) is kept, re-
 - ``gpus``: more data-parallel ranks to shard the optimizer over (the layout kept; needs the distributed
   optimizer), the fewest GPUs that fit.
 
-- ``optimizer_offload``, ``activation_offload``, ``fine_grained_offload``: where the schema has the fields
-  (optimizer CPU offload with the precision-aware optimizer, a growing fraction; layer-wise activation
-  offloading of the fewest layers; fine-grained offloading of a growing set of modules) and the configuration
-  allows them (the validation decides: no pipeline parallelism or recompute for layer-wise offloading, ...).
+- ``optimizer_offload``, ``activation_offload``: where the schema has the fields (optimizer CPU offload with
+  the precision-aware optimizer, a growing fraction; layer-wise activation offloading of the fewest layers) and
+  the configuration allows them (the validation decides: no pipeline parallelism or recompute for layer-wise offloading, ...).
   The cost model leaves out host transfers, so these carry no step time and come after the costed changes.
-  Without those fields (an estimator that does not model offloading) nothing is offloaded.
+  Without those fields (an estimator that does not model offloading) nothing is offloaded. Fine-grained
+  activation offloading is not offered: the estimator refuses it (what stays on the GPU depends on
+  Megatron-Core's run-time policy).
 
 When no single change fits on the same GPUs, pairs are tried: a change that keeps the layout
 (recomputation, a smaller micro-batch, sequence parallelism, the distributed optimizer, bf16 gradients)
@@ -47,7 +48,7 @@ import math
 from dataclasses import dataclass
 
 from .advice import CP, EP, ETP, FIRST, LAST, MBS, PP, RECOMPUTE, SP, TP, WORLD, _get, _mbs_choices, _with, choices
-from .config import config_from_dict
+from .config import config_from_dict, with_fields
 from .errors import EstimatorError
 from .report import GIB, to_plain
 from .resolve import resolve
@@ -62,13 +63,14 @@ METHOD, NUM, MODULES = "training.recompute_method", "training.recompute_num_laye
 #: The world sizes the ``gpus`` lever tries, as multiples of the current one (the layout kept).
 _GPU_FACTORS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _SPECS = {s.path: s for s in field_specs()}
+_ABSENT = object()
+
 #: Offloading fields (used where the schema has them).
 OPT_OFF, OPT_FRAC, PAO = ("training.optimizer_cpu_offload", "training.optimizer_offload_fraction",
                           "precision.use_precision_aware_optimizer")
 CPU_OFF, CPU_N = "training.cpu_offloading", "training.cpu_offloading_num_layers"
-FG_OFF, FG_MODS = "training.fine_grained_activation_offloading", "training.offload_modules"
 #: Levers whose cost the layout search's cost model does not see (host transfers).
-_UNCOSTED = ("optimizer_offload", "activation_offload", "fine_grained_offload")
+_UNCOSTED = ("optimizer_offload", "activation_offload")
 #: Levers that keep the parallel layout: the first half of a pair.
 _IN_PLACE = ("sequence_parallel", "distributed_optimizer", "grads_bf16", "selective", "full", "micro_batch",
              *_UNCOSTED)
@@ -236,11 +238,6 @@ def _offload(ctx) -> dict:
         out["activation_offload"] = [
             (f"activations of the first {n} layer{'s' if n > 1 else ''} offloaded to the host (cpu_offloading)",
              {CPU_OFF: True, CPU_N: n}) for n in range(1, ctx.r.L)]
-    if FG_OFF in _SPECS and not getattr(tr, "fine_grained_activation_offloading", True):
-        mods = ["core_attn", "attn_proj", "qkv_linear"] + (["moe_act", "expert_fc1"] if ctx.r.E else [])
-        out["fine_grained_offload"] = [
-            (f"fine-grained activation offloading of {', '.join(mods[:k])}", {FG_OFF: True, FG_MODS: mods[:k]})
-            for k in range(1, len(mods) + 1)]
     return out
 
 
@@ -284,8 +281,9 @@ class _Context:
     def __init__(self, cfg: dict, capacity: int, headroom: float, num_microbatches: int | None):
         from . import estimate
         self.cfg, self.capacity, self.headroom, self.m = cfg, capacity, headroom, num_microbatches
-        self.est = estimate(cfg, num_microbatches=num_microbatches)
-        self.r = resolve(config_from_dict(cfg))
+        self.base = config_from_dict(cfg)
+        self.est = estimate(self.base, num_microbatches=num_microbatches)
+        self.r = resolve(self.base)
         self.usable = capacity - headroom * capacity
         self._memo = {}
 
@@ -295,10 +293,19 @@ class _Context:
         key = repr(sorted((s, sorted(v.items())) for s, v in cfg.items() if isinstance(v, dict)))
         if key not in self._memo:
             try:
-                self._memo[key] = estimate(cfg, num_microbatches=self.m)
+                self._memo[key] = estimate(self._config(cfg), num_microbatches=self.m)
             except (EstimatorError, ValueError, ArithmeticError):
                 self._memo[key] = None
         return self._memo[key]
+
+    def _config(self, cfg: dict):
+        """``cfg`` as a Config: a candidate that only sets fields of the configuration has only those read again
+        (config.with_fields); anything else is read whole."""
+        if any(not vals.keys() <= (cfg.get(sec) or {}).keys() for sec, vals in self.cfg.items() if isinstance(vals, dict)):
+            return config_from_dict(cfg)
+        changed = {f"{sec}.{name}": v for sec, vals in cfg.items() if isinstance(vals, dict)
+                   for name, v in vals.items() if _get(self.cfg, f"{sec}.{name}", _ABSENT) != v}
+        return with_fields(self.base, changed, cfg)
 
     def peak(self, cfg: dict) -> int | None:
         est = self.estimate(cfg)

@@ -247,3 +247,33 @@ def test_interleaved_micro_batch_override_is_checked_too():
     with pytest.raises(ConfigError, match="multiple of pipeline_model_parallel_size"):
         estimate(cfg, num_microbatches=3)
     assert estimate(cfg, num_microbatches=4).parallel["num_microbatches"] == 4
+
+
+@pytest.mark.parametrize("preset, changes", [
+    ("llama-3-8b", {"parallelism.tensor_model_parallel_size": 2, "training.recompute_granularity": "full",
+                    "training.recompute_method": "uniform", "training.recompute_num_layers": 1}),
+    ("deepseek-v3", {"parallelism.expert_model_parallel_size": 32, "training.world_size": 2048}),
+    ("llama-3-8b", {"parallelism.tensor_model_parallel_size": 3}),              # heads do not divide
+    ("llama-3-8b", {"training.micro_batch_size": "two"}),                          # not an integer
+    ("llama-3-8b", {"training.offload_modules": ["core_attn"]}),                  # no such field
+    ("qwen3-8b", {"precision.use_precision_aware_optimizer": True, "training.optimizer_cpu_offload": True}),
+])
+def test_with_fields_is_config_from_dict_of_the_changed_configuration(preset, changes):
+    """"Make it fit" reads only the fields a candidate changes (config.with_fields): the configuration, or the
+    problems, must be those of reading the whole changed configuration."""
+    from estimator.config import config_from_dict, with_fields
+    from estimator.presets import load_preset
+    data = load_preset(preset).to_dict()
+    changed = {sec: dict(v) for sec, v in data.items()}
+    for path, value in changes.items():
+        sec, name = path.split(".")
+        changed.setdefault(sec, {})[name] = value
+    try:
+        whole = config_from_dict(changed)
+    except ConfigError as exc:
+        with pytest.raises(ConfigError) as got:
+            with_fields(config_from_dict(data), changes)
+        assert got.value.problems == exc.problems
+    else:
+        new = with_fields(config_from_dict(data), changes)
+        assert new == whole and new.to_dict() == whole.to_dict()

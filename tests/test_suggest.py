@@ -173,7 +173,7 @@ def test_cli_suggest_text_and_errors():
     assert proc.returncode == 2 and "--suggest needs --gpu" in proc.stderr and "Traceback" not in proc.stderr
 
 
-OFFLOAD = {"optimizer_offload", "activation_offload", "fine_grained_offload"}
+OFFLOAD = {"optimizer_offload", "activation_offload"}
 
 
 @pytest.mark.skipif("training.cpu_offloading" not in _SPECS, reason="this estimator does not model offloading")
