@@ -24,7 +24,7 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
-from .config import config_from_dict, validate
+from .config import config_from_dict, validate, with_fields
 from .errors import ConfigError, EstimatorError, Problem
 from .resolve import stage_counts
 from .schema import field_specs
@@ -268,16 +268,27 @@ def _valid(cfg: dict) -> bool:
         return False
 
 
-def _sides(cfg: dict, path: str, step: int, limit: int | None = None) -> tuple[int | None, int | None]:
+def _valid_with(base, path: str, value) -> bool:
+    try:
+        with_fields(base, {path: value}, source={})
+        return True
+    except (ConfigError, ValueError, TypeError):
+        return False
+
+
+def _sides(cfg: dict, path: str, step: int, limit: int | None = None,
+           base=None) -> tuple[int | None, int | None]:
     """The multiples of ``step`` nearest below and above the current value of ``path`` (within 12 steps)
-    with which ``cfg`` is valid; None where there is none."""
+    with which ``cfg`` is valid; None where there is none. ``base``: ``cfg`` read (valid), so that each
+    candidate has only ``path`` read again (config.with_fields)."""
     now = _get(cfg, path)
     if not isinstance(now, int) or isinstance(now, bool) or step < 1:
         return None, None
     k0 = now // step
     below = [k * step for k in range(k0, max(k0 - 12, 0), -1) if k * step != now]
     above = [k * step for k in range(k0 + 1, k0 + 13) if not limit or k * step <= limit]
-    return tuple(next((x for x in side if _valid(_with(cfg, {path: x}))), None) for side in (below, above))
+    ok = (lambda x: _valid_with(base, path, x)) if base is not None else (lambda x: _valid(_with(cfg, {path: x})))
+    return tuple(next((x for x in side if ok(x)), None) for side in (below, above))
 
 
 def _nearest(cfg: dict, path: str, step: int, limit: int | None = None, count: int = 2) -> list[int]:
@@ -321,23 +332,25 @@ def _seq_step(cfg: dict) -> int | None:
 def steps(cfg: dict) -> dict:
     """For the quick controls' steppers: the nearest valid GPU count, global batch size and sequence length
     below and above the configured ones, ``path -> [below or None, above or None]`` (a valid ``cfg`` only)."""
-    if not _valid(cfg):
+    try:
+        base = config_from_dict(cfg)
+    except (ConfigError, ValueError, TypeError):
         return {}
     out = {}
     w = _world_step(cfg)
     if w:
-        out[WORLD] = list(_sides(cfg, WORLD, w))
+        out[WORLD] = list(_sides(cfg, WORLD, w, base=base))
     g = _gbs_step(cfg)
     if g and _get(cfg, GBS) is not None:
-        out[GBS] = list(_sides(cfg, GBS, g))
+        out[GBS] = list(_sides(cfg, GBS, g, base=base))
     sq = _seq_step(cfg)
     if sq and _get(cfg, SEQ) is not None:
         seq_now = _get(cfg, SEQ)
         up = 2 * seq_now if isinstance(seq_now, int) else None
         below = seq_now // 2 if isinstance(seq_now, int) and seq_now % (2 * sq) == 0 else None
         limit = _get(cfg, "model.max_position_embeddings")
-        out[SEQ] = [below if below and _valid(_with(cfg, {SEQ: below})) else None,
-                    up if up and (not limit or up <= limit) and _valid(_with(cfg, {SEQ: up})) else None]
+        out[SEQ] = [below if below and _valid_with(base, SEQ, below) else None,
+                    up if up and (not limit or up <= limit) and _valid_with(base, SEQ, up) else None]
     return out
 
 
