@@ -35,7 +35,7 @@ LABELS = {
     "attention": "Attention (activations)", "mla": "Multi-latent attention (activations)",
     "mamba": "Mamba-2 mixers (activations)", "gdn": "Gated delta nets (activations)",
     "dense_mlp": "Dense MLP (activations)", "moe_experts": "MoE experts (activations)",
-    "shared_experts": "Shared experts (activations)", "router": "MoE router (activations)",
+    "shared_experts": "Shared experts (activations)", "router": "MoE router and routing maps (activations)",
     "norms": "Layer norms (activations)",
     "decoder_layers": "Decoder layers under full recompute (activations)",
     "embedding": "Embedding (activations)", "mtp": "MTP layers (activations)",
