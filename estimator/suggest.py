@@ -22,7 +22,8 @@ stage fits (:func:`estimator.gpus.fit`, with the caller's headroom) is kept, re-
 
 - ``optimizer_offload``, ``activation_offload``: where the schema has the fields (optimizer CPU offload with
   the precision-aware optimizer, a growing fraction; layer-wise activation offloading of the fewest layers) and
-  the configuration allows them (the validation decides: no pipeline parallelism or recompute for layer-wise offloading, ...).
+  the configuration allows them (the validation decides: no pipeline parallelism or recompute for layer-wise
+  offloading, ...).
   The cost model leaves out host transfers, so these carry no step time and come after the costed changes.
   Without those fields (an estimator that does not model offloading) nothing is offloaded. Fine-grained
   activation offloading is not offered: the estimator refuses it (what stays on the GPU depends on
@@ -301,7 +302,8 @@ class _Context:
     def _config(self, cfg: dict):
         """``cfg`` as a Config: a candidate that only sets fields of the configuration has only those read again
         (config.with_fields); anything else is read whole."""
-        if any(not vals.keys() <= (cfg.get(sec) or {}).keys() for sec, vals in self.cfg.items() if isinstance(vals, dict)):
+        if any(not vals.keys() <= (cfg.get(sec) or {}).keys()
+               for sec, vals in self.cfg.items() if isinstance(vals, dict)):
             return config_from_dict(cfg)
         changed = {f"{sec}.{name}": v for sec, vals in cfg.items() if isinstance(vals, dict)
                    for name, v in vals.items() if _get(self.cfg, f"{sec}.{name}", _ABSENT) != v}

@@ -151,4 +151,5 @@ def test_a_peak_stated_in_the_notes_is_the_presets_own(name):
     said = PEAK_NOTE.search(preset_info(name)["notes"])[1]
     digits = len(said.split(".")[1]) if "." in said else 0
     gib = estimate(load_preset(name)).peak.device_bytes / 2**30
-    assert abs(gib - float(said)) <= 0.5 * 10 ** -digits + 1e-9, f"{name}: notes say {said} GiB, the estimate is {gib:.2f}"
+    assert abs(gib - float(said)) <= 0.5 * 10 ** -digits + 1e-9, \
+        f"{name}: notes say {said} GiB, the estimate is {gib:.2f}"
