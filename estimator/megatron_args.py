@@ -31,6 +31,7 @@ from .megatron_catalog import ARGUMENTS, REVISION
 from .megatron_export import CP_TYPES as _CP_TYPES
 from .megatron_export import pattern_expression, to_megatron_args
 from .megatron_flag_classes import classify
+from .layers.router import AUX_TYPES
 from .schema import field_specs
 
 __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "grouped_no_effect",
@@ -243,9 +244,10 @@ _ROUTER_FIELDS = ("moe_router_score_function", "moe_router_pre_softmax", "moe_ro
                   "moe_router_group_topk", "moe_z_loss_coeff", "moe_router_fusion",
                   "moe_permute_fusion")
 
-#: Load balancing types of ``--moe-router-load-balancing-type`` (arguments.py), and those with an aux loss.
-_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none")
-_AUX_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
+#: Load balancing types of ``--moe-router-load-balancing-type`` (arguments.py): the schema's, and the
+#: quantile-balancing router it refuses.
+_BALANCING = (*next(s.choices for s in field_specs() if s.path == "model.moe_router_load_balancing_type"),
+              "quantile_balancing")
 
 
 def _load_balancing(raw: dict, m: dict, notes: list) -> None:
@@ -278,7 +280,7 @@ def _load_balancing(raw: dict, m: dict, notes: list) -> None:
                                   f"balancing type ({len(types)}), got {len(coeffs)}"))
     if "sinkhorn" in types:
         raise ConfigError(Problem(flag_t, " ".join(types), "sinkhorn cannot be combined with other types"))
-    on = [(t, c) for t, c in zip(types, coeffs) if t in _AUX_TYPES and c > 0]
+    on = [(t, c) for t, c in zip(types, coeffs) if t in AUX_TYPES and c > 0]
     m["moe_router_load_balancing_type"], m["moe_aux_loss_coeff"] = on[0] if on else ("none", 0.0)
     notes.append(f"{flag_t} {' '.join(types)}: the router keeps the same scores for every aux-loss type; "
                  f"estimated as {m['moe_router_load_balancing_type']}")

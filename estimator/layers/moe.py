@@ -81,7 +81,7 @@ from __future__ import annotations
 
 from .base import Count, Ctx, Part
 from .mlp import mlp_count
-from .router import saved as router_saved
+from .router import gather_ranks, saved as router_saved
 
 __all__ = ["activations", "components", "expert_params", "linear_weights", "params", "permute_map", "routed_rows",
            "weight_shapes"]
@@ -171,7 +171,7 @@ def permute_map(r, Tn: int) -> int:
     if m.moe_token_dispatcher_type == "alltoall":
         return _I32 * Tn * (2 * r.E + 1)
     if m.moe_token_dispatcher_type == "allgather":
-        ranks = (r.etp if (r.sp and r.etp > 1) else 1) * r.ep
+        ranks = gather_ranks(r)
         return _I32 * Tn * ranks * (2 * (r.E // r.ep) + 1)
     return 0
 
@@ -182,7 +182,7 @@ def _backward_work(r, B: int, T: int, Tn: int, rows: int, fc1_out: int, d: int) 
     gradient beside the rows' (all-gather)."""
     fc1 = B * rows * (fc1_out + d)
     tokens = Tn if r.sp else T
-    ranks = (r.etp if (r.sp and r.etp > 1) else 1) * r.ep
+    ranks = gather_ranks(r)
     if r.cfg.model.moe_token_dispatcher_type == "allgather":
         return max(fc1, B * d * (rows + tokens * ranks))
     moves = r.E // r.ep > 1 or ranks > 1       # sort_chunks_by_idxs over local experts, all-to-all, expert-TP gather

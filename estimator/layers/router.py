@@ -51,7 +51,7 @@ indices.
 
 from __future__ import annotations
 
-__all__ = ["aux_loss_enabled", "saved"]
+__all__ = ["aux_loss_enabled", "gather_ranks", "saved"]
 
 #: Bytes per element of the logits with ``moe_router_dtype`` set (else the activations' dtype).
 ROUTER_BYTES = {"fp32": 4, "fp64": 8}
@@ -60,6 +60,11 @@ ROUTER_BYTES = {"fp32": 4, "fp64": 8}
 AUX_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
 
 _F32, _I64, _BOOL = 4, 8, 1
+
+
+def gather_ranks(r) -> int:
+    """Ranks whose tokens the allgather dispatcher gathers: expert-TP (with sequence parallelism) x EP."""
+    return (r.etp if (r.sp and r.etp > 1) else 1) * r.ep
 
 
 def aux_loss_enabled(m) -> bool:
@@ -115,8 +120,7 @@ def saved(r, B: int, T: int, Tn: int) -> dict:
         out["z_logsumexp"] = Rb * Tn
     if m.moe_token_dispatcher_type == "allgather":
         tokens = Tn if r.sp else T
-        ranks = (r.etp if (r.sp and r.etp > 1) else 1) * r.ep
-        local = tokens * ranks * (E // r.ep)
+        local = tokens * gather_ranks(r) * (E // r.ep)
         out["dispatch_probs"] = Rb * local
         out["dispatch_map"] = _BOOL * local
     return out
