@@ -225,6 +225,8 @@ def cold(browser, url: str) -> dict:
 
 def warm(page, url: str) -> float:
     """Navigate away with an instant-navigation link, then click back to the calculator."""
+    page.wait_for_function("() => window.document$ !== undefined && performance.getEntriesByType('resource')"
+                           ".some((r) => r.name.endsWith('/sitemap.xml'))", timeout=30_000)  # Material has started
     find = "(away) => [...document.querySelectorAll('a.md-nav__link[href]')].find((a) => " \
            "a.href.includes('/calculator/') !== away)"
     page.evaluate(f"({find})(true).click()")

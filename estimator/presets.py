@@ -64,13 +64,18 @@ def list_presets() -> list[str]:
 
 def preset_path(name: str):
     """The file of preset ``name``; raises :class:`PresetNotFoundError` naming the known presets."""
-    names = list_presets()
+    check_preset_name(name, list_presets())
+    return _directory() / f"{name}.yaml"
+
+
+def check_preset_name(name, names: list[str]) -> None:
+    """Raise :class:`PresetNotFoundError` unless ``name`` is one of ``names``: the error names the closest one
+    and lists them all."""
     if not isinstance(name, str) or name not in names:
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5) if isinstance(name, str) and \
             len(name) <= 64 else []
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise PresetNotFoundError(f"no preset named {show(name)}{hint}; known presets: {', '.join(names)}")
-    return _directory() / f"{name}.yaml"
 
 
 def preset_text(name: str) -> str:

@@ -99,18 +99,28 @@ def schema() -> list[dict]:
 @lru_cache(maxsize=None)
 def _preset_config(name: str) -> dict:
     """Preset ``name`` as its file writes it (shared: copy it before changing it)."""
-    from .presets import load_preset
+    from .presets import check_preset_name, load_preset
+    check_preset_name(name, _preset_names())
     return load_preset(name).to_dict()
+
+
+@lru_cache(maxsize=1)
+def _preset_names() -> list[str]:
+    """The presets' names, read once. In the browser the memory snapshot holds them: the package's files are
+    unpacked only after Python's first answers, and until then an unknown preset must still be named with the
+    closest known one."""
+    from .presets import list_presets
+    return list_presets()
 
 
 def presets() -> list[dict]:
     """Every preset: name, title, provenance and its configuration as written."""
     try:
-        from .presets import list_presets, preset_info
+        from .presets import preset_info
     except ImportError:
         return []
     out = []
-    for name in list_presets():
+    for name in _preset_names():
         info = preset_info(name)
         out.append({"name": name, "title": info.get("title") or name, "source": info.get("source"),
                     "recipe": info.get("recipe"), "config": _preset_config(name)})

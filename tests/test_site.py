@@ -506,6 +506,24 @@ def test_calculator_page_preloads_its_scripts(site):
     assert head.index(hook.SCRIPTS[0]) < head.index('rel="preload"')     # Python's engine first
 
 
+def test_calculator_page_starts_material_late(site):
+    """On the calculator page Material's bundle is not a script of the page: material-late.js loads it (its
+    address in data-src) once Python has answered, so that its 0.7 s of main-thread CPU does not slow Python's
+    start. Every other page loads the bundle itself."""
+    bundle = re.compile(r'<script src="((?:\.\./)*assets/javascripts/bundle\.[\w.]+\.js)"></script>')
+    calc = (site / "calculator" / "index.html").read_text(encoding="utf-8")
+    assert not bundle.search(calc)
+    late = re.findall(r'<script src="([^"]*material-late\.js)" data-src="([^"]+)"></script>', calc)
+    assert len(late) == 1
+    loader, real = late[0]
+    assert loader == "../assets/calculator/material-late.js"
+    assert (site / "calculator" / loader).resolve().is_file()
+    assert (site / "calculator" / real).resolve().is_file() and "/javascripts/bundle." in real
+    for other in (site / "index.html", site / "methodology" / "index.html"):
+        html = other.read_text(encoding="utf-8")
+        assert len(bundle.findall(html)) == 1 and "material-late" not in html
+
+
 def test_calculator_page_starts_material_search_late(site):
     """On the calculator page Material's search worker is search-worker.js, which loads the real worker (named
     in its query, relative to itself) once Python has answered: building the index takes about 1.5 s of CPU

@@ -431,3 +431,16 @@ def test_typed_values_reach_the_link_once_typing_pauses_and_copy_link_at_once(br
         assert page.input_value(box) == "2560"
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("query, said", [
+    ("preset=llama3-8b", "no preset named 'llama3-8b' (did you mean 'llama-3-8b'?)"),
+    ("preset=llama-3-8b&gpu=H900", "unknown GPU; known: A100-40GB"),
+])
+def test_a_link_with_an_unknown_preset_or_gpu_names_it(page, site_url, query, said):
+    """A mistyped preset or GPU in a shared link gets Python's error naming it (the preset and GPU selects have
+    no error box of their own: it goes above the results); it used to raise in the page and leave the
+    results waiting forever."""
+    assert open_page(page, f"{site_url}calculator/?{query}") == "error"
+    assert page.get_attribute(RESULTS, "data-estimate") is None
+    assert said in page.inner_text(RESULTS)

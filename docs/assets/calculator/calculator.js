@@ -47,17 +47,40 @@
       this.fill();
       this.status();
       this.compute(null);
-      // Python is launched, and the full form (some eighty fields) built, once the first numbers have been
-      // drawn (the task after the first frame): neither delays them. Without frames (a hidden tab), soon.
+      // Python is launched once the first numbers have been drawn (the task after the first frame), so that
+      // it does not delay them. Without frames (a hidden tab), soon.
       const later = () => {
         if (this.later) return;
         this.later = true;
         this.engine.launch();
-        this.formTimer = setTimeout(() => this.buildForm(), 0);
+        this.buildFormSoon();
       };
       this.formFrame = requestAnimationFrame(() => setTimeout(later, 0));
       this.laterTimer = setTimeout(later, 1000);
       this.listen();
+    }
+
+    // The full form (some eighty fields, about 700 elements) is built once Python's first answer is drawn (or
+    // Python failed), or at once when the page is scrolled towards it. Built before, it and Chromium's scan of
+    // the page's form fields at DOMContentLoaded (a forced layout per field) took 0.2 to 0.4 s of main-thread
+    // CPU from Python's start on a two-core laptop.
+    buildFormSoon() {
+      const answers = ["estimate:done", "estimate:error", "estimate:failed"];
+      const now = () => {
+        this.engine.listeners.delete(this.onStarted);
+        window.removeEventListener("scroll", now);
+        for (const type of answers) this.results.removeEventListener(type, idle);
+        clearTimeout(this.formTimer);
+        this.buildForm();
+      };
+      const idle = () => {
+        this.formTimer = setTimeout(() => (window.requestIdleCallback || setTimeout)(now, { timeout: 500 }), 0);
+      };
+      for (const type of answers) this.results.addEventListener(type, idle, { once: true });
+      this.onStarted = (e) => { if (e.failed) now(); };
+      this.engine.listeners.add(this.onStarted);
+      window.addEventListener("scroll", this.onScroll = now, { once: true, passive: true });
+      this.onStarted(this.engine);
     }
 
     buildForm() {
@@ -517,6 +540,8 @@
       clearTimeout(this.formTimer);
       clearTimeout(this.laterTimer);
       this.engine.listeners.delete(this.onEngine);
+      if (this.onStarted) this.engine.listeners.delete(this.onStarted);
+      if (this.onScroll) window.removeEventListener("scroll", this.onScroll);
       window.removeEventListener("popstate", this.onPop);
       clearTimeout(this.urlTimer);           // the page has changed: a pending entry is not this page's any more
       this.resize.disconnect();

@@ -185,7 +185,10 @@
           .filter((el) => el && !el.closest("[hidden]"));
         const quick = this.quick.has(note.field) && !document.getElementById(`mme-q-${note.field}`).closest("[hidden]")
           && !(note.field === this.changed && this.via === "form");
-        const where = quick ? [document.getElementById(`mme-q-${note.field}`)] : targets.slice(-1);
+        // Only a field with a box for its error (the preset and GPU selects have none: their notes go above the
+        // results with the others)
+        const where = (quick ? [document.getElementById(`mme-q-${note.field}`)] : targets.slice(-1))
+          .filter((input) => document.getElementById(`${input.id}-err`));
         if (!where.length) { general.push(note); continue; }
         for (const input of where) {
           const section = input.closest("details");
