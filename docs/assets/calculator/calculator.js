@@ -76,6 +76,8 @@
       const idle = () => {
         this.formTimer = setTimeout(() => (window.requestIdleCallback || setTimeout)(now, { timeout: 500 }), 0);
       };
+      // Python may have answered already (instant navigation back to this page, Python running)
+      if (["done", "error", "failed"].includes(this.results.dataset.state)) return idle();
       for (const type of answers) this.results.addEventListener(type, idle, { once: true });
       this.onStarted = (e) => { if (e.failed) now(); };
       this.engine.listeners.add(this.onStarted);
