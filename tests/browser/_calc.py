@@ -63,7 +63,9 @@ def quick(path: str) -> str:
 
 
 def reveal(page, path: str) -> None:
-    """Open the collapsed section of the full form that holds ``path``."""
+    """Open the collapsed section of the full form that holds ``path`` (the form is built once Python has drawn
+    its first estimate: wait for the field)."""
+    page.wait_for_selector(field(path), state="attached")
     page.evaluate("(id) => { const d = document.getElementById(id).closest('details'); if (d) d.open = true; }",
                   "mme-" + path)
 
