@@ -235,7 +235,7 @@ _FEATURE_FIELDS = (
     ("training", "optimizer_cpu_offload"), ("training", "optimizer_offload_fraction"),
     ("training", "cpu_offloading_num_layers"), ("training", "cuda_graph_impl"),
     ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
-    ("training", "overlap_moe_expert_parallel_comm"),
+    ("training", "overlap_moe_expert_parallel_comm"), ("training", "deterministic_mode"),
     ("training", "defer_embedding_wgrad_compute"), ("training", "wgrad_deferral_limit"),
     ("precision", "first_last_layers_bf16"), ("precision", "num_layers_at_start_in_bf16"),
     ("precision", "num_layers_at_end_in_bf16"),

@@ -129,6 +129,8 @@ _put(_M, "moe_router_score_function moe_router_pre_softmax moe_router_num_groups
      "which router tensors are saved for the backward pass (fp32 scores, masks, logits per token and expert)")
 _put(_M, "moe_permute_fusion", "Transformer Engine's fused permutation keeps an int32 row map [tokens, 2 E + 1] "
      "per MoE layer for the backward pass")
+_put(_M, "deterministic_mode", "the unfused MoE unpermute's index_add_ keeps its source rows for the backward pass "
+     "(scatter_add_ without it keeps only indices)")
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
@@ -156,7 +158,7 @@ _put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fus
      "use_fused_weighted_squared_relu mla_down_proj_fusion "
      "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
      "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
-     "moe_mlp_glu_interleave_size disable_jit_fuser deterministic_mode "
+     "moe_mlp_glu_interleave_size disable_jit_fuser "
      "disable_bf16_reduced_precision_matmul flash_attention_version batch_invariant_mode "
      "batch_invariant_backend clone_scatter_output_in_embedding",
      "kernel choice or fusion: the same tensors are kept for the backward pass")

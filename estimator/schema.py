@@ -466,6 +466,11 @@ class TrainingConfig:
                                        "torch.optim.AdamW. The fused ones update in place; PyTorch's foreach AdamW "
                                        "allocates 4 B per parameter during the optimizer step, which can then hold "
                                        "the iteration's peak.", type="str", choices=("te_fused", "apex_fused", "torch"))
+    deterministic_mode: bool = _f(False, "Megatron's --deterministic-mode (torch.use_deterministic_algorithms): "
+                                  "the unfused MoE unpermute then adds the rows back with index_add_, whose "
+                                  "autograd node keeps its source (one row-sized tensor per MoE layer) for the "
+                                  "backward pass; scatter_add_ keeps only its indices.", type="bool",
+                                  flag="--deterministic-mode")
     overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass. No effect "
                                    "on memory (it works in the existing buffers); the layout search counts it "
                                    "in the step time.", type="bool", flag="--overlap-grad-reduce")

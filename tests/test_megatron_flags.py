@@ -116,6 +116,7 @@ CHANGES = {
     "recompute_modules": (BF16 + " --recompute-granularity selective", "--recompute-modules mlp"),
     "recompute_activations": (UNFUSED, "--recompute-activations"),
     "moe_layer_recompute": (MOE, "--moe-layer-recompute"),
+    "deterministic_mode": (MOE, "--deterministic-mode"),
     "attention_backend": (BF16, "--attention-backend unfused"),
     "cross_entropy_loss_fusion": (BF16 + " --cross-entropy-fusion-impl te", "--cross-entropy-loss-fusion"),
     "cross_entropy_fusion_impl": (BF16 + " --cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te"),

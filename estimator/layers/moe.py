@@ -29,6 +29,8 @@ MoE) or h::
       + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below)
     + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
     + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
+    + B U d                            deterministic mode, unfused permutation: the unpermute's source rows
+                                       (:func:`unpermute_source`: U = R with allgather, Tn k with alltoall)
 
 What the backward pass reads of the routed part (Megatron-LM @ d98e8a64): fc1 keeps its input, the permuted
 tokens (local ``ColumnParallelLinear``, Transformer Engine's ``Linear`` and ``GroupedLinear``, whose inputs
@@ -37,7 +39,7 @@ are ``torch.split`` views of the one permuted tensor: transformer_engine/pytorch
 probabilities inside the experts (experts.py ``bias_act_func``, mlp.py ``MLP.forward``): in one fused kernel for
 SwiGLU (fusions/fused_bias_swiglu.py ``WeightedSwiGLUFunction`` saves its input and the R probabilities),
 otherwise as act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
-Nothing of the experts' output is kept: fc2's output is concatenated (SequentialMLP ``torch.cat``), re-sorted
+Nothing of the experts' output is kept (outside deterministic mode, below): fc2's output is concatenated (SequentialMLP ``torch.cat``), re-sorted
 (moe_utils.py ``sort_chunks_by_idxs``: split and cat), sent back (``all_to_all``, reduce-scatter) and
 scattered into the token order (moe_utils.py ``unpermute``: ``scatter_add_`` keeps only its indices; Transformer
 Engine's ``moe_unpermute`` without merging probabilities keeps only its row map), and none of these saves its
@@ -45,6 +47,22 @@ input; the permutation itself (``index_select``, ``moe_permute``) keeps indices 
 besides is per token and expert or per row (indices), not per hidden element; of it the allgather dispatcher's
 saved probabilities and mask are counted with the router (:mod:`.router`). moe_act, shared_experts and moe
 recompute drop their parts.
+
+Deterministic mode (``deterministic_mode``, Megatron's ``--deterministic-mode``, which calls
+``torch.use_deterministic_algorithms(True)``: Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+``apply_determinism_to_args``) changes the unfused unpermute: moe_utils.py ``unpermute`` adds the rows back with
+``index_add_`` instead of ``scatter_add_`` when ``torch.are_deterministic_algorithms_enabled()``. PyTorch's
+derivative of ``index_add`` (tools/autograd/derivatives.yaml: ``source: grad.index_select(dim, index)
+.expand_as(source)``) reads ``source``, so its autograd node saves the source tensor itself until the backward
+pass, where ``scatter_add_``'s (``src: grad.gather(dim, index)``) saves only its index. The source is what is
+unpermuted, in the activations' dtype, per micro-batch::
+
+    + B R d                            allgather: the local experts' output rows (combine_preprocess)
+    + B Tn k d                         alltoall: the rank's own tokens' k routed copies, back from the
+                                       all-to-all (combine_postprocess); capacity factor as for R
+
+The fused unpermute (Transformer Engine's ``moe_unpermute``) is the same in both modes, and the flex
+dispatcher's received-token count is data-dependent (left out, as above).
 
 Fused permutation (``moe_permute_fusion``) adds Transformer Engine's row map, per micro-batch::
 
@@ -84,7 +102,7 @@ from .mlp import mlp_count
 from .router import gather_ranks, saved as router_saved
 
 __all__ = ["activations", "components", "expert_params", "linear_weights", "params", "permute_map", "routed_rows",
-           "weight_shapes"]
+           "unpermute_source", "weight_shapes"]
 
 #: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
 _I32 = 4
@@ -154,11 +172,29 @@ def routed_rows(r, T: int, Tn: int) -> int:
     experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. A capacity
     factor c caps each expert at c times its share (and padding fills it up to that)."""
     tokens = Tn if r.sp else T
-    rows = tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1)
+    return _capped(r, tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1))
+
+
+def _capped(r, rows: int) -> int:
+    """Routed rows under a capacity factor c: each expert capped at c times its share (padding fills it up)."""
     c = r.cfg.model.moe_expert_capacity_factor
     if c is not None:
         rows = int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, 1.0))
     return rows
+
+
+def unpermute_source(r, T: int, Tn: int) -> int:
+    """Rows the deterministic unpermute keeps for one micro-batch (module docstring): the local experts' rows
+    (allgather) or the rank's own tokens' k routed copies after the return all-to-all (alltoall); 0 without
+    ``deterministic_mode``, with ``moe_permute_fusion`` or with the flex dispatcher."""
+    m = r.cfg.model
+    if not r.cfg.training.deterministic_mode or m.moe_permute_fusion:
+        return 0
+    if m.moe_token_dispatcher_type == "allgather":
+        return routed_rows(r, T, Tn)
+    if m.moe_token_dispatcher_type == "alltoall":
+        return _capped(r, (Tn if r.sp else T) * r.k)
+    return 0
 
 
 def permute_map(r, Tn: int) -> int:
@@ -224,13 +260,15 @@ def activations(r, c: Ctx) -> Part:
     # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.layers.router).
     router = sum(router_saved(r, B, T, Tn).values())
     pmap = permute_map(r, Tn)
-    saved = norm2 + router + pmap + experts + shared + latent
+    # --deterministic-mode: index_add_ in the unfused unpermute keeps its source rows (module docstring).
+    unpermute = B * unpermute_source(r, T, Tn) * d
+    saved = norm2 + router + pmap + experts + unpermute + shared + latent
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h
-        norm2_out = router = pmap = e_in = e_fc1 = act_out = shared = 0
+        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared = 0
     named = None
     if c.parts:
         named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
-                 "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
+                 "unpermute_source": unpermute, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
     return Part(saved, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
