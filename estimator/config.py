@@ -525,5 +525,13 @@ def validate(cfg: Config) -> list[Problem]:
             "needs Transformer Engine's FusedAdam (optimizer_implementation: te_fused)")
     if pr.params_dtype == "fp32" and pr.fp8:
         add("precision.fp8", True, "FP8 compute needs bf16 or fp16 weights")
+
+    # Deterministic mode refuses these (Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+    # ARG_VALUES_REQUIRED_FOR_DETERMINISM).
+    if tr.deterministic_mode:
+        if tr.cross_entropy_loss_fusion:
+            add("training.cross_entropy_loss_fusion", True, "Megatron-LM's --deterministic-mode requires it off")
+        if par.tp_comm_overlap:
+            add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
     P.extend(feature_problems(cfg))
     return P

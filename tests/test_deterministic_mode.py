@@ -99,3 +99,21 @@ def test_megatron_flag_round_trips():
     assert "--deterministic-mode" in to_megatron_args(cfg)
     off = read_megatron_args(BASE, world_size=1).config
     assert not (off.get("training") or {}).get("deterministic_mode")
+
+
+def test_deterministic_mode_refuses_what_megatron_refuses():
+    """Megatron-LM's --deterministic-mode asserts cross_entropy_loss_fusion and tp_comm_overlap are off
+    (Megatron-LM @ d98e8a64 : megatron/training/determinism.py ARG_VALUES_REQUIRED_FOR_DETERMINISM): such a run
+    never starts, so the estimator names the field instead of estimating it."""
+    import pytest
+
+    from estimator.errors import ConfigError
+    base = dict(num_layers=2, hidden_size=256, num_attention_heads=4, vocab_size=1000)
+    with pytest.raises(ConfigError) as exc:
+        load_config(make_config(base, training={**DET, "cross_entropy_loss_fusion": True}))
+    assert [p.field for p in exc.value.problems] == ["training.cross_entropy_loss_fusion"]
+    with pytest.raises(ConfigError) as exc:
+        load_config(make_config(base, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True},
+                                {**DET, "world_size": 2, "sequence_parallel": True}))
+    assert [p.field for p in exc.value.problems] == ["parallelism.tp_comm_overlap"]
+    load_config(make_config(base, training=DET))              # on its own it is fine
