@@ -268,37 +268,42 @@ def deployed_url(site_dir):
     shutil.rmtree(www, ignore_errors=True)
 
 
-def test_instant_navigation_reuses_python(browser, deployed_url):
+@pytest.fixture
+def deployed_page(browser, deployed_url):
+    """A page of its own context on the deployed copy; the test fails on any page or console error."""
     context = browser.new_context()
     errors: list[str] = []
-    try:
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        assert _open(page, deployed_url + "calculator/") == "done"
-        # Material starts once Python has drawn its first estimate; its instant navigation once it has read the
-        # sitemap (which links are the site's own)
-        page.wait_for_function("() => window.document$ !== undefined && performance.getEntriesByType('resource')"
-                               ".some((r) => r.name.endsWith('/sitemap.xml'))")
-        page.wait_for_timeout(200)
-        page.evaluate("window.__mme.marker = 1")                   # survives only without a reload
-        find = ("(away) => [...document.querySelectorAll('a.md-nav__link[href]')]"
-                ".find((a) => a.href.includes('/calculator/') !== away).click()")
-        for _ in range(2):
-            page.evaluate(f"({find})(true)")
-            page.wait_for_function("() => !document.querySelector('[data-mme-calculator]')")
-            n = _events(page)
-            page.evaluate(f"({find})(false)")
-            assert _wait(page, n) == "done"
-        assert page.evaluate("window.__mme.marker") == 1
-        assert page.locator("[data-mme-calculator]").count() == 1
-        page.wait_for_function("() => document.querySelector('.mme-section')")   # built once Python has answered
-        assert page.locator(".mme-section").count() == 5                 # four sections + import, once
-        assert page.locator(".mme-quick").count() == 1
-        assert _shown(page) == estimate(load_preset("qwen3-8b")).to_dict()
-    finally:
-        context.close()
+    page = context.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield page
+    context.close()
     assert not errors
+
+
+def test_instant_navigation_reuses_python(deployed_page, deployed_url):
+    page = deployed_page
+    assert _open(page, deployed_url + "calculator/") == "done"
+    # Material starts once Python has drawn its first estimate; its instant navigation once it has read the
+    # sitemap (which links are the site's own)
+    page.wait_for_function("() => window.document$ !== undefined && performance.getEntriesByType('resource')"
+                           ".some((r) => r.name.endsWith('/sitemap.xml'))")
+    page.wait_for_timeout(200)
+    page.evaluate("window.__mme.marker = 1")                   # survives only without a reload
+    find = ("(away) => [...document.querySelectorAll('a.md-nav__link[href]')]"
+            ".find((a) => a.href.includes('/calculator/') !== away).click()")
+    for _ in range(2):
+        page.evaluate(f"({find})(true)")
+        page.wait_for_function("() => !document.querySelector('[data-mme-calculator]')")
+        n = _events(page)
+        page.evaluate(f"({find})(false)")
+        assert _wait(page, n) == "done"
+    assert page.evaluate("window.__mme.marker") == 1
+    assert page.locator("[data-mme-calculator]").count() == 1
+    page.wait_for_function("() => document.querySelector('.mme-section')")   # built once Python has answered
+    assert page.locator(".mme-section").count() == 5                 # four sections + import, once
+    assert page.locator(".mme-quick").count() == 1
+    assert _shown(page) == estimate(load_preset("qwen3-8b")).to_dict()
 
 
 # Records, in the page, whether Material's script had started at the page's own DOMContentLoaded and when it
@@ -310,32 +315,24 @@ document.addEventListener("DOMContentLoaded", (ev) => {
 });"""
 
 
-def test_material_starts_once_python_has_answered(browser, deployed_url):
+def test_material_starts_once_python_has_answered(deployed_page, deployed_url):
     """On the calculator page Material's script (about 0.7 s of main-thread CPU on a two-core laptop) and the
     full form start only once Python has drawn its first estimate, so that neither slows Python's start; then
     Material works as on every other page: its search answers and its palette switch changes the scheme."""
-    context = browser.new_context()
-    errors: list[str] = []
-    try:
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        page.add_init_script(MATERIAL_LATE)
-        assert _open(page, deployed_url + "calculator/?preset=llama-3-8b") == "done"
-        assert page.evaluate("window.__material.atLoad") == "undefined"
-        page.wait_for_function("() => window.__material.late !== null")
-        assert page.evaluate("window.__material.late.answers") >= 1       # after Python's first answer
-        page.wait_for_function("() => document.querySelector('.mme-section')")   # the full form, built by then
-        assert page.locator(".mme-section").count() == 5
-        scheme = page.get_attribute("body", "data-md-color-scheme")
-        page.locator("label.md-header__button[for^='__palette']:visible").click()
-        page.wait_for_function(f"() => document.body.getAttribute('data-md-color-scheme') !== '{scheme}'")
-        page.locator("input.md-search__input").click()
-        page.locator("input.md-search__input").fill("pipeline")
-        page.wait_for_selector(".md-search-result__item", timeout=30_000)
-    finally:
-        context.close()
-    assert not errors
+    page = deployed_page
+    page.add_init_script(MATERIAL_LATE)
+    assert _open(page, deployed_url + "calculator/?preset=llama-3-8b") == "done"
+    assert page.evaluate("window.__material.atLoad") == "undefined"
+    page.wait_for_function("() => window.__material.late !== null")
+    assert page.evaluate("window.__material.late.answers") >= 1       # after Python's first answer
+    page.wait_for_function("() => document.querySelector('.mme-section')")   # the full form, built by then
+    assert page.locator(".mme-section").count() == 5
+    scheme = page.get_attribute("body", "data-md-color-scheme")
+    page.locator("label.md-header__button[for^='__palette']:visible").click()
+    page.wait_for_function(f"() => document.body.getAttribute('data-md-color-scheme') !== '{scheme}'")
+    page.locator("input.md-search__input").click()
+    page.locator("input.md-search__input").fill("pipeline")
+    page.wait_for_selector(".md-search-result__item", timeout=30_000)
 
 
 def test_material_starts_at_once_when_the_user_reaches_for_it(browser, deployed_url):
