@@ -25,7 +25,7 @@ from .activations import LayerActivations, context, layer_activations, stage_ext
 from .layers import kind_linear_weights, kind_params, kind_weight_shapes
 from .local_attention import chunk_mask_bytes
 from .loss import loss_buffers
-from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers
+from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers, recompute_retained
 from .params import count_parameters, embedding, final_norm, mtp_extra, output_layer
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
@@ -372,7 +372,8 @@ def stage_memory(r: Resolved) -> Estimate:
             # The optimizer step (estimator/optimizer_step.py): activations freed, its own buffers alive.
             states = st.weights + st.gradients + st.optimizer
             fwd_bwd = states + activations + transient_bytes
-            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient)
+            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
+                                          recompute_retained(r, chunks, acts))
             phase, step_total = "forward_backward", states + sum(step.values())
             if step_total > fwd_bwd:
                 phase, transient, transient_bytes = "optimizer_step", step, step_total - states
@@ -392,15 +393,31 @@ def stage_memory(r: Resolved) -> Estimate:
         adj = feat.stage(s_idx, [c.layers for c in chunks], plan.embedding, has_loss, dense_p, linear_p, expert_p,
                          st, activations, flight, transient, bwd + work)
         acts_by.update(adj.activation_parts)
-        transient_bytes = sum(adj.transient.values())
-        allocated = adj.weights + adj.gradients + adj.optimizer + adj.activations + transient_bytes
+        transient, activations = adj.transient, adj.activations
+        transient_bytes = sum(transient.values())
+        grads = adj.gradients
+        states = adj.weights + grads + adj.optimizer
+        fwd_bwd = states + activations + transient_bytes
+        phase, step_total = "forward_backward", 0
+        if feat.step_modelled:
+            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
+                                          recompute_retained(r, chunks, acts))
+            # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as it
+            # copies each to fp32 (optimizer.py _copy_model_grads_to_main_grads: "Safe to deallocate").
+            held = states - adj.gradients if cfg.parallelism.use_torch_fsdp2 else states
+            step_total = held + sum(step.values())
+            if step_total > fwd_bwd:
+                phase, transient, transient_bytes, activations = "optimizer_step", step, step_total - held, 0
+                acts_by = dict.fromkeys(acts_by, 0)
+                grads, states = grads - (states - held), held
+        allocated = states + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
-            adj.weights, adj.gradients, adj.optimizer, adj.activations, transient_bytes, allocated, reserved,
-            reserved + overhead + sum(adj.outside_allocator.values()), acts_by, adj.transient, reports,
+            adj.weights, grads, adj.optimizer, activations, transient_bytes, allocated, reserved,
+            reserved + overhead + sum(adj.outside_allocator.values()), acts_by, transient, reports,
             sum(adj.host.values()), adj.host, adj.outside_allocator,
-            forward_backward_bytes=allocated))
+            peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
@@ -511,7 +528,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
-    out.append(optimizer_step_assumption(r, bm))
+    out.append(optimizer_step_assumption(r, bm) if features.step_modelled(cfg) else
+               "Optimizer step: not modelled with these features (the forward/backward peak is reported).")
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
                "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")

@@ -30,12 +30,34 @@ pinned revision (``megatron/core/optimizer/{optimizer,distrib_optimizer,__init__
      parameter and such state.
    - ``apex_fused``: in place (``apex/optimizers/fused_adam.py``): nothing.
 
+   SGD (``training.optimizer: sgd``) is stepped the same way: Transformer Engine's and Apex's FusedSGD update in
+   place; ``torch.optim.SGD`` (foreach, ``_multi_tensor_sgd``) first adds the weight decay to the gradients
+   into new tensors (``torch._foreach_add(grads, params, alpha=weight_decay)``; Megatron-LM's
+   ``--weight-decay`` defaults to 0.01, and Megatron-Core keeps a group without weight decay apart, counted
+   here with the rest): 4 B per main parameter. Its momentum buffer is a state, updated in place.
+
    The inner optimizers of a ``ChainedOptimizer`` step one after the other, so the temporaries are those
    of the largest one: dense and routed-expert parameters have separate optimizers when expert
    parallelism is used or the expert tensor-parallel size differs from the dense one (their parameters
    then carry ``allreduce = False``), else one optimizer holds both. Megatron puts the parameters
    without weight decay (biases and norm weights) in a group of their own, which PyTorch and Transformer
    Engine step separately; counting them with the rest over-estimates by 4 B per such parameter.
+
+3. **Recomputed MoE inputs kept from the last backward.** A checkpointed MoE layer (selective recompute of
+   ``moe``, or a full-recompute group holding a MoE layer) is rerun in the backward on a detached copy of its
+   input, a leaf that requires grad (``megatron/core/tensor_parallel/random.py`` ``CheckpointFunction``:
+   ``detach_variable``, then ``torch.autograd.backward``, which leaves the leaf's ``.grad``). The token
+   dispatcher keeps the routing probabilities of its last call on itself (``token_dispatcher.py``: alltoall
+   ``self.probs``, allgather ``self.local_probs``), and their autograd history reaches the router, whose input
+   is that leaf: the leaf and its gradient stay alive, one micro-batch's worth per checkpointed group, until
+   the layer runs forward again in the next iteration, so through the optimizer step (2 Tn h bytes each).
+   Measured on one H100 (this project's batch 4, ``b4_moe_recompute_moe``: PyTorch's allocation trace names
+   the pre-MLP norm output and ``CheckpointFunction.backward``'s gradient, 8 MiB each per MoE layer).
+
+With PyTorch FSDP2 (``use_torch_fsdp2``) there is no gradient buffer: the gradients are the bf16 parameter
+shards' own ``.grad``, and Megatron-Core's ``Float16OptimizerWithFloat16Params`` copies each to fp32 for its
+shard of fp32 main parameters and drops it (``model_param.grad = None``), so the step holds the fp32 copies
+instead of the bf16 gradients (measured on one H100, this project's batch 5: −0.03 %).
 
 Gradient clipping adds nothing of parameter size: Transformer Engine's and Apex's multi-tensor L2 norm and
 scale run in place, and Megatron's PyTorch fallback (``local_multi_tensor_scale``) makes one temporary per
@@ -53,7 +75,7 @@ from .resolve import Resolved
 from .states import ByteModel, grad_reduce_in_fp32
 
 __all__ = ["OPTIMIZER_IMPLEMENTATIONS", "PERSISTENT_BUFFERS", "StepBuffers", "optimizer_step_buffers",
-           "step_buffers", "te_keeps_master_weights"]
+           "recompute_retained", "step_buffers", "te_keeps_master_weights"]
 
 #: Values of ``training.optimizer_implementation``.
 OPTIMIZER_IMPLEMENTATIONS = ("te_fused", "apex_fused", "torch")
@@ -94,6 +116,8 @@ def _fp32_copies_per_state(r: Resolved) -> int:
     """States the implementation unscales into an fp32 copy for a whole group before its kernel."""
     pr = r.cfg.precision
     impl = r.cfg.training.optimizer_implementation
+    if r.cfg.training.optimizer == "sgd":
+        return 1 if impl == "torch" else 0        # torch: the gradients plus weight decay, a new list
     if impl == "torch":
         return 1                                  # exp_avg_sq.sqrt()
     if impl != "te_fused" or not pr.use_precision_aware_optimizer:
@@ -117,7 +141,7 @@ def step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: i
 
     with c the fp32 copies per parameter the implementation makes (:func:`_fp32_copies_per_state`).
     """
-    if bm.distributed:
+    if bm.distributed or r.cfg.parallelism.use_torch_fsdp2:      # FSDP2: each GPU steps its shards
         n_d, n_e = _ceil_div(dense_params, dense_shard), _ceil_div(expert_params, r.edp)
     else:
         n_d, n_e = dense_params, expert_params
@@ -134,16 +158,50 @@ def _flags(r: Resolved) -> tuple[bool, bool, int]:
     hit = cache.get("_step_flags")
     if hit is None:
         pr = r.cfg.precision
-        copies = pr.params_dtype != "fp32" and not te_keeps_master_weights(pr) and not grad_reduce_in_fp32(pr)
+        # FSDP2 keeps no gradient buffer: the gradients are the bf16 parameters' own (no mixed-precision policy).
+        fp32_grads = grad_reduce_in_fp32(pr) and not r.cfg.parallelism.use_torch_fsdp2
+        copies = pr.params_dtype != "fp32" and not te_keeps_master_weights(pr) and not fp32_grads
         hit = cache["_step_flags"] = (copies, _separate_expert_optimizer(r), _fp32_copies_per_state(r))
     return hit
 
 
+def recompute_retained(r: Resolved, chunks, acts) -> int:
+    """Bytes of recomputed MoE inputs and their gradients alive through the step (module docstring, point 3):
+    2 x the layer input (``LayerActivations.checkpoint``) per checkpointed group of ``chunks`` that holds a MoE
+    layer. Groups follow Megatron-Core's ``TransformerBlock._checkpointed_forward`` within each model chunk:
+    ``uniform`` groups of ``recompute_num_layers`` from the chunk's first layer, ``block`` its first
+    ``recompute_num_layers`` layers one by one; selective ``moe`` checkpoints every MoE layer alone."""
+    tr = r.cfg.training
+    if not r.E or r.cfg.model.moe_token_dispatcher_type not in ("alltoall", "allgather"):
+        return 0
+    moe = r.moe_layers
+    if tr.recompute_granularity == "selective":
+        if "moe" not in (tr.recompute_modules or ()):
+            return 0
+        groups = [(i,) for c in chunks for i in c.layers if moe[i]]
+    elif tr.recompute_granularity == "full":
+        k = tr.recompute_num_layers or 1
+        groups = []
+        for c in chunks:
+            idx = tuple(c.layers)
+            if tr.recompute_method == "block":
+                groups += [(i,) for i in idx[:k]]
+            else:
+                groups += [idx[j:j + k] for j in range(0, len(idx), k)]
+        groups = [g for g in groups if any(moe[i] for i in g)]
+    else:
+        return 0
+    return sum(2 * acts[r.layer_kinds[g[0]]].checkpoint for g in groups)
+
+
 def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: int, dense_shard: int,
-                           transient: dict) -> dict:
+                           transient: dict, retained: int = 0) -> dict:
     """Everything besides the model states alive at the step's peak, by name: the run-long buffers of
-    ``transient`` (:data:`PERSISTENT_BUFFERS`) and the step's own (zero entries left out)."""
+    ``transient`` (:data:`PERSISTENT_BUFFERS`), the recomputed MoE inputs kept from the backward (``retained``,
+    :func:`recompute_retained`) and the step's own (zero entries left out)."""
     out = {k: transient[k] for k in PERSISTENT_BUFFERS if k in transient}
+    if retained:
+        out["recompute_retained_inputs"] = retained
     sb = step_buffers(r, bm, dense_params, expert_params, dense_shard)
     if sb.grad_copies:
         out["optimizer_fp32_grad_copies"] = sb.grad_copies
@@ -154,18 +212,24 @@ def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert
 
 _IMPL_NAMES = {"te_fused": "Transformer Engine's FusedAdam", "apex_fused": "Apex's FusedAdam",
                "torch": "torch.optim.AdamW (foreach)"}
+_SGD_NAMES = {"te_fused": "Transformer Engine's FusedSGD", "apex_fused": "Apex's FusedSGD",
+              "torch": "torch.optim.SGD (foreach)"}
 
 
 def assumption(r: Resolved, bm: ByteModel) -> str:
-    """One sentence for the estimate's assumptions: which Adam runs and what its step adds."""
+    """One sentence for the estimate's assumptions: which optimizer implementation runs and what its step adds."""
     sb = step_buffers(r, bm, 1, 0, 1)
     impl = r.cfg.training.optimizer_implementation
+    names = _SGD_NAMES if r.cfg.training.optimizer == "sgd" else _IMPL_NAMES
     parts = []
-    if sb.grad_copies:
+    if sb.grad_copies and r.cfg.parallelism.use_torch_fsdp2:
+        parts.append("fp32 copies of the gradient shards (4 B per parameter; FSDP2's bf16 gradients are freed as "
+                     "they are copied)")
+    elif sb.grad_copies:
         parts.append("fp32 copies of the gradient shard (4 B per parameter, the gradient buffer not being fp32)")
     if sb.temporaries:
-        parts.append(f"{_IMPL_NAMES[impl]}'s temporaries ({sb.temporaries} B per parameter stepped at once)")
+        parts.append(f"{names[impl]}'s temporaries ({sb.temporaries} B per parameter stepped at once)")
     adds = " and ".join(parts) if parts else "nothing of parameter size"
-    return (f"Optimizer step: {_IMPL_NAMES[impl]} (training.optimizer_implementation: Megatron-Core picks it by "
+    return (f"Optimizer step: {names[impl]} (training.optimizer_implementation: Megatron-Core picks it by "
             f"what is installed); with the activations freed, the step adds {adds} to the model states and the "
             "run-long buffers; the stage's peak is the larger of the forward/backward and the step (peak_phase).")

@@ -120,3 +120,17 @@ def test_fsdp_rules():
         est({"data_parallel_sharding_strategy": "optim"})
     with pytest.raises(ConfigError, match="divisible by num_distributed_optimizer_instances"):
         est({**FSDP, "num_distributed_optimizer_instances": 3})
+
+
+def test_torch_fsdp2_optimizer_step():
+    """FSDP2 has no gradient buffer: the gradients are the bf16 parameter shards' own .grad, and Megatron-Core's
+    Float16OptimizerWithFloat16Params copies each to fp32 and frees it (optimizer.py
+    _copy_model_grads_to_main_grads). With the full-recompute model of this file the step holds weights
+    2n/8 + master and moments 12 x n/8 + fp32 gradient copies 4 x n/8 (no bf16 gradients) + the run-long GEMM
+    workspaces (32 MiB + 1 KiB + 2 x 32 MiB; FSDP2 needs gradient_accumulation_fusion off, so Transformer Engine
+    keeps no dummy weight gradients); FusedAdam adds nothing."""
+    s = est({"use_torch_fsdp2": True}, {"use_distributed_optimizer": False, "gradient_accumulation_fusion": False,
+                                        "recompute_granularity": "full", "recompute_method": "uniform",
+                                        "recompute_num_layers": 1})
+    n8 = N // 8
+    assert s.optimizer_step_bytes == 2 * n8 + 12 * n8 + 4 * n8 + 96 * 2 ** 20 + 1024

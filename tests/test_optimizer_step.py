@@ -17,7 +17,8 @@ import pytest
 from estimator import estimate
 from estimator.config import load_config
 from estimator.errors import ConfigError
-from estimator.optimizer_step import step_buffers
+from estimator.memory import _layer_activations
+from estimator.optimizer_step import recompute_retained, step_buffers
 from estimator.resolve import resolve
 from estimator.states import byte_model
 from tests.conftest import make_config
@@ -180,3 +181,63 @@ def test_peak_phase_is_in_the_json():
     st = d["stages"][0]
     assert st["peak_phase"] == "optimizer_step"
     assert st["allocated_bytes"] == st["optimizer_step_bytes"] > st["forward_backward_bytes"] > 0
+
+
+# Recomputed MoE inputs kept through the step (estimator/optimizer_step.py point 3). MOE: DENSE with 4 layers,
+# every MLP 4 experts x 256, top-2; s 128, b 1, bf16, TP 1: one layer input is 128 x 256 x 2 B = 65,536 B, and
+# each checkpointed group holding a MoE layer keeps that input (a detached leaf) and its gradient: 131,072 B.
+MOE = {**DENSE, "num_layers": 4, "num_experts": 4, "moe_router_topk": 2, "moe_ffn_hidden_size": 256}
+KEPT = 2 * 128 * 256 * 2
+
+
+def _kept(training, model=MOE):
+    r = resolve(load_config(make_config(model, None, {"seq_length": 128, **training})))
+    return recompute_retained(r, r.plan[0].chunks, _layer_activations(r))
+
+
+@pytest.mark.parametrize("training, model, groups", [
+    # Selective recompute of "moe": every MoE layer is its own checkpoint: 4 groups.
+    ({"recompute_granularity": "selective", "recompute_modules": ["moe"]}, MOE, 4),
+    # With moe_layer_freq [0, 1, 0, 1] two layers are MoE: 2 groups.
+    ({"recompute_granularity": "selective", "recompute_modules": ["moe"]}, {**MOE, "moe_layer_freq": [0, 1, 0, 1]}, 2),
+    # Full recompute, uniform, 2 layers per group: groups (0, 1) and (2, 3), each holding a MoE layer.
+    ({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 2},
+     {**MOE, "moe_layer_freq": [0, 1, 0, 1]}, 2),
+    # Full recompute, uniform, 1 layer per group, MoE layers 1 and 3 only: 2 of the 4 groups.
+    ({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1},
+     {**MOE, "moe_layer_freq": [0, 1, 0, 1]}, 2),
+    # Full recompute, block, first 3 layers one by one: layers 0, 1, 2, of which MoE 1: 1 group.
+    ({"recompute_granularity": "full", "recompute_method": "block", "recompute_num_layers": 3},
+     {**MOE, "moe_layer_freq": [0, 1, 0, 1]}, 1),
+])
+def test_recomputed_moe_inputs_stay_alive_through_the_step(training, model, groups):
+    """The step holds 2 x (layer input) per checkpointed group with a MoE layer (the arithmetic above), with the
+    alltoall dispatcher (``self.probs``) and the allgather one (``self.local_probs``) alike."""
+    assert _kept(training, model) == groups * KEPT
+    assert _kept(training, {**model, "moe_token_dispatcher_type": "allgather"}) == groups * KEPT
+
+
+def test_no_recomputed_moe_inputs_without_a_checkpointed_moe_layer():
+    """Selective recompute of core_attn only, or a dense model under full recompute: no leaf is kept."""
+    assert _kept({"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}) == 0
+    assert _kept({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1},
+                 DENSE) == 0
+
+
+def test_the_kept_inputs_count_in_the_step_of_a_stage():
+    """With torch's AdamW (4 B per parameter of temporaries) the step holds the peak of this small model; the
+    kept inputs are among its buffers, by name."""
+    s = _stage({"recompute_granularity": "selective", "recompute_modules": ["moe"], **LOCAL_TORCH}, model=MOE)
+    assert s.peak_phase == "optimizer_step"
+    assert s.transient["recompute_retained_inputs"] == 4 * KEPT
+
+
+def test_torch_sgd_step_adds_the_weight_decayed_gradients():
+    """torch.optim.SGD (foreach) with weight decay writes grad + weight_decay x param into new tensors for the
+    whole group (``torch._foreach_add``): 4 B x N. States without the distributed optimizer: bf16 weights 2 B,
+    fp32 gradient buffer 4 B (no fp32 copy needed), fp32 master 4 B, momentum 4 B = 14 B x N. The step holds
+    14 N + 4 N + the local implementation's run-long buffers; Transformer Engine's FusedSGD adds nothing."""
+    sgd = {"optimizer": "sgd", "use_distributed_optimizer": False}
+    s = _stage({**sgd, **LOCAL_TORCH})
+    assert s.optimizer_step_bytes == 18 * N + LOCAL_FIXED
+    assert _buffers(sgd).temporaries == 0

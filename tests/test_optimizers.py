@@ -65,3 +65,15 @@ def test_optimizer_rules():
         est({"sgd_momentum": 0.5})
     with pytest.raises(ConfigError, match="only with optimizer: muon and use_distributed_optimizer"):
         est({"use_layer_wise_param_layout": False})
+
+
+def test_sgd_is_refused_with_the_distributed_optimizer():
+    """Megatron-LM @ d98e8a64 : megatron/core/optimizer/distrib_optimizer.py asserts that the optimizer it wraps
+    is Adam, HybridDeviceOptimizer or has a state initializer; Megatron-Core builds torch's (or Transformer
+    Engine's) SGD without one, so ``--optimizer sgd --use-distributed-optimizer`` stops at start-up (this
+    project's batch-4 run b4_dense_sgd did, on one H100: validation/project_runs.yaml). The estimate names the
+    field and what to set; without the distributed optimizer SGD is estimated."""
+    with pytest.raises(ConfigError, match=r"training\.optimizer.*distributed optimizer.*use_distributed_optimizer: "
+                                          r"false"):
+        est({"optimizer": "sgd", "use_distributed_optimizer": True})
+    assert est({"optimizer": "sgd", "use_distributed_optimizer": False}).optimizer_bytes == 8 * N

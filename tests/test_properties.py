@@ -173,11 +173,16 @@ RECOMPUTE_CHAINS = [
 def test_more_recompute_never_raises_the_activations(cfg, chain):
     """none >= selective (layernorm) >= selective (layernorm, core_attn, mlp) >= full (uniform, groups of 1)
     >= full (uniform, groups of 2); none >= full (block, 1 layer) >= (block, 2) >= (block, all) >= (uniform,
-    groups of 2); stage by stage."""
+    groups of 2); stage by stage. A stage whose peak is the optimizer step reports no activations there; the
+    step itself can be larger with less recompute (a checkpointed MoE layer keeps its recomputed input through
+    it, estimator/optimizer_step.py point 3), so such a stage is compared only when both peaks are the step or
+    the one with more recompute peaks in the step."""
     runs = [_estimate(_with(cfg, **changes)) for changes in chain]
     assume(all(runs))
     for less, more in zip(runs, runs[1:]):
         for s0, s1 in zip(less.stages, more.stages):
+            if s0.peak_phase == "optimizer_step" and s1.peak_phase == "forward_backward":
+                continue
             assert s1.activations_bytes <= s0.activations_bytes, s0.stage
 
 

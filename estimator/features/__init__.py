@@ -19,13 +19,14 @@ source in its docstring:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from ..activations import layer_activations, stage_extras
 from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
-__all__ = ["Plan", "StageAdjustment", "assumptions", "plan"]
+__all__ = ["Plan", "StageAdjustment", "assumptions", "plan", "step_modelled"]
 
 
 class StageAdjustment(NamedTuple):
@@ -53,6 +54,20 @@ def _active(cfg) -> bool:
             or (pr.fp8 and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
 
 
+def step_modelled(cfg) -> bool:
+    """Whether the optimizer step is modelled (estimator/optimizer_step.py): with no feature switched on, or with
+    only SGD (its states are plain per-parameter buffers, stepped like Adam's) and PyTorch FSDP2 (Megatron-Core's
+    Float16Optimizer steps its shards). Otherwise the forward/backward peak is reported."""
+    if not _active(cfg):
+        return True
+    tr, par = cfg.training, cfg.parallelism
+    if tr.optimizer not in ("adam", "sgd"):
+        return False
+    plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9),
+                    parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True))
+    return not _active(plain)
+
+
 def plan(r, bm, layout, acts: dict):
     """The features of a resolved configuration, or ``None`` when it uses none of them."""
     cache = r.cfg.__dict__          # the frozen Config's instance dict: remember the answer on it
@@ -74,6 +89,7 @@ class Plan:
         self.r, self.bm, self.layout = r, bm, layout
         par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
         self.frozen = tr.peft is not None
+        self.step_modelled = step_modelled(cfg)
         acts = dict(enumerate(acts))    # layer-kind index (r.kinds) -> LayerActivations
         if (self.frozen or tr.cuda_graph_impl != "none"
                 or tr.overlap_moe_expert_parallel_comm):

@@ -13,6 +13,11 @@ Sources (Megatron-LM @ d98e8a64): ``megatron/core/optimizer/__init__.py`` (SGD w
 parameters to Adam), ``layer_wise_optimizer.py`` (``LayerWiseDistributedOptimizer`` gives each 2-D weight
 whole to one data-parallel rank; everything else goes through the byte-sharded distributed optimizer).
 
+SGD does not run with the distributed optimizer (nor Megatron-FSDP, which uses it): ``distrib_optimizer.py``
+``DistributedOptimizer.__init__`` asserts Adam, ``HybridDeviceOptimizer`` or a state initializer, and SGD is built
+without one (this project's batch-4 SGD run stopped there on an H100); the configuration is refused
+(:mod:`.rules`).
+
 Sharding: with the distributed optimizer the states are divided over the data x context-parallel ranks
 (experts: expert-data-parallel ranks), and with ``num_distributed_optimizer_instances`` = M copies over only
 1/M of them (``parallel_state.py``: intra-partial data-parallel size dp*cp/M, expert dp/M).

@@ -98,6 +98,12 @@ def feature_problems(cfg) -> list[Problem]:
     # Optimizers ------------------------------------------------------------------------------------
     if pr.use_precision_aware_optimizer and tr.optimizer != "adam":
         add("precision.use_precision_aware_optimizer", True, "works only with optimizer: adam")
+    if tr.optimizer == "sgd" and tr.use_distributed_optimizer and not tr.optimizer_cpu_offload:
+        # Megatron-LM @ d98e8a64 : megatron/core/optimizer/distrib_optimizer.py (DistributedOptimizer.__init__,
+        # also Megatron-FSDP's optimizer) asserts Adam, HybridDeviceOptimizer or a state initializer, and torch's
+        # SGD has none: the run stops at start-up (seen on one H100, this project's batch 4).
+        add("training.optimizer", "sgd", "sgd does not run with the distributed optimizer (Megatron-Core's "
+            "DistributedOptimizer takes only Adam): set training.use_distributed_optimizer: false, or use adam")
     if tr.optimizer != "sgd":
         only_with("training.sgd_momentum", tr.sgd_momentum, 0.9, "optimizer: sgd")
     if not (tr.optimizer == "muon" and tr.use_distributed_optimizer):

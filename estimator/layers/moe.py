@@ -28,6 +28,8 @@ MoE) or h::
     + R (B d + B fm up + B fm)         the experts' input, fc1 output and activation output (fm = expert width
       + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below)
     + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
+      + B Tn h                         with moe_shared_expert_gate: its output, kept by ``output * gate_score``
+                                       for the gate's gradient (shared_experts.py ``SharedExpertMLP.forward``)
     + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
     + B U d                            deterministic mode, unfused permutation: the unpermute's source rows
                                        (:func:`unpermute_source`: U = R with allgather, Tn k with alltoall)
@@ -252,6 +254,8 @@ def activations(r, c: Ctx) -> Part:
     if r.fs:
         fs = r.fs // r.t
         shared = B * T * fs * up + lin_in * T * fs
+        if cfg.model.moe_shared_expert_gate:
+            shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
         if "shared_experts" in c.modules:
             recompute += shared
             shared = 0
