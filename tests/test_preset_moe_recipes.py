@@ -33,7 +33,7 @@ _DEEPSEEK = dict(moe_permute_fusion=True, moe_router_dtype="fp32", moe_router_pr
                  moe_router_load_balancing_type="seq_aux_loss")
 EXPECTED = {
     # recipes/deepseek/h100/deepseek_v2.py deepseek_v2_lite_pretrain_8gpu_h100_bf16_config + DeepSeekV2Bridge;
-    # aux_loss_alpha 0.001 of DeepSeek-V2-Lite's config.json
+    # aux_loss_alpha 0.001: DeepseekV2Config's default (transformers), mapped by model_bridge.py CONFIG_MAPPING
     "deepseek-v2-lite": dict(_DEEPSEEK, moe_aux_loss_coeff=1e-3),
     # perf_recipes/deepseek/h100/deepseek_v3.py (+ _deepseek_v3_common: router fusion) + DeepSeekV3Bridge
     "deepseek-v3": dict(_DEEPSEEK, moe_aux_loss_coeff=1e-4, moe_router_fusion=True, moe_router_enable_expert_bias=True,
