@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator import yamlio
+from estimator import load_config, yamlio
 from estimator.gpus import get_gpu
 from estimator.presets import list_presets
 from estimator.validation import stats
@@ -169,6 +169,35 @@ def test_a_recipes_model_settings_lay_over_its_preset():
     r = next(r for r in RECIPES if r["id"] == "bridge-deepseek-v3-1024gpu-h100-bf16")
     model = recipe_config(r)["model"]
     assert (model["moe_router_dtype"], model["moe_token_dispatcher_type"], model["num_layers"]) == ("fp32", "flex", 61)
+
+
+_MOE_KEYS = ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "moe_token_dispatcher_type",
+             "moe_flex_dispatcher_backend", "moe_router_dtype", "moe_router_pre_softmax",
+             "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_router_enable_expert_bias")
+
+
+@pytest.mark.parametrize("rid, want", [
+    ("bridge-qwen3-30b-a3b-16gpu-h100-bf16", (True, True, True, "flex", "hybridep", None, False, "aux_loss", 1e-3,
+                                              False)),
+    ("bridge-qwen3-235b-a22b-256gpu-h100-bf16", (True, True, True, "alltoall", None, None, False, "aux_loss", 1e-3,
+                                                 False)),
+    ("bridge-deepseek-v3-1024gpu-h100-bf16", (True, True, True, "flex", "hybridep", "fp32", True, "seq_aux_loss",
+                                              1e-4, True)),
+])
+def test_moe_recipes_run_their_moe_kernels(rid, want):
+    """The MoE settings each benchmark really runs, read by hand from NVIDIA-NeMo/Megatron-Bridge @ 067f987d
+    (src/megatron/bridge/...): permute fusion and grouped GEMM from the canonical recipes' kernel selections
+    (recipes/qwen/h100/qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py) and the model bridges
+    (models/qwen/qwen3_moe_bridge.py: aux_loss 1e-3, no router dtype, pre-softmax off as norm_topk_prob is true;
+    models/deepseek/deepseek_v3_bridge.py: fp32 router, pre-softmax, seq_aux_loss 1e-4, expert bias); router
+    fusion from recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config,
+    perf_recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config and
+    perf_recipes/deepseek/common.py _deepseek_v3_common; the dispatcher as the benchmark sets it."""
+    r = next(r for r in RECIPES if r["id"] == rid)
+    cfg = load_config(recipe_config(r))
+    got = tuple(getattr(cfg.model, k) for k in _MOE_KEYS)
+    flex = cfg.model.moe_token_dispatcher_type == "flex"
+    assert got[:4] + (got[4] if flex else None,) + got[5:] == want
 
 
 def test_data_files_are_read_by_our_yaml_reader():
