@@ -29,8 +29,11 @@ def wait(page, after: int = 0) -> str:
 
 def settle(page, after: int) -> str:
     """Wait until an answer after ``after`` of them is shown and nothing is pending or held back; the state."""
-    page.wait_for_function(f"""() => {{ const c = document.querySelector('[data-mme-calculator]').calculator;
-        return window.__mme.events.length > {after} && !c.busy && !c.dirty; }}""", timeout=90_000)
+    # The calculator may be between two instances (Material re-renders the page on Back after a pushState):
+    # not settled until the new one exists.
+    page.wait_for_function(f"""() => {{ const el = document.querySelector('[data-mme-calculator]');
+        const c = el && el.calculator;
+        return Boolean(c) && window.__mme.events.length > {after} && !c.busy && !c.dirty; }}""", timeout=90_000)
     page.wait_for_timeout(700)                          # an error held back while typing shows by then
     return page.get_attribute(RESULTS, "data-state")
 
