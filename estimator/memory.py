@@ -393,24 +393,22 @@ def stage_memory(r: Resolved) -> Estimate:
         adj = feat.stage(s_idx, [c.layers for c in chunks], plan.embedding, has_loss, dense_p, linear_p, expert_p,
                          st, activations, flight, transient, bwd + work)
         acts_by.update(adj.activation_parts)
-        transient, activations = adj.transient, adj.activations
+        transient, activations, grads = adj.transient, adj.activations, adj.gradients
         transient_bytes = sum(transient.values())
-        grads = adj.gradients
-        states = adj.weights + grads + adj.optimizer
-        fwd_bwd = states + activations + transient_bytes
+        fwd_bwd = adj.weights + grads + adj.optimizer + activations + transient_bytes
         phase, step_total = "forward_backward", 0
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
                                           recompute_retained(r, chunks, acts))
             # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as it
             # copies each to fp32 (optimizer.py _copy_model_grads_to_main_grads: "Safe to deallocate").
-            held = states - adj.gradients if cfg.parallelism.use_torch_fsdp2 else states
-            step_total = held + sum(step.values())
+            step_grads, step_bytes = (0 if cfg.parallelism.use_torch_fsdp2 else grads), sum(step.values())
+            step_total = adj.weights + step_grads + adj.optimizer + step_bytes
             if step_total > fwd_bwd:
-                phase, transient, transient_bytes, activations = "optimizer_step", step, step_total - held, 0
+                phase, transient, transient_bytes = "optimizer_step", step, step_bytes
+                activations, grads = 0, step_grads
                 acts_by = dict.fromkeys(acts_by, 0)
-                grads, states = grads - (states - held), held
-        allocated = states + activations + transient_bytes
+        allocated = adj.weights + grads + adj.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
