@@ -48,7 +48,8 @@ pinned revision (``megatron/core/optimizer/{optimizer,distrib_optimizer,__init__
    input, a leaf that requires grad (``megatron/core/tensor_parallel/random.py`` ``CheckpointFunction``:
    ``detach_variable``, then ``torch.autograd.backward``, which leaves the leaf's ``.grad``). The token
    dispatcher keeps the routing probabilities of its last call on itself (``token_dispatcher.py``: alltoall
-   ``self.probs``, allgather ``self.local_probs``), and their autograd history reaches the router, whose input
+   ``self.probs``, allgather ``self.local_probs``, the flex dispatcher's DeepEP, HybridEP and NCCL-EP managers
+   ``self.token_probs``), and their autograd history reaches the router, whose input
    is that leaf: the leaf and its gradient stay alive, one micro-batch's worth per checkpointed group, until
    the layer runs forward again in the next iteration, so through the optimizer step (2 Tn h bytes each).
    Measured on one H100 (this project's batch 4, ``b4_moe_recompute_moe``: PyTorch's allocation trace names
@@ -172,7 +173,7 @@ def recompute_retained(r: Resolved, chunks, acts) -> int:
     ``uniform`` groups of ``recompute_num_layers`` from the chunk's first layer, ``block`` its first
     ``recompute_num_layers`` layers one by one; selective ``moe`` checkpoints every MoE layer alone."""
     tr = r.cfg.training
-    if not r.E or r.cfg.model.moe_token_dispatcher_type not in ("alltoall", "allgather"):
+    if not r.E:
         return 0
     moe = r.moe_layers
     if tr.recompute_granularity == "selective":

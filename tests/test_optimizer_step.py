@@ -212,9 +212,11 @@ def _kept(training, model=MOE):
 ])
 def test_recomputed_moe_inputs_stay_alive_through_the_step(training, model, groups):
     """The step holds 2 x (layer input) per checkpointed group with a MoE layer (the arithmetic above), with the
-    alltoall dispatcher (``self.probs``) and the allgather one (``self.local_probs``) alike."""
+    alltoall dispatcher (``self.probs``), the allgather one (``self.local_probs``) and the flex one (its
+    managers' ``self.token_probs``) alike."""
     assert _kept(training, model) == groups * KEPT
-    assert _kept(training, {**model, "moe_token_dispatcher_type": "allgather"}) == groups * KEPT
+    for dispatcher in ("allgather", "flex"):
+        assert _kept(training, {**model, "moe_token_dispatcher_type": dispatcher}) == groups * KEPT
 
 
 def test_no_recomputed_moe_inputs_without_a_checkpointed_moe_layer():
