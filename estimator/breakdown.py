@@ -48,6 +48,7 @@ LABELS = {
     "optimizer_fp32_grad_copies": "Optimizer step: fp32 gradient copies",
     "optimizer_temporaries": "Optimizer step: the optimizer's temporaries",
     "recompute_retained_inputs": "Optimizer step: recomputed MoE inputs and gradients kept from the backward",
+    "optimizer_offload_staging": "Optimizer step: fp32 buffer of the copy back from the CPU (offload)",
     "offloaded": "Activations offloaded to the host (taken off)",
     "fp8_weight_copies": "FP8 weight copies kept for the backward (activations)",
     "fsdp_gathered_root": "FSDP: gathered root parameters", "fsdp_gathered_units": "FSDP: gathered parameter units",

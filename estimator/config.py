@@ -520,9 +520,14 @@ def validate(cfg: Config) -> list[Problem]:
         add("training.optimizer_implementation", tr.optimizer_implementation, "Megatron-Core uses Transformer "
             "Engine's FusedAdam whenever Transformer Engine is installed (transformer_impl: transformer_engine "
             "needs it); apex_fused and torch need transformer_impl: local")
-    elif tr.optimizer_implementation != "te_fused" and pr.use_precision_aware_optimizer:
-        add("training.optimizer_implementation", tr.optimizer_implementation, "the precision-aware optimizer "
-            "needs Transformer Engine's FusedAdam (optimizer_implementation: te_fused)")
+    elif (tr.optimizer_implementation != "te_fused" and pr.use_precision_aware_optimizer
+          and not tr.optimizer_cpu_offload):
+        # Megatron-LM @ d98e8a64 : megatron/core/optimizer/optimizer_config.py (__post_init__): only Transformer
+        # Engine's FusedAdam and HybridDeviceOptimizer (optimizer CPU offload) take the precision-aware optimizer.
+        add("training.optimizer_implementation", tr.optimizer_implementation, f"{tr.optimizer_implementation} "
+            "does not take the precision-aware optimizer: it needs Transformer Engine's FusedAdam "
+            "(optimizer_implementation: te_fused), or the optimizer offloaded (training.optimizer_cpu_offload: "
+            "true, HybridDeviceOptimizer, which runs without Transformer Engine)")
     if pr.params_dtype == "fp32" and pr.fp8:
         add("precision.fp8", True, "FP8 compute needs bf16 or fp16 weights")
 

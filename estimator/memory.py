@@ -399,7 +399,7 @@ def stage_memory(r: Resolved) -> Estimate:
         phase, step_total = "forward_backward", 0
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
-                                          recompute_retained(r, chunks, acts))
+                                          recompute_retained(r, chunks, acts), own=adj.step_own)
             # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as it
             # copies each to fp32 (optimizer.py _copy_model_grads_to_main_grads: "Safe to deallocate").
             step_grads, step_bytes = (0 if cfg.parallelism.use_torch_fsdp2 else grads), sum(step.values())
@@ -526,8 +526,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     elif pr.fp8:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
-    out.append(optimizer_step_assumption(r, bm) if features.step_modelled(cfg) else
-               "Optimizer step: not modelled with these features (the forward/backward peak is reported).")
+    if not cfg.training.optimizer_cpu_offload:      # the offloaded step: features/assumptions.py
+        out.append(optimizer_step_assumption(r, bm) if features.step_modelled(cfg) else
+                   "Optimizer step: not modelled with these features (the forward/backward peak is reported).")
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
                "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")

@@ -496,7 +496,8 @@ class TrainingConfig:
                                      "and Adam states live in host memory (needs the precision-aware optimizer).",
                                      type="bool", flag="--optimizer-cpu-offload")
     optimizer_offload_fraction: float = _f(1.0, "Fraction of the optimizer's parameters (by element count) "
-                                           "offloaded to the CPU.", type="float", min=0.0, max=1.0,
+                                           "offloaded to the CPU; whole tensors move, in the optimizer's order, "
+                                           "until the fraction is reached.", type="float", min=0.0, max=1.0,
                                            flag="--optimizer-offload-fraction")
     cpu_offloading: bool = _f(False, "Layer-wise activation offloading (Transformer Engine's CPU offload context): "
                               "the activations of the first cpu_offloading_num_layers layers move to pinned host "
@@ -571,7 +572,10 @@ class PrecisionConfig:
         "bf16, false for fp16; fp32 weights always have fp32 gradients",
         flag="--accumulate-allreduce-grads-in-fp32")
     use_precision_aware_optimizer: bool = _f(False, "Let Transformer Engine's FusedAdam keep the master weights and "
-                                             "Adam moments in the dtypes below (Megatron-Core OptimizerConfig).",
+                                             "Adam moments in the dtypes below (Megatron-Core OptimizerConfig). "
+                                             "With optimizer_cpu_offload it selects HybridDeviceOptimizer, which "
+                                             "keeps fp32 states whatever the dtypes and needs no Transformer "
+                                             "Engine.",
                                              type="bool", flag="--use-precision-aware-optimizer")
     main_grads_dtype: str = _f("fp32", "Optimizer's main-gradient dtype (needs the precision-aware optimizer). "
                                "Megatron-Core allocates no buffer for it: the optimizer reads the DDP gradient "

@@ -141,3 +141,26 @@ def test_bf16_gradients_are_copied_to_fp32_for_the_step_by_hand():
     grad_bf16 = _case("dense_grad_bf16")["measured"]["allocated_after_last_iteration_bytes"]
     base = _case("dense_base")["measured"]["allocated_after_last_iteration_bytes"]
     assert grad_bf16 - base == 2 * 508_594_176
+
+
+def test_optimizer_cpu_offload_split_and_staging_by_hand():
+    """Batch 6, dense_base with --use-precision-aware-optimizer --optimizer-cpu-offload (HybridDeviceOptimizer,
+    no Transformer Engine). Fraction 0.5 of 508,594,176: threshold 254,297,088; whole tensors move in the
+    distributed optimizer's order: the output layer (65,536,000), then each layer from the last (fc2 11,534,336,
+    fc1 23,068,672, QKV 8,388,608, proj 4,194,304: 47,185,920), 4 layers -> 254,279,680 (17,408 below), layer
+    3's fc2 -> 265,814,016 moved; 242,780,160 stay on the GPU with an fp32 copy made at setup (4 B) and two fp32
+    moments from the first step (8 B). The step adds an fp32 buffer of the largest moved tensor, the output
+    layer: 4 x 65,536,000 = 262,144,000 B (+ 2,560 B of small tensors) at both fractions."""
+    full, half = _case("b6_dense_optim_offload", 6)["measured"], _case("b6_dense_optim_offload_half", 6)["measured"]
+    on_gpu = 508_594_176 - (65_536_000 + 4 * 47_185_920 + 11_534_336)
+    assert on_gpu == 242_780_160
+    assert half["allocated_after_setup_bytes"] - full["allocated_after_setup_bytes"] == 4 * on_gpu
+    for m in (full, half):
+        it = m["per_iteration"][-1]
+        assert it["optimizer_allocated_bytes"] - it["allocated_after_bytes"] == 4 * 65_536_000 + 2560
+    from estimator import estimate
+    s = estimate(_case("b6_dense_optim_offload_half", 6)["config"]).stages[0]
+    assert s.optimizer_bytes == 12 * on_gpu
+    persistent = s.transient["workspaces"] + s.transient["global_memory_buffer"]
+    assert s.optimizer_step_bytes - (s.weights_bytes + s.gradients_bytes + s.optimizer_bytes) - persistent == \
+        4 * 65_536_000

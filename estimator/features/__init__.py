@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ..activations import layer_activations, stage_extras
+from ..states import grad_reduce_in_fp32
 from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
@@ -41,6 +42,7 @@ class StageAdjustment(NamedTuple):
     outside_allocator: dict     # device bytes not allocated through PyTorch's caching allocator
     host: dict                  # host bytes, by kind
     reserve_exempt: int         # allocated bytes in a pool of their own (no caching-allocator reserve)
+    step_own: dict | None = None  # the optimizer step's own buffers where a feature replaces Megatron's step
 
 
 def _active(cfg) -> bool:
@@ -56,14 +58,16 @@ def _active(cfg) -> bool:
 
 def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/optimizer_step.py): with no feature switched on, or with
-    only SGD (its states are plain per-parameter buffers, stepped like Adam's) and PyTorch FSDP2 (Megatron-Core's
-    Float16Optimizer steps its shards). Otherwise the forward/backward peak is reported."""
+    only SGD (its states are plain per-parameter buffers, stepped like Adam's), PyTorch FSDP2 (Megatron-Core's
+    Float16Optimizer steps its shards) and optimizer CPU offload (offload.py: its own step buffers). Otherwise
+    the forward/backward peak is reported."""
     if not _active(cfg):
         return True
     tr, par = cfg.training, cfg.parallelism
     if tr.optimizer not in ("adam", "sgd"):
         return False
-    plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9),
+    plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9, optimizer_cpu_offload=False,
+                                          optimizer_offload_fraction=1.0),
                     parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True))
     return not _active(plain)
 
@@ -219,16 +223,33 @@ class Plan:
                         self.ob, (sd, se), self.layout[2] if first or last else 0,
                         optimizers.largest_matrix(r, not all(moes), any(moes)),
                         optimizers.largest_expert_matrix(r) if any(moes) else 0)
+        step_own = None
         if tr.optimizer_cpu_offload:
-            if not self.frozen:
-                n_sh = _cdiv(dense_p, sd) + _cdiv(expert_p, se)
-            # HybridDeviceOptimizer steps torch's Adam (SGD) on fp32 copies, whatever the precision-aware dtypes.
-            master = 0 if cfg.precision.params_dtype == "fp32" else 4
-            torch_moments = 8 if tr.optimizer == "adam" else (4 if tr.sgd_momentum > 0 else 0)
-            opt, pinned, pageable = offload.optimizer_offload(n_sh, master, torch_moments,
-                                                              tr.optimizer_offload_fraction)
-            host["optimizer_pinned"] = pinned
-            host["optimizer_states"] = pageable
+            # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
+            pr = cfg.precision
+            master = 0 if pr.params_dtype == "fp32" else 4
+            moments = 8 if tr.optimizer == "adam" else (4 if tr.sgd_momentum > 0 else 0)
+            copies = not grad_reduce_in_fp32(pr)
+            moes = [r.kinds[k].moe for k in kinds]
+            largest = max(optimizers.largest_matrix(r, not all(moes), any(moes)),
+                          optimizers.largest_expert_matrix(r) if any(moes) else 0,
+                          r.Vp // r.t * r.h if first or last else 0)
+            if self.frozen:
+                inner = [(None, n_sh, largest)]
+            elif expert_p and (r.ep > 1 or r.etp != r.t):    # experts' own inner optimizer (optimizer_step.py)
+                inner = [(None, _cdiv(dense_p, sd), largest),
+                         (None, _cdiv(expert_p, se), optimizers.largest_expert_matrix(r))]
+            else:
+                order = offload.hdo_order(r, r.plan[s_idx].chunks) if sd == 1 else None
+                inner = [(order, _cdiv(dense_p + expert_p, sd), largest)]
+            opt = staging = 0
+            for order, n, big in inner:
+                oo = offload.optimizer_offload(order, n, tr.optimizer_offload_fraction, big, master, moments, copies)
+                opt += oo.gpu
+                staging = max(staging, oo.staging)
+                host["optimizer_pinned"] = host.get("optimizer_pinned", 0) + oo.pinned
+                host["optimizer_states"] = host.get("optimizer_states", 0) + oo.pageable
+            step_own = {"optimizer_offload_staging": staging} if staging else {}
 
         # --- activations -----------------------------------------------------------------------
         copies = delta = 0
@@ -284,4 +305,4 @@ class Plan:
         exempt = 0
         if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):
             exempt = grads + (weights if tr.use_distributed_optimizer else 0)
-        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt)
+        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt, step_own)

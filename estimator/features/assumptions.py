@@ -65,9 +65,13 @@ def assumptions(r) -> list[str]:
                    "rank-wide bottleneck" + ("; DoRA also keeps the pre-magnitude output" if tr.peft == "dora" else "")
                    + ".")
     if tr.optimizer_cpu_offload:
-        out.append(f"Optimizer CPU offload: {tr.optimizer_offload_fraction:g} of the optimizer's parameters are stepped "
-                   "on the CPU (fp32 copy and gradient pinned, states in pageable host memory), the rest by torch "
-                   "Adam on fp32 copies on the GPU; host memory is reported beside the device figures.")
+        out.append(f"Optimizer CPU offload (HybridDeviceOptimizer): whole tensors, in the optimizer's order, until "
+                   f"{tr.optimizer_offload_fraction:g} of its parameters are stepped on the CPU (fp32 copy and "
+                   "gradient pinned, states in pageable host memory, reported beside the device figures); the rest "
+                   "by a fused Adam on fp32 copies on the GPU (in place). The step adds an fp32 buffer of the "
+                   "largest offloaded tensor (the copy back to the GPU converts there); where the order is not "
+                   "known tensor by tensor (sharded states, layers other than attention + MLP, MTP, experts) the "
+                   "split is taken at the fraction exactly, an upper bound on the GPU part.")
     if tr.cpu_offloading or tr.cpu_offloading_num_layers:
         out.append(f"Layer-wise activation offloading: the activations of the first {tr.cpu_offloading_num_layers} "
                    "layers are in pinned host memory at the end of the forward pass.")

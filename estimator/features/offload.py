@@ -2,13 +2,41 @@
 memory it takes (reported beside the device figures, never added to them).
 
 Optimizer CPU offload (Megatron-LM @ d98e8a64 ``megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py``,
-``HybridDeviceOptimizer`` with ``param_update_in_fp32``; Megatron-LM requires the precision-aware optimizer,
-so the distributed optimizer keeps no fp32 masters of its own). Of the n parameters this GPU's optimizer owns,
-the first f*n (``optimizer_offload_fraction``, by element count) are stepped on the CPU:
+``HybridDeviceOptimizer``, built by ``megatron/core/optimizer/__init__.py`` with ``param_update_in_fp32=True``;
+``arguments.py`` requires ``--use-precision-aware-optimizer``, and ``OptimizerConfig.__post_init__`` then skips
+its Transformer Engine check, so it runs without Transformer Engine). The distributed optimizer hands it this
+GPU's bf16 parameter shards and the gradient buffer's views (``decoupled_grad``: the precision-aware dtypes
+``main_params_dtype``, ``exp_avg_dtype``, ``exp_avg_sq_dtype`` are not used, everything is stepped in fp32).
 
-    GPU   (1 - f) * n * (4 fp32 copy + moments)            torch Adam on the GPU part (moments 8 B, SGD 4 B)
-    host  f * n * (4 + 4) pinned                            fp32 copy (``pin_cpu_params``) + gradient copy
-          f * n * moments pageable                          the CPU optimizer's states
+The split (``_get_sub_optimizer_param_groups``): with n the elements of all its parameters, it walks them in
+its order and moves a tensor to the CPU while the elements moved before it are below f * n
+(``optimizer_offload_fraction``): whole tensors, so the CPU gets f * n plus up to one tensor. The order is the
+distributed optimizer's: the weight-decayed group first (2-D weights), then the group without weight decay
+(norms, biases: ``get_standard_config_overrides``); within a group model chunk by chunk, each chunk's
+parameters in reverse (the gradient buffer's order, ``param_and_grad_buffer.py``): the output layer, the last
+layer's fc2, fc1, QKV, output projection, ..., the first layer's, the embedding. Routed experts with their own
+gradient buffer (expert parallelism, or ETP other than TP) get an inner optimizer, and so a split, of their own.
+
+    GPU   (1 - f') n x (4 fp32 copy + 8 Adam moments)     f' n: the elements moved; no copy for fp32 weights
+          + 4 B per element when the gradients are not fp32 (``fp32_param.grad = grad.to(fp32)``: a new tensor,
+          replaced at the next step, never freed by ``zero_grad``)
+    host  f' n x (4 + 4) pinned                             fp32 copy (``pin_cpu_params``) + gradient copy
+          f' n x 8 pageable                                 torch AdamW's moments on the CPU
+
+The GPU part is stepped by ``Adam`` (Transformer Engine's or Apex's FusedAdam, else ``torch.optim.AdamW``)
+with ``fused=True`` in its parameter groups: in place, no temporaries. After each CPU step a post-hook copies
+the fp32 result into the bf16 GPU parameter with ``copy_(non_blocking=True)``; PyTorch converts a non-blocking
+cross-device copy on the GPU (``aten/src/ATen/native/cuda/Copy.cu``, ``copy_kernel_cuda``: an fp32 tensor of
+the destination's size on the GPU, then the cast), one tensor at a time: the step's peak adds 4 B x the
+largest tensor moved (the D2H copy of non-fp32 gradients converts on the GPU too, the same size). Measured on
+one H100 (this project's batch 6): +262,146,560 B over the states at fractions 1 and 0.5, the 32,000 x 2,048
+output layer's 262,144,000 B plus 2,560 B of small tensors. Not counted: torch's fused Adam keeps its step
+count as a GPU tensor per parameter tensor (512 B each in the allocator; 33 tensors, 16,896 B, in that run).
+
+Where the order is not known tensor by tensor (sharded states: data x context-parallel size above 1, layers
+other than attention + dense MLP, MTP, experts, PEFT adapters), the split is taken at ceil(f n) elements: the
+fewest any rank can move, so the GPU part is an upper bound (by under one tensor), and the staging buffer is
+that of the largest tensor of the stage.
 
 Layer-wise activation offloading (``cpu_offloading_num_layers`` = N; Transformer Engine @ d0067d0d
 ``transformer_engine/pytorch/cpu_offload.py``, ``DefaultOffloadSynchronizer``): the saved tensors of layers
@@ -30,12 +58,101 @@ tensors under ``min_offloaded_tensor_size`` elements stay. Offloading every list
 
 from __future__ import annotations
 
-__all__ = ["optimizer_offload"]
+from math import ceil
+from typing import NamedTuple
+
+from ..layers import LayerKind, attention, mlp
+
+__all__ = ["OffloadSplit", "OptimizerOffload", "hdo_order", "optimizer_offload", "split"]
+
+#: The one layer kind whose tensors are laid out here one by one (attention + dense MLP).
+_PLAIN = LayerKind("attention", "dense")
 
 
-def optimizer_offload(n_params: int, master: int, moments: int, fraction: float) -> tuple[int, int, int]:
-    """(GPU optimizer bytes, pinned host bytes, pageable host bytes) of ``n_params`` parameters; ``master`` is 4
-    for bf16/fp16 weights (the GPU part's fp32 copy) and 0 for fp32 weights."""
-    off = int(round(n_params * fraction))
-    on = n_params - off
-    return on * (master + moments), off * 8, off * moments
+class OffloadSplit(NamedTuple):
+    """How HybridDeviceOptimizer divides one inner optimizer's parameters (elements)."""
+
+    on_gpu: int
+    offloaded: int
+    largest_offloaded: int   # elements of the largest tensor moved to the CPU
+
+
+class OptimizerOffload(NamedTuple):
+    """One GPU's optimizer bytes under CPU offload."""
+
+    gpu: int          # fp32 copies, moments (and fp32 gradient copies) of the part stepped on the GPU
+    pinned: int       # host: fp32 copies and gradient copies of the part stepped on the CPU
+    pageable: int     # host: the CPU optimizer's states
+    staging: int      # the step's fp32 conversion buffer on the GPU (one tensor at a time)
+
+
+def split(tensors: list, rest: int, fraction: float, rest_largest: int) -> OffloadSplit:
+    """The split of ``_get_sub_optimizer_param_groups``: ``tensors`` (elements, in the optimizer's order) move
+    while the elements moved before each are below f * n, n = sum(tensors) + ``rest``; ``rest``, elements after
+    them whose tensor boundaries are not known, move up to ceil(f * n) in all (the least that can move), in
+    tensors of at most ``rest_largest`` elements."""
+    n = sum(tensors) + rest
+    threshold = n * fraction         # a float, as Megatron-Core computes it
+    off = big = 0
+    for t in tensors:
+        if off >= threshold:
+            break
+        off += t
+        big = max(big, t)
+    if off < threshold and rest:
+        more = min(rest, ceil(threshold - off))
+        off += more
+        big = max(big, min(more, rest_largest))
+    return OffloadSplit(n - off, off, big)
+
+
+def _layer_tensors(r) -> tuple:
+    """Weight-decayed tensors of one attention + dense MLP layer on one tensor-parallel rank, in reverse of
+    their registration (``TransformerLayer``: ``linear_proj`` before ``linear_qkv`` in ``Attention``, then
+    ``linear_fc1``, ``linear_fc2``): fc2, fc1, QKV, output projection."""
+    proj = r.a * r.dh * r.h // r.t
+    fc2 = r.f // r.t * r.h
+    return fc2, mlp.linear_weights(r) - fc2, attention.linear_weights(r) - proj, proj
+
+
+def hdo_order(r, chunks) -> list | None:
+    """The weight-decayed tensors of one pipeline stage (``chunks``: its :class:`pipeline_layout.Chunk` s) in
+    HybridDeviceOptimizer's order, or ``None`` where it is not known tensor by tensor (see the module
+    docstring): chunk by chunk, each reversed: output layer, layers last to first, learned positions, word
+    embedding."""
+    if r.mtp or any(r.kinds[r.layer_kinds[i]] != _PLAIN for c in chunks for i in c.layers):
+        return None
+    layer = _layer_tensors(r)
+    vocab = r.Vp // r.t * r.h
+    stage_embedding = any(c.embedding for c in chunks)
+    out: list = []
+    for c in chunks:
+        if c.loss and not (r.tied and stage_embedding):
+            out.append(vocab)
+        out.extend(layer * len(c.layers))
+        if c.embedding:
+            if r.cfg.model.position_embedding_type == "learned_absolute":
+                out.append((r.cfg.model.max_position_embeddings or r.s) * r.h)
+            out.append(vocab)
+    return out
+
+
+def optimizer_offload(tensors: list | None, n_params: int, fraction: float, largest: int, master: int,
+                      moments: int, grad_copies: bool) -> OptimizerOffload:
+    """Bytes of one inner HybridDeviceOptimizer over ``n_params`` elements of this GPU: ``tensors`` its weight-
+    decayed tensors in order (:func:`hdo_order`; ``None``: not known, split at ceil(f n)), ``largest`` the
+    elements of the largest tensor it holds (bounds the staging buffer where the order is not known),
+    ``master`` 4 for bf16/fp16 weights (the fp32 copies) and 0 for fp32, ``moments`` the optimizer's state
+    bytes per element, ``grad_copies`` whether the gradients are not fp32."""
+    known = tensors or []
+    rest = n_params - sum(known)
+    if tensors is None or rest < 0:
+        known, rest = [], n_params
+        sp = split(known, rest, fraction, min(largest, n_params))
+    else:
+        # After the weight-decayed tensors come norms and biases: when the split reaches them every weight
+        # has moved, each larger than any of them, so they do not change the largest tensor moved.
+        sp = split(known, rest, fraction, 0)
+    gpu = sp.on_gpu * (master + moments + (4 if grad_copies else 0))
+    staging = 4 * sp.largest_offloaded if (master or grad_copies) else 0
+    return OptimizerOffload(gpu, 8 * sp.offloaded, moments * sp.offloaded, staging)

@@ -117,6 +117,11 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.optimizer_cpu_offload", True, "with FSDP is not modelled")
         if tr.optimizer == "muon":
             add("training.optimizer_cpu_offload", True, "supports only adam and sgd")
+        if pr.fp8_param_gather:
+            # Megatron-LM allows it only with --fp8-recipe delayed (arguments.py); the FP8 parameters' shards
+            # through HybridDeviceOptimizer are not modelled.
+            add("training.optimizer_cpu_offload", True, "true with precision.fp8_param_gather: true is not modelled "
+                "(Megatron-LM allows it only with fp8_recipe: delayed); set fp8_param_gather: false")
     else:
         only_with("training.optimizer_offload_fraction", tr.optimizer_offload_fraction, 1.0,
                   "optimizer_cpu_offload: true")
