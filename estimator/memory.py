@@ -399,7 +399,7 @@ def stage_memory(r: Resolved) -> Estimate:
         phase, step_total = "forward_backward", 0
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
-                                          recompute_retained(r, chunks, acts))
+                                          recompute_retained(r, chunks, acts), adj.step_own)
             # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as it
             # copies each to fp32 (optimizer.py _copy_model_grads_to_main_grads: "Safe to deallocate").
             step_grads, step_bytes = (0 if cfg.parallelism.use_torch_fsdp2 else grads), sum(step.values())

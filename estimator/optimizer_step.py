@@ -196,13 +196,17 @@ def recompute_retained(r: Resolved, chunks, acts) -> int:
 
 
 def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: int, dense_shard: int,
-                           transient: dict, retained: int = 0) -> dict:
+                           transient: dict, retained: int = 0, own: dict | None = None) -> dict:
     """Everything besides the model states alive at the step's peak, by name: the run-long buffers of
     ``transient`` (:data:`PERSISTENT_BUFFERS`), the recomputed MoE inputs kept from the backward (``retained``,
-    :func:`recompute_retained`) and the step's own (zero entries left out)."""
+    :func:`recompute_retained`) and the step's own (zero entries left out; ``own`` replaces them where a
+    feature steps differently, e.g. Megatron-FSDP)."""
     out = {k: transient[k] for k in PERSISTENT_BUFFERS if k in transient}
     if retained:
         out["recompute_retained_inputs"] = retained
+    if own is not None:
+        out.update((k, v) for k, v in own.items() if v)
+        return out
     sb = step_buffers(r, bm, dense_params, expert_params, dense_shard)
     if sb.grad_copies:
         out["optimizer_fp32_grad_copies"] = sb.grad_copies

@@ -41,6 +41,7 @@ class StageAdjustment(NamedTuple):
     outside_allocator: dict     # device bytes not allocated through PyTorch's caching allocator
     host: dict                  # host bytes, by kind
     reserve_exempt: int         # allocated bytes in a pool of their own (no caching-allocator reserve)
+    step_own: dict | None = None    # the optimizer step's own buffers, where a feature replaces the plain ones
 
 
 def _active(cfg) -> bool:
@@ -56,15 +57,20 @@ def _active(cfg) -> bool:
 
 def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/optimizer_step.py): with no feature switched on, or with
-    only SGD (its states are plain per-parameter buffers, stepped like Adam's) and PyTorch FSDP2 (Megatron-Core's
-    Float16Optimizer steps its shards). Otherwise the forward/backward peak is reported."""
+    only SGD (its states are plain per-parameter buffers, stepped like Adam's), PyTorch FSDP2 (Megatron-Core's
+    Float16Optimizer steps its shards) and Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included).
+    Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
     tr, par = cfg.training, cfg.parallelism
     if tr.optimizer not in ("adam", "sgd"):
         return False
+    mfsdp = par.use_megatron_fsdp
     plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9),
-                    parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True))
+                    parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True,
+                                        use_megatron_fsdp=False,
+                                        num_distributed_optimizer_instances=(
+                                            1 if mfsdp else par.num_distributed_optimizer_instances)))
     return not _active(plain)
 
 
@@ -191,11 +197,14 @@ class Plan:
         if self.nocache:
             weights -= bm.fp8_cache * fp8_lin
         sd, se = self.opt_shards
+        step_own = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
             units = [self._layer_params(k) for k in kinds]
             root = dense_p + expert_p - sum(u for u, _ in units)
             if par.use_megatron_fsdp:
+                units = [self.layout[0][k] for k in kinds]      # (dense, dense linear, expert) per unit
                 fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root)
+                step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first)
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
             weights, grads, opt = fs.weights, fs.gradients, fs.optimizer
@@ -284,4 +293,4 @@ class Plan:
         exempt = 0
         if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):
             exempt = grads + (weights if tr.use_distributed_optimizer else 0)
-        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt)
+        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt, step_own)
