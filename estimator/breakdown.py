@@ -46,6 +46,7 @@ LABELS = {
     "loss_forward": "Loss buffers (end of the loss forward)", "loss_backward": "Loss buffers (loss backward)",
     "output_layer_wgrad": "Output layer weight gradient", "embedding_wgrad": "Embedding weight gradient",
     "optimizer_fp32_grad_copies": "Optimizer step: fp32 gradient copies",
+    "optimizer_grad_copies": "Optimizer step: gradient copies in the master weights' dtype",
     "optimizer_temporaries": "Optimizer step: the optimizer's temporaries",
     "recompute_retained_inputs": "Optimizer step: recomputed MoE inputs and gradients kept from the backward",
     "optimizer_offload_staging": "Optimizer step: fp32 buffer of the copy back from the CPU (offload)",

@@ -200,12 +200,13 @@ def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert
     """Everything besides the model states alive at the step's peak, by name: the run-long buffers of
     ``transient`` (:data:`PERSISTENT_BUFFERS`), the recomputed MoE inputs kept from the backward (``retained``,
     :func:`recompute_retained`) and the step's own (zero entries left out); ``own`` replaces the latter where a
-    feature steps differently (optimizer CPU offload: estimator/features/offload.py)."""
+    feature steps differently (optimizer CPU offload: estimator/features/offload.py; Megatron-FSDP:
+    estimator/features/fsdp.py)."""
     out = {k: transient[k] for k in PERSISTENT_BUFFERS if k in transient}
     if retained:
         out["recompute_retained_inputs"] = retained
     if own is not None:
-        out.update(own)
+        out.update((k, v) for k, v in own.items() if v)
         return out
     sb = step_buffers(r, bm, dense_params, expert_params, dense_shard)
     if sb.grad_copies:

@@ -134,3 +134,69 @@ def test_torch_fsdp2_optimizer_step():
                                         "recompute_num_layers": 1})
     n8 = N // 8
     assert s.optimizer_step_bytes == 2 * n8 + 12 * n8 + 4 * n8 + 96 * 2 ** 20 + 1024
+
+
+REC = {"gradient_accumulation_fusion": False, "recompute_granularity": "full", "recompute_method": "uniform",
+       "recompute_num_layers": 1}
+
+
+def test_megatron_fsdp_optimizer_step_over_data_parallel_8():
+    """optim_grads_params over DP 8, the full-recompute model of the FSDP2 step test. Megatron-LM @ d98e8a64,
+    megatron/core/distributed/fsdp/src/megatron_fsdp/:
+
+    - update_main_grads (param_and_grad_buffer.py) casts each gradient shard to the fp32 main weights' dtype:
+      4 B x n/8 = 4 x 14,484,608 = 57,938,432 B, alive until the next zero_grad;
+    - the root module's buckets are kept (AllGatherPipeline.reset(preserve_non_fsdp_units=True)):
+      2 B x 65,537,024 = 131,074,048 B;
+    - FusedAdam (te_fused) adds nothing; after it, DistributedOptimizer.step_with_ready_grads calls
+      start_param_sync, which gathers the first parameter (the embedding, in the root) and prefetches units up
+      to P = 1e9 / 2 elements: ceil(5e8 / U) = 40 > 4, so all 4 layers, 4 x 2 B x U = 100,679,680 B.
+
+    The step then holds weights 2n/8 + gradients 2n/8 + master and moments 12 n/8 + those three + the run-long
+    workspaces (96 MiB + 1 KiB, as in the FSDP2 test). The backward holds 2n of unsharded gradients instead
+    (module docstring), so the peak stays there."""
+    s = est(FSDP, REC)
+    n8 = N // 8
+    assert s.optimizer_step_bytes == (2 * n8 + 2 * n8 + 12 * n8 + 4 * n8 + 2 * ROOT + 4 * 2 * U
+                                      + 96 * 2 ** 20 + 1024)
+    assert s.peak_phase == "forward_backward"
+    # torch's AdamW: exp_avg_sq.sqrt() for the shard, 4 B x n/8 = 57,938,432 < the prefetched 100,679,680, which
+    # it precedes: the step is the same as with Apex's in-place FusedAdam (both need the local implementation).
+    local = {**REC, "transformer_impl": "local"}
+    assert (est(FSDP, {**local, "optimizer_implementation": "torch"}).optimizer_step_bytes
+            == est(FSDP, {**local, "optimizer_implementation": "apex_fused"}).optimizer_step_bytes)
+
+
+def test_megatron_fsdp_at_one_rank_gathers_nothing_and_steps_full_copies():
+    """DP 1: every buffer's group has one rank, so DataParallelBuffer.fetch_bucket hands out the buffer itself:
+    no gathered units, no root copy, no unsharded gradient buckets (measured: project batch 6). The step holds
+    the full fp32 gradient copies, 4 B x n (FusedAdam adds nothing), over weights 2n + gradients 2n + master and
+    moments 12n + the workspaces; torch's AdamW (local implementation) adds its sqrt temporaries, 4 B x n."""
+    s = est(FSDP, {**REC, "world_size": 1})
+    assert not any(k.startswith("fsdp_") for k in s.transient)
+    assert s.peak_phase == "optimizer_step"
+    assert s.transient["optimizer_fp32_grad_copies"] == 4 * N
+    assert s.allocated_bytes == 2 * N + 2 * N + 12 * N + 4 * N + 96 * 2 ** 20 + 1024
+    local = {**REC, "world_size": 1, "transformer_impl": "local"}
+    torch, apex = (est(FSDP, {**local, "optimizer_implementation": i}) for i in ("torch", "apex_fused"))
+    assert torch.transient["optimizer_temporaries"] == 4 * N
+    assert torch.optimizer_step_bytes - apex.optimizer_step_bytes == 4 * N
+
+
+@pytest.mark.parametrize("strategy,copies", [("no_shard", 4 * N), ("optim", 4 * (N // 8)),
+                                             ("optim_grads", 4 * (N // 8))])
+def test_megatron_fsdp_step_gradient_copies_follow_the_optimizer_shard(strategy, copies):
+    """update_main_grads takes get_item(only_shard = strategy != no_shard): the optimizer's shard, n/8, or all
+    n with no_shard; nothing is gathered after the step (weights not sharded), and FusedAdam adds nothing."""
+    s = est({**FSDP, "data_parallel_sharding_strategy": strategy}, REC)
+    weights, grads = 2 * N, (2 * N // 8 if strategy == "optim_grads" else 2 * N)
+    opt = 12 * (N if strategy == "no_shard" else N // 8)
+    assert s.optimizer_step_bytes == weights + grads + opt + copies + 96 * 2 ** 20 + 1024
+
+
+def test_megatron_fsdp_decoupled_or_fp32_gradients_are_not_copied():
+    """With the precision-aware optimizer Megatron-LM sets megatron_fsdp_use_decoupled_grad: the gradient is
+    handed over as decoupled_grad, no cast; fp32 gradients already have the main weights' dtype."""
+    for precision in ({"use_precision_aware_optimizer": True}, {"megatron_fsdp_main_grads_dtype": "fp32"}):
+        s = est(FSDP, {**REC, "world_size": 1}, precision)
+        assert "optimizer_fp32_grad_copies" not in s.transient, precision

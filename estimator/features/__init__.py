@@ -59,16 +59,20 @@ def _active(cfg) -> bool:
 def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/optimizer_step.py): with no feature switched on, or with
     only SGD (its states are plain per-parameter buffers, stepped like Adam's), PyTorch FSDP2 (Megatron-Core's
-    Float16Optimizer steps its shards) and optimizer CPU offload (offload.py: its own step buffers). Otherwise
-    the forward/backward peak is reported."""
+    Float16Optimizer steps its shards), optimizer CPU offload (offload.py: its own step buffers) and Megatron-FSDP
+    (:func:`.fsdp.megatron_fsdp_step`, HSDP included). Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
     tr, par = cfg.training, cfg.parallelism
     if tr.optimizer not in ("adam", "sgd"):
         return False
+    mfsdp = par.use_megatron_fsdp
     plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9, optimizer_cpu_offload=False,
                                           optimizer_offload_fraction=1.0),
-                    parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True))
+                    parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True,
+                                        use_megatron_fsdp=False,
+                                        num_distributed_optimizer_instances=(
+                                            1 if mfsdp else par.num_distributed_optimizer_instances)))
     return not _active(plain)
 
 
@@ -195,11 +199,14 @@ class Plan:
         if self.nocache:
             weights -= bm.fp8_cache * fp8_lin
         sd, se = self.opt_shards
+        step_own = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
             units = [self._layer_params(k) for k in kinds]
             root = dense_p + expert_p - sum(u for u, _ in units)
             if par.use_megatron_fsdp:
+                units = [self.layout[0][k] for k in kinds]      # (dense, dense linear, expert) per unit
                 fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root)
+                step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first)
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
             weights, grads, opt = fs.weights, fs.gradients, fs.optimizer
@@ -223,7 +230,6 @@ class Plan:
                         self.ob, (sd, se), self.layout[2] if first or last else 0,
                         optimizers.largest_matrix(r, not all(moes), any(moes)),
                         optimizers.largest_expert_matrix(r) if any(moes) else 0)
-        step_own = None
         if tr.optimizer_cpu_offload:
             # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
             pr = cfg.precision

@@ -36,7 +36,10 @@ def assumptions(r) -> list[str]:
                if (par.fsdp_double_buffer or par.nccl_ub) else
                "the running unit plus the units prefetched up to 5e8 elements are gathered, and unsharded "
                "gradients wait for their reduce-scatter up to 1e9 elements")
-            + "; the embedding and output layer stay gathered for the step.")
+            + "; the embedding and output layer stay gathered for the step; over a group of one rank nothing "
+              "is gathered. Optimizer step: update_main_grads casts the gradient shard to the master weights' "
+              "dtype (none with the precision-aware optimizer), then the optimizer's temporaries or, after them, "
+              "the units gathered by start_param_sync, whichever is larger.")
     if par.use_torch_fsdp2:
         out.append(f"PyTorch FSDP2: weights, bf16 gradients and the optimizer's fp32 masters and moments sharded over "
                    f"{r.dp * r.cp} ranks; the running and the prefetched layer are gathered and two layers' "

@@ -1,5 +1,5 @@
-"""Model states under Megatron-FSDP and PyTorch FSDP2: what each sharding strategy shards, and the gathered
-unit buffers alive at the peak.
+"""Model states under Megatron-FSDP and PyTorch FSDP2: what each sharding strategy shards, the gathered
+unit buffers alive at the peak, and Megatron-FSDP's optimizer step.
 
 Megatron-FSDP (v1; Megatron-LM @ d98e8a64 ``megatron/core/distributed/fsdp/src/megatron_fsdp/``,
 ``param_and_grad_buffer.py`` ``_init_each_parameter_group_buffers``). Every transformer layer is an FSDP unit
@@ -26,6 +26,28 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
 - with ``fsdp_double_buffer`` (forced by ``nccl_ub``) both are exactly two unit-sized buffers
   (``FixedPoolAllocator``, size 2).
 
+A buffer is sharded only over a group of more than one rank (``DataParallelBuffer(is_data_distributed=...
+and group.size() > 1)``); otherwise ``fetch_bucket`` hands out the buffer itself, so at N = 1 (and for the
+routed experts at an expert-data-parallel size of 1) nothing is gathered and no gradient bucket is allocated
+(measured on one H100, this project's batch 6: the allocation trace holds only the persistent buffers).
+
+The optimizer step (``MegatronFSDP.finish_grad_sync`` -> ``ParamAndGradBuffer.update_main_grads``, then
+``DistributedOptimizer.step_with_ready_grads``). The gradient reduce-scatters are waited for and their
+buckets freed; the unit buckets are released, the root module's kept (``AllGatherPipeline.reset
+(preserve_non_fsdp_units=True)``). ``update_main_grads`` hands the optimizer the gradient of its shard
+(``get_item(only_shard = strategy != no_shard)``: n/N_opt elements, all n with ``no_shard``) cast to the main
+weights' dtype (``.to(param.dtype)``): a new tensor of m bytes per element when the gradient dtype differs from
+m, none with the precision-aware optimizer (Megatron-LM sets ``megatron_fsdp_use_decoupled_grad``) or without
+main weights (m auto); it lives until the next ``zero_grad``. Then the Adam (SGD) implementation's temporaries
+for the shard, as ``estimator/optimizer_step.py`` counts them (torch's in the main weights' dtype). After
+``optimizer.step()`` returns, ``start_param_sync`` (optim_grads_params forces ``overlap_param_gather``)
+gathers the module's first parameter with prefetch: on the stage holding the embedding the root bucket and
+ceil(P / U) units, else 1 + ceil(P / U) units (two at most with double buffering, none after the root),
+all capped at the stage's units. That comes after the temporaries are freed, so the step holds, beside the
+states and the run-long buffers,
+
+    grad copies + gathered root + max(optimizer temporaries, units gathered after the step)
+
 PyTorch FSDP2 (``megatron/core/distributed/torch_fully_sharded_data_parallel.py``): ``fully_shard`` on every
 transformer layer, the embedding and the output layer, over the data x context-parallel group N: weights w/N,
 gradients reduce-scattered in the weights' dtype w/N, and Megatron's mixed-precision optimizer keeps fp32
@@ -38,9 +60,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..optimizer_step import _fp32_copies_per_state, _separate_expert_optimizer
 from ..resolve import DTYPE_BYTES
 
-__all__ = ["FsdpStates", "megatron_fsdp_states", "torch_fsdp2_states", "fsdp_shards"]
+__all__ = ["FsdpStates", "megatron_fsdp_states", "megatron_fsdp_step", "torch_fsdp2_states", "fsdp_shards"]
 
 #: Megatron-FSDP's floor on the communication unit (elements): prefetch P = this / 2, reduce-scatter queue C.
 COMMUNICATION_UNIT_FLOOR = 1_000_000_000
@@ -82,11 +105,32 @@ def _master_bytes(r) -> int:
     return 0 if mp == "auto" else DTYPE_BYTES[mp]
 
 
+def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool) -> tuple[int, int]:
+    """(bytes, elements) of the largest unit, counting only the parameters whose buffers are sharded: a buffer
+    over a group of one rank is used in place (``DataParallelBuffer.fetch_bucket``), nothing is gathered."""
+    w, lw = bm.weight, bm.linear_weight or bm.weight
+    best = (0, 0)
+    for dense, lin, exp in units:
+        d, li = (dense, lin) if dist_dense else (0, 0)
+        e = exp if dist_expert else 0
+        best = max(best, (w * (d - li) + (lw + bm.fp8_cache) * (li + e), d + e))
+    return best
+
+
+def _comm_unit(r, units: list) -> int:
+    """Megatron-FSDP's communication unit C (elements): ``suggested_communication_unit_size``, else twice the
+    average unit, at least 1e9 (``MegatronFSDP.__init__``); prefetch P = C / 2, reduce-scatter queue C."""
+    u_avg = sum(d + e for d, _, e in units) // len(units)
+    return r.cfg.parallelism.suggested_communication_unit_size or max(COMMUNICATION_UNIT_FLOOR, 2 * u_avg)
+
+
 def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_expert: int, units: list,
                          root: int) -> FsdpStates:
     """States of one GPU holding ``n_dense`` non-expert parameters (``n_linear`` of them linear weights) and
-    ``n_expert`` routed-expert parameters; ``units`` lists (elements, linear elements) of each FSDP unit
-    (transformer layer) on the stage, ``root`` the elements of the root module (embedding, output layer)."""
+    ``n_expert`` routed-expert parameters; ``units`` lists (dense elements, dense linear elements, expert
+    elements) of each FSDP unit (transformer layer) on the stage, ``root`` the elements of the root module
+    (embedding, output layer). The gathered and unsharded buffers exist only for parameters sharded over more
+    than one rank."""
     par = r.cfg.parallelism
     strat = par.data_parallel_sharding_strategy
     nd, ne, od, oe = fsdp_shards(r)
@@ -105,28 +149,59 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
     else:
         grads = g * (n_dense + n_expert)
     optimizer = per_opt * (_cdiv(n_dense, od) + _cdiv(n_expert, oe))
-    if units and strat != "no_shard":
-        u_max = max(e for e, _ in units)
-        u_lin = max(li for _, li in units)
-        u_avg = sum(e for e, _ in units) // len(units)
-        unit_bytes = w * (u_max - u_lin) + (lw + bm.fp8_cache) * u_lin
-        comm = par.suggested_communication_unit_size or max(COMMUNICATION_UNIT_FLOOR, 2 * u_avg)
+    if units and strat in ("optim_grads", "optim_grads_params"):
+        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1)
+        comm = _comm_unit(r, units)
         double = par.fsdp_double_buffer or par.nccl_ub
-        if strat == "optim_grads_params":
+        if strat == "optim_grads_params" and u_max:
             if double:
                 n_gathered = min(2, len(units))
             else:
                 n_gathered = 1 + min(_cdiv(comm // 2, u_max), len(units) - 1)
             transient["fsdp_gathered_units"] = n_gathered * unit_bytes
-            if root:
-                transient["fsdp_gathered_root"] = w * root
-        if strat in ("optim_grads", "optim_grads_params"):
+        if strat == "optim_grads_params" and root and nd > 1:
+            transient["fsdp_gathered_root"] = w * root
+        if u_max:
             if double:
                 pending = min(2, len(units)) * u_max
             else:
-                pending = min(comm + u_max, sum(e for e, _ in units) + root)
+                sharded = sum((d if nd > 1 else 0) + (e if ne > 1 else 0) for d, _, e in units)
+                pending = min(comm + u_max, sharded + (root if nd > 1 else 0))
             transient["fsdp_unsharded_grads"] = g * pending
     return FsdpStates(weights, grads, optimizer, transient)
+
+
+def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: int, first: bool) -> dict:
+    """The optimizer step's own buffers under Megatron-FSDP (module docstring, "The optimizer step"), by name;
+    arguments as :func:`megatron_fsdp_states`, ``first``: the stage holds the input embedding."""
+    par, pr, tr = r.cfg.parallelism, r.cfg.precision, r.cfg.training
+    strat = par.data_parallel_sharding_strategy
+    nd, ne, od, oe = fsdp_shards(r)
+    n_d, n_e = _cdiv(n_dense, od), _cdiv(n_expert, oe)
+    main = _master_bytes(r)
+    out = {}
+    if main and main != _grad_bytes(r) and not pr.use_precision_aware_optimizer:
+        out["optimizer_fp32_grad_copies" if main == 4 else "optimizer_grad_copies"] = main * (n_d + n_e)
+    per_state = _fp32_copies_per_state(r)
+    elem = 4 if tr.optimizer_implementation == "te_fused" else (main or DTYPE_BYTES[pr.params_dtype])
+    temporaries = elem * per_state * (max(n_d, n_e) if _separate_expert_optimizer(r) else n_d + n_e)
+    prefetch = 0
+    if strat == "optim_grads_params":
+        if root and nd > 1:
+            out["fsdp_gathered_root"] = bm.weight * root
+        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1) if units else (0, 0)
+        if u_max:
+            base = 0 if first else 1      # the first parameter: the embedding (root), else the first unit
+            if par.fsdp_double_buffer or par.nccl_ub:
+                n = 0 if first else min(2, len(units))
+            else:
+                n = min(len(units), base + _cdiv(_comm_unit(r, units) // 2, u_max))
+            prefetch = n * unit_bytes
+    if prefetch > temporaries:
+        out["fsdp_gathered_units"] = prefetch
+    elif temporaries:
+        out["optimizer_temporaries"] = temporaries
+    return out
 
 
 def torch_fsdp2_states(r, bm, moments: int, n_dense: int, n_expert: int, units: list, root: int) -> FsdpStates:
