@@ -15,9 +15,14 @@ recompute of ``moe``, whose step keeps a recomputed input alive) was -1.42 % wit
 estimator/optimizer_step.py counted that input from Megatron-Core's code; the SGD run's step (not modelled
 then) is modelled since from PyTorch's code. Batch 5 (one H100, eleven runs, predicted with those changes) is
 held out: nine within 0.83 % with the phase right as predicted; the gated shared expert (-1.21 %) and FSDP2's
-optimizer step (-0.60 %, phase wrong) are modelled since from Megatron-Core's code. Batch 6's Megatron-FSDP run
-(DP 1) was +4.62 % with the phase wrong (gathered buffers counted that a one-rank group never allocates, and no
-step); it is modelled since from Megatron-FSDP's code (estimator/features/fsdp.py): -0.01 %, phase right.
+optimizer step (-0.60 %, phase wrong) are modelled since from Megatron-Core's code. Batch 6 (one H100, eleven
+runs, predicted with those changes) is held out: the eight runs the estimator stated (MTP, recompute of
+``mla_up_proj`` and ``shared_experts``, MQA, kv_channels, logging flags) were within 0.81 % with the phase right
+as predicted. Its Megatron-FSDP run (DP 1) was +4.62 % with the phase wrong (gathered buffers counted that a
+one-rank group never allocates, and no step); it is modelled since from Megatron-FSDP's code
+(estimator/features/fsdp.py): -0.01 %, phase right. Its two optimizer CPU offload runs were refused (the
+precision-aware optimizer without Transformer Engine, which Megatron-Core accepts when offloading); they are
+modelled since from HybridDeviceOptimizer's code (estimator/features/offload.py): -0.29 % and -0.21 %.
 """
 
 from __future__ import annotations
