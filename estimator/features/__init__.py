@@ -23,7 +23,6 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ..activations import layer_activations, stage_extras
-from ..states import grad_reduce_in_fp32
 from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
@@ -232,30 +231,12 @@ class Plan:
                         optimizers.largest_expert_matrix(r) if any(moes) else 0)
         if tr.optimizer_cpu_offload:
             # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
-            pr = cfg.precision
-            master = 0 if pr.params_dtype == "fp32" else 4
-            moments = 8 if tr.optimizer == "adam" else (4 if tr.sgd_momentum > 0 else 0)
-            copies = not grad_reduce_in_fp32(pr)
-            moes = [r.kinds[k].moe for k in kinds]
-            largest = max(optimizers.largest_matrix(r, not all(moes), any(moes)),
-                          optimizers.largest_expert_matrix(r) if any(moes) else 0,
-                          r.Vp // r.t * r.h if first or last else 0)
-            if self.frozen:
-                inner = [(None, n_sh, largest)]
-            elif expert_p and (r.ep > 1 or r.etp != r.t):    # experts' own inner optimizer (optimizer_step.py)
-                inner = [(None, _cdiv(dense_p, sd), largest),
-                         (None, _cdiv(expert_p, se), optimizers.largest_expert_matrix(r))]
-            else:
-                order = offload.hdo_order(r, r.plan[s_idx].chunks) if sd == 1 else None
-                inner = [(order, _cdiv(dense_p + expert_p, sd), largest)]
-            opt = staging = 0
-            for order, n, big in inner:
-                oo = offload.optimizer_offload(order, n, tr.optimizer_offload_fraction, big, master, moments, copies)
-                opt += oo.gpu
-                staging = max(staging, oo.staging)
-                host["optimizer_pinned"] = host.get("optimizer_pinned", 0) + oo.pinned
-                host["optimizer_states"] = host.get("optimizer_states", 0) + oo.pageable
-            step_own = {"optimizer_offload_staging": staging} if staging else {}
+            oo = offload.stage_optimizer_offload(r, kinds, r.plan[s_idx].chunks, first or last, dense_p, expert_p,
+                                                 (sd, se), n_sh if self.frozen else None)
+            opt = oo.gpu
+            host["optimizer_pinned"] = oo.pinned
+            host["optimizer_states"] = oo.pageable
+            step_own = {"optimizer_offload_staging": oo.staging} if oo.staging else {}
 
         # --- activations -----------------------------------------------------------------------
         copies = delta = 0

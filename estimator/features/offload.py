@@ -62,6 +62,8 @@ from math import ceil
 from typing import NamedTuple
 
 from ..layers import LayerKind, attention, mlp
+from ..states import grad_reduce_in_fp32
+from . import optimizers
 
 __all__ = ["OffloadSplit", "OptimizerOffload", "hdo_order", "optimizer_offload", "split"]
 
@@ -156,3 +158,32 @@ def optimizer_offload(tensors: list | None, n_params: int, fraction: float, larg
     gpu = sp.on_gpu * (master + moments + (4 if grad_copies else 0))
     staging = 4 * sp.largest_offloaded if (master or grad_copies) else 0
     return OptimizerOffload(gpu, 8 * sp.offloaded, moments * sp.offloaded, staging)
+
+
+def stage_optimizer_offload(r, kinds, chunks, ends: bool, dense_p: int, expert_p: int, shards: tuple,
+                            frozen_n: int | None) -> OptimizerOffload:
+    """The offloaded optimizer of one pipeline stage: its inner HybridDeviceOptimizers (the routed experts get
+    one of their own where they have their own gradient buffer, as in estimator/optimizer_step.py), summed, the
+    staging buffer the largest of theirs. ``kinds`` the stage's layer kinds, ``chunks`` its model chunks,
+    ``ends`` whether it holds the embedding or the output layer, ``shards`` the dense and expert optimizer
+    shard counts, ``frozen_n`` the trainable elements of a PEFT stage (``None`` otherwise)."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    master = 0 if pr.params_dtype == "fp32" else 4
+    moments = 8 if tr.optimizer == "adam" else (4 if tr.sgd_momentum > 0 else 0)
+    copies = not grad_reduce_in_fp32(pr)
+    moes = [r.kinds[k].moe for k in kinds]
+    expert_largest = optimizers.largest_expert_matrix(r) if any(moes) else 0
+    largest = max(optimizers.largest_matrix(r, not all(moes), any(moes)), expert_largest,
+                  r.Vp // r.t * r.h if ends else 0)
+    sd, se = shards
+    if frozen_n is not None:
+        inner = [(None, frozen_n, largest)]
+    elif expert_p and (r.ep > 1 or r.etp != r.t):
+        inner = [(None, -(-dense_p // sd), largest), (None, -(-expert_p // se), expert_largest)]
+    else:
+        inner = [(hdo_order(r, chunks) if sd == 1 else None, -(-(dense_p + expert_p) // sd), largest)]
+    parts = [optimizer_offload(order, n, tr.optimizer_offload_fraction, big, master, moments, copies)
+             for order, n, big in inner]
+    return OptimizerOffload(sum(p.gpu for p in parts), sum(p.pinned for p in parts),
+                            sum(p.pageable for p in parts), max(p.staging for p in parts))
