@@ -107,13 +107,13 @@ def te_keeps_master_weights(pr) -> bool:
         pr.main_params_dtype != "fp32" or not pr.fp8 or (pr.fp8_recipe or "delayed") == "delayed")
 
 
-def _separate_expert_optimizer(r: Resolved) -> bool:
+def separate_expert_optimizer(r: Resolved) -> bool:
     """Routed experts get their own inner optimizer (Megatron-Core ``get_megatron_optimizer``: parameters
     with ``allreduce = False``, set when expert parallelism is used or ETP differs from TP)."""
     return bool(r.E) and (r.ep > 1 or r.etp != r.t)
 
 
-def _fp32_copies_per_state(r: Resolved) -> int:
+def fp32_copies_per_state(r: Resolved) -> int:
     """States the implementation unscales into an fp32 copy for a whole group before its kernel."""
     pr = r.cfg.precision
     impl = r.cfg.training.optimizer_implementation
@@ -140,7 +140,7 @@ def step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: i
         grad_copies = 4 * (n_d + n_e)      if the gradient buffer is not fp32 and Megatron keeps the masters
         temporaries = 4 * c * (max(n_d, n_e) if separate expert optimizer else n_d + n_e)
 
-    with c the fp32 copies per parameter the implementation makes (:func:`_fp32_copies_per_state`).
+    with c the fp32 copies per parameter the implementation makes (:func:`fp32_copies_per_state`).
     """
     if bm.distributed or r.cfg.parallelism.use_torch_fsdp2:      # FSDP2: each GPU steps its shards
         n_d, n_e = _ceil_div(dense_params, dense_shard), _ceil_div(expert_params, r.edp)
@@ -162,7 +162,7 @@ def _flags(r: Resolved) -> tuple[bool, bool, int]:
         # FSDP2 keeps no gradient buffer: the gradients are the bf16 parameters' own (no mixed-precision policy).
         fp32_grads = grad_reduce_in_fp32(pr) and not r.cfg.parallelism.use_torch_fsdp2
         copies = pr.params_dtype != "fp32" and not te_keeps_master_weights(pr) and not fp32_grads
-        hit = cache["_step_flags"] = (copies, _separate_expert_optimizer(r), _fp32_copies_per_state(r))
+        hit = cache["_step_flags"] = (copies, separate_expert_optimizer(r), fp32_copies_per_state(r))
     return hit
 
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..optimizer_step import _fp32_copies_per_state, _separate_expert_optimizer
+from ..optimizer_step import fp32_copies_per_state, separate_expert_optimizer
 from ..resolve import DTYPE_BYTES
 
 __all__ = ["FsdpStates", "megatron_fsdp_states", "megatron_fsdp_step", "torch_fsdp2_states", "fsdp_shards"]
@@ -182,9 +182,9 @@ def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: in
     out = {}
     if main and main != _grad_bytes(r) and not pr.use_precision_aware_optimizer:
         out["optimizer_fp32_grad_copies" if main == 4 else "optimizer_grad_copies"] = main * (n_d + n_e)
-    per_state = _fp32_copies_per_state(r)
+    per_state = fp32_copies_per_state(r)
     elem = 4 if tr.optimizer_implementation == "te_fused" else (main or DTYPE_BYTES[pr.params_dtype])
-    temporaries = elem * per_state * (max(n_d, n_e) if _separate_expert_optimizer(r) else n_d + n_e)
+    temporaries = elem * per_state * (max(n_d, n_e) if separate_expert_optimizer(r) else n_d + n_e)
     prefetch = 0
     if strat == "optim_grads_params":
         if root and nd > 1:

@@ -62,6 +62,7 @@ from math import ceil
 from typing import NamedTuple
 
 from ..layers import LayerKind, attention, mlp
+from ..optimizer_step import separate_expert_optimizer
 from ..states import grad_reduce_in_fp32
 from . import optimizers
 
@@ -179,7 +180,7 @@ def stage_optimizer_offload(r, kinds, chunks, ends: bool, dense_p: int, expert_p
     sd, se = shards
     if frozen_n is not None:
         inner = [(None, frozen_n, largest)]
-    elif expert_p and (r.ep > 1 or r.etp != r.t):
+    elif expert_p and separate_expert_optimizer(r):
         inner = [(None, -(-dense_p // sd), largest), (None, -(-expert_p // se), expert_largest)]
     else:
         inner = [(hdo_order(r, chunks) if sd == 1 else None, -(-(dense_p + expert_p) // sd), largest)]
