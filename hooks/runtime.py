@@ -328,6 +328,7 @@ def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=
                                      INSTALL_PY.encode(), WARM_PY.encode(), SNAPSHOT_MAGIC])).hexdigest()[:24]
     cached = cache_dir / "snapshots" / f"{key}.bin.gz"
     if cached.is_file():
+        os.utime(cached)                           # most recently used: kept by prune_snapshots
         return cached.read_bytes()
     with tempfile.TemporaryDirectory(prefix="mme-snapshot-") as tmp:
         index = Path(tmp) / "pyodide"
@@ -354,7 +355,20 @@ def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.with_suffix(".part").write_bytes(data)
     cached.with_suffix(".part").replace(cached)
+    prune_snapshots(cached.parent)
     return data
+
+
+#: Snapshots kept in the cache: one is made for every change of the estimator (about 7 MB each), so without a
+#: bound a developer's cache grows by hundreds of MB; a few let branches be switched back and forth.
+SNAPSHOT_CACHE_KEEP = 4
+
+
+def prune_snapshots(folder: Path, keep: int = SNAPSHOT_CACHE_KEEP) -> None:
+    """Delete all but the ``keep`` most recently used snapshots of the cache folder."""
+    files = sorted(folder.glob("*.bin.gz"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[keep:]:
+        old.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- the runtime, assembled

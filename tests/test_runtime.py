@@ -249,3 +249,17 @@ def test_sparse_snapshot_keeps_only_the_pages_that_are_not_zero():
     assert back == memory
     assert rt.snapshot_size(gzip.compress(out)) == 16_484
     assert rt.sparse_snapshot(bytes(8192)) == struct.pack("<4sII", b"MMS1", 8192, 0)
+
+
+def test_snapshot_cache_keeps_the_most_recently_used(tmp_path):
+    """One snapshot is made per change of the estimator (~7 MB each): the cache keeps the newest few. Six files
+    used at times 1..6 and a keep of 4 leave those used at 3, 4, 5 and 6."""
+    import os
+    for i in range(1, 7):
+        f = tmp_path / f"s{i}.bin.gz"
+        f.write_bytes(b"x")
+        os.utime(f, (i, i))
+    (tmp_path / "other.txt").write_text("not a snapshot")
+    rt.prune_snapshots(tmp_path, keep=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.txt", "s3.bin.gz", "s4.bin.gz", "s5.bin.gz",
+                                                           "s6.bin.gz"]
