@@ -400,9 +400,8 @@ def stage_memory(r: Resolved) -> Estimate:
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
                                           recompute_retained(r, chunks, acts), own=adj.step_own)
-            # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as it
-            # copies each to fp32 (optimizer.py _copy_model_grads_to_main_grads: "Safe to deallocate").
-            step_grads, step_bytes = (0 if cfg.parallelism.use_torch_fsdp2 else grads), sum(step.values())
+            step_grads = grads if adj.step_gradients is None else adj.step_gradients
+            step_bytes = sum(step.values())
             step_total = adj.weights + step_grads + adj.optimizer + step_bytes
             if step_total > fwd_bwd:
                 phase, transient, transient_bytes = "optimizer_step", step, step_bytes

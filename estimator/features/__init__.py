@@ -42,6 +42,7 @@ class StageAdjustment(NamedTuple):
     host: dict                  # host bytes, by kind
     reserve_exempt: int         # allocated bytes in a pool of their own (no caching-allocator reserve)
     step_own: dict | None = None  # the optimizer step's own buffers where a feature replaces Megatron's step
+    step_gradients: int | None = None  # the gradients alive at the step, where not all of them (FSDP2)
 
 
 def _active(cfg) -> bool:
@@ -198,7 +199,7 @@ class Plan:
         if self.nocache:
             weights -= bm.fp8_cache * fp8_lin
         sd, se = self.opt_shards
-        step_own = None
+        step_own = step_grads = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
             units = [self._layer_params(k) for k in kinds]
             root = dense_p + expert_p - sum(u for u, _ in units)
@@ -208,6 +209,9 @@ class Plan:
                 step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first)
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
+                # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as
+                # it copies each to fp32 (optimizer.py _copy_model_grads_to_main_grads: "Safe to deallocate").
+                step_grads = 0
             weights, grads, opt = fs.weights, fs.gradients, fs.optimizer
             transient.update(fs.transient)
         elif self.frozen:
@@ -292,4 +296,5 @@ class Plan:
         exempt = 0
         if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):
             exempt = grads + (weights if tr.use_distributed_optimizer else 0)
-        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt, step_own)
+        return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt, step_own,
+                               step_grads)
