@@ -468,7 +468,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
            if bm.distributed else "(no distributed optimizer: nothing sharded)") + "."
         if plain else "Model states as the FSDP / optimizer lines below say.",
         ("Adam optimizer (two moments per parameter); " if tr.optimizer == "adam" else "")
-        + "Megatron-Core with Transformer Engine layers.",
+        + ("Megatron-Core with Transformer Engine layers." if tr.transformer_impl == "transformer_engine" else
+           "Megatron-Core's local layers (transformer_impl local: its own linear layers, PyTorch norms and unfused "
+           "attention; no Transformer Engine)."),
         f"Vocabulary padded from {r.V} to {r.Vp} (multiple of {cfg.model.make_vocab_size_divisible_by} x TP {r.t}).",
     ]
     if r.m is None:
@@ -529,8 +531,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append(optimizer_step_assumption(r, bm) if features.step_modelled(cfg) else
                    "Optimizer step: not modelled with these features (the forward/backward peak is reported).")
     ws = workspace_bytes(r, bool(r.E))
-    out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces (Transformer Engine and "
-               "PyTorch, Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
+    out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
+               + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
+               + ", Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
     out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")

@@ -165,6 +165,19 @@ def test_local_implementation_attention_is_unfused_whatever_the_backend():
     assert loc.transient["global_memory_buffer"] == 2 * 8 * 1024 * 1024
 
 
+def test_assumptions_name_the_layer_implementation_in_use():
+    """The assumptions say which layers the numbers assume: Transformer Engine's by default, Megatron-Core's local
+    ones with transformer_impl local (which keeps no Transformer Engine workspace: 2 x 32 MiB of PyTorch's cuBLAS
+    workspaces, against 2 x 32 MiB + 32 MiB + 1 KiB with Transformer Engine, estimator/workspaces.py)."""
+    te = est().assumptions
+    loc = est(training={"transformer_impl": "local"}).assumptions
+    assert any("Transformer Engine layers" in a for a in te)
+    assert not any("Transformer Engine layers" in a for a in loc)
+    assert any("local layers" in a and "no Transformer Engine" in a for a in loc)
+    assert any("64 MiB of GEMM workspaces (PyTorch's" in a for a in loc)
+    assert any("96 MiB of GEMM workspaces (Transformer Engine and PyTorch" in a for a in te)
+
+
 def test_num_microbatches_override():
     e = est(parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2}, num_microbatches=1)
     assert [s.microbatches_in_flight for s in e.stages] == [1, 1]
