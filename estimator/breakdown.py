@@ -55,6 +55,7 @@ LABELS = {
     "fsdp_gathered_root": "FSDP: gathered root parameters", "fsdp_gathered_units": "FSDP: gathered parameter units",
     "fsdp_unsharded_grads": "FSDP: unsharded gradients", "cuda_graph_pool": "CUDA graphs: memory pool",
     "cuda_graph_static_buffers": "CUDA graphs: static buffers",
+    "cuda_graph_capture_workspaces": "CUDA graphs: cuBLAS workspaces of the capture stream",
     "deferred_output_wgrad": "Deferred output-layer weight gradients", "dora_weight_norm": "DoRA weight norms",
     "bf16_layers": "Layers kept in bf16 under FP8 (extra activations)",
 }

@@ -324,7 +324,7 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     big = ", ".join(f"{name} {_g(b)} GiB ({100 * b / peak.allocated_bytes:.0f}%)" for name, b in _biggest(peak))
     lines.append(f"Largest at the peak: {big}")
     if peak.outside_allocator:
-        lines.append("Outside PyTorch's allocator (in the device figure): " + ", ".join(
+        lines.append("Held beyond the allocated peak (in the device figure): " + ", ".join(
             f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in peak.outside_allocator.items()))
     if any(s.host_bytes for s in est.stages):
         most = max(est.stages, key=lambda s: s.host_bytes)

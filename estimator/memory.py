@@ -25,7 +25,8 @@ from .activations import LayerActivations, context, layer_activations, stage_ext
 from .layers import kind_linear_weights, kind_params, kind_weight_shapes
 from .local_attention import chunk_mask_bytes
 from .loss import loss_buffers
-from .optimizer_step import assumption as optimizer_step_assumption, optimizer_step_buffers, recompute_retained
+from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
+                             recompute_retained)
 from .params import count_parameters, embedding, final_norm, mtp_extra, output_layer
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
@@ -396,6 +397,7 @@ def stage_memory(r: Resolved) -> Estimate:
         transient, activations, grads = adj.transient, adj.activations, adj.gradients
         transient_bytes = sum(transient.values())
         fwd_bwd = adj.weights + grads + adj.optimizer + activations + transient_bytes
+        kept = adj.weights + grads + adj.optimizer + sum(transient.get(k, 0) for k in PERSISTENT_BUFFERS)
         phase, step_total = "forward_backward", 0
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
@@ -409,11 +411,12 @@ def stage_memory(r: Resolved) -> Estimate:
                 acts_by = dict.fromkeys(acts_by, 0)
         allocated = adj.weights + grads + adj.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
+        outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
             adj.weights, grads, adj.optimizer, activations, transient_bytes, allocated, reserved,
-            reserved + overhead + sum(adj.outside_allocator.values()), acts_by, transient, reports,
-            sum(adj.host.values()), adj.host, adj.outside_allocator,
+            reserved + overhead + sum(outside.values()), acts_by, transient, reports,
+            sum(adj.host.values()), adj.host, outside,
             peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,

@@ -88,7 +88,7 @@ class StageEstimate(NamedTuple):
     chunks: tuple = ()       # ChunkReport per virtual chunk, in order
     host_bytes: int = 0      # pinned and pageable host memory (offloading), not part of any device figure
     host: dict | None = None              # host memory by kind
-    outside_allocator: dict | None = None  # device bytes outside PyTorch's allocator (userbuffers, DeepEP), in device_bytes
+    outside_allocator: dict | None = None  # device bytes beyond the allocated peak (userbuffers, DeepEP, graph pools)
     # The components above are those alive in the phase that holds the peak (estimator/optimizer_step.py):
     peak_phase: str = "forward_backward"   # or "optimizer_step" (activations freed, the step's buffers alive)
     forward_backward_bytes: int = 0        # allocated at the peak of the forward and backward passes

@@ -59,8 +59,9 @@ def _active(cfg) -> bool:
 def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/optimizer_step.py): with no feature switched on, or with
     only SGD (its states are plain per-parameter buffers, stepped like Adam's), PyTorch FSDP2 (Megatron-Core's
-    Float16Optimizer steps its shards), optimizer CPU offload (offload.py: its own step buffers) and Megatron-FSDP
-    (:func:`.fsdp.megatron_fsdp_step`, HSDP included). Otherwise the forward/backward peak is reported."""
+    Float16Optimizer steps its shards), optimizer CPU offload (offload.py: its own step buffers), Megatron-FSDP
+    (:func:`.fsdp.megatron_fsdp_step`, HSDP included) and the whole-iteration CUDA graph (the step stays eager).
+    Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
     tr, par = cfg.training, cfg.parallelism
@@ -68,7 +69,9 @@ def step_modelled(cfg) -> bool:
         return False
     mfsdp = par.use_megatron_fsdp
     plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9, optimizer_cpu_offload=False,
-                                          optimizer_offload_fraction=1.0),
+                                          optimizer_offload_fraction=1.0,
+                                          cuda_graph_impl=("none" if tr.cuda_graph_impl == "full_iteration"
+                                                           else tr.cuda_graph_impl)),
                     parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True,
                                         use_megatron_fsdp=False,
                                         num_distributed_optimizer_instances=(
@@ -122,7 +125,8 @@ class Plan:
         self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
         self.full_recompute = tr.recompute_granularity == "full"
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
-        self.graphs = tr.cuda_graph_impl == "transformer_engine"     # full_iteration: the plain peak
+        self.graphs = tr.cuda_graph_impl == "transformer_engine"
+        self.full_graph = tr.cuda_graph_impl == "full_iteration"    # the plain peak, a pool beside it (step_outside)
         if self.graphs:
             self.graph_work = cuda_graphs.capture_work(r, [(r.kinds[k].moe, a) for k, a in acts.items()])
             self.graph_static = cuda_graphs.static_bytes_per_layer(r)
@@ -178,6 +182,14 @@ class Plan:
         return copies, delta
 
     # ------------------------------------------------------------------ one stage
+    def step_outside(self, fwd_bwd: int, step: int, kept: int) -> dict:
+        """Device bytes outside the allocated peak that follow from both phases' peaks (``kept``: the model states
+        and run-long buffers): the whole-iteration graph's private pool (cuda_graphs.full_iteration_pool)."""
+        if not (self.full_graph and step):
+            return {}
+        pool = cuda_graphs.full_iteration_pool(fwd_bwd, step, kept)
+        return {"cuda_graph_private_pool": pool} if pool else {}
+
     def stage(self, s_idx: int, chunks: tuple, first: bool, last: bool, dense_p: int, linear_p: int,
               expert_p: int, st, activations: int, flight: list, transient: dict, bwd_work: int) -> StageAdjustment:
         r, bm, cfg = self.r, self.bm, self.r.cfg
@@ -268,6 +280,8 @@ class Plan:
                 transient["dora_weight_norm"] = self.dora
         if self.deferred and last:
             transient["deferred_output_wgrad"] = self.deferred
+        if self.full_graph:
+            transient["cuda_graph_capture_workspaces"] = cuda_graphs.FULL_ITERATION_CAPTURE_WORKSPACES
         if self.ep_overlap:
             # Combined 1F1B (schedule.py): one forward layer's pre-dispatch part beside a backward layer. Without
             # pipelining the backward micro-batch's loss chunk is gone by then; the step replaces the phase that

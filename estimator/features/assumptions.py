@@ -87,8 +87,10 @@ def assumptions(r) -> list[str]:
                    "captured tensors in the private pool, reserved but not allocated: in the device figure). "
                    "The optimizer's moments are counted at the capture even when it precedes the first step.")
     elif tr.cuda_graph_impl == "full_iteration":
-        out.append("CUDA graphs (full_iteration): the captured step allocates what the eager step does; the "
-                   "allocated peak is the plain one.")
+        out.append("CUDA graphs (full_iteration): the captured forward/backward allocates what the eager one does, "
+                   "plus PyTorch's cuBLAS workspaces for the capture stream (2 x 32 MiB, held all run); the optimizer "
+                   "step stays eager. The graph's private pool keeps the captured working set reserved beside the "
+                   "step's own memory: the device figure adds the smaller of the two.")
     if par.tp_comm_overlap:
         out.append(f"TP communication overlap: twelve Transformer Engine userbuffers of [{r.s * r.b // r.cp}, {r.h}] "
                    f"({comm_buffers.tp_overlap_bytes(r) / GIB:.2f} GiB) outside PyTorch's allocator, with the "
