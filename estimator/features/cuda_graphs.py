@@ -45,7 +45,7 @@ run-long buffers) reserved for the rest of the run, beside the regular pool in w
 allocates. What the GPU holds is therefore the step's peak plus that working set: beyond the allocated peak,
 min(forward/backward peak, step peak) - (model states + run-long buffers), added to the device figure
 (:func:`full_iteration_pool`). Measured on one H100 (this project's batch 7, dense model, local layers): allocated
-peak -0.70 % before the capture workspaces were counted (-0.15 % with them); PyTorch's peak reserved 13.72 GiB
+peak -0.70 % before the capture workspaces were counted (-0.14 % with them); PyTorch's peak reserved 13.72 GiB
 against 12.28 GiB for the same run without the graph, which the 1.05 reserve alone put at 11.70.
 """
 
