@@ -22,7 +22,7 @@ COLUMNS = (("weights", "Weights"), ("gradients", "Gradients"), ("optimizer", "Op
 #: Stacked bar segments, bottom to top, with the build-time charts' names (hooks/_tables_svg.STAGE_SEGMENTS).
 SEGMENTS = (("weights", "Weights"), ("gradients", "Gradients"), ("optimizer", "Optimizer states"),
             ("activations", "Activations"), ("transient", "Transient buffers"), ("reserve", "Allocator reserve"),
-            ("runtime", "CUDA context + NCCL"))
+            ("runtime", "CUDA context, NCCL, other"))
 
 
 def _gib(b: int) -> str:

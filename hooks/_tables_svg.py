@@ -20,7 +20,7 @@ STAGE_SEGMENTS = (
     ("activations", "Activations"),
     ("transient", "Transient buffers"),
     ("reserve", "Allocator reserve"),
-    ("runtime", "CUDA context + NCCL"),
+    ("runtime", "CUDA context, NCCL, other"),
 )
 
 
