@@ -96,7 +96,8 @@ _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_a
      "dtypes of the optimizer's master weights and moments")
 _put(_M, "use_megatron_fsdp use_torch_fsdp2 data_parallel_sharding_strategy outer_dp_sharding_strategy "
      "fsdp_double_buffer megatron_fsdp_max_pool_double_buffer suggested_communication_unit_size "
-     "torch_fsdp2_reshard_after_forward megatron_fsdp_main_params_dtype megatron_fsdp_main_grads_dtype",
+     "torch_fsdp2_reshard_after_forward megatron_fsdp_main_params_dtype megatron_fsdp_main_grads_dtype "
+     "megatron_fsdp_grad_comm_dtype",
      "FSDP: what is sharded, and the gathered unit buffers at the peak")
 _put(_M, "num_distributed_optimizer_instances", "optimizer states sharded over 1/N of the data-parallel ranks "
      "(with Megatron-FSDP: the HSDP outer size)")
@@ -347,8 +348,6 @@ _put(_R, "keep_fp8_transpose_cache", "Megatron-FSDP keeping the FP8 transpose ca
      "modelled")
 _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
      "--outer-dp-sharding-strategy)")
-_put(_R, "megatron_fsdp_grad_comm_dtype", "a gradient communication dtype other than the gradient buffer's adds "
-     "buffers that are not modelled")
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
      "modelled")
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")

@@ -200,3 +200,84 @@ def test_megatron_fsdp_decoupled_or_fp32_gradients_are_not_copied():
     for precision in ({"use_precision_aware_optimizer": True}, {"megatron_fsdp_main_grads_dtype": "fp32"}):
         s = est(FSDP, {**REC, "world_size": 1}, precision)
         assert "optimizer_fp32_grad_copies" not in s.transient, precision
+
+
+# --------------------------------------------------------------------- gradient communication dtype
+def test_grad_comm_dtype_is_the_dtype_of_the_unsharded_gradient_buckets():
+    """optim_grads_params over DP 8, bf16 gradient buffer (auto), megatron_fsdp_grad_comm_dtype fp32: the sharded
+    buffer stays bf16 (2n/8), but ``main_grad_getter`` fetches each unit's unsharded bucket in the communication
+    dtype (``fetch_bucket(dtype=grad_comm_dtype)``): all n elements wait (1e9 + U > n), 4 B each instead of 2."""
+    s = est(FSDP, precision={"megatron_fsdp_grad_comm_dtype": "fp32"})
+    assert s.gradients_bytes == 2 * N // 8
+    assert s.transient["fsdp_unsharded_grads"] == 4 * N
+    assert est(FSDP, precision={"megatron_fsdp_grad_comm_dtype": "bf16"}).transient == est(FSDP).transient
+
+
+def test_grad_comm_dtype_equal_to_the_buffer_adds_nothing():
+    """The CI runs' setting, --megatron-fsdp-main-grads-dtype fp32 --megatron-fsdp-grad-comm-dtype fp32: "No
+    additional memory is allocated when grad_comm_dtype == main_grads_dtype" (MixedPrecisionPolicy): the same
+    estimate as without the flag, and at one rank (buffers used in place) still no bucket."""
+    fp32 = {"megatron_fsdp_main_grads_dtype": "fp32"}
+    both = {**fp32, "megatron_fsdp_grad_comm_dtype": "fp32"}
+    assert est(FSDP, precision=both) == est(FSDP, precision=fp32)
+    assert not any(k.startswith("fsdp_") for k in est(FSDP, {**REC, "world_size": 1}, both).transient)
+
+
+def test_another_grad_comm_dtype_copies_unsharded_buffers_while_they_are_reduced():
+    """A gradient buffer that is not sharded (no_shard, or one rank) is reduced in place, unless the
+    communication dtype differs: ``_bucket_group_gradient_reduce`` then copies each bucket into a new unsharded
+    bucket of that dtype (``allocate_bucket_storage(dtype=grad_comm_dtype, init_values=...)``), freed with the
+    reduce. no_shard reduces during the backward pass only with overlap_grad_reduce (else ``all_reduce_gradients``
+    in place, in the buffer's dtype): 4 B x min(1e9 + U, n) = 4 B x n of fp32 copies, beside the 2 B x n bf16
+    buffer. At one rank optim_grads_params copies the same way."""
+    comm = {"megatron_fsdp_grad_comm_dtype": "fp32"}
+    no_shard = {**FSDP, "data_parallel_sharding_strategy": "no_shard"}
+    s = est(no_shard, {"overlap_grad_reduce": True}, comm)
+    assert (s.gradients_bytes, s.transient["fsdp_unsharded_grads"]) == (2 * N, 4 * N)
+    assert "fsdp_unsharded_grads" not in est(no_shard, None, comm).transient
+    assert "fsdp_unsharded_grads" not in est(no_shard, {"overlap_grad_reduce": True}).transient
+    assert est(FSDP, {**REC, "world_size": 1}, comm).transient["fsdp_unsharded_grads"] == 4 * N
+    t = est({**FSDP, "fsdp_double_buffer": True}, None, comm).transient
+    assert t["fsdp_unsharded_grads"] == 2 * 4 * U       # FixedPoolAllocator: two units, in the comm dtype
+
+
+def test_grad_comm_dtype_rules():
+    """Only with Megatron-FSDP; with HSDP another dtype than the buffer's allocates the outer reduction's
+    hsdp_comm_gbuf buckets, which are not modelled (refused by name)."""
+    with pytest.raises(ConfigError, match="megatron_fsdp_grad_comm_dtype.*only with"):
+        est(None, None, {"megatron_fsdp_grad_comm_dtype": "fp32"})
+    with pytest.raises(ConfigError, match="hsdp_comm_gbuf"):
+        est({**FSDP, "num_distributed_optimizer_instances": 2}, None, {"megatron_fsdp_grad_comm_dtype": "fp32"})
+    est({**FSDP, "num_distributed_optimizer_instances": 2}, None, {"megatron_fsdp_grad_comm_dtype": "bf16"})
+
+
+def test_megatron_ci_fsdp_dtensor_case_gradient_buckets():
+    """Megatron-LM's CI run gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor (8 GPUs: TP 2, DP 4; optim_grads_params,
+    --megatron-fsdp-main-grads-dtype fp32 --megatron-fsdp-grad-comm-dtype fp32), by hand. GPT, 12 layers,
+    h = 512, 8 heads, GeLU MLP 2048, biases, LayerNorm, learned positions (1024), tied embeddings, vocabulary
+    50257 padded to a multiple of 128 x TP = 256: 50432. Per TP rank:
+
+        layer: QKV 512 x 768 + 768, projection 256 x 512 + 512, fc1 512 x 1024 + 1024, fc2 1024 x 512 + 512,
+               two LayerNorms 2 x 1024                                     = 1,577,728; x 12 = 18,932,736
+        root:  word embedding 25216 x 512 = 12,910,592, positions 1024 x 512 = 524,288, final norm 1024
+                                                                           = 13,435,904
+        n = 32,368,640
+
+    The unit buckets are fetched in the communication dtype, fp32, which is the buffer's: 4 B a parameter, and
+    with Megatron-FSDP's 1e9-element queue all of them wait: 4 x 32,368,640 = 129,474,560 B (123.48 MiB, 2^20 B),
+    what the estimate held without the flag; the sharded fp32 buffer is 4 B x n / 4 = 32,368,640 B."""
+    import shlex
+
+    from estimator.megatron_args import parse_megatron_args
+    from estimator.validation_ci import load_data
+    case = next(c for c in load_data()["cases"]
+                if c["id"] == "mlm-gpt-gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor-h100")
+    tokens = shlex.split(case["megatron_args"]) + list(case.get("supplied_args") or [])   # + the GPT-2 vocabulary
+    cfg, _ = parse_megatron_args(tokens, world_size=case["world_size"])
+    s = estimate(cfg).stages[0]
+    n = 12 * 1_577_728 + 25216 * 512 + 1024 * 512 + 1024
+    assert (n, s.parameters) == (32_368_640, 32_368_640)
+    assert s.transient["fsdp_unsharded_grads"] == 4 * n == 129_474_560
+    assert s.gradients_bytes == 4 * n // 4
+    cfg["precision"]["megatron_fsdp_grad_comm_dtype"] = "auto"
+    assert estimate(cfg).stages[0] == s
