@@ -26,6 +26,19 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
 - with ``fsdp_double_buffer`` (forced by ``nccl_ub``) both are exactly two unit-sized buffers
   (``FixedPoolAllocator``, size 2).
 
+When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
+(``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
+when the queue exceeds C elements (``wait_for_previous_grad_reduce``, before the next bucket is queued) or at
+the end of that backward pass (``_root_post_backward`` -> ``grad_reduce_pipeline.reset()``, queued by
+``_root_pre_backward`` for every backward pass). So none exists during a forward pass or the loss, and while they
+pile up the micro-batch's activations go: the root bucket (one bucket for the embedding, output layer and final
+norm) is fetched by the output layer's weight gradient and waits until the embedding's, at the end. The peak is
+the largest of the stage's peak moment without them (the loss: none; the output layer's weight gradient: the
+root bucket; the first layer's backward: the root bucket and that unit's) and each layer's backward and the end of
+the pass, with min(C + U, the buckets fetched so far) beside the activations not yet freed (the loss chunk's
+go before the layers' backward; full recomputation frees each group's checkpoint). ``grads_in_backward`` walks
+it; double buffering's two fixed buckets are always there.
+
 The gradient buckets are in ``megatron_fsdp_grad_comm_dtype`` c (auto: g; ``MixedPrecisionPolicy.grad_comm_dtype``).
 A sharded gradient buffer hands ``param.main_grad`` out of an unsharded bucket fetched in c
 (``main_grad_getter``: ``fetch_bucket(dtype=grad_comm_dtype)``), reduce-scatters it and adds the shard into the
@@ -82,11 +95,21 @@ __all__ = ["FsdpStates", "fsdp_shards", "grad_comm_dtype", "grad_dtype", "megatr
 COMMUNICATION_UNIT_FLOOR = 1_000_000_000
 
 
+class GradQueue(NamedTuple):
+    """The unsharded gradient buckets of one backward pass: elements of each unit (the stage's layers in
+    order), of the root module's bucket, the queue capacity C + U (elements) and the bytes of an element."""
+    units: list
+    root: int
+    cap: int
+    elem: int
+
+
 class FsdpStates(NamedTuple):
     weights: int
     gradients: int
     optimizer: int
     transient: dict
+    grad_queue: GradQueue | None = None   # when the buckets come and go with the backward pass (not double-buffered)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -203,13 +226,41 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
     bd, be = _grad_buckets(r, nd, ne) if units else (False, False)
     per_unit = [(d if bd else 0) + (e if be else 0) for d, _, e in units]
     u_grad = max(per_unit, default=0)
+    queue = None
     if u_grad:
+        elem = DTYPE_BYTES[grad_comm_dtype(r.cfg.precision)]
         if double:
             pending = min(2, len(units)) * u_grad
         else:
-            pending = min(_comm_unit(r, units) + u_grad, sum(per_unit) + (root if bd else 0))
-        transient["fsdp_unsharded_grads"] = DTYPE_BYTES[grad_comm_dtype(r.cfg.precision)] * pending
-    return FsdpStates(weights, grads, optimizer, transient)
+            queue = GradQueue(per_unit, root if bd else 0, _comm_unit(r, units) + u_grad, elem)
+            pending = min(queue.cap, sum(per_unit) + queue.root)
+        transient["fsdp_unsharded_grads"] = elem * pending
+    return FsdpStates(weights, grads, optimizer, transient, queue)
+
+
+def grads_in_backward(q: GradQueue, units: list, acts: list, root_first: int, root: int, phase: str,
+                      phase_value: int, bwd_work: int, freed_first: int) -> tuple[int, int, int | None]:
+    """The unsharded gradient buckets at the peak of one chunk's backward pass (module docstring, "When the
+    gradient buckets exist"): ``units`` / ``acts`` are the chunk's units' gradient elements and one micro-batch's
+    saved activation bytes per layer (forward order), ``root_first`` the root bucket fetched before the layers'
+    backward (the output layer's), ``root`` the root bucket by the end, ``phase`` / ``phase_value`` the
+    stage's peak moment without FSDP, ``bwd_work`` one layer's backward working set, ``freed_first`` the
+    activations freed before the layers' backward (the loss chunk's). Returns (gradient bytes, activation bytes
+    released, working set replacing the phase's or ``None`` when the phase's moment stays the peak)."""
+    at_phase = {"loss_forward": 0, "loss_backward": 0, "output_layer_wgrad": root_first,
+                "backward_working_set": root_first + (units[-1] if units else 0)}.get(phase, root + sum(units))
+    best, best_total = (q.elem * min(q.cap, at_phase), 0, None), phase_value + q.elem * min(q.cap, at_phase)
+    pending, released = root_first, freed_first
+    for u, a in zip(reversed(units), reversed(acts)):
+        pending += u
+        g = q.elem * min(q.cap, pending)
+        if bwd_work + g - released > best_total:
+            best, best_total = (g, released, bwd_work), bwd_work + g - released
+        released += a
+    g = q.elem * min(q.cap, pending + root - root_first)
+    if g - released > best_total:
+        best = (g, released, 0)
+    return best
 
 
 def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: int, first: bool) -> dict:
