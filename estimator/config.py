@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import yamlio
 from .errors import ConfigError, Problem, UnsupportedError, clip, show
+from .features.fsdp import grad_comm_dtype, grad_dtype
 from .features.rules import feature_problems
 from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, plain_copy, section_specs
 
@@ -335,8 +336,16 @@ def not_modelled(cfg: Config) -> list[str]:
     """Valid configurations, ones Megatron-LM runs, that the estimator does not model: one sentence each (an
     empty list when it models the configuration). :func:`config_from_dict` raises them as an
     :class:`~estimator.errors.UnsupportedError`, not as invalid input."""
-    pr = cfg.precision
+    pr, par = cfg.precision, cfg.parallelism
     out = []
+    if (par.use_megatron_fsdp and par.num_distributed_optimizer_instances > 1
+            and grad_comm_dtype(pr) != grad_dtype(pr)):
+        # param_and_grad_buffer.py _bucket_group_gradient_reduce: the outer (DP-Outer) reduction copies each bucket
+        # into an hsdp_comm_gbuf bucket of the communication dtype.
+        out.append(f"precision.megatron_fsdp_grad_comm_dtype {pr.megatron_fsdp_grad_comm_dtype} with HSDP "
+                   f"(num_distributed_optimizer_instances {par.num_distributed_optimizer_instances}): Megatron-FSDP "
+                   f"runs it, but the outer reduction's copies of the gradient buckets in a dtype other than the "
+                   f"gradient buffer's ({grad_dtype(pr)}) are not modelled")
     if pr.fp8 and pr.params_dtype == "fp32":
         # Megatron-LM @ d98e8a64 runs --fp8-format without --bf16/--fp16 (no rule in arguments.py; CI case
         # moe/deepseek_proxy_fsdp_ep2_fsdp2). Then the FP8 weights (--fp8-param-gather) are Float8Tensors of

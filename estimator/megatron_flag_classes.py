@@ -375,8 +375,12 @@ _put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not mode
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
-_put(_R, "delay_wgrad_compute overlap_dispatch_backward_with_experts_wgrad",
+_put(_R, "overlap_dispatch_backward_with_experts_wgrad",
      "delayed weight-gradient computation keeps inputs longer; not modelled")
+_put(_R, "delay_wgrad_compute",
+     "delayed weight-gradient computation keeps each delayed linear's output gradient with its input until "
+     "backward_dw (under expert-parallel overlap: the experts' past the forward's dispatch, the attention's to "
+     "the end of the layer step, the first layer's past the pipeline send); not modelled")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")

@@ -7,7 +7,6 @@ from __future__ import annotations
 from ..errors import Problem
 from ..resolve import virtual_stages
 from .comm_buffers import DEEPEP_GROUP_SIZES
-from .fsdp import grad_comm_dtype, grad_dtype
 
 __all__ = ["feature_problems"]
 
@@ -55,11 +54,6 @@ def feature_problems(cfg) -> list[Problem]:
         if par.outer_dp_sharding_strategy == "optim" and par.data_parallel_sharding_strategy != "optim_grads_params":
             add("parallelism.outer_dp_sharding_strategy", "optim", "needs data_parallel_sharding_strategy: "
                 "optim_grads_params")
-        if par.num_distributed_optimizer_instances > 1 and grad_comm_dtype(pr) != grad_dtype(pr):
-            add("precision.megatron_fsdp_grad_comm_dtype", pr.megatron_fsdp_grad_comm_dtype, "a gradient "
-                f"communication dtype other than the gradient buffer's ({grad_dtype(pr)}) with HSDP "
-                "(num_distributed_optimizer_instances > 1): the outer reduction's communication buffers "
-                "(hsdp_comm_gbuf) are not modelled")
     else:
         for name, default in (("data_parallel_sharding_strategy", "optim_grads_params"),
                               ("outer_dp_sharding_strategy", "no_shard"), ("fsdp_double_buffer", False),
