@@ -51,6 +51,7 @@ LABELS = {
     "recompute_retained_inputs": "Optimizer step: recomputed MoE inputs and gradients kept from the backward",
     "optimizer_offload_staging": "Optimizer step: fp32 buffer of the copy back from the CPU (offload)",
     "offloaded": "Activations offloaded to the host (taken off)",
+    "released_in_backward": "Activations freed earlier in the backward pass (taken off)",
     "fp8_weight_copies": "FP8 weight copies kept for the backward (activations)",
     "fsdp_gathered_root": "FSDP: gathered root parameters", "fsdp_gathered_units": "FSDP: gathered parameter units",
     "fsdp_unsharded_grads": "FSDP: unsharded gradients", "cuda_graph_pool": "CUDA graphs: memory pool",

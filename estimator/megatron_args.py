@@ -481,7 +481,7 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
             if k in par:
                 del par[k]
                 notes.append(f"--{k.replace('_', '-')}: only with --use-megatron-fsdp")
-        for k in ("megatron_fsdp_main_params_dtype", "megatron_fsdp_main_grads_dtype"):
+        for k in ("megatron_fsdp_main_params_dtype", "megatron_fsdp_main_grads_dtype", "megatron_fsdp_grad_comm_dtype"):
             if k in pr:
                 del pr[k]
                 notes.append(f"--{k.replace('_', '-')}: only with --use-megatron-fsdp")

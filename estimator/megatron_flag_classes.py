@@ -96,7 +96,8 @@ _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_a
      "dtypes of the optimizer's master weights and moments")
 _put(_M, "use_megatron_fsdp use_torch_fsdp2 data_parallel_sharding_strategy outer_dp_sharding_strategy "
      "fsdp_double_buffer megatron_fsdp_max_pool_double_buffer suggested_communication_unit_size "
-     "torch_fsdp2_reshard_after_forward megatron_fsdp_main_params_dtype megatron_fsdp_main_grads_dtype",
+     "torch_fsdp2_reshard_after_forward megatron_fsdp_main_params_dtype megatron_fsdp_main_grads_dtype "
+     "megatron_fsdp_grad_comm_dtype",
      "FSDP: what is sharded, and the gathered unit buffers at the peak")
 _put(_M, "num_distributed_optimizer_instances", "optimizer states sharded over 1/N of the data-parallel ranks "
      "(with Megatron-FSDP: the HSDP outer size)")
@@ -347,8 +348,6 @@ _put(_R, "keep_fp8_transpose_cache", "Megatron-FSDP keeping the FP8 transpose ca
      "modelled")
 _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
      "--outer-dp-sharding-strategy)")
-_put(_R, "megatron_fsdp_grad_comm_dtype", "a gradient communication dtype other than the gradient buffer's adds "
-     "buffers that are not modelled")
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
      "modelled")
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
@@ -376,8 +375,12 @@ _put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not mode
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
-_put(_R, "delay_wgrad_compute overlap_dispatch_backward_with_experts_wgrad",
+_put(_R, "overlap_dispatch_backward_with_experts_wgrad",
      "delayed weight-gradient computation keeps inputs longer; not modelled")
+_put(_R, "delay_wgrad_compute",
+     "delayed weight-gradient computation keeps each delayed linear's output gradient with its input until "
+     "backward_dw (under expert-parallel overlap: the experts' past the forward's dispatch, the attention's to "
+     "the end of the layer step, the first layer's past the pipeline send); not modelled")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")

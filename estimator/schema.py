@@ -603,6 +603,12 @@ class PrecisionConfig:
                                              "dtype (bf16: 2 B per parameter).", type="str",
                                              choices=("auto", "fp32", "bf16", "fp16"),
                                              flag="--megatron-fsdp-main-grads-dtype")
+    megatron_fsdp_grad_comm_dtype: str = _f("auto", "Megatron-FSDP's gradient communication dtype; auto means the "
+                                            "gradient buffer's. Sharded gradients are reduce-scattered from "
+                                            "unsharded buckets of this dtype; another dtype than the buffer's "
+                                            "adds an unsharded copy of each gradient bucket while it is reduced.",
+                                            type="str", choices=("auto", "fp32", "bf16", "fp16"),
+                                            flag="--megatron-fsdp-grad-comm-dtype")
     disable_parameter_transpose_cache: bool = _f(False, "FP8 without Transformer Engine's cached weight copies "
                                                  "(Megatron-Core TransformerConfig; no Megatron-LM flag): the FP8 "
                                                  "weights are quantised anew each micro-batch and each in-flight "

@@ -277,3 +277,35 @@ def test_with_fields_is_config_from_dict_of_the_changed_configuration(preset, ch
     else:
         new = with_fields(config_from_dict(data), changes)
         assert new == whole and new.to_dict() == whole.to_dict()
+
+
+def test_fp8_over_fp32_weights_is_refused_as_not_modelled_not_called_invalid():
+    """Megatron-LM runs --fp8-format without --bf16 (no rule against it in arguments.py; its CI case
+    moe/deepseek_proxy_fsdp_ep2_fsdp2 does, with --fp8-param-gather and Megatron-FSDP). The estimator does not
+    model it, and says so: an UnsupportedError that says Megatron-LM runs it, never a ConfigError that would
+    call a configuration Megatron runs invalid. The same configuration in bf16 is modelled."""
+    from estimator import UnsupportedError, estimate
+    from estimator.config import not_modelled
+    cfg = make_config(LLAMA, {}, {}, {"params_dtype": "fp32", "fp8": True})
+    with pytest.raises(UnsupportedError, match="Megatron-LM runs FP8 compute over fp32 weights.*does not model") as e:
+        load_config(cfg)
+    assert not isinstance(e.value, ConfigError)
+    for precision in ({"fp8_param_gather": True}, {"fp8_param_gather": False}):
+        with pytest.raises(UnsupportedError):
+            estimate(make_config(LLAMA, {}, {"use_distributed_optimizer": True},
+                                 {"params_dtype": "fp32", "fp8": True, **precision}))
+    ok = load_config(make_config(LLAMA, {}, {}, {"params_dtype": "bf16", "fp8": True}))
+    assert not_modelled(ok) == []
+
+
+def test_fp8_over_fp32_weights_from_megatron_flags_is_refused():
+    """The CI run's precision flags (--fp8-format e4m3 --fp8-recipe tensorwise --fp8-param-gather, no --bf16)
+    through the importer: refused, with the reason."""
+    from estimator import UnsupportedError, estimate
+    from estimator.megatron_args import parse_megatron_args
+    cfg, _ = parse_megatron_args("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+                                 "--max-position-embeddings 1024 --vocab-size 1024 --use-distributed-optimizer "
+                                 "--fp8-format e4m3 --fp8-recipe tensorwise --fp8-param-gather", world_size=1)
+    assert cfg["precision"]["params_dtype"] == "fp32" and cfg["precision"]["fp8"]
+    with pytest.raises(UnsupportedError, match="does not model"):
+        estimate(cfg)

@@ -148,6 +148,7 @@ CHANGES = {
     "torch_fsdp2_reshard_after_forward": (FSDP2, "--torch-fsdp2-no-reshard-after-forward"),
     "megatron_fsdp_main_params_dtype": (FSDP, "--megatron-fsdp-main-params-dtype bf16"),
     "megatron_fsdp_main_grads_dtype": (FSDP, "--megatron-fsdp-main-grads-dtype fp32"),
+    "megatron_fsdp_grad_comm_dtype": (FSDP, "--megatron-fsdp-grad-comm-dtype fp32"),
     "num_distributed_optimizer_instances": (DISTOPT, "--num-distributed-optimizer-instances 2"),
     "optimizer": (BF16, "--optimizer sgd"),
     "sgd_momentum": (BF16 + " --optimizer sgd", "--sgd-momentum 0"),
@@ -320,11 +321,10 @@ def test_refused_flags_are_all_named_with_their_reason():
 
 
 def test_refused_flags_at_megatrons_default_are_harmless():
-    """--muon-scalar-optimizer adam, --delta-offload-bytes-across-pp-ranks 0 and --megatron-fsdp-grad-comm-dtype
-    auto are what Megatron-LM does anyway."""
-    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --delta-offload-bytes-across-pp-ranks 0 "
-                             "--megatron-fsdp-grad-comm-dtype auto")
-    assert len(imp.notes) == 3
+    """--muon-scalar-optimizer adam and --delta-offload-bytes-across-pp-ranks 0 are what Megatron-LM does
+    anyway."""
+    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --delta-offload-bytes-across-pp-ranks 0")
+    assert len(imp.notes) == 2 and all("Megatron-LM's default" in n for n in imp.notes)
     with pytest.raises(RefusedFlagsError, match="delta-offload-bytes-across-pp-ranks"):
         read_megatron_args(PP2 + " --delta-offload-bytes-across-pp-ranks 4096")
 

@@ -111,7 +111,7 @@ class Plan:
         self.acts = acts
         self.ep_overlap = (schedule.ep_overlap_layer([(r.kinds[k].moe, a) for k, a in acts.items()])
                            if tr.overlap_moe_expert_parallel_comm else 0)
-        if self.ep_overlap:
+        if self.ep_overlap or par.use_megatron_fsdp:
             ex = stage_extras(r, None)
             self.loss_act, self.emb_act = ex.output, ex.embedding
         self.ob = optimizers.optimizer_bytes(r, bm)
@@ -158,7 +158,48 @@ class Plan:
             return fsdp.fsdp_shards(self.r)[2:]
         return self.opt_shards
 
+    def _fsdp_grads_in_backward(self, q, chunks, flight, first, last, phase, transient, parts, activations,
+                                bwd_work) -> int:
+        """Megatron-FSDP's unsharded gradient buckets at the peak (:func:`.fsdp.grads_in_backward`), over each
+        chunk whose backward pass can run; updates ``transient`` and ``parts``, returns the activations."""
+        best, at = None, 0
+        for c_idx in sorted(set(flight)):
+            start = sum(len(c) for c in chunks[:c_idx])
+            kinds = self._kinds(chunks[c_idx])
+            out = last and c_idx == len(chunks) - 1
+            root = q.root if out or (first and c_idx == 0) else 0
+            got = fsdp.grads_in_backward(q, q.units[start:start + len(kinds)], self._held(kinds),
+                                         q.root if out else 0, root, phase, transient[phase], bwd_work,
+                                         self.loss_act if out else 0)
+            total = got[0] - got[1] + (transient[phase] if got[2] is None else got[2])
+            if best is None or total > at:
+                best, at = got, total
+        grads, released, work = best
+        if work is not None:
+            del transient[phase]
+            transient["backward_working_set"] = work
+            parts["released_in_backward"] = -released
+            activations -= released
+        if grads:
+            transient["fsdp_unsharded_grads"] = grads
+        else:
+            transient.pop("fsdp_unsharded_grads", None)
+        return activations
+
     # ------------------------------------------------------------------ per layer and chunk helpers
+    def _held(self, kinds: list) -> list:
+        """One micro-batch's activations each decoder layer of a chunk keeps until its backward pass, as
+        ``memory._chunk_activations`` counts them (full recomputation: the checkpointed inputs)."""
+        tr = self.r.cfg.training
+        acts = [self.acts[k] for k in kinds]
+        if tr.recompute_granularity != "full":
+            return [a.attention + a.mlp for a in acts]
+        n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+        if tr.recompute_method == "block":
+            return [a.checkpoint if i < n else a.attention + a.mlp for i, a in enumerate(acts)]
+        n = max(n, 1)
+        return [a.checkpoint if i % n == 0 else 0 for i, a in enumerate(acts)]
+
     def _kinds(self, c: range) -> list:
         """The layer-kind index (``r.kinds``) of each decoder layer of a chunk."""
         kinds = self.r.layer_kinds
@@ -211,7 +252,7 @@ class Plan:
         if self.nocache:
             weights -= bm.fp8_cache * fp8_lin
         sd, se = self.opt_shards
-        step_own = step_grads = None
+        step_own = step_grads = queue = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
             units = [self._layer_params(k) for k in kinds]
             root = dense_p + expert_p - sum(u for u, _ in units)
@@ -219,6 +260,7 @@ class Plan:
                 units = [self.layout[0][k] for k in kinds]      # (dense, dense linear, expert) per unit
                 fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root)
                 step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first)
+                queue = fs.grad_queue
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
                 # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as
@@ -292,6 +334,11 @@ class Plan:
             if step > transient[phase]:
                 del transient[phase]
                 transient["ep_overlap_1f1b_step"] = step
+
+        phase = next((k for k in schedule.PEAK_PHASES if k in transient), None)
+        if queue and phase:
+            activations = self._fsdp_grads_in_backward(queue, chunks, flight, first, last, phase, transient, parts,
+                                                       activations, bwd_work)
 
         # --- outside the allocator, and pools of their own ------------------------------------
         outside = dict(self.outside)

@@ -30,7 +30,8 @@ def assumptions(r) -> list[str]:
             + (f" (HSDP: {par.num_distributed_optimizer_instances} outer replicas)"
                if par.num_distributed_optimizer_instances > 1 else "")
             + f"; per parameter weights {bm_weight(r)} B, gradients {fsdp._grad_bytes(r)} B "
-              f"(megatron_fsdp_main_grads_dtype {pr.megatron_fsdp_main_grads_dtype}), master weights "
+              f"(megatron_fsdp_main_grads_dtype {pr.megatron_fsdp_main_grads_dtype}; buckets reduced in "
+              f"{fsdp.grad_comm_dtype(pr)}), master weights "
               f"{fsdp._master_bytes(r)} B and optimizer moments. Each transformer layer is a unit: "
             + ("two unit buffers each for gathered weights and unsharded gradients (double buffering)"
                if (par.fsdp_double_buffer or par.nccl_ub) else

@@ -26,6 +26,31 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
 - with ``fsdp_double_buffer`` (forced by ``nccl_ub``) both are exactly two unit-sized buffers
   (``FixedPoolAllocator``, size 2).
 
+When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
+(``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
+when the queue exceeds C elements (``wait_for_previous_grad_reduce``, before the next bucket is queued) or at
+the end of that backward pass (``_root_post_backward`` -> ``grad_reduce_pipeline.reset()``, queued by
+``_root_pre_backward`` for every backward pass). So none exists during a forward pass or the loss, and while they
+pile up the micro-batch's activations go: the root bucket (one bucket for the embedding, output layer and final
+norm) is fetched by the output layer's weight gradient and waits until the embedding's, at the end. The peak is
+the largest of the stage's peak moment without them (the loss: none; the output layer's weight gradient: the
+root bucket; the first layer's backward: the root bucket and that unit's) and each layer's backward and the end of
+the pass, with min(C + U, the buckets fetched so far) beside the activations not yet freed (the loss chunk's
+go before the layers' backward; full recomputation frees each group's checkpoint). ``grads_in_backward`` walks
+it; double buffering's two fixed buckets are always there.
+
+The gradient buckets are in ``megatron_fsdp_grad_comm_dtype`` c (auto: g; ``MixedPrecisionPolicy.grad_comm_dtype``).
+A sharded gradient buffer hands ``param.main_grad`` out of an unsharded bucket fetched in c
+(``main_grad_getter``: ``fetch_bucket(dtype=grad_comm_dtype)``), reduce-scatters it and adds the shard into the
+g-typed buffer, so c only changes those buckets' bytes. An unsharded buffer (no_shard, optim, or a group of one
+rank) is reduced in place, unless c differs from g: ``_bucket_group_gradient_reduce`` then copies each bucket into
+a new unsharded bucket of dtype c (``allocate_bucket_storage(dtype=c, init_values=...)``), queued and freed like
+the others. no_shard and optim reduce during the backward pass only with ``overlap_grad_reduce`` (on the last
+micro-batch); otherwise ``all_reduce_gradients`` / ``reduce_scatter_gradients`` work in place in g. With HSDP a
+c other than g also allocates the outer reduction's ``hsdp_comm_gbuf`` buckets: not modelled (refused).
+Megatron-LM's ``--grad-reduce-in-bf16`` / ``--accumulate-allreduce-grads-in-fp32`` set DDP's
+``grad_reduce_in_fp32``, which Megatron-FSDP does not read.
+
 A buffer is sharded only over a group of more than one rank (``DataParallelBuffer(is_data_distributed=...
 and group.size() > 1)``); otherwise ``fetch_bucket`` hands out the buffer itself, so at N = 1 (and for the
 routed experts at an expert-data-parallel size of 1) nothing is gathered and no gradient bucket is allocated
@@ -63,10 +88,20 @@ from typing import NamedTuple
 from ..optimizer_step import fp32_copies_per_state, separate_expert_optimizer
 from ..resolve import DTYPE_BYTES
 
-__all__ = ["FsdpStates", "megatron_fsdp_states", "megatron_fsdp_step", "torch_fsdp2_states", "fsdp_shards"]
+__all__ = ["FsdpStates", "fsdp_shards", "grad_comm_dtype", "grad_dtype", "megatron_fsdp_states", "megatron_fsdp_step",
+           "torch_fsdp2_states"]
 
 #: Megatron-FSDP's floor on the communication unit (elements): prefetch P = this / 2, reduce-scatter queue C.
 COMMUNICATION_UNIT_FLOOR = 1_000_000_000
+
+
+class GradQueue(NamedTuple):
+    """The unsharded gradient buckets of one backward pass: elements of each unit (the stage's layers in
+    order), of the root module's bucket, the queue capacity C + U (elements) and the bytes of an element."""
+    units: list
+    root: int
+    cap: int
+    elem: int
 
 
 class FsdpStates(NamedTuple):
@@ -74,6 +109,7 @@ class FsdpStates(NamedTuple):
     gradients: int
     optimizer: int
     transient: dict
+    grad_queue: GradQueue | None = None   # when the buckets come and go with the backward pass (not double-buffered)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -94,10 +130,36 @@ def fsdp_shards(r) -> tuple[int, int, int, int]:
     return nd, ne, nd * outer, ne * outer
 
 
-def _grad_bytes(r) -> int:
-    pr = r.cfg.precision
+def grad_dtype(pr) -> str:
+    """Megatron-FSDP's gradient buffer dtype (``ParamAndGradBuffer._resolve_group_grad_dtype``): the main
+    gradients' dtype, auto the weights'."""
     g = pr.megatron_fsdp_main_grads_dtype
-    return DTYPE_BYTES[pr.params_dtype] if g == "auto" else DTYPE_BYTES[g]
+    return pr.params_dtype if g == "auto" else g
+
+
+def grad_comm_dtype(pr) -> str:
+    """The dtype gradients are reduced in (``MixedPrecisionPolicy.grad_comm_dtype``; auto: the buffer's)."""
+    c = pr.megatron_fsdp_grad_comm_dtype
+    return grad_dtype(pr) if c == "auto" else c
+
+
+def _grad_bytes(r) -> int:
+    return DTYPE_BYTES[grad_dtype(r.cfg.precision)]
+
+
+def _grad_buckets(r, nd: int, ne: int) -> tuple[bool, bool]:
+    """(dense, expert): whether reducing a unit's gradients allocates an unsharded bucket during the backward
+    pass (``GradReducePipeline._bucket_group_gradient_reduce``): a sharded gradient buffer (optim_grads,
+    optim_grads_params over more than one rank) fetches one, in the communication dtype; an unsharded one
+    is reduced in place unless the communication dtype differs, which copies the bucket into that dtype. No_shard
+    and optim reduce during the backward pass only with ``overlap_grad_reduce`` (else after it, in place, in
+    the buffer's dtype: ``all_reduce_gradients``)."""
+    par, pr = r.cfg.parallelism, r.cfg.precision
+    sharded = par.data_parallel_sharding_strategy in ("optim_grads", "optim_grads_params")
+    if not (sharded or r.cfg.training.overlap_grad_reduce):
+        return False, False
+    custom = grad_comm_dtype(pr) != grad_dtype(pr)
+    return (sharded and nd > 1) or custom, (sharded and ne > 1) or custom
 
 
 def _master_bytes(r) -> int:
@@ -149,26 +211,56 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
     else:
         grads = g * (n_dense + n_expert)
     optimizer = per_opt * (_cdiv(n_dense, od) + _cdiv(n_expert, oe))
-    if units and strat in ("optim_grads", "optim_grads_params"):
+    double = par.fsdp_double_buffer or par.nccl_ub
+    if units and strat == "optim_grads_params":
         unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1)
         comm = _comm_unit(r, units)
-        double = par.fsdp_double_buffer or par.nccl_ub
-        if strat == "optim_grads_params" and u_max:
+        if u_max:
             if double:
                 n_gathered = min(2, len(units))
             else:
                 n_gathered = 1 + min(_cdiv(comm // 2, u_max), len(units) - 1)
             transient["fsdp_gathered_units"] = n_gathered * unit_bytes
-        if strat == "optim_grads_params" and root and nd > 1:
+        if root and nd > 1:
             transient["fsdp_gathered_root"] = w * root
-        if u_max:
-            if double:
-                pending = min(2, len(units)) * u_max
-            else:
-                sharded = sum((d if nd > 1 else 0) + (e if ne > 1 else 0) for d, _, e in units)
-                pending = min(comm + u_max, sharded + (root if nd > 1 else 0))
-            transient["fsdp_unsharded_grads"] = g * pending
-    return FsdpStates(weights, grads, optimizer, transient)
+    bd, be = _grad_buckets(r, nd, ne) if units else (False, False)
+    per_unit = [(d if bd else 0) + (e if be else 0) for d, _, e in units]
+    u_grad = max(per_unit, default=0)
+    queue = None
+    if u_grad:
+        elem = DTYPE_BYTES[grad_comm_dtype(r.cfg.precision)]
+        if double:
+            pending = min(2, len(units)) * u_grad
+        else:
+            queue = GradQueue(per_unit, root if bd else 0, _comm_unit(r, units) + u_grad, elem)
+            pending = min(queue.cap, sum(per_unit) + queue.root)
+        transient["fsdp_unsharded_grads"] = elem * pending
+    return FsdpStates(weights, grads, optimizer, transient, queue)
+
+
+def grads_in_backward(q: GradQueue, units: list, acts: list, root_first: int, root: int, phase: str,
+                      phase_value: int, bwd_work: int, freed_first: int) -> tuple[int, int, int | None]:
+    """The unsharded gradient buckets at the peak of one chunk's backward pass (module docstring, "When the
+    gradient buckets exist"): ``units`` / ``acts`` are the chunk's units' gradient elements and one micro-batch's
+    saved activation bytes per layer (forward order), ``root_first`` the root bucket fetched before the layers'
+    backward (the output layer's), ``root`` the root bucket by the end, ``phase`` / ``phase_value`` the
+    stage's peak moment without FSDP, ``bwd_work`` one layer's backward working set, ``freed_first`` the
+    activations freed before the layers' backward (the loss chunk's). Returns (gradient bytes, activation bytes
+    released, working set replacing the phase's or ``None`` when the phase's moment stays the peak)."""
+    at_phase = {"loss_forward": 0, "loss_backward": 0, "output_layer_wgrad": root_first,
+                "backward_working_set": root_first + (units[-1] if units else 0)}.get(phase, root + sum(units))
+    best, best_total = (q.elem * min(q.cap, at_phase), 0, None), phase_value + q.elem * min(q.cap, at_phase)
+    pending, released = root_first, freed_first
+    for u, a in zip(reversed(units), reversed(acts)):
+        pending += u
+        g = q.elem * min(q.cap, pending)
+        if bwd_work + g - released > best_total:
+            best, best_total = (g, released, bwd_work), bwd_work + g - released
+        released += a
+    g = q.elem * min(q.cap, pending + root - root_first)
+    if g - released > best_total:
+        best = (g, released, 0)
+    return best
 
 
 def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: int, first: bool) -> dict:

@@ -59,7 +59,8 @@ def feature_problems(cfg) -> list[Problem]:
                               ("outer_dp_sharding_strategy", "no_shard"), ("fsdp_double_buffer", False),
                               ("suggested_communication_unit_size", None)):
             only_with(f"parallelism.{name}", getattr(par, name), default, "use_megatron_fsdp: true")
-        for name, default in (("megatron_fsdp_main_params_dtype", "fp32"), ("megatron_fsdp_main_grads_dtype", "auto")):
+        for name, default in (("megatron_fsdp_main_params_dtype", "fp32"), ("megatron_fsdp_main_grads_dtype", "auto"),
+                              ("megatron_fsdp_grad_comm_dtype", "auto")):
             only_with(f"precision.{name}", getattr(pr, name), default, "parallelism.use_megatron_fsdp: true")
     if par.outer_dp_sharding_strategy == "optim" and par.num_distributed_optimizer_instances < 2:
         add("parallelism.outer_dp_sharding_strategy", "optim", "needs num_distributed_optimizer_instances > 1 (HSDP)")
