@@ -140,6 +140,10 @@ def test_full_iteration_against_the_measured_run():
 def test_cuda_graph_rules():
     with pytest.raises(ConfigError, match="must be empty"):
         est({"cuda_graph_impl": "full_iteration", "cuda_graph_modules": ["attn"]})
+    with pytest.raises(ConfigError, match="drop-and-pad"):          # the dispatcher waits on the host
+        est({"cuda_graph_impl": "full_iteration"}, model={"num_experts": 4})
+    est({"cuda_graph_impl": "full_iteration"}, model={"num_experts": 4, "moe_expert_capacity_factor": 1.0,
+                                                       "moe_pad_expert_input_to_capacity": True})
     with pytest.raises(ConfigError, match="drop-and-pad"):
         est(TE, model={"num_experts": 4})
     with pytest.raises(ConfigError, match="local CUDA graphs"):

@@ -173,6 +173,13 @@ def feature_problems(cfg) -> list[Problem]:
     elif tr.cuda_graph_impl == "full_iteration":
         if mods:
             add("training.cuda_graph_modules", sorted(mods), "must be empty with cuda_graph_impl: full_iteration")
+        if moe and not m.moe_pad_expert_input_to_capacity:
+            # Without drop-and-pad the all-to-all dispatcher copies the tokens per expert and split sizes to the
+            # host and waits for them inside the forward pass (Megatron-LM @ d98e8a64 : moe/token_dispatcher.py
+            # _maybe_dtoh_and_synchronize), which a stream capture cannot contain.
+            add("training.cuda_graph_impl", "full_iteration", "capturing the whole iteration of an MoE model needs "
+                "drop-and-pad routing (moe_pad_expert_input_to_capacity with moe_expert_capacity_factor): dropless "
+                "routing reads the tokens per expert on the host inside the forward pass")
     else:
         if tr.cuda_graph_impl == "local":
             add("training.cuda_graph_impl", "local", "Megatron-Core's local CUDA graphs (CudaGraphManager: graphs "
