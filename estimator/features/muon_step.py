@@ -1,0 +1,148 @@
+"""The Muon optimizer step: what one GPU allocates while Megatron-Core's Muon (``training.optimizer: muon``) runs.
+
+Sources: emerging_optimizers 0.3.0 (the version Megatron-LM pins; ``orthogonalized_optimizers/
+orthogonalized_optimizer.py`` ``OrthogonalizedOptimizer.step``, ``muon_utils.py`` ``newton_schulz``,
+``newton_schulz_tp``, ``newton_schulz_step``) and Megatron-LM @ d98e8a64 (``megatron/core/optimizer/
+emerging_optimizers.py`` ``TensorParallelMuon``, ``__init__.py`` ``_get_megatron_emerging_optimizer``,
+``layer_wise_optimizer.py``, ``optimizer.py`` ``Float16OptimizerWithFloat16Params``, ``ChainedOptimizer``).
+
+How the step is built. Megatron-Core chains two optimizers and steps them one after the other
+(``ChainedOptimizer._step``): ``TensorParallelMuon`` for the 2-D linear weights and Adam for the rest
+(embedding, output layer, norms, biases). With the distributed optimizer the Muon part sits in a
+``LayerWiseDistributedOptimizer`` (whole matrices per data-parallel rank) and the Adam part in a byte-sharded
+``DistributedOptimizer`` (``use_layer_wise_param_layout``, the default) or, with the legacy ping-pong layout,
+inside the layer-wise optimizer as whole tensors; without it each is a ``Float16OptimizerWithFloat16Params``.
+Before any of them steps, ``prepare_grads`` gives every fp32 main parameter its gradient
+(``main_param.grad = main_grad.float()``: a view of an fp32 gradient buffer, a new fp32 tensor of a bf16 one),
+alive until the next ``zero_grad``. So the step holds
+
+    grad copies (4 B per main parameter of this GPU, bf16 gradient buffer only)
+    + max(Adam's temporaries, Muon's working set)
+
+**Adam's temporaries** are those of :mod:`estimator.optimizer_step` over the Adam-managed parameters only:
+``torch.optim.AdamW`` (foreach) 4 B per parameter of the group; Transformer Engine's and Apex's FusedAdam none.
+
+**Muon's working set**, one matrix at a time (``OrthogonalizedOptimizer.step`` loops over the parameters):
+weight decay and the momentum update run in place, and without Nesterov momentum (``--muon-nesterov`` off, the
+default) the momentum buffer itself is orthogonalized. ``TensorParallelMuon.orthogonalize`` hands it to
+``newton_schulz_tp`` with the parameter's ``partition_dim``, which Megatron's local and Transformer Engine's
+linear layers set on every weight (0 column-, 1 row-parallel, at any TP size) and which the fp32 main parameter
+inherits (``copy_tensor_model_parallel_attributes``). With the default ``--muon-tp-mode duplicated`` that path
+all-gathers the momentum over the tensor-parallel group into a list of ``empty_like`` shards and concatenates
+them (``torch.cat``, a new tensor even for one shard): two fp32 copies of the whole matrix, N elements, alive
+until ``newton_schulz_tp`` returns. ``newton_schulz`` then (``--muon-fp32-matmul-prec medium``, the default:
+bf16 I/O; no SYRK kernel) normalizes the matrix (a new fp32 tensor, transposed view when rows > cols), casts it
+to bf16 and frees the fp32 one, runs each iteration as ``A = X X^T`` (m x m, m the smaller side),
+``B = b A + c A A`` and ``X' = a X + B X`` (all bf16, the old X freed when X' is bound), and casts the result
+back to fp32. ``scaled_orthogonalize_fn`` multiplies the result by two scale factors (two new tensors of this
+rank's n = N / t elements, the first freed after the second), and the update ``p.add_`` runs in place; the
+update stays referenced until the next matrix's replaces it. In bytes, for one matrix:
+
+    gathered 8N + max(fp32 4N + bf16 2N,  X 2N + A 2m^2 + B 2m^2 + X' 2N,  bf16 2N + fp32 4N)
+      = max(14 N, 12 N + 4 m^2)                 (after the gather is freed: 4N + 4n + 4n, less)
+
+plus the previous matrix's update (4 B per element of it), bounded here by the largest matrix's n. The peak is
+that of the largest matrix (and its most nearly square gathered shape); with the layer-wise distributed
+optimizer it is the working set of the rank that owns that matrix.
+
+Megatron-Core does not copy ``expert_tp`` or ``is_qkv`` onto the fp32 main parameters of bf16 weights, so
+expert matrices are gathered over the dense tensor-parallel group and the fused QKV weight is orthogonalized
+whole (``--muon-split-qkv`` has no effect). With fp32 weights (``FP32Optimizer``, the parameters themselves)
+both attributes are seen: experts gather over the expert tensor-parallel group and the QKV weight is split into
+its query, key and value blocks, each orthogonalized alone (smaller working sets, plus a copy of the blocks and
+the concatenated result: 8 B per QKV element); the gather factor is taken here as the larger of the two groups.
+Mamba's ``in_proj`` (``use_muon = False``) goes to Adam and is left out. Modelled at Megatron-LM's defaults of
+``--muon-nesterov`` (off; on, it adds 4 B per element of the matrix), ``--muon-fp32-matmul-prec`` (medium),
+``--muon-tp-mode`` (duplicated) and ``--muon-use-syrk`` (off), which the configuration does not carry.
+"""
+
+from __future__ import annotations
+
+from ..layers import LayerKind, kind_weight_shapes
+from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
+
+__all__ = ["matrix_working_set", "muon_step_buffers", "muon_working_set"]
+
+
+def matrix_working_set(rows: int, cols: int, gather: int) -> int:
+    """Bytes Muon allocates while orthogonalizing one matrix held on this GPU as ``rows`` x ``cols`` and
+    all-gathered over ``gather`` tensor-parallel ranks (module docstring):
+
+        max(14 N, 12 N + 4 m^2) + 4 n
+
+    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix (of the two ways of gathering
+    it, the more nearly square: an upper bound where the partitioned dimension is not known), and 4 n the
+    previous matrix's update, bounded by this one."""
+    n = rows * cols
+    big = gather * n
+    m = max(min(rows * gather, cols), min(rows, cols * gather))
+    return max(14 * big, 12 * big + 4 * m * m) + FP32 * n
+
+
+def _muon_shapes(r, kind: LayerKind) -> set:
+    """Local shapes of the 2-D weights of a layer kind that Muon steps (Mamba's ``in_proj`` goes to Adam)."""
+    if kind.mixer != "mamba":
+        return kind_weight_shapes(r, kind)
+    # Mamba's weights are in_proj (in_w / t, h) and out_proj (h, d_inner / t).
+    mixer = {s for s in kind_weight_shapes(r, LayerKind("mamba", "")) if s[0] == r.h}
+    return mixer | (kind_weight_shapes(r, LayerKind("", kind.mlp)) if kind.mlp else set())
+
+
+def muon_working_set(r, kinds) -> int:
+    """Bytes of Muon's working set on a GPU holding layers of the kind indices ``kinds`` (its largest matrix)."""
+    gather = r.t if r.cfg.precision.params_dtype != "fp32" else max(r.t, r.etp)
+    shapes = set()
+    for k in set(kinds):
+        shapes |= _muon_shapes(r, r.kinds[k])
+    return max((matrix_working_set(a, b, gather) for a, b in shapes), default=0)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def muon_step_buffers(r, bm, kinds, dense_p: int, linear_p: int, expert_p: int, shards: tuple,
+                      vocab: int = 0, ping_pong: bool = False) -> dict:
+    """The Muon step's own buffers on one GPU, by name (module docstring): fp32 gradient copies, then the larger
+    of Adam's temporaries over the Adam-managed parameters and Muon's working set.
+
+    ``dense_p``, ``linear_p``, ``expert_p``: the stage's parameters, its dense 2-D linear weights, its routed-expert
+    parameters (Muon). ``shards``: (dense, expert) optimizer shard counts. With the ping-pong layout the rank
+    that holds the stage's embedding or output layer (``vocab`` elements) whole steps it with Adam."""
+    sd, _ = shards
+    adam = _cdiv(dense_p - linear_p, sd)
+    if ping_pong and vocab:
+        adam += vocab - vocab // sd
+    out = {}
+    copies = step_buffers(r, bm, dense_p, expert_p, sd).grad_copies
+    if copies:
+        out["optimizer_fp32_grad_copies"] = copies
+    adam_tmp = FP32 * fp32_copies_per_state(r) * adam
+    muon = muon_working_set(r, kinds)
+    if muon > adam_tmp:
+        out["muon_newton_schulz"] = muon
+    elif adam_tmp:
+        out["optimizer_temporaries"] = adam_tmp
+    return out
+
+
+_ADAM_NAMES = {"te_fused": "Transformer Engine's FusedAdam", "apex_fused": "Apex's FusedAdam",
+               "torch": "torch.optim.AdamW (foreach)"}
+
+
+def assumption(r, bm) -> str:
+    """One sentence for the estimate's assumptions: how the Muon step is counted."""
+    impl = r.cfg.training.optimizer_implementation
+    per = FP32 * fp32_copies_per_state(r)
+    adam = f"{per} B per parameter" if per else "nothing, updating in place"
+    copies = step_buffers(r, bm, 1, 0, 1).grad_copies
+    return ("Optimizer step (Muon): the matrices are orthogonalized one at a time; the largest one's working set "
+            "(its momentum gathered over the tensor-parallel group into two fp32 copies, the bf16 Newton-Schulz "
+            "iterates and m x m products, the fp32 result and its scaled update: max(14 N, 12 N + 4 m^2) + 4 n bytes "
+            "for an N-element gathered matrix with smaller side m, n on this GPU) or, stepped after it, "
+            f"{_ADAM_NAMES[impl]}'s temporaries over the embedding, output-layer, norm and bias parameters "
+            f"({adam}), whichever is larger"
+            + (", on top of fp32 copies of the bf16 gradients (4 B per parameter)" if copies else "")
+            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-fp32-matmul-prec (medium), "
+            "--muon-tp-mode (duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the "
+            "forward/backward and the step (peak_phase).")
