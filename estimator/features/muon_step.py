@@ -41,9 +41,10 @@ update stays referenced until the next matrix's replaces it. In bytes, for one m
     gathered 8N + max(fp32 4N + bf16 2N,  X 2N + A 2m^2 + B 2m^2 + X' 2N,  bf16 2N + fp32 4N)
       = max(14 N, 12 N + 4 m^2)                 (after the gather is freed: 4N + 4n + 4n, less)
 
-plus the previous matrix's update (4 B per element of it), bounded here by the largest matrix's n. The peak is
-that of the largest matrix (and its most nearly square gathered shape); with the layer-wise distributed
-optimizer it is the working set of the rank that owns that matrix.
+plus the previous matrix's update (4 B per element of it), bounded here by the matrix's own n. The peak is that
+of the matrix with the largest working set; with the layer-wise distributed optimizer it is the working set of
+the rank that owns that matrix (an upper bound for the others). Row-parallel weights (``partition_dim`` 1,
+gathered along their columns) are told from column-parallel ones by their rows: they write the hidden state.
 
 Megatron-Core does not copy ``expert_tp`` or ``is_qkv`` onto the fp32 main parameters of bf16 weights, so
 expert matrices are gathered over the dense tensor-parallel group and the fused QKV weight is orthogonalized
@@ -61,21 +62,21 @@ from __future__ import annotations
 from ..layers import LayerKind, kind_weight_shapes
 from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 
-__all__ = ["matrix_working_set", "muon_step_buffers", "muon_working_set"]
+__all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set"]
 
 
-def matrix_working_set(rows: int, cols: int, gather: int) -> int:
+def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool) -> int:
     """Bytes Muon allocates while orthogonalizing one matrix held on this GPU as ``rows`` x ``cols`` and
-    all-gathered over ``gather`` tensor-parallel ranks (module docstring):
+    all-gathered over ``gather`` tensor-parallel ranks along its columns (``row_parallel``, partition_dim 1) or
+    its rows (partition_dim 0) (module docstring):
 
         max(14 N, 12 N + 4 m^2) + 4 n
 
-    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix (of the two ways of gathering
-    it, the more nearly square: an upper bound where the partitioned dimension is not known), and 4 n the
-    previous matrix's update, bounded by this one."""
+    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix, and 4 n the previous
+    matrix's update, bounded by this one."""
     n = rows * cols
     big = gather * n
-    m = max(min(rows * gather, cols), min(rows, cols * gather))
+    m = min(rows, cols * gather) if row_parallel else min(rows * gather, cols)
     return max(14 * big, 12 * big + 4 * m * m) + FP32 * n
 
 
@@ -94,7 +95,9 @@ def muon_working_set(r, kinds) -> int:
     shapes = set()
     for k in set(kinds):
         shapes |= _muon_shapes(r, r.kinds[k])
-    return max((matrix_working_set(a, b, gather) for a, b in shapes), default=0)
+    # Row-parallel weights (partition_dim 1) write the hidden state: h rows (the latent width for latent experts).
+    out_rows = {r.h, r.lat or r.h}
+    return max((matrix_working_set(a, b, gather, a in out_rows) for a, b in shapes), default=0)
 
 
 def _cdiv(a: int, b: int) -> int:
