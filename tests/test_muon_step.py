@@ -22,6 +22,17 @@ smaller side m = 2048):
     plus the previous matrix's update, bounded by 4 n = 92,274,688:                        415,236,096
 which is less than Adam's temporaries, as the measurements show: the step adds exactly 524,288,000 B to what is
 allocated at its start in all three runs.
+
+QKV (``--muon-split-qkv``, the default) is cut per query group (8 groups of q 256 + k 128 + v 128 rows) into
+q 2048 x 2048, k 1024 x 2048, v 1024 x 2048, copied out of the strided view (8 groups: 4 x 8,388,608 = 33,554,432):
+    q: copies 33,554,432 + max(14 x 4,194,304, 12 x 4,194,304 + 4 x 2048^2 = 67,108,864)        = 100,663,296
+    k: copies + q's update 16,777,216 + max(14 x 2,097,152, 12 x 2,097,152 + 4 x 1024^2) 29,360,128 = 79,691,776
+    v: copies + updates 25,165,824 + 29,360,128                                                 = 88,080,384
+    torch.cat: 8 x 8,388,608 = 67,108,864
+    peak 100,663,296 + the previous update, bounded by 4 n = 33,554,432:                          134,217,728
+the largest working set of the MoE model, whose experts are 1408 x 2048 and 2048 x 704 (fc1: 14 x 2,883,584 =
+40,370,176 < 12 N + 4 x 1408^2 = 42,532,864, + 4 n 11,534,336 = 54,067,200) and whose output projection is
+2048 x 2048 (16 N + 4 n = 83,886,080).
 """
 
 from __future__ import annotations
@@ -84,6 +95,18 @@ def test_the_step_holds_adams_temporaries_when_they_exceed_the_newton_schulz_wor
     assert step_modelled(_cfg())
 
 
+def test_qkv_is_orthogonalized_block_by_block():
+    """Module docstring: 134,217,728 B for the split QKV weight, the MoE model's largest working set; at TP 2 each
+    GPU holds 4 groups (n = 4,194,304, copies 16,777,216), the blocks gather back to the same full sizes:
+    q 16,777,216 + 67,108,864 = 83,886,080; k 16,777,216 + 8,388,608 + 29,360,128 = 54,525,952; v 16,777,216 +
+    12,582,912 + 29,360,128 = 58,720,256; cat 33,554,432; peak 83,886,080 + 16,777,216 = 100,663,296."""
+    r = resolve(_cfg(MOE))
+    assert muon_step.qkv_working_set(r) == 134_217_728
+    assert muon_step.muon_working_set(r, range(len(r.kinds))) == 134_217_728
+    r2 = resolve(_cfg(parallelism={"tensor_model_parallel_size": 2}, training={"world_size": 2}))
+    assert muon_step.qkv_working_set(r2) == 100_663_296
+
+
 def test_fused_adam_leaves_muons_working_set_as_the_step():
     """Transformer Engine's FusedAdam updates in place: the step's own buffers are Muon's working set alone, and
     with 128-token sequences (little activation memory) that is the iteration's peak."""
@@ -125,7 +148,8 @@ def test_muon_flags_that_change_the_step_are_refused_off_their_default():
     iterates) change the working set, which is modelled at Megatron-LM's defaults only; the defaults pass."""
     base = ("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --max-position-embeddings "
             "128 --micro-batch-size 1 --bf16 --optimizer muon --vocab-size 1024")
-    for flag in ("--muon-nesterov", "--muon-fp32-matmul-prec highest", "--muon-tp-mode distributed"):
+    for flag in ("--muon-nesterov", "--muon-fp32-matmul-prec highest", "--muon-tp-mode distributed",
+                 "--muon-no-split-qkv"):
         with pytest.raises(RefusedFlagsError, match=flag.split()[0]):
             read_megatron_args(f"{base} {flag}")
     read_megatron_args(f"{base} --muon-tp-mode duplicated --muon-fp32-matmul-prec medium --muon-num-ns-steps 6")

@@ -21,6 +21,9 @@ alive until the next ``zero_grad``. So the step holds
 
 **Adam's temporaries** are those of :mod:`estimator.optimizer_step` over the Adam-managed parameters only:
 ``torch.optim.AdamW`` (foreach) 4 B per parameter of the group; Transformer Engine's and Apex's FusedAdam none.
+As for Adam, the norm weights and biases (no weight decay, a parameter group of their own, stepped apart) are
+counted with the embedding and output layer (4 B per such parameter too many), and so is the MoE router weight,
+which Megatron-Core steps with Muon (it is 2-D) but the states (:mod:`.optimizers`) give to Adam.
 
 **Muon's working set**, one matrix at a time (``OrthogonalizedOptimizer.step`` loops over the parameters):
 weight decay and the momentum update run in place, and without Nesterov momentum (``--muon-nesterov`` off, the
@@ -46,15 +49,20 @@ of the matrix with the largest working set; with the layer-wise distributed opti
 the rank that owns that matrix (an upper bound for the others). Row-parallel weights (``partition_dim`` 1,
 gathered along their columns) are told from column-parallel ones by their rows: they write the hidden state.
 
-Megatron-Core does not copy ``expert_tp`` or ``is_qkv`` onto the fp32 main parameters of bf16 weights, so
-expert matrices are gathered over the dense tensor-parallel group and the fused QKV weight is orthogonalized
-whole (``--muon-split-qkv`` has no effect). With fp32 weights (``FP32Optimizer``, the parameters themselves)
-both attributes are seen: experts gather over the expert tensor-parallel group and the QKV weight is split into
-its query, key and value blocks, each orthogonalized alone (smaller working sets, plus a copy of the blocks and
-the concatenated result: 8 B per QKV element); the gather factor is taken here as the larger of the two groups.
-Mamba's ``in_proj`` (``use_muon = False``) goes to Adam and is left out. Modelled at Megatron-LM's defaults of
-``--muon-nesterov`` (off; on, it adds 4 B per element of the matrix), ``--muon-fp32-matmul-prec`` (medium),
-``--muon-tp-mode`` (duplicated) and ``--muon-use-syrk`` (off), which the configuration does not carry.
+Megatron-Core tags the fused QKV weight (``is_qkv``, ``qkv_split_shapes``) and the routed experts'
+weights (``expert_tp``) before it builds the optimizers, and ``copy_tensor_model_parallel_attributes`` carries
+those tags onto the fp32 main parameters (``_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS``). So routed experts gather
+over the expert tensor-parallel group, and with ``--muon-split-qkv`` (the default) the QKV weight is viewed as
+(groups, q + k + v rows, h) and cut into its query, (gate,) key and value blocks: ``reshape`` copies them out of
+the strided view (4 B per QKV element, all blocks at once; views when this GPU holds one group), each block is
+orthogonalized as above beside the updates of the blocks before it, and ``torch.cat`` joins the updates
+(8 B per element at that moment) (:func:`qkv_working_set`). Mamba's ``in_proj`` (``use_muon = False``) goes
+to Adam and is left out; MLA's projections are orthogonalized whole (no QKV split there).
+
+Modelled at Megatron-LM's defaults of ``--muon-nesterov`` (off; on, it adds 4 B per element of the matrix),
+``--muon-split-qkv`` (on), ``--muon-fp32-matmul-prec`` (medium), ``--muon-tp-mode`` (duplicated) and
+``--muon-use-syrk`` (off), which the configuration does not carry (other values are refused on import:
+estimator/megatron_flag_classes.py).
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ from __future__ import annotations
 from ..layers import LayerKind, kind_weight_shapes
 from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 
-__all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set"]
+__all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "qkv_working_set"]
 
 
 def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool) -> int:
@@ -80,24 +88,73 @@ def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool) ->
     return max(14 * big, 12 * big + 4 * m * m) + FP32 * n
 
 
-def _muon_shapes(r, kind: LayerKind) -> set:
-    """Local shapes of the 2-D weights of a layer kind that Muon steps (Mamba's ``in_proj`` goes to Adam)."""
-    if kind.mixer != "mamba":
-        return kind_weight_shapes(r, kind)
-    # Mamba's weights are in_proj (in_w / t, h) and out_proj (h, d_inner / t).
-    mixer = {s for s in kind_weight_shapes(r, LayerKind("mamba", "")) if s[0] == r.h}
-    return mixer | (kind_weight_shapes(r, LayerKind("", kind.mlp)) if kind.mlp else set())
+def qkv_working_set(r) -> int:
+    """Bytes Muon allocates while orthogonalizing one fused QKV weight split into its blocks (module docstring).
+
+    Per query group the rows are [q (a/g x dh), gate (same, with attention_output_gate), k (dh), v (dh)]; on this
+    GPU g/t groups. The blocks are copied out of the strided view (4 n for them all; views when one group), then
+    each block i, gathered to N_i = g x rows_i x h, is orthogonalized beside the copies and the earlier blocks'
+    updates:
+
+        max_i(copies + 4 sum_{j<i} n_j + max(14 N_i, 12 N_i + 4 m_i^2)),  then 8 n for the concatenation,
+
+    plus the previous matrix's update, bounded by 4 n."""
+    t, g, h = r.t, r.g, r.h
+    q = r.a // g * r.dh
+    blocks = [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dh]
+    n = g * sum(blocks) * h // t
+    copies = FP32 * n if g // t > 1 else 0
+    peak = 2 * FP32 * n
+    done = 0
+    for rows in blocks:
+        big = g * rows * h
+        m = min(g * rows, h)
+        peak = max(peak, copies + FP32 * done + max(14 * big, 12 * big + 4 * m * m))
+        done += big // t
+    return peak + FP32 * n
+
+
+def _expert_shapes(r) -> set:
+    """Local shapes of one routed expert's fc1 and fc2 (the latent width in place of h with latent MoE)."""
+    fm, d = r.fm // r.etp, r.lat or r.h
+    return {(fm * (2 if r.gated else 1), d), (d, fm)}
+
+
+def _dense_shapes(r, kind: LayerKind) -> set:
+    """Local shapes of the non-expert 2-D weights of a layer kind that Muon steps (Mamba's ``in_proj`` goes to
+    Adam; the fused QKV weight is split: :func:`qkv_working_set`)."""
+    if kind.mixer == "attention":        # the output projection; QKV apart
+        shapes = {(r.h, r.a // r.t * r.dh)}
+    elif kind.mixer == "mamba":           # out_proj (h, d_inner / t); in_proj (in_w / t, h) is Adam's
+        shapes = {s for s in kind_weight_shapes(r, LayerKind("mamba", "")) if s[0] == r.h}
+    else:
+        shapes = kind_weight_shapes(r, LayerKind(kind.mixer, "")) if kind.mixer else set()
+    if kind.mlp == "dense":
+        shapes |= kind_weight_shapes(r, LayerKind("", "dense"))
+    elif kind.mlp == "moe":
+        up = 2 if r.gated else 1
+        if r.fs:
+            shapes |= {(r.fs // r.t * up, r.h), (r.h, r.fs // r.t)}
+        if r.lat:
+            shapes |= {(r.lat, r.h), (r.h, r.lat)}
+    return shapes
 
 
 def muon_working_set(r, kinds) -> int:
-    """Bytes of Muon's working set on a GPU holding layers of the kind indices ``kinds`` (its largest matrix)."""
-    gather = r.t if r.cfg.precision.params_dtype != "fp32" else max(r.t, r.etp)
-    shapes = set()
-    for k in set(kinds):
-        shapes |= _muon_shapes(r, r.kinds[k])
-    # Row-parallel weights (partition_dim 1) write the hidden state: h rows (the latent width for latent experts).
+    """Bytes of Muon's working set on a GPU holding layers of the kind indices ``kinds``: that of the matrix with
+    the largest. Dense matrices gather over the tensor-parallel group, routed experts over the expert
+    tensor-parallel group (``expert_tp``); row-parallel weights (partition_dim 1) are those that write the hidden
+    state (h rows, the latent width for latent experts)."""
     out_rows = {r.h, r.lat or r.h}
-    return max((matrix_working_set(a, b, gather, a in out_rows) for a, b in shapes), default=0)
+    kinds = [r.kinds[k] for k in set(kinds)]
+    best = qkv_working_set(r) if any(k.mixer == "attention" for k in kinds) else 0
+    dense = set().union(*(_dense_shapes(r, k) for k in kinds)) if kinds else set()
+    for a, b in dense:
+        best = max(best, matrix_working_set(a, b, r.t, a in out_rows))
+    if any(k.moe for k in kinds):
+        for a, b in _expert_shapes(r):
+            best = max(best, matrix_working_set(a, b, r.etp, a in out_rows))
+    return best
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -139,10 +196,11 @@ def assumption(r, bm) -> str:
     per = FP32 * fp32_copies_per_state(r)
     adam = f"{per} B per parameter" if per else "nothing, updating in place"
     copies = step_buffers(r, bm, 1, 0, 1).grad_copies
-    return ("Optimizer step (Muon): the matrices are orthogonalized one at a time; the largest one's working set "
-            "(its momentum gathered over the tensor-parallel group into two fp32 copies, the bf16 Newton-Schulz "
-            "iterates and m x m products, the fp32 result and its scaled update: max(14 N, 12 N + 4 m^2) + 4 n bytes "
-            "for an N-element gathered matrix with smaller side m, n on this GPU) or, stepped after it, "
+    return ("Optimizer step (Muon): the matrices are orthogonalized one at a time (QKV in its query, key and value "
+            "blocks); the largest working set (the momentum gathered over the tensor-parallel group, or the expert "
+            "one, into two fp32 copies, the bf16 Newton-Schulz iterates and m x m products, the fp32 result and its "
+            "scaled update: max(14 N, 12 N + 4 m^2) + 4 n bytes for an N-element gathered matrix with smaller side "
+            "m, n on this GPU) or, stepped apart, "
             f"{_ADAM_NAMES[impl]}'s temporaries over the embedding, output-layer, norm and bias parameters "
             f"({adam}), whichever is larger"
             + (", on top of fp32 copies of the bf16 gradients (4 B per parameter)" if copies else "")
