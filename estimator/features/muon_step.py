@@ -204,6 +204,6 @@ def assumption(r, bm) -> str:
             f"{_ADAM_NAMES[impl]}'s temporaries over the embedding, output-layer, norm and bias parameters "
             f"({adam}), whichever is larger"
             + (", on top of fp32 copies of the bf16 gradients (4 B per parameter)" if copies else "")
-            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-fp32-matmul-prec (medium), "
-            "--muon-tp-mode (duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the "
+            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-split-qkv (on), --muon-fp32-matmul-prec "
+            "(medium), --muon-tp-mode (duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the "
             "forward/backward and the step (peak_phase).")
