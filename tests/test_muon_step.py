@@ -40,6 +40,7 @@ from __future__ import annotations
 import pytest
 
 from estimator import estimate
+from estimator.breakdown import LABELS
 from estimator.config import load_config
 from estimator.features import muon_step, step_modelled
 from estimator.megatron_args import RefusedFlagsError, read_megatron_args
@@ -116,6 +117,7 @@ def test_fused_adam_leaves_muons_working_set_as_the_step():
     s = estimate(cfg).stages[0]
     assert s.peak_phase == "optimizer_step"
     assert s.transient["muon_newton_schulz"] == FC1_WORKING_SET and "optimizer_temporaries" not in s.transient
+    assert "Newton-Schulz" in LABELS["muon_newton_schulz"]
 
 
 def test_bf16_gradients_are_copied_to_fp32_before_any_step():
