@@ -48,6 +48,7 @@ LABELS = {
     "optimizer_fp32_grad_copies": "Optimizer step: fp32 gradient copies",
     "optimizer_grad_copies": "Optimizer step: gradient copies in the master weights' dtype",
     "optimizer_temporaries": "Optimizer step: the optimizer's temporaries",
+    "muon_newton_schulz": "Optimizer step: Muon's Newton-Schulz working set (its largest matrix)",
     "recompute_retained_inputs": "Optimizer step: recomputed MoE inputs and gradients kept from the backward",
     "optimizer_offload_staging": "Optimizer step: fp32 buffer of the copy back from the CPU (offload)",
     "offloaded": "Activations offloaded to the host (taken off)",

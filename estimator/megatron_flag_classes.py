@@ -199,9 +199,8 @@ _put(_N, "disable_symmetric_registration", "how NCCL registers the user buffers:
 _put(_N, "use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d",
      "which optimizer class and streams the offloaded step uses: the same states")
 _put(_N, "pin_cpu_grads pin_cpu_params", "host memory only: pinned or pageable (the host total is the same)")
-_put(_N, "muon_momentum muon_split_qkv muon_nesterov muon_scale_mode muon_fp32_matmul_prec muon_coefficient_type "
-     "muon_num_ns_steps muon_tp_mode muon_use_syrk muon_extra_scale_factor",
-     "Muon hyper-parameters: one momentum buffer either way")
+_put(_N, "muon_momentum muon_scale_mode muon_coefficient_type muon_num_ns_steps muon_extra_scale_factor",
+     "Muon hyper-parameters: one momentum buffer either way, and the same Newton-Schulz working set in the step")
 _put(_N, "lion_beta1 lion_beta2", "only with the Lion optimizer, which is refused")
 _put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 adam_eps no_weight_decay_cond_type "
      "lr_decay_style lr_wsd_decay_style lr_decay_iters lr_decay_samples lr_wsd_decay_iters lr_wsd_decay_samples "
@@ -351,6 +350,10 @@ _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's H
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
      "modelled")
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
+_put(_R, "muon_nesterov muon_split_qkv muon_fp32_matmul_prec muon_tp_mode muon_use_syrk",
+     "changes the Muon step's working set (a Nesterov copy, QKV orthogonalized whole, fp32 Newton-Schulz iterates, "
+     "no tensor-parallel gather, the SYRK kernel); modelled only at Megatron-LM's default "
+     "(estimator/features/muon_step.py)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")

@@ -531,8 +531,11 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte.")
     if not cfg.training.optimizer_cpu_offload:      # the offloaded step: features/assumptions.py
-        out.append(optimizer_step_assumption(r, bm) if features.step_modelled(cfg) else
-                   "Optimizer step: not modelled with these features (the forward/backward peak is reported).")
+        if not features.step_modelled(cfg):
+            out.append("Optimizer step: not modelled with these features (the forward/backward peak is reported).")
+        else:
+            out.append(features.muon_step.assumption(r, bm) if tr.optimizer == "muon"
+                       else optimizer_step_assumption(r, bm))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")

@@ -12,6 +12,7 @@ source in its docstring:
 - :mod:`.schedule`: expert-parallel overlap, deferred output-layer weight gradients, FP8 without the weight
   cache, bf16 first/last layers;
 - :mod:`.optimizers`: Adam, SGD and Muon state bytes and their sharding (partial distributed optimizer);
+- :mod:`.muon_step`: the Muon optimizer step (Newton-Schulz working set beside Adam's temporaries);
 - :mod:`.rules`: the cross-field rules Megatron-Core enforces for them.
 
 :func:`plan` returns ``None`` when none of them is switched on, so the default path does no extra work.
@@ -23,7 +24,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ..activations import layer_activations, stage_extras
-from . import comm_buffers, cuda_graphs, fsdp, offload, optimizers, peft, schedule
+from . import comm_buffers, cuda_graphs, fsdp, muon_step, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
 __all__ = ["Plan", "StageAdjustment", "assumptions", "plan", "step_modelled"]
@@ -58,18 +59,21 @@ def _active(cfg) -> bool:
 
 def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/optimizer_step.py): with no feature switched on, or with
-    only SGD (its states are plain per-parameter buffers, stepped like Adam's), PyTorch FSDP2 (Megatron-Core's
-    Float16Optimizer steps its shards), optimizer CPU offload (offload.py: its own step buffers), Megatron-FSDP
-    (:func:`.fsdp.megatron_fsdp_step`, HSDP included) and the whole-iteration CUDA graph (the step stays eager).
+    only SGD (its states are plain per-parameter buffers, stepped like Adam's), Muon without FSDP
+    (:mod:`.muon_step`), PyTorch FSDP2 (Megatron-Core's Float16Optimizer steps its shards), optimizer CPU offload
+    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included) and the
+    whole-iteration CUDA graph (the step stays eager).
     Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
     tr, par = cfg.training, cfg.parallelism
-    if tr.optimizer not in ("adam", "sgd"):
+    if tr.optimizer not in ("adam", "sgd", "muon"):
+        return False
+    if tr.optimizer == "muon" and (par.use_megatron_fsdp or par.use_torch_fsdp2):
         return False
     mfsdp = par.use_megatron_fsdp
     plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9, optimizer_cpu_offload=False,
-                                          optimizer_offload_fraction=1.0,
+                                          optimizer_offload_fraction=1.0, use_layer_wise_param_layout=True,
                                           cuda_graph_impl=("none" if tr.cuda_graph_impl == "full_iteration"
                                                            else tr.cuda_graph_impl)),
                     parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True,
@@ -287,6 +291,10 @@ class Plan:
                         self.ob, (sd, se), self.layout[2] if first or last else 0,
                         optimizers.largest_matrix(r, not all(moes), any(moes)),
                         optimizers.largest_expert_matrix(r) if any(moes) else 0)
+            if tr.optimizer == "muon" and not tr.optimizer_cpu_offload:
+                # Muon for the matrices, Adam for the rest, stepped one after the other (muon_step.py).
+                step_own = muon_step.muon_step_buffers(r, bm, kinds, dense_p, linear_p, expert_p, (sd, se),
+                                                       self.layout[2] if first or last else 0, self.ping_pong)
         if tr.optimizer_cpu_offload:
             # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
             oo = offload.stage_optimizer_offload(r, kinds, r.plan[s_idx].chunks, first or last, dense_p, expert_p,

@@ -60,8 +60,7 @@ def assumptions(r) -> list[str]:
                        if tr.use_layer_wise_param_layout else "; whole tensors handed to the data-parallel ranks in "
                        "ping-pong order of size: the figures are the busiest rank's, which holds the largest tensor "
                        "whole") if tr.use_distributed_optimizer else "; not sharded")
-                   + ". The Newton-Schulz workspace of the "
-                   "optimizer step is not counted (activations are freed by then).")
+                   + ".")
     if tr.peft:
         tm = ", ".join(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
         out.append(f"PEFT {tr.peft.upper()} rank {tr.peft_dim} on {tm}: base weights frozen (no gradients, no "

@@ -1,0 +1,209 @@
+"""The Muon optimizer step: what one GPU allocates while Megatron-Core's Muon (``training.optimizer: muon``) runs.
+
+Sources: emerging_optimizers 0.3.0 (the version Megatron-LM pins; ``orthogonalized_optimizers/
+orthogonalized_optimizer.py`` ``OrthogonalizedOptimizer.step``, ``muon_utils.py`` ``newton_schulz``,
+``newton_schulz_tp``, ``newton_schulz_step``) and Megatron-LM @ d98e8a64 (``megatron/core/optimizer/
+emerging_optimizers.py`` ``TensorParallelMuon``, ``__init__.py`` ``_get_megatron_emerging_optimizer``,
+``layer_wise_optimizer.py``, ``optimizer.py`` ``Float16OptimizerWithFloat16Params``, ``ChainedOptimizer``).
+
+How the step is built. Megatron-Core chains two optimizers and steps them one after the other
+(``ChainedOptimizer._step``): ``TensorParallelMuon`` for the 2-D linear weights and Adam for the rest
+(embedding, output layer, norms, biases). With the distributed optimizer the Muon part sits in a
+``LayerWiseDistributedOptimizer`` (whole matrices per data-parallel rank) and the Adam part in a byte-sharded
+``DistributedOptimizer`` (``use_layer_wise_param_layout``, the default) or, with the legacy ping-pong layout,
+inside the layer-wise optimizer as whole tensors; without it each is a ``Float16OptimizerWithFloat16Params``.
+Before any of them steps, ``prepare_grads`` gives every fp32 main parameter its gradient
+(``main_param.grad = main_grad.float()``: a view of an fp32 gradient buffer, a new fp32 tensor of a bf16 one),
+alive until the next ``zero_grad``. So the step holds
+
+    grad copies (4 B per main parameter of this GPU, bf16 gradient buffer only)
+    + max(Adam's temporaries, Muon's working set)
+
+**Adam's temporaries** are those of :mod:`estimator.optimizer_step` over the Adam-managed parameters only:
+``torch.optim.AdamW`` (foreach) 4 B per parameter of the group; Transformer Engine's and Apex's FusedAdam none.
+As for Adam, the norm weights and biases (no weight decay, a parameter group of their own, stepped apart) are
+counted with the embedding and output layer (4 B per such parameter too many), and so is the MoE router weight,
+which Megatron-Core steps with Muon (it is 2-D) but the states (:mod:`.optimizers`) give to Adam.
+
+**Muon's working set**, one matrix at a time (``OrthogonalizedOptimizer.step`` loops over the parameters):
+weight decay and the momentum update run in place, and without Nesterov momentum (``--muon-nesterov`` off, the
+default) the momentum buffer itself is orthogonalized. ``TensorParallelMuon.orthogonalize`` hands it to
+``newton_schulz_tp`` with the parameter's ``partition_dim``, which Megatron's local and Transformer Engine's
+linear layers set on every weight (0 column-, 1 row-parallel, at any TP size) and which the fp32 main parameter
+inherits (``copy_tensor_model_parallel_attributes``). With the default ``--muon-tp-mode duplicated`` that path
+all-gathers the momentum over the tensor-parallel group into a list of ``empty_like`` shards and concatenates
+them (``torch.cat``, a new tensor even for one shard): two fp32 copies of the whole matrix, N elements, alive
+until ``newton_schulz_tp`` returns. ``newton_schulz`` then (``--muon-fp32-matmul-prec medium``, the default:
+bf16 I/O; no SYRK kernel) normalizes the matrix (a new fp32 tensor, transposed view when rows > cols), casts it
+to bf16 and frees the fp32 one, runs each iteration as ``A = X X^T`` (m x m, m the smaller side),
+``B = b A + c A A`` and ``X' = a X + B X`` (all bf16, the old X freed when X' is bound), and casts the result
+back to fp32. ``scaled_orthogonalize_fn`` multiplies the result by two scale factors (two new tensors of this
+rank's n = N / t elements, the first freed after the second), and the update ``p.add_`` runs in place; the
+update stays referenced until the next matrix's replaces it. In bytes, for one matrix:
+
+    gathered 8N + max(fp32 4N + bf16 2N,  X 2N + A 2m^2 + B 2m^2 + X' 2N,  bf16 2N + fp32 4N)
+      = max(14 N, 12 N + 4 m^2)                 (after the gather is freed: 4N + 4n + 4n, less)
+
+plus the previous matrix's update (4 B per element of it), bounded here by the matrix's own n. The peak is that
+of the matrix with the largest working set; with the layer-wise distributed optimizer it is the working set of
+the rank that owns that matrix (an upper bound for the others). Row-parallel weights (``partition_dim`` 1,
+gathered along their columns) are told from column-parallel ones by their rows: they write the hidden state.
+
+Megatron-Core tags the fused QKV weight (``is_qkv``, ``qkv_split_shapes``) and the routed experts'
+weights (``expert_tp``) before it builds the optimizers, and ``copy_tensor_model_parallel_attributes`` carries
+those tags onto the fp32 main parameters (``_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS``). So routed experts gather
+over the expert tensor-parallel group, and with ``--muon-split-qkv`` (the default) the QKV weight is viewed as
+(groups, q + k + v rows, h) and cut into its query, (gate,) key and value blocks: ``reshape`` copies them out of
+the strided view (4 B per QKV element, all blocks at once; views when this GPU holds one group), each block is
+orthogonalized as above beside the updates of the blocks before it, and ``torch.cat`` joins the updates
+(8 B per element at that moment) (:func:`qkv_working_set`). Mamba's ``in_proj`` (``use_muon = False``) goes
+to Adam and is left out; MLA's projections are orthogonalized whole (no QKV split there).
+
+Modelled at Megatron-LM's defaults of ``--muon-nesterov`` (off; on, it adds 4 B per element of the matrix),
+``--muon-split-qkv`` (on), ``--muon-fp32-matmul-prec`` (medium), ``--muon-tp-mode`` (duplicated) and
+``--muon-use-syrk`` (off), which the configuration does not carry (other values are refused on import:
+estimator/megatron_flag_classes.py).
+"""
+
+from __future__ import annotations
+
+from ..layers import LayerKind, kind_weight_shapes
+from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
+
+__all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "qkv_working_set"]
+
+
+def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool) -> int:
+    """Bytes Muon allocates while orthogonalizing one matrix held on this GPU as ``rows`` x ``cols`` and
+    all-gathered over ``gather`` tensor-parallel ranks along its columns (``row_parallel``, partition_dim 1) or
+    its rows (partition_dim 0) (module docstring):
+
+        max(14 N, 12 N + 4 m^2) + 4 n
+
+    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix, and 4 n the previous
+    matrix's update, bounded by this one."""
+    n = rows * cols
+    big = gather * n
+    m = min(rows, cols * gather) if row_parallel else min(rows * gather, cols)
+    return max(14 * big, 12 * big + 4 * m * m) + FP32 * n
+
+
+def qkv_working_set(r) -> int:
+    """Bytes Muon allocates while orthogonalizing one fused QKV weight split into its blocks (module docstring).
+
+    Per query group the rows are [q (a/g x dh), gate (same, with attention_output_gate), k (dh), v (dh)]; on this
+    GPU g/t groups. The blocks are copied out of the strided view (4 n for them all; views when one group), then
+    each block i, gathered to N_i = g x rows_i x h, is orthogonalized beside the copies and the earlier blocks'
+    updates:
+
+        max_i(copies + 4 sum_{j<i} n_j + max(14 N_i, 12 N_i + 4 m_i^2)),  then 8 n for the concatenation,
+
+    plus the previous matrix's update, bounded by 4 n."""
+    t, g, h = r.t, r.g, r.h
+    q = r.a // g * r.dh
+    blocks = [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dh]
+    n = g * sum(blocks) * h // t
+    copies = FP32 * n if g // t > 1 else 0
+    peak = 2 * FP32 * n
+    done = 0
+    for rows in blocks:
+        big = g * rows * h
+        m = min(g * rows, h)
+        peak = max(peak, copies + FP32 * done + max(14 * big, 12 * big + 4 * m * m))
+        done += big // t
+    return peak + FP32 * n
+
+
+def _expert_shapes(r) -> set:
+    """Local shapes of one routed expert's fc1 and fc2 (the latent width in place of h with latent MoE)."""
+    fm, d = r.fm // r.etp, r.lat or r.h
+    return {(fm * (2 if r.gated else 1), d), (d, fm)}
+
+
+def _dense_shapes(r, kind: LayerKind) -> set:
+    """Local shapes of the non-expert 2-D weights of a layer kind that Muon steps (Mamba's ``in_proj`` goes to
+    Adam; the fused QKV weight is split: :func:`qkv_working_set`)."""
+    if kind.mixer == "attention":        # the output projection; QKV apart
+        shapes = {(r.h, r.a // r.t * r.dh)}
+    elif kind.mixer == "mamba":           # out_proj (h, d_inner / t); in_proj (in_w / t, h) is Adam's
+        shapes = {s for s in kind_weight_shapes(r, LayerKind("mamba", "")) if s[0] == r.h}
+    else:
+        shapes = kind_weight_shapes(r, LayerKind(kind.mixer, "")) if kind.mixer else set()
+    if kind.mlp == "dense":
+        shapes |= kind_weight_shapes(r, LayerKind("", "dense"))
+    elif kind.mlp == "moe":
+        up = 2 if r.gated else 1
+        if r.fs:
+            shapes |= {(r.fs // r.t * up, r.h), (r.h, r.fs // r.t)}
+        if r.lat:
+            shapes |= {(r.lat, r.h), (r.h, r.lat)}
+    return shapes
+
+
+def muon_working_set(r, kinds) -> int:
+    """Bytes of Muon's working set on a GPU holding layers of the kind indices ``kinds``: that of the matrix with
+    the largest. Dense matrices gather over the tensor-parallel group, routed experts over the expert
+    tensor-parallel group (``expert_tp``); row-parallel weights (partition_dim 1) are those that write the hidden
+    state (h rows, the latent width for latent experts)."""
+    out_rows = {r.h, r.lat or r.h}
+    kinds = [r.kinds[k] for k in set(kinds)]
+    best = qkv_working_set(r) if any(k.mixer == "attention" for k in kinds) else 0
+    dense = set().union(*(_dense_shapes(r, k) for k in kinds)) if kinds else set()
+    for a, b in dense:
+        best = max(best, matrix_working_set(a, b, r.t, a in out_rows))
+    if any(k.moe for k in kinds):
+        for a, b in _expert_shapes(r):
+            best = max(best, matrix_working_set(a, b, r.etp, a in out_rows))
+    return best
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def muon_step_buffers(r, bm, kinds, dense_p: int, linear_p: int, expert_p: int, shards: tuple,
+                      vocab: int = 0, ping_pong: bool = False) -> dict:
+    """The Muon step's own buffers on one GPU, by name (module docstring): fp32 gradient copies, then the larger
+    of Adam's temporaries over the Adam-managed parameters and Muon's working set.
+
+    ``dense_p``, ``linear_p``, ``expert_p``: the stage's parameters, its dense 2-D linear weights, its routed-expert
+    parameters (Muon). ``shards``: (dense, expert) optimizer shard counts. With the ping-pong layout the rank
+    that holds the stage's embedding or output layer (``vocab`` elements) whole steps it with Adam."""
+    sd, _ = shards
+    adam = _cdiv(dense_p - linear_p, sd)
+    if ping_pong and vocab:
+        adam += vocab - vocab // sd
+    out = {}
+    copies = step_buffers(r, bm, dense_p, expert_p, sd).grad_copies
+    if copies:
+        out["optimizer_fp32_grad_copies"] = copies
+    adam_tmp = FP32 * fp32_copies_per_state(r) * adam
+    muon = muon_working_set(r, kinds)
+    if muon > adam_tmp:
+        out["muon_newton_schulz"] = muon
+    elif adam_tmp:
+        out["optimizer_temporaries"] = adam_tmp
+    return out
+
+
+_ADAM_NAMES = {"te_fused": "Transformer Engine's FusedAdam", "apex_fused": "Apex's FusedAdam",
+               "torch": "torch.optim.AdamW (foreach)"}
+
+
+def assumption(r, bm) -> str:
+    """One sentence for the estimate's assumptions: how the Muon step is counted."""
+    impl = r.cfg.training.optimizer_implementation
+    per = FP32 * fp32_copies_per_state(r)
+    adam = f"{per} B per parameter" if per else "nothing, updating in place"
+    copies = step_buffers(r, bm, 1, 0, 1).grad_copies
+    return ("Optimizer step (Muon): the matrices are orthogonalized one at a time (QKV in its query, key and value "
+            "blocks); the largest working set (the momentum gathered over the tensor-parallel group, or the expert "
+            "one, into two fp32 copies, the bf16 Newton-Schulz iterates and m x m products, the fp32 result and its "
+            "scaled update: max(14 N, 12 N + 4 m^2) + 4 n bytes for an N-element gathered matrix with smaller side "
+            "m, n on this GPU) or, stepped apart, "
+            f"{_ADAM_NAMES[impl]}'s temporaries over the embedding, output-layer, norm and bias parameters "
+            f"({adam}), whichever is larger"
+            + (", on top of fp32 copies of the bf16 gradients (4 B per parameter)" if copies else "")
+            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-split-qkv (on), --muon-fp32-matmul-prec "
+            "(medium), --muon-tp-mode (duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the "
+            "forward/backward and the step (peak_phase).")
