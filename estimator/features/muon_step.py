@@ -44,7 +44,11 @@ update stays referenced until the next matrix's replaces it. In bytes, for one m
     gathered 8N + max(fp32 4N + bf16 2N,  X 2N + A 2m^2 + B 2m^2 + X' 2N,  bf16 2N + fp32 4N)
       = max(14 N, 12 N + 4 m^2)                 (after the gather is freed: 4N + 4n + 4n, less)
 
-plus the previous matrix's update (4 B per element of it), bounded here by the matrix's own n. The peak is that
+plus the update of the matrix stepped before it (4 B per element of that one), which the loop still references:
+in the model's parameter order, the output projection, the QKV weight, fc1, fc2 of an attention layer, and an MoE
+block's experts one after the other (:func:`_stepped`; other mixers' matrices keep the bound of their own size).
+Measured on one H100 (this project's batch 8: 2 layers, h 4096, SwiGLU 16384, vocabulary 4096, so that Muon's part
+is the step): 14 N of fc1 + 4 n of the QKV weight, to the byte. The peak is that
 of the matrix with the largest working set; with the layer-wise distributed optimizer it is the working set of
 the rank that owns that matrix (an upper bound for the others). Row-parallel weights (``partition_dim`` 1,
 gathered along their columns) are told from column-parallel ones by their rows: they write the hidden state.
@@ -73,22 +77,23 @@ from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 __all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "qkv_working_set"]
 
 
-def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool) -> int:
+def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool, prev: int | None = None) -> int:
     """Bytes Muon allocates while orthogonalizing one matrix held on this GPU as ``rows`` x ``cols`` and
     all-gathered over ``gather`` tensor-parallel ranks along its columns (``row_parallel``, partition_dim 1) or
     its rows (partition_dim 0) (module docstring):
 
-        max(14 N, 12 N + 4 m^2) + 4 n
+        max(14 N, 12 N + 4 m^2) + 4 n_prev
 
-    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix, and 4 n the previous
-    matrix's update, bounded by this one."""
+    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix, and 4 n_prev the update of
+    the matrix stepped before, still referenced (``prev`` elements on this GPU; by default bounded by this one's
+    n)."""
     n = rows * cols
     big = gather * n
     m = min(rows, cols * gather) if row_parallel else min(rows * gather, cols)
-    return max(14 * big, 12 * big + 4 * m * m) + FP32 * n
+    return max(14 * big, 12 * big + 4 * m * m) + FP32 * (n if prev is None else prev)
 
 
-def qkv_working_set(r) -> int:
+def qkv_working_set(r, prev: int | None = None) -> int:
     """Bytes Muon allocates while orthogonalizing one fused QKV weight split into its blocks (module docstring).
 
     Per query group the rows are [q (a/g x dh), gate (same, with attention_output_gate), k (dh), v (dh)]; on this
@@ -98,7 +103,7 @@ def qkv_working_set(r) -> int:
 
         max_i(copies + 4 sum_{j<i} n_j + max(14 N_i, 12 N_i + 4 m_i^2)),  then 8 n for the concatenation,
 
-    plus the previous matrix's update, bounded by 4 n."""
+    plus the update of the matrix stepped before (``prev`` elements; by default bounded by 4 n)."""
     t, g, h = r.t, r.g, r.h
     q = r.a // g * r.dh
     blocks = [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dh]
@@ -111,7 +116,7 @@ def qkv_working_set(r) -> int:
         m = min(g * rows, h)
         peak = max(peak, copies + FP32 * done + max(14 * big, 12 * big + 4 * m * m))
         done += big // t
-    return peak + FP32 * n
+    return peak + FP32 * (n if prev is None else prev)
 
 
 def _expert_shapes(r) -> set:
@@ -140,20 +145,64 @@ def _dense_shapes(r, kind: LayerKind) -> set:
     return shapes
 
 
-def muon_working_set(r, kinds) -> int:
-    """Bytes of Muon's working set on a GPU holding layers of the kind indices ``kinds``: that of the matrix with
-    the largest. Dense matrices gather over the tensor-parallel group, routed experts over the expert
-    tensor-parallel group (``expert_tp``); row-parallel weights (partition_dim 1) are those that write the hidden
-    state (h rows, the latent width for latent experts)."""
+def _stepped(r, kind: LayerKind) -> list:
+    """The matrices Muon steps in one layer of ``kind``, in Megatron-Core's parameter order where it is known, as
+    (working set without the previous update, elements on this GPU, previous update known?) triples.
+
+    The loop of ``OrthogonalizedOptimizer.step`` follows the parameter group, which is in the model's parameter
+    order: per attention layer the output projection (built by ``Attention.__init__``) before the fused QKV
+    (``SelfAttention``), then the MLP's fc1 and fc2; an MoE block's routed experts one after the other (fc1, fc2)
+    before its shared expert (fc1, fc2). Measured (this project's batch 8, one H100): the step of a 2-layer
+    h 4096 / SwiGLU 16384 model added 14 N of fc1 + 4 n of the QKV weight stepped before it, exactly. The other
+    mixers' matrices, in an order not followed here, keep the bound of their own size."""
     out_rows = {r.h, r.lat or r.h}
-    kinds = [r.kinds[k] for k in set(kinds)]
-    best = qkv_working_set(r) if any(k.mixer == "attention" for k in kinds) else 0
-    dense = set().union(*(_dense_shapes(r, k) for k in kinds)) if kinds else set()
-    for a, b in dense:
-        best = max(best, matrix_working_set(a, b, r.t, a in out_rows))
-    if any(k.moe for k in kinds):
-        for a, b in _expert_shapes(r):
-            best = max(best, matrix_working_set(a, b, r.etp, a in out_rows))
+    seq = []
+
+    def add(rows, cols, gather):
+        seq.append((matrix_working_set(rows, cols, gather, rows in out_rows, prev=0), rows * cols, True))
+
+    if kind.mixer == "attention":
+        add(r.h, r.a // r.t * r.dh, r.t)
+        t, g = r.t, r.g
+        q = r.a // g * r.dh
+        rows = g * ((2 * q if r.gate else q) + 2 * r.dh) // t
+        seq.append((qkv_working_set(r, prev=0), rows * r.h, True))
+    elif kind.mixer:
+        for a, b in sorted(_dense_shapes(r, LayerKind(kind.mixer, ""))):
+            seq.append((matrix_working_set(a, b, r.t, a in out_rows), a * b, False))
+    up = 2 if r.gated else 1
+    if kind.mlp == "dense":
+        add(r.f // r.t * up, r.h, r.t)
+        add(r.h, r.f // r.t, r.t)
+    elif kind.mlp == "moe":
+        if r.lat:
+            for a, b in ((r.lat, r.h), (r.h, r.lat)):
+                seq.append((matrix_working_set(a, b, r.t, a in out_rows), a * b, False))
+        fm, d = r.fm // r.etp, r.lat or r.h
+        for _ in range(2 if r.E // r.ep > 1 else 1):          # one expert's fc1 after another's fc2
+            add(fm * up, d, r.etp)
+            add(d, fm, r.etp)
+        if r.fs:
+            add(r.fs // r.t * up, r.h, r.t)
+            add(r.h, r.fs // r.t, r.t)
+    return seq
+
+
+def muon_working_set(r, kinds) -> int:
+    """Bytes of Muon's working set on a GPU holding layers of the kind indices ``kinds``: the largest over the
+    matrices it steps of their own working set plus the update of the matrix stepped before
+    (:func:`_stepped`); the first matrix of a layer follows the last of the layer before, of whichever kind.
+    Dense matrices gather over the tensor-parallel group, routed experts over the expert tensor-parallel group
+    (``expert_tp``); row-parallel weights (partition_dim 1) are those that write the hidden state (h rows, the
+    latent width for latent experts)."""
+    seqs = [_stepped(r, r.kinds[k]) for k in set(kinds)]
+    last = max((q[-1][1] for q in seqs if q), default=0)
+    best = 0
+    for q in seqs:
+        prev = last
+        for ws, n, ordered in q:
+            best = max(best, ws + FP32 * prev if ordered else ws)
+            prev = n
     return best
 
 
