@@ -114,6 +114,7 @@ _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP 
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
      "allocator)")
+_put(_M, "muon_fp32_matmul_prec", "Muon's Newton-Schulz iterates: bf16 copies at medium, fp32 at high and highest")
 _put(_M, "use_layer_wise_param_layout", "Muon's layer-wise distributed optimizer: without the layout whole "
      "tensors go to the data-parallel ranks in ping-pong order, the largest (the embedding) to one rank")
 _put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
@@ -350,10 +351,9 @@ _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's H
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
      "modelled")
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
-_put(_R, "muon_nesterov muon_split_qkv muon_fp32_matmul_prec muon_tp_mode muon_use_syrk",
-     "changes the Muon step's working set (a Nesterov copy, QKV orthogonalized whole, fp32 Newton-Schulz iterates, "
-     "no tensor-parallel gather, the SYRK kernel); modelled only at Megatron-LM's default "
-     "(estimator/features/muon_step.py)")
+_put(_R, "muon_nesterov muon_split_qkv muon_tp_mode muon_use_syrk",
+     "changes the Muon step's working set (a Nesterov copy, QKV orthogonalized whole, no tensor-parallel gather, "
+     "the SYRK kernel); modelled only at Megatron-LM's default (estimator/features/muon_step.py)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")

@@ -159,6 +159,7 @@ CHANGES = {
     "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
     "cuda_graph_warmup_steps": (TEG, "--cuda-graph-warmup-steps 0"),
     "use_layer_wise_param_layout": (DISTOPT + " --optimizer muon", "--no-use-layer-wise-param-layout"),
+    "muon_fp32_matmul_prec": (DISTOPT + " --optimizer muon", "--muon-fp32-matmul-prec highest"),
     "cuda_graph_scope_deprecated": (TEG, "--cuda-graph-scope attn"),
     "external_cuda_graph": (BF16, "--external-cuda-graph"),
     "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),

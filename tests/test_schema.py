@@ -65,6 +65,8 @@ VARIANTS = {
                     {"world_size": 2, "gradient_accumulation_fusion": False, "use_distributed_optimizer": False}),
         {"parallelism": {"torch_fsdp2_reshard_after_forward": False}}),
     "training.optimizer": (make_config(MODEL), {"training": {"optimizer": "muon"}}),
+    "training.muon_fp32_matmul_prec": (make_config(MODEL, None, {"optimizer": "muon"}),
+                                       {"training": {"muon_fp32_matmul_prec": "highest"}}),
     "training.cpu_offloading": (make_config(MODEL), {"training": {"cpu_offloading": True,
                                                                   "cpu_offloading_num_layers": 2}}),
     "training.cuda_graph_modules": (make_config(MODEL, None, {"cuda_graph_impl": "transformer_engine",

@@ -63,8 +63,10 @@ orthogonalized as above beside the updates of the blocks before it, and ``torch.
 (8 B per element at that moment) (:func:`qkv_working_set`). Mamba's ``in_proj`` (``use_muon = False``) goes
 to Adam and is left out; MLA's projections are orthogonalized whole (no QKV split there).
 
-Modelled at Megatron-LM's defaults of ``--muon-nesterov`` (off; on, it adds 4 B per element of the matrix),
-``--muon-split-qkv`` (on), ``--muon-fp32-matmul-prec`` (medium), ``--muon-tp-mode`` (duplicated) and
+``--muon-fp32-matmul-prec`` (``training.muon_fp32_matmul_prec``) high or highest keeps the iterates in fp32
+(only medium casts them to bf16), which Megatron-Bridge's DeepSeek-V4 recipes set: gathered 8 N, then X 4 N, A and B
+4 m^2 each and X' 4 N at once, 16 N + 8 m^2. Modelled at Megatron-LM's defaults of ``--muon-nesterov`` (off; on, it
+adds 4 B per element of the matrix), ``--muon-split-qkv`` (on), ``--muon-tp-mode`` (duplicated) and
 ``--muon-use-syrk`` (off), which the configuration does not carry (other values are refused on import:
 estimator/megatron_flag_classes.py).
 """
@@ -77,12 +79,20 @@ from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 __all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "qkv_working_set"]
 
 
-def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool, prev: int | None = None) -> int:
+def _newton_schulz(big: int, m: int, fp32: bool) -> int:
+    """Bytes of one gathered N-element matrix's orthogonalization (module docstring): with bf16 iterates
+    max(14 N, 12 N + 4 m^2); with fp32 ones (``--muon-fp32-matmul-prec`` high or highest: no bf16 copy, and X, A,
+    B, X' four bytes an element) gathered 8 N + X 4 N + A 4 m^2 + B 4 m^2 + X' 4 N = 16 N + 8 m^2."""
+    return 16 * big + 8 * m * m if fp32 else max(14 * big, 12 * big + 4 * m * m)
+
+
+def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool, prev: int | None = None,
+                       fp32: bool = False) -> int:
     """Bytes Muon allocates while orthogonalizing one matrix held on this GPU as ``rows`` x ``cols`` and
     all-gathered over ``gather`` tensor-parallel ranks along its columns (``row_parallel``, partition_dim 1) or
     its rows (partition_dim 0) (module docstring):
 
-        max(14 N, 12 N + 4 m^2) + 4 n_prev
+        max(14 N, 12 N + 4 m^2) + 4 n_prev            (16 N + 8 m^2 + 4 n_prev with ``fp32`` iterates)
 
     with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix, and 4 n_prev the update of
     the matrix stepped before, still referenced (``prev`` elements on this GPU; by default bounded by this one's
@@ -90,7 +100,12 @@ def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool, pr
     n = rows * cols
     big = gather * n
     m = min(rows, cols * gather) if row_parallel else min(rows * gather, cols)
-    return max(14 * big, 12 * big + 4 * m * m) + FP32 * (n if prev is None else prev)
+    return _newton_schulz(big, m, fp32) + FP32 * (n if prev is None else prev)
+
+
+def _fp32_iterates(r) -> bool:
+    """Whether the Newton-Schulz iterates stay fp32: only ``medium`` casts them to bf16 (``newton_schulz``)."""
+    return r.cfg.training.muon_fp32_matmul_prec != "medium"
 
 
 def qkv_working_set(r, prev: int | None = None) -> int:
@@ -114,7 +129,7 @@ def qkv_working_set(r, prev: int | None = None) -> int:
     for rows in blocks:
         big = g * rows * h
         m = min(g * rows, h)
-        peak = max(peak, copies + FP32 * done + max(14 * big, 12 * big + 4 * m * m))
+        peak = max(peak, copies + FP32 * done + _newton_schulz(big, m, _fp32_iterates(r)))
         done += big // t
     return peak + FP32 * (n if prev is None else prev)
 
@@ -156,10 +171,11 @@ def _stepped(r, kind: LayerKind) -> list:
     h 4096 / SwiGLU 16384 model added 14 N of fc1 + 4 n of the QKV weight stepped before it, exactly. The other
     mixers' matrices, in an order not followed here, keep the bound of their own size."""
     out_rows = {r.h, r.lat or r.h}
+    fp32 = _fp32_iterates(r)
     seq = []
 
     def add(rows, cols, gather):
-        seq.append((matrix_working_set(rows, cols, gather, rows in out_rows, prev=0), rows * cols, True))
+        seq.append((matrix_working_set(rows, cols, gather, rows in out_rows, prev=0, fp32=fp32), rows * cols, True))
 
     if kind.mixer == "attention":
         add(r.h, r.a // r.t * r.dh, r.t)
@@ -169,7 +185,7 @@ def _stepped(r, kind: LayerKind) -> list:
         seq.append((qkv_working_set(r, prev=0), rows * r.h, True))
     elif kind.mixer:
         for a, b in sorted(_dense_shapes(r, LayerKind(kind.mixer, ""))):
-            seq.append((matrix_working_set(a, b, r.t, a in out_rows), a * b, False))
+            seq.append((matrix_working_set(a, b, r.t, a in out_rows, fp32=fp32), a * b, False))
     up = 2 if r.gated else 1
     if kind.mlp == "dense":
         add(r.f // r.t * up, r.h, r.t)
@@ -177,7 +193,7 @@ def _stepped(r, kind: LayerKind) -> list:
     elif kind.mlp == "moe":
         if r.lat:
             for a, b in ((r.lat, r.h), (r.h, r.lat)):
-                seq.append((matrix_working_set(a, b, r.t, a in out_rows), a * b, False))
+                seq.append((matrix_working_set(a, b, r.t, a in out_rows, fp32=fp32), a * b, False))
         fm, d = r.fm // r.etp, r.lat or r.h
         for _ in range(2 if r.E // r.ep > 1 else 1):          # one expert's fc1 after another's fc2
             add(fm * up, d, r.etp)
@@ -247,12 +263,16 @@ def assumption(r, bm) -> str:
     copies = step_buffers(r, bm, 1, 0, 1).grad_copies
     return ("Optimizer step (Muon): the matrices are orthogonalized one at a time (QKV in its query, key and value "
             "blocks); the largest working set (the momentum gathered over the tensor-parallel group, or the expert "
-            "one, into two fp32 copies, the bf16 Newton-Schulz iterates and m x m products, the fp32 result and its "
-            "scaled update: max(14 N, 12 N + 4 m^2) + 4 n bytes for an N-element gathered matrix with smaller side "
-            "m, n on this GPU) or, stepped apart, "
+            + ("one, into two fp32 copies, the fp32 Newton-Schulz iterates and m x m products (muon_fp32_matmul_prec "
+               f"{r.cfg.training.muon_fp32_matmul_prec}): 16 N + 8 m^2 "
+               if _fp32_iterates(r) else
+               "one, into two fp32 copies, the bf16 Newton-Schulz iterates and m x m products, the fp32 result and its "
+               "scaled update: max(14 N, 12 N + 4 m^2) ")
+            + "+ 4 n' bytes for an N-element gathered matrix with smaller side m and n' the elements of the matrix "
+            "stepped before it on this GPU) or, stepped apart, "
             f"{_ADAM_NAMES[impl]}'s temporaries over the embedding, output-layer, norm and bias parameters "
             f"({adam}), whichever is larger"
             + (", on top of fp32 copies of the bf16 gradients (4 B per parameter)" if copies else "")
-            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-split-qkv (on), --muon-fp32-matmul-prec "
-            "(medium), --muon-tp-mode (duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the "
-            "forward/backward and the step (peak_phase).")
+            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-split-qkv (on), --muon-tp-mode "
+            "(duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the forward/backward and the "
+            "step (peak_phase).")
