@@ -492,9 +492,10 @@ class TrainingConfig:
                                            "data-parallel ranks in ping-pong order of size, so one rank holds the "
                                            "largest tensor (usually the embedding) whole.", type="bool")
     muon_fp32_matmul_prec: str = _f("medium", "Muon: PyTorch's fp32 matmul precision for the Newton-Schulz "
-                                     "iterations. medium (Megatron-LM's default) runs them on bf16 copies; high and "
-                                     "highest keep the iterates in fp32, which doubles their bytes in the optimizer "
-                                     "step.", type="str", choices=("medium", "high", "highest"),
+                                     "iterations. medium (Megatron-LM's default) runs them on bf16 copies; high "
+                                     "(Megatron-LM's flag) and highest (Megatron-Bridge's DeepSeek-V4 recipes) keep "
+                                     "the iterates in fp32, which doubles their bytes in the optimizer step.",
+                                     type="str", choices=("medium", "high", "highest"),
                                      flag="--muon-fp32-matmul-prec")
     optimizer_cpu_offload: bool = _f(False, "Run the optimizer step of a fraction of the parameters on the CPU "
                                      "(Megatron-Core HybridDeviceOptimizer): their fp32 master weights, gradients "

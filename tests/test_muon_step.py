@@ -163,6 +163,19 @@ def test_muon_flags_that_change_the_step_are_refused_off_their_default():
     read_megatron_args(f"{base} --muon-tp-mode duplicated --muon-fp32-matmul-prec medium --muon-num-ns-steps 6")
 
 
+def test_fp32_iterates_against_the_h100_measurement():
+    """This project's batch 9 (one H100, predicted before the run): b8_muon_wide with --muon-fp32-matmul-prec high.
+    Hand: 16 x 134,217,728 (fc1) + 8 x 4096^2 + 4 x 25,165,824 (QKV, stepped before it) = 2,382,364,672 B; measured,
+    the step's peak minus what stays allocated after it is that + 2 KiB (9,933,010,432 - 7,550,643,712)."""
+    from estimator.validation_project import load_data
+    case = next(c for c in load_data()["cases"] if c["run"] == "b9_muon_wide_high")
+    m = case["measured"]
+    assert m["peak_allocated_bytes"] - m["allocated_after_last_iteration_bytes"] - 2_382_364_672 == 2048
+    s = estimate(case["config"]).stages[0]
+    assert s.peak_phase == "optimizer_step" and s.transient["muon_newton_schulz"] == 2_382_364_672
+    assert s.allocated_bytes == pytest.approx(m["peak_allocated_bytes"], rel=1e-4)
+
+
 def test_fp32_newton_schulz_iterates_double_their_bytes():
     """--muon-fp32-matmul-prec highest (Megatron-Bridge's DeepSeek-V4 recipes): newton_schulz casts to bf16 only at
     medium, so the iterates stay fp32. fc1 of the batch-7 model (N = 23,068,672, m = 2048): gathered 8 N + X 4 N +

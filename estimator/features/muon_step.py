@@ -108,6 +108,18 @@ def _fp32_iterates(r) -> bool:
     return r.cfg.training.muon_fp32_matmul_prec != "medium"
 
 
+def _qkv_blocks(r) -> list:
+    """Rows of the fused QKV weight per query group: q (a/g x dh), the output gate (as q, with
+    attention_output_gate), k (dh), v (dh)."""
+    q = r.a // r.g * r.dh
+    return [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dh]
+
+
+def _qkv_elements(r) -> int:
+    """Elements of the fused QKV weight on this GPU (g/t query groups)."""
+    return r.g * sum(_qkv_blocks(r)) * r.h // r.t
+
+
 def qkv_working_set(r, prev: int | None = None) -> int:
     """Bytes Muon allocates while orthogonalizing one fused QKV weight split into its blocks (module docstring).
 
@@ -120,9 +132,8 @@ def qkv_working_set(r, prev: int | None = None) -> int:
 
     plus the update of the matrix stepped before (``prev`` elements; by default bounded by 4 n)."""
     t, g, h = r.t, r.g, r.h
-    q = r.a // g * r.dh
-    blocks = [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dh]
-    n = g * sum(blocks) * h // t
+    blocks = _qkv_blocks(r)
+    n = _qkv_elements(r)
     copies = FP32 * n if g // t > 1 else 0
     peak = 2 * FP32 * n
     done = 0
@@ -134,30 +145,12 @@ def qkv_working_set(r, prev: int | None = None) -> int:
     return peak + FP32 * (n if prev is None else prev)
 
 
-def _expert_shapes(r) -> set:
-    """Local shapes of one routed expert's fc1 and fc2 (the latent width in place of h with latent MoE)."""
-    fm, d = r.fm // r.etp, r.lat or r.h
-    return {(fm * (2 if r.gated else 1), d), (d, fm)}
-
-
-def _dense_shapes(r, kind: LayerKind) -> set:
-    """Local shapes of the non-expert 2-D weights of a layer kind that Muon steps (Mamba's ``in_proj`` goes to
-    Adam; the fused QKV weight is split: :func:`qkv_working_set`)."""
-    if kind.mixer == "attention":        # the output projection; QKV apart
-        shapes = {(r.h, r.a // r.t * r.dh)}
-    elif kind.mixer == "mamba":           # out_proj (h, d_inner / t); in_proj (in_w / t, h) is Adam's
-        shapes = {s for s in kind_weight_shapes(r, LayerKind("mamba", "")) if s[0] == r.h}
-    else:
-        shapes = kind_weight_shapes(r, LayerKind(kind.mixer, "")) if kind.mixer else set()
-    if kind.mlp == "dense":
-        shapes |= kind_weight_shapes(r, LayerKind("", "dense"))
-    elif kind.mlp == "moe":
-        up = 2 if r.gated else 1
-        if r.fs:
-            shapes |= {(r.fs // r.t * up, r.h), (r.h, r.fs // r.t)}
-        if r.lat:
-            shapes |= {(r.lat, r.h), (r.h, r.lat)}
-    return shapes
+def _mixer_shapes(r, mixer: str) -> set:
+    """Local shapes of the 2-D weights of a token mixer other than attention that Muon steps (Mamba's ``in_proj``
+    goes to Adam)."""
+    if mixer == "mamba":                  # out_proj (h, d_inner / t); in_proj (in_w / t, h) is Adam's
+        return {s for s in kind_weight_shapes(r, LayerKind("mamba", "")) if s[0] == r.h}
+    return kind_weight_shapes(r, LayerKind(mixer, ""))
 
 
 def _stepped(r, kind: LayerKind) -> list:
@@ -179,12 +172,9 @@ def _stepped(r, kind: LayerKind) -> list:
 
     if kind.mixer == "attention":
         add(r.h, r.a // r.t * r.dh, r.t)
-        t, g = r.t, r.g
-        q = r.a // g * r.dh
-        rows = g * ((2 * q if r.gate else q) + 2 * r.dh) // t
-        seq.append((qkv_working_set(r, prev=0), rows * r.h, True))
+        seq.append((qkv_working_set(r, prev=0), _qkv_elements(r), True))
     elif kind.mixer:
-        for a, b in sorted(_dense_shapes(r, LayerKind(kind.mixer, ""))):
+        for a, b in sorted(_mixer_shapes(r, kind.mixer)):
             seq.append((matrix_working_set(a, b, r.t, a in out_rows, fp32=fp32), a * b, False))
     up = 2 if r.gated else 1
     if kind.mlp == "dense":
