@@ -34,7 +34,7 @@ from .layers.base import Ctx
 from .loss import loss_buffers
 from .resolve import Resolved
 
-__all__ = ["LayerActivations", "context", "layer_activations", "stage_extras"]
+__all__ = ["LayerActivations", "context", "held_per_layer", "layer_activations", "stage_extras"]
 
 
 class LayerActivations(NamedTuple):
@@ -138,3 +138,17 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
         # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
         mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
     return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0)
+
+
+def held_per_layer(tr, acts: list) -> list:
+    """Bytes each decoder layer of a chunk keeps for one micro-batch until its backward pass (``acts``: the layers'
+    LayerActivations, in order; ``tr``: the training section). Without full recomputation its attention and MLP
+    tensors; with it, block: the checkpointed input of the first ``recompute_num_layers`` layers and everything of
+    the rest; uniform: the checkpointed input of the first layer of each group of ``recompute_num_layers``."""
+    if tr.recompute_granularity != "full":
+        return [a.attention + a.mlp for a in acts]
+    n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+    if tr.recompute_method == "block":
+        return [a.checkpoint if i < n else a.attention + a.mlp for i, a in enumerate(acts)]
+    n = max(n, 1)
+    return [a.checkpoint if i % n == 0 else 0 for i, a in enumerate(acts)]

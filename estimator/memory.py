@@ -21,7 +21,7 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 from __future__ import annotations
 
 from . import features
-from .activations import LayerActivations, context, layer_activations, stage_extras
+from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .layers import kind_linear_weights, kind_params, kind_weight_shapes
 from .local_attention import chunk_mask_bytes
 from .loss import loss_buffers
@@ -84,20 +84,18 @@ def _chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple
                     rec = a.recompute_peak
         return att + mlp, att, mlp, rec
     kinds = [acts[r.layer_kinds[i]] for i in layers]
+    held = sum(held_per_layer(tr, kinds))
     n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     if tr.recompute_method == "block":
         rec, keep = kinds[:n], kinds[n:]
-        att = sum(k.attention for k in keep)
         mlp = sum(k.mlp for k in keep)
-        ckpt = sum(k.checkpoint for k in rec)
         work = max((k.full - k.checkpoint for k in rec), default=0)
-        return att + mlp + ckpt, att + ckpt, mlp, work
+        return held, held - mlp, mlp, work
     # uniform (the default method): groups of n layers keep only the group's input
     n = max(n, 1)
     groups = [kinds[i:i + n] for i in range(0, len(kinds), n)]
-    ckpt = sum(g[0].checkpoint for g in groups)
     work = max(sum(k.full for k in g) - g[0].checkpoint for g in groups)
-    return ckpt, ckpt, 0, work
+    return held, held, 0, work
 
 
 _LAYOUT_CACHE: dict = {}

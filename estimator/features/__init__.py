@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..activations import layer_activations, stage_extras
+from ..activations import held_per_layer, layer_activations, stage_extras
 from . import comm_buffers, cuda_graphs, fsdp, muon_step, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
@@ -172,7 +172,8 @@ class Plan:
             kinds = self._kinds(chunks[c_idx])
             out = last and c_idx == len(chunks) - 1
             root = q.root if out or (first and c_idx == 0) else 0
-            got = fsdp.grads_in_backward(q, q.units[start:start + len(kinds)], self._held(kinds),
+            held = held_per_layer(self.r.cfg.training, [self.acts[k] for k in kinds])
+            got = fsdp.grads_in_backward(q, q.units[start:start + len(kinds)], held,
                                          q.root if out else 0, root, phase, transient[phase], bwd_work,
                                          self.loss_act if out else 0)
             total = got[0] - got[1] + (transient[phase] if got[2] is None else got[2])
@@ -191,19 +192,6 @@ class Plan:
         return activations
 
     # ------------------------------------------------------------------ per layer and chunk helpers
-    def _held(self, kinds: list) -> list:
-        """One micro-batch's activations each decoder layer of a chunk keeps until its backward pass, as
-        ``memory._chunk_activations`` counts them (full recomputation: the checkpointed inputs)."""
-        tr = self.r.cfg.training
-        acts = [self.acts[k] for k in kinds]
-        if tr.recompute_granularity != "full":
-            return [a.attention + a.mlp for a in acts]
-        n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
-        if tr.recompute_method == "block":
-            return [a.checkpoint if i < n else a.attention + a.mlp for i, a in enumerate(acts)]
-        n = max(n, 1)
-        return [a.checkpoint if i % n == 0 else 0 for i, a in enumerate(acts)]
-
     def _kinds(self, c: range) -> list:
         """The layer-kind index (``r.kinds``) of each decoder layer of a chunk."""
         kinds = self.r.layer_kinds
