@@ -318,6 +318,12 @@ def test_chart_text_stays_readable_on_a_phone(browser, site_url):
 # ---------------------------------------------------------------- 13: copy, summary, live region
 
 
+def said_copied(page, selector):
+    """The button says "Copied" once the clipboard's (asynchronous) write has resolved: wait for it, at most 5 s."""
+    page.wait_for_function("(sel) => document.querySelector(sel).innerText === 'Copied'", arg=selector,
+                           timeout=5000)
+
+
 def test_copy_buttons_summary_and_live_region(browser, site_url):
     """Point 13: copy buttons said nothing; there was no "Copy link"; the summary lacked the GPU count, the
     expert-data-parallel size and the micro-batches per step; the whole results block was aria-live."""
@@ -326,13 +332,13 @@ def test_copy_buttons_summary_and_live_region(browser, site_url):
         page = context.new_page()
         assert open_page(page, f"{site_url}calculator/?preset=mixtral-8x7b") == "done"
         page.click("button.mme-copy-link")
-        assert page.inner_text("button.mme-copy-link") == "Copied"
+        said_copied(page, "button.mme-copy-link")
         assert page.evaluate("navigator.clipboard.readText()") == page.url
         n = events(page)
         page.click(".mme-exports > summary")
         assert wait(page, n) == "done"
         page.click("button[data-copy=yaml]")
-        assert page.inner_text("button[data-copy=yaml]") == "Copied"
+        said_copied(page, "button[data-copy=yaml]")
         assert page.evaluate("navigator.clipboard.readText()") == page.inner_text("pre.mme-export-yaml")
         est = estimate(load_preset("mixtral-8x7b"))
         par = page.inner_text(".mme-parallel")
