@@ -23,6 +23,7 @@ import pytest
 from estimator import load_config, yamlio
 from estimator.gpus import get_gpu
 from estimator.presets import list_presets
+from estimator.resolve import resolve
 from estimator.validation import stats
 from estimator.validation_ci import ci_cases, load_data, load_notes
 from estimator.validation_recipes import load_recipes, recipe_cases, recipe_config
@@ -171,6 +172,28 @@ def test_a_recipes_model_settings_lay_over_its_preset():
     assert (model["moe_router_dtype"], model["moe_token_dispatcher_type"], model["num_layers"]) == ("fp32", "flex", 61)
 
 
+def test_nemotronh_recipe_takes_the_null_tokenizers_vocabulary():
+    """NemotronH 56B's canonical recipe (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/recipes/
+    nemotronh/h100/nemotronh.py nemotronh_56b_pretrain_8gpu_h100_bf16_config) builds its HybridModelProvider
+    without a vocab_size and a NullTokenizer of DEFAULT_NULL_TOKENIZER_VOCAB_SIZE = 32,000
+    (recipes/utils/tokenizer_utils.py), so training/setup.py _validate_and_set_vocab_size gives the model the
+    tokenizer's 32,000, padded to a multiple of 128 x TP 8 = 1,024: 32,768 rows, not the published checkpoint's
+    131,072; the layers stay the preset's (118)."""
+    r = next(r for r in RECIPES if r["id"] == "bridge-nemotronh-56b-64gpu-h100-fp8cs")
+    cfg = load_config(recipe_config(r))
+    assert (cfg.model.vocab_size, cfg.model.num_layers) == (32000, 118)
+    assert resolve(cfg).Vp == 32768
+
+
+def test_llama_recipes_keep_the_vocabulary_unpadded():
+    """The Llama benchmarks set the tokenizer's vocab_size to the model's 128,256 (perf_recipes/llama/*/llama31.py),
+    so training/setup.py _validate_and_set_vocab_size returns should_pad_vocab False and the model keeps 128,256
+    rows; the 405B GB200 recipe says so with make_vocab_size_divisible_by 1 (128,256 = 4 x 32,064, so TP 4 adds
+    none), where Megatron's default 128 x 4 = 512 would pad to 128,512."""
+    r = next(r for r in RECIPES if r["id"] == "bridge-llama31-405b-256gpu-gb200-fp8cs")
+    assert resolve(load_config(recipe_config(r))).Vp == 128256
+
+
 _MOE_KEYS = ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "moe_token_dispatcher_type",
              "moe_flex_dispatcher_backend", "moe_router_dtype", "moe_router_pre_softmax",
              "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_router_enable_expert_bias")
@@ -183,21 +206,80 @@ _MOE_KEYS = ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "moe
                                                  False)),
     ("bridge-deepseek-v3-1024gpu-h100-bf16", (True, True, True, "flex", "hybridep", "fp32", True, "seq_aux_loss",
                                               1e-4, True)),
+    ("bridge-deepseek-v3-256gpu-b200-bf16", (True, True, True, "flex", "hybridep", "fp32", True, "seq_aux_loss",
+                                             1e-4, True)),
+    ("bridge-deepseek-v3-256gpu-gb200-bf16", (True, True, True, "flex", "hybridep", "fp32", True, "seq_aux_loss",
+                                              1e-4, True)),
+    ("bridge-qwen3-30b-a3b-8gpu-b200-bf16", (True, True, True, "flex", "hybridep", None, False, "aux_loss", 1e-3,
+                                             False)),
+    ("bridge-qwen3-235b-a22b-64gpu-gb200-bf16", (True, True, True, "flex", "hybridep", None, False, "aux_loss", 1e-3,
+                                                 False)),
+    ("bridge-gpt-oss-120b-64gpu-h100-bf16", (True, True, True, "alltoall", None, None, False, "none", 0.9, False)),
+    ("bridge-gpt-oss-120b-64gpu-gb200-bf16", (True, True, True, "alltoall", None, None, False, "none", 0.9, False)),
+    ("bridge-kimi-k2-1024gpu-h100-bf16", (True, True, True, "alltoall", None, "fp32", True, "seq_aux_loss", 1e-3,
+                                          True)),
+    ("bridge-nemotron-3-nano-16gpu-h100-bf16", (True, False, True, "flex", "hybridep", "fp32", False, "seq_aux_loss",
+                                                1e-4, True)),
 ])
 def test_moe_recipes_run_their_moe_kernels(rid, want):
     """The MoE settings each benchmark really runs, read by hand from NVIDIA-NeMo/Megatron-Bridge @ 067f987d
     (src/megatron/bridge/...): permute fusion and grouped GEMM from the canonical recipes' kernel selections
-    (recipes/qwen/h100/qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py) and the model bridges
+    (recipes/qwen/h100/qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py,
+    recipes/kimi/h100/kimi_k2.py, recipes/nemotronh/h100/nemotron_3_nano.py) and the model bridges
     (models/qwen/qwen3_moe_bridge.py: aux_loss 1e-3, no router dtype, pre-softmax off as norm_topk_prob is true;
-    models/deepseek/deepseek_v3_bridge.py: fp32 router, pre-softmax, seq_aux_loss 1e-4, expert bias); router
-    fusion from recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config,
-    perf_recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config and
-    perf_recipes/deepseek/common.py _deepseek_v3_common; the dispatcher as the benchmark sets it."""
+    models/deepseek/deepseek_v3_bridge.py: fp32 router, pre-softmax, seq_aux_loss 1e-4, expert bias;
+    models/gpt_oss/gpt_oss_bridge.py: no load-balancing loss, pre-softmax off, the config.json's
+    router_aux_loss_coef 0.9 kept as the unused coefficient; models/kimi/kimi_bridge.py: fp32 router,
+    pre-softmax, seq_aux_loss 1e-3, expert bias; nemotron_3_nano.py's HybridModelProvider: fp32 sigmoid router
+    with expert bias, seq_aux_loss 1e-4, no router fusion); router fusion from
+    recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config, the perf_recipes/qwen
+    benchmark functions, perf_recipes/deepseek/common.py _deepseek_v3_common and the GPT-OSS and Kimi K2
+    benchmark functions; the dispatcher as the benchmark sets it (DeepSeek-V3's through the canonical recipe's
+    apply_flex_dispatcher_backend 'hybridep', which the B200 and GB200 benchmarks keep)."""
     r = next(r for r in RECIPES if r["id"] == rid)
     cfg = load_config(recipe_config(r))
     got = tuple(getattr(cfg.model, k) for k in _MOE_KEYS)
     flex = cfg.model.moe_token_dispatcher_type == "flex"
     assert got[:4] + (got[4] if flex else None,) + got[5:] == want
+
+
+def test_recipes_divide_their_gpus_and_batches():
+    """Each recipe can start: its GPUs split into whole tensor x pipeline x context-parallel groups (and, for MoE,
+    expert-tensor x expert x pipeline-parallel groups), and its global batch into whole micro-batches per
+    data-parallel rank (Megatron-Core's parallel_state and the micro-batch calculator assert both). Checked on the
+    data file's own numbers, not through the estimator, so that a recipe the estimator does not load (one with
+    an unmodelled setting) is checked too. (NemotronH 56B's 256-GPU B200 BF16 recipe, global batch 192 over 128
+    data-parallel ranks, would fail here; it is not transcribed.)"""
+    for r in RECIPES:
+        cfg = recipe_config(r)
+        par, tr = cfg.get("parallelism", {}), cfg["training"]
+        t, p = par.get("tensor_model_parallel_size", 1), par.get("pipeline_model_parallel_size", 1)
+        cp, ws = par.get("context_parallel_size", 1), tr["world_size"]
+        assert ws % (t * p * cp) == 0, r["id"]
+        dp = ws // (t * p * cp)
+        assert tr["global_batch_size"] % (tr.get("micro_batch_size", 1) * dp) == 0, r["id"]
+        if cfg["model"].get("num_experts"):
+            ep, etp = par.get("expert_model_parallel_size", 1), par.get("expert_tensor_parallel_size") or t
+            assert ws % (etp * ep * p) == 0, r["id"]
+
+
+def test_recipes_cover_the_families_and_gpus_transcribed():
+    """27 recipes, counted from the data file's ids by hand: Llama 3 8B (5: 8 and 64 H100 in BF16 and FP8, 8 B200),
+    Llama 3 70B (5: 64 H100 BF16 and FP8, 64 B200 BF16 and MXFP8, 64 GB200), Llama 3.1 405B (3: 1024 and 512 H100,
+    256 GB200 FP8), Qwen3-30B-A3B (2: 16 H100, 8 B200), Qwen3-235B-A22B (2: 256 H100, 64 GB200), DeepSeek-V3
+    (3: 1024 H100, 256 B200, 256 GB200), GPT-OSS 120B (3: 64 H100, B200, GB200), Kimi K2 (1: 1024 H100),
+    Nemotron 3 Nano (2: 16 H100, 8 B200), NemotronH 56B (1: 64 H100); by GPU 15 H100, 7 B200, 5 GB200. Each id is
+    written once."""
+    ids = [r["id"] for r in RECIPES]
+    assert len(ids) == len(set(ids)) == 27
+    by_preset, by_gpu = {}, {}
+    for r in RECIPES:
+        by_preset[r["preset"]] = by_preset.get(r["preset"], 0) + 1
+        by_gpu[r["gpu"]] = by_gpu.get(r["gpu"], 0) + 1
+    assert by_preset == {"llama-3-8b": 5, "llama-3-70b": 5, "llama-3.1-405b": 3, "qwen3-30b-a3b": 2,
+                         "qwen3-235b-a22b": 2, "deepseek-v3": 3, "gpt-oss-120b": 3, "kimi-k2": 1,
+                         "nemotron-3-nano-30b-a3b": 2, "nemotron-h-56b": 1}
+    assert by_gpu == {"H100-80GB": 15, "B200-180GB": 7, "GB200": 5}
 
 
 def test_data_files_are_read_by_our_yaml_reader():
