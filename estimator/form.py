@@ -28,6 +28,7 @@ LABELS = {
     "model.moe_router_load_balancing_type": "Router load balancing", "model.moe_aux_loss_coeff": "Aux-loss coefficient",
     "model.moe_z_loss_coeff": "Z-loss coefficient", "model.moe_router_fusion": "Fused router",
     "model.moe_permute_fusion": "Fused permutation",
+    "model.moe_hybridep_ranks_per_nvlink_domain": "HybridEP ranks per NVLink domain",
     "model.moe_pad_expert_input_to_capacity": "Pad experts to capacity", "model.vocab_size": "Vocabulary",
     "model.make_vocab_size_divisible_by": "Pad vocabulary to a multiple of",
     "model.max_position_embeddings": "Longest sequence (positions)", "model.position_embedding_type": "Position embedding",

@@ -172,7 +172,8 @@ _put(_N, "moe_router_topk_scaling_factor "
      "moe_router_padding_for_quantization moe_router_padding_for_fp8",
      "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert")
 _put(_N, "moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
-     "thread blocks given to HybridEP's kernels; its buffers keep their size")
+     "thread blocks given to HybridEP's kernels; its buffers keep their size (but for the preprocessing scan's "
+     "scratch of 8 B per block, rank of the NVLink domain and local expert: kilobytes, counted at 108 blocks)")
 _put(_N, "moe_permute_fusion_into_hybridep moe_hybridep_pad_uneven_dispatch_inputs moe_ncclep_zero_copy "
      "moe_dispatch_fwd_dtype moe_combine_bwd_dtype",
      "flex-dispatcher kernel options: DeepEP sizes its buffers for 2-byte hidden states either way, and the "

@@ -157,10 +157,22 @@ class ModelConfig:
                                           "the worst-case token count). Both are allocated outside PyTorch's "
                                           "allocator.", type="str", choices=("deepep", "hybridep"),
                                           flag="--moe-flex-dispatcher-backend")
-    moe_flex_dispatcher_num_sms: int | None = _f(None, "Streaming multiprocessors of the flex dispatcher's kernels; "
-                                                 "DeepEP's buffer has one channel per two SMs.", type="int", min=2,
-                                                 max=1024, derived="20 (Megatron-Core's DeepEP default)",
-                                                 flag="--moe-flex-dispatcher-num-sms")
+    moe_flex_dispatcher_num_sms: int | None = _f(None, "Streaming multiprocessors of the flex dispatcher's kernels "
+                                                 "(Megatron-Bridge's moe_hybridep_num_sms sets it too). DeepEP's "
+                                                 "buffer has one channel per two SMs; HybridEP across NVLink domains "
+                                                 "opens one RDMA queue pair per SM and remote domain for dispatch "
+                                                 "and one for combine.", type="int", min=2,
+                                                 max=1024, derived="DeepEP: 20 (Megatron-Core's default); HybridEP: "
+                                                 "8 across NVLink domains (24 within one, where no buffer depends "
+                                                 "on it)", flag="--moe-flex-dispatcher-num-sms")
+    moe_hybridep_ranks_per_nvlink_domain: int | None = _f(
+        None, "HybridEP: ranks of the flex dispatcher's expert group (expert x expert-tensor parallel, G ranks) "
+        "that share one NVLink domain. HybridEP takes it from the environment variable "
+        "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN, else counts the ranks whose memory it can map (the same host; "
+        "with multi-node NVLink, USE_MNNVL, the whole rack: up to 72 on GB200/GB300 NVL72). A group of more than "
+        "one domain adds RDMA staging buffers and queue pairs; G must be a multiple of it. Megatron-Bridge's "
+        "launcher sets min(EP, 8) on H100/B200/B300 and EP on GB200/GB300.", type="int", min=1, max=MAX_GPUS,
+        derived="min(G, 8): eight GPUs per host, without multi-node NVLink")
     moe_expert_capacity_factor: float | None = _f(None, "Capacity factor per expert; null means dropless "
                                                   "(every expert takes exactly its balanced share).",
                                                   type="float", min=0.0, max=1e4, flag="--moe-expert-capacity-factor")

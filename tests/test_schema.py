@@ -60,6 +60,11 @@ VARIANTS = {
     "training.world_size": (make_config(MODEL, None, {"world_size": 2}), {"training": {"world_size": 4}}),
     "model.moe_token_dispatcher_type": (make_config(MOE, {"expert_model_parallel_size": 2}, {"world_size": 2}),
                                         {"model": {"moe_token_dispatcher_type": "flex"}}),
+    "model.moe_hybridep_ranks_per_nvlink_domain": (
+        make_config({**MOE, "num_experts": 16, "moe_token_dispatcher_type": "flex",
+                     "moe_flex_dispatcher_backend": "hybridep"}, {"expert_model_parallel_size": 16},
+                    {"world_size": 16}),
+        {"model": {"moe_hybridep_ranks_per_nvlink_domain": 16}}),
     "parallelism.torch_fsdp2_reshard_after_forward": (
         make_config({**MODEL, "untie_embeddings_and_output_weights": True}, {"use_torch_fsdp2": True},
                     {"world_size": 2, "gradient_accumulation_fusion": False, "use_distributed_optimizer": False}),

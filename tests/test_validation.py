@@ -282,6 +282,21 @@ def test_recipes_cover_the_families_and_gpus_transcribed():
     assert by_gpu == {"H100-80GB": 15, "B200-180GB": 7, "GB200": 5}
 
 
+@pytest.mark.parametrize("rid", ["bridge-qwen3-30b-a3b-16gpu-h100-bf16", "bridge-deepseek-v3-1024gpu-h100-bf16"])
+def test_hybridep_recipes_state_their_topology(rid):
+    """Both HybridEP recipes run their expert group over NVLink domains of 8 with 32 SMs, read by hand from
+    NVIDIA-NeMo/Megatron-Bridge @ 067f987d: perf_recipes/_common.py _benchmark_common (moe_hybridep_num_sms 32,
+    which Megatron-Core's TransformerConfig routes to moe_flex_dispatcher_num_sms) and the recipes' env_vars
+    (perf_recipes/qwen/h100/qwen3_moe.py, perf_recipes/deepseek/h100/deepseek_v3.py:
+    NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN 8, USE_MNNVL 0); 16 and 64 ranks make 2 and 8 domains, so they are
+    estimated with HybridEP's RDMA buffers, no longer as lower bounds."""
+    r = next(r for r in RECIPES if r["id"] == rid)
+    m = load_config(recipe_config(r)).model
+    assert (m.moe_flex_dispatcher_num_sms, m.moe_hybridep_ranks_per_nvlink_domain) == (32, 8)
+    case = next(c for c in RECIPE_CASES if c.id == rid)
+    assert case.status == "estimated" and not case.lower_bound
+
+
 def test_data_files_are_read_by_our_yaml_reader():
     for name in ("megatron_ci.yaml", "megatron_ci_notes.yaml", "known_to_run.yaml"):
         assert yamlio.load((ROOT / "validation" / name).read_text(encoding="utf-8"))

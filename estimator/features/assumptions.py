@@ -97,8 +97,15 @@ def assumptions(r) -> list[str]:
                    "default overlap configuration.")
     if r.E and m.moe_token_dispatcher_type == "flex":
         if m.moe_flex_dispatcher_backend == "hybridep":
-            out.append("Flex dispatcher (HybridEP): buffers for the worst case of every token of the expert group "
-                       "reaching one rank, outside PyTorch's allocator; multi-node RDMA staging buffers not counted.")
+            G = r.ep * r.etp
+            L, N = comm_buffers.hybridep_domains(G, m.moe_hybridep_ranks_per_nvlink_domain)
+            across = (f"{N} NVLink domains of {L} ranks: the NVLink buffers plus RDMA staging buffers and "
+                      f"{2 * (N - 1) * (m.moe_flex_dispatcher_num_sms or 8)} queue pairs" if N > 1 else
+                      f"one NVLink domain of {L} ranks, no RDMA buffers")
+            out.append(f"Flex dispatcher (HybridEP, DeepEP @ 34152ae): buffers for the worst case of every token of "
+                       f"the expert group ({G} ranks) reaching one rank, {comm_buffers.hybridep_bytes(r) / GIB:.2f} "
+                       f"GiB outside PyTorch's allocator; {across} (moe_hybridep_ranks_per_nvlink_domain: HybridEP's "
+                       "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN, 8 GPUs per host unless set).")
         else:
             out.append(f"Flex dispatcher (DeepEP, {m.moe_flex_dispatcher_num_sms or 20} SMs): DeepEP's NVLink (and, "
                        "beyond 8 ranks, RDMA) buffers from its recommended configurations, outside PyTorch's "

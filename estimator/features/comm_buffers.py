@@ -22,16 +22,46 @@ H = 2h, k = 128 top-k slots and 128 scales:
 
 the larger of the dispatch and the combine configuration, each rounded up to 128 bytes.
 
-HybridEP (``moe_flex_dispatcher_backend: hybridep``; DeepEP branch hybrid-ep ``csrc/hybrid_ep/buffer/
-intranode.cu``): buffers sized for the worst case of every token of the group reaching one rank, M = tokens
-per rank * G: the token buffer M * h * 2 B (shared by dispatch and combine), routing probabilities
-M * (local experts * ranks per NVLink domain) * 4 B and FP8 scaling factors M * h/128 * 4 B. The RDMA staging
-buffers of a multi-node HybridEP group are not counted (a lower bound there).
+HybridEP (``moe_flex_dispatcher_backend: hybridep``): DeepEP's branch hybrid-ep at the revision Megatron-Bridge
+@ 067f987d (``docker/Dockerfile.ci``) and Megatron-LM's LTS image @ d98e8a64 build, deepseek-ai/DeepEP @ 34152ae,
+with its RDMA part (``HYBRID_EP_MULTINODE=1``). Megatron-Core (``moe/fused_a2a.py`` ``init_hybrid_ep_buffer``)
+creates one buffer per process at the first dispatch, for the expert x expert-tensor parallel group of G ranks,
+the tokens of that first input (sequence x micro-batch / CP, / TP with sequence parallelism) and the local
+experts. The group splits into N = G / L NVLink domains of L ranks
+(``deep_ep/hybrid_ep_buffer.py``: the environment variable NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN, else the
+ranks whose memory the process can map; ``moe_hybridep_ranks_per_nvlink_domain``). With T = max(tokens rounded
+up to 16, 512) tokens per rank (``config.cuh`` ``Configurer``, ``update_template_config``), M = T x G rows for
+the worst case of every token reaching this rank, hidden width H (the latent width with ``moe_latent_size``,
+which the dispatcher moves instead), e local experts, c = ceil(T / 64) token chunks
+(NUM_OF_TOKENS_PER_CHUNK_{DISPATCH,COMBINE}_API, 64 unless set: another chunk size moves only the flags, by KiB):
+
+    NVLink  M*H*2 (bf16 tokens; dispatch shares combine's, use_shared_buffer) + M*e*L*4 (fp32 probabilities)
+            + M*(H/128)*4 (fp32 FP8 scales, allocated in BF16 runs too) + e*G*T*G (the gathered bool routing map)
+            + flags: 2*c*G*4 chunk flags, 108*(L + e)*8 scan scratch, 48 B of counters, a 512 B probe
+              (+ 24 + 8L B in one domain: the all-gather's flags and peer table)
+    RDMA    T*H*2*(3N - 2) tokens: a send copy, N - 1 receive slots, two combine staging areas of N - 1
+            + T*e*G*4 + 3*(N-1)*T*e*L*4 probabilities + N*T*(H/128)*4 scales + 4*(c + 2)*(N-1)*8 + 16 flags
+            + queue pairs, (N-1) x SMs for dispatch and again for combine (8 SMs unless set): each a send ring
+              and a completion ring of W x 64 B, W = 3T+1 (dispatch) or 2T+1 (combine) rounded up to a power of
+              two, plus 7 pages of 4 KiB and a 280 B descriptor; 8 B + 96 B (dispatch) or 72 B (combine) of
+              tables per queue pair
+
+(``csrc/hybrid_ep/buffer/intranode.cu`` ``NVLCoordinator::allocate_*``, ``extension/allgather.cu``,
+``buffer/internode.cu`` ``RDMACoordinator::allocate_dispatch_buffers`` / ``allocate_combine_buffers``; the queue
+pairs from DOCA GPUNetIO in NVIDIA/nccl @ 1e0c869c, the submodule it builds: ``doca_gpunetio_high_level.cpp``
+``doca_gpu_verbs_create_qp_hl``, ``doca_gpunetio.cpp`` ``doca_gpu_mem_alloc``, which asks cudaMalloc for one
+page more than each ring). All of it is cudaMalloc'd (or cuMem-allocated with fabric handles under multi-node
+NVLink), outside PyTorch's allocator, and counted on the local rank 0 of a domain, which holds the few shared
+counters. Not counted: the driver's rounding of each allocation (to the fabric granularity under multi-node
+NVLink, nine shared allocations), and 64 KiB instead of 4 KiB pages on hosts that use them (Grace). HybridEP
+itself refuses a group that is not a whole number of domains, more than 33 domains, and across domains more
+than 21,840 tokens per rank (its RDMA send queue must stay under 65,536 entries).
 """
 
 from __future__ import annotations
 
-__all__ = ["deepep_bytes", "hybridep_bytes", "tp_overlap_bytes", "DEEPEP_GROUP_SIZES"]
+__all__ = ["deepep_bytes", "hybridep_bytes", "hybridep_domains", "hybridep_parts", "hybridep_tokens",
+           "tp_overlap_bytes", "DEEPEP_GROUP_SIZES", "HYBRIDEP_MAX_DOMAINS", "HYBRIDEP_MAX_RDMA_TOKENS"]
 
 _K = 128            # DeepEP's kNumMaxTopK and kNumMaxScales
 _NVL_PEERS = 8      # DeepEP's NUM_MAX_NVL_PEERS
@@ -87,13 +117,72 @@ def deepep_bytes(r) -> int:
     return nvl + rdma
 
 
-def hybridep_bytes(r) -> int:
-    """HybridEP's NVLink-domain buffers on one GPU."""
+# HybridEP (deepseek-ai/DeepEP @ 34152ae, branch hybrid-ep) ------------------------------------------------
+_HYB_HOST_GPUS = 8            # the default ranks per NVLink domain: GPUs of one host without multi-node NVLink
+_HYB_MIN_TOKENS = 512         # Configurer: max_num_of_tokens_per_rank = max(tokens, 512)
+_HYB_TOKEN_ALIGN = 16         # update_template_config: tokens per rank rounded up to 16
+_HYB_CHUNK = 64               # NUM_OF_TOKENS_PER_CHUNK_{DISPATCH,COMBINE}_API default
+_HYB_SCAN_BLOCKS = 108        # num_sms_preprocessing_api (Megatron-Core moe_hybridep_num_sms_preprocessing)
+_HYB_SCAN_STATE = 8           # sizeof(tmp_state_t): enum + int32
+_HYB_RDMA_SMS = 8             # Configurer: num_sms_{dispatch,combine}_api default across domains
+_HYB_COUNTERS = 2 * (8 + 4 + 4) + 2 * 2 * 4   # expected flag, parity, (un)permute flag; rank 0's completion flags
+_HYB_PROBE = 128 * 4          # ExtendedMemoryAllocator's test allocation
+_WQE = _CQE = 64              # sizeof(doca_gpu_dev_verbs_wqe), sizeof(doca_gpunetio_ib_mlx5_cqe64)
+_PAGE = 4096                  # doca_gpu_mem_alloc's alignment: the host page (x86)
+_QP_DESC = 280                # sizeof(doca_gpu_dev_verbs_qp)
+_MR_INFO = (96, 72)           # sizeof(dispatch_/combine_memory_region_info_t) (config.cuh compute_smem_sizes)
+#: Most NVLink domains in one HybridEP group: one warp loads the remote domains' memory regions (static_assert).
+HYBRIDEP_MAX_DOMAINS = 33
+#: Most tokens per rank across domains: the dispatch send queue, 3T + 1 entries, must stay under 65,536
+#: (internode.cu setup_qp_init_attr's assert), T a multiple of 16.
+HYBRIDEP_MAX_RDMA_TOKENS = (65535 - 1) // 3 // _HYB_TOKEN_ALIGN * _HYB_TOKEN_ALIGN
+
+
+def hybridep_tokens(tokens: int) -> int:
+    """T: the tokens per rank HybridEP sizes its buffers for (at least 512, a multiple of 16)."""
+    return max(-(-tokens // _HYB_TOKEN_ALIGN) * _HYB_TOKEN_ALIGN, _HYB_MIN_TOKENS)
+
+
+def hybridep_domains(group: int, ranks_per_domain: int | None) -> tuple[int, int]:
+    """(L, N): ranks per NVLink domain (the setting, else min(G, 8)) and domains in a group of G ranks."""
+    L = ranks_per_domain or min(group, _HYB_HOST_GPUS)
+    return L, group // L
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def hybridep_parts(r) -> dict[str, int]:
+    """HybridEP's buffers on one GPU by kind (bytes; empty without a group): the formula in the module docstring."""
+    m = r.cfg.model
     G = r.ep * r.etp
     if G <= 1:
-        return 0
-    tokens = r.s * r.b // r.cp // (r.t if r.sp else 1)
-    M = -(-tokens * G // 4) * 4
-    local_experts = r.E // r.ep
-    per_node = min(G, _NVL_PEERS)
-    return M * r.h * 2 + M * local_experts * per_node * 4 + M * (r.h // 128) * 4
+        return {}
+    T = hybridep_tokens(r.s * r.b // r.cp // (r.t if r.sp else 1))
+    L, N = hybridep_domains(G, m.moe_hybridep_ranks_per_nvlink_domain)
+    H, e = r.lat or r.h, r.E // r.ep
+    M, sc, c = T * G, H // 128, -(-T // _HYB_CHUNK)
+    flags = 2 * c * G * 4 + _HYB_SCAN_BLOCKS * (L + e) * _HYB_SCAN_STATE + _HYB_COUNTERS + _HYB_PROBE
+    if N == 1:
+        flags += 3 * 8 + L * 8      # the custom all-gather's flags and peer table (one domain only)
+    parts = {"tokens": M * H * 2, "probs": M * e * L * 4, "scales": M * sc * 4, "routing_map": e * G * T * G,
+             "flags": flags}
+    if N > 1:
+        sms = m.moe_flex_dispatcher_num_sms or _HYB_RDMA_SMS
+        qps = (N - 1) * sms                     # per direction
+        per_qp = 7 * _PAGE + _QP_DESC + 8      # rings' and doorbells' pages, descriptor, its pointer
+        parts.update({
+            "rdma_tokens": T * H * 2 * (3 * N - 2),
+            "rdma_probs": T * e * G * 4 + 3 * (N - 1) * T * e * L * 4,
+            "rdma_scales": N * T * sc * 4,
+            "rdma_flags": 4 * (c + 2) * (N - 1) * 8 + 2 * 8,
+            "queue_pairs": qps * (_pow2(3 * T + 1) * (_WQE + _CQE) + per_qp + _MR_INFO[0])
+                           + qps * (_pow2(2 * T + 1) * (_WQE + _CQE) + per_qp + _MR_INFO[1]),
+        })
+    return parts
+
+
+def hybridep_bytes(r) -> int:
+    """HybridEP's buffers on one GPU: NVLink domain, and RDMA across domains (module docstring)."""
+    return sum(hybridep_parts(r).values())

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ..errors import Problem
 from ..resolve import virtual_stages
-from .comm_buffers import DEEPEP_GROUP_SIZES
+from .comm_buffers import (DEEPEP_GROUP_SIZES, HYBRIDEP_MAX_DOMAINS, HYBRIDEP_MAX_RDMA_TOKENS, hybridep_domains,
+                           hybridep_tokens)
 
 __all__ = ["feature_problems"]
 
@@ -208,7 +209,16 @@ def feature_problems(cfg) -> list[Problem]:
         # HybridEP with a bf16 router is accepted: Megatron-Core (moe/token_dispatcher.py, the HybridEP
         # dispatch) warns and casts the top-k probabilities to fp32 ([tokens, top-k], under 1 MiB), it does not
         # refuse; the router's saved logits and probabilities stay in the dtype moe_router_dtype gives them.
+        lpd = m.moe_hybridep_ranks_per_nvlink_domain
+        if m.moe_flex_dispatcher_backend == "hybridep" and g > 1:
+            seq = tr.seq_length or m.max_position_embeddings or 0
+            _hybridep_rules(add, ep, g, lpd, seq, seq * tr.micro_batch_size // cp // (t if tr.sequence_parallel else 1))
+        else:
+            only_with("model.moe_hybridep_ranks_per_nvlink_domain", lpd, None,
+                      "moe_flex_dispatcher_backend: hybridep over more than one rank")
     else:
+        only_with("model.moe_hybridep_ranks_per_nvlink_domain", m.moe_hybridep_ranks_per_nvlink_domain, None,
+                  "moe_token_dispatcher_type: flex")
         only_with("model.moe_flex_dispatcher_backend", m.moe_flex_dispatcher_backend, "deepep",
                   "moe_token_dispatcher_type: flex")
         only_with("model.moe_flex_dispatcher_num_sms", m.moe_flex_dispatcher_num_sms, None,
@@ -257,3 +267,26 @@ def feature_problems(cfg) -> list[Problem]:
         only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
                   "first_last_layers_bf16: true")
     return P
+
+
+
+def _hybridep_rules(add, ep: int, group: int, setting: int | None, seq: int, tokens: int) -> None:
+    """What HybridEP (deepseek-ai/DeepEP @ 34152ae) refuses of an expert group of ``group`` ranks: a group that is
+    not a whole number of NVLink domains (``hybrid_ep_buffer.py``'s assert), more domains than one warp serves
+    (``hybrid_ep_backend.cuh``'s static_assert) and, across domains, a send queue of 65,536 entries or more
+    (``internode.cu`` ``setup_qp_init_attr``'s assert)."""
+    L, N = hybridep_domains(group, setting)
+    field, value = (("model.moe_hybridep_ranks_per_nvlink_domain", setting) if setting
+                    else ("parallelism.expert_model_parallel_size", ep))
+    if group % L:
+        add(field, value, f"HybridEP needs the expert x expert-tensor parallel group ({group} ranks) to be whole "
+            f"NVLink domains of {L} ranks (moe_hybridep_ranks_per_nvlink_domain, "
+            f"{'as set' if setting else 'min(G, 8) unless set'})")
+    elif N > HYBRIDEP_MAX_DOMAINS:
+        add(field, value, f"HybridEP reaches at most {HYBRIDEP_MAX_DOMAINS} NVLink domains; {group} ranks in "
+            f"domains of {L} make {N}")
+    elif N > 1 and hybridep_tokens(tokens) > HYBRIDEP_MAX_RDMA_TOKENS:
+        add("training.seq_length", seq, f"HybridEP across NVLink domains takes at most "
+            f"{HYBRIDEP_MAX_RDMA_TOKENS:,} tokens per rank (its RDMA send queue holds 3 x tokens + 1 entries, "
+            f"under 65,536); this layout gives {tokens:,} (sequence x micro-batch / CP, / TP with sequence "
+            "parallelism)")
