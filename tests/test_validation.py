@@ -282,17 +282,20 @@ def test_recipes_cover_the_families_and_gpus_transcribed():
     assert by_gpu == {"H100-80GB": 15, "B200-180GB": 7, "GB200": 5}
 
 
-@pytest.mark.parametrize("rid", ["bridge-qwen3-30b-a3b-16gpu-h100-bf16", "bridge-deepseek-v3-1024gpu-h100-bf16"])
-def test_hybridep_recipes_state_their_topology(rid):
-    """Both HybridEP recipes run their expert group over NVLink domains of 8 with 32 SMs, read by hand from
-    NVIDIA-NeMo/Megatron-Bridge @ 067f987d: perf_recipes/_common.py _benchmark_common (moe_hybridep_num_sms 32,
-    which Megatron-Core's TransformerConfig routes to moe_flex_dispatcher_num_sms) and the recipes' env_vars
-    (perf_recipes/qwen/h100/qwen3_moe.py, perf_recipes/deepseek/h100/deepseek_v3.py:
-    NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN 8, USE_MNNVL 0); 16 and 64 ranks make 2 and 8 domains, so they are
-    estimated with HybridEP's RDMA buffers, no longer as lower bounds."""
+@pytest.mark.parametrize("rid, domain", [("bridge-qwen3-30b-a3b-16gpu-h100-bf16", 8),
+                                         ("bridge-deepseek-v3-1024gpu-h100-bf16", 8),
+                                         ("bridge-deepseek-v3-256gpu-gb200-bf16", 64)])
+def test_hybridep_recipes_state_their_topology(rid, domain):
+    """The HybridEP recipes whose expert group is not one 8-GPU node run with 32 SMs and the NVLink domain their
+    environment names, read by hand from NVIDIA-NeMo/Megatron-Bridge @ 067f987d: perf_recipes/_common.py
+    _benchmark_common (moe_hybridep_num_sms 32, which Megatron-Core's TransformerConfig routes to
+    moe_flex_dispatcher_num_sms) and the recipes' env_vars (perf_recipes/qwen/h100/qwen3_moe.py,
+    perf_recipes/deepseek/h100/deepseek_v3.py: NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN 8, USE_MNNVL 0, so 16 and
+    64 ranks make 2 and 8 domains; perf_recipes/deepseek/gb200/deepseek_v3.py: 64, USE_MNNVL 1, one domain of a
+    GB200 NVL72 rack). All are estimated with HybridEP's buffers for that topology, no longer as lower bounds."""
     r = next(r for r in RECIPES if r["id"] == rid)
     m = load_config(recipe_config(r)).model
-    assert (m.moe_flex_dispatcher_num_sms, m.moe_hybridep_ranks_per_nvlink_domain) == (32, 8)
+    assert (m.moe_flex_dispatcher_num_sms, m.moe_hybridep_ranks_per_nvlink_domain) == (32, domain)
     case = next(c for c in RECIPE_CASES if c.id == rid)
     assert case.status == "estimated" and not case.lower_bound
 
