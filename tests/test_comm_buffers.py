@@ -44,6 +44,15 @@ def test_deepep_buffer_for_eight_ranks():
     assert f.device_bytes - s.device_bytes == 84_051_584
 
 
+def test_deepep_buffer_moves_latent_rows():
+    """With moe_latent_size 512 the dispatched rows are 512 wide (Megatron-LM @ d98e8a64 moe/moe_layer.py runs
+    fc1_latent_proj before the dispatch; moe/fused_a2a.py sizes the buffer from the dispatched tensor,
+    get_hidden_bytes): hidden 2 x 512 = 1024 B, per received token 1024 + 8 + 1024 + 512 + 512 = 3080 B;
+    10 channels x 8 ranks x ((2 + 3) x 4 + 256 x 3080 = 788,500) = 63,080,000, rounded up to 128: 63,080,064."""
+    f = est({**MOE, "moe_token_dispatcher_type": "flex", "moe_latent_size": 512}, {"expert_model_parallel_size": 8})
+    assert f.outside_allocator == {"deepep_buffers": 63_080_064}
+
+
 HYB = {**MOE, "moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep"}
 
 

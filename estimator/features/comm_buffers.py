@@ -15,7 +15,7 @@ DeepEP (flex dispatcher, ``moe_flex_dispatcher_backend: deepep``; Megatron-Core 
 ``get_buffer``; DeepEP ``csrc/legacy/config.hpp`` ``get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
 and ``deep_ep/buffers/legacy.py`` ``get_dispatch_config`` / ``get_combine_config``): over the expert-parallel x
 expert-tensor-parallel group of G ranks, with c = num_sms / 2 channels (20 SMs unless set), hidden bytes
-H = 2h, k = 128 top-k slots and 128 scales:
+H = 2h (2 x the latent width with ``moe_latent_size``), k = 128 top-k slots and 128 scales:
 
     NVLink  c * min(G, 8) * [ (2*R + 3)*4 + recv_nvl * (H + 8 + k*8 + k*4 + 128*4) ]       R = max(G / 8, 1)
     RDMA    c * R * [ 18*2*4 + 2*recv_rdma * (H + 8 + k*8 + k*4 + 128*4 + 16) ]           (G > 8 only)
@@ -103,7 +103,9 @@ def deepep_bytes(r) -> int:
     if G <= 1:
         return 0
     channels = (r.cfg.model.moe_flex_dispatcher_num_sms or 20) // 2
-    hidden = 2 * r.h
+    # fused_a2a.py get_hidden_bytes(x): the row width of the dispatched tensor, the latent width with
+    # moe_latent_size (moe_layer.py runs fc1_latent_proj before the dispatch).
+    hidden = 2 * (r.lat or r.h)
     per_token = hidden + _META + _K * _TOPK_IDX + _K * 4 + _K * 4
     rdma_ranks = max(G // _NVL_PEERS, 1)
     nvl_ranks = min(G, _NVL_PEERS)
