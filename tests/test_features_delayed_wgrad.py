@@ -21,8 +21,10 @@ from estimator.features.delayed_wgrad import DelayWindows, kind_windows, step_ex
 from estimator.megatron_args import read_megatron_args
 from estimator.resolve import resolve
 from tests.conftest import make_config
-from tests.test_features_schedule import MODEL, T
 
+H, F, V, T = 1024, 4096, 32000, 2048
+MODEL = dict(num_layers=4, hidden_size=H, num_attention_heads=8, ffn_hidden_size=F, vocab_size=V,
+             activation_func="gelu", gated_linear_unit=False, untie_embeddings_and_output_weights=True)
 FINE = {**MODEL, "num_experts": 8, "moe_router_topk": 2, "activation_func": "swiglu", "gated_linear_unit": True,
         "moe_ffn_hidden_size": 512}
 INTERLEAVED = {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
