@@ -59,6 +59,8 @@ LABELS = {
     "cuda_graph_static_buffers": "CUDA graphs: static buffers",
     "cuda_graph_capture_workspaces": "CUDA graphs: cuBLAS workspaces of the capture stream",
     "deferred_output_wgrad": "Deferred output-layer weight gradients", "dora_weight_norm": "DoRA weight norms",
+    "ep_overlap_1f1b_step": "Combined 1F1B step: a forward layer's pre-dispatch part and a backward working set",
+    "delayed_wgrad": "Delayed weight gradients: kept inputs and output gradients (combined 1F1B step)",
     "bf16_layers": "Layers kept in bf16 under FP8 (extra activations)",
 }
 _GROUP = {"weights": "model states", "gradients": "model states", "optimizer": "model states"}

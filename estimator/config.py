@@ -358,6 +358,39 @@ def not_modelled(cfg: Config) -> list[str]:
                    "GEMMs; with fp8_param_gather, FP8 weights that Megatron-Core's optimizers treat as fp32 "
                    "parameters and Megatron-FSDP gives bf16 gradient buffers); use bf16 weights to estimate the "
                    "usual FP8 recipe")
+    out += _delay_wgrad_not_modelled(cfg)
+    return out
+
+
+def _delay_wgrad_not_modelled(cfg: Config) -> list[str]:
+    """The combinations of ``delay_wgrad_compute`` that estimator/features/delayed_wgrad.py does not model."""
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    if not (tr.delay_wgrad_compute and tr.overlap_moe_expert_parallel_comm):
+        return []
+    what = "training.delay_wgrad_compute with "
+    out = []
+    if pr.fp8:
+        out.append(what + "FP8: the delayed GEMMs keep quantised copies of their inputs and output gradients, "
+                   "which are not modelled")
+    if par.tp_comm_overlap:
+        out.append(what + "tp_comm_overlap: Transformer Engine refuses userbuffers' weight-gradient overlap for a "
+                   "delayed GEMM (module/_common.py WeightGradStore, module/linear.py), and the combination is not "
+                   "modelled")
+    if tr.cuda_graph_impl != "none":
+        out.append(what + f"cuda_graph_impl {tr.cuda_graph_impl}: graphed backward_dw is not modelled")
+    if m.mtp_num_layers:
+        out.append(what + "MTP layers: the MTP layer's delayed eh_proj and its pre-dispatch part are not modelled")
+    if m.hybrid_layer_pattern or m.experimental_attention_variant:
+        out.append(what + "hybrid or linear-attention layers: only attention / MLA with a dense MLP or MoE is "
+                   "modelled")
+    freq = m.moe_layer_freq
+    all_moe = freq == 1 or (isinstance(freq, list) and all(freq))
+    if tr.recompute_granularity == "selective" and "mlp" in (tr.recompute_modules or ()) and not all_moe:
+        out.append(what + "recompute of mlp: the recomputed dense MLP's delayed inputs are not modelled")
+    if tr.peft is not None:
+        out.append(what + "PEFT: delayed GEMMs of frozen weights and adapters are not modelled")
+    if tr.cpu_offloading:
+        out.append(what + "activation offloading: not modelled")
     return out
 
 

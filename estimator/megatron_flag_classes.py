@@ -121,6 +121,9 @@ _put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak 
      "precedes the optimizer's first step")
 _put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part beside a "
      "backward layer")
+_put(_M, "delay_wgrad_compute", "inside the combined 1F1B step each delayed linear keeps its input and output "
+     "gradient until backward_dw: the experts' past the forward layer's dispatch, the attention's to the end of the "
+     "layer step")
 _put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage keeps each deferred micro-batch's "
      "output-layer input and logits gradient")
 _put(_M, "first_last_layers_bf16 num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "bf16 layers in an FP8 "
@@ -380,11 +383,9 @@ _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
 _put(_R, "overlap_dispatch_backward_with_experts_wgrad",
-     "delayed weight-gradient computation keeps inputs longer; not modelled")
-_put(_R, "delay_wgrad_compute",
-     "delayed weight-gradient computation keeps each delayed linear's output gradient with its input until "
-     "backward_dw (under expert-parallel overlap: the experts' past the forward's dispatch, the attention's to "
-     "the end of the layer step, the first layer's past the pipeline send); not modelled")
+     "the experts' weight-gradient GEMMs delayed to the dispatch boundary of the plain schedule (a side stream) "
+     "keep their inputs and output gradients through the unpermutation's backward; not modelled "
+     "(--delay-wgrad-compute under expert-parallel overlap is)")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")

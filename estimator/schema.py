@@ -548,6 +548,11 @@ class TrainingConfig:
                                                 "micro-batches in flight, plus one forward layer's attention "
                                                 "beside a backward layer.", type="bool",
                                                 flag="--overlap-moe-expert-parallel-comm")
+    delay_wgrad_compute: bool = _f(False, "Delay the weight-gradient GEMMs of the Transformer Engine linears inside "
+                                   "the combined 1F1B step (needs overlap_moe_expert_parallel_comm): each keeps "
+                                   "its input and output gradient until its backward_dw, the experts' past the "
+                                   "forward layer's dispatch, the attention's to the end of the layer step.",
+                                   type="bool", flag="--delay-wgrad-compute")
     defer_embedding_wgrad_compute: bool = _f(False, "Defer the output layer's weight-gradient GEMMs to the pipeline "
                                              "flush: the last stage keeps each deferred micro-batch's input and "
                                              "logits gradient until then.", type="bool",

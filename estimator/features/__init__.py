@@ -11,6 +11,7 @@ source in its docstring:
 - :mod:`.comm_buffers`: TP-overlap userbuffers, DeepEP / HybridEP buffers (outside the allocator);
 - :mod:`.schedule`: expert-parallel overlap, deferred output-layer weight gradients, FP8 without the weight
   cache, bf16 first/last layers;
+- :mod:`.delayed_wgrad`: delayed weight gradients inside the expert-parallel overlap's combined step;
 - :mod:`.optimizers`: Adam, SGD and Muon state bytes and their sharding (partial distributed optimizer);
 - :mod:`.muon_step`: the Muon optimizer step (Newton-Schulz working set beside Adam's temporaries);
 - :mod:`.rules`: the cross-field rules Megatron-Core enforces for them.
@@ -24,7 +25,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ..activations import held_per_layer, layer_activations, stage_extras
-from . import comm_buffers, cuda_graphs, fsdp, muon_step, offload, optimizers, peft, schedule
+from . import comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
 __all__ = ["Plan", "StageAdjustment", "assumptions", "plan", "step_modelled"]
@@ -115,6 +116,8 @@ class Plan:
         self.acts = acts
         self.ep_overlap = (schedule.ep_overlap_layer([(r.kinds[k].moe, a) for k, a in acts.items()])
                            if tr.overlap_moe_expert_parallel_comm else 0)
+        self.delay = ({k: delayed_wgrad.kind_windows(r, r.kinds[k], a.parts) for k, a in acts.items()}
+                      if self.ep_overlap and tr.delay_wgrad_compute else None)
         if self.ep_overlap or par.use_megatron_fsdp:
             ex = stage_extras(r, None)
             self.loss_act, self.emb_act = ex.output, ex.embedding
@@ -327,9 +330,14 @@ class Plan:
             phase = next(k for k in schedule.PEAK_PHASES if k in transient)
             step = schedule.ep_overlap_peak(self.ep_overlap, bwd_work, self.loss_act if last and r.v == 1 else 0,
                                             self.emb_act if first else 0)
-            if step > transient[phase]:
+            # Delayed weight gradients (delayed_wgrad.py): two later moments of the step, each another working set.
+            delayed = (delayed_wgrad.step_extra([self.delay[k] for k in set(kinds)], bwd_work)
+                       if self.delay else 0)
+            if step + delayed > transient[phase]:
                 del transient[phase]
                 transient["ep_overlap_1f1b_step"] = step
+                if delayed:
+                    transient["delayed_wgrad"] = delayed
 
         phase = next((k for k in schedule.PEAK_PHASES if k in transient), None)
         if queue and phase:

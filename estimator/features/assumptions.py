@@ -117,6 +117,12 @@ def assumptions(r) -> list[str]:
         out.append("Expert-parallel overlap (combined 1F1B): the same (chunk-)micro-batches in flight as without it; "
                    "inside a step one forward layer's pre-dispatch part (attention, pre-MLP norm, router) sits beside "
                    "a backward layer's working set. With interleaving the loss chunk is counted as still held then.")
+        if tr.delay_wgrad_compute:
+            out.append("Delayed weight gradients: inside a combined step the backward layer's experts (or dense MLP) "
+                       "keep their output gradients and inputs past the forward layer's dispatch, its attention and "
+                       "shared experts theirs to the end of the step; each moment is taken as a working set beside "
+                       "the held micro-batches (an upper bound: tensors freed on the way, such as the norms' inputs, "
+                       "are not all subtracted); balanced routing as everywhere.")
     if tr.defer_embedding_wgrad_compute:
         out.append("Deferred output-layer weight gradients: the last stage keeps the output layer's input and logits "
                    f"gradient of {'all' if not tr.wgrad_deferral_limit else tr.wgrad_deferral_limit} micro-batches "

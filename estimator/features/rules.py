@@ -241,6 +241,14 @@ def feature_problems(cfg) -> list[Problem]:
         if tr.cuda_graph_impl == "transformer_engine" and {"moe", "mlp"} & mods:
             add("training.cuda_graph_modules", sorted(mods), "capturing moe or mlp does not work with "
                 "overlap_moe_expert_parallel_comm (Megatron-Core's rule)")
+    if tr.delay_wgrad_compute:
+        # Megatron-LM @ d98e8a64 : transformer/transformer_config.py __post_init__ ("overlap_moe_expert_parallel_comm
+        # must be enabled when enabling delay_wgrad_compute") and training/arguments.py (Transformer Engine only).
+        if not tr.overlap_moe_expert_parallel_comm:
+            add("training.delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm: true "
+                "(Megatron-Core's rule)")
+        if tr.transformer_impl != "transformer_engine":
+            add("training.delay_wgrad_compute", True, "needs transformer_impl: transformer_engine (Megatron-LM's rule)")
     if tr.defer_embedding_wgrad_compute:
         if p == 1:
             add("training.defer_embedding_wgrad_compute", True, "needs pipeline_model_parallel_size > 1")

@@ -15,7 +15,8 @@ FP8 without the weight cache, and bf16 first/last layers in an FP8 run.
   backward; that is the step's peak: the held layers + one pre-dispatch part + the backward working set. The
   backward's output layer and loss ran first (``post_process.backward`` before the layers), so without
   pipelining (one chunk, which holds the loss) the loss chunk's activations are gone by then; with the
-  interleaved schedule the estimate keeps them (the chunk a step's backward runs is not tracked).
+  interleaved schedule the estimate keeps them (the chunk a step's backward runs is not tracked). With
+  ``delay_wgrad_compute`` the step has two more moments, each another working set (:mod:`.delayed_wgrad`).
 - ``defer_embedding_wgrad_compute`` (``tensor_parallel/layers.py``: ``embedding_activation_buffer`` and
   ``grad_output_buffer``; ``utils.py`` ``drain_embedding_wgrad_compute``): the last stage keeps, for each of
   the first ``wgrad_deferral_limit`` micro-batches (all with 0), the output layer's input (B*Tn*h) and its
