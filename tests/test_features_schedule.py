@@ -128,6 +128,18 @@ def test_schedule_rules():
             {"expert_model_parallel_size": 2},
             {"world_size": 2, "overlap_moe_expert_parallel_comm": True, "cuda_graph_impl": "transformer_engine",
              "cuda_graph_modules": ["attn", "moe"]})
+    ovl = {"world_size": 2, "overlap_moe_expert_parallel_comm": True}
+    # Megatron-LM @ d98e8a64 transformer_config.py asserts: "disable moe in recompute_modules ...", "... only
+    # supported with bf16 or fp16 model", "MTP supports at most one layer ...".
+    with pytest.raises(ConfigError, match="training.recompute_modules.*moe cannot be recomputed"):
+        est(MOE, {"expert_model_parallel_size": 2},
+            {**ovl, "recompute_granularity": "selective", "recompute_modules": ["core_attn", "moe"]})
+    with pytest.raises(ConfigError, match="precision.params_dtype.*bf16 or fp16"):
+        est(MOE, {"expert_model_parallel_size": 2}, ovl, {"params_dtype": "fp32"})
+    with pytest.raises(ConfigError, match="model.mtp_num_layers.*at most one MTP"):
+        est({**MOE, "mtp_num_layers": 2}, {"expert_model_parallel_size": 2}, ovl)
+    est(MOE, {"expert_model_parallel_size": 2}, {**ovl, "recompute_granularity": "selective",
+                                                 "recompute_modules": ["core_attn", "moe_act"]})
     with pytest.raises(ConfigError, match="pipeline_model_parallel_size > 1"):
         est(training={"defer_embedding_wgrad_compute": True})
     with pytest.raises(ConfigError, match="delayed scaling"):

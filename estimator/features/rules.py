@@ -238,6 +238,17 @@ def feature_problems(cfg) -> list[Problem]:
                 "virtual_pipeline_model_parallel_size (the interleaved schedule)")
         if tr.recompute_granularity == "full":
             add("training.overlap_moe_expert_parallel_comm", True, "does not work with full recompute")
+        # Megatron-LM @ d98e8a64 : transformer/transformer_config.py __post_init__, the asserts under
+        # overlap_moe_expert_parallel_comm.
+        if tr.recompute_granularity == "selective" and "moe" in (tr.recompute_modules or ()):
+            add("training.recompute_modules", list(tr.recompute_modules), "moe cannot be recomputed with "
+                "overlap_moe_expert_parallel_comm (Megatron-Core's rule); drop moe from the list")
+        if pr.params_dtype == "fp32":
+            add("precision.params_dtype", "fp32", "overlap_moe_expert_parallel_comm needs bf16 or fp16 weights "
+                "(Megatron-Core's rule)")
+        if (m.mtp_num_layers or 0) > 1:
+            add("model.mtp_num_layers", m.mtp_num_layers, "overlap_moe_expert_parallel_comm allows at most one MTP "
+                "layer (Megatron-Core's rule)")
         if tr.cuda_graph_impl == "transformer_engine" and {"moe", "mlp"} & mods:
             add("training.cuda_graph_modules", sorted(mods), "capturing moe or mlp does not work with "
                 "overlap_moe_expert_parallel_comm (Megatron-Core's rule)")
