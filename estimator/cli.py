@@ -143,6 +143,10 @@ def add_override_flags(parser: argparse.ArgumentParser) -> None:
             group.add_argument(*names, type=conv, metavar=metavar, **kw)
 
 
+#: Fields whose override may name a local file holding the value.
+_FILE_VALUED = {"parallelism.tp_comm_overlap_cfg"}
+
+
 def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]]:
     """The configuration dict with the override flags applied, and notes about implied changes."""
     given = {k: v for k, v in vars(ns).items() if "." in k and k.split(".")[0] in SECTIONS}
@@ -154,6 +158,8 @@ def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]
     notes = []
     for path, value in given.items():
         sec, name = path.split(".")
+        if path in _FILE_VALUED and isinstance(value, str) and path_kind(value) == "file":
+            value = _read(value)        # --tp-comm-overlap-cfg FILE: the YAML Megatron-LM would read
         out[sec][name] = list(value) if isinstance(value, tuple) else value
     tr = out["training"]
     if "training.recompute_granularity" in given:
@@ -200,7 +206,7 @@ def _source_data(ns) -> tuple[dict, str]:
         text = ns.megatron_args
         if ns.megatron_args_file is not None:
             text = _read(ns.megatron_args_file)
-        imp = read_megatron_args(text)
+        imp = read_megatron_args(text, read_file=_local_file)
         for flags, why in grouped_no_effect(imp.no_effect):
             print(f"note: no effect on memory: {', '.join(flags)} ({why})", file=sys.stderr)
         for note in imp.notes:
@@ -221,6 +227,11 @@ def _source_data(ns) -> tuple[dict, str]:
 
 def _read(path: str) -> str:
     return read_text_file(path)
+
+
+def _local_file(path: str) -> str | None:
+    """The text of a file a Megatron flag names (``--tp-comm-overlap-cfg``), None when there is none here."""
+    return _read(path) if path_kind(path) == "file" else None
 
 
 def _load_source(source: str) -> tuple[dict, str]:

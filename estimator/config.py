@@ -19,6 +19,7 @@ from pathlib import Path
 from . import yamlio
 from .errors import ConfigError, Problem, UnsupportedError, clip, show
 from .features.fsdp import grad_comm_dtype, grad_dtype
+from .features import userbuffers
 from .features.rules import feature_problems
 from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, plain_copy, section_specs
 
@@ -358,6 +359,14 @@ def not_modelled(cfg: Config) -> list[str]:
                    "GEMMs; with fp8_param_gather, FP8 weights that Megatron-Core's optimizers treat as fp32 "
                    "parameters and Megatron-FSDP gives bf16 gradient buffers); use bf16 weights to estimate the "
                    "usual FP8 recipe")
+    if (pr.reuse_grad_buf_for_mxfp8_param_ag and pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe != "mxfp8"
+            and not par.use_megatron_fsdp):
+        # param_and_grad_buffer.py: FP8 weights other than MXFP8 still get a uint8 parameter buffer, but with the
+        # flag they keep Transformer Engine's own storage too (_param_uses_quantized_storage skips the remap).
+        out.append(f"precision.reuse_grad_buf_for_mxfp8_param_ag true with fp8_recipe {pr.fp8_recipe or 'delayed'}: "
+                   "Megatron-Core then keeps both its uint8 parameter buffer and Transformer Engine's own storage "
+                   "of the FP8 weights, which is not modelled (the setting is meant for mxfp8)")
+    out.extend(userbuffers.not_modelled(cfg))
     out += _delay_wgrad_not_modelled(cfg)
     return out
 
@@ -580,6 +589,25 @@ def validate(cfg: Config) -> list[Problem]:
         add("precision.fp8_param_gather", True, "applies only with fp8: true")
     elif pr.fp8_param_gather and not tr.use_distributed_optimizer:
         add("precision.fp8_param_gather", True, "needs training.use_distributed_optimizer: true (Megatron-LM's rule)")
+    # MXFP8 weights under the distributed optimizer (Megatron-LM @ d98e8a64 : megatron/core/distributed/
+    # param_and_grad_buffer.py, _ParamAndGradBuffer.__init__): the parameter buffer is a view of the gradient
+    # buffer; without reuse_grad_buf_for_mxfp8_param_ag the weights are moved into it with Transformer Engine's
+    # replace_raw_data, which raises NotImplementedError for MXFP8Tensor (TransformerEngine @ d0067d0d :
+    # transformer_engine/pytorch/tensor/utils.py).
+    mxfp8_gather = (pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe == "mxfp8" and tr.use_distributed_optimizer
+                    and not par.use_megatron_fsdp)
+    if pr.reuse_grad_buf_for_mxfp8_param_ag:
+        if not pr.fp8_param_gather:
+            add("precision.reuse_grad_buf_for_mxfp8_param_ag", True, "needs fp8_param_gather: true (Megatron-Core's "
+                "DistributedDataParallelConfig: reuse the gradient buffer only when keeping the weights in MXFP8)")
+        elif par.use_megatron_fsdp:
+            add("precision.reuse_grad_buf_for_mxfp8_param_ag", True, "applies only without use_megatron_fsdp "
+                "(Megatron-LM turns it off for Megatron-FSDP)")
+    elif mxfp8_gather:
+        add("precision.reuse_grad_buf_for_mxfp8_param_ag", False, "must be true with fp8_recipe mxfp8, "
+            "fp8_param_gather and the distributed optimizer: Transformer Engine cannot move MXFP8 weights into "
+            "Megatron-Core's parameter buffer (replace_raw_data is not supported for MXFP8Tensor); Megatron-Bridge's "
+            "bf16_with_mxfp8_mixed sets it")
     if not pr.use_precision_aware_optimizer:
         for name, default in (("main_grads_dtype", "fp32"), ("main_params_dtype", "fp32"),
                               ("exp_avg_dtype", "fp32"), ("exp_avg_sq_dtype", "fp32")):

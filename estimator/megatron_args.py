@@ -62,7 +62,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
-                  "moe_aux_loss_coeff"}
+                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -310,11 +310,13 @@ def _int(flag: str, values: list[str]) -> int:
         raise ConfigError(Problem(flag, v, f"{flag} needs an integer, got {v!r}")) from None
 
 
-def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport:
+def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -> MegatronImport:
     """The configuration of a ``pretrain_gpt.py`` launch, with what each flag means for memory.
 
     ``args`` is the command text or a token list. ``world_size`` (the number of GPUs) is added to the
-    training section when given; Megatron has no flag for it. Every flag is looked up in the catalogue of
+    training section when given; Megatron has no flag for it. ``read_file(path)`` gives the text of a file a flag
+    names (``--tp-comm-overlap-cfg``), or None where it is not available; without it no file is read and such a
+    flag is refused (the CLI reads the local file). Every flag is looked up in the catalogue of
     Megatron-LM's arguments (:mod:`estimator.megatron_catalog`) and its classification
     (:mod:`estimator.megatron_flag_classes`). Raises :class:`ConfigError` for a flag Megatron-LM does not
     define (with the closest known flags) or a bad value, and :class:`RefusedFlagsError` naming every flag
@@ -475,6 +477,8 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
         tr["use_distributed_optimizer"] = True
         if par.get("nccl_ub"):
             par["fsdp_double_buffer"] = True
+        if pr.pop("reuse_grad_buf_for_mxfp8_param_ag", None):   # arguments.py turns it off for Megatron-FSDP
+            notes.append("--reuse-grad-buf-for-mxfp8-param-ag: Megatron-LM turns it off with --use-megatron-fsdp")
     else:
         for k in ("data_parallel_sharding_strategy", "outer_dp_sharding_strategy", "fsdp_double_buffer",
                   "suggested_communication_unit_size"):
@@ -488,6 +492,7 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     if not par.get("use_torch_fsdp2") and "torch_fsdp2_reshard_after_forward" in par:
         del par["torch_fsdp2_reshard_after_forward"]
         notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
+    _tp_comm_overlap_cfg(raw, par, notes, read_file)
     if "optimizer" in raw:
         opt = _one("--optimizer", raw["optimizer"])
         if opt == "dist_muon":   # arguments.py: muon with the layer-wise distributed optimizer
@@ -603,6 +608,25 @@ def read_megatron_args(args, *, world_size: int | None = None) -> MegatronImport
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
 
 
+def _tp_comm_overlap_cfg(raw: dict, par: dict, notes: list, read_file) -> None:
+    """``--tp-comm-overlap-cfg PATH``: Megatron-LM reads the YAML file only with ``--tp-comm-overlap``
+    (``megatron/training/initialize.py`` ``_initialize_tp_communicators``); its text becomes
+    ``parallelism.tp_comm_overlap_cfg``."""
+    if "tp_comm_overlap_cfg" not in raw:
+        return
+    flag = "--tp-comm-overlap-cfg"
+    path = _one(flag, raw["tp_comm_overlap_cfg"])
+    if not par.get("tp_comm_overlap"):
+        notes.append(f"{flag} {path}: Megatron-LM reads it only with --tp-comm-overlap")
+        return
+    text = read_file(path) if read_file is not None else None
+    if text is None:
+        raise RefusedFlagsError([(f"{flag} {path}", "the file is not available here, and its userbuffer methods "
+                                  "change the buffers: give its YAML as parallelism.tp_comm_overlap_cfg (or run the "
+                                  "CLI where the file is)")])
+    par["tp_comm_overlap_cfg"] = text
+
+
 def _hybrid_and_linear_attention(raw: dict, m: dict, notes: list) -> None:
     """--hybrid-layer-pattern (or its deprecated alias --hybrid-override-pattern, with the legacy
     --mtp-hybrid-override-pattern folded in as arguments.py does), --experimental-attention-variant and
@@ -650,10 +674,10 @@ def grouped_no_effect(no_effect) -> list[tuple[list[str], str]]:
     return [(flags, why) for why, flags in groups.items()]
 
 
-def parse_megatron_args(args, *, world_size: int | None = None) -> tuple[dict, list[str]]:
+def parse_megatron_args(args, *, world_size: int | None = None, read_file=None) -> tuple[dict, list[str]]:
     """(configuration dict, flags without effect on memory and notes) for a ``pretrain_gpt.py`` launch.
 
     See :func:`read_megatron_args`, which also gives the reason of each flag without effect.
     """
-    imp = read_megatron_args(args, world_size=world_size)
+    imp = read_megatron_args(args, world_size=world_size, read_file=read_file)
     return imp.config, [flag for flag, _ in imp.no_effect] + list(imp.notes)

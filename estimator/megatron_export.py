@@ -200,6 +200,8 @@ def to_megatron_args(config) -> list[str]:
         add("--fp8-recipe", pr.fp8_recipe or "delayed")
         if pr.fp8_param_gather:
             add("--fp8-param-gather")
+        if pr.reuse_grad_buf_for_mxfp8_param_ag and not par.use_megatron_fsdp:
+            add("--reuse-grad-buf-for-mxfp8-param-ag")
     fp32_grads = grad_reduce_in_fp32(pr)
     if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
         raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "
@@ -250,6 +252,10 @@ def _feature_args(cfg, add, out: list) -> None:
     if tr.peft is not None:
         raise UnsupportedError("training.peft has no pretrain_gpt.py flag: LoRA and DoRA are Megatron-Bridge "
                                "settings (peft: lora|dora in the recipe)")
+    if par.tp_comm_overlap_cfg is not None and par.tp_comm_overlap:
+        raise UnsupportedError("parallelism.tp_comm_overlap_cfg has no pretrain_gpt.py value: Megatron-LM reads the "
+                               "userbuffer configuration from a YAML file (--tp-comm-overlap-cfg PATH); write the "
+                               "GEMMs' settings to a file and add the flag")
     if pr.disable_parameter_transpose_cache:
         raise UnsupportedError("precision.disable_parameter_transpose_cache has no pretrain_gpt.py flag (a "
                                "Megatron-Core TransformerConfig field Megatron-Bridge sets)")

@@ -91,6 +91,8 @@ _put(_M, "masked_softmax_fusion create_attention_mask_in_dataloader", "the local
      "attention: its backward working set and the causal masks it keeps")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
+_put(_M, "reuse_grad_buf_for_mxfp8_param_ag", "MXFP8 weights all-gathered through the gradient buffer and kept in "
+     "Transformer Engine's own storage: what the estimate counts for MXFP8 weights (required for them)")
 _put(_M, "accumulate_allreduce_grads_in_fp32 grad_reduce_in_bf16", "the dtype of the gradient buffer")
 _put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_avg_dtype exp_avg_sq_dtype",
      "dtypes of the optimizer's master weights and moments")
@@ -109,7 +111,10 @@ _put(_M, "cpu_offloading_num_layers", "activations moved to pinned host memory")
 _put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated external_cuda_graph",
      "Transformer Engine's per-layer CUDA graphs: static buffers, and the capture's peak apart from the steady "
      "state's (the captured tensors live in a private pool)")
-_put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator)")
+_put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator) "
+     "and its cuBLAS workspace for the overlapped GEMMs")
+_put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
+     "method and buffer dtype size its userbuffer")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
@@ -362,8 +367,6 @@ _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's
      "modelled")
 _put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")
 _put(_R, "distribute_saved_activations", "saved activations split over the tensor-parallel group are not modelled")
-_put(_R, "tp_comm_overlap_cfg", "a custom userbuffer configuration file can change the buffers; not modelled "
-     "(the default configuration is)")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
@@ -392,8 +395,6 @@ _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module qu
 _put(_R, "fp4 fp4_recipe fp4_quantizer_factory fp4_param_gather", "FP4 training is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")
-_put(_R, "reuse_grad_buf_for_mxfp8_param_ag", "reusing the gradient buffer for the MXFP8 parameter all-gather is "
-     "not modelled")
 _put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")
 _put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not modelled")
 _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "

@@ -395,8 +395,19 @@ class ParallelismConfig:
                                                  "--torch-fsdp2-no-reshard-after-forward).", type="bool")
     tp_comm_overlap: bool = _f(False, "Transformer Engine's tensor-parallel communication overlap: twelve "
                                "userbuffers of [seq_length x micro_batch_size / CP, hidden_size] registered outside "
-                               "PyTorch's allocator (needs sequence parallelism).", type="bool",
+                               "PyTorch's allocator (needs sequence parallelism and bf16 or fp16 weights), and a "
+                               "cuBLAS workspace of 3 x 32 MiB for the overlapped GEMMs.", type="bool",
                                flag="--tp-comm-overlap")
+    tp_comm_overlap_cfg: str | None = _f(
+        None, "Transformer Engine's userbuffer configuration with tp_comm_overlap: the name of one of Megatron-"
+        "Bridge's published configurations (userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192, ...; "
+        "training/comm_overlap.py), or the YAML of a Megatron-LM --tp-comm-overlap-cfg file: GEMM name "
+        "(qkv_fprop, qkv_dgrad, qkv_wgrad, proj_fprop, ..., fc2_wgrad) -> its settings (method: ring_exchange, "
+        "pipeline, bulk or external; fp8_buf, atomic_gemm, num_sm, ...). Only the method, fp8_buf, "
+        "is_reduce_scatter and atomic_gemm change memory: a ring-exchange reduce-scatter holds 2 TP - 1 chunks of "
+        "[S/TP, h] instead of [S, h].", type="str",
+        derived="Transformer Engine's defaults (ring_exchange qkv/fc1 fprop and proj/fc2 dgrad, pipeline proj/fc2 "
+        "fprop, bulk qkv/fc1 dgrad and wgrad, external proj/fc2 wgrad)")
     nccl_ub: bool = _f(False, "Register the data-parallel gradient and parameter buffers with NCCL (user buffers): "
                        "they are allocated in NCCL's own memory pool; with Megatron-FSDP it turns on "
                        "fsdp_double_buffer.", type="bool", cli="--use-nccl-ub", flag="--use-nccl-ub")
@@ -637,6 +648,13 @@ class PrecisionConfig:
                                                  "weights are quantised anew each micro-batch and each in-flight "
                                                  "micro-batch keeps its own copy for the backward pass.",
                                                  type="bool")
+    reuse_grad_buf_for_mxfp8_param_ag: bool = _f(
+        False, "With fp8_recipe mxfp8 and fp8_param_gather under the distributed optimizer: all-gather the updated "
+        "weights (bf16) through the gradient buffer, which Megatron-Core shares with the parameter buffer for MXFP8 "
+        "weights, and quantize them into Transformer Engine's own MXFP8 storage. It is what the estimate counts "
+        "for such a run (row-wise and column-wise FP8 copies, no parameter buffer of their own) and what Megatron-"
+        "Core needs to run it: without it Transformer Engine cannot move MXFP8 weights into the parameter buffer.",
+        type="bool", flag="--reuse-grad-buf-for-mxfp8-param-ag")
     first_last_layers_bf16: bool = _f(False, "In an FP8 run, keep the first num_layers_at_start_in_bf16 and the last "
                                       "num_layers_at_end_in_bf16 decoder layers in bf16 (no FP8 weight copies, bf16 "
                                       "activations).", type="bool", flag="--first-last-layers-bf16")

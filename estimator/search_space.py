@@ -72,7 +72,8 @@ SPLIT_NOT_SEARCHED = ("pipeline_model_parallel_layout", "account_for_embedding_i
 #: Parallelism fields the search keeps as the user set them while it varies the layout (FSDP, HSDP, buffers).
 _PAR_KEPT = ("cp_comm_type", "use_megatron_fsdp", "use_torch_fsdp2", "data_parallel_sharding_strategy",
              "outer_dp_sharding_strategy", "num_distributed_optimizer_instances", "fsdp_double_buffer",
-             "suggested_communication_unit_size", "torch_fsdp2_reshard_after_forward", "tp_comm_overlap", "nccl_ub")
+             "suggested_communication_unit_size", "torch_fsdp2_reshard_after_forward", "tp_comm_overlap",
+             "tp_comm_overlap_cfg", "nccl_ub")
 _OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
              "recompute_method": "recompute", "recompute_num_layers": "recompute",
              "recompute_modules": "recompute"}

@@ -25,6 +25,11 @@ optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision
   column-wise (transposed) one, 2 B. With ``fp8_param_gather`` the linear weights themselves are FP8
   (1 B) plus the transposed copy (1 B); embedding, output layer, norms, router and biases stay in the
   weights' dtype. Scaling factors (a few bytes per tensor, or 1/32 B per weight with MXFP8) are not counted.
+  MXFP8 weights under the distributed optimizer (``fp8_recipe: mxfp8`` with ``fp8_param_gather``) have no
+  parameter buffer of their own: Megatron-Core makes it a view of the gradient buffer
+  (``_ParamAndGradBuffer.__init__``), and with ``reuse_grad_buf_for_mxfp8_param_ag`` (required: Transformer
+  Engine cannot move MXFP8 weights into a buffer) the updated weights are all-gathered in bf16 through it and
+  quantized into the weights' own row-wise and column-wise storage, 1 B + 1 B as above.
 """
 
 from __future__ import annotations

@@ -107,7 +107,8 @@ def _note_for(tokens: list[str], case: dict, notes: list[dict]) -> dict | None:
 
 
 def _estimate(case: dict, tokens: list[str]):
-    cfg, ignored = parse_megatron_args(tokens, world_size=case["world_size"])
+    files = case.get("files") or {}     # files the flags name, as the data file carries them (--tp-comm-overlap-cfg)
+    cfg, ignored = parse_megatron_args(tokens, world_size=case["world_size"], read_file=files.get)
     est = stage_memory(resolve(load_config(cfg)))
     return cfg, ignored, est
 

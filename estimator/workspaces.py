@@ -11,6 +11,10 @@ GEMM workspaces:
 - For Transformer Engine's grouped GEMM (MoE experts with ``moe_grouped_gemm``), one more such workspace
   per compute stream: 4 streams (``num_compute_streams`` in ``transformer_engine/common/util/
   multi_stream.cpp``).
+- With TP communication overlap (``tp_comm_overlap``), the GEMMs that run on a userbuffer take another one,
+  three times that size (``get_cublas_workspace(device, ub=True, ...)``: ``get_cublas_workspace_size_bytes() *
+  _NUM_MAX_UB_STREAMS``, _NUM_MAX_UB_STREAMS = 3, cached for the run; TransformerEngine @ d0067d0d), beside the
+  plain one the other GEMMs (the proj/fc2 weight gradients) use.
 - PyTorch's own cuBLAS workspace, one per (cuBLAS handle, CUDA stream) pair (``cublas_handle_stream_to_
   workspace`` in ``aten/src/ATen/cuda/CublasHandlePool.cpp``): 32 MiB on Hopper (``:4096:8``, also what
   Megatron-LM's deterministic CI sets through ``CUBLAS_WORKSPACE_CONFIG``). Handles are per thread and
@@ -39,13 +43,16 @@ from __future__ import annotations
 
 from .resolve import Resolved
 
-__all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GROUPED_GEMM_STREAMS", "TORCH_CUBLAS_WORKSPACE_BYTES",
+__all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GROUPED_GEMM_STREAMS", "TE_UB_STREAMS", "TORCH_CUBLAS_WORKSPACE_BYTES",
            "TORCH_CUBLAS_HANDLES", "global_buffer_bytes", "workspace_bytes"]
 
 MIB = 2 ** 20
 
 #: Transformer Engine's cuBLASLt workspace on Hopper and newer: 32 MiB + 1 KiB.
 TE_GEMM_WORKSPACE_BYTES = 32 * MIB + 1024
+
+#: Transformer Engine's ``_NUM_MAX_UB_STREAMS``: the userbuffer GEMMs' workspace is this many plain ones.
+TE_UB_STREAMS = 3
 
 #: Compute streams of Transformer Engine's grouped GEMM, each with its own workspace.
 TE_GROUPED_GEMM_STREAMS = 4
@@ -65,6 +72,8 @@ def workspace_bytes(r: Resolved, has_moe_layers: bool) -> int:
         total += TE_GEMM_WORKSPACE_BYTES
         if has_moe_layers and cfg.model.moe_grouped_gemm:
             total += TE_GROUPED_GEMM_STREAMS * TE_GEMM_WORKSPACE_BYTES
+        if cfg.parallelism.tp_comm_overlap:
+            total += TE_UB_STREAMS * TE_GEMM_WORKSPACE_BYTES
     return total
 
 

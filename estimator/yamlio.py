@@ -366,7 +366,9 @@ def _emit_scalar(v) -> str:
     s = str(v)
     if _PLAIN_SAFE.match(s) and _scalar(s, 0) == s and not s.endswith(" "):
         return s
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # (line breaks, tabs and carriage returns escaped: a double-quoted scalar must stay on one line here)
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") \
+        .replace("\t", "\\t") + '"'
 
 
 def dump(data, indent: int = 0) -> str:

@@ -249,3 +249,21 @@ def test_launch_argument_importer_names_the_flag(capsys, extra, flag):
     assert code == 0
     code, _, err = run(capsys, "estimate", "--megatron-args", f"{args.strip()} {extra}", "--num-gpus", "8")
     assert code == 2 and flag in err and "internal error" not in err
+
+
+def test_tp_comm_overlap_cfg_from_a_file(capsys, tmp_path):
+    """--tp-comm-overlap-cfg FILE (an override, or in --megatron-args) reads the YAML Megatron-LM would read: proj and
+    fc2 fprop as ring-exchange reduce-scatters at TP 2, h 512, S 1024: 10 x 2 B x 524,288 + 2 x 2 B x 3/2 x
+    524,288 = 10,485,760 + 3,145,728 = 13,631,488 B of userbuffers."""
+    ub = tmp_path / "ub.yaml"
+    ub.write_text("proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n")
+    flags = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings "
+             "1024 --vocab-size 1000 --bf16 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap")
+    code, out, _ = run(capsys, "estimate", "--megatron-args", f"{flags} --tp-comm-overlap-cfg {ub}", "--num-gpus", "2",
+                       "--json")
+    assert code == 0
+    assert json.loads(out)["stages"][0]["outside_allocator"] == {"tp_comm_overlap_userbuffers": 13_631_488}
+    code, out, _ = run(capsys, "estimate", "--megatron-args", flags, "--num-gpus", "2", "--tp-comm-overlap-cfg",
+                       str(ub), "--json")
+    assert code == 0
+    assert json.loads(out)["stages"][0]["outside_allocator"] == {"tp_comm_overlap_userbuffers": 13_631_488}

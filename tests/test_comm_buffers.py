@@ -22,13 +22,17 @@ def est(model=MODEL, parallelism=None, training=None, precision=None):
 
 
 def test_tp_overlap_userbuffers():
-    """Twelve buffers of [T, h] = [2048, 1024]: bf16 12 x 2 B x 2,097,152 = 50,331,648; FP8 run: the eight
-    all-gather buffers in 1 B, the four reduce-scatter ones in 2 B, 16 x 2,097,152 = 33,554,432."""
+    """Twelve buffers of [T, h] = [2048, 1024]: bf16 12 x 2 B x 2,097,152 = 50,331,648 outside the allocator; FP8
+    run: the eight all-gather buffers in 1 B, the four reduce-scatter ones in 2 B, 16 x 2,097,152 = 33,554,432.
+    Inside the allocator, the overlapped GEMMs' cuBLAS workspace: 3 x (32 MiB + 1 KiB) = 3 x 33,555,456 =
+    100,666,368 (Transformer Engine's get_cublas_workspace with ub, _NUM_MAX_UB_STREAMS = 3)."""
     par = {"tensor_model_parallel_size": 2, "tp_comm_overlap": True}
     base = est(parallelism={"tensor_model_parallel_size": 2}, training={"sequence_parallel": True})
     s = est(parallelism=par, training={"sequence_parallel": True})
     assert s.outside_allocator == {"tp_comm_overlap_userbuffers": 50_331_648}
-    assert s.allocated_bytes == base.allocated_bytes and s.device_bytes == base.device_bytes + 50_331_648
+    assert s.allocated_bytes == base.allocated_bytes + 100_666_368
+    assert s.transient["workspaces"] == base.transient["workspaces"] + 100_666_368
+    assert s.device_bytes - s.reserved_bytes == base.device_bytes - base.reserved_bytes + 50_331_648
     s = est(parallelism=par, training={"sequence_parallel": True}, precision={"fp8": True})
     assert s.outside_allocator["tp_comm_overlap_userbuffers"] == 16 * T * H
 

@@ -248,3 +248,23 @@ def test_recipe_feature_flags_translate_as_megatron_lm_does():
     assert cfg["training"]["cpu_offloading"] is True
     cfg, notes = parse_megatron_args(f"{MODEL} --first-last-layers-bf16")
     assert "first_last_layers_bf16" not in cfg["precision"] and any("FP8 run" in n for n in notes)
+
+
+def test_mxfp8_weights_and_tp_overlap_files_round_trip():
+    """--reuse-grad-buf-for-mxfp8-param-ag is the precision field, written back beside --fp8-param-gather; Megatron-LM
+    turns it off with Megatron-FSDP (arguments.py), a note. A userbuffer configuration has no flag value (Megatron-LM
+    reads it from a file): writing it back is refused with the reason."""
+    mx = MODEL + " --bf16 --use-distributed-optimizer --fp8-format hybrid --fp8-recipe mxfp8 --fp8-param-gather " \
+                 "--reuse-grad-buf-for-mxfp8-param-ag"
+    cfg, _ = parse_megatron_args(mx, world_size=2)
+    assert cfg["precision"]["reuse_grad_buf_for_mxfp8_param_ag"] is True
+    assert "--reuse-grad-buf-for-mxfp8-param-ag" in to_megatron_args(cfg)
+    cfg, notes = parse_megatron_args(mx + " --use-megatron-fsdp", world_size=2)
+    assert "reuse_grad_buf_for_mxfp8_param_ag" not in cfg["precision"]
+    assert any("turns it off with --use-megatron-fsdp" in n for n in notes)
+    tp = {"model": load_config(parse_megatron_args(MODEL + " --bf16", world_size=2)[0]).to_dict()["model"],
+          "parallelism": {"tensor_model_parallel_size": 2, "tp_comm_overlap": True,
+                          "tp_comm_overlap_cfg": "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"},
+          "training": {"world_size": 2, "sequence_parallel": True}}
+    with pytest.raises(UnsupportedError, match="--tp-comm-overlap-cfg PATH"):
+        to_megatron_args(tp)

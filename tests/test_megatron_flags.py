@@ -163,6 +163,7 @@ CHANGES = {
     "cuda_graph_scope_deprecated": (TEG, "--cuda-graph-scope attn"),
     "external_cuda_graph": (BF16, "--external-cuda-graph"),
     "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),
+    "tp_comm_overlap_cfg": (TP2 + " --sequence-parallel --tp-comm-overlap", "--tp-comm-overlap-cfg ub_ring_rs.yaml"),
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
     "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
@@ -211,8 +212,19 @@ CHANGES = {
 }
 
 
+#: Files the flags above name (read_megatron_args's read_file): proj_fprop and fc2_fprop as ring-exchange
+#: reduce-scatters (larger userbuffers than the default pipeline ones).
+FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n"}
+
+#: Modelled flags that the configuration needs rather than changes: without them it is refused (base, flag).
+ENABLES = {
+    "reuse_grad_buf_for_mxfp8_param_ag": (FP8 + " --fp8-recipe mxfp8 --fp8-param-gather",
+                                          "--reuse-grad-buf-for-mxfp8-param-ag"),
+}
+
+
 def _stages(cmd: str) -> list:
-    return estimate(read_megatron_args(cmd, world_size=8).config).to_dict()["stages"]
+    return estimate(read_megatron_args(cmd, world_size=8, read_file=FILES.get).config).to_dict()["stages"]
 
 
 def test_catalogue_is_megatron_lm_at_the_pinned_revision():
@@ -274,6 +286,12 @@ def test_modelled_flags_are_translated_and_refused_ones_never_are():
 
 @pytest.mark.parametrize("dest", sorted(MODELLED))
 def test_a_modelled_flag_changes_the_estimate(dest):
+    if dest in ENABLES:     # the estimate needs it: without it the configuration is refused by name
+        base, extra = ENABLES[dest]
+        with pytest.raises(ConfigError, match=dest):
+            _stages(base)
+        assert _stages(f"{base} {extra}")
+        return
     assert dest in CHANGES, f"add a configuration where {dest} changes the estimate"
     base, extra, *without = CHANGES[dest]
     assert _stages(without[0] if without else base) != _stages(f"{base} {extra}")

@@ -13,7 +13,7 @@ from estimator import ConfigError, estimate
 from estimator.megatron_args import _BY_FLAG, _DEST
 from estimator.schema import field_specs
 from tests.conftest import make_config
-from tests.test_megatron_flags import CHANGES
+from tests.test_megatron_flags import CHANGES, ENABLES
 
 MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
 MOE = {**MODEL, "num_experts": 8}
@@ -84,6 +84,10 @@ VARIANTS = {
     "training.peft_dim": (make_config(MODEL, None, {"peft": "lora"}), {"training": {"peft_dim": 8}}),
     "training.peft_target_modules": (make_config(MODEL, None, {"peft": "lora"}),
                                      {"training": {"peft_target_modules": ["linear_qkv"]}}),
+    "parallelism.tp_comm_overlap_cfg": (
+        make_config(MODEL, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True},
+                    {"world_size": 2, "sequence_parallel": True}),
+        {"parallelism": {"tp_comm_overlap_cfg": "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"}}),
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),
@@ -92,7 +96,7 @@ VARIANTS = {
 
 def _covered_by_a_flag(spec) -> bool:
     f = _BY_FLAG.get(spec.flag) if spec.flag else None
-    return f is not None and f.path == spec.path and _DEST.get(spec.flag) in CHANGES
+    return f is not None and f.path == spec.path and _DEST.get(spec.flag) in {**CHANGES, **ENABLES}
 
 
 def _merge(base: dict, change: dict) -> dict:

@@ -9,7 +9,9 @@ One GPU (world 1), so the distributed optimizer's shard count is 1.
 
 from __future__ import annotations
 
-from estimator import estimate
+import pytest
+
+from estimator import ConfigError, UnsupportedError, estimate
 from tests.conftest import make_config
 
 H, F, V, L = 1024, 4096, 32000, 4
@@ -108,3 +110,23 @@ def test_mla_unfused_attention_keeps_the_scores():
     flash = stage(model=mla, training={"attention_backend": "flash"})
     unfused = stage(model=mla, training={"attention_backend": "unfused"})
     assert unfused.activations_bytes - flash.activations_bytes == 4 * 2 * 8 * 2048 * 2048
+
+
+def test_mxfp8_weights_reuse_the_gradient_buffer():
+    """Megatron-Core @ d98e8a64 param_and_grad_buffer.py (_ParamAndGradBuffer.__init__): with MXFP8 weights under
+    the distributed optimizer the parameter buffer is a view of the gradient buffer (no buffer of its own), and
+    with reuse_grad_buf_for_mxfp8_param_ag the weights keep Transformer Engine's own MXFP8 storage, row-wise and
+    column-wise 1 B each: weights (N - LIN) x 2 B + LIN x (1 + 1) B = 2 N = 231,753,728; gradients 4 N (fp32
+    buffer, shared with the all-gather) = 463,507,456. Without the setting Transformer Engine's replace_raw_data
+    raises for MXFP8Tensor (the run does not start): refused by name, as is the setting without fp8_param_gather.
+    With another FP8 recipe Megatron-Core would keep its uint8 parameter buffer beside the weights' own storage:
+    refused as not modelled."""
+    mx = {"fp8": True, "fp8_recipe": "mxfp8", "fp8_param_gather": True}
+    s = stage({**mx, "reuse_grad_buf_for_mxfp8_param_ag": True})
+    assert (s.weights_bytes, s.gradients_bytes) == (2 * N, 4 * N) == (231_753_728, 463_507_456)
+    with pytest.raises(ConfigError, match="reuse_grad_buf_for_mxfp8_param_ag: must be true"):
+        stage(mx)
+    with pytest.raises(ConfigError, match="needs fp8_param_gather: true"):
+        stage({"fp8": True, "fp8_recipe": "mxfp8", "reuse_grad_buf_for_mxfp8_param_ag": True})
+    with pytest.raises(UnsupportedError, match="uint8 parameter buffer"):
+        stage({**mx, "fp8_recipe": "tensorwise", "reuse_grad_buf_for_mxfp8_param_ag": True})

@@ -118,6 +118,22 @@ def test_runs_are_lossless():
     assert runs == {"from_step": [1, 3], "bytes": [5, 7]}
 
 
+def test_cases_carry_the_files_their_flags_name():
+    """--tp-comm-overlap-cfg names a file of the Megatron-LM repository: the data file carries its text (read at the
+    data file's revision by `validation/megatron_ci.py extract`) and the importer reads it from there instead of
+    refusing the flag. The two tp2_pp2 TP-overlap cases then meet Megatron-LM's own rule at this revision:
+    --deterministic-mode refuses --tp-comm-overlap (megatron/training/determinism.py, added in 3ab71eeb, after their
+    goldens were measured at 4828d651), so they are invalid rather than compared."""
+    with_files = [c for c in DATA["cases"] if c.get("files")]
+    assert {c["test_case"] for c in with_files} == {
+        "gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap"}
+    for c in with_files:
+        [(path, text)] = c["files"].items()
+        assert path in c["megatron_args"] and "fc2_fprop:\n  method: ring_exchange" in text
+        case = BY_ID[c["id"]]
+        assert case.status == "invalid" and "--deterministic-mode requires it off" in case.reason
+
+
 # --- known-to-run recipes ---------------------------------------------------------------------------
 
 RECIPES = load_recipes()

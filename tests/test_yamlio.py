@@ -73,3 +73,12 @@ def test_error_messages_quote_bounded_values():
         deep = [deep]
     assert show(deep) == "[[[[...]]]]"
     assert clip("a\0b") == "a\\0b" and len(clip("y" * 10 ** 6)) == 160
+
+
+def test_multi_line_strings_round_trip():
+    """A file's text kept as a string (validation/megatron_ci.yaml carries --tp-comm-overlap-cfg files): line
+    breaks, tabs and carriage returns are escaped in the double-quoted scalar, which both readers take back."""
+    data = {"files": {"a/b.yaml": "qkv_fprop:\n  method: ring_exchange\n\tx\r\n"}, "q": 'say "\\n"'}
+    text = yamlio.dump(data)
+    assert len(text.splitlines()) == 3
+    assert yamlio.load(text) == data == yaml.safe_load(text)

@@ -17,7 +17,9 @@ What is measured and what is ours stays apart in the file: ``measured:`` holds t
 they are; ``megatron_args`` the launch flags as the CI passes them (``true`` -> a bare switch, ``[a b]``
 -> its words, as ``tests/functional_tests/shell_test_utils/_run_training.sh`` does); ``supplied_args``
 the flags we add because Megatron reads them from a file we do not have (the tokenizer's vocabulary size),
-each with its reason; ``importer:`` the outcome of :func:`estimator.megatron_args.parse_megatron_args`.
+each with its reason; ``files`` the text of the repository files a flag names that the importer reads
+(``--tp-comm-overlap-cfg``), as they are at the revision; ``importer:`` the outcome of
+:func:`estimator.megatron_args.parse_megatron_args`.
 """
 
 from __future__ import annotations
@@ -167,6 +169,22 @@ def _vocab(tokens: list[str]) -> tuple[list[str], str]:
     return [], f"the vocabulary size of tokenizer {kind} {source!r} is not known here"
 
 
+#: Flags whose value is a file of the Megatron-LM repository that the importer reads (its text goes into the case).
+FILE_FLAGS = ("--tp-comm-overlap-cfg",)
+
+
+def _named_files(mirror: Path, rev: str, tokens: list[str]) -> dict:
+    """{path: text} of the repository files the flags name (``--tp-comm-overlap-cfg``), read at ``rev``; the CI
+    launches from the repository root, so the paths are relative to it."""
+    out = {}
+    for flag, value in zip(tokens, tokens[1:]):
+        if flag in FILE_FLAGS:
+            text = _show(mirror, rev, value)
+            if text is not None:
+                out[value] = text
+    return out
+
+
 def _bytes(value) -> int | None:
     """A golden value as an integer byte count; None where the golden has no number ("nan")."""
     try:
@@ -233,6 +251,7 @@ def extract(mirror: Path, rev: str) -> dict:
         golden_rev = _git(mirror, "log", "-1", "--format=%H", rev, "--", path).strip()
         tokens = launch_tokens(config["MODEL_ARGS"])
         supplied, vocab_why = _vocab(tokens)
+        files = _named_files(mirror, rev, tokens)
         mem = golden["mem-max-allocated-bytes"]
         cur = golden.get("mem-allocated-bytes", {})
         steps = sorted(int(k) for k in mem["values"])
@@ -254,6 +273,7 @@ def extract(mirror: Path, rev: str) -> dict:
             "world_size_reason": why or None,
             "logged_rank": world - 1 if world else None,
             "megatron_args": shlex.join(tokens),
+            "files": files or None,
             "env": {k: str(v) for k, v in (config.get("ENV_VARS") or {}).items()},
             "supplied_args": supplied or None,
             "supplied_reason": vocab_why if supplied else None,
@@ -288,6 +308,8 @@ HEADER = """\
 #   (tests/test_utils/recipes/<h100|gb200>/*.yaml).
 # MEASURED: `measured:` (bytes, as the golden stores them). OURS: `megatron_args` (the CI's argv rules),
 #   `supplied_args` (flags Megatron reads from a tokenizer file we do not have, with the reason), `importer`.
+# SOURCE TEXT: `files` (the repository files a flag names that the importer reads, e.g. --tp-comm-overlap-cfg,
+#   copied as they are at the revision).
 # measured.max_allocated_bytes_runs / allocated_bytes_runs: torch.cuda.memory_stats() allocated_bytes.all.peak
 #   (mem-max-allocated-bytes) and .current (mem-allocated-bytes) on the logged rank after each logged step,
 #   run-length coded: from_step[i] is the first logged step with the value bytes[i].

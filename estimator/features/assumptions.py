@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..resolve import DTYPE_BYTES
-from . import comm_buffers, fsdp
+from . import comm_buffers, fsdp, userbuffers
 
 __all__ = ["assumptions"]
 
@@ -92,9 +92,13 @@ def assumptions(r) -> list[str]:
                    "step stays eager. The graph's private pool keeps the captured working set reserved beside the "
                    "step's own memory: the device figure adds the smaller of the two.")
     if par.tp_comm_overlap:
+        cfg = par.tp_comm_overlap_cfg
+        how = ("the default overlap configuration" if cfg is None else
+               f"Megatron-Bridge's {cfg}" if cfg in userbuffers.BRIDGE_CONFIGS else "the given overlap configuration")
         out.append(f"TP communication overlap: twelve Transformer Engine userbuffers of [{r.s * r.b // r.cp}, {r.h}] "
-                   f"({comm_buffers.tp_overlap_bytes(r) / GIB:.2f} GiB) outside PyTorch's allocator, with the "
-                   "default overlap configuration.")
+                   f"tokens x hidden ({comm_buffers.tp_overlap_bytes(r) / GIB:.2f} GiB; a ring-exchange reduce-scatter "
+                   f"holds 2 TP - 1 chunks of a TP-th) outside PyTorch's allocator, with {how}, and a 3 x 32 MiB "
+                   "cuBLAS workspace for the overlapped GEMMs inside it.")
     if r.E and m.moe_token_dispatcher_type == "flex":
         if m.moe_flex_dispatcher_backend == "hybridep":
             G = r.ep * r.etp

@@ -3,13 +3,16 @@
 
 Tensor-parallel communication overlap (Megatron-LM @ d98e8a64 ``megatron/training/initialize.py``
 ``_initialize_tp_communicators``; Transformer Engine @ d0067d0d ``transformer_engine/pytorch/module/base.py``
-``initialize_ub`` and ``common/comm_gemm_overlap/comm_gemm_overlap.cpp``): one userbuffer of shape
-[S, h] with S = seq_length * micro_batch_size / CP for each of the twelve overlapped GEMMs (qkv/fc1 fprop and
-proj/fc2 dgrad ring-exchange all-gathers; proj/fc2 fprop pipelined reduce-scatters; qkv/fc1 dgrad and wgrad
-bulk overlaps; proj/fc2 wgrad external), registered with ``register_user_buffer_collective``. The eight
-all-gather buffers hold FP8 (1 B) in an FP8 run, the four reduce-scatter buffers the activations' dtype:
+``initialize_ub`` and ``common/comm_gemm_overlap/comm_gemm_overlap.cpp``): one userbuffer for each of the twelve
+overlapped GEMMs, registered with ``register_user_buffer_collective``, GEMM by GEMM in :mod:`.userbuffers`. With
+the default configuration each is [S, h] with S = seq_length * micro_batch_size / CP; the eight all-gather
+buffers hold FP8 (1 B) in an FP8 run, the four reduce-scatter buffers bf16 (Transformer Engine's default dtype,
+which Megatron does not override):
 
     bf16: 12 * S * h * 2 B        FP8: (8 * 1 + 4 * 2) * S * h B        (+ a bf16 set with first_last_layers_bf16)
+
+A custom configuration (``tp_comm_overlap_cfg``) changes the methods: a ring-exchange reduce-scatter holds
+2 TP - 1 chunks of [S/TP, h] instead of [S, h].
 
 DeepEP (flex dispatcher, ``moe_flex_dispatcher_backend: deepep``; Megatron-Core ``moe/fused_a2a.py``
 ``get_buffer``; DeepEP ``csrc/legacy/config.hpp`` ``get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
@@ -60,6 +63,8 @@ than 21,840 tokens per rank (its RDMA send queue must stay under 65,536 entries)
 
 from __future__ import annotations
 
+from . import userbuffers
+
 __all__ = ["deepep_bytes", "hybridep_bytes", "hybridep_domains", "hybridep_parts", "hybridep_tokens",
            "tp_overlap_bytes", "DEEPEP_GROUP_SIZES", "HYBRIDEP_MAX_DOMAINS", "HYBRIDEP_MAX_RDMA_TOKENS"]
 
@@ -86,15 +91,7 @@ def _round128(n: int) -> int:
 
 def tp_overlap_bytes(r) -> int:
     """Transformer Engine's TP-overlap userbuffers on one GPU (0 without ``tp_comm_overlap``)."""
-    par, pr = r.cfg.parallelism, r.cfg.precision
-    if not par.tp_comm_overlap:
-        return 0
-    S = r.s * r.b // r.cp
-    B = 4 if pr.params_dtype == "fp32" else 2
-    n = (8 * 1 + 4 * B) if pr.fp8 else 12 * B
-    if pr.fp8 and pr.first_last_layers_bf16 and (pr.num_layers_at_start_in_bf16 or pr.num_layers_at_end_in_bf16):
-        n += 12 * B      # a second, non-FP8 set for the bf16 layers
-    return n * S * r.h
+    return userbuffers.tp_overlap_bytes(r)
 
 
 def deepep_bytes(r) -> int:

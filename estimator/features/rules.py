@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import Problem
 from ..resolve import virtual_stages
+from . import userbuffers
 from .comm_buffers import (DEEPEP_GROUP_SIZES, HYBRIDEP_MAX_DOMAINS, HYBRIDEP_MAX_RDMA_TOKENS, hybridep_domains,
                            hybridep_tokens)
 
@@ -198,6 +199,15 @@ def feature_problems(cfg) -> list[Problem]:
     # Communication --------------------------------------------------------------------------------
     if par.tp_comm_overlap and (t == 1 or not tr.sequence_parallel):
         add("parallelism.tp_comm_overlap", True, "needs tensor_model_parallel_size > 1 and sequence_parallel: true")
+    if par.tp_comm_overlap:
+        if pr.params_dtype == "fp32":
+            # Megatron-LM and Megatron-Bridge pass no dtype to initialize_ub: its buffers are bf16, and
+            # CommOverlapP2PBase::copy_into_buffer refuses 4-byte activations (Transformer Engine @ d0067d0d).
+            add("parallelism.tp_comm_overlap", True, "needs bf16 or fp16 weights: Transformer Engine's userbuffers "
+                "are bf16 (Megatron passes no dtype to initialize_ub) and refuse fp32 activations")
+        P.extend(userbuffers.problems(cfg))
+    else:
+        only_with("parallelism.tp_comm_overlap_cfg", par.tp_comm_overlap_cfg, None, "tp_comm_overlap: true")
     if m.moe_token_dispatcher_type == "flex" and moe:
         g = ep * etp
         if m.moe_flex_dispatcher_backend == "deepep" and g > 1 and g not in DEEPEP_GROUP_SIZES:
