@@ -337,7 +337,8 @@ def test_export_writes_the_muon_flags_back():
     cfg = _cfg(training={"muon_tp_mode": "distributed", "muon_nesterov": True, "muon_split_qkv": False,
                          "muon_fp32_matmul_prec": "high"})
     args = " ".join(to_megatron_args(cfg))
-    for flag in ("--muon-tp-mode distributed", "--muon-nesterov", "--muon-no-split-qkv", "--muon-fp32-matmul-prec high"):
+    for flag in ("--muon-tp-mode distributed", "--muon-nesterov", "--muon-no-split-qkv",
+                 "--muon-fp32-matmul-prec high"):
         assert flag in args
     back = read_megatron_args(args, world_size=1).config["training"]
     assert (back["muon_tp_mode"], back["muon_nesterov"], back["muon_split_qkv"]) == ("distributed", True, False)

@@ -1,8 +1,8 @@
 """The Muon optimizer step: what one GPU allocates while Megatron-Core's Muon (``training.optimizer: muon``) runs.
 
-Sources: emerging_optimizers 0.3.0 (the version Megatron-LM pins; ``orthogonalized_optimizers/
-orthogonalized_optimizer.py`` ``OrthogonalizedOptimizer.step``, ``muon_utils.py`` ``newton_schulz``,
-``newton_schulz_tp``, ``newton_schulz_step``) and Megatron-LM @ d98e8a64 (``megatron/core/optimizer/
+Sources: NVIDIA-NeMo/Emerging-Optimizers @ v0.3.0 (b309e2f0, the version Megatron-LM's pyproject.toml pins;
+``orthogonalized_optimizers/orthogonalized_optimizer.py`` ``OrthogonalizedOptimizer.step``, ``muon_utils.py``
+``newton_schulz``, ``newton_schulz_tp``, ``newton_schulz_step``) and Megatron-LM @ d98e8a64 (``megatron/core/optimizer/
 emerging_optimizers.py`` ``TensorParallelMuon``, ``__init__.py`` ``_get_megatron_emerging_optimizer``,
 ``layer_wise_optimizer.py``, ``optimizer.py`` ``Float16OptimizerWithFloat16Params``, ``ChainedOptimizer``).
 
@@ -66,9 +66,10 @@ to Adam and is left out; MLA's projections are orthogonalized whole (no QKV spli
 ``--muon-fp32-matmul-prec`` (``training.muon_fp32_matmul_prec``) high or highest keeps the iterates in fp32
 (only medium casts them to bf16), which Megatron-Bridge's DeepSeek-V4 recipes set: gathered 8 N, then X 4 N, A and B
 4 m^2 each and X' 4 N at once, 16 N + 8 m^2. Megatron-LM's flag also accepts low (``arguments.py``: low, medium,
-high), which is no PyTorch precision: ``utils.fp32_matmul_precision`` hands it to ``torch.set_float32_matmul_precision``,
-and ATen (``Context::setFloat32MatmulPrecision``) only warns and leaves the precision as it was; Megatron-LM sets
-none, so PyTorch's default highest applies and the iterates are fp32 as with high.
+high), which is no PyTorch precision: ``utils.fp32_matmul_precision`` hands it to
+``torch.set_float32_matmul_precision``, and ATen (``Context::setFloat32MatmulPrecision``) only warns and leaves
+the precision as it was; Megatron-LM sets none, so PyTorch's default highest applies and the iterates are fp32 as
+with high.
 
 **The other options** (Megatron-LM @ d98e8a64 ``arguments.py``, ``OptimizerConfig``, ``TensorParallelMuon``). None
 adds persistent state: the momentum buffer is Muon's one state (``OrthogonalizedOptimizer._init_group``); each
