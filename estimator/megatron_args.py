@@ -62,7 +62,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
-                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg"}
+                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -505,6 +505,8 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
             tr["use_layer_wise_param_layout"] = False
         else:
             notes.append("--no-use-layer-wise-param-layout: only with Muon and the distributed optimizer")
+    if "muon_split_qkv" in raw:   # --muon-no-split-qkv (store_false)
+        tr["muon_split_qkv"] = False
     if tr.get("optimizer", "adam") != "sgd" and "sgd_momentum" in tr:
         del tr["sgd_momentum"]
         notes.append("--sgd-momentum: only with --optimizer sgd")

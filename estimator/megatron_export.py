@@ -274,6 +274,19 @@ def _feature_args(cfg, add, out: list) -> None:
         add("--torch-fsdp2-no-reshard-after-forward")
     if not tr.use_layer_wise_param_layout:
         add("--no-use-layer-wise-param-layout")
+    if tr.optimizer == "muon":
+        if tr.muon_fp32_matmul_prec == "highest":
+            raise UnsupportedError("training.muon_fp32_matmul_prec highest has no pretrain_gpt.py value: Megatron-LM's "
+                                   "--muon-fp32-matmul-prec takes low, medium or high (high keeps the same fp32 "
+                                   "iterates); highest is a Megatron-Bridge setting")
+        if tr.muon_fp32_matmul_prec != "medium":
+            add("--muon-fp32-matmul-prec", tr.muon_fp32_matmul_prec)
+        if tr.muon_tp_mode != "duplicated":
+            add("--muon-tp-mode", tr.muon_tp_mode)
+        if tr.muon_nesterov:
+            add("--muon-nesterov")
+        if not tr.muon_split_qkv:
+            add("--muon-no-split-qkv")
 
 
 def _flag(name: str) -> str:

@@ -119,7 +119,12 @@ _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP 
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
      "allocator)")
-_put(_M, "muon_fp32_matmul_prec", "Muon's Newton-Schulz iterates: bf16 copies at medium, fp32 at high and highest")
+_put(_M, "muon_fp32_matmul_prec", "Muon's Newton-Schulz iterates: bf16 copies at medium, fp32 at high and highest "
+     "(and at low, which PyTorch ignores, leaving its default highest)")
+_put(_M, "muon_tp_mode", "Muon's step: the momentum gathered whole over the tensor-parallel group (duplicated), or "
+     "each shard orthogonalized alone (blockwise) or with an all-reduced Gram matrix (distributed)")
+_put(_M, "muon_nesterov", "Muon's step orthogonalizes a new fp32 Nesterov mix of the gradient and the momentum")
+_put(_M, "muon_split_qkv", "Muon's step: the fused QKV weight orthogonalized in blocks or whole")
 _put(_M, "use_layer_wise_param_layout", "Muon's layer-wise distributed optimizer: without the layout whole "
      "tensors go to the data-parallel ranks in ping-pong order, the largest (the embedding) to one rank")
 _put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
@@ -211,6 +216,9 @@ _put(_N, "use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d",
 _put(_N, "pin_cpu_grads pin_cpu_params", "host memory only: pinned or pageable (the host total is the same)")
 _put(_N, "muon_momentum muon_scale_mode muon_coefficient_type muon_num_ns_steps muon_extra_scale_factor",
      "Muon hyper-parameters: one momentum buffer either way, and the same Newton-Schulz working set in the step")
+_put(_N, "muon_use_syrk", "Muon's Triton SYRK kernel writes the same m x m bf16 Gram products as the matmuls it "
+     "replaces (emerging_optimizers 0.4.0 triton_kernels tsyrk_ex: a new (m, m) output each); it needs "
+     "emerging_optimizers >= 0.4.0 (with the 0.3.0 that Megatron-LM pins, TensorParallelMuon raises ValueError)")
 _put(_N, "lion_beta1 lion_beta2", "only with the Lion optimizer, which is refused")
 _put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 adam_eps no_weight_decay_cond_type "
      "lr_decay_style lr_wsd_decay_style lr_decay_iters lr_decay_samples lr_wsd_decay_iters lr_wsd_decay_samples "
@@ -360,9 +368,6 @@ _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's H
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
      "modelled")
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
-_put(_R, "muon_nesterov muon_split_qkv muon_tp_mode muon_use_syrk",
-     "changes the Muon step's working set (a Nesterov copy, QKV orthogonalized whole, no tensor-parallel gather, "
-     "the SYRK kernel); modelled only at Megatron-LM's default (estimator/features/muon_step.py)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")

@@ -517,9 +517,24 @@ class TrainingConfig:
     muon_fp32_matmul_prec: str = _f("medium", "Muon: PyTorch's fp32 matmul precision for the Newton-Schulz "
                                      "iterations. medium (Megatron-LM's default) runs them on bf16 copies; high "
                                      "(Megatron-LM's flag) and highest (Megatron-Bridge's DeepSeek-V4 recipes) keep "
-                                     "the iterates in fp32, which doubles their bytes in the optimizer step.",
-                                     type="str", choices=("medium", "high", "highest"),
+                                     "the iterates in fp32, which doubles their bytes in the optimizer step. low "
+                                     "(accepted by Megatron-LM's flag) is not a PyTorch precision: PyTorch ignores it "
+                                     "with a warning and the iterations run at the process's precision, PyTorch's "
+                                     "default highest (Megatron-LM does not change it), so fp32 as well.",
+                                     type="str", choices=("medium", "high", "highest", "low"),
                                      flag="--muon-fp32-matmul-prec")
+    muon_tp_mode: str = _f("duplicated", "Muon: how a tensor-parallel matrix is orthogonalized in the optimizer "
+                           "step. duplicated (Megatron-LM's default) all-gathers the momentum over the "
+                           "tensor-parallel group and orthogonalizes the whole matrix on every rank; blockwise "
+                           "orthogonalizes each rank's shard alone (no gather, even at TP 1); distributed keeps "
+                           "the shard and all-reduces the Gram matrix of its unsharded side.", type="str",
+                           choices=("duplicated", "blockwise", "distributed"), flag="--muon-tp-mode")
+    muon_nesterov: bool = _f(False, "Muon: Nesterov momentum. The step then orthogonalizes a new fp32 mix of the "
+                             "gradient and the momentum (4 B per element of the matrix being stepped) instead of "
+                             "the momentum itself; no state is added.", type="bool", flag="--muon-nesterov")
+    muon_split_qkv: bool = _f(True, "Muon: orthogonalize the fused QKV weight in its query, (gate,) key and value "
+                              "blocks (Megatron-LM's default); false (--muon-no-split-qkv) orthogonalizes it "
+                              "whole.", type="bool")
     optimizer_cpu_offload: bool = _f(False, "Run the optimizer step of a fraction of the parameters on the CPU "
                                      "(Megatron-Core HybridDeviceOptimizer): their fp32 master weights, gradients "
                                      "and Adam states live in host memory (needs the precision-aware optimizer).",

@@ -152,15 +152,22 @@ def test_a_square_matrix_is_bounded_by_its_products():
     assert muon_step.matrix_working_set(2048, 2048, 1, True) == 83_886_080
 
 
-def test_muon_flags_that_change_the_step_are_refused_off_their_default():
-    """--muon-nesterov (a Nesterov copy of each matrix), --muon-tp-mode and --muon-no-split-qkv change the working
-    set, which is modelled at Megatron-LM's defaults only; the defaults pass."""
+def test_muon_flags_that_change_the_step_are_read_into_the_configuration():
+    """--muon-nesterov, --muon-tp-mode and --muon-no-split-qkv (store_false) change the working set and are read
+    into training.muon_nesterov / muon_tp_mode / muon_split_qkv; --muon-use-syrk writes the same Gram products
+    (emerging_optimizers 0.4.0 tsyrk_ex: a new (m, m) bf16 output, as the matmul) and has no effect on memory;
+    --muon-fp32-matmul-prec low (a Megatron-LM choice) is read as given. The defaults stay defaults."""
     base = ("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --max-position-embeddings "
             "128 --micro-batch-size 1 --bf16 --optimizer muon --vocab-size 1024")
-    for flag in ("--muon-nesterov", "--muon-tp-mode distributed", "--muon-no-split-qkv"):
-        with pytest.raises(RefusedFlagsError, match=flag.split()[0]):
-            read_megatron_args(f"{base} {flag}")
-    read_megatron_args(f"{base} --muon-tp-mode duplicated --muon-fp32-matmul-prec medium --muon-num-ns-steps 6")
+    imp = read_megatron_args(f"{base} --muon-nesterov --muon-tp-mode blockwise --muon-no-split-qkv --muon-use-syrk "
+                             "--muon-fp32-matmul-prec low")
+    tr = imp.config["training"]
+    assert (tr["muon_nesterov"], tr["muon_tp_mode"], tr["muon_split_qkv"], tr["muon_fp32_matmul_prec"]) == (
+        True, "blockwise", False, "low")
+    assert [f for f, _ in imp.no_effect] == ["--muon-use-syrk"] and "SYRK" in imp.no_effect[0][1]
+    tr = read_megatron_args(f"{base} --muon-tp-mode duplicated --muon-fp32-matmul-prec medium "
+                            "--muon-num-ns-steps 6").config["training"]
+    assert "muon_nesterov" not in tr and "muon_split_qkv" not in tr and tr["muon_tp_mode"] == "duplicated"
 
 
 def test_fp32_iterates_against_the_h100_measurement():
@@ -217,3 +224,123 @@ def test_muons_own_working_set_matches_the_h100_measurements(run, after, peak, o
     assert s.peak_phase == "optimizer_step" and m["peak_allocated_phase"].startswith("optimizer")
     assert s.transient["muon_newton_schulz"] == own
     assert s.allocated_bytes == pytest.approx(peak, rel=1e-4)
+
+
+# --- the options off their defaults (Megatron-LM @ d98e8a64 TensorParallelMuon, emerging_optimizers 0.3.0) -------
+
+def _ws(training=None, parallelism=None, model=MODEL):
+    r = resolve(_cfg(model, {**(training or {}), **({"world_size": 2} if parallelism else {})}, parallelism))
+    return muon_step.muon_working_set(r, range(len(r.kinds)))
+
+
+def test_blockwise_orthogonalizes_each_shard_without_a_gather():
+    """--muon-tp-mode blockwise: partition_dim None, so newton_schulz runs on the shard alone, with no gather even
+    at TP 1. Per n-element shard with smaller side m: normalized fp32 4 n, bf16 cast 2 n; an iteration X 2 n + A 2 m^2
+    + B 2 m^2 + X' 2 n; the fp32 result 4 n and the two scale products 4 n each: max(6 n, 4 n + 4 m^2, 12 n) = 12 n.
+    Batch-7 model, TP 1, fc1 11264 x 2048 (n = 23,068,672): 12 n = 276,824,064 (4 n + 4 x 2048^2 = 109,051,904 is
+    less), + the QKV update stepped before it 4 x 8,388,608 = 310,378,496 (duplicated: 356,515,840). The others are
+    less: fc2 12 x 11,534,336 + 4 x 23,068,672 = 230,686,720; the split QKV (8 groups, block copies 33,554,432):
+    q 33,554,432 + 12 x 4,194,304 = 83,886,080, k 33,554,432 + 16,777,216 + 12 x 2,097,152 = 75,497,472, v 33,554,432
+    + 25,165,824 + 25,165,824 = 83,886,080, cat 67,108,864; + the projection's 16,777,216 = 100,663,296."""
+    assert _ws({"muon_tp_mode": "blockwise"}) == 310_378_496
+    assert muon_step.orthogonalize_bytes(11264, 2048, 1, False, "blockwise") == 276_824_064
+    r = resolve(_cfg(training={"muon_tp_mode": "blockwise"}))
+    assert muon_step.qkv_working_set(r, prev=4_194_304) == 100_663_296
+
+
+def test_distributed_mode_all_reduces_the_gram_of_the_unpartitioned_side():
+    """--muon-tp-mode distributed: newton_schulz on the shard, transposed by partition_dim so that the Gram matrix
+    is d x d, d the side that is not partitioned (the columns of a column-parallel weight, the rows of a row-parallel
+    one): max(12 n, 4 n + 4 d^2).
+    TP 2, the batch-7 model's key block (4 groups x 128 = 512 rows x 2048, column-parallel): n = 1,048,576,
+    d = 2048: max(12,582,912, 4,194,304 + 16,777,216) = 20,971,520; blockwise on the same shard (m = 512):
+    max(12,582,912, 4,194,304 + 1,048,576) = 12,582,912; duplicated (N = 2,097,152, m = 1024):
+    max(29,360,128, 25,165,824 + 4,194,304) = 29,360,128.
+    A 2048 x 256 shard of a row-parallel weight: d = 2048 rows, 4 x 524,288 + 4 x 2048^2 = 18,874,368 > 12 n =
+    6,291,456; the same shard of a column-parallel weight: d = 256 columns, 12 n = 6,291,456.
+    The batch-7 model at TP 2: fc1 5632 x 2048 (column-parallel, d = 2048): 12 x 11,534,336 = 138,412,032 >
+    4 n + 4 d^2 = 62,914,560; + the QKV update 4 x 4,194,304 = 155,189,248, the largest (fc2 2048 x 2816, d = 2048:
+    12 x 5,767,168 + 4 x 11,534,336 = 115,343,360)."""
+    ob = muon_step.orthogonalize_bytes
+    assert (ob(512, 2048, 2, False, "distributed"), ob(512, 2048, 2, False, "blockwise"),
+            ob(512, 2048, 2, False, "duplicated")) == (20_971_520, 12_582_912, 29_360_128)
+    assert (ob(2048, 256, 2, True, "distributed"), ob(2048, 256, 2, False, "distributed")) == (18_874_368, 6_291_456)
+    assert _ws({"muon_tp_mode": "distributed"}, {"tensor_model_parallel_size": 2}) == 155_189_248
+
+
+def test_fp32_iterates_in_the_shard_modes():
+    """High or highest precision keeps the iterates fp32 without a gather: max(12 n, 8 n + 8 m^2). A square 2048 x
+    2048 shard (n = m^2 = 4,194,304): 16 n = 67,108,864 > 12 n = 50,331,648; at medium 12 n."""
+    ob = muon_step.orthogonalize_bytes
+    assert ob(2048, 2048, 1, True, "blockwise", fp32=True) == 67_108_864
+    assert ob(2048, 2048, 1, True, "blockwise") == 50_331_648
+
+
+def test_nesterov_orthogonalizes_a_new_fp32_mix():
+    """--muon-nesterov: OrthogonalizedOptimizer.step orthogonalizes grad.lerp(momentum_buffer, momentum), a new fp32
+    tensor of the matrix's n elements held until the next matrix: + 4 n. Batch-7 model, TP 1: fc1 14 x 23,068,672 +
+    4 x 23,068,672 + the QKV update 4 x 8,388,608 = 448,790,528 (fc2: 14 x 11,534,336 + 4 x 11,534,336 +
+    4 x 23,068,672 = 299,892,736; the split QKV 117,440,512 + 4 x 8,388,608 = 150,994,944). Still below torch
+    AdamW's 524,427,264, which stays the step's own buffer; with Transformer Engine's FusedAdam Muon's is."""
+    assert _ws({"muon_nesterov": True}) == 448_790_528
+    r = resolve(_cfg(MOE, {"muon_nesterov": True}))
+    assert muon_step.qkv_working_set(r, prev=4_194_304) == 150_994_944
+    assert _own(_cfg(training={"muon_nesterov": True})) == {"optimizer_temporaries": 524_427_264}
+    cfg = _cfg(training={"transformer_impl": "transformer_engine", "optimizer_implementation": "te_fused",
+                         "seq_length": 128, "muon_nesterov": True})
+    assert _own(cfg) == {"muon_newton_schulz": 448_790_528}
+
+
+def test_qkv_orthogonalized_whole():
+    """--muon-no-split-qkv: the QKV weight (4096 x 2048 at TP 1) is one column-parallel matrix, N = 8,388,608,
+    m = 2048: max(14 N, 12 N + 4 m^2) = 117,440,512 (both), + its own size as the bound 33,554,432 = 150,994,944
+    (split: 134,217,728); after the output projection (16,777,216) 134,217,728. TP 2: held 2048 x 2048, gathered to
+    the same 117,440,512, + the projection's 4 x 2048 x 1024 = 8,388,608: 125,829,120."""
+    r = resolve(_cfg(MOE, {"muon_split_qkv": False}))
+    assert muon_step.qkv_working_set(r) == 150_994_944
+    assert muon_step.qkv_working_set(r, prev=4_194_304) == 134_217_728
+    r2 = resolve(_cfg(training={"muon_split_qkv": False, "world_size": 2},
+                      parallelism={"tensor_model_parallel_size": 2}))
+    assert muon_step.qkv_working_set(r2, prev=2_097_152) == 125_829_120
+
+
+def test_low_precision_leaves_pytorchs_default_highest():
+    """--muon-fp32-matmul-prec low: torch.set_float32_matmul_precision('low') only warns (ATen
+    Context::setFloat32MatmulPrecision), Megatron-LM sets no precision, so newton_schulz sees PyTorch's default
+    highest: fp32 iterates, as with highest: 436,207,616 (test_fp32_newton_schulz_iterates_double_their_bytes)."""
+    assert _ws({"muon_fp32_matmul_prec": "low"}) == 436_207_616
+
+
+def test_the_assumption_names_the_options():
+    text = "\n".join(estimate(_cfg(training={"muon_tp_mode": "blockwise", "muon_nesterov": True,
+                                             "muon_split_qkv": False})).assumptions)
+    assert "muon_tp_mode blockwise" in text and "Nesterov" in text and "QKV whole" in text
+    assert "max(12 n, 4 n + 4 m^2)" in text
+
+
+def test_kimi_k2_dense_fc1_blockwise_with_nesterov():
+    """Megatron-Bridge's Kimi K2 recipe (muon_tp_mode blockwise, muon_nesterov True; TP 8): the dense layer's fc1 is
+    held as 2 x 18432 / 8 = 4608 x 7168 (n = 33,030,144): 12 n + 4 n = 528,482,304. Duplicated, it would be gathered
+    to N = 264,241,152 (m = 7168): max(14 N = 3,699,376,128, 12 N + 4 x 7168^2 = 3,376,414,720)."""
+    assert muon_step.matrix_working_set(4608, 7168, 8, False, prev=0, mode="blockwise", nesterov=True) == 528_482_304
+    assert muon_step.matrix_working_set(4608, 7168, 8, False, prev=0) == 3_699_376_128
+    from estimator.validation_recipes import recipe_cases
+    case = next(c for c in recipe_cases() if c.id == "bridge-kimi-k2-1024gpu-h100-bf16")
+    assert case.status == "estimated" and case.verdict == "fits" and not case.reasons
+
+
+def test_export_writes_the_muon_flags_back():
+    """to_megatron_args writes the options Megatron-LM has flags for; highest has no pretrain_gpt.py value
+    (Megatron-LM's choices are low, medium and high)."""
+    from estimator.errors import UnsupportedError
+    from estimator.megatron_export import to_megatron_args
+    cfg = _cfg(training={"muon_tp_mode": "distributed", "muon_nesterov": True, "muon_split_qkv": False,
+                         "muon_fp32_matmul_prec": "high"})
+    args = " ".join(to_megatron_args(cfg))
+    for flag in ("--muon-tp-mode distributed", "--muon-nesterov", "--muon-no-split-qkv",
+                 "--muon-fp32-matmul-prec high"):
+        assert flag in args
+    back = read_megatron_args(args, world_size=1).config["training"]
+    assert (back["muon_tp_mode"], back["muon_nesterov"], back["muon_split_qkv"]) == ("distributed", True, False)
+    with pytest.raises(UnsupportedError, match="highest"):
+        to_megatron_args(_cfg(training={"muon_fp32_matmul_prec": "highest"}))

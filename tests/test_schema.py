@@ -72,6 +72,8 @@ VARIANTS = {
     "training.optimizer": (make_config(MODEL), {"training": {"optimizer": "muon"}}),
     "training.muon_fp32_matmul_prec": (make_config(MODEL, None, {"optimizer": "muon"}),
                                        {"training": {"muon_fp32_matmul_prec": "highest"}}),
+    "training.muon_split_qkv": (make_config({**MODEL, "ffn_hidden_size": 128}, None, {"optimizer": "muon"}),
+                                {"training": {"muon_split_qkv": False}}),
     "training.cpu_offloading": (make_config(MODEL), {"training": {"cpu_offloading": True,
                                                                   "cpu_offloading_num_layers": 2}}),
     "training.cuda_graph_modules": (make_config(MODEL, None, {"cuda_graph_impl": "transformer_engine",

@@ -1,8 +1,8 @@
 """The Muon optimizer step: what one GPU allocates while Megatron-Core's Muon (``training.optimizer: muon``) runs.
 
-Sources: emerging_optimizers 0.3.0 (the version Megatron-LM pins; ``orthogonalized_optimizers/
-orthogonalized_optimizer.py`` ``OrthogonalizedOptimizer.step``, ``muon_utils.py`` ``newton_schulz``,
-``newton_schulz_tp``, ``newton_schulz_step``) and Megatron-LM @ d98e8a64 (``megatron/core/optimizer/
+Sources: NVIDIA-NeMo/Emerging-Optimizers @ v0.3.0 (b309e2f0, the version Megatron-LM's pyproject.toml pins;
+``orthogonalized_optimizers/orthogonalized_optimizer.py`` ``OrthogonalizedOptimizer.step``, ``muon_utils.py``
+``newton_schulz``, ``newton_schulz_tp``, ``newton_schulz_step``) and Megatron-LM @ d98e8a64 (``megatron/core/optimizer/
 emerging_optimizers.py`` ``TensorParallelMuon``, ``__init__.py`` ``_get_megatron_emerging_optimizer``,
 ``layer_wise_optimizer.py``, ``optimizer.py`` ``Float16OptimizerWithFloat16Params``, ``ChainedOptimizer``).
 
@@ -65,10 +65,43 @@ to Adam and is left out; MLA's projections are orthogonalized whole (no QKV spli
 
 ``--muon-fp32-matmul-prec`` (``training.muon_fp32_matmul_prec``) high or highest keeps the iterates in fp32
 (only medium casts them to bf16), which Megatron-Bridge's DeepSeek-V4 recipes set: gathered 8 N, then X 4 N, A and B
-4 m^2 each and X' 4 N at once, 16 N + 8 m^2. Modelled at Megatron-LM's defaults of ``--muon-nesterov`` (off; on, it
-adds 4 B per element of the matrix), ``--muon-split-qkv`` (on), ``--muon-tp-mode`` (duplicated) and
-``--muon-use-syrk`` (off), which the configuration does not carry (other values are refused on import:
-estimator/megatron_flag_classes.py).
+4 m^2 each and X' 4 N at once, 16 N + 8 m^2. Megatron-LM's flag also accepts low (``arguments.py``: low, medium,
+high), which is no PyTorch precision: ``utils.fp32_matmul_precision`` hands it to
+``torch.set_float32_matmul_precision``, and ATen (``Context::setFloat32MatmulPrecision``) only warns and leaves
+the precision as it was; Megatron-LM sets none, so PyTorch's default highest applies and the iterates are fp32 as
+with high.
+
+**The other options** (Megatron-LM @ d98e8a64 ``arguments.py``, ``OptimizerConfig``, ``TensorParallelMuon``). None
+adds persistent state: the momentum buffer is Muon's one state (``OrthogonalizedOptimizer._init_group``); each
+changes only the step's working set, n below being the matrix's elements on this GPU.
+
+``--muon-tp-mode`` (``training.muon_tp_mode``). *duplicated* (the default) is the gather above. *blockwise*:
+``TensorParallelMuon.orthogonalize`` sets ``partition_dim`` to None, so ``newton_schulz_tp`` runs ``newton_schulz``
+on this GPU's shard alone, with no gather even at TP 1 (where duplicated still gathers over one rank). Transposed to
+its smaller side m: the normalized fp32 copy 4 n, its bf16 cast 2 n, each iteration's X 2 n + A 2 m^2 + B 2 m^2 +
+X' 2 n, the fp32 result 4 n, then ``scaled_orthogonalize_fn``'s two products 4 n each beside that result:
+
+    max(6 n, 4 n + 4 m^2, 12 n) = 12 n      (m^2 <= n; fp32 iterates: max(12 n, 8 n + 8 m^2))
+
+*distributed*: ``newton_schulz`` on the shard with the tensor-parallel group, transposed by ``partition_dim`` so that
+the Gram matrix A is that of the side that is not partitioned (d: the columns of a column-parallel weight, the rows of
+a row-parallel one, whether or not it is the smaller side), A all-reduced in place; ``distributed_normalize_p2``
+squares the shard into a temporary (4 n, freed by the sum) before dividing (4 n):
+
+    max(12 n, 4 n + 4 d^2)                  (fp32 iterates: max(12 n, 8 n + 8 d^2))
+
+``--muon-nesterov`` (``training.muon_nesterov``): ``OrthogonalizedOptimizer.step`` orthogonalizes
+``grad.lerp(momentum_buffer, momentum)``, a new fp32 tensor of the matrix's n elements, instead of the momentum
+buffer; the loop's ``grad`` holds it until the next matrix rebinds it, so + 4 n through the whole orthogonalization.
+
+``--muon-no-split-qkv`` (``training.muon_split_qkv`` false): the fused QKV weight is orthogonalized whole, as the
+column-parallel matrix it is (no block copies, no concatenation).
+
+``--muon-use-syrk`` is not a field: its kernel (``newton_schulz_step_tsyrk``, at medium only) gets A and B from
+``triton_kernels.tsyrk_ex``, which allocates each (m, m) bf16 output as the matmul does, so the bytes are the same.
+It needs emerging_optimizers 0.4.0 or later (Megatron-LM's ``_SYRK_MIN_EO_VERSION``: with the pinned 0.3.0
+``TensorParallelMuon`` raises ValueError), whose ``muon_utils`` allocates nothing else differently at these settings
+(``normalize_in_double`` off; its c = 0 branch serves only the cubic5 coefficients).
 """
 
 from __future__ import annotations
@@ -76,7 +109,11 @@ from __future__ import annotations
 from ..layers import LayerKind, kind_weight_shapes
 from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 
-__all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "qkv_working_set"]
+__all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "orthogonalize_bytes",
+           "qkv_working_set"]
+
+#: ``--muon-tp-mode`` values (Megatron-LM @ d98e8a64 arguments.py).
+TP_MODES = ("duplicated", "blockwise", "distributed")
 
 
 def _newton_schulz(big: int, m: int, fp32: bool) -> int:
@@ -86,26 +123,58 @@ def _newton_schulz(big: int, m: int, fp32: bool) -> int:
     return 16 * big + 8 * m * m if fp32 else max(14 * big, 12 * big + 4 * m * m)
 
 
-def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool, prev: int | None = None,
-                       fp32: bool = False) -> int:
-    """Bytes Muon allocates while orthogonalizing one matrix held on this GPU as ``rows`` x ``cols`` and
-    all-gathered over ``gather`` tensor-parallel ranks along its columns (``row_parallel``, partition_dim 1) or
-    its rows (partition_dim 0) (module docstring):
+def _shard_newton_schulz(n: int, d: int, fp32: bool) -> int:
+    """Bytes of the orthogonalization of an n-element shard that is not gathered (blockwise and distributed modes,
+    module docstring), d the side of its Gram matrix: the scaled update's 12 n, or the iterations' X + A + B + X',
+    4 n + 4 d^2 with bf16 iterates and 8 n + 8 d^2 with fp32 ones (the normalization's 4 n and the casts' 6 n are
+    less)."""
+    return max(12 * n, 8 * n + 8 * d * d if fp32 else 4 * n + 4 * d * d)
 
-        max(14 N, 12 N + 4 m^2) + 4 n_prev            (16 N + 8 m^2 + 4 n_prev with ``fp32`` iterates)
 
-    with n = rows x cols, N = gather x n, m the smaller side of the gathered matrix, and 4 n_prev the update of
-    the matrix stepped before, still referenced (``prev`` elements on this GPU; by default bounded by this one's
-    n)."""
+def orthogonalize_bytes(rows: int, cols: int, gather: int, row_parallel: bool, mode: str = "duplicated",
+                        fp32: bool = False) -> int:
+    """Bytes of ``TensorParallelMuon``'s orthogonalization of one matrix held on this GPU as ``rows`` x ``cols``,
+    partitioned over ``gather`` ranks along its columns (``row_parallel``, partition_dim 1) or rows (partition_dim 0),
+    with ``--muon-tp-mode`` ``mode`` (module docstring):
+
+        duplicated   max(14 N, 12 N + 4 m^2)   N = gather x n, m the smaller side of the gathered matrix
+        blockwise    max(12 n, 4 n + 4 m^2)    m the smaller side of the shard
+        distributed  max(12 n, 4 n + 4 d^2)    d the side that is not partitioned
+
+    (16 N + 8 m^2, and 8 n + 8 m^2 or 8 d^2 in place of the second terms, with fp32 iterates), n = rows x cols."""
     n = rows * cols
-    big = gather * n
-    m = min(rows, cols * gather) if row_parallel else min(rows * gather, cols)
-    return _newton_schulz(big, m, fp32) + FP32 * (n if prev is None else prev)
+    if mode == "duplicated":
+        m = min(rows, cols * gather) if row_parallel else min(rows * gather, cols)
+        return _newton_schulz(gather * n, m, fp32)
+    if mode == "blockwise":
+        return _shard_newton_schulz(n, min(rows, cols), fp32)
+    if mode == "distributed":
+        return _shard_newton_schulz(n, rows if row_parallel else cols, fp32)
+    raise ValueError(f"muon_tp_mode {mode!r}: expected one of {', '.join(TP_MODES)}")
+
+
+def matrix_working_set(rows: int, cols: int, gather: int, row_parallel: bool, prev: int | None = None,
+                       fp32: bool = False, mode: str = "duplicated", nesterov: bool = False) -> int:
+    """Bytes Muon allocates while stepping one matrix held on this GPU as ``rows`` x ``cols`` (module docstring):
+    its orthogonalization (:func:`orthogonalize_bytes`; by default all-gathered over ``gather`` tensor-parallel
+    ranks: max(14 N, 12 N + 4 m^2), 16 N + 8 m^2 with ``fp32`` iterates), + 4 n for the Nesterov mix with
+    ``nesterov``, + 4 n_prev for the update of the matrix stepped before, still referenced (``prev`` elements on
+    this GPU; by default bounded by this one's n = rows x cols)."""
+    n = rows * cols
+    return (orthogonalize_bytes(rows, cols, gather, row_parallel, mode, fp32) + (FP32 * n if nesterov else 0)
+            + FP32 * (n if prev is None else prev))
 
 
 def _fp32_iterates(r) -> bool:
-    """Whether the Newton-Schulz iterates stay fp32: only ``medium`` casts them to bf16 (``newton_schulz``)."""
+    """Whether the Newton-Schulz iterates stay fp32: only ``medium`` casts them to bf16 (``newton_schulz``); low
+    leaves PyTorch's default highest (module docstring)."""
     return r.cfg.training.muon_fp32_matmul_prec != "medium"
+
+
+def _options(r) -> dict:
+    """The configuration's Muon options as :func:`matrix_working_set` takes them."""
+    tr = r.cfg.training
+    return dict(fp32=_fp32_iterates(r), mode=tr.muon_tp_mode, nesterov=tr.muon_nesterov)
 
 
 def _qkv_blocks(r) -> list:
@@ -121,28 +190,34 @@ def _qkv_elements(r) -> int:
 
 
 def qkv_working_set(r, prev: int | None = None) -> int:
-    """Bytes Muon allocates while orthogonalizing one fused QKV weight split into its blocks (module docstring).
+    """Bytes Muon allocates while stepping one fused QKV weight (module docstring), n elements on this GPU.
 
-    Per query group the rows are [q (a/g x dh), gate (same, with attention_output_gate), k (dh), v (dh)]; on this
-    GPU g/t groups. The blocks are copied out of the strided view (4 n for them all; views when one group), then
-    each block i, gathered to N_i = g x rows_i x h, is orthogonalized beside the copies and the earlier blocks'
-    updates:
+    Split (``muon_split_qkv``, the default): per query group the rows are [q (a/g x dh), gate (same, with
+    attention_output_gate), k (dh), v (dh)]; on this GPU g/t groups, block i holding n_i = g/t x rows_i x h. The
+    blocks are copied out of the strided view (4 n for them all; views when one group), then each block is
+    orthogonalized as a column-parallel matrix (:func:`orthogonalize_bytes`: gathered to N_i = g x rows_i x h with
+    the duplicated mode) beside the copies and the earlier blocks' updates:
 
-        max_i(copies + 4 sum_{j<i} n_j + max(14 N_i, 12 N_i + 4 m_i^2)),  then 8 n for the concatenation,
+        max_i(copies + 4 sum_{j<i} n_j + orthogonalize_i),  then 8 n for the concatenation.
 
-    plus the update of the matrix stepped before (``prev`` elements; by default bounded by 4 n)."""
+    Whole (``muon_split_qkv: false``): the orthogonalization of the (g/t) (q + k + v) x h matrix. Then + 4 n for the
+    Nesterov mix (``muon_nesterov``) and the update of the matrix stepped before (``prev`` elements; by default
+    bounded by 4 n)."""
     t, g, h = r.t, r.g, r.h
+    o = _options(r)
     blocks = _qkv_blocks(r)
     n = _qkv_elements(r)
-    copies = FP32 * n if g // t > 1 else 0
-    peak = 2 * FP32 * n
-    done = 0
-    for rows in blocks:
-        big = g * rows * h
-        m = min(g * rows, h)
-        peak = max(peak, copies + FP32 * done + _newton_schulz(big, m, _fp32_iterates(r)))
-        done += big // t
-    return peak + FP32 * (n if prev is None else prev)
+    if r.cfg.training.muon_split_qkv:
+        copies = FP32 * n if g // t > 1 else 0
+        peak = 2 * FP32 * n
+        done = 0
+        for rows in blocks:
+            local = g // t * rows
+            peak = max(peak, copies + FP32 * done + orthogonalize_bytes(local, h, t, False, o["mode"], o["fp32"]))
+            done += local * h
+    else:
+        peak = orthogonalize_bytes(n // h, h, t, False, o["mode"], o["fp32"])
+    return peak + (FP32 * n if o["nesterov"] else 0) + FP32 * (n if prev is None else prev)
 
 
 def _mixer_shapes(r, mixer: str) -> set:
@@ -164,18 +239,18 @@ def _stepped(r, kind: LayerKind) -> list:
     h 4096 / SwiGLU 16384 model added 14 N of fc1 + 4 n of the QKV weight stepped before it, exactly. The other
     mixers' matrices, in an order not followed here, keep the bound of their own size."""
     out_rows = {r.h, r.lat or r.h}
-    fp32 = _fp32_iterates(r)
+    o = _options(r)
     seq = []
 
     def add(rows, cols, gather):
-        seq.append((matrix_working_set(rows, cols, gather, rows in out_rows, prev=0, fp32=fp32), rows * cols, True))
+        seq.append((matrix_working_set(rows, cols, gather, rows in out_rows, prev=0, **o), rows * cols, True))
 
     if kind.mixer == "attention":
         add(r.h, r.a // r.t * r.dh, r.t)
         seq.append((qkv_working_set(r, prev=0), _qkv_elements(r), True))
     elif kind.mixer:
         for a, b in sorted(_mixer_shapes(r, kind.mixer)):
-            seq.append((matrix_working_set(a, b, r.t, a in out_rows, fp32=fp32), a * b, False))
+            seq.append((matrix_working_set(a, b, r.t, a in out_rows, **o), a * b, False))
     up = 2 if r.gated else 1
     if kind.mlp == "dense":
         add(r.f // r.t * up, r.h, r.t)
@@ -183,7 +258,7 @@ def _stepped(r, kind: LayerKind) -> list:
     elif kind.mlp == "moe":
         if r.lat:
             for a, b in ((r.lat, r.h), (r.h, r.lat)):
-                seq.append((matrix_working_set(a, b, r.t, a in out_rows, fp32=fp32), a * b, False))
+                seq.append((matrix_working_set(a, b, r.t, a in out_rows, **o), a * b, False))
         fm, d = r.fm // r.etp, r.lat or r.h
         for _ in range(2 if r.E // r.ep > 1 else 1):          # one expert's fc1 after another's fc2
             add(fm * up, d, r.etp)
@@ -199,8 +274,8 @@ def muon_working_set(r, kinds) -> int:
     matrices it steps of their own working set plus the update of the matrix stepped before
     (:func:`_stepped`); the first matrix of a layer follows the last of the layer before, of whichever kind.
     Dense matrices gather over the tensor-parallel group, routed experts over the expert tensor-parallel group
-    (``expert_tp``); row-parallel weights (partition_dim 1) are those that write the hidden state (h rows, the
-    latent width for latent experts)."""
+    (``expert_tp``), with the duplicated ``muon_tp_mode``; row-parallel weights (partition_dim 1) are those that
+    write the hidden state (h rows, the latent width for latent experts)."""
     seqs = [_stepped(r, r.kinds[k]) for k in set(kinds)]
     last = max((q[-1][1] for q in seqs if q), default=0)
     best = 0
@@ -245,24 +320,39 @@ _ADAM_NAMES = {"te_fused": "Transformer Engine's FusedAdam", "apex_fused": "Apex
                "torch": "torch.optim.AdamW (foreach)"}
 
 
+def _working_set_text(r) -> str:
+    """The largest working set's formula, in words, for the configuration's Muon options."""
+    tr = r.cfg.training
+    fp32 = _fp32_iterates(r)
+    iterates = (f"the fp32 Newton-Schulz iterates (muon_fp32_matmul_prec {tr.muon_fp32_matmul_prec})" if fp32
+                else "the bf16 Newton-Schulz iterates")
+    nesterov = " + 4 n for the Nesterov mix (muon_nesterov)" if tr.muon_nesterov else ""
+    if tr.muon_tp_mode == "duplicated":
+        return ("the momentum gathered over the tensor-parallel group, or the expert one, into two fp32 copies, "
+                f"{iterates} and m x m products, the fp32 result and its scaled update: "
+                + ("16 N + 8 m^2" if fp32 else "max(14 N, 12 N + 4 m^2)") + nesterov
+                + " + 4 n' bytes for an N-element gathered matrix with smaller side m, n elements on this GPU and n' "
+                "the elements of the matrix stepped before it")
+    if tr.muon_tp_mode == "blockwise":
+        what, side = "each GPU's shard orthogonalized alone (muon_tp_mode blockwise, no gather)", "m its smaller side"
+    else:
+        what, side = ("each GPU's shard with the Gram matrix of its unsharded side all-reduced (muon_tp_mode "
+                      "distributed)", "m its side that is not partitioned")
+    return (f"{what}: {iterates} and m x m products, the fp32 result and two scaled copies: "
+            + ("max(12 n, 8 n + 8 m^2)" if fp32 else "max(12 n, 4 n + 4 m^2)") + nesterov
+            + f" + 4 n' bytes for a shard of n elements, {side}, and n' the elements of the matrix stepped before it")
+
+
 def assumption(r, bm) -> str:
     """One sentence for the estimate's assumptions: how the Muon step is counted."""
-    impl = r.cfg.training.optimizer_implementation
+    tr = r.cfg.training
     per = FP32 * fp32_copies_per_state(r)
     adam = f"{per} B per parameter" if per else "nothing, updating in place"
     copies = step_buffers(r, bm, 1, 0, 1).grad_copies
-    return ("Optimizer step (Muon): the matrices are orthogonalized one at a time (QKV in its query, key and value "
-            "blocks); the largest working set (the momentum gathered over the tensor-parallel group, or the expert "
-            + ("one, into two fp32 copies, the fp32 Newton-Schulz iterates and m x m products (muon_fp32_matmul_prec "
-               f"{r.cfg.training.muon_fp32_matmul_prec}): 16 N + 8 m^2 "
-               if _fp32_iterates(r) else
-               "one, into two fp32 copies, the bf16 Newton-Schulz iterates and m x m products, the fp32 result and its "
-               "scaled update: max(14 N, 12 N + 4 m^2) ")
-            + "+ 4 n' bytes for an N-element gathered matrix with smaller side m and n' the elements of the matrix "
-            "stepped before it on this GPU) or, stepped apart, "
-            f"{_ADAM_NAMES[impl]}'s temporaries over the embedding, output-layer, norm and bias parameters "
-            f"({adam}), whichever is larger"
+    return ("Optimizer step (Muon): the matrices are orthogonalized one at a time ("
+            + ("QKV in its query, key and value blocks" if tr.muon_split_qkv else "QKV whole (muon_split_qkv false)")
+            + f"); the largest working set ({_working_set_text(r)}) or, stepped apart, "
+            f"{_ADAM_NAMES[tr.optimizer_implementation]}'s temporaries over the embedding, output-layer, norm and bias "
+            f"parameters ({adam}), whichever is larger"
             + (", on top of fp32 copies of the bf16 gradients (4 B per parameter)" if copies else "")
-            + ". At Megatron-LM's defaults for --muon-nesterov (off), --muon-split-qkv (on), --muon-tp-mode "
-            "(duplicated) and --muon-use-syrk (off); the stage's peak is the larger of the forward/backward and the "
-            "step (peak_phase).")
+            + "; the stage's peak is the larger of the forward/backward and the step (peak_phase).")
