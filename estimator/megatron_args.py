@@ -176,6 +176,11 @@ def _one(flag: str, values: list[str]) -> str:
     return v
 
 
+#: Flags whose argparse ``choices`` in Megatron-LM @ d98e8a64 ``arguments.py`` are narrower than the schema field's
+#: (the field also takes what Megatron-Bridge sets through its config object, e.g. Muon's ``highest``).
+_ARGPARSE_CHOICES = {"--muon-fp32-matmul-prec": ("low", "medium", "high")}
+
+
 def _convert(spec, flag: str, values: list[str]):
     if spec.type == "bool":
         if values:
@@ -186,6 +191,10 @@ def _convert(spec, flag: str, values: list[str]):
             raise ConfigError(Problem(flag, None, f"{flag} needs at least one value"))
         return list(values)
     v = _one(flag, values)
+    allowed = _ARGPARSE_CHOICES.get(flag)
+    if allowed and v not in allowed:
+        raise ConfigError(Problem(flag, v, f"{flag} must be one of {', '.join(allowed)} (Megatron-LM's arguments.py), "
+                                  f"got {v!r}"))
     try:
         if spec.type == "int":
             return int(v)

@@ -237,6 +237,12 @@ def test_recipe_feature_flags_translate_as_megatron_lm_does():
         parse_megatron_args(f"{MODEL} --cuda-graph-impl local --cuda-graph-scope attn")
     with pytest.raises(UnsupportedError, match="--enable-cuda-graph"):
         parse_megatron_args(f"{MODEL} --enable-cuda-graph")
+    # Megatron-LM @ d98e8a64 arguments.py: --muon-fp32-matmul-prec choices=['low', 'medium', 'high'] (batch 9's run
+    # with highest did not start); the schema field also takes highest, which Megatron-Bridge sets in its config.
+    with pytest.raises(ConfigError, match="--muon-fp32-matmul-prec must be one of low, medium, high.*'highest'"):
+        parse_megatron_args(f"{MODEL} --optimizer muon --muon-fp32-matmul-prec highest")
+    assert parse_megatron_args(f"{MODEL} --optimizer muon --muon-fp32-matmul-prec high")[0]["training"][
+        "muon_fp32_matmul_prec"] == "high"
     cfg = parse_megatron_args(f"{MODEL} --optimizer muon --use-distributed-optimizer "
                               "--no-use-layer-wise-param-layout")[0]
     assert cfg["training"]["use_layer_wise_param_layout"] is False

@@ -159,7 +159,7 @@ CHANGES = {
     "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
     "cuda_graph_warmup_steps": (TEG, "--cuda-graph-warmup-steps 0"),
     "use_layer_wise_param_layout": (DISTOPT + " --optimizer muon", "--no-use-layer-wise-param-layout"),
-    "muon_fp32_matmul_prec": (DISTOPT + " --optimizer muon", "--muon-fp32-matmul-prec highest"),
+    "muon_fp32_matmul_prec": (DISTOPT + " --optimizer muon", "--muon-fp32-matmul-prec high"),
     "muon_tp_mode": (DISTOPT + " --optimizer muon", "--muon-tp-mode blockwise"),
     "muon_nesterov": (DISTOPT + " --optimizer muon", "--muon-nesterov"),
     "muon_split_qkv": (DISTOPT + " --optimizer muon --ffn-hidden-size 128", "--muon-no-split-qkv"),
