@@ -277,3 +277,15 @@ def test_hybrid_cuda_graph_rules():
         est(TE, model={"experimental_attention_variant": "gdn", "linear_attention_freq": 2, "kv_channels": 128,
                        "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
                        "linear_value_head_dim": 8})
+
+
+def test_megatron_lm_flags_capture_mamba_layers():
+    """--cuda-graph-modules attn mamba (Megatron-LM arguments.py) reaches the same estimate as the schema fields:
+    beyond the eager peak, 3 static sets and the Mamba working set, 3 x 65,536 + 528,384 = 724,992."""
+    from estimator.megatron_args import read_megatron_args
+    imp = read_megatron_args("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 "
+                             "--seq-length 256 --hybrid-layer-pattern M*M- --mamba-num-heads 8 --mamba-head-dim 16 "
+                             "--mamba-num-groups 2 --mamba-state-dim 8 --bf16 --cuda-graph-impl transformer_engine "
+                             "--cuda-graph-modules attn mamba", world_size=1)
+    assert imp.config["training"]["cuda_graph_modules"] == ["attn", "mamba"]
+    assert estimate(imp.config).stages[0].outside_allocator == {"cuda_graph_private_pool": 724_992}
