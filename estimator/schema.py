@@ -561,9 +561,10 @@ class TrainingConfig:
                               flag="--cuda-graph-impl")
     cuda_graph_modules: list[str] | None = _f(None, "Parts of each layer captured by the per-layer CUDA graphs: "
                                               "attn, mlp (dense layers), moe (whole MoE block, drop-and-pad only), "
-                                              "moe_router, moe_preprocess. Megatron-Bridge calls it "
-                                              "cuda_graph_scope.", type="str_list",
-                                              choices=("attn", "mlp", "moe", "moe_router", "moe_preprocess"),
+                                              "moe_router, moe_preprocess, mamba (a hybrid model's Mamba layers, "
+                                              "whole). Megatron-Bridge calls it cuda_graph_scope.", type="str_list",
+                                              choices=("attn", "mlp", "moe", "moe_router", "moe_preprocess",
+                                                       "mamba"),
                                               derived="the whole layer", flag="--cuda-graph-modules")
     cuda_graph_warmup_steps: int = _f(3, "Eager training steps before the CUDA graphs are captured. With 0 the "
                                       "capture comes first, before the optimizer's first step; otherwise the "

@@ -151,3 +151,141 @@ def test_cuda_graph_rules():
     with pytest.raises(ConfigError, match="full_iteration"):
         est({**TE, "recompute_granularity": "full"})
     est({**TE, "cuda_graph_modules": ["attn", "moe_router", "moe_preprocess"]}, model={"num_experts": 4})
+
+
+# --- hybrid (Mamba) models ------------------------------------------------------------------------------------
+#
+# Megatron-LM @ d98e8a64 transformer/cuda_graphs.py _layer_is_graphable: a MambaLayer has a graph with mamba (or
+# with no cuda_graph_modules), a TransformerLayer with attn only when its self-attention is not an IdentityOp (a
+# hybrid model's '-' MLPLayer and 'E' MoETransformerLayer have none), an MoE layer with moe_router. A Mamba layer is
+# captured whole (GraphableMegatronModule._te_cuda_graph_capture = forward) with one static input, the hidden
+# states (get_layer_static_inputs), and returns the hidden states.
+#
+# The hybrid of tests/test_layers.py (h 64, 4 heads of 16, Mamba 8 heads of 16, 2 groups, state 8, MLP 128
+# squared ReLU), s 256, b 1, one GPU, bf16, no dropout. Per layer and micro-batch:
+#
+#     Mamba      input norm in + out 2 x 2 B x 256 x 64 65,536 + zxBCdt 2 B x 256 x 296 151,552 + out_x
+#                2 B x 256 x 128 65,536 + gated norm input 65,536 and rstd 4 B x 256 x 2 2,048 + out_proj input
+#                65,536                                                                              = 415,744
+#     its backward working set: zxBCdt gradient 151,552 + convolution output 2 B x 256 x 160 81,920 + chunk
+#                states and gradients 8 x 2 chunks x 8 heads x 16 x 8 16,384 + C B^T 4 x 2 x 2 x 128^2 262,144
+#                + dt and cumsum 8 x 8 x 256 16,384                                                  = 528,384
+#     attention  norm in + out 65,536 + q, k, v 2 B x 256 x 192 98,304 + output 2 B x 256 x 64 32,768
+#                + softmax statistics 4 B x 256 x 4 heads 4,096                                      = 200,704
+#     its q/k/v gradients                                                                            =  98,304
+#     static     a static input and output of hidden states 2 x 2 B x 256 x 64                       =  65,536
+
+HYB = dict(num_layers=4, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=256,
+           hybrid_layer_pattern="M*M-", mamba_num_heads=8, mamba_head_dim=16, mamba_num_groups=2, mamba_state_dim=8,
+           activation_func="squared_relu", gated_linear_unit=False, position_embedding_type="none")
+MAMBA, MAMBA_WORK, HATTN, HQKV, HSTATIC = 415_744, 528_384, 200_704, 98_304, 2 * 2 * 256 * 64
+
+
+def hyb(training=None, parallelism=None, model=None):
+    return estimate(make_config({**HYB, **(model or {})}, parallelism, {"seq_length": 256, **(training or {})}))
+
+
+def test_mamba_layers_alone_captured_first():
+    """cuda_graph_modules [mamba] (Megatron-Bridge's NemotronH 56B recipe), no eager step first: the two Mamba
+    layers' graphs hold 2 x 415,744 = 831,488 of saved tensors, 2 static sets 131,072 and one Mamba layer's backward
+    working set 528,384 at the capture; the attention and MLP layers run eagerly later. The capture
+    (831,488 + 131,072 + 528,384 = 1,490,944 above the states and workspaces) is above the steady state (from the
+    plain estimate: the other activations 1,556,480 - 831,488 = 724,992 and the eager transients 103,424 + 266,240;
+    with the static sets 131,072: 1,225,728)."""
+    base = hyb().stages[0]
+    assert base.activations["attention"] == 2 * MAMBA + HATTN      # the hand figures
+    s = hyb({**TE, "cuda_graph_modules": ["mamba"], "cuda_graph_warmup_steps": 0}).stages[0]
+    ws = base.transient["workspaces"]
+    assert s.activations_bytes == 2 * MAMBA
+    assert s.transient == {"cuda_graph_static_buffers": 2 * HSTATIC, "cuda_graph_capture_working_set": MAMBA_WORK,
+                           "workspaces": ws}
+    assert s.allocated_bytes == _states(base) + 2 * MAMBA + 2 * HSTATIC + MAMBA_WORK + ws
+    # afterwards the pool (831,488 + 528,384) is reserved beside the steady state's allocations
+    steady = _states(base) + base.activations_bytes - 2 * MAMBA + sum(base.transient.values()) + 2 * HSTATIC
+    assert s.outside_allocator["cuda_graph_private_pool"] == steady + 2 * MAMBA + MAMBA_WORK - s.allocated_bytes
+
+
+def test_mamba_and_attention_captured_after_eager_steps():
+    """cuda_graph_modules [attn, mamba] (Nemotron 3 Nano's recipes) with Megatron's 3 eager warm-up steps: the eager
+    peak stays; the steady state holds 3 static sets (two Mamba layers, the attention layer; the MLP layer has no
+    graph) and the pool all captured saved tensors and the larger working set, max(528,384, 98,304): beyond the
+    eager peak 3 x 65,536 + 528,384 = 724,992."""
+    base = hyb().stages[0]
+    s = hyb({**TE, "cuda_graph_modules": ["attn", "mamba"]}).stages[0]
+    assert s.allocated_bytes == base.allocated_bytes and s.transient == base.transient
+    assert s.outside_allocator["cuda_graph_private_pool"] == 3 * HSTATIC + MAMBA_WORK == 724_992
+    assert s.device_bytes == base.device_bytes + 724_992
+    # attn alone: the attention layer's graph only (MambaLayer needs mamba): 65,536 + 98,304
+    s = hyb({**TE, "cuda_graph_modules": ["attn"]}).stages[0]
+    assert s.outside_allocator["cuda_graph_private_pool"] == HSTATIC + HQKV
+    # No modules: every layer whole. The MLP layer keeps its norm's input and output 65,536, fc1 output
+    # 2 B x 256 x 128 = 65,536 and squared-ReLU output 65,536: 196,608, so the graphs hold 2 x 415,744 + 200,704
+    # + 196,608 = 1,228,800, with 4 static sets 262,144 and the largest working set, the Mamba layer's (the MLP
+    # layer's is 2 B x 256 x 128 + 2 x 2 B x 256 x 64 = 131,072). That capture (2,019,328 above the states and
+    # workspaces) passes the eager peak, which adds only the output chunk and the eager transients to the same
+    # saved tensors.
+    s = hyb(TE).stages[0]
+    ws = base.transient["workspaces"]
+    assert s.allocated_bytes == _states(base) + 1_228_800 + 4 * HSTATIC + MAMBA_WORK + ws > base.allocated_bytes
+
+
+def test_mamba_attention_and_router_captured_first():
+    """Nemotron 3 Nano on B200 captures attn, mamba and moe_router. Pattern M*E, 4 experts of 64, top-2, softmax
+    after top-k, alltoall, no shared expert: the MoE layer's graph holds its pre-MLP norm's input and output
+    2 x 2 B x 256 x 64 = 65,536 and the router's top-k indices 8 B x 256 x 2 = 4,096 and softmax output
+    4 B x 256 x 2 = 2,048 (71,680); the Mamba and attention layers' graphs 415,744 + 200,704. At the capture:
+    688,128 + 3 static sets 196,608 + the Mamba working set 528,384."""
+    model = dict(num_layers=3, hybrid_layer_pattern="M*E", num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=64,
+                 moe_token_dispatcher_type="alltoall")
+    s = hyb({**TE, "cuda_graph_modules": ["attn", "mamba", "moe_router"], "cuda_graph_warmup_steps": 0},
+            model=model).stages[0]
+    assert s.activations_bytes == MAMBA + HATTN + 71_680
+    assert (s.transient["cuda_graph_static_buffers"], s.transient["cuda_graph_capture_working_set"]) \
+        == (3 * HSTATIC, MAMBA_WORK)
+    # without moe_router the MoE layer has no graph: 2 static sets beyond the eager peak
+    s = hyb({**TE, "cuda_graph_modules": ["attn", "mamba"]}, model=model).stages[0]
+    assert s.outside_allocator["cuda_graph_private_pool"] == 2 * HSTATIC + MAMBA_WORK
+
+
+def test_mamba_graphs_of_the_micro_batches_in_flight():
+    """PP 2, pattern M*|M-: stage 0 holds the Mamba and attention layers for 2 micro-batches in flight, one graph
+    each (Megatron-LM _get_sample_arguments: a static input per layer and micro-batch until its backward is done):
+    at the capture 2 x (415,744 + 200,704) = 1,232,896 saved, 4 static sets 262,144, the Mamba working set."""
+    s = hyb({**TE, "cuda_graph_modules": ["attn", "mamba"], "cuda_graph_warmup_steps": 0, "world_size": 2},
+            {"pipeline_model_parallel_size": 2}, {"hybrid_layer_pattern": "M*|M-"}).stages[0]
+    assert s.activations_bytes == 2 * (MAMBA + HATTN)
+    assert (s.transient["cuda_graph_static_buffers"], s.transient["cuda_graph_capture_working_set"]) \
+        == (4 * HSTATIC, MAMBA_WORK)
+
+
+def test_hybrid_cuda_graph_rules():
+    """Refused with the reason: the whole-iteration graph of a hybrid model, mamba without Mamba layers, and any
+    capture of a gated delta net layer (whole, or with attn); capturing only the Mamba layers of a hybrid with gated
+    delta net layers is modelled."""
+    with pytest.raises(ConfigError, match="whole-iteration CUDA graph is not modelled for hybrid"):
+        hyb({"cuda_graph_impl": "full_iteration"})
+    with pytest.raises(ConfigError, match="mamba captures Mamba layers and applies only"):
+        est({**TE, "cuda_graph_modules": ["attn", "mamba"]})
+    gdn = {"num_layers": 2, "hybrid_layer_pattern": "MG", "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+           "linear_key_head_dim": 16, "linear_value_head_dim": 8}
+    for mods in (["attn", "mamba"], None):
+        with pytest.raises(ConfigError, match="gated delta net layers"):
+            hyb({**TE, "cuda_graph_modules": mods}, model=gdn)
+    s = hyb({**TE, "cuda_graph_modules": ["mamba"]}, model=gdn).stages[0]
+    assert s.outside_allocator["cuda_graph_private_pool"] == HSTATIC + MAMBA_WORK
+    with pytest.raises(ConfigError, match="gated delta net layers"):
+        est(TE, model={"experimental_attention_variant": "gdn", "linear_attention_freq": 2, "kv_channels": 128,
+                       "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+                       "linear_value_head_dim": 8})
+
+
+def test_megatron_lm_flags_capture_mamba_layers():
+    """--cuda-graph-modules attn mamba (Megatron-LM arguments.py) reaches the same estimate as the schema fields:
+    beyond the eager peak, 3 static sets and the Mamba working set, 3 x 65,536 + 528,384 = 724,992."""
+    from estimator.megatron_args import read_megatron_args
+    imp = read_megatron_args("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 "
+                             "--seq-length 256 --hybrid-layer-pattern M*M- --mamba-num-heads 8 --mamba-head-dim 16 "
+                             "--mamba-num-groups 2 --mamba-state-dim 8 --bf16 --cuda-graph-impl transformer_engine "
+                             "--cuda-graph-modules attn mamba", world_size=1)
+    assert imp.config["training"]["cuda_graph_modules"] == ["attn", "mamba"]
+    assert estimate(imp.config).stages[0].outside_allocator == {"cuda_graph_private_pool": 724_992}

@@ -135,10 +135,10 @@ class Plan:
         self.graphs = tr.cuda_graph_impl == "transformer_engine"
         self.full_graph = tr.cuda_graph_impl == "full_iteration"    # the plain peak, a pool beside it (step_outside)
         if self.graphs:
-            self.graph_work = cuda_graphs.capture_work(r, [(r.kinds[k].moe, a) for k, a in acts.items()])
+            self.graph_work = cuda_graphs.capture_work(r, [(r.kinds[k], a) for k, a in acts.items()])
             self.graph_static = cuda_graphs.static_bytes_per_layer(r)
-            self.graph_bytes = {k: cuda_graphs.captured_bytes(r, r.kinds[k].moe, a) for k, a in acts.items()}
-            self.graph_layer = {k: cuda_graphs.captured_layer(r, r.kinds[k].moe) for k in acts}
+            self.graph_bytes = {k: cuda_graphs.captured_bytes(r, r.kinds[k], a) for k, a in acts.items()}
+            self.graph_layer = {k: cuda_graphs.captured_layer(r, r.kinds[k]) for k in acts}
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
         if tp_ub:

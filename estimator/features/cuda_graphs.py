@@ -15,6 +15,22 @@ tensors until the matching backward graph is captured, all in one private memory
 ``_reuse_graph_input_output_buffers`` from TE 2.7) and PyTorch's caching allocator (a private pool's blocks
 count as allocated only while a tensor holds them: a graph replay allocates nothing).
 
+Which layers have a graph (``cuda_graphs.py`` ``_layer_is_graphable``; :func:`captured_layer`): with no
+``cuda_graph_modules`` every decoder layer, whole; otherwise a ``MambaLayer`` with ``mamba``, a
+``TransformerLayer`` whose self-attention is not an ``IdentityOp`` with ``attn``, one with an ``MoELayer`` with
+``moe``, ``moe_router`` or ``moe_preprocess``, one with a dense ``MLP`` with ``mlp``. A hybrid model's layers
+(``models/hybrid/hybrid_layer_specs.py`` ``hybrid_stack_spec``) hold one part each: the ``*`` layer is a
+``TransformerLayer`` with attention and an ``IdentityOp`` MLP, ``-`` an ``MLPLayer`` and ``E`` a
+``MoETransformerLayer`` (both ``TransformerLayer`` with ``IdentityOp`` self-attention, so ``attn`` does not capture
+them), and ``M`` a ``MambaLayer`` (``ssm/mamba_layer.py``), a ``GraphableMegatronModule`` captured whole by its
+``forward``: the fused-norm ``in_proj``, the mixer (``MambaMixer._ssm_training``, the same
+``mamba_split_conv1d_scan_combined`` and saved tensors as eager, :mod:`estimator.layers.mamba`) and the
+bias-dropout-add. Its static input is the hidden states alone (``GraphableMegatronModule.get_layer_static_inputs``,
+[s / cp (/ t with sequence parallelism), b, h]), its output the hidden states of the same shape, like a
+transformer layer's; its region's backward working set is the Mamba mixer's. A hybrid model's MTP layers are
+``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable. Gated delta net layers are
+refused when captured (:mod:`.rules`).
+
 So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is the largest:
 
     eager    the plain estimate, during the cuda_graph_warmup_steps eager steps (none when it is 0)
@@ -25,8 +41,8 @@ So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is 
              the captured parts live in the private pool, reserved but not allocated
 
 Static buffers: a static input and output of hidden states, 2 * B * Tn * h bytes, per captured layer and
-in-flight (chunk-)micro-batch. Backward working set of a captured region: the layer's (whole layer, MLP or MoE
-block), or for attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s
+in-flight (chunk-)micro-batch. Backward working set of a captured region: the layer's (whole layer, Mamba layer,
+MLP or MoE block), or for attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s
 probabilities (the fused softmax backward writes its result in place). The private pool stays reserved after
 the capture; the device figure adds what of it the allocated peak does not already hold.
 
@@ -70,29 +86,37 @@ def full_iteration_pool(fwd_bwd: int, step: int, kept: int) -> int:
 
 
 
-def captured_layer(r, moe: bool) -> bool:
-    """Whether a decoder layer of this kind has a graph (with ``transformer_engine``: one per layer)."""
+def captured_layer(r, kind) -> bool:
+    """Whether a decoder layer of this :class:`~estimator.layers.LayerKind` has a graph (with
+    ``transformer_engine``: one per layer and micro-batch), as Megatron-Core's ``_layer_is_graphable`` decides."""
     tr = r.cfg.training
     if tr.cuda_graph_impl != "transformer_engine":
         return False
     mods = set(tr.cuda_graph_modules or ())
-    if not mods or "attn" in mods:
+    if not mods:
         return True
-    return ("moe" in mods or "moe_router" in mods) if moe else "mlp" in mods
+    if kind.mixer == "mamba":
+        return "mamba" in mods
+    if kind.mixer and "attn" in mods:
+        return True
+    if kind.moe:
+        return bool(mods & {"moe", "moe_router", "moe_preprocess"})
+    return kind.mlp == "dense" and "mlp" in mods
 
 
-def captured_bytes(r, moe: bool, a) -> int:
+def captured_bytes(r, kind, a) -> int:
     """Saved-for-backward bytes of one layer and micro-batch inside its graph (``a``: the layer's activations
-    with parts)."""
-    if not captured_layer(r, moe):
+    with parts). A Mamba layer is captured whole; a transformer layer's attention with ``attn`` (a hybrid MLP or
+    MoE layer's is an ``IdentityOp``: nothing)."""
+    if not captured_layer(r, kind):
         return 0
     mods = set(r.cfg.training.cuda_graph_modules or ())
-    if not mods:
+    if not mods or kind.mixer == "mamba":
         return a.attention + a.mlp
     n = a.attention if "attn" in mods else 0
-    if ("moe" in mods) if moe else ("mlp" in mods):
+    if ("moe" in mods) if kind.moe else ("mlp" in mods):
         n += a.mlp
-    elif moe and "moe_router" in mods:
+    elif kind.moe and "moe_router" in mods:
         p = a.parts
         n += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["shared"]
         if "moe_preprocess" in mods:     # MoELayer.preprocess: the fused permutation's row map
@@ -110,16 +134,17 @@ def static_bytes_per_layer(r) -> int:
 
 def capture_work(r, acts: list) -> int:
     """The backward working set of the largest captured region (held in the private pool at capture); ``acts``
-    holds (MoE layer?, LayerActivations with parts) per layer kind."""
+    holds (LayerKind, LayerActivations with parts) per layer kind. A partly captured MoE layer's router region
+    adds nothing here: its gradients (a few [tokens, experts] tensors) are far below any other region's."""
     mods = set(r.cfg.training.cuda_graph_modules or ())
     B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
     out = 0
-    for moe, a in acts:
-        if not captured_layer(r, moe):
+    for kind, a in acts:
+        if not captured_layer(r, kind):
             continue
-        if not mods or (("moe" in mods) if moe else ("mlp" in mods)):
+        if not mods or kind.mixer == "mamba" or (("moe" in mods) if kind.moe else ("mlp" in mods)):
             out = max(out, a.backward_peak + a.recompute_peak)
-        if "attn" in mods or not mods:
+        if kind.mixer in ("attention", "mla") and ("attn" in mods or not mods):
             p = a.parts
             scores = p["scores"]
             if scores and r.cfg.model.attention_dropout > 0:
