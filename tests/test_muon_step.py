@@ -187,15 +187,15 @@ def test_fp32_newton_schulz_iterates_double_their_bytes():
     """--muon-fp32-matmul-prec highest (Megatron-Bridge's DeepSeek-V4 recipes): newton_schulz casts to bf16 only at
     medium, so the iterates stay fp32. fc1 of the batch-7 model (N = 23,068,672, m = 2048): gathered 8 N + X 4 N +
     A 4 m^2 + B 4 m^2 + X' 4 N = 16 N + 8 m^2 = 369,098,752 + 33,554,432 = 402,653,184, + the QKV update stepped
-    before it 33,554,432 = 436,207,616 (at medium 356,515,840). Read from the flag, and still below Adam's
-    524,427,264 with torch's AdamW."""
+    before it 33,554,432 = 436,207,616 (at medium 356,515,840). Read from the flag (Megatron-LM's flag takes high,
+    not highest: arguments.py choices low, medium, high), and still below Adam's 524,427,264 with torch's AdamW."""
     cfg = _cfg(training={"muon_fp32_matmul_prec": "highest"})
     r = resolve(cfg)
     assert muon_step.muon_working_set(r, range(len(r.kinds))) == 436_207_616
     parsed = read_megatron_args("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
                                 "--max-position-embeddings 128 --micro-batch-size 1 --bf16 --optimizer muon "
-                                "--vocab-size 1024 --muon-fp32-matmul-prec highest")
-    assert parsed.config["training"]["muon_fp32_matmul_prec"] == "highest"
+                                "--vocab-size 1024 --muon-fp32-matmul-prec high")
+    assert parsed.config["training"]["muon_fp32_matmul_prec"] == "high"
 
 
 def test_assumption_names_both_parts():
