@@ -21,14 +21,17 @@ in short, in bytes:
 
 A layer holds a token mixer, an MLP, or both (:class:`estimator.layers.LayerKind`); each part that is present
 adds one bias-dropout-add mask (1 byte per residual element) when hidden_dropout > 0. Unfused attention adds
-the s x s scores; FP8 saves linear-layer inputs in 1 byte. Selective recompute drops the pieces of the
-modules it names; full recompute keeps only each checkpointed group's input (2*Tn*h).
+the s x s scores; FP8 saves linear-layer inputs in 1 byte, with mxfp8 and blockwise plus their column-wise scales
+(1/32 B per element, padded per tensor: :mod:`estimator.fp8_scales` ``lin_saved``; one tensor per local routed
+expert). Selective recompute drops the pieces of the modules it names; full recompute keeps only each checkpointed
+group's input (2*Tn*h).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from .fp8_scales import recipe_of
 from .layers import MIXERS, MLPS, LayerKind
 from .layers.base import Ctx
 from .loss import loss_buffers
@@ -75,7 +78,7 @@ def context(r: Resolved) -> Ctx:
         else _NONE
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     return Ctx(T, Tn, B, 1 if cfg.precision.fp8 else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
-               unfused)
+               unfused, fp8=recipe_of(cfg.precision))
 
 
 def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, parts: bool = False) -> LayerActivations:

@@ -31,7 +31,7 @@ from .params import count_parameters, embedding, final_norm, mtp_extra, output_l
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .resolve import DTYPE_BYTES, Resolved
 from .schedule import first_chunks, held_counts, warmup
-from .states import byte_model, state_bytes
+from .states import byte_model, stage_fp8_scales, state_bytes
 from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
@@ -149,7 +149,8 @@ def _layer_activations(r: Resolved) -> list:
     pipeline and data-parallel sizes, which they do not read."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
-    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.params_dtype, tr.recompute_granularity,
+    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.params_dtype,
+           tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode)
     hit = _ACTS_CACHE.get(key)
@@ -284,7 +285,8 @@ def stage_memory(r: Resolved) -> Estimate:
                     dense_p += cnt * dd
                     linear_p += cnt * lin
                     expert_p += cnt * e
-            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp)
+            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp,
+                             stage_fp8_scales(r, bm, stage_counts, plan.mtp) if bm.fp8_scales else 0)
             if one_kind:
                 present = _ONE if stage_counts[0] or plan.mtp else _NONE
             else:
@@ -521,13 +523,18 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
+    recipe = pr.fp8_recipe or "delayed"
+    scales = {"mxfp8": " Each FP8 copy carries its E8M0 scales (1 B per 32 elements, padded per tensor), as does "
+                       "each saved input (column-wise only).",
+              "blockwise": " Each FP8 weight copy carries fp32 scales per 128 x 128 block, each saved input fp32 "
+                           "scales per 128 elements (column-wise only), padded per tensor."}.get(recipe, "")
     if pr.fp8 and pr.fp8_param_gather:
-        out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe) with fp8_param_gather: linear-layer weights are held "
+        out.append(f"FP8 ({recipe} recipe) with fp8_param_gather: linear-layer weights are held "
                    "in FP8 (1 B) with a transposed FP8 copy (1 B); embedding, output layer, norms and router stay "
-                   f"in {pr.params_dtype}; linear-layer inputs are saved in 1 byte.")
+                   f"in {pr.params_dtype}; linear-layer inputs are saved in 1 byte." + scales)
     elif pr.fp8:
-        out.append(f"FP8 ({pr.fp8_recipe or 'delayed'} recipe): FP8 copies of the linear weights are cached and "
-                   "linear-layer inputs are saved in 1 byte.")
+        out.append(f"FP8 ({recipe} recipe): FP8 copies of the linear weights are cached and "
+                   "linear-layer inputs are saved in 1 byte." + scales)
     if not cfg.training.optimizer_cpu_offload:      # the offloaded step: features/assumptions.py
         if not features.step_modelled(cfg):
             out.append("Optimizer step: not modelled with these features (the forward/backward peak is reported).")

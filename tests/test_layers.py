@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from estimator import ConfigError, UnsupportedError, count_parameters_of, estimate, from_hf_config, load_config
+from estimator import (ConfigError, UnsupportedError, count_parameters_of, estimate, from_hf_config, list_presets,
+                       load_config, load_preset)
 from estimator.activations import layer_activations
 from estimator.layers import LayerKind
 from estimator.megatron_args import read_megatron_args
@@ -300,3 +301,23 @@ def test_hf_qwen3_moe_repository_keys_must_say_what_the_model_does():
         == from_hf_config(base)
     with pytest.raises(UnsupportedError, match="qkv_bias"):
         from_hf_config({**base, "qkv_bias": True})
+
+
+# --- linear-weight shapes (FP8 scales are per tensor) --------------------------------------------------------
+
+@pytest.mark.parametrize("name", list_presets())
+def test_linear_shapes_are_the_linear_weights(name):
+    """Each layer module's ``linear_shapes`` (the per-tensor list the FP8 scales are computed from,
+    estimator/fp8_scales.py) holds exactly its ``linear_weights`` elements and its ``weight_shapes``; the routed
+    experts' shapes hold the routed-expert parameters one GPU holds (without biases)."""
+    from estimator.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
+    r = resolve(load_preset(name))
+    for kind in r.kinds:
+        dense, experts = kind_linear_shapes(r, kind)
+        assert sum(o * i * n for o, i, n in dense) == kind_linear_weights(r, kind), (name, kind)
+        assert {(o, i) for o, i, _ in dense + experts} == kind_weight_shapes(r, kind), (name, kind)
+        if kind.moe and not r.cfg.model.add_bias_linear:
+            exp = kind_params(r, kind)[1]
+            assert sum(o * i * n for o, i, n in experts) == exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep
+        else:
+            assert experts == () or r.cfg.model.add_bias_linear

@@ -116,14 +116,16 @@ def test_mxfp8_weights_reuse_the_gradient_buffer():
     """Megatron-Core @ d98e8a64 param_and_grad_buffer.py (_ParamAndGradBuffer.__init__): with MXFP8 weights under
     the distributed optimizer the parameter buffer is a view of the gradient buffer (no buffer of its own), and
     with reuse_grad_buf_for_mxfp8_param_ag the weights keep Transformer Engine's own MXFP8 storage, row-wise and
-    column-wise 1 B each: weights (N - LIN) x 2 B + LIN x (1 + 1) B = 2 N = 231,753,728; gradients 4 N (fp32
-    buffer, shared with the all-gather) = 463,507,456. Without the setting Transformer Engine's replace_raw_data
+    column-wise 1 B each, each copy with its E8M0 scales (1 B per 32 elements; every weight here is a multiple of
+    128 both ways, so no padding: LIN / 16 = 3,145,728 B): weights (N - LIN) x 2 B + LIN x (1 + 1) B + LIN / 16
+    = 2 N + 3,145,728 = 234,899,456; gradients 4 N (fp32 buffer, shared with the all-gather) = 463,507,456.
+    Without the setting Transformer Engine's replace_raw_data
     raises for MXFP8Tensor (the run does not start): refused by name, as is the setting without fp8_param_gather.
     With another FP8 recipe Megatron-Core would keep its uint8 parameter buffer beside the weights' own storage:
     refused as not modelled."""
     mx = {"fp8": True, "fp8_recipe": "mxfp8", "fp8_param_gather": True}
     s = stage({**mx, "reuse_grad_buf_for_mxfp8_param_ag": True})
-    assert (s.weights_bytes, s.gradients_bytes) == (2 * N, 4 * N) == (231_753_728, 463_507_456)
+    assert (s.weights_bytes, s.gradients_bytes) == (2 * N + LIN // 16, 4 * N) == (234_899_456, 463_507_456)
     with pytest.raises(ConfigError, match="reuse_grad_buf_for_mxfp8_param_ag: must be true"):
         stage(mx)
     with pytest.raises(ConfigError, match="needs fp8_param_gather: true"):

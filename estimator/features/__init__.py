@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ..activations import held_per_layer, layer_activations, stage_extras
+from ..states import stage_fp8_scales
 from . import comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, peft, schedule
 from .assumptions import assumptions
 
@@ -214,7 +215,7 @@ class Plan:
             if i in self.bf16:
                 delta += self.acts_bf16[k].saved - self.acts[k].saved
             elif self.nocache:
-                copies += self.bm.fp8_cache * self._layer_params(k)[1]
+                copies += self.bm.fp8_cache * self._layer_params(k)[1] + self.bm.layer_scales(k)
         return copies, delta
 
     # ------------------------------------------------------------------ one stage
@@ -240,12 +241,17 @@ class Plan:
         # --- model states ----------------------------------------------------------------------
         moments = self.ob.other - self.ob.master
         fp8_lin = linear_p + expert_p
+        # The FP8 weights' scale tensors (estimator/fp8_scales.py), counted in ``weights`` by state_bytes.
+        all_scales = fp8_scales = stage_fp8_scales(r, bm, [kinds.count(k) for k in range(len(r.kinds))],
+                                                   r.plan[s_idx].mtp) if bm.fp8_scales else 0
         if self.bf16:
             bf16_lin = sum(self._layer_params(k)[1] for i, k in zip(layers, kinds) if i in self.bf16)
-            weights += bf16_lin * (bm.weight - (bm.linear_weight or bm.weight) - bm.fp8_cache)
+            bf16_scales = sum(bm.layer_scales(k) for i, k in zip(layers, kinds) if i in self.bf16)
+            weights += bf16_lin * (bm.weight - (bm.linear_weight or bm.weight) - bm.fp8_cache) - bf16_scales
             fp8_lin -= bf16_lin
+            fp8_scales -= bf16_scales
         if self.nocache:
-            weights -= bm.fp8_cache * fp8_lin
+            weights -= bm.fp8_cache * fp8_lin + fp8_scales
         sd, se = self.opt_shards
         step_own = step_grads = queue = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
@@ -253,8 +259,10 @@ class Plan:
             root = dense_p + expert_p - sum(u for u, _ in units)
             if par.use_megatron_fsdp:
                 units = [self.layout[0][k] for k in kinds]      # (dense, dense linear, expert) per unit
-                fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root)
-                step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first)
+                u_scales = [bm.fp8_scales[k] for k in kinds] if bm.fp8_scales else None
+                fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root,
+                                               all_scales, u_scales)
+                step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first, u_scales)
                 queue = fs.grad_queue
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)

@@ -167,16 +167,26 @@ def _master_bytes(r) -> int:
     return 0 if mp == "auto" else DTYPE_BYTES[mp]
 
 
-def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool) -> tuple[int, int]:
+def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool, scales: list | None = None) -> tuple[int, int]:
     """(bytes, elements) of the largest unit, counting only the parameters whose buffers are sharded: a buffer
-    over a group of one rank is used in place (``DataParallelBuffer.fetch_bucket``), nothing is gathered."""
+    over a group of one rank is used in place (``DataParallelBuffer.fetch_bucket``), nothing is gathered.
+    ``scales``: per unit, the (dense, expert) bytes of FP8 weight scales that come with its gathered FP8 copies."""
     w, lw = bm.weight, bm.linear_weight or bm.weight
     best = (0, 0)
-    for dense, lin, exp in units:
+    for i, (dense, lin, exp) in enumerate(units):
         d, li = (dense, lin) if dist_dense else (0, 0)
         e = exp if dist_expert else 0
-        best = max(best, (w * (d - li) + (lw + bm.fp8_cache) * (li + e), d + e))
+        sd, se = scales[i] if scales else (0, 0)
+        extra = (sd if dist_dense else 0) + (se if dist_expert else 0)
+        best = max(best, (w * (d - li) + (lw + bm.fp8_cache) * (li + e) + extra, d + e))
     return best
+
+
+def _unit_scales(r, unit_scales: list | None) -> list | None:
+    """The FP8 scales that come and go with a gathered unit: those of Transformer Engine's weight cache, made from
+    the gathered weights; FP8 parameters (``fp8_param_gather``) keep theirs whole all run (counted with the
+    weights, :mod:`estimator.fp8_scales`)."""
+    return None if r.cfg.precision.fp8_param_gather else unit_scales
 
 
 def _comm_unit(r, units: list) -> int:
@@ -187,12 +197,13 @@ def _comm_unit(r, units: list) -> int:
 
 
 def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_expert: int, units: list,
-                         root: int) -> FsdpStates:
+                         root: int, fp8_scales: int = 0, unit_scales: list | None = None) -> FsdpStates:
     """States of one GPU holding ``n_dense`` non-expert parameters (``n_linear`` of them linear weights) and
     ``n_expert`` routed-expert parameters; ``units`` lists (dense elements, dense linear elements, expert
     elements) of each FSDP unit (transformer layer) on the stage, ``root`` the elements of the root module
     (embedding, output layer). The gathered and unsharded buffers exist only for parameters sharded over more
-    than one rank."""
+    than one rank. FP8 weight scales (:mod:`estimator.fp8_scales`): ``fp8_scales`` bytes on the stage,
+    ``unit_scales`` (dense, expert) bytes per unit; they go where the FP8 copies they scale are."""
     par = r.cfg.parallelism
     strat = par.data_parallel_sharding_strategy
     nd, ne, od, oe = fsdp_shards(r)
@@ -203,9 +214,9 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
     per_opt = _master_bytes(r) + moments
     transient = {}
     if strat == "optim_grads_params":
-        weights = _cdiv(dense_w, nd) + _cdiv(expert_w, ne)
+        weights = _cdiv(dense_w, nd) + _cdiv(expert_w, ne) + (fp8_scales if r.cfg.precision.fp8_param_gather else 0)
     else:
-        weights = dense_w + expert_w + bm.fp8_cache * (n_linear + n_expert)
+        weights = dense_w + expert_w + bm.fp8_cache * (n_linear + n_expert) + fp8_scales
     if strat in ("optim_grads", "optim_grads_params"):
         grads = _cdiv(g * n_dense, nd) + _cdiv(g * n_expert, ne)
     else:
@@ -213,7 +224,7 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
     optimizer = per_opt * (_cdiv(n_dense, od) + _cdiv(n_expert, oe))
     double = par.fsdp_double_buffer or par.nccl_ub
     if units and strat == "optim_grads_params":
-        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1)
+        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales))
         comm = _comm_unit(r, units)
         if u_max:
             if double:
@@ -263,7 +274,8 @@ def grads_in_backward(q: GradQueue, units: list, acts: list, root_first: int, ro
     return best
 
 
-def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: int, first: bool) -> dict:
+def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: int, first: bool,
+                       unit_scales: list | None = None) -> dict:
     """The optimizer step's own buffers under Megatron-FSDP (module docstring, "The optimizer step"), by name;
     arguments as :func:`megatron_fsdp_states`, ``first``: the stage holds the input embedding."""
     par, pr, tr = r.cfg.parallelism, r.cfg.precision, r.cfg.training
@@ -281,7 +293,8 @@ def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: in
     if strat == "optim_grads_params":
         if root and nd > 1:
             out["fsdp_gathered_root"] = bm.weight * root
-        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1) if units else (0, 0)
+        unit_bytes, u_max = (_gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales)) if units
+                             else (0, 0))
         if u_max:
             base = 0 if first else 1      # the first parameter: the embedding (root), else the first unit
             if par.fsdp_double_buffer or par.nccl_ub:

@@ -22,7 +22,7 @@ from . import attention, gated_delta_net, mamba, mla, mlp, moe
 from .base import Count, Ctx, Part
 
 __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
-           "kind_linear_weights", "kind_weight_shapes"]
+           "kind_linear_shapes", "kind_linear_weights", "kind_weight_shapes"]
 
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
 MIXERS = {"attention": attention, "mla": mla, "gdn": gated_delta_net, "mamba": mamba}
@@ -76,6 +76,15 @@ def kind_components(r, kind: LayerKind) -> dict:
 def kind_linear_weights(r, kind: LayerKind) -> int:
     """Linear-layer weight elements of one layer on one tensor-parallel rank, routed experts excluded."""
     return sum(part.linear_weights(r) for part in _parts(kind))
+
+
+def kind_linear_shapes(r, kind: LayerKind) -> tuple[tuple, tuple]:
+    """(out, in, count) of each Transformer Engine linear-layer weight one GPU holds of one layer of this kind:
+    (dense-parallel part on one tensor-parallel rank, routed experts on one GPU)."""
+    dense: tuple = ()
+    for part in _parts(kind):
+        dense += part.linear_shapes(r)
+    return dense, (moe.expert_shapes(r) if kind.moe else ())
 
 
 def kind_weight_shapes(r, kind: LayerKind) -> set:

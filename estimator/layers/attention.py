@@ -40,10 +40,12 @@ after the all-to-all, with allgather the gathered keys and values.
 
 from __future__ import annotations
 
+from ..fp8_scales import lin_saved
 from ..local_attention import attention_backward_extra, local_core_attention
 from .base import Count, Ctx, Part
 
-__all__ = ["activations", "backward_extra", "components", "linear_weights", "params", "scores", "weight_shapes"]
+__all__ = ["activations", "backward_extra", "components", "linear_shapes", "linear_weights", "params", "scores",
+           "weight_shapes"]
 
 
 def _qkv_out(r) -> int:
@@ -79,8 +81,13 @@ def linear_weights(r) -> int:
 
 
 def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of each linear-layer weight on one tensor-parallel rank: QKV, output projection."""
     t, h, a = r.t, r.h, r.a
-    return {((a * (2 if r.gate else 1) + 2 * r.g) // t * r.dh, h), (h, a // t * r.dh)}
+    return (((a * (2 if r.gate else 1) + 2 * r.g) // t * r.dh, h, 1), (h, a // t * r.dh, 1))
 
 
 def scores(r, heads: int) -> int:
@@ -107,7 +114,7 @@ def activations(r, c: Ctx) -> Part:
     t, dh, g = r.t, r.dh, r.g
     heads = r.a // t
     norm_in = B * Tn * h
-    norm_out = 0 if "layernorm" in c.modules else c.lin_in * Tn * h
+    norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
     qkv = B * T * (heads + 2 * (g // t)) * dh
     out = B * T * heads * dh
@@ -154,7 +161,7 @@ def activations(r, c: Ctx) -> Part:
         bwd = backward_extra(r, B, sc) + B * T * heads * dh
     proj_fp8 = 0
     if cfg.precision.fp8:
-        proj_fp8 = T * heads * dh   # FP8 copy of the projection input
+        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input, with its scales
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):

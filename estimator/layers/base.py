@@ -11,6 +11,8 @@ configuration ``r``:
   weights under ``norms``);
 - ``linear_weights(r)``: elements of its Transformer Engine linear-layer weights on one tensor-parallel rank
   (what FP8 keeps in its own format);
+- ``linear_shapes(r)``: those weights as (out, in, count) triples (FP8 keeps scales per tensor:
+  :mod:`estimator.fp8_scales`);
 - ``weight_shapes(r)``: the distinct shapes of those weights on one GPU (Transformer Engine caches one dummy
   weight-gradient tensor per shape);
 - ``activations(r, ctx)``: the bytes one micro-batch keeps for the backward pass (:class:`Part`).
@@ -52,7 +54,8 @@ class Ctx(NamedTuple):
     activation element (2 for bf16/fp16, 4 for fp32), ``lin_in`` bytes per element a linear layer saves of its
     input (1 with FP8), ``modules`` the selectively recomputed modules, ``mask`` the elements of one
     bias-dropout-add mask (1 B each; 0 without hidden dropout), ``unfused`` whether attention materialises the
-    s x s scores."""
+    s x s scores, ``fp8`` the FP8 recipe ('' without FP8), whose scales a saved FP8 input carries
+    (:func:`estimator.fp8_scales.lin_saved`)."""
 
     T: int
     Tn: int
@@ -62,6 +65,7 @@ class Ctx(NamedTuple):
     mask: int
     unfused: bool
     parts: bool = False   # name the saved tensors (Part.named), for PEFT and activation offloading
+    fp8: str = ""         # the FP8 recipe of the linear layers ('' without FP8)
 
 
 class Part(NamedTuple):

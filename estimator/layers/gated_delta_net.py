@@ -42,9 +42,10 @@ gradient.
 
 from __future__ import annotations
 
+from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 
-__all__ = ["CHUNK", "activations", "components", "linear_weights", "params", "weight_shapes"]
+__all__ = ["CHUNK", "activations", "components", "linear_shapes", "linear_weights", "params", "weight_shapes"]
 
 #: Chunk length of the chunked gated delta rule (GatedDeltaNet.chunk_size; FLA's chunk_gated_delta_rule).
 CHUNK = 64
@@ -73,8 +74,13 @@ def linear_weights(r) -> int:
 
 
 def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of each linear-layer weight on one tensor-parallel rank: in_proj, out_proj."""
     qk, v, in_w, _ = _dims(r)
-    return {(in_w // r.t, r.h), (r.h, v // r.t)}
+    return ((in_w // r.t, r.h, 1), (r.h, v // r.t, 1))
 
 
 def activations(r, c: Ctx) -> Part:
@@ -82,10 +88,10 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     qk, v, in_w, conv = _dims(r)
     nv = r.gdn.value_heads
-    norm_keep = B * Tn * h + c.lin_in * Tn * h
+    norm_keep = B * Tn * h + lin_saved(c, Tn, h)
     saved = (norm_keep + B * T * in_w // t + B * T * conv // t + B * T * (2 * nv * r.gdn.key_dim + v) // t
              + 4 * T * nv // t + B * T * nv // t + B * T * nv * CHUNK // t + 2 * B * T * v // t
-             + 4 * T * nv // t + c.lin_in * T * v // t)
+             + 4 * T * nv // t + lin_saved(c, T, v // t))
     chunks = -(-r.s // CHUNK)
     states = 2 * B * r.b * chunks * (nv // (t * r.cp)) * r.gdn.key_dim * r.gdn.value_dim
     return Part(saved, 0, states + B * T * in_w // t)

@@ -45,9 +45,11 @@ with t' = t cp: under context parallelism the scan runs over the whole sequence 
 
 from __future__ import annotations
 
+from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 
-__all__ = ["CHUNK_SIZE", "CONV_WIDTH", "activations", "components", "linear_weights", "params", "weight_shapes"]
+__all__ = ["CHUNK_SIZE", "CONV_WIDTH", "activations", "components", "linear_shapes", "linear_weights", "params",
+           "weight_shapes"]
 
 #: MambaMixer's d_conv (not a TransformerConfig field at the pinned revision).
 CONV_WIDTH = 4
@@ -80,17 +82,22 @@ def linear_weights(r) -> int:
 
 
 def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of each linear-layer weight on one tensor-parallel rank: in_proj, out_proj."""
     di, in_w, _ = _dims(r)
-    return {(in_w // r.t, r.h), (r.h, di // r.t)}
+    return ((in_w // r.t, r.h, 1), (r.h, di // r.t, 1))
 
 
 def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     di, in_w, conv = _dims(r)
-    norm_keep = B * Tn * h + c.lin_in * Tn * h
+    norm_keep = B * Tn * h + lin_saved(c, Tn, h)
     saved = (norm_keep + B * T * in_w // t + B * T * di // t + B * T * di // t + 4 * T * r.mamba.groups // t
-             + c.lin_in * T * di // t)
+             + lin_saved(c, T, di // t))
     tc = t * r.cp
     chunks = -(-r.s // CHUNK_SIZE)
     scan = (8 * r.b * chunks * (r.mamba.heads // tc) * r.mamba.head_dim * r.mamba.state

@@ -27,10 +27,11 @@ mla_up_proj recomputes the up-projected q, k, v; unfused attention adds the s x 
 
 from __future__ import annotations
 
+from ..fp8_scales import lin_saved
 from .attention import backward_extra, scores
 from .base import Count, Ctx, Part
 
-__all__ = ["activations", "components", "linear_weights", "params", "weight_shapes"]
+__all__ = ["activations", "components", "linear_shapes", "linear_weights", "params", "weight_shapes"]
 
 
 def params(r) -> Count:
@@ -70,11 +71,17 @@ def linear_weights(r) -> int:
 
 
 def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of each linear-layer weight on one tensor-parallel rank: the query projections (down and
+    up, or one), kv down and up, output projection."""
     t, h, a = r.t, r.h, r.a
     qk = r.qk_dim + r.rope_dim
-    shapes = {(r.kv_lora + r.rope_dim, h), (a // t * (r.qk_dim + r.v_dim), r.kv_lora), (h, a // t * r.v_dim)}
-    shapes |= {(r.q_lora, h), (a // t * qk, r.q_lora)} if r.q_lora else {(a // t * qk, h)}
-    return shapes
+    q = ((r.q_lora, h, 1), (a // t * qk, r.q_lora, 1)) if r.q_lora else ((a // t * qk, h, 1),)
+    return q + ((r.kv_lora + r.rope_dim, h, 1), (a // t * (r.qk_dim + r.v_dim), r.kv_lora, 1),
+                (h, a // t * r.v_dim, 1))
 
 
 def activations(r, c: Ctx) -> Part:
@@ -83,7 +90,7 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     heads = r.a // r.t
     norm_in = B * Tn * h
-    norm_out = 0 if "layernorm" in c.modules else c.lin_in * Tn * h
+    norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
     qk = r.qk_dim + r.rope_dim
     latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
@@ -107,7 +114,7 @@ def activations(r, c: Ctx) -> Part:
         bwd = backward_extra(r, B, sc) + B * T * heads * r.v_dim
     proj_fp8 = 0
     if cfg.precision.fp8:
-        proj_fp8 = T * heads * r.v_dim   # FP8 copy of the projection input
+        proj_fp8 = lin_saved(c, T, heads * r.v_dim)   # FP8 copy of the projection input, with its scales
         saved += proj_fp8
     if r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p"):
         saved += B * T * heads * r.v_dim

@@ -16,9 +16,10 @@ input; the backward working set is the fc1-output gradient and two residual-size
 
 from __future__ import annotations
 
+from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 
-__all__ = ["activations", "components", "linear_weights", "mlp_count", "params", "weight_shapes"]
+__all__ = ["activations", "components", "linear_shapes", "linear_weights", "mlp_count", "params", "weight_shapes"]
 
 
 def mlp_count(h: int, f: int, gated: bool, bias: bool) -> Count:
@@ -46,8 +47,13 @@ def linear_weights(r) -> int:
 
 
 def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of each linear-layer weight on one tensor-parallel rank: fc1, fc2."""
     f = r.f // r.t
-    return {(f * (2 if r.gated else 1), r.h), (r.h, f)}
+    return ((f * (2 if r.gated else 1), r.h, 1), (r.h, f, 1))
 
 
 def activations(r, c: Ctx) -> Part:
@@ -57,7 +63,7 @@ def activations(r, c: Ctx) -> Part:
     norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
     norm2 = B * Tn * h + norm2_out
     f = r.f // r.t
-    fc1_out, act_out = B * T * f * up, c.lin_in * T * f
+    fc1_out, act_out = B * T * f * up, lin_saved(c, T, f)
     saved = norm2 + fc1_out + act_out
     if r.post_norm:
         saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn

@@ -99,12 +99,13 @@ of the expert tensor- and expert-parallel ranks) beside the rows': (R + Tg) d::
 
 from __future__ import annotations
 
+from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 from .mlp import mlp_count
 from .router import gather_ranks, saved as router_saved
 
-__all__ = ["activations", "components", "expert_params", "linear_weights", "params", "permute_map", "routed_rows",
-           "unpermute_source", "weight_shapes"]
+__all__ = ["activations", "components", "expert_params", "expert_shapes", "linear_shapes", "linear_weights", "params",
+           "permute_map", "routed_rows", "unpermute_source", "weight_shapes"]
 
 #: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
 _I32 = 4
@@ -157,14 +158,27 @@ def linear_weights(r) -> int:
 
 
 def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r) + expert_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of the shared expert's and the latent projections' weights on one tensor-parallel rank
+    (the routed experts: :func:`expert_shapes`)."""
     up = 2 if r.gated else 1
-    fm, d = r.fm // r.etp, r.lat or r.h
-    shapes = {(fm * up, d), (d, fm)}
+    shapes = ()
     if r.fs:
-        shapes |= {(r.fs // r.t * up, r.h), (r.h, r.fs // r.t)}
+        shapes += ((r.fs // r.t * up, r.h, 1), (r.h, r.fs // r.t, 1))
     if r.lat:
-        shapes |= {(r.lat, r.h), (r.h, r.lat)}
+        shapes += ((r.lat, r.h, 1), (r.h, r.lat, 1))
     return shapes
+
+
+def expert_shapes(r) -> tuple:
+    """(out, in, count) of the routed experts' fc1 and fc2 weights on one GPU: E / ep local experts, each split
+    over the expert-tensor-parallel ranks."""
+    up = 2 if r.gated else 1
+    fm, d, n = r.fm // r.etp, r.lat or r.h, r.E // r.ep
+    return ((fm * up, d, n), (d, fm, n))
 
 
 def routed_rows(r, T: int, Tn: int) -> int:
@@ -231,7 +245,6 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
-    lin_in = c.lin_in
     up = 2 if r.gated else 1
     d = r.lat or h
     norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
@@ -243,7 +256,10 @@ def activations(r, c: Ctx) -> Part:
     # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient. Nothing of
     # the experts' output is kept (module docstring).
     weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
-    e_in, e_fc1, act_out = lin_in * rows * d, B * rows * fm * up, lin_in * rows * fm + weighted
+    # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
+    local = r.E // r.ep
+    e_in, e_fc1 = lin_saved(c, rows, d, local), B * rows * fm * up
+    act_out = lin_saved(c, rows, fm, local) + weighted
     experts = e_in + e_fc1 + act_out
     recompute = 0
     if "moe_act" in c.modules:
@@ -253,13 +269,13 @@ def activations(r, c: Ctx) -> Part:
     shared = 0
     if r.fs:
         fs = r.fs // r.t
-        shared = B * T * fs * up + lin_in * T * fs
+        shared = B * T * fs * up + lin_saved(c, T, fs)
         if cfg.model.moe_shared_expert_gate:
             shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
         if "shared_experts" in c.modules:
             recompute += shared
             shared = 0
-    latent = lin_in * Tn * r.lat
+    latent = lin_saved(c, Tn, r.lat) if r.lat else 0
     # What the router's autograd graph (and the allgather dispatcher's masked_select) saves, derived from
     # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.layers.router).
     router = sum(router_saved(r, B, T, Tn).values())
