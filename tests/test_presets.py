@@ -167,3 +167,15 @@ def test_a_peak_stated_in_the_notes_is_the_presets_own(name):
     gib = estimate(load_preset(name)).peak.device_bytes / 2**30
     assert abs(gib - float(said)) <= 0.5 * 10 ** -digits + 1e-9, \
         f"{name}: notes say {said} GiB, the estimate is {gib:.2f}"
+
+
+def test_every_package_of_the_core_is_installed():
+    """``pip install .`` installs the packages pyproject.toml lists, not what is on disk: estimator.layers was
+    missing, so an installed estimator failed at its first import of a layer module. Every folder of estimator/
+    holding Python modules (or data it loads, hf_catalog) must be listed, and presets/ as estimator._presets."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(d.relative_to(ROOT).parts) for d in [ROOT / "estimator", *(ROOT / "estimator").rglob("*")]
+               if d.is_dir() and d.name != "__pycache__" and any(f.suffix in (".py", ".json") for f in d.iterdir())}
+    assert listed == on_disk | {"estimator._presets"}
