@@ -90,7 +90,8 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     (the attention norm's input and output, the QKV linear's input), ``latent`` (MLA), ``qkv``, ``attn_out``
     (also the output projection's input), ``lse``, ``scores``, ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``,
     ``fc1_out``, ``act_out`` (the fc2 input), ``router``, ``permute_map``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``,
-    ``shared``."""
+    ``shared``, and what expert-parallel overlap's schedule nodes keep of an MoE layer: ``shared_out`` (the shared
+    experts' output) and ``dispatched`` (the dispatched tokens, one local expert)."""
     c = ctx or context(r)
     if parts and not c.parts:
         c = c._replace(parts=True)

@@ -59,7 +59,8 @@ LABELS = {
     "cuda_graph_static_buffers": "CUDA graphs: static buffers",
     "cuda_graph_capture_workspaces": "CUDA graphs: cuBLAS workspaces of the capture stream",
     "deferred_output_wgrad": "Deferred output-layer weight gradients", "dora_weight_norm": "DoRA weight norms",
-    "ep_overlap_1f1b_step": "Combined 1F1B step: a forward layer's pre-dispatch part and a backward working set",
+    "ep_overlap_1f1b_step": "Combined 1F1B step: a forward layer's pre-dispatch part and permuted tokens, a "
+                            "backward layer's held gradients and working set",
     "delayed_wgrad": "Delayed weight gradients: kept inputs and output gradients (combined 1F1B step)",
     "bf16_layers": "Layers kept in bf16 under FP8 (extra activations)",
 }
@@ -102,7 +103,7 @@ def _layer_rows(r, stage, acts) -> dict:
             rest = la.mlp - norm
             if kind.moe:
                 router = min(named.get("router", 0) + named.get("permute_map", 0), rest)   # routing metadata
-                shared = min(named.get("shared", 0), rest - router)
+                shared = min(named.get("shared", 0) + named.get("shared_out", 0), rest - router)
                 add("router", cnt * router)
                 add("shared_experts", cnt * shared)
                 add("moe_experts", cnt * (rest - router - shared))

@@ -129,8 +129,8 @@ _put(_M, "use_layer_wise_param_layout", "Muon's layer-wise distributed optimizer
      "tensors go to the data-parallel ranks in ping-pong order, the largest (the embedding) to one rank")
 _put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
      "precedes the optimizer's first step")
-_put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part beside a "
-     "backward layer")
+_put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part and "
+     "permuted tokens beside a backward layer and the gradients its callers hold; the shared experts' output kept")
 _put(_M, "delay_wgrad_compute", "inside the combined 1F1B step each delayed linear keeps its input and output "
      "gradient until backward_dw: the experts' past the forward layer's dispatch, the attention's to the end of the "
      "layer step")

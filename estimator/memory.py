@@ -145,14 +145,15 @@ def _layer_activations(r: Resolved) -> list:
     """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
     recompute, attention and deterministic-mode settings, and the expert-parallel size (the MoE backward working set depends on it:
-    the all-gather dispatcher's gathered tokens, the local experts' re-sort). The layout search varies the
+    the all-gather dispatcher's gathered tokens, the local experts' re-sort), and expert-parallel overlap (its
+    schedule nodes keep MoE tensors of their own: estimator/layers/moe.py). The layout search varies the
     pipeline and data-parallel sizes, which they do not read."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.params_dtype,
            tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
-           tr.deterministic_mode)
+           tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]

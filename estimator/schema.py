@@ -572,8 +572,9 @@ class TrainingConfig:
                                       max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
     overlap_moe_expert_parallel_comm: bool = _f(False, "Overlap the expert-parallel all-to-all of one micro-batch "
                                                 "with the computation of another (combined 1F1B): the same "
-                                                "micro-batches in flight, plus one forward layer's attention "
-                                                "beside a backward layer.", type="bool",
+                                                "micro-batches in flight, plus one forward layer's attention and "
+                                                "permuted tokens beside a backward layer and the gradients its "
+                                                "callers hold.", type="bool",
                                                 flag="--overlap-moe-expert-parallel-comm")
     delay_wgrad_compute: bool = _f(False, "Delay the weight-gradient GEMMs of the Transformer Engine linears inside "
                                    "the combined 1F1B step (needs overlap_moe_expert_parallel_comm): each keeps "

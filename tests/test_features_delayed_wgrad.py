@@ -7,7 +7,11 @@ bf16, T = 2048 tokens), made a fine-grained SwiGLU MoE: 8 experts of width 512, 
 The plain combined step's backward working set (estimator/layers/moe.py) is
 B max(R (fm up + d), 2 R d) = 2 x max(4096 x 2048, 4096 x 2048) = 16,777,216 B, and the forward layer's
 pre-dispatch part 33,669,120 B (tests/test_features_schedule.py: attention 25,231,360, pre-MLP norm
-8,388,608, router 49,152).
+8,388,608, router 49,152). Beside them in the plain step's peak (estimator/features/schedule.py, moment 3): the
+forward layer's permuted tokens waiting for the dispatch, 2 B x P x d with P = T k = 4096 rows, 8,388,608; the
+backward layer's output gradient and the residual's .grad copy, 2 x 2 B x T x h = 8,388,608; the experts' output
+gradient the caller holds, 2 B x P x d = 8,388,608: the plain step is 33,669,120 + 3 x 8,388,608 + 16,777,216 =
+75,612,160 B.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from estimator import ConfigError, UnsupportedError, estimate
 from estimator.activations import layer_activations
 from estimator.config import load_config
 from estimator.features.delayed_wgrad import DelayWindows, kind_windows, step_extra
+from estimator.features.schedule import EpOverlapLayer
 from estimator.megatron_args import read_megatron_args
 from estimator.resolve import resolve
 from tests.conftest import make_config
@@ -32,6 +37,8 @@ INTERLEAVED = {"expert_model_parallel_size": 2, "pipeline_model_parallel_size": 
 OVERLAP = {"world_size": 4, "overlap_moe_expert_parallel_comm": True}
 WORK = 16_777_216
 PRE = 33_669_120
+ROWS = 8_388_608            # 2 B x 4096 x 1024: the permuted tokens, X, the held gradients (2 x 2 B x T x h)
+STEP = PRE + 3 * ROWS + WORK
 
 
 def est(model=FINE, parallelism=INTERLEAVED, training=None, precision=None):
@@ -40,60 +47,70 @@ def est(model=FINE, parallelism=INTERLEAVED, training=None, precision=None):
     return estimate(make_config(model, parallelism, tr, precision))
 
 
-def test_the_experts_kept_gradients_and_the_forward_dispatch_outgrow_the_working_set():
+def test_the_experts_kept_gradients_and_the_forward_dispatch_match_the_plain_step():
     """PP 2 x VPP 2, stage 0 peaks inside a combined step (tests/test_features_schedule.py). Between the backward
     layer's expert backward and its backward_dw the forward layer dispatches (model_chunk_schedule_plan.py
-    TransformerLayerSchedulePlan.run), so beside the held set and the pre-dispatch part there are:
+    TransformerLayerSchedulePlan.run). The experts' output gradient X is gone by then (its caller let it go when
+    the MLP backward returned), and beside the held set, the pre-dispatch part, the waiting tokens and the held
+    gradients there are:
 
         fc1's and fc2's kept output gradients  2 B x R x (fm up + d) = 2 x 4096 x 2048 = 16,777,216
-        the experts' input gradient            2 B x R x d           = 2 x 4096 x 1024 =  8,388,608
+        the experts' input gradient            2 B x P x d           = 2 x 4096 x 1024 =  8,388,608
         fc1's output, freed by the SwiGLU backward                                   = -8,388,608
-        the forward's all-to-all input and output  2 B x (T k + R) x d = 2 x 8192 x 1024 = 16,777,216
-                                                                               total   33,554,432
+        the forward's all-to-all output        2 B x P x d           = 2 x 4096 x 1024 =  8,388,608
+                                                                               total   25,165,824
 
-    The pre-dispatch window is smaller (test below), so the step grows by 33,554,432 - 16,777,216 =
-    16,777,216 B; stage 1 still peaks at the loss's forward (131,072,000 B of logits)."""
+    exactly what the plain step's peak holds there, X + the working set = 8,388,608 + 16,777,216: delaying adds
+    nothing in this model (the pre-dispatch window is smaller still, test below); stage 1 still peaks at the
+    loss's forward (131,072,000 B of logits)."""
     base = est().stages
     s = est(training={"delay_wgrad_compute": True}).stages
-    assert base[0].transient["ep_overlap_1f1b_step"] == PRE + WORK
-    assert s[0].transient["ep_overlap_1f1b_step"] == PRE + WORK
-    assert s[0].transient["delayed_wgrad"] == 16_777_216
-    assert s[0].allocated_bytes - base[0].allocated_bytes == 16_777_216
-    assert s[0].activations_bytes == base[0].activations_bytes
+    assert base[0].transient["ep_overlap_1f1b_step"] == STEP
+    assert s[0].transient["ep_overlap_1f1b_step"] == STEP
+    assert "delayed_wgrad" not in s[0].transient
+    assert s[0].allocated_bytes == base[0].allocated_bytes
     assert s[1].allocated_bytes == base[1].allocated_bytes and "loss_forward" in s[1].transient
 
 
 def test_the_windows_of_one_moe_layer():
-    """The pre-dispatch window at the end of the backward layer's attention backward:
+    """The MLP window (previous test) 16,777,216 and the dispatch's output 8,388,608. The pre-dispatch window at the
+    end of the backward layer's attention backward:
 
         QKV's output gradient          2 B x T x 3 x 1024 = 12,582,912
         the output projection's        2 B x T x 1024     =  4,194,304
         QKV's input beyond the saved norm output (no SP)  =          0
         the layer input's gradient     2 B x T x 1024     =  4,194,304
         freed: q, k, v 12,582,912, softmax statistics 4 B x T x 8 = 65,536, router 49,152   -12,697,600
-                                                                                   total   8,273,920"""
+                                                                                   total   8,273,920
+
+    step_extra over one kind with the layer's step figures and no working set: the plain step PRE + 8,388,608
+    (waiting) + 2 x 8,388,608 (held gradients, X) = PRE + 25,165,824; the MLP window PRE + 8,388,608 + 8,388,608
+    (dispatch output) + 8,388,608 (held gradients) + 16,777,216 = PRE + 41,943,040; the pre-dispatch window PRE +
+    4,194,304 (the forward's output 2 B x T x h) + 8,388,608 + 8,273,920 = PRE + 20,856,832: 16,777,216 more."""
     r = resolve(load_config(make_config(FINE, INTERLEAVED, {"seq_length": T, **OVERLAP,
                                                              "delay_wgrad_compute": True})))
     kind = r.kinds[0]
     w = kind_windows(r, kind, layer_activations(r, kind, parts=True).parts)
-    assert w == DelayWindows(mlp=16_777_216, dispatch=16_777_216, pre=8_273_920)
-    assert step_extra([w], WORK) == 16_777_216
-    assert step_extra([w], 40_000_000) == 0          # a larger working set hides both windows
+    assert w == DelayWindows(mlp=16_777_216, dispatch=8_388_608, pre=8_273_920)
+    layer = EpOverlapLayer(pre=PRE, waiting=ROWS, output=4_194_304, held_grads=ROWS, expert_grad=ROWS)
+    assert step_extra([(w, layer)], 0) == 16_777_216
+    assert step_extra([(w, layer)], WORK) == 0          # the working set of this model hides both windows
 
 
 def test_without_gradient_accumulation_fusion_the_grouped_gemms_keep_their_gradients():
     """Transformer Engine's GroupedLinear allocates its packed [experts, out, in] weight gradient in the backward
     and keeps it in the store until backward_dw; autograd copies the not-yet-computed tensors into each expert
     weight's .grad meanwhile. 4 local experts, fc1 1024 x 1024 and fc2 1024 x 512 elements, 2 B each, twice:
-    2 x 2 x 4 x (1,048,576 + 524,288) = 25,165,824 more in the MLP window: 33,554,432 + 25,165,824 = 58,720,256.
-    The plain working set gains the largest weight gradient (QKV, 2 B x 3072 x 1024 = 6,291,456): 23,068,672.
-    The step grows by 58,720,256 - 23,068,672 = 35,651,584."""
+    2 x 2 x 4 x (1,048,576 + 524,288) = 25,165,824 more in the MLP window: 25,165,824 + 25,165,824 = 50,331,648
+    beside the pre-dispatch part, the waiting tokens and the held gradients. The plain working set gains the
+    largest weight gradient (QKV, 2 B x 3072 x 1024 = 6,291,456): X + working set = 8,388,608 + 23,068,672 =
+    31,457,280. The step grows by 50,331,648 - 31,457,280 = 18,874,368."""
     tr = {"gradient_accumulation_fusion": False}
     base = est(training=tr).stages[0]
     s = est(training={**tr, "delay_wgrad_compute": True}).stages[0]
-    assert base.transient["ep_overlap_1f1b_step"] == PRE + WORK + 6_291_456
-    assert s.transient["delayed_wgrad"] == 35_651_584
-    assert s.allocated_bytes - base.allocated_bytes == 35_651_584
+    assert base.transient["ep_overlap_1f1b_step"] == STEP + 6_291_456
+    assert s.transient["delayed_wgrad"] == 18_874_368
+    assert s.allocated_bytes - base.allocated_bytes == 18_874_368
 
 
 def test_without_pipelining_the_loss_stays_the_peak():

@@ -115,8 +115,8 @@ class Plan:
             acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
             self.adapters = peft.adapter_params(r)
         self.acts = acts
-        self.ep_overlap = (schedule.ep_overlap_layer([(r.kinds[k].moe, a) for k, a in acts.items()])
-                           if tr.overlap_moe_expert_parallel_comm else 0)
+        self.ep_overlap = ({k: schedule.ep_overlap_layer(r, r.kinds[k], a) for k, a in acts.items()}
+                           if tr.overlap_moe_expert_parallel_comm else None)
         self.delay = ({k: delayed_wgrad.kind_windows(r, r.kinds[k], a.parts) for k, a in acts.items()}
                       if self.ep_overlap and tr.delay_wgrad_compute else None)
         if self.ep_overlap or par.use_megatron_fsdp:
@@ -171,6 +171,9 @@ class Plan:
         """Megatron-FSDP's unsharded gradient buckets at the peak (:func:`.fsdp.grads_in_backward`), over each
         chunk whose backward pass can run; updates ``transient`` and ``parts``, returns the activations."""
         best, at = None, 0
+        # The combined 1F1B step's delayed weight gradients belong to its moment (schedule.py, delayed_wgrad.py).
+        together = ("delayed_wgrad",) if phase == "ep_overlap_1f1b_step" else ()
+        value = transient[phase] + sum(transient.get(k, 0) for k in together)
         for c_idx in sorted(set(flight)):
             start = sum(len(c) for c in chunks[:c_idx])
             kinds = self._kinds(chunks[c_idx])
@@ -178,14 +181,16 @@ class Plan:
             root = q.root if out or (first and c_idx == 0) else 0
             held = held_per_layer(self.r.cfg.training, [self.acts[k] for k in kinds])
             got = fsdp.grads_in_backward(q, q.units[start:start + len(kinds)], held,
-                                         q.root if out else 0, root, phase, transient[phase], bwd_work,
+                                         q.root if out else 0, root, phase, value, bwd_work,
                                          self.loss_act if out else 0)
-            total = got[0] - got[1] + (transient[phase] if got[2] is None else got[2])
+            total = got[0] - got[1] + (value if got[2] is None else got[2])
             if best is None or total > at:
                 best, at = got, total
         grads, released, work = best
         if work is not None:
             del transient[phase]
+            for k in together:
+                transient.pop(k, None)
             transient["backward_working_set"] = work
             parts["released_in_backward"] = -released
             activations -= released
@@ -331,21 +336,26 @@ class Plan:
             transient["deferred_output_wgrad"] = self.deferred
         if self.full_graph:
             transient["cuda_graph_capture_workspaces"] = cuda_graphs.FULL_ITERATION_CAPTURE_WORKSPACES
-        if self.ep_overlap:
-            # Combined 1F1B (schedule.py): one forward layer's pre-dispatch part beside a backward layer. Without
-            # pipelining the backward micro-batch's loss chunk is gone by then; the step replaces the phase that
-            # was the peak when it is larger.
+        step_kinds = sorted(set(kinds) | (set(r.mtp_kinds) if r.plan[s_idx].mtp else set()))
+        if self.ep_overlap and step_kinds:
+            # Combined 1F1B (schedule.py): a forward layer's pre-dispatch part and its permuted tokens beside a
+            # backward layer's MLP backward, whose callers hold its gradients. Without pipelining the backward
+            # micro-batch's loss chunk is gone by then; the step replaces the phase that was the peak when larger.
+            ep_layers = [self.ep_overlap[k] for k in step_kinds]
             phase = next(k for k in schedule.PEAK_PHASES if k in transient)
-            step = schedule.ep_overlap_peak(self.ep_overlap, bwd_work, self.loss_act if last and r.v == 1 else 0,
+            step = schedule.ep_overlap_peak(ep_layers, bwd_work, self.loss_act if last and r.v == 1 else 0,
                                             self.emb_act if first else 0)
-            # Delayed weight gradients (delayed_wgrad.py): two later moments of the step, each another working set.
-            delayed = (delayed_wgrad.step_extra([self.delay[k] for k in set(kinds)], bwd_work)
-                       if self.delay else 0)
+            # Delayed weight gradients (delayed_wgrad.py): two later moments of the step.
+            delayed = (delayed_wgrad.step_extra([(self.delay[k], self.ep_overlap[k]) for k in step_kinds],
+                                                bwd_work) if self.delay else 0)
             if step + delayed > transient[phase]:
                 del transient[phase]
                 transient["ep_overlap_1f1b_step"] = step
                 if delayed:
                     transient["delayed_wgrad"] = delayed
+            # Every backward layer step, combined or not, runs through TransformerLayerSchedulePlan.run: its
+            # callers hold the same gradients beside the working set (Megatron-FSDP's walk below).
+            bwd_work += schedule.ep_overlap_backward(ep_layers)
 
         phase = next((k for k in schedule.PEAK_PHASES if k in transient), None)
         if queue and phase:

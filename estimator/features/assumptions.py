@@ -118,9 +118,13 @@ def assumptions(r) -> list[str]:
         out.append("NCCL user buffers: the data-parallel buffers live in NCCL's own memory pool (no caching-allocator "
                    "reserve on them); NCCL's registration windows themselves are not counted.")
     if tr.overlap_moe_expert_parallel_comm:
-        out.append("Expert-parallel overlap (combined 1F1B): the same (chunk-)micro-batches in flight as without it; "
-                   "inside a step one forward layer's pre-dispatch part (attention, pre-MLP norm, router) sits beside "
-                   "a backward layer's working set. With interleaving the loss chunk is counted as still held then.")
+        out.append("Expert-parallel overlap (combined 1F1B): the same (chunk-)micro-batches in flight as without it, "
+                   "each MoE layer also keeping its shared experts' output for the backward pass; inside a step one "
+                   "forward layer's pre-dispatch part (attention, pre-MLP norm, router) and its permuted tokens "
+                   "waiting for the dispatch sit beside a backward layer's MLP backward, whose callers hold its "
+                   "output gradient, the experts' output gradient and the .grad copies of its residual and shared "
+                   "experts' output (or the forward layer's expert computation, where larger). With interleaving "
+                   "the loss chunk is counted as still held then.")
         if tr.delay_wgrad_compute:
             out.append("Delayed weight gradients: inside a combined step the backward layer's experts (or dense MLP) "
                        "keep their output gradients and inputs past the forward layer's dispatch, its attention and "

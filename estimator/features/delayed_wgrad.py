@@ -39,16 +39,19 @@ What Megatron-Core does (Megatron-LM @ d98e8a64; Transformer Engine @ d0067d0d):
   ``skip_backward_post_hook``; ``TransformerLayerNode.backward_dw``): it moves in time, its buffers do not
   change.
 
-The model: the plain combined step (:mod:`.schedule`) is the held set + the forward layer's pre-dispatch part
-+ one backward working set; delaying adds two later moments in it, each taken as another working set beside
-the held set (which still counts the backward layer whole), and the step takes the largest. In bytes (B per
-element; T tokens per rank, Tn = T/t under sequence parallelism, R routed rows, d = latent size or h, fm the
-expert width / expert TP, up = 2 gated, El local experts, f dense width, fs shared width, l latent size, t
-tensor-parallel size)::
+The model: the plain combined step (:mod:`.schedule`) peaks in the backward layer's MLP backward (moment 3
+there): the held set + the forward layer's pre-dispatch part and its waiting tokens + the backward layer's
+held gradients and the experts' output gradient X + one backward working set (or, with expert TP, in the forward
+layer's MLP node, moment 6). Delaying adds two later moments in it, beside the held set (which still counts the
+backward layer whole), and the step takes the largest. In bytes (B per element; T tokens per rank, Tn = T/t
+under sequence parallelism, R routed rows, P = Tn k the rows the all-to-all moves (R with the flex dispatcher:
+HybridEP's permuted rows, a bound on DeepEP's received tokens), d = latent size or h, fm the expert width /
+expert TP, up = 2 gated, El local experts, f dense width, fs shared width, l latent size, t tensor-parallel
+size)::
 
     MLP window (f's dispatch, before b's MLP backward_dw), b's MLP part:
       MoE    B R (fm up + d)               fc1's and fc2's kept output gradients
-             + B R d                       the MLP node's input gradient, waiting for the dispatch backward
+             + B P d                       the MLP node's input gradient, waiting for the dispatch backward
              - B R fm up - weighted        fc1's output (the activation's saved input) is freed, and the
              - unpermute source             unweighted activation output; combine's rows (deterministic mode)
              + B Tn h                      latent MoE: fc2_latent_proj's output gradient
@@ -57,8 +60,8 @@ tensor-parallel size)::
       dense  B T f up / t + B T h          fc1's and fc2's output gradients (fc2's gathered under SP)
              + (B T h - norm output kept)  fc1's gathered input
              + B Tn h - B T f up / t       the node's input gradient; fc1's output freed
-    plus f's dispatch (an MoE forward layer): B (Tn k + R) d, the all-to-all's input (the Tn k permuted rows;
-    the Tn tokens with the flex dispatcher) and output, both alive while it runs.
+    plus f's dispatch (an MoE forward layer): its waiting tokens (the all-to-all's input, :mod:`.schedule`) and
+    the all-to-all's output B P d, both alive while it runs.
 
     Pre-dispatch window (end of b's pre-dispatch backward), b's pre-dispatch part:
       attention  B T (a + 2g) dh / t + B T h   QKV's and the output projection's output gradients
@@ -71,11 +74,17 @@ tensor-parallel size)::
       + B Tn h                                 the layer input's gradient
       - q, k, v, softmax statistics, kept scores, router tensors, permutation map, shared fc1 output
                                                freed by then (core attention, router, activation backward)
+    plus f's output B Tn h (its combine has run; the next layer's input).
 
-    step = held + pre-dispatch part + max(working set, max_b MLP + max_f dispatch, max_b pre-dispatch)
+    M     = the plain step (:mod:`.schedule`: moment 3, or moment 6 with expert TP)
+    W_mlp = max_f (pre + waiting + dispatch output) + max_b (held gradients + MLP window)
+    W_pre = max_f (pre + output) + max_b (held gradients + pre-dispatch window)
+    step  = held + max(M, W_mlp, W_pre)
 
-the maxima over the layer kinds of the stage (a forward and a backward layer of one step may differ in kind).
-What is not subtracted (the norms' inputs, freed as the backward passes them) keeps both windows upper bounds.
+the maxima over the layer kinds of the stage (a forward and a backward layer of one step may differ in kind);
+the held gradients (the backward layer's output gradient and the .grad copies of its residual and shared
+experts' output) stay to the end of the layer step. What is not subtracted (the norms' inputs, freed as the
+backward passes them) keeps both windows upper bounds.
 
 Refused as not modelled (:func:`estimator.config.not_modelled`): FP8 (quantised copies of the kept inputs and
 gradients), userbuffers (``tp_comm_overlap``: Transformer Engine refuses delayed GEMMs with userbuffers
@@ -89,17 +98,19 @@ from typing import NamedTuple
 
 from ..activations import context
 from ..layers.attention import _qkv_out
-from ..layers.moe import _capped, routed_rows
+from ..layers.moe import dispatch_rows, routed_rows
+from .schedule import ep_overlap_moments
 
 __all__ = ["DelayWindows", "kind_windows", "step_extra"]
 
 
 class DelayWindows(NamedTuple):
-    """The two moments of one layer kind, in bytes beside the held set and the forward layer's pre-dispatch part:
-    as the backward layer (``mlp``, ``pre``) and as the forward layer (``dispatch``)."""
+    """The two moments of one layer kind, in bytes beside the held set, the forward layer's pre-dispatch part and
+    the backward layer's held gradients: as the backward layer (``mlp``, ``pre``) and as the forward layer
+    (``dispatch``)."""
 
     mlp: int        # b's MLP window: kept output gradients and inputs, input gradient, less what is freed
-    dispatch: int   # f's dispatch all-to-all input and output (0 for a dense layer)
+    dispatch: int   # f's dispatch all-to-all output (its input is the forward layer's waiting tokens; 0 dense)
     pre: int        # b's pre-dispatch window at the end of its backward
 
 
@@ -141,25 +152,29 @@ def kind_windows(r, kind, p: dict) -> DelayWindows:
         freed += p["router"] + p["permute_map"]
         d, fm = r.lat or h, r.fm // r.etp
         rows = routed_rows(r, T, Tn)
-        mlp = B * rows * (fm * up + d) + B * rows * d + (B * Tn * h if r.lat else 0)
+        flex = r.cfg.model.moe_token_dispatcher_type == "flex"
+        moved = rows if flex else dispatch_rows(r, T, Tn)      # the dispatch all-to-all's output rows
+        mlp = B * rows * (fm * up + d) + B * moved * d + (B * Tn * h if r.lat else 0)
         weighted = p["expert_act_out"] - B * rows * fm if p["expert_act_out"] else 0
         mlp -= p["expert_fc1_out"] + weighted + p["unpermute_source"]
         if "moe_act" in c.modules:
             mlp += B * rows * fm
         if not r.cfg.training.gradient_accumulation_fusion:
             mlp += 2 * B * (r.E // r.ep) * (d * fm * up + fm * d)
-        flex = r.cfg.model.moe_token_dispatcher_type == "flex"
-        dispatch = B * ((Tn if flex else _capped(r, Tn * r.k)) + rows) * d
+        dispatch = B * moved * d
     elif kind.mlp == "dense":
         f = r.f // t
         mlp = B * T * f * up + full + (full - p["mlp_norm_out"]) + B * Tn * h - p["fc1_out"]
     return DelayWindows(mlp, dispatch, kept + B * Tn * h - freed)
 
 
-def step_extra(windows: list, work: int) -> int:
+def step_extra(kinds: list, work: int) -> int:
     """Bytes the delayed weight gradients add to a combined step whose backward working set is ``work``, over the
-    windows of the stage's layer kinds (module docstring); 0 where neither window exceeds it."""
-    if not windows:
+    stage's layer kinds, each a (:class:`DelayWindows`, :class:`estimator.features.schedule.EpOverlapLayer`)
+    pair (module docstring: max(M, W_mlp, W_pre) - M); 0 where neither window exceeds the plain step."""
+    if not kinds:
         return 0
-    mlp = max(w.mlp for w in windows) + max(w.dispatch for w in windows)
-    return max(mlp, max(w.pre for w in windows), work) - work
+    plain = ep_overlap_moments([x for _, x in kinds], work)
+    mlp = max(x.pre + x.waiting + w.dispatch for w, x in kinds) + max(x.held_grads + w.mlp for w, x in kinds)
+    pre = max(x.pre + x.output for _, x in kinds) + max(x.held_grads + w.pre for w, x in kinds)
+    return max(plain, mlp, pre) - plain

@@ -34,10 +34,12 @@ the end of that backward pass (``_root_post_backward`` -> ``grad_reduce_pipeline
 pile up the micro-batch's activations go: the root bucket (one bucket for the embedding, output layer and final
 norm) is fetched by the output layer's weight gradient and waits until the embedding's, at the end. The peak is
 the largest of the stage's peak moment without them (the loss: none; the output layer's weight gradient: the
-root bucket; the first layer's backward: the root bucket and that unit's) and each layer's backward and the end of
-the pass, with min(C + U, the buckets fetched so far) beside the activations not yet freed (the loss chunk's
-go before the layers' backward; full recomputation frees each group's checkpoint). ``grads_in_backward`` walks
-it; double buffering's two fixed buckets are always there.
+root bucket; the first layer's backward: the root bucket and that unit's; expert-parallel overlap's combined 1F1B
+step: the root bucket fetched first and every unit's, as its backward passes all the layers while its forward
+regrows the activations, ``combined_1f1b.py`` calling ``pre_backward`` / ``post_backward`` around each step) and
+each layer's backward and the end of the pass, with min(C + U, the buckets fetched so far) beside the activations
+not yet freed (the loss chunk's go before the layers' backward; full recomputation frees each group's
+checkpoint). ``grads_in_backward`` walks it; double buffering's two fixed buckets are always there.
 
 The gradient buckets are in ``megatron_fsdp_grad_comm_dtype`` c (auto: g; ``MixedPrecisionPolicy.grad_comm_dtype``).
 A sharded gradient buffer hands ``param.main_grad`` out of an unsharded bucket fetched in c
@@ -259,7 +261,8 @@ def grads_in_backward(q: GradQueue, units: list, acts: list, root_first: int, ro
     activations freed before the layers' backward (the loss chunk's). Returns (gradient bytes, activation bytes
     released, working set replacing the phase's or ``None`` when the phase's moment stays the peak)."""
     at_phase = {"loss_forward": 0, "loss_backward": 0, "output_layer_wgrad": root_first,
-                "backward_working_set": root_first + (units[-1] if units else 0)}.get(phase, root + sum(units))
+                "backward_working_set": root_first + (units[-1] if units else 0),
+                "ep_overlap_1f1b_step": root_first + sum(units)}.get(phase, root + sum(units))
     best, best_total = (q.elem * min(q.cap, at_phase), 0, None), phase_value + q.elem * min(q.cap, at_phase)
     pending, released = root_first, freed_first
     for u, a in zip(reversed(units), reversed(acts)):

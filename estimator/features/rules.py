@@ -276,6 +276,16 @@ def feature_problems(cfg) -> list[Problem]:
         if tr.cuda_graph_impl == "transformer_engine" and {"moe", "mlp"} & mods:
             add("training.cuda_graph_modules", sorted(mods), "capturing moe or mlp does not work with "
                 "overlap_moe_expert_parallel_comm (Megatron-Core's rule)")
+        # Megatron-LM @ d98e8a64 : pipeline_parallel/combined_1f1b.py combined_1f1b_schedule_for_interleaved_
+        # pipelining asserts "EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism".
+        if par.use_megatron_fsdp and p > 1:
+            add("parallelism.use_megatron_fsdp", True, "overlap_moe_expert_parallel_comm with Megatron-FSDP runs "
+                "without pipeline parallelism only (Megatron-Core asserts it for the interleaved schedule)")
+        # Only GPTModel builds the combined schedule plan (models/gpt/gpt_model.py build_schedule_plan; the
+        # hybrid model has none, and fine_grained_callables.py build_layer_callables takes TransformerLayers).
+        if m.hybrid_layer_pattern:
+            add("training.overlap_moe_expert_parallel_comm", True, "needs a GPT model: Megatron-Core builds the "
+                "combined 1F1B schedule plan for GPTModel only, not for hybrid (Mamba) models")
     if tr.delay_wgrad_compute:
         # Megatron-LM @ d98e8a64 : transformer/transformer_config.py __post_init__ ("overlap_moe_expert_parallel_comm
         # must be enabled when enabling delay_wgrad_compute") and training/arguments.py (Transformer Engine only).

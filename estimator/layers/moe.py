@@ -66,6 +66,23 @@ unpermuted, in the activations' dtype, per micro-batch::
 The fused unpermute (Transformer Engine's ``moe_unpermute``) is the same in both modes, and the flex
 dispatcher's received-token count is data-dependent (left out, as above).
 
+Expert-parallel overlap (``overlap_moe_expert_parallel_comm``) runs the layer as schedule nodes
+(Megatron-LM @ d98e8a64 : megatron/core/models/gpt/fine_grained_callables.py, models/common/utils.py
+``TransformerLayerNode``), which keep two more tensors per micro-batch from the forward to the backward pass::
+
+    + B Tn h                           with shared experts: their output. ``submodule_pre_dispatch_forward`` hands
+                                       it to the combine node through ``node.detach(shared_expert_output)``, which
+                                       keeps the original in ``before_detached`` (the root of that node's backward)
+                                       until the node is deleted after its backward (``__del__``); the plain layer
+                                       adds it and lets it go. With ``moe_shared_expert_gate`` it is the gated
+                                       product, a tensor besides the one the gate keeps
+    + B P d                            alltoall with one local expert and expert TP > 1, unless FP8: the dispatched
+                                       tokens (P = Tn k rows, capacity factor as for R). ``should_free_input``
+                                       frees the MLP node's input only with FP8, several local experts or another
+                                       dispatcher, so the dispatch node's output and the MLP node's input keep the
+                                       rows until their backward, while the experts save the expert-TP gathered
+                                       copy (with one expert TP rank the rows are the experts' input itself)
+
 Fused permutation (``moe_permute_fusion``) adds Transformer Engine's row map, per micro-batch::
 
     + 4 Tn (2 E + 1)                   alltoall: int32 row_id_map [tokens, 2 E + 1] of the local tokens
@@ -104,8 +121,9 @@ from .base import Count, Ctx, Part
 from .mlp import mlp_count
 from .router import gather_ranks, saved as router_saved
 
-__all__ = ["activations", "components", "expert_params", "expert_shapes", "linear_shapes", "linear_weights", "params",
-           "permute_map", "routed_rows", "unpermute_source", "weight_shapes"]
+__all__ = ["activations", "components", "dispatch_rows", "expert_params", "expert_shapes", "linear_shapes",
+           "linear_weights", "overlap_retained", "params", "permute_map", "routed_rows", "unpermute_source",
+           "weight_shapes"]
 
 #: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
 _I32 = 4
@@ -213,6 +231,26 @@ def unpermute_source(r, T: int, Tn: int) -> int:
     return 0
 
 
+def dispatch_rows(r, T: int, Tn: int) -> int:
+    """Rows the all-to-all dispatcher's permutation sends for one micro-batch, P = Tn k (capacity factor as for
+    :func:`routed_rows`); under balanced routing also the rows it receives before the expert-TP gather."""
+    return _capped(r, (Tn if r.sp else T) * r.k)
+
+
+def overlap_retained(r, B: int, T: int, Tn: int) -> tuple[int, int]:
+    """(shared-expert output, dispatched tokens) that expert-parallel overlap's schedule nodes keep per micro-batch
+    from the forward to the backward pass (module docstring); (0, 0) without ``overlap_moe_expert_parallel_comm``."""
+    cfg = r.cfg
+    if not cfg.training.overlap_moe_expert_parallel_comm:
+        return 0, 0
+    shared_out = B * Tn * r.h if r.fs else 0
+    dispatched = 0
+    if (cfg.model.moe_token_dispatcher_type == "alltoall" and r.E // r.ep == 1 and r.etp > 1
+            and not cfg.precision.fp8):
+        dispatched = B * dispatch_rows(r, T, Tn) * (r.lat or r.h)
+    return shared_out, dispatched
+
+
 def permute_map(r, Tn: int) -> int:
     """Bytes of Transformer Engine's fused-permutation row map for one micro-batch (module docstring): int32
     [tokens, 2 E + 1] over the local tokens (alltoall) or over the gathered tokens and local experts
@@ -282,13 +320,15 @@ def activations(r, c: Ctx) -> Part:
     pmap = permute_map(r, Tn)
     # --deterministic-mode: index_add_ in the unfused unpermute keeps its source rows (module docstring).
     unpermute = B * unpermute_source(r, T, Tn) * d
-    saved = norm2 + router + pmap + experts + unpermute + shared + latent
+    shared_out, dispatched = overlap_retained(r, B, T, Tn)
+    saved = norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h
-        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared = 0
+        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared = shared_out = dispatched = 0
     named = None
     if c.parts:
         named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
-                 "unpermute_source": unpermute, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
+                 "unpermute_source": unpermute, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out,
+                 "shared_out": shared_out, "dispatched": dispatched}
     return Part(saved, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
