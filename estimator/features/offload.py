@@ -44,16 +44,58 @@ Layer-wise activation offloading (``cpu_offloading_num_layers`` = N; Transformer
 pass L-N layers' activations are on the GPU ("peak memory usage of saving activations is (num_layers -
 num_offloaded_layers) * T").
 
-Fine-grained activation offloading (``fine_grained_activation_offloading``) is refused (:mod:`.rules`). The
-saved tensors of ``offload_modules`` go to pinned host buffers group by group, but what stays on the GPU at the
-peak is Megatron-Core's run-time policy (``megatron/core/pipeline_parallel/fine_grained_activation_offload.py``):
-``post_warmup_callback`` keeps, for each group name, the last layer's group of the first chunk to run its
-backward (the "offload margin"); ``should_bulk_offload`` keeps the last group of a name when that chunk's
-backward comes next; ``bulk_reload`` brings one group back ahead of the backward pass, beside the gradients of
-the group being differentiated (with unfused attention an s x s gradient as large as the saved probabilities);
-tensors under ``min_offloaded_tensor_size`` elements stay. Offloading every listed tensor but one layer's was
-25 % below the measured peak of Megatron-LM's CI case
-``gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_offloading`` (H100).
+Fine-grained activation offloading (``fine_grained_activation_offloading``) is refused (:mod:`.rules`); what
+follows is what Megatron-LM @ d98e8a64 does and how far a model of it from the source gets.
+
+Groups (``megatron/core/pipeline_parallel/fine_grained_activation_offload.py``,
+``FineGrainedActivationOffloadingInterface``): each listed module opens a group in its forward and commits it
+at its end (``group_offload``), every tensor autograd saves meanwhile is pushed to the group by saved-tensor
+hooks. ``attn_norm`` covers the attention norm (the layer input, also kept by a ``layernorm`` recompute
+checkpoint) and is committed after the residual add (``transformer_layer.py``,
+``_apply_self_attn_bda_step``: the residual is released by hand); ``qkv_linear`` the QKV projection, for MLA
+all of ``get_query_key_value_tensors`` (down projections, latent norms, up projections:
+``multi_latent_attention.py``); ``core_attn`` the core attention (with the unfused backend the s x s softmax
+output; q, k, v are released by hand); ``attn_proj`` the output projection's input; ``mlp_norm`` the pre-MLP
+norm's input; ``expert_fc1`` the routed experts' fc1 input and ``moe_act`` the activation's input (fc1 output,
+``moe/experts.py``). The router, the permutation maps, the shared expert, the loss and the embedding open no
+group and stay. At the commit (``bulk_offload_group``) every tensor of at least ``min_offloaded_tensor_size``
+elements is copied on a side stream into pinned host memory and its GPU storage freed once the copy is done
+(``record_stream``); smaller ones stay.
+
+Which groups stay on the GPU. One handler per micro-batch and model chunk (``init_model_chunk_offload_handler``,
+in ``GPTModel.forward``); the first iteration offloads everything and records the order of the backward passes
+(``_cached_chunks_backward``: with interleaving the last virtual stage's micro-batches, then the others in
+reverse, as the schedule runs them). After it, ``post_warmup_callback`` keeps, for each group name, the last
+layer's group of the first backward chunk that has one (the "offload margin", as many groups as the names of
+one chunk); ``should_bulk_offload`` also keeps the last group of each name of a chunk whose backward is next
+(the last virtual stage: its MTP layer for every micro-batch); ``activation_offload_fraction`` < 1 then keeps
+the later groups of each chunk, ``delta_offload_bytes_across_pp_ranks`` (default 0) ``pp_rank`` x delta bytes.
+In the backward pass each group's start reloads the next group to differentiate (``bulk_reload``, one ahead;
+at a chunk's end the next chunk's last group), so beside the group being differentiated (with unfused attention
+its s x s probabilities and their gradient) sits the one reloaded after it.
+
+The CI cases (``gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_*fine_grained_offloading``: MLA, unfused attention, 32
+experts, ``layernorm mla_up_proj mlp moe_act`` recomputed, ``expert_fc1 moe_act attn_norm mlp_norm qkv_linear
+core_attn attn_proj`` offloaded, PP 2 x VPP 4, last rank: 6 MoE layers in 3 chunks of 2 plus the MTP + loss
+chunk). Per layer and micro-batch the listed groups hold 629,145,600 B of this estimator's 643,162,112 B (the
+536,870,912 B probabilities are most of it); the router (638,976 B), the permutation map (532,480 B), the
+shared expert (12,582,912 B) and the softmax statistics (262,144 B, under the size limit) stay. Holding the
+in-flight layers' groups on the host (12 layer micro-batches with the MTP, 14 without), the margin (with the
+MTP it is the MTP layer, kept whole anyway; without it the last layer of the first backward chunk) and then
+one reloaded core_attn + qkv_linear group (553,648,128 B) at the attention backward, the last stage reads:
+
+    case (peak allocated, golden)                     offloaded   + margin    + reloaded group
+    with MTP, EP overlap, GB200 (8,285,769,216 B)     -3.36 %     -3.36 %     +3.32 %
+    with MTP, EP overlap, H100  (8,320,577,024 B)     -3.76 %     -3.76 %     +2.89 %
+    no MTP, no EP overlap, H100 (7,156,871,168 B)     -30.49 %    -21.70 %    -13.96 %
+
+(their nearest compared sibling, ``gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed``, is -5.81 %). The MTP cases
+bracket their goldens but the case without MTP misses by 1.0 to 1.6 GB (two to three of the 536,870,912 B
+probability tensors), which no rule of the policy read above explains; the likeliest cause is the copies
+themselves: a group's GPU memory is released only when its device-to-host copy has finished (``record_stream``),
+so with 537 MB per layer to move the copies can lag behind the forward pass and hold several layers' groups
+at once, a matter of transfer bandwidth and kernel timing that the source does not fix. Until that is measured
+(the peak's moment and the pending copies) the feature stays refused rather than estimated with a constant.
 """
 
 from __future__ import annotations
