@@ -17,7 +17,7 @@ from estimator import estimate, web  # noqa: E402
 from estimator.presets import list_presets, load_preset  # noqa: E402
 from estimator.search import search  # noqa: E402
 
-from _calc import (EVENTS, RESULTS, calc, events, fill, numbers, open_page, quick, reveal, settle, shown,  # noqa: E402
+from _calc import (EVENTS, RESULTS, calc, events, field, fill, numbers, open_page, quick, reveal, settle, shown,  # noqa: E402
                    wait)
 
 H100 = "H100-80GB"
@@ -404,6 +404,21 @@ def test_non_finite_input_ends_in_a_message(page, site_url):
     assert open_page(page, f"{site_url}calculator/?preset=tiny&model.hidden_dropout=inf") in ("error", "failed")
     assert page.get_attribute(RESULTS, "data-estimate") is None
     assert "hidden_dropout" in page.inner_text(RESULTS) or "not valid JSON" in page.inner_text(RESULTS)
+
+
+def test_the_late_full_form_keeps_what_is_being_typed(page, site_url):
+    """The full form is built once Python's first answer is drawn (up to half a second later, when the page is
+    idle), and its fill wrote every field, the focused quick control too: a global batch size cleared and
+    retyped in that moment read "512256" (Llama 3 8B's 512 put back under the cursor). Here the late build is
+    run again while the cleared field has the focus."""
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+    reveal(page, "training.global_batch_size")
+    box = quick("training.global_batch_size")
+    page.fill(box, "")
+    page.evaluate("() => { const c = window.mmeCalculator; c.form.replaceChildren(); c.buildForm(); }")
+    page.wait_for_selector(field("training.global_batch_size"), state="attached")
+    page.type(box, "256")
+    assert page.input_value(box) == "256"
 
 
 def test_typed_values_reach_the_link_once_typing_pauses_and_copy_link_at_once(browser, site_url):

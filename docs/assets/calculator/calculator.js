@@ -89,7 +89,7 @@
       if (!this.root.isConnected || this.form.firstChild) return;
       this.form.append(...this.boot.schema.map((sec) => this.section(sec)),
         this.importPanel());
-      this.fill(true);
+      this.fill();                            // not over a quick control the user is typing in
       this.hiddenKey = null;                  // the new fields too
       this.hide(this.hidden || []);
       if (this.notes) this.showErrors(this.notes);
