@@ -176,7 +176,6 @@ def _parse(text: str) -> tuple:
             elif key in _BOOL_KEYS:
                 if not isinstance(value, (bool, int)):
                     raise _Bad(f"{where} must be true or false (or 1 / 0), got {show(value)}")
-                value = bool(value)
             elif key in _INT_KEYS:
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise _Bad(f"{where} must be an integer, got {show(value)}")
