@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.validation import compare_case, load_cases, stats  # noqa: E402
+from estimator.validation.calibration import compare_case, load_cases, stats  # noqa: E402
 
 SOURCES = ("simumax", "assumed", "megatron-ci", "recipes", "project")
 
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                     _rows(rows, title)
                 summaries.append((title, stats(rows)))
     if "megatron-ci" in chosen:
-        from estimator.validation_ci import ci_cases
+        from estimator.validation.megatron_ci import ci_cases
         ci = ci_cases()
         compared = [c for c in ci if c.status == "compared"]
         if not args.quiet:
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
             counts[c.status] = counts.get(c.status, 0) + 1
         summaries.append(("held-out: Megatron-LM CI, cases", counts))
     if "recipes" in chosen:
-        from estimator.validation_recipes import recipe_cases
+        from estimator.validation.known_to_run import recipe_cases
         rc = recipe_cases()
         if not args.quiet:
             print("\n== held-out: known-to-run recipes")
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
             "recipes": len(rc), "estimated": sum(r.status == "estimated" for r in rc),
             "false OOM verdicts": sum(r.false_oom for r in rc)}))
     if "project" in chosen:
-        from estimator.validation_project import project_cases
+        from estimator.validation.project_runs import project_cases
         pc = project_cases()
         for b in sorted({c.batch for c in pc}):
             rows = [c for c in pc if c.batch == b]

@@ -23,7 +23,7 @@ browser context (empty caches). It prints, with medians over the runs:
 - **Python ready on a bare page**: the same runtime started by a page that does nothing else (no Material, no
   form, launched at once; written into the served copy as ``bare-boot.html``): the floor that the calculator
   page's own "Python ready" can approach on this machine;
-- **make it fit** and **sweep** (issue 14): the "suggest" and "sweep" requests (estimator/web_plan.py) for a
+- **make it fit** and **sweep** (issue 14): the "suggest" and "sweep" requests (estimator/web/plan.py) for a
   few configurations that do not fit, from the request to Python's answer on the page (target <= 500 ms each).
 
 Targets (issue 13, on a 2-core machine): numbers for any preset link <= 0.5 s, Python ready <= 1.5 s,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.search import search  # noqa: E402
+from estimator.plan.search import search  # noqa: E402
 
 CASES = (("deepseek-v3", 1024), ("llama-3-70b", 64))
 MODES = (("best 10 (default)", dict(top=10)), ("every fitting layout", dict(top=None, distinct=False)))

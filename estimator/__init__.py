@@ -5,25 +5,48 @@ Standard library only, so the same code runs in CPython and in the browser under
     >>> import estimator
     >>> e = estimator.estimate("presets/llama-3-8b.yaml")       # or a dict, YAML text, a Config
     >>> e.peak.device_bytes / 2**30                             # GiB on the busiest GPU
+
+The package is a stack of layers; each imports only the ones above it in this list (``tests/test_package_layout.py``
+holds it to that, with no import circles and no imports of another module's private names):
+
+1. :mod:`estimator.config`: the schema, loading, validation (the rules Megatron-Core enforces), errors;
+2. :mod:`estimator.model`: derived values resolved, layer kinds, parameter counts;
+3. :mod:`estimator.memory`: states, activations, buffers, recipe features, the per-stage assembly, results;
+4. :mod:`estimator.formats`: Hugging Face configs and the model catalog, presets, GPUs, Megatron-LM arguments;
+5. :mod:`estimator.reference`: the seeds' theoretical-memory API and Megatron-LM's / Megatron-Bridge's formulas;
+6. :mod:`estimator.plan`: the layout search, "Make it fit", quick-control advice, sweeps, verdicts;
+7. :mod:`estimator.validation`: estimates against measured runs;
+8. :mod:`estimator.web` (the calculator's Python side) and :mod:`estimator.cli` (the command line).
+
+This module is the public API (``__all__``). Import paths of the flat layout before November 2026
+(``estimator.memory``, ``estimator.hf``, ``estimator.search``, ...) keep working: :mod:`estimator.legacy_paths`.
 """
 
 from __future__ import annotations
 
-from .config import interleaving_problem, load_config, validate
-from .errors import ConfigError, EstimatorError, PresetNotFoundError, Problem, UnsupportedError
-from .gpus import GPUS, get_gpu, fit
-from .hf import from_hf_config
-from .megatron_args import parse_megatron_args, to_megatron_args
-from .memory import stage_memory as _stage_memory
-from .params import ParameterCounts, count_parameters
-from .presets import list_presets, load_preset, preset_info
-from .report import Estimate, StageEstimate
-from .resolve import resolve
-from .schema import MAX_BATCH, Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig, field_specs
-from .search import search
-from .theoretical import TrainingMemoryEstimate, estimate_training_memory, format_training_memory_estimate
+from . import legacy_paths as _legacy_paths
+from .config.errors import ConfigError, EstimatorError, PresetNotFoundError, Problem, UnsupportedError
+from .config.load import load_config
+from .config.rules import validate
+from .config.schema import (MAX_BATCH, Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig,
+                            field_specs)
+from .formats.gpus import GPUS, fit, get_gpu
+from .formats.hf import from_hf_config
+from .formats.megatron_args import parse_megatron_args, to_megatron_args
+from .formats.presets import list_presets, load_preset, preset_info
+from .memory.assemble import estimate
+from .memory.report import Estimate, StageEstimate
+from .model.params import ParameterCounts, count_parameters, count_parameters_of
+from .model.resolve import resolve
+from .plan.search import search
+from .reference.results import TrainingMemoryEstimate
+from .reference.theoretical import estimate_training_memory, format_training_memory_estimate
+from .version import __version__
 
-__version__ = "0.1.0"
+#: The subpackages from the bottom layer up: each imports only its own layer and the ones before it (the two of the
+#: last rank not each other). ``tests/test_package_layout.py`` holds the imports to it; the API page draws it.
+LAYERS = (("config",), ("model",), ("memory",), ("formats",), ("reference",), ("plan",), ("validation",),
+          ("web", "cli"))
 
 __all__ = [
     "Config", "ConfigError", "Estimate", "EstimatorError", "GPUS", "ModelConfig", "ParallelismConfig",
@@ -34,27 +57,5 @@ __all__ = [
     "to_megatron_args", "validate",
 ]
 
-
-def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
-    """Estimate the memory of every pipeline stage of a configuration (path, dict, YAML/JSON text or Config).
-
-    ``num_microbatches`` overrides the number derived from ``training.global_batch_size``.
-    Raises :class:`ConfigError` listing every problem of an invalid configuration.
-    """
-    r = resolve(load_config(config))
-    if num_microbatches is not None:
-        if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int) or num_microbatches < 1:
-            raise ConfigError(Problem("num_microbatches", num_microbatches, "must be a positive integer"))
-        if num_microbatches > MAX_BATCH:
-            raise ConfigError(Problem("num_microbatches", num_microbatches, f"must be <= {MAX_BATCH:,}"))
-        problem = interleaving_problem(r.p, r.v, num_microbatches, r.group)
-        if problem:
-            raise ConfigError(Problem("num_microbatches", num_microbatches, problem))
-        r.m = num_microbatches
-    return _stage_memory(r)
-
-
-def count_parameters_of(config) -> ParameterCounts:
-    """Exact parameter counts of a configuration (path, dict or Config)."""
-    return count_parameters(resolve(load_config(config)))
-
+_legacy_paths.install()
+del _legacy_paths

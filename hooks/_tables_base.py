@@ -82,7 +82,7 @@ def env() -> jinja2.Environment:
             loader=jinja2.FileSystemLoader(str(HOOKS / "templates")), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         _ENV.filters.update(gib=gib, count=count, billions=billions, pct=pct, yaml_value=yaml_value, json=to_json)
-        from estimator.verdicts import MEANINGS, WORDS           # one vocabulary with the calculator
+        from estimator.plan.verdicts import MEANINGS, WORDS           # one vocabulary with the calculator
         _ENV.globals.update(verdict_words=WORDS, verdict_meanings=MEANINGS)
     return _ENV
 

@@ -1,8 +1,8 @@
 """Views of the preset pages: model summary, parameter breakdown, per-stage memory, layout grid, fit.
 
-Everything comes from the estimator: :mod:`estimator.presets` for the configurations and their
-provenance, :func:`estimator.estimate` for every memory figure, :mod:`estimator.gpus` for capacities
-and the fit verdicts, and :func:`estimator.search.search` for the best layouts (see
+Everything comes from the estimator: :mod:`estimator.formats.presets` for the configurations and their
+provenance, :func:`estimator.estimate` for every memory figure, :mod:`estimator.formats.gpus` for capacities
+and the fit verdicts, and :func:`estimator.plan.search.search` for the best layouts (see
 :func:`best_layouts`). The layouts of the grid are data (``hooks/layouts.yaml``); this module only applies them to a
 preset's configuration and lets the estimator reject the ones that do not apply.
 """
@@ -15,10 +15,10 @@ import importlib
 import yaml
 
 import estimator
-from estimator import gpus as _gpus
-from estimator import presets as _presets
-from estimator import verdicts
-from estimator.resolve import resolve
+from estimator.formats import gpus as _gpus
+from estimator.formats import presets as _presets
+from estimator.plan import verdicts
+from estimator.model.resolve import resolve
 
 from _tables_base import HOOKS, MarkerError, merge
 import _tables_svg as svg
@@ -51,7 +51,7 @@ LAYOUT_KEYS = {"tp", "pp", "cp", "ep", "etp", "sp", "recompute"}
 def _names() -> tuple[str, ...]:
     names = tuple(_presets.list_presets())
     if not names:
-        raise MarkerError("estimator.presets.list_presets() is empty")
+        raise MarkerError("estimator.formats.presets.list_presets() is empty")
     return names
 
 
@@ -89,7 +89,7 @@ def gpu(name: str) -> dict:
 
 
 def fit_peak(est, g: dict) -> dict:
-    """Whether the fullest stage fits on GPU ``g``, by estimator.gpus.fit (no headroom required), with the
+    """Whether the fullest stage fits on GPU ``g``, by estimator.formats.gpus.fit (no headroom required), with the
     verdict in the calculator's words (fits, tight, does not fit) and ``attr`` for data-fits (yes, tight, no)."""
     fits = _gpus.fit(est, g["memory_bytes"])
     v = verdicts.worst(fits)
@@ -180,7 +180,7 @@ def param_rows(p) -> list[dict]:
 
 
 def published(name: str, p) -> list[dict]:
-    """The owner's published counts next to ours, with estimator.presets.published_bounds' verdict."""
+    """The owner's published counts next to ours, with estimator.formats.presets.published_bounds' verdict."""
     i = info(name)
     rows = []
     for kind, ours in (("total", p.total), ("active", p.active)):
@@ -279,9 +279,9 @@ def grid(name: str, base: dict, total_params: int, is_moe: bool) -> list[dict]:
 
 def best_layouts(name: str, counts: list[int]) -> list[dict]:
     """HOOK FOR THE LAYOUT SEARCH (issue 6): the three best layouts on ``search_gpu`` at each GPU count,
-    as :func:`estimator.search.search` ranks them (every layout carries the configuration it was
+    as :func:`estimator.plan.search.search` ranks them (every layout carries the configuration it was
     estimated with)."""
-    search = importlib.import_module("estimator.search").search   # the module, not the package's re-export
+    search = importlib.import_module("estimator.plan.search").search   # the module, not the package's re-export
     g = grid_data()["search_gpu"]
     return [{"world": n, "layouts": list(search(name, num_gpus=n, gpu=g, top=3).layouts)} for n in counts]
 
@@ -312,7 +312,7 @@ def page(name: str) -> dict:
         "target": target_fit, "why": verdicts.explain(est, target_fit["all"], base),
         "gpus": gpus, "groups": groups, "moe": bool(r.E),
         "search": best_layouts(name, [gr["world"] for gr in groups]),
-        "search_gpu": gpu(grid_data()["search_gpu"]), "config_yaml": estimator.yamlio.dump(base).rstrip(),
+        "search_gpu": gpu(grid_data()["search_gpu"]), "config_yaml": estimator.config.yamlio.dump(base).rstrip(),
     }
 
 

@@ -1,6 +1,6 @@
 """Reference pages generated from the code itself: configuration fields, CLI options, Python API.
 
-- The configuration reference reads :func:`estimator.schema.field_specs` (type, default, unit, help,
+- The configuration reference reads :func:`estimator.config.schema.field_specs` (type, default, unit, help,
   derived default, Megatron-LM flag, CLI flag) and each section's dataclass docstring.
 - The CLI reference walks the argparse parser of :func:`estimator.cli.build_parser`.
 - The Python API reference reads ``__all__``, signatures and docstrings of the listed modules.
@@ -17,7 +17,7 @@ import importlib
 import inspect
 import re
 
-from estimator.schema import SECTIONS, field_specs, section_specs
+from estimator.config.schema import SECTIONS, field_specs, section_specs
 
 from _tables_base import MarkerError, yaml_value
 
@@ -273,3 +273,34 @@ def api_reference(modules: list[str]) -> dict:
                               "doc": "", "fields": [], "members": []})
         mods.append({"name": modname, "doc": docstring_html(mod.__doc__ or ""), "items": items})
     return {"modules": mods}
+
+
+def _paragraph(doc: str, start: str) -> str:
+    """The paragraph of ``doc`` that begins with ``start`` (without it), on one line; '' if none."""
+    for para in doc.split("\n\n"):
+        if para.startswith(start):
+            return " ".join(para[len(start):].split())
+    return ""
+
+
+def package_layout() -> dict:
+    """The layers of ``estimator`` (``estimator.LAYERS``), each subpackage with what its docstring says it does,
+    what it may import and its modules: the table of the API page."""
+    import pkgutil
+
+    import estimator
+    rows = []
+    for rank, names in enumerate(estimator.LAYERS, 1):
+        for name in names:
+            mod = importlib.import_module(f"estimator.{name}")
+            doc = inspect.getdoc(mod) or ""
+            head = doc.split("\n\n")[0]
+            what = head.split(":", 1)[1].strip() if head.startswith("Layer ") and ":" in head else head
+            imports = _paragraph(doc, "Imports:").split(". ")[0].rstrip(".")
+            if not what or not imports:
+                raise MarkerError(f"estimator.{name}'s docstring must open with 'Layer N, ``{name}``: ...' and say "
+                                  "'Imports: ...'")
+            modules = sorted(m.name + ("/" if m.ispkg else "") for m in pkgutil.iter_modules(mod.__path__))
+            rows.append({"rank": rank, "name": name, "what": docstring_html(" ".join(what.split())),
+                         "imports": docstring_html(imports), "modules": modules})
+    return {"rows": rows}

@@ -1,16 +1,16 @@
 """Geometry of the preset pages' memory timeline (one line per pipeline stage over one training step) and
 the data of their "what is in the peak" table.
 
-The points come from :func:`estimator.web_charts.timeline_view` and the rows from
-:func:`estimator.breakdown.view`, the same data the calculator draws (``docs/assets/calculator/
+The points come from :func:`estimator.web.charts.timeline_view` and the rows from
+:func:`estimator.memory.breakdown.view`, the same data the calculator draws (``docs/assets/calculator/
 timeline.js``); this module only scales bytes to SVG user units. Markup: ``templates/timeline.svg.j2`` and
 ``templates/breakdown.html.j2``; colours: ``docs/assets/stylesheets/timeline.css``.
 """
 
 from __future__ import annotations
 
-from estimator.breakdown import view as breakdown_view
-from estimator.web_charts import timeline_view
+from estimator.memory.breakdown import view as breakdown_view
+from estimator.web.charts import timeline_view
 
 WIDTH, LEFT, RIGHT, TOP, PLOT_H, AXIS = 760, 56, 16, 28, 240, 44
 

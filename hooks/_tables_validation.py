@@ -50,7 +50,8 @@ STATUS_LABELS = {
 
 @functools.lru_cache(maxsize=1)
 def context() -> dict:
-    from estimator import validation, validation_ci, validation_project, validation_recipes
+    from estimator.validation import (calibration as validation, megatron_ci as validation_ci,
+                                      project_runs as validation_project, known_to_run as validation_recipes)
 
     calibration = [validation.compare_case(c) for c in validation.load_cases()]
     if not calibration:

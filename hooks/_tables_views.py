@@ -7,10 +7,10 @@ chart geometry) and never compute memory themselves.
 
 Markers (arguments; body):
 
-- ``config-reference``, ``cli-reference``, ``api-reference modules=a,b``: references generated from the
-  schema, the CLI parser and the public API (``_tables_reference``);
+- ``config-reference``, ``cli-reference``, ``api-reference modules=a,b``, ``package-layout``: references generated
+  from the schema, the CLI parser, the public API and the subpackages' docstrings (``_tables_reference``);
 - ``preset-index``, ``preset-page name=``: the model pages (``_tables_presets``);
-- ``catalog-page``: the model catalog (``estimator.catalog.listing``), the whole generated models/catalog.md;
+- ``catalog-page``: the model catalog (``estimator.formats.catalog.listing``), the whole generated models/catalog.md;
 - ``example id= preset= gpu= [claim=] [title=]`` with a YAML body: a preset with its parallelism section
   replaced and other fields set, every stage, a chart and the fit on one GPU;
 - ``compare id= preset= [gpu=]`` with a YAML body ``base:`` and ``rows:``: variants side by side;
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import estimator
-from estimator import yamlio
+from estimator.config import yamlio
 
 import _tables_presets as presets
 import _tables_reference as reference
@@ -122,6 +122,11 @@ def _api_reference(modules: str) -> str:
     return render_template("api_reference.md.j2", **reference.api_reference(modules.split(",")))
 
 
+@marker("package-layout")
+def _package_layout() -> str:
+    return render_template("package_layout.md.j2", **reference.package_layout())
+
+
 # --- presets -------------------------------------------------------------------------------------
 
 @marker("preset-index")
@@ -142,7 +147,7 @@ CATALOG_KINDS = {"safetensors": "Hugging Face API (safetensors)", "keras-hub": "
 
 @marker("catalog-page")
 def _catalog_page() -> str:
-    from estimator.catalog import listing
+    from estimator.formats.catalog import listing
     rows = listing()
     return render_template("catalog.md.j2", total=len(rows), families=len({r["family"] for r in rows}),
                            supported=[r for r in rows if r["supported"]],
@@ -290,7 +295,7 @@ def _assumptions(preset: str) -> str:
 @marker("formulas", required=("names",))
 def _formulas(names: str) -> str:
     """Each preset's peak by this project's model and by Megatron-LM's and Megatron-Bridge's formulas."""
-    from estimator import theoretical
+    from estimator.reference import theoretical
     rows = []
     for name in names.split(","):
         cfg = presets.config_dict(name)
@@ -301,9 +306,9 @@ def _formulas(names: str) -> str:
 
 @marker("megatron-flags")
 def _megatron_flags() -> str:
-    """Every Megatron-LM argument: modelled, no effect on memory, or refused (estimator.megatron_flag_classes)."""
-    from estimator import megatron_catalog, megatron_flag_classes
-    from estimator.megatron_args import REFUSED_VALUES
+    """Every Megatron-LM argument: modelled, no effect on memory, or refused (estimator.formats.megatron_flag_classes)."""
+    from estimator.formats import megatron_catalog, megatron_flag_classes
+    from estimator.formats.megatron_args import REFUSED_VALUES
     rows = megatron_flag_classes.rows()
     if any(r["kind"] == "unclassified" for r in rows):
         raise MarkerError("an argument of the catalogue is not classified")

@@ -12,8 +12,8 @@ sys.path.insert(0, str(ROOT))
 
 #: Inside Pyodide (tests/pyodide_run.py) there are no processes to start, and no mkdocs or Playwright.
 PYODIDE = sys.platform == "emscripten"
-collect_ignore = ["test_site.py", "test_site_timeline.py", "test_runtime.py", "test_pyodide.py", "test_fuzz.py",
-                  "browser"] if PYODIDE else []
+collect_ignore = ["site/test_site.py", "site/test_site_timeline.py", "site/test_runtime.py", "site/test_pyodide.py",
+                  "test_fuzz.py", "browser"] if PYODIDE else []
 
 
 def pytest_collection_modifyitems(config, items):

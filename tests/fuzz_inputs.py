@@ -7,7 +7,7 @@ in a worker process under a CPU limit per case (:data:`CPU_SECONDS`) and a memor
 
 - ``ok``: a result (an estimate passes its basic checks: non-negative integer bytes, allocated <= reserved <=
   device, strict-JSON ``to_dict()``);
-- ``clear``: the error we promise: an :class:`~estimator.errors.EstimatorError` whose problems name a field
+- ``clear``: the error we promise: an :class:`~estimator.config.errors.EstimatorError` whose problems name a field
   and say what is wrong; on the command line exit code 2 and an ``error:`` line; from ``web.handle`` strict
   JSON whose errors name a field other than ``internal``;
 - anything else (``traceback``, ``internal``, ``hang``, ``crash``, ``bad-json``, ``invariant``) is a bug.
@@ -77,12 +77,12 @@ def hostile(r: random.Random):
 
 
 def _specs():
-    from estimator.schema import field_specs
+    from estimator.config.schema import field_specs
     return field_specs()
 
 
 def _base(r: random.Random) -> dict:
-    from estimator.presets import load_preset
+    from estimator.formats.presets import load_preset
     return copy.deepcopy(load_preset(r.choice(["tiny", "tiny", "tiny", "llama-3-8b", "mixtral-8x7b",
                                                "deepseek-v2-lite", "qwen3-30b-a3b"])).to_dict())
 
@@ -148,7 +148,7 @@ def _dumps(data) -> str:
 
 def as_text(r: random.Random, cfg) -> str:
     """A configuration written as YAML or JSON, sometimes damaged."""
-    from estimator import yamlio
+    from estimator.config import yamlio
     try:
         text = yamlio.dump(cfg) if r.random() < 0.5 else _dumps(cfg)
     except (ValueError, TypeError, RecursionError):
@@ -211,8 +211,8 @@ def megatron_text(r: random.Random) -> str:
 
 def cli_case(r: random.Random, tmp: Path) -> list[str]:
     """An argument list for ``estimator.cli.main`` (configuration files are written under ``tmp``)."""
-    from estimator.cli import build_parser
-    from estimator.presets import list_presets
+    from estimator.cli.commands import build_parser
+    from estimator.formats.presets import list_presets
     command = r.choice(["estimate", "estimate", "estimate", "from-hf", "search", "megatron-args", "presets",
                         "gpus"])
     argv = [command]
@@ -260,7 +260,7 @@ def api_call(r: random.Random):
     """(name, thunk) of one call of the public Python API with hostile arguments."""
     import estimator
     import importlib
-    S = importlib.import_module("estimator.search")
+    S = importlib.import_module("estimator.plan.search")
     k = r.random()
     if k < 0.35:
         cfg = mutate(r, _base(r))
@@ -356,7 +356,7 @@ def _check_estimate(est) -> str | None:
 
 def _clear_error(exc) -> str | None:
     """None when ``exc`` is the clear error we promise, else why not."""
-    from estimator.errors import ConfigError, EstimatorError
+    from estimator.config.errors import ConfigError, EstimatorError
     if not isinstance(exc, EstimatorError):
         return "traceback"
     if isinstance(exc, ConfigError) and not all(p.field and p.message for p in exc.problems):
@@ -377,7 +377,7 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, run in this process."""
     r = random.Random(f"{seed}-{surface}-{index}")
     if surface == "cli":
-        from estimator.cli import main
+        from estimator.cli.commands import main
         argv = cli_case(r, tmp)
         out, err = io.StringIO(), io.StringIO()
         try:
@@ -388,7 +388,7 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
         except Exception:
             return "traceback", f"{argv!r:.300}\n{traceback.format_exc()[-3000:]}"
         e = err.getvalue()
-        where = "estimator/megatron_args.py importer: " if "--megatron-args" in argv else ""
+        where = "estimator/formats/megatron_args.py importer: " if "--megatron-args" in argv else ""
         if code == 3 or "internal error" in e:
             return "internal", f"{where}{argv!r:.300}: {e[-1500:]}"
         if code in (0, 1):
@@ -405,7 +405,7 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
             if why is None:
                 return "clear", str(exc)[:300]
             return "traceback", f"{name}: {why}: {traceback.format_exc()[-3000:]}"
-        from estimator.report import Estimate
+        from estimator.memory.report import Estimate
         if isinstance(result, Estimate):
             why = _check_estimate(result)
             if why:
@@ -427,7 +427,7 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
     if errors is None:
         return "ok", ""
     if any(e.get("field") == "internal" or not e.get("field") or not e.get("message") for e in errors):
-        where = "estimator/megatron_args.py importer: " if '"kind": "megatron"' in request else ""
+        where = "estimator/formats/megatron_args.py importer: " if '"kind": "megatron"' in request else ""
         return "internal", f"{where}{request[:300]}: {json.dumps(errors)[:1500]}"
     return "clear", json.dumps(errors)[:300]
 

@@ -2,7 +2,7 @@
 
 The calculator runs ``estimator`` in the browser through the pinned npm ``pyodide`` package; this runs the
 same tests as CPython does, in that same interpreter (WebAssembly, Python 3.14), so that "the core runs in
-the browser" is checked, not assumed. ``tests/test_pyodide.py`` calls it from the suite;
+the browser" is checked, not assumed. ``tests/site/test_pyodide.py`` calls it from the suite;
 ``python tests/pyodide_run.py [pytest args]`` runs it alone.
 
 - The runtime comes from ``hooks/runtime.py`` (``fetch_package``: pinned version and integrity, cached

@@ -36,5 +36,5 @@ def runner():
 def test_hostile_input_gets_a_result_or_a_clear_error(runner, surface, index):
     outcome, detail = runner.run(surface, SEED, index)
     if outcome in fuzz.BAD_OUTCOMES and "megatron_args.py" in detail:
-        pytest.xfail("estimator/megatron_args.py, being rewritten for issue 9: " + detail[-500:])
+        pytest.xfail("estimator/formats/megatron_args.py, being rewritten for issue 9: " + detail[-500:])
     assert outcome not in fuzz.BAD_OUTCOMES, f"{surface} case {index} (seed {SEED}): {outcome}:\n{detail}"

@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from estimator import ConfigError, estimate, load_config
-from estimator.memory import NCCL_BYTES_PER_COMMUNICATOR
-from estimator.resolve import resolve
-from estimator.search import search
+from estimator.memory.assemble import NCCL_BYTES_PER_COMMUNICATOR
+from estimator.model.resolve import resolve
+from estimator.plan.search import search
 
 EXAMPLES = int(os.environ.get("MME_HYPOTHESIS_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
@@ -175,7 +175,7 @@ def test_more_recompute_never_raises_the_activations(cfg, chain):
     >= full (uniform, groups of 2); none >= full (block, 1 layer) >= (block, 2) >= (block, all) >= (uniform,
     groups of 2); stage by stage. A stage whose peak is the optimizer step reports no activations there; the
     step itself can be larger with less recompute (a checkpointed MoE layer keeps its recomputed input through
-    it, estimator/optimizer_step.py point 3), so such a stage is compared only when both peaks are the step or
+    it, estimator/memory/optimizer_step.py point 3), so such a stage is compared only when both peaks are the step or
     the one with more recompute peaks in the step."""
     runs = [_estimate(_with(cfg, **changes)) for changes in chain]
     assume(all(runs))

@@ -19,7 +19,7 @@ they are; ``megatron_args`` the launch flags as the CI passes them (``true`` -> 
 the flags we add because Megatron reads them from a file we do not have (the tokenizer's vocabulary size),
 each with its reason; ``files`` the text of the repository files a flag names that the importer reads
 (``--tp-comm-overlap-cfg``), as they are at the revision; ``importer:`` the outcome of
-:func:`estimator.megatron_args.parse_megatron_args`.
+:func:`estimator.formats.megatron_args.parse_megatron_args`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from estimator import yamlio  # noqa: E402
-from estimator.validation_ci import evaluate  # noqa: E402
+from estimator.config import yamlio  # noqa: E402
+from estimator.validation.megatron_ci import evaluate  # noqa: E402
 
 DATA = ROOT / "validation" / "megatron_ci.yaml"
 REPO = "NVIDIA/Megatron-LM"
@@ -205,7 +205,7 @@ def _runs(steps: list[int], values: list) -> dict:
 
 
 def importer_outcome(case: dict) -> dict:
-    """Our importer on the case's flags (estimator.validation_ci, as the tests and the site see it):
+    """Our importer on the case's flags (estimator.validation.megatron_ci, as the tests and the site see it):
     estimable, or refused / invalid / no_world_size / incomplete with the reason."""
     ev = evaluate(case, notes=[])
     if ev.status == "compared":

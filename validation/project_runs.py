@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from estimator import yamlio  # noqa: E402
+from estimator.config import yamlio  # noqa: E402
 
 DATA = ROOT / "validation" / "project_runs.yaml"
 

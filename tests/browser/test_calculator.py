@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from estimator import estimate  # noqa: E402
-from estimator.hf import from_hf_config  # noqa: E402
-from estimator.presets import load_preset  # noqa: E402
+from estimator.formats.hf import from_hf_config  # noqa: E402
+from estimator.formats.presets import load_preset  # noqa: E402
 
 from _calc import (EVENTS, RESULTS, events as _events, fill, numbers, open_page as _open, settle as _settle,  # noqa: E402
                    shown as _shown, wait as _wait)

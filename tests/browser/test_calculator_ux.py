@@ -13,9 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from estimator import estimate, web  # noqa: E402
-from estimator.presets import list_presets, load_preset  # noqa: E402
-from estimator.search import search  # noqa: E402
+from estimator import estimate
+from estimator import web  # noqa: E402
+from estimator.formats.presets import list_presets, load_preset  # noqa: E402
+from estimator.plan.search import search  # noqa: E402
 
 from _calc import (EVENTS, RESULTS, calc, events, field, fill, numbers, open_page, quick, reveal, settle, shown,  # noqa: E402
                    wait)

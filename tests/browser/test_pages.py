@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.presets import list_presets
+from estimator.formats.presets import list_presets
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 2 ** 30

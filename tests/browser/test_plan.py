@@ -1,6 +1,6 @@
 """The calculator's planning tools in Chromium (issue 14): "Make it fit", the sweeps, the comparison and the
 offline download, at desktop width and at 390 px, in the light and the dark palette. Expected figures come
-from the core run here in CPython (``estimator.web_plan``), the same package the page runs in Pyodide."""
+from the core run here in CPython (``estimator.web.plan``), the same package the page runs in Pyodide."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from estimator import estimate, web, web_plan  # noqa: E402
+from estimator import estimate
+from estimator import web  # noqa: E402
+from estimator.web import plan as web_plan  # noqa: E402
 
 from _calc import calc, events, numbers, open_page, settle, shown  # noqa: E402
 
@@ -174,7 +176,7 @@ def test_search_options_reach_the_search(view_page2, site_url):
 def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
     """Pin Qwen3 8B as it is, then with TP 2 on an A100-40GB: the table is the core's comparison; the link
     and the browser's storage keep the pins; the recent configurations reopen one; unpinning drops it."""
-    from estimator.web_compare import compare
+    from estimator.web.compare import compare
     page = view_page2
     assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
     page.click("button.mme-pin")

@@ -7,7 +7,7 @@
  * in data-mme-boot: the schema with labels, the quick controls, the presets each with its estimate computed
  * at build time, the GPUs and the verdict vocabulary (estimator.web.boot_data). This file reads the form,
  * sends the state to Python and renders what Python returns (render.js); it does no arithmetic and holds no
- * rule: valid values and fixes come from Python (estimator.advice). The results element carries the
+ * rule: valid values and fixes come from Python (estimator.plan.advice). The results element carries the
  * estimate shown in data-estimate (Estimate.to_dict() as JSON, Python results only), data-state
  * (precomputed | waiting | pending | done | error | failed) and fires "estimate:done", "estimate:error" or
  * "estimate:failed" after each answer. The whole state lives in the URL (?preset=NAME alone opens a

@@ -1,6 +1,6 @@
 /* Compare: pin the configuration in the form; up to four pins side by side (verdict, peak, every stage's
  * memory, what the peak stage holds, and the fields that differ), as Python computes them
- * (estimator/web_compare.py through the "compare" request). Pins live in the link (one pin= parameter each, the
+ * (estimator/web/compare.py through the "compare" request). Pins live in the link (one pin= parameter each, the
  * pinned state as a query string) and in the browser's local storage, with a short history of the
  * configurations computed here. Methods of the Calculator (calculator.js), mixed in from window.mmeCompare; the
  * panel (.mme-compare) carries data-state (pending | done | error) and fires "compare:done".

@@ -1,4 +1,4 @@
-/* The calculator's results, drawn from what Python returned (estimator/web_view.py): the verdict, the
+/* The calculator's results, drawn from what Python returned (estimator/web/view.py): the verdict, the
  * per-stage table, the stacked-bar chart, the assumptions, the exports and the layout-search results.
  * No arithmetic on memory happens here: every number arrives formatted, the chart only scales bytes to
  * pixels. Segment colours are the classes of the build-time charts (estimator.css), so a part of the

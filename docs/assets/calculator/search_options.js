@@ -1,7 +1,7 @@
 /* The layout search's options: the GPU counts to search (the configuration's by default), a tensor parallel
  * size to keep fixed, the memory kept free, and the fewest GPUs on which some layout fits. Python checks them
- * and names a bad one (estimator/web_plan.py: search_options); the valid TP sizes are the quick control's
- * (estimator.advice). Methods of the Calculator (calculator.js), mixed in from window.mmeSearchOptions.
+ * and names a bad one (estimator/web/plan.py: search_options); the valid TP sizes are the quick control's
+ * (estimator.plan.advice). Methods of the Calculator (calculator.js), mixed in from window.mmeSearchOptions.
  */
 (function () {
   "use strict";

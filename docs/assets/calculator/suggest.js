@@ -1,5 +1,5 @@
 /* "Make it fit": under a verdict that is not "fits", the cheapest changes after which every stage fits, as
- * Python computes them (estimator/suggest.py through the "suggest" request of estimator/web_plan.py), each
+ * Python computes them (estimator/plan/suggest.py through the "suggest" request of estimator/web/plan.py), each
  * re-estimated, with the memory it saves and its step-time cost; one click applies one (sets its fields and
  * re-estimates). Methods of the Calculator (calculator.js), mixed in from window.mmeSuggest; no arithmetic
  * here. The list element (.mme-fit) carries data-state (pending | done | error) and fires "suggest:done"

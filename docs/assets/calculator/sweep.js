@@ -1,8 +1,8 @@
 /* Sweeps: the memory of the fullest stage against the sequence length, the micro-batch size and the GPU count,
  * with the fit boundary of each (the CLI's reverse questions), as small SVG charts. Python computes every
- * point, position and label (estimator/sweep.py through the "sweep" request of estimator/web_plan.py); this
+ * point, position and label (estimator/plan/sweep.py through the "sweep" request of estimator/web/plan.py); this
  * file only scales bytes to pixels. A point is a button: it sets that value. "Fewest GPUs with any layout"
- * asks Python's layout search (estimator.search.min_gpus, with the search options of search_options.js). Methods of the Calculator (calculator.js), mixed
+ * asks Python's layout search (estimator.plan.search.min_gpus, with the search options of search_options.js). Methods of the Calculator (calculator.js), mixed
  * in from window.mmeSweep; the panel (.mme-sweeps) carries data-state (pending | done | error) and fires
  * "sweep:done" with the request's time in detail.ms.
  */

@@ -1,5 +1,5 @@
 /* Memory over one training step and what is in the peak, drawn from what Python returned
- * (estimator/web_charts.py: the "timeline" request, asked for after each estimate). No arithmetic on
+ * (estimator/web/charts.py: the "timeline" request, asked for after each estimate). No arithmetic on
  * memory happens here: bytes are only scaled to pixels, every label arrives formatted.
  *
  * window.mmeTimeline.update(calc, res, source) asks Python for the charts of the estimate just shown and

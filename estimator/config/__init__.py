@@ -1,0 +1,25 @@
+"""Layer 1, ``config``: what a configuration is and whether it is valid; no memory is computed here.
+
+- :mod:`.schema`: the four sections' fields (name, type, default, unit, help text): the single source the loader,
+  the CLI flags, the calculator form and the docs' reference are generated from;
+- :mod:`.load`: YAML/JSON files, text and dicts in, a frozen :class:`~.schema.Config` out (:func:`load_config`);
+  :mod:`.yamlio` the standard-library YAML reader and writer it uses; :mod:`.errors` the exception tree;
+- :mod:`.rules`: Megatron-Core's cross-field rules (:func:`validate`) and the valid configurations not modelled;
+  :mod:`.model_rules` those of layer patterns and newer layer kinds, :mod:`.feature_rules` those of recipe features;
+- the grammars and limits the rules need: :mod:`.pipeline_layout` (``pipeline_model_parallel_layout`` and the split
+  of layers over stages), :mod:`.hybrid_pattern` (``hybrid_layer_pattern``), :mod:`.tp_overlap`
+  (``tp_comm_overlap_cfg``), :mod:`.limits` (DeepEP / HybridEP), :mod:`.derived` (derived defaults).
+
+Imports: the standard library only. Imported by every other layer. A new field goes in :mod:`.schema`; a rule
+that makes a configuration invalid in :mod:`.rules` (or the model or feature rules beside it).
+
+The names below are re-exported for the old ``estimator.config`` module's users.
+"""
+
+from __future__ import annotations
+
+from .load import config_from_dict, load_config, parse_text, path_kind, read_text_file, too_deep, with_fields
+from .rules import interleaving_problem, not_modelled, validate
+
+__all__ = ["config_from_dict", "interleaving_problem", "load_config", "not_modelled", "parse_text", "path_kind",
+           "read_text_file", "too_deep", "validate", "with_fields"]

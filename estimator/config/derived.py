@@ -1,0 +1,61 @@
+"""Megatron's derived defaults that validation needs before anything is resolved.
+
+A field left ``None`` means "derive it" (:mod:`estimator.model.resolve` applies every default in one step); a few
+of those derived values are already needed by the rules that validate a configuration
+(:mod:`estimator.config.rules`): the MLP width, the virtual pipeline stages a layout string implies, the layout a
+hybrid pattern stands for, and the dtypes of Megatron-FSDP's gradient buffers. They live here, below both.
+"""
+
+from __future__ import annotations
+
+from . import hybrid_pattern
+from .pipeline_layout import LayoutError, expand_layout
+
+__all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages", "virtual_stages"]
+
+
+def default_ffn_hidden_size(m) -> int:
+    """Megatron-LM's derived ffn_hidden_size (arguments.py): int(4h * 2/3 / 64) * 64 for SwiGLU, else 4h."""
+    if m.ffn_hidden_size:
+        return m.ffn_hidden_size
+    if m.activation_func == "swiglu":
+        return int(4 * m.hidden_size * 2 / 3 / 64) * 64
+    return 4 * m.hidden_size
+
+
+def layout_stages(layout: str, p: int) -> int:
+    try:
+        n = len(expand_layout(layout))
+    except LayoutError:
+        return 1
+    return max(n // p, 1)
+
+
+def virtual_stages(par, model=None) -> int:
+    """Virtual pipeline stages per rank: from the layout string (or the hybrid pattern's pipeline segments)
+    when there is one, else the field (1 if null)."""
+    layout = hybrid_layout(model, par) if model is not None else par.pipeline_model_parallel_layout
+    if layout is not None:
+        return layout_stages(layout, par.pipeline_model_parallel_size)
+    return par.virtual_pipeline_model_parallel_size or 1
+
+
+def hybrid_layout(m, par) -> str | None:
+    """The pipeline layout string a configuration places its layers by: the one given, or the one a hybrid
+    pattern with pipeline segments stands for."""
+    if m.hybrid_layer_pattern is not None:
+        return hybrid_pattern.layout_of(m.hybrid_layer_pattern)
+    return par.pipeline_model_parallel_layout
+
+
+def grad_dtype(pr) -> str:
+    """Megatron-FSDP's gradient buffer dtype (``ParamAndGradBuffer._resolve_group_grad_dtype``): the main
+    gradients' dtype, auto the weights'."""
+    g = pr.megatron_fsdp_main_grads_dtype
+    return pr.params_dtype if g == "auto" else g
+
+
+def grad_comm_dtype(pr) -> str:
+    """The dtype gradients are reduced in (``MixedPrecisionPolicy.grad_comm_dtype``; auto: the buffer's)."""
+    c = pr.megatron_fsdp_grad_comm_dtype
+    return grad_dtype(pr) if c == "auto" else c

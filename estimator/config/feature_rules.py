@@ -1,0 +1,346 @@
+"""Cross-field rules of the recipe features, as Megatron-LM (``megatron/training/arguments.py``), Megatron-Core
+(``TransformerConfig.__post_init__``, ``DistributedDataParallelConfig``) and Megatron-Bridge enforce them, plus
+the combinations the estimator does not model (refused by name rather than estimated wrongly)."""
+
+from __future__ import annotations
+
+from . import tp_overlap
+from .derived import virtual_stages
+from .errors import Problem
+from .limits import (DEEPEP_GROUP_SIZES, HYBRIDEP_MAX_DOMAINS, HYBRIDEP_MAX_RDMA_TOKENS, hybridep_domains,
+                     hybridep_tokens)
+
+__all__ = ["feature_problems"]
+
+
+def feature_problems(cfg) -> list[Problem]:
+    """Every rule broken by the features of a configuration."""
+    P: list[Problem] = []
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    t, p, ep, cp = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
+                    par.expert_model_parallel_size, par.context_parallel_size)
+    etp = par.expert_tensor_parallel_size or t
+    ws = tr.world_size
+    moe = m.num_experts is not None
+    dp = ws // (t * p * cp) if ws % (t * p * cp) == 0 else None
+    edp = ws // (etp * ep * p) if moe and ws % (etp * ep * p) == 0 else None
+
+    def add(field, value, msg):
+        P.append(Problem(field, value, msg))
+
+    def only_with(field, value, default, what):
+        if value != default:
+            add(field, list(value) if isinstance(value, tuple) else value, f"applies only with {what}")
+
+    fsdp = par.use_megatron_fsdp or par.use_torch_fsdp2
+    # Layers other than attention + MLP / MoE (estimator/model/layers): the features below name the tensors of
+    # attention and MLP layers only (Transformer Engine's per-layer CUDA graphs also those of Mamba layers).
+    other_layers = m.hybrid_layer_pattern or m.experimental_attention_variant
+    if other_layers:
+        for field, value, on in (("training.peft", tr.peft, tr.peft is not None),
+                                 ("training.fine_grained_activation_offloading", True,
+                                  tr.fine_grained_activation_offloading)):
+            if on:
+                add(field, value, "not modelled for hybrid (Mamba) or linear-attention (gated delta net) layers "
+                    "yet: the estimator names the saved tensors of attention and MLP layers only")
+        if tr.cuda_graph_impl == "full_iteration":
+            add("training.cuda_graph_impl", "full_iteration", "the whole-iteration CUDA graph is not modelled for "
+                "hybrid (Mamba) or linear-attention (gated delta net) models yet (its model was checked on "
+                "attention + MLP runs only); transformer_engine per-layer graphs of Mamba and attention layers are")
+    # FSDP ----------------------------------------------------------------------------------------
+    if par.use_megatron_fsdp and par.use_torch_fsdp2:
+        add("parallelism.use_torch_fsdp2", True, "use_megatron_fsdp and use_torch_fsdp2 exclude each other")
+    if par.use_megatron_fsdp:
+        if not tr.use_distributed_optimizer:
+            add("training.use_distributed_optimizer", False, "Megatron-FSDP (v1) runs with the distributed optimizer; "
+                "set it to true (Megatron-LM turns it on)")
+        if tr.optimizer not in ("adam", "sgd"):
+            add("training.optimizer", tr.optimizer, "Megatron-FSDP supports only adam and sgd")
+        if par.outer_dp_sharding_strategy == "optim" and par.data_parallel_sharding_strategy != "optim_grads_params":
+            add("parallelism.outer_dp_sharding_strategy", "optim", "needs data_parallel_sharding_strategy: "
+                "optim_grads_params")
+    else:
+        for name, default in (("data_parallel_sharding_strategy", "optim_grads_params"),
+                              ("outer_dp_sharding_strategy", "no_shard"), ("fsdp_double_buffer", False),
+                              ("suggested_communication_unit_size", None)):
+            only_with(f"parallelism.{name}", getattr(par, name), default, "use_megatron_fsdp: true")
+        for name, default in (("megatron_fsdp_main_params_dtype", "fp32"), ("megatron_fsdp_main_grads_dtype", "auto"),
+                              ("megatron_fsdp_grad_comm_dtype", "auto")):
+            only_with(f"precision.{name}", getattr(pr, name), default, "parallelism.use_megatron_fsdp: true")
+    if par.outer_dp_sharding_strategy == "optim" and par.num_distributed_optimizer_instances < 2:
+        add("parallelism.outer_dp_sharding_strategy", "optim", "needs num_distributed_optimizer_instances > 1 (HSDP)")
+    if par.use_torch_fsdp2:
+        for cond, field, value, msg in (
+                (p > 1, "parallelism.pipeline_model_parallel_size", p, "PyTorch FSDP2 is not supported with pipeline "
+                 "parallelism (Megatron-LM's rule)"),
+                (ep > 1, "parallelism.expert_model_parallel_size", ep, "PyTorch FSDP2 is not supported with expert "
+                 "parallelism"),
+                (tr.use_distributed_optimizer, "training.use_distributed_optimizer", True, "PyTorch FSDP2 is not "
+                 "supported with Megatron-Core's distributed optimizer"),
+                (tr.gradient_accumulation_fusion, "training.gradient_accumulation_fusion", True, "PyTorch FSDP2 needs "
+                 "gradient_accumulation_fusion: false"),
+                (not m.untie_embeddings_and_output_weights, "model.untie_embeddings_and_output_weights", False,
+                 "PyTorch FSDP2 needs untied embeddings"),
+                (pr.params_dtype == "fp16", "precision.params_dtype", "fp16", "PyTorch FSDP2 is not supported with "
+                 "fp16"),
+                (par.num_distributed_optimizer_instances > 1, "parallelism.num_distributed_optimizer_instances",
+                 par.num_distributed_optimizer_instances, "PyTorch FSDP2 has no outer data-parallel group")):
+            if cond:
+                add(field, value, msg)
+    elif not par.torch_fsdp2_reshard_after_forward:
+        add("parallelism.torch_fsdp2_reshard_after_forward", False, "applies only with use_torch_fsdp2: true")
+    n_inst = par.num_distributed_optimizer_instances
+    if n_inst > 1:
+        if not (tr.use_distributed_optimizer or par.use_megatron_fsdp):
+            add("parallelism.num_distributed_optimizer_instances", n_inst, "needs the distributed optimizer "
+                "(training.use_distributed_optimizer: true) or Megatron-FSDP")
+        if dp is not None and (dp * cp) % n_inst:
+            add("parallelism.num_distributed_optimizer_instances", n_inst, f"data x context-parallel size "
+                f"({dp * cp}) must be divisible by num_distributed_optimizer_instances ({n_inst})")
+        if edp is not None and edp % n_inst:
+            add("parallelism.num_distributed_optimizer_instances", n_inst, f"expert-data-parallel size ({edp}) "
+                f"must be divisible by num_distributed_optimizer_instances ({n_inst})")
+
+    # Optimizers ------------------------------------------------------------------------------------
+    if pr.use_precision_aware_optimizer and tr.optimizer != "adam":
+        add("precision.use_precision_aware_optimizer", True, "works only with optimizer: adam")
+    if tr.optimizer == "sgd" and tr.use_distributed_optimizer and not tr.optimizer_cpu_offload:
+        # Megatron-LM @ d98e8a64 : megatron/core/optimizer/distrib_optimizer.py (DistributedOptimizer.__init__,
+        # also Megatron-FSDP's optimizer) asserts Adam, HybridDeviceOptimizer or a state initializer, and torch's
+        # SGD has none: the run stops at start-up (seen on one H100, this project's batch 4).
+        add("training.optimizer", "sgd", "sgd does not run with the distributed optimizer (Megatron-Core's "
+            "DistributedOptimizer takes only Adam): set training.use_distributed_optimizer: false, or use adam")
+    if tr.optimizer != "sgd":
+        only_with("training.sgd_momentum", tr.sgd_momentum, 0.9, "optimizer: sgd")
+    if not (tr.optimizer == "muon" and tr.use_distributed_optimizer):
+        only_with("training.use_layer_wise_param_layout", tr.use_layer_wise_param_layout, True,
+                  "optimizer: muon and use_distributed_optimizer: true")
+    if tr.optimizer_cpu_offload:
+        if not pr.use_precision_aware_optimizer:
+            add("training.optimizer_cpu_offload", True, "needs precision.use_precision_aware_optimizer: true "
+                "(Megatron-LM's rule)")
+        if fsdp:
+            add("training.optimizer_cpu_offload", True, "with FSDP is not modelled")
+        if tr.optimizer == "muon":
+            add("training.optimizer_cpu_offload", True, "supports only adam and sgd")
+        if pr.fp8_param_gather:
+            # Megatron-LM allows it only with --fp8-recipe delayed (arguments.py); the FP8 parameters' shards
+            # through HybridDeviceOptimizer are not modelled.
+            add("training.optimizer_cpu_offload", True, "true with precision.fp8_param_gather: true is not modelled "
+                "(Megatron-LM allows it only with fp8_recipe: delayed); set fp8_param_gather: false")
+    else:
+        only_with("training.optimizer_offload_fraction", tr.optimizer_offload_fraction, 1.0,
+                  "optimizer_cpu_offload: true")
+
+    # PEFT -----------------------------------------------------------------------------------------
+    if tr.peft is None:
+        for name, default in (("peft_dim", 32), ("peft_alpha", 32), ("peft_target_modules", None)):
+            only_with(f"training.{name}", getattr(tr, name), default, "peft: lora or dora")
+    else:
+        targets = set(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
+        if moe:
+            add("training.peft", tr.peft, "PEFT on MoE models (expert adapters) is not modelled")
+        if m.multi_latent_attention and "linear_qkv" in targets:
+            add("training.peft_target_modules", sorted(targets), "multi-latent attention has no linear_qkv (its "
+                "projections are named differently); adapters on MLA are not modelled")
+        if m.mtp_num_layers:
+            add("training.peft", tr.peft, "PEFT with MTP layers is not modelled")
+        if fsdp:
+            add("training.peft", tr.peft, "PEFT with FSDP is not modelled")
+        if targets & {"linear_qkv", "linear_fc1"} and tr.peft_dim % t:
+            add("training.peft_dim", tr.peft_dim, f"the adapter rank ({tr.peft_dim}) must be divisible by "
+                f"tensor_model_parallel_size ({t}) for column-parallel targets (linear_qkv, linear_fc1)")
+
+    # Activation offloading --------------------------------------------------------------------------
+    if tr.cpu_offloading_num_layers and not tr.cpu_offloading:
+        add("training.cpu_offloading", False, "set it to true with cpu_offloading_num_layers > 0 (Megatron-LM does)")
+    if tr.cpu_offloading:
+        if tr.cpu_offloading_num_layers >= m.num_layers:
+            add("training.cpu_offloading_num_layers", tr.cpu_offloading_num_layers, f"must be less than num_layers "
+                f"({m.num_layers})")
+        if p > 1:
+            add("training.cpu_offloading", True, "Megatron-Core does not support CPU offloading with pipeline "
+                "parallelism")
+        if tr.recompute_granularity is not None:
+            add("training.cpu_offloading", True, "Megatron-Core does not support CPU offloading with activation "
+                "recomputation")
+    if tr.fine_grained_activation_offloading:
+        add("training.fine_grained_activation_offloading", True, "fine-grained activation offloading is not "
+            "modelled: what stays on the GPU depends on Megatron-Core's run-time policy (a margin of one layer's "
+            "groups, the last layer of a chunk whose backward follows at once, reloads one group ahead in the "
+            "backward pass, tensors under min_offloaded_tensor_size); modelled from the source it is within 3.8 % of "
+            "Megatron-LM's two CI cases with MTP but 14 to 22 % low on the one without (the device-to-host copies "
+            "lag the forward pass: estimator/memory/features/offload.py)")
+
+    # CUDA graphs ----------------------------------------------------------------------------------
+    mods = set(tr.cuda_graph_modules or ())
+    if tr.cuda_graph_impl == "none":
+        only_with("training.cuda_graph_modules", tr.cuda_graph_modules, None, "a cuda_graph_impl")
+    elif tr.cuda_graph_impl == "full_iteration":
+        if mods:
+            add("training.cuda_graph_modules", sorted(mods), "must be empty with cuda_graph_impl: full_iteration")
+        if moe and not m.moe_pad_expert_input_to_capacity:
+            # Without drop-and-pad the all-to-all dispatcher copies the tokens per expert and split sizes to the
+            # host and waits for them inside the forward pass (Megatron-LM @ d98e8a64 : moe/token_dispatcher.py
+            # _maybe_dtoh_and_synchronize), which a stream capture cannot contain.
+            add("training.cuda_graph_impl", "full_iteration", "capturing the whole iteration of an MoE model needs "
+                "drop-and-pad routing (moe_pad_expert_input_to_capacity with moe_expert_capacity_factor): dropless "
+                "routing reads the tokens per expert on the host inside the forward pass")
+    else:
+        if tr.cuda_graph_impl == "local":
+            add("training.cuda_graph_impl", "local", "Megatron-Core's local CUDA graphs (CudaGraphManager: graphs "
+                "recorded during a training step, a memory pool per micro-batch) are not modelled; "
+                "transformer_engine and full_iteration are")
+        if tr.recompute_granularity == "full":
+            add("training.recompute_granularity", "full", "full recompute works with CUDA graphs only with "
+                "cuda_graph_impl: full_iteration (Megatron-Core's rule)")
+        if "moe_preprocess" in mods and "moe_router" not in mods:
+            add("training.cuda_graph_modules", sorted(mods), "moe_preprocess must be used together with moe_router")
+        main_layers = (m.hybrid_layer_pattern or "").split("/")[0]
+        if "mamba" in mods and "M" not in main_layers:
+            add("training.cuda_graph_modules", sorted(mods), "mamba captures Mamba layers and applies only to a "
+                "hybrid model with M layers in hybrid_layer_pattern")
+        if ("G" in main_layers or m.experimental_attention_variant) and (not mods or "attn" in mods):
+            # Megatron-Core (cuda_graphs.py _layer_is_graphable) captures a gated delta net layer, a TransformerLayer
+            # whose self-attention is GatedDeltaNet, with attn or the whole layer.
+            add("training.cuda_graph_modules", sorted(mods) or None, "CUDA graphs of gated delta net layers (captured "
+                "whole or with attn) are not modelled yet: what their graphs hold (the chunked gated delta rule "
+                "inside a capture, the static inputs of such a layer) has not been established; capture only mamba, "
+                "mlp or MoE parts, or no graphs")
+        if moe and (not mods or "moe" in mods) and not m.moe_pad_expert_input_to_capacity:
+            add("training.cuda_graph_modules", sorted(mods) or None, "capturing whole MoE layers needs drop-and-pad "
+                "routing (moe_pad_expert_input_to_capacity); capture attn and moe_router instead")
+
+    # Communication --------------------------------------------------------------------------------
+    if par.tp_comm_overlap and (t == 1 or not tr.sequence_parallel):
+        add("parallelism.tp_comm_overlap", True, "needs tensor_model_parallel_size > 1 and sequence_parallel: true")
+    if par.tp_comm_overlap:
+        if pr.params_dtype == "fp32":
+            # Megatron-LM and Megatron-Bridge pass no dtype to initialize_ub: its buffers are bf16, and
+            # CommOverlapP2PBase::copy_into_buffer refuses 4-byte activations (Transformer Engine @ d0067d0d).
+            add("parallelism.tp_comm_overlap", True, "needs bf16 or fp16 weights: Transformer Engine's userbuffers "
+                "are bf16 (Megatron passes no dtype to initialize_ub) and refuse fp32 activations")
+        P.extend(tp_overlap.problems(cfg))
+    else:
+        only_with("parallelism.tp_comm_overlap_cfg", par.tp_comm_overlap_cfg, None, "tp_comm_overlap: true")
+    if m.moe_token_dispatcher_type == "flex" and moe:
+        g = ep * etp
+        if m.moe_flex_dispatcher_backend == "deepep" and g > 1 and g not in DEEPEP_GROUP_SIZES:
+            add("parallelism.expert_model_parallel_size", ep, f"DeepEP supports expert x expert-tensor parallel "
+                f"groups of {', '.join(map(str, DEEPEP_GROUP_SIZES))} ranks, got {g}")
+        sms = m.moe_flex_dispatcher_num_sms
+        if m.moe_flex_dispatcher_backend == "deepep" and sms is not None and sms % 2:
+            add("model.moe_flex_dispatcher_num_sms", sms, "DeepEP needs an even number of SMs (two per channel)")
+        # HybridEP with a bf16 router is accepted: Megatron-Core (moe/token_dispatcher.py, the HybridEP
+        # dispatch) warns and casts the top-k probabilities to fp32 ([tokens, top-k], under 1 MiB), it does not
+        # refuse; the router's saved logits and probabilities stay in the dtype moe_router_dtype gives them.
+        lpd = m.moe_hybridep_ranks_per_nvlink_domain
+        if m.moe_flex_dispatcher_backend == "hybridep" and g > 1:
+            seq = tr.seq_length or m.max_position_embeddings or 0
+            _hybridep_rules(add, ep, g, lpd, seq, seq * tr.micro_batch_size // cp // (t if tr.sequence_parallel else 1))
+        else:
+            only_with("model.moe_hybridep_ranks_per_nvlink_domain", lpd, None,
+                      "moe_flex_dispatcher_backend: hybridep over more than one rank")
+    else:
+        only_with("model.moe_hybridep_ranks_per_nvlink_domain", m.moe_hybridep_ranks_per_nvlink_domain, None,
+                  "moe_token_dispatcher_type: flex")
+        only_with("model.moe_flex_dispatcher_backend", m.moe_flex_dispatcher_backend, "deepep",
+                  "moe_token_dispatcher_type: flex")
+        only_with("model.moe_flex_dispatcher_num_sms", m.moe_flex_dispatcher_num_sms, None,
+                  "moe_token_dispatcher_type: flex")
+    if not moe:
+        only_with("model.moe_router_dtype", m.moe_router_dtype, None, "MoE models (set num_experts)")
+
+    # Schedules ------------------------------------------------------------------------------------
+    if tr.overlap_moe_expert_parallel_comm:
+        if not moe or ep == 1:
+            add("training.overlap_moe_expert_parallel_comm", True, "needs an MoE model with "
+                "expert_model_parallel_size > 1")
+        elif m.moe_token_dispatcher_type not in ("alltoall", "flex"):
+            add("training.overlap_moe_expert_parallel_comm", True, "needs the alltoall or flex dispatcher")
+        if p > 1 and virtual_stages(par) == 1:   # a layout string sets the virtual stages too (arguments.py)
+            add("training.overlap_moe_expert_parallel_comm", True, "with pipeline parallelism needs "
+                "virtual_pipeline_model_parallel_size (the interleaved schedule)")
+        if tr.recompute_granularity == "full":
+            add("training.overlap_moe_expert_parallel_comm", True, "does not work with full recompute")
+        # Megatron-LM @ d98e8a64 : transformer/transformer_config.py __post_init__, the asserts under
+        # overlap_moe_expert_parallel_comm.
+        if tr.recompute_granularity == "selective" and "moe" in (tr.recompute_modules or ()):
+            add("training.recompute_modules", list(tr.recompute_modules), "moe cannot be recomputed with "
+                "overlap_moe_expert_parallel_comm (Megatron-Core's rule); drop moe from the list")
+        if pr.params_dtype == "fp32":
+            add("precision.params_dtype", "fp32", "overlap_moe_expert_parallel_comm needs bf16 or fp16 weights "
+                "(Megatron-Core's rule)")
+        if (m.mtp_num_layers or 0) > 1:
+            add("model.mtp_num_layers", m.mtp_num_layers, "overlap_moe_expert_parallel_comm allows at most one MTP "
+                "layer (Megatron-Core's rule)")
+        if tr.cuda_graph_impl == "transformer_engine" and {"moe", "mlp"} & mods:
+            add("training.cuda_graph_modules", sorted(mods), "capturing moe or mlp does not work with "
+                "overlap_moe_expert_parallel_comm (Megatron-Core's rule)")
+        # Megatron-LM @ d98e8a64 : pipeline_parallel/combined_1f1b.py combined_1f1b_schedule_for_interleaved_
+        # pipelining asserts "EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism".
+        if par.use_megatron_fsdp and p > 1:
+            add("parallelism.use_megatron_fsdp", True, "overlap_moe_expert_parallel_comm with Megatron-FSDP runs "
+                "without pipeline parallelism only (Megatron-Core asserts it for the interleaved schedule)")
+        # Only GPTModel builds the combined schedule plan (models/gpt/gpt_model.py build_schedule_plan; the
+        # hybrid model has none, and fine_grained_callables.py build_layer_callables takes TransformerLayers).
+        if m.hybrid_layer_pattern:
+            add("training.overlap_moe_expert_parallel_comm", True, "needs a GPT model: Megatron-Core builds the "
+                "combined 1F1B schedule plan for GPTModel only, not for hybrid (Mamba) models")
+    if tr.delay_wgrad_compute:
+        # Megatron-LM @ d98e8a64 : transformer/transformer_config.py __post_init__ ("overlap_moe_expert_parallel_comm
+        # must be enabled when enabling delay_wgrad_compute") and training/arguments.py (Transformer Engine only).
+        if not tr.overlap_moe_expert_parallel_comm:
+            add("training.delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm: true "
+                "(Megatron-Core's rule)")
+        if tr.transformer_impl != "transformer_engine":
+            add("training.delay_wgrad_compute", True, "needs transformer_impl: transformer_engine (Megatron-LM's rule)")
+    if tr.defer_embedding_wgrad_compute:
+        if p == 1:
+            add("training.defer_embedding_wgrad_compute", True, "needs pipeline_model_parallel_size > 1")
+        if not tr.gradient_accumulation_fusion:
+            add("training.defer_embedding_wgrad_compute", True, "needs gradient_accumulation_fusion: true")
+    else:
+        only_with("training.wgrad_deferral_limit", tr.wgrad_deferral_limit, 0, "defer_embedding_wgrad_compute: true")
+    if pr.disable_parameter_transpose_cache and not pr.fp8:
+        add("precision.disable_parameter_transpose_cache", True, "applies only with fp8: true")
+    if pr.first_last_layers_bf16:
+        if not pr.fp8:
+            add("precision.first_last_layers_bf16", True, "applies only with fp8: true")
+        elif (pr.fp8_recipe or "delayed") == "delayed":
+            add("precision.first_last_layers_bf16", True, "delayed scaling does not support bf16 first/last layers "
+                "(Megatron-Core's rule); set fp8_recipe")
+        per_stage = m.num_layers // p
+        for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if getattr(pr, name) > per_stage:
+                add(f"precision.{name}", getattr(pr, name), f"must be at most the layers per pipeline stage "
+                    f"({per_stage})")
+    else:
+        only_with("precision.num_layers_at_start_in_bf16", pr.num_layers_at_start_in_bf16, 1,
+                  "first_last_layers_bf16: true")
+        only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
+                  "first_last_layers_bf16: true")
+    return P
+
+
+
+def _hybridep_rules(add, ep: int, group: int, setting: int | None, seq: int, tokens: int) -> None:
+    """What HybridEP (deepseek-ai/DeepEP @ 34152ae) refuses of an expert group of ``group`` ranks: a group that is
+    not a whole number of NVLink domains (``hybrid_ep_buffer.py``'s assert), more domains than one warp serves
+    (``hybrid_ep_backend.cuh``'s static_assert) and, across domains, a send queue of 65,536 entries or more
+    (``internode.cu`` ``setup_qp_init_attr``'s assert)."""
+    L, N = hybridep_domains(group, setting)
+    field, value = (("model.moe_hybridep_ranks_per_nvlink_domain", setting) if setting
+                    else ("parallelism.expert_model_parallel_size", ep))
+    if group % L:
+        add(field, value, f"HybridEP needs the expert x expert-tensor parallel group ({group} ranks) to be whole "
+            f"NVLink domains of {L} ranks (moe_hybridep_ranks_per_nvlink_domain, "
+            f"{'as set' if setting else 'min(G, 8) unless set'})")
+    elif N > HYBRIDEP_MAX_DOMAINS:
+        add(field, value, f"HybridEP reaches at most {HYBRIDEP_MAX_DOMAINS} NVLink domains; {group} ranks in "
+            f"domains of {L} make {N}")
+    elif N > 1 and hybridep_tokens(tokens) > HYBRIDEP_MAX_RDMA_TOKENS:
+        add("training.seq_length", seq, f"HybridEP across NVLink domains takes at most "
+            f"{HYBRIDEP_MAX_RDMA_TOKENS:,} tokens per rank (its RDMA send queue holds 3 x tokens + 1 entries, "
+            f"under 65,536); this layout gives {tokens:,} (sequence x micro-batch / CP, / TP with sequence "
+            "parallelism)")

@@ -1,0 +1,118 @@
+"""Megatron-Core's rules for the layer kinds beyond a plain GPT layer: hybrid (Mamba) models, gated delta nets,
+latent MoE, gated attention.
+
+Each rule is checked where Megatron-Core checks it (cited per rule) and reported as a
+:class:`~estimator.config.errors.Problem` naming the field, the value and the rule; :func:`estimator.config.rules.validate`
+collects them with the other cross-field rules. The pipeline split of a hybrid pattern is checked by
+:func:`estimator.config.hybrid_pattern.split_problems` (through :func:`estimator.config.rules.layer_split_problems`).
+"""
+
+from __future__ import annotations
+
+from .errors import Problem
+from .hybrid_pattern import parse, pattern_problems
+
+__all__ = ["model_problems"]
+
+
+def model_problems(cfg) -> list[Problem]:
+    """Every rule below that the configuration breaks."""
+    m, par = cfg.model, cfg.parallelism
+    t, cp = par.tensor_model_parallel_size, par.context_parallel_size
+    out: list[Problem] = []
+
+    def add(field, value, msg):
+        out.append(Problem("model." + field, value, msg))
+
+    pattern = m.hybrid_layer_pattern
+    symbols = ""
+    if pattern is not None and not pattern_problems(pattern):
+        p = parse(pattern)
+        symbols = p.layers + p.mtp
+        # arguments.py and hybrid_layer_allocation.py: the pattern decides every layer's kind.
+        if m.num_experts is not None and "E" not in symbols:
+            add("num_experts", m.num_experts, "a hybrid model has MoE layers only where its pattern has E")
+        if m.num_experts is None and "E" in symbols:
+            add("hybrid_layer_pattern", pattern, "E (MoE) layers need num_experts")
+        if m.moe_layer_freq not in (1, None):
+            add("moe_layer_freq", m.moe_layer_freq if isinstance(m.moe_layer_freq, int) else list(m.moe_layer_freq),
+                "does not apply to a hybrid model (its pattern's E symbols are the MoE layers)")
+        if m.multi_latent_attention:
+            add("multi_latent_attention", True, "not modelled in a hybrid model (its '+' layers)")
+        for name in ("experimental_attention_variant", "linear_attention_freq"):
+            if getattr(m, name) is not None:
+                add(name, getattr(m, name), "does not apply to a hybrid model: its G symbols are the gated delta "
+                    "net layers")
+    if "M" in symbols:
+        # mamba_mixer.py MambaMixer.__init__: heads and groups are split over the tensor-parallel ranks.
+        heads = m.mamba_num_heads
+        if heads is None:
+            if (2 * m.hidden_size) % m.mamba_head_dim:
+                add("mamba_head_dim", m.mamba_head_dim, f"must divide the inner width 2 x hidden_size "
+                    f"({2 * m.hidden_size}) when mamba_num_heads is null (MambaMixer)")
+            heads = 2 * m.hidden_size // m.mamba_head_dim
+        if heads % t:
+            add("mamba_num_heads", heads, f"Mamba heads ({heads}) must be divisible by tensor_model_parallel_size "
+                f"({t}) (MambaMixer)")
+        if m.mamba_num_groups % t:
+            add("mamba_num_groups", m.mamba_num_groups, f"must be divisible by tensor_model_parallel_size ({t}) "
+                "(MambaMixer)")
+        if heads % m.mamba_num_groups:
+            add("mamba_num_groups", m.mamba_num_groups, f"must divide the Mamba heads ({heads}) (MambaMixer)")
+        if cp > 1 and (heads % (t * cp) or m.mamba_num_groups % (t * cp) and (t * cp) % m.mamba_num_groups):
+            add("mamba_num_heads", heads, f"Mamba heads ({heads}) and groups ({m.mamba_num_groups}) must split "
+                f"over tensor x context parallel ranks ({t * cp}) (MambaContextParallel)")
+    gdn = m.experimental_attention_variant is not None or "G" in symbols
+    if pattern is None:
+        if m.experimental_attention_variant is not None and m.linear_attention_freq is None:
+            add("linear_attention_freq", None, "is required with experimental_attention_variant gdn "
+                "(TransformerConfig: which layers are linear attention)")
+        if m.linear_attention_freq is not None and m.experimental_attention_variant is None:
+            add("linear_attention_freq", m.linear_attention_freq if isinstance(m.linear_attention_freq, int)
+                else list(m.linear_attention_freq), "applies only with experimental_attention_variant: gdn")
+        if isinstance(m.linear_attention_freq, tuple) and len(m.linear_attention_freq) != m.num_layers:
+            add("linear_attention_freq", list(m.linear_attention_freq), f"a pattern list must have num_layers "
+                f"({m.num_layers}) entries, got {len(m.linear_attention_freq)}")
+    if gdn:
+        # transformer_config.py __post_init__ (gated delta net checks).
+        nk, nv = m.linear_num_key_heads, m.linear_num_value_heads
+        if nv % nk:
+            add("linear_num_value_heads", nv, f"must be a multiple of linear_num_key_heads ({nk})")
+        for name, n in (("linear_num_key_heads", nk), ("linear_num_value_heads", nv)):
+            if n % (t * cp):
+                add(name, n, f"must be a multiple of tensor x context parallel size ({t * cp})")
+    if m.moe_latent_size is not None and m.num_experts is None:
+        add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
+    if m.post_layernorm and (m.num_experts is not None or m.multi_latent_attention or pattern is not None
+                             or m.experimental_attention_variant is not None):
+        add("post_layernorm", True, "modelled for the dense attention + MLP layers of Megatron-Bridge's Gemma "
+            "spec only (not with MoE, MLA, gated delta nets or a hybrid pattern)")
+    if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
+        add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
+            "not with multi-latent attention")
+    if m.attention_output_gate and m.multi_latent_attention:
+        add("attention_output_gate", True, "the output gate exists only in SelfAttention, not with multi-latent "
+            "attention")
+    if m.softmax_type != "vanilla" and m.multi_latent_attention:
+        add("softmax_type", m.softmax_type, "modelled only for self-attention, not multi-latent attention")
+    if m.num_experts is not None:
+        _router_rules(m, add)
+    return out
+
+
+def _router_rules(m, add) -> None:
+    """TopKRouter's rules (Megatron-LM @ d98e8a64 : megatron/core/transformer/transformer_config.py
+    ``__post_init__``, megatron/core/transformer/moe/router.py; TransformerEngine @ d0067d0d :
+    transformer_engine/pytorch/router.py)."""
+    groups, gk = m.moe_router_num_groups, m.moe_router_group_topk
+    if gk is not None and groups is None:
+        add("moe_router_group_topk", gk, "group-limited routing needs moe_router_num_groups")
+    if groups is not None and m.num_experts % groups:
+        add("moe_router_num_groups", groups, f"num_experts ({m.num_experts}) must be divisible by "
+            f"moe_router_num_groups ({groups})")
+    if gk is not None and groups is not None and gk > groups:
+        add("moe_router_group_topk", gk, f"must be <= moe_router_num_groups ({groups})")
+    if m.moe_router_fusion and m.moe_router_dtype == "fp64":
+        add("moe_router_fusion", True, "Transformer Engine's fused router does not support moe_router_dtype fp64")
+    if m.moe_router_load_balancing_type == "sinkhorn" and m.moe_aux_loss_coeff:
+        add("moe_aux_loss_coeff", m.moe_aux_loss_coeff, "Sinkhorn routing does not support an aux loss (must be 0)")

@@ -1,0 +1,360 @@
+"""Megatron-Core's cross-field rules: what makes a configuration invalid, and what is valid but not modelled.
+
+:func:`validate` collects every broken rule (field, value, rule) of a configuration whose fields each passed the
+schema (:mod:`estimator.config.load` checks those); :func:`not_modelled` lists the valid configurations Megatron-LM
+runs that the estimator does not model, which :func:`refuse_not_modelled` raises as an
+:class:`~estimator.config.errors.UnsupportedError`. The rules of layer patterns and newer layer kinds are in
+:mod:`estimator.config.model_rules`, those of recipe features (FSDP, offloading, CUDA graphs, ...) in
+:mod:`estimator.config.feature_rules`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import hybrid_pattern, tp_overlap
+from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, virtual_stages
+from .errors import Problem, UnsupportedError
+from .feature_rules import feature_problems
+from .model_rules import model_problems
+from .pipeline_layout import layout_problems
+from .schema import Config
+
+__all__ = ["interleaving_problem", "layer_split_problems", "not_modelled", "refuse_not_modelled", "validate"]
+
+
+def not_modelled(cfg: Config) -> list[str]:
+    """Valid configurations, ones Megatron-LM runs, that the estimator does not model: one sentence each (an
+    empty list when it models the configuration). :func:`config_from_dict` raises them as an
+    :class:`~estimator.config.errors.UnsupportedError`, not as invalid input."""
+    pr, par = cfg.precision, cfg.parallelism
+    out = []
+    if (par.use_megatron_fsdp and par.num_distributed_optimizer_instances > 1
+            and grad_comm_dtype(pr) != grad_dtype(pr)):
+        # param_and_grad_buffer.py _bucket_group_gradient_reduce: the outer (DP-Outer) reduction copies each bucket
+        # into an hsdp_comm_gbuf bucket of the communication dtype.
+        out.append(f"precision.megatron_fsdp_grad_comm_dtype {pr.megatron_fsdp_grad_comm_dtype} with HSDP "
+                   f"(num_distributed_optimizer_instances {par.num_distributed_optimizer_instances}): Megatron-FSDP "
+                   f"runs it, but the outer reduction's copies of the gradient buckets in a dtype other than the "
+                   f"gradient buffer's ({grad_dtype(pr)}) are not modelled")
+    if pr.fp8 and pr.params_dtype == "fp32":
+        # Megatron-LM @ d98e8a64 runs --fp8-format without --bf16/--fp16 (no rule in arguments.py; CI case
+        # moe/deepseek_proxy_fsdp_ep2_fsdp2). Then the FP8 weights (--fp8-param-gather) are Float8Tensors of
+        # nominal dtype fp32: the distributed optimizer takes them for fp32 parameters (distrib_optimizer.py
+        # "fp32 params", no master copy), Megatron-FSDP gives them bf16 gradient buffers beside fp32 ones for the
+        # other parameters (param_and_grad_buffer.py _resolve_group_grad_dtype), and the layers run in fp32
+        # around FP8 GEMMs; none of it is modelled or measured here.
+        out.append("precision.fp8 true with precision.params_dtype fp32: Megatron-LM runs FP8 compute over fp32 "
+                   "weights (no --bf16), but the estimator does not model it (fp32 activations around FP8 "
+                   "GEMMs; with fp8_param_gather, FP8 weights that Megatron-Core's optimizers treat as fp32 "
+                   "parameters and Megatron-FSDP gives bf16 gradient buffers); use bf16 weights to estimate the "
+                   "usual FP8 recipe")
+    if (pr.reuse_grad_buf_for_mxfp8_param_ag and pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe != "mxfp8"
+            and not par.use_megatron_fsdp):
+        # param_and_grad_buffer.py: FP8 weights other than MXFP8 still get a uint8 parameter buffer, but with the
+        # flag they keep Transformer Engine's own storage too (_param_uses_quantized_storage skips the remap).
+        out.append(f"precision.reuse_grad_buf_for_mxfp8_param_ag true with fp8_recipe {pr.fp8_recipe or 'delayed'}: "
+                   "Megatron-Core then keeps both its uint8 parameter buffer and Transformer Engine's own storage "
+                   "of the FP8 weights, which is not modelled (the setting is meant for mxfp8)")
+    out.extend(tp_overlap.not_modelled(cfg))
+    out += _delay_wgrad_not_modelled(cfg)
+    return out
+
+
+def _delay_wgrad_not_modelled(cfg: Config) -> list[str]:
+    """The combinations of ``delay_wgrad_compute`` that estimator/memory/features/delayed_wgrad.py does not model."""
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    if not (tr.delay_wgrad_compute and tr.overlap_moe_expert_parallel_comm):
+        return []
+    what = "training.delay_wgrad_compute with "
+    out = []
+    if pr.fp8:
+        out.append(what + "FP8: the delayed GEMMs keep quantised copies of their inputs and output gradients, "
+                   "which are not modelled")
+    if par.tp_comm_overlap:
+        out.append(what + "tp_comm_overlap: Transformer Engine refuses userbuffers' weight-gradient overlap for a "
+                   "delayed GEMM (module/_common.py WeightGradStore, module/linear.py), and the combination is not "
+                   "modelled")
+    if tr.cuda_graph_impl != "none":
+        out.append(what + f"cuda_graph_impl {tr.cuda_graph_impl}: graphed backward_dw is not modelled")
+    if m.mtp_num_layers:
+        out.append(what + "MTP layers: the MTP layer's delayed eh_proj and its pre-dispatch part are not modelled")
+    if m.hybrid_layer_pattern or m.experimental_attention_variant:
+        out.append(what + "hybrid or linear-attention layers: only attention / MLA with a dense MLP or MoE is "
+                   "modelled")
+    freq = m.moe_layer_freq
+    all_moe = freq == 1 or (isinstance(freq, list) and all(freq))
+    if tr.recompute_granularity == "selective" and "mlp" in (tr.recompute_modules or ()) and not all_moe:
+        out.append(what + "recompute of mlp: the recomputed dense MLP's delayed inputs are not modelled")
+    if tr.peft is not None:
+        out.append(what + "PEFT: delayed GEMMs of frozen weights and adapters are not modelled")
+    if tr.cpu_offloading:
+        out.append(what + "activation offloading: not modelled")
+    return out
+
+
+def refuse_not_modelled(cfg: Config) -> None:
+    reasons = not_modelled(cfg)
+    if reasons:
+        raise UnsupportedError("not modelled: " + "; ".join(reasons))
+
+
+def interleaving_problem(p: int, vpp: int | None, m: int, group: int | None = None) -> str | None:
+    """Why the interleaved schedule refuses ``m`` micro-batches per step, or None.
+
+    Megatron-Core's ``forward_backward_pipelining_with_interleaving`` (``pipeline_parallel/schedules.py``)
+    runs the micro-batches in groups of N = ``microbatch_group_size_per_vp_stage`` per model chunk (default:
+    the pipeline size p, ``ModelParallelConfig.__post_init__``); it raises unless N <= m, and unless the last
+    group, m mod N, is empty or holds at least p. With the default N = p, m must be a multiple of p.
+    (N >= p itself is checked with the field, :func:`estimator.config.rules.layer_split_problems`.)
+    """
+    if vpp is None or vpp <= 1 or p <= 1:
+        return None
+    n = group or p
+    if n == p and m % p:
+        return (f"{m} micro-batches per step; with the interleaved schedule (virtual pipeline stages {vpp}) "
+                f"Megatron-Core needs a multiple of pipeline_model_parallel_size ({p}), in groups of {p} per "
+                "model chunk")
+    if n > m:
+        return (f"{m} micro-batches per step; the interleaved schedule (virtual pipeline stages {vpp}) runs them in "
+                f"groups of {n} (microbatch_group_size_per_vp_stage) per model chunk and Megatron-Core needs at "
+                "least one whole group")
+    if 0 < m % n < p:
+        return (f"{m} micro-batches per step in groups of {n} (microbatch_group_size_per_vp_stage) leave a last "
+                f"group of {m % n}; Megatron-Core needs 0 or at least pipeline_model_parallel_size ({p})")
+    return None
+
+
+def validate(cfg: Config) -> list[Problem]:
+    """Every cross-field rule of Megatron-Core, each failure naming field, value and rule."""
+    P: list[Problem] = []
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    t, p, ep, cp = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
+                    par.expert_model_parallel_size, par.context_parallel_size)
+    etp = par.expert_tensor_parallel_size or t
+    ws = tr.world_size
+    a = m.num_attention_heads
+    moe = m.num_experts is not None
+
+    def add(field, value, msg):
+        P.append(Problem(field, value, msg))
+
+    # Attention shape.
+    if m.kv_channels is None and not m.multi_latent_attention and m.hidden_size % a:
+        add("model.hidden_size", m.hidden_size, f"hidden_size ({m.hidden_size}) must be divisible by "
+            f"num_attention_heads ({a}) unless kv_channels is set")
+    if a % t:
+        add("model.num_attention_heads", a, f"num_attention_heads ({a}) must be divisible by "
+            f"tensor_model_parallel_size ({t})")
+    if m.multi_latent_attention:
+        pass
+    else:
+        g = m.num_query_groups or a
+        if a % g:
+            add("model.num_query_groups", g, f"num_attention_heads ({a}) must be divisible by "
+                f"num_query_groups ({g})")
+        if g % t:
+            add("model.num_query_groups", g, f"num_query_groups ({g}) must be divisible by "
+                f"tensor_model_parallel_size ({t})")
+        for name in ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
+            if getattr(m, name) is not None:
+                add(f"model.{name}", getattr(m, name), "applies only with multi_latent_attention: true")
+    if m.activation_func in ("swiglu", "geglu") and not m.gated_linear_unit:
+        add("model.gated_linear_unit", False, f"activation_func {m.activation_func} is gated; "
+            "gated_linear_unit must be true")
+    ffn = default_ffn_hidden_size(m)
+    if ffn % t:
+        add("model.ffn_hidden_size", ffn, f"ffn_hidden_size ({ffn}) must be divisible by "
+            f"tensor_model_parallel_size ({t})")
+
+    # World size products.
+    if ws % (t * p * cp):
+        add("training.world_size", ws, f"world_size ({ws}) must be divisible by tensor ({t}) x pipeline ({p}) x "
+            f"context ({cp}) parallel sizes = {t * p * cp}")
+    if moe and ws % (etp * ep * p):
+        add("training.world_size", ws, f"world_size ({ws}) must be divisible by expert tensor ({etp}) x expert "
+            f"({ep}) x pipeline ({p}) parallel sizes = {etp * ep * p}")
+
+    # MoE.
+    if moe:
+        E = m.num_experts
+        k = m.moe_router_topk or 2
+        if E % ep:
+            add("parallelism.expert_model_parallel_size", ep, f"num_experts ({E}) must be divisible by "
+                f"expert_model_parallel_size ({ep})")
+        if k > E:
+            add("model.moe_router_topk", k, f"moe_router_topk ({k}) must be <= num_experts ({E})")
+        fm = m.moe_ffn_hidden_size or ffn
+        if fm % etp:
+            add("model.moe_ffn_hidden_size", fm, f"moe_ffn_hidden_size ({fm}) must be divisible by "
+                f"expert_tensor_parallel_size ({etp})")
+        fs = m.moe_shared_expert_intermediate_size
+        if fs and fs % t:
+            add("model.moe_shared_expert_intermediate_size", fs, f"({fs}) must be divisible by "
+                f"tensor_model_parallel_size ({t})")
+        if isinstance(m.moe_layer_freq, tuple) and len(m.moe_layer_freq) != m.num_layers:
+            add("model.moe_layer_freq", list(m.moe_layer_freq), f"a pattern list must have num_layers "
+                f"({m.num_layers}) entries, got {len(m.moe_layer_freq)}")
+        if t > 1 and ep > 1 and not tr.sequence_parallel:
+            add("training.sequence_parallel", False, "Megatron-Core requires sequence_parallel when both "
+                "tensor and expert parallelism are used")
+        if m.moe_pad_expert_input_to_capacity and m.moe_expert_capacity_factor is None:
+            add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
+    else:
+        for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+                     "moe_expert_capacity_factor"):
+            if getattr(m, name) is not None:
+                add(f"model.{name}", getattr(m, name), "applies only to MoE models (set num_experts)")
+        if m.moe_layer_freq not in (1, None):
+            add("model.moe_layer_freq", m.moe_layer_freq if isinstance(m.moe_layer_freq, int)
+                else list(m.moe_layer_freq), "applies only to MoE models (set num_experts)")
+        for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity"):
+            if getattr(m, name):
+                add(f"model.{name}", True, "applies only to MoE models (set num_experts)")
+        if ep > 1:
+            add("parallelism.expert_model_parallel_size", ep, "expert parallelism needs an MoE model "
+                "(set num_experts)")
+
+    # Hybrid (Mamba) layers, gated delta nets, latent MoE, gated attention (estimator/config/model_rules.py).
+    P.extend(model_problems(cfg))
+
+    # Sequence.
+    s = tr.seq_length or m.max_position_embeddings
+    if s is None:
+        add("training.seq_length", None, "is required (or set model.max_position_embeddings)")
+    else:
+        if m.max_position_embeddings is not None and s > m.max_position_embeddings:
+            add("training.seq_length", s, f"seq_length ({s}) must be <= max_position_embeddings "
+                f"({m.max_position_embeddings})")
+        if cp > 1 and s % (2 * cp):
+            add("training.seq_length", s, f"seq_length ({s}) must be divisible by 2 x context_parallel_size "
+                f"= {2 * cp} (load-balanced context parallelism)")
+        if tr.sequence_parallel and (s // cp) % t:
+            add("training.seq_length", s, f"seq_length / context_parallel_size ({s // cp}) must be divisible "
+                f"by tensor_model_parallel_size ({t}) with sequence parallelism")
+    if tr.sequence_parallel and t == 1:
+        add("training.sequence_parallel", True, "needs tensor_model_parallel_size > 1")
+    if cp > 1 and tr.attention_backend in ("unfused", "local"):
+        add("training.attention_backend", tr.attention_backend, "context parallelism needs flash or fused "
+            "attention (Transformer Engine)")
+
+    # Batch.
+    if tr.global_batch_size is not None and ws % (t * p * cp) == 0:
+        dp = ws // (t * p * cp)
+        gbs, b = tr.global_batch_size, tr.micro_batch_size
+        if gbs % (b * dp):
+            add("training.global_batch_size", gbs, f"global_batch_size ({gbs}) must be divisible by "
+                f"micro_batch_size ({b}) x data-parallel size ({dp}) = {b * dp}")
+        else:
+            problem = interleaving_problem(p, virtual_stages(par), gbs // (b * dp),
+                                           par.microbatch_group_size_per_vp_stage)
+            if problem:
+                add("training.global_batch_size", gbs, f"global_batch_size ({gbs}) / (micro_batch_size ({b}) x "
+                    f"data-parallel size ({dp})) = {problem}")
+
+    # Recompute.
+    g = tr.recompute_granularity
+    if tr.recompute_method is not None and g != "full":
+        add("training.recompute_method", tr.recompute_method, "applies only with recompute_granularity: full")
+    if tr.recompute_num_layers is not None and g != "full":
+        add("training.recompute_num_layers", tr.recompute_num_layers,
+            "applies only with recompute_granularity: full")
+    if tr.recompute_modules is not None and g != "selective":
+        add("training.recompute_modules", list(tr.recompute_modules),
+            "applies only with recompute_granularity: selective")
+    if g == "full" and tr.recompute_method is None and tr.recompute_num_layers not in (None,):
+        add("training.recompute_method", None, "recompute_num_layers needs recompute_method (uniform or block)")
+
+    # Pipeline layout.
+    P.extend(layer_split_problems(cfg))
+
+    # Precision.
+    if pr.fp8_recipe is not None and not pr.fp8:
+        add("precision.fp8_recipe", pr.fp8_recipe, "applies only with fp8: true")
+    if pr.fp8_param_gather and not pr.fp8:
+        add("precision.fp8_param_gather", True, "applies only with fp8: true")
+    elif pr.fp8_param_gather and not tr.use_distributed_optimizer:
+        add("precision.fp8_param_gather", True, "needs training.use_distributed_optimizer: true (Megatron-LM's rule)")
+    # MXFP8 weights under the distributed optimizer (Megatron-LM @ d98e8a64 : megatron/core/distributed/
+    # param_and_grad_buffer.py, _ParamAndGradBuffer.__init__): the parameter buffer is a view of the gradient
+    # buffer; without reuse_grad_buf_for_mxfp8_param_ag the weights are moved into it with Transformer Engine's
+    # replace_raw_data, which raises NotImplementedError for MXFP8Tensor (TransformerEngine @ d0067d0d :
+    # transformer_engine/pytorch/tensor/utils.py).
+    mxfp8_gather = (pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe == "mxfp8" and tr.use_distributed_optimizer
+                    and not par.use_megatron_fsdp)
+    if pr.reuse_grad_buf_for_mxfp8_param_ag:
+        if not pr.fp8_param_gather:
+            add("precision.reuse_grad_buf_for_mxfp8_param_ag", True, "needs fp8_param_gather: true (Megatron-Core's "
+                "DistributedDataParallelConfig: reuse the gradient buffer only when keeping the weights in MXFP8)")
+        elif par.use_megatron_fsdp:
+            add("precision.reuse_grad_buf_for_mxfp8_param_ag", True, "applies only without use_megatron_fsdp "
+                "(Megatron-LM turns it off for Megatron-FSDP)")
+    elif mxfp8_gather:
+        add("precision.reuse_grad_buf_for_mxfp8_param_ag", False, "must be true with fp8_recipe mxfp8, "
+            "fp8_param_gather and the distributed optimizer: Transformer Engine cannot move MXFP8 weights into "
+            "Megatron-Core's parameter buffer (replace_raw_data is not supported for MXFP8Tensor); Megatron-Bridge's "
+            "bf16_with_mxfp8_mixed sets it")
+    if not pr.use_precision_aware_optimizer:
+        for name, default in (("main_grads_dtype", "fp32"), ("main_params_dtype", "fp32"),
+                              ("exp_avg_dtype", "fp32"), ("exp_avg_sq_dtype", "fp32")):
+            if getattr(pr, name) != default:
+                add(f"precision.{name}", getattr(pr, name), "needs use_precision_aware_optimizer: true")
+    elif not tr.use_distributed_optimizer:
+        add("precision.use_precision_aware_optimizer", True, "needs training.use_distributed_optimizer: true")
+    if tr.optimizer_implementation != "te_fused" and tr.transformer_impl == "transformer_engine":
+        add("training.optimizer_implementation", tr.optimizer_implementation, "Megatron-Core uses Transformer "
+            "Engine's FusedAdam whenever Transformer Engine is installed (transformer_impl: transformer_engine "
+            "needs it); apex_fused and torch need transformer_impl: local")
+    elif (tr.optimizer_implementation != "te_fused" and pr.use_precision_aware_optimizer
+          and not tr.optimizer_cpu_offload):
+        # Megatron-LM @ d98e8a64 : megatron/core/optimizer/optimizer_config.py (__post_init__): only Transformer
+        # Engine's FusedAdam and HybridDeviceOptimizer (optimizer CPU offload) take the precision-aware optimizer.
+        add("training.optimizer_implementation", tr.optimizer_implementation, f"{tr.optimizer_implementation} "
+            "does not take the precision-aware optimizer: it needs Transformer Engine's FusedAdam "
+            "(optimizer_implementation: te_fused), or the optimizer offloaded (training.optimizer_cpu_offload: "
+            "true, HybridDeviceOptimizer, which runs without Transformer Engine)")
+
+    # Deterministic mode refuses these (Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+    # ARG_VALUES_REQUIRED_FOR_DETERMINISM).
+    if tr.deterministic_mode:
+        if tr.cross_entropy_loss_fusion:
+            add("training.cross_entropy_loss_fusion", True, "Megatron-LM's --deterministic-mode requires it off")
+        if par.tp_comm_overlap:
+            add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
+    P.extend(feature_problems(cfg))
+    return P
+
+
+def layer_split_problems(cfg: Config) -> list[Problem]:
+    """Megatron-Core's rules for the pipeline split (:func:`estimator.config.pipeline_layout.layout_problems`) and the
+    interleaved schedule's micro-batch groups."""
+    m, par = cfg.model, cfg.parallelism
+    if m.hybrid_layer_pattern is not None:
+        out = [Problem(f, v, msg) for f, v, msg in hybrid_pattern.split_problems(m, par)]
+        if out:
+            return out
+        layout = hybrid_pattern.layout_of(m.hybrid_layer_pattern)
+        mtp = hybrid_pattern.parse(m.hybrid_layer_pattern).mtp_depths
+        if layout is not None:
+            par = dataclasses.replace(par, pipeline_model_parallel_layout=layout)
+    else:
+        mtp = m.mtp_num_layers or 0
+    out = [Problem(f, v, msg) for f, v, msg in layout_problems(par, m.num_layers, mtp)]
+    group = par.microbatch_group_size_per_vp_stage
+    if group is not None and not out:
+        out += _group_problems(cfg, group)
+    return out
+
+
+def _group_problems(cfg: Config, group: int) -> list[Problem]:
+    """``microbatch_group_size_per_vp_stage`` (schedules.py, forward_backward_pipelining_with_interleaving):
+    only with virtual stages, and at least the pipeline size (its rules against the number of micro-batches
+    are :func:`estimator.config.rules.interleaving_problem`'s)."""
+    par = cfg.parallelism
+    p, v = par.pipeline_model_parallel_size, virtual_stages(par, cfg.model)
+    name = "parallelism.microbatch_group_size_per_vp_stage"
+    if v == 1:
+        return [Problem(name, group, "applies only to the interleaved schedule (virtual pipeline stages > 1)")]
+    if group < p:
+        return [Problem(name, group, f"must be >= pipeline_model_parallel_size ({p}) (Megatron-Core)")]
+    return []   # against the number of micro-batches: estimator.config.rules.interleaving_problem

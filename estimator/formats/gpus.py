@@ -1,0 +1,142 @@
+"""GPU catalog and fit verdicts: does each pipeline stage's ``device_bytes`` fit a GPU?
+
+Capacities are what the driver reports as the device's total memory, the figure a training process is
+actually held to: ``nvidia-smi``'s ``memory.total`` (MiB = 2^20 bytes) for NVIDIA and ``rocm-smi
+--showmeminfo vram`` for AMD. They are below the marketing sizes ("80GB" H100 -> 81,559 MiB = 79.6 GiB)
+because the driver keeps ECC and firmware regions. Each entry names the output it was read from.
+
+:func:`fit` compares every stage's ``device_bytes`` (allocated + allocator reserve + CUDA context +
+communication buffers, see :mod:`estimator.memory.assemble`) with a capacity and says, per stage, whether it fits
+and how much headroom is left, in bytes and as a percentage of the capacity.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..config.errors import ConfigError, Problem, show
+
+__all__ = ["GPU", "GPUS", "StageFit", "fit", "get_gpu"]
+
+MIB = 2 ** 20
+GIB = 2 ** 30
+#: Largest capacity :func:`fit` accepts (1 PiB): far above any GPU, and safely a float.
+MAX_CAPACITY_BYTES = 2 ** 50
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator: its catalog name, total memory in bytes as the driver reports it, and the source."""
+
+    name: str
+    memory_bytes: int
+    source: str
+    exact: bool = True   # False: a specification figure, not a driver reading
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+
+def _nv(name: str, mib: int, product: str) -> GPU:
+    return GPU(name, mib * MIB, f"nvidia-smi memory.total of an '{product}': {mib} MiB (as public nvidia-smi "
+                                "outputs print it)")
+
+
+#: The catalog, by name. Names carry the marketing size so that the 40 and 80 GB A100 cannot be confused.
+GPUS: dict[str, GPU] = {g.name: g for g in (
+    _nv("A100-40GB", 40960, "NVIDIA A100-SXM4-40GB"),
+    _nv("A100-80GB", 81920, "NVIDIA A100-SXM4-80GB"),
+    _nv("H100-80GB", 81559, "NVIDIA H100 80GB HBM3"),
+    _nv("H100-94GB", 95830, "NVIDIA H100 NVL"),
+    _nv("H200-141GB", 143771, "NVIDIA H200"),
+    _nv("B200-180GB", 183359, "NVIDIA B200"),
+    _nv("GB200", 189471, "NVIDIA GB200"),
+    _nv("L40S-48GB", 46068, "NVIDIA L40S"),
+    GPU("MI300X-192GB", 205_822_885_888, "rocm-smi --showmeminfo vram of an AMD Instinct MI300X: VRAM Total "
+        "Memory (B) 205822885888 (some virtualized instances report 206158430208 = 192 GiB)"),
+    GPU("MI325X-256GB", 256 * GIB, "AMD specification: 256 GB HBM3E, taken as 256 GiB (the MI300X's '192 GB' "
+        "reads 191.7 GiB in rocm-smi); no driver reading was found, so expect ~0.3 GiB less", exact=False),
+)}
+
+#: Other spellings users type; an ambiguous one ("A100") is refused with the choices.
+_ALIASES = {
+    "h100": "H100-80GB", "h100sxm": "H100-80GB", "h100sxm80gb": "H100-80GB", "h10080gbhbm3": "H100-80GB",
+    "h100nvl": "H100-94GB", "h200": "H200-141GB", "h200sxm": "H200-141GB", "b200": "B200-180GB",
+    "gb200nvl72": "GB200", "mi300x": "MI300X-192GB", "mi325x": "MI325X-256GB", "l40s": "L40S-48GB",
+    "a100sxm440gb": "A100-40GB", "a100sxm480gb": "A100-80GB",
+}
+_AMBIGUOUS = {"a100": ("A100-40GB", "A100-80GB")}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower().removeprefix("nvidia").removeprefix("amd"))
+
+
+def get_gpu(name: str) -> GPU:
+    """The catalog entry for ``name`` (case and punctuation are ignored: ``h100-80gb``, ``H100 80GB``)."""
+    if not isinstance(name, str):
+        raise ConfigError(Problem("gpu", show(name), f"expected a GPU name such as H100-80GB, got {show(name)}"))
+    k = _key(name)
+    for g in GPUS.values():
+        if _key(g.name) == k:
+            return g
+    if k in _ALIASES:
+        return GPUS[_ALIASES[k]]
+    if k in _AMBIGUOUS:
+        raise ConfigError(Problem("gpu", name, f"'{name}' is ambiguous: say {' or '.join(_AMBIGUOUS[k])}"))
+    raise ConfigError(Problem("gpu", show(name), f"unknown GPU {show(name)}; known: {', '.join(GPUS)} (or give "
+                              "the capacity with --gpu-memory GIB)"))
+
+
+@dataclass(frozen=True)
+class StageFit:
+    """The verdict for one pipeline stage against one capacity."""
+
+    stage: int
+    device_bytes: int
+    capacity_bytes: int
+    headroom_bytes: int    # capacity - device; negative when it does not fit
+    headroom_pct: float    # headroom as a percentage of the capacity
+    fits: bool             # headroom_bytes >= the required margin
+    tight: bool = False    # does not fit with the allocator's usual reserve, but fits without it
+
+    @property
+    def verdict(self) -> str:
+        """'fits', 'tight' (only if the caching allocator gives back its reserve) or 'no'."""
+        return "fits" if self.fits else ("tight" if self.tight else "no")
+
+    def to_dict(self) -> dict:
+        return {"stage": self.stage, "device_bytes": self.device_bytes, "capacity_bytes": self.capacity_bytes,
+                "headroom_bytes": self.headroom_bytes, "headroom_pct": self.headroom_pct, "fits": self.fits,
+                "tight": self.tight, "verdict": self.verdict}
+
+
+def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]:
+    """Per-stage verdicts of ``estimate`` (an :class:`~estimator.memory.report.Estimate`) against a GPU.
+
+    ``capacity_bytes`` is a byte count or a :class:`GPU`. ``headroom`` is the fraction of the capacity that
+    must stay free for a stage to count as fitting (0.0: ``device_bytes`` may use all of it; 0.05 keeps 5 %
+    spare for fragmentation and spikes the estimate does not model).
+
+    A stage that does not fit is ``tight`` when it would fit without the caching allocator's reserve
+    (``device_bytes - reserved_bytes + allocated_bytes``): PyTorch frees cached blocks and retries before it
+    reports out-of-memory, so such a run usually trains, more slowly, and
+    ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes it likelier.
+    """
+    cap = capacity_bytes.memory_bytes if isinstance(capacity_bytes, GPU) else capacity_bytes
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 0 < cap <= MAX_CAPACITY_BYTES:
+        raise ConfigError(Problem("gpu_memory", show(cap), "the GPU capacity must be a positive number of bytes, "
+                                  f"at most {MAX_CAPACITY_BYTES:,} (1 PiB), got {show(cap)}"))
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
+        raise ConfigError(Problem("headroom", show(headroom), "must be a fraction in [0, 1)"))
+    margin = headroom * cap
+    out = []
+    for s in estimate.stages:
+        free = cap - s.device_bytes
+        floor = s.device_bytes - s.reserved_bytes + s.allocated_bytes
+        out.append(StageFit(stage=s.stage, device_bytes=s.device_bytes, capacity_bytes=cap, headroom_bytes=free,
+                            headroom_pct=100.0 * free / cap, fits=free >= margin,
+                            tight=free < margin and cap - floor >= margin))
+    return tuple(out)

@@ -1,0 +1,848 @@
+"""Hugging Face ``config.json`` to a ``model:`` section in Megatron-Core's names.
+
+:func:`from_hf_config` reads a ``config.json`` (a file, a model directory holding one, or the parsed
+dict) and returns the model section of an estimator configuration. It maps every key that changes the
+parameter count or the training memory, the way Megatron-Bridge's model bridges translate the same
+configs (``model_type`` decides the architecture):
+
+=================================  ====================================================================
+Hugging Face                       Megatron-Core (this schema)
+=================================  ====================================================================
+num_hidden_layers                  num_layers
+hidden_size                        hidden_size
+num_attention_heads                num_attention_heads
+num_key_value_heads                num_query_groups (absent: plain multi-head attention)
+head_dim                           kv_channels (Qwen3: 128 even where hidden/heads is not)
+intermediate_size                  ffn_hidden_size (the dense MLP; Mixtral's experts too)
+vocab_size                         vocab_size (Megatron pads it: make_vocab_size_divisible_by)
+max_position_embeddings            max_position_embeddings
+rms_norm_eps                       layernorm_epsilon (RMSNorm everywhere)
+hidden_act silu / gelu             activation_func swiglu / geglu (all supported MLPs are gated)
+tie_word_embeddings                untie_embeddings_and_output_weights (negated)
+attention_bias + mlp_bias          add_bias_linear (Llama: only both together map exactly)
+Qwen2 / Qwen2-MoE                  add_qkv_bias (bias on q, k, v only; hard-wired in the model)
+Qwen3 / Qwen3-MoE                  qk_layernorm (per-head RMSNorm of q and k)
+num_local_experts / num_experts /  num_experts
+n_routed_experts
+num_experts_per_tok                moe_router_topk
+moe_intermediate_size              moe_ffn_hidden_size
+shared_expert_intermediate_size    moe_shared_expert_intermediate_size, with moe_shared_expert_gate
+                                   (Qwen2-MoE's sigmoid gate on the shared expert)
+n_shared_experts x                 moe_shared_expert_intermediate_size (DeepSeek: Megatron fuses the
+moe_intermediate_size              shared experts into one MLP of the summed width)
+first_k_dense_replace,             moe_layer_freq as a 0/1 list (layer i is MoE when
+moe_layer_freq (DeepSeek)          i >= first_k_dense_replace and i % moe_layer_freq == 0)
+decoder_sparse_step,               moe_layer_freq as a 0/1 list (layer i is MoE when i is not in
+mlp_only_layers (Qwen MoE)         mlp_only_layers and (i + 1) % decoder_sparse_step == 0)
+topk_method noaux_tc               moe_router_enable_expert_bias (e_score_correction_bias)
+scoring_func (DeepSeek)            moe_router_score_function
+n_group, topk_group (DeepSeek,     moe_router_num_groups, moe_router_group_topk (group-limited routing,
+noaux_tc / group_limited_greedy)   when n_group > 1)
+aux_loss_alpha, seq_aux (DeepSeek) moe_aux_loss_coeff with moe_router_load_balancing_type seq_aux_loss, as
+                                   Megatron-Bridge's DeepSeek and Kimi bridges set them (DeepSeek-V3's
+                                   config.json omits the coefficient: the bridge's 1e-4)
+q_lora_rank (null: no compression) q_lora_rank, with multi_latent_attention and qk_layernorm (the
+kv_lora_rank                       MLA latent norms)
+qk_nope_head_dim                   qk_head_dim
+qk_rope_head_dim                   qk_pos_emb_head_dim
+v_head_dim                         v_head_dim
+num_nextn_predict_layers           mtp_num_layers
+=================================  ====================================================================
+
+Keys without effect on parameters or memory (token ids, RoPE base and scaling, sliding windows, router
+loss coefficients and scoring, checkpoint quantization) are accepted and dropped. Any other key stops the
+import with :class:`~estimator.config.errors.UnsupportedError` naming it: a count is never silently wrong. Every
+key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
+bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
+an error naming the key, never an overflow, a hang or a silent 1.0.
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, ...) are mapped by their own functions
+below, each documented with the keys it reads.
+
+Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
+catalog (:mod:`estimator.formats.hf_catalog`); an id not in it is an error naming the closest ids.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+from ..config import yamlio
+from ..config.errors import ConfigError, Problem, UnsupportedError, clip, show
+from ..config.schema import MAX_EXPERTS, MAX_LAYERS, section_specs
+
+__all__ = ["SUPPORTED", "from_hf_config", "read_hf_config"]
+
+#: model_type -> (architecture class name, a short description), in the order the docs list them.
+SUPPORTED: dict[str, tuple[str, str]] = {
+    "llama": ("LlamaForCausalLM", "Llama 2, Llama 3, Llama 3.1"),
+    "mistral": ("MistralForCausalLM", "Mistral"),
+    "mixtral": ("MixtralForCausalLM", "Mixtral"),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2, Qwen2.5"),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", "Qwen2-MoE, Qwen1.5-MoE"),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3 dense"),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3-MoE"),
+    "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepSeek-V2, DeepSeek-V2-Lite"),
+    "deepseek_v3": ("DeepseekV3ForCausalLM", "DeepSeek-V3, DeepSeek-R1, Kimi Moonlight"),
+    "kimi_k2": ("DeepseekV3ForCausalLM", "Kimi-K2 (DeepSeek-V3's architecture)"),
+    "phi3": ("Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4-mini"),
+    "mimo": ("MiMoForCausalLM", "MiMo (Qwen2 with MTP layers)"),
+    "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE"),
+    "bailing_moe": ("BailingMoeV2ForCausalLM", "Ling 2.0 (Bailing MoE V2)"),
+    "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
+    "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
+    "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
+    "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
+    "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
+}
+
+#: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
+REFUSED: dict[str, str] = {
+    "deepseek_v32": ("DeepSeek-V3.2's sparse attention adds a lightning indexer per layer (Megatron-Core's "
+                     "experimental dsa variant), which is not modelled"),
+    "glm_moe_dsa": "GLM-5's DeepSeek sparse attention indexer (Megatron-Core's dsa variant) is not modelled",
+}
+
+_ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt != "kimi_k2"}
+
+#: Keys that change neither the parameter count nor the training memory of any supported architecture.
+_INERT = frozenset({
+    "_name_or_path", "architectures", "model_type", "auto_map", "transformers_version", "torch_dtype", "dtype",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "use_cache", "initializer_range",
+    "pretraining_tp", "tokenizer_class", "rope_theta", "rope_scaling", "rope_parameters", "rope_interleave",
+    "partial_rotary_factor", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+    "output_router_logits", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux", "router_jitter_noise",
+    "norm_topk_prob", "scoring_func", "routed_scaling_factor", "n_group", "topk_group", "ep_size",
+    "quantization_config", "use_mrope", "attention_dropout", "hidden_dropout", "return_dict",
+    "output_attentions", "output_hidden_states", "tie_encoder_decoder", "is_encoder_decoder",
+    "id2label", "label2id", "torchscript", "use_bfloat16", "bad_words_ids", "unsloth_fixed",
+    "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "_attn_implementation",
+    "routed_scaling_factor",
+})
+
+#: Keys the original Qwen3-MoE repositories carry and Hugging Face's Qwen3MoeConfig ignores (the model always has
+#: per-head q/k norms, no QKV bias and no shared expert): accepted when they say what the model does.
+_QWEN3_MOE_EXTRA = {"qkv_bias": False, "use_qk_norm": True, "shared_expert_intermediate_size": 0}
+
+_COMMON = frozenset({"num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                     "intermediate_size", "vocab_size", "max_position_embeddings", "rms_norm_eps", "hidden_act",
+                     "tie_word_embeddings", "head_dim", "attention_bias", "mlp_bias"})
+_MOE_QWEN = frozenset({"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
+                       "mlp_only_layers"})
+_DEEPSEEK = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                       "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+                       "first_k_dense_replace", "moe_layer_freq", "topk_method", "num_nextn_predict_layers"})
+
+_HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "num_nextn_predict_layers",
+                     "ssm_state_size", "mamba_head_dim", "mamba_num_heads", "n_groups", "expand", "conv_kernel",
+                     "use_conv_bias", "mamba_proj_bias", "mamba_hidden_act", "use_bias", "chunk_size",
+                     "residual_in_fp32", "mlp_hidden_act", "attention_head_dim", "layer_norm_epsilon", "norm_eps",
+                     "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+                     "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
+                     "time_step_min", "time_step_max", "time_step_floor", "time_step_limit", "time_step_rank",
+                     "rescale_prenorm_residual", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
+                     "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor"})
+
+_GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+                    "sliding_window_size", "cache_implementation"})
+
+#: Keys each architecture understands on top of the common ones.
+_KNOWN = {
+    "llama": _COMMON,
+    "mistral": _COMMON,
+    "mixtral": _COMMON | {"num_local_experts", "num_experts_per_tok"},
+    "qwen2": _COMMON,
+    "qwen2_moe": _COMMON | _MOE_QWEN | {"shared_expert_intermediate_size"},
+    "qwen3": _COMMON,
+    "qwen3_moe": _COMMON | _MOE_QWEN,
+    "deepseek_v2": _COMMON | _DEEPSEEK,
+    "deepseek_v3": _COMMON | _DEEPSEEK,
+    "kimi_k2": _COMMON | _DEEPSEEK,
+    "phi3": _COMMON | {"embd_pdrop", "resid_pdrop", "original_max_position_embeddings", "lm_head_bias", "full_attn_mod",
+                       "interpolate_factor"},
+    "mimo": _COMMON | {"num_nextn_predict_layers"},
+    "ernie4_5_moe": _COMMON | {"moe_num_experts", "moe_k", "moe_intermediate_size", "moe_num_shared_experts",
+                               "moe_layer_start_index", "moe_layer_interval", "moe_use_aux_free", "moe_capacity",
+                               "moe_gate", "use_bias", "moe_layer_end_index"},
+    "bailing_moe": _COMMON | {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",
+                              "moe_shared_expert_intermediate_size", "first_k_dense_replace", "use_bias",
+                              "use_qkv_bias", "use_qk_norm", "use_rmsnorm", "moe_router_enable_expert_bias",
+                              "router_dtype", "score_function", "embedding_dropout", "output_dropout",
+                              "num_nextn_predict_layers"},
+    "gpt_oss": _COMMON | {"num_local_experts", "num_experts_per_tok", "experts_per_token", "initial_context_length",
+                          "swiglu_limit"},
+    "qwen3_next": _COMMON | _MOE_QWEN | {"shared_expert_intermediate_size", "full_attention_interval",
+                                         "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
+                                         "linear_num_key_heads", "linear_num_value_heads"},
+    "nemotron_h": _COMMON | _HYBRID,
+    "llama4": _COMMON | {"attention_chunk_size", "intermediate_size_mlp", "interleave_moe_layer_step", "moe_layers",
+                         "num_local_experts", "num_experts_per_tok", "use_qk_norm", "no_rope_layers",
+                         "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
+                         "cache_implementation"},
+    "gemma2": _COMMON | _GEMMA,
+    "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
+}
+
+_GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
+              "gelu_pytorch_tanh": "geglu", "gelu_fast": "geglu"}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_MODEL_ORDER = {s.name: i for i, s in enumerate(section_specs("model"))}
+_MODEL_SPECS = {s.name: s for s in section_specs("model")}
+#: config.json key -> the model field it becomes (its bounds apply to the key), or the bound itself.
+_BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
+             "num_attention_heads": "num_attention_heads", "num_key_value_heads": "num_query_groups",
+             "head_dim": "kv_channels", "intermediate_size": "ffn_hidden_size", "vocab_size": "vocab_size",
+             "max_position_embeddings": "max_position_embeddings", "num_local_experts": "num_experts",
+             "num_experts": "num_experts", "n_routed_experts": "num_experts", "num_experts_per_tok": "moe_router_topk",
+             "moe_intermediate_size": "moe_ffn_hidden_size", "q_lora_rank": "q_lora_rank",
+             "shared_expert_intermediate_size": "moe_shared_expert_intermediate_size",
+             "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_head_dim", "qk_rope_head_dim": "qk_pos_emb_head_dim",
+             "v_head_dim": "v_head_dim", "num_nextn_predict_layers": "mtp_num_layers", "rms_norm_eps": "layernorm_epsilon",
+             "attention_dropout": "attention_dropout", "hidden_dropout": "hidden_dropout",
+             "decoder_sparse_step": MAX_LAYERS, "first_k_dense_replace": MAX_LAYERS, "moe_layer_freq": MAX_LAYERS,
+             "n_shared_experts": MAX_EXPERTS, "aux_loss_alpha": "moe_aux_loss_coeff",
+             "n_group": "moe_router_num_groups", "topk_group": "moe_router_group_topk"}
+#: Unknown keys named in the error; the rest are counted.
+_LISTED_KEYS = 20
+
+
+def _supported_list() -> str:
+    return "; ".join(f"{desc} ({mt}, {arch})" for mt, (arch, desc) in SUPPORTED.items())
+
+
+def read_hf_config(source) -> dict:
+    """The parsed ``config.json`` of a file, a model directory, a catalog Hub id or a dict (returned as is)."""
+    if isinstance(source, dict):
+        return source
+    if not isinstance(source, (str, os.PathLike)) or not isinstance(os.fspath(source), str):
+        raise ConfigError(Problem("hf", type(source).__name__,
+                                  "expected a config.json path, a model directory or a dict"))
+    from ..config.load import path_kind, read_text_file
+    path = Path(source)
+    kind = path_kind(path)
+    if kind is None:
+        text = clip(os.fspath(source))
+        if _HUB_ID.match(text) and not text.endswith(".json"):
+            from .hf_catalog import get         # a Hub id: the offline catalog's copy, never a download
+            return get(text).config()
+        raise ConfigError(Problem("hf", text, f"file not found: {text}"))
+    if kind == "dir":
+        path = path / "config.json"
+        if path_kind(path) != "file":
+            raise ConfigError(Problem("hf", os.fspath(source), f"directory {source} holds no config.json"))
+    try:
+        data = yamlio.load_json(read_text_file(path, "hf"))
+    except yamlio.YamlError as exc:
+        raise ConfigError(Problem("hf", clip(os.fspath(path)), f"invalid JSON in {clip(os.fspath(path))}: "
+                                  f"{exc}")) from None
+    if not isinstance(data, dict):
+        raise ConfigError(Problem("hf", os.fspath(path), "a config.json must hold a JSON object"))
+    return data
+
+
+def _model_type(hf: dict) -> str:
+    mt = hf.get("model_type")
+    archs = hf.get("architectures") or []
+    if mt is not None and not isinstance(mt, str):
+        raise ConfigError(Problem("config.json:model_type", mt, f"must be a name such as 'llama', got {show(mt)}"))
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(Problem("config.json:architectures", archs, "must be a list of class names such as "
+                                  f"['LlamaForCausalLM'], got {show(archs)}"))
+    if mt is None and archs:
+        mt = _ARCH_TO_TYPE.get(archs[0])
+    if mt in REFUSED:
+        raise UnsupportedError(f"{archs[0] if archs else mt} (model_type {mt}) is not supported: {REFUSED[mt]}. "
+                               f"Supported: {_supported_list()}.")
+    if mt not in SUPPORTED:
+        name = archs[0] if archs else (mt or "a config.json without model_type or architectures")
+        raise UnsupportedError(f"unknown architecture {show(name)} (model_type {show(mt)}). Supported: "
+                               f"{_supported_list()}.")
+    return mt
+
+
+class _Reader:
+    """Typed access to the keys of one config.json, with errors that name the key."""
+
+    def __init__(self, hf: dict, mt: str):
+        self.hf, self.mt = hf, mt
+
+    def get(self, key: str, default=None):
+        v = self.hf.get(key, default)
+        return default if v is None else v
+
+    @staticmethod
+    def bound(key: str):
+        b = _BOUND_OF.get(key)
+        return _MODEL_SPECS[b].max if isinstance(b, str) else b
+
+    def int(self, key: str, default=None, *, required: bool = True):
+        v = self.hf.get(key)
+        if v is None:
+            if default is not None or not required:
+                return default
+            raise ConfigError(Problem(f"config.json:{key}", None, f"is required for {self.mt} and missing"))
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a non-negative integer, got {show(v)}"))
+        top = self.bound(key)
+        if top is not None and v > top:
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be <= {top:,}, got {show(v)}"))
+        return v
+
+    def number(self, key: str, default: float | None) -> float | None:
+        """A finite number within the bounds of the field it becomes (true/false is not a number)."""
+        v = self.hf.get(key)
+        if v is None:
+            return default
+        spec = _MODEL_SPECS[_BOUND_OF[key]]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a finite number, got {show(v)}"))
+        if not spec.min <= v <= spec.max:
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be between {spec.min:g} and {spec.max:g}, "
+                                      f"got {show(v)}"))
+        return float(v)
+
+    def name(self, key: str, default: str) -> str:
+        v = self.hf.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str):
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a name (a string), got {show(v)}"))
+        return v
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        v = self.hf.get(key, default)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be true or false, got {show(v)}"))
+        return v
+
+
+def from_hf_config(source, *, strict: bool = True) -> dict:
+    """The ``model:`` section for a Hugging Face ``config.json`` (path, model directory, catalog Hub id or dict).
+
+    Raises :class:`UnsupportedError` for an unknown or refused architecture, for a value with no exact
+    Megatron-Core equivalent, and (with ``strict``) for any key not known to be harmless; raises
+    :class:`ConfigError` for a missing file, a Hub id not in the catalog, invalid JSON or a missing required key.
+    """
+    hf = read_hf_config(source)
+    mt = _model_type(hf)
+    if mt == "llama4":
+        hf = _llama4_text(hf, strict)
+    if mt == "qwen3_moe":
+        for key, means in _QWEN3_MOE_EXTRA.items():
+            if key in hf and hf[key] != means:
+                raise UnsupportedError(f"config.json:{key} = {hf[key]!r} for qwen3_moe: Hugging Face's Qwen3-MoE "
+                                       f"ignores the key and builds the model as if it were {means!r}, so the "
+                                       "checkpoint and this config.json disagree")
+    if strict:
+        unknown = sorted(show(k) if not isinstance(k, str) or len(k) > 64 else k for k in hf
+                         if k not in _KNOWN[mt] and k not in _INERT
+                         and not (mt == "qwen3_moe" and k in _QWEN3_MOE_EXTRA))
+        if unknown:
+            listed = ", ".join(unknown[:_LISTED_KEYS]) + (f" and {len(unknown) - _LISTED_KEYS:,} more"
+                                                         if len(unknown) > _LISTED_KEYS else "")
+            raise UnsupportedError(
+                f"config.json key(s) not understood for {mt}: {listed}. They may change "
+                f"the parameter count, so the import stops rather than guess (pass strict=False to ignore them). "
+                f"Supported architectures: {_supported_list()}.")
+    r = _Reader(hf, mt)
+    L = r.int("num_hidden_layers")
+    m: dict = {
+        "num_layers": L,
+        "hidden_size": r.int("hidden_size"),
+        "num_attention_heads": r.int("num_attention_heads"),
+        "vocab_size": r.int("vocab_size"),
+        "normalization": "RMSNorm",
+        "layernorm_epsilon": r.number("rms_norm_eps", 1e-6),
+        "position_embedding_type": "rope",
+        "untie_embeddings_and_output_weights": not r.flag("tie_word_embeddings", False),
+    }
+    act = r.name("hidden_act", "silu")
+    if act not in _GATED_ACT:
+        raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP takes "
+                               f"one of {', '.join(sorted(_GATED_ACT))}")
+    m["activation_func"], m["gated_linear_unit"] = _GATED_ACT[act], True
+    max_pos = r.int("max_position_embeddings", required=False)
+    if max_pos:
+        m["max_position_embeddings"] = max_pos
+    for key in ("attention_dropout", "hidden_dropout"):
+        p = r.number(key, 0.0)
+        if p > 0:
+            m[key] = p
+    if mt in _OWN_MAPPING:
+        _OWN_MAPPING[mt](r, m)
+    elif mt.startswith("deepseek") or mt == "kimi_k2":
+        _deepseek(r, m)
+    else:
+        _gqa(r, m)
+        if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
+            _moe(r, m)
+    return {k: m[k] for k in sorted(m, key=_MODEL_ORDER.__getitem__)}
+
+
+def _gqa(r: _Reader, m: dict) -> None:
+    """Standard attention (MHA/GQA) and the dense MLP of the Llama-style families."""
+    mt, hf = r.mt, r.hf
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if mt in ("qwen3", "qwen3_moe") and head_dim is None:
+        raise ConfigError(Problem("config.json:head_dim", None, f"is required for {mt}: Qwen3's head width is "
+                                  "128 even where hidden_size / num_attention_heads differs, so it must be stated"))
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    att_bias, mlp_bias = r.flag("attention_bias"), r.flag("mlp_bias")
+    if mt in ("qwen2", "qwen2_moe", "mimo"):
+        if mlp_bias or hf.get("attention_bias") is False:
+            raise UnsupportedError(f"{mt} always has biases on q, k and v only; this config.json sets "
+                                   f"attention_bias={hf.get('attention_bias')!r}, mlp_bias={mlp_bias!r}, which "
+                                   "does not describe that model")
+        m["add_qkv_bias"] = True
+    elif att_bias and mlp_bias and mt == "llama":
+        m["add_bias_linear"] = True
+    elif att_bias or mlp_bias:
+        what = "attention_bias (q, k, v and o projections)" if att_bias else "mlp_bias"
+        raise UnsupportedError(f"config.json:{what} = true for {mt} has no exact Megatron-Core equivalent: "
+                               "add_bias_linear puts biases on every linear layer, add_qkv_bias on q, k, v only")
+    if mt in ("qwen3", "qwen3_moe"):
+        m["qk_layernorm"] = True
+
+
+def _pattern_value(pattern: list[int]):
+    """A 0/1 MoE pattern as this schema writes it: omitted when every layer is MoE."""
+    return None if all(pattern) else pattern
+
+
+def _moe(r: _Reader, m: dict) -> None:
+    """Mixtral, Qwen2-MoE and Qwen3-MoE experts."""
+    mt, L = r.mt, m["num_layers"]
+    if mt == "mixtral":
+        m["num_experts"] = r.int("num_local_experts")
+        m["moe_ffn_hidden_size"] = m["ffn_hidden_size"]
+    else:
+        m["num_experts"] = r.int("num_experts")
+        m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    if mt in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
+        step = r.int("decoder_sparse_step", 1)
+        only = r.get("mlp_only_layers", [])
+        if not isinstance(only, list) or len(only) > L or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < L for i in only):
+            raise ConfigError(Problem("config.json:mlp_only_layers", only,
+                                      f"must be a list of layer indices in 0..{L - 1}"))
+        if step < 1:
+            raise ConfigError(Problem("config.json:decoder_sparse_step", step, "must be >= 1"))
+        dense = set(only)
+        pattern = [int(i not in dense and (i + 1) % step == 0) for i in range(L)]
+        if not any(pattern):
+            raise UnsupportedError(f"{mt} config.json makes no layer MoE (mlp_only_layers/decoder_sparse_step); "
+                                   "import it as its dense counterpart instead")
+        freq = _pattern_value(pattern)
+        if freq is not None:
+            m["moe_layer_freq"] = freq
+    if mt in ("qwen2_moe", "qwen3_next"):
+        shared = r.int("shared_expert_intermediate_size", 0)
+        if shared:
+            m["moe_shared_expert_intermediate_size"] = shared
+            m["moe_shared_expert_gate"] = True
+
+
+def _deepseek(r: _Reader, m: dict) -> None:
+    """DeepSeek-V2/V3 (and Moonlight): multi-latent attention, first-k-dense MoE, shared experts, MTP."""
+    mt, L = r.mt, m["num_layers"]
+    for key in ("attention_bias", "mlp_bias"):
+        if r.flag(key):
+            raise UnsupportedError(f"config.json:{key} = true for {mt}: biases on the MLA or MoE projections "
+                                   "have no Megatron-Core equivalent")
+    m["multi_latent_attention"] = True
+    m["qk_layernorm"] = True
+    q_lora = r.int("q_lora_rank", required=False)
+    if q_lora:
+        m["q_lora_rank"] = q_lora
+    m["kv_lora_rank"] = r.int("kv_lora_rank")
+    m["qk_head_dim"] = r.int("qk_nope_head_dim")
+    m["qk_pos_emb_head_dim"] = r.int("qk_rope_head_dim")
+    m["v_head_dim"] = r.int("v_head_dim")
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    experts = r.int("n_routed_experts", required=False)
+    if experts:
+        m["num_experts"] = experts
+        m["moe_router_topk"] = r.int("num_experts_per_tok")
+        fm = r.int("moe_intermediate_size")
+        m["moe_ffn_hidden_size"] = fm
+        shared = r.int("n_shared_experts", 0)
+        if shared:
+            m["moe_shared_expert_intermediate_size"] = shared * fm
+        first = r.int("first_k_dense_replace", 0)
+        freq = r.int("moe_layer_freq", 1)
+        if freq < 1:
+            raise ConfigError(Problem("config.json:moe_layer_freq", freq, "must be >= 1"))
+        pattern = [int(i >= first and i % freq == 0) for i in range(L)]
+        if not any(pattern):
+            raise UnsupportedError(f"{mt} config.json makes no layer MoE (first_k_dense_replace {first} >= "
+                                   f"num_hidden_layers {L})")
+        if _pattern_value(pattern) is not None:
+            m["moe_layer_freq"] = pattern
+        method = r.name("topk_method", "greedy")
+        if method == "noaux_tc":
+            m["moe_router_enable_expert_bias"] = True
+        elif method not in ("greedy", "group_limited_greedy"):
+            raise UnsupportedError(f"config.json:topk_method {show(method)} is not supported; known: greedy, "
+                                   "group_limited_greedy, noaux_tc (adds the e_score_correction_bias)")
+        _deepseek_router(r, m, method)
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def _deepseek_router(r: _Reader, m: dict, method: str) -> None:
+    """The router as Megatron-Bridge builds it from a DeepSeek config.json (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/conversion/model_bridge.py CONFIG_MAPPING: scoring_func, n_group, topk_group,
+    aux_loss_alpha; models/deepseek/deepseek_v2_bridge.py, deepseek_v3_bridge.py, models/kimi/kimi_bridge.py:
+    seq_aux_loss, and DeepSeek-V3's coefficient 1e-4 where its config.json has none)."""
+    fn = r.name("scoring_func", "softmax")
+    if fn not in ("softmax", "sigmoid"):
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} is not supported for {r.mt}; known: softmax, "
+                               "sigmoid")
+    if fn != "softmax":
+        m["moe_router_score_function"] = fn
+    groups, topk = r.int("n_group", required=False), r.int("topk_group", required=False)
+    if method in ("noaux_tc", "group_limited_greedy") and groups and groups > 1 and topk:
+        m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
+    coeff = r.number("aux_loss_alpha", 1e-4 if r.mt == "deepseek_v3" else None)
+    if coeff:
+        m["moe_router_load_balancing_type"] = "seq_aux_loss" if r.flag("seq_aux", True) else "aux_loss"
+        m["moe_aux_loss_coeff"] = coeff
+
+
+# ---------------------------------------------------------------------- architectures with their own mapping
+
+def _refuse_true(r: _Reader, *keys: str, why: str) -> None:
+    for key in keys:
+        if r.flag(key):
+            raise UnsupportedError(f"config.json:{key} = true for {r.mt}: {why}")
+
+
+def _positive_dropouts(r: _Reader, m: dict, *keys: str) -> None:
+    """Phi-3's embd_pdrop / resid_pdrop: dropout on the embedding and the residual branches, Megatron's
+    hidden_dropout (which it applies to both)."""
+    vals = {k: r.hf.get(k) or 0.0 for k in keys}
+    if any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in vals.values()):
+        raise ConfigError(Problem(f"config.json:{keys[0]}", vals, "dropout probabilities must be numbers"))
+    if len(set(vals.values())) > 1:
+        raise UnsupportedError(f"config.json:{', '.join(keys)} = {vals} for {r.mt}: Megatron applies one "
+                               "hidden_dropout to the embedding and the residual branches alike")
+    p = next(iter(vals.values()))
+    if p > 0:
+        m["hidden_dropout"] = float(p)
+
+
+def _phi3(r: _Reader, m: dict) -> None:
+    """Phi-3 / Phi-3.5 / Phi-4-mini: Llama's layers with fused qkv_proj and gate_up_proj (the same tensors, the same
+    count); embd_pdrop / resid_pdrop are the hidden dropout."""
+    _refuse_true(r, "lm_head_bias", why="a bias on the output layer has no Megatron-Core equivalent")
+    _gqa(r, m)
+    _positive_dropouts(r, m, "embd_pdrop", "resid_pdrop")
+
+
+def _mimo(r: _Reader, m: dict) -> None:
+    """MiMo: Qwen2's layers (bias on q, k, v) and num_nextn_predict_layers MTP layers, each a Qwen2 layer with
+    token/hidden norms, an input projection 2h x h and a final norm, as Megatron-Core's MTP layer."""
+    _gqa(r, m)
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def _ernie4_5_moe(r: _Reader, m: dict) -> None:
+    """ERNIE 4.5 MoE (Megatron-Bridge ernie_45_bridge): dense layers before moe_layer_start_index, MoE after,
+    moe_num_shared_experts shared experts of the expert width, aux-free expert bias (moe_use_aux_free)."""
+    _refuse_true(r, "use_bias", why="biases on every projection are not what ERNIE 4.5 MoE ships")
+    _gqa(r, m)
+    L = m["num_layers"]
+    m["num_experts"] = r.int("moe_num_experts")
+    m["moe_router_topk"] = r.int("moe_k")
+    fm = r.get("moe_intermediate_size")
+    if isinstance(fm, list) and fm and all(isinstance(x, int) and x == fm[0] for x in fm):
+        fm = fm[0]
+    if isinstance(fm, bool) or not isinstance(fm, int) or fm < 1:
+        raise ConfigError(Problem("config.json:moe_intermediate_size", fm, "must be a positive integer (or a list "
+                                  "of equal ones)"))
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("moe_num_shared_experts", 0)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+    start, step = r.int("moe_layer_start_index", 0), r.int("moe_layer_interval", 1)
+    end = r.int("moe_layer_end_index", L - 1)
+    if step != 1 or end != L - 1 or start >= L:
+        raise UnsupportedError(f"config.json:moe_layer_interval {step} / moe_layer_end_index {end} / "
+                               f"moe_layer_start_index {start}: only MoE layers from the start index to the last "
+                               "layer, every layer, are mapped (as Megatron-Bridge does)")
+    pattern = [int(i >= start) for i in range(L)]
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("moe_use_aux_free"):
+        m["moe_router_enable_expert_bias"] = True
+
+
+def _bailing_moe(r: _Reader, m: dict) -> None:
+    """Ling 2.0 / Bailing MoE V2 (Megatron-Bridge bailing_moe2_bridge): first_k_dense_replace dense layers, then
+    MoE with shared experts and a sigmoid router with expert bias, per-head q/k norms, MTP layers."""
+    _refuse_true(r, "use_bias", why="biases on every projection have no Megatron-Core equivalent here")
+    if r.hf.get("use_rmsnorm") is False:
+        raise UnsupportedError("config.json:use_rmsnorm = false for bailing_moe: only RMSNorm is mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    if r.flag("use_qkv_bias"):
+        m["add_qkv_bias"] = True
+    if r.flag("use_qk_norm"):
+        m["qk_layernorm"] = True
+    L = m["num_layers"]
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("moe_shared_expert_intermediate_size", required=False)
+    if shared is None:
+        shared = r.int("num_shared_experts", 0) * fm
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared
+    first = r.int("first_k_dense_replace", 0)
+    pattern = [int(i >= first) for i in range(L)]
+    if not any(pattern):
+        raise UnsupportedError(f"bailing_moe config.json makes no layer MoE (first_k_dense_replace {first})")
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("moe_router_enable_expert_bias"):
+        m["moe_router_enable_expert_bias"] = True
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def _gpt_oss(r: _Reader, m: dict) -> None:
+    """gpt-oss (Megatron-Bridge gpt_oss_bridge): every layer MoE with num_local_experts experts of width
+    intermediate_size, biases on q/k/v/o, on every expert projection and on the router (add_bias_linear), learned
+    attention sinks (softmax_type learnable), quick-GeGLU experts (quick_gelu, gated; swiglu_limit is a clamp),
+    YaRN positions (no parameters). Sliding-window layers (layer_types) change no tensor's size."""
+    hf = r.hf
+    if hf.get("attention_bias") is not True:
+        raise UnsupportedError("config.json:attention_bias must be true for gpt_oss: Megatron-Core's add_bias_linear "
+                               "puts biases on q, k, v and o as gpt-oss has them; without them there is no exact "
+                               "mapping")
+    _refuse_true(r, "mlp_bias", why="gpt-oss's experts always have biases; the key has no meaning here")
+    if r.get("hidden_act", "silu") != "silu":
+        raise UnsupportedError(f"config.json:hidden_act {hf.get('hidden_act')!r} for gpt_oss: only its "
+                               "quick-GeGLU experts (hidden_act silu) are mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    fm = r.int("intermediate_size")
+    m["ffn_hidden_size"] = fm
+    m["add_bias_linear"] = True
+    m["softmax_type"] = "learnable"
+    m["activation_func"], m["gated_linear_unit"] = "quick_gelu", True
+    m["num_experts"] = r.int("num_local_experts")
+    k = r.int("num_experts_per_tok", required=False)
+    m["moe_router_topk"] = k if k is not None else r.int("experts_per_token")
+    m["moe_ffn_hidden_size"] = fm
+    scaling = hf.get("rope_scaling")
+    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+        m["position_embedding_type"] = "yarn"
+
+
+def _qwen3_next(r: _Reader, m: dict) -> None:
+    """Qwen3-Next (Megatron-Bridge qwen3_next_bridge): gated delta net layers with a full gated-attention layer every
+    full_attention_interval layers (experimental_attention_variant gdn, linear_attention_freq), per-head q/k norms,
+    the attention output gate, and Qwen MoE layers with a gated shared expert. The checkpoint's MTP layer
+    (mtp.* tensors) is not in config.json and Hugging Face does not load it; it is left out here too."""
+    _gqa(r, m)
+    m["qk_layernorm"] = True
+    m["attention_output_gate"] = True
+    m["experimental_attention_variant"] = "gdn"
+    freq = r.int("full_attention_interval")
+    if freq < 1:
+        raise ConfigError(Problem("config.json:full_attention_interval", freq, "must be >= 1"))
+    m["linear_attention_freq"] = freq
+    for key in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                "linear_num_value_heads"):
+        m[key] = r.int(key)
+    _moe(r, m)
+
+
+_RELU2 = {"relu2": ("squared_relu", False)}
+
+
+def _nemotron_h(r: _Reader, m: dict) -> None:
+    """Nemotron-H / Nemotron 3 (Megatron-Bridge nemotron_h_bridge, HybridModel): hybrid_override_pattern is the
+    layer pattern (M Mamba-2, * attention, - MLP, E MoE); mtp_hybrid_override_pattern repeated
+    num_nextn_predict_layers times its MTP layers. Mamba-2: ssm_state_size, mamba_head_dim, mamba_num_heads (or
+    expand x hidden_size / mamba_head_dim), n_groups; Megatron-Core's MambaMixer fixes the convolution width at 4
+    with a bias and no projection biases. MLP and experts: squared ReLU (relu2), not gated. MoE: sigmoid router
+    with expert bias, moe_shared_expert_intermediate_size, moe_latent_size. No position embedding."""
+    hf, a = r.hf, m["num_attention_heads"]
+    pattern = hf.get("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        raise ConfigError(Problem("config.json:hybrid_override_pattern", pattern, "is required for nemotron_h: "
+                                  "one symbol per layer (M, *, -, E)"))
+    depths = r.int("num_nextn_predict_layers", 0)
+    if depths:
+        mtp = hf.get("mtp_hybrid_override_pattern")
+        if not isinstance(mtp, str) or not mtp:
+            raise ConfigError(Problem("config.json:mtp_hybrid_override_pattern", mtp, "is required with "
+                                      "num_nextn_predict_layers > 0 (the layers of one MTP depth)"))
+        if hf.get("mtp_use_repeated_layer", True) is not False:
+            raise UnsupportedError("config.json:mtp_use_repeated_layer (true by default with MTP layers): one MTP "
+                                   "layer applied repeatedly (Megatron-Core's mtp_use_repeated_layer) is not "
+                                   "modelled")
+        pattern = pattern + "/" + "/".join([mtp] * depths)
+    from ..config.hybrid_pattern import parse, pattern_problems
+    bad = pattern_problems(pattern)
+    if bad:
+        raise UnsupportedError(f"config.json:hybrid_override_pattern {pattern!r}: {'; '.join(bad)}")
+    if len(parse(pattern).layers) != m["num_layers"]:
+        raise ConfigError(Problem("config.json:num_hidden_layers", m["num_layers"], "must equal the length of "
+                                  f"hybrid_override_pattern ({len(parse(pattern).layers)})"))
+    m["hybrid_layer_pattern"] = pattern
+    for key, why in (("use_bias", "biases on the Mamba projections"), ("mamba_proj_bias", "biases on the Mamba "
+                     "projections"), ("attention_bias", "attention biases"), ("mlp_bias", "MLP biases"),
+                     ("residual_in_fp32", "an fp32 residual stream")):
+        _refuse_true(r, key, why=f"{why} are not modelled (Megatron-Core's MambaMixer has none)"
+                     if "Mamba" in why else f"{why} are not modelled")
+    if hf.get("use_conv_bias") is False:
+        raise UnsupportedError("config.json:use_conv_bias = false for nemotron_h: Megatron-Core's MambaMixer always "
+                               "has a convolution bias")
+    if r.int("conv_kernel", 4) != 4:
+        raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for nemotron_h: Megatron-Core's "
+                               "MambaMixer fixes the convolution width at 4")
+    if r.get("mamba_hidden_act", "silu") not in ("silu", "swish"):
+        raise UnsupportedError(f"config.json:mamba_hidden_act {hf.get('mamba_hidden_act')!r}: MambaMixer uses silu")
+    act = r.get("mlp_hidden_act", "relu2")
+    if act not in _RELU2:
+        raise UnsupportedError(f"config.json:mlp_hidden_act {act!r} for nemotron_h: only relu2 (squared ReLU) is "
+                               "mapped")
+    m["activation_func"], m["gated_linear_unit"] = _RELU2[act]
+    m["num_query_groups"] = r.int("num_key_value_heads", a)
+    head_dim = r.int("head_dim", required=False) or r.int("attention_head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    eps = next((hf[k] for k in ("layer_norm_epsilon", "norm_eps", "rms_norm_eps") if hf.get(k) is not None), 1e-5)
+    m["layernorm_epsilon"] = float(eps)
+    m["position_embedding_type"] = "none"
+    m["mamba_state_dim"] = r.int("ssm_state_size")
+    m["mamba_head_dim"] = r.int("mamba_head_dim")
+    m["mamba_num_groups"] = r.int("n_groups")
+    heads = r.int("mamba_num_heads", required=False)
+    if heads is None:
+        expand = r.int("expand", 2)
+        heads = expand * m["hidden_size"] // m["mamba_head_dim"]
+    m["mamba_num_heads"] = heads
+    if "E" in pattern:
+        m["num_experts"] = r.int("n_routed_experts")
+        m["moe_router_topk"] = r.int("num_experts_per_tok")
+        fm = r.int("moe_intermediate_size")
+        m["moe_ffn_hidden_size"] = fm
+        shared = r.int("moe_shared_expert_intermediate_size", required=False)
+        if shared is None:
+            shared = r.int("n_shared_experts", 0) * fm
+        if shared:
+            m["moe_shared_expert_intermediate_size"] = shared
+        m["moe_router_enable_expert_bias"] = True      # NemotronH's router keeps an e_score_correction_bias
+        latent = r.int("moe_latent_size", required=False)
+        if latent:
+            m["moe_latent_size"] = latent
+
+
+def _gemma(r: _Reader, m: dict) -> None:
+    """Gemma 2 and Gemma 3 text (Megatron-Bridge gemma2_provider / gemma3_provider): GeGLU (tanh GELU) MLPs, a
+    post-attention and a post-feedforward norm in every layer (post_layernorm), tied embeddings unless
+    tie_word_embeddings says otherwise (Hugging Face's default for Gemma is true), Gemma 3's per-head q/k norms,
+    Gemma 2's final logit soft-capping. The embedding's sqrt(h) scaling, the zero-centred norms, sliding-window
+    layers and query_pre_attn_scalar change no tensor's size. Gemma 2's attention soft-capping runs in
+    Megatron-Bridge's FlexAttention core attention, taken here as a fused kernel (no s x s scores kept)."""
+    hf = r.hf
+    _gqa(r, m)
+    act = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+    if act not in _GATED_ACT or _GATED_ACT[act] != "geglu":
+        raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU "
+                               "(gelu_pytorch_tanh)")
+    m["activation_func"], m["gated_linear_unit"] = "geglu", True
+    m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
+    m["post_layernorm"] = True
+    if r.mt == "gemma3_text":
+        m["qk_layernorm"] = True
+        if r.flag("use_bidirectional_attention"):
+            raise UnsupportedError("config.json:use_bidirectional_attention = true: an encoder, not a causal model")
+    cap = hf.get("final_logit_softcapping")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+            raise ConfigError(Problem("config.json:final_logit_softcapping", cap, "must be a positive number or null"))
+        m["final_logit_softcapping"] = float(cap)
+
+
+#: Keys of Llama4ForConditionalGeneration's config.json around its text_config (the vision tower is not counted).
+_LLAMA4_TOP = frozenset({"text_config", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
+                         "image_processor_config", "tie_word_embeddings"})
+
+
+def _llama4_text(hf: dict, strict: bool) -> dict:
+    """The text model's keys of a Llama 4 config.json (its text_config); the vision encoder and projector are
+    left out, as the estimate covers the language model only."""
+    text = hf.get("text_config")
+    if not isinstance(text, dict):
+        raise ConfigError(Problem("config.json:text_config", text, "is required for llama4 (the language model)"))
+    if strict:
+        unknown = [k for k in hf if k not in _LLAMA4_TOP and k not in _INERT]
+        if unknown:
+            raise UnsupportedError(f"config.json key(s) not understood for llama4: {', '.join(sorted(unknown))}")
+    out = dict(text)
+    out["model_type"] = "llama4"
+    if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
+        out["tie_word_embeddings"] = hf["tie_word_embeddings"]
+    return out
+
+
+def _llama4(r: _Reader, m: dict) -> None:
+    """Llama 4's language model (text_config): dense layers of width intermediate_size_mlp and MoE layers every
+    interleave_moe_layer_step layers (Hugging Face: layer i is MoE when (i + 1) % step == 0, or the moe_layers
+    list), num_local_experts experts of width intermediate_size with top-k routing and one shared expert of the
+    same width, and with use_qk_norm the parameter-free L2 norm of queries and keys (Megatron-Core's
+    qk_l2_norm; Hugging Face skips it in the no-RoPE layers, Megatron-Core applies it in every layer). Chunked
+    attention (attention_chunk_size) and the no-RoPE layers change no tensor's size."""
+    _gqa(r, m)
+    L = m["num_layers"]
+    m["ffn_hidden_size"] = r.int("intermediate_size_mlp")
+    fm = r.int("intermediate_size")
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    m["moe_shared_expert_intermediate_size"] = fm
+    layers = r.hf.get("moe_layers")
+    if layers is None:
+        step = r.int("interleave_moe_layer_step", 1)
+        if step < 1:
+            raise ConfigError(Problem("config.json:interleave_moe_layer_step", step, "must be >= 1"))
+        layers = list(range(step - 1, L, step))
+    if not isinstance(layers, list) or not all(isinstance(i, int) and 0 <= i < L for i in layers) or not layers:
+        raise ConfigError(Problem("config.json:moe_layers", layers, f"must be a non-empty list of layer indices in "
+                                  f"0..{L - 1}"))
+    pattern = [int(i in layers) for i in range(L)]
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("use_qk_norm"):
+        m["qk_l2_norm"] = True
+
+
+#: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
+_OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
+                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
+                "gemma3_text": _gemma, "llama4": _llama4}

@@ -1,0 +1,693 @@
+"""Megatron-LM ``pretrain_gpt.py`` arguments, both ways.
+
+:func:`parse_megatron_args` reads the flags of a launch command (a shell text with ``\\`` line breaks,
+or a token list; anything before the ``*.py`` script, such as ``torchrun`` and its options, is skipped)
+and returns a configuration dict that means what Megatron-LM would run. Flags are matched through the
+schema's :attr:`~estimator.config.schema.FieldSpec.flag` (one source of truth) plus a small table of special
+cases; where a flag is absent, Megatron-LM's own default applies, not this project's (GeLU without
+gating, biases on, learned absolute positions, LayerNorm, dropout 0.1, fp32 weights, no distributed
+optimizer, ...). Megatron-LM's derived values are applied as ``megatron/training/arguments.py`` does
+(SwiGLU's ffn_hidden_size = int(8h/3/64)*64, sequence parallelism
+off at TP 1, ``--num-query-groups`` only with ``--group-query-attention``).
+
+Flags without effect on memory (learning rate, data paths, logging, ...) and unknown flags are
+returned in a list of ignored flags. Flags that change memory in ways the estimator does not model
+(FSDP, CPU offloading, ...) raise :class:`~estimator.config.errors.UnsupportedError`.
+The world size is not a Megatron flag: pass ``world_size`` (the CLI's ``--num-gpus``).
+
+:func:`to_megatron_args` (from :mod:`estimator.formats.megatron_export`) writes a configuration back as flags, ready to
+paste into a launch script.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import shlex
+from typing import NamedTuple
+
+from ..config.errors import ConfigError, Problem, UnsupportedError
+from ..config.schema import field_specs
+from ..model.layers.router import AUX_TYPES
+from .megatron_catalog import ARGUMENTS, REVISION
+from .megatron_export import CP_TYPES as _CP_TYPES, pattern_expression, to_megatron_args
+from .megatron_flag_classes import classify
+
+__all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "grouped_no_effect",
+           "parse_megatron_args", "pattern_expression", "read_megatron_args", "to_megatron_args"]
+
+#: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
+_SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
+                   "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
+                   "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
+                   "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader",
+                   "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules",
+                   "model.linear_attention_freq", "model.moe_router_load_balancing_type",
+                   "model.moe_aux_loss_coeff"}
+_BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
+
+#: Option string -> argument destination, for every argument Megatron-LM defines.
+_DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag in flags}
+
+#: Destinations read by the special cases below (besides the schema's plain flags in _BY_FLAG).
+_SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "fp16", "bf16", "fp8",
+                  "group_query_attention", "num_query_groups", "moe_layer_freq", "tokenizer_type",
+                  "gradient_accumulation_fusion", "use_flash_attn", "recompute_activations", "moe_layer_recompute",
+                  "grad_reduce_in_bf16", "use_rotary_position_embeddings", "add_position_embedding", "cp_comm_type",
+                  "num_layers_per_virtual_pipeline_stage", "padded_vocab_size", "encoder_seq_length", "optimizer",
+                  "moe_token_dispatcher_type", "torch_fsdp2_reshard_after_forward",
+                  "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
+                  "external_cuda_graph", "moe_enable_deepep", "use_layer_wise_param_layout", "moe_deepep_num_sms",
+                  "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
+                  "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
+                  "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
+                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv"}
+
+#: Destinations the importer turns into configuration fields.
+HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
+
+#: Values of accepted arguments that change memory in ways not modelled: dest -> (allowed values, reason).
+REFUSED_VALUES = {
+    "optimizer": (("adam", "sgd", "muon", "dist_muon"), "the states of Lion, SOAP and adaptive Muon are not "
+                  "modelled (adam, sgd, muon and dist_muon are)"),
+    "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
+                                    "hybridep are)"),
+    "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
+    "experimental_attention_variant": (("gdn", "gated_delta_net"), "only the gated delta net (gdn) is modelled; "
+                                       "gdn2 and DeepSeek sparse attention (dsa) are not"),
+}
+
+#: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
+_MEGATRON_MODEL_DEFAULTS = {"activation_func": "gelu", "gated_linear_unit": False, "add_bias_linear": True,
+                            "position_embedding_type": "learned_absolute", "normalization": "LayerNorm",
+                            "hidden_dropout": 0.1, "attention_dropout": 0.1, "moe_grouped_gemm": False}
+_MEGATRON_MLA_DEFAULTS = {"kv_lora_rank": 32, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
+
+_MAX_PATTERN = 100_000
+
+
+def eval_pattern(text: str, flag: str):
+    """Megatron's ``moe_freq_type``: an int, or a list expression like ``([0]*3+[1]*58)``, evaluated safely."""
+    s = text.strip()
+    if "[" not in s:
+        try:
+            return int(s)
+        except ValueError:
+            raise ConfigError(Problem(flag, text, "expected an integer or a list expression such as "
+                                      "([0]*3+[1]*58)")) from None
+    try:
+        node = ast.parse(s, mode="eval").body
+    except SyntaxError:
+        raise ConfigError(Problem(flag, text, "not a valid list expression (e.g. ([0]*3+[1]*58))")) from None
+
+    def ev(n):
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            return n.value
+        if isinstance(n, ast.List):
+            return [ev(e) for e in n.elts]
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult)):
+            a, b = ev(n.left), ev(n.right)
+            if isinstance(n.op, ast.Add) and isinstance(a, list) and isinstance(b, list):
+                out = a + b
+            elif isinstance(n.op, ast.Mult) and isinstance(a, list) and isinstance(b, int):
+                out = a * b if len(a) * b <= _MAX_PATTERN else None
+            elif isinstance(n.op, ast.Mult) and isinstance(a, int) and isinstance(b, list):
+                out = b * a if len(b) * a <= _MAX_PATTERN else None
+            else:
+                out = None
+            if out is not None and len(out) <= _MAX_PATTERN:
+                return out
+        raise ConfigError(Problem(flag, text, "only lists of 0/1, + and * are allowed (e.g. ([0]*3+[1]*58))"))
+
+    value = ev(node)
+    if not isinstance(value, list) or not all(isinstance(x, int) and x in (0, 1) for x in value):
+        what = "0 (full attention) and 1 (linear attention)" if "linear" in flag else "0 (dense) and 1 (MoE)"
+        raise ConfigError(Problem(flag, text, f"the expression must give a list of {what}"))
+    return value
+
+
+def _tokens(args) -> list[str]:
+    if isinstance(args, str):
+        try:
+            toks = shlex.split(args.replace("\\\r\n", " ").replace("\\\n", " "), comments=True)
+        except ValueError as exc:
+            raise ConfigError(Problem("megatron_args", None, f"cannot split the command line: {exc}")) from None
+    elif isinstance(args, (list, tuple)) and all(isinstance(t, str) for t in args):
+        toks = list(args)
+    else:
+        raise ConfigError(Problem("megatron_args", type(args).__name__, "expected a command line or a list of "
+                                  "strings"))
+    script = next((i for i, t in enumerate(toks) if t.endswith(".py") and not t.startswith("-")), None)
+    return toks[script + 1:] if script is not None else toks
+
+
+def _split(toks: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """(flag, values) pairs in order, and stray positional tokens."""
+    out: list[tuple[str, list[str]]] = []
+    stray: list[str] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        i += 1
+        if not t.startswith("--"):
+            stray.append(t)
+            continue
+        if "=" in t:
+            name, value = t.split("=", 1)
+            out.append((name, [value]))
+            continue
+        values = []
+        while i < len(toks) and not toks[i].startswith("--"):
+            values.append(toks[i])
+            i += 1
+        out.append((t, values))
+    return out, stray
+
+
+def _one(flag: str, values: list[str]) -> str:
+    if len(values) != 1:
+        raise ConfigError(Problem(flag, " ".join(values) or None, f"{flag} takes exactly one value, got "
+                                  f"{len(values)}"))
+    v = values[0]
+    if "$" in v:
+        raise ConfigError(Problem(flag, v, f"'{v}' is an unexpanded shell variable; paste the command with "
+                                  "the values filled in"))
+    return v
+
+
+#: Flags whose argparse ``choices`` in Megatron-LM @ d98e8a64 ``arguments.py`` are narrower than the schema field's
+#: (the field also takes what Megatron-Bridge sets through its config object, e.g. Muon's ``highest``).
+_ARGPARSE_CHOICES = {"--muon-fp32-matmul-prec": ("low", "medium", "high")}
+
+
+def _convert(spec, flag: str, values: list[str]):
+    if spec.type == "bool":
+        if values:
+            raise ConfigError(Problem(flag, " ".join(values), f"{flag} is a switch and takes no value"))
+        return True
+    if spec.type == "str_list":
+        if not values:
+            raise ConfigError(Problem(flag, None, f"{flag} needs at least one value"))
+        return list(values)
+    v = _one(flag, values)
+    allowed = _ARGPARSE_CHOICES.get(flag)
+    if allowed and v not in allowed:
+        raise ConfigError(Problem(flag, v, f"{flag} must be one of {', '.join(allowed)} (Megatron-LM's arguments.py), "
+                                  f"got {v!r}"))
+    try:
+        if spec.type == "int":
+            return int(v)
+        if spec.type == "float":
+            return float(v)
+    except ValueError:
+        raise ConfigError(Problem(flag, v, f"{flag} needs {'an integer' if spec.type == 'int' else 'a number'}, "
+                                  f"got {v!r}")) from None
+    return v
+
+
+class MegatronImport(NamedTuple):
+    """What a launch command means for the estimate."""
+
+    config: dict                          # the configuration, Megatron-LM's defaults applied
+    no_effect: tuple                      # (flag as given, why it does not change memory), in order
+    notes: tuple                          # what Megatron-LM itself changes or ignores, one line each
+
+
+class RefusedFlagsError(UnsupportedError):
+    """Flags whose memory effect is not modelled; ``refused`` holds (flag as given, reason) pairs."""
+
+    def __init__(self, refused: list[tuple[str, str]]):
+        self.refused = tuple(refused)
+        lines = "\n".join(f"  - {flag}: {why}" for flag, why in refused)
+        super().__init__(f"not modelled, so no estimate (remove these flags to estimate without them):\n{lines}")
+
+    def to_problems(self) -> list[Problem]:
+        return [Problem(flag.split()[0], " ".join(flag.split()[1:]) or None, why) for flag, why in self.refused]
+
+
+def _is_default(dest: str, values: list[str]) -> bool:
+    """Whether the values given equal Megatron-LM's default for the argument (a refused flag is harmless then)."""
+    _, arity, default = ARGUMENTS[dest]
+    if arity == 0 or default is None:
+        return False
+    given = values if isinstance(default, tuple) else values[:1] if len(values) == 1 else None
+    want = list(default) if isinstance(default, tuple) else [default]
+    if given is None or len(given) != len(want):
+        return False
+    for g, w in zip(given, want):
+        if isinstance(w, bool) or isinstance(w, str):
+            if str(w) != g:
+                return False
+        else:
+            try:
+                if float(g) != float(w):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+#: Router fields read from plain flags, dropped (with a note) for a dense model.
+_ROUTER_FIELDS = ("moe_router_score_function", "moe_router_pre_softmax", "moe_router_num_groups",
+                  "moe_router_group_topk", "moe_z_loss_coeff", "moe_router_fusion",
+                  "moe_permute_fusion")
+
+#: Load balancing types of ``--moe-router-load-balancing-type`` (arguments.py): the schema's, and the
+#: quantile-balancing router it refuses.
+_BALANCING = (*next(s.choices for s in field_specs() if s.path == "model.moe_router_load_balancing_type"),
+              "quantile_balancing")
+
+
+def _load_balancing(raw: dict, m: dict, notes: list) -> None:
+    """``--moe-router-load-balancing-type`` and ``--moe-aux-loss-coeff`` (both nargs='+', paired by position).
+
+    What the router keeps depends only on whether it runs Sinkhorn and whether some aux-loss type has a
+    positive coefficient (router.py ``is_aux_loss_enabled``); a list of types is kept as its first aux-loss type
+    with a positive coefficient (or ``none``), with a note."""
+    flag_t, flag_c = "--moe-router-load-balancing-type", "--moe-aux-loss-coeff"
+    types = raw.get("moe_router_load_balancing_type", ["aux_loss"])
+    coeffs = []
+    for v in raw.get("moe_aux_loss_coeff", ["0.0"]):
+        try:
+            coeffs.append(float(v))
+        except ValueError:
+            raise ConfigError(Problem(flag_c, v, f"{flag_c} needs a number, got {v!r}")) from None
+    for t in types:
+        if t not in _BALANCING:
+            raise ConfigError(Problem(flag_t, t, f"{flag_t} must be one of {', '.join(_BALANCING)}, got {t!r}"))
+    if "quantile_balancing" in types:
+        raise RefusedFlagsError([(f"{flag_t} {' '.join(types)}", "the quantile-balancing router is not modelled")])
+    if len(types) == 1:
+        if len(coeffs) != 1:
+            raise ConfigError(Problem(flag_c, " ".join(map(str, coeffs)), f"{flag_c} takes one value for one "
+                                      f"load balancing type, got {len(coeffs)}"))
+        m["moe_router_load_balancing_type"], m["moe_aux_loss_coeff"] = types[0], coeffs[0]
+        return
+    if len(coeffs) != len(types):
+        raise ConfigError(Problem(flag_c, " ".join(map(str, coeffs)), f"{flag_c} needs one value per load "
+                                  f"balancing type ({len(types)}), got {len(coeffs)}"))
+    if "sinkhorn" in types:
+        raise ConfigError(Problem(flag_t, " ".join(types), "sinkhorn cannot be combined with other types"))
+    on = [(t, c) for t, c in zip(types, coeffs) if t in AUX_TYPES and c > 0]
+    m["moe_router_load_balancing_type"], m["moe_aux_loss_coeff"] = on[0] if on else ("none", 0.0)
+    notes.append(f"{flag_t} {' '.join(types)}: the router keeps the same scores for every aux-loss type; "
+                 f"estimated as {m['moe_router_load_balancing_type']}")
+
+
+def _check_arity(flag: str, dest: str, values: list[str]) -> None:
+    arity = ARGUMENTS[dest][1]
+    if arity == 0 and values:
+        raise ConfigError(Problem(flag, " ".join(values), f"{flag} is a switch and takes no value"))
+    if (arity == 1 and len(values) != 1) or (arity == "+" and not values) or (arity == "?" and len(values) > 1):
+        want = {1: "exactly one value", "+": "at least one value", "?": "at most one value"}[arity]
+        raise ConfigError(Problem(flag, " ".join(values) or None, f"{flag} takes {want}, got {len(values)}"))
+
+
+def _unknown(flag: str) -> Problem:
+    close = difflib.get_close_matches(flag, list(_DEST), n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return Problem(flag, None, f"{flag} is not an argument of Megatron-LM's arguments.py (revision "
+                   f"{REVISION[:12]}){hint}")
+
+
+def _int(flag: str, values: list[str]) -> int:
+    v = _one(flag, values)
+    try:
+        return int(v)
+    except ValueError:
+        raise ConfigError(Problem(flag, v, f"{flag} needs an integer, got {v!r}")) from None
+
+
+def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -> MegatronImport:
+    """The configuration of a ``pretrain_gpt.py`` launch, with what each flag means for memory.
+
+    ``args`` is the command text or a token list. ``world_size`` (the number of GPUs) is added to the
+    training section when given; Megatron has no flag for it. ``read_file(path)`` gives the text of a file a flag
+    names (``--tp-comm-overlap-cfg``), or None where it is not available; without it no file is read and such a
+    flag is refused (the CLI reads the local file). Every flag is looked up in the catalogue of
+    Megatron-LM's arguments (:mod:`estimator.formats.megatron_catalog`) and its classification
+    (:mod:`estimator.formats.megatron_flag_classes`). Raises :class:`ConfigError` for a flag Megatron-LM does not
+    define (with the closest known flags) or a bad value, and :class:`RefusedFlagsError` naming every flag
+    whose memory effect is not modelled.
+    """
+    pairs, stray = _split(_tokens(args))
+    if stray:
+        raise ConfigError([Problem("megatron_args", t, f"{t!r} is not a flag (and follows no flag that takes a "
+                                   "value)") for t in stray])
+    unknown = [_unknown(flag) for flag, _ in pairs if flag not in _DEST]
+    if unknown:
+        raise ConfigError(unknown)
+    sec: dict[str, dict] = {"model": {}, "parallelism": {}, "training": {}, "precision": {}}
+    no_effect: list[tuple[str, str]] = []
+    notes: list[str] = []
+    refused: list[tuple[str, str]] = []
+    raw: dict[str, list[str]] = {}
+    for flag, values in pairs:
+        dest = _DEST[flag]
+        _check_arity(flag, dest, values)
+        text = " ".join([flag, *values])
+        kind, why = classify(dest) or ("refused", "not classified")
+        allowed = REFUSED_VALUES.get(dest)
+        if allowed and values and values[0] not in allowed[0]:
+            refused.append((text, allowed[1]))
+            continue
+        if kind == "refused":
+            if _is_default(dest, values) or (dest == "microbatch_group_size_per_vp_stage"
+                                              and values == raw.get("pipeline_model_parallel_size", ["1"])):
+                notes.append(f"{text}: Megatron-LM's default, no change")
+            else:
+                refused.append((text, why))
+            continue
+        if dest not in HANDLED:
+            no_effect.append((text, why))
+            continue
+        spec = _BY_FLAG.get(flag)
+        if spec is not None:
+            sec[spec.section][spec.name] = _convert(spec, flag, values)
+        raw[dest] = values
+    if refused:
+        raise RefusedFlagsError(refused)
+    m, par, tr, pr = sec["model"], sec["parallelism"], sec["training"], sec["precision"]
+
+    # Activation, biases, positions (Megatron's defaults where no flag says otherwise).
+    acts = [d for d in ("swiglu", "squared_relu", "quick_geglu") if d in raw]
+    if len(acts) > 1:
+        raise ConfigError(Problem("--" + acts[1].replace("_", "-"), None, "--swiglu, --squared-relu and "
+                                  "--quick-geglu exclude each other"))
+    if "swiglu" in raw:
+        m["activation_func"], m["gated_linear_unit"] = "swiglu", True
+    elif "squared_relu" in raw:
+        m["activation_func"], m["gated_linear_unit"] = "squared_relu", False
+    elif "quick_geglu" in raw:
+        m["activation_func"], m["gated_linear_unit"] = "quick_gelu", True   # argument_utils.py: gated quick_gelu
+    if "add_bias_linear" in raw:
+        m["add_bias_linear"] = False
+    if "use_rotary_position_embeddings" in raw:
+        m["position_embedding_type"] = "rope"
+    for k, v in _MEGATRON_MODEL_DEFAULTS.items():
+        m.setdefault(k, v)
+    if "add_position_embedding" in raw and m["position_embedding_type"] != "rope":
+        raise ConfigError(Problem("--no-position-embedding", None, "Megatron-LM accepts --no-position-embedding "
+                                  "only with --position-embedding-type rope"))
+    if "group_query_attention" in raw:   # Megatron-LM's --num-query-groups defaults to 1 (multi-query)
+        m["num_query_groups"] = _int("--num-query-groups", raw["num_query_groups"]) if "num_query_groups" in raw else 1
+    elif "num_query_groups" in raw:
+        notes.append("--num-query-groups: Megatron-LM ignores it without --group-query-attention")
+    if "moe_layer_freq" in raw:
+        m["moe_layer_freq"] = eval_pattern(_one("--moe-layer-freq", raw["moe_layer_freq"]), "--moe-layer-freq")
+    _hybrid_and_linear_attention(raw, m, notes)
+    if "ffn_hidden_size" not in m and "hidden_size" in m and m.get("activation_func") == "swiglu":
+        m["ffn_hidden_size"] = int((4 * m["hidden_size"] * 2 / 3) / 64) * 64
+    if m.get("multi_latent_attention"):
+        for k, v in _MEGATRON_MLA_DEFAULTS.items():
+            m.setdefault(k, v)
+    if m.get("num_experts"):
+        m["moe_token_dispatcher_type"] = _one("--moe-token-dispatcher-type", raw["moe_token_dispatcher_type"]) \
+            if "moe_token_dispatcher_type" in raw else "allgather"
+        if "moe_enable_deepep" in raw:   # deprecated: TransformerConfig turns it into flex + deepep
+            m["moe_token_dispatcher_type"], m["moe_flex_dispatcher_backend"] = "flex", "deepep"
+            notes.append("--moe-enable-deepep: deprecated, the flex dispatcher with DeepEP")
+        if m["moe_token_dispatcher_type"] != "flex":
+            for k in ("moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms"):
+                if k in m:
+                    del m[k]
+                    notes.append(f"--{k.replace('_', '-')}: only with --moe-token-dispatcher-type flex")
+        elif "moe_flex_dispatcher_num_sms" not in m:
+            for dest in ("moe_deepep_num_sms", "moe_hybridep_num_sms"):   # deprecated aliases (TransformerConfig)
+                if dest in raw:
+                    m["moe_flex_dispatcher_num_sms"] = _int("--" + dest.replace("_", "-"), raw[dest])
+        _load_balancing(raw, m, notes)
+    else:
+        for k in ("moe_router_dtype", "moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms",
+                  *_ROUTER_FIELDS):
+            if k in m:
+                del m[k]
+                notes.append(f"--{k.replace('_', '-')}: only for MoE models")
+    tokenizer = raw.get("tokenizer_type")
+    if "padded_vocab_size" in raw:
+        if "vocab_size" in m:
+            notes.append("--vocab-size: --padded-vocab-size takes precedence (argument_utils.py)")
+        m["vocab_size"] = _int("--padded-vocab-size", raw["padded_vocab_size"])
+        m["make_vocab_size_divisible_by"] = 1
+    if tokenizer is not None:
+        # At the catalogue's revision the NullTokenizer keeps --vocab-size as given (its end-of-document id is
+        # vocab_size - 1, megatron/core/tokenizers/text/libraries/null_tokenizer.py); Megatron-LM before
+        # c9dfe34798 appended one more token.
+        no_effect.append((" ".join(["--tokenizer-type", *tokenizer]), "the vocabulary size comes from --vocab-size"))
+    missing = [f for f, k in (("--num-layers", "num_layers"), ("--hidden-size", "hidden_size"),
+                              ("--num-attention-heads", "num_attention_heads")) if k not in m]
+    if missing:
+        raise ConfigError([Problem(f, None, f"{f} is required to describe the model") for f in missing])
+    if "vocab_size" not in m:
+        raise ConfigError(Problem("--vocab-size", None, "is required: the vocabulary size cannot be read from a "
+                                  "tokenizer here; pass --vocab-size N (the tokenizer's vocabulary size)"))
+
+    # Parallelism.
+    if "cp_comm_type" in raw:
+        kinds = {_CP_TYPES.get(k, k) for k in raw["cp_comm_type"]}
+        if len(kinds) != 1:
+            raise RefusedFlagsError([(" ".join(["--cp-comm-type", *raw["cp_comm_type"]]), "a different context-"
+                                      "parallel communication type per layer is not modelled")])
+        par["cp_comm_type"] = kinds.pop()
+    if "num_layers_per_virtual_pipeline_stage" in raw:
+        flag = "--num-layers-per-virtual-pipeline-stage"
+        per = _int(flag, raw["num_layers_per_virtual_pipeline_stage"])
+        if "virtual_pipeline_model_parallel_size" not in par:
+            p = par.get("pipeline_model_parallel_size", 1)
+            if "num_layers_in_first_pipeline_stage" in par or "num_layers_in_last_pipeline_stage" in par:
+                raise ConfigError(Problem(flag, per, "with an uneven pipeline split use "
+                                          "--num-virtual-stages-per-pipeline-rank (as Megatron-LM requires)"))
+            L = m.get("num_layers")
+            if L is not None:   # arguments.py: the embedding / loss slots count as layers
+                L += bool(par.get("account_for_embedding_in_pipeline_split")) + \
+                    bool(par.get("account_for_loss_in_pipeline_split"))
+            if per < 1 or p < 1 or L is None or L % p or (L // p) % per:
+                raise ConfigError(Problem(flag, per, f"num_layers ({L}) / pipeline size ({p}) must be a positive "
+                                          f"multiple of {per} (a positive integer)"))
+            par["virtual_pipeline_model_parallel_size"] = (L // p) // per
+    if "pipeline_model_parallel_layout" in par and ("virtual_pipeline_model_parallel_size" in par
+                                                    or "num_layers_per_virtual_pipeline_stage" in raw):
+        raise ConfigError(Problem("--pipeline-model-parallel-layout", par["pipeline_model_parallel_layout"],
+                                  "Megatron-LM accepts no --num-virtual-stages-per-pipeline-rank or "
+                                  "--num-layers-per-virtual-pipeline-stage with a layout (it sets the virtual "
+                                  "stages itself)"))
+    if par.get("virtual_pipeline_model_parallel_size") == 1:
+        del par["virtual_pipeline_model_parallel_size"]
+
+    # FSDP, offloading, CUDA graphs, optimizer.
+    if "torch_fsdp2_reshard_after_forward" in raw:
+        par["torch_fsdp2_reshard_after_forward"] = False
+    if "megatron_fsdp_max_pool_double_buffer" in raw:
+        par["fsdp_double_buffer"] = True   # Megatron-LM: the max-pool allocator is a double buffer
+    if par.get("use_megatron_fsdp"):
+        if not tr.get("use_distributed_optimizer"):
+            notes.append("--use-megatron-fsdp: Megatron-LM turns on the distributed optimizer (Megatron-FSDP v1)")
+        tr["use_distributed_optimizer"] = True
+        if par.get("nccl_ub"):
+            par["fsdp_double_buffer"] = True
+        if pr.pop("reuse_grad_buf_for_mxfp8_param_ag", None):   # arguments.py turns it off for Megatron-FSDP
+            notes.append("--reuse-grad-buf-for-mxfp8-param-ag: Megatron-LM turns it off with --use-megatron-fsdp")
+    else:
+        for k in ("data_parallel_sharding_strategy", "outer_dp_sharding_strategy", "fsdp_double_buffer",
+                  "suggested_communication_unit_size"):
+            if k in par:
+                del par[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --use-megatron-fsdp")
+        for k in ("megatron_fsdp_main_params_dtype", "megatron_fsdp_main_grads_dtype", "megatron_fsdp_grad_comm_dtype"):
+            if k in pr:
+                del pr[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --use-megatron-fsdp")
+    if not par.get("use_torch_fsdp2") and "torch_fsdp2_reshard_after_forward" in par:
+        del par["torch_fsdp2_reshard_after_forward"]
+        notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
+    _tp_comm_overlap_cfg(raw, par, notes, read_file)
+    if "optimizer" in raw:
+        opt = _one("--optimizer", raw["optimizer"])
+        if opt == "dist_muon":   # arguments.py: muon with the layer-wise distributed optimizer
+            opt = "muon"
+            tr["use_distributed_optimizer"] = True
+            notes.append("--optimizer dist_muon: deprecated, Muon with the layer-wise distributed optimizer")
+        tr["optimizer"] = opt
+    if "use_layer_wise_param_layout" in raw:   # --no-use-layer-wise-param-layout (store_false)
+        if tr.get("optimizer") == "muon" and tr.get("use_distributed_optimizer"):
+            tr["use_layer_wise_param_layout"] = False
+        else:
+            notes.append("--no-use-layer-wise-param-layout: only with Muon and the distributed optimizer")
+    if "muon_split_qkv" in raw:   # --muon-no-split-qkv (store_false)
+        tr["muon_split_qkv"] = False
+    if tr.get("optimizer", "adam") != "sgd" and "sgd_momentum" in tr:
+        del tr["sgd_momentum"]
+        notes.append("--sgd-momentum: only with --optimizer sgd")
+    if not tr.get("optimizer_cpu_offload") and "optimizer_offload_fraction" in tr:
+        del tr["optimizer_offload_fraction"]
+        notes.append("--optimizer-offload-fraction: only with --optimizer-cpu-offload")
+    if tr.get("cpu_offloading_num_layers", 0) > 0:
+        tr["cpu_offloading"] = True      # arguments.py
+    if "external_cuda_graph" in raw:   # deprecated (--enable-cuda-graph, for the local graphs, is refused)
+        if tr.get("cuda_graph_impl", "none") != "none":
+            raise ConfigError(Problem("--external-cuda-graph", None, "Megatron-LM refuses it together with "
+                                      "--cuda-graph-impl"))
+        tr["cuda_graph_impl"] = "transformer_engine"
+        notes.append("--external-cuda-graph: deprecated, --cuda-graph-impl transformer_engine")
+    scopes = raw.get("cuda_graph_modules") or raw.get("cuda_graph_scope_deprecated")
+    if "cuda_graph_modules" in raw and "cuda_graph_scope_deprecated" in raw:
+        raise ConfigError(Problem("--cuda-graph-scope", None, "--cuda-graph-scope and --cuda-graph-modules cannot be "
+                                  "used together"))
+    if scopes:
+        mods = []
+        for v in scopes:
+            if v == "full_iteration" and tr.get("cuda_graph_impl", "none") != "none":
+                tr["cuda_graph_impl"] = "full_iteration"   # the deprecated scope's migration
+                notes.append("--cuda-graph-modules full_iteration: deprecated, --cuda-graph-impl full_iteration")
+            elif v in ("full", "full_iteration", "full_iteration_inference"):
+                notes.append(f"--cuda-graph-modules {v}: deprecated; " + ("the whole layer" if v == "full" else
+                                                                           "no effect on training"))
+            elif v not in mods:
+                mods.append(v)
+        if mods:
+            tr["cuda_graph_modules"] = mods
+    if tr.get("cuda_graph_impl") == "local":   # after the deprecated full_iteration scope's migration
+        raise RefusedFlagsError([("--cuda-graph-impl local", "Megatron-Core's local CUDA graphs (CudaGraphManager) "
+                                  "are not modelled (transformer_engine and full_iteration are)")])
+    if tr.get("cuda_graph_impl", "none") in ("none", "full_iteration") and "cuda_graph_modules" in tr:
+        del tr["cuda_graph_modules"]
+        notes.append("--cuda-graph-modules: only with --cuda-graph-impl transformer_engine")
+    if not tr.get("defer_embedding_wgrad_compute") and "wgrad_deferral_limit" in tr:
+        del tr["wgrad_deferral_limit"]
+        notes.append("--wgrad-deferral-limit: only with --defer-embedding-wgrad-compute")
+
+    # Training.
+    tr.setdefault("use_distributed_optimizer", False)
+    if "encoder_seq_length" in raw and "seq_length" not in tr:
+        tr["seq_length"] = _int("--encoder-seq-length", raw["encoder_seq_length"])
+    for name in ("gradient_accumulation_fusion", "masked_softmax_fusion", "create_attention_mask_in_dataloader"):
+        if name in raw:   # store_false flags (--no-...)
+            tr[name] = False
+    if "use_flash_attn" in raw:
+        tr.setdefault("attention_backend", "flash")
+    if "recompute_activations" in raw:
+        tr.setdefault("recompute_granularity", "selective")
+    if "moe_layer_recompute" in raw:
+        # TransformerConfig.__post_init__: selective recompute, "moe" added to the modules (default [core_attn]).
+        if tr.get("recompute_granularity") == "full":
+            raise ConfigError(Problem("--moe-layer-recompute", None, "Megatron-Core refuses it with "
+                                      "--recompute-granularity full"))
+        tr["recompute_granularity"] = "selective"
+        mods = list(tr.get("recompute_modules") or ["core_attn"])
+        tr["recompute_modules"] = mods + (["moe"] if "moe" not in mods else [])
+    if tr.get("sequence_parallel") and par.get("tensor_model_parallel_size", 1) == 1:
+        del tr["sequence_parallel"]
+        notes.append("--sequence-parallel: Megatron-LM turns it off when the tensor-parallel size is 1")
+    if tr.get("recompute_granularity") is None:
+        for name in ("recompute_method", "recompute_num_layers", "recompute_modules"):
+            if name in tr:   # TransformerConfig checks them only with a recompute granularity
+                del tr[name]
+                notes.append(f"--{name.replace('_', '-')}: Megatron-Core ignores it without --recompute-granularity")
+    if tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") is None:
+        tr.pop("recompute_modules", None)
+    if world_size is not None:
+        tr["world_size"] = world_size
+
+    # Precision.
+    if "bf16" in raw and "fp16" in raw:
+        raise ConfigError(Problem("--bf16", None, "--bf16 and --fp16 exclude each other"))
+    pr["params_dtype"] = "bf16" if "bf16" in raw else "fp16" if "fp16" in raw else "fp32"
+    if "fp8" in raw:
+        fmt = _one("--fp8-format", raw["fp8"])
+        if fmt not in ("e4m3", "hybrid"):
+            raise ConfigError(Problem("--fp8-format", fmt, "must be e4m3 or hybrid"))
+        pr["fp8"] = True
+    if "grad_reduce_in_bf16" in raw and pr["params_dtype"] == "bf16":
+        pr["accumulate_allreduce_grads_in_fp32"] = False
+    elif "grad_reduce_in_bf16" in raw:
+        notes.append("--grad-reduce-in-bf16: Megatron-LM reads it only with --bf16")
+    if not pr.get("fp8"):
+        for k in ("first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if k in pr:
+                del pr[k]
+                notes.append(f"--{k.replace('_', '-')}: Megatron-Core reads it only in an FP8 run")
+    elif not pr.get("first_last_layers_bf16"):
+        for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if k in pr:
+                del pr[k]
+                notes.append(f"--{k.replace('_', '-')}: only with --first-last-layers-bf16")
+    if pr["params_dtype"] == "bf16" and pr.get("accumulate_allreduce_grads_in_fp32") and \
+            pr.get("main_grads_dtype", "fp32") != "fp32":
+        raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
+                                  "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
+
+
+def _tp_comm_overlap_cfg(raw: dict, par: dict, notes: list, read_file) -> None:
+    """``--tp-comm-overlap-cfg PATH``: Megatron-LM reads the YAML file only with ``--tp-comm-overlap``
+    (``megatron/training/initialize.py`` ``_initialize_tp_communicators``); its text becomes
+    ``parallelism.tp_comm_overlap_cfg``."""
+    if "tp_comm_overlap_cfg" not in raw:
+        return
+    flag = "--tp-comm-overlap-cfg"
+    path = _one(flag, raw["tp_comm_overlap_cfg"])
+    if not par.get("tp_comm_overlap"):
+        notes.append(f"{flag} {path}: Megatron-LM reads it only with --tp-comm-overlap")
+        return
+    text = read_file(path) if read_file is not None else None
+    if text is None:
+        raise RefusedFlagsError([(f"{flag} {path}", "the file is not available here, and its userbuffer methods "
+                                  "change the buffers: give its YAML as parallelism.tp_comm_overlap_cfg (or run the "
+                                  "CLI where the file is)")])
+    par["tp_comm_overlap_cfg"] = text
+
+
+def _hybrid_and_linear_attention(raw: dict, m: dict, notes: list) -> None:
+    """--hybrid-layer-pattern (or its deprecated alias --hybrid-override-pattern, with the legacy
+    --mtp-hybrid-override-pattern folded in as arguments.py does), --experimental-attention-variant and
+    --linear-attention-freq."""
+    if "hybrid_layer_pattern" in raw and "hybrid_override_pattern" in raw:
+        raise ConfigError(Problem("--hybrid-override-pattern", None, "--hybrid-override-pattern and "
+                                  "--hybrid-layer-pattern cannot both be given (Megatron-LM)"))
+    key = "hybrid_layer_pattern" if "hybrid_layer_pattern" in raw else "hybrid_override_pattern"
+    if key in raw:
+        flag = "--" + key.replace("_", "-")
+        pattern = _one(flag, raw[key])
+        legacy = raw.get("mtp_hybrid_override_pattern")
+        mtp = m.get("mtp_num_layers")
+        if legacy is not None and mtp and "/" not in pattern:
+            pattern += "/" + "/".join([_one("--mtp-hybrid-override-pattern", legacy)] * mtp)
+            notes.append("--mtp-hybrid-override-pattern: folded into the pattern as "
+                         f"{mtp} MTP part(s), as Megatron-LM does")
+        m["hybrid_layer_pattern"] = pattern
+        from ..config.hybrid_pattern import parse, pattern_problems
+        if not pattern_problems(pattern):
+            p = parse(pattern)
+            if m.get("num_layers") not in (None, len(p.layers)):
+                notes.append(f"--num-layers {m['num_layers']}: Megatron-LM takes the layer count from the pattern "
+                             f"({len(p.layers)})")
+            m["num_layers"] = len(p.layers)
+            if mtp is not None and mtp != p.mtp_depths:
+                notes.append(f"--mtp-num-layers {mtp}: Megatron-LM takes the MTP layers from the pattern "
+                             f"({p.mtp_depths})")
+            m.pop("mtp_num_layers", None)
+    elif "mtp_hybrid_override_pattern" in raw:
+        notes.append("--mtp-hybrid-override-pattern: Megatron-LM ignores it without a hybrid layer pattern")
+    if "experimental_attention_variant" in raw:
+        m["experimental_attention_variant"] = _one("--experimental-attention-variant",
+                                                   raw["experimental_attention_variant"])
+    if "linear_attention_freq" in raw:
+        m["linear_attention_freq"] = eval_pattern(_one("--linear-attention-freq", raw["linear_attention_freq"]),
+                                                   "--linear-attention-freq")
+
+
+def grouped_no_effect(no_effect) -> list[tuple[list[str], str]]:
+    """(flags, reason) for each reason of a :attr:`MegatronImport.no_effect` list, in order of appearance."""
+    groups: dict[str, list[str]] = {}
+    for flag, why in no_effect:
+        groups.setdefault(why, []).append(flag)
+    return [(flags, why) for why, flags in groups.items()]
+
+
+def parse_megatron_args(args, *, world_size: int | None = None, read_file=None) -> tuple[dict, list[str]]:
+    """(configuration dict, flags without effect on memory and notes) for a ``pretrain_gpt.py`` launch.
+
+    See :func:`read_megatron_args`, which also gives the reason of each flag without effect.
+    """
+    imp = read_megatron_args(args, world_size=world_size, read_file=read_file)
+    return imp.config, [flag for flag, _ in imp.no_effect] + list(imp.notes)

@@ -1,0 +1,432 @@
+"""How every Megatron-LM argument bears on the memory estimate: modelled, no effect, or refused.
+
+Each argument of :data:`estimator.formats.megatron_catalog.ARGUMENTS` (by its destination name) is in exactly
+one of three tables, each entry with a one-line reason:
+
+- :data:`MODELLED`: the launch-argument importer translates it into the configuration, and the
+  estimate follows it (what it becomes is the reason text);
+- :data:`NO_EFFECT`: it does not change what one GPU allocates for training (logging, paths,
+  learning-rate schedule, numerics, kernel choices that keep the same tensors, inference-only
+  settings), or it acts only together with a refused argument;
+- :data:`REFUSED`: it changes memory in a way the estimator does not model. The importer stops with an
+  error naming the flag and this reason, unless the flag is given at Megatron-LM's own default.
+
+A test fails when the catalogue holds an argument that none of the tables classifies, so a new
+Megatron-LM revision cannot slip an unclassified flag through. Read with Megatron-LM's
+``megatron/training/arguments.py`` and Megatron-Core at the catalogue's revision.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MODELLED", "NO_EFFECT", "REFUSED", "classify", "rows"]
+
+MODELLED: dict[str, str] = {}
+NO_EFFECT: dict[str, str] = {}
+REFUSED: dict[str, str] = {}
+
+
+def _put(table: dict, names: str, reason: str) -> None:
+    for name in names.split():
+        if name in MODELLED or name in NO_EFFECT or name in REFUSED:
+            raise ValueError(f"{name} classified twice")
+        table[name] = reason
+
+
+def classify(dest: str) -> tuple[str, str] | None:
+    """("modelled" | "no_effect" | "refused", reason) of one argument destination, or None."""
+    for kind, table in (("modelled", MODELLED), ("no_effect", NO_EFFECT), ("refused", REFUSED)):
+        if dest in table:
+            return kind, table[dest]
+    return None
+
+
+def rows() -> list[dict]:
+    """Every catalogued argument as ``{kind, dest, flags, reason}``, in the catalogue's order (for the docs)."""
+    from .megatron_catalog import ARGUMENTS
+    out = []
+    for dest, (flags, _, _) in ARGUMENTS.items():
+        kind, reason = classify(dest) or ("unclassified", "")
+        out.append({"kind": kind, "dest": dest, "flags": list(flags), "reason": reason})
+    return out
+
+
+# --------------------------------------------------------------------------------------- modelled
+_M = MODELLED
+_put(_M, "num_layers hidden_size num_attention_heads ffn_hidden_size kv_channels num_query_groups "
+     "group_query_attention vocab_size make_vocab_size_divisible_by max_position_embeddings "
+     "position_embedding_type use_rotary_position_embeddings normalization "
+     "qk_layernorm add_bias_linear add_qkv_bias untie_embeddings_and_output_weights swiglu "
+     "quick_geglu hidden_dropout attention_dropout multi_latent_attention q_lora_rank kv_lora_rank qk_head_dim "
+     "qk_pos_emb_head_dim v_head_dim mtp_num_layers num_experts moe_layer_freq moe_router_topk "
+     "moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_shared_expert_gate "
+     "moe_router_enable_expert_bias moe_expert_capacity_factor moe_pad_expert_input_to_capacity",
+     "the model's shape: parameters and activations")
+_put(_M, "softmax_type attention_output_gate qk_l2_norm moe_latent_size experimental_attention_variant "
+     "linear_attention_freq linear_conv_kernel_dim linear_key_head_dim linear_value_head_dim linear_num_key_heads "
+     "linear_num_value_heads",
+     "the model's shape: attention sinks, gated attention, latent MoE and gated-delta-net layers (parameters and "
+     "activations)")
+_put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "
+     "mamba_num_groups mamba_num_heads", "the hybrid model's layers (Mamba-2, attention, MLP, MoE, gated delta "
+     "net), its pipeline segments and MTP layers")
+_put(_M, "moe_grouped_gemm", "grouped GEMM keeps Transformer Engine's extra per-stream GEMM workspaces")
+_put(_M, "padded_vocab_size", "the padded vocabulary, used as given")
+_put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
+     "expert_model_parallel_size expert_tensor_parallel_size sequence_parallel cp_comm_type "
+     "num_layers_per_virtual_pipeline_stage num_virtual_stages_per_pipeline_rank "
+     "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers",
+     "the parallel layout: what each GPU holds")
+_put(_M, "pipeline_model_parallel_layout account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+     "microbatch_group_size_per_vp_stage",
+     "the pipeline layout: which layers, embedding, loss and MTP layers each (virtual) stage holds, and the "
+     "interleaved schedule's micro-batches in flight")
+_put(_M, "micro_batch_size global_batch_size seq_length encoder_seq_length",
+     "batch and sequence: activations and micro-batches in flight")
+_put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_modules recompute_activations "
+     "moe_layer_recompute", "activation recomputation (--moe-layer-recompute: selective recompute of moe)")
+_put(_M, "attention_backend", "attention kernel: unfused attention keeps the s x s scores")
+_put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits copies the loss keeps")
+_put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
+_put(_M, "masked_softmax_fusion create_attention_mask_in_dataloader", "the local implementation's unfused "
+     "attention: its backward working set and the causal masks it keeps")
+_put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
+_put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
+_put(_M, "reuse_grad_buf_for_mxfp8_param_ag", "MXFP8 weights all-gathered through the gradient buffer and kept in "
+     "Transformer Engine's own storage: what the estimate counts for MXFP8 weights (required for them)")
+_put(_M, "accumulate_allreduce_grads_in_fp32 grad_reduce_in_bf16", "the dtype of the gradient buffer")
+_put(_M, "use_precision_aware_optimizer main_grads_dtype main_params_dtype exp_avg_dtype exp_avg_sq_dtype",
+     "dtypes of the optimizer's master weights and moments")
+_put(_M, "use_megatron_fsdp use_torch_fsdp2 data_parallel_sharding_strategy outer_dp_sharding_strategy "
+     "fsdp_double_buffer megatron_fsdp_max_pool_double_buffer suggested_communication_unit_size "
+     "torch_fsdp2_reshard_after_forward megatron_fsdp_main_params_dtype megatron_fsdp_main_grads_dtype "
+     "megatron_fsdp_grad_comm_dtype",
+     "FSDP: what is sharded, and the gathered unit buffers at the peak")
+_put(_M, "num_distributed_optimizer_instances", "optimizer states sharded over 1/N of the data-parallel ranks "
+     "(with Megatron-FSDP: the HSDP outer size)")
+_put(_M, "optimizer sgd_momentum", "optimizer state bytes per parameter (Adam, SGD, Muon; dist_muon is Muon with "
+     "the layer-wise distributed optimizer)")
+_put(_M, "optimizer_cpu_offload optimizer_offload_fraction", "optimizer states and master weights moved to host "
+     "memory")
+_put(_M, "cpu_offloading_num_layers", "activations moved to pinned host memory")
+_put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated external_cuda_graph",
+     "Transformer Engine's per-layer CUDA graphs: static buffers, and the capture's peak apart from the steady "
+     "state's (the captured tensors live in a private pool)")
+_put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator) "
+     "and its cuBLAS workspace for the overlapped GEMMs")
+_put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
+     "method and buffer dtype size its userbuffer")
+_put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
+_put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
+     "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
+     "allocator)")
+_put(_M, "muon_fp32_matmul_prec", "Muon's Newton-Schulz iterates: bf16 copies at medium, fp32 at high and highest "
+     "(and at low, which PyTorch ignores, leaving its default highest)")
+_put(_M, "muon_tp_mode", "Muon's step: the momentum gathered whole over the tensor-parallel group (duplicated), or "
+     "each shard orthogonalized alone (blockwise) or with an all-reduced Gram matrix (distributed)")
+_put(_M, "muon_nesterov", "Muon's step orthogonalizes a new fp32 Nesterov mix of the gradient and the momentum")
+_put(_M, "muon_split_qkv", "Muon's step: the fused QKV weight orthogonalized in blocks or whole")
+_put(_M, "use_layer_wise_param_layout", "Muon's layer-wise distributed optimizer: without the layout whole "
+     "tensors go to the data-parallel ranks in ping-pong order, the largest (the embedding) to one rank")
+_put(_M, "cuda_graph_warmup_steps", "eager steps before the capture: their peak counts; with 0 the capture "
+     "precedes the optimizer's first step")
+_put(_M, "overlap_moe_expert_parallel_comm", "the combined 1F1B step: one more layer's pre-dispatch part and "
+     "permuted tokens beside a backward layer and the gradients its callers hold; the shared experts' output kept")
+_put(_M, "delay_wgrad_compute", "inside the combined 1F1B step each delayed linear keeps its input and output "
+     "gradient until backward_dw: the experts' past the forward layer's dispatch, the attention's to the end of the "
+     "layer step")
+_put(_M, "defer_embedding_wgrad_compute wgrad_deferral_limit", "the last stage keeps each deferred micro-batch's "
+     "output-layer input and logits gradient")
+_put(_M, "first_last_layers_bf16 num_layers_at_start_in_bf16 num_layers_at_end_in_bf16", "bf16 layers in an FP8 "
+     "run: no FP8 weight copies, bf16 activations")
+_put(_M, "moe_router_dtype", "dtype of the saved router logits and probabilities")
+_put(_M, "moe_router_score_function moe_router_pre_softmax moe_router_num_groups moe_router_group_topk "
+     "moe_router_load_balancing_type moe_aux_loss_coeff moe_z_loss_coeff moe_router_fusion",
+     "which router tensors are saved for the backward pass (fp32 scores, masks, logits per token and expert)")
+_put(_M, "moe_permute_fusion", "Transformer Engine's fused permutation keeps an int32 row map [tokens, 2 E + 1] "
+     "per MoE layer for the backward pass")
+_put(_M, "deterministic_mode", "the unfused MoE unpermute's index_add_ keeps its source rows for the backward pass "
+     "(scatter_add_ without it keeps only indices)")
+
+# -------------------------------------------------------------------------------------- no effect
+_N = NO_EFFECT
+_put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
+     "layout (a layout string overrides it)")
+_put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
+     "this revision; before Megatron-LM c9dfe34798 it appended one end-of-document token)")
+_put(_N, "add_position_embedding", "deprecated; accepted only with rope positions, which have no parameters")
+_put(_N, "squared_relu", "an ungated activation keeps the same tensors as GeLU")
+_put(_N, "use_flash_attn", "flash attention, which the default backend (auto) already picks")
+_put(_N, "layernorm_epsilon layernorm_zero_centered_gamma rotary_base rotary_percent rotary_interleaved "
+     "rotary_seq_len_interpolation_factor use_rope_scaling rope_scaling_factor no_rope_freq rope_type "
+     "yarn_original_max_position_embeddings yarn_beta_fast yarn_beta_slow yarn_correction_range_round_to_int "
+     "rotary_scaling_factor mscale mscale_all_dim mrope_section relative_attention_num_buckets "
+     "relative_attention_max_distance glu_linear_offset activation_func_clamp_value openai_gelu onnx_safe "
+     "apply_query_key_layer_scaling attention_softmax_in_fp32 apply_residual_connection_post_layernorm "
+     "qk_clip qk_clip_alpha qk_clip_threshold window_size window_attn_skip_freq",
+     "numerics or masking only: no tensor is added or resized")
+_put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform perform_initialization "
+     "use_cpu_initialization init_model_with_meta_device data_parallel_random_init seed te_rng_tracker "
+     "inference_rng_tracker use_mup mup_width_mult mup_base_hidden_size mup_embedding_mult mup_output_mult "
+     "mup_base_head_dim mup_attn_scale_power", "initialisation and scaling only")
+_put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
+     "no_persist_layer_norm fused_residual_rmsnorm use_transformer_engine_op_fuser use_te_activation_func "
+     "use_fused_weighted_squared_relu mla_down_proj_fusion "
+     "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
+     "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
+     "moe_mlp_glu_interleave_size disable_jit_fuser "
+     "disable_bf16_reduced_precision_matmul flash_attention_version batch_invariant_mode "
+     "batch_invariant_backend clone_scatter_output_in_embedding",
+     "kernel choice or fusion: the same tensors are kept for the backward pass")
+_put(_N, "moe_router_topk_scaling_factor "
+     "moe_router_bias_update_rate moe_router_quantile_balancing_ema "
+     "moe_router_force_load_balancing moe_router_force_biased "
+     "moe_input_jitter_eps moe_token_drop_policy moe_per_layer_logging "
+     "moe_enable_routing_replay moe_shared_expert_overlap high_priority_a2a_comm_stream "
+     "moe_router_padding_for_quantization moe_router_padding_for_fp8",
+     "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert")
+_put(_N, "moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
+     "thread blocks given to HybridEP's kernels; its buffers keep their size (but for the preprocessing scan's "
+     "scratch of 8 B per block, rank of the NVLink domain and local expert: kilobytes, counted at 108 blocks)")
+_put(_N, "moe_permute_fusion_into_hybridep moe_hybridep_pad_uneven_dispatch_inputs moe_ncclep_zero_copy "
+     "moe_dispatch_fwd_dtype moe_combine_bwd_dtype",
+     "flex-dispatcher kernel options: DeepEP sizes its buffers for 2-byte hidden states either way, and the "
+     "routed rows stay the same")
+_put(_N, "mtp_loss_scaling_factor mtp_detach_heads calculate_per_token_loss",
+     "loss weighting and gradient flow only")
+_put(_N, "tp_comm_bulk_wgrad tp_comm_bulk_dgrad tp_comm_overlap_ag tp_comm_overlap_rs tp_comm_overlap_rs_dgrad "
+     "tp_comm_split_ag tp_comm_split_rs tp_comm_bootstrap_backend",
+     "which overlaps run: Transformer Engine allocates all twelve userbuffers either way")
+_put(_N, "overlap_grad_reduce overlap_param_gather overlap_param_gather_with_optimizer_step align_grad_reduce "
+     "align_param_gather ddp_num_buckets ddp_bucket_size ddp_pad_buckets_for_high_nccl_busbw "
+     "ddp_average_in_collective gradient_reduce_div_fusion overlap_p2p_comm overlap_p2p_comm_warmup_flush "
+     "use_ring_exchange_p2p pipeline_model_parallel_comm_backend",
+     "communication scheduling in the existing gradient and parameter buffers")
+_put(_N, "distributed_backend distributed_timeout_minutes distributed_timeout_seconds_after_init local_rank "
+     "lazy_mpu_init nccl_communicator_config_path use_tp_pp_dp_mapping use_gloo_process_groups use_sharp "
+     "sharp_enabled_group high_priority_stream_groups flight_recorder_dump_path flight_recorder_trace_buffer_size "
+     "flight_recorder_dump_on_timeout flight_recorder_include_stack_trace flight_recorder_include_only_active "
+     "flight_recorder_extra_dump_on_exec fake_process_group",
+     "process-group setup and debugging")
+_put(_N, "megatron_fsdp_version", "Megatron-FSDP 1 is modelled; version 2 is refused")
+_put(_N, "fsdp_manual_registration fsdp_db_use_persist_buf_on_alloc_fail",
+     "Megatron-FSDP buffer registration and fallbacks for asymmetric units: the same buffers")
+_put(_N, "disable_symmetric_registration", "how NCCL registers the user buffers: the same buffers")
+_put(_N, "use_torch_optimizer_for_cpu_offload overlap_cpu_optimizer_d2h_h2d",
+     "which optimizer class and streams the offloaded step uses: the same states")
+_put(_N, "pin_cpu_grads pin_cpu_params", "host memory only: pinned or pageable (the host total is the same)")
+_put(_N, "muon_momentum muon_scale_mode muon_coefficient_type muon_num_ns_steps muon_extra_scale_factor",
+     "Muon hyper-parameters: one momentum buffer either way, and the same Newton-Schulz working set in the step")
+_put(_N, "muon_use_syrk", "Muon's Triton SYRK kernel writes the same m x m bf16 Gram products as the matmuls it "
+     "replaces (emerging_optimizers 0.4.0 triton_kernels tsyrk_ex: a new (m, m) output each); it needs "
+     "emerging_optimizers >= 0.4.0 (with the 0.3.0 that Megatron-LM pins, TensorParallelMuon raises ValueError)")
+_put(_N, "lion_beta1 lion_beta2", "only with the Lion optimizer, which is refused")
+_put(_N, "weight_decay apply_wd_to_qk_layernorm clip_grad adam_beta1 adam_beta2 adam_eps no_weight_decay_cond_type "
+     "lr_decay_style lr_wsd_decay_style lr_decay_iters lr_decay_samples lr_wsd_decay_iters lr_wsd_decay_samples "
+     "lr_warmup_fraction lr_warmup_iters lr_warmup_samples lr_warmup_init override_opt_param_scheduler "
+     "use_checkpoint_opt_param_scheduler start_weight_decay end_weight_decay weight_decay_incr_style lr warmup "
+     "min_lr decoupled_lr decoupled_min_lr freeze_all_layers loss_scale initial_loss_scale min_loss_scale "
+     "loss_scale_window hysteresis",
+     "optimizer hyper-parameters and loss scaling: scalars")
+_put(_N, "fp8_margin fp8_interval fp8_amax_history_len fp8_amax_compute_algo",
+     "FP8 scaling-factor bookkeeping: a few floats per tensor")
+_put(_N, "mhc_num_residual_streams mhc_sinkhorn_iterations mhc_init_gating_factor mhc_recompute_layer_num",
+     "only with --enable-mhc-connections, which is refused")
+_put(_N, "delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_offloads",
+     "when the offload copies are issued: the same tensors leave the GPU")
+_put(_N, "cpu_offloading_retain_pinned_cpu_buffers", "keeps the pinned host buffers between steps: host memory only")
+_put(_N, "min_offloaded_tensor_size", "saved tensors smaller than this stay on the GPU; the estimate offloads every "
+     "saved tensor of the module (those of a real layer are far larger than the 1M-element default)")
+_put(_N, "moe_paged_stash_page_size moe_paged_stash_buffer_size_factor_cuda moe_paged_stash_buffer_size_factor_cpu",
+     "only with --moe-paged-stash, which is refused")
+_put(_N, "dsa_indexer_n_heads dsa_indexer_head_dim dsa_indexer_topk dsa_indexer_topk_freq dsa_indexer_skip_topk_offset "
+     "dsa_indexer_loss_coeff dsa_indexer_use_sparse_loss dsa_kernel_backend dsa_indexer_rope_interleaved "
+     "dsa_indexer_rotate_activation dsa_indexer_scoring_relu dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32",
+     "only with --experimental-attention-variant dsa, which is refused")
+_put(_N, "gdp_num_householder gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute",
+     "only with the gated-delta-product layer spec (--spec), which is refused")
+_put(_N, "mamba_inference_conv_states_dtype mamba_inference_ssm_states_dtype", "inference (text generation) only")
+_put(_N, "mamba_training_ssm_states_dtype", "dtype of the chunk states the Mamba-2 scan recomputes in its backward "
+     "pass (the working set takes them in fp32); no saved activation changes")
+_put(_N, "is_hybrid_model", "the hybrid model follows from --hybrid-layer-pattern")
+_put(_N, "moe_upcycling_granularity", "only with --moe-use-upcycling, which is refused")
+_put(_N, "inference_batch_times_seqlen_threshold max_tokens_to_oom output_bert_embeddings bert_embedder_type "
+     "use_legacy_static_engine inference_max_requests "
+     "inference_max_seq_length inference_dynamic_batching inference_dynamic_batching_buffer_size_gb "
+     "inference_dynamic_batching_paused_buffer_size_gb inference_dynamic_batching_mamba_memory_ratio "
+     "inference_dynamic_batching_block_size inference_dynamic_batching_max_requests "
+     "inference_dynamic_batching_max_tokens inference_dynamic_batching_num_cuda_graphs "
+     "inference_dynamic_batching_track_paused_request_events inference_dynamic_batching_track_generated_token_events "
+     "decode_only_cuda_graphs inference_cuda_graph_all_prefills inference_cuda_graph_max_tokens "
+     "inference_dynamic_batching_unified_memory_level enable_chunked_prefill num_speculative_tokens "
+     "inference_dynamic_batching_enable_prefix_caching inference_dynamic_batching_prefix_caching_eviction_policy "
+     "inference_dynamic_batching_prefix_caching_coordinator_policy inference_dynamic_batching_prefix_caching_routing_alpha "
+     "inference_dynamic_batching_prefix_caching_mamba_gb inference_dynamic_batching_cuda_graph_mixed_prefill_count "
+     "inference_dynamic_batching_cuda_graph_sizing_distribution inference_dynamic_batching_sampling_backend "
+     "offset_sampling_seed_by_dp_rank inference_dynamic_batching_async_sched_mode inference_dynamic_batching_logprobs_mode "
+     "inference_logging_step_interval inference_text_gen_server_logging inference_wandb_logging inference_coordinator_port "
+     "inference_use_synchronous_zmq_collectives inference_disable_ep_consensus inference_shards "
+     "inference_cuda_graph_scope flash_decode cache_mla_latents mlp_chunks_for_prefill symmetric_ar_type "
+     "nccl_all_reduce_for_prefill inference_fuse_tp_communication inference_disable_triton_nvls_kernels "
+     "inference_grouped_gemm_backend inference_moe_disable_fused_quant_kernels inference_moe_token_dispatcher_type "
+     "moe_pad_experts_for_cuda_graph_inference",
+     "inference (text generation) only")
+_put(_N, "rl_prompts_per_eval grpo_prompts_per_step grpo_group_size rl_generation_lag rl_max_inflight_requests "
+     "rl_submission_granularity rl_consumption_granularity rl_durable_rollout_bank rl_rollout_bank_dir "
+     "rl_rollout_bank_max_bytes grpo_iterations grpo_clamp_eps_lower grpo_clamp_eps_upper grpo_kl_beta "
+     "grpo_entropy_term_weight grpo_filter_groups_with_same_reward langrl_env_config rl_default_temperature "
+     "rl_default_top_p rl_default_top_k rl_offload_optimizer_during_inference rl_kv_cache_management_mode "
+     "rl_persist_cuda_graphs rl_partial_rollouts rl_inference_logprobs_is_correction "
+     "rl_importance_sampling_truncation_coef rl_use_sequence_packing rl_sequence_packing_max_sequences_per_bin "
+     "rl_sequence_packing_algo rl_training_cuda_graphs rl_inference_tensor_model_parallel_size "
+     "rl_inference_pipeline_model_parallel_size rl_inference_expert_model_parallel_size "
+     "rl_inference_expert_tensor_model_parallel_size rl_inference_model_unified_memory_level "
+     "rl_offload_inference_model_weights_when_idle refit_method rl_verify_model_weights_swap rl_skip_bos_token "
+     "rl_profile rl_profile_dir rl_inference_parsers",
+     "only with --perform-rl-step, which is refused")
+_put(_N, "rampup_batch_size step_batch_size_schedule decrease_batch_size_if_needed",
+     "batch-size schedules: the peak comes at the full global batch size")
+_put(_N, "empty_unused_memory_level", "returns cached blocks to the driver: reserved memory, not allocated")
+_put(_N, "train_iters train_samples exit_interval exit_duration_in_mins exit_signal_handler exit_signal "
+     "exit_signal_handler_for_dataloader exit_signal_handler_for_training manual_gc manual_gc_interval "
+     "manual_gc_eval iterations_to_skip check_weight_hash_across_dp_replicas_interval gpu_sniff_test_interval "
+     "train_sync_interval check_for_nan_in_loss_and_grad check_for_large_grads result_rejected_tracker_filename "
+     "dump_param_to_param_group_map deprecated_use_mcore_models enable_experimental config_logger_dir "
+     "error_injection_rate error_injection_type rerun_mode check_for_spiky_loss",
+     "run control and sanity checks")
+_put(_N, "save save_interval save_params_interval save_activations_interval save_tokens_per_expert_interval "
+     "save_wgrads_interval save_dgrads_interval save_retain_interval load load_main_params_from_ckpt "
+     "non_persistent_save_interval non_persistent_ckpt_type non_persistent_global_ckpt_dir "
+     "non_persistent_local_ckpt_dir non_persistent_local_ckpt_algo finetune pretrained_checkpoint ckpt_step "
+     "use_checkpoint_args use_mp_args_from_checkpoint_args use_tokenizer_model_from_checkpoint_args "
+     "exit_on_missing_checkpoint ckpt_format auto_detect_ckpt_format ckpt_convert_format ckpt_convert_save "
+     "ckpt_convert_update_legacy_dist_opt_format ckpt_fully_parallel_save async_save async_strategy "
+     "use_persistent_ckpt_worker async_ckpt_cpu_priority async_ckpt_io_priority async_ckpt_use_cpu_shm "
+     "ckpt_fully_parallel_load ckpt_fully_parallel_load_exchange_algo ckpt_fully_parallel_load_per_rank_objects "
+     "ckpt_fully_parallel_save_process_group ckpt_fully_parallel_load_process_group ckpt_assume_constant_structure "
+     "ckpt_pg_tensors_cache_path ckpt_pg_tensors_cache_create ckpt_load_validate_sharding_integrity "
+     "strict_fsdp_dtensor_load dist_ckpt_strictness dist_ckpt_save_pre_mcore_014 dist_ckpt_optim_fully_reshardable "
+     "distrib_optim_fully_reshardable_mem_efficient save_tokenizer_assets replication replication_jump "
+     "replication_factor verify_integrity no_save_optim no_save_rng no_load_optim no_load_rng "
+     "override_ckpt_iteration use_dist_ckpt_deprecated dist_ckpt_format_deprecated dist_ckpt_workers "
+     "ckpt_fully_parallel_save_deprecated ckpt_drop_redundant_extra_state",
+     "checkpoint saving and loading, outside the training step")
+_put(_N, "data_path phase_transition_iterations split train_data_path valid_data_path test_data_path data_args_path "
+     "per_split_data_args_path per_dataset_sequences_path dataloader_fast_cache_load dataloader_defer_npy_index_mmap "
+     "data_cache_path mmap_bin_files mock_data sample_rate mask_prob short_seq_prob num_workers reset_position_ids "
+     "reset_attention_mask dataloader_inter_document_masking eod_mask_loss num_dataset_builder_threads "
+     "object_storage_cache_path mid_level_dataset_surplus allow_ambiguous_pad_tokens fim_data fim_rate fim_spm_rate "
+     "fim_split_sample fim_fragment_rate fim_no_prefix fim_prefix_token fim_middle_token fim_suffix_token "
+     "fim_pad_token fim_eod_token dataloader_type decoder_seq_length",
+     "data loading on the host")
+_put(_N, "vocab_file merge_file vocab_extra_ids tokenizer_model metadata_path special_tokens tiktoken_pattern "
+     "tiktoken_num_special_tokens tokenizer_sentencepiece_legacy tokenizer_sentencepiece_ignore_extra_whitespaces "
+     "tokenizer_hf_no_use_fast tokenizer_hf_no_include_special_tokens trust_remote_code null_tokenizer_eod_id "
+     "null_tokenizer_pad_id chat_template use_gigatoken sft_tokenizer_prompt_format",
+     "tokenizer files and options (give --vocab-size)")
+_put(_N, "eval_iters eval_interval start_eval_at_iter skip_train test_mode full_validation multiple_validation_sets "
+     "validation_set_names", "evaluation schedule (evaluation keeps no activations for a backward pass)")
+_put(_N, "log_interval log_params_norm log_throughput log_progress timing_log_level timing_log_option tensorboard_dir "
+     "tensorboard_log_interval tensorboard_queue_size log_timers_to_tensorboard log_loss_scale_to_tensorboard "
+     "log_validation_ppl_to_tensorboard log_memory_to_tensorboard log_memory_interval log_device_memory_used "
+     "log_num_zeros_in_grad log_max_attention_logit barrier_with_L1_time log_world_size_to_tensorboard wandb_project "
+     "wandb_exp_name wandb_save_dir wandb_entity logging_level log_energy moe_routing_trace_path "
+     "moe_routing_trace_max_training_iters moe_routing_trace_capture_logits moe_routing_trace_capture_hidden_states "
+     "moe_routing_trace_dump_weights log_straggler straggler_ctrlr_port straggler_minmax_count "
+     "disable_straggler_on_startup enable_one_logger one_logger_project one_logger_run_name one_logger_async "
+     "app_tag_run_name app_tag_run_version otel_enabled otel_service_name otel_span_groups "
+     "run_workload_inspector_server profile profile_step_start profile_step_end use_pytorch_profiler "
+     "pytorch_profiler_collect_shapes pytorch_profiler_collect_callstack pytorch_profiler_collect_chakra "
+     "profile_ranks record_memory_history memory_snapshot_path record_shapes nvtx_ranges",
+     "logging, tracing and profiling")
+_put(_N, "adlr_autoresume adlr_autoresume_interval inprocess_restart inprocess_max_iterations "
+     "inprocess_monitor_thread_interval inprocess_monitor_process_interval inprocess_progress_watchdog_interval "
+     "inprocess_heartbeat_interval inprocess_soft_timeout inprocess_hard_timeout inprocess_heartbeat_timeout "
+     "inprocess_barrier_timeout inprocess_completion_timeout inprocess_last_call_wait "
+     "inprocess_termination_grace_time inprocess_granularity inprocess_active_world_size inprocess_empty_cuda_cache "
+     "enable_ft_package calc_ft_timeouts ft_num_warmup_iters enable_msc disable_msc_deprecated fault_injector_ranks "
+     "fault_injector_num_ranks fault_injector_fault_types fault_injector_fault_probabilities fault_injector_fault_delay "
+     "fault_injector_delay_start_iteration fault_injector_mtti_seconds fault_injector_offset_seconds "
+     "fault_injector_seed", "fault tolerance and restarts")
+_put(_N, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
+     "saving logits to disk")
+_put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_per_class_fraction data_sharding "
+     "head_lr_mult vision_pretraining vision_pretraining_type vision_backbone_type swin_backbone_type mask_type "
+     "mask_factor iter_per_epoch dino_local_img_size dino_local_crops_number dino_head_hidden_size "
+     "dino_bottleneck_size dino_freeze_last_layer dino_norm_last_layer dino_warmup_teacher_temp dino_teacher_temp "
+     "dino_warmup_teacher_temp_epochs ict_head_size biencoder_projection_dim biencoder_shared_query_context_model "
+     "ict_load bert_load titles_data_path query_in_block_prob use_one_sent_docs evidence_data_path "
+     "retriever_report_topk_accuracies retriever_score_scaling block_data_path embedding_path indexer_batch_size "
+     "indexer_log_interval bert_binary_head eval_micro_batch_size eval_global_batch_size",
+     "vision, BERT and retrieval scripts or evaluation only; not read by pretrain_gpt.py's training step")
+
+# ---------------------------------------------------------------------------------------- refused
+_R = REFUSED
+_put(_R, "keep_fp8_transpose_cache", "Megatron-FSDP keeping the FP8 transpose caches of sharded weights is not "
+     "modelled")
+_put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
+     "--outer-dp-sharding-strategy)")
+_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
+     "modelled")
+_put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
+_put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
+     "modelled")
+_put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")
+_put(_R, "distribute_saved_activations", "saved activations split over the tensor-parallel group are not modelled")
+_put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
+     "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
+     "generalised tensor-parallel weight sharding (GTP) is not modelled")
+_put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
+     "the extra fp32 gradient scratch buffers are not modelled")
+_put(_R, "fine_grained_activation_offloading", "fine-grained activation offloading is not modelled: what stays on "
+     "the GPU depends on Megatron-Core's run-time policy (a margin of one layer's groups, the last layer of a chunk "
+     "whose backward follows at once, reloads one group ahead in the backward pass, tensors under "
+     "min_offloaded_tensor_size, and device-to-host copies that lag the forward pass: 14 to 22 % low on the CI "
+     "case without MTP)")
+_put(_R, "offload_modules activation_offload_fraction", "only with --fine-grained-activation-offloading, which is "
+     "not modelled")
+_put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
+     "which are not modelled")
+_put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
+_put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not modelled")
+_put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
+_put(_R, "ep_overlap_early_attn_memory_release",
+     "releasing attention memory early under expert-parallel overlap is not modelled")
+_put(_R, "overlap_dispatch_backward_with_experts_wgrad",
+     "the experts' weight-gradient GEMMs delayed to the dispatch boundary of the plain schedule (a side stream) "
+     "keep their inputs and output gradients through the unpermutation's backward; not modelled "
+     "(--delay-wgrad-compute under expert-parallel overlap is)")
+_put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
+_put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
+_put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")
+_put(_R, "fp4 fp4_recipe fp4_quantizer_factory fp4_param_gather", "FP4 training is not modelled")
+_put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
+     "kitchen quantisation is not modelled")
+_put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")
+_put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not modelled")
+_put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
+     "other tensors and is not modelled (Megatron-Core does not test it for training)")
+_put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
+_put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts is not modelled")
+_put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
+_put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
+     "of it; not modelled")
+_put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
+_put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
+_put(_R, "hierarchical_context_parallel_sizes", "hierarchical context parallelism is not modelled")
+_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
+     "modelled")
+_put(_R, "spec", "a custom layer spec is not modelled")
+_put(_R, "heterogeneous_layers_config_path heterogeneous_layers_config_encoded_json",
+     "heterogeneous layers are not modelled")
+_put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
+_put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
+_put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")
+_put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
+     "logits_load_kd_loss_alpha logits_load_ignore_errors", "logit distillation's teacher logits are not modelled")
+_put(_R, "pad_vocab_size", "an unpadded vocabulary is not modelled (give --padded-vocab-size)")
+_put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
+_put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
+_put(_R, "model_parallel_size", "--model-parallel-size is no longer valid in Megatron-LM; use "
+     "--tensor-model-parallel-size")
+_put(_R, "checkpoint_activations", "--checkpoint-activations is no longer valid in Megatron-LM; use "
+     "--recompute-activations or --recompute-granularity")

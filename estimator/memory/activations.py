@@ -1,0 +1,158 @@
+"""Activation memory of one micro-batch, per layer, as Megatron-Core with Transformer Engine keeps it.
+
+The accounting follows Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+Models" (2022), re-derived for the modules Megatron-Core actually runs (TE fused norm+linear, flash or
+cuDNN fused attention, SwiGLU, MoE with token permutation, MLA, Mamba-2's fused scan, the gated delta rule).
+Each part of a layer is counted by its module in :mod:`estimator.model.layers` (each docstring gives its formula),
+with T = s*b/cp tokens per rank, Tn = T/t under sequence parallelism (else T), activations in bf16 (2 B);
+in short, in bytes:
+
+    attention  = 4*Tn*h + 2*T*(a + 2g)*dh/t + 2*T*a*dh/t + 4*T*a/t
+                 norm input and output, q/k/v as flash attention saves them, its output, softmax statistics
+    dense MLP  = 4*Tn*h + 2*T*f*(2 if gated)/t + 2*T*f/t     norm, fc1 output, activation output
+    MoE        = 4*Tn*h + router + R*(2h + 2*fm*(3 if gated else 2)/etp) (+ R*2*fm/etp unless SwiGLU)
+                 + shared expert like a dense MLP of width fs; R = routed rows (the experts' input, fc1 and
+                 activation outputs; nothing of the experts' output); router = what the router's autograd
+                 graph saves (estimator.model.layers.router: 12*Tn*k by Megatron's default, + 4*Tn*E per fp32
+                 score tensor of sigmoid scores or an aux loss)
+    MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
+    Mamba-2    = 4*Tn*h + 2*T*(2di + 2gN + nh)/t + 6*T*di/t + 4*T*g/t
+    gated delta net = see estimator.model.layers.gated_delta_net
+
+A layer holds a token mixer, an MLP, or both (:class:`estimator.model.layers.LayerKind`); each part that is present
+adds one bias-dropout-add mask (1 byte per residual element) when hidden_dropout > 0. Unfused attention adds
+the s x s scores; FP8 saves linear-layer inputs in 1 byte, with mxfp8 and blockwise plus their column-wise scales
+(1/32 B per element, padded per tensor: :mod:`estimator.model.fp8_scales` ``lin_saved``; one tensor per local routed
+expert). Selective recompute drops the pieces of the modules it names; full recompute keeps only each checkpointed
+group's input (2*Tn*h).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..model.fp8_scales import recipe_of
+from ..model.layers import MIXERS, MLPS, LayerKind
+from ..model.layers.base import Ctx
+from ..model.resolve import Resolved
+from .loss import loss_buffers
+
+__all__ = ["LayerActivations", "context", "held_per_layer", "layer_activations", "stage_extras"]
+
+
+class LayerActivations(NamedTuple):
+    """Activation bytes of one layer for one micro-batch."""
+
+    attention: int       # the token mixer (attention, MLA, gated delta net, Mamba), after selective recompute
+    mlp: int             # dense MLP or MoE block, after selective recompute
+    full: int            # everything, as a full-recompute group rematerialises it
+    checkpoint: int      # the layer input a full-recompute checkpoint keeps
+    backward_peak: int   # gradient working set while this layer runs its backward
+    recompute_peak: int  # what selective recompute rematerialises at once during backward
+    parts: dict | None = None  # with parts=True: named saved tensors, for PEFT and offloading
+    attention_backward_peak: int = 0  # unfused attention's backward working set, the layer's MLP already freed
+
+    @property
+    def saved(self) -> int:
+        return self.attention + self.mlp
+
+
+def _tokens(r: Resolved) -> tuple[int, int]:
+    T = r.s * r.b // r.cp
+    return T, (T // r.t if r.sp else T)
+
+
+def _act_bytes(r: Resolved) -> int:
+    return 4 if r.cfg.precision.params_dtype == "fp32" else 2
+
+
+_NONE: frozenset = frozenset()
+
+
+def context(r: Resolved) -> Ctx:
+    """The micro-batch as every layer module sees it (:class:`estimator.model.layers.base.Ctx`)."""
+    cfg, tr = r.cfg, r.cfg.training
+    T, Tn = _tokens(r)
+    B = _act_bytes(r)
+    modules = frozenset(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" \
+        else _NONE
+    unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
+    return Ctx(T, Tn, B, 1 if cfg.precision.fp8 else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
+               unfused, fp8=recipe_of(cfg.precision))
+
+
+def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, parts: bool = False) -> LayerActivations:
+    """Activations of one decoder layer of ``kind`` for one micro-batch on one GPU: its token mixer and its MLP
+    (each from its module in :mod:`estimator.model.layers`), each with its bias-dropout-add mask.
+
+    With ``parts``, ``LayerActivations.parts`` names the saved tensors (bytes, after selective recompute) that
+    PEFT and activation offloading act on (attention and MLA, dense MLP and MoE only): ``norm_in``/``norm_out``
+    (the attention norm's input and output, the QKV linear's input), ``latent`` (MLA), ``qkv``, ``attn_out``
+    (also the output projection's input), ``lse``, ``scores``, ``proj_in_fp8``, ``mlp_norm_in``/``mlp_norm_out``,
+    ``fc1_out``, ``act_out`` (the fc2 input), ``router``, ``permute_map``, ``expert_in``, ``expert_fc1_out``, ``expert_act_out``,
+    ``shared``, and what expert-parallel overlap's schedule nodes keep of an MoE layer: ``shared_out`` (the shared
+    experts' output) and ``dispatched`` (the dispatched tokens, one local expert)."""
+    c = ctx or context(r)
+    if parts and not c.parts:
+        c = c._replace(parts=True)
+    a = MIXERS[kind.mixer].activations(r, c) if kind.mixer else None
+    m = MLPS[kind.mlp].activations(r, c) if kind.mlp else None
+    attn = a.saved + c.mask if a else 0
+    mlp = m.saved + c.mask if m else 0
+    rec_a, rec_m = (a.recompute if a else 0), (m.recompute if m else 0)
+    attn_bwd = a.backward if a else 0
+    if attn_bwd:
+        # It runs after the layer's MLP backward freed the MLP's activations; the residual stream's gradient
+        # is alive meanwhile (estimator/model/local_attention.py).
+        attn_bwd += c.B * c.Tn * r.h - mlp
+    named = None
+    if parts:
+        named = {}
+        for p in (a, m):
+            if p is not None and p.named:
+                named.update(p.named)
+    return LayerActivations(attention=attn, mlp=mlp, full=attn + rec_a + mlp + rec_m, checkpoint=c.B * c.Tn * r.h,
+                            backward_peak=max(a.work if a else 0, m.work if m else 0),
+                            recompute_peak=max(rec_a, rec_m), parts=named,
+                            attention_backward_peak=max(attn_bwd, 0))
+
+
+class StageExtras(NamedTuple):
+    """Activations outside the decoder layers for one micro-batch."""
+
+    embedding: int       # the embedding's chunk: embedding output dropout mask
+    output: int          # the loss chunk: final norm and logits of the main head
+    logits_peak: int     # the loss chunk: logits the loss keeps for its backward
+    mtp: int             # the MTP chunk, per MTP layer: its norms, eh_proj input, transformer layer, final norm
+    mtp_logits: int      # the loss chunk, per MTP layer: its logits (process_mtp_loss runs the output layer)
+
+
+def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
+    cfg = r.cfg
+    T, Tn = _tokens(r)
+    B = _act_bytes(r)
+    h = r.h
+    drop = cfg.model.hidden_dropout > 0
+    emb = Tn * h if drop else 0
+    logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/memory/loss.py)
+    out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    mtp = 0
+    if r.mtp and mtp_layer is not None:
+        # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
+        # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
+        mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
+    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0)
+
+
+def held_per_layer(tr, acts: list) -> list:
+    """Bytes each decoder layer of a chunk keeps for one micro-batch until its backward pass (``acts``: the layers'
+    LayerActivations, in order; ``tr``: the training section). Without full recomputation its attention and MLP
+    tensors; with it, block: the checkpointed input of the first ``recompute_num_layers`` layers and everything of
+    the rest; uniform: the checkpointed input of the first layer of each group of ``recompute_num_layers``."""
+    if tr.recompute_granularity != "full":
+        return [a.attention + a.mlp for a in acts]
+    n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+    if tr.recompute_method == "block":
+        return [a.checkpoint if i < n else a.attention + a.mlp for i, a in enumerate(acts)]
+    n = max(n, 1)
+    return [a.checkpoint if i % n == 0 else 0 for i, a in enumerate(acts)]

@@ -1,0 +1,577 @@
+"""Per-stage memory: the assembly of parameters, model states, activations and transient buffers.
+
+For each pipeline stage this module finds the layers it holds (per virtual chunk), the parameters one
+of its GPUs keeps, the micro-batches in flight at the peak of the pipeline schedule, and the transient
+buffers alive at that peak; then the three totals:
+
+- ``allocated_bytes``: weights + gradients + optimizer states + activations + transient buffers, what
+  ``torch.cuda.max_memory_allocated()`` reports;
+- ``reserved_bytes``: plus the PyTorch caching allocator's reserve (:data:`ALLOCATOR_RESERVE_FRACTION`);
+- ``device_bytes``: plus the CUDA context and NCCL communicator buffers, the figure to hold against a
+  GPU's capacity.
+
+Where the layers, the embedding, the output layer and the MTP layers sit comes from
+:mod:`estimator.config.pipeline_layout` (per virtual chunk); the micro-batches in flight from
+:mod:`estimator.memory.schedule` (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B stage r holds
+min(p - r, m) micro-batches at its peak; with the interleaved schedule rank r runs 2 (p - r - 1) +
+(v - 1) N warm-up forwards (N = ``microbatch_group_size_per_vp_stage``), so it holds that many
+chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the schedule produces.
+"""
+
+from __future__ import annotations
+
+from ..config.errors import ConfigError, Problem
+from ..config.load import load_config
+from ..config.rules import interleaving_problem
+from ..config.schema import MAX_BATCH
+from ..model.layers import kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.local_attention import chunk_mask_bytes
+from ..model.params import count_parameters, embedding, final_norm, mtp_extra, output_layer
+from ..model.resolve import DTYPE_BYTES, Resolved, resolve
+from . import features
+from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
+from .loss import loss_buffers
+from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
+                             recompute_retained)
+from .report import ChunkReport, Estimate, Peak, StageEstimate
+from .schedule import first_chunks, held_counts, warmup
+from .states import byte_model, stage_fp8_scales, state_bytes
+from .workspaces import global_buffer_bytes, workspace_bytes
+
+__all__ = ["estimate", "ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
+           "stage_memory"]
+
+MIB = 2 ** 20
+
+#: The caching allocator keeps freed blocks for reuse, so max_memory_reserved exceeds max_memory_allocated.
+#: On the 19 SimuMax B200 runs of validation/measured.yaml the excess is 2.8-9.3 % (median 4.7 %); we use 5 %.
+ALLOCATOR_RESERVE_FRACTION = 0.05
+
+#: CUDA context with cuBLAS/cuDNN/NCCL kernels loaded, outside PyTorch's allocator. nvidia-smi shows
+#: roughly 500-700 MiB per process on Hopper with CUDA 12; we take 600 MiB.
+CUDA_CONTEXT_BYTES = 600 * MIB
+
+#: NCCL's own buffers per communicator a rank uses (NCCL_BUFFSIZE 4 MiB x channels x peers), an
+#: order-of-magnitude figure: 128 MiB per process group of more than one rank.
+NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
+
+
+def in_flight(r: Resolved, stage: int) -> list[int]:
+    """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds before its first
+    backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
+    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.memory.schedule.held_counts`)."""
+    p, v, m = r.p, r.v, r.m
+    if v == 1:
+        n = p - stage
+        if m is not None:
+            n = min(n, m)
+        return [0] * n
+    if m is None:
+        m = r.group * (v + 4)
+    return first_chunks(v, r.group, m, min(warmup(p, stage, v, r.group, m) + 1, m * v))
+
+
+def chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[int, int, int, int]:
+    """(saved bytes, attention part, mlp part, recompute working set) of one chunk for one micro-batch;
+    ``counts`` holds the chunk's layers of each kind, ``acts`` (a list or a dict) the activations of each."""
+    tr = r.cfg.training
+    if not len(layers):
+        return 0, 0, 0, 0
+    if tr.recompute_granularity != "full":
+        att = mlp = rec = 0
+        for k, n in enumerate(counts):
+            if n:
+                a = acts[k]
+                att += n * a.attention
+                mlp += n * a.mlp
+                if a.recompute_peak > rec:
+                    rec = a.recompute_peak
+        return att + mlp, att, mlp, rec
+    kinds = [acts[r.layer_kinds[i]] for i in layers]
+    held = sum(held_per_layer(tr, kinds))
+    n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+    if tr.recompute_method == "block":
+        rec, keep = kinds[:n], kinds[n:]
+        mlp = sum(k.mlp for k in keep)
+        work = max((k.full - k.checkpoint for k in rec), default=0)
+        return held, held - mlp, mlp, work
+    # uniform (the default method): groups of n layers keep only the group's input
+    n = max(n, 1)
+    groups = [kinds[i:i + n] for i in range(0, len(kinds), n)]
+    work = max(sum(k.full for k in g) - g[0].checkpoint for g in groups)
+    return held, held, 0, work
+
+
+_LAYOUT_CACHE: dict = {}
+
+
+def parameter_layout(r: Resolved) -> tuple:
+    """Parameters one GPU holds per layer kind (dense-parallel, linear-layer weights, routed experts), per MTP
+    layer and for the vocabulary parts, and the linear weight shapes per kind.
+
+    They depend only on the model's shape and on TP/EP/ETP, so they are memoised on exactly those values
+    (the layout search evaluates thousands of layouts of one model)."""
+    # Everything here follows from the model section (r.shape: one object per distinct section), TP/EP/ETP and,
+    # for learned positions without max_position_embeddings, s.
+    key = (id(r.shape), r.t, r.ep, r.etp, r.s)
+    hit = _LAYOUT_CACHE.get(key)
+    if hit is not None and hit[0] is r.shape:
+        return hit[1]
+    t = r.t
+    per_kind = []
+    for kind in r.kinds:
+        dense, exp = kind_params(r, kind)
+        per_kind.append((dense.per_rank(t), kind_linear_weights(r, kind),
+                         exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep))
+    per_kind = tuple(per_kind)
+    emb = embedding(r).per_rank(t)              # the input embedding (with learned positions)
+    vocab_weight = output_layer(r).per_rank(t)  # one vocabulary-sized weight matrix on one GPU
+    norm = final_norm(r).per_rank(t)
+    mtp_dense = mtp_lin = mtp_exp = 0
+    if r.mtp:
+        x = mtp_extra(r)
+        mtp_dense, mtp_lin = x.per_rank(t), x.sharded // t
+        for k in r.mtp_kinds:
+            dd, lin, e = per_kind[k]
+            mtp_dense, mtp_lin, mtp_exp = mtp_dense + dd, mtp_lin + lin, mtp_exp + e
+    shapes = tuple(frozenset(kind_weight_shapes(r, kind)) for kind in r.kinds)
+    out = (per_kind, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, shapes)
+    if len(_LAYOUT_CACHE) > 4096:
+        _LAYOUT_CACHE.clear()
+    _LAYOUT_CACHE[key] = (r.shape, out)
+    return out
+
+
+_ACTS_CACHE: dict = {}
+
+
+def kind_activations(r: Resolved) -> list:
+    """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
+    everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
+    recompute, attention and deterministic-mode settings, and the expert-parallel size (the MoE backward working set depends on it:
+    the all-gather dispatcher's gathered tokens, the local experts' re-sort), and expert-parallel overlap (its
+    schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py). The layout search varies the
+    pipeline and data-parallel sizes, which they do not read."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.params_dtype,
+           tr.recompute_granularity,
+           tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
+           tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm)
+    hit = _ACTS_CACHE.get(key)
+    if hit is not None and hit[0] is r.shape:
+        return hit[1]
+    ctx = context(r)
+    acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
+    if len(_ACTS_CACHE) > 4096:
+        _ACTS_CACHE.clear()
+    _ACTS_CACHE[key] = (r.shape, acts)
+    return acts
+
+
+_ONE, _NONE = frozenset((0,)), frozenset()
+_KIND_COUNTS: dict = {}
+
+
+def layer_kind_counts(r: Resolved) -> tuple:
+    """Layers of each kind in every chunk of every stage (memoised on the placement and the kind sequence, both
+    of which resolve() takes from caches, checked by identity)."""
+    key = (id(r.plan), id(r.layer_kinds))
+    hit = _KIND_COUNTS.get(key)
+    if hit is not None and hit[0] is r.plan and hit[1] is r.layer_kinds:
+        return hit[2]
+    seq, n = r.layer_kinds, len(r.kinds)
+    out = []
+    for plan in r.plan:
+        stage = []
+        for c in plan.layers:
+            cnt = [0] * n
+            for k in seq[c.start:c.stop]:
+                cnt[k] += 1
+            stage.append(tuple(cnt))
+        out.append(tuple(stage))
+    counts = tuple(out)
+    if len(_KIND_COUNTS) > 4096:
+        _KIND_COUNTS.clear()
+    _KIND_COUNTS[key] = (r.plan, r.layer_kinds, counts)
+    return counts
+
+
+def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
+    """(dense, linear, routed-expert) parameters one GPU holds for the non-decoder parts of chunk ``c``.
+
+    GPTModel (``megatron/core/models/gpt/gpt_model.py``) builds per chunk: the embedding where pre_process;
+    the final norm and the output layer where post_process (its weight is the embedding itself only when
+    both sit in one chunk and are tied); for MTP layers their own parts and a copy of the embedding unless
+    the chunk already has it (LanguageModule.setup_embeddings_and_output_layer keeps the copies in sync)."""
+    (_, emb, vocab_weight, norm, mtp_dense, mtp_lin, mtp_exp, _) = layout
+    dense = lin = exp = 0
+    if c.embedding:
+        dense += emb
+    if c.loss:
+        dense += norm + (0 if (r.tied and c.embedding) else vocab_weight)
+    k = len(c.mtp)
+    if k:
+        dense += k * mtp_dense + (0 if c.embedding else emb)
+        lin += k * mtp_lin
+        exp += k * mtp_exp
+    return dense, lin, exp
+
+
+def stage_memory(r: Resolved) -> Estimate:
+    """The estimate for every pipeline stage of a resolved configuration."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    t, p = r.t, r.p
+    bm = byte_model(r)
+    acts = kind_activations(r)
+    layout = parameter_layout(r)
+    feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
+    if feat is not None:
+        acts = feat.acts
+    mtp_act = sum_activations([acts[k] for k in r.mtp_kinds]) if r.mtp else None
+    extras = stage_extras(r, mtp_act)
+    loss = loss_buffers(r)
+
+    per_kind, shapes_by_kind, vocab_weight = layout[0], layout[-1], layout[2]
+    wbytes = DTYPE_BYTES[pr.params_dtype]
+    te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
+    dummy_cache: dict = {}
+    dense_shard = r.dp * r.cp
+    overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
+    full_recompute = tr.recompute_granularity == "full"
+    vocab_wgrad = wbytes * vocab_weight
+    loss_act = extras.output + r.mtp * extras.mtp_logits
+    stages = []
+    static: dict = {}
+    one_kind = len(r.kinds) == 1
+    kind_counts = None if one_kind else layer_kind_counts(r)
+    for s_idx, plan in enumerate(r.plan):
+        chunks = plan.chunks
+        sig = plan.sig if one_kind else (plan.sig, kind_counts[s_idx])
+        if sig in static and not full_recompute:
+            dense_p, linear_p, expert_p, st, chunk_acts, work, present = static[sig]
+        else:
+            dense_p = linear_p = expert_p = 0
+            chunk_acts = []
+            work = 0
+            stage_counts = [0] * len(r.kinds)
+            for c_idx, ((n, c_emb, c_loss, n_mtp), c) in enumerate(zip(plan.sig, chunks)):
+                if one_kind:
+                    counts = (n,)
+                    stage_counts[0] += n
+                else:
+                    counts = kind_counts[s_idx][c_idx]
+                    for k, cnt in enumerate(counts):
+                        stage_counts[k] += cnt
+                if c_emb or c_loss or n_mtp:
+                    dp_, lp_, ep_ = _chunk_parameters(r, c, layout)
+                    dense_p += dp_
+                    linear_p += lp_
+                    expert_p += ep_
+                # Activations of one micro-batch of this chunk.
+                if full_recompute or not one_kind:
+                    saved, a_part, m_part, rec = chunk_activations(r, c.layers, counts, acts)
+                else:
+                    a0 = acts[0]
+                    a_part, m_part = n * a0.attention, n * a0.mlp
+                    rec = a0.recompute_peak if n else 0
+                    saved = a_part + m_part
+                e_part = extras.embedding if c_emb else 0
+                o_part = loss_act if c_loss else 0
+                t_part = n_mtp * extras.mtp if n_mtp else 0
+                kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
+                saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
+                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
+                if rec > work:
+                    work = rec
+            for cnt, (dd, lin, e) in zip(stage_counts, per_kind):
+                if cnt:
+                    dense_p += cnt * dd
+                    linear_p += cnt * lin
+                    expert_p += cnt * e
+            st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp,
+                             stage_fp8_scales(r, bm, stage_counts, plan.mtp) if bm.fp8_scales else 0)
+            if one_kind:
+                present = _ONE if stage_counts[0] or plan.mtp else _NONE
+            else:
+                present = frozenset(k for k, cnt in enumerate(stage_counts) if cnt)
+                if plan.mtp:
+                    present |= frozenset(r.mtp_kinds)
+            static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, present)
+        if r.v == 1:
+            n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
+            ca = chunk_acts[0]
+            counts = (n_flight,)
+            activations, att_total, mlp_total, emb_act, out_act, mtp_act_total = (
+                n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4],
+                n_flight * ca[5])
+        else:
+            counts = max(held_counts(p, s_idx, r.v, r.group, r.m),
+                         key=lambda cnt: sum(k * ca[0] for k, ca in zip(cnt, chunk_acts)))
+            n_flight = sum(counts)
+            activations = att_total = mlp_total = emb_act = out_act = mtp_act_total = 0
+            for k, ca in zip(counts, chunk_acts):
+                if k:
+                    activations += k * ca[0]
+                    att_total += k * ca[1]
+                    mlp_total += k * ca[2]
+                    emb_act += k * ca[3]
+                    out_act += k * ca[4]
+                    mtp_act_total += k * ca[5]
+
+        # Transient buffers at the peak.
+        n_mtp = plan.mtp
+        has_loss = plan.loss
+        transient = {}
+        key = (present, n_mtp > 0)
+        hit = dummy_cache.get(key)
+        if hit is None:
+            shapes = set()
+            for k in present:
+                shapes |= shapes_by_kind[k]
+            if key[1]:
+                shapes.add((r.h, 2 * r.h // t))
+            hit = dummy_cache[key] = (wbytes * sum(a * b for a, b in shapes),
+                                      wbytes * max((a * b for a, b in shapes), default=0),
+                                      any(r.kinds[k].moe for k in present),
+                                      max((acts[k].backward_peak for k in present), default=0),
+                                      max((acts[k].attention_backward_peak for k in present), default=0))
+        dummies, biggest, has_moe, bwd, attn_bwd = hit
+        if present:
+            if te_dummies:
+                transient["te_dummy_wgrad"] = dummies
+            else:
+                # Without fused accumulation each linear's weight gradient exists in the weight dtype until
+                # it is added to main_grad: the largest one is the peak.
+                bwd += biggest
+        bwd = max(bwd, attn_bwd)    # unfused attention's backward, after the layer's MLP backward
+        name, value = "backward_working_set", bwd + work
+        no_wgrad = feat is not None and feat.skips_vocab_wgrad(has_loss)
+        if has_loss and out_act:
+            # The loss chunk passes through the loss before its layers' backward (estimator/memory/loss.py): the
+            # loss's own buffers at the end of its forward and during its backward; then the output
+            # layer's backward (the bf16 gradient of the logits, and the weight gradient Megatron's
+            # ColumnParallelLinear allocates even when it accumulates into main_grad); the layers'
+            # backward starts once the loss has freed what it kept.
+            value -= min(loss.saved, out_act)
+            for phase, size in (("loss_forward", loss.forward_extra), ("loss_backward", loss.backward_extra),
+                                ("output_layer_wgrad", (0 if no_wgrad else vocab_wgrad) + loss.output_backward)):
+                if size > value:
+                    name, value = phase, size
+        for c_idx in () if no_wgrad else plan.vocab_chunks:
+            if counts[c_idx] and vocab_wgrad - chunk_acts[c_idx][0] > value:
+                # Embedding backward (the input embedding or an MTP stage's copy): a dense weight gradient,
+                # when this micro-batch's activations of the chunk are gone.
+                name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[c_idx][0]
+        transient[name] = value if value > 0 else 0
+        transient["workspaces"] = workspace_bytes(r, has_moe)
+        buffer = global_buffer_bytes(r, has_moe, has_loss)
+        if buffer:
+            transient["global_memory_buffer"] = buffer
+        acts_by = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
+        if r.mtp:
+            acts_by["mtp"] = mtp_act_total
+        reports = plan.reports.get(counts) or _chunk_reports(plan, counts)
+        if feat is None:
+            transient_bytes = sum(transient.values())
+            # The optimizer step (estimator/memory/optimizer_step.py): activations freed, its own buffers alive.
+            states = st.weights + st.gradients + st.optimizer
+            fwd_bwd = states + activations + transient_bytes
+            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
+                                          recompute_retained(r, chunks, acts))
+            phase, step_total = "forward_backward", states + sum(step.values())
+            if step_total > fwd_bwd:
+                phase, transient, transient_bytes = "optimizer_step", step, step_total - states
+                activations = 0
+                acts_by = dict.fromkeys(acts_by, 0)
+            allocated = states + activations + transient_bytes
+            reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+            stages.append(StageEstimate(
+                s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
+                expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
+                reserved, reserved + overhead, acts_by, transient, reports,
+                peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
+            continue
+        # Recipe features (estimator/memory/features): states, activations, buffers, and what lies outside the allocator.
+        # Their optimizer step is not modelled separately: the forward/backward peak is reported.
+        flight = [c for c, k in enumerate(counts) for _ in range(k)]
+        adj = feat.stage(s_idx, [c.layers for c in chunks], plan.embedding, has_loss, dense_p, linear_p, expert_p,
+                         st, activations, flight, transient, bwd + work)
+        acts_by.update(adj.activation_parts)
+        transient, activations, grads = adj.transient, adj.activations, adj.gradients
+        transient_bytes = sum(transient.values())
+        fwd_bwd = adj.weights + grads + adj.optimizer + activations + transient_bytes
+        kept = adj.weights + grads + adj.optimizer + sum(transient.get(k, 0) for k in PERSISTENT_BUFFERS)
+        phase, step_total = "forward_backward", 0
+        if feat.step_modelled:
+            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
+                                          recompute_retained(r, chunks, acts), own=adj.step_own)
+            step_grads = grads if adj.step_gradients is None else adj.step_gradients
+            step_bytes = sum(step.values())
+            step_total = adj.weights + step_grads + adj.optimizer + step_bytes
+            if step_total > fwd_bwd:
+                phase, transient, transient_bytes = "optimizer_step", step, step_bytes
+                activations, grads = 0, step_grads
+                acts_by = dict.fromkeys(acts_by, 0)
+        allocated = adj.weights + grads + adj.optimizer + activations + transient_bytes
+        reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
+        outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
+        stages.append(StageEstimate(
+            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
+            adj.weights, grads, adj.optimizer, activations, transient_bytes, allocated, reserved,
+            reserved + overhead + sum(outside.values()), acts_by, transient, reports,
+            sum(adj.host.values()), adj.host, outside,
+            peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
+    peak_stage = max(stages, key=lambda s: s.device_bytes)
+    peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
+                reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
+    parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
+                "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
+                "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
+                "microbatch_group_size": r.group if r.v > 1 else None,
+                "pipeline_layout": cfg.parallelism.pipeline_model_parallel_layout,
+                "dense_optimizer_shards": feat.shards()[0] if feat else (dense_shard if bm.distributed else 1),
+                "expert_optimizer_shards": ((feat.shards()[1] if feat else (r.edp if bm.distributed else 1))
+                                            if r.E else None),
+                "bytes_per_parameter": {"weights": bm.weight, "linear_weights": bm.linear_weight,
+                                        "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
+                                        "optimizer_unsharded": bm.optimizer}}
+    return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
+                    _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
+
+
+def sum_activations(parts: list) -> LayerActivations:
+    """The activations of several layers run one after the other (the layers of one MTP depth)."""
+    return LayerActivations(*(sum(x) for x in zip(*(p[:6] for p in parts))), None,
+                            sum(p.attention_backward_peak for p in parts))
+
+
+def _chunk_reports(plan, counts: tuple) -> tuple:
+    """Per chunk of a stage: its layers, the embedding / output layer / MTP layers it holds and its
+    micro-batches in flight at the stage's peak (memoised on the stage plan: the search builds many alike)."""
+    hit = tuple(ChunkReport(c.layers, c.embedding, c.loss, len(c.mtp), k) for c, k in zip(plan.chunks, counts))
+    if len(plan.reports) > 256:
+        plan.reports.clear()
+    plan.reports[counts] = hit
+    return hit
+
+
+def _communicators(r: Resolved) -> int:
+    """Process groups of more than one rank that a GPU talks through."""
+    sizes = [r.t, r.p, r.dp * r.cp, r.cp]
+    if r.E:
+        sizes += [r.ep, r.etp, r.edp]
+    return sum(1 for s in sizes if s > 1)
+
+
+def _assumptions(r: Resolved, bm) -> list[str]:
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    plain = not (cfg.parallelism.use_megatron_fsdp or cfg.parallelism.use_torch_fsdp2) and tr.optimizer == "adam"
+    out = [
+        f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B per parameter "
+        + (f"(the optimizer part sharded over {r.dp * r.cp} data x context-parallel ranks"
+           + (f", {r.edp} expert-data-parallel ranks for routed experts" if r.E else "") + ")"
+           if bm.distributed else "(no distributed optimizer: nothing sharded)") + "."
+        if plain else "Model states as the FSDP / optimizer lines below say.",
+        ("Adam optimizer (two moments per parameter); " if tr.optimizer == "adam" else "")
+        + ("Megatron-Core with Transformer Engine layers." if tr.transformer_impl == "transformer_engine" else
+           "Megatron-Core's local layers (transformer_impl local: its own linear layers, PyTorch norms and unfused "
+           "attention; no Transformer Engine)."),
+        f"Vocabulary padded from {r.V} to {r.Vp} (multiple of {cfg.model.make_vocab_size_divisible_by} x TP {r.t}).",
+    ]
+    if r.m is None:
+        out.append("global_batch_size not set: assumed enough micro-batches to fill the pipeline "
+                   f"(at least {r.p * r.v}" + (f", in whole groups of {r.group}" if r.v > 1 else "") + ").")
+    else:
+        out.append(f"{r.m} micro-batches per step (global_batch_size / (micro_batch_size x DP {r.dp})).")
+    par = cfg.parallelism
+    if par.pipeline_model_parallel_layout is not None:
+        out.append(f"Pipeline layout {par.pipeline_model_parallel_layout}: layers, embedding, output layer and MTP "
+                   f"layers on the chunks it lists ({r.p} stages x {r.v} virtual stages).")
+    elif par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
+        out.append("The " + " and ".join(n for n, on in (("embedding", par.account_for_embedding_in_pipeline_split),
+                                                        ("loss", par.account_for_loss_in_pipeline_split)) if on)
+                   + " count as layer slots of the pipeline split (one decoder layer fewer on that chunk).")
+    if r.p > 1 and r.v > 1:
+        out.append(f"Interleaved 1F1B schedule, micro-batch groups of {r.group}: rank r holds 2 (p - r - 1) + "
+                   f"(v - 1) x {r.group} + 1 chunk-micro-batches at its peak, in the heaviest mix of chunks "
+                   "the schedule holds before a backward pass.")
+    elif r.p > 1:
+        out.append("1F1B schedule: stage r holds the activations of min(p - r, m) micro-batches at the peak.")
+    if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
+        out.append("Unfused attention: the s x s attention scores are stored per head (quadratic in s).")
+    else:
+        out.append("Flash/fused attention: no s x s score matrix is stored (activations linear in s).")
+    if r.E:
+        c = cfg.model.moe_expert_capacity_factor
+        out.append("MoE routing assumed balanced: every expert receives its average share of tokens"
+                   + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
+    mixers = {k.mixer for k in r.kinds}
+    if "mamba" in mixers:
+        out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
+                   "keeps its input projection and ungated output; the chunk states it recomputes in the backward pass "
+                   "are counted in the backward working set. Mamba's context-parallel all-to-all buffers are not "
+                   "counted.")
+    if "gdn" in mixers:
+        out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
+                   "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")
+    if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
+        out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
+    elif tr.cross_entropy_loss_fusion:
+        out.append("Fused cross-entropy (native): keeps an fp32 softmax of the logits; torch.compile adds one "
+                   "more fp32 buffer of that size while it runs.")
+    else:
+        out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
+                   "computed.")
+    if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
+        out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
+                   "shape (gradients accumulate straight into the fp32 main_grad buffer).")
+    recipe = pr.fp8_recipe or "delayed"
+    scales = {"mxfp8": " Each FP8 copy carries its E8M0 scales (1 B per 32 elements, padded per tensor), as does "
+                       "each saved input (column-wise only).",
+              "blockwise": " Each FP8 weight copy carries fp32 scales per 128 x 128 block, each saved input fp32 "
+                           "scales per 128 elements (column-wise only), padded per tensor."}.get(recipe, "")
+    if pr.fp8 and pr.fp8_param_gather:
+        out.append(f"FP8 ({recipe} recipe) with fp8_param_gather: linear-layer weights are held "
+                   "in FP8 (1 B) with a transposed FP8 copy (1 B); embedding, output layer, norms and router stay "
+                   f"in {pr.params_dtype}; linear-layer inputs are saved in 1 byte." + scales)
+    elif pr.fp8:
+        out.append(f"FP8 ({recipe} recipe): FP8 copies of the linear weights are cached and "
+                   "linear-layer inputs are saved in 1 byte." + scales)
+    if not cfg.training.optimizer_cpu_offload:      # the offloaded step: features/assumptions.py
+        if not features.step_modelled(cfg):
+            out.append("Optimizer step: not modelled with these features (the forward/backward peak is reported).")
+        else:
+            out.append(features.muon_step.assumption(r, bm) if tr.optimizer == "muon"
+                       else optimizer_step_assumption(r, bm))
+    ws = workspace_bytes(r, bool(r.E))
+    out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
+               + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
+               + ", Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
+    out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
+               f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
+               f"NCCL communicator ({_communicators(r)} here).")
+    out.extend(features.assumptions(r))
+    out.append("Not modelled: routing imbalance and the memory of a failed allocation retry.")
+    return out
+
+
+def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
+    """Estimate the memory of every pipeline stage of a configuration (path, dict, YAML/JSON text or Config).
+
+    ``num_microbatches`` overrides the number derived from ``training.global_batch_size``.
+    Raises :class:`~estimator.config.errors.ConfigError` listing every problem of an invalid configuration.
+    """
+    r = resolve(load_config(config))
+    if num_microbatches is not None:
+        if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int) or num_microbatches < 1:
+            raise ConfigError(Problem("num_microbatches", num_microbatches, "must be a positive integer"))
+        if num_microbatches > MAX_BATCH:
+            raise ConfigError(Problem("num_microbatches", num_microbatches, f"must be <= {MAX_BATCH:,}"))
+        problem = interleaving_problem(r.p, r.v, num_microbatches, r.group)
+        if problem:
+            raise ConfigError(Problem("num_microbatches", num_microbatches, problem))
+        r.m = num_microbatches
+    return stage_memory(r)

@@ -1,0 +1,185 @@
+"""CUDA graphs with Transformer Engine's per-layer capture (``cuda_graph_impl: transformer_engine``): when the
+allocator counts what, and the peak that follows; the whole-iteration graph (``full_iteration``) at the end of
+this docstring. The ``local`` implementation is refused (:mod:`estimator.config.feature_rules`).
+
+Sources: Megatron-LM @ d98e8a64 ``megatron/core/transformer/cuda_graphs.py`` (``TECudaGraphHelper``:
+``create_cudagraphs`` runs once, at the training step ``cuda_graph_warmup_steps``, before the step;
+``_get_sample_arguments`` allocates one static input per (layer, micro-batch) and reuses it once that
+micro-batch's backward is done, so one per in-flight micro-batch), ``megatron/training/training.py`` (the
+capture call; ``mem-max-allocated-bytes`` is ``allocated_bytes.all.peak`` since the start, never reset),
+``transformer/transformer_layer.py`` (``_te_cuda_graph_capture``: one graph per layer and micro-batch holding
+the attention and/or the MLP, MoE block or pre-MLP norm + router + shared experts, as ``cuda_graph_modules``
+says), Transformer Engine @ d0067d0d ``transformer_engine/pytorch/graph.py`` (``_make_graphed_callables``: with
+``_order`` the warm-up runs and the captures follow the pipeline schedule, forward graphs keep their saved
+tensors until the matching backward graph is captured, all in one private memory pool;
+``_reuse_graph_input_output_buffers`` from TE 2.7) and PyTorch's caching allocator (a private pool's blocks
+count as allocated only while a tensor holds them: a graph replay allocates nothing).
+
+Which layers have a graph (``cuda_graphs.py`` ``_layer_is_graphable``; :func:`captured_layer`): with no
+``cuda_graph_modules`` every decoder layer, whole; otherwise a ``MambaLayer`` with ``mamba``, a
+``TransformerLayer`` whose self-attention is not an ``IdentityOp`` with ``attn``, one with an ``MoELayer`` with
+``moe``, ``moe_router`` or ``moe_preprocess``, one with a dense ``MLP`` with ``mlp``. A hybrid model's layers
+(``models/hybrid/hybrid_layer_specs.py`` ``hybrid_stack_spec``) hold one part each: the ``*`` layer is a
+``TransformerLayer`` with attention and an ``IdentityOp`` MLP, ``-`` an ``MLPLayer`` and ``E`` a
+``MoETransformerLayer`` (both ``TransformerLayer`` with ``IdentityOp`` self-attention, so ``attn`` does not capture
+them), and ``M`` a ``MambaLayer`` (``ssm/mamba_layer.py``), a ``GraphableMegatronModule`` captured whole by its
+``forward``: the fused-norm ``in_proj``, the mixer (``MambaMixer._ssm_training``, the same
+``mamba_split_conv1d_scan_combined`` and saved tensors as eager, :mod:`estimator.model.layers.mamba`) and the
+bias-dropout-add. Its static input is the hidden states alone (``GraphableMegatronModule.get_layer_static_inputs``,
+[s / cp (/ t with sequence parallelism), b, h]), its output the hidden states of the same shape, like a
+transformer layer's; its region's backward working set is the Mamba mixer's. A hybrid model's MTP layers are
+``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable. Gated delta net layers are
+refused when captured (:mod:`estimator.config.feature_rules`).
+
+So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is the largest:
+
+    eager    the plain estimate, during the cuda_graph_warmup_steps eager steps (none when it is 0)
+    capture  model states + the captured parts' saved tensors of the in-flight (chunk-)micro-batches
+             + static buffers + one captured region's backward working set + workspaces
+             (the uncaptured modules do not run during the capture)
+    steady   model states + static buffers + the uncaptured parts' saved tensors + the eager transients;
+             the captured parts live in the private pool, reserved but not allocated
+
+Static buffers: a static input and output of hidden states, 2 * B * Tn * h bytes, per captured layer and
+in-flight (chunk-)micro-batch. Backward working set of a captured region: the layer's (whole layer, Mamba layer,
+MLP or MoE block), or for attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s
+probabilities (the fused softmax backward writes its result in place). The private pool stays reserved after
+the capture; the device figure adds what of it the allocated peak does not already hold.
+
+Uncertainty: a fresh run capturing at step 0 has no Adam moments yet (they appear at the first optimizer
+step); the estimate counts them (a resumed run has them), so it can be high by their size. Fragmentation of
+the private pool is not counted.
+
+Whole-iteration graph (``full_iteration``; Megatron-LM @ d98e8a64 ``megatron/core/full_cuda_graph.py``,
+``FullCudaGraphWrapper``): the forward-backward function of every micro-batch is captured once, at training step
+``cuda_graph_warmup_steps``, and replayed after; the optimizer step stays eager. The captured iteration allocates
+what an eager one does, in the graph's private pool, plus PyTorch's cuBLAS workspaces for the capture stream (one
+per cuBLAS handle and stream, ``aten/src/ATen/cuda/CublasHandlePool.cpp``: the forward's and autograd's, 2 x 32 MiB
+on Hopper), kept all run. ``torch.cuda.graph`` empties the caching allocator's cache before it captures, and the
+private pool keeps the captured working set (activations and transient buffers above the model states and
+run-long buffers) reserved for the rest of the run, beside the regular pool in which the optimizer step then
+allocates. What the GPU holds is therefore the step's peak plus that working set: beyond the allocated peak,
+min(forward/backward peak, step peak) - (model states + run-long buffers), added to the device figure
+(:func:`full_iteration_pool`). Measured on one H100 (this project's batch 7, dense model, local layers): allocated
+peak -0.70 % before the capture workspaces were counted (-0.14 % with them); PyTorch's peak reserved 13.72 GiB
+against 12.28 GiB for the same run without the graph, which the 1.05 reserve alone put at 11.70.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..workspaces import TORCH_CUBLAS_HANDLES, TORCH_CUBLAS_WORKSPACE_BYTES
+
+__all__ = ["FULL_ITERATION_CAPTURE_WORKSPACES", "GraphPeak", "captured_bytes", "captured_layer", "capture_work",
+           "full_iteration_pool", "peak", "static_bytes_per_layer"]
+
+#: PyTorch's cuBLAS workspaces for the whole-iteration graph's capture stream, held all run.
+FULL_ITERATION_CAPTURE_WORKSPACES = TORCH_CUBLAS_HANDLES * TORCH_CUBLAS_WORKSPACE_BYTES
+
+
+def full_iteration_pool(fwd_bwd: int, step: int, kept: int) -> int:
+    """Bytes the whole-iteration graph's private pool holds beyond the allocated peak: the captured working set
+    (``fwd_bwd - kept``) beside the step's own (``step - kept``), less the larger of the two, which the allocated
+    peak already holds; ``kept`` is the model states and run-long buffers."""
+    return max(min(fwd_bwd, step) - kept, 0)
+
+
+
+def captured_layer(r, kind) -> bool:
+    """Whether a decoder layer of this :class:`~estimator.model.layers.LayerKind` has a graph (with
+    ``transformer_engine``: one per layer and micro-batch), as Megatron-Core's ``_layer_is_graphable`` decides."""
+    tr = r.cfg.training
+    if tr.cuda_graph_impl != "transformer_engine":
+        return False
+    mods = set(tr.cuda_graph_modules or ())
+    if not mods:
+        return True
+    if kind.mixer == "mamba":
+        return "mamba" in mods
+    if kind.mixer and "attn" in mods:
+        return True
+    if kind.moe:
+        return bool(mods & {"moe", "moe_router", "moe_preprocess"})
+    return kind.mlp == "dense" and "mlp" in mods
+
+
+def captured_bytes(r, kind, a) -> int:
+    """Saved-for-backward bytes of one layer and micro-batch inside its graph (``a``: the layer's activations
+    with parts). A Mamba layer is captured whole; a transformer layer's attention with ``attn`` (a hybrid MLP or
+    MoE layer's is an ``IdentityOp``: nothing)."""
+    if not captured_layer(r, kind):
+        return 0
+    mods = set(r.cfg.training.cuda_graph_modules or ())
+    if not mods or kind.mixer == "mamba":
+        return a.attention + a.mlp
+    n = a.attention if "attn" in mods else 0
+    if ("moe" in mods) if kind.moe else ("mlp" in mods):
+        n += a.mlp
+    elif kind.moe and "moe_router" in mods:
+        p = a.parts
+        n += p["mlp_norm_in"] + p["mlp_norm_out"] + p["router"] + p["shared"]
+        if "moe_preprocess" in mods:     # MoELayer.preprocess: the fused permutation's row map
+            n += p["permute_map"]
+    return n
+
+
+def static_bytes_per_layer(r) -> int:
+    """A static input and output of hidden states, 2 * B * Tn * h, for one captured layer and micro-batch."""
+    T = r.s * r.b // r.cp
+    Tn = T // r.t if r.sp else T
+    B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
+    return 2 * B * Tn * r.h
+
+
+def capture_work(r, acts: list) -> int:
+    """The backward working set of the largest captured region (held in the private pool at capture); ``acts``
+    holds (LayerKind, LayerActivations with parts) per layer kind. A partly captured MoE layer's router region
+    adds nothing here: its gradients (a few [tokens, experts] tensors) are far below any other region's."""
+    mods = set(r.cfg.training.cuda_graph_modules or ())
+    B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
+    out = 0
+    for kind, a in acts:
+        if not captured_layer(r, kind):
+            continue
+        if not mods or kind.mixer == "mamba" or (("moe" in mods) if kind.moe else ("mlp" in mods)):
+            out = max(out, a.backward_peak + a.recompute_peak)
+        if kind.mixer in ("attention", "mla") and ("attn" in mods or not mods):
+            p = a.parts
+            scores = p["scores"]
+            if scores and r.cfg.model.attention_dropout > 0:
+                scores = scores * B // (2 * B + 1)     # the probabilities' share (no mask, no dropout output)
+            out = max(out, p["qkv"] + scores)
+    return out
+
+
+class GraphPeak(NamedTuple):
+    """The stage at the largest of the three peaks."""
+
+    phase: str                  # eager | capture | steady
+    activations: int            # activations allocated at that peak
+    parts: dict                 # activation components not allocated then (negative)
+    transient: dict             # transient buffers at that peak
+    pool_outside: int           # private-pool bytes the allocated peak does not hold (device figure only)
+
+
+def peak(r, states: int, activations: int, transient: dict, captured: int, static: int, work: int) -> GraphPeak:
+    """The largest of the eager, capture and steady peaks of one stage.
+
+    ``captured``: the captured parts' saved tensors of the in-flight (chunk-)micro-batches; ``static``: their
+    static buffers; ``work``: :func:`capture_work`."""
+    eager_t = sum(transient.values())
+    eager = states + activations + eager_t if r.cfg.training.cuda_graph_warmup_steps > 0 else -1
+    cap_t = {"cuda_graph_static_buffers": static, "cuda_graph_capture_working_set": work}
+    if "workspaces" in transient:
+        cap_t["workspaces"] = transient["workspaces"]
+    capture = states + captured + sum(cap_t.values())
+    steady_t = dict(transient, cuda_graph_static_buffers=static)
+    steady = states + activations - captured + sum(steady_t.values())
+    pool = captured + work
+    if eager >= capture and eager >= steady:
+        return GraphPeak("eager", activations, {}, dict(transient), max(steady + pool - eager, 0))
+    if capture >= steady:
+        return GraphPeak("capture", captured, {"not_run_at_capture": captured - activations}, cap_t,
+                         max(steady + pool - capture, 0))
+    return GraphPeak("steady", activations - captured, {"cuda_graph_private_pool": -captured}, steady_t, pool)

@@ -1,0 +1,319 @@
+"""Model states under Megatron-FSDP and PyTorch FSDP2: what each sharding strategy shards, the gathered
+unit buffers alive at the peak, and Megatron-FSDP's optimizer step.
+
+Megatron-FSDP (v1; Megatron-LM @ d98e8a64 ``megatron/core/distributed/fsdp/src/megatron_fsdp/``,
+``param_and_grad_buffer.py`` ``_init_each_parameter_group_buffers``). Every transformer layer is an FSDP unit
+(``mcore_fsdp_adapter.py``); the embedding, output layer and final norm belong to the root module. With N the
+data x context-parallel size divided by ``num_distributed_optimizer_instances`` M (the HSDP inner size; routed
+experts: expert-data-parallel size / M), per parameter:
+
+    strategy             weights      gradients (dtype g)   master weights + optimizer moments
+    no_shard             w            g                     m + s
+    optim                w            g                     (m + s) / N
+    optim_grads          w            g / N                 (m + s) / N
+    optim_grads_params   w / N        g / N                 (m + s) / N   (/ (N*M) with outer_dp_sharding optim)
+
+g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron_fsdp_main_params_dtype``
+(fp32 4 B; auto none), s the optimizer moments. At the backward peak, beside these:
+
+- optim_grads_params gathers the running unit and prefetches the next ones until the prefetched elements reach
+  P = max(1e9, 2*U_avg) / 2 (``megatron_fsdp.py``: ``suggested_communication_unit_size``, at least 1e9
+  elements; ``AllGatherPipeline.all_gather_params``): (1 + ceil(P / U)) units of U weights, and the root
+  module's weights stay gathered for the whole step;
+- optim_grads and optim_grads_params keep unsharded gradient buckets of the units waiting for their
+  reduce-scatter, up to C = max(1e9, 2*U_avg) elements (``GradReducePipeline.wait_for_previous_grad_reduce``),
+  plus the unit being accumulated;
+- with ``fsdp_double_buffer`` (forced by ``nccl_ub``) both are exactly two unit-sized buffers
+  (``FixedPoolAllocator``, size 2).
+
+When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
+(``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
+when the queue exceeds C elements (``wait_for_previous_grad_reduce``, before the next bucket is queued) or at
+the end of that backward pass (``_root_post_backward`` -> ``grad_reduce_pipeline.reset()``, queued by
+``_root_pre_backward`` for every backward pass). So none exists during a forward pass or the loss, and while they
+pile up the micro-batch's activations go: the root bucket (one bucket for the embedding, output layer and final
+norm) is fetched by the output layer's weight gradient and waits until the embedding's, at the end. The peak is
+the largest of the stage's peak moment without them (the loss: none; the output layer's weight gradient: the
+root bucket; the first layer's backward: the root bucket and that unit's; expert-parallel overlap's combined 1F1B
+step: the root bucket fetched first and every unit's, as its backward passes all the layers while its forward
+regrows the activations, ``combined_1f1b.py`` calling ``pre_backward`` / ``post_backward`` around each step) and
+each layer's backward and the end of the pass, with min(C + U, the buckets fetched so far) beside the activations
+not yet freed (the loss chunk's go before the layers' backward; full recomputation frees each group's
+checkpoint). ``grads_in_backward`` walks it; double buffering's two fixed buckets are always there.
+
+The gradient buckets are in ``megatron_fsdp_grad_comm_dtype`` c (auto: g; ``MixedPrecisionPolicy.grad_comm_dtype``).
+A sharded gradient buffer hands ``param.main_grad`` out of an unsharded bucket fetched in c
+(``main_grad_getter``: ``fetch_bucket(dtype=grad_comm_dtype)``), reduce-scatters it and adds the shard into the
+g-typed buffer, so c only changes those buckets' bytes. An unsharded buffer (no_shard, optim, or a group of one
+rank) is reduced in place, unless c differs from g: ``_bucket_group_gradient_reduce`` then copies each bucket into
+a new unsharded bucket of dtype c (``allocate_bucket_storage(dtype=c, init_values=...)``), queued and freed like
+the others. no_shard and optim reduce during the backward pass only with ``overlap_grad_reduce`` (on the last
+micro-batch); otherwise ``all_reduce_gradients`` / ``reduce_scatter_gradients`` work in place in g. With HSDP a
+c other than g also allocates the outer reduction's ``hsdp_comm_gbuf`` buckets: not modelled (refused).
+Megatron-LM's ``--grad-reduce-in-bf16`` / ``--accumulate-allreduce-grads-in-fp32`` set DDP's
+``grad_reduce_in_fp32``, which Megatron-FSDP does not read.
+
+A buffer is sharded only over a group of more than one rank (``DataParallelBuffer(is_data_distributed=...
+and group.size() > 1)``); otherwise ``fetch_bucket`` hands out the buffer itself, so at N = 1 (and for the
+routed experts at an expert-data-parallel size of 1) nothing is gathered and no gradient bucket is allocated
+(measured on one H100, this project's batch 6: the allocation trace holds only the persistent buffers).
+
+The optimizer step (``MegatronFSDP.finish_grad_sync`` -> ``ParamAndGradBuffer.update_main_grads``, then
+``DistributedOptimizer.step_with_ready_grads``). The gradient reduce-scatters are waited for and their
+buckets freed; the unit buckets are released, the root module's kept (``AllGatherPipeline.reset
+(preserve_non_fsdp_units=True)``). ``update_main_grads`` hands the optimizer the gradient of its shard
+(``get_item(only_shard = strategy != no_shard)``: n/N_opt elements, all n with ``no_shard``) cast to the main
+weights' dtype (``.to(param.dtype)``): a new tensor of m bytes per element when the gradient dtype differs from
+m, none with the precision-aware optimizer (Megatron-LM sets ``megatron_fsdp_use_decoupled_grad``) or without
+main weights (m auto); it lives until the next ``zero_grad``. Then the Adam (SGD) implementation's temporaries
+for the shard, as ``estimator/memory/optimizer_step.py`` counts them (torch's in the main weights' dtype). After
+``optimizer.step()`` returns, ``start_param_sync`` (optim_grads_params forces ``overlap_param_gather``)
+gathers the module's first parameter with prefetch: on the stage holding the embedding the root bucket and
+ceil(P / U) units, else 1 + ceil(P / U) units (two at most with double buffering, none after the root),
+all capped at the stage's units. That comes after the temporaries are freed, so the step holds, beside the
+states and the run-long buffers,
+
+    grad copies + gathered root + max(optimizer temporaries, units gathered after the step)
+
+PyTorch FSDP2 (``megatron/core/distributed/torch_fully_sharded_data_parallel.py``): ``fully_shard`` on every
+transformer layer, the embedding and the output layer, over the data x context-parallel group N: weights w/N,
+gradients reduce-scattered in the weights' dtype w/N, and Megatron's mixed-precision optimizer keeps fp32
+master weights and moments of the local shards, (m + s)/N. At the peak the running layer and the prefetched
+next one are gathered, and the running and the previous layer's unsharded gradients exist (4 units of w);
+``torch_fsdp2_reshard_after_forward: false`` keeps every layer gathered from its forward to its backward.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ...config.derived import grad_comm_dtype, grad_dtype
+from ...model.resolve import DTYPE_BYTES
+from ..optimizer_step import fp32_copies_per_state, separate_expert_optimizer
+
+__all__ = ["FsdpStates", "fsdp_shards", "megatron_fsdp_states", "megatron_fsdp_step", "torch_fsdp2_states"]
+
+#: Megatron-FSDP's floor on the communication unit (elements): prefetch P = this / 2, reduce-scatter queue C.
+COMMUNICATION_UNIT_FLOOR = 1_000_000_000
+
+
+class GradQueue(NamedTuple):
+    """The unsharded gradient buckets of one backward pass: elements of each unit (the stage's layers in
+    order), of the root module's bucket, the queue capacity C + U (elements) and the bytes of an element."""
+    units: list
+    root: int
+    cap: int
+    elem: int
+
+
+class FsdpStates(NamedTuple):
+    weights: int
+    gradients: int
+    optimizer: int
+    transient: dict
+    grad_queue: GradQueue | None = None   # when the buckets come and go with the backward pass (not double-buffered)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def fsdp_shards(r) -> tuple[int, int, int, int]:
+    """(dense, expert) shard counts of weights/gradients and (dense, expert) of the optimizer states."""
+    par = r.cfg.parallelism
+    if par.use_torch_fsdp2:
+        n = r.dp * r.cp
+        return n, n, n, n
+    m = par.num_distributed_optimizer_instances
+    nd, ne = max(r.dp * r.cp // m, 1), max(r.edp // m, 1)
+    if par.data_parallel_sharding_strategy == "no_shard":
+        return nd, ne, 1, 1
+    outer = m if par.outer_dp_sharding_strategy == "optim" else 1
+    return nd, ne, nd * outer, ne * outer
+
+
+def grad_bytes(r) -> int:
+    return DTYPE_BYTES[grad_dtype(r.cfg.precision)]
+
+
+def _grad_buckets(r, nd: int, ne: int) -> tuple[bool, bool]:
+    """(dense, expert): whether reducing a unit's gradients allocates an unsharded bucket during the backward
+    pass (``GradReducePipeline._bucket_group_gradient_reduce``): a sharded gradient buffer (optim_grads,
+    optim_grads_params over more than one rank) fetches one, in the communication dtype; an unsharded one
+    is reduced in place unless the communication dtype differs, which copies the bucket into that dtype. No_shard
+    and optim reduce during the backward pass only with ``overlap_grad_reduce`` (else after it, in place, in
+    the buffer's dtype: ``all_reduce_gradients``)."""
+    par, pr = r.cfg.parallelism, r.cfg.precision
+    sharded = par.data_parallel_sharding_strategy in ("optim_grads", "optim_grads_params")
+    if not (sharded or r.cfg.training.overlap_grad_reduce):
+        return False, False
+    custom = grad_comm_dtype(pr) != grad_dtype(pr)
+    return (sharded and nd > 1) or custom, (sharded and ne > 1) or custom
+
+
+def master_bytes(r) -> int:
+    mp = r.cfg.precision.megatron_fsdp_main_params_dtype
+    return 0 if mp == "auto" else DTYPE_BYTES[mp]
+
+
+def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool, scales: list | None = None) -> tuple[int, int]:
+    """(bytes, elements) of the largest unit, counting only the parameters whose buffers are sharded: a buffer
+    over a group of one rank is used in place (``DataParallelBuffer.fetch_bucket``), nothing is gathered.
+    ``scales``: per unit, the (dense, expert) bytes of FP8 weight scales that come with its gathered FP8 copies."""
+    w, lw = bm.weight, bm.linear_weight or bm.weight
+    best = (0, 0)
+    for i, (dense, lin, exp) in enumerate(units):
+        d, li = (dense, lin) if dist_dense else (0, 0)
+        e = exp if dist_expert else 0
+        sd, se = scales[i] if scales else (0, 0)
+        extra = (sd if dist_dense else 0) + (se if dist_expert else 0)
+        best = max(best, (w * (d - li) + (lw + bm.fp8_cache) * (li + e) + extra, d + e))
+    return best
+
+
+def _unit_scales(r, unit_scales: list | None) -> list | None:
+    """The FP8 scales that come and go with a gathered unit: those of Transformer Engine's weight cache, made from
+    the gathered weights; FP8 parameters (``fp8_param_gather``) keep theirs whole all run (counted with the
+    weights, :mod:`estimator.model.fp8_scales`)."""
+    return None if r.cfg.precision.fp8_param_gather else unit_scales
+
+
+def _comm_unit(r, units: list) -> int:
+    """Megatron-FSDP's communication unit C (elements): ``suggested_communication_unit_size``, else twice the
+    average unit, at least 1e9 (``MegatronFSDP.__init__``); prefetch P = C / 2, reduce-scatter queue C."""
+    u_avg = sum(d + e for d, _, e in units) // len(units)
+    return r.cfg.parallelism.suggested_communication_unit_size or max(COMMUNICATION_UNIT_FLOOR, 2 * u_avg)
+
+
+def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_expert: int, units: list,
+                         root: int, fp8_scales: int = 0, unit_scales: list | None = None) -> FsdpStates:
+    """States of one GPU holding ``n_dense`` non-expert parameters (``n_linear`` of them linear weights) and
+    ``n_expert`` routed-expert parameters; ``units`` lists (dense elements, dense linear elements, expert
+    elements) of each FSDP unit (transformer layer) on the stage, ``root`` the elements of the root module
+    (embedding, output layer). The gathered and unsharded buffers exist only for parameters sharded over more
+    than one rank. FP8 weight scales (:mod:`estimator.model.fp8_scales`): ``fp8_scales`` bytes on the stage,
+    ``unit_scales`` (dense, expert) bytes per unit; they go where the FP8 copies they scale are."""
+    par = r.cfg.parallelism
+    strat = par.data_parallel_sharding_strategy
+    nd, ne, od, oe = fsdp_shards(r)
+    w, lw = bm.weight, bm.linear_weight or bm.weight
+    dense_w = w * (n_dense - n_linear) + lw * n_linear
+    expert_w = lw * n_expert
+    g = grad_bytes(r)
+    per_opt = master_bytes(r) + moments
+    transient = {}
+    if strat == "optim_grads_params":
+        weights = _cdiv(dense_w, nd) + _cdiv(expert_w, ne) + (fp8_scales if r.cfg.precision.fp8_param_gather else 0)
+    else:
+        weights = dense_w + expert_w + bm.fp8_cache * (n_linear + n_expert) + fp8_scales
+    if strat in ("optim_grads", "optim_grads_params"):
+        grads = _cdiv(g * n_dense, nd) + _cdiv(g * n_expert, ne)
+    else:
+        grads = g * (n_dense + n_expert)
+    optimizer = per_opt * (_cdiv(n_dense, od) + _cdiv(n_expert, oe))
+    double = par.fsdp_double_buffer or par.nccl_ub
+    if units and strat == "optim_grads_params":
+        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales))
+        comm = _comm_unit(r, units)
+        if u_max:
+            if double:
+                n_gathered = min(2, len(units))
+            else:
+                n_gathered = 1 + min(_cdiv(comm // 2, u_max), len(units) - 1)
+            transient["fsdp_gathered_units"] = n_gathered * unit_bytes
+        if root and nd > 1:
+            transient["fsdp_gathered_root"] = w * root
+    bd, be = _grad_buckets(r, nd, ne) if units else (False, False)
+    per_unit = [(d if bd else 0) + (e if be else 0) for d, _, e in units]
+    u_grad = max(per_unit, default=0)
+    queue = None
+    if u_grad:
+        elem = DTYPE_BYTES[grad_comm_dtype(r.cfg.precision)]
+        if double:
+            pending = min(2, len(units)) * u_grad
+        else:
+            queue = GradQueue(per_unit, root if bd else 0, _comm_unit(r, units) + u_grad, elem)
+            pending = min(queue.cap, sum(per_unit) + queue.root)
+        transient["fsdp_unsharded_grads"] = elem * pending
+    return FsdpStates(weights, grads, optimizer, transient, queue)
+
+
+def grads_in_backward(q: GradQueue, units: list, acts: list, root_first: int, root: int, phase: str,
+                      phase_value: int, bwd_work: int, freed_first: int) -> tuple[int, int, int | None]:
+    """The unsharded gradient buckets at the peak of one chunk's backward pass (module docstring, "When the
+    gradient buckets exist"): ``units`` / ``acts`` are the chunk's units' gradient elements and one micro-batch's
+    saved activation bytes per layer (forward order), ``root_first`` the root bucket fetched before the layers'
+    backward (the output layer's), ``root`` the root bucket by the end, ``phase`` / ``phase_value`` the
+    stage's peak moment without FSDP, ``bwd_work`` one layer's backward working set, ``freed_first`` the
+    activations freed before the layers' backward (the loss chunk's). Returns (gradient bytes, activation bytes
+    released, working set replacing the phase's or ``None`` when the phase's moment stays the peak)."""
+    at_phase = {"loss_forward": 0, "loss_backward": 0, "output_layer_wgrad": root_first,
+                "backward_working_set": root_first + (units[-1] if units else 0),
+                "ep_overlap_1f1b_step": root_first + sum(units)}.get(phase, root + sum(units))
+    best, best_total = (q.elem * min(q.cap, at_phase), 0, None), phase_value + q.elem * min(q.cap, at_phase)
+    pending, released = root_first, freed_first
+    for u, a in zip(reversed(units), reversed(acts)):
+        pending += u
+        g = q.elem * min(q.cap, pending)
+        if bwd_work + g - released > best_total:
+            best, best_total = (g, released, bwd_work), bwd_work + g - released
+        released += a
+    g = q.elem * min(q.cap, pending + root - root_first)
+    if g - released > best_total:
+        best = (g, released, 0)
+    return best
+
+
+def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: int, first: bool,
+                       unit_scales: list | None = None) -> dict:
+    """The optimizer step's own buffers under Megatron-FSDP (module docstring, "The optimizer step"), by name;
+    arguments as :func:`megatron_fsdp_states`, ``first``: the stage holds the input embedding."""
+    par, pr, tr = r.cfg.parallelism, r.cfg.precision, r.cfg.training
+    strat = par.data_parallel_sharding_strategy
+    nd, ne, od, oe = fsdp_shards(r)
+    n_d, n_e = _cdiv(n_dense, od), _cdiv(n_expert, oe)
+    main = master_bytes(r)
+    out = {}
+    if main and main != grad_bytes(r) and not pr.use_precision_aware_optimizer:
+        out["optimizer_fp32_grad_copies" if main == 4 else "optimizer_grad_copies"] = main * (n_d + n_e)
+    per_state = fp32_copies_per_state(r)
+    elem = 4 if tr.optimizer_implementation == "te_fused" else (main or DTYPE_BYTES[pr.params_dtype])
+    temporaries = elem * per_state * (max(n_d, n_e) if separate_expert_optimizer(r) else n_d + n_e)
+    prefetch = 0
+    if strat == "optim_grads_params":
+        if root and nd > 1:
+            out["fsdp_gathered_root"] = bm.weight * root
+        unit_bytes, u_max = (_gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales)) if units
+                             else (0, 0))
+        if u_max:
+            base = 0 if first else 1      # the first parameter: the embedding (root), else the first unit
+            if par.fsdp_double_buffer or par.nccl_ub:
+                n = 0 if first else min(2, len(units))
+            else:
+                n = min(len(units), base + _cdiv(_comm_unit(r, units) // 2, u_max))
+            prefetch = n * unit_bytes
+    if prefetch > temporaries:
+        out["fsdp_gathered_units"] = prefetch
+    elif temporaries:
+        out["optimizer_temporaries"] = temporaries
+    return out
+
+
+def torch_fsdp2_states(r, bm, moments: int, n_dense: int, n_expert: int, units: list, root: int) -> FsdpStates:
+    """States of one GPU under PyTorch FSDP2 (no expert parallelism, no pipeline parallelism)."""
+    n = r.dp * r.cp
+    w = bm.weight
+    total = n_dense + n_expert
+    master = 0 if r.cfg.precision.params_dtype == "fp32" else 4
+    layers = 0
+    if units:
+        u_max = max(e for e, _ in units)
+        if r.cfg.parallelism.torch_fsdp2_reshard_after_forward:
+            gathered = min(2, len(units)) * u_max
+        else:
+            gathered = sum(e for e, _ in units)
+        layers = w * (gathered + min(2, len(units)) * u_max)
+    # The embedding and the output layer are units of their own, gathered only while they run (the output
+    # layer's backward, beside its gradient): the larger of the two moments is the peak.
+    transient = {"fsdp_gathered_units": max(layers, w * root)} if (layers or root) else {}
+    return FsdpStates(_cdiv(w * total, n), _cdiv(w * total, n), (master + moments) * _cdiv(total, n), transient)

@@ -1,0 +1,161 @@
+"""Model states per GPU: weights, gradients and optimizer states, by Megatron-Core's rules.
+
+Per parameter, with bf16 weights, an fp32 gradient buffer and Adam (Megatron-LM's default for bf16):
+
+    weights 2 B + gradients 4 B + (fp32 master weights 4 B + exp_avg 4 B + exp_avg_sq 4 B) / d
+
+where ``d`` is the shard count of the distributed optimizer: the data-parallel x context-parallel size for
+dense parameters, the expert-data-parallel size (world / (etp * ep * pp)) for routed experts, and 1
+without the distributed optimizer (18 B per parameter). Shards are rounded up, as the distributed
+optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision decides the rest:
+
+- Gradient buffer (``distributed/param_and_grad_buffer.py``, ``group_params_for_buffers``): fp32 when
+  DDP's ``grad_reduce_in_fp32`` is set, else the parameter's dtype. Megatron-LM sets it for bf16 weights
+  unless ``--grad-reduce-in-bf16`` or ``--main-grads-dtype bf16`` (``arguments.py``); Megatron-Bridge sets
+  it on its own. The optimizer's ``main_grads_dtype`` allocates nothing: the precision-aware optimizer
+  reads the buffer through ``decoupled_grad`` (a view), the plain one through ``.grad = shard.float()``,
+  a copy that exists only during the optimizer step, when the activations are gone (not counted).
+- Master weights: fp32 (4 B) for bf16/fp16 weights, none for fp32 weights. With the precision-aware
+  optimizer Transformer Engine's FusedAdam keeps them in ``main_params_dtype``, and with bf16 weights,
+  fp32 masters and ``store_param_remainders`` (Megatron-Core's default) only their low 16 bits (an int16
+  tensor, 2 B). FusedAdam keeps them only when ``main_params_dtype`` is not fp32 or the FP8 recipe is
+  delayed (or FP8 is off): ``OptimizerConfig.use_precision_aware_optimizer_no_fp8_or_ds_fp8``. Otherwise
+  Megatron-Core's distributed optimizer keeps fp32 masters itself (4 B, no remainders).
+- FP8 (Transformer Engine): each linear-layer weight has FP8 copies for the GEMMs, a row-wise and a
+  column-wise (transposed) one, 2 B. With ``fp8_param_gather`` the linear weights themselves are FP8
+  (1 B) plus the transposed copy (1 B); embedding, output layer, norms, router and biases stay in the
+  weights' dtype. Both copies carry their scaling factors (:mod:`estimator.model.fp8_scales`, per tensor, from its
+  shape): with ``mxfp8`` one E8M0 byte per 32 elements of each copy, 2/32 B per weight element (``up(N, 128)
+  up(K/32, 4) + up(N/32, 4) up(K, 128)`` bytes for an N x K weight, N/16 K when both are multiples of 128);
+  with ``blockwise`` one fp32 per 128 x 128 block of each copy (``4 (ceil(N/128) up(ceil(K/128), 4) +
+  ceil(K/128) up(ceil(N/128), 4))``, about 1/2048 B per element); ``delayed`` and ``tensorwise`` one fp32 per
+  tensor (4 B; counted as 0, see :mod:`estimator.model.fp8_scales`). They are the same with and without
+  ``fp8_param_gather`` (the FP8 parameter keeps both copies and their scales; Megatron-Core moves only its data
+  into its buffers), held whole on every GPU.
+  MXFP8 weights under the distributed optimizer (``fp8_recipe: mxfp8`` with ``fp8_param_gather``) have no
+  parameter buffer of their own: Megatron-Core makes it a view of the gradient buffer
+  (``_ParamAndGradBuffer.__init__``), and with ``reuse_grad_buf_for_mxfp8_param_ag`` (required: Transformer
+  Engine cannot move MXFP8 weights into a buffer) the updated weights are all-gathered in bf16 through it and
+  quantized into the weights' own row-wise and column-wise storage, 1 B + 1 B and their scales as above.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..model.fp8_scales import recipe_of, weight_scale_bytes
+from ..model.layers import kind_linear_shapes
+from ..model.resolve import DTYPE_BYTES, Resolved
+
+__all__ = ["StateBytes", "ByteModel", "byte_model", "grad_reduce_in_fp32", "stage_fp8_scales", "state_bytes"]
+
+
+class ByteModel(NamedTuple):
+    """Bytes per parameter of each model state, before sharding."""
+
+    weight: int
+    fp8_cache: int      # extra FP8 copies Transformer Engine keeps of each linear weight
+    grad: int
+    optimizer: int      # master weights + both Adam moments, divided by the shard count
+    distributed: bool
+    linear_weight: int = 0   # a linear-layer weight itself (1 with fp8_param_gather, else ``weight``)
+    # Bytes (not per parameter) of the FP8 scale tensors of one layer of each kind on one GPU, in ``r.kinds`` order:
+    # (dense-parallel part, routed experts); empty without FP8 scales to count (estimator.model.fp8_scales).
+    fp8_scales: tuple = ()
+    fp8_scales_mtp: int = 0  # one MTP layer's eh_proj (its transformer layer counts by its kind)
+
+    def layer_scales(self, k: int) -> int:
+        """FP8 scale bytes of one decoder layer of kind ``k`` on one GPU."""
+        return sum(self.fp8_scales[k]) if self.fp8_scales else 0
+
+
+def grad_reduce_in_fp32(pr) -> bool:
+    """Megatron-Core DDP's ``grad_reduce_in_fp32`` for a precision section (Megatron-LM's rule when unset)."""
+    if pr.params_dtype == "fp32":
+        return True
+    if pr.accumulate_allreduce_grads_in_fp32 is not None:
+        return pr.accumulate_allreduce_grads_in_fp32
+    return pr.params_dtype == "bf16" and pr.main_grads_dtype == "fp32"
+
+
+def _master_bytes(r: Resolved) -> int:
+    """Bytes of one master weight (see the module docstring)."""
+    pr = r.cfg.precision
+    if pr.use_precision_aware_optimizer:
+        te_keeps = pr.main_params_dtype != "fp32" or not pr.fp8 or (pr.fp8_recipe or "delayed") == "delayed"
+        if te_keeps:
+            if pr.main_params_dtype == "fp32" and pr.params_dtype == "bf16" and pr.store_param_remainders:
+                return 2     # FusedAdam's int16 remainders
+            return DTYPE_BYTES[pr.main_params_dtype]
+        return 4
+    return 0 if pr.params_dtype == "fp32" else 4
+
+
+def _fp8_scales(r: Resolved) -> tuple[tuple, int]:
+    """Per layer kind (dense part, routed experts), and one MTP layer's eh_proj: the scale bytes of their FP8
+    linear weights on one GPU (see the module docstring); ((), 0) where the recipe's scales are per tensor."""
+    recipe = recipe_of(r.cfg.precision)
+    if recipe not in ("mxfp8", "blockwise"):
+        return (), 0
+    kinds = []
+    for kind in r.kinds:
+        dense, experts = kind_linear_shapes(r, kind)
+        kinds.append((weight_scale_bytes(recipe, dense), weight_scale_bytes(recipe, experts)))
+    # eh_proj: a column-parallel linear 2h -> h, h/t x 2h on one GPU.
+    mtp = weight_scale_bytes(recipe, ((r.h // r.t, 2 * r.h, 1),)) if r.mtp else 0
+    return tuple(kinds), mtp
+
+
+def byte_model(r: Resolved) -> ByteModel:
+    pr = r.cfg.precision
+    w = DTYPE_BYTES[pr.params_dtype]
+    grad = 4 if grad_reduce_in_fp32(pr) else w
+    if pr.use_precision_aware_optimizer:
+        moments = DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
+    else:
+        moments = 8
+    linear, fp8_cache = w, 0
+    if pr.fp8:
+        if pr.fp8_param_gather:
+            linear, fp8_cache = 1, 1    # FP8 weight + its transposed copy for the backward pass
+        else:
+            fp8_cache = 2               # row-wise and column-wise FP8 copies beside the weight
+    scales, scales_mtp = _fp8_scales(r)
+    return ByteModel(weight=w, fp8_cache=fp8_cache, grad=grad, optimizer=_master_bytes(r) + moments,
+                     distributed=r.cfg.training.use_distributed_optimizer, linear_weight=linear,
+                     fp8_scales=scales, fp8_scales_mtp=scales_mtp)
+
+
+class StateBytes(NamedTuple):
+    weights: int
+    gradients: int
+    optimizer: int
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def state_bytes(bm: ByteModel, dense_params: int, dense_linear: int, expert_params: int, dense_shard: int,
+                expert_shard: int, fp8_scales: int = 0) -> StateBytes:
+    """States of one GPU holding ``dense_params`` (of which ``dense_linear`` are linear-layer weights, which
+    FP8 holds in its own format) and ``expert_params`` routed-expert parameters (all linear weights);
+    ``fp8_scales``: the bytes of those FP8 weights' scale tensors (:attr:`ByteModel.fp8_scales` of its layers)."""
+    linear = dense_linear + expert_params
+    weights = bm.weight * (dense_params - dense_linear) + (bm.linear_weight or bm.weight) * linear \
+        + bm.fp8_cache * linear + fp8_scales
+    grads = bm.grad * (dense_params + expert_params)
+    if bm.distributed:
+        opt = bm.optimizer * (_ceil_div(dense_params, dense_shard) + _ceil_div(expert_params, expert_shard))
+    else:
+        opt = bm.optimizer * (dense_params + expert_params)
+    return StateBytes(weights, grads, opt)
+
+
+def stage_fp8_scales(r: Resolved, bm: ByteModel, counts, n_mtp: int) -> int:
+    """Bytes of the FP8 weight scales one GPU of a stage holds (estimator/model/fp8_scales.py): ``counts`` decoder
+    layers of each kind and ``n_mtp`` MTP layers (each its eh_proj and a layer of each of its kinds)."""
+    out = sum(cnt * bm.layer_scales(k) for k, cnt in enumerate(counts) if cnt)
+    if n_mtp:
+        out += n_mtp * (bm.fp8_scales_mtp + sum(bm.layer_scales(k) for k in r.mtp_kinds))
+    return out

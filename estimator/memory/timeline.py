@@ -1,0 +1,268 @@
+"""Memory over one training step, per pipeline stage: the estimate's peak, unrolled along the schedule.
+
+For every pipeline stage this module walks the stage's pipeline schedule (:mod:`estimator.memory.schedule`,
+after Megatron-Core ``pipeline_parallel/schedules.py``) and lists the memory one GPU of the stage has
+allocated after each event, built from the very figures the estimate (:mod:`estimator.memory.assemble`) adds up:
+
+- start: the model states (weights, gradients, optimizer states) plus the buffers held for the whole
+  run (GEMM workspaces, Megatron's global buffer, Transformer Engine's dummy weight gradients). The
+  timeline shows a step after the first, when those buffers exist already;
+- forward of a (chunk-)micro-batch: plus the activations that micro-batch leaves on that chunk,
+  ``a_c`` (its decoder layers, and the embedding, output layer and loss, MTP layers the chunk holds);
+- backward of a (chunk-)micro-batch: the activations held, plus the stage's working set of a
+  backward pass (the largest transient buffer the estimate names for the stage: the layers' gradient
+  working set, the loss's buffers, the output layer's or the embedding's weight gradient); then, once
+  it is done, minus ``a_c``;
+- optimizer step: after the last backward the activations are gone; the step's height is the
+  estimate's ``optimizer_step_bytes`` where the estimate has that figure, else the model states and the
+  persistent buffers.
+
+The order of the passes is Megatron-Core's: 1F1B runs ``min(p - r - 1, m)`` warm-up forwards on rank r;
+the interleaved schedule ``2 (p - r - 1) + (v - 1) N`` (N = ``microbatch_group_size_per_vp_stage``), its
+forwards in the order of ``get_schedule_table`` and backward j on chunk ``v - 1 - chunk(j)``; then one
+forward and one backward in turn, then the remaining backwards. Before each backward the stage holds one
+of the mixes :func:`estimator.memory.schedule.held_counts` lists, so the highest point of the timeline is the
+estimate's peak: ``states + persistent + max over mixes (sum_c k_c a_c) + working set`` is exactly how
+:func:`estimator.memory.stage_memory` assembles ``allocated_bytes``. The estimate assumes the working
+set of a backward pass may meet the heaviest mix; the timeline places it at every backward pass.
+
+Long steps repeat themselves: a steady state of identical cycles is drawn once, with the number of
+passes left out marked on the point after it (``skipped``). Only exact repeats are left out (whole
+periods of Megatron's schedule table, which add and free the same activations), so the maximum of every
+stage is kept, and the walk costs O(p v N) whatever the number of micro-batches. x is the order of events,
+not time: a pass is one step of the axis.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..model.local_attention import chunk_mask_bytes
+from ..model.resolve import Resolved, resolve
+from . import features
+from .activations import stage_extras
+from .assemble import chunk_activations, layer_kind_counts, kind_activations, parameter_layout, sum_activations
+from .optimizer_step import PERSISTENT_BUFFERS
+from .schedule import warmup
+from .states import byte_model
+
+__all__ = ["PERSISTENT", "StageInputs", "chunk_activation_bytes", "resolved_of", "stage_inputs", "stage_timeline",
+           "stage_timelines"]
+
+#: Transient buffers of the estimate that live for the whole run (allocated once, never freed): the
+#: optimizer step's run-long buffers (:data:`estimator.memory.optimizer_step.PERSISTENT_BUFFERS`) and CUDA graphs'.
+PERSISTENT = PERSISTENT_BUFFERS + ("cuda_graph_pool", "cuda_graph_static_buffers")
+_PHASES = ("start", "forward", "backward", "after", "optimizer")
+
+
+def resolved_of(est) -> Resolved:
+    """The resolved configuration behind an estimate (with its number of micro-batches)."""
+    r = resolve(est._config)
+    r.m = est.parallel.get("num_microbatches")
+    return r
+
+
+class StageInputs(NamedTuple):
+    """What :func:`estimator.memory.stage_memory` computes once for all stages and the timeline reuses."""
+
+    acts: object          # LayerActivations per layer kind (adjusted by the recipe features where they act)
+    extras: object        # activations outside the decoder layers (StageExtras)
+    features: bool        # a recipe feature (FSDP, PEFT, offloading, CUDA graphs, ...) adjusts the totals
+
+
+def stage_inputs(r: Resolved) -> StageInputs:
+    """The per-kind layer activations and the stage extras, as the estimate takes them."""
+    acts = kind_activations(r)
+    feat = features.plan(r, byte_model(r), parameter_layout(r), acts)
+    if feat is not None:
+        acts = feat.acts
+    mtp_act = sum_activations([acts[k] for k in r.mtp_kinds]) if r.mtp else None
+    return StageInputs(acts, stage_extras(r, mtp_act), feat is not None)
+
+
+def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None = None) -> list[int]:
+    """Activation bytes one micro-batch leaves on each virtual chunk of ``stage``: its decoder layers (as
+    :func:`estimator.memory.assemble.chunk_activations` counts them, with local attention's masks), plus the
+    embedding's, the output layer and loss's and the MTP layers' where the chunk holds them
+    (:func:`estimator.memory.activations.stage_extras`)."""
+    inputs = inputs or stage_inputs(r)
+    acts, extras = inputs.acts, inputs.extras
+    loss_act = extras.output + r.mtp * extras.mtp_logits
+    kind_counts = layer_kind_counts(r) if len(r.kinds) > 1 else None
+    out = []
+    for c_idx, c in enumerate(r.plan[stage].chunks):
+        counts = kind_counts[stage][c_idx] if kind_counts else (len(c.layers),)
+        a = chunk_activations(r, c.layers, counts, acts)[0]
+        a += chunk_mask_bytes(r, bool(c.embedding or c.loss), len(c.layers))[0]
+        a += (extras.embedding if c.embedding else 0) + (loss_act if c.loss else 0) + len(c.mtp) * extras.mtp
+        out.append(a)
+    return out
+
+
+def _passes(r: Resolved, stage: int) -> list[tuple[str, int, int, int]]:
+    """The stage's passes in schedule order: ("F" or "B", micro-batch, chunk, passes left out before it).
+
+    Megatron's schedule table repeats itself every P = N v entries while it runs through whole groups of N
+    micro-batches (every P entries there hold N of each chunk), so a window of steady-state steps (one
+    forward, one backward each) K P long, with both its forwards and its backwards inside the whole groups,
+    adds and frees the same activations: the stage holds exactly the same before and after it. Such a
+    window (all whole periods but one on either side) is left out here, which keeps the walk O(p v N)
+    however many micro-batches a step has; the values of the passes kept are those of the full walk."""
+    p, v, N = r.p, r.v, r.group
+    m = r.m if r.m is not None else (p if v == 1 else N * (v + 4))   # held_counts' "enough micro-batches"
+    total = m * v
+    W = min(warmup(p, stage, v, N, m), total)
+    if v == 1:
+        P, whole = 1, m
+
+        def entry(k: int, back: bool) -> tuple[int, int]:
+            return k, 0
+    else:
+        P = N * v
+        full = -(-m // N) - 1              # whole groups; the last group holds the rest
+        last = m - full * N
+        whole = full * P
+
+        def entry(k: int, back: bool) -> tuple[int, int]:
+            if k < whole:
+                g, rem = divmod(k, P)
+                c, i = divmod(rem, N)
+                mb = g * N + i
+            else:
+                c, i = divmod(k - whole, last)
+                mb = full * N + i
+            return mb, (v - 1 - c if back else c)
+    start = P                              # one steady period is walked before the window, one after
+    K = (whole - W - start - P) // P if W + start + 2 * P <= whole else 0
+    skip_from, skip_to = (start, start + K * P) if K >= 2 else (total, total)
+    out = [("F", *entry(k, False), 0) for k in range(W)]
+    j = 0
+    while j < total:
+        gap = 0
+        if j == skip_from:
+            j, gap = skip_to, 2 * (skip_to - skip_from)
+        if W + j < total:
+            out.append(("F", *entry(W + j, False), gap))
+            gap = 0
+        out.append(("B", *entry(j, True), gap))
+        j += 1
+    return out
+
+
+def _compress(keys: list, period: int) -> list[tuple[int, int]]:
+    """Which points to keep of a run whose ``keys`` (height, phase) repeat exactly with ``period``: whole
+    periods after the first are left out. Returns (index, points left out just before it) per kept point."""
+    n = len(keys)
+    if period <= 0 or n < 3 * period:
+        return [(i, 0) for i in range(n)]
+    out, i = [], 0
+    while i < n:
+        j = i
+        while j + period < n and keys[j] == keys[j + period]:
+            j += 1
+        q = (j - i) // period           # points i .. j + period - 1 repeat with the period
+        if q >= 3:
+            out.extend((k, 0) for k in range(i, i + period))
+            out.append((i + q * period, (q - 1) * period))
+            i += q * period + 1
+        else:                           # no run starts at i .. j (each ends at j): keep them
+            out.extend((k, 0) for k in range(i, max(j, i + 1)))
+            i = max(j, i + 1)
+    return out
+
+
+def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -> dict:
+    """One stage's timeline: ``points`` (label, bytes, phase; ``skipped`` passes before it) in order, and
+    where the peak is.
+
+    The forward/backward part rises to the estimate's ``forward_backward_bytes``: the model states, the
+    run-long buffers, the activations held (the schedule's heaviest mix is the estimate's activations) and
+    the backward working set, which is what is left of ``forward_backward_bytes``. Where a recipe feature
+    adjusts the stage's activations (offloading, PEFT, ...), the activations held along the step are those
+    of the schedule scaled to the estimate's (exact at the peak)."""
+    inputs = inputs or stage_inputs(r)
+    s = stage.stage
+    states = stage.weights_bytes + stage.gradients_bytes + stage.optimizer_bytes
+    persistent = sum(stage.transient.get(k, 0) for k in PERSISTENT)
+    base = states + persistent
+    in_fb = getattr(stage, "peak_phase", "forward_backward") == "forward_backward"
+    moments = {k: b for k, b in stage.transient.items() if k not in PERSISTENT} if in_fb else {}
+    working_name = max(moments, key=moments.get).replace("_", " ") if moments else "backward working set"
+    act = chunk_activation_bytes(r, s, inputs)
+    passes = _passes(r, s)
+    # Activations held after each pass, as the schedule has them.
+    held, raw = 0, []
+    for kind, _, c, _ in passes:
+        held += act[c] if kind == "F" else -act[c]
+        raw.append(held)
+    max_held = max((raw[k - 1] if k else 0) for k, ps in enumerate(passes) if ps[0] == "B") if passes else 0
+    if in_fb and not inputs.features and max_held != stage.activations_bytes or held != 0:
+        raise RuntimeError(f"timeline of stage {s}: the schedule holds at most {max_held} bytes of activations, "
+                           f"the estimate {stage.activations_bytes} (a bug: please report it)")
+    A = stage.activations_bytes if in_fb else max_held
+    fb_bytes = getattr(stage, "forward_backward_bytes", 0) or stage.allocated_bytes
+    working = fb_bytes - base - A
+    if working < 0:
+        raise RuntimeError(f"timeline of stage {s}: the forward/backward peak {fb_bytes} is below its parts (a bug)")
+
+    def shown(x: int) -> int:          # the schedule's activations, scaled to the estimate's where they differ
+        return x if A == max_held or not max_held else x * A // max_held
+
+    # Events: the pass each belongs to and its phase (0 start, 1 forward, 2 backward, 3 after, 4 optimizer),
+    # and the height after each.
+    which, phases, heights, skips = [0], [0], [base], [0]
+    before = 0
+    for k, (kind, _, c, gap) in enumerate(passes):
+        if kind == "F":
+            which.append(k)
+            phases.append(1)
+            heights.append(base + shown(raw[k]))
+            skips.append(gap)
+        else:
+            which += (k, k)
+            phases += (2, 3)
+            heights += (base + shown(before) + working, base + shown(raw[k]))
+            skips += (gap, 0)
+        before = raw[k]
+    opt = getattr(stage, "optimizer_step_bytes", 0) or None    # 0: not modelled apart (recipe features)
+    which.append(0)
+    phases.append(4)
+    heights.append(opt if opt is not None else base)
+    skips.append(0)
+    # Leave out exact repeats: per pass (3 points), per round of chunks, per round of micro-batch groups.
+    kept = [(i, 0) for i in range(len(heights))]
+    for period in sorted({3, 3 * r.v, 3 * r.group * r.v}, reverse=True):
+        keys = [(heights[i], phases[i], skips[i] > 0) for i, _ in kept]
+        sel = _compress(keys, period)
+        merged = []
+        for k, gap in sel:
+            i, before = kept[k]
+            # points left out: those of this pass, plus what earlier passes had left out inside them
+            lost = sum(kept[x][1] + 1 for x in range(k - gap, k)) if gap else 0
+            merged.append((i, before + lost))
+        kept = merged
+    multi = r.v > 1
+    points = []
+    for i, gap in kept:
+        phase = _PHASES[phases[i]]
+        _, mb, c, _ = passes[which[i]]
+        name = f"micro-batch {mb + 1}" + (f", chunk {c}" if multi else "")
+        label = {"start": "start: model states and persistent buffers", "forward": f"forward {name}",
+                 "backward": f"backward {name} (+ {working_name})", "after": f"after backward {name}",
+                 "optimizer": "optimizer step"}[phase]
+        pt = {"label": label, "bytes": heights[i], "phase": phase}
+        left_out = skips[i] + (sum(skips[x] + (phases[x] in (1, 2)) for x in range(i - gap, i)) if gap else 0)
+        if left_out:
+            pt["skipped"] = left_out
+        points.append(pt)
+    peak = max(range(len(points)), key=lambda k: points[k]["bytes"])
+    return {"stage": s, "points": points, "peak_index": peak, "peak_bytes": points[peak]["bytes"],
+            "base_bytes": base, "working_set": working_name, "working_set_bytes": working,
+            "activations_per_microbatch": act}
+
+
+def stage_timelines(est) -> list[dict]:
+    """The timeline of every pipeline stage of an estimate (plain data, bytes)."""
+    r = resolved_of(est)
+    inputs = stage_inputs(r)
+    return [stage_timeline(est, r, s, inputs) for s in est.stages]

@@ -1,0 +1,132 @@
+"""FP8 scaling factors: the scale tensors Transformer Engine keeps beside every FP8 tensor, by recipe.
+
+Each FP8 tensor of Transformer Engine carries its scales (``scale_inv``), allocated with its data by the
+recipe's quantizer (TransformerEngine @ d0067d0d : transformer_engine/pytorch/csrc/quantizer.cpp
+``create_tensor`` and ``get_scale_shape`` of each quantizer; the Python mirrors in
+transformer_engine/pytorch/tensor/mxfp8_tensor.py and float8_blockwise_tensor.py ``get_scale_shape``). For a
+tensor of M x K elements (M the product of the leading dimensions, K the last one), with ``up(x, m)`` x rounded
+up to a multiple of m:
+
+    recipe      quantizer                        row-wise scales                     column-wise scales
+    delayed     Float8Quantizer                  one fp32 per tensor, shared by the data and its transpose
+    tensorwise  Float8CurrentScalingQuantizer    one fp32 per tensor, shared by the data and its transpose
+    mxfp8       MXFP8Quantizer (E8M0, 1 B)       up(M, 128) x up(K/32, 4)            up(M/32, 4) x up(K, 128)
+    blockwise   Float8BlockQuantizer (fp32, 4 B)
+                  weights, 128 x 128 blocks      ceil(M/128) x up(ceil(K/128), 4)    ceil(K/128) x up(ceil(M/128), 4)
+                  inputs, 1 x 128 blocks         ceil(K/128) x up(M, 4)              ceil(M/128) x up(K, 4)
+
+MXFP8 keeps one scale byte per 32 elements of each copy (the padding of its scale tensors to 128 x 4 tiles, as
+cuBLAS reads them swizzled, adds bytes only where M or K is not a multiple of 128); blockwise one fp32 per 128
+elements of an input copy (1/32 B per element too) and per 128 x 128 block of a weight copy. The blockwise
+recipe uses 2-D blocks for weights and 1-D blocks for inputs (transformer_engine/common/recipe/__init__.py
+``Float8BlockScaling``: ``w_block_scaling_dim = 2``, ``x_block_scaling_dim = 1``; quantization.py
+``Float8BlockScalingRecipeState.make_quantizers``).
+
+Which copies exist, and so which scales:
+
+- a linear-layer weight in FP8 (Transformer Engine's cached weight without ``fp8_param_gather``, the FP8
+  parameter itself with it): row-wise for the forward GEMM and column-wise for the data-gradient GEMM, both
+  kept (module/linear.py ``_linear_forward``: ``weight_quantizer.set_usage(rowwise=True,
+  columnwise=is_grad_enabled and inp.requires_grad)``; module/base.py ``reset_parameters``: FP8 parameters are
+  created with ``columnwise=torch.is_grad_enabled()``). With ``fp8_param_gather`` Megatron-Core moves only the
+  data into its buffers (Megatron-LM @ d98e8a64 : megatron/core/distributed/param_and_grad_buffer.py
+  ``modify_underlying_storage``; with MXFP8 and ``reuse_grad_buf_for_mxfp8_param_ag`` not even that), so the
+  scales stay in the parameter's own tensors, whole on every GPU, also under Megatron-FSDP (its buffers
+  take the raw data: megatron_fsdp/param_and_grad_buffer.py ``fp8_set_raw_data``);
+- a linear layer's input saved for the weight-gradient GEMM: column-wise only with mxfp8 and blockwise
+  (module/linear.py: ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``;
+  layernorm_linear.py: ``ln_out.update_usage(rowwise_usage=False)`` for MXFP8 and blockwise tensors, also under
+  sequence parallelism, where they are gathered column-wise in the backward pass; grouped_linear.py: each
+  expert's input ``update_usage(rowwise_usage=False, columnwise_usage=True)``, one tensor per local expert from
+  ``_split_quantize``, each with its own padded scales; Megatron-Core does not use Transformer Engine's
+  ``LayerNormMLP``, which would keep the fc2 input both ways).
+
+Delayed and tensorwise scaling keep a single fp32 per tensor (4 B, a 512-byte block of PyTorch's caching
+allocator; a few dozen per layer): counted as 0 here, as is each recipe's per-module state (the delayed
+recipe's amax history). Routed experts' rows are split evenly over the local experts (balanced routing, as
+:func:`estimator.model.layers.moe.routed_rows` assumes); Transformer Engine's bulk allocation of the experts' tensors
+aligns each one to 256 B (data) and 16 B (scales) inside one buffer, not counted (under 300 B per expert).
+"""
+
+from __future__ import annotations
+
+__all__ = ["RECIPES", "lin_saved", "recipe_of", "saved_scale_bytes", "tensor_scale_bytes", "weight_scale_bytes"]
+
+#: FP8 recipes (``precision.fp8_recipe``; None means delayed, Megatron's default).
+RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+
+MXFP8_BLOCK = 32        # transformer_engine/pytorch/constants.py MXFP8_BLOCK_SCALING_SIZE: elements per E8M0 scale
+BLOCK_LEN = 128         # float8_blockwise_tensor.py Float8BlockQuantizer.block_len: 1 x 128 and 128 x 128 blocks
+_E8M0, _FP32 = 1, 4     # bytes per scale: MXFP8's E8M0 (uint8 storage), blockwise's fp32
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _up(x: int, m: int) -> int:
+    return _cdiv(x, m) * m
+
+
+def tensor_scale_bytes(recipe: str, m: int, k: int, rowwise: bool, columnwise: bool, weight: bool) -> int:
+    """Bytes of the scale tensors of one FP8 tensor of m x k elements under ``recipe`` with the usages asked for
+    (``weight``: quantized by the recipe's weight quantizer, which for blockwise means 128 x 128 blocks).
+
+    MXFP8 needs m and k divisible by 32 (Transformer Engine checks it); the divisions round up here, which
+    never counts less."""
+    if recipe == "mxfp8":
+        n = 0
+        if rowwise:
+            n += _up(m, 128) * _up(_cdiv(k, MXFP8_BLOCK), 4)
+        if columnwise:
+            n += _up(_cdiv(m, MXFP8_BLOCK), 4) * _up(k, 128)
+        return _E8M0 * n
+    if recipe == "blockwise":
+        n = 0
+        if weight:
+            bm, bk = _cdiv(m, BLOCK_LEN), _cdiv(k, BLOCK_LEN)
+            if rowwise:
+                n += bm * _up(bk, 4)
+            if columnwise:
+                n += bk * _up(bm, 4)
+        else:
+            if rowwise:
+                n += _cdiv(k, BLOCK_LEN) * _up(m, 4)
+            if columnwise:
+                n += _cdiv(m, BLOCK_LEN) * _up(k, 4)
+        return _FP32 * n
+    return 0    # delayed, tensorwise: one fp32 per tensor (module docstring)
+
+
+def weight_scale_bytes(recipe: str, shapes) -> int:
+    """Scale bytes of FP8 linear weights, row-wise and column-wise copies: ``shapes`` holds (out_features,
+    in_features, count) triples (a weight is out x in in Transformer Engine)."""
+    return sum(n * tensor_scale_bytes(recipe, o, i, True, True, True) for o, i, n in shapes)
+
+
+def saved_scale_bytes(recipe: str, rows: int, cols: int, tensors: int = 1) -> int:
+    """Scale bytes of a linear layer's FP8 input saved for the backward pass (column-wise, see the module
+    docstring): ``rows`` x ``cols`` elements, split by rows into ``tensors`` near-equal tensors (one per local
+    expert of a grouped linear layer)."""
+    if recipe not in ("mxfp8", "blockwise") or rows <= 0 or cols <= 0:
+        return 0
+    tensors = max(1, min(tensors, rows))
+    q, extra = divmod(rows, tensors)
+    out = (tensors - extra) * tensor_scale_bytes(recipe, q, cols, False, True, False)
+    if extra:
+        out += extra * tensor_scale_bytes(recipe, q + 1, cols, False, True, False)
+    return out
+
+
+def lin_saved(c, rows: int, cols: int, tensors: int = 1) -> int:
+    """Bytes a linear layer keeps of its rows x cols input for the weight gradient: ``c.lin_in`` per element (1 B
+    with FP8) and, with FP8, the input's column-wise scales (``c`` a :class:`estimator.model.layers.base.Ctx`)."""
+    out = c.lin_in * rows * cols
+    if c.fp8:
+        out += saved_scale_bytes(c.fp8, rows, cols, tensors)
+    return out
+
+
+def recipe_of(pr) -> str:
+    """The FP8 recipe of a precision section ('' without FP8 compute)."""
+    return (pr.fp8_recipe or "delayed") if pr.fp8 else ""

@@ -1,0 +1,94 @@
+"""Layer kinds: what one decoder layer holds, and the module that counts each part of it.
+
+A decoder layer of a Megatron-Core model is a token mixer followed by an MLP, either of which may be absent:
+
+- GPTModel's ``TransformerLayer`` holds both: self-attention (:mod:`.attention`), multi-latent attention
+  (:mod:`.mla`) or a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers), then a
+  dense MLP (:mod:`.mlp`) or a mixture of experts (:mod:`.moe`);
+- HybridModel's layers hold one part each, one layer per symbol of ``hybrid_layer_pattern``: ``M`` a Mamba-2
+  mixer (:mod:`.mamba`), ``*`` self-attention, ``G`` a gated delta net, ``-`` a dense MLP, ``E`` a mixture of
+  experts.
+
+:class:`LayerKind` names the two parts; :mod:`estimator.model.resolve` gives every decoder layer (and every layer of
+a multi-token-prediction depth) the index of its kind in ``r.kinds``. Each part module answers the same
+questions (:mod:`.base`): parameters, their breakdown, linear-layer weights, weight shapes, activations.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import attention, gated_delta_net, mamba, mla, mlp, moe
+from .base import Count, Ctx, Part
+
+__all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
+           "kind_linear_shapes", "kind_linear_weights", "kind_weight_shapes"]
+
+#: Token-mixer modules by the name a :class:`LayerKind` uses.
+MIXERS = {"attention": attention, "mla": mla, "gdn": gated_delta_net, "mamba": mamba}
+#: MLP modules by name.
+MLPS = {"dense": mlp, "moe": moe}
+
+
+class LayerKind(NamedTuple):
+    """The two parts of a decoder layer: ``mixer`` (attention, mla, gdn, mamba, or "" for none) and ``mlp``
+    (dense, moe, or "")."""
+
+    mixer: str
+    mlp: str
+
+    @property
+    def moe(self) -> bool:
+        return self.mlp == "moe"
+
+    @property
+    def label(self) -> str:
+        """A short name: "attention + MoE", "Mamba", "MLP"."""
+        names = {"attention": "attention", "mla": "MLA", "gdn": "gated delta net", "mamba": "Mamba",
+                 "dense": "MLP", "moe": "MoE"}
+        return " + ".join(names[p] for p in self if p)
+
+
+def _parts(kind: LayerKind):
+    if kind.mixer:
+        yield MIXERS[kind.mixer]
+    if kind.mlp:
+        yield MLPS[kind.mlp]
+
+
+def kind_params(r, kind: LayerKind) -> tuple[Count, Count]:
+    """(dense-parallel part, routed-expert part) of one layer of this kind."""
+    dense = Count()
+    for part in _parts(kind):
+        dense = dense + part.params(r)
+    return dense, (moe.expert_params(r) if kind.moe else Count())
+
+
+def kind_components(r, kind: LayerKind) -> dict:
+    """Parameters of one layer of this kind by :class:`~estimator.model.params.ParameterCounts` component."""
+    out: dict = {}
+    for part in _parts(kind):
+        for k, n in part.components(r).items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
+def kind_linear_weights(r, kind: LayerKind) -> int:
+    """Linear-layer weight elements of one layer on one tensor-parallel rank, routed experts excluded."""
+    return sum(part.linear_weights(r) for part in _parts(kind))
+
+
+def kind_linear_shapes(r, kind: LayerKind) -> tuple[tuple, tuple]:
+    """(out, in, count) of each Transformer Engine linear-layer weight one GPU holds of one layer of this kind:
+    (dense-parallel part on one tensor-parallel rank, routed experts on one GPU)."""
+    dense: tuple = ()
+    for part in _parts(kind):
+        dense += part.linear_shapes(r)
+    return dense, (moe.expert_shapes(r) if kind.moe else ())
+
+
+def kind_weight_shapes(r, kind: LayerKind) -> set:
+    out: set = set()
+    for part in _parts(kind):
+        out |= part.weight_shapes(r)
+    return out

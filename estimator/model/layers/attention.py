@@ -1,0 +1,175 @@
+"""Self-attention (multi-head, grouped-query, multi-query), with its input norm.
+
+Megatron-Core ``megatron/core/transformer/attention.py`` ``SelfAttention`` with the Transformer Engine spec
+(``TELayerNormColumnParallelLinear`` for the fused input norm and QKV projection, ``TEDotProductAttention``,
+``TERowParallelLinear`` for the output projection). Symbols: h hidden size, a query heads, g query groups,
+dh head width (kv_channels), t tensor-parallel size, nw weights per norm element (1 RMSNorm, 2 LayerNorm).
+
+Parameters::
+
+    QKV       h (a + 2g) dh             (+ a dh more with attention_output_gate: the per-head gate)
+              + the same as bias with add_bias_linear or add_qkv_bias
+    output    a dh h                    (+ h bias, replicated, with add_bias_linear)
+    sinks     a                         softmax_type learnable (TEDotProductAttention.softmax_offset, per head)
+    norms     nw h input norm           + 2 nw dh q/k norms with qk_layernorm (per head, replicated)
+              + nw h after the output projection with post_layernorm (Gemma; Megatron-Bridge's
+              TERowParallelLinearLayerNorm)
+
+Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
+(GPT-OSS, Gemma) and chunked attention (Llama 4) change which scores are computed, not any tensor's size.
+
+Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under sequence parallelism, B bytes
+per element)::
+
+    4 Tn h                        norm input + norm output (saved by the fused QKV linear)
+    + B T (a + 2g) dh / t         q, k, v as flash attention saves them (GQA-sized k, v)
+    + B T a dh / t                attention output (also the output projection's input)
+    + 4 T a / t                   softmax log-sum-exp (fp32)
+    + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
+    + B T (a + 2g) dh / t + 4 T (a + g) / t        qk_l2_norm (Llama 4): Megatron-Core's L2Norm is a compiled
+                                  function that saves its input, a view that keeps the fused QKV output
+                                  alive, and an fp32 statistic per head
+    + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
+                                  output the output projection saves (no longer the flash output)
+    + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
+
+Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
+FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
+after the all-to-all, with allgather the gathered keys and values.
+"""
+
+from __future__ import annotations
+
+from ..fp8_scales import lin_saved
+from ..local_attention import attention_backward_extra, local_core_attention
+from .base import Count, Ctx, Part
+
+__all__ = ["activations", "backward_extra", "components", "linear_shapes", "linear_weights", "params", "scores",
+           "weight_shapes"]
+
+
+def qkv_width(r) -> int:
+    """Output width of the fused QKV projection (all ranks): query, gate, keys and values."""
+    return (r.a * (2 if r.gate else 1) + 2 * r.g) * r.dh
+
+
+def params(r) -> Count:
+    """QKV + output projection + sinks + norms (see the module docstring)."""
+    m = r.cfg.model
+    h, a, nw = r.h, r.a, r.norm_w
+    bias = m.add_bias_linear
+    qkv_out = qkv_width(r)
+    sh = h * qkv_out + (qkv_out if (bias or m.add_qkv_bias) else 0) + a * r.dh * h + (a if r.sinks else 0)
+    rep = nw * h + (h if bias else 0) + (2 * nw * r.dh if m.qk_layernorm else 0) + (nw * h if r.post_norm else 0)
+    return Count(sh, rep)
+
+
+def norms(r) -> int:
+    nw = r.norm_w
+    return nw * r.h * (2 if r.post_norm else 1) + (2 * nw * r.dh if r.cfg.model.qk_layernorm else 0)
+
+
+def components(r) -> dict:
+    n = norms(r)
+    return {"attention": params(r).total - n, "norms": n}
+
+
+def linear_weights(r) -> int:
+    """QKV and output-projection weights on one tensor-parallel rank."""
+    t, h = r.t, r.h
+    return h * qkv_width(r) // t + r.a * r.dh * h // t
+
+
+def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of each linear-layer weight on one tensor-parallel rank: QKV, output projection."""
+    t, h, a = r.t, r.h, r.a
+    return (((a * (2 if r.gate else 1) + 2 * r.g) // t * r.dh, h, 1), (h, a // t * r.dh, 1))
+
+
+def scores(r, heads: int) -> int:
+    """Unfused attention's s x s tensors kept for the backward pass: softmax output (B bytes), and with
+    attention dropout its 1-byte mask and B-byte output, for ``heads`` heads of b sequences."""
+    B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
+    per = B + ((1 + B) if r.cfg.model.attention_dropout > 0 else 0)
+    return per * r.b * heads * r.s * r.s
+
+
+def backward_extra(r, B: int, scores: int) -> int:
+    """Unfused attention's backward working set above what it keeps: the local implementation's
+    (:mod:`estimator.model.local_attention`); Transformer Engine's unfused attention masks inside its fused softmax
+    kernel, so there it is the probabilities' gradient, one score tensor."""
+    if r.cfg.training.transformer_impl == "local":
+        return attention_backward_extra(r, B, scores)
+    return B * r.b * (r.a // r.t) * r.s * r.s
+
+
+def activations(r, c: Ctx) -> Part:
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
+    cfg = r.cfg
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    t, dh, g = r.t, r.dh, r.g
+    heads = r.a // t
+    norm_in = B * Tn * h
+    norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+    norm_keep = norm_in + norm_out
+    qkv = B * T * (heads + 2 * (g // t)) * dh
+    out = B * T * heads * dh
+    saved = norm_keep + qkv + out + 4 * T * heads
+    recompute = 0
+    if cfg.model.qk_layernorm:
+        # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its input
+        # (the q/k slices of the fused QKV output are strided) and produces a new output, plus fp32
+        # statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
+        rows = T * (heads + g // t)
+        saved += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
+    if cfg.model.qk_l2_norm:
+        saved += B * T * (heads + 2 * (g // t)) * dh + 4 * T * (heads + g // t)
+    if r.gate:
+        # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
+        # a new tensor, which the output projection saves.
+        saved += 2 * B * T * heads * dh
+    if r.post_norm:
+        saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
+    kept_scores = bwd = 0
+    if c.unfused and cfg.training.transformer_impl == "local":
+        # Megatron's own DotProductAttention (estimator/model/local_attention.py): q, k, v as it keeps them
+        # (views of the QKV output keep all of it), replacing the generic count above.
+        sc = scores(r, heads)
+        rotary = cfg.model.position_embedding_type in ("rope", "yarn", "mrope")
+        la = local_core_attention(r, B, sc, rotary or cfg.model.qk_layernorm)
+        saved -= qkv
+        if "core_attn" in c.modules:
+            saved += la.checkpoint
+            recompute = la.recomputed
+        else:
+            saved += la.kept
+            kept_scores = sc
+        bwd = la.backward_extra + B * T * heads * dh
+    elif c.unfused:
+        sc = scores(r, heads)
+        # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
+        expanded = 2 * B * T * (heads - g // t) * dh
+        if "core_attn" in c.modules:
+            recompute = sc + expanded
+        else:
+            saved += sc + expanded
+            kept_scores = sc + expanded
+        bwd = backward_extra(r, B, sc) + B * T * heads * dh
+    proj_fp8 = 0
+    if cfg.precision.fp8:
+        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input, with its scales
+        saved += proj_fp8
+    cp_type = cfg.parallelism.cp_comm_type
+    if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
+        saved += B * T * heads * dh       # output before and after the all-to-all
+    elif r.cp > 1 and cp_type == "allgather":
+        saved += 2 * B * T * (r.cp - 1) * (g // t) * dh       # gathered keys and values
+    named = None
+    if c.parts:
+        named = {"norm_in": norm_in, "norm_out": norm_out, "latent": 0, "qkv": qkv, "attn_out": out,
+                 "lse": 4 * T * heads, "scores": kept_scores, "proj_in_fp8": proj_fp8}
+    return Part(saved, recompute, 0, bwd, named)

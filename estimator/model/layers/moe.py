@@ -1,0 +1,334 @@
+"""Mixture of experts, with its pre-MLP norm: router, routed experts, shared expert, latent projections.
+
+Megatron-Core ``megatron/core/transformer/moe/moe_layer.py`` ``MoELayer`` with ``router.py`` ``TopKRouter``,
+``experts.py`` ``TEGroupedMLP`` and ``shared_experts.py`` ``SharedExpertMLP``; in a hybrid model the same layer
+makes an ``E`` layer. Symbols: h hidden size, E routed experts, k top-k, fm expert width, fs shared-expert
+width, l moe_latent_size, up = 2 for a gated activation else 1, nw weights per norm element.
+
+Parameters::
+
+    router     E h (fp32 weight)  + E bias with add_bias_linear (GPT-OSS)
+               + E expert bias (moe_router_enable_expert_bias, an fp32 buffer counted as Hugging Face does)
+               + h shared-expert gate (moe_shared_expert_gate)
+    experts    E (d fm up + fm d) + E (fm up + d) biases with add_bias_linear, d = l with latent MoE else h
+    shared     h fs up + fs h (+ biases), tensor-parallel like a dense MLP
+    latent     h l + l h (fc1_latent_proj, fc2_latent_proj: TELinear "duplicated", replicated over the
+               tensor-parallel ranks) + l + h biases with add_bias_linear
+    norm       nw h
+
+The routed experts are split over expert-parallel x expert-tensor-parallel ranks (their fc2 biases over the
+expert-parallel ranks only); the router, the gate, the latent projections and the norm are replicated.
+
+Activations per micro-batch on one GPU, in bytes, with R routed rows (:func:`routed_rows`) and d = l (latent
+MoE) or h::
+
+    4 Tn h + router                    norm input and output; the router's saved tensors (:mod:`.router`: e.g.
+                                       12 Tn k for Megatron's default softmax after top-k, 4 Tn E + 12 Tn k
+                                       + 4 Tn for sigmoid with expert bias, + 4 Tn E (+ 4 Tn) with an aux loss)
+    + R (B d + B fm up + B fm)         the experts' input, fc1 output and activation output (fm = expert width
+      + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below)
+    + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
+      + B Tn h                         with moe_shared_expert_gate: its output, kept by ``output * gate_score``
+                                       for the gate's gradient (shared_experts.py ``SharedExpertMLP.forward``)
+    + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
+    + B U d                            deterministic mode, unfused permutation: the unpermute's source rows
+                                       (:func:`unpermute_source`: U = R with allgather, Tn k with alltoall)
+
+What the backward pass reads of the routed part (Megatron-LM @ d98e8a64): fc1 keeps its input, the permuted
+tokens (local ``ColumnParallelLinear``, Transformer Engine's ``Linear`` and ``GroupedLinear``, whose inputs
+are ``torch.split`` views of the one permuted tensor: transformer_engine/pytorch/module/_split_quantization.py
+``_split_quantize``); the activation keeps fc1's output; fc2 keeps its input. Megatron-Core applies the routing
+probabilities inside the experts (experts.py ``bias_act_func``, mlp.py ``MLP.forward``): in one fused kernel for
+SwiGLU (fusions/fused_bias_swiglu.py ``WeightedSwiGLUFunction`` saves its input and the R probabilities),
+otherwise as act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient.
+Nothing of the experts' output is kept (outside deterministic mode, below): fc2's output is concatenated (SequentialMLP ``torch.cat``), re-sorted
+(moe_utils.py ``sort_chunks_by_idxs``: split and cat), sent back (``all_to_all``, reduce-scatter) and
+scattered into the token order (moe_utils.py ``unpermute``: ``scatter_add_`` keeps only its indices; Transformer
+Engine's ``moe_unpermute`` without merging probabilities keeps only its row map), and none of these saves its
+input; the permutation itself (``index_select``, ``moe_permute``) keeps indices only. What the dispatcher keeps
+besides is per token and expert or per row (indices), not per hidden element; of it the allgather dispatcher's
+saved probabilities and mask are counted with the router (:mod:`.router`). moe_act, shared_experts and moe
+recompute drop their parts.
+
+Deterministic mode (``deterministic_mode``, Megatron's ``--deterministic-mode``, which calls
+``torch.use_deterministic_algorithms(True)``: Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+``apply_determinism_to_args``) changes the unfused unpermute: moe_utils.py ``unpermute`` adds the rows back with
+``index_add_`` instead of ``scatter_add_`` when ``torch.are_deterministic_algorithms_enabled()``. PyTorch's
+derivative of ``index_add`` (tools/autograd/derivatives.yaml: ``source: grad.index_select(dim, index)
+.expand_as(source)``) reads ``source``, so its autograd node saves the source tensor itself until the backward
+pass, where ``scatter_add_``'s (``src: grad.gather(dim, index)``) saves only its index. The source is what is
+unpermuted, in the activations' dtype, per micro-batch::
+
+    + B R d                            allgather: the local experts' output rows (combine_preprocess)
+    + B Tn k d                         alltoall: the rank's own tokens' k routed copies, back from the
+                                       all-to-all (combine_postprocess); capacity factor as for R
+
+The fused unpermute (Transformer Engine's ``moe_unpermute``) is the same in both modes, and the flex
+dispatcher's received-token count is data-dependent (left out, as above).
+
+Expert-parallel overlap (``overlap_moe_expert_parallel_comm``) runs the layer as schedule nodes
+(Megatron-LM @ d98e8a64 : megatron/core/models/gpt/fine_grained_callables.py, models/common/utils.py
+``TransformerLayerNode``), which keep two more tensors per micro-batch from the forward to the backward pass::
+
+    + B Tn h                           with shared experts: their output. ``submodule_pre_dispatch_forward`` hands
+                                       it to the combine node through ``node.detach(shared_expert_output)``, which
+                                       keeps the original in ``before_detached`` (the root of that node's backward)
+                                       until the node is deleted after its backward (``__del__``); the plain layer
+                                       adds it and lets it go. With ``moe_shared_expert_gate`` it is the gated
+                                       product, a tensor besides the one the gate keeps
+    + B P d                            alltoall with one local expert and expert TP > 1, unless FP8: the dispatched
+                                       tokens (P = Tn k rows, capacity factor as for R). ``should_free_input``
+                                       frees the MLP node's input only with FP8, several local experts or another
+                                       dispatcher, so the dispatch node's output and the MLP node's input keep the
+                                       rows until their backward, while the experts save the expert-TP gathered
+                                       copy (with one expert TP rank the rows are the experts' input itself)
+
+Fused permutation (``moe_permute_fusion``) adds Transformer Engine's row map, per micro-batch::
+
+    + 4 Tn (2 E + 1)                   alltoall: int32 row_id_map [tokens, 2 E + 1] of the local tokens
+    + 4 Tg (2 El + 1)                  allgather: the same over the gathered tokens Tg and the El = E / ep local
+                                       experts (``local_map``)
+
+Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/moe_utils.py ``permute`` / ``unpermute`` with
+``fused=True`` call Transformer Engine's ``moe_permute_with_probs`` (alltoall, probabilities permuted with the
+tokens), ``moe_permute`` (allgather, no probabilities) and ``moe_unpermute`` without merging probabilities;
+token_dispatcher.py passes ``fused=config.moe_permute_fusion`` in both dispatchers. TransformerEngine @ d0067d0d
+: transformer_engine/pytorch/triton/permutation.py ``make_row_id_map`` allocates the map as int32
+[num_tokens, 2 num_experts + 1] (destination rows, their experts, the count); transformer_engine/pytorch/
+permutation.py saves it in the permute's autograd context (``save_for_backward(row_id_map, pad_offsets)``)
+and the unpermute saves the same tensor again (counted once; ``pad_offsets`` is None without
+``moe_permute_and_pad_with_probs``). The fused ``moe_sort_chunks_by_index`` keeps an int32 map of one entry per
+row, and the unfused path keeps int64 indices per routed row (``index_select``, ``scatter_add_``): per-row
+indices are not counted, like the router's (:mod:`.router`). Left out: the flex dispatcher, whose deepep
+permute runs over the tokens this rank receives, a data-dependent count (hybridep follows
+``moe_permute_fusion_into_hybridep`` instead). MoE recompute drops the map with the rest of the layer.
+
+The backward working set above what is kept: fc1's data gradient (R d) while its output gradient (R fm up) is
+alive; before it, the expert-output gradient (R d) that ``unpermute``'s backward gathers is copied into another
+R x d tensor by each step that re-orders or moves the rows (the backward of ``sort_chunks_by_idxs`` with more
+than one local expert, of the expert-parallel all-to-all and of the expert tensor-parallel gather): 2 R d. The
+all-gather dispatcher gathers instead, and its backward holds the gathered tokens' gradient (Tg = the tokens
+of the expert tensor- and expert-parallel ranks) beside the rows': (R + Tg) d::
+
+    work = B max(R (fm up + d), 2 R d)     all-to-all and flex dispatchers (R (fm up + d) with nothing to re-order)
+         = B max(R (fm up + d), (R + Tg) d)     all-gather dispatcher
+"""
+
+from __future__ import annotations
+
+from ..fp8_scales import lin_saved
+from .base import Count, Ctx, Part
+from .mlp import mlp_count
+from .router import gather_ranks, saved as router_saved
+
+__all__ = ["activations", "components", "dispatch_rows", "expert_params", "expert_shapes", "linear_shapes",
+           "linear_weights", "overlap_retained", "params", "permute_map", "routed_rows", "unpermute_source",
+           "weight_shapes"]
+
+#: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
+_I32 = 4
+
+
+def router_count(r) -> Count:
+    """Router, its biases, the shared-expert gate and the pre-MLP norm (all replicated)."""
+    m = r.cfg.model
+    return Count(0, r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if m.moe_router_enable_expert_bias else 0)
+                 + r.norm_w * r.h + (r.h if m.moe_shared_expert_gate and r.fs else 0))
+
+
+def shared_count(r) -> Count:
+    return mlp_count(r.h, r.fs, r.gated, r.cfg.model.add_bias_linear) if r.fs else Count()
+
+
+def latent_count(r) -> Count:
+    if not r.lat:
+        return Count()
+    bias = r.cfg.model.add_bias_linear
+    return Count(0, 2 * r.h * r.lat + ((r.lat + r.h) if bias else 0))
+
+
+def expert_params(r) -> Count:
+    """All routed experts of one MoE layer; ``sharded`` splits over expert-parallel x expert-TP ranks."""
+    return mlp_count(r.lat or r.h, r.fm, r.gated, r.cfg.model.add_bias_linear) * r.E
+
+
+def params(r) -> Count:
+    """The dense-parallel part of one MoE layer (everything but the routed experts)."""
+    return router_count(r) + shared_count(r) + latent_count(r)
+
+
+def components(r) -> dict:
+    n = r.norm_w * r.h
+    return {"moe_router": router_count(r).total - n, "moe_shared_experts": shared_count(r).total,
+            "moe_latent": latent_count(r).total, "moe_experts": expert_params(r).total, "norms": n}
+
+
+def active_experts(r) -> int:
+    """Routed-expert parameters one token passes through: k of the E experts."""
+    return expert_params(r).total // r.E * r.k
+
+
+def linear_weights(r) -> int:
+    """Shared-expert and latent-projection weights on one tensor-parallel rank (the routed experts are counted
+    apart, the router is not a Transformer Engine linear layer)."""
+    width = r.fs // r.t
+    return r.h * width * (2 if r.gated else 1) + width * r.h + 2 * r.h * r.lat
+
+
+def weight_shapes(r) -> set:
+    return {(o, i) for o, i, _ in linear_shapes(r) + expert_shapes(r)}
+
+
+def linear_shapes(r) -> tuple:
+    """(out, in, count) of the shared expert's and the latent projections' weights on one tensor-parallel rank
+    (the routed experts: :func:`expert_shapes`)."""
+    up = 2 if r.gated else 1
+    shapes = ()
+    if r.fs:
+        shapes += ((r.fs // r.t * up, r.h, 1), (r.h, r.fs // r.t, 1))
+    if r.lat:
+        shapes += ((r.lat, r.h, 1), (r.h, r.lat, 1))
+    return shapes
+
+
+def expert_shapes(r) -> tuple:
+    """(out, in, count) of the routed experts' fc1 and fc2 weights on one GPU: E / ep local experts, each split
+    over the expert-tensor-parallel ranks."""
+    up = 2 if r.gated else 1
+    fm, d, n = r.fm // r.etp, r.lat or r.h, r.E // r.ep
+    return ((fm * up, d, n), (d, fm, n))
+
+
+def routed_rows(r, T: int, Tn: int) -> int:
+    """Token rows the local experts process for one micro-batch (balanced routing).
+
+    Each of the Tn local tokens is sent to k experts; balanced over the expert-parallel group, a rank's
+    experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. A capacity
+    factor c caps each expert at c times its share (and padding fills it up to that)."""
+    tokens = Tn if r.sp else T
+    return _capped(r, tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1))
+
+
+def _capped(r, rows: int) -> int:
+    """Routed rows under a capacity factor c: each expert capped at c times its share (padding fills it up)."""
+    c = r.cfg.model.moe_expert_capacity_factor
+    if c is not None:
+        rows = int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, 1.0))
+    return rows
+
+
+def unpermute_source(r, T: int, Tn: int) -> int:
+    """Rows the deterministic unpermute keeps for one micro-batch (module docstring): the local experts' rows
+    (allgather) or the rank's own tokens' k routed copies after the return all-to-all (alltoall); 0 without
+    ``deterministic_mode``, with ``moe_permute_fusion`` or with the flex dispatcher."""
+    m = r.cfg.model
+    if not r.cfg.training.deterministic_mode or m.moe_permute_fusion:
+        return 0
+    if m.moe_token_dispatcher_type == "allgather":
+        return routed_rows(r, T, Tn)
+    if m.moe_token_dispatcher_type == "alltoall":
+        return _capped(r, (Tn if r.sp else T) * r.k)
+    return 0
+
+
+def dispatch_rows(r, T: int, Tn: int) -> int:
+    """Rows the all-to-all dispatcher's permutation sends for one micro-batch, P = Tn k (capacity factor as for
+    :func:`routed_rows`); under balanced routing also the rows it receives before the expert-TP gather."""
+    return _capped(r, (Tn if r.sp else T) * r.k)
+
+
+def overlap_retained(r, B: int, T: int, Tn: int) -> tuple[int, int]:
+    """(shared-expert output, dispatched tokens) that expert-parallel overlap's schedule nodes keep per micro-batch
+    from the forward to the backward pass (module docstring); (0, 0) without ``overlap_moe_expert_parallel_comm``."""
+    cfg = r.cfg
+    if not cfg.training.overlap_moe_expert_parallel_comm:
+        return 0, 0
+    shared_out = B * Tn * r.h if r.fs else 0
+    dispatched = 0
+    if (cfg.model.moe_token_dispatcher_type == "alltoall" and r.E // r.ep == 1 and r.etp > 1
+            and not cfg.precision.fp8):
+        dispatched = B * dispatch_rows(r, T, Tn) * (r.lat or r.h)
+    return shared_out, dispatched
+
+
+def permute_map(r, Tn: int) -> int:
+    """Bytes of Transformer Engine's fused-permutation row map for one micro-batch (module docstring): int32
+    [tokens, 2 E + 1] over the local tokens (alltoall) or over the gathered tokens and local experts
+    (allgather); 0 without ``moe_permute_fusion`` or with the flex dispatcher."""
+    m = r.cfg.model
+    if not m.moe_permute_fusion:
+        return 0
+    if m.moe_token_dispatcher_type == "alltoall":
+        return _I32 * Tn * (2 * r.E + 1)
+    if m.moe_token_dispatcher_type == "allgather":
+        ranks = gather_ranks(r)
+        return _I32 * Tn * ranks * (2 * (r.E // r.ep) + 1)
+    return 0
+
+
+def _backward_work(r, B: int, T: int, Tn: int, rows: int, fc1_out: int, d: int) -> int:
+    """The backward working set above the kept tensors (module docstring): fc1's data gradient beside its output
+    gradient, or two row-sized copies of the expert-output gradient (all-to-all, flex) or the gathered tokens'
+    gradient beside the rows' (all-gather)."""
+    fc1 = B * rows * (fc1_out + d)
+    tokens = Tn if r.sp else T
+    ranks = gather_ranks(r)
+    if r.cfg.model.moe_token_dispatcher_type == "allgather":
+        return max(fc1, B * d * (rows + tokens * ranks))
+    moves = r.E // r.ep > 1 or ranks > 1       # sort_chunks_by_idxs over local experts, all-to-all, expert-TP gather
+    return max(fc1, 2 * B * rows * d) if moves else fc1
+
+
+def activations(r, c: Ctx) -> Part:
+    """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
+    cfg = r.cfg
+    B, T, Tn, h = c.B, c.T, c.Tn, r.h
+    up = 2 if r.gated else 1
+    d = r.lat or h
+    norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
+    norm2 = B * Tn * h + norm2_out
+    rows = routed_rows(r, T, Tn)
+    fm = r.fm // r.etp
+    # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
+    # fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
+    # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient. Nothing of
+    # the experts' output is kept (module docstring).
+    weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
+    # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
+    local = r.E // r.ep
+    e_in, e_fc1 = lin_saved(c, rows, d, local), B * rows * fm * up
+    act_out = lin_saved(c, rows, fm, local) + weighted
+    experts = e_in + e_fc1 + act_out
+    recompute = 0
+    if "moe_act" in c.modules:
+        experts -= act_out
+        recompute = act_out
+        act_out = 0
+    shared = 0
+    if r.fs:
+        fs = r.fs // r.t
+        shared = B * T * fs * up + lin_saved(c, T, fs)
+        if cfg.model.moe_shared_expert_gate:
+            shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
+        if "shared_experts" in c.modules:
+            recompute += shared
+            shared = 0
+    latent = lin_saved(c, Tn, r.lat) if r.lat else 0
+    # What the router's autograd graph (and the allgather dispatcher's masked_select) saves, derived from
+    # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.model.layers.router).
+    router = sum(router_saved(r, B, T, Tn).values())
+    pmap = permute_map(r, Tn)
+    # --deterministic-mode: index_add_ in the unfused unpermute keeps its source rows (module docstring).
+    unpermute = B * unpermute_source(r, T, Tn) * d
+    shared_out, dispatched = overlap_retained(r, B, T, Tn)
+    saved = norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched
+    if "moe" in c.modules:
+        recompute = saved
+        saved = B * Tn * h
+        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared = shared_out = dispatched = 0
+    named = None
+    if c.parts:
+        named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
+                 "unpermute_source": unpermute, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out,
+                 "shared_out": shared_out, "dispatched": dispatched}
+    return Part(saved, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)

@@ -1,0 +1,268 @@
+"""Derived values, resolved in one explicit step.
+
+A validated :class:`~estimator.config.schema.Config` leaves some fields ``None`` ("derive it"). This module
+turns it into a :class:`Resolved` record of plain integers, the single place where Megatron-Core's
+defaults and derived quantities are applied: padded vocabulary, head width, data-parallel and
+expert-data-parallel sizes, the layers of every pipeline stage and virtual chunk, which layers are
+MoE, and the number of micro-batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+from ..config import hybrid_pattern
+from ..config.derived import default_ffn_hidden_size, layout_stages
+from ..config.pipeline_layout import placement, stage_counts
+from ..config.schema import Config
+from .layers import LayerKind
+
+__all__ = ["DTYPE_BYTES", "Resolved", "padded_vocab_size", "resolve", "stage_counts", "stage_layers"]
+
+#: Bytes per element of each dtype name used in the schema.
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def padded_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
+    """Megatron's ``_vocab_size_with_padding``: round up to a multiple of ``divisible_by x tp``."""
+    multiple = divisible_by * tp
+    return -(-vocab_size // multiple) * multiple
+
+
+def stage_layers(L: int, p: int, v: int, first: int | None = None, last: int | None = None) -> list[list[range]]:
+    """Global decoder-layer indices of each (stage, virtual chunk) for the even or uneven first/last split, in
+    Megatron's interleaved order: with p=2, v=2 and 8 layers, stage 0 holds layers 0-1 and 4-5, stage 1 holds
+    2-3 and 6-7."""
+    return [list(layers) for layers in placement(L, p, v, first, last, False, False, None, 0)[1]]
+
+
+@lru_cache(maxsize=1024)
+def _moe_pattern(L: int, freq) -> tuple:
+    """Which of the L layers are MoE: freq 0 none, an int k every k-th (Megatron: i % k == 0), a 0/1 tuple."""
+    if not freq:
+        return (False,) * L
+    if isinstance(freq, tuple):
+        return tuple(bool(x) for x in freq)
+    return tuple(i % freq == 0 for i in range(L))
+
+
+def _linear_pattern(L: int, freq) -> tuple:
+    """Which of the L layers are linear attention (Megatron-Core's get_linear_attention_pattern): an int k makes
+    layer i full attention when (i + 1) % k == 0, a 0/1 tuple says it (1 linear)."""
+    if isinstance(freq, tuple):
+        return tuple(bool(x) for x in freq)
+    return tuple((i + 1) % freq != 0 for i in range(L))
+
+
+class MambaDims(NamedTuple):
+    """Mamba-2 mixer: heads (mamba_num_heads, derived 2h / head width), head width, groups, state size."""
+
+    heads: int
+    head_dim: int
+    groups: int
+    state: int
+
+
+class GDNDims(NamedTuple):
+    """Gated delta net: convolution width, key and value head widths, key and value heads."""
+
+    conv: int
+    key_dim: int
+    value_dim: int
+    key_heads: int
+    value_heads: int
+
+
+class KindInfo(NamedTuple):
+    """The layer kinds of a model (:func:`layer_kinds`), worked out once per model shape."""
+
+    kinds: tuple        # distinct LayerKind
+    per_layer: tuple    # kind index per decoder layer
+    mtp_kinds: tuple    # kind indices of the layers of one MTP depth
+    moe: tuple          # MoE flag per decoder layer
+    mtp_is_moe: bool
+    mamba: bool         # some layer holds a Mamba-2 mixer
+    gdn: bool           # some layer holds a gated delta net
+
+
+def _info(kinds: list, per_layer: tuple, mtp_kinds: tuple, moe: tuple) -> KindInfo:
+    return KindInfo(tuple(kinds), per_layer, mtp_kinds, moe, any(kinds[k].moe for k in mtp_kinds),
+                    any(k.mixer == "mamba" for k in kinds), any(k.mixer == "gdn" for k in kinds))
+
+
+@lru_cache(maxsize=1024)
+def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int) -> KindInfo:
+    """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
+    flag of every layer (:class:`KindInfo`).
+
+    A GPT model's layer i holds attention (MLA with multi_latent_attention, a gated delta net where the linear
+    attention pattern says so) and an MoE where the MoE pattern says so, else a dense MLP; its MTP layers are
+    built like its last layer (Megatron-Core's MTP block takes the decoder's last layer spec). A hybrid model's
+    layers and MTP layers come from the pattern's symbols (:mod:`estimator.config.hybrid_pattern`)."""
+    kinds: list = []
+
+    def index(kind: LayerKind) -> int:
+        if kind not in kinds:
+            kinds.append(kind)
+        return kinds.index(kind)
+
+    if hybrid is not None:
+        p = hybrid_pattern.parse(hybrid)
+        per_layer = tuple(index(LayerKind(*hybrid_pattern.KINDS[ch])) for ch in p.layers)
+        mtp_kinds = tuple(index(LayerKind(*hybrid_pattern.KINDS[ch])) for ch in p.mtp)
+        moe = tuple(ch == "E" for ch in p.layers)
+        return _info(kinds, per_layer, mtp_kinds, moe)
+    moe = _moe_pattern(L, moe_freq)
+    linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
+    attn = "mla" if mla else "attention"
+    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense"))
+                      for la, e in zip(linear, moe))
+    return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
+
+
+@dataclass(slots=True)
+class Resolved:
+    """Every quantity the formulas need, with Megatron-Core's defaults applied.
+
+    Internal and treated as read-only; not frozen only because it is built thousands of times per second
+    by the layout search, and frozen dataclasses pay for every field they set."""
+
+    cfg: Config
+    # model
+    L: int
+    h: int
+    a: int
+    g: int            # query groups (0 with MLA)
+    dh: int           # head width (kv_channels)
+    f: int            # dense ffn width
+    gated: bool
+    norm_w: int       # weights per norm element: 1 RMSNorm, 2 LayerNorm
+    V: int            # vocabulary before padding
+    Vp: int           # padded vocabulary
+    E: int            # routed experts (0 dense)
+    k: int            # top-k
+    fm: int           # expert ffn width
+    fs: int           # shared expert width (0 none)
+    moe_layers: tuple  # bool per decoder layer
+    kinds: tuple       # distinct layers.LayerKind of the decoder and MTP layers
+    layer_kinds: tuple  # index into kinds per decoder layer
+    mtp_kinds: tuple   # indices into kinds of the layers of one MTP depth
+    mla: bool
+    q_lora: int
+    kv_lora: int
+    qk_dim: int
+    rope_dim: int
+    v_dim: int
+    mtp: int
+    mtp_is_moe: bool
+    tied: bool
+    gate: bool        # attention_output_gate
+    post_norm: bool   # post_layernorm (Gemma): a norm after the attention output and after fc2
+    sinks: bool       # learnable softmax offsets (attention sinks)
+    lat: int          # moe_latent_size (0 none)
+    mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
+    gdn: "GDNDims | None"       # the gated delta net's shape (None without one)
+    shape: tuple      # the model section's derived values, one object per distinct section (a cache key)
+    # parallelism
+    t: int
+    p: int
+    ep: int
+    etp: int
+    cp: int
+    v: int
+    dp: int
+    edp: int
+    stages: tuple     # per stage: tuple of decoder-layer ranges (one per virtual chunk)
+    plan: tuple       # per stage: pipeline_layout.StagePlan (its chunks: layers, embedding, loss, MTP)
+    group: int        # microbatch_group_size_per_vp_stage (micro-batches per virtual stage in a row)
+    # training
+    s: int
+    b: int
+    m: int | None     # micro-batches per step (None: unknown)
+    sp: bool
+    world: int
+
+
+_MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
+_SHAPES_BY_VALUE: dict = {}   # model section -> shape: equal sections loaded anew share one shape object
+
+
+def _model_shape(m) -> tuple:
+    """(ffn width, MTP layers, :class:`KindInfo`, the hybrid pattern's layout, Mamba and GDN shapes) of a model
+    section, memoised on the section object (the layout search resolves one model in many layouts) and on its
+    value (configurations loaded anew). Equal sections get the same tuple object, which later caches key on."""
+    hit = _MODEL_SHAPES.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out = _SHAPES_BY_VALUE.get(m)
+    if out is None:
+        out = _SHAPES_BY_VALUE[m] = _compute_shape(m)
+        if len(_SHAPES_BY_VALUE) > 1024:
+            _SHAPES_BY_VALUE.clear()
+            _SHAPES_BY_VALUE[m] = out
+    if len(_MODEL_SHAPES) > 1024:
+        _MODEL_SHAPES.clear()
+    _MODEL_SHAPES[id(m)] = (m, out)
+    return out
+
+
+def _compute_shape(m) -> tuple:
+    E = m.num_experts or 0
+    hybrid = m.hybrid_layer_pattern
+    mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
+    linear = m.linear_attention_freq if m.experimental_attention_variant else None
+    ki = layer_kinds(m.num_layers, m.multi_latent_attention,
+                     (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp)
+    mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
+                      m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
+    gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
+                  m.linear_num_value_heads) if ki.gdn else None
+    return (default_ffn_hidden_size(m), mtp, ki, hybrid_pattern.layout_of(hybrid) if hybrid is not None else None,
+            mamba, gdn)
+
+
+def resolve(cfg: Config) -> Resolved:
+    """Apply every derived default (see each field's ``derived`` text in the schema)."""
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
+    t, p, cp, ep = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
+                    par.context_parallel_size, par.expert_model_parallel_size)
+    etp = par.expert_tensor_parallel_size or t
+    L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
+    E = m.num_experts or 0
+    shape = _model_shape(m)
+    f, mtp, ki, layout, mamba, gdn = shape
+    if m.hybrid_layer_pattern is None:
+        layout = par.pipeline_model_parallel_layout
+    dp = tr.world_size // (t * p * cp)
+    edp = tr.world_size // (etp * ep * p) if E else dp * cp
+    s = tr.seq_length or m.max_position_embeddings
+    mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
+    mla = m.multi_latent_attention
+    v = (par.virtual_pipeline_model_parallel_size or 1) if layout is None else layout_stages(layout, p)
+    plan, stages = placement(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
+                             par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
+                             layout, mtp)
+    return Resolved(
+        cfg=cfg, L=L, h=h, a=a,
+        g=0 if mla else (m.num_query_groups or a),
+        dh=m.kv_channels or h // a,
+        f=f, gated=m.gated_linear_unit, norm_w=2 if m.normalization == "LayerNorm" else 1,
+        V=m.vocab_size, Vp=padded_vocab_size(m.vocab_size, m.make_vocab_size_divisible_by, t),
+        E=E, k=(m.moe_router_topk or 2) if E else 0, fm=(m.moe_ffn_hidden_size or f) if E else 0,
+        fs=(m.moe_shared_expert_intermediate_size or 0) if E else 0, moe_layers=ki.moe,
+        kinds=ki.kinds, layer_kinds=ki.per_layer, mtp_kinds=ki.mtp_kinds,
+        mla=mla, q_lora=m.q_lora_rank or 0 if mla else 0,
+        kv_lora=(m.kv_lora_rank or 512) if mla else 0,
+        qk_dim=(m.qk_head_dim or 128) if mla else 0,
+        rope_dim=(m.qk_pos_emb_head_dim or 64) if mla else 0,
+        v_dim=(m.v_head_dim or 128) if mla else 0,
+        mtp=mtp, mtp_is_moe=ki.mtp_is_moe,
+        tied=not m.untie_embeddings_and_output_weights,
+        gate=m.attention_output_gate, post_norm=m.post_layernorm, sinks=m.softmax_type == "learnable",
+        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, shape=shape,
+        t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
+        group=par.microbatch_group_size_per_vp_stage or p,
+        s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,
+    )

@@ -1,0 +1,295 @@
+"""Cost model of the layout search: the relative step time of a parallel layout, and why it ranks there.
+
+:func:`estimator.plan.search.search` ranks the layouts that fit by this cost, and a layout's ``why`` names
+its largest terms. Relative step time; 1.0 = the step's matmul FLOPs at :data:`GPU_FLOPS` per GPU::
+
+    cost = (1 + recompute + tp + cp + ep + launch) * (1 + bubble) + dp + pp_p2p
+
+- compute: 6 x active parameters (without the embedding lookup) + 3 L s a (d_qk + d_v) FLOPs per token
+  (causal flash attention, forward and backward);
+- recompute: full re-runs the forward pass (+1/3, :data:`FULL_RECOMPUTE`); selective the modules of
+  :data:`SELECTIVE_MODULE_COST`;
+- bubble = (p - 1) / (m v) with m micro-batches: the 1F1B (v = 1) and interleaved schedules; it scales
+  the work repeated per micro-batch;
+- tp: per layer and micro-batch 8 transfers of (t - 1)/t x tokens x h x 2 B (all-gather and
+  reduce-scatter around attention and MLP, forward and backward);
+- cp: ring attention passes its K and V chunk to cp - 1 peers, three times with the backward pass;
+- ep: per MoE layer and micro-batch 4 all-to-alls of tokens x top-k x h x 2 B x (ep - 1)/ep, and with
+  etp > 1 the routed tokens gathered and scattered over the expert-TP group;
+- launch: :data:`LAUNCH_SECONDS` per layer and micro-batch (small micro-batches cost more);
+- dp: once per step, gradients reduce-scattered and weights all-gathered (or gradients all-reduced) for
+  the parameters of the fullest stage, :data:`DP_OVERLAPPED_EXPOSED` of it when overlap_grad_reduce is on;
+- pp_p2p: activations and their gradients crossing each stage boundary, once per virtual chunk.
+
+Traffic runs at :data:`NVLINK_BYTES_PER_S` inside a node and :data:`NETWORK_BYTES_PER_S` between nodes.
+Megatron-Core orders ranks tp-cp-dp-pp for dense layers and etp-ep-edp-pp for experts, so a group of
+size n with stride k has min(n, gpus_per_node // k) members per node. A ring (TP, CP, DP, PP) leaving
+the node runs at network speed; an all-to-all (EP) sends its off-node share at network speed. Ties go
+to the layout with the lower peak memory. Without a global batch size a layout takes about
+:data:`DEFAULT_TOKENS_PER_STEP` tokens per step.
+
+The constants are round figures for an H100-class cluster with one 400 Gb/s NIC per GPU: they order
+layouts, they do not predict throughput.
+
+- :data:`GPU_FLOPS` = 400e12: effective bf16 matmul throughput per GPU (about 40 % of an H100's
+  989 TFLOP/s dense peak);
+- :data:`NVLINK_BYTES_PER_S` = 300e9: collective bandwidth per GPU inside an NVLink node (NCCL bus
+  bandwidth on 8 x H100 is 350-450 GB/s);
+- :data:`NETWORK_BYTES_PER_S` = 40e9: bandwidth per GPU between nodes, one 400 Gb/s InfiniBand/RoCE NIC
+  per GPU at about 80 % efficiency;
+- :data:`LAUNCH_SECONDS` = 3e-4: fixed cost per layer and micro-batch, forward plus backward (about 60
+  kernel launches and syncs);
+- :data:`FULL_RECOMPUTE` = 1/3: full recompute runs every forward pass twice, 2 of the 6 FLOPs per
+  parameter and token again;
+- :data:`SELECTIVE_MODULE_COST`: selective recompute cost per module, as a fraction of the step's
+  compute. Norms and activations are memory-bound elementwise kernels; the MLA up-projections and
+  unfused attention are matmuls; the MLP or MoE block holds about 2/3 of a layer's FLOPs, so re-running
+  its forward costs about 2/3 x 1/3;
+- :data:`DP_OVERLAPPED_EXPOSED` = 0.2: share of the data-parallel traffic left on the critical path with
+  overlap_grad_reduce;
+- :data:`DEFAULT_TOKENS_PER_STEP` = 2^22: tokens per optimizer step when no global batch size is given
+  (4 Mi, a common pretraining batch).
+
+What this says about the seeds' workflow ("TP up to 8, then PP, then EP, then memory optimizations";
+Megatron-Core wins where they differ): the distributed optimizer comes first, not last: it moves the
+same bytes as the all-reduce it replaces and takes 18 -> 6 + 12/d bytes per parameter, so layouts
+without it are only listed on request. TP is cheap inside a node and expensive across nodes; PP costs
+the bubble (p - 1)/(m v), which interleaving and more micro-batches shrink; EP does not multiply the
+world size (experts fold over the same ranks as TP x CP x DP) and its all-to-all is cheap only inside a
+node; CP needs neither TP nor sequence parallelism and pays for itself only on long sequences; full
+recompute costs a third more compute, so a layout that fits without it ranks higher.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..memory.report import GIB
+from ..model.params import count_parameters
+
+__all__ = ["CostModel", "Shape", "GPU_FLOPS", "NVLINK_BYTES_PER_S", "NETWORK_BYTES_PER_S", "LAUNCH_SECONDS", "FULL_RECOMPUTE",
+           "SELECTIVE_MODULE_COST", "DP_OVERLAPPED_EXPOSED", "DEFAULT_TOKENS_PER_STEP"]
+
+
+class Shape(NamedTuple):
+    """One parallel shape (the search builds some 16,000 for DeepSeek-V3 on 1,024 GPUs: a NamedTuple costs
+    a fifth of a frozen dataclass to construct, which counts under Pyodide)."""
+
+    n: int
+    t: int
+    p: int
+    first: int | None
+    last: int | None
+    v: int
+    cp: int
+    ep: int
+    etp: int
+    sp: bool
+
+    @property
+    def dp(self) -> int:
+        return self.n // (self.t * self.p * self.cp)
+
+    @property
+    def edp(self) -> int:
+        return self.n // (self.etp * self.ep * self.p)
+
+
+#: Effective bf16 matmul throughput per GPU (about 40 % of an H100's 989 TFLOP/s dense peak).
+GPU_FLOPS = 400e12
+#: Collective bandwidth per GPU inside an NVLink node (NCCL bus bandwidth on 8 x H100 is 350-450 GB/s).
+NVLINK_BYTES_PER_S = 300e9
+#: Bandwidth per GPU between nodes: one 400 Gb/s InfiniBand/RoCE NIC per GPU at about 80 % efficiency.
+NETWORK_BYTES_PER_S = 40e9
+#: Fixed cost per layer and micro-batch, forward plus backward (about 60 kernel launches and syncs).
+LAUNCH_SECONDS = 3e-4
+#: Full recompute runs every forward pass twice: 2 of the 6 FLOPs per parameter and token again.
+FULL_RECOMPUTE = 1 / 3
+#: Selective recompute cost per module, as a fraction of the step's compute: norms and activations are
+#: memory-bound elementwise kernels; the MLA up-projections and unfused attention are matmuls; the MLP or
+#: MoE block holds about 2/3 of a layer's FLOPs, so re-running its forward costs about 2/3 x 1/3.
+SELECTIVE_MODULE_COST = {"layernorm": 0.01, "moe_act": 0.01, "mla_up_proj": 0.04, "core_attn": 0.05,
+                         "shared_experts": 0.03, "mlp": 0.22, "moe": 0.22}
+#: Share of the data-parallel traffic left on the critical path with overlap_grad_reduce.
+DP_OVERLAPPED_EXPOSED = 0.2
+#: Tokens per optimizer step when no global batch size is given (4 Mi, a common pretraining batch).
+DEFAULT_TOKENS_PER_STEP = 2 ** 22
+
+
+def _node_share(size: int, stride: int, gpus_per_node: int) -> float:
+    """Fraction of a group's members on the same node as a given member (ranks placed contiguously)."""
+    return min(size, max(1, gpus_per_node // stride)) / size
+
+
+#: The keys of :meth:`CostModel.traffic`.
+_TRAFFIC = ("compute", "tensor_parallel", "context_parallel", "expert_all_to_all", "pipeline_p2p", "launch")
+
+
+class CostModel:
+    """The cost terms of one model's layouts, mixed into the search engine
+    (:class:`estimator.plan.space.SearchEngine`), which supplies ``r0`` (the resolved base configuration),
+    ``base``, ``s`` (sequence length), ``gpn`` (GPUs per node), ``bm`` (byte model per distributed-optimizer
+    choice), ``selective_modules`` and ``_stage_kinds``."""
+
+    def _setup_cost(self):
+        """The model's cost constants: recompute costs, FLOPs per token, K/V width, exposed DP share."""
+        r, cfg = self.r0, self.base
+        self.rc_cost = {"none": 0.0, "full": FULL_RECOMPUTE,
+                        "selective": sum(SELECTIVE_MODULE_COST[m] for m in self.selective_modules)}
+        pc = count_parameters(r)
+        flops_params = pc.active - (0 if r.tied else pc.embedding)
+        att_width = r.a * ((r.qk_dim + r.rope_dim + r.v_dim) if r.mla else 2 * r.dh)
+        self.flops_per_token = 6 * flops_params + 3 * r.L * self.s * att_width
+        self.kv_elems = r.a * (r.qk_dim + r.rope_dim + r.v_dim) if r.mla else 2 * r.g * r.dh
+        self.dp_exposed = DP_OVERLAPPED_EXPOSED if cfg.training.overlap_grad_reduce else 1.0
+        self._bw_cache = {}
+        self._max_cache = {}
+
+    def _bw(self, size: int, stride: int, ring: bool) -> float:
+        """Seconds per byte for a group: a ring leaving the node runs at network speed; an all-to-all sends
+        its off-node share at network speed."""
+        key = (size, stride, ring)
+        if key not in self._bw_cache:
+            share = _node_share(size, stride, self.gpn)
+            if ring:
+                self._bw_cache[key] = 1 / NVLINK_BYTES_PER_S if share >= 1 else 1 / NETWORK_BYTES_PER_S
+            else:
+                self._bw_cache[key] = share / NVLINK_BYTES_PER_S + (1 - share) / NETWORK_BYTES_PER_S
+        return self._bw_cache[key]
+
+    def _stage_max(self, p, first, last, v) -> tuple[int, int]:
+        """(layers, MoE layers) of the fullest stage: the slowest stage sets the pipeline's pace."""
+        key = (p, first, last, v)
+        if key not in self._max_cache:
+            kinds = self._stage_kinds(p, first, last, v)
+            self._max_cache[key] = (max(k[0] for k in kinds), max(k[1] for k in kinds))
+        return self._max_cache[key]
+
+    def traffic(self, sh: Shape) -> dict:
+        """Cost terms that depend on neither the micro-batch size nor the optimizer: seconds of traffic per
+        token of the step over seconds of compute per token (both scale with the tokens per step)."""
+        return dict(zip(_TRAFFIC, self.traffic_terms(sh)))
+
+    def traffic_bound(self, sh: Shape, max_b: int) -> float:
+        """The part of a lower bound of the shape's cost that comes from its traffic (the micro-batch size
+        at most ``max_b``): the same terms as :meth:`traffic`, summed without building its dict (the search
+        bounds every shape and looks at few)."""
+        _, tp, cpc, epc, pp, launch = self.traffic_terms(sh)
+        return tp + cpc + epc + launch / max_b + pp
+
+    def traffic_terms(self, sh: Shape) -> tuple:
+        """The values of :meth:`traffic`, in the order of :data:`_TRAFFIC`."""
+        r = self.r0
+        t, p, cp, ep, etp, n, dp = sh.t, sh.p, sh.cp, sh.ep, sh.etp, sh.n, sh.dp
+        layers, moe_layers = self._stage_max(p, sh.first, sh.last, sh.v)
+        tok = 1 / (dp * cp)                          # share of the step's tokens one GPU's stage processes
+        compute = self.flops_per_token / (n * GPU_FLOPS)
+        h2 = r.h * 2
+        tp = 8 * (t - 1) / t * h2 * layers * tok * self._bw(t, 1, True) if t > 1 else 0.0
+        cpc = (3 * (cp - 1) * self.kv_elems / t * 2 * layers * tok * self._bw(cp, t, True)) if cp > 1 else 0.0
+        epc = 0.0
+        if moe_layers:
+            routed = (tok / t if sh.sp else tok) * r.k * h2 * moe_layers
+            if ep > 1:
+                epc = 4 * routed * (ep - 1) / ep * self._bw(ep, etp, False)
+            if etp > 1:
+                epc += 4 * (etp - 1) * routed * self._bw(etp, 1, True)
+        pp = 2 * sh.v * tok * h2 / (t if sh.sp else 1) * self._bw(p, t * cp * dp, True) if p > 1 else 0.0
+        launch = layers * LAUNCH_SECONDS / (dp * self.s)         # per token of the step, times 1/b later
+        return compute, tp / compute, cpc / compute, epc / compute, pp / compute, launch / compute
+
+    def dp_seconds(self, sh: Shape, d: bool, floor: tuple) -> float:
+        """Exposed seconds of data-parallel traffic per step: gradients reduce-scattered and weights
+        all-gathered (the distributed optimizer) or gradients all-reduced, for the fullest stage's parameters."""
+        bm = self.bm[d]
+        per_param = bm.grad + bm.weight if bm.distributed else 2 * bm.grad
+        _, dense_p, exp_p = floor
+        dd, ed = sh.dp * sh.cp, sh.edp
+        sec = 0.0
+        if dd > 1:
+            sec += per_param * dense_p * (dd - 1) / dd * self._bw(dd, sh.t, True)
+        if exp_p and ed > 1:
+            sec += per_param * exp_p * (ed - 1) / ed * self._bw(ed, sh.etp * sh.ep, True)
+        return sec * self.dp_exposed
+
+    def shape_costs(self, sh: Shape, d: bool, floor: tuple) -> dict:
+        return dict(self.traffic(sh), data_parallel_s=self.dp_seconds(sh, d, floor))
+
+    def auto_gbs(self, b: int, dp: int, p: int = 1, v: int = 1) -> int:
+        """The global batch of a layout when none is given: DEFAULT_TOKENS_PER_STEP, rounded up to whole
+        micro-batches (with the interleaved schedule, v > 1, to a multiple of p of them)."""
+        target = max(1, DEFAULT_TOKENS_PER_STEP // self.s)
+        m = -(-target // (b * dp))
+        if v > 1 and p > 1:
+            m = -(-m // p) * p
+        return m * b * dp
+
+    def recompute_of(self, tr, sh: Shape) -> tuple[str, float]:
+        """Name and cost of any configuration's recompute settings (the search only makes three)."""
+        g = tr.recompute_granularity
+        if g == "selective":
+            mods = tr.recompute_modules or ("core_attn",)
+            return "selective", sum(SELECTIVE_MODULE_COST.get(m, 0.0) for m in mods)
+        if g == "full" and tr.recompute_method == "block":
+            n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+            chunk = max(max(k[0] for k in self._stage_kinds(sh.p, sh.first, sh.last, sh.v)) // sh.v, 1)
+            return f"full-block{n}", FULL_RECOMPUTE * min(n, chunk) / chunk
+        return ("full", FULL_RECOMPUTE) if g == "full" else ("none", 0.0)
+
+    def cost(self, sh: Shape, sc: dict, rc_cost: float, b: int, gbs: int) -> tuple[float, dict]:
+        """Relative step time of one layout and its terms (shares of the bare compute time)."""
+        m = gbs // (b * sh.dp)
+        bubble = (sh.p - 1) / (m * sh.v) if sh.p > 1 else 0.0
+        launch = sc["launch"] / b
+        per_mb = 1 + rc_cost + sc["tensor_parallel"] + sc["context_parallel"] + \
+            sc["expert_all_to_all"] + launch
+        dp = sc["data_parallel_s"] / (sc["compute"] * gbs * self.s)
+        total = per_mb * (1 + bubble) + dp + sc["pipeline_p2p"]
+        terms = {"compute": 1.0, "recompute": rc_cost, "tensor_parallel": sc["tensor_parallel"],
+                 "context_parallel": sc["context_parallel"], "expert_all_to_all": sc["expert_all_to_all"],
+                 "kernel_launch": launch, "pipeline_bubble": per_mb * bubble, "pipeline_p2p": sc["pipeline_p2p"],
+                 "data_parallel": dp}
+        return total, terms
+
+
+# --------------------------------------------------------------------------------------------------
+# Why a layout ranks where it does
+
+_TERM_NAMES = {"recompute": "recompute", "tensor_parallel": "TP traffic", "context_parallel": "CP ring",
+               "expert_all_to_all": "EP all-to-all", "kernel_launch": "per-micro-batch overhead",
+               "pipeline_bubble": "pipeline bubble", "pipeline_p2p": "PP send/receive",
+               "data_parallel": "DP gradient sync"}
+
+
+def _term_text(name: str, x: float, sh: Shape, rc: str, b: int, m: int, gpn: int) -> str:
+    nodes = lambda size, stride: "inside a node" if _node_share(size, stride, gpn) >= 1 else "across nodes"
+    detail = {"recompute": f"{rc}",
+              "tensor_parallel": f"TP{sh.t} {nodes(sh.t, 1)}",
+              "context_parallel": f"CP{sh.cp} {nodes(sh.cp, sh.t)}",
+              "expert_all_to_all": f"EP{sh.ep} {nodes(sh.ep, sh.etp)}",
+              "kernel_launch": f"mbs {b}",
+              "pipeline_bubble": f"(p-1)/(m*v) with p={sh.p}, m={m}, v={sh.v}",
+              "pipeline_p2p": f"PP{sh.p}" + (f" x VPP{sh.v}" if sh.v > 1 else ""),
+              "data_parallel": f"DP{sh.dp}" + (f" x CP{sh.cp}" if sh.cp > 1 else "")}[name]
+    return f"{_TERM_NAMES[name]} +{x:.1%} ({detail})"
+
+
+def why_ranked(*, rank: int, count: int, cost: float, terms: dict, best_terms: dict | None, sh: Shape, rc: str,
+         b: int, m: int, gbs: int, given: int | None, peak: int, capacity: int, gpn: int) -> str:
+    """Why layout ``rank`` of ``count`` ranks there: its step time and largest cost terms, its peak memory,
+    and (below #1) the terms on which it falls behind the best layout (``best_terms``)."""
+    shown = sorted(((x, k) for k, x in terms.items() if k != "compute" and x >= 0.0005), reverse=True)
+    head = ", ".join(_term_text(k, x, sh, rc, b, m, gpn) for x, k in shown[:4]) or "no overheads"
+    free = capacity - peak
+    why = (f"step time x{cost:.3f} of bare compute: {head}; peak {peak / GIB:.1f} GiB of "
+           f"{capacity / GIB:.1f} GiB ({free / capacity:.0%} free)")
+    if given is None:
+        why += f"; no global batch size: costed at {gbs} sequences ({m} micro-batches)"
+    if rank > 1:
+        diffs = sorted(((terms[k] - best_terms[k], k) for k in terms if k != "compute"), reverse=True)
+        worse = [f"{_TERM_NAMES[k]} +{x:.1%}" for x, k in diffs[:2] if x >= 0.0005]
+        if worse:
+            why += "; behind #1 on " + ", ".join(worse)
+    elif count > 1:
+        why += "; best of the layouts that fit"
+    return why

@@ -1,0 +1,118 @@
+"""Layouts on the calculator page: the layout search as the page asks for it, a search result in words, the form
+state of a chosen layout, and the key that says when a search is stale.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..config.errors import ConfigError, EstimatorError
+from ..config.load import load_config
+from ..memory.report import GIB
+from .state import (CUSTOM_GPU, FIELD_SPECS, error_answer, errors_answer, flatten, merged_config, preset_config,
+                    state_capacity)
+
+__all__ = ["NOTATION", "find_layouts", "layout_state", "layout_words", "search_key"]
+
+#: Fields the layout search chooses: a change to any other field makes its results stale.
+_SEARCHED = frozenset({
+    "parallelism.tensor_model_parallel_size", "parallelism.pipeline_model_parallel_size",
+    "parallelism.virtual_pipeline_model_parallel_size", "parallelism.context_parallel_size",
+    "parallelism.expert_model_parallel_size", "parallelism.expert_tensor_parallel_size",
+    "parallelism.num_layers_in_first_pipeline_stage", "parallelism.num_layers_in_last_pipeline_stage",
+    "parallelism.pipeline_model_parallel_layout", "parallelism.account_for_embedding_in_pipeline_split",
+    "parallelism.account_for_loss_in_pipeline_split", "parallelism.microbatch_group_size_per_vp_stage",
+    "training.micro_batch_size", "training.use_distributed_optimizer", "training.sequence_parallel",
+    "training.recompute_granularity", "training.recompute_method", "training.recompute_num_layers",
+    "training.recompute_modules"})
+
+
+
+def search_key(cfg: dict, state: dict) -> str:
+    """What a layout search depends on: the configuration without the fields it chooses, and the GPU."""
+    rest = {p: v for p, v in flatten(cfg).items() if p not in _SEARCHED}
+    return json.dumps([rest, state.get("gpu"), state.get("gpu_gib") if state.get("gpu") == CUSTOM_GPU else None],
+                      sort_keys=True, default=str)
+
+
+def layout_state(state: dict, config: dict) -> dict:
+    """The form state whose configuration is ``config`` (complete, e.g. a search result): the preset kept,
+    only the fields that differ from it set. A field the preset sets and ``config`` leaves out (an uneven
+    split, the interleaved schedule, recompute settings of another layout) is set to its default, so the
+    state gives exactly ``config``'s estimate."""
+    preset = state.get("preset") or None
+    base = flatten(preset_config(preset)) if preset else {}
+    target = flatten(config)
+    values = {}
+    for path, v in target.items():
+        if path in base:
+            if base[path] != v:
+                values[path] = v
+        elif v != FIELD_SPECS[path].default:
+            values[path] = v
+    for path in base:
+        if path not in target:
+            values[path] = FIELD_SPECS[path].default
+    out = {"preset": preset, "values": values, "gpu": state.get("gpu")}
+    if state.get("gpu") == CUSTOM_GPU:
+        out["gpu_gib"] = state.get("gpu_gib")
+    return out
+
+
+#: How to read a layout label, shown beside the search results.
+NOTATION = ("How to read a layout: TP tensor, PP pipeline, VPP virtual pipeline (interleaved schedule), CP "
+            "context, EP expert, ETP expert tensor and DP data-parallel size; mbs the micro-batch size, then the "
+            "recomputation. PP16[1/-] means 16 pipeline stages whose first holds 1 layer and whose last holds "
+            "the even share of the rest (-): the numbers in brackets are num_layers_in_first_pipeline_stage / "
+            "num_layers_in_last_pipeline_stage. no-distopt: without the distributed optimizer.")
+
+
+def layout_words(lay) -> str:
+    """A search layout in words, e.g. "TP 2, 16 pipeline stages (first 1 layer), EP 32, ..."."""
+    pp = f"{lay.pp} pipeline stage{'s' if lay.pp > 1 else ''}"
+    split = [f"{which} stage {n} layer{'s' if n != 1 else ''}" for which, n in
+             (("first", lay.first_stage_layers), ("last", lay.last_stage_layers)) if n is not None]
+    if split:
+        pp += " (" + ", ".join(split) + ")"
+    parts = [f"TP {lay.tp}", pp]
+    if lay.vpp > 1:
+        parts.append(f"{lay.vpp} virtual stages each")
+    if lay.cp > 1:
+        parts.append(f"CP {lay.cp}")
+    if lay.ep > 1 or lay.etp != lay.tp:
+        parts.append(f"EP {lay.ep}, ETP {lay.etp}")
+    parts.append(f"DP {lay.dp}")
+    parts.append(f"micro-batch {lay.micro_batch_size}")
+    parts.append({"none": "no recomputation", "selective": "selective recomputation",
+                  "full": "full recomputation"}[lay.recompute])
+    if lay.sequence_parallel:
+        parts.append("sequence parallel")
+    return ", ".join(parts)
+
+
+def find_layouts(state: dict, top: int = 10, **options) -> dict:
+    """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU; ``options``
+    go to :func:`estimator.plan.search.search` (``num_gpus``, ``headroom``, pinned fields: see
+    :func:`estimator.web.plan.search_options`)."""
+    cfg, problems = merged_config(state)
+    gpu, capacity, gpu_problems = state_capacity(state)
+    if problems or gpu_problems:
+        return errors_answer(problems + gpu_problems)
+    if not capacity:
+        return error_answer("gpu", None, "choose a GPU to search for layouts that fit")
+    try:
+        from ..plan.search import search
+        n = options.pop("num_gpus", None) or load_config(cfg).training.world_size
+        result = search(cfg, num_gpus=n, gpu=gpu if state.get("gpu") != CUSTOM_GPU else capacity, top=top, **options)
+    except ConfigError as exc:
+        return errors_answer(exc.problems)
+    except (EstimatorError, ValueError, NotImplementedError) as exc:
+        return error_answer("search", None, str(exc) or "the layout search is not available in this version")
+    several = len(result.num_gpus) > 1
+    layouts = [{"label": lay.label, "words": (f"{lay.num_gpus:,} GPUs: " if several else "") + layout_words(lay),
+                "why": lay.why, "config": lay.config, "num_gpus": lay.num_gpus,
+                "peak": f"{lay.peak_device_bytes / GIB:.2f} GiB", "peak_bytes": lay.peak_device_bytes,
+                "headroom": f"{lay.headroom_bytes / GIB:.2f} GiB ({100 * lay.headroom_fraction:.0f} %)"}
+               for lay in result.layouts]
+    return {"layouts": layouts, "summary": result.summary(), "notes": list(result.notes), "notation": NOTATION,
+            "gpus": n if not several else ", ".join(f"{g:,}" for g in result.num_gpus), "gpu": gpu, "elapsed_s": round(result.elapsed_s, 3), "search_key": search_key(cfg, state)}

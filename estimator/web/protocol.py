@@ -1,0 +1,328 @@
+"""The calculator's Python entry point: one JSON request in, one JSON response out.
+
+The calculator page runs this module in the browser, under Pyodide, in a Web Worker. JavaScript sends
+the form's state and renders what comes back; every number it shows (bytes, GiB strings, the fit
+verdict, the headroom) is computed here or in the core this module calls, so the page and the CLI
+cannot disagree. The docs build (``hooks/runtime.py``) calls :func:`boot_data` to embed the form
+schema, the presets, the GPUs and the default preset's estimate in the page.
+
+The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name,
+"gpu_gib": number}``: ``values`` holds what the user typed over the preset (strings as typed, or JSON
+values); an empty string means "not changed" (the preset's value stays), ``"null"`` or JSON null means
+null. ``gpu`` is a catalog name, ``"custom"`` (then ``gpu_gib`` is the capacity in GiB) or null (no fit
+verdict). Requests, ``{"op": ...}``:
+
+- ``compute`` ``{state, exports, changed}`` -> ``{estimate, fit, view, config, exports, hidden, search_key}``
+  or ``{errors, notes, config}``: ``notes`` groups the problems by field, on ``changed`` (the field the user
+  just edited) where they involve it, with the nearest valid values (:func:`estimator.plan.advice.fixes`);
+  ``exports`` (YAML, CLI command, Megatron arguments) only when asked for;
+- ``advice`` ``{state}`` -> ``{choices, steps, levers, hidden}``: the valid values of the quick controls,
+  the nearest valid GPU counts, batch sizes and sequence lengths, and the single changes that make the
+  configuration fit (:mod:`estimator.plan.advice`);
+- ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``; for Megatron
+  arguments also ``flags: {no_effect: [{flag, reason}]}``, and with the errors ``refused: [{flag, reason}]``;
+  with ``kind: hf`` the text may be a catalog Hub id as well as a config.json;
+- ``search`` ``{state, top, options?}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``
+  (``options``: :func:`estimator.web.plan.search_options`);
+- ``layout`` ``{state, config}`` -> ``{state}``: the form state whose configuration is ``config``;
+- ``timeline`` ``{state}`` -> ``{timeline, breakdown}``: memory over one step and what is in the
+  peak, by module (:mod:`estimator.web.charts`);
+- ``suggest``, ``sweep``: see :mod:`estimator.web.plan`; ``compare`` ``{pins}``: :mod:`estimator.web.compare`;
+- ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.formats.catalog.listing`), for a picker by Hub id
+  and family.
+
+Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.config.errors.Problem`.
+:func:`handle` never raises and always answers strict JSON (no NaN or Infinity, which the page's
+``JSON.parse`` refuses): a request that is not a JSON object of the shape above, or a non-finite number
+anywhere in it or in what an import produced, is an error naming where it is.
+Imports of the optional modules (presets, GPUs, Hugging Face, Megatron arguments, search) are lazy, so
+``import estimator.web`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..config import yamlio
+from ..config.errors import ConfigError, EstimatorError, Problem, clip
+from ..config.load import load_config, parse_text
+from ..config.schema import SECTIONS
+from ..memory.assemble import estimate as _estimate
+from ..memory.report import GIB
+from ..plan import advice
+from ..plan.verdicts import MEANINGS, WORDS
+from ..version import __version__
+from .checks import request_problem, shape_problems, strict
+from .form import QUICK, hidden_fields
+from .layouts import find_layouts, layout_state, search_key
+from .state import (CUSTOM_GPU, FIELD_SPECS, UNSET, default_gpu, error_answer, errors_answer, flatten, gpus,
+                    merged_config, preset_config, presets, schema, state_capacity)
+from .view import UNIT, view
+
+__all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
+
+#: The preset the page opens with: a model a new user knows, trained as its published recipe trains it,
+#: that fits the default GPU with room to spare (a clean first answer).
+DEFAULT_PRESET = "qwen3-8b"
+
+def compute(state: dict, with_exports: bool = True, changed: str | None = None) -> dict:
+    """Estimate the configuration of a form state; errors name the field they concern."""
+    cfg, problems = merged_config(state)
+    gpu, capacity, gpu_problems = state_capacity(state)
+    problems += gpu_problems
+    if not problems:
+        try:
+            config = load_config(cfg)
+            est = _estimate(config)
+        except ConfigError as exc:
+            problems = list(exc.problems)
+        except (EstimatorError, ValueError) as exc:
+            return {**error_answer("config", None, str(exc)), "config": cfg}
+    if problems:
+        return {**errors_answer(problems), "notes": advice.fixes(cfg, problems, changed), "config": cfg,
+                "hidden": hidden_fields(cfg)}
+    from ..formats.gpus import fit
+    fits = fit(est, capacity) if capacity else None
+    return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
+            "view": view(est, fits, gpu, capacity, cfg), "config": cfg,
+            "exports": exports(cfg, state) if with_exports else None,
+            "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state)}
+
+
+def advise(state: dict) -> dict:
+    """The valid values of the quick controls and, when the configuration does not fit its GPU, the single
+    changes that make it fit."""
+    cfg, problems = merged_config(state)
+    _, capacity, gpu_problems = state_capacity(state)
+    out = {"choices": advice.choices(cfg), "hidden": hidden_fields(cfg), "levers": [], "steps": advice.steps(cfg)}
+    if capacity and not problems and not gpu_problems:
+        out["levers"] = [{**lv, "peak": f"{lv['peak_bytes'] / GIB:.2f} GiB"} for lv in advice.levers(cfg, capacity)]
+    return out
+
+
+# ---------------------------------------------------------------- exports
+
+
+def _preset_overrides(cfg: dict, preset: str) -> dict:
+    """The fields of ``cfg`` that differ from ``preset``'s; a field removed maps to its default."""
+    base = preset_config(preset)
+    out: dict = {}
+    for sec in SECTIONS:
+        b, c = base.get(sec) or {}, cfg.get(sec) or {}
+        out.update({f"{sec}.{k}": FIELD_SPECS[f"{sec}.{k}"].default for k in b if k not in c})
+        out.update({f"{sec}.{k}": v for k, v in c.items()
+                    if b.get(k, UNSET) != v and (k in b or v != FIELD_SPECS[f"{sec}.{k}"].default)})
+    return out
+
+
+def _cli_flag(path: str, v) -> str:
+    spec = FIELD_SPECS[path]
+    if spec.type == "bool" and isinstance(v, bool):
+        return spec.cli_flag if v else "--no-" + spec.cli_flag[2:]
+    if v is None:
+        text = "none"
+    elif isinstance(v, (list, tuple)):
+        text = ",".join(str(x) for x in v)
+    else:
+        text = str(v)
+    return f"{spec.cli_flag} {text}"
+
+
+def exports(cfg: dict, state: dict) -> dict:
+    """The configuration as YAML, as a CLI command and as Megatron-LM arguments (None where impossible)."""
+    from ..config import yamlio
+    out = {"yaml": yamlio.dump({k: v for k, v in cfg.items() if v})}
+    preset, gpu = state.get("preset") or None, state.get("gpu") or None
+    tail = [f"--gpu {gpu}"] if gpu and gpu != CUSTOM_GPU else []
+    if gpu == CUSTOM_GPU and state.get("gpu_gib") not in (None, ""):
+        tail = [f"--gpu-memory {state.get('gpu_gib')}"]
+    if preset:
+        flags = [_cli_flag(p, v) for p, v in _preset_overrides(cfg, preset).items()]
+        out["cli"] = " ".join(["python -m estimator estimate", preset, *flags, *tail])
+    else:
+        out["cli"] = " ".join(["python -m estimator estimate config.yaml", *tail]) + \
+            "   # config.yaml: the YAML configuration"
+    try:
+        from ..formats.megatron_args import to_megatron_args
+        lines: list[list[str]] = []
+        for tok in to_megatron_args(cfg):
+            if tok.startswith("--") or not lines:
+                lines.append([tok])
+            else:
+                lines[-1].append(tok)
+        out["megatron"] = " \\\n".join(" ".join(line) for line in lines)
+    except ImportError:
+        out["megatron"] = None
+    except (EstimatorError, ValueError) as exc:
+        out["megatron"] = f"# no Megatron-LM arguments: {exc}"
+    return out
+
+
+def import_text(state: dict, kind: str, text: str) -> dict:
+    """A new form state from pasted YAML/JSON, a Hugging Face config.json or Megatron launch arguments."""
+    current, _ = merged_config(state)
+    notes: list[str] = []
+    try:
+        if kind == "yaml":
+            data = parse_text(text)
+            if not isinstance(data, dict):
+                return error_answer("import.yaml", None, "expected a mapping with sections model, parallelism, "
+                              "training, precision")
+            problems = shape_problems(data, "import.yaml")
+            if problems:
+                return errors_answer(problems)
+            cfg = data
+        elif kind == "hf":
+            from ..formats.hf import from_hf_config
+            hub_id = text.strip() if text.strip() and not text.lstrip().startswith("{") else None
+            if hub_id:                          # a catalog Hub id, e.g. meta-llama/Llama-3.1-70B
+                from ..formats.hf_catalog import get
+                hf = get(hub_id).config()
+            else:
+                try:
+                    hf = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    return error_answer("import.hf", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")
+            if not isinstance(hf, dict):
+                return error_answer("import.hf", None, "a config.json holds a JSON object")
+            cfg = {**current, "model": from_hf_config(hf)}
+            notes.append(f"Model section from {'the catalog config.json of ' + hub_id if hub_id else 'config.json'};"
+                         " parallelism, training and precision kept.")
+        elif kind == "megatron":
+            from ..formats.megatron_args import grouped_no_effect, read_megatron_args
+            world = (current.get("training") or {}).get("world_size")
+            imp = read_megatron_args(text, world_size=world if isinstance(world, int) else None)
+            cfg = imp.config
+            notes.append("Everything from the arguments, with Megatron-LM's defaults where a flag is absent; "
+                         "the number of GPUs kept.")
+            notes.extend(imp.notes)
+            notes.extend(f"No effect on memory: {', '.join(flags)} ({why})."
+                         for flags, why in grouped_no_effect(imp.no_effect))
+            flags = {"no_effect": [{"flag": f, "reason": why} for f, why in imp.no_effect]}
+        else:
+            return error_answer("import", kind, "unknown import kind; allowed: yaml, hf, megatron")
+    except ConfigError as exc:
+        return errors_answer([Problem(f"import.{kind}", p.value, f"{p.field}: {p.message}") for p in exc.problems])
+    except (EstimatorError, ValueError) as exc:
+        if hasattr(exc, "refused"):     # megatron_args.RefusedFlagsError: one error per refused flag
+            out = errors_answer([Problem(f"import.{kind}", p.value, f"{p.field}: {p.message}")
+                           for p in exc.to_problems()])
+            out["refused"] = [{"flag": f, "reason": why} for f, why in exc.refused]
+            return out
+        return error_answer(f"import.{kind}", None, str(exc))
+    out = {"state": {"preset": None, "values": flatten(cfg), "gpu": state.get("gpu")}, "notes": notes}
+    if kind == "megatron":
+        out["flags"] = flags
+    return out
+
+
+def _catalog_label(m: dict) -> str:
+    """The model picker's line for one catalog model: its family and size, or why it is not supported."""
+    if not (m["supported"] and m.get("parameters")):
+        return f"{m['family']} · not supported: {m.get('reason') or ''}"
+    n = m["parameters"]["total"]
+    return f"{m['family']} · {n / 1e9:.1f}B parameters" if n >= 1e9 else f"{m['family']} · {n / 1e6:.0f}M parameters"
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def precomputed(name: str, gpu: str | None) -> dict:
+    """What the page shows of preset ``name`` on ``gpu`` before Python starts: the view, the quick controls'
+    values and the hidden fields (no estimate object: the page marks these numbers as precomputed)."""
+    state = {"preset": name, "values": {}, "gpu": gpu}
+    res = compute(state, with_exports=False)
+    if "errors" in res:
+        return {"errors": res["errors"], "notes": res["notes"], "hidden": res["hidden"]}
+    return {"view": res["view"], "hidden": res["hidden"], "search_key": res["search_key"],
+            "choices": advice.choices(res["config"])}
+
+
+def boot_data() -> dict:
+    """What the page needs before Python starts: schema, presets (each with its precomputed estimate on the
+    default GPU), GPUs, the quick controls, the verdict vocabulary."""
+    plist = presets()
+    names = [p["name"] for p in plist]
+    default = DEFAULT_PRESET if DEFAULT_PRESET in names else (names[0] if names else None)
+    gpu = default_gpu()
+    for p in plist:
+        p["precomputed"] = precomputed(p["name"], gpu)
+    return {"schema": schema(), "presets": plist, "gpus": gpus(), "unit": UNIT, "version": __version__,
+            "quick": [{"path": p, "label": lbl} for p, lbl in QUICK],
+            "verdicts": [{"verdict": k, "word": WORDS[k], "meaning": MEANINGS[k]} for k in WORDS],
+            "default": {"state": {"preset": default, "values": {}, "gpu": gpu}}}
+
+
+def warm() -> None:
+    """Prepare the build-time memory snapshot: import everything a request may need, run one estimate,
+    and freeze the heap so that the garbage collector never scans these long-lived objects again."""
+    import gc
+    import importlib
+    for mod in ("formats.presets", "formats.gpus", "formats.hf", "formats.megatron_args", "plan.search",
+                "config.yamlio"):
+        try:
+            importlib.import_module(f"estimator.{mod}")
+        except ImportError:
+            pass
+    boot_data()
+    gc.collect()
+    gc.freeze()
+    # A request allocates tens of thousands of short-lived objects: collecting the youngest generation every
+    # 20,000 allocations instead of 2,000 takes a tenth off a request under Pyodide (measured under Node.js:
+    # median 4.0 -> 3.6 ms, 90th percentile 5.8 -> 4.4 ms for a DeepSeek-V3 estimate); memory is no concern.
+    gc.set_threshold(20_000, 20, 20)
+
+
+def _answer(req: dict) -> dict:
+    op, state = req["op"], req.get("state") or {}
+    if op == "compute":
+        changed = req.get("changed")
+        return compute(state, bool(req.get("exports", True)), changed if isinstance(changed, str) else None)
+    if op == "advice":
+        return advise(state)
+    if op == "catalog":
+        from ..formats.catalog import listing
+        return {"models": [{**m, "label": _catalog_label(m)} for m in listing()]}
+    if op == "import":
+        return import_text(state, req.get("kind"), req.get("text") or "")
+    if op == "search":
+        if req.get("options") is not None:       # the page's search options (estimator.web.plan)
+            from . import plan as web_plan
+            return web_plan.search_with_options(state, req.get("top") or 10, req["options"])
+        return find_layouts(state, req.get("top") or 10)
+    if op == "timeline":
+        from .charts import charts
+        return charts(state)
+    if op in ("suggest", "sweep"):               # "Make it fit" and the sweeps (estimator.web.plan)
+        from . import plan as web_plan
+        return web_plan.answer(op, req)
+    if op == "compare":                          # pinned configurations side by side
+        from .compare import compare
+        return compare(req.get("pins"))
+    config = req.get("config") or {}
+    problems = shape_problems(config, "config")
+    if problems:
+        return errors_answer(problems)
+    try:
+        return {"state": layout_state(state, config)}
+    except EstimatorError as exc:
+        return error_answer("preset", state.get("preset"), str(exc).strip("'\""))
+
+
+def handle(request: str) -> str:
+    """Answer one JSON request (see the module docstring) with a strict-JSON response; never raises."""
+    try:
+        try:
+            req = yamlio.load_json(request) if isinstance(request, str) else None
+        except yamlio.YamlError as exc:
+            res = error_answer("request", None, f"invalid JSON: {exc}")
+        else:
+            problem = request_problem(req)
+            res = errors_answer([problem]) if problem else _answer(req)
+        try:                    # almost always: no NaN or infinity in the answer, nothing to look for
+            return json.dumps(res, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            return json.dumps(strict(res), separators=(",", ":"), allow_nan=False)
+    except Exception as exc:    # a bug of ours: the page shows it instead of waiting for ever
+        return json.dumps(error_answer("internal", None, f"{type(exc).__name__}: {clip(str(exc))}"),
+                          separators=(",", ":"))

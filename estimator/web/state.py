@@ -1,0 +1,181 @@
+"""The calculator's form state and what it stands for: the presets and GPUs it offers, the configuration a state
+describes (preset + typed values), the GPU capacity it names, and the error answers of the request protocol
+(:mod:`estimator.web.protocol`).
+
+The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name, "gpu_gib": number}``
+(see :mod:`estimator.web.protocol`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..config.errors import EstimatorError, Problem, clip, show
+from ..config.schema import SECTIONS, field_specs, plain_copy
+from ..memory.report import GIB
+from .form import label
+
+__all__ = ["CUSTOM_GPU", "FIELD_SPECS", "UNSET", "default_gpu", "error_answer", "errors_answer", "flatten", "gpu_table",
+           "gpus", "merged_config", "parse_value", "preset_config", "preset_names", "presets", "schema",
+           "state_capacity"]
+
+DEFAULT_GPU_HINTS = ("h100", "80")
+CUSTOM_GPU = "custom"
+FIELD_SPECS = {s.path: s for s in field_specs()}
+class _Unset:
+    """A field the user cleared: not changed, so the preset's value (or the default) applies."""
+
+
+UNSET = _Unset()
+
+
+# ---------------------------------------------------------------- schema, presets, GPUs
+
+
+def schema() -> list[dict]:
+    """The form: one entry per section with its fields' specs, in YAML order."""
+    out = []
+    for name, cls in SECTIONS.items():
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+        out.append({"name": name, "doc": " ".join(doc.split()),
+                    "fields": [{**s.to_dict(), "label": label(s.path)} for s in field_specs() if s.section == name]})
+    return out
+
+
+@lru_cache(maxsize=None)
+def preset_config(name: str) -> dict:
+    """Preset ``name`` as its file writes it (shared: copy it before changing it)."""
+    from ..formats.presets import check_preset_name, load_preset
+    check_preset_name(name, preset_names())
+    return load_preset(name).to_dict()
+
+
+@lru_cache(maxsize=1)
+def preset_names() -> list[str]:
+    """The presets' names, read once. In the browser the memory snapshot holds them: the package's files are
+    unpacked only after Python's first answers, and until then an unknown preset must still be named with the
+    closest known one."""
+    from ..formats.presets import list_presets
+    return list_presets()
+
+
+def presets() -> list[dict]:
+    """Every preset: name, title, provenance and its configuration as written."""
+    try:
+        from ..formats.presets import preset_info
+    except ImportError:
+        return []
+    out = []
+    for name in preset_names():
+        info = preset_info(name)
+        out.append({"name": name, "title": info.get("title") or name, "source": info.get("source"),
+                    "recipe": info.get("recipe"), "config": preset_config(name)})
+    return out
+
+
+def gpu_table() -> dict:
+    try:
+        from ..formats.gpus import GPUS
+    except ImportError:
+        return {}
+    return GPUS
+
+
+def gpus() -> list[dict]:
+    """Every known GPU with its memory in bytes and in GiB (text)."""
+    return [{"name": name, "memory_bytes": g.memory_bytes, "memory": f"{g.memory_bytes / GIB:.1f} GiB",
+             "source": getattr(g, "source", None)} for name, g in gpu_table().items()]
+
+
+def default_gpu() -> str | None:
+    names = list(gpu_table())
+    for name in names:
+        if all(h in name.lower() for h in DEFAULT_GPU_HINTS):
+            return name
+    return names[0] if names else None
+
+
+# ---------------------------------------------------------------- state -> configuration
+
+
+def parse_value(path: str, raw):
+    """The configuration value of one form entry (strings as typed; JSON values pass through)."""
+    spec = FIELD_SPECS[path]
+    if not isinstance(raw, str):
+        return raw                          # a JSON value (an import or a layout), null included
+    text = raw.strip()
+    if text == "":
+        return UNSET                        # not changed: the preset's value stays
+    if text.lower() in ("null", "none", "~") and not (spec.choices and text.lower() in spec.choices):
+        return None                         # (position_embedding_type's choice "none" is a value, not null)
+    t = spec.type
+    try:
+        if t == "int":
+            return int(text)
+        if t == "float":
+            return float(text)
+        if t == "bool" and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if t == "int_or_list":
+            if text.startswith("[") or "," in text:
+                return [int(x) for x in text.strip("[]").replace(",", " ").split()]
+            return int(text)
+        if t == "str_list":
+            return [x for x in text.strip("[]").replace(",", " ").split() if x]
+    except ValueError:
+        pass
+    return text          # a string the loader rejects with a message naming the field
+
+
+def merged_config(state: dict) -> tuple[dict, list[Problem]]:
+    """The configuration the form describes (preset + values), before validation, and unknown-field problems."""
+    problems: list[Problem] = []
+    name = state.get("preset") or None
+    base: dict = {}
+    if name:
+        try:
+            base = plain_copy(preset_config(name))
+        except EstimatorError as exc:
+            problems.append(Problem("preset", name, str(exc).strip("'\"")))
+    cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
+    for path, raw in (state.get("values") or {}).items():
+        if path not in FIELD_SPECS:
+            problems.append(Problem(clip(path) or "state.values", raw, f"unknown field {show(path)}"))
+            continue
+        section, field = path.split(".", 1)
+        value = parse_value(path, raw)
+        if value is not UNSET:
+            cfg[section][field] = value
+    return cfg, problems
+
+
+def errors_answer(problems) -> dict:
+    return {"errors": [p.to_dict() if isinstance(p, Problem) else p for p in problems]}
+
+
+def error_answer(field: str, value, message: str) -> dict:
+    return errors_answer([Problem(field, value, message)])
+
+
+
+def state_capacity(state: dict) -> tuple[str | None, int | None, list[Problem]]:
+    """(GPU name, capacity in bytes, problems) of a state: a catalog GPU, a custom capacity, or none."""
+    gpu = state.get("gpu") or None
+    if gpu is None:
+        return None, None, []
+    if gpu == CUSTOM_GPU:
+        raw = state.get("gpu_gib")
+        try:
+            gib = float(raw)
+        except (TypeError, ValueError):
+            gib = None
+        if gib is None or not 1 <= gib <= 100_000:
+            return None, None, [Problem("gpu_gib", raw, "the GPU memory in GiB: a number from 1 to 100,000")]
+        return f"a {gib:g} GiB GPU", int(gib * GIB), []
+    if gpu not in gpu_table():
+        return None, None, [Problem("gpu", gpu, f"unknown GPU; known: {', '.join(gpu_table())}")]
+    return gpu, gpu_table()[gpu].memory_bytes, []
+
+
+def flatten(cfg: dict) -> dict:
+    return {f"{sec}.{k}": v for sec in SECTIONS for k, v in (cfg.get(sec) or {}).items()}

@@ -1,0 +1,116 @@
+"""What the calculator page shows of an estimate, formatted: table rows, chart bars, the summary and the verdict.
+
+:func:`view` turns an :class:`~estimator.memory.report.Estimate` and its fit verdicts into plain data the page
+renders without arithmetic: GiB strings (2^30 bytes), bar segments in bytes, axis ticks, the capacity
+line, the summary sentences and the verdict in the words of :mod:`estimator.plan.verdicts`. The segments and
+their colours are those of the build-time charts (``hooks/_tables_svg.py``), so a part of the memory has
+one colour on every page.
+"""
+
+from __future__ import annotations
+
+from ..memory.report import GB, GIB, gib_ticks
+from ..plan.verdicts import MEANINGS, WORDS, explain
+
+__all__ = ["COLUMNS", "SEGMENTS", "UNIT", "layers_text", "parallel_text", "view"]
+
+UNIT = "GiB (2^30 bytes)"
+#: Table columns: (key of StageEstimate.<key>_bytes, header).
+COLUMNS = (("weights", "Weights"), ("gradients", "Gradients"), ("optimizer", "Optimizer states"),
+           ("activations", "Activations"), ("transient", "Transient"), ("allocated", "Allocated"),
+           ("reserved", "Reserved"), ("device", "On device"))
+#: Stacked bar segments, bottom to top, with the build-time charts' names (hooks/_tables_svg.STAGE_SEGMENTS).
+SEGMENTS = (("weights", "Weights"), ("gradients", "Gradients"), ("optimizer", "Optimizer states"),
+            ("activations", "Activations"), ("transient", "Transient buffers"), ("reserve", "Allocator reserve"),
+            ("runtime", "CUDA context, NCCL, other"))
+
+
+def _gib(b: int) -> str:
+    return f"{b / GIB:.2f}"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 10 ** 9 else f"{n / 1e6:.2f} M" if n >= 10 ** 6 else f"{n:,}"
+
+
+def layers_text(chunks) -> str:
+    """Global layer indices of a stage, one range per virtual chunk: "0–3, 16–19"."""
+    parts = []
+    for c in chunks:
+        c = list(c)
+        parts.append("none" if not c else (f"{c[0]}" if len(c) == 1 else f"{c[0]}–{c[-1]}"))
+    return ", ".join(parts)
+
+
+def parallel_text(par: dict) -> str:
+    """The layout in one sentence: GPUs, the dense product, experts, micro-batches per step."""
+    dense = f"TP {par['tp']} × PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "") + \
+        f" × CP {par['cp']} × DP {par['dp']}"
+    parts = [f"{par['world_size']:,} GPUs: {dense}"]
+    if par.get("expert_optimizer_shards") is not None or par.get("ep", 1) > 1:
+        parts.append(f"experts: EP {par['ep']} × ETP {par['etp']} × expert-DP {par['edp']}")
+    if par.get("sequence_parallel"):
+        parts.append("sequence parallel")
+    m, b = par.get("num_microbatches"), par.get("micro_batch_size")
+    if m:
+        parts.append(f"{m:,} micro-batch{'es' if m != 1 else ''} per step (micro-batch size {b})")
+    else:
+        parts.append(f"micro-batch size {b}, no global batch size (the pipeline assumed full)")
+    return "; ".join(parts) + "."
+
+
+def view(est, fits, gpu: str | None, capacity: int | None, config: dict) -> dict:
+    """The page's view of an estimate: ``fits`` are :func:`estimator.formats.gpus.fit`'s verdicts (or None)."""
+    rows, bars = [], []
+    for s in est.stages:
+        cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
+        extras = [x for x, on in (("embedding", s.has_embedding), ("output layer", s.has_output_layer),
+                                  (f"{s.mtp_layers} MTP", s.mtp_layers)) if on]
+        chunks = getattr(s, "chunks", ())            # per virtual chunk, where the core reports them
+        if len(chunks) > 1:
+            extras.append("in flight per chunk: " + ", ".join(str(c.microbatches_in_flight) for c in chunks))
+        verdict = fits[s.stage].verdict if fits else None
+        rows.append({"stage": s.stage, "layers": getattr(s, "label", None) or layers_text(s.layers),
+                     "extras": "; ".join(extras), "cells": cells,
+                     "in_flight": s.microbatches_in_flight, "peak": s.stage == est.peak.stage,
+                     "fits": verdict, "fits_text": WORDS[verdict] if verdict else None})
+        segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in SEGMENTS[:5]]
+        segs += [("reserve", s.reserved_bytes - s.allocated_bytes), ("runtime", s.device_bytes - s.reserved_bytes)]
+        bars.append({"stage": s.stage, "device_bytes": s.device_bytes, "label": f"{_gib(s.device_bytes)} GiB",
+                     "segments": [{"name": k, "bytes": b, "gib": _gib(b)} for k, b in segs]})
+    peak = est.peak
+    verdict = None
+    if fits:
+        w = min(fits, key=lambda f: f.headroom_bytes)
+        size = f"{gpu} ({_gib(capacity)} GiB = {capacity / GB:.1f} GB)"
+        where = f"stage {w.stage}" if len(fits) > 1 else "each GPU"
+        if w.verdict == "fits":
+            text = f"Fits on {size}: {_gib(w.headroom_bytes)} GiB ({w.headroom_pct:.1f} %) to spare on the fullest GPU."
+        elif w.verdict == "tight":
+            text = (f"Tight on {size}: {where} needs {_gib(-w.headroom_bytes)} GiB more than the GPU has, but fits "
+                    "if the caching allocator gives back its reserve.")
+        else:
+            text = f"Does not fit on {size}: {where} needs {_gib(-w.headroom_bytes)} GiB ({-w.headroom_pct:.1f} %) more."
+        lead = WORDS[w.verdict].capitalize()
+        verdict = {"verdict": w.verdict, "word": WORDS[w.verdict], "fits": w.verdict == "fits", "text": text,
+                   "lead": lead, "rest": text[len(lead):],
+                   "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
+                   "why": explain(est, fits, config)}
+    p = est.parameters
+    params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active per token)" if p.active != p.total else "")
+    top = max([b["device_bytes"] for b in bars] + [capacity or 0])
+    ticks = gib_ticks(top)
+    return {
+        "unit": UNIT, "columns": [{"key": k, "label": lbl} for k, lbl in COLUMNS],
+        "segments": [{"name": k, "label": lbl} for k, lbl in SEGMENTS], "rows": rows, "bars": bars,
+        "capacity_bytes": capacity, "capacity_label": f"{gpu} {_gib(capacity)} GiB" if capacity else None,
+        "scale_bytes": ticks[-1]["bytes"] or top, "ticks": ticks,
+        "peak": {"stage": peak.stage, "device": _gib(peak.device_bytes), "allocated": _gib(peak.allocated_bytes),
+                 "reserved": _gib(peak.reserved_bytes)},
+        "headline": (f"{_gib(peak.device_bytes)} GiB per GPU at the peak (stage {peak.stage})"
+                     + (f" · {WORDS[verdict['verdict']]} on {gpu}" if verdict else "")),
+        "summary": (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "
+                    f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved)."),
+        "verdict": verdict, "parameters": params, "parallel": parallel_text(est.parallel),
+        "assumptions": list(est.assumptions),
+    }

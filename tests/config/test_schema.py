@@ -1,0 +1,143 @@
+"""No schema field is read and then ignored: each changes the estimate where Megatron-Core allocates differently,
+or its help text says it has no effect on memory.
+
+Fields with a Megatron-LM flag are covered by tests/formats/test_megatron_flags.py (the importer sets exactly that
+field from the flag, and each modelled flag must change the estimate); the others are listed here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import ConfigError, estimate
+from estimator.formats.megatron_args import _BY_FLAG, _DEST
+from estimator.config.schema import field_specs
+from tests.conftest import make_config
+from tests.formats.test_megatron_flags import CHANGES, ENABLES
+
+MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
+MOE = {**MODEL, "num_experts": 8}
+
+#: Fields whose help text says they do not change the estimate, with why.
+NO_MEMORY_EFFECT = {
+    "model.layernorm_epsilon": "numerics only",
+    "training.peft_alpha": "the adapter scaling is a scalar",
+    "training.overlap_grad_reduce": "communication scheduling in the existing buffers",
+    "training.overlap_param_gather": "communication scheduling in the existing buffers",
+}
+
+#: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
+VARIANTS = {
+    "model.activation_func": (make_config(MODEL), {"model": {"activation_func": "gelu", "gated_linear_unit": False}}),
+    "model.gated_linear_unit": (make_config({**MODEL, "activation_func": "gelu", "gated_linear_unit": False}),
+                                {"model": {"gated_linear_unit": True}}),
+    "model.add_bias_linear": (make_config(MODEL), {"model": {"add_bias_linear": True}}),
+    "model.num_query_groups": (make_config(MODEL), {"model": {"num_query_groups": 2}}),
+    "model.moe_layer_freq": (make_config(MOE), {"model": {"moe_layer_freq": [0, 1, 1, 1]}}),
+    "model.linear_attention_freq": (make_config({**MODEL, "experimental_attention_variant": "gdn",
+                                                 "linear_attention_freq": 2}),
+                                    {"model": {"linear_attention_freq": [1, 1, 1, 0]}}),
+    "model.moe_router_load_balancing_type": (make_config({**MOE, "moe_aux_loss_coeff": 0.01}),
+                                             {"model": {"moe_router_load_balancing_type": "none"}}),
+    "model.moe_aux_loss_coeff": (make_config(MOE), {"model": {"moe_aux_loss_coeff": 0.01}}),
+    "parallelism.cp_comm_type": (make_config(MODEL, {"context_parallel_size": 2}, {"world_size": 2}),
+                                 {"parallelism": {"cp_comm_type": "allgather"}}),
+    "precision.params_dtype": (make_config(MODEL), {"precision": {"params_dtype": "fp32"}}),
+    "model.post_layernorm": (make_config(MODEL), {"model": {"post_layernorm": True}}),
+    "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
+    "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
+    "precision.store_param_remainders": (
+        make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),
+        {"precision": {"store_param_remainders": False}}),
+    "training.masked_softmax_fusion": (make_config(MODEL, None, {"transformer_impl": "local"}),
+                                       {"training": {"masked_softmax_fusion": False}}),
+    "training.create_attention_mask_in_dataloader": (
+        make_config(MODEL, None, {"transformer_impl": "local", "masked_softmax_fusion": False}),
+        {"training": {"create_attention_mask_in_dataloader": False}}),
+    "training.optimizer_implementation": (make_config(MODEL, None, {"transformer_impl": "local"}),
+                                          {"training": {"optimizer_implementation": "torch"}}),
+    "training.gradient_accumulation_fusion": (make_config(MODEL), {"training": {"gradient_accumulation_fusion": False}}),
+    "training.world_size": (make_config(MODEL, None, {"world_size": 2}), {"training": {"world_size": 4}}),
+    "model.moe_token_dispatcher_type": (make_config(MOE, {"expert_model_parallel_size": 2}, {"world_size": 2}),
+                                        {"model": {"moe_token_dispatcher_type": "flex"}}),
+    "model.moe_hybridep_ranks_per_nvlink_domain": (
+        make_config({**MOE, "num_experts": 16, "moe_token_dispatcher_type": "flex",
+                     "moe_flex_dispatcher_backend": "hybridep"}, {"expert_model_parallel_size": 16},
+                    {"world_size": 16}),
+        {"model": {"moe_hybridep_ranks_per_nvlink_domain": 16}}),
+    "parallelism.torch_fsdp2_reshard_after_forward": (
+        make_config({**MODEL, "untie_embeddings_and_output_weights": True}, {"use_torch_fsdp2": True},
+                    {"world_size": 2, "gradient_accumulation_fusion": False, "use_distributed_optimizer": False}),
+        {"parallelism": {"torch_fsdp2_reshard_after_forward": False}}),
+    "training.optimizer": (make_config(MODEL), {"training": {"optimizer": "muon"}}),
+    "training.muon_fp32_matmul_prec": (make_config(MODEL, None, {"optimizer": "muon"}),
+                                       {"training": {"muon_fp32_matmul_prec": "highest"}}),
+    "training.muon_split_qkv": (make_config({**MODEL, "ffn_hidden_size": 128}, None, {"optimizer": "muon"}),
+                                {"training": {"muon_split_qkv": False}}),
+    "training.cpu_offloading": (make_config(MODEL), {"training": {"cpu_offloading": True,
+                                                                  "cpu_offloading_num_layers": 2}}),
+    "training.cuda_graph_modules": (make_config(MODEL, None, {"cuda_graph_impl": "transformer_engine",
+                                                              "cuda_graph_warmup_steps": 0}),
+                                    {"training": {"cuda_graph_modules": ["attn"]}}),
+    "training.use_layer_wise_param_layout": (make_config(MODEL, None, {"optimizer": "muon", "world_size": 4,
+                                                                       "use_distributed_optimizer": True}),
+                                             {"training": {"use_layer_wise_param_layout": False}}),
+    "training.peft": (make_config(MODEL), {"training": {"peft": "lora"}}),
+    "training.peft_dim": (make_config(MODEL, None, {"peft": "lora"}), {"training": {"peft_dim": 8}}),
+    "training.peft_target_modules": (make_config(MODEL, None, {"peft": "lora"}),
+                                     {"training": {"peft_target_modules": ["linear_qkv"]}}),
+    "parallelism.tp_comm_overlap_cfg": (
+        make_config(MODEL, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True},
+                    {"world_size": 2, "sequence_parallel": True}),
+        {"parallelism": {"tp_comm_overlap_cfg": "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"}}),
+    "precision.disable_parameter_transpose_cache": (
+        make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
+        {"precision": {"disable_parameter_transpose_cache": True}}),
+}
+
+
+def _covered_by_a_flag(spec) -> bool:
+    f = _BY_FLAG.get(spec.flag) if spec.flag else None
+    return f is not None and f.path == spec.path and _DEST.get(spec.flag) in {**CHANGES, **ENABLES}
+
+
+def _merge(base: dict, change: dict) -> dict:
+    return {k: {**base.get(k, {}), **change.get(k, {})} for k in ("model", "parallelism", "training", "precision")}
+
+
+#: Fields whose setting is refused as not modelled (the configuration names them and says why).
+REFUSED_SETTINGS = {
+    "training.fine_grained_activation_offloading": {"training": {"fine_grained_activation_offloading": True}},
+}
+
+
+@pytest.mark.parametrize("spec", field_specs(), ids=lambda s: s.path)
+def test_every_field_changes_the_estimate_or_says_it_does_not(spec):
+    if spec.path in REFUSED_SETTINGS:
+        assert "not modelled" in spec.help.lower()
+        with pytest.raises(ConfigError, match="not modelled"):
+            estimate(_merge(make_config(MODEL), REFUSED_SETTINGS[spec.path]))
+        return
+    if spec.path in NO_MEMORY_EFFECT:
+        assert "no effect on memory" in spec.help.lower() or "does not change the estimate" in spec.help
+        return
+    if _covered_by_a_flag(spec):
+        return
+    assert spec.path in VARIANTS, f"{spec.path}: add a configuration where it changes the estimate"
+    base, change = VARIANTS[spec.path]
+    if spec.path == "training.world_size":
+        base = _merge(base, {"training": {"use_distributed_optimizer": True}})
+    assert estimate(base).to_dict()["stages"] != estimate(_merge(base, change)).to_dict()["stages"]
+
+
+def test_plain_copy_is_a_deep_copy_of_plain_data():
+    """Config.to_dict (and the calculator's presets) copy with plain_copy: new mappings and lists at every
+    level, tuples kept as tuples, scalars shared; changing the copy leaves the original as it was."""
+    from estimator.config.schema import plain_copy
+    src = {"model": {"num_layers": 4, "pattern": ["M", "*"], "pair": (1, [2])}, "training": None}
+    out = plain_copy(src)
+    assert out == src and out is not src
+    out["model"]["pattern"].append("-")
+    out["model"]["pair"][1].append(3)
+    assert src == {"model": {"num_layers": 4, "pattern": ["M", "*"], "pair": (1, [2])}, "training": None}
+    assert isinstance(out["model"]["pair"], tuple)

@@ -1,0 +1,67 @@
+"""GPU catalog (capacities as the driver reports them) and per-stage fit verdicts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from estimator import ConfigError
+from estimator.formats.gpus import GPUS, fit, get_gpu
+
+MIB, GIB = 2 ** 20, 2 ** 30
+
+
+def test_catalog_capacities_are_driver_readings():
+    """nvidia-smi memory.total (MiB) of each product, as public nvidia-smi logs print it; rocm-smi bytes for the
+    MI300X."""
+    expected_mib = {"A100-40GB": 40960, "A100-80GB": 81920, "H100-80GB": 81559, "H100-94GB": 95830,
+                    "H200-141GB": 143771, "B200-180GB": 183359, "GB200": 189471, "L40S-48GB": 46068}
+    for name, mib in expected_mib.items():
+        assert GPUS[name].memory_bytes == mib * MIB and GPUS[name].exact
+        assert f"{mib} MiB" in GPUS[name].source
+    assert GPUS["MI300X-192GB"].memory_bytes == 205_822_885_888
+    assert not GPUS["MI325X-256GB"].exact and "specification" in GPUS["MI325X-256GB"].source
+    assert all(g.source for g in GPUS.values())
+
+
+def test_names_are_forgiving_but_never_ambiguous():
+    assert get_gpu("h100-80gb") is get_gpu("H100 80GB") is get_gpu("H100") is GPUS["H100-80GB"]
+    assert get_gpu("NVIDIA H200") is GPUS["H200-141GB"] and get_gpu("mi300x") is GPUS["MI300X-192GB"]
+    with pytest.raises(ConfigError, match="ambiguous.*A100-40GB or A100-80GB"):
+        get_gpu("A100")
+    with pytest.raises(ConfigError, match="unknown GPU 'TPUv5'.*H100-80GB"):
+        get_gpu("TPUv5")
+
+
+def _estimate(*device_bytes, reserve=0):
+    """Stages whose device figure is allocated + reserve (the allocator cache) + nothing else."""
+    return SimpleNamespace(stages=[SimpleNamespace(stage=i, device_bytes=b, reserved_bytes=b,
+                                                   allocated_bytes=b - reserve) for i, b in enumerate(device_bytes)])
+
+
+def test_tight_when_only_the_allocator_reserve_does_not_fit():
+    """84 GiB device of which 6 GiB is allocator reserve, on 80 GiB: does not fit (-4 GiB) but 78 GiB without
+    the reserve does, so the verdict is 'tight'; 90 GiB with the same reserve (84 GiB floor) is 'no'."""
+    v = fit(_estimate(84 * GIB, 90 * GIB, reserve=6 * GIB), 80 * GIB)
+    assert [x.verdict for x in v] == ["tight", "no"]
+    assert not v[0].fits
+
+
+def test_fit_verdicts_by_hand():
+    """80 GiB capacity: a 60 GiB stage leaves 20 GiB (25 %); a 90 GiB stage is 10 GiB (12.5 %) short."""
+    v = fit(_estimate(60 * GIB, 90 * GIB), 80 * GIB)
+    assert [x.fits for x in v] == [True, False]
+    assert (v[0].headroom_bytes, v[0].headroom_pct) == (20 * GIB, 25.0)
+    assert (v[1].headroom_bytes, v[1].headroom_pct) == (-10 * GIB, -12.5)
+    assert v[1].to_dict()["capacity_bytes"] == 80 * GIB
+
+
+def test_fit_with_required_headroom_and_a_gpu():
+    """Keeping 30 % of 80 GiB (24 GiB) free fails the 60 GiB stage; a GPU object works as the capacity."""
+    assert [x.fits for x in fit(_estimate(60 * GIB), 80 * GIB, headroom=0.3)] == [False]
+    assert fit(_estimate(79 * GIB), GPUS["H100-80GB"])[0].fits          # 79.65 GiB
+    with pytest.raises(ConfigError, match="positive"):
+        fit(_estimate(1), 0)
+    with pytest.raises(ConfigError, match="headroom"):
+        fit(_estimate(1), GIB, headroom=1.5)

@@ -1,0 +1,361 @@
+"""The catalogue of Megatron-LM's arguments and their classification (modelled / no effect / refused).
+
+The catalogue is Megatron-LM's own parser at the pinned revision (scripts/megatron_arguments.py). These
+tests keep the classification complete and honest: every argument is classified exactly once, the
+importer meets no flag outside the three classes, and every *modelled* flag changes the estimate in a
+configuration where Megatron-Core allocates differently because of it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from estimator import ConfigError, estimate
+from estimator.formats.megatron_args import HANDLED, RefusedFlagsError, read_megatron_args
+from estimator.formats.megatron_catalog import ARGUMENTS, REVISION
+from estimator.formats.megatron_flag_classes import MODELLED, NO_EFFECT, REFUSED, classify
+from estimator.config.schema import field_specs
+
+BASE = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
+        "--vocab-size 1000 --micro-batch-size 1")
+BF16 = BASE + " --bf16"
+MOE = BF16 + " --num-experts 8 --moe-router-topk 2"
+MLA = BF16 + " --multi-latent-attention"
+PP2 = BF16 + " --pipeline-model-parallel-size 2"
+TP2 = BF16 + " --tensor-model-parallel-size 2"
+CP2 = BF16 + " --context-parallel-size 2"
+FULL = BF16 + " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+UNFUSED = BF16 + " --attention-backend unfused"
+DISTOPT = BF16 + " --use-distributed-optimizer"
+PAO = DISTOPT + " --use-precision-aware-optimizer"
+FP8 = DISTOPT + " --fp8-format hybrid"
+FSDP = DISTOPT + " --use-megatron-fsdp"
+FSDP2 = BF16 + " --use-torch-fsdp2 --untie-embeddings-and-output-weights --no-gradient-accumulation-fusion"
+EP2 = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"
+FLEX = MOE + " --expert-model-parallel-size 2 --moe-token-dispatcher-type flex"
+TEG = BF16 + " --cuda-graph-impl transformer_engine"
+DEFER = PP2 + " --global-batch-size 8 --defer-embedding-wgrad-compute"
+FP8CS = FP8 + " --fp8-recipe tensorwise"
+GDN = BF16 + " --experimental-attention-variant gdn --linear-attention-freq 2"
+HYB = BF16 + " --hybrid-layer-pattern M*M-"
+
+#: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
+CHANGES = {
+    "num_layers": (BF16, "--num-layers 8"),
+    "hidden_size": (BF16, "--hidden-size 1024"),
+    "num_attention_heads": (BF16, "--num-attention-heads 16"),
+    "ffn_hidden_size": (BF16, "--ffn-hidden-size 1024"),
+    "kv_channels": (BF16, "--kv-channels 128"),
+    "num_query_groups": (BF16 + " --group-query-attention", "--num-query-groups 2"),
+    "group_query_attention": (BF16 + " --num-query-groups 2", "--group-query-attention"),
+    "vocab_size": (BF16, "--vocab-size 5000"),
+    "make_vocab_size_divisible_by": (BF16, "--make-vocab-size-divisible-by 3000"),
+    "max_position_embeddings": (BF16, "--max-position-embeddings 4096"),
+    "position_embedding_type": (BF16, "--position-embedding-type rope"),
+    "use_rotary_position_embeddings": (BF16, "--use-rotary-position-embeddings"),
+    "normalization": (BF16, "--normalization RMSNorm"),
+    "qk_layernorm": (BF16, "--qk-layernorm"),
+    "add_bias_linear": (BF16, "--disable-bias-linear"),
+    "add_qkv_bias": (BF16 + " --disable-bias-linear", "--add-qkv-bias"),
+    "untie_embeddings_and_output_weights": (BF16, "--untie-embeddings-and-output-weights"),
+    "swiglu": (BF16, "--swiglu"),
+    "quick_geglu": (BF16, "--quick-geglu"),
+    "hidden_dropout": (BF16, "--hidden-dropout 0"),
+    "attention_dropout": (UNFUSED, "--attention-dropout 0"),
+    "multi_latent_attention": (BF16, "--multi-latent-attention"),
+    "q_lora_rank": (MLA, "--q-lora-rank 64"),
+    "kv_lora_rank": (MLA, "--kv-lora-rank 64"),
+    "qk_head_dim": (MLA, "--qk-head-dim 64"),
+    "qk_pos_emb_head_dim": (MLA, "--qk-pos-emb-head-dim 32"),
+    "v_head_dim": (MLA, "--v-head-dim 64"),
+    "mtp_num_layers": (BF16, "--mtp-num-layers 1"),
+    "num_experts": (BF16, "--num-experts 8"),
+    "moe_layer_freq": (MOE, "--moe-layer-freq 2"),
+    "moe_router_topk": (MOE, "--moe-router-topk 4"),
+    "moe_ffn_hidden_size": (MOE, "--moe-ffn-hidden-size 256"),
+    "moe_shared_expert_intermediate_size": (MOE, "--moe-shared-expert-intermediate-size 512"),
+    "moe_shared_expert_gate": (MOE + " --moe-shared-expert-intermediate-size 512", "--moe-shared-expert-gate"),
+    "moe_router_enable_expert_bias": (MOE, "--moe-router-enable-expert-bias"),
+    "moe_grouped_gemm": (MOE, "--moe-grouped-gemm"),
+    "moe_expert_capacity_factor": (MOE, "--moe-expert-capacity-factor 0.5"),
+    "moe_pad_expert_input_to_capacity": (MOE + " --moe-expert-capacity-factor 1.5",
+                                         "--moe-pad-expert-input-to-capacity"),
+    "padded_vocab_size": (BF16, "--padded-vocab-size 2048"),
+    "tensor_model_parallel_size": (BF16, "--tensor-model-parallel-size 2"),
+    "pipeline_model_parallel_size": (BF16, "--pipeline-model-parallel-size 2"),
+    "context_parallel_size": (BF16, "--context-parallel-size 2"),
+    "expert_model_parallel_size": (MOE, "--expert-model-parallel-size 2"),
+    "expert_tensor_parallel_size": (MOE + " --tensor-model-parallel-size 2", "--expert-tensor-parallel-size 1"),
+    "sequence_parallel": (TP2, "--sequence-parallel"),
+    "cp_comm_type": (CP2, "--cp-comm-type a2a"),
+    "num_layers_per_virtual_pipeline_stage": (PP2, "--num-layers-per-virtual-pipeline-stage 1"),
+    "num_virtual_stages_per_pipeline_rank": (PP2, "--num-virtual-stages-per-pipeline-rank 2"),
+    "decoder_first_pipeline_num_layers": (PP2, "--decoder-first-pipeline-num-layers 1"),
+    "pipeline_model_parallel_layout": (PP2 + " --global-batch-size 8", "--pipeline-model-parallel-layout Et|t|t|tL"),
+    # (base, flag, without): 7 layers need an explicit split without the slot; with it, 8 slots split 4 + 4
+    "account_for_embedding_in_pipeline_split": (PP2.replace("--num-layers 4", "--num-layers 7"),
+                                                "--account-for-embedding-in-pipeline-split",
+                                                PP2.replace("--num-layers 4", "--num-layers 7")
+                                                + " --decoder-first-pipeline-num-layers 4"),
+    "account_for_loss_in_pipeline_split": (PP2.replace("--num-layers 4", "--num-layers 7"),
+                                           "--account-for-loss-in-pipeline-split",
+                                           PP2.replace("--num-layers 4", "--num-layers 7")
+                                           + " --decoder-last-pipeline-num-layers 4"),
+    "microbatch_group_size_per_vp_stage": (PP2 + " --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 16",
+                                           "--microbatch-group-size-per-virtual-pipeline-stage 4"),
+    "decoder_last_pipeline_num_layers": (PP2, "--decoder-last-pipeline-num-layers 1"),
+    "micro_batch_size": (BF16, "--micro-batch-size 2"),
+    "global_batch_size": (PP2, "--global-batch-size 4"),
+    "seq_length": (BF16, "--seq-length 512"),
+    "encoder_seq_length": (BF16.replace("--seq-length 1024", ""), "--encoder-seq-length 512"),
+    "recompute_granularity": (BF16, "--recompute-granularity full"),
+    "recompute_method": (FULL, "--recompute-method block"),
+    "recompute_num_layers": (FULL, "--recompute-num-layers 2"),
+    "recompute_modules": (BF16 + " --recompute-granularity selective", "--recompute-modules mlp"),
+    "recompute_activations": (UNFUSED, "--recompute-activations"),
+    "moe_layer_recompute": (MOE, "--moe-layer-recompute"),
+    "deterministic_mode": (MOE, "--deterministic-mode"),
+    "attention_backend": (BF16, "--attention-backend unfused"),
+    "cross_entropy_loss_fusion": (BF16 + " --cross-entropy-fusion-impl te", "--cross-entropy-loss-fusion"),
+    "cross_entropy_fusion_impl": (BF16 + " --cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te"),
+    "transformer_impl": (BF16, "--transformer-impl local"),
+    "gradient_accumulation_fusion": (BF16, "--no-gradient-accumulation-fusion"),
+    "masked_softmax_fusion": (BF16 + " --transformer-impl local", "--no-masked-softmax-fusion"),
+    "create_attention_mask_in_dataloader": (BF16 + " --transformer-impl local --no-masked-softmax-fusion",
+                                            "--no-create-attention-mask-in-dataloader"),
+    "use_distributed_optimizer": (BF16, "--use-distributed-optimizer"),
+    "fp16": (BASE, "--fp16"),
+    "bf16": (BASE, "--bf16"),
+    "fp8": (DISTOPT, "--fp8-format hybrid"),
+    "fp8_recipe": (FP8 + " --use-precision-aware-optimizer", "--fp8-recipe tensorwise"),
+    "fp8_param_gather": (FP8, "--fp8-param-gather"),
+    "accumulate_allreduce_grads_in_fp32": (BASE + " --fp16", "--accumulate-allreduce-grads-in-fp32"),
+    "grad_reduce_in_bf16": (BF16, "--grad-reduce-in-bf16"),
+    "use_precision_aware_optimizer": (DISTOPT, "--use-precision-aware-optimizer"),
+    "main_grads_dtype": (PAO, "--main-grads-dtype bf16"),
+    "main_params_dtype": (PAO.replace("--bf16", "--fp16"), "--main-params-dtype fp16"),
+    "exp_avg_dtype": (PAO, "--exp-avg-dtype bf16"),
+    "exp_avg_sq_dtype": (PAO, "--exp-avg-sq-dtype bf16"),
+    "use_megatron_fsdp": (DISTOPT, "--use-megatron-fsdp"),
+    "use_torch_fsdp2": (FSDP2.replace(" --use-torch-fsdp2", ""), "--use-torch-fsdp2"),
+    "data_parallel_sharding_strategy": (FSDP, "--data-parallel-sharding-strategy optim"),
+    "outer_dp_sharding_strategy": (FSDP + " --num-distributed-optimizer-instances 2", "--outer-dp-sharding-strategy optim"),
+    "fsdp_double_buffer": (FSDP, "--fsdp-double-buffer"),
+    "megatron_fsdp_max_pool_double_buffer": (FSDP, "--megatron-fsdp-max-pool-double-buffer"),
+    "suggested_communication_unit_size": (FSDP, "--suggested-communication-unit-size 1000"),
+    "torch_fsdp2_reshard_after_forward": (FSDP2, "--torch-fsdp2-no-reshard-after-forward"),
+    "megatron_fsdp_main_params_dtype": (FSDP, "--megatron-fsdp-main-params-dtype bf16"),
+    "megatron_fsdp_main_grads_dtype": (FSDP, "--megatron-fsdp-main-grads-dtype fp32"),
+    "megatron_fsdp_grad_comm_dtype": (FSDP, "--megatron-fsdp-grad-comm-dtype fp32"),
+    "num_distributed_optimizer_instances": (DISTOPT, "--num-distributed-optimizer-instances 2"),
+    "optimizer": (BF16, "--optimizer sgd"),
+    "sgd_momentum": (BF16 + " --optimizer sgd", "--sgd-momentum 0"),
+    "optimizer_cpu_offload": (PAO, "--optimizer-cpu-offload"),
+    "optimizer_offload_fraction": (PAO + " --optimizer-cpu-offload", "--optimizer-offload-fraction 0.5"),
+    "cpu_offloading_num_layers": (BF16, "--cpu-offloading-num-layers 2"),
+    "cuda_graph_impl": (BF16, "--cuda-graph-impl transformer_engine"),
+    "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
+    "cuda_graph_warmup_steps": (TEG, "--cuda-graph-warmup-steps 0"),
+    "use_layer_wise_param_layout": (DISTOPT + " --optimizer muon", "--no-use-layer-wise-param-layout"),
+    "muon_fp32_matmul_prec": (DISTOPT + " --optimizer muon", "--muon-fp32-matmul-prec high"),
+    "muon_tp_mode": (DISTOPT + " --optimizer muon", "--muon-tp-mode blockwise"),
+    "muon_nesterov": (DISTOPT + " --optimizer muon", "--muon-nesterov"),
+    "muon_split_qkv": (DISTOPT + " --optimizer muon --ffn-hidden-size 128", "--muon-no-split-qkv"),
+    "cuda_graph_scope_deprecated": (TEG, "--cuda-graph-scope attn"),
+    "external_cuda_graph": (BF16, "--external-cuda-graph"),
+    "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),
+    "tp_comm_overlap_cfg": (TP2 + " --sequence-parallel --tp-comm-overlap", "--tp-comm-overlap-cfg ub_ring_rs.yaml"),
+    "nccl_ub": (DISTOPT, "--use-nccl-ub"),
+    "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
+    "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
+    "moe_enable_deepep": (EP2, "--moe-enable-deepep"),
+    "moe_flex_dispatcher_num_sms": (FLEX, "--moe-flex-dispatcher-num-sms 32"),
+    "moe_deepep_num_sms": (FLEX, "--moe-deepep-num-sms 32"),
+    "moe_hybridep_num_sms": (FLEX, "--moe-hybridep-num-sms 32"),
+    "overlap_moe_expert_parallel_comm": (EP2, "--overlap-moe-expert-parallel-comm"),
+    # fine-grained SwiGLU experts without gradient-accumulation fusion: the kept packed expert gradients outgrow
+    # the plain combined step (with the fusion the MLP window only matches it: tests/memory/features/test_delayed_wgrad.py)
+    "delay_wgrad_compute": (EP2 + " --swiglu --moe-ffn-hidden-size 256 --overlap-moe-expert-parallel-comm"
+                            " --no-gradient-accumulation-fusion", "--delay-wgrad-compute"),
+    "defer_embedding_wgrad_compute": (PP2 + " --global-batch-size 8", "--defer-embedding-wgrad-compute"),
+    "wgrad_deferral_limit": (DEFER, "--wgrad-deferral-limit 1"),
+    "first_last_layers_bf16": (FP8CS, "--first-last-layers-bf16"),
+    "num_layers_at_start_in_bf16": (FP8CS + " --first-last-layers-bf16", "--num-layers-at-start-in-bf16 2"),
+    "num_layers_at_end_in_bf16": (FP8CS + " --first-last-layers-bf16", "--num-layers-at-end-in-bf16 2"),
+    "moe_router_dtype": (MOE, "--moe-router-dtype fp32 --moe-z-loss-coeff 0.001", MOE + " --moe-z-loss-coeff 0.001"),
+    "moe_router_score_function": (MOE, "--moe-router-score-function sigmoid"),
+    "moe_router_pre_softmax": (MOE, "--moe-router-pre-softmax"),
+    "moe_router_num_groups": (MOE, "--moe-router-num-groups 4 --moe-router-group-topk 2"),
+    "moe_router_group_topk": (MOE, "--moe-router-num-groups 4 --moe-router-group-topk 2"),
+    "moe_router_load_balancing_type": (MOE + " --moe-aux-loss-coeff 0.01", "--moe-router-load-balancing-type none"),
+    "moe_aux_loss_coeff": (MOE, "--moe-aux-loss-coeff 0.01"),
+    "moe_z_loss_coeff": (MOE, "--moe-z-loss-coeff 0.001"),
+    "moe_router_fusion": (MOE, "--moe-router-fusion"),
+    "moe_permute_fusion": (MOE, "--moe-permute-fusion"),
+    "softmax_type": (BF16, "--softmax-type learnable"),
+    "attention_output_gate": (BF16, "--attention-output-gate"),
+    "qk_l2_norm": (BF16, "--qk-l2-norm"),
+    "moe_latent_size": (MOE, "--moe-latent-size 128"),
+    "experimental_attention_variant": (BF16 + " --linear-attention-freq 2", "--experimental-attention-variant gdn",
+                                       BF16),
+    "linear_attention_freq": (GDN, "--linear-attention-freq 4"),
+    "linear_conv_kernel_dim": (GDN, "--linear-conv-kernel-dim 8"),
+    "linear_key_head_dim": (GDN, "--linear-key-head-dim 64"),
+    "linear_value_head_dim": (GDN, "--linear-value-head-dim 64"),
+    "linear_num_key_heads": (GDN, "--linear-num-key-heads 8"),
+    "linear_num_value_heads": (GDN, "--linear-num-value-heads 16"),
+    "hybrid_layer_pattern": (BF16, "--hybrid-layer-pattern M*M-"),
+    "hybrid_override_pattern": (BF16, "--hybrid-override-pattern M*M-"),
+    "mtp_hybrid_override_pattern": (HYB + " --mtp-num-layers 1", "--mtp-hybrid-override-pattern M-"),
+    "mamba_state_dim": (HYB, "--mamba-state-dim 64"),
+    "mamba_head_dim": (HYB, "--mamba-head-dim 32"),
+    "mamba_num_groups": (HYB, "--mamba-num-groups 4"),
+    "mamba_num_heads": (HYB, "--mamba-num-heads 8"),
+}
+
+
+#: Files the flags above name (read_megatron_args's read_file): proj_fprop and fc2_fprop as ring-exchange
+#: reduce-scatters (larger userbuffers than the default pipeline ones).
+FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n"}
+
+#: Modelled flags that the configuration needs rather than changes: without them it is refused (base, flag).
+ENABLES = {
+    "reuse_grad_buf_for_mxfp8_param_ag": (FP8 + " --fp8-recipe mxfp8 --fp8-param-gather",
+                                          "--reuse-grad-buf-for-mxfp8-param-ag"),
+}
+
+
+def _stages(cmd: str) -> list:
+    return estimate(read_megatron_args(cmd, world_size=8, read_file=FILES.get).config).to_dict()["stages"]
+
+
+def test_catalogue_is_megatron_lm_at_the_pinned_revision():
+    """The revision the project mirrors (helper guide); Megatron-LM's parser has several hundred arguments."""
+    assert REVISION == "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+    assert len(ARGUMENTS) > 800
+    assert ARGUMENTS["tensor_model_parallel_size"][0] == ("--tensor-model-parallel-size",)
+    assert ARGUMENTS["add_bias_linear"][0] == ("--disable-bias-linear",)
+
+
+def test_every_argument_is_classified_exactly_once():
+    unclassified = [d for d in ARGUMENTS if classify(d) is None]
+    assert unclassified == []
+    tables = (MODELLED, NO_EFFECT, REFUSED)
+    for i, a in enumerate(tables):
+        for b in tables[i + 1:]:
+            assert not set(a) & set(b)
+    stale = [d for t in tables for d in t if d not in ARGUMENTS]
+    assert stale == [], "classified arguments Megatron-LM no longer defines"
+    assert all(reason.strip() for t in tables for reason in t.values())
+
+
+def test_the_issue_list_is_modelled_or_refused():
+    """Issue 9's list of flags that changed memory but were silently ignored: each is now modelled or refused
+    (those no longer defined at this revision are unknown flags, an error of their own). --mtp-standalone is
+    the one exception: it changes only the pipeline's send/receive shapes; where the MTP layers sit comes
+    from the layout, which is modelled."""
+    listed = ("microbatch-group-size-per-virtual-pipeline-stage overlap-moe-expert-parallel-comm delay-wgrad-compute "
+              "defer-embedding-wgrad-compute wgrad-deferral-limit first-last-layers-bf16 fp8-dot-product-attention "
+              "mtp-use-repeated-layer mtp-standalone moe-latent-size experimental-attention-variant "
+              "linear-attention-freq enable-mhc-connections attention-output-gate moe-paged-stash "
+              "moe-expert-rank-capacity-factor moe-flex-dispatcher-backend moe-router-dtype nccl-ub "
+              "hierarchical-context-parallel-sizes offload-modules "
+              "num-microbatches-with-partial-activation-checkpoints tensor-parallel-num-weight-shards "
+              "disable-parameter-transpose-cache")
+    flags = {f: d for d, (fl, _, _) in ARGUMENTS.items() for f in fl}
+    for name in listed.split():
+        dest = flags.get("--" + name)
+        if dest is None:
+            with pytest.raises(ConfigError, match="not an argument"):
+                read_megatron_args(f"{BF16} --{name} 2")
+            continue
+        kind = classify(dest)[0]
+        assert kind in ("modelled", "refused") or dest == "mtp_standalone", name
+
+
+def test_schema_flags_are_megatron_flags():
+    """Each schema field's Megatron flag exists at the pinned revision (a few fields are set by special flags)."""
+    flags = {f for fl, _, _ in ARGUMENTS.values() for f in fl}
+    special = {"--swiglu", "--add-bias-linear", "--bf16", "--fp8-format", "--gradient-accumulation-fusion"}
+    bad = [s.path for s in field_specs() if s.flag and s.flag not in flags and s.flag not in special]
+    assert bad == []
+
+
+def test_modelled_flags_are_translated_and_refused_ones_never_are():
+    assert set(MODELLED) <= HANDLED
+    assert not {d for d in HANDLED if classify(d)[0] == "refused"}
+
+
+@pytest.mark.parametrize("dest", sorted(MODELLED))
+def test_a_modelled_flag_changes_the_estimate(dest):
+    if dest in ENABLES:     # the estimate needs it: without it the configuration is refused by name
+        base, extra = ENABLES[dest]
+        with pytest.raises(ConfigError, match=dest):
+            _stages(base)
+        assert _stages(f"{base} {extra}")
+        return
+    assert dest in CHANGES, f"add a configuration where {dest} changes the estimate"
+    base, extra, *without = CHANGES[dest]
+    assert _stages(without[0] if without else base) != _stages(f"{base} {extra}")
+
+
+def _values(arity, default):
+    if arity == 0:
+        return [[]]
+    one = [str(default)] if default is not None and not isinstance(default, tuple) else []
+    return [one or ["1"], ["1"], ["x"]] if arity in (1, "?") else [list(map(str, default or ("1",))), ["x"]]
+
+
+@pytest.mark.parametrize("dest", sorted(ARGUMENTS))
+def test_the_importer_meets_no_unclassified_flag(dest):
+    """Every option string of every argument, with a plausible and a bad value: the importer either translates
+    it, lists it as without effect (or a note), or refuses it by name; a bad value is an error naming the flag.
+    Never a raw exception."""
+    flags, arity, default = ARGUMENTS[dest]
+    for flag in flags:
+        for values in _values(arity, default):
+            cmd = f"{MOE} {flag} {' '.join(values)}".rstrip()
+            try:
+                imp = read_megatron_args(cmd, world_size=8)
+            except RefusedFlagsError as exc:
+                assert any(f.split()[0] == flag for f, _ in exc.refused)
+                continue
+            except ConfigError as exc:
+                assert any(flag in p.field or flag in p.message or "--" in p.field for p in exc.problems), exc
+                continue
+            listed = any(f.split()[0] == flag for f, _ in imp.no_effect) or any(flag in n for n in imp.notes)
+            assert listed or dest in HANDLED, (flag, values)
+
+
+def test_unknown_flags_are_errors_with_close_matches():
+    with pytest.raises(ConfigError) as exc:
+        read_megatron_args(BF16 + " --recompute-granularty full --nccl-ub")
+    text = str(exc.value)
+    assert "--recompute-granularty" in text and "did you mean --recompute-granularity" in text
+    assert "--nccl-ub" in text and "--use-nccl-ub" in text
+
+
+def test_refused_flags_are_all_named_with_their_reason():
+    with pytest.raises(RefusedFlagsError) as exc:
+        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --delta-offload-bytes-across-pp-ranks 4096 "
+                           "--optimizer lion")
+    assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache",
+                                                 "--delta-offload-bytes-across-pp-ranks 4096", "--optimizer lion"]
+    assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
+
+
+def test_refused_flags_at_megatrons_default_are_harmless():
+    """--muon-scalar-optimizer adam and --delta-offload-bytes-across-pp-ranks 0 are what Megatron-LM does
+    anyway."""
+    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --delta-offload-bytes-across-pp-ranks 0")
+    assert len(imp.notes) == 2 and all("Megatron-LM's default" in n for n in imp.notes)
+    with pytest.raises(RefusedFlagsError, match="delta-offload-bytes-across-pp-ranks"):
+        read_megatron_args(PP2 + " --delta-offload-bytes-across-pp-ranks 4096")
+
+
+def test_no_effect_flags_come_with_their_reason():
+    imp = read_megatron_args(BF16 + " --lr 3e-4 --log-interval 1 --seed 3")
+    assert [f for f, _ in imp.no_effect] == ["--lr 3e-4", "--log-interval 1", "--seed 3"]
+    assert imp.no_effect[0][1] == NO_EFFECT["lr"]

@@ -1,0 +1,65 @@
+"""The logits and the loss on the last stage (estimator/memory/loss.py) and how the last stage's peak uses them."""
+
+from __future__ import annotations
+
+from tests.conftest import make_config
+
+from estimator import estimate
+from estimator.config.load import load_config
+from estimator.memory.loss import loss_buffers
+from estimator.model.resolve import resolve
+
+MODEL = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000}
+N = 256 * 1024          # logit elements: s 256 x b 1 tokens, vocabulary 1000 padded to 1024 (128 x TP 1)
+
+
+def _buffers(**training):
+    return loss_buffers(resolve(load_config(make_config(MODEL, training={"seq_length": 256, **training}))))
+
+
+def test_unfused_cross_entropy():
+    """fp32 softmax saved (4 B/element); the bf16 logits live until the loss is computed (2 B), the bf16
+    gradient while it runs backward (2 B); the output layer then holds the bf16 gradient only."""
+    assert _buffers() == (4 * N, 2 * N, 2 * N, 2 * N - 4 * N)
+
+
+def test_native_fusion_adds_one_fp32_buffer():
+    """torch.compile computes in-place updates into a new buffer: one more fp32 copy while the loss runs."""
+    b = _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="native")
+    assert b == (4 * N, 6 * N, 6 * N, -2 * N)
+
+
+def test_transformer_engine_fusion_keeps_only_the_bf16_logits():
+    assert _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == (2 * N, 0, 0, 0)
+
+
+def test_tensor_and_context_parallel_split_the_logits():
+    r = resolve(load_config(make_config(MODEL, {"tensor_model_parallel_size": 2, "context_parallel_size": 2},
+                                        {"seq_length": 256, "world_size": 4})))
+    # 128 tokens per rank x (1024 padded to a multiple of 256 = 1024) / 2 ranks
+    assert loss_buffers(r).saved == 4 * 128 * 512
+
+
+def test_last_stage_peak_is_the_loss_not_loss_plus_the_layer_backward():
+    """One GPU, one micro-batch: the peak is the layers' activations + the saved softmax + the bf16 logits at
+    the end of the loss forward; the layers' backward working set comes after the loss freed its buffers."""
+    e = estimate(make_config(MODEL, training={"seq_length": 256, "global_batch_size": 1}))
+    (s,) = e.stages
+    assert s.activations["output"] == 4 * N + 2 * 2 * 256 * 256   # softmax + final norm input and output
+    assert "loss_forward" in s.transient and s.transient["loss_forward"] == 2 * N
+    assert "backward_working_set" not in s.transient
+
+
+def test_native_fusion_against_megatron_ci():
+    """Megatron-LM CI on H100 (validation/megatron_ci.yaml): gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion
+    (native fusion) peaks at 1,837,640,192 B and gpt3_mcore_te_tp2_pp2_resume_torch_dist, the same model and
+    layout with the unfused loss, at 1,428,171,264 B: 409,468,928 B apart. One fp32 buffer of the last
+    stage's logits is 4 B x 4,096 tokens x 25,216 (50,257 padded to 50,432, over TP 2) = 413,138,944 B."""
+    measured = 1_837_640_192 - 1_428_171_264
+    model = {**MODEL, "num_layers": 12, "hidden_size": 512, "num_attention_heads": 8, "vocab_size": 50257}
+    par = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}
+    tr = {"seq_length": 1024, "micro_batch_size": 4, "world_size": 8}
+    plain = estimate(make_config(model, par, tr)).stages[-1].allocated_bytes
+    fused = estimate(make_config(model, par, {**tr, "cross_entropy_loss_fusion": True})).stages[-1].allocated_bytes
+    assert fused - plain == 413_138_944
+    assert abs(fused - plain - measured) / measured < 0.01

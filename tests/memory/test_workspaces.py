@@ -1,0 +1,75 @@
+"""GEMM workspaces held for the whole run (estimator/memory/workspaces.py)."""
+
+from __future__ import annotations
+
+from tests.conftest import make_config
+
+from estimator import estimate
+from estimator.config.load import load_config
+from estimator.model.resolve import resolve
+from estimator.memory.workspaces import workspace_bytes
+
+MIB = 2 ** 20
+DENSE = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000}
+MOE = {**DENSE, "num_experts": 4, "moe_router_topk": 2, "moe_ffn_hidden_size": 128}
+
+
+def _r(model, training=None):
+    return resolve(load_config(make_config(model, training={"seq_length": 256, **(training or {})})))
+
+
+def test_dense_transformer_engine_run():
+    """Transformer Engine's workspace (32 MiB + 1 KiB) and two PyTorch cuBLAS workspaces (2 x 32 MiB)."""
+    assert workspace_bytes(_r(DENSE), False) == 96 * MIB + 1024
+
+
+def test_local_implementation_has_no_transformer_engine_workspace():
+    assert workspace_bytes(_r(DENSE, {"transformer_impl": "local"}), False) == 64 * MIB
+
+
+def test_grouped_gemm_adds_one_workspace_per_stream():
+    """4 compute streams x (32 MiB + 1 KiB), only on a stage that holds MoE layers and with grouped GEMM."""
+    r = _r(MOE)
+    assert workspace_bytes(r, True) == 96 * MIB + 1024 + 4 * (32 * MIB + 1024)
+    assert workspace_bytes(r, False) == 96 * MIB + 1024
+    r = _r({**MOE, "moe_grouped_gemm": False})
+    assert workspace_bytes(r, True) == 96 * MIB + 1024
+
+
+def test_matches_the_persistent_memory_of_a_megatron_ci_run():
+    """Megatron-LM CI, gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer on H100 (validation/megatron_ci.yaml):
+    mem-allocated-bytes after every step is 581,489,664 B. By hand, its model states are
+
+        parameters: embedding 50,304 x 512 + positions 1,024 x 512 + 12 layers x 3,152,384 + final norm 1,024
+                    = 64,109,568   (layer: QKV 786,432 + 1,536, proj 262,144 + 512, fc1 1,048,576 + 2,048,
+                    fc2 1,048,576 + 512, two LayerNorms 2,048)
+        bf16 weights + fp32 grads: 6 B x 64,109,568 = 384,657,408
+        distributed optimizer over DP 8: 12 B x ceil(64,109,568 / 8) = 96,164,352
+
+    = 480,821,760 B, so the run holds 100,667,904 B (96.003 MiB) besides them: the workspaces, to 4 KiB."""
+    measured_rest = 581_489_664 - 480_821_760
+    assert abs(workspace_bytes(_r(DENSE), False) - measured_rest) < 4096
+    e = estimate(make_config(DENSE, training={"seq_length": 256}))
+    assert e.stages[0].transient["workspaces"] == 96 * MIB + 1024
+
+
+def test_global_buffer_holds_the_largest_of_its_users():
+    """Megatron-Core's "mpu" buffer (megatron/core/utils.py GlobalMemoryBuffer), bf16:
+    local attention scores b 1 x a 4 x s 256 x s 256 x 2 B = 524,288 B; the output layer's
+    sequence-parallel all-gather on the last stage T 256 x h 256 x 2 B = 131,072 B."""
+    from estimator.memory.workspaces import global_buffer_bytes
+    assert global_buffer_bytes(_r(DENSE), False, True) == 0
+    assert global_buffer_bytes(_r(DENSE, {"transformer_impl": "local"}), False, False) == 524_288
+    r = resolve(load_config(make_config(DENSE, {"tensor_model_parallel_size": 2},
+                                        {"seq_length": 256, "world_size": 2, "sequence_parallel": True})))
+    assert global_buffer_bytes(r, False, True) == 131_072
+    assert global_buffer_bytes(r, False, False) == 0
+
+
+def test_allgather_dispatcher_keeps_the_gathered_tokens():
+    """MoE all-gather dispatcher over TP x EP = 1 x 4: 256 tokens x 4 ranks x h 256 x 2 B = 524,288 B."""
+    from estimator.memory.workspaces import global_buffer_bytes
+    r = resolve(load_config(make_config({**MOE, "moe_token_dispatcher_type": "allgather"},
+                                        {"expert_model_parallel_size": 4}, {"seq_length": 256, "world_size": 4})))
+    assert global_buffer_bytes(r, True, False) == 524_288
+    assert global_buffer_bytes(r, False, False) == 0

@@ -1,0 +1,106 @@
+"""``estimator.plan.advice`` (valid values, nearest fixes, levers), ``estimator.web.form`` (labels, hidden fields) and
+``estimator.plan.verdicts`` (the one vocabulary). Expected values are worked out by hand from the models' shapes
+in each docstring; every offered value is also checked against the core's own validation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from estimator.plan import advice, verdicts
+from estimator.web import form
+from estimator.config.load import load_config
+from estimator.formats.presets import list_presets, load_preset
+from estimator.config.schema import field_specs
+
+TP, PP, VPP, CP, EP, ETP = advice.TP, advice.PP, advice.VPP, advice.CP, advice.EP, advice.ETP
+
+
+def _values(cfg: dict, path: str) -> list:
+    return [o["value"] for o in advice.choices(cfg)[path]]
+
+
+def test_tensor_parallel_sizes_divide_heads_groups_and_widths():
+    """Qwen2.5-7B: 28 heads, 4 KV heads, MLP 18,944 = 2^8 x 74: TP 1, 2, 4 (7, 14 and 28 do not divide 4)."""
+    assert _values(load_preset("qwen2.5-7b").to_dict(), TP) == [1, 2, 4]
+    # Llama 3 8B: 32 heads, 8 KV heads, MLP 14,336 = 2^11 x 7: 1, 2, 4, 8.
+    assert _values(load_preset("llama-3-8b").to_dict(), TP) == [1, 2, 4, 8]
+
+
+def test_expert_parallel_sizes_divide_the_experts():
+    """Mixtral 8x7B has 8 experts: EP 1, 2, 4, 8; a dense model has no EP control."""
+    assert _values(load_preset("mixtral-8x7b").to_dict(), EP) == [1, 2, 4, 8]
+    assert EP not in advice.choices(load_preset("llama-3-8b").to_dict())
+
+
+def test_pipeline_sizes_carry_the_split_they_need():
+    """DeepSeek-V3 has 61 layers (prime): PP 16 needs an uneven split, 1 layer on the first stage and 4 on
+    each other (1 + 15 x 4 = 61); PP 8 keeps the preset's own layout string Et|(tt|)*30mL (which sets the
+    virtual stages itself); every other choice drops the layout."""
+    opts = {o["value"]: o for o in advice.choices(load_preset("deepseek-v3").to_dict())[PP]}
+    plain = {advice.LAYOUT: None, advice.GROUP: None, advice.ACC_E: False, advice.ACC_L: False}
+    assert opts[16]["set"] == {advice.FIRST: 1, advice.LAST: None, VPP: None, **plain}
+    assert opts[8]["set"] == {advice.FIRST: None, advice.LAST: None, VPP: None, advice.LAYOUT: "Et|(tt|)*30mL",
+                              advice.ACC_E: False, advice.ACC_L: False}
+    assert opts[61]["set"] == {advice.FIRST: None, advice.LAST: None, VPP: None, **plain}
+    assert 7 not in opts                          # 61 = 8 + 5 x 9.6 + 5, and 7 is no power of two
+
+
+def test_virtual_pipeline_sizes_divide_every_stage():
+    """Llama 3 70B: 80 layers on PP 4 = 20 per stage: VPP 2, 4, 5, 10, 20 (and none)."""
+    assert _values(load_preset("llama-3-70b").to_dict(), VPP) == [None, 2, 4, 5, 10, 20]
+
+
+def test_micro_batch_sizes_divide_the_global_batch_per_rank():
+    """Qwen3 8B: global batch 32 on DP 2 (8 GPUs / TP 4): 16 sequences per rank: 1, 2, 4, 8, 16."""
+    assert _values(load_preset("qwen3-8b").to_dict(), advice.MBS) == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize("name", list_presets())
+def test_every_offered_value_is_valid_for_the_model(name):
+    """Each value the quick controls offer, with its companion fields, on a world size that its product
+    divides and without a global batch, passes the core's validation."""
+    cfg = load_preset(name).to_dict()
+    for path, opts in advice.choices(cfg).items():
+        if path in (advice.MBS, advice.RECOMPUTE):
+            continue
+        for opt in opts:
+            c = advice.with_changes(cfg, {path: opt["value"], **opt.get("set", {})})
+            par = c["parallelism"]
+            t, p, cp = (par.get("tensor_model_parallel_size", 1), par.get("pipeline_model_parallel_size", 1),
+                        par.get("context_parallel_size", 1))
+            etp = par.get("expert_tensor_parallel_size") or t
+            c["training"]["world_size"] = math.lcm(t * p * cp, etp * par.get("expert_model_parallel_size", 1) * p)
+            c["training"].pop("global_batch_size", None)
+            c["training"]["sequence_parallel"] = t > 1 and par.get("expert_model_parallel_size", 1) > 1
+            load_config(c)                        # raises ConfigError naming the problem
+
+
+def test_world_size_steps_are_the_nearest_valid():
+    """Llama 3 8B (TP 1 x PP 1 x CP 2 = 2, global batch 512) on 8 GPUs: below, 6 GPUs (DP 3) do not divide
+    512, 4 (DP 2) do; above, 10, 12 and 14 (DP 5, 6, 7) do not, 16 (DP 8) do."""
+    steps = advice.steps(load_preset("llama-3-8b").to_dict())
+    assert steps[advice.WORLD] == [4, 16]
+    assert steps[advice.GBS] == [508, 516]         # multiples of micro-batch 1 x DP 4 next to 512
+
+
+def test_hidden_fields_follow_the_model():
+    dense, moe, mla = (load_preset(n).to_dict() for n in ("llama-3-8b", "mixtral-8x7b", "deepseek-v3"))
+    assert {"model.moe_router_topk", EP, ETP, "model.q_lora_rank"} <= set(form.hidden_fields(dense))
+    assert EP not in form.hidden_fields(moe) and "model.q_lora_rank" in form.hidden_fields(moe)
+    assert "model.q_lora_rank" not in form.hidden_fields(mla) and "model.num_query_groups" in form.hidden_fields(mla)
+
+
+def test_every_field_has_words_and_no_label_is_stale():
+    paths = {s.path for s in field_specs()}
+    assert set(form.LABELS) <= paths
+    assert all(form.label(p) for p in paths)
+    assert form.label("model.num_query_groups") == "KV heads"
+    assert form.label("parallelism.pipeline_model_parallel_layout") == "Pipeline model parallel layout"  # a new field
+    assert {p for p, _ in form.QUICK} <= paths
+
+
+def test_one_vocabulary():
+    assert verdicts.WORDS == {"fits": "fits", "tight": "tight", "no": "does not fit"}
+    assert set(verdicts.MEANINGS) == set(verdicts.WORDS)
