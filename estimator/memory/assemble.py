@@ -7,15 +7,20 @@ buffers alive at that peak; then the three totals:
 - ``allocated_bytes``: weights + gradients + optimizer states + activations + transient buffers, what
   ``torch.cuda.max_memory_allocated()`` reports;
 - ``reserved_bytes``: plus the PyTorch caching allocator's reserve (:data:`ALLOCATOR_RESERVE_FRACTION`);
-- ``device_bytes``: plus the CUDA context and NCCL communicator buffers, the figure to hold against a
-  GPU's capacity.
+- ``device_bytes``: plus the CUDA context and NCCL communicator buffers (one per process group of more than
+  one rank, so DP 1 -> 2 adds one, two in an MoE model whose expert-data-parallel group grows too), the figure
+  to hold against a GPU's capacity.
+
+The totals are those of the phase with the larger peak, forward/backward or the optimizer step
+(``peak_phase``); at the optimizer step the activations are 0, freed by the last backward pass before it.
 
 Where the layers, the embedding, the output layer and the MTP layers sit comes from
 :mod:`estimator.config.pipeline_layout` (per virtual chunk); the micro-batches in flight from
 :mod:`estimator.memory.schedule` (Megatron-Core ``pipeline_parallel/schedules.py``): with 1F1B stage r holds
 min(p - r, m) micro-batches at its peak; with the interleaved schedule rank r runs 2 (p - r - 1) +
 (v - 1) N warm-up forwards (N = ``microbatch_group_size_per_vp_stage``), so it holds that many
-chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the schedule produces.
+chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the schedule produces
+(:func:`estimator.memory.schedule.heaviest_mix`, O(v) per stage whatever the number of micro-batches).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from .loss import loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
-from .schedule import first_chunks, held_counts, warmup
+from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
 from .workspaces import global_buffer_bytes, workspace_bytes
 
@@ -52,14 +57,15 @@ ALLOCATOR_RESERVE_FRACTION = 0.05
 CUDA_CONTEXT_BYTES = 600 * MIB
 
 #: NCCL's own buffers per communicator a rank uses (NCCL_BUFFSIZE 4 MiB x channels x peers), an
-#: order-of-magnitude figure: 128 MiB per process group of more than one rank.
+#: order-of-magnitude figure: 128 MiB per process group of more than one rank (so DP 1 -> 2 adds 128 MiB, or
+#: 256 MiB where an MoE model's expert-data-parallel group grows from one rank too).
 NCCL_BYTES_PER_COMMUNICATOR = 128 * MIB
 
 
 def in_flight(r: Resolved, stage: int) -> list[int]:
     """Virtual-chunk index of every (chunk-)micro-batch whose activations stage ``stage`` holds before its first
     backward pass, in the order of their forward passes. That is the peak when all chunks weigh the same;
-    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.memory.schedule.held_counts`)."""
+    :func:`stage_memory` takes the heaviest mix the schedule ever holds (:func:`estimator.memory.schedule.heaviest_mix`)."""
     p, v, m = r.p, r.v, r.m
     if v == 1:
         n = p - stage
@@ -307,8 +313,7 @@ def stage_memory(r: Resolved) -> Estimate:
                 n_flight * ca[0], n_flight * ca[1], n_flight * ca[2], n_flight * ca[3], n_flight * ca[4],
                 n_flight * ca[5])
         else:
-            counts = max(held_counts(p, s_idx, r.v, r.group, r.m),
-                         key=lambda cnt: sum(k * ca[0] for k, ca in zip(cnt, chunk_acts)))
+            counts = heaviest_mix(p, s_idx, r.v, r.group, r.m, [ca[0] for ca in chunk_acts])
             n_flight = sum(counts)
             activations = att_total = mlp_total = emb_act = out_act = mtp_act_total = 0
             for k, ca in zip(counts, chunk_acts):
@@ -395,9 +400,8 @@ def stage_memory(r: Resolved) -> Estimate:
             continue
         # Recipe features (estimator/memory/features): states, activations, buffers, and what lies outside the allocator.
         # Their optimizer step is not modelled separately: the forward/backward peak is reported.
-        flight = [c for c, k in enumerate(counts) for _ in range(k)]
         adj = feat.stage(s_idx, [c.layers for c in chunks], plan.embedding, has_loss, dense_p, linear_p, expert_p,
-                         st, activations, flight, transient, bwd + work)
+                         st, activations, counts, transient, bwd + work)
         acts_by.update(adj.activation_parts)
         transient, activations, grads = adj.transient, adj.activations, adj.gradients
         transient_bytes = sum(transient.values())
@@ -458,7 +462,8 @@ def _chunk_reports(plan, counts: tuple) -> tuple:
 
 
 def _communicators(r: Resolved) -> int:
-    """Process groups of more than one rank that a GPU talks through."""
+    """Process groups of more than one rank that a GPU talks through (a group of one rank needs none): DP 1 -> 2
+    adds the data-parallel group, and in an MoE model the expert-data-parallel group where it grows from one rank."""
     sizes = [r.t, r.p, r.dp * r.cp, r.cp]
     if r.E:
         sizes += [r.ep, r.etp, r.edp]

@@ -174,7 +174,7 @@ class Plan:
         # The combined 1F1B step's delayed weight gradients belong to its moment (schedule.py, delayed_wgrad.py).
         together = ("delayed_wgrad",) if phase == "ep_overlap_1f1b_step" else ()
         value = transient[phase] + sum(transient.get(k, 0) for k in together)
-        for c_idx in sorted(set(flight)):
+        for c_idx in (c for c, k in enumerate(flight) if k):
             start = sum(len(c) for c in chunks[:c_idx])
             kinds = self._kinds(chunks[c_idx])
             out = last and c_idx == len(chunks) - 1
@@ -233,7 +233,8 @@ class Plan:
         return {"cuda_graph_private_pool": pool} if pool else {}
 
     def stage(self, s_idx: int, chunks: tuple, first: bool, last: bool, dense_p: int, linear_p: int,
-              expert_p: int, st, activations: int, flight: list, transient: dict, bwd_work: int) -> StageAdjustment:
+              expert_p: int, st, activations: int, flight: tuple, transient: dict, bwd_work: int) -> StageAdjustment:
+        """One stage's figures after the features; ``flight[c]``: the micro-batches of chunk c held at the peak."""
         r, bm, cfg = self.r, self.bm, self.r.cfg
         par, tr = cfg.parallelism, cfg.training
         weights, grads, opt = st
@@ -310,10 +311,11 @@ class Plan:
 
         # --- activations -----------------------------------------------------------------------
         copies = delta = 0
-        for c_idx in flight:
-            a, b = self._chunk_extra(chunks[c_idx])
-            copies += a
-            delta += b
+        for c_idx, k in enumerate(flight):
+            if k:
+                a, b = self._chunk_extra(chunks[c_idx])
+                copies += k * a
+                delta += k * b
         if copies:
             parts["fp8_weight_copies"] = copies
         if delta:
@@ -321,7 +323,7 @@ class Plan:
         activations += copies + delta
         moved = 0
         if self.offload_layers:
-            moved = len(flight) * sum(self.acts[k].saved for k in kinds[:self.offload_layers])
+            moved = sum(flight) * sum(self.acts[k].saved for k in kinds[:self.offload_layers])
             host["activations_pinned"] = moved
         if moved:
             parts["offloaded"] = -moved
@@ -366,10 +368,10 @@ class Plan:
         outside = dict(self.outside)
         if self.graphs:
             # Eager warm-up, capture and steady state peak apart (cuda_graphs.py): keep the largest.
-            held = [k for c_idx in flight for k in self._kinds(chunks[c_idx])]
-            n = sum(self.graph_layer[k] for k in held)
+            held = [(n, k) for c_idx, n in enumerate(flight) if n for k in self._kinds(chunks[c_idx])]
+            n = sum(c * self.graph_layer[k] for c, k in held)
             gp = cuda_graphs.peak(r, weights + grads + opt, activations, transient,
-                                  sum(self.graph_bytes[k] for k in held), n * self.graph_static, self.graph_work)
+                                  sum(c * self.graph_bytes[k] for c, k in held), n * self.graph_static, self.graph_work)
             activations, transient = gp.activations, gp.transient
             parts.update(gp.parts)
             if gp.pool_outside:
