@@ -29,8 +29,18 @@ set of a backward pass may meet the heaviest mix; the timeline places it at ever
 Long steps repeat themselves: a steady state of identical cycles is drawn once, with the number of
 passes left out marked on the point after it (``skipped``). Only exact repeats are left out (whole
 periods of Megatron's schedule table, which add and free the same activations), so the maximum of every
-stage is kept, and the walk costs O(p v N) whatever the number of micro-batches. x is the order of events,
-not time: a pass is one step of the axis.
+stage is kept. x is the order of events, not time: a pass is one step of the axis.
+
+The size and the cost are bounded whatever the number of micro-batches m and the group size N. A stage with
+at most :data:`EXACT_PASSES` passes (after the repeats left out) has every pass drawn. Beyond it, each run of
+passes over the same chunks (:func:`estimator.memory.schedule.steps`: O(v) runs, N or ``last`` passes long) is
+drawn by its first and its last step, the passes between counted in ``skipped`` (the held activations change
+by the same amount at every step of a run, so its highest and lowest points are at its ends); of more than
+:data:`MAX_RUNS` runs, evenly spaced ones and the one holding the most before a backward pass. And a stage
+never has more than :data:`MAX_POINTS` points: past that, of each of equal slices of the points only the lowest
+and the highest are kept (``thinned``: true on the point after them), the peak among them. The walk of one
+stage costs O(v) whatever m and N; the calculator and the model pages draw at most 32 stages of a pipeline
+(``estimator/web/charts.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ from . import features
 from .activations import stage_extras
 from .assemble import chunk_activations, layer_kind_counts, kind_activations, parameter_layout, sum_activations
 from .optimizer_step import PERSISTENT_BUFFERS
-from .schedule import warmup
+from .schedule import Table, entry, steps
 from .states import byte_model
 
 __all__ = ["PERSISTENT", "StageInputs", "chunk_activation_bytes", "resolved_of", "stage_inputs", "stage_timeline",
@@ -99,54 +109,84 @@ def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None =
     return out
 
 
+#: A stage's passes are listed one by one up to this many (after whole steady-state periods are left out);
+#: beyond it each run of passes that repeat the same chunks is drawn by its first and last step.
+EXACT_PASSES = 2_048
+#: Runs drawn per stage at most (a stage has O(v) of them): beyond it, evenly spaced runs and the run where the
+#: stage holds the most activations before a backward pass (its peak).
+MAX_RUNS = 1_024
+#: Points drawn per stage at most: beyond it the points are thinned to the lowest and highest of equal slices.
+MAX_POINTS = 256
+
+
+def _chunk(t: Table, kind: str, k: int) -> int:
+    """The chunk a forward ("F") or backward ("B") pass of table entry k runs."""
+    c = entry(t, k)[1]
+    return t.v - 1 - c if kind == "B" else c
+
+
 def _passes(r: Resolved, stage: int) -> list[tuple[str, int, int, int]]:
-    """The stage's passes in schedule order: ("F" or "B", micro-batch, chunk, passes left out before it).
+    """The stage's passes in schedule order: ("F" or "B", micro-batch, chunk, passes left out before it), the
+    runs of :func:`estimator.memory.schedule.steps` written out pass by pass.
 
     Megatron's schedule table repeats itself every P = N v entries while it runs through whole groups of N
     micro-batches (every P entries there hold N of each chunk), so a window of steady-state steps (one
     forward, one backward each) K P long, with both its forwards and its backwards inside the whole groups,
     adds and frees the same activations: the stage holds exactly the same before and after it. Such a
-    window (all whole periods but one on either side) is left out here, which keeps the walk O(p v N)
-    however many micro-batches a step has; the values of the passes kept are those of the full walk."""
-    p, v, N = r.p, r.v, r.group
-    m = r.m if r.m is not None else (p if v == 1 else N * (v + 4))   # held_counts' "enough micro-batches"
-    total = m * v
-    W = min(warmup(p, stage, v, N, m), total)
-    if v == 1:
-        P, whole = 1, m
+    window (all whole periods but one on either side) is left out here; the values of the passes kept are
+    those of the full walk."""
+    _, t, _ = steps(r.p, stage, r.v, r.group, r.m)
+    return [(kind, entry(t, k)[0], c, gap) for kind, k, c, gap, *_ in _walk(r, stage, None, True)[1]]
 
-        def entry(k: int, back: bool) -> tuple[int, int]:
-            return k, 0
-    else:
-        P = N * v
-        full = -(-m // N) - 1              # whole groups; the last group holds the rest
-        last = m - full * N
-        whole = full * P
 
-        def entry(k: int, back: bool) -> tuple[int, int]:
-            if k < whole:
-                g, rem = divmod(k, P)
-                c, i = divmod(rem, N)
-                mb = g * N + i
-            else:
-                c, i = divmod(k - whole, last)
-                mb = full * N + i
-            return mb, (v - 1 - c if back else c)
-    start = P                              # one steady period is walked before the window, one after
-    K = (whole - W - start - P) // P if W + start + 2 * P <= whole else 0
-    skip_from, skip_to = (start, start + K * P) if K >= 2 else (total, total)
-    out = [("F", *entry(k, False), 0) for k in range(W)]
-    j = 0
-    while j < total:
-        gap = 0
-        if j == skip_from:
-            j, gap = skip_to, 2 * (skip_to - skip_from)
-        if W + j < total:
-            out.append(("F", *entry(W + j, False), gap))
-            gap = 0
-        out.append(("B", *entry(j, True), gap))
-        j += 1
-    return out
+def _walk(r: Resolved, stage: int, act: list[int] | None, every: bool | None = None) -> tuple[bool, list[tuple]]:
+    """Whether every pass is listed, and the stage's passes as (kind, table entry, chunk, passes left out before
+    it, activations held before, after, whether some of those were thinned away rather than repeats).
+
+    Every pass while there are at most :data:`EXACT_PASSES` of them (or ``every``), otherwise the first and the
+    last step of each run, of at most :data:`MAX_RUNS` runs. The held activations change by the same amount at
+    every step of a run, so what a step holds follows from the run's start and a run's highest and lowest points
+    are at its ends; the runs drawn are evenly spaced, with the first run whose backward pass holds the most."""
+    W, t, runs = steps(r.p, stage, r.v, r.group, r.m)
+    if every is None:
+        every = sum(run.count * (2 if run.kind == "FB" else 1) for run in runs) <= EXACT_PASSES
+    act = act or [0] * r.v
+    # Per run: the chunk of its forwards and of its backwards, and the activations held when it starts.
+    ends, starts, held, top, top_run = [], [], 0, -1, 0
+    for idx, run in enumerate(runs):
+        f = _chunk(t, "F", W + run.start if run.kind == "FB" else run.start) if run.kind != "B" else None
+        b = _chunk(t, "B", run.start) if run.kind != "F" else None
+        step = (act[f] if f is not None else 0) - (act[b] if b is not None else 0)
+        ends.append((f, b, step))
+        starts.append(held)
+        if b is not None:              # the most held before a backward of this run: at one of its ends
+            before = held + (act[f] if f is not None else 0) + max(0, (run.count - 1) * step)
+            if before > top:
+                top, top_run = before, idx
+        held += run.count * step
+    n = len(runs)
+    keep = (range(n) if every or n <= MAX_RUNS
+            else sorted({n - 1, top_run} | {n * i // MAX_RUNS for i in range(MAX_RUNS)}))
+    out, prev = [], -1
+    for idx in keep:
+        run = runs[idx]
+        # runs thinned away just before this one: their passes, and what they had left out
+        lost = sum(runs[x].skipped + runs[x].count * (2 if runs[x].kind == "FB" else 1) for x in range(prev + 1, idx))
+        prev = idx
+        f, b, step = ends[idx]
+        count, per = run.count, 2 if run.kind == "FB" else 1
+        for i in (range(count) if every or count < 3 else (0, count - 1)):
+            h = starts[idx] + i * step
+            gap = run.skipped + lost if i == 0 else (0 if every or count < 3 else per * (count - 2))
+            thin = bool(lost) and i == 0
+            if f is not None:
+                out.append(("F", W + run.start + i if run.kind == "FB" else run.start + i, f, gap, h, h + act[f],
+                            thin))
+                h += act[f]
+                gap, thin = 0, False
+            if b is not None:
+                out.append(("B", run.start + i, b, gap, h, h - act[b], thin))
+    return every, out
 
 
 def _compress(keys: list, period: int) -> list[tuple[int, int]]:
@@ -171,9 +211,33 @@ def _compress(keys: list, period: int) -> list[tuple[int, int]]:
     return out
 
 
+def _thin(heights: list[int], kept: list[tuple[int, int]], limit: int) -> list[int]:
+    """Which of the ``kept`` points (index into ``heights``, passes left out before it) to draw, at most ``limit``:
+    the first and the last, and of each of equal slices of the rest its lowest and highest point (in order;
+    the first highest, so the peak stays). Returns positions in ``kept``."""
+    n = len(kept)
+    if n <= limit:
+        return [(i, left, False) for i, left in kept]
+    slices = (limit - 2) // 2
+    keep = [0]
+    for s in range(slices):
+        lo, hi = 1 + (n - 2) * s // slices, 1 + (n - 2) * (s + 1) // slices
+        if lo < hi:
+            low = high = lo
+            for x in range(lo + 1, hi):
+                h = heights[kept[x][0]]
+                if h < heights[kept[low][0]]:
+                    low = x
+                if h > heights[kept[high][0]]:
+                    high = x
+            keep += (low, high) if low < high else (high, low) if high < low else (low,)
+    keep.append(n - 1)
+    return keep
+
+
 def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -> dict:
-    """One stage's timeline: ``points`` (label, bytes, phase; ``skipped`` passes before it) in order, and
-    where the peak is.
+    """One stage's timeline: ``points`` (label, bytes, phase; ``skipped`` passes before it, ``thinned`` where
+    some of those were thinned away to keep at most :data:`MAX_POINTS` points) in order, and where the peak is.
 
     The forward/backward part rises to the estimate's ``forward_backward_bytes``: the model states, the
     run-long buffers, the activations held (the schedule's heaviest mix is the estimate's activations) and
@@ -189,13 +253,9 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
     moments = {k: b for k, b in stage.transient.items() if k not in PERSISTENT} if in_fb else {}
     working_name = max(moments, key=moments.get).replace("_", " ") if moments else "backward working set"
     act = chunk_activation_bytes(r, s, inputs)
-    passes = _passes(r, s)
-    # Activations held after each pass, as the schedule has them.
-    held, raw = 0, []
-    for kind, _, c, _ in passes:
-        held += act[c] if kind == "F" else -act[c]
-        raw.append(held)
-    max_held = max((raw[k - 1] if k else 0) for k, ps in enumerate(passes) if ps[0] == "B") if passes else 0
+    every, passes = _walk(r, s, act)
+    held = passes[-1][5] if passes else 0
+    max_held = max((ps[4] for ps in passes if ps[0] == "B"), default=0)
     if in_fb and not inputs.features and max_held != stage.activations_bytes or held != 0:
         raise RuntimeError(f"timeline of stage {s}: the schedule holds at most {max_held} bytes of activations, "
                            f"the estimate {stage.activations_bytes} (a bug: please report it)")
@@ -211,27 +271,28 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
     # Events: the pass each belongs to and its phase (0 start, 1 forward, 2 backward, 3 after, 4 optimizer),
     # and the height after each.
     which, phases, heights, skips = [0], [0], [base], [0]
-    before = 0
-    for k, (kind, _, c, gap) in enumerate(passes):
+    for k, (kind, _, c, gap, before, after, _) in enumerate(passes):
         if kind == "F":
             which.append(k)
             phases.append(1)
-            heights.append(base + shown(raw[k]))
+            heights.append(base + shown(after))
             skips.append(gap)
         else:
             which += (k, k)
             phases += (2, 3)
-            heights += (base + shown(before) + working, base + shown(raw[k]))
+            heights += (base + shown(before) + working, base + shown(after))
             skips += (gap, 0)
-        before = raw[k]
     opt = getattr(stage, "optimizer_step_bytes", 0) or None    # 0: not modelled apart (recipe features)
     which.append(0)
     phases.append(4)
     heights.append(opt if opt is not None else base)
     skips.append(0)
-    # Leave out exact repeats: per pass (3 points), per round of chunks, per round of micro-batch groups.
+    # Leave out exact repeats: per pass (3 points), per round of chunks, per round of micro-batch groups (where
+    # every pass is listed: runs drawn by their ends are thinned below instead).
     kept = [(i, 0) for i in range(len(heights))]
     for period in sorted({3, 3 * r.v, 3 * r.group * r.v}, reverse=True):
+        if not every or len(kept) < 3 * period:
+            continue
         keys = [(heights[i], phases[i], skips[i] > 0) for i, _ in kept]
         sel = _compress(keys, period)
         merged = []
@@ -241,19 +302,30 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
             lost = sum(kept[x][1] + 1 for x in range(k - gap, k)) if gap else 0
             merged.append((i, before + lost))
         kept = merged
+    # Passes left out before each kept point: its own gap, and the points the compression left out before it.
+    kept = [(i, skips[i] + (sum(skips[x] + (phases[x] in (1, 2)) for x in range(i - gap, i)) if gap else 0))
+            for i, gap in kept]
+    keep = _thin(heights, kept, MAX_POINTS) if len(kept) > MAX_POINTS else range(len(kept))
+    _, t, _ = steps(r.p, s, r.v, r.group, r.m)
     multi = r.v > 1
-    points = []
-    for i, gap in kept:
+    points, prev = [], -1
+    for x in keep:
+        i, left_out = kept[x]
+        thinned = x > prev + 1 or (phases[i] in (1, 2) and passes[which[i]][6])
+        if thinned:                     # points thinned away just before: their passes and what they left out
+            left_out += sum(kept[y][1] + (phases[kept[y][0]] in (1, 2)) for y in range(prev + 1, x))
+        prev = x
         phase = _PHASES[phases[i]]
-        _, mb, c, _ = passes[which[i]]
-        name = f"micro-batch {mb + 1}" + (f", chunk {c}" if multi else "")
+        _, k, c, *_ = passes[which[i]]
+        name = f"micro-batch {entry(t, k)[0] + 1}" + (f", chunk {c}" if multi else "")
         label = {"start": "start: model states and persistent buffers", "forward": f"forward {name}",
                  "backward": f"backward {name} (+ {working_name})", "after": f"after backward {name}",
                  "optimizer": "optimizer step"}[phase]
         pt = {"label": label, "bytes": heights[i], "phase": phase}
-        left_out = skips[i] + (sum(skips[x] + (phases[x] in (1, 2)) for x in range(i - gap, i)) if gap else 0)
         if left_out:
             pt["skipped"] = left_out
+        if thinned:
+            pt["thinned"] = True
         points.append(pt)
     peak = max(range(len(points)), key=lambda k: points[k]["bytes"])
     return {"stage": s, "points": points, "peak_index": peak, "peak_bytes": points[peak]["bytes"],
@@ -261,8 +333,9 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
             "activations_per_microbatch": act}
 
 
-def stage_timelines(est) -> list[dict]:
-    """The timeline of every pipeline stage of an estimate (plain data, bytes)."""
+def stage_timelines(est, stages=None) -> list[dict]:
+    """The timeline of every pipeline stage of an estimate (plain data, bytes), or of the stages listed."""
     r = resolved_of(est)
     inputs = stage_inputs(r)
-    return [stage_timeline(est, r, s, inputs) for s in est.stages]
+    chosen = est.stages if stages is None else [est.stages[s] for s in stages]
+    return [stage_timeline(est, r, s, inputs) for s in chosen]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from estimator import estimate, list_presets, load_preset
+from estimator.memory import timeline
 from estimator.memory.timeline import PERSISTENT, stage_timelines
 from estimator.web.charts import timeline_view as view
 from tests.conftest import make_config
@@ -228,3 +229,63 @@ def test_left_out_window_changes_nothing_it_keeps(p, v, N, m):
         assert highest == max(full_held)
         if m >= 30:
             assert any(gap for *_, gap in kept), "nothing left out"
+
+
+def test_runs_drawn_by_their_ends_by_hand(monkeypatch):
+    """The 1F1B case of test_one_f_one_b_first_stage_by_hand, with every run drawn by its first and last step (as a
+    stage of more than timeline.EXACT_PASSES passes is). Rank 0 of PP 2 with 4 micro-batches: a warm-up run (F1),
+    a steady run of 3 steps (F2 B1, F3 B2, F4 B3: each adds a and frees a) and a cool-down run (B4). The steady run
+    is drawn by its first step and its last, the 2 passes between (F3, B2) counted on F4: F1 a, F2 2a, B1 2a + w,
+    after a, F4 2a (2 left out), B3 2a + w, after a, B4 a + w, after 0, optimizer 0."""
+    monkeypatch.setattr(timeline, "EXACT_PASSES", 0)
+    e = est({"pipeline_model_parallel_size": 2}, {"world_size": 2, "global_batch_size": 4})
+    line = stage_timelines(e)[0]
+    a, w = 2 * LAYER_ACTS, line["working_set_bytes"]
+    assert heights(line) == [("start", 0), ("forward", a), ("forward", 2 * a), ("backward", 2 * a + w), ("after", a),
+                             ("forward", 2 * a), ("backward", 2 * a + w), ("after", a),
+                             ("backward", a + w), ("after", 0), ("optimizer", 0)]
+    assert line["points"][5]["label"] == "forward micro-batch 4" and line["points"][5]["skipped"] == 2
+    assert line["peak_bytes"] == e.stages[0].allocated_bytes
+
+
+def _passes_drawn(line) -> int:
+    return sum(p["phase"] in ("forward", "backward") for p in line["points"]) + sum(
+        p.get("skipped", 0) for p in line["points"])
+
+
+@pytest.mark.parametrize("max_runs", [1024, 3])
+@pytest.mark.parametrize("par,tr", LAYOUTS)
+def test_runs_drawn_by_their_ends_keep_the_peak_and_count_every_pass(monkeypatch, par, tr, max_runs):
+    """Drawn by the ends of its runs (and with only 3 runs drawn, evenly spaced, plus the one holding the most
+    before a backward pass), every stage still peaks at the estimate's allocated bytes, and the passes drawn plus
+    those left out are all 2 m v passes of the step (m = the estimate's micro-batches, or the p (1F1B) or
+    N (v + 4) it assumes without a global batch)."""
+    monkeypatch.setattr(timeline, "EXACT_PASSES", 0)
+    monkeypatch.setattr(timeline, "MAX_RUNS", max_runs)
+    e = est(par, tr)
+    m = e.parallel["num_microbatches"] or (e.parallel["pp"] if e.parallel["vpp"] == 1
+                                           else e.parallel["microbatch_group_size"] * (e.parallel["vpp"] + 4))
+    for line, s in zip(stage_timelines(e), e.stages):
+        assert line["peak_bytes"] == s.allocated_bytes, s.stage
+        assert _passes_drawn(line) == 2 * m * e.parallel["vpp"]
+
+
+def test_huge_pipelines_are_drawn_in_bounded_points():
+    """PP 1,024 x VPP 9 of the tiny model (9,216 layers, 4,096 micro-batches): rank 0 alone runs 2 * 4,096 * 9 =
+    73,728 passes, 10,238 of them warm-up forwards. Each stage drawn has at most timeline.MAX_POINTS points (thinned:
+    the lowest and highest of equal slices), its highest point is still the estimate's peak, and the passes drawn
+    plus those left out are still all 73,728. A 1F1B step of 10**8 micro-batches on PP 2 likewise."""
+    cfg = make_config({**load_preset("tiny").to_dict()["model"], "num_layers": 9216},
+                      {"pipeline_model_parallel_size": 1024, "virtual_pipeline_model_parallel_size": 9},
+                      {"world_size": 1024, "global_batch_size": 2 * 1024 * 4, "micro_batch_size": 2, "seq_length": 256})
+    e = estimate(cfg)
+    for line in stage_timelines(e, [0, 511, 1023]):
+        s = e.stages[line["stage"]]
+        assert len(line["points"]) <= timeline.MAX_POINTS
+        assert any(p.get("thinned") for p in line["points"]) or line["stage"]
+        assert line["peak_bytes"] == s.allocated_bytes
+        assert _passes_drawn(line) == 2 * 4096 * 9
+    e = est({"pipeline_model_parallel_size": 2}, {"world_size": 2, "global_batch_size": 10**8})
+    for line, s in zip(stage_timelines(e), e.stages):
+        assert len(line["points"]) <= 16 and line["peak_bytes"] == s.allocated_bytes
+        assert _passes_drawn(line) == 2 * 10**8
