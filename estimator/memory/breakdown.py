@@ -143,17 +143,19 @@ def stage_breakdown(r, stage, acts=None) -> list[dict]:
     return rows
 
 
-def breakdown(est) -> list[dict]:
-    """Every stage's breakdown at its peak: ``{"stage", "total_bytes", "rows"}``."""
+def breakdown(est, stages=None) -> list[dict]:
+    """Every stage's breakdown at its peak, or the listed stages': ``{"stage", "total_bytes", "rows"}``."""
     r = resolved_of(est)
     acts = stage_inputs(r).acts
+    chosen = est.stages if stages is None else [est.stages[s] for s in stages]
     return [{"stage": s.stage, "total_bytes": s.allocated_bytes, "rows": stage_breakdown(r, s, acts)}
-            for s in est.stages]
+            for s in chosen]
 
 
-def view(est) -> dict:
-    """What the pages show: each stage's rows with GiB strings (2^30 bytes) and percentages; the peak stage."""
-    stages = breakdown(est)
+def view(est, stages=None) -> dict:
+    """What the pages show: each stage's rows (or the listed stages') with GiB strings (2^30 bytes) and
+    percentages; the peak stage."""
+    stages = breakdown(est, stages)
     for st in stages:
         st["total"] = f"{st['total_bytes'] / GIB:.2f}"
         for row in st["rows"]:
@@ -164,10 +166,9 @@ def view(est) -> dict:
 
 def format_breakdown(est, stages: str = "peak") -> str:
     """The breakdown as text, for the CLI: the peak stage (``stages="peak"``) or every stage (``"all"``)."""
-    v = view(est)
-    chosen = v["stages"] if stages == "all" else [v["stages"][v["peak_stage"]]]
+    v = view(est, None if stages == "all" else [est.peak.stage])
     out = []
-    for st in chosen:
+    for st in v["stages"]:
         tag = " (peak)" if st["stage"] == v["peak_stage"] else ""
         out.append(f"What is in the peak of stage {st['stage']}{tag}: {st['total']} GiB allocated (GiB = 2^30 bytes)")
         width = max(len(row["label"]) for row in st["rows"])

@@ -2,8 +2,13 @@
 
 Asked for after each ``compute`` (the page draws the estimate first, then these two), so that walking a
 long pipeline schedule never delays the main numbers. ``{"op": "timeline", "state": ...}`` ->
-``{timeline, breakdown}`` (:func:`estimator.memory.timeline.view`, :func:`estimator.memory.breakdown.view`) or
+``{timeline, breakdown}`` (:func:`timeline_view`, :func:`estimator.memory.breakdown.view` of the stages drawn) or
 ``{errors}`` as ``compute`` gives them.
+
+The answer is bounded whatever the pipeline: at most :data:`MAX_STAGES_DRAWN` stages are drawn (every stage of a
+pipeline that small, else stage 0, the last stage, the peak stage and stages evenly spaced between them), each
+with at most :data:`estimator.memory.timeline.MAX_POINTS` points, and ``resolution`` says which were drawn
+(``"32 of 1,024 stages (0, 33, 66, ..., 1,023 and the peak stage 40), at most 256 points each"``).
 """
 
 from __future__ import annotations
@@ -13,18 +18,49 @@ from ..config.load import load_config
 from ..memory.assemble import estimate
 from ..memory.breakdown import view as breakdown_view
 from ..memory.report import GIB, gib_ticks
-from ..memory.timeline import stage_timelines
+from ..memory.timeline import MAX_POINTS, stage_timelines
 
-__all__ = ["charts", "timeline_view"]
+__all__ = ["MAX_STAGES_DRAWN", "charts", "drawn_stages", "resolution", "timeline_view"]
+
+#: Pipeline stages the timeline draws at most (one line each).
+MAX_STAGES_DRAWN = 32
+
+
+def _spaced(p: int, limit: int) -> list[int]:
+    n = limit - 1
+    return sorted({(p - 1) * i // (n - 1) for i in range(n)})
+
+
+def drawn_stages(p: int, peak: int, limit: int = MAX_STAGES_DRAWN) -> list[int]:
+    """The stages drawn of ``p``: all of them up to ``limit``; else ``limit - 1`` stages evenly spaced from stage 0
+    to stage p - 1, and the peak stage."""
+    if p <= limit:
+        return list(range(p))
+    return sorted(set(_spaced(p, limit)) | {peak})
+
+
+def resolution(p: int, peak: int, limit: int = MAX_STAGES_DRAWN) -> str:
+    """Which stages the timeline draws and how finely, in words."""
+    if p <= limit:
+        which = f"all {p:,} stages" if p > 1 else "the one stage"
+    else:
+        spaced = _spaced(p, limit)
+        which = (f"{len(drawn_stages(p, peak, limit))} of {p:,} stages ("
+                 + ", ".join(f"{s:,}" for s in spaced[:3]) + f", ..., {spaced[-1]:,}"
+                 + ("" if peak in spaced else f" and the peak stage {peak:,}") + ")")
+    return f"{which}, at most {MAX_POINTS} points each"
 
 
 def timeline_view(est, capacity: int | None = None, gpu: str | None = None) -> dict:
-    """What the page draws of the timeline: every stage's points, the peak stage (the estimate's), the axis
-    ticks and the capacity line, labels in GiB (2^30 bytes)."""
-    lines = stage_timelines(est)
+    """What the page draws of the timeline: the drawn stages' points (:func:`drawn_stages`), the peak stage (the
+    estimate's), the axis ticks and the capacity line, labels in GiB (2^30 bytes)."""
+    p = len(est.stages)
+    drawn = drawn_stages(p, est.peak.stage)
+    lines = stage_timelines(est, drawn)
     top = max([ln["peak_bytes"] for ln in lines] + [capacity or 0])
-    peak = lines[est.peak.stage]
+    peak = lines[drawn.index(est.peak.stage)]
     for ln in lines:
+        ln.pop("activations_per_microbatch")      # one figure per chunk: not drawn
         ln["peak_label"] = f"{ln['peak_bytes'] / GIB:.2f} GiB"
         ln["base_label"] = f"{ln['base_bytes'] / GIB:.2f} GiB"
         ln["peak_point"] = ln["points"][ln["peak_index"]]["label"]
@@ -35,7 +71,8 @@ def timeline_view(est, capacity: int | None = None, gpu: str | None = None) -> d
     return {"unit": "GiB (2^30 bytes)", "stages": lines, "peak_stage": peak["stage"],
             "peak_bytes": peak["peak_bytes"], "peak_label": f"{peak['peak_bytes'] / GIB:.2f} GiB",
             "ticks": ticks, "scale_bytes": ticks[-1]["bytes"] or top, "capacity_bytes": capacity,
-            "capacity_label": f"{gpu} {capacity / GIB:.2f} GiB" if capacity else None, "schedule": schedule}
+            "capacity_label": f"{gpu} {capacity / GIB:.2f} GiB" if capacity else None, "schedule": schedule,
+            "num_stages": p, "resolution": resolution(p, est.peak.stage)}
 
 
 def charts(state: dict) -> dict:
@@ -52,4 +89,5 @@ def charts(state: dict) -> dict:
         return errors_answer(list(exc.problems))
     except (EstimatorError, ValueError) as exc:
         return error_answer("config", None, str(exc))
-    return {"timeline": timeline_view(est, capacity, gpu), "breakdown": breakdown_view(est)}
+    drawn = drawn_stages(len(est.stages), est.peak.stage)
+    return {"timeline": timeline_view(est, capacity, gpu), "breakdown": breakdown_view(est, drawn)}

@@ -6,7 +6,8 @@
  * draws them into calc.timelineBox, a section right after the results (emptied when the results show an
  * error); redraw(calc) draws them again at a new width. The chart's root
  * carries data-peak-stage and data-peak-label; the box fires "timeline:done" once drawn, with the time
- * the drawing took (detail.ms).
+ * the drawing took (detail.ms). Long pipelines come as a sample of stages with a bounded number of points
+ * each (tl.resolution says which); a point after points thinned away (p.thinned) continues the line.
  */
 (function () {
   "use strict";
@@ -21,7 +22,7 @@
     const H = top + plotH + axis;
     const plot = W - left - right;
     const y = (b) => top + plotH - (tl.scale_bytes ? (b / tl.scale_bytes) * plotH : 0);
-    const peak = tl.stages[tl.peak_stage];
+    const peak = tl.stages.find((s) => s.stage === tl.peak_stage);   // the stages drawn: all, or a sample (tl.resolution)
     const svg = h("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "mme-svg mme-timeline",
                                role: "img", "aria-labelledby": "mme-tl-title mme-tl-desc",
                                "data-peak-stage": tl.peak_stage, "data-peak-label": tl.peak_label },
@@ -50,7 +51,7 @@
       const flush = () => { if (run.length > 1) g.append(h("svg:polyline", { points: run.join(" "), class: "mme-tl-line" })); };
       s.points.forEach((p, i) => {
         const xy = `${x(i).toFixed(1)},${y(p.bytes).toFixed(1)}`;
-        if (p.skipped && run.length) {            // repeated cycles left out: a dashed bridge
+        if (p.skipped && !p.thinned && run.length) {   // repeated cycles left out: a dashed bridge
           flush();
           g.append(h("svg:line", { x1: x(i - 1).toFixed(1), y1: y(s.points[i - 1].bytes).toFixed(1), x2: x(i).toFixed(1),
                                    y2: y(p.bytes).toFixed(1), class: "mme-tl-gap" },
@@ -84,7 +85,8 @@
     return h("figure", { class: "mme-figure mme-timeline-figure" }, svg,
       h("figcaption", {}, `Memory allocated by PyTorch over one step (${tl.schedule}); the highlighted line is the ` +
         "peak stage; dashed: repeated cycles left out, or the GPU's capacity (which the allocator's reserve, the CUDA " +
-        "context and NCCL buffers also take from). A backward pass adds the stage's working set."),
+        "context and NCCL buffers also take from). A backward pass adds the stage's working set. " +
+        `Drawn: ${tl.resolution}.`),
       h("details", { class: "mme-timeline-table" }, h("summary", {}, "The timeline as a table"),
         h("div", { class: "mme-table-wrap" }, h("table", { class: "mme-tl-table" },
           h("caption", {}, `Each stage's start and peak, in ${tl.unit}`),
@@ -93,7 +95,7 @@
   }
 
   function breakdown(bd, stage, onStage) {
-    const st = bd.stages[stage];
+    const st = bd.stages.find((s) => s.stage === stage) || bd.stages[0];
     const box = h("section", { class: "mme-breakdown", "aria-label": "What is in the peak", "data-stage": st.stage,
                                "data-total": st.total });
     const pick = bd.stages.length > 1 ? h("select", { "aria-label": "Pipeline stage", class: "mme-breakdown-stage",
@@ -133,7 +135,7 @@
       box.replaceChildren();
       return;
     }
-    if (calc.bdStage === undefined || calc.bdStage >= t.breakdown.stages.length) calc.bdStage = t.breakdown.peak_stage;
+    if (calc.bdStage === undefined || !t.breakdown.stages.some((s) => s.stage === calc.bdStage)) calc.bdStage = t.breakdown.peak_stage;
     box.replaceChildren(h("h3", {}, "Memory over one training step"), chart(t.timeline, width),
       breakdown(t.breakdown, calc.bdStage, (s) => { calc.bdStage = s; draw(calc); }));
     box.dataset.width = width;
