@@ -8,18 +8,25 @@ It reports the rate from an already validated ``Config`` (what search and the ca
 and from a plain dict (validation included). Targets: >= 20,000/s dense and >= 3,000/s DeepSeek-V3 on the
 project's 2-core machine.
 
+Then pipelines at the schema's limits (the tiny model): one estimate of PP 1,024 x VPP 8 with 4,096 micro-batches
+and of PP 1,000 x VPP 10 with 10^6, and the calculator's ``timeline`` request at PP 1,024 x VPP 9 (time and answer
+bytes). Their cost does not grow with the micro-batches (estimator/memory/schedule.py); targets: under 2 s each
+and an answer under 1.5 MB (they took 3.7 min, 5.8 min and an answer of 2.57 GB before).
+
     python benchmarks/speed.py
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator import estimate, load_config  # noqa: E402
+from estimator import estimate, load_config, load_preset  # noqa: E402
+from estimator import web  # noqa: E402
 
 DENSE = dict(num_layers=32, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
              vocab_size=128256, untie_embeddings_and_output_weights=True)
@@ -74,6 +81,27 @@ def rate(items, fn, rounds: int = 7, seconds: float = 0.4) -> tuple[float, float
     return rates[-1], rates[len(rates) // 2]
 
 
+def deep_pipelines() -> None:
+    """Pipelines at the schema's limits: the time of one estimate and of the page's timeline request."""
+    tiny = load_preset("tiny").to_dict()
+    for pp, vpp, gbs, mbs in ((1024, 8, 8192, 2), (1000, 10, 10**6, 1)):
+        cfg = {**tiny, "model": {**tiny["model"], "num_layers": pp * vpp},
+               "parallelism": {"pipeline_model_parallel_size": pp, "virtual_pipeline_model_parallel_size": vpp},
+               "training": {**tiny["training"], "world_size": pp, "global_batch_size": gbs, "micro_batch_size": mbs}}
+        start = time.perf_counter()
+        estimate(cfg)
+        print(f"estimate PP {pp:,} x VPP {vpp}, {gbs // mbs:,} micro-batches: {time.perf_counter() - start:6.2f} s "
+              "(target < 2 s)")
+    state = {"preset": "tiny", "values": {"model.num_layers": "9216",
+                                          "parallelism.pipeline_model_parallel_size": "1024",
+                                          "parallelism.virtual_pipeline_model_parallel_size": "9",
+                                          "training.world_size": "1024", "training.global_batch_size": "8192"}}
+    start = time.perf_counter()
+    answer = web.handle(json.dumps({"op": "timeline", "state": state}))
+    print(f"timeline request PP 1,024 x VPP 9: {time.perf_counter() - start:6.2f} s, {len(answer):,} bytes "
+          "(targets < 2 s, < 1.5 MB)")
+
+
 def main() -> int:
     for name, configs, target in (("dense 32 layers", dense_configs(), 20_000),
                                   ("DeepSeek-V3 PP16", dsv3_configs(), 3_000)):
@@ -82,6 +110,7 @@ def main() -> int:
         best_d, _ = rate(configs, estimate)
         print(f"{name:18} {len(configs):3} layouts: {best:9,.0f} estimates/s from Config (median {median:,.0f}), "
               f"{best_d:9,.0f}/s from dict (validation included); target {target:,}/s")
+    deep_pipelines()
     return 0
 
 
