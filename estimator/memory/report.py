@@ -79,7 +79,7 @@ class StageEstimate(NamedTuple):
     weights_bytes: int
     gradients_bytes: int
     optimizer_bytes: int
-    activations_bytes: int
+    activations_bytes: int   # 0 when peak_phase is "optimizer_step": the activations are freed before the step
     transient_bytes: int
     allocated_bytes: int     # what torch.cuda.max_memory_allocated() reports on this rank
     reserved_bytes: int      # plus the caching allocator's reserve (max_memory_reserved)
