@@ -123,3 +123,27 @@ def test_preset_page_has_the_timeline_and_breakdown_without_javascript(browser, 
         assert page.text_content("table[data-table=breakdown] tr[data-key=total] strong") == _peak_label(est).split()[0]
     finally:
         context.close()
+
+
+def test_long_pipeline_draws_a_sample_of_stages(page, site_url):
+    """PP 64 x VPP 2 of the tiny model (128 layers, 512 micro-batches): 31 stages evenly spaced from 0 to 63
+    (63 i // 30: 0, 2, 4, ..., 63) and the peak stage are drawn, the caption says so, and the breakdown offers
+    the same stages, the peak's first."""
+    assert open_page(page, f"{site_url}calculator/?preset=tiny&model.num_layers=128"
+                           "&parallelism.pipeline_model_parallel_size=64"
+                           "&parallelism.virtual_pipeline_model_parallel_size=2&training.world_size=64"
+                           "&training.global_batch_size=1024") == "done"
+    page.wait_for_selector(DONE, timeout=120_000)
+    est = shown(page)
+    stage = est["peak"]["stage"]
+    drawn = sorted({63 * i // 30 for i in range(31)} | {stage})
+    lines = page.eval_on_selector_all("svg.mme-timeline g.mme-tl-stage", "gs => gs.map((g) => Number(g.dataset.stage))")
+    assert sorted(lines) == drawn
+    assert page.locator("svg.mme-timeline g.mme-tl-peak").get_attribute("data-stage") == str(stage)
+    assert f"Drawn: {len(drawn)} of 64 stages (0, 2, 4, ..., 63" in page.text_content(".mme-timeline-figure figcaption")
+    options = page.eval_on_selector_all(".mme-breakdown-stage option", "os => os.map((o) => Number(o.value))")
+    assert options == drawn
+    assert page.get_attribute(".mme-breakdown", "data-stage") == str(stage)
+    page.select_option(".mme-breakdown-stage", "63")
+    rows = page.eval_on_selector_all(".mme-bd-table tbody tr", "trs => trs.map((t) => Number(t.dataset.bytes))")
+    assert sum(rows) == est["stages"][63]["allocated_bytes"]
