@@ -56,14 +56,16 @@ def _calls(tiny, est, tme, bad):
             tiny, num_microbatches=bad),
         "load_config": lambda: estimator.load_config(bad), "validate": lambda: estimator.validate(bad),
         "fit(estimate)": lambda: estimator.fit(bad, 80 * 2 ** 30), "fit(capacity)": lambda: estimator.fit(est, bad),
-        "fit(headroom)": lambda: estimator.fit(est, 80 * 2 ** 30, headroom=bad), "get_gpu": lambda: estimator.get_gpu(bad),
+        "fit(headroom)": lambda: estimator.fit(est, 80 * 2 ** 30, headroom=bad),
+        "get_gpu": lambda: estimator.get_gpu(bad),
         "from_hf_config": lambda: estimator.from_hf_config(bad),
         "parse_megatron_args": lambda: estimator.parse_megatron_args(bad),
         "parse_megatron_args(world_size)": lambda: estimator.parse_megatron_args(
             "--num-layers 2 --hidden-size 8 --num-attention-heads 2 --vocab-size 8", world_size=bad),
         "parse_megatron_args(read_file)": lambda: estimator.parse_megatron_args("--num-layers 2", read_file=bad),
         "to_megatron_args": lambda: estimator.to_megatron_args(bad), "load_preset": lambda: estimator.load_preset(bad),
-        "preset_info": lambda: estimator.preset_info(bad), "count_parameters_of": lambda: estimator.count_parameters_of(bad),
+        "preset_info": lambda: estimator.preset_info(bad),
+        "count_parameters_of": lambda: estimator.count_parameters_of(bad),
         "estimate_training_memory": lambda: estimator.estimate_training_memory(bad),
         "estimate_training_memory(formula)": lambda: estimator.estimate_training_memory(tiny, formula=bad),
         "estimate_training_memory(num_microbatches)": lambda: estimator.estimate_training_memory(

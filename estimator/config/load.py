@@ -22,8 +22,8 @@ from .input_size import data_problem, read_limited, text_problem
 from .rules import cross_field_problems, refuse_not_modelled, validate
 from .schema import SECTIONS, Config, FieldSpec, field_specs, plain_copy, section_specs
 
-__all__ = ["config_from_dict", "implied_changes", "load_config", "parse_text", "path_kind", "read_text_file", "too_deep",
-           "with_fields"]
+__all__ = ["config_from_dict", "implied_changes", "load_config", "parse_text", "path_kind", "read_text_file",
+           "too_deep", "with_fields"]
 
 #: Unknown keys reported one by one; beyond them one problem says how many more there are.
 MAX_UNKNOWN_KEYS = 20

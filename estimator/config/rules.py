@@ -21,8 +21,8 @@ from .model_rules import model_problems
 from .pipeline_layout import layout_problems
 from .schema import Config
 
-__all__ = ["cross_field_problems", "interleaving_problem", "layer_split_problems", "not_modelled", "refuse_not_modelled",
-           "validate"]
+__all__ = ["cross_field_problems", "interleaving_problem", "layer_split_problems", "not_modelled",
+           "refuse_not_modelled", "validate"]
 
 
 def not_modelled(cfg: Config) -> list[str]:

@@ -35,7 +35,7 @@ from .megatron_export import CP_TYPES as _CP_TYPES, pattern_expression, to_megat
 from .megatron_flag_classes import classify
 
 __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "grouped_no_effect",
-           "parse_megatron_args", "pattern_expression", "read_megatron_args", "to_megatron_args"]
+           "parse_megatron_args", "pattern_expression", "read_megatron_args", "shell_words", "to_megatron_args"]
 
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
@@ -84,6 +84,7 @@ _MEGATRON_MODEL_DEFAULTS = {"activation_func": "gelu", "gated_linear_unit": Fals
                             "position_embedding_type": "learned_absolute", "normalization": "LayerNorm",
                             "hidden_dropout": 0.1, "attention_dropout": 0.1, "moe_grouped_gemm": False}
 _MEGATRON_MLA_DEFAULTS = {"kv_lora_rank": 32, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
+
 
 def eval_pattern(text: str, flag: str):
     """Megatron's ``moe_freq_type``: an int, or a list expression like ``([0]*3+[1]*58)``, read by the parser every
