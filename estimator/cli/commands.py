@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..config import yamlio
 from ..config.errors import ConfigError, EstimatorError, Problem, clip
-from ..config.load import load_config, parse_text, path_kind, read_text_file
+from ..config.load import implied_changes, load_config, parse_text, path_kind, read_text_file
 from ..config.schema import SECTIONS, field_specs
 from ..memory.report import GIB
 from ..version import __version__
@@ -45,9 +45,6 @@ ALIASES = {"training.recompute_granularity": ["--recompute"],
 NONE = ("none", "null")
 #: Largest --gpu-memory accepted, in GiB (1 PiB).
 MAX_GPU_GIB = 2 ** 20
-RECOMPUTE_DEPENDENTS = {None: ("recompute_method", "recompute_num_layers", "recompute_modules"),
-                        "selective": ("recompute_method", "recompute_num_layers"),
-                        "full": ("recompute_modules",)}
 
 
 class CLIError(EstimatorError):
@@ -69,17 +66,10 @@ def _nullable(kind, what: str):
 
 
 def _layer_pattern(text: str):
-    """An int, a 0/1 list ([0,1,1] or 0,1,1) or Megatron's expression (([0]*3+[1]*58))."""
-    from ..formats.megatron_args import eval_pattern
-    t = text.strip()
-    if t.lower() in NONE:
-        return None
-    if "," in t and "[" not in t:
-        t = "[" + t + "]"
-    try:
-        return eval_pattern(t, "--moe-layer-freq")
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(exc.problems[0].message) from None
+    """'none' or 'null' (the default), else the text as given: an int, a 0/1 list ([0,1,1] or 0,1,1) or Megatron's
+    expression (([0]*3+[1]*58)), which the loader reads (estimator.config.fields.parse_layer_pattern), naming the
+    field and the limits as every other surface does."""
+    return None if text.strip().lower() in NONE else text
 
 
 def _positive(text: str) -> int:
@@ -163,37 +153,8 @@ def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]
         if path in _FILE_VALUED and isinstance(value, str) and path_kind(value) == "file":
             value = _read(value)        # --tp-comm-overlap-cfg FILE: the YAML Megatron-LM would read
         out[sec][name] = list(value) if isinstance(value, tuple) else value
-    tr = out["training"]
-    if "training.recompute_granularity" in given:
-        for name in RECOMPUTE_DEPENDENTS[tr.get("recompute_granularity")]:
-            if f"training.{name}" not in given and tr.pop(name, None) is not None:
-                notes.append(f"training.{name} dropped: it does not apply with --recompute "
-                             f"{tr.get('recompute_granularity') or 'none'}")
-    notes += _pipeline_split_overrides(out["parallelism"], given)
-    tp = out["parallelism"].get("tensor_model_parallel_size", 1)
-    if tp == 1 and tr.get("sequence_parallel") and "training.sequence_parallel" not in given:
-        tr["sequence_parallel"] = False
-        notes.append("sequence parallelism turned off: it needs --tp > 1 (Megatron-LM does the same)")
+    notes += implied_changes(out, given)      # the same rule as the calculator's form over a preset
     return {k: v for k, v in out.items() if v != {} or k == "model"}, notes
-
-
-#: The ways of splitting the layers that a layout string replaces (Megatron-Core refuses them together).
-_SPLIT_FIELDS = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
-
-
-def _pipeline_split_overrides(par: dict, given: dict) -> list[str]:
-    """A layout given on the command line replaces the configuration's other split fields and its VPP size;
-    another split given on the command line replaces the configuration's layout (with a note each)."""
-    notes = []
-    if par.get("pipeline_model_parallel_layout") and "parallelism.pipeline_model_parallel_layout" in given:
-        for name in _SPLIT_FIELDS + ("virtual_pipeline_model_parallel_size",):
-            if f"parallelism.{name}" not in given and par.pop(name, None) not in (None, False):
-                notes.append(f"parallelism.{name} dropped: the layout given places every layer (and sets VPP)")
-    elif any(f"parallelism.{n}" in given and par.get(n) not in (None, False) for n in _SPLIT_FIELDS):
-        if par.pop("pipeline_model_parallel_layout", None):
-            notes.append("parallelism.pipeline_model_parallel_layout dropped: the split given replaces it")
-    return notes
 
 
 # --------------------------------------------------------------------------- input

@@ -2,8 +2,11 @@
 
 - :mod:`.schema`: the four sections' fields (name, type, default, unit, help text): the single source the loader,
   the CLI flags, the calculator form and the docs' reference are generated from;
-- :mod:`.load`: YAML/JSON files, text and dicts in, a frozen :class:`~.schema.Config` out (:func:`load_config`);
-  :mod:`.yamlio` the standard-library YAML reader and writer it uses; :mod:`.errors` the exception tree;
+- :mod:`.load`: YAML/JSON files, text and dicts in, a frozen :class:`~.schema.Config` out (:func:`load_config`), and
+  what changing some fields implies for the others (:func:`~.load.implied_changes`, the CLI's flags and the
+  calculator's form alike); :mod:`.fields` each value against its field (type, bounds, the layer-pattern text);
+  :mod:`.input_size` the size limit every surface applies before parsing; :mod:`.yamlio` the standard-library
+  YAML reader and writer (and the JSON reader with the same limits); :mod:`.errors` the exception tree;
 - :mod:`.rules`: Megatron-Core's cross-field rules (:func:`validate`) and the valid configurations not modelled;
   :mod:`.model_rules` those of layer patterns and newer layer kinds, :mod:`.feature_rules` those of recipe features;
 - the grammars and limits the rules need: :mod:`.pipeline_layout` (``pipeline_model_parallel_layout`` and the split

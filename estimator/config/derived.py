@@ -15,7 +15,9 @@ __all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_l
 
 
 def default_ffn_hidden_size(m) -> int:
-    """Megatron-LM's derived ffn_hidden_size (arguments.py): int(4h * 2/3 / 64) * 64 for SwiGLU, else 4h."""
+    """Megatron-LM's derived ffn_hidden_size (arguments.py): int(4h * 2/3 / 64) * 64 for SwiGLU, else 4h. Called
+    on a Config whose values have passed the field checks (:func:`~estimator.config.rules.validate` checks them
+    first), so h is at most MAX_WIDTH here: the float arithmetic cannot overflow."""
     if m.ffn_hidden_size:
         return m.ffn_hidden_size
     if m.activation_func == "swiglu":

@@ -9,6 +9,8 @@ do not know this package.
 - :class:`UnsupportedError` (``ValueError``): valid input that the estimator cannot model honestly
   (an unknown Hugging Face architecture, a key that would change the count but is not understood).
 - :class:`PresetNotFoundError` (``LookupError``): no preset of that name.
+- :class:`InputTypeError` (``TypeError``): a function of the public API was given an object of the wrong kind
+  (``fit(None, ...)``, ``validate({...})``), which no configuration rule covers; the message says what it takes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import math
 import reprlib
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "EstimatorError", "PresetNotFoundError", "Problem", "UnsupportedError", "clip", "show"]
+__all__ = ["ConfigError", "EstimatorError", "InputTypeError", "PresetNotFoundError", "Problem", "UnsupportedError",
+           "clip", "show", "wrong_type"]
 
 #: Longest text :func:`show` returns for one value.
 SHOW_CHARS = 80
@@ -115,3 +118,14 @@ class UnsupportedError(EstimatorError, ValueError):
 
 class PresetNotFoundError(EstimatorError, LookupError):
     """No preset has that name."""
+
+
+class InputTypeError(EstimatorError, TypeError):
+    """A public function was given an object of the wrong kind (not a configuration problem: nothing to name but
+    the argument); the message says what the function takes and what it got."""
+
+
+def wrong_type(function: str, argument: str, wanted: str, got, hint: str = "") -> InputTypeError:
+    """The :class:`InputTypeError` of ``function(argument=got)`` where ``wanted`` was expected."""
+    return InputTypeError(f"{function}() takes {wanted} as {argument}, got {type(got).__name__} {show(got)}"
+                          + (f"; {hint}" if hint else ""))

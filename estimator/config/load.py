@@ -12,16 +12,18 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import math
 import os
 from pathlib import Path
 
 from . import yamlio
 from .errors import ConfigError, Problem, clip, show
-from .rules import refuse_not_modelled, validate
-from .schema import MAX_LAYERS, SECTIONS, Config, FieldSpec, field_specs, plain_copy, section_specs
+from .fields import coerce
+from .input_size import data_problem, read_limited, text_problem
+from .rules import cross_field_problems, refuse_not_modelled, validate
+from .schema import SECTIONS, Config, FieldSpec, field_specs, plain_copy, section_specs
 
-__all__ = ["config_from_dict", "load_config", "parse_text", "path_kind", "read_text_file", "too_deep", "with_fields"]
+__all__ = ["config_from_dict", "implied_changes", "load_config", "parse_text", "path_kind", "read_text_file",
+           "too_deep", "with_fields"]
 
 #: Unknown keys reported one by one; beyond them one problem says how many more there are.
 MAX_UNKNOWN_KEYS = 20
@@ -55,10 +57,13 @@ def too_deep(data, limit: int = yamlio.MAX_DEPTH) -> bool:
 
 def read_text_file(source: str | os.PathLike, field: str = "config") -> str:
     """The text of a UTF-8 file (a byte-order mark is dropped); a :class:`ConfigError` naming ``field``
-    for a missing or unreadable file, a path that cannot name a file, or bytes that are not UTF-8."""
+    for a missing or unreadable file, a path that cannot name a file, bytes that are not UTF-8, or a file larger
+    than :data:`~estimator.config.input_size.MAX_INPUT_BYTES` (1 MiB, of which no more is read)."""
     name = clip(os.fspath(source))
     try:
-        return Path(source).read_text(encoding="utf-8-sig")
+        data, too_large = read_limited(source, field)
+        if not too_large:
+            return data.decode("utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(Problem(field, name, f"file not found: {name}")) from None
     except UnicodeDecodeError as exc:
@@ -67,6 +72,7 @@ def read_text_file(source: str | os.PathLike, field: str = "config") -> str:
         raise ConfigError(Problem(field, name, f"not a valid file path: {name}")) from None
     except OSError as exc:
         raise ConfigError(Problem(field, name, f"cannot read {name}: {exc.strerror}")) from None
+    raise ConfigError(too_large)
 
 
 def path_kind(source: str | os.PathLike) -> str | None:
@@ -87,13 +93,16 @@ def parse_text(text: str, suffix: str = "") -> dict:
     ignored; nesting deeper than :data:`estimator.config.yamlio.MAX_DEPTH` levels is refused."""
     if not isinstance(text, str):
         raise ConfigError(Problem("config", show(text), "expected YAML or JSON text"))
+    too_large = text_problem(text, "config", "the configuration text")
+    if too_large:
+        raise ConfigError(too_large)
     text = text.removeprefix("\ufeff")
     stripped = text.lstrip()
     if suffix == ".json" or stripped.startswith("{"):
         try:
             return yamlio.load_json(text)
         except yamlio.YamlError as exc:
-            if suffix == ".json":
+            if suffix == ".json" or isinstance(exc, yamlio.DuplicateKeyError):
                 raise ConfigError(Problem("config", None, f"invalid JSON: {exc}")) from None
             # else it may be YAML flow style ({a: 1}), which the YAML reader takes, with the same limits
     try:
@@ -105,10 +114,17 @@ def parse_text(text: str, suffix: str = "") -> dict:
 def load_config(source) -> Config:
     """Load and validate a configuration.
 
-    ``source`` is a :class:`Config` (returned as is), a dict, a path to a ``.yaml``/``.yml``/``.json``
-    file, or YAML/JSON text. Raises :class:`ConfigError` listing every problem.
+    ``source`` is a :class:`Config` (returned as is once its values and rules are checked: one built by hand or
+    changed with ``dataclasses.replace`` is held to the loader's checks), a dict, a path to a
+    ``.yaml``/``.yml``/``.json`` file, or YAML/JSON text, at most
+    :data:`~estimator.config.input_size.MAX_INPUT_BYTES` (1 MiB). Raises :class:`ConfigError` listing every
+    problem (:class:`UnsupportedError` for a valid configuration the estimator does not model).
     """
     if isinstance(source, Config):
+        problems = validate(source)
+        if problems:
+            raise ConfigError(problems)
+        refuse_not_modelled(source)
         return source
     if isinstance(source, dict):
         return config_from_dict(source)
@@ -123,113 +139,6 @@ def load_config(source) -> Config:
         return config_from_dict(data)
     raise ConfigError(Problem("config", type(source).__name__,
                               "expected a file path, YAML/JSON text, a dict or a Config"))
-
-
-#: What 0 and 1 mean in each layer-pattern list field.
-_PATTERN_WORDS = {"moe_layer_freq": "0 (dense) and 1 (MoE)",
-                  "linear_attention_freq": "0 (full attention) and 1 (linear attention)"}
-
-
-def _type_name(spec: FieldSpec) -> str:
-    return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-            "int_or_list": "an integer or a list of 0/1 integers", "str_list": "a list of names"}[spec.type]
-
-
-def _limit(x) -> str:
-    """A bound as messages print it: 10,000,000 rather than 1e+07."""
-    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
-
-
-def _coerce(spec: FieldSpec, value, problems: list[Problem]):
-    """Check one value against its spec (type, then bounds, before any arithmetic); return the canonical
-    value (or None after a problem)."""
-    path = spec.path
-    if value is None:
-        if spec.required:
-            problems.append(Problem(path, None, "is required"))
-        elif not spec.nullable:
-            problems.append(Problem(path, None, f"must not be null; expected {_type_name(spec)}"))
-        return None
-    t = spec.type
-    if t == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                problems.append(Problem(path, value, f"must be an integer, got {show(value)}"))
-                return None
-    elif t == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(Problem(path, value, f"must be a number, got {show(value)}"))
-            return None
-        if isinstance(value, float) and not math.isfinite(value):
-            problems.append(Problem(path, value, f"must be a finite number, got {show(value)}"))
-            return None
-        if isinstance(value, int) and spec.max is not None and value > spec.max:
-            problems.append(Problem(path, value, f"must be <= {_limit(spec.max)}, got {show(value)}"))
-            return None
-        value = float(value)
-    elif t == "bool":
-        if not isinstance(value, bool):
-            problems.append(Problem(path, value, f"must be true or false, got {show(value)}"))
-            return None
-    elif t == "str":
-        if not isinstance(value, str):
-            want = f"one of {', '.join(spec.choices)}" if spec.choices else "a string"
-            problems.append(Problem(path, value, f"must be {want}, got {show(value)}"))
-            return None
-        if spec.choices:
-            canon = {c.lower(): c for c in spec.choices}
-            if value.lower() not in canon:
-                problems.append(Problem(path, value, f"must be one of {', '.join(spec.choices)}, got {show(value)}"))
-                return None
-            value = canon[value.lower()]
-    elif t == "int_or_list":
-        if isinstance(value, bool):
-            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {show(value)}"))
-            return None
-        if isinstance(value, list):
-            if len(value) > MAX_LAYERS:
-                problems.append(Problem(path, value, f"a pattern list has one entry per layer (at most "
-                                        f"{MAX_LAYERS:,}), got {len(value):,} entries"))
-                return None
-            if not all(isinstance(x, int) and not isinstance(x, bool) and x in (0, 1) for x in value):
-                words = _PATTERN_WORDS.get(spec.name, "0 and 1")
-                problems.append(Problem(path, value, f"a list must hold only {words}"))
-                return None
-            return tuple(value)
-        if not isinstance(value, int):
-            problems.append(Problem(path, value, f"must be {_type_name(spec)}, got {show(value)}"))
-            return None
-        if value < 1:
-            what = "full attention" if spec.name == "linear_attention_freq" else "MoE"
-            problems.append(Problem(path, value, f"must be >= 1 (every k-th layer is {what})"))
-            return None
-        if value > MAX_LAYERS:
-            problems.append(Problem(path, value, f"must be <= {MAX_LAYERS:,} (the largest number of layers), "
-                                    f"got {show(value)}"))
-            return None
-        return value
-    elif t == "str_list":
-        if isinstance(value, str):
-            value = [v.strip() for v in value.replace(",", " ").split() if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            problems.append(Problem(path, value, "must be a list of names"))
-            return None
-        bad = [v for v in value if spec.choices and v not in spec.choices]
-        if bad:
-            problems.append(Problem(path, value, f"unknown name(s) {show(bad)}; allowed: "
-                                    f"{', '.join(spec.choices)}"))
-            return None
-        return tuple(value)
-    if spec.min is not None and value < spec.min:
-        rule = "must be positive" if spec.min == 1 else f"must be >= {_limit(spec.min)}"
-        problems.append(Problem(path, value, f"{rule}, got {show(value)}"))
-        return None
-    if spec.max is not None and value > spec.max:
-        problems.append(Problem(path, value, f"must be <= {_limit(spec.max)}, got {show(value)}"))
-        return None
-    return value
 
 
 def _unknown_keys(section: str | None, keys: list, problems: list[Problem]) -> None:
@@ -263,11 +172,19 @@ def _unknown_key(section: str | None, key, problems: list[Problem]) -> None:
 
 
 def config_from_dict(data) -> Config:
-    """Build a validated :class:`Config` from plain data (the four YAML sections)."""
+    """Build a validated :class:`Config` from plain data (the four YAML sections), at most
+    :data:`~estimator.config.input_size.MAX_INPUT_BYTES` (1 MiB) as JSON and nested at most
+    :data:`~estimator.config.yamlio.MAX_DEPTH` levels."""
     if not isinstance(data, dict):
         raise ConfigError(Problem("config", type(data).__name__,
                                   "the configuration must be a mapping with sections model, parallelism, "
                                   f"training, precision; got {show(data)}"))
+    too_large = data_problem(data, "config")
+    if too_large:
+        raise ConfigError(too_large)
+    if too_deep(data):
+        raise ConfigError(Problem("config", None, f"the configuration nests deeper than {yamlio.MAX_DEPTH} levels "
+                                  "(it needs three)"))
     problems: list[Problem] = []
     values: dict[str, dict] = {}
     _unknown_keys(None, [k for k in data if not isinstance(k, str) or k not in SECTIONS], problems)
@@ -282,7 +199,7 @@ def config_from_dict(data) -> Config:
         vals = {}
         for name, spec in _INDEX[sec].items():
             if name in raw:
-                vals[name] = _coerce(spec, raw[name], problems)
+                vals[name] = coerce(spec, raw[name], problems)
             elif spec.required:
                 problems.append(Problem(spec.path, None, "is required"))
                 vals[name] = None
@@ -293,7 +210,7 @@ def config_from_dict(data) -> Config:
         raise ConfigError(problems)
     cfg = Config(**{sec: SECTIONS[sec](**values[sec]) for sec in SECTIONS},
                  source=json.loads(json.dumps(data)))
-    problems = validate(cfg)
+    problems = cross_field_problems(cfg)
     if problems:
         raise ConfigError(problems)
     refuse_not_modelled(cfg)
@@ -314,7 +231,7 @@ def with_fields(cfg: Config, changes: dict, source: dict | None = None) -> Confi
         elif name not in _INDEX[sec]:
             _unknown_keys(sec, [name], problems)
         else:
-            by_sec.setdefault(sec, {})[name] = _coerce(_INDEX[sec][name], value, problems)
+            by_sec.setdefault(sec, {})[name] = coerce(_INDEX[sec][name], value, problems)
     if problems:
         raise ConfigError(problems)
     if source is None:
@@ -324,8 +241,67 @@ def with_fields(cfg: Config, changes: dict, source: dict | None = None) -> Confi
             source.setdefault(sec, {})[name] = value
     new = dataclasses.replace(cfg, **{sec: dataclasses.replace(getattr(cfg, sec), **vals)
                                       for sec, vals in by_sec.items()}, source=source)
-    problems = validate(new)
+    problems = cross_field_problems(new)
     if problems:
         raise ConfigError(problems)
     refuse_not_modelled(new)
     return new
+
+
+# ---------------------------------------------------------------- what a change implies
+
+#: The recompute fields that apply to each recompute_granularity (none: null).
+RECOMPUTE_DEPENDENTS = {None: ("recompute_method", "recompute_num_layers", "recompute_modules"),
+                        "selective": ("recompute_method", "recompute_num_layers"),
+                        "full": ("recompute_modules",)}
+#: The ways of splitting the layers that a layout string replaces (Megatron-Core refuses them together).
+SPLIT_FIELDS = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
+def implied_changes(cfg: dict, given) -> list[str]:
+    """Apply what changing the fields ``given`` (``section.field`` paths) implies for the fields it leaves alone, to
+    ``cfg`` (the four sections as plain data with the changes written in, changed in place), and say what changed,
+    one note each. The CLI's flags over a file or preset and the calculator's form over a preset both use it:
+
+    - a new ``recompute_granularity`` drops the recompute fields that do not apply to it (none: method, layer count,
+      modules; selective: method, layer count; full: modules);
+    - ``tensor_model_parallel_size`` set to 1 turns off a ``sequence_parallel: true`` it inherits, as Megatron-LM
+      does (NVIDIA/Megatron-LM @ d98e8a64 : megatron/training/arguments.py, "Disabling sequence parallelism because
+      tensor model parallelism is disabled"); sequence parallelism asked for together with TP 1 is refused, as
+      Megatron-Core's ``ModelParallelConfig`` refuses it ("Cannot use sequence parallelism without tensor
+      parallelism");
+    - a ``pipeline_model_parallel_layout`` replaces the other ways of splitting the layers and the virtual pipeline
+      size, and another split given replaces the layout.
+
+    A field named in ``given`` is never changed; a value that is not what the field takes is left for the loader to
+    refuse by name."""
+    given = set(given)
+    sections = [cfg.get(sec) for sec in ("parallelism", "training")]
+    if not all(isinstance(sec, dict) for sec in sections):
+        return []                    # the loader names the section that is not a mapping
+    par, tr = sections
+    notes: list[str] = []
+    if "training.recompute_granularity" in given:
+        g = tr.get("recompute_granularity")
+        g = g.lower() if isinstance(g, str) else g
+        for name in RECOMPUTE_DEPENDENTS.get(g, ()) if isinstance(g, (str, type(None))) else ():
+            if f"training.{name}" not in given and tr.pop(name, None) is not None:
+                notes.append(f"training.{name} dropped: it does not apply with recompute_granularity "
+                             f"{g or 'none'}")
+    tp = par.get("tensor_model_parallel_size", 1)
+    if ("parallelism.tensor_model_parallel_size" in given and "training.sequence_parallel" not in given
+            and type(tp) is int and tp == 1 and tr.get("sequence_parallel") is True):
+        tr["sequence_parallel"] = False
+        notes.append("sequence parallelism turned off (training.sequence_parallel: false): it needs "
+                     "tensor_model_parallel_size > 1, now 1 (Megatron-LM's arguments.py does the same)")
+    if par.get("pipeline_model_parallel_layout") and "parallelism.pipeline_model_parallel_layout" in given:
+        for name in SPLIT_FIELDS + ("virtual_pipeline_model_parallel_size",):
+            if f"parallelism.{name}" not in given and par.pop(name, None) not in (None, False):
+                notes.append(f"parallelism.{name} dropped: the layout given places every layer (and sets VPP)")
+    elif any(f"parallelism.{n}" in given and par.get(n) not in (None, False) for n in SPLIT_FIELDS):
+        if "parallelism.pipeline_model_parallel_layout" not in given and par.pop("pipeline_model_parallel_layout",
+                                                                                 None):
+            notes.append("parallelism.pipeline_model_parallel_layout dropped: the split given replaces it")
+    return notes
+

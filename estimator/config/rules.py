@@ -14,13 +14,15 @@ import dataclasses
 
 from . import hybrid_pattern, tp_overlap
 from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, virtual_stages
-from .errors import Problem, UnsupportedError
+from .errors import Problem, UnsupportedError, wrong_type
 from .feature_rules import feature_problems
+from .fields import field_problems
 from .model_rules import model_problems
 from .pipeline_layout import layout_problems
 from .schema import Config
 
-__all__ = ["interleaving_problem", "layer_split_problems", "not_modelled", "refuse_not_modelled", "validate"]
+__all__ = ["cross_field_problems", "interleaving_problem", "layer_split_problems", "not_modelled",
+           "refuse_not_modelled", "validate"]
 
 
 def not_modelled(cfg: Config) -> list[str]:
@@ -126,7 +128,21 @@ def interleaving_problem(p: int, vpp: int | None, m: int, group: int | None = No
 
 
 def validate(cfg: Config) -> list[Problem]:
-    """Every cross-field rule of Megatron-Core, each failure naming field, value and rule."""
+    """Every problem of a :class:`Config`, each naming field, value and rule: first each field's value against the
+    schema (type and bounds, as the loader checks them, for a Config built by hand or changed with
+    ``dataclasses.replace``), then, when they hold, every cross-field rule of Megatron-Core. An empty list means
+    valid. Raises :class:`~estimator.config.errors.InputTypeError` (a ``TypeError``) for anything but a Config:
+    :func:`~estimator.config.load.load_config` validates a dict, a path or a text (and raises
+    :class:`~estimator.config.errors.ConfigError` listing the problems)."""
+    if not isinstance(cfg, Config):
+        raise wrong_type("validate", "cfg", "a Config", cfg, "estimator.load_config(...) checks a dict, a path or "
+                         "YAML/JSON text and raises ConfigError listing every problem")
+    return field_problems(cfg) or cross_field_problems(cfg)
+
+
+def cross_field_problems(cfg: Config) -> list[Problem]:
+    """Every cross-field rule of Megatron-Core, each failure naming field, value and rule, for a Config whose
+    values have passed the schema's checks (:func:`validate` checks them first)."""
     P: list[Problem] = []
     m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
     t, p, ep, cp = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,

@@ -91,7 +91,8 @@ class ModelConfig:
                                      flag="--moe-latent-size")
     moe_layer_freq: int | list[int] = _f(1, "Which layers are MoE: an int k makes every k-th layer MoE "
                                          "(1 = all); a 0/1 list of length num_layers gives the pattern, e.g. "
-                                         "[0, 0, 0, 1, ...] for first-k-dense; null means 1.", type="int_or_list", nullable=True,
+                                         "[0, 0, 0, 1, ...] for first-k-dense, or Megatron-LM's list expression "
+                                         "such as ([0]*3+[1]*58); null means 1.", type="int_or_list", nullable=True,
                                          flag="--moe-layer-freq")
     moe_router_enable_expert_bias: bool = _f(False, "Per-expert routing bias (DeepSeek-V3 aux-loss-free "
                                              "balancing). Kept as an fp32 buffer, counted as parameters as "
@@ -279,7 +280,8 @@ class ModelConfig:
     linear_attention_freq: int | list[int] | None = _f(
         None, "Gated delta net: which layers are linear attention; an int k makes every k-th layer full "
         "attention and the others linear (Qwen3-Next: 4); a 0/1 list of length num_layers gives the pattern "
-        "(1 linear, 0 full).", type="int_or_list", flag="--linear-attention-freq")
+        "(1 linear, 0 full), or Megatron-LM's list expression such as ([1]*3+[0])*12.", type="int_or_list",
+        flag="--linear-attention-freq")
     linear_conv_kernel_dim: int = _f(4, "Gated delta net: width of the causal convolution on q, k and v.",
                                      type="int", min=1, max=MAX_WIDTH, flag="--linear-conv-kernel-dim")
     linear_key_head_dim: int = _f(128, "Gated delta net: width of one query/key head.", type="int", min=1, max=MAX_WIDTH,

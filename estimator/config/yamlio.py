@@ -7,9 +7,11 @@ and double-quoted scalars, ``null``/``~``, booleans, integers, floats, comments,
 block scalars. Anchors, tags and multi-document streams are rejected with a clear error.
 :func:`dump` writes plain block YAML that :func:`load` (and PyYAML) read back identically.
 
-Hostile text gets a :class:`YamlError` too, in time linear in its length: collections nested deeper than
-:data:`MAX_DEPTH` levels (a configuration needs three), integers longer than Python converts (4,300
-digits). :func:`load_json` applies the same limits to JSON, which the loaders also accept.
+Hostile text gets a :class:`YamlError` too, in time linear in its length: a text longer than
+:data:`~estimator.config.input_size.MAX_INPUT_BYTES` (1 MiB; the callers check it first, naming their field),
+collections nested deeper than :data:`MAX_DEPTH` levels (a configuration needs three), integers longer than Python
+converts (4,300 digits). :func:`load_json` applies the same limits to JSON, which the loaders also accept, and
+refuses a key given twice in one object, as the YAML reader does (``json.loads`` keeps the last value).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import json
 import re
 
 from .errors import show
+from .input_size import MAX_INPUT_BYTES, size_problem
 
-__all__ = ["MAX_DEPTH", "YamlError", "dump", "load", "load_json"]
+__all__ = ["MAX_DEPTH", "DuplicateKeyError", "YamlError", "dump", "load", "load_json"]
 
 #: Deepest nesting of mappings and sequences accepted (a configuration file needs 3).
 MAX_DEPTH = 32
@@ -27,6 +30,10 @@ MAX_DEPTH = 32
 
 class YamlError(ValueError):
     """The text is not YAML this reader understands; the message gives the line number."""
+
+
+class DuplicateKeyError(YamlError):
+    """A key given twice in one mapping (YAML) or object (JSON): refused, never the last value silently."""
 
 
 def _too_deep(lineno) -> YamlError:
@@ -78,15 +85,41 @@ def nesting_depth(text: str, *, quotes: str = "\"'", stop: int = MAX_DEPTH) -> t
     return deepest, line
 
 
-def load_json(text: str):
-    """Parse JSON text with this module's limits; every failure is a :class:`YamlError` naming the line."""
+def _check_size(text: str, limit: int) -> None:
+    too_large = size_problem(len(text), "text", "the text", limit)
+    if too_large:
+        raise YamlError(too_large.message)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique(pairs: list) -> dict:
+    """``json.loads``'s object hook: the object, or :class:`_DuplicateKey` naming a key given twice."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def load_json(text: str, *, limit: int = MAX_INPUT_BYTES):
+    """Parse JSON text with this module's limits (at most ``limit`` characters); every failure is a
+    :class:`YamlError` naming the line, or for a key given twice in one object, the key."""
+    _check_size(text, limit)
     deepest, line = nesting_depth(text, quotes='"')
     if deepest > MAX_DEPTH:
         raise _too_deep(line)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique)
     except json.JSONDecodeError as exc:
         raise YamlError(f"line {exc.lineno}: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise DuplicateKeyError(f"duplicate key {show(exc.args[0])} (a key may appear once in an object)") from None
     except ValueError:        # an integer of more digits than Python converts (sys.get_int_max_str_digits)
         raise YamlError("a number has more than 4,300 digits, too many to read") from None
 
@@ -204,7 +237,10 @@ def _flow(t: str, lineno: int, depth: int = 0):
             k, sep, v = p.partition(":")
             if not sep:
                 raise YamlError(f"line {lineno}: expected 'key: value' in {show(p)}")
-            out[_scalar(k, lineno)] = _flow(v, lineno, depth + 1)
+            key = _scalar(k, lineno)
+            if key in out:
+                raise DuplicateKeyError(f"line {lineno}: duplicate key {show(key)}")
+            out[key] = _flow(v, lineno, depth + 1)
         return out
     return _scalar(t, lineno)
 
@@ -293,7 +329,7 @@ class _Reader:
                 raise YamlError(f"line {n}: expected 'key: value', got {show(content)}")
             key = _scalar(kv[0], n)
             if key in out:
-                raise YamlError(f"line {n}: duplicate key {show(key)}")
+                raise DuplicateKeyError(f"line {n}: duplicate key {show(key)}")
             self.i += 1
             out[key] = self.value_after(kv[1], n, indent)
         return out
@@ -341,7 +377,9 @@ class _Reader:
 
 
 def load(text: str):
-    """Parse YAML text into plain Python values (dict, list, str, int, float, bool, None)."""
+    """Parse YAML text (at most :data:`~estimator.config.input_size.MAX_INPUT_BYTES` characters) into plain Python
+    values (dict, list, str, int, float, bool, None)."""
+    _check_size(text, MAX_INPUT_BYTES)
     return _Reader(text).parse()
 
 

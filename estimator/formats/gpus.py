@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..config.errors import ConfigError, Problem, show
+from ..config.errors import ConfigError, Problem, show, wrong_type
+from ..memory.report import Estimate
 
 __all__ = ["GPU", "GPUS", "StageFit", "fit", "get_gpu"]
 
@@ -113,6 +114,9 @@ class StageFit:
                 "tight": self.tight, "verdict": self.verdict}
 
 
+_STAGE_FIELDS = ("stage", "device_bytes", "reserved_bytes", "allocated_bytes")
+
+
 def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]:
     """Per-stage verdicts of ``estimate`` (an :class:`~estimator.memory.report.Estimate`) against a GPU.
 
@@ -124,7 +128,16 @@ def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]
     (``device_bytes - reserved_bytes + allocated_bytes``): PyTorch frees cached blocks and retries before it
     reports out-of-memory, so such a run usually trains, more slowly, and
     ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes it likelier.
+
+    Raises :class:`~estimator.config.errors.ConfigError` for a capacity or headroom out of range and
+    :class:`~estimator.config.errors.InputTypeError` (a ``TypeError``) when ``estimate`` is not an Estimate (or an
+    object like it: ``stages``, each with integer ``stage``, ``device_bytes``, ``reserved_bytes`` and
+    ``allocated_bytes``).
     """
+    stages = getattr(estimate, "stages", None)
+    if not isinstance(estimate, Estimate) and not (isinstance(stages, (list, tuple)) and all(
+            all(type(getattr(s, k, None)) is int for k in _STAGE_FIELDS) for s in stages)):
+        raise wrong_type("fit", "estimate", "an Estimate", estimate, "estimator.estimate(config) makes one")
     cap = capacity_bytes.memory_bytes if isinstance(capacity_bytes, GPU) else capacity_bytes
     if isinstance(cap, bool) or not isinstance(cap, int) or not 0 < cap <= MAX_CAPACITY_BYTES:
         raise ConfigError(Problem("gpu_memory", show(cap), "the GPU capacity must be a positive number of bytes, "

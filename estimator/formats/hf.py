@@ -71,7 +71,7 @@ from pathlib import Path
 
 from ..config import yamlio
 from ..config.errors import ConfigError, Problem, UnsupportedError, clip, show
-from ..config.schema import MAX_EXPERTS, MAX_LAYERS, section_specs
+from ..config.schema import MAX_EXPERTS, MAX_LAYERS, MAX_WIDTH, section_specs
 
 __all__ = ["SUPPORTED", "from_hf_config", "read_hf_config"]
 
@@ -204,7 +204,28 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "attention_dropout": "attention_dropout", "hidden_dropout": "hidden_dropout",
              "decoder_sparse_step": MAX_LAYERS, "first_k_dense_replace": MAX_LAYERS, "moe_layer_freq": MAX_LAYERS,
              "n_shared_experts": MAX_EXPERTS, "aux_loss_alpha": "moe_aux_loss_coeff",
-             "n_group": "moe_router_num_groups", "topk_group": "moe_router_group_topk"}
+             "n_group": "moe_router_num_groups", "topk_group": "moe_router_group_topk",
+             # the families with their own mapping
+             "layer_norm_epsilon": "layernorm_epsilon", "norm_eps": "layernorm_epsilon",
+             "embd_pdrop": "hidden_dropout", "resid_pdrop": "hidden_dropout",
+             "final_logit_softcapping": "final_logit_softcapping", "ssm_state_size": "mamba_state_dim",
+             "mamba_head_dim": "mamba_head_dim", "n_groups": "mamba_num_groups", "mamba_num_heads": "mamba_num_heads",
+             "moe_latent_size": "moe_latent_size", "attention_head_dim": "kv_channels",
+             "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size", "expand": MAX_WIDTH,
+             "conv_kernel": MAX_WIDTH, "full_attention_interval": MAX_LAYERS,
+             "linear_conv_kernel_dim": "linear_conv_kernel_dim",
+             "linear_key_head_dim": "linear_key_head_dim", "linear_value_head_dim": "linear_value_head_dim",
+             "linear_num_key_heads": "linear_num_key_heads", "linear_num_value_heads": "linear_num_value_heads",
+             "moe_num_experts": "num_experts", "moe_k": "moe_router_topk", "experts_per_token": "moe_router_topk",
+             "intermediate_size_mlp": "ffn_hidden_size", "interleave_moe_layer_step": MAX_LAYERS,
+             "moe_layer_start_index": MAX_LAYERS, "moe_layer_interval": MAX_LAYERS, "moe_layer_end_index": MAX_LAYERS,
+             "num_shared_experts": MAX_EXPERTS, "moe_num_shared_experts": MAX_EXPERTS}
+#: Keys whose 0 means "none" in published configs, though the field they become starts at 1.
+_ZERO_IS_NONE = frozenset({"q_lora_rank", "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+                           "moe_latent_size", "max_position_embeddings", "n_group", "topk_group", "num_experts"})
+#: What a key whose 0 is refused stands for (the hint of the error).
+_ZERO_HINT = {"n_routed_experts": "null or absent for a model without routed experts",
+              "num_local_experts": "the number of experts of every MoE layer"}
 #: Unknown keys named in the error; the rest are counted.
 _LISTED_KEYS = 20
 
@@ -215,7 +236,10 @@ def _supported_list() -> str:
 
 def read_hf_config(source) -> dict:
     """The parsed ``config.json`` of a file, a model directory, a catalog Hub id or a dict (returned as is)."""
-    if isinstance(source, dict):
+    if isinstance(source, dict):       # (only the keys known are read, in linear time: no size limit needed)
+        from ..config.load import too_deep
+        if too_deep(source):
+            raise ConfigError(Problem("hf", None, f"the config.json nests deeper than {yamlio.MAX_DEPTH} levels"))
         return source
     if not isinstance(source, (str, os.PathLike)) or not isinstance(os.fspath(source), str):
         raise ConfigError(Problem("hf", type(source).__name__,
@@ -269,14 +293,16 @@ class _Reader:
     def __init__(self, hf: dict, mt: str):
         self.hf, self.mt = hf, mt
 
-    def get(self, key: str, default=None):
-        v = self.hf.get(key, default)
-        return default if v is None else v
-
     @staticmethod
     def bound(key: str):
         b = _BOUND_OF.get(key)
         return _MODEL_SPECS[b].max if isinstance(b, str) else b
+
+    @staticmethod
+    def least(key: str) -> int:
+        """The smallest value of a key: that of the field it becomes (0 where published configs write 0 for none)."""
+        b = _BOUND_OF.get(key)
+        return int(_MODEL_SPECS[b].min or 0) if isinstance(b, str) and key not in _ZERO_IS_NONE else 0
 
     def int(self, key: str, default=None, *, required: bool = True):
         v = self.hf.get(key)
@@ -286,6 +312,10 @@ class _Reader:
             raise ConfigError(Problem(f"config.json:{key}", None, f"is required for {self.mt} and missing"))
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(Problem(f"config.json:{key}", v, f"must be a non-negative integer, got {show(v)}"))
+        least = self.least(key)
+        if v < least:
+            hint = f" ({_ZERO_HINT[key]})" if key in _ZERO_HINT else ""
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be >= {least}{hint}, got {show(v)}"))
         top = self.bound(key)
         if top is not None and v > top:
             raise ConfigError(Problem(f"config.json:{key}", v, f"must be <= {top:,}, got {show(v)}"))
@@ -304,12 +334,14 @@ class _Reader:
                                       f"got {show(v)}"))
         return float(v)
 
-    def name(self, key: str, default: str) -> str:
+    def name(self, key: str, default: str | None, allowed=()) -> str | None:
+        """A string key; ``allowed``, when given, is what the error lists (the caller refuses other names)."""
         v = self.hf.get(key)
         if v is None:
             return default
         if not isinstance(v, str):
-            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a name (a string), got {show(v)}"))
+            also = f"; allowed: {', '.join(allowed)}" if allowed else ""
+            raise ConfigError(Problem(f"config.json:{key}", v, f"must be a name (a string), got {show(v)}{also}"))
         return v
 
     def flag(self, key: str, default: bool = False) -> bool:
@@ -361,7 +393,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         "position_embedding_type": "rope",
         "untie_embeddings_and_output_weights": not r.flag("tie_word_embeddings", False),
     }
-    act = r.name("hidden_act", "silu")
+    act = r.name("hidden_act", "silu", sorted(_GATED_ACT))
     if act not in _GATED_ACT:
         raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP takes "
                                f"one of {', '.join(sorted(_GATED_ACT))}")
@@ -425,11 +457,15 @@ def _moe(r: _Reader, m: dict) -> None:
         m["moe_ffn_hidden_size"] = m["ffn_hidden_size"]
     else:
         m["num_experts"] = r.int("num_experts")
+        if m["num_experts"] == 0:       # Hugging Face's Qwen MoE models build dense MLPs then
+            raise UnsupportedError(f"{mt} config.json makes no layer MoE (num_experts 0); import it as its dense "
+                                   "counterpart instead")
         m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
     m["moe_router_topk"] = r.int("num_experts_per_tok")
     if mt in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
         step = r.int("decoder_sparse_step", 1)
-        only = r.get("mlp_only_layers", [])
+        only = r.hf.get("mlp_only_layers")
+        only = [] if only is None else only
         if not isinstance(only, list) or len(only) > L or not all(
                 isinstance(i, int) and not isinstance(i, bool) and 0 <= i < L for i in only):
             raise ConfigError(Problem("config.json:mlp_only_layers", only,
@@ -530,9 +566,7 @@ def _refuse_true(r: _Reader, *keys: str, why: str) -> None:
 def _positive_dropouts(r: _Reader, m: dict, *keys: str) -> None:
     """Phi-3's embd_pdrop / resid_pdrop: dropout on the embedding and the residual branches, Megatron's
     hidden_dropout (which it applies to both)."""
-    vals = {k: r.hf.get(k) or 0.0 for k in keys}
-    if any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in vals.values()):
-        raise ConfigError(Problem(f"config.json:{keys[0]}", vals, "dropout probabilities must be numbers"))
+    vals = {k: r.number(k, 0.0) for k in keys}
     if len(set(vals.values())) > 1:
         raise UnsupportedError(f"config.json:{', '.join(keys)} = {vals} for {r.mt}: Megatron applies one "
                                "hidden_dropout to the embedding and the residual branches alike")
@@ -566,12 +600,12 @@ def _ernie4_5_moe(r: _Reader, m: dict) -> None:
     L = m["num_layers"]
     m["num_experts"] = r.int("moe_num_experts")
     m["moe_router_topk"] = r.int("moe_k")
-    fm = r.get("moe_intermediate_size")
-    if isinstance(fm, list) and fm and all(isinstance(x, int) and x == fm[0] for x in fm):
+    fm = r.hf.get("moe_intermediate_size")
+    if isinstance(fm, list) and fm and all(type(x) is int and x == fm[0] for x in fm):
         fm = fm[0]
-    if isinstance(fm, bool) or not isinstance(fm, int) or fm < 1:
+    if type(fm) is not int or not 1 <= fm <= r.bound("moe_intermediate_size"):
         raise ConfigError(Problem("config.json:moe_intermediate_size", fm, "must be a positive integer (or a list "
-                                  "of equal ones)"))
+                                  f"of equal ones) up to {r.bound('moe_intermediate_size'):,}, got {show(fm)}"))
     m["moe_ffn_hidden_size"] = fm
     shared = r.int("moe_num_shared_experts", 0)
     if shared:
@@ -593,7 +627,7 @@ def _bailing_moe(r: _Reader, m: dict) -> None:
     """Ling 2.0 / Bailing MoE V2 (Megatron-Bridge bailing_moe2_bridge): first_k_dense_replace dense layers, then
     MoE with shared experts and a sigmoid router with expert bias, per-head q/k norms, MTP layers."""
     _refuse_true(r, "use_bias", why="biases on every projection have no Megatron-Core equivalent here")
-    if r.hf.get("use_rmsnorm") is False:
+    if not r.flag("use_rmsnorm", True):
         raise UnsupportedError("config.json:use_rmsnorm = false for bailing_moe: only RMSNorm is mapped")
     m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
     head_dim = r.int("head_dim", required=False)
@@ -633,12 +667,12 @@ def _gpt_oss(r: _Reader, m: dict) -> None:
     attention sinks (softmax_type learnable), quick-GeGLU experts (quick_gelu, gated; swiglu_limit is a clamp),
     YaRN positions (no parameters). Sliding-window layers (layer_types) change no tensor's size."""
     hf = r.hf
-    if hf.get("attention_bias") is not True:
+    if not r.flag("attention_bias"):
         raise UnsupportedError("config.json:attention_bias must be true for gpt_oss: Megatron-Core's add_bias_linear "
                                "puts biases on q, k, v and o as gpt-oss has them; without them there is no exact "
                                "mapping")
     _refuse_true(r, "mlp_bias", why="gpt-oss's experts always have biases; the key has no meaning here")
-    if r.get("hidden_act", "silu") != "silu":
+    if r.name("hidden_act", "silu", ("silu",)) != "silu":
         raise UnsupportedError(f"config.json:hidden_act {hf.get('hidden_act')!r} for gpt_oss: only its "
                                "quick-GeGLU experts (hidden_act silu) are mapped")
     m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
@@ -699,7 +733,7 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
         if not isinstance(mtp, str) or not mtp:
             raise ConfigError(Problem("config.json:mtp_hybrid_override_pattern", mtp, "is required with "
                                       "num_nextn_predict_layers > 0 (the layers of one MTP depth)"))
-        if hf.get("mtp_use_repeated_layer", True) is not False:
+        if r.flag("mtp_use_repeated_layer", True):
             raise UnsupportedError("config.json:mtp_use_repeated_layer (true by default with MTP layers): one MTP "
                                    "layer applied repeatedly (Megatron-Core's mtp_use_repeated_layer) is not "
                                    "modelled")
@@ -717,15 +751,15 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
                      ("residual_in_fp32", "an fp32 residual stream")):
         _refuse_true(r, key, why=f"{why} are not modelled (Megatron-Core's MambaMixer has none)"
                      if "Mamba" in why else f"{why} are not modelled")
-    if hf.get("use_conv_bias") is False:
+    if not r.flag("use_conv_bias", True):
         raise UnsupportedError("config.json:use_conv_bias = false for nemotron_h: Megatron-Core's MambaMixer always "
                                "has a convolution bias")
     if r.int("conv_kernel", 4) != 4:
         raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for nemotron_h: Megatron-Core's "
                                "MambaMixer fixes the convolution width at 4")
-    if r.get("mamba_hidden_act", "silu") not in ("silu", "swish"):
+    if r.name("mamba_hidden_act", "silu", ("silu", "swish")) not in ("silu", "swish"):
         raise UnsupportedError(f"config.json:mamba_hidden_act {hf.get('mamba_hidden_act')!r}: MambaMixer uses silu")
-    act = r.get("mlp_hidden_act", "relu2")
+    act = r.name("mlp_hidden_act", "relu2", tuple(_RELU2))
     if act not in _RELU2:
         raise UnsupportedError(f"config.json:mlp_hidden_act {act!r} for nemotron_h: only relu2 (squared ReLU) is "
                                "mapped")
@@ -735,8 +769,9 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
     if head_dim is not None:
         m["kv_channels"] = head_dim
     m["ffn_hidden_size"] = r.int("intermediate_size")
-    eps = next((hf[k] for k in ("layer_norm_epsilon", "norm_eps", "rms_norm_eps") if hf.get(k) is not None), 1e-5)
-    m["layernorm_epsilon"] = float(eps)
+    given = [e for e in (r.number(k, None) for k in ("layer_norm_epsilon", "norm_eps", "rms_norm_eps"))
+             if e is not None]                   # each one checked; the first one given is the model's
+    m["layernorm_epsilon"] = given[0] if given else 1e-5
     m["position_embedding_type"] = "none"
     m["mamba_state_dim"] = r.int("ssm_state_size")
     m["mamba_head_dim"] = r.int("mamba_head_dim")
@@ -771,7 +806,8 @@ def _gemma(r: _Reader, m: dict) -> None:
     Megatron-Bridge's FlexAttention core attention, taken here as a fused kernel (no s x s scores kept)."""
     hf = r.hf
     _gqa(r, m)
-    act = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+    geglu = tuple(a for a, g in _GATED_ACT.items() if g == "geglu")
+    act = r.name("hidden_activation", None, geglu) or r.name("hidden_act", None, geglu) or "gelu_pytorch_tanh"
     if act not in _GATED_ACT or _GATED_ACT[act] != "geglu":
         raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU "
                                "(gelu_pytorch_tanh)")
@@ -782,11 +818,11 @@ def _gemma(r: _Reader, m: dict) -> None:
         m["qk_layernorm"] = True
         if r.flag("use_bidirectional_attention"):
             raise UnsupportedError("config.json:use_bidirectional_attention = true: an encoder, not a causal model")
-    cap = hf.get("final_logit_softcapping")
+    cap = r.number("final_logit_softcapping", None)
     if cap is not None:
-        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+        if cap <= 0:
             raise ConfigError(Problem("config.json:final_logit_softcapping", cap, "must be a positive number or null"))
-        m["final_logit_softcapping"] = float(cap)
+        m["final_logit_softcapping"] = cap
 
 
 #: Keys of Llama4ForConditionalGeneration's config.json around its text_config (the vision tower is not counted).
@@ -832,7 +868,7 @@ def _llama4(r: _Reader, m: dict) -> None:
         if step < 1:
             raise ConfigError(Problem("config.json:interleave_moe_layer_step", step, "must be >= 1"))
         layers = list(range(step - 1, L, step))
-    if not isinstance(layers, list) or not all(isinstance(i, int) and 0 <= i < L for i in layers) or not layers:
+    if not isinstance(layers, list) or not all(type(i) is int and 0 <= i < L for i in layers) or not layers:
         raise ConfigError(Problem("config.json:moe_layers", layers, f"must be a non-empty list of layer indices in "
                                   f"0..{L - 1}"))
     pattern = [int(i in layers) for i in range(L)]

@@ -21,12 +21,13 @@ paste into a launch script.
 
 from __future__ import annotations
 
-import ast
 import difflib
-import shlex
+import re
 from typing import NamedTuple
 
-from ..config.errors import ConfigError, Problem, UnsupportedError
+from ..config.errors import ConfigError, Problem, UnsupportedError, show, wrong_type
+from ..config.fields import PatternError, coerce, parse_layer_pattern
+from ..config.input_size import size_problem
 from ..config.schema import field_specs
 from ..model.layers.router import AUX_TYPES
 from .megatron_catalog import ARGUMENTS, REVISION
@@ -34,7 +35,7 @@ from .megatron_export import CP_TYPES as _CP_TYPES, pattern_expression, to_megat
 from .megatron_flag_classes import classify
 
 __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "grouped_no_effect",
-           "parse_megatron_args", "pattern_expression", "read_megatron_args", "to_megatron_args"]
+           "parse_megatron_args", "pattern_expression", "read_megatron_args", "shell_words", "to_megatron_args"]
 
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
@@ -45,6 +46,7 @@ _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.ad
                    "model.linear_attention_freq", "model.moe_router_load_balancing_type",
                    "model.moe_aux_loss_coeff"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
+_MODEL_SPECS = {s.name: s for s in field_specs() if s.section == "model"}
 
 #: Option string -> argument destination, for every argument Megatron-LM defines.
 _DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag in flags}
@@ -83,53 +85,98 @@ _MEGATRON_MODEL_DEFAULTS = {"activation_func": "gelu", "gated_linear_unit": Fals
                             "hidden_dropout": 0.1, "attention_dropout": 0.1, "moe_grouped_gemm": False}
 _MEGATRON_MLA_DEFAULTS = {"kv_lora_rank": 32, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
 
-_MAX_PATTERN = 100_000
-
 
 def eval_pattern(text: str, flag: str):
-    """Megatron's ``moe_freq_type``: an int, or a list expression like ``([0]*3+[1]*58)``, evaluated safely."""
-    s = text.strip()
-    if "[" not in s:
-        try:
-            return int(s)
-        except ValueError:
-            raise ConfigError(Problem(flag, text, "expected an integer or a list expression such as "
-                                      "([0]*3+[1]*58)")) from None
+    """Megatron's ``moe_freq_type``: an int, or a list expression like ``([0]*3+[1]*58)``, read by the parser every
+    surface uses (:func:`estimator.config.fields.parse_layer_pattern`, with its limits) instead of ``eval``; a
+    comma list without brackets is not an integer to Megatron-LM, so it is refused here."""
     try:
-        node = ast.parse(s, mode="eval").body
-    except SyntaxError:
-        raise ConfigError(Problem(flag, text, "not a valid list expression (e.g. ([0]*3+[1]*58))")) from None
+        return parse_layer_pattern(text, bare_lists=False)
+    except PatternError as exc:
+        raise ConfigError(Problem(flag, text, f"not a layer pattern: {exc}")) from None
 
-    def ev(n):
-        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
-            return n.value
-        if isinstance(n, ast.List):
-            return [ev(e) for e in n.elts]
-        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult)):
-            a, b = ev(n.left), ev(n.right)
-            if isinstance(n.op, ast.Add) and isinstance(a, list) and isinstance(b, list):
-                out = a + b
-            elif isinstance(n.op, ast.Mult) and isinstance(a, list) and isinstance(b, int):
-                out = a * b if len(a) * b <= _MAX_PATTERN else None
-            elif isinstance(n.op, ast.Mult) and isinstance(a, int) and isinstance(b, list):
-                out = b * a if len(b) * a <= _MAX_PATTERN else None
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+_PLAIN = re.compile(r"[^ \t\r\n'\"\\\\#]+")
+_IN_DOUBLE = re.compile(r'[^"\\\\]+')
+
+
+def _line_end(text: str, i: int) -> int:
+    j = text.find("\n", i)
+    return len(text) if j < 0 else j + 1
+
+
+def shell_words(text: str) -> list[str]:
+    """The words of a shell command line as ``shlex.split(text, comments=True)`` gives them (POSIX quoting: '...'
+    literal, "..." with \\" and \\\\ escaped, \\ outside quotes escaping the next character; # starts a comment
+    that ends the word and the line), in time linear in the text: shlex adds each character to its token one at a
+    time, which took 16 s for a 1 MiB quoted word. Raises ValueError as shlex does ("No closing quotation",
+    "No escaped character")."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        i = _SPACE.match(text, i).end()
+        if i >= n:
+            return out
+        if text[i] == "#":
+            i = _line_end(text, i)
+            continue
+        parts: list[str] = []
+        quoted = False
+        while i < n:
+            c = text[i]
+            if c in " \t\r\n":
+                break
+            if c == "#":
+                i = _line_end(text, i)
+                break
+            if c == "'":
+                j = text.find("'", i + 1)
+                if j < 0:
+                    raise ValueError("No closing quotation")
+                parts.append(text[i + 1:j])
+                i, quoted = j + 1, True
+            elif c == '"':
+                i, quoted = i + 1, True
+                while True:
+                    m = _IN_DOUBLE.match(text, i)
+                    if m:
+                        parts.append(m.group())
+                        i = m.end()
+                    if i >= n:
+                        raise ValueError("No closing quotation")
+                    if text[i] == '"':
+                        i += 1
+                        break
+                    if i + 1 >= n:
+                        raise ValueError("No escaped character")
+                    nxt = text[i + 1]
+                    parts.append(nxt if nxt in '"\\' else "\\" + nxt)
+                    i += 2
+            elif c == "\\":
+                if i + 1 >= n:
+                    raise ValueError("No escaped character")
+                parts.append(text[i + 1])
+                i += 2
             else:
-                out = None
-            if out is not None and len(out) <= _MAX_PATTERN:
-                return out
-        raise ConfigError(Problem(flag, text, "only lists of 0/1, + and * are allowed (e.g. ([0]*3+[1]*58))"))
-
-    value = ev(node)
-    if not isinstance(value, list) or not all(isinstance(x, int) and x in (0, 1) for x in value):
-        what = "0 (full attention) and 1 (linear attention)" if "linear" in flag else "0 (dense) and 1 (MoE)"
-        raise ConfigError(Problem(flag, text, f"the expression must give a list of {what}"))
-    return value
+                m = _PLAIN.match(text, i)
+                parts.append(m.group())
+                i = m.end()
+        if parts or quoted:
+            out.append("".join(parts))
 
 
 def _tokens(args) -> list[str]:
+    too_large = None            # (the text, or the tokens joined by spaces)
+    if isinstance(args, str):
+        too_large = size_problem(len(args), "megatron_args", "the Megatron-LM argument text")
+    elif isinstance(args, (list, tuple)) and all(isinstance(t, str) for t in args):
+        too_large = size_problem(sum(len(t) + 1 for t in args), "megatron_args", "the Megatron-LM argument list")
+    if too_large:
+        raise ConfigError(too_large)
     if isinstance(args, str):
         try:
-            toks = shlex.split(args.replace("\\\r\n", " ").replace("\\\n", " "), comments=True)
+            toks = shell_words(args.replace("\\\r\n", " ").replace("\\\n", " "))
         except ValueError as exc:
             raise ConfigError(Problem("megatron_args", None, f"cannot split the command line: {exc}")) from None
     elif isinstance(args, (list, tuple)) and all(isinstance(t, str) for t in args):
@@ -201,8 +248,19 @@ def _convert(spec, flag: str, values: list[str]):
             return float(v)
     except ValueError:
         raise ConfigError(Problem(flag, v, f"{flag} needs {'an integer' if spec.type == 'int' else 'a number'}, "
-                                  f"got {v!r}")) from None
+                                  f"got {show(v)}")) from None
     return v
+
+
+def _checked(m: dict, name: str) -> int:
+    """The model field ``name`` read from its flag, held to the field's type and bounds before a default is derived
+    from it (``--hidden-size`` of 400 digits made SwiGLU's width an OverflowError)."""
+    spec = _MODEL_SPECS[name]
+    problems: list[Problem] = []
+    coerce(spec, m[name], problems)
+    if problems:
+        raise ConfigError(Problem(spec.flag, m[name], f"{spec.flag} {problems[0].message}"))
+    return m[name]
 
 
 class MegatronImport(NamedTuple):
@@ -328,8 +386,11 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
     Megatron-LM's arguments (:mod:`estimator.formats.megatron_catalog`) and its classification
     (:mod:`estimator.formats.megatron_flag_classes`). Raises :class:`ConfigError` for a flag Megatron-LM does not
     define (with the closest known flags) or a bad value, and :class:`RefusedFlagsError` naming every flag
-    whose memory effect is not modelled.
+    whose memory effect is not modelled, and :class:`~estimator.config.errors.InputTypeError` (a ``TypeError``) for a
+    ``read_file`` that is not a function.
     """
+    if read_file is not None and not callable(read_file):
+        raise wrong_type("read_megatron_args", "read_file", "a function path -> text or None", read_file)
     pairs, stray = _split(_tokens(args))
     if stray:
         raise ConfigError([Problem("megatron_args", t, f"{t!r} is not a flag (and follows no flag that takes a "
@@ -397,7 +458,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
         m["moe_layer_freq"] = eval_pattern(_one("--moe-layer-freq", raw["moe_layer_freq"]), "--moe-layer-freq")
     _hybrid_and_linear_attention(raw, m, notes)
     if "ffn_hidden_size" not in m and "hidden_size" in m and m.get("activation_func") == "swiglu":
-        m["ffn_hidden_size"] = int((4 * m["hidden_size"] * 2 / 3) / 64) * 64
+        m["ffn_hidden_size"] = int((4 * _checked(m, "hidden_size") * 2 / 3) / 64) * 64
     if m.get("multi_latent_attention"):
         for k, v in _MEGATRON_MLA_DEFAULTS.items():
             m.setdefault(k, v)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from types import SimpleNamespace
 
-from ..config.errors import ConfigError, Problem, clip, show
+from ..config.errors import ConfigError, Problem, clip, show, wrong_type
 from ..config.load import load_config
 from ..config.schema import MAX_BATCH, SECTIONS, Config
 from ..memory.report import GIB
@@ -247,7 +247,12 @@ def format_training_memory_estimate(estimate: TrainingMemoryEstimate, unit: str 
     ``estimator`` and ``megatron-lm`` (which, like Megatron-LM, adds the two values after scaling);
     for ``megatron-bridge`` each component by name (``dense parameters and optimizer=...``, ``routed expert
     parameters and optimizer=...``), then ``activation`` and ``total``. Units: MB, GB, MiB, GiB (all binary).
+    Raises :class:`~estimator.config.errors.InputTypeError` (a ``TypeError``) when ``estimate`` is not a
+    :class:`TrainingMemoryEstimate` and :class:`~estimator.config.errors.ConfigError` for an unknown unit.
     """
+    if not isinstance(estimate, TrainingMemoryEstimate):
+        raise wrong_type("format_training_memory_estimate", "estimate", "a TrainingMemoryEstimate", estimate,
+                         "estimator.estimate_training_memory(config) makes one")
     scale, label = memory_unit(unit)
     if estimate.formula == "megatron-bridge":
         from .upstream import megatron_bridge_format

@@ -12,10 +12,13 @@ values); an empty string means "not changed" (the preset's value stays), ``"null
 null. ``gpu`` is a catalog name, ``"custom"`` (then ``gpu_gib`` is the capacity in GiB) or null (no fit
 verdict). Requests, ``{"op": ...}``:
 
-- ``compute`` ``{state, exports, changed}`` -> ``{estimate, fit, view, config, exports, hidden, search_key}``
-  or ``{errors, notes, config}``: ``notes`` groups the problems by field, on ``changed`` (the field the user
-  just edited) where they involve it, with the nearest valid values (:func:`estimator.plan.advice.fixes`);
-  ``exports`` (YAML, CLI command, Megatron arguments) only when asked for;
+- ``compute`` ``{state, exports, changed}`` -> ``{estimate, fit, view, config, exports, hidden, search_key,
+  implied}`` or ``{errors, notes, config, implied}``: ``notes`` groups the problems by field, on ``changed`` (the
+  field the user just edited) where they involve it, with the nearest valid values
+  (:func:`estimator.plan.advice.fixes`); ``exports`` (YAML, CLI command, Megatron arguments) only when asked for;
+  ``implied``: what the typed values changed in fields the user left alone, one sentence each, the CLI's notes
+  (:func:`estimator.config.load.implied_changes`: TP 1 turns off the preset's sequence parallelism, a recompute
+  granularity of none drops the preset's recompute method and layer count, ...);
 - ``advice`` ``{state}`` -> ``{choices, steps, levers, hidden}``: the valid values of the quick controls,
   the nearest valid GPU counts, batch sizes and sequence lengths, and the single changes that make the
   configuration fit (:mod:`estimator.plan.advice`);
@@ -32,6 +35,9 @@ verdict). Requests, ``{"op": ...}``:
   and family.
 
 Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.config.errors.Problem`.
+A request longer than :data:`~estimator.config.input_size.MAX_REQUEST_CHARS` (8 MiB) is refused before it is parsed;
+the texts it carries (an import) are held to :data:`~estimator.config.input_size.MAX_INPUT_BYTES` (1 MiB), as on
+the command line.
 :func:`handle` never raises and always answers strict JSON (no NaN or Infinity, which the page's
 ``JSON.parse`` refuses): a request that is not a JSON object of the shape above, or a non-finite number
 anywhere in it or in what an import produced, is an error naming where it is.
@@ -45,6 +51,7 @@ import json
 
 from ..config import yamlio
 from ..config.errors import ConfigError, EstimatorError, Problem, clip
+from ..config.input_size import MAX_REQUEST_CHARS, text_problem
 from ..config.load import load_config, parse_text
 from ..config.schema import SECTIONS
 from ..memory.assemble import estimate as _estimate
@@ -56,7 +63,7 @@ from .checks import request_problem, shape_problems, strict
 from .form import QUICK, hidden_fields
 from .layouts import find_layouts, layout_state, search_key
 from .state import (CUSTOM_GPU, FIELD_SPECS, UNSET, default_gpu, error_answer, errors_answer, flatten, gpus,
-                    merged_config, preset_config, presets, schema, state_capacity)
+                    merged, merged_config, preset_config, presets, schema, state_capacity)
 from .view import UNIT, view
 
 __all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
@@ -67,7 +74,7 @@ DEFAULT_PRESET = "qwen3-8b"
 
 def compute(state: dict, with_exports: bool = True, changed: str | None = None) -> dict:
     """Estimate the configuration of a form state; errors name the field they concern."""
-    cfg, problems = merged_config(state)
+    cfg, problems, implied = merged(state)
     gpu, capacity, gpu_problems = state_capacity(state)
     problems += gpu_problems
     if not problems:
@@ -77,16 +84,16 @@ def compute(state: dict, with_exports: bool = True, changed: str | None = None) 
         except ConfigError as exc:
             problems = list(exc.problems)
         except (EstimatorError, ValueError) as exc:
-            return {**error_answer("config", None, str(exc)), "config": cfg}
+            return {**error_answer("config", None, str(exc)), "config": cfg, "implied": implied}
     if problems:
         return {**errors_answer(problems), "notes": advice.fixes(cfg, problems, changed), "config": cfg,
-                "hidden": hidden_fields(cfg)}
+                "hidden": hidden_fields(cfg), "implied": implied}
     from ..formats.gpus import fit
     fits = fit(est, capacity) if capacity else None
     return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
             "view": view(est, fits, gpu, capacity, cfg), "config": cfg,
             "exports": exports(cfg, state) if with_exports else None,
-            "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state)}
+            "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state), "implied": implied}
 
 
 def advise(state: dict) -> dict:
@@ -178,11 +185,14 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             if hub_id:                          # a catalog Hub id, e.g. meta-llama/Llama-3.1-70B
                 from ..formats.hf_catalog import get
                 hf = get(hub_id).config()
-            else:
+            else:                               # the readers' limits: size, depth, duplicate keys
+                too_large = text_problem(text, "import.hf", "the config.json")
+                if too_large:
+                    return errors_answer([too_large])
                 try:
-                    hf = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    return error_answer("import.hf", None, f"invalid JSON at line {exc.lineno}: {exc.msg}")
+                    hf = yamlio.load_json(text)
+                except yamlio.YamlError as exc:
+                    return error_answer("import.hf", None, f"invalid JSON: {exc}")
             if not isinstance(hf, dict):
                 return error_answer("import.hf", None, "a config.json holds a JSON object")
             cfg = {**current, "model": from_hf_config(hf)}
@@ -309,16 +319,25 @@ def _answer(req: dict) -> dict:
         return error_answer("preset", state.get("preset"), str(exc).strip("'\""))
 
 
+def _answer_text(request) -> dict:
+    """The answer to a request text: its size first (before anything is parsed), then its JSON and its shape."""
+    req = None                  # (not a text: refused as not a JSON object, below)
+    if isinstance(request, str):
+        too_large = text_problem(request, "request", "the request", MAX_REQUEST_CHARS)
+        if too_large:
+            return errors_answer([too_large])
+        try:
+            req = yamlio.load_json(request, limit=MAX_REQUEST_CHARS)
+        except yamlio.YamlError as exc:
+            return error_answer("request", None, f"invalid JSON: {exc}")
+    problem = request_problem(req)
+    return errors_answer([problem]) if problem else _answer(req)
+
+
 def handle(request: str) -> str:
     """Answer one JSON request (see the module docstring) with a strict-JSON response; never raises."""
     try:
-        try:
-            req = yamlio.load_json(request) if isinstance(request, str) else None
-        except yamlio.YamlError as exc:
-            res = error_answer("request", None, f"invalid JSON: {exc}")
-        else:
-            problem = request_problem(req)
-            res = errors_answer([problem]) if problem else _answer(req)
+        res = _answer_text(request)
         try:                    # almost always: no NaN or infinity in the answer, nothing to look for
             return json.dumps(res, separators=(",", ":"), allow_nan=False)
         except ValueError:

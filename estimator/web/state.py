@@ -11,17 +11,21 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..config.errors import EstimatorError, Problem, clip, show
+from ..config.fields import PatternError, parse_layer_pattern
+from ..config.load import implied_changes
 from ..config.schema import SECTIONS, field_specs, plain_copy
 from ..memory.report import GIB
 from .form import label
 
 __all__ = ["CUSTOM_GPU", "FIELD_SPECS", "UNSET", "default_gpu", "error_answer", "errors_answer", "flatten", "gpu_table",
-           "gpus", "merged_config", "parse_value", "preset_config", "preset_names", "presets", "schema",
+           "gpus", "merged", "merged_config", "parse_value", "preset_config", "preset_names", "presets", "schema",
            "state_capacity"]
 
 DEFAULT_GPU_HINTS = ("h100", "80")
 CUSTOM_GPU = "custom"
 FIELD_SPECS = {s.path: s for s in field_specs()}
+#: Unknown fields of a state reported one by one (the rest are left out: a request may hold thousands).
+MAX_UNKNOWN_FIELDS = 20
 class _Unset:
     """A field the user cleared: not changed, so the preset's value (or the default) applies."""
 
@@ -99,7 +103,9 @@ def default_gpu() -> str | None:
 
 
 def parse_value(path: str, raw):
-    """The configuration value of one form entry (strings as typed; JSON values pass through)."""
+    """The configuration value of one form entry (strings as typed; JSON values pass through). A text the field does
+    not take is returned as it is, for the loader to refuse with the message every surface gives (a layer pattern
+    is read by the loader's own parser, :func:`estimator.config.fields.parse_layer_pattern`)."""
     spec = FIELD_SPECS[path]
     if not isinstance(raw, str):
         return raw                          # a JSON value (an import or a layout), null included
@@ -117,18 +123,26 @@ def parse_value(path: str, raw):
         if t == "bool" and text.lower() in ("true", "false"):
             return text.lower() == "true"
         if t == "int_or_list":
-            if text.startswith("[") or "," in text:
-                return [int(x) for x in text.strip("[]").replace(",", " ").split()]
-            return int(text)
+            return parse_layer_pattern(text)
         if t == "str_list":
             return [x for x in text.strip("[]").replace(",", " ").split() if x]
-    except ValueError:
+    except (ValueError, PatternError):
         pass
     return text          # a string the loader rejects with a message naming the field
 
 
 def merged_config(state: dict) -> tuple[dict, list[Problem]]:
     """The configuration the form describes (preset + values), before validation, and unknown-field problems."""
+    cfg, problems, _ = merged(state)
+    return cfg, problems
+
+
+def merged(state: dict) -> tuple[dict, list[Problem], list[str]]:
+    """(configuration, unknown-field problems, notes) of a form state: the preset with the typed values written
+    over it and what they imply for the fields the user left alone, as the CLI's flags over a preset
+    (:func:`estimator.config.load.implied_changes`: a new recompute granularity drops the recompute fields that no
+    longer apply, TP 1 turns off an inherited sequence parallelism, a layout replaces the other splits), one note
+    each."""
     problems: list[Problem] = []
     name = state.get("preset") or None
     base: dict = {}
@@ -138,15 +152,18 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
         except EstimatorError as exc:
             problems.append(Problem("preset", name, str(exc).strip("'\"")))
     cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
+    given = set()
     for path, raw in (state.get("values") or {}).items():
         if path not in FIELD_SPECS:
-            problems.append(Problem(clip(path) or "state.values", raw, f"unknown field {show(path)}"))
+            if len(problems) < MAX_UNKNOWN_FIELDS:
+                problems.append(Problem(clip(path) or "state.values", raw, f"unknown field {show(path)}"))
             continue
         section, field = path.split(".", 1)
         value = parse_value(path, raw)
         if value is not UNSET:
             cfg[section][field] = value
-    return cfg, problems
+            given.add(path)
+    return cfg, problems, implied_changes(cfg, given)
 
 
 def errors_answer(problems) -> dict:

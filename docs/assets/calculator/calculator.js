@@ -430,6 +430,10 @@
         h("p", { class: "mme-summary" }, v.summary, " ", v.parameters, "."),
         R.verdict(v, this.boot.verdicts),
         h("p", { class: "mme-parallel" }, v.parallel),
+        // What the typed values changed in fields left alone (TP 1 turns off the preset's sequence parallelism, ...):
+        // the notes the CLI prints for the same flags (estimator.config.load.implied_changes).
+        h("p", { class: "mme-implied", role: "note", hidden: !(res.implied && res.implied.length) },
+          (res.implied || []).map((n) => h("span", {}, `note: ${n}`))),
         this.leversBox = h("div", { class: "mme-levers" }),
         table, this.chartBox, this.sweepPanel(),
         h("details", { class: "mme-assumptions" }, h("summary", {}, `Assumptions (${v.assumptions.length})`),

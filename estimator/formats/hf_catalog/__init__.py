@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import copy
 import difflib
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ...config import yamlio
 from ...config.errors import ConfigError, Problem
 
 __all__ = ["CatalogEntry", "closest", "entries", "get", "ids"]
@@ -67,7 +67,7 @@ class CatalogEntry:
 def _load() -> dict[str, CatalogEntry]:
     out: dict[str, CatalogEntry] = {}
     for path in sorted(DIRECTORY.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = yamlio.load_json(path.read_text(encoding="utf-8"))   # the readers' limits: size, depth, duplicates
         e = CatalogEntry(data["hf_id"], data["family"], data["source"], data.get("published_parameters"),
                          data["config"])
         out[e.hf_id.lower()] = e
