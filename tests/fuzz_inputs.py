@@ -34,11 +34,17 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SURFACES = ("cli", "api", "web")
-CPU_SECONDS = 10           # per case, in the worker (ITIMER_PROF)
+#: The ways in: the command line, the public Python API, the calculator's ``web.handle``, the configuration loader
+#: (files and text: YAML, JSON, encodings, duplicates, sizes), the Hugging Face importer (every key of every
+#: catalogued family's config perturbed), the Megatron-LM argument importer (patterns, huge and tiny numbers), and
+#: ``agree``: one configuration through the CLI, the API and ``web.handle``, which must give the same answer.
+SURFACES = ("cli", "api", "web", "loader", "hf", "megatron", "agree")
+CPU_SECONDS = 5            # per case, in the worker (ITIMER_PROF): more is a hang
 WALL_SECONDS = 60          # per case, seen from the parent (a stuck C call ignores the CPU timer)
-MEMORY_BYTES = 3 * 2 ** 29  # 1.5 GiB address space for the worker
-BAD_OUTCOMES = ("traceback", "internal", "hang", "crash", "bad-json", "invariant", "fuzzer-bug")
+RSS_BYTES = 2 ** 29        # the worker's peak resident memory after a case: more is a failure (512 MiB)
+MEMORY_BYTES = 3 * 2 ** 29  # 1.5 GiB address space for the worker (a runaway allocation fails fast)
+BAD_OUTCOMES = ("traceback", "internal", "hang", "crash", "bad-json", "invariant", "memory", "disagree",
+                "fuzzer-bug")
 
 # ------------------------------------------------------------------------------------------------ values
 
@@ -213,8 +219,8 @@ def cli_case(r: random.Random, tmp: Path) -> list[str]:
     """An argument list for ``estimator.cli.main`` (configuration files are written under ``tmp``)."""
     from estimator.cli.commands import build_parser
     from estimator.formats.presets import list_presets
-    command = r.choice(["estimate", "estimate", "estimate", "from-hf", "search", "megatron-args", "presets",
-                        "gpus"])
+    command = r.choice(["estimate", "estimate", "estimate", "from-hf", "search", "search", "megatron-args",
+                        "presets", "gpus", "catalog"])
     argv = [command]
     path = tmp / f"c{r.randrange(10 ** 9)}{r.choice(['.yaml', '.json', '.yml', ''])}"
     if command == "from-hf":
@@ -243,7 +249,15 @@ def cli_case(r: random.Random, tmp: Path) -> list[str]:
                                         "zzz", "hidden_size"]) + "=" + r.choice(TEXT + ["four", "1,2", "true"])]
         if r.random() < 0.1:
             argv.append(r.choice(["--all", "--min-gpus", "--max-mbs", "--max-seq-length", "--json", "--variants"]))
-    elif command in ("estimate", "from-hf", "megatron-args"):
+    if command == "estimate" and r.random() < 0.3:          # the output modes, each a flag family of its own
+        argv += r.choice([["--json"], ["--breakdown"], ["--breakdown", r.choice(["peak", "all", "0", "-1", "x"])],
+                          ["--formula", r.choice(["megatron-lm", "megatron-bridge", "estimator", "x"])],
+                          ["--suggest", "--gpu", "H100-80GB"], ["--format", r.choice(["yaml", "json", "x"])],
+                          ["--gpu", r.choice(["H100-80GB", "A100-40GB"] + TEXT)], ["--fail-if-oom", "--gpu", "H100-80GB"],
+                          ["--gpu-memory", r.choice(TEXT)]])
+    if command == "catalog" and r.random() < 0.5:
+        argv += r.choice([["--json"], ["--family", r.choice(TEXT + ["Llama", "Qwen3"])], ["--all"]])
+    if command in ("estimate", "from-hf", "megatron-args"):
         actions = [a for a in build_parser()._subparsers._group_actions[0].choices[command]._actions
                    if a.option_strings and a.dest != "help"]
         for _ in range(r.randint(0, 4)):
@@ -298,9 +312,15 @@ def api_call(r: random.Random):
         cap, head = hostile(r), (hostile(r) if r.random() < 0.5 else 0.0)
         return "fit", lambda: estimator.fit(est or estimator.estimate(_base(r)), cap, head)
     if k < 0.95:
-        value = hostile(r)
-        fn = r.choice([estimator.get_gpu, estimator.load_preset, estimator.load_config, estimator.count_parameters_of])
+        value = hostile(r) if r.random() < 0.7 else r.choice([mutate(r, _base(r)), as_text(r, mutate(r, _base(r)))])
+        fn = r.choice([estimator.get_gpu, estimator.load_preset, estimator.load_config, estimator.count_parameters_of,
+                       estimator.validate, estimator.preset_info, estimator.from_hf_config,
+                       estimator.parse_megatron_args, estimator.to_megatron_args, estimator.estimate,
+                       estimator.format_training_memory_estimate, estimator.estimate_training_memory])
         return fn.__name__, lambda: fn(value)
+    if k < 0.97:           # the functions that take no argument or keywords only
+        name = r.choice(["list_presets", "field_specs"])
+        return name, lambda: getattr(estimator, name)()
     cfg = mutate(r, _base(r))
     return "to_megatron_args", lambda: estimator.to_megatron_args(cfg)
 
@@ -312,7 +332,8 @@ def web_request(r: random.Random) -> str:
         return r.choice(["null", "5", "[1]", '"compute"', "{", "", "NaN", "[" * 100_000, '{"op": "compute"' + "}" * 3,
                          '{"op": "compute", "state": {"preset": "tiny", "values": {"model.num_layers": ' + "9" * 5000
                          + "}}}"])
-    op = r.choice(["compute", "compute", "compute", "import", "import", "search", "layout", "fly", None, 5])
+    op = r.choice(["compute", "compute", "compute", "import", "import", "search", "layout", "advice", "catalog",
+                   "timeline", "suggest", "sweep", "compare", "fly", None, 5])
     state = {"preset": r.choice(["tiny", "tiny", "llama-3-8b", "deepseek-v2-lite", None, "no-such", 5, ["tiny"]]),
              "gpu": r.choice(["H100-80GB", None, "nope", 80, ["H100-80GB"]]), "values": {}}
     paths = [s.path for s in _specs()]
@@ -335,9 +356,229 @@ def web_request(r: random.Random) -> str:
             req["text"] = hostile(r)
     elif op == "search":
         req["top"] = r.choice([None, 3, 10, 0, -1, "abc", 1.5, 10 ** 9])
+        if r.random() < 0.5:
+            req["options"] = {k: r.choice(TEXT + [None, 8, [8, 16], hostile(r)]) for k in
+                              r.sample(["num_gpus", "tp", "headroom", "ep", "zzz"], r.randint(0, 3))}
+    elif op == "sweep":
+        if r.random() < 0.4:
+            req["min_gpus"] = r.choice([True, False, "yes", 1, None])
+    elif op == "compare":
+        req["pins"] = r.choice([[state], [state, state], [], None, [state] * 20, [5], hostile(r)])
+    elif op == "compute" and r.random() < 0.3:
+        req["changed"] = r.choice(paths + ["zzz", 5, None])
+        req["exports"] = r.choice([True, False, "x"])
     elif op == "layout":
         req["config"] = mutate(r, _base(r)) if r.random() < 0.8 else hostile(r)
     return _dumps(req)
+
+
+# ------------------------------------------------------------------------------------------------ loader
+
+
+ENCODINGS = ("utf-8", "utf-8-sig", "utf-16", "utf-32", "latin-1", "cp1252")
+SIZES = (2 ** 20 + 1, 5 * 2 ** 20, 48 * 10 ** 6)
+
+
+def _duplicated(r: random.Random, cfg) -> tuple[str, bool]:
+    """Configuration text with a section or a field written twice (JSON or YAML); (text, duplicated)."""
+    from estimator.config import yamlio
+    if not isinstance(cfg, dict) or not cfg:
+        return as_text(r, cfg), False
+    sec = r.choice(sorted(cfg))
+    if r.random() < 0.5:                                           # JSON
+        body = json.dumps(cfg, default=str)[:-1]
+        if isinstance(cfg[sec], dict) and cfg[sec] and r.random() < 0.6:
+            name = r.choice(sorted(cfg[sec]))
+            inner = json.dumps(cfg[sec], default=str)[:-1] + f', "{name}": {json.dumps(hostile(r), default=str)}}}'
+            rest = {k: v for k, v in cfg.items() if k != sec}
+            return json.dumps(rest, default=str)[:-1] + (", " if rest else "") + f'"{sec}": {inner}}}', True
+        return body + f', "{sec}": {{}}}}', True
+    try:
+        text = yamlio.dump(cfg)
+    except (ValueError, TypeError, RecursionError):
+        return as_text(r, cfg), False
+    return text + f"{sec}: {{}}\n", True
+
+
+def _sized(r: random.Random, cfg) -> str:
+    """A configuration padded past the loader's size limit with a comment, blank lines or a long string."""
+    base = as_text(r, cfg)
+    n = r.choice(SIZES)
+    how = r.random()
+    if how < 0.4:
+        return base + "\n# " + "x" * n + "\n"
+    if how < 0.7:
+        return base + "\n" * n
+    return '{"model": {"num_layers": 2, "zzz": "' + "y" * n + '"}}'
+
+
+def loader_case(r: random.Random, tmp: Path) -> tuple[str, object, bool]:
+    """(how, argument of load_config, whether the text holds a duplicate key)."""
+    cfg = mutate(r, _base(r)) if r.random() < 0.6 else _base(r)
+    dup = False
+    k = r.random()
+    if k < 0.3:
+        text, dup = _duplicated(r, cfg)
+    elif k < 0.38:
+        text = _sized(r, cfg)
+    else:
+        text = as_text(r, cfg)
+    how = r.choice(["path", "path", "text", "dict"])
+    if how == "dict":
+        return how, cfg, False
+    if how == "text":
+        return how, text, dup
+    enc = r.choice(ENCODINGS) if r.random() < 0.4 else "utf-8"
+    data = text.encode(enc, errors="replace")
+    path = tmp / f"l{r.randrange(10 ** 9)}{r.choice(['.yaml', '.yml', '.json', '', '.txt'])}"
+    path.write_bytes(data)
+    return how, str(path), dup
+
+
+# ------------------------------------------------------------------------------------------------ Hugging Face
+
+
+def hf_configs() -> list[tuple[str, dict]]:
+    """Every ``config.json`` the project knows: the model catalog's and the reference copies beside the checkout."""
+    out = []
+    for path in sorted((ROOT / "estimator" / "formats" / "hf_catalog").glob("*.json")):
+        out.append((path.stem, json.loads(path.read_text(encoding="utf-8"))["config"]))
+    for path in sorted((ROOT.parent / "shared" / "reference" / "hf-configs").glob("*.json")):
+        out.append((f"reference/{path.stem}", json.loads(path.read_text(encoding="utf-8"))))
+    return out
+
+
+def _paths(data: dict, prefix: tuple = ()) -> list[tuple]:
+    """Key paths of a config: top-level keys and one level into nested objects (rope_scaling, text_config, ...)."""
+    out = []
+    for k, v in data.items():
+        out.append(prefix + (k,))
+        if isinstance(v, dict) and len(prefix) < 2:
+            out += _paths(v, prefix + (k,))
+    return out
+
+
+def hf_case(r: random.Random, index: int):
+    """(name, [(key path, config)]): one catalogued config with each of its keys, in turn, given a hostile value or
+    removed, so that a run over as many cases as there are configs perturbs every key of every family."""
+    configs = hf_configs()
+    name, base = configs[index % len(configs)]
+    variants = []
+    for path in _paths(base):
+        data = copy.deepcopy(base)
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        if r.random() < 0.15:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = hostile(r)
+        variants.append(("/".join(map(str, path)), data))
+    return name, variants
+
+
+# ------------------------------------------------------------------------------------------------ Megatron-LM
+
+
+PATTERN_FLAGS = ("--moe-layer-freq", "--linear-attention-freq", "--hybrid-override-pattern")
+PATTERNS = ["[1]*27", "([0]*1+[1]*26)", "([0]*3+[1]*29)", "[0,1]*16", "2", "0", "[1]*(2**62)", "[1]*10**9",
+            "(" * 5000 + "[1]" + ")" * 5000, "+".join(["[0]"] * 3000), "[" * 3000 + "]" * 3000, "[1]*-1",
+            "__import__('os').getcwd()", "[0]*1e3", "1" * 5000, "M-M-M*-" * 4, "M" * 100_000, "[1.5]*4", "[]", ""]
+
+
+def megatron_case(r: random.Random):
+    """(argument text or tokens, world size): a preset's launch arguments with patterns, huge and tiny numbers."""
+    from estimator import to_megatron_args
+    args = list(to_megatron_args(_base(r))) if r.random() < 0.8 else []
+    numeric = [s.flag for s in _specs() if s.flag and s.type in ("int", "float")]
+    for _ in range(r.randint(1, 4)):
+        k = r.random()
+        if k < 0.35:
+            args += [r.choice(PATTERN_FLAGS), r.choice(PATTERNS)]
+        elif k < 0.8:
+            args += [r.choice(numeric), r.choice(["1" + "0" * 400, "1e-400", "1e400", "-1", "0", "-0", "0.5",
+                                                  "9" * 4300, "2", "3", "65536", str(2 ** 63), "nan", "inf"])]
+        else:
+            args += [r.choice(MEGATRON_FLAGS), r.choice(TEXT)]
+    if r.random() < 0.3:
+        args.append("--swiglu")
+    world = r.choice([None, 1, 8, 64, 1024])
+    if r.random() < 0.5:
+        return args, world
+    return " ".join(a if a and " " not in a else repr(a) for a in args), world
+
+
+# ------------------------------------------------------------------------------------------------ agreement
+
+
+def _api_answer(path: str):
+    """("ok", (peak allocated, peak device)) or ("error", sorted fields) from the Python API."""
+    import estimator
+    from estimator.config.errors import ConfigError
+    try:
+        est = estimator.estimate(path)
+    except ConfigError as exc:
+        return "error", sorted({p.field for p in exc.problems})
+    except estimator.EstimatorError:
+        return "error", ["<not modelled>"]
+    return "ok", (est.peak.allocated_bytes, est.peak.device_bytes)
+
+
+def _cli_answer(path: str):
+    from estimator.cli.commands import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["estimate", path, "--json"])
+        except SystemExit as exc:
+            code = exc.code
+    if code == 0:
+        peak = json.loads(out.getvalue())["peak"]
+        return "ok", (peak["allocated_bytes"], peak["device_bytes"])
+    return ("error" if code == 2 else f"exit {code}"), err.getvalue()[-300:]
+
+
+def _web_answer(text: str):
+    from estimator import web
+    imp = json.loads(web.handle(json.dumps({"op": "import", "kind": "yaml", "text": text,
+                                            "state": {"preset": None, "values": {}, "gpu": None}})))
+    if "errors" in imp:
+        return "error", ["<import>"]
+    res = json.loads(web.handle(json.dumps({"op": "compute", "state": imp["state"], "exports": False})))
+    if "errors" in res:
+        fields = sorted({e["field"] for e in res["errors"]})
+        return "error", ["<not modelled>"] if fields == ["config"] else fields
+    peak = res["estimate"]["peak"]
+    return "ok", (peak["allocated_bytes"], peak["device_bytes"])
+
+
+def agree_case(r: random.Random, tmp: Path) -> tuple[str, str]:
+    """One configuration, valid or not, through the three surfaces: the same verdict, the same numbers."""
+    from estimator.config import yamlio
+    cfg = _base(r)
+    k = r.random()
+    if k < 0.4:
+        _layout(r, cfg)
+    elif k < 0.8:
+        for _ in range(r.randint(1, 2)):
+            spec = r.choice(_specs())
+            if isinstance(cfg.get(spec.section), dict):
+                cfg[spec.section][spec.name] = r.choice([spec.default, 1, 2, 8, 0, -1, True, "abc", None, 1.5,
+                                                         *(spec.choices or ())])
+    try:
+        text = yamlio.dump(cfg)
+    except (ValueError, TypeError):
+        text = json.dumps(cfg, default=str)
+    path = tmp / f"a{r.randrange(10 ** 9)}.yaml"
+    path.write_text(text, encoding="utf-8")
+    api, cli, web = _api_answer(str(path)), _cli_answer(str(path)), _web_answer(text)
+    if api[0] != cli[0] or api[0] != web[0]:
+        return "disagree", f"{text[:400]}\napi {api!r:.300}\ncli {cli!r:.300}\nweb {web!r:.300}"
+    if api[0] == "ok" and not api[1] == cli[1] == web[1]:
+        return "disagree", f"{text[:400]}\nnumbers: api {api[1]}, cli {cli[1]}, web {web[1]}"
+    if api[0] == "error" and "<import>" not in web[1] and api[1] != web[1]:
+        return "disagree", f"{text[:400]}\nfields: api {api[1]}, web {web[1]}"
+    return ("ok" if api[0] == "ok" else "clear"), ""
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -411,6 +652,14 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
             if why:
                 return "invariant", f"{name}: {why}"
         return "ok", ""
+    if surface == "loader":
+        return _loader(r, tmp)
+    if surface == "hf":
+        return _hf(r, index)
+    if surface == "megatron":
+        return _megatron(r)
+    if surface == "agree":
+        return agree_case(r, tmp)
     from estimator import web
     request = web_request(r)
     try:
@@ -430,6 +679,53 @@ def run_case(surface: str, seed: int, index: int, tmp: Path) -> tuple[str, str]:
         where = "estimator/formats/megatron_args.py importer: " if '"kind": "megatron"' in request else ""
         return "internal", f"{where}{request[:300]}: {json.dumps(errors)[:1500]}"
     return "clear", json.dumps(errors)[:300]
+
+
+def _loader(r: random.Random, tmp: Path) -> tuple[str, str]:
+    import estimator
+    how, arg, dup = loader_case(r, tmp)
+    try:
+        estimator.load_config(arg)
+    except Exception as exc:
+        why = _clear_error(exc)
+        return ("clear", str(exc)[:300]) if why is None else ("traceback", f"load_config({how}): {why}: "
+                                                                         f"{traceback.format_exc()[-3000:]}")
+    if dup:
+        return "invariant", f"load_config({how}) took a duplicated key: {str(arg)[:300]}"
+    return "ok", ""
+
+
+def _hf(r: random.Random, index: int) -> tuple[str, str]:
+    """Every key of one config perturbed in turn: each import gives a model section or the clear error."""
+    import estimator
+    name, variants = hf_case(r, index)
+    accepted = 0
+    for key, data in variants:
+        try:
+            estimator.from_hf_config(data)
+        except Exception as exc:
+            why = _clear_error(exc)
+            if why is not None:
+                return "traceback", f"{name}: config.json:{key}: {why}: {traceback.format_exc()[-2000:]}"
+        else:
+            accepted += 1
+    return ("ok" if accepted else "clear"), f"{name}: {len(variants)} keys perturbed, {accepted} imports accepted"
+
+
+def _megatron(r: random.Random) -> tuple[str, str]:
+    import estimator
+    from estimator.formats.megatron_args import read_megatron_args
+    args, world = megatron_case(r)
+    try:
+        imp = read_megatron_args(args, world_size=world)
+        est = estimator.estimate(imp.config)
+    except Exception as exc:
+        why = _clear_error(exc)
+        if why is None:
+            return "clear", str(exc)[:300]
+        return "traceback", f"estimator/formats/megatron_args.py: {str(args)[:300]}: {why}: {traceback.format_exc()[-2500:]}"
+    why = _check_estimate(est)
+    return ("invariant", f"{str(args)[:300]}: {why}") if why else ("ok", "")
 
 
 # ------------------------------------------------------------------------------------------------ processes
@@ -454,6 +750,7 @@ def worker() -> None:
 
 
 def _serve(tmp: Path) -> None:
+    import resource
     real_out = sys.stdout
     for line in sys.stdin:
         surface, seed, index = line.split()
@@ -468,8 +765,13 @@ def _serve(tmp: Path) -> None:
             outcome, detail = "fuzzer-bug", traceback.format_exc()[-2000:]
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
-        real_out.write(json.dumps({"outcome": outcome, "detail": detail}) + "\n")
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024       # Linux: KiB
+        if rss > RSS_BYTES and outcome not in BAD_OUTCOMES:
+            outcome, detail = "memory", f"the worker's peak resident memory reached {rss / 2 ** 20:.0f} MiB"
+        real_out.write(json.dumps({"outcome": outcome, "detail": detail, "rss": rss}) + "\n")
         real_out.flush()
+        if rss > RSS_BYTES:
+            return              # the peak stays: the next case gets a fresh worker
 
 
 class Runner:
@@ -496,6 +798,8 @@ class Runner:
             self.close()
             return ("hang", f"no answer within {WALL_SECONDS} s") if hung else ("crash", "the worker died")
         res = json.loads(line)
+        if res.get("rss", 0) > RSS_BYTES:
+            self.close()                # the worker ended itself: its peak memory would mask the next cases
         return res["outcome"], res["detail"]
 
     def close(self):
