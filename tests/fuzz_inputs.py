@@ -386,12 +386,12 @@ def _duplicated(r: random.Random, cfg) -> tuple[str, bool]:
         return as_text(r, cfg), False
     sec = r.choice(sorted(cfg))
     if r.random() < 0.5:                                           # JSON
-        body = json.dumps(cfg, default=str)[:-1]
+        body = _dumps(cfg)[:-1]
         if isinstance(cfg[sec], dict) and cfg[sec] and r.random() < 0.6:
             name = r.choice(sorted(cfg[sec]))
-            inner = json.dumps(cfg[sec], default=str)[:-1] + f', "{name}": {json.dumps(hostile(r), default=str)}}}'
+            inner = _dumps(cfg[sec])[:-1] + f', "{name}": {_dumps(hostile(r))}}}'
             rest = {k: v for k, v in cfg.items() if k != sec}
-            return json.dumps(rest, default=str)[:-1] + (", " if rest else "") + f'"{sec}": {inner}}}', True
+            return _dumps(rest)[:-1] + (", " if rest else "") + f'"{sec}": {inner}}}', True
         return body + f', "{sec}": {{}}}}', True
     try:
         text = yamlio.dump(cfg)

@@ -12,7 +12,7 @@ clear error the project promises (a field, what is wrong); a traceback, an inter
 more than 512 MiB of memory, a crash, non-strict JSON or a disagreement between surfaces fails it. The ids name
 ``surface-index``: ``python tests/fuzz_inputs.py --surface SURFACE --cases N --seed S`` reproduces them.
 
-``MME_FUZZ_CASES`` (cases per surface, default 100) and ``MME_FUZZ_SEED`` (default 15) widen the net.
+``MME_FUZZ_CASES`` (cases per surface, default 200) and ``MME_FUZZ_SEED`` (default 15) widen the net.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests import fuzz_inputs as fuzz
 
 pytestmark = pytest.mark.subprocess
 
-CASES = int(os.environ.get("MME_FUZZ_CASES", "100"))
+CASES = int(os.environ.get("MME_FUZZ_CASES", "200"))
 SEED = int(os.environ.get("MME_FUZZ_SEED", "15"))
 
 

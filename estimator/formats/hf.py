@@ -367,8 +367,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
-                raise UnsupportedError(f"config.json:{key} = {hf[key]!r} for qwen3_moe: Hugging Face's Qwen3-MoE "
-                                       f"ignores the key and builds the model as if it were {means!r}, so the "
+                raise UnsupportedError(f"config.json:{key} = {show(hf[key])} for qwen3_moe: Hugging Face's Qwen3-MoE "
+                                       f"ignores the key and builds the model as if it were {show(means)}, so the "
                                        "checkpoint and this config.json disagree")
     if strict:
         unknown = sorted(show(k) if not isinstance(k, str) or len(k) > 64 else k for k in hf
@@ -431,7 +431,7 @@ def _gqa(r: _Reader, m: dict) -> None:
     if mt in ("qwen2", "qwen2_moe", "mimo"):
         if mlp_bias or hf.get("attention_bias") is False:
             raise UnsupportedError(f"{mt} always has biases on q, k and v only; this config.json sets "
-                                   f"attention_bias={hf.get('attention_bias')!r}, mlp_bias={mlp_bias!r}, which "
+                                   f"attention_bias={show(hf.get('attention_bias'))}, mlp_bias={show(mlp_bias)}, which "
                                    "does not describe that model")
         m["add_qkv_bias"] = True
     elif att_bias and mlp_bias and mt == "llama":
@@ -673,7 +673,7 @@ def _gpt_oss(r: _Reader, m: dict) -> None:
                                "mapping")
     _refuse_true(r, "mlp_bias", why="gpt-oss's experts always have biases; the key has no meaning here")
     if r.name("hidden_act", "silu", ("silu",)) != "silu":
-        raise UnsupportedError(f"config.json:hidden_act {hf.get('hidden_act')!r} for gpt_oss: only its "
+        raise UnsupportedError(f"config.json:hidden_act {show(hf.get('hidden_act'))} for gpt_oss: only its "
                                "quick-GeGLU experts (hidden_act silu) are mapped")
     m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
     head_dim = r.int("head_dim", required=False)
@@ -741,7 +741,7 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
     from ..config.hybrid_pattern import parse, pattern_problems
     bad = pattern_problems(pattern)
     if bad:
-        raise UnsupportedError(f"config.json:hybrid_override_pattern {pattern!r}: {'; '.join(bad)}")
+        raise UnsupportedError(f"config.json:hybrid_override_pattern {show(pattern)}: {'; '.join(bad)}")
     if len(parse(pattern).layers) != m["num_layers"]:
         raise ConfigError(Problem("config.json:num_hidden_layers", m["num_layers"], "must equal the length of "
                                   f"hybrid_override_pattern ({len(parse(pattern).layers)})"))
@@ -758,10 +758,10 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
         raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for nemotron_h: Megatron-Core's "
                                "MambaMixer fixes the convolution width at 4")
     if r.name("mamba_hidden_act", "silu", ("silu", "swish")) not in ("silu", "swish"):
-        raise UnsupportedError(f"config.json:mamba_hidden_act {hf.get('mamba_hidden_act')!r}: MambaMixer uses silu")
+        raise UnsupportedError(f"config.json:mamba_hidden_act {show(hf.get('mamba_hidden_act'))}: MambaMixer uses silu")
     act = r.name("mlp_hidden_act", "relu2", tuple(_RELU2))
     if act not in _RELU2:
-        raise UnsupportedError(f"config.json:mlp_hidden_act {act!r} for nemotron_h: only relu2 (squared ReLU) is "
+        raise UnsupportedError(f"config.json:mlp_hidden_act {show(act)} for nemotron_h: only relu2 (squared ReLU) is "
                                "mapped")
     m["activation_func"], m["gated_linear_unit"] = _RELU2[act]
     m["num_query_groups"] = r.int("num_key_value_heads", a)
@@ -809,7 +809,7 @@ def _gemma(r: _Reader, m: dict) -> None:
     geglu = tuple(a for a, g in _GATED_ACT.items() if g == "geglu")
     act = r.name("hidden_activation", None, geglu) or r.name("hidden_act", None, geglu) or "gelu_pytorch_tanh"
     if act not in _GATED_ACT or _GATED_ACT[act] != "geglu":
-        raise UnsupportedError(f"config.json:hidden_activation {act!r} for {r.mt}: Gemma's MLP is GeGLU "
+        raise UnsupportedError(f"config.json:hidden_activation {show(act)} for {r.mt}: Gemma's MLP is GeGLU "
                                "(gelu_pytorch_tanh)")
     m["activation_func"], m["gated_linear_unit"] = "geglu", True
     m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)

@@ -240,7 +240,7 @@ def _convert(spec, flag: str, values: list[str]):
     allowed = _ARGPARSE_CHOICES.get(flag)
     if allowed and v not in allowed:
         raise ConfigError(Problem(flag, v, f"{flag} must be one of {', '.join(allowed)} (Megatron-LM's arguments.py), "
-                                  f"got {v!r}"))
+                                  f"got {show(v)}"))
     try:
         if spec.type == "int":
             return int(v)
@@ -329,10 +329,10 @@ def _load_balancing(raw: dict, m: dict, notes: list) -> None:
         try:
             coeffs.append(float(v))
         except ValueError:
-            raise ConfigError(Problem(flag_c, v, f"{flag_c} needs a number, got {v!r}")) from None
+            raise ConfigError(Problem(flag_c, v, f"{flag_c} needs a number, got {show(v)}")) from None
     for t in types:
         if t not in _BALANCING:
-            raise ConfigError(Problem(flag_t, t, f"{flag_t} must be one of {', '.join(_BALANCING)}, got {t!r}"))
+            raise ConfigError(Problem(flag_t, t, f"{flag_t} must be one of {', '.join(_BALANCING)}, got {show(t)}"))
     if "quantile_balancing" in types:
         raise RefusedFlagsError([(f"{flag_t} {' '.join(types)}", "the quantile-balancing router is not modelled")])
     if len(types) == 1:
@@ -373,7 +373,7 @@ def _int(flag: str, values: list[str]) -> int:
     try:
         return int(v)
     except ValueError:
-        raise ConfigError(Problem(flag, v, f"{flag} needs an integer, got {v!r}")) from None
+        raise ConfigError(Problem(flag, v, f"{flag} needs an integer, got {show(v)}")) from None
 
 
 def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -> MegatronImport:
@@ -393,7 +393,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
         raise wrong_type("read_megatron_args", "read_file", "a function path -> text or None", read_file)
     pairs, stray = _split(_tokens(args))
     if stray:
-        raise ConfigError([Problem("megatron_args", t, f"{t!r} is not a flag (and follows no flag that takes a "
+        raise ConfigError([Problem("megatron_args", t, f"{show(t)} is not a flag (and follows no flag that takes a "
                                    "value)") for t in stray])
     unknown = [_unknown(flag) for flag, _ in pairs if flag not in _DEST]
     if unknown:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..config.errors import ConfigError, Problem
+from ..config.errors import ConfigError, Problem, show
 
 __all__ = ["AllocatorConfig", "CachingAllocator", "OutOfMemory", "parse_alloc_conf", "round_size"]
 
@@ -95,16 +95,16 @@ def parse_alloc_conf(text: str | None) -> AllocatorConfig:
         key, sep, value = item.strip().partition(":")
         key, value = key.strip(), value.strip()
         if not sep or not key:
-            raise _bad(text, f"{item.strip()!r} is not a key:value pair")
+            raise _bad(text, f"{show(item.strip())} is not a key:value pair")
         if key == "expandable_segments":
             if value not in ("True", "False"):
-                raise _bad(text, f"expandable_segments takes True or False, got {value!r}")
+                raise _bad(text, f"expandable_segments takes True or False, got {show(value)}")
             out["expandable_segments"] = value == "True"
         elif key in ("max_split_size_mb", "max_non_split_rounding_mb"):
             try:
                 mb = int(value)
             except ValueError:
-                raise _bad(text, f"{key} takes a whole number of MiB, got {value!r}") from None
+                raise _bad(text, f"{key} takes a whole number of MiB, got {show(value)}") from None
             if key == "max_split_size_mb" and mb <= LARGE_BUFFER // MIB:
                 raise _bad(text, f"max_split_size_mb must be > {LARGE_BUFFER // MIB} (PyTorch's rule), got {mb}")
             if mb < 0 or mb > 2 ** 40:
@@ -118,16 +118,16 @@ def parse_alloc_conf(text: str | None) -> AllocatorConfig:
             except ValueError:
                 x = -1.0
             if not 0.0 < x < 1.0:
-                raise _bad(text, f"garbage_collection_threshold must be between 0.0 and 1.0 (exclusive), got {value!r}")
+                raise _bad(text, f"garbage_collection_threshold must be between 0.0 and 1.0 (exclusive), got {show(value)}")
             out["garbage_collection_threshold"] = x
         elif key in ("backend", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
                      "pinned_num_register_threads", "pinned_use_background_threads", "pinned_reserve_segment_size_mb",
                      "expandable_segments_handle_type", "graph_capture_record_stream_reuse"):
             if key == "backend" and value != "native":
-                raise _bad(text, f"backend {value!r} is not modelled (cudaMallocAsync reserves memory its own way); "
+                raise _bad(text, f"backend {show(value)} is not modelled (cudaMallocAsync reserves memory its own way); "
                            "use backend:native")
         else:
-            raise _bad(text, f"unknown key {key!r}; known: expandable_segments, max_split_size_mb, "
+            raise _bad(text, f"unknown key {show(key)}; known: expandable_segments, max_split_size_mb, "
                        "max_non_split_rounding_mb, roundup_power2_divisions, garbage_collection_threshold")
     return AllocatorConfig(**out)
 
@@ -138,20 +138,20 @@ def _divisions(text: str, value: str) -> tuple:
         try:
             n = int(v)
         except ValueError:
-            raise _bad(text, f"roundup_power2_divisions takes whole numbers, got {v!r}") from None
+            raise _bad(text, f"roundup_power2_divisions takes whole numbers, got {show(v)}") from None
         if n != 0 and (n < 1 or n & (n - 1) or n > 2 ** 16):
             raise _bad(text, f"roundup_power2_divisions must be 0 or a power of two up to 65,536, got {n}")
         return n
     if not value.startswith("["):
         return (count(value),) * _INTERVALS
     if not value.endswith("]"):
-        raise _bad(text, f"roundup_power2_divisions: unclosed list {value!r}")
+        raise _bad(text, f"roundup_power2_divisions: unclosed list {show(value)}")
     out = [0] * _INTERVALS
     last = 0
     for part in filter(None, (p.strip() for p in value[1:-1].split(","))):
         size, sep, n = part.partition(":")
         if not sep:
-            raise _bad(text, f"roundup_power2_divisions: {part!r} is not size:divisions")
+            raise _bad(text, f"roundup_power2_divisions: {show(part)} is not size:divisions")
         if size.strip() == ">":
             for i in range(last, _INTERVALS):
                 out[i] = count(n)
@@ -159,7 +159,7 @@ def _divisions(text: str, value: str) -> tuple:
         try:
             mb = int(size)
         except ValueError:
-            raise _bad(text, f"roundup_power2_divisions: size {size!r} is not a whole number of MiB") from None
+            raise _bad(text, f"roundup_power2_divisions: size {show(size)} is not a whole number of MiB") from None
         if mb < 1 or mb & (mb - 1):
             raise _bad(text, f"roundup_power2_divisions: size {mb} MiB is not a power of two")
         index = min(mb.bit_length() - 1, _INTERVALS - 1)
