@@ -35,6 +35,9 @@ __all__ = ["Chunk", "LayoutError", "StagePlan", "expand_layout", "layout_problem
 
 #: Longest layout (characters after expanding repetitions) accepted; DeepSeek-V3's is 95.
 MAX_LAYOUT = 100_000
+#: Most chunks a layout may have (pipeline stages x virtual stages: PP 1,024 x VPP 16); empty chunks count. Each chunk
+#: is estimated and reported, so a 100,000-chunk layout took 2.7 s and a 10 MB calculator answer.
+MAX_CHUNKS = 16_384
 
 _GROUP = re.compile(r"\(([^)]+)\)\*(\d+)")   # (...)*n, no nesting
 _REPEAT = re.compile(r"(.)\*(\d+)")           # x*n, one character
@@ -199,6 +202,9 @@ def _layout_string_problems(layout: str, p: int, vv, L: int, mtp: int) -> list:
     except LayoutError as exc:
         return [(name, layout, str(exc))]
     n = len(chunks)
+    if n > MAX_CHUNKS:
+        return [(name, layout, f"has {n:,} chunks ('|'-separated); at most {MAX_CHUNKS:,} (pipeline stages x virtual "
+                 "stages, e.g. 1,024 x 16) are estimated")]
     if n % p:
         return [(name, layout, f"has {n} chunks ('|'-separated), not a multiple of pipeline_model_parallel_size "
                  f"({p})")]
