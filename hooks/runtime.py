@@ -337,8 +337,13 @@ def make_snapshot(files: dict, wheel: bytes, lock: str, cache_dir: Path, *, env=
             (index / name).write_bytes(data)
         (Path(tmp) / "estimator.whl").write_bytes(wheel)
         out = Path(tmp) / "snapshot.bin"
-        run_env = {**os.environ, "MME_INDEX": f"{index}/", "MME_LOCK": lock, "MME_WHEEL": str(Path(tmp) / "estimator.whl"),
-                   "MME_INSTALL": INSTALL_PY, "MME_WARM": WARM_PY, "MME_OUT": str(out)}
+        # The snapshot is Python's whole memory, so what Python reads of its environment while it is made must not
+        # depend on the machine: Emscripten's tzset takes the time zone from Node's Date (TZ), and the locale
+        # reaches it through LANG / LC_*. Both are fixed (UTC, C) so that a build in Tokyo gives the same bytes.
+        run_env = {**{k: v for k, v in os.environ.items() if not k.startswith("LC_")}, "TZ": "UTC", "LANG": "C",
+                   "LC_ALL": "C", "MME_INDEX": f"{index}/", "MME_LOCK": lock,
+                   "MME_WHEEL": str(Path(tmp) / "estimator.whl"), "MME_INSTALL": INSTALL_PY, "MME_WARM": WARM_PY,
+                   "MME_OUT": str(out)}
         try:
             proc = subprocess.run([node, "--input-type=module", "-e", _SNAPSHOT_JS], env=run_env, cwd=tmp,
                                   capture_output=True, text=True, timeout=300)
