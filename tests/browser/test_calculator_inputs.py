@@ -60,3 +60,26 @@ def test_a_megatron_pattern_expression_in_the_form(page, site_url):
     assert settle(page, n) == "done"
     assert shown(page)["stages"] == before["stages"]
     assert page.is_hidden(".mme-implied")
+
+
+def test_an_unknown_preset_chosen_over_changes_is_an_error_not_a_crash(page, site_url):
+    """Issue 31: an injection run logged "Cannot read properties of undefined (reading 'title')": the model picker,
+    with changes pending, looked the new preset's title up without checking it exists. An option added by a script
+    (a hostile name) must give the page's own question and then Python's error naming the preset, with no page
+    error."""
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+    n = events(page)
+    fill(page, "training.micro_batch_size", "2")
+    assert settle(page, n) == "done"
+    hostile = "<img src=x onerror=alert(1)>"
+    page.evaluate("""(name) => { const s = document.getElementById('mme-preset');
+        s.append(new Option(name, name)); s.value = name; s.dispatchEvent(new Event('change')); }""", hostile)
+    page.wait_for_selector(".mme-confirm:not([hidden])", timeout=10_000)
+    assert f"Switch to {hostile}?" in page.inner_text(".mme-confirm")
+    n = events(page)
+    page.get_by_role("button", name=f"Switch to {hostile}").click()
+    assert settle(page, n) == "error"
+    assert "preset" in page.inner_text(".mme-results").lower()
+    assert errors == [] and page.locator("img[src=x]").count() == 0

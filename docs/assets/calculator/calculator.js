@@ -278,7 +278,8 @@
                                gpu_gib: this.state.gpu_gib }, "push", "preset");
       }
       this.preset.value = this.state.preset || "";           // nothing is dropped until the user says so
-      const title = this.presets.get(name).title;
+      // (an unknown name, e.g. an option a script added, is named as it is; Python refuses it with the closest ones)
+      const title = (this.presets.get(name) || { title: name }).title;
       const edits = Object.keys(this.state.values).map((p) => (this.specs.get(p) || { label: p }).label);
       this.confirm.replaceChildren(
         h("p", {}, `Switch to ${title}? Your ${n} change${n > 1 ? "s" : ""} (${edits.join(", ")}) will be dropped; ` +
