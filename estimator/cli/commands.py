@@ -349,6 +349,15 @@ def _suggestions(ns, cfg, verdicts):
                    num_microbatches=ns.num_microbatches)
 
 
+def _overload(ns, cfg, est, verdicts):
+    """With a GPU, for an MoE model: the largest routing overload factor that still fits (estimator.plan.headroom)."""
+    if verdicts is None or not cfg.model.num_experts:
+        return None
+    from ..plan.headroom import overload_headroom
+    return overload_headroom(cfg, verdicts[0].capacity_bytes, ns.headroom / 100.0, estimate=est,
+                             num_microbatches=ns.num_microbatches)
+
+
 def cmd_estimate(ns) -> int:
     from ..memory.assemble import estimate
     cfg, label = _config(ns)
@@ -365,11 +374,13 @@ def cmd_estimate(ns) -> int:
     est = estimate(cfg, num_microbatches=ns.num_microbatches)
     verdicts, gpu_label = _verdicts(ns, est)
     fixes = _suggestions(ns, cfg, verdicts)
+    overload = _overload(ns, cfg, est, verdicts)
     if fmt == "json":
         d = est.to_dict()
         if verdicts is not None:
             d["fit"] = {"gpu": gpu_label, "stages": [v.to_dict() for v in verdicts],
-                        "fits": all(v.fits for v in verdicts)}
+                        "fits": all(v.fits for v in verdicts),
+                        "moe_overload_headroom": overload.to_dict() if overload else None}
         if ns.breakdown:
             from ..memory.breakdown import breakdown
             d["breakdown"] = breakdown(est)
@@ -378,6 +389,10 @@ def cmd_estimate(ns) -> int:
         print(json.dumps(d, indent=2))
     else:
         print(render_table(est, label, verdicts, gpu_label))
+        if overload is not None:
+            from ..plan.headroom import describe
+            answer, evidence = describe(overload)
+            print(f"{answer}\n  {evidence}")
         if ns.breakdown:
             from ..memory.breakdown import format_breakdown
             print("\n" + format_breakdown(est))

@@ -3,7 +3,8 @@
 A field left ``None`` means "derive it" (:mod:`estimator.model.resolve` applies every default in one step); a few
 of those derived values are already needed by the rules that validate a configuration
 (:mod:`estimator.config.rules`): the MLP width, the virtual pipeline stages a layout string implies, the layout a
-hybrid pattern stands for, and the dtypes of Megatron-FSDP's gradient buffers. They live here, below both.
+hybrid pattern stands for, the dtypes of Megatron-FSDP's gradient buffers and the largest MoE overload factor a
+layout allows. They live here, below both.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from . import hybrid_pattern
 from .pipeline_layout import LayoutError, expand_layout
 
-__all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages", "virtual_stages"]
+__all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages",
+           "max_overload_factor", "virtual_stages"]
 
 
 def default_ffn_hidden_size(m) -> int:
@@ -61,3 +63,30 @@ def grad_comm_dtype(pr) -> str:
     """The dtype gradients are reduced in (``MixedPrecisionPolicy.grad_comm_dtype``; auto: the buffer's)."""
     c = pr.megatron_fsdp_grad_comm_dtype
     return grad_dtype(pr) if c == "auto" else c
+
+
+def max_overload_factor(m, par) -> float:
+    """The largest ``training.moe_overload_factor`` a layout allows: the busiest expert-parallel rank's routed rows
+    over their balanced share, at most (for an MoE model that passed the field checks)::
+
+        dropless       ep x min(k, E / ep) / k      every token of the expert-parallel group sends its rows to
+                                                    the one rank, at most min(k, E / ep) each (top-k picks k
+                                                    distinct experts, the rank holds E / ep of them)
+        token dropping min(that, max(1, c))         each rank's router keeps at most c x its balanced share per
+                                                    expert (moe_expert_capacity_factor c)
+
+    Balanced, the rank receives T k rows of the ep T tokens of its group (T per rank); at most ep T min(k, E/ep).
+    With one expert-parallel rank it is exactly 1. Expert tensor parallelism gathers the same ratio over its ranks.
+    Group-limited routing (moe_router_group_topk) lowers it only where a rank holds more experts than the selected
+    groups, which the top-k already caps (k <= selected groups x group size). Megatron-LM @ d98e8a64 :
+    megatron/core/transformer/moe/moe_utils.py ``get_capacity`` and ``apply_router_token_dropping`` (the
+    capacity of an expert over the local tokens, ``ceil(tokens x k / E x c)``), token_dispatcher.py
+    ``MoEAlltoAllTokenDispatcher.preprocess`` (the rows each rank receives: the sum of its local experts' counts
+    over the group)."""
+    E, ep = m.num_experts, par.expert_model_parallel_size
+    k = m.moe_router_topk or 2
+    bound = ep * min(k, E // ep) / k
+    c = m.moe_expert_capacity_factor
+    if c is not None:
+        bound = min(bound, max(1.0, c))
+    return bound

@@ -293,7 +293,7 @@ def coerce(spec: FieldSpec, value, problems: list[Problem]):
             return None
         return tuple(value)
     if spec.min is not None and value < spec.min:
-        rule = "must be positive" if spec.min == 1 else f"must be >= {_limit(spec.min)}"
+        rule = "must be positive" if spec.min == 1 and spec.type != "float" else f"must be >= {_limit(spec.min)}"
         problems.append(Problem(path, value, f"{rule}, got {show(value)}"))
         return None
     if spec.max is not None and value > spec.max:

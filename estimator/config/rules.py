@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import hybrid_pattern, tp_overlap
-from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, virtual_stages
+from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, virtual_stages
 from .errors import Problem, UnsupportedError, wrong_type
 from .feature_rules import feature_problems
 from .fields import field_problems
@@ -22,7 +22,7 @@ from .pipeline_layout import layout_problems
 from .schema import Config
 
 __all__ = ["cross_field_problems", "interleaving_problem", "layer_split_problems", "not_modelled",
-           "refuse_not_modelled", "validate"]
+           "overload_problem", "refuse_not_modelled", "validate"]
 
 
 def not_modelled(cfg: Config) -> list[str]:
@@ -140,6 +140,27 @@ def validate(cfg: Config) -> list[Problem]:
     return field_problems(cfg) or cross_field_problems(cfg)
 
 
+def overload_problem(m, par, f: float) -> str | None:
+    """Why an MoE overload factor ``f`` cannot occur in this layout (:func:`~.derived.max_overload_factor`), or
+    None. For an MoE model whose values passed the field checks."""
+    bound = max_overload_factor(m, par)
+    if f <= bound:
+        return None
+    E, ep, k = m.num_experts, par.expert_model_parallel_size, m.moe_router_topk or 2
+    c = m.moe_expert_capacity_factor
+    if ep == 1:
+        why = ("with expert_model_parallel_size 1 one rank holds every expert and receives exactly its balanced "
+               "rows (its tokens x moe_router_topk), however the routing falls")
+    elif c is not None and bound == max(1.0, c) and bound < ep * min(k, E // ep) / k:
+        why = (f"moe_expert_capacity_factor {c:g} drops the rows an expert receives beyond {max(1.0, c):g} x its "
+               "balanced share (Megatron-Core's token dropping)")
+    else:
+        why = (f"the busiest expert-parallel rank receives at most every token's rows for its experts: "
+               f"expert_model_parallel_size ({ep}) x min(moe_router_topk ({k}), local experts ({E // ep})) / "
+               f"moe_router_topk = {bound:g}")
+    return f"must be <= {bound:g}: {why}"
+
+
 def cross_field_problems(cfg: Config) -> list[Problem]:
     """Every cross-field rule of Megatron-Core, each failure naming field, value and rule, for a Config whose
     values have passed the schema's checks (:func:`validate` checks them first)."""
@@ -216,6 +237,9 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
                 "tensor and expert parallelism are used")
         if m.moe_pad_expert_input_to_capacity and m.moe_expert_capacity_factor is None:
             add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
+        problem = overload_problem(m, par, tr.moe_overload_factor)
+        if problem:
+            add("training.moe_overload_factor", tr.moe_overload_factor, problem)
     else:
         for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
                      "moe_expert_capacity_factor"):
@@ -230,6 +254,9 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
         if ep > 1:
             add("parallelism.expert_model_parallel_size", ep, "expert parallelism needs an MoE model "
                 "(set num_experts)")
+        if tr.moe_overload_factor != 1:
+            add("training.moe_overload_factor", tr.moe_overload_factor, "applies only to MoE models (set "
+                "num_experts); a dense model routes no tokens")
 
     # Hybrid (Mamba) layers, gated delta nets, latent MoE, gated attention (estimator/config/model_rules.py).
     P.extend(model_problems(cfg))

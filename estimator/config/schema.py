@@ -572,6 +572,17 @@ class TrainingConfig:
                                       "capture comes first, before the optimizer's first step; otherwise the "
                                       "eager steps' peak counts too.", type="int", unit="steps", min=0,
                                       max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
+    moe_overload_factor: float = _f(
+        1.0, "MoE routing imbalance: the token rows the busiest expert-parallel rank's experts receive, as a "
+        "multiple of their balanced share: Megatron-Core's overload factor, logged as moe/max_overload_factor "
+        "by log_moe_overload_factor (Megatron-LM's dev branch, pull request #4110). 1.0 is balanced routing, as with --moe-router-force-load-balancing; "
+        "real routing runs above it, most early in training (the methodology page gives measured values). It "
+        "scales what that rank keeps per routed row (the dispatched tokens, the experts' inputs, fc1 outputs and "
+        "activations, the expert output and its gradients), not the router's per-token tensors. At most "
+        "expert_model_parallel_size x min(moe_router_topk, local experts) / moe_router_topk (1.0 with one "
+        "expert-parallel rank), and max(1, moe_expert_capacity_factor) with token dropping, where padding to "
+        "capacity leaves it no effect. Megatron-LM has no flag for it.", type="float", unit="x balanced",
+        min=1.0, max=float(MAX_EXPERTS))
     overlap_moe_expert_parallel_comm: bool = _f(False, "Overlap the expert-parallel all-to-all of one micro-batch "
                                                 "with the computation of another (combined 1F1B): the same "
                                                 "micro-batches in flight, plus one forward layer's attention and "

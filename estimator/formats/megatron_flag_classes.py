@@ -177,9 +177,11 @@ _put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fus
      "disable_bf16_reduced_precision_matmul flash_attention_version batch_invariant_mode "
      "batch_invariant_backend clone_scatter_output_in_embedding",
      "kernel choice or fusion: the same tensors are kept for the backward pass")
+_put(_N, "moe_router_force_load_balancing",
+     "balanced routing (random router logits, for benchmarks): what training.moe_overload_factor 1.0, the default, "
+     "assumes; without it give the run's routing imbalance as --moe-overload-factor (Megatron-LM has no flag for it)")
 _put(_N, "moe_router_topk_scaling_factor "
      "moe_router_bias_update_rate moe_router_quantile_balancing_ema "
-     "moe_router_force_load_balancing moe_router_force_biased "
      "moe_input_jitter_eps moe_token_drop_policy moe_per_layer_logging "
      "moe_enable_routing_replay moe_shared_expert_overlap high_priority_a2a_comm_stream "
      "moe_router_padding_for_quantization moe_router_padding_for_fp8",
@@ -407,6 +409,9 @@ _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--d
      "other tensors and is not modelled (Megatron-Core does not test it for training)")
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
 _put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts is not modelled")
+_put(_R, "moe_router_force_biased", "a random bias on the router's logits (for benchmarks) makes a routing imbalance "
+     "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
+     "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
 _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
      "of it; not modelled")

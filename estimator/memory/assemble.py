@@ -154,16 +154,17 @@ _ACTS_CACHE: dict = {}
 def kind_activations(r: Resolved) -> list:
     """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
-    recompute, attention and deterministic-mode settings, and the expert-parallel size (the MoE backward working set depends on it:
-    the all-gather dispatcher's gathered tokens, the local experts' re-sort), and expert-parallel overlap (its
-    schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py). The layout search varies the
-    pipeline and data-parallel sizes, which they do not read."""
+    recompute, attention and deterministic-mode settings, the expert-parallel size (the MoE backward working set
+    depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
+    (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py) and the MoE overload factor
+    (the busiest rank's routed rows). The layout search varies the pipeline and data-parallel sizes, which they do
+    not read."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.params_dtype,
            tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
-           tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm)
+           tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
@@ -510,9 +511,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     else:
         out.append("Flash/fused attention: no s x s score matrix is stored (activations linear in s).")
     if r.E:
-        c = cfg.model.moe_expert_capacity_factor
-        out.append("MoE routing assumed balanced: every expert receives its average share of tokens"
-                   + (f", capped by capacity factor {c}" if c else " (dropless)") + ".")
+        out.append(_routing_assumption(cfg))
     mixers = {k.mixer for k in r.kinds}
     if "mamba" in mixers:
         out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
@@ -559,8 +558,27 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
     out.extend(features.assumptions(r))
-    out.append("Not modelled: routing imbalance and the memory of a failed allocation retry.")
+    out.append("Not modelled: the memory of a failed allocation retry.")
     return out
+
+
+def _routing_assumption(cfg) -> str:
+    """The MoE routing the estimate assumes: the overload factor it used (estimator/model/layers/moe.py)."""
+    m, f = cfg.model, float(cfg.training.moe_overload_factor)
+    c = m.moe_expert_capacity_factor
+    if c is not None and m.moe_pad_expert_input_to_capacity:
+        return (f"MoE routing: every expert's input padded to capacity factor {c} x its balanced share of routed "
+                "token rows, whatever the routing (training.moe_overload_factor has no effect).")
+    cap = f", capped by capacity factor {c}" if c is not None else " (dropless)"
+    if f == 1:
+        return ("MoE routing balanced (training.moe_overload_factor 1.0, as with --moe-router-force-load-balancing): "
+                f"every expert-parallel rank receives its balanced share of routed token rows{cap}. Real routing is "
+                "less even, most early in training (the methodology page); with a GPU, the verdict gives the "
+                "largest factor this layout fits.")
+    return (f"MoE routing imbalance (training.moe_overload_factor {f}): the busiest expert-parallel rank receives "
+            f"{f} x its balanced share of routed token rows{cap}; with a GPU, the verdict gives the largest factor "
+            "this layout fits.")
+
 
 
 def estimate(config, *, num_microbatches: int | None = None) -> Estimate:

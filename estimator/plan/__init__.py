@@ -5,7 +5,8 @@
   ranked by :mod:`.cost` (relative step time, and why a layout ranks where it does);
 - :mod:`.suggest`: the cheapest changes that make a configuration fit ("Make it fit", ``--suggest``);
 - :mod:`.advice`: the valid values of the quick controls and the nearest valid ones; :mod:`.sweep`: memory against
-  sequence length, micro-batch size and GPU count; :mod:`.verdicts`: the fit verdict in words.
+  sequence length, micro-batch size and GPU count; :mod:`.verdicts`: the fit verdict in words;
+- :mod:`.headroom`: how much MoE routing imbalance a layout can take (the largest overload factor that fits).
 
 Imports: ``config``, ``model``, ``memory``, ``formats``. Imported by ``web`` and ``cli``. A new search option goes in
 :mod:`.space` (and its flag in :mod:`estimator.cli.search`).

@@ -28,6 +28,7 @@ LABELS = {
     "model.moe_router_load_balancing_type": "Router load balancing", "model.moe_aux_loss_coeff": "Aux-loss coefficient",
     "model.moe_z_loss_coeff": "Z-loss coefficient", "model.moe_router_fusion": "Fused router",
     "model.moe_permute_fusion": "Fused permutation",
+    "training.moe_overload_factor": "MoE routing imbalance (busiest rank's rows / balanced)",
     "model.moe_hybridep_ranks_per_nvlink_domain": "HybridEP ranks per NVLink domain",
     "model.moe_pad_expert_input_to_capacity": "Pad experts to capacity", "model.vocab_size": "Vocabulary",
     "model.make_vocab_size_divisible_by": "Pad vocabulary to a multiple of",
@@ -86,7 +87,8 @@ _MOE = ("model.moe_router_topk", "model.moe_ffn_hidden_size", "model.moe_shared_
         "model.moe_pad_expert_input_to_capacity", "model.moe_router_score_function", "model.moe_router_pre_softmax",
         "model.moe_router_num_groups", "model.moe_router_group_topk", "model.moe_router_load_balancing_type",
         "model.moe_aux_loss_coeff", "model.moe_z_loss_coeff", "model.moe_router_fusion", "model.moe_permute_fusion",
-        "parallelism.expert_model_parallel_size", "parallelism.expert_tensor_parallel_size")
+        "parallelism.expert_model_parallel_size", "parallelism.expert_tensor_parallel_size",
+        "training.moe_overload_factor")
 _MLA = ("model.q_lora_rank", "model.kv_lora_rank", "model.qk_head_dim", "model.qk_pos_emb_head_dim",
         "model.v_head_dim")
 _GQA = ("model.num_query_groups",)

@@ -90,8 +90,12 @@ def compute(state: dict, with_exports: bool = True, changed: str | None = None) 
                 "hidden": hidden_fields(cfg), "implied": implied}
     from ..formats.gpus import fit
     fits = fit(est, capacity) if capacity else None
+    overload = None
+    if capacity and config.model.num_experts:
+        from ..plan.headroom import overload_headroom
+        overload = overload_headroom(config, capacity, estimate=est)
     return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
-            "view": view(est, fits, gpu, capacity, cfg), "config": cfg,
+            "view": view(est, fits, gpu, capacity, cfg, overload), "config": cfg,
             "exports": exports(cfg, state) if with_exports else None,
             "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state), "implied": implied}
 

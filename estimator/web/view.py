@@ -59,8 +59,19 @@ def parallel_text(par: dict) -> str:
     return "; ".join(parts) + "."
 
 
-def view(est, fits, gpu: str | None, capacity: int | None, config: dict) -> dict:
-    """The page's view of an estimate: ``fits`` are :func:`estimator.formats.gpus.fit`'s verdicts (or None)."""
+def _overload(h) -> dict | None:
+    """The MoE routing headroom as the verdict shows it: the answer, and the evidence folded below it."""
+    if h is None:
+        return None
+    from ..plan.headroom import describe      # lazy: import estimator.web stays small (tests/web/test_web.py)
+    answer, evidence = describe(h)
+    return {**h.to_dict(), "text": answer, "evidence": evidence}
+
+
+def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overload=None) -> dict:
+    """The page's view of an estimate: ``fits`` are :func:`estimator.formats.gpus.fit`'s verdicts (or None);
+    ``overload`` the MoE routing headroom on that GPU (:func:`estimator.plan.headroom.overload_headroom`, None for a
+    dense model or without a GPU), shown with the verdict."""
     rows, bars = [], []
     for s in est.stages:
         cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
@@ -95,7 +106,7 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict) -> dict
         verdict = {"verdict": w.verdict, "word": WORDS[w.verdict], "fits": w.verdict == "fits", "text": text,
                    "lead": lead, "rest": text[len(lead):],
                    "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
-                   "why": explain(est, fits, config)}
+                   "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload)}
     p = est.parameters
     params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active per token)" if p.active != p.total else "")
     top = max([b["device_bytes"] for b in bars] + [capacity or 0])

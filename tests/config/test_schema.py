@@ -70,6 +70,8 @@ VARIANTS = {
                     {"world_size": 2, "gradient_accumulation_fusion": False, "use_distributed_optimizer": False}),
         {"parallelism": {"torch_fsdp2_reshard_after_forward": False}}),
     "training.optimizer": (make_config(MODEL), {"training": {"optimizer": "muon"}}),
+    "training.moe_overload_factor": (make_config(MOE, {"expert_model_parallel_size": 2}, {"world_size": 2}),
+                                     {"training": {"moe_overload_factor": 1.5}}),
     "training.muon_fp32_matmul_prec": (make_config(MODEL, None, {"optimizer": "muon"}),
                                        {"training": {"muon_fp32_matmul_prec": "highest"}}),
     "training.muon_split_qkv": (make_config({**MODEL, "ffn_hidden_size": 128}, None, {"optimizer": "muon"}),

@@ -44,7 +44,8 @@ there): the held set + the forward layer's pre-dispatch part and its waiting tok
 held gradients and the experts' output gradient X + one backward working set (or, with expert TP, in the forward
 layer's MLP node, moment 6). Delaying adds two later moments in it, beside the held set (which still counts the
 backward layer whole), and the step takes the largest. In bytes (B per element; T tokens per rank, Tn = T/t
-under sequence parallelism, R routed rows, P = Tn k the rows the all-to-all moves (R with the flex dispatcher:
+under sequence parallelism, R routed rows, P = Tn k the rows the all-to-all moves (on the receiving side, as
+here, times the overload factor: estimator/model/layers/moe.py; R with the flex dispatcher:
 HybridEP's permuted rows, a bound on DeepEP's received tokens), d = latent size or h, fm the expert width /
 expert TP, up = 2 gated, El local experts, f dense width, fs shared width, l latent size, t tensor-parallel
 size)::
@@ -97,7 +98,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...model.layers.attention import qkv_width
-from ...model.layers.moe import dispatch_rows, routed_rows
+from ...model.layers.moe import received_rows, routed_rows
 from ..activations import context
 from .schedule import ep_overlap_moments
 
@@ -153,7 +154,7 @@ def kind_windows(r, kind, p: dict) -> DelayWindows:
         d, fm = r.lat or h, r.fm // r.etp
         rows = routed_rows(r, T, Tn)
         flex = r.cfg.model.moe_token_dispatcher_type == "flex"
-        moved = rows if flex else dispatch_rows(r, T, Tn)      # the dispatch all-to-all's output rows
+        moved = rows if flex else received_rows(r, T, Tn)      # the dispatch all-to-all's output rows
         mlp = B * rows * (fm * up + d) + B * moved * d + (B * Tn * h if r.lat else 0)
         weighted = p["expert_act_out"] - B * rows * fm if p["expert_act_out"] else 0
         mlp -= p["expert_fc1_out"] + weighted + p["unpermute_source"]

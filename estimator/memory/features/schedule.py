@@ -18,7 +18,9 @@ FP8 without the weight cache, and bf16 first/last layers in an FP8 run.
   ``DeviceCachingAllocator::free``):
 
   1. b's combine backward: from the gradient G of b's output (B Tn h) to the experts' output gradient X
-     (B P d, P = Tn k the rows the all-to-all moves, d = h or the latent size) and the gradients of the
+     (B P d, P = Tn k the rows the all-to-all moves, d = h or the latent size; the busiest rank receives P times
+     the overload factor, and what follows the dispatch scales with it: estimator/model/layers/moe.py) and
+     the gradients of the
      residual and of the shared experts' output, which AccumulateGrad copies into the ``.grad`` of b's
      pre-dispatch node's detached leaves: G is still referenced by the callers, so it cannot be taken over
      (PyTorch ``torch/csrc/autograd/functions/accumulate_grad.h`` ``accumulateGrad``, ``variable.h``
@@ -93,7 +95,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from ...model.layers.moe import dispatch_rows, routed_rows
+from ...model.layers.moe import dispatch_rows, received_rows, routed_rows
 from ..activations import context
 
 __all__ = ["PEAK_PHASES", "EpOverlapLayer", "bf16_layers", "bf16_resolved", "deferred_wgrad_bytes",
@@ -140,7 +142,10 @@ def ep_overlap_layer(r, kind, a) -> EpOverlapLayer:
         waiting, expert, tokens = 0, R, B * Tn * d
         fwd = R if m.moe_flex_dispatcher_backend == "hybridep" else 3 * R
     else:
-        waiting = expert = tokens = P = B * dispatch_rows(r, T, Tn) * d
+        # The rank's own tokens' copies (P: the dispatch's input, the token gradient) and the rows it receives
+        # (P x the overload factor: the MLP node's input and output, X), equal under balanced routing (layers/moe.py).
+        waiting = tokens = B * dispatch_rows(r, T, Tn) * d
+        expert = P = B * received_rows(r, T, Tn) * d
         single = r.E // r.ep == 1
         fwd = ((0 if single and not r.cfg.precision.fp8 else P) + R + (0 if single else R)
                + (P if r.etp > 1 else 0))

@@ -110,8 +110,36 @@ than one local expert, of the expert-parallel all-to-all and of the expert tenso
 all-gather dispatcher gathers instead, and its backward holds the gathered tokens' gradient (Tg = the tokens
 of the expert tensor- and expert-parallel ranks) beside the rows': (R + Tg) d::
 
-    work = B max(R (fm up + d), 2 R d)     all-to-all and flex dispatchers (R (fm up + d) with nothing to re-order)
+    work = B max(R (fm up + d), 2 R d)     all-to-all and flex dispatchers (R (fm up + d) with nothing to re-order;
+                                           (P + R) d when only the all-to-all moves the rows: one local expert)
          = B max(R (fm up + d), (R + Tg) d)     all-gather dispatcher
+
+Routing imbalance (``training.moe_overload_factor`` f, Megatron-Core's overload factor; 1.0 balanced): every
+figure above is that of the busiest expert-parallel rank, which receives f times its balanced rows (rounded down;
+under a capacity factor c at most c times, and exactly c times with padding: :func:`received`). The rows a rank
+receives are the sum of its local experts' counts over the group (Megatron-LM @ d98e8a64 :
+megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher.preprocess``: ``output_splits``,
+``num_tokens_per_local_expert``; ``token_dispatch``'s ``all_to_all`` output, ``dispatch_postprocess``'s expert-TP
+gather and ``sort_chunks_by_idxs``, ``combine_preprocess`` and ``token_combine``'s input, all sized by them;
+``MoEAllGatherTokenDispatcher.dispatch_postprocess`` permutes ``tokens_per_expert.sum()`` rows of the
+gathered tokens; experts.py ``TEGroupedMLP`` splits its rows by ``tokens_per_expert``). So f scales, per
+micro-batch:
+
+- R and what is kept per routed row: the experts' input, fc1's output, the activation's output (and the
+  unweighted one), the deterministic all-gather unpermute's source rows;
+- the all-to-all's received rows (P f before the expert-TP gather): the dispatched tokens expert-parallel overlap's
+  schedule nodes keep, the MLP node's input and output and the experts' output gradient
+  (:mod:`estimator.memory.features.schedule`, :mod:`estimator.memory.features.delayed_wgrad`);
+- the backward working set's row terms.
+
+and leaves as they are: the norm and the layer's input and output, the router's tensors (per token and expert),
+the fused permutation's row map and the all-gather dispatcher's gathered tokens and probabilities (per token), the
+rank's own tokens' routed copies (P: the permuted tokens before the dispatch, the combine's output and their
+gradients, the deterministic all-to-all unpermute's source), the shared expert, the latent projections, and
+outside this module the GEMM workspaces (fixed sizes) and the DeepEP / HybridEP buffers (sized for the worst
+case). Per-row indices and probabilities, not counted (above), would scale too. One f for every MoE layer and
+micro-batch bounds what Megatron-Core's ``moe/max_cum_overload_factor`` (the retained rows) measures by its
+``moe/max_overload_factor`` (Megatron-LM pull request #4110).
 """
 
 from __future__ import annotations
@@ -122,8 +150,8 @@ from .mlp import mlp_count
 from .router import gather_ranks, saved as router_saved
 
 __all__ = ["activations", "components", "dispatch_rows", "expert_params", "expert_shapes", "linear_shapes",
-           "linear_weights", "overlap_retained", "params", "permute_map", "routed_rows", "unpermute_source",
-           "weight_shapes"]
+           "linear_weights", "overlap_retained", "params", "permute_map", "received", "received_rows", "routed_rows",
+           "unpermute_source", "weight_shapes"]
 
 #: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
 _I32 = 4
@@ -200,17 +228,31 @@ def expert_shapes(r) -> tuple:
 
 
 def routed_rows(r, T: int, Tn: int) -> int:
-    """Token rows the local experts process for one micro-batch (balanced routing).
+    """Token rows the local experts process for one micro-batch on the busiest expert-parallel rank.
 
     Each of the Tn local tokens is sent to k experts; balanced over the expert-parallel group, a rank's
-    experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. A capacity
-    factor c caps each expert at c times its share (and padding fills it up to that)."""
+    experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. The busiest rank
+    receives ``training.moe_overload_factor`` times that (:func:`received`). A capacity factor c caps each
+    expert at c times its share (and padding fills it up to that)."""
     tokens = Tn if r.sp else T
-    return _capped(r, tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1))
+    return received(r, tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1))
+
+
+def received(r, rows: int) -> int:
+    """Rows the busiest expert-parallel rank receives when ``rows`` is its balanced share: rows x f, f the overload
+    factor (``training.moe_overload_factor``, 1.0 balanced), rounded down; under a capacity factor c at most
+    rows x c (each expert capped at c times its share; padding fills every expert up to it, whatever f). Checked:
+    f <= the layout's bound (:func:`estimator.config.derived.max_overload_factor`)."""
+    c = r.cfg.model.moe_expert_capacity_factor
+    f = r.cfg.training.moe_overload_factor
+    if c is not None:
+        return int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, f))
+    return rows if f == 1 else int(rows * f)
 
 
 def _capped(r, rows: int) -> int:
-    """Routed rows under a capacity factor c: each expert capped at c times its share (padding fills it up)."""
+    """Rows a rank sends of its own tokens (balanced share, not the busiest rank's): under a capacity factor c each
+    expert capped at c times its share (padding fills it up)."""
     c = r.cfg.model.moe_expert_capacity_factor
     if c is not None:
         rows = int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, 1.0))
@@ -233,8 +275,16 @@ def unpermute_source(r, T: int, Tn: int) -> int:
 
 def dispatch_rows(r, T: int, Tn: int) -> int:
     """Rows the all-to-all dispatcher's permutation sends for one micro-batch, P = Tn k (capacity factor as for
-    :func:`routed_rows`); under balanced routing also the rows it receives before the expert-TP gather."""
+    :func:`routed_rows`): the rank's own tokens' routed copies, before the dispatch and after the combine, which no
+    routing imbalance changes."""
     return _capped(r, (Tn if r.sp else T) * r.k)
+
+
+def received_rows(r, T: int, Tn: int) -> int:
+    """Rows the all-to-all dispatcher's dispatch delivers to the busiest rank for one micro-batch, before the
+    expert-TP gather: P x the overload factor (:func:`received`; P under balanced routing), which the combine's
+    all-to-all sends back."""
+    return received(r, (Tn if r.sp else T) * r.k)
 
 
 def overlap_retained(r, B: int, T: int, Tn: int) -> tuple[int, int]:
@@ -247,7 +297,7 @@ def overlap_retained(r, B: int, T: int, Tn: int) -> tuple[int, int]:
     dispatched = 0
     if (cfg.model.moe_token_dispatcher_type == "alltoall" and r.E // r.ep == 1 and r.etp > 1
             and not cfg.precision.fp8):
-        dispatched = B * dispatch_rows(r, T, Tn) * (r.lat or r.h)
+        dispatched = B * received_rows(r, T, Tn) * (r.lat or r.h)
     return shared_out, dispatched
 
 
@@ -269,14 +319,18 @@ def permute_map(r, Tn: int) -> int:
 def _backward_work(r, B: int, T: int, Tn: int, rows: int, fc1_out: int, d: int) -> int:
     """The backward working set above the kept tensors (module docstring): fc1's data gradient beside its output
     gradient, or two row-sized copies of the expert-output gradient (all-to-all, flex) or the gathered tokens'
-    gradient beside the rows' (all-gather)."""
+    gradient beside the rows' (all-gather). With only the all-to-all to undo (one local expert, no expert-TP gather)
+    the pair is the rank's own tokens' copies (P) beside the rows it received, which differ under imbalance."""
     fc1 = B * rows * (fc1_out + d)
     tokens = Tn if r.sp else T
     ranks = gather_ranks(r)
     if r.cfg.model.moe_token_dispatcher_type == "allgather":
         return max(fc1, B * d * (rows + tokens * ranks))
-    moves = r.E // r.ep > 1 or ranks > 1       # sort_chunks_by_idxs over local experts, all-to-all, expert-TP gather
-    return max(fc1, 2 * B * rows * d) if moves else fc1
+    resort = r.E // r.ep > 1 or ranks > r.ep   # sort_chunks_by_idxs over local experts, expert-TP gather
+    if not resort and r.ep == 1:
+        return fc1
+    pair = rows + (rows if resort else dispatch_rows(r, T, Tn))   # else the all-to-all alone: P beside its rows
+    return max(fc1, B * pair * d)
 
 
 def activations(r, c: Ctx) -> Part:

@@ -1,0 +1,111 @@
+"""The MoE routing headroom (estimator/plan/headroom.py): the largest overload factor at which a layout still fits.
+
+The hand-worked case: 2 MoE layers, h 256, 4 heads, vocabulary 128, 16 experts of width 64, top-4, SwiGLU, bf16,
+sequence 4096, micro-batch 1, EP 4 on 4 GPUs, one pipeline stage. Balanced, a rank's experts receive
+4096 x 4 = 16,384 rows. Each more row keeps 896 B in each of the 2 layers' saved activations (the experts'
+input 512 B, fc1's output 256 B, the SwiGLU's output 128 B: tests/model/layers/test_overload.py) and 1,024 B more
+backward working set (two row-sized copies of the expert-output gradient, 2 x 256 x 2 B), which is the stage's
+transient peak here (the loss keeps only 4096 x 128 x 4 B = 2 MiB of fp32 logits). So the stage allocates
+2 x 896 + 1,024 = 2,816 B more per row: at factor 1.25 (20,480 rows, 4,096 more) 11,534,336 B more. The device
+figure adds the caching allocator's 5 % of it: int(0.05 x allocated) grows by 576,716 or 576,717 B (the rounding
+of the balanced figure decides), so with the capacity set to the balanced device figure + 11,534,336 + 576,717 B
+the layout fits at 1.25 and not at 1.26 (20,643 rows: 2,816 x 4,259 = 11,993,344 B more allocated).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import estimator
+from estimator import ConfigError, estimate
+from estimator.formats.gpus import GPUS
+from estimator.plan.headroom import Headroom, describe, overload_headroom
+from estimator.validation.known_to_run import load_recipes, recipe_config
+from tests.conftest import make_config
+
+MOE = dict(num_layers=2, hidden_size=256, num_attention_heads=4, vocab_size=128, num_experts=16, moe_router_topk=4,
+           moe_ffn_hidden_size=64)
+CFG = make_config(MOE, {"expert_model_parallel_size": 4}, {"world_size": 4})
+
+
+def _with(cfg: dict, f: float) -> dict:
+    return {**cfg, "training": {**cfg["training"], "moe_overload_factor": f}}
+
+
+def _device(cfg: dict, f: float) -> int:
+    return max(s.device_bytes for s in estimate(_with(cfg, f)).stages)
+
+
+def test_hand_worked_headroom():
+    balanced = estimate(CFG).stages[0]
+    at = estimate(_with(CFG, 1.25)).stages[0]
+    assert at.allocated_bytes - balanced.allocated_bytes == 11_534_336
+    cap = balanced.device_bytes + 11_534_336 + 576_717
+    h = overload_headroom(CFG, cap)
+    assert (h.factor, h.bound, h.at_bound, h.stage) == (1.25, 4.0, False, 0)
+    assert overload_headroom(CFG, cap - 576_717 - 11_534_336).factor == 1.0          # fits balanced, no more
+    assert overload_headroom(CFG, balanced.device_bytes - 1).factor is None          # not even balanced
+    big = overload_headroom(CFG, 2 ** 50)                                           # 1 PiB: any routing
+    assert (big.factor, big.at_bound, big.stage) == (4.0, True, None)
+
+
+def test_the_headroom_keeps_the_margin_fit_keeps():
+    """``headroom`` as in fit(): with half of twice the capacity above kept free, the same 1.25."""
+    cap = estimate(CFG).stages[0].device_bytes + 11_534_336 + 576_717
+    assert overload_headroom(CFG, 2 * cap, 0.5).factor == 1.25
+
+
+def test_dense_models_have_none_and_bad_input_is_refused():
+    dense = make_config(dict(num_layers=2, hidden_size=256, num_attention_heads=4, vocab_size=128))
+    assert overload_headroom(dense, 2 ** 40) is None
+    with pytest.raises(ConfigError, match="gpu_memory"):
+        overload_headroom(CFG, 0)
+    with pytest.raises(ConfigError, match="headroom"):
+        overload_headroom(CFG, 2 ** 40, 1.5)
+
+
+def test_the_words():
+    answer, evidence = describe(Headroom(1.57, 32.0, False, 2, 1, 3))
+    assert answer.startswith("MoE routing headroom: fits up to an overload factor of 1.57")
+    assert "stage 2" in answer and "1.3 to 4.0" in evidence and "cannot exceed 32" in evidence
+    assert "below" not in answer                                   # 1.57: above the least imbalance measured
+    assert "below the 1.3 measured" in describe(Headroom(1.22, 16.0, False, 0, 1, 3))[0]
+    assert "any routing imbalance" in describe(Headroom(4.0, 4.0, True, None, 1, 1))[0]
+    assert "none" in describe(Headroom(None, 4.0, False, 0, 1, 1))[0]
+
+
+def _moe_cases():
+    for name in estimator.list_presets():
+        cfg = estimator.load_preset(name)
+        if cfg.model.num_experts:
+            yield name, cfg.to_dict()
+    for rec in load_recipes():
+        cfg = recipe_config(rec)
+        if (cfg.get("model") or {}).get("num_experts"):
+            yield rec["id"], cfg
+
+
+def test_device_bytes_never_fall_as_the_factor_grows_and_the_answer_is_the_largest_fitting():
+    """The search rests on the estimate not decreasing in the factor: checked on 21 points from 1 to the bound for
+    every MoE preset and every MoE recipe of validation/known_to_run.yaml (EP overlap, delayed weight gradients,
+    the flex dispatcher, CUDA graphs, recompute), and the answer against the estimates either side of it on an
+    H100-80GB and a B200-180GB."""
+    checked = 0
+    for name, cfg in _moe_cases():
+        for gpu in ("H100-80GB", "B200-180GB"):
+            cap = GPUS[gpu].memory_bytes
+            h = overload_headroom(cfg, cap)
+            prev = 0
+            for i in range(21):
+                d = _device(cfg, 1 + i * (h.bound - 1) / 20)
+                assert d >= prev, (name, i)
+                prev = d
+            if h.factor is None:
+                assert _device(cfg, 1.0) > cap, name
+            elif h.at_bound:
+                assert _device(cfg, h.bound) <= cap, name
+            else:
+                assert _device(cfg, h.factor) <= cap < _device(cfg, round(h.factor + 0.01, 2)), name
+                assert h.evaluations <= 16
+            checked += 1
+    assert checked >= 2 * 20
