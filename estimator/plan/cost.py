@@ -219,31 +219,32 @@ class CostModel:
 
     def traffic_bound(self, sh: Shape, max_b: int) -> float:
         """The part of a lower bound of the shape's cost that comes from its traffic (the micro-batch size
-        at most ``max_b``): the same terms as :meth:`traffic`, summed without building its dict (the search
-        bounds every shape and looks at few)."""
+        at most ``max_b``): the same terms as :meth:`traffic`, summed (the search bounds every shape and looks at
+        few, so this is the hot path)."""
         _, tp, cpc, epc, pp, launch = self.traffic_terms(sh)
         return tp + cpc + epc + launch / max_b + pp
 
     def traffic_terms(self, sh: Shape) -> tuple:
         """The values of :meth:`traffic`, in the order of :data:`_TRAFFIC`."""
-        r = self.r0
-        t, p, cp, ep, etp, n, dp = sh.t, sh.p, sh.cp, sh.ep, sh.etp, sh.n, sh.dp
+        t, p, cp, ep, etp, n = sh.t, sh.p, sh.cp, sh.ep, sh.etp, sh.n
+        dp = n // (t * p * cp)
         layers, moe_layers, parts = self._stage_max(sh)
-        tok = 1 / (dp * cp)                          # share of the step's tokens one GPU's stage processes
+        bw = self._bw
         compute = self.flops_per_token / (n * GPU_FLOPS)
-        h2 = r.h * 2
-        tp = (_TP_TRANSFERS_PER_PART * (t - 1) / t * h2 * parts * tok * self._bw(t, 1, True)) if t > 1 else 0.0
-        cpc = (3 * (cp - 1) * self.kv_elems / t * 2 * layers * tok * self._bw(cp, t, True)) if cp > 1 else 0.0
+        tok = 1 / (dp * cp) / compute                # share of the step's tokens one GPU's stage processes, per
+        h2 = self.r0.h * 2                           # second of compute
+        tp = (_TP_TRANSFERS_PER_PART * (t - 1) / t * h2 * parts * tok * bw(t, 1, True)) if t > 1 else 0.0
+        cpc = (3 * (cp - 1) * self.kv_elems / t * 2 * layers * tok * bw(cp, t, True)) if cp > 1 else 0.0
         epc = 0.0
-        if moe_layers:
-            routed = (tok / t if sh.sp else tok) * r.k * h2 * moe_layers
+        if moe_layers and (ep > 1 or etp > 1):
+            routed = (tok / t if sh.sp else tok) * self.r0.k * h2 * moe_layers
             if ep > 1:
-                epc = 4 * routed * (ep - 1) / ep * self._bw(ep, etp, False)
+                epc = 4 * routed * (ep - 1) / ep * bw(ep, etp, False)
             if etp > 1:
-                epc += 4 * (etp - 1) * routed * self._bw(etp, 1, True)
-        pp = 2 * sh.v * tok * h2 / (t if sh.sp else 1) * self._bw(p, t * cp * dp, True) if p > 1 else 0.0
-        launch = layers * LAUNCH_SECONDS / (dp * self.s)         # per token of the step, times 1/b later
-        return compute, tp / compute, cpc / compute, epc / compute, pp / compute, launch / compute
+                epc += 4 * (etp - 1) * routed * bw(etp, 1, True)
+        pp = 2 * sh.v * tok * h2 / (t if sh.sp else 1) * bw(p, t * cp * dp, True) if p > 1 else 0.0
+        launch = layers * LAUNCH_SECONDS / (dp * self.s) / compute     # per token of the step, times 1/b later
+        return compute, tp, cpc, epc, pp, launch
 
     def tokens_per_expert(self, sh: Shape, b: int) -> float:
         """Tokens one routed expert on a GPU sees per micro-batch: the GPU's tokens x top-k, pooled over the EP and
@@ -299,9 +300,13 @@ class CostModel:
             name = "selective" if tuple(mods) == tuple(self.selective_modules) else f"selective[{','.join(mods)}]"
             return name, sum(SELECTIVE_MODULE_COST.get(m, 0.0) for m in mods)
         if g == "full":
+            # Past the largest chunk's C layers, block recomputes every layer one by one (uniform groups of 1) and
+            # uniform groups are whole chunks (groups of C): the same computation, named as the search names it.
             n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
-            if tr.recompute_method == "block":
+            c = max((len(rng) for plan in self._plans(sh) for rng in plan.layers), default=1) or 1
+            if tr.recompute_method == "block" and n < c:
                 return f"full-block{n}", FULL_RECOMPUTE * self.block_share(sh, n)
+            n = 1 if tr.recompute_method == "block" else min(n, c)
             return ("full" if n == 1 else f"full-uniform{n}"), FULL_RECOMPUTE
         return "none", 0.0
 

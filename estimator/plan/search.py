@@ -53,10 +53,10 @@ from .space import (RECOMPUTE_GRANULARITIES, SearchEngine, gpu_capacity, no_fit_
 MAX_LAYOUTS = 10_000
 #: Most estimates one search computes (each ~0.3-1 ms in CPython, a few times that under Pyodide): past it the
 #: search stops and says so.
-MAX_EVALUATIONS = 20_000
+MAX_EVALUATIONS = 10_000
 #: Most estimates spent, after the search itself, counting the layouts that beat the configuration's own layout (its
 #: rank); past it the rank is given as a bound ("#k or lower").
-RANK_EVALUATIONS = 150
+RANK_EVALUATIONS = 100
 #: Most parallel shapes (GPUs, TP, PP and split, VPP, CP, EP, ETP) one search enumerates; more is refused.
 MAX_SHAPES = 250_000
 
@@ -201,6 +201,7 @@ class _Walk:
         base_lb = 1.0 if "none" in eng.recompute or "full" in eng.recompute else 1.0 + eng.rc_cost_selective
         max_b = max(eng.mbs)
         self.floors = {}
+        self.floor_values = {}
         nd = len(eng.dist)
         for n in worlds:
             for sh in eng.shapes(n):
@@ -215,7 +216,8 @@ class _Walk:
                 if not bs or not nrc:
                     continue
                 enumerated += nd * nrc * len(bs)
-                cands.append((base_lb + eng.traffic_bound(sh, max_b), len(cands), sh))
+                if self.fitting_optimizers(sh):      # the model states alone leave room (memoised per floor key)
+                    cands.append((base_lb + eng.traffic_bound(sh, max_b), len(cands), sh))
         cands.sort(key=lambda c: (c[0], c[1]))
         self.cands = cands
         self.enumerated = enumerated
@@ -227,12 +229,16 @@ class _Walk:
         key = (sh.n, sh.t, sh[2:9], sh.ep, sh.etp)
         ok = self.floors.get(key)
         if ok is None:
-            ok = self.floors[key] = [(d, fl) for d in eng.dist if (fl := eng.state_floor(sh, d))[0] <= eng.usable]
+            ok = self.floors[key] = []
+            for d in eng.dist:
+                fl = self.floor_values[key + (d,)] = eng.state_floor(sh, d)
+                if fl[0] <= eng.usable:
+                    ok.append((d, fl))
         return ok
 
     def floor_min(self) -> int | None:
         """The least model-state lower bound over the shapes (for the reason nothing fits)."""
-        return min((self.eng.state_floor(c[2], d)[0] for c in self.cands for d in self.eng.dist), default=None)
+        return min((fl[0] for fl in self.floor_values.values()), default=None)
 
     def _evaluate(self, sh, d, rc, b, gbs):
         """(device bytes, peak, failed in the forward/backward passes) of a layout, None when it is invalid, or
@@ -271,8 +277,6 @@ class _Walk:
                 complete = complete and below is not None
                 break
             ok = self.fitting_optimizers(sh)
-            if not ok:
-                continue
             tr = eng.traffic(sh)
             sc = {d: dict(tr, data_parallel_s=eng.dp_seconds(sh, d, fl), d=d, floor=fl) for d, fl in ok}
             key = (sh.n, sh.t, sh.p, sh.v, sh.cp, sh.ep, sh.etp) if distinct else None
@@ -285,6 +289,9 @@ class _Walk:
             # a failure rules out the most (no_fit_implied); costs are then checked one by one.
             rows.sort(key=(lambda x: x[:4]) if distinct else (lambda x: (x[1], _heaviness(x[4]), x[2])))
             failed = []
+            probed = set()
+            b_min = min(eng.batches(sh))
+            c = eng.chunk_max(sh)
             for cost, b, _, _, rc, d, gbs, terms in rows:
                 mine = best.get(key) if distinct else None
                 if cost > thr:
@@ -296,6 +303,18 @@ class _Walk:
                     break
                 if no_fit_implied(failed, d, rc, b):
                     continue
+                # Probe the lightest member of this row's family first (the smallest micro-batch, the distributed
+                # optimizer, for block the most layers): if it does not fit, no member does (no_fit_implied).
+                probe = (d or True in sc, _probe_rc(rc, c), b_min[0])
+                if probe != (d, rc, b) and probe not in probed and probe[0] in sc:
+                    probed.add(probe)
+                    res = self._evaluate(sh, probe[0], probe[1], *b_min)
+                    if res is _STOP:
+                        break
+                    if res is not None and res[0] > eng.usable:
+                        failed.append((*probe, res[2]))
+                        if no_fit_implied(failed, d, rc, b):
+                            continue
                 res = self._evaluate(sh, d, rc, b, gbs)
                 if res is _STOP:
                     break
@@ -317,6 +336,12 @@ class _Walk:
         if top:
             found = found[:top]
         return found, complete and not self.stopped
+
+
+def _probe_rc(rc: str, chunk: int) -> str:
+    """The recompute option whose failure says the most about ``rc``'s family: block of the most layers (C - 1)
+    for block, the option itself otherwise."""
+    return f"full-block{chunk - 1}" if rc.startswith("full-block") else rc
 
 
 def _heaviness(rc: str) -> int:
