@@ -662,6 +662,13 @@ def min_gpus(model_or_config, *, gpu: str | int, seq_length: int | None = None,
     # The smallest count that fits is the largest fitting one in descending order.
     desc = cands[::-1]
     i, tried = largest_fitting(desc, fits)
+    if (i is None or desc[i] != desc[-1]) and desc[-1] not in found:
+        # The fewest candidate (one GPU by default) has no process group at all: fitting there says nothing of
+        # twice as many, which need at least one NCCL communicator. It is asked on its own.
+        ok = fits(desc[-1])
+        tried.append((desc[-1], ok))
+        if ok:
+            i = len(desc) - 1
     if i is None:
         return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {desc[0]} GPUs")
     n = desc[i]
