@@ -279,6 +279,11 @@ class SearchEngine(CostModel):
     def _setup_model(self):
         r, cfg = self.r0, self.base
         self.moe = bool(r.E)
+        if not self.moe:        # a dense model has no expert sizes: a pin of one would be silently ignored
+            for name, short in (("expert_model_parallel_size", "ep"), ("expert_tensor_parallel_size", "etp")):
+                if name in self.pins and self.pins[name] != (1,):
+                    raise option_error(name, list(self.pins[name]), f"the model has no experts (num_experts is "
+                                       f"not set), so {short} does not apply; got {list(self.pins[name])}")
         mods = ["layernorm"] + (["moe_act"] if r.E else []) + (["mla_up_proj"] if r.mla else [])
         if cfg.training.attention_backend in ("unfused", "local"):
             mods.insert(0, "core_attn")

@@ -305,6 +305,20 @@ def test_cli_table_json_and_errors(capsys):
     assert info.value.code == 2
 
 
+def test_cli_fix_takes_yaml_spellings_and_names_a_bad_value(capsys):
+    """A boolean field pinned to both values (true,false) is searched both ways: without the distributed optimizer a
+    layout carries "no-distopt"; "yes" is not a YAML boolean (YAML 1.2) and is refused naming the field."""
+    argv = ["search", "tiny", "--num-gpus", "8", "--gpu-memory", "4", "--top", "200", "--variants", "--json"]
+    assert cli_main(argv + ["--fix", "use_distributed_optimizer=true,False"]) == 0
+    labels = [lay["label"] for lay in json.loads(capsys.readouterr().out)["layouts"]]
+    assert any(lab.endswith("no-distopt") for lab in labels) and any(not lab.endswith("no-distopt") for lab in labels)
+    assert cli_main(argv + ["--fix", "use_distributed_optimizer=yes"]) == 2
+    err = capsys.readouterr().err
+    assert "search.use_distributed_optimizer" in err and "'yes'" in err and "Traceback" not in err
+    assert cli_main(argv + ["--fix", "ep=2"]) == 2                        # tiny is dense: no expert sizes
+    assert "ep" in capsys.readouterr().err.lower()
+
+
 def test_public_api():
     import importlib
     S = importlib.import_module("estimator.plan.search")   # (the package also exports a search() function)
