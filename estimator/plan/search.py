@@ -396,8 +396,7 @@ def _engine(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
     return eng, worlds, gpu_info
 
 
-def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, top: int | None,
-             distinct: bool) -> Current | None:
+def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, cap: int, distinct: bool) -> Current | None:
     """Where the configuration's own layout stands: refused, outside the space, or its rank among those that fit."""
     eng = walk.eng
     placed = place_current(eng, worlds)
@@ -412,7 +411,9 @@ def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, top: int |
     rank, exact = None, True
     if fits:
         mark = (placed.cost, dev)
-        certain = complete and (top is None or len(found) < top or found[-1][0] >= placed.cost)
+        # The walk is best first: every layout costing at most the last of a full list was seen, and with the
+        # walk complete every layout that fits was.
+        certain = not walk.stopped and (complete or (len(found) >= cap and found[-1][0] >= placed.cost))
         entries = found
         if not certain:
             main = walk.stopped
@@ -440,8 +441,6 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
     found, complete = walk.run(cap, distinct)
     # Every layout that fits was seen when the walk ran to its end without reaching ``cap`` listed.
     fitting = len(found) if complete and len(found) < cap else None
-    if complete and top is not None and fitting is None and len(found) == cap:
-        fitting = None
     notes = []
     if top is None and len(found) >= MAX_LAYOUTS:
         notes.append(f"more than {MAX_LAYOUTS:,} layouts fit; the best {MAX_LAYOUTS:,} are listed (found best first).")
@@ -468,7 +467,7 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
             why_none = "; ".join(no_valid_reason(eng, n) for n in worlds)
         else:
             why_none = no_fit_reason(eng, walk.enumerated, walk.lightest, walk.floor_min())
-    current = _current(walk, worlds, found, complete, top, distinct) if want_current else None
+    current = _current(walk, worlds, found, complete, cap, distinct) if want_current else None
     return SearchResult(layouts=layouts, num_gpus=worlds, gpu=gpu_info, capacity_bytes=eng.capacity,
                         headroom=eng.headroom, seq_length=eng.s, global_batch_size=eng.gbs,
                         enumerated=walk.enumerated, evaluated=eng.evaluated, fitting=fitting,
