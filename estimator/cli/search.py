@@ -22,8 +22,8 @@ from ..memory.report import GIB
 __all__ = ["add_parser", "main", "run"]
 
 _SHORT = {"recompute": "recompute", "tensor_parallel": "TP", "context_parallel": "CP", "expert_all_to_all": "EP a2a",
-          "kernel_launch": "launch", "pipeline_bubble": "bubble", "pipeline_p2p": "PP p2p",
-          "data_parallel": "DP sync"}
+          "kernel_launch": "launch", "weight_reads": "weight reads", "pipeline_bubble": "bubble",
+          "pipeline_p2p": "PP p2p", "data_parallel": "DP sync"}
 
 
 def _ints(text: str) -> tuple:
@@ -51,20 +51,26 @@ def _fraction(text: str) -> float:
     return v
 
 
-def _value(text: str):
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("null", "none"):
+def _scalar(text: str):
+    """One value as a YAML file spells it (true/True/TRUE, false, null/~, integers, numbers), else the text;
+    ``none`` is null too, as everywhere on the command line."""
+    from ..config.yamlio import YamlError, load
+    if text.lower() == "none":
         return None
-    parts = [p for p in text.replace(",", " ").split() if p]
-    out = []
-    for p in parts:
-        try:
-            out.append(int(p))
-        except ValueError:
-            out.append(p)
-    return out if len(out) > 1 else (out[0] if out else text)
+    try:
+        return load(f"v: {text}\n")["v"]
+    except (YamlError, ValueError, TypeError, KeyError):
+        return text
+
+
+def _value(text: str):
+    """A --fix value: one value or a comma-separated list of them, each spelled as in YAML (so a boolean field
+    takes ``true,false``). A layout string keeps its commas (they are cosmetic in Megatron's grammar)."""
+    raw = text.strip()
+    if "|" in raw or "(" in raw:
+        return raw
+    out = [_scalar(p) for p in raw.replace(",", " ").split() if p]
+    return out if len(out) > 1 else (out[0] if out else raw)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -93,7 +99,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--variants", action="store_true",
                    help="list every split/recompute/micro-batch variant, not only the best per parallel shape")
     p.add_argument("--fix", action="append", default=[], metavar="FIELD=VALUE",
-                   help="pin a field: tp=8, cp=1,2, pp=4, fp8=true (repeatable)")
+                   help="pin a field to a value or a comma-separated list, spelled as in YAML: tp=8, cp=1,2, ep=8, "
+                   "pp=4, recompute_num_layers=1,2, use_distributed_optimizer=true,false, fp8=true (repeatable)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     q = p.add_mutually_exclusive_group()
     q.add_argument("--min-gpus", action="store_true", help="the fewest GPUs (powers of two) on which a layout fits")
@@ -198,6 +205,8 @@ def _print_result(res, name: str, out) -> None:
             print(line, file=out)
         print(file=out)
         print(f"#1: {res.layouts[0].why}", file=out)
+    if res.current is not None:
+        print(res.current.text, file=out)
     for note in res.notes:
         print(f"note: {note}", file=out)
 

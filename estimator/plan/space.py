@@ -1,30 +1,46 @@
 """Search space of the layout search: every parallel layout Megatron-Core accepts, memory lower bounds, pruning.
 
 :func:`estimator.plan.search.search` walks the layouts enumerated here. They are those Megatron-Core accepts
-(the rules of :func:`estimator.config.rules.validate`, which every evaluated layout passes): tensor parallel
-size t (a divisor of the world size up to ``max_tp``, one node by default, dividing heads, query groups
-and FFN widths), pipeline size p with the even split and the uneven first/last-stage splits, virtual
-pipeline size v (dividing every stage's layers), context parallel size cp (sequence divisible by 2 cp),
-expert parallel size ep (dividing the experts) and expert tensor parallel size etp, sequence parallelism
-whenever t > 1, the distributed optimizer, recompute none / selective / full and the micro-batch size.
-Every layout becomes a complete configuration that :func:`estimator.estimate` reproduces exactly (its
-numbers come from the same ``validate``, ``resolve`` and ``stage_memory`` calls). The inputs that define
-the space (the model or configuration, the GPU memory, the world sizes and the fields pinned by the
-caller) are read and checked here too; a bad one raises :class:`estimator.config.errors.ConfigError`.
+(the rules of :func:`estimator.config.rules.validate`, which every evaluated layout passes):
 
-Uneven splits: the middle stages hold ceil(L / p) layers and the first and/or last stage between 1 and
-that many (they carry the embedding and the output layer, and stage 0 holds the most micro-batches).
-Selective recompute recomputes the cheap modules that free memory: layernorm, plus moe_act (MoE), plus
-mla_up_proj (MLA), plus core_attn with unfused attention (with flash attention core_attn frees nothing).
-Full recompute is uniform, one layer per group.
+- tensor parallel size t (a divisor of the world size up to ``max_tp``, one node by default, dividing heads,
+  query groups and FFN widths), sequence parallelism whenever t > 1;
+- pipeline size p with every way Megatron-Core places the layers (:mod:`estimator.config.pipeline_layout`): the
+  even split, the uneven first/last-stage splits whose middle stages hold ceil(L / p) layers (the first and/or
+  last stage between 1 and that many), the embedding and/or the loss counted as a layer slot
+  (``account_for_*_in_pipeline_split``), the configuration's own first/last counts and its own
+  ``pipeline_model_parallel_layout`` string (on every p dividing its chunks, v = chunks / p), and any split the
+  caller pins; two splits that place every layer alike are one layout (the configuration's own spelling kept);
+- virtual pipeline size v (dividing every stage's layers, or its layer slots), with the configuration's
+  ``microbatch_group_size_per_vp_stage`` kept on the layouts that can take it (v > 1, p <= the group);
+- context parallel size cp (sequence divisible by 2 cp), expert parallel size ep (dividing the experts) and
+  expert tensor parallel size etp;
+- the distributed optimizer, the micro-batch size, and recomputation: none, selective (the cheap modules that
+  free memory: layernorm, plus moe_act (MoE), plus mla_up_proj (MLA), plus core_attn with unfused attention),
+  and full in every form Megatron-Core has: ``uniform`` groups of n = 1 .. C layers (C the most layers of a
+  virtual chunk) keeping each group's input, and ``block``, the first n = 1 .. C - 1 layers of every chunk.
 
-Pruning (DeepSeek-V3 has 143,406 layouts on 1,024 GPUs; ``benchmarks/search.py``): the model states of
-a stage do not depend on cp, the recompute option or the micro-batch size, so a lower bound of them
-(decoder layers only, :meth:`SearchEngine.state_floor`) rules out whole families before any estimate; memory
-grows with the micro-batch size, none needs at least what selective or full needs, and the distributed
-optimizer needs less, so one layout that does not fit rules out the heavier ones of its shape
-(:func:`no_fit_implied`; ``tests/plan/test_search.py`` checks the pruned search against a brute force).
-The cost of each layout (:mod:`estimator.plan.cost`) orders the walk.
+Every layout becomes a complete configuration that :func:`estimator.estimate` reproduces exactly (its numbers
+come from the same ``validate``, ``resolve`` and ``stage_memory`` calls). The inputs are read and checked by
+:mod:`estimator.plan.options`.
+
+Pruning (``tests/plan/test_search.py`` checks the pruned search against a brute force), on the peak
+``device_bytes`` only, never on one column of it:
+
+- the model states of a stage do not depend on cp, the recompute option or the micro-batch size, and every phase
+  of a step holds them, so a lower bound of them (decoder layers only, :meth:`SearchEngine.state_floor`) rules
+  out whole families before any estimate;
+- within one shape (same GPUs, sizes and split, so the same process groups and NCCL communicators), a layout
+  that does not fit rules out (:func:`no_fit_implied`) the same recompute option with a larger micro-batch or
+  without the distributed optimizer, and, when it failed in the forward and backward passes, the options that
+  keep more there: none keeps the most, and ``block`` n keeps more than ``block`` m > n and uniform groups of 1.
+  A failure at the optimizer step implies nothing across recompute options: the activations column is 0 there,
+  and a full-recompute MoE layer keeps its recomputed input alive through the step, which no recompute does
+  not (:func:`estimator.memory.optimizer_step.recompute_retained`).
+
+Nothing is pruned across world sizes: one more data-parallel rank can add an NCCL communicator (DP 1 -> 2 creates
+the data-parallel group, 128 MiB), so more GPUs may need more memory per GPU (:func:`estimator.plan.search.min_gpus`
+copes with it).
 """
 
 from __future__ import annotations
@@ -33,194 +49,87 @@ import copy
 import functools
 import itertools
 import math
-import os
+import re
 from dataclasses import replace
-from pathlib import Path
+from typing import NamedTuple
 
-from ..config.errors import ConfigError, PresetNotFoundError, Problem, clip, show
-from ..config.load import load_config, parse_text, path_kind, read_text_file, too_deep
+from ..config.errors import ConfigError, Problem, show
+from ..config.load import load_config
+from ..config.pipeline_layout import expand_layout, layout_problems, placement, stage_counts
 from ..config.rules import interleaving_problem, validate
-from ..config.schema import (MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config,
-                             ParallelismConfig, section_specs)
+from ..config.schema import MAX_BATCH, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config, ParallelismConfig
 from ..memory.assemble import stage_memory
-from ..memory.report import GIB
 from ..memory.states import byte_model, state_bytes
 from ..model.layers import kind_params
-from ..model.resolve import resolve, stage_counts, stage_layers
-from .cost import CostModel, Shape
+from ..model.resolve import resolve
+from .cost import FULL_RECOMPUTE, CostModel, Shape
+from .options import (MAX_CHOICES, MAX_GPU_BYTES, OPTION_ALIASES, OWN_ARGS, PAR_KEPT, RECOMPUTE_GRANULARITIES,
+                      RECOMPUTE_METHODS, SEARCHED, SPLIT_FIELDS, fixed_fields, gpu_capacity, option_error,
+                      pinned_layers, positive_ints, source_dict, world_sizes)
+
+__all__ = ["MAX_CHOICES", "MAX_GPU_BYTES", "OPTION_ALIASES", "RECOMPUTE_GRANULARITIES", "SearchEngine", "Split",
+           "gpu_capacity", "no_fit_implied", "option_error", "positive_ints", "rc_fields", "rc_parts", "source_dict",
+           "world_sizes"]
+
+#: (kept for the tests and callers of the layout before this module's split; see estimator.plan.options)
+_PAR_KEPT = PAR_KEPT
+_GROUP = "microbatch_group_size_per_vp_stage"
+
+
+class Split(NamedTuple):
+    """How the layers are placed on the pipeline stages, besides p and v: Megatron-Core's four ways."""
+
+    first: int | None = None      # num_layers_in_first_pipeline_stage
+    last: int | None = None       # num_layers_in_last_pipeline_stage
+    acc_e: bool = False           # account_for_embedding_in_pipeline_split
+    acc_l: bool = False           # account_for_loss_in_pipeline_split
+    layout: str | None = None     # pipeline_model_parallel_layout
+
+
+class _Par(NamedTuple):
+    """The fields :func:`estimator.config.pipeline_layout.layout_problems` reads."""
+
+    pipeline_model_parallel_size: int
+    virtual_pipeline_model_parallel_size: int | None
+    num_layers_in_first_pipeline_stage: int | None
+    num_layers_in_last_pipeline_stage: int | None
+    account_for_embedding_in_pipeline_split: bool
+    account_for_loss_in_pipeline_split: bool
+    pipeline_model_parallel_layout: str | None
+
 
 # --------------------------------------------------------------------------------------------------
-# Inputs: the model, the GPU, the world sizes and the pinned fields
-
-RECOMPUTE_GRANULARITIES = ("none", "selective", "full")
-OPTION_ALIASES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
-            "vpp": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
-            "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size", "mbs": "micro_batch_size",
-            "first_stage_layers": "num_layers_in_first_pipeline_stage",
-            "last_stage_layers": "num_layers_in_last_pipeline_stage"}
-#: Fields the search chooses; pinning one restricts that dimension.
-_SEARCHED = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-             "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
-             "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "micro_batch_size",
-             "use_distributed_optimizer", "recompute_granularity", "sequence_parallel"}
-#: Pipeline-split fields the search does not enumerate: it drops them from the input (search() says so in a
-#: note) and refuses them as pinned fields. A layout string or account_for slots fix the split for one PP x VPP,
-#: which is what the search chooses; estimate() evaluates such a configuration as written.
-SPLIT_NOT_SEARCHED = ("pipeline_model_parallel_layout", "account_for_embedding_in_pipeline_split",
-                      "account_for_loss_in_pipeline_split", "microbatch_group_size_per_vp_stage")
-#: Parallelism fields the search keeps as the user set them while it varies the layout (FSDP, HSDP, buffers).
-_PAR_KEPT = ("cp_comm_type", "use_megatron_fsdp", "use_torch_fsdp2", "data_parallel_sharding_strategy",
-             "outer_dp_sharding_strategy", "num_distributed_optimizer_instances", "fsdp_double_buffer",
-             "suggested_communication_unit_size", "torch_fsdp2_reshard_after_forward", "tp_comm_overlap",
-             "tp_comm_overlap_cfg", "nccl_ub")
-_OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
-             "recompute_method": "recompute", "recompute_num_layers": "recompute",
-             "recompute_modules": "recompute"}
+# Recompute options: "none", "selective", "full" (uniform groups of 1), "full-uniform<n>", "full-block<n>"
 
 
-def option_error(name: str, value, message: str) -> ConfigError:
-    return ConfigError(Problem(f"search.{name}", value, message))
+_FULL = re.compile(r"full-(uniform|block)([0-9]+)")
 
 
-#: Most values a list-valued search option (GPU counts, micro-batch sizes, pinned sizes) may hold.
-MAX_CHOICES = 64
-#: Largest GPU memory accepted, in bytes (1 PiB).
-MAX_GPU_BYTES = 2 ** 50
+def rc_parts(rc: str) -> tuple[str, str | None, int | None]:
+    """(granularity, method, layers) of a recompute option's name."""
+    if rc == "full":
+        return "full", "uniform", 1
+    m = _FULL.fullmatch(rc)
+    if m:
+        return "full", m.group(1), int(m.group(2))
+    return ("none" if rc == "none" else "selective"), None, None
 
 
-def positive_ints(name: str, values, *, allow_empty: bool = False, top: int = MAX_GPUS) -> tuple:
-    """One positive integer or an iterable of at most :data:`MAX_CHOICES` of them, each <= ``top``: sorted,
-    without repeats. Anything else is a ConfigError naming ``search.<name>``."""
-    if isinstance(values, (str, bytes, dict)):
-        raise option_error(name, show(values), "must be a positive integer or a list of them")
-    try:
-        vals = (values,) if isinstance(values, int) else tuple(itertools.islice(values, MAX_CHOICES + 1))
-    except TypeError:
-        raise option_error(name, show(values), "must be a positive integer or a list of them") from None
-    if not vals and not allow_empty:
-        raise option_error(name, list(vals), "needs at least one value")
-    if len(vals) > MAX_CHOICES:
-        raise option_error(name, show(values), f"takes at most {MAX_CHOICES} values")
-    for v in vals:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise option_error(name, show(v), f"must be a positive integer, got {show(v)}")
-        if v > top:
-            raise option_error(name, show(v), f"must be <= {top:,}, got {show(v)}")
-    return tuple(sorted(set(vals)))
+def rc_name(method: str, n: int) -> str:
+    return "full" if method == "uniform" and n == 1 else f"full-{method}{n}"
 
 
-def _pinned_layers(name: str, values) -> tuple:
-    """Pinned first/last stage layer counts: non-negative integers or null (the even split)."""
-    vals = tuple(values) if isinstance(values, (list, tuple, set, frozenset)) else (values,)
-    if len(vals) > MAX_CHOICES or not vals:
-        raise option_error(name, show(values), f"takes 1 to {MAX_CHOICES} values")
-    for v in vals:
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_LAYERS):
-            raise option_error(name, show(v), f"must be null or an integer in 0..{MAX_LAYERS:,}, got {show(v)}")
-    return vals
-
-
-def _fixed_fields(fixed: dict) -> tuple[dict, dict]:
-    """Split ``fixed`` into pinned searched dimensions (name -> allowed values) and plain field overrides."""
-    sections = {s.name: sec for sec in ("parallelism", "training", "precision") for s in section_specs(sec)}
-    model_fields = {s.name for s in section_specs("model")}
-    pins, overrides = {}, {}
-    for key, value in fixed.items():
-        name = OPTION_ALIASES.get(key, key)
-        if name in _OWN_ARGS:
-            raise option_error(key, show(value), f"set it with the {_OWN_ARGS[name]} argument of search()")
-        if name in SPLIT_NOT_SEARCHED:
-            raise option_error(key, show(value), "the search places layers by its own even and uneven first/last splits "
-                           "with Megatron's default micro-batch groups; evaluate a fixed pipeline layout with "
-                           "estimate()")
-        if name in _SEARCHED:
-            pins[name] = tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else (value,)
-            if name in ("sequence_parallel", "use_distributed_optimizer") and (
-                    not pins[name] or not all(isinstance(x, bool) for x in pins[name])):
-                raise option_error(key, show(value), "must be true and/or false")
-        elif name in sections:
-            overrides[name] = (sections[name], value)
-        elif name in model_fields:
-            raise option_error(key, show(value), "model fields belong in the model, not in the search's fixed fields")
-        else:
-            allowed = sorted(set(OPTION_ALIASES) | _SEARCHED | set(sections) - set(_OWN_ARGS))
-            raise option_error(clip(str(key)), show(value), "unknown field; allowed: " + ", ".join(allowed))
-    return pins, overrides
-
-
-def source_dict(model_or_config) -> dict:
-    """The user's configuration as plain data (not yet validated: world_size and layout may be missing)."""
-    if isinstance(model_or_config, Config):
-        data = model_or_config.to_dict()
-    elif isinstance(model_or_config, dict):
-        if too_deep(model_or_config):
-            raise ConfigError(Problem("config", None, "nested deeper than a configuration can be"))
-        data = copy.deepcopy(model_or_config)
-        if "model" not in data and "num_layers" in data:
-            data = {"model": data}
-    elif isinstance(model_or_config, (str, os.PathLike)):
-        s = os.fspath(model_or_config)
-        path = Path(s)
-        if "\n" in s or s.lstrip().startswith("{"):
-            data = parse_text(s)
-        elif path.suffix.lower() in (".yaml", ".yml", ".json") or path_kind(path) is not None:
-            data = parse_text(read_text_file(path), path.suffix.lower())
-        else:
-            try:
-                from ..formats.presets import load_preset
-            except ImportError:
-                raise option_error("model", s, "not a file, and presets are not available") from None
-            try:
-                data = load_preset(s).to_dict()
-            except PresetNotFoundError as exc:
-                raise option_error("model", clip(s), f"neither a configuration file nor a preset ({exc})") from None
-    else:
-        raise option_error("model", type(model_or_config).__name__, "expected a preset name, a configuration "
-                       "(path, YAML/JSON text, dict or Config) or a model section (dict)")
-    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
-        raise ConfigError(Problem("model", None, "the configuration needs a 'model' section"))
-    bad = [Problem(sec, data[sec], f"must be a mapping of field: value, got {show(data[sec])}")
-           for sec in ("parallelism", "training", "precision") if not isinstance(data.get(sec), (dict, type(None)))]
-    if bad:
-        raise ConfigError(bad)
-    return data
-
-
-def gpu_capacity(gpu) -> tuple[int, dict]:
-    """GPU memory in bytes and a description, from a GPU name, a GPU object or a number of bytes."""
-    if isinstance(gpu, bool) or gpu is None:
-        raise option_error("gpu", gpu, "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
-    if isinstance(gpu, int):
-        if not 0 < gpu <= MAX_GPU_BYTES:
-            raise option_error("gpu", show(gpu), f"the GPU memory must be a positive number of bytes, at most "
-                           f"{MAX_GPU_BYTES:,} (1 PiB), got {show(gpu)}")
-        return gpu, {"name": f"{gpu / GIB:.2f} GiB", "memory_bytes": gpu, "source": "given"}
-    if hasattr(gpu, "memory_bytes"):
-        return int(gpu.memory_bytes), {"name": getattr(gpu, "name", "GPU"), "memory_bytes": int(gpu.memory_bytes),
-                                       "source": getattr(gpu, "source", "")}
-    if isinstance(gpu, str):
-        try:
-            from ..formats.gpus import get_gpu
-        except ImportError:
-            raise option_error("gpu", gpu, "GPU names need estimator.formats.gpus; give the memory in bytes") from None
-        try:
-            g = get_gpu(gpu)
-        except ConfigError as exc:
-            raise option_error("gpu", clip(gpu), "; ".join(p.message for p in exc.problems)) from None
-        except (LookupError, ValueError) as exc:
-            raise option_error("gpu", clip(gpu), str(exc) or "unknown GPU") from None
-        return gpu_capacity(g)
-    raise option_error("gpu", show(gpu), "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
-
-
-
-def world_sizes(num_gpus) -> tuple:
-    if isinstance(num_gpus, bool) or num_gpus is None:
-        raise option_error("num_gpus", num_gpus, "must be a positive integer or a list of them")
-    try:
-        return positive_ints("num_gpus", num_gpus)
-    except TypeError:
-        raise option_error("num_gpus", num_gpus, "must be a positive integer or a list of them") from None
+def rc_fields(rc: str, selective_modules) -> dict:
+    """The training fields of a recompute option."""
+    g, method, n = rc_parts(rc)
+    if g == "full":
+        return {"recompute_granularity": "full", "recompute_method": method, "recompute_num_layers": n,
+                "recompute_modules": None}
+    if g == "selective":
+        return {"recompute_granularity": "selective", "recompute_method": None, "recompute_num_layers": None,
+                "recompute_modules": tuple(selective_modules)}
+    return {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
+            "recompute_modules": None}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,18 +142,14 @@ def _divisors(n: int) -> tuple:
     return tuple(small + [n // d for d in reversed(small) if d * d != n])
 
 
-def _splits(L: int, p: int) -> list[tuple]:
-    """(first, last) stage layer counts: the even split, and the uneven ones whose middle stages hold
-    ceil(L / p) layers and whose first/last stages hold between 1 and that many."""
-    if p == 1:
-        return [(None, None)]
-    out = [(None, None)] if L % p == 0 else []
+def _uneven(L: int, p: int) -> list[tuple]:
+    """The uneven (first, last) splits whose middle stages hold ceil(L / p) layers and whose first/last stages hold
+    between 1 and that many."""
+    if p == 1 or L % p == 0 or L < p:
+        return []
     e = -(-L // p)
-    if L % p == 0 or L < p:
-        return out
     f = L - (p - 1) * e
-    if 1 <= f <= e:
-        out += [(f, None), (None, f)]
+    out = [(f, None), (None, f)] if 1 <= f <= e else []
     if p >= 3:
         rest = L - (p - 2) * e
         out += [(f, rest - f) for f in range(max(1, rest - e), min(e, rest - 1) + 1)]
@@ -257,21 +162,28 @@ class SearchEngine(CostModel):
 
     def __init__(self, data: dict, *, seq_length, global_batch_size, micro_batch_sizes, capacity, headroom,
                  max_tp, gpus_per_node, recompute, distributed_optimizer, fixed, world0):
-        pins, overrides = _fixed_fields(fixed)
+        pins, overrides = fixed_fields(fixed)
         self.pins = pins
+        self.overrides = overrides
+        self.source = data
         model_d = data["model"]
-        par_d = data.get("parallelism") or {}
-        tr_d = {k: v for k, v in (data.get("training") or {}).items()
-                if k not in _SEARCHED and k not in _OWN_ARGS}
+        par_d = dict(data.get("parallelism") or {})
+        tr_d = {k: v for k, v in (data.get("training") or {}).items() if k not in SEARCHED and k not in OWN_ARGS}
         pr_d = dict(data.get("precision") or {})
         for name, (sec, value) in overrides.items():
             {"parallelism": par_d, "training": tr_d, "precision": pr_d}[sec][name] = value
-        self.par_keep = {k: par_d[k] for k in _PAR_KEPT if k in par_d}
-        self.dropped = {k: par_d[k] for k in SPLIT_NOT_SEARCHED if par_d.get(k) not in (None, False)}
+        self.par_keep = {k: par_d[k] for k in PAR_KEPT if k in par_d}
+        self.group = par_d.get(_GROUP)
+        if self.group is not None and (isinstance(self.group, bool) or not isinstance(self.group, int)
+                                       or not 1 <= self.group <= MAX_MICRO_BATCH):
+            raise ConfigError(Problem("parallelism." + _GROUP, show(self.group), "must be a positive integer or null"))
+        self.dropped = {}
+        self.own_split = self._own_split(par_d)
         pattern = model_d.get("hybrid_layer_pattern")
-        if isinstance(pattern, str) and "|" in pattern.split("/")[0]:
-            # A hybrid pattern's '|' segments fix the pipeline split, as a layout string does: the search chooses
-            # the split, so it drops them (the layers stay as written).
+        self.hybrid = isinstance(pattern, str)
+        if self.hybrid and "|" in pattern.split("/")[0]:
+            # A hybrid pattern's '|' segments fix the pipeline split: the search chooses the split, so it drops them
+            # (the layers stay as written).
             main, *mtp = pattern.split("/")
             model_d = dict(model_d, hybrid_layer_pattern="/".join([main.replace("|", ""), *mtp]))
             self.dropped["hybrid_layer_pattern pipeline segments"] = pattern
@@ -293,7 +205,7 @@ class SearchEngine(CostModel):
         self.data = {"model": copy.deepcopy(model_d), "parallelism": dict(self.par_keep),
                      "training": {**tr_d, "world_size": world0, "seq_length": s}, "precision": pr_d}
         self.base = load_config(self.data)            # raises ConfigError naming any bad field
-        self.par_fixed = {k: getattr(self.base.parallelism, k) for k in _PAR_KEPT}
+        self.par_fixed = {k: getattr(self.base.parallelism, k) for k in PAR_KEPT}
         self.r0 = resolve(self.base)
         self.capacity = capacity
         if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
@@ -306,13 +218,8 @@ class SearchEngine(CostModel):
         self.max_tp = positive_ints("max_tp", max_tp)[0]
         self.gpn = positive_ints("gpus_per_node", gpus_per_node)[0]
         self.mbs = positive_ints("micro_batch_sizes", pins.pop("micro_batch_size", micro_batch_sizes),
-                                  top=MAX_MICRO_BATCH)
-        rc = pins.pop("recompute_granularity", recompute)
-        rc = tuple("none" if x is None else x for x in itertools.islice(rc, MAX_CHOICES)) \
-            if isinstance(rc, (list, tuple, set, frozenset)) else rc
-        if not isinstance(rc, tuple) or not rc or not all(isinstance(x, str) and x in RECOMPUTE_GRANULARITIES for x in rc):
-            raise option_error("recompute", show(rc), "allowed: " + ", ".join(RECOMPUTE_GRANULARITIES))
-        self.recompute = tuple(x for x in RECOMPUTE_GRANULARITIES if x in rc)
+                                 top=MAX_MICRO_BATCH)
+        self._read_recompute(pins, recompute)
         dist = pins.pop("use_distributed_optimizer", distributed_optimizer)
         dist = (dist,) if isinstance(dist, bool) else tuple(dist) if isinstance(dist, (list, tuple, set,
                                                                                        frozenset)) else None
@@ -326,16 +233,57 @@ class SearchEngine(CostModel):
         if "virtual_pipeline_model_parallel_size" in pins:      # null: plain 1F1B, as 1
             vpp = tuple(1 if x is None else x for x in pins["virtual_pipeline_model_parallel_size"])
             pins["virtual_pipeline_model_parallel_size"] = positive_ints("virtual_pipeline_model_parallel_size",
-                                                                          vpp, top=MAX_LAYERS)
+                                                                         vpp, top=MAX_LAYERS)
         for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
             if name in pins:
-                pins[name] = _pinned_layers(name, pins[name])
+                pins[name] = pinned_layers(name, pins[name])
         self._setup_model()
+
+    @staticmethod
+    def _own_split(par: dict) -> Split | None:
+        """The configuration's own pipeline split, when it is not the even one (checked for its types here; its
+        rules when it is placed)."""
+        first, last = par.get("num_layers_in_first_pipeline_stage"), par.get("num_layers_in_last_pipeline_stage")
+        acc_e = par.get("account_for_embedding_in_pipeline_split") or False
+        acc_l = par.get("account_for_loss_in_pipeline_split") or False
+        layout = par.get("pipeline_model_parallel_layout")
+        for name, v, ok in (("num_layers_in_first_pipeline_stage", first, first is None or (
+                                isinstance(first, int) and not isinstance(first, bool))),
+                            ("num_layers_in_last_pipeline_stage", last, last is None or (
+                                isinstance(last, int) and not isinstance(last, bool))),
+                            ("account_for_embedding_in_pipeline_split", acc_e, isinstance(acc_e, bool)),
+                            ("account_for_loss_in_pipeline_split", acc_l, isinstance(acc_l, bool)),
+                            ("pipeline_model_parallel_layout", layout, layout is None or isinstance(layout, str))):
+            if not ok:
+                raise ConfigError(Problem("parallelism." + name, show(v), "has the wrong type for a pipeline split"))
+        split = Split(first, last, acc_e, acc_l, layout)
+        return None if split == Split() else split
+
+    def _read_recompute(self, pins: dict, recompute):
+        rc = pins.pop("recompute_granularity", recompute)
+        rc = tuple("none" if x is None else x for x in itertools.islice(rc, MAX_CHOICES)) \
+            if isinstance(rc, (list, tuple, set, frozenset)) else rc
+        if not isinstance(rc, tuple) or not rc or not all(isinstance(x, str) and x in RECOMPUTE_GRANULARITIES
+                                                          for x in rc):
+            raise option_error("recompute", show(rc), "allowed: " + ", ".join(RECOMPUTE_GRANULARITIES))
+        self.recompute = tuple(x for x in RECOMPUTE_GRANULARITIES if x in rc)
+        methods = pins.pop("recompute_method", RECOMPUTE_METHODS)
+        if not all(isinstance(m, str) and m in RECOMPUTE_METHODS for m in methods):
+            raise option_error("recompute_method", show(list(methods)), "allowed: uniform, block")
+        self.rc_methods = tuple(m for m in RECOMPUTE_METHODS if m in methods)
+        layers = pins.pop("recompute_num_layers", None)
+        self.rc_layers = positive_ints("recompute_num_layers", layers, top=MAX_LAYERS) if layers is not None else None
+        self._rc_lists = {}
 
     # -- model constants and the memory lower bound ---------------------------------------------
     def _setup_model(self):
         r, cfg = self.r0, self.base
         self.moe = bool(r.E)
+        if not self.moe:        # a dense model has no expert sizes: a pin of one would be silently ignored
+            for name, short in (("expert_model_parallel_size", "ep"), ("expert_tensor_parallel_size", "etp")):
+                if name in self.pins and self.pins[name] != (1,):
+                    raise option_error(name, list(self.pins[name]), f"the model has no experts (num_experts is "
+                                       f"not set), so {short} does not apply; got {list(self.pins[name])}")
         mods = ["layernorm"] + (["moe_act"] if r.E else []) + (["mla_up_proj"] if r.mla else [])
         if cfg.training.attention_backend in ("unfused", "local"):
             mods.insert(0, "core_attn")
@@ -352,23 +300,39 @@ class SearchEngine(CostModel):
         self._kinds = {}
         self._distinct = {}
         self._per_layer = {}
+        self._splits = {}
+        self._chunk = {}
+        self._batches = {}
+        # Stages hold at least one layer slot: a decoder layer, or the embedding / loss counted as one.
+        self.pp_cap = min(r.L + (0 if self.hybrid else 2), MAX_STAGES)
         self._setup_cost()
 
-    def _stage_kinds(self, p, first, last, v) -> tuple:
+    def _plans(self, sh: Shape) -> tuple:
+        """The stage plans of a shape's split (:func:`estimator.config.pipeline_layout.placement`)."""
+        return placement(self.r0.L, sh.p, sh.v, sh.first, sh.last, sh.acc_e, sh.acc_l, sh.layout,
+                         self.r0.mtp if sh.layout else 0)[0]
+
+    def _stage_kinds(self, sh: Shape) -> tuple:
         """Per stage: (layers, MoE layers, layers of each kind)."""
-        key = (p, first, last, v)
+        key = sh.split
         if key not in self._kinds:
-            self._kinds[key] = tuple(self.stage_kind_counts(chunks)
-                                     for chunks in stage_layers(self.r0.L, p, v, first, last))
+            self._kinds[key] = tuple(self.stage_kind_counts(plan.layers) for plan in self._plans(sh))
         return self._kinds[key]
 
-    def _distinct_kinds(self, p, first, last, v) -> tuple:
+    def _distinct_kinds(self, sh: Shape) -> tuple:
         """The distinct (layers, MoE layers, layers of each kind) of the stages, in stage order (most stages
         are alike)."""
-        key = (p, first, last, v)
+        key = sh.split
         if key not in self._distinct:
-            self._distinct[key] = tuple(dict.fromkeys(self._stage_kinds(p, first, last, v)))
+            self._distinct[key] = tuple(dict.fromkeys(self._stage_kinds(sh)))
         return self._distinct[key]
+
+    def chunk_max(self, sh: Shape) -> int:
+        """The most decoder layers of one virtual chunk (C: full recompute's groups run from 1 to C layers)."""
+        key = sh.split
+        if key not in self._chunk:
+            self._chunk[key] = max((len(rng) for plan in self._plans(sh) for rng in plan.layers), default=0)
+        return self._chunk[key]
 
     def stage_kind_counts(self, chunks) -> tuple:
         """(layers, MoE layers, layers of each kind) of one stage holding the decoder-layer ranges ``chunks``."""
@@ -393,7 +357,7 @@ class SearchEngine(CostModel):
         per_kind = self._layer_params(sh.t, sh.ep, sh.etp)
         bm = self.bm[d]
         worst = (-1, 0, 0)
-        for _, _, counts in self._distinct_kinds(sh.p, sh.first, sh.last, sh.v):
+        for _, _, counts in self._distinct_kinds(sh):
             dense_p = sum(n * dd for n, (dd, _) in zip(counts, per_kind))
             exp_p = sum(n * e for n, (_, e) in zip(counts, per_kind))
             st = state_bytes(bm, dense_p, 0, exp_p, sh.n // (sh.t * sh.p), max(sh.edp, 1))
@@ -410,6 +374,63 @@ class SearchEngine(CostModel):
         pin = self.pins.get(name)
         return [x for x in values if x in pin] if pin is not None else list(values)
 
+    def _split_pinned_out(self, sp: Split) -> bool:
+        pins = self.pins
+        return any(name in pins and value not in pins[name] for name, value in zip(SPLIT_FIELDS, (
+            sp.first, sp.last, sp.acc_e, sp.acc_l, sp.layout)))
+
+    def pipeline_splits(self, p: int) -> tuple:
+        """Every (split, v) Megatron-Core accepts for p stages, each placement once: the configuration's own split
+        first, then the pinned ones, the even, the uneven first/last and the embedding/loss-slot splits."""
+        if p in self._splits:
+            return self._splits[p]
+        r = self.r0
+        L, mtp = r.L, r.mtp
+        cands = [self.own_split] if self.own_split is not None else []
+        for layout in self.pins.get("pipeline_model_parallel_layout", ()):
+            if layout is not None:
+                cands.append(Split(layout=layout))
+        firsts = self.pins.get("num_layers_in_first_pipeline_stage", (None,))
+        lasts = self.pins.get("num_layers_in_last_pipeline_stage", (None,))
+        cands += [Split(f, la) for f in firsts for la in lasts if f is not None or la is not None]
+        cands.append(Split())
+        cands += [Split(f, la) for f, la in _uneven(L, p)]
+        if not self.hybrid:       # a hybrid model's split comes from its pattern (hybrid_pattern.split_problems)
+            cands += [Split(acc_e=e, acc_l=lo) for e, lo in ((True, False), (False, True), (True, True))]
+        vpins = self.pins.get("virtual_pipeline_model_parallel_size")
+        out, seen = [], set()
+        for sp in dict.fromkeys(cands):
+            if self._split_pinned_out(sp) or (self.hybrid and sp.layout is not None):
+                continue
+            if sp.layout is not None:
+                try:
+                    chunks = len(expand_layout(sp.layout))
+                except ValueError:
+                    continue
+                vs = [chunks // p] if chunks % p == 0 else []
+            elif p == 1:
+                vs = [1]
+            elif sp.acc_e or sp.acc_l:
+                slots = L + sp.acc_e + sp.acc_l
+                vs = [1] + [v for v in _divisors(slots // p) if v > 1] if slots % p == 0 else [1]
+            else:
+                counts = stage_counts(L, p, sp.first, sp.last)
+                vs = [1] + [v for v in _divisors(functools.reduce(math.gcd, counts)) if v > 1] \
+                    if counts and min(counts) > 0 else [1]
+            for v in vs:
+                if vpins is not None and v not in vpins:
+                    continue
+                par = _Par(p, v if v > 1 and sp.layout is None else None, *sp)
+                if layout_problems(par, L, mtp):
+                    continue
+                plans = placement(L, p, v, sp.first, sp.last, sp.acc_e, sp.acc_l, sp.layout, mtp)[0]
+                sig = tuple(pl.sig for pl in plans)
+                if sig not in seen:
+                    seen.add(sig)
+                    out.append((sp, v))
+        self._splits[p] = tuple(out)
+        return self._splits[p]
+
     def shapes(self, n: int):
         """Every parallel shape on n GPUs that the divisibility rules allow (before any memory check)."""
         r = self.r0
@@ -421,89 +442,132 @@ class SearchEngine(CostModel):
         tps = [t for t in _divisors(n) if t <= tp_cap and r.a % t == 0 and ffn % t == 0
                and (r.mla or r.g % t == 0) and (not r.fs or r.fs % t == 0)]
         etp_cap = max((self.max_tp,) + self.pins.get("expert_tensor_parallel_size", ()))
-        first_pin = self.pins.get("num_layers_in_first_pipeline_stage")
-        last_pin = self.pins.get("num_layers_in_last_pipeline_stage")
+        pp_cap = self.pp_cap
         for t in self._allowed("tensor_model_parallel_size", tps):
             sps = self.pins.get("sequence_parallel", (t > 1,))
-            for p in self._allowed("pipeline_model_parallel_size",
-                                   [p for p in _divisors(n // t) if p <= min(L, MAX_STAGES)]):
-                for first, last in _splits(L, p):
-                    if first_pin is not None and first not in first_pin:
-                        continue
-                    if last_pin is not None and last not in last_pin:
-                        continue
-                    counts = stage_counts(L, p, first, last)
-                    g = 0
-                    for c in counts:
-                        g = math.gcd(g, c)
-                    vs = [1] + ([v for v in _divisors(g) if v > 1] if p > 1 else [])
-                    for v in self._allowed("virtual_pipeline_model_parallel_size", vs):
-                        for cp in self._allowed("context_parallel_size", _divisors(n // (t * p))):
-                            if cp > 1 and (s % (2 * cp) or unfused):
+            for p in self._allowed("pipeline_model_parallel_size", [p for p in _divisors(n // t) if p <= pp_cap]):
+                for split, v in self.pipeline_splits(p):
+                    for cp in self._allowed("context_parallel_size", _divisors(n // (t * p))):
+                        if cp > 1 and (s % (2 * cp) or unfused):
+                            continue
+                        for sp in sps:
+                            if (sp and t == 1) or (sp and (s // cp) % t):
                                 continue
-                            for sp in sps:
-                                if (sp and t == 1) or (sp and (s // cp) % t):
-                                    continue
-                                if not self.moe:
-                                    yield Shape(n, t, p, first, last, v, cp, 1, t, sp)
-                                    continue
-                                for etp in self._allowed("expert_tensor_parallel_size",
-                                                         [e for e in _divisors(n // p)
-                                                          if e <= etp_cap and r.fm % e == 0]):
-                                    for ep in self._allowed("expert_model_parallel_size",
-                                                            [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0]):
-                                        if t > 1 and ep > 1 and not sp:
-                                            continue
-                                        yield Shape(n, t, p, first, last, v, cp, ep, etp, sp)
+                            if not self.moe:
+                                yield Shape(n, t, p, *split, v, cp, 1, t, sp)
+                                continue
+                            for etp in self._allowed("expert_tensor_parallel_size",
+                                                     [e for e in _divisors(n // p) if e <= etp_cap and r.fm % e == 0]):
+                                for ep in self._allowed("expert_model_parallel_size",
+                                                        [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0]):
+                                    if t > 1 and ep > 1 and not sp:
+                                        continue
+                                    yield Shape(n, t, p, *split, v, cp, ep, etp, sp)
+
+    def shape_without_pin(self, n: int, name: str) -> Shape | None:
+        """A shape on n GPUs the rules allow once the pin on ``name`` is lifted (None: none either)."""
+        saved = self.pins.pop(name)
+        self._splits.clear()
+        try:
+            return next(self.shapes(n), None)
+        finally:
+            self.pins[name] = saved
+            self._splits.clear()
+
+    def group_of(self, sh: Shape) -> int | None:
+        """The configuration's microbatch_group_size_per_vp_stage where this layout can take it, else None."""
+        g = self.group
+        return g if g is not None and sh.v > 1 and g >= sh.p else None
+
+    def rc_options(self, sh: Shape) -> tuple:
+        """The recompute options of a shape, in the order none, selective, block 1 .. C - 1, uniform 1 .. C."""
+        c = self.chunk_max(sh)
+        if c not in self._rc_lists:
+            out = [rc for rc in ("none", "selective") if rc in self.recompute]
+            if "full" in self.recompute:
+                ok = (lambda n: True) if self.rc_layers is None else (lambda n: n in self.rc_layers)
+                if "block" in self.rc_methods:
+                    out += [rc_name("block", n) for n in range(1, c) if ok(n)]
+                if "uniform" in self.rc_methods:
+                    out += [rc_name("uniform", n) for n in range(1, max(c, 1) + 1) if ok(n)]
+            self._rc_lists[c] = tuple(out)
+        return self._rc_lists[c]
+
+    def batches(self, sh: Shape) -> tuple:
+        """(micro-batch size, global batch size) pairs of a shape that the batch rules allow."""
+        dp = sh.dp
+        key = (dp, sh.p, sh.v, self.group_of(sh))
+        hit = self._batches.get(key)
+        if hit is not None:
+            return hit
+        out = []
+        for b in self.mbs:
+            if self.gbs is not None:
+                if self.gbs % (b * dp) or interleaving_problem(sh.p, sh.v, self.gbs // (b * dp), self.group_of(sh)):
+                    continue
+                gbs = self.gbs
+            else:
+                gbs = self.auto_gbs(b, dp, sh.p, sh.v)
+                if gbs > MAX_BATCH:        # a configuration the loader would refuse
+                    continue
+            out.append((b, gbs))
+        self._batches[key] = tuple(out)
+        return self._batches[key]
+
+    def count_variants(self, sh: Shape) -> int:
+        return len(self.dist) * len(self.rc_options(sh)) * len(self.batches(sh))
 
     def variants(self, sh: Shape):
         """(distributed optimizer, recompute, micro-batch size, global batch size) of a shape."""
-        dp = sh.dp
+        bs = self.batches(sh)
         for d in self.dist:
-            for rc in self.recompute:
-                for b in self.mbs:
-                    if self.gbs is not None:
-                        if self.gbs % (b * dp) or interleaving_problem(sh.p, sh.v, self.gbs // (b * dp)):
-                            continue
-                        gbs = self.gbs
-                    else:
-                        gbs = self.auto_gbs(b, dp, sh.p, sh.v)
-                        if gbs > MAX_BATCH:        # a configuration the loader would refuse
-                            continue
+            for rc in self.rc_options(sh):
+                for b, gbs in bs:
                     yield d, rc, b, gbs
 
-    # -- configurations and evaluation ----------------------------------------------------------
-    def _rc_fields(self, rc: str) -> dict:
-        if rc == "full":
-            return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1,
-                    "recompute_modules": None}
+    def rc_cost(self, sh: Shape, rc: str) -> float:
+        """Relative cost of a recompute option on this shape (block recomputes a share of the layers)."""
+        if rc == "none":
+            return 0.0
         if rc == "selective":
-            return {"recompute_granularity": "selective", "recompute_method": None, "recompute_num_layers": None,
-                    "recompute_modules": self.selective_modules}
-        return {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
-                "recompute_modules": None}
+            return self.rc_cost_selective
+        g, method, n = rc_parts(rc)
+        if method == "block":
+            return FULL_RECOMPUTE * self.block_share(sh, n)
+        return FULL_RECOMPUTE
 
-    def config(self, sh: Shape, d: bool, rc: str, b: int, gbs: int) -> Config:
-        """The layout as a Config, built without re-parsing (the hot path); equal to config_dict's."""
-        par = ParallelismConfig(
-            tensor_model_parallel_size=sh.t, pipeline_model_parallel_size=sh.p, expert_model_parallel_size=sh.ep,
-            expert_tensor_parallel_size=sh.etp if self.moe else None, context_parallel_size=sh.cp,
-            virtual_pipeline_model_parallel_size=sh.v if sh.v > 1 else None,
-            num_layers_in_first_pipeline_stage=sh.first, num_layers_in_last_pipeline_stage=sh.last,
-            **self.par_fixed)
-        tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
-                     sequence_parallel=sh.sp, use_distributed_optimizer=d, **self._rc_fields(rc))
-        return Config(model=self.base.model, parallelism=par, training=tr, precision=self.base.precision)
-
-    def config_dict(self, sh: Shape, d: bool, rc: str, b: int, gbs: int) -> dict:
-        """The layout as a complete four-section configuration (what the user would write)."""
+    # -- configurations and evaluation ----------------------------------------------------------
+    def _split_par(self, sh: Shape) -> dict:
         par = {"tensor_model_parallel_size": sh.t, "pipeline_model_parallel_size": sh.p}
-        if sh.v > 1:
+        if sh.v > 1 and sh.layout is None:
             par["virtual_pipeline_model_parallel_size"] = sh.v
         if sh.first is not None:
             par["num_layers_in_first_pipeline_stage"] = sh.first
         if sh.last is not None:
             par["num_layers_in_last_pipeline_stage"] = sh.last
+        if sh.acc_e:
+            par["account_for_embedding_in_pipeline_split"] = True
+        if sh.acc_l:
+            par["account_for_loss_in_pipeline_split"] = True
+        if sh.layout is not None:
+            par["pipeline_model_parallel_layout"] = sh.layout
+        group = self.group_of(sh)
+        if group is not None:
+            par[_GROUP] = group
+        return par
+
+    def config(self, sh: Shape, d: bool, rc: str, b: int, gbs: int) -> Config:
+        """The layout as a Config, built without re-parsing (the hot path); equal to config_dict's."""
+        par = ParallelismConfig(
+            expert_model_parallel_size=sh.ep, expert_tensor_parallel_size=sh.etp if self.moe else None,
+            context_parallel_size=sh.cp, **self._split_par(sh), **self.par_fixed)
+        tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
+                     sequence_parallel=sh.sp, use_distributed_optimizer=d, **rc_fields(rc, self.selective_modules))
+        return Config(model=self.base.model, parallelism=par, training=tr, precision=self.base.precision)
+
+    def config_dict(self, sh: Shape, d: bool, rc: str, b: int, gbs: int) -> dict:
+        """The layout as a complete four-section configuration (what the user would write)."""
+        par = self._split_par(sh)
         par["context_parallel_size"] = sh.cp
         if self.moe:
             par["expert_model_parallel_size"] = sh.ep
@@ -511,7 +575,7 @@ class SearchEngine(CostModel):
         par.update(self.par_keep)
         tr = dict(copy.deepcopy(self.tr_keep), world_size=sh.n, seq_length=self.s, global_batch_size=gbs,
                   micro_batch_size=b, sequence_parallel=sh.sp, use_distributed_optimizer=d)
-        for k, v in self._rc_fields(rc).items():
+        for k, v in rc_fields(rc, self.selective_modules).items():
             if v is not None:
                 tr[k] = list(v) if isinstance(v, tuple) else v
         return {"model": copy.deepcopy(self.data["model"]), "parallelism": par, "training": tr,
@@ -530,14 +594,25 @@ class SearchEngine(CostModel):
 # --------------------------------------------------------------------------------------------------
 # Pruning by monotonicity
 
-#: Memory order of the recompute options: a layout needs at least as much memory as the one it
-#: dominates here, at the same or a smaller micro-batch (selective and full are not ordered).
-_HEAVIER = {"none": ("none", "selective", "full"), "selective": ("selective",), "full": ("full",)}
+
+def _keeps_more(frc: str, rc: str) -> bool:
+    """True when recompute option ``rc`` keeps at least what ``frc`` keeps in the forward and backward passes (at a
+    micro-batch at least as large): none keeps everything; block n keeps more than block m > n and than uniform
+    groups of one layer. (Selective, uniform groups of more layers and block are not ordered.)"""
+    if rc == frc or rc == "none":
+        return True
+    if rc.startswith("full-block"):
+        if frc == "full":
+            return True
+        if frc.startswith("full-block"):
+            return rc_parts(frc)[2] >= rc_parts(rc)[2]
+    return False
 
 
 def no_fit_implied(failed: list, d: bool, rc: str, b: int) -> bool:
-    """True when a layout needing no more memory than (d, rc, b) already failed on the same shape."""
-    for fd, frc, fb in failed:
-        if fb <= b and frc in _HEAVIER[rc] and (fd == d or (fd and not d)):
+    """True when a layout needing no more memory than (d, rc, b) already failed on the same shape. ``failed`` holds
+    (distributed optimizer, recompute, micro-batch, failed in the forward/backward passes) of the failures."""
+    for fd, frc, fb, fwd in failed:
+        if fb <= b and (fd == d or (fd and not d)) and (frc == rc or (fwd and _keeps_more(frc, rc))):
             return True
     return False

@@ -7,7 +7,8 @@ the reverse question the CLI already asks (``python -m estimator search CONFIG -
 :func:`estimator.plan.search.max_seq_length` and :func:`estimator.plan.search.max_micro_batch`): the longest sequence
 and the largest micro-batch with which every stage still fits. For the GPU count the layout is kept and the
 data-parallel size grows, which shards the distributed optimizer's states further; the boundary is the fewest
-GPUs on which this layout fits, bisected the same way (:func:`estimator.plan.search.largest_fitting`). The fewest GPUs on
+GPUs on which this layout fits, read off the points (every one is estimated to be drawn; from DP 1 to 2 one more NCCL
+communicator can make the memory grow, so it is not bisected). The fewest GPUs on
 which *some* layout fits is :func:`estimator.plan.search.min_gpus` (a layout search per candidate; the page asks
 for it separately, it takes seconds).
 
@@ -116,22 +117,20 @@ def _mbs(sw: _Sweeper) -> Series:
 
 
 def _gpus(sw: _Sweeper) -> Series:
-    from .search import largest_fitting
     r = sw.r
     dense = r.t * r.p * r.cp
     dps = sorted({r.dp, *(2 ** k for k in range((r.dp.bit_length() - 1) + MAX_DP_DOUBLINGS + 1))})
     cands = [d * dense for d in dps if sw.point(WORLD, d * dense) is not None]
-
-    def fits(n):
-        return sw.point(WORLD, n).fits
-    # The fewest GPUs that fit is the largest fitting candidate in descending order (memory falls with DP).
-    desc = cands[::-1]
-    i, _ = largest_fitting(desc, fits)
-    fewest = desc[i] if i is not None else None
+    # Every point is drawn, so each is estimated: the fewest GPUs is read off them, not bisected. Memory falls with
+    # DP except from DP 1 to 2, where NCCL sets up the data-parallel communicator (and the expert-data-parallel
+    # one), which can outweigh the optimizer states it shards.
+    fitting = [n for n in cands if sw.point(WORLD, n).fits]
+    fewest = fitting[0] if fitting else None
+    below = [n for n in cands if fewest is not None and n < fewest]
     if fewest is None:
         reason = f"this layout does not fit on {cands[-1]:,} GPUs (data-parallel {cands[-1] // dense:,}) either"
-    elif i + 1 < len(desc):
-        reason = (f"{fewest:,} GPUs (data-parallel {fewest // dense:,}) with this layout; on {desc[i + 1]:,} it does "
+    elif below:
+        reason = (f"{fewest:,} GPUs (data-parallel {fewest // dense:,}) with this layout; on {below[-1]:,} it does "
                   "not fit")
     else:
         reason = f"{fewest:,} GPUs (data-parallel {fewest // dense:,}), the fewest this layout runs on"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from ..config.errors import ConfigError, EstimatorError
-from ..config.load import load_config
+from ..config.errors import ConfigError, EstimatorError, Problem, show
+from ..config.schema import MAX_GPUS
 from ..memory.report import GIB
 from .state import (CUSTOM_GPU, FIELD_SPECS, error_answer, errors_answer, flatten, merged_config, preset_config,
                     state_capacity)
@@ -64,7 +64,22 @@ NOTATION = ("How to read a layout: TP tensor, PP pipeline, VPP virtual pipeline 
             "context, EP expert, ETP expert tensor and DP data-parallel size; mbs the micro-batch size, then the "
             "recomputation. PP16[1/-] means 16 pipeline stages whose first holds 1 layer and whose last holds "
             "the even share of the rest (-): the numbers in brackets are num_layers_in_first_pipeline_stage / "
-            "num_layers_in_last_pipeline_stage. no-distopt: without the distributed optimizer.")
+            "num_layers_in_last_pipeline_stage. PP8[E/L]: the embedding (E) and the loss (L) each count as a "
+            "layer slot of the split (account_for_embedding/loss_in_pipeline_split); PP16[layout]: the "
+            "configuration's own pipeline_model_parallel_layout. full: full recomputation of every layer; "
+            "full-uniform2: in groups of 2 layers; full-block3: of the first 3 layers of each virtual chunk. "
+            "no-distopt: without the distributed optimizer.")
+
+
+def _recompute_words(lay) -> str:
+    if lay.recompute == "none":
+        return "no recomputation"
+    if lay.recompute == "selective":
+        return "selective recomputation"
+    n = lay.recompute_num_layers or 1
+    if lay.recompute_method == "block":
+        return f"full recomputation of the first {n} layer{'s' if n > 1 else ''} of each chunk"
+    return "full recomputation" + (f" in groups of {n} layers" if n > 1 else "")
 
 
 def layout_words(lay) -> str:
@@ -72,6 +87,11 @@ def layout_words(lay) -> str:
     pp = f"{lay.pp} pipeline stage{'s' if lay.pp > 1 else ''}"
     split = [f"{which} stage {n} layer{'s' if n != 1 else ''}" for which, n in
              (("first", lay.first_stage_layers), ("last", lay.last_stage_layers)) if n is not None]
+    if lay.account_for_embedding or lay.account_for_loss:
+        split.append(" and ".join(x for x, on in (("embedding", lay.account_for_embedding),
+                                                  ("loss", lay.account_for_loss)) if on) + " as layer slots")
+    if lay.pipeline_layout:
+        split.append("the configuration's pipeline layout")
     if split:
         pp += " (" + ", ".join(split) + ")"
     parts = [f"TP {lay.tp}", pp]
@@ -83,17 +103,30 @@ def layout_words(lay) -> str:
         parts.append(f"EP {lay.ep}, ETP {lay.etp}")
     parts.append(f"DP {lay.dp}")
     parts.append(f"micro-batch {lay.micro_batch_size}")
-    parts.append({"none": "no recomputation", "selective": "selective recomputation",
-                  "full": "full recomputation"}[lay.recompute])
+    parts.append(_recompute_words(lay))
     if lay.sequence_parallel:
         parts.append("sequence parallel")
     return ", ".join(parts)
 
 
+def _gpu_count(cfg: dict):
+    """The form's GPU count, read alone: the search replaces the layout, so a layout the count refuses (a global
+    batch DP does not divide, ...) does not stop it. (count, problems)."""
+    n = (cfg.get("training") or {}).get("world_size")
+    if n is None:
+        return None, [Problem("training.world_size", None, "set the number of GPUs to search for layouts")]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_GPUS:
+        return None, [Problem("training.world_size", show(n), f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, "
+                              f"got {show(n)}")]
+    return n, []
+
+
 def find_layouts(state: dict, top: int = 10, **options) -> dict:
     """The best parallel layouts of this model on ``training.world_size`` GPUs of the chosen GPU; ``options``
     go to :func:`estimator.plan.search.search` (``num_gpus``, ``headroom``, pinned fields: see
-    :func:`estimator.web.plan.search_options`)."""
+    :func:`estimator.web.plan.search_options`). The form's own layout need not be valid on that count: the search
+    chooses the layout, and the answer's ``current`` says whether the form's layout has to change, or where it
+    ranks."""
     cfg, problems = merged_config(state)
     gpu, capacity, gpu_problems = state_capacity(state)
     if problems or gpu_problems:
@@ -102,7 +135,11 @@ def find_layouts(state: dict, top: int = 10, **options) -> dict:
         return error_answer("gpu", None, "choose a GPU to search for layouts that fit")
     try:
         from ..plan.search import search
-        n = options.pop("num_gpus", None) or load_config(cfg).training.world_size
+        n = options.pop("num_gpus", None)
+        if not n:
+            n, bad = _gpu_count(cfg)
+            if bad:
+                return errors_answer(bad)
         result = search(cfg, num_gpus=n, gpu=gpu if state.get("gpu") != CUSTOM_GPU else capacity, top=top, **options)
     except ConfigError as exc:
         return errors_answer(exc.problems)
@@ -114,5 +151,8 @@ def find_layouts(state: dict, top: int = 10, **options) -> dict:
                 "peak": f"{lay.peak_device_bytes / GIB:.2f} GiB", "peak_bytes": lay.peak_device_bytes,
                 "headroom": f"{lay.headroom_bytes / GIB:.2f} GiB ({100 * lay.headroom_fraction:.0f} %)"}
                for lay in result.layouts]
+    cur = result.current
     return {"layouts": layouts, "summary": result.summary(), "notes": list(result.notes), "notation": NOTATION,
-            "gpus": n if not several else ", ".join(f"{g:,}" for g in result.num_gpus), "gpu": gpu, "elapsed_s": round(result.elapsed_s, 3), "search_key": search_key(cfg, state)}
+            "current": cur.to_dict() if cur else None, "why_none": result.why_none,
+            "gpus": n if not several else ", ".join(f"{g:,}" for g in result.num_gpus), "gpu": gpu,
+            "elapsed_s": round(result.elapsed_s, 3), "search_key": search_key(cfg, state)}

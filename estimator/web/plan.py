@@ -13,13 +13,14 @@
   search options' TP and headroom (none kept free by default, as the verdict).
 
 The layout search of the page takes options (:func:`search_options`): the GPU counts to search, a tensor
-parallel size to keep fixed, the headroom. Errors are ``{"errors": [{field, value, message}]}`` as everywhere in
+parallel size and an expert parallel size to keep fixed, the headroom. Errors are ``{"errors": [{field, value, message}]}`` as everywhere in
 the calculator.
 """
 
 from __future__ import annotations
 
 from ..config.errors import ConfigError, EstimatorError
+from ..config.schema import MAX_EXPERTS
 from ..memory.report import GIB
 from .state import error_answer, errors_answer, merged_config, state_capacity
 
@@ -93,16 +94,16 @@ def answer(op: str, req: dict) -> dict:
 def search_options(options) -> tuple[dict, list]:
     """The keyword arguments of :func:`estimator.plan.search.search` from the page's search options, and problems.
 
-    ``{"num_gpus": "64, 128" or [64, 128] or null (the configuration's), "tp": 8 or null (any),
-    "headroom": 5 (percent of the GPU memory kept free; null: the search's 5 %)}``."""
+    ``{"num_gpus": "64, 128" or [64, 128] or null (the configuration's), "tp": 8 or null (any), "ep": 8 or null
+    (any), "headroom": 5 (percent of the GPU memory kept free; null: the search's 5 %)}``."""
     from ..config.errors import Problem
     if not isinstance(options, dict):
-        return {}, [Problem("options", options, "must be an object {num_gpus, tp, headroom}")]
+        return {}, [Problem("options", options, "must be an object {num_gpus, tp, ep, headroom}")]
     out, problems = {}, []
-    unknown = sorted(set(options) - {"num_gpus", "tp", "headroom"})
+    unknown = sorted(set(options) - {"num_gpus", "tp", "ep", "headroom"})
     if unknown:
         problems.append(Problem(f"options.{unknown[0]}", options[unknown[0]], "unknown search option; known: num_gpus, "
-                                "tp, headroom"))
+                                "tp, ep, headroom"))
     raw = options.get("num_gpus")
     if isinstance(raw, str):
         raw = [x for x in raw.replace(",", " ").split() if x]
@@ -126,6 +127,15 @@ def search_options(options) -> tuple[dict, list]:
         else:
             out["tensor_model_parallel_size"] = tp
             out["max_tp"] = max(tp, 8)
+    ep = options.get("ep")
+    if ep not in (None, ""):
+        if isinstance(ep, str) and ep.strip().isdigit():
+            ep = int(ep)
+        if isinstance(ep, bool) or not isinstance(ep, int) or not 1 <= ep <= MAX_EXPERTS:
+            problems.append(Problem("options.ep", options.get("ep"), f"an expert parallel size from 1 to "
+                                    f"{MAX_EXPERTS:,} (dividing the experts), or any"))
+        else:
+            out["expert_model_parallel_size"] = ep
     hr = options.get("headroom")
     if hr not in (None, ""):
         try:

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from estimator import estimate
+from estimator import estimate, load_config
 from estimator import web  # noqa: E402
 from estimator.web import plan as web_plan  # noqa: E402
 
@@ -168,6 +168,107 @@ def test_search_options_reach_the_search(view_page2, site_url):
     page.click("button.mme-opt-min")
     page.wait_for_selector(".mme-opt-answer .mme-min-gpus-answer", timeout=120_000)
     assert fewest["reason"] in page.inner_text(".mme-opt-answer")
+
+
+# ---------------------------------------------------------------- the layout search from any GPU count, and Make it fit
+
+
+#: The options the page sends when nobody touched them: the form's GPU count, any TP and EP, 5 % kept free.
+UNTOUCHED = {"num_gpus": None, "tp": None, "ep": None, "headroom": "5"}
+
+
+@pytest.fixture
+def desktop_page(browser):
+    """A fresh page on a laptop in the light palette (the long search tests run in one view)."""
+    yield from _view(browser, *VIEWS[0])
+
+
+def _find(page) -> list[str]:
+    """Click "Find layouts that fit" and wait for the answer: the labels listed, in order."""
+    n = page.evaluate("window.__mme.searches")
+    page.click("button.mme-find")
+    page.wait_for_function(f"() => window.__mme.searches > {n}", timeout=180_000)
+    return page.eval_on_selector_all(".mme-layout-table tbody td.mme-layers code", "cs => cs.map((c) => c.textContent)")
+
+
+def _cli_labels(argv: list[str]) -> list[str]:
+    import json
+    import subprocess
+    out = subprocess.run([sys.executable, "-m", "estimator", "search", *argv, "--json"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return [lay["label"] for lay in json.loads(out)["layouts"]]
+
+
+def test_search_from_a_gpu_count_the_layout_does_not_take(desktop_page, site_url):
+    """llama-3-8b (CP 2, global batch 512) with the GPUs field at 96: the form's own layout is refused there
+    (DP 96 / 2 = 48 does not divide 512), which used to stop the search. The page now searches the 96 GPUs and
+    lists the layouts the command line and the Python API list with the same options, in the same order, and says
+    the form's layout has to change."""
+    page = desktop_page
+    state = {"preset": "llama-3-8b", "values": {"training.world_size": "96"}, "gpu": "H100-80GB"}
+    from estimator.plan.search import search
+    api = [lay.label for lay in search("llama-3-8b", num_gpus=96, gpu="H100-80GB").layouts]
+    assert api and api == _cli_labels(["llama-3-8b", "--gpu", "H100-80GB", "--num-gpus", "96"])
+    want = web_plan.search_with_options(state, 10, UNTOUCHED)
+    assert [lay["label"] for lay in want["layouts"]] == api
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b&training.world_size=96") in ("done", "error")
+    assert _find(page) == api
+    assert "96" in page.inner_text(".mme-layouts h3")
+    text = page.inner_text(".mme-layouts .mme-current")
+    assert text == want["current"]["text"] and "has to change" in text
+    assert page.get_attribute(".mme-layouts .mme-current", "data-valid") == "false"
+    _no_overflow(page, ".mme-layouts")
+
+
+def test_405b_search_and_make_it_fit_give_one_answer(desktop_page, site_url):
+    """Llama 3.1 405B as its recipe writes it on 256 H100: "Make it fit" keeps the layout and recomputes every
+    layer in uniform groups of 2 (74.3 GiB); "Find layouts that fit" on the same 256 GPUs lists layouts that fit
+    (it used to say none does), the core's list, and that very layout among them at the same peak; applied, the
+    search ranks it where the core does."""
+    page = desktop_page
+    state = {"preset": "llama-3.1-405b", "values": {}, "gpu": "H100-80GB"}
+    first = web_plan.suggestions(state)["suggestions"][0]
+    want = web_plan.search_with_options(state, 10, UNTOUCHED)
+    labels = [lay["label"] for lay in want["layouts"]]
+    assert labels and "none fits" not in want["summary"]
+    applied_cfg = load_config(web.merged_config({**state, "values": first["set"]})[0])
+    same = [lay for lay in want["layouts"] if load_config(lay["config"]) == applied_cfg]
+    assert len(same) == 1 and same[0]["peak_bytes"] == first["peak_bytes"]
+    assert open_page(page, f"{site_url}calculator/?preset=llama-3.1-405b") == "done"
+    page.wait_for_function("() => window.__plan.suggest > 0", timeout=90_000)
+    assert page.inner_text(".mme-fit-list > li:first-child .mme-fit-label").strip() == first["label"]
+    assert _find(page) == labels
+    assert "none fits" not in page.inner_text(".mme-layouts")
+    n = events(page)
+    page.click(".mme-fit-list > li:first-child button.mme-apply")
+    assert settle(page, n) == "done"
+    mine = web_plan.search_with_options({**state, "values": calc(page, "c.state.values")}, 10, UNTOUCHED)["current"]
+    assert mine["fits"] and mine["rank"] == labels.index(same[0]["label"]) + 1
+    _find(page)
+    assert page.inner_text(".mme-layouts .mme-current") == mine["text"]
+
+
+def test_qwen3_moe_lists_expert_parallel_layouts_and_the_recipe_layout(desktop_page, site_url):
+    """Qwen3-30B-A3B on 16 H100: the list holds expert-parallel layouts (it was all EP 1), the recipe's own
+    TP 4 x PP 2 x EP 4 is ranked under the summary, and with TP 4 and EP 4 kept in the search options the list
+    is that family, the core's list in the core's order."""
+    page = desktop_page
+    state = {"preset": "qwen3-30b-a3b", "values": {"training.world_size": "16"}, "gpu": "H100-80GB"}
+    want = web_plan.search_with_options(state, 10, UNTOUCHED)
+    labels = [lay["label"] for lay in want["layouts"]]
+    assert any(" EP1 " not in lab for lab in labels)
+    assert open_page(page, f"{site_url}calculator/?preset=qwen3-30b-a3b&training.world_size=16") == "done"
+    page.wait_for_function("() => Object.keys(document.querySelector('[data-mme-calculator]').calculator.choices).length")
+    assert _find(page) == labels
+    current = page.inner_text(".mme-layouts .mme-current")
+    assert current == want["current"]["text"] and current.startswith("Your layout (TP4 PP2 EP4 ETP1 DP2 mbs2 full)")
+    kept = web_plan.search_with_options(state, 10, {**UNTOUCHED, "tp": "4", "ep": "4"})
+    kept_labels = [lay["label"] for lay in kept["layouts"]]
+    assert kept_labels and all(lab.startswith("TP4 PP2") and " EP4 " in lab for lab in kept_labels)
+    page.click(".mme-search-options > summary")
+    page.select_option("#mme-opt-tp", "4")
+    page.select_option("#mme-opt-ep", "4")
+    assert _find(page) == kept_labels
 
 
 # ---------------------------------------------------------------- 5: compare

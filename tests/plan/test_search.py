@@ -61,42 +61,78 @@ def test_every_reported_layout_reproduces_with_estimate(model, n, gpu, kw):
     json.dumps(res.to_dict())
 
 
+def _recompute_options(chunk: int) -> list:
+    """Every recompute setting Megatron-Core has for chunks of at most ``chunk`` layers: none, selective, full in
+    uniform groups of 1 .. chunk layers, full of the first 1 .. chunk - 1 layers of each chunk (block)."""
+    out = [("none", {}), ("selective", {"recompute_granularity": "selective"})]
+    out += [("full" if n == 1 else f"full-uniform{n}", {"recompute_granularity": "full", "recompute_method": "uniform",
+                                                        "recompute_num_layers": n}) for n in range(1, chunk + 1)]
+    out += [(f"full-block{n}", {"recompute_granularity": "full", "recompute_method": "block",
+                                "recompute_num_layers": n}) for n in range(1, chunk)]
+    return out
+
+
+#: The grid of each brute force: TP, CP, EP, ETP and micro-batch sizes (the search is pinned to the same).
+GRIDS = {False: dict(tp=[1, 2, 4, 8], cp=[1, 2, 4, 8], ep=[1], etp=[None], mbs=[1, 2, 4]),
+         True: dict(tp=[1, 2, 4], cp=[1, 2], ep=[1, 2, 4, 8], etp=[1, 2], mbs=[1, 2])}
+
+
 def _brute_force(model: dict, n: int, s: int, gbs: int, moe: bool) -> dict:
-    """Peak device bytes of every valid layout on the grid, straight from estimate()."""
-    out = {}
-    sizes = [1, 2, 4, 8]
-    for t, p, v, cp, ep, etp, b, rc in itertools.product(sizes, [1, 2, 4], [1, 2, 4], sizes,
-                                                         sizes if moe else [1], sizes if moe else [None],
-                                                         [1, 2, 4], ["none", "selective", "full"]):
-        par = dict(tensor_model_parallel_size=t, pipeline_model_parallel_size=p, context_parallel_size=cp)
+    """Peak device bytes of every valid layout on the grid, straight from estimate(): every TP/PP/VPP/CP/EP/ETP,
+    the even split and the embedding/loss layer slots (a split that places the layers as another already does is
+    the same layout), every recompute setting and micro-batch size."""
+    out, placed = {}, set()
+    g = GRIDS[moe]
+    for t, p, v, acc, cp, ep, etp in itertools.product(g["tp"], [1, 2, 4], [1, 2, 3, 4],
+                                                       [(False, False), (True, False), (False, True), (True, True)],
+                                                       g["cp"], g["ep"], g["etp"]):
+        par = dict(tensor_model_parallel_size=t, pipeline_model_parallel_size=p, context_parallel_size=cp,
+                   account_for_embedding_in_pipeline_split=acc[0], account_for_loss_in_pipeline_split=acc[1])
         if v > 1:
             par["virtual_pipeline_model_parallel_size"] = v
         if moe:
             par.update(expert_model_parallel_size=ep, expert_tensor_parallel_size=etp)
-        tr = dict(world_size=n, seq_length=s, global_batch_size=gbs, micro_batch_size=b, sequence_parallel=t > 1)
-        if rc == "full":
-            tr.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
-        elif rc == "selective":
-            tr.update(recompute_granularity="selective", recompute_modules=["layernorm"] + (["moe_act"] if moe else []))
+        tr = dict(world_size=n, seq_length=s, global_batch_size=gbs, micro_batch_size=1, sequence_parallel=t > 1)
         try:
-            e = estimate({"model": model, "parallelism": par, "training": tr})
+            first = estimate({"model": model, "parallelism": par, "training": tr})
         except ConfigError:
-            continue
-        out[(t, p, v, cp, ep, etp or t, b, rc)] = e.peak.device_bytes
+            first = None
+        if first is not None:
+            where = tuple(tuple(len(r) for r in st.layers) for st in first.stages)
+            if (t, p, v, cp, ep, etp, where) in placed:
+                continue                     # the even split already places the layers so
+            placed.add((t, p, v, cp, ep, etp, where))
+            chunk = max(len(r) for st in first.stages for r in st.layers)
+        else:
+            chunk = 4
+        for b, (rc, fields) in itertools.product(g["mbs"], _recompute_options(chunk)):
+            trb = dict(tr, micro_batch_size=b, **fields)
+            if rc == "selective":
+                trb["recompute_modules"] = ["layernorm"] + (["moe_act"] if moe else [])
+            try:
+                e = estimate({"model": model, "parallelism": par, "training": trb})
+            except ConfigError:
+                continue
+            out[(t, p, v, cp, ep, etp or t, acc, b, rc)] = e.peak.device_bytes
     return out
 
 
 @pytest.mark.parametrize("model,moe", [(TINY, False), (TINY_MOE, True)])
 def test_search_finds_exactly_the_layouts_that_fit_by_brute_force(model, moe):
     """Every valid layout of the grid is enumerated, and the pruned search keeps exactly those that fit
-    (a capacity at the 40th percentile of the brute-force peaks, so that many fit and many do not)."""
+    (a capacity at the 40th percentile of the brute-force peaks, so that many fit and many do not). The pruning
+    compares peaks only: where the optimizer step holds the peak (the activations column 0) or a MoE layer's
+    recomputed input outlives the backward pass, a layout failing with full recompute says nothing of the one
+    without, and the brute force checks the search did not assume it did."""
     n, s, gbs = 8, 1024, 32
     brute = _brute_force(model, n, s, gbs, moe)
     cap = sorted(brute.values())[int(0.4 * len(brute))]
+    g = GRIDS[moe]
+    pins = dict(tp=g["tp"], cp=g["cp"], mbs=g["mbs"], **(dict(ep=g["ep"], etp=g["etp"]) if moe else {}))
     res = search(model, num_gpus=n, gpu=cap, headroom=0, seq_length=s, global_batch_size=gbs, top=None,
-                 distinct=False)
-    got = {(lay.tp, lay.pp, lay.vpp, lay.cp, lay.ep, lay.etp, lay.micro_batch_size, lay.recompute)
-           for lay in res.layouts}
+                 distinct=False, **pins)
+    got = {(lay.tp, lay.pp, lay.vpp, lay.cp, lay.ep, lay.etp, (lay.account_for_embedding, lay.account_for_loss),
+            lay.micro_batch_size, lay.recompute) for lay in res.layouts}
     assert res.enumerated == len(brute)
     assert got == {k for k, v in brute.items() if v <= cap}
     assert res.fitting == len(got)
@@ -177,11 +213,18 @@ def test_max_seq_length_stops_at_max_position_embeddings():
 
 def test_uneven_pipeline_splits_are_enumerated():
     """5 layers on 2 stages cannot split evenly: the middle-stage rule gives ceil(5/2) = 3 layers to the
-    fuller stage and 2 to the first or the last."""
+    fuller stage and 2 to the first or the last. The embedding (or the loss) as a layer slot makes 6 slots, 3 per
+    stage: without virtual stages that is the same placement as 2 + 3 (or 3 + 2), so one layout; with 3 virtual
+    stages it is one slot per chunk, the embedding's chunk empty, which no first/last split can place (2 and 3 do
+    not divide by 3)."""
     res = search({**TINY, "num_layers": 5}, num_gpus=2, gpu=8 * GIB, seq_length=256, pp=2, top=None,
                  distinct=False)
-    splits = {(lay.first_stage_layers, lay.last_stage_layers) for lay in res.layouts}
-    assert splits == {(2, None), (None, 2)}
+    splits = {(lay.first_stage_layers, lay.last_stage_layers, lay.account_for_embedding, lay.account_for_loss,
+               lay.vpp) for lay in res.layouts}
+    assert splits == {(2, None, False, False, 1), (None, 2, False, False, 1), (None, None, True, False, 3),
+                      (None, None, False, True, 3)}
+    slots = next(lay for lay in res.layouts if lay.account_for_embedding)
+    assert [c["layers"] for c in estimate(slots.config).to_dict()["stages"][0]["chunks"]] == [[], [1], [3]]
     for lay in res.layouts[:4]:
         _reproduces(lay)
 
@@ -262,6 +305,20 @@ def test_cli_table_json_and_errors(capsys):
     assert info.value.code == 2
 
 
+def test_cli_fix_takes_yaml_spellings_and_names_a_bad_value(capsys):
+    """A boolean field pinned to both values (true,false) is searched both ways: without the distributed optimizer a
+    layout carries "no-distopt"; "yes" is not a YAML boolean (YAML 1.2) and is refused naming the field."""
+    argv = ["search", "tiny", "--num-gpus", "8", "--gpu-memory", "4", "--top", "200", "--variants", "--json"]
+    assert cli_main(argv + ["--fix", "use_distributed_optimizer=true,False"]) == 0
+    labels = [lay["label"] for lay in json.loads(capsys.readouterr().out)["layouts"]]
+    assert any(lab.endswith("no-distopt") for lab in labels) and any(not lab.endswith("no-distopt") for lab in labels)
+    assert cli_main(argv + ["--fix", "use_distributed_optimizer=yes"]) == 2
+    err = capsys.readouterr().err
+    assert "search.use_distributed_optimizer" in err and "'yes'" in err and "Traceback" not in err
+    assert cli_main(argv + ["--fix", "ep=2"]) == 2                        # tiny is dense: no expert sizes
+    assert "ep" in capsys.readouterr().err.lower()
+
+
 def test_public_api():
     import importlib
     S = importlib.import_module("estimator.plan.search")   # (the package also exports a search() function)
@@ -295,11 +352,14 @@ def test_default_global_batch_fills_interleaved_groups():
 
 def test_listing_every_layout_is_capped(monkeypatch):
     """--all --variants kept every fitting estimate in memory (7.8 GiB for DeepSeek-V3 on 4,096 GPUs); the
-    search keeps only each layout's peak and returns the best MAX_LAYOUTS."""
+    search keeps only each layout's peak and returns the best MAX_LAYOUTS, found best first (it stops once
+    nothing left can beat them, so it does not count the rest)."""
     import importlib
     S = importlib.import_module("estimator.plan.search")
     full = search("tiny", num_gpus=8, gpu="H100-80GB", top=None, distinct=False)
+    assert full.fitting == len(full.layouts) > 5
     monkeypatch.setattr(S, "MAX_LAYOUTS", 5)
     res = search("tiny", num_gpus=8, gpu="H100-80GB", top=None, distinct=False)
     assert [lay.label for lay in res.layouts] == [lay.label for lay in full.layouts[:5]]
-    assert f"{len(full.layouts):,} layouts fit; the best 5 are listed." in res.notes
+    assert "more than 5 layouts fit; the best 5 are listed (found best first)." in res.notes
+    assert res.fitting is None and "the best 5 shown" in res.summary()

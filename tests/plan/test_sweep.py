@@ -30,6 +30,23 @@ def test_more_data_parallel_ranks_shard_the_optimizer_states():
     assert abs(gpus[2] - gpus[4] - allocated * (1 + RESERVE)) <= 1
 
 
+def test_one_data_parallel_rank_can_fit_where_two_do_not():
+    """From DP 1 to DP 2 NCCL sets up the data-parallel communicator: 128 MiB = 134,217,728 B more on the device
+    (estimator.memory.NCCL_BYTES_PER_COMMUNICATOR), while the distributed optimizer sheds only 12 B x (3,213,568 -
+    1,606,784) = 19,281,408 B of the tiny model's states (20,245,478.4 B with the allocator's reserve). So at a
+    capacity of one GPU's peak the layout fits on 1 GPU and on no larger count of the sweep (DP 64 sheds less than
+    12 B x 3,213,568 = 38.6 MB): the fewest GPUs is 1. Bisecting from the largest count, as before, found none."""
+    from estimator import estimate
+    cfg = {**TINY, "training": {**TINY["training"], "world_size": 1, "global_batch_size": 8,
+                                "use_distributed_optimizer": True}}
+    one = estimate(cfg).peak.device_bytes
+    gpus = sweep(cfg, one)[2]
+    peaks = {p.x: p.peak_bytes for p in gpus.points}
+    assert peaks[2] - peaks[1] == pytest.approx(134_217_728 - 19_281_408 * (1 + RESERVE), abs=2)
+    assert [p.x for p in gpus.points if p.fits] == [1] and gpus.boundary == 1
+    assert min_gpus(cfg, gpu=one, headroom=0.0).value == 1     # every layout on 2+ GPUs has a group to talk over
+
+
 @pytest.mark.parametrize("name", ["qwen3-8b", "qwen2.5-72b", "llama-3.1-405b", "deepseek-v3", "mixtral-8x7b"])
 def test_boundaries_are_the_reverse_questions_and_the_points_agree(name):
     cfg = load_preset(name).to_dict()

@@ -188,7 +188,10 @@
         "these layouts are for the settings it was run with. ",
         h("button", { type: "button", class: "md-button", onclick: opts.rerun }, "Search again")));
     }
-    box.append(h("p", {}, res.summary), res.notes.length ? h("p", { class: "mme-doc" }, res.notes.join(" ")) : null,
+    box.append(h("p", {}, res.summary),
+      res.current ? h("p", { class: "mme-current", "data-rank": res.current.rank || "",
+                             "data-valid": String(res.current.valid) }, res.current.text) : null,
+      res.notes.length ? h("p", { class: "mme-doc" }, res.notes.join(" ")) : null,
       h("p", { class: "mme-doc mme-notation" }, res.notation));
     box.append(h("div", { class: "mme-table-wrap" }, h("table", { class: "mme-table mme-layout-table" },
       h("thead", {}, h("tr", {}, ["#", "Layout", "Peak on device", "Headroom", "Why", ""].map((t) =>
