@@ -13,7 +13,7 @@ from . import hybrid_pattern
 from .pipeline_layout import LayoutError, expand_layout
 
 __all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages",
-           "max_overload_factor", "virtual_stages"]
+           "effective_overload_factor", "max_overload_factor", "virtual_stages"]
 
 
 def default_ffn_hidden_size(m) -> int:
@@ -63,6 +63,13 @@ def grad_comm_dtype(pr) -> str:
     """The dtype gradients are reduced in (``MixedPrecisionPolicy.grad_comm_dtype``; auto: the buffer's)."""
     c = pr.megatron_fsdp_grad_comm_dtype
     return grad_dtype(pr) if c == "auto" else c
+
+
+def effective_overload_factor(m, par, f: float) -> float:
+    """The overload factor a layout's busiest expert-parallel rank receives: ``min(f, max_overload_factor)``. ``f``
+    (``training.moe_overload_factor``) describes the routing; a layout cannot receive more than its bound (with one
+    expert-parallel rank, exactly its balanced rows). For an MoE model that passed the field checks."""
+    return min(float(f), max_overload_factor(m, par))
 
 
 def max_overload_factor(m, par) -> float:

@@ -22,7 +22,7 @@ from .pipeline_layout import layout_problems
 from .schema import Config
 
 __all__ = ["cross_field_problems", "interleaving_problem", "layer_split_problems", "not_modelled",
-           "overload_problem", "refuse_not_modelled", "validate"]
+           "overload_cap", "refuse_not_modelled", "validate"]
 
 
 def not_modelled(cfg: Config) -> list[str]:
@@ -140,9 +140,13 @@ def validate(cfg: Config) -> list[Problem]:
     return field_problems(cfg) or cross_field_problems(cfg)
 
 
-def overload_problem(m, par, f: float) -> str | None:
-    """Why an MoE overload factor ``f`` cannot occur in this layout (:func:`~.derived.max_overload_factor`), or
-    None. For an MoE model whose values passed the field checks."""
+def overload_cap(m, par, f: float) -> str | None:
+    """Why this layout caps an MoE overload factor ``f`` below itself (:func:`~.derived.max_overload_factor`), or
+    None when ``f`` is within the layout's bound. For an MoE model whose values passed the field checks.
+
+    The factor describes the routing (how unevenly tokens pick experts); how much of it reaches one rank depends on
+    the layout. A layout-changing tool (the search, the sweeps, "Make it fit", a quick control) keeps the factor as
+    written and each layout receives what it can: ``min(f, bound)``, said in the estimate's assumptions."""
     bound = max_overload_factor(m, par)
     if f <= bound:
         return None
@@ -158,7 +162,7 @@ def overload_problem(m, par, f: float) -> str | None:
         why = (f"the busiest expert-parallel rank receives at most every token's rows for its experts: "
                f"expert_model_parallel_size ({ep}) x min(moe_router_topk ({k}), local experts ({E // ep})) / "
                f"moe_router_topk = {bound:g}")
-    return f"must be <= {bound:g}: {why}"
+    return f"this layout receives at most {bound:g} x its balanced share: {why}"
 
 
 def cross_field_problems(cfg: Config) -> list[Problem]:
@@ -237,9 +241,6 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
                 "tensor and expert parallelism are used")
         if m.moe_pad_expert_input_to_capacity and m.moe_expert_capacity_factor is None:
             add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
-        problem = overload_problem(m, par, tr.moe_overload_factor)
-        if problem:
-            add("training.moe_overload_factor", tr.moe_overload_factor, problem)
     else:
         for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
                      "moe_expert_capacity_factor"):

@@ -581,7 +581,8 @@ class TrainingConfig:
         "activations, the expert output and its gradients), not the router's per-token tensors. At most "
         "expert_model_parallel_size x min(moe_router_topk, local experts) / moe_router_topk (1.0 with one "
         "expert-parallel rank), and max(1, moe_expert_capacity_factor) with token dropping, where padding to "
-        "capacity leaves it no effect. Megatron-LM has no flag for it.", type="float", unit="x balanced",
+        "capacity leaves it no effect: a layout receives min(factor, that bound), said in the assumptions, so the "
+        "search, the sweeps and \"Make it fit\" keep the factor across layouts. Megatron-LM has no flag for it.", type="float", unit="x balanced",
         min=1.0, max=float(MAX_EXPERTS))
     overlap_moe_expert_parallel_comm: bool = _f(False, "Overlap the expert-parallel all-to-all of one micro-batch "
                                                 "with the computation of another (combined 1F1B): the same "

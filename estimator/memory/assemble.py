@@ -26,8 +26,9 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 from __future__ import annotations
 
 from ..config.errors import ConfigError, Problem
+from ..config.derived import effective_overload_factor
 from ..config.load import load_config
-from ..config.rules import interleaving_problem
+from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
 from ..model.layers import kind_linear_weights, kind_params, kind_weight_shapes
 from ..model.local_attention import chunk_mask_bytes
@@ -575,6 +576,11 @@ def _routing_assumption(cfg) -> str:
                 f"every expert-parallel rank receives its balanced share of routed token rows{cap}. Real routing is "
                 "less even, most early in training (the methodology page); with a GPU, the verdict gives the "
                 "largest factor this layout fits.")
+    capped = overload_cap(m, cfg.parallelism, f)
+    if capped:
+        return (f"MoE routing imbalance (training.moe_overload_factor {f}) capped by the layout: {capped}; the "
+                f"estimate uses {effective_overload_factor(m, cfg.parallelism, f):g} x its balanced share of routed "
+                f"token rows{cap}.")
     return (f"MoE routing imbalance (training.moe_overload_factor {f}): the busiest expert-parallel rank receives "
             f"{f} x its balanced share of routed token rows{cap}; with a GPU, the verdict gives the largest factor "
             "this layout fits.")

@@ -223,18 +223,20 @@ def test_megatron_args_import_and_export_the_split_flags():
     assert {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"} <= set(out)
 
 
-def test_search_drops_a_layout_and_says_so():
-    """A layout string fixes the split for one PP x VPP, which the search chooses: the search enumerates its own
-    splits, says in a note what it dropped, and refuses the layout as a pinned field."""
+def test_search_keeps_the_layout_as_one_of_its_splits():
+    """A layout string is the configuration's own split: the search places it wherever it applies (its 64 slots
+    over PP x VPP = 8 x 4, or 2 x 16, ...) beside its own splits and ranks the configuration's layout; pinned, it is
+    the only split searched."""
     from estimator import search
     cfg = make_config({**TINY, "num_layers": 61, "mtp_num_layers": 1},
                       {"pipeline_model_parallel_size": 8, "pipeline_model_parallel_layout": "Et|(tt|)*30mL"},
                       {"world_size": 8, "seq_length": 64, "global_batch_size": 64})
-    res = search(cfg, num_gpus=8, gpu=2 ** 33, top=1)
-    assert res.layouts and any("pipeline_model_parallel_layout Et|(tt|)*30mL" in n for n in res.notes)
-    assert "pipeline_model_parallel_layout" not in res.best.config["parallelism"]
-    with pytest.raises(ConfigError, match="estimate"):
-        search(cfg, num_gpus=8, gpu=2 ** 33, pipeline_model_parallel_layout="Et|(tt|)*30mL")
+    res = search(cfg, num_gpus=8, gpu=2 ** 33, top=None, distinct=False)
+    assert res.current.label == "TP1 PP8[layout] VPP4 DP1 mbs1 no-recompute" and res.current.fits
+    placed = {l.label.split()[1] for l in res.layouts if "[layout]" in l.label}
+    assert {"PP8[layout]", "PP2[layout]"} <= placed
+    pinned = search(cfg, num_gpus=8, gpu=2 ** 33, top=None, pipeline_model_parallel_layout="Et|(tt|)*30mL")
+    assert pinned.layouts and all("[layout]" in l.label for l in pinned.layouts)
 
 
 def test_cli_layout_flag_replaces_the_other_split(capsys):

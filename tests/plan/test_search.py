@@ -363,3 +363,24 @@ def test_listing_every_layout_is_capped(monkeypatch):
     assert [lay.label for lay in res.layouts] == [lay.label for lay in full.layouts[:5]]
     assert "more than 5 layouts fit; the best 5 are listed (found best first)." in res.notes
     assert res.fitting is None and "the best 5 shown" in res.summary()
+
+
+def test_a_routing_imbalance_travels_across_layouts():
+    """training.moe_overload_factor describes the routing; each layout receives min(factor, its bound), so the
+    search, the sweeps, min_gpus and "Make it fit" keep it as written. Qwen3-30B-A3B (top-8 of 128 experts) with
+    factor 1.5: EP 1 layouts receive exactly their balanced rows (bound 1), EP >= 2 layouts 1.5 x (bound
+    EP x 8 / 8 >= 2); every layout listed keeps the factor and reproduces with estimate."""
+    from estimator import get_gpu, load_preset
+    from estimator.plan.suggest import suggest
+    from estimator.plan.sweep import sweep
+    data = load_preset("qwen3-30b-a3b").to_dict()
+    data["training"]["moe_overload_factor"] = 1.5
+    res = search(data, num_gpus=16, gpu="H100-80GB", top=None)
+    eps = {l.config["parallelism"].get("expert_model_parallel_size", 1) for l in res.layouts}
+    assert 1 in eps and len(eps) > 1
+    for layout in res.layouts[:: max(1, len(res.layouts) // 12)]:
+        assert layout.config["training"]["moe_overload_factor"] == 1.5
+        assert max(s.device_bytes for s in estimate(layout.config).stages) == layout.peak_device_bytes
+    assert min_gpus(data, gpu="H100-80GB").value
+    cap = get_gpu("H100-80GB").memory_bytes
+    assert sweep(data, cap) and suggest(data, cap) is not None

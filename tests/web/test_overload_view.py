@@ -1,6 +1,6 @@
 """The calculator's verdict carries the MoE routing headroom (estimator/web/view.py, estimator/plan/headroom.py):
 for an MoE model on a GPU, the largest overload factor that fits, its words and the evidence; nothing for a dense
-model; an impossible factor is refused by name, as on the command line."""
+model; a factor past the layout's bound is capped and said, as on the command line."""
 
 from __future__ import annotations
 
@@ -25,11 +25,19 @@ def test_the_verdict_has_the_headroom_of_an_moe_model_only():
     assert no_gpu["view"]["verdict"] is None
 
 
-def test_an_impossible_factor_is_refused_by_name():
-    out = json.loads(web.handle(json.dumps({"op": "compute", "state": {
-        "preset": "qwen3-30b-a3b", "values": {"training.moe_overload_factor": "4.5"}, "gpu": "H100-80GB"}})))
-    (err,) = out["errors"]
-    assert err["field"] == "training.moe_overload_factor" and err["message"].startswith("must be <= 4")
+def test_a_factor_past_the_layout_is_capped_and_said():
+    """Qwen3-30B-A3B's preset (EP 4, top-8 of 128): at most 4 x min(8, 32) / 8 = 4; 4.5 estimates as 4, with the
+    reason in the assumptions, as on the command line."""
+    def compute(f):
+        out = json.loads(web.handle(json.dumps({"op": "compute", "state": {
+            "preset": "qwen3-30b-a3b", "values": {"training.moe_overload_factor": f}, "gpu": "H100-80GB"}})))
+        assert not out.get("errors")
+        return out
+
+    past, at = compute("4.5"), compute("4")
+    assert [s["allocated_bytes"] for s in past["estimate"]["stages"]] == \
+        [s["allocated_bytes"] for s in at["estimate"]["stages"]]
+    assert any("capped by the layout" in a and "at most 4 x" in a for a in past["estimate"]["assumptions"])
 
 
 def test_the_field_is_hidden_for_dense_models():

@@ -144,6 +144,7 @@ micro-batch bounds what Megatron-Core's ``moe/max_cum_overload_factor`` (the ret
 
 from __future__ import annotations
 
+from ...config.derived import effective_overload_factor
 from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 from .mlp import mlp_count
@@ -242,9 +243,9 @@ def received(r, rows: int) -> int:
     """Rows the busiest expert-parallel rank receives when ``rows`` is its balanced share: rows x f, f the overload
     factor (``training.moe_overload_factor``, 1.0 balanced), rounded down; under a capacity factor c at most
     rows x c (each expert capped at c times its share; padding fills every expert up to it, whatever f). Checked:
-    f <= the layout's bound (:func:`estimator.config.derived.max_overload_factor`)."""
+    f capped at the layout's bound (:func:`estimator.config.derived.effective_overload_factor`)."""
     c = r.cfg.model.moe_expert_capacity_factor
-    f = r.cfg.training.moe_overload_factor
+    f = effective_overload_factor(r.cfg.model, r.cfg.parallelism, r.cfg.training.moe_overload_factor)
     if c is not None:
         return int(rows * c) if r.cfg.model.moe_pad_expert_input_to_capacity else int(rows * min(c, f))
     return rows if f == 1 else int(rows * f)
