@@ -56,7 +56,7 @@ from .optimizer_step import PERSISTENT_BUFFERS
 from .schedule import Table, entry, steps
 from .states import byte_model
 
-__all__ = ["PERSISTENT", "StageInputs", "chunk_activation_bytes", "resolved_of", "stage_inputs", "stage_timeline",
+__all__ = ["MAX_POINTS", "PERSISTENT", "StageInputs", "chunk_activation_bytes", "resolved_of", "stage_inputs", "stage_timeline",
            "stage_timelines"]
 
 #: Transient buffers of the estimate that live for the whole run (allocated once, never freed): the
