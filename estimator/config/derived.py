@@ -13,7 +13,7 @@ from . import hybrid_pattern
 from .pipeline_layout import LayoutError, expand_layout
 
 __all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages",
-           "effective_overload_factor", "max_overload_factor", "virtual_stages"]
+           "effective_overload_factor", "max_overload_factor", "recomputed_modules", "virtual_stages"]
 
 
 def default_ffn_hidden_size(m) -> int:
@@ -63,6 +63,16 @@ def grad_comm_dtype(pr) -> str:
     """The dtype gradients are reduced in (``MixedPrecisionPolicy.grad_comm_dtype``; auto: the buffer's)."""
     c = pr.megatron_fsdp_grad_comm_dtype
     return grad_dtype(pr) if c == "auto" else c
+
+
+def recomputed_modules(tr) -> tuple:
+    """The modules selective recompute recomputes: ``training.recompute_modules`` as given, ``("core_attn",)`` when
+    it is null. An explicit empty list stays empty (selective recompute of nothing), as Megatron-Core keeps it:
+    Megatron-LM @ d98e8a64 : megatron/core/transformer/transformer_config.py ``__post_init__`` replaces only
+    ``None`` by ``["core_attn"]``. Empty outside selective recompute."""
+    if tr.recompute_granularity != "selective":
+        return ()
+    return ("core_attn",) if tr.recompute_modules is None else tuple(tr.recompute_modules)
 
 
 def effective_overload_factor(m, par, f: float) -> float:

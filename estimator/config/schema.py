@@ -457,7 +457,9 @@ class TrainingConfig:
                                              "shared_experts).", type="str_list",
                                              choices=("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
                                                       "moe", "shared_experts"),
-                                             derived="[core_attn] with selective recompute",
+                                             derived="[core_attn] with selective recompute when null; an "
+                                             "explicit [] recomputes nothing, as Megatron-Core keeps it (a "
+                                             "Megatron-Bridge recipe can set it)",
                                              flag="--recompute-modules")
     attention_backend: str = _f("auto", "Attention kernel: flash, fused (cuDNN) and auto keep no s x s "
                                 "score matrix; unfused (and local) materialise it.", type="str",

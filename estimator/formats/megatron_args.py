@@ -634,7 +634,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
             raise ConfigError(Problem("--moe-layer-recompute", None, "Megatron-Core refuses it with "
                                       "--recompute-granularity full"))
         tr["recompute_granularity"] = "selective"
-        mods = list(tr.get("recompute_modules") or ["core_attn"])
+        mods = list(["core_attn"] if tr.get("recompute_modules") is None else tr["recompute_modules"])
         tr["recompute_modules"] = mods + (["moe"] if "moe" not in mods else [])
     if tr.get("sequence_parallel") and par.get("tensor_model_parallel_size", 1) == 1:
         del tr["sequence_parallel"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config.derived import recomputed_modules
 from ..model.fp8_scales import recipe_of
 from ..model.layers import MIXERS, MLPS, LayerKind
 from ..model.layers.base import Ctx
@@ -74,8 +75,7 @@ def context(r: Resolved) -> Ctx:
     cfg, tr = r.cfg, r.cfg.training
     T, Tn = _tokens(r)
     B = _act_bytes(r)
-    modules = frozenset(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" \
-        else _NONE
+    modules = frozenset(recomputed_modules(tr)) if tr.recompute_granularity == "selective" else _NONE
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     return Ctx(T, Tn, B, 1 if cfg.precision.fp8 else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
                unfused, fp8=recipe_of(cfg.precision))

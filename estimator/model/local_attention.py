@@ -47,6 +47,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config.derived import recomputed_modules
+
 __all__ = ["LocalCoreAttention", "attention_backward_extra", "chunk_mask_bytes", "local_core_attention",
            "torch_softmax"]
 
@@ -82,7 +84,7 @@ def chunk_mask_bytes(r, receives_batch: bool, n_layers: int) -> tuple[int, int]:
         return r.b * r.s * r.s, 0
     per = r.s * r.s
     if tr.recompute_granularity == "selective":
-        if "core_attn" in (tr.recompute_modules or ("core_attn",)):
+        if "core_attn" in recomputed_modules(tr):
             return 0, per
         return n_layers * per, 0
     if tr.recompute_granularity == "full":

@@ -81,6 +81,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config.derived import recomputed_modules
 from ..memory.report import GIB
 from ..model.params import count_parameters
 
@@ -296,7 +297,7 @@ class CostModel:
         "selective[<modules>]")."""
         g = tr.recompute_granularity
         if g == "selective":
-            mods = tuple(tr.recompute_modules or ("core_attn",))
+            mods = recomputed_modules(tr)
             name = "selective" if tuple(mods) == tuple(self.selective_modules) else f"selective[{','.join(mods)}]"
             return name, sum(SELECTIVE_MODULE_COST.get(m, 0.0) for m in mods)
         if g == "full":

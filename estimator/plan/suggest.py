@@ -48,6 +48,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from ..config.derived import recomputed_modules
 from ..config.errors import EstimatorError
 from ..config.load import config_from_dict, with_fields
 from ..config.schema import field_specs
@@ -160,7 +161,7 @@ def _selective(ctx) -> list:
     tr = ctx.r.cfg.training
     if tr.recompute_granularity == "full":
         return []
-    now = set(tr.recompute_modules or ("core_attn",)) if tr.recompute_granularity == "selective" else set()
+    now = set(recomputed_modules(tr))
     base = ctx.peak(ctx.cfg)
     # Modules that free nothing here (a module already recomputed, core_attn with flash attention) are dropped.
     useful = [m for m in _modules(ctx.r) if m not in now

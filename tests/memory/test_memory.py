@@ -344,3 +344,25 @@ def test_mtp_on_the_last_stage_keeps_an_embedding_copy_even_when_tied():
     e = est(model={"mtp_num_layers": 1, "untie_embeddings_and_output_weights": False},
             parallelism={"pipeline_model_parallel_size": 2}, training={"world_size": 2})
     assert e.stages[1].parameters == 2 * LAYER + H + 2 * EMB + LAYER + 2 * H * H + 3 * H
+
+
+def test_an_empty_recompute_modules_list_recomputes_nothing():
+    """Megatron-Core replaces only a null recompute_modules by [core_attn] (Megatron-LM @ d98e8a64 :
+    megatron/core/transformer/transformer_config.py __post_init__); a Megatron-Bridge recipe may set [] and then
+    selective recompute recomputes no module: every stage keeps what it keeps without recompute. With unfused
+    attention core_attn recompute drops at least the softmax output of each of the L = 2 layers for the one
+    micro-batch in flight (PP 1): b x heads x s x s x 2 bytes = 1 x 4 x 256 x 256 x 2 = 524,288 bytes a layer."""
+    model = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1024,
+             "max_position_embeddings": 256}
+    def peak(**tr):
+        cfg = make_config(model, {}, {"seq_length": 256, "micro_batch_size": 1, "global_batch_size": 4,
+                                      "attention_backend": "unfused", **tr})
+        return [s.allocated_bytes for s in estimate(cfg).stages]
+
+    none = peak()
+    empty = peak(recompute_granularity="selective", recompute_modules=[])
+    core = peak(recompute_granularity="selective", recompute_modules=["core_attn"])
+    default = peak(recompute_granularity="selective")
+    assert empty == none
+    assert default == core
+    assert empty[0] - core[0] >= 2 * 524_288
