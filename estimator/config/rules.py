@@ -308,6 +308,18 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
             "applies only with recompute_granularity: selective")
     if g == "full" and tr.recompute_method is None and tr.recompute_num_layers not in (None,):
         add("training.recompute_method", None, "recompute_num_layers needs recompute_method (uniform or block)")
+    if tr.distribute_saved_activations:
+        # Megatron-LM @ d98e8a64 : megatron/training/arguments.py (TP > 1, full granularity, a method) and
+        # megatron/core/transformer/transformer_config.py __post_init__ (not with sequence parallelism).
+        if par.tensor_model_parallel_size == 1:
+            add("training.distribute_saved_activations", True, "needs tensor_model_parallel_size > 1 (the "
+                "checkpoints are split over the tensor-parallel group)")
+        if g != "full" or tr.recompute_method is None:
+            add("training.distribute_saved_activations", True, "needs recompute_granularity: full with a "
+                "recompute_method (uniform or block), as Megatron-LM requires")
+        if tr.sequence_parallel:
+            add("training.distribute_saved_activations", True, "must be false with sequence_parallel (Megatron-Core "
+                "refuses both; sequence parallelism already splits the layer input over the tensor-parallel group)")
 
     # Pipeline layout.
     P.extend(layer_split_problems(cfg))

@@ -461,6 +461,11 @@ class TrainingConfig:
                                              "explicit [] recomputes nothing, as Megatron-Core keeps it (a "
                                              "Megatron-Bridge recipe can set it)",
                                              flag="--recompute-modules")
+    distribute_saved_activations: bool = _f(
+        False, "With full recompute: each checkpoint keeps only this rank's 1/TP of the layer input it saves, "
+        "gathered back before the layer is recomputed. Needs tensor_model_parallel_size > 1 and full recompute "
+        "with a recompute_method, and sequence_parallel off (Megatron-Core).", type="bool",
+        flag="--distribute-saved-activations")
     attention_backend: str = _f("auto", "Attention kernel: flash, fused (cuDNN) and auto keep no s x s "
                                 "score matrix; unfused (and local) materialise it.", type="str",
                                 choices=("auto", "flash", "fused", "unfused", "local"), flag="--attention-backend")

@@ -172,6 +172,8 @@ def to_megatron_args(config) -> list[str]:
         add("--recompute-granularity", "full")
         add("--recompute-method", tr.recompute_method or "uniform")
         add("--recompute-num-layers", 1 if tr.recompute_num_layers is None else tr.recompute_num_layers)
+        if tr.distribute_saved_activations:
+            add("--distribute-saved-activations")
     elif tr.recompute_granularity == "selective" and tr.recompute_modules == ():
         pass    # selective recompute of no module recomputes nothing; --recompute-modules takes at least one
     elif tr.recompute_granularity == "selective":

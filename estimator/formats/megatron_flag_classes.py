@@ -83,7 +83,8 @@ _put(_M, "pipeline_model_parallel_layout account_for_embedding_in_pipeline_split
 _put(_M, "micro_batch_size global_batch_size seq_length encoder_seq_length",
      "batch and sequence: activations and micro-batches in flight")
 _put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_modules recompute_activations "
-     "moe_layer_recompute", "activation recomputation (--moe-layer-recompute: selective recompute of moe)")
+     "moe_layer_recompute distribute_saved_activations", "activation recomputation (--moe-layer-recompute: "
+     "selective recompute of moe; --distribute-saved-activations: full-recompute checkpoints split over TP)")
 _put(_M, "attention_backend", "attention kernel: unfused attention keeps the s x s scores")
 _put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits copies the loss keeps")
 _put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
@@ -373,7 +374,6 @@ _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per p
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")
-_put(_R, "distribute_saved_activations", "saved activations split over the tensor-parallel group are not modelled")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")

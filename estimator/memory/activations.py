@@ -52,6 +52,17 @@ class LayerActivations(NamedTuple):
     recompute_peak: int  # what selective recompute rematerialises at once during backward
     parts: dict | None = None  # with parts=True: named saved tensors, for PEFT and offloading
     attention_backward_peak: int = 0  # unfused attention's backward working set, the layer's MLP already freed
+    stored: int | None = None  # what the checkpoint stores of ``checkpoint``: 1/TP of it with
+    #                            distribute_saved_activations (None: all of it)
+
+    @property
+    def kept_input(self) -> int:
+        """Bytes a full-recompute checkpoint keeps of the layer input until the backward pass: all of it, or this
+        rank's 1/TP with ``training.distribute_saved_activations`` (Megatron-LM @ d98e8a64 :
+        megatron/core/tensor_parallel/random.py ``CheckpointFunction.forward`` replaces the input's data by
+        ``split_tensor_into_1d_equal_chunks(..., new_buffer=True)``, numel // TP elements; ``backward`` gathers it
+        back to the full input before recomputing)."""
+        return self.checkpoint if self.stored is None else self.stored
 
     @property
     def saved(self) -> int:
@@ -111,7 +122,9 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
         for p in (a, m):
             if p is not None and p.named:
                 named.update(p.named)
-    return LayerActivations(attention=attn, mlp=mlp, full=attn + rec_a + mlp + rec_m, checkpoint=c.B * c.Tn * r.h,
+    inp = c.B * c.Tn * r.h
+    stored = inp // r.t if r.cfg.training.distribute_saved_activations else None
+    return LayerActivations(attention=attn, mlp=mlp, full=attn + rec_a + mlp + rec_m, checkpoint=inp, stored=stored,
                             backward_peak=max(a.work if a else 0, m.work if m else 0),
                             recompute_peak=max(rec_a, rec_m), parts=named,
                             attention_backward_peak=max(attn_bwd, 0))
@@ -153,6 +166,6 @@ def held_per_layer(tr, acts: list) -> list:
         return [a.attention + a.mlp for a in acts]
     n = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     if tr.recompute_method == "block":
-        return [a.checkpoint if i < n else a.attention + a.mlp for i, a in enumerate(acts)]
+        return [a.kept_input if i < n else a.attention + a.mlp for i, a in enumerate(acts)]
     n = max(n, 1)
-    return [a.checkpoint if i % n == 0 else 0 for i, a in enumerate(acts)]
+    return [a.kept_input if i % n == 0 else 0 for i, a in enumerate(acts)]

@@ -100,12 +100,12 @@ def chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[
     if tr.recompute_method == "block":
         rec, keep = kinds[:n], kinds[n:]
         mlp = sum(k.mlp for k in keep)
-        work = max((k.full - k.checkpoint for k in rec), default=0)
+        work = max((k.full - k.kept_input for k in rec), default=0)
         return held, held - mlp, mlp, work
     # uniform (the default method): groups of n layers keep only the group's input
     n = max(n, 1)
     groups = [kinds[i:i + n] for i in range(0, len(kinds), n)]
-    work = max(sum(k.full for k in g) - g[0].checkpoint for g in groups)
+    work = max(sum(k.full for k in g) - g[0].kept_input for g in groups)
     return held, held, 0, work
 
 
@@ -155,8 +155,8 @@ _ACTS_CACHE: dict = {}
 def kind_activations(r: Resolved) -> list:
     """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
-    recompute, attention and deterministic-mode settings, the expert-parallel size (the MoE backward working set
-    depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
+    recompute (with distribute_saved_activations), attention and deterministic-mode settings, the expert-parallel
+    size (the MoE backward working set depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
     (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py) and the MoE overload factor
     (the busiest rank's routed rows). The layout search varies the pipeline and data-parallel sizes, which they do
     not read."""
@@ -165,7 +165,8 @@ def kind_activations(r: Resolved) -> list:
     key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.params_dtype,
            tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
-           tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor)
+           tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
+           tr.distribute_saved_activations)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]

@@ -114,6 +114,7 @@ CHANGES = {
     "recompute_method": (FULL, "--recompute-method block"),
     "recompute_num_layers": (FULL, "--recompute-num-layers 2"),
     "recompute_modules": (BF16 + " --recompute-granularity selective", "--recompute-modules mlp"),
+    "distribute_saved_activations": (FULL + " --tensor-model-parallel-size 2", "--distribute-saved-activations"),
     "recompute_activations": (UNFUSED, "--recompute-activations"),
     "moe_layer_recompute": (MOE, "--moe-layer-recompute"),
     "deterministic_mode": (MOE, "--deterministic-mode"),

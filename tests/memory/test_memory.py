@@ -366,3 +366,32 @@ def test_an_empty_recompute_modules_list_recomputes_nothing():
     assert empty == none
     assert default == core
     assert empty[0] - core[0] >= 2 * 524_288
+
+
+def test_distribute_saved_activations_keeps_one_tp_share_of_each_checkpoint():
+    """--distribute-saved-activations (Megatron-LM @ d98e8a64 : megatron/core/tensor_parallel/random.py
+    CheckpointFunction): a full-recompute checkpoint keeps numel // TP elements of its layer input and gathers the
+    whole input back before recomputing. 4 layers, h 256, s 256, b 1, TP 4 without sequence parallelism, uniform
+    groups of 1: each layer input is 1 x 256 x 256 x 2 = 131,072 bytes, kept as 32,768. The activations held drop
+    by 4 x (131,072 - 32,768) = 393,216 bytes; the peak (while the last layer's group is recomputed, the three
+    other checkpoints held, its own gathered back to full size) by 3 x 98,304 = 294,912 bytes. Refused with
+    sequence parallelism, at TP 1 and without full recompute, naming the field."""
+    model = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1024,
+             "max_position_embeddings": 256}
+    def stage(**tr):
+        cfg = make_config(model, {"tensor_model_parallel_size": 4}, {
+            "world_size": 4, "seq_length": 256, "micro_batch_size": 1, "global_batch_size": 4,
+            "recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1, **tr})
+        (s,) = estimate(cfg).stages
+        return s
+
+    kept, split = stage(), stage(distribute_saved_activations=True)
+    assert kept.activations_bytes - split.activations_bytes == 393_216
+    assert kept.allocated_bytes - split.allocated_bytes == 294_912
+    for bad in ({"sequence_parallel": True}, {"recompute_granularity": "selective", "recompute_method": None,
+                                              "recompute_num_layers": None}):
+        with pytest.raises(ConfigError, match="training.distribute_saved_activations"):
+            stage(distribute_saved_activations=True, **bad)
+    with pytest.raises(ConfigError, match="needs tensor_model_parallel_size > 1"):
+        estimate(make_config(model, {}, {"distribute_saved_activations": True, "recompute_granularity": "full",
+                                         "recompute_method": "uniform", "recompute_num_layers": 1}))
