@@ -30,11 +30,12 @@ from ..config.derived import effective_overload_factor
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
-from ..model.layers import kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
 from ..model.local_attention import chunk_mask_bytes
 from ..model.params import count_parameters, embedding, final_norm, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
-from . import features
+from . import features, reserved
+from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
@@ -226,8 +227,12 @@ def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
     return dense, lin, exp
 
 
-def stage_memory(r: Resolved) -> Estimate:
-    """The estimate for every pipeline stage of a resolved configuration."""
+def stage_memory(r: Resolved, *, replay: bool = False) -> Estimate:
+    """The estimate for every pipeline stage of a resolved configuration.
+
+    ``replay``: reserved memory from the replay of each stage's allocation trace through the simulated caching
+    allocator (:mod:`estimator.memory.reserved`), the figure reported by :func:`estimate`; without it (the layout
+    search, thousands of calls) allocated x (1 + :data:`ALLOCATOR_RESERVE_FRACTION`)."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     t, p = r.t, r.p
@@ -380,6 +385,7 @@ def stage_memory(r: Resolved) -> Estimate:
         if r.mtp:
             acts_by["mtp"] = mtp_act_total
         reports = plan.reports.get(counts) or _chunk_reports(plan, counts)
+        fb_transient = transient
         if feat is None:
             transient_bytes = sum(transient.values())
             # The optimizer step (estimator/memory/optimizer_step.py): activations freed, its own buffers alive.
@@ -394,6 +400,9 @@ def stage_memory(r: Resolved) -> Estimate:
                 acts_by = dict.fromkeys(acts_by, 0)
             allocated = states + activations + transient_bytes
             reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+            if replay:
+                reserved = _replayed(r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
+                                     step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)
             stages.append(StageEstimate(
                 s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
                 expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
@@ -409,7 +418,7 @@ def stage_memory(r: Resolved) -> Estimate:
         transient_bytes = sum(transient.values())
         fwd_bwd = adj.weights + grads + adj.optimizer + activations + transient_bytes
         kept = adj.weights + grads + adj.optimizer + sum(transient.get(k, 0) for k in PERSISTENT_BUFFERS)
-        phase, step_total = "forward_backward", 0
+        phase, step_total, step = "forward_backward", 0, {}
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
                                           recompute_retained(r, chunks, acts), own=adj.step_own)
@@ -422,6 +431,11 @@ def stage_memory(r: Resolved) -> Estimate:
                 acts_by = dict.fromkeys(acts_by, 0)
         allocated = adj.weights + grads + adj.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
+        if replay:
+            reserved = adj.reserve_exempt + _replayed(
+                r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
+                step if feat.step_modelled else {}, adj.weights, grads, adj.optimizer, dense_shard, no_wgrad,
+                allocated - adj.reserve_exempt)
         outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
@@ -445,6 +459,83 @@ def stage_memory(r: Resolved) -> Estimate:
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
+
+
+#: Names of ``StageEstimate.transient`` entries the trace places itself (the rest are held across the passes).
+_TRACED = ("backward_working_set", "loss_forward", "loss_backward", "output_layer_wgrad", "embedding_wgrad")
+
+
+def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_acts: list, counts: tuple,
+              transient: dict, step: dict, weights: int, gradients: int, optimizer: int, dense_shard: int,
+              no_wgrad: bool, allocated: int) -> int:
+    """Reserved bytes of one stage from the replay of its allocation trace (:mod:`estimator.memory.reserved`): the
+    simulator's peak of reserved segments, never below the estimate's ``allocated`` (the trace's own allocated peak
+    differs from the estimate's by the allocator's rounding and the trace's simplifications)."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    conf = parse_alloc_conf(tr.pytorch_cuda_alloc_conf)
+    per_kind, emb, vocab_weight, norm, mtp_dense = layout[:5]
+    parts = [layer_activations(r, kind, parts=True).parts for kind in r.kinds]
+    shapes = [kind_linear_shapes(r, kind) for kind in r.kinds]
+    full = tr.recompute_granularity == "full"
+    fused = tr.gradient_accumulation_fusion and not tr.peft
+    n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+    B = 4 if pr.params_dtype == "fp32" else 2
+    Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
+    per_layer_params, other = [], []
+    chunks = []
+    for c, ca in zip(plan.chunks, chunk_acts):
+        layers = []
+        for j, i in enumerate(c.layers):
+            k = r.layer_kinds[i]
+            lin, exp = shapes[k]
+            per_layer_params.append((lin, exp, per_kind[k][0] - sum(o * n_in * n for o, n_in, n in lin)))
+            mode = None
+            if full:
+                if tr.recompute_method == "block":
+                    mode = "full" if j < n_rec else None
+                else:
+                    mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
+            wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
+            layers.append(reserved.layer_tensors(acts[k], parts[k], mode, wg))
+        if c.embedding:
+            other.append(emb)
+        if c.loss:
+            other.append(norm + (0 if (r.tied and c.embedding) else vocab_weight))
+        if c.mtp:
+            other.append(len(c.mtp) * mtp_dense)
+        head = (ca[3],) if ca[3] else ()
+        tail: tuple = ()
+        if ca[4]:
+            tail = reserved.scaled([B * Tn * r.h, B * Tn * r.h], ca[4] - loss.saved)   # the final norm's input, output
+        if ca[5]:
+            tail += (ca[5],)
+        chunks.append((head, tuple(layers), tail, bool(c.embedding), bool(ca[4])))
+    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight)
+    vocab_wgrad = 0 if no_wgrad else bm.weight * vocab_weight
+    # byte_model's optimizer bytes are Adam's: the master copy is what they hold beyond the two moments.
+    adam_moments = (DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
+                    if pr.use_precision_aware_optimizer else 8)
+    n_states = 2 if tr.optimizer == "adam" else (1 if (tr.optimizer != "sgd" or tr.sgd_momentum > 0) else 0)
+    trace = reserved.build(
+        dense=dense, experts=experts, weight_bytes=bm.weight, weights=weights, gradients=gradients,
+        optimizer=optimizer, master_bytes=max(bm.optimizer - adam_moments, 0), state_count=n_states,
+        dense_shard=dense_shard, expert_shard=r.edp, distributed=bm.distributed,
+        persistent=tuple(v for k, v in transient.items() if k in PERSISTENT_BUFFERS and v > 0),
+        chunks=tuple(chunks),
+        loss=(_positive(loss.forward_extra), _positive(loss.saved), _positive(loss.backward_extra),
+              _positive(vocab_wgrad, B * Tn * r.h)),
+        embedding_wgrad=vocab_wgrad,
+        passes=reserved.schedule_passes(len(chunks), tuple(counts) if r.v > 1 else (counts[0],), r.m),
+        step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and v > 0),
+        extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
+        full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps)
+    sim = reserved.replay(reserved.events(trace, max(reserved.MAX_EVENTS // r.p, reserved.MIN_STAGE_EVENTS)), conf)
+    return max(sim.peak_reserved, allocated)
+
+
+def _positive(*sizes: int) -> tuple:
+    return tuple(x for x in sizes if x > 0)
 
 
 def sum_activations(parts: list) -> LayerActivations:
@@ -603,4 +694,4 @@ def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
         if problem:
             raise ConfigError(Problem("num_microbatches", num_microbatches, problem))
         r.m = num_microbatches
-    return stage_memory(r)
+    return stage_memory(r, replay=True)

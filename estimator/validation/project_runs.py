@@ -68,7 +68,7 @@ class ProjectCase:
 
 def _evaluate(case: dict, batch: dict) -> ProjectCase:
     cfg = case["config"]
-    est = stage_memory(resolve(load_config(cfg)))
+    est = stage_memory(resolve(load_config(cfg)), replay=True)
     st = est.stages[0]
     meas = case["measured"]
     measured = meas["peak_allocated_bytes"] / GIB
