@@ -227,12 +227,14 @@ def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
     return dense, lin, exp
 
 
-def stage_memory(r: Resolved, *, replay: bool = False) -> Estimate:
+def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     """The estimate for every pipeline stage of a resolved configuration.
 
     ``replay``: reserved memory from the replay of each stage's allocation trace through the simulated caching
-    allocator (:mod:`estimator.memory.reserved`), the figure reported by :func:`estimate`; without it (the layout
-    search, thousands of calls) allocated x (1 + :data:`ALLOCATOR_RESERVE_FRACTION`)."""
+    allocator (:mod:`estimator.memory.reserved`) rather than allocated x (1 + :data:`ALLOCATOR_RESERVE_FRACTION`);
+    None follows ``training.reserved_memory_model`` (the layout search passes False: thousands of calls)."""
+    if replay is None:
+        replay = r.cfg.training.reserved_memory_model == "replay"
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     t, p = r.t, r.p
@@ -526,7 +528,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         loss=(_positive(loss.forward_extra), _positive(loss.saved), _positive(loss.backward_extra),
               _positive(vocab_wgrad, B * Tn * r.h)),
         embedding_wgrad=vocab_wgrad,
-        passes=reserved.schedule_passes(len(chunks), tuple(counts) if r.v > 1 else (counts[0],), r.m),
+        counts=tuple(counts) if r.v > 1 else (counts[0],), microbatches=r.m,
         step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and v > 0),
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps)
@@ -646,7 +648,15 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
                + ", Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
-    out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
+    if tr.reserved_memory_model == "replay":
+        out.append("reserved: one training step per stage (two iterations: the first makes the optimizer states) "
+                   "replayed tensor by tensor through a simulation of PyTorch's caching allocator ("
+                   + (f"PYTORCH_CUDA_ALLOC_CONF {tr.pytorch_cuda_alloc_conf}" if tr.pytorch_cuda_alloc_conf.strip()
+                      else "PyTorch's default settings") + "): its peak of reserved segments (estimator/memory/"
+                   "reserved.py). The trace holds the saved tensors, gradients and buffers this estimate counts, not "
+                   "every kernel's temporaries, so it tends to read low on eager runs.")
+    out.append((f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device"
+                if tr.reserved_memory_model != "replay" else "Device") + " adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
     out.extend(features.assumptions(r))
@@ -694,4 +704,4 @@ def estimate(config, *, num_microbatches: int | None = None) -> Estimate:
         if problem:
             raise ConfigError(Problem("num_microbatches", num_microbatches, problem))
         r.m = num_microbatches
-    return stage_memory(r, replay=True)
+    return stage_memory(r)

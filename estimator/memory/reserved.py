@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from .allocator import AllocatorConfig, CachingAllocator
 
-__all__ = ["LayerTensors", "MAX_EVENTS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
+__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
            "layer_tensors", "parameter_tensors", "replay", "scaled", "schedule_passes", "split"]
 
 #: Allocations and frees of one estimate's traces (all stages together) beyond which consecutive layers are merged:
@@ -50,6 +50,8 @@ __all__ = ["LayerTensors", "MAX_EVENTS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS"
 #: :data:`MIN_STAGE_EVENTS`).
 MAX_EVENTS = 6000
 MIN_STAGE_EVENTS = 800
+#: In-flight micro-batches of a chunk replayed tensor by tensor (the others as one tensor each).
+DETAILED_PASSES = 2
 #: Steady 1F1B cycles replayed after the warm-up forwards (more repeat the allocator's state).
 STEADY_CYCLES = 2
 
@@ -79,7 +81,8 @@ class StageTrace(NamedTuple):
                               # loss?)
     loss: tuple               # (forward temporaries, saved, backward temporaries, output-layer backward temporaries)
     embedding_wgrad: int      # the embedding's weight gradient, per backward of the embedding chunk
-    passes: tuple             # ("F" | "B", chunk) in the schedule's order, for one iteration
+    counts: tuple             # (chunk-)micro-batches of each chunk in flight at the stage's peak
+    microbatches: int | None  # micro-batches per step (None: enough to fill the pipeline)
     step: tuple               # the optimizer step's temporaries
     extra: tuple = ()         # other transient buffers of the estimate, alive from the first forward to the last backward
     full_graph: bool = False  # whole-iteration CUDA graph: the forward-backward in a private pool after warm-up
@@ -96,28 +99,11 @@ def split(total: int, piece: int) -> tuple:
     return (piece,) * n + ((rest,) if rest else ())
 
 
-def _merge(layers: list, limit: int) -> list:
-    """Consecutive layers merged in runs so that at most ``limit`` remain (their tensors added position-wise)."""
-    if len(layers) <= limit:
-        return layers
-    g = -(-len(layers) // limit)
-    out = []
-    for i in range(0, len(layers), g):
-        run = layers[i:i + g]
-        first = run[0]
-
-        def add(field):
-            acc = list(getattr(first, field))
-            for lt in run[1:]:
-                for j, x in enumerate(getattr(lt, field)):
-                    if j < len(acc):
-                        acc[j] += x
-                    else:
-                        acc.append(x)
-            return tuple(acc)
-        out.append(LayerTensors(add("saved"), add("forward_temp"), add("remat"), add("work"), add("attn_work"),
-                                first.n_mlp, add("wgrads")))
-    return out
+def _ballast(layers: tuple, keep: int) -> tuple[int, tuple]:
+    """(bytes, layers): all but the last ``keep`` layers of a chunk as one tensor of their saved bytes together."""
+    if len(layers) <= keep:
+        return 0, layers
+    return sum(sum(lt.saved) for lt in layers[:len(layers) - keep]), layers[len(layers) - keep:]
 
 
 def _layer_events(lt: LayerTensors) -> int:
@@ -128,8 +114,12 @@ def _layer_events(lt: LayerTensors) -> int:
 def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
     """The stage's trace: ``("+", key, bytes, pool)`` allocations and ``("-", key)`` frees, in order (``pool`` None
     for the regular pools, 1 for a CUDA graph's private pool), ``("mark", phase)`` where a phase begins (``setup``,
-    ``fwd_bwd``, ``optimizer``) and ``("empty_cache",)``. Layers are merged so that the passes stay within about
-    ``budget`` events."""
+    ``fwd_bwd``, ``optimizer``) and ``("empty_cache",)``.
+
+    Bounded by ``budget`` (about): of a chunk's in-flight micro-batches all but :data:`DETAILED_PASSES` are
+    replayed as one tensor each (what that micro-batch keeps on the chunk), and of the detailed ones' layers all but
+    the last few as one tensor (their saved bytes together, made at the forward's start, freed at the backward's
+    end). Tensor sizes are never merged into larger ones but there: the cache's blocks stay the sizes PyTorch sees."""
     out: list = []
     counter = [0]
 
@@ -145,31 +135,35 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         if key is not None:
             out.append(("-", key))
 
-    # Cap the length: merge layers so that one iteration's passes stay within the budget.
-    n_passes = max(len(t.passes), 1)
-    per_layer = max((_layer_events(ch[1][0]) for ch in t.chunks if ch[1]), default=2)
-    n_layers = max((len(ch[1]) for ch in t.chunks), default=0)
-    budget = budget // (3 * n_passes * per_layer)
-    chunks = [(h, _merge(list(layers), max(budget, 1)), tl, e, lo) for h, layers, tl, e, lo in t.chunks] \
-        if n_layers > budget else t.chunks
+    passes = schedule_passes(len(t.chunks), t.counts, t.microbatches, DETAILED_PASSES)
+    detailed = sum(1 for p in passes if not p[2])
+    per_layer = max((_layer_events(lt) for ch in t.chunks for lt in ch[1][:1]), default=2)
+    keep = max(budget // (2 * max(detailed, 1) * per_layer), 1)
+    chunks = []
+    for head, layers, tail, has_emb, has_loss in t.chunks:
+        ballast, layers = _ballast(tuple(layers), keep)
+        whole = sum(head) + sum(sum(lt.saved) for lt in layers) + ballast + sum(tail) + (sum(t.loss[1]) if has_loss
+                                                                                           else 0)
+        chunks.append((head + ((ballast,) if ballast else ()), layers, tail, has_emb, has_loss, whole))
 
     out.append(("mark", "setup"))
     params = [alloc(s) for s in t.params]
-    grads = [alloc(s) for s in t.grad_buffers]
+    for s in t.grad_buffers:
+        alloc(s)
     if t.param_buffer:
         alloc(t.param_buffer)
         for k in params:
             free(k)
-    masters = [alloc(s) for s in t.masters]
-    del grads, masters
+    for s in t.masters:
+        alloc(s)
     persistent_made = [False]
 
-    def iteration(first: bool, pool=None):
+    def iteration(pool=None):
         out.append(("mark", "fwd_bwd"))
         held: dict = {}
         extra = []
-        for kind, c in t.passes:
-            head, layers, tail, has_emb, has_loss = chunks[c]
+        for kind, c, whole_only in passes:
+            head, layers, tail, has_emb, has_loss, whole = chunks[c]
             if kind == "F":
                 if not persistent_made[0]:
                     for s in t.persistent:
@@ -177,6 +171,9 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     persistent_made[0] = True
                 if not extra and t.extra:
                     extra = [alloc(s, pool) for s in t.extra]
+                if whole_only:
+                    held.setdefault(c, []).append(([alloc(whole, pool)], None, 0, 0))
+                    continue
                 keys = [alloc(s, pool) for s in head]
                 for lt in layers:
                     keys += [alloc(s, pool) for s in lt.saved]
@@ -192,9 +189,12 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                         free(k)
                     keys += saved
                     n_tail += len(saved)
-                held.setdefault(c, []).append((keys, len(head), n_tail))
+                held.setdefault(c, []).append((keys, len(head), n_tail, 1))
                 continue
-            keys, n_head, n_tail = held[c].pop(0)
+            keys, n_head, n_tail, _ = held[c].pop(0)
+            if n_head is None:           # a micro-batch replayed whole
+                free(keys[0])
+                continue
             if has_loss:
                 tmp = [alloc(s, pool) for s in t.loss[2]]
                 for k in reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []):
@@ -213,7 +213,6 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                 remat = [alloc(s, pool) for s in lt.remat]
                 work = [alloc(s, pool) for s in lt.work]
                 n_att = len(mine) - lt.n_mlp
-                sizes = lt.saved if len(lt.saved) == len(mine) else (0,) * len(mine)
                 grad = None
                 wg = list(lt.wgrads)
 
@@ -222,12 +221,12 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     # before it freed; a linear's weight gradient comes and goes on the way
                     nonlocal grad
                     for i in reversed(idx):
-                        g = alloc(sizes[i], pool)
+                        new = alloc(lt.saved[i], pool)
                         if wg:
                             free(alloc(wg.pop(), pool))
                         free(mine[i])
                         free(grad)
-                        grad = g
+                        grad = new
                 mirror(range(n_att, len(mine)))
                 aw = [alloc(s, pool) for s in lt.attn_work]
                 for k in reversed(aw):
@@ -240,11 +239,10 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     free(k)
                 for k in reversed(remat):
                     free(k)
-            if has_emb:
-                if t.embedding_wgrad:
-                    free(alloc(t.embedding_wgrad, pool))
-                for k in reversed(keys[:n_head]):
-                    free(k)
+            if has_emb and t.embedding_wgrad:
+                free(alloc(t.embedding_wgrad, pool))
+            for k in reversed(keys[:n_head]):
+                free(k)
         for k in reversed(extra):
             free(k)
 
@@ -259,15 +257,15 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
 
     if t.full_graph:
         for i in range(max(t.warmup_steps, 0)):
-            iteration(i == 0)
+            iteration()
             step(i == 0)
         out.append(("empty_cache",))
-        iteration(t.warmup_steps == 0, pool=1)     # the capture; its replays allocate nothing
+        iteration(pool=1)     # the capture; its replays allocate nothing
         step(t.warmup_steps == 0)
         step(False)
     else:
         for i in range(2):
-            iteration(i == 0)
+            iteration()
             step(i == 0)
     return out
 
@@ -377,7 +375,8 @@ def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: in
 
 def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradients: int, optimizer: int,
           master_bytes: int, state_count: int, dense_shard: int, expert_shard: int, distributed: bool,
-          persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, passes: tuple, step: tuple,
+          persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
+          step: tuple,
           extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
@@ -409,16 +408,21 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     elif optimizer:
         states = (optimizer,)
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
-                      embedding_wgrad, passes, step, extra, full_graph, warmup_steps)
+                      embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps)
 
 
-def schedule_passes(n_chunks: int, counts: tuple, m: int | None) -> tuple:
-    """The passes replayed for one iteration: the in-flight forwards of each chunk (``counts``), at most
-    :data:`STEADY_CYCLES` steady backward-forward cycles of the last chunk, then the backwards, chunks in reverse."""
+def schedule_passes(n_chunks: int, counts: tuple, m: int | None, detailed: int | None = None) -> tuple:
+    """The passes replayed for one iteration, ``(kind, chunk, whole)``: the in-flight forwards of each chunk
+    (``counts``), at most :data:`STEADY_CYCLES` steady backward-forward cycles of the last chunk, then the
+    backwards, chunks in reverse; a backward frees the oldest forward of its chunk. With ``detailed``, all but that
+    many of a chunk's in-flight forwards are ``whole`` (one tensor: what the micro-batch keeps on the chunk)."""
     held = sum(counts)
-    fwd = [("F", c) for c in range(n_chunks) for _ in range(counts[c])]
+    fwd, bwd = [], []
+    for c in range(n_chunks):
+        lumps = 0 if detailed is None else max(counts[c] - detailed, 0)
+        fwd += [("F", c, i < lumps) for i in range(counts[c])]
+        bwd = [("B", c, False)] * counts[c] + bwd
     last = max((c for c in range(n_chunks) if counts[c]), default=0)
     left = STEADY_CYCLES if m is None else min(STEADY_CYCLES, max(m * n_chunks - held, 0))
-    steady = [p for _ in range(left) for p in (("B", last), ("F", last))]
-    bwd = [("B", c) for c in reversed(range(n_chunks)) for _ in range(counts[c])]
+    steady = [p for _ in range(left) for p in (("B", last, False), ("F", last, False))]
     return tuple(fwd + steady + bwd)
