@@ -479,10 +479,13 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     per_kind, emb, vocab_weight, norm, mtp_dense = layout[:5]
     parts = [layer_activations(r, kind, parts=True).parts for kind in r.kinds]
     shapes = [kind_linear_shapes(r, kind) for kind in r.kinds]
+    B = 4 if pr.params_dtype == "fp32" else 2
     full = tr.recompute_granularity == "full"
     fused = tr.gradient_accumulation_fusion and not tr.peft
+    unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
+    # the unfused attention's scores before the softmax: b x a/t x s x s (estimator/model/local_attention.py)
+    scores_input = B * r.b * (r.a // r.t) * r.s * r.s if unfused else 0
     n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
-    B = 4 if pr.params_dtype == "fp32" else 2
     Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
     per_layer_params, other = [], []
     chunks = []
@@ -499,7 +502,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            layers.append(reserved.layer_tensors(acts[k], parts[k], mode, wg))
+            layers.append(reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input))
         if c.embedding:
             other.append(emb)
         if c.loss:
@@ -531,7 +534,8 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         counts=tuple(counts) if r.v > 1 else (counts[0],), microbatches=r.m,
         step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and v > 0),
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
-        full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps)
+        full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
+        clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)
     sim = reserved.replay(reserved.events(trace, max(reserved.MAX_EVENTS // r.p, reserved.MIN_STAGE_EVENTS)), conf)
     return max(sim.peak_reserved, allocated)
 

@@ -12,11 +12,13 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   (``_ParamAndGradBuffer``: one ``grad_data`` per buffer, dense and routed experts apart, and with the
   distributed optimizer one ``param_data`` into which every weight is copied and its own tensor freed);
   ``megatron/core/optimizer/{optimizer,distrib_optimizer}.py``: the fp32 main parameters, one ``clone().float()``
-  per parameter (its shard with the distributed optimizer) when the optimizer is built; the Adam or momentum
+  per parameter (its shard with the distributed optimizer; the clone in the weights' dtype is freed once cast)
+  when the optimizer is built; the Adam or momentum
   states one tensor per parameter and state at the first ``step()`` (``torch.optim.adamw``
   ``_init_group``, Transformer Engine's ``FusedAdam.initialize_state``);
 - each forward pass: per layer, the tensors :func:`estimator.memory.activations.layer_activations` names
-  (``parts``), the rest of the layer's saved bytes as one tensor; a full-recompute layer allocates them and keeps
+  (``parts``), the rest of the layer's saved bytes as one tensor, the unfused attention's scores before the
+  softmax (made before the softmax output it keeps, freed after); a full-recompute layer allocates them and keeps
   only its checkpoint; the loss chunk's norm, logits and the loss's own buffers (:mod:`estimator.memory.loss`);
 - each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
   larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
@@ -66,6 +68,7 @@ class LayerTensors(NamedTuple):
     attn_work: tuple = ()  # unfused attention's backward, after the MLP's saved tensors are freed
     n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
+    before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
 
 
 class StageTrace(NamedTuple):
@@ -75,6 +78,7 @@ class StageTrace(NamedTuple):
     grad_buffers: tuple       # DDP's grad_data, one per buffer
     param_buffer: int         # DDP's param_data (distributed optimizer), 0 without
     masters: tuple            # fp32 main parameters, one per parameter (shard), made when the optimizer is built
+    #                           (``shard_model_param.clone().float()``: a copy in the weights' dtype first, freed)
     states: tuple             # optimizer states, one per parameter (shard) and state, made at the first step
     persistent: tuple         # run-long buffers, made at the first forward
     chunks: tuple             # per virtual chunk: (head tensors, layers: tuple[LayerTensors], tail tensors, embedding?,
@@ -87,6 +91,7 @@ class StageTrace(NamedTuple):
     extra: tuple = ()         # other transient buffers of the estimate, alive from the first forward to the last backward
     full_graph: bool = False  # whole-iteration CUDA graph: the forward-backward in a private pool after warm-up
     warmup_steps: int = 0     # eager steps before the graph is captured
+    clone_bytes: int = 0      # bytes per element of the copy a master is cast from (0: none, the optimizer makes it)
 
 
 def split(total: int, piece: int) -> tuple:
@@ -155,7 +160,9 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         for k in params:
             free(k)
     for s in t.masters:
+        clone = alloc(s * t.clone_bytes // 4) if t.clone_bytes else None
         alloc(s)
+        free(clone)
     persistent_made = [False]
 
     def iteration(pool=None):
@@ -176,7 +183,11 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     continue
                 keys = [alloc(s, pool) for s in head]
                 for lt in layers:
-                    keys += [alloc(s, pool) for s in lt.saved]
+                    before = dict(lt.before)
+                    for i, s in enumerate(lt.saved):
+                        pre = alloc(before[i], pool) if i in before else None
+                        keys.append(alloc(s, pool))
+                        free(pre)
                     temp = [alloc(s, pool) for s in lt.forward_temp]
                     for k in reversed(temp):
                         free(k)
@@ -331,11 +342,24 @@ def scaled(sizes: list, total: int) -> tuple:
     return tuple(sizes) + ((total - have,) if total - have else ())
 
 
-def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = ()) -> LayerTensors:
+def _before(parts: dict, saved: tuple, scores_input: int) -> tuple:
+    """The unfused attention's ``baddbmm`` output (``scores_input`` bytes), made just before the softmax output that
+    the layer keeps and freed once the softmax has run (Megatron-LM @ d98e8a64
+    ``megatron/core/transformer/dot_product_attention.py``; the softmax keeps its output, not its input)."""
+    if not scores_input or not parts.get("scores"):
+        return ()
+    names = [k for k in _MIXER_PARTS if parts.get(k)]
+    i = names.index("scores")
+    return ((i, scores_input),) if i < len(saved) else ()
+
+
+def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
+                  scores_input: int = 0) -> LayerTensors:
     """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
     and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
     its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
-    layer that keeps nothing)."""
+    layer that keeps nothing); ``wgrads`` its weight gradients when they are not accumulated in place;
+    ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention)."""
     parts = parts or {}
     mixer = [parts[k] for k in _MIXER_PARTS if parts.get(k)]
     mlp = [v for k, v in parts.items() if k not in _MIXER_PARTS and v]
@@ -346,7 +370,8 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
     work = split(acts.backward_peak - 2 * piece, piece)   # beyond the two gradients the backward mirror holds
     attn_work = split(acts.attention_backward_peak, piece)
     if recompute is None:
-        return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads)
+        return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
+                            _before(parts, saved, scores_input))
     keep = (acts.checkpoint,) if recompute == "full" else ()
     return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
 
@@ -377,7 +402,7 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
           master_bytes: int, state_count: int, dense_shard: int, expert_shard: int, distributed: bool,
           persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
           step: tuple,
-          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0) -> StageTrace:
+          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
     states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
@@ -408,7 +433,8 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     elif optimizer:
         states = (optimizer,)
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
-                      embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps)
+                      embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
+                      clone_bytes if masters else 0)
 
 
 def schedule_passes(n_chunks: int, counts: tuple, m: int | None, detailed: int | None = None) -> tuple:
