@@ -258,6 +258,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     vocab_wgrad = wbytes * vocab_weight
     loss_act = extras.output + r.mtp * extras.mtp_logits
     stages = []
+    pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}
     one_kind = len(r.kinds) == 1
     kind_counts = None if one_kind else layer_kind_counts(r)
@@ -403,8 +404,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             allocated = states + activations + transient_bytes
             reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
             if replay:
-                reserved = _replayed(r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
-                                     step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)
+                pending.append((0, (r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
+                                    step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)))
             stages.append(StageEstimate(
                 s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
                 expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
@@ -434,10 +435,10 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
         allocated = adj.weights + grads + adj.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
         if replay:
-            reserved = adj.reserve_exempt + _replayed(
+            pending.append((adj.reserve_exempt, (
                 r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
                 step if feat.step_modelled else {}, adj.weights, grads, adj.optimizer, dense_shard, no_wgrad,
-                allocated - adj.reserve_exempt)
+                allocated - adj.reserve_exempt)))
         outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
@@ -445,6 +446,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             reserved + overhead + sum(outside.values()), acts_by, transient, reports,
             sum(adj.host.values()), adj.host, outside,
             peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
+    if replay:
+        stages = _with_replayed_reserve(stages, pending)
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
@@ -461,6 +464,37 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
+
+
+#: Stages of a pipeline replayed through the allocator at most (the first, the last, the fullest, evenly spaced).
+MAX_REPLAYED_STAGES = 8
+
+
+def _with_replayed_reserve(stages: list, pending: list) -> list:
+    """The stages with their reserved (and device) bytes from the allocator replay. Of more than
+    :data:`MAX_REPLAYED_STAGES` stages, the first, the last, the one with the most allocated and evenly spaced ones
+    are replayed; each other stage takes the reserved / allocated ratio of the nearest replayed one."""
+    n = len(stages)
+    if n <= MAX_REPLAYED_STAGES:
+        chosen = set(range(n))
+    else:
+        fullest = max(range(n), key=lambda i: stages[i].allocated_bytes)
+        chosen = {0, n - 1, fullest}
+        k = MAX_REPLAYED_STAGES - len(chosen)
+        chosen |= {round(j * (n - 1) / (k + 1)) for j in range(1, k + 1)}
+    ratio = {}
+    for i in sorted(chosen):
+        exempt, args = pending[i]
+        ratio[i] = exempt + _replayed(*args)
+    out = []
+    for i, s in enumerate(stages):
+        if i in ratio:
+            new = ratio[i]
+        else:
+            j = min(ratio, key=lambda c: (abs(c - i), c))
+            new = max(s.allocated_bytes * ratio[j] // max(stages[j].allocated_bytes, 1), s.allocated_bytes)
+        out.append(s._replace(reserved_bytes=new, device_bytes=s.device_bytes - s.reserved_bytes + new))
+    return out
 
 
 #: Names of ``StageEstimate.transient`` entries the trace places itself (the rest are held across the passes).
@@ -536,7 +570,8 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
         clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)
-    sim = reserved.replay(reserved.events(trace, max(reserved.MAX_EVENTS // r.p, reserved.MIN_STAGE_EVENTS)), conf)
+    budget = max(reserved.MAX_EVENTS // min(r.p, MAX_REPLAYED_STAGES), reserved.MIN_STAGE_EVENTS)
+    sim = reserved.replay(reserved.events(trace, budget), conf)
     return max(sim.peak_reserved, allocated)
 
 

@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 from .allocator import AllocatorConfig, CachingAllocator
 
-__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
+__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
            "layer_tensors", "parameter_tensors", "replay", "scaled", "schedule_passes", "split"]
 
 #: Allocations and frees of one estimate's traces (all stages together) beyond which consecutive layers are merged:
@@ -52,8 +52,10 @@ __all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_PARAM_TENSORS",
 #: :data:`MIN_STAGE_EVENTS`).
 MAX_EVENTS = 6000
 MIN_STAGE_EVENTS = 800
-#: In-flight micro-batches of a chunk replayed tensor by tensor (the others as one tensor each).
+#: In-flight micro-batches of a chunk replayed tensor by tensor (the others as one tensor each) ...
 DETAILED_PASSES = 2
+#: ... in at most this many tensors per chunk (several micro-batches to one where there are more).
+MAX_LUMPS = 16
 #: Steady 1F1B cycles replayed after the warm-up forwards (more repeat the allocator's state).
 STEADY_CYCLES = 2
 
@@ -122,7 +124,8 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
     ``fwd_bwd``, ``optimizer``) and ``("empty_cache",)``.
 
     Bounded by ``budget`` (about): of a chunk's in-flight micro-batches all but :data:`DETAILED_PASSES` are
-    replayed as one tensor each (what that micro-batch keeps on the chunk), and of the detailed ones' layers all but
+    replayed as one tensor each (what that micro-batch keeps on the chunk; several to a tensor beyond
+    :data:`MAX_LUMPS`), and of the detailed ones' layers all but
     the last few as one tensor (their saved bytes together, made at the forward's start, freed at the backward's
     end). Tensor sizes are never merged into larger ones but there: the cache's blocks stay the sizes PyTorch sees."""
     out: list = []
@@ -169,7 +172,7 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         out.append(("mark", "fwd_bwd"))
         held: dict = {}
         extra = []
-        for kind, c, whole_only in passes:
+        for kind, c, lumped in passes:
             head, layers, tail, has_emb, has_loss, whole = chunks[c]
             if kind == "F":
                 if not persistent_made[0]:
@@ -178,8 +181,8 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     persistent_made[0] = True
                 if not extra and t.extra:
                     extra = [alloc(s, pool) for s in t.extra]
-                if whole_only:
-                    held.setdefault(c, []).append(([alloc(whole, pool)], None, 0, 0))
+                if lumped:
+                    held.setdefault(c, []).append(([alloc(whole * lumped, pool)], None, 0, 0))
                     continue
                 keys = [alloc(s, pool) for s in head]
                 for lt in layers:
@@ -438,17 +441,20 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
 
 
 def schedule_passes(n_chunks: int, counts: tuple, m: int | None, detailed: int | None = None) -> tuple:
-    """The passes replayed for one iteration, ``(kind, chunk, whole)``: the in-flight forwards of each chunk
+    """The passes replayed for one iteration, ``(kind, chunk, lumped)``: the in-flight forwards of each chunk
     (``counts``), at most :data:`STEADY_CYCLES` steady backward-forward cycles of the last chunk, then the
     backwards, chunks in reverse; a backward frees the oldest forward of its chunk. With ``detailed``, all but that
-    many of a chunk's in-flight forwards are ``whole`` (one tensor: what the micro-batch keeps on the chunk)."""
+    many of a chunk's in-flight forwards are lumped: ``lumped`` micro-batches as one tensor (what they keep on the
+    chunk), at most :data:`MAX_LUMPS` such passes per chunk; 0 for a pass replayed tensor by tensor."""
     held = sum(counts)
     fwd, bwd = [], []
     for c in range(n_chunks):
         lumps = 0 if detailed is None else max(counts[c] - detailed, 0)
-        fwd += [("F", c, i < lumps) for i in range(counts[c])]
-        bwd = [("B", c, False)] * counts[c] + bwd
+        k = min(lumps, MAX_LUMPS)
+        q, rest = divmod(lumps, k) if k else (0, 0)
+        fwd += [("F", c, q + (i < rest)) for i in range(k)] + [("F", c, 0)] * (counts[c] - lumps)
+        bwd = [("B", c, 0)] * (k + counts[c] - lumps) + bwd
     last = max((c for c in range(n_chunks) if counts[c]), default=0)
     left = STEADY_CYCLES if m is None else min(STEADY_CYCLES, max(m * n_chunks - held, 0))
-    steady = [p for _ in range(left) for p in (("B", last, False), ("F", last, False))]
+    steady = [p for _ in range(left) for p in (("B", last, 0), ("F", last, 0))]
     return tuple(fwd + steady + bwd)

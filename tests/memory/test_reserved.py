@@ -119,8 +119,12 @@ def test_schedule_passes_lump_all_but_the_last_forwards():
     """Three micro-batches in flight of eight, two replayed tensor by tensor: the first forward is one tensor; two
     steady backward-forward cycles; the three backwards."""
     assert schedule_passes(1, (3,), 8, 2) == (
-        ("F", 0, True), ("F", 0, False), ("F", 0, False), ("B", 0, False), ("F", 0, False), ("B", 0, False),
-        ("F", 0, False), ("B", 0, False), ("B", 0, False), ("B", 0, False))
+        ("F", 0, 1), ("F", 0, 0), ("F", 0, 0), ("B", 0, 0), ("F", 0, 0), ("B", 0, 0),
+        ("F", 0, 0), ("B", 0, 0), ("B", 0, 0), ("B", 0, 0))
+    # 40 in flight, 2 detailed: 38 lumped into 16 tensors (6 of 3 micro-batches, 10 of 2), one backward each
+    passes = schedule_passes(1, (40,), None, 2)
+    lumps = [p[2] for p in passes if p[0] == "F" and p[2]]
+    assert lumps == [3] * 6 + [2] * 10 and sum(p[0] == "B" for p in passes) == 16 + 2 + 2
 
 
 def _tiny(**training) -> dict:
