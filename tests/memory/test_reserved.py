@@ -148,6 +148,17 @@ def test_tiny_config_replay_keeps_allocated_and_reserves_whole_segments():
     assert any("simulation of PyTorch's caching allocator" in a for a in rep.assumptions)
 
 
+def test_long_pipeline_replays_a_bounded_number_of_stages():
+    """PP 16: at most 8 stages are replayed, the others take the nearest replayed stage's reserved / allocated
+    ratio; every stage keeps reserved >= allocated."""
+    cfg = _tiny(reserved_memory_model="replay", world_size=16, global_batch_size=64)
+    cfg["model"]["num_layers"] = 32
+    cfg["parallelism"]["pipeline_model_parallel_size"] = 16
+    est = estimate(cfg)
+    assert len(est.stages) == 16
+    assert all(s.reserved_bytes >= s.allocated_bytes for s in est.stages)
+
+
 def test_alloc_conf_is_checked_when_replayed():
     with pytest.raises(ConfigError, match="pytorch_cuda_alloc_conf"):
         estimate(_tiny(reserved_memory_model="replay", pytorch_cuda_alloc_conf="expandable_segment:True"))
