@@ -4,7 +4,9 @@ Sources: ``simumax`` (calibration, SimuMax B200 logs), ``assumed`` (calibration,
 assumed settings), ``megatron-ci`` (held-out, Megatron-LM CI goldens through the launch-argument importer),
 ``recipes`` (held-out, Megatron-Bridge performance recipes known to run: "does it fit?"), ``project`` (this
 project's own one-GPU H200 runs, per batch: batch 1 was seen while the optimizer-step and local-attention
-modelling was written; overall, forward/backward and optimizer-step peaks, and the phase holding the peak).
+modelling was written; overall, forward/backward and optimizer-step peaks, the phase holding the peak, and the
+reserved peak beside the allocated one under both reserved-memory models: allocated x 1.05 and the simulated caching
+allocator's replay).
 Prints every case (signed error: negative is an under-estimate) and, per source, the median and worst errors.
 
     python benchmarks/accuracy.py                       # every source
@@ -41,6 +43,14 @@ def _phase_row(c, phase: str):
     from dataclasses import replace
     m, e = ((c.measured_fwd_bwd_gib, c.estimated_fwd_bwd_gib) if phase == "fwd_bwd"
             else (c.measured_step_gib, c.estimated_step_gib))
+    return replace(c.comparison, measured_gib=m, estimated_gib=e, error_pct=(e - m) / m * 100.0)
+
+
+def _reserved_row(c, replay: bool):
+    """A project case's comparison of the reserved peak (allocated x 1.05, or the allocator replay)."""
+    from dataclasses import replace
+    m = c.comparison.measured_reserved_gib
+    e = c.estimated_reserved_replay_gib if replay else c.comparison.estimated_reserved_gib
     return replace(c.comparison, measured_gib=m, estimated_gib=e, error_pct=(e - m) / m * 100.0)
 
 
@@ -112,17 +122,23 @@ def main(argv=None) -> int:
             if not args.quiet:
                 print(f"\n== project runs, batch {b} ({kind}): {rows[0].comparison.source}")
                 print(f"{'case':40} {'measured':>8} {'estimated':>9} {'error %':>8}  {'peak phase (meas/est)':24} "
-                      f"{'fwd/bwd %':>9} {'step %':>7}")
+                      f"{'fwd/bwd %':>9} {'step %':>7}   {'reserved':>8} {'x1.05 %':>8} {'replay %':>8}")
                 for c in rows:
                     r = c.comparison
                     print(f"{c.id:40} {r.measured_gib:8.3f} {r.estimated_gib:9.3f} {r.error_pct:+8.2f}  "
                           f"{_short(c.measured_phase) + ' / ' + _short(c.estimated_phase):24} {c.fwd_bwd_error_pct:+9.2f} "
-                          f"{c.step_error_pct:+7.2f}")
+                          f"{c.step_error_pct:+7.2f}   {r.measured_reserved_gib:8.3f} {c.reserved_error_pct:+8.2f} "
+                          f"{c.reserved_replay_error_pct:+8.2f}")
             summaries.append((f"project batch {b} ({kind})", stats([c.comparison for c in rows])))
             summaries.append((f"  forward/backward peak", stats([_phase_row(c, "fwd_bwd") for c in rows])))
             summaries.append((f"  optimizer-step peak", stats([_phase_row(c, "step") for c in rows])))
             summaries.append((f"  peak phase right", {"cases": len(rows),
                                                      "matching": sum(c.phase_matches for c in rows)}))
+            summaries.append((f"  reserved, allocated x 1.05", stats([_reserved_row(c, False) for c in rows])))
+            summaries.append((f"  reserved, allocator replay", stats([_reserved_row(c, True) for c in rows])))
+        summaries.append(("project runs, all: allocated", stats([c.comparison for c in pc])))
+        summaries.append(("  reserved, allocated x 1.05", stats([_reserved_row(c, False) for c in pc])))
+        summaries.append(("  reserved, allocator replay", stats([_reserved_row(c, True) for c in pc])))
     print("\n== summary (signed errors: negative = under-estimate)")
     for name, s in summaries:
         print(_line(name, s) if not isinstance(s, dict) else f"{name:34} {s}")

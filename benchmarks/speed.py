@@ -13,6 +13,9 @@ and of PP 1,000 x VPP 10 with 10^6, and the calculator's ``timeline`` request at
 bytes). Their cost does not grow with the micro-batches (estimator/memory/schedule.py); targets: under 2 s each
 and an answer under 1.5 MB (they took 3.7 min, 5.8 min and an answer of 2.57 GB before).
 
+Last, the time the reserved-memory replay (``training.reserved_memory_model: replay``) adds to one estimate, over
+every preset, and at PP 1,024 x VPP 8.
+
     python benchmarks/speed.py
 """
 
@@ -102,6 +105,36 @@ def deep_pipelines() -> None:
           "(targets < 2 s, < 1.5 MB)")
 
 
+def replay_costs() -> None:
+    """The reserved-memory replay (``training.reserved_memory_model: replay``): its added time per estimate over every
+    preset (median and p90 of the best of 3), and at the deepest pipeline (at most 8 stages are replayed)."""
+    from estimator.formats.presets import list_presets
+    added = []
+    for name in list_presets():
+        cfg = load_preset(name).to_dict()
+        rep = {**cfg, "training": {**cfg["training"], "reserved_memory_model": "replay"}}
+        times = []
+        for c in (cfg, rep):
+            best = float("inf")
+            for _ in range(3):
+                start = time.perf_counter()
+                estimate(c)
+                best = min(best, time.perf_counter() - start)
+            times.append(best)
+        added.append(times[1] - times[0])
+    added.sort()
+    print(f"reserved replay, {len(added)} presets: adds {1e3 * added[len(added) // 2]:.1f} ms per estimate (median), "
+          f"{1e3 * added[int(0.9 * (len(added) - 1))]:.1f} ms (p90), {1e3 * added[-1]:.1f} ms (max)")
+    tiny = load_preset("tiny").to_dict()
+    cfg = {**tiny, "model": {**tiny["model"], "num_layers": 8192},
+           "parallelism": {"pipeline_model_parallel_size": 1024, "virtual_pipeline_model_parallel_size": 8},
+           "training": {**tiny["training"], "world_size": 1024, "global_batch_size": 8192, "micro_batch_size": 2,
+                        "reserved_memory_model": "replay"}}
+    start = time.perf_counter()
+    estimate(cfg)
+    print(f"estimate PP 1,024 x VPP 8 with the reserved replay: {time.perf_counter() - start:6.2f} s")
+
+
 def main() -> int:
     for name, configs, target in (("dense 32 layers", dense_configs(), 20_000),
                                   ("DeepSeek-V3 PP16", dsv3_configs(), 3_000)):
@@ -111,6 +144,7 @@ def main() -> int:
         print(f"{name:18} {len(configs):3} layouts: {best:9,.0f} estimates/s from Config (median {median:,.0f}), "
               f"{best_d:9,.0f}/s from dict (validation included); target {target:,}/s")
     deep_pipelines()
+    replay_costs()
     return 0
 
 

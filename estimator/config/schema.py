@@ -579,6 +579,19 @@ class TrainingConfig:
                                       "capture comes first, before the optimizer's first step; otherwise the "
                                       "eager steps' peak counts too.", type="int", unit="steps", min=0,
                                       max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
+    reserved_memory_model: str = _f("fraction", "How the reserved memory (torch.cuda.max_memory_reserved) is "
+                                    "estimated. fraction: allocated x 1.05. replay: one training step per stage "
+                                    "replayed tensor by tensor through a simulation of PyTorch's caching allocator "
+                                    "under pytorch_cuda_alloc_conf (the methodology page gives both models' errors on "
+                                    "the project's GPU runs: the replay is closer with whole-iteration CUDA graphs, "
+                                    "further on most eager runs; 5-75 ms per estimate). The layout search ranks with "
+                                    "fraction either way.", type="str", choices=("fraction", "replay"))
+    pytorch_cuda_alloc_conf: str = _f("", "The run's PYTORCH_CUDA_ALLOC_CONF environment variable (key:value pairs "
+                                      "separated by commas, e.g. expandable_segments:True, which Megatron-Bridge's "
+                                      "recipes set): how PyTorch's caching allocator cuts and caches segments, so "
+                                      "the reserved memory. Empty is PyTorch's default. Read from a launch line's "
+                                      "environment by the Megatron-LM importer. Used by reserved_memory_model replay.", type="str",
+                                      cli="--pytorch-cuda-alloc-conf")
     moe_overload_factor: float = _f(
         1.0, "MoE routing imbalance: the token rows the busiest expert-parallel rank's experts receive, as a "
         "multiple of their balanced share: Megatron-Core's overload factor, logged as moe/max_overload_factor "

@@ -166,7 +166,8 @@ def shell_words(text: str) -> list[str]:
             out.append("".join(parts))
 
 
-def _tokens(args) -> list[str]:
+def _tokens(args) -> tuple[list[str], dict]:
+    """(the tokens after the ``*.py`` script, the environment assignments ``NAME=value`` before it)."""
     too_large = None            # (the text, or the tokens joined by spaces)
     if isinstance(args, str):
         too_large = size_problem(len(args), "megatron_args", "the Megatron-LM argument text")
@@ -185,7 +186,14 @@ def _tokens(args) -> list[str]:
         raise ConfigError(Problem("megatron_args", type(args).__name__, "expected a command line or a list of "
                                   "strings"))
     script = next((i for i, t in enumerate(toks) if t.endswith(".py") and not t.startswith("-")), None)
-    return toks[script + 1:] if script is not None else toks
+    if script is None:
+        return toks, {}
+    env = {}
+    for t in toks[:script]:
+        name, eq, value = t.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            env[name] = value
+    return toks[script + 1:], env
 
 
 def _split(toks: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
@@ -391,7 +399,8 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
     """
     if read_file is not None and not callable(read_file):
         raise wrong_type("read_megatron_args", "read_file", "a function path -> text or None", read_file)
-    pairs, stray = _split(_tokens(args))
+    toks, env = _tokens(args)
+    pairs, stray = _split(toks)
     if stray:
         raise ConfigError([Problem("megatron_args", t, f"{show(t)} is not a flag (and follows no flag that takes a "
                                    "value)") for t in stray])
@@ -676,6 +685,11 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    if "PYTORCH_CUDA_ALLOC_CONF" in env:
+        # the launch line's environment (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True torchrun ...``)
+        sec["training"]["pytorch_cuda_alloc_conf"] = env["PYTORCH_CUDA_ALLOC_CONF"]
+        notes.append(f"PYTORCH_CUDA_ALLOC_CONF={env['PYTORCH_CUDA_ALLOC_CONF']}: read from the launch line's "
+                     "environment (the caching allocator's settings)")
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
 
 

@@ -7,6 +7,8 @@
 - :mod:`.features`: today's recipe features (FSDP, PEFT, offloading, CUDA graphs, communication buffers,
   expert-parallel overlap, Muon, ...), one module each;
 - :mod:`.assemble`: the per-stage assembly (:func:`stage_memory`) and the entry point :func:`estimate`;
+- :mod:`.allocator`: PyTorch's caching allocator simulated; :mod:`.reserved`: one step per stage as an allocation
+  trace replayed through it (``training.reserved_memory_model: replay``);
 - :mod:`.report`: the result types (:class:`~.report.Estimate`); :mod:`.timeline`: memory over one step;
   :mod:`.breakdown`: the peak by module.
 

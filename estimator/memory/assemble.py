@@ -30,11 +30,12 @@ from ..config.derived import effective_overload_factor
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
-from ..model.layers import kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
 from ..model.local_attention import chunk_mask_bytes
 from ..model.params import count_parameters, embedding, final_norm, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
-from . import features
+from . import features, reserved
+from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
@@ -227,8 +228,14 @@ def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
     return dense, lin, exp
 
 
-def stage_memory(r: Resolved) -> Estimate:
-    """The estimate for every pipeline stage of a resolved configuration."""
+def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
+    """The estimate for every pipeline stage of a resolved configuration.
+
+    ``replay``: reserved memory from the replay of each stage's allocation trace through the simulated caching
+    allocator (:mod:`estimator.memory.reserved`) rather than allocated x (1 + :data:`ALLOCATOR_RESERVE_FRACTION`);
+    None follows ``training.reserved_memory_model`` (the layout search passes False: thousands of calls)."""
+    if replay is None:
+        replay = r.cfg.training.reserved_memory_model == "replay"
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     t, p = r.t, r.p
@@ -252,6 +259,7 @@ def stage_memory(r: Resolved) -> Estimate:
     vocab_wgrad = wbytes * vocab_weight
     loss_act = extras.output + r.mtp * extras.mtp_logits
     stages = []
+    pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}
     one_kind = len(r.kinds) == 1
     kind_counts = None if one_kind else layer_kind_counts(r)
@@ -381,6 +389,7 @@ def stage_memory(r: Resolved) -> Estimate:
         if r.mtp:
             acts_by["mtp"] = mtp_act_total
         reports = plan.reports.get(counts) or _chunk_reports(plan, counts)
+        fb_transient = transient
         if feat is None:
             transient_bytes = sum(transient.values())
             # The optimizer step (estimator/memory/optimizer_step.py): activations freed, its own buffers alive.
@@ -395,6 +404,9 @@ def stage_memory(r: Resolved) -> Estimate:
                 acts_by = dict.fromkeys(acts_by, 0)
             allocated = states + activations + transient_bytes
             reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
+            if replay:
+                pending.append((0, (r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
+                                    step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)))
             stages.append(StageEstimate(
                 s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
                 expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
@@ -410,7 +422,7 @@ def stage_memory(r: Resolved) -> Estimate:
         transient_bytes = sum(transient.values())
         fwd_bwd = adj.weights + grads + adj.optimizer + activations + transient_bytes
         kept = adj.weights + grads + adj.optimizer + sum(transient.get(k, 0) for k in PERSISTENT_BUFFERS)
-        phase, step_total = "forward_backward", 0
+        phase, step_total, step = "forward_backward", 0, {}
         if feat.step_modelled:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
                                           recompute_retained(r, chunks, acts), own=adj.step_own)
@@ -423,6 +435,11 @@ def stage_memory(r: Resolved) -> Estimate:
                 acts_by = dict.fromkeys(acts_by, 0)
         allocated = adj.weights + grads + adj.optimizer + activations + transient_bytes
         reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * (allocated - adj.reserve_exempt))
+        if replay:
+            pending.append((adj.reserve_exempt, (
+                r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
+                step if feat.step_modelled else {}, adj.weights, grads, adj.optimizer, dense_shard, no_wgrad,
+                allocated - adj.reserve_exempt)))
         outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
         stages.append(StageEstimate(
             s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
@@ -430,6 +447,8 @@ def stage_memory(r: Resolved) -> Estimate:
             reserved + overhead + sum(outside.values()), acts_by, transient, reports,
             sum(adj.host.values()), adj.host, outside,
             peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
+    if replay:
+        stages = _with_replayed_reserve(stages, pending)
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
@@ -446,6 +465,119 @@ def stage_memory(r: Resolved) -> Estimate:
                                         "optimizer_unsharded": bm.optimizer}}
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
+
+
+#: Stages of a pipeline replayed through the allocator at most (the first, the last, the fullest, evenly spaced).
+MAX_REPLAYED_STAGES = 8
+
+
+def _with_replayed_reserve(stages: list, pending: list) -> list:
+    """The stages with their reserved (and device) bytes from the allocator replay. Of more than
+    :data:`MAX_REPLAYED_STAGES` stages, the first, the last, the one with the most allocated and evenly spaced ones
+    are replayed; each other stage takes the reserved / allocated ratio of the nearest replayed one."""
+    n = len(stages)
+    if n <= MAX_REPLAYED_STAGES:
+        chosen = set(range(n))
+    else:
+        fullest = max(range(n), key=lambda i: stages[i].allocated_bytes)
+        chosen = {0, n - 1, fullest}
+        k = MAX_REPLAYED_STAGES - len(chosen)
+        chosen |= {round(j * (n - 1) / (k + 1)) for j in range(1, k + 1)}
+    ratio = {}
+    for i in sorted(chosen):
+        exempt, args = pending[i]
+        ratio[i] = exempt + _replayed(*args)
+    out = []
+    for i, s in enumerate(stages):
+        if i in ratio:
+            new = ratio[i]
+        else:
+            j = min(ratio, key=lambda c: (abs(c - i), c))
+            new = max(s.allocated_bytes * ratio[j] // max(stages[j].allocated_bytes, 1), s.allocated_bytes)
+        out.append(s._replace(reserved_bytes=new, device_bytes=s.device_bytes - s.reserved_bytes + new))
+    return out
+
+
+#: Names of ``StageEstimate.transient`` entries the trace places itself (the rest are held across the passes).
+_TRACED = ("backward_working_set", "loss_forward", "loss_backward", "output_layer_wgrad", "embedding_wgrad")
+
+
+def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_acts: list, counts: tuple,
+              transient: dict, step: dict, weights: int, gradients: int, optimizer: int, dense_shard: int,
+              no_wgrad: bool, allocated: int) -> int:
+    """Reserved bytes of one stage from the replay of its allocation trace (:mod:`estimator.memory.reserved`): the
+    simulator's peak of reserved segments, never below the estimate's ``allocated`` (the trace's own allocated peak
+    differs from the estimate's by the allocator's rounding and the trace's simplifications)."""
+    cfg = r.cfg
+    tr, pr = cfg.training, cfg.precision
+    conf = parse_alloc_conf(tr.pytorch_cuda_alloc_conf)
+    per_kind, emb, vocab_weight, norm, mtp_dense = layout[:5]
+    parts = [layer_activations(r, kind, parts=True).parts for kind in r.kinds]
+    shapes = [kind_linear_shapes(r, kind) for kind in r.kinds]
+    B = 4 if pr.params_dtype == "fp32" else 2
+    full = tr.recompute_granularity == "full"
+    fused = tr.gradient_accumulation_fusion and not tr.peft
+    unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
+    # the unfused attention's scores before the softmax: b x a/t x s x s (estimator/model/local_attention.py)
+    scores_input = B * r.b * (r.a // r.t) * r.s * r.s if unfused else 0
+    n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
+    Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
+    per_layer_params, other = [], []
+    chunks = []
+    for c, ca in zip(plan.chunks, chunk_acts):
+        layers = []
+        for j, i in enumerate(c.layers):
+            k = r.layer_kinds[i]
+            lin, exp = shapes[k]
+            per_layer_params.append((lin, exp, per_kind[k][0] - sum(o * n_in * n for o, n_in, n in lin)))
+            mode = None
+            if full:
+                if tr.recompute_method == "block":
+                    mode = "full" if j < n_rec else None
+                else:
+                    mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
+            wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
+            layers.append(reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input))
+        if c.embedding:
+            other.append(emb)
+        if c.loss:
+            other.append(norm + (0 if (r.tied and c.embedding) else vocab_weight))
+        if c.mtp:
+            other.append(len(c.mtp) * mtp_dense)
+        head = (ca[3],) if ca[3] else ()
+        tail: tuple = ()
+        if ca[4]:
+            tail = reserved.scaled([B * Tn * r.h, B * Tn * r.h], ca[4] - loss.saved)   # the final norm's input, output
+        if ca[5]:
+            tail += (ca[5],)
+        chunks.append((head, tuple(layers), tail, bool(c.embedding), bool(ca[4])))
+    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight)
+    vocab_wgrad = 0 if no_wgrad else bm.weight * vocab_weight
+    # byte_model's optimizer bytes are Adam's: the master copy is what they hold beyond the two moments.
+    adam_moments = (DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
+                    if pr.use_precision_aware_optimizer else 8)
+    n_states = 2 if tr.optimizer == "adam" else (1 if (tr.optimizer != "sgd" or tr.sgd_momentum > 0) else 0)
+    trace = reserved.build(
+        dense=dense, experts=experts, weight_bytes=bm.weight, weights=weights, gradients=gradients,
+        optimizer=optimizer, master_bytes=max(bm.optimizer - adam_moments, 0), state_count=n_states,
+        dense_shard=dense_shard, expert_shard=r.edp, distributed=bm.distributed,
+        persistent=tuple(v for k, v in transient.items() if k in PERSISTENT_BUFFERS and v > 0),
+        chunks=tuple(chunks),
+        loss=(_positive(loss.forward_extra), _positive(loss.saved), _positive(loss.backward_extra),
+              _positive(vocab_wgrad, B * Tn * r.h)),
+        embedding_wgrad=vocab_wgrad,
+        counts=tuple(counts) if r.v > 1 else (counts[0],), microbatches=r.m,
+        step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and v > 0),
+        extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
+        full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
+        clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)
+    budget = max(reserved.MAX_EVENTS // min(r.p, MAX_REPLAYED_STAGES), reserved.MIN_STAGE_EVENTS)
+    sim = reserved.replay(reserved.events(trace, budget), conf)
+    return max(sim.peak_reserved, allocated)
+
+
+def _positive(*sizes: int) -> tuple:
+    return tuple(x for x in sizes if x > 0)
 
 
 def sum_activations(parts: list) -> LayerActivations:
@@ -556,7 +688,15 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
                + ", Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
-    out.append(f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device adds "
+    if tr.reserved_memory_model == "replay":
+        out.append("reserved: one training step per stage (two iterations: the first makes the optimizer states) "
+                   "replayed tensor by tensor through a simulation of PyTorch's caching allocator ("
+                   + (f"PYTORCH_CUDA_ALLOC_CONF {tr.pytorch_cuda_alloc_conf}" if tr.pytorch_cuda_alloc_conf.strip()
+                      else "PyTorch's default settings") + "): its peak of reserved segments (estimator/memory/"
+                   "reserved.py). The trace holds the saved tensors, gradients and buffers this estimate counts, not "
+                   "every kernel's temporaries, so it tends to read low on eager runs.")
+    out.append((f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device"
+                if tr.reserved_memory_model != "replay" else "Device") + " adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
     out.extend(features.assumptions(r))

@@ -59,8 +59,9 @@ def explain(est, fits, config: dict) -> list[str]:
     if w.verdict == "tight":
         out.append(f"Stage {s.stage} allocates {_g(s.allocated_bytes)} at its peak, which fits {_g(cap)} with the "
                    f"CUDA context and NCCL buffers ({_g(runtime)}); the caching allocator's reserve on top "
-                   f"({_g(reserve)}: {ALLOCATOR_RESERVE_FRACTION:.0%} of the allocated memory, about what measured "
-                   f"runs keep) takes it {_g(-w.headroom_bytes)} over. A published recipe that runs on this GPU "
+                   f"({_g(reserve)}: " + (f"{ALLOCATOR_RESERVE_FRACTION:.0%} of the allocated memory, about what "
+                                          "measured runs keep" if _fraction(est) else "from the simulated allocator's "
+                                          "replay of the step") + f") takes it {_g(-w.headroom_bytes)} over. A published recipe that runs on this GPU "
                    "can land here: PyTorch frees its cached blocks and retries an allocation before it reports "
                    "out-of-memory, so such runs usually train, somewhat slower.")
     else:
@@ -86,3 +87,9 @@ def explain(est, fits, config: dict) -> list[str]:
     if train.get("recompute_granularity") is None and s.activations_bytes > s.allocated_bytes // 4:
         out.append(f"No activation recomputation: activations take {_g(s.activations_bytes)} of the stage.")
     return out
+
+
+def _fraction(est) -> bool:
+    """Whether the estimate's reserve is the fixed fraction (``training.reserved_memory_model: fraction``)."""
+    cfg = est._config
+    return getattr(getattr(cfg, "training", None), "reserved_memory_model", "fraction") != "replay"

@@ -4,7 +4,9 @@ Small Megatron-LM ``pretrain_gpt.py`` trainings on one GPU, measured by the proj
 the allocator's peak per phase, so the estimate is held against the measurement three times: the overall
 peak (``torch.cuda.max_memory_allocated()`` over the run against the stage's ``allocated_bytes``), the
 forward/backward peak (against ``forward_backward_bytes``) and the optimizer step's peak (against
-``optimizer_step_bytes``), and the phase that holds the peak is compared too.
+``optimizer_step_bytes``), and the phase that holds the peak is compared too; the reserved peak
+(``max_memory_reserved``) against ``reserved_bytes`` of both reserved-memory models (allocated x 1.05, and the
+simulated caching allocator's replay).
 
 Each case's ``config:`` block is the estimator configuration written for the run and loads as it is. A
 batch marked ``developed_against`` was seen while parts of the model were written (batch 1: the optimizer
@@ -52,6 +54,19 @@ class ProjectCase:
     estimated_fwd_bwd_gib: float
     measured_step_gib: float
     estimated_step_gib: float
+    estimated_reserved_replay_gib: float = 0.0   # reserved with training.reserved_memory_model: replay
+
+    @property
+    def reserved_error_pct(self) -> float:
+        """Reserved (max_memory_reserved) as the configuration's reserved-memory model estimates it."""
+        c = self.comparison
+        return (c.estimated_reserved_gib - c.measured_reserved_gib) / c.measured_reserved_gib * 100.0
+
+    @property
+    def reserved_replay_error_pct(self) -> float:
+        """Reserved from the simulated caching allocator's replay (:mod:`estimator.memory.reserved`)."""
+        m = self.comparison.measured_reserved_gib
+        return (self.estimated_reserved_replay_gib - m) / m * 100.0
 
     @property
     def fwd_bwd_error_pct(self) -> float:
@@ -68,8 +83,9 @@ class ProjectCase:
 
 def _evaluate(case: dict, batch: dict) -> ProjectCase:
     cfg = case["config"]
-    est = stage_memory(resolve(load_config(cfg)))
-    st = est.stages[0]
+    r = resolve(load_config(cfg))
+    st = stage_memory(r).stages[0]
+    replayed = stage_memory(r, replay=True).stages[0]
     meas = case["measured"]
     measured = meas["peak_allocated_bytes"] / GIB
     cmp = Comparison(
@@ -89,6 +105,7 @@ def _evaluate(case: dict, batch: dict) -> ProjectCase:
         estimated_fwd_bwd_gib=st.forward_backward_bytes / GIB,
         measured_step_gib=meas["optimizer_step_peak_allocated_bytes"] / GIB,
         estimated_step_gib=st.optimizer_step_bytes / GIB,
+        estimated_reserved_replay_gib=replayed.reserved_bytes / GIB,
     )
 
 

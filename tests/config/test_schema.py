@@ -92,6 +92,9 @@ VARIANTS = {
         make_config(MODEL, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True},
                     {"world_size": 2, "sequence_parallel": True}),
         {"parallelism": {"tp_comm_overlap_cfg": "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"}}),
+    "training.reserved_memory_model": (make_config(MODEL), {"training": {"reserved_memory_model": "replay"}}),
+    "training.pytorch_cuda_alloc_conf": (make_config(MODEL, None, {"reserved_memory_model": "replay"}),
+                                         {"training": {"pytorch_cuda_alloc_conf": "expandable_segments:True"}}),
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),

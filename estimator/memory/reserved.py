@@ -1,0 +1,460 @@
+"""Reserved memory: one training step per stage as a trace of tensor allocations and frees, replayed through the
+simulated caching allocator (:mod:`estimator.memory.allocator`) under the run's ``PYTORCH_CUDA_ALLOC_CONF``.
+
+``torch.cuda.max_memory_reserved()`` exceeds ``max_memory_allocated()`` by what the allocator caches at its peak:
+blocks freed earlier (the per-parameter weights DDP copied into its buffer, the activations of the last backward,
+the optimizer step's temporaries) that the tensors alive at the peak could not reuse, and the rest of segments
+cut for smaller requests. This module writes the step as the tensors Megatron-Core creates, in its order, and takes
+the simulator's peak of reserved segments. Sources (sizes from this package's own per-layer byte breakdown):
+
+- setup: the model's parameters one tensor per weight (``kind_linear_shapes``; norms, biases and the router in
+  one tensor per layer); Megatron-LM @ d98e8a64 ``megatron/core/distributed/param_and_grad_buffer.py``
+  (``_ParamAndGradBuffer``: one ``grad_data`` per buffer, dense and routed experts apart, and with the
+  distributed optimizer one ``param_data`` into which every weight is copied and its own tensor freed);
+  ``megatron/core/optimizer/{optimizer,distrib_optimizer}.py``: the fp32 main parameters, one ``clone().float()``
+  per parameter (its shard with the distributed optimizer; the clone in the weights' dtype is freed once cast)
+  when the optimizer is built; the Adam or momentum
+  states one tensor per parameter and state at the first ``step()`` (``torch.optim.adamw``
+  ``_init_group``, Transformer Engine's ``FusedAdam.initialize_state``);
+- each forward pass: per layer, the tensors :func:`estimator.memory.activations.layer_activations` names
+  (``parts``), the rest of the layer's saved bytes as one tensor, the unfused attention's scores before the
+  softmax (made before the softmax output it keeps, freed after); a full-recompute layer allocates them and keeps
+  only its checkpoint; the loss chunk's norm, logits and the loss's own buffers (:mod:`estimator.memory.loss`);
+- each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
+  larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
+  embedding's weight gradients; the run-long buffers (workspaces, Megatron's global buffer) at first use;
+- the optimizer step's temporaries (:mod:`estimator.memory.optimizer_step`), after the first step's states.
+
+Two iterations are replayed (the first creates the optimizer states among the cached blocks of its activations;
+the second is the steady state every later one repeats). The pipeline schedule is cut to its warm-up forwards and
+at most :data:`STEADY_CYCLES` steady 1F1B cycles (later cycles repeat the allocator's state), and a stage whose
+trace would pass :data:`MAX_EVENTS` merges runs of consecutive layers into one (their tensors summed), so the cost
+is bounded whatever the model. A whole-iteration CUDA graph (``cuda_graph_impl: full_iteration``) replays the
+eager warm-up steps, then ``torch.cuda.graph``'s ``empty_cache`` and the captured forward-backward in a private
+pool that stays reserved (pytorch @ 001074d2 ``torch/cuda/graphs.py``).
+
+Not modelled, stated: the per-layer CUDA graphs' private pools, other streams' blocks (``record_stream``), the
+kernels' own temporaries inside one autograd node (only the estimate's working sets), the per-expert split of
+routed tensors.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .allocator import AllocatorConfig, CachingAllocator
+
+__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
+           "layer_tensors", "parameter_tensors", "replay", "scaled", "schedule_passes", "split"]
+
+#: Allocations and frees of one estimate's traces (all stages together) beyond which consecutive layers are merged:
+#: about 2 us each in the simulator, so an estimate's replays stay near 15 ms (a stage gets at least
+#: :data:`MIN_STAGE_EVENTS`).
+MAX_EVENTS = 6000
+MIN_STAGE_EVENTS = 800
+#: In-flight micro-batches of a chunk replayed tensor by tensor (the others as one tensor each) ...
+DETAILED_PASSES = 2
+#: ... in at most this many tensors per chunk (several micro-batches to one where there are more).
+MAX_LUMPS = 16
+#: Steady 1F1B cycles replayed after the warm-up forwards (more repeat the allocator's state).
+STEADY_CYCLES = 2
+
+
+class LayerTensors(NamedTuple):
+    """One decoder layer (or a run of merged layers) for one micro-batch, in bytes."""
+
+    saved: tuple          # kept from its forward to its backward, in allocation order
+    forward_temp: tuple   # allocated in its forward and freed at its end (full recompute: all but the checkpoint)
+    remat: tuple          # rematerialised at the start of its backward (recompute), freed at its end
+    work: tuple           # its backward's gradient working set, freed at its end
+    attn_work: tuple = ()  # unfused attention's backward, after the MLP's saved tensors are freed
+    n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
+    wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
+    before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
+
+
+class StageTrace(NamedTuple):
+    """What one stage's trace is built from (bytes; see the module docstring)."""
+
+    params: tuple             # the stage's parameter tensors as the model builds them (weight dtype)
+    grad_buffers: tuple       # DDP's grad_data, one per buffer
+    param_buffer: int         # DDP's param_data (distributed optimizer), 0 without
+    masters: tuple            # fp32 main parameters, one per parameter (shard), made when the optimizer is built
+    #                           (``shard_model_param.clone().float()``: a copy in the weights' dtype first, freed)
+    states: tuple             # optimizer states, one per parameter (shard) and state, made at the first step
+    persistent: tuple         # run-long buffers, made at the first forward
+    chunks: tuple             # per virtual chunk: (head tensors, layers: tuple[LayerTensors], tail tensors, embedding?,
+                              # loss?)
+    loss: tuple               # (forward temporaries, saved, backward temporaries, output-layer backward temporaries)
+    embedding_wgrad: int      # the embedding's weight gradient, per backward of the embedding chunk
+    counts: tuple             # (chunk-)micro-batches of each chunk in flight at the stage's peak
+    microbatches: int | None  # micro-batches per step (None: enough to fill the pipeline)
+    step: tuple               # the optimizer step's temporaries
+    extra: tuple = ()         # other transient buffers of the estimate, alive from the first forward to the last backward
+    full_graph: bool = False  # whole-iteration CUDA graph: the forward-backward in a private pool after warm-up
+    warmup_steps: int = 0     # eager steps before the graph is captured
+    clone_bytes: int = 0      # bytes per element of the copy a master is cast from (0: none, the optimizer makes it)
+
+
+def split(total: int, piece: int) -> tuple:
+    """``total`` bytes as tensors of at most ``piece`` bytes (the last one the remainder)."""
+    if total <= 0:
+        return ()
+    if piece <= 0 or piece >= total:
+        return (total,)
+    n, rest = divmod(total, piece)
+    return (piece,) * n + ((rest,) if rest else ())
+
+
+def _ballast(layers: tuple, keep: int) -> tuple[int, tuple]:
+    """(bytes, layers): all but the last ``keep`` layers of a chunk as one tensor of their saved bytes together."""
+    if len(layers) <= keep:
+        return 0, layers
+    return sum(sum(lt.saved) for lt in layers[:len(layers) - keep]), layers[len(layers) - keep:]
+
+
+def _layer_events(lt: LayerTensors) -> int:
+    return 2 * (2 * len(lt.saved) + len(lt.forward_temp) + len(lt.remat) + len(lt.work) + len(lt.attn_work)
+                + len(lt.wgrads))
+
+
+def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
+    """The stage's trace: ``("+", key, bytes, pool)`` allocations and ``("-", key)`` frees, in order (``pool`` None
+    for the regular pools, 1 for a CUDA graph's private pool), ``("mark", phase)`` where a phase begins (``setup``,
+    ``fwd_bwd``, ``optimizer``) and ``("empty_cache",)``.
+
+    Bounded by ``budget`` (about): of a chunk's in-flight micro-batches all but :data:`DETAILED_PASSES` are
+    replayed as one tensor each (what that micro-batch keeps on the chunk; several to a tensor beyond
+    :data:`MAX_LUMPS`), and of the detailed ones' layers all but
+    the last few as one tensor (their saved bytes together, made at the forward's start, freed at the backward's
+    end). Tensor sizes are never merged into larger ones but there: the cache's blocks stay the sizes PyTorch sees."""
+    out: list = []
+    counter = [0]
+
+    def alloc(size: int, pool=None):
+        if size <= 0:
+            return None
+        counter[0] += 1
+        key = counter[0]
+        out.append(("+", key, size, pool))
+        return key
+
+    def free(key):
+        if key is not None:
+            out.append(("-", key))
+
+    passes = schedule_passes(len(t.chunks), t.counts, t.microbatches, DETAILED_PASSES)
+    detailed = sum(1 for p in passes if not p[2])
+    per_layer = max((_layer_events(lt) for ch in t.chunks for lt in ch[1][:1]), default=2)
+    keep = max(budget // (2 * max(detailed, 1) * per_layer), 1)
+    chunks = []
+    for head, layers, tail, has_emb, has_loss in t.chunks:
+        ballast, layers = _ballast(tuple(layers), keep)
+        whole = sum(head) + sum(sum(lt.saved) for lt in layers) + ballast + sum(tail) + (sum(t.loss[1]) if has_loss
+                                                                                           else 0)
+        chunks.append((head + ((ballast,) if ballast else ()), layers, tail, has_emb, has_loss, whole))
+
+    out.append(("mark", "setup"))
+    params = [alloc(s) for s in t.params]
+    for s in t.grad_buffers:
+        alloc(s)
+    if t.param_buffer:
+        alloc(t.param_buffer)
+        for k in params:
+            free(k)
+    for s in t.masters:
+        clone = alloc(s * t.clone_bytes // 4) if t.clone_bytes else None
+        alloc(s)
+        free(clone)
+    persistent_made = [False]
+
+    def iteration(pool=None):
+        out.append(("mark", "fwd_bwd"))
+        held: dict = {}
+        extra = []
+        for kind, c, lumped in passes:
+            head, layers, tail, has_emb, has_loss, whole = chunks[c]
+            if kind == "F":
+                if not persistent_made[0]:
+                    for s in t.persistent:
+                        alloc(s)
+                    persistent_made[0] = True
+                if not extra and t.extra:
+                    extra = [alloc(s, pool) for s in t.extra]
+                if lumped:
+                    held.setdefault(c, []).append(([alloc(whole * lumped, pool)], None, 0, 0))
+                    continue
+                keys = [alloc(s, pool) for s in head]
+                for lt in layers:
+                    before = dict(lt.before)
+                    for i, s in enumerate(lt.saved):
+                        pre = alloc(before[i], pool) if i in before else None
+                        keys.append(alloc(s, pool))
+                        free(pre)
+                    temp = [alloc(s, pool) for s in lt.forward_temp]
+                    for k in reversed(temp):
+                        free(k)
+                keys += [alloc(s, pool) for s in tail]
+                n_tail = len(tail)
+                if has_loss:       # the loss: its temporaries made first (the bf16 logits), freed once it has run
+                    tmp = [alloc(s, pool) for s in t.loss[0]]
+                    saved = [alloc(s, pool) for s in t.loss[1]]
+                    for k in reversed(tmp):
+                        free(k)
+                    keys += saved
+                    n_tail += len(saved)
+                held.setdefault(c, []).append((keys, len(head), n_tail, 1))
+                continue
+            keys, n_head, n_tail, _ = held[c].pop(0)
+            if n_head is None:           # a micro-batch replayed whole
+                free(keys[0])
+                continue
+            if has_loss:
+                tmp = [alloc(s, pool) for s in t.loss[2]]
+                for k in reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []):
+                    free(k)
+                for s in t.loss[3]:
+                    free(alloc(s, pool))
+                for k in reversed(tmp):
+                    free(k)
+            for k in reversed(keys[len(keys) - n_tail:len(keys) - (len(t.loss[1]) if has_loss else 0)]):
+                free(k)
+            keys = keys[:len(keys) - n_tail]
+            pos = len(keys)
+            for lt in reversed(layers):
+                mine = keys[pos - len(lt.saved):pos]
+                pos -= len(lt.saved)
+                remat = [alloc(s, pool) for s in lt.remat]
+                work = [alloc(s, pool) for s in lt.work]
+                n_att = len(mine) - lt.n_mlp
+                grad = None
+                wg = list(lt.wgrads)
+
+                def mirror(idx):
+                    # autograd: the gradient of a saved tensor (its size) is made, the tensor and the gradient
+                    # before it freed; a linear's weight gradient comes and goes on the way
+                    nonlocal grad
+                    for i in reversed(idx):
+                        new = alloc(lt.saved[i], pool)
+                        if wg:
+                            free(alloc(wg.pop(), pool))
+                        free(mine[i])
+                        free(grad)
+                        grad = new
+                mirror(range(n_att, len(mine)))
+                aw = [alloc(s, pool) for s in lt.attn_work]
+                for k in reversed(aw):
+                    free(k)
+                mirror(range(n_att))
+                while wg:
+                    free(alloc(wg.pop(), pool))
+                free(grad)
+                for k in reversed(work):
+                    free(k)
+                for k in reversed(remat):
+                    free(k)
+            if has_emb and t.embedding_wgrad:
+                free(alloc(t.embedding_wgrad, pool))
+            for k in reversed(keys[:n_head]):
+                free(k)
+        for k in reversed(extra):
+            free(k)
+
+    def step(first: bool):
+        out.append(("mark", "optimizer"))
+        if first:
+            for s in t.states:
+                alloc(s)
+        tmp = [alloc(s) for s in t.step]
+        for k in reversed(tmp):
+            free(k)
+
+    if t.full_graph:
+        for i in range(max(t.warmup_steps, 0)):
+            iteration()
+            step(i == 0)
+        out.append(("empty_cache",))
+        iteration(pool=1)     # the capture; its replays allocate nothing
+        step(t.warmup_steps == 0)
+        step(False)
+    else:
+        for i in range(2):
+            iteration()
+            step(i == 0)
+    return out
+
+
+class Replay(NamedTuple):
+    """The simulator's counters after a trace: peak allocated and peak reserved bytes, segments cudaMalloc'd, and per
+    phase (``fwd_bwd@1``, ``optimizer@1``, ...: the peaks since the phase began, as the project's measurement kit
+    resets them, and what is allocated when it ends) ``(name, peak allocated, peak reserved, allocated after)``."""
+
+    peak_allocated: int
+    peak_reserved: int
+    segments: int
+    phases: tuple = ()
+
+
+def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
+    """Run a trace (:func:`events`) through :class:`~estimator.memory.allocator.CachingAllocator`."""
+    a = CachingAllocator(config)
+    handles: dict = {}
+    phases: list = []
+    seen: dict = {}
+    peak_a = peak_r = 0
+    name = None
+    for ev in trace:
+        op = ev[0]
+        if op == "+":
+            handles[ev[1]] = a.malloc(ev[2], private_pool=ev[3])
+            if a.allocated > peak_a:
+                peak_a = a.allocated
+            if a.reserved > peak_r:
+                peak_r = a.reserved
+        elif op == "-":
+            a.free(handles.pop(ev[1]))
+        elif op == "mark":
+            if name is not None:
+                phases.append((name, peak_a, peak_r, a.allocated))
+            seen[ev[1]] = seen.get(ev[1], 0) + 1
+            name = f"{ev[1]}@{seen[ev[1]]}"
+            peak_a, peak_r = a.allocated, a.reserved
+        else:
+            a.empty_cache()
+    if name is not None:
+        phases.append((name, peak_a, peak_r, a.allocated))
+    return Replay(a.peak_allocated, a.peak_reserved, a.segments, tuple(phases))
+
+
+# ---------------------------------------------------------------------------------------------- building a trace
+
+#: Saved tensors of ``layer_activations(parts=True)`` that belong to the token mixer (the rest are the MLP's).
+_MIXER_PARTS = ("norm_in", "norm_out", "latent", "qkv", "scores", "lse", "attn_out", "proj_in_fp8")
+#: Parameter tensors of a stage beyond which consecutive ones are merged (thousands of routed experts).
+MAX_PARAM_TENSORS = 256
+
+
+def scaled(sizes: list, total: int) -> tuple:
+    """``sizes`` (named tensors) completed or scaled to ``total`` bytes: a remainder tensor where they fall short."""
+    sizes = [s for s in sizes if s > 0]
+    have = sum(sizes)
+    if total <= 0:
+        return ()
+    if have > total:
+        return tuple(s * total // have for s in sizes if s * total // have > 0)
+    return tuple(sizes) + ((total - have,) if total - have else ())
+
+
+def _before(parts: dict, saved: tuple, scores_input: int) -> tuple:
+    """The unfused attention's ``baddbmm`` output (``scores_input`` bytes), made just before the softmax output that
+    the layer keeps and freed once the softmax has run (Megatron-LM @ d98e8a64
+    ``megatron/core/transformer/dot_product_attention.py``; the softmax keeps its output, not its input)."""
+    if not scores_input or not parts.get("scores"):
+        return ()
+    names = [k for k in _MIXER_PARTS if parts.get(k)]
+    i = names.index("scores")
+    return ((i, scores_input),) if i < len(saved) else ()
+
+
+def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
+                  scores_input: int = 0) -> LayerTensors:
+    """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
+    and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
+    its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
+    layer that keeps nothing); ``wgrads`` its weight gradients when they are not accumulated in place;
+    ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention)."""
+    parts = parts or {}
+    mixer = [parts[k] for k in _MIXER_PARTS if parts.get(k)]
+    mlp = [v for k, v in parts.items() if k not in _MIXER_PARTS and v]
+    att = scaled(mixer, acts.attention)
+    mlp_t = scaled(mlp, acts.mlp)
+    saved = att + mlp_t
+    piece = max(saved, default=0)
+    work = split(acts.backward_peak - 2 * piece, piece)   # beyond the two gradients the backward mirror holds
+    attn_work = split(acts.attention_backward_peak, piece)
+    if recompute is None:
+        return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
+                            _before(parts, saved, scores_input))
+    keep = (acts.checkpoint,) if recompute == "full" else ()
+    return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
+
+
+def _merge_sizes(sizes: list, limit: int) -> list:
+    if len(sizes) <= limit:
+        return sizes
+    g = -(-len(sizes) // limit)
+    return [sum(sizes[i:i + g]) for i in range(0, len(sizes), g)]
+
+
+def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: int) -> tuple[list, list]:
+    """(dense, routed-expert) parameter tensors of a stage, in elements: per layer its linear weights
+    (``kind_linear_shapes``: (out, in, count)), then ``other`` (elements: norms, embedding, output layer)."""
+    dense, experts = [], []
+    for lin, exp, rest in dense_shapes_by_layer:
+        for o, i, n in lin:
+            dense += [o * i] * n
+        if rest > 0:
+            dense.append(rest)
+        for o, i, n in exp:
+            experts += [o * i] * n
+    dense += [x for x in other if x > 0]
+    return dense, experts
+
+
+def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradients: int, optimizer: int,
+          master_bytes: int, state_count: int, dense_shard: int, expert_shard: int, distributed: bool,
+          persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
+          step: tuple,
+          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0) -> StageTrace:
+    """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
+    ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
+    states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
+    to ``optimizer`` (the estimate's figure) and the gradient buffers to ``gradients``."""
+    dense = _merge_sizes(dense, MAX_PARAM_TENSORS // 2)
+    experts = _merge_sizes(experts, MAX_PARAM_TENSORS // 2)
+    n_d, n_e = sum(dense), sum(experts)
+    total = n_d + n_e
+    # The weights as the estimate counts them (FP8 copies included, FSDP's shard): the tensors scaled to that sum.
+    params = tuple(weights * x // total for x in dense + experts) if total else ()
+    if total and gradients:
+        g_e = gradients * n_e // total
+        grad_buffers = tuple(x for x in (gradients - g_e, g_e) if x)
+    else:
+        grad_buffers = (gradients,) if gradients else ()
+    shard_d, shard_e = (dense_shard, expert_shard) if distributed else (1, 1)
+    shards = [-(-x // shard_d) for x in dense] + [-(-x // shard_e) for x in experts]
+    per_param = master_bytes + 4 * state_count
+    unit = sum(shards) * per_param
+    masters: tuple = ()
+    states: tuple = ()
+    if unit and optimizer:
+        scale = optimizer / unit
+        if master_bytes:
+            masters = tuple(int(x * master_bytes * scale) for x in shards)
+        if state_count:
+            states = tuple(int(x * 4 * scale) for x in shards for _ in range(state_count))
+    elif optimizer:
+        states = (optimizer,)
+    return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
+                      embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
+                      clone_bytes if masters else 0)
+
+
+def schedule_passes(n_chunks: int, counts: tuple, m: int | None, detailed: int | None = None) -> tuple:
+    """The passes replayed for one iteration, ``(kind, chunk, lumped)``: the in-flight forwards of each chunk
+    (``counts``), at most :data:`STEADY_CYCLES` steady backward-forward cycles of the last chunk, then the
+    backwards, chunks in reverse; a backward frees the oldest forward of its chunk. With ``detailed``, all but that
+    many of a chunk's in-flight forwards are lumped: ``lumped`` micro-batches as one tensor (what they keep on the
+    chunk), at most :data:`MAX_LUMPS` such passes per chunk; 0 for a pass replayed tensor by tensor."""
+    held = sum(counts)
+    fwd, bwd = [], []
+    for c in range(n_chunks):
+        lumps = 0 if detailed is None else max(counts[c] - detailed, 0)
+        k = min(lumps, MAX_LUMPS)
+        q, rest = divmod(lumps, k) if k else (0, 0)
+        fwd += [("F", c, q + (i < rest)) for i in range(k)] + [("F", c, 0)] * (counts[c] - lumps)
+        bwd = [("B", c, 0)] * (k + counts[c] - lumps) + bwd
+    last = max((c for c in range(n_chunks) if counts[c]), default=0)
+    left = STEADY_CYCLES if m is None else min(STEADY_CYCLES, max(m * n_chunks - held, 0))
+    steady = [p for _ in range(left) for p in (("B", last, 0), ("F", last, 0))]
+    return tuple(fwd + steady + bwd)

@@ -1,0 +1,210 @@
+"""Reserved memory from a replayed allocation trace (estimator/memory/reserved.py).
+
+Small traces whose segments are worked out by hand from PyTorch's rules (pytorch/pytorch @ 001074d2 :
+c10/cuda/CUDACachingAllocator.cpp; MiB = 2^20 bytes): a request of more than 1 MiB and less than 10 MiB gets a
+20 MiB segment, a request of at most 1 MiB a 2 MiB small-pool segment; a large block is split when more than 1 MiB
+would remain; a freed block merges with its free neighbours; a CUDA graph's private pool has segments of its own.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from estimator import estimate
+from estimator.config.errors import ConfigError
+from estimator.config.load import load_config
+from estimator.formats.megatron_args import read_megatron_args
+from estimator.memory.allocator import parse_alloc_conf
+from estimator.memory.reserved import (LayerTensors, StageTrace, build, events, layer_tensors, replay, schedule_passes,
+                                       scaled)
+from estimator.validation.project_runs import project_cases
+from tests.conftest import ROOT
+
+MIB = 2 ** 20
+
+
+def _one_layer(**kw) -> StageTrace:
+    """One 2 MiB parameter, its 2 MiB gradient buffer, one 1 MiB optimizer state, one layer saving one 3 MiB tensor,
+    one micro-batch per step."""
+    base = dict(params=(2 * MIB,), grad_buffers=(2 * MIB,), param_buffer=0, masters=(), states=(MIB,),
+                persistent=(), chunks=(((), (LayerTensors((3 * MIB,), (), (), ()),), (), False, False),),
+                loss=((), (), (), ()), embedding_wgrad=0, counts=(1,), microbatches=1, step=())
+    base.update(kw)
+    return StageTrace(**base)
+
+
+def test_trace_of_one_layer_in_order():
+    """Setup: the parameter, the gradient buffer. Forward: the saved tensor. Backward: its gradient (autograd makes
+    it, then frees the tensor, then the gradient). The first optimizer step makes the state; the second iteration
+    repeats the pass."""
+    ev = events(_one_layer())
+    assert ev == [
+        ("mark", "setup"), ("+", 1, 2 * MIB, None), ("+", 2, 2 * MIB, None),
+        ("mark", "fwd_bwd"), ("+", 3, 3 * MIB, None), ("+", 4, 3 * MIB, None), ("-", 3), ("-", 4),
+        ("mark", "optimizer"), ("+", 5, MIB, None),
+        ("mark", "fwd_bwd"), ("+", 6, 3 * MIB, None), ("+", 7, 3 * MIB, None), ("-", 6), ("-", 7),
+        ("mark", "optimizer"),
+    ]
+
+
+def test_replay_of_one_layer_by_hand():
+    """2 MiB parameter: a 20 MiB segment (request of 1-10 MiB), split, 18 MiB cached. Gradient buffer 2 MiB, saved
+    3 MiB and its gradient 3 MiB: taken from the cached block (16, 13, then 10 MiB left); 10 MiB allocated at the
+    peak. Both freed: merged back into one 16 MiB block. The 1 MiB state is a small request: a 2 MiB small-pool
+    segment. Iteration 2 takes its 3 + 3 MiB from the cached 16 MiB block, the state alive: 11 MiB allocated.
+    Reserved: 20 + 2 = 22 MiB."""
+    r = replay(events(_one_layer()))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (11 * MIB, 22 * MIB, 2)
+    assert r.phases == (("setup@1", 4 * MIB, 20 * MIB, 4 * MIB), ("fwd_bwd@1", 10 * MIB, 20 * MIB, 4 * MIB),
+                        ("optimizer@1", 5 * MIB, 22 * MIB, 5 * MIB), ("fwd_bwd@2", 11 * MIB, 22 * MIB, 5 * MIB),
+                        ("optimizer@2", 5 * MIB, 22 * MIB, 5 * MIB))
+
+
+def test_whole_iteration_graph_has_a_private_pool():
+    """cuda_graph_impl full_iteration, one eager step first: as above (22 MiB), then torch.cuda.graph empties the
+    cache (no segment is wholly free: the 20 MiB one holds the parameter and the gradients, the small one the
+    state) and captures the forward-backward in its private pool: the 3 MiB saved tensor and its gradient get a
+    20 MiB segment of their own although the regular pool caches 16 MiB. Reserved: 22 + 20 = 42 MiB."""
+    r = replay(events(_one_layer(full_graph=True, warmup_steps=1)))
+    assert (r.peak_reserved, r.segments) == (42 * MIB, 3)
+
+
+def test_expandable_segments_map_pages():
+    """expandable_segments:True: the large pool is one segment mapped in 20 MiB pages; 2 + 2 + 3 + 3 = 10 MiB live
+    at the peak fit in the first page; the state's small pool maps one 2 MiB page. Reserved 22 MiB, one segment
+    per pool."""
+    r = replay(events(_one_layer()), parse_alloc_conf("expandable_segments:True"))
+    assert (r.peak_reserved, r.segments) == (22 * MIB, 2)
+
+
+def test_build_scales_optimizer_tensors_to_the_estimate():
+    """Two parameters of 3 and 1 elements (no distributed optimizer), master 4 B and two states of 4 B each per
+    parameter: 12 B per parameter, 48 B in all; the estimate's 96 B doubles each (the states per parameter in
+    turn, exp_avg then exp_avg_sq). Weights 8 B spread as 6 and 2; the 16 B gradient buffer is one allocation."""
+    t = build(dense=[3, 1], experts=[], weight_bytes=2, weights=8, gradients=16, optimizer=96, master_bytes=4,
+              state_count=2, dense_shard=1, expert_shard=1, distributed=False, persistent=(), chunks=(),
+              loss=((), (), (), ()), embedding_wgrad=0, counts=(), microbatches=1, step=())
+    assert (t.params, t.grad_buffers, t.param_buffer) == ((6, 2), (16,), 0)
+    assert t.masters == (24, 8) and t.states == (24, 24, 8, 8)
+
+
+def test_distributed_optimizer_copies_weights_into_the_buffer():
+    """With the distributed optimizer DDP allocates param_data (the weights' bytes) and frees each weight's own
+    tensor after copying it: the parameters' 6 MiB stay cached. Two 3 MiB parameters: one 20 MiB segment (3 + 3,
+    14 MiB cached); 6 MiB grad buffer and 6 MiB param buffer from the cache (2 MiB left); the parameters freed
+    (6 MiB free at the segment's start): the segment holds 12 MiB allocated of 20 MiB."""
+    t = _one_layer(params=(3 * MIB, 3 * MIB), grad_buffers=(6 * MIB,), param_buffer=6 * MIB, chunks=(), counts=(),
+                   states=())
+    r = replay(events(t))
+    assert r.phases[0] == ("setup@1", 18 * MIB, 20 * MIB, 12 * MIB)
+
+
+def test_layer_tensors_from_named_parts():
+    """Attention saves 100 B of which the named parts are 30 + 50: the rest is one more tensor of 20. The MLP
+    saves 40 B, named 60: scaled down to 40. Backward working set 200 B beyond the two gradients the mirror holds
+    (2 x 50): 100 B, in pieces of at most the largest saved tensor (50)."""
+    from estimator.memory.activations import LayerActivations
+    a = LayerActivations(attention=100, mlp=40, full=140, checkpoint=10, backward_peak=200, recompute_peak=0)
+    lt = layer_tensors(a, {"norm_in": 30, "qkv": 50, "fc1_out": 60}, None)
+    assert lt.saved == (30, 50, 20, 40) and lt.n_mlp == 1
+    assert lt.work == (50, 50)
+    full = layer_tensors(a, {"norm_in": 30, "qkv": 50, "fc1_out": 60}, "full")
+    assert full.saved == (10,) and full.forward_temp == full.remat == (30, 50, 20, 40)
+    assert scaled([3, 1], 2) == (1,)      # 3 * 2 // 4 = 1, 1 * 2 // 4 = 0 (dropped)
+
+
+def test_schedule_passes_lump_all_but_the_last_forwards():
+    """Three micro-batches in flight of eight, two replayed tensor by tensor: the first forward is one tensor; two
+    steady backward-forward cycles; the three backwards."""
+    assert schedule_passes(1, (3,), 8, 2) == (
+        ("F", 0, 1), ("F", 0, 0), ("F", 0, 0), ("B", 0, 0), ("F", 0, 0), ("B", 0, 0),
+        ("F", 0, 0), ("B", 0, 0), ("B", 0, 0), ("B", 0, 0))
+    # 40 in flight, 2 detailed: 38 lumped into 16 tensors (6 of 3 micro-batches, 10 of 2), one backward each
+    passes = schedule_passes(1, (40,), None, 2)
+    lumps = [p[2] for p in passes if p[0] == "F" and p[2]]
+    assert lumps == [3] * 6 + [2] * 10 and sum(p[0] == "B" for p in passes) == 16 + 2 + 2
+
+
+def _tiny(**training) -> dict:
+    cfg = load_config(ROOT / "presets" / "tiny.yaml").to_dict()
+    cfg["training"].update(training)
+    return cfg
+
+
+def test_tiny_config_replay_keeps_allocated_and_reserves_whole_segments():
+    """The tiny preset with the replay: every stage's allocated is the fraction model's; reserved is at least
+    allocated and, where the simulator's peak is above it, a sum of segments, each a multiple of 2 MiB (small
+    segments are 2 MiB, large ones 20 MiB or the request rounded up to 2 MiB)."""
+    plain = estimate(_tiny())
+    rep = estimate(_tiny(reserved_memory_model="replay"))
+    assert [s.allocated_bytes for s in rep.stages] == [s.allocated_bytes for s in plain.stages]
+    for s in rep.stages:
+        assert s.reserved_bytes >= s.allocated_bytes
+        assert s.reserved_bytes == s.allocated_bytes or s.reserved_bytes % (2 * MIB) == 0
+        assert s.device_bytes - s.reserved_bytes == plain.stages[s.stage].device_bytes - \
+            plain.stages[s.stage].reserved_bytes
+    assert any("simulation of PyTorch's caching allocator" in a for a in rep.assumptions)
+
+
+def test_long_pipeline_replays_a_bounded_number_of_stages():
+    """PP 16: at most 8 stages are replayed, the others take the nearest replayed stage's reserved / allocated
+    ratio; every stage keeps reserved >= allocated."""
+    cfg = _tiny(reserved_memory_model="replay", world_size=16, global_batch_size=64)
+    cfg["model"]["num_layers"] = 32
+    cfg["parallelism"]["pipeline_model_parallel_size"] = 16
+    est = estimate(cfg)
+    assert len(est.stages) == 16
+    assert all(s.reserved_bytes >= s.allocated_bytes for s in est.stages)
+
+
+def test_alloc_conf_is_checked_when_replayed():
+    with pytest.raises(ConfigError, match="pytorch_cuda_alloc_conf"):
+        estimate(_tiny(reserved_memory_model="replay", pytorch_cuda_alloc_conf="expandable_segment:True"))
+    est = estimate(_tiny(reserved_memory_model="replay", pytorch_cuda_alloc_conf="expandable_segments:True"))
+    assert any("PYTORCH_CUDA_ALLOC_CONF expandable_segments:True" in a for a in est.assumptions)
+
+
+def test_megatron_launch_line_environment():
+    imp = read_megatron_args("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True torchrun --nproc-per-node 8 "
+                             "pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                             "--seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --vocab-size 1000")
+    assert imp.config["training"]["pytorch_cuda_alloc_conf"] == "expandable_segments:True"
+    assert any(n.startswith("PYTORCH_CUDA_ALLOC_CONF=") for n in imp.notes)
+
+
+CASES = project_cases()
+
+
+def _errors(replayed: bool) -> list[float]:
+    return [c.reserved_replay_error_pct if replayed else c.reserved_error_pct for c in CASES]
+
+
+def test_reserved_on_the_project_runs():
+    """max_memory_reserved of the project's 80 one-GPU runs (validation/project_runs.yaml) against both models.
+    The issue's target (median |error| <= 2 %, max <= 5 %) is not reached by either: allocated x 1.05 is low in 71
+    runs (median |error| 4.85 %, worst -17.84 %, whole-iteration CUDA graphs); the replay is low in 75 (median
+    6.86 %, worst -14.89 %, PyTorch FSDP2, whose per-layer gathers the trace leaves out). These bounds hold the
+    figures reached; a better trace should lower them."""
+    frac, rep = _errors(False), _errors(True)
+    assert len(frac) == 80
+    assert statistics.median(abs(e) for e in frac) == pytest.approx(4.85, abs=0.01)
+    assert max(abs(e) for e in frac) == pytest.approx(17.84, abs=0.01)
+    assert statistics.median(abs(e) for e in rep) <= 6.9
+    assert max(abs(e) for e in rep) <= 14.9
+
+
+def test_replay_holds_whole_iteration_graphs():
+    """The whole-iteration CUDA graph runs keep the captured step in a private pool: allocated x 1.05 misses it by
+    14-18 %; the replay, which models that pool, is within 6 % (-1.58 % and -5.49 %)."""
+    graphs = [c for c in CASES if "full-iter-graph" in c.id]
+    assert len(graphs) == 2
+    for c in graphs:
+        assert abs(c.reserved_error_pct) > 14
+        assert abs(c.reserved_replay_error_pct) < 6
+
+
+def test_allocated_does_not_move_with_the_replay():
+    assert all(abs(c.comparison.error_pct) < 1.6 for c in CASES)
+    assert statistics.median(abs(c.comparison.error_pct) for c in CASES) == pytest.approx(0.19, abs=0.01)
