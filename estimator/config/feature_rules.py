@@ -116,9 +116,6 @@ def feature_problems(cfg) -> list[Problem]:
         only_with("training.use_layer_wise_param_layout", tr.use_layer_wise_param_layout, True,
                   "optimizer: muon and use_distributed_optimizer: true")
     if tr.optimizer_cpu_offload:
-        if not pr.use_precision_aware_optimizer:
-            add("training.optimizer_cpu_offload", True, "needs precision.use_precision_aware_optimizer: true "
-                "(Megatron-LM's rule)")
         if fsdp:
             add("training.optimizer_cpu_offload", True, "with FSDP is not modelled")
         if tr.optimizer == "muon":

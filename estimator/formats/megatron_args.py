@@ -685,6 +685,11 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    if tr.get("optimizer_cpu_offload") and not pr.get("use_precision_aware_optimizer"):
+        # Megatron-Core accepts it (Megatron-Bridge recipes run it); Megatron-LM's arguments.py does not.
+        raise ConfigError(Problem("--optimizer-cpu-offload", None, "Megatron-LM refuses it without "
+                                  "--use-precision-aware-optimizer (arguments.py); Megatron-Core itself accepts it "
+                                  "(give the configuration as YAML to estimate that path)"))
     if "PYTORCH_CUDA_ALLOC_CONF" in env:
         # the launch line's environment (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True torchrun ...``)
         sec["training"]["pytorch_cuda_alloc_conf"] = env["PYTORCH_CUDA_ALLOC_CONF"]

@@ -74,8 +74,12 @@ def assumptions(r) -> list[str]:
         out.append(f"Optimizer CPU offload (HybridDeviceOptimizer): whole tensors, in the optimizer's order, until "
                    f"{tr.optimizer_offload_fraction:g} of its parameters are stepped on the CPU (fp32 copy and "
                    "gradient pinned, states in pageable host memory, reported beside the device figures); the rest "
-                   "by a fused Adam on fp32 copies on the GPU (in place). The step adds an fp32 buffer of the "
-                   "largest offloaded tensor (the copy back to the GPU converts there); where the order is not "
+                   "by a fused Adam on fp32 copies on the GPU (in place). " + (
+                       "The step adds an fp32 buffer of the largest offloaded tensor (the copy back to the GPU "
+                       "converts there)" if cfg.precision.use_precision_aware_optimizer else
+                       "Without the precision-aware optimizer (Megatron-Core and Megatron-Bridge take it, "
+                       "Megatron-LM's arguments.py does not) the fp32 main copies of every parameter stay on the "
+                       "GPU and only the moved parameters' moments leave it") + "; where the order is not "
                    "known tensor by tensor (sharded states, layers other than attention + MLP, MTP, experts) the "
                    "split is taken at the fraction exactly, an upper bound on the GPU part.")
     if tr.cpu_offloading or tr.cpu_offloading_num_layers:

@@ -183,12 +183,24 @@ def hdo_order(r, chunks) -> list | None:
 
 
 def optimizer_offload(tensors: list | None, n_params: int, fraction: float, largest: int, master: int,
-                      moments: int, grad_copies: bool) -> OptimizerOffload:
+                      moments: int, grad_copies: bool, main_on_gpu: bool = False) -> OptimizerOffload:
     """Bytes of one inner HybridDeviceOptimizer over ``n_params`` elements of this GPU: ``tensors`` its weight-
     decayed tensors in order (:func:`hdo_order`; ``None``: not known, split at ceil(f n)), ``largest`` the
     elements of the largest tensor it holds (bounds the staging buffer where the order is not known),
     ``master`` 4 for bf16/fp16 weights (the fp32 copies) and 0 for fp32, ``moments`` the optimizer's state
-    bytes per element, ``grad_copies`` whether the gradients are not fp32."""
+    bytes per element, ``grad_copies`` whether the gradients are not fp32.
+
+    ``main_on_gpu``: without the precision-aware optimizer (Megatron-Core and Megatron-Bridge accept it,
+    Megatron-LM's arguments.py does not) the mixed-precision wrapper keeps fp32 main copies of every parameter on
+    the GPU and hands those to HybridDeviceOptimizer (Megatron-LM @ d98e8a64 : megatron/core/optimizer/
+    distrib_optimizer.py ``shard_fp32_from_float16_groups``, its ``_copy_model_grads_to_main_grads``
+    ``grad.float()``; hybrid_optimizer.py: an fp32 parameter gets no fp32 copy, an offloaded one a pinned CPU
+    clone). So the GPU keeps 4 B per element for every parameter, moved or not, the moments of the GPU part
+    and, with non-fp32 gradients, the fp32 gradient copies of every element; the CPU copies and steps fp32 to
+    fp32, with no conversion buffer on the GPU::
+
+        GPU   n x 4 (+ n x 4 with non-fp32 gradients) + (1 - f') n x moments
+        host  f' n x (4 + 4) pinned, f' n x moments pageable"""
     known = tensors or []
     rest = n_params - sum(known)
     if tensors is None or rest < 0:
@@ -198,6 +210,9 @@ def optimizer_offload(tensors: list | None, n_params: int, fraction: float, larg
         # After the weight-decayed tensors come norms and biases: when the split reaches them every weight
         # has moved, each larger than any of them, so they do not change the largest tensor moved.
         sp = split(known, rest, fraction, 0)
+    if main_on_gpu and master:
+        gpu = n_params * (master + (4 if grad_copies else 0)) + sp.on_gpu * moments
+        return OptimizerOffload(gpu, 8 * sp.offloaded, moments * sp.offloaded, 0)
     gpu = sp.on_gpu * (master + moments + (4 if grad_copies else 0))
     staging = 4 * sp.largest_offloaded if (master or grad_copies) else 0
     return OptimizerOffload(gpu, 8 * sp.offloaded, moments * sp.offloaded, staging)
@@ -226,7 +241,8 @@ def stage_optimizer_offload(r, kinds, chunks, ends: bool, dense_p: int, expert_p
         inner = [(None, -(-dense_p // sd), largest), (None, -(-expert_p // se), expert_largest)]
     else:
         inner = [(hdo_order(r, chunks) if sd == 1 else None, -(-(dense_p + expert_p) // sd), largest)]
-    parts = [optimizer_offload(order, n, tr.optimizer_offload_fraction, big, master, moments, copies)
+    main_on_gpu = not pr.use_precision_aware_optimizer
+    parts = [optimizer_offload(order, n, tr.optimizer_offload_fraction, big, master, moments, copies, main_on_gpu)
              for order, n, big in inner]
     return OptimizerOffload(sum(p.gpu for p in parts), sum(p.pinned for p in parts),
                             sum(p.pageable for p in parts), max(p.staging for p in parts))

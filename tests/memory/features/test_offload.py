@@ -151,8 +151,6 @@ def test_fine_grained_activation_offloading_is_refused():
 
 
 def test_offload_rules():
-    with pytest.raises(ConfigError, match="use_precision_aware_optimizer"):
-        est({"optimizer_cpu_offload": True})
     with pytest.raises(ConfigError, match="pipeline parallelism"):
         est({"cpu_offloading": True, "cpu_offloading_num_layers": 1, "world_size": 2},
             {"pipeline_model_parallel_size": 2})
@@ -214,3 +212,22 @@ def test_fine_grained_offloading_ci_layer_parts():
     assert p["expert_in"] == 8192 * 1024 * 2 == 16_777_216
     assert p["expert_fc1_out"] == 8192 * 2048 * 2 == 33_554_432
     assert p["shared"] == 4096 * 1024 * 2 + 4096 * 512 * 2 == 12_582_912
+
+
+def test_offload_without_the_precision_aware_optimizer_keeps_the_fp32_main_copies_on_the_gpu():
+    """Megatron-Core and Megatron-Bridge take optimizer_cpu_offload without the precision-aware optimizer: the
+    distributed optimizer keeps fp32 main copies of every parameter on the GPU (shard_fp32_from_float16_groups)
+    and hands those to HybridDeviceOptimizer, which clones the moved ones to pinned CPU memory and steps them
+    there. fp32 gradients (the default main gradients) need no copy. Fraction 0.5 moves the same 62,128,128
+    elements as above (the order is the same): GPU 4 B x 115,876,864 (all main copies) + 8 B x 53,748,736 (Adam's
+    moments of the GPU part) = 893,497,344 B; host 8 B pinned + 8 B pageable per moved element, as with the
+    precision-aware optimizer. Fraction 1: 4 n on the GPU. Megatron-LM's arguments.py refuses the combination, so
+    its importer does, naming the flag."""
+    half = est({"optimizer_cpu_offload": True, "optimizer_offload_fraction": 0.5})
+    assert half.optimizer_bytes == 4 * N + 8 * 53_748_736 == 893_497_344
+    assert half.host == {"optimizer_pinned": 8 * 62_128_128, "optimizer_states": 8 * 62_128_128}
+    assert est({"optimizer_cpu_offload": True}).optimizer_bytes == 4 * N
+    with pytest.raises(ConfigError, match="--use-precision-aware-optimizer"):
+        read_megatron_args("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 256 "
+                           "--max-position-embeddings 256 --vocab-size 1000 --micro-batch-size 1 --bf16 "
+                           "--use-distributed-optimizer --optimizer-cpu-offload", world_size=1)
