@@ -36,6 +36,7 @@ SECTIONS = {
               (M, "megatron/core/transformer/transformer_config.py", "TransformerConfig"),
               (M, "megatron/core/transformer/transformer_config.py", "MLATransformerConfig"),
               (B, "src/megatron/bridge/models/transformer_config.py", "TransformerConfig"),
+              (B, "src/megatron/bridge/models/hybrid/hybrid_provider.py", "HybridModelProvider"),
               (B, "src/megatron/bridge/models/gpt_provider.py", "GPTModelProvider")],
     "ddp": [(M, "megatron/core/distributed/distributed_data_parallel_config.py", "DistributedDataParallelConfig"),
             (B, "src/megatron/bridge/training/config.py", "DistributedDataParallelConfig")],

@@ -100,6 +100,12 @@ _put("refused", "model", "num_microbatches_with_partial_activation_checkpoints",
      "micro-batches is not modelled")
 _put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "weight rematerialisation is not "
      "modelled")
+_put("refused", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "a hybrid stack laid out from ratios is not "
+     "modelled: give its hybrid_layer_pattern")
+_put("refused", "model", "keep_mtp_spec_in_bf16", "MTP layers kept in BF16 within an FP8 run are not modelled")
+_put("no_effect", "model", "hybrid_stack_spec", "the module spec (the layers follow hybrid_layer_pattern)")
+_put("no_effect", "model", "mamba_chunk_size", "the SSD scan's chunk length: the mixer's saved tensors are counted "
+     "per token")
 # ----------------------------------------------------------------------------------------------- ddp
 _put("modelled", "ddp", "grad_reduce_in_fp32", "the gradient buffer's dtype (overridden by the mixed-precision "
      "preset; Megatron-LM's --accumulate-allreduce-grads-in-fp32)")
