@@ -180,7 +180,7 @@ def _preset(name: str) -> dict:
     return dict(MIXED_PRECISION_PRESETS[name])
 
 
-def _apply_precision(cfg: dict) -> None:
+def _apply_precision(cfg: dict, notes: list) -> None:
     """MixedPrecisionConfig.setup: every preset field overwrites the same-named field of model, optimizer and ddp."""
     mp = cfg.get("mixed_precision")
     if mp is None:
@@ -194,6 +194,9 @@ def _apply_precision(cfg: dict) -> None:
         sec = cfg.setdefault(section, {})
         for k, v in full.items():
             if k in SECTIONS[section]:
+                if k in sec and sec[k] != v and not (sec[k] is None and v in (False, 0)):
+                    notes.append(f"{section}.{k} = {show(sec[k])} is overwritten by mixed_precision "
+                                 f"({show(v)}), as Bridge's MixedPrecisionConfig.setup does")
                 sec[k] = v
     cfg["mixed_precision"] = full
 
@@ -258,10 +261,10 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     every field whose memory effect is not modelled.
     """
     cfg = apply_overrides(bridge_dict(data), overrides)
-    _apply_precision(cfg)
+    refused, no_effect, notes = [], [], []
+    _apply_precision(cfg, notes)
     _apply_comm_overlap(cfg, world_size)
     m = cfg.get("model") or {}
-    refused, no_effect, notes = [], [], []
     values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)
     problems = []
     for section in [*_ORDER, *[s for s in cfg if s not in _ORDER]]:
@@ -385,8 +388,11 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
         config.setdefault("parallelism", {})["tp_comm_overlap_cfg"] = ub if isinstance(ub, str) else dump(ub)
     env = cfg.get("env_vars") or {}
     if env.get("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN") not in (None, ""):
-        config.setdefault("model", {})["moe_hybridep_ranks_per_nvlink_domain"] = int(
-            env["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"])
+        ranks = str(env["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"])
+        if not ranks.isdigit():
+            raise ConfigError(Problem("env_vars.NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN", ranks, "must be a "
+                                      "positive integer"))
+        config.setdefault("model", {})["moe_hybridep_ranks_per_nvlink_domain"] = int(ranks)
     peft = cfg.get("peft")
     if isinstance(peft, str):
         peft = _peft(peft)

@@ -103,6 +103,8 @@ def to_bridge_dict(config) -> dict:
                 value = not bool(default)
             elif arity in ("+", "*"):
                 value = [_value(v) for v in values]
+                if dest == "cp_comm_type" and len(value) == 1:    # Bridge's field takes one type for every layer
+                    value = value[0]
             elif dest in ("moe_layer_freq", "linear_attention_freq") and values[0].startswith("("):
                 value = list(parse_layer_pattern(values[0], bare_lists=False))
             else:
