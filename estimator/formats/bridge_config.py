@@ -36,7 +36,7 @@ from ..config.yamlio import YamlError, dump, load
 from .bridge_catalog import REVISION, SECTIONS
 from .bridge_field_classes import NO_EFFECT_SECTIONS, classify
 from .bridge_presets import MIXED_PRECISION_PRESETS
-from .megatron_args import MegatronImport, RefusedFlagsError, read_megatron_args
+from .megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from .megatron_catalog import ARGUMENTS
 
 __all__ = ["BridgeRefusedError", "apply_overrides", "bridge_dict", "read_bridge_config"]
@@ -188,8 +188,9 @@ def _apply_precision(cfg: dict, notes: list) -> None:
     if isinstance(mp, dict) and "_preset_" in mp:        # to_bridge_dict's form: a preset and what differs from it
         mp = {**(_preset(mp["_preset_"]) if mp["_preset_"] else {}), **{k: v for k, v in mp.items() if k != "_preset_"}}
     full = {**SECTIONS["mixed_precision"], **(_preset(mp) if isinstance(mp, str) else mp)}
-    if full.get("fp8_param") is None:           # MixedPrecisionConfig.finalize
-        full["fp8_param"] = full.get("fp8_param_gather")
+    for param in ("fp8_param", "fp4_param"):     # MixedPrecisionConfig.finalize: from *_param_gather when unset
+        if full.get(param) is None:
+            full[param] = full.get(param + "_gather")
     for section in ("model", "optimizer", "ddp"):
         sec = cfg.setdefault(section, {})
         for k, v in full.items():
@@ -289,13 +290,15 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
                 if not _is_off(section, name, value):
                     refused.append((f"{where} = {show(value)}", why))
                 continue
+            dest = _RENAMED.get(name, name)
             if kind == "no_effect":
                 if not _is_off(section, name, value):
                     no_effect.append((f"{where} = {show(value)}", why))
+                if dest in HANDLED and dest not in values:     # kept in the configuration all the same
+                    values[dest] = (where, value)
                 continue
             if name in _BY_HAND or section == "mixed_precision":
                 continue
-            dest = _RENAMED.get(name, name)
             if dest in ARGUMENTS and dest not in values:
                 values[dest] = (where, value)
     if problems:
