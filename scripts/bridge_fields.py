@@ -1,4 +1,4 @@
-"""Regenerate ``estimator/formats/bridge_catalog.py``: every field of Megatron-Bridge's ``ConfigContainer`` sections.
+"""Regenerate ``estimator/formats/bridge/catalog.py``: every field of Megatron-Bridge's ``ConfigContainer`` sections.
 
 A Bridge run writes its whole configuration as YAML (``ConfigContainer.to_yaml()``, the ``config.yaml`` saved with
 every run). Its sections are dataclasses: some defined in Bridge, most inheriting Megatron-Core's or Megatron-LM's
@@ -13,7 +13,7 @@ Usage (a Bridge and a Megatron-LM checkout or bare clone; no network)::
     python scripts/bridge_fields.py BRIDGE MEGATRON_LM [--rev REVISION]
 
 The classification of each field (modelled, no effect on memory, refused) is kept by hand in
-``estimator/formats/bridge_field_classes.py``; the test suite fails when a catalogued field is not classified.
+``estimator/formats/bridge/field_classes.py``; the test suite fails when a catalogued field is not classified.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "estimator" / "formats" / "bridge_catalog.py"
+OUT = ROOT / "estimator" / "formats" / "bridge" / "catalog.py"
 
 B, M = "bridge", "megatron"
 _MT = "megatron/training/config/"

@@ -1,4 +1,4 @@
-"""Regenerate ``estimator/formats/bridge_recipe_catalog.py``: Megatron-Bridge recipes by name, as configurations.
+"""Regenerate ``estimator/formats/bridge/recipe_catalog.py``: Megatron-Bridge recipes by name, as configurations.
 
 Bridge's recipes are Python functions (``scripts/training/run_recipe.py --recipe NAME``); the estimator cannot
 import Bridge, so the settings of each recipe that matter for memory are transcribed by hand, with provenance, and
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-OUT = ROOT / "estimator" / "formats" / "bridge_recipe_catalog.py"
+OUT = ROOT / "estimator" / "formats" / "bridge" / "recipe_catalog.py"
 HAND = ROOT / "scripts" / "bridge_recipes.yaml"
 KNOWN = ROOT / "validation" / "known_to_run.yaml"
 

@@ -200,12 +200,12 @@ def _bridge_source(ns) -> tuple[dict, str]:
                        "--hf or --megatron-args (change it with section.field=value overrides after it)")
     world = getattr(ns, "training.world_size", None)
     if ns.bridge_config:
-        from ..formats.bridge_config import read_bridge_config
+        from ..formats.bridge.config import read_bridge_config
         path, *overrides = ns.bridge_config
         imp = read_bridge_config(_read(path), world_size=world, overrides=overrides)
         label = f"Megatron-Bridge configuration {clip(path)}"
     else:
-        from ..formats.bridge_recipes import read_bridge_recipe
+        from ..formats.bridge.recipes import read_bridge_recipe
         name, *overrides = ns.bridge_recipe
         imp = read_bridge_recipe(name, overrides, world_size=world)
         label = f"Megatron-Bridge recipe {name}"
@@ -490,7 +490,7 @@ def cmd_gpus(ns) -> int:
 
 
 def cmd_bridge_overrides(ns) -> int:
-    from ..formats.bridge_export import to_bridge_overrides
+    from ..formats.bridge.export import to_bridge_overrides
     cfg, _ = _config(ns)
     sep = " " if ns.oneline else " \\\n"
     print(sep.join(shlex.quote(o) for o in to_bridge_overrides(cfg)))
@@ -498,7 +498,7 @@ def cmd_bridge_overrides(ns) -> int:
 
 
 def cmd_bridge_recipes(ns) -> int:
-    from ..formats.bridge_recipes import RECIPES, recipe_names
+    from ..formats.bridge.recipes import RECIPES, recipe_names
     for name in recipe_names():
         r = RECIPES[name]
         print(f"{name}  ({r['preset']}, {r['config'].get('training', {}).get('world_size', '?')} x {r['gpu']})")

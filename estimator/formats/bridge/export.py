@@ -1,8 +1,8 @@
-"""A configuration as Megatron-Bridge overrides (the inverse of :mod:`estimator.formats.bridge_config`).
+"""A configuration as Megatron-Bridge overrides (the inverse of :mod:`estimator.formats.bridge.config`).
 
 :func:`to_bridge_overrides` writes ``section.field=value`` strings, as ``scripts/training/run_recipe.py`` of
 NVIDIA-NeMo/Megatron-Bridge @ 067f987d takes them after ``--recipe NAME``, and :func:`to_bridge_dict` the same as a
-``ConfigContainer``-shaped dict (what :func:`~estimator.formats.bridge_config.read_bridge_config` reads back).
+``ConfigContainer``-shaped dict (what :func:`~estimator.formats.bridge.config.read_bridge_config` reads back).
 The fields Megatron-Core receives are taken from the Megatron-LM flags of the configuration
 (:func:`~estimator.formats.megatron_export.to_megatron_args`), so the two exports say the same run; the precision is
 written as Bridge's preset (``mixed_precision=bf16_mixed``, ...) with the fields that differ from it, since a preset
@@ -11,13 +11,13 @@ overwrites the model's, the optimizer's and the DDP configuration's fields of th
 
 from __future__ import annotations
 
-from ..config.fields import parse_layer_pattern
-from ..config.load import load_config
-from ..memory.states import grad_reduce_in_fp32
-from .bridge_catalog import SECTIONS
-from .bridge_presets import MIXED_PRECISION_PRESETS
-from .megatron_catalog import ARGUMENTS
-from .megatron_export import to_megatron_args
+from ...config.fields import parse_layer_pattern
+from ...config.load import load_config
+from ...memory.states import grad_reduce_in_fp32
+from .catalog import SECTIONS
+from .presets import MIXED_PRECISION_PRESETS
+from ..megatron_catalog import ARGUMENTS
+from ..megatron_export import to_megatron_args
 
 __all__ = ["to_bridge_dict", "to_bridge_overrides"]
 

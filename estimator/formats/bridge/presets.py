@@ -2,7 +2,7 @@
 
 Transcribed by hand (ours) from NVIDIA-NeMo/Megatron-Bridge @ 067f987df03b8355b03192d88d70f1709fedf51a :
 src/megatron/bridge/training/mixed_precision.py, the ``@register`` functions. Fields a preset leaves alone keep the
-dataclass's defaults (:data:`estimator.formats.bridge_catalog.SECTIONS` ``["mixed_precision"]``); Bridge registers
+dataclass's defaults (:data:`estimator.formats.bridge.catalog.SECTIONS` ``["mixed_precision"]``); Bridge registers
 every name also with hyphens (``bf16-mixed``). Torch dtypes are written as Bridge's YAML writes them.
 """
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from estimator import estimate
-from estimator.formats.bridge_config import read_bridge_config
-from estimator.formats.bridge_export import to_bridge_dict, to_bridge_overrides
-from estimator.formats.bridge_recipes import read_bridge_recipe, recipe_config, recipe_names
+from estimator.formats.bridge.config import read_bridge_config
+from estimator.formats.bridge.export import to_bridge_dict, to_bridge_overrides
+from estimator.formats.bridge.recipes import read_bridge_recipe, recipe_config, recipe_names
 from estimator.formats.megatron_args import read_megatron_args
 
 LLAMA3_8B_FLAGS = """

@@ -17,7 +17,7 @@ megatron/training/config/yaml_utils.py).
    optimizer and more than one data-parallel rank, ``overlap_grad_reduce`` and ``overlap_param_gather`` on unless
    the ``comm_overlap`` section sets them; the model's ``defer_embedding_wgrad_compute``, ``wgrad_deferral_limit``,
    ``overlap_moe_expert_parallel_comm`` and ``delay_wgrad_compute`` taken from it, off where it leaves them unset).
-2. Every field is classified (:mod:`estimator.formats.bridge_field_classes`): a refused field set away from its
+2. Every field is classified (:mod:`estimator.formats.bridge.field_classes`): a refused field set away from its
    default stops the import, naming ``section.field``; fields without memory effect are listed.
 3. The fields Megatron-Core receives are written as the Megatron-LM flags of the same destinations and read by
    :func:`estimator.formats.megatron_args.read_megatron_args`, so both frontends give one estimate wherever
@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import difflib
 
-from ..config.errors import ConfigError, Problem, UnsupportedError, show
-from ..config.input_size import size_problem
-from ..config.yamlio import YamlError, dump, load
-from .bridge_catalog import REVISION, SECTIONS
-from .bridge_field_classes import NO_EFFECT_SECTIONS, classify
-from .bridge_presets import MIXED_PRECISION_PRESETS
-from .megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
-from .megatron_catalog import ARGUMENTS
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from ...config.input_size import size_problem
+from ...config.yamlio import YamlError, dump, load
+from .catalog import REVISION, SECTIONS
+from .field_classes import NO_EFFECT_SECTIONS, classify
+from .presets import MIXED_PRECISION_PRESETS
+from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
+from ..megatron_catalog import ARGUMENTS
 
 __all__ = ["BridgeRefusedError", "apply_overrides", "bridge_dict", "read_bridge_config"]
 

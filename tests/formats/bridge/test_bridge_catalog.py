@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from estimator.formats import bridge_catalog
-from estimator.formats.bridge_catalog import MEGATRON_LM_REVISION, REVISION, SECTIONS
-from estimator.formats.bridge_field_classes import OWN, classify, counts, rows
-from estimator.formats.bridge_presets import MIXED_PRECISION_PRESETS
+from estimator.formats.bridge import catalog as bridge_catalog
+from estimator.formats.bridge.catalog import MEGATRON_LM_REVISION, REVISION, SECTIONS
+from estimator.formats.bridge.field_classes import OWN, classify, counts, rows
+from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _script(name: str):
@@ -74,7 +74,7 @@ def test_catalogue_file_is_what_the_script_writes():
 
 def test_recipe_catalogue_is_current():
     """The recipe catalogue is what scripts/bridge_recipes.py writes from known_to_run.yaml and bridge_recipes.yaml."""
-    from estimator.formats import bridge_recipe_catalog
+    from estimator.formats.bridge import recipe_catalog as bridge_recipe_catalog
     assert _script("bridge_recipes").render() == Path(bridge_recipe_catalog.__file__).read_text()
 
 

@@ -1,4 +1,4 @@
-"""Reading a Megatron-Bridge ``config.yaml`` (estimator/formats/bridge_config.py) with Bridge's own semantics.
+"""Reading a Megatron-Bridge ``config.yaml`` (estimator/formats/bridge/config.py) with Bridge's own semantics.
 
 Source facts are from NVIDIA-NeMo/Megatron-Bridge @ 067f987d (training/mixed_precision.py, training/comm_overlap.py,
 training/config.py, peft/lora.py) and Megatron-LM @ 2a75ac12 (megatron/training/config/yaml_utils.py: how objects
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from estimator import ConfigError, estimate
-from estimator.formats.bridge_config import BridgeRefusedError, read_bridge_config
+from estimator.formats.bridge.config import BridgeRefusedError, read_bridge_config
 
 SILU = {"_target_": "torch.nn.functional.silu", "_call_": False}      # yaml_utils._function_representer
 BF16 = {"_target_": "torch.bfloat16", "_call_": False}                # yaml_utils._torch_dtype_representer

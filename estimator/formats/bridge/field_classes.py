@@ -1,6 +1,6 @@
 """How every field of a Megatron-Bridge configuration bears on the memory estimate: modelled, no effect, or refused.
 
-Each field of :data:`estimator.formats.bridge_catalog.SECTIONS` (``section.field``) is classified by
+Each field of :data:`estimator.formats.bridge.catalog.SECTIONS` (``section.field``) is classified by
 :func:`classify`, in this order:
 
 1. whole sections without memory effect (logging, RNG, process-group setup, profiling, the scheduler, ...);
@@ -17,9 +17,9 @@ field through.
 
 from __future__ import annotations
 
-from .bridge_catalog import SECTIONS
-from .megatron_catalog import ARGUMENTS
-from .megatron_flag_classes import classify as classify_flag
+from .catalog import SECTIONS
+from ..megatron_catalog import ARGUMENTS
+from ..megatron_flag_classes import classify as classify_flag
 
 __all__ = ["NO_EFFECT_SECTIONS", "OWN", "classify", "counts", "rows"]
 
