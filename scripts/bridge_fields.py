@@ -6,7 +6,9 @@ training dataclasses (``TransformerConfig``, ``DistributedDataParallelConfig``, 
 reads those class bodies with :mod:`ast` (no import of Bridge, torch or Megatron: only the annotated fields and
 their literal defaults are needed) at two pinned revisions: Megatron-Bridge, and the Megatron-LM commit Bridge's
 ``3rdparty/Megatron-LM`` submodule pins at that revision. A field declared twice (a Bridge subclass re-declaring a
-Megatron field) keeps the subclass's default, as Python's dataclasses do.
+Megatron field) keeps the subclass's default, as Python's dataclasses do. The model section is a
+``GPTModelProvider``; the fields only ``MLATransformerConfig`` or ``HybridModelProvider`` (Mamba hybrids) declare
+are added, without changing a GPT default (:data:`ADD_ONLY`).
 
 Usage (a Bridge and a Megatron-LM checkout or bare clone; no network)::
 
@@ -36,8 +38,8 @@ SECTIONS = {
               (M, "megatron/core/transformer/transformer_config.py", "TransformerConfig"),
               (M, "megatron/core/transformer/transformer_config.py", "MLATransformerConfig"),
               (B, "src/megatron/bridge/models/transformer_config.py", "TransformerConfig"),
-              (B, "src/megatron/bridge/models/hybrid/hybrid_provider.py", "HybridModelProvider"),
-              (B, "src/megatron/bridge/models/gpt_provider.py", "GPTModelProvider")],
+              (B, "src/megatron/bridge/models/gpt_provider.py", "GPTModelProvider"),
+              (B, "src/megatron/bridge/models/hybrid/hybrid_provider.py", "HybridModelProvider")],
     "ddp": [(M, "megatron/core/distributed/distributed_data_parallel_config.py", "DistributedDataParallelConfig"),
             (B, "src/megatron/bridge/training/config.py", "DistributedDataParallelConfig")],
     "optimizer": [(M, "megatron/core/optimizer/optimizer_config.py", "OptimizerConfig")],
@@ -65,6 +67,10 @@ SECTIONS = {
     "comm_overlap": [(B, "src/megatron/bridge/training/comm_overlap.py", "CommOverlapConfig")],
     "peft": [(B, "src/megatron/bridge/peft/lora.py", "LoRA"), (B, "src/megatron/bridge/peft/dora.py", "DoRA")],
 }
+
+
+#: Classes of a chain that only add fields the classes before them do not declare (a sibling provider, not a subclass).
+ADD_ONLY = {"HybridModelProvider", "MLATransformerConfig"}
 
 
 def _show(repo: str, rev: str, path: str) -> str:
@@ -119,7 +125,10 @@ def main() -> None:
     for section, chain in SECTIONS.items():
         fields: dict = {}
         for repo, path, cls in chain:
-            fields.update(class_fields(_show(repos[repo][0], repos[repo][1], path), cls))
+            found = class_fields(_show(repos[repo][0], repos[repo][1], path), cls)
+            if cls in ADD_ONLY:
+                found = {k: v for k, v in found.items() if k not in fields}
+            fields.update(found)
         sections[section] = dict(sorted(fields.items()))
     sources = {s: [f"{'Megatron-Bridge' if r == B else 'Megatron-LM'} : {p} : {c}" for r, p, c in chain]
                for s, chain in SECTIONS.items()}

@@ -39,7 +39,7 @@ from .presets import MIXED_PRECISION_PRESETS
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
 
-__all__ = ["BridgeRefusedError", "apply_overrides", "bridge_dict", "read_bridge_config"]
+__all__ = ["BridgeRefusedError", "apply_overrides", "bridge_dict", "default_gaps", "read_bridge_config"]
 
 #: The order in which a field given in two sections is read (Bridge keeps them equal; the model's wins).
 _ORDER = ("model", "ddp", "optimizer", "train", "dataset", "checkpoint", "comm_overlap", "mixed_precision")
@@ -305,6 +305,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
         raise ConfigError(problems)
     if refused:
         raise BridgeRefusedError(refused)
+    _bridge_defaults(cfg, values)
     tokens, origin = _tokens(cfg, m, values)
     try:
         imp = read_megatron_args(tokens, world_size=world_size)
@@ -315,6 +316,38 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     config = imp.config
     _after(cfg, config, notes)
     return MegatronImport(config, tuple(no_effect), (*imp.notes, *notes))
+
+
+#: Fields whose dataclass default is a placeholder to be filled in (a model's shape), never a setting.
+_PLACEHOLDERS = {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "cuda_graph_scope",
+                 "cuda_graph_modules"}
+
+
+def default_gaps() -> list[tuple[str, str, str, object, object]]:
+    """(section, field, Megatron-LM destination, Bridge's dataclass default, Megatron-LM's argparse default) of every
+    modelled field whose two defaults differ (TransformerConfig's cross_entropy_loss_fusion True against argparse's
+    False; OptimizerConfig's optimizer_offload_fraction 0.0 against 1.0, ...): a field a YAML leaves out means the
+    former, a flag a launch leaves out the latter."""
+    out = []
+    for section in ("model", "ddp", "optimizer", "train"):
+        for name, default in SECTIONS[section].items():
+            dest = _RENAMED.get(name, name)
+            if default is None or name in _PLACEHOLDERS or name in _BY_HAND or dest not in HANDLED \
+                    or dest not in ARGUMENTS or ARGUMENTS[dest][2] == default:
+                continue
+            if (classify(section, name) or ("refused",))[0] != "refused":
+                out.append((section, name, dest, default, ARGUMENTS[dest][2]))
+    return out
+
+
+def _bridge_defaults(cfg: dict, values: dict) -> None:
+    """A field the YAML leaves out has its Bridge dataclass default, not Megatron-LM's argparse default."""
+    mla = bool((cfg.get("model") or {}).get("multi_latent_attention"))
+    for section, name, dest, default, _ in default_gaps():
+        if name in ("q_lora_rank", "kv_lora_rank") and not mla:
+            continue                    # MLATransformerConfig's defaults: read only with multi-latent attention
+        if name not in (cfg.get(section) or {}) and dest not in values:
+            values[dest] = (f"{section}.{name}", default)
 
 
 def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:

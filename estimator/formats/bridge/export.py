@@ -15,6 +15,7 @@ from ...config.fields import parse_layer_pattern
 from ...config.load import load_config
 from ...memory.states import grad_reduce_in_fp32
 from .catalog import SECTIONS
+from .config import default_gaps
 from .presets import MIXED_PRECISION_PRESETS
 from ..megatron_catalog import ARGUMENTS
 from ..megatron_export import to_megatron_args
@@ -114,6 +115,11 @@ def to_bridge_dict(config) -> dict:
                 out[section][name] = value
             if dest == "seq_length":
                 out["dataset"]["seq_length"] = value
+    for section, name, dest, _, flag_default in default_gaps():     # what an absent flag meant, said explicitly
+        if name in ("q_lora_rank", "kv_lora_rank") and not cfg.model.multi_latent_attention:
+            continue
+        if name not in out[section]:
+            out[section][name] = list(flag_default) if isinstance(flag_default, tuple) else flag_default
     if out["model"].get("cpu_offloading_num_layers"):
         out["model"]["cpu_offloading"] = True
     if ub_cfg:

@@ -85,6 +85,7 @@ QWEN3_30B_FLAGS = """
 --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 0.001 --tensor-model-parallel-size 2
 --sequence-parallel --expert-model-parallel-size 8 --micro-batch-size 1 --global-batch-size 64
 --use-distributed-optimizer --bf16 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+--cross-entropy-loss-fusion
 """
 
 QWEN3_30B_BRIDGE = {
@@ -102,7 +103,7 @@ QWEN3_30B_BRIDGE = {
     "ddp": {"use_distributed_optimizer": True},
     "optimizer": {"optimizer": "adam", "use_distributed_optimizer": True},
     "mixed_precision": "bf16_mixed",       # fp32 gradient buffer: Megatron-LM's default with --bf16 too
-}
+}   # cross_entropy_loss_fusion left out: TransformerConfig's default True (Megatron-LM's flag is off by default)
 
 MOONLIGHT_FLAGS = """
 --num-layers 27 --hidden-size 2048 --ffn-hidden-size 11264 --num-attention-heads 16 --multi-latent-attention
@@ -113,7 +114,7 @@ MOONLIGHT_FLAGS = """
 --moe-layer-freq ([0]*1+[1]*26) --moe-grouped-gemm --moe-token-dispatcher-type alltoall
 --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 0.001 --pipeline-model-parallel-size 3
 --expert-model-parallel-size 8 --micro-batch-size 1 --global-batch-size 32 --use-distributed-optimizer --bf16
---recompute-granularity selective --recompute-modules core_attn
+--recompute-granularity selective --recompute-modules core_attn --cross-entropy-loss-fusion
 """
 
 MOONLIGHT_BRIDGE = {
@@ -148,6 +149,16 @@ def test_megatron_flags_and_bridge_config_agree(flags, bridge, world):
     lm = read_megatron_args(flags, world_size=world).config
     br = read_bridge_config(bridge, world_size=world).config
     assert _peaks(lm) == _peaks(br)
+
+
+def test_bridge_defaults_apply_to_fields_left_out():
+    """A field the YAML leaves out has Bridge's dataclass default, not argparse's: without the flag Megatron-LM runs
+    the unfused loss (its --cross-entropy-loss-fusion is off by default), Bridge the fused one (TransformerConfig
+    cross_entropy_loss_fusion = True at Megatron-LM 2a75ac12): the loss keeps different logits copies."""
+    lm = read_megatron_args(QWEN3_30B_FLAGS.replace("--cross-entropy-loss-fusion", ""), world_size=16).config
+    br = read_bridge_config(QWEN3_30B_BRIDGE, world_size=16).config
+    assert br["training"]["cross_entropy_loss_fusion"] is True and not lm["training"].get("cross_entropy_loss_fusion")
+    assert _peaks(lm) != _peaks(br)
 
 
 def test_where_bridge_differs_the_estimate_follows_bridge():
