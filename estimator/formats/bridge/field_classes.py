@@ -173,7 +173,7 @@ def classify(section: str, name: str) -> tuple[str, str] | None:
     if name in ARGUMENTS:
         found = classify_flag(name)
         if found:
-            return found[0], f"as Megatron-LM's {ARGUMENTS[name][0][0]}: {found[1]}"
+            return found[0], f"as the Megatron-LM argument of the same name: {found[1]}"
     return None
 
 
