@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator import estimate
+from estimator import ConfigError, estimate
 from estimator.formats.bridge.config import read_bridge_config
 from estimator.formats.bridge.export import to_bridge_dict, to_bridge_overrides
 from estimator.formats.bridge.recipes import read_bridge_recipe, recipe_config, recipe_names
@@ -173,10 +173,18 @@ def test_where_bridge_differs_the_estimate_follows_bridge():
 
 @pytest.mark.parametrize("name", recipe_names())
 def test_recipe_round_trips_through_bridge_sections(name):
-    """Export as Bridge sections, read back: the same estimate, stage by stage."""
+    """Export as Bridge sections, read back: the same estimate, stage by stage (or the same refusal: LoRA on an MoE
+    model is not modelled yet)."""
     cfg = recipe_config(name)
     back = read_bridge_config(to_bridge_dict(cfg), world_size=cfg["training"]["world_size"]).config
-    assert _peaks(cfg) == _peaks(back)
+    try:
+        want = _peaks(cfg)
+    except ConfigError as exc:
+        with pytest.raises(ConfigError) as again:
+            _peaks(back)
+        assert str(again.value) == str(exc)
+        return
+    assert _peaks(back) == want
 
 
 def test_overrides_text_reads_back():
