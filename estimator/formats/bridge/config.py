@@ -202,6 +202,17 @@ def _apply_precision(cfg: dict, notes: list) -> None:
     cfg["mixed_precision"] = full
 
 
+def _sync_distributed_optimizer(cfg: dict, notes: list) -> None:
+    """training/config.py _validate_and_sync_distributed_optimizer_settings: the distributed optimizer set on either
+    the DDP or the optimizer configuration is turned on for both."""
+    ddp, opt = cfg.get("ddp") or {}, cfg.get("optimizer") or {}
+    if bool(ddp.get("use_distributed_optimizer")) != bool(opt.get("use_distributed_optimizer")) and (
+            ddp.get("use_distributed_optimizer") or opt.get("use_distributed_optimizer")):
+        notes.append("use_distributed_optimizer set on only one of ddp and optimizer: Bridge turns it on for both")
+        cfg["ddp"] = {**ddp, "use_distributed_optimizer": True}
+        cfg["optimizer"] = {**opt, "use_distributed_optimizer": True}
+
+
 def _apply_comm_overlap(cfg: dict, world_size: int | None) -> None:
     """CommOverlapConfig.setup (training/comm_overlap.py), for the fields that change what a GPU holds."""
     co = cfg.get("comm_overlap")
@@ -264,6 +275,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     cfg = apply_overrides(bridge_dict(data), overrides)
     refused, no_effect, notes = [], [], []
     _apply_precision(cfg, notes)
+    _sync_distributed_optimizer(cfg, notes)
     _apply_comm_overlap(cfg, world_size)
     m = cfg.get("model") or {}
     values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)

@@ -150,3 +150,11 @@ def test_yaml_as_pyyaml_writes_it():
             "logger": {"log_interval": 10}, "dataset": {"seq_length": 256, "blend": None}}
     text = yaml.safe_dump(data)
     assert read_bridge_config(text, world_size=1).config == read_bridge_config(data, world_size=1).config
+
+
+def test_distributed_optimizer_on_either_config_turns_on_both():
+    """training/config.py _validate_and_sync_distributed_optimizer_settings: optimizer.use_distributed_optimizer
+    alone (as _sft_common's distributed_fused_adam leaves it) shards the optimizer states all the same."""
+    imp = read_bridge_config({"model": MODEL, "train": {"micro_batch_size": 1, "global_batch_size": 2},
+                              "optimizer": {"use_distributed_optimizer": True}}, world_size=2)
+    assert imp.config["training"]["use_distributed_optimizer"] is True
