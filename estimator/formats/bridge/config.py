@@ -426,7 +426,10 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
     if opt.get("store_param_remainders") is not None:
         pr["store_param_remainders"] = bool(opt["store_param_remainders"])
     if m.get("disable_parameter_transpose_cache") is not None:
-        pr["disable_parameter_transpose_cache"] = bool(m["disable_parameter_transpose_cache"])
+        if pr.get("fp8"):
+            pr["disable_parameter_transpose_cache"] = bool(m["disable_parameter_transpose_cache"])
+        elif m["disable_parameter_transpose_cache"]:
+            notes.append("model.disable_parameter_transpose_cache: no effect without FP8 (no weight transposes kept)")
     if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":
         tr["recompute_modules"] = []
         notes.append("model.recompute_modules = []: selective recompute of nothing, as Megatron-Core keeps it")

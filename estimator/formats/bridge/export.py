@@ -77,7 +77,7 @@ def to_bridge_dict(config) -> dict:
     tr = data["training"]
     peft = tr.get("peft")
     empty_recompute = tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") == []
-    data["training"] = {**tr, "peft": None}
+    data["training"] = {k: v for k, v in tr.items() if not k.startswith("peft")}   # no Megatron-LM flag
     par = data["parallelism"]
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
     hybridep = data["model"].get("moe_hybridep_ranks_per_nvlink_domain")
