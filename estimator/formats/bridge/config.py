@@ -195,7 +195,8 @@ def _apply_precision(cfg: dict, notes: list) -> None:
         sec = cfg.setdefault(section, {})
         for k, v in full.items():
             if k in SECTIONS[section]:
-                if k in sec and sec[k] != v and not (sec[k] is None and v in (False, 0)):
+                if k in sec and sec[k] != v and sec[k] is not None and (
+                        sec[k] != SECTIONS[section].get(k) or k == "grad_reduce_in_fp32"):
                     notes.append(f"{section}.{k} = {show(sec[k])} is overwritten by mixed_precision "
                                  f"({show(v)}), as Bridge's MixedPrecisionConfig.setup does")
                 sec[k] = v
@@ -393,6 +394,16 @@ def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
     else:
         values.pop("cpu_offloading_num_layers", None)
     values.pop("tp_comm_overlap_cfg", None)       # a dict or a Bridge name, not a file: set in _after
+    # A config.yaml holds every TransformerConfig field: the MoE ones of a dense model and the MLA ones of a model
+    # without multi-latent attention are defaults Megatron-Core does not read.
+    if not m.get("num_moe_experts"):
+        for dest in [d for d in values if d.startswith("moe_") or d == "num_experts"]:
+            values.pop(dest)
+    if str(m.get("cuda_graph_impl") or "none") == "none":
+        values.pop("cuda_graph_modules", None)
+    if not m.get("multi_latent_attention"):
+        for dest in ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
+            values.pop(dest, None)
     opt = values.get("optimizer", (None, None))
     if opt[1] == "dist_muon" and not (cfg.get("ddp") or {}).get("use_distributed_optimizer"):
         # Megatron-Core takes dist_ as the layer-wise distributed optimizer (optimizer/muon.py); without the

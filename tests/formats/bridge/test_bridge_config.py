@@ -158,3 +158,19 @@ def test_distributed_optimizer_on_either_config_turns_on_both():
     imp = read_bridge_config({"model": MODEL, "train": {"micro_batch_size": 1, "global_batch_size": 2},
                               "optimizer": {"use_distributed_optimizer": True}}, world_size=2)
     assert imp.config["training"]["use_distributed_optimizer"] is True
+
+
+def test_a_config_holding_every_field_at_its_default_reads():
+    """ConfigContainer.to_yaml() writes every field of every section, the MoE fields of a dense model and the
+    defaults of features that are off included: none of them stops the import, and the model is the one given."""
+    from estimator.formats.bridge.catalog import SECTIONS
+    data = {s: dict(f) for s, f in SECTIONS.items()}
+    data["model"].update(MODEL)
+    data["train"].update(TRAIN)
+    data["mixed_precision"] = "bf16_mixed"
+    imp = read_bridge_config(data, world_size=1)
+    assert estimate(imp.config).to_dict()["parameters"]["total"] == P
+    # defaults the preset overwrites are not news, but for the gradient buffer's dtype (DDP's default False)
+    assert [n for n in imp.notes if "overwritten" in n] == [
+        "ddp.grad_reduce_in_fp32 = False is overwritten by mixed_precision (True), as Bridge's "
+        "MixedPrecisionConfig.setup does"]
