@@ -326,6 +326,10 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
         raise BridgeRefusedError([(f"{origin.get(text.split()[0], text.split()[0])} = "
                                    f"{' '.join(text.split()[1:]) or 'true'}", why)
                                   for text, why in exc.refused]) from None
+    except ConfigError as exc:       # name the Bridge field a Megatron-LM flag came from
+        raise ConfigError([Problem(origin.get(p.field, p.field), p.value,
+                                   p.message + (f" (Megatron-LM's {p.field})" if p.field in origin else ""))
+                           for p in exc.problems]) from None
     config = imp.config
     _after(cfg, config, notes)
     return MegatronImport(config, tuple(no_effect), (*imp.notes, *notes))
