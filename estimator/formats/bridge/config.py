@@ -326,7 +326,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
         raise ConfigError(problems)
     if refused:
         raise BridgeRefusedError(refused)
-    _bridge_defaults(cfg, values)
+    filled = _bridge_defaults(cfg, values)
     tokens, origin = _tokens(cfg, m, values)
     try:
         imp = read_megatron_args(tokens, world_size=world_size)
@@ -340,7 +340,9 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
                            for p in exc.problems]) from None
     config = imp.config
     _after(cfg, config, notes)
-    return MegatronImport(config, tuple(no_effect), (*imp.notes, *notes))
+    quiet = {flag for flag, where in origin.items() if where in filled}    # a default nobody set: no remark on it
+    said = [n for n in imp.notes if n.split(":")[0].split(" ")[0] not in quiet]
+    return MegatronImport(config, tuple(no_effect), (*said, *notes))
 
 
 #: Fields whose dataclass default is a placeholder to be filled in (a model's shape), never a setting.
@@ -365,14 +367,18 @@ def default_gaps() -> list[tuple[str, str, str, object, object]]:
     return out
 
 
-def _bridge_defaults(cfg: dict, values: dict) -> None:
-    """A field the YAML leaves out has its Bridge dataclass default, not Megatron-LM's argparse default."""
+def _bridge_defaults(cfg: dict, values: dict) -> set:
+    """A field the YAML leaves out has its Bridge dataclass default, not Megatron-LM's argparse default. Returns the
+    fields filled in (``section.field``)."""
+    filled = set()
     mla = bool((cfg.get("model") or {}).get("multi_latent_attention"))
     for section, name, dest, default, _ in default_gaps():
         if name in ("q_lora_rank", "kv_lora_rank") and not mla:
             continue                    # MLATransformerConfig's defaults: read only with multi-latent attention
         if name not in (cfg.get(section) or {}) and dest not in values:
             values[dest] = (f"{section}.{name}", default)
+            filled.add(f"{section}.{name}")
+    return filled
 
 
 def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
