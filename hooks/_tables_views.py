@@ -319,6 +319,25 @@ def _megatron_flags() -> str:
                                            for d, (allowed, why) in REFUSED_VALUES.items()])
 
 
+@marker("bridge-fields")
+def _bridge_fields() -> str:
+    """Every Megatron-Bridge field: modelled, no effect on memory, or refused (estimator.formats.bridge.field_classes)."""
+    from estimator.formats.bridge import catalog, field_classes
+    rows = field_classes.rows()
+    if any(r["kind"] == "unclassified" for r in rows):
+        raise MarkerError("a field of the Bridge catalogue is not classified")
+    by_kind = {k: [r for r in rows if r["kind"] == k] for k in ("modelled", "refused", "no_effect")}
+    return render_template("bridge_fields.md.j2", revision=catalog.REVISION, mlm_revision=catalog.MEGATRON_LM_REVISION,
+                           by_kind=by_kind, total=len(rows))
+
+
+@marker("bridge-recipes")
+def _bridge_recipes() -> str:
+    """The recipes --bridge-recipe knows, with their source (estimator.formats.bridge.recipe_catalog)."""
+    from estimator.formats.bridge.recipe_catalog import RECIPES
+    return render_template("bridge_recipes.md.j2", recipes=sorted(RECIPES.items()))
+
+
 # --- validation ----------------------------------------------------------------------------------
 
 @marker("validation-summary")

@@ -161,6 +161,9 @@ def apply_overrides(data: dict, ns: argparse.Namespace) -> tuple[dict, list[str]
 
 def _source_data(ns) -> tuple[dict, str]:
     """(configuration dict as written, a label) from the positional source, --hf or --megatron-args."""
+    bridge = getattr(ns, "bridge_config", None) or getattr(ns, "bridge_recipe", None)
+    if bridge:
+        return _bridge_source(ns)
     megatron = ns.megatron_args is not None or ns.megatron_args_file is not None
     if megatron and (ns.source or ns.hf):
         raise CLIError("--megatron-args describes the whole run; give it without a CONFIG/PRESET or --hf")
@@ -186,6 +189,33 @@ def _source_data(ns) -> tuple[dict, str]:
         raise CLIError("give a configuration file or preset name, --hf PATH|HF_ID or --megatron-args \"...\" "
                        "(see --help; `python -m estimator presets` lists the presets)")
     return data, label
+
+
+def _bridge_source(ns) -> tuple[dict, str]:
+    """--bridge-config FILE [overrides] or --bridge-recipe NAME [overrides]: a Megatron-Bridge run."""
+    if ns.bridge_config and ns.bridge_recipe:
+        raise CLIError("give --bridge-config or --bridge-recipe, not both")
+    if ns.source or ns.hf or ns.megatron_args is not None or ns.megatron_args_file is not None:
+        raise CLIError("a Megatron-Bridge configuration describes the whole run; give it without a CONFIG/PRESET, "
+                       "--hf or --megatron-args (change it with section.field=value overrides after it)")
+    world = getattr(ns, "training.world_size", None)
+    if ns.bridge_config:
+        from ..formats.bridge.config import read_bridge_config
+        path, *overrides = ns.bridge_config
+        imp = read_bridge_config(_read(path), world_size=world, overrides=overrides)
+        label = f"Megatron-Bridge configuration {clip(path)}"
+    else:
+        from ..formats.bridge.recipes import read_bridge_recipe
+        name, *overrides = ns.bridge_recipe
+        imp = read_bridge_recipe(name, overrides, world_size=world)
+        label = f"Megatron-Bridge recipe {name}"
+    if imp.no_effect:
+        print(f"note: {len(imp.no_effect)} settings without effect on memory: "
+              + ", ".join(field.split(" = ")[0] for field, _ in imp.no_effect[:12])
+              + (", ..." if len(imp.no_effect) > 12 else ""), file=sys.stderr)
+    for note in imp.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return imp.config, label
 
 
 def _read(path: str) -> str:
@@ -459,6 +489,22 @@ def cmd_gpus(ns) -> int:
     return 0
 
 
+def cmd_bridge_overrides(ns) -> int:
+    from ..formats.bridge.export import to_bridge_overrides
+    cfg, _ = _config(ns)
+    sep = " " if ns.oneline else " \\\n"
+    print(sep.join(shlex.quote(o) for o in to_bridge_overrides(cfg)))
+    return 0
+
+
+def cmd_bridge_recipes(ns) -> int:
+    from ..formats.bridge.recipes import RECIPES, recipe_names
+    for name in recipe_names():
+        r = RECIPES[name]
+        print(f"{name}  ({r['preset']}, {r['config'].get('training', {}).get('world_size', '?')} x {r['gpu']})")
+    return 0
+
+
 def cmd_megatron_args(ns) -> int:
     from ..formats.megatron_args import to_megatron_args
     cfg, _ = _config(ns)
@@ -489,6 +535,12 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
                          "is downloaded); with CONFIG|PRESET, replaces its model section")
         inp.add_argument("--megatron-args", metavar="ARGS", help="the flags of a pretrain_gpt.py launch, quoted")
         inp.add_argument("--megatron-args-file", metavar="FILE", help="a launch script holding those flags")
+        inp.add_argument("--bridge-config", nargs="+", metavar=("FILE", "KEY=VALUE"), help="the config.yaml a "
+                         "Megatron-Bridge run writes (ConfigContainer.to_yaml()), then Bridge overrides such as "
+                         "model.tensor_model_parallel_size=4; give the world size with --num-gpus")
+        inp.add_argument("--bridge-recipe", nargs="+", metavar=("NAME", "KEY=VALUE"), help="a Megatron-Bridge "
+                         "recipe by function name (see `bridge-recipes`), then Bridge overrides as run_recipe.py "
+                         "takes them (mixed_precision=bf16_mixed, ddp.grad_reduce_in_fp32=false, ...)")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print Estimate.to_dict() as JSON (same as --format json)")
     out.add_argument("--format", choices=("table", "json", "yaml"), default="table",
@@ -542,7 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("hf", metavar="PATH|HF_ID", help="config.json, a model directory holding one, or a Hub id "
                    "of the model catalog")
     _add_estimate_options(p, source=False)
-    p.set_defaults(func=cmd_estimate, source=None, megatron_args=None, megatron_args_file=None)
+    p.set_defaults(func=cmd_estimate, source=None, megatron_args=None, megatron_args_file=None, bridge_config=None,
+                   bridge_recipe=None)
 
     p = sub.add_parser("presets", help="list the presets with their parameter counts",
                        description="The presets (use the name where a CONFIG is expected).")
@@ -571,6 +624,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--oneline", action="store_true", help="print the flags on one line")
     add_override_flags(p)
     p.set_defaults(func=cmd_megatron_args, megatron_args=None, megatron_args_file=None)
+
+    p = sub.add_parser("bridge-overrides", help="print a configuration as Megatron-Bridge overrides",
+                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID] [overrides] [--oneline]",
+                       description="Print a configuration as Megatron-Bridge section.field=value overrides, as "
+                       "scripts/training/run_recipe.py takes them after --recipe NAME (the world size is the "
+                       "launcher's).")
+    p.add_argument("source", nargs="?", metavar="CONFIG|PRESET", help="a configuration file or a preset name")
+    p.add_argument("--hf", metavar="PATH|HF_ID", help="take the model from a Hugging Face config.json or a "
+                   "catalog Hub id")
+    p.add_argument("--oneline", action="store_true", help="print the overrides on one line")
+    add_override_flags(p)
+    p.set_defaults(func=cmd_bridge_overrides, megatron_args=None, megatron_args_file=None)
+
+    p = sub.add_parser("bridge-recipes", help="list the Megatron-Bridge recipes --bridge-recipe knows",
+                       description="The Megatron-Bridge recipes of the catalogue, by function name.")
+    p.set_defaults(func=cmd_bridge_recipes)
 
     cli_search.add_parser(sub)
     return parser

@@ -310,11 +310,38 @@ class _Reader:
         if rest:
             if rest[0] in "[{":
                 return _flow(rest, n)
-            return _scalar(rest, n)
+            return _scalar(self.folded(rest, n, indent), n)
         if self.i < len(self.lines) and (self.lines[self.i][1] > indent or (
                 self.lines[self.i][1] == indent and self.lines[self.i][2].startswith("-"))):
             return self.block(self.lines[self.i][1])
         return None
+
+    def folded(self, first: str, n: int, indent: int) -> str:
+        """A flow scalar continued on the following lines that are indented deeper than its key (PyYAML wraps long
+        strings so, at 80 columns): the line breaks fold into spaces, an empty line into a newline, and in a
+        double-quoted string a ``\\`` at the end of a line joins without a space (YAML 1.2 7.3, 7.5). Quoted
+        continuations are read from the raw lines (a ``#`` in them is text)."""
+        quoted = first[0] in "\"'"
+        text, blank, j, last = first, 0, n, n
+        while j < len(self.raw):
+            line = self.raw[j]
+            j += 1
+            if not line.strip():
+                blank += 1
+                continue
+            if len(line) - len(line.lstrip()) <= indent:
+                break
+            part = line.strip() if quoted else _strip_comment(line).strip()
+            if not part:                       # a comment line ends a plain scalar
+                break
+            if first[0] == '"' and not blank and (len(text) - len(text.rstrip("\\"))) % 2 == 1:
+                text = text[:-1] + part        # an escaped line break
+            else:
+                text += ("\n" * blank if blank else " ") + part
+            blank, last = 0, j
+        while self.i < len(self.lines) and self.lines[self.i][0] <= last:
+            self.i += 1
+        return text
 
     def mapping(self, indent: int) -> dict:
         out: dict = {}

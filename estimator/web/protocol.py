@@ -22,8 +22,9 @@ verdict). Requests, ``{"op": ...}``:
 - ``advice`` ``{state}`` -> ``{choices, steps, levers, hidden}``: the valid values of the quick controls,
   the nearest valid GPU counts, batch sizes and sequence lengths, and the single changes that make the
   configuration fit (:mod:`estimator.plan.advice`);
-- ``import`` ``{state, kind: yaml | hf | megatron, text}`` -> ``{state, notes}`` or ``{errors}``; for Megatron
-  arguments also ``flags: {no_effect: [{flag, reason}]}``, and with the errors ``refused: [{flag, reason}]``;
+- ``import`` ``{state, kind: yaml | hf | megatron | bridge, text}`` -> ``{state, notes}`` or ``{errors}``; for
+  Megatron arguments and a Megatron-Bridge ``config.yaml`` also ``flags: {no_effect: [{flag, reason}]}`` (a Bridge
+  field as ``section.field = value``), and with the errors ``refused: [{flag, reason}]``;
   with ``kind: hf`` the text may be a catalog Hub id as well as a config.json;
 - ``search`` ``{state, top, options?}`` -> ``{layouts, summary, notes, notation, search_key}`` or ``{errors}``
   (``options``: :func:`estimator.web.plan.search_options`);
@@ -166,6 +167,13 @@ def exports(cfg: dict, state: dict) -> dict:
         out["megatron"] = None
     except (EstimatorError, ValueError) as exc:
         out["megatron"] = f"# no Megatron-LM arguments: {exc}"
+    try:
+        from ..formats.bridge.export import to_bridge_overrides
+        out["bridge"] = " \\\n".join(to_bridge_overrides(cfg))
+    except ImportError:
+        out["bridge"] = None
+    except (EstimatorError, ValueError) as exc:
+        out["bridge"] = f"# no Megatron-Bridge overrides: {exc}"
     return out
 
 
@@ -213,8 +221,19 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             notes.extend(f"No effect on memory: {', '.join(flags)} ({why})."
                          for flags, why in grouped_no_effect(imp.no_effect))
             flags = {"no_effect": [{"flag": f, "reason": why} for f, why in imp.no_effect]}
+        elif kind == "bridge":
+            from ..formats.bridge.config import read_bridge_config
+            world = (current.get("training") or {}).get("world_size")
+            imp = read_bridge_config(text, world_size=world if isinstance(world, int) else None)
+            cfg = imp.config
+            notes.append("Everything from the Megatron-Bridge configuration, with Bridge's rules (the precision "
+                         "preset, CommOverlapConfig) and defaults; the number of GPUs kept.")
+            notes.extend(imp.notes)
+            if imp.no_effect:
+                notes.append(f"No effect on memory: {', '.join(f.split(' = ')[0] for f, _ in imp.no_effect)}.")
+            flags = {"no_effect": [{"flag": f, "reason": why} for f, why in imp.no_effect]}
         else:
-            return error_answer("import", kind, "unknown import kind; allowed: yaml, hf, megatron")
+            return error_answer("import", kind, "unknown import kind; allowed: yaml, hf, megatron, bridge")
     except ConfigError as exc:
         return errors_answer([Problem(f"import.{kind}", p.value, f"{p.field}: {p.message}") for p in exc.problems])
     except (EstimatorError, ValueError) as exc:
@@ -225,7 +244,7 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             return out
         return error_answer(f"import.{kind}", None, str(exc))
     out = {"state": {"preset": None, "values": flatten(cfg), "gpu": state.get("gpu")}, "notes": notes}
-    if kind == "megatron":
+    if kind in ("megatron", "bridge"):
         out["flags"] = flags
     return out
 

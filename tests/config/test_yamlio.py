@@ -82,3 +82,20 @@ def test_multi_line_strings_round_trip():
     text = yamlio.dump(data)
     assert len(text.splitlines()) == 3
     assert yamlio.load(text) == data == yaml.safe_load(text)
+
+
+def test_long_strings_as_pyyaml_wraps_them():
+    """PyYAML (which Megatron-Bridge writes config.yaml with) wraps a long flow scalar onto lines indented deeper
+    than its key: plain, single-quoted (a # inside is text), double-quoted with an escaped line break, and a list
+    item. Each folds back to the string written."""
+    data = {"logger": {"name": "a very long experiment name with spaces " * 4, "tags": [], "extra": {}},
+            "model": {"plain": "word " * 30 + "end", "dq": "tab\there " * 12, "hash": "a # b " * 20,
+                      "items": ["long item with many words " * 5, "x"], "after": 1}}
+    text = yaml.safe_dump(data)
+    assert "\n    " in text                      # it did wrap
+    assert yamlio.load(text) == data
+
+
+def test_folded_plain_scalar_and_blank_line():
+    """YAML 1.2 7.3: a line break between continuation lines folds to a space, an empty line to a newline."""
+    assert yamlio.load("k: one\n  two\n\n  three\nnext: 1\n") == {"k": "one two\nthree", "next": 1}

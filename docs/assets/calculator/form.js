@@ -70,10 +70,11 @@
 
     importPanel() {
       const kinds = { hf: "Hugging Face config.json", megatron: "Megatron-LM launch arguments",
-                      yaml: "Estimator configuration (YAML or JSON)" };
+                      bridge: "Megatron-Bridge config.yaml", yaml: "Estimator configuration (YAML or JSON)" };
       return h("details", { class: "mme-section mme-import" }, h("summary", {}, "import"),
         h("p", { class: "mme-doc" }, "Paste (or drop a file on the box) and the form takes it over: a config.json " +
-          "replaces the model section, Megatron arguments the fields they set, a configuration everything."),
+          "replaces the model section, Megatron arguments the fields they set, a Bridge config.yaml or a configuration " +
+          "everything."),
         this.catalogPicker(),
         Object.entries(kinds).map(([kind, label]) => {
           const id = `mme-import.${kind}`;

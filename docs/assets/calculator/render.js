@@ -154,9 +154,10 @@
 
   /* ---- exports */
   function exports(ex, open, onToggle) {
-    const items = [["yaml", "Copy YAML"], ["cli", "Copy CLI command"], ["megatron", "Copy Megatron arguments"]];
+    const items = [["yaml", "Copy YAML"], ["cli", "Copy CLI command"], ["megatron", "Copy Megatron arguments"],
+                   ["bridge", "Copy Megatron-Bridge overrides"]];
     const box = h("details", { class: "mme-exports", open },
-      h("summary", {}, "This configuration as YAML, a CLI command, Megatron-LM arguments"));
+      h("summary", {}, "This configuration as YAML, a CLI command, Megatron-LM arguments, Megatron-Bridge overrides"));
     box.addEventListener("toggle", () => onToggle(box.open));
     if (ex) {
       box.append(...items.filter(([k]) => ex[k]).map(([k, label]) => h("div", { class: "mme-export" },

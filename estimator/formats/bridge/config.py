@@ -1,0 +1,489 @@
+"""Megatron-Bridge configurations in: the ``config.yaml`` a Bridge run writes, with Bridge's own semantics.
+
+A Bridge run saves its whole ``ConfigContainer`` as YAML (``ConfigContainer.to_yaml()``): sections ``model``
+(``GPTModelProvider``, a Megatron-Core ``TransformerConfig``), ``train``, ``optimizer``, ``ddp``, ``dataset``,
+``mixed_precision``, ``comm_overlap``, ``peft``, ``checkpoint``, ``logger``, ... Objects that are not plain values
+are written as ``{_target_: dotted.name, _call_: false}`` (functions, torch dtypes) or, for enums,
+``{_target_: ..., _call_: true, _args_: [value], _name_: name}`` (Megatron-LM @ 2a75ac12 :
+megatron/training/config/yaml_utils.py).
+
+:func:`read_bridge_config` reads it in three steps:
+
+1. Bridge's own rules, read at NVIDIA-NeMo/Megatron-Bridge @ 067f987d (the catalogue's :data:`REVISION`):
+   the mixed-precision preset (``training/mixed_precision.py``: ``MixedPrecisionConfig.setup`` copies *every* field
+   of the preset onto the model, optimizer and DDP configs that have a field of that name, so ``bf16_mixed``'s
+   ``grad_reduce_in_fp32: true`` wins over ``ddp.grad_reduce_in_fp32``), and the ``CommOverlapConfig``
+   (``training/comm_overlap.py``: TP overlap off below TP 2 or without sequence parallelism; with the distributed
+   optimizer and more than one data-parallel rank, ``overlap_grad_reduce`` and ``overlap_param_gather`` on unless
+   the ``comm_overlap`` section sets them; the model's ``defer_embedding_wgrad_compute``, ``wgrad_deferral_limit``,
+   ``overlap_moe_expert_parallel_comm`` and ``delay_wgrad_compute`` taken from it, off where it leaves them unset).
+2. Every field is classified (:mod:`estimator.formats.bridge.field_classes`): a refused field set away from its
+   default stops the import, naming ``section.field``; fields without memory effect are listed.
+3. The fields Megatron-Core receives are written as the Megatron-LM flags of the same destinations and read by
+   :func:`estimator.formats.megatron_args.read_megatron_args`, so both frontends give one estimate wherever
+   Megatron-Core receives the same settings. What Megatron-LM cannot express is set afterwards: the gradient
+   buffer's dtype from ``grad_reduce_in_fp32``, ``recompute_modules: []`` (recompute nothing), BF16 master-weight
+   remainders, and the PEFT adapters.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from ...config.input_size import size_problem
+from ...config.yamlio import YamlError, dump, load
+from .catalog import REVISION, SECTIONS
+from .field_classes import NO_EFFECT_SECTIONS, classify
+from .presets import MIXED_PRECISION_PRESETS
+from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
+from ..megatron_catalog import ARGUMENTS
+
+__all__ = ["BridgeRefusedError", "apply_overrides", "bridge_dict", "default_gaps", "read_bridge_config"]
+
+#: The order in which a field given in two sections is read (Bridge keeps them equal; the model's wins).
+_ORDER = ("model", "ddp", "optimizer", "train", "dataset", "checkpoint", "comm_overlap", "mixed_precision")
+
+#: Bridge fields written as another Megatron-LM argument destination (the flags differ only in name).
+_RENAMED = {"num_moe_experts": "num_experts",
+            "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
+            "num_layers_in_first_pipeline_stage": "decoder_first_pipeline_num_layers",
+            "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers",
+            "use_custom_fsdp": "use_megatron_fsdp", "cuda_graph_scope": "cuda_graph_modules",
+            "sequence_length": "seq_length"}
+
+#: Fields the steps above read themselves (not through a flag of their own name).
+_BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output_weights", "params_dtype",
+            "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "store_param_remainders", "fp32",
+            "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
+            "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm"}
+
+_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float32": "fp32",
+           "torch.float": "fp32"}
+_ACTIVATIONS = {("silu", True): "--swiglu", ("gelu", False): None, ("squared_relu", False): "--squared-relu",
+                ("quick_gelu", True): "--quick-geglu"}
+_PEFT = {"LoRA": "lora", "DoRA": "dora"}
+
+
+class BridgeRefusedError(UnsupportedError):
+    """Bridge fields whose memory effect is not modelled; ``refused`` holds (``section.field = value``, reason)."""
+
+    def __init__(self, refused: list[tuple[str, str]]):
+        self.refused = tuple(refused)
+        lines = "\n".join(f"  - {field}: {why}" for field, why in refused)
+        super().__init__(f"not modelled, so no estimate (set these fields to their defaults to estimate without "
+                         f"them):\n{lines}")
+
+    def to_problems(self) -> list[Problem]:
+        return [Problem(field.split(" = ")[0], field.partition(" = ")[2] or None, why) for field, why in self.refused]
+
+
+def _plain(value):
+    """A YAML value with Bridge's object encoding undone: an enum is its name, a function or dtype its dotted name."""
+    if isinstance(value, dict) and "_target_" in value:
+        if "_name_" in value:
+            return value["_name_"]
+        if value.get("_call_") is False or value.get("_partial_"):
+            return value["_target_"]
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def bridge_dict(data) -> dict:
+    """The ``ConfigContainer`` as a dict of sections from YAML text or a dict, every section name checked."""
+    if isinstance(data, str):
+        too_large = size_problem(len(data), "bridge_config", "the Megatron-Bridge configuration")
+        if too_large:
+            raise ConfigError(too_large)
+        try:
+            data = load(data)
+        except YamlError as exc:
+            raise ConfigError(Problem("bridge_config", None, f"not YAML this reader understands: {exc}")) from None
+    if not isinstance(data, dict):
+        raise ConfigError(Problem("bridge_config", type(data).__name__, "expected a mapping of sections (model, "
+                                  "train, optimizer, ddp, ...), as ConfigContainer.to_yaml() writes"))
+    known = set(SECTIONS) | set(NO_EFFECT_SECTIONS) | {"_target_"}
+    problems = []
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            problems.append(Problem(str(key), None, f"not a section of Megatron-Bridge's ConfigContainer @ "
+                                    f"{REVISION[:8]}{hint}"))
+        elif key != "_target_" and data[key] is not None and key not in ("mixed_precision", "peft", "env_vars") \
+                and not isinstance(data[key], dict):
+            problems.append(Problem(str(key), show(data[key]), "a section must be a mapping of fields"))
+    if problems:
+        raise ConfigError(problems)
+    return {k: (_plain(v) if isinstance(v, dict) else v) for k, v in data.items() if k != "_target_"}
+
+
+def apply_overrides(cfg: dict, overrides) -> dict:
+    """``cfg`` with Bridge's dotted ``section.field=value`` overrides applied (values read as YAML scalars: ``4``,
+    ``true``, ``null``, ``[a, b]``), as ``scripts/training/run_recipe.py`` takes them. Returns a new dict."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in cfg.items()}
+    problems = []
+    for text in overrides:
+        key, eq, raw = str(text).partition("=")
+        section, dot, name = key.strip().partition(".")
+        if eq and not dot and section in ("mixed_precision", "peft"):     # a preset or adapter by name
+            out[section] = raw.strip() if section == "mixed_precision" else _peft(raw.strip())
+            continue
+        if eq and dot and section == "env_vars":
+            out["env_vars"] = {**(out.get("env_vars") or {}), name: raw.strip()}
+            continue
+        if not eq or not dot or not name or "." in name:
+            problems.append(Problem(str(text), None, "an override is section.field=value (e.g. "
+                                    "model.tensor_model_parallel_size=4)"))
+            continue
+        if section not in SECTIONS:
+            close = difflib.get_close_matches(section, sorted(SECTIONS), n=1)
+            problems.append(Problem(key, raw, f"{section!r} is not a section of Megatron-Bridge's ConfigContainer"
+                                    + (f"; did you mean {close[0]}?" if close else "")))
+            continue
+        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_"):
+            close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
+            problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
+                                    f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
+            continue
+        try:
+            value = load(f"v: {raw.strip()}")["v"] if raw.strip() else None
+        except YamlError as exc:
+            problems.append(Problem(key, raw, f"not a value: {exc}"))
+            continue
+        sec = out.get(section)
+        if section == "mixed_precision" and isinstance(sec, str):
+            sec = _preset(sec)
+        out[section] = {**(sec if isinstance(sec, dict) else {}), name: value}
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _peft(name: str) -> dict:
+    """Bridge's PEFT schemes by name (recipes' ``peft="lora"``): the adapter class, its defaults from the catalogue."""
+    if name not in ("lora", "dora"):
+        raise ConfigError(Problem("peft", name, "a PEFT scheme is lora or dora (megatron/bridge/peft/lora.py, "
+                                  "dora.py)"))
+    return {"_target_": "megatron.bridge.peft." + ("lora.LoRA" if name == "lora" else "dora.DoRA")}
+
+
+def _preset(name: str) -> dict:
+    if name not in MIXED_PRECISION_PRESETS:
+        close = difflib.get_close_matches(name, sorted(MIXED_PRECISION_PRESETS), n=3)
+        raise ConfigError(Problem("mixed_precision", name, "not a mixed-precision preset of Megatron-Bridge "
+                                  f"(training/mixed_precision.py); known: {', '.join(close or sorted(MIXED_PRECISION_PRESETS)[:6])}"))
+    return dict(MIXED_PRECISION_PRESETS[name])
+
+
+def _apply_precision(cfg: dict, notes: list) -> None:
+    """MixedPrecisionConfig.setup: every preset field overwrites the same-named field of model, optimizer and ddp."""
+    mp = cfg.get("mixed_precision")
+    if mp is None:
+        return
+    if isinstance(mp, dict) and "_preset_" in mp:        # to_bridge_dict's form: a preset and what differs from it
+        mp = {**(_preset(mp["_preset_"]) if mp["_preset_"] else {}), **{k: v for k, v in mp.items() if k != "_preset_"}}
+    full = {**SECTIONS["mixed_precision"], **(_preset(mp) if isinstance(mp, str) else mp)}
+    for param in ("fp8_param", "fp4_param"):     # MixedPrecisionConfig.finalize: from *_param_gather when unset
+        if full.get(param) is None:
+            full[param] = full.get(param + "_gather")
+    for section in ("model", "optimizer", "ddp"):
+        sec = cfg.setdefault(section, {})
+        for k, v in full.items():
+            if k in SECTIONS[section]:
+                if k in sec and sec[k] != v and sec[k] is not None and (
+                        sec[k] != SECTIONS[section].get(k) or k == "grad_reduce_in_fp32"):
+                    notes.append(f"{section}.{k} = {show(sec[k])} is overwritten by mixed_precision "
+                                 f"({show(v)}), as Bridge's MixedPrecisionConfig.setup does")
+                sec[k] = v
+    cfg["mixed_precision"] = full
+
+
+def _sync_distributed_optimizer(cfg: dict, notes: list) -> None:
+    """training/config.py _validate_and_sync_distributed_optimizer_settings: the distributed optimizer set on either
+    the DDP or the optimizer configuration is turned on for both."""
+    ddp, opt = cfg.get("ddp") or {}, cfg.get("optimizer") or {}
+    if bool(ddp.get("use_distributed_optimizer")) != bool(opt.get("use_distributed_optimizer")) and (
+            ddp.get("use_distributed_optimizer") or opt.get("use_distributed_optimizer")):
+        notes.append("use_distributed_optimizer set on only one of ddp and optimizer: Bridge turns it on for both")
+        cfg["ddp"] = {**ddp, "use_distributed_optimizer": True}
+        cfg["optimizer"] = {**opt, "use_distributed_optimizer": True}
+
+
+def _apply_comm_overlap(cfg: dict, world_size: int | None) -> None:
+    """CommOverlapConfig.setup (training/comm_overlap.py), for the fields that change what a GPU holds."""
+    co = cfg.get("comm_overlap")
+    if not isinstance(co, dict):
+        return
+    m, ddp = cfg.setdefault("model", {}), cfg.setdefault("ddp", {})
+    tp = m.get("tensor_model_parallel_size") or 1
+    tp_overlap = bool(co.get("tp_comm_overlap")) and tp >= 2 and bool(m.get("sequence_parallel"))
+    m["tp_comm_overlap"] = tp_overlap
+    for k, off in (("defer_embedding_wgrad_compute", False), ("wgrad_deferral_limit", -1),
+                   ("overlap_moe_expert_parallel_comm", False), ("delay_wgrad_compute", False)):
+        m[k] = co[k] if co.get(k) is not None else off
+    if ddp.get("use_distributed_optimizer"):
+        dp = co.get("data_parallel_size")
+        if dp is None and world_size:
+            per = tp * (m.get("pipeline_model_parallel_size") or 1) * (m.get("context_parallel_size") or 1)
+            dp = world_size // per if per else None
+        on = bool(dp and dp > 1)
+        for k in ("overlap_grad_reduce", "overlap_param_gather"):
+            ddp[k] = co[k] if co.get(k) is not None else on
+
+
+def _default(section: str, name: str):
+    return SECTIONS.get(section, {}).get(name)
+
+
+def _is_off(section: str, name: str, value) -> bool:
+    return value in (None, False, 0, [], "", {}) or value == _default(section, name)
+
+
+def _flag_tokens(dest: str, value, where: str) -> list[str]:
+    flags, arity, default = ARGUMENTS[dest]
+    flag = flags[0]
+    if value is None:
+        return []
+    if arity == 0:
+        if not isinstance(value, bool):
+            raise ConfigError(Problem(where, show(value), "must be true or false"))
+        return [flag] if value != bool(default) else []
+    if arity in ("+", "*"):
+        items = value if isinstance(value, list) else [value]
+        return [flag, *map(str, items)] if items else []
+    if isinstance(value, list):             # a layer pattern such as moe_layer_freq: Megatron-LM reads "[0,1,1]"
+        return [flag, "[" + ",".join(map(str, value)) + "]"]
+    if isinstance(value, dict):
+        raise ConfigError(Problem(where, show(value), "expected a single value"))
+    if isinstance(value, bool):
+        value = str(value).lower()
+    return [flag, str(value)]
+
+
+def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> MegatronImport:
+    """The estimator's configuration of a Megatron-Bridge run, with what each field means for memory.
+
+    ``data`` is the YAML text of a ``config.yaml`` (or its dict); ``overrides`` Bridge's dotted ``section.field=value``
+    strings; ``world_size`` the number of GPUs (a Bridge configuration does not hold it). Raises
+    :class:`ConfigError` naming ``section.field`` for a bad or unknown value and :class:`BridgeRefusedError` naming
+    every field whose memory effect is not modelled.
+    """
+    cfg = apply_overrides(bridge_dict(data), overrides)
+    refused, no_effect, notes = [], [], []
+    _apply_precision(cfg, notes)
+    _sync_distributed_optimizer(cfg, notes)
+    _apply_comm_overlap(cfg, world_size)
+    m = cfg.get("model") or {}
+    values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)
+    problems = []
+    for section in [*_ORDER, *[s for s in cfg if s not in _ORDER]]:
+        sec = cfg.get(section)
+        if not isinstance(sec, dict) or section in NO_EFFECT_SECTIONS:
+            if sec not in (None, {}) and section in NO_EFFECT_SECTIONS:
+                no_effect.append((section, NO_EFFECT_SECTIONS[section]))
+            continue
+        for name, value in sec.items():
+            where = f"{section}.{name}"
+            if name in ("_target_", "_call_"):
+                if section == "model":
+                    notes.append(f"model: {value} (Bridge's model provider)")
+                continue
+            if name not in SECTIONS[section]:
+                close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
+                problems.append(Problem(where, show(value), f"not a field of {section} at Megatron-Bridge @ "
+                                        f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
+                continue
+            kind, why = classify(section, name)
+            if kind == "refused":
+                copied = isinstance(cfg.get("mixed_precision"), dict) and name in cfg["mixed_precision"] and \
+                    section in ("model", "optimizer", "ddp")    # said once, as the mixed_precision field
+                if not copied and not _is_off(section, name, value):
+                    refused.append((f"{where} = {show(value)}", why))
+                continue
+            dest = _RENAMED.get(name, name)
+            if kind == "no_effect":
+                if not _is_off(section, name, value):
+                    no_effect.append((f"{where} = {show(value)}", why))
+                if dest in HANDLED and dest not in values:     # kept in the configuration all the same
+                    values[dest] = (where, value)
+                continue
+            if name in _BY_HAND or section == "mixed_precision":
+                continue
+            if dest in ARGUMENTS and dest not in values:
+                values[dest] = (where, value)
+    opt = cfg.get("optimizer") or {}
+    if opt.get("optimizer_cpu_offload") and not opt.get("use_precision_aware_optimizer"):
+        refused.append(("optimizer.optimizer_cpu_offload = True", "optimizer CPU offload without "
+                        "use_precision_aware_optimizer is not modelled yet: Bridge and Megatron-Core accept it (the "
+                        "fp32 master shard stays on the GPU, only the Adam moments move to the host), Megatron-LM's "
+                        "arguments refuse it"))
+    if problems:
+        raise ConfigError(problems)
+    if refused:
+        raise BridgeRefusedError(refused)
+    filled = _bridge_defaults(cfg, values)
+    tokens, origin = _tokens(cfg, m, values)
+    try:
+        imp = read_megatron_args(tokens, world_size=world_size)
+    except RefusedFlagsError as exc:
+        raise BridgeRefusedError([(f"{origin.get(text.split()[0], text.split()[0])} = "
+                                   f"{' '.join(text.split()[1:]) or 'true'}", why)
+                                  for text, why in exc.refused]) from None
+    except ConfigError as exc:       # name the Bridge field a Megatron-LM flag came from
+        raise ConfigError([Problem(origin.get(p.field, p.field), p.value,
+                                   p.message + (f" (Megatron-LM's {p.field})" if p.field in origin else ""))
+                           for p in exc.problems]) from None
+    config = imp.config
+    _after(cfg, config, notes)
+    quiet = {flag for flag, where in origin.items() if where in filled}    # a default nobody set: no remark on it
+    said = [n for n in imp.notes if n.split(":")[0].split(" ")[0] not in quiet]
+    return MegatronImport(config, tuple(no_effect), (*said, *notes))
+
+
+#: Fields whose dataclass default is a placeholder to be filled in (a model's shape), never a setting.
+_PLACEHOLDERS = {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "cuda_graph_scope",
+                 "cuda_graph_modules"}
+
+
+def default_gaps() -> list[tuple[str, str, str, object, object]]:
+    """(section, field, Megatron-LM destination, Bridge's dataclass default, Megatron-LM's argparse default) of every
+    modelled field whose two defaults differ (TransformerConfig's cross_entropy_loss_fusion True against argparse's
+    False; OptimizerConfig's optimizer_offload_fraction 0.0 against 1.0, ...): a field a YAML leaves out means the
+    former, a flag a launch leaves out the latter."""
+    out = []
+    for section in ("model", "ddp", "optimizer", "train"):
+        for name, default in SECTIONS[section].items():
+            dest = _RENAMED.get(name, name)
+            if default is None or name in _PLACEHOLDERS or name in _BY_HAND or dest not in HANDLED \
+                    or dest not in ARGUMENTS or ARGUMENTS[dest][2] == default:
+                continue
+            if (classify(section, name) or ("refused",))[0] != "refused":
+                out.append((section, name, dest, default, ARGUMENTS[dest][2]))
+    return out
+
+
+def _bridge_defaults(cfg: dict, values: dict) -> set:
+    """A field the YAML leaves out has its Bridge dataclass default, not Megatron-LM's argparse default. Returns the
+    fields filled in (``section.field``)."""
+    filled = set()
+    mla = bool((cfg.get("model") or {}).get("multi_latent_attention"))
+    for section, name, dest, default, _ in default_gaps():
+        if name in ("q_lora_rank", "kv_lora_rank") and not mla:
+            continue                    # MLATransformerConfig's defaults: read only with multi-latent attention
+        if name not in (cfg.get(section) or {}) and dest not in values:
+            values[dest] = (f"{section}.{name}", default)
+            filled.add(f"{section}.{name}")
+    return filled
+
+
+def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
+    """The Megatron-LM flags of the fields Megatron-Core receives, and flag -> the Bridge field it came from."""
+    tokens: list[str] = []
+    origin: dict[str, str] = {}
+    act = str(m.get("activation_func") or "torch.nn.functional.gelu").rsplit(".", 1)[-1]
+    glu = bool(m.get("gated_linear_unit"))
+    if (act, glu) not in _ACTIVATIONS:
+        raise BridgeRefusedError([(f"model.activation_func = {act}, model.gated_linear_unit = {str(glu).lower()}",
+                                   "this activation is not modelled (silu with the gated linear unit, gelu, squared "
+                                   "relu and gated quick-gelu are)")])
+    if _ACTIVATIONS[(act, glu)]:
+        tokens.append(_ACTIVATIONS[(act, glu)])
+        origin[_ACTIVATIONS[(act, glu)]] = "model.activation_func"
+    if m.get("share_embeddings_and_output_weights") is False:
+        tokens.append("--untie-embeddings-and-output-weights")
+        origin[tokens[-1]] = "model.share_embeddings_and_output_weights"
+    dtype = _DTYPES.get(str(m.get("params_dtype")), None)
+    if dtype in ("bf16", "fp16") and not m.get(dtype):
+        values.setdefault(dtype, ("model.params_dtype", True))
+    if m.get("num_query_groups") and m.get("num_query_groups") != m.get("num_attention_heads"):
+        tokens.append("--group-query-attention")
+    if m.get("position_embedding_type") == "learned_absolute" and m.get("seq_length"):
+        tokens += ["--max-position-embeddings", str(m["seq_length"])]   # GPTModelProvider: max_sequence_length
+    if m.get("fp8_param") and "fp8_param_gather" not in values:
+        values["fp8_param_gather"] = ("model.fp8_param", True)
+    if m.get("cpu_offloading"):
+        values.setdefault("cpu_offloading_num_layers", ("model.cpu_offloading", m.get("cpu_offloading_num_layers")
+                                                        or 1))
+    else:
+        values.pop("cpu_offloading_num_layers", None)
+    values.pop("tp_comm_overlap_cfg", None)       # a dict or a Bridge name, not a file: set in _after
+    # A config.yaml holds every TransformerConfig field: the MoE ones of a dense model and the MLA ones of a model
+    # without multi-latent attention are defaults Megatron-Core does not read.
+    if not m.get("num_moe_experts"):
+        for dest in [d for d in values if d.startswith("moe_") or d == "num_experts"]:
+            values.pop(dest)
+    if str(m.get("cuda_graph_impl") or "none") == "none":
+        values.pop("cuda_graph_modules", None)
+    if not m.get("multi_latent_attention"):
+        for dest in ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
+            values.pop(dest, None)
+    opt = values.get("optimizer", (None, None))
+    if opt[1] == "dist_muon" and not (cfg.get("ddp") or {}).get("use_distributed_optimizer"):
+        # Megatron-Core takes dist_ as the layer-wise distributed optimizer (optimizer/muon.py); without the
+        # distributed-optimizer DDP buffers every parameter sits in its ping-pong shards: Megatron-LM's
+        # --optimizer muon --use-distributed-optimizer --no-use-layer-wise-param-layout
+        values["optimizer"] = (opt[0], "muon")
+        values["use_distributed_optimizer"] = ("optimizer.optimizer", True)
+        tokens.append("--no-use-layer-wise-param-layout")
+    if values.get("recompute_modules", (None, None))[1] == []:
+        values.pop("recompute_modules")          # Megatron-LM cannot write [] (nargs='+'): set in _after
+    if not values.get("fp8", (None, None))[1]:     # FP8-only fields of the preset's defaults: not read without FP8
+        for dest in ("fp8_recipe", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+                     "fp8_param_gather", "fp8_margin", "fp8_amax_history_len", "fp8_amax_compute_algo", "fp8_wgrad"):
+            values.pop(dest, None)
+    if not values.get("defer_embedding_wgrad_compute", (None, None))[1]:
+        values.pop("wgrad_deferral_limit", None)
+    for dest, (where, value) in values.items():
+        toks = _flag_tokens(dest, value, where)
+        if toks:
+            origin[toks[0]] = where
+        tokens += toks
+    return tokens, origin
+
+
+def _after(cfg: dict, config: dict, notes: list) -> None:
+    """What Megatron-LM's flags cannot say, set on the imported configuration."""
+    m, ddp, opt = cfg.get("model") or {}, cfg.get("ddp") or {}, cfg.get("optimizer") or {}
+    pr, tr = config.setdefault("precision", {}), config.setdefault("training", {})
+    if ddp.get("grad_reduce_in_fp32") is not None and pr.get("params_dtype", "fp32") != "fp32":
+        pr["accumulate_allreduce_grads_in_fp32"] = bool(ddp["grad_reduce_in_fp32"])
+    if opt.get("store_param_remainders") is not None:
+        pr["store_param_remainders"] = bool(opt["store_param_remainders"])
+    if m.get("disable_parameter_transpose_cache") is not None:
+        if pr.get("fp8"):
+            pr["disable_parameter_transpose_cache"] = bool(m["disable_parameter_transpose_cache"])
+        elif m["disable_parameter_transpose_cache"]:
+            notes.append("model.disable_parameter_transpose_cache: no effect without FP8 (no weight transposes kept)")
+    if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":
+        tr["recompute_modules"] = []
+        notes.append("model.recompute_modules = []: selective recompute of nothing, as Megatron-Core keeps it")
+    co = cfg.get("comm_overlap") or {}
+    ub = co.get("tp_comm_overlap_cfg") or m.get("tp_comm_overlap_cfg")
+    if ub and m.get("tp_comm_overlap"):
+        config.setdefault("parallelism", {})["tp_comm_overlap_cfg"] = ub if isinstance(ub, str) else dump(ub)
+    env = cfg.get("env_vars") or {}
+    if env.get("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN") not in (None, ""):
+        ranks = str(env["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"])
+        if not ranks.isdigit():
+            raise ConfigError(Problem("env_vars.NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN", ranks, "must be a "
+                                      "positive integer"))
+        config.setdefault("model", {})["moe_hybridep_ranks_per_nvlink_domain"] = int(ranks)
+    peft = cfg.get("peft")
+    if isinstance(peft, str):
+        peft = _peft(peft)
+    if isinstance(peft, dict) and peft:
+        target = str(peft.get("_target_", "megatron.bridge.peft.lora.LoRA")).rsplit(".", 1)[-1]
+        if target not in _PEFT:
+            raise BridgeRefusedError([(f"peft._target_ = {target}", "only LoRA and DoRA adapters are modelled")])
+        tr["peft"] = _PEFT[target]
+        if peft.get("dim") is not None:
+            tr["peft_dim"] = peft["dim"]
+        if peft.get("alpha") is not None:
+            tr["peft_alpha"] = peft["alpha"]
+        if peft.get("target_modules"):
+            tr["peft_target_modules"] = list(peft["target_modules"])

@@ -1,0 +1,185 @@
+"""A configuration as Megatron-Bridge overrides (the inverse of :mod:`estimator.formats.bridge.config`).
+
+:func:`to_bridge_overrides` writes ``section.field=value`` strings, as ``scripts/training/run_recipe.py`` of
+NVIDIA-NeMo/Megatron-Bridge @ 067f987d takes them after ``--recipe NAME``, and :func:`to_bridge_dict` the same as a
+``ConfigContainer``-shaped dict (what :func:`~estimator.formats.bridge.config.read_bridge_config` reads back).
+The fields Megatron-Core receives are taken from the Megatron-LM flags of the configuration
+(:func:`~estimator.formats.megatron_export.to_megatron_args`), so the two exports say the same run; the precision is
+written as Bridge's preset (``mixed_precision=bf16_mixed``, ...) with the fields that differ from it, since a preset
+overwrites the model's, the optimizer's and the DDP configuration's fields of the same names.
+"""
+
+from __future__ import annotations
+
+from ...config.fields import parse_layer_pattern
+from ...config.load import load_config
+from ...memory.states import grad_reduce_in_fp32
+from .catalog import SECTIONS
+from .config import default_gaps
+from .presets import MIXED_PRECISION_PRESETS
+from ..megatron_catalog import ARGUMENTS
+from ..megatron_export import to_megatron_args
+
+__all__ = ["to_bridge_dict", "to_bridge_overrides"]
+
+_FLAG_DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag in flags}
+
+#: Megatron-LM destinations whose Bridge field has another name (the inverse of bridge_config's renames).
+_FIELD = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank":
+          "virtual_pipeline_model_parallel_size", "decoder_first_pipeline_num_layers":
+          "num_layers_in_first_pipeline_stage", "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage",
+          "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope"}
+
+#: Flags the precision preset says (written through mixed_precision instead).
+_PRECISION = {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "grad_reduce_in_bf16",
+              "accumulate_allreduce_grads_in_fp32", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
+              "num_layers_at_end_in_bf16", "reuse_grad_buf_for_mxfp8_param_ag"}
+
+#: (params dtype, fp8 recipe or None) -> Bridge's preset (training/mixed_precision.py).
+_PRESET = {("bf16", None): "bf16_mixed", ("fp16", None): "fp16_mixed",
+           ("bf16", "delayed"): "bf16_with_fp8_delayed_scaling_mixed",
+           ("bf16", "tensorwise"): "bf16_with_fp8_current_scaling_mixed",
+           ("bf16", "mxfp8"): "bf16_with_mxfp8_mixed", ("bf16", "blockwise"): "bf16_with_fp8_subchannel_scaling_mixed",
+           ("fp16", "delayed"): "fp16_with_fp8_delayed_scaling_mixed",
+           ("fp16", "tensorwise"): "fp16_with_fp8_current_scaling_mixed",
+           ("fp16", "mxfp8"): "fp16_with_mxfp8_mixed", ("fp16", "blockwise"): "fp16_with_fp8_subchannel_scaling_mixed"}
+
+
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _pairs(args: list[str]) -> list[tuple[str, list[str]]]:
+    out, i = [], 0
+    while i < len(args):
+        j = i + 1
+        while j < len(args) and not args[j].startswith("--"):
+            j += 1
+        out.append((args[i], args[i + 1:j]))
+        i = j
+    return out
+
+
+def _sections_of(name: str) -> list[str]:
+    held = [s for s in ("model", "ddp", "optimizer") if name in SECTIONS[s]]
+    return held or [next((s for s in ("train", "dataset", "checkpoint") if name in SECTIONS[s]), "model")]
+
+
+def to_bridge_dict(config) -> dict:
+    """The configuration (anything :func:`estimator.load_config` takes) as Bridge ``ConfigContainer`` sections."""
+    cfg = load_config(config)
+    data = cfg.to_dict()
+    tr = data["training"]
+    peft = tr.get("peft")
+    empty_recompute = tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") == []
+    data["training"] = {k: v for k, v in tr.items() if not k.startswith("peft")}   # no Megatron-LM flag
+    par = data["parallelism"]
+    ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
+    hybridep = data["model"].get("moe_hybridep_ranks_per_nvlink_domain")
+    out: dict = {"model": {}, "ddp": {}, "optimizer": {}, "train": {}, "dataset": {}}
+    dtype, fp8 = cfg.precision.params_dtype, None
+    for flag, values in _pairs(to_megatron_args(data)):
+        dest = _FLAG_DEST[flag]
+        _, arity, default = ARGUMENTS[dest]
+        if flag in ("--swiglu", "--quick-geglu"):
+            out["model"].update(activation_func="torch.nn.functional." + ("silu" if flag == "--swiglu" else
+                                                                          "quick_gelu"), gated_linear_unit=True)
+        elif flag == "--squared-relu":
+            out["model"].update(activation_func="squared_relu", gated_linear_unit=False)
+        elif dest == "untie_embeddings_and_output_weights":
+            out["model"]["share_embeddings_and_output_weights"] = False
+        elif dest in ("group_query_attention", "max_position_embeddings"):
+            continue        # Bridge reads num_query_groups directly; the model's positions are its seq_length
+        elif dest == "fp8_recipe":
+            fp8 = values[0]
+        elif dest in _PRECISION:
+            continue
+        else:
+            if arity == 0:
+                value = not bool(default)
+            elif arity in ("+", "*"):
+                value = [_value(v) for v in values]
+                if dest == "cp_comm_type" and len(value) == 1:    # Bridge's field takes one type for every layer
+                    value = value[0]
+            elif dest in ("moe_layer_freq", "linear_attention_freq") and values[0].startswith("("):
+                value = list(parse_layer_pattern(values[0], bare_lists=False))
+            else:
+                value = _value(values[0])
+            name = _FIELD.get(dest, dest)
+            for section in _sections_of(name):
+                out[section][name] = value
+            if dest == "seq_length":
+                out["dataset"]["seq_length"] = value
+    for section, name, dest, _, flag_default in default_gaps():     # what an absent flag meant, said explicitly
+        if name in ("q_lora_rank", "kv_lora_rank") and not cfg.model.multi_latent_attention:
+            continue
+        if name not in out[section]:
+            out[section][name] = list(flag_default) if isinstance(flag_default, tuple) else flag_default
+    if out["model"].get("cpu_offloading_num_layers"):
+        out["model"]["cpu_offloading"] = True
+    if ub_cfg:
+        out["comm_overlap"] = {"tp_comm_overlap": True, "tp_comm_overlap_cfg": ub_cfg}
+    if hybridep:            # HybridEP reads it from the environment (the launcher sets it), Bridge's env_vars
+        out["env_vars"] = {"NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": hybridep}
+    if out["optimizer"].get("optimizer") == "muon" and tr.get("use_layer_wise_param_layout") is False:
+        # Bridge: dist_muon without the distributed-optimizer DDP buffers (optimizer/muon.py, optim.py) is what
+        # Megatron-LM's --use-distributed-optimizer --no-use-layer-wise-param-layout says
+        out["optimizer"].update(optimizer="dist_muon", use_distributed_optimizer=False)
+        out["ddp"]["use_distributed_optimizer"] = False
+        out["model"].pop("use_layer_wise_param_layout", None)
+    if empty_recompute:
+        out["model"].update(recompute_granularity="selective", recompute_modules=[])
+    out["model"].setdefault("gated_linear_unit", False)
+    if "activation_func" not in out["model"]:
+        out["model"]["activation_func"] = "torch.nn.functional.gelu"
+    out["model"].setdefault("share_embeddings_and_output_weights", True)
+    preset = _PRESET.get((dtype, fp8 if cfg.precision.fp8 else None))
+    mp = dict(MIXED_PRECISION_PRESETS[preset]) if preset else {"fp32": True, "params_dtype": "torch.float32"}
+    want = {"grad_reduce_in_fp32": bool(grad_reduce_in_fp32(cfg.precision))}
+    if cfg.precision.fp8:
+        want.update(fp8_param_gather=cfg.precision.fp8_param_gather,
+                    first_last_layers_bf16=cfg.precision.first_last_layers_bf16,
+                    reuse_grad_buf_for_mxfp8_param_ag=cfg.precision.reuse_grad_buf_for_mxfp8_param_ag)
+        if cfg.precision.first_last_layers_bf16:
+            want.update(num_layers_at_start_in_bf16=cfg.precision.num_layers_at_start_in_bf16,
+                        num_layers_at_end_in_bf16=cfg.precision.num_layers_at_end_in_bf16)
+    out["mixed_precision"] = {"_preset_": preset, **{k: v for k, v in want.items() if mp.get(k,
+                              SECTIONS["mixed_precision"].get(k)) != v}}
+    if peft:
+        out["peft"] = {"_target_": "megatron.bridge.peft." + ("lora.LoRA" if peft == "lora" else "dora.DoRA"),
+                       "dim": tr["peft_dim"], "alpha": tr["peft_alpha"]}
+        if tr.get("peft_target_modules"):
+            out["peft"]["target_modules"] = list(tr["peft_target_modules"])
+    return {k: v for k, v in out.items() if v}
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ",".join(_text(v) for v in value) + "]"
+    return str(value)
+
+
+def to_bridge_overrides(config) -> list[str]:
+    """The configuration as Bridge's dotted overrides: ``mixed_precision=PRESET`` first (when one matches), then
+    ``section.field=value`` in section order. The world size is the launcher's, not a Bridge field."""
+    data = to_bridge_dict(config)
+    mp = dict(data.get("mixed_precision", {}))
+    preset = mp.pop("_preset_", None)
+    out = [f"mixed_precision={preset}"] if preset else []
+    peft = dict(data.get("peft", {}))
+    if peft:
+        out.append("peft=" + ("lora" if peft.pop("_target_").endswith("LoRA") else "dora"))
+    for section, fields in data.items():
+        fields = {"mixed_precision": mp, "peft": peft}.get(section, fields)
+        for name, value in fields.items():
+            out.append(f"{section}.{name}={_text(value)}")
+    return out

@@ -1,0 +1,195 @@
+"""How every field of a Megatron-Bridge configuration bears on the memory estimate: modelled, no effect, or refused.
+
+Each field of :data:`estimator.formats.bridge.catalog.SECTIONS` (``section.field``) is classified by
+:func:`classify`, in this order:
+
+1. whole sections without memory effect (logging, RNG, process-group setup, profiling, the scheduler, ...);
+2. the hand-kept table :data:`OWN` below: Bridge's own fields and the Megatron-Core fields that have no Megatron-LM
+   flag of the same name (read at the catalogue's revisions, NVIDIA-NeMo/Megatron-Bridge and the Megatron-LM commit
+   its ``3rdparty/Megatron-LM`` pins);
+3. a field named like a Megatron-LM argument destination takes that argument's class
+   (:mod:`estimator.formats.megatron_flag_classes`): Megatron-LM builds those arguments from the same dataclasses
+   (``ArgumentGroupFactory(TransformerConfig)``, ...), so Megatron-Core receives the same setting either way.
+
+A test fails when a catalogued field falls through all three, so a new Bridge revision cannot slip an unclassified
+field through.
+"""
+
+from __future__ import annotations
+
+from .catalog import SECTIONS
+from ..megatron_catalog import ARGUMENTS
+from ..megatron_flag_classes import classify as classify_flag
+
+__all__ = ["NO_EFFECT_SECTIONS", "OWN", "classify", "counts", "rows"]
+
+#: Sections whose every field leaves what one GPU allocates for training unchanged.
+NO_EFFECT_SECTIONS = {
+    "logger": "logging and experiment tracking", "rng": "random seeds", "dist": "process-group setup and timeouts",
+    "profiling": "profiler ranges and memory snapshots (taken after the fact)", "validation": "evaluation cadence",
+    "rerun_state_machine": "result re-checking", "scheduler": "learning-rate and weight-decay schedules",
+    "tokenizer": "the tokenizer (the model's vocab_size is what is counted)", "ft": "fault tolerance",
+    "straggler": "straggler detection", "nvrx_straggler": "straggler detection", "inprocess_restart":
+    "in-process restart", "tensor_inspect": "tensor statistics", "env_vars": "environment variables (see the run's "
+    "PYTORCH_CUDA_ALLOC_CONF yourself)", "optimizer_config_override_provider": "per-parameter optimizer overrides "
+    "(learning rate, weight decay)",
+}
+
+#: (section, field) -> (kind, reason), for the fields the Megatron-LM catalogue does not name.
+OWN: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _put(kind: str, section: str, names: str, reason: str) -> None:
+    for name in names.split():
+        if (section, name) in OWN:
+            raise ValueError(f"{section}.{name} classified twice")
+        OWN[(section, name)] = (kind, reason)
+
+
+# --------------------------------------------------------------------------------------------- model
+_put("modelled", "model", "activation_func gated_linear_unit", "the MLP's activation: silu with the gated linear "
+     "unit is SwiGLU (the MLP's width and activations)")
+_put("modelled", "model", "num_moe_experts", "the number of experts (Megatron-LM's --num-experts)")
+_put("modelled", "model", "share_embeddings_and_output_weights", "tied embedding and output weights (Megatron-LM's "
+     "--untie-embeddings-and-output-weights, inverted)")
+_put("modelled", "model", "params_dtype pipeline_dtype", "the weights' dtype (set by the mixed-precision preset)")
+_put("modelled", "model", "virtual_pipeline_model_parallel_size", "interleaved pipeline stages per rank")
+_put("modelled", "model", "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage",
+     "uneven pipeline stages (Megatron-LM's --decoder-first/last-pipeline-num-layers)")
+_put("modelled", "model", "cpu_offloading cpu_offloading_activations cpu_offloading_weights",
+     "activation/weight CPU offloading: read as Megatron-LM's --cpu-offloading-num-layers (refused there when on)")
+_put("modelled", "model", "cuda_graph_scope", "the modules CUDA graphs capture (Megatron-LM's --cuda-graph-modules)")
+_put("modelled", "model", "disable_parameter_transpose_cache", "FP8 weights' transposes kept or not")
+_put("modelled", "model", "fp8_param", "FP8 weights (kept in sync with fp8_param_gather by Bridge)")
+_put("refused", "model", "fp4_param", "NVFP4 weights are not modelled")
+_put("refused", "model", "moe_token_dropping", "token dropping without a capacity factor is not modelled")
+_put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoint", "heterogeneous layers (per-"
+     "layer shapes) are not modelled")
+_put("refused", "model", "cpu_offloading_double_buffering", "double-buffered CPU offloading is not modelled")
+_put("refused", "model", "use_transformer_engine_full_layer_spec use_kitchen quant_recipe", "another layer "
+     "implementation or quantisation recipe: its buffers are not modelled")
+_put("no_effect", "model", "activation_func_fp8_input_store", "numerics of FP8 activation inputs (the estimate "
+     "keeps the activation input in the activation dtype either way)")
+_put("no_effect", "model", "autocast_dtype enable_autocast", "autocast is off in Bridge's presets; weights keep "
+     "params_dtype")
+_put("no_effect", "model", "batch_p2p_comm batch_p2p_sync deallocate_pipeline_outputs", "pipeline communication "
+     "calls (the estimate assumes Megatron-Core's default of freeing sent outputs)")
+_put("no_effect", "model", "beta_fast beta_slow rope_scaling seq_len_interpolation_factor yarn_mscale "
+     "yarn_mscale_all_dim yarn_rotary_scaling_factor original_max_position_embeddings softmax_scale",
+     "rotary scaling and softmax scale: numerics only")
+_put("no_effect", "model", "bias_activation_fusion persist_layer_norm memory_efficient_layer_norm "
+     "fused_single_qkv_rope dense_grouped_gemm use_te_rng_tracker tp_only_amax_red parallel_output "
+     "scatter_embedding_sequence_parallel", "kernel choices that keep the same saved tensors")
+_put("no_effect", "model", "cuda_graph_retain_backward_graph cuda_graph_use_single_mempool", "CUDA graph capture "
+     "details (the captured modules are what the estimate follows)")
+_put("no_effect", "model", "init_method output_layer_init_method embedding_init_method", "weight initialisation")
+_put("no_effect", "model", "finalize_model_grads_func grad_scale_func grad_sync_func no_sync_func param_sync_func "
+     "moe_grad_scale_func mtp_grad_scale_func timers experimental_attention_variant_loss_scale_func",
+     "callables Bridge sets at run time")
+_put("no_effect", "model", "hf_model_id hf_model_revision restore_modelopt_state transformer_layer_spec should_pad_vocab "
+     "inference_sampling_seed use_inference_optimized_layers", "where the model comes from, and inference-only "
+     "settings (vocab_size is what is counted)")
+_put("no_effect", "model", "mtp_enabled", "derived from mtp_num_layers, which is what is counted")
+_put("no_effect", "model", "fp8_dot_product_attention fp8_multi_head_attention", "FP8 attention numerics: the "
+     "estimate keeps attention's saved tensors in the activation dtype (a slight over-estimate)")
+_put("no_effect", "model", "moe_router_topk_limited_devices", "device-limited routing: same tensors")
+_put("no_effect", "model", "tp_comm_atomic_ag tp_comm_atomic_rs tp_comm_overlap_disable_fc1 "
+     "tp_comm_overlap_disable_qkv", "which TP overlap kernels run: the userbuffers follow tp_comm_overlap")
+_put("no_effect", "model", "use_arbitrary_attention_mask variable_seq_lengths", "data layout flags of the input")
+_put("refused", "model", "num_microbatches_with_partial_activation_checkpoints", "partial checkpointing of some "
+     "micro-batches is not modelled")
+_put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "weight rematerialisation is not "
+     "modelled")
+_put("refused", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "a hybrid stack laid out from ratios is not "
+     "modelled: give its hybrid_layer_pattern")
+_put("refused", "model", "keep_mtp_spec_in_bf16", "MTP layers kept in BF16 within an FP8 run are not modelled")
+_put("no_effect", "model", "hybrid_stack_spec", "the module spec (the layers follow hybrid_layer_pattern)")
+_put("no_effect", "model", "mamba_chunk_size", "the SSD scan's chunk length: the mixer's saved tensors are counted "
+     "per token")
+# ----------------------------------------------------------------------------------------------- ddp
+_put("modelled", "ddp", "grad_reduce_in_fp32", "the gradient buffer's dtype (overridden by the mixed-precision "
+     "preset; Megatron-LM's --accumulate-allreduce-grads-in-fp32)")
+_put("modelled", "ddp", "use_custom_fsdp", "Megatron-FSDP (its old name)")
+_put("no_effect", "ddp", "average_in_collective check_for_nan_in_grad reduce_scatter_with_fp32_accumulation "
+     "param_name_patterns_for_fp32_local_accumulation pad_buckets_for_high_nccl_busbw num_buckets bucket_size "
+     "fsdp_all_gather_in_start_param_sync", "how gradients are bucketed and reduced: the gradient buffer's size "
+     "is the same")
+_put("refused", "ddp", "megatron_fsdp_cuda_graph_mode megatron_fsdp_use_decoupled_grad", "these Megatron-FSDP "
+     "modes are not modelled")
+# ----------------------------------------------------------------------------------------- optimizer
+_put("modelled", "optimizer", "params_dtype", "the weights' dtype (the model's params_dtype is what is counted)")
+_put("modelled", "optimizer", "store_param_remainders", "BF16 master weights kept as 16-bit remainders")
+_put("no_effect", "optimizer", "decoupled_weight_decay grad_norm_skip_threshold timers", "update rule and "
+     "numerics")
+_put("refused", "optimizer", "adaptive_muon_beta2 adaptive_muon_eps adaptive_muon_moment2_method "
+     "soap_precondition_frequency soap_shampoo_beta soap_use_kl_shampoo", "adaptive Muon's and SOAP's states "
+     "are not modelled (take effect only with those optimizers)")
+_put("refused", "optimizer", "use_layer_wise_distributed_optimizer", "the layer-wise distributed optimizer is "
+     "modelled only with Muon (optimizer dist_muon)")
+# ---------------------------------------------------------------------------------------------- train
+_put("no_effect", "train", "check_optimizer_step_success num_epochs skip_sync_grad_norm_across_mp",
+     "loop control")
+# ----------------------------------------------------------------------------------------- checkpoint
+_put("no_effect", "checkpoint", "also_save_hf_checkpoint async_write_results_mp_mode custom_manager_class "
+     "fully_parallel_load fully_parallel_save hf_distributed_save hf_save_every_n_ranks hf_source_path "
+     "hf_trust_remote_code load_optim load_rng most_recent_k save_optim save_rng storage_writers_per_rank",
+     "checkpoint paths and writers: the training step's peak is counted without a save in flight")
+# ----------------------------------------------------------------------------------- mixed_precision
+_put("modelled", "mixed_precision", "grad_reduce_in_fp32", "copied onto ddp and optimizer by Bridge "
+     "(training/mixed_precision.py update_config_with_precision_overrides)")
+_put("modelled", "mixed_precision", "params_dtype pipeline_dtype fp32", "the weights' dtype, copied onto the model")
+_put("modelled", "mixed_precision", "fp8_param", "FP8 weights (kept in sync with fp8_param_gather)")
+_put("refused", "mixed_precision", "fp4_param", "NVFP4 weights are not modelled")
+_put("no_effect", "mixed_precision", "autocast_dtype autocast_enabled fp8_dot_product_attention "
+     "fp8_multi_head_attention", "numerics (see the model fields of the same names)")
+# ------------------------------------------------------------------------------------- comm_overlap
+_put("modelled", "comm_overlap", "batch_p2p_comm", "pipeline p2p calls (no memory effect), copied onto the model")
+_put("no_effect", "comm_overlap", "bucket_size data_parallel_size", "bucket sizing; the data-parallel size is "
+     "derived from the world size")
+# --------------------------------------------------------------------------------------------- peft
+_put("modelled", "peft", "dim alpha target_modules", "LoRA/DoRA adapters: their weights, gradients, optimizer "
+     "states and saved inputs")
+_put("no_effect", "peft", "dropout dropout_position lora_A_init_method lora_B_init_method a2a_experimental",
+     "numerics and initialisation of the adapters")
+_put("refused", "peft", "lora_dtype", "adapters in a dtype other than the model's are not modelled")
+_put("refused", "peft", "sequence_parallel_input_regather normalize_moe_lora share_expert_adapters "
+     "experts_shared_outer_loras", "adapters on experts and the re-gathered sequence-parallel input are not "
+     "modelled yet")
+# ------------------------------------------------------------------------------------------- dataset
+_put("modelled", "dataset", "sequence_length", "the sequence length (Megatron-LM's --seq-length)")
+_put("no_effect", "dataset", "add_extra_token_to_sequence blend blend_per_split create_attention_mask "
+     "data_parallel_size dataloader_load dataloader_save defer_npy_index_mmap drop_last "
+     "drop_last_partial_validation_sequence fast_cache_load inter_document_masking mock path_to_cache "
+     "persistent_workers pin_memory random_seed sequence_parallel_size sequences_per_dataset split_matrix "
+     "token_dtype_code tokenizer", "where the data comes from and how it is loaded (host memory)")
+
+
+def classify(section: str, name: str) -> tuple[str, str] | None:
+    """("modelled" | "no_effect" | "refused", reason) of the field ``section.name``, or None when unclassified."""
+    if section in NO_EFFECT_SECTIONS:
+        return "no_effect", NO_EFFECT_SECTIONS[section]
+    if (section, name) in OWN:
+        return OWN[(section, name)]
+    if name in ARGUMENTS:
+        found = classify_flag(name)
+        if found:
+            return found[0], f"as the Megatron-LM argument of the same name: {found[1]}"
+    return None
+
+
+def rows() -> list[dict]:
+    """Every catalogued field as ``{kind, section, field, reason}``, in the catalogue's order (for the docs)."""
+    out = []
+    for section, fields in SECTIONS.items():
+        for name in fields:
+            kind, reason = classify(section, name) or ("unclassified", "")
+            out.append({"kind": kind, "section": section, "field": name, "reason": reason})
+    return out
+
+
+def counts() -> dict[str, int]:
+    """How many catalogued fields are modelled, without effect, refused (and unclassified: 0 when complete)."""
+    out = {"modelled": 0, "no_effect": 0, "refused": 0, "unclassified": 0}
+    for row in rows():
+        out[row["kind"]] += 1
+    return out

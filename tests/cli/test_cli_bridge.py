@@ -1,0 +1,100 @@
+"""The command line's Megatron-Bridge inputs and output: ``estimate --bridge-config`` / ``--bridge-recipe``,
+``bridge-overrides`` and ``bridge-recipes``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from estimator import estimate
+from estimator.cli.commands import main
+from estimator.formats.bridge.recipes import recipe_config
+from tests.conftest import ROOT
+
+CONFIG = """\
+model:
+  _target_: megatron.bridge.models.gpt_provider.GPTModelProvider
+  num_layers: 2
+  hidden_size: 256
+  num_attention_heads: 4
+  ffn_hidden_size: 1024
+  kv_channels: 64
+  vocab_size: 1024
+  seq_length: 256
+  activation_func:
+    _call_: false
+    _target_: torch.nn.functional.silu
+  gated_linear_unit: true
+  add_bias_linear: false
+  share_embeddings_and_output_weights: false
+train:
+  micro_batch_size: 1
+  global_batch_size: 2
+ddp:
+  use_distributed_optimizer: true
+mixed_precision: bf16_mixed
+logger:
+  log_interval: 1
+"""
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bridge_config_estimates(capsys, tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    code, out, err = run(capsys, "estimate", "--bridge-config", str(path), "--num-gpus", "2", "--json")
+    assert code == 0
+    data = json.loads(out)
+    # By hand: 2,622,720 with RMSNorm and rope (tests/formats/bridge/test_bridge_config.py); this YAML leaves both
+    # out, so Bridge's defaults apply: TransformerConfig's LayerNorm (+ a bias in each of 5 norms: 1,280) and
+    # GPTModelProvider's learned_absolute positions over seq_length 256 (256 x 256 = 65,536): 2,689,536.
+    assert data["parameters"]["total"] == 2_689_536
+    assert "without effect on memory" in err and "logger" in err
+
+
+def test_bridge_config_overrides(capsys, tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    code, out, _ = run(capsys, "estimate", "--bridge-config", str(path), "model.tensor_model_parallel_size=2",
+                       "--num-gpus", "2", "--json")
+    assert code == 0 and json.loads(out)["config"]["parallelism"]["tensor_model_parallel_size"] == 2
+
+
+def test_bridge_recipe_matches_the_catalogue(capsys):
+    name = "llama3_8b_pretrain_8gpu_h100_bf16_config"
+    code, out, _ = run(capsys, "estimate", "--bridge-recipe", name, "--json")
+    assert code == 0
+    want = estimate(recipe_config(name)).to_dict()["peak"]["device_bytes"]
+    assert json.loads(out)["peak"]["device_bytes"] == want
+
+
+def test_bridge_overrides_command(capsys):
+    code, out, _ = run(capsys, "bridge-overrides", "llama-3-8b", "--num-gpus", "8", "--tp", "2", "--oneline")
+    assert code == 0
+    assert out.startswith("mixed_precision=bf16_mixed ") and "model.tensor_model_parallel_size=2" in out
+
+
+def test_bridge_recipes_lists(capsys):
+    code, out, _ = run(capsys, "bridge-recipes")
+    assert code == 0 and "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config" in out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--bridge-recipe", "qwen3_30b_a3b_pretrain_config"], "did you mean"),
+    (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "model.moe_token_dropping=true"],
+     "model.moe_token_dropping"),
+    (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "modle.x=1"], "did you mean model"),
+])
+@pytest.mark.subprocess
+def test_bad_bridge_input_is_one_clear_error(argv, says):
+    p = subprocess.run([sys.executable, "-m", "estimator", "estimate", *argv], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr
