@@ -384,8 +384,13 @@ def _int(flag: str, values: list[str]) -> int:
         raise ConfigError(Problem(flag, v, f"{flag} needs an integer, got {show(v)}")) from None
 
 
-def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -> MegatronImport:
+def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
+                       argparse_rules: bool = True) -> MegatronImport:
     """The configuration of a ``pretrain_gpt.py`` launch, with what each flag means for memory.
+
+    ``argparse_rules=False`` skips the checks only Megatron-LM's ``arguments.py`` makes and Megatron-Core does not
+    (optimizer CPU offload without the precision-aware optimizer): the Megatron-Bridge importer, which configures
+    Megatron-Core directly, reads its fields through this function that way.
 
     ``args`` is the command text or a token list. ``world_size`` (the number of GPUs) is added to the
     training section when given; Megatron has no flag for it. ``read_file(path)`` gives the text of a file a flag
@@ -685,7 +690,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None) -
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
-    if tr.get("optimizer_cpu_offload") and not pr.get("use_precision_aware_optimizer"):
+    if argparse_rules and tr.get("optimizer_cpu_offload") and not pr.get("use_precision_aware_optimizer"):
         # Megatron-Core accepts it (Megatron-Bridge recipes run it); Megatron-LM's arguments.py does not.
         raise ConfigError(Problem("--optimizer-cpu-offload", None, "Megatron-LM refuses it without "
                                   "--use-precision-aware-optimizer (arguments.py); Megatron-Core itself accepts it "

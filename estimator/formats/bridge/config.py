@@ -316,12 +316,6 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
                 continue
             if dest in ARGUMENTS and dest not in values:
                 values[dest] = (where, value)
-    opt = cfg.get("optimizer") or {}
-    if opt.get("optimizer_cpu_offload") and not opt.get("use_precision_aware_optimizer"):
-        refused.append(("optimizer.optimizer_cpu_offload = True", "optimizer CPU offload without "
-                        "use_precision_aware_optimizer is not modelled yet: Bridge and Megatron-Core accept it (the "
-                        "fp32 master shard stays on the GPU, only the Adam moments move to the host), Megatron-LM's "
-                        "arguments refuse it"))
     if problems:
         raise ConfigError(problems)
     if refused:
@@ -329,7 +323,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     filled = _bridge_defaults(cfg, values)
     tokens, origin = _tokens(cfg, m, values)
     try:
-        imp = read_megatron_args(tokens, world_size=world_size)
+        imp = read_megatron_args(tokens, world_size=world_size, argparse_rules=False)
     except RefusedFlagsError as exc:
         raise BridgeRefusedError([(f"{origin.get(text.split()[0], text.split()[0])} = "
                                    f"{' '.join(text.split()[1:]) or 'true'}", why)

@@ -176,10 +176,14 @@ def test_a_config_holding_every_field_at_its_default_reads():
         "MixedPrecisionConfig.setup does"]
 
 
-def test_optimizer_offload_without_precision_aware_optimizer_is_refused_in_bridge_words():
-    """Bridge accepts optimizer_cpu_offload without the precision-aware optimizer (issue 28); not modelled yet, the
-    refusal names the Bridge field and says so, instead of quoting Megatron-LM's argparse rule."""
-    with pytest.raises(BridgeRefusedError) as err:
-        _read(optimizer={"optimizer_cpu_offload": True, "optimizer_offload_fraction": 1.0})
-    assert err.value.refused[0][0] == "optimizer.optimizer_cpu_offload = True"
-    assert "not modelled yet" in err.value.refused[0][1]
+def test_optimizer_offload_without_precision_aware_optimizer_keeps_fp32_main_copies_on_the_gpu():
+    """Bridge (and Megatron-Core) accept optimizer_cpu_offload without the precision-aware optimizer (issue 28), which
+    Megatron-LM's arguments.py refuses: the mixed-precision optimizer keeps fp32 main copies of every parameter on
+    the GPU and HybridDeviceOptimizer steps clones of them on the CPU. bf16_mixed (fp32 gradients: no copies),
+    fraction 1: 4 B x P on the GPU; 8 B x P pinned (fp32 clone + gradient) and 8 B x P of Adam moments on the
+    host."""
+    imp = _read(optimizer={"optimizer_cpu_offload": True, "optimizer_offload_fraction": 1.0},
+                mixed_precision="bf16_mixed")
+    st = _stage(imp)
+    assert st["optimizer_bytes"] == 4 * P
+    assert st["host"] == {"optimizer_pinned": 8 * P, "optimizer_states": 8 * P}
