@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from ..config import yamlio
-from ..config.errors import ConfigError, EstimatorError, Problem, clip
+from ..config.errors import ConfigError, EstimatorError, Problem, clip, n_gpus
 from ..config.load import implied_changes, load_config, parse_text, path_kind, read_text_file
 from ..config.schema import SECTIONS, field_specs
 from ..memory.report import GIB
@@ -260,7 +260,7 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     if p.moe_layers:
         layout += f", EP {par['ep']}, expert TP {par['etp']}, expert DP {par['edp']}"
     mb = par.get("num_microbatches")
-    lines.append(f"Layout: {layout} on {par['world_size']} GPUs; sequence {par['seq_length']} tokens, micro-batch "
+    lines.append(f"Layout: {layout} on {n_gpus(par['world_size'])}; sequence {par['seq_length']} tokens, micro-batch "
                  f"{par['micro_batch_size']}, " + (f"{mb} micro-batches" if mb else "micro-batches: pipeline full"))
     if par.get("pipeline_layout") or par.get("vpp", 1) > 1:
         group = f"micro-batch groups of {par['microbatch_group_size']}" if par.get("microbatch_group_size") else ""

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..config.errors import show
+from ..config.errors import n_gpus, show
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
 from ..config.schema import MAX_MICRO_BATCH, MAX_TOKENS
@@ -669,8 +669,8 @@ def min_gpus(model_or_config, *, gpu: str | int, seq_length: int | None = None,
         if ok:
             i = len(desc) - 1
     if i is None:
-        return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {desc[0]} GPUs")
+        return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {n_gpus(desc[0])}")
     n = desc[i]
     res = found[n]
     below = f"; on {desc[i + 1]} nothing fits" if i + 1 < len(desc) else ""
-    return Answer("min_gpus", n, res.best, tuple(tried), f"{n} GPUs: best layout {res.best.label}{below}")
+    return Answer("min_gpus", n, res.best, tuple(tried), f"{n_gpus(n)}: best layout {res.best.label}{below}")

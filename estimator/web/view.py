@@ -9,6 +9,7 @@ one colour on every page.
 
 from __future__ import annotations
 
+from ..config.errors import n_gpus
 from ..memory.report import GB, GIB, gib_ticks
 from ..plan.verdicts import MEANINGS, WORDS, explain
 
@@ -46,7 +47,7 @@ def parallel_text(par: dict) -> str:
     """The layout in one sentence: GPUs, the dense product, experts, micro-batches per step."""
     dense = f"TP {par['tp']} × PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "") + \
         f" × CP {par['cp']} × DP {par['dp']}"
-    parts = [f"{par['world_size']:,} GPUs: {dense}"]
+    parts = [f"{n_gpus(par['world_size'])}: {dense}"]
     if par.get("expert_optimizer_shards") is not None or par.get("ep", 1) > 1:
         parts.append(f"experts: EP {par['ep']} × ETP {par['etp']} × expert-DP {par['edp']}")
     if par.get("sequence_parallel"):
