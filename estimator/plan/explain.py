@@ -130,7 +130,8 @@ def space_text(eng: SearchEngine) -> str:
         bits.append("pinned " + "; ".join(pins))
     out = "searched: " + "; ".join(bits)
     if eng.dropped:
-        out += "; not searched: " + ", ".join(eng.dropped)
+        out += "; not searched: " + ", ".join("the layer pattern's " + k.replace("hybrid_layer_pattern ", "")
+                                              for k in eng.dropped)
     return out
 
 

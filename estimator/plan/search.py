@@ -445,7 +445,7 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
     if top is None and len(found) >= MAX_LAYOUTS:
         notes.append(f"more than {MAX_LAYOUTS:,} layouts fit; the best {MAX_LAYOUTS:,} are listed (found best first).")
     if walk.stopped:
-        notes.append(f"the search stopped at its limit of {MAX_EVALUATIONS:,} evaluated layouts (MAX_EVALUATIONS): "
+        notes.append(f"the search stopped at its limit of {MAX_EVALUATIONS:,} evaluated layouts: "
                      "the layouts listed are the best of those evaluated; pin a dimension or ask for fewer to search "
                      "all of them.")
     layouts = _layouts(eng, found)
@@ -454,8 +454,10 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
         notes.append(f"global_batch_size not given: each layout takes about {DEFAULT_TOKENS_PER_STEP:,} tokens "
                      f"per step (the multiple of micro-batch x DP at or above {seqs} sequences).")
     if eng.dropped:
-        notes.append("not searched, dropped from the input: " + ", ".join(f"{k} {v}" for k, v in eng.dropped.items())
-                     + " (the search places the layers by its own splits; estimate the pattern's split as written).")
+        notes.append("not searched: " + ", ".join(f"the {k.replace('hybrid_layer_pattern ', '')} ('|') of the layer "
+                                                  f"pattern {v}" for k, v in eng.dropped.items())
+                     + ", because the search chooses where the pipeline splits the layers; estimate the pattern's own "
+                       "split as written to see it.")
     if eng.group is not None:
         notes.append(f"microbatch_group_size_per_vp_stage {eng.group} kept on the layouts with virtual stages and "
                      f"PP <= {eng.group}; the others use Megatron's default groups of PP.")
