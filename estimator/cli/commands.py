@@ -254,7 +254,10 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
         lines.append(label)
     vocab = (est.config.get("model") or {}).get("vocab_size")
     pad = f" (vocabulary padded to {p.padded_vocab_size:,})" if vocab and vocab != p.padded_vocab_size else ""
-    lines.append(f"Parameters: {p.total:,} total, {p.active:,} active per token{pad}")
+    mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
+    mtp = (f" (incl. {p.mtp:,} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'})"
+           if p.mtp else "")
+    lines.append(f"Parameters: {p.total:,} total{mtp}, {p.active:,} active per token{pad}")
     layout = (f"TP {par['tp']}, PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "")
               + f", DP {par['dp']}, CP {par['cp']}")
     if p.moe_layers:

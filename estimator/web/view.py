@@ -109,7 +109,13 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
                    "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
                    "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload)}
     p = est.parameters
-    params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active per token)" if p.active != p.total else "")
+    mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
+    mtp = (f"incl. {_count(p.mtp)} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'}"
+           if p.mtp else "")
+    notes = [mtp] if mtp else []
+    if p.active != p.total:
+        notes.append(f"{_count(p.active)} active per token")
+    params = f"{_count(p.total)} parameters" + (f" ({'; '.join(notes)})" if notes else "")
     top = max([b["device_bytes"] for b in bars] + [capacity or 0])
     ticks = gib_ticks(top)
     return {
