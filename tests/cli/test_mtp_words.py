@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from estimator import web
 from estimator.formats.presets import preset_info
 
@@ -21,6 +23,7 @@ def _published() -> int:
     return int(str(info["published_total"]).replace(",", ""))
 
 
+@pytest.mark.subprocess
 def test_cli_says_the_total_includes_the_mtp_layer():
     out = subprocess.run([sys.executable, "-m", "estimator", "estimate", "deepseek-v3"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

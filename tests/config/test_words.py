@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from estimator.config.errors import n_gpus
 from estimator.web.view import parallel_text
 
@@ -13,6 +15,7 @@ def test_n_gpus_is_singular_for_one():
     assert (n_gpus(1), n_gpus(2), n_gpus(1024)) == ("1 GPU", "2 GPUs", "1,024 GPUs")
 
 
+@pytest.mark.subprocess
 def test_cli_and_calculator_say_1_gpu():
     """The tiny preset on one GPU (TP = PP = 1, world size 1): the CLI's layout line and the calculator's
     layout sentence say "1 GPU"."""

@@ -67,6 +67,7 @@ def test_ci_and_recipe_figures_and_the_margin(figures):
     assert figures.ci.under > figures.ci.cases / 2 and figures.project.under > figures.project.cases / 2
 
 
+@pytest.mark.subprocess
 def test_readme_box_is_current(figures):
     """The README's box is regenerated from the data: it prints today's figures (one decimal, signed)."""
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_accuracy.py"), "--check"],
