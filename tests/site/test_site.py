@@ -568,3 +568,18 @@ def test_calculator_page_starts_material_search_late(site):
     assert real.is_file() and real.parent == (site / "assets" / "javascripts" / "workers").resolve()
     assert search_of(site / "index.html") == "assets/javascripts/workers/" + real.name
     assert search_of(site / "methodology" / "index.html") == "../assets/javascripts/workers/" + real.name
+
+
+def test_public_pages_cite_public_sources_and_say_what_the_total_holds(site):
+    """Issue 29: the pages cited an internal path ("shared/reference/hf-configs", "SOURCES.md") and DeepSeek-V3's
+    "682.64 billion parameters" did not say it includes the MTP layer. The MTP share is the total less the preset's
+    published count without it (671,026,419,200, presets/deepseek-v3.yaml)."""
+    for f in site.rglob("*.html"):
+        text = f.read_text(encoding="utf-8")
+        assert "shared/reference" not in text and "SOURCES.md" not in text, f
+    html = page(site, "models/deepseek-v3")
+    assert "https://huggingface.co/deepseek-ai/DeepSeek-V3" in html
+    est = estimator.estimate(presets.load_preset("deepseek-v3"))
+    mtp = est.parameters.total - 671_026_419_200
+    assert f"incl. {mtp / 1e9:.2f} billion in the MTP layer" in html
+    assert f"incl. {mtp:,} in the MTP layer" in html
