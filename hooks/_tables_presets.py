@@ -307,6 +307,7 @@ def page(name: str) -> dict:
     return {
         "name": name, "title": title(name), "info": info(name), "summary": model_summary(cfg, r, p),
         "vocab_size": r.V, "params": p, "param_rows": param_rows(p), "published": published(name, p),
+        "mtp_layers": r.mtp,
         "est": est, "stages": stage_rows(est), "chart": chart, "timeline": timeline,
         "breakdown": _tables_timeline.peak_breakdown(est), "fits": [fit_peak(est, g) for g in gpus],
         "target": target_fit, "why": verdicts.explain(est, target_fit["all"], base),

@@ -80,6 +80,10 @@ def context() -> dict:
         summary.append({"key": f"project-b{b}", "set": set_, "source": label.format(b=b, gpu=gpu), "gpus": f"1 × {gpu}",
                         "models": "dense, MoE and MLA test models (0.2–0.7 B parameters), Megatron's local "
                                   "implementation", "stats": validation.stats([c.comparison for c in rows])})
+    compact = [dict(g) for g in summary if g["key"] in ("megatron-ci-h100", "megatron-ci-gb200")]
+    compact.append({"key": "project-all", "set": "Held-out", "source": "This project's own runs, every batch",
+                    "gpus": "1 × H200, 1 × H100", "models": "",
+                    "stats": validation.stats([c.comparison for c in project])})
     data = validation_ci.load_data()
     not_compared = [c for c in ci if c.status != "compared"]
     reasons = Counter((c.status, c.reason) for c in not_compared)
@@ -101,10 +105,18 @@ def context() -> dict:
         "recipes_estimated": sum(1 for r in recipes if r.status == "estimated"),
         "false_ooms": sum(1 for r in recipes if r.false_oom),
         "summary": summary,
+        "compact": compact,
         "project": project,
         "project_batches": {b["batch"]: b for b in validation_project.load_data()["batches"]},
         "headline": {g["key"]: g for g in summary},
     }
+
+
+@functools.lru_cache(maxsize=1)
+def headline() -> dict:
+    """The accuracy box's figures (``estimator.validation.headline``), once per build."""
+    from estimator.validation.headline import headline as figures
+    return figures().to_dict()
 
 
 def _layout(par: dict) -> str:

@@ -19,7 +19,9 @@ Markers (arguments; body):
 - ``cli-run args=``, ``python-run`` with a Python body: a command or snippet run at build time, with output;
 - ``validation-summary``, ``validation-chart``, ``validation-table`` (calibration), ``validation-ci-table``,
   ``validation-ci-excluded``, ``validation-recipes``, ``validation-project-table``: estimate against measurement
-  (``_tables_validation``).
+  (``_tables_validation``);
+- ``accuracy-box [details=]``: the short answer on accuracy, held-out figures from the data at build time
+  (``estimator.validation.headline``), in an admonition; ``details`` links to the evidence.
 """
 
 from __future__ import annotations
@@ -340,9 +342,28 @@ def _bridge_recipes() -> str:
 
 # --- validation ----------------------------------------------------------------------------------
 
-@marker("validation-summary")
-def _validation_summary() -> str:
-    return render_template("validation_summary.md.j2", **validation.context())
+#: The accuracy box's title, also the README's (``scripts/readme_accuracy.py``).
+ACCURACY_TITLE = "How accurate is it? The short answer"
+
+
+def accuracy_box_lines(details: str) -> str:
+    """The accuracy box's Markdown list, without its frame (the README quotes it, the site folds it in an
+    admonition)."""
+    return render_template("accuracy_box.md.j2", details=details, **validation.headline()).strip()
+
+
+@marker("accuracy-box", args=("details",))
+def _accuracy_box(details: str = "validation.md") -> str:
+    body = accuracy_box_lines(details)
+    return f'!!! abstract "{ACCURACY_TITLE}"\n\n' + "\n".join("    " + line for line in body.splitlines()) + "\n"
+
+
+@marker("validation-summary", args=("compact",))
+def _validation_summary(compact: str = "false") -> str:
+    if compact not in ("true", "false"):
+        raise MarkerError(f"compact must be true or false, got {compact!r}")
+    template = "validation_summary_compact.md.j2" if compact == "true" else "validation_summary.md.j2"
+    return render_template(template, **validation.context())
 
 
 @marker("validation-table")

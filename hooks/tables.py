@@ -75,9 +75,15 @@ def render_markers(markdown: str, page: str) -> str:
         body = m.group("body")
         _stats["markers"] += 1
         try:
-            return views.render(name, args, body)
+            out = views.render(name, args, body)
         except views.MarkerError as exc:
             raise PluginError(f"{page}: marker estimator:{name}: {exc}") from None
+        # A marker alone on a line indented inside a block (a folded `???` section) indents its output alike.
+        line_start = markdown.rfind("\n", 0, m.start()) + 1
+        indent = markdown[line_start:m.start()]
+        if indent and not indent.strip():
+            out = "\n".join(indent + line if line.strip() and i else line for i, line in enumerate(out.split("\n")))
+        return out
 
     out = MARKER.sub(replace, markdown)
     left = LEFTOVER.search(out)

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from ..config import yamlio
-from ..config.errors import ConfigError, EstimatorError, Problem, clip
+from ..config.errors import ConfigError, EstimatorError, Problem, clip, n_gpus
 from ..config.load import implied_changes, load_config, parse_text, path_kind, read_text_file
 from ..config.schema import SECTIONS, field_specs
 from ..memory.report import GIB
@@ -284,13 +284,16 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
         lines.append(label)
     vocab = (est.config.get("model") or {}).get("vocab_size")
     pad = f" (vocabulary padded to {p.padded_vocab_size:,})" if vocab and vocab != p.padded_vocab_size else ""
-    lines.append(f"Parameters: {p.total:,} total, {p.active:,} active per token{pad}")
+    mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
+    mtp = (f" (incl. {p.mtp:,} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'})"
+           if p.mtp else "")
+    lines.append(f"Parameters: {p.total:,} total{mtp}, {p.active:,} active per token{pad}")
     layout = (f"TP {par['tp']}, PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "")
               + f", DP {par['dp']}, CP {par['cp']}")
     if p.moe_layers:
         layout += f", EP {par['ep']}, expert TP {par['etp']}, expert DP {par['edp']}"
     mb = par.get("num_microbatches")
-    lines.append(f"Layout: {layout} on {par['world_size']} GPUs; sequence {par['seq_length']} tokens, micro-batch "
+    lines.append(f"Layout: {layout} on {n_gpus(par['world_size'])}; sequence {par['seq_length']} tokens, micro-batch "
                  f"{par['micro_batch_size']}, " + (f"{mb} micro-batches" if mb else "micro-batches: pipeline full"))
     if par.get("pipeline_layout") or par.get("vpp", 1) > 1:
         group = f"micro-batch groups of {par['microbatch_group_size']}" if par.get("microbatch_group_size") else ""

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from ..config.errors import ConfigError, EstimatorError
+from ..config.errors import ConfigError, EstimatorError, n_gpus
 from ..memory.report import GIB
 
 __all__ = ["add_parser", "main", "run"]
@@ -216,7 +216,7 @@ def _print_answer(ans, out) -> None:
     print(f"{ans.question}: {value}: {ans.reason}", file=out)
     if ans.layout is not None:
         lay = ans.layout
-        print(f"layout: {lay.label} on {lay.num_gpus} GPUs, peak {lay.peak_device_bytes / GIB:.1f} GiB "
+        print(f"layout: {lay.label} on {n_gpus(lay.num_gpus)}, peak {lay.peak_device_bytes / GIB:.1f} GiB "
               f"({lay.headroom_fraction:.0%} free)", file=out)
         print(f"tried: {', '.join(f'{v} ({chr(10003) if ok else chr(10007)})' for v, ok in ans.tried)}", file=out)
 

@@ -20,7 +20,7 @@ import reprlib
 from dataclasses import dataclass
 
 __all__ = ["ConfigError", "EstimatorError", "InputTypeError", "PresetNotFoundError", "Problem", "UnsupportedError",
-           "clip", "show", "wrong_type"]
+           "clip", "n_gpus", "show", "wrong_type"]
 
 #: Longest text :func:`show` returns for one value.
 SHOW_CHARS = 80
@@ -50,6 +50,11 @@ def show(value) -> str:
     except Exception:       # a repr that fails is no reason to lose the error being reported
         text = f"<{type(value).__name__}>"
     return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS - 3] + "..."
+
+
+def n_gpus(n) -> str:
+    """A GPU count in words, singular or plural: '1 GPU', '8 GPUs', '1,024 GPUs'."""
+    return f"{n:,} GPU" if n == 1 else (f"{n:,} GPUs" if isinstance(n, int) else f"{n} GPUs")
 
 
 def clip(text: str, limit: int = 2 * SHOW_CHARS) -> str:

@@ -3,7 +3,9 @@
 Capacities are what the driver reports as the device's total memory, the figure a training process is
 actually held to: ``nvidia-smi``'s ``memory.total`` (MiB = 2^20 bytes) for NVIDIA and ``rocm-smi
 --showmeminfo vram`` for AMD. They are below the marketing sizes ("80GB" H100 -> 81,559 MiB = 79.6 GiB)
-because the driver keeps ECC and firmware regions. Each entry names the output it was read from.
+because the driver keeps ECC and firmware regions. Each entry names the output it was read from and the vendor
+datasheet's capacity. Where no driver reading was found (MI325X, MI355X), the datasheet's "N GB" is taken as N GiB,
+as the MI300X's "192 GB" reads 191.7 GiB in rocm-smi, and the entry is marked ``exact=False``.
 
 :func:`fit` compares every stage's ``device_bytes`` (allocated + allocator reserve + CUDA context +
 communication buffers, see :mod:`estimator.memory.assemble`) with a capacity and says, per stage, whether it fits
@@ -40,9 +42,9 @@ class GPU:
         return self.memory_bytes / GIB
 
 
-def _nv(name: str, mib: int, product: str) -> GPU:
+def _nv(name: str, mib: int, product: str, datasheet: str = "") -> GPU:
     return GPU(name, mib * MIB, f"nvidia-smi memory.total of an '{product}': {mib} MiB (as public nvidia-smi "
-                                "outputs print it)")
+                                "outputs print it)" + (f"; datasheet: {datasheet}" if datasheet else ""))
 
 
 #: The catalog, by name. Names carry the marketing size so that the 40 and 80 GB A100 cannot be confused.
@@ -55,10 +57,21 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     _nv("B200-180GB", 183359, "NVIDIA B200"),
     _nv("GB200", 189471, "NVIDIA GB200"),
     _nv("L40S-48GB", 46068, "NVIDIA L40S"),
+    _nv("H800-80GB", 81559, "NVIDIA H800", "80 GB HBM3 (NVIDIA H800 Tensor Core GPU datasheet, SXM5; the H100 SXM's "
+        "memory, which reads the same 81559 MiB)"),
+    _nv("H20-96GB", 97871, "NVIDIA H20", "96 GB HBM3 (NVIDIA HGX H20 specification)"),
+    _nv("GH200-96GB", 97871, "NVIDIA GH200 480GB", "96 GB HBM3 GPU memory beside 480 GB of LPDDR5X CPU memory "
+        "(NVIDIA GH200 Grace Hopper Superchip datasheet, https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/); "
+        "the 144 GB HBM3e version is another product"),
+    _nv("B300-288GB", 275040, "NVIDIA B300 SXM6 AC", "288 GB HBM3e per GPU (NVIDIA HGX B300 / DGX B300 datasheet, "
+        "https://www.nvidia.com/en-us/data-center/hgx/)"),
     GPU("MI300X-192GB", 205_822_885_888, "rocm-smi --showmeminfo vram of an AMD Instinct MI300X: VRAM Total "
         "Memory (B) 205822885888 (some virtualized instances report 206158430208 = 192 GiB)"),
     GPU("MI325X-256GB", 256 * GIB, "AMD specification: 256 GB HBM3E, taken as 256 GiB (the MI300X's '192 GB' "
         "reads 191.7 GiB in rocm-smi); no driver reading was found, so expect ~0.3 GiB less", exact=False),
+    GPU("MI355X-288GB", 288 * GIB, "AMD specification: 288 GB HBM3E (AMD Instinct MI355X datasheet, "
+        "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html), taken as 288 GiB as for the "
+        "MI325X; no driver reading was found, so expect ~0.3 GiB less", exact=False),
 )}
 
 #: Other spellings users type; an ambiguous one ("A100") is refused with the choices.
@@ -67,6 +80,8 @@ _ALIASES = {
     "h100nvl": "H100-94GB", "h200": "H200-141GB", "h200sxm": "H200-141GB", "b200": "B200-180GB",
     "gb200nvl72": "GB200", "mi300x": "MI300X-192GB", "mi325x": "MI325X-256GB", "l40s": "L40S-48GB",
     "a100sxm440gb": "A100-40GB", "a100sxm480gb": "A100-80GB",
+    "h800": "H800-80GB", "h800sxm": "H800-80GB", "h20": "H20-96GB", "gh200": "GH200-96GB", "gh200480gb": "GH200-96GB",
+    "b300": "B300-288GB", "b300sxm6ac": "B300-288GB", "mi355x": "MI355X-288GB",
 }
 _AMBIGUOUS = {"a100": ("A100-40GB", "A100-80GB")}
 

@@ -41,7 +41,12 @@ _SCALE = {"": 1, "K": 10 ** 3, "M": 10 ** 6, "B": 10 ** 9, "T": 10 ** 12}
 
 
 def _directory():
-    """The directory (a Path or an importlib Traversable) holding the preset YAML files."""
+    """The directory (a Path or an importlib Traversable) holding the preset YAML files: the checkout's own
+    ``presets/`` beside the package first (so a working tree reads its presets even when another checkout is installed
+    in editable mode, whose finder maps ``estimator._presets`` to that checkout), else the installed copy."""
+    beside = Path(__file__).resolve().parents[2] / "presets"
+    if beside.is_dir() and any(beside.glob("*.yaml")):
+        return beside
     try:
         from importlib.resources import files
         d = files("estimator._presets")

@@ -24,7 +24,7 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
-from ..config.errors import ConfigError, EstimatorError, Problem
+from ..config.errors import ConfigError, EstimatorError, Problem, n_gpus
 from ..config.load import config_from_dict, with_fields
 from ..config.rules import validate
 from ..config.schema import field_specs
@@ -380,7 +380,7 @@ def _fix_values(cfg: dict, path: str, problems: list[Problem]) -> tuple[list, st
     """(fixes [{label, set}], hint) for the field ``path`` of an invalid ``cfg``."""
     now = get_field(cfg, path)
     if path == WORLD:
-        return [{"label": f"{n:,} GPUs", "set": {WORLD: n}} for n in nearest_world_sizes(cfg)], None
+        return [{"label": n_gpus(n), "set": {WORLD: n}} for n in nearest_world_sizes(cfg)], None
     if path == GBS:
         step = _gbs_step(cfg)
         if step:

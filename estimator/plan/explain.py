@@ -20,7 +20,7 @@ import copy
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, n_gpus
 from ..config.load import load_config
 from ..memory.assemble import stage_memory
 from ..memory.report import GIB, to_plain
@@ -130,7 +130,8 @@ def space_text(eng: SearchEngine) -> str:
         bits.append("pinned " + "; ".join(pins))
     out = "searched: " + "; ".join(bits)
     if eng.dropped:
-        out += "; not searched: " + ", ".join(eng.dropped)
+        out += "; not searched: " + ", ".join("the layer pattern's " + k.replace("hybrid_layer_pattern ", "")
+                                              for k in eng.dropped)
     return out
 
 
@@ -231,7 +232,7 @@ def place_current(eng: SearchEngine, worlds: tuple) -> Placed | None:
 
 def current_text(c: Current, usable: int, capacity: int) -> str:
     """One sentence on the configuration's own layout."""
-    head = f"Your layout ({c.label}) on {c.num_gpus:,} GPUs"
+    head = f"Your layout ({c.label}) on {n_gpus(c.num_gpus)}"
     if not c.valid:
         return f"{head} is not valid: {c.problem}. It has to change."
     peak = f"peak {c.peak_device_bytes / GIB:.1f} GiB"
@@ -258,24 +259,24 @@ def no_valid_reason(eng: SearchEngine, n: int) -> str:
         for name, values in list(eng.pins.items()):
             freed = eng.shape_without_pin(n, name)
             if freed is not None:
-                return (f"no valid layout on {n:,} GPUs with {name} pinned to {', '.join(map(str, values))}: the model "
+                return (f"no valid layout on {n_gpus(n)} with {name} pinned to {', '.join(map(str, values))}: the model "
                         f"or the GPU count refuses it (without the pin, e.g. TP{freed.t} PP{freed.p} CP{freed.cp})")
-        return (f"no valid layout on {n:,} GPUs: TP must divide the attention heads ({r.a}), query groups and FFN "
+        return (f"no valid layout on {n_gpus(n)}: TP must divide the attention heads ({r.a}), query groups and FFN "
                 f"width and be at most max_tp ({eng.max_tp}); PP at most {eng.pp_cap}; TP x PP x CP must divide "
                 f"{n:,}")
     if any(eng.count_variants(sh) for sh in shapes):
-        return f"no layout on {n:,} GPUs passes every rule"
+        return f"no layout on {n_gpus(n)} passes every rule"
     if not any(eng.rc_options(sh) for sh in shapes):
-        return f"no valid layout on {n:,} GPUs: the pinned recompute settings fit no layout's virtual chunks"
+        return f"no valid layout on {n_gpus(n)}: the pinned recompute settings fit no layout's virtual chunks"
     gbs = eng.gbs
     dps = sorted({sh.dp for sh in shapes})
     mbs = ", ".join(map(str, eng.mbs))
     shown = ", ".join(f"{x:,}" for x in dps[:6]) + (", ..." if len(dps) > 6 else "")
     if any(gbs % (b * dp) == 0 for dp in dps for b in eng.mbs):
-        return (f"no valid layout on {n:,} GPUs: global_batch_size ({gbs}) / (micro-batch x DP) is never a number of "
+        return (f"no valid layout on {n_gpus(n)}: global_batch_size ({gbs}) / (micro-batch x DP) is never a number of "
                 "micro-batches the interleaved schedule takes (a multiple of PP) on the layouts that divide it")
     need = -(-n // gbs)
-    return (f"no valid layout on {n:,} GPUs: global_batch_size ({gbs:,}) must be divisible by micro-batch size "
+    return (f"no valid layout on {n_gpus(n)}: global_batch_size ({gbs:,}) must be divisible by micro-batch size "
             f"({mbs}) x data-parallel size, and DP = {n:,} / (TP x PP x CP) is {shown} on the layouts the model "
             f"allows (TP <= {eng.max_tp}, PP <= {eng.pp_cap}); a DP dividing {gbs:,} needs TP x PP x CP >= {need:,} "
             f"dividing {n:,}, which none is")

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..config.errors import show
+from ..config.errors import n_gpus, show
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
 from ..config.schema import MAX_MICRO_BATCH, MAX_TOKENS
@@ -445,7 +445,7 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
     if top is None and len(found) >= MAX_LAYOUTS:
         notes.append(f"more than {MAX_LAYOUTS:,} layouts fit; the best {MAX_LAYOUTS:,} are listed (found best first).")
     if walk.stopped:
-        notes.append(f"the search stopped at its limit of {MAX_EVALUATIONS:,} evaluated layouts (MAX_EVALUATIONS): "
+        notes.append(f"the search stopped at its limit of {MAX_EVALUATIONS:,} evaluated layouts: "
                      "the layouts listed are the best of those evaluated; pin a dimension or ask for fewer to search "
                      "all of them.")
     layouts = _layouts(eng, found)
@@ -454,8 +454,10 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
         notes.append(f"global_batch_size not given: each layout takes about {DEFAULT_TOKENS_PER_STEP:,} tokens "
                      f"per step (the multiple of micro-batch x DP at or above {seqs} sequences).")
     if eng.dropped:
-        notes.append("not searched, dropped from the input: " + ", ".join(f"{k} {v}" for k, v in eng.dropped.items())
-                     + " (the search places the layers by its own splits; estimate the pattern's split as written).")
+        notes.append("not searched: " + ", ".join(f"the {k.replace('hybrid_layer_pattern ', '')} ('|') of the layer "
+                                                  f"pattern {v}" for k, v in eng.dropped.items())
+                     + ", because the search chooses where the pipeline splits the layers; estimate the pattern's own "
+                       "split as written to see it.")
     if eng.group is not None:
         notes.append(f"microbatch_group_size_per_vp_stage {eng.group} kept on the layouts with virtual stages and "
                      f"PP <= {eng.group}; the others use Megatron's default groups of PP.")
@@ -669,8 +671,8 @@ def min_gpus(model_or_config, *, gpu: str | int, seq_length: int | None = None,
         if ok:
             i = len(desc) - 1
     if i is None:
-        return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {desc[0]} GPUs")
+        return Answer("min_gpus", None, None, tuple(tried), f"no layout fits even on {n_gpus(desc[0])}")
     n = desc[i]
     res = found[n]
     below = f"; on {desc[i + 1]} nothing fits" if i + 1 < len(desc) else ""
-    return Answer("min_gpus", n, res.best, tuple(tried), f"{n} GPUs: best layout {res.best.label}{below}")
+    return Answer("min_gpus", n, res.best, tuple(tried), f"{n_gpus(n)}: best layout {res.best.label}{below}")

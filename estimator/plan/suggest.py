@@ -49,7 +49,7 @@ import math
 from dataclasses import dataclass
 
 from ..config.derived import recomputed_modules
-from ..config.errors import EstimatorError
+from ..config.errors import EstimatorError, n_gpus
 from ..config.load import config_from_dict, with_fields
 from ..config.schema import field_specs
 from ..memory.report import GIB, to_plain
@@ -102,12 +102,12 @@ class Suggestion:
         if self.step_time is None:
             text = ("step time not costed (host transfers are not in the cost model)"
                     if set(self.levers) & set(_UNCOSTED) else "step time not costed")
-            return text + (f", {self.num_gpus:,} GPUs instead of {world:,}" if world and self.num_gpus != world else "")
+            return text + (f", {n_gpus(self.num_gpus)} instead of {world:,}" if world and self.num_gpus != world else "")
         text = f"step time x{self.step_time:.3f}"
         if self.gpu_time is not None and abs(self.gpu_time - self.step_time) > 5e-4:
             text += f", GPU time x{self.gpu_time:.3f}"
         if world is not None and self.num_gpus != world:
-            text += f", {self.num_gpus:,} GPUs instead of {world:,}"
+            text += f", {n_gpus(self.num_gpus)} instead of {world:,}"
         return text
 
     def to_dict(self, world: int | None = None) -> dict:
@@ -487,6 +487,6 @@ def render(suggestions: list, gpu_label: str, capacity: int) -> str:
     for i, s in enumerate(suggestions, 1):
         lines.append(f"  {i}. {s.label}")
         lines.append(f"     peak {s.peak_bytes / GIB:.2f} GiB on stage {s.peak_stage} (saves "
-                     f"{s.saved_bytes / GIB:.2f} GiB), {s.cost_text()}, {s.num_gpus:,} GPUs")
+                     f"{s.saved_bytes / GIB:.2f} GiB), {s.cost_text()}, {n_gpus(s.num_gpus)}")
         lines.append(f"     {shlex.join(s.cli_flags)}")
     return "\n".join(lines)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..config.errors import EstimatorError
+from ..config.errors import EstimatorError, n_gpus
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
 from ..memory.report import GIB, to_plain
@@ -128,12 +128,12 @@ def _gpus(sw: _Sweeper) -> Series:
     fewest = fitting[0] if fitting else None
     below = [n for n in cands if fewest is not None and n < fewest]
     if fewest is None:
-        reason = f"this layout does not fit on {cands[-1]:,} GPUs (data-parallel {cands[-1] // dense:,}) either"
+        reason = f"this layout does not fit on {n_gpus(cands[-1])} (data-parallel {cands[-1] // dense:,}) either"
     elif below:
-        reason = (f"{fewest:,} GPUs (data-parallel {fewest // dense:,}) with this layout; on {below[-1]:,} it does "
+        reason = (f"{n_gpus(fewest)} (data-parallel {fewest // dense:,}) with this layout; on {below[-1]:,} it does "
                   "not fit")
     else:
-        reason = f"{fewest:,} GPUs (data-parallel {fewest // dense:,}), the fewest this layout runs on"
+        reason = f"{n_gpus(fewest)} (data-parallel {fewest // dense:,}), the fewest this layout runs on"
     return Series("num_gpus", WORLD, "GPUs (this layout, data-parallel size varied)", "GPUs", r.world,
                   sw.points(WORLD, cands), fewest, "min", reason)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ..config.errors import ConfigError, EstimatorError, Problem, show
+from ..config.errors import ConfigError, EstimatorError, Problem, n_gpus, show
 from ..config.schema import MAX_GPUS
 from ..memory.report import GIB
 from .state import (CUSTOM_GPU, FIELD_SPECS, error_answer, errors_answer, flatten, merged_config, preset_config,
@@ -146,7 +146,7 @@ def find_layouts(state: dict, top: int = 10, **options) -> dict:
     except (EstimatorError, ValueError, NotImplementedError) as exc:
         return error_answer("search", None, str(exc) or "the layout search is not available in this version")
     several = len(result.num_gpus) > 1
-    layouts = [{"label": lay.label, "words": (f"{lay.num_gpus:,} GPUs: " if several else "") + layout_words(lay),
+    layouts = [{"label": lay.label, "words": (f"{n_gpus(lay.num_gpus)}: " if several else "") + layout_words(lay),
                 "why": lay.why, "config": lay.config, "num_gpus": lay.num_gpus,
                 "peak": f"{lay.peak_device_bytes / GIB:.2f} GiB", "peak_bytes": lay.peak_device_bytes,
                 "headroom": f"{lay.headroom_bytes / GIB:.2f} GiB ({100 * lay.headroom_fraction:.0f} %)"}

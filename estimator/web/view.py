@@ -9,6 +9,7 @@ one colour on every page.
 
 from __future__ import annotations
 
+from ..config.errors import n_gpus
 from ..memory.report import GB, GIB, gib_ticks
 from ..plan.verdicts import MEANINGS, WORDS, explain
 
@@ -46,7 +47,7 @@ def parallel_text(par: dict) -> str:
     """The layout in one sentence: GPUs, the dense product, experts, micro-batches per step."""
     dense = f"TP {par['tp']} × PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "") + \
         f" × CP {par['cp']} × DP {par['dp']}"
-    parts = [f"{par['world_size']:,} GPUs: {dense}"]
+    parts = [f"{n_gpus(par['world_size'])}: {dense}"]
     if par.get("expert_optimizer_shards") is not None or par.get("ep", 1) > 1:
         parts.append(f"experts: EP {par['ep']} × ETP {par['etp']} × expert-DP {par['edp']}")
     if par.get("sequence_parallel"):
@@ -108,7 +109,13 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
                    "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
                    "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload)}
     p = est.parameters
-    params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active per token)" if p.active != p.total else "")
+    mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
+    mtp = (f"incl. {_count(p.mtp)} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'}"
+           if p.mtp else "")
+    notes = [mtp] if mtp else []
+    if p.active != p.total:
+        notes.append(f"{_count(p.active)} active per token")
+    params = f"{_count(p.total)} parameters" + (f" ({'; '.join(notes)})" if notes else "")
     top = max([b["device_bytes"] for b in bars] + [capacity or 0])
     ticks = gib_ticks(top)
     return {

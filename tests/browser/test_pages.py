@@ -174,3 +174,20 @@ def test_search_works_on_the_calculator_page(page, site_url, when):
     titles = _search(page, "pipeline parallel")
     assert any("arallel" in t for t in titles), titles
     assert len(workers) == 1 and workers[0].endswith(".min.js")
+
+
+def test_validation_page_answers_first_and_folds_its_evidence(browser, site_url):
+    """Issue 29: the Validation page was 43,558 px tall at 1,440 px with nothing folded. Its accuracy box now opens
+    the first screen, and with the evidence folded per source the page is at most 8,000 px."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(site_url + "validation/", wait_until="load")
+        box = page.locator(".admonition.abstract").first
+        top, height = page.evaluate("(e) => [e.getBoundingClientRect().top, e.getBoundingClientRect().height]",
+                                    box.element_handle())
+        assert top + height <= 900 and box.locator("li").count() <= 9
+        assert page.evaluate("document.documentElement.scrollHeight") <= 8000
+        assert page.locator("article details").count() >= 5
+    finally:
+        context.close()

@@ -25,6 +25,25 @@ def test_catalog_capacities_are_driver_readings():
     assert all(g.source for g in GPUS.values())
 
 
+def test_added_gpus_issue_29():
+    """H800, H20, GH200 and B300 from public nvidia-smi outputs (memory.total: 81559, 97871, 97871 and 275040 MiB);
+    MI355X from AMD's datasheet (288 GB HBM3E, taken as 288 GiB like the MI325X, not exact). Each reading is below
+    its datasheet capacity ("80 GB" HBM3 ... "288 GB" HBM3e, taken as GiB) by the driver's reserved regions: at
+    most 7 % (B300: 275040 MiB = 268.6 GiB of 288)."""
+    readings = {"H800-80GB": (81559, 80), "H20-96GB": (97871, 96), "GH200-96GB": (97871, 96),
+                "B300-288GB": (275040, 288)}
+    for name, (mib, datasheet_gb) in readings.items():
+        g = GPUS[name]
+        assert g.memory_bytes == mib * MIB and g.exact
+        assert f"{mib} MiB" in g.source and f"{datasheet_gb} GB" in g.source and "datasheet" in g.source
+        assert 0.93 * datasheet_gb * GIB <= g.memory_bytes <= datasheet_gb * GIB
+    mi355 = GPUS["MI355X-288GB"]
+    assert mi355.memory_bytes == 288 * GIB and not mi355.exact and "288 GB" in mi355.source
+    for alias, name in (("H800", "H800-80GB"), ("h20", "H20-96GB"), ("NVIDIA GH200 480GB", "GH200-96GB"),
+                        ("B300", "B300-288GB"), ("NVIDIA B300 SXM6 AC", "B300-288GB"), ("MI355X", "MI355X-288GB")):
+        assert get_gpu(alias) is GPUS[name]
+
+
 def test_names_are_forgiving_but_never_ambiguous():
     assert get_gpu("h100-80gb") is get_gpu("H100 80GB") is get_gpu("H100") is GPUS["H100-80GB"]
     assert get_gpu("NVIDIA H200") is GPUS["H200-141GB"] and get_gpu("mi300x") is GPUS["MI300X-192GB"]

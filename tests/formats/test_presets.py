@@ -68,12 +68,16 @@ def test_model_section_equals_the_import_of_its_config_json(name, reference):
 
 
 def test_presets_without_a_reference_config_cite_their_card():
-    """Ten presets have a reference config.json; the others say where their values come from (a model card,
-    SOURCES.md, or the model catalog's config.json)."""
+    """Ten presets have a reference config.json; the others say where their values come from (a model card, the
+    Hugging Face model page, or the model catalog's config.json). No preset cites the project's internal reference
+    folder (issue 29: the public pages showed "shared/reference/hf-configs" and "SOURCES.md")."""
     assert len(WITH_CONFIG) == 10
     for name in set(REQUIRED) - set(WITH_CONFIG) - {"tiny"}:
         source = preset_info(name)["source"]
-        assert "model card" in source or "SOURCES.md" in source or "model catalog" in source, name
+        assert "model card" in source or "https://huggingface.co/" in source or "model catalog" in source, name
+    for name in REQUIRED:
+        text = " ".join(str(v) for v in preset_info(name).values())
+        assert "shared/" not in text and "SOURCES.md" not in text, name
 
 
 FROM_CATALOG = [n for n in REQUIRED if preset_info(n)["hf_id"]]

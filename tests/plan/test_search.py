@@ -384,3 +384,24 @@ def test_a_routing_imbalance_travels_across_layouts():
     assert min_gpus(data, gpu="H100-80GB").value
     cap = get_gpu("H100-80GB").memory_bytes
     assert sweep(data, cap) and suggest(data, cap) is not None
+
+
+def test_search_notes_speak_the_pages_words():
+    """Issue 29: the search's notes named internals ("dropped from the input: hybrid_layer_pattern pipeline segments
+    ...", "(MAX_EVALUATIONS)"). A hybrid pattern with '|' pipeline segments is searched without them, and the note says
+    so in words."""
+    import re as _re
+
+    import yaml
+
+    from estimator import search as _search
+    from pathlib import Path
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "presets" / "nemotron-h-56b.yaml").read_text())
+    pattern = data["model"]["hybrid_layer_pattern"]
+    half = len(pattern) // 2
+    data["model"]["hybrid_layer_pattern"] = pattern[:half] + "|" + pattern[half:]
+    data["parallelism"] = {"pipeline_model_parallel_size": 2, "tensor_model_parallel_size": 8}
+    res = _search(data, num_gpus=64, gpu="H100-80GB", top=1, micro_batch_sizes=(1,), recompute=("full",))
+    text = " ".join(res.notes)
+    assert "not searched: the pipeline segments ('|') of the layer pattern" in text
+    assert "dropped from the input" not in text and "MAX_EVALUATIONS" not in text and not _re.search(r"\bTrue\b", text)

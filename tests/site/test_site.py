@@ -305,7 +305,34 @@ def test_validation_page_keeps_calibration_apart_from_held_out(site):
     for c in cases:
         if c.status != "compared":
             assert c.id in html
-    assert "Calibration" in page(site, "") and "Held-out" in page(site, "")
+    assert "Held-out" in page(site, "")
+
+
+def test_accuracy_box_on_home_and_validation(site):
+    """Home and Validation open with the short answer: the held-out figures of the data today (signed, one
+    decimal), in a box of at most 10 list lines; Home's table keeps held-out sources only, each CI row's cases
+    adding up to the target set's."""
+    import html as htmllib
+    from estimator.validation.headline import headline
+    h = headline()
+    for name in ("", "validation"):
+        text = htmllib.unescape(re.sub(r"<[^>]+>", "", page(site, name)))
+        start = text.index("How accurate is it? The short answer")
+        box = text[start:start + 1500]
+        for value in (h.ci.median_pct, h.ci.worst_pct, h.project.median_pct, h.project.worst_pct):
+            assert f"{value:+.1f} %" in box, (name, value)
+        assert f"Keep at least {h.keep_free_pct} % of the GPU free" in box
+        assert f"{h.ci.under} of {h.ci.cases} CI cases" in box
+    home = page(site, "")
+    box_html = home[home.index('class="admonition abstract"'):]
+    box_html = box_html[:box_html.index("</div>")]
+    assert box_html.count("<li>") <= 9
+    (compact,) = Tables(home).find("validation-compact")
+    keys = {r["attrs"].get("data-key"): keyed(r) for r in compact["rows"][1:]}
+    assert set(keys) == {"megatron-ci-h100", "megatron-ci-gb200", "project-all"}
+    assert int(keys["megatron-ci-h100"]["cases"]) + int(keys["megatron-ci-gb200"]["cases"]) == h.ci.cases
+    assert int(keys["project-all"]["cases"]) == h.project.cases
+    assert not Tables(home).find("validation-summary")
 
 
 def test_validation_page_shows_the_project_runs_per_phase(site):
@@ -541,3 +568,18 @@ def test_calculator_page_starts_material_search_late(site):
     assert real.is_file() and real.parent == (site / "assets" / "javascripts" / "workers").resolve()
     assert search_of(site / "index.html") == "assets/javascripts/workers/" + real.name
     assert search_of(site / "methodology" / "index.html") == "../assets/javascripts/workers/" + real.name
+
+
+def test_public_pages_cite_public_sources_and_say_what_the_total_holds(site):
+    """Issue 29: the pages cited an internal path ("shared/reference/hf-configs", "SOURCES.md") and DeepSeek-V3's
+    "682.64 billion parameters" did not say it includes the MTP layer. The MTP share is the total less the preset's
+    published count without it (671,026,419,200, presets/deepseek-v3.yaml)."""
+    for f in site.rglob("*.html"):
+        text = f.read_text(encoding="utf-8")
+        assert "shared/reference" not in text and "SOURCES.md" not in text, f
+    html = page(site, "models/deepseek-v3")
+    assert "https://huggingface.co/deepseek-ai/DeepSeek-V3" in html
+    est = estimator.estimate(presets.load_preset("deepseek-v3"))
+    mtp = est.parameters.total - 671_026_419_200
+    assert f"incl. {mtp / 1e9:.2f} billion in the MTP layer" in html
+    assert f"incl. {mtp:,} in the MTP layer" in html

@@ -175,7 +175,7 @@
     const box = h("section", { class: "mme-layouts", "aria-label": "Layouts that fit" });
     if (res.pending) {
       box.append(h("p", { class: "mme-badge", role: "status" },
-        `Searching the layouts of this model on ${res.gpus ? res.gpus.toLocaleString("en-US") : "these"} GPUs… ` +
+        `Searching the layouts of this model on ${res.gpus ? res.gpus.toLocaleString("en-US") + (res.gpus === 1 ? " GPU" : " GPUs") : "these GPUs"}… ` +
         `${res.seconds || 0} s`));
       return box;
     }
