@@ -101,8 +101,8 @@ KEEP_FREE = 0.0
 def check_keep_free(value, field: str = "keep_free") -> float:
     """``value`` as a fraction in [0, 1), or a ConfigError naming ``field``, the value and the range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ConfigError(Problem(field, show(value), "must be a fraction of the GPU memory in [0, 1), e.g. 0.05 "
-                                  "keeps 5 % free"))
+        raise ConfigError(Problem(field, show(value), f"must be a fraction of the GPU memory in [0, 1), got "
+                                  f"{show(value)} (0.05 keeps 5 % free)"))
     return float(value)
 
 
@@ -179,7 +179,7 @@ def fit(estimate, capacity_bytes, keep_free: float = KEEP_FREE, *, band=None,
         band = band_for(getattr(estimate, "config", None) or {})
     elif not isinstance(band, Band):
         if isinstance(band, bool) or not isinstance(band, (int, float)) or not 0.0 <= band < 1.0:
-            raise ConfigError(Problem("band", show(band), "must be a fraction in [0, 1) or a Band"))
+            raise ConfigError(Problem("band", show(band), f"must be a fraction in [0, 1) or a Band, got {show(band)}"))
         band = Band(float(band), (), "given", -100.0 * band, 0, "")
     margin = int(k * cap)
     out = []

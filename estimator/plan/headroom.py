@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..formats.error_bands import band_for
+from ..formats.gpus import usable_bytes
 from ..config.derived import max_overload_factor
 from ..config.errors import ConfigError, Problem, show
 from ..config.load import load_config
@@ -113,7 +115,7 @@ def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate
         raise ConfigError(Problem("headroom", show(headroom), "must be a fraction in [0, 1)"))
     if not cfg.model.num_experts:
         return None
-    limit = cap - headroom * cap          # fit(): a stage fits when capacity - device >= headroom x capacity
+    limit = usable_bytes(cap, headroom, band_for(cfg).fraction)   # the one rule of fit(): upper bound + kept free
     bound = max_overload_factor(cfg.model, cfg.parallelism)
     r = resolve(cfg)
     if num_microbatches is not None:

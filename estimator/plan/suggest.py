@@ -48,6 +48,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from ..formats.error_bands import band_for
+from ..formats.gpus import KEEP_FREE, check_keep_free, usable_bytes
 from ..config.errors import EstimatorError
 from ..config.load import config_from_dict, with_fields
 from ..config.schema import field_specs
@@ -286,7 +288,7 @@ class _Context:
         self.base = config_from_dict(cfg)
         self.est = estimate(self.base, num_microbatches=num_microbatches)
         self.r = resolve(self.base)
-        self.usable = capacity - headroom * capacity
+        self.usable = usable_bytes(capacity, headroom, band_for(self.base).fraction)   # the one rule (formats.gpus)
         self._memo = {}
 
     def estimate(self, cfg: dict):
@@ -316,7 +318,8 @@ class _Context:
 
     def fits(self, cfg: dict) -> bool:
         est = self.estimate(cfg)
-        return est is not None and max(s.device_bytes for s in est.stages) <= self.usable
+        return est is not None and max(s.device_bytes for s in est.stages) <= usable_bytes(
+            self.capacity, self.headroom, band_for(cfg).fraction)
 
     def valid(self, change: dict) -> dict | None:
         """``cfg`` with ``change`` applied, on more GPUs (the data-parallel size kept) if the world size does
@@ -380,13 +383,16 @@ def _cost(cfg: dict, capacity: int) -> tuple[float, int] | None:
 # ---------------------------------------------------------------- suggest
 
 
-def suggest(config: dict, capacity: int, *, headroom: float = 0.0, limit: int = 8,
-            num_microbatches: int | None = None) -> list[Suggestion]:
+def suggest(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit: int = 8,
+            num_microbatches: int | None = None, headroom: float | None = None) -> list[Suggestion]:
     """The cheapest changes after which every stage of ``config`` (a configuration as written, plain data)
-    fits ``capacity`` bytes with ``headroom`` (a fraction of the capacity) to spare, cheapest first; empty
-    when it fits already or is invalid. At most ``limit`` suggestions."""
+    *fits* ``capacity`` bytes by the one rule of :func:`estimator.formats.gpus.fit`: its upper bound (the estimate
+    plus its measured error band) with ``keep_free`` (a fraction of the capacity; ``headroom`` is its old name)
+    to spare. Cheapest first; empty when it fits already or is invalid. At most ``limit`` suggestions."""
+    keep_free = check_keep_free(headroom if headroom is not None else keep_free,
+                                "headroom" if headroom is not None else "keep_free")
     try:
-        ctx = _Context(config, capacity, headroom, num_microbatches)
+        ctx = _Context(config, capacity, keep_free, num_microbatches)
     except (EstimatorError, ValueError, ArithmeticError):
         return []
     if ctx.fits(config):
