@@ -318,7 +318,7 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
                      + ")")
     if verdicts is not None:
         from ..plan.verdicts import summary
-        lines.append(f"{gpu_label}: " + summary(verdicts))
+        lines.append(f"{gpu_label} ({verdicts[0].capacity_bytes / GIB:.2f} GiB): " + summary(verdicts))
     return "\n".join(lines)
     return "\n".join(lines)
 

@@ -51,17 +51,17 @@ def worst_verdict(fits):
 def summary(fits) -> str:
     """The verdict of every stage in one sentence, short answer first (GiB = 2^30 bytes)."""
     w = worst_verdict(fits)
-    cap = w.capacity_bytes
     kept = f", {_g(w.keep_free_bytes)} kept free" if w.keep_free_bytes else ""
+    band = f"+{100 * w.band.fraction:.1f} %"
     if w.verdict == "fits":
-        return (f"fits ({_g(cap)}): upper bound {_g(w.upper_bound_bytes)} (estimate {_g(w.device_bytes)} "
-                f"+{100 * w.band.fraction:.1f} %{kept}) on stage {w.stage}.")
+        return (f"every stage fits: even the upper bound of the fullest, stage {w.stage}, fits ({_g(w.upper_bound_bytes)}"
+                f" = estimate {_g(w.device_bytes)} {band}{kept}).")
     if w.verdict == "tight":
-        return (f"fits within the error band ({_g(cap)}): stage {w.stage}'s estimate {_g(w.device_bytes)} fits, its "
-                f"upper bound {_g(w.upper_bound_bytes)} (+{100 * w.band.fraction:.1f} %{kept}) does not. Band: "
-                f"{w.band.reason}.")
-    return (f"does not fit ({_g(cap)}): stage {w.stage}'s estimate {_g(w.device_bytes)}{kept} is "
-            f"{_g(w.device_bytes + w.keep_free_bytes - cap)} over.")
+        return (f"fits within the error band: stage {w.stage}'s estimate {_g(w.device_bytes)} fits, its upper bound "
+                f"{_g(w.upper_bound_bytes)} ({band}{kept}) does not. The band: {w.band.reason}.")
+    bad = [f.stage for f in fits if f.verdict == "no"]
+    return (f"stage{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} do{'es' if len(bad) == 1 else ''} not "
+            f"fit: stage {w.stage}'s estimate {_g(w.device_bytes)}{kept} is {_g(w.device_bytes + w.keep_free_bytes - w.capacity_bytes)} over.")
 
 
 def _g(b: int) -> str:
