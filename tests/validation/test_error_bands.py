@@ -43,3 +43,13 @@ def test_classes_and_the_band_of_a_configuration():
     fsdp = band_for({"parallelism": {"use_torch_fsdp2": True}})
     assert fsdp.drivers == ("fsdp",) and "FSDP" in fsdp.reason and "runs of this class" in fsdp.reason
     assert set(error_bands.CLASSES) >= set(error_bands_data.CLASSES)
+
+
+def test_the_methodology_page_states_the_stored_figures():
+    """docs/methodology.md's "One fit rule" table carries each class's run count and worst error as stored."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "methodology.md").read_text(encoding="utf-8")
+    section = text[text.index("## One fit rule"):text.index("## Invariants the tests prove")]
+    for name, row in error_bands_data.CLASSES.items():
+        assert f"| {name} | {error_bands.CLASSES[name]} | {row['runs']} | {row['worst_error_pct']:+.2f} %" in section
+    assert f"**{error_bands_data.OVERALL['worst_error_pct']:+.2f} %**" in section
+    assert "default 0" in section
