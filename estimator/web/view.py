@@ -112,6 +112,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
                    "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
                    "point_bytes": w.device_bytes, "upper_bound_bytes": w.upper_bound_bytes,
                    "keep_free_bytes": w.keep_free_bytes, "band": w.band.to_dict(),
+                   "band_text": (f"Estimate {_gib(w.device_bytes)} GiB, upper bound {_gib(w.upper_bound_bytes)} GiB "
+                                 f"({band}{kept}): {w.band.reason}."),
                    "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload)}
     p = est.parameters
     params = f"{_count(p.total)} parameters" + (f" ({_count(p.active)} active per token)" if p.active != p.total else "")
