@@ -398,3 +398,16 @@ def test_a_routing_imbalance_travels_across_layouts():
     assert min_gpus(data, gpu="H100-80GB").value
     cap = get_gpu("H100-80GB").memory_bytes
     assert sweep(data, cap) and suggest(data, cap) is not None
+
+
+def test_cli_keep_free_is_the_verdicts_setting(capsys):
+    """search --keep-free PCT is estimate's --keep-free (a percent); --headroom keeps its old form (a fraction or a
+    percentage). Both give the search's usable memory by the one rule: 4 GiB x (1 - 0.10) / (1 + the dense band)."""
+    outs = []
+    for flag, value in (("--keep-free", "10"), ("--headroom", "0.1"), ("--headroom", "10%")):
+        assert cli_main(["search", "tiny", "--num-gpus", "8", "--gpu-memory", "4", flag, value, "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["layouts"] == outs[1]["layouts"] == outs[2]["layouts"]
+    want = usable_bytes(4 * GIB, 0.10, band_for({}).fraction)
+    assert outs[0]["usable_bytes"] == want == int(4 * GIB * 0.9 / 1.1073)
+    assert all(lay["peak_device_bytes"] <= want for lay in outs[0]["layouts"])
