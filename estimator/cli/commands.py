@@ -407,7 +407,8 @@ def cmd_estimate(ns) -> int:
             print("\n" + format_breakdown(est))
         if fixes is not None:
             from ..plan.suggest import render
-            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes) if not all(v.fits for v in verdicts)
+            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes, cfg.to_dict(), ns.keep_free / 100.0)
+                          if not all(v.fits for v in verdicts)
                           else "Make it fit: every stage fits already, nothing to change."))
         if ns.assumptions:
             print("\nAssumptions:\n" + "\n".join(f"- {a}" for a in est.assumptions))

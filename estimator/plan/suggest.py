@@ -480,11 +480,20 @@ def _pairs(ctx, levers: dict) -> list:
     return out
 
 
-def render(suggestions: list, gpu_label: str, capacity: int) -> str:
+def target_text(config: dict, capacity: int, keep_free: float = KEEP_FREE) -> str:
+    """What "Make it fit" aims at, in words: the largest estimate whose upper bound fits (GiB = 2^30 bytes)."""
+    band = band_for(config)
+    return (f"each estimate at most {usable_bytes(capacity, keep_free, band.fraction) / GIB:.2f} GiB, so that its "
+            f"upper bound (+{100 * band.fraction:.1f} %: {band.reason}) fits")
+
+
+def render(suggestions: list, gpu_label: str, capacity: int, config: dict | None = None,
+           keep_free: float = KEEP_FREE) -> str:
     """The suggestions as text for the CLI (``estimate ... --suggest``), GiB = 2^30 bytes."""
     import shlex
-    head = (f"Make it fit on {gpu_label} ({capacity / GIB:.2f} GiB): the cheapest changes first, each re-estimated; "
-            "step time per token from the layout search's cost model, x1.000 = as it is")
+    head = (f"Make it fit on {gpu_label} ({capacity / GIB:.2f} GiB; {target_text(config or {}, capacity, keep_free)}): "
+            "the cheapest changes first, each re-estimated; step time per token from the layout search's cost model, "
+            "x1.000 = as it is")
     if not suggestions:
         return (head + "\n  no single change, nor two together, makes every stage fit; `python -m estimator search "
                 "... --min-gpus` finds the fewest GPUs on which some layout fits")

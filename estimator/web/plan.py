@@ -40,7 +40,7 @@ def suggestions(state: dict) -> dict:
     if not capacity:
         return {"suggestions": [], "gpu": None}
     from ..config.load import load_config
-    from ..plan.suggest import notes, suggest
+    from ..plan.suggest import notes, suggest, target_text
     world = (cfg.get("training") or {}).get("world_size")
     try:
         load_config(cfg)
@@ -50,7 +50,7 @@ def suggestions(state: dict) -> dict:
     except (EstimatorError, ValueError) as exc:
         return error_answer("suggest", None, str(exc))
     return {"suggestions": [s.to_dict(world) for s in found], "gpu": gpu,
-            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes()}
+            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes(), "target": target_text(cfg, capacity)}
 
 
 def sweeps(state: dict, min_gpus: bool = False, options=None) -> dict:
