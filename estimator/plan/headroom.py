@@ -6,7 +6,8 @@ less even than balanced, above all early in training, and a layout that fits bal
 step N when one rank's experts receive more (the methodology page gives measured factors).
 :func:`overload_headroom` answers "up to which factor does every stage still fit?":
 
-    factor = max { f on a 0.01 grid in [1, F] : device_bytes(f) <= capacity x (1 - headroom) for every stage }
+    factor = max { f on a 0.01 grid in [1, F] : device_bytes(f) <= usable for every stage }
+    usable = capacity x (1 - keep_free) / (1 + band)     (the one fit rule, estimator.formats.gpus.usable_bytes)
 
 where F is the layout's physical bound (:func:`estimator.config.derived.max_overload_factor`: every token's rows on
 one rank, or the capacity factor with token dropping), reported exactly when the layout fits even there, and

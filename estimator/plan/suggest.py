@@ -3,7 +3,8 @@
 :func:`estimator.plan.advice.levers` names a few single changes that fit; this module goes further, for the
 calculator's "Make it fit" list and ``estimate ... --suggest``. Each lever below is a family of changes
 ordered from the weakest (cheapest) to the strongest; for each lever the weakest change after which every
-stage fits (:func:`estimator.formats.gpus.fit`, with the caller's headroom) is kept, re-estimated by the core:
+stage fits by the one rule of :func:`estimator.formats.gpus.fit` (its upper bound, with the caller's keep_free: the
+estimate at most :func:`estimator.formats.gpus.usable_bytes`) is kept, re-estimated by the core:
 
 - ``sequence_parallel``: sequence parallelism on (TP > 1);
 - ``distributed_optimizer``: shard the fp32 master weights and Adam moments over the data-parallel ranks;

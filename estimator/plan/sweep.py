@@ -12,8 +12,8 @@ communicator can make the memory grow, so it is not bisected). The fewest GPUs o
 which *some* layout fits is :func:`estimator.plan.search.min_gpus` (a layout search per candidate; the page asks
 for it separately, it takes seconds).
 
-A point fits when its peak ``device_bytes`` is at most ``(1 - headroom)`` of the capacity, as in
-:func:`estimator.formats.gpus.fit` and the reverse questions. Positions on the x axis are log2-scaled (each sweep
+A point fits when its peak ``device_bytes`` is at most :func:`estimator.formats.gpus.usable_bytes` (its upper
+bound and what is kept free fit), the one rule of :func:`estimator.formats.gpus.fit` and the reverse questions. Positions on the x axis are log2-scaled (each sweep
 spans several doublings), from 0 to 1.
 """
 
