@@ -229,15 +229,19 @@ def place_current(eng: SearchEngine, worlds: tuple) -> Placed | None:
                   tr.global_batch_size, est, cost, terms)
 
 
-def current_text(c: Current, usable: int, capacity: int) -> str:
-    """One sentence on the configuration's own layout."""
+def current_text(c: Current, usable: int, capacity: int, keep_free: float = 0.0) -> str:
+    """One sentence on the configuration's own layout, in the verdict's words (a peak within the capacity but above
+    ``usable`` fits only within the error band)."""
     head = f"Your layout ({c.label}) on {c.num_gpus:,} GPUs"
     if not c.valid:
         return f"{head} is not valid: {c.problem}. It has to change."
     peak = f"peak {c.peak_device_bytes / GIB:.1f} GiB"
     if not c.fits:
-        out = (f"{head} does not fit: {peak} > {usable / GIB:.1f} GiB usable of {capacity / GIB:.1f} GiB (its upper "
-               "bound would not fit)")
+        if c.peak_device_bytes <= capacity * (1 - keep_free):
+            out = (f"{head} fits only within the error band: {peak} fits {capacity / GIB:.1f} GiB but not the "
+                   f"{usable / GIB:.1f} GiB usable (its upper bound would not fit)")
+        else:
+            out = f"{head} does not fit: {peak} > {usable / GIB:.1f} GiB usable of {capacity / GIB:.1f} GiB"
     else:
         where = f"#{c.rank}" if c.rank_exact else f"#{c.rank} or lower (counting stopped at its limit of estimates)"
         out = f"{head} fits ({peak}, step time x{c.cost:.3f}) and ranks {where} of the layouts that fit"

@@ -410,7 +410,7 @@ def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, cap: int, 
     if placed.problem is not None:
         c = Current(placed.label, placed.num_gpus, False, placed.problem, False, None, None, None, None, None,
                     False, "")
-        return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity)})
+        return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity, eng.headroom)})
     dev = placed.estimate.peak.device_bytes
     fits = dev <= eng.usable
     rank, exact = None, True
@@ -428,7 +428,7 @@ def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, cap: int, 
         rank = 1 + sum(1 for e in entries if e[:2] < mark)
     c = Current(placed.label, placed.num_gpus, True, None, placed.excluded is None, placed.excluded, fits, dev,
                 placed.cost, rank, exact, "")
-    return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity)})
+    return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity, eng.headroom)})
 
 
 def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro_batch_sizes, headroom, max_tp,

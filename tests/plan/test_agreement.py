@@ -239,3 +239,15 @@ def test_qwen3_30b_a3b_on_16_h100_lists_expert_parallel_layouts():
     assert kept.layouts and all(lay.label.startswith("TP4 PP2") for lay in kept.layouts[:1])
     assert all((lay.tp, lay.ep) == (4, 4) for lay in kept.layouts)
     assert math.isfinite(cur.cost) and cur.cost > res.layouts[0].cost
+
+
+def test_lora_70b_at_8192_tokens_is_amber_in_the_verdict_and_the_search():
+    """Llama 3 70B LoRA at 8,192 tokens on 8 H100-80GB (issue 26): the estimate, 78.28 GiB, fits the 79.65 GiB
+    card, its upper bound (x 1.1073, the dense band) does not. The verdict is amber and the search says the same
+    of the configuration's own layout: it fits only within the error band, above the 71.93 GiB usable."""
+    from estimator.formats.gpus import fit
+    cfg = load_config("presets/llama-3-70b-lora.yaml").to_dict()
+    cfg["training"]["seq_length"] = 8192
+    assert {f.verdict for f in fit(estimate(cfg), H100)} == {"tight"}
+    cur = search(cfg, num_gpus=8, gpu="H100-80GB").current
+    assert not cur.fits and "fits only within the error band" in cur.text and "71.9 GiB usable" in cur.text
