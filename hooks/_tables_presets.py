@@ -89,13 +89,15 @@ def gpu(name: str) -> dict:
 
 
 def fit_peak(est, g: dict) -> dict:
-    """Whether the fullest stage fits on GPU ``g``, by estimator.formats.gpus.fit (no headroom required), with the
-    verdict in the calculator's words (fits, tight, does not fit) and ``attr`` for data-fits (yes, tight, no)."""
+    """Whether the fullest stage fits on GPU ``g``, by the one rule of estimator.formats.gpus.fit (the upper bound,
+    nothing kept free by default), with the verdict in the calculator's words (fits, fits within the error band,
+    does not fit) and ``attr`` for data-fits (yes, tight, no)."""
     fits = _gpus.fit(est, g["memory_bytes"])
-    v = verdicts.worst(fits)
+    v = verdicts.worst_verdict(fits)
     return {"gpu": g, "fits": v.fits, "verdict": v.verdict, "word": verdicts.word(v.verdict),
             "attr": {"fits": "yes"}.get(v.verdict, v.verdict), "headroom_bytes": v.headroom_bytes,
-            "device_bytes": v.device_bytes, "stage": v.stage, "all": fits}
+            "device_bytes": v.device_bytes, "upper_bound_bytes": v.upper_bound_bytes, "reason": v.band.reason,
+            "stage": v.stage, "all": fits}
 
 
 # --- tables of one estimate ----------------------------------------------------------------------

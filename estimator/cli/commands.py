@@ -78,6 +78,17 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _percent(text: str) -> float:
+    """--keep-free PCT: a percent of the GPU memory in [0, 100)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v < 100.0:
+        raise argparse.ArgumentTypeError(f"keep_free is a percent of the GPU memory in [0, 100), got {text!r}")
+    return v
+
+
 def _names(text: str):
     return None if text.lower() in NONE else [v for v in text.replace(",", " ").split() if v]
 
@@ -310,11 +321,11 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
                _g(s.device_bytes)]
         if verdicts is not None:
             v = verdicts[s.stage]
-            row += [{"fits": "yes", "tight": "tight", "no": "NO"}[v.verdict],
+            row += [_g(v.upper_bound_bytes), {"fits": "yes", "tight": "band", "no": "NO"}[v.verdict],
                     f"{v.headroom_bytes / GIB:+.2f} ({v.headroom_pct:+.1f}%)"]
         rows.append(row)
     if verdicts is not None:
-        head += ["fits", "headroom GiB (%)"]
+        head += ["upper", "fits", "headroom GiB (%)"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     lines.append("Memory per GPU in GiB (2^30 bytes); * marks the peak stage; layers per virtual chunk (comma-"
@@ -339,16 +350,9 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
                      f"{most.stage}: " + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in most.host.items())
                      + ")")
     if verdicts is not None:
-        bad = [v.stage for v in verdicts if not v.fits]
-        tight = [v.stage for v in verdicts if v.tight]
-        cap = verdicts[0].capacity_bytes / GIB if verdicts else 0
-        lines.append(f"{gpu_label} ({cap:.2f} GiB): " + ("every stage fits" if not bad else
-                     f"stage{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} do{'es' if len(bad) == 1 else ''}"
-                     " not fit"))
-        if tight:
-            lines.append(f"  tight: stage{'s' if len(tight) > 1 else ''} {', '.join(map(str, tight))} fit only if the "
-                         "caching allocator gives back its reserve (expect allocator retries; "
-                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps)")
+        from ..plan.verdicts import summary
+        lines.append(f"{gpu_label} ({verdicts[0].capacity_bytes / GIB:.2f} GiB): " + summary(verdicts))
+    return "\n".join(lines)
     return "\n".join(lines)
 
 
@@ -368,7 +372,7 @@ def _verdicts(ns, est):
             raise CLIError(f"--gpu-memory must be a positive number of GiB, at most {MAX_GPU_GIB:,} (1 PiB), "
                            f"got {ns.gpu_memory}")
         cap, label = int(ns.gpu_memory * GIB), f"{ns.gpu_memory:g} GiB GPU"
-    return fit(est, cap, headroom=ns.headroom / 100.0), label
+    return fit(est, cap, ns.keep_free / 100.0), label
 
 
 def _suggestions(ns, cfg, verdicts):
@@ -378,7 +382,7 @@ def _suggestions(ns, cfg, verdicts):
     if verdicts is None:
         raise CLIError("--suggest needs --gpu NAME or --gpu-memory GIB")
     from ..plan.suggest import suggest
-    return suggest(cfg.to_dict(), verdicts[0].capacity_bytes, headroom=ns.headroom / 100.0,
+    return suggest(cfg.to_dict(), verdicts[0].capacity_bytes, keep_free=ns.keep_free / 100.0,
                    num_microbatches=ns.num_microbatches)
 
 
@@ -387,7 +391,7 @@ def _overload(ns, cfg, est, verdicts):
     if verdicts is None or not cfg.model.num_experts:
         return None
     from ..plan.headroom import overload_headroom
-    return overload_headroom(cfg, verdicts[0].capacity_bytes, ns.headroom / 100.0, estimate=est,
+    return overload_headroom(cfg, verdicts[0].capacity_bytes, ns.keep_free / 100.0, estimate=est,
                              num_microbatches=ns.num_microbatches)
 
 
@@ -411,8 +415,13 @@ def cmd_estimate(ns) -> int:
     if fmt == "json":
         d = est.to_dict()
         if verdicts is not None:
+            from ..plan.verdicts import worst_verdict
+            w = worst_verdict(verdicts)
             d["fit"] = {"gpu": gpu_label, "stages": [v.to_dict() for v in verdicts],
-                        "fits": all(v.fits for v in verdicts),
+                        "fits": all(v.fits for v in verdicts), "verdict": w.verdict,
+                        "point_bytes": max(v.device_bytes for v in verdicts),
+                        "upper_bound_bytes": max(v.upper_bound_bytes for v in verdicts),
+                        "keep_free": ns.keep_free / 100.0, "band": w.band.to_dict(),
                         "moe_overload_headroom": overload.to_dict() if overload else None}
         if ns.breakdown:
             from ..memory.breakdown import breakdown
@@ -431,7 +440,8 @@ def cmd_estimate(ns) -> int:
             print("\n" + format_breakdown(est))
         if fixes is not None:
             from ..plan.suggest import render
-            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes) if not all(v.fits for v in verdicts)
+            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes, cfg.to_dict(), ns.keep_free / 100.0)
+                          if not all(v.fits for v in verdicts)
                           else "Make it fit: every stage fits already, nothing to change."))
         if ns.assumptions:
             print("\nAssumptions:\n" + "\n".join(f"- {a}" for a in est.assumptions))
@@ -561,8 +571,9 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
     fit.add_argument("--gpu", metavar="NAME", help="add a verdict per stage for this GPU (see `gpus`), e.g. "
                      "H100-80GB, H200-141GB, B200-180GB, MI300X-192GB")
     fit.add_argument("--gpu-memory", type=float, metavar="GIB", help="the same for a capacity in GiB (2^30 bytes)")
-    fit.add_argument("--headroom", type=float, default=0.0, metavar="PCT", help="percent of the capacity that "
-                     "must stay free for a stage to fit [default: 0]")
+    fit.add_argument("--keep-free", "--headroom", dest="keep_free", type=_percent, default=0.0, metavar="PCT",
+                     help="percent of the GPU memory kept free on top of the estimate's upper bound (the point "
+                     "plus its measured error band) for a stage to fit; --headroom is the old name [default: 0]")
     fit.add_argument("--fail-if-oom", action="store_true", help="exit with code 1 when a stage does not fit "
                      "(the exit code is 0 otherwise, fit or not)")
     fit.add_argument("--suggest", action="store_true", help="when a stage does not fit: the cheapest changes that "

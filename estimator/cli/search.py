@@ -47,8 +47,19 @@ def _fraction(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a fraction (0.05) or a percentage (5%), got {text!r}") from None
     if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"the headroom must be in [0, 1) (or 0-99%), got {text!r}")
+        raise argparse.ArgumentTypeError(f"the headroom (keep_free) must be in [0, 1) (or 0-99%), got {text!r}")
     return v
+
+
+def _percent(text: str) -> float:
+    """--keep-free PCT (5 or 5%) as a fraction."""
+    try:
+        v = float(text.strip().removesuffix("%"))
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < 100:
+        raise argparse.ArgumentTypeError(f"keep_free is a percent of the GPU memory in [0, 100), got {text!r}")
+    return v / 100
 
 
 def _scalar(text: str):
@@ -78,7 +89,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "search", help="find the parallel layouts that fit a GPU, best first",
         description="Enumerate every valid TP/PP/VPP/CP/EP/ETP layout, recompute option and micro-batch size, "
-        "keep those whose peak device memory fits the GPU with the headroom, and rank them by a simple "
+        "keep those whose peak device memory fits the GPU by the fit rule (upper bound plus what is kept free), and rank them by a simple "
         "cost model (pipeline bubble, TP/CP/EP/DP traffic inside or across nodes, recompute).")
     p.add_argument("source", nargs="?", help="preset name or configuration file (.yaml/.yml/.json)")
     p.add_argument("--hf", metavar="PATH", help="a Hugging Face config.json (or its directory) instead")
@@ -91,7 +102,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="micro-batch sizes to try (default 1,2,4)")
     p.add_argument("--recompute", type=_names, default=("none", "selective", "full"),
                    help="recompute options to try (default none,selective,full)")
-    p.add_argument("--headroom", type=_fraction, default=0.05, help="memory kept free (default 0.05 = 5%%)")
+    p.add_argument("--keep-free", dest="keep_free", type=_percent, default=0.0, metavar="PCT",
+                   help="percent of the GPU memory kept free on top of each layout's upper bound (the estimate plus "
+                   "its measured error band), as in `estimate --keep-free` (default 0)")
+    p.add_argument("--headroom", dest="keep_free", type=_fraction, help="the old form of --keep-free: a fraction "
+                   "(0.05) or a percentage (5%%)")
     p.add_argument("--max-tp", type=int, default=8, help="largest TP and expert TP (default 8, one node)")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--top", type=int, default=10, help="layouts to show (default 10)")
@@ -196,8 +211,7 @@ def _print_result(res, name: str, out) -> None:
     counts = ", ".join(str(n) for n in res.num_gpus)
     gbs = res.global_batch_size if res.global_batch_size is not None else "about 4 Mi tokens"
     print(f"{name} on {counts} x {res.gpu['name']} ({res.capacity_bytes / GIB:.1f} GiB; a layout fits when its "
-          f"peak device memory is at most {(1 - res.headroom) * res.capacity_bytes / GIB:.1f} GiB, "
-          f"{res.headroom:.0%} headroom); seq {res.seq_length}, global batch {gbs}", file=out)
+          f"peak device memory is at most {res.rule}); seq {res.seq_length}, global batch {gbs}", file=out)
     print(res.summary(), file=out)
     if res.layouts:
         print(file=out)
@@ -231,13 +245,13 @@ def run(args, out=None) -> int:
         if args.max_mbs or args.max_seq_length:
             data = _layout_config(args, source)
             if args.max_mbs:
-                ans = max_micro_batch(data, gpu=gpu, headroom=args.headroom, gpus_per_node=args.gpus_per_node)
+                ans = max_micro_batch(data, gpu=gpu, keep_free=args.keep_free, gpus_per_node=args.gpus_per_node)
             else:
-                ans = max_seq_length(data, gpu=gpu, headroom=args.headroom, gpus_per_node=args.gpus_per_node)
+                ans = max_seq_length(data, gpu=gpu, keep_free=args.keep_free, gpus_per_node=args.gpus_per_node)
             result = ans
         else:
             kw = dict(gpu=gpu, seq_length=args.seq_length, global_batch_size=args.gbs, micro_batch_sizes=args.mbs,
-                      headroom=args.headroom, max_tp=args.max_tp, gpus_per_node=args.gpus_per_node,
+                      keep_free=args.keep_free, max_tp=args.max_tp, gpus_per_node=args.gpus_per_node,
                       recompute=args.recompute, distinct=not args.variants, **_fixed(args))
             if args.min_gpus:
                 result = min_gpus(source, candidates=args.num_gpus, **kw)

@@ -7,9 +7,10 @@ because the driver keeps ECC and firmware regions. Each entry names the output i
 datasheet's capacity. Where no driver reading was found (MI325X, MI355X), the datasheet's "N GB" is taken as N GiB,
 as the MI300X's "192 GB" reads 191.7 GiB in rocm-smi, and the entry is marked ``exact=False``.
 
-:func:`fit` compares every stage's ``device_bytes`` (allocated + allocator reserve + CUDA context +
-communication buffers, see :mod:`estimator.memory.assemble`) with a capacity and says, per stage, whether it fits
-and how much headroom is left, in bytes and as a percentage of the capacity.
+:func:`fit` holds every stage's ``device_bytes`` (allocated + allocator reserve + CUDA context + communication
+buffers, see :mod:`estimator.memory.assemble`) and its upper bound (the point plus the estimator's measured error
+for that kind of configuration, :mod:`.error_bands`) against a capacity: the one rule every surface uses (fits,
+fits within the error band, does not fit), with the one "keep free" setting (:data:`KEEP_FREE`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 
 from ..config.errors import ConfigError, Problem, show, wrong_type
 from ..memory.report import Estimate
+from .error_bands import Band, band_for
 
-__all__ = ["GPU", "GPUS", "StageFit", "fit", "get_gpu"]
+__all__ = ["GPU", "GPUS", "KEEP_FREE", "StageFit", "check_keep_free", "fit", "get_gpu", "usable_bytes"]
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -106,45 +108,79 @@ def get_gpu(name: str) -> GPU:
                               "the capacity with --gpu-memory GIB)"))
 
 
+#: The default "keep free" setting: the fraction of the GPU's memory the rule keeps free on top of the upper bound.
+#: 0: the upper bound already carries the estimator's measured error (:mod:`.error_bands`).
+KEEP_FREE = 0.0
+
+
+def check_keep_free(value, field: str = "keep_free") -> float:
+    """``value`` as a fraction in [0, 1), or a ConfigError naming ``field``, the value and the range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ConfigError(Problem(field, show(value), f"must be a fraction of the GPU memory in [0, 1), got "
+                                  f"{show(value)} (0.05 keeps 5 % free)"))
+    return float(value)
+
+
+def usable_bytes(capacity: int, keep_free: float = KEEP_FREE, band: float = 0.0) -> int:
+    """The largest point estimate (``device_bytes``) that *fits* under the one rule: ``floor(C x (1 - k) / (1 + b))``.
+
+    ``capacity`` C in bytes, ``keep_free`` k and ``band`` b as fractions. The search, "Make it fit", the sweeps and
+    the MoE routing headroom compare a point with this, so they agree with :func:`fit` at the cost of one division.
+    """
+    return int(capacity * (1.0 - keep_free) / (1.0 + band))
+
+
 @dataclass(frozen=True)
 class StageFit:
-    """The verdict for one pipeline stage against one capacity."""
+    """The verdict for one pipeline stage against one capacity, under the one rule (see :func:`fit`)."""
 
     stage: int
-    device_bytes: int
+    device_bytes: int      # the point estimate
     capacity_bytes: int
-    headroom_bytes: int    # capacity - device; negative when it does not fit
+    headroom_bytes: int    # capacity - device; negative when even the point does not fit
     headroom_pct: float    # headroom as a percentage of the capacity
-    fits: bool             # headroom_bytes >= the required margin
-    tight: bool = False    # does not fit with the allocator's usual reserve, but fits without it
+    fits: bool             # the upper bound plus what is kept free fits
+    tight: bool = False    # amber: the point (or at least it less the allocator reserve) fits, the upper bound does not
+    upper_bound_bytes: int = 0   # device_bytes x (1 + band)
+    keep_free_bytes: int = 0     # keep_free x capacity
+    band: object = None          # the estimate's error band (an estimator.formats.error_bands.Band)
 
     @property
     def verdict(self) -> str:
-        """'fits', 'tight' (only if the caching allocator gives back its reserve) or 'no'."""
+        """'fits', 'tight' (amber: fits within the error band) or 'no' (does not fit)."""
         return "fits" if self.fits else ("tight" if self.tight else "no")
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "device_bytes": self.device_bytes, "capacity_bytes": self.capacity_bytes,
                 "headroom_bytes": self.headroom_bytes, "headroom_pct": self.headroom_pct, "fits": self.fits,
-                "tight": self.tight, "verdict": self.verdict}
+                "tight": self.tight, "verdict": self.verdict, "upper_bound_bytes": self.upper_bound_bytes,
+                "keep_free_bytes": self.keep_free_bytes,
+                "band": self.band.to_dict() if self.band is not None else None}
 
 
 _STAGE_FIELDS = ("stage", "device_bytes", "reserved_bytes", "allocated_bytes")
 
 
-def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]:
-    """Per-stage verdicts of ``estimate`` (an :class:`~estimator.memory.report.Estimate`) against a GPU.
+def fit(estimate, capacity_bytes, keep_free: float = KEEP_FREE, *, band=None,
+        headroom: float | None = None) -> tuple[StageFit, ...]:
+    """Per-stage verdicts of ``estimate`` (an :class:`~estimator.memory.report.Estimate`) against a GPU: the one rule.
 
-    ``capacity_bytes`` is a byte count or a :class:`GPU`. ``headroom`` is the fraction of the capacity that
-    must stay free for a stage to count as fitting (0.0: ``device_bytes`` may use all of it; 0.05 keeps 5 %
-    spare for fragmentation and spikes the estimate does not model).
+    With capacity C, the point P (a stage's ``device_bytes``), its upper bound U = P x (1 + b) (b: the measured
+    error band of the configuration's class, :func:`estimator.formats.error_bands.band_for`) and K = k x C kept
+    free (k: ``keep_free``, default 0):
 
-    A stage that does not fit is ``tight`` when it would fit without the caching allocator's reserve
-    (``device_bytes - reserved_bytes + allocated_bytes``): PyTorch frees cached blocks and retries before it
-    reports out-of-memory, so such a run usually trains, more slowly, and
-    ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes it likelier.
+    - *fits* when U + K <= C;
+    - *fits within the error band* (``tight``, amber) when F + K <= C < U + K, F = P less the caching allocator's
+      reserve (``device_bytes - reserved_bytes + allocated_bytes``): the estimate, or at least what PyTorch
+      allocates with the CUDA context and NCCL buffers, fits, the bound does not;
+    - *does not fit* when F + K > C: even what PyTorch allocates does not fit, and the run stops with an
+      out-of-memory error. (The reserve is the part of the estimate measured runs vary most in, 1.008-1.27 x
+      allocated: a published recipe can run where P alone is over, so P over the capacity is amber, not red.)
 
-    Raises :class:`~estimator.config.errors.ConfigError` for a capacity or headroom out of range and
+    ``capacity_bytes`` is a byte count or a :class:`GPU`. ``band``: a fraction or a Band; by default the band of
+    the estimate's own configuration. ``headroom`` is the old name of ``keep_free``.
+
+    Raises :class:`~estimator.config.errors.ConfigError` for a capacity, keep-free or band out of range and
     :class:`~estimator.config.errors.InputTypeError` (a ``TypeError``) when ``estimate`` is not an Estimate (or an
     object like it: ``stages``, each with integer ``stage``, ``device_bytes``, ``reserved_bytes`` and
     ``allocated_bytes``).
@@ -157,14 +193,21 @@ def fit(estimate, capacity_bytes, headroom: float = 0.0) -> tuple[StageFit, ...]
     if isinstance(cap, bool) or not isinstance(cap, int) or not 0 < cap <= MAX_CAPACITY_BYTES:
         raise ConfigError(Problem("gpu_memory", show(cap), "the GPU capacity must be a positive number of bytes, "
                                   f"at most {MAX_CAPACITY_BYTES:,} (1 PiB), got {show(cap)}"))
-    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
-        raise ConfigError(Problem("headroom", show(headroom), "must be a fraction in [0, 1)"))
-    margin = headroom * cap
+    k = check_keep_free(headroom, "headroom") if headroom is not None else check_keep_free(keep_free)
+    if band is None:
+        band = band_for(getattr(estimate, "config", None) or {})
+    elif not isinstance(band, Band):
+        if isinstance(band, bool) or not isinstance(band, (int, float)) or not 0.0 <= band < 1.0:
+            raise ConfigError(Problem("band", show(band), f"must be a fraction in [0, 1) or a Band, got {show(band)}"))
+        band = Band(float(band), (), "given", -100.0 * band, 0, "")
+    margin = int(k * cap)
     out = []
     for s in estimate.stages:
+        floor = s.device_bytes - s.reserved_bytes + s.allocated_bytes     # without the caching allocator's reserve
         free = cap - s.device_bytes
-        floor = s.device_bytes - s.reserved_bytes + s.allocated_bytes
+        upper = int(s.device_bytes * (1.0 + band.fraction))
         out.append(StageFit(stage=s.stage, device_bytes=s.device_bytes, capacity_bytes=cap, headroom_bytes=free,
-                            headroom_pct=100.0 * free / cap, fits=free >= margin,
-                            tight=free < margin and cap - floor >= margin))
+                            headroom_pct=100.0 * free / cap, fits=upper + margin <= cap,
+                            tight=upper + margin > cap and floor + margin <= cap,
+                            upper_bound_bytes=upper, keep_free_bytes=margin, band=band))
     return tuple(out)

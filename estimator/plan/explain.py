@@ -230,14 +230,19 @@ def place_current(eng: SearchEngine, worlds: tuple) -> Placed | None:
                   tr.global_batch_size, est, cost, terms)
 
 
-def current_text(c: Current, usable: int, capacity: int) -> str:
-    """One sentence on the configuration's own layout."""
+def current_text(c: Current, usable: int, capacity: int, keep_free: float = 0.0) -> str:
+    """One sentence on the configuration's own layout, in the verdict's words (a peak within the capacity but above
+    ``usable`` fits only within the error band)."""
     head = f"Your layout ({c.label}) on {n_gpus(c.num_gpus)}"
     if not c.valid:
         return f"{head} is not valid: {c.problem}. It has to change."
     peak = f"peak {c.peak_device_bytes / GIB:.1f} GiB"
     if not c.fits:
-        out = f"{head} does not fit: {peak} > {usable / GIB:.1f} GiB usable of {capacity / GIB:.1f} GiB"
+        if c.peak_device_bytes <= capacity * (1 - keep_free):
+            out = (f"{head} fits only within the error band: {peak} fits {capacity / GIB:.1f} GiB but not the "
+                   f"{usable / GIB:.1f} GiB usable (its upper bound would not fit)")
+        else:
+            out = f"{head} does not fit: {peak} > {usable / GIB:.1f} GiB usable of {capacity / GIB:.1f} GiB"
     else:
         where = f"#{c.rank}" if c.rank_exact else f"#{c.rank} or lower (counting stopped at its limit of estimates)"
         out = f"{head} fits ({peak}, step time x{c.cost:.3f}) and ranks {where} of the layouts that fit"
@@ -282,12 +287,18 @@ def no_valid_reason(eng: SearchEngine, n: int) -> str:
             f"dividing {n:,}, which none is")
 
 
+def rule_text(eng) -> str:
+    """The usable memory of the one fit rule in words: "66.3 GiB (79.6 GiB less 0 % kept free, over 1 + the
+    +10.7 % error band of a dense model)"."""
+    return (f"{eng.usable / GIB:.1f} GiB ({eng.capacity / GIB:.1f} GiB less {eng.headroom:.0%} kept free, over 1 + the "
+            f"{100 * eng.band.fraction:.1f} % error band: {eng.band.reason})")
+
+
 def no_fit_reason(eng: SearchEngine, n_valid: int, lightest, floor_min: int | None) -> str:
     """Why none of ``n_valid`` valid layouts fits: the lightest evaluated (``lightest``: (device bytes, label) or
     None) against the usable memory, and the model states' lower bound (``floor_min`` bytes, or None)."""
     usable = eng.usable
-    head = (f"{n_valid:,} valid layouts, none fits {usable / GIB:.1f} GiB ({eng.capacity / GIB:.1f} GiB less "
-            f"{eng.headroom:.0%} headroom)")
+    head = f"{n_valid:,} valid layouts, none fits {rule_text(eng)}"
     if floor_min is not None and floor_min > usable:
         return (f"{head}: the model states alone (weights, gradients, optimizer) need at least "
                 f"{floor_min / GIB:.1f} GiB per GPU on every layout: more GPUs (to shard them further), a lighter "

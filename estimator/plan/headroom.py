@@ -6,7 +6,8 @@ less even than balanced, above all early in training, and a layout that fits bal
 step N when one rank's experts receive more (the methodology page gives measured factors).
 :func:`overload_headroom` answers "up to which factor does every stage still fit?":
 
-    factor = max { f on a 0.01 grid in [1, F] : device_bytes(f) <= capacity x (1 - headroom) for every stage }
+    factor = max { f on a 0.01 grid in [1, F] : device_bytes(f) <= usable for every stage }
+    usable = capacity x (1 - keep_free) / (1 + band)     (the one fit rule, estimator.formats.gpus.usable_bytes)
 
 where F is the layout's physical bound (:func:`estimator.config.derived.max_overload_factor`: every token's rows on
 one rank, or the capacity factor with token dropping), reported exactly when the layout fits even there, and
@@ -32,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..formats.error_bands import band_for
+from ..formats.gpus import usable_bytes
 from ..config.derived import max_overload_factor
 from ..config.errors import ConfigError, Problem, show
 from ..config.load import load_config
@@ -113,7 +116,7 @@ def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate
         raise ConfigError(Problem("headroom", show(headroom), "must be a fraction in [0, 1)"))
     if not cfg.model.num_experts:
         return None
-    limit = cap - headroom * cap          # fit(): a stage fits when capacity - device >= headroom x capacity
+    limit = usable_bytes(cap, headroom, band_for(cfg).fraction)   # the one rule of fit(): upper bound + kept free
     bound = max_overload_factor(cfg.model, cfg.parallelism)
     r = resolve(cfg)
     if num_microbatches is not None:

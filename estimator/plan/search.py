@@ -5,7 +5,7 @@ memory optimizations). :func:`search` does it exhaustively: it enumerates every 
 accepts (TP, PP with every way of placing the layers, VPP, CP, EP, ETP, sequence parallelism, the distributed
 optimizer, recompute none / selective / full in uniform groups and blocks of any size, the micro-batch size;
 :mod:`estimator.plan.space`), keeps those whose peak ``device_bytes`` (:func:`estimator.estimate`) is at most
-``(1 - headroom)`` of the GPU memory, and ranks them by relative step time (:mod:`estimator.plan.cost`, which
+the usable memory of the one fit rule (upper bound plus what is kept free, :func:`estimator.formats.gpus.fit`), and ranks them by relative step time (:mod:`estimator.plan.cost`, which
 documents the cost model and its constants, re-exported here). Every reported layout holds a complete
 configuration that ``estimate`` reproduces exactly. The result also says where the configuration's own layout
 stands (:attr:`SearchResult.current`: refused on these GPUs and why, outside the searched space and why, or its
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..config.errors import n_gpus, show
+from ..formats.gpus import KEEP_FREE
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
 from ..config.schema import MAX_MICRO_BATCH, MAX_TOKENS
@@ -45,7 +46,8 @@ from ..memory.states import byte_model
 from ..model.resolve import resolve
 from .cost import (DEFAULT_TOKENS_PER_STEP, DP_OVERLAPPED_EXPOSED, FULL_RECOMPUTE, GPU_FLOPS, HBM_BYTES_PER_S,
                    LAUNCH_SECONDS, NETWORK_BYTES_PER_S, NVLINK_BYTES_PER_S, SELECTIVE_MODULE_COST, Shape, why_ranked)
-from .explain import (Current, current_text, label_of, no_fit_reason, no_valid_reason, place_current, space_text)
+from .explain import (Current, current_text, label_of, no_fit_reason, no_valid_reason, place_current, rule_text,
+                      space_text)
 from .space import (RECOMPUTE_GRANULARITIES, SearchEngine, gpu_capacity, no_fit_implied, option_error, positive_ints,
                     rc_parts, source_dict, world_sizes)
 
@@ -130,6 +132,9 @@ class SearchResult:
     space: str = ""          # the bounds of the searched space, in words
     current: Current | None = None   # the configuration's own layout (None for a bare model)
     why_none: str | None = None      # why nothing is listed (no valid layout, with the rule; or none fits)
+
+    usable_bytes: int = 0    # the largest peak device bytes that fits by the one rule (formats.gpus.usable_bytes)
+    rule: str = ""           # that rule in words: capacity, kept free, error band and what drives it
 
     @property
     def best(self) -> Layout | None:
@@ -405,7 +410,7 @@ def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, cap: int, 
     if placed.problem is not None:
         c = Current(placed.label, placed.num_gpus, False, placed.problem, False, None, None, None, None, None,
                     False, "")
-        return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity)})
+        return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity, eng.headroom)})
     dev = placed.estimate.peak.device_bytes
     fits = dev <= eng.usable
     rank, exact = None, True
@@ -423,7 +428,7 @@ def _current(walk: _Walk, worlds: tuple, found: list, complete: bool, cap: int, 
         rank = 1 + sum(1 for e in entries if e[:2] < mark)
     c = Current(placed.label, placed.num_gpus, True, None, placed.excluded is None, placed.excluded, fits, dev,
                 placed.cost, rank, exact, "")
-    return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity)})
+    return Current(**{**c.__dict__, "text": current_text(c, eng.usable, eng.capacity, eng.headroom)})
 
 
 def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro_batch_sizes, headroom, max_tp,
@@ -474,21 +479,22 @@ def _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro
                         headroom=eng.headroom, seq_length=eng.s, global_batch_size=eng.gbs,
                         enumerated=walk.enumerated, evaluated=eng.evaluated, fitting=fitting,
                         elapsed_s=time.perf_counter() - t0, notes=tuple(notes), complete=not walk.stopped,
-                        space=space_text(eng), current=current, why_none=why_none)
+                        space=space_text(eng), current=current, why_none=why_none, usable_bytes=eng.usable,
+                        rule=rule_text(eng))
 
 
 #: The keyword arguments of search() after seq_length, with their defaults, in _search's order.
-_DEFAULTS = {"global_batch_size": None, "micro_batch_sizes": (1, 2, 4), "headroom": 0.05, "max_tp": 8,
+_DEFAULTS = {"global_batch_size": None, "micro_batch_sizes": (1, 2, 4), "headroom": KEEP_FREE, "max_tp": 8,
              "gpus_per_node": 8, "recompute": ("none", "selective", "full"), "distributed_optimizer": (True,),
              "top": 10, "distinct": True}
 
 
 def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, seq_length: int | None = None,
            global_batch_size: int | None = None, micro_batch_sizes: Iterable[int] = (1, 2, 4),
-           headroom: float = 0.05, max_tp: int = 8, gpus_per_node: int = 8,
+           keep_free: float = KEEP_FREE, max_tp: int = 8, gpus_per_node: int = 8,
            recompute: Iterable[str] = ("none", "selective", "full"),
            distributed_optimizer: Iterable[bool] = (True,), top: int | None = 10, distinct: bool = True,
-           **fixed) -> SearchResult:
+           headroom: float | None = None, **fixed) -> SearchResult:
     """Every valid layout of ``model_or_config`` on ``num_gpus`` GPUs of type ``gpu`` that fits, best first.
 
     ``model_or_config``: a preset name, a configuration (path, YAML/JSON text, dict or Config; its
@@ -497,7 +503,9 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
     microbatch_group_size_per_vp_stage is kept where it applies) or a bare model section (dict).
     ``num_gpus``: one world size or several. ``gpu``: a name known to :mod:`estimator.formats.gpus`
     (``"H100-80GB"``) or the memory in bytes. A layout fits when its peak ``device_bytes`` is at most
-    ``(1 - headroom)`` of the GPU memory. ``seq_length`` and ``global_batch_size`` default to the
+    :func:`estimator.formats.gpus.usable_bytes`: by the one rule of :func:`estimator.formats.gpus.fit`, its upper
+    bound (``device_bytes`` x (1 + the configuration's measured error band)) plus ``keep_free`` (a fraction of the
+    GPU memory, default 0; ``headroom`` is its old name) fits the GPU. ``seq_length`` and ``global_batch_size`` default to the
     configuration's; without a global batch size each layout takes the multiple of micro-batch x DP
     nearest above :data:`DEFAULT_TOKENS_PER_STEP` tokens. ``max_tp``: the largest TP (and expert TP) size,
     by default one node. ``recompute``: which of none / selective / full to try (full: uniform groups of any
@@ -516,7 +524,11 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
     rank among the layouts that fit. ``why_none`` says why nothing is listed. A search computes at most
     :data:`MAX_EVALUATIONS` estimates and enumerates at most :data:`MAX_SHAPES` shapes (more is refused).
     """
-    return _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro_batch_sizes, headroom,
+    if headroom is not None:                     # the old name of keep_free, named in its own errors
+        if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
+            raise option_error("headroom", headroom, "must be a fraction in [0, 1), e.g. 0.05 for 5 %")
+        keep_free = headroom
+    return _search(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro_batch_sizes, keep_free,
                    max_tp, gpus_per_node, recompute, distributed_optimizer, top, distinct, fixed, True)
 
 
@@ -593,13 +605,13 @@ def _largest_training_value(eng, data: dict, field: str, cands: list) -> tuple:
     return i, tried, results
 
 
-def max_micro_batch(config, *, gpu: str | int, headroom: float = 0.05, limit: int = 1024,
-                    gpus_per_node: int = 8) -> Answer:
+def max_micro_batch(config, *, gpu: str | int, keep_free: float = KEEP_FREE, limit: int = 1024,
+                    gpus_per_node: int = 8, headroom: float | None = None) -> Answer:
     """The largest micro-batch size with which this layout (a complete configuration) still fits.
 
     With a global batch size only the micro-batch sizes that divide global_batch_size / DP are tried."""
     positive_ints("limit", limit, top=MAX_MICRO_BATCH)
-    eng, data, cfg = fixed_layout(config, gpu, headroom, gpus_per_node)
+    eng, data, cfg = fixed_layout(config, gpu, keep_free if headroom is None else headroom, gpus_per_node)
     r = resolve(cfg)
     dp, gbs = r.dp, cfg.training.global_batch_size
     cands = [b for b in range(1, limit + 1)
@@ -607,7 +619,7 @@ def max_micro_batch(config, *, gpu: str | int, headroom: float = 0.05, limit: in
     i, tried, results = _largest_training_value(eng, data, "micro_batch_size", cands)
     if i is None:
         return Answer("max_micro_batch", None, None, tuple(tried), "even micro-batch size 1 does not fit "
-                      f"{eng.capacity / GIB:.1f} GiB with {eng.headroom:.0%} headroom")
+                      f"{rule_text(eng)}")
     b = cands[i]
     nxt = f"; {cands[i + 1]} does not" if i + 1 < len(cands) else f" (the largest candidate, limit {limit})"
     rule = f" (micro-batch sizes dividing global_batch_size / DP = {gbs // dp})" if gbs else ""
@@ -615,13 +627,13 @@ def max_micro_batch(config, *, gpu: str | int, headroom: float = 0.05, limit: in
                   f"micro-batch size {b} fits{rule}{nxt}")
 
 
-def max_seq_length(config, *, gpu: str | int, headroom: float = 0.05, multiple: int | None = None,
-                   limit: int | None = None, gpus_per_node: int = 8) -> Answer:
+def max_seq_length(config, *, gpu: str | int, keep_free: float = KEEP_FREE, multiple: int | None = None,
+                   limit: int | None = None, gpus_per_node: int = 8, headroom: float | None = None) -> Answer:
     """The longest sequence with which this layout (a complete configuration) still fits.
 
     Sequence lengths are multiples of ``multiple`` (128 by default) and of what the layout needs (2 x CP,
     and TP x CP with sequence parallelism), up to ``limit`` and the model's max_position_embeddings."""
-    eng, data, cfg = fixed_layout(config, gpu, headroom, gpus_per_node)
+    eng, data, cfg = fixed_layout(config, gpu, keep_free if headroom is None else headroom, gpus_per_node)
     r = resolve(cfg)
     step = math.lcm(2 * r.cp if r.cp > 1 else 1, r.t * r.cp if r.sp else 1,
                     positive_ints("multiple", multiple, top=MAX_TOKENS)[0] if multiple is not None else 128)
@@ -631,7 +643,7 @@ def max_seq_length(config, *, gpu: str | int, headroom: float = 0.05, multiple: 
     i, tried, results = _largest_training_value(eng, data, "seq_length", cands)
     if i is None:
         return Answer("max_seq_length", None, None, tuple(tried), f"even {step} tokens do not fit "
-                      f"{eng.capacity / GIB:.1f} GiB with {eng.headroom:.0%} headroom")
+                      f"{rule_text(eng)}")
     s = cands[i]
     if i + 1 < len(cands):
         why = f"{s} tokens fit; {cands[i + 1]} do not (multiples of {step})"
@@ -645,7 +657,7 @@ def min_gpus(model_or_config, *, gpu: str | int, seq_length: int | None = None,
              candidates: Iterable[int] | None = None, **kwargs) -> Answer:
     """The fewest GPUs (powers of two up to 131,072 by default) on which some layout fits.
 
-    ``kwargs`` go to :func:`search` (global_batch_size, headroom, max_tp, recompute, pinned fields...).
+    ``kwargs`` go to :func:`search` (global_batch_size, keep_free, max_tp, recompute, pinned fields...).
     More GPUs need no more memory per GPU for the same layout, with one exception: where the data-parallel size
     grows from 1, NCCL sets up a communicator for the new group (:data:`estimator.memory.NCCL_BYTES_PER_COMMUNICATOR`
     per group), which outweighs the optimizer states it shards only for a model of a few hundred MiB of them. So
@@ -653,6 +665,8 @@ def min_gpus(model_or_config, *, gpu: str | int, seq_length: int | None = None,
     fit."""
     cands = list(positive_ints("candidates", candidates)) if candidates is not None else [2 ** k for k in range(18)]
     kwargs.setdefault("top", 1)
+    if "keep_free" in kwargs:                    # the one "keep free" setting; headroom is its old name
+        kwargs["headroom"] = kwargs.pop("keep_free")
     options = {k: kwargs.pop(k, v) for k, v in _DEFAULTS.items()}
     found = {}
 

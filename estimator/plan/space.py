@@ -53,6 +53,8 @@ import re
 from dataclasses import replace
 from typing import NamedTuple
 
+from ..formats.error_bands import band_for
+from ..formats.gpus import usable_bytes
 from ..config.errors import ConfigError, Problem, show
 from ..config.load import load_config
 from ..config.pipeline_layout import expand_layout, layout_problems, placement, stage_counts
@@ -209,9 +211,11 @@ class SearchEngine(CostModel):
         self.r0 = resolve(self.base)
         self.capacity = capacity
         if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
-            raise option_error("headroom", headroom, "must be a fraction in [0, 1), e.g. 0.05 for 5 %")
-        self.headroom = float(headroom)
-        self.usable = int(capacity * (1 - self.headroom))
+            raise option_error("keep_free", headroom, "must be a fraction in [0, 1), e.g. 0.05 for 5 %")
+        self.headroom = float(headroom)                   # the "keep free" setting of the one rule
+        self.band = band_for(self.base)                   # the configuration's measured error band
+        # The one rule of estimator.formats.gpus.fit: a layout fits when its upper bound plus what is kept free fits.
+        self.usable = usable_bytes(capacity, self.headroom, self.band.fraction)
         for name, value in (("max_tp", max_tp), ("gpus_per_node", gpus_per_node)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise option_error(name, show(value), f"must be a positive integer, got {show(value)}")

@@ -3,7 +3,8 @@
 :func:`estimator.plan.advice.levers` names a few single changes that fit; this module goes further, for the
 calculator's "Make it fit" list and ``estimate ... --suggest``. Each lever below is a family of changes
 ordered from the weakest (cheapest) to the strongest; for each lever the weakest change after which every
-stage fits (:func:`estimator.formats.gpus.fit`, with the caller's headroom) is kept, re-estimated by the core:
+stage fits by the one rule of :func:`estimator.formats.gpus.fit` (its upper bound, with the caller's keep_free: the
+estimate at most :func:`estimator.formats.gpus.usable_bytes`) is kept, re-estimated by the core:
 
 - ``sequence_parallel``: sequence parallelism on (TP > 1);
 - ``distributed_optimizer``: shard the fp32 master weights and Adam moments over the data-parallel ranks;
@@ -50,6 +51,8 @@ from dataclasses import dataclass
 
 from ..config.derived import recomputed_modules
 from ..config.errors import EstimatorError, n_gpus
+from ..formats.error_bands import band_for
+from ..formats.gpus import KEEP_FREE, check_keep_free, usable_bytes
 from ..config.load import config_from_dict, with_fields
 from ..config.schema import field_specs
 from ..memory.report import GIB, to_plain
@@ -287,7 +290,7 @@ class _Context:
         self.base = config_from_dict(cfg)
         self.est = estimate(self.base, num_microbatches=num_microbatches)
         self.r = resolve(self.base)
-        self.usable = capacity - headroom * capacity
+        self.usable = usable_bytes(capacity, headroom, band_for(self.base).fraction)   # the one rule (formats.gpus)
         self._memo = {}
 
     def estimate(self, cfg: dict):
@@ -317,7 +320,8 @@ class _Context:
 
     def fits(self, cfg: dict) -> bool:
         est = self.estimate(cfg)
-        return est is not None and max(s.device_bytes for s in est.stages) <= self.usable
+        return est is not None and max(s.device_bytes for s in est.stages) <= usable_bytes(
+            self.capacity, self.headroom, band_for(cfg).fraction)
 
     def valid(self, change: dict) -> dict | None:
         """``cfg`` with ``change`` applied, on more GPUs (the data-parallel size kept) if the world size does
@@ -381,13 +385,16 @@ def _cost(cfg: dict, capacity: int) -> tuple[float, int] | None:
 # ---------------------------------------------------------------- suggest
 
 
-def suggest(config: dict, capacity: int, *, headroom: float = 0.0, limit: int = 8,
-            num_microbatches: int | None = None) -> list[Suggestion]:
+def suggest(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit: int = 8,
+            num_microbatches: int | None = None, headroom: float | None = None) -> list[Suggestion]:
     """The cheapest changes after which every stage of ``config`` (a configuration as written, plain data)
-    fits ``capacity`` bytes with ``headroom`` (a fraction of the capacity) to spare, cheapest first; empty
-    when it fits already or is invalid. At most ``limit`` suggestions."""
+    *fits* ``capacity`` bytes by the one rule of :func:`estimator.formats.gpus.fit`: its upper bound (the estimate
+    plus its measured error band) with ``keep_free`` (a fraction of the capacity; ``headroom`` is its old name)
+    to spare. Cheapest first; empty when it fits already or is invalid. At most ``limit`` suggestions."""
+    keep_free = check_keep_free(headroom if headroom is not None else keep_free,
+                                "headroom" if headroom is not None else "keep_free")
     try:
-        ctx = _Context(config, capacity, headroom, num_microbatches)
+        ctx = _Context(config, capacity, keep_free, num_microbatches)
     except (EstimatorError, ValueError, ArithmeticError):
         return []
     if ctx.fits(config):
@@ -475,11 +482,20 @@ def _pairs(ctx, levers: dict) -> list:
     return out
 
 
-def render(suggestions: list, gpu_label: str, capacity: int) -> str:
+def target_text(config: dict, capacity: int, keep_free: float = KEEP_FREE) -> str:
+    """What "Make it fit" aims at, in words: the largest estimate whose upper bound fits (GiB = 2^30 bytes)."""
+    band = band_for(config)
+    return (f"each estimate at most {usable_bytes(capacity, keep_free, band.fraction) / GIB:.2f} GiB, so that its "
+            f"upper bound (+{100 * band.fraction:.1f} %: {band.reason}) fits")
+
+
+def render(suggestions: list, gpu_label: str, capacity: int, config: dict | None = None,
+           keep_free: float = KEEP_FREE) -> str:
     """The suggestions as text for the CLI (``estimate ... --suggest``), GiB = 2^30 bytes."""
     import shlex
-    head = (f"Make it fit on {gpu_label} ({capacity / GIB:.2f} GiB): the cheapest changes first, each re-estimated; "
-            "step time per token from the layout search's cost model, x1.000 = as it is")
+    head = (f"Make it fit on {gpu_label} ({capacity / GIB:.2f} GiB; {target_text(config or {}, capacity, keep_free)}): "
+            "the cheapest changes first, each re-estimated; step time per token from the layout search's cost model, "
+            "x1.000 = as it is")
     if not suggestions:
         return (head + "\n  no single change, nor two together, makes every stage fit; `python -m estimator search "
                 "... --min-gpus` finds the fewest GPUs on which some layout fits")

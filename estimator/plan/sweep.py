@@ -12,8 +12,8 @@ communicator can make the memory grow, so it is not bisected). The fewest GPUs o
 which *some* layout fits is :func:`estimator.plan.search.min_gpus` (a layout search per candidate; the page asks
 for it separately, it takes seconds).
 
-A point fits when its peak ``device_bytes`` is at most ``(1 - headroom)`` of the capacity, as in
-:func:`estimator.formats.gpus.fit` and the reverse questions. Positions on the x axis are log2-scaled (each sweep
+A point fits when its peak ``device_bytes`` is at most :func:`estimator.formats.gpus.usable_bytes` (its upper
+bound and what is kept free fit), the one rule of :func:`estimator.formats.gpus.fit` and the reverse questions. Positions on the x axis are log2-scaled (each sweep
 spans several doublings), from 0 to 1.
 """
 
@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 
 from ..config.errors import EstimatorError, n_gpus
+from ..formats.error_bands import band_for
+from ..formats.gpus import usable_bytes
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
 from ..memory.report import GIB, to_plain
@@ -68,8 +70,8 @@ class Series:
 class _Sweeper:
     def __init__(self, config: dict, capacity: int, headroom: float):
         self.cfg, self.capacity, self.headroom = config, capacity, headroom
-        self.usable = capacity - headroom * capacity
         self.r = resolve(load_config(config))
+        self.usable = usable_bytes(capacity, headroom, band_for(self.r.cfg).fraction)   # the one rule (formats.gpus)
         self._memo = {}
 
     def point(self, path: str, x: int) -> Point | None:
@@ -150,9 +152,11 @@ def _pos(x: int, lo: int, hi: int) -> float:
     return 0.5 if hi <= lo else (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
 
 
-def sweep_view(series: tuple, capacity: int, headroom: float = 0.0) -> dict:
+def sweep_view(series: tuple, capacity: int, headroom: float = 0.0, band: float = 0.0) -> dict:
     """What the page draws: per sweep its points with x positions (0-1, log2), GiB labels and a shared y scale
-    (bytes, with ticks), the capacity and usable lines, the current value and the boundary."""
+    (bytes, with ticks), the capacity and usable lines, the current value and the boundary. The usable line is the
+    largest estimate that fits by the one rule (:func:`estimator.formats.gpus.usable_bytes`, ``band`` the
+    configuration's error band)."""
     from ..memory.report import gib_ticks
     top = max([p.peak_bytes for s in series for p in s.points] + [capacity])
     ticks = gib_ticks(min(top, 4 * capacity))
@@ -175,7 +179,7 @@ def sweep_view(series: tuple, capacity: int, headroom: float = 0.0) -> dict:
                         "clipped": p.peak_bytes > ticks[-1]["bytes"]} for p in s.points],
             "x_ticks": [{"pos": _pos(x, lo, hi), "label": _short(x)} for x in _x_ticks(xs)],
         })
-    return {"series": out, "capacity_bytes": capacity, "usable_bytes": int(capacity - headroom * capacity),
+    return {"series": out, "capacity_bytes": capacity, "usable_bytes": usable_bytes(capacity, headroom, band),
             "capacity_label": f"{capacity / GIB:.2f} GiB", "scale_bytes": ticks[-1]["bytes"], "ticks": ticks,
             "unit": "GiB (2^30 bytes) on the device, fullest stage"}
 

@@ -1,7 +1,8 @@
-"""Fit verdicts in words, one vocabulary for the site, the calculator and the CLI, and why a run is tight.
+"""Fit verdicts in words, one vocabulary for the site, the calculator and the CLI, and why a run is amber.
 
-:func:`estimator.formats.gpus.fit` gives every pipeline stage one of three verdicts against a GPU's capacity:
-``fits``, ``tight`` or ``no``. This module holds the words and the one-line meaning of each (the static
+:func:`estimator.formats.gpus.fit` gives every pipeline stage one of three verdicts against a GPU's capacity, by
+one rule (the point estimate, its upper bound from the measured error band, and what is kept free): ``fits``,
+``tight`` (*fits within the error band*, amber) or ``no`` (*does not fit*). This module holds the words and the one-line meaning of each (the static
 pages and the calculator print the same ones), and :func:`explain` says in figures why a configuration
 that does not fit comes out where it does: which part of the memory takes it over the capacity, and which
 assumptions of the estimate a published recipe may not share. Every figure comes from the estimate; no
@@ -13,19 +14,18 @@ from __future__ import annotations
 from ..memory.assemble import ALLOCATOR_RESERVE_FRACTION
 from ..memory.report import GIB
 
-__all__ = ["MEANINGS", "WORDS", "explain", "worst", "word"]
+__all__ = ["MEANINGS", "WORDS", "explain", "summary", "worst", "worst_verdict", "word"]
 
 #: The verdict of :attr:`estimator.formats.gpus.StageFit.verdict` in words.
-WORDS = {"fits": "fits", "tight": "tight", "no": "does not fit"}
+WORDS = {"fits": "fits", "tight": "fits within the error band", "no": "does not fit"}
 
 #: What each verdict means, for a legend beside every fit table and the calculator.
 MEANINGS = {
-    "fits": "the stage's memory on the device (what PyTorch allocates, its caching allocator's reserve, the "
-            "CUDA context and the NCCL buffers) is within the GPU's capacity.",
-    "tight": "what PyTorch allocates (with the CUDA context and NCCL buffers) fits, but not the caching "
-             "allocator's usual reserve on top: such runs usually train, with allocator retries and some "
-             "slowdown (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True makes it likelier).",
-    "no": "even what PyTorch allocates exceeds the GPU: the run stops with an out-of-memory error.",
+    "fits": "even the upper bound of the stage's memory on the device (the estimate plus the worst under-estimate "
+            "measured on runs of its kind) fits the GPU, with what is kept free.",
+    "tight": "the estimate fits the GPU but its upper bound does not: runs of this kind have measured up to the "
+             "band above the estimate, so it may run out of memory.",
+    "no": "the estimate itself exceeds the GPU (with what is kept free): expect an out-of-memory error.",
 }
 
 
@@ -38,6 +38,30 @@ def worst(fits) -> object:
     """The stage verdict with the least headroom (a StageFit or its ``to_dict()``)."""
     key = (lambda f: f["headroom_bytes"]) if fits and isinstance(fits[0], dict) else (lambda f: f.headroom_bytes)
     return min(fits, key=key)
+
+
+_ORDER = {"no": 0, "tight": 1, "fits": 2}
+
+
+def worst_verdict(fits):
+    """The stage with the worst verdict (does not fit, then amber, then fits), least headroom first among equals."""
+    return min(fits, key=lambda f: (_ORDER[f.verdict], f.headroom_bytes))
+
+
+def summary(fits) -> str:
+    """The verdict of every stage in one sentence, short answer first (GiB = 2^30 bytes)."""
+    w = worst_verdict(fits)
+    kept = f", {_g(w.keep_free_bytes)} kept free" if w.keep_free_bytes else ""
+    band = f"+{100 * w.band.fraction:.1f} %"
+    if w.verdict == "fits":
+        return (f"every stage fits: even the upper bound of the fullest, stage {w.stage}, fits ({_g(w.upper_bound_bytes)}"
+                f" = estimate {_g(w.device_bytes)} {band}{kept}).")
+    if w.verdict == "tight":
+        return (f"fits within the error band: stage {w.stage}'s estimate {_g(w.device_bytes)} fits, its upper bound "
+                f"{_g(w.upper_bound_bytes)} ({band}{kept}) does not. The band: {w.band.reason}.")
+    bad = [f.stage for f in fits if f.verdict == "no"]
+    return (f"stage{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} do{'es' if len(bad) == 1 else ''} not "
+            f"fit: stage {w.stage}'s estimate {_g(w.device_bytes)}{kept} is {_g(w.device_bytes + w.keep_free_bytes - w.capacity_bytes)} over.")
 
 
 def _g(b: int) -> str:
@@ -56,15 +80,19 @@ def explain(est, fits, config: dict) -> list[str]:
     cap = w.capacity_bytes
     reserve, runtime = s.reserved_bytes - s.allocated_bytes, s.device_bytes - s.reserved_bytes
     out = []
-    if w.verdict == "tight":
-        out.append(f"Stage {s.stage} allocates {_g(s.allocated_bytes)} at its peak, which fits {_g(cap)} with the "
-                   f"CUDA context and NCCL buffers ({_g(runtime)}); the caching allocator's reserve on top "
-                   f"({_g(reserve)}: " + (f"{ALLOCATOR_RESERVE_FRACTION:.0%} of the allocated memory, about what "
-                                          "measured runs keep" if _fraction(est) else "from the simulated allocator's "
-                                          "replay of the step") + f") takes it {_g(-w.headroom_bytes)} over. A published recipe that runs on this GPU "
-                   "can land here: PyTorch frees its cached blocks and retries an allocation before it reports "
-                   "out-of-memory, so such runs usually train, somewhat slower.")
-    else:
+    if w.verdict == "tight" and w.device_bytes + w.keep_free_bytes <= cap:
+        out.append(f"Stage {s.stage} needs {_g(w.device_bytes)} by the estimate, which fits {_g(cap)}, but its upper "
+                   f"bound is {_g(w.upper_bound_bytes)}: {w.band.reason}. Keep {_g(w.upper_bound_bytes - w.device_bytes)}"
+                   " more free (or shrink the estimate by that much) to be safe.")
+    elif w.verdict == "tight":
+        out.append(f"What PyTorch allocates fits ({_g(s.allocated_bytes)} with the CUDA context and NCCL buffers, "
+                   f"{_g(runtime)}); the caching allocator's reserve on top ({_g(reserve)}: " + (
+                       f"{ALLOCATOR_RESERVE_FRACTION:.0%} of the allocated memory, about what measured runs keep"
+                       if _fraction(est) else "from the simulated allocator's replay of the step")
+                   + f") takes it {_g(-w.headroom_bytes)} over. Such runs often train (PyTorch frees its cached "
+                   "blocks and retries before it reports out-of-memory, and PYTORCH_CUDA_ALLOC_CONF="
+                   "expandable_segments:True makes it likelier), but it is not a launch to bet on.")
+    if w.verdict == "no":
         parts = [("weights", s.weights_bytes), ("gradients", s.gradients_bytes),
                  ("optimizer states", s.optimizer_bytes), ("activations", s.activations_bytes)]
         big = sorted(parts, key=lambda x: -x[1])[:2]

@@ -3,7 +3,9 @@
 - :mod:`.calibration`: the runs the model was developed against (``measured.yaml``) and the shared records;
 - :mod:`.megatron_ci`: Megatron-LM's functional-test memory goldens (``megatron_ci.yaml``), held out;
 - :mod:`.project_runs`: the project's own GPU runs (``project_runs.yaml``), predicted before they were measured;
-- :mod:`.known_to_run`: Megatron-Bridge recipes that run on the GPUs they name (``known_to_run.yaml``).
+- :mod:`.known_to_run`: Megatron-Bridge recipes that run on the GPUs they name (``known_to_run.yaml``);
+- :mod:`.bands`: the worst measured under-estimate per feature class over the sources above, the fit verdict's
+  error bands (stored in ``estimator/formats/error_bands_data.py``).
 
 Imports: ``config``, ``model``, ``memory``, ``formats``. Imported by the tests, ``benchmarks/accuracy.py`` and the
 site's Validation page (``hooks/``). A new source of measurements is a new module here beside its data file.

@@ -3,8 +3,8 @@
 Megatron-Bridge's performance recipes run on the GPUs they name, so each is a measurement "this fits".
 A recipe is estimated from its preset's model and the parallelism, training and precision it sets, and the
 largest ``device_bytes`` of its stages is held against the GPU's capacity (:func:`estimator.formats.gpus.fit`):
-"no" is a false out-of-memory verdict, "tight" a run that fits only once PyTorch's allocator gives back its
-cache (which these recipes help with ``expandable_segments``).
+"no" (the point estimate is over the GPU) is a false out-of-memory verdict, "tight" (fits within the error band:
+the point fits, its upper bound does not) is not.
 
 A false out-of-memory verdict whose cause has been traced (the data file's ``false_oom_cause``: which
 component is over-estimated, from Megatron-Core's source) is reported with that cause, so it stays visible
@@ -55,7 +55,7 @@ class RecipeCase:
     reasons: tuple                # why not estimable (or, with lower_bound, what the estimate leaves out)
     device_gib: float | None      # largest device_bytes over the stages, GiB (2^30 B)
     capacity_gib: float | None
-    verdict: str | None           # fits | tight | no (a false out-of-memory verdict)
+    verdict: str | None           # fits | tight (within the error band) | no (a false out-of-memory verdict)
     headroom_pct: float | None
     known_cause: str | None = None  # a false out-of-memory verdict whose cause is known (the data file says it)
     lower_bound: bool = False     # device_gib leaves out unmodelled settings that only add memory

@@ -10,10 +10,10 @@
   length, the micro-batch size and the GPU count, with the fit boundaries (the CLI's reverse questions);
   ``{state, min_gpus: true, options?}`` -> ``{min_gpus: {value, label, words, reason}}``: the fewest GPUs on which
   some layout fits (:func:`estimator.plan.search.min_gpus`, a layout search per candidate count: seconds), with the
-  search options' TP and headroom (none kept free by default, as the verdict).
+  search options' TP and keep-free setting (none kept free by default, as the verdict).
 
 The layout search of the page takes options (:func:`search_options`): the GPU counts to search, a tensor
-parallel size and an expert parallel size to keep fixed, the headroom. Errors are ``{"errors": [{field, value, message}]}`` as everywhere in
+parallel size and an expert parallel size to keep fixed, the keep-free percent. Errors are ``{"errors": [{field, value, message}]}`` as everywhere in
 the calculator.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ..config.errors import ConfigError, EstimatorError
 from ..config.schema import MAX_EXPERTS
+from ..formats.gpus import KEEP_FREE
 from ..memory.report import GIB
 from .state import error_answer, errors_answer, merged_config, state_capacity
 
@@ -39,7 +40,7 @@ def suggestions(state: dict) -> dict:
     if not capacity:
         return {"suggestions": [], "gpu": None}
     from ..config.load import load_config
-    from ..plan.suggest import notes, suggest
+    from ..plan.suggest import notes, suggest, target_text
     world = (cfg.get("training") or {}).get("world_size")
     try:
         load_config(cfg)
@@ -49,7 +50,7 @@ def suggestions(state: dict) -> dict:
     except (EstimatorError, ValueError) as exc:
         return error_answer("suggest", None, str(exc))
     return {"suggestions": [s.to_dict(world) for s in found], "gpu": gpu,
-            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes()}
+            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes(), "target": target_text(cfg, capacity)}
 
 
 def sweeps(state: dict, min_gpus: bool = False, options=None) -> dict:
@@ -69,13 +70,13 @@ def sweeps(state: dict, min_gpus: bool = False, options=None) -> dict:
             if bad:
                 return errors_answer(bad)
             kwargs.pop("num_gpus", None)
-            kwargs.setdefault("headroom", 0.0)
             ans = fewest(cfg, gpu=capacity, **kwargs)
             lay = ans.layout
             return {"min_gpus": {"value": ans.value, "reason": ans.reason, "label": lay.label if lay else None,
                                  "words": layout_words(lay) if lay else None}}
         from ..plan.sweep import sweep, sweep_view
-        return {**sweep_view(sweep(cfg, capacity), capacity), "gpu": gpu}
+        from ..formats.error_bands import band_for
+        return {**sweep_view(sweep(cfg, capacity), capacity, band=band_for(cfg).fraction), "gpu": gpu}
     except ConfigError as exc:
         return errors_answer(exc.problems)
     except (EstimatorError, ValueError) as exc:
@@ -95,15 +96,16 @@ def search_options(options) -> tuple[dict, list]:
     """The keyword arguments of :func:`estimator.plan.search.search` from the page's search options, and problems.
 
     ``{"num_gpus": "64, 128" or [64, 128] or null (the configuration's), "tp": 8 or null (any), "ep": 8 or null
-    (any), "headroom": 5 (percent of the GPU memory kept free; null: the search's 5 %)}``."""
+    (any), "keep_free": 5 (percent of the GPU memory kept free on top of the upper bound; null: the verdict's
+    default, 0; "headroom" is its old name)}``."""
     from ..config.errors import Problem
     if not isinstance(options, dict):
-        return {}, [Problem("options", options, "must be an object {num_gpus, tp, ep, headroom}")]
+        return {}, [Problem("options", options, "must be an object {num_gpus, tp, ep, keep_free}")]
     out, problems = {}, []
-    unknown = sorted(set(options) - {"num_gpus", "tp", "ep", "headroom"})
+    unknown = sorted(set(options) - {"num_gpus", "tp", "ep", "keep_free", "headroom"})
     if unknown:
         problems.append(Problem(f"options.{unknown[0]}", options[unknown[0]], "unknown search option; known: num_gpus, "
-                                "tp, ep, headroom"))
+                                "tp, ep, keep_free (or its old name headroom)"))
     raw = options.get("num_gpus")
     if isinstance(raw, str):
         raw = [x for x in raw.replace(",", " ").split() if x]
@@ -136,16 +138,17 @@ def search_options(options) -> tuple[dict, list]:
                                     f"{MAX_EXPERTS:,} (dividing the experts), or any"))
         else:
             out["expert_model_parallel_size"] = ep
-    hr = options.get("headroom")
+    key = "keep_free" if options.get("keep_free") not in (None, "") else "headroom"
+    hr = options.get(key)
     if hr not in (None, ""):
         try:
             pct = float(hr)
         except (TypeError, ValueError):
             pct = -1.0
         if not 0 <= pct < 100:
-            problems.append(Problem("options.headroom", hr, "the percent of the GPU memory kept free: 0 to 99"))
+            problems.append(Problem(f"options.{key}", hr, "the percent of the GPU memory kept free: 0 to 99"))
         else:
-            out["headroom"] = pct / 100
+            out["keep_free"] = pct / 100
     return out, problems
 
 
@@ -157,5 +160,5 @@ def search_with_options(state: dict, top: int, options) -> dict:
         return errors_answer(problems)
     res = find_layouts(state, top, **kwargs)
     if "errors" not in res:
-        res["headroom"] = f"{100 * kwargs.get('headroom', 0.05):g} %"
+        res["keep_free"] = res["headroom"] = f"{100 * kwargs.get('keep_free', KEEP_FREE):g} %"
     return res

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..config.errors import n_gpus
 from ..memory.report import GB, GIB, gib_ticks
-from ..plan.verdicts import MEANINGS, WORDS, explain
+from ..plan.verdicts import MEANINGS, WORDS, explain, worst_verdict
 
 __all__ = ["COLUMNS", "SEGMENTS", "UNIT", "layers_text", "parallel_text", "view"]
 
@@ -93,20 +93,28 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
     peak = est.peak
     verdict = None
     if fits:
-        w = min(fits, key=lambda f: f.headroom_bytes)
+        w = worst_verdict(fits)
         size = f"{gpu} ({_gib(capacity)} GiB = {capacity / GB:.1f} GB)"
         where = f"stage {w.stage}" if len(fits) > 1 else "each GPU"
+        band = f"+{100 * w.band.fraction:.1f} %"
+        kept = f" with {_gib(w.keep_free_bytes)} GiB kept free" if w.keep_free_bytes else ""
         if w.verdict == "fits":
-            text = f"Fits on {size}: {_gib(w.headroom_bytes)} GiB ({w.headroom_pct:.1f} %) to spare on the fullest GPU."
+            text = (f"Fits on {size}: {_gib(w.headroom_bytes)} GiB ({w.headroom_pct:.1f} %) to spare on the fullest "
+                    f"GPU; even the upper bound, {_gib(w.upper_bound_bytes)} GiB ({band}), fits{kept}.")
         elif w.verdict == "tight":
-            text = (f"Tight on {size}: {where} needs {_gib(-w.headroom_bytes)} GiB more than the GPU has, but fits "
-                    "if the caching allocator gives back its reserve.")
+            text = (f"Fits within the error band on {size}: {where} needs {_gib(w.device_bytes)} GiB by the estimate, "
+                    f"{_gib(w.upper_bound_bytes)} GiB at the upper bound ({band}){kept}. The band: {w.band.reason}.")
         else:
-            text = f"Does not fit on {size}: {where} needs {_gib(-w.headroom_bytes)} GiB ({-w.headroom_pct:.1f} %) more."
+            text = (f"Does not fit on {size}: {where} needs {_gib(w.device_bytes + w.keep_free_bytes - capacity)} GiB "
+                    f"({-w.headroom_pct:.1f} %) more{kept}.")
         lead = WORDS[w.verdict].capitalize()
         verdict = {"verdict": w.verdict, "word": WORDS[w.verdict], "fits": w.verdict == "fits", "text": text,
                    "lead": lead, "rest": text[len(lead):],
                    "meaning": MEANINGS[w.verdict], "headroom_bytes": w.headroom_bytes, "stage": w.stage,
+                   "point_bytes": w.device_bytes, "upper_bound_bytes": w.upper_bound_bytes,
+                   "keep_free_bytes": w.keep_free_bytes, "band": w.band.to_dict(),
+                   "band_text": (f"Estimate {_gib(w.device_bytes)} GiB, upper bound {_gib(w.upper_bound_bytes)} GiB "
+                                 f"({band}{kept}): {w.band.reason}."),
                    "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload)}
     p = est.parameters
     mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0

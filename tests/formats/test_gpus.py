@@ -59,17 +59,36 @@ def _estimate(*device_bytes, reserve=0):
                                                    allocated_bytes=b - reserve) for i, b in enumerate(device_bytes)])
 
 
-def test_tight_when_only_the_allocator_reserve_does_not_fit():
-    """84 GiB device of which 6 GiB is allocator reserve, on 80 GiB: does not fit (-4 GiB) but 78 GiB without
-    the reserve does, so the verdict is 'tight'; 90 GiB with the same reserve (84 GiB floor) is 'no'."""
-    v = fit(_estimate(84 * GIB, 90 * GIB, reserve=6 * GIB), 80 * GIB)
-    assert [x.verdict for x in v] == ["tight", "no"]
-    assert not v[0].fits
+def test_the_one_rule_by_hand():
+    """Capacity C = 100 GiB, band b = 10 %, nothing kept free: upper bound U = P x 1.1.
+    P = 90 GiB: U = 99 <= 100, fits. P = 95: U = 104.5 > 100 but P <= 100, fits within the error band ('tight').
+    P = 101: the point itself is over, does not fit. (Was: 'tight' meant "fits without the allocator's reserve";
+    that reserve is part of the point now, and the measured band covers what it misses.)"""
+    v = fit(_estimate(90 * GIB, 95 * GIB, 101 * GIB), 100 * GIB, band=0.10)
+    assert [x.verdict for x in v] == ["fits", "tight", "no"]
+    assert [x.upper_bound_bytes for x in v] == [int(99 * GIB), int(104.5 * GIB), int(111.1 * GIB)]
+    assert v[1].to_dict()["verdict"] == "tight" and not v[1].fits
+
+
+def test_keep_free_adds_to_both_sides_of_the_rule():
+    """C = 100 GiB, b = 10 %, keep_free 5 % (K = 5 GiB). P = 90: U + K = 104 > 100, P + K = 95 <= 100: amber.
+    P = 96: P + K = 101 > 100: does not fit. P = 80: U + K = 93: fits. headroom= is the old name of keep_free."""
+    v = fit(_estimate(90 * GIB, 96 * GIB, 80 * GIB), 100 * GIB, 0.05, band=0.10)
+    assert [x.verdict for x in v] == ["tight", "no", "fits"]
+    assert v[0].keep_free_bytes == 5 * GIB
+    assert [x.verdict for x in fit(_estimate(90 * GIB), 100 * GIB, headroom=0.05, band=0.10)] == ["tight"]
+
+
+def test_the_band_defaults_to_the_configurations_class():
+    """An estimate without a configuration is a dense model: the dense band of the stored table."""
+    from estimator.formats.error_bands import band_for
+    v = fit(_estimate(50 * GIB), 100 * GIB)
+    assert v[0].band == band_for({}) and v[0].band.driver == "dense"
 
 
 def test_fit_verdicts_by_hand():
-    """80 GiB capacity: a 60 GiB stage leaves 20 GiB (25 %); a 90 GiB stage is 10 GiB (12.5 %) short."""
-    v = fit(_estimate(60 * GIB, 90 * GIB), 80 * GIB)
+    """80 GiB capacity, no band: a 60 GiB stage leaves 20 GiB (25 %); a 90 GiB stage is 10 GiB (12.5 %) short."""
+    v = fit(_estimate(60 * GIB, 90 * GIB), 80 * GIB, band=0.0)
     assert [x.fits for x in v] == [True, False]
     assert (v[0].headroom_bytes, v[0].headroom_pct) == (20 * GIB, 25.0)
     assert (v[1].headroom_bytes, v[1].headroom_pct) == (-10 * GIB, -12.5)
@@ -78,9 +97,13 @@ def test_fit_verdicts_by_hand():
 
 def test_fit_with_required_headroom_and_a_gpu():
     """Keeping 30 % of 80 GiB (24 GiB) free fails the 60 GiB stage; a GPU object works as the capacity."""
-    assert [x.fits for x in fit(_estimate(60 * GIB), 80 * GIB, headroom=0.3)] == [False]
-    assert fit(_estimate(79 * GIB), GPUS["H100-80GB"])[0].fits          # 79.65 GiB
+    assert [x.fits for x in fit(_estimate(60 * GIB), 80 * GIB, headroom=0.3, band=0.0)] == [False]
+    assert fit(_estimate(79 * GIB), GPUS["H100-80GB"], band=0.0)[0].fits          # 79.65 GiB
     with pytest.raises(ConfigError, match="positive"):
         fit(_estimate(1), 0)
     with pytest.raises(ConfigError, match="headroom"):
         fit(_estimate(1), GIB, headroom=1.5)
+    with pytest.raises(ConfigError, match=r"keep_free.*\[0, 1\).*1\.5"):
+        fit(_estimate(1), GIB, keep_free=1.5)
+    with pytest.raises(ConfigError, match="band"):
+        fit(_estimate(1), GIB, band=-0.1)

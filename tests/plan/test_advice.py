@@ -102,5 +102,5 @@ def test_every_field_has_words_and_no_label_is_stale():
 
 
 def test_one_vocabulary():
-    assert verdicts.WORDS == {"fits": "fits", "tight": "tight", "no": "does not fit"}
+    assert verdicts.WORDS == {"fits": "fits", "tight": "fits within the error band", "no": "does not fit"}
     assert set(verdicts.MEANINGS) == set(verdicts.WORDS)

@@ -10,6 +10,10 @@ transient peak here (the loss keeps only 4096 x 128 x 4 B = 2 MiB of fp32 logits
 figure adds the caching allocator's 5 % of it: int(0.05 x allocated) grows by 576,716 or 576,717 B (the rounding
 of the balanced figure decides), so with the capacity set to the balanced device figure + 11,534,336 + 576,717 B
 the layout fits at 1.25 and not at 1.26 (20,643 rows: 2,816 x 4,259 = 11,993,344 B more allocated).
+
+"Fits" is the verdict's one rule (estimator.formats.gpus.fit): the upper bound, device x (1 + b) with b the MoE
+class's measured band, must fit. So each capacity here is the device figure it must hold x (1 + b), rounded up
+(:func:`_cap`): the hand-worked byte counts above are unchanged.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import pytest
 
 import estimator
 from estimator import ConfigError, estimate
-from estimator.formats.gpus import GPUS
+from estimator.formats.error_bands import band_for
+from estimator.formats.gpus import GPUS, usable_bytes
 from estimator.plan.headroom import Headroom, describe, overload_headroom
 from estimator.validation.known_to_run import load_recipes, recipe_config
 from tests.conftest import make_config
@@ -26,6 +31,15 @@ from tests.conftest import make_config
 MOE = dict(num_layers=2, hidden_size=256, num_attention_heads=4, vocab_size=128, num_experts=16, moe_router_topk=4,
            moe_ffn_hidden_size=64)
 CFG = make_config(MOE, {"expert_model_parallel_size": 4}, {"world_size": 4})
+
+
+def _cap(device: int, cfg: dict = CFG) -> int:
+    """The smallest capacity on which a stage of ``device`` bytes fits by the one rule (nothing kept free)."""
+    b = band_for(cfg).fraction
+    cap = int(device * (1 + b))
+    while usable_bytes(cap, 0.0, b) < device:
+        cap += 1
+    return cap
 
 
 def _with(cfg: dict, f: float) -> dict:
@@ -40,18 +54,18 @@ def test_hand_worked_headroom():
     balanced = estimate(CFG).stages[0]
     at = estimate(_with(CFG, 1.25)).stages[0]
     assert at.allocated_bytes - balanced.allocated_bytes == 11_534_336
-    cap = balanced.device_bytes + 11_534_336 + 576_717
+    cap = _cap(balanced.device_bytes + 11_534_336 + 576_717)
     h = overload_headroom(CFG, cap)
     assert (h.factor, h.bound, h.at_bound, h.stage) == (1.25, 4.0, False, 0)
-    assert overload_headroom(CFG, cap - 576_717 - 11_534_336).factor == 1.0          # fits balanced, no more
-    assert overload_headroom(CFG, balanced.device_bytes - 1).factor is None          # not even balanced
+    assert overload_headroom(CFG, _cap(balanced.device_bytes)).factor == 1.0          # fits balanced, no more
+    assert overload_headroom(CFG, _cap(balanced.device_bytes) - 1).factor is None     # not even balanced
     big = overload_headroom(CFG, 2 ** 50)                                           # 1 PiB: any routing
     assert (big.factor, big.at_bound, big.stage) == (4.0, True, None)
 
 
 def test_the_headroom_keeps_the_margin_fit_keeps():
     """``headroom`` as in fit(): with half of twice the capacity above kept free, the same 1.25."""
-    cap = estimate(CFG).stages[0].device_bytes + 11_534_336 + 576_717
+    cap = _cap(estimate(CFG).stages[0].device_bytes + 11_534_336 + 576_717)
     assert overload_headroom(CFG, 2 * cap, 0.5).factor == 1.25
 
 
@@ -93,8 +107,8 @@ def test_device_bytes_never_fall_as_the_factor_grows_and_the_answer_is_the_large
     checked = 0
     for name, cfg in _moe_cases():
         for gpu in ("H100-80GB", "B200-180GB"):
-            cap = GPUS[gpu].memory_bytes
-            h = overload_headroom(cfg, cap)
+            h = overload_headroom(cfg, GPUS[gpu].memory_bytes)
+            cap = usable_bytes(GPUS[gpu].memory_bytes, 0.0, band_for(cfg).fraction)   # the one rule
             prev = 0
             for i in range(21):
                 d = _device(cfg, 1 + i * (h.bound - 1) / 20)

@@ -13,6 +13,8 @@ import pytest
 
 from estimator import ConfigError, estimate, load_config
 from estimator.cli.search import main as cli_main
+from estimator.formats.error_bands import band_for
+from estimator.formats.gpus import usable_bytes
 from estimator.plan.search import Answer, Layout, SearchResult, max_micro_batch, max_seq_length, min_gpus, search
 
 GIB = 2 ** 30
@@ -134,7 +136,9 @@ def test_search_finds_exactly_the_layouts_that_fit_by_brute_force(model, moe):
     got = {(lay.tp, lay.pp, lay.vpp, lay.cp, lay.ep, lay.etp, (lay.account_for_embedding, lay.account_for_loss),
             lay.micro_batch_size, lay.recompute) for lay in res.layouts}
     assert res.enumerated == len(brute)
-    assert got == {k for k, v in brute.items() if v <= cap}
+    usable = usable_bytes(cap, 0.0, band_for({"model": model}).fraction)   # the one rule: the upper bound fits
+    assert res.usable_bytes == usable
+    assert got == {k for k, v in brute.items() if v <= usable}
     assert res.fitting == len(got)
     assert res.evaluated < res.enumerated          # monotonicity pruned some
 
@@ -175,16 +179,26 @@ def test_min_gpus_fits_and_one_power_fewer_does_not():
     assert (4, False) in ans.tried and (8, True) in ans.tried
 
 
+def _gpu_holding(device: int, cfg: dict) -> int:
+    """The smallest capacity on which ``device`` bytes fit by the one rule of fit(): upper bound device x (1 + b),
+    b the configuration's measured band, nothing kept free."""
+    b = band_for(cfg).fraction
+    cap = int(device * (1 + b))
+    while usable_bytes(cap, 0.0, b) < device:
+        cap += 1
+    return cap
+
+
 def _layout(mbs=1, seq=256, **par):
     return {"model": TINY, "parallelism": {"tensor_model_parallel_size": 2, **par},
             "training": {"world_size": 4, "seq_length": seq, "micro_batch_size": mbs, "sequence_parallel": True}}
 
 
 def test_max_micro_batch_fits_and_the_next_does_not():
-    cap = estimate(_layout(mbs=6)).peak.device_bytes          # micro-batch 6 fits exactly, 7 cannot
+    cap = _gpu_holding(estimate(_layout(mbs=6)).peak.device_bytes, _layout())   # 6 fits exactly, 7 cannot
     ans = max_micro_batch(_layout(), gpu=cap, headroom=0)
     assert ans.value == 6
-    assert estimate(_layout(mbs=7)).peak.device_bytes > cap
+    assert estimate(_layout(mbs=7)).peak.device_bytes > usable_bytes(cap, 0.0, band_for(_layout()).fraction)
     _reproduces(ans.layout)
     assert ans.layout.config["training"]["micro_batch_size"] == 6
 
@@ -193,16 +207,16 @@ def test_max_micro_batch_respects_the_global_batch():
     """global batch 32 over DP 2: only micro-batches dividing 16 are possible (1, 2, 4, 8, 16)."""
     cfg = _layout()
     cfg["training"]["global_batch_size"] = 32
-    cap = estimate(_layout(mbs=6)).peak.device_bytes          # 6 would fit, but does not divide 16
+    cap = _gpu_holding(estimate(_layout(mbs=6)).peak.device_bytes, cfg)   # 6 would fit, but does not divide 16
     ans = max_micro_batch(cfg, gpu=cap, headroom=0)
     assert ans.value == 4 and all(v in (1, 2, 4, 8, 16) for v, _ in ans.tried)
 
 
 def test_max_seq_length_fits_and_the_next_multiple_does_not():
-    cap = estimate(_layout(seq=384, mbs=8)).peak.device_bytes
+    cap = _gpu_holding(estimate(_layout(seq=384, mbs=8)).peak.device_bytes, _layout())
     ans = max_seq_length(_layout(mbs=8), gpu=cap, headroom=0, limit=512)
     assert ans.value == 384                                    # multiples of 128
-    assert estimate(_layout(seq=512, mbs=8)).peak.device_bytes > cap
+    assert estimate(_layout(seq=512, mbs=8)).peak.device_bytes > usable_bytes(cap, 0.0, band_for(_layout()).fraction)
     _reproduces(ans.layout)
 
 
@@ -405,3 +419,16 @@ def test_search_notes_speak_the_pages_words():
     text = " ".join(res.notes)
     assert "not searched: the pipeline segments ('|') of the layer pattern" in text
     assert "dropped from the input" not in text and "MAX_EVALUATIONS" not in text and not _re.search(r"\bTrue\b", text)
+
+
+def test_cli_keep_free_is_the_verdicts_setting(capsys):
+    """search --keep-free PCT is estimate's --keep-free (a percent); --headroom keeps its old form (a fraction or a
+    percentage). Both give the search's usable memory by the one rule: 4 GiB x (1 - 0.10) / (1 + the dense band)."""
+    outs = []
+    for flag, value in (("--keep-free", "10"), ("--headroom", "0.1"), ("--headroom", "10%")):
+        assert cli_main(["search", "tiny", "--num-gpus", "8", "--gpu-memory", "4", flag, value, "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["layouts"] == outs[1]["layouts"] == outs[2]["layouts"]
+    want = usable_bytes(4 * GIB, 0.10, band_for({}).fraction)
+    assert outs[0]["usable_bytes"] == want == int(4 * GIB * 0.9 / 1.1073)
+    assert all(lay["peak_device_bytes"] <= want for lay in outs[0]["layouts"])

@@ -18,6 +18,7 @@ from estimator import estimate, fit
 from estimator.plan.advice import with_changes
 from estimator.cli.commands import apply_overrides, build_parser
 from estimator.config.load import load_config
+from estimator.formats.error_bands import band_for
 from estimator.formats.gpus import GPUS
 from estimator.formats.presets import load_preset
 from estimator.memory.report import GIB
@@ -44,9 +45,17 @@ TINY_PARAMS = 3_213_568
 RESERVE = 0.05          # the caching allocator's reserve on top of what is allocated (estimator.memory.assemble)
 
 
+def _holding(device: int, cfg: dict) -> int:
+    """The capacity whose usable memory by the one fit rule is ``device`` bytes: device x (1 + b), b the measured
+    band of the configuration's class (estimator.formats.error_bands), nothing kept free."""
+    return int(device * (1 + band_for(cfg).fraction)) + 1
+
+
 def _between(cfg: dict, change: dict) -> int:
-    """A capacity between the peaks of ``cfg`` and of ``cfg`` changed: only changes at least as strong fit."""
-    return (estimate(cfg).peak.device_bytes + estimate(with_changes(cfg, change)).peak.device_bytes) // 2
+    """A capacity between those holding the peaks of ``cfg`` and of ``cfg`` changed: only changes at least as
+    strong fit."""
+    return (_holding(estimate(cfg).peak.device_bytes, cfg)
+            + _holding(estimate(with_changes(cfg, change)).peak.device_bytes, cfg)) // 2
 
 
 def _fits(cfg: dict, capacity: int, headroom: float = 0.0) -> bool:
@@ -121,14 +130,19 @@ def test_every_suggestion_is_valid_and_fits_once_applied(name, cfg, cap):
 
 
 def test_full_recompute_takes_the_fewest_layers():
-    """Llama 3.1 405B at 128K tokens (the recipe's layout) does not fit an H100 without recomputation; with
-    block recomputation no count of layers per chunk is enough (all 8 = uniform groups of 1, 83.2 GiB, see
-    the preset's notes), so the suggestion is uniform groups of the fewest layers that fit (2)."""
-    out = suggest(load_preset("llama-3.1-405b").to_dict(), H100)
+    """Llama 3.1 405B at 128K tokens (the recipe's layout) on a GPU whose usable memory by the fit rule is an
+    H100's whole 79.65 GiB (its capacity 79.65 GiB x (1 + the dense band)): it does not fit without recomputation;
+    with block recomputation no count of layers per chunk is enough (all 8 = uniform groups of 1, 83.2 GiB, see the
+    preset's notes), so the suggestion is uniform groups of the fewest layers that fit (2, 74.3 GiB). On an H100
+    itself (71.9 GiB usable) that lever alone is not enough: its upper bound is over (tests/plan/test_agreement.py)."""
+    cfg = load_preset("llama-3.1-405b").to_dict()
+    cap = _holding(H100, cfg)
+    out = suggest(cfg, cap)
     [s] = [s for s in out if s.levers == ("full",)]
     assert s.set["training.recompute_method"] == "uniform" and s.set["training.recompute_num_layers"] == 2
-    one = with_changes(load_preset("llama-3.1-405b").to_dict(), {**s.set, "training.recompute_num_layers": 1})
-    assert not _fits(one, H100)
+    one = with_changes(cfg, {**s.set, "training.recompute_num_layers": 1})
+    assert not _fits(one, cap)
+    assert not [s for s in suggest(cfg, H100) if s.levers == ("full",)]
 
 
 def test_cli_flags_spelling():

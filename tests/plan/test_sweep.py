@@ -13,7 +13,9 @@ from estimator.formats.presets import load_preset
 from estimator.plan.search import max_micro_batch, max_seq_length, min_gpus
 from estimator.plan.sweep import sweep, sweep_view
 
-from tests.plan.test_suggest import TINY, TINY_PARAMS, RESERVE
+from estimator.formats.error_bands import band_for
+from estimator.formats.gpus import usable_bytes
+from tests.plan.test_suggest import TINY, TINY_PARAMS, RESERVE, _holding
 
 H100 = GPUS["H100-80GB"].memory_bytes
 
@@ -34,12 +36,12 @@ def test_one_data_parallel_rank_can_fit_where_two_do_not():
     """From DP 1 to DP 2 NCCL sets up the data-parallel communicator: 128 MiB = 134,217,728 B more on the device
     (estimator.memory.NCCL_BYTES_PER_COMMUNICATOR), while the distributed optimizer sheds only 12 B x (3,213,568 -
     1,606,784) = 19,281,408 B of the tiny model's states (20,245,478.4 B with the allocator's reserve). So at a
-    capacity of one GPU's peak the layout fits on 1 GPU and on no larger count of the sweep (DP 64 sheds less than
+    capacity holding one GPU's peak by the fit rule (the peak x (1 + band)) the layout fits on 1 GPU and on no larger count of the sweep (DP 64 sheds less than
     12 B x 3,213,568 = 38.6 MB): the fewest GPUs is 1. Bisecting from the largest count, as before, found none."""
     from estimator import estimate
     cfg = {**TINY, "training": {**TINY["training"], "world_size": 1, "global_batch_size": 8,
                                 "use_distributed_optimizer": True}}
-    one = estimate(cfg).peak.device_bytes
+    one = _holding(estimate(cfg).peak.device_bytes, cfg)
     gpus = sweep(cfg, one)[2]
     peaks = {p.x: p.peak_bytes for p in gpus.points}
     assert peaks[2] - peaks[1] == pytest.approx(134_217_728 - 19_281_408 * (1 + RESERVE), abs=2)
@@ -51,13 +53,14 @@ def test_one_data_parallel_rank_can_fit_where_two_do_not():
 def test_boundaries_are_the_reverse_questions_and_the_points_agree(name):
     cfg = load_preset(name).to_dict()
     seq, mbs, gpus = sweep(cfg, H100)
+    usable = usable_bytes(H100, 0.0, band_for(cfg).fraction)       # the one rule: the upper bound fits
     assert seq.boundary == max_seq_length(cfg, gpu=H100, headroom=0.0).value
     assert mbs.boundary == max_micro_batch(cfg, gpu=H100, headroom=0.0, limit=1024).value
     for s in (seq, mbs, gpus):
         xs = [p.x for p in s.points]
         assert xs == sorted(xs) and s.current in xs
         for p in s.points:
-            assert p.fits == (p.peak_bytes <= H100)
+            assert p.fits == (p.peak_bytes <= usable)
         if s.boundary_kind == "max":            # everything up to the boundary fits, nothing beyond it
             assert all(p.fits == (s.boundary is not None and p.x <= s.boundary) for p in s.points), s.name
         else:
@@ -67,15 +70,17 @@ def test_boundaries_are_the_reverse_questions_and_the_points_agree(name):
 
 def test_view_positions_and_labels():
     cfg = load_preset("qwen3-8b").to_dict()
-    v = sweep_view(sweep(cfg, H100), H100)
+    v = sweep_view(sweep(cfg, H100), H100, band=band_for(cfg).fraction)
     assert [s["name"] for s in v["series"]] == ["seq_length", "micro_batch_size", "num_gpus"]
     for s in v["series"]:
         pos = [p["pos"] for p in s["points"]]
         assert pos == sorted(pos) and pos[0] == 0.0 and pos[-1] == 1.0
         assert all(p["bytes"] <= v["scale_bytes"] for p in s["points"])
     seq = v["series"][0]
-    assert seq["current"]["label"] == "4,096" and seq["boundary"]["label"] == "at most 11,904"
-    assert seq["boundary_text"] == "largest that fits: 11,904 tokens"
+    longest = max_seq_length(cfg, gpu=H100).value
+    assert seq["current"]["label"] == "4,096" and seq["boundary"]["label"] == f"at most {longest:,}"
+    assert seq["boundary_text"] == f"largest that fits: {longest:,} tokens"
+    assert v["usable_bytes"] == usable_bytes(H100, 0.0, band_for(cfg).fraction) < H100
 
 
 def test_web_sweep_and_fewest_gpus():
@@ -106,15 +111,16 @@ def test_web_suggest_request():
 def test_search_options_of_the_page():
     from estimator.plan.search import search
     from estimator.web.plan import search_options, search_with_options
-    assert search_options({"num_gpus": "16, 8,8", "tp": "4", "headroom": "10"}) == (
-        {"num_gpus": [8, 16], "tensor_model_parallel_size": 4, "max_tp": 8, "headroom": 0.1}, [])
-    assert search_options({"num_gpus": None, "tp": None, "headroom": None}) == ({}, [])
-    _, bad = search_options({"num_gpus": "8, 0", "tp": True, "headroom": "-1", "fix": 1})
-    assert [p.field for p in bad] == ["options.fix", "options.num_gpus", "options.tp", "options.headroom"]
+    assert search_options({"num_gpus": "16, 8,8", "tp": "4", "keep_free": "10"}) == (
+        {"num_gpus": [8, 16], "tensor_model_parallel_size": 4, "max_tp": 8, "keep_free": 0.1}, [])
+    assert search_options({"num_gpus": None, "tp": None, "headroom": "10"})[0] == {"keep_free": 0.1}   # old name
+    assert search_options({"num_gpus": None, "tp": None, "keep_free": None}) == ({}, [])
+    _, bad = search_options({"num_gpus": "8, 0", "tp": True, "keep_free": "-1", "fix": 1})
+    assert [p.field for p in bad] == ["options.fix", "options.num_gpus", "options.tp", "options.keep_free"]
     state = {"preset": "qwen3-8b", "values": {}, "gpu": "H100-80GB"}
-    res = search_with_options(state, 5, {"num_gpus": "8, 16", "tp": 2, "headroom": 10})
-    want = search(load_preset("qwen3-8b").to_dict(), num_gpus=[8, 16], gpu="H100-80GB", top=5, headroom=0.1,
+    res = search_with_options(state, 5, {"num_gpus": "8, 16", "tp": 2, "keep_free": 10})
+    want = search(load_preset("qwen3-8b").to_dict(), num_gpus=[8, 16], gpu="H100-80GB", top=5, keep_free=0.1,
                   tensor_model_parallel_size=2)
     assert [lay["label"] for lay in res["layouts"]] == [lay.label for lay in want.layouts]
-    assert res["gpus"] == "8, 16" and res["headroom"] == "10 %"
+    assert res["gpus"] == "8, 16" and res["keep_free"] == "10 %"
     assert all(lay["words"].startswith(f"{lay['num_gpus']:,} GPUs: ") for lay in res["layouts"])

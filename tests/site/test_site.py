@@ -178,7 +178,8 @@ def test_preset_page_numbers_equal_estimate(site, name):
     for row in fit["rows"][1:]:
         verdict = gpus.fit(est, gpus.get_gpu(row["attrs"]["data-gpu"]))[est.peak.stage]
         assert (row["cells"][-1]["attrs"]["data-fits"] == "yes") == verdict.fits
-        assert row["cells"][3]["text"] == gib(verdict.headroom_bytes)
+        assert row["cells"][3]["text"] == gib(verdict.upper_bound_bytes)      # the one rule's upper bound
+        assert row["cells"][4]["text"] == gib(verdict.headroom_bytes)
 
     # The layout grid: every row's layout, peak and fit, recomputed from its overrides of the preset.
     grids = tables.find("grid")

@@ -279,10 +279,12 @@ def test_default_preset_is_a_clean_answer_and_every_other_verdict_says_why():
     assert verdict["verdict"] == "fits" and verdict["headroom_bytes"] > 0.2 * 79.65 * 2 ** 30
     for p in boot["presets"]:
         v = p["precomputed"]["view"]["verdict"]
-        assert v["word"] in ("fits", "tight", "does not fit")
+        assert v["word"] in ("fits", "fits within the error band", "does not fit")
         assert bool(v["why"]) == (v["verdict"] != "fits"), p["name"]
-    tight = web.compute({"preset": "llama-3-8b", "values": {}, "gpu": "H100-80GB"}, False)["view"]["verdict"]
-    assert tight["verdict"] == "tight" and "caching allocator's reserve" in tight["why"][0]
+    # Llama 3 8B on an H100: the estimate (reserve included) is over, what PyTorch allocates is not. It used to be
+    # 'tight'; by the one rule a point over the GPU does not fit, and the why says the allocated part fits.
+    over = web.compute({"preset": "llama-3-8b", "values": {}, "gpu": "H100-80GB"}, False)["view"]["verdict"]
+    assert over["verdict"] == "no" and "caching allocator's reserve" in over["why"][0]
 
 
 def test_levers_make_it_fit():

@@ -82,10 +82,11 @@
     const d = v.verdict;
     return h("div", { class: `mme-verdict mme-v-${d.verdict}`, "data-verdict": d.verdict },
       h("p", {}, h("strong", { class: "mme-word" }, d.lead), d.rest),
+      d.band_text ? h("p", { class: "mme-band", "data-band": d.band.driver }, h("small", {}, d.band_text)) : null,
       d.why.length ? h("ul", { class: "mme-why" }, d.why.map((w) => h("li", {}, w))) : null,
       d.moe_overload_headroom ? h("details", { class: "mme-overload", "data-overload": String(d.moe_overload_headroom.factor) },
         h("summary", {}, d.moe_overload_headroom.text), h("p", {}, d.moe_overload_headroom.evidence)) : null,
-      h("details", { class: "mme-vocabulary" }, h("summary", {}, "What fits, tight and does not fit mean"),
+      h("details", { class: "mme-vocabulary" }, h("summary", {}, "What fits, fits within the error band and does not fit mean"),
         h("dl", {}, vocabulary.map((x) => [h("dt", {}, x.word), h("dd", {}, x.meaning)]))));
   }
 

@@ -18,7 +18,7 @@
                            placeholder: "the GPU count above" }),
         tp: h("select", { id: "mme-opt-tp" }, h("option", { value: "" }, "any")),
         ep: h("select", { id: "mme-opt-ep" }, h("option", { value: "" }, "any")),
-        headroom: h("input", { id: "mme-opt-headroom", type: "text", inputmode: "decimal", size: "4", value: "5" }),
+        keepFree: h("input", { id: "mme-opt-keep_free", type: "text", inputmode: "decimal", size: "4", value: "0" }),
         answer: h("div", { class: "mme-min-gpus mme-opt-answer" })
       };
       const box = h("details", { class: "mme-search-options" }, h("summary", {}, "Search options"),
@@ -26,11 +26,12 @@
           h("label", { for: "mme-opt-num_gpus" }, "GPU counts"), opt.gpus,
           h("label", { for: "mme-opt-tp" }, "Tensor parallel"), opt.tp,
           h("label", { for: "mme-opt-ep" }, "Expert parallel"), opt.ep,
-          h("label", { for: "mme-opt-headroom" }, "Kept free (%)"), opt.headroom,
+          h("label", { for: "mme-opt-keep_free" }, "Kept free (%)"), opt.keepFree,
           h("button", { type: "button", class: "md-button mme-opt-min", onclick: () => this.fewestGpus(opt.answer) },
             "Fewest GPUs")),
         h("p", { class: "mme-doc" }, "Find layouts that fit searches these GPU counts (comma-separated; empty: the " +
-          "count above), with this tensor (and, for a mixture of experts, expert) parallel size only, keeping this share of the GPU memory free. Fewest " +
+          "count above), with this tensor (and, for a mixture of experts, expert) parallel size only. A layout fits by the verdict's rule: " +
+          "its upper bound (the estimate plus its measured error band) and this share of the GPU memory kept free fit. Fewest " +
           "GPUs searches 1, 2, 4, … GPUs for the smallest count on which some layout fits."), opt.answer);
       box.addEventListener("toggle", () => { if (box.open) this.fillSearchOptions(); });
       return box;
@@ -49,7 +50,7 @@
     searchOptions() {
       if (!this.opt) return null;
       return { num_gpus: this.opt.gpus.value.trim() || null, tp: this.opt.tp.value || null,
-               ep: this.opt.ep.value || null, headroom: this.opt.headroom.value.trim() || null };
+               ep: this.opt.ep.value || null, keep_free: this.opt.keepFree.value.trim() || null };
     }
   };
 })();

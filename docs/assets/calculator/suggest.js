@@ -55,7 +55,7 @@
       } else {
         box.replaceChildren(title,
           h("p", { class: "mme-doc" }, `The cheapest changes first after which every stage fits ${res.gpu} ` +
-            `(${res.capacity}), each re-estimated. Step time per token from the layout search's cost model ` +
+            `(${res.capacity}; ${res.target}), each re-estimated. Step time per token from the layout search's cost model ` +
             `(x1.000 = as it is); changes that need more GPUs come last. ${(res.notes || []).join(" ")}`),
           h("ol", { class: "mme-fit-list" }, res.suggestions.map((s, i) => h("li", {
             "data-levers": s.levers.join(" "), "data-gpus": s.num_gpus },
