@@ -23,9 +23,11 @@ WORDS = {"fits": "fits", "tight": "fits within the error band", "no": "does not 
 MEANINGS = {
     "fits": "even the upper bound of the stage's memory on the device (the estimate plus the worst under-estimate "
             "measured on runs of its kind) fits the GPU, with what is kept free.",
-    "tight": "the estimate fits the GPU but its upper bound does not: runs of this kind have measured up to the "
-             "band above the estimate, so it may run out of memory.",
-    "no": "the estimate itself exceeds the GPU (with what is kept free): expect an out-of-memory error.",
+    "tight": "the estimate fits the GPU (or at least what PyTorch allocates does, without the caching allocator's "
+             "usual reserve) but its upper bound does not: runs of this kind have measured up to the band above the "
+             "estimate, so it may run out of memory.",
+    "no": "even what PyTorch allocates, with the CUDA context and NCCL buffers, exceeds the GPU (with what is kept "
+          "free): expect an out-of-memory error.",
 }
 
 
@@ -56,9 +58,13 @@ def summary(fits) -> str:
     if w.verdict == "fits":
         return (f"every stage fits: even the upper bound of the fullest, stage {w.stage}, fits ({_g(w.upper_bound_bytes)}"
                 f" = estimate {_g(w.device_bytes)} {band}{kept}).")
-    if w.verdict == "tight":
+    if w.verdict == "tight" and w.device_bytes + w.keep_free_bytes <= w.capacity_bytes:
         return (f"fits within the error band: stage {w.stage}'s estimate {_g(w.device_bytes)} fits, its upper bound "
                 f"{_g(w.upper_bound_bytes)} ({band}{kept}) does not. The band: {w.band.reason}.")
+    if w.verdict == "tight":
+        return (f"fits within the error band: stage {w.stage}'s estimate {_g(w.device_bytes)}{kept} is "
+                f"{_g(w.device_bytes + w.keep_free_bytes - w.capacity_bytes)} over, but what PyTorch allocates fits "
+                "without the caching allocator's usual reserve; such runs often train, not a launch to bet on.")
     bad = [f.stage for f in fits if f.verdict == "no"]
     return (f"stage{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} do{'es' if len(bad) == 1 else ''} not "
             f"fit: stage {w.stage}'s estimate {_g(w.device_bytes)}{kept} is {_g(w.device_bytes + w.keep_free_bytes - w.capacity_bytes)} over.")

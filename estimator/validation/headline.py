@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ..formats.error_bands import band_for
 from .calibration import stats
 
 __all__ = ["Figures", "Headline", "headline"]
@@ -47,6 +48,9 @@ class Headline:
     recipes_tight: int
     recipes_false_oom: int   # verdict "does not fit" although the recipe runs
     keep_free_pct: int       # the largest held-out under-estimate, rounded up (%)
+    band_dense_pct: float    # the verdict's error band of a dense model (estimator.formats.error_bands), %
+    band_moe_pct: float      # ... of an MoE model
+    band_max_pct: float      # the widest band of any class
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,4 +79,8 @@ def headline() -> Headline:
         project_batches_used=sum(1 for b in batches if b.get("developed_against")), recipes=len(recipes), recipes_estimated=len(verdicts),
         recipes_fit=verdicts.count("fits"), recipes_tight=verdicts.count("tight"),
         recipes_false_oom=verdicts.count("no"), keep_free_pct=math.ceil(-worst_under),
+        band_dense_pct=100 * band_for({}).fraction,
+        band_moe_pct=100 * band_for({"model": {"num_experts": 8}}).fraction,
+        band_max_pct=100 * band_for({"model": {"num_experts": 8}, "training": {"cuda_graph_impl": "full_iteration"},
+                                     "parallelism": {"use_torch_fsdp2": True}}).fraction,
     )

@@ -322,7 +322,7 @@ def test_accuracy_box_on_home_and_validation(site):
         box = text[start:start + 1500]
         for value in (h.ci.median_pct, h.ci.worst_pct, h.project.median_pct, h.project.worst_pct):
             assert f"{value:+.1f} %" in box, (name, value)
-        assert f"Keep at least {h.keep_free_pct} % of the GPU free" in box
+        assert f"({h.band_dense_pct:.1f} % for a dense model, {h.band_moe_pct:.1f} % for MoE" in box
         assert f"{h.ci.under} of {h.ci.cases} CI cases" in box
     home = page(site, "")
     box_html = home[home.index('class="admonition abstract"'):]

@@ -78,4 +78,4 @@ def test_readme_box_is_current(figures):
     assert len(box.strip().splitlines()) <= 10
     for value in (figures.ci.median_pct, figures.ci.worst_pct, figures.project.median_pct, figures.project.worst_pct):
         assert f"**{value:+.1f} %**" in box
-    assert f"{figures.keep_free_pct} % of the GPU free" in box
+    assert f"fits ({figures.band_dense_pct:.1f} % for a dense model, {figures.band_moe_pct:.1f} % for MoE" in box
