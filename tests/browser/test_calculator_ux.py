@@ -89,7 +89,7 @@ def test_cleared_field_keeps_the_preset_value(page, site_url):
     fill(page, "parallelism.context_parallel_size", "")
     assert settle(page, n) == "done"
     assert shown(page) == estimate(load_preset("llama-3-8b")).to_dict()
-    assert page.get_attribute(".mme-verdict", "data-verdict") == verdict == "no"      # 'tight' before issue 26's rule
+    assert page.get_attribute(".mme-verdict", "data-verdict") == verdict == "tight"   # amber: allocated fits
     assert page.get_attribute("#mme-parallelism\\.context_parallel_size", "placeholder") == "preset: 2"
 
 
@@ -178,7 +178,7 @@ def test_verdicts_in_one_vocabulary_with_reasons(page, site_url):
     n = events(page)
     page.select_option("#mme-preset", "llama-3-8b")
     assert settle(page, n) == "done"
-    assert page.get_attribute(".mme-verdict", "data-verdict") == "no"
+    assert page.get_attribute(".mme-verdict", "data-verdict") == "tight"
     assert "caching allocator's reserve" in page.inner_text(".mme-verdict .mme-why")
     n = events(page)
     page.select_option("#mme-preset", "qwen2.5-72b")
