@@ -581,6 +581,18 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
     add_override_flags(p)
 
 
+def _export_parser(sub, name: str, func, what: str, *, help: str, description: str) -> None:
+    """A subcommand that prints a configuration in another tool's words (megatron-args, bridge-overrides)."""
+    p = sub.add_parser(name, help=help, usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID] [overrides] [--oneline]",
+                       description=description)
+    p.add_argument("source", nargs="?", metavar="CONFIG|PRESET", help="a configuration file or a preset name")
+    p.add_argument("--hf", metavar="PATH|HF_ID", help="take the model from a Hugging Face config.json or a "
+                   "catalog Hub id")
+    p.add_argument("--oneline", action="store_true", help=f"print the {what} on one line")
+    add_override_flags(p)
+    p.set_defaults(func=func, megatron_args=None, megatron_args_file=None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m estimator", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -628,28 +640,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "as the driver reports it, and where that figure comes from.")
     p.set_defaults(func=cmd_gpus)
 
-    p = sub.add_parser("megatron-args", help="print the pretrain_gpt.py flags of a configuration",
-                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID] [overrides] [--oneline]",
-                       description="Print the Megatron-LM pretrain_gpt.py flags of a configuration, ready to "
-                       "paste into a launch script (the world size is torchrun's, not a flag).")
-    p.add_argument("source", nargs="?", metavar="CONFIG|PRESET", help="a configuration file or a preset name")
-    p.add_argument("--hf", metavar="PATH|HF_ID", help="take the model from a Hugging Face config.json or a "
-                   "catalog Hub id")
-    p.add_argument("--oneline", action="store_true", help="print the flags on one line")
-    add_override_flags(p)
-    p.set_defaults(func=cmd_megatron_args, megatron_args=None, megatron_args_file=None)
-
-    p = sub.add_parser("bridge-overrides", help="print a configuration as Megatron-Bridge overrides",
-                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID] [overrides] [--oneline]",
-                       description="Print a configuration as Megatron-Bridge section.field=value overrides, as "
-                       "scripts/training/run_recipe.py takes them after --recipe NAME (the world size is the "
-                       "launcher's).")
-    p.add_argument("source", nargs="?", metavar="CONFIG|PRESET", help="a configuration file or a preset name")
-    p.add_argument("--hf", metavar="PATH|HF_ID", help="take the model from a Hugging Face config.json or a "
-                   "catalog Hub id")
-    p.add_argument("--oneline", action="store_true", help="print the overrides on one line")
-    add_override_flags(p)
-    p.set_defaults(func=cmd_bridge_overrides, megatron_args=None, megatron_args_file=None)
+    _export_parser(sub, "megatron-args", cmd_megatron_args, "flags",
+                   help="print the pretrain_gpt.py flags of a configuration",
+                   description="Print the Megatron-LM pretrain_gpt.py flags of a configuration, ready to paste into "
+                   "a launch script (the world size is torchrun's, not a flag).")
+    _export_parser(sub, "bridge-overrides", cmd_bridge_overrides, "overrides",
+                   help="print a configuration as Megatron-Bridge overrides",
+                   description="Print a configuration as Megatron-Bridge section.field=value overrides, as "
+                   "scripts/training/run_recipe.py takes them after --recipe NAME (the world size is the "
+                   "launcher's).")
 
     p = sub.add_parser("bridge-recipes", help="list the Megatron-Bridge recipes --bridge-recipe knows",
                        description="The Megatron-Bridge recipes of the catalogue, by function name.")
