@@ -96,9 +96,27 @@
     }
 
     listen() {
+      // A link to a field (an error's, a note's): scroll to it here. Left to the browser, the hash change makes
+      // Material's instant navigation fetch the page again and rebuild the calculator under the reader.
+      this.root.addEventListener("click", (e) => {
+        const a = e.target.closest && e.target.closest('a[href*="#mme-"]');   // Material makes it absolute
+        if (!a || a.pathname !== location.pathname || !a.hash.startsWith("#mme-")) return;
+        if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+        this.buildForm();
+        const el = document.getElementById(decodeURIComponent(a.hash.slice(1)));
+        if (!el) return;
+        e.preventDefault();
+        e.stopPropagation();
+        for (let d = el.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+        el.scrollIntoView({ block: "start" });
+        if (typeof el.focus === "function") el.focus({ preventScroll: true });
+      });
       window.addEventListener("popstate", this.onPop = () => {
         clearTimeout(this.urlTimer);         // Back or Forward: the entry left keeps what it had
         this.pendingURL = null;
+        // Only the hash moved (a link to a field, an error's link): the configuration is the one shown, and
+        // recomputing it would redraw the results and shift the field the browser just scrolled to.
+        if (new URL(this.url(), location.href).search === location.search) return;
         this.setState(this.readURL(), "none");
       });
       // The charts' width, from the layout as it is done for each frame: reading it while rendering
