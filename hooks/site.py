@@ -7,6 +7,10 @@
   ``'wasm-unsafe-eval'`` (Pyodide compiles its WebAssembly) and workers from the site (``worker-src 'self'``;
   ``blob:`` where the offline bundle builds its worker from a Blob). Under ``mkdocs serve`` the live-reload
   script MkDocs injects is inline, so that policy also allows inline scripts; built sites never do.
+- **Where it is served**: ``site-address.js``, first in every page's head, rewrites the sitemap's addresses
+  (written with ``site_url``) to wherever the site is served, as Material's instant navigation reads them:
+  Material only puts the page's host name on them, not its port or path, so any other address made every
+  link a full page load (and restarted the calculator's Python).
 - **Footer**: the package version and, when ``extra.repository`` (or ``repo_url``) names the project's
   repository, a link to it. Material's own ``repo_url`` widget is not used: it asks GitHub's API for
   stars, and this site makes no request to another host.
@@ -33,6 +37,7 @@ from mkdocs.exceptions import PluginError
 
 ROOT = Path(__file__).resolve().parent.parent
 INLINE_DIR = "assets/javascripts/inline"
+SITE_ADDRESS = "assets/javascripts/site-address.js"
 log = logging.getLogger("mkdocs.hooks.site")
 
 _SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S)
@@ -116,6 +121,8 @@ def _externalize(output: str, prefix: str, site_dir: str) -> str:
     out = _SCRIPT.sub(repl, output)
     meta = (f'<meta http-equiv="Content-Security-Policy" content="'
             f'{policy(serve=_state["serve"], offline=_state.get("offline", False))}">')
+    # The sitemap's addresses made the served copy's own before Material reads them (site-address.js)
+    meta += f'\n    <script src="{prefix}{SITE_ADDRESS}"></script>'
     out, n = re.subn(r"(<meta charset=[^>]*>)", lambda m: m.group(1) + "\n    " + meta, out, count=1)
     if not n:
         out = out.replace("<head>", "<head>\n    " + meta, 1)

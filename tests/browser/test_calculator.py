@@ -310,6 +310,31 @@ def test_instant_navigation_reuses_python(deployed_page, deployed_url):
     assert _shown(page) == estimate(load_preset("qwen3-8b")).to_dict()
 
 
+def test_instant_navigation_anywhere_it_is_served(browser, site_url):
+    """The test server is not mkdocs.yml's site_url (127.0.0.1:8000/): another port and the sub-path /mme/. Material
+    puts the page's host name on its sitemap's addresses but not the port or path, so before site-address.js every
+    link there was a full page load that started Python again (the marker below was lost)."""
+    assert "127.0.0.1:8000/" not in site_url or not site_url.endswith("127.0.0.1:8000/")
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        assert _open(page, site_url + "calculator/") == "done"
+        page.wait_for_function("() => window.document$ !== undefined && performance.getEntriesByType('resource')"
+                               ".some((r) => r.name.endsWith('/sitemap.xml'))")
+        page.wait_for_timeout(200)
+        page.evaluate("window.__mme.marker = 1")
+        find = ("(away) => [...document.querySelectorAll('a.md-nav__link[href]')]"
+                ".find((a) => a.href.includes('/calculator/') !== away).click()")
+        page.evaluate(f"({find})(true)")
+        page.wait_for_function("() => !document.querySelector('[data-mme-calculator]')")
+        n = _events(page)
+        page.evaluate(f"({find})(false)")
+        assert _wait(page, n) == "done"
+        assert page.evaluate("window.__mme.marker") == 1, "the page was loaded again"
+    finally:
+        context.close()
+
+
 # Records, in the page, whether Material's script had started at the page's own DOMContentLoaded and when it
 # started later (material-late.js dispatches DOMContentLoaded again once Material's bundle has run).
 MATERIAL_LATE = """window.__material = { atLoad: null, late: null };
