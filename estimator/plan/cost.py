@@ -333,43 +333,43 @@ class CostModel:
 # Why a layout ranks where it does
 
 _TERM_NAMES = {"recompute": "recompute", "tensor_parallel": "TP traffic", "context_parallel": "CP ring",
-               "expert_all_to_all": "EP all-to-all", "kernel_launch": "per-micro-batch overhead",
-               "weight_reads": "weight reads beyond the FLOPs",
+               "expert_all_to_all": "EP all-to-all", "kernel_launch": "launch overhead",
+               "weight_reads": "memory-bound GEMMs",
                "pipeline_bubble": "pipeline bubble", "pipeline_p2p": "PP send/receive",
                "data_parallel": "DP gradient sync"}
 
 
 def _term_text(name: str, x: float, sh: Shape, rc: str, b: int, m: int, gpn: int) -> str:
-    nodes = lambda size, stride: "inside a node" if _node_share(size, stride, gpn) >= 1 else "across nodes"
+    nodes = lambda size, stride: "in a node" if _node_share(size, stride, gpn) >= 1 else "across nodes"
     detail = {"recompute": f"{rc}",
               "tensor_parallel": f"TP{sh.t} {nodes(sh.t, 1)}",
               "context_parallel": f"CP{sh.cp} {nodes(sh.cp, sh.t)}",
               "expert_all_to_all": f"EP{sh.ep} {nodes(sh.ep, sh.etp)}",
-              "kernel_launch": f"mbs {b}",
-              "weight_reads": "GEMMs bound by memory bandwidth" if sh.ep * sh.etp == 1 else
-              f"EP{sh.ep} x ETP{sh.etp}: more tokens per expert",
-              "pipeline_bubble": f"(p-1)/(m*v) with p={sh.p}, m={m}, v={sh.v}",
+              "kernel_launch": f"micro-batch {b}",
+              "weight_reads": "small GEMMs" if sh.ep * sh.etp == 1 else f"EP{sh.ep} x ETP{sh.etp}",
+              "pipeline_bubble": f"PP{sh.p}" + (f" x VPP{sh.v}" if sh.v > 1 else "") + f", {m} micro-batches",
               "pipeline_p2p": f"PP{sh.p}" + (f" x VPP{sh.v}" if sh.v > 1 else ""),
               "data_parallel": f"DP{sh.dp}" + (f" x CP{sh.cp}" if sh.cp > 1 else "")}[name]
-    return f"{_TERM_NAMES[name]} +{x:.1%} ({detail})"
+    return f"{_TERM_NAMES[name]} +{x:.0%} ({detail})"
 
 
 def why_ranked(*, rank: int, count: int, cost: float, terms: dict, best_terms: dict | None, sh: Shape, rc: str,
          b: int, m: int, gbs: int, given: int | None, peak: int, capacity: int, gpn: int) -> str:
-    """Why layout ``rank`` of ``count`` ranks there: its step time and largest cost terms, its peak memory,
-    and (below #1) the terms on which it falls behind the best layout (``best_terms``)."""
-    shown = sorted(((x, k) for k, x in terms.items() if k != "compute" and x >= 0.0005), reverse=True)
-    head = ", ".join(_term_text(k, x, sh, rc, b, m, gpn) for x, k in shown[:4]) or "no overheads"
+    """Why layout ``rank`` of ``count`` ranks there, in a few plain words: its step time as a multiple of the
+    compute alone (the FLOPs at the GPU's speed) and the two largest costs added to it, its peak memory, and
+    (below #1) the cost on which it falls behind the best layout (``best_terms``). The full breakdown is in
+    ``costs`` (the JSON) and on the parallelism guide."""
+    shown = sorted(((x, k) for k, x in terms.items() if k != "compute" and x >= 0.005), reverse=True)
+    head = ", ".join(_term_text(k, x, sh, rc, b, m, gpn) for x, k in shown[:2]) or "nothing added"
     free = capacity - peak
-    why = (f"step time x{cost:.3f} of bare compute: {head}; peak {peak / GIB:.1f} GiB of "
-           f"{capacity / GIB:.1f} GiB ({free / capacity:.0%} free)")
+    why = (f"step {cost:.2f}x the compute alone: {head}. "
+           f"Peak {peak / GIB:.1f} of {capacity / GIB:.1f} GiB ({free / capacity:.0%} free)")
     if given is None:
-        why += f"; no global batch size: costed at {gbs} sequences ({m} micro-batches)"
+        why += f"; costed at {gbs} sequences per step ({m} micro-batches), no global batch size given"
     if rank > 1:
         diffs = sorted(((terms[k] - best_terms[k], k) for k in terms if k != "compute"), reverse=True)
-        worse = [f"{_TERM_NAMES[k]} +{x:.1%}" for x, k in diffs[:2] if x >= 0.0005]
-        if worse:
-            why += "; behind #1 on " + ", ".join(worse)
+        if diffs and diffs[0][0] >= 0.005:
+            why += f"; slower than #1 by its {_TERM_NAMES[diffs[0][1]]} (+{diffs[0][0]:.0%})"
     elif count > 1:
-        why += "; best of the layouts that fit"
-    return why
+        why += "; the fastest that fits"
+    return why + "."

@@ -432,3 +432,22 @@ def test_cli_keep_free_is_the_verdicts_setting(capsys):
     want = usable_bytes(4 * GIB, 0.10, band_for({}).fraction)
     assert outs[0]["usable_bytes"] == want == int(4 * GIB * 0.9 / 1.1073)
     assert all(lay["peak_device_bytes"] <= want for lay in outs[0]["layouts"])
+
+
+def test_why_is_short_and_plain():
+    """Issue 29: the Why column ran ~50 words of cost-model jargon ("x1.315 of bare compute"). Each reason now
+    names the step time against the compute alone, at most two added costs, the peak and what is free, and for
+    #2 on the one cost that puts it behind #1; at most 45 words. Here, TP 1, PP 2 at VPP 1 and 2 on 8 GPUs
+    (bubble 1/8 and 1/16 by hand, above): the pipeline bubble is among the costs named, and VPP 1 is behind #1
+    (VPP 2, the smaller bubble) on it."""
+    res = search(TINY, num_gpus=8, gpu=8 * GIB, seq_length=256, global_batch_size=64, tp=1, pp=2, cp=1,
+                 mbs=2, vpp=[1, 2], recompute="none", top=None)
+    for lay in res.layouts:
+        assert "bare compute" not in lay.why and "the compute alone" in lay.why, lay.why
+        assert len(lay.why.split()) <= 45, lay.why
+        assert lay.why.count("+") <= 3, lay.why
+    first, *rest = res.layouts
+    assert first.vpp == 2 and "the fastest that fits" in first.why
+    assert "pipeline bubble" in first.why
+    by_v = {lay.vpp: lay for lay in rest}
+    assert "slower than #1 by its pipeline bubble" in by_v[1].why, by_v[1].why
