@@ -1021,15 +1021,28 @@ def _glm_router(r: _Reader, m: dict, *, shared_times_count: bool) -> None:
     groups, topk = r.int("n_group", required=False), r.int("topk_group", required=False)
     if groups and groups > 1 and topk:
         m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
-    mtp = r.int("num_nextn_predict_layers", 0)
+    mtp = r.int("num_nextn_predict_layers")
     if mtp:
         m["mtp_num_layers"] = mtp
+
+
+def _glm_required(r: _Reader, *keys: str) -> None:
+    """GLM's published config.json files state these keys; Hugging Face's defaults (no biases, no q/k norm, no MTP
+    layer) describe none of the GLM-4.5 / 4.6 / 4.7 checkpoints, so a copy without them (a tool's trimmed copy)
+    is refused rather than counted short."""
+    for key in keys:
+        if key not in r.hf:
+            raise UnsupportedError(f"config.json key {key} is missing for {r.mt}: the published GLM config.json states it "
+                                   "and it changes the parameter count (Hugging Face's default leaves out what the "
+                                   "checkpoint has); this copy looks trimmed, so pass the model's own config.json")
 
 
 def _glm4_moe(r: _Reader, m: dict) -> None:
     """GLM-4.5 / 4.6 / 4.7 and GLM-4.5-Air (Megatron-Bridge glm/glm45_bridge.py): GQA with head_dim, biases on
     q, k and v (attention_bias: add_qkv_bias, as Bridge's CONFIG_MAPPING), per-head q/k norms where use_qk_norm,
-    partial RoPE (no weights), and :func:`_glm_router`'s MoE."""
+    partial RoPE (no weights), and :func:`_glm_router`'s MoE. attention_bias, use_qk_norm and
+    num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    _glm_required(r, "attention_bias", "use_qk_norm", "num_nextn_predict_layers")
     _refuse_true(r, "mlp_bias", why="biases on the MLP have no place in GLM-4.5's layers")
     m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
     head_dim = r.int("head_dim", required=False)
@@ -1046,7 +1059,9 @@ def _glm4_moe(r: _Reader, m: dict) -> None:
 def _glm4_moe_lite(r: _Reader, m: dict) -> None:
     """GLM-4.7-Flash (Megatron-Bridge glm/glm47_flash_bridge.py, an MLA provider): DeepSeek-V3's multi-latent
     attention (q_lora_rank, kv_lora_rank, qk_nope/rope/v head dims, latent norms) and :func:`_glm_router`'s MoE.
-    num_key_value_heads and head_dim are Hugging Face bookkeeping for MLA and change no tensor."""
+    num_key_value_heads and head_dim are Hugging Face bookkeeping for MLA and change no tensor.
+    num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    _glm_required(r, "num_nextn_predict_layers")
     for key in ("attention_bias", "mlp_bias"):
         _refuse_true(r, key, why="biases on the MLA or MoE projections have no Megatron-Core equivalent")
     m["multi_latent_attention"] = True

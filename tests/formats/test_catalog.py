@@ -108,7 +108,7 @@ NEWLY_SUPPORTED = ("nvidia/Nemotron-H-56B-Base-8K", "nvidia/NVIDIA-Nemotron-3-Na
 #: wrapper, Gemma 4's attention kinds, per-layer-shaped models. (Issue 27 mapped Kimi-K2.5, Magistral, OLMo 2,
 #: MiniMax-M2.x and GLM-4.7-Flash: tests/formats/test_catalog_families.py.)
 STILL_REFUSED = ("deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5", "Qwen/Qwen3.5-27B", "google/gemma-4-26B-A4B",
-                 "nvidia/Llama-3_3-Nemotron-Super-49B-v1")
+                 "nvidia/Llama-3_3-Nemotron-Super-49B-v1", "zai-org/GLM-4.7-Flash")
 
 
 def test_most_models_estimate_and_the_refusals_are_the_architectures_not_yet_modelled():

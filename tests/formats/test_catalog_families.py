@@ -163,7 +163,24 @@ def test_glm_4_7_flash_by_hand():
     assert attn == 21_761_280
     moe = 65 * 3 * 2048 * 1536 + 64 * 2048 + 64 + 2048
     total = 47 * attn + 3 * 2048 * 10240 + 2048 + 46 * moe + 2 * 154_880 * 2048 + 2048
-    assert catalog.describe("zai-org/GLM-4.7-Flash")["parameters"]["total"] == total
+    cfg = {**hf_catalog.get("zai-org/GLM-4.7-Flash").config(), "num_nextn_predict_layers": 0}
+    c = count_parameters_of(catalog.default_layout(from_hf_config(cfg), gpus=1))
+    assert c.total - c.vocab_padding == total
+    # One MTP layer (Megatron-Bridge's GLM-4.7-Flash test config states num_nextn_predict_layers 1) adds
+    # Megatron-Core's MTP block: enorm, hnorm, eh_proj 2h x h, an MLA + MoE layer and its final norm.
+    m = from_hf_config({**cfg, "num_nextn_predict_layers": 1})
+    assert m["mtp_num_layers"] == 1
+    c1 = count_parameters_of(catalog.default_layout(m, gpus=1))
+    assert c1.total - c.total == 2 * 2048 + 2 * 2048 * 2048 + attn + moe + 2048
+
+
+def test_a_trimmed_glm_copy_is_refused_naming_the_key():
+    """The catalog's GLM-4.7-Flash copy (aiconfigurator's, architecture keys only) has no num_nextn_predict_layers;
+    Hugging Face's default (no MTP layer) would count the checkpoint short, so the import names the key."""
+    row = catalog.describe("zai-org/GLM-4.7-Flash")
+    assert not row["supported"] and "num_nextn_predict_layers is missing" in row["reason"]
+    with pytest.raises(UnsupportedError, match="num_nextn_predict_layers"):
+        from_hf_config("zai-org/GLM-4.7-Flash")
 
 
 # --- sibling ids ----------------------------------------------------------------------------------------------
