@@ -139,6 +139,8 @@ _PRETRAINED_DEFAULTS = frozenset({
     "num_return_sequences", "output_scores", "prefix", "problem_type", "pruned_heads", "remove_invalid_values",
     "repetition_penalty", "return_dict_in_generate", "suppress_tokens", "task_specific_params", "temperature",
     "tf_legacy_loss", "top_k", "top_p", "typical_p", "ignore_index",
+    # Hub tooling: the Llama-conversion flag, the RoPE layout (no weights) and transformers.js's runtime settings
+    "is_llama_config", "rope_interleaved", "transformers.js_config",
 })
 _INERT = _INERT | _PRETRAINED_DEFAULTS
 
