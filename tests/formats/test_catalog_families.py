@@ -214,7 +214,7 @@ def test_the_base_id_of_an_instruct_only_entry_resolves_to_it():
     """Issue 27: meta-llama/Llama-4-Scout-17B-16E (the base id) was "not found"; the catalog holds the -Instruct
     config.json, whose language model has the same shapes."""
     entry, note = hf_catalog.resolve("meta-llama/Llama-4-Scout-17B-16E")
-    assert entry.hf_id == "meta-llama/Llama-4-Scout-17B-16E-Instruct" and "sibling" in note
+    assert entry.hf_id == "meta-llama/Llama-4-Scout-17B-16E-Instruct" and "sibling" in note and "tuning suffix" in note
 
 
 def test_cli_and_page_say_which_sibling_they_used(capsys):
@@ -223,9 +223,9 @@ def test_cli_and_page_say_which_sibling_they_used(capsys):
     import json
     assert main(["estimate", "--hf", "Qwen/Qwen2.5-14B-Instruct", "--num-gpus", "8", "--json"]) == 0
     err = capsys.readouterr().err
-    assert "note: 'Qwen/Qwen2.5-14B-Instruct' is not in the model catalog; its sibling 'Qwen/Qwen2.5-14B'" in err
+    assert "note: using 'Qwen/Qwen2.5-14B' for 'Qwen/Qwen2.5-14B-Instruct'" in err
     state = {"preset": "llama-3-8b", "values": {}, "gpu": None}
     res = json.loads(web.handle(json.dumps({"op": "import", "kind": "hf", "text": "google/gemma-2-9b-it",
                                             "state": state})))
     assert "errors" not in res or not res["errors"]
-    assert any("its sibling 'google/gemma-2-9b'" in n for n in res["notes"]), res["notes"]
+    assert any("using 'google/gemma-2-9b' for 'google/gemma-2-9b-it'" in n for n in res["notes"]), res["notes"]

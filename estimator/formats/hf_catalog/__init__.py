@@ -131,9 +131,9 @@ def resolve(hf_id: str) -> tuple[CatalogEntry, str | None]:
     family = _siblings().get(sibling_key(hf_id))
     if family:
         entry = min(family, key=lambda e: (sibling_key(e.hf_id) != e.hf_id.lower(), e.hf_id.lower()))
-        return entry, (f"'{str(hf_id).strip()}' is not in the model catalog; its sibling '{entry.hf_id}' (the same "
-                       "model with another tuning suffix, -Instruct / -Base / -it / -Chat) has the same architecture "
-                       "and is used")
+        return entry, (f"using '{entry.hf_id}' for '{str(hf_id).strip()}': the catalog has this sibling, whose "
+                       "id differs only by its tuning suffix (-Instruct / -Base / -it / -Chat), with the same "
+                       "architecture")
     near = closest(str(hf_id))
     hint = f"closest: {', '.join(near)}" if near else "`python -m estimator catalog` lists them"
     raise ConfigError(Problem("hf", hf_id, f"'{hf_id}' is not in the model catalog ({len(_load())} models; "
