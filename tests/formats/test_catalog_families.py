@@ -174,6 +174,26 @@ def test_glm_4_7_flash_by_hand():
     assert c1.total - c.total == 2 * 2048 + 2 * 2048 * 2048 + attn + moe + 2048
 
 
+def test_glm_4_5_air_by_hand():
+    """Glm4Moe (Megatron-Bridge glm45_bridge.py): h 4096, 46 layers, 96 heads and 8 KV heads of 128 with q/k/v
+    biases, no q/k norm. Attention: 4096 x (96 + 16) x 128 + bias 14,336 + o 96 x 128 x 4096 + input norm 4096
+    = 109,070,336. Layer 0: dense MLP 3 x 4096 x 10944 + norm. 45 MoE layers: 128 experts and one shared expert of
+    1408 (3 x 4096 x 1408 = 17,301,504 each), router 128 x 4096 + expert bias 128, norm. Untied vocabulary
+    151,552; final norm. One MTP layer: enorm, hnorm, eh_proj 2 x 4096 x 4096, an attention + MoE layer, final
+    norm. README: "106 billion total parameters" (the MTP layer left out)."""
+    attn = 4096 * 112 * 128 + 112 * 128 + 96 * 128 * 4096 + 4096
+    assert attn == 109_070_336
+    moe = 129 * 17_301_504 + 128 * 4096 + 128 + 4096
+    main = 46 * attn + 3 * 4096 * 10944 + 4096 + 45 * moe + 2 * 151_552 * 4096 + 4096
+    mtp = 2 * 4096 + 2 * 4096 * 4096 + attn + moe + 4096
+    row = catalog.describe("zai-org/GLM-4.5-Air")
+    assert row["parameters"]["total"] == main + mtp == 109_227_310_848
+    assert row["parameters"]["mtp"] == mtp and row["published"]["compared"] == main == 106_852_251_264
+    assert row["published"]["matches"] is True
+    m = from_hf_config("zai-org/GLM-4.5-Air")
+    assert m["add_qkv_bias"] and "qk_layernorm" not in m and m["moe_router_score_function"] == "sigmoid"
+
+
 def test_a_trimmed_glm_copy_is_refused_naming_the_key():
     """The catalog's GLM-4.7-Flash copy (aiconfigurator's, architecture keys only) has no num_nextn_predict_layers;
     Hugging Face's default (no MTP layer) would count the checkpoint short, so the import names the key."""

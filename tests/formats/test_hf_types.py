@@ -14,11 +14,10 @@ from estimator.config.errors import EstimatorError
 from estimator.formats.hf import SUPPORTED, from_hf_config
 from estimator.formats.hf_catalog import entries, get
 
-#: Supported families whose catalog copy is not complete yet (issue 27), with why: the GLM bridges' keys are
-#: mapped, but no genuine full GLM-4.5/4.6/4.7 config.json has been found to hold (aiconfigurator's copies are
-#: trimmed, and the import refuses them naming the missing key).
-AWAITING_CONFIG = {"glm4_moe": "no GLM-4.5/4.6/4.7 config.json in the catalog yet",
-                   "glm4_moe_lite": "the GLM-4.7-Flash copy is trimmed (no num_nextn_predict_layers)"}
+#: Supported families whose catalog copy is not complete yet (issue 27), with why: GLM-4.7-Flash's keys are mapped
+#: (Megatron-Bridge's glm47_flash_bridge), but the catalog's only copy is aiconfigurator's trimmed one, which the
+#: import refuses naming the missing key.
+AWAITING_CONFIG = {"glm4_moe_lite": "the GLM-4.7-Flash copy is trimmed (no num_nextn_predict_layers)"}
 
 #: One published config per supported family (the first catalog entry of each model_type).
 FAMILIES = {}
