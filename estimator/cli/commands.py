@@ -193,7 +193,10 @@ def _source_data(ns) -> tuple[dict, str]:
     if ns.source:
         data, label = _load_source(ns.source)
     if ns.hf:
-        from ..formats.hf import from_hf_config
+        from ..formats.hf import from_hf_config, sibling_note
+        note = sibling_note(ns.hf)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         data = {**data, "model": from_hf_config(ns.hf)}
         label = f"{ns.hf}" + (f" with the setup of {label}" if label else "")
     if not data:

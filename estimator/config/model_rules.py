@@ -87,6 +87,12 @@ def model_problems(cfg) -> list[Problem]:
                              or m.experimental_attention_variant is not None):
         add("post_layernorm", True, "modelled for the dense attention + MLP layers of Megatron-Bridge's Gemma "
             "spec only (not with MoE, MLA, gated delta nets or a hybrid pattern)")
+    if not m.pre_layernorm and not m.post_layernorm:
+        add("pre_layernorm", False, "only OLMo 2's placement is modelled without the pre-norms: set "
+            "post_layernorm true (norms after attention and after the MLP)")
+    if m.qk_layernorm_full_dim and (not m.qk_layernorm or m.multi_latent_attention or m.normalization != "RMSNorm"):
+        add("qk_layernorm_full_dim", True, "needs qk_layernorm true with self-attention (not multi-latent "
+            "attention) and normalization RMSNorm: Megatron-Bridge's full-width q/k norm is an RMSNorm")
     if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
         add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
             "not with multi-latent attention")

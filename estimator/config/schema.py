@@ -218,6 +218,15 @@ class ModelConfig:
                               "(Hugging Face's post_attention_layernorm and post_feedforward_layernorm), as "
                               "Megatron-Bridge's Gemma layer spec builds them (TERowParallelLinearLayerNorm, its "
                               "post_layernorm). Megatron-LM has no flag for it.", type="bool")
+    pre_layernorm: bool = _f(True, "A norm before attention and before the MLP (Megatron-Core's input_layernorm "
+                             "and pre_mlp_layernorm). False with post_layernorm: OLMo 2's placement, which "
+                             "normalises only the attention and MLP outputs. Megatron-LM has no flag for it.",
+                             type="bool")
+    qk_layernorm_full_dim: bool = _f(False, "With qk_layernorm: one RMSNorm over all query heads and one over all "
+                                     "key heads (weights a x kv_channels and g x kv_channels, split over tensor "
+                                     "parallel ranks) instead of one per head (OLMo 2, MiniMax-M2; "
+                                     "Megatron-Bridge's FullDimQNorm / FullDimKNorm). Megatron-LM has no flag "
+                                     "for it.", type="bool")
     final_logit_softcapping: float | None = _f(None, "Gemma 2: logits capped as c tanh(logits / c) "
                                                "(Megatron-Bridge's Gemma2OutputLayer), which keeps one more "
                                                "logits-sized tensor for the backward pass. Null: no capping. "

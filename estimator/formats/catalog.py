@@ -12,7 +12,9 @@ vocabulary as published, i.e. without Megatron's padding) beside the published f
 agree: an exact figure must equal the count; a rounded one (``671B``) must be what the count rounds or
 truncates to (:func:`estimator.formats.presets.published_bounds`), after leaving out what the figure excludes
 (``mtp``: the multi-token-prediction layers) and adding the MTP layers a checkpoint holds beyond its
-``config.json`` (``mtp_layers``, Qwen3-Next). :func:`default_layout` gives a parallel layout every catalog
+``config.json`` (``mtp_layers``, Qwen3-Next) and, for a multimodal checkpoint whose figure counts its vision encoder and
+projector, their parameters counted by hand (``vision_parameters``; the estimate covers the language model).
+:func:`default_layout` gives a parallel layout every catalog
 model can be estimated on.
 """
 
@@ -100,10 +102,12 @@ def _published(entry, counts) -> dict | None:
            "kind": pub.get("kind"), "source": pub.get("source"), "excludes": pub.get("excludes") or [],
            "note": pub.get("note"), "compared": None, "matches": None}
     out["mtp_layers"] = pub.get("mtp_layers") or 0
+    out["vision_parameters"] = pub.get("vision_parameters") or 0
     if counts is not None:
         compared = counts["total"] - (counts["mtp"] if "mtp" in out["excludes"] else 0)
         if out["mtp_layers"]:
             compared = counts["with_published_mtp"]
+        compared += out["vision_parameters"]       # a multimodal checkpoint's vision tower and projector
         out["compared"], out["matches"] = compared, lo <= compared <= hi
     return out
 

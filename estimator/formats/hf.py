@@ -73,7 +73,7 @@ from ..config import yamlio
 from ..config.errors import ConfigError, Problem, UnsupportedError, clip, show
 from ..config.schema import MAX_EXPERTS, MAX_LAYERS, MAX_WIDTH, section_specs
 
-__all__ = ["SUPPORTED", "from_hf_config", "read_hf_config"]
+__all__ = ["SUPPORTED", "from_hf_config", "read_hf_config", "sibling_note"]
 
 #: model_type -> (architecture class name, a short description), in the order the docs list them.
 SUPPORTED: dict[str, tuple[str, str]] = {
@@ -97,6 +97,13 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
     "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
+    "olmo2": ("Olmo2ForCausalLM", "OLMo 2 (norms after attention and MLP, full-width q/k norms)"),
+    "minimax_m2": ("MiniMaxM2ForCausalLM", "MiniMax-M2, M2.5, M2.7"),
+    "glm4_moe": ("Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7"),
+    "glm4_moe_lite": ("Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)"),
+    "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
+    "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
+    "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
 }
 
 #: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
@@ -106,7 +113,7 @@ REFUSED: dict[str, str] = {
     "glm_moe_dsa": "GLM-5's DeepSeek sparse attention indexer (Megatron-Core's dsa variant) is not modelled",
 }
 
-_ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt != "kimi_k2"}
+_ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt not in ("kimi_k2", "ministral3")}
 
 #: Keys that change neither the parameter count nor the training memory of any supported architecture.
 _INERT = frozenset({
@@ -122,6 +129,20 @@ _INERT = frozenset({
     "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "_attn_implementation",
     "routed_scaling_factor",
 })
+#: Hugging Face PretrainedConfig's generation and bookkeeping defaults, which a nested text_config serialises
+#: (Kimi K2.5's): none changes a tensor.
+_PRETRAINED_DEFAULTS = frozenset({
+    "add_cross_attention", "bad_words_ids", "begin_suppress_tokens", "chunk_size_feed_forward",
+    "cross_attention_hidden_size", "decoder_start_token_id", "diversity_penalty", "do_sample", "early_stopping",
+    "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty", "finetuning_task", "forced_bos_token_id",
+    "forced_eos_token_id", "is_decoder", "length_penalty", "min_length", "no_repeat_ngram_size", "num_beam_groups",
+    "num_return_sequences", "output_scores", "prefix", "problem_type", "pruned_heads", "remove_invalid_values",
+    "repetition_penalty", "return_dict_in_generate", "suppress_tokens", "task_specific_params", "temperature",
+    "tf_legacy_loss", "top_k", "top_p", "typical_p", "ignore_index",
+    # Hub tooling: the Llama-conversion flag, the RoPE layout (no weights) and transformers.js's runtime settings
+    "is_llama_config", "rope_interleaved", "transformers.js_config",
+})
+_INERT = _INERT | _PRETRAINED_DEFAULTS
 
 #: Keys the original Qwen3-MoE repositories carry and Hugging Face's Qwen3MoeConfig ignores (the model always has
 #: per-head q/k norms, no QKV bias and no shared expert): accepted when they say what the model does.
@@ -183,6 +204,12 @@ _KNOWN = {
                          "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
                          "cache_implementation"},
     "gemma2": _COMMON | _GEMMA,
+    "olmo2": _COMMON,
+    "minimax_m2": _COMMON | {"num_local_experts", "num_experts_per_tok", "use_qk_norm", "qk_norm_type",
+                             "use_routing_bias", "use_mtp", "mtp_transformer_layers", "num_mtp_modules",
+                             "shared_intermediate_size", "scoring_func", "rotary_dim", "attn_type_list"},
+    "glm4_moe": _COMMON | _DEEPSEEK | {"use_qk_norm", "partial_rotary_factor"},
+    "glm4_moe_lite": _COMMON | _DEEPSEEK,
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
 }
 
@@ -265,6 +292,20 @@ def read_hf_config(source) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(Problem("hf", os.fspath(path), "a config.json must hold a JSON object"))
     return data
+
+
+def sibling_note(source) -> str | None:
+    """The note for a Hub id that resolves to a catalogued sibling (another tuning suffix), else None."""
+    if not isinstance(source, str) or not _HUB_ID.match(source.strip()) or source.strip().endswith(".json"):
+        return None
+    from ..config.load import path_kind
+    if path_kind(Path(source)) is not None:          # a local file or directory wins
+        return None
+    from .hf_catalog import resolve
+    try:
+        return resolve(source)[1]
+    except ConfigError:
+        return None
 
 
 def _model_type(hf: dict) -> str:
@@ -362,8 +403,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
-    if mt == "llama4":
-        hf = _llama4_text(hf, strict)
+    if mt in _WRAPPED:
+        hf, mt = _text_part(hf, mt, strict)
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -379,8 +420,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
                                                          if len(unknown) > _LISTED_KEYS else "")
             raise UnsupportedError(
                 f"config.json key(s) not understood for {mt}: {listed}. They may change "
-                f"the parameter count, so the import stops rather than guess (pass strict=False to ignore them). "
-                f"Supported architectures: {_supported_list()}.")
+                f"the parameter count, so the import stops rather than guess (pass strict=False to ignore them).")
     r = _Reader(hf, mt)
     L = r.int("num_hidden_layers")
     m: dict = {
@@ -825,26 +865,46 @@ def _gemma(r: _Reader, m: dict) -> None:
         m["final_logit_softcapping"] = cap
 
 
-#: Keys of Llama4ForConditionalGeneration's config.json around its text_config (the vision tower is not counted).
-_LLAMA4_TOP = frozenset({"text_config", "vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
-                         "image_processor_config", "tie_word_embeddings"})
+_VISION_TOP = frozenset({"text_config", "vision_config", "image_token_index", "image_token_id", "tie_word_embeddings"})
+#: Multimodal wrappers whose language model is their text_config: model_type -> (the text model_type(s) mapped,
+#: the wrapper's own keys, which describe the vision tower, projector and media tokens: not counted here).
+_WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
+    "llama4": (("llama4_text", "llama4"), _VISION_TOP | {"boi_token_index", "eoi_token_index", "image_processor_config"}),
+    # Megatron-Bridge kimi_vl/kimi_k25_vl_bridge.py: the language model is DeepSeek-V3's (text_config kimi_k2).
+    "kimi_k25": (("kimi_k2", "deepseek_v3"), _VISION_TOP | {"media_placeholder_token_id", "use_unified_vision_chunk",
+                                                           "video_placeholder"}),
+    # Megatron-Bridge ministral3/ministral3_bridge.py (Mistral3ForConditionalGeneration): a Mistral / Ministral 3
+    # language model (text_config) with a Pixtral vision encoder and a patch-merger projector.
+    "mistral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
+                                                          "spatial_merge_size", "vision_feature_layer"}),
+    "ministral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
+                                                            "spatial_merge_size", "vision_feature_layer"}),
+}
 
 
-def _llama4_text(hf: dict, strict: bool) -> dict:
-    """The text model's keys of a Llama 4 config.json (its text_config); the vision encoder and projector are
-    left out, as the estimate covers the language model only."""
+def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
+    """The language model's keys of a multimodal config.json (its text_config) and the model_type they are
+    mapped as; the vision encoder and projector are left out, as the estimate covers the language model only.
+    A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
+    rope_parameters has no weights)."""
+    inner, top = _WRAPPED[mt]
     text = hf.get("text_config")
     if not isinstance(text, dict):
-        raise ConfigError(Problem("config.json:text_config", text, "is required for llama4 (the language model)"))
+        raise ConfigError(Problem("config.json:text_config", text, f"is required for {mt} (the language model)"))
     if strict:
-        unknown = [k for k in hf if k not in _LLAMA4_TOP and k not in _INERT]
+        unknown = [k for k in hf if k not in top and k not in _INERT]
         if unknown:
-            raise UnsupportedError(f"config.json key(s) not understood for llama4: {', '.join(sorted(unknown))}")
+            raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
+    text_mt = text.get("model_type", inner[0])
+    if text_mt not in inner:
+        raise UnsupportedError(f"config.json:text_config.model_type {show(text_mt)} for {mt}: the language models "
+                               f"mapped are {', '.join(inner)}")
     out = dict(text)
-    out["model_type"] = "llama4"
+    target = {"ministral3": "mistral", "llama4_text": "llama4"}.get(text_mt, text_mt)
+    out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
         out["tie_word_embeddings"] = hf["tie_word_embeddings"]
-    return out
+    return out, target
 
 
 def _llama4(r: _Reader, m: dict) -> None:
@@ -878,7 +938,151 @@ def _llama4(r: _Reader, m: dict) -> None:
         m["qk_l2_norm"] = True
 
 
+def _olmo2(r: _Reader, m: dict) -> None:
+    """OLMo 2 (Hugging Face Olmo2DecoderLayer; Megatron-Bridge has no OLMo 2 bridge at 067f987d, so the layer is
+    described with the parts Bridge builds for other families): no norm before attention or the MLP
+    (pre_layernorm false), an RMSNorm after the attention output projection and one after fc2 (post_layernorm,
+    Gemma's TERowParallelLinearLayerNorm), and q/k RMSNorms over the whole projection, all heads together
+    (qk_layernorm_full_dim: Hugging Face's q_norm of num_attention_heads x head_dim and k_norm of
+    num_key_value_heads x head_dim weights; Bridge's minimax_m2_provider.py FullDimQNorm / FullDimKNorm). No
+    biases, SwiGLU, untied embeddings."""
+    _gqa(r, m)
+    m["qk_layernorm"] = True
+    m["qk_layernorm_full_dim"] = True
+    m["pre_layernorm"] = False
+    m["post_layernorm"] = True
+
+
+def _minimax_m2(r: _Reader, m: dict) -> None:
+    """MiniMax-M2 / M2.5 / M2.7 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m2/
+    minimax_m2_bridge.py): GQA with q/k RMSNorms over all heads (qk_norm_type per_layer: FullDimQNorm /
+    FullDimKNorm), every layer MoE with num_local_experts experts of width intermediate_size, top-k sigmoid
+    routing with the expert bias (use_routing_bias), aux_loss at router_aux_loss_coef (Bridge's default 1e-3),
+    no shared expert. The checkpoint's MTP modules (use_mtp, num_mtp_modules) are not mapped by Bridge ("MTP
+    modules are not mapped"), so the Megatron model has none; rotary_dim (partial RoPE) has no weights."""
+    hf = r.hf
+    kinds = hf.get("attn_type_list")
+    if kinds is not None and (not isinstance(kinds, list) or len(kinds) != m["num_layers"]
+                              or any(k != 1 or isinstance(k, bool) for k in kinds)):
+        raise UnsupportedError(f"config.json:attn_type_list {show(kinds)} for minimax_m2: only full softmax attention "
+                               f"in every layer (1, num_hidden_layers = {m['num_layers']} entries) is mapped; 0 "
+                               "(MiniMax-Text-01's lightning attention) is not")
+    _gqa(r, m)
+    if r.flag("use_qk_norm", True):
+        kind = r.name("qk_norm_type", "per_layer", ("per_layer",))
+        if kind != "per_layer":
+            raise UnsupportedError(f"config.json:qk_norm_type {show(kind)} for minimax_m2: only per_layer (one norm "
+                                   "over all heads, as Megatron-Bridge's FullDimQNorm builds it) is mapped")
+        m["qk_layernorm"] = True
+        m["qk_layernorm_full_dim"] = True
+    if r.int("shared_intermediate_size", 0):
+        raise UnsupportedError("config.json:shared_intermediate_size > 0 for minimax_m2: Megatron-Bridge's "
+                               "MiniMax-M2 bridge maps no shared expert")
+    fm = m["ffn_hidden_size"]
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if fn != "sigmoid":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for minimax_m2: the bridge routes by sigmoid")
+    m["moe_router_score_function"] = "sigmoid"
+    if r.flag("use_routing_bias", True):
+        m["moe_router_enable_expert_bias"] = True
+    m["moe_router_load_balancing_type"] = "aux_loss"
+    coeff = hf.get("router_aux_loss_coef", 1e-3)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+    if coeff:
+        m["moe_aux_loss_coeff"] = float(coeff)
+
+
+def _glm_router(r: _Reader, m: dict, *, shared_times_count: bool) -> None:
+    """The MoE part of Megatron-Bridge's GLM bridges (glm/glm45_bridge.py, glm/glm47_flash_bridge.py @ 067f987d):
+    first_k_dense_replace dense layers, then MoE with n_routed_experts of moe_intermediate_size, a shared expert
+    (GLM-4.5: moe_intermediate_size; GLM-4.7-Flash: times n_shared_experts), sigmoid routing with the expert
+    bias, seq_aux_loss at 1e-3, and num_nextn_predict_layers MTP layers."""
+    L = m["num_layers"]
+    m["num_experts"] = r.int("n_routed_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("n_shared_experts", 1)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = fm * (shared if shared_times_count else 1)
+    first = r.int("first_k_dense_replace", 1)
+    if first >= L:
+        raise UnsupportedError(f"{r.mt} config.json makes no layer MoE (first_k_dense_replace {first} >= "
+                               f"num_hidden_layers {L})")
+    pattern = [int(i >= first) for i in range(L)]
+    if _pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    m["moe_router_score_function"] = "sigmoid"
+    m["moe_router_enable_expert_bias"] = True
+    m["moe_router_load_balancing_type"] = "seq_aux_loss"
+    m["moe_aux_loss_coeff"] = 1e-3
+    groups, topk = r.int("n_group", required=False), r.int("topk_group", required=False)
+    if groups and groups > 1 and topk:
+        m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
+    mtp = r.int("num_nextn_predict_layers")
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def _glm_required(r: _Reader, *keys: str) -> None:
+    """GLM's published config.json files state these keys; Hugging Face's defaults (no biases, no q/k norm, no MTP
+    layer) describe none of the GLM-4.5 / 4.6 / 4.7 checkpoints, so a copy without them (a tool's trimmed copy)
+    is refused rather than counted short."""
+    for key in keys:
+        if key not in r.hf:
+            raise UnsupportedError(f"config.json key {key} is missing for {r.mt}: the published GLM config.json states it "
+                                   "and it changes the parameter count (Hugging Face's default leaves out what the "
+                                   "checkpoint has); this copy looks trimmed, so pass the model's own config.json")
+
+
+def _glm4_moe(r: _Reader, m: dict) -> None:
+    """GLM-4.5 / 4.6 / 4.7 and GLM-4.5-Air (Megatron-Bridge glm/glm45_bridge.py): GQA with head_dim, biases on
+    q, k and v (attention_bias: add_qkv_bias, as Bridge's CONFIG_MAPPING), per-head q/k norms where use_qk_norm,
+    partial RoPE (no weights), and :func:`_glm_router`'s MoE. attention_bias, use_qk_norm and
+    num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    _glm_required(r, "attention_bias", "use_qk_norm", "num_nextn_predict_layers")
+    _refuse_true(r, "mlp_bias", why="biases on the MLP have no place in GLM-4.5's layers")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    if r.flag("attention_bias"):
+        m["add_qkv_bias"] = True
+    if r.flag("use_qk_norm"):
+        m["qk_layernorm"] = True
+    _glm_router(r, m, shared_times_count=False)
+
+
+def _glm4_moe_lite(r: _Reader, m: dict) -> None:
+    """GLM-4.7-Flash (Megatron-Bridge glm/glm47_flash_bridge.py, an MLA provider): DeepSeek-V3's multi-latent
+    attention (q_lora_rank, kv_lora_rank, qk_nope/rope/v head dims, latent norms) and :func:`_glm_router`'s MoE.
+    num_key_value_heads and head_dim are Hugging Face bookkeeping for MLA and change no tensor.
+    num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    _glm_required(r, "num_nextn_predict_layers")
+    for key in ("attention_bias", "mlp_bias"):
+        _refuse_true(r, key, why="biases on the MLA or MoE projections have no Megatron-Core equivalent")
+    m["multi_latent_attention"] = True
+    m["qk_layernorm"] = True
+    q_lora = r.int("q_lora_rank", required=False)
+    if q_lora:
+        m["q_lora_rank"] = q_lora
+    m["kv_lora_rank"] = r.int("kv_lora_rank")
+    m["qk_head_dim"] = r.int("qk_nope_head_dim")
+    m["qk_pos_emb_head_dim"] = r.int("qk_rope_head_dim")
+    m["v_head_dim"] = r.int("v_head_dim")
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    r.int("num_key_value_heads", required=False)
+    r.int("head_dim", required=False)
+    _glm_router(r, m, shared_times_count=True)
+
+
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
                 "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
-                "gemma3_text": _gemma, "llama4": _llama4}
+                "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
+                "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite}

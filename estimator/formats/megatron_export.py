@@ -84,6 +84,10 @@ def to_megatron_args(config) -> list[str]:
     for name in ("post_layernorm", "final_logit_softcapping"):
         if getattr(m, name):
             raise UnsupportedError(f"model.{name} (Megatron-Bridge's Gemma spec) has no pretrain_gpt.py flag")
+    if not m.pre_layernorm or m.qk_layernorm_full_dim:
+        name = "pre_layernorm" if not m.pre_layernorm else "qk_layernorm_full_dim"
+        raise UnsupportedError(f"model.{name} (a Megatron-Bridge layer spec: OLMo 2, MiniMax-M2) has no "
+                               "pretrain_gpt.py flag")
     if m.softmax_type != "vanilla":
         add("--softmax-type", m.softmax_type)
     if m.attention_output_gate:

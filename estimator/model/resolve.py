@@ -160,6 +160,8 @@ class Resolved:
     tied: bool
     gate: bool        # attention_output_gate
     post_norm: bool   # post_layernorm (Gemma): a norm after the attention output and after fc2
+    pre_norm: bool    # pre_layernorm: the norms before attention and MLP (false: OLMo 2)
+    qk_full: bool     # qk_layernorm_full_dim: q/k norms over all heads (OLMo 2, MiniMax-M2)
     sinks: bool       # learnable softmax offsets (attention sinks)
     lat: int          # moe_latent_size (0 none)
     mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
@@ -260,7 +262,8 @@ def resolve(cfg: Config) -> Resolved:
         v_dim=(m.v_head_dim or 128) if mla else 0,
         mtp=mtp, mtp_is_moe=ki.mtp_is_moe,
         tied=not m.untie_embeddings_and_output_weights,
-        gate=m.attention_output_gate, post_norm=m.post_layernorm, sinks=m.softmax_type == "learnable",
+        gate=m.attention_output_gate, post_norm=m.post_layernorm, pre_norm=m.pre_layernorm,
+        qk_full=m.qk_layernorm and m.qk_layernorm_full_dim, sinks=m.softmax_type == "learnable",
         lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, shape=shape,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,

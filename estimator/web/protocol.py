@@ -195,8 +195,11 @@ def import_text(state: dict, kind: str, text: str) -> dict:
             from ..formats.hf import from_hf_config
             hub_id = text.strip() if text.strip() and not text.lstrip().startswith("{") else None
             if hub_id:                          # a catalog Hub id, e.g. meta-llama/Llama-3.1-70B
-                from ..formats.hf_catalog import get
-                hf = get(hub_id).config()
+                from ..formats.hf_catalog import resolve
+                entry, sibling = resolve(hub_id)
+                hf = entry.config()
+                if sibling:
+                    notes.append(sibling + ".")
             else:                               # the readers' limits: size, depth, duplicate keys
                 too_large = text_problem(text, "import.hf", "the config.json")
                 if too_large:

@@ -44,6 +44,9 @@ VARIANTS = {
                                  {"parallelism": {"cp_comm_type": "allgather"}}),
     "precision.params_dtype": (make_config(MODEL), {"precision": {"params_dtype": "fp32"}}),
     "model.post_layernorm": (make_config(MODEL), {"model": {"post_layernorm": True}}),
+    "model.pre_layernorm": (make_config({**MODEL, "post_layernorm": True}), {"model": {"pre_layernorm": False}}),
+    "model.qk_layernorm_full_dim": (make_config({**MODEL, "qk_layernorm": True}),
+                                    {"model": {"qk_layernorm_full_dim": True}}),
     "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.store_param_remainders": (

@@ -13,11 +13,15 @@ One JSON file per model lies beside this module, named ``<org>--<name>.json`` af
   shapes stands in), ``kind`` (``safetensors``: the Hub API's total; ``keras-hub``: a KerasHub preset's
   ``params``; ``model-card``: the owner's README), ``source``, ``excludes`` (``["mtp"]`` where the figure
   leaves out multi-token-prediction layers), ``mtp_layers`` (where the figure counts that many MTP layers the
-  ``config.json`` does not state: the checkpoint's ``mtp.*`` tensors) and a ``note``;
+  ``config.json`` does not state: the checkpoint's ``mtp.*`` tensors), ``vision_parameters`` (where the figure
+  counts a vision encoder and projector the language-model estimate leaves out: their count by hand, held by a
+  test) and a ``note``;
 - ``config``: the configuration, every key and value exactly as published.
 
-:func:`get` resolves an id (case-insensitive) and, for an unknown one, raises :class:`ConfigError` naming the
-closest ids (:mod:`difflib`). Nothing is downloaded. :mod:`estimator.catalog` imports each configuration and
+:func:`get` resolves an id (case-insensitive); an id that differs from a catalogued one only by its tuning
+suffix (``-Instruct``, ``-Base``, ``-it``, ``-Chat``) resolves to that sibling, whose ``config.json`` has the same
+architecture (:func:`resolve` also returns the note saying so); for an unknown one it raises
+:class:`ConfigError` naming the closest ids (:mod:`difflib`). Nothing is downloaded. :mod:`estimator.catalog` imports each configuration and
 says which ones the estimator can count, and why the others are refused.
 """
 
@@ -32,11 +36,13 @@ from pathlib import Path
 from ...config import yamlio
 from ...config.errors import ConfigError, Problem
 
-__all__ = ["CatalogEntry", "closest", "entries", "get", "ids"]
+__all__ = ["CatalogEntry", "closest", "entries", "get", "ids", "resolve", "sibling_key"]
 
 DIRECTORY = Path(__file__).resolve().parent
 #: Suggestions offered for an unknown id, and how alike (difflib ratio, 0..1) an id must be to be offered.
 SUGGESTIONS, CUTOFF = 5, 0.5
+#: Tuning suffixes that leave the architecture as it is: an id differing only by one of them is a sibling.
+TUNING_SUFFIXES = ("-instruct", "-base", "-it", "-chat")
 
 
 @dataclass(frozen=True)
@@ -98,13 +104,45 @@ def closest(text: str, n: int = SUGGESTIONS) -> list[str]:
     return [hf_id for _, hf_id in sorted(scored)[:n]]
 
 
-def get(hf_id: str) -> CatalogEntry:
-    """The catalog model of a Hub id (case-insensitive); :class:`ConfigError` with the closest ids otherwise."""
+def sibling_key(hf_id: str) -> str:
+    """The id lower-cased without one trailing tuning suffix: ``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen/qwen2.5-7b``."""
+    low = str(hf_id).strip().lower()
+    for suffix in TUNING_SUFFIXES:
+        if low.endswith(suffix) and "/" in low[:-len(suffix)]:
+            return low[:-len(suffix)]
+    return low
+
+
+@lru_cache(maxsize=1)
+def _siblings() -> dict[str, list[CatalogEntry]]:
+    out: dict[str, list[CatalogEntry]] = {}
+    for key, e in sorted(_load().items()):
+        out.setdefault(sibling_key(key), []).append(e)
+    return out
+
+
+def resolve(hf_id: str) -> tuple[CatalogEntry, str | None]:
+    """(entry, None) for a catalogued id (case-insensitive); (the sibling's entry, a note) for an id that differs
+    from a catalogued one only by -Instruct / -Base / -it / -Chat (the id without a suffix first);
+    :class:`ConfigError` with the closest ids otherwise."""
     entry = _load().get(str(hf_id).strip().lower())
     if entry is not None:
-        return entry
+        return entry, None
+    family = _siblings().get(sibling_key(hf_id))
+    if family:
+        entry = min(family, key=lambda e: (sibling_key(e.hf_id) != e.hf_id.lower(), e.hf_id.lower()))
+        return entry, (f"using '{entry.hf_id}' for '{str(hf_id).strip()}': the catalog has this sibling, whose "
+                       "id differs only by its tuning suffix (-Instruct / -Base / -it / -Chat), with the same "
+                       "architecture")
     near = closest(str(hf_id))
     hint = f"closest: {', '.join(near)}" if near else "`python -m estimator catalog` lists them"
     raise ConfigError(Problem("hf", hf_id, f"'{hf_id}' is not in the model catalog ({len(_load())} models; "
                               f"{hint}); this tool never downloads anything: for another model pass the "
                               "path of its config.json (or the directory holding it)"))
+
+
+def get(hf_id: str) -> CatalogEntry:
+    """The catalog model of a Hub id (case-insensitive) or of its sibling (see :func:`resolve`);
+    :class:`ConfigError` with the closest ids otherwise."""
+    return resolve(hf_id)[0]
+

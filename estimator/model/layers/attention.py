@@ -14,6 +14,10 @@ Parameters::
     norms     nw h input norm           + 2 nw dh q/k norms with qk_layernorm (per head, replicated)
               + nw h after the output projection with post_layernorm (Gemma; Megatron-Bridge's
               TERowParallelLinearLayerNorm)
+              with qk_layernorm_full_dim (OLMo 2, MiniMax-M2) the q/k norms are (a + g) dh, split over t
+              (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m2/minimax_m2_provider.py,
+              FullDimQNorm / FullDimKNorm: weight of the local heads' width); with pre_layernorm false
+              (OLMo 2) there is no input norm
 
 Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
 (GPT-OSS, Gemma) and chunked attention (Llama 4) change which scores are computed, not any tensor's size.
@@ -32,6 +36,13 @@ per element)::
     + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
                                   output the output projection saves (no longer the flash output)
     + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
+    qk_layernorm_full_dim replaces the q/k-norm term by (4 + 2 B) T (a + g) dh / t + 8 T: the eager
+                                  _FullDimRMSNorm keeps its fp32 copy of q (or k) for pow and mul, the
+                                  normalised bf16 tensor for the weight's mul, the output as the per-head
+                                  norm's is counted, and one fp32 rsqrt per token and norm
+    pre_layernorm false           no norm input and output: the QKV linear (TEColumnParallelLinear) keeps
+                                  the layer input itself (Tn h elements as the fused one keeps its norm
+                                  output), which recomputing layernorm cannot drop
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
 FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
@@ -60,13 +71,18 @@ def params(r) -> Count:
     bias = m.add_bias_linear
     qkv_out = qkv_width(r)
     sh = h * qkv_out + (qkv_out if (bias or m.add_qkv_bias) else 0) + a * r.dh * h + (a if r.sinks else 0)
-    rep = nw * h + (h if bias else 0) + (2 * nw * r.dh if m.qk_layernorm else 0) + (nw * h if r.post_norm else 0)
+    rep = (nw * h if r.pre_norm else 0) + (h if bias else 0) + (nw * h if r.post_norm else 0)
+    if r.qk_full:
+        sh += (a + r.g) * r.dh          # RMSNorm (one weight per element), sharded with the heads
+    elif m.qk_layernorm:
+        rep += 2 * nw * r.dh
     return Count(sh, rep)
 
 
 def norms(r) -> int:
     nw = r.norm_w
-    return nw * r.h * (2 if r.post_norm else 1) + (2 * nw * r.dh if r.cfg.model.qk_layernorm else 0)
+    qk = (r.a + r.g) * r.dh if r.qk_full else (2 * nw * r.dh if r.cfg.model.qk_layernorm else 0)
+    return nw * r.h * ((1 if r.pre_norm else 0) + (1 if r.post_norm else 0)) + qk
 
 
 def components(r) -> dict:
@@ -113,14 +129,22 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     t, dh, g = r.t, r.dh, r.g
     heads = r.a // t
-    norm_in = B * Tn * h
-    norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+    if r.pre_norm:
+        norm_in = B * Tn * h
+        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+    else:       # no input norm: the QKV linear keeps the layer input itself
+        norm_in, norm_out = 0, lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
     qkv = B * T * (heads + 2 * (g // t)) * dh
     out = B * T * heads * dh
     saved = norm_keep + qkv + out + 4 * T * heads
     recompute = 0
-    if cfg.model.qk_layernorm:
+    if r.qk_full:
+        # Megatron-Bridge's eager _FullDimRMSNorm: an fp32 copy of q (k) kept by pow and mul, the normalised
+        # tensor cast back (kept by the weight's mul), the output (as the per-head count below has it), and
+        # one fp32 rsqrt per token for each of the two norms.
+        saved += (4 + 2 * B) * T * (heads + g // t) * dh + 8 * T
+    elif cfg.model.qk_layernorm:
         # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its input
         # (the q/k slices of the fused QKV output are strided) and produces a new output, plus fp32
         # statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).

@@ -6,11 +6,13 @@ and fc1) and ``TERowParallelLinear`` (fc2); in a hybrid model the same MLP makes
 gated activation (SwiGLU, GeGLU, quick-GeGLU) else 1, t tensor-parallel size.
 
 Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h (replicated), and with
-post_layernorm (Gemma) one more norm nw h after fc2.
+post_layernorm (Gemma) one more norm nw h after fc2; with pre_layernorm false (OLMo 2) no norm before fc1.
 
 Activations per micro-batch on one GPU, in bytes: ``4 Tn h + B T f up / t + B T f / t``, the norm's input
 and output, fc1's output (the activation's input) and the activation's output (fc2's input); with
-post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). Recomputing mlp keeps only the
+post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). With pre_layernorm false fc1
+(TEColumnParallelLinear) keeps the layer input in place of the norm's input and output (``B Tn h``), which
+recomputing layernorm cannot drop. Recomputing mlp keeps only the
 input; the backward working set is the fc1-output gradient and two residual-sized tensors.
 """
 
@@ -33,7 +35,7 @@ def params(r) -> Count:
 
 
 def _norms(r) -> int:
-    return r.norm_w * r.h * (2 if r.post_norm else 1)
+    return r.norm_w * r.h * ((1 if r.pre_norm else 0) + (1 if r.post_norm else 0))
 
 
 def components(r) -> dict:
@@ -60,8 +62,11 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     up = 2 if r.gated else 1
-    norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
-    norm2 = B * Tn * h + norm2_out
+    if r.pre_norm:
+        norm2_in, norm2_out = B * Tn * h, (0 if "layernorm" in c.modules else B * Tn * h)
+    else:       # no pre-MLP norm: fc1 keeps the layer input itself
+        norm2_in, norm2_out = 0, B * Tn * h
+    norm2 = norm2_in + norm2_out
     f = r.f // r.t
     fc1_out, act_out = B * T * f * up, lin_saved(c, T, f)
     saved = norm2 + fc1_out + act_out
@@ -71,8 +76,9 @@ def activations(r, c: Ctx) -> Part:
     if "mlp" in c.modules:
         recompute = saved
         saved = B * Tn * h
-        norm2_out = fc1_out = act_out = 0
+        fc1_out = act_out = 0
+        norm2_out = 0 if r.pre_norm else norm2_out      # the input kept is the norm's input, or fc1's
     named = None
     if c.parts:
-        named = {"fc1_out": fc1_out, "act_out": act_out, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out}
+        named = {"fc1_out": fc1_out, "act_out": act_out, "mlp_norm_in": norm2_in, "mlp_norm_out": norm2_out}
     return Part(saved, recompute, B * T * f * up + 2 * B * Tn * h, 0, named)
