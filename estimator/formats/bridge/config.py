@@ -236,6 +236,32 @@ def _apply_comm_overlap(cfg: dict, world_size: int | None) -> None:
             ddp[k] = co[k] if co.get(k) is not None else on
 
 
+def _apply_tokenizer_vocab(cfg: dict, notes: list) -> None:
+    """training/setup.py ``_validate_and_set_vocab_size``: with ``tokenizer.use_tokenizer_vocab_size`` (set by every
+    library pretrain recipe's ``_pretrain_common``) or without a model ``vocab_size``, the model takes the
+    tokenizer's vocabulary and pads it (``should_pad_vocab``: to a multiple of ``make_vocab_size_divisible_by`` x TP).
+    ``config.yaml`` is written before that step (``setup`` saves it first), so its ``model.vocab_size`` is still the
+    model's own. The size is known here only for the ``NullTokenizer``, whose vocabulary is the ``vocab_size`` it is
+    given (Megatron-LM @ 2a75ac12 : megatron/core/tokenizers/text/libraries/null_tokenizer.py); a Hugging Face
+    tokenizer's length is not in the file, so the model's ``vocab_size`` is counted and a note says so."""
+    tok, m = cfg.get("tokenizer"), cfg.get("model") or {}
+    if not isinstance(tok, dict) or not (tok.get("use_tokenizer_vocab_size") or m.get("vocab_size") is None):
+        return
+    size = tok.get("vocab_size")
+    if tok.get("tokenizer_type") == "NullTokenizer" and size is not None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(Problem("tokenizer.vocab_size", show(size), "a NullTokenizer's vocabulary must be a "
+                                      "positive integer"))
+        if m.get("vocab_size") not in (None, size):
+            notes.append(f"model.vocab_size = {m['vocab_size']} is replaced by the NullTokenizer's {size} tokens "
+                         "(tokenizer.use_tokenizer_vocab_size), padded, as Bridge's training/setup.py does")
+        cfg.setdefault("model", {})["vocab_size"] = size
+    elif m.get("vocab_size") is not None:
+        notes.append(f"tokenizer.use_tokenizer_vocab_size: Bridge trains with the tokenizer's vocabulary "
+                     f"({tok.get('tokenizer_type')}), whose size config.yaml does not hold; model.vocab_size = "
+                     f"{m['vocab_size']} is counted instead (set model.vocab_size to the tokenizer's length)")
+
+
 def _default(section: str, name: str):
     return SECTIONS.get(section, {}).get(name)
 
@@ -278,6 +304,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     _apply_precision(cfg, notes)
     _sync_distributed_optimizer(cfg, notes)
     _apply_comm_overlap(cfg, world_size)
+    _apply_tokenizer_vocab(cfg, notes)
     m = cfg.get("model") or {}
     values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)
     problems = []

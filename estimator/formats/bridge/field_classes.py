@@ -28,7 +28,7 @@ NO_EFFECT_SECTIONS = {
     "logger": "logging and experiment tracking", "rng": "random seeds", "dist": "process-group setup and timeouts",
     "profiling": "profiler ranges and memory snapshots (taken after the fact)", "validation": "evaluation cadence",
     "rerun_state_machine": "result re-checking", "scheduler": "learning-rate and weight-decay schedules",
-    "tokenizer": "the tokenizer (the model's vocab_size is what is counted)", "ft": "fault tolerance",
+    "tokenizer": "the tokenizer (its vocabulary is read where use_tokenizer_vocab_size makes it the model's)", "ft": "fault tolerance",
     "straggler": "straggler detection", "nvrx_straggler": "straggler detection", "inprocess_restart":
     "in-process restart", "tensor_inspect": "tensor statistics", "env_vars": "environment variables (see the run's "
     "PYTORCH_CUDA_ALLOC_CONF yourself)", "optimizer_config_override_provider": "per-parameter optimizer overrides "

@@ -187,3 +187,33 @@ def test_optimizer_offload_without_precision_aware_optimizer_keeps_fp32_main_cop
     st = _stage(imp)
     assert st["optimizer_bytes"] == 4 * P
     assert st["host"] == {"optimizer_pinned": 8 * P, "optimizer_states": 8 * P}
+
+
+def test_null_tokenizer_vocabulary_replaces_the_models_with_use_tokenizer_vocab_size():
+    """training/setup.py _validate_and_set_vocab_size (Bridge @ 067f987d): with tokenizer.use_tokenizer_vocab_size
+    (every library pretrain recipe sets it in recipes/common.py _pretrain_common) the model takes the tokenizer's
+    vocabulary, padded (should_pad_vocab) to a multiple of make_vocab_size_divisible_by 128 x TP 1. A NullTokenizer
+    of 512 tokens: 512 rows, not the model's 1,024. By hand: embedding and output 2 x 512 x 256 = 262,144, so
+    P - 2 x 1024 x 256 + 262,144 = 2,622,720 - 524,288 + 262,144 = 2,360,576 parameters; BF16 weights 2 B each."""
+    tok = {"tokenizer_type": "NullTokenizer", "vocab_size": 512, "use_tokenizer_vocab_size": True}
+    imp = _read(tokenizer=tok, mixed_precision="bf16_mixed")
+    assert imp.config["model"]["vocab_size"] == 512
+    assert _stage(imp)["weights_bytes"] == 2 * 2_360_576
+    assert any("replaced by the NullTokenizer's 512 tokens" in n for n in imp.notes)
+    # 500 tokens pad to 512 (a multiple of 128): the same weights
+    assert _stage(_read(tokenizer={**tok, "vocab_size": 500}, mixed_precision="bf16_mixed"))["weights_bytes"] \
+        == 2 * 2_360_576
+
+
+def test_tokenizer_vocabulary_left_alone_without_use_tokenizer_vocab_size():
+    """Without use_tokenizer_vocab_size a model vocab_size at least the tokenizer's is kept (the perf recipes'
+    policy, perf_recipes/_common.py): the model's 1,024 rows, P parameters. A Hugging Face tokenizer's length is not
+    in config.yaml: the model's vocabulary is counted and a note says so."""
+    kept = _read(tokenizer={"tokenizer_type": "NullTokenizer", "vocab_size": 512}, mixed_precision="bf16_mixed")
+    assert kept.config["model"]["vocab_size"] == 1024 and _stage(kept)["weights_bytes"] == 2 * P
+    hf = _read(tokenizer={"tokenizer_type": "HuggingFaceTokenizer", "use_tokenizer_vocab_size": True},
+               mixed_precision="bf16_mixed")
+    assert _stage(hf)["weights_bytes"] == 2 * P
+    assert any("whose size config.yaml does not hold" in n for n in hf.notes)
+    with pytest.raises(ConfigError, match="tokenizer.vocab_size"):
+        _read(tokenizer={"tokenizer_type": "NullTokenizer", "vocab_size": -3, "use_tokenizer_vocab_size": True})
