@@ -908,6 +908,28 @@ RECIPES = {'deepseek_v3_pretrain_1024gpu_h100_bf16_config': {'source': 'NVIDIA-N
                                                                              'first_last_layers_bf16': False,
                                                                              'accumulate_allreduce_grads_in_fp32': False}},
                                                     'unmodelled': []},
+ 'qwen25_72b_pretrain_32gpu_h100_bf16_config': {'source': 'NVIDIA-NeMo/Megatron-Bridge @ 067f987d : '
+                                                          'src/megatron/bridge/recipes/qwen/h100/qwen2.py : '
+                                                          'qwen25_72b_pretrain_32gpu_h100_bf16_config',
+                                                'gpu': 'H100-80GB',
+                                                'preset': 'qwen2.5-72b',
+                                                'config': {'model': {'vocab_size': 32000},
+                                                           'parallelism': {'tensor_model_parallel_size': 8,
+                                                                           'pipeline_model_parallel_size': 4,
+                                                                           'context_parallel_size': 1},
+                                                           'training': {'world_size': 32,
+                                                                        'micro_batch_size': 2,
+                                                                        'global_batch_size': 32,
+                                                                        'seq_length': 4096,
+                                                                        'sequence_parallel': False,
+                                                                        'use_distributed_optimizer': True,
+                                                                        'overlap_grad_reduce': False,
+                                                                        'overlap_param_gather': False,
+                                                                        'cross_entropy_loss_fusion': True,
+                                                                        'cross_entropy_fusion_impl': 'native'},
+                                                           'precision': {'params_dtype': 'bf16',
+                                                                         'accumulate_allreduce_grads_in_fp32': True}},
+                                                'unmodelled': []},
  'qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config': {'source': 'NVIDIA-NeMo/Megatron-Bridge @ 067f987d : '
                                                                 'src/megatron/bridge/perf_recipes/qwen/h100/qwen3_moe.py '
                                                                 ': qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config',
