@@ -162,6 +162,18 @@ _put("no_effect", "dataset", "add_extra_token_to_sequence blend blend_per_split 
      "drop_last_partial_validation_sequence fast_cache_load inter_document_masking mock path_to_cache "
      "persistent_workers pin_memory random_seed sequence_parallel_size sequences_per_dataset split_matrix "
      "token_dtype_code tokenizer", "where the data comes from and how it is loaded (host memory)")
+_put("modelled", "dataset", "enable_offline_packing offline_packing_specs", "SFT with offline-packed sequences "
+     "(GPTSFTDatasetConfig, THD layout): a micro-batch is one pack, so the tokens per micro-batch are "
+     "offline_packing_specs.packed_sequence_size (the longest pack; micro_batch_size must be 1)")
+_put("no_effect", "dataset", "enable_in_batch_packing defer_in_batch_packing_to_step pad_to_max_length "
+     "pad_to_multiple_of in_batch_packing_pad_to_multiple_of dataset_kwargs", "how SFT samples are padded or "
+     "packed within a micro-batch: at most micro_batch_size x seq_length tokens, the length the estimate counts "
+     "(the longest micro-batch)")
+_put("no_effect", "dataset", "blend_seed dataset_root do_test do_validation hf_dataset hf_output_root "
+     "hf_processor_kwargs hf_processor_path hf_rewrite hf_test_dataset hf_validation_dataset "
+     "hf_validation_proportion max_train_samples memmap_workers preprocessing seed "
+     "skip_getting_attention_mask_from_dataset source source_weights test_source validation_source",
+     "where the SFT data come from and how they are prepared (host memory)")
 
 
 def classify(section: str, name: str) -> tuple[str, str] | None:
