@@ -102,7 +102,8 @@ _put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "
      "modelled")
 _put("refused", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "a hybrid stack laid out from ratios is not "
      "modelled: give its hybrid_layer_pattern")
-_put("refused", "model", "keep_mtp_spec_in_bf16", "MTP layers kept in BF16 within an FP8 run are not modelled")
+_put("no_effect", "model", "keep_mtp_spec_in_bf16", "set by the Nemotron-H bridge (models/nemotronh/"
+     "nemotron_h_bridge.py) but read nowhere: neither Bridge @ 067f987d nor Megatron-LM @ 2a75ac12 uses it")
 _put("no_effect", "model", "hybrid_stack_spec", "the module spec (the layers follow hybrid_layer_pattern)")
 _put("no_effect", "model", "mamba_chunk_size", "the SSD scan's chunk length: the mixer's saved tensors are counted "
      "per token")
