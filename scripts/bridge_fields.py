@@ -8,7 +8,8 @@ their literal defaults are needed) at two pinned revisions: Megatron-Bridge, and
 ``3rdparty/Megatron-LM`` submodule pins at that revision. A field declared twice (a Bridge subclass re-declaring a
 Megatron field) keeps the subclass's default, as Python's dataclasses do. The model section is a
 ``GPTModelProvider``; the fields only ``MLATransformerConfig`` or ``HybridModelProvider`` (Mamba hybrids) declare
-are added, without changing a GPT default (:data:`ADD_ONLY`).
+are added, without changing a GPT default (:data:`ADD_ONLY`); likewise the dataset section adds the fields of the
+SFT dataset configurations (``GPTSFTDatasetConfig``, ``DirectHFSFTDatasetConfig``) to ``GPTDatasetConfig``'s.
 
 Usage (a Bridge and a Megatron-LM checkout or bare clone; no network)::
 
@@ -51,7 +52,9 @@ SECTIONS = {
     "dataset": [(M, "megatron/core/datasets/blended_megatron_dataset_config.py", "BlendedMegatronDatasetConfig"),
                 (M, "megatron/core/datasets/gpt_dataset.py", "GPTDatasetConfig"),
                 (B, "src/megatron/bridge/data/base.py", "DataloaderConfig"),
-                (B, "src/megatron/bridge/training/config.py", "GPTDatasetConfig")],
+                (B, "src/megatron/bridge/training/config.py", "GPTDatasetConfig"),
+                (B, "src/megatron/bridge/data/builders/gpt_sft.py", "GPTSFTDatasetConfig"),
+                (B, "src/megatron/bridge/data/builders/direct_hf_sft.py", "DirectHFSFTDatasetConfig")],
     "checkpoint": [(M, _MT + "training_config.py", "CheckpointConfig"),
                    (B, "src/megatron/bridge/training/config.py", "CheckpointConfig")],
     "logger": [(M, _MT + "training_config.py", "LoggerConfig"),
@@ -70,7 +73,7 @@ SECTIONS = {
 
 
 #: Classes of a chain that only add fields the classes before them do not declare (a sibling provider, not a subclass).
-ADD_ONLY = {"HybridModelProvider", "MLATransformerConfig"}
+ADD_ONLY = {"HybridModelProvider", "MLATransformerConfig", "GPTSFTDatasetConfig", "DirectHFSFTDatasetConfig"}
 
 
 def _show(repo: str, rev: str, path: str) -> str:

@@ -264,6 +264,9 @@ class ModelConfig:
     mtp_num_layers: int | None = _f(None, "Multi-token-prediction layers (DeepSeek-V3: 1). They run on the "
                                     "last pipeline stage and share the embedding and output layer.",
                                     type="int", min=0, max=MAX_LAYERS, flag="--mtp-num-layers")
+    mtp_use_repeated_layer: bool = _f(False, "Build one MTP layer and apply it at every MTP depth (Nemotron 3 "
+                                      "Super): the weights, gradients and optimizer states of one MTP layer, the "
+                                      "activations of every depth.", type="bool", flag="--mtp-use-repeated-layer")
     hybrid_layer_pattern: str | None = _f(
         None, "Hybrid models (Nemotron-H, Nemotron 3): one symbol per layer, M Mamba-2 mixer, * self-attention, "
         "- MLP, E MoE, G gated delta net; each symbol is a whole layer with its own norm. | splits the layers "

@@ -773,10 +773,8 @@ def _nemotron_h(r: _Reader, m: dict) -> None:
         if not isinstance(mtp, str) or not mtp:
             raise ConfigError(Problem("config.json:mtp_hybrid_override_pattern", mtp, "is required with "
                                       "num_nextn_predict_layers > 0 (the layers of one MTP depth)"))
-        if r.flag("mtp_use_repeated_layer", True):
-            raise UnsupportedError("config.json:mtp_use_repeated_layer (true by default with MTP layers): one MTP "
-                                   "layer applied repeatedly (Megatron-Core's mtp_use_repeated_layer) is not "
-                                   "modelled")
+        if r.flag("mtp_use_repeated_layer", True):     # true by default with MTP layers: one layer, every depth
+            m["mtp_use_repeated_layer"] = True
         pattern = pattern + "/" + "/".join([mtp] * depths)
     from ..config.hybrid_pattern import parse, pattern_problems
     bad = pattern_problems(pattern)

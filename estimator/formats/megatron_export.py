@@ -135,6 +135,8 @@ def to_megatron_args(config) -> list[str]:
             add("--mamba-num-heads", m.mamba_num_heads)
     elif m.mtp_num_layers:
         add("--mtp-num-layers", m.mtp_num_layers)
+    if m.mtp_use_repeated_layer:
+        add("--mtp-use-repeated-layer")
     if m.experimental_attention_variant is not None:
         add("--experimental-attention-variant", "gdn")
         freq = m.linear_attention_freq

@@ -66,6 +66,7 @@ _put(_M, "softmax_type attention_output_gate qk_l2_norm moe_latent_size experime
      "linear_num_value_heads",
      "the model's shape: attention sinks, gated attention, latent MoE and gated-delta-net layers (parameters and "
      "activations)")
+_put(_M, "mtp_use_repeated_layer", "one MTP layer built and applied at every MTP depth")
 _put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "
      "mamba_num_groups mamba_num_heads", "the hybrid model's layers (Mamba-2, attention, MLP, MoE, gated delta "
      "net), its pipeline segments and MTP layers")
@@ -389,7 +390,6 @@ _put(_R, "offload_modules activation_offload_fraction", "only with --fine-graine
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
 _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
-_put(_R, "mtp_use_repeated_layer", "one MTP layer applied repeatedly is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")

@@ -32,7 +32,7 @@ from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
 from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
 from ..model.local_attention import chunk_mask_bytes
-from ..model.params import count_parameters, embedding, final_norm, mtp_extra, output_layer
+from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
 from . import features, reserved
 from .allocator import parse_alloc_conf
@@ -220,7 +220,7 @@ def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
         dense += emb
     if c.loss:
         dense += norm + (0 if (r.tied and c.embedding) else vocab_weight)
-    k = len(c.mtp)
+    k = mtp_built(r, len(c.mtp))     # layers built: one for every depth with mtp_use_repeated_layer
     if k:
         dense += k * mtp_dense + (0 if c.embedding else emb)
         lin += k * mtp_lin
@@ -308,7 +308,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     linear_p += cnt * lin
                     expert_p += cnt * e
             st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp,
-                             stage_fp8_scales(r, bm, stage_counts, plan.mtp) if bm.fp8_scales else 0)
+                             stage_fp8_scales(r, bm, stage_counts, mtp_built(r, plan.mtp)) if bm.fp8_scales else 0)
             if one_kind:
                 present = _ONE if stage_counts[0] or plan.mtp else _NONE
             else:

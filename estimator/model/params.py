@@ -20,7 +20,8 @@ from .layers import kind_components, moe
 from .layers.base import Count
 from .resolve import Resolved, resolve
 
-__all__ = ["Count", "ParameterCounts", "count_parameters", "count_parameters_of", "embedding", "final_norm", "mtp_extra", "output_layer"]
+__all__ = ["Count", "ParameterCounts", "count_parameters", "count_parameters_of", "embedding", "final_norm", "mtp_built",
+           "mtp_extra", "output_layer"]
 
 
 def embedding(r: Resolved) -> Count:
@@ -37,6 +38,14 @@ def output_layer(r: Resolved) -> Count:
 
 def final_norm(r: Resolved) -> Count:
     return Count(0, r.norm_w * r.h)
+
+
+def mtp_built(r: Resolved, depths: int) -> int:
+    """How many MTP layers are built for ``depths`` MTP depths: one when ``mtp_use_repeated_layer`` (Megatron-LM
+    @ 2a75ac12 : megatron/core/transformer/multi_token_prediction.py ``MultiTokenPredictionBlock._build_layers``
+    builds a single layer and ``forward`` applies ``self.layers[0]`` at every depth), else one per depth. The
+    weights, gradients and optimizer states follow the layers built; the activations follow the depths run."""
+    return min(depths, 1) if r.cfg.model.mtp_use_repeated_layer else depths
 
 
 def mtp_extra(r: Resolved) -> Count:
@@ -100,11 +109,12 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     out = 0 if r.tied else output_layer(r).total
     # MTP: enorm, hnorm, eh_proj, its layers, final norm (embedding and output are shared).
     mtp_one = mtp_extra(r).total + sum(sum(per_kind[k].values()) for k in r.mtp_kinds)
-    mtp = r.mtp * mtp_one
+    built = mtp_built(r, r.mtp)
+    mtp = built * mtp_one
     total = emb.total + sum(comp.values()) + out + nw * r.h + mtp
     n_moe = sum(n for n, kind in zip(n_kind, r.kinds) if kind.moe)
     idle = moe.expert_params(r).total - moe.active_experts(r) if r.E else 0   # experts a token skips, per layer
-    mtp_active = mtp - r.mtp * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
+    mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
     active = total - n_moe * idle - (mtp - mtp_active)
     return ParameterCounts(
         embedding=emb.sharded, position_embedding=emb.replicated, mamba=comp["mamba"],

@@ -74,7 +74,7 @@ def test_ratio_formula():
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_calculator_text_and_controls_meet_wcag_aa(browser, site_url, scheme):
-    """Qwen2.5-72B on H100-80GB (a stage that does not fit, one tight, the others fit): every visible button,
+    """Qwen2.5-72B on H100-80GB (two stages that do not fit, two that fit): every visible button,
     tag, verdict cell and verdict text is >= 4.5:1 against its background, and the buttons' borders >= 3:1."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     page = context.new_page()

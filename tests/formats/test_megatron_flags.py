@@ -71,6 +71,7 @@ CHANGES = {
     "qk_pos_emb_head_dim": (MLA, "--qk-pos-emb-head-dim 32"),
     "v_head_dim": (MLA, "--v-head-dim 64"),
     "mtp_num_layers": (BF16, "--mtp-num-layers 1"),
+    "mtp_use_repeated_layer": (BF16 + " --mtp-num-layers 2", "--mtp-use-repeated-layer"),
     "num_experts": (BF16, "--num-experts 8"),
     "moe_layer_freq": (MOE, "--moe-layer-freq 2"),
     "moe_router_topk": (MOE, "--moe-router-topk 4"),

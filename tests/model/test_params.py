@@ -77,6 +77,33 @@ def test_deepseek_v3_mtp_layer():
     assert counts.total - counts.mtp == 671_026_419_200
 
 
+def test_repeated_mtp_layer_holds_one_layer_runs_every_depth():
+    """Megatron-LM @ 2a75ac12 megatron/core/transformer/multi_token_prediction.py: with mtp_use_repeated_layer
+    MultiTokenPredictionBlock builds one layer and applies layers[0] at each of the mtp_num_layers depths. DeepSeek-V3
+    with 3 MTP depths: the parameters of one MTP layer (the count of the test above, 3h + 2h^2 + one MoE layer),
+    not three; without the flag three. On one GPU the weights follow the count (BF16: 2 B per parameter) and the
+    activations follow the depths: each depth saves its own, so they are the same with and without the flag."""
+    from estimator import estimate
+    model, _ = MODELS["DeepSeek-V3"]
+    h = 7168
+    attention = (h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * 256 + 128 * 128 * h + h)
+    one = 3 * h + 2 * h * h + attention + h + 256 * h + 256 + 256 * 3 * h * 2048 + 3 * h * 2048
+    three = count_parameters_of(load_config(make_config({**model, "mtp_num_layers": 3})))
+    shared = count_parameters_of(load_config(make_config({**model, "mtp_num_layers": 3,
+                                                          "mtp_use_repeated_layer": True})))
+    assert three.mtp == 3 * one and shared.mtp == one
+    assert three.total - shared.total == 2 * one
+    small = dict(num_layers=2, hidden_size=256, num_attention_heads=4, ffn_hidden_size=512, vocab_size=1024,
+                 mtp_num_layers=3, **UNTIED)
+    a = estimate(make_config(small)).to_dict()["stages"][0]
+    b = estimate(make_config({**small, "mtp_use_repeated_layer": True})).to_dict()["stages"][0]
+    # one MTP layer of this model (SwiGLU, the schema's default): 3 x 256 norms + eh_proj 2 x 256^2 + a layer (QKV
+    # 256 x 768, proj 256^2, fc1 256 x 1024, fc2 512 x 256, two norms 512) = 768 + 131,072 + 196,608 + 65,536 +
+    # 262,144 + 131,072 + 512 = 787,712; two fewer layers built: 2 x 787,712 x 2 B fewer weight bytes
+    assert a["weights_bytes"] - b["weights_bytes"] == 2 * 787_712 * 2
+    assert a["activations_bytes"] == b["activations_bytes"]
+
+
 def test_active_parameters_mixtral():
     """Mixtral-8x7B: 2 of 8 experts active. Each expert is 3*4096*14336 = 176,160,768 parameters, 32 layers:
     active = 46,702,792,704 - 32 * 6 * 176,160,768 = 12,879,925,248 (Mistral: "12.9B active")."""

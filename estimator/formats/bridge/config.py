@@ -236,6 +236,59 @@ def _apply_comm_overlap(cfg: dict, world_size: int | None) -> None:
             ddp[k] = co[k] if co.get(k) is not None else on
 
 
+def _apply_tokenizer_vocab(cfg: dict, notes: list) -> None:
+    """training/setup.py ``_validate_and_set_vocab_size``: with ``tokenizer.use_tokenizer_vocab_size`` (set by every
+    library pretrain recipe's ``_pretrain_common``) or without a model ``vocab_size``, the model takes the
+    tokenizer's vocabulary and pads it (``should_pad_vocab``: to a multiple of ``make_vocab_size_divisible_by`` x TP).
+    ``config.yaml`` is written before that step (``setup`` saves it first), so its ``model.vocab_size`` is still the
+    model's own. The size is known here only for the ``NullTokenizer``, whose vocabulary is the ``vocab_size`` it is
+    given (Megatron-LM @ 2a75ac12 : megatron/core/tokenizers/text/libraries/null_tokenizer.py); a Hugging Face
+    tokenizer's length is not in the file, so the model's ``vocab_size`` is counted and a note says so."""
+    tok, m = cfg.get("tokenizer"), cfg.get("model") or {}
+    if not isinstance(tok, dict) or not (tok.get("use_tokenizer_vocab_size") or m.get("vocab_size") is None):
+        return
+    size = tok.get("vocab_size")
+    if tok.get("tokenizer_type") == "NullTokenizer" and size is not None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(Problem("tokenizer.vocab_size", show(size), "a NullTokenizer's vocabulary must be a "
+                                      "positive integer"))
+        if m.get("vocab_size") not in (None, size):
+            notes.append(f"model.vocab_size = {m['vocab_size']} is replaced by the NullTokenizer's {size} tokens "
+                         "(tokenizer.use_tokenizer_vocab_size), padded, as Bridge's training/setup.py does")
+        cfg.setdefault("model", {})["vocab_size"] = size
+    elif m.get("vocab_size") is not None:
+        notes.append(f"tokenizer.use_tokenizer_vocab_size: Bridge trains with the tokenizer's vocabulary "
+                     f"({tok.get('tokenizer_type')}), whose size config.yaml does not hold; model.vocab_size = "
+                     f"{m['vocab_size']} is counted instead (set model.vocab_size to the tokenizer's length)")
+
+
+def _packed_sequence_size(cfg: dict) -> int | None:
+    """The tokens of one micro-batch of offline-packed SFT data, or None without packing.
+
+    Bridge @ 067f987d: ``GPTSFTDatasetConfig.enable_offline_packing`` with ``offline_packing_specs``
+    (data/builders/gpt_sft.py, data/packing/config.py ``PackedSequenceSpecs``) packs variable-length samples into
+    packs of at most ``packed_sequence_size`` tokens (each sample padded to ``pad_seq_to_mult``; the recipes'
+    ``dataset_kwargs.pad_to_max_length`` pads every pack to the full size), and training/config.py refuses a
+    ``micro_batch_size`` above 1 with packing. Megatron-Core then runs each pack as one sequence in the THD layout
+    (``cu_seqlens`` marking the samples), so a micro-batch holds the longest pack's ``packed_sequence_size``
+    tokens: the activations are those of one sequence that long (attention with ``cu_seqlens`` keeps no s x s
+    matrix, as with one sequence)."""
+    ds = cfg.get("dataset") or {}
+    if not isinstance(ds, dict) or not ds.get("enable_offline_packing"):
+        return None
+    specs = ds.get("offline_packing_specs")
+    size = specs.get("packed_sequence_size") if isinstance(specs, dict) else None
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ConfigError(Problem("dataset.offline_packing_specs.packed_sequence_size", show(size),
+                                  "must be a positive integer with dataset.enable_offline_packing (Bridge's "
+                                  "GPTSFTDatasetConfig.validate)"))
+    mbs = (cfg.get("train") or {}).get("micro_batch_size", 1)
+    if mbs not in (None, 1):
+        raise ConfigError(Problem("train.micro_batch_size", show(mbs), f"must be 1 with packed sequences, as Bridge "
+                                  f"requires: give packed_sequence_size {size} x {mbs} instead"))
+    return size
+
+
 def _default(section: str, name: str):
     return SECTIONS.get(section, {}).get(name)
 
@@ -278,6 +331,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     _apply_precision(cfg, notes)
     _sync_distributed_optimizer(cfg, notes)
     _apply_comm_overlap(cfg, world_size)
+    _apply_tokenizer_vocab(cfg, notes)
+    packed = _packed_sequence_size(cfg)
     m = cfg.get("model") or {}
     values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)
     problems = []
@@ -334,6 +389,10 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
                            for p in exc.problems]) from None
     config = imp.config
     _after(cfg, config, notes)
+    if packed:
+        config.setdefault("training", {})["seq_length"] = packed
+        notes.append(f"dataset.offline_packing_specs.packed_sequence_size = {packed}: packed SFT, one pack of "
+                     f"{packed} tokens per micro-batch (THD layout), counted as the sequence length")
     quiet = {flag for flag, where in origin.items() if where in filled}    # a default nobody set: no remark on it
     said = [n for n in imp.notes if n.split(":")[0].split(" ")[0] not in quiet]
     return MegatronImport(config, tuple(no_effect), (*said, *notes))

@@ -28,7 +28,7 @@ NO_EFFECT_SECTIONS = {
     "logger": "logging and experiment tracking", "rng": "random seeds", "dist": "process-group setup and timeouts",
     "profiling": "profiler ranges and memory snapshots (taken after the fact)", "validation": "evaluation cadence",
     "rerun_state_machine": "result re-checking", "scheduler": "learning-rate and weight-decay schedules",
-    "tokenizer": "the tokenizer (the model's vocab_size is what is counted)", "ft": "fault tolerance",
+    "tokenizer": "the tokenizer (its vocabulary is read where use_tokenizer_vocab_size makes it the model's)", "ft": "fault tolerance",
     "straggler": "straggler detection", "nvrx_straggler": "straggler detection", "inprocess_restart":
     "in-process restart", "tensor_inspect": "tensor statistics", "env_vars": "environment variables (see the run's "
     "PYTORCH_CUDA_ALLOC_CONF yourself)", "optimizer_config_override_provider": "per-parameter optimizer overrides "
@@ -102,7 +102,8 @@ _put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "
      "modelled")
 _put("refused", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "a hybrid stack laid out from ratios is not "
      "modelled: give its hybrid_layer_pattern")
-_put("refused", "model", "keep_mtp_spec_in_bf16", "MTP layers kept in BF16 within an FP8 run are not modelled")
+_put("no_effect", "model", "keep_mtp_spec_in_bf16", "set by the Nemotron-H bridge (models/nemotronh/"
+     "nemotron_h_bridge.py) but read nowhere: neither Bridge @ 067f987d nor Megatron-LM @ 2a75ac12 uses it")
 _put("no_effect", "model", "hybrid_stack_spec", "the module spec (the layers follow hybrid_layer_pattern)")
 _put("no_effect", "model", "mamba_chunk_size", "the SSD scan's chunk length: the mixer's saved tensors are counted "
      "per token")
@@ -162,6 +163,18 @@ _put("no_effect", "dataset", "add_extra_token_to_sequence blend blend_per_split 
      "drop_last_partial_validation_sequence fast_cache_load inter_document_masking mock path_to_cache "
      "persistent_workers pin_memory random_seed sequence_parallel_size sequences_per_dataset split_matrix "
      "token_dtype_code tokenizer", "where the data comes from and how it is loaded (host memory)")
+_put("modelled", "dataset", "enable_offline_packing offline_packing_specs", "SFT with offline-packed sequences "
+     "(GPTSFTDatasetConfig, THD layout): a micro-batch is one pack, so the tokens per micro-batch are "
+     "offline_packing_specs.packed_sequence_size (the longest pack; micro_batch_size must be 1)")
+_put("no_effect", "dataset", "enable_in_batch_packing defer_in_batch_packing_to_step pad_to_max_length "
+     "pad_to_multiple_of in_batch_packing_pad_to_multiple_of dataset_kwargs", "how SFT samples are padded or "
+     "packed within a micro-batch: at most micro_batch_size x seq_length tokens, the length the estimate counts "
+     "(the longest micro-batch)")
+_put("no_effect", "dataset", "blend_seed dataset_root do_test do_validation hf_dataset hf_output_root "
+     "hf_processor_kwargs hf_processor_path hf_rewrite hf_test_dataset hf_validation_dataset "
+     "hf_validation_proportion max_train_samples memmap_workers preprocessing seed "
+     "skip_getting_attention_mask_from_dataset source source_weights test_source validation_source",
+     "where the SFT data come from and how they are prepared (host memory)")
 
 
 def classify(section: str, name: str) -> tuple[str, str] | None:

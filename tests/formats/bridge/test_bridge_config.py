@@ -187,3 +187,76 @@ def test_optimizer_offload_without_precision_aware_optimizer_keeps_fp32_main_cop
     st = _stage(imp)
     assert st["optimizer_bytes"] == 4 * P
     assert st["host"] == {"optimizer_pinned": 8 * P, "optimizer_states": 8 * P}
+
+
+def test_null_tokenizer_vocabulary_replaces_the_models_with_use_tokenizer_vocab_size():
+    """training/setup.py _validate_and_set_vocab_size (Bridge @ 067f987d): with tokenizer.use_tokenizer_vocab_size
+    (every library pretrain recipe sets it in recipes/common.py _pretrain_common) the model takes the tokenizer's
+    vocabulary, padded (should_pad_vocab) to a multiple of make_vocab_size_divisible_by 128 x TP 1. A NullTokenizer
+    of 512 tokens: 512 rows, not the model's 1,024. By hand: embedding and output 2 x 512 x 256 = 262,144, so
+    P - 2 x 1024 x 256 + 262,144 = 2,622,720 - 524,288 + 262,144 = 2,360,576 parameters; BF16 weights 2 B each."""
+    tok = {"tokenizer_type": "NullTokenizer", "vocab_size": 512, "use_tokenizer_vocab_size": True}
+    imp = _read(tokenizer=tok, mixed_precision="bf16_mixed")
+    assert imp.config["model"]["vocab_size"] == 512
+    assert _stage(imp)["weights_bytes"] == 2 * 2_360_576
+    assert any("replaced by the NullTokenizer's 512 tokens" in n for n in imp.notes)
+    # 500 tokens pad to 512 (a multiple of 128): the same weights
+    assert _stage(_read(tokenizer={**tok, "vocab_size": 500}, mixed_precision="bf16_mixed"))["weights_bytes"] \
+        == 2 * 2_360_576
+
+
+def test_tokenizer_vocabulary_left_alone_without_use_tokenizer_vocab_size():
+    """Without use_tokenizer_vocab_size a model vocab_size at least the tokenizer's is kept (the perf recipes'
+    policy, perf_recipes/_common.py): the model's 1,024 rows, P parameters. A Hugging Face tokenizer's length is not
+    in config.yaml: the model's vocabulary is counted and a note says so."""
+    kept = _read(tokenizer={"tokenizer_type": "NullTokenizer", "vocab_size": 512}, mixed_precision="bf16_mixed")
+    assert kept.config["model"]["vocab_size"] == 1024 and _stage(kept)["weights_bytes"] == 2 * P
+    hf = _read(tokenizer={"tokenizer_type": "HuggingFaceTokenizer", "use_tokenizer_vocab_size": True},
+               mixed_precision="bf16_mixed")
+    assert _stage(hf)["weights_bytes"] == 2 * P
+    assert any("whose size config.yaml does not hold" in n for n in hf.notes)
+    with pytest.raises(ConfigError, match="tokenizer.vocab_size"):
+        _read(tokenizer={"tokenizer_type": "NullTokenizer", "vocab_size": -3, "use_tokenizer_vocab_size": True})
+
+
+PACKED_SPECS = {"_target_": "megatron.bridge.data.packing.config.PackedSequenceSpecs", "packed_sequence_size": 512,
+                "pad_seq_to_mult": 1, "pad_cu_seqlens": False}
+SFT_DATASET = {"_target_": "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig", "seq_length": 256,
+               "enable_offline_packing": True, "offline_packing_specs": PACKED_SPECS,
+               "dataset_kwargs": {"pad_to_max_length": True},
+               "hf_dataset": {"_target_": "megatron.bridge.data.builders.hf_dataset.HFDatasetSourceConfig",
+                              "dataset_name": "squad"}}
+
+
+def test_packed_sft_counts_one_pack_per_micro_batch():
+    """Bridge @ 067f987d recipes/utils/dataset_utils.py default_squad_config: offline packing into packs of
+    packed_sequence_size tokens, padded to the full size (pad_to_max_length); Megatron-Core runs a pack as one THD
+    sequence with cu_seqlens. With flash attention every saved tensor is per token (no s x s matrix), and the weights
+    do not depend on the length, so a 512-token pack holds exactly twice the activations of one 256-token sequence
+    (the model's seq_length here), and the same weights, gradients and optimizer states."""
+    packed = _stage(_read(dataset=dict(SFT_DATASET), mixed_precision="bf16_mixed"))
+    plain = _stage(_read(mixed_precision="bf16_mixed"))
+    assert packed["activations_bytes"] == 2 * plain["activations_bytes"]
+    for key in ("weights_bytes", "gradients_bytes", "optimizer_bytes"):
+        assert packed[key] == plain[key]
+    imp = _read(dataset=dict(SFT_DATASET), mixed_precision="bf16_mixed")
+    assert imp.config["training"]["seq_length"] == 512
+    assert any("one pack of 512 tokens per micro-batch" in n for n in imp.notes)
+    assert any(f.startswith("dataset.hf_dataset") for f, _ in imp.no_effect)
+
+
+def test_packed_sft_without_packing_is_the_sequence_length():
+    """enable_offline_packing false: SFT samples padded at most to seq_length, the length counted (256)."""
+    imp = _read(dataset={**SFT_DATASET, "enable_offline_packing": False, "offline_packing_specs": None},
+                mixed_precision="bf16_mixed")
+    assert imp.config["training"]["seq_length"] == 256
+
+
+def test_packed_sft_refuses_micro_batch_above_one_and_a_bad_size():
+    """training/config.py: 'Micro batch size should be 1 when training with packed sequence'; PackedSequenceSpecs
+    needs packed_sequence_size > 0. Each error names the field."""
+    with pytest.raises(ConfigError, match="train.micro_batch_size"):
+        read_bridge_config({"model": MODEL, "train": {"micro_batch_size": 2, "global_batch_size": 2},
+                            "dataset": SFT_DATASET}, world_size=1)
+    with pytest.raises(ConfigError, match="packed_sequence_size"):
+        _read(dataset={**SFT_DATASET, "offline_packing_specs": {**PACKED_SPECS, "packed_sequence_size": 0}})

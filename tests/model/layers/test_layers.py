@@ -278,14 +278,15 @@ def test_hf_nemotron_h_import_and_its_refusals():
     assert (m["hybrid_layer_pattern"], m["mamba_num_heads"], m["position_embedding_type"]) == ("M*", 8, "none")
     for change, words in (({"conv_kernel": 8}, "conv_kernel"), ({"mlp_hidden_act": "silu"}, "mlp_hidden_act"),
                           ({"hybrid_override_pattern": "MX"}, "not a layer symbol"),
-                          ({"num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*"}, "mtp_use_repeated"),
                           ({"residual_in_fp32": True}, "residual_in_fp32"),
                           ({"use_conv_bias": False}, "use_conv_bias")):
         with pytest.raises(UnsupportedError, match=words):
             from_hf_config({**NEMOTRON, **change})
     mtp = from_hf_config({**NEMOTRON, "num_nextn_predict_layers": 2, "mtp_hybrid_override_pattern": "*",
                           "mtp_use_repeated_layer": False})
-    assert mtp["hybrid_layer_pattern"] == "M*/*/*"
+    assert mtp["hybrid_layer_pattern"] == "M*/*/*" and not mtp.get("mtp_use_repeated_layer")
+    repeated = from_hf_config({**NEMOTRON, "num_nextn_predict_layers": 2, "mtp_hybrid_override_pattern": "*"})
+    assert repeated["hybrid_layer_pattern"] == "M*/*/*" and repeated["mtp_use_repeated_layer"] is True
     with pytest.raises(ConfigError, match="num_hidden_layers"):
         from_hf_config({**NEMOTRON, "num_hidden_layers": 3})
 
