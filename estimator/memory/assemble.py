@@ -39,7 +39,7 @@ from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
-                             recompute_retained)
+                             recompute_retained, separate_expert_optimizer)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
@@ -498,6 +498,12 @@ def _with_replayed_reserve(stages: list, pending: list) -> list:
     return out
 
 
+#: Step buffers made one tensor per main parameter (estimator/memory/optimizer_step.py): the fp32 gradient copies
+#: (``_copy_model_grads_to_main_grads``: ``model_grad.float()`` per parameter, kept to the next ``zero_grad``) and
+#: the implementation's temporaries (``torch._foreach_sqrt`` of a group's ``exp_avg_sq`` list, pytorch
+#: ``torch/optim/adam.py`` ``_multi_tensor_adam``; Transformer Engine FusedAdam's unscaled copies per state).
+_PER_PARAMETER = ("optimizer_fp32_grad_copies", "optimizer_temporaries")
+
 #: Names of ``StageEstimate.transient`` entries the trace places itself (the rest are held across the passes).
 _TRACED = ("backward_working_set", "loss_forward", "loss_backward", "output_layer_wgrad", "embedding_wgrad")
 
@@ -567,7 +573,9 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
               _positive(vocab_wgrad, B * Tn * r.h)),
         embedding_wgrad=vocab_wgrad,
         counts=tuple(counts) if r.v > 1 else (counts[0],), microbatches=r.m,
-        step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and v > 0),
+        step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and k not in _PER_PARAMETER and v > 0),
+        step_per_param=tuple((step[k], k == "optimizer_fp32_grad_copies") for k in _PER_PARAMETER if step.get(k)),
+        separate_experts=separate_expert_optimizer(r),
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
         clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)

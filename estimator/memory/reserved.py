@@ -94,6 +94,9 @@ class StageTrace(NamedTuple):
     full_graph: bool = False  # whole-iteration CUDA graph: the forward-backward in a private pool after warm-up
     warmup_steps: int = 0     # eager steps before the graph is captured
     clone_bytes: int = 0      # bytes per element of the copy a master is cast from (0: none, the optimizer makes it)
+    step_lists: tuple = ()    # the step's per-parameter tensor lists: (sizes, kept), made in parameter order; ``kept``
+    #                           lists (fp32 gradient copies) live to the next iteration's zero_grad, the others
+    #                           (foreach temporaries) are freed in reverse order once the update has run
 
 
 def split(total: int, piece: int) -> tuple:
@@ -260,25 +263,43 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         for k in reversed(extra):
             free(k)
 
+    kept_lists: list = []
+
     def step(first: bool):
         out.append(("mark", "optimizer"))
+        kept = [alloc(s) for sizes, keep in t.step_lists if keep for s in sizes]
         if first:
             for s in t.states:
                 alloc(s)
         tmp = [alloc(s) for s in t.step]
+        for sizes, keep in t.step_lists:
+            if not keep:
+                lst = [alloc(s) for s in sizes]
+                for k in reversed(lst):
+                    free(k)
         for k in reversed(tmp):
+            free(k)
+        kept_lists.append(kept)
+
+    def zero_grad():
+        # Megatron's train_step: optimizer.zero_grad() before the forward drops the last step's gradient copies
+        for k in kept_lists.pop() if kept_lists else ():
             free(k)
 
     if t.full_graph:
         for i in range(max(t.warmup_steps, 0)):
+            zero_grad()
             iteration()
             step(i == 0)
+        zero_grad()
         out.append(("empty_cache",))
         iteration(pool=1)     # the capture; its replays allocate nothing
         step(t.warmup_steps == 0)
+        zero_grad()
         step(False)
     else:
         for i in range(2):
+            zero_grad()
             iteration()
             step(i == 0)
     return out
@@ -405,11 +426,15 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
           master_bytes: int, state_count: int, dense_shard: int, expert_shard: int, distributed: bool,
           persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
           step: tuple,
-          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0) -> StageTrace:
+          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0,
+          step_per_param: tuple = (), separate_experts: bool = False) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
     states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
-    to ``optimizer`` (the estimate's figure) and the gradient buffers to ``gradients``."""
+    to ``optimizer`` (the estimate's figure) and the gradient buffers to ``gradients``. ``step_per_param``:
+    ``(bytes, kept)`` of the step's per-parameter lists (:data:`StageTrace.step_lists`), each cut into one tensor
+    per main parameter (its shard), in proportion to the shards; with ``separate_experts`` (dense and routed
+    experts in two optimizers, stepped one after the other) the list is the larger optimizer's."""
     dense = _merge_sizes(dense, MAX_PARAM_TENSORS // 2)
     experts = _merge_sizes(experts, MAX_PARAM_TENSORS // 2)
     n_d, n_e = sum(dense), sum(experts)
@@ -435,9 +460,24 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
             states = tuple(int(x * 4 * scale) for x in shards for _ in range(state_count))
     elif optimizer:
         states = (optimizer,)
+    n_sd = len(dense)
+    group = shards
+    if separate_experts and n_e:
+        group = max(shards[:n_sd], shards[n_sd:], key=sum)
+    lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0)
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
-                      clone_bytes if masters else 0)
+                      clone_bytes if masters else 0, lists)
+
+
+def _proportional(weights: list, total: int) -> tuple:
+    """``total`` bytes as one tensor per entry of ``weights`` (elements), in proportion (the last takes the rest)."""
+    have = sum(weights)
+    if not have:
+        return (total,)
+    out = [total * w // have for w in weights]
+    out[-1] += total - sum(out)
+    return tuple(x for x in out if x > 0)
 
 
 def schedule_passes(n_chunks: int, counts: tuple, m: int | None, detailed: int | None = None) -> tuple:
