@@ -173,6 +173,7 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
 
     def iteration(pool=None):
         out.append(("mark", "fwd_bwd"))
+        zero_grad()
         held: dict = {}
         extra = []
         for kind, c, lumped in passes:
@@ -288,10 +289,8 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
 
     if t.full_graph:
         for i in range(max(t.warmup_steps, 0)):
-            zero_grad()
             iteration()
             step(i == 0)
-        zero_grad()
         out.append(("empty_cache",))
         iteration(pool=1)     # the capture; its replays allocate nothing
         step(t.warmup_steps == 0)
@@ -299,7 +298,6 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         step(False)
     else:
         for i in range(2):
-            zero_grad()
             iteration()
             step(i == 0)
     return out
