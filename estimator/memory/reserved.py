@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 from .allocator import AllocatorConfig, CachingAllocator
 
-__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
+__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MAX_STEP_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
            "layer_tensors", "parameter_tensors", "replay", "scaled", "schedule_passes", "split"]
 
 #: Allocations and frees of one estimate's traces (all stages together) beyond which consecutive layers are merged:
@@ -351,6 +351,8 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
 _MIXER_PARTS = ("norm_in", "norm_out", "latent", "qkv", "scores", "lse", "attn_out", "proj_in_fp8")
 #: Parameter tensors of a stage beyond which consecutive ones are merged (thousands of routed experts).
 MAX_PARAM_TENSORS = 256
+#: Tensors of one per-parameter list of the optimizer step beyond which consecutive parameters are merged.
+MAX_STEP_TENSORS = 128
 
 
 def scaled(sizes: list, total: int) -> tuple:
@@ -462,6 +464,7 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     group = shards
     if separate_experts and n_e:
         group = max(shards[:n_sd], shards[n_sd:], key=sum)
+    group = _merge_sizes(group, MAX_STEP_TENSORS)
     lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0)
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
