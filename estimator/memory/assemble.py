@@ -528,6 +528,9 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     scores_input = B * r.b * (r.a // r.t) * r.s * r.s if unfused else 0
     n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
+    # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
+    # parallel ranks) is made by its reduce-scatter at the end of its backward (FSDP2 data-parallel size, else 0)
+    fsdp2 = r.dp * r.cp if cfg.parallelism.use_torch_fsdp2 else 0
     per_layer_params, other = [], []
     chunks = []
     for c, ca in zip(plan.chunks, chunk_acts):
@@ -543,7 +546,11 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            layers.append(reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input))
+            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input)
+            if fsdp2:
+                n_el = sum(o * n_in * n for o, n_in, n in lin + exp) + per_layer_params[-1][2]
+                lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)
+            layers.append(lt)
         if c.embedding:
             other.append(emb)
         if c.loss:
@@ -564,7 +571,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                     if pr.use_precision_aware_optimizer else 8)
     n_states = 2 if tr.optimizer == "adam" else (1 if (tr.optimizer != "sgd" or tr.sgd_momentum > 0) else 0)
     trace = reserved.build(
-        dense=dense, experts=experts, weight_bytes=bm.weight, weights=weights, gradients=gradients,
+        dense=dense, experts=experts, weight_bytes=bm.weight, weights=weights, gradients=0 if fsdp2 else gradients,
         optimizer=optimizer, master_bytes=max(bm.optimizer - adam_moments, 0), state_count=n_states,
         dense_shard=dense_shard, expert_shard=r.edp, distributed=bm.distributed,
         persistent=tuple(v for k, v in transient.items() if k in PERSISTENT_BUFFERS and v > 0),
@@ -576,6 +583,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and k not in _PER_PARAMETER and v > 0),
         step_per_param=tuple((step[k], k == "optimizer_fp32_grad_copies") for k in _PER_PARAMETER if step.get(k)),
         separate_experts=separate_expert_optimizer(r),
+        root_grad=-(-sum(other) // fsdp2) * B if fsdp2 else 0,
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
         clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)

@@ -71,6 +71,7 @@ class LayerTensors(NamedTuple):
     n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
     before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
+    unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
 
 
 class StageTrace(NamedTuple):
@@ -94,6 +95,8 @@ class StageTrace(NamedTuple):
     full_graph: bool = False  # whole-iteration CUDA graph: the forward-backward in a private pool after warm-up
     warmup_steps: int = 0     # eager steps before the graph is captured
     clone_bytes: int = 0      # bytes per element of the copy a master is cast from (0: none, the optimizer makes it)
+    root_grad: int = 0        # PyTorch FSDP2: the root unit's (embedding, output layer, final norm) gradient, made at
+    #                           the end of the backward pass
     step_lists: tuple = ()    # the step's per-parameter tensor lists: (sizes, kept), made in parameter order; ``kept``
     #                           lists (fp32 gradient copies) live to the next iteration's zero_grad, the others
     #                           (foreach temporaries) are freed in reverse order once the update has run
@@ -171,6 +174,18 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         free(clone)
     persistent_made = [False]
 
+    unit_grads: dict = {}     # FSDP2: (chunk, layer) -> key of its gradient, alive from its first backward to the step
+
+    def unit_grad(key, size, pool):
+        # FSDP2 foreach_reduce: the reduce-scatter output becomes the sharded .grad at the unit's first backward of
+        # the step; a later micro-batch's output is added into it and freed
+        if not size:
+            return
+        if key in unit_grads:
+            free(alloc(size, pool))
+        else:
+            unit_grads[key] = (alloc(size, pool), size)
+
     def iteration(pool=None):
         out.append(("mark", "fwd_bwd"))
         zero_grad()
@@ -225,7 +240,7 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                 free(k)
             keys = keys[:len(keys) - n_tail]
             pos = len(keys)
-            for lt in reversed(layers):
+            for j, lt in zip(range(len(layers) - 1, -1, -1), reversed(layers)):
                 mine = keys[pos - len(lt.saved):pos]
                 pos -= len(lt.saved)
                 remat = [alloc(s, pool) for s in lt.remat]
@@ -257,10 +272,13 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     free(k)
                 for k in reversed(remat):
                     free(k)
+                unit_grad((c, j), lt.unit_grad, pool)
             if has_emb and t.embedding_wgrad:
                 free(alloc(t.embedding_wgrad, pool))
             for k in reversed(keys[:n_head]):
                 free(k)
+            if has_emb:
+                unit_grad("root", t.root_grad, pool)
         for k in reversed(extra):
             free(k)
 
@@ -268,7 +286,26 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
 
     def step(first: bool):
         out.append(("mark", "optimizer"))
-        kept = [alloc(s) for sizes, keep in t.step_lists if keep for s in sizes]
+        # in the optimizer's parameter order: the layers from the first, the root unit (output layer last) at the end
+        grads = [unit_grads[k] for k in sorted(unit_grads, key=lambda k: (1, 0, 0) if k == "root" else (0,) + k)]
+        unit_grads.clear()
+        kept = []
+        made, dropped = 0, 0
+        g_total = sum(g for _, g in grads)
+        for sizes, keep in t.step_lists:
+            if not keep:
+                continue
+            k_total = sum(sizes)
+            for s in sizes:
+                kept.append(alloc(s))
+                made += s
+                # Float16Optimizer: each gradient dropped once copied; a unit's storage goes with its last one
+                while grads and (dropped + grads[0][1]) * k_total <= made * g_total:
+                    key, g = grads.pop(0)
+                    dropped += g
+                    free(key)
+        for key, _ in grads:
+            free(key)
         if first:
             for s in t.states:
                 alloc(s)
@@ -427,7 +464,7 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
           persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
           step: tuple,
           extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0,
-          step_per_param: tuple = (), separate_experts: bool = False) -> StageTrace:
+          step_per_param: tuple = (), separate_experts: bool = False, root_grad: int = 0) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
     states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
@@ -468,7 +505,7 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0)
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
-                      clone_bytes if masters else 0, lists)
+                      clone_bytes if masters else 0, root_grad, lists)
 
 
 def _proportional(weights: list, total: int) -> tuple:

@@ -99,6 +99,21 @@ def test_per_parameter_temporaries_fill_the_holes_a_lump_cannot():
     assert a.reserved == 60 * MIB
 
 
+def test_fsdp2_unit_gradients_live_from_the_first_backward_to_their_copy():
+    """PyTorch FSDP2 (no gradient buffer): the layer's 1 MiB gradient (its reduce-scatter output) is made at the end
+    of the step's first backward and kept; the second micro-batch's output is made and freed (added into it). In
+    the step, Megatron's Float16Optimizer makes the 2 MiB fp32 copy, then the unit's gradient is dropped; the copy
+    lives to the next zero_grad."""
+    layer = LayerTensors((3 * MIB,), (), (), (), unit_grad=MIB)
+    ev = events(_one_layer(grad_buffers=(), states=(), microbatches=2, chunks=(((), (layer,), (), False, False),),
+                           step_lists=(((2 * MIB,), True),)))
+    first = [("+", 2, 3 * MIB, None), ("+", 3, 3 * MIB, None), ("-", 2), ("-", 3), ("+", 4, MIB, None),
+             ("+", 5, 3 * MIB, None), ("+", 6, 3 * MIB, None), ("-", 5), ("-", 6), ("+", 7, MIB, None), ("-", 7)]
+    assert ev[:17] == [("mark", "setup"), ("+", 1, 2 * MIB, None), ("mark", "fwd_bwd")] + first + [
+        ("mark", "optimizer"), ("+", 8, 2 * MIB, None), ("-", 4)]
+    assert ev[17:20] == [("mark", "fwd_bwd"), ("-", 8), ("+", 9, 3 * MIB, None)]
+
+
 def test_replay_of_one_layer_by_hand():
     """2 MiB parameter: a 20 MiB segment (request of 1-10 MiB), split, 18 MiB cached. Gradient buffer 2 MiB, saved
     3 MiB and its gradient 3 MiB: taken from the cached block (16, 13, then 10 MiB left); 10 MiB allocated at the
@@ -234,15 +249,15 @@ def _errors(replayed: bool) -> list[float]:
 def test_reserved_on_the_project_runs():
     """max_memory_reserved of the project's 80 one-GPU runs (validation/project_runs.yaml) against both models.
     allocated x 1.05 is low in 71 runs (median |error| 4.85 %, worst -17.84 %, whole-iteration CUDA graphs). The
-    replay, with the optimizer step's temporaries one tensor per parameter as PyTorch's foreach Adam makes them, is
-    low in 70 (median 2.32 %, worst -12.03 %: PyTorch FSDP2, whose per-unit gradients the trace leaves out). The
-    issue's target (median <= 2 %, max <= 5 %) is not reached yet; these bounds hold the figures reached."""
+    replay, with the optimizer step's temporaries one tensor per parameter as PyTorch's foreach Adam makes them and
+    FSDP2's per-unit gradients, is low in 70 (median 2.32 %, worst -11.46 %: the fp32 run). The issue's target
+    (median <= 2 %, max <= 5 %) is not reached yet; these bounds hold the figures reached."""
     frac, rep = _errors(False), _errors(True)
     assert len(frac) == 80
     assert statistics.median(abs(e) for e in frac) == pytest.approx(4.85, abs=0.01)
     assert max(abs(e) for e in frac) == pytest.approx(17.84, abs=0.01)
     assert statistics.median(abs(e) for e in rep) <= 2.35
-    assert max(abs(e) for e in rep) <= 12.1
+    assert max(abs(e) for e in rep) <= 11.5
     # the replay beats the fixed fraction on both
     assert statistics.median(abs(e) for e in rep) < statistics.median(abs(e) for e in frac)
     assert max(abs(e) for e in rep) < max(abs(e) for e in frac)
