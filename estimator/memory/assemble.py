@@ -709,8 +709,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    "replayed tensor by tensor through a simulation of PyTorch's caching allocator ("
                    + (f"PYTORCH_CUDA_ALLOC_CONF {tr.pytorch_cuda_alloc_conf}" if tr.pytorch_cuda_alloc_conf.strip()
                       else "PyTorch's default settings") + "): its peak of reserved segments (estimator/memory/"
-                   "reserved.py). The trace holds the saved tensors, gradients and buffers this estimate counts, not "
-                   "every kernel's temporaries, so it tends to read low on eager runs.")
+                   "reserved.py). The trace holds the saved tensors, gradients, buffers and optimizer-step "
+                   "temporaries this estimate counts, not every kernel's temporaries, so it tends to read a little "
+                   "low.")
     out.append((f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device"
                 if tr.reserved_memory_model != "replay" else "Device") + " adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "

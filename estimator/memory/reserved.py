@@ -23,7 +23,19 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
 - each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
   larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
   embedding's weight gradients; the run-long buffers (workspaces, Megatron's global buffer) at first use;
-- the optimizer step's temporaries (:mod:`estimator.memory.optimizer_step`), after the first step's states.
+- the optimizer step (:mod:`estimator.memory.optimizer_step`): the fp32 gradient copies, one ``model_grad.float()``
+  per main parameter (Megatron-LM @ d98e8a64 ``megatron/core/optimizer/optimizer.py``
+  ``_copy_model_grads_to_main_grads``), made before the first step's states and kept to the next iteration's
+  ``zero_grad`` (``megatron/training/training.py`` ``train_step``, inside its forward/backward phase); then the
+  implementation's temporaries, one tensor per main parameter in parameter order, freed in reverse (pytorch
+  ``torch/optim/adam.py`` ``_multi_tensor_adam``: ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)``, a list released
+  from its last item; Transformer Engine's FusedAdam unscaled state copies likewise); a list of at most
+  :data:`MAX_STEP_TENSORS` tensors (consecutive parameters merged beyond);
+- PyTorch FSDP2 (``megatron/core/distributed/torch_fully_sharded_data_parallel.py``: ``fully_shard`` per decoder
+  layer and embedding, the rest in the root unit): no gradient buffer; each unit's gradient, the reduce-scatter
+  output its parameters' ``.grad`` are views of (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``
+  ``foreach_reduce``), made at the end of the unit's first backward of the step (the root's at the end of the
+  pass), a later micro-batch's output added into it and freed; Float16Optimizer drops each as it copies it to fp32.
 
 Two iterations are replayed (the first creates the optimizer states among the cached blocks of its activations;
 the second is the steady state every later one repeats). The pipeline schedule is cut to its warm-up forwards and
