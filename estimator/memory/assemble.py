@@ -531,7 +531,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
     # parallel ranks) is made by its reduce-scatter at the end of its backward (FSDP2 data-parallel size, else 0)
     fsdp2 = r.dp * r.cp if cfg.parallelism.use_torch_fsdp2 else 0
-    per_layer_params, other = [], []
+    per_layer_params, other, first = [], [], []
     chunks = []
     for c, ca in zip(plan.chunks, chunk_acts):
         layers = []
@@ -552,7 +552,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)
             layers.append(lt)
         if c.embedding:
-            other.append(emb)
+            first.append(emb)
         if c.loss:
             other.append(norm + (0 if (r.tied and c.embedding) else vocab_weight))
         if c.mtp:
@@ -564,7 +564,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         if ca[5]:
             tail += (ca[5],)
         chunks.append((head, tuple(layers), tail, bool(c.embedding), bool(ca[4])))
-    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight)
+    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight, tuple(first))
     vocab_wgrad = 0 if no_wgrad else bm.weight * vocab_weight
     # byte_model's optimizer bytes are Adam's: the master copy is what they hold beyond the two moments.
     adam_moments = (DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
@@ -583,7 +583,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and k not in _PER_PARAMETER and v > 0),
         step_per_param=tuple((step[k], k == "optimizer_fp32_grad_copies") for k in _PER_PARAMETER if step.get(k)),
         separate_experts=separate_expert_optimizer(r),
-        root_grad=-(-sum(other) // fsdp2) * B if fsdp2 else 0,
+        root_grad=-(-(sum(other) + sum(first)) // fsdp2) * B if fsdp2 else 0,
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
         clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)

@@ -456,10 +456,12 @@ def _merge_sizes(sizes: list, limit: int) -> list:
     return [sum(sizes[i:i + g]) for i in range(0, len(sizes), g)]
 
 
-def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: int) -> tuple[list, list]:
-    """(dense, routed-expert) parameter tensors of a stage, in elements: per layer its linear weights
-    (``kind_linear_shapes``: (out, in, count)), then ``other`` (elements: norms, embedding, output layer)."""
-    dense, experts = [], []
+def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: int,
+                      first: tuple = ()) -> tuple[list, list]:
+    """(dense, routed-expert) parameter tensors of a stage, in elements, in the order the model builds them:
+    ``first`` (the embedding), per layer its linear weights (``kind_linear_shapes``: (out, in, count)), then
+    ``other`` (elements: final norm, output layer, MTP layers)."""
+    dense, experts = [x for x in first if x > 0], []
     for lin, exp, rest in dense_shapes_by_layer:
         for o, i, n in lin:
             dense += [o * i] * n
@@ -496,7 +498,14 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     else:
         grad_buffers = (gradients,) if gradients else ()
     shard_d, shard_e = (dense_shard, expert_shard) if distributed else (1, 1)
-    shards = [-(-x // shard_d) for x in dense] + [-(-x // shard_e) for x in experts]
+    if distributed:
+        # The distributed optimizer takes its parameters in the gradient buffer's order, which DDP lays out in
+        # reverse (param_and_grad_buffer.py: ``for param in params[::-1]``; distrib_optimizer.py
+        # ``_build_optimizer_group_ranges`` walks each buffer's param_map), dense buffers before expert ones: the
+        # main parameters, states and step lists follow it.
+        shards = [-(-x // shard_d) for x in reversed(dense)] + [-(-x // shard_e) for x in reversed(experts)]
+    else:
+        shards = [x for x in dense] + [x for x in experts]
     per_param = master_bytes + 4 * state_count
     unit = sum(shards) * per_param
     masters: tuple = ()

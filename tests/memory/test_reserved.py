@@ -155,6 +155,19 @@ def test_build_scales_optimizer_tensors_to_the_estimate():
     assert t.masters == (24, 8) and t.states == (24, 24, 8, 8)
 
 
+def test_distributed_optimizer_takes_parameters_in_buffer_order():
+    """DDP lays its buffer out from the last parameter to the first, and the distributed optimizer walks the buffer:
+    parameters of 3 and 1 elements (model order) give main parameters, states and step lists for 1, then 3. Two
+    ranks shard each: ceil(1/2) = 1 and ceil(3/2) = 2 elements; master 4 B and two 4 B states: 12 B per element, 36 B
+    in all; the estimate's 72 B doubles each."""
+    t = build(dense=[3, 1], experts=[], weight_bytes=2, weights=8, gradients=16, optimizer=72, master_bytes=4,
+              state_count=2, dense_shard=2, expert_shard=1, distributed=True, persistent=(), chunks=(),
+              loss=((), (), (), ()), embedding_wgrad=0, counts=(), microbatches=1, step=(),
+              step_per_param=((12, False),))
+    assert t.masters == (8, 16) and t.states == (8, 8, 16, 16)
+    assert t.step_lists == (((4, 8), False),)
+
+
 def test_distributed_optimizer_copies_weights_into_the_buffer():
     """With the distributed optimizer DDP allocates param_data (the weights' bytes) and frees each weight's own
     tensor after copying it: the parameters' 6 MiB stay cached. Two 3 MiB parameters: one 20 MiB segment (3 + 3,
@@ -250,14 +263,15 @@ def test_reserved_on_the_project_runs():
     """max_memory_reserved of the project's 80 one-GPU runs (validation/project_runs.yaml) against both models.
     allocated x 1.05 is low in 71 runs (median |error| 4.85 %, worst -17.84 %, whole-iteration CUDA graphs). The
     replay, with the optimizer step's temporaries one tensor per parameter as PyTorch's foreach Adam makes them and
-    FSDP2's per-unit gradients, is low in 70 (median 2.32 %, worst -11.46 %: the fp32 run). The issue's target
+    FSDP2's per-unit gradients, the optimizer's parameters in DDP's buffer order, is low in 71 (median 2.25 %, worst
+    -11.50 %: the fp32 run). The issue's target
     (median <= 2 %, max <= 5 %) is not reached yet; these bounds hold the figures reached."""
     frac, rep = _errors(False), _errors(True)
     assert len(frac) == 80
     assert statistics.median(abs(e) for e in frac) == pytest.approx(4.85, abs=0.01)
     assert max(abs(e) for e in frac) == pytest.approx(17.84, abs=0.01)
-    assert statistics.median(abs(e) for e in rep) <= 2.35
-    assert max(abs(e) for e in rep) <= 11.5
+    assert statistics.median(abs(e) for e in rep) <= 2.3
+    assert max(abs(e) for e in rep) <= 11.55
     # the replay beats the fixed fraction on both
     assert statistics.median(abs(e) for e in rep) < statistics.median(abs(e) for e in frac)
     assert max(abs(e) for e in rep) < max(abs(e) for e in frac)
