@@ -595,9 +595,9 @@ class TrainingConfig:
                                     "estimated. fraction: allocated x 1.05. replay: one training step per stage "
                                     "replayed tensor by tensor through a simulation of PyTorch's caching allocator "
                                     "under pytorch_cuda_alloc_conf (the methodology page gives both models' errors on "
-                                    "the project's GPU runs: the replay is closer with whole-iteration CUDA graphs, "
-                                    "further on most eager runs; 5-75 ms per estimate). The layout search ranks with "
-                                    "fraction either way.", type="str", choices=("fraction", "replay"))
+                                    "the project's GPU runs: the replay is closer on them, lower than fraction on "
+                                    "multi-GPU Transformer Engine runs; 5-75 ms per estimate). The layout search "
+                                    "ranks with fraction either way.", type="str", choices=("fraction", "replay"))
     pytorch_cuda_alloc_conf: str = _f("", "The run's PYTORCH_CUDA_ALLOC_CONF environment variable (key:value pairs "
                                       "separated by commas, e.g. expandable_segments:True, which Megatron-Bridge's "
                                       "recipes set): how PyTorch's caching allocator cuts and caches segments, so "

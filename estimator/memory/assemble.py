@@ -39,7 +39,7 @@ from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
-                             recompute_retained)
+                             recompute_retained, separate_expert_optimizer)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
@@ -498,6 +498,12 @@ def _with_replayed_reserve(stages: list, pending: list) -> list:
     return out
 
 
+#: Step buffers made one tensor per main parameter (estimator/memory/optimizer_step.py): the fp32 gradient copies
+#: (``_copy_model_grads_to_main_grads``: ``model_grad.float()`` per parameter, kept to the next ``zero_grad``) and
+#: the implementation's temporaries (``torch._foreach_sqrt`` of a group's ``exp_avg_sq`` list, pytorch
+#: ``torch/optim/adam.py`` ``_multi_tensor_adam``; Transformer Engine FusedAdam's unscaled copies per state).
+_PER_PARAMETER = ("optimizer_fp32_grad_copies", "optimizer_temporaries")
+
 #: Names of ``StageEstimate.transient`` entries the trace places itself (the rest are held across the passes).
 _TRACED = ("backward_working_set", "loss_forward", "loss_backward", "output_layer_wgrad", "embedding_wgrad")
 
@@ -522,7 +528,10 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     scores_input = B * r.b * (r.a // r.t) * r.s * r.s if unfused else 0
     n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
-    per_layer_params, other = [], []
+    # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
+    # parallel ranks) is made by its reduce-scatter at the end of its backward (FSDP2 data-parallel size, else 0)
+    fsdp2 = r.dp * r.cp if cfg.parallelism.use_torch_fsdp2 else 0
+    per_layer_params, other, first = [], [], []
     chunks = []
     for c, ca in zip(plan.chunks, chunk_acts):
         layers = []
@@ -537,9 +546,13 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            layers.append(reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input))
+            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input)
+            if fsdp2:
+                n_el = sum(o * n_in * n for o, n_in, n in lin + exp) + per_layer_params[-1][2]
+                lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)
+            layers.append(lt)
         if c.embedding:
-            other.append(emb)
+            first.append(emb)
         if c.loss:
             other.append(norm + (0 if (r.tied and c.embedding) else vocab_weight))
         if c.mtp:
@@ -551,14 +564,14 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         if ca[5]:
             tail += (ca[5],)
         chunks.append((head, tuple(layers), tail, bool(c.embedding), bool(ca[4])))
-    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight)
+    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight, tuple(first))
     vocab_wgrad = 0 if no_wgrad else bm.weight * vocab_weight
     # byte_model's optimizer bytes are Adam's: the master copy is what they hold beyond the two moments.
     adam_moments = (DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                     if pr.use_precision_aware_optimizer else 8)
     n_states = 2 if tr.optimizer == "adam" else (1 if (tr.optimizer != "sgd" or tr.sgd_momentum > 0) else 0)
     trace = reserved.build(
-        dense=dense, experts=experts, weight_bytes=bm.weight, weights=weights, gradients=gradients,
+        dense=dense, experts=experts, weight_bytes=bm.weight, weights=weights, gradients=0 if fsdp2 else gradients,
         optimizer=optimizer, master_bytes=max(bm.optimizer - adam_moments, 0), state_count=n_states,
         dense_shard=dense_shard, expert_shard=r.edp, distributed=bm.distributed,
         persistent=tuple(v for k, v in transient.items() if k in PERSISTENT_BUFFERS and v > 0),
@@ -567,7 +580,10 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
               _positive(vocab_wgrad, B * Tn * r.h)),
         embedding_wgrad=vocab_wgrad,
         counts=tuple(counts) if r.v > 1 else (counts[0],), microbatches=r.m,
-        step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and v > 0),
+        step=tuple(v for k, v in step.items() if k not in PERSISTENT_BUFFERS and k not in _PER_PARAMETER and v > 0),
+        step_per_param=tuple((step[k], k == "optimizer_fp32_grad_copies") for k in _PER_PARAMETER if step.get(k)),
+        separate_experts=separate_expert_optimizer(r),
+        root_grad=-(-(sum(other) + sum(first)) // fsdp2) * B if fsdp2 else 0,
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
         clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)
@@ -693,8 +709,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    "replayed tensor by tensor through a simulation of PyTorch's caching allocator ("
                    + (f"PYTORCH_CUDA_ALLOC_CONF {tr.pytorch_cuda_alloc_conf}" if tr.pytorch_cuda_alloc_conf.strip()
                       else "PyTorch's default settings") + "): its peak of reserved segments (estimator/memory/"
-                   "reserved.py). The trace holds the saved tensors, gradients and buffers this estimate counts, not "
-                   "every kernel's temporaries, so it tends to read low on eager runs.")
+                   "reserved.py). The trace holds the saved tensors, gradients, buffers and optimizer-step "
+                   "temporaries this estimate counts, not every kernel's temporaries, so it tends to read a little "
+                   "low.")
     out.append((f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device"
                 if tr.reserved_memory_model != "replay" else "Device") + " adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "

@@ -23,7 +23,19 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
 - each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
   larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
   embedding's weight gradients; the run-long buffers (workspaces, Megatron's global buffer) at first use;
-- the optimizer step's temporaries (:mod:`estimator.memory.optimizer_step`), after the first step's states.
+- the optimizer step (:mod:`estimator.memory.optimizer_step`): the fp32 gradient copies, one ``model_grad.float()``
+  per main parameter (Megatron-LM @ d98e8a64 ``megatron/core/optimizer/optimizer.py``
+  ``_copy_model_grads_to_main_grads``), made before the first step's states and kept to the next iteration's
+  ``zero_grad`` (``megatron/training/training.py`` ``train_step``, inside its forward/backward phase); then the
+  implementation's temporaries, one tensor per main parameter in parameter order, freed in reverse (pytorch
+  ``torch/optim/adam.py`` ``_multi_tensor_adam``: ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)``, a list released
+  from its last item; Transformer Engine's FusedAdam unscaled state copies likewise); a list of at most
+  :data:`MAX_STEP_TENSORS` tensors (consecutive parameters merged beyond);
+- PyTorch FSDP2 (``megatron/core/distributed/torch_fully_sharded_data_parallel.py``: ``fully_shard`` per decoder
+  layer and embedding, the rest in the root unit): no gradient buffer; each unit's gradient, the reduce-scatter
+  output its parameters' ``.grad`` are views of (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``
+  ``foreach_reduce``), made at the end of the unit's first backward of the step (the root's at the end of the
+  pass), a later micro-batch's output added into it and freed; Float16Optimizer drops each as it copies it to fp32.
 
 Two iterations are replayed (the first creates the optimizer states among the cached blocks of its activations;
 the second is the steady state every later one repeats). The pipeline schedule is cut to its warm-up forwards and
@@ -44,7 +56,7 @@ from typing import NamedTuple
 
 from .allocator import AllocatorConfig, CachingAllocator
 
-__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
+__all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MAX_STEP_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
            "layer_tensors", "parameter_tensors", "replay", "scaled", "schedule_passes", "split"]
 
 #: Allocations and frees of one estimate's traces (all stages together) beyond which consecutive layers are merged:
@@ -71,6 +83,7 @@ class LayerTensors(NamedTuple):
     n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
     before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
+    unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
 
 
 class StageTrace(NamedTuple):
@@ -94,6 +107,11 @@ class StageTrace(NamedTuple):
     full_graph: bool = False  # whole-iteration CUDA graph: the forward-backward in a private pool after warm-up
     warmup_steps: int = 0     # eager steps before the graph is captured
     clone_bytes: int = 0      # bytes per element of the copy a master is cast from (0: none, the optimizer makes it)
+    root_grad: int = 0        # PyTorch FSDP2: the root unit's (embedding, output layer, final norm) gradient, made at
+    #                           the end of the backward pass
+    step_lists: tuple = ()    # the step's per-parameter tensor lists: (sizes, kept), made in parameter order; ``kept``
+    #                           lists (fp32 gradient copies) live to the next iteration's zero_grad, the others
+    #                           (foreach temporaries) are freed in reverse order once the update has run
 
 
 def split(total: int, piece: int) -> tuple:
@@ -168,8 +186,21 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         free(clone)
     persistent_made = [False]
 
+    unit_grads: dict = {}     # FSDP2: (chunk, layer) -> key of its gradient, alive from its first backward to the step
+
+    def unit_grad(key, size, pool):
+        # FSDP2 foreach_reduce: the reduce-scatter output becomes the sharded .grad at the unit's first backward of
+        # the step; a later micro-batch's output is added into it and freed
+        if not size:
+            return
+        if key in unit_grads:
+            free(alloc(size, pool))
+        else:
+            unit_grads[key] = (alloc(size, pool), size)
+
     def iteration(pool=None):
         out.append(("mark", "fwd_bwd"))
+        zero_grad()
         held: dict = {}
         extra = []
         for kind, c, lumped in passes:
@@ -221,7 +252,7 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                 free(k)
             keys = keys[:len(keys) - n_tail]
             pos = len(keys)
-            for lt in reversed(layers):
+            for j, lt in zip(range(len(layers) - 1, -1, -1), reversed(layers)):
                 mine = keys[pos - len(lt.saved):pos]
                 pos -= len(lt.saved)
                 remat = [alloc(s, pool) for s in lt.remat]
@@ -253,20 +284,56 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     free(k)
                 for k in reversed(remat):
                     free(k)
+                unit_grad((c, j), lt.unit_grad, pool)
             if has_emb and t.embedding_wgrad:
                 free(alloc(t.embedding_wgrad, pool))
             for k in reversed(keys[:n_head]):
                 free(k)
+            if has_emb:
+                unit_grad("root", t.root_grad, pool)
         for k in reversed(extra):
             free(k)
 
+    kept_lists: list = []
+
     def step(first: bool):
         out.append(("mark", "optimizer"))
+        # in the optimizer's parameter order: the layers from the first, the root unit (output layer last) at the end
+        grads = [unit_grads[k] for k in sorted(unit_grads, key=lambda k: (1, 0, 0) if k == "root" else (0,) + k)]
+        unit_grads.clear()
+        kept = []
+        made, dropped = 0, 0
+        g_total = sum(g for _, g in grads)
+        for sizes, keep in t.step_lists:
+            if not keep:
+                continue
+            k_total = sum(sizes)
+            for s in sizes:
+                kept.append(alloc(s))
+                made += s
+                # Float16Optimizer: each gradient dropped once copied; a unit's storage goes with its last one
+                while grads and (dropped + grads[0][1]) * k_total <= made * g_total:
+                    key, g = grads.pop(0)
+                    dropped += g
+                    free(key)
+        for key, _ in grads:
+            free(key)
         if first:
             for s in t.states:
                 alloc(s)
         tmp = [alloc(s) for s in t.step]
+        for sizes, keep in t.step_lists:
+            if not keep:
+                lst = [alloc(s) for s in sizes]
+                for k in reversed(lst):
+                    free(k)
         for k in reversed(tmp):
+            free(k)
+        kept_lists.append(kept)
+
+    def zero_grad():
+        # Megatron's train_step: optimizer.zero_grad() before the forward drops the last step's gradient copies
+        for k in kept_lists.pop() if kept_lists else ():
             free(k)
 
     if t.full_graph:
@@ -276,6 +343,7 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         out.append(("empty_cache",))
         iteration(pool=1)     # the capture; its replays allocate nothing
         step(t.warmup_steps == 0)
+        zero_grad()
         step(False)
     else:
         for i in range(2):
@@ -332,6 +400,8 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
 _MIXER_PARTS = ("norm_in", "norm_out", "latent", "qkv", "scores", "lse", "attn_out", "proj_in_fp8")
 #: Parameter tensors of a stage beyond which consecutive ones are merged (thousands of routed experts).
 MAX_PARAM_TENSORS = 256
+#: Tensors of one per-parameter list of the optimizer step beyond which consecutive parameters are merged.
+MAX_STEP_TENSORS = 128
 
 
 def scaled(sizes: list, total: int) -> tuple:
@@ -386,10 +456,12 @@ def _merge_sizes(sizes: list, limit: int) -> list:
     return [sum(sizes[i:i + g]) for i in range(0, len(sizes), g)]
 
 
-def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: int) -> tuple[list, list]:
-    """(dense, routed-expert) parameter tensors of a stage, in elements: per layer its linear weights
-    (``kind_linear_shapes``: (out, in, count)), then ``other`` (elements: norms, embedding, output layer)."""
-    dense, experts = [], []
+def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: int,
+                      first: tuple = ()) -> tuple[list, list]:
+    """(dense, routed-expert) parameter tensors of a stage, in elements, in the order the model builds them:
+    ``first`` (the embedding), per layer its linear weights (``kind_linear_shapes``: (out, in, count)), then
+    ``other`` (elements: final norm, output layer, MTP layers)."""
+    dense, experts = [x for x in first if x > 0], []
     for lin, exp, rest in dense_shapes_by_layer:
         for o, i, n in lin:
             dense += [o * i] * n
@@ -405,11 +477,15 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
           master_bytes: int, state_count: int, dense_shard: int, expert_shard: int, distributed: bool,
           persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
           step: tuple,
-          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0) -> StageTrace:
+          extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0,
+          step_per_param: tuple = (), separate_experts: bool = False, root_grad: int = 0) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
     states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
-    to ``optimizer`` (the estimate's figure) and the gradient buffers to ``gradients``."""
+    to ``optimizer`` (the estimate's figure) and the gradient buffers to ``gradients``. ``step_per_param``:
+    ``(bytes, kept)`` of the step's per-parameter lists (:data:`StageTrace.step_lists`), each cut into one tensor
+    per main parameter (its shard), in proportion to the shards; with ``separate_experts`` (dense and routed
+    experts in two optimizers, stepped one after the other) the list is the larger optimizer's."""
     dense = _merge_sizes(dense, MAX_PARAM_TENSORS // 2)
     experts = _merge_sizes(experts, MAX_PARAM_TENSORS // 2)
     n_d, n_e = sum(dense), sum(experts)
@@ -422,7 +498,14 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     else:
         grad_buffers = (gradients,) if gradients else ()
     shard_d, shard_e = (dense_shard, expert_shard) if distributed else (1, 1)
-    shards = [-(-x // shard_d) for x in dense] + [-(-x // shard_e) for x in experts]
+    if distributed:
+        # The distributed optimizer takes its parameters in the gradient buffer's order, which DDP lays out in
+        # reverse (param_and_grad_buffer.py: ``for param in params[::-1]``; distrib_optimizer.py
+        # ``_build_optimizer_group_ranges`` walks each buffer's param_map), dense buffers before expert ones: the
+        # main parameters, states and step lists follow it.
+        shards = [-(-x // shard_d) for x in reversed(dense)] + [-(-x // shard_e) for x in reversed(experts)]
+    else:
+        shards = [x for x in dense] + [x for x in experts]
     per_param = master_bytes + 4 * state_count
     unit = sum(shards) * per_param
     masters: tuple = ()
@@ -435,9 +518,25 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
             states = tuple(int(x * 4 * scale) for x in shards for _ in range(state_count))
     elif optimizer:
         states = (optimizer,)
+    n_sd = len(dense)
+    group = shards
+    if separate_experts and n_e:
+        group = max(shards[:n_sd], shards[n_sd:], key=sum)
+    group = _merge_sizes(group, MAX_STEP_TENSORS)
+    lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0)
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
-                      clone_bytes if masters else 0)
+                      clone_bytes if masters else 0, root_grad, lists)
+
+
+def _proportional(weights: list, total: int) -> tuple:
+    """``total`` bytes as one tensor per entry of ``weights`` (elements), in proportion (the last takes the rest)."""
+    have = sum(weights)
+    if not have:
+        return (total,)
+    out = [total * w // have for w in weights]
+    out[-1] += total - sum(out)
+    return tuple(x for x in out if x > 0)
 
 
 def schedule_passes(n_chunks: int, counts: tuple, m: int | None, detailed: int | None = None) -> tuple:
