@@ -74,30 +74,35 @@ def test_ratio_formula():
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_calculator_text_and_controls_meet_wcag_aa(browser, site_url, scheme):
-    """Qwen2.5-72B on H100-80GB (two stages that do not fit, two that fit): every visible button,
-    tag, verdict cell and verdict text is >= 4.5:1 against its background, and the buttons' borders >= 3:1."""
+    """Qwen2.5-72B on H100-80GB (two stages that do not fit, two that fit) and Llama 3 8B on H100-80GB (its one
+    stage in the amber band): every visible button, tag, verdict cell (all three verdicts) and verdict text is
+    >= 4.5:1 against its background, and the buttons' borders >= 3:1."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-    page = context.new_page()
     try:
-        assert open_page(page, f"{site_url}calculator/?preset=qwen2.5-72b&gpu=H100-80GB") == "done"
-        settle(page, 0)
-        want = "slate" if scheme == "dark" else "default"
-        assert page.evaluate("document.body.getAttribute('data-md-color-scheme')") == want
-        page.wait_for_function(SETTLED, timeout=10_000)
-        failures, seen = [], set()
-        for selector in TEXT:
-            for item in page.evaluate(PROBE, selector):
-                seen.add(selector)
-                r = ratio(item["fg"], item["bg"])
-                print(f"{scheme} {selector} {item['text']!r}: text {r:.2f}:1")
-                if r < 4.5:
-                    failures.append(f"{selector} {item['text']!r}: text {r:.2f}:1")
-                if selector in COMPONENTS and item["border"] is not None:
-                    rb = ratio(item["border"], item["outer"])
-                    print(f"{scheme} {selector} {item['text']!r}: border {rb:.2f}:1")
-                    if rb < 3.0:
-                        failures.append(f"{selector} {item['text']!r}: border {rb:.2f}:1")
+        failures, seen, verdicts = [], set(), set()
+        for preset in ("qwen2.5-72b", "llama-3-8b"):
+            page = context.new_page()
+            assert open_page(page, f"{site_url}calculator/?preset={preset}&gpu=H100-80GB") == "done"
+            settle(page, 0)
+            want = "slate" if scheme == "dark" else "default"
+            assert page.evaluate("document.body.getAttribute('data-md-color-scheme')") == want
+            page.wait_for_function(SETTLED, timeout=10_000)
+            verdicts |= set(page.evaluate("() => [...document.querySelectorAll('.mme-table td[data-fits]')]"
+                                          ".map((td) => td.dataset.fits)"))
+            for selector in TEXT:
+                for item in page.evaluate(PROBE, selector):
+                    seen.add(selector)
+                    r = ratio(item["fg"], item["bg"])
+                    print(f"{scheme} {preset} {selector} {item['text']!r}: text {r:.2f}:1")
+                    if r < 4.5:
+                        failures.append(f"{preset} {selector} {item['text']!r}: text {r:.2f}:1")
+                    if selector in COMPONENTS and item["border"] is not None:
+                        rb = ratio(item["border"], item["outer"])
+                        print(f"{scheme} {preset} {selector} {item['text']!r}: border {rb:.2f}:1")
+                        if rb < 3.0:
+                            failures.append(f"{preset} {selector} {item['text']!r}: border {rb:.2f}:1")
         assert {".mme-calc .md-button", ".mme-peak-tag", ".mme-table td[data-fits]"} <= seen, seen
+        assert len(verdicts) == 3, verdicts           # fits, amber and does not fit, each checked
         assert not failures, failures
     finally:
         context.close()
