@@ -51,8 +51,15 @@ def worst_verdict(fits):
 
 
 def summary(fits) -> str:
-    """The verdict of every stage in one sentence, short answer first (GiB = 2^30 bytes)."""
+    """The verdict of every stage in one sentence, short answer first (GiB = 2^30 bytes); where the worst stage's
+    peak is a moment other than the steady training step (estimator/memory/phases.py), a clause names it."""
     w = worst_verdict(fits)
+    phase = getattr(w, "phase", "steady step")
+    return _summary(fits, w) + (f" Stage {w.stage}'s peak is at its {phase}, above the steady training step."
+                                if phase != "steady step" else "")
+
+
+def _summary(fits, w) -> str:
     kept = f", {_g(w.keep_free_bytes)} kept free" if w.keep_free_bytes else ""
     band = f"+{100 * w.band.fraction:.1f} %"
     if w.verdict == "fits":
