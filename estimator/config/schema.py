@@ -607,12 +607,10 @@ class TrainingConfig:
     ckpt_format: str = _f("torch_dist", "Checkpoint format (Megatron-LM's --ckpt-format). torch_dist, torch_dcp and "
                           "fsdp_dtensor build the whole sharded state dict before writing (with the precision-aware "
                           "optimizer, an fp32 copy of every non-fp32 optimizer state); torch (legacy) gathers the "
-                          "distributed optimizer's state through CPU buffers, one bucket at a time.", type="str",
+                          "distributed optimizer's state through CPU buffers, one bucket at a time. --async-save "
+                          "changes nothing on the GPU (the tensors reach pinned host memory before training "
+                          "resumes).", type="str",
                           choices=("torch_dist", "torch_dcp", "fsdp_dtensor", "torch"), flag="--ckpt-format")
-    async_save: bool = _f(False, "Save checkpoints asynchronously (Megatron-LM's --async-save): the GPU tensors are "
-                          "copied to pinned host memory before training resumes, so the GPU holds what a "
-                          "synchronous save holds; the host holds a copy of what this rank writes.", type="bool",
-                          flag="--async-save")
     moe_overload_factor: float = _f(
         1.0, "MoE routing imbalance: the token rows the busiest expert-parallel rank's experts receive, as a "
         "multiple of their balanced share: Megatron-Core's overload factor, logged as moe/max_overload_factor "

@@ -90,7 +90,7 @@ _put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits co
 _put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
 _put(_M, "masked_softmax_fusion create_attention_mask_in_dataloader", "the local implementation's unfused "
      "attention: its backward working set and the causal masks it keeps")
-_put(_M, "save_interval ckpt_format async_save", "checkpoint save and load phases: what the state dict's "
+_put(_M, "save_interval ckpt_format", "checkpoint save and load phases: what the state dict's "
      "preparation adds on the GPU (estimator/memory/phases.py)")
 _put(_M, "eval_iters eval_interval", "the evaluation phase: forward-only steps beside the model states")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
@@ -329,6 +329,8 @@ _put(_N, "vocab_file merge_file vocab_extra_ids tokenizer_model metadata_path sp
      "tokenizer_hf_no_use_fast tokenizer_hf_no_include_special_tokens trust_remote_code null_tokenizer_eod_id "
      "null_tokenizer_pad_id chat_template use_gigatoken sft_tokenizer_prompt_format",
      "tokenizer files and options (give --vocab-size)")
+_put(_N, "async_save", "an asynchronous save holds on the GPU what a synchronous one holds: the state dict's "
+     "tensors reach pinned host memory (preload_tensors) before training resumes")
 _put(_N, "start_eval_at_iter skip_train test_mode full_validation multiple_validation_sets "
      "validation_set_names", "evaluation schedule (evaluation keeps no activations for a backward pass)")
 _put(_N, "log_interval log_params_norm log_throughput log_progress timing_log_level timing_log_option tensorboard_dir "
