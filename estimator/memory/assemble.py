@@ -716,6 +716,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         else:
             out.append(features.muon_step.assumption(r, bm) if tr.optimizer == "muon"
                        else optimizer_step_assumption(r, bm))
+    out.append(_phases_assumption(cfg))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
@@ -734,6 +735,19 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.extend(features.assumptions(r))
     out.append("Not modelled: the memory of a failed allocation retry.")
     return out
+
+
+def _phases_assumption(cfg) -> str:
+    """One sentence: which moments of the run beyond the steady step count in the totals (estimator/memory/phases.py)."""
+    tr = cfg.training
+    on = phases.counted(cfg)
+    parts = [("evaluation (eval_interval " + str(tr.eval_interval) + ")") if "evaluation" in on else
+             "no evaluation (eval_interval not set" + (", or eval_iters 0)" if tr.eval_interval else ")"),
+             (f"checkpoint save and load in {tr.ckpt_format} (save_interval {tr.save_interval})")
+             if "checkpoint_save" in on else "no checkpoints (save_interval not set)"]
+    return ("Phases beyond the steady step (phase_bytes per stage): the first step never holds more (Adam's moments "
+            "are created at its optimizer step); counted where they hold more than the steady step: "
+            + "; ".join(parts) + ". Recipe features (FSDP, offloading, PEFT, ...) report the steady step only.")
 
 
 def _routing_assumption(cfg) -> str:

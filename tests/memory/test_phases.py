@@ -156,3 +156,14 @@ def test_cli_json_and_text_name_the_phase(capsys, tmp_path):
     assert main(["estimate", str(p)]) == 0
     out = capsys.readouterr().out
     assert "The peak is at the checkpoint save" in out
+
+
+def test_timeline_ends_at_the_phase_that_holds_the_peak():
+    """The timeline's highest point stays the stage's allocated bytes: a point after the optimizer step draws the
+    checkpoint save that holds the peak."""
+    from estimator.memory.timeline import stage_timelines
+    e = _est({"world_size": 4, "use_distributed_optimizer": True, "recompute_granularity": "full",
+              "save_interval": 100}, PA)
+    t = stage_timelines(e)[0]
+    assert t["peak_bytes"] == e.stages[0].allocated_bytes
+    assert t["points"][-1]["phase"] == "checkpoint_save" and t["points"][-2]["phase"] == "optimizer"
