@@ -111,6 +111,12 @@ def explain(est, fits, config: dict) -> list[str]:
         big = sorted(parts, key=lambda x: -x[1])[:2]
         out.append(f"Stage {s.stage} allocates {_g(s.allocated_bytes)} at its peak against {_g(cap)}: "
                    + " and ".join(f"{n} {_g(b)}" for n, b in big) + " are the largest parts.")
+    if s.phase_name != "steady step":
+        own = [(k, v) for k, v in s.transient.items() if k.startswith(("checkpoint_", "evaluation_"))]
+        steady = (s.phase_bytes or {}).get("steady_step", 0)
+        out.append(f"Stage {s.stage}'s peak is at its {s.phase_name}, {_g(s.allocated_bytes - steady)} above the steady "
+                   "training step" + (": " + ", ".join(f"{k.replace('_', ' ')} {_g(v)}" for k, v in own) if own else "")
+                   + " (the methodology page, Beyond the steady step).")
     per = est.parallel.get("bytes_per_parameter") or {}
     prec = config.get("precision") or {}
     if (prec.get("accumulate_allreduce_grads_in_fp32") is False and per.get("gradients") == 4

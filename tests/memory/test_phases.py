@@ -167,3 +167,16 @@ def test_timeline_ends_at_the_phase_that_holds_the_peak():
     t = stage_timelines(e)[0]
     assert t["peak_bytes"] == e.stages[0].allocated_bytes
     assert t["points"][-1]["phase"] == "checkpoint_save" and t["points"][-2]["phase"] == "optimizer"
+
+
+def test_the_verdict_explains_a_phase_peak():
+    """On a card just big enough for the steady step's upper bound but not the save's, the explanation names the
+    phase and its own buffer (the 3,672,576 B of fp32 state copies, 0.00 GiB at two decimals)."""
+    from estimator.plan.verdicts import explain
+    e = _est({"world_size": 4, "use_distributed_optimizer": True, "recompute_granularity": "full",
+              "save_interval": 100}, PA)
+    s = e.stages[0]
+    f = fit(e, s.device_bytes)      # the point fits exactly, its upper bound does not: amber
+    assert f[0].verdict == "tight"
+    assert any("peak is at its checkpoint save" in line and "checkpoint unscaled optimizer states" in line
+               for line in explain(e, f, e.config))
