@@ -411,11 +411,11 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             eval_fwd = max((acts[k].full for k in present), default=0)
             if has_loss:
                 eval_fwd = max(eval_fwd, loss.saved + loss.forward_extra)
-            if bm.distributed:
-                n_main = -(-dense_p // dense_shard) + -(-expert_p // r.edp)
-                n_fp8 = -(-linear_p // dense_shard) + -(-expert_p // r.edp)
-            else:
-                n_main = n_fp8 = dense_p + expert_p
+            n_main = (-(-dense_p // dense_shard) + -(-expert_p // r.edp)) if bm.distributed else dense_p + expert_p
+            # FP8 linear weights this rank writes: fully parallel save spreads the replicas over the data-parallel
+            # (x context-parallel) ranks, the experts' over the expert-data-parallel ones, with or without the
+            # distributed optimizer
+            n_fp8 = -(-linear_p // dense_shard) + -(-expert_p // r.edp)
             ph = phases.phase_bytes(cfg, phases.PhaseInputs(
                 states, st.optimizer * moment_bytes // bm.optimizer if bm.optimizer else 0, fwd_bwd, step_total,
                 phases.persistent_bytes(fb_transient), phases.kept_after_step(step), eval_fwd, n_main,

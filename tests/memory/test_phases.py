@@ -180,3 +180,18 @@ def test_the_verdict_explains_a_phase_peak():
     assert f[0].verdict == "tight"
     assert any("peak is at its checkpoint save" in line and "checkpoint unscaled optimizer states" in line
                for line in explain(e, f, e.config))
+
+
+@pytest.mark.parametrize("world_size,expected", [(1, 2_621_440), (4, 655_360)])
+def test_checkpoint_save_dequantizes_fp8_weights(world_size, expected):
+    """FP8 weights (fp8_param_gather) are dequantized for the writer (filesystem_async.py
+    _clone_or_dequantize_if_needed) into bf16 copies of the linear weights this rank writes. Linear weights of
+    DENSE: 2 x (196,608 + 65,536 + 262,144 + 131,072) = 1,310,720 (embedding, output layer and norms stay bf16).
+    Fully parallel save spreads the replicas over the data-parallel ranks: 2 B x 1,310,720 = 2,621,440 B on one
+    GPU, 2,621,440 / 4 = 655,360 B at DP 4. The legacy torch format writes through CPU buffers instead."""
+    def save(fmt):
+        cfg = make_config(DENSE, None, {"seq_length": 128, "save_interval": 10, "world_size": world_size,
+                                        "use_distributed_optimizer": True, "ckpt_format": fmt},
+                          {"fp8": True, "fp8_param_gather": True})
+        return estimate(cfg).stages[0].phase_bytes["checkpoint_save"]
+    assert save("torch_dist") - save("torch") == expected
