@@ -187,3 +187,13 @@ def test_optimizer_offload_without_precision_aware_optimizer_keeps_fp32_main_cop
     st = _stage(imp)
     assert st["optimizer_bytes"] == 4 * P
     assert st["host"] == {"optimizer_pinned": 8 * P, "optimizer_states": 8 * P}
+
+
+def test_validation_and_checkpoint_fields_set_the_phase_fields():
+    """validation.eval_interval / eval_iters and checkpoint.save_interval / ckpt_format reach the fields the phases
+    beyond the steady step read (estimator/memory/phases.py); async_save has no effect on the GPU."""
+    imp = _read(validation={"eval_interval": 500, "eval_iters": 8},
+                checkpoint={"save_interval": 250, "ckpt_format": "torch", "async_save": True})
+    tr = imp.config["training"]
+    assert (tr["eval_interval"], tr["eval_iters"], tr["save_interval"], tr["ckpt_format"]) == (500, 8, 250, "torch")
+    assert any(where.startswith("checkpoint.async_save") for where, _ in imp.no_effect)
