@@ -600,6 +600,11 @@ class TrainingConfig:
     eval_iters: int = _f(100, "Forward-only iterations per evaluation (Megatron-LM's --eval-iters); 0 turns "
                          "evaluation off. Their number does not change memory.", type="int", min=0, max=MAX_BATCH,
                          unit="iterations", flag="--eval-iters")
+    eval_micro_batch_size: int | None = _f(None, "Sequences per GPU per forward pass of evaluation (Megatron-LM's "
+                                           "--eval-micro-batch-size); its forward holds that many sequences' "
+                                           "tensors. None: micro_batch_size, as in Megatron-LM.", type="int", min=1,
+                                           max=MAX_MICRO_BATCH, unit="sequences", flag="--eval-micro-batch-size",
+                                           derived="micro_batch_size")
     save_interval: int | None = _f(None, "Iterations between checkpoint saves (Megatron-LM's --save-interval). When "
                                    "set, saving and loading a checkpoint count as phases of the run (what "
                                    "ckpt_format's state-dict preparation adds on the GPU). None: no checkpoints.",

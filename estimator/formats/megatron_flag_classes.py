@@ -92,7 +92,7 @@ _put(_M, "masked_softmax_fusion create_attention_mask_in_dataloader", "the local
      "attention: its backward working set and the causal masks it keeps")
 _put(_M, "save_interval ckpt_format", "checkpoint save and load phases: what the state dict's "
      "preparation adds on the GPU (estimator/memory/phases.py)")
-_put(_M, "eval_iters eval_interval", "the evaluation phase: forward-only steps beside the model states")
+_put(_M, "eval_iters eval_interval eval_micro_batch_size", "the evaluation phase: forward-only steps beside the model states")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
 _put(_M, "reuse_grad_buf_for_mxfp8_param_ag", "MXFP8 weights all-gathered through the gradient buffer and kept in "
@@ -364,7 +364,7 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
      "dino_warmup_teacher_temp_epochs ict_head_size biencoder_projection_dim biencoder_shared_query_context_model "
      "ict_load bert_load titles_data_path query_in_block_prob use_one_sent_docs evidence_data_path "
      "retriever_report_topk_accuracies retriever_score_scaling block_data_path embedding_path indexer_batch_size "
-     "indexer_log_interval bert_binary_head eval_micro_batch_size eval_global_batch_size",
+     "indexer_log_interval bert_binary_head eval_global_batch_size",
      "vision, BERT and retrieval scripts or evaluation only; not read by pretrain_gpt.py's training step")
 
 # ---------------------------------------------------------------------------------------- refused

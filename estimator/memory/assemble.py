@@ -262,6 +262,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                      if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
     fp8_written = pr.fp8 and pr.fp8_param_gather
+    eval_mbs = tr.eval_micro_batch_size or r.b
     stages = []
     pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}
@@ -411,6 +412,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             eval_fwd = max((acts[k].full for k in present), default=0)
             if has_loss:
                 eval_fwd = max(eval_fwd, loss.saved + loss.forward_extra)
+            if eval_mbs != r.b:         # every tensor of a forward holds micro_batch_size sequences
+                eval_fwd = eval_fwd * eval_mbs // r.b
             n_main = (-(-dense_p // dense_shard) + -(-expert_p // r.edp)) if bm.distributed else dense_p + expert_p
             # FP8 linear weights this rank writes: fully parallel save spreads the replicas over the data-parallel
             # (x context-parallel) ranks, the experts' over the expert-data-parallel ones, with or without the

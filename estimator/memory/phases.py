@@ -34,8 +34,9 @@ earlier), and on the loss stage the logits of one micro-batch with the loss's fo
 (:mod:`estimator.memory.loss`). It is usually far below the training step, which holds the activations of every
 micro-batch in flight; it can be higher when the training step holds little (full recompute, one micro-batch in
 flight) and its peak is the optimizer step with no temporaries of its own (fused Adam), the fp32 gradient copies
-being still alive during evaluation. Evaluation uses the training micro-batch size here (Megatron-LM's
-``--eval-micro-batch-size`` defaults to it).
+being still alive during evaluation. Its micro-batch is ``eval_micro_batch_size`` (Megatron-LM's
+``--eval-micro-batch-size``, default ``micro_batch_size``): every tensor of the forward holds that many sequences, so
+the forward's bytes scale by eval_micro_batch_size / micro_batch_size.
 
 **Checkpoint save** (``"checkpoint_save"``; counted when ``training.save_interval`` is set). With ``torch_dist``
 (Megatron-LM's default; also ``torch_dcp`` and ``fsdp_dtensor``) the whole sharded state dict is built before

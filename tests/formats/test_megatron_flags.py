@@ -225,6 +225,7 @@ CHANGES = {
     "ckpt_format": (PA + " --save-interval 100", "--ckpt-format torch"),
     "eval_interval": (EVAL, "--eval-interval 10"),
     "eval_iters": (EVAL + " --eval-interval 10", "--eval-iters 0"),
+    "eval_micro_batch_size": (EVAL + " --eval-interval 10", "--eval-micro-batch-size 4"),
 }
 
 

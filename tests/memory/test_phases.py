@@ -195,3 +195,14 @@ def test_checkpoint_save_dequantizes_fp8_weights(world_size, expected):
                           {"fp8": True, "fp8_param_gather": True})
         return estimate(cfg).stages[0].phase_bytes["checkpoint_save"]
     assert save("torch_dist") - save("torch") == expected
+
+
+def test_evaluation_micro_batch_scales_its_forward():
+    """Megatron-LM's --eval-micro-batch-size: each tensor of the evaluation forward holds that many sequences, so
+    its forward bytes are the training micro-batch's times eval_micro_batch_size / micro_batch_size: 4 x here."""
+    prec = {"accumulate_allreduce_grads_in_fp32": False}
+    tr = {"recompute_granularity": "full", "eval_interval": 10}
+    one = _est(tr, prec).stages[0]
+    four = _est({**tr, "eval_micro_batch_size": 4}, prec).stages[0]
+    assert four.transient["evaluation_forward"] == 4 * one.transient["evaluation_forward"]
+    assert four.phase_bytes["evaluation"] - one.phase_bytes["evaluation"] == 3 * one.transient["evaluation_forward"]

@@ -130,11 +130,9 @@ _put("refused", "optimizer", "use_layer_wise_distributed_optimizer", "the layer-
 _put("no_effect", "train", "check_optimizer_step_success num_epochs skip_sync_grad_norm_across_mp",
      "loop control")
 # ----------------------------------------------------------------------------------------- validation
-# eval_interval and eval_iters take Megatron-LM's class (the evaluation phase, estimator/memory/phases.py).
+# eval_interval, eval_iters and eval_micro_batch_size take Megatron-LM's class (the evaluation phase, estimator/memory/phases.py).
 _put("no_effect", "validation", "eval_global_batch_size full_validation multiple_validation_sets skip_train "
      "start_eval_at_iter test_mode validation_set_names", "evaluation cadence and data")
-_put("no_effect", "validation", "eval_micro_batch_size", "the evaluation phase is estimated at the training "
-     "micro_batch_size (a larger evaluation micro-batch raises its forward working set in proportion)")
 # ----------------------------------------------------------------------------------------- checkpoint
 _put("no_effect", "checkpoint", "also_save_hf_checkpoint async_write_results_mp_mode custom_manager_class "
      "fully_parallel_load fully_parallel_save hf_distributed_save hf_save_every_n_ranks hf_source_path "
