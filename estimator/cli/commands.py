@@ -282,6 +282,16 @@ def _layers(stage) -> str:
     return stage.label or "-"
 
 
+
+#: Why a phase beyond the steady step holds the peak, one clause each (estimator/memory/phases.py).
+_PHASE_WHY = {
+    "evaluation": "evaluation's forward-only steps run beside the model states and the fp32 gradient copies the "
+                  "optimizer step left (freed only by the next zero_grad)",
+    "checkpoint_save": "the sharded state dict is built whole before it is written, with fp32 copies of the "
+                       "precision-aware optimizer's non-fp32 states and dequantized copies of FP8 weights",
+    "checkpoint_load": "loading builds the sharded state dict with the same fp32 copies of the optimizer states",
+}
+
 def _biggest(stage, n: int = 3) -> list[tuple[str, int]]:
     items = [("weights", stage.weights_bytes), ("gradients", stage.gradients_bytes),
              ("optimizer states", stage.optimizer_bytes)]
@@ -342,6 +352,13 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     if peak.peak_phase == "optimizer_step":
         lines.append(f"The peak is in the optimizer step ({_g(peak.optimizer_step_bytes)} GiB; forward/backward "
                      f"{_g(peak.forward_backward_bytes)} GiB): activations are freed, the step's buffers are alive")
+    elif peak.phase_name != "steady step":
+        steady = (peak.phase_bytes or {}).get("steady_step", 0)
+        own = [(k, v) for k, v in peak.transient.items()
+               if k.startswith(("checkpoint_", "evaluation_", "optimizer_fp32_grad_copies"))]
+        lines.append(f"The peak is at the {peak.phase_name} ({_g(peak.allocated_bytes)} GiB allocated; steady training "
+                     f"step {_g(steady)} GiB): " + _PHASE_WHY.get(peak.peak_phase, "") + "; "
+                     + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in own))
     big = ", ".join(f"{name} {_g(b)} GiB ({100 * b / peak.allocated_bytes:.0f}%)" for name, b in _biggest(peak))
     lines.append(f"Largest at the peak: {big}")
     if peak.outside_allocator:

@@ -604,6 +604,30 @@ class TrainingConfig:
                                       "the reserved memory. Empty is PyTorch's default. Read from a launch line's "
                                       "environment by the Megatron-LM importer. Used by reserved_memory_model replay.", type="str",
                                       cli="--pytorch-cuda-alloc-conf")
+    eval_interval: int | None = _f(None, "Iterations between evaluations (Megatron-LM's --eval-interval). When set "
+                                   "(and eval_iters > 0) the evaluation's forward-only steps count as a phase of the "
+                                   "run: model states, the optimizer step's fp32 gradient copies still alive, and "
+                                   "one layer's forward. None: no evaluation during training.", type="int", min=1,
+                                   max=MAX_BATCH, unit="iterations", flag="--eval-interval")
+    eval_iters: int = _f(100, "Forward-only iterations per evaluation (Megatron-LM's --eval-iters); 0 turns "
+                         "evaluation off. Their number does not change memory.", type="int", min=0, max=MAX_BATCH,
+                         unit="iterations", flag="--eval-iters")
+    eval_micro_batch_size: int | None = _f(None, "Sequences per GPU per forward pass of evaluation (Megatron-LM's "
+                                           "--eval-micro-batch-size); its forward holds that many sequences' "
+                                           "tensors. None: micro_batch_size, as in Megatron-LM.", type="int", min=1,
+                                           max=MAX_MICRO_BATCH, unit="sequences", flag="--eval-micro-batch-size",
+                                           derived="micro_batch_size")
+    save_interval: int | None = _f(None, "Iterations between checkpoint saves (Megatron-LM's --save-interval). When "
+                                   "set, saving and loading a checkpoint count as phases of the run (what "
+                                   "ckpt_format's state-dict preparation adds on the GPU). None: no checkpoints.",
+                                   type="int", min=1, max=MAX_BATCH, unit="iterations", flag="--save-interval")
+    ckpt_format: str = _f("torch_dist", "Checkpoint format (Megatron-LM's --ckpt-format). torch_dist, torch_dcp and "
+                          "fsdp_dtensor build the whole sharded state dict before writing (with the precision-aware "
+                          "optimizer, an fp32 copy of every non-fp32 optimizer state); torch (legacy) gathers the "
+                          "distributed optimizer's state through CPU buffers, one bucket at a time. --async-save "
+                          "changes nothing on the GPU (the tensors reach pinned host memory before training "
+                          "resumes).", type="str",
+                          choices=("torch_dist", "torch_dcp", "fsdp_dtensor", "torch"), flag="--ckpt-format")
     moe_overload_factor: float = _f(
         1.0, "MoE routing imbalance: the token rows the busiest expert-parallel rank's experts receive, as a "
         "multiple of their balanced share: Megatron-Core's overload factor, logged as moe/max_overload_factor "

@@ -144,6 +144,7 @@ class StageFit:
     upper_bound_bytes: int = 0   # device_bytes x (1 + band)
     keep_free_bytes: int = 0     # keep_free x capacity
     band: object = None          # the estimate's error band (an estimator.formats.error_bands.Band)
+    phase: str = "steady step"   # the moment of the run whose peak this is (estimator/memory/phases.py)
 
     @property
     def verdict(self) -> str:
@@ -155,7 +156,7 @@ class StageFit:
                 "headroom_bytes": self.headroom_bytes, "headroom_pct": self.headroom_pct, "fits": self.fits,
                 "tight": self.tight, "verdict": self.verdict, "upper_bound_bytes": self.upper_bound_bytes,
                 "keep_free_bytes": self.keep_free_bytes,
-                "band": self.band.to_dict() if self.band is not None else None}
+                "band": self.band.to_dict() if self.band is not None else None, "phase": self.phase}
 
 
 _STAGE_FIELDS = ("stage", "device_bytes", "reserved_bytes", "allocated_bytes")
@@ -173,6 +174,9 @@ def fit(estimate, capacity_bytes, keep_free: float = KEEP_FREE, *, band=None,
     - *fits within the error band* (``tight``, amber) when F + K <= C < U + K, F = P less the caching allocator's
       reserve (``device_bytes - reserved_bytes + allocated_bytes``): the estimate, or at least what PyTorch
       allocates with the CUDA context and NCCL buffers, fits, the bound does not;
+    P is the stage's worst moment among those the run goes through (the steady step, evaluation, checkpoint save and
+    load: estimator/memory/phases.py), named by ``StageFit.phase``.
+
     - *does not fit* when F + K > C: even what PyTorch allocates does not fit, and the run stops with an
       out-of-memory error. (The reserve is the part of the estimate measured runs vary most in, 1.008-1.27 x
       allocated: a published recipe can run where P alone is over, so P over the capacity is amber, not red.)
@@ -209,5 +213,6 @@ def fit(estimate, capacity_bytes, keep_free: float = KEEP_FREE, *, band=None,
         out.append(StageFit(stage=s.stage, device_bytes=s.device_bytes, capacity_bytes=cap, headroom_bytes=free,
                             headroom_pct=100.0 * free / cap, fits=upper + margin <= cap,
                             tight=upper + margin > cap and floor + margin <= cap,
-                            upper_bound_bytes=upper, keep_free_bytes=margin, band=band))
+                            upper_bound_bytes=upper, keep_free_bytes=margin, band=band,
+                            phase=getattr(s, "phase_name", "steady step")))
     return tuple(out)

@@ -91,6 +91,9 @@ _put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits co
 _put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
 _put(_M, "masked_softmax_fusion create_attention_mask_in_dataloader", "the local implementation's unfused "
      "attention: its backward working set and the causal masks it keeps")
+_put(_M, "save_interval ckpt_format", "checkpoint save and load phases: what the state dict's "
+     "preparation adds on the GPU (estimator/memory/phases.py)")
+_put(_M, "eval_iters eval_interval eval_micro_batch_size", "the evaluation phase: forward-only steps beside the model states")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
 _put(_M, "reuse_grad_buf_for_mxfp8_param_ag", "MXFP8 weights all-gathered through the gradient buffer and kept in "
@@ -297,13 +300,13 @@ _put(_N, "train_iters train_samples exit_interval exit_duration_in_mins exit_sig
      "dump_param_to_param_group_map deprecated_use_mcore_models enable_experimental config_logger_dir "
      "error_injection_rate error_injection_type rerun_mode check_for_spiky_loss",
      "run control and sanity checks")
-_put(_N, "save save_interval save_params_interval save_activations_interval save_tokens_per_expert_interval "
+_put(_N, "save save_params_interval save_activations_interval save_tokens_per_expert_interval "
      "save_wgrads_interval save_dgrads_interval save_retain_interval load load_main_params_from_ckpt "
      "non_persistent_save_interval non_persistent_ckpt_type non_persistent_global_ckpt_dir "
      "non_persistent_local_ckpt_dir non_persistent_local_ckpt_algo finetune pretrained_checkpoint ckpt_step "
      "use_checkpoint_args use_mp_args_from_checkpoint_args use_tokenizer_model_from_checkpoint_args "
-     "exit_on_missing_checkpoint ckpt_format auto_detect_ckpt_format ckpt_convert_format ckpt_convert_save "
-     "ckpt_convert_update_legacy_dist_opt_format ckpt_fully_parallel_save async_save async_strategy "
+     "exit_on_missing_checkpoint auto_detect_ckpt_format ckpt_convert_format ckpt_convert_save "
+     "ckpt_convert_update_legacy_dist_opt_format ckpt_fully_parallel_save async_strategy "
      "use_persistent_ckpt_worker async_ckpt_cpu_priority async_ckpt_io_priority async_ckpt_use_cpu_shm "
      "ckpt_fully_parallel_load ckpt_fully_parallel_load_exchange_algo ckpt_fully_parallel_load_per_rank_objects "
      "ckpt_fully_parallel_save_process_group ckpt_fully_parallel_load_process_group ckpt_assume_constant_structure "
@@ -327,7 +330,9 @@ _put(_N, "vocab_file merge_file vocab_extra_ids tokenizer_model metadata_path sp
      "tokenizer_hf_no_use_fast tokenizer_hf_no_include_special_tokens trust_remote_code null_tokenizer_eod_id "
      "null_tokenizer_pad_id chat_template use_gigatoken sft_tokenizer_prompt_format",
      "tokenizer files and options (give --vocab-size)")
-_put(_N, "eval_iters eval_interval start_eval_at_iter skip_train test_mode full_validation multiple_validation_sets "
+_put(_N, "async_save", "an asynchronous save holds on the GPU what a synchronous one holds: the state dict's "
+     "tensors reach pinned host memory (preload_tensors) before training resumes")
+_put(_N, "start_eval_at_iter skip_train test_mode full_validation multiple_validation_sets "
      "validation_set_names", "evaluation schedule (evaluation keeps no activations for a backward pass)")
 _put(_N, "log_interval log_params_norm log_throughput log_progress timing_log_level timing_log_option tensorboard_dir "
      "tensorboard_log_interval tensorboard_queue_size log_timers_to_tensorboard log_loss_scale_to_tensorboard "
@@ -360,7 +365,7 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
      "dino_warmup_teacher_temp_epochs ict_head_size biencoder_projection_dim biencoder_shared_query_context_model "
      "ict_load bert_load titles_data_path query_in_block_prob use_one_sent_docs evidence_data_path "
      "retriever_report_topk_accuracies retriever_score_scaling block_data_path embedding_path indexer_batch_size "
-     "indexer_log_interval bert_binary_head eval_micro_batch_size eval_global_batch_size",
+     "indexer_log_interval bert_binary_head eval_global_batch_size",
      "vision, BERT and retrieval scripts or evaluation only; not read by pretrain_gpt.py's training step")
 
 # ---------------------------------------------------------------------------------------- refused

@@ -34,7 +34,7 @@ from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params,
 from ..model.local_attention import chunk_mask_bytes
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
-from . import features, reserved
+from . import features, phases, reserved
 from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
@@ -258,6 +258,11 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     full_recompute = tr.recompute_granularity == "full"
     vocab_wgrad = wbytes * vocab_weight
     loss_act = extras.output + r.mtp * extras.mtp_logits
+    counted = phases.counted(cfg)
+    moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
+                     if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
+    fp8_written = pr.fp8 and pr.fp8_param_gather
+    eval_mbs = tr.eval_micro_batch_size or r.b
     stages = []
     pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}
@@ -402,6 +407,35 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 phase, transient, transient_bytes = "optimizer_step", step, step_total - states
                 activations = 0
                 acts_by = dict.fromkeys(acts_by, 0)
+            # The other moments of the run (estimator/memory/phases.py): where one of those the run goes through
+            # is above the steady step, the stage's totals are that phase's.
+            eval_fwd = max((acts[k].full for k in present), default=0)
+            if has_loss:
+                eval_fwd = max(eval_fwd, loss.saved + loss.forward_extra)
+            if eval_mbs != r.b:         # every tensor of a forward holds micro_batch_size sequences
+                eval_fwd = eval_fwd * eval_mbs // r.b
+            n_main = (-(-dense_p // dense_shard) + -(-expert_p // r.edp)) if bm.distributed else dense_p + expert_p
+            # FP8 linear weights this rank writes: fully parallel save spreads the replicas over the data-parallel
+            # (x context-parallel) ranks, the experts' over the expert-data-parallel ones, with or without the
+            # distributed optimizer
+            n_fp8 = -(-linear_p // dense_shard) + -(-expert_p // r.edp)
+            ph = phases.phase_bytes(cfg, phases.PhaseInputs(
+                states, st.optimizer * moment_bytes // bm.optimizer if bm.optimizer else 0, fwd_bwd, step_total,
+                phases.persistent_bytes(fb_transient), phases.kept_after_step(step), eval_fwd, n_main,
+                n_fp8 if fp8_written else 0, wbytes))
+            parts = ph.pop("_parts")
+            worst = max(counted, key=lambda k: ph[k])
+            if worst not in ("steady_step", "first_step") and ph[worst] > ph["steady_step"]:
+                phase, activations = worst, 0
+                acts_by = dict.fromkeys(acts_by, 0)
+                transient = {k: v for k, v in fb_transient.items() if k in PERSISTENT_BUFFERS}
+                if worst != "checkpoint_load":
+                    transient.update((k, step[k]) for k in ("optimizer_fp32_grad_copies", "recompute_retained_inputs")
+                                     if step.get(k))
+                else:
+                    transient = {}
+                transient.update(parts[worst])
+                transient_bytes = sum(transient.values())
             allocated = states + activations + transient_bytes
             reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
             if replay:
@@ -411,7 +445,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
                 expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
                 reserved, reserved + overhead, acts_by, transient, reports,
-                peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total))
+                peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total,
+                phase_bytes=ph))
             continue
         # Recipe features (estimator/memory/features): states, activations, buffers, and what lies outside the allocator.
         # Their optimizer step is not modelled separately: the forward/backward peak is reported.
@@ -700,6 +735,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         else:
             out.append(features.muon_step.assumption(r, bm) if tr.optimizer == "muon"
                        else optimizer_step_assumption(r, bm))
+    out.append(_phases_assumption(cfg))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
@@ -719,6 +755,19 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.extend(features.assumptions(r))
     out.append("Not modelled: the memory of a failed allocation retry.")
     return out
+
+
+def _phases_assumption(cfg) -> str:
+    """One sentence: which moments of the run beyond the steady step count in the totals (estimator/memory/phases.py)."""
+    tr = cfg.training
+    on = phases.counted(cfg)
+    parts = [("evaluation (eval_interval " + str(tr.eval_interval) + ")") if "evaluation" in on else
+             "no evaluation (eval_interval not set" + (", or eval_iters 0)" if tr.eval_interval else ")"),
+             (f"checkpoint save and load in {tr.ckpt_format} (save_interval {tr.save_interval})")
+             if "checkpoint_save" in on else "no checkpoints (save_interval not set)"]
+    return ("Phases beyond the steady step (phase_bytes per stage): the first step never holds more (Adam's moments "
+            "are created at its optimizer step); counted where they hold more than the steady step: "
+            + "; ".join(parts) + ". Recipe features (FSDP, offloading, PEFT, ...) report the steady step only.")
 
 
 def _routing_assumption(cfg) -> str:

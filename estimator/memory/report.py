@@ -91,9 +91,15 @@ class StageEstimate(NamedTuple):
     host: dict | None = None              # host memory by kind
     outside_allocator: dict | None = None  # device bytes beyond the allocated peak (userbuffers, DeepEP, graph pools)
     # The components above are those alive in the phase that holds the peak (estimator/memory/optimizer_step.py):
-    peak_phase: str = "forward_backward"   # or "optimizer_step" (activations freed, the step's buffers alive)
+    # "forward_backward" or "optimizer_step" (the steady step: activations freed, the step's buffers alive), or a
+    # phase of the run beyond it that holds more (estimator/memory/phases.py): "evaluation", "checkpoint_save",
+    # "checkpoint_load" (activations 0; transient: the run-long buffers and that phase's own)
+    peak_phase: str = "forward_backward"
     forward_backward_bytes: int = 0        # allocated at the peak of the forward and backward passes
     optimizer_step_bytes: int = 0          # allocated at the peak of the optimizer step
+    # Allocated peak of every phase of the run (steady_step, first_step, evaluation, checkpoint_save,
+    # checkpoint_load), counted in the totals or not (estimator/memory/phases.py); None where not modelled
+    phase_bytes: dict | None = None
 
     @property
     def model_state_bytes(self) -> int:
@@ -108,7 +114,13 @@ class StageEstimate(NamedTuple):
         d["chunks"] = [c.to_dict() for c in self.chunks]
         d["host"] = dict(self.host or {})
         d["outside_allocator"] = dict(self.outside_allocator or {})
+        d["phase_bytes"] = dict(self.phase_bytes or {})
         return d
+
+    @property
+    def phase_name(self) -> str:
+        """The phase holding this stage's totals in words: steady step, evaluation, checkpoint save or load."""
+        return _PHASE_WORDS.get(self.peak_phase, "steady step")
 
     @property
     def label(self) -> str:
@@ -118,6 +130,10 @@ class StageEstimate(NamedTuple):
     def __repr__(self) -> str:
         return (f"StageEstimate(stage={self.stage}, allocated={self.allocated_bytes / GIB:.2f} GiB, "
                 f"device={self.device_bytes / GIB:.2f} GiB)")
+
+
+_PHASE_WORDS = {"evaluation": "evaluation", "checkpoint_save": "checkpoint save", "checkpoint_load": "checkpoint load",
+                "first_step": "first step"}
 
 
 class Peak(NamedTuple):
@@ -162,11 +178,18 @@ class Estimate:
     def peak_stage(self) -> "StageEstimate":
         return self.stages[self.peak.stage]
 
+    @property
+    def peak_phase(self) -> str:
+        """Where the overall peak is: "steady step", "first step", "evaluation", "checkpoint save" or
+        "checkpoint load" (estimator/memory/phases.py)."""
+        return self.peak_stage.phase_name
+
     def to_dict(self) -> dict:
         return {
             "parameters": self.parameters.to_dict(),
             "stages": [s.to_dict() for s in self.stages],
             "peak": self.peak._asdict(),
+            "peak_phase": self.peak_phase,
             "parallel": dict(self.parallel),
             "assumptions": list(self.assumptions),
             "config": self.config,

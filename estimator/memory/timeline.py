@@ -62,7 +62,7 @@ __all__ = ["MAX_POINTS", "PERSISTENT", "StageInputs", "chunk_activation_bytes", 
 #: Transient buffers of the estimate that live for the whole run (allocated once, never freed): the
 #: optimizer step's run-long buffers (:data:`estimator.memory.optimizer_step.PERSISTENT_BUFFERS`) and CUDA graphs'.
 PERSISTENT = PERSISTENT_BUFFERS + ("cuda_graph_pool", "cuda_graph_static_buffers")
-_PHASES = ("start", "forward", "backward", "after", "optimizer")
+_PHASES = ("start", "forward", "backward", "after", "optimizer", "evaluation", "checkpoint_save", "checkpoint_load")
 
 
 def resolved_of(est) -> Resolved:
@@ -287,6 +287,12 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
     phases.append(4)
     heights.append(opt if opt is not None else base)
     skips.append(0)
+    beyond = getattr(stage, "peak_phase", "")
+    if beyond in _PHASES[5:]:          # a moment of the run beyond the step holds the peak (estimator/memory/phases.py)
+        which.append(0)
+        phases.append(_PHASES.index(beyond))
+        heights.append(stage.allocated_bytes)
+        skips.append(0)
     # Leave out exact repeats: per pass (3 points), per round of chunks, per round of micro-batch groups (where
     # every pass is listed: runs drawn by their ends are thinned below instead).
     kept = [(i, 0) for i in range(len(heights))]
@@ -320,7 +326,9 @@ def stage_timeline(est, r: Resolved, stage, inputs: StageInputs | None = None) -
         name = f"micro-batch {entry(t, k)[0] + 1}" + (f", chunk {c}" if multi else "")
         label = {"start": "start: model states and persistent buffers", "forward": f"forward {name}",
                  "backward": f"backward {name} (+ {working_name})", "after": f"after backward {name}",
-                 "optimizer": "optimizer step"}[phase]
+                 "optimizer": "optimizer step", "evaluation": "evaluation (between steps)",
+                 "checkpoint_save": "checkpoint save (between steps)",
+                 "checkpoint_load": "checkpoint load (on resume)"}[phase]
         pt = {"label": label, "bytes": heights[i], "phase": phase}
         if left_out:
             pt["skipped"] = left_out

@@ -51,8 +51,15 @@ def worst_verdict(fits):
 
 
 def summary(fits) -> str:
-    """The verdict of every stage in one sentence, short answer first (GiB = 2^30 bytes)."""
+    """The verdict of every stage in one sentence, short answer first (GiB = 2^30 bytes); where the worst stage's
+    peak is a moment other than the steady training step (estimator/memory/phases.py), a clause names it."""
     w = worst_verdict(fits)
+    phase = getattr(w, "phase", "steady step")
+    return _summary(fits, w) + (f" Stage {w.stage}'s peak is at its {phase}, above the steady training step."
+                                if phase != "steady step" else "")
+
+
+def _summary(fits, w) -> str:
     kept = f", {_g(w.keep_free_bytes)} kept free" if w.keep_free_bytes else ""
     band = f"+{100 * w.band.fraction:.1f} %"
     if w.verdict == "fits":
@@ -104,6 +111,12 @@ def explain(est, fits, config: dict) -> list[str]:
         big = sorted(parts, key=lambda x: -x[1])[:2]
         out.append(f"Stage {s.stage} allocates {_g(s.allocated_bytes)} at its peak against {_g(cap)}: "
                    + " and ".join(f"{n} {_g(b)}" for n, b in big) + " are the largest parts.")
+    if s.phase_name != "steady step":
+        own = [(k, v) for k, v in s.transient.items() if k.startswith(("checkpoint_", "evaluation_"))]
+        steady = (s.phase_bytes or {}).get("steady_step", 0)
+        out.append(f"Stage {s.stage}'s peak is at its {s.phase_name}, {_g(s.allocated_bytes - steady)} above the steady "
+                   "training step" + (": " + ", ".join(f"{k.replace('_', ' ')} {_g(v)}" for k, v in own) if own else "")
+                   + " (the methodology page, Beyond the steady step).")
     per = est.parallel.get("bytes_per_parameter") or {}
     prec = config.get("precision") or {}
     if (prec.get("accumulate_allreduce_grads_in_fp32") is False and per.get("gradients") == 4

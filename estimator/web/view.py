@@ -85,7 +85,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
         rows.append({"stage": s.stage, "layers": getattr(s, "label", None) or layers_text(s.layers),
                      "extras": "; ".join(extras), "cells": cells,
                      "in_flight": s.microbatches_in_flight, "peak": s.stage == est.peak.stage,
-                     "fits": verdict, "fits_text": WORDS[verdict] if verdict else None})
+                     "fits": verdict, "fits_text": WORDS[verdict] if verdict else None,
+                     "phase": getattr(s, "phase_name", "steady step")})
         segs = [(key, getattr(s, f"{key}_bytes")) for key, _ in SEGMENTS[:5]]
         segs += [("reserve", s.reserved_bytes - s.allocated_bytes), ("runtime", s.device_bytes - s.reserved_bytes)]
         bars.append({"stage": s.stage, "device_bytes": s.device_bytes, "label": f"{_gib(s.device_bytes)} GiB",
@@ -115,7 +116,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
                    "keep_free_bytes": w.keep_free_bytes, "band": w.band.to_dict(),
                    "band_text": (f"Estimate {_gib(w.device_bytes)} GiB, upper bound {_gib(w.upper_bound_bytes)} GiB "
                                  f"({band}{kept}): {w.band.reason}."),
-                   "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload)}
+                   "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload),
+                   "phase": getattr(w, "phase", "steady step")}
     p = est.parameters
     mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
     mtp = (f"incl. {_count(p.mtp)} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'}"
@@ -132,11 +134,13 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
         "capacity_bytes": capacity, "capacity_label": f"{gpu} {_gib(capacity)} GiB" if capacity else None,
         "scale_bytes": ticks[-1]["bytes"] or top, "ticks": ticks,
         "peak": {"stage": peak.stage, "device": _gib(peak.device_bytes), "allocated": _gib(peak.allocated_bytes),
-                 "reserved": _gib(peak.reserved_bytes)},
+                 "reserved": _gib(peak.reserved_bytes), "phase": est.peak_phase},
         "headline": (f"{_gib(peak.device_bytes)} GiB per GPU at the peak (stage {peak.stage})"
                      + (f" · {WORDS[verdict['verdict']]} on {gpu}" if verdict else "")),
         "summary": (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "
-                    f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved)."),
+                    f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved)"
+                    + (f", at its {est.peak_phase} (above the steady training step)." if est.peak_phase != "steady step"
+                       else ".")),
         "verdict": verdict, "parameters": params, "parallel": parallel_text(est.parallel),
         "assumptions": list(est.assumptions),
     }

@@ -22,6 +22,10 @@ BASE = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1
         "--vocab-size 1000 --micro-batch-size 1")
 BF16 = BASE + " --bf16"
 MOE = BF16 + " --num-experts 8 --moe-router-topk 2"
+FULL_RECOMPUTE = " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+PA = (BF16.replace("--hidden-size 512", "--hidden-size 2048") + " --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype bf16 "
+      "--exp-avg-sq-dtype bf16" + FULL_RECOMPUTE)
+EVAL = BF16 + " --grad-reduce-in-bf16" + FULL_RECOMPUTE
 MLA = BF16 + " --multi-latent-attention"
 PP2 = BF16 + " --pipeline-model-parallel-size 2"
 TP2 = BF16 + " --tensor-model-parallel-size 2"
@@ -215,6 +219,14 @@ CHANGES = {
     "mamba_head_dim": (HYB, "--mamba-head-dim 32"),
     "mamba_num_groups": (HYB, "--mamba-num-groups 4"),
     "mamba_num_heads": (HYB, "--mamba-num-heads 8"),
+    # The phases beyond the steady step (estimator/memory/phases.py): with full recompute the steady step holds
+    # little, so the precision-aware optimizer's fp32 state copies at a checkpoint save, or evaluation's forward
+    # beside the fp32 gradient copies of a bf16 gradient buffer, hold the peak.
+    "save_interval": (PA, "--save-interval 100"),
+    "ckpt_format": (PA + " --save-interval 100", "--ckpt-format torch"),
+    "eval_interval": (EVAL, "--eval-interval 10"),
+    "eval_iters": (EVAL + " --eval-interval 10", "--eval-iters 0"),
+    "eval_micro_batch_size": (EVAL + " --eval-interval 10", "--eval-micro-batch-size 4"),
 }
 
 

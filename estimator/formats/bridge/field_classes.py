@@ -26,7 +26,7 @@ __all__ = ["NO_EFFECT_SECTIONS", "OWN", "classify", "counts", "rows"]
 #: Sections whose every field leaves what one GPU allocates for training unchanged.
 NO_EFFECT_SECTIONS = {
     "logger": "logging and experiment tracking", "rng": "random seeds", "dist": "process-group setup and timeouts",
-    "profiling": "profiler ranges and memory snapshots (taken after the fact)", "validation": "evaluation cadence",
+    "profiling": "profiler ranges and memory snapshots (taken after the fact)",
     "rerun_state_machine": "result re-checking", "scheduler": "learning-rate and weight-decay schedules",
     "tokenizer": "the tokenizer (its vocabulary is read where use_tokenizer_vocab_size makes it the model's)", "ft": "fault tolerance",
     "straggler": "straggler detection", "nvrx_straggler": "straggler detection", "inprocess_restart":
@@ -130,6 +130,10 @@ _put("refused", "optimizer", "use_layer_wise_distributed_optimizer", "the layer-
 # ---------------------------------------------------------------------------------------------- train
 _put("no_effect", "train", "check_optimizer_step_success num_epochs skip_sync_grad_norm_across_mp",
      "loop control")
+# ----------------------------------------------------------------------------------------- validation
+# eval_interval, eval_iters and eval_micro_batch_size take Megatron-LM's class (the evaluation phase, estimator/memory/phases.py).
+_put("no_effect", "validation", "eval_global_batch_size full_validation multiple_validation_sets skip_train "
+     "start_eval_at_iter test_mode validation_set_names", "evaluation cadence and data")
 # ----------------------------------------------------------------------------------------- checkpoint
 _put("no_effect", "checkpoint", "also_save_hf_checkpoint async_write_results_mp_mode custom_manager_class "
      "fully_parallel_load fully_parallel_save hf_distributed_save hf_save_every_n_ranks hf_source_path "

@@ -260,3 +260,14 @@ def test_packed_sft_refuses_micro_batch_above_one_and_a_bad_size():
                             "dataset": SFT_DATASET}, world_size=1)
     with pytest.raises(ConfigError, match="packed_sequence_size"):
         _read(dataset={**SFT_DATASET, "offline_packing_specs": {**PACKED_SPECS, "packed_sequence_size": 0}})
+
+
+def test_validation_and_checkpoint_fields_set_the_phase_fields():
+    """validation.eval_interval / eval_iters and checkpoint.save_interval / ckpt_format reach the fields the phases
+    beyond the steady step read (estimator/memory/phases.py); async_save has no effect on the GPU."""
+    imp = _read(validation={"eval_interval": 500, "eval_iters": 8, "eval_micro_batch_size": 2},
+                checkpoint={"save_interval": 250, "ckpt_format": "torch", "async_save": True})
+    tr = imp.config["training"]
+    assert (tr["eval_interval"], tr["eval_iters"], tr["save_interval"], tr["ckpt_format"]) == (500, 8, 250, "torch")
+    assert tr["eval_micro_batch_size"] == 2
+    assert any(where.startswith("checkpoint.async_save") for where, _ in imp.no_effect)
