@@ -208,7 +208,8 @@
         h("ul", {}, note.messages.map((m) => h("li", {}, m))),
         note.hint ? h("p", {}, note.hint[0].toUpperCase() + note.hint.slice(1) + ".") : null,
         note.fixes.length ? h("p", { class: "mme-fixes" }, "Try: ", note.fixes.map((f) =>
-          h("button", { type: "button", class: "mme-fix", onclick: () => this.apply(f.set) }, f.label))) : null);
+          h("button", { type: "button", class: "mme-fix", onclick: (ev) => this.applyHere(f.set, undefined, ev.currentTarget, f.label) },
+            f.label))) : null);
     }
   };
 })();

@@ -61,7 +61,7 @@
             "data-levers": s.levers.join(" "), "data-gpus": s.num_gpus },
             h("div", { class: "mme-fit-head" },
               h("button", { type: "button", class: "mme-fix mme-apply", "aria-label": `Apply: ${s.label}`,
-                            onclick: () => this.apply(s.set, "suggest") }, "Apply"),
+                            onclick: (ev) => this.applyHere(s.set, "suggest", ev.currentTarget, s.label) }, "Apply"),
               h("span", { class: "mme-fit-label" }, s.label)),
             h("div", { class: "mme-fit-figures" }, `peak ${s.peak} (saves ${s.saved}), ${s.cost}`),
             h("code", { class: "mme-fit-flags", title: "The estimate flags that apply it" }, s.cli_flags.join(" "))))));
