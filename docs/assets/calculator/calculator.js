@@ -273,6 +273,7 @@
           this.pinButton(), this.searchButton),
         this.searchOptionsPanel(), this.confirm,
         h("div", { class: "mme-quick", role: "group", "aria-label": "Main settings" }, b.quick.map((q) => this.quickControl(q))),
+        this.companionBox = h("p", { class: "mme-companion", role: "status", hidden: true }),
         this.summary, this.results, this.layoutsBox, this.comparePanel(),
         h("h2", { class: "mme-all-title" }, "All settings"),
         h("p", { class: "mme-doc" }, "Every field of the configuration file, by section. Clearing a field goes back " +
@@ -281,6 +282,7 @@
     }
 
     edit(path, raw, input) {                  // typing or choosing in a field
+      if (this.companionBox && !this.companionBox.hidden) { this.companionBox.hidden = true; this.companionBox.replaceChildren(); }
       const typed = input.tagName !== "SELECT";
       this.via = input.closest(".mme-quick") ? "quick" : "form";      // where its error is to be shown
       if (typed) this.typing = { path, at: performance.now() };
