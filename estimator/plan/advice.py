@@ -7,7 +7,10 @@ ones that are not; this module computes both, so that no rule lives in JavaScrip
   virtual pipeline, context, expert and expert-tensor parallelism, micro-batch size and recomputation
   that its *model* allows, each with the companion fields to set with it (a pipeline size that needs an
   uneven split carries its first/last-stage layer counts). Candidates come from the divisibility rules and
-  each one passes :func:`estimator.config.rules.validate` on the model with that single value.
+  each one passes :func:`estimator.config.rules.validate` on the model with that single value. For the
+  calculator's quick controls (``gpus=True``) also sequence parallelism and PEFT (method, rank), and, for a
+  valid configuration, only the parallel sizes valid on its GPU count and batch, each with the companion change
+  Megatron-Core's rules ask for (sequence parallelism with TP and EP, ETP 1, sequence parallelism off at TP 1).
 - :func:`fixes`: for the problems of a refused configuration, one note per field, on the field the user
   just changed when a problem involves it, with the nearest values that make the whole configuration
   valid (world sizes, global batch sizes, sequence lengths, parallel sizes, sequence parallelism).

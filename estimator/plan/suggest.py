@@ -20,6 +20,8 @@ estimate at most :func:`estimator.formats.gpus.usable_bytes`) is kept, re-estima
   same GPUs where the world size allows it, else with the data-parallel size kept (more GPUs);
 - ``gpus``: more data-parallel ranks to shard the optimizer over (the layout kept; needs the distributed
   optimizer), the fewest GPUs that fit.
+- ``fsdp``: weights, gradients and optimizer states sharded over the data x context-parallel ranks
+  (Megatron-FSDP with the distributed optimizer, then PyTorch FSDP2).
 
 - ``optimizer_offload``, ``activation_offload``: where the schema has the fields (optimizer CPU offload with
   the precision-aware optimizer, a growing fraction; layer-wise activation offloading of the fewest layers) and
@@ -33,6 +35,11 @@ estimate at most :func:`estimator.formats.gpus.usable_bytes`) is kept, re-estima
 When no single change fits on the same GPUs, pairs are tried: a change that keeps the layout
 (recomputation, a smaller micro-batch, sequence parallelism, the distributed optimizer, bf16 gradients)
 with any other lever, each as weak as still fits.
+
+When single changes fit but none of them is sequence parallelism, which the verdict names whenever it is off with
+TP > 1, sequence parallelism is tried with each other lever as well. :func:`suggest_with_reasons` also says, in
+words, why each lever the verdict can name (sequence parallelism, expert parallelism, recomputation, offloading,
+FSDP) is not in the list: not applicable (a dense model, TP 1, DP 1, already on) or, at its strongest, not enough.
 
 Every suggestion carries the relative step time of the changed configuration from the layout search's
 cost model (:mod:`estimator.plan.cost`, 1.0 = the configuration as it is): ``step_time`` per token of
