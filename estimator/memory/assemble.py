@@ -660,8 +660,11 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     plain = not (cfg.parallelism.use_megatron_fsdp or cfg.parallelism.use_torch_fsdp2) and tr.optimizer == "adam"
+    # With PEFT the per-parameter gradient and optimizer bytes apply to the adapters only: the base is frozen.
+    trained = ("of each trainable adapter parameter; the frozen base weights take " f"{bm.weight} B each and nothing "
+               "more " if tr.peft else "per parameter ")
     out = [
-        f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B per parameter "
+        f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B {trained}"
         + (f"(the optimizer part sharded over {r.dp * r.cp} data x context-parallel ranks"
            + (f", {r.edp} expert-data-parallel ranks for routed experts" if r.E else "") + ")"
            if bm.distributed else "(no distributed optimizer: nothing sharded)") + "."

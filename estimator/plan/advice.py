@@ -7,7 +7,10 @@ ones that are not; this module computes both, so that no rule lives in JavaScrip
   virtual pipeline, context, expert and expert-tensor parallelism, micro-batch size and recomputation
   that its *model* allows, each with the companion fields to set with it (a pipeline size that needs an
   uneven split carries its first/last-stage layer counts). Candidates come from the divisibility rules and
-  each one passes :func:`estimator.config.rules.validate` on the model with that single value.
+  each one passes :func:`estimator.config.rules.validate` on the model with that single value. For the
+  calculator's quick controls (``gpus=True``) also sequence parallelism and PEFT (method, rank), and, for a
+  valid configuration, only the parallel sizes valid on its GPU count and batch, each with the companion change
+  Megatron-Core's rules ask for (sequence parallelism with TP and EP, ETP 1, sequence parallelism off at TP 1).
 - :func:`fixes`: for the problems of a refused configuration, one note per field, on the field the user
   just changed when a problem involves it, with the nearest values that make the whole configuration
   valid (world sizes, global batch sizes, sequence lengths, parallel sizes, sequence parallelism).
@@ -46,8 +49,11 @@ WORLD, MBS, GBS, SEQ = ("training.world_size", "training.micro_batch_size", "tra
                         "training.seq_length")
 SP, RECOMPUTE = "training.sequence_parallel", "training.recompute_granularity"
 _RC_FIELDS = ("training.recompute_method", "training.recompute_num_layers", "training.recompute_modules")
+PEFT, PEFT_DIM = "training.peft", "training.peft_dim"
 #: The fields :func:`choices` lists values for.
-CHOICE_FIELDS = (TP, PP, VPP, CP, EP, ETP, MBS, RECOMPUTE)
+CHOICE_FIELDS = (TP, PP, VPP, CP, EP, ETP, MBS, RECOMPUTE, SP, PEFT, PEFT_DIM)
+#: Adapter ranks offered (Megatron-Bridge's LoRA.dim; any other is typed in the full form).
+PEFT_RANKS = (8, 16, 32, 64, 128, 256)
 #: The largest size offered for a dimension (beyond it: type the value in the full form).
 MAX_SIZE = 128
 _NAMES = {s.name: s.path for s in field_specs()}
@@ -241,9 +247,12 @@ def _recompute_choices(cfg: dict) -> list[dict]:
             {"value": "full", "label": "full (whole layers)", "set": full}]
 
 
-def choices(cfg: dict) -> dict:
+def choices(cfg: dict, gpus: bool = False) -> dict:
     """Valid values of :data:`CHOICE_FIELDS` for the model of ``cfg`` (plain data): path -> [{value, label,
-    set?}], ``set`` holding companion fields to change with it. Empty for a model that is itself invalid."""
+    set?}], ``set`` holding companion fields to change with it. Empty for a model that is itself invalid.
+
+    ``gpus`` (the calculator's quick controls): for a valid ``cfg``, only the parallel sizes valid on its GPU count
+    and batch, each with the companion changes it needs (:func:`_companions`)."""
     key = json.dumps({"model": cfg.get("model"), "parallelism": cfg.get("parallelism"),
                       "training": {k: v for k, v in (cfg.get("training") or {}).items()   # as _neutral keeps it
                                    if k not in ("world_size", "global_batch_size", "sequence_parallel",
@@ -255,7 +264,93 @@ def choices(cfg: dict) -> dict:
     out[VPP] = _vpp_choices(cfg)
     out[MBS] = mbs_choices(cfg)
     out[RECOMPUTE] = _recompute_choices(cfg)
+    out[SP] = _sp_choices(cfg)
+    out[PEFT] = _peft_choices(cfg)
+    rank = get_field(cfg, PEFT_DIM)
+    ranks = sorted(set(PEFT_RANKS) | ({rank} if isinstance(rank, int) and not isinstance(rank, bool) else set()))
+    out[PEFT_DIM] = [{"value": r, "label": str(r)} for r in ranks] if any(o["value"] for o in out[PEFT]) else []
+    if gpus:
+        _companions(cfg, out)
     return out
+
+
+_SPEC_CHOICES = {s.path: s.choices for s in field_specs()}
+
+
+_SPEC_DEFAULTS = {s.path: s.default for s in field_specs()}
+_PEFT_FIELDS = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules")
+
+
+def _peft_choices(cfg: dict) -> list[dict]:
+    """No adapters, LoRA and DoRA, each where the estimator models it for this model (not on MoE, MLA, hybrid
+    layers or FSDP: the rules say why); "none" resets the adapter fields to their defaults."""
+    out = []
+    for v in (None, *_SPEC_CHOICES[PEFT]):
+        extra = {p: _SPEC_DEFAULTS[p] for p in _PEFT_FIELDS} if v is None else {}
+        if any(p.field.startswith(PEFT) for p in _problems(with_changes(cfg, {PEFT: v, **extra}))):
+            continue
+        label = "none (full training)" if v is None else {"lora": "LoRA", "dora": "DoRA"}.get(v, v)
+        out.append({"value": v, "label": label, **({"set": extra} if extra else {})})
+    return out
+
+
+def _sp_choices(cfg: dict) -> list[dict]:
+    """Sequence parallelism off and on, as far as Megatron allows them: on only with TP > 1 (Megatron-LM turns it
+    off at TP 1: "Disabling sequence parallelism because tensor model parallelism is disabled"), off not where a
+    rule requires it (tensor and expert parallelism together)."""
+    t = get_field(cfg, TP, 1)
+    out = []
+    for v, label in ((False, "off"), (True, "on")):
+        if v and not (isinstance(t, int) and t > 1):
+            continue
+        if not v and any(p.field == SP for p in _problems(with_changes(cfg, {SP: False}))):
+            continue
+        out.append({"value": v, "label": label})
+    return out
+
+
+#: Companion changes tried, in order, for a parallel size that alone makes a valid configuration invalid: the
+#: ones Megatron-Core's rules ask for (sequence parallelism with tensor and expert parallelism together; an
+#: expert-tensor size whose expert grid divides the GPU count: 1, as Bridge's MoE recipes set it); sequence parallelism
+#: off at TP 1 (Megatron-LM turns it off there; the estimator refuses it).
+_COMPANIONS = ({SP: True}, {SP: False}, {ETP: 1}, {ETP: 1, SP: True})
+
+
+def _problems(cfg: dict) -> list:
+    try:
+        config_from_dict(cfg)
+        return []
+    except ConfigError as exc:
+        return list(exc.problems)
+    except (ValueError, TypeError) as exc:
+        return [Problem("config", None, str(exc))]
+
+
+def _companions(cfg: dict, out: dict) -> None:
+    """For a valid ``cfg``: a choice of TP, PP, EP, ETP or CP after which it would be refused, but which a companion
+    change (:data:`_COMPANIONS`) makes valid, carries that change in ``set`` and says so in ``also`` (the
+    companion fields) and ``why`` (the rule that asks for it, Megatron-Core's words); one refused even so (on
+    these GPUs, with this global batch) is not offered. An invalid ``cfg`` keeps every value its model allows."""
+    if _problems(cfg):
+        return
+    for path in (TP, PP, EP, ETP, CP):
+        keep = []
+        for o in out.get(path) or []:
+            change = {path: o["value"], **o.get("set", {})}
+            refused = [] if o["value"] == get_field(cfg, path) else _problems(with_changes(cfg, change))
+            for extra in _COMPANIONS if refused else ():
+                if any(get_field(cfg, k) == v for k, v in extra.items()) or path in extra:
+                    continue
+                if not _problems(with_changes(cfg, {**change, **extra})):
+                    o["set"] = {**o.get("set", {}), **extra}
+                    o["also"] = dict(extra)
+                    o["why"] = "; ".join(dict.fromkeys(p.message for p in refused))
+                    refused = []
+                    break
+            if not refused:
+                keep.append(o)   # a value refused even with its companions (on these GPUs, this batch) is left out
+        if path in out:
+            out[path] = keep
 
 
 # ---------------------------------------------------------------- nearest valid values
@@ -310,10 +405,33 @@ def _world_step(cfg: dict) -> int | None:
     return step
 
 
+def _world_sides(cfg: dict, base=None) -> tuple[int | None, int | None]:
+    """The valid world sizes nearest below and above the configured one (layout and batch kept): a multiple of
+    the layout's GPUs within 12 steps, else, further away, one whose data-parallel size divides the global batch
+    in micro-batches (GPUs 1000 on a global batch of 512: 512 or 1024, not 988 to 1012)."""
+    step, now = _world_step(cfg), get_field(cfg, WORLD)
+    if not step or not isinstance(now, int) or isinstance(now, bool):
+        return None, None
+    lo, hi = _sides(cfg, WORLD, step, base=base)
+    g, b = get_field(cfg, GBS), get_field(cfg, MBS, 1)
+    if (lo is not None and hi is not None) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                                       for x in (g, b)) or g % b:
+        return lo, hi
+    dense = get_field(cfg, TP, 1) * get_field(cfg, PP, 1) * get_field(cfg, CP, 1)
+    cands = sorted({d * dense for d in range(1, g // b + 1) if (g // b) % d == 0 and (d * dense) % step == 0})
+    ok = lambda x: _valid(with_changes(cfg, {WORLD: x}))
+    if lo is None:
+        lo = next((x for x in reversed(cands) if x < now and ok(x)), None)
+    if hi is None:
+        hi = next((x for x in cands if x > now and ok(x)), None)
+    return lo, hi
+
+
 def nearest_world_sizes(cfg: dict, count: int = 2) -> list[int]:
     """The world sizes nearest the configured one on which ``cfg`` is valid (its layout and batch kept)."""
-    step = _world_step(cfg)
-    return _nearest(cfg, WORLD, step, count=count) if step else []
+    now = get_field(cfg, WORLD)
+    found = [x for x in _world_sides(cfg) if x is not None]
+    return sorted(found, key=lambda x: (abs(x - now), x))[:count]
 
 
 def _gbs_step(cfg: dict) -> int | None:
@@ -336,11 +454,13 @@ def steps(cfg: dict) -> dict:
     try:
         base = config_from_dict(cfg)
     except (ConfigError, ValueError, TypeError):
-        return {}
+        # Refused: the GPU steppers still lead to the nearest GPU counts on which it is valid.
+        sides = _world_sides(cfg)
+        return {WORLD: list(sides)} if any(x is not None for x in sides) else {}
     out = {}
     w = _world_step(cfg)
     if w:
-        out[WORLD] = list(_sides(cfg, WORLD, w, base=base))
+        out[WORLD] = list(_world_sides(cfg, base=base))
     g = _gbs_step(cfg)
     if g and get_field(cfg, GBS) is not None:
         out[GBS] = list(_sides(cfg, GBS, g, base=base))
@@ -373,6 +493,8 @@ def _target(problem: Problem, changed: str | None) -> str:
         return changed
     if problem.field == WORLD and changed in (TP, PP, CP, EP, ETP):
         return changed
+    if problem.field == GBS and changed == WORLD and "data-parallel size" in problem.message:
+        return WORLD                # the GPU count just typed made the data-parallel size: the fix is there
     return problem.field
 
 

@@ -20,6 +20,8 @@ estimate at most :func:`estimator.formats.gpus.usable_bytes`) is kept, re-estima
   same GPUs where the world size allows it, else with the data-parallel size kept (more GPUs);
 - ``gpus``: more data-parallel ranks to shard the optimizer over (the layout kept; needs the distributed
   optimizer), the fewest GPUs that fit.
+- ``fsdp``: weights, gradients and optimizer states sharded over the data x context-parallel ranks
+  (Megatron-FSDP with the distributed optimizer, then PyTorch FSDP2).
 
 - ``optimizer_offload``, ``activation_offload``: where the schema has the fields (optimizer CPU offload with
   the precision-aware optimizer, a growing fraction; layer-wise activation offloading of the fewest layers) and
@@ -33,6 +35,11 @@ estimate at most :func:`estimator.formats.gpus.usable_bytes`) is kept, re-estima
 When no single change fits on the same GPUs, pairs are tried: a change that keeps the layout
 (recomputation, a smaller micro-batch, sequence parallelism, the distributed optimizer, bf16 gradients)
 with any other lever, each as weak as still fits.
+
+When single changes fit but none of them is sequence parallelism, which the verdict names whenever it is off with
+TP > 1, sequence parallelism is tried with each other lever as well. :func:`suggest_with_reasons` also says, in
+words, why each lever the verdict can name (sequence parallelism, expert parallelism, recomputation, offloading,
+FSDP) is not in the list: not applicable (a dense model, TP 1, DP 1, already on) or, at its strongest, not enough.
 
 Every suggestion carries the relative step time of the changed configuration from the layout search's
 cost model (:mod:`estimator.plan.cost`, 1.0 = the configuration as it is): ``step_time`` per token of
@@ -50,7 +57,7 @@ import math
 from dataclasses import dataclass
 
 from ..config.derived import recomputed_modules
-from ..config.errors import EstimatorError, n_gpus
+from ..config.errors import ConfigError, EstimatorError, n_gpus
 from ..formats.error_bands import band_for
 from ..formats.gpus import KEEP_FREE, check_keep_free, usable_bytes
 from ..config.load import config_from_dict, with_fields
@@ -61,7 +68,7 @@ from .advice import (CP, EP, ETP, FIRST, LAST, MBS, PP, RECOMPUTE, SP, TP, WORLD
                      choices)
 from .cost import SELECTIVE_MODULE_COST
 
-__all__ = ["Suggestion", "cli_flags", "suggest"]
+__all__ = ["Suggestion", "cli_flags", "suggest", "suggest_with_reasons"]
 
 DISTOPT = "training.use_distributed_optimizer"
 GRADS32 = "precision.accumulate_allreduce_grads_in_fp32"
@@ -247,6 +254,21 @@ def _offload(ctx) -> dict:
     return out
 
 
+FSDP1, FSDP2 = "parallelism.use_megatron_fsdp", "parallelism.use_torch_fsdp2"
+
+
+def _fsdp(ctx) -> list:
+    """Weights, gradients and optimizer states sharded over the data x context-parallel ranks: Megatron-FSDP (with
+    the distributed optimizer, which Megatron-LM turns on for it), then PyTorch FSDP2. Nothing to shard over one
+    rank."""
+    par = ctx.r.cfg.parallelism
+    if par.use_megatron_fsdp or par.use_torch_fsdp2 or ctx.r.dp * ctx.r.cp <= 1:
+        return []
+    return [("Megatron-FSDP (use_megatron_fsdp, optim_grads_params: weights, gradients and optimizer states "
+             "sharded)", {FSDP1: True, DISTOPT: True}),
+            ("PyTorch FSDP2 (use_torch_fsdp2)", {FSDP2: True})]
+
+
 def notes() -> list[str]:
     """What the list leaves out, in words."""
     if CPU_OFF in _SPECS or OPT_OFF in _SPECS:
@@ -274,6 +296,7 @@ def _levers(ctx) -> dict:
     if r.E:
         out["ep"] = _dims(ctx, EP, "EP")
     out["gpus"] = _gpus(ctx)
+    out["fsdp"] = _fsdp(ctx)
     out.update(_offload(ctx))
     return {k: v for k, v in out.items() if v}
 
@@ -387,6 +410,14 @@ def _cost(cfg: dict, capacity: int) -> tuple[float, int] | None:
 
 def suggest(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit: int = 8,
             num_microbatches: int | None = None, headroom: float | None = None) -> list[Suggestion]:
+    """The suggestions of :func:`suggest_with_reasons`, without its reasons."""
+    return suggest_with_reasons(config, capacity, keep_free=keep_free, limit=limit,
+                                num_microbatches=num_microbatches, headroom=headroom)[0]
+
+
+def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit: int = 8,
+                         num_microbatches: int | None = None,
+                         headroom: float | None = None) -> tuple[list[Suggestion], list[str]]:
     """The cheapest changes after which every stage of ``config`` (a configuration as written, plain data)
     *fits* ``capacity`` bytes by the one rule of :func:`estimator.formats.gpus.fit`: its upper bound (the estimate
     plus its measured error band) with ``keep_free`` (a fraction of the capacity; ``headroom`` is its old name)
@@ -396,9 +427,9 @@ def suggest(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit:
     try:
         ctx = _Context(config, capacity, keep_free, num_microbatches)
     except (EstimatorError, ValueError, ArithmeticError):
-        return []
+        return [], []
     if ctx.fits(config):
-        return []
+        return [], []
     levers = _levers(ctx)
     found = []                                   # (levers, label, change, config)
     for name, options in levers.items():
@@ -407,6 +438,10 @@ def suggest(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit:
             found.append(((name,), *hit))
     if not any(get_field(cfg, WORLD) == ctx.r.world for *_, cfg in found):
         found += _pairs(ctx, levers)
+    elif "sequence_parallel" in levers and not any("sequence_parallel" in n for n, *_ in found):
+        # The verdict names sequence parallelism (off with TP > 1): when it does not fit alone, with the weakest
+        # other change that then fits (nearly free in step time, it often makes a cheaper change enough).
+        found += _pairs(ctx, levers, first="sequence_parallel")
     base_cost = _cost(config, capacity)
     out = []
     seen = set()
@@ -432,7 +467,83 @@ def suggest(config: dict, capacity: int, *, keep_free: float = KEEP_FREE, limit:
     world = ctx.r.world
     out.sort(key=lambda s: (s.num_gpus > world, s.gpu_time if s.gpu_time is not None else math.inf,
                             -s.saved_bytes, s.label))
-    return out[:limit]
+    out = out[:limit]
+    return out, _not_proposed(ctx, levers, {n for s in out for n in s.levers})
+
+
+def _refusal(ctx, change: dict) -> str | None:
+    """Why ``change`` makes the configuration invalid (the first rule it breaks), or None when it is valid."""
+    try:
+        config_from_dict(with_changes(ctx.cfg, change))
+        return None
+    except ConfigError as exc:
+        return exc.problems[0].message if exc.problems else str(exc)
+    except (EstimatorError, ValueError, TypeError) as exc:
+        return str(exc)
+
+
+def _short(ctx, options: list, what: str) -> str:
+    """"<what> alone saves X GiB at most (peak Y GiB): not enough", from the strongest valid option, or why none is
+    valid."""
+    best = None
+    for _, change in options:
+        cfg = ctx.valid(change)
+        peak = ctx.peak(cfg) if cfg is not None else None
+        if peak is not None and (best is None or peak < best):
+            best = peak
+    if best is None:
+        why = _refusal(ctx, options[-1][1]) if options else None
+        return f"{what}: not valid here" + (f" ({why})" if why else "") + "."
+    return (f"{what} saves at most {(ctx.est.peak.device_bytes - best) / GIB:.2f} GiB (peak {best / GIB:.2f} GiB "
+            f"against {ctx.usable / GIB:.2f} GiB usable): not enough alone, nor with one other change listed.")
+
+
+def _not_proposed(ctx, levers: dict, used: set) -> list[str]:
+    """Why each lever the verdict can name (sequence parallelism, expert parallelism, recomputation, offloading,
+    FSDP) is not in the list, in words (GiB = 2^30 bytes)."""
+    r, tr, par = ctx.r, ctx.r.cfg.training, ctx.r.cfg.parallelism
+    out = []
+    if "sequence_parallel" not in used:
+        if r.t == 1:
+            out.append("Sequence parallelism: needs TP > 1 (Megatron-LM turns it off at TP 1).")
+        elif r.sp:
+            out.append("Sequence parallelism: already on.")
+        else:
+            out.append(_short(ctx, levers.get("sequence_parallel", []), "Sequence parallelism on"))
+    if "ep" not in used:
+        if not r.E:
+            out.append("Expert parallelism: a dense model has no experts to shard.")
+        elif not levers.get("ep"):
+            out.append(f"Expert parallelism: EP {r.ep} is already the largest the model's {r.E} experts allow here.")
+        else:
+            out.append(_short(ctx, levers["ep"], "A larger EP"))
+    if not used & {"selective", "full"}:
+        if tr.recompute_granularity == "full" and not levers.get("full"):
+            out.append("Recomputation: every layer is already recomputed in full.")
+        elif levers.get("full") or levers.get("selective"):
+            out.append(_short(ctx, levers.get("full") or levers.get("selective"), "Recomputation"))
+    if not used & set(_UNCOSTED):
+        if CPU_OFF not in _SPECS and OPT_OFF not in _SPECS:
+            out.append("Offloading: not modelled by this estimator.")
+        elif not (levers.get("activation_offload") or levers.get("optimizer_offload")):
+            why = []
+            if getattr(tr, "cpu_offloading", False):
+                why.append("activations are already offloaded")
+            elif r.p > 1:
+                why.append("layer-wise activation offloading does not run with pipeline parallelism")
+            if getattr(tr, "optimizer_cpu_offload", False):
+                why.append("the optimizer step already runs on the CPU")
+            out.append("Offloading: " + ("; ".join(why) or "not available with this configuration") + ".")
+        else:
+            out.append(_short(ctx, levers.get("activation_offload") or levers.get("optimizer_offload"), "Offloading"))
+    if "fsdp" not in used:
+        if par.use_megatron_fsdp or par.use_torch_fsdp2:
+            out.append("FSDP: already on.")
+        elif r.dp * r.cp <= 1:
+            out.append(f"FSDP: nothing to shard over with data-parallel x context-parallel size {r.dp * r.cp}.")
+        else:
+            out.append(_short(ctx, levers.get("fsdp", []), "FSDP"))
+    return out
 
 
 def _effective(cfg: dict, change: dict, world: int) -> dict:
@@ -452,11 +563,13 @@ def _strongest(ctx, lever: str, options: list) -> dict:
     return min(uniform, key=lambda ch: ctx.peak(ctx.valid(ch) or ctx.cfg) or math.inf)
 
 
-def _pairs(ctx, levers: dict) -> list:
+def _pairs(ctx, levers: dict, first: str | None = None) -> list:
     """Two changes together, when no single one fits: a change that keeps the layout (the first lever) with
-    any other lever, each as weak as still fits."""
+    any other lever, each as weak as still fits. ``first``: only pairs that include that lever (any order)."""
     out = []
     for a, b in itertools.permutations(levers, 2):
+        if first is not None and first not in (a, b):
+            continue
         if a not in _IN_PLACE or (a in ("selective", "full") and b in ("selective", "full")):
             continue
         if b in _IN_PLACE and _IN_PLACE.index(b) < _IN_PLACE.index(a):

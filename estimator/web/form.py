@@ -80,6 +80,9 @@ QUICK = (
     ("training.global_batch_size", "Global batch"),
     ("training.seq_length", "Sequence length"),
     ("training.recompute_granularity", "Recompute"),
+    ("training.sequence_parallel", "Sequence parallel"),
+    ("training.peft", "PEFT"),
+    ("training.peft_dim", "PEFT rank"),
 )
 
 _MOE = ("model.moe_router_topk", "model.moe_ffn_hidden_size", "model.moe_shared_expert_intermediate_size",
@@ -96,6 +99,7 @@ _GQA = ("model.num_query_groups",)
 _FULL = ("training.recompute_method", "training.recompute_num_layers")
 _SELECTIVE = ("training.recompute_modules",)
 _FP8 = ("precision.fp8_recipe", "precision.fp8_param_gather")
+_PEFT = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules")
 _PRECISION_AWARE = ("precision.main_grads_dtype", "precision.main_params_dtype", "precision.exp_avg_dtype",
                     "precision.exp_avg_sq_dtype")
 _PATHS = {s.path for s in field_specs()}
@@ -121,6 +125,7 @@ def hidden_fields(cfg: dict) -> list[str]:
              (_FULL, tr.get("recompute_granularity") == "full"),
              (_SELECTIVE, tr.get("recompute_granularity") == "selective"),
              (_FP8, _set(cfg, "precision.fp8")),
+             (_PEFT, _set(cfg, "training.peft")),
              (_PRECISION_AWARE, _set(cfg, "precision.use_precision_aware_optimizer")))
     out = []
     for paths, applies in rules:

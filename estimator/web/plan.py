@@ -5,7 +5,8 @@
 - ``suggest`` ``{state}`` -> ``{suggestions, gpus, capacity}``: the cheapest changes after which every stage
   fits the chosen GPU (:func:`estimator.plan.suggest.suggest`), each with the form fields to set (``set``), the
   CLI flags, the new peak, the memory saved and the relative step time, in words as well as in numbers;
-  empty when the configuration fits or no GPU is chosen;
+  empty when the configuration fits or no GPU is chosen; ``not_proposed``: why each lever the verdict can name
+  (sequence parallelism, expert parallelism, recomputation, offloading, FSDP) is not in the list;
 - ``sweep`` ``{state}`` -> :func:`estimator.plan.sweep.sweep_view`: the peak-stage memory against the sequence
   length, the micro-batch size and the GPU count, with the fit boundaries (the CLI's reverse questions);
   ``{state, min_gpus: true, options?}`` -> ``{min_gpus: {value, label, words, reason}}``: the fewest GPUs on which
@@ -40,17 +41,18 @@ def suggestions(state: dict) -> dict:
     if not capacity:
         return {"suggestions": [], "gpu": None}
     from ..config.load import load_config
-    from ..plan.suggest import notes, suggest, target_text
+    from ..plan.suggest import notes, suggest_with_reasons, target_text
     world = (cfg.get("training") or {}).get("world_size")
     try:
         load_config(cfg)
-        found = suggest(cfg, capacity)
+        found, why = suggest_with_reasons(cfg, capacity)
     except ConfigError as exc:
         return errors_answer(exc.problems)
     except (EstimatorError, ValueError) as exc:
         return error_answer("suggest", None, str(exc))
     return {"suggestions": [s.to_dict(world) for s in found], "gpu": gpu,
-            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes(), "target": target_text(cfg, capacity)}
+            "capacity": f"{capacity / GIB:.2f} GiB", "notes": notes(), "target": target_text(cfg, capacity),
+            "not_proposed": why}
 
 
 def sweeps(state: dict, min_gpus: bool = False, options=None) -> dict:

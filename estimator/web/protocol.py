@@ -106,7 +106,7 @@ def advise(state: dict) -> dict:
     changes that make it fit."""
     cfg, problems = merged_config(state)
     _, capacity, gpu_problems = state_capacity(state)
-    out = {"choices": advice.choices(cfg), "hidden": hidden_fields(cfg), "levers": [], "steps": advice.steps(cfg)}
+    out = {"choices": advice.choices(cfg, gpus=True), "hidden": hidden_fields(cfg), "levers": [], "steps": advice.steps(cfg)}
     if capacity and not problems and not gpu_problems:
         out["levers"] = [{**lv, "peak": f"{lv['peak_bytes'] / GIB:.2f} GiB"} for lv in advice.levers(cfg, capacity)]
     return out
@@ -271,7 +271,7 @@ def precomputed(name: str, gpu: str | None) -> dict:
     if "errors" in res:
         return {"errors": res["errors"], "notes": res["notes"], "hidden": res["hidden"]}
     return {"view": res["view"], "hidden": res["hidden"], "search_key": res["search_key"],
-            "choices": advice.choices(res["config"])}
+            "choices": advice.choices(res["config"], gpus=True)}
 
 
 def boot_data() -> dict:

@@ -30,6 +30,22 @@ def _gib(b: int) -> str:
     return f"{b / GIB:.2f}"
 
 
+def _peft(config: dict) -> dict | None:
+    """The adapters of a PEFT configuration, in words: {short: "LoRA r16", words: "LoRA adapters of rank 16",
+    trainable: parameters (whole model)}; None without PEFT."""
+    tr = (config or {}).get("training") or {}
+    if not tr.get("peft"):
+        return None
+    from ..config.load import config_from_dict
+    from ..memory.features.peft import adapter_total
+    from ..model.resolve import resolve
+    name = {"lora": "LoRA", "dora": "DoRA"}.get(tr["peft"], tr["peft"])
+    r = resolve(config_from_dict(config))
+    rank = r.cfg.training.peft_dim
+    return {"method": tr["peft"], "rank": rank, "short": f"{name} rank {rank}",
+            "words": f"{name} adapters of rank {rank}", "trainable": adapter_total(r)}
+
+
 def _count(n: int) -> str:
     return f"{n / 1e9:.2f} B" if n >= 10 ** 9 else f"{n / 1e6:.2f} M" if n >= 10 ** 6 else f"{n:,}"
 
@@ -126,6 +142,9 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
     if p.active != p.total:
         notes.append(f"{_count(p.active)} active per token")
     params = f"{_count(p.total)} parameters" + (f" ({'; '.join(notes)})" if notes else "")
+    peft = _peft(est.config)
+    if peft:
+        params += f" frozen; {peft['words']} add {_count(peft['trainable'])} trainable"
     top = max([b["device_bytes"] for b in bars] + [capacity or 0])
     ticks = gib_ticks(top)
     return {
@@ -136,11 +155,14 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
         "peak": {"stage": peak.stage, "device": _gib(peak.device_bytes), "allocated": _gib(peak.allocated_bytes),
                  "reserved": _gib(peak.reserved_bytes), "phase": est.peak_phase},
         "headline": (f"{_gib(peak.device_bytes)} GiB per GPU at the peak (stage {peak.stage})"
+                     + (f" · {peft['short']}" if peft else "")
                      + (f" · {WORDS[verdict['verdict']]} on {gpu}" if verdict else "")),
         "summary": (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "
                     f"({_gib(peak.allocated_bytes)} GiB allocated by PyTorch, {_gib(peak.reserved_bytes)} GiB reserved)"
+                    + (f", fine-tuning with {peft['words']}" if peft else "")
                     + (f", at its {est.peak_phase} (above the steady training step)." if est.peak_phase != "steady step"
                        else ".")),
+        "peft": peft,
         "verdict": verdict, "parameters": params, "parallel": parallel_text(est.parallel),
         "assumptions": list(est.assumptions),
     }

@@ -63,11 +63,12 @@ def test_every_offered_value_is_valid_for_the_model(name):
     divides and without a global batch, passes the core's validation."""
     cfg = load_preset(name).to_dict()
     for path, opts in advice.choices(cfg).items():
-        if path in (advice.MBS, advice.RECOMPUTE):
+        if path in (advice.MBS, advice.RECOMPUTE, advice.SP):      # sequence parallelism: set below
             continue
         for opt in opts:
-            c = advice.with_changes(cfg, {path: opt["value"], **opt.get("set", {})})
-            par = c["parallelism"]
+            peft = {advice.PEFT: "lora"} if path == advice.PEFT_DIM else {}    # a rank applies to adapters only
+            c = advice.with_changes(cfg, {path: opt["value"], **opt.get("set", {}), **peft})
+            par = c.setdefault("parallelism", {})
             t, p, cp = (par.get("tensor_model_parallel_size", 1), par.get("pipeline_model_parallel_size", 1),
                         par.get("context_parallel_size", 1))
             etp = par.get("expert_tensor_parallel_size") or t
@@ -104,3 +105,57 @@ def test_every_field_has_words_and_no_label_is_stale():
 def test_one_vocabulary():
     assert verdicts.WORDS == {"fits": "fits", "tight": "fits within the error band", "no": "does not fit"}
     assert set(verdicts.MEANINGS) == set(verdicts.WORDS)
+
+
+# ---------------------------------------------------------------- issue 29, item 2: controls that cannot go invalid
+
+
+def _state_cfg(preset: str, **values) -> dict:
+    from estimator.web import merged_config
+    cfg, problems = merged_config({"preset": preset, "values": {k.replace("__", "."): str(v) for k, v in values.items()}})
+    return cfg
+
+
+def test_gpus_1000_on_llama_3_8b_lands_on_the_gpu_count_with_1024_or_512():
+    """Llama 3 8B (CP 2, micro-batch 1, global batch 512) on 1000 GPUs: DP 500 does not divide 512. The field the
+    user changed is the GPU count, so the note is there; the nearest GPU counts whose DP (= GPUs / 2) divides 512
+    are 1024 (DP 512) and 512 (DP 256); 988 to 1012 (the 12 nearest multiples of 2) all fail."""
+    cfg = _state_cfg("llama-3-8b", training__world_size=1000)
+    problems = advice._problems(cfg)
+    notes = advice.fixes(cfg, problems, changed=advice.WORLD)
+    assert [n["field"] for n in notes] == [advice.WORLD]
+    assert [f["set"] for f in notes[0]["fixes"]] == [{advice.WORLD: 1024}, {advice.WORLD: 512}]
+    assert advice.steps(cfg)[advice.WORLD] == [512, 1024]     # the steppers lead there, though the form is refused
+
+
+def test_tp_2_on_mixtral_brings_sequence_parallelism():
+    """Mixtral 8x7B's preset (EP 8, PP 4, 64 GPUs, no sequence parallelism): Megatron-Core requires sequence
+    parallelism with tensor and expert parallelism together, so TP 2 comes with it, and says why."""
+    opts = {o["value"]: o for o in advice.choices(_state_cfg("mixtral-8x7b"), gpus=True)[advice.TP]}
+    assert opts[2]["also"] == {advice.SP: True} and opts[2]["set"][advice.SP] is True
+    assert "requires sequence_parallel" in opts[2]["why"]
+    assert "also" not in opts[1]
+
+
+def test_ep_on_qwen3_30b_at_16_gpus_offers_only_what_fits_the_gpus():
+    """Qwen3-30B-A3B's preset (TP 4, PP 2, EP 4, ETP 1, sequence parallelism) on 16 GPUs: the expert grid is
+    ETP 1 x EP x PP 2, which must divide 16, so EP 1, 2, 4, 8 (EP 16 needs 32 GPUs); every one is valid as offered."""
+    cfg = _state_cfg("qwen3-30b-a3b", training__world_size=16)
+    eps = advice.choices(cfg, gpus=True)[advice.EP]
+    assert [o["value"] for o in eps] == [1, 2, 4, 8]
+    for o in eps:
+        assert not advice._problems(advice.with_changes(cfg, {advice.EP: o["value"], **o.get("set", {})}))
+
+
+def test_sequence_plus_stops_at_max_position_embeddings():
+    """Llama 3 8B at its 8192-token context (max_position_embeddings 8192): no longer sequence above, 4096 below."""
+    assert advice.steps(_state_cfg("llama-3-8b"))[advice.SEQ] == [4096, None]
+
+
+def test_peft_is_offered_where_modelled():
+    """LoRA and DoRA on a dense model; not on MoE (expert adapters are not modelled); the rank list only with them."""
+    dense = advice.choices(_state_cfg("llama-3-70b-lora"), gpus=True)
+    assert [o["value"] for o in dense[advice.PEFT]] == [None, "lora", "dora"]
+    assert 16 in [o["value"] for o in dense[advice.PEFT_DIM]]
+    moe = advice.choices(_state_cfg("mixtral-8x7b"), gpus=True)
+    assert [o["value"] for o in moe[advice.PEFT]] == [None] and moe[advice.PEFT_DIM] == []

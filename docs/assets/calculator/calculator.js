@@ -257,10 +257,12 @@
       this.searchButton = h("button", { type: "button", class: "md-button md-button--primary mme-find",
                                         onclick: () => this.search() }, "Find layouts that fit");
       this.summary = h("p", { class: "mme-sticky", role: "status", "aria-live": "polite", "aria-atomic": "true" });
-      this.results = h("section", { class: "mme-results", "aria-label": "Estimate" });
+      this.results = h("section", { class: "mme-results", id: "mme-results", tabindex: "-1", "aria-label": "Estimate" });
+      // What a search, a pin or an applied suggestion brought, said to screen readers as focus moves to it.
+      this.announcer = h("p", { class: "mme-sr", role: "status", "aria-live": "polite", "aria-atomic": "true" });
       this.layoutsBox = h("div", { class: "mme-layouts-box" });
       this.root.append(
-        h("div", { class: "mme-status" }, this.progress, " ", this.statusText),
+        h("div", { class: "mme-status" }, this.progress, " ", this.statusText), this.announcer,
         h("div", { class: "mme-toolbar" },
           h("label", { for: "mme-preset" }, "Model"), this.preset,
           h("label", { for: "mme-gpu" }, "GPU"), this.gpu, this.gpuGib,
@@ -271,6 +273,7 @@
           this.pinButton(), this.searchButton),
         this.searchOptionsPanel(), this.confirm,
         h("div", { class: "mme-quick", role: "group", "aria-label": "Main settings" }, b.quick.map((q) => this.quickControl(q))),
+        this.companionBox = h("p", { class: "mme-companion", role: "status", hidden: true }),
         this.summary, this.results, this.layoutsBox, this.comparePanel(),
         h("h2", { class: "mme-all-title" }, "All settings"),
         h("p", { class: "mme-doc" }, "Every field of the configuration file, by section. Clearing a field goes back " +
@@ -279,6 +282,7 @@
     }
 
     edit(path, raw, input) {                  // typing or choosing in a field
+      if (this.companionBox && !this.companionBox.hidden) { this.companionBox.hidden = true; this.companionBox.replaceChildren(); }
       const typed = input.tagName !== "SELECT";
       this.via = input.closest(".mme-quick") ? "quick" : "form";      // where its error is to be shown
       if (typed) this.typing = { path, at: performance.now() };
@@ -470,6 +474,7 @@
       r.dataset.source = source;
       this.setResultState(source === "precomputed" ? "precomputed" : "done");
       this.showSearch();
+      if (source === "python") this.revealApplied(v.headline);
       if (source === "python") {
         r.dispatchEvent(new CustomEvent("estimate:done", { bubbles: true, detail: { estimate: res.estimate, ms } }));
       }
@@ -489,6 +494,7 @@
       this.summary.dataset.verdict = "";
       r.dataset.source = source;
       this.setResultState("error");
+      if (source === "python") this.revealApplied("No estimate: the configuration is invalid.");
       r.dispatchEvent(new CustomEvent("estimate:error", { bubbles: true, detail: { errors: res.errors, notes } }));
     }
 
@@ -502,6 +508,48 @@
       if (window.mmeTimeline) window.mmeTimeline.redraw(this);
     }
 
+    /* ---- results where the eye is: after a search, a pin or an applied suggestion, the page scrolls to what
+       it brought and moves focus there (said to screen readers); while it works, a badge beside the button. */
+    working(button, text) {
+      this.doneWorking();
+      const badge = this.workingBadge = h("span", { class: "mme-working", role: "status" }, text);
+      if (button && button.isConnected) button.after(badge);
+      return badge;
+    }
+
+    doneWorking(badge = this.workingBadge) {
+      if (!badge) return;
+      badge.remove();
+      if (this.workingBadge === badge) this.workingBadge = null;
+    }
+
+    // Scrolled with scrollIntoView (below the sticky bar: calculator.css gives every [id] a scroll margin), never
+    // through the address bar's hash, which makes Material's instant navigation rebuild the page.
+    showHere(el, message) {
+      if (!el || !el.isConnected) return;
+      if (!el.id) el.id = `mme-here-${(this.hereCount = (this.hereCount || 0) + 1)}`;
+      if (!el.hasAttribute("tabindex")) el.setAttribute("tabindex", "-1");
+      el.scrollIntoView({ block: "start" });
+      el.focus({ preventScroll: true });
+      this.announcer.textContent = message || "";
+      this.root.dispatchEvent(new CustomEvent("mme:shown", { bubbles: true, detail: { id: el.id, message } }));
+    }
+
+    // A suggestion ("Make it fit", an error's "Try"): applied, then its estimate shown where the eye is.
+    applyHere(set, changed, button, label) {
+      this.pendingReveal = { label: label || "" };
+      this.working(button, "Applying…");
+      this.apply(set, changed);
+    }
+
+    revealApplied(headline) {
+      const p = this.pendingReveal;
+      if (!p || this.dirty) return;
+      this.pendingReveal = null;
+      this.doneWorking();
+      this.showHere(this.results, `${p.label ? `Applied: ${p.label}. ` : "Applied. "}${headline}`);
+    }
+
     /* ---- layout search */
     search() {
       const state = clone(this.state);
@@ -509,16 +557,23 @@
       const t0 = performance.now();
       this.searchButton.disabled = true;
       this.layouts = { res: { pending: true, gpus, seconds: 0 } };
+      const badge = this.working(this.searchButton, "Searching… 0 s");
       const tick = setInterval(() => {
         this.layouts.res.seconds = Math.round((performance.now() - t0) / 1000);
+        badge.textContent = `Searching… ${this.layouts.res.seconds} s`;
         this.showSearch();
       }, 1000);
       this.showSearch();
       const done = (res) => {
         clearInterval(tick);
         this.searchButton.disabled = false;
+        this.doneWorking(badge);
         this.layouts = { res, state, inUse: null };
         this.showSearch();
+        const n = (res.layouts || []).length;
+        this.showHere(this.layoutsBox.querySelector("h3") || this.layoutsBox, res.errors
+          ? res.errors.map((e) => e.message).join(" ")
+          : `${n ? `${n} layout${n > 1 ? "s" : ""} found` : "No layout found"}. ${res.summary || ""}`);
         this.layoutsBox.dispatchEvent(new CustomEvent("search:done", { bubbles: true }));
       };
       this.engine.call({ op: "search", state, top: 10, options: this.searchOptions() }).then(done,

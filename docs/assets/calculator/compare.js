@@ -60,6 +60,8 @@
       const s = clean(this.state);
       if (this.pins.some((p) => same(p, s)) || this.pins.length >= MAX_PINS) return;
       this.pins.push(s);
+      this.pinShown = true;                 // once compared, the table is scrolled to (calculator.js showHere)
+      this.working(this.pinBtn, "Comparing…");
       this.pinsChanged();
     },
 
@@ -115,7 +117,7 @@
           " ", e.headline)))) : null;
       if (!this.pins.length) { box.dataset.state = "done"; return box.replaceChildren(recent || ""); }
       const c = this.compared, res = c && c.res;
-      const title = h("h3", {}, `Pinned configurations (${this.pins.length} of ${MAX_PINS})`);
+      const title = h("h3", { id: "mme-compare-title" }, `Pinned configurations (${this.pins.length} of ${MAX_PINS})`);
       if (!res) {
         box.dataset.state = "pending";
         return box.replaceChildren(title, h("p", { class: "mme-doc", role: "status" },
@@ -148,6 +150,12 @@
             res.differs.map((d) => row(h("span", {}, d.label, h("br"), h("code", {}, d.field)),
               d.values.map((v) => h("td", {}, v)), { class: "mme-differs", "data-field": d.field }))))),
           recent || "");
+      }
+      if (this.pinShown) {
+        this.pinShown = false;
+        this.doneWorking();
+        this.showHere(title, res.errors ? res.errors.map((e) => e.message).join(" ")
+          : `Pinned: ${res.pins.length} configuration${res.pins.length > 1 ? "s" : ""} side by side.`);
       }
       box.dispatchEvent(new CustomEvent("compare:done", { bubbles: true }));
     }

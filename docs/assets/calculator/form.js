@@ -9,6 +9,8 @@
   const h = window.mmeRender.h;
   const show = (v) => (v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v));
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  // A value as the link spells it ("2", "true", "null") is the option's value (2, true, null).
+  const alike = (a, b) => same(a, b) || (typeof b === "string" && (b === "null" ? a === null : show(a) === b));
 
   window.mmeForm = {
     quickControl(q) {
@@ -22,14 +24,17 @@
           "aria-label": `${dir === "down" ? "Previous" : "Next"} valid ${q.label.toLowerCase()}`,
           onclick: () => { const s = this.steps && this.steps[q.path]; const v = s && s[dir === "down" ? 0 : 1];
                            if (v) this.apply({ [q.path]: v }, q.path); } }, dir === "down" ? "−" : "+");
-        control = h("span", { class: "mme-stepper" }, step("down"), input, step("up"));
-        this.quick.set(q.path, { input, kind: "number" });
+        const down = step("down"), up = step("up");
+        control = h("span", { class: "mme-stepper" }, down, input, up);
+        this.quick.set(q.path, { input, kind: "number", down, up });
       } else {
         const select = h("select", { id });
         select.addEventListener("change", () => {
           const opt = this.choices[q.path] && this.choices[q.path][Number(select.value)];
           this.via = "quick";
-          if (opt) this.apply({ [q.path]: opt.value, ...(opt.set || {}) }, q.path);
+          if (!opt) return;
+          this.companionNote(q, opt);
+          this.apply({ [q.path]: opt.value, ...(opt.set || {}) }, q.path);
         });
         control = select;
         this.quick.set(q.path, { input: select, kind: "select" });
@@ -38,6 +43,33 @@
       return [h("div", { class: "mme-q", "data-path": q.path },
         h("label", { for: id, title: spec ? `${spec.label} (${spec.name})` : q.label }, q.label), control),
         h("div", { class: "mme-err mme-q-err", id: `${id}-err`, hidden: true, "data-label": q.label })];
+    },
+
+    /* A quick choice that brought companion changes (EP 8 with sequence parallelism and ETP 1, as Megatron-Core's
+       rules ask: Python's advice says which and why): said under the quick controls, with an Undo. */
+    companionNote(q, opt) {
+      const box = this.companionBox;
+      if (!box) return;
+      if (!opt.also) { box.hidden = true; box.replaceChildren(); return; }
+      const prev = {};
+      for (const p of [q.path, ...Object.keys(opt.set || {})]) prev[p] = this.state.values[p];
+      const words = Object.entries(opt.also).map(([p, v]) => {
+        const spec = this.specs.get(p) || { label: p };
+        return `${spec.label} ${v === true ? "on" : v === false ? "off" : show(v)}`;
+      });
+      box.replaceChildren(h("span", {}, `${q.label} ${opt.label} also set ${words.join(" and ")}`,
+        opt.why ? ` (without: ${opt.why})` : "", ". "),
+        h("button", { type: "button", class: "mme-fix mme-undo", onclick: () => {
+          for (const [p, v] of Object.entries(prev)) {
+            if (v === undefined) delete this.state.values[p]; else this.state.values[p] = v;
+          }
+          box.hidden = true;
+          box.replaceChildren();
+          this.fill(true);
+          this.compute(q.path);
+          this.writeURL("push");
+        } }, "Undo"));
+      box.hidden = false;
     },
 
     section(sec) {
@@ -146,13 +178,17 @@
         const v = values[path] === undefined ? this.specs.get(path).default : values[path];
         if (q.kind === "number") {
           if (all || q.input !== document.activeElement) put(q.input, "value", show(v));
+          // A stepper with no valid value on its side (Python's advice: steps) is disabled, not silent.
+          const s = this.steps && this.adviceKey === JSON.stringify(this.state) ? this.steps[path] : undefined;
+          put(q.down, "disabled", Boolean(s) && !s[0]);
+          put(q.up, "disabled", Boolean(s) && !s[1]);
           continue;
         }
         const opts = this.choices[path] || [];
         const key = JSON.stringify([opts, v === undefined ? null : v]);
         if (q.key === key && !all) continue;           // the same list and value: leave the select alone
         q.key = key;
-        const i = opts.findIndex((o) => same(o.value, v === undefined ? null : v));
+        const i = opts.findIndex((o) => alike(o.value, v === undefined ? null : v));
         const list = opts.map((o, k) => h("option", { value: String(k) }, o.label));
         if (i < 0) list.push(h("option", { value: "", disabled: true }, `${show(v) || "none"}` +
           (opts.length ? " (not valid for this model)" : "")));
@@ -208,7 +244,8 @@
         h("ul", {}, note.messages.map((m) => h("li", {}, m))),
         note.hint ? h("p", {}, note.hint[0].toUpperCase() + note.hint.slice(1) + ".") : null,
         note.fixes.length ? h("p", { class: "mme-fixes" }, "Try: ", note.fixes.map((f) =>
-          h("button", { type: "button", class: "mme-fix", onclick: () => this.apply(f.set) }, f.label))) : null);
+          h("button", { type: "button", class: "mme-fix", onclick: (ev) => this.applyHere(f.set, undefined, ev.currentTarget, f.label) },
+            f.label))) : null);
     }
   };
 })();

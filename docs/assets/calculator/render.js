@@ -180,7 +180,7 @@
         `${res.seconds || 0} s`));
       return box;
     }
-    box.append(h("h3", {}, `Layouts that fit ${res.gpus ? res.gpus.toLocaleString("en-US") + " × " : ""}${res.gpu || "the GPU"}`));
+    box.append(h("h3", { id: "mme-layouts-title" }, `Layouts that fit ${res.gpus ? res.gpus.toLocaleString("en-US") + " × " : ""}${res.gpu || "the GPU"}`));
     if (res.errors) {
       box.append(h("p", { class: "mme-err" }, res.errors.map((e) => e.message).join(" ")));
       return box;

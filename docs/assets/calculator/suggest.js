@@ -47,11 +47,14 @@
           "Looking for the cheapest changes that make it fit…"));
       }
       box.dataset.state = res.errors ? "error" : "done";
+      // Why the levers the verdict can name are not in the list (Python's words: estimator.plan.suggest).
+      const why = (res.not_proposed || []).length ? h("div", { class: "mme-not-proposed" },
+        h("p", { class: "mme-doc" }, "Not proposed:"), h("ul", {}, res.not_proposed.map((t) => h("li", {}, t)))) : "";
       if (res.errors) {
         box.replaceChildren(title, h("p", { class: "mme-err" }, res.errors.map((e) => e.message).join(" ")));
       } else if (!res.suggestions.length) {
         box.replaceChildren(title, h("p", {}, "No single change, nor two together, makes every stage fit " +
-          `${res.capacity}. `, "Find layouts that fit searches every layout of this model on these GPUs."));
+          `${res.capacity}. `, "Find layouts that fit searches every layout of this model on these GPUs."), why);
       } else {
         box.replaceChildren(title,
           h("p", { class: "mme-doc" }, `The cheapest changes first after which every stage fits ${res.gpu} ` +
@@ -61,10 +64,10 @@
             "data-levers": s.levers.join(" "), "data-gpus": s.num_gpus },
             h("div", { class: "mme-fit-head" },
               h("button", { type: "button", class: "mme-fix mme-apply", "aria-label": `Apply: ${s.label}`,
-                            onclick: () => this.apply(s.set, "suggest") }, "Apply"),
+                            onclick: (ev) => this.applyHere(s.set, "suggest", ev.currentTarget, s.label) }, "Apply"),
               h("span", { class: "mme-fit-label" }, s.label)),
             h("div", { class: "mme-fit-figures" }, `peak ${s.peak} (saves ${s.saved}), ${s.cost}`),
-            h("code", { class: "mme-fit-flags", title: "The estimate flags that apply it" }, s.cli_flags.join(" "))))));
+            h("code", { class: "mme-fit-flags", title: "The estimate flags that apply it" }, s.cli_flags.join(" "))))), why);
       }
       box.dispatchEvent(new CustomEvent("suggest:done", { bubbles: true, detail: { ms: fit.ms } }));
     }

@@ -66,7 +66,8 @@ def assumptions(r) -> list[str]:
                    + ".")
     if tr.peft:
         tm = ", ".join(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
-        out.append(f"PEFT {tr.peft.upper()} rank {tr.peft_dim} on {tm}: base weights frozen (no gradients, no "
+        name = {"lora": "LoRA", "dora": "DoRA"}.get(tr.peft, tr.peft)
+        out.append(f"PEFT {name} rank {tr.peft_dim} on {tm}: base weights frozen (no gradients, no "
                    "optimizer states); frozen linears save no input, each adapter saves its input and its "
                    "rank-wide bottleneck" + ("; DoRA also keeps the pre-magnitude output" if tr.peft == "dora" else "")
                    + ".")

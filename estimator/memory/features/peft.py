@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..activations import LayerActivations
 
-__all__ = ["TARGETS", "adapter_params", "peft_activations", "dora_transient"]
+__all__ = ["TARGETS", "adapter_params", "adapter_total", "peft_activations", "dora_transient"]
 
 #: Megatron-Bridge's default target modules (LoRA.target_modules).
 TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
@@ -63,6 +63,16 @@ def adapter_params(r) -> int:
         if dora:
             n += o // t if column else o
     return n
+
+
+def adapter_total(r) -> int:
+    """Trainable adapter parameters of the whole model (every decoder layer, unsplit): r x (in + out) per adapted
+    linear, and DoRA's magnitude vector of ``out``. Llama 3 70B, LoRA rank 16 on all four: 80 x 16 x ((8192 + 10240)
+    + (8192 + 8192) + (8192 + 57344) + (28672 + 8192)) = 175,636,480."""
+    rank, dora = r.cfg.training.peft_dim, r.cfg.training.peft == "dora"
+    shapes = _shapes(r)
+    per_layer = sum(rank * (shapes[n][0] + shapes[n][1]) + (shapes[n][1] if dora else 0) for n in targets(r))
+    return r.L * per_layer
 
 
 def peft_activations(r, a: LayerActivations) -> LayerActivations:

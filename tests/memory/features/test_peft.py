@@ -86,3 +86,33 @@ def test_peft_rules():
         est({"peft": "lora", "peft_dim": 3, "world_size": 2}, {"tensor_model_parallel_size": 2})
     with pytest.raises(ConfigError, match="applies only with peft"):
         est({"peft_target_modules": ["linear_qkv"]})
+
+
+def test_trainable_adapter_count_of_llama_3_70b_lora():
+    """Issue 29 item 4: the whole model's trainable adapters, as the preset's note counts them by hand: LoRA rank 16
+    on qkv (8192 -> 10240), proj (8192 -> 8192), fc1 (8192 -> 2 x 28672) and fc2 (28672 -> 8192) of 80 layers:
+    80 x 16 x (18432 + 16384 + 65536 + 36864) = 175,636,480. DoRA adds each linear's output-sized magnitude:
+    80 x (10240 + 8192 + 57344 + 8192) = 6,717,440 more."""
+    from estimator.config.load import config_from_dict
+    from estimator.formats.presets import load_preset
+    from estimator.memory.features.peft import adapter_total
+    from estimator.model.resolve import resolve
+    cfg = load_preset("llama-3-70b-lora").to_dict()
+    assert adapter_total(resolve(config_from_dict(cfg))) == 175_636_480
+    cfg["training"]["peft"] = "dora"
+    assert adapter_total(resolve(config_from_dict(cfg))) == 175_636_480 + 6_717_440
+
+
+def test_lora_view_says_lora_and_its_assumptions_agree():
+    """Issue 29 item 4: with the LoRA preset the headline and summary say LoRA rank 16, the parameters line gives the
+    175.64 M trainable adapters, and no assumption says the frozen base has gradients or optimizer states."""
+    import json
+    from estimator import web
+    res = json.loads(web.handle(json.dumps({"op": "compute", "state": {"preset": "llama-3-70b-lora", "values": {}}})))
+    v = res["view"]
+    assert "LoRA rank 16" in v["headline"]
+    assert "LoRA adapters of rank 16" in v["summary"]
+    assert "175.64 M trainable" in v["parameters"]
+    first = v["assumptions"][0]
+    assert "of each trainable adapter parameter" in first and "frozen base weights take 2 B each" in first
+    assert not any(a.endswith("per parameter (no distributed optimizer: nothing sharded).") for a in v["assumptions"])
