@@ -527,13 +527,9 @@ def _moe(r: _Reader, m: dict) -> None:
             m["moe_shared_expert_gate"] = True
 
 
-def _deepseek(r: _Reader, m: dict) -> None:
-    """DeepSeek-V2/V3 (and Moonlight): multi-latent attention, first-k-dense MoE, shared experts, MTP."""
-    mt, L = r.mt, m["num_layers"]
-    for key in ("attention_bias", "mlp_bias"):
-        if r.flag(key):
-            raise UnsupportedError(f"config.json:{key} = true for {mt}: biases on the MLA or MoE projections "
-                                   "have no Megatron-Core equivalent")
+def _mla(r: _Reader, m: dict) -> None:
+    """Multi-latent attention as DeepSeek-V2/V3 write it (and GLM-4.7-Flash after them): the q and kv latent
+    ranks (q_lora_rank optional), the nope / rope / v head dims, and the latent norms."""
     m["multi_latent_attention"] = True
     m["qk_layernorm"] = True
     q_lora = r.int("q_lora_rank", required=False)
@@ -543,6 +539,16 @@ def _deepseek(r: _Reader, m: dict) -> None:
     m["qk_head_dim"] = r.int("qk_nope_head_dim")
     m["qk_pos_emb_head_dim"] = r.int("qk_rope_head_dim")
     m["v_head_dim"] = r.int("v_head_dim")
+
+
+def _deepseek(r: _Reader, m: dict) -> None:
+    """DeepSeek-V2/V3 (and Moonlight): multi-latent attention, first-k-dense MoE, shared experts, MTP."""
+    mt, L = r.mt, m["num_layers"]
+    for key in ("attention_bias", "mlp_bias"):
+        if r.flag(key):
+            raise UnsupportedError(f"config.json:{key} = true for {mt}: biases on the MLA or MoE projections "
+                                   "have no Megatron-Core equivalent")
+    _mla(r, m)
     m["ffn_hidden_size"] = r.int("intermediate_size")
     experts = r.int("n_routed_experts", required=False)
     if experts:
@@ -1064,15 +1070,7 @@ def _glm4_moe_lite(r: _Reader, m: dict) -> None:
     _glm_required(r, "num_nextn_predict_layers")
     for key in ("attention_bias", "mlp_bias"):
         _refuse_true(r, key, why="biases on the MLA or MoE projections have no Megatron-Core equivalent")
-    m["multi_latent_attention"] = True
-    m["qk_layernorm"] = True
-    q_lora = r.int("q_lora_rank", required=False)
-    if q_lora:
-        m["q_lora_rank"] = q_lora
-    m["kv_lora_rank"] = r.int("kv_lora_rank")
-    m["qk_head_dim"] = r.int("qk_nope_head_dim")
-    m["qk_pos_emb_head_dim"] = r.int("qk_rope_head_dim")
-    m["v_head_dim"] = r.int("v_head_dim")
+    _mla(r, m)
     m["ffn_hidden_size"] = r.int("intermediate_size")
     r.int("num_key_value_heads", required=False)
     r.int("head_dim", required=False)
