@@ -7,6 +7,7 @@ JSON, set only for a Python-computed result), its ``data-state``, and the events
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 RESULTS = ".mme-results"
 # Counts every answer the page rendered, so a test can wait for the one its own action caused.
@@ -82,3 +83,17 @@ def calc(page, expr: str):
     """Evaluate ``expr`` with ``c`` bound to the page's calculator."""
     return page.evaluate(f"(() => {{ const c = document.querySelector('[data-mme-calculator]').calculator; "
                          f"return {expr}; }})()")
+
+
+@contextmanager
+def viewport_page(browser, viewport: dict):
+    """A page of its own context at ``viewport``; the test fails on an uncaught error in the page."""
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield page
+        assert not errors, errors
+    finally:
+        context.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from _calc import RESULTS, events, open_page, wait
+from _calc import RESULTS, events, open_page, viewport_page, wait
 
 URL = ("calculator/?preset=llama-3-70b-lora&gpu=H100-80GB&training.seq_length=8192&training.micro_batch_size=2")
 VIEWPORTS = [{"width": 1280, "height": 900}, {"width": 390, "height": 844}]
@@ -50,11 +50,7 @@ def _pressed(page, sel: str) -> dict:
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=["desktop", "phone"])
 def test_search_pin_and_apply_land_where_the_eye_is(browser, site_url, viewport):
-    context = browser.new_context(viewport=viewport)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with viewport_page(browser, viewport) as page:
         assert open_page(page, site_url + URL) == "done"
         page.evaluate("() => { window.__mme.compares = 0; document.addEventListener('compare:done', "
                       "() => window.__mme.compares++, true); }")
@@ -86,6 +82,3 @@ def test_search_pin_and_apply_land_where_the_eye_is(browser, site_url, viewport)
         page.wait_for_timeout(100)
         got = _landed(page, RESULTS)
         assert got["said"].startswith(f"Applied: {label}."), got
-        assert not errors, errors
-    finally:
-        context.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from _calc import open_page
+from _calc import open_page, viewport_page
 
 VIEWPORTS = [{"width": 1280, "height": 900}, {"width": 390, "height": 844}]
 URL = "calculator/?preset=llama-3-70b-lora&gpu=H100-80GB&training.seq_length=8192&training.micro_batch_size=2"
@@ -22,11 +22,7 @@ URL = "calculator/?preset=llama-3-70b-lora&gpu=H100-80GB&training.seq_length=819
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=["desktop", "phone"])
 def test_lora_is_said_and_make_it_fit_names_sequence_parallelism(browser, site_url, viewport):
-    context = browser.new_context(viewport=viewport)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with viewport_page(browser, viewport) as page:
         assert open_page(page, site_url + URL) == "done"
         assert "LoRA rank 16" in page.inner_text(".mme-sticky")
         summary = page.inner_text(".mme-summary")
@@ -43,6 +39,3 @@ def test_lora_is_said_and_make_it_fit_names_sequence_parallelism(browser, site_u
         why = page.inner_text(".mme-not-proposed")
         assert "Expert parallelism: a dense model has no experts" in why and "FSDP: nothing to shard over" in why
         assert page.is_visible(".mme-not-proposed")
-        assert not errors, errors
-    finally:
-        context.close()
