@@ -118,7 +118,8 @@ def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
     requires add_bias_linear false and, with context parallelism, cp_comm_type allgather;
     ``absorbed_mla.py`` ``AbsorbedMLASelfAttention.__init__`` requires sequence parallelism with TP > 1 and no
     FP8/FP4 with the mla_up_proj recompute; the indexer needs its heads, head width (at least the rotary width it
-    splits off) and top-k. Cross-layer top-k sharing (dsa_indexer_topk_freq > 1) and FP8 are not modelled."""
+    splits off) and top-k. FP8 is not modelled (nor cross-layer top-k sharing, which has no field: the importers
+    refuse --dsa-indexer-topk-freq above 1)."""
     m, par, tr = cfg.model, cfg.parallelism, cfg.training
     out: list[Problem] = []
 
@@ -140,9 +141,6 @@ def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
     if m.dsa_indexer_head_dim is not None and m.dsa_indexer_head_dim < rope:
         add("dsa_indexer_head_dim", m.dsa_indexer_head_dim, f"must be at least qk_pos_emb_head_dim ({rope}): the "
             "indexer applies RoPE to that many channels of each head")
-    if m.dsa_indexer_topk_freq != 1:
-        add("dsa_indexer_topk_freq", m.dsa_indexer_topk_freq, "only 1 is modelled: cross-layer top-k sharing (layers "
-            "without an indexer reusing another layer's top-k) is not")
     if m.add_bias_linear:
         add("add_bias_linear", True, "must be false with DeepSeek sparse attention (AbsorbedMLASelfAttention)")
     if par.tensor_model_parallel_size > 1 and not tr.sequence_parallel:

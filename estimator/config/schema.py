@@ -301,10 +301,6 @@ class ModelConfig:
     dsa_indexer_topk: int | None = _f(None, "DeepSeek sparse attention: keys each query attends to (2048; "
                                       "Hugging Face index_topk). Required with dsa.", type="int", min=1,
                                       max=MAX_TOKENS, flag="--dsa-indexer-topk")
-    dsa_indexer_topk_freq: int = _f(1, "DeepSeek sparse attention: compute the top-k every this many layers and "
-                                    "reuse it in between (cross-layer sharing). Only 1 (every layer has its own "
-                                    "indexer) is modelled.", type="int", min=1, max=MAX_LAYERS,
-                                    flag="--dsa-indexer-topk-freq")
     dsa_indexer_loss_coeff: float | None = _f(None, "DeepSeek sparse attention: weight of the indexer's KL loss "
                                               "against the attention scores; above 0 the indexer runs with "
                                               "autograd and keeps its q, k, weights and inputs for the backward "

@@ -252,7 +252,7 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "moe_layer_start_index": MAX_LAYERS, "moe_layer_interval": MAX_LAYERS, "moe_layer_end_index": MAX_LAYERS,
              "num_shared_experts": MAX_EXPERTS, "moe_num_shared_experts": MAX_EXPERTS,
              "index_n_heads": "dsa_indexer_n_heads", "index_head_dim": "dsa_indexer_head_dim",
-             "index_topk": "dsa_indexer_topk", "index_topk_freq": "dsa_indexer_topk_freq",
+             "index_topk": "dsa_indexer_topk", "index_topk_freq": MAX_LAYERS,
              "index_skip_topk_offset": MAX_LAYERS, "qk_head_dim": MAX_WIDTH}
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.
 _ZERO_IS_NONE = frozenset({"q_lora_rank", "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
@@ -1120,8 +1120,8 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
     loss on at 0.001), and :func:`_glm_router`'s MoE with the shared expert n_shared_experts x
     moe_intermediate_size and no aux-loss coefficient. qk_head_dim, where given, must be qk_nope_head_dim +
     qk_rope_head_dim (the bridge derives the rotary width from it); num_key_value_heads, head_dim and
-    indexer_rope_interleave change no tensor. index_topk_freq other than 1 (cross-layer top-k sharing) is passed
-    on and refused by the configuration rules. num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    indexer_rope_interleave change no tensor. index_topk_freq other than 1 (cross-layer top-k sharing, which
+    builds no indexer in the layers that reuse another's top-k) is refused. num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
     _glm_required(r, "num_nextn_predict_layers")
     for key in ("attention_bias", "mlp_bias"):
         _refuse_true(r, key, why="biases on the MLA or MoE projections have no Megatron-Core equivalent")
@@ -1137,7 +1137,9 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
     _dsa_indexer(r, m)
     freq = r.int("index_topk_freq", 1)
     if freq != 1:
-        m["dsa_indexer_topk_freq"] = freq
+        raise UnsupportedError(f"config.json:index_topk_freq = {freq} for {r.mt}: cross-layer top-k sharing (layers "
+                               "without an indexer of their own reusing another layer's top-k) is not modelled; "
+                               "only 1 is")
     r.int("index_skip_topk_offset", 0)
     m["dsa_indexer_loss_coeff"] = 0.001
     _glm_router(r, m, shared_times_count=True, aux_coeff=0.0)
