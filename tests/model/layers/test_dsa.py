@@ -182,3 +182,24 @@ def test_megatron_lm_flags():
     from estimator import EstimatorError
     with pytest.raises(EstimatorError, match="dsa-indexer-topk-freq"):
         read_megatron_args(cmd + " --dsa-indexer-topk-freq 4", world_size=1)
+
+
+def test_bridge_glm5_provider_fields():
+    """Megatron-Bridge's GLM-5 provider (glm_moe_dsa/glm5_bridge.py @ 067f987d) sets experimental_attention_variant
+    dsa, the indexer's shape, dsa_indexer_loss_coeff 0.001, dsa_indexer_use_sparse_loss, rotate_activation off and
+    the key norm's epsilon: the shape and the loss are read, the numerics have no memory effect, and cross-layer
+    sharing above 1 is refused by name."""
+    from estimator.formats.bridge.config import BridgeRefusedError, read_bridge_config
+    model = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 512,
+             "vocab_size": 1000, "seq_length": 64, "add_bias_linear": False, "normalization": "RMSNorm",
+             "position_embedding_type": "rope", "multi_latent_attention": True, "q_lora_rank": 64, "kv_lora_rank": 32,
+             "qk_head_dim": 16, "qk_pos_emb_head_dim": 8, "v_head_dim": 16, "experimental_attention_variant": "dsa",
+             "dsa_indexer_n_heads": 2, "dsa_indexer_head_dim": 16, "dsa_indexer_topk": 8,
+             "dsa_indexer_loss_coeff": 0.001, "dsa_indexer_use_sparse_loss": True,
+             "dsa_indexer_rotate_activation": False, "dsa_indexer_k_norm_epsilon": 1e-6}
+    train = {"micro_batch_size": 1, "global_batch_size": 1}
+    m = read_bridge_config({"model": model, "train": train}, world_size=1).config["model"]
+    assert (m["experimental_attention_variant"], m["dsa_indexer_topk"], m["dsa_indexer_loss_coeff"]) == \
+        ("dsa", 8, 0.001)
+    with pytest.raises(BridgeRefusedError, match="dsa_indexer_topk_freq"):
+        read_bridge_config({"model": {**model, "dsa_indexer_topk_freq": 4}, "train": train}, world_size=1)
