@@ -40,9 +40,12 @@ then, by ``dsa_kernel_backend`` (``dsa.py`` ``_run_sparse_attention``):
   ``masked_fill`` calls save (~valid_mask of the expanded [b, hd, T, K] mask, 1 each); the top-k indices are not
   kept (they only build the mask, without autograd). Backward working set: 10 bytes per score element (the
   gradient of the bf16 probabilities, its fp32 copy and the fp32 gradient of the scores);
-- ``tilelang`` / ``cudnn``: the fused sparse MLA (``ops/tilelang_dsa.py`` ``fused_sparse_mla_absorbed``,
+- ``tilelang``: the fused sparse MLA (``ops/tilelang_dsa.py`` ``fused_sparse_mla_absorbed``,
   ``ops/sparse_mla.py`` ``SparseMLA`` saves q, kv and the indices): q copied per head, padded to at least 16
-  heads, B T max(hd, 16) (kv_lora + rope); the key B K (kv_lora + rope); the int32 top-k indices 4 T k.
+  heads, B T max(hd, 16) (kv_lora + rope); the key copied, B K (kv_lora + rope); the int32 top-k indices 4 T k;
+- ``cudnn``: ``dsa_cudnn_kernels.py`` ``FusedSparseAttentionFunc`` saves views of the absorbed q and the key
+  (B T hd (kv_lora + rope) + B K (kv_lora + rope)), the top-k indices (counted as int32, 4 T k), the latent
+  output (counted above) and the fp32 log-sum-exp 4 T hd.
 
 With the indexer loss (``dsa_indexer_loss_coeff`` > 0, on layers that compute the top-k) the indexer runs with
 autograd and ``FusedDSAIndexerLoss`` saves its q, weights and k, the detached query and key and the int64
@@ -135,8 +138,11 @@ def activations(r, c: Ctx) -> Part:
         core = 4 * T * hd * lat + 4 * K * lat + B * K * lat
         scores = 13 * score_elems
         bwd = 10 * score_elems
-    else:
+    elif x.backend == "tilelang":
         core = B * T * max(hd, 16) * lat + B * K * lat + 4 * T * x.topk
+        scores = bwd = 0
+    else:                                          # cudnn: views of q and the key, indices, fp32 log-sum-exp
+        core = B * T * hd * lat + B * K * lat + 4 * T * x.topk + 4 * T * hd
         scores = bwd = 0
     indexer = 0
     if x.loss:

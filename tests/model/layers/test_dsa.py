@@ -90,12 +90,15 @@ def test_dsa_layer_activations_by_hand():
     4 x 64 x 40 + 2 x 64 x 40 = 56,320; scores 13 x 4 x 64 x 64 = 212,992. Sum 126,976 + 56,320 + 212,992 =
     396,288 bytes.
     Fused (tilelang): the scores and fp32 copies give way to q copied with 16 heads 2 x 64 x 16 x 40 = 81,920,
-    the key 2 x 64 x 40 = 5120 and int32 indices 4 x 64 x 8 = 2048: 126,976 + 89,088 = 216,064.
+    the key 2 x 64 x 40 = 5120 and int32 indices 4 x 64 x 8 = 2048: 126,976 + 89,088 = 216,064. cuDNN: q and
+    the key as they are 2 x 64 x 4 x 40 + 5120 = 25,600, the indices 2048 and the fp32 log-sum-exp 4 x 64 x 4 =
+    1024: 126,976 + 28,672 = 155,648.
     The indexer loss adds q 2 x 64 x (2 x 16 + 2) + k 2 x 64 x 16 + k_norm input 2 x 64 x 16 + stats 8 x 64 +
     int64 indices 8 x 64 x 8 + the absorbed query 2 x 64 x 4 x 40 = 4352 + 2048 + 2048 + 512 + 4096 + 20,480 =
     33,536."""
     assert _dsa_layer().attention == 396_288
     assert _dsa_layer({"dsa_kernel_backend": "tilelang"}).attention == 216_064
+    assert _dsa_layer({"dsa_kernel_backend": "cudnn"}).attention == 155_648
     assert _dsa_layer({"dsa_indexer_loss_coeff": 0.001}).attention == 396_288 + 33_536
 
 
