@@ -63,7 +63,10 @@ and its backward (``bwd_fused_indexer_loss_naive``) recomputes the fp32 index sc
 
 Selective recompute: ``core_attn`` checkpoints all of DSAttention (``_checkpointed_attention_forward``; it
 keeps its inputs: the absorbed q and the key, B T hd (kv_lora + rope) + B T (kv_lora + rope)); ``mla_up_proj``
-recomputes the up-projection and absorption (``CheckpointWithoutOutput``), dropping the q from q_up.
+recomputes the up-projection and absorption (``CheckpointWithoutOutput``): it drops the q from q_up and frees its
+outputs, the absorbed q and the key, wherever a later tensor keeps them as they are (cuDNN's views, the indexer
+loss's detached query, the reference path's value, the core_attn checkpoint's inputs; not the key gathered over
+context parallelism, a new tensor).
 """
 
 from __future__ import annotations
@@ -134,8 +137,13 @@ def activations(r, c: Ctx) -> Part:
     lat_out = B * T * hd * r.kv_lora
     out = B * T * hd * r.v_dim
     score_elems = hd * T * r.s                     # b x hd x (s / cp) query rows x s keys
+    q_store, k_store = B * T * hd * lat, B * T * lat   # AbsorbedMLA's absorbed q and latent key (before cp)
+    # Which of those two storages a later tensor keeps (a view or the tensor itself): with cp > 1 DSAttention
+    # gathers the key into a new tensor.
+    q_kept = k_kept = False
     if x.backend == "none":
-        core = 4 * T * hd * lat + 4 * K * lat + B * K * lat
+        core = 4 * T * hd * lat + 4 * K * lat + B * K * lat    # fp32 q and key, the key (the value's view)
+        k_kept = r.cp == 1
         scores = 13 * score_elems
         bwd = 10 * score_elems
     elif x.backend == "tilelang":
@@ -143,25 +151,32 @@ def activations(r, c: Ctx) -> Part:
         scores = bwd = 0
     else:                                          # cudnn: views of q and the key, indices, fp32 log-sum-exp
         core = B * T * hd * lat + B * K * lat + 4 * T * x.topk + 4 * T * hd
+        q_kept, k_kept = True, r.cp == 1
         scores = bwd = 0
     indexer = 0
     if x.loss:
         n, d = x.heads, x.head_dim
         indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
-        indexer += B * T * hd * lat
+        if not q_kept:                             # the detached query FusedDSAIndexerLoss saves
+            indexer += q_store
+            q_kept = True
         if r.sp and r.t > 1:
             indexer += B * T * (h + r.q_lora)
         bwd += 4 * T * n * r.s
     saved = norm_in + norm_out + latent + q_up + v_copy + lat_out + out + core + scores + indexer
     recompute = 0
     if "core_attn" in c.modules:
+        # the checkpoint keeps its inputs, the absorbed q and the latent key, and drops what DSAttention saved
         dropped = core + scores + indexer + lat_out + v_copy
-        kept_inputs = B * T * hd * lat + B * T * lat
-        saved += kept_inputs - dropped
+        saved += q_store + k_store - dropped
         recompute += dropped
+        q_kept = k_kept = True
     if "mla_up_proj" in c.modules:
-        saved -= q_up
-        recompute += q_up
+        # CheckpointWithoutOutput drops q from q_up and frees its outputs (the absorbed q and the latent key)
+        # until the backward pass recomputes them
+        freed = q_up + (q_store if q_kept else 0) + (k_store if k_kept else 0)
+        saved -= freed
+        recompute += freed
     named = None
     if c.parts:
         named = {"norm_in": norm_in, "norm_out": norm_out, "latent": latent, "qkv": q_up, "attn_out": out,

@@ -105,10 +105,15 @@ def test_dsa_layer_activations_by_hand():
 def test_dsa_recompute():
     """core_attn checkpoints DSAttention: it keeps its inputs, the absorbed q 2 x 64 x 4 x 40 = 20,480 and the key
     2 x 64 x 40 = 5120, and drops the core (56,320), the scores (212,992), the latent output (16,384) and the v
-    copy (4096): 396,288 - 289,792 + 25,600 = 132,096. mla_up_proj drops the q from q_up (12,288)."""
+    copy (4096): 396,288 - 289,792 + 25,600 = 132,096. mla_up_proj (CheckpointWithoutOutput) drops the q from q_up
+    (12,288) and frees its outputs where they are kept as they are: the latent key the reference path keeps as the
+    value (5120): 396,288 - 17,408 = 378,880; with cuDNN also the absorbed q its kernel keeps a view of (20,480):
+    155,648 - 12,288 - 5120 - 20,480 = 117,760."""
     sel = {"recompute_granularity": "selective"}
     assert _dsa_layer(training={**sel, "recompute_modules": ["core_attn"]}).attention == 132_096
-    assert _dsa_layer(training={**sel, "recompute_modules": ["mla_up_proj"]}).attention == 396_288 - 12_288
+    up = {**sel, "recompute_modules": ["mla_up_proj"]}
+    assert _dsa_layer(training=up).attention == 378_880
+    assert _dsa_layer({"dsa_kernel_backend": "cudnn"}, training=up).attention == 117_760
 
 
 def test_dsa_scores_are_quadratic_in_the_sequence_and_split_over_tp():
