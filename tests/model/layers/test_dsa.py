@@ -211,3 +211,17 @@ def test_bridge_glm5_provider_fields():
         ("dsa", 8, 0.001)
     with pytest.raises(BridgeRefusedError, match="dsa_indexer_topk_freq"):
         read_bridge_config({"model": {**model, "dsa_indexer_topk_freq": 4}, "train": train}, world_size=1)
+
+
+def test_megatron_lm_export_round_trip():
+    """The exported launch arguments carry the variant, the indexer's shape, the loss and the kernels; read back,
+    they give the same model (GLM-5: the same parameter count)."""
+    from estimator.formats.megatron_args import to_megatron_args
+    cfg = {"model": {**from_hf_config("zai-org/GLM-5"), "dsa_kernel_backend": "tilelang"},
+           "training": {"world_size": 8, "seq_length": 4096, "sequence_parallel": True},
+           "parallelism": {"tensor_model_parallel_size": 8}}
+    back = read_megatron_args(" ".join(to_megatron_args(cfg)), world_size=8).config
+    assert {k: v for k, v in back["model"].items() if k.startswith("dsa_")} == {
+        "dsa_indexer_n_heads": 32, "dsa_indexer_head_dim": 128, "dsa_indexer_topk": 2048,
+        "dsa_indexer_loss_coeff": 0.001, "dsa_kernel_backend": "tilelang"}
+    assert count_parameters_of(load_config(back)).total == count_parameters_of(load_config(cfg)).total
