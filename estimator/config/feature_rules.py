@@ -41,8 +41,9 @@ def feature_problems(cfg) -> list[Problem]:
                                  ("training.fine_grained_activation_offloading", True,
                                   tr.fine_grained_activation_offloading)):
             if on:
-                add(field, value, "not modelled for hybrid (Mamba) or linear-attention (gated delta net) layers "
-                    "yet: the estimator names the saved tensors of attention and MLP layers only")
+                add(field, value, "not modelled for hybrid (Mamba), linear-attention (gated delta net) or DeepSeek "
+                    "sparse attention layers yet: the estimator names the saved tensors of attention and MLP layers "
+                    "only")
         if tr.cuda_graph_impl == "full_iteration":
             add("training.cuda_graph_impl", "full_iteration", "the whole-iteration CUDA graph is not modelled for "
                 "hybrid (Mamba) or linear-attention (gated delta net) models yet (its model was checked on "
@@ -197,7 +198,11 @@ def feature_problems(cfg) -> list[Problem]:
         if "mamba" in mods and "M" not in main_layers:
             add("training.cuda_graph_modules", sorted(mods), "mamba captures Mamba layers and applies only to a "
                 "hybrid model with M layers in hybrid_layer_pattern")
-        if ("G" in main_layers or m.experimental_attention_variant) and (not mods or "attn" in mods):
+        if m.experimental_attention_variant == "dsa" and (not mods or "attn" in mods):
+            add("training.cuda_graph_modules", sorted(mods) or None, "CUDA graphs of DeepSeek sparse attention layers (captured "
+                "whole or with attn) are not modelled (the indexer's top-k and the sparse attention's masks are "
+                "data-dependent); capture only mlp or MoE parts, or no graphs")
+        elif ("G" in main_layers or m.experimental_attention_variant in ("gdn", "gated_delta_net")) and (not mods or "attn" in mods):
             # Megatron-Core (cuda_graphs.py _layer_is_graphable) captures a gated delta net layer, a TransformerLayer
             # whose self-attention is GatedDeltaNet, with attn or the whole layer.
             add("training.cuda_graph_modules", sorted(mods) or None, "CUDA graphs of gated delta net layers (captured "

@@ -75,8 +75,8 @@ REFUSED_VALUES = {
     "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
                                     "hybridep are)"),
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
-    "experimental_attention_variant": (("gdn", "gated_delta_net"), "only the gated delta net (gdn) is modelled; "
-                                       "gdn2 and DeepSeek sparse attention (dsa) are not"),
+    "experimental_attention_variant": (("gdn", "gated_delta_net", "dsa"), "only the gated delta net (gdn) and "
+                                       "DeepSeek sparse attention (dsa) are modelled; gdn2 is not"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.
