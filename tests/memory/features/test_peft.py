@@ -80,8 +80,14 @@ def test_llama3_70b_lora_trainable_states():
 
 
 def test_peft_rules():
-    with pytest.raises(ConfigError, match="MoE"):
-        est({"peft": "lora"}, model={"num_experts": 4})
+    with pytest.raises(ConfigError, match="no expert adapter path"):
+        est({"peft": "dora"}, model={"num_experts": 4})
+    with pytest.raises(ConfigError, match="is a LoRA option"):
+        est({"peft": "dora", "peft_sequence_parallel_input_regather": True})
+    with pytest.raises(ConfigError, match="applies only with an MoE model"):
+        est({"peft": "lora", "peft_share_expert_adapters": False})
+    with pytest.raises(ConfigError, match="applies only with peft"):
+        est({"peft_sequence_parallel_input_regather": True})
     with pytest.raises(ConfigError, match="divisible by tensor_model_parallel_size"):
         est({"peft": "lora", "peft_dim": 3, "world_size": 2}, {"tensor_model_parallel_size": 2})
     with pytest.raises(ConfigError, match="applies only with peft"):
