@@ -149,6 +149,12 @@ def feature_problems(cfg) -> list[Problem]:
             if "linear_fc1" in mlp_targets and tr.peft_dim % etp:
                 add("training.peft_dim", tr.peft_dim, f"the adapter rank ({tr.peft_dim}) must be divisible by "
                     f"expert_tensor_parallel_size ({etp}) for the experts' column-parallel linear_fc1")
+        if moe and tr.overlap_moe_expert_parallel_comm:
+            add("training.peft", tr.peft, "PEFT on an MoE model with overlap_moe_expert_parallel_comm is not "
+                "modelled (what the combined schedule's nodes keep of frozen experts and adapters)")
+        if moe and tr.cuda_graph_impl != "none":
+            add("training.peft", tr.peft, f"PEFT on an MoE model with cuda_graph_impl {tr.cuda_graph_impl} is not "
+                "modelled (the captured tensors of frozen experts and adapters)")
         if tr.peft == "dora" and tr.peft_sequence_parallel_input_regather:
             add("training.peft_sequence_parallel_input_regather", True, "is a LoRA option: Megatron-Bridge's DoRA "
                 "has no sequence_parallel_input_regather")

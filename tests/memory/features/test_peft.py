@@ -82,6 +82,9 @@ def test_llama3_70b_lora_trainable_states():
 def test_peft_rules():
     with pytest.raises(ConfigError, match="no expert adapter path"):
         est({"peft": "dora"}, model={"num_experts": 4})
+    with pytest.raises(ConfigError, match="overlap_moe_expert_parallel_comm is not modelled"):
+        est({"peft": "lora", "world_size": 2, "overlap_moe_expert_parallel_comm": True},
+            {"expert_model_parallel_size": 2}, model={"num_experts": 4})
     with pytest.raises(ConfigError, match="is a LoRA option"):
         est({"peft": "dora", "peft_sequence_parallel_input_regather": True})
     with pytest.raises(ConfigError, match="applies only with an MoE model"):
