@@ -234,3 +234,24 @@ def test_dora_on_moe_attention_only_is_modelled():
     att = {"peft_target_modules": ["linear_qkv", "linear_proj"]}
     lora, dora = (estimate(qwen({**att, "peft": v})).stages[0] for v in ("lora", "dora"))
     assert dora.gradients_bytes - lora.gradients_bytes == 4 * 48 * 3328
+
+
+def test_shared_experts_adapted_like_a_dense_mlp():
+    """An MoE model with shared experts (h 512, 8 heads of 64, 8 experts of width 256 top-2, shared width 512,
+    SwiGLU; 4 layers), TP 2 with sequence parallelism, EP 2, expert TP 1, seq 1024, LoRA rank 16. Adding linear_fc1 /
+    linear_fc2 to attention-only adapters, per layer (T = 1024, Tn = 512, R = 512 x 2 = 1024 routed rows):
+    routed experts: fc1's adapter keeps the permuted tokens 2 x 1024 x 512 = 1,048,576, fc2's the activation output
+    2 x 1024 x 256 = 524,288, bottlenecks 2 x 2 x 1024 x 16 = 65,536; shared experts (is_expert_linear excludes
+    them: dense adapters): fc2's adapter keeps the activation output 2 x 1024 x 512 / 2 = 524,288, fc1's gathers the
+    norm output itself, 2 x 1024 x 512 = 1,048,576, bottlenecks 65,536. 3,276,800 per layer, 13,107,200 for 4.
+    Trainable per GPU and layer: shared fc1 16 x (512 + 1024) / 2 = 12,288, fc2 16 x (512 + 512) / 2 = 8,192; routed
+    fc1 16 x (512 + 512) = 16,384, fc2 16 x (256 + 512) = 12,288: 49,152 x 4 = 196,608 more fp32 gradients."""
+    model = {**MODEL, "hidden_size": 512, "ffn_hidden_size": 1024, "num_experts": 8, "moe_ffn_hidden_size": 256,
+             "moe_router_topk": 2, "moe_shared_expert_intermediate_size": 512, "activation_func": "swiglu",
+             "gated_linear_unit": True}
+    par = {"tensor_model_parallel_size": 2, "expert_model_parallel_size": 2, "expert_tensor_parallel_size": 1}
+    tr = {"world_size": 4, "sequence_parallel": True, "seq_length": 1024, "peft": "lora", "peft_dim": 16}
+    att = estimate(make_config(model, par, {**tr, "peft_target_modules": ["linear_qkv", "linear_proj"]})).stages[0]
+    all4 = estimate(make_config(model, par, tr)).stages[0]
+    assert all4.activations_bytes - att.activations_bytes == 4 * 3_276_800
+    assert all4.gradients_bytes - att.gradients_bytes == 4 * 4 * 49_152
