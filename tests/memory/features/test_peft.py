@@ -255,3 +255,18 @@ def test_shared_experts_adapted_like_a_dense_mlp():
     all4 = estimate(make_config(model, par, tr)).stages[0]
     assert all4.activations_bytes - att.activations_bytes == 4 * 3_276_800
     assert all4.gradients_bytes - att.gradients_bytes == 4 * 4 * 49_152
+
+
+def test_moonlight_lora_on_proj_and_mlps_counts_every_adapted_linear():
+    """Moonlight-16B-A3B (27 layers, h 2048, MLA with 16 heads of value width 128, the first layer dense of width
+    11264, then 26 MoE layers: 64 experts of width 1408, shared experts of width 2816, SwiGLU), LoRA rank 32 on
+    linear_proj, linear_fc1, linear_fc2. proj 32 x (16 x 128 + 2048) = 131,072 x 27 = 3,538,944; dense layer
+    32 x (2048 + 22528) + 32 x (11264 + 2048) = 1,212,416; each MoE layer: shared 32 x (2048 + 5632)
+    + 32 x (2816 + 2048) = 401,408, routed 32 x (2048 + 2816) + 32 x (1408 + 2048) = 266,240, x 26 = 17,358,848.
+    Together 22,110,208."""
+    from estimator.config.load import config_from_dict
+    from estimator.memory.features.peft import adapter_total
+    from estimator.model.resolve import resolve
+    cfg = load_preset("moonlight-16b-a3b").to_dict()
+    cfg["training"].update(peft="lora", peft_target_modules=["linear_proj", "linear_fc1", "linear_fc2"])
+    assert adapter_total(resolve(config_from_dict(cfg))) == 22_110_208
