@@ -688,6 +688,16 @@ class TrainingConfig:
     peft_target_modules: list[str] | None = _f(None, "Linear layers that get adapters.", type="str_list",
                                                choices=("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"),
                                                derived="all four (Megatron-Bridge's default)")
+    peft_share_expert_adapters: bool = _f(True, "Megatron-Bridge LoRA.share_expert_adapters: one adapter on each "
+                                          "grouped-GEMM expert linear, shared by the rank's local experts "
+                                          "(replicated over the expert-parallel ranks); false gives each local "
+                                          "expert its own (E/ep times the expert adapters).", type="bool")
+    peft_sequence_parallel_input_regather: bool = _f(False, "Megatron-Bridge LoRA.sequence_parallel_input_regather:"
+                                                     " the LoRA-A of each linear_qkv / linear_fc1 adapter (not "
+                                                     "experts) keeps its sequence-parallel local input and "
+                                                     "all-gathers it again in backward, instead of keeping the "
+                                                     "gathered copy (needs sequence parallelism and TP > 1).",
+                                                     type="bool")
 
 
 @dataclass(frozen=True)

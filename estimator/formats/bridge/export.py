@@ -155,6 +155,9 @@ def to_bridge_dict(config) -> dict:
                        "dim": tr["peft_dim"], "alpha": tr["peft_alpha"]}
         if tr.get("peft_target_modules"):
             out["peft"]["target_modules"] = list(tr["peft_target_modules"])
+        for key, default in (("share_expert_adapters", True), ("sequence_parallel_input_regather", False)):
+            if tr.get("peft_" + key, default) != default:
+                out["peft"][key] = tr["peft_" + key]
     return {k: v for k, v in out.items() if v}
 
 
