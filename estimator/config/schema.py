@@ -596,8 +596,9 @@ class TrainingConfig:
         "and width, sized once from the first step's average rows in flight x "
         "moe_paged_stash_buffer_size_factor_cuda, plus a pinned host buffer x ..._cpu for what does not fit; "
         "they come back one layer at a time in the backward pass. Acts only where Transformer Engine's fused "
-        "grouped MLP runs (use_transformer_engine_op_fuser, fp8_recipe mxfp8, moe_grouped_gemm); a step that "
-        "overflows both buffers is rerun without it.", type="bool", flag="--moe-paged-stash")
+        "grouped MLP runs (use_transformer_engine_op_fuser, fp8_recipe mxfp8, moe_grouped_gemm; at run time also "
+        "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 and a compute-capability-10 GPU, B200 / GB200 / B300 / GB300, which the "
+        "estimate assumes); a step that overflows both buffers is rerun without it.", type="bool", flag="--moe-paged-stash")
     moe_paged_stash_page_size: int = _f(64, "Token rows per page of the paged stash: each buffer holds a whole "
                                         "number of pages.", type="int", unit="tokens", min=1, max=MAX_TOKENS,
                                         flag="--moe-paged-stash-page-size")

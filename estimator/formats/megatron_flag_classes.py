@@ -407,7 +407,9 @@ _put(_R, "overlap_dispatch_backward_with_experts_wgrad",
      "keep their inputs and output gradients through the unpermutation's backward; not modelled "
      "(--delay-wgrad-compute under expert-parallel overlap is)")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
-_put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
+_put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
+     "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
+     "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")
 _put(_R, "fp4 fp4_recipe fp4_quantizer_factory fp4_param_gather", "FP4 training is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",

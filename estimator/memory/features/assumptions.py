@@ -94,7 +94,9 @@ def assumptions(r) -> list[str]:
                        + (f" and pinned host buffers of {tr.moe_paged_stash_buffer_size_factor_cpu:g} x"
                           if tr.moe_paged_stash_buffer_size_factor_cpu else "")
                        + f", in pages of {tr.moe_paged_stash_page_size} rows; one layer's come back at the budget's "
-                       "rows in the backward pass. A step whose received rows overflow the buffers is rerun without "
+                       "rows in the backward pass (Transformer Engine's fused grouped MLP assumed: "
+                       "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 on a compute-capability-10 GPU). A step whose received rows "
+                       "overflow the buffers is rerun without "
                        "the stash: the estimate then keeps the budget's rows, an upper bound on the rerun's. The first "
                        "(capture) step, which stashes nothing, is not estimated apart.")
         else:

@@ -9,8 +9,10 @@ What is stashed. ``_fused_forward`` (the op-fuser path, ``use_transformer_engine
 autograd saves that carries Transformer Engine's ``grouped_tensor_scale_inv`` mark into a ``PagedTensor``. Only
 TE's fused grouped MLP marks its saved tensors (grouped_mlp.py: ``mark_grouped_tensor(saved_fc1_x,
 activation_in, scales, grouped_fc2_x)``), and ``fuse_grouped_mlp_ops`` builds it only for the mxfp8 (or nvfp4)
-recipes, on GPUs its CuTe DSL kernels support: the fc1 input, the activation's input (fc1's output), the routing
-probabilities and the fc2 input. Elsewhere nothing is marked, nothing is stashed, and no buffer is allocated
+recipes and where ``_GroupedMLP_CuTeGEMMBase.is_supported()`` holds: the environment variable
+``NVTE_CUTEDSL_FUSED_GROUPED_MLP`` above 0, a GPU of compute capability 10 (B200, GB200, B300, GB300) and cuDNN's
+frontend kernels; the estimate assumes them whenever the fields ask for the stash (without them it would do nothing).
+What it keeps: the fc1 input, the activation's input (fc1's output), the routing probabilities and the fc2 input. Elsewhere nothing is marked, nothing is stashed, and no buffer is allocated
 (``allocate_stash_buffers`` finds no sizes): the estimate is then that of the budget alone
 (:func:`estimator.model.layers.moe.rank_budget`). These are, in this estimator's terms, the MoE layer's
 ``expert_in``, ``expert_fc1_out`` and ``expert_act_out`` (the probabilities are not counted, like the other per-row
