@@ -23,6 +23,7 @@ import pytest
 from estimator import ConfigError, estimate, load_config
 from estimator.memory.activations import layer_activations
 from estimator.memory.features import paged_stash
+from estimator.memory.timeline import stage_timelines
 from estimator.model.layers import LayerKind
 from estimator.model.resolve import resolve
 from tests.conftest import make_config
@@ -98,6 +99,8 @@ def test_the_estimate_moves_the_tensors_into_the_buffers():
     assert on.activations_bytes - off.activations_bytes == LAYER - 2 * LAYER
     assert on.peak_phase == off.peak_phase == "forward_backward"
     assert on.allocated_bytes - off.allocated_bytes == 35_738_880 - LAYER    # two layers in flight: the stash costs
+    e = estimate(_cfg())
+    assert [line["peak_bytes"] for line in stage_timelines(e)] == [s.allocated_bytes for s in e.stages]
 
 
 @pytest.mark.parametrize("tr, pr", [
