@@ -205,13 +205,18 @@ def feature_problems(cfg) -> list[Problem]:
     elif tr.cuda_graph_impl == "full_iteration":
         if mods:
             add("training.cuda_graph_modules", sorted(mods), "must be empty with cuda_graph_impl: full_iteration")
-        if moe and not m.moe_pad_expert_input_to_capacity:
+        static = (m.moe_token_dispatcher_type == "flex" and m.moe_flex_dispatcher_backend == "hybridep"
+                  and m.moe_expert_rank_capacity_factor is not None)
+        if moe and not (m.moe_pad_expert_input_to_capacity or static):
             # Without drop-and-pad the all-to-all dispatcher copies the tokens per expert and split sizes to the
             # host and waits for them inside the forward pass (Megatron-LM @ d98e8a64 : moe/token_dispatcher.py
-            # _maybe_dtoh_and_synchronize), which a stream capture cannot contain.
+            # _maybe_dtoh_and_synchronize), which a stream capture cannot contain. HybridEP with a per-rank budget
+            # needs no such copy: the receive size is the budget (_HybridEPManager.setup_metadata) and the counts
+            # stay on the GPU (the static-shape, "CUDA-graph capturable" mode of TransformerConfig's docstring).
             add("training.cuda_graph_impl", "full_iteration", "capturing the whole iteration of an MoE model needs "
-                "drop-and-pad routing (moe_pad_expert_input_to_capacity with moe_expert_capacity_factor): dropless "
-                "routing reads the tokens per expert on the host inside the forward pass")
+                "drop-and-pad routing (moe_pad_expert_input_to_capacity with moe_expert_capacity_factor) or "
+                "HybridEP's static per-rank budget (moe_expert_rank_capacity_factor): dropless routing reads the "
+                "tokens per expert on the host inside the forward pass")
     else:
         if tr.cuda_graph_impl == "local":
             add("training.cuda_graph_impl", "local", "Megatron-Core's local CUDA graphs (CudaGraphManager: graphs "
@@ -280,6 +285,24 @@ def feature_problems(cfg) -> list[Problem]:
                   "moe_token_dispatcher_type: flex")
     if not moe:
         only_with("model.moe_router_dtype", m.moe_router_dtype, None, "MoE models (set num_experts)")
+    # HybridEP's static per-rank budget and the paged stash: Megatron-LM @ d98e8a64 :
+    # megatron/core/transformer/transformer_config.py ``__post_init__``. Megatron-Core also wants
+    # use_transformer_engine_op_fuser or moe_use_grouped_tensor with the budget; the second is not a field here (both
+    # give the 256-row alignment the estimate takes), so that rule is left to Megatron-Core.
+    c = m.moe_expert_rank_capacity_factor
+    if c is not None:
+        if not moe:
+            add("model.moe_expert_rank_capacity_factor", c, "applies only to MoE models (set num_experts)")
+        elif m.moe_token_dispatcher_type != "flex" or m.moe_flex_dispatcher_backend != "hybridep":
+            add("model.moe_expert_rank_capacity_factor", c, "needs moe_token_dispatcher_type flex with "
+                "moe_flex_dispatcher_backend hybridep (Megatron-Core accepts hybridep or ncclep; the ncclep backend "
+                "is not modelled)")
+    if tr.moe_paged_stash:
+        if tr.cpu_offloading:
+            add("training.moe_paged_stash", True, "cannot be enabled with cpu_offloading (Megatron-Core)")
+        if c is None:
+            add("training.moe_paged_stash", True, "needs moe_expert_rank_capacity_factor (Megatron-Core: paged "
+                "stashing is of no use without the static budget)")
 
     # Schedules ------------------------------------------------------------------------------------
     if tr.overlap_moe_expert_parallel_comm:

@@ -180,6 +180,15 @@ class ModelConfig:
     moe_pad_expert_input_to_capacity: bool = _f(False, "Pad every expert's input to its full capacity "
                                                 "(needs moe_expert_capacity_factor).", type="bool",
                                                 flag="--moe-pad-expert-input-to-capacity")
+    moe_expert_rank_capacity_factor: float | None = _f(
+        None, "Per-rank token budget of the HybridEP flex dispatcher (moe_flex_dispatcher_backend hybridep): each "
+        "micro-batch's receive buffer and the experts' tensors get a fixed int(local tokens x moe_router_topk x "
+        "factor) rows, rounded up to 256 (the alignment of Transformer Engine's op-fuser / grouped-tensor experts, "
+        "which Megatron-Core requires with it), whatever the routing. A step whose busiest rank receives more "
+        "(training.moe_overload_factor above the budget) drops tokens, and Megatron-LM's PagedStashRunner reruns "
+        "it dropless (receive size from the routing) with the paged stash off: the estimate takes the larger of "
+        "the budget and the overload factor's rows. Null: dynamic receive size (the overload factor alone).",
+        type="float", min=0.0, max=1e4, flag="--moe-expert-rank-capacity-factor")
     moe_grouped_gemm: bool = _f(True, "Run the local experts as one grouped GEMM (Transformer Engine's "
                                 "GroupedLinear), which keeps a cuBLAS workspace per compute stream. (Megatron's "
                                 "own default is false, a loop over the experts; MoE recipes turn it on.)",
@@ -596,6 +605,33 @@ class TrainingConfig:
                                                   "saved tensors of chosen modules to pinned host memory). Not "
                                                   "modelled: true is refused (what stays on the GPU depends on "
                                                   "Megatron-Core's run-time policy).", type="bool")
+    use_transformer_engine_op_fuser: bool = _f(
+        False, "Run the routed experts through Transformer Engine's operation fuser (Megatron-Core's TEGroupedMLP "
+        "fused path). With an mxfp8 FP8 recipe and grouped GEMM it is TE's fused grouped MLP, the one whose saved "
+        "tensors moe_paged_stash pages; otherwise the estimate keeps the same tensors as without it.", type="bool",
+        flag="--use-transformer-engine-op-fuser")
+    moe_paged_stash: bool = _f(
+        False, "Paged stash of the routed experts' saved tensors (Megatron-Core moe/paged_stash.py; needs "
+        "moe_expert_rank_capacity_factor). Each MoE layer's fc1 input, activation input and fc2 input, kept at "
+        "the static budget's rows, are packed page by page (only the rows received) into one GPU buffer per dtype "
+        "and width, sized once from the first step's average rows in flight x "
+        "moe_paged_stash_buffer_size_factor_cuda, plus a pinned host buffer x ..._cpu for what does not fit; "
+        "they come back one layer at a time in the backward pass. Acts only where Transformer Engine's fused "
+        "grouped MLP runs (use_transformer_engine_op_fuser, fp8_recipe mxfp8, moe_grouped_gemm; at run time also "
+        "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 and a compute-capability-10 GPU, B200 / GB200 / B300 / GB300, which the "
+        "estimate assumes); a step that overflows both buffers is rerun without it.", type="bool", flag="--moe-paged-stash")
+    moe_paged_stash_page_size: int = _f(64, "Token rows per page of the paged stash: each buffer holds a whole "
+                                        "number of pages.", type="int", unit="tokens", min=1, max=MAX_TOKENS,
+                                        flag="--moe-paged-stash-page-size")
+    moe_paged_stash_buffer_size_factor_cuda: float = _f(
+        1.10, "Size of the paged stash's GPU buffer: positive, this x the rows the first step holds in flight at "
+        "balanced load (the budget / moe_expert_rank_capacity_factor per layer and micro-batch); negative, |this| "
+        "x the rows actually received (training.moe_overload_factor's).", type="float", min=-1e4, max=1e4,
+        flag="--moe-paged-stash-buffer-size-factor-cuda")
+    moe_paged_stash_buffer_size_factor_cpu: float = _f(
+        0.0, "Size of the paged stash's pinned host buffer, taking the rows the GPU buffer cannot: same sign "
+        "convention as moe_paged_stash_buffer_size_factor_cuda; 0 allocates none.", type="float", min=-1e4,
+        max=1e4, flag="--moe-paged-stash-buffer-size-factor-cpu")
     cuda_graph_impl: str = _f("none", "CUDA graphs: local (Megatron-Core's CudaGraphManager) and transformer_engine "
                               "(TE make_graphed_callables) capture each layer (or the modules in cuda_graph_modules); "
                               "full_iteration captures the whole forward-backward step.", type="str",

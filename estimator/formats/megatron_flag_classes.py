@@ -74,6 +74,13 @@ _put(_M, "mtp_use_repeated_layer", "one MTP layer built and applied at every MTP
 _put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "
      "mamba_num_groups mamba_num_heads", "the hybrid model's layers (Mamba-2, attention, MLP, MoE, gated delta "
      "net), its pipeline segments and MTP layers")
+_put(_M, "moe_expert_rank_capacity_factor", "HybridEP's static per-rank receive budget: the routed rows of every "
+     "MoE layer, the larger of the budget and the overload factor's (an over-budget step is rerun dropless)")
+_put(_M, "moe_paged_stash moe_paged_stash_page_size moe_paged_stash_buffer_size_factor_cuda "
+     "moe_paged_stash_buffer_size_factor_cpu", "the paged stash of the routed experts' saved tensors: a GPU buffer "
+     "and a pinned host buffer in their place")
+_put(_M, "use_transformer_engine_op_fuser", "Transformer Engine's fused grouped MLP for the experts (with mxfp8), "
+     "whose saved tensors the paged stash takes; otherwise the same tensors as without it")
 _put(_M, "moe_grouped_gemm", "grouped GEMM keeps Transformer Engine's extra per-stream GEMM workspaces")
 _put(_M, "padded_vocab_size", "the padded vocabulary, used as given")
 _put(_M, "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
@@ -178,7 +185,7 @@ _put(_N, "init_method_std embedding_init_method_std init_method_xavier_uniform p
      "inference_rng_tracker use_mup mup_width_mult mup_base_hidden_size mup_embedding_mult mup_output_mult "
      "mup_base_head_dim mup_attn_scale_power", "initialisation and scaling only")
 _put(_N, "bias_gelu_fusion bias_swiglu_fusion bias_dropout_fusion apply_rope_fusion "
-     "no_persist_layer_norm fused_residual_rmsnorm use_transformer_engine_op_fuser use_te_activation_func "
+     "no_persist_layer_norm fused_residual_rmsnorm use_te_activation_func "
      "use_fused_weighted_squared_relu mla_down_proj_fusion "
      "use_grouped_gemm_for_dense_mlp use_grouped_gemm_for_shared_expert moe_use_grouped_tensor "
      "moe_single_grouped_weight moe_single_grouped_bias moe_shared_expert_glu_interleave_size "
@@ -247,8 +254,6 @@ _put(_N, "delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_of
 _put(_N, "cpu_offloading_retain_pinned_cpu_buffers", "keeps the pinned host buffers between steps: host memory only")
 _put(_N, "min_offloaded_tensor_size", "saved tensors smaller than this stay on the GPU; the estimate offloads every "
      "saved tensor of the module (those of a real layer are far larger than the 1M-element default)")
-_put(_N, "moe_paged_stash_page_size moe_paged_stash_buffer_size_factor_cuda moe_paged_stash_buffer_size_factor_cpu",
-     "only with --moe-paged-stash, which is refused")
 _put(_N, "dsa_indexer_skip_topk_offset", "DeepSeek sparse attention: where cross-layer top-k sharing starts; only "
      "--dsa-indexer-topk-freq 1 (no sharing) is modelled, where it has no effect")
 _put(_N, "dsa_indexer_use_sparse_loss dsa_indexer_rope_interleaved dsa_indexer_rotate_activation "
@@ -387,7 +392,6 @@ _put(_R, "dsa_indexer_topk_freq", "DeepSeek sparse attention's cross-layer top-k
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
-_put(_R, "moe_paged_stash", "the paged stash of routed-expert activations is not modelled")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
@@ -411,7 +415,9 @@ _put(_R, "overlap_dispatch_backward_with_experts_wgrad",
      "keep their inputs and output gradients through the unpermutation's backward; not modelled "
      "(--delay-wgrad-compute under expert-parallel overlap is)")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
-_put(_R, "fp8_output_proj", "an FP8 output layer is not modelled")
+_put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
+     "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
+     "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")
 _put(_R, "fp4 fp4_recipe fp4_quantizer_factory fp4_param_gather", "FP4 training is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
@@ -421,7 +427,6 @@ _put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not m
 _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
      "other tensors and is not modelled (Megatron-Core does not test it for training)")
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
-_put(_R, "moe_expert_rank_capacity_factor", "a per-rank token budget for experts is not modelled")
 _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for benchmarks) makes a routing imbalance "
      "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
      "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")

@@ -700,6 +700,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append("Flash/fused attention: no s x s score matrix is stored (activations linear in s).")
     if r.E:
         out.append(_routing_assumption(cfg))
+        if cfg.model.moe_expert_rank_capacity_factor is not None:
+            out.append(_rank_budget_assumption(r))
     mixers = {k.mixer for k in r.kinds}
     if "mamba" in mixers:
         out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
@@ -778,6 +780,23 @@ def _phases_assumption(cfg) -> str:
     return ("Phases beyond the steady step (phase_bytes per stage): the first step never holds more (Adam's moments "
             "are created at its optimizer step); counted where they hold more than the steady step: "
             + "; ".join(parts) + ". Recipe features (FSDP, offloading, PEFT, ...) report the steady step only.")
+
+
+def _rank_budget_assumption(r) -> str:
+    """HybridEP's static per-rank budget and what the estimate takes for it (estimator/model/layers/moe.py)."""
+    from ..model.layers.moe import arriving_rows, rank_budget
+    T = r.s * r.b // r.cp
+    Tn = T // r.t if r.sp else T
+    budget, rows = rank_budget(r, Tn if r.sp else T), arriving_rows(r, T, Tn)
+    c = r.cfg.model.moe_expert_rank_capacity_factor
+    head = (f"HybridEP per-rank budget (moe_expert_rank_capacity_factor {c:g}): {budget:,} routed rows per "
+            f"micro-batch, int(tokens x top-k x {c:g}) rounded up to 256; the routing sends the busiest rank "
+            f"{rows:,}. ")
+    if rows > budget:
+        return head + ("Above the budget: the step drops tokens and Megatron-LM's PagedStashRunner reruns it dropless "
+                       "with the paged stash off; the estimate is that rerun's, at the rows the routing sends.")
+    return head + ("Within the budget: every MoE layer keeps the budget's rows, whatever the routing below it (a "
+                   "routing above it would rerun the step dropless at its own rows).")
 
 
 def _routing_assumption(cfg) -> str:

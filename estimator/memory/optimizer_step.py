@@ -82,7 +82,8 @@ __all__ = ["OPTIMIZER_IMPLEMENTATIONS", "PERSISTENT_BUFFERS", "StepBuffers", "op
 OPTIMIZER_IMPLEMENTATIONS = ("te_fused", "apex_fused", "torch")
 
 #: Names of ``StageEstimate.transient`` entries held for the whole run (alive during the step too).
-PERSISTENT_BUFFERS = ("workspaces", "global_memory_buffer", "te_dummy_wgrad", "cuda_graph_capture_workspaces")
+PERSISTENT_BUFFERS = ("workspaces", "global_memory_buffer", "te_dummy_wgrad", "cuda_graph_capture_workspaces",
+                      "paged_stash_buffers")
 
 #: Bytes of one fp32 element.
 FP32 = 4

@@ -30,7 +30,7 @@ from functools import lru_cache
 from ..config.errors import ConfigError, EstimatorError, Problem, n_gpus
 from ..config.load import config_from_dict, with_fields
 from ..config.rules import validate
-from ..config.schema import field_specs
+from ..config.schema import MAX_BATCH, field_specs
 from ..model.resolve import stage_counts
 
 __all__ = ["CHOICE_FIELDS", "choices", "fixes", "levers", "nearest_world_sizes", "steps"]
@@ -418,8 +418,15 @@ def _world_sides(cfg: dict, base=None) -> tuple[int | None, int | None]:
     if (lo is not None and hi is not None) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
                                                        for x in (g, b)) or g % b:
         return lo, hi
+    if g > MAX_BATCH:           # refused by the schema anyway; its divisors are not worth a search
+        return lo, hi
     dense = get_field(cfg, TP, 1) * get_field(cfg, PP, 1) * get_field(cfg, CP, 1)
-    cands = sorted({d * dense for d in range(1, g // b + 1) if (g // b) % d == 0 and (d * dense) % step == 0})
+    n, divisors, i = g // b, set(), 1
+    while i * i <= n:           # the divisors of the micro-batches per step, in pairs up to its square root
+        if n % i == 0:
+            divisors.update((i, n // i))
+        i += 1
+    cands = sorted({d * dense for d in divisors if (d * dense) % step == 0})
     ok = lambda x: _valid(with_changes(cfg, {WORLD: x}))
     if lo is None:
         lo = next((x for x in reversed(cands) if x < now and ok(x)), None)

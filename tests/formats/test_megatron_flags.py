@@ -46,6 +46,10 @@ GDN = BF16 + " --experimental-attention-variant gdn --linear-attention-freq 2"
 HYB = BF16 + " --hybrid-layer-pattern M*M-"
 DSA = (MLA + " --disable-bias-linear --experimental-attention-variant dsa --dsa-indexer-n-heads 4 "
        "--dsa-indexer-head-dim 64 --dsa-indexer-topk 16")
+HYBRIDEP = FLEX + " --moe-router-dtype fp32 --moe-flex-dispatcher-backend hybridep"
+BUDGET = HYBRIDEP + " --moe-expert-rank-capacity-factor 1.5"
+STASH_NO_FUSER = BUDGET + " --moe-grouped-gemm --use-distributed-optimizer --fp8-format e4m3 --fp8-recipe mxfp8 --moe-paged-stash"
+STASH = STASH_NO_FUSER + " --use-transformer-engine-op-fuser"
 
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
@@ -183,6 +187,15 @@ CHANGES = {
     "moe_deepep_num_sms": (FLEX, "--moe-deepep-num-sms 32"),
     "moe_hybridep_num_sms": (FLEX, "--moe-hybridep-num-sms 32"),
     "overlap_moe_expert_parallel_comm": (EP2, "--overlap-moe-expert-parallel-comm"),
+    # HybridEP's static budget (1.5 x the balanced 2,048 rows: 3,072) and the paged stash (estimator/memory/features/
+    # paged_stash.py), which takes the experts' saved tensors only in Transformer Engine's fused grouped MLP (op fuser,
+    # mxfp8).
+    "moe_expert_rank_capacity_factor": (HYBRIDEP, "--moe-expert-rank-capacity-factor 1.5"),
+    "moe_paged_stash": (STASH.replace(" --moe-paged-stash", ""), "--moe-paged-stash"),
+    "use_transformer_engine_op_fuser": (STASH_NO_FUSER, "--use-transformer-engine-op-fuser"),
+    "moe_paged_stash_page_size": (STASH, "--moe-paged-stash-page-size 4096"),
+    "moe_paged_stash_buffer_size_factor_cuda": (STASH, "--moe-paged-stash-buffer-size-factor-cuda 2.0"),
+    "moe_paged_stash_buffer_size_factor_cpu": (STASH, "--moe-paged-stash-buffer-size-factor-cpu 1.0"),
     # fine-grained SwiGLU experts without gradient-accumulation fusion: the kept packed expert gradients outgrow
     # the plain combined step (with the fusion the MLP window only matches it: tests/memory/features/test_delayed_wgrad.py)
     "delay_wgrad_compute": (EP2 + " --swiglu --moe-ffn-hidden-size 256 --overlap-moe-expert-parallel-comm"

@@ -7,6 +7,7 @@ source in its docstring:
   gathered unit buffers at the peak;
 - :mod:`.peft`: LoRA / DoRA adapters, frozen base weights, their activations;
 - :mod:`.offload`: optimizer and activation offloading, and the host memory they take;
+- :mod:`.paged_stash`: the paged stash of the routed experts' saved tensors (GPU and pinned host buffers);
 - :mod:`.cuda_graphs`: static buffers and the graph pool;
 - :mod:`.comm_buffers`: TP-overlap userbuffers, DeepEP / HybridEP buffers (outside the allocator);
 - :mod:`.schedule`: expert-parallel overlap, deferred output-layer weight gradients, FP8 without the weight
@@ -26,7 +27,8 @@ from typing import NamedTuple
 
 from ..activations import held_per_layer, layer_activations, stage_extras
 from ..states import stage_fp8_scales
-from . import comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, peft, schedule
+from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, paged_stash, peft,
+               schedule)
 from .assumptions import assumptions
 
 __all__ = ["Plan", "StageAdjustment", "assumptions", "plan", "step_modelled"]
@@ -55,7 +57,7 @@ def _active(cfg) -> bool:
             or tr.optimizer_cpu_offload or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0
             or tr.cuda_graph_impl != "none"
             or tr.overlap_moe_expert_parallel_comm or tr.defer_embedding_wgrad_compute
-            or m.moe_token_dispatcher_type == "flex"
+            or m.moe_token_dispatcher_type == "flex" or tr.moe_paged_stash
             or (pr.fp8 and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
 
 
@@ -108,8 +110,9 @@ class Plan:
         self.frozen = tr.peft is not None
         self.step_modelled = step_modelled(cfg)
         acts = dict(enumerate(acts))    # layer-kind index (r.kinds) -> LayerActivations
+        self.stash = paged_stash.applies(cfg) and any(k.moe for k in r.kinds)
         if (self.frozen or tr.cuda_graph_impl != "none"
-                or tr.overlap_moe_expert_parallel_comm):
+                or tr.overlap_moe_expert_parallel_comm or self.stash):
             acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a, r.kinds[k]) for k, a in acts.items()}
@@ -331,6 +334,22 @@ class Plan:
         if moved:
             parts["offloaded"] = -moved
             activations -= moved
+        if self.stash:
+            # The paged stash (paged_stash.py): the experts' saved tensors of the MoE layer micro-batches in flight
+            # leave for its buffers; one layer's come back at a time.
+            n = sum(k * sum(1 for j in self._kinds(chunks[c_idx]) if r.kinds[j].moe)
+                    for c_idx, k in enumerate(flight) if k)
+            moe_parts = max((self.acts[j].parts for j in range(len(r.kinds)) if r.kinds[j].moe),
+                            key=lambda p: sum(p.get(x, 0) for x in paged_stash.STASHED))
+            T = r.s * r.b // r.cp
+            ps = paged_stash.stash(r, T, T // r.t if r.sp else T, moe_parts, n)
+            if ps:
+                parts["paged_stash_moved"] = -ps.moved
+                parts["paged_stash_reload"] = ps.reload
+                activations += ps.reload - ps.moved
+                transient["paged_stash_buffers"] = ps.buffer
+                if ps.host:
+                    host["paged_stash_pinned"] = ps.host
 
         # --- transient buffers -----------------------------------------------------------------
         if self.frozen:

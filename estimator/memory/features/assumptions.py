@@ -6,7 +6,7 @@ from ...config.derived import grad_comm_dtype
 from ...config.limits import hybridep_domains
 from ...config.tp_overlap import BRIDGE_CONFIGS
 from ...model.resolve import DTYPE_BYTES
-from . import comm_buffers, fsdp
+from . import comm_buffers, fsdp, paged_stash
 
 __all__ = ["assumptions"]
 
@@ -95,6 +95,23 @@ def assumptions(r) -> list[str]:
     if tr.cpu_offloading or tr.cpu_offloading_num_layers:
         out.append(f"Layer-wise activation offloading: the activations of the first {tr.cpu_offloading_num_layers} "
                    "layers are in pinned host memory at the end of the forward pass.")
+    if tr.moe_paged_stash:
+        if paged_stash.applies(cfg):
+            out.append(f"MoE paged stash: the experts' fc1 input, activation input and fc2 input of the MoE layers in "
+                       f"flight leave for GPU buffers of {tr.moe_paged_stash_buffer_size_factor_cuda:g} x their "
+                       "balanced rows (budget / moe_expert_rank_capacity_factor; a negative factor: the received rows)"
+                       + (f" and pinned host buffers of {tr.moe_paged_stash_buffer_size_factor_cpu:g} x"
+                          if tr.moe_paged_stash_buffer_size_factor_cpu else "")
+                       + f", in pages of {tr.moe_paged_stash_page_size} rows; one layer's come back at the budget's "
+                       "rows in the backward pass (Transformer Engine's fused grouped MLP assumed: "
+                       "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 on a compute-capability-10 GPU). A step whose received rows "
+                       "overflow the buffers is rerun without "
+                       "the stash: the estimate then keeps the budget's rows, an upper bound on the rerun's. The first "
+                       "(capture) step, which stashes nothing, is not estimated apart.")
+        else:
+            out.append("MoE paged stash: takes nothing here. Only Transformer Engine's fused grouped MLP marks the "
+                       "experts' saved tensors for it (use_transformer_engine_op_fuser, moe_grouped_gemm and FP8 "
+                       "recipe mxfp8, without full recompute); elsewhere Megatron-Core allocates no stash buffer.")
     if tr.cuda_graph_impl == "transformer_engine":
         out.append("CUDA graphs (transformer_engine"
                    + (f", modules {', '.join(tr.cuda_graph_modules)}" if tr.cuda_graph_modules else "")

@@ -140,6 +140,16 @@ outside this module the GEMM workspaces (fixed sizes) and the DeepEP / HybridEP 
 case). Per-row indices and probabilities, not counted (above), would scale too. One f for every MoE layer and
 micro-batch bounds what Megatron-Core's ``moe/max_cum_overload_factor`` (the retained rows) measures by its
 ``moe/max_overload_factor`` (Megatron-LM pull request #4110).
+
+HybridEP's per-rank budget (``moe_expert_rank_capacity_factor`` c, flex dispatcher with the hybridep backend:
+:func:`rank_budget`) makes the routed rows static: every micro-batch's dispatched tokens, the experts' input and
+what the experts keep have budget = int(Tn k c) rows rounded up to 256, however many arrive; so R = budget while
+f x the balanced share fits in it (f below the budget changes nothing). A micro-batch that receives more drops
+tokens in the first attempt, and Megatron-LM's ``PagedStashRunner`` reruns the whole step dropless: R = f x the
+balanced share. The estimate is that of the worst step the run goes through, R = max(budget, f x balanced share).
+Unlike moe_expert_capacity_factor (per expert, tokens really dropped) it bounds neither f nor what the backward
+pass reads. What the paged stash (``moe_paged_stash``) does with the experts' saved tensors is
+:mod:`estimator.memory.features.paged_stash`.
 """
 
 from __future__ import annotations
@@ -150,12 +160,16 @@ from .base import Count, Ctx, Part
 from .mlp import mlp_count
 from .router import gather_ranks, saved as router_saved
 
-__all__ = ["activations", "components", "dispatch_rows", "expert_params", "expert_shapes", "linear_shapes",
-           "linear_weights", "overlap_retained", "params", "permute_map", "received", "received_rows", "routed_rows",
-           "unpermute_source", "weight_shapes"]
+__all__ = ["activations", "arriving_rows", "components", "dispatch_rows", "expert_params", "expert_shapes",
+           "linear_shapes", "linear_weights", "overlap_retained", "params", "permute_map", "rank_budget", "received",
+           "received_rows", "routed_rows", "unpermute_source", "weight_shapes"]
 
 #: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
 _I32 = 4
+
+#: Rows HybridEP's static budget is rounded up to: Transformer Engine's grouped-tensor alignment (Megatron-LM @
+#: d98e8a64 : megatron/core/transformer/moe/moe_utils.py ``get_align_size_for_quantization``).
+_RANK_BUDGET_ALIGN = 256
 
 
 def router_count(r) -> Count:
@@ -234,9 +248,41 @@ def routed_rows(r, T: int, Tn: int) -> int:
     Each of the Tn local tokens is sent to k experts; balanced over the expert-parallel group, a rank's
     experts receive Tn*k rows, and expert tensor parallelism gathers the rows of its etp ranks. The busiest rank
     receives ``training.moe_overload_factor`` times that (:func:`received`). A capacity factor c caps each
-    expert at c times its share (and padding fills it up to that)."""
+    expert at c times its share (and padding fills it up to that). HybridEP's per-rank budget
+    (``moe_expert_rank_capacity_factor``, :func:`rank_budget`) fixes the rows at the budget, or at the received
+    rows where they exceed it (the step Megatron-LM reruns dropless)."""
+    rows = arriving_rows(r, T, Tn)
+    budget = rank_budget(r, Tn if r.sp else T)
+    return rows if budget is None else max(budget, rows)
+
+
+def arriving_rows(r, T: int, Tn: int) -> int:
+    """The rows the routing sends the busiest rank's experts for one micro-batch (:func:`routed_rows` without
+    HybridEP's static budget): the balanced share x the overload factor (:func:`received`)."""
     tokens = Tn if r.sp else T
     return received(r, tokens * r.k * (r.etp if (r.sp and r.etp > 1) else 1))
+
+
+def rank_budget(r, tokens: int) -> int | None:
+    """HybridEP's static receive budget for one micro-batch (``moe_expert_rank_capacity_factor`` c; None without
+    it): int(tokens x k x c) rows, rounded up to 256, ``tokens`` this rank's tokens.
+
+    Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/token_dispatcher.py ``_HybridEPManager.setup_metadata``
+    (``budget = int(padded_num_tokens * moe_router_topk * moe_expert_rank_capacity_factor)``, rounded up to
+    ``get_align_size_for_quantization``, which is 256 with ``use_transformer_engine_op_fuser`` or
+    ``moe_use_grouped_tensor``: moe_utils.py, and ``TransformerConfig.__post_init__`` requires one of them with the
+    budget) hands it to HybridEP as ``num_permuted_tokens``: the dispatched rows, the experts' input and every
+    tensor the experts make have that many rows, however many arrive (``tokens_per_expert`` tells the grouped GEMM
+    which are real). Rows beyond it are dropped and flagged (``over_budget``); megatron/core/transformer/moe/
+    paged_stash.py ``PagedStashRunner`` (wrapped around every training step when the factor is set, megatron/
+    training/training.py) then reruns the step with the factor cleared (dropless, the rows the routing sends) and
+    the paged stash off. So the busiest rank holds max(budget, the overload factor's rows). The top-k is not
+    multiplied by the expert-tensor-parallel size here, as the other flex backends do."""
+    c = r.cfg.model.moe_expert_rank_capacity_factor
+    if c is None:
+        return None
+    budget = int(tokens * r.k * c)
+    return budget + (-budget % _RANK_BUDGET_ALIGN)
 
 
 def received(r, rows: int) -> int:
