@@ -35,7 +35,9 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   layer and embedding, the rest in the root unit): no gradient buffer; each unit's gradient, the reduce-scatter
   output its parameters' ``.grad`` are views of (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``
   ``foreach_reduce``), made at the end of the unit's first backward of the step (the root's at the end of the
-  pass), a later micro-batch's output added into it and freed; Float16Optimizer drops each as it copies it to fp32.
+  pass) on the reduce-scatter stream, so in that stream's own pool (its cached blocks serve no default-stream
+  request), a later micro-batch's output added into it and freed; Float16Optimizer drops each as it copies it to
+  fp32.
 
 Two iterations are replayed (the first creates the optimizer states among the cached blocks of its activations;
 the second is the steady state every later one repeats). The pipeline schedule is cut to its warm-up forwards and
@@ -70,6 +72,12 @@ DETAILED_PASSES = 2
 MAX_LUMPS = 16
 #: Steady 1F1B cycles replayed after the warm-up forwards (more repeat the allocator's state).
 STEADY_CYCLES = 2
+#: ``pool`` of a trace event allocated on a side stream: the caching allocator keeps one pair of pools per stream
+#: and reuses a freed block only on the stream that allocated it (FSDP2's reduce-scatter and all-gather copy-in
+#: streams, pytorch ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
+REDUCE_SCATTER_STREAM = "reduce_scatter"
+ALL_GATHER_STREAM = "all_gather"
+_STREAM_IDS = {REDUCE_SCATTER_STREAM: 1, ALL_GATHER_STREAM: 2}
 
 
 class LayerTensors(NamedTuple):
@@ -189,10 +197,12 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
     unit_grads: dict = {}     # FSDP2: (chunk, layer) -> key of its gradient, alive from its first backward to the step
 
     def unit_grad(key, size, pool):
-        # FSDP2 foreach_reduce: the reduce-scatter output becomes the sharded .grad at the unit's first backward of
-        # the step; a later micro-batch's output is added into it and freed
+        # FSDP2 foreach_reduce: the reduce-scatter output, allocated on the reduce-scatter stream (its own pool:
+        # its cached blocks serve only later reduce-scatter outputs), becomes the sharded .grad at the unit's first
+        # backward of the step; a later micro-batch's output is added into it and freed
         if not size:
             return
+        pool = REDUCE_SCATTER_STREAM if pool is None else pool
         if key in unit_grads:
             free(alloc(size, pool))
         else:
@@ -374,7 +384,11 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
     for ev in trace:
         op = ev[0]
         if op == "+":
-            handles[ev[1]] = a.malloc(ev[2], private_pool=ev[3])
+            pool = ev[3]
+            if isinstance(pool, str):          # a side stream's own pool
+                handles[ev[1]] = a.malloc(ev[2], stream=_STREAM_IDS[pool])
+            else:
+                handles[ev[1]] = a.malloc(ev[2], private_pool=pool)
             if a.allocated > peak_a:
                 peak_a = a.allocated
             if a.reserved > peak_r:

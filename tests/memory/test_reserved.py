@@ -107,11 +107,25 @@ def test_fsdp2_unit_gradients_live_from_the_first_backward_to_their_copy():
     layer = LayerTensors((3 * MIB,), (), (), (), unit_grad=MIB)
     ev = events(_one_layer(grad_buffers=(), states=(), microbatches=2, chunks=(((), (layer,), (), False, False),),
                            step_lists=(((2 * MIB,), True),)))
-    first = [("+", 2, 3 * MIB, None), ("+", 3, 3 * MIB, None), ("-", 2), ("-", 3), ("+", 4, MIB, None),
-             ("+", 5, 3 * MIB, None), ("+", 6, 3 * MIB, None), ("-", 5), ("-", 6), ("+", 7, MIB, None), ("-", 7)]
+    rs = "reduce_scatter"
+    first = [("+", 2, 3 * MIB, None), ("+", 3, 3 * MIB, None), ("-", 2), ("-", 3), ("+", 4, MIB, rs),
+             ("+", 5, 3 * MIB, None), ("+", 6, 3 * MIB, None), ("-", 5), ("-", 6), ("+", 7, MIB, rs), ("-", 7)]
     assert ev[:17] == [("mark", "setup"), ("+", 1, 2 * MIB, None), ("mark", "fwd_bwd")] + first + [
         ("mark", "optimizer"), ("+", 8, 2 * MIB, None), ("-", 4)]
     assert ev[17:20] == [("mark", "fwd_bwd"), ("-", 8), ("+", 9, 3 * MIB, None)]
+
+
+def test_fsdp2_reduce_scatter_output_has_its_own_pool():
+    """FSDP2's reduce-scatter output is allocated on the reduce-scatter stream, whose pool the default stream's
+    blocks never serve (pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py ``foreach_reduce``;
+    c10/cuda/CUDACachingAllocator.cpp: a block is reused only on its own stream). The 2 MiB parameter takes a
+    20 MiB segment (request of 1-10 MiB), 18 MiB cached; the 3 MiB saved tensor and its 3 MiB gradient come from
+    it and go back (18 MiB free again). The layer's 3 MiB reduce-scatter output cannot take that block: a 20 MiB
+    segment of the reduce-scatter stream. Peak allocated 2 + 3 + 3 = 8 MiB, reserved 20 + 20 = 40 MiB; the second
+    iteration reuses both segments (on one stream the output would have fitted the cached 18 MiB: 20 MiB)."""
+    layer = LayerTensors((3 * MIB,), (), (), (), unit_grad=3 * MIB)
+    r = replay(events(_one_layer(grad_buffers=(), states=(), chunks=(((), (layer,), (), False, False),))))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (8 * MIB, 40 * MIB, 2)
 
 
 def test_replay_of_one_layer_by_hand():
