@@ -22,7 +22,10 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   only its checkpoint; the loss chunk's norm, logits and the loss's own buffers (:mod:`estimator.memory.loss`);
 - each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
   larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
-  embedding's weight gradients; the run-long buffers (workspaces, Megatron's global buffer) at first use;
+  embedding's weight gradients; the loss's kept tensor freed before the output layer's backward where the loss
+  makes a gradient buffer of its own (bf16 logits: the fp32 gradient cast back), after it where the gradient is
+  written in place into it and read by the output layer (fp32 logits: Megatron-Core
+  ``tensor_parallel/cross_entropy.py`` ``grad_input = softmax``; Transformer Engine's fused cross entropy); the run-long buffers (workspaces, Megatron's global buffer) at first use;
 - the optimizer step (:mod:`estimator.memory.optimizer_step`): the fp32 gradient copies, one ``model_grad.float()``
   per main parameter (Megatron-LM @ d98e8a64 ``megatron/core/optimizer/optimizer.py``
   ``_copy_model_grads_to_main_grads``), made before the first step's states and kept to the next iteration's
@@ -251,11 +254,20 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                 free(keys[0])
                 continue
             if has_loss:
+                # The loss's backward: with a backward buffer of its own (bf16 logits: the fp32 gradient cast
+                # back to bf16) the kept fp32 tensor goes before the output layer's backward; without one (fp32
+                # logits, Transformer Engine's fused cross entropy) the gradient is written in place into the
+                # kept tensor, which the output layer's backward then reads: freed after it
                 tmp = [alloc(s, pool) for s in t.loss[2]]
-                for k in reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []):
-                    free(k)
+                kept = list(reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []))
+                if tmp:
+                    for k in kept:
+                        free(k)
                 for s in t.loss[3]:
                     free(alloc(s, pool))
+                if not tmp:
+                    for k in kept:
+                        free(k)
                 for k in reversed(tmp):
                     free(k)
             for k in reversed(keys[len(keys) - n_tail:len(keys) - (len(t.loss[1]) if has_loss else 0)]):

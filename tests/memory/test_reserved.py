@@ -128,6 +128,26 @@ def test_fsdp2_reduce_scatter_output_has_its_own_pool():
     assert (r.peak_allocated, r.peak_reserved, r.segments) == (8 * MIB, 40 * MIB, 2)
 
 
+def test_loss_gradient_in_place_lives_through_the_output_layer_backward():
+    """fp32 logits, or Transformer Engine's fused cross entropy: the loss writes the logits' gradient into the tensor
+    it kept (Megatron-Core tensor_parallel/cross_entropy.py: ``grad_input = softmax``, then in-place updates), and
+    the output layer's backward reads it, so the kept 12 MiB logits are freed only after the 12 MiB weight gradient.
+    By hand: the 2 MiB parameter takes a 20 MiB segment; the 3 MiB saved tensor and the 12 MiB logits are cut from
+    it (3 MiB left); the 12 MiB weight gradient needs a 12 MiB segment of its own: 2 + 3 + 12 + 12 = 29 MiB allocated
+    (the logits freed first, the gradient would have taken their block: 17 MiB). The layer's 3 MiB gradient takes
+    the best fit, that 12 MiB block; all freed: 18 MiB free in the first segment, 12 MiB in the second. Iteration 2:
+    the saved 3 MiB takes the 12 MiB block (9 left), the logits 12 of the 18 MiB (6 left), and the weight gradient
+    fits neither: a third segment. Reserved 20 + 12 + 12 = 44 MiB. With a backward buffer of its own (bf16 logits:
+    the 6 MiB bf16 gradient) the kept tensor goes before the output layer's backward."""
+    chunks = (((), (LayerTensors((3 * MIB,), (), (), ()),), (), False, True),)
+    r = replay(events(_one_layer(grad_buffers=(), states=(), chunks=chunks, loss=((), (12 * MIB,), (), (12 * MIB,)))))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (29 * MIB, 44 * MIB, 3)
+    ev = events(_one_layer(grad_buffers=(), states=(), chunks=chunks, loss=((), (12 * MIB,), (6 * MIB,),
+                                                                            (12 * MIB,))))
+    i = ev.index(("+", 4, 6 * MIB, None))
+    assert ev[i:i + 5] == [("+", 4, 6 * MIB, None), ("-", 3), ("+", 5, 12 * MIB, None), ("-", 5), ("-", 4)]
+
+
 def test_replay_of_one_layer_by_hand():
     """2 MiB parameter: a 20 MiB segment (request of 1-10 MiB), split, 18 MiB cached. Gradient buffer 2 MiB, saved
     3 MiB and its gradient 3 MiB: taken from the cached block (16, 13, then 10 MiB left); 10 MiB allocated at the
