@@ -469,6 +469,12 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
     work = split(acts.backward_peak - 2 * piece, piece)   # beyond the two gradients the backward mirror holds
     attn_work = split(acts.attention_backward_peak, piece)
     if recompute is None:
+        if acts.attention_backward_peak and mlp_t:
+            # attention_backward_peak is counted above everything kept, less the MLP's saved tensors (freed by
+            # then) and with the residual stream's gradient; the trace frees those tensors itself and still holds
+            # the gradient its backward mirror made last (of the MLP's first saved tensor): both added back, so
+            # the trace holds the score-sized tensors whole at that moment
+            attn_work = split(acts.attention_backward_peak + sum(mlp_t) - mlp_t[0], piece)
         return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
                             _before(parts, saved, scores_input))
     keep = (acts.checkpoint,) if recompute == "full" else ()

@@ -227,6 +227,24 @@ def test_layer_tensors_from_named_parts():
     assert scaled([3, 1], 2) == (1,)      # 3 * 2 // 4 = 1, 1 * 2 // 4 = 0 (dropped)
 
 
+def test_unfused_attention_backward_keeps_its_score_tensors_whole():
+    """Unfused attention, scores U = 64 B kept. Its backward (estimator/model/local_attention.py) needs 4U - U = 192 B
+    of score tensors plus the residual gradient 10 B, less the MLP's 40 B freed by then: attention_backward_peak =
+    162 B above everything kept. The trace itself frees the MLP's saved tensors (30 + 10) and still holds the 30 B
+    gradient its mirror made last (of the MLP's first tensor, standing for the residual gradient), so the working
+    set it allocates is 162 + 40 - 30 = 172 B: three whole 64 B score tensors would be 192, here 64, 64 and 44 (pieces
+    of at most the largest saved tensor); without the correction the 162 B would count the MLP and the residual
+    gradient twice. A full-recompute layer keeps its MLP rematerialised through the backward: 162 B as it is."""
+    from estimator.memory.activations import LayerActivations
+    a = LayerActivations(attention=100, mlp=40, full=140, checkpoint=10, backward_peak=0, recompute_peak=0,
+                         attention_backward_peak=162)
+    parts = {"norm_in": 36, "scores": 64, "mlp_norm_in": 30, "fc1_out": 10}
+    lt = layer_tensors(a, parts, None)
+    assert lt.saved == (36, 64, 30, 10) and lt.n_mlp == 2
+    assert lt.attn_work == (64, 64, 44)
+    assert layer_tensors(a, parts, "full").attn_work == (64, 64, 34)
+
+
 def test_schedule_passes_lump_all_but_the_last_forwards():
     """Three micro-batches in flight of eight, two replayed tensor by tensor: the first forward is one tensor; two
     steady backward-forward cycles; the three backwards."""
