@@ -21,7 +21,8 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   softmax (made before the softmax output it keeps, freed after); a full-recompute layer allocates them and keeps
   only its checkpoint; the loss chunk's norm, logits and the loss's own buffers (:mod:`estimator.memory.loss`);
 - each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
-  larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
+  larger than its largest saved tensor), unfused attention's score-sized tensors made and freed in the order of its
+  autograd nodes (the kept softmax output, dropout output and mask one tensor each; :func:`_score_backward`), its saved tensors freed in reverse; the output layer's and the
   embedding's weight gradients; the loss's kept tensor freed before the output layer's backward where the loss
   makes a gradient buffer of its own (bf16 logits: the fp32 gradient cast back), after it where the gradient is
   written in place into it and read by the output layer (fp32 logits: Megatron-Core
@@ -95,6 +96,8 @@ class LayerTensors(NamedTuple):
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
     before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
     unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
+    score_ops: tuple = () # unfused attention's backward through its kept score tensors, in order: ("a", bytes) makes
+    #                       a temporary, ("t", j) frees the j-th temporary, ("s", i) frees saved[i] (then not mirrored)
 
 
 class StageTrace(NamedTuple):
@@ -296,9 +299,18 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                         grad = new
                 mirror(range(n_att, len(mine)))
                 aw = [alloc(s, pool) for s in lt.attn_work]
+                temps, done = [], set()
+                for op, x in lt.score_ops:
+                    if op == "a":
+                        temps.append(alloc(x, pool))
+                    elif op == "t":
+                        free(temps[x])
+                    else:
+                        free(mine[x])
+                        done.add(x)
                 for k in reversed(aw):
                     free(k)
-                mirror(range(n_att))
+                mirror([i for i in range(n_att) if i not in done])
                 while wg:
                     free(alloc(wg.pop(), pool))
                 free(grad)
@@ -452,15 +464,52 @@ def _before(parts: dict, saved: tuple, scores_input: int) -> tuple:
     return ((i, scores_input),) if i < len(saved) else ()
 
 
+def _score_backward(first: int, pieces: int, u: int, torch_path: bool) -> tuple:
+    """The backward of unfused attention through its kept score tensors (each ``u`` bytes: ``saved[first]`` the
+    softmax output, then with attention dropout its output and its mask), as :data:`LayerTensors.score_ops`.
+    Megatron-LM @ d98e8a64 ``megatron/core/transformer/dot_product_attention.py`` and
+    ``megatron/core/fusions/fused_softmax.py``, autograd's nodes in reverse: the second matmul's backward makes the
+    gradient of the probabilities its input (``bmm``), then frees what it kept (dropout's output); dropout's
+    backward makes a new gradient (``native_dropout_backward``: grad x mask x scale) and frees the mask; PyTorch's
+    softmax backward makes one more and frees the softmax output, then, the causal mask having been applied in
+    place to a view of the scores, autograd's ``CopySlices`` copies the gradient into a new base tensor, clones the
+    slice and ``masked_fill`` writes one more (four score tensors at once); Megatron's fused kernel writes its
+    gradient in place. What is left is the first matmul's (``baddbmm``) input gradient, freed once it has run."""
+    ops = [("a", u)]
+    g, n = 0, 1
+    if pieces >= 2:
+        ops += [("s", first + 1), ("a", u), ("t", g)] + ([("s", first + 2)] if pieces >= 3 else [])
+        g, n = n, n + 1
+    if torch_path:
+        ops += [("a", u), ("t", g), ("s", first)]
+        g, n = n, n + 1
+        ops += [("a", u), ("a", u), ("a", u), ("t", n + 2), ("t", n + 1), ("t", g)]
+        g = n
+    else:
+        ops.append(("s", first))
+    return tuple(ops) + (("t", g),)
+
+
 def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
-                  scores_input: int = 0) -> LayerTensors:
+                  scores_input: int = 0, torch_softmax: bool = False) -> LayerTensors:
     """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
     and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
     its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
     layer that keeps nothing); ``wgrads`` its weight gradients when they are not accumulated in place;
     ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention)."""
     parts = parts or {}
-    mixer = [parts[k] for k in _MIXER_PARTS if parts.get(k)]
+    mixer = []
+    first, pieces = 0, 0
+    for k in _MIXER_PARTS:
+        v = parts.get(k)
+        if v and k == "scores" and scores_input and v >= scores_input:
+            # the kept score tensors one by one: the softmax output, then attention dropout's output and its
+            # 1-byte mask (``native_dropout`` makes the output, then the mask), each of the scores' shape
+            first, cut = len(mixer), split(v, scores_input)
+            pieces = len(cut)
+            mixer += cut
+        elif v:
+            mixer.append(v)
     mlp = [v for k, v in parts.items() if k not in _MIXER_PARTS and v]
     att = scaled(mixer, acts.attention)
     mlp_t = scaled(mlp, acts.mlp)
@@ -469,14 +518,20 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
     work = split(acts.backward_peak - 2 * piece, piece)   # beyond the two gradients the backward mirror holds
     attn_work = split(acts.attention_backward_peak, piece)
     if recompute is None:
-        if acts.attention_backward_peak and mlp_t:
+        ops: tuple = ()
+        if acts.attention_backward_peak:
             # attention_backward_peak is counted above everything kept, less the MLP's saved tensors (freed by
             # then) and with the residual stream's gradient; the trace frees those tensors itself and still holds
-            # the gradient its backward mirror made last (of the MLP's first saved tensor): both added back, so
-            # the trace holds the score-sized tensors whole at that moment
-            attn_work = split(acts.attention_backward_peak + sum(mlp_t) - mlp_t[0], piece)
+            # the gradient its backward mirror made last (of the MLP's first saved tensor): both added back
+            total = acts.attention_backward_peak + (sum(mlp_t) - mlp_t[0] if mlp_t else 0)
+            if pieces and tuple(att[first:first + pieces]) == tuple(mixer[first:first + pieces]):
+                # the score tensors as the backward makes and frees them (_score_backward), the rest beside them
+                kept = sum(att[first:first + pieces])
+                ops = _score_backward(first, pieces, att[first], torch_softmax)
+                total -= (4 * att[first] - kept) if torch_softmax else att[first]
+            attn_work = split(max(total, 0), piece)
         return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
-                            _before(parts, saved, scores_input))
+                            _before(parts, saved, scores_input), score_ops=ops)
     keep = (acts.checkpoint,) if recompute == "full" else ()
     return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
 

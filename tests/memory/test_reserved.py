@@ -245,6 +245,33 @@ def test_unfused_attention_backward_keeps_its_score_tensors_whole():
     assert layer_tensors(a, parts, "full").attn_work == (64, 64, 34)
 
 
+def test_unfused_attention_score_backward_in_order():
+    """Kept: softmax output p = saved[1], dropout's output d = saved[2], its mask m = saved[3]. The second matmul's
+    backward makes g0 and frees d; dropout's backward makes g1, frees g0 and m; PyTorch's softmax backward makes g2,
+    frees g1 and p; CopySlices makes the base copy g3, the clone g4, masked_fill's g5, frees g5, g4, g2; g3 goes once
+    the first matmul's backward has run. Score tensors alive: p d m g0 (3.5), p m g0 g1 (3.5), p g1 g2 (3),
+    g2 g3 g4 g5 (4). With Megatron's fused kernel the softmax gradient is written in place into g1: p freed."""
+    from estimator.memory.reserved import _score_backward
+    u = 8
+    assert _score_backward(1, 3, u, True) == (
+        ("a", u), ("s", 2), ("a", u), ("t", 0), ("s", 3), ("a", u), ("t", 1), ("s", 1),
+        ("a", u), ("a", u), ("a", u), ("t", 5), ("t", 4), ("t", 2), ("t", 3))
+    assert _score_backward(1, 3, u, False) == (("a", u), ("s", 2), ("a", u), ("t", 0), ("s", 3), ("s", 1), ("t", 1))
+    assert _score_backward(0, 1, u, False) == (("a", u), ("s", 0), ("t", 0))
+
+
+def test_replay_of_unfused_attention_backward_by_hand():
+    """One layer keeping only its 12 MiB softmax output, PyTorch's softmax, no dropout. The 2 MiB parameter takes a
+    20 MiB segment; the output is cut from it (6 MiB left). Backward: g0 and g2 (12 MiB each) need segments of their
+    own (B, C); g0 and the output freed (B free; the first segment 18 MiB free again); g3 takes B (best fit), g4 12 of
+    the 18 MiB, g5 a fourth segment D. Peak 2 + 4 x 12 = 50 MiB allocated, 20 + 3 x 12 = 56 MiB reserved; the
+    second iteration finds every block it needs: still 56 MiB, 4 segments."""
+    from estimator.memory.reserved import _score_backward
+    layer = LayerTensors((12 * MIB,), (), (), (), score_ops=_score_backward(0, 1, 12 * MIB, True))
+    r = replay(events(_one_layer(grad_buffers=(), states=(), chunks=(((), (layer,), (), False, False),))))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (50 * MIB, 56 * MIB, 4)
+
+
 def test_schedule_passes_lump_all_but_the_last_forwards():
     """Three micro-batches in flight of eight, two replayed tensor by tensor: the first forward is one tensor; two
     steady backward-forward cycles; the three backwards."""
