@@ -126,6 +126,8 @@ class StageTrace(NamedTuple):
     step_lists: tuple = ()    # the step's per-parameter tensor lists: (sizes, kept), made in parameter order; ``kept``
     #                           lists (fp32 gradient copies) live to the next iteration's zero_grad, the others
     #                           (foreach temporaries) are freed in reverse order once the update has run
+    step_groups: tuple = ()   # the step per parameter group, in order: (how many of ``states`` it makes at the first
+    #                           step, its temporaries' lists); with it ``step_lists`` holds only the kept lists
 
 
 def split(total: int, piece: int) -> tuple:
@@ -352,16 +354,22 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     free(key)
         for key, _ in grads:
             free(key)
-        if first:
-            for s in t.states:
-                alloc(s)
-        tmp = [alloc(s) for s in t.step]
-        for sizes, keep in t.step_lists:
-            if not keep:
+        # torch.optim's step (and Megatron's ChainedOptimizer) goes group by group: a group's states are made
+        # (``_init_group``) just before its update, whose foreach temporaries are freed before the next group's
+        groups = t.step_groups or ((len(t.states), tuple(sizes for sizes, keep in t.step_lists if not keep)),)
+        done, tmp = 0, None
+        for n_states, lists in groups:
+            if first:
+                for s in t.states[done:done + n_states]:
+                    alloc(s)
+            done += n_states
+            if tmp is None:
+                tmp = [alloc(s) for s in t.step]
+            for sizes in lists:
                 lst = [alloc(s) for s in sizes]
                 for k in reversed(lst):
                     free(k)
-        for k in reversed(tmp):
+        for k in reversed(tmp or ()):
             free(k)
         kept_lists.append(kept)
 
@@ -609,11 +617,23 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     group = shards
     if separate_experts and n_e:
         group = max(shards[:n_sd], shards[n_sd:], key=sum)
+    unit_elems = sum(group)
     group = _merge_sizes(group, MAX_STEP_TENSORS)
-    lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0)
+    lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0 and kept)
+    # With ``separate_experts`` the routed experts have an optimizer of their own (Megatron-Core
+    # ``get_megatron_optimizer``: a ChainedOptimizer steps the dense one, then the experts'), stepped after the
+    # dense one; the temporaries' bytes per element are those of the estimate's list
+    parts = [g for g in ((shards[:n_sd], states[:n_sd * state_count]), (shards[n_sd:], states[n_sd * state_count:]))
+             if g[0]] if separate_experts and n_e and len(states) == len(shards) * state_count else [(shards, states)]
+    step_groups = tuple(
+        (len(st), tuple(_proportional(_merge_sizes(g, MAX_STEP_TENSORS), total * sum(g) // max(unit_elems, 1))
+                        for total, kept in step_per_param if total > 0 and not kept))
+        for g, st in parts)
+    if not states and len(step_groups) == 1 and not step_groups[0][1]:
+        step_groups = ()
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
-                      clone_bytes if masters else 0, root_grad, lists)
+                      clone_bytes if masters else 0, root_grad, lists, step_groups)
 
 
 def _proportional(weights: list, total: int) -> tuple:

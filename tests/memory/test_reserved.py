@@ -67,16 +67,18 @@ def test_step_lists_per_parameter_in_order():
 
 
 def test_build_cuts_step_lists_per_parameter():
-    """Parameters of 3 and 1 elements, no distributed optimizer: a 16 B list is 12 + 4 B, an 8 B one 6 + 2 B. With
-    separate dense and expert optimizers (dense 3 + 1, experts 8 elements) the list is the larger optimizer's: the
-    experts' one tensor of 8 elements."""
+    """Parameters of 3 and 1 elements, no distributed optimizer: a 16 B list is 12 + 4 B, an 8 B one 6 + 2 B; the
+    kept list (fp32 gradient copies) in ``step_lists``, the temporaries with the one parameter group's 4 states
+    (2 per parameter). With separate dense and expert optimizers (dense 3 + 1, experts 8 elements) the estimate's
+    32 B list is the larger optimizer's, 4 B per element: stepped group by group, the dense group makes its 4
+    states and a 12 + 4 B list, then the experts' group its 2 states and a 32 B list."""
     kw = dict(weight_bytes=2, weights=8, gradients=16, optimizer=96, master_bytes=4, state_count=2, dense_shard=1,
               expert_shard=1, distributed=False, persistent=(), chunks=(), loss=((), (), (), ()), embedding_wgrad=0,
               counts=(), microbatches=1, step=())
     t = build(dense=[3, 1], experts=[], step_per_param=((16, False), (8, True)), **kw)
-    assert t.step_lists == (((12, 4), False), ((6, 2), True))
+    assert t.step_lists == (((6, 2), True),) and t.step_groups == ((4, ((12, 4),)),)
     t = build(dense=[3, 1], experts=[8], step_per_param=((32, False),), separate_experts=True, **kw)
-    assert t.step_lists == (((32,), False),)
+    assert t.step_lists == () and t.step_groups == ((4, ((12, 4),)), (2, ((32,),)))
 
 
 def test_per_parameter_temporaries_fill_the_holes_a_lump_cannot():
@@ -199,7 +201,7 @@ def test_distributed_optimizer_takes_parameters_in_buffer_order():
               loss=((), (), (), ()), embedding_wgrad=0, counts=(), microbatches=1, step=(),
               step_per_param=((12, False),))
     assert t.masters == (8, 16) and t.states == (8, 8, 16, 16)
-    assert t.step_lists == (((4, 8), False),)
+    assert t.step_lists == () and t.step_groups == ((4, ((4, 8),)),)
 
 
 def test_distributed_optimizer_copies_weights_into_the_buffer():
