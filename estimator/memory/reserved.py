@@ -148,6 +148,8 @@ def _ballast(layers: tuple, keep: int) -> tuple[int, tuple]:
 
 
 def _layer_events(lt: LayerTensors) -> int:
+    # unfused attention's score_ops (at most 15 a layer) are left out: counting them would cut the layers replayed
+    # one by one (the trace's fidelity) for a bounded few more events
     return 2 * (2 * len(lt.saved) + len(lt.forward_temp) + len(lt.remat) + len(lt.work) + len(lt.attn_work)
                 + len(lt.wgrads))
 
