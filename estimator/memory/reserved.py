@@ -94,7 +94,8 @@ class LayerTensors(NamedTuple):
     attn_work: tuple = ()  # unfused attention's backward, after the MLP's saved tensors are freed
     n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
-    before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
+    before: tuple = ()    # (i, bytes[, j]): a forward temporary made just before saved[i], freed just after saved[j]
+    #                       (j = i when absent)
     unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
     score_ops: tuple = () # unfused attention's backward through its kept score tensors, in order: ("a", bytes) makes
     #                       a temporary, ("t", j) frees the j-th temporary, ("s", i) frees saved[i] (then not mirrored)
@@ -237,11 +238,14 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     continue
                 keys = [alloc(s, pool) for s in head]
                 for lt in layers:
-                    before = dict(lt.before)
+                    before = {b[0]: b for b in lt.before}
+                    pending: dict = {}
                     for i, s in enumerate(lt.saved):
-                        pre = alloc(before[i], pool) if i in before else None
+                        if i in before:
+                            b = before[i]
+                            pending[b[2] if len(b) > 2 else i] = alloc(b[1], pool)
                         keys.append(alloc(s, pool))
-                        free(pre)
+                        free(pending.pop(i, None))
                     temp = [alloc(s, pool) for s in lt.forward_temp]
                     for k in reversed(temp):
                         free(k)
@@ -463,15 +467,17 @@ def scaled(sizes: list, total: int) -> tuple:
     return tuple(sizes) + ((total - have,) if total - have else ())
 
 
-def _before(parts: dict, saved: tuple, scores_input: int) -> tuple:
+def _before(parts: dict, saved: tuple, scores_input: int, pieces: int = 1) -> tuple:
     """The unfused attention's ``baddbmm`` output (``scores_input`` bytes), made just before the softmax output that
-    the layer keeps and freed once the softmax has run (Megatron-LM @ d98e8a64
-    ``megatron/core/transformer/dot_product_attention.py``; the softmax keeps its output, not its input)."""
+    the layer keeps and freed after the last of its ``pieces`` kept score tensors (dropout's output and mask):
+    Megatron-LM @ d98e8a64 ``megatron/core/transformer/dot_product_attention.py`` holds it in the local
+    ``matmul_result`` (and its view ``attention_scores``) until ``forward`` returns; the softmax keeps its output, not
+    its input. As ``(index of the softmax output in saved, bytes, index of the last score tensor)``."""
     if not scores_input or not parts.get("scores"):
         return ()
     names = [k for k in _MIXER_PARTS if parts.get(k)]
     i = names.index("scores")
-    return ((i, scores_input),) if i < len(saved) else ()
+    return ((i, scores_input, min(i + max(pieces, 1) - 1, len(saved) - 1)),) if i < len(saved) else ()
 
 
 def _score_backward(first: int, pieces: int, u: int, torch_path: bool) -> tuple:
@@ -541,7 +547,7 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
                 total -= (4 * att[first] - kept) if torch_softmax else att[first]
             attn_work = split(max(total, 0), piece)
         return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
-                            _before(parts, saved, scores_input), score_ops=ops)
+                            _before(parts, saved, scores_input, pieces), score_ops=ops)
     keep = (acts.checkpoint,) if recompute == "full" else ()
     return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
 

@@ -262,6 +262,22 @@ def test_unfused_attention_score_backward_in_order():
     assert _score_backward(0, 1, u, False) == (("a", u), ("s", 0), ("t", 0))
 
 
+def test_scores_before_the_softmax_live_to_the_end_of_the_core_attention():
+    """DotProductAttention.forward holds the baddbmm output in its local ``matmul_result`` until it returns: made
+    before the softmax output (saved[1]), freed after the last kept score tensor (dropout's mask, saved[3]), so it
+    is alive beside dropout's output and mask. Keys: 1 the parameter, 2 the gradient buffer, then 3 the first saved
+    tensor, 4 the scores, 5-7 the softmax output, dropout's output and mask; the scores freed after 7, then the
+    backward's first gradient (of the mask's size)."""
+    layer = LayerTensors((2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB), (), (), (), before=((1, 8 * MIB, 3),))
+    ev = events(_one_layer(chunks=(((), (layer,), (), False, False),)))
+    i = ev.index(("mark", "fwd_bwd"))
+    assert ev[i + 1:i + 8] == [("+", 3, 2 * MIB, None), ("+", 4, 8 * MIB, None), ("+", 5, 8 * MIB, None),
+                               ("+", 6, 8 * MIB, None), ("+", 7, 4 * MIB, None), ("-", 4), ("+", 8, 4 * MIB, None)]
+    from estimator.memory.activations import LayerActivations
+    a = LayerActivations(attention=22, mlp=0, full=22, checkpoint=2, backward_peak=0, recompute_peak=0)
+    assert layer_tensors(a, {"norm_in": 2, "scores": 20}, None, scores_input=8).before == ((1, 8, 3),)
+
+
 def test_replay_of_unfused_attention_backward_by_hand():
     """One layer keeping only its 12 MiB softmax output, PyTorch's softmax, no dropout. The 2 MiB parameter takes a
     20 MiB segment; the output is cut from it (6 MiB left). Backward: g0 and g2 (12 MiB each) need segments of their
