@@ -31,7 +31,7 @@ from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
 from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
-from ..model.local_attention import chunk_mask_bytes
+from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
 from . import features, phases, reserved
@@ -561,6 +561,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     # the unfused attention's scores before the softmax: b x a/t x s x s (estimator/model/local_attention.py)
     scores_input = B * r.b * (r.a // r.t) * r.s * r.s if unfused else 0
+    soft = unfused and torch_softmax(r)      # PyTorch's softmax rather than Megatron's fused kernel
     n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
     # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
@@ -581,7 +582,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input)
+            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft)
             if fsdp2:
                 n_el = sum(o * n_in * n for o, n_in, n in lin + exp) + per_layer_params[-1][2]
                 lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)

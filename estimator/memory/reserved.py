@@ -21,8 +21,12 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   softmax (made before the softmax output it keeps, freed after); a full-recompute layer allocates them and keeps
   only its checkpoint; the loss chunk's norm, logits and the loss's own buffers (:mod:`estimator.memory.loss`);
 - each backward pass, layers in reverse: the rematerialised tensors, the layer's gradient working set (in pieces no
-  larger than its largest saved tensor), its saved tensors freed in reverse; the output layer's and the
-  embedding's weight gradients; the run-long buffers (workspaces, Megatron's global buffer) at first use;
+  larger than its largest saved tensor), unfused attention's score-sized tensors made and freed in the order of its
+  autograd nodes (the kept softmax output, dropout output and mask one tensor each; :func:`_score_backward`), its saved tensors freed in reverse; the output layer's and the
+  embedding's weight gradients; the loss's kept tensor freed before the output layer's backward where the loss
+  makes a gradient buffer of its own (bf16 logits: the fp32 gradient cast back), after it where the gradient is
+  written in place into it and read by the output layer (fp32 logits: Megatron-Core
+  ``tensor_parallel/cross_entropy.py`` ``grad_input = softmax``; Transformer Engine's fused cross entropy); the run-long buffers (workspaces, Megatron's global buffer) at first use;
 - the optimizer step (:mod:`estimator.memory.optimizer_step`): the fp32 gradient copies, one ``model_grad.float()``
   per main parameter (Megatron-LM @ d98e8a64 ``megatron/core/optimizer/optimizer.py``
   ``_copy_model_grads_to_main_grads``), made before the first step's states and kept to the next iteration's
@@ -35,7 +39,9 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   layer and embedding, the rest in the root unit): no gradient buffer; each unit's gradient, the reduce-scatter
   output its parameters' ``.grad`` are views of (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``
   ``foreach_reduce``), made at the end of the unit's first backward of the step (the root's at the end of the
-  pass), a later micro-batch's output added into it and freed; Float16Optimizer drops each as it copies it to fp32.
+  pass) on the reduce-scatter stream, so in that stream's own pool (its cached blocks serve no default-stream
+  request), a later micro-batch's output added into it and freed; Float16Optimizer drops each as it copies it to
+  fp32.
 
 Two iterations are replayed (the first creates the optimizer states among the cached blocks of its activations;
 the second is the steady state every later one repeats). The pipeline schedule is cut to its warm-up forwards and
@@ -70,6 +76,12 @@ DETAILED_PASSES = 2
 MAX_LUMPS = 16
 #: Steady 1F1B cycles replayed after the warm-up forwards (more repeat the allocator's state).
 STEADY_CYCLES = 2
+#: ``pool`` of a trace event allocated on a side stream: the caching allocator keeps one pair of pools per stream
+#: and reuses a freed block only on the stream that allocated it (FSDP2's reduce-scatter and all-gather copy-in
+#: streams, pytorch ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
+REDUCE_SCATTER_STREAM = "reduce_scatter"
+ALL_GATHER_STREAM = "all_gather"
+_STREAM_IDS = {REDUCE_SCATTER_STREAM: 1, ALL_GATHER_STREAM: 2}
 
 
 class LayerTensors(NamedTuple):
@@ -82,8 +94,11 @@ class LayerTensors(NamedTuple):
     attn_work: tuple = ()  # unfused attention's backward, after the MLP's saved tensors are freed
     n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
-    before: tuple = ()    # (i, bytes): a forward temporary made just before saved[i] and freed just after it
+    before: tuple = ()    # (i, bytes[, j]): a forward temporary made just before saved[i], freed just after saved[j]
+    #                       (j = i when absent)
     unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
+    score_ops: tuple = () # unfused attention's backward through its kept score tensors, in order: ("a", bytes) makes
+    #                       a temporary, ("t", j) frees the j-th temporary, ("s", i) frees saved[i] (then not mirrored)
 
 
 class StageTrace(NamedTuple):
@@ -112,6 +127,8 @@ class StageTrace(NamedTuple):
     step_lists: tuple = ()    # the step's per-parameter tensor lists: (sizes, kept), made in parameter order; ``kept``
     #                           lists (fp32 gradient copies) live to the next iteration's zero_grad, the others
     #                           (foreach temporaries) are freed in reverse order once the update has run
+    step_groups: tuple = ()   # the step per parameter group, in order: (how many of ``states`` it makes at the first
+    #                           step, its temporaries' lists); with it ``step_lists`` holds only the kept lists
 
 
 def split(total: int, piece: int) -> tuple:
@@ -132,6 +149,8 @@ def _ballast(layers: tuple, keep: int) -> tuple[int, tuple]:
 
 
 def _layer_events(lt: LayerTensors) -> int:
+    # unfused attention's score_ops (at most 15 a layer) are left out: counting them would cut the layers replayed
+    # one by one (the trace's fidelity) for a bounded few more events
     return 2 * (2 * len(lt.saved) + len(lt.forward_temp) + len(lt.remat) + len(lt.work) + len(lt.attn_work)
                 + len(lt.wgrads))
 
@@ -189,10 +208,12 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
     unit_grads: dict = {}     # FSDP2: (chunk, layer) -> key of its gradient, alive from its first backward to the step
 
     def unit_grad(key, size, pool):
-        # FSDP2 foreach_reduce: the reduce-scatter output becomes the sharded .grad at the unit's first backward of
-        # the step; a later micro-batch's output is added into it and freed
+        # FSDP2 foreach_reduce: the reduce-scatter output, allocated on the reduce-scatter stream (its own pool:
+        # its cached blocks serve only later reduce-scatter outputs), becomes the sharded .grad at the unit's first
+        # backward of the step; a later micro-batch's output is added into it and freed
         if not size:
             return
+        pool = REDUCE_SCATTER_STREAM if pool is None else pool
         if key in unit_grads:
             free(alloc(size, pool))
         else:
@@ -217,11 +238,14 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     continue
                 keys = [alloc(s, pool) for s in head]
                 for lt in layers:
-                    before = dict(lt.before)
+                    before = {b[0]: b for b in lt.before}
+                    pending: dict = {}
                     for i, s in enumerate(lt.saved):
-                        pre = alloc(before[i], pool) if i in before else None
+                        if i in before:
+                            b = before[i]
+                            pending[b[2] if len(b) > 2 else i] = alloc(b[1], pool)
                         keys.append(alloc(s, pool))
-                        free(pre)
+                        free(pending.pop(i, None))
                     temp = [alloc(s, pool) for s in lt.forward_temp]
                     for k in reversed(temp):
                         free(k)
@@ -241,11 +265,20 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                 free(keys[0])
                 continue
             if has_loss:
+                # The loss's backward: with a backward buffer of its own (bf16 logits: the fp32 gradient cast
+                # back to bf16) the kept fp32 tensor goes before the output layer's backward; without one (fp32
+                # logits, Transformer Engine's fused cross entropy) the gradient is written in place into the
+                # kept tensor, which the output layer's backward then reads: freed after it
                 tmp = [alloc(s, pool) for s in t.loss[2]]
-                for k in reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []):
-                    free(k)
+                kept = list(reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []))
+                if tmp:
+                    for k in kept:
+                        free(k)
                 for s in t.loss[3]:
                     free(alloc(s, pool))
+                if not tmp:
+                    for k in kept:
+                        free(k)
                 for k in reversed(tmp):
                     free(k)
             for k in reversed(keys[len(keys) - n_tail:len(keys) - (len(t.loss[1]) if has_loss else 0)]):
@@ -274,9 +307,18 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                         grad = new
                 mirror(range(n_att, len(mine)))
                 aw = [alloc(s, pool) for s in lt.attn_work]
+                temps, done = [], set()
+                for op, x in lt.score_ops:
+                    if op == "a":
+                        temps.append(alloc(x, pool))
+                    elif op == "t":
+                        free(temps[x])
+                    else:
+                        free(mine[x])
+                        done.add(x)
                 for k in reversed(aw):
                     free(k)
-                mirror(range(n_att))
+                mirror([i for i in range(n_att) if i not in done])
                 while wg:
                     free(alloc(wg.pop(), pool))
                 free(grad)
@@ -318,16 +360,22 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     free(key)
         for key, _ in grads:
             free(key)
-        if first:
-            for s in t.states:
-                alloc(s)
-        tmp = [alloc(s) for s in t.step]
-        for sizes, keep in t.step_lists:
-            if not keep:
+        # torch.optim's step (and Megatron's ChainedOptimizer) goes group by group: a group's states are made
+        # (``_init_group``) just before its update, whose foreach temporaries are freed before the next group's
+        groups = t.step_groups or ((len(t.states), tuple(sizes for sizes, keep in t.step_lists if not keep)),)
+        done, tmp = 0, None
+        for n_states, lists in groups:
+            if first:
+                for s in t.states[done:done + n_states]:
+                    alloc(s)
+            done += n_states
+            if tmp is None:
+                tmp = [alloc(s) for s in t.step]
+            for sizes in lists:
                 lst = [alloc(s) for s in sizes]
                 for k in reversed(lst):
                     free(k)
-        for k in reversed(tmp):
+        for k in reversed(tmp or ()):
             free(k)
         kept_lists.append(kept)
 
@@ -374,7 +422,11 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
     for ev in trace:
         op = ev[0]
         if op == "+":
-            handles[ev[1]] = a.malloc(ev[2], private_pool=ev[3])
+            pool = ev[3]
+            if isinstance(pool, str):          # a side stream's own pool
+                handles[ev[1]] = a.malloc(ev[2], stream=_STREAM_IDS[pool])
+            else:
+                handles[ev[1]] = a.malloc(ev[2], private_pool=pool)
             if a.allocated > peak_a:
                 peak_a = a.allocated
             if a.reserved > peak_r:
@@ -415,26 +467,65 @@ def scaled(sizes: list, total: int) -> tuple:
     return tuple(sizes) + ((total - have,) if total - have else ())
 
 
-def _before(parts: dict, saved: tuple, scores_input: int) -> tuple:
+def _before(parts: dict, saved: tuple, scores_input: int, pieces: int = 1) -> tuple:
     """The unfused attention's ``baddbmm`` output (``scores_input`` bytes), made just before the softmax output that
-    the layer keeps and freed once the softmax has run (Megatron-LM @ d98e8a64
-    ``megatron/core/transformer/dot_product_attention.py``; the softmax keeps its output, not its input)."""
+    the layer keeps and freed after the last of its ``pieces`` kept score tensors (dropout's output and mask):
+    Megatron-LM @ d98e8a64 ``megatron/core/transformer/dot_product_attention.py`` holds it in the local
+    ``matmul_result`` (and its view ``attention_scores``) until ``forward`` returns; the softmax keeps its output, not
+    its input. As ``(index of the softmax output in saved, bytes, index of the last score tensor)``."""
     if not scores_input or not parts.get("scores"):
         return ()
     names = [k for k in _MIXER_PARTS if parts.get(k)]
     i = names.index("scores")
-    return ((i, scores_input),) if i < len(saved) else ()
+    return ((i, scores_input, min(i + max(pieces, 1) - 1, len(saved) - 1)),) if i < len(saved) else ()
+
+
+def _score_backward(first: int, pieces: int, u: int, torch_path: bool) -> tuple:
+    """The backward of unfused attention through its kept score tensors (each ``u`` bytes: ``saved[first]`` the
+    softmax output, then with attention dropout its output and its mask), as :data:`LayerTensors.score_ops`.
+    Megatron-LM @ d98e8a64 ``megatron/core/transformer/dot_product_attention.py`` and
+    ``megatron/core/fusions/fused_softmax.py``, autograd's nodes in reverse: the second matmul's backward makes the
+    gradient of the probabilities its input (``bmm``), then frees what it kept (dropout's output); dropout's
+    backward makes a new gradient (``native_dropout_backward``: grad x mask x scale) and frees the mask; PyTorch's
+    softmax backward makes one more and frees the softmax output, then, the causal mask having been applied in
+    place to a view of the scores, autograd's ``CopySlices`` copies the gradient into a new base tensor, clones the
+    slice and ``masked_fill`` writes one more (four score tensors at once); Megatron's fused kernel writes its
+    gradient in place. What is left is the first matmul's (``baddbmm``) input gradient, freed once it has run."""
+    ops = [("a", u)]
+    g, n = 0, 1
+    if pieces >= 2:
+        ops += [("s", first + 1), ("a", u), ("t", g)] + ([("s", first + 2)] if pieces >= 3 else [])
+        g, n = n, n + 1
+    if torch_path:
+        ops += [("a", u), ("t", g), ("s", first)]
+        g, n = n, n + 1
+        ops += [("a", u), ("a", u), ("a", u), ("t", n + 2), ("t", n + 1), ("t", g)]
+        g = n
+    else:
+        ops.append(("s", first))
+    return tuple(ops) + (("t", g),)
 
 
 def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
-                  scores_input: int = 0) -> LayerTensors:
+                  scores_input: int = 0, torch_softmax: bool = False) -> LayerTensors:
     """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
     and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
     its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
     layer that keeps nothing); ``wgrads`` its weight gradients when they are not accumulated in place;
     ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention)."""
     parts = parts or {}
-    mixer = [parts[k] for k in _MIXER_PARTS if parts.get(k)]
+    mixer = []
+    first, pieces = 0, 0
+    for k in _MIXER_PARTS:
+        v = parts.get(k)
+        if v and k == "scores" and scores_input and v >= scores_input:
+            # the kept score tensors one by one: the softmax output, then attention dropout's output and its
+            # 1-byte mask (``native_dropout`` makes the output, then the mask), each of the scores' shape
+            first, cut = len(mixer), split(v, scores_input)
+            pieces = len(cut)
+            mixer += cut
+        elif v:
+            mixer.append(v)
     mlp = [v for k, v in parts.items() if k not in _MIXER_PARTS and v]
     att = scaled(mixer, acts.attention)
     mlp_t = scaled(mlp, acts.mlp)
@@ -443,8 +534,20 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
     work = split(acts.backward_peak - 2 * piece, piece)   # beyond the two gradients the backward mirror holds
     attn_work = split(acts.attention_backward_peak, piece)
     if recompute is None:
+        ops: tuple = ()
+        if acts.attention_backward_peak:
+            # attention_backward_peak is counted above everything kept, less the MLP's saved tensors (freed by
+            # then) and with the residual stream's gradient; the trace frees those tensors itself and still holds
+            # the gradient its backward mirror made last (of the MLP's first saved tensor): both added back
+            total = acts.attention_backward_peak + (sum(mlp_t) - mlp_t[0] if mlp_t else 0)
+            if pieces and tuple(att[first:first + pieces]) == tuple(mixer[first:first + pieces]):
+                # the score tensors as the backward makes and frees them (_score_backward), the rest beside them
+                kept = sum(att[first:first + pieces])
+                ops = _score_backward(first, pieces, att[first], torch_softmax)
+                total -= (4 * att[first] - kept) if torch_softmax else att[first]
+            attn_work = split(max(total, 0), piece)
         return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
-                            _before(parts, saved, scores_input))
+                            _before(parts, saved, scores_input, pieces), score_ops=ops)
     keep = (acts.checkpoint,) if recompute == "full" else ()
     return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
 
@@ -522,11 +625,23 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
     group = shards
     if separate_experts and n_e:
         group = max(shards[:n_sd], shards[n_sd:], key=sum)
+    unit_elems = sum(group)
     group = _merge_sizes(group, MAX_STEP_TENSORS)
-    lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0)
+    lists = tuple((_proportional(group, total), kept) for total, kept in step_per_param if total > 0 and kept)
+    # With ``separate_experts`` the routed experts have an optimizer of their own (Megatron-Core
+    # ``get_megatron_optimizer``: a ChainedOptimizer steps the dense one, then the experts'), stepped after the
+    # dense one; the temporaries' bytes per element are those of the estimate's list
+    parts = [g for g in ((shards[:n_sd], states[:n_sd * state_count]), (shards[n_sd:], states[n_sd * state_count:]))
+             if g[0]] if separate_experts and n_e and len(states) == len(shards) * state_count else [(shards, states)]
+    step_groups = tuple(
+        (len(st), tuple(_proportional(_merge_sizes(g, MAX_STEP_TENSORS), total * sum(g) // max(unit_elems, 1))
+                        for total, kept in step_per_param if total > 0 and not kept))
+        for g, st in parts)
+    if not states and len(step_groups) == 1 and not step_groups[0][1]:
+        step_groups = ()
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
-                      clone_bytes if masters else 0, root_grad, lists)
+                      clone_bytes if masters else 0, root_grad, lists, step_groups)
 
 
 def _proportional(weights: list, total: int) -> tuple:

@@ -67,16 +67,18 @@ def test_step_lists_per_parameter_in_order():
 
 
 def test_build_cuts_step_lists_per_parameter():
-    """Parameters of 3 and 1 elements, no distributed optimizer: a 16 B list is 12 + 4 B, an 8 B one 6 + 2 B. With
-    separate dense and expert optimizers (dense 3 + 1, experts 8 elements) the list is the larger optimizer's: the
-    experts' one tensor of 8 elements."""
+    """Parameters of 3 and 1 elements, no distributed optimizer: a 16 B list is 12 + 4 B, an 8 B one 6 + 2 B; the
+    kept list (fp32 gradient copies) in ``step_lists``, the temporaries with the one parameter group's 4 states
+    (2 per parameter). With separate dense and expert optimizers (dense 3 + 1, experts 8 elements) the estimate's
+    32 B list is the larger optimizer's, 4 B per element: stepped group by group, the dense group makes its 4
+    states and a 12 + 4 B list, then the experts' group its 2 states and a 32 B list."""
     kw = dict(weight_bytes=2, weights=8, gradients=16, optimizer=96, master_bytes=4, state_count=2, dense_shard=1,
               expert_shard=1, distributed=False, persistent=(), chunks=(), loss=((), (), (), ()), embedding_wgrad=0,
               counts=(), microbatches=1, step=())
     t = build(dense=[3, 1], experts=[], step_per_param=((16, False), (8, True)), **kw)
-    assert t.step_lists == (((12, 4), False), ((6, 2), True))
+    assert t.step_lists == (((6, 2), True),) and t.step_groups == ((4, ((12, 4),)),)
     t = build(dense=[3, 1], experts=[8], step_per_param=((32, False),), separate_experts=True, **kw)
-    assert t.step_lists == (((32,), False),)
+    assert t.step_lists == () and t.step_groups == ((4, ((12, 4),)), (2, ((32,),)))
 
 
 def test_per_parameter_temporaries_fill_the_holes_a_lump_cannot():
@@ -107,11 +109,45 @@ def test_fsdp2_unit_gradients_live_from_the_first_backward_to_their_copy():
     layer = LayerTensors((3 * MIB,), (), (), (), unit_grad=MIB)
     ev = events(_one_layer(grad_buffers=(), states=(), microbatches=2, chunks=(((), (layer,), (), False, False),),
                            step_lists=(((2 * MIB,), True),)))
-    first = [("+", 2, 3 * MIB, None), ("+", 3, 3 * MIB, None), ("-", 2), ("-", 3), ("+", 4, MIB, None),
-             ("+", 5, 3 * MIB, None), ("+", 6, 3 * MIB, None), ("-", 5), ("-", 6), ("+", 7, MIB, None), ("-", 7)]
+    rs = "reduce_scatter"
+    first = [("+", 2, 3 * MIB, None), ("+", 3, 3 * MIB, None), ("-", 2), ("-", 3), ("+", 4, MIB, rs),
+             ("+", 5, 3 * MIB, None), ("+", 6, 3 * MIB, None), ("-", 5), ("-", 6), ("+", 7, MIB, rs), ("-", 7)]
     assert ev[:17] == [("mark", "setup"), ("+", 1, 2 * MIB, None), ("mark", "fwd_bwd")] + first + [
         ("mark", "optimizer"), ("+", 8, 2 * MIB, None), ("-", 4)]
     assert ev[17:20] == [("mark", "fwd_bwd"), ("-", 8), ("+", 9, 3 * MIB, None)]
+
+
+def test_fsdp2_reduce_scatter_output_has_its_own_pool():
+    """FSDP2's reduce-scatter output is allocated on the reduce-scatter stream, whose pool the default stream's
+    blocks never serve (pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py ``foreach_reduce``;
+    c10/cuda/CUDACachingAllocator.cpp: a block is reused only on its own stream). The 2 MiB parameter takes a
+    20 MiB segment (request of 1-10 MiB), 18 MiB cached; the 3 MiB saved tensor and its 3 MiB gradient come from
+    it and go back (18 MiB free again). The layer's 3 MiB reduce-scatter output cannot take that block: a 20 MiB
+    segment of the reduce-scatter stream. Peak allocated 2 + 3 + 3 = 8 MiB, reserved 20 + 20 = 40 MiB; the second
+    iteration reuses both segments (on one stream the output would have fitted the cached 18 MiB: 20 MiB)."""
+    layer = LayerTensors((3 * MIB,), (), (), (), unit_grad=3 * MIB)
+    r = replay(events(_one_layer(grad_buffers=(), states=(), chunks=(((), (layer,), (), False, False),))))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (8 * MIB, 40 * MIB, 2)
+
+
+def test_loss_gradient_in_place_lives_through_the_output_layer_backward():
+    """fp32 logits, or Transformer Engine's fused cross entropy: the loss writes the logits' gradient into the tensor
+    it kept (Megatron-Core tensor_parallel/cross_entropy.py: ``grad_input = softmax``, then in-place updates), and
+    the output layer's backward reads it, so the kept 12 MiB logits are freed only after the 12 MiB weight gradient.
+    By hand: the 2 MiB parameter takes a 20 MiB segment; the 3 MiB saved tensor and the 12 MiB logits are cut from
+    it (3 MiB left); the 12 MiB weight gradient needs a 12 MiB segment of its own: 2 + 3 + 12 + 12 = 29 MiB allocated
+    (the logits freed first, the gradient would have taken their block: 17 MiB). The layer's 3 MiB gradient takes
+    the best fit, that 12 MiB block; all freed: 18 MiB free in the first segment, 12 MiB in the second. Iteration 2:
+    the saved 3 MiB takes the 12 MiB block (9 left), the logits 12 of the 18 MiB (6 left), and the weight gradient
+    fits neither: a third segment. Reserved 20 + 12 + 12 = 44 MiB. With a backward buffer of its own (bf16 logits:
+    the 6 MiB bf16 gradient) the kept tensor goes before the output layer's backward."""
+    chunks = (((), (LayerTensors((3 * MIB,), (), (), ()),), (), False, True),)
+    r = replay(events(_one_layer(grad_buffers=(), states=(), chunks=chunks, loss=((), (12 * MIB,), (), (12 * MIB,)))))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (29 * MIB, 44 * MIB, 3)
+    ev = events(_one_layer(grad_buffers=(), states=(), chunks=chunks, loss=((), (12 * MIB,), (6 * MIB,),
+                                                                            (12 * MIB,))))
+    i = ev.index(("+", 4, 6 * MIB, None))
+    assert ev[i:i + 5] == [("+", 4, 6 * MIB, None), ("-", 3), ("+", 5, 12 * MIB, None), ("-", 5), ("-", 4)]
 
 
 def test_replay_of_one_layer_by_hand():
@@ -165,7 +201,7 @@ def test_distributed_optimizer_takes_parameters_in_buffer_order():
               loss=((), (), (), ()), embedding_wgrad=0, counts=(), microbatches=1, step=(),
               step_per_param=((12, False),))
     assert t.masters == (8, 16) and t.states == (8, 8, 16, 16)
-    assert t.step_lists == (((4, 8), False),)
+    assert t.step_lists == () and t.step_groups == ((4, ((4, 8),)),)
 
 
 def test_distributed_optimizer_copies_weights_into_the_buffer():
@@ -191,6 +227,67 @@ def test_layer_tensors_from_named_parts():
     full = layer_tensors(a, {"norm_in": 30, "qkv": 50, "fc1_out": 60}, "full")
     assert full.saved == (10,) and full.forward_temp == full.remat == (30, 50, 20, 40)
     assert scaled([3, 1], 2) == (1,)      # 3 * 2 // 4 = 1, 1 * 2 // 4 = 0 (dropped)
+
+
+def test_unfused_attention_backward_keeps_its_score_tensors_whole():
+    """Unfused attention, scores U = 64 B kept. Its backward (estimator/model/local_attention.py) needs 4U - U = 192 B
+    of score tensors plus the residual gradient 10 B, less the MLP's 40 B freed by then: attention_backward_peak =
+    162 B above everything kept. The trace itself frees the MLP's saved tensors (30 + 10) and still holds the 30 B
+    gradient its mirror made last (of the MLP's first tensor, standing for the residual gradient), so the working
+    set it allocates is 162 + 40 - 30 = 172 B: three whole 64 B score tensors would be 192, here 64, 64 and 44 (pieces
+    of at most the largest saved tensor); without the correction the 162 B would count the MLP and the residual
+    gradient twice. A full-recompute layer keeps its MLP rematerialised through the backward: 162 B as it is."""
+    from estimator.memory.activations import LayerActivations
+    a = LayerActivations(attention=100, mlp=40, full=140, checkpoint=10, backward_peak=0, recompute_peak=0,
+                         attention_backward_peak=162)
+    parts = {"norm_in": 36, "scores": 64, "mlp_norm_in": 30, "fc1_out": 10}
+    lt = layer_tensors(a, parts, None)
+    assert lt.saved == (36, 64, 30, 10) and lt.n_mlp == 2
+    assert lt.attn_work == (64, 64, 44)
+    assert layer_tensors(a, parts, "full").attn_work == (64, 64, 34)
+
+
+def test_unfused_attention_score_backward_in_order():
+    """Kept: softmax output p = saved[1], dropout's output d = saved[2], its mask m = saved[3]. The second matmul's
+    backward makes g0 and frees d; dropout's backward makes g1, frees g0 and m; PyTorch's softmax backward makes g2,
+    frees g1 and p; CopySlices makes the base copy g3, the clone g4, masked_fill's g5, frees g5, g4, g2; g3 goes once
+    the first matmul's backward has run. Score tensors alive: p d m g0 (3.5), p m g0 g1 (3.5), p g1 g2 (3),
+    g2 g3 g4 g5 (4). With Megatron's fused kernel the softmax gradient is written in place into g1: p freed."""
+    from estimator.memory.reserved import _score_backward
+    u = 8
+    assert _score_backward(1, 3, u, True) == (
+        ("a", u), ("s", 2), ("a", u), ("t", 0), ("s", 3), ("a", u), ("t", 1), ("s", 1),
+        ("a", u), ("a", u), ("a", u), ("t", 5), ("t", 4), ("t", 2), ("t", 3))
+    assert _score_backward(1, 3, u, False) == (("a", u), ("s", 2), ("a", u), ("t", 0), ("s", 3), ("s", 1), ("t", 1))
+    assert _score_backward(0, 1, u, False) == (("a", u), ("s", 0), ("t", 0))
+
+
+def test_scores_before_the_softmax_live_to_the_end_of_the_core_attention():
+    """DotProductAttention.forward holds the baddbmm output in its local ``matmul_result`` until it returns: made
+    before the softmax output (saved[1]), freed after the last kept score tensor (dropout's mask, saved[3]), so it
+    is alive beside dropout's output and mask. Keys: 1 the parameter, 2 the gradient buffer, then 3 the first saved
+    tensor, 4 the scores, 5-7 the softmax output, dropout's output and mask; the scores freed after 7, then the
+    backward's first gradient (of the mask's size)."""
+    layer = LayerTensors((2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB), (), (), (), before=((1, 8 * MIB, 3),))
+    ev = events(_one_layer(chunks=(((), (layer,), (), False, False),)))
+    i = ev.index(("mark", "fwd_bwd"))
+    assert ev[i + 1:i + 8] == [("+", 3, 2 * MIB, None), ("+", 4, 8 * MIB, None), ("+", 5, 8 * MIB, None),
+                               ("+", 6, 8 * MIB, None), ("+", 7, 4 * MIB, None), ("-", 4), ("+", 8, 4 * MIB, None)]
+    from estimator.memory.activations import LayerActivations
+    a = LayerActivations(attention=22, mlp=0, full=22, checkpoint=2, backward_peak=0, recompute_peak=0)
+    assert layer_tensors(a, {"norm_in": 2, "scores": 20}, None, scores_input=8).before == ((1, 8, 3),)
+
+
+def test_replay_of_unfused_attention_backward_by_hand():
+    """One layer keeping only its 12 MiB softmax output, PyTorch's softmax, no dropout. The 2 MiB parameter takes a
+    20 MiB segment; the output is cut from it (6 MiB left). Backward: g0 and g2 (12 MiB each) need segments of their
+    own (B, C); g0 and the output freed (B free; the first segment 18 MiB free again); g3 takes B (best fit), g4 12 of
+    the 18 MiB, g5 a fourth segment D. Peak 2 + 4 x 12 = 50 MiB allocated, 20 + 3 x 12 = 56 MiB reserved; the
+    second iteration finds every block it needs: still 56 MiB, 4 segments."""
+    from estimator.memory.reserved import _score_backward
+    layer = LayerTensors((12 * MIB,), (), (), (), score_ops=_score_backward(0, 1, 12 * MIB, True))
+    r = replay(events(_one_layer(grad_buffers=(), states=(), chunks=(((), (layer,), (), False, False),))))
+    assert (r.peak_allocated, r.peak_reserved, r.segments) == (50 * MIB, 56 * MIB, 4)
 
 
 def test_schedule_passes_lump_all_but_the_last_forwards():
