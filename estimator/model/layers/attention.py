@@ -131,7 +131,7 @@ def activations(r, c: Ctx) -> Part:
     heads = r.a // t
     if r.pre_norm:
         norm_in = B * Tn * h
-        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True)  # LayerNormLinear
     else:       # no input norm: the QKV linear keeps the layer input itself
         norm_in, norm_out = 0, lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
@@ -184,8 +184,8 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc + expanded
         bwd = backward_extra(r, B, sc) + B * T * heads * dh
     proj_fp8 = 0
-    if cfg.precision.fp8:
-        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input, with its scales
+    if c.fp8:
+        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8/NVFP4 copy of the projection input, with its scales
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):

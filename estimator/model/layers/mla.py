@@ -113,8 +113,8 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc
         bwd = backward_extra(r, B, sc) + B * T * heads * r.v_dim
     proj_fp8 = 0
-    if cfg.precision.fp8:
-        proj_fp8 = lin_saved(c, T, heads * r.v_dim)   # FP8 copy of the projection input, with its scales
+    if c.fp8:
+        proj_fp8 = lin_saved(c, T, heads * r.v_dim)   # FP8/NVFP4 copy of the projection input, with its scales
         saved += proj_fp8
     if r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p"):
         saved += B * T * heads * r.v_dim
