@@ -690,7 +690,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         for k in ("first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             if k in pr:
                 del pr[k]
-                notes.append(f"--{k.replace('_', '-')}: Megatron-Core reads it only in an FP8 or FP4 run")
+                notes.append(f"--{k.replace('_', '-')}: Megatron-Core reads it only in an FP8 run or an FP4 run")
     elif not pr.get("first_last_layers_bf16"):
         for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             if k in pr:
