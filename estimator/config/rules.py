@@ -71,9 +71,14 @@ def not_modelled(cfg: Config) -> list[str]:
                    "ones; not modelled")
     if pr.fp4 and pr.fp4_param_gather and pr.use_precision_aware_optimizer:
         # distrib_optimizer.py _build_model_and_main_param_groups: an NVFP4 weight has no shard view
-        # (shard_model_param = None), which the precision-aware path hands to Transformer Engine's FusedAdam.
+        # (shard_model_param = None). With OptimizerConfig.fp8_recipe None or delayed (Megatron-LM's default) the
+        # precision-aware path hands those to Transformer Engine's FusedAdam; with another fp8_recipe (Megatron-
+        # Bridge's MixedPrecisionConfig copies its default, tensorwise) Megatron-Core keeps fp32 masters itself.
+        # Which one a run takes is not in this configuration.
         out.append("precision.fp4_param_gather true with use_precision_aware_optimizer: Megatron-Core's "
-                   "distributed optimizer keeps no shard of an NVFP4 weight for FusedAdam to update; not modelled")
+                   "distributed optimizer has no shard of an NVFP4 weight; who keeps the master weights then "
+                   "depends on the optimizer's fp8_recipe (Megatron-Core itself with Megatron-Bridge's tensorwise "
+                   "default, none with Megatron-LM's delayed), which is not modelled")
     if (pr.reuse_grad_buf_for_mxfp8_param_ag and pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe != "mxfp8"
             and not par.use_megatron_fsdp):
         # param_and_grad_buffer.py: FP8 weights other than MXFP8 still get a uint8 parameter buffer, but with the
