@@ -194,7 +194,8 @@ _put(_N, "moe_router_topk_scaling_factor "
      "moe_input_jitter_eps moe_token_drop_policy moe_per_layer_logging "
      "moe_enable_routing_replay moe_shared_expert_overlap high_priority_a2a_comm_stream "
      "moe_router_padding_for_quantization moe_router_padding_for_fp8",
-     "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert")
+     "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert (under 128 "
+     "with NVFP4: fp4_utils.py get_fp4_align_size)")
 _put(_N, "moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
      "thread blocks given to HybridEP's kernels; its buffers keep their size (but for the preprocessing scan's "
      "scratch of 8 B per block, rank of the NVLink domain and local expert: kilobytes, counted at 108 blocks)")
