@@ -215,3 +215,21 @@ def test_bridge_presets():
                                 world_size=1).config["precision"]
         assert pr["fp4"] is True and pr["fp4_recipe"] == "nvfp4" and pr["fp4_param_gather"] is True
         assert pr.get("num_layers_at_end_in_bf16") == end and bool(pr.get("first_last_layers_bf16")) == bool(end)
+
+
+@pytest.mark.parametrize("precision", [NV, NVP, {**NV, "first_last_layers_bf16": True, "num_layers_at_start_in_bf16": 0,
+                                                 "num_layers_at_end_in_bf16": 2}])
+def test_exports_read_back_to_the_same_estimate(precision):
+    """Written as Megatron-LM flags (--fp4-format e2m1 --fp4-recipe nvfp4 [--fp4-param-gather]) and as Bridge
+    sections (bf16_with_nvfp4_mixed), the configuration reads back to the same bytes."""
+    from estimator.formats.bridge.export import to_bridge_dict
+    from estimator.formats.megatron_export import to_megatron_args
+    from estimator.formats.megatron_args import read_megatron_args
+    cfg = make_config(MODEL, None, {"seq_length": 2048, "world_size": 1, "use_distributed_optimizer": True}, precision)
+    words = to_megatron_args(cfg)
+    assert "--fp4-format" in words and ("--fp4-param-gather" in words) == bool(precision.get("fp4_param_gather"))
+    want = estimate(cfg).stages[0].allocated_bytes
+    assert estimate(read_megatron_args(" ".join(words), world_size=1).config).stages[0].allocated_bytes == want
+    bridge = to_bridge_dict(cfg)
+    assert bridge["mixed_precision"]["_preset_"] == "bf16_with_nvfp4_mixed"
+    assert estimate(read_bridge_config(bridge, world_size=1).config).stages[0].allocated_bytes == want
