@@ -233,3 +233,13 @@ def test_exports_read_back_to_the_same_estimate(precision):
     bridge = to_bridge_dict(cfg)
     assert bridge["mixed_precision"]["_preset_"] == "bf16_with_nvfp4_mixed"
     assert estimate(read_bridge_config(bridge, world_size=1).config).stages[0].allocated_bytes == want
+
+
+def test_an_nvfp4_run_takes_the_overall_error_band():
+    """No NVFP4 run was measured (no Blackwell GPU), so its class has no figure and the verdict holds the overall
+    worst under-estimate against the GPU."""
+    from estimator.formats import error_bands_data
+    from estimator.formats.error_bands import band_for
+    band = band_for({"precision": {"fp4": True}})
+    assert band.drivers == ("dense", "nvfp4") and band.driver == "overall"
+    assert band.worst_error_pct == error_bands_data.OVERALL["worst_error_pct"]
