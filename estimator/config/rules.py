@@ -360,6 +360,9 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
     if pr.fp4 and pr.fp8:
         add("precision.fp4", True, "excludes fp8: true (Megatron-LM: --fp4-format and --fp8-format cannot be used "
             "together)")
+    if pr.fp4 and tr.transformer_impl != "transformer_engine":
+        add("precision.fp4", True, "needs training.transformer_impl: transformer_engine (NVFP4 is Transformer "
+            "Engine's NVFP4BlockScaling recipe; Megatron-Core's local layers do not quantize)")
     if pr.fp4_recipe is not None and not pr.fp4:
         add("precision.fp4_recipe", pr.fp4_recipe, "applies only with fp4: true")
     if pr.fp4_param_gather and not pr.fp4:

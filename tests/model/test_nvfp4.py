@@ -173,6 +173,11 @@ def test_megatron_lm_rules_name_the_field(precision, field):
         estimate(make_config(MODEL, None, {"seq_length": 2048}, precision))
 
 
+def test_nvfp4_needs_transformer_engine_layers():
+    with pytest.raises(ConfigError, match=r"precision\.fp4.*transformer_engine"):
+        estimate(make_config(MODEL, None, {"seq_length": 2048, "transformer_impl": "local"}, NV))
+
+
 @pytest.mark.parametrize("precision, parallelism, what", [
     ({"fp4": True, "params_dtype": "fp16"}, {}, "bfloat16|bf16"),
     ({"fp4": True}, {"use_megatron_fsdp": True}, "FSDP"),
