@@ -248,3 +248,21 @@ def test_an_nvfp4_run_takes_the_overall_error_band():
     band = band_for({"precision": {"fp4": True}})
     assert band.drivers == ("dense", "nvfp4") and band.driver == "overall"
     assert band.worst_error_pct == error_bands_data.OVERALL["worst_error_pct"]
+
+
+def test_one_llama_3_8b_layer():
+    """Llama 3 8B (h 4096, 32 heads, 8 KV groups of 128, SwiGLU 14336), one GPU: QKV 6144 x 4096, projection
+    4096 x 4096, fc1 28672 x 4096, fc2 4096 x 14336, 218,103,808 linear elements. Scales, row-wise + column-wise:
+    QKV 6144 x 256 + 4096 x 384 = 3,145,728; projection 2 x 4096 x 256 = 2,097,152; fc1 28672 x 256 + 4096 x 1792
+    = 14,680,064; fc2 4096 x 896 + 14336 x 256 = 7,340,032; 27,262,976 B in all (1/8 B per element). So the layer's
+    linear weights take 436,207,616 B in bf16 (416 MiB), 245,366,784 B as NVFP4 weights (234 MiB) and
+    681,574,400 B as bf16 weights with cached NVFP4 copies (650 MiB)."""
+    from estimator.memory.states import byte_model
+    from estimator.model.layers import kind_linear_weights
+    llama = dict(num_layers=32, hidden_size=4096, num_attention_heads=32, num_query_groups=8, ffn_hidden_size=14336,
+                 vocab_size=128256)
+    for pr, lin_bytes in ((NVP, 245_366_784), (NV, 681_574_400), ({}, 436_207_616)):
+        r = resolve(load_config(make_config(llama, None, {"seq_length": 8192, "use_distributed_optimizer": True}, pr)))
+        bm, n = byte_model(r), kind_linear_weights(r, r.kinds[0])
+        assert n == 218_103_808
+        assert (bm.linear_weight or bm.weight) * n + bm.fp8_cache * n + bm.layer_scales(0) == lin_bytes
