@@ -739,7 +739,7 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append(f"NVFP4 (nvfp4 recipe): linear-layer weights are {held}; each copy carries E4M3 scales (1 B per "
                    "16 elements, padded per tensor to 128 x 4 tiles). Linear-layer inputs are saved column-wise in "
                    "0.5 B with their scales (a fused norm+linear under sequence parallelism keeps the row-wise copy "
-                   "too); embedding, output layer, norms and router stay in " + pr.params_dtype + ". Not measured: "
+                   "too; the attention projection keeps the bf16 attention output instead); embedding, output layer, norms and router stay in " + pr.params_dtype + ". Not measured: "
                    "no Blackwell GPU was available.")
     if not cfg.training.optimizer_cpu_offload:      # the offloaded step: features/assumptions.py
         if not features.step_modelled(cfg):

@@ -126,11 +126,16 @@ def test_without_the_weight_cache_each_micro_batch_keeps_its_copies():
 # --- activations --------------------------------------------------------------------------------------------
 
 def test_saved_inputs_in_nvfp4():
-    """Per layer (T = 2048, no sequence parallelism), the inputs FP8 saves in 1 B: QKV's 2048 x 1024, the
-    projection's 2048 x 1024 and fc2's 2048 x 4096, 12,582,912 elements. NVFP4 keeps them in 0.5 B + 1/16 B
-    (column-wise data and scales): 7/16 B less each, 5,505,024 B per layer, 22,020,096 B for four."""
+    """Per layer (T = 2048, no sequence parallelism). FP8 (tensorwise, as the estimate counts it) saves QKV's input
+    2048 x 1024, a copy of the projection's 2048 x 1024 and fc2's 2048 x 4096 in 1 B: 12,582,912 B. NVFP4 saves
+    QKV's and fc2's column-wise, 0.5 B + scales (1024 x 128 and 4096 x 128): 1,048,576 + 4,194,304 + 131,072 +
+    524,288 = 5,898,240 B, and no copy of the projection's input: Megatron-Core @ d98e8a64
+    (transformer/attention.py) sets save_original_input on linear_proj with fp4, which then keeps the bf16
+    attention output core attention already saves. 6,684,672 B less per layer, 26,738,688 B for four."""
     assert stage({"fp8": True, "fp8_recipe": "tensorwise"}).activations_bytes - stage(NV).activations_bytes \
-        == 4 * 5_505_024 == 22_020_096
+        == 4 * 6_684_672 == 26_738_688
+    r = resolve(load_config(make_config(MODEL, None, {"seq_length": 2048}, NV)))
+    assert layer_activations(r, LayerKind("attention", "dense"), parts=True).parts["proj_in_fp8"] == 0
 
 
 def test_qkv_norm_output_under_sequence_parallelism_keeps_both_copies():

@@ -45,13 +45,14 @@ per element)::
                                   output), which recomputing layernorm cannot drop
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
-FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
+FP8 a 1-byte copy of the output projection's input (NVFP4 none: Megatron-Core has the projection save the attention
+output itself); context parallelism with a2a the output before and
 after the all-to-all, with allgather the gathered keys and values.
 """
 
 from __future__ import annotations
 
-from ..fp8_scales import lin_saved
+from ..fp8_scales import NVFP4, lin_saved
 from ..local_attention import attention_backward_extra, local_core_attention
 from .base import Count, Ctx, Part
 
@@ -184,8 +185,11 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc + expanded
         bwd = backward_extra(r, B, sc) + B * T * heads * dh
     proj_fp8 = 0
-    if c.fp8:
-        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8/NVFP4 copy of the projection input, with its scales
+    # NVFP4: Megatron-Core sets save_original_input on linear_proj with fp4 (transformer/attention.py,
+    # multi_latent_attention.py: it reuses the bf16 output core attention saves), and Transformer Engine keeps it
+    # (module/linear.py: NVFP4's forward input quantizer is requantization-safe), so no NVFP4 copy is saved.
+    if c.fp8 and c.fp8 != NVFP4:
+        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input, with its scales
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
