@@ -10,7 +10,8 @@ Usage: ``python scripts/check_reproducible.py [--keep DIR]``. Builds the site (`
   (``SOURCE_DATE_EPOCH``, which ``hooks/build_date.py`` otherwise takes from the last commit: a copy has none).
 
 Then compares the two ``site/`` trees file by file, the offline zip included, and prints the first differences.
-Exits 0 when they are identical, 1 otherwise. ``tests/site/test_reproducible.py`` runs it.
+Exits 0 when they are identical, 1 otherwise. The suite does the same with one build less
+(``tests/site/test_site.py``, ``test_two_builds_are_identical``).
 """
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ def feature_problems(cfg) -> list[Problem]:
                                  ("training.fine_grained_activation_offloading", True,
                                   tr.fine_grained_activation_offloading)):
             if on:
-                add(field, value, "not modelled for hybrid (Mamba) or linear-attention (gated delta net) layers "
-                    "yet: the estimator names the saved tensors of attention and MLP layers only")
+                add(field, value, "not modelled for hybrid (Mamba), linear-attention (gated delta net) or DeepSeek "
+                    "sparse attention layers yet: the estimator names the saved tensors of attention and MLP layers "
+                    "only")
         if tr.cuda_graph_impl == "full_iteration":
             add("training.cuda_graph_impl", "full_iteration", "the whole-iteration CUDA graph is not modelled for "
                 "hybrid (Mamba) or linear-attention (gated delta net) models yet (its model was checked on "
@@ -134,12 +135,36 @@ def feature_problems(cfg) -> list[Problem]:
 
     # PEFT -----------------------------------------------------------------------------------------
     if tr.peft is None:
-        for name, default in (("peft_dim", 32), ("peft_alpha", 32), ("peft_target_modules", None)):
+        for name, default in (("peft_dim", 32), ("peft_alpha", 32), ("peft_target_modules", None),
+                              ("peft_share_expert_adapters", True), ("peft_sequence_parallel_input_regather", False)):
             only_with(f"training.{name}", getattr(tr, name), default, "peft: lora or dora")
     else:
         targets = set(tr.peft_target_modules or ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
-        if moe:
-            add("training.peft", tr.peft, "PEFT on MoE models (expert adapters) is not modelled")
+        mlp_targets = targets & {"linear_fc1", "linear_fc2"}
+        if moe and mlp_targets:
+            # Megatron-Bridge @ 067f987d : src/megatron/bridge/peft/ (estimator/memory/features/peft.py).
+            if tr.peft == "dora":
+                add("training.peft_target_modules", sorted(targets), "DoRA on an MoE model's linear_fc1 / "
+                    "linear_fc2 is not modelled: Megatron-Bridge's DoRA has no expert adapter path (dora.py "
+                    "DoRA.transform passes no is_expert); target linear_qkv / linear_proj only, or use lora")
+            if m.moe_latent_size:
+                add("training.peft_target_modules", sorted(targets), "adapters on latent MoE experts "
+                    "(moe_latent_size) are not modelled; target linear_qkv / linear_proj only")
+            if "linear_fc1" in mlp_targets and tr.peft_dim % etp:
+                add("training.peft_dim", tr.peft_dim, f"the adapter rank ({tr.peft_dim}) must be divisible by "
+                    f"expert_tensor_parallel_size ({etp}) for the experts' column-parallel linear_fc1")
+        if moe and tr.overlap_moe_expert_parallel_comm:
+            add("training.peft", tr.peft, "PEFT on an MoE model with overlap_moe_expert_parallel_comm is not "
+                "modelled (what the combined schedule's nodes keep of frozen experts and adapters)")
+        if moe and tr.cuda_graph_impl != "none":
+            add("training.peft", tr.peft, f"PEFT on an MoE model with cuda_graph_impl {tr.cuda_graph_impl} is not "
+                "modelled (the captured tensors of frozen experts and adapters)")
+        if tr.peft == "dora" and tr.peft_sequence_parallel_input_regather:
+            add("training.peft_sequence_parallel_input_regather", True, "is a LoRA option: Megatron-Bridge's DoRA "
+                "has no sequence_parallel_input_regather")
+        if not moe:
+            only_with("training.peft_share_expert_adapters", tr.peft_share_expert_adapters, True,
+                      "an MoE model (num_experts)")
         if m.multi_latent_attention and "linear_qkv" in targets:
             add("training.peft_target_modules", sorted(targets), "multi-latent attention has no linear_qkv (its "
                 "projections are named differently); adapters on MLA are not modelled")
@@ -147,9 +172,13 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.peft", tr.peft, "PEFT with MTP layers is not modelled")
         if fsdp:
             add("training.peft", tr.peft, "PEFT with FSDP is not modelled")
-        if targets & {"linear_qkv", "linear_fc1"} and tr.peft_dim % t:
+        freq = m.moe_layer_freq
+        dense_fc1 = (not moe or bool(m.moe_shared_expert_intermediate_size)
+                     or not (freq == 1 or (isinstance(freq, list) and all(freq))))   # dense MLPs or shared experts
+        column = {"linear_qkv", "linear_fc1"} if dense_fc1 else {"linear_qkv"}
+        if targets & column and tr.peft_dim % t:
             add("training.peft_dim", tr.peft_dim, f"the adapter rank ({tr.peft_dim}) must be divisible by "
-                f"tensor_model_parallel_size ({t}) for column-parallel targets (linear_qkv, linear_fc1)")
+                f"tensor_model_parallel_size ({t}) for column-parallel targets ({', '.join(sorted(column))})")
 
     # Activation offloading --------------------------------------------------------------------------
     if tr.cpu_offloading_num_layers and not tr.cpu_offloading:
@@ -200,7 +229,11 @@ def feature_problems(cfg) -> list[Problem]:
         if "mamba" in mods and "M" not in main_layers:
             add("training.cuda_graph_modules", sorted(mods), "mamba captures Mamba layers and applies only to a "
                 "hybrid model with M layers in hybrid_layer_pattern")
-        if ("G" in main_layers or m.experimental_attention_variant) and (not mods or "attn" in mods):
+        if m.experimental_attention_variant == "dsa" and (not mods or "attn" in mods):
+            add("training.cuda_graph_modules", sorted(mods) or None, "CUDA graphs of DeepSeek sparse attention layers (captured "
+                "whole or with attn) are not modelled (the indexer's top-k and the sparse attention's masks are "
+                "data-dependent); capture only mlp or MoE parts, or no graphs")
+        elif ("G" in main_layers or m.experimental_attention_variant in ("gdn", "gated_delta_net")) and (not mods or "attn" in mods):
             # Megatron-Core (cuda_graphs.py _layer_is_graphable) captures a gated delta net layer, a TransformerLayer
             # whose self-attention is GatedDeltaNet, with attn or the whole layer.
             add("training.cuda_graph_modules", sorted(mods) or None, "CUDA graphs of gated delta net layers (captured "

@@ -62,12 +62,14 @@ def model_problems(cfg) -> list[Problem]:
         if cp > 1 and (heads % (t * cp) or m.mamba_num_groups % (t * cp) and (t * cp) % m.mamba_num_groups):
             add("mamba_num_heads", heads, f"Mamba heads ({heads}) and groups ({m.mamba_num_groups}) must split "
                 f"over tensor x context parallel ranks ({t * cp}) (MambaContextParallel)")
-    gdn = m.experimental_attention_variant is not None or "G" in symbols
+    variant = m.experimental_attention_variant
+    dsa = variant == "dsa"
+    gdn = (variant is not None and not dsa) or "G" in symbols
     if pattern is None:
-        if m.experimental_attention_variant is not None and m.linear_attention_freq is None:
+        if variant is not None and not dsa and m.linear_attention_freq is None:
             add("linear_attention_freq", None, "is required with experimental_attention_variant gdn "
                 "(TransformerConfig: which layers are linear attention)")
-        if m.linear_attention_freq is not None and m.experimental_attention_variant is None:
+        if m.linear_attention_freq is not None and (variant is None or dsa):
             add("linear_attention_freq", m.linear_attention_freq if isinstance(m.linear_attention_freq, int)
                 else list(m.linear_attention_freq), "applies only with experimental_attention_variant: gdn")
         if isinstance(m.linear_attention_freq, tuple) and len(m.linear_attention_freq) != m.num_layers:
@@ -81,6 +83,7 @@ def model_problems(cfg) -> list[Problem]:
         for name, n in (("linear_num_key_heads", nk), ("linear_num_value_heads", nv)):
             if n % (t * cp):
                 add(name, n, f"must be a multiple of tensor x context parallel size ({t * cp})")
+    out += _dsa_rules(cfg, dsa and pattern is None)
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
     if m.post_layernorm and (m.num_experts is not None or m.multi_latent_attention or pattern is not None
@@ -103,6 +106,53 @@ def model_problems(cfg) -> list[Problem]:
         add("softmax_type", m.softmax_type, "modelled only for self-attention, not multi-latent attention")
     if m.num_experts is not None:
         _router_rules(m, add)
+    return out
+
+
+_DSA_FIELDS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk")
+
+
+def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
+    """DeepSeek sparse attention (Megatron-LM @ d98e8a64): ``experimental_attention_variant_module_specs.py``
+    ``get_dsa_module_spec_for_backend`` asserts multi-latent attention; ``transformer_config.py`` ``__post_init__``
+    requires add_bias_linear false and, with context parallelism, cp_comm_type allgather;
+    ``absorbed_mla.py`` ``AbsorbedMLASelfAttention.__init__`` requires sequence parallelism with TP > 1 and no
+    FP8/FP4 with the mla_up_proj recompute; the indexer needs its heads, head width (at least the rotary width it
+    splits off) and top-k. FP8 is not modelled (nor cross-layer top-k sharing, which has no field: the importers
+    refuse --dsa-indexer-topk-freq above 1)."""
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
+    out: list[Problem] = []
+
+    def add(field, value, msg):
+        out.append(Problem(field if "." in field else "model." + field, value, msg))
+
+    if not dsa:
+        for name in _DSA_FIELDS + ("dsa_indexer_loss_coeff",):
+            if getattr(m, name) is not None:
+                add(name, getattr(m, name), "applies only with experimental_attention_variant: dsa")
+        return out
+    if not m.multi_latent_attention:
+        add("experimental_attention_variant", "dsa", "needs multi_latent_attention true (Megatron-Core's DSA is "
+            "built on absorbed multi-latent attention only)")
+    for name in _DSA_FIELDS:
+        if getattr(m, name) is None:
+            add(name, None, "is required with experimental_attention_variant dsa (the indexer's shape)")
+    rope = m.qk_pos_emb_head_dim or 64
+    if m.dsa_indexer_head_dim is not None and m.dsa_indexer_head_dim < rope:
+        add("dsa_indexer_head_dim", m.dsa_indexer_head_dim, f"must be at least qk_pos_emb_head_dim ({rope}): the "
+            "indexer applies RoPE to that many channels of each head")
+    if m.add_bias_linear:
+        add("add_bias_linear", True, "must be false with DeepSeek sparse attention (AbsorbedMLASelfAttention)")
+    if par.tensor_model_parallel_size > 1 and not tr.sequence_parallel:
+        add("training.sequence_parallel", False, "must be true with DeepSeek sparse attention and "
+            f"tensor_model_parallel_size {par.tensor_model_parallel_size} (AbsorbedMLASelfAttention)")
+    if par.context_parallel_size > 1 and par.cp_comm_type != "allgather":
+        add("parallelism.cp_comm_type", par.cp_comm_type, "must be allgather with DeepSeek sparse attention and "
+            "context parallelism (DSAttention)")
+    if cfg.precision.fp8:
+        add("precision.fp8", cfg.precision.fp8, "is not modelled with DeepSeek sparse attention")
+    if cfg.precision.fp4:
+        add("precision.fp4", cfg.precision.fp4, "is not modelled with DeepSeek sparse attention")
     return out
 
 

@@ -110,8 +110,8 @@ def _delay_wgrad_not_modelled(cfg: Config) -> list[str]:
     if m.mtp_num_layers:
         out.append(what + "MTP layers: the MTP layer's delayed eh_proj and its pre-dispatch part are not modelled")
     if m.hybrid_layer_pattern or m.experimental_attention_variant:
-        out.append(what + "hybrid or linear-attention layers: only attention / MLA with a dense MLP or MoE is "
-                   "modelled")
+        out.append(what + "hybrid, linear-attention or DeepSeek sparse attention layers: only attention / MLA with a "
+                   "dense MLP or MoE is modelled")
     freq = m.moe_layer_freq
     all_moe = freq == 1 or (isinstance(freq, list) and all(freq))
     if tr.recompute_granularity == "selective" and "mlp" in (tr.recompute_modules or ()) and not all_moe:

@@ -287,8 +287,29 @@ class ModelConfig:
                                      flag="--mamba-num-heads")
     experimental_attention_variant: str | None = _f(
         None, "Linear attention (Qwen3-Next): gdn puts a gated delta net in the layers linear_attention_freq "
-        "names, full attention in the others. Megatron-Core's deprecated alias gated_delta_net is accepted.",
-        type="str", choices=("gdn", "gated_delta_net"), flag="--experimental-attention-variant")
+        "names, full attention in the others. Megatron-Core's deprecated alias gated_delta_net is accepted. "
+        "dsa: DeepSeek sparse attention (DeepSeek-V3.2, GLM-5) in every layer: multi-latent attention in its "
+        "absorbed form plus a lightning indexer that picks dsa_indexer_topk keys per query.",
+        type="str", choices=("gdn", "gated_delta_net", "dsa"), flag="--experimental-attention-variant")
+    dsa_indexer_n_heads: int | None = _f(None, "DeepSeek sparse attention: indexer heads (DeepSeek-V3.2: 64, "
+                                         "GLM-5: 32; Hugging Face index_n_heads). Required with dsa.", type="int",
+                                         min=1, max=MAX_HEADS, flag="--dsa-indexer-n-heads")
+    dsa_indexer_head_dim: int | None = _f(None, "DeepSeek sparse attention: width of one indexer head (128; "
+                                          "Hugging Face index_head_dim); at least qk_pos_emb_head_dim, its rotary "
+                                          "part. Required with dsa.", type="int", min=1, max=MAX_WIDTH,
+                                          flag="--dsa-indexer-head-dim")
+    dsa_indexer_topk: int | None = _f(None, "DeepSeek sparse attention: keys each query attends to (2048; "
+                                      "Hugging Face index_topk). Required with dsa.", type="int", min=1,
+                                      max=MAX_TOKENS, flag="--dsa-indexer-topk")
+    dsa_indexer_loss_coeff: float | None = _f(None, "DeepSeek sparse attention: weight of the indexer's KL loss "
+                                              "against the attention scores; above 0 the indexer runs with "
+                                              "autograd and keeps its q, k, weights and inputs for the backward "
+                                              "pass (Megatron-Bridge's GLM-5: 0.001). null or 0: no indexer loss.",
+                                              type="float", min=0.0, max=1e6, flag="--dsa-indexer-loss-coeff")
+    dsa_kernel_backend: str = _f("none", "DeepSeek sparse attention kernels: none (Megatron-Core's PyTorch "
+                                 "reference path, which builds the dense s x s scores of every head in fp32), "
+                                 "tilelang or cudnn (fused sparse MLA over the top-k keys only).", type="str",
+                                 choices=("none", "tilelang", "cudnn"), flag="--dsa-kernel-backend")
     linear_attention_freq: int | list[int] | None = _f(
         None, "Gated delta net: which layers are linear attention; an int k makes every k-th layer full "
         "attention and the others linear (Qwen3-Next: 4); a 0/1 list of length num_layers gives the pattern "
@@ -667,6 +688,16 @@ class TrainingConfig:
     peft_target_modules: list[str] | None = _f(None, "Linear layers that get adapters.", type="str_list",
                                                choices=("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"),
                                                derived="all four (Megatron-Bridge's default)")
+    peft_share_expert_adapters: bool = _f(True, "Megatron-Bridge LoRA.share_expert_adapters: one adapter on each "
+                                          "grouped-GEMM expert linear, shared by the rank's local experts "
+                                          "(replicated over the expert-parallel ranks); false gives each local "
+                                          "expert its own (E/ep times the expert adapters).", type="bool")
+    peft_sequence_parallel_input_regather: bool = _f(False, "Megatron-Bridge LoRA.sequence_parallel_input_regather:"
+                                                     " the LoRA-A of each linear_qkv / linear_fc1 adapter (not "
+                                                     "experts) keeps its sequence-parallel local input and "
+                                                     "all-gathers it again in backward, instead of keeping the "
+                                                     "gathered copy (needs sequence parallelism and TP > 1).",
+                                                     type="bool")
 
 
 @dataclass(frozen=True)

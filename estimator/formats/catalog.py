@@ -77,7 +77,7 @@ def default_layout(model: dict, gpus: int = DEFAULT_GPUS, seq_length: int = DEFA
     split = [heads, groups]               # and what Megatron-Core splits the same way in other layer kinds
     if "M" in (model.get("hybrid_layer_pattern") or ""):
         split += [model.get("mamba_num_groups") or 8, model.get("mamba_num_heads") or 1]
-    if model.get("experimental_attention_variant") or "G" in (model.get("hybrid_layer_pattern") or ""):
+    if model.get("experimental_attention_variant") in ("gdn", "gated_delta_net") or "G" in (model.get("hybrid_layer_pattern") or ""):
         split += [model.get("linear_num_key_heads") or 16, model.get("linear_num_value_heads") or 32]
     tp = _largest_divisor(gpus, *split)
     par = {"tensor_model_parallel_size": tp}

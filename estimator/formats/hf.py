@@ -101,17 +101,15 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "minimax_m2": ("MiniMaxM2ForCausalLM", "MiniMax-M2, M2.5, M2.7"),
     "glm4_moe": ("Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7"),
     "glm4_moe_lite": ("Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)"),
+    "deepseek_v32": ("DeepseekV32ForCausalLM", "DeepSeek-V3.2, DeepSeek-V3.2-Exp (DeepSeek sparse attention)"),
+    "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5 (multi-latent attention with DeepSeek sparse attention)"),
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
 }
 
 #: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
-REFUSED: dict[str, str] = {
-    "deepseek_v32": ("DeepSeek-V3.2's sparse attention adds a lightning indexer per layer (Megatron-Core's "
-                     "experimental dsa variant), which is not modelled"),
-    "glm_moe_dsa": "GLM-5's DeepSeek sparse attention indexer (Megatron-Core's dsa variant) is not modelled",
-}
+REFUSED: dict[str, str] = {}
 
 _ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt not in ("kimi_k2", "ministral3")}
 
@@ -156,6 +154,9 @@ _MOE_QWEN = frozenset({"num_experts", "num_experts_per_tok", "moe_intermediate_s
 _DEEPSEEK = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                        "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
                        "first_k_dense_replace", "moe_layer_freq", "topk_method", "num_nextn_predict_layers"})
+
+#: DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5).
+_DSA = frozenset({"index_n_heads", "index_head_dim", "index_topk"})
 
 _HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "num_nextn_predict_layers",
                      "ssm_state_size", "mamba_head_dim", "mamba_num_heads", "n_groups", "expand", "conv_kernel",
@@ -210,6 +211,9 @@ _KNOWN = {
                              "shared_intermediate_size", "scoring_func", "rotary_dim", "attn_type_list"},
     "glm4_moe": _COMMON | _DEEPSEEK | {"use_qk_norm", "partial_rotary_factor"},
     "glm4_moe_lite": _COMMON | _DEEPSEEK,
+    "deepseek_v32": _COMMON | _DEEPSEEK | _DSA,
+    "glm_moe_dsa": _COMMON | _DEEPSEEK | _DSA | {"qk_head_dim", "indexer_rope_interleave", "index_topk_freq",
+                                                 "index_skip_topk_offset"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
 }
 
@@ -246,7 +250,10 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "moe_num_experts": "num_experts", "moe_k": "moe_router_topk", "experts_per_token": "moe_router_topk",
              "intermediate_size_mlp": "ffn_hidden_size", "interleave_moe_layer_step": MAX_LAYERS,
              "moe_layer_start_index": MAX_LAYERS, "moe_layer_interval": MAX_LAYERS, "moe_layer_end_index": MAX_LAYERS,
-             "num_shared_experts": MAX_EXPERTS, "moe_num_shared_experts": MAX_EXPERTS}
+             "num_shared_experts": MAX_EXPERTS, "moe_num_shared_experts": MAX_EXPERTS,
+             "index_n_heads": "dsa_indexer_n_heads", "index_head_dim": "dsa_indexer_head_dim",
+             "index_topk": "dsa_indexer_topk", "index_topk_freq": MAX_LAYERS,
+             "index_skip_topk_offset": MAX_LAYERS, "qk_head_dim": MAX_WIDTH}
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.
 _ZERO_IS_NONE = frozenset({"q_lora_rank", "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
                            "moe_latent_size", "max_position_embeddings", "n_group", "topk_group", "num_experts"})
@@ -585,7 +592,8 @@ def _deepseek_router(r: _Reader, m: dict, method: str) -> None:
     """The router as Megatron-Bridge builds it from a DeepSeek config.json (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
     src/megatron/bridge/models/conversion/model_bridge.py CONFIG_MAPPING: scoring_func, n_group, topk_group,
     aux_loss_alpha; models/deepseek/deepseek_v2_bridge.py, deepseek_v3_bridge.py, models/kimi/kimi_bridge.py:
-    seq_aux_loss, and DeepSeek-V3's coefficient 1e-4 where its config.json has none)."""
+    seq_aux_loss, and DeepSeek-V3's coefficient 1e-4 where its config.json has none; DeepSeek-V3.2, V3's
+    architecture with sparse attention and no bridge of its own, the same)."""
     fn = r.name("scoring_func", "softmax")
     if fn not in ("softmax", "sigmoid"):
         raise UnsupportedError(f"config.json:scoring_func {show(fn)} is not supported for {r.mt}; known: softmax, "
@@ -595,7 +603,7 @@ def _deepseek_router(r: _Reader, m: dict, method: str) -> None:
     groups, topk = r.int("n_group", required=False), r.int("topk_group", required=False)
     if method in ("noaux_tc", "group_limited_greedy") and groups and groups > 1 and topk:
         m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
-    coeff = r.number("aux_loss_alpha", 1e-4 if r.mt == "deepseek_v3" else None)
+    coeff = r.number("aux_loss_alpha", 1e-4 if r.mt in ("deepseek_v3", "deepseek_v32") else None)
     if coeff:
         m["moe_router_load_balancing_type"] = "seq_aux_loss" if r.flag("seq_aux", True) else "aux_loss"
         m["moe_aux_loss_coeff"] = coeff
@@ -1000,11 +1008,12 @@ def _minimax_m2(r: _Reader, m: dict) -> None:
         m["moe_aux_loss_coeff"] = float(coeff)
 
 
-def _glm_router(r: _Reader, m: dict, *, shared_times_count: bool) -> None:
+def _glm_router(r: _Reader, m: dict, *, shared_times_count: bool, aux_coeff: float = 1e-3) -> None:
     """The MoE part of Megatron-Bridge's GLM bridges (glm/glm45_bridge.py, glm/glm47_flash_bridge.py @ 067f987d):
     first_k_dense_replace dense layers, then MoE with n_routed_experts of moe_intermediate_size, a shared expert
     (GLM-4.5: moe_intermediate_size; GLM-4.7-Flash: times n_shared_experts), sigmoid routing with the expert
-    bias, seq_aux_loss at 1e-3, and num_nextn_predict_layers MTP layers."""
+    bias, seq_aux_loss at ``aux_coeff`` (1e-3; GLM-5's bridge sets none, so Megatron-Core's 0.0), and
+    num_nextn_predict_layers MTP layers."""
     L = m["num_layers"]
     m["num_experts"] = r.int("n_routed_experts")
     m["moe_router_topk"] = r.int("num_experts_per_tok")
@@ -1023,7 +1032,8 @@ def _glm_router(r: _Reader, m: dict, *, shared_times_count: bool) -> None:
     m["moe_router_score_function"] = "sigmoid"
     m["moe_router_enable_expert_bias"] = True
     m["moe_router_load_balancing_type"] = "seq_aux_loss"
-    m["moe_aux_loss_coeff"] = 1e-3
+    if aux_coeff:
+        m["moe_aux_loss_coeff"] = aux_coeff
     groups, topk = r.int("n_group", required=False), r.int("topk_group", required=False)
     if groups and groups > 1 and topk:
         m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
@@ -1077,8 +1087,67 @@ def _glm4_moe_lite(r: _Reader, m: dict) -> None:
     _glm_router(r, m, shared_times_count=True)
 
 
+def _dsa_indexer(r: _Reader, m: dict) -> None:
+    """DeepSeek sparse attention's lightning indexer, as Megatron-Bridge maps it (NVIDIA-NeMo/Megatron-Bridge @
+    067f987d : src/megatron/bridge/models/glm_moe_dsa/glm5_bridge.py ``provider_bridge``): Megatron-Core's
+    experimental_attention_variant dsa with index_n_heads, index_head_dim and index_topk as the indexer's heads,
+    head width and top-k (Megatron-LM @ d98e8a64 : megatron/core/transformer/experimental_attention_variant/dsa.py
+    ``DSAIndexer``; the same keys as DeepSeek's own inference code writes them). All three are required: the
+    indexer's weights depend on them."""
+    m["experimental_attention_variant"] = "dsa"
+    m["dsa_indexer_n_heads"] = r.int("index_n_heads")
+    d = r.int("index_head_dim")
+    rope = m["qk_pos_emb_head_dim"]
+    if d < rope:
+        raise ConfigError(Problem("config.json:index_head_dim", d, f"must be at least qk_rope_head_dim ({rope}): "
+                                  "the indexer applies RoPE to the first qk_rope_head_dim channels of each head"))
+    m["dsa_indexer_head_dim"] = d
+    m["dsa_indexer_topk"] = r.int("index_topk")
+
+
+def _deepseek_v32(r: _Reader, m: dict) -> None:
+    """DeepSeek-V3.2 (and -Exp): DeepSeek-V3's layers (:func:`_deepseek`) with DeepSeek sparse attention
+    (:func:`_dsa_indexer`). Megatron-Bridge @ 067f987d has no DeepSeek-V3.2 bridge; the indexer loss stays at
+    Megatron-Core's default (off), and the indexer's options that change no tensor (RoPE layout, Hadamard rotation,
+    ReLU scoring) at theirs, which match DeepSeek's inference code."""
+    _deepseek(r, m)
+    _dsa_indexer(r, m)
+
+
+def _glm_moe_dsa(r: _Reader, m: dict) -> None:
+    """GLM-5 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_moe_dsa/glm5_bridge.py, an MLA provider):
+    multi-latent attention with DeepSeek sparse attention (:func:`_dsa_indexer`; the bridge turns the indexer
+    loss on at 0.001), and :func:`_glm_router`'s MoE with the shared expert n_shared_experts x
+    moe_intermediate_size and no aux-loss coefficient. qk_head_dim, where given, must be qk_nope_head_dim +
+    qk_rope_head_dim (the bridge derives the rotary width from it); num_key_value_heads, head_dim and
+    indexer_rope_interleave change no tensor. index_topk_freq other than 1 (cross-layer top-k sharing, which
+    builds no indexer in the layers that reuse another's top-k) is refused. num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    _glm_required(r, "num_nextn_predict_layers")
+    for key in ("attention_bias", "mlp_bias"):
+        _refuse_true(r, key, why="biases on the MLA or MoE projections have no Megatron-Core equivalent")
+    _mla(r, m)
+    qk = r.int("qk_head_dim", required=False)
+    if qk is not None and qk != m["qk_head_dim"] + m["qk_pos_emb_head_dim"]:
+        raise ConfigError(Problem("config.json:qk_head_dim", qk, f"must be qk_nope_head_dim + qk_rope_head_dim "
+                                  f"({m['qk_head_dim']} + {m['qk_pos_emb_head_dim']})"))
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    r.int("num_key_value_heads", required=False)
+    r.int("head_dim", required=False)
+    r.flag("indexer_rope_interleave")
+    _dsa_indexer(r, m)
+    freq = r.int("index_topk_freq", 1)
+    if freq != 1:
+        raise UnsupportedError(f"config.json:index_topk_freq = {freq} for {r.mt}: cross-layer top-k sharing (layers "
+                               "without an indexer of their own reusing another layer's top-k) is not modelled; "
+                               "only 1 is")
+    r.int("index_skip_topk_offset", 0)
+    m["dsa_indexer_loss_coeff"] = 0.001
+    _glm_router(r, m, shared_times_count=True, aux_coeff=0.0)
+
+
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
                 "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
                 "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
-                "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite}
+                "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite, "deepseek_v32": _deepseek_v32,
+                "glm_moe_dsa": _glm_moe_dsa}

@@ -77,8 +77,8 @@ REFUSED_VALUES = {
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
     "fp4_recipe": (("nvfp4",), "only the nvfp4 recipe (NVFP4BlockScaling) is modelled, not custom quantizer "
                    "factories"),
-    "experimental_attention_variant": (("gdn", "gated_delta_net"), "only the gated delta net (gdn) is modelled; "
-                                       "gdn2 and DeepSeek sparse attention (dsa) are not"),
+    "experimental_attention_variant": (("gdn", "gated_delta_net", "dsa"), "only the gated delta net (gdn) and "
+                                       "DeepSeek sparse attention (dsa) are modelled; gdn2 is not"),
 }
 
 #: Megatron-LM defaults that differ from this schema's, applied when the flag is absent.

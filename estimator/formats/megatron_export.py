@@ -137,11 +137,20 @@ def to_megatron_args(config) -> list[str]:
         add("--mtp-num-layers", m.mtp_num_layers)
     if m.mtp_use_repeated_layer:
         add("--mtp-use-repeated-layer")
-    if m.experimental_attention_variant is not None:
+    gdn = m.experimental_attention_variant in ("gdn", "gated_delta_net")
+    if gdn:
         add("--experimental-attention-variant", "gdn")
         freq = m.linear_attention_freq
         add("--linear-attention-freq", pattern_expression(freq) if isinstance(freq, tuple) else freq)
-    if m.experimental_attention_variant is not None or (m.hybrid_layer_pattern and "G" in m.hybrid_layer_pattern):
+    elif m.experimental_attention_variant == "dsa":
+        add("--experimental-attention-variant", "dsa")
+        for name in ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk"):
+            add(_flag(name), getattr(m, name))
+        if m.dsa_indexer_loss_coeff:
+            add("--dsa-indexer-loss-coeff", m.dsa_indexer_loss_coeff)
+        if m.dsa_kernel_backend != "none":
+            add("--dsa-kernel-backend", m.dsa_kernel_backend)
+    if gdn or (m.hybrid_layer_pattern and "G" in m.hybrid_layer_pattern):
         for name in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                      "linear_num_value_heads"):
             add(_flag(name), getattr(m, name))

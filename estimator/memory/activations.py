@@ -16,6 +16,8 @@ in short, in bytes:
                  graph saves (estimator.model.layers.router: 12*Tn*k by Megatron's default, + 4*Tn*E per fp32
                  score tensor of sigmoid scores or an aux loss)
     MLA        = 4*Tn*h + 4*Tn*q_lora + 4*Tn*kv_lora + 2*T*a*(2*(qk+rope) + v)/t + 2*T*a*v/t
+    DSA        = absorbed MLA with a lightning indexer: see estimator.model.layers.dsa (the reference path
+                 keeps ~13 B per query x key x head; the fused kernels a copy of q and k and the top-k indices)
     Mamba-2    = 4*Tn*h + 2*T*(2di + 2gN + nh)/t + 6*T*di/t + 4*T*g/t
     gated delta net = see estimator.model.layers.gated_delta_net
 

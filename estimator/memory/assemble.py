@@ -706,6 +706,13 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    "keeps its input projection and ungated output; the chunk states it recomputes in the backward pass "
                    "are counted in the backward working set. Mamba's context-parallel all-to-all buffers are not "
                    "counted.")
+    if "dsa" in mixers:
+        backend = r.dsa.backend if r.dsa else "none"
+        out.append("DeepSeek sparse attention layers: " + (
+            "Megatron-Core's PyTorch reference path (dsa_kernel_backend none) scores every key densely in fp32 and "
+            "keeps about 13 bytes per query, key and head (quadratic in the sequence length)" if backend == "none"
+            else f"the fused {backend} sparse MLA keeps copies of q and the latent key and the top-k indices")
+            + "; the indexer's transient forward scores are not counted.")
     if "gdn" in mixers:
         out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
                    "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")

@@ -33,6 +33,7 @@ __all__ = ["LABELS", "stage_breakdown", "breakdown", "format_breakdown", "view"]
 LABELS = {
     "weights": "Weights", "gradients": "Gradients", "optimizer": "Optimizer states",
     "attention": "Attention (activations)", "mla": "Multi-latent attention (activations)",
+    "dsa": "DeepSeek sparse attention (activations)",
     "mamba": "Mamba-2 mixers (activations)", "gdn": "Gated delta nets (activations)",
     "dense_mlp": "Dense MLP (activations)", "moe_experts": "MoE experts (activations)",
     "shared_experts": "Shared experts (activations)", "router": "MoE router and routing maps (activations)",

@@ -33,8 +33,9 @@ dtype (B bytes):
 - the attention scores of the local (non-Transformer-Engine) implementation's ``DotProductAttention``:
   B * b * (a/t) * s * s;
 - the sequence-parallel all-gather of Megatron's own linear layers (``tensor_parallel/layers.py``): every
-  linear layer of the local implementation, the output layer with Transformer Engine: B * T * h, with
-  T = s*b/cp tokens;
+  linear layer of the local implementation, the output layer with Transformer Engine, and the LoRA-A projections
+  of Megatron-Bridge's ``sequence_parallel_input_regather`` on every stage (estimator/memory/features/peft.py):
+  B * T * h, with T = s*b/cp tokens;
 - the all-gather dispatcher's gathered tokens in MoE layers (``token_dispatcher.py``), over the
   tensor x expert parallel group: B * T/t_sp * t * ep * h.
 """
@@ -86,7 +87,8 @@ def global_buffer_bytes(r: Resolved, has_moe_layers: bool, last: bool) -> int:
     uses = [0]
     if local:
         uses.append(B * r.b * (r.a // r.t) * r.s * r.s)
-    if r.sp and (local or last):
+    from .features.peft import regathered
+    if r.sp and (local or last or (cfg.training.peft and regathered(r))):
         uses.append(B * T * r.h)
     if has_moe_layers and cfg.model.moe_token_dispatcher_type == "allgather" and r.t * r.ep > 1:
         tokens = T // r.t if r.sp else T

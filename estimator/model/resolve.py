@@ -75,6 +75,17 @@ class GDNDims(NamedTuple):
     value_heads: int
 
 
+class DSADims(NamedTuple):
+    """DeepSeek sparse attention's lightning indexer: heads, head width, top-k keys per query, whether the indexer
+    loss is on (its autograd graph is kept), and the kernel backend (none, tilelang, cudnn)."""
+
+    heads: int
+    head_dim: int
+    topk: int
+    loss: bool
+    backend: str
+
+
 class KindInfo(NamedTuple):
     """The layer kinds of a model (:func:`layer_kinds`), worked out once per model shape."""
 
@@ -93,7 +104,7 @@ def _info(kinds: list, per_layer: tuple, mtp_kinds: tuple, moe: tuple) -> KindIn
 
 
 @lru_cache(maxsize=1024)
-def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int) -> KindInfo:
+def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
@@ -116,7 +127,7 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
         return _info(kinds, per_layer, mtp_kinds, moe)
     moe = _moe_pattern(L, moe_freq)
     linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
-    attn = "mla" if mla else "attention"
+    attn = "dsa" if dsa else "mla" if mla else "attention"
     per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense"))
                       for la, e in zip(linear, moe))
     return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
@@ -166,6 +177,7 @@ class Resolved:
     lat: int          # moe_latent_size (0 none)
     mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
     gdn: "GDNDims | None"       # the gated delta net's shape (None without one)
+    dsa: "DSADims | None"       # DeepSeek sparse attention's indexer (None without it)
     shape: tuple      # the model section's derived values, one object per distinct section (a cache key)
     # parallelism
     t: int
@@ -214,15 +226,19 @@ def _compute_shape(m) -> tuple:
     E = m.num_experts or 0
     hybrid = m.hybrid_layer_pattern
     mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
-    linear = m.linear_attention_freq if m.experimental_attention_variant else None
+    dsa = m.experimental_attention_variant == "dsa"
+    linear = m.linear_attention_freq if m.experimental_attention_variant and not dsa else None
     ki = layer_kinds(m.num_layers, m.multi_latent_attention,
-                     (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp)
+                     (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp,
+                     dsa=dsa and hybrid is None)
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
                       m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                   m.linear_num_value_heads) if ki.gdn else None
+    dsa_dims = DSADims(m.dsa_indexer_n_heads or 0, m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0,
+                       bool(m.dsa_indexer_loss_coeff), m.dsa_kernel_backend) if dsa and hybrid is None else None
     return (default_ffn_hidden_size(m), mtp, ki, hybrid_pattern.layout_of(hybrid) if hybrid is not None else None,
-            mamba, gdn)
+            mamba, gdn, dsa_dims)
 
 
 def resolve(cfg: Config) -> Resolved:
@@ -234,7 +250,7 @@ def resolve(cfg: Config) -> Resolved:
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
     shape = _model_shape(m)
-    f, mtp, ki, layout, mamba, gdn = shape
+    f, mtp, ki, layout, mamba, gdn, dsa = shape
     if m.hybrid_layer_pattern is None:
         layout = par.pipeline_model_parallel_layout
     dp = tr.world_size // (t * p * cp)
@@ -264,7 +280,7 @@ def resolve(cfg: Config) -> Resolved:
         tied=not m.untie_embeddings_and_output_weights,
         gate=m.attention_output_gate, post_norm=m.post_layernorm, pre_norm=m.pre_layernorm,
         qk_full=m.qk_layernorm and m.qk_layernorm_full_dim, sinks=m.softmax_type == "learnable",
-        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, shape=shape,
+        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, dsa=dsa, shape=shape,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,

@@ -278,12 +278,13 @@ _SPEC_CHOICES = {s.path: s.choices for s in field_specs()}
 
 
 _SPEC_DEFAULTS = {s.path: s.default for s in field_specs()}
-_PEFT_FIELDS = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules")
+_PEFT_FIELDS = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules",
+               "training.peft_share_expert_adapters", "training.peft_sequence_parallel_input_regather")
 
 
 def _peft_choices(cfg: dict) -> list[dict]:
-    """No adapters, LoRA and DoRA, each where the estimator models it for this model (not on MoE, MLA, hybrid
-    layers or FSDP: the rules say why); "none" resets the adapter fields to their defaults."""
+    """No adapters, LoRA and DoRA, each where the estimator models it for this model (not DoRA on MoE experts, not
+    on MLA, hybrid layers or FSDP: the rules say why); "none" resets the adapter fields to their defaults."""
     out = []
     for v in (None, *_SPEC_CHOICES[PEFT]):
         extra = {p: _SPEC_DEFAULTS[p] for p in _PEFT_FIELDS} if v is None else {}

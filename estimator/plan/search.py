@@ -146,7 +146,8 @@ class SearchResult:
         space = self.space[:1].upper() + self.space[1:] if self.space else ""
         if not self.enumerated and self.why_none:          # nothing valid: the rule that stops every layout
             return self.why_none[:1].upper() + self.why_none[1:] + "." + (f" {space}." if space else "")
-        head = (f"{self.enumerated:,} layouts enumerated on {counts} GPUs, {self.evaluated:,} evaluated "
+        gpus = "GPU" if tuple(self.num_gpus) == (1,) else "GPUs"
+        head = (f"{self.enumerated:,} layouts enumerated on {counts} {gpus}, {self.evaluated:,} evaluated "
                 f"(the rest ruled out by a memory lower bound or outranked)")
         if not self.complete:
             head += (f"; stopped at the limit of {MAX_EVALUATIONS:,} evaluated layouts, so not every layout was "

@@ -101,7 +101,8 @@ _FULL = ("training.recompute_method", "training.recompute_num_layers")
 _SELECTIVE = ("training.recompute_modules",)
 _FP8 = ("precision.fp8_recipe", "precision.fp8_param_gather")
 _FP4 = ("precision.fp4_recipe", "precision.fp4_param_gather")
-_PEFT = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules")
+_PEFT = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules",
+         "training.peft_share_expert_adapters", "training.peft_sequence_parallel_input_regather")
 _PRECISION_AWARE = ("precision.main_grads_dtype", "precision.main_params_dtype", "precision.exp_avg_dtype",
                     "precision.exp_avg_sq_dtype")
 _PATHS = {s.path for s in field_specs()}

@@ -93,6 +93,12 @@ VARIANTS = {
     "training.peft_dim": (make_config(MODEL, None, {"peft": "lora"}), {"training": {"peft_dim": 8}}),
     "training.peft_target_modules": (make_config(MODEL, None, {"peft": "lora"}),
                                      {"training": {"peft_target_modules": ["linear_qkv"]}}),
+    "training.peft_share_expert_adapters": (make_config({**MOE, "moe_ffn_hidden_size": 256}, None, {"peft": "lora"}),
+                                            {"training": {"peft_share_expert_adapters": False}}),
+    "training.peft_sequence_parallel_input_regather": (
+        make_config(MODEL, {"tensor_model_parallel_size": 2},
+                    {"peft": "lora", "world_size": 2, "sequence_parallel": True}),
+        {"training": {"peft_sequence_parallel_input_regather": True}}),
     "parallelism.tp_comm_overlap_cfg": (
         make_config(MODEL, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True},
                     {"world_size": 2, "sequence_parallel": True}),

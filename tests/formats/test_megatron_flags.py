@@ -44,6 +44,8 @@ DEFER = PP2 + " --global-batch-size 8 --defer-embedding-wgrad-compute"
 FP8CS = FP8 + " --fp8-recipe tensorwise"
 GDN = BF16 + " --experimental-attention-variant gdn --linear-attention-freq 2"
 HYB = BF16 + " --hybrid-layer-pattern M*M-"
+DSA = (MLA + " --disable-bias-linear --experimental-attention-variant dsa --dsa-indexer-n-heads 4 "
+       "--dsa-indexer-head-dim 64 --dsa-indexer-topk 16")
 
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
@@ -209,6 +211,11 @@ CHANGES = {
     "experimental_attention_variant": (BF16 + " --linear-attention-freq 2", "--experimental-attention-variant gdn",
                                        BF16),
     "linear_attention_freq": (GDN, "--linear-attention-freq 4"),
+    "dsa_indexer_n_heads": (DSA, "--dsa-indexer-n-heads 8"),
+    "dsa_indexer_head_dim": (DSA, "--dsa-indexer-head-dim 128"),
+    "dsa_indexer_topk": (DSA + " --dsa-kernel-backend tilelang", "--dsa-indexer-topk 32"),
+    "dsa_indexer_loss_coeff": (DSA, "--dsa-indexer-loss-coeff 0.001"),
+    "dsa_kernel_backend": (DSA, "--dsa-kernel-backend tilelang"),
     "linear_conv_kernel_dim": (GDN, "--linear-conv-kernel-dim 8"),
     "linear_key_head_dim": (GDN, "--linear-key-head-dim 64"),
     "linear_value_head_dim": (GDN, "--linear-value-head-dim 64"),

@@ -153,9 +153,11 @@ def test_sequence_plus_stops_at_max_position_embeddings():
 
 
 def test_peft_is_offered_where_modelled():
-    """LoRA and DoRA on a dense model; not on MoE (expert adapters are not modelled); the rank list only with them."""
+    """LoRA and DoRA on a dense model; on MoE LoRA only (Megatron-Bridge's DoRA has no expert adapters, and the
+    default targets include linear_fc1 / linear_fc2); the rank list only with them."""
     dense = advice.choices(_state_cfg("llama-3-70b-lora"), gpus=True)
     assert [o["value"] for o in dense[advice.PEFT]] == [None, "lora", "dora"]
     assert 16 in [o["value"] for o in dense[advice.PEFT_DIM]]
     moe = advice.choices(_state_cfg("mixtral-8x7b"), gpus=True)
-    assert [o["value"] for o in moe[advice.PEFT]] == [None] and moe[advice.PEFT_DIM] == []
+    assert [o["value"] for o in moe[advice.PEFT]] == [None, "lora"]
+    assert 16 in [o["value"] for o in moe[advice.PEFT_DIM]]

@@ -129,9 +129,9 @@ def test_import_hf_config(reference):
     assert out["estimate"]["parameters"]["total"] == 8_190_735_360            # Qwen3-8B, SOURCES.md
     bad = web.import_text({"preset": "tiny"}, "hf", "{not json")
     assert bad["errors"][0]["field"] == "import.hf" and "invalid JSON" in bad["errors"][0]["message"]
-    dsa = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "deepseek_v32",
-                                                                "architectures": ["DeepseekV32ForCausalLM"]}))
-    assert dsa["errors"][0]["field"] == "import.hf" and "not supported" in dsa["errors"][0]["message"]
+    other = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "qwen3_5",
+                                                                  "architectures": ["Qwen3_5ForConditionalGeneration"]}))
+    assert other["errors"][0]["field"] == "import.hf" and "unknown architecture" in other["errors"][0]["message"]
 
 
 def test_import_yaml_and_megatron():

@@ -548,3 +548,7 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
             tr["peft_alpha"] = peft["alpha"]
         if peft.get("target_modules"):
             tr["peft_target_modules"] = list(peft["target_modules"])
+        # LoRA's MoE and sequence-parallel options (megatron/bridge/peft/lora.py LoRA; DoRA has neither field).
+        for key in ("share_expert_adapters", "sequence_parallel_input_regather"):
+            if peft.get(key) is not None:
+                tr["peft_" + key] = peft[key]

@@ -114,7 +114,7 @@ def to_bridge_dict(config) -> dict:
                 value = _value(values[0])
             name = _FIELD.get(dest, dest)
             for section in _sections_of(name):
-                out[section][name] = value
+                out.setdefault(section, {})[name] = value
             if dest == "seq_length":
                 out["dataset"]["seq_length"] = value
     for section, name, dest, _, flag_default in default_gaps():     # what an absent flag meant, said explicitly
@@ -159,9 +159,12 @@ def to_bridge_dict(config) -> dict:
                               SECTIONS["mixed_precision"].get(k)) != v}}
     if peft:
         out["peft"] = {"_target_": "megatron.bridge.peft." + ("lora.LoRA" if peft == "lora" else "dora.DoRA"),
-                       "dim": tr["peft_dim"], "alpha": tr["peft_alpha"]}
-        if tr.get("peft_target_modules"):
-            out["peft"]["target_modules"] = list(tr["peft_target_modules"])
+                       "dim": cfg.training.peft_dim, "alpha": cfg.training.peft_alpha}
+        if cfg.training.peft_target_modules:        # the Config's own values: to_dict() leaves defaults out
+            out["peft"]["target_modules"] = list(cfg.training.peft_target_modules)
+        for key, default in (("share_expert_adapters", True), ("sequence_parallel_input_regather", False)):
+            if getattr(cfg.training, "peft_" + key) != default:
+                out["peft"][key] = getattr(cfg.training, "peft_" + key)
     return {k: v for k, v in out.items() if v}
 
 

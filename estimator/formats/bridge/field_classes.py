@@ -152,14 +152,16 @@ _put("modelled", "comm_overlap", "batch_p2p_comm", "pipeline p2p calls (no memor
 _put("no_effect", "comm_overlap", "bucket_size data_parallel_size", "bucket sizing; the data-parallel size is "
      "derived from the world size")
 # --------------------------------------------------------------------------------------------- peft
-_put("modelled", "peft", "dim alpha target_modules", "LoRA/DoRA adapters: their weights, gradients, optimizer "
-     "states and saved inputs")
+_put("modelled", "peft", "dim alpha target_modules share_expert_adapters sequence_parallel_input_regather",
+     "LoRA/DoRA adapters (on attention, dense MLPs, shared and routed experts): their weights, gradients, "
+     "optimizer states and saved inputs; LoRA's shared or per-expert adapters and its re-gathered "
+     "sequence-parallel input")
 _put("no_effect", "peft", "dropout dropout_position lora_A_init_method lora_B_init_method a2a_experimental",
      "numerics and initialisation of the adapters")
 _put("refused", "peft", "lora_dtype", "adapters in a dtype other than the model's are not modelled")
-_put("refused", "peft", "sequence_parallel_input_regather normalize_moe_lora share_expert_adapters "
-     "experts_shared_outer_loras", "adapters on experts and the re-gathered sequence-parallel input are not "
-     "modelled yet")
+_put("refused", "peft", "normalize_moe_lora experts_shared_outer_loras", "expert adapters of rank dim / "
+     "moe_router_topk (normalize_moe_lora) and SharedOuterGroupedExpertAdapter's half-shared expert adapters "
+     "(experts_shared_outer_loras) are not modelled")
 # ------------------------------------------------------------------------------------------- dataset
 _put("modelled", "dataset", "sequence_length", "the sequence length (Megatron-LM's --seq-length)")
 _put("no_effect", "dataset", "add_extra_token_to_sequence blend blend_per_split create_attention_mask "

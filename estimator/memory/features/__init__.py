@@ -112,8 +112,8 @@ class Plan:
                 or tr.overlap_moe_expert_parallel_comm):
             acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
-            acts = {k: peft.peft_activations(r, a) for k, a in acts.items()}
-            self.adapters = peft.adapter_params(r)
+            acts = {k: peft.peft_activations(r, a, r.kinds[k]) for k, a in acts.items()}
+            self.adapters = {k: peft.adapter_params(r, r.kinds[k]) for k in acts}     # (dense, expert) per layer
         self.acts = acts
         self.ep_overlap = ({k: schedule.ep_overlap_layer(r, r.kinds[k], a) for k, a in acts.items()}
                            if tr.overlap_moe_expert_parallel_comm else None)
@@ -279,11 +279,14 @@ class Plan:
             weights, grads, opt = fs.weights, fs.gradients, fs.optimizer
             transient.update(fs.transient)
         elif self.frozen:
-            n = len(layers) * self.adapters
-            weights += bm.weight * n
-            grads = bm.grad * n
-            opt = self.ob.linear * _cdiv(n, sd)
-            n_sh = _cdiv(n, sd)
+            # Dense adapters shard over the data-parallel ranks, expert adapters over the expert data-parallel
+            # ranks (peft.py), as the distributed optimizer shards the weights they adapt.
+            nd = sum(self.adapters[k][0] for k in kinds)
+            ne = sum(self.adapters[k][1] for k in kinds)
+            weights += bm.weight * (nd + ne)
+            grads = bm.grad * (nd + ne)
+            n_sh = _cdiv(nd, sd) + _cdiv(ne, se)
+            opt = self.ob.linear * n_sh
         elif tr.optimizer != "adam" or par.num_distributed_optimizer_instances > 1:
             if tr.optimizer == "adam":
                 opt = bm.optimizer * (_cdiv(dense_p, sd) + _cdiv(expert_p, se))

@@ -70,6 +70,15 @@ def assumptions(r) -> list[str]:
         out.append(f"PEFT {name} rank {tr.peft_dim} on {tm}: base weights frozen (no gradients, no "
                    "optimizer states); frozen linears save no input, each adapter saves its input and its "
                    "rank-wide bottleneck" + ("; DoRA also keeps the pre-magnitude output" if tr.peft == "dora" else "")
+                   + (("; routed experts' linear_fc1 / linear_fc2 get " + (
+                       "one adapter shared by the rank's local experts" if tr.peft_share_expert_adapters
+                       and cfg.model.moe_grouped_gemm else "one adapter per local expert")
+                       + ", sharded over expert TP and the expert data-parallel group")
+                      if cfg.model.num_experts and {"linear_fc1", "linear_fc2"} & set(
+                          tr.peft_target_modules or ("linear_fc1",)) else "")
+                   + ("; LoRA-A of linear_qkv / linear_fc1 keeps its sequence-local input and re-gathers it in "
+                      "backward (sequence_parallel_input_regather)" if tr.peft_sequence_parallel_input_regather
+                      else "")
                    + ".")
     if tr.optimizer_cpu_offload:
         out.append(f"Optimizer CPU offload (HybridDeviceOptimizer): whole tensors, in the optimizer's order, until "

@@ -3,7 +3,7 @@
 A decoder layer of a Megatron-Core model is a token mixer followed by an MLP, either of which may be absent:
 
 - GPTModel's ``TransformerLayer`` holds both: self-attention (:mod:`.attention`), multi-latent attention
-  (:mod:`.mla`) or a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers), then a
+  (:mod:`.mla`), DeepSeek sparse attention (:mod:`.dsa`, multi-latent attention with a lightning indexer) or a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers), then a
   dense MLP (:mod:`.mlp`) or a mixture of experts (:mod:`.moe`);
 - HybridModel's layers hold one part each, one layer per symbol of ``hybrid_layer_pattern``: ``M`` a Mamba-2
   mixer (:mod:`.mamba`), ``*`` self-attention, ``G`` a gated delta net, ``-`` a dense MLP, ``E`` a mixture of
@@ -18,20 +18,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import attention, gated_delta_net, mamba, mla, mlp, moe
+from . import attention, dsa, gated_delta_net, mamba, mla, mlp, moe
 from .base import Count, Ctx, Part
 
 __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
            "kind_linear_shapes", "kind_linear_weights", "kind_weight_shapes"]
 
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
-MIXERS = {"attention": attention, "mla": mla, "gdn": gated_delta_net, "mamba": mamba}
+MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "gdn": gated_delta_net, "mamba": mamba}
 #: MLP modules by name.
 MLPS = {"dense": mlp, "moe": moe}
 
 
 class LayerKind(NamedTuple):
-    """The two parts of a decoder layer: ``mixer`` (attention, mla, gdn, mamba, or "" for none) and ``mlp``
+    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, gdn, mamba, or "" for none) and ``mlp``
     (dense, moe, or "")."""
 
     mixer: str
@@ -44,7 +44,7 @@ class LayerKind(NamedTuple):
     @property
     def label(self) -> str:
         """A short name: "attention + MoE", "Mamba", "MLP"."""
-        names = {"attention": "attention", "mla": "MLA", "gdn": "gated delta net", "mamba": "Mamba",
+        names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "gdn": "gated delta net", "mamba": "Mamba",
                  "dense": "MLP", "moe": "MoE"}
         return " + ".join(names[p] for p in self if p)
 

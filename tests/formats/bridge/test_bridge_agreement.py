@@ -173,8 +173,7 @@ def test_where_bridge_differs_the_estimate_follows_bridge():
 
 @pytest.mark.parametrize("name", recipe_names())
 def test_recipe_round_trips_through_bridge_sections(name):
-    """Export as Bridge sections, read back: the same estimate, stage by stage (or the same refusal: LoRA on an MoE
-    model is not modelled yet)."""
+    """Export as Bridge sections, read back: the same estimate, stage by stage (or the same refusal)."""
     cfg = recipe_config(name)
     try:
         want = _peaks(cfg)

@@ -111,6 +111,32 @@ def test_peft_lora():
     assert (tr["peft"], tr["peft_dim"], tr["peft_target_modules"]) == ("lora", 16, ["linear_qkv"])
 
 
+def test_peft_lora_on_moe_imports_and_estimates():
+    """Issue 28 item 6: a Bridge LoRA on an MoE model (4 experts of width 512, top-2, SwiGLU) imports, with LoRA's
+    share_expert_adapters and sequence_parallel_input_regather. Rank 8 on all four targets, TP 1, EP 1, per layer:
+    qkv 8 x (256 + (4 + 2 x 4) x 64) = 8,192; proj 8 x (256 + 256) = 4,096; an expert's fc1 8 x (256 + 2 x 512)
+    = 10,240 and fc2 8 x (512 + 256) = 6,144. One adapter shared by the experts (Bridge's default): 28,672 per layer,
+    57,344 for two; one per expert (share_expert_adapters false): 8,192 + 4,096 + 4 x 16,384 = 77,824 per layer,
+    155,648 for two; also without grouped GEMM, where SequentialMLP's local_experts.<i>.linear_fc1 are matched one
+    by one. bf16_mixed reduces gradients in fp32: 4 B each."""
+    moe = {**MODEL, "num_moe_experts": 4, "moe_ffn_hidden_size": 512, "moe_router_topk": 2, "moe_grouped_gemm": True}
+    lora = {"_target_": "megatron.bridge.peft.lora.LoRA", "dim": 8, "alpha": 16}
+    shared = read_bridge_config({"model": moe, "train": TRAIN, "peft": lora, "mixed_precision": "bf16_mixed"},
+                                world_size=1)
+    assert _stage(shared)["gradients_bytes"] == 4 * 57_344
+    own = read_bridge_config({"model": moe, "train": TRAIN, "mixed_precision": "bf16_mixed",
+                              "peft": {**lora, "share_expert_adapters": False,
+                                       "sequence_parallel_input_regather": True}}, world_size=1)
+    tr = own.config["training"]
+    assert (tr["peft_share_expert_adapters"], tr["peft_sequence_parallel_input_regather"]) == (False, True)
+    assert _stage(own)["gradients_bytes"] == 4 * 155_648
+    loop = read_bridge_config({"model": {**moe, "moe_grouped_gemm": False}, "train": TRAIN, "peft": lora,
+                               "mixed_precision": "bf16_mixed"}, world_size=1)
+    assert _stage(loop)["gradients_bytes"] == 4 * 155_648
+    with pytest.raises(BridgeRefusedError, match="normalize_moe_lora"):
+        read_bridge_config({"model": moe, "train": TRAIN, "peft": {**lora, "normalize_moe_lora": True}}, world_size=1)
+
+
 def test_refused_field_is_named():
     with pytest.raises(BridgeRefusedError) as err:
         _read(model={**MODEL, "moe_token_dropping": True})

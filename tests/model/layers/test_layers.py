@@ -262,8 +262,8 @@ def test_megatron_lm_refuses_what_is_not_modelled():
     from estimator.formats.megatron_args import RefusedFlagsError
     with pytest.raises(RefusedFlagsError, match="disable-mamba-mem-eff-path"):
         read_megatron_args("--hybrid-layer-pattern M- --disable-mamba-mem-eff-path", world_size=1)
-    with pytest.raises(RefusedFlagsError, match="experimental-attention-variant dsa"):
-        read_megatron_args("--experimental-attention-variant dsa", world_size=1)
+    with pytest.raises(RefusedFlagsError, match="experimental-attention-variant gdn2"):
+        read_megatron_args("--experimental-attention-variant gdn2", world_size=1)
 
 
 NEMOTRON = {"model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "num_hidden_layers": 2,
