@@ -126,6 +126,9 @@ def feature_problems(cfg) -> list[Problem]:
             # through HybridDeviceOptimizer are not modelled.
             add("training.optimizer_cpu_offload", True, "true with precision.fp8_param_gather: true is not modelled "
                 "(Megatron-LM allows it only with fp8_recipe: delayed); set fp8_param_gather: false")
+        if pr.fp4_param_gather:
+            add("training.optimizer_cpu_offload", True, "true with precision.fp4_param_gather: true is not modelled "
+                "(NVFP4 parameters through HybridDeviceOptimizer); set fp4_param_gather: false")
     else:
         only_with("training.optimizer_offload_fraction", tr.optimizer_offload_fraction, 1.0,
                   "optimizer_cpu_offload: true")
@@ -355,16 +358,18 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.defer_embedding_wgrad_compute", True, "needs gradient_accumulation_fusion: true")
     else:
         only_with("training.wgrad_deferral_limit", tr.wgrad_deferral_limit, 0, "defer_embedding_wgrad_compute: true")
-    if pr.disable_parameter_transpose_cache and not pr.fp8:
-        add("precision.disable_parameter_transpose_cache", True, "applies only with fp8: true")
+    if pr.disable_parameter_transpose_cache and not (pr.fp8 or pr.fp4):
+        add("precision.disable_parameter_transpose_cache", True, "applies only with fp8: true or fp4: true")
     if pr.first_last_layers_bf16:
-        if not pr.fp8:
-            add("precision.first_last_layers_bf16", True, "applies only with fp8: true")
-        elif (pr.fp8_recipe or "delayed") == "delayed":
+        if not (pr.fp8 or pr.fp4):
+            add("precision.first_last_layers_bf16", True, "applies only with fp8: true or fp4: true")
+        elif pr.fp8 and (pr.fp8_recipe or "delayed") == "delayed":
             add("precision.first_last_layers_bf16", True, "delayed scaling does not support bf16 first/last layers "
                 "(Megatron-Core's rule); set fp8_recipe")
         per_stage = m.num_layers // p
-        for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+        # Megatron-Core checks the counts against the layers per stage only in an FP8 run (TransformerConfig.
+        # __post_init__, under ``if self.fp8``); fp4_utils.py get_fp4_context takes any count.
+        for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16") if pr.fp8 else ():
             if getattr(pr, name) > per_stage:
                 add(f"precision.{name}", getattr(pr, name), f"must be at most the layers per pipeline stage "
                     f"({per_stage})")

@@ -151,6 +151,8 @@ def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
             "context parallelism (DSAttention)")
     if cfg.precision.fp8:
         add("precision.fp8", cfg.precision.fp8, "is not modelled with DeepSeek sparse attention")
+    if cfg.precision.fp4:
+        add("precision.fp4", cfg.precision.fp4, "is not modelled with DeepSeek sparse attention")
     return out
 
 

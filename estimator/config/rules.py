@@ -51,6 +51,34 @@ def not_modelled(cfg: Config) -> list[str]:
                    "GEMMs; with fp8_param_gather, FP8 weights that Megatron-Core's optimizers treat as fp32 "
                    "parameters and Megatron-FSDP gives bf16 gradient buffers); use bf16 weights to estimate the "
                    "usual FP8 recipe")
+    if pr.fp4 and pr.params_dtype != "bf16":
+        # TransformerEngine @ d0067d0d : transformer_engine/pytorch/csrc/quantizer.cpp NVFP4Quantizer::quantize_impl
+        # ("RHT is only supported for bfloat16 input"): the recipe's random Hadamard transform of inputs and
+        # gradients takes only bf16 tensors.
+        out.append(f"precision.fp4 true with precision.params_dtype {pr.params_dtype}: NVFP4's random Hadamard "
+                   "transform takes only bf16 inputs in Transformer Engine, and NVFP4 over other weights is not "
+                   "modelled; use bf16 weights")
+    if pr.fp4 and (par.use_megatron_fsdp or par.use_torch_fsdp2):
+        # mcore_fsdp_adapter.py refuses FP4 under Megatron-FSDP 2; version 1 and FSDP2 hold NVFP4 weights in ways
+        # not read here.
+        out.append("precision.fp4 true with " + ("use_megatron_fsdp" if par.use_megatron_fsdp else "use_torch_fsdp2")
+                   + ": NVFP4 weights and their copies under FSDP are not modelled")
+    if pr.fp4 and par.tp_comm_overlap:
+        # Megatron-LM @ d98e8a64 : megatron/training/initialize.py registers FP8 userbuffers only with --fp8-format;
+        # Transformer Engine's layers in an NVFP4 autocast ask for them (module/base.py get_ub(name, use_fp8)).
+        out.append("precision.fp4 true with parallelism.tp_comm_overlap: Megatron-LM registers only bf16 "
+                   "userbuffers without --fp8-format while Transformer Engine's NVFP4 layers ask for quantized "
+                   "ones; not modelled")
+    if pr.fp4 and pr.fp4_param_gather and pr.use_precision_aware_optimizer:
+        # distrib_optimizer.py _build_model_and_main_param_groups: an NVFP4 weight has no shard view
+        # (shard_model_param = None). With OptimizerConfig.fp8_recipe None or delayed (Megatron-LM's default) the
+        # precision-aware path hands those to Transformer Engine's FusedAdam; with another fp8_recipe (Megatron-
+        # Bridge's MixedPrecisionConfig copies its default, tensorwise) Megatron-Core keeps fp32 masters itself.
+        # Which one a run takes is not in this configuration.
+        out.append("precision.fp4_param_gather true with use_precision_aware_optimizer: Megatron-Core's "
+                   "distributed optimizer has no shard of an NVFP4 weight; who keeps the master weights then "
+                   "depends on the optimizer's fp8_recipe (Megatron-Core itself with Megatron-Bridge's tensorwise "
+                   "default, none with Megatron-LM's delayed), which is not modelled")
     if (pr.reuse_grad_buf_for_mxfp8_param_ag and pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe != "mxfp8"
             and not par.use_megatron_fsdp):
         # param_and_grad_buffer.py: FP8 weights other than MXFP8 still get a uint8 parameter buffer, but with the
@@ -70,9 +98,9 @@ def _delay_wgrad_not_modelled(cfg: Config) -> list[str]:
         return []
     what = "training.delay_wgrad_compute with "
     out = []
-    if pr.fp8:
-        out.append(what + "FP8: the delayed GEMMs keep quantised copies of their inputs and output gradients, "
-                   "which are not modelled")
+    if pr.fp8 or pr.fp4:
+        out.append(what + ("FP8" if pr.fp8 else "NVFP4") + ": the delayed GEMMs keep quantised copies of their "
+                   "inputs and output gradients, which are not modelled")
     if par.tp_comm_overlap:
         out.append(what + "tp_comm_overlap: Transformer Engine refuses userbuffers' weight-gradient overlap for a "
                    "delayed GEMM (module/_common.py WeightGradStore, module/linear.py), and the combination is not "
@@ -327,6 +355,19 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
     # Precision.
     if pr.fp8_recipe is not None and not pr.fp8:
         add("precision.fp8_recipe", pr.fp8_recipe, "applies only with fp8: true")
+    # Megatron-LM @ d98e8a64 : megatron/training/arguments.py validate_args (FP4 and FP8 are mutually exclusive;
+    # --fp4-param-gather needs --fp4-format) and transformer_config.py __post_init__ (the same two rules).
+    if pr.fp4 and pr.fp8:
+        add("precision.fp4", True, "excludes fp8: true (Megatron-LM: --fp4-format and --fp8-format cannot be used "
+            "together)")
+    if pr.fp4 and tr.transformer_impl != "transformer_engine":
+        add("precision.fp4", True, "needs training.transformer_impl: transformer_engine (NVFP4 is Transformer "
+            "Engine's NVFP4BlockScaling recipe; Megatron-Core's local layers do not quantize)")
+    if pr.fp4_recipe is not None and not pr.fp4:
+        add("precision.fp4_recipe", pr.fp4_recipe, "applies only with fp4: true")
+    if pr.fp4_param_gather and not pr.fp4:
+        add("precision.fp4_param_gather", True, "needs fp4: true (Megatron-LM: --fp4-param-gather must be used "
+            "together with --fp4-format)")
     if pr.fp8_param_gather and not pr.fp8:
         add("precision.fp8_param_gather", True, "applies only with fp8: true")
     elif pr.fp8_param_gather and not tr.use_distributed_optimizer:

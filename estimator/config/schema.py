@@ -752,6 +752,19 @@ class PrecisionConfig:
                                 "norms and router stay in params_dtype, and the distributed optimizer keeps the "
                                 "master weights.", type="bool",
                                 flag="--fp8-param-gather")
+    fp4: bool = _f(False, "NVFP4 compute through Transformer Engine (Blackwell or newer): linear-layer GEMMs "
+                   "on 4-bit E2M1 values with an E4M3 scale per 16 elements and an fp32 scale per tensor. "
+                   "Excludes fp8 (Megatron-LM's rule); needs bf16 weights.", type="bool", cli="--fp4",
+                   flag="--fp4-format")
+    fp4_recipe: str | None = _f(None, "FP4 recipe: nvfp4 (Transformer Engine's NVFP4BlockScaling), the only one "
+                                "modelled, so setting it does not change the estimate (Megatron-Core's custom "
+                                "quantizer factories are not modelled).", type="str", choices=("nvfp4",),
+                                derived="nvfp4 when fp4 (Megatron's default)", flag="--fp4-recipe")
+    fp4_param_gather: bool = _f(False, "Keep the linear-layer weights themselves in NVFP4 (--fp4-param-gather; "
+                                "Megatron-Core TransformerConfig.fp4_param): a row-wise and a column-wise copy, "
+                                "0.5 B each, with their E4M3 scales, instead of params_dtype weights plus cached "
+                                "NVFP4 copies; the embedding, output layer, norms and router stay in params_dtype.",
+                                type="bool", flag="--fp4-param-gather")
     accumulate_allreduce_grads_in_fp32: bool | None = _f(
         None, "Keep the DDP gradient buffer in fp32 (Megatron-Core DistributedDataParallelConfig."
         "grad_reduce_in_fp32): 4 B per parameter; false keeps it in the weights' dtype, 2 B with bf16 (Megatron-LM "
@@ -809,9 +822,9 @@ class PrecisionConfig:
         "for such a run (row-wise and column-wise FP8 copies, no parameter buffer of their own) and what Megatron-"
         "Core needs to run it: without it Transformer Engine cannot move MXFP8 weights into the parameter buffer.",
         type="bool", flag="--reuse-grad-buf-for-mxfp8-param-ag")
-    first_last_layers_bf16: bool = _f(False, "In an FP8 run, keep the first num_layers_at_start_in_bf16 and the last "
-                                      "num_layers_at_end_in_bf16 decoder layers in bf16 (no FP8 weight copies, bf16 "
-                                      "activations).", type="bool", flag="--first-last-layers-bf16")
+    first_last_layers_bf16: bool = _f(False, "In an FP8 or NVFP4 run, keep the first num_layers_at_start_in_bf16 "
+                                      "and the last num_layers_at_end_in_bf16 decoder layers in bf16 (no quantized "
+                                      "weight copies, bf16 activations).", type="bool", flag="--first-last-layers-bf16")
     num_layers_at_start_in_bf16: int = _f(1, "Decoder layers at the start kept in bf16 with "
                                           "first_last_layers_bf16.", type="int", min=0, max=100000,
                                           flag="--num-layers-at-start-in-bf16")

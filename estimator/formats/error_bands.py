@@ -32,6 +32,7 @@ CLASSES = {
     "dense": "a dense model",
     "moe": "MoE routing and expert buffers",
     "fp8": "FP8",
+    "nvfp4": "NVFP4 (no run measured: it needs a Blackwell GPU)",
     "fsdp": "FSDP",
     "cuda_graphs_full_iteration": "full-iteration CUDA graphs",
     "cuda_graphs_per_layer": "per-layer CUDA graphs",
@@ -48,7 +49,8 @@ def _get(cfg, section: str, name: str, default=None):
 def classes_of(config) -> tuple:
     """The classes of a configuration (a :class:`~estimator.config.schema.Config` or its dict), in :data:`CLASSES` order.
 
-    ``dense`` / ``moe`` only without FSDP and CUDA graphs, whose runs miss by more; ``fp8`` beside any of them."""
+    ``dense`` / ``moe`` only without FSDP and CUDA graphs, whose runs miss by more; ``fp8`` or ``nvfp4`` beside any
+    of them (``nvfp4`` has no measured run, so it takes the overall worst)."""
     out = []
     graphs = _get(config, "training", "cuda_graph_impl", "none") or "none"
     fsdp = bool(_get(config, "parallelism", "use_torch_fsdp2") or _get(config, "parallelism", "use_megatron_fsdp"))
@@ -56,6 +58,8 @@ def classes_of(config) -> tuple:
         out.append("moe" if _get(config, "model", "num_experts") else "dense")
     if _get(config, "precision", "fp8"):
         out.append("fp8")
+    if _get(config, "precision", "fp4"):
+        out.append("nvfp4")
     if fsdp:
         out.append("fsdp")
     if graphs == "full_iteration":

@@ -39,7 +39,7 @@ __all__ = ["HANDLED", "MegatronImport", "REFUSED_VALUES", "RefusedFlagsError", "
 
 #: Fields whose flag is not a plain "--flag value" / store_true in Megatron-LM (handled below).
 _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.add_bias_linear",
-                   "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8",
+                   "model.num_query_groups", "model.moe_layer_freq", "precision.params_dtype", "precision.fp8", "precision.fp4",
                    "training.gradient_accumulation_fusion", "training.world_size", "parallelism.cp_comm_type",
                    "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader",
                    "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules",
@@ -52,7 +52,7 @@ _MODEL_SPECS = {s.name: s for s in field_specs() if s.section == "model"}
 _DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag in flags}
 
 #: Destinations read by the special cases below (besides the schema's plain flags in _BY_FLAG).
-_SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "fp16", "bf16", "fp8",
+_SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "fp16", "bf16", "fp8", "fp4",
                   "group_query_attention", "num_query_groups", "moe_layer_freq", "tokenizer_type",
                   "gradient_accumulation_fusion", "use_flash_attn", "recompute_activations", "moe_layer_recompute",
                   "grad_reduce_in_bf16", "use_rotary_position_embeddings", "add_position_embedding", "cp_comm_type",
@@ -75,6 +75,8 @@ REFUSED_VALUES = {
     "moe_flex_dispatcher_backend": (("deepep", "hybridep"), "NCCL EP's buffers are not modelled (deepep and "
                                     "hybridep are)"),
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
+    "fp4_recipe": (("nvfp4",), "only the nvfp4 recipe (NVFP4BlockScaling) is modelled, not custom quantizer "
+                   "factories"),
     "experimental_attention_variant": (("gdn", "gated_delta_net", "dsa"), "only the gated delta net (gdn) and "
                                        "DeepSeek sparse attention (dsa) are modelled; gdn2 is not"),
 }
@@ -672,15 +674,23 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         if fmt not in ("e4m3", "hybrid"):
             raise ConfigError(Problem("--fp8-format", fmt, "must be e4m3 or hybrid"))
         pr["fp8"] = True
+    if "fp4" in raw:
+        fmt = _one("--fp4-format", raw["fp4"])
+        if fmt != "e2m1":
+            raise ConfigError(Problem("--fp4-format", fmt, "must be e2m1 (Megatron-Core's only FP4 format)"))
+        pr["fp4"] = True
     if "grad_reduce_in_bf16" in raw and pr["params_dtype"] == "bf16":
         pr["accumulate_allreduce_grads_in_fp32"] = False
     elif "grad_reduce_in_bf16" in raw:
         notes.append("--grad-reduce-in-bf16: Megatron-LM reads it only with --bf16")
-    if not pr.get("fp8"):
+    if not pr.get("fp4") and "fp4_recipe" in pr:
+        del pr["fp4_recipe"]
+        notes.append("--fp4-recipe: Megatron-Core reads it only with --fp4-format")
+    if not (pr.get("fp8") or pr.get("fp4")):
         for k in ("first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             if k in pr:
                 del pr[k]
-                notes.append(f"--{k.replace('_', '-')}: Megatron-Core reads it only in an FP8 run")
+                notes.append(f"--{k.replace('_', '-')}: Megatron-Core reads it only in an FP8 run or an FP4 run")
     elif not pr.get("first_last_layers_bf16"):
         for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             if k in pr:

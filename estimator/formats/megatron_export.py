@@ -221,6 +221,11 @@ def to_megatron_args(config) -> list[str]:
             add("--fp8-param-gather")
         if pr.reuse_grad_buf_for_mxfp8_param_ag and not par.use_megatron_fsdp:
             add("--reuse-grad-buf-for-mxfp8-param-ag")
+    if pr.fp4:
+        add("--fp4-format", "e2m1")
+        add("--fp4-recipe", pr.fp4_recipe or "nvfp4")
+        if pr.fp4_param_gather:
+            add("--fp4-param-gather")
     fp32_grads = grad_reduce_in_fp32(pr)
     if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
         raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "

@@ -107,6 +107,8 @@ _put(_M, "save_interval ckpt_format", "checkpoint save and load phases: what the
 _put(_M, "eval_iters eval_interval eval_micro_batch_size", "the evaluation phase: forward-only steps beside the model states")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
+_put(_M, "fp4 fp4_param_gather", "NVFP4 compute (Transformer Engine's NVFP4BlockScaling): 4-bit weight copies "
+     "with E4M3 scales per 16 elements, or NVFP4 weights themselves; linear-layer inputs saved in NVFP4")
 _put(_M, "reuse_grad_buf_for_mxfp8_param_ag", "MXFP8 weights all-gathered through the gradient buffer and kept in "
      "Transformer Engine's own storage: what the estimate counts for MXFP8 weights (required for them)")
 _put(_M, "accumulate_allreduce_grads_in_fp32 grad_reduce_in_bf16", "the dtype of the gradient buffer")
@@ -165,6 +167,8 @@ _put(_M, "deterministic_mode", "the unfused MoE unpermute's index_add_ keeps its
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
+_put(_N, "fp4_recipe", "the FP4 recipe: nvfp4 (Megatron's default) is the only one modelled, and a custom recipe "
+     "is refused by value")
 _put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
      "layout (a layout string overrides it)")
 _put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
@@ -201,7 +205,8 @@ _put(_N, "moe_router_topk_scaling_factor "
      "moe_input_jitter_eps moe_token_drop_policy moe_per_layer_logging "
      "moe_enable_routing_replay moe_shared_expert_overlap high_priority_a2a_comm_stream "
      "moe_router_padding_for_quantization moe_router_padding_for_fp8",
-     "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert")
+     "routing decisions and losses: routing is assumed balanced, padding adds under 32 rows per expert (under 128 "
+     "with NVFP4: fp4_utils.py get_fp4_align_size)")
 _put(_N, "moe_hybridep_num_blocks_permute moe_hybridep_num_blocks_unpermute moe_hybridep_num_sms_preprocessing",
      "thread blocks given to HybridEP's kernels; its buffers keep their size (but for the preprocessing scan's "
      "scratch of 8 B per block, rank of the NVLink domain and local expert: kilobytes, counted at 108 blocks)")
@@ -419,7 +424,7 @@ _put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Tran
      "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
      "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")
 _put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")
-_put(_R, "fp4 fp4_recipe fp4_quantizer_factory fp4_param_gather", "FP4 training is not modelled")
+_put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")
 _put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")

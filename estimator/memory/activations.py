@@ -25,7 +25,8 @@ A layer holds a token mixer, an MLP, or both (:class:`estimator.model.layers.Lay
 adds one bias-dropout-add mask (1 byte per residual element) when hidden_dropout > 0. Unfused attention adds
 the s x s scores; FP8 saves linear-layer inputs in 1 byte, with mxfp8 and blockwise plus their column-wise scales
 (1/32 B per element, padded per tensor: :mod:`estimator.model.fp8_scales` ``lin_saved``; one tensor per local routed
-expert). Selective recompute drops the pieces of the modules it names; full recompute keeps only each checkpointed
+expert); NVFP4 saves them column-wise in 0.5 B plus an E4M3 scale per 16 elements (1/16 B), and a LayerNormLinear's
+norm output under sequence parallelism row-wise too. Selective recompute drops the pieces of the modules it names; full recompute keeps only each checkpointed
 group's input (2*Tn*h).
 """
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
-from ..model.fp8_scales import recipe_of
+from ..model.fp8_scales import quantized, recipe_of
 from ..model.layers import MIXERS, MLPS, LayerKind
 from ..model.layers.base import Ctx
 from ..model.resolve import Resolved
@@ -90,7 +91,7 @@ def context(r: Resolved) -> Ctx:
     B = _act_bytes(r)
     modules = frozenset(recomputed_modules(tr)) if tr.recompute_granularity == "selective" else _NONE
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
-    return Ctx(T, Tn, B, 1 if cfg.precision.fp8 else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
+    return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
                unfused, fp8=recipe_of(cfg.precision))
 
 

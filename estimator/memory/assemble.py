@@ -163,7 +163,7 @@ def kind_activations(r: Resolved) -> list:
     not read."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
-    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.params_dtype,
+    key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.fp4, pr.params_dtype,
            tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
@@ -261,7 +261,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     counted = phases.counted(cfg)
     moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                      if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
-    fp8_written = pr.fp8 and pr.fp8_param_gather
+    fp8_written = (pr.fp8 and pr.fp8_param_gather) or (pr.fp4 and pr.fp4_param_gather)   # dequantized for a save
     eval_mbs = tr.eval_micro_batch_size or r.b
     stages = []
     pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
@@ -742,6 +742,15 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     elif pr.fp8:
         out.append(f"FP8 ({recipe} recipe): FP8 copies of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte." + scales)
+    if pr.fp4:
+        held = (f"held in NVFP4 (fp4_param_gather): a row-wise and a column-wise copy, 0.5 B each, with no "
+                f"{pr.params_dtype} weight" if pr.fp4_param_gather else
+                f"kept in {pr.params_dtype} with cached row-wise and column-wise NVFP4 copies (0.5 B each)")
+        out.append(f"NVFP4 (nvfp4 recipe): linear-layer weights are {held}; each copy carries E4M3 scales (1 B per "
+                   "16 elements, padded per tensor to 128 x 4 tiles). Linear-layer inputs are saved column-wise in "
+                   "0.5 B with their scales (a fused norm+linear under sequence parallelism keeps the row-wise copy "
+                   "too; the attention projection keeps the bf16 attention output instead); embedding, output layer, norms and router stay in " + pr.params_dtype + ". Not measured: "
+                   "no Blackwell GPU was available.")
     if not cfg.training.optimizer_cpu_offload:      # the offloaded step: features/assumptions.py
         if not features.step_modelled(cfg):
             out.append("Optimizer step: not modelled with these features (the forward/backward peak is reported).")

@@ -49,8 +49,9 @@ views of the weights, master weights and moments (no copy), except:
   ``get_unscaled_state`` for every state of every parameter: a new fp32 tensor for each state held in fp16, bf16 or
   FP8 (``.float()``), the state itself when fp32 or when the master is stored as int16 remainders: 4 B per main
   parameter and such state, all alive until the state dict is written;
-- FP8 weights (``fp8_param_gather``) are dequantized for the writer (``strategies/filesystem_async.py``,
-  ``_clone_or_dequantize_if_needed``): a copy in the weights' dtype of the FP8 linear weights this rank writes.
+- FP8 and NVFP4 weights (``fp8_param_gather``, ``fp4_param_gather``) are dequantized for the writer
+  (``strategies/filesystem_async.py``, ``_clone_or_dequantize_if_needed``: any quantized tensor on the GPU): a copy
+  in the weights' dtype of the quantized linear weights this rank writes.
   Fully parallel save (``--ckpt-fully-parallel-save``, on by default) spreads the replicated tensors over the
   data-parallel ranks, so about 1/(DP x CP) of them; without it data-parallel rank 0 writes them all (not modelled:
   the default is assumed).

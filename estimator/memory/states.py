@@ -37,13 +37,23 @@ optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision
   (``_ParamAndGradBuffer.__init__``), and with ``reuse_grad_buf_for_mxfp8_param_ag`` (required: Transformer
   Engine cannot move MXFP8 weights into a buffer) the updated weights are all-gathered in bf16 through it and
   quantized into the weights' own row-wise and column-wise storage, 1 B + 1 B and their scales as above.
+- NVFP4 (``fp4``, :mod:`estimator.model.fp8_scales`): the same two copies at 4 bits, 0.5 B + 0.5 B = 1 B per
+  linear-weight element, each with an E4M3 scale per 16 elements (``up(N, 128) up(K/16, 4) + up(K, 128)
+  up(N/16, 4)`` bytes for an N x K weight, N K / 8 when both are multiples of 128). Without ``fp4_param_gather``
+  they are cached beside the weight in params_dtype (``fp8_cache`` 1 B); with it the NVFP4 parameter is the weight
+  (``linear_weight`` 1 B for both copies, no cache): Megatron-Core moves only the packed row-wise bytes into the
+  distributed optimizer's uint8 parameter buffer, half the element count (``_ParamAndGradBuffer.__init__``,
+  ``_compute_nvfp4_packed_layout``; the gradient buffer keeps the full count), and Transformer Engine rebuilds the
+  column-wise copy after each all-gather (tensor/utils.py ``post_all_gather_processing``), so both are held whole
+  on every GPU. The master weights are as without NVFP4 (``fp8_recipe`` stays Megatron-LM's default, delayed, so
+  FusedAdam keeps them under the precision-aware optimizer).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..model.fp8_scales import recipe_of, weight_scale_bytes
+from ..model.fp8_scales import BLOCK_SCALED, recipe_of, weight_scale_bytes
 from ..model.layers import kind_linear_shapes
 from ..model.resolve import DTYPE_BYTES, Resolved
 
@@ -54,11 +64,12 @@ class ByteModel(NamedTuple):
     """Bytes per parameter of each model state, before sharding."""
 
     weight: int
-    fp8_cache: int      # extra FP8 copies Transformer Engine keeps of each linear weight
+    fp8_cache: int      # bytes of the extra FP8/NVFP4 copies Transformer Engine keeps of each linear weight
     grad: int
     optimizer: int      # master weights + both Adam moments, divided by the shard count
     distributed: bool
-    linear_weight: int = 0   # a linear-layer weight itself (1 with fp8_param_gather, else ``weight``)
+    linear_weight: int = 0   # a linear-layer weight itself (1 with fp8_param_gather or fp4_param_gather, else
+    #                          ``weight``; with NVFP4 that 1 B is its 0.5 B row-wise and 0.5 B column-wise copies)
     # Bytes (not per parameter) of the FP8 scale tensors of one layer of each kind on one GPU, in ``r.kinds`` order:
     # (dense-parallel part, routed experts); empty without FP8 scales to count (estimator.model.fp8_scales).
     fp8_scales: tuple = ()
@@ -92,10 +103,10 @@ def _master_bytes(r: Resolved) -> int:
 
 
 def _fp8_scales(r: Resolved) -> tuple[tuple, int]:
-    """Per layer kind (dense part, routed experts), and one MTP layer's eh_proj: the scale bytes of their FP8
-    linear weights on one GPU (see the module docstring); ((), 0) where the recipe's scales are per tensor."""
+    """Per layer kind (dense part, routed experts), and one MTP layer's eh_proj: the scale bytes of their FP8 or
+    NVFP4 linear weights on one GPU (see the module docstring); ((), 0) where the recipe's scales are per tensor."""
     recipe = recipe_of(r.cfg.precision)
-    if recipe not in ("mxfp8", "blockwise"):
+    if recipe not in BLOCK_SCALED:
         return (), 0
     kinds = []
     for kind in r.kinds:
@@ -115,7 +126,12 @@ def byte_model(r: Resolved) -> ByteModel:
     else:
         moments = 8
     linear, fp8_cache = w, 0
-    if pr.fp8:
+    if pr.fp4:
+        if pr.fp4_param_gather:
+            linear = 1                  # NVFP4 weight: row-wise and column-wise copies, 0.5 B each
+        else:
+            fp8_cache = 1               # row-wise and column-wise NVFP4 copies (0.5 B each) beside the weight
+    elif pr.fp8:
         if pr.fp8_param_gather:
             linear, fp8_cache = 1, 1    # FP8 weight + its transposed copy for the backward pass
         else:
@@ -153,7 +169,7 @@ def state_bytes(bm: ByteModel, dense_params: int, dense_linear: int, expert_para
 
 
 def stage_fp8_scales(r: Resolved, bm: ByteModel, counts, n_mtp: int) -> int:
-    """Bytes of the FP8 weight scales one GPU of a stage holds (estimator/model/fp8_scales.py): ``counts`` decoder
+    """Bytes of the FP8 or NVFP4 weight scales one GPU of a stage holds (estimator/model/fp8_scales.py): ``counts`` decoder
     layers of each kind and ``n_mtp`` MTP layers (each its eh_proj and a layer of each of its kinds)."""
     out = sum(cnt * bm.layer_scales(k) for k, cnt in enumerate(counts) if cnt)
     if n_mtp:

@@ -46,16 +46,49 @@ allocator; a few dozen per layer): counted as 0 here, as is each recipe's per-mo
 recipe's amax history). Routed experts' rows are split evenly over the local experts (balanced routing, as
 :func:`estimator.model.layers.moe.routed_rows` assumes); Transformer Engine's bulk allocation of the experts' tensors
 aligns each one to 256 B (data) and 16 B (scales) inside one buffer, not counted (under 300 B per expert).
+
+NVFP4 (``precision.fp4``; Transformer Engine's ``NVFP4BlockScaling`` recipe, TransformerEngine @ d0067d0d :
+transformer_engine/common/recipe/__init__.py) is the fifth recipe here, ``"nvfp4"``. Its quantizer
+(transformer_engine/pytorch/tensor/nvfp4_tensor.py ``NVFP4Quantizer.inner_tensor_specs`` and ``get_scale_shape``;
+csrc/quantizer.cpp ``NVFP4Quantizer::create_tensor`` and ``get_scale_shape``) allocates, per usage of an M x K
+tensor:
+
+    usage        data (uint8, two E2M1 values a byte)   scales (E4M3 as uint8, 1 B)        amax
+    row-wise     M x K/2                                up(M, 128) x up(K/16, 4)           1 fp32
+    column-wise  K x M/2 (the transpose)                up(K, 128) x up(M/16, 4)           1 fp32
+
+so 0.5 B + 1/16 B per element and copy when M and K are multiples of 128 (M and K must be multiples of 16;
+Transformer Engine checks it). The recipe quantizes weights with 16 x 16 blocks (``fp4_2d_quantization``), but
+the scale tensors keep the 1 x 16 shape above (``get_scale_shape`` does not depend on it), and the random Hadamard
+transform of inputs and gradients and the stochastic rounding of gradients change values, not sizes (the 16 x 16
+bf16 Hadamard matrix, 512 B, is cached once per device; the unfused Hadamard path's bf16 transposed copy of the
+input is freed inside the quantization call: neither is counted). The two fp32 amaxes per tensor are counted as 0,
+as the FP8 per-tensor scales are. Which copies exist:
+
+- weights: row-wise (forward GEMM) and column-wise (data-gradient GEMM), 0.5 + 0.5 B per element plus both scale
+  tensors, cached beside the bf16 weight, or, with ``fp4_param_gather``, the NVFP4 parameter itself (the same two
+  copies, no bf16 weight);
+- a linear layer's input saved for the weight gradient: column-wise only (module/linear.py: ``update_usage(
+  rowwise_usage=False, columnwise_usage=True)``, since ``NVFP4Quantizer`` does not restrict all-gathers to row-wise
+  data: quantized_tensor.py ``supports_only_rowwise_all_gather`` is False), except the norm output of a
+  ``LayerNormLinear`` under sequence parallelism, which keeps both copies: layernorm_linear.py drops the row-wise
+  copy only for MXFP8 and blockwise tensors or when the input is not gathered (``ctx.ln_out_needs_gather``).
 """
 
 from __future__ import annotations
 
-__all__ = ["RECIPES", "lin_saved", "recipe_of", "saved_scale_bytes", "tensor_scale_bytes", "weight_scale_bytes"]
+__all__ = ["NVFP4", "RECIPES", "lin_saved", "nvfp4_data_bytes", "quantized", "recipe_of", "saved_scale_bytes",
+           "tensor_scale_bytes", "weight_scale_bytes"]
 
 #: FP8 recipes (``precision.fp8_recipe``; None means delayed, Megatron's default).
 RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+#: The NVFP4 recipe (``precision.fp4``), the only FP4 recipe modelled.
+NVFP4 = "nvfp4"
+#: Recipes whose scale tensors are counted (block scales); the others keep one fp32 per tensor.
+BLOCK_SCALED = ("mxfp8", "blockwise", NVFP4)
 
 MXFP8_BLOCK = 32        # transformer_engine/pytorch/constants.py MXFP8_BLOCK_SCALING_SIZE: elements per E8M0 scale
+NVFP4_BLOCK = 16        # transformer_engine/pytorch/constants.py NVFP4_BLOCK_SCALING_SIZE: elements per E4M3 scale
 BLOCK_LEN = 128         # float8_blockwise_tensor.py Float8BlockQuantizer.block_len: 1 x 128 and 128 x 128 blocks
 _E8M0, _FP32 = 1, 4     # bytes per scale: MXFP8's E8M0 (uint8 storage), blockwise's fp32
 
@@ -72,8 +105,8 @@ def tensor_scale_bytes(recipe: str, m: int, k: int, rowwise: bool, columnwise: b
     """Bytes of the scale tensors of one FP8 tensor of m x k elements under ``recipe`` with the usages asked for
     (``weight``: quantized by the recipe's weight quantizer, which for blockwise means 128 x 128 blocks).
 
-    MXFP8 needs m and k divisible by 32 (Transformer Engine checks it); the divisions round up here, which
-    never counts less."""
+    MXFP8 needs m and k divisible by 32, NVFP4 by 16 (Transformer Engine checks it); the divisions round up here,
+    which never counts less."""
     if recipe == "mxfp8":
         n = 0
         if rowwise:
@@ -81,6 +114,13 @@ def tensor_scale_bytes(recipe: str, m: int, k: int, rowwise: bool, columnwise: b
         if columnwise:
             n += _up(_cdiv(m, MXFP8_BLOCK), 4) * _up(k, 128)
         return _E8M0 * n
+    if recipe == NVFP4:     # E4M3 scales, 1 B, the same shapes for 1 x 16 and 16 x 16 (weight) blocks
+        n = 0
+        if rowwise:
+            n += _up(m, 128) * _up(_cdiv(k, NVFP4_BLOCK), 4)
+        if columnwise:
+            n += _up(k, 128) * _up(_cdiv(m, NVFP4_BLOCK), 4)
+        return n
     if recipe == "blockwise":
         n = 0
         if weight:
@@ -104,29 +144,53 @@ def weight_scale_bytes(recipe: str, shapes) -> int:
     return sum(n * tensor_scale_bytes(recipe, o, i, True, True, True) for o, i, n in shapes)
 
 
-def saved_scale_bytes(recipe: str, rows: int, cols: int, tensors: int = 1) -> int:
-    """Scale bytes of a linear layer's FP8 input saved for the backward pass (column-wise, see the module
-    docstring): ``rows`` x ``cols`` elements, split by rows into ``tensors`` near-equal tensors (one per local
-    expert of a grouped linear layer)."""
-    if recipe not in ("mxfp8", "blockwise") or rows <= 0 or cols <= 0:
-        return 0
+def nvfp4_data_bytes(m: int, k: int) -> int:
+    """Bytes of one NVFP4 copy (row-wise or column-wise) of an m x k tensor: two 4-bit values a byte, rounded up."""
+    return _cdiv(m * k, 2)
+
+
+def _split(rows: int, tensors: int):
+    """(rows, how many) of ``rows`` split into ``tensors`` near-equal tensors."""
     tensors = max(1, min(tensors, rows))
     q, extra = divmod(rows, tensors)
-    out = (tensors - extra) * tensor_scale_bytes(recipe, q, cols, False, True, False)
-    if extra:
-        out += extra * tensor_scale_bytes(recipe, q + 1, cols, False, True, False)
-    return out
+    return ((q, tensors - extra), (q + 1, extra))
 
 
-def lin_saved(c, rows: int, cols: int, tensors: int = 1) -> int:
-    """Bytes a linear layer keeps of its rows x cols input for the weight gradient: ``c.lin_in`` per element (1 B
-    with FP8) and, with FP8, the input's column-wise scales (``c`` a :class:`estimator.model.layers.base.Ctx`)."""
+def saved_scale_bytes(recipe: str, rows: int, cols: int, tensors: int = 1, rowwise: bool = False) -> int:
+    """Scale bytes of a linear layer's quantized input saved for the backward pass (column-wise, and row-wise too
+    with ``rowwise``; see the module docstring): ``rows`` x ``cols`` elements, split by rows into ``tensors``
+    near-equal tensors (one per local expert of a grouped linear layer)."""
+    if recipe not in BLOCK_SCALED or rows <= 0 or cols <= 0:
+        return 0
+    return sum(n * tensor_scale_bytes(recipe, q, cols, rowwise, True, False) for q, n in _split(rows, tensors) if n)
+
+
+def lin_saved(c, rows: int, cols: int, tensors: int = 1, gathered: bool = False) -> int:
+    """Bytes a linear layer keeps of its rows x cols input for the weight gradient (``c`` a
+    :class:`estimator.model.layers.base.Ctx`): ``c.lin_in`` per element (1 B with FP8) and, with FP8, the input's
+    column-wise scales; with NVFP4 its column-wise copy (0.5 B per element) and scales, and also the row-wise copy
+    and scales when ``gathered`` (the norm output of a ``LayerNormLinear`` under sequence parallelism, see the
+    module docstring)."""
+    if c.fp8 == NVFP4:
+        if rows <= 0 or cols <= 0:
+            return 0
+        both = gathered and c.Tn != c.T
+        out = (2 if both else 1) * sum(n * nvfp4_data_bytes(q, cols) for q, n in _split(rows, tensors) if n)
+        return out + saved_scale_bytes(NVFP4, rows, cols, tensors, rowwise=both)
     out = c.lin_in * rows * cols
     if c.fp8:
         out += saved_scale_bytes(c.fp8, rows, cols, tensors)
     return out
 
 
+def quantized(pr) -> bool:
+    """Whether a precision section runs the linear layers' GEMMs quantized (FP8 or NVFP4)."""
+    return bool(pr.fp8 or getattr(pr, "fp4", False))
+
+
 def recipe_of(pr) -> str:
-    """The FP8 recipe of a precision section ('' without FP8 compute)."""
+    """The quantization recipe of a precision section: its FP8 recipe, ``"nvfp4"`` with FP4 compute, '' without
+    either."""
+    if getattr(pr, "fp4", False):
+        return NVFP4
     return (pr.fp8_recipe or "delayed") if pr.fp8 else ""

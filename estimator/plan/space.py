@@ -296,7 +296,8 @@ class SearchEngine(CostModel):
         tr, par = cfg.training, cfg.parallelism
         self.states_may_shrink = (par.use_megatron_fsdp or par.use_torch_fsdp2 or tr.peft is not None
                                   or tr.optimizer_cpu_offload or tr.optimizer != "adam"
-                                  or (cfg.precision.fp8 and cfg.precision.first_last_layers_bf16))
+                                  or ((cfg.precision.fp8 or cfg.precision.fp4)
+                                      and cfg.precision.first_last_layers_bf16))
         self.bm = {}
         for d in self.dist:
             tr = replace(cfg.training, use_distributed_optimizer=d)

@@ -60,7 +60,8 @@ LABELS = {
     "training.gradient_accumulation_fusion": "Gradient accumulation fusion",
     "training.overlap_grad_reduce": "Overlap gradient reduce", "training.overlap_param_gather": "Overlap parameter gather",
     "precision.params_dtype": "Weights dtype", "precision.fp8": "FP8 compute", "precision.fp8_recipe": "FP8 recipe",
-    "precision.fp8_param_gather": "FP8 weights", "precision.accumulate_allreduce_grads_in_fp32": "Gradients in fp32",
+    "precision.fp8_param_gather": "FP8 weights", "precision.fp4": "NVFP4 compute", "precision.fp4_recipe": "FP4 recipe",
+    "precision.fp4_param_gather": "NVFP4 weights", "precision.accumulate_allreduce_grads_in_fp32": "Gradients in fp32",
     "precision.use_precision_aware_optimizer": "Precision-aware optimizer", "precision.main_grads_dtype": "Gradient dtype",
     "precision.main_params_dtype": "Master weights dtype", "precision.exp_avg_dtype": "Adam first moment dtype",
     "precision.exp_avg_sq_dtype": "Adam second moment dtype",
@@ -99,6 +100,7 @@ _GQA = ("model.num_query_groups",)
 _FULL = ("training.recompute_method", "training.recompute_num_layers")
 _SELECTIVE = ("training.recompute_modules",)
 _FP8 = ("precision.fp8_recipe", "precision.fp8_param_gather")
+_FP4 = ("precision.fp4_recipe", "precision.fp4_param_gather")
 _PEFT = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modules",
          "training.peft_share_expert_adapters", "training.peft_sequence_parallel_input_regather")
 _PRECISION_AWARE = ("precision.main_grads_dtype", "precision.main_params_dtype", "precision.exp_avg_dtype",
@@ -126,6 +128,7 @@ def hidden_fields(cfg: dict) -> list[str]:
              (_FULL, tr.get("recompute_granularity") == "full"),
              (_SELECTIVE, tr.get("recompute_granularity") == "selective"),
              (_FP8, _set(cfg, "precision.fp8")),
+             (_FP4, _set(cfg, "precision.fp4")),
              (_PEFT, _set(cfg, "training.peft")),
              (_PRECISION_AWARE, _set(cfg, "precision.use_precision_aware_optimizer")))
     out = []

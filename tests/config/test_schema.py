@@ -24,6 +24,7 @@ NO_MEMORY_EFFECT = {
     "training.peft_alpha": "the adapter scaling is a scalar",
     "training.overlap_grad_reduce": "communication scheduling in the existing buffers",
     "training.overlap_param_gather": "communication scheduling in the existing buffers",
+    "precision.fp4_recipe": "nvfp4 is the only FP4 recipe modelled",
 }
 
 #: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
@@ -49,6 +50,7 @@ VARIANTS = {
                                     {"model": {"qk_layernorm_full_dim": True}}),
     "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
+    "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
     "precision.store_param_remainders": (
         make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),
         {"precision": {"store_param_remainders": False}}),

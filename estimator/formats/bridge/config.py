@@ -54,7 +54,7 @@ _RENAMED = {"num_moe_experts": "num_experts",
 
 #: Fields the steps above read themselves (not through a flag of their own name).
 _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output_weights", "params_dtype",
-            "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "store_param_remainders", "fp32",
+            "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm"}
 
@@ -459,6 +459,8 @@ def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
         tokens += ["--max-position-embeddings", str(m["seq_length"])]   # GPTModelProvider: max_sequence_length
     if m.get("fp8_param") and "fp8_param_gather" not in values:
         values["fp8_param_gather"] = ("model.fp8_param", True)
+    if m.get("fp4_param") and "fp4_param_gather" not in values:
+        values["fp4_param_gather"] = ("model.fp4_param", True)
     if m.get("cpu_offloading"):
         values.setdefault("cpu_offloading_num_layers", ("model.cpu_offloading", m.get("cpu_offloading_num_layers")
                                                         or 1))
@@ -485,9 +487,14 @@ def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
         tokens.append("--no-use-layer-wise-param-layout")
     if values.get("recompute_modules", (None, None))[1] == []:
         values.pop("recompute_modules")          # Megatron-LM cannot write [] (nargs='+'): set in _after
+    fp4 = values.get("fp4", (None, None))[1]
     if not values.get("fp8", (None, None))[1]:     # FP8-only fields of the preset's defaults: not read without FP8
-        for dest in ("fp8_recipe", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
-                     "fp8_param_gather", "fp8_margin", "fp8_amax_history_len", "fp8_amax_compute_algo", "fp8_wgrad"):
+        for dest in ("fp8_recipe", "fp8_param_gather", "fp8_margin", "fp8_amax_history_len", "fp8_amax_compute_algo",
+                     "fp8_wgrad") + (() if fp4 else ("first_last_layers_bf16", "num_layers_at_start_in_bf16",
+                                                     "num_layers_at_end_in_bf16")):
+            values.pop(dest, None)
+    if not fp4:     # FP4-only fields: not read without FP4 (fp4_utils.py)
+        for dest in ("fp4_recipe", "fp4_param_gather"):
             values.pop(dest, None)
     if not values.get("defer_embedding_wgrad_compute", (None, None))[1]:
         values.pop("wgrad_deferral_limit", None)
@@ -508,10 +515,11 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
     if opt.get("store_param_remainders") is not None:
         pr["store_param_remainders"] = bool(opt["store_param_remainders"])
     if m.get("disable_parameter_transpose_cache") is not None:
-        if pr.get("fp8"):
+        if pr.get("fp8") or pr.get("fp4"):
             pr["disable_parameter_transpose_cache"] = bool(m["disable_parameter_transpose_cache"])
         elif m["disable_parameter_transpose_cache"]:
-            notes.append("model.disable_parameter_transpose_cache: no effect without FP8 (no weight transposes kept)")
+            notes.append("model.disable_parameter_transpose_cache: no effect without FP8 or NVFP4 (no weight "
+                         "transposes kept)")
     if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":
         tr["recompute_modules"] = []
         notes.append("model.recompute_modules = []: selective recompute of nothing, as Megatron-Core keeps it")

@@ -31,18 +31,20 @@ _FIELD = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_ran
           "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope"}
 
 #: Flags the precision preset says (written through mixed_precision instead).
-_PRECISION = {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "grad_reduce_in_bf16",
+_PRECISION = {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe", "fp4_param_gather",
+              "grad_reduce_in_bf16",
               "accumulate_allreduce_grads_in_fp32", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
               "num_layers_at_end_in_bf16", "reuse_grad_buf_for_mxfp8_param_ag"}
 
-#: (params dtype, fp8 recipe or None) -> Bridge's preset (training/mixed_precision.py).
+#: (params dtype, fp8 recipe, "nvfp4" or None) -> Bridge's preset (training/mixed_precision.py).
 _PRESET = {("bf16", None): "bf16_mixed", ("fp16", None): "fp16_mixed",
            ("bf16", "delayed"): "bf16_with_fp8_delayed_scaling_mixed",
            ("bf16", "tensorwise"): "bf16_with_fp8_current_scaling_mixed",
            ("bf16", "mxfp8"): "bf16_with_mxfp8_mixed", ("bf16", "blockwise"): "bf16_with_fp8_subchannel_scaling_mixed",
            ("fp16", "delayed"): "fp16_with_fp8_delayed_scaling_mixed",
            ("fp16", "tensorwise"): "fp16_with_fp8_current_scaling_mixed",
-           ("fp16", "mxfp8"): "fp16_with_mxfp8_mixed", ("fp16", "blockwise"): "fp16_with_fp8_subchannel_scaling_mixed"}
+           ("fp16", "mxfp8"): "fp16_with_mxfp8_mixed", ("fp16", "blockwise"): "fp16_with_fp8_subchannel_scaling_mixed",
+           ("bf16", "nvfp4"): "bf16_with_nvfp4_mixed"}
 
 
 def _value(text: str):
@@ -138,13 +140,18 @@ def to_bridge_dict(config) -> dict:
     if "activation_func" not in out["model"]:
         out["model"]["activation_func"] = "torch.nn.functional.gelu"
     out["model"].setdefault("share_embeddings_and_output_weights", True)
-    preset = _PRESET.get((dtype, fp8 if cfg.precision.fp8 else None))
+    if cfg.precision.fp4:
+        fp8 = "nvfp4"
+    preset = _PRESET.get((dtype, fp8 if cfg.precision.fp8 or cfg.precision.fp4 else None))
     mp = dict(MIXED_PRECISION_PRESETS[preset]) if preset else {"fp32": True, "params_dtype": "torch.float32"}
     want = {"grad_reduce_in_fp32": bool(grad_reduce_in_fp32(cfg.precision))}
+    if cfg.precision.fp4:       # fp4_param follows fp4_param_gather (MixedPrecisionConfig.finalize)
+        want.update(fp4_param_gather=cfg.precision.fp4_param_gather)
     if cfg.precision.fp8:
         want.update(fp8_param_gather=cfg.precision.fp8_param_gather,
-                    first_last_layers_bf16=cfg.precision.first_last_layers_bf16,
                     reuse_grad_buf_for_mxfp8_param_ag=cfg.precision.reuse_grad_buf_for_mxfp8_param_ag)
+    if cfg.precision.fp8 or cfg.precision.fp4:
+        want.update(first_last_layers_bf16=cfg.precision.first_last_layers_bf16)
         if cfg.precision.first_last_layers_bf16:
             want.update(num_layers_at_start_in_bf16=cfg.precision.num_layers_at_start_in_bf16,
                         num_layers_at_end_in_bf16=cfg.precision.num_layers_at_end_in_bf16)

@@ -61,7 +61,7 @@ _put("modelled", "model", "cpu_offloading cpu_offloading_activations cpu_offload
 _put("modelled", "model", "cuda_graph_scope", "the modules CUDA graphs capture (Megatron-LM's --cuda-graph-modules)")
 _put("modelled", "model", "disable_parameter_transpose_cache", "FP8 weights' transposes kept or not")
 _put("modelled", "model", "fp8_param", "FP8 weights (kept in sync with fp8_param_gather by Bridge)")
-_put("refused", "model", "fp4_param", "NVFP4 weights are not modelled")
+_put("modelled", "model", "fp4_param", "NVFP4 weights (kept in sync with fp4_param_gather by Bridge)")
 _put("refused", "model", "moe_token_dropping", "token dropping without a capacity factor is not modelled")
 _put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoint", "heterogeneous layers (per-"
      "layer shapes) are not modelled")
@@ -144,7 +144,7 @@ _put("modelled", "mixed_precision", "grad_reduce_in_fp32", "copied onto ddp and 
      "(training/mixed_precision.py update_config_with_precision_overrides)")
 _put("modelled", "mixed_precision", "params_dtype pipeline_dtype fp32", "the weights' dtype, copied onto the model")
 _put("modelled", "mixed_precision", "fp8_param", "FP8 weights (kept in sync with fp8_param_gather)")
-_put("refused", "mixed_precision", "fp4_param", "NVFP4 weights are not modelled")
+_put("modelled", "mixed_precision", "fp4_param", "NVFP4 weights (kept in sync with fp4_param_gather)")
 _put("no_effect", "mixed_precision", "autocast_dtype autocast_enabled fp8_dot_product_attention "
      "fp8_multi_head_attention", "numerics (see the model fields of the same names)")
 # ------------------------------------------------------------------------------------- comm_overlap

@@ -58,7 +58,7 @@ def _active(cfg) -> bool:
             or tr.cuda_graph_impl != "none"
             or tr.overlap_moe_expert_parallel_comm or tr.defer_embedding_wgrad_compute
             or m.moe_token_dispatcher_type == "flex" or tr.moe_paged_stash
-            or (pr.fp8 and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
+            or ((pr.fp8 or pr.fp4) and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
 
 
 def step_modelled(cfg) -> bool:
@@ -133,7 +133,8 @@ class Plan:
         if self.bf16:
             rb = schedule.bf16_resolved(r)
             self.acts_bf16 = {k: layer_activations(rb, rb.kinds[k]) for k in acts}
-        self.nocache = pr.fp8 and pr.disable_parameter_transpose_cache and not pr.fp8_param_gather
+        self.nocache = ((pr.fp8 and not pr.fp8_param_gather) or (pr.fp4 and not pr.fp4_param_gather)) \
+            and pr.disable_parameter_transpose_cache
         self.full_recompute = tr.recompute_granularity == "full"
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
         self.graphs = tr.cuda_graph_impl == "transformer_engine"

@@ -95,6 +95,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+from ...model.fp8_scales import quantized
 from ...model.layers.moe import dispatch_rows, received_rows, routed_rows
 from ..activations import context
 
@@ -147,7 +148,7 @@ def ep_overlap_layer(r, kind, a) -> EpOverlapLayer:
         waiting = tokens = B * dispatch_rows(r, T, Tn) * d
         expert = P = B * received_rows(r, T, Tn) * d
         single = r.E // r.ep == 1
-        fwd = ((0 if single and not r.cfg.precision.fp8 else P) + R + (0 if single else R)
+        fwd = ((0 if single and not quantized(r.cfg.precision) else P) + R + (0 if single else R)
                + (P if r.etp > 1 else 0))
     return EpOverlapLayer(pre, waiting, hidden, held + (hidden if r.fs else 0), expert, fwd, tokens)
 
@@ -193,15 +194,17 @@ def deferred_wgrad_bytes(r) -> int:
 
 
 def bf16_layers(r) -> frozenset:
-    """Global indices of the decoder layers kept in bf16 in an FP8 run."""
+    """Global indices of the decoder layers kept in bf16 in an FP8 or NVFP4 run (``fp4_utils.py``
+    ``get_fp4_context`` skips the same layers as ``fp8_utils.py`` does)."""
     pr = r.cfg.precision
-    if not (pr.fp8 and pr.first_last_layers_bf16):
+    if not (quantized(pr) and pr.first_last_layers_bf16):
         return frozenset()
     start, end = pr.num_layers_at_start_in_bf16, pr.num_layers_at_end_in_bf16
     return frozenset(i for i in range(r.L) if i < start or i >= r.L - end)
 
 
 def bf16_resolved(r):
-    """The same resolved configuration with FP8 off (for the activations of the bf16 layers)."""
-    pr = dataclasses.replace(r.cfg.precision, fp8=False, fp8_recipe=None, fp8_param_gather=False)
+    """The same resolved configuration with FP8 and NVFP4 off (for the activations of the bf16 layers)."""
+    pr = dataclasses.replace(r.cfg.precision, fp8=False, fp8_recipe=None, fp8_param_gather=False, fp4=False,
+                             fp4_recipe=None, fp4_param_gather=False)
     return dataclasses.replace(r, cfg=dataclasses.replace(r.cfg, precision=pr))

@@ -45,13 +45,14 @@ per element)::
                                   output), which recomputing layernorm cannot drop
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
-FP8 a 1-byte copy of the output projection's input; context parallelism with a2a the output before and
+FP8 a 1-byte copy of the output projection's input (NVFP4 none: Megatron-Core has the projection save the attention
+output itself); context parallelism with a2a the output before and
 after the all-to-all, with allgather the gathered keys and values.
 """
 
 from __future__ import annotations
 
-from ..fp8_scales import lin_saved
+from ..fp8_scales import NVFP4, lin_saved
 from ..local_attention import attention_backward_extra, local_core_attention
 from .base import Count, Ctx, Part
 
@@ -131,7 +132,7 @@ def activations(r, c: Ctx) -> Part:
     heads = r.a // t
     if r.pre_norm:
         norm_in = B * Tn * h
-        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True)  # LayerNormLinear
     else:       # no input norm: the QKV linear keeps the layer input itself
         norm_in, norm_out = 0, lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
@@ -184,7 +185,10 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc + expanded
         bwd = backward_extra(r, B, sc) + B * T * heads * dh
     proj_fp8 = 0
-    if cfg.precision.fp8:
+    # NVFP4: Megatron-Core sets save_original_input on linear_proj with fp4 (transformer/attention.py,
+    # multi_latent_attention.py: it reuses the bf16 output core attention saves), and Transformer Engine keeps it
+    # (module/linear.py: NVFP4's forward input quantizer is requantization-safe), so no NVFP4 copy is saved.
+    if c.fp8 and c.fp8 != NVFP4:
         proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input, with its scales
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type

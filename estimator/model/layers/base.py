@@ -52,9 +52,10 @@ class Ctx(NamedTuple):
 
     ``T = s b / cp`` tokens per rank, ``Tn = T / t`` under sequence parallelism (else ``T``), ``B`` bytes per
     activation element (2 for bf16/fp16, 4 for fp32), ``lin_in`` bytes per element a linear layer saves of its
-    input (1 with FP8), ``modules`` the selectively recomputed modules, ``mask`` the elements of one
+    input (1 with FP8; NVFP4 counts its own, see :func:`estimator.model.fp8_scales.lin_saved`), ``modules`` the selectively recomputed modules, ``mask`` the elements of one
     bias-dropout-add mask (1 B each; 0 without hidden dropout), ``unfused`` whether attention materialises the
-    s x s scores, ``fp8`` the FP8 recipe ('' without FP8), whose scales a saved FP8 input carries
+    s x s scores, ``fp8`` the quantization recipe (an FP8 recipe or ``nvfp4``; '' without), whose scales a saved
+    quantized input carries
     (:func:`estimator.model.fp8_scales.lin_saved`)."""
 
     T: int
@@ -65,7 +66,7 @@ class Ctx(NamedTuple):
     mask: int
     unfused: bool
     parts: bool = False   # name the saved tensors (Part.named), for PEFT and activation offloading
-    fp8: str = ""         # the FP8 recipe of the linear layers ('' without FP8)
+    fp8: str = ""         # the FP8 or NVFP4 recipe of the linear layers ('' without either)
 
 
 class Part(NamedTuple):

@@ -88,7 +88,7 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     qk, v, in_w, conv = _dims(r)
     nv = r.gdn.value_heads
-    norm_keep = B * Tn * h + lin_saved(c, Tn, h)
+    norm_keep = B * Tn * h + lin_saved(c, Tn, h, gathered=True)   # in_proj is a LayerNormLinear
     saved = (norm_keep + B * T * in_w // t + B * T * conv // t + B * T * (2 * nv * r.gdn.key_dim + v) // t
              + 4 * T * nv // t + B * T * nv // t + B * T * nv * CHUNK // t + 2 * B * T * v // t
              + 4 * T * nv // t + lin_saved(c, T, v // t))

@@ -95,7 +95,7 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     di, in_w, conv = _dims(r)
-    norm_keep = B * Tn * h + lin_saved(c, Tn, h)
+    norm_keep = B * Tn * h + lin_saved(c, Tn, h, gathered=True)   # in_proj is a LayerNormLinear
     saved = (norm_keep + B * T * in_w // t + B * T * di // t + B * T * di // t + 4 * T * r.mamba.groups // t
              + lin_saved(c, T, di // t))
     tc = t * r.cp

@@ -27,7 +27,7 @@ mla_up_proj recomputes the up-projected q, k, v; unfused attention adds the s x 
 
 from __future__ import annotations
 
-from ..fp8_scales import lin_saved
+from ..fp8_scales import NVFP4, lin_saved
 from .attention import backward_extra, scores
 from .base import Count, Ctx, Part
 
@@ -113,7 +113,10 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc
         bwd = backward_extra(r, B, sc) + B * T * heads * r.v_dim
     proj_fp8 = 0
-    if cfg.precision.fp8:
+    # NVFP4: Megatron-Core sets save_original_input on linear_proj with fp4 (transformer/attention.py,
+    # multi_latent_attention.py: it reuses the bf16 output core attention saves), and Transformer Engine keeps it
+    # (module/linear.py: NVFP4's forward input quantizer is requantization-safe), so no NVFP4 copy is saved.
+    if c.fp8 and c.fp8 != NVFP4:
         proj_fp8 = lin_saved(c, T, heads * r.v_dim)   # FP8 copy of the projection input, with its scales
         saved += proj_fp8
     if r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p"):

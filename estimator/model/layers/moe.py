@@ -76,9 +76,10 @@ Expert-parallel overlap (``overlap_moe_expert_parallel_comm``) runs the layer as
                                        until the node is deleted after its backward (``__del__``); the plain layer
                                        adds it and lets it go. With ``moe_shared_expert_gate`` it is the gated
                                        product, a tensor besides the one the gate keeps
-    + B P d                            alltoall with one local expert and expert TP > 1, unless FP8: the dispatched
-                                       tokens (P = Tn k rows, capacity factor as for R). ``should_free_input``
-                                       frees the MLP node's input only with FP8, several local experts or another
+    + B P d                            alltoall with one local expert and expert TP > 1, unless FP8 or NVFP4: the
+                                       dispatched tokens (P = Tn k rows, capacity factor as for R).
+                                       ``should_free_input`` frees the MLP node's input only with FP8 or FP4
+                                       (models/common/utils.py ``free_mlp``), several local experts or another
                                        dispatcher, so the dispatch node's output and the MLP node's input keep the
                                        rows until their backward, while the experts save the expert-TP gathered
                                        copy (with one expert TP rank the rows are the experts' input itself)
@@ -155,7 +156,7 @@ pass reads. What the paged stash (``moe_paged_stash``) does with the experts' sa
 from __future__ import annotations
 
 from ...config.derived import effective_overload_factor
-from ..fp8_scales import lin_saved
+from ..fp8_scales import lin_saved, quantized
 from .base import Count, Ctx, Part
 from .mlp import mlp_count
 from .router import gather_ranks, saved as router_saved
@@ -343,7 +344,7 @@ def overlap_retained(r, B: int, T: int, Tn: int) -> tuple[int, int]:
     shared_out = B * Tn * r.h if r.fs else 0
     dispatched = 0
     if (cfg.model.moe_token_dispatcher_type == "alltoall" and r.E // r.ep == 1 and r.etp > 1
-            and not cfg.precision.fp8):
+            and not quantized(cfg.precision)):
         dispatched = B * received_rows(r, T, Tn) * (r.lat or r.h)
     return shared_out, dispatched
 

@@ -62,7 +62,9 @@ def test_classification_follows_megatron_lm_for_shared_names():
     assert classify("model", "tensor_model_parallel_size")[0] == "modelled"
     assert classify("optimizer", "lr")[0] == "no_effect"
     assert classify("logger", "anything")[0] == "no_effect"
-    assert classify("model", "fp4_param")[0] == "refused"
+    assert classify("model", "fp4_param")[0] == "modelled"
+    assert classify("model", "fp4")[0] == "modelled"                  # Megatron-LM's --fp4-format
+    assert classify("model", "fp4_quantizer_factory")[0] == "refused"
 
 
 def test_catalogue_file_is_what_the_script_writes():
