@@ -1,0 +1,166 @@
+"""scripts/bridge_refusals.py: the static count of the Bridge recipes the estimator refuses, and docs/bridge.md's
+generated block of it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from estimator.formats.bridge.field_classes import classify
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "scripts"))
+import bridge_refusals as br  # noqa: E402
+
+MIRROR = Path(os.environ.get("BRIDGE_GIT_DIR", "/work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo"))
+
+
+def _block() -> str:
+    text = (ROOT / "docs" / "bridge.md").read_text(encoding="utf-8")
+    return text[text.index(br.BEGIN) + len(br.BEGIN):text.index(br.END)]
+
+
+def test_docs_table_names_only_fields_still_refused():
+    """Every field in docs/bridge.md's generated table is still refused by the field classes: moving one to
+    modelled without rerunning the script fails here, with or without a Bridge clone."""
+    rows = re.findall(r"^\| `([a-z_]+)\.([a-z0-9_]+)`", _block(), re.M)
+    assert rows, "no table rows in docs/bridge.md's bridge-refusals block"
+    for section, field in rows:
+        assert (classify(section, field) or ("?",))[0] == "refused", f"{section}.{field} is no longer refused: " \
+            "rerun python scripts/bridge_refusals.py BRIDGE_GIT_DIR --write"
+
+
+def test_docs_counts_add_up():
+    """The short answer's figures agree with each other: clean + refused = functions read."""
+    m = re.search(r"\*\*(\d+) of the (\d+) recipe functions\*\* read set nothing the estimator refuses; (\d+) set",
+                  _block())
+    assert m
+    clean, total, refused = map(int, m.groups())
+    assert clean + refused == total
+
+
+def _git_repo(tmp_path: Path, files: dict[str, str]) -> str:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text), encoding="utf-8")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "recipes"]):
+        subprocess.run(["git", "-C", str(tmp_path), *cmd], check=True, env=env, capture_output=True)
+    return str(tmp_path)
+
+
+RECIPES = {
+    "src/megatron/bridge/recipes/common.py": """
+        from megatron.bridge.training.config import ConfigContainer
+
+        def _pretrain_common() -> ConfigContainer:
+            cfg = ConfigContainer()
+            cfg.model.fine_grained_activation_offloading = True
+            return cfg
+
+        def _precision(kind):
+            if kind == "mx":
+                cfg = bf16_with_mxfp8_mixed()
+            else:
+                cfg = bf16_mixed()
+                cfg.model_should_not_matter = 1
+            return cfg
+
+        def _tune(model):
+            model.quant_recipe = load_recipe()
+    """,
+    "src/megatron/bridge/recipes/demo/demo.py": """
+        from megatron.bridge.recipes.common import _pretrain_common, _tune
+        from megatron.bridge.training.comm_overlap import CommOverlapConfig
+
+        def demo_pretrain_a_config():
+            cfg = _pretrain_common()
+            cfg.model.fine_grained_activation_offloading = False
+            cfg.model.moe_flex_dispatcher_backend = "nccl_ep"
+            return cfg
+
+        def demo_pretrain_b_config():
+            cfg = _pretrain_common()
+            _tune(cfg.model)
+            cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=True)
+            return cfg
+
+        def demo_sft_c_config():
+            cfg = demo_pretrain_a_config()
+            cfg.model.moe_flex_dispatcher_backend = "deepep"
+            cfg.model.freeze_language_model = True
+            return cfg
+
+        def _demo_pretrain_private():
+            cfg = _pretrain_common()
+            return cfg
+
+        def demo_other():
+            return None
+    """,
+}
+
+
+def test_static_reading_of_a_small_recipe_tree(tmp_path):
+    """A hand-made recipe tree, read by hand:
+
+    - ``demo_pretrain_a_config``: ``_pretrain_common`` sets ``fine_grained_activation_offloading = True``, the
+      recipe sets it back to False (the default: a later assignment replaces the earlier one, so it does not count),
+      and sets ``moe_flex_dispatcher_backend = "nccl_ep"``, a value REFUSED_VALUES refuses (deepep and hybridep
+      are modelled): 1 refused setting.
+    - ``demo_pretrain_b_config``: offloading True from ``_pretrain_common`` (refused), and ``quant_recipe`` set
+      through ``_tune(cfg.model)`` to a run-time value (counts as set): 2 refused settings; ``tp_comm_overlap`` is
+      modelled.
+    - ``demo_sft_c_config``: recipe a, then ``moe_flex_dispatcher_backend = "deepep"`` (modelled): 0 refused;
+      ``freeze_language_model`` is no catalogued field: listed apart.
+    - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
+
+    So 3 recipes read, 1 with nothing refused; offloading 1 recipe, quant_recipe 1, the dispatcher value 1.
+    """
+    result = br.count(_git_repo(tmp_path, RECIPES), "HEAD")
+    recs = result["recipes"]
+    assert sorted(recs) == ["demo_pretrain_a_config", "demo_pretrain_b_config", "demo_sft_c_config"]
+    assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
+    assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == ["model.fine_grained_activation_offloading",
+                                                                     "model.quant_recipe"]
+    assert recs["demo_sft_c_config"] == []
+    assert result["outside"]["demo_sft_c_config"] == ["model.freeze_language_model"]
+    block = br.table(result)
+    assert "**1 of the 3 recipe functions**" in block
+    assert "| `model.quant_recipe` | 1 | 0 |" in block
+    assert "| `model.moe_flex_dispatcher_backend` | 1 | 1 |" in block
+
+
+def test_folded_branch_reads_only_the_branch_taken(tmp_path):
+    """``_precision("mx")`` folds its condition: only the MXFP8 preset's fields are read, not the else branch."""
+    files = dict(RECIPES)
+    files["src/megatron/bridge/recipes/demo/demo.py"] = """
+        from megatron.bridge.recipes.common import _precision
+
+        def demo_pretrain_mx_config():
+            cfg = ConfigContainer()
+            cfg.mixed_precision = _precision("mx")
+            return cfg
+    """
+    repo = br.Repo(_git_repo(tmp_path, files), "HEAD")
+    (path, name), = br.recipes(repo)
+    reader = br.Reader(repo)
+    reader.run(path, repo.module(path)["funcs"][name], {})
+    assert reader.settings[("mixed_precision", "fp8_recipe")] == "mxfp8"
+    assert not any(field == "model_should_not_matter" for _, field in reader.settings)
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="no Megatron-Bridge clone (set BRIDGE_GIT_DIR)")
+def test_docs_block_is_what_the_script_writes():
+    """Rerun the static reading of Bridge @ 067f987d and compare with docs/bridge.md's block."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bridge_refusals.py"), str(MIRROR), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
