@@ -22,7 +22,7 @@ from estimator.config.schema import SECTIONS, field_specs, section_specs
 from _tables_base import MarkerError, yaml_value
 
 TYPE_LABELS = {"int": "integer", "float": "number", "bool": "boolean", "str": "string",
-               "int_or_list": "integer or list of 0/1", "str_list": "list of strings"}
+               "int_or_list": "integer or list of 0/1", "str_list": "list of strings", "int_list": "list of integers"}
 
 
 def _doc(obj) -> str:

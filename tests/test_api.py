@@ -31,7 +31,7 @@ def test_exceptions_subclass_builtins():
 def test_every_schema_field_is_documented():
     for spec in estimator.field_specs():
         assert spec.help and spec.help.endswith((".", ")")), spec.path
-        assert spec.type in {"int", "float", "bool", "str", "int_or_list", "str_list"}
+        assert spec.type in {"int", "float", "bool", "str", "int_or_list", "str_list", "int_list"}
         if spec.default is None and not spec.required:
             assert spec.nullable
 

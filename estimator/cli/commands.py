@@ -93,6 +93,15 @@ def _names(text: str):
     return None if text.lower() in NONE else [v for v in text.replace(",", " ").split() if v]
 
 
+def _ints(text: str):
+    if text.lower() in NONE:
+        return None
+    try:
+        return [int(v) for v in text.replace(",", " ").split() if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
 def _str_choice(spec):
     choices = {c.lower(): c for c in spec.choices or ()}
 
@@ -141,8 +150,10 @@ def add_override_flags(parser: argparse.ArgumentParser) -> None:
                 continue
             conv = {"int": _nullable(int, "an integer") if spec.nullable else int,
                     "float": _nullable(float, "a number") if spec.nullable else float,
-                    "str": _str_choice(spec), "int_or_list": _layer_pattern, "str_list": _names}[spec.type]
-            metavar = {"int": "N", "float": "X", "int_or_list": "FREQ", "str_list": "A,B"}.get(spec.type, "NAME")
+                    "str": _str_choice(spec), "int_or_list": _layer_pattern, "str_list": _names,
+                    "int_list": _ints}[spec.type]
+            metavar = {"int": "N", "float": "X", "int_or_list": "FREQ", "str_list": "A,B",
+                       "int_list": "N,M"}.get(spec.type, "NAME")
             group.add_argument(*names, type=conv, metavar=metavar, **kw)
 
 

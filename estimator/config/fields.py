@@ -195,7 +195,8 @@ _PATTERN_WORDS = {"moe_layer_freq": "0 (dense) and 1 (MoE)",
 
 def type_name(spec: FieldSpec) -> str:
     return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-            "int_or_list": "an integer or a list of 0/1 integers", "str_list": "a list of names"}[spec.type]
+            "int_or_list": "an integer or a list of 0/1 integers", "str_list": "a list of names",
+            "int_list": "a list of positive integers"}[spec.type]
 
 
 def _limit(x) -> str:
@@ -280,6 +281,23 @@ def coerce(spec: FieldSpec, value, problems: list[Problem]):
                                     f"got {show(value)}"))
             return None
         return value
+    elif t == "int_list":
+        if isinstance(value, str):
+            try:
+                value = [int(v) for v in value.strip("[]").replace(",", " ").split()]
+            except ValueError:
+                problems.append(Problem(path, value, f"must be {type_name(spec)}, got {show(value)}"))
+                return None
+        if not isinstance(value, list) or not value or \
+                not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            problems.append(Problem(path, value, f"must be {type_name(spec)}, got {show(value)}"))
+            return None
+        for v in value:
+            if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
+                problems.append(Problem(path, value, f"every entry must be between {_limit(spec.min or 1)} and "
+                                        f"{_limit(spec.max)}, got {show(v)}"))
+                return None
+        return tuple(value)
     elif t == "str_list":
         if isinstance(value, str):
             value = [v.strip() for v in value.replace(",", " ").split() if v.strip()]
@@ -323,6 +341,9 @@ def _condition(spec: FieldSpec, var: str, consts: dict) -> str:
     elif t == "int_or_list":
         cond = (f"(type({var}) is int and 1 <= {var} <= {MAX_LAYERS}) or (type({var}) is tuple and len({var}) <= "
                 f"{MAX_LAYERS} and all(type(x) is int and (x == 0 or x == 1) for x in {var}))")
+    elif t == "int_list":
+        cond = (f"type({var}) is tuple and len({var}) > 0 and all(type(x) is int and {spec.min!r} <= x <= "
+                f"{spec.max!r} for x in {var})")
     else:
         cond = f"type({var}) is tuple and all(type(x) is str for x in {var})" + (
             f" and {choices}.issuperset({var})" if choices else "")
@@ -369,7 +390,7 @@ def field_problems(cfg: Config) -> list[Problem]:
             continue
         for spec in _SPECS[sec]:
             value = getattr(obj, spec.name)
-            plain = list(value) if isinstance(value, tuple) and spec.type in ("int_or_list", "str_list") else value
+            plain = list(value) if isinstance(value, tuple) and spec.type in ("int_or_list", "str_list", "int_list") else value
             found: list[Problem] = []
             canon = coerce(spec, plain, found)
             if found:

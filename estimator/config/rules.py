@@ -11,6 +11,7 @@ runs that the estimator does not model, which :func:`refuse_not_modelled` raises
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from . import hybrid_pattern, tp_overlap
 from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, virtual_stages
@@ -306,6 +307,35 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
                 f"by tensor_model_parallel_size ({t}) with sequence parallelism")
     if tr.sequence_parallel and t == 1:
         add("training.sequence_parallel", True, "needs tensor_model_parallel_size > 1")
+    # Hierarchical context parallelism: Megatron-LM @ d98e8a64 : megatron/training/arguments.py (the product of
+    # --hierarchical-context-parallel-sizes is the CP size; a2a+p2p needs them), as Megatron-Bridge @ 067f987d :
+    # src/megatron/bridge/training/config.py _validate_cp_comm_type checks the same two.
+    hcp = par.hierarchical_context_parallel_sizes
+    if hcp is not None and math.prod(hcp) != cp:
+        add("parallelism.hierarchical_context_parallel_sizes", list(hcp), f"the product of the sizes "
+            f"({math.prod(hcp)}) must equal context_parallel_size ({cp})")
+    if cp > 1 and par.cp_comm_type == "a2a+p2p" and hcp is None:
+        add("parallelism.hierarchical_context_parallel_sizes", None, "is required with cp_comm_type a2a+p2p "
+            "(the a2a and p2p group sizes, inner first, e.g. [8, 2] for CP 16; Megatron-LM and Megatron-Bridge "
+            "refuse a2a+p2p without them)")
+    # The all-to-all splits each rank's heads over its group: Transformer Engine @ d0067d0 :
+    # transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py flash_attn_a2a_communicate
+    # views [.., h, d] as [.., cp, h // cp, d], for the queries, keys and values alike.
+    a2a = cp if par.cp_comm_type == "a2a" else (hcp[0] if par.cp_comm_type == "a2a+p2p" and hcp else 1)
+    if cp > 1 and a2a > 1 and not a % t:
+        heads = {"query heads": a // t}
+        if not m.multi_latent_attention:
+            g = m.num_query_groups or a
+            if not g % t:
+                heads["key/value heads"] = g // t
+        for what, n in heads.items():
+            if n % a2a:
+                field = "parallelism.cp_comm_type" if par.cp_comm_type == "a2a" else \
+                    "parallelism.hierarchical_context_parallel_sizes"
+                add(field, par.cp_comm_type if par.cp_comm_type == "a2a" else list(hcp),
+                    f"the all-to-all of {par.cp_comm_type} splits each rank's {what} ({n} per tensor-parallel "
+                    f"rank) over its group of {a2a}: {n} must be divisible by {a2a}")
+                break
     if cp > 1 and tr.attention_backend in ("unfused", "local"):
         add("training.attention_backend", tr.attention_backend, "context parallelism needs flash or fused "
             "attention (Transformer Engine)")

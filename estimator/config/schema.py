@@ -368,6 +368,12 @@ class ParallelismConfig:
                            "(all-to-all over heads), allgather (Transformer Engine's all_gather), or a2a+p2p.",
                            type="str",
                            choices=("p2p", "a2a", "allgather", "a2a+p2p"), flag="--cp-comm-type")
+    hierarchical_context_parallel_sizes: list[int] | None = _f(
+        None, "Sizes of the levels of hierarchical context parallelism, inner first: with cp_comm_type a2a+p2p "
+        "[a2a group, p2p group], e.g. [8, 2] for CP 16 over two 8-GPU nodes. Their product must be "
+        "context_parallel_size; each level of more than one rank is a process group of its own (its NCCL "
+        "buffers). Required with a2a+p2p.", type="int_list", min=1, max=MAX_GPUS,
+        flag="--hierarchical-context-parallel-sizes")
     virtual_pipeline_model_parallel_size: int | None = _f(None, "Model chunks per pipeline rank for the "
                                                           "interleaved 1F1B schedule; null for plain 1F1B "
                                                           "(or the layout's chunks / PP with a layout).",

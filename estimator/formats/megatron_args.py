@@ -242,9 +242,11 @@ def _convert(spec, flag: str, values: list[str]):
         if values:
             raise ConfigError(Problem(flag, " ".join(values), f"{flag} is a switch and takes no value"))
         return True
-    if spec.type == "str_list":
+    if spec.type in ("str_list", "int_list"):
         if not values:
             raise ConfigError(Problem(flag, None, f"{flag} needs at least one value"))
+        if spec.type == "int_list":
+            return [_int(flag, [v]) for v in values]
         return list(values)
     v = _one(flag, values)
     allowed = _ARGPARSE_CHOICES.get(flag)

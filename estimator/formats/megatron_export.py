@@ -172,6 +172,8 @@ def to_megatron_args(config) -> list[str]:
     if r.cp > 1:
         add("--context-parallel-size", r.cp)
         add("--cp-comm-type", {v: k for k, v in CP_TYPES.items()}.get(par.cp_comm_type, par.cp_comm_type))
+        if par.hierarchical_context_parallel_sizes:
+            out.extend(["--hierarchical-context-parallel-sizes", *map(str, par.hierarchical_context_parallel_sizes)])
     if m.num_experts is not None:
         add("--expert-model-parallel-size", r.ep)
         add("--expert-tensor-parallel-size", r.etp)

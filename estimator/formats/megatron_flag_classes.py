@@ -97,6 +97,9 @@ _put(_M, "micro_batch_size global_batch_size seq_length encoder_seq_length",
 _put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_modules recompute_activations "
      "moe_layer_recompute distribute_saved_activations", "activation recomputation (--moe-layer-recompute: "
      "selective recompute of moe; --distribute-saved-activations: full-recompute checkpoints split over TP)")
+_put(_M, "hierarchical_context_parallel_sizes", "hierarchical context parallelism (cp_comm_type a2a+p2p): the "
+     "all-to-all's output before and after it, as a2a, and one process group (NCCL buffers) per level of more "
+     "than one rank")
 _put(_M, "attention_backend", "attention kernel: unfused attention keeps the s x s scores")
 _put(_M, "cross_entropy_loss_fusion cross_entropy_fusion_impl", "which logits copies the loss keeps")
 _put(_M, "transformer_impl gradient_accumulation_fusion", "Transformer Engine's weight-gradient buffers")
@@ -440,7 +443,6 @@ _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing pr
      "of it; not modelled")
 _put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
 _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
-_put(_R, "hierarchical_context_parallel_sizes", "hierarchical context parallelism is not modelled")
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")
 _put(_R, "spec", "a custom layer spec is not modelled")

@@ -650,10 +650,14 @@ def _chunk_reports(plan, counts: tuple) -> tuple:
 
 def _communicators(r: Resolved) -> int:
     """Process groups of more than one rank that a GPU talks through (a group of one rank needs none): DP 1 -> 2
-    adds the data-parallel group, and in an MoE model the expert-data-parallel group where it grows from one rank."""
+    adds the data-parallel group, and in an MoE model the expert-data-parallel group where it grows from one rank;
+    hierarchical context parallelism adds one group per level of more than one rank."""
     sizes = [r.t, r.p, r.dp * r.cp, r.cp]
     if r.E:
         sizes += [r.ep, r.etp, r.edp]
+    # Hierarchical CP: one more group per level (Megatron-LM @ d98e8a64 : megatron/core/parallel_state.py
+    # initialize_model_parallel, create_hierarchical_groups over the CP ranks), each its own communicator.
+    sizes += list(r.cfg.parallelism.hierarchical_context_parallel_sizes or ())
     return sum(1 for s in sizes if s > 1)
 
 

@@ -126,6 +126,8 @@ def parse_value(path: str, raw):
             return parse_layer_pattern(text)
         if t == "str_list":
             return [x for x in text.strip("[]").replace(",", " ").split() if x]
+        if t == "int_list":
+            return [int(x) for x in text.strip("[]").replace(",", " ").split() if x]
     except (ValueError, PatternError):
         pass
     return text          # a string the loader rejects with a message naming the field

@@ -260,6 +260,8 @@ FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n 
 ENABLES = {
     "reuse_grad_buf_for_mxfp8_param_ag": (FP8 + " --fp8-recipe mxfp8 --fp8-param-gather",
                                           "--reuse-grad-buf-for-mxfp8-param-ag"),
+    # a2a+p2p needs the sizes (Megatron-LM's arguments.py); their groups' NCCL buffers change the device total
+    "hierarchical_context_parallel_sizes": (CP2 + " --cp-comm-type a2a+p2p", "--hierarchical-context-parallel-sizes 2 1"),
 }
 
 
