@@ -426,7 +426,11 @@ _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inp
 _put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
      "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
      "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")
-_put(_R, "fp8_quantizer_factory te_precision_config_file", "custom per-module quantisation is not modelled")
+_put(_R, "fp8_quantizer_factory", "custom quantizer factories are not modelled")
+_put(_R, "te_precision_config_file", "a per-module quantisation recipe (the YAML file becomes Megatron-Core's "
+     "quant_recipe: glob matchers give each matched Transformer Engine linear its own precision, bf16, FP8 or "
+     "NVFP4, and bf16 weights unless it sets fp8_param; extensions/transformer_engine.py "
+     "_get_fp8_model_init_for_quant_recipe) is not modelled: the estimate keeps one precision per layer")
 _put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")

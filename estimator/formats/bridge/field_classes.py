@@ -66,8 +66,17 @@ _put("refused", "model", "moe_token_dropping", "token dropping without a capacit
 _put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoint", "heterogeneous layers (per-"
      "layer shapes) are not modelled")
 _put("refused", "model", "cpu_offloading_double_buffering", "double-buffered CPU offloading is not modelled")
-_put("refused", "model", "use_transformer_engine_full_layer_spec use_kitchen quant_recipe", "another layer "
-     "implementation or quantisation recipe: its buffers are not modelled")
+_put("refused", "model", "use_transformer_engine_full_layer_spec use_kitchen", "another layer "
+     "implementation: its buffers are not modelled")
+_put("refused", "model", "quant_recipe", "a per-module quantisation recipe (Megatron-Core's RecipeConfig: glob "
+     "matchers on module paths, first match wins) gives each matched Transformer Engine linear its own training "
+     "precision (bf16, FP8 or NVFP4) and builds its weights under fp8_model_init(enabled=fp8_param), off unless "
+     "the recipe says so, so a matched linear keeps bf16 weights even under fp8/fp4_param_gather (Megatron-LM @ "
+     "d98e8a64 : megatron/core/quantization/quant_config.py, extensions/transformer_engine.py "
+     "_get_fp8_model_init_for_quant_recipe); the estimate keeps one precision per layer (first_last_layers_bf16), "
+     "not per linear: Nemotron 3 Super's te_quant.cfg (QKV, output projection, latent projections and MTP in bf16, "
+     "the Mamba out_proj in MXFP8 under NVFP4) and DeepSeek-V4's (every linear MXFP8 with bf16 weights) are not "
+     "modelled")
 _put("no_effect", "model", "activation_func_fp8_input_store", "numerics of FP8 activation inputs (the estimate "
      "keeps the activation input in the activation dtype either way)")
 _put("no_effect", "model", "autocast_dtype enable_autocast", "autocast is off in Bridge's presets; weights keep "
