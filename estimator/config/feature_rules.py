@@ -351,6 +351,14 @@ def feature_problems(cfg) -> list[Problem]:
                 "(Megatron-Core's rule)")
         if tr.transformer_impl != "transformer_engine":
             add("training.delay_wgrad_compute", True, "needs transformer_impl: transformer_engine (Megatron-LM's rule)")
+    if tr.overlap_dispatch_backward_with_experts_wgrad:
+        # Megatron-LM @ d98e8a64 : megatron/core/transformer/transformer_config.py __post_init__.
+        if tr.overlap_moe_expert_parallel_comm:
+            add("training.overlap_dispatch_backward_with_experts_wgrad", True, "must be false with "
+                "overlap_moe_expert_parallel_comm (Megatron-Core's rule)")
+        if tr.delay_wgrad_compute:
+            add("training.overlap_dispatch_backward_with_experts_wgrad", True, "and delay_wgrad_compute exclude "
+                "each other (Megatron-Core's rule: use only one)")
     if tr.defer_embedding_wgrad_compute:
         if p == 1:
             add("training.defer_embedding_wgrad_compute", True, "needs pipeline_model_parallel_size > 1")

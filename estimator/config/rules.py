@@ -89,6 +89,27 @@ def not_modelled(cfg: Config) -> list[str]:
                    "of the FP8 weights, which is not modelled (the setting is meant for mxfp8)")
     out.extend(tp_overlap.not_modelled(cfg))
     out += _delay_wgrad_not_modelled(cfg)
+    out += _dispatch_wgrad_not_modelled(cfg)
+    return out
+
+
+def _dispatch_wgrad_not_modelled(cfg: Config) -> list[str]:
+    """The combinations of ``overlap_dispatch_backward_with_experts_wgrad`` that estimator/model/layers/moe.py
+    (``dispatch_wgrad_window``) does not model."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    if not (tr.overlap_dispatch_backward_with_experts_wgrad and m.num_experts):
+        return []
+    what = "training.overlap_dispatch_backward_with_experts_wgrad with "
+    out = []
+    if pr.fp8 or pr.fp4:
+        out.append(what + ("FP8" if pr.fp8 else "NVFP4") + ": the delayed GEMMs keep quantised copies of their "
+                   "inputs and output gradients, which are not modelled")
+    if tr.peft is not None:
+        out.append(what + "PEFT: delayed GEMMs of frozen experts and their adapters are not modelled")
+    if tr.cuda_graph_impl != "none":
+        out.append(what + f"cuda_graph_impl {tr.cuda_graph_impl}: graphed expert backward is not modelled")
+    if tr.cpu_offloading:
+        out.append(what + "activation offloading: not modelled")
     return out
 
 

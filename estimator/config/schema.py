@@ -714,6 +714,11 @@ class TrainingConfig:
                                    "its input and output gradient until its backward_dw, the experts' past the "
                                    "forward layer's dispatch, the attention's to the end of the layer step.",
                                    type="bool", flag="--delay-wgrad-compute")
+    overlap_dispatch_backward_with_experts_wgrad: bool = _f(
+        False, "In the plain schedule, run the routed experts' weight-gradient GEMMs at the dispatch's backward, on "
+        "a side stream: the experts keep fc1's and fc2's output gradients through the re-sorting and the "
+        "all-to-all's backward. Excludes overlap_moe_expert_parallel_comm and delay_wgrad_compute.", type="bool",
+        flag="--overlap-dispatch-backward-with-experts-wgrad")
     defer_embedding_wgrad_compute: bool = _f(False, "Defer the output layer's weight-gradient GEMMs to the pipeline "
                                              "flush: the last stage keeps each deferred micro-batch's input and "
                                              "logits gradient until then.", type="bool",
@@ -891,7 +896,7 @@ class FieldSpec:
 
     section: str
     name: str
-    type: str          # int | float | bool | str | int_or_list | str_list
+    type: str          # int | float | bool | str | int_or_list | str_list | int_list
     default: object
     help: str
     required: bool

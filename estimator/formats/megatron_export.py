@@ -268,6 +268,7 @@ _FEATURE_FIELDS = (
     ("training", "cpu_offloading_num_layers"), ("training", "cuda_graph_impl"),
     ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
     ("training", "overlap_moe_expert_parallel_comm"), ("training", "delay_wgrad_compute"),
+    ("training", "overlap_dispatch_backward_with_experts_wgrad"),
     ("training", "deterministic_mode"),
     ("training", "eval_interval"), ("training", "eval_iters"), ("training", "eval_micro_batch_size"), ("training", "save_interval"), ("training", "ckpt_format"),
     ("training", "defer_embedding_wgrad_compute"), ("training", "wgrad_deferral_limit"),

@@ -97,6 +97,9 @@ _put(_M, "micro_batch_size global_batch_size seq_length encoder_seq_length",
 _put(_M, "recompute_granularity recompute_method recompute_num_layers recompute_modules recompute_activations "
      "moe_layer_recompute distribute_saved_activations", "activation recomputation (--moe-layer-recompute: "
      "selective recompute of moe; --distribute-saved-activations: full-recompute checkpoints split over TP)")
+_put(_M, "overlap_dispatch_backward_with_experts_wgrad", "the routed experts' weight-gradient GEMMs delayed to "
+     "the dispatch's backward keep fc1's and fc2's output gradients through the re-sorting and the all-to-all's "
+     "backward (FP8, NVFP4, PEFT, CUDA graphs and offloading with it are refused)")
 _put(_M, "hierarchical_context_parallel_sizes", "hierarchical context parallelism (cp_comm_type a2a+p2p): the "
      "all-to-all's output before and after it, as a2a, and one process group (NCCL buffers) per level of more "
      "than one rank")
@@ -418,10 +421,6 @@ _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not mode
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
-_put(_R, "overlap_dispatch_backward_with_experts_wgrad",
-     "the experts' weight-gradient GEMMs delayed to the dispatch boundary of the plain schedule (a side stream) "
-     "keep their inputs and output gradients through the unpermutation's backward; not modelled "
-     "(--delay-wgrad-compute under expert-parallel overlap is)")
 _put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
      "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "

@@ -189,6 +189,8 @@ CHANGES = {
     "moe_deepep_num_sms": (FLEX, "--moe-deepep-num-sms 32"),
     "moe_hybridep_num_sms": (FLEX, "--moe-hybridep-num-sms 32"),
     "overlap_moe_expert_parallel_comm": (EP2, "--overlap-moe-expert-parallel-comm"),
+    "overlap_dispatch_backward_with_experts_wgrad": (EP2 + " --moe-grouped-gemm",
+                                                     "--overlap-dispatch-backward-with-experts-wgrad"),
     # HybridEP's static budget (1.5 x the balanced 2,048 rows: 3,072) and the paged stash (estimator/memory/features/
     # paged_stash.py), which takes the experts' saved tensors only in Transformer Engine's fused grouped MLP (op fuser,
     # mxfp8).

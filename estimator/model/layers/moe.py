@@ -368,17 +368,46 @@ def _backward_work(r, B: int, T: int, Tn: int, rows: int, fc1_out: int, d: int) 
     """The backward working set above the kept tensors (module docstring): fc1's data gradient beside its output
     gradient, or two row-sized copies of the expert-output gradient (all-to-all, flex) or the gathered tokens'
     gradient beside the rows' (all-gather). With only the all-to-all to undo (one local expert, no expert-TP gather)
-    the pair is the rank's own tokens' copies (P) beside the rows it received, which differ under imbalance."""
+    the pair is the rank's own tokens' copies (P) beside the rows it received, which differ under imbalance.
+    With ``overlap_dispatch_backward_with_experts_wgrad`` the experts' weight gradients wait for the dispatch's
+    backward: :func:`dispatch_wgrad_window`."""
     fc1 = B * rows * (fc1_out + d)
     tokens = Tn if r.sp else T
     ranks = gather_ranks(r)
     if r.cfg.model.moe_token_dispatcher_type == "allgather":
-        return max(fc1, B * d * (rows + tokens * ranks))
-    resort = r.E // r.ep > 1 or ranks > r.ep   # sort_chunks_by_idxs over local experts, expert-TP gather
-    if not resort and r.ep == 1:
-        return fc1
-    pair = rows + (rows if resort else dispatch_rows(r, T, Tn))   # else the all-to-all alone: P beside its rows
-    return max(fc1, B * pair * d)
+        moved = B * d * (rows + tokens * ranks)
+    else:
+        resort = r.E // r.ep > 1 or ranks > r.ep   # sort_chunks_by_idxs over local experts, expert-TP gather
+        if not resort and r.ep == 1:
+            moved = B * rows * d                   # nothing to undo: fc1's data gradient is the layer's
+        else:
+            moved = B * d * (rows + (rows if resort else dispatch_rows(r, T, Tn)))  # else P beside its rows
+    work = max(fc1, moved)
+    tr = r.cfg.training
+    # Only TEGroupedLinear delays its weight gradients for it (the grouped GEMM of Transformer Engine).
+    if tr.overlap_dispatch_backward_with_experts_wgrad and tr.transformer_impl == "transformer_engine" \
+            and r.cfg.model.moe_grouped_gemm:
+        work = max(work, dispatch_wgrad_window(r, B, rows, fc1_out, d, moved))
+    return work
+
+
+def dispatch_wgrad_window(r, B: int, rows: int, fc1_out: int, d: int, moved: int) -> int:
+    """The working set while the routed experts' weight gradients wait for the dispatch's backward
+    (``overlap_dispatch_backward_with_experts_wgrad``; Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/
+    moe_layer.py ``dispatch`` wraps the dispatch input in ``_RegisterDelayedWgradForExperts`` and
+    ``routed_experts_compute`` the dispatched tokens in ``_RecordExpertDgradCompletion``; extensions/
+    transformer_engine.py ``TEGroupedLinear`` turns on Transformer Engine's ``delay_wgrad_compute``). The experts'
+    backward computes only data gradients and keeps fc1's and fc2's output gradients, B R (fm up + d), in their
+    ``WeightGradStore`` (with their inputs, which the saved tensors count already); they stay through the
+    re-sorting and the all-to-all's backward (``moved``, the same pair of row copies as the plain path), until
+    ``_RegisterDelayedWgradForExperts.backward`` runs ``backward_dw`` on a side stream and the main stream waits
+    for it. Without gradient-accumulation fusion the packed [experts, out, in] gradients allocated in the
+    backward and their .grad copies are alive too (as in :mod:`estimator.memory.features.delayed_wgrad`)."""
+    window = B * rows * (fc1_out + d) + moved
+    if not r.cfg.training.gradient_accumulation_fusion:
+        fm = r.fm // r.etp
+        window += 2 * B * (r.E // r.ep) * (d * fc1_out + fm * d)
+    return window
 
 
 def activations(r, c: Ctx) -> Part:
