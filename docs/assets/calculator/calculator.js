@@ -49,8 +49,10 @@
       if (pre) this.usePrecomputed(pre);
       this.fill();
       this.status();
-      if (this.shortLink) this.pickModel(this.state.hf, "replace");    // form.js: ?hf=ID, as the Model box
-      else this.compute(null);
+      if (this.shortLink) {                  // form.js: ?hf=ID, resolved as the Model box resolves a name
+        this.setResultState("waiting");
+        this.pickModel(this.state.hf, "replace");
+      } else this.compute(null);
       // Python is launched once the first numbers have been drawn (the task after the first frame), so that
       // it does not delay them. Without frames (a hidden tab), soon.
       const later = () => {

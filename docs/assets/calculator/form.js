@@ -59,6 +59,7 @@
     // names. history_: "push" (the user's choice), "replace" (a short link ?hf=ID), "none" (only the error wanted).
     pickModel(name, history_, errorOnly = false) {
       this.modelPending = name;
+      if (history_ === "replace") this.dirty = true;     // an estimate is on its way (each branch computes)
       const state = JSON.parse(JSON.stringify(this.state));
       this.engine.call({ op: "model", state, name }).then((res) => {
         if (this.modelPending === name) this.modelPending = null;
@@ -76,6 +77,7 @@
       }, (err) => {
         if (this.modelPending === name) this.modelPending = null;
         this.modelMessage({ errors: [{ message: `The request failed: ${err.message}` }], closest: [] }, null);
+        if (history_ === "replace") this.compute(null);
       });
     },
 
