@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -139,3 +141,31 @@ def test_the_model_box_fits_a_phone(browser, site_url):
         box = page.locator(BOX).bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_box_and_its_message_are_readable_in_both_schemes(browser, site_url, scheme, tmp_path):
+    """The box's text and border, the not-in-catalog message and its closest-id buttons: text >= 4.5:1, the box's
+    and the buttons' borders >= 3:1 (WCAG AA), at 1280 px, light and dark."""
+    from test_contrast import PROBE, SETTLED, ratio
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    try:
+        page = context.new_page()
+        assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+        page.wait_for_function(SETTLED, timeout=10_000)
+        page.fill(BOX, "openai/gpt-oss-12b")
+        page.press(BOX, "Enter")
+        page.wait_for_selector("#mme-preset-err:not([hidden]) button.mme-closest")
+        page.screenshot(path=str(tmp_path / f"box-{scheme}.png"))
+        failures = []
+        for selector, border in ((BOX, True), ("#mme-preset-err p", False), ("#mme-preset-err .mme-fix", True)):
+            items = page.evaluate(PROBE.replace("e.textContent.trim())", "(e.textContent.trim() || e.value))"), selector)
+            assert items, selector
+            for item in items:
+                if ratio(item["fg"], item["bg"]) < 4.5:
+                    failures.append(f"{selector} {item['text']!r}: text {ratio(item['fg'], item['bg']):.2f}:1")
+                if border and item["border"] is not None and ratio(item["border"], item["outer"]) < 3.0:
+                    failures.append(f"{selector}: border {ratio(item['border'], item['outer']):.2f}:1")
+        assert not failures, failures
+    finally:
+        context.close()
