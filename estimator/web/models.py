@@ -24,14 +24,12 @@ import difflib
 
 from ..config.errors import ConfigError, EstimatorError, Problem, clip
 from ..config.load import load_config
-from .state import error_answer, merged, preset_names, presets
+from .state import MAX_NAME, NOT_DOWNLOADED, error_answer, merged, preset_names, presets
 
 __all__ = ["MAX_CLOSEST", "closest", "hf_label", "not_found", "options", "pick"]
 
 #: Most names offered for an unknown one, and how alike (difflib ratio, 0..1) a name must be to be offered.
 MAX_CLOSEST, CUTOFF = 5, 0.5
-#: A name longer than this is not compared with the known ones (it is no preset or Hub id, and difflib is quadratic).
-MAX_NAME = 200
 
 
 def hf_label(m: dict) -> str:
@@ -73,17 +71,12 @@ def closest(name: str, n: int = MAX_CLOSEST) -> list[dict]:
     return [{"name": known, "kind": kind} for _, _, known, kind in sorted(scored)[:n]]
 
 
-def not_found(name: str, with_presets: bool = True) -> tuple[str, list[dict]]:
-    """(the message for a name that is neither a preset nor a catalog id, the closest names); without presets: for
-    a Hub id (``?hf=``), which only the catalog can answer."""
+def not_found(name: str) -> tuple[str, list[dict]]:
+    """(the message for a name that is neither a preset nor a catalog id, the closest names)."""
     shown = clip(name.strip()) if isinstance(name, str) else ""
-    what = (f"a preset or a Hugging Face id of the model catalog ({len(preset_names())} presets, "
-            f"{len(_catalog_ids())} Hub ids)" if with_presets else
-            f"a Hugging Face id of the model catalog ({len(_catalog_ids())} Hub ids)")
-    message = (f"'{shown}' is not {what}; nothing is downloaded. For another model, paste its config.json under "
-               "All settings › import.")
-    near = closest(name) if isinstance(name, str) else []
-    return message, near if with_presets else [c for c in near if c["kind"] == "hf"]
+    message = (f"'{shown}' is not a preset or a Hugging Face id of the model catalog ({len(preset_names())} presets, "
+               f"{len(_catalog_ids())} Hub ids); {NOT_DOWNLOADED}")
+    return message, closest(name) if isinstance(name, str) else []
 
 
 def _sections_but_model(state: dict) -> dict:

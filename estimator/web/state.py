@@ -103,6 +103,11 @@ def default_gpu() -> str | None:
 
 # ---------------------------------------------------------------- a model of the catalog
 
+#: The end of the page's message for a model it does not know.
+NOT_DOWNLOADED = "nothing is downloaded. For another model, paste its config.json under All settings › import."
+#: A name longer than this is not compared with the known ones (it is no preset or Hub id, and difflib is quadratic).
+MAX_NAME = 200
+
 
 @lru_cache(maxsize=32)
 def _hf_model(key: str) -> tuple[dict, str, str | None]:
@@ -148,9 +153,11 @@ def base_config(state: dict) -> tuple[dict, list[Problem]]:
 def _hf_message(exc: EstimatorError) -> str:
     """The page's words for a Hub id the state cannot use: not in the catalog (with the closest ids), or refused."""
     if getattr(exc, "problems", None) and exc.problems[0].field == "hf":
-        from .models import not_found
-        message, closest = not_found(str(exc.problems[0].value), with_presets=False)
-        return message + (f" Closest: {', '.join(c['name'] for c in closest)}." if closest else "")
+        from ..formats.hf_catalog import closest, ids
+        name = str(exc.problems[0].value).strip()
+        near = closest(name) if len(name) <= MAX_NAME else []
+        return (f"'{clip(name)}' is not a Hugging Face id of the model catalog ({len(ids())} Hub ids); {NOT_DOWNLOADED}"
+                + (f" Closest: {', '.join(near)}." if near else ""))
     return str(exc).strip("'\"")
 
 
