@@ -169,3 +169,26 @@ def test_the_box_and_its_message_are_readable_in_both_schemes(browser, site_url,
         assert not failures, failures
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def offline_dir(site_dir, tmp_path_factory) -> Path:
+    """The offline bundle as a user gets it: the zip the site links to (hooks/offline_zip.py), unzipped."""
+    import zipfile
+    out = tmp_path_factory.mktemp("offline-byid")
+    with zipfile.ZipFile(site_dir / "downloads" / "megatron-memory-estimator-offline.zip") as zf:
+        zf.extractall(out)
+    return out / "megatron-memory-estimator-offline"
+
+
+def test_a_catalog_row_opens_its_model_in_the_offline_bundle(browser, offline_dir):
+    """From file://, with no server: the catalog page's link is ../calculator.html?hf=ID, and it opens that model."""
+    html = (offline_dir / "models" / "catalog.html").read_text(encoding="utf-8")
+    assert f'href="../calculator.html?hf={MOE}"' in html
+    with viewport_page(browser, {"width": 1280, "height": 900}) as page:
+        page.add_init_script(EVENTS)
+        page.goto((offline_dir / "models" / "catalog.html").as_uri(), wait_until="load")
+        page.click(f"tr[data-hf-id='{MOE}'] a")
+        page.wait_for_selector(".mme-results[data-state=done]", timeout=90_000)
+        assert page.input_value(BOX) == MOE and page.inner_text(".mme-sticky").startswith(f"{MOE}: ")
+        assert numbers(shown(page)) == numbers(_on_default_layout(MOE))
