@@ -49,7 +49,8 @@
     commitModel(text) {
       const name = String(text || "").trim();
       if (!name) { this.preset.value = this.modelText(); return; }       // emptied: the model stays
-      if (name === this.modelText() || name === this.modelPending || name === this.modelFailed) return;
+      if (name === this.modelText() || name === this.modelPending) return;
+      if (name === this.modelFailed && !this.modelErr.hidden) return;    // its error is on the screen already
       const preset = [...this.presets.keys()].find((p) => p.toLowerCase() === name.toLowerCase());
       if (preset) { this.modelMessage(null, []); return this.choosePreset(preset); }
       this.pickModel(name, "push");
