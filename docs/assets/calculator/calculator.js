@@ -50,7 +50,7 @@
       this.fill();
       this.status();
       if (this.shortLink) {                  // form.js: ?hf=ID, resolved as the Model box resolves a name
-        this.setResultState("waiting");
+        this.setResultState(this.engine.ready ? "pending" : "waiting");
         this.pickModel(this.state.hf, "replace");
       } else this.compute(null);
       // Python is launched once the first numbers have been drawn (the task after the first frame), so that
