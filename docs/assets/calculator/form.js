@@ -90,6 +90,7 @@
       }
       this.preset.toggleAttribute("aria-invalid", Boolean(res));
       if (!res) { this.modelErr.hidden = true; this.modelErr.replaceChildren(); return; }
+      this.modelNote.hidden = true;           // the notes were about the model shown, not the name refused
       const near = res.closest || [];
       this.modelErr.replaceChildren(h("p", {}, res.errors.map((e) => e.message).join(" ")),
         near.length ? h("p", { class: "mme-fixes" }, "Closest: ", near.map((c) =>
