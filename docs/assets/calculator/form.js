@@ -61,9 +61,11 @@
     pickModel(name, history_, errorOnly = false) {
       this.modelPending = name;
       if (history_ === "replace") this.dirty = true;     // an estimate is on its way (each branch computes)
-      const state = JSON.parse(JSON.stringify(this.state));
+      const state = JSON.parse(JSON.stringify(this.state)), seq = (this.modelSeq = (this.modelSeq || 0) + 1);
       this.engine.call({ op: "model", state, name }).then((res) => {
         if (this.modelPending === name) this.modelPending = null;
+        // A later name (Enter on a half-typed one, then its pick from the list) wins: this answer is dropped.
+        if (seq !== this.modelSeq && history_ !== "replace") return;
         this.modelFailed = res.errors ? name : null;
         if (res.errors) {
           this.modelMessage(res, null);
