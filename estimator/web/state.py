@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..config.errors import EstimatorError, Problem, clip, show
+from ..config.errors import ConfigError, EstimatorError, Problem, clip, show
 from ..config.fields import PatternError, parse_layer_pattern
 from ..config.load import implied_changes
 from ..config.schema import SECTIONS, field_specs, plain_copy
@@ -125,7 +125,10 @@ def hf_model(hf_id: str) -> tuple[dict, str, str | None]:
     the name is the catalog's spelling of the id, or the id as given where a sibling stands in for it (its note
     says so). :class:`~estimator.config.errors.ConfigError` for an id not in the catalog (naming the closest),
     :class:`~estimator.config.errors.EstimatorError` for a catalog model the import refuses (with the reason)."""
-    model, name, note = _hf_model(str(hf_id).strip())
+    key = str(hf_id).strip()
+    if len(key) > MAX_NAME:                     # no Hub id is this long: not looked up, nor compared
+        raise ConfigError(Problem("hf", key, "not in the model catalog"))
+    model, name, note = _hf_model(key)
     return plain_copy(model), name, note
 
 

@@ -108,6 +108,13 @@ def test_a_refused_catalog_model_says_why():
     assert "not supported yet" in res["errors"][0]["message"] and refused["reason"] in res["errors"][0]["message"]
 
 
+def test_a_state_with_a_huge_id_is_refused_quickly_and_clipped():
+    import time
+    t0 = time.perf_counter()
+    (err,) = compute({"preset": "tiny", "hf": "Qwen/" + "x" * 1_000_000, "values": {}})["errors"]
+    assert time.perf_counter() - t0 < 2 and err["field"] == "hf" and len(err["message"]) < 400
+
+
 def test_a_state_with_an_unknown_id_is_an_error_on_hf_naming_the_closest():
     out = compute({"preset": None, "hf": "Qwen/Qwen3-30B-A3", "values": {}, "gpu": None})
     (err,) = out["errors"]
