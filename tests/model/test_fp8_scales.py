@@ -143,13 +143,31 @@ def test_megatron_fsdp_keeps_the_scales_with_the_fp8_copies():
 # --- activations --------------------------------------------------------------------------------------------
 
 def test_saved_inputs_carry_their_scales():
-    """Per layer and micro-batch (T = 2048 tokens, no sequence parallelism): the QKV input 2048 x 1024, the
-    projection's 2048 x 1024 and fc2's 2048 x 4096, 1/32 B per element column-wise with MXFP8 and blockwise
-    (every dimension a multiple of 128): 65,536 + 65,536 + 262,144 = 393,216 B; four layers 1,572,864 B."""
+    """Per layer and micro-batch (T = 2048 tokens, no sequence parallelism): the quantized inputs saved are QKV's
+    (its norm output) 2048 x 1024, fc1's (the MLP norm output) 2048 x 1024 and fc2's 2048 x 4096, 1/32 B per element
+    column-wise with MXFP8 and blockwise (every dimension a multiple of 128): 65,536 + 65,536 + 262,144 = 393,216 B;
+    four layers 1,572,864 B. The output projection saves no FP8 copy but with the delayed recipe (Megatron-Core's
+    save_original_input for the others): delayed adds its 2048 x 1024 x 1 B = 2,097,152 B per layer, 8,388,608 B
+    for four."""
     base = stage(fp8("tensorwise")).activations_bytes
     assert stage(fp8("mxfp8")).activations_bytes - base == 4 * 393_216
     assert stage(fp8("blockwise")).activations_bytes - base == 4 * 393_216
-    assert stage(fp8("delayed")).activations_bytes == base
+    assert stage(fp8("delayed")).activations_bytes - base == 8_388_608
+
+
+@pytest.mark.parametrize("recipe, proj_copy", [("delayed", 2_097_152), ("tensorwise", 0), ("mxfp8", 0),
+                                               ("blockwise", 0)])
+def test_only_delayed_scaling_saves_an_fp8_copy_of_the_projection_input(recipe, proj_copy):
+    """Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py sets save_original_input on linear_proj when
+    fp8_recipe != 'delayed' (TransformerEngine @ d0067d0 : module/linear.py then saves the bf16 input for the
+    requantization-safe current-scaling, MXFP8 and blockwise quantizers). T = 2048 tokens, a dh = 8 x 128 = 1024:
+    delayed keeps 2048 x 1024 x 1 B = 2,097,152 B (no block scales), the others nothing. The MLP's norm output is
+    fc1's quantized input (LayerNormLinear quantizes it): 2048 x 1024 x 1 B = 2,097,152 B, + 2048 x 1024 / 32 =
+    65,536 B of column-wise scales with mxfp8 (E8M0) and blockwise (1 x 128 blocks of fp32: 1024 / 128 x 2048 x 4 B)."""
+    r = resolve(load_config(make_config(MODEL, None, {"seq_length": 2048}, fp8(recipe))))
+    parts = layer_activations(r, LayerKind("attention", "dense"), parts=True).parts
+    assert parts["proj_in_fp8"] == proj_copy
+    assert parts["mlp_norm_out"] == 2_097_152 + (65_536 if recipe in ("mxfp8", "blockwise") else 0)
 
 
 def test_expert_inputs_are_padded_per_local_expert():
