@@ -170,6 +170,25 @@ def test_only_delayed_scaling_saves_an_fp8_copy_of_the_projection_input(recipe, 
     assert parts["mlp_norm_out"] == 2_097_152 + (65_536 if recipe in ("mxfp8", "blockwise") else 0)
 
 
+MLA = dict(num_layers=2, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096, vocab_size=32000,
+           multi_latent_attention=True, q_lora_rank=256, kv_lora_rank=128, qk_head_dim=64, qk_pos_emb_head_dim=32,
+           v_head_dim=64)
+
+
+@pytest.mark.parametrize("q_lora_rank", [256, None])
+def test_mla_down_projections_each_save_a_quantized_copy_of_the_norm_output(q_lora_rank):
+    """MLASelfAttention (Megatron-LM @ d98e8a64 : gpt_layer_specs.py, a separate TENorm; multi_latent_attention.py
+    _qkv_down_projection): the norm output feeds linear_q_down_proj (linear_q_proj without q_lora_rank) and
+    linear_kv_down_proj. In bf16 both save the same tensor, 2048 x 1024 x 2 B = 4,194,304 B; with FP8 each quantizes
+    it: 2 x 2048 x 1024 x 1 B = 4,194,304 B (tensorwise), + 2 x 65,536 B of column-wise scales with mxfp8."""
+    model = {**MLA, "q_lora_rank": q_lora_rank}
+    got = {}
+    for name, pr in (("bf16", None), ("tensorwise", fp8("tensorwise")), ("mxfp8", fp8("mxfp8"))):
+        r = resolve(load_config(make_config(model, None, {"seq_length": 2048}, pr)))
+        got[name] = layer_activations(r, LayerKind("mla", "dense"), parts=True).parts["norm_out"]
+    assert got == {"bf16": 4_194_304, "tensorwise": 4_194_304, "mxfp8": 4_194_304 + 131_072}
+
+
 def test_expert_inputs_are_padded_per_local_expert():
     """8 experts, top-2, s = 768, one GPU: 1536 routed rows, 192 per expert. fc1's input (h = 1024) per expert
     up(6, 4) = 8 x 1024 = 8,192 B of scales: 1536 x 1024 + 8 x 8,192 = 1,572,864 + 65,536 = 1,638,400 B (one

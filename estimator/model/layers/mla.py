@@ -19,6 +19,8 @@ tensor-parallel ranks; the down-projections and the latent norms are replicated.
 Activations per micro-batch on one GPU, in bytes::
 
     4 Tn h + 4 Tn q_lora + 4 Tn kv_lora      input norm, latent norms (inputs and outputs)
+                                             (with FP8 or NVFP4 the norm output as the two projections that read
+                                             it save it: two quantized copies)
     + B T a (2 (qk + rope) + v) / t          q, k, v as flash attention saves them
     + B T a v / t + 4 T a / t                attention output, softmax log-sum-exp
 
@@ -90,7 +92,13 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     heads = r.a // r.t
     norm_in = B * Tn * h
-    norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+    # The input norm is a separate TENorm; its bf16 output feeds two linear layers (the query's down-projection, or
+    # q_proj without q_lora_rank, and kv_down): they save that one tensor in bf16, but with FP8 or NVFP4 each
+    # quantizes it and saves its own copy (Megatron-LM @ d98e8a64 : megatron/core/models/gpt/gpt_layer_specs.py,
+    # MLASelfAttention with backend.layer_norm() and backend.linear(); multi_latent_attention.py
+    # _qkv_down_projection). mla_down_proj_fusion's single fused projection would keep one copy: not modelled.
+    copies = 2 if c.fp8 else 1
+    norm_out = 0 if "layernorm" in c.modules else copies * lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
     qk = r.qk_dim + r.rope_dim
     latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
