@@ -63,7 +63,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
-                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv"}
+                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -679,6 +679,16 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         if fmt != "e2m1":
             raise ConfigError(Problem("--fp4-format", fmt, "must be e2m1 (Megatron-Core's only FP4 format)"))
         pr["fp4"] = True
+    if "fp8_wgrad" in raw:      # --no-fp8-wgrad (store_false)
+        # Megatron-LM @ d98e8a64 : megatron/core/fp8_utils.py get_fp8_recipe reads fp8_wgrad only to build the
+        # delayed recipe, as DelayedScaling's override_linear_precision, which TransformerEngine 2.1 removed
+        # (TransformerEngine @ d0067d0 : transformer_engine/common/recipe/__init__.py has no such field).
+        if pr.get("fp8") and (pr.get("fp8_recipe") or "delayed") == "delayed":
+            raise RefusedFlagsError([("--no-fp8-wgrad", "weight gradients in high precision with the delayed recipe "
+                                      "(DelayedScaling's override_linear_precision, which Transformer Engine 2.1 "
+                                      "and newer no longer have) are not modelled; with the tensorwise, mxfp8 or "
+                                      "blockwise recipe the flag changes nothing")])
+        notes.append("--no-fp8-wgrad: Megatron-Core reads it only for the delayed FP8 recipe; no effect here")
     if "grad_reduce_in_bf16" in raw and pr["params_dtype"] == "bf16":
         pr["accumulate_allreduce_grads_in_fp32"] = False
     elif "grad_reduce_in_bf16" in raw:

@@ -167,6 +167,9 @@ _put(_M, "deterministic_mode", "the unfused MoE unpermute's index_add_ keeps its
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
+_put(_N, "fp8_wgrad", "--no-fp8-wgrad: Megatron-Core reads it only for the delayed recipe (fp8_utils.py "
+     "get_fp8_recipe: DelayedScaling's override_linear_precision), so with tensorwise, mxfp8 and blockwise it changes "
+     "nothing; with delayed it is refused (Transformer Engine 2.1 and newer have no override_linear_precision)")
 _put(_N, "fp4_recipe", "the FP4 recipe: nvfp4 (Megatron's default) is the only one modelled, and a custom recipe "
      "is refused by value")
 _put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
@@ -419,7 +422,6 @@ _put(_R, "overlap_dispatch_backward_with_experts_wgrad",
      "the experts' weight-gradient GEMMs delayed to the dispatch boundary of the plain schedule (a side stream) "
      "keep their inputs and output gradients through the unpermutation's backward; not modelled "
      "(--delay-wgrad-compute under expert-parallel overlap is)")
-_put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
      "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
      "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")

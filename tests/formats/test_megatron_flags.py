@@ -395,3 +395,18 @@ def test_no_effect_flags_come_with_their_reason():
     imp = read_megatron_args(BF16 + " --lr 3e-4 --log-interval 1 --seed 3")
     assert [f for f, _ in imp.no_effect] == ["--lr 3e-4", "--log-interval 1", "--seed 3"]
     assert imp.no_effect[0][1] == NO_EFFECT["lr"]
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "mxfp8", "blockwise"])
+def test_no_fp8_wgrad_changes_nothing_but_with_the_delayed_recipe(recipe):
+    """Megatron-LM @ d98e8a64 : megatron/core/fp8_utils.py get_fp8_recipe reads fp8_wgrad only for the delayed
+    recipe (DelayedScaling's override_linear_precision, which TransformerEngine @ d0067d0 no longer has: removed in
+    Transformer Engine 2.1); Float8CurrentScaling, MXFP8BlockScaling and Float8BlockScaling are built without it.
+    So --no-fp8-wgrad leaves the estimate as it is with those recipes, and is refused with delayed (the default)."""
+    fp8 = f"{BF16} --fp8-format hybrid --fp8-recipe {recipe}"
+    imp = read_megatron_args(f"{fp8} --no-fp8-wgrad", world_size=8)
+    assert any(n.startswith("--no-fp8-wgrad") for n in imp.notes)
+    assert _stages(f"{fp8} --no-fp8-wgrad") == _stages(fp8)
+    for delayed in (f"{BF16} --fp8-format hybrid", f"{BF16} --fp8-format e4m3 --fp8-recipe delayed"):
+        with pytest.raises(RefusedFlagsError, match="no-fp8-wgrad.*delayed recipe"):
+            read_megatron_args(f"{delayed} --no-fp8-wgrad", world_size=8)
