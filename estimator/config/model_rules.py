@@ -86,10 +86,12 @@ def model_problems(cfg) -> list[Problem]:
     out += _dsa_rules(cfg, dsa and pattern is None)
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
-    if m.post_layernorm and (m.num_experts is not None or m.multi_latent_attention or pattern is not None
+    if m.post_layernorm and (m.multi_latent_attention or pattern is not None
                              or m.experimental_attention_variant is not None):
-        add("post_layernorm", True, "modelled for the dense attention + MLP layers of Megatron-Bridge's Gemma "
-            "spec only (not with MoE, MLA, gated delta nets or a hybrid pattern)")
+        add("post_layernorm", True, "modelled for the attention + MLP / MoE layers of Megatron-Bridge's Gemma "
+            "specs only (not with MLA, gated delta nets or a hybrid pattern)")
+    out += _global_rules(m, t, pattern)
+    out += _hetero_rules(m, t, pattern)
     if not m.pre_layernorm and not m.post_layernorm:
         add("pre_layernorm", False, "only OLMo 2's placement is modelled without the pre-norms: set "
             "post_layernorm true (norms after attention and after the MLP)")
@@ -106,6 +108,68 @@ def model_problems(cfg) -> list[Problem]:
         add("softmax_type", m.softmax_type, "modelled only for self-attention, not multi-latent attention")
     if m.num_experts is not None:
         _router_rules(m, add)
+    return out
+
+
+def _global_rules(m, t: int, pattern) -> list[Problem]:
+    """Gemma 4's global-attention layers (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/
+    modeling_gemma4.py ``Gemma4SelfAttention``: a SelfAttention whose kv_channels and num_query_groups are the
+    global ones): a pattern of num_layers entries, self-attention only, key/value heads that divide the query
+    heads and split over the tensor-parallel ranks."""
+    out: list[Problem] = []
+    freq = m.global_attention_freq
+    if freq is None:
+        for name in ("global_kv_channels", "num_global_query_groups"):
+            if getattr(m, name) is not None:
+                out.append(Problem("model." + name, getattr(m, name), "applies only with global_attention_freq "
+                                   "(the global-attention layers)"))
+        return out
+    if isinstance(freq, tuple) and len(freq) != m.num_layers:
+        out.append(Problem("model.global_attention_freq", list(freq), f"a pattern list must have num_layers "
+                           f"({m.num_layers}) entries, got {len(freq)}"))
+    if (m.multi_latent_attention or pattern is not None or m.experimental_attention_variant is not None
+            or m.heterogeneous_layers_config is not None):
+        out.append(Problem("model.global_attention_freq", freq if isinstance(freq, int) else list(freq),
+                           "modelled for self-attention layers only (not with MLA, DSA, gated delta nets, a hybrid "
+                           "pattern or heterogeneous layers)"))
+    g = m.num_global_query_groups
+    if g is not None:
+        if m.num_attention_heads % g:
+            out.append(Problem("model.num_global_query_groups", g, f"num_attention_heads ({m.num_attention_heads}) "
+                               f"must be divisible by num_global_query_groups ({g})"))
+        if g % t:
+            out.append(Problem("model.num_global_query_groups", g, f"num_global_query_groups ({g}) must be "
+                               f"divisible by tensor_model_parallel_size ({t})"))
+    return out
+
+
+def _hetero_rules(m, t: int, pattern) -> list[Problem]:
+    """Heterogeneous layers (:mod:`estimator.config.heterogeneous`): readable blocks, one per layer, for a dense GPT
+    model (Megatron-LM @ d98e8a64 : megatron/core/models/gpt/heterogeneous/heterogeneous_layer_specs.py builds
+    self-attention, linear replacements and dense MLPs only); each block's key/value heads split over the
+    tensor-parallel ranks."""
+    text = m.heterogeneous_layers_config
+    if text is None:
+        return []
+    from .heterogeneous import HeteroError, parse
+    from .schema import MAX_FFN
+    field = "model.heterogeneous_layers_config"
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    try:
+        blocks = parse(text, m.num_layers, m.num_attention_heads, m.hidden_size, MAX_FFN)
+    except HeteroError as exc:
+        return [Problem(field, shown, str(exc))]
+    out: list[Problem] = []
+    if (m.num_experts is not None or m.multi_latent_attention or pattern is not None
+            or m.experimental_attention_variant is not None or m.post_layernorm):
+        out.append(Problem(field, shown, "Megatron-Core's heterogeneous layer spec builds self-attention, linear "
+                           "replacements and dense MLPs only (not with MoE, MLA, DSA, gated delta nets, a hybrid "
+                           "pattern or post_layernorm)"))
+    for i, b in enumerate(blocks):
+        if b.groups is not None and b.groups % t:
+            out.append(Problem(field, shown, f"block {i}: {b.groups} key/value heads must be divisible by "
+                               f"tensor_model_parallel_size ({t})"))
+            break
     return out
 
 
