@@ -90,6 +90,17 @@ def model_problems(cfg) -> list[Problem]:
                              or m.experimental_attention_variant is not None):
         add("post_layernorm", True, "modelled for the attention + MLP / MoE layers of Megatron-Bridge's Gemma "
             "specs only (not with MLA, gated delta nets or a hybrid pattern)")
+    if m.post_layernorm and m.num_experts is not None:
+        # Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/gemma4_provider.py
+        # _validate_gemma4_moe_orchestration: Gemma 4's MoE forward takes separately normalised router, shared and
+        # routed inputs, which these modes bypass.
+        tr = cfg.training
+        if tr.recompute_granularity == "selective" and "layernorm" in (tr.recompute_modules or ()):
+            out.append(Problem("training.recompute_modules", list(tr.recompute_modules), "layernorm recompute is "
+                               "refused by Megatron-Bridge for Gemma 4's MoE block (post_layernorm with MoE)"))
+        if tr.cuda_graph_impl != "none":
+            out.append(Problem("training.cuda_graph_impl", tr.cuda_graph_impl, "CUDA graphs are refused by "
+                               "Megatron-Bridge for Gemma 4's MoE block (post_layernorm with MoE)"))
     out += _global_rules(m, t, pattern)
     out += _hetero_rules(m, t, pattern)
     if not m.pre_layernorm and not m.post_layernorm:

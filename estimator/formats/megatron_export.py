@@ -81,9 +81,11 @@ def to_megatron_args(config) -> list[str]:
     for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
         if getattr(m, name):
             add(_flag(name))
-    for name in ("post_layernorm", "final_logit_softcapping"):
+    for name in ("post_layernorm", "final_logit_softcapping", "global_attention_freq"):
         if getattr(m, name):
             raise UnsupportedError(f"model.{name} (Megatron-Bridge's Gemma spec) has no pretrain_gpt.py flag")
+    if m.heterogeneous_layers_config is not None:
+        add("--heterogeneous-layers-config-encoded-json", m.heterogeneous_layers_config)
     if not m.pre_layernorm or m.qk_layernorm_full_dim:
         name = "pre_layernorm" if not m.pre_layernorm else "qk_layernorm_full_dim"
         raise UnsupportedError(f"model.{name} (a Megatron-Bridge layer spec: OLMo 2, MiniMax-M2) has no "
