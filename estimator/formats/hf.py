@@ -96,6 +96,7 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE (text part; the vision tower is not counted)"),
     "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE (text)"),
+    "nemotron-nas": ("DeciLMForCausalLM", "Llama-Nemotron Super / Ultra (heterogeneous blocks, DeciLM)"),
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
     "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
@@ -217,6 +218,7 @@ _KNOWN = {
     "glm_moe_dsa": _COMMON | _DEEPSEEK | _DSA | {"qk_head_dim", "indexer_rope_interleave", "index_topk_freq",
                                                  "index_skip_topk_offset"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
+    "nemotron-nas": _COMMON | {"block_configs"},
     "gemma4_text": _COMMON | _GEMMA | {"attention_k_eq_v", "enable_moe_block", "global_head_dim",
                                        "hidden_size_per_layer_input", "moe_intermediate_size", "num_experts",
                                        "num_global_key_value_heads", "num_kv_shared_layers", "top_k_experts",
@@ -887,6 +889,63 @@ def _gemma(r: _Reader, m: dict) -> None:
         m["final_logit_softcapping"] = cap
 
 
+def _nemotron_nas(r: _Reader, m: dict) -> None:
+    """Llama-Nemotron Super / Ultra (DeciLMForCausalLM, model_type nemotron-nas; Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/llama_nemotron/llama_nemotron_bridge.py ``provider_bridge``, which hands the whole
+    config.json to Megatron-Core's HeterogeneousTransformerConfig as heterogeneous_layers_config_encoded_json).
+    Llama layers (SwiGLU, RMSNorm, RoPE, untied embeddings unless tie_word_embeddings) whose block_configs give each
+    layer its attention (no_op, replace_with_linear, or n_heads_in_group heads per key/value head) and its MLP
+    (no_op, replace_with_linear, or ffn_mult); every key of every block is type-checked by
+    :mod:`estimator.config.heterogeneous`, which reads them as Megatron-Core does. The blocks are written to
+    heterogeneous_layers_config in Megatron-Core's own names (num_query_groups, ffn_hidden_size); num_query_groups
+    and ffn_hidden_size of the model are the first attention block's and the first MLP block's (Megatron-LM's
+    arguments.py asserts one n_heads_in_group for all layers). intermediate_size and num_key_value_heads, null in
+    the published config.json, are not read."""
+    import json
+
+    from ..config.heterogeneous import HeteroError, parse
+    from ..config.schema import MAX_FFN
+    hf = r.hf
+    _refuse_true(r, "attention_bias", why="DeciLM's attention has no biases in Megatron-Core's heterogeneous spec")
+    _refuse_true(r, "mlp_bias", why="DeciLM's MLP has no biases in Megatron-Core's heterogeneous spec")
+    if m["activation_func"] != "swiglu":
+        raise UnsupportedError(f"config.json:hidden_act {show(hf.get('hidden_act'))} for nemotron-nas: Megatron-LM's "
+                               "heterogeneous config asserts silu (SwiGLU)")
+    blocks = hf.get("block_configs")
+    if not isinstance(blocks, list):
+        raise ConfigError(Problem("config.json:block_configs", blocks, "is required for nemotron-nas: a list of "
+                                  "one block per layer, each with attention and ffn"))
+    L, a, h = m["num_layers"], m["num_attention_heads"], m["hidden_size"]
+    try:
+        parsed = parse(json.dumps({"block_configs": blocks}), L, a, h, MAX_FFN)
+    except HeteroError as exc:
+        raise ConfigError(Problem("config.json:block_configs", clip(show(blocks)), str(exc))) from None
+    r.int("num_key_value_heads", required=False)
+    r.int("intermediate_size", required=False)
+    r.int("head_dim", required=False)
+    if r.hf.get("head_dim") not in (None, h // a):
+        raise UnsupportedError(f"config.json:head_dim {hf['head_dim']} for nemotron-nas: Megatron-Core's "
+                               f"heterogeneous layers take hidden_size / num_attention_heads ({h // a})")
+    groups = {b.groups for b in parsed if b.mixer == "attention" and b.groups is not None}
+    if len(groups) > 1:
+        raise UnsupportedError(f"config.json:block_configs for nemotron-nas: key/value heads differ between blocks "
+                               f"({', '.join(map(str, sorted(groups)))}); Megatron-LM's arguments.py asserts one "
+                               "n_heads_in_group for all layers")
+    if groups:
+        m["num_query_groups"] = groups.pop()
+    widths = [b.ffn for b in parsed if b.mlp == "dense" and b.ffn is not None]
+    if widths:
+        m["ffn_hidden_size"] = widths[0]
+    out = []
+    for b in parsed:
+        att = {"no_op": True} if b.mixer == "" else {"replace_with_linear": True} if b.mixer == "linear" else (
+            {"num_query_groups": b.groups} if b.groups is not None else {})
+        mlp = {"no_op": True} if b.mlp == "" else {"replace_with_linear": True} if b.mlp == "linear" else (
+            {"ffn_hidden_size": b.ffn} if b.ffn is not None else {})
+        out.append({"attention": att, "mlp": mlp})
+    m["heterogeneous_layers_config"] = json.dumps({"block_configs": out}, separators=(",", ":"))
+
+
 def _gemma4(r: _Reader, m: dict) -> None:
     """Gemma 4 MoE's language model (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/gemma4_bridge.py
     ``_build_moe_provider``, gemma4_provider.py ``Gemma4ModelProvider``, modeling_gemma4.py ``gemma4_block_spec``).
@@ -939,9 +998,9 @@ def _gemma4(r: _Reader, m: dict) -> None:
         gg = r.int("num_global_key_value_heads", g)
         if not r.flag("attention_k_eq_v") and gg != g:
             raise UnsupportedError(f"config.json:num_global_key_value_heads = {gg} with attention_k_eq_v false for "
-                                   f"gemma4: Hugging Face's global layers then have num_key_value_heads ({g}) key/value "
-                                   "heads, Megatron-Bridge's Gemma4SelfAttention num_global_key_value_heads; the two "
-                                   "models differ")
+                                   f"gemma4: Hugging Face's global layers then have num_key_value_heads ({g}) "
+                                   "key/value heads, Megatron-Bridge's Gemma4SelfAttention "
+                                   "num_global_key_value_heads; the two models differ")
         if gdh != dh:
             m["global_kv_channels"] = gdh
         if gg != g:
@@ -1236,4 +1295,5 @@ _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "ba
                 "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
                 "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
                 "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite, "deepseek_v32": _deepseek_v32,
-                "glm_moe_dsa": _glm_moe_dsa, "gemma4_text": _gemma4}
+                "glm_moe_dsa": _glm_moe_dsa, "gemma4_text": _gemma4,
+                "nemotron-nas": _nemotron_nas}

@@ -70,7 +70,8 @@ def test_global_layers_keep_their_own_head_shapes_in_the_activations():
     the value norm's fp32 copy 2 x 512 vs 8 x 256 elements; the q/k norms' copies (16 + 2) x 512 x 2 B vs
     (16 + 8) x 256 x 2 B and their fp32 statistics per row (16 + 2 vs 16 + 8 rows); the value norm's statistics
     8 B per KV row (2 vs 8). Difference per token: 2 x (20 x 512 - 32 x 256) + 2 x (16 x 512 - 16 x 256)
-    + 4 x (2 x 512 - 8 x 256) + 2 x 2 x (18 x 512 - 24 x 256) + 4 x (18 - 24) + 8 x (2 - 8) = 4096 + 8192 - 4096 + 12,288 - 24 - 48 = 20,408 B."""
+    + 4 x (2 x 512 - 8 x 256) + 2 x 2 x (18 x 512 - 24 x 256) + 4 x (18 - 24) + 8 x (2 - 8)
+    = 4096 + 8192 - 4096 + 12,288 - 24 - 48 = 20,408 B."""
     r = resolve(load_config(_cfg(expert_model_parallel_size=8)))
     local, glob = (r.kinds[r.layer_kinds[i]] for i in (0, 5))
     assert glob.var == (("dh", 512), ("g", 2)) and local.var == ()
