@@ -140,7 +140,7 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
     attn = "dsa" if dsa else "mla" if mla else "attention"
     if blocks is not None:
-        # Heterogeneous layers (estimator.config.heterogeneous): each block's mixer and MLP, with its own key/value
+        # Heterogeneous layers (estimator.config.model_rules.parse_blocks): each block's mixer and MLP, with its own key/value
         # heads and MLP width where they differ from the model's (blocks hold (mixer, var, mlp, var) here).
         per_layer = tuple(index(LayerKind(mx, ml, mv + fv)) for mx, mv, ml, fv in blocks)
         return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
@@ -252,7 +252,7 @@ def _variants(m) -> tuple:
                          if v != {"dh": dh, "g": g}[k])
     blocks = None
     if m.heterogeneous_layers_config is not None and m.hybrid_layer_pattern is None:
-        from ..config.heterogeneous import parse
+        from ..config.model_rules import parse_blocks as parse
         f = default_ffn_hidden_size(m)
         blocks = tuple((b.mixer, (("g", b.groups),) if b.groups not in (None, g) else (),
                         b.mlp, (("f", b.ffn),) if b.ffn not in (None, f) else ())
