@@ -155,3 +155,18 @@ def test_megatron_lm_flags_read_the_blocks():
     imp = read_megatron_args(flags + ["--heterogeneous-layers-config-path", "cfg.json"], world_size=8,
                              read_file=lambda p: text if p == "cfg.json" else None)
     assert imp.config["model"]["heterogeneous_layers_config"] == text
+
+
+def test_megatron_lm_export_needs_the_keys_pretrain_gpt_checks():
+    """Megatron-LM's arguments.py (validate_model_config_args_from_heterogeneous_config) reads hidden_act,
+    num_hidden_layers, rope_theta, rope_scaling, ... of the JSON: the importer's compact form cannot be exported,
+    the published config.json text round-trips."""
+    from estimator import UnsupportedError, to_megatron_args
+    compact = load_config(_cfg())
+    with pytest.raises(UnsupportedError, match="hidden_act, num_hidden_layers"):
+        to_megatron_args(compact)
+    text = json.dumps(hf_catalog.get(HF_ID).config())
+    full = load_config(_cfg({**from_hf_config(HF_ID), "heterogeneous_layers_config": text}))
+    back, _ = parse_megatron_args(to_megatron_args(full), world_size=8)
+    assert back["model"]["heterogeneous_layers_config"] == text
+    assert count_parameters_of(back).total == count_parameters_of(full).total
