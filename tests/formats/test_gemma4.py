@@ -140,3 +140,16 @@ def test_a_wrong_value_for_any_text_config_key_is_an_error_that_names_it():
                     (key, wrong, exc)
             except EstimatorError:
                 pass
+
+
+def test_what_megatron_bridge_refuses_for_the_moe_block_is_refused_and_never_suggested():
+    """gemma4_provider.py _validate_gemma4_moe_orchestration: no layernorm recompute, no CUDA graphs."""
+    from estimator.plan.suggest import _modules
+    cfg = _cfg(expert_model_parallel_size=8)
+    for training, field in (({"recompute_granularity": "selective", "recompute_modules": ["layernorm"]},
+                             "training.recompute_modules"),
+                            ({"cuda_graph_impl": "transformer_engine"}, "training.cuda_graph_impl")):
+        with pytest.raises(ConfigError) as exc:
+            load_config({**cfg, "training": {**cfg["training"], **training}})
+        assert field in {p.field for p in exc.value.problems}
+    assert "layernorm" not in _modules(resolve(load_config(cfg)))
