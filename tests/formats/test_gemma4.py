@@ -153,3 +153,18 @@ def test_what_megatron_bridge_refuses_for_the_moe_block_is_refused_and_never_sug
             load_config({**cfg, "training": {**cfg["training"], **training}})
         assert field in {p.field for p in exc.value.problems}
     assert "layernorm" not in _modules(resolve(load_config(cfg)))
+
+
+def test_the_moe_blocks_eager_norms_by_hand():
+    """One micro-batch, s 4096, b 1, no SP (Tn = 4096), bf16, h 2816. Megatron-Bridge's _gemma4_rms_norm keeps two
+    fp32 copies of its input (pow, product) and, with a weight, the fp32 normalised tensor: 12 Tn h + 8 Tn (two
+    fp32 values per token); without a weight 8 Tn h + 8 Tn. Against the same MoE layer without Gemma 4's block:
+    five weighted norms (routed input, shared input, routed output, shared output, sum) + the router's scaleless
+    norm + the router's bf16 scaled input (2 Tn h) + the shared expert's own fc1 input (2 Tn h), less Transformer
+    Engine's pre-MLP norm input and output (4 Tn h): 5 (12 Tn h + 8 Tn) + 8 Tn h + 8 Tn = 68 Tn h + 48 Tn =
+    784,334,848 + 196,608 = 784,531,456 B."""
+    m = from_hf_config(HF_ID)
+    plain = {**m, "post_layernorm": False}
+    r1, r0 = (resolve(load_config({**_cfg(expert_model_parallel_size=8), "model": x})) for x in (m, plain))
+    diff = layer_activations(r1, r1.kinds[0]).mlp - layer_activations(r0, r0.kinds[0]).mlp
+    assert diff == 68 * 4096 * 2816 + 48 * 4096 == 784_531_456
