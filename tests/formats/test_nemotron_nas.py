@@ -170,3 +170,19 @@ def test_megatron_lm_export_needs_the_keys_pretrain_gpt_checks():
     back, _ = parse_megatron_args(to_megatron_args(full), world_size=8)
     assert back["model"]["heterogeneous_layers_config"] == text
     assert count_parameters_of(back).total == count_parameters_of(full).total
+
+
+def test_a_linear_replacement_keeps_its_norms_input_and_output():
+    """s 256, b 1, TP 1, bf16, h 64: TELayerNormColumnParallelLinear keeps the norm's input and its output (the
+    linear's input), 256 x 64 elements of 2 B each (32,768 B), and one fp32 statistic per token (4 x 256):
+    66,560 B, for the attention's replacement and the MLP's alike; the gathered output keeps nothing."""
+    text = json.dumps({"block_configs": [
+        {"attention": {"replace_with_linear": True}, "mlp": {"replace_with_linear": True}},
+        {"attention": {}, "mlp": {}}]})
+    model = dict(num_layers=2, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=256,
+                 heterogeneous_layers_config=text)
+    r = resolve(load_config(make_config(model, training={"seq_length": 256})))
+    kind = r.kinds[r.layer_kinds[0]]
+    assert (kind.mixer, kind.mlp) == ("linear", "linear")
+    a = layer_activations(r, kind)
+    assert a.attention == a.mlp == 2 * 256 * 64 * 2 + 4 * 256 == 66_560
