@@ -241,6 +241,28 @@ class ModelConfig:
                                                "logits-sized tensor for the backward pass. Null: no capping. "
                                                "Megatron-LM has no flag for it.", type="float", min=0.0,
                                                max=1e6)
+    global_attention_freq: int | list[int] | None = _f(
+        None, "Gemma 4: sliding-window layers interleaved with global-attention layers whose heads have their own "
+        "width (global_kv_channels) and key/value heads (num_global_query_groups). An int k makes every k-th layer "
+        "global (layer i, from 0, when (i + 1) % k == 0: Megatron-Bridge's interleaved_attn_pattern (5, 1) is 6); a "
+        "0/1 list of length num_layers gives the pattern (1 global). Null: every layer alike. Megatron-LM has no "
+        "flag for it.", type="int_or_list")
+    global_kv_channels: int | None = _f(None, "Gemma 4: head width of the global-attention layers "
+                                        "(global_attention_freq; Hugging Face global_head_dim, 512).", type="int",
+                                        min=1, max=MAX_WIDTH, derived="kv_channels")
+    num_global_query_groups: int | None = _f(None, "Gemma 4: key/value heads of the global-attention layers "
+                                             "(Hugging Face num_global_key_value_heads, 2). With K = V sharing "
+                                             "(attention_k_eq_v) Megatron-Bridge still builds the value "
+                                             "projection (loaded as a copy of the keys), so it is counted.",
+                                             type="int", min=1, max=MAX_HEADS, derived="num_query_groups")
+    heterogeneous_layers_config: str | None = _f(
+        None, "Heterogeneous layers (Llama-Nemotron, DeciLM's block_configs): the JSON text Megatron-Core's "
+        "HeterogeneousTransformerConfig reads, {\"block_configs\": [one block per layer]}, each block "
+        "{\"attention\": {...}, \"mlp\" (or \"ffn\"): {...}}: attention no_op (no attention, no input norm), "
+        "replace_with_linear (one h x h linear with its norm) or num_query_groups (Hugging Face n_heads_in_group: "
+        "heads per group); MLP no_op, replace_with_linear or ffn_hidden_size (Hugging Face ffn_mult: "
+        "int(2 ffn_mult h / 3) rounded up to 256). Null: every layer alike.", type="str",
+        flag="--heterogeneous-layers-config-encoded-json")
     softmax_type: str = _f("vanilla", "Attention softmax. learnable (GPT-OSS's attention sinks) adds one learned "
                            "logit per head and attention layer (split over the tensor-parallel ranks); off-by-one "
                            "adds a fixed one and no parameters.", type="str",

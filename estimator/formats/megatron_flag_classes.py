@@ -131,6 +131,9 @@ _put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated externa
      "state's (the captured tensors live in a private pool)")
 _put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator) "
      "and its cuBLAS workspace for the overlapped GEMMs")
+_put(_M, "heterogeneous_layers_config_encoded_json heterogeneous_layers_config_path", "heterogeneous layers "
+     "(Llama-Nemotron's block_configs: per-layer attention, no-op or linear blocks, MLP widths); the file is read "
+     "when available")
 _put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
      "method and buffer dtype size its userbuffer")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
@@ -446,8 +449,6 @@ _put(_R, "hierarchical_context_parallel_sizes", "hierarchical context parallelis
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")
 _put(_R, "spec", "a custom layer spec is not modelled")
-_put(_R, "heterogeneous_layers_config_path heterogeneous_layers_config_encoded_json",
-     "heterogeneous layers are not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
 _put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")

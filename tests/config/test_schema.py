@@ -49,6 +49,12 @@ VARIANTS = {
     "model.qk_layernorm_full_dim": (make_config({**MODEL, "qk_layernorm": True}),
                                     {"model": {"qk_layernorm_full_dim": True}}),
     "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
+    "model.global_attention_freq": (make_config(MODEL), {"model": {"global_attention_freq": 2,
+                                                                   "global_kv_channels": 128}}),
+    "model.global_kv_channels": (make_config({**MODEL, "global_attention_freq": 2}),
+                                 {"model": {"global_kv_channels": 128}}),
+    "model.num_global_query_groups": (make_config({**MODEL, "global_attention_freq": 2}),
+                                      {"model": {"num_global_query_groups": 2}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
     "precision.store_param_remainders": (

@@ -51,6 +51,10 @@ BUDGET = HYBRIDEP + " --moe-expert-rank-capacity-factor 1.5"
 STASH_NO_FUSER = BUDGET + " --moe-grouped-gemm --use-distributed-optimizer --fp8-format e4m3 --fp8-recipe mxfp8 --moe-paged-stash"
 STASH = STASH_NO_FUSER + " --use-transformer-engine-op-fuser"
 
+#: Four heterogeneous blocks: the second without attention, the third with a narrower MLP.
+HETERO = ('{"block_configs": [{"attention": {}, "mlp": {}}, {"attention": {"no_op": true}, "mlp": {}}, '
+          '{"attention": {}, "mlp": {"ffn_hidden_size": 256}}, {"attention": {}, "mlp": {}}]}')
+
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
     "num_layers": (BF16, "--num-layers 8"),
@@ -181,6 +185,8 @@ CHANGES = {
     "external_cuda_graph": (BF16, "--external-cuda-graph"),
     "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),
     "tp_comm_overlap_cfg": (TP2 + " --sequence-parallel --tp-comm-overlap", "--tp-comm-overlap-cfg ub_ring_rs.yaml"),
+    "heterogeneous_layers_config_encoded_json": (BF16, "--heterogeneous-layers-config-encoded-json '" + HETERO + "'"),
+    "heterogeneous_layers_config_path": (BF16, "--heterogeneous-layers-config-path blocks.json"),
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
     "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
@@ -254,7 +260,8 @@ CHANGES = {
 
 #: Files the flags above name (read_megatron_args's read_file): proj_fprop and fc2_fprop as ring-exchange
 #: reduce-scatters (larger userbuffers than the default pipeline ones).
-FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n"}
+FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n",
+         "blocks.json": HETERO}
 
 #: Modelled flags that the configuration needs rather than changes: without them it is refused (base, flag).
 ENABLES = {

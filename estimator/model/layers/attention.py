@@ -36,6 +36,10 @@ per element)::
     + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
                                   output the output projection saves (no longer the flash output)
     + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
+    + 4 T g dh / t + 8 T g / t    Gemma 4 (global_attention_freq): the eager fp32 value norm's copy of v and
+                                  its per-row root mean square. Its global layers (every k-th) count with
+                                  their own head width and key/value heads (global_kv_channels,
+                                  num_global_query_groups: the layer kind's overrides, estimator.model.layers.view)
     qk_layernorm_full_dim replaces the q/k-norm term by (4 + 2 B) T (a + g) dh / t + 8 T: the eager
                                   _FullDimRMSNorm keeps its fp32 copy of q (or k) for pow and mul, the
                                   normalised bf16 tensor for the weight's mul, the output as the per-head
@@ -159,6 +163,11 @@ def activations(r, c: Ctx) -> Part:
         saved += 2 * B * T * heads * dh
     if r.post_norm:
         saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
+    if cfg.model.global_attention_freq is not None:
+        # Gemma 4's value norm (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py
+        # Gemma4SelfAttention.get_query_key_value_tensors): v.float() kept by pow and the division, and the fp32
+        # root mean square per row (kept by sqrt and the division).
+        saved += 4 * T * (g // t) * dh + 8 * T * (g // t)
     kept_scores = bwd = 0
     if c.unfused and cfg.training.transformer_impl == "local":
         # Megatron's own DotProductAttention (estimator/model/local_attention.py): q, k, v as it keeps them
