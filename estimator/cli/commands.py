@@ -290,6 +290,12 @@ _PHASE_WHY = {
     "checkpoint_save": "the sharded state dict is built whole before it is written, with fp32 copies of the "
                        "precision-aware optimizer's non-fp32 states and dequantized copies of FP8 weights",
     "checkpoint_load": "loading builds the sharded state dict with the same fp32 copies of the optimizer states",
+    "actor_logprob": "the actor's forward-only log-probability pass holds the full-vocabulary logits of one "
+                     "log-prob micro-batch with their fp32 copy",
+    "reference_logprob": "the reference model's forward-only log-probability pass holds its weights and the logits "
+                         "of one log-prob micro-batch with their fp32 copy",
+    "policy_update": "the training step with the RL loss's per-token tensors (and a resident reference model)",
+    "rollout": "the training side's resident states while the rollout engine holds its share of the GPU",
 }
 
 def _biggest(stage, n: int = 3) -> list[tuple[str, int]]:
@@ -355,10 +361,11 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     elif peak.phase_name != "steady step":
         steady = (peak.phase_bytes or {}).get("steady_step", 0)
         own = [(k, v) for k, v in peak.transient.items()
-               if k.startswith(("checkpoint_", "evaluation_", "optimizer_fp32_grad_copies"))]
+               if k.startswith(("checkpoint_", "evaluation_", "optimizer_fp32_grad_copies", "logprob_", "reference_",
+                                "rl_", "entropy_"))]
         lines.append(f"The peak is at the {peak.phase_name} ({_g(peak.allocated_bytes)} GiB allocated; steady training "
-                     f"step {_g(steady)} GiB): " + _PHASE_WHY.get(peak.peak_phase, "") + "; "
-                     + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in own))
+                     f"step {_g(steady)} GiB): " + _PHASE_WHY.get(peak.peak_phase, "")
+                     + ("; " + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in own) if own else ""))
     big = ", ".join(f"{name} {_g(b)} GiB ({100 * b / peak.allocated_bytes:.0f}%)" for name, b in _biggest(peak))
     lines.append(f"Largest at the peak: {big}")
     if peak.outside_allocator:

@@ -112,7 +112,8 @@ def explain(est, fits, config: dict) -> list[str]:
         out.append(f"Stage {s.stage} allocates {_g(s.allocated_bytes)} at its peak against {_g(cap)}: "
                    + " and ".join(f"{n} {_g(b)}" for n, b in big) + " are the largest parts.")
     if s.phase_name != "steady step":
-        own = [(k, v) for k, v in s.transient.items() if k.startswith(("checkpoint_", "evaluation_"))]
+        own = [(k, v) for k, v in s.transient.items()
+               if k.startswith(("checkpoint_", "evaluation_", "logprob_", "reference_", "rl_", "entropy_"))]
         steady = (s.phase_bytes or {}).get("steady_step", 0)
         out.append(f"Stage {s.stage}'s peak is at its {s.phase_name}, {_g(s.allocated_bytes - steady)} above the steady "
                    "training step" + (": " + ", ".join(f"{k.replace('_', ' ')} {_g(v)}" for k, v in own) if own else "")
