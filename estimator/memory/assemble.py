@@ -438,7 +438,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     (r.m or 1) * r.b, logit_bytes))
                 parts.update(rl.pop("_parts"))
                 rl_states = rl.pop("_states")
-                ph.update(rl)
+                ph.update((k, rl[k]) for k in rl_counted)     # the phases this RL step goes through
             worst = max(counted + rl_counted, key=lambda k: ph[k])
             if worst == "policy_update" and ph[worst] > ph["steady_step"]:
                 # The steady step with the RL loss's own tensors (its forward/backward) or beside its optimizer step.
