@@ -789,6 +789,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
             out.append(features.muon_step.assumption(r, bm) if tr.optimizer == "muon"
                        else optimizer_step_assumption(r, bm))
     out.append(_phases_assumption(cfg))
+    if tr.rl_algorithm != "none":
+        out.append(_rl_assumption(cfg, r))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
@@ -821,6 +823,22 @@ def _phases_assumption(cfg) -> str:
     return ("Phases beyond the steady step (phase_bytes per stage): the first step never holds more (Adam's moments "
             "are created at its optimizer step); counted where they hold more than the steady step: "
             + "; ".join(parts) + ". Recipe features (FSDP, offloading, PEFT, ...) report the steady step only.")
+
+
+def _rl_assumption(cfg, r) -> str:
+    """One sentence: the RL step's phases and what they assume (estimator/memory/phases.py, "RL training")."""
+    tr = cfg.training
+    lb = tr.rl_logprob_micro_batch_size or r.b
+    off = [w for w, on in (("weights", tr.rl_offload_params), ("gradients", tr.rl_offload_grads),
+                           ("optimizer states", tr.rl_offload_optimizer)) if on]
+    share = (f"the rollout engine holds {tr.rl_rollout_gpu_memory_fraction:g} of the GPU beside the training side's "
+             "resident states (in the verdict)" if tr.rl_rollout_gpu_memory_fraction is not None
+             else "no colocated rollout engine")
+    return (f"RL step ({tr.rl_algorithm}, the actor's side; a critic or reward model is not counted): forward-only "
+            f"log-prob passes of {lb} sequences per micro-batch with verl's logits processing (bf16 logits and "
+            f"Megatron's fp32 copy{', the entropy' if tr.rl_entropy else ''}); reference model "
+            f"{tr.rl_reference_model}; offloaded outside the update: {', '.join(off) or 'nothing'}; {share}. "
+            "Features that change the model states (FSDP, offloading, PEFT) report the steady step only.")
 
 
 def _rank_budget_assumption(r) -> str:
