@@ -291,7 +291,8 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
     # would change nothing, so setting one is refused rather than ignored.
     if tr.rl_algorithm == "none":
         for name, default in (("rl_reference_model", "none"), ("rl_logprob_micro_batch_size", None),
-                              ("rl_response_length", None), ("rl_entropy", False), ("rl_offload_params", False),
+                              ("rl_response_length", None), ("rl_entropy", False), ("rl_logprob_entropy", True),
+                              ("rl_offload_params", False),
                               ("rl_offload_grads", False), ("rl_offload_optimizer", False),
                               ("rl_rollout_gpu_memory_fraction", None)):
             if getattr(tr, name) != default:

@@ -711,10 +711,14 @@ class TrainingConfig:
                                         "per-token log-probabilities, advantages and masks kept for the batch. "
                                         "None: seq_length.", type="int", min=1, max=MAX_TOKENS, unit="tokens",
                                         derived="seq_length", cli="--rl-response-length")
-    rl_entropy: bool = _f(False, "The per-token entropy is computed with the log-probabilities (verl's "
-                          "calculate_entropy, entropy_coeff != 0): verl's unfused path clones the logits and its "
-                          "entropy function keeps the logits and their softmax for the backward pass.", type="bool",
-                          cli="--rl-entropy")
+    rl_entropy: bool = _f(False, "The policy update computes the per-token entropy (verl's entropy_coeff != 0): "
+                          "verl's unfused path clones the logits and its entropy function keeps the logits and "
+                          "their softmax for the backward pass.", type="bool", cli="--rl-entropy")
+    rl_logprob_entropy: bool = _f(True, "The actor's log-probability pass computes the per-token entropy with the "
+                                  "log-probs: verl does (compute_log_prob with calculate_entropy = not LoRA), cloning "
+                                  "the logits and keeping the entropies of the batch beside the log-probs. False: "
+                                  "log-probs only (a LoRA actor in verl). The reference model's pass never does.",
+                                  type="bool", cli="--rl-logprob-entropy")
     rl_offload_params: bool = _f(False, "The actor's weights go to host memory while the rollout engine holds "
                                  "the GPU (verl's actor.megatron.param_offload; NeMo-RL's offload_after_refit and "
                                  "slime's colocated --offload-train move them always).", type="bool",

@@ -836,7 +836,8 @@ def _rl_assumption(cfg, r) -> str:
              else "no colocated rollout engine")
     return (f"RL step ({tr.rl_algorithm}, the actor's side; a critic or reward model is not counted): forward-only "
             f"log-prob passes of {lb} sequences per micro-batch with verl's logits processing (bf16 logits and "
-            f"Megatron's fp32 copy{', the entropy' if tr.rl_entropy else ''}); reference model "
+            f"Megatron's fp32 copy{', the entropy' if tr.rl_logprob_entropy else ''}); entropy in the update: "
+            f"{'yes' if tr.rl_entropy else 'no'}; reference model "
             f"{tr.rl_reference_model}; offloaded outside the update: {', '.join(off) or 'nothing'}; {share}. "
             "Features that change the model states (FSDP, offloading, PEFT) report the steady step only.")
 

@@ -88,7 +88,10 @@ NeMo-RL @ 7ea279abf (``nemo_rl/models/policy/workers/megatron_policy_worker.py``
   ``.float()`` makes an fp32 copy: 2 + 4 = 6 B per logit element. With the entropy (``calculate_entropy``) the
   logits are cloned first (2 B) and ``_VocabParallelEntropy`` makes ``logits - max`` (2 B, then exp and divide in
   place); that is freed before the cross entropy's fp32 copy: max(2 + 2 + 2, 2 + 2 + 4) = 8 B. (fp32 logits: 4 B,
-  and with the entropy max(3 x 4, 2 x 4) = 12 B.) The log-probs of the whole per-GPU batch (global_batch_size / DP
+  and with the entropy max(3 x 4, 2 x 4) = 12 B.) verl's actor pass computes the entropy unless the actor is LoRA
+  (``compute_log_prob(..., calculate_entropy=not is_lora)``, ``rl_logprob_entropy``); the reference pass never
+  (``calculate_entropy=False``); the update with ``entropy_coeff`` != 0 (``rl_entropy``). The log-probs of the
+  whole per-GPU batch (global_batch_size / DP
   sequences x rl_response_length tokens, fp32), and the entropies, are kept on the last stage as a list of
   micro-batch outputs and concatenated (twice their size during ``torch.cat``) before going to the host; the other
   stages receive them by broadcast (once their size).
@@ -277,25 +280,31 @@ def rl_phase_bytes(cfg, x: RLInputs) -> dict:
     ref_resident = x.weights if ref == "resident" else 0
     ref_own = x.weights if ref in ("resident", "offloaded") else 0
     layer = x.layer_forward * lb // x.micro_batch_size
-    logits = (logprob_bytes_per_logit(x.logit_bytes, tr.rl_entropy) * x.logit_elements * lb
-              // x.micro_batch_size)
-    lp_forward = max(layer, logits)
-    per_seq = FP32 * resp * (2 if tr.rl_entropy else 1)          # fp32 log-probs (and entropies) of one sequence
-    lp_batch = 2 * per_seq * x.sequences if x.logit_elements else FP32 * resp * x.sequences
-    common = g_keep + o_keep + k_keep + x.persistent + lp_forward + lp_batch
-    actor = x.weights + ref_resident + common
-    reference = ((x.weights if ref == "swapped" else w_keep + ref_own) + common) if ref != "none" else 0
+    ent = tr.rl_logprob_entropy      # the actor's pass only: verl's reference pass has calculate_entropy=False
+
+    def forward_and_batch(entropy):
+        logits = logprob_bytes_per_logit(x.logit_bytes, entropy) * x.logit_elements * lb // x.micro_batch_size
+        per_seq = FP32 * resp * (2 if entropy else 1)       # fp32 log-probs (and entropies) of one sequence
+        return max(layer, logits), (2 * per_seq * x.sequences if x.logit_elements else FP32 * resp * x.sequences)
+
+    lp_forward, lp_batch = forward_and_batch(ent)
+    ref_forward, ref_batch = forward_and_batch(False)
+    base = g_keep + o_keep + k_keep + x.persistent
+    actor = x.weights + ref_resident + base + lp_forward + lp_batch
+    reference = ((x.weights if ref == "swapped" else w_keep + ref_own) + base + ref_forward + ref_batch
+                 if ref != "none" else 0)
     tokens = 3 * 8 * x.seq_length + resp * (8 + 8 + FP32 + FP32 + (FP32 if ref != "none" else 0))
     per_token = x.in_flight * x.micro_batch_size * tokens
     entropy_saved = 2 * x.logit_bytes * x.logit_elements if tr.rl_entropy else 0
     update = max(x.forward_backward + per_token + entropy_saved, x.optimizer_step) + ref_resident
     rollout = w_keep + g_keep + o_keep + k_keep + x.persistent + ref_resident
     lp_parts = {"logprob_forward": lp_forward, "logprob_batch_buffers": lp_batch}
+    ref_parts = {"logprob_forward": ref_forward, "logprob_batch_buffers": ref_batch}
     return {
         "actor_logprob": actor, "reference_logprob": reference, "policy_update": update, "rollout": rollout,
         "_parts": {
             "actor_logprob": {**lp_parts, **({"reference_weights": ref_resident} if ref_resident else {})},
-            "reference_logprob": ({**lp_parts, **({"reference_weights": ref_own} if ref_own else {})}
+            "reference_logprob": ({**ref_parts, **({"reference_weights": ref_own} if ref_own else {})}
                                   if ref != "none" else {}),
             "policy_update": {k: v for k, v in (("reference_weights", ref_resident), ("rl_per_token_tensors", per_token),
                                                 ("entropy_saved_logits", entropy_saved)) if v},

@@ -67,7 +67,7 @@ LABELS = {
     "precision.exp_avg_sq_dtype": "Adam second moment dtype",
     "training.rl_algorithm": "RL algorithm", "training.rl_reference_model": "RL reference model",
     "training.rl_logprob_micro_batch_size": "RL log-prob micro-batch", "training.rl_response_length": "RL response length",
-    "training.rl_entropy": "RL entropy", "training.rl_offload_params": "RL offload weights during rollout",
+    "training.rl_entropy": "RL entropy in the update", "training.rl_logprob_entropy": "RL entropy in the log-prob pass", "training.rl_offload_params": "RL offload weights during rollout",
     "training.rl_offload_grads": "RL offload gradients", "training.rl_offload_optimizer": "RL offload optimizer",
     "training.rl_rollout_gpu_memory_fraction": "RL rollout engine's GPU share",
 }
@@ -111,7 +111,7 @@ _PEFT = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modul
 _PRECISION_AWARE = ("precision.main_grads_dtype", "precision.main_params_dtype", "precision.exp_avg_dtype",
                     "precision.exp_avg_sq_dtype")
 _RL = ("training.rl_reference_model", "training.rl_logprob_micro_batch_size", "training.rl_response_length",
-       "training.rl_entropy", "training.rl_offload_params", "training.rl_offload_grads",
+       "training.rl_entropy", "training.rl_logprob_entropy", "training.rl_offload_params", "training.rl_offload_grads",
        "training.rl_offload_optimizer", "training.rl_rollout_gpu_memory_fraction")
 _PATHS = {s.path for s in field_specs()}
 

@@ -118,6 +118,8 @@ VARIANTS = {
     "training.rl_response_length": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
                                     {"training": {"rl_response_length": 1024}}),
     "training.rl_entropy": (make_config(MODEL, None, {"rl_algorithm": "grpo"}), {"training": {"rl_entropy": True}}),
+    "training.rl_logprob_entropy": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_logprob_entropy": False}}),
     "training.rl_offload_params": (make_config(MODEL, None, {"rl_algorithm": "grpo",
                                                              "rl_rollout_gpu_memory_fraction": 0.5}),
                                    {"training": {"rl_offload_params": True}}),

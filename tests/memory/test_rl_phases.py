@@ -69,29 +69,41 @@ def test_rl_phases_are_reported_only_for_an_rl_run():
 
 
 def test_log_prob_logits_per_micro_batch_by_hand():
-    """Log-prob micro-batch 4 vs 2: the logits of 2 more sequences, 2 x 8,192 x 76,032 = 1,245,708,288 elements
+    """Without the entropy (rl_logprob_entropy false), log-prob micro-batch 4 vs 2: the logits of 2 more sequences, 2 x 8,192 x 76,032 = 1,245,708,288 elements
     x 6 B = 7,474,249,728 B (the logits are far above one layer's forward at these sizes). With the entropy, 2 B
     more per element of the micro-batch of 4: 2,491,416,576 x 2 = 4,982,833,152 B, and the entropies kept beside
     the log-probs: 64 sequences (256 / DP 4) x 7,168 response tokens x 4 B (fp32) x 2 (list and torch.cat)
     = 3,670,016 B."""
-    mb4, mb2 = _stage(), _stage(rl_logprob_micro_batch_size=2)
+    mb4, mb2 = _stage(rl_logprob_entropy=False), _stage(rl_logprob_entropy=False, rl_logprob_micro_batch_size=2)
     assert mb4.phase_bytes["actor_logprob"] - mb2.phase_bytes["actor_logprob"] == 7_474_249_728
-    ent = _stage(rl_entropy=True)
+    ent = _stage()     # verl's default: the actor's pass computes the entropy
     assert ent.phase_bytes["actor_logprob"] - mb4.phase_bytes["actor_logprob"] == 4_982_833_152 + 3_670_016
 
 
 def test_log_prob_pass_holds_weights_logits_and_batch_buffers():
-    """Everything offloaded (verl's param_offload frees the gradient buffer; optimizer_offload): the actor's pass
-    holds its weights (loaded back, load_grad=False), the run-long buffers, the logits of one micro-batch of 4
+    """Everything offloaded (verl's param_offload frees the gradient buffer; optimizer_offload), no entropy: the
+    actor's pass holds its weights (loaded back, load_grad=False), the run-long buffers, the logits of one micro-batch of 4
     (2,491,416,576 x 6 B = 14,948,499,456 B = 13.92 GiB) and the log-probs of the batch (64 x 7,168 x 4 B x 2 =
-    3,670,016 B). The run-long buffers are what the rollout phase holds with nothing else resident."""
-    s = _stage()
+    3,670,016 B). The run-long buffers are what the rollout phase holds with nothing else resident. The reference
+    pass never computes the entropy (verl: calculate_entropy=False), so it holds the same even when the actor's
+    pass computes it."""
+    s = _stage(rl_logprob_entropy=False)
     persistent = s.phase_bytes["rollout"]
     assert s.phase_bytes["actor_logprob"] == WEIGHTS + persistent + 14_948_499_456 + 3_670_016
     # An offloaded reference brings its own weights for its pass while the actor's are on the host: the same bytes.
     assert s.phase_bytes["reference_logprob"] == s.phase_bytes["actor_logprob"]
     # Swapped (NeMo-RL, slime): the reference's weights are copied into the actor's parameters: the same again.
-    assert _stage(rl_reference_model="swapped").phase_bytes["reference_logprob"] == s.phase_bytes["actor_logprob"]
+    assert (_stage(rl_reference_model="swapped", rl_logprob_entropy=False).phase_bytes["reference_logprob"]
+            == s.phase_bytes["actor_logprob"])
+    assert _stage().phase_bytes["reference_logprob"] == s.phase_bytes["actor_logprob"]
+
+
+def test_entropy_in_the_update_keeps_the_logits_and_softmax():
+    """rl_entropy (verl's entropy_coeff != 0): _VocabParallelEntropy saves the logits and their softmax, 2 + 2 B per
+    logit element of one micro-batch of 2: 2 x 8,192 x 76,032 = 1,245,708,288 elements x 4 B = 4,982,833,152 B on
+    top of the update's forward/backward peak (above its optimizer step here)."""
+    assert (_stage(rl_entropy=True).phase_bytes["policy_update"] - _stage().phase_bytes["policy_update"]
+            == 4_982_833_152)
 
 
 def test_resident_reference_and_rollout_residency():
@@ -110,11 +122,11 @@ def test_offloaded_states_are_not_counted_in_a_log_prob_peak():
     states; with them offloaded, the stage reports only the weights. (No reference model here: an offloaded one's pass
     would hold the actor's resident weights and its own, above the actor's.)"""
     on = _stage(rl_offload_params=False, rl_offload_grads=False, rl_offload_optimizer=False,
-                rl_logprob_micro_batch_size=64, rl_reference_model="none")
+                rl_logprob_micro_batch_size=64, rl_reference_model="none", rl_logprob_entropy=False)
     assert on.peak_phase == "actor_logprob" and on.phase_name == "actor log-prob pass"
     assert on.transient["logprob_forward"] == 239_175_991_296
     assert on.allocated_bytes == on.phase_bytes["actor_logprob"]
-    off = _stage(rl_logprob_micro_batch_size=64, rl_reference_model="none")
+    off = _stage(rl_logprob_micro_batch_size=64, rl_reference_model="none", rl_logprob_entropy=False)
     assert off.peak_phase == "actor_logprob"
     assert (off.weights_bytes, off.gradients_bytes, off.optimizer_bytes) == (WEIGHTS, 0, 0)
     assert off.allocated_bytes == off.phase_bytes["actor_logprob"]
@@ -138,6 +150,7 @@ def test_rollout_engine_share_sets_the_verdict():
 
 @pytest.mark.parametrize("training, field", [
     ({"rl_entropy": True}, "training.rl_entropy"),
+    ({"rl_logprob_entropy": False}, "training.rl_logprob_entropy"),
     ({"rl_rollout_gpu_memory_fraction": 0.5}, "training.rl_rollout_gpu_memory_fraction"),
     ({"rl_algorithm": "grpo", "rl_response_length": 9000}, "training.rl_response_length"),
     ({"rl_algorithm": "grpo", "rl_rollout_gpu_memory_fraction": 1.0}, "training.rl_rollout_gpu_memory_fraction"),
