@@ -55,6 +55,9 @@ def summary(fits) -> str:
     peak is a moment other than the steady training step (estimator/memory/phases.py), a clause names it."""
     w = worst_verdict(fits)
     phase = getattr(w, "phase", "steady step")
+    if phase == "rollout":
+        return _summary(fits, w) + (f" Stage {w.stage}'s worst moment is the RL rollout: what the training side "
+                                    "keeps on the GPU beside the rollout engine's share.")
     return _summary(fits, w) + (f" Stage {w.stage}'s peak is at its {phase}, above the steady training step."
                                 if phase != "steady step" else "")
 
