@@ -287,6 +287,27 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
             add("training.moe_overload_factor", tr.moe_overload_factor, "applies only to MoE models (set "
                 "num_experts); a dense model routes no tokens")
 
+    # RL training (estimator/memory/phases.py): the rl_* fields describe one RL step; without an algorithm they
+    # would change nothing, so setting one is refused rather than ignored.
+    if tr.rl_algorithm == "none":
+        for name, default in (("rl_reference_model", "none"), ("rl_logprob_micro_batch_size", None),
+                              ("rl_response_length", None), ("rl_entropy", False), ("rl_logprob_entropy", True),
+                              ("rl_offload_params", False),
+                              ("rl_offload_grads", False), ("rl_offload_optimizer", False),
+                              ("rl_rollout_gpu_memory_fraction", None)):
+            if getattr(tr, name) != default:
+                add(f"training.{name}", getattr(tr, name), "applies only to RL training: set training.rl_algorithm "
+                    "to ppo or grpo")
+    else:
+        s_rl = tr.seq_length or m.max_position_embeddings
+        if tr.rl_response_length is not None and s_rl and tr.rl_response_length > s_rl:
+            add("training.rl_response_length", tr.rl_response_length, f"the response is part of the sequence: must "
+                f"be <= seq_length ({s_rl}), which is prompt plus response")
+        f = tr.rl_rollout_gpu_memory_fraction
+        if f is not None and not 0.0 < f < 1.0:
+            add("training.rl_rollout_gpu_memory_fraction", f, "must be a fraction of the GPU's memory strictly "
+                "between 0 and 1 (vLLM's gpu_memory_utilization, e.g. 0.5)")
+
     # Hybrid (Mamba) layers, gated delta nets, latent MoE, gated attention (estimator/config/model_rules.py).
     P.extend(model_problems(cfg))
 

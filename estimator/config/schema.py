@@ -707,6 +707,59 @@ class TrainingConfig:
                           "changes nothing on the GPU (the tensors reach pinned host memory before training "
                           "resumes).", type="str",
                           choices=("torch_dist", "torch_dcp", "fsdp_dtensor", "torch"), flag="--ckpt-format")
+    # RL training with the Megatron backend (verl, NeMo-RL, slime): the training side of one RL step as phases
+    # (estimator/memory/phases.py, "RL training" in docs/methodology.md). Inert while rl_algorithm is "none".
+    rl_algorithm: str = _f("none", "Reinforcement-learning step around the training step (verl, NeMo-RL or slime "
+                           "with the Megatron backend): ppo or grpo adds the phases of one RL step beside the "
+                           "policy update (a normal training step with the RL loss): the actor's and the reference "
+                           "model's log-probability passes (forward only, with their full-vocabulary logits) and "
+                           "the rollout, while the inference engine holds the GPU. The actor side only: a PPO "
+                           "critic or reward model on the same GPUs is not counted. none: plain training.",
+                           type="str", choices=("none", "ppo", "grpo"), cli="--rl-algorithm")
+    rl_reference_model: str = _f("none", "The reference policy of a KL penalty or KL loss: none; resident (its own "
+                                 "weights stay on the GPU all step: verl with ref param_offload false); offloaded "
+                                 "(its own weights come to the GPU only for its log-probability pass: verl with ref "
+                                 "param_offload true); swapped (its weights, kept in host memory, are copied into "
+                                 "the actor's own parameters for that pass: NeMo-RL's use_reference_model, slime's "
+                                 "--ref-load): no second set of weights on the GPU.", type="str",
+                                 choices=("none", "resident", "offloaded", "swapped"), cli="--rl-reference-model")
+    rl_logprob_micro_batch_size: int | None = _f(None, "Sequences per GPU per forward pass of the log-probability "
+                                                 "passes (verl's log_prob_micro_batch_size_per_gpu, NeMo-RL's "
+                                                 "logprob_batch_size). None: micro_batch_size.", type="int", min=1,
+                                                 max=MAX_MICRO_BATCH, unit="sequences", derived="micro_batch_size",
+                                                 cli="--rl-logprob-micro-batch-size")
+    rl_response_length: int | None = _f(None, "Tokens of the response in each sequence (verl's "
+                                        "data.max_response_length); seq_length is prompt plus response. Sizes the "
+                                        "per-token log-probabilities, advantages and masks kept for the batch. "
+                                        "None: seq_length.", type="int", min=1, max=MAX_TOKENS, unit="tokens",
+                                        derived="seq_length", cli="--rl-response-length")
+    rl_entropy: bool = _f(False, "The policy update computes the per-token entropy (verl's entropy_coeff != 0): "
+                          "verl's unfused path clones the logits and its entropy function keeps the logits and "
+                          "their softmax for the backward pass.", type="bool", cli="--rl-entropy")
+    rl_logprob_entropy: bool = _f(True, "The actor's log-probability pass computes the per-token entropy with the "
+                                  "log-probs: verl does (compute_log_prob with calculate_entropy = not LoRA), cloning "
+                                  "the logits and keeping the entropies of the batch beside the log-probs. False: "
+                                  "log-probs only (a LoRA actor in verl). The reference model's pass never does.",
+                                  type="bool", cli="--rl-logprob-entropy")
+    rl_offload_params: bool = _f(False, "The actor's weights go to host memory while the rollout engine holds "
+                                 "the GPU (verl's actor.megatron.param_offload; NeMo-RL's offload_after_refit and "
+                                 "slime's colocated --offload-train move them always).", type="bool",
+                                 cli="--rl-offload-params")
+    rl_offload_grads: bool = _f(False, "The actor's gradient buffer goes to host memory during rollout and the "
+                                "log-probability passes (verl's grad_offload; NeMo-RL's offload_before_refit and "
+                                "slime's --offload-train always).", type="bool", cli="--rl-offload-grads")
+    rl_offload_optimizer: bool = _f(False, "The actor's optimizer states (master weights, moments) go to host "
+                                    "memory outside the policy update (verl's optimizer_offload; NeMo-RL's "
+                                    "offload_optimizer_for_refit, slime's --offload-train).", type="bool",
+                                    cli="--rl-offload-optimizer")
+    rl_rollout_gpu_memory_fraction: float | None = _f(None, "Fraction of the GPU's memory the colocated rollout "
+                                                      "engine takes while it generates (vLLM's gpu_memory_utilization, "
+                                                      "verl's rollout.gpu_memory_utilization, SGLang's "
+                                                      "mem_fraction_static): the rollout phase holds it beside what "
+                                                      "the training side leaves resident. None: the rollout engine "
+                                                      "is not colocated (no rollout phase).", type="float",
+                                                      min=0.0, max=1.0, unit="fraction of GPU memory",
+                                                      cli="--rl-rollout-gpu-memory-fraction")
     moe_overload_factor: float = _f(
         1.0, "MoE routing imbalance: the token rows the busiest expert-parallel rank's experts receive, as a "
         "multiple of their balanced share: Megatron-Core's overload factor, logged as moe/max_overload_factor "

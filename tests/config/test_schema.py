@@ -115,6 +115,26 @@ VARIANTS = {
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),
+    # RL training (estimator/memory/phases.py): each rl_* field changes the phases of one RL step.
+    "training.rl_algorithm": (make_config(MODEL), {"training": {"rl_algorithm": "grpo"}}),
+    "training.rl_reference_model": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_reference_model": "resident"}}),
+    "training.rl_logprob_micro_batch_size": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                             {"training": {"rl_logprob_micro_batch_size": 4}}),
+    "training.rl_response_length": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_response_length": 1024}}),
+    "training.rl_entropy": (make_config(MODEL, None, {"rl_algorithm": "grpo"}), {"training": {"rl_entropy": True}}),
+    "training.rl_logprob_entropy": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_logprob_entropy": False}}),
+    "training.rl_offload_params": (make_config(MODEL, None, {"rl_algorithm": "grpo",
+                                                             "rl_rollout_gpu_memory_fraction": 0.5}),
+                                   {"training": {"rl_offload_params": True}}),
+    "training.rl_offload_grads": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                  {"training": {"rl_offload_grads": True}}),
+    "training.rl_offload_optimizer": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                      {"training": {"rl_offload_optimizer": True}}),
+    "training.rl_rollout_gpu_memory_fraction": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                                {"training": {"rl_rollout_gpu_memory_fraction": 0.5}}),
 }
 
 
