@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from . import hybrid_pattern, tp_overlap
-from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, virtual_stages
+from .derived import (default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, recipe_features,
+                      virtual_stages)
 from .errors import Problem, UnsupportedError, wrong_type
 from .feature_rules import feature_problems
 from .fields import field_problems
@@ -299,6 +300,11 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
                 add(f"training.{name}", getattr(tr, name), "applies only to RL training: set training.rl_algorithm "
                     "to ppo or grpo")
     else:
+        # The RL phases are assembled on Megatron's plain step (estimator/memory/assemble.py); a recipe feature's
+        # own step would leave them out, a silent wrong number: refused by name instead.
+        for path, value in recipe_features(cfg):
+            add(path, value, f"is not modelled together with RL training (training.rl_algorithm: {tr.rl_algorithm}): "
+                "the RL phases are built on Megatron's plain training step; turn it off or set rl_algorithm to none")
         s_rl = tr.seq_length or m.max_position_embeddings
         if tr.rl_response_length is not None and s_rl and tr.rl_response_length > s_rl:
             add("training.rl_response_length", tr.rl_response_length, f"the response is part of the sequence: must "
