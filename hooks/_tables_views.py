@@ -145,6 +145,9 @@ def _preset_page(name: str) -> str:
 
 CATALOG_KINDS = {"safetensors": "Hugging Face API (safetensors)", "keras-hub": "KerasHub preset",
                  "model-card": "model card (README)"}
+#: Where generated HTML links to the calculator: tables.py writes the calculator page's address relative to the page in
+#: its place (Markdown links, which MkDocs resolves, do not reach a table written in HTML).
+CALCULATOR_URL = "@@calculator-url@@"
 
 
 @marker("catalog-page")
@@ -153,7 +156,8 @@ def _catalog_page() -> str:
     rows = listing()
     return render_template("catalog.md.j2", total=len(rows), families=len({r["family"] for r in rows}),
                            supported=[r for r in rows if r["supported"]],
-                           refused=[r for r in rows if not r["supported"]], kinds=CATALOG_KINDS)
+                           refused=[r for r in rows if not r["supported"]], kinds=CATALOG_KINDS,
+                           calculator=CALCULATOR_URL)
 
 
 # --- examples in the guides ----------------------------------------------------------------------

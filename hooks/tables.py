@@ -126,6 +126,12 @@ def on_files(files, config):
 def on_page_markdown(markdown, page, config, files):
     start = time.perf_counter()
     out = render_markers(markdown, page.file.src_uri)
+    if views.CALCULATOR_URL in out:           # a generated table's links to the calculator, relative to this page
+        from mkdocs.utils import get_relative_url
+        calculator = files.get_file_from_path("calculator.md")
+        if calculator is None:
+            raise PluginError(f"{page.file.src_uri}: links to the calculator, but docs/calculator.md is missing")
+        out = out.replace(views.CALCULATOR_URL, get_relative_url(calculator.url, page.url) or "./")
     _stats["seconds"] += time.perf_counter() - start
     return out
 

@@ -187,6 +187,8 @@ def _source_data(ns) -> tuple[dict, str]:
     if bridge:
         return _bridge_source(ns)
     megatron = ns.megatron_args is not None or ns.megatron_args_file is not None
+    if megatron and getattr(ns, "verl_config", None):
+        raise CLIError("--verl-config takes its model from CONFIG|PRESET or --hf, not --megatron-args")
     if megatron and (ns.source or ns.hf):
         raise CLIError("--megatron-args describes the whole run; give it without a CONFIG/PRESET or --hf")
     if megatron:
@@ -213,7 +215,27 @@ def _source_data(ns) -> tuple[dict, str]:
     if not data:
         raise CLIError("give a configuration file or preset name, --hf PATH|HF_ID or --megatron-args \"...\" "
                        "(see --help; `python -m estimator presets` lists the presets)")
+    verl = getattr(ns, "verl_config", None)
+    if verl:
+        data, label = _with_verl(data, label, verl)
     return data, label
+
+
+def _with_verl(data: dict, label: str, path: str) -> tuple[dict, str]:
+    """--verl-config FILE: a verl trainer configuration's layout, batches and RL settings over the model's
+    configuration (estimator/formats/verl.py); its keys replace those of the same fields."""
+    from ..formats.verl import read_verl_config
+    imp = read_verl_config(_read(path))
+    if imp.no_effect:
+        print(f"note: {len(imp.no_effect)} verl settings without effect on memory: "
+              + ", ".join(k.split(" = ")[0] for k, _ in imp.no_effect[:8])
+              + (", ..." if len(imp.no_effect) > 8 else ""), file=sys.stderr)
+    for note in imp.notes:
+        print(f"note: {note}", file=sys.stderr)
+    out = dict(data)
+    for sec in ("parallelism", "training", "precision"):
+        out[sec] = {**(data.get(sec) or {}), **imp.config[sec]}
+    return out, f"{label} with verl configuration {clip(path)}"
 
 
 def _bridge_source(ns) -> tuple[dict, str]:
@@ -301,6 +323,12 @@ _PHASE_WHY = {
     "checkpoint_save": "the sharded state dict is built whole before it is written, with fp32 copies of the "
                        "precision-aware optimizer's non-fp32 states and dequantized copies of FP8 weights",
     "checkpoint_load": "loading builds the sharded state dict with the same fp32 copies of the optimizer states",
+    "actor_logprob": "the actor's forward-only log-probability pass holds the full-vocabulary logits of one "
+                     "log-prob micro-batch with their fp32 copy",
+    "reference_logprob": "the reference model's forward-only log-probability pass holds its weights and the logits "
+                         "of one log-prob micro-batch with their fp32 copy",
+    "policy_update": "the training step with the RL loss's per-token tensors (and a resident reference model)",
+    "rollout": "the training side's resident states while the rollout engine holds its share of the GPU",
 }
 
 def _biggest(stage, n: int = 3) -> list[tuple[str, int]]:
@@ -366,10 +394,11 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     elif peak.phase_name != "steady step":
         steady = (peak.phase_bytes or {}).get("steady_step", 0)
         own = [(k, v) for k, v in peak.transient.items()
-               if k.startswith(("checkpoint_", "evaluation_", "optimizer_fp32_grad_copies"))]
+               if k.startswith(("checkpoint_", "evaluation_", "optimizer_fp32_grad_copies", "logprob_", "reference_",
+                                "rl_", "entropy_"))]
         lines.append(f"The peak is at the {peak.phase_name} ({_g(peak.allocated_bytes)} GiB allocated; steady training "
-                     f"step {_g(steady)} GiB): " + _PHASE_WHY.get(peak.peak_phase, "") + "; "
-                     + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in own))
+                     f"step {_g(steady)} GiB): " + _PHASE_WHY.get(peak.peak_phase, "")
+                     + ("; " + ", ".join(f"{k.replace('_', ' ')} {_g(v)} GiB" for k, v in own) if own else ""))
     big = ", ".join(f"{name} {_g(b)} GiB ({100 * b / peak.allocated_bytes:.0f}%)" for name, b in _biggest(peak))
     lines.append(f"Largest at the peak: {big}")
     if peak.outside_allocator:
@@ -582,6 +611,9 @@ def _add_estimate_options(p: argparse.ArgumentParser, *, source: bool) -> None:
         inp.add_argument("--bridge-config", nargs="+", metavar=("FILE", "KEY=VALUE"), help="the config.yaml a "
                          "Megatron-Bridge run writes (ConfigContainer.to_yaml()), then Bridge overrides such as "
                          "model.tensor_model_parallel_size=4; give the world size with --num-gpus")
+        inp.add_argument("--verl-config", metavar="FILE", help="a verl trainer configuration (Megatron backend, "
+                         "YAML): its parallel layout, batches, offloading and rollout share over the model of "
+                         "CONFIG|PRESET or --hf (the RL phases: the methodology page, RL training)")
         inp.add_argument("--bridge-recipe", nargs="+", metavar=("NAME", "KEY=VALUE"), help="a Megatron-Bridge "
                          "recipe by function name (see `bridge-recipes`), then Bridge overrides as run_recipe.py "
                          "takes them (mixed_precision=bf16_mixed, ddp.grad_reduce_in_fp32=false, ...)")
@@ -651,7 +683,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("hf", metavar="PATH|HF_ID", help="config.json, a model directory holding one, or a Hub id "
                    "of the model catalog")
     _add_estimate_options(p, source=False)
-    p.set_defaults(func=cmd_estimate, source=None, megatron_args=None, megatron_args_file=None, bridge_config=None,
+    p.set_defaults(func=cmd_estimate, source=None, megatron_args=None, megatron_args_file=None, verl_config=None,
+                   bridge_config=None,
                    bridge_recipe=None)
 
     p = sub.add_parser("presets", help="list the presets with their parameter counts",

@@ -13,7 +13,35 @@ from . import hybrid_pattern
 from .pipeline_layout import LayoutError, expand_layout
 
 __all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages",
-           "effective_overload_factor", "max_overload_factor", "recomputed_modules", "virtual_stages"]
+           "effective_overload_factor", "max_overload_factor", "recipe_features", "recomputed_modules",
+           "virtual_stages"]
+
+
+def recipe_features(cfg) -> list[tuple[str, object]]:
+    """The recipe features a configuration switches on that the estimate models beside Megatron's plain step
+    (estimator/memory/features/: FSDP, TP-overlap userbuffers, PEFT, other optimizers, offloading, CUDA graphs, EP
+    overlap, the flex dispatcher, ...), as (field path, value); empty for a plain run."""
+    par, tr, pr, m = cfg.parallelism, cfg.training, cfg.precision, cfg.model
+    on = [("parallelism.use_megatron_fsdp", par.use_megatron_fsdp), ("parallelism.use_torch_fsdp2", par.use_torch_fsdp2),
+          ("parallelism.tp_comm_overlap", par.tp_comm_overlap), ("parallelism.nccl_ub", par.nccl_ub),
+          ("parallelism.num_distributed_optimizer_instances", par.num_distributed_optimizer_instances > 1),
+          ("training.peft", tr.peft is not None), ("training.optimizer", tr.optimizer != "adam"),
+          ("training.optimizer_cpu_offload", tr.optimizer_cpu_offload), ("training.cpu_offloading", tr.cpu_offloading),
+          ("training.cpu_offloading_num_layers", tr.cpu_offloading_num_layers > 0),
+          ("training.cuda_graph_impl", tr.cuda_graph_impl != "none"),
+          ("training.overlap_moe_expert_parallel_comm", tr.overlap_moe_expert_parallel_comm),
+          ("training.defer_embedding_wgrad_compute", tr.defer_embedding_wgrad_compute),
+          ("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type == "flex"),
+          ("training.moe_paged_stash", tr.moe_paged_stash),
+          ("precision.disable_parameter_transpose_cache", bool(pr.fp8 or pr.fp4) and pr.disable_parameter_transpose_cache),
+          ("precision.first_last_layers_bf16", bool(pr.fp8 or pr.fp4) and pr.first_last_layers_bf16)]
+    return [(path, _value(cfg, path)) for path, is_on in on if is_on]
+
+
+def _value(cfg, path: str):
+    section, name = path.split(".")
+    value = getattr(getattr(cfg, section), name)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def default_ffn_hidden_size(m) -> int:

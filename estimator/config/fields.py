@@ -190,7 +190,8 @@ def parse_layer_pattern(text: str, *, bare_lists: bool = True) -> int | list[int
 
 #: What 0 and 1 mean in each layer-pattern list field.
 _PATTERN_WORDS = {"moe_layer_freq": "0 (dense) and 1 (MoE)",
-                  "linear_attention_freq": "0 (full attention) and 1 (linear attention)"}
+                  "linear_attention_freq": "0 (full attention) and 1 (linear attention)",
+                  "global_attention_freq": "0 (sliding-window attention) and 1 (global attention)"}
 
 
 def type_name(spec: FieldSpec) -> str:
@@ -273,7 +274,8 @@ def coerce(spec: FieldSpec, value, problems: list[Problem]):
             problems.append(Problem(path, value, f"must be {type_name(spec)}, got {show(value)}"))
             return None
         if value < 1:
-            what = "full attention" if spec.name == "linear_attention_freq" else "MoE"
+            what = {"linear_attention_freq": "full attention", "global_attention_freq": "global attention"}.get(
+                spec.name, "MoE")
             problems.append(Problem(path, value, f"must be >= 1 (every k-th layer is {what})"))
             return None
         if value > MAX_LAYERS:

@@ -14,7 +14,8 @@ import dataclasses
 import math
 
 from . import hybrid_pattern, tp_overlap
-from .derived import default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, virtual_stages
+from .derived import (default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, recipe_features,
+                      virtual_stages)
 from .errors import Problem, UnsupportedError, wrong_type
 from .feature_rules import feature_problems
 from .fields import field_problems
@@ -308,6 +309,32 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
         if tr.moe_overload_factor != 1:
             add("training.moe_overload_factor", tr.moe_overload_factor, "applies only to MoE models (set "
                 "num_experts); a dense model routes no tokens")
+
+    # RL training (estimator/memory/phases.py): the rl_* fields describe one RL step; without an algorithm they
+    # would change nothing, so setting one is refused rather than ignored.
+    if tr.rl_algorithm == "none":
+        for name, default in (("rl_reference_model", "none"), ("rl_logprob_micro_batch_size", None),
+                              ("rl_response_length", None), ("rl_entropy", False), ("rl_logprob_entropy", True),
+                              ("rl_offload_params", False),
+                              ("rl_offload_grads", False), ("rl_offload_optimizer", False),
+                              ("rl_rollout_gpu_memory_fraction", None)):
+            if getattr(tr, name) != default:
+                add(f"training.{name}", getattr(tr, name), "applies only to RL training: set training.rl_algorithm "
+                    "to ppo or grpo")
+    else:
+        # The RL phases are assembled on Megatron's plain step (estimator/memory/assemble.py); a recipe feature's
+        # own step would leave them out, a silent wrong number: refused by name instead.
+        for path, value in recipe_features(cfg):
+            add(path, value, f"is not modelled together with RL training (training.rl_algorithm: {tr.rl_algorithm}): "
+                "the RL phases are built on Megatron's plain training step; turn it off or set rl_algorithm to none")
+        s_rl = tr.seq_length or m.max_position_embeddings
+        if tr.rl_response_length is not None and s_rl and tr.rl_response_length > s_rl:
+            add("training.rl_response_length", tr.rl_response_length, f"the response is part of the sequence: must "
+                f"be <= seq_length ({s_rl}), which is prompt plus response")
+        f = tr.rl_rollout_gpu_memory_fraction
+        if f is not None and not 0.0 < f < 1.0:
+            add("training.rl_rollout_gpu_memory_fraction", f, "must be a fraction of the GPU's memory strictly "
+                "between 0 and 1 (vLLM's gpu_memory_utilization, e.g. 0.5)")
 
     # Hybrid (Mamba) layers, gated delta nets, latent MoE, gated attention (estimator/config/model_rules.py).
     P.extend(model_problems(cfg))

@@ -241,6 +241,28 @@ class ModelConfig:
                                                "logits-sized tensor for the backward pass. Null: no capping. "
                                                "Megatron-LM has no flag for it.", type="float", min=0.0,
                                                max=1e6)
+    global_attention_freq: int | list[int] | None = _f(
+        None, "Gemma 4: sliding-window layers interleaved with global-attention layers whose heads have their own "
+        "width (global_kv_channels) and key/value heads (num_global_query_groups). An int k makes every k-th layer "
+        "global (layer i, from 0, when (i + 1) % k == 0: Megatron-Bridge's interleaved_attn_pattern (5, 1) is 6); a "
+        "0/1 list of length num_layers gives the pattern (1 global). Null: every layer alike. Megatron-LM has no "
+        "flag for it.", type="int_or_list")
+    global_kv_channels: int | None = _f(None, "Gemma 4: head width of the global-attention layers "
+                                        "(global_attention_freq; Hugging Face global_head_dim, 512).", type="int",
+                                        min=1, max=MAX_WIDTH, derived="kv_channels")
+    num_global_query_groups: int | None = _f(None, "Gemma 4: key/value heads of the global-attention layers "
+                                             "(Hugging Face num_global_key_value_heads, 2). With K = V sharing "
+                                             "(attention_k_eq_v) Megatron-Bridge still builds the value "
+                                             "projection (loaded as a copy of the keys), so it is counted.",
+                                             type="int", min=1, max=MAX_HEADS, derived="num_query_groups")
+    heterogeneous_layers_config: str | None = _f(
+        None, "Heterogeneous layers (Llama-Nemotron, DeciLM's block_configs): the JSON text Megatron-Core's "
+        "HeterogeneousTransformerConfig reads, {\"block_configs\": [one block per layer]}, each block "
+        "{\"attention\": {...}, \"mlp\" (or \"ffn\"): {...}}: attention no_op (no attention, no input norm), "
+        "replace_with_linear (one h x h linear with its norm) or num_query_groups (Hugging Face n_heads_in_group: "
+        "heads per group); MLP no_op, replace_with_linear or ffn_hidden_size (Hugging Face ffn_mult: "
+        "int(2 ffn_mult h / 3) rounded up to 256). Null: every layer alike.", type="str",
+        flag="--heterogeneous-layers-config-encoded-json")
     softmax_type: str = _f("vanilla", "Attention softmax. learnable (GPT-OSS's attention sinks) adds one learned "
                            "logit per head and attention layer (split over the tensor-parallel ranks); off-by-one "
                            "adds a fixed one and no parameters.", type="str",
@@ -691,6 +713,59 @@ class TrainingConfig:
                           "changes nothing on the GPU (the tensors reach pinned host memory before training "
                           "resumes).", type="str",
                           choices=("torch_dist", "torch_dcp", "fsdp_dtensor", "torch"), flag="--ckpt-format")
+    # RL training with the Megatron backend (verl, NeMo-RL, slime): the training side of one RL step as phases
+    # (estimator/memory/phases.py, "RL training" in docs/methodology.md). Inert while rl_algorithm is "none".
+    rl_algorithm: str = _f("none", "Reinforcement-learning step around the training step (verl, NeMo-RL or slime "
+                           "with the Megatron backend): ppo or grpo adds the phases of one RL step beside the "
+                           "policy update (a normal training step with the RL loss): the actor's and the reference "
+                           "model's log-probability passes (forward only, with their full-vocabulary logits) and "
+                           "the rollout, while the inference engine holds the GPU. The actor side only: a PPO "
+                           "critic or reward model on the same GPUs is not counted. none: plain training.",
+                           type="str", choices=("none", "ppo", "grpo"), cli="--rl-algorithm")
+    rl_reference_model: str = _f("none", "The reference policy of a KL penalty or KL loss: none; resident (its own "
+                                 "weights stay on the GPU all step: verl with ref param_offload false); offloaded "
+                                 "(its own weights come to the GPU only for its log-probability pass: verl with ref "
+                                 "param_offload true); swapped (its weights, kept in host memory, are copied into "
+                                 "the actor's own parameters for that pass: NeMo-RL's use_reference_model, slime's "
+                                 "--ref-load): no second set of weights on the GPU.", type="str",
+                                 choices=("none", "resident", "offloaded", "swapped"), cli="--rl-reference-model")
+    rl_logprob_micro_batch_size: int | None = _f(None, "Sequences per GPU per forward pass of the log-probability "
+                                                 "passes (verl's log_prob_micro_batch_size_per_gpu, NeMo-RL's "
+                                                 "logprob_batch_size). None: micro_batch_size.", type="int", min=1,
+                                                 max=MAX_MICRO_BATCH, unit="sequences", derived="micro_batch_size",
+                                                 cli="--rl-logprob-micro-batch-size")
+    rl_response_length: int | None = _f(None, "Tokens of the response in each sequence (verl's "
+                                        "data.max_response_length); seq_length is prompt plus response. Sizes the "
+                                        "per-token log-probabilities, advantages and masks kept for the batch. "
+                                        "None: seq_length.", type="int", min=1, max=MAX_TOKENS, unit="tokens",
+                                        derived="seq_length", cli="--rl-response-length")
+    rl_entropy: bool = _f(False, "The policy update computes the per-token entropy (verl's entropy_coeff != 0): "
+                          "verl's unfused path clones the logits and its entropy function keeps the logits and "
+                          "their softmax for the backward pass.", type="bool", cli="--rl-entropy")
+    rl_logprob_entropy: bool = _f(True, "The actor's log-probability pass computes the per-token entropy with the "
+                                  "log-probs: verl does (compute_log_prob with calculate_entropy = not LoRA), cloning "
+                                  "the logits and keeping the entropies of the batch beside the log-probs. False: "
+                                  "log-probs only (a LoRA actor in verl). The reference model's pass never does.",
+                                  type="bool", cli="--rl-logprob-entropy")
+    rl_offload_params: bool = _f(False, "The actor's weights go to host memory while the rollout engine holds "
+                                 "the GPU (verl's actor.megatron.param_offload; NeMo-RL's offload_after_refit and "
+                                 "slime's colocated --offload-train move them always).", type="bool",
+                                 cli="--rl-offload-params")
+    rl_offload_grads: bool = _f(False, "The actor's gradient buffer goes to host memory during rollout and the "
+                                "log-probability passes (verl's grad_offload; NeMo-RL's offload_before_refit and "
+                                "slime's --offload-train always).", type="bool", cli="--rl-offload-grads")
+    rl_offload_optimizer: bool = _f(False, "The actor's optimizer states (master weights, moments) go to host "
+                                    "memory outside the policy update (verl's optimizer_offload; NeMo-RL's "
+                                    "offload_optimizer_for_refit, slime's --offload-train).", type="bool",
+                                    cli="--rl-offload-optimizer")
+    rl_rollout_gpu_memory_fraction: float | None = _f(None, "Fraction of the GPU's memory the colocated rollout "
+                                                      "engine takes while it generates (vLLM's gpu_memory_utilization, "
+                                                      "verl's rollout.gpu_memory_utilization, SGLang's "
+                                                      "mem_fraction_static): the rollout phase holds it beside what "
+                                                      "the training side leaves resident. None: the rollout engine "
+                                                      "is not colocated (no rollout phase).", type="float",
+                                                      min=0.0, max=1.0, unit="fraction of GPU memory",
+                                                      cli="--rl-rollout-gpu-memory-fraction")
     moe_overload_factor: float = _f(
         1.0, "MoE routing imbalance: the token rows the busiest expert-parallel rank's experts receive, as a "
         "multiple of their balanced share: Megatron-Core's overload factor, logged as moe/max_overload_factor "

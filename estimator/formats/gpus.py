@@ -175,7 +175,10 @@ def fit(estimate, capacity_bytes, keep_free: float = KEEP_FREE, *, band=None,
       reserve (``device_bytes - reserved_bytes + allocated_bytes``): the estimate, or at least what PyTorch
       allocates with the CUDA context and NCCL buffers, fits, the bound does not;
     P is the stage's worst moment among those the run goes through (the steady step, evaluation, checkpoint save and
-    load: estimator/memory/phases.py), named by ``StageFit.phase``.
+    load, the phases of an RL step: estimator/memory/phases.py), named by ``StageFit.phase``. With a colocated RL
+    rollout engine (``training.rl_rollout_gpu_memory_fraction`` f) the rollout moment is
+    P = R + f x C, R the training side's resident bytes with the CUDA context and NCCL buffers, U = R x (1 + b) + f x C
+    (the engine's share is fixed, not estimated), and F = P; the moment with the worse verdict sets the stage's.
 
     - *does not fit* when F + K > C: even what PyTorch allocates does not fit, and the run stops with an
       out-of-memory error. (The reserve is the part of the estimate measured runs vary most in, 1.008-1.27 x
@@ -205,14 +208,33 @@ def fit(estimate, capacity_bytes, keep_free: float = KEEP_FREE, *, band=None,
             raise ConfigError(Problem("band", show(band), f"must be a fraction in [0, 1) or a Band, got {show(band)}"))
         band = Band(float(band), (), "given", -100.0 * band, 0, "")
     margin = int(k * cap)
+    share = rollout_share(getattr(estimate, "config", None) or {})
     out = []
     for s in estimate.stages:
         floor = s.device_bytes - s.reserved_bytes + s.allocated_bytes     # without the caching allocator's reserve
-        free = cap - s.device_bytes
-        upper = int(s.device_bytes * (1.0 + band.fraction))
-        out.append(StageFit(stage=s.stage, device_bytes=s.device_bytes, capacity_bytes=cap, headroom_bytes=free,
+        moments = [(s.device_bytes, floor, int(s.device_bytes * (1.0 + band.fraction)),
+                    getattr(s, "phase_name", "steady step"))]
+        rollout = (getattr(s, "phase_bytes", None) or {}).get("rollout")
+        if share is not None and rollout is not None:
+            # RL rollout (estimator/memory/phases.py): the training side's resident bytes with the CUDA context and
+            # NCCL buffers, beside the rollout engine's fixed share of the GPU (vLLM's gpu_memory_utilization).
+            side = rollout + s.device_bytes - s.reserved_bytes - sum((getattr(s, "outside_allocator", None)
+                                                                      or {}).values())
+            engine = int(share * cap)
+            moments.append((side + engine, side + engine, int(side * (1.0 + band.fraction)) + engine, "rollout"))
+        # The moment with the worse verdict (does not fit, then amber, then fits), the higher upper bound among equals.
+        point, floor, upper, phase = min(moments, key=lambda m: (
+            0 if m[1] + margin > cap else (1 if m[2] + margin > cap else 2), -m[2]))
+        free = cap - point
+        out.append(StageFit(stage=s.stage, device_bytes=point, capacity_bytes=cap, headroom_bytes=free,
                             headroom_pct=100.0 * free / cap, fits=upper + margin <= cap,
                             tight=upper + margin > cap and floor + margin <= cap,
-                            upper_bound_bytes=upper, keep_free_bytes=margin, band=band,
-                            phase=getattr(s, "phase_name", "steady step")))
+                            upper_bound_bytes=upper, keep_free_bytes=margin, band=band, phase=phase))
     return tuple(out)
+
+
+def rollout_share(config: dict) -> float | None:
+    """The rollout engine's fraction of the GPU in an RL configuration (plain data), None where there is none."""
+    tr = config.get("training") or {}
+    f = tr.get("rl_rollout_gpu_memory_fraction")
+    return float(f) if f is not None and tr.get("rl_algorithm", "none") != "none" else None

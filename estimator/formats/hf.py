@@ -94,6 +94,9 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
     "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
     "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
+    "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE (text part; the vision tower is not counted)"),
+    "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE (text)"),
+    "nemotron-nas": ("DeciLMForCausalLM", "Llama-Nemotron Super / Ultra (heterogeneous blocks, DeciLM)"),
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
     "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
@@ -215,6 +218,12 @@ _KNOWN = {
     "glm_moe_dsa": _COMMON | _DEEPSEEK | _DSA | {"qk_head_dim", "indexer_rope_interleave", "index_topk_freq",
                                                  "index_skip_topk_offset"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
+    "nemotron-nas": _COMMON | {"block_configs"},
+    "gemma4_text": _COMMON | _GEMMA | {"attention_k_eq_v", "enable_moe_block", "global_head_dim",
+                                       "hidden_size_per_layer_input", "moe_intermediate_size", "num_experts",
+                                       "num_global_key_value_heads", "num_kv_shared_layers", "top_k_experts",
+                                       "use_bidirectional_attention", "use_double_wide_mlp",
+                                       "vocab_size_per_layer_input"},
 }
 
 _GATED_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
@@ -253,7 +262,10 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "num_shared_experts": MAX_EXPERTS, "moe_num_shared_experts": MAX_EXPERTS,
              "index_n_heads": "dsa_indexer_n_heads", "index_head_dim": "dsa_indexer_head_dim",
              "index_topk": "dsa_indexer_topk", "index_topk_freq": MAX_LAYERS,
-             "index_skip_topk_offset": MAX_LAYERS, "qk_head_dim": MAX_WIDTH}
+             "index_skip_topk_offset": MAX_LAYERS, "qk_head_dim": MAX_WIDTH,
+             "global_head_dim": "global_kv_channels", "num_global_key_value_heads": "num_global_query_groups",
+             "top_k_experts": "moe_router_topk", "hidden_size_per_layer_input": MAX_WIDTH,
+             "num_kv_shared_layers": MAX_LAYERS, "vocab_size_per_layer_input": "vocab_size"}
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.
 _ZERO_IS_NONE = frozenset({"q_lora_rank", "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
                            "moe_latent_size", "max_position_embeddings", "n_group", "topk_group", "num_experts"})
@@ -877,6 +889,131 @@ def _gemma(r: _Reader, m: dict) -> None:
         m["final_logit_softcapping"] = cap
 
 
+def _nemotron_nas(r: _Reader, m: dict) -> None:
+    """Llama-Nemotron Super / Ultra (DeciLMForCausalLM, model_type nemotron-nas; Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/llama_nemotron/llama_nemotron_bridge.py ``provider_bridge``, which hands the whole
+    config.json to Megatron-Core's HeterogeneousTransformerConfig as heterogeneous_layers_config_encoded_json).
+    Llama layers (SwiGLU, RMSNorm, RoPE, untied embeddings unless tie_word_embeddings) whose block_configs give each
+    layer its attention (no_op, replace_with_linear, or n_heads_in_group heads per key/value head) and its MLP
+    (no_op, replace_with_linear, or ffn_mult); every key of every block is type-checked by
+    :func:`estimator.config.model_rules.parse_blocks`, which reads them as Megatron-Core does. The blocks are written to
+    heterogeneous_layers_config in Megatron-Core's own names (num_query_groups, ffn_hidden_size); num_query_groups
+    and ffn_hidden_size of the model are the first attention block's and the first MLP block's (Megatron-LM's
+    arguments.py asserts one n_heads_in_group for all layers). intermediate_size and num_key_value_heads, null in
+    the published config.json, are not read."""
+    import json
+
+    from ..config.model_rules import HeteroError, parse_blocks as parse
+    from ..config.schema import MAX_FFN
+    hf = r.hf
+    _refuse_true(r, "attention_bias", why="DeciLM's attention has no biases in Megatron-Core's heterogeneous spec")
+    _refuse_true(r, "mlp_bias", why="DeciLM's MLP has no biases in Megatron-Core's heterogeneous spec")
+    if m["activation_func"] != "swiglu":
+        raise UnsupportedError(f"config.json:hidden_act {show(hf.get('hidden_act'))} for nemotron-nas: Megatron-LM's "
+                               "heterogeneous config asserts silu (SwiGLU)")
+    blocks = hf.get("block_configs")
+    if not isinstance(blocks, list):
+        raise ConfigError(Problem("config.json:block_configs", blocks, "is required for nemotron-nas: a list of "
+                                  "one block per layer, each with attention and ffn"))
+    L, a, h = m["num_layers"], m["num_attention_heads"], m["hidden_size"]
+    try:
+        parsed = parse(json.dumps({"block_configs": blocks}), L, a, h, MAX_FFN)
+    except HeteroError as exc:
+        raise ConfigError(Problem("config.json:block_configs", clip(show(blocks)), str(exc))) from None
+    r.int("num_key_value_heads", required=False)
+    r.int("intermediate_size", required=False)
+    r.int("head_dim", required=False)
+    if r.hf.get("head_dim") not in (None, h // a):
+        raise UnsupportedError(f"config.json:head_dim {hf['head_dim']} for nemotron-nas: Megatron-Core's "
+                               f"heterogeneous layers take hidden_size / num_attention_heads ({h // a})")
+    groups = {b.groups for b in parsed if b.mixer == "attention" and b.groups is not None}
+    if len(groups) > 1:
+        raise UnsupportedError(f"config.json:block_configs for nemotron-nas: key/value heads differ between blocks "
+                               f"({', '.join(map(str, sorted(groups)))}); Megatron-LM's arguments.py asserts one "
+                               "n_heads_in_group for all layers")
+    if groups:
+        m["num_query_groups"] = groups.pop()
+    widths = [b.ffn for b in parsed if b.mlp == "dense" and b.ffn is not None]
+    if widths:
+        m["ffn_hidden_size"] = widths[0]
+    out = []
+    for b in parsed:
+        att = {"no_op": True} if b.mixer == "" else {"replace_with_linear": True} if b.mixer == "linear" else (
+            {"num_query_groups": b.groups} if b.groups is not None else {})
+        mlp = {"no_op": True} if b.mlp == "" else {"replace_with_linear": True} if b.mlp == "linear" else (
+            {"ffn_hidden_size": b.ffn} if b.ffn is not None else {})
+        out.append({"attention": att, "mlp": mlp})
+    m["heterogeneous_layers_config"] = json.dumps({"block_configs": out}, separators=(",", ":"))
+
+
+def _gemma4(r: _Reader, m: dict) -> None:
+    """Gemma 4 MoE's language model (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/gemma4_bridge.py
+    ``_build_moe_provider``, gemma4_provider.py ``Gemma4ModelProvider``, modeling_gemma4.py ``gemma4_block_spec``).
+    Per layer: GQA of num_key_value_heads x head_dim with per-head q/k norms and a norm after the output
+    projection; the layers layer_types names full_attention are global (global_attention_freq), their heads
+    global_head_dim wide with num_global_key_value_heads key/value heads (global_kv_channels,
+    num_global_query_groups). With attention_k_eq_v Hugging Face's global layers have no v_proj (the values are the
+    keys), but Megatron-Bridge's fused QKV keeps the value rows (the loader copies k_proj into them:
+    ``maybe_modify_loaded_hf_weight``; the exporter drops them: ``_is_synthesized_kv_projection``), so Megatron-Core
+    counts them. The MoE block runs in every layer (enable_moe_block): num_experts experts of
+    moe_intermediate_size, top_k_experts routing with a pre-softmax router (moe_router_pre_softmax), a dense GeGLU
+    MLP of intermediate_size in parallel as the shared expert (no gate), each with its own input and output norm
+    and a norm on their sum (post_layernorm with MoE: estimator.model.layers.moe ``gemma4_norms``), aux loss 1e-3
+    (the provider's defaults). Tied embeddings, final_logit_softcapping. Refused: the dense variant
+    (enable_moe_block false, Bridge's Gemma4DenseProvider), per-layer embeddings (hidden_size_per_layer_input > 0),
+    KV sharing across layers (num_kv_shared_layers > 0), double-wide MLPs, and bidirectional attention over all
+    tokens; use_bidirectional_attention "vision" (among an image's tokens) changes no tensor. Sliding windows,
+    RoPE parameters and v_norm (no weight) change no tensor's size."""
+    hf = r.hf
+    if not r.flag("enable_moe_block"):
+        raise UnsupportedError("config.json:enable_moe_block is false for gemma4: the dense Gemma 4 (Megatron-Bridge's "
+                               "Gemma4DenseProvider, with per-layer embeddings and KV sharing) is not mapped; only "
+                               "the MoE variant is")
+    for key, what in (("hidden_size_per_layer_input", "per-layer embeddings"),
+                      ("num_kv_shared_layers", "layers sharing another layer's keys and values")):
+        if r.int(key, 0):
+            raise UnsupportedError(f"config.json:{key} = {hf[key]} for gemma4: {what} are not modelled")
+    r.int("vocab_size_per_layer_input", required=False)
+    if r.flag("use_double_wide_mlp"):
+        raise UnsupportedError("config.json:use_double_wide_mlp = true for gemma4: double-wide MLPs are not modelled")
+    bidi = hf.get("use_bidirectional_attention")
+    if bidi not in (None, False, "vision"):
+        raise UnsupportedError(f"config.json:use_bidirectional_attention = {show(bidi)} for gemma4: only causal "
+                               "attention (null, false, or 'vision': bidirectional among an image's tokens) is "
+                               "mapped")
+    _gemma(r, m)
+    m["qk_layernorm"] = True
+    L = m["num_layers"]
+    types = hf.get("layer_types")
+    kinds = ("sliding_attention", "full_attention")
+    if not isinstance(types, list) or len(types) != L or any(t not in kinds for t in types):
+        raise ConfigError(Problem("config.json:layer_types", types, f"must be a list of num_hidden_layers ({L}) "
+                                  f"entries, each {' or '.join(kinds)}"))
+    pattern = [int(t == "full_attention") for t in types]
+    if any(pattern):
+        k = pattern.index(1) + 1
+        m["global_attention_freq"] = k if pattern == [int((i + 1) % k == 0) for i in range(L)] else pattern
+        dh, g = m.get("kv_channels", m["hidden_size"] // m["num_attention_heads"]), m["num_query_groups"]
+        gdh = r.int("global_head_dim", dh)
+        gg = r.int("num_global_key_value_heads", g)
+        if not r.flag("attention_k_eq_v") and gg != g:
+            raise UnsupportedError(f"config.json:num_global_key_value_heads = {gg} with attention_k_eq_v false for "
+                                   f"gemma4: Hugging Face's global layers then have num_key_value_heads ({g}) "
+                                   "key/value heads, Megatron-Bridge's Gemma4SelfAttention "
+                                   "num_global_key_value_heads; the two models differ")
+        if gdh != dh:
+            m["global_kv_channels"] = gdh
+        if gg != g:
+            m["num_global_query_groups"] = gg
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("top_k_experts")
+    m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
+    m["moe_shared_expert_intermediate_size"] = m["ffn_hidden_size"]
+    m["moe_router_pre_softmax"] = True
+    m["moe_router_load_balancing_type"] = "aux_loss"
+    m["moe_aux_loss_coeff"] = 0.001
+
+
 _VISION_TOP = frozenset({"text_config", "vision_config", "image_token_index", "image_token_id", "tie_word_embeddings"})
 #: Multimodal wrappers whose language model is their text_config: model_type -> (the text model_type(s) mapped,
 #: the wrapper's own keys, which describe the vision tower, projector and media tokens: not counted here).
@@ -891,6 +1028,12 @@ _WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
                                                           "spatial_merge_size", "vision_feature_layer"}),
     "ministral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
                                                             "spatial_merge_size", "vision_feature_layer"}),
+    # Megatron-Bridge gemma_vl/gemma4_vl_bridge.py: the Gemma 4 language model (text_config gemma4_text) with a
+    # vision tower (about 0.55 B parameters, not counted: the published 25.2 B total is the language model's) and
+    # media tokens; an audio tower (audio_config, on the small variants) is refused by _text_part.
+    "gemma4": (("gemma4_text",), _VISION_TOP | {"audio_config", "audio_token_id", "boa_token_id", "boi_token_id",
+                                                "eoa_token_id", "eoa_token_index", "eoi_token_id", "video_token_id",
+                                                "vision_soft_tokens_per_image"}),
 }
 
 
@@ -907,6 +1050,8 @@ def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
         unknown = [k for k in hf if k not in top and k not in _INERT]
         if unknown:
             raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
+    if hf.get("audio_config") is not None:
+        raise UnsupportedError(f"config.json:audio_config for {mt}: an audio tower is not modelled")
     text_mt = text.get("model_type", inner[0])
     if text_mt not in inner:
         raise UnsupportedError(f"config.json:text_config.model_type {show(text_mt)} for {mt}: the language models "
@@ -1150,4 +1295,5 @@ _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "ba
                 "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
                 "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
                 "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite, "deepseek_v32": _deepseek_v32,
-                "glm_moe_dsa": _glm_moe_dsa}
+                "glm_moe_dsa": _glm_moe_dsa, "gemma4_text": _gemma4,
+                "nemotron-nas": _nemotron_nas}

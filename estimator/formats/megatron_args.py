@@ -63,7 +63,8 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
-                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv"}
+                  "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad",
+                  "heterogeneous_layers_config_path"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -580,6 +581,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         del par["torch_fsdp2_reshard_after_forward"]
         notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
     _tp_comm_overlap_cfg(raw, par, notes, read_file)
+    _heterogeneous_config(raw, m, notes, read_file)
     if "optimizer" in raw:
         opt = _one("--optimizer", raw["optimizer"])
         if opt == "dist_muon":   # arguments.py: muon with the layer-wise distributed optimizer
@@ -681,6 +683,16 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         if fmt != "e2m1":
             raise ConfigError(Problem("--fp4-format", fmt, "must be e2m1 (Megatron-Core's only FP4 format)"))
         pr["fp4"] = True
+    if "fp8_wgrad" in raw:      # --no-fp8-wgrad (store_false)
+        # Megatron-LM @ d98e8a64 : megatron/core/fp8_utils.py get_fp8_recipe reads fp8_wgrad only to build the
+        # delayed recipe, as DelayedScaling's override_linear_precision, which TransformerEngine 2.1 removed
+        # (TransformerEngine @ d0067d0 : transformer_engine/common/recipe/__init__.py has no such field).
+        if pr.get("fp8") and (pr.get("fp8_recipe") or "delayed") == "delayed":
+            raise RefusedFlagsError([("--no-fp8-wgrad", "weight gradients in high precision with the delayed recipe "
+                                      "(DelayedScaling's override_linear_precision, which Transformer Engine 2.1 "
+                                      "and newer no longer have) are not modelled; with the tensorwise, mxfp8 or "
+                                      "blockwise recipe the flag changes nothing")])
+        notes.append("--no-fp8-wgrad: Megatron-Core reads it only for the delayed FP8 recipe; no effect here")
     if "grad_reduce_in_bf16" in raw and pr["params_dtype"] == "bf16":
         pr["accumulate_allreduce_grads_in_fp32"] = False
     elif "grad_reduce_in_bf16" in raw:
@@ -713,6 +725,26 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         notes.append(f"PYTORCH_CUDA_ALLOC_CONF={env['PYTORCH_CUDA_ALLOC_CONF']}: read from the launch line's "
                      "environment (the caching allocator's settings)")
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
+
+
+def _heterogeneous_config(raw: dict, m: dict, notes: list, read_file) -> None:
+    """``--heterogeneous-layers-config-path PATH``: Megatron-LM @ d98e8a64 : megatron/training/arguments.py
+    ``validate_model_config_args_from_heterogeneous_config`` reads the file only when
+    ``--heterogeneous-layers-config-encoded-json`` is not given (the encoded text wins); its text becomes
+    ``model.heterogeneous_layers_config`` (read by :func:`estimator.config.model_rules.parse_blocks`)."""
+    if "heterogeneous_layers_config_path" not in raw:
+        return
+    flag = "--heterogeneous-layers-config-path"
+    path = _one(flag, raw["heterogeneous_layers_config_path"])
+    if "heterogeneous_layers_config_encoded_json" in raw:
+        notes.append(f"{flag} {path}: Megatron-LM reads it only without --heterogeneous-layers-config-encoded-json")
+        return
+    text = read_file(path) if read_file is not None else None
+    if text is None:
+        raise RefusedFlagsError([(f"{flag} {path}", "the file is not available here, and its block_configs decide "
+                                  "every layer's shape: give its JSON as model.heterogeneous_layers_config (or run "
+                                  "the CLI where the file is)")])
+    m["heterogeneous_layers_config"] = text
 
 
 def _tp_comm_overlap_cfg(raw: dict, par: dict, notes: list, read_file) -> None:

@@ -81,9 +81,28 @@ def to_megatron_args(config) -> list[str]:
     for name in ("add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights"):
         if getattr(m, name):
             add(_flag(name))
-    for name in ("post_layernorm", "final_logit_softcapping"):
+    for name in ("post_layernorm", "final_logit_softcapping", "global_attention_freq"):
         if getattr(m, name):
             raise UnsupportedError(f"model.{name} (Megatron-Bridge's Gemma spec) has no pretrain_gpt.py flag")
+    if m.heterogeneous_layers_config is not None:
+        # Megatron-LM @ d98e8a64 : megatron/training/arguments.py validate_model_config_args_from_heterogeneous_config
+        # reads these keys of the JSON besides block_configs (the Hugging Face config.json's): a text without them
+        # (the compact form the Hugging Face importer writes) works in Megatron-Core, not in pretrain_gpt.py.
+        import json
+        keys = ("hidden_act", "num_hidden_layers", "hidden_size", "num_attention_heads", "tie_word_embeddings",
+                "rope_theta", "rope_scaling")
+        try:
+            data = json.loads(m.heterogeneous_layers_config)
+        except ValueError:
+            data = None
+        missing = [k for k in keys if not isinstance(data, dict) or k not in data]
+        if missing:
+            raise UnsupportedError("model.heterogeneous_layers_config lacks the keys pretrain_gpt.py checks against "
+                                   f"its flags ({', '.join(missing)}: Megatron-LM's arguments.py "
+                                   "validate_model_config_args_from_heterogeneous_config): pass the model's own "
+                                   "config.json with --heterogeneous-layers-config-path, or give its text as "
+                                   "heterogeneous_layers_config")
+        add("--heterogeneous-layers-config-encoded-json", m.heterogeneous_layers_config)
     if not m.pre_layernorm or m.qk_layernorm_full_dim:
         name = "pre_layernorm" if not m.pre_layernorm else "qk_layernorm_full_dim"
         raise UnsupportedError(f"model.{name} (a Megatron-Bridge layer spec: OLMo 2, MiniMax-M2) has no "

@@ -137,6 +137,9 @@ _put(_M, "cuda_graph_impl cuda_graph_modules cuda_graph_scope_deprecated externa
      "state's (the captured tensors live in a private pool)")
 _put(_M, "tp_comm_overlap", "Transformer Engine's userbuffers for tensor-parallel overlap (outside the allocator) "
      "and its cuBLAS workspace for the overlapped GEMMs")
+_put(_M, "heterogeneous_layers_config_encoded_json heterogeneous_layers_config_path", "heterogeneous layers "
+     "(Llama-Nemotron's block_configs: per-layer attention, no-op or linear blocks, MLP widths); the file is read "
+     "when available")
 _put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
      "method and buffer dtype size its userbuffer")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
@@ -173,6 +176,9 @@ _put(_M, "deterministic_mode", "the unfused MoE unpermute's index_add_ keeps its
 
 # -------------------------------------------------------------------------------------- no effect
 _N = NO_EFFECT
+_put(_N, "fp8_wgrad", "--no-fp8-wgrad: Megatron-Core reads it only for the delayed recipe (fp8_utils.py "
+     "get_fp8_recipe: DelayedScaling's override_linear_precision), so with tensorwise, mxfp8 and blockwise it changes "
+     "nothing; with delayed it is refused (Transformer Engine 2.1 and newer have no override_linear_precision)")
 _put(_N, "fp4_recipe", "the FP4 recipe: nvfp4 (Megatron's default) is the only one modelled, and a custom recipe "
      "is refused by value")
 _put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
@@ -421,7 +427,6 @@ _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not mode
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
-_put(_R, "fp8_wgrad", "weight gradients in higher precision keep bf16 linear inputs; not modelled")
 _put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
      "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
      "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")
@@ -449,8 +454,6 @@ _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not mo
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")
 _put(_R, "spec", "a custom layer spec is not modelled")
-_put(_R, "heterogeneous_layers_config_path heterogeneous_layers_config_encoded_json",
-     "heterogeneous layers are not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
 _put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
-from ..model.layers import MIXERS, MLPS, LayerKind
+from ..model.layers import MIXERS, MLPS, LayerKind, view
 from ..model.layers.base import Ctx
 from ..model.resolve import Resolved
 from .loss import loss_buffers
@@ -109,6 +109,7 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     c = ctx or context(r)
     if parts and not c.parts:
         c = c._replace(parts=True)
+    r = view(r, kind)
     a = MIXERS[kind.mixer].activations(r, c) if kind.mixer else None
     m = MLPS[kind.mlp].activations(r, c) if kind.mlp else None
     attn = a.saved + c.mask if a else 0

@@ -260,6 +260,9 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     vocab_wgrad = wbytes * vocab_weight
     loss_act = extras.output + r.mtp * extras.mtp_logits
     counted = phases.counted(cfg)
+    rl_counted = phases.rl_counted(cfg)     # one RL step's phases (training.rl_algorithm)
+    loss_elements = (r.s * r.b // r.cp) * (r.Vp // r.t)      # logit elements of one micro-batch on a loss-stage GPU
+    logit_bytes = 4 if pr.params_dtype == "fp32" else 2
     moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                      if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
     fp8_written = (pr.fp8 and pr.fp8_param_gather) or (pr.fp4 and pr.fp4_param_gather)   # dequantized for a save
@@ -404,6 +407,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
                                           recompute_retained(r, chunks, acts))
             phase, step_total = "forward_backward", states + sum(step.values())
+            fb_activations, fb_acts_by = activations, dict(acts_by)
             if step_total > fwd_bwd:
                 phase, transient, transient_bytes = "optimizer_step", step, step_total - states
                 activations = 0
@@ -425,26 +429,53 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 phases.persistent_bytes(fb_transient), phases.kept_after_step(step), eval_fwd, n_main,
                 n_fp8 if fp8_written else 0, wbytes))
             parts = ph.pop("_parts")
-            worst = max(counted, key=lambda k: ph[k])
-            if worst not in ("steady_step", "first_step") and ph[worst] > ph["steady_step"]:
+            held = (st.weights, st.gradients, st.optimizer)      # the actor's states resident at the peak
+            if rl_counted:
+                # One RL step's phases (estimator/memory/phases.py, "RL training").
+                rl = phases.rl_phase_bytes(cfg, phases.RLInputs(
+                    st.weights, st.gradients, st.optimizer, phases.persistent_bytes(fb_transient),
+                    phases.kept_after_step(step), max((acts[k].full for k in present), default=0),
+                    loss_elements if has_loss else 0, fwd_bwd, step_total, n_flight, r.b, r.s,
+                    (r.m or 1) * r.b, logit_bytes))
+                parts.update(rl.pop("_parts"))
+                rl_states = rl.pop("_states")
+                ph.update((k, rl[k]) for k in rl_counted)     # the phases this RL step goes through
+            worst = max(counted + rl_counted, key=lambda k: ph[k])
+            if worst == "policy_update" and ph[worst] > ph["steady_step"]:
+                # The steady step with the RL loss's own tensors (its forward/backward) or beside its optimizer step.
+                extra = parts[worst]
+                ref_w = extra.get("reference_weights", 0)
+                if ph[worst] - ref_w > step_total:
+                    activations, acts_by, transient = fb_activations, dict(fb_acts_by), dict(fb_transient)
+                else:
+                    activations, acts_by, transient = 0, dict.fromkeys(acts_by, 0), dict(step)
+                    extra = {"reference_weights": ref_w} if ref_w else {}
+                phase = worst
+                transient.update(extra)
+                transient_bytes = sum(transient.values())
+            elif worst not in ("steady_step", "first_step") and ph[worst] > ph["steady_step"]:
                 phase, activations = worst, 0
                 acts_by = dict.fromkeys(acts_by, 0)
                 transient = {k: v for k, v in fb_transient.items() if k in PERSISTENT_BUFFERS}
-                if worst != "checkpoint_load":
+                if worst in phases.RL_PHASES:
+                    held = rl_states[worst]     # what is offloaded is on the host; the fp32 copies go with the optimizer
+                keeps_copies = (worst != "checkpoint_load" and not
+                                (worst in phases.RL_PHASES and cfg.training.rl_offload_optimizer))
+                if keeps_copies:
                     transient.update((k, step[k]) for k in ("optimizer_fp32_grad_copies", "recompute_retained_inputs")
                                      if step.get(k))
-                else:
+                elif worst == "checkpoint_load":
                     transient = {}
                 transient.update(parts[worst])
                 transient_bytes = sum(transient.values())
-            allocated = states + activations + transient_bytes
+            allocated = sum(held) + activations + transient_bytes
             reserved = allocated + int(ALLOCATOR_RESERVE_FRACTION * allocated)
             if replay:
                 pending.append((0, (r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
                                     step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)))
             stages.append(StageEstimate(
                 s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
-                expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
+                expert_p, n_flight, *held, activations, transient_bytes, allocated,
                 reserved, reserved + overhead, acts_by, transient, reports,
                 peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total,
                 phase_bytes=ph))
@@ -763,6 +794,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
             out.append(features.muon_step.assumption(r, bm) if tr.optimizer == "muon"
                        else optimizer_step_assumption(r, bm))
     out.append(_phases_assumption(cfg))
+    if tr.rl_algorithm != "none":
+        out.append(_rl_assumption(cfg, r))
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
@@ -795,6 +828,23 @@ def _phases_assumption(cfg) -> str:
     return ("Phases beyond the steady step (phase_bytes per stage): the first step never holds more (Adam's moments "
             "are created at its optimizer step); counted where they hold more than the steady step: "
             + "; ".join(parts) + ". Recipe features (FSDP, offloading, PEFT, ...) report the steady step only.")
+
+
+def _rl_assumption(cfg, r) -> str:
+    """One sentence: the RL step's phases and what they assume (estimator/memory/phases.py, "RL training")."""
+    tr = cfg.training
+    lb = tr.rl_logprob_micro_batch_size or r.b
+    off = [w for w, on in (("weights", tr.rl_offload_params), ("gradients", tr.rl_offload_grads),
+                           ("optimizer states", tr.rl_offload_optimizer)) if on]
+    share = (f"the rollout engine holds {tr.rl_rollout_gpu_memory_fraction:g} of the GPU beside the training side's "
+             "resident states (in the verdict)" if tr.rl_rollout_gpu_memory_fraction is not None
+             else "no colocated rollout engine")
+    return (f"RL step ({tr.rl_algorithm}, the actor's side; a critic or reward model is not counted): forward-only "
+            f"log-prob passes of {lb} sequences per micro-batch with verl's logits processing (bf16 logits and "
+            f"Megatron's fp32 copy{', the entropy' if tr.rl_logprob_entropy else ''}); entropy in the update: "
+            f"{'yes' if tr.rl_entropy else 'no'}; reference model "
+            f"{tr.rl_reference_model}; offloaded outside the update: {', '.join(off) or 'nothing'}; {share}. "
+            "Features that change the model states (FSDP, offloading, PEFT) report the steady step only.")
 
 
 def _rank_budget_assumption(r) -> str:

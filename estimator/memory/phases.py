@@ -72,6 +72,51 @@ The legacy ``torch`` format scatters the optimizer state through CPU buffers. FP
 
 Recipe features that change the model states or the step (FSDP, offloading, PEFT, ...) are not modelled here: their
 stages report the steady step only.
+
+**RL training** (``training.rl_algorithm`` ppo or grpo; :func:`rl_phase_bytes`). One RL step of verl, NeMo-RL or
+slime with the Megatron backend runs, on the same GPUs, the rollout (the inference engine generates), the actor's
+log-probability pass (the "old" log-probs), the reference model's (when a KL term needs one) and the policy update,
+a normal training step with the RL loss. Sources: verl @ b178a3cd5 (``verl/workers/actor/megatron_actor.py``,
+``verl/workers/megatron_workers.py``, ``verl/utils/megatron/tensor_parallel.py``, ``verl/utils/megatron_utils.py``),
+NeMo-RL @ 7ea279abf (``nemo_rl/models/policy/workers/megatron_policy_worker.py``), slime @ 624b824a8
+(``slime/backends/megatron_utils/actor.py``, ``slime/utils/arguments.py``).
+
+- *Log-probability passes* (``"actor_logprob"``, ``"reference_logprob"``): ``forward_backward_func(forward_only=True)``
+  under ``torch.no_grad()`` with micro-batches of ``rl_logprob_micro_batch_size`` sequences, as evaluation: one
+  layer's forward at a time, or on the loss stage the logits of one micro-batch. verl's ``logits_processor``
+  divides the bf16 logits by the temperature in place and calls Megatron's ``vocab_parallel_cross_entropy``, whose
+  ``.float()`` makes an fp32 copy: 2 + 4 = 6 B per logit element. With the entropy (``calculate_entropy``) the
+  logits are cloned first (2 B) and ``_VocabParallelEntropy`` makes ``logits - max`` (2 B, then exp and divide in
+  place); that is freed before the cross entropy's fp32 copy: max(2 + 2 + 2, 2 + 2 + 4) = 8 B. (fp32 logits: 4 B,
+  and with the entropy max(3 x 4, 2 x 4) = 12 B.) verl's actor pass computes the entropy unless the actor is LoRA
+  (``compute_log_prob(..., calculate_entropy=not is_lora)``, ``rl_logprob_entropy``); the reference pass never
+  (``calculate_entropy=False``); the update with ``entropy_coeff`` != 0 (``rl_entropy``). The log-probs of the
+  whole per-GPU batch (global_batch_size / DP
+  sequences x rl_response_length tokens, fp32), and the entropies, are kept on the last stage as a list of
+  micro-batch outputs and concatenated (twice their size during ``torch.cat``) before going to the host; the other
+  stages receive them by broadcast (once their size).
+- *States during those passes*: verl's ``compute_log_prob`` loads the weights back (``load_megatron_model_to_gpu(...,
+  load_grad=False)``): the gradient buffer stays freed when offloaded, the optimizer states stay on the host with
+  ``optimizer_offload``. A ``resident`` reference model (verl's ref ``param_offload`` false) keeps its weights on the
+  GPU all step; an ``offloaded`` one brings them for its own pass, when the actor's weights are on the host if
+  ``rl_offload_params``; a ``swapped`` one (NeMo-RL's ``use_reference_model``: pinned host state dict copied into the
+  actor's parameters; slime's reference weights likewise) adds no weights.
+- *Policy update* (``"policy_update"``): the steady step, plus the reference's weights when resident, plus the RL
+  loss's per-token tensors of each micro-batch in flight (input ids, attention mask and positions in int64 over the
+  sequence; responses and response mask in int64, old log-probs, advantages and, with a reference, its log-probs in
+  fp32 over the response), plus with the entropy the logits and their softmax ``_VocabParallelEntropy`` saves for its
+  backward (2 x 2 B per logit element of one micro-batch, an upper bound at the steady peak). The logits of the loss
+  are those of the configured loss implementation: verl's unfused path is Megatron's unfused cross entropy
+  (``cross_entropy_loss_fusion`` false).
+- *Rollout* (``"rollout"``): while vLLM/SGLang holds ``rl_rollout_gpu_memory_fraction`` of the GPU, the training side
+  keeps what is not offloaded: the weights unless ``rl_offload_params`` (verl's ``param_offload`` copies the
+  parameter buffers to pinned host memory), the gradient buffer unless ``rl_offload_grads`` (verl frees it with the
+  parameters: ``grad_data.storage().resize_(0)``), the optimizer states unless ``rl_offload_optimizer``, a resident
+  reference model's weights, the run-long buffers and the step's fp32 gradient copies (with the optimizer);
+  nothing else transient (``aggressive_empty_cache`` after every call). NeMo-RL's
+  ``offload_after_refit`` moves the weights and gradients (and the optimizer with ``offload_optimizer_for_refit``);
+  slime's colocated ``--offload-train`` pauses every training allocation (``torch_memory_saver``). The phase's bytes
+  are the training side's; :func:`estimator.formats.gpus.fit` adds the engine's fraction of the GPU.
 """
 
 from __future__ import annotations
@@ -80,12 +125,18 @@ from typing import NamedTuple
 
 from .optimizer_step import FP32, PERSISTENT_BUFFERS, te_keeps_master_weights
 
-__all__ = ["PHASE_NAMES", "PHASES", "PhaseInputs", "checkpoint_copies_per_param", "phase_bytes"]
+__all__ = ["PHASE_NAMES", "PHASES", "PhaseInputs", "RL_PHASES", "RLInputs", "checkpoint_copies_per_param",
+           "logprob_bytes_per_logit", "phase_bytes", "rl_phase_bytes"]
 
 #: Phase keys in the order they are reported, and their names in text and in ``Estimate.peak_phase``.
 PHASES = ("steady_step", "first_step", "evaluation", "checkpoint_save", "checkpoint_load")
 PHASE_NAMES = {"steady_step": "steady step", "first_step": "first step", "evaluation": "evaluation",
-               "checkpoint_save": "checkpoint save", "checkpoint_load": "checkpoint load"}
+               "checkpoint_save": "checkpoint save", "checkpoint_load": "checkpoint load",
+               "actor_logprob": "actor log-prob pass", "reference_logprob": "reference log-prob pass",
+               "policy_update": "policy update", "rollout": "rollout"}
+
+#: The phases of one RL step (training.rl_algorithm ppo or grpo), reported after :data:`PHASES`.
+RL_PHASES = ("actor_logprob", "reference_logprob", "policy_update", "rollout")
 
 #: Checkpoint formats that build the whole sharded state dict before writing.
 SHARDED_FORMATS = ("torch_dist", "torch_dcp", "fsdp_dtensor")
@@ -172,3 +223,110 @@ def kept_after_step(step: dict) -> int:
 
 def persistent_bytes(transient: dict) -> int:
     return sum(transient.get(k, 0) for k in PERSISTENT_BUFFERS)
+
+
+class RLInputs(NamedTuple):
+    """What one stage's RL phases are built from, in bytes (:func:`rl_phase_bytes`)."""
+
+    weights: int            # the actor's weights on this GPU (also the reference model's: same architecture)
+    gradients: int          # the gradient buffer
+    optimizer: int          # master weights and moments
+    persistent: int         # run-long buffers (GEMM workspaces, ...)
+    kept_after_step: int    # fp32 gradient copies and retained MoE inputs alive after the optimizer step
+    layer_forward: int      # one layer's forward at micro_batch_size, under no_grad (an upper bound)
+    logit_elements: int     # logit elements of one micro-batch of micro_batch_size on this GPU (0: no loss here)
+    forward_backward: int   # the steady forward/backward peak
+    optimizer_step: int     # the steady optimizer step's peak
+    in_flight: int          # micro-batches in flight at the steady peak
+    micro_batch_size: int
+    seq_length: int
+    sequences: int          # sequences per data-parallel rank in one RL step (global_batch_size / DP)
+    logit_bytes: int        # bytes per logit element as the output layer produces it (2 bf16, 4 fp32)
+
+
+def logprob_bytes_per_logit(act: int, entropy: bool) -> int:
+    """Peak bytes per logit element of a forward-only log-probability pass (verl's ``logits_processor``): the
+    logits (``act`` B) and Megatron's fp32 copy in ``vocab_parallel_cross_entropy`` (none when already fp32); with
+    the entropy, a clone of the logits besides, and before the cross entropy ``_VocabParallelEntropy``'s shifted
+    exponentials (``act`` B)."""
+    copy = 4 if act != 4 else 0
+    return max(3 * act, 2 * act + copy) if entropy else act + copy
+
+
+def rl_phase_bytes(cfg, x: RLInputs) -> dict:
+    """Allocated peak of every RL phase of one stage (keys :data:`RL_PHASES`), and the parts above the resident
+    states, as ``{"phase": bytes, ..., "_parts": {phase: {name: bytes}}}``; see the module's "RL training".
+
+    With W, G, O the actor's weights, gradients and optimizer, P the run-long buffers, K what the step leaves alive,
+    Wr the reference's weights where it has its own (resident, or offloaded during its own pass), mb the log-prob
+    micro-batch over micro_batch_size:
+
+        actor_logprob     = W + G' + O' + K' + P + Wr(resident) + max(layer x mb, logits x mb x B_lp) + log-prob batch
+        reference_logprob = W' + G' + O' + K' + P + Wr(resident, offloaded) + the same forward and batch
+        policy_update     = max(forward_backward + per-token tensors + entropy's saved logits, optimizer_step)
+                            + Wr(resident)
+        rollout           = W' + G' + O' + K' + P + Wr(resident)
+
+    G' and O' are 0 when offloaded (K' with O'); W' is 0 when the actor's weights are offloaded, except when a
+    swapped reference is loaded into them."""
+    tr = cfg.training
+    ref = tr.rl_reference_model
+    lb = tr.rl_logprob_micro_batch_size or x.micro_batch_size
+    resp = tr.rl_response_length or x.seq_length
+    w_keep = 0 if tr.rl_offload_params else x.weights
+    g_keep = 0 if tr.rl_offload_grads else x.gradients
+    o_keep = 0 if tr.rl_offload_optimizer else x.optimizer
+    k_keep = 0 if tr.rl_offload_optimizer else x.kept_after_step
+    ref_resident = x.weights if ref == "resident" else 0
+    ref_own = x.weights if ref in ("resident", "offloaded") else 0
+    layer = x.layer_forward * lb // x.micro_batch_size
+    ent = tr.rl_logprob_entropy      # the actor's pass only: verl's reference pass has calculate_entropy=False
+
+    def forward_and_batch(entropy):
+        logits = logprob_bytes_per_logit(x.logit_bytes, entropy) * x.logit_elements * lb // x.micro_batch_size
+        per_seq = FP32 * resp * (2 if entropy else 1)       # fp32 log-probs (and entropies) of one sequence
+        return max(layer, logits), (2 * per_seq * x.sequences if x.logit_elements else FP32 * resp * x.sequences)
+
+    lp_forward, lp_batch = forward_and_batch(ent)
+    ref_forward, ref_batch = forward_and_batch(False)
+    base = g_keep + o_keep + k_keep + x.persistent
+    actor = x.weights + ref_resident + base + lp_forward + lp_batch
+    reference = ((x.weights if ref == "swapped" else w_keep + ref_own) + base + ref_forward + ref_batch
+                 if ref != "none" else 0)
+    tokens = 3 * 8 * x.seq_length + resp * (8 + 8 + FP32 + FP32 + (FP32 if ref != "none" else 0))
+    per_token = x.in_flight * x.micro_batch_size * tokens
+    entropy_saved = 2 * x.logit_bytes * x.logit_elements if tr.rl_entropy else 0
+    update = max(x.forward_backward + per_token + entropy_saved, x.optimizer_step) + ref_resident
+    rollout = w_keep + g_keep + o_keep + k_keep + x.persistent + ref_resident
+    lp_parts = {"logprob_forward": lp_forward, "logprob_batch_buffers": lp_batch}
+    ref_parts = {"logprob_forward": ref_forward, "logprob_batch_buffers": ref_batch}
+    return {
+        "actor_logprob": actor, "reference_logprob": reference, "policy_update": update, "rollout": rollout,
+        "_parts": {
+            "actor_logprob": {**lp_parts, **({"reference_weights": ref_resident} if ref_resident else {})},
+            "reference_logprob": ({**ref_parts, **({"reference_weights": ref_own} if ref_own else {})}
+                                  if ref != "none" else {}),
+            "policy_update": {k: v for k, v in (("reference_weights", ref_resident), ("rl_per_token_tensors", per_token),
+                                                ("entropy_saved_logits", entropy_saved)) if v},
+            "rollout": {"reference_weights": ref_resident} if ref_resident else {},
+        },
+        # the actor's states resident in each RL phase (the rest is on the host or freed)
+        "_states": {"actor_logprob": (x.weights, g_keep, o_keep), "reference_logprob": (
+            (x.weights if ref == "swapped" else w_keep), g_keep, o_keep), "policy_update": None,
+            "rollout": (w_keep, g_keep, o_keep)},
+    }
+
+
+def rl_counted(cfg) -> tuple:
+    """The RL phases a run goes through (none unless training.rl_algorithm is set; the reference pass with a
+    reference model; the rollout when the engine is colocated, rl_rollout_gpu_memory_fraction set)."""
+    tr = cfg.training
+    if tr.rl_algorithm == "none":
+        return ()
+    out = ["actor_logprob"]
+    if tr.rl_reference_model != "none":
+        out.append("reference_logprob")
+    out.append("policy_update")
+    if tr.rl_rollout_gpu_memory_fraction is not None:
+        out.append("rollout")
+    return tuple(out)

@@ -133,7 +133,8 @@ class StageEstimate(NamedTuple):
 
 
 _PHASE_WORDS = {"evaluation": "evaluation", "checkpoint_save": "checkpoint save", "checkpoint_load": "checkpoint load",
-                "first_step": "first step"}
+                "first_step": "first step", "actor_logprob": "actor log-prob pass",
+                "reference_logprob": "reference log-prob pass", "policy_update": "policy update", "rollout": "rollout"}
 
 
 class Peak(NamedTuple):

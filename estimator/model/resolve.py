@@ -103,8 +103,19 @@ def _info(kinds: list, per_layer: tuple, mtp_kinds: tuple, moe: tuple) -> KindIn
                     any(k.mixer == "mamba" for k in kinds), any(k.mixer == "gdn" for k in kinds))
 
 
+def global_pattern(L: int, freq) -> tuple:
+    """Which of the L layers are global attention (Gemma 4): an int k makes layer i global when (i + 1) % k == 0
+    (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py ``_is_local_attn_layer``
+    with interleaved_attn_pattern (k - 1, 1): k - 1 sliding-window layers, then a global one), a 0/1 tuple says
+    it (1 global)."""
+    if isinstance(freq, tuple):
+        return tuple(bool(x) for x in freq)
+    return tuple((i + 1) % freq == 0 for i in range(L))
+
+
 @lru_cache(maxsize=1024)
-def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False) -> KindInfo:
+def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False,
+                glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
@@ -128,8 +139,14 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     moe = _moe_pattern(L, moe_freq)
     linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
     attn = "dsa" if dsa else "mla" if mla else "attention"
-    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense"))
-                      for la, e in zip(linear, moe))
+    if blocks is not None:
+        # Heterogeneous layers (estimator.config.model_rules.parse_blocks): each block's mixer and MLP, with its own key/value
+        # heads and MLP width where they differ from the model's (blocks hold (mixer, var, mlp, var) here).
+        per_layer = tuple(index(LayerKind(mx, ml, mv + fv)) for mx, mv, ml, fv in blocks)
+        return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
+    glob = glob or (False,) * L
+    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense", glob_var if gl else ()))
+                      for la, e, gl in zip(linear, moe, glob))
     return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
 
 
@@ -222,15 +239,38 @@ def _model_shape(m) -> tuple:
     return out
 
 
+def _variants(m) -> tuple:
+    """(global-attention flag per layer or None, the global layers' overrides, heterogeneous blocks or None) of a
+    model section: the layers that differ from the model's own head width, key/value heads or MLP width."""
+    dh = m.kv_channels or m.hidden_size // m.num_attention_heads
+    g = m.num_query_groups or m.num_attention_heads
+    glob = glob_var = None
+    if m.global_attention_freq is not None and m.hybrid_layer_pattern is None:
+        glob = global_pattern(m.num_layers, m.global_attention_freq)
+        glob_var = tuple((k, v) for k, v in (("dh", m.global_kv_channels or dh), ("g", m.num_global_query_groups
+                                                                                  or g))
+                         if v != {"dh": dh, "g": g}[k])
+    blocks = None
+    if m.heterogeneous_layers_config is not None and m.hybrid_layer_pattern is None:
+        from ..config.model_rules import parse_blocks as parse
+        f = default_ffn_hidden_size(m)
+        blocks = tuple((b.mixer, (("g", b.groups),) if b.groups not in (None, g) else (),
+                        b.mlp, (("f", b.ffn),) if b.ffn not in (None, f) else ())
+                       for b in parse(m.heterogeneous_layers_config, m.num_layers, m.num_attention_heads,
+                                      m.hidden_size))
+    return glob, glob_var or (), blocks
+
+
 def _compute_shape(m) -> tuple:
     E = m.num_experts or 0
     hybrid = m.hybrid_layer_pattern
     mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
     dsa = m.experimental_attention_variant == "dsa"
     linear = m.linear_attention_freq if m.experimental_attention_variant and not dsa else None
+    glob, glob_var, blocks = _variants(m)
     ki = layer_kinds(m.num_layers, m.multi_latent_attention,
                      (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp,
-                     dsa=dsa and hybrid is None)
+                     dsa=dsa and hybrid is None, glob=glob, glob_var=glob_var, blocks=blocks)
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
                       m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,

@@ -288,7 +288,10 @@ class SearchEngine(CostModel):
                 if name in self.pins and self.pins[name] != (1,):
                     raise option_error(name, list(self.pins[name]), f"the model has no experts (num_experts is "
                                        f"not set), so {short} does not apply; got {list(self.pins[name])}")
-        mods = ["layernorm"] + (["moe_act"] if r.E else []) + (["mla_up_proj"] if r.mla else [])
+        # Megatron-Bridge refuses layernorm recompute for Gemma 4's MoE block (post_layernorm with MoE:
+        # estimator.config.model_rules).
+        gemma4_moe = r.post_norm and bool(r.E)
+        mods = ([] if gemma4_moe else ["layernorm"]) + (["moe_act"] if r.E else []) + (["mla_up_proj"] if r.mla else [])
         if cfg.training.attention_backend in ("unfused", "local"):
             mods.insert(0, "core_attn")
         self.selective_modules = tuple(mods)

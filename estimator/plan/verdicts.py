@@ -55,6 +55,9 @@ def summary(fits) -> str:
     peak is a moment other than the steady training step (estimator/memory/phases.py), a clause names it."""
     w = worst_verdict(fits)
     phase = getattr(w, "phase", "steady step")
+    if phase == "rollout":
+        return _summary(fits, w) + (f" Stage {w.stage}'s worst moment is the RL rollout: what the training side "
+                                    "keeps on the GPU beside the rollout engine's share.")
     return _summary(fits, w) + (f" Stage {w.stage}'s peak is at its {phase}, above the steady training step."
                                 if phase != "steady step" else "")
 
@@ -112,7 +115,8 @@ def explain(est, fits, config: dict) -> list[str]:
         out.append(f"Stage {s.stage} allocates {_g(s.allocated_bytes)} at its peak against {_g(cap)}: "
                    + " and ".join(f"{n} {_g(b)}" for n, b in big) + " are the largest parts.")
     if s.phase_name != "steady step":
-        own = [(k, v) for k, v in s.transient.items() if k.startswith(("checkpoint_", "evaluation_"))]
+        own = [(k, v) for k, v in s.transient.items()
+               if k.startswith(("checkpoint_", "evaluation_", "logprob_", "reference_", "rl_", "entropy_"))]
         steady = (s.phase_bytes or {}).get("steady_step", 0)
         out.append(f"Stage {s.stage}'s peak is at its {s.phase_name}, {_g(s.allocated_bytes - steady)} above the steady "
                    "training step" + (": " + ", ".join(f"{k.replace('_', ' ')} {_g(v)}" for k, v in own) if own else "")

@@ -2,8 +2,9 @@
 
 - :mod:`.protocol`: the entry point, :func:`handle`: one JSON request in, one strict-JSON answer out (its docstring
   lists the requests); :func:`boot_data` for the build, :func:`warm` for the memory snapshot;
-- :mod:`.state`: the form's state, the configuration it describes and the GPU it names; :mod:`.checks`: the shape
-  of requests; :mod:`.form`: the quick controls and labels;
+- :mod:`.state`: the form's state, the configuration it describes (a preset, a catalog model by Hub id) and the GPU it
+  names; :mod:`.checks`: the shape of requests; :mod:`.form`: the quick controls and labels; :mod:`.models`: the Model
+  box (a preset or a Hub id picked by name, the closest names for an unknown one);
 - the panels: :mod:`.view` (the estimate as the page draws it), :mod:`.layouts` (the layout search),
   :mod:`.plan` ("Make it fit" and the sweeps), :mod:`.charts` (timeline and breakdown), :mod:`.compare` (pinned
   configurations side by side).

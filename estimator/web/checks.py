@@ -3,7 +3,7 @@
 The page's ``JSON.parse`` refuses NaN and Infinity, and a request it cannot parse would leave it waiting,
 so ``handle`` answers every request with strict JSON. Before a request reaches the calculator's
 functions, :func:`request_problem` checks its shape (an object with a known ``op``; ``state``,
-``values``, ``preset``, ``gpu``, ``top``, ``kind``, ``text`` and ``config`` of the right types; no
+``values``, ``preset``, ``hf``, ``gpu``, ``top``, ``kind``, ``text``, ``name`` and ``config`` of the right types; no
 non-finite number anywhere); :func:`shape_problems` checks a whole configuration given to an import or a
 layout; :func:`strict` turns a NaN or infinity an import produced into an error naming its field.
 """
@@ -20,7 +20,8 @@ __all__ = ["request_problem", "shape_problems", "strict"]
 _SPECS = {s.path: s for s in field_specs()}
 
 #: The requests ``handle`` answers.
-_OPS = ("compute", "advice", "import", "search", "layout", "catalog", "timeline", "suggest", "sweep", "compare")
+_OPS = ("compute", "advice", "import", "search", "layout", "catalog", "model", "timeline", "suggest", "sweep",
+        "compare")
 
 
 def _non_finite(obj, path: tuple = ()) -> tuple | None:
@@ -58,17 +59,17 @@ def request_problem(req) -> Problem | None:
         return Problem("op", op, "unknown request; allowed: " + ", ".join(_OPS))
     state = req.get("state")
     if state is not None and not isinstance(state, dict):
-        return Problem("state", state, "must be an object {preset, values, gpu}")
+        return Problem("state", state, "must be an object {preset, hf, values, gpu}")
     state = state or {}
     if state.get("values") is not None and not isinstance(state["values"], dict):
         return Problem("state.values", state["values"], "must be an object of \"section.field\": value")
-    for key in ("preset", "gpu"):
+    for key in ("preset", "hf", "gpu"):
         if state.get(key) is not None and not isinstance(state[key], str):
             return Problem(f"state.{key}", state[key], "must be a name or null")
     top = req.get("top")
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 1000):
         return Problem("top", top, "must be an integer from 1 to 1000")
-    for key, kind in (("kind", str), ("text", str), ("config", dict)):
+    for key, kind in (("kind", str), ("text", str), ("name", str), ("config", dict)):
         if req.get(key) is not None and not isinstance(req[key], kind):
             return Problem(key, req[key], f"must be {'text' if kind is str else 'an object'}")
     path = _non_finite(req)

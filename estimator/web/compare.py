@@ -37,6 +37,13 @@ def _title(state: dict, cfg: dict) -> str:
     name = state.get("preset")
     titles = {p["name"]: p["title"] for p in presets()}
     n = len(state.get("values") or {})
+    if state.get("hf"):                       # a catalog model: named by its Hub id
+        from .state import hf_model
+        try:
+            hf = hf_model(state["hf"])[1]
+        except EstimatorError:
+            hf = str(state["hf"])
+        return hf + (f" with {n} change{'s' if n != 1 else ''}" if n and name else "")
     base = titles.get(name, name) if name else "Custom model"
     return base + (f" with {n} change{'s' if n != 1 else ''}" if n and name else "")
 

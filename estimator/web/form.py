@@ -65,6 +65,11 @@ LABELS = {
     "precision.use_precision_aware_optimizer": "Precision-aware optimizer", "precision.main_grads_dtype": "Gradient dtype",
     "precision.main_params_dtype": "Master weights dtype", "precision.exp_avg_dtype": "Adam first moment dtype",
     "precision.exp_avg_sq_dtype": "Adam second moment dtype",
+    "training.rl_algorithm": "RL algorithm", "training.rl_reference_model": "RL reference model",
+    "training.rl_logprob_micro_batch_size": "RL log-prob micro-batch", "training.rl_response_length": "RL response length",
+    "training.rl_entropy": "RL entropy in the update", "training.rl_logprob_entropy": "RL entropy in the log-prob pass", "training.rl_offload_params": "RL offload weights during rollout",
+    "training.rl_offload_grads": "RL offload gradients", "training.rl_offload_optimizer": "RL offload optimizer",
+    "training.rl_rollout_gpu_memory_fraction": "RL rollout engine's GPU share",
 }
 
 #: The quick controls at the top of the page, in order: (path, short label). Their values come from
@@ -105,6 +110,9 @@ _PEFT = ("training.peft_dim", "training.peft_alpha", "training.peft_target_modul
          "training.peft_share_expert_adapters", "training.peft_sequence_parallel_input_regather")
 _PRECISION_AWARE = ("precision.main_grads_dtype", "precision.main_params_dtype", "precision.exp_avg_dtype",
                     "precision.exp_avg_sq_dtype")
+_RL = ("training.rl_reference_model", "training.rl_logprob_micro_batch_size", "training.rl_response_length",
+       "training.rl_entropy", "training.rl_logprob_entropy", "training.rl_offload_params", "training.rl_offload_grads",
+       "training.rl_offload_optimizer", "training.rl_rollout_gpu_memory_fraction")
 _PATHS = {s.path for s in field_specs()}
 
 
@@ -130,7 +138,8 @@ def hidden_fields(cfg: dict) -> list[str]:
              (_FP8, _set(cfg, "precision.fp8")),
              (_FP4, _set(cfg, "precision.fp4")),
              (_PEFT, _set(cfg, "training.peft")),
-             (_PRECISION_AWARE, _set(cfg, "precision.use_precision_aware_optimizer")))
+             (_PRECISION_AWARE, _set(cfg, "precision.use_precision_aware_optimizer")),
+             (_RL, tr.get("rl_algorithm") not in (None, "none")))
     out = []
     for paths, applies in rules:
         if not applies:

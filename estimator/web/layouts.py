@@ -42,6 +42,9 @@ def layout_state(state: dict, config: dict) -> dict:
     state gives exactly ``config``'s estimate."""
     preset = state.get("preset") or None
     base = flatten(preset_config(preset)) if preset else {}
+    if state.get("hf"):                       # the catalog model in place of the preset's (estimator.web.state)
+        from .state import base_config
+        base = flatten(base_config(state)[0])
     target = flatten(config)
     values = {}
     for path, v in target.items():
@@ -54,6 +57,8 @@ def layout_state(state: dict, config: dict) -> dict:
         if path not in target:
             values[path] = FIELD_SPECS[path].default
     out = {"preset": preset, "values": values, "gpu": state.get("gpu")}
+    if state.get("hf"):
+        out["hf"] = state["hf"]
     if state.get("gpu") == CUSTOM_GPU:
         out["gpu_gib"] = state.get("gpu_gib")
     return out

@@ -6,14 +6,16 @@ verdict, the headroom) is computed here or in the core this module calls, so the
 cannot disagree. The docs build (``hooks/runtime.py``) calls :func:`boot_data` to embed the form
 schema, the presets, the GPUs and the default preset's estimate in the page.
 
-The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name,
-"gpu_gib": number}``: ``values`` holds what the user typed over the preset (strings as typed, or JSON
+The form's state is ``{"preset": name or null, "hf": Hub id or null, "values": {"section.field": value}, "gpu": name,
+"gpu_gib": number}``: ``hf`` names a model of the offline catalog whose ``config.json`` gives the model section over the
+preset's (:func:`estimator.web.state.base_config`, as ``estimate [PRESET] --hf ID``); ``values`` holds what the user typed over the preset (strings as typed, or JSON
 values); an empty string means "not changed" (the preset's value stays), ``"null"`` or JSON null means
 null. ``gpu`` is a catalog name, ``"custom"`` (then ``gpu_gib`` is the capacity in GiB) or null (no fit
 verdict). Requests, ``{"op": ...}``:
 
 - ``compute`` ``{state, exports, changed}`` -> ``{estimate, fit, view, config, exports, hidden, search_key,
-  implied}`` or ``{errors, notes, config, implied}``: ``notes`` groups the problems by field, on ``changed`` (the
+  implied}`` or ``{errors, notes, config, implied}``, both with ``hf_model`` (the model section of ``state.hf``) where
+  the state names a catalog model: ``notes`` groups the problems by field, on ``changed`` (the
   field the user just edited) where they involve it, with the nearest valid values
   (:func:`estimator.plan.advice.fixes`); ``exports`` (YAML, CLI command, Megatron arguments) only when asked for;
   ``implied``: what the typed values changed in fields the user left alone, one sentence each, the CLI's notes
@@ -32,8 +34,10 @@ verdict). Requests, ``{"op": ...}``:
 - ``timeline`` ``{state}`` -> ``{timeline, breakdown}``: memory over one step and what is in the
   peak, by module (:mod:`estimator.web.charts`);
 - ``suggest``, ``sweep``: see :mod:`estimator.web.plan`; ``compare`` ``{pins}``: :mod:`estimator.web.compare`;
-- ``catalog`` -> ``{models}``: the model catalog (:func:`estimator.formats.catalog.listing`), for a picker by Hub id
-  and family.
+- ``catalog`` -> ``{models, options}``: the model catalog (:func:`estimator.formats.catalog.listing`), for a picker by
+  Hub id and family, and the Model box's completion list (presets and catalog ids, :func:`estimator.web.models.options`);
+- ``model`` ``{state, name}`` -> ``{preset}``, ``{state, notes, hf}`` or ``{errors, closest}``: the Model box, a preset
+  name or a catalog Hub id (:func:`estimator.web.models.pick`).
 
 Errors are ``{"field", "value", "message"}`` with the dotted field path, as :class:`~estimator.config.errors.Problem`.
 A request longer than :data:`~estimator.config.input_size.MAX_REQUEST_CHARS` (8 MiB) is refused before it is parsed;
@@ -88,7 +92,7 @@ def compute(state: dict, with_exports: bool = True, changed: str | None = None) 
             return {**error_answer("config", None, str(exc)), "config": cfg, "implied": implied}
     if problems:
         return {**errors_answer(problems), "notes": advice.fixes(cfg, problems, changed), "config": cfg,
-                "hidden": hidden_fields(cfg), "implied": implied}
+                "hidden": hidden_fields(cfg), "implied": implied, **_hf_base(state)}
     from ..formats.gpus import fit
     fits = fit(est, capacity) if capacity else None
     overload = None
@@ -96,9 +100,29 @@ def compute(state: dict, with_exports: bool = True, changed: str | None = None) 
         from ..plan.headroom import overload_headroom
         overload = overload_headroom(config, capacity, estimate=est)
     return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
-            "view": view(est, fits, gpu, capacity, cfg, overload), "config": cfg,
+            "view": view(est, fits, gpu, capacity, cfg, overload, model=_model_name(state)), "config": cfg,
             "exports": exports(cfg, state) if with_exports else None,
-            "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state), "implied": implied}
+            "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state), "implied": implied, **_hf_base(state)}
+
+
+def _hf_base(state: dict) -> dict:
+    """``{"hf_model": model section}`` of a state's catalog model (what the form's model fields show under the
+    values typed over it), ``{}`` without one or for an id the catalog does not have."""
+    if not state.get("hf"):
+        return {}
+    from .state import hf_model
+    try:
+        return {"hf_model": hf_model(state["hf"])[0]}
+    except EstimatorError:
+        return {}
+
+
+def _model_name(state: dict) -> str | None:
+    """The catalog id a state's model comes from, as the page names it (None for a preset's or a typed model)."""
+    if not state.get("hf"):
+        return None
+    from .state import hf_model
+    return hf_model(state["hf"])[1]
 
 
 def advise(state: dict) -> dict:
@@ -115,9 +139,11 @@ def advise(state: dict) -> dict:
 # ---------------------------------------------------------------- exports
 
 
-def _preset_overrides(cfg: dict, preset: str) -> dict:
-    """The fields of ``cfg`` that differ from ``preset``'s; a field removed maps to its default."""
-    base = preset_config(preset)
+def _preset_overrides(cfg: dict, state: dict) -> dict:
+    """The fields of ``cfg`` that differ from the state's base (its preset, with its catalog model); a field removed
+    maps to its default."""
+    from .state import base_config
+    base, _ = base_config(state)
     out: dict = {}
     for sec in SECTIONS:
         b, c = base.get(sec) or {}, cfg.get(sec) or {}
@@ -145,12 +171,15 @@ def exports(cfg: dict, state: dict) -> dict:
     from ..config import yamlio
     out = {"yaml": yamlio.dump({k: v for k, v in cfg.items() if v})}
     preset, gpu = state.get("preset") or None, state.get("gpu") or None
+    hf = _model_name(state)
     tail = [f"--gpu {gpu}"] if gpu and gpu != CUSTOM_GPU else []
     if gpu == CUSTOM_GPU and state.get("gpu_gib") not in (None, ""):
         tail = [f"--gpu-memory {state.get('gpu_gib')}"]
-    if preset:
-        flags = [_cli_flag(p, v) for p, v in _preset_overrides(cfg, preset).items()]
-        out["cli"] = " ".join(["python -m estimator estimate", preset, *flags, *tail])
+    if preset or hf:
+        flags = [_cli_flag(p, v) for p, v in _preset_overrides(cfg, state).items()]
+        source = [preset] if preset else []
+        source += [f"--hf {hf}"] if hf else []
+        out["cli"] = " ".join(["python -m estimator estimate", *source, *flags, *tail])
     else:
         out["cli"] = " ".join(["python -m estimator estimate config.yaml", *tail]) + \
             "   # config.yaml: the YAML configuration"
@@ -252,14 +281,6 @@ def import_text(state: dict, kind: str, text: str) -> dict:
     return out
 
 
-def _catalog_label(m: dict) -> str:
-    """The model picker's line for one catalog model: its family and size, or why it is not supported."""
-    if not (m["supported"] and m.get("parameters")):
-        return f"{m['family']} · not supported: {m.get('reason') or ''}"
-    n = m["parameters"]["total"]
-    return f"{m['family']} · {n / 1e9:.1f}B parameters" if n >= 1e9 else f"{m['family']} · {n / 1e6:.0f}M parameters"
-
-
 # ---------------------------------------------------------------- entry points
 
 
@@ -276,14 +297,17 @@ def precomputed(name: str, gpu: str | None) -> dict:
 
 def boot_data() -> dict:
     """What the page needs before Python starts: schema, presets (each with its precomputed estimate on the
-    default GPU), GPUs, the quick controls, the verdict vocabulary."""
+    default GPU), GPUs, the Model box's completion list (presets and catalog ids, :func:`estimator.web.models.options`),
+    the quick controls, the verdict vocabulary."""
     plist = presets()
     names = [p["name"] for p in plist]
     default = DEFAULT_PRESET if DEFAULT_PRESET in names else (names[0] if names else None)
     gpu = default_gpu()
     for p in plist:
         p["precomputed"] = precomputed(p["name"], gpu)
+    from .models import options
     return {"schema": schema(), "presets": plist, "gpus": gpus(), "unit": UNIT, "version": __version__,
+            "models": options(),
             "quick": [{"path": p, "label": lbl} for p, lbl in QUICK],
             "verdicts": [{"verdict": k, "word": WORDS[k], "meaning": MEANINGS[k]} for k in WORDS],
             "default": {"state": {"preset": default, "values": {}, "gpu": gpu}}}
@@ -318,7 +342,11 @@ def _answer(req: dict) -> dict:
         return advise(state)
     if op == "catalog":
         from ..formats.catalog import listing
-        return {"models": [{**m, "label": _catalog_label(m)} for m in listing()]}
+        from .models import hf_label, options
+        return {"models": [{**m, "label": hf_label(m)} for m in listing()], "options": options()}
+    if op == "model":                            # the Model box: a preset or a catalog Hub id (estimator.web.models)
+        from .models import pick
+        return pick(state, req.get("name"))
     if op == "import":
         return import_text(state, req.get("kind"), req.get("text") or "")
     if op == "search":

@@ -2,24 +2,26 @@
 describes (preset + typed values), the GPU capacity it names, and the error answers of the request protocol
 (:mod:`estimator.web.protocol`).
 
-The form's state is ``{"preset": name or null, "values": {"section.field": value}, "gpu": name, "gpu_gib": number}``
-(see :mod:`estimator.web.protocol`).
+The form's state is ``{"preset": name or null, "hf": Hub id or null, "values": {"section.field": value}, "gpu": name,
+"gpu_gib": number}`` (see :mod:`estimator.web.protocol`). ``hf`` names a model of the offline catalog
+(:mod:`estimator.formats.hf_catalog`): its ``config.json``, imported as ``python -m estimator estimate [PRESET] --hf ID``
+imports it, is the model section, over the preset's (the preset then gives the rest: layout, training, precision).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from ..config.errors import EstimatorError, Problem, clip, show
+from ..config.errors import ConfigError, EstimatorError, Problem, clip, show
 from ..config.fields import PatternError, parse_layer_pattern
 from ..config.load import implied_changes
 from ..config.schema import SECTIONS, field_specs, plain_copy
 from ..memory.report import GIB
 from .form import label
 
-__all__ = ["CUSTOM_GPU", "FIELD_SPECS", "UNSET", "default_gpu", "error_answer", "errors_answer", "flatten", "gpu_table",
-           "gpus", "merged", "merged_config", "parse_value", "preset_config", "preset_names", "presets", "schema",
-           "state_capacity"]
+__all__ = ["CUSTOM_GPU", "FIELD_SPECS", "UNSET", "base_config", "default_gpu", "error_answer", "errors_answer", "flatten",
+           "gpu_table", "gpus", "hf_model", "merged", "merged_config", "parse_value", "preset_config", "preset_names",
+           "presets", "schema", "state_capacity"]
 
 DEFAULT_GPU_HINTS = ("h100", "80")
 CUSTOM_GPU = "custom"
@@ -99,6 +101,69 @@ def default_gpu() -> str | None:
     return names[0] if names else None
 
 
+# ---------------------------------------------------------------- a model of the catalog
+
+#: The end of the page's message for a model it does not know.
+NOT_DOWNLOADED = "nothing is downloaded. For another model, paste its config.json under All settings › import."
+#: A name longer than this is not compared with the known ones (it is no preset or Hub id, and difflib is quadratic).
+MAX_NAME = 200
+
+
+@lru_cache(maxsize=32)
+def _hf_model(key: str) -> tuple[dict, str, str | None]:
+    from ..formats.catalog import status
+    from ..formats.hf_catalog import resolve
+    entry, sibling = resolve(key)               # ConfigError naming the closest ids for an unknown one
+    model, reason = status(entry.hf_id)
+    if model is None:
+        raise EstimatorError(f"'{key}' is in the model catalog but not supported yet: {reason}")
+    return model, (key if sibling else entry.hf_id), sibling
+
+
+def hf_model(hf_id: str) -> tuple[dict, str, str | None]:
+    """(model section, the name to show, the sibling note or None) of a catalog Hub id, as ``--hf ID`` imports it:
+    the name is the catalog's spelling of the id, or the id as given where a sibling stands in for it (its note
+    says so). :class:`~estimator.config.errors.ConfigError` for an id not in the catalog (naming the closest),
+    :class:`~estimator.config.errors.EstimatorError` for a catalog model the import refuses (with the reason)."""
+    key = str(hf_id).strip()
+    if len(key) > MAX_NAME:                     # no Hub id is this long: not looked up, nor compared
+        raise ConfigError(Problem("hf", key, "not in the model catalog"))
+    model, name, note = _hf_model(key)
+    return plain_copy(model), name, note
+
+
+def base_config(state: dict) -> tuple[dict, list[Problem]]:
+    """What a state's typed values are written over: its preset (or nothing), with the model section of its catalog
+    model (``hf``) in place of the preset's; and the problems of an unknown preset or model."""
+    problems: list[Problem] = []
+    name = state.get("preset") or None
+    base: dict = {}
+    if name:
+        try:
+            base = plain_copy(preset_config(name))
+        except EstimatorError as exc:
+            problems.append(Problem("preset", name, str(exc).strip("'\"")))
+    cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
+    hf = state.get("hf") or None
+    if hf:
+        try:
+            cfg["model"] = hf_model(hf)[0]
+        except EstimatorError as exc:
+            problems.append(Problem("hf", hf, _hf_message(exc)))
+    return cfg, problems
+
+
+def _hf_message(exc: EstimatorError) -> str:
+    """The page's words for a Hub id the state cannot use: not in the catalog (with the closest ids), or refused."""
+    if getattr(exc, "problems", None) and exc.problems[0].field == "hf":
+        from ..formats.hf_catalog import closest, ids
+        name = str(exc.problems[0].value).strip()
+        near = closest(name) if len(name) <= MAX_NAME else []
+        return (f"'{clip(name)}' is not a Hugging Face id of the model catalog ({len(ids())} Hub ids); {NOT_DOWNLOADED}"
+                + (f" Closest: {', '.join(near)}." if near else ""))
+    return str(exc).strip("'\"")
+
+
 # ---------------------------------------------------------------- state -> configuration
 
 
@@ -140,20 +205,12 @@ def merged_config(state: dict) -> tuple[dict, list[Problem]]:
 
 
 def merged(state: dict) -> tuple[dict, list[Problem], list[str]]:
-    """(configuration, unknown-field problems, notes) of a form state: the preset with the typed values written
-    over it and what they imply for the fields the user left alone, as the CLI's flags over a preset
+    """(configuration, unknown-field problems, notes) of a form state: the preset (with the model section of its
+    catalog model, ``hf``) with the typed values written over it and what they imply for the fields the user left alone, as the CLI's flags over a preset
     (:func:`estimator.config.load.implied_changes`: a new recompute granularity drops the recompute fields that no
     longer apply, TP 1 turns off an inherited sequence parallelism, a layout replaces the other splits), one note
     each."""
-    problems: list[Problem] = []
-    name = state.get("preset") or None
-    base: dict = {}
-    if name:
-        try:
-            base = plain_copy(preset_config(name))
-        except EstimatorError as exc:
-            problems.append(Problem("preset", name, str(exc).strip("'\"")))
-    cfg = {sec: dict(base.get(sec) or {}) for sec in SECTIONS}
+    cfg, problems = base_config(state)
     given = set()
     for path, raw in (state.get("values") or {}).items():
         if path not in FIELD_SPECS:

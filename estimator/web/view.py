@@ -85,10 +85,11 @@ def _overload(h) -> dict | None:
     return {**h.to_dict(), "text": answer, "evidence": evidence}
 
 
-def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overload=None) -> dict:
+def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overload=None, model: str | None = None) -> dict:
     """The page's view of an estimate: ``fits`` are :func:`estimator.formats.gpus.fit`'s verdicts (or None);
     ``overload`` the MoE routing headroom on that GPU (:func:`estimator.plan.headroom.overload_headroom`, None for a
-    dense model or without a GPU), shown with the verdict."""
+    dense model or without a GPU), shown with the verdict; ``model`` the name the headline gives the model (a catalog
+    Hub id; None: no name)."""
     rows, bars = [], []
     for s in est.stages:
         cells = {key: _gib(getattr(s, f"{key}_bytes")) for key, _ in COLUMNS}
@@ -154,7 +155,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
         "scale_bytes": ticks[-1]["bytes"] or top, "ticks": ticks,
         "peak": {"stage": peak.stage, "device": _gib(peak.device_bytes), "allocated": _gib(peak.allocated_bytes),
                  "reserved": _gib(peak.reserved_bytes), "phase": est.peak_phase},
-        "headline": (f"{_gib(peak.device_bytes)} GiB per GPU at the peak (stage {peak.stage})"
+        "model": model,
+        "headline": ((f"{model}: " if model else "") + f"{_gib(peak.device_bytes)} GiB per GPU at the peak (stage {peak.stage})"
                      + (f" · {peft['short']}" if peft else "")
                      + (f" · {WORDS[verdict['verdict']]} on {gpu}" if verdict else "")),
         "summary": (f"Peak: stage {peak.stage}, {_gib(peak.device_bytes)} GiB on each GPU "

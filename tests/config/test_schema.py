@@ -49,6 +49,12 @@ VARIANTS = {
     "model.qk_layernorm_full_dim": (make_config({**MODEL, "qk_layernorm": True}),
                                     {"model": {"qk_layernorm_full_dim": True}}),
     "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
+    "model.global_attention_freq": (make_config(MODEL), {"model": {"global_attention_freq": 2,
+                                                                   "global_kv_channels": 128}}),
+    "model.global_kv_channels": (make_config({**MODEL, "global_attention_freq": 2}),
+                                 {"model": {"global_kv_channels": 128}}),
+    "model.num_global_query_groups": (make_config({**MODEL, "global_attention_freq": 2}),
+                                      {"model": {"num_global_query_groups": 2}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
     "precision.store_param_remainders": (
@@ -109,6 +115,26 @@ VARIANTS = {
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),
+    # RL training (estimator/memory/phases.py): each rl_* field changes the phases of one RL step.
+    "training.rl_algorithm": (make_config(MODEL), {"training": {"rl_algorithm": "grpo"}}),
+    "training.rl_reference_model": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_reference_model": "resident"}}),
+    "training.rl_logprob_micro_batch_size": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                             {"training": {"rl_logprob_micro_batch_size": 4}}),
+    "training.rl_response_length": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_response_length": 1024}}),
+    "training.rl_entropy": (make_config(MODEL, None, {"rl_algorithm": "grpo"}), {"training": {"rl_entropy": True}}),
+    "training.rl_logprob_entropy": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                    {"training": {"rl_logprob_entropy": False}}),
+    "training.rl_offload_params": (make_config(MODEL, None, {"rl_algorithm": "grpo",
+                                                             "rl_rollout_gpu_memory_fraction": 0.5}),
+                                   {"training": {"rl_offload_params": True}}),
+    "training.rl_offload_grads": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                  {"training": {"rl_offload_grads": True}}),
+    "training.rl_offload_optimizer": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                      {"training": {"rl_offload_optimizer": True}}),
+    "training.rl_rollout_gpu_memory_fraction": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
+                                                {"training": {"rl_rollout_gpu_memory_fraction": 0.5}}),
 }
 
 

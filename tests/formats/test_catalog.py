@@ -105,12 +105,11 @@ NEWLY_SUPPORTED = ("nvidia/Nemotron-H-56B-Base-8K", "nvidia/NVIDIA-Nemotron-3-Na
                    "baidu/ERNIE-4.5-21B-A3B-Thinking", "inclusionAI/Ling-flash-2.0", "XiaomiMiMo/MiMo-7B-Base",
                    "meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
                    "deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5")
-#: Still refused, each with the reason it names: Qwen3.5's wrapper, Gemma 4's attention kinds, per-layer-shaped
-#: models. (Issue 27 mapped Kimi-K2.5, Magistral, OLMo 2, MiniMax-M2.x and GLM-4.7-Flash:
+#: Still refused, each with the reason it names: Qwen3.5's wrapper. (Gemma 4 and the heterogeneous
+#: Llama-Nemotron: tests/formats/test_gemma4.py, tests/formats/test_nemotron_nas.py.) (Issue 27 mapped Kimi-K2.5, Magistral, OLMo 2, MiniMax-M2.x and GLM-4.7-Flash:
 #: tests/formats/test_catalog_families.py; and the sparse-attention indexers of DeepSeek-V3.2 and GLM-5:
 #: tests/model/layers/test_dsa.py.)
-STILL_REFUSED = ("Qwen/Qwen3.5-27B", "google/gemma-4-26B-A4B",
-                 "nvidia/Llama-3_3-Nemotron-Super-49B-v1", "zai-org/GLM-4.7-Flash")
+STILL_REFUSED = ("Qwen/Qwen3.5-27B", "zai-org/GLM-4.7-Flash")
 
 
 def test_most_models_estimate_and_the_refusals_are_the_architectures_not_yet_modelled():

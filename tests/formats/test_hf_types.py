@@ -17,7 +17,8 @@ from estimator.formats.hf_catalog import entries, get
 #: Supported families whose catalog copy is not complete yet (issue 27), with why: GLM-4.7-Flash's keys are mapped
 #: (Megatron-Bridge's glm47_flash_bridge), but the catalog's only copy is aiconfigurator's trimmed one, which the
 #: import refuses naming the missing key.
-AWAITING_CONFIG = {"glm4_moe_lite": "the GLM-4.7-Flash copy is trimmed (no num_nextn_predict_layers)"}
+AWAITING_CONFIG = {"glm4_moe_lite": "the GLM-4.7-Flash copy is trimmed (no num_nextn_predict_layers)",
+                   "gemma4_text": "no text-only Gemma 4 copy; its keys are the gemma4 entry's text_config (below)"}
 
 #: One published config per supported family (the first catalog entry of each model_type).
 FAMILIES = {}

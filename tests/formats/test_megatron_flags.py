@@ -51,6 +51,10 @@ BUDGET = HYBRIDEP + " --moe-expert-rank-capacity-factor 1.5"
 STASH_NO_FUSER = BUDGET + " --moe-grouped-gemm --use-distributed-optimizer --fp8-format e4m3 --fp8-recipe mxfp8 --moe-paged-stash"
 STASH = STASH_NO_FUSER + " --use-transformer-engine-op-fuser"
 
+#: Four heterogeneous blocks: the second without attention, the third with a narrower MLP.
+HETERO = ('{"block_configs": [{"attention": {}, "mlp": {}}, {"attention": {"no_op": true}, "mlp": {}}, '
+          '{"attention": {}, "mlp": {"ffn_hidden_size": 256}}, {"attention": {}, "mlp": {}}]}')
+
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
     "num_layers": (BF16, "--num-layers 8"),
@@ -181,6 +185,8 @@ CHANGES = {
     "external_cuda_graph": (BF16, "--external-cuda-graph"),
     "tp_comm_overlap": (TP2 + " --sequence-parallel", "--tp-comm-overlap"),
     "tp_comm_overlap_cfg": (TP2 + " --sequence-parallel --tp-comm-overlap", "--tp-comm-overlap-cfg ub_ring_rs.yaml"),
+    "heterogeneous_layers_config_encoded_json": (BF16, "--heterogeneous-layers-config-encoded-json '" + HETERO + "'"),
+    "heterogeneous_layers_config_path": (BF16, "--heterogeneous-layers-config-path blocks.json"),
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
     "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
@@ -256,7 +262,8 @@ CHANGES = {
 
 #: Files the flags above name (read_megatron_args's read_file): proj_fprop and fc2_fprop as ring-exchange
 #: reduce-scatters (larger userbuffers than the default pipeline ones).
-FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n"}
+FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n",
+         "blocks.json": HETERO}
 
 #: Modelled flags that the configuration needs rather than changes: without them it is refused (base, flag).
 ENABLES = {
@@ -399,3 +406,18 @@ def test_no_effect_flags_come_with_their_reason():
     imp = read_megatron_args(BF16 + " --lr 3e-4 --log-interval 1 --seed 3")
     assert [f for f, _ in imp.no_effect] == ["--lr 3e-4", "--log-interval 1", "--seed 3"]
     assert imp.no_effect[0][1] == NO_EFFECT["lr"]
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "mxfp8", "blockwise"])
+def test_no_fp8_wgrad_changes_nothing_but_with_the_delayed_recipe(recipe):
+    """Megatron-LM @ d98e8a64 : megatron/core/fp8_utils.py get_fp8_recipe reads fp8_wgrad only for the delayed
+    recipe (DelayedScaling's override_linear_precision, which TransformerEngine @ d0067d0 no longer has: removed in
+    Transformer Engine 2.1); Float8CurrentScaling, MXFP8BlockScaling and Float8BlockScaling are built without it.
+    So --no-fp8-wgrad leaves the estimate as it is with those recipes, and is refused with delayed (the default)."""
+    fp8 = f"{BF16} --fp8-format hybrid --fp8-recipe {recipe}"
+    imp = read_megatron_args(f"{fp8} --no-fp8-wgrad", world_size=8)
+    assert any(n.startswith("--no-fp8-wgrad") for n in imp.notes)
+    assert _stages(f"{fp8} --no-fp8-wgrad") == _stages(fp8)
+    for delayed in (f"{BF16} --fp8-format hybrid", f"{BF16} --fp8-format e4m3 --fp8-recipe delayed"):
+        with pytest.raises(RefusedFlagsError, match="no-fp8-wgrad.*delayed recipe"):
+            read_megatron_args(f"{delayed} --no-fp8-wgrad", world_size=8)

@@ -143,13 +143,50 @@ def test_megatron_fsdp_keeps_the_scales_with_the_fp8_copies():
 # --- activations --------------------------------------------------------------------------------------------
 
 def test_saved_inputs_carry_their_scales():
-    """Per layer and micro-batch (T = 2048 tokens, no sequence parallelism): the QKV input 2048 x 1024, the
-    projection's 2048 x 1024 and fc2's 2048 x 4096, 1/32 B per element column-wise with MXFP8 and blockwise
-    (every dimension a multiple of 128): 65,536 + 65,536 + 262,144 = 393,216 B; four layers 1,572,864 B."""
+    """Per layer and micro-batch (T = 2048 tokens, no sequence parallelism): the quantized inputs saved are QKV's
+    (its norm output) 2048 x 1024, fc1's (the MLP norm output) 2048 x 1024 and fc2's 2048 x 4096, 1/32 B per element
+    column-wise with MXFP8 and blockwise (every dimension a multiple of 128): 65,536 + 65,536 + 262,144 = 393,216 B;
+    four layers 1,572,864 B. The output projection saves no FP8 copy but with the delayed recipe (Megatron-Core's
+    save_original_input for the others): delayed adds its 2048 x 1024 x 1 B = 2,097,152 B per layer, 8,388,608 B
+    for four."""
     base = stage(fp8("tensorwise")).activations_bytes
     assert stage(fp8("mxfp8")).activations_bytes - base == 4 * 393_216
     assert stage(fp8("blockwise")).activations_bytes - base == 4 * 393_216
-    assert stage(fp8("delayed")).activations_bytes == base
+    assert stage(fp8("delayed")).activations_bytes - base == 8_388_608
+
+
+@pytest.mark.parametrize("recipe, proj_copy", [("delayed", 2_097_152), ("tensorwise", 0), ("mxfp8", 0),
+                                               ("blockwise", 0)])
+def test_only_delayed_scaling_saves_an_fp8_copy_of_the_projection_input(recipe, proj_copy):
+    """Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py sets save_original_input on linear_proj when
+    fp8_recipe != 'delayed' (TransformerEngine @ d0067d0 : module/linear.py then saves the bf16 input for the
+    requantization-safe current-scaling, MXFP8 and blockwise quantizers). T = 2048 tokens, a dh = 8 x 128 = 1024:
+    delayed keeps 2048 x 1024 x 1 B = 2,097,152 B (no block scales), the others nothing. The MLP's norm output is
+    fc1's quantized input (LayerNormLinear quantizes it): 2048 x 1024 x 1 B = 2,097,152 B, + 2048 x 1024 / 32 =
+    65,536 B of column-wise scales with mxfp8 (E8M0) and blockwise (1 x 128 blocks of fp32: 1024 / 128 x 2048 x 4 B)."""
+    r = resolve(load_config(make_config(MODEL, None, {"seq_length": 2048}, fp8(recipe))))
+    parts = layer_activations(r, LayerKind("attention", "dense"), parts=True).parts
+    assert parts["proj_in_fp8"] == proj_copy
+    assert parts["mlp_norm_out"] == 2_097_152 + (65_536 if recipe in ("mxfp8", "blockwise") else 0)
+
+
+MLA = dict(num_layers=2, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096, vocab_size=32000,
+           multi_latent_attention=True, q_lora_rank=256, kv_lora_rank=128, qk_head_dim=64, qk_pos_emb_head_dim=32,
+           v_head_dim=64)
+
+
+@pytest.mark.parametrize("q_lora_rank", [256, None])
+def test_mla_down_projections_each_save_a_quantized_copy_of_the_norm_output(q_lora_rank):
+    """MLASelfAttention (Megatron-LM @ d98e8a64 : gpt_layer_specs.py, a separate TENorm; multi_latent_attention.py
+    _qkv_down_projection): the norm output feeds linear_q_down_proj (linear_q_proj without q_lora_rank) and
+    linear_kv_down_proj. In bf16 both save the same tensor, 2048 x 1024 x 2 B = 4,194,304 B; with FP8 each quantizes
+    it: 2 x 2048 x 1024 x 1 B = 4,194,304 B (tensorwise), + 2 x 65,536 B of column-wise scales with mxfp8."""
+    model = {**MLA, "q_lora_rank": q_lora_rank}
+    got = {}
+    for name, pr in (("bf16", None), ("tensorwise", fp8("tensorwise")), ("mxfp8", fp8("mxfp8"))):
+        r = resolve(load_config(make_config(model, None, {"seq_length": 2048}, pr)))
+        got[name] = layer_activations(r, LayerKind("mla", "dense"), parts=True).parts["norm_out"]
+    assert got == {"bf16": 4_194_304, "tensorwise": 4_194_304, "mxfp8": 4_194_304 + 131_072}
 
 
 def test_expert_inputs_are_padded_per_local_expert():

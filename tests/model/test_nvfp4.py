@@ -126,16 +126,16 @@ def test_without_the_weight_cache_each_micro_batch_keeps_its_copies():
 # --- activations --------------------------------------------------------------------------------------------
 
 def test_saved_inputs_in_nvfp4():
-    """Per layer (T = 2048, no sequence parallelism). FP8 (tensorwise, as the estimate counts it) saves QKV's input
-    2048 x 1024, a copy of the projection's 2048 x 1024 and fc2's 2048 x 4096 in 1 B (12,582,912 B) and fc1's input
-    (the MLP norm's output) in bf16 (4,194,304 B): 16,777,216 B. NVFP4 saves the inputs of QKV, fc1 (both
-    LayerNormLinear, Transformer Engine quantizes the norm output) and fc2 column-wise, 0.5 B + scales (1024 x 128,
-    1024 x 128, 4096 x 128): 1,048,576 x 2 + 4,194,304 + 131,072 x 2 + 524,288 = 7,077,888 B, and no copy of the
-    projection's input: Megatron-Core @ d98e8a64 (transformer/attention.py) sets save_original_input on linear_proj
-    with fp4, which then keeps the bf16 attention output core attention already saves. 9,699,328 B less per layer,
-    38,797,312 B for four."""
+    """Per layer (T = 2048, no sequence parallelism). FP8 (tensorwise) saves QKV's and fc1's inputs (the two norm
+    outputs, which Transformer Engine's LayerNormLinear quantizes) 2048 x 1024 each and fc2's 2048 x 4096 in 1 B:
+    2,097,152 x 2 + 8,388,608 = 12,582,912 B, and no copy of the projection's input (save_original_input, as below).
+    NVFP4 saves the inputs of QKV, fc1 and fc2 column-wise, 0.5 B + scales (1024 x 128, 1024 x 128, 4096 x 128):
+    1,048,576 x 2 + 4,194,304 + 131,072 x 2 + 524,288 = 7,077,888 B, and no copy of the projection's input either:
+    Megatron-Core @ d98e8a64 (transformer/attention.py) sets save_original_input on linear_proj with fp4, which then
+    keeps the bf16 attention output core attention already saves. 5,505,024 B less per layer, 22,020,096 B for
+    four."""
     assert stage({"fp8": True, "fp8_recipe": "tensorwise"}).activations_bytes - stage(NV).activations_bytes \
-        == 4 * 9_699_328 == 38_797_312
+        == 4 * 5_505_024 == 22_020_096
     r = resolve(load_config(make_config(MODEL, None, {"seq_length": 2048}, NV)))
     parts = layer_activations(r, LayerKind("attention", "dense"), parts=True).parts
     assert parts["proj_in_fp8"] == 0

@@ -11,7 +11,10 @@
  * estimate shown in data-estimate (Estimate.to_dict() as JSON, Python results only), data-state
  * (precomputed | waiting | pending | done | error | failed) and fires "estimate:done", "estimate:error" or
  * "estimate:failed" after each answer. The whole state lives in the URL (?preset=NAME alone opens a
- * preset); discrete changes push a history entry, so Back undoes them. Idempotent init on Material's document$.
+ * preset, ?hf=ID alone a model of the catalog); discrete changes push a history entry, so Back undoes them.
+ * The first box, Model, takes a preset name or a Hugging Face id of the offline catalog, with completion (a native
+ * datalist of boot.models); Python resolves it (the "model" request, estimator/web/models.py). Idempotent init on
+ * Material's document$.
  */
 (function () {
   "use strict";
@@ -46,7 +49,10 @@
       if (pre) this.usePrecomputed(pre);
       this.fill();
       this.status();
-      this.compute(null);
+      if (this.shortLink) {                  // form.js: ?hf=ID, resolved as the Model box resolves a name
+        this.setResultState(this.engine.ready ? "pending" : "waiting");
+        this.pickModel(this.state.hf, "replace");
+      } else this.compute(null);
       // Python is launched once the first numbers have been drawn (the task after the first frame), so that
       // it does not delay them. Without frames (a hidden tab), soon.
       const later = () => {
@@ -131,17 +137,23 @@
     }
 
     /* ---- state and URL */
+    base() {                                // the preset's configuration, with the catalog model's section
+      const p = this.presets.get(this.state.preset), config = { ...((p && p.config) || {}) };
+      if (this.state.hf) {                  // known once Python has answered for this id (compute's hf_model)
+        config.model = this.hfModel && this.hfModel.hf === this.state.hf ? this.hfModel.model : {};
+      }
+      return config;
+    }
+
     presetValue(path) {
-      const p = this.presets.get(this.state.preset);
       const [sec, name] = path.split(".");
-      const s = p && p.config[sec];
+      const s = this.base()[sec];
       return s && name in s ? s[name] : undefined;
     }
 
     merged() {                              // what the form shows: the preset's fields, then the user's
       const out = {};
-      const p = this.presets.get(this.state.preset);
-      for (const [sec, fields] of Object.entries((p && p.config) || {})) {
+      for (const [sec, fields] of Object.entries(this.base())) {
         for (const [name, v] of Object.entries(fields || {})) out[`${sec}.${name}`] = v;
       }
       return Object.assign(out, this.state.values);
@@ -149,7 +161,7 @@
 
     precomputed() {                         // the build-time result of this state, if it has one
       const s = this.state, p = this.presets.get(s.preset);
-      const bare = !Object.keys(s.values).length && s.gpu === this.boot.default.state.gpu;
+      const bare = !Object.keys(s.values).length && s.gpu === this.boot.default.state.gpu && !s.hf;
       return p && bare && p.precomputed && p.precomputed.view ? p.precomputed : null;
     }
 
@@ -157,8 +169,12 @@
       const q = new URLSearchParams(location.search);
       const state = { ...clone(this.boot.default.state), values: {} };
       for (const [k, v] of q) if (k.includes(".")) state.values[k] = v;     // unknown fields get Python's error
+      if (q.has("hf") && q.get("hf").trim()) state.hf = q.get("hf").trim();
       if (q.has("preset")) state.preset = q.get("preset") === "none" ? null : q.get("preset");
       else if (Object.keys(state.values).length) state.preset = null;
+      // ?hf=ID without a preset or values: a short link, resolved by Python as the Model box resolves a name
+      // (the default preset's layout, or the catalog's default layout where that one does not work for the model)
+      this.shortLink = Boolean(state.hf) && !q.has("preset") && !Object.keys(state.values).length;
       if (q.has("gpu")) state.gpu = q.get("gpu") === "none" ? null : q.get("gpu");
       if (q.has("gpu_gib")) state.gpu_gib = q.get("gpu_gib");
       return state;
@@ -166,14 +182,16 @@
 
     url() {
       const q = new URLSearchParams(), s = this.state, d = this.boot.default.state;
-      if (s.preset !== d.preset || s.gpu !== d.gpu || Object.keys(s.values).length) {
-        q.set("preset", s.preset || "none");
+      if (s.hf) q.set("hf", s.hf);               // a catalog model: ?hf=ID, with the preset only where it differs
+      if (s.preset !== d.preset || s.gpu !== d.gpu || Object.keys(s.values).length || s.hf) {
+        if (!s.hf || s.preset !== d.preset || Object.keys(s.values).length) q.set("preset", s.preset || "none");
         if (s.gpu !== d.gpu) q.set("gpu", s.gpu || "none");
         if (s.gpu === "custom" && s.gpu_gib !== undefined) q.set("gpu_gib", s.gpu_gib);
         for (const [k, v] of Object.entries(s.values)) q.set(k, v === null ? "null" : show(v));
       }
       this.pinsToURL(q);                     // compare.js: the pinned configurations
-      return location.pathname + (q.toString() ? `?${q}` : "") + location.hash;
+      const query = q.toString().replace(/%2F/g, "/");     // ?hf=Qwen/Qwen3-8B, as the id is written
+      return location.pathname + (query ? `?${query}` : "") + location.hash;
     }
 
     // The address bar follows the form: "push" (a discrete change: Back undoes it), "replace" (typing: once it
@@ -201,6 +219,7 @@
 
     setState(state, history_ = "push", changed = null) {
       this.state = { preset: state.preset || null, values: state.values || {}, gpu: state.gpu || null };
+      if (state.hf) this.state.hf = state.hf;
       if (state.gpu_gib !== undefined) this.state.gpu_gib = state.gpu_gib;
       const pre = !this.engine.ready && this.precomputed();
       if (pre) this.usePrecomputed(pre);
@@ -234,9 +253,7 @@
       const b = this.boot;
       this.statusText = h("span", { class: "mme-status-text" });
       this.progress = h("progress", { max: "1", value: "0", "aria-label": "Python start-up" });
-      this.preset = h("select", { id: "mme-preset", onchange: () => this.choosePreset(this.preset.value || null) },
-        h("option", { value: "" }, "Custom (no preset)"),
-        [...this.presets.values()].map((p) => h("option", { value: p.name }, p.title)));
+      this.preset = this.modelBox();                          // form.js: a preset name or a Hugging Face id
       this.gpu = h("select", { id: "mme-gpu", onchange: () => {
         this.state.gpu = this.gpu.value || null;
         this.gpuGib.hidden = this.state.gpu !== "custom";
@@ -264,14 +281,14 @@
       this.root.append(
         h("div", { class: "mme-status" }, this.progress, " ", this.statusText), this.announcer,
         h("div", { class: "mme-toolbar" },
-          h("label", { for: "mme-preset" }, "Model"), this.preset,
+          h("label", { for: "mme-preset" }, "Model"), this.preset, this.modelList,
           h("label", { for: "mme-gpu" }, "GPU"), this.gpu, this.gpuGib,
           h("button", { type: "button", class: "md-button mme-copy-link", onclick: (ev) => {
             this.flushURL();
             R.copy(location.href, ev.currentTarget);
           } }, "Copy link"),
           this.pinButton(), this.searchButton),
-        this.searchOptionsPanel(), this.confirm,
+        this.modelErr, this.modelNote, this.searchOptionsPanel(), this.confirm,
         h("div", { class: "mme-quick", role: "group", "aria-label": "Main settings" }, b.quick.map((q) => this.quickControl(q))),
         this.companionBox = h("p", { class: "mme-companion", role: "status", hidden: true }),
         this.summary, this.results, this.layoutsBox, this.comparePanel(),
@@ -299,7 +316,7 @@
         return this.setState({ preset: name, values: name ? {} : this.merged(), gpu: this.state.gpu,
                                gpu_gib: this.state.gpu_gib }, "push", "preset");
       }
-      this.preset.value = this.state.preset || "";           // nothing is dropped until the user says so
+      this.preset.value = this.modelText();                  // nothing is dropped until the user says so
       // (an unknown name, e.g. an option a script added, is named as it is; Python refuses it with the closest ones)
       const title = (this.presets.get(name) || { title: name }).title;
       const edits = Object.keys(this.state.values).map((p) => (this.specs.get(p) || { label: p }).label);
@@ -429,17 +446,25 @@
       this.source = source;
       clearTimeout(this.errorTimer);
       if (res.hidden) this.hide(res.hidden);
+      if (res.hf_model && this.state.hf && !same(this.hfModel, { hf: this.state.hf, model: res.hf_model })) {
+        this.hfModel = { hf: this.state.hf, model: res.hf_model };     // the form's model fields: this model's
+        this.fill(true);
+      }
       if (res.errors) {
         const since = this.typing ? performance.now() - this.typing.at : Infinity;
         if (source === "python" && since < ERROR_DELAY_MS) {     // still typing: show it only if it stays
           this.errorTimer = setTimeout(() => this.render(res, source, ms), ERROR_DELAY_MS - since);
           return;
         }
+        if (source === "python" && this.state.hf && res.errors.some((e) => e.field === "hf")) {
+          this.pickModel(this.state.hf, "none", true);       // the id's closest ones, as buttons under the box
+        }
         return this.renderErrors(res, source);
       }
       const v = res.view;
       this.view = v;
       this.searchKey = res.search_key;
+      if (source === "python" && document.activeElement !== this.preset) this.modelMessage(null);
       this.showErrors([]);
       this.badge = h("p", { class: "mme-badge", hidden: source !== "precomputed" },
         "Precomputed when this site was built; Python is starting in your browser and will take over.");
@@ -486,8 +511,9 @@
       const general = this.showErrors(notes);
       r.removeAttribute("data-estimate");
       r.replaceChildren(h("div", { class: "mme-errors", role: "alert" }, h("p", {}, "No estimate: the configuration is invalid."),
-        h("ul", {}, notes.map((n) => h("li", {}, h("a", { href: `#${this.quick.has(n.field) ? "mme-q-" : "mme-"}${n.field}` },
-          (this.specs.get(n.field) || { label: n.field }).label),
+        h("ul", {}, notes.map((n) => h("li", {}, h("a", { href: n.field === "hf" ? "#mme-preset"
+          : `#${this.quick.has(n.field) ? "mme-q-" : "mme-"}${n.field}` },
+          n.field === "hf" ? "Model" : (this.specs.get(n.field) || { label: n.field }).label),
           this.specs.has(n.field) ? [" (", h("code", {}, n.field), ")"] : null, ": ", n.messages.join("; "),
           general.includes(n) ? this.noteBody({ ...n, messages: [] }) : null)))));
       this.summary.textContent = "No estimate: the configuration is invalid.";

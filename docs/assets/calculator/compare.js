@@ -17,11 +17,13 @@
   const save = (key, v) => { try { localStorage.setItem(key, JSON.stringify(v)); } catch (e) { /* storage off */ } };
   const clean = (s) => {                  // a state as the URL and storage keep it
     const out = { preset: s.preset || null, values: { ...(s.values || {}) }, gpu: s.gpu || null };
+    if (s.hf) out.hf = s.hf;                // a model of the catalog, by its Hugging Face id
     if (s.gpu === "custom" && s.gpu_gib !== undefined) out.gpu_gib = s.gpu_gib;
     return out;
   };
   const toQuery = (s) => {
     const q = new URLSearchParams();
+    if (s.hf) q.set("hf", s.hf);
     q.set("preset", s.preset || "none");
     q.set("gpu", s.gpu || "none");
     if (s.gpu_gib !== undefined) q.set("gpu_gib", s.gpu_gib);
@@ -33,6 +35,7 @@
     for (const [k, v] of q) {
       if (k.includes(".")) s.values[k] = v;
       else if (k === "preset" || k === "gpu") s[k] = v === "none" ? null : v;
+      else if (k === "hf" && v) s.hf = v;
       else if (k === "gpu_gib") s.gpu_gib = v;
     }
     return s;

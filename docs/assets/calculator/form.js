@@ -1,5 +1,5 @@
-/* The calculator's form: the quick controls, the full form generated from the schema (collapsed by section),
- * the import panel, filling them from the state, hiding the fields that do not apply and showing each error
+/* The calculator's form: the Model box (a preset or a Hugging Face id of the catalog), the quick controls, the full
+ * form generated from the schema (collapsed by section), the import panel, filling them from the state, hiding the fields that do not apply and showing each error
  * on its field with the fixes Python suggests. Methods of the Calculator (calculator.js), mixed in from
  * window.mmeForm; they read and write its state and call its edit(), apply() and importText().
  */
@@ -13,6 +13,96 @@
   const alike = (a, b) => same(a, b) || (typeof b === "string" && (b === "null" ? a === null : show(a) === b));
 
   window.mmeForm = {
+    /* The Model box: a text box with a native datalist of every preset and catalog model (boot.models: name and
+       label from Python, estimator/web/models.py), so the browser offers completion and screen readers announce
+       it as a combobox. A name that is exactly one of the list is taken at once (a pick from the list, or typed
+       out); anything else on Enter or when the box is left. Python resolves it ("model" request): a preset is
+       switched to as before (asking before edits are dropped), a Hub id estimated with the form's layout, an
+       unknown name answered with the page's message and its closest names as buttons. */
+    modelBox() {
+      this.modelList = h("datalist", { id: "mme-preset-list" },
+        (this.boot.models || []).map((m) => h("option", { value: m.name, label: m.label })));
+      this.modelNames = new Map((this.boot.models || []).map((m) => [m.name.toLowerCase(), m.name]));
+      this.modelErr = h("div", { class: "mme-model-err", id: "mme-preset-err", role: "alert", hidden: true });
+      this.modelNote = h("p", { class: "mme-model-note", id: "mme-preset-note", role: "status", hidden: true });
+      const box = h("input", { id: "mme-preset", type: "text", list: "mme-preset-list", autocomplete: "off",
+                               spellcheck: "false", autocapitalize: "off", enterkeyhint: "go",
+                               placeholder: "preset or Hugging Face id, e.g. Qwen/Qwen3-30B-A3B",
+                               "aria-describedby": "mme-preset-err mme-preset-note" });
+      // Taken at once: a pick from the list, or a Hub id typed out in full (a preset's short name may be the start
+      // of another's, so it waits for Enter).
+      box.addEventListener("input", (ev) => {
+        const v = box.value.trim(), picked = !ev.inputType || ev.inputType === "insertReplacementText";
+        if (this.modelNames.has(v.toLowerCase()) && (picked || v.includes("/"))) this.commitModel(v);
+      });
+      box.addEventListener("focus", () => box.select());  // typing replaces the name, and the list shows all
+      box.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter") { ev.preventDefault(); this.commitModel(box.value); }
+        else if (ev.key === "Escape" && box.value !== this.modelText()) { box.value = this.modelText(); this.modelMessage(null); }
+      });
+      box.addEventListener("change", () => this.commitModel(box.value));
+      return box;
+    },
+
+    modelText() { return this.state.hf || this.state.preset || ""; },
+
+    commitModel(text) {
+      const name = String(text || "").trim();
+      if (!name) { this.preset.value = this.modelText(); return; }       // emptied: the model stays
+      if (name === this.modelText() || name === this.modelPending) return;
+      if (name === this.modelFailed && !this.modelErr.hidden) return;    // its error is on the screen already
+      const preset = [...this.presets.keys()].find((p) => p.toLowerCase() === name.toLowerCase());
+      if (preset) { this.modelMessage(null, []); return this.choosePreset(preset); }
+      this.pickModel(name, "push");
+    },
+
+    // Python's answer to a name: a preset (switched to), a catalog model (estimated), or an error with the closest
+    // names. history_: "push" (the user's choice), "replace" (a short link ?hf=ID), "none" (only the error wanted).
+    pickModel(name, history_, errorOnly = false) {
+      this.modelPending = name;
+      if (history_ === "replace") this.dirty = true;     // an estimate is on its way (each branch computes)
+      const state = JSON.parse(JSON.stringify(this.state)), seq = (this.modelSeq = (this.modelSeq || 0) + 1);
+      this.engine.call({ op: "model", state, name }).then((res) => {
+        if (this.modelPending === name) this.modelPending = null;
+        // A later name (Enter on a half-typed one, then its pick from the list) wins: this answer is dropped.
+        if (seq !== this.modelSeq && history_ !== "replace") return;
+        this.modelFailed = res.errors ? name : null;
+        if (res.errors) {
+          this.modelMessage(res, null);
+          if (history_ === "replace") this.compute(null);   // a short link to an unknown id: its error in the results
+          return;
+        }
+        if (errorOnly) return;
+        if (res.preset) { this.modelMessage(null, []); return this.choosePreset(res.preset); }
+        this.modelMessage(null, res.notes || []);
+        this.setState(res.state, history_ === "replace" ? "replace" : "push", "model");
+        if (history_ === "replace") this.flushURL();
+      }, (err) => {
+        if (this.modelPending === name) this.modelPending = null;
+        this.modelMessage({ errors: [{ message: `The request failed: ${err.message}` }], closest: [] }, null);
+        if (history_ === "replace") this.compute(null);
+      });
+    },
+
+    // The box's error (res: {errors, closest}; null clears it) and its notes (a list; null leaves them).
+    modelMessage(res, notes) {
+      if (notes) {
+        this.modelNote.replaceChildren(...notes.map((n) => h("span", {}, n, " ")));
+        this.modelNote.hidden = !notes.length;
+      }
+      this.preset.toggleAttribute("aria-invalid", Boolean(res));
+      if (!res) { this.modelErr.hidden = true; this.modelErr.replaceChildren(); return; }
+      this.modelNote.hidden = true;           // the notes were about the model shown, not the name refused
+      const near = res.closest || [];
+      this.modelErr.replaceChildren(h("p", {}, res.errors.map((e) => e.message).join(" ")),
+        near.length ? h("p", { class: "mme-fixes" }, "Closest: ", near.map((c) =>
+          h("button", { type: "button", class: "mme-fix mme-closest", "data-name": c.name,
+                        "aria-label": `Use ${c.kind === "preset" ? "the preset" : "the model"} ${c.name}`,
+                        onclick: () => { this.preset.value = c.name; this.commitModel(c.name); } },
+            c.name))) : null);
+      this.modelErr.hidden = false;
+    },
+
     quickControl(q) {
       const id = `mme-q-${q.path}`;
       const spec = this.specs.get(q.path);
@@ -107,7 +197,12 @@
         h("p", { class: "mme-doc" }, "Paste (or drop a file on the box) and the form takes it over: a config.json " +
           "replaces the model section, Megatron arguments the fields they set, a Bridge config.yaml or a configuration " +
           "everything."),
-        this.catalogPicker(),
+        h("p", { class: "mme-doc" }, "A model of the offline catalog: type its Hugging Face id in the Model box at the top ",
+          h("button", { type: "button", class: "mme-fix", onclick: () => {
+            this.preset.scrollIntoView({ block: "center" });
+            this.preset.focus();
+            this.preset.select();
+          } }, "Go to the Model box"), "."),
         Object.entries(kinds).map(([kind, label]) => {
           const id = `mme-import.${kind}`;
           const box = h("textarea", { id, rows: "4", spellcheck: "false", "aria-describedby": `${id}-err` });
@@ -126,37 +221,13 @@
         }));
     },
 
-    /* The offline model catalog: a Hugging Face id (typed, or picked from the list by id, family or size)
-       replaces the model section with the catalog's genuine config.json, as the import of that file would. */
-    catalogPicker() {
-      const id = "mme-import.catalog";
-      const list = h("datalist", { id: `${id}-list` });
-      const box = h("input", { id, type: "search", list: `${id}-list`, autocomplete: "off", spellcheck: "false",
-                              placeholder: "e.g. meta-llama/Llama-3.1-70B", "aria-describedby": `${id}-err` });
-      let loaded = false;
-      const load = () => {
-        if (loaded) return;
-        loaded = true;
-        this.engine.call({ op: "catalog" }).then((res) => {
-          list.replaceChildren(...(res.models || []).map((m) => h("option", { value: m.hf_id }, m.label)));
-          list.dataset.count = String((res.models || []).length);
-        }, () => { loaded = false; });
-      };
-      box.addEventListener("focus", load);
-      const go = () => { const v = box.value.trim(); if (v) this.importText("hf", v, id); };
-      box.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); go(); } });
-      return h("div", { class: "mme-field" }, h("label", { for: id }, "Model from the catalog (Hugging Face id)"), box, list,
-        h("button", { type: "button", class: "md-button", onclick: go }, "Load"),
-        h("div", { class: "mme-err", id: `${id}-err`, hidden: true }), h("div", { class: "mme-note", id: `${id}-note` }));
-    },
-
     /* ---- filling the form from the state */
     // Each property is written only when it changes: an equal write is still a DOM change the browser styles
     // again (some eighty fields, on every answer).
     fill(all = false) {
       const values = this.merged();
       const put = (el, key, v) => { if (el[key] !== v) el[key] = v; };
-      this.preset.value = this.presets.has(this.state.preset) ? this.state.preset : "";
+      if (all || document.activeElement !== this.preset) put(this.preset, "value", this.modelText());
       this.gpu.value = this.state.gpu || "";
       this.gpuGib.hidden = this.state.gpu !== "custom";
       if (this.state.gpu === "custom" && (all || document.activeElement !== this.gpuGib)) this.gpuGib.value = this.state.gpu_gib || "";

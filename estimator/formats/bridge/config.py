@@ -58,6 +58,15 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm"}
 
+def _switch_value(flag: str) -> str:
+    """The Bridge value a Megatron-LM switch stands for: false for a store_false flag (its argument defaults to
+    True, as --no-fp8-wgrad's fp8_wgrad does), else true."""
+    for flags, _, default in ARGUMENTS.values():
+        if flag in flags:
+            return "false" if default is True else "true"
+    return "true"
+
+
 _DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float32": "fp32",
            "torch.float": "fp32"}
 _ACTIVATIONS = {("silu", True): "--swiglu", ("gelu", False): None, ("squared_relu", False): "--squared-relu",
@@ -381,7 +390,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
         imp = read_megatron_args(tokens, world_size=world_size, argparse_rules=False)
     except RefusedFlagsError as exc:
         raise BridgeRefusedError([(f"{origin.get(text.split()[0], text.split()[0])} = "
-                                   f"{' '.join(text.split()[1:]) or 'true'}", why)
+                                   f"{' '.join(text.split()[1:]) or _switch_value(text.split()[0])}", why)
                                   for text, why in exc.refused]) from None
     except ConfigError as exc:       # name the Bridge field a Megatron-LM flag came from
         raise ConfigError([Problem(origin.get(p.field, p.field), p.value,

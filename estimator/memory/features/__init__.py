@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
+from ...config.derived import recipe_features
 from ..activations import held_per_layer, layer_activations, stage_extras
 from ..states import stage_fp8_scales
 from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, paged_stash, peft,
@@ -51,14 +52,7 @@ class StageAdjustment(NamedTuple):
 
 
 def _active(cfg) -> bool:
-    par, tr, pr, m = cfg.parallelism, cfg.training, cfg.precision, cfg.model
-    return (par.use_megatron_fsdp or par.use_torch_fsdp2 or par.tp_comm_overlap or par.nccl_ub
-            or par.num_distributed_optimizer_instances > 1 or tr.peft is not None or tr.optimizer != "adam"
-            or tr.optimizer_cpu_offload or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0
-            or tr.cuda_graph_impl != "none"
-            or tr.overlap_moe_expert_parallel_comm or tr.defer_embedding_wgrad_compute
-            or m.moe_token_dispatcher_type == "flex" or tr.moe_paged_stash
-            or ((pr.fp8 or pr.fp4) and (pr.disable_parameter_transpose_cache or pr.first_last_layers_bf16)))
+    return bool(recipe_features(cfg))
 
 
 def step_modelled(cfg) -> bool:

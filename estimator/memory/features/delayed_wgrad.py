@@ -97,6 +97,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ...model.layers import view
 from ...model.layers.attention import qkv_width
 from ...model.layers.moe import received_rows, routed_rows
 from ..activations import context
@@ -136,6 +137,7 @@ def _mixer(r, kind, p: dict, B: int, T: int, Tn: int) -> tuple[int, int]:
 def kind_windows(r, kind, p: dict) -> DelayWindows:
     """The windows of one layer kind (``p``: its named saved tensors, ``LayerActivations.parts``)."""
     c = context(r)
+    r = view(r, kind)            # the layer's own head shapes and MLP width
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     full = B * T * h
     up = 2 if r.gated else 1

@@ -106,7 +106,7 @@ It needs emerging_optimizers 0.4.0 or later (Megatron-LM's ``_SYRK_MIN_EO_VERSIO
 
 from __future__ import annotations
 
-from ...model.layers import LayerKind, kind_weight_shapes
+from ...model.layers import LayerKind, kind_weight_shapes, view
 from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 
 __all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "orthogonalize_bytes",
@@ -238,6 +238,7 @@ def _stepped(r, kind: LayerKind) -> list:
     before its shared expert (fc1, fc2). Measured (this project's batch 8, one H100): the step of a 2-layer
     h 4096 / SwiGLU 16384 model added 14 N of fc1 + 4 n of the QKV weight stepped before it, exactly. The other
     mixers' matrices, in an order not followed here, keep the bound of their own size."""
+    r = view(r, kind)            # the layer's own head shapes and MLP width
     out_rows = {r.h, r.lat or r.h}
     o = _options(r)
     seq = []

@@ -80,7 +80,13 @@ def optimizer_shards(r) -> tuple[int, int]:
 
 def largest_matrix(r, dense_layers: bool, moe_layers: bool) -> int:
     """Elements of the largest non-expert 2-D linear weight one GPU holds (attention, dense MLP, shared
-    experts)."""
+    experts), over the layer kinds' own head shapes and MLP widths (Gemma 4's global layers, heterogeneous
+    blocks: :func:`estimator.model.layers.view`)."""
+    from ...model.layers import view
+    return max(_largest_matrix(view(r, k), dense_layers, moe_layers) for k in r.kinds)
+
+
+def _largest_matrix(r, dense_layers: bool, moe_layers: bool) -> int:
     t, h, a = r.t, r.h, r.a
     up = 2 if r.gated else 1
     if r.mla:

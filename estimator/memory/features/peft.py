@@ -72,6 +72,7 @@ offloading; expert and row-parallel adapters keep their path.
 
 from __future__ import annotations
 
+from ...model.layers import view
 from ..activations import LayerActivations
 
 __all__ = ["TARGETS", "adapter_params", "adapter_total", "peft_activations", "dora_transient", "regathered"]
@@ -119,11 +120,12 @@ def _one(rank: int, shape: tuple, split: int, dora: bool) -> int:
 
 def adapter_params(r, kind) -> tuple[int, int]:
     """(dense, expert) trainable adapter parameters of one decoder layer of ``kind`` on one GPU."""
+    r = view(r, kind)            # the layer's own head shapes and MLP width
     rank = r.cfg.training.peft_dim
     dora = r.cfg.training.peft == "dora"
     tg = targets(r)
     dense = expert = 0
-    if kind.mixer:
+    if kind.mixer and kind.mixer != "linear":
         shapes = _shapes(r)
         dense += sum(_one(rank, shapes[n], r.t, dora) for n in ATTENTION if n in tg)
     if kind.mlp == "dense":
@@ -152,8 +154,10 @@ def adapter_total(r) -> int:
                             for n in names if n in tg)
 
     total = 0
-    for kind, count in zip(r.kinds, _kind_counts(r)):
-        n = layer(_shapes(r), ATTENTION) if kind.mixer else 0
+    base = r
+    for kind, count in zip(base.kinds, _kind_counts(base)):
+        r = view(base, kind)
+        n = layer(_shapes(r), ATTENTION) if kind.mixer and kind.mixer != "linear" else 0
         if kind.mlp == "dense":
             n += layer(_shapes(r), MLP)
         elif kind.mlp == "moe":
@@ -186,6 +190,7 @@ def regathered(r) -> tuple:
 def peft_activations(r, a: LayerActivations, kind) -> LayerActivations:
     """One layer's activations with frozen base weights and adapters on the target modules."""
     p = a.parts
+    r = view(r, kind)
     T = r.s * r.b // r.cp
     Tn = T // r.t if r.sp else T
     B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
@@ -194,7 +199,7 @@ def peft_activations(r, a: LayerActivations, kind) -> LayerActivations:
     dora = r.cfg.training.peft == "dora"
     gathered = set(regathered(r))
     att = mlp = 0
-    if kind.mixer:
+    if kind.mixer and kind.mixer != "linear":
         shapes = _shapes(r)
         # Inputs of the frozen linears are no longer saved; adapters save theirs.
         att -= p["norm_out"] + p["proj_in_fp8"]
@@ -267,6 +272,6 @@ def dora_transient(r, wbytes: int) -> int:
     (attention and dense MLP weights only: DoRA on experts is refused)."""
     if r.cfg.training.peft != "dora":
         return 0
-    shapes = _shapes(r)
     names = [n for n in targets(r) if n in ATTENTION or not r.E]
-    return max((wbytes * shapes[n][0] * shapes[n][1] // r.t for n in names), default=0)
+    return max((wbytes * shapes[n][0] * shapes[n][1] // r.t for shapes in (_shapes(view(r, k)) for k in r.kinds)
+                for n in names), default=0)

@@ -18,24 +18,29 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import attention, dsa, gated_delta_net, mamba, mla, mlp, moe
+from . import attention, dsa, gated_delta_net, linear_replacement, mamba, mla, mlp, moe
 from .base import Count, Ctx, Part
 
 __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
-           "kind_linear_shapes", "kind_linear_weights", "kind_weight_shapes"]
+           "kind_linear_shapes", "kind_linear_weights", "kind_weight_shapes", "view"]
 
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
-MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "gdn": gated_delta_net, "mamba": mamba}
-#: MLP modules by name.
-MLPS = {"dense": mlp, "moe": moe}
+MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "gdn": gated_delta_net, "mamba": mamba,
+          "linear": linear_replacement.ATTENTION}
+#: MLP modules by name ("linear": a heterogeneous block's MLP replaced by one linear layer).
+MLPS = {"dense": mlp, "moe": moe, "linear": linear_replacement.MLP}
 
 
 class LayerKind(NamedTuple):
-    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, gdn, mamba, or "" for none) and ``mlp``
-    (dense, moe, or "")."""
+    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, gdn, mamba, linear, or "" for none) and
+    ``mlp`` (dense, moe, linear, or ""), and ``var``: the resolved values this kind of layer holds differently from
+    the model's (name, value) pairs of :class:`~estimator.model.resolve.Resolved` fields, e.g. ``(("dh", 512),
+    ("g", 2))`` for Gemma 4's global-attention layers or ``(("f", 7168),)`` for a heterogeneous block's MLP;
+    empty for a uniform model. Every part module sees the configuration through :func:`view`."""
 
     mixer: str
     mlp: str
+    var: tuple = ()
 
     @property
     def moe(self) -> bool:
@@ -45,8 +50,24 @@ class LayerKind(NamedTuple):
     def label(self) -> str:
         """A short name: "attention + MoE", "Mamba", "MLP"."""
         names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "gdn": "gated delta net", "mamba": "Mamba",
-                 "dense": "MLP", "moe": "MoE"}
-        return " + ".join(names[p] for p in self if p)
+                 "dense": "MLP", "moe": "MoE", "linear": "linear"}
+        label = " + ".join(names[p] for p in (self.mixer, self.mlp) if p) or "no-op"
+        if self.var:
+            label += " (" + ", ".join(f"{_VAR_NAMES.get(k, k)} {v}" for k, v in self.var) + ")"
+        return label
+
+
+#: How a label names the resolved fields a kind overrides.
+_VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window"}
+
+
+def view(r, kind: LayerKind):
+    """The resolved configuration as one layer of ``kind`` sees it: ``r`` itself, or a copy with the kind's
+    overrides (its ``var``) applied."""
+    if not kind.var:
+        return r
+    from dataclasses import replace
+    return replace(r, **dict(kind.var))
 
 
 def _parts(kind: LayerKind):
@@ -58,6 +79,7 @@ def _parts(kind: LayerKind):
 
 def kind_params(r, kind: LayerKind) -> tuple[Count, Count]:
     """(dense-parallel part, routed-expert part) of one layer of this kind."""
+    r = view(r, kind)
     dense = Count()
     for part in _parts(kind):
         dense = dense + part.params(r)
@@ -67,6 +89,7 @@ def kind_params(r, kind: LayerKind) -> tuple[Count, Count]:
 def kind_components(r, kind: LayerKind) -> dict:
     """Parameters of one layer of this kind by :class:`~estimator.model.params.ParameterCounts` component."""
     out: dict = {}
+    r = view(r, kind)
     for part in _parts(kind):
         for k, n in part.components(r).items():
             out[k] = out.get(k, 0) + n
@@ -75,6 +98,7 @@ def kind_components(r, kind: LayerKind) -> dict:
 
 def kind_linear_weights(r, kind: LayerKind) -> int:
     """Linear-layer weight elements of one layer on one tensor-parallel rank, routed experts excluded."""
+    r = view(r, kind)
     return sum(part.linear_weights(r) for part in _parts(kind))
 
 
@@ -82,6 +106,7 @@ def kind_linear_shapes(r, kind: LayerKind) -> tuple[tuple, tuple]:
     """(out, in, count) of each Transformer Engine linear-layer weight one GPU holds of one layer of this kind:
     (dense-parallel part on one tensor-parallel rank, routed experts on one GPU)."""
     dense: tuple = ()
+    r = view(r, kind)
     for part in _parts(kind):
         dense += part.linear_shapes(r)
     return dense, (moe.expert_shapes(r) if kind.moe else ())
@@ -89,6 +114,7 @@ def kind_linear_shapes(r, kind: LayerKind) -> tuple[tuple, tuple]:
 
 def kind_weight_shapes(r, kind: LayerKind) -> set:
     out: set = set()
+    r = view(r, kind)
     for part in _parts(kind):
         out |= part.weight_shapes(r)
     return out

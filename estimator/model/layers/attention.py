@@ -36,6 +36,10 @@ per element)::
     + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
                                   output the output projection saves (no longer the flash output)
     + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
+    + 4 T g dh / t + 8 T g / t    Gemma 4 (global_attention_freq): the eager fp32 value norm's copy of v and
+                                  its per-row root mean square. Its global layers (every k-th) count with
+                                  their own head width and key/value heads (global_kv_channels,
+                                  num_global_query_groups: the layer kind's overrides, estimator.model.layers.view)
     qk_layernorm_full_dim replaces the q/k-norm term by (4 + 2 B) T (a + g) dh / t + 8 T: the eager
                                   _FullDimRMSNorm keeps its fp32 copy of q (or k) for pow and mul, the
                                   normalised bf16 tensor for the weight's mul, the output as the per-head
@@ -45,14 +49,14 @@ per element)::
                                   output), which recomputing layernorm cannot drop
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
-FP8 a 1-byte copy of the output projection's input (NVFP4 none: Megatron-Core has the projection save the attention
-output itself); context parallelism with a2a the output before and
-after the all-to-all, with allgather the gathered keys and values.
+the delayed FP8 recipe a 1-byte copy of the output projection's input (the other FP8 recipes and NVFP4 none:
+Megatron-Core has the projection save the attention output itself, ``save_original_input``); context parallelism
+with a2a the output before and after the all-to-all, with allgather the gathered keys and values.
 """
 
 from __future__ import annotations
 
-from ..fp8_scales import NVFP4, lin_saved
+from ..fp8_scales import lin_saved
 from ..local_attention import attention_backward_extra, local_core_attention
 from .base import Count, Ctx, Part
 
@@ -159,6 +163,11 @@ def activations(r, c: Ctx) -> Part:
         saved += 2 * B * T * heads * dh
     if r.post_norm:
         saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
+    if cfg.model.global_attention_freq is not None:
+        # Gemma 4's value norm (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py
+        # Gemma4SelfAttention.get_query_key_value_tensors): v.float() kept by pow and the division, and the fp32
+        # root mean square per row (kept by sqrt and the division).
+        saved += 4 * T * (g // t) * dh + 8 * T * (g // t)
     kept_scores = bwd = 0
     if c.unfused and cfg.training.transformer_impl == "local":
         # Megatron's own DotProductAttention (estimator/model/local_attention.py): q, k, v as it keeps them
@@ -185,11 +194,14 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc + expanded
         bwd = backward_extra(r, B, sc) + B * T * heads * dh
     proj_fp8 = 0
-    # NVFP4: Megatron-Core sets save_original_input on linear_proj with fp4 (transformer/attention.py,
-    # multi_latent_attention.py: it reuses the bf16 output core attention saves), and Transformer Engine keeps it
-    # (module/linear.py: NVFP4's forward input quantizer is requantization-safe), so no NVFP4 copy is saved.
-    if c.fp8 and c.fp8 != NVFP4:
-        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input, with its scales
+    # Megatron-Core sets save_original_input on linear_proj for every FP8 recipe but delayed and for NVFP4
+    # (Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py and multi_latent_attention.py, "For fp8/fp4
+    # training, the output of the fused core_attn is saved by itself"): the projection keeps the bf16 attention
+    # output counted above, and Transformer Engine honours it for the requantization-safe quantizers, current
+    # scaling, MXFP8, blockwise, NVFP4 (TransformerEngine @ d0067d0 : module/linear.py, module/_common.py
+    # can_reconstruct_wgrad_input_from_original). Only the delayed recipe (Float8Quantizer) saves an FP8 copy.
+    if c.fp8 == "delayed":
+        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):

@@ -19,6 +19,8 @@ tensor-parallel ranks; the down-projections and the latent norms are replicated.
 Activations per micro-batch on one GPU, in bytes::
 
     4 Tn h + 4 Tn q_lora + 4 Tn kv_lora      input norm, latent norms (inputs and outputs)
+                                             (with FP8 or NVFP4 the norm output as the two projections that read
+                                             it save it: two quantized copies)
     + B T a (2 (qk + rope) + v) / t          q, k, v as flash attention saves them
     + B T a v / t + 4 T a / t                attention output, softmax log-sum-exp
 
@@ -27,7 +29,7 @@ mla_up_proj recomputes the up-projected q, k, v; unfused attention adds the s x 
 
 from __future__ import annotations
 
-from ..fp8_scales import NVFP4, lin_saved
+from ..fp8_scales import lin_saved
 from .attention import backward_extra, scores
 from .base import Count, Ctx, Part
 
@@ -90,7 +92,13 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     heads = r.a // r.t
     norm_in = B * Tn * h
-    norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h)
+    # The input norm is a separate TENorm; its bf16 output feeds two linear layers (the query's down-projection, or
+    # q_proj without q_lora_rank, and kv_down): they save that one tensor in bf16, but with FP8 or NVFP4 each
+    # quantizes it and saves its own copy (Megatron-LM @ d98e8a64 : megatron/core/models/gpt/gpt_layer_specs.py,
+    # MLASelfAttention with backend.layer_norm() and backend.linear(); multi_latent_attention.py
+    # _qkv_down_projection). mla_down_proj_fusion's single fused projection would keep one copy: not modelled.
+    copies = 2 if c.fp8 else 1
+    norm_out = 0 if "layernorm" in c.modules else copies * lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
     qk = r.qk_dim + r.rope_dim
     latent = (2 * B * Tn * r.q_lora if r.q_lora else 0) + 2 * B * Tn * r.kv_lora
@@ -113,11 +121,14 @@ def activations(r, c: Ctx) -> Part:
             kept_scores = sc
         bwd = backward_extra(r, B, sc) + B * T * heads * r.v_dim
     proj_fp8 = 0
-    # NVFP4: Megatron-Core sets save_original_input on linear_proj with fp4 (transformer/attention.py,
-    # multi_latent_attention.py: it reuses the bf16 output core attention saves), and Transformer Engine keeps it
-    # (module/linear.py: NVFP4's forward input quantizer is requantization-safe), so no NVFP4 copy is saved.
-    if c.fp8 and c.fp8 != NVFP4:
-        proj_fp8 = lin_saved(c, T, heads * r.v_dim)   # FP8 copy of the projection input, with its scales
+    # Megatron-Core sets save_original_input on linear_proj for every FP8 recipe but delayed and for NVFP4
+    # (Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py and multi_latent_attention.py, "For fp8/fp4
+    # training, the output of the fused core_attn is saved by itself"): the projection keeps the bf16 attention
+    # output counted above, and Transformer Engine honours it for the requantization-safe quantizers, current
+    # scaling, MXFP8, blockwise, NVFP4 (TransformerEngine @ d0067d0 : module/linear.py, module/_common.py
+    # can_reconstruct_wgrad_input_from_original). Only the delayed recipe (Float8Quantizer) saves an FP8 copy.
+    if c.fp8 == "delayed":
+        proj_fp8 = lin_saved(c, T, heads * r.v_dim)   # FP8 copy of the projection input
         saved += proj_fp8
     if r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p"):
         saved += B * T * heads * r.v_dim

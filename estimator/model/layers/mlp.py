@@ -12,14 +12,15 @@ Activations per micro-batch on one GPU, in bytes: ``4 Tn h + B T f up / t + B T 
 and output, fc1's output (the activation's input) and the activation's output (fc2's input); with
 post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). With pre_layernorm false fc1
 (TEColumnParallelLinear) keeps the layer input in place of the norm's input and output (``B Tn h``), which
-recomputing layernorm cannot drop. Under NVFP4 the norm output is fc1's saved NVFP4 input (0.5 B + 1/16 B per
-element column-wise, and the row-wise copy too under sequence parallelism). Recomputing mlp keeps only the
+recomputing layernorm cannot drop. Under FP8 and NVFP4 the norm output is fc1's saved quantized input (FP8: 1 B per
+element plus the column-wise scales of mxfp8 and blockwise; NVFP4: 0.5 B + 1/16 B per element column-wise, and the
+row-wise copy too under sequence parallelism), as is the layer input without the pre-MLP norm. Recomputing mlp keeps only the
 input; the backward working set is the fc1-output gradient and two residual-sized tensors.
 """
 
 from __future__ import annotations
 
-from ..fp8_scales import NVFP4, lin_saved
+from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 
 __all__ = ["activations", "components", "linear_shapes", "linear_weights", "mlp_count", "params", "weight_shapes"]
@@ -64,14 +65,13 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
     up = 2 if r.gated else 1
     if r.pre_norm:
-        norm2_in, norm2_out = B * Tn * h, (0 if "layernorm" in c.modules else B * Tn * h)
-        if c.fp8 == NVFP4 and norm2_out:
-            # fc1 is a LayerNormLinear: under NVFP4 Transformer Engine quantizes the norm output and saves that
-            # (module/layernorm_linear.py), column-wise, and row-wise too under sequence parallelism. (The FP8
-            # recipes keep the bf16 count here, as measured so far.)
-            norm2_out = lin_saved(c, Tn, h, gathered=True)
-    else:       # no pre-MLP norm: fc1 keeps the layer input itself
-        norm2_in, norm2_out = 0, B * Tn * h
+        # fc1 is a LayerNormLinear: with FP8 or NVFP4 Transformer Engine quantizes the norm output inside the
+        # norm kernel and saves that (TransformerEngine @ d0067d0 : module/layernorm_linear.py with_quantized_norm,
+        # ln_out_to_save), not a bf16 copy, as for QKV.
+        norm2_in = B * Tn * h
+        norm2_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True)
+    else:       # no pre-MLP norm: fc1 (a Linear) keeps the layer input, quantized with FP8 or NVFP4
+        norm2_in, norm2_out = 0, lin_saved(c, Tn, h)
     norm2 = norm2_in + norm2_out
     f = r.f // r.t
     fc1_out, act_out = B * T * f * up, lin_saved(c, T, f)

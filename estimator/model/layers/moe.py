@@ -15,6 +15,9 @@ Parameters::
     latent     h l + l h (fc1_latent_proj, fc2_latent_proj: TELinear "duplicated", replicated over the
                tensor-parallel ranks) + l + h biases with add_bias_linear
     norm       nw h
+    Gemma 4    h router input scale + E per-expert scale (Gemma4TopKRouter) + 4 nw h norms (the shared
+               expert's input norm, the routed and shared outputs' norms, the layer output's norm): the MoE
+               block of Megatron-Bridge's gemma4_block_spec, which post_layernorm selects in an MoE model
 
 The routed experts are split over expert-parallel x expert-tensor-parallel ranks (their fc2 biases over the
 expert-parallel ranks only); the router, the gate, the latent projections and the norm are replicated.
@@ -173,11 +176,23 @@ _I32 = 4
 _RANK_BUDGET_ALIGN = 256
 
 
+def gemma4_norms(r) -> int:
+    """Gemma 4's MoE block (post_layernorm with MoE): the norm weights beside the pre-MLP norm, the shared expert's
+    input norm and the routed and shared outputs' norms and the layer's output norm, 4 nw h (Megatron-Bridge @
+    067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py ``Gemma4TransformerLayer``
+    pre_shared_expert_layernorm and post_ffn_layernorm, ``Gemma4MoELayer`` post_moe_layernorm and
+    post_shared_expert_layernorm)."""
+    return 4 * r.norm_w * r.h if r.post_norm else 0
+
+
 def router_count(r) -> Count:
-    """Router, its biases, the shared-expert gate and the pre-MLP norm (all replicated)."""
+    """Router, its biases, the shared-expert gate and the pre-MLP norm (all replicated); with Gemma 4's block
+    (post_layernorm) also ``Gemma4TopKRouter``'s input scale (h) and per-expert scale (E) and the norms of
+    :func:`gemma4_norms`."""
     m = r.cfg.model
     return Count(0, r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if m.moe_router_enable_expert_bias else 0)
-                 + r.norm_w * r.h + (r.h if m.moe_shared_expert_gate and r.fs else 0))
+                 + r.norm_w * r.h + (r.h if m.moe_shared_expert_gate and r.fs else 0)
+                 + ((r.h + r.E) if r.post_norm else 0) + gemma4_norms(r))
 
 
 def shared_count(r) -> Count:
@@ -202,7 +217,7 @@ def params(r) -> Count:
 
 
 def components(r) -> dict:
-    n = r.norm_w * r.h
+    n = r.norm_w * r.h + gemma4_norms(r)
     return {"moe_router": router_count(r).total - n, "moe_shared_experts": shared_count(r).total,
             "moe_latent": latent_count(r).total, "moe_experts": expert_params(r).total, "norms": n}
 
@@ -452,7 +467,11 @@ def activations(r, c: Ctx) -> Part:
     # --deterministic-mode: index_add_ in the unfused unpermute keeps its source rows (module docstring).
     unpermute = B * unpermute_source(r, T, Tn) * d
     shared_out, dispatched = overlap_retained(r, B, T, Tn)
-    saved = norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched
+    outside = inside = 0
+    if r.post_norm:
+        outside, inside = gemma4_block(r, c)
+        norm2 = norm2_out = 0           # the eager pre-MLP norm replaces Transformer Engine's (in ``outside``)
+    saved = norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched + inside
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h
@@ -462,4 +481,24 @@ def activations(r, c: Ctx) -> Part:
         named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
                  "unpermute_source": unpermute, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out,
                  "shared_out": shared_out, "dispatched": dispatched}
-    return Part(saved, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
+    return Part(saved + outside, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
+
+
+def gemma4_block(r, c: Ctx) -> tuple[int, int]:
+    """(outside, inside the MoE recompute checkpoint) bytes Gemma 4's MoE block keeps beyond a plain MoE layer, per
+    micro-batch (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py). Its norms are
+    eager fp32 RMSNorms (``_gemma4_rms_norm``: ``x.float() * pow(x.float().pow(2).mean(-1) + eps, -0.5)``, then
+    times ``weight.float()``), which keep two fp32 copies of the input (for ``pow`` and for the product) and, with
+    a weight, the fp32 normalised tensor (for the weight's product): 12 Tn h bytes and two fp32 values per token
+    (8 Tn); 8 Tn h without a weight. ``Gemma4TransformerLayer._forward_mlp`` normalises the layer input twice
+    (the routed experts' input, replacing Transformer Engine's pre-MLP norm; the shared expert's, which its fc1
+    keeps besides: B Tn h) and ``_forward_post_mlp`` the summed output once: outside the checkpoint. Inside it:
+    ``Gemma4TopKRouter.gating``'s scaleless norm and its product with the learned scale (which keeps the bf16
+    normalised input, B Tn h), and ``Gemma4MoELayer.postprocess``'s two output norms."""
+    Tn, h, B = c.Tn, r.h, c.B
+    eager, scaleless = 12 * Tn * h + 8 * Tn, 8 * Tn * h + 8 * Tn
+    shared_in = lin_saved(c, Tn, h) if r.fs else 0
+    shared = 1 if r.fs else 0
+    outside = (2 + shared) * eager + shared_in
+    inside = scaleless + B * Tn * h + (1 + shared) * eager
+    return outside, inside

@@ -297,3 +297,13 @@ def test_validation_and_checkpoint_fields_set_the_phase_fields():
     assert (tr["eval_interval"], tr["eval_iters"], tr["save_interval"], tr["ckpt_format"]) == (500, 8, 250, "torch")
     assert tr["eval_micro_batch_size"] == 2
     assert any(where.startswith("checkpoint.async_save") for where, _ in imp.no_effect)
+
+
+def test_fp8_wgrad_false_changes_nothing_but_with_the_delayed_recipe():
+    """Bridge's MixedPrecisionConfig.fp8_wgrad reaches Megatron-Core's fp8_wgrad, which only the delayed recipe
+    reads (Megatron-LM @ d98e8a64 : megatron/core/fp8_utils.py get_fp8_recipe). Current scaling: the same estimate
+    as with fp8_wgrad True; delayed: refused, naming the field and its value."""
+    mp = {"bf16": True, "fp8": "hybrid", "fp8_recipe": "tensorwise"}
+    assert _stage(_read(mixed_precision={**mp, "fp8_wgrad": False})) == _stage(_read(mixed_precision=mp))
+    with pytest.raises(BridgeRefusedError, match="fp8_wgrad = false"):
+        _read(mixed_precision={**mp, "fp8_recipe": "delayed", "fp8_wgrad": False})

@@ -103,14 +103,15 @@ def test_fp8_without_the_weight_cache():
 
 def test_first_and_last_layer_in_bf16():
     """Layers 0 and 3 in bf16: their linear weights lose the 2 B of FP8 copies (2 x 2 B x LIN); they save the
-    norm output and the activation output in 2 B instead of 1 B and keep no FP8 copy of the projection input:
-    T x h + T x f - T x h = 8,388,608 more bytes per layer."""
+    two norm outputs (QKV's and fc1's inputs) and the activation output (fc2's) in 2 B instead of 1 B; the
+    projection keeps no FP8 copy in either (tensorwise: save_original_input): 2 T h + T f = 4,194,304 + 8,388,608
+    = 12,582,912 more bytes per layer."""
     pr = {"fp8": True, "fp8_recipe": "tensorwise"}
     base = est(precision=pr).stages[0]
     s = est(precision={**pr, "first_last_layers_bf16": True}).stages[0]
     assert base.weights_bytes - s.weights_bytes == 2 * 2 * LIN
-    assert s.activations_bytes - base.activations_bytes == 2 * T * F
-    assert s.activations["bf16_layers"] == 2 * T * F
+    assert s.activations_bytes - base.activations_bytes == 2 * (2 * T * H + T * F) == 2 * 12_582_912
+    assert s.activations["bf16_layers"] == 2 * (2 * T * H + T * F)
 
 
 def test_router_dtype():
