@@ -60,6 +60,13 @@ def not_modelled(cfg: Config) -> list[str]:
                    "of the FP8 weights, which is not modelled (the setting is meant for mxfp8)")
     out.extend(tp_overlap.not_modelled(cfg))
     out += _delay_wgrad_not_modelled(cfg)
+    if cfg.model.vision_num_layers is not None:
+        from ..memory.features import _active
+        if _active(cfg):
+            out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
+                       "or activations (FSDP, PEFT, offloading, CUDA graphs, TP communication overlap, a "
+                       "non-Adam optimizer, expert-parallel overlap, the flex dispatcher, ...): the tower is modelled "
+                       "with Megatron-Core's plain distributed optimizer only")
     return out
 
 

@@ -43,6 +43,7 @@ from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_as
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
+from .vision import vision_stage
 from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["estimate", "ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
@@ -242,6 +243,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     bm = byte_model(r)
     acts = kind_activations(r)
     layout = parameter_layout(r)
+    vis = vision_stage(r)      # the vision tower on the first stage (estimator/memory/vision.py), None without one
     feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
     if feat is not None:
         acts = feat.acts
@@ -291,6 +293,9 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     dense_p += dp_
                     linear_p += lp_
                     expert_p += ep_
+                if c_emb and vis is not None:
+                    dense_p += vis.trained
+                    linear_p += vis.trained_linear
                 # Activations of one micro-batch of this chunk.
                 if full_recompute or not one_kind:
                     saved, a_part, m_part, rec = chunk_activations(r, c.layers, counts, acts)
@@ -299,7 +304,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     a_part, m_part = n * a0.attention, n * a0.mlp
                     rec = a0.recompute_peak if n else 0
                     saved = a_part + m_part
-                e_part = extras.embedding if c_emb else 0
+                e_part = (extras.embedding + (vis.activations if vis is not None else 0)) if c_emb else 0
                 o_part = loss_act if c_loss else 0
                 t_part = n_mtp * extras.mtp if n_mtp else 0
                 kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
@@ -314,6 +319,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     expert_p += cnt * e
             st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp,
                              stage_fp8_scales(r, bm, stage_counts, mtp_built(r, plan.mtp)) if bm.fp8_scales else 0)
+            if plan.embedding and vis is not None and vis.frozen:
+                st = st._replace(weights=st.weights + bm.weight * vis.frozen)     # frozen: weights only
             if one_kind:
                 present = _ONE if stage_counts[0] or plan.mtp else _NONE
             else:
@@ -367,6 +374,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         bwd = max(bwd, attn_bwd)    # unfused attention's backward, after the layer's MLP backward
+        if plan.embedding and vis is not None:
+            bwd = max(bwd, vis.backward_peak)      # the vision tower's backward runs after the decoder's
         name, value = "backward_working_set", bwd + work
         no_wgrad = feat is not None and feat.skips_vocab_wgrad(has_loss)
         if has_loss and out_act:
@@ -442,7 +451,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 pending.append((0, (r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
                                     step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)))
             stages.append(StageEstimate(
-                s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
+                s_idx, plan.layers, plan.embedding, has_loss, n_mtp,
+                dense_p + expert_p + (vis.frozen if plan.embedding and vis is not None else 0),
                 expert_p, n_flight, st.weights, st.gradients, st.optimizer, activations, transient_bytes, allocated,
                 reserved, reserved + overhead, acts_by, transient, reports,
                 peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total,
@@ -477,7 +487,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 allocated - adj.reserve_exempt)))
         outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
         stages.append(StageEstimate(
-            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
+            s_idx, plan.layers, plan.embedding, has_loss, n_mtp,
+                dense_p + expert_p + (vis.frozen if plan.embedding and vis is not None else 0), expert_p, n_flight,
             adj.weights, grads, adj.optimizer, activations, transient_bytes, allocated, reserved,
             reserved + overhead + sum(outside.values()), acts_by, transient, reports,
             sum(adj.host.values()), adj.host, outside,
