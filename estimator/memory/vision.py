@@ -111,7 +111,11 @@ def vision_stage(r: Resolved) -> VisionStage | None:
             held = sum(held_per_layer(rv.cfg.training, [layer] * m.vision_num_layers))
             patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
             acts += patch_in + held
-            peak = max(peak, layer.backward_peak + layer.recompute_peak)
+            rec = layer.recompute_peak
+            if tr.recompute_granularity == "full":      # a checkpointed group is rebuilt in the backward pass
+                group = (tr.recompute_num_layers or 1) if tr.recompute_method != "block" else 1
+                rec = min(group, m.vision_num_layers) * layer.full - layer.kept_input
+            peak = max(peak, layer.backward_peak + rec)
     out = VisionStage(trained, trained_linear, frozen, acts, peak)
     if len(_CACHE) > 1024:
         _CACHE.clear()
