@@ -312,7 +312,8 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     mtp = (f" (incl. {p.mtp:,} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'})"
            if p.mtp else "")
     if getattr(p, "vision", 0):
-        mtp = (mtp[:-1] + f", {p.vision:,} in the vision tower)") if mtp else f" (incl. {p.vision:,} in the vision tower)"
+        vision = f"{p.vision:,} in the vision tower"
+        mtp = f"{mtp[:-1]}, {vision})" if mtp else f" (incl. {vision})"
     lines.append(f"Parameters: {p.total:,} total{mtp}, {p.active:,} active per token{pad}")
     layout = (f"TP {par['tp']}, PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "")
               + f", DP {par['dp']}, CP {par['cp']}")

@@ -163,9 +163,10 @@ def _vision_rules(cfg) -> list[Problem]:
         per = (tr.image_resolution // m.vision_patch_size) ** 2 // m.vision_spatial_merge_size ** 2
         s = tr.seq_length or m.max_position_embeddings
         if s is not None and tr.images_per_sample * per > s:
-            out.append(Problem("training.images_per_sample", tr.images_per_sample, f"{tr.images_per_sample} images x {per} "
-                               f"tokens each ({tr.image_resolution}-pixel side) = {tr.images_per_sample * per:,} tokens "
-                               f"must fit in the sequence ({s:,} tokens), which holds the image tokens"))
+            out.append(Problem("training.images_per_sample", tr.images_per_sample,
+                               f"{tr.images_per_sample} images x {per} tokens each ({tr.image_resolution}-pixel "
+                               f"side) = {tr.images_per_sample * per:,} tokens must fit in the sequence ({s:,} "
+                               "tokens), which holds the image tokens"))
     return out
 
 

@@ -332,8 +332,8 @@ class ModelConfig:
                                        type="int", min=1, max=MAX_LAYERS)
     vision_hidden_size: int | None = _f(None, "Vision tower: hidden width (vision_config.hidden_size). Required with "
                                         "vision_num_layers.", type="int", min=1, max=MAX_WIDTH)
-    vision_num_attention_heads: int | None = _f(None, "Vision tower: attention heads, no GQA (vision_config.num_heads). "
-                                                "Required with vision_num_layers.", type="int", min=1, max=MAX_HEADS)
+    vision_num_attention_heads: int | None = _f(None, "Vision tower: attention heads, no GQA "
+                                                "(vision_config.num_heads). Required with vision_num_layers.", type="int", min=1, max=MAX_HEADS)
     vision_ffn_hidden_size: int | None = _f(None, "Vision tower: MLP width, tanh-GELU, not gated "
                                             "(vision_config.intermediate_size). Required with vision_num_layers.",
                                             type="int", min=1, max=MAX_FFN)

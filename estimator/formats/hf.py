@@ -869,7 +869,8 @@ def _qwen_vision(vc, m: dict, strict: bool) -> None:
         unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
                          and k not in _PRETRAINED_DEFAULTS)
         if unknown:
-            raise UnsupportedError(f"config.json:vision_config key(s) not understood: {', '.join(unknown[:_LISTED_KEYS])}")
+            raise UnsupportedError("config.json:vision_config key(s) not understood: "
+                                   f"{', '.join(unknown[:_LISTED_KEYS])}")
     act = vc.get("hidden_act", "gelu_pytorch_tanh")
     if act != "gelu_pytorch_tanh":
         raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
@@ -1274,7 +1275,8 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
 
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
-                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5, "qwen3_5_moe": _qwen3_5, "nemotron_h": _nemotron_h, "gemma2": _gemma,
+                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5, "qwen3_5_moe": _qwen3_5,
+                "nemotron_h": _nemotron_h, "gemma2": _gemma,
                 "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
                 "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite, "deepseek_v32": _deepseek_v32,
                 "glm_moe_dsa": _glm_moe_dsa}

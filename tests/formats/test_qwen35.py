@@ -96,7 +96,8 @@ def test_the_mapping_follows_the_bridge():
                 m["vision_ffn_hidden_size"]) == (27, 1152, 16, 4304)
         assert m["vision_out_hidden_size"] == m["hidden_size"]
     assert dense["ffn_hidden_size"] == 17408 and "num_experts" not in dense
-    assert moe["num_experts"] == 256 and moe["moe_shared_expert_gate"] and moe["moe_shared_expert_intermediate_size"] == 512
+    assert moe["num_experts"] == 256 and moe["moe_shared_expert_gate"]
+    assert moe["moe_shared_expert_intermediate_size"] == 512
     assert moe["moe_router_load_balancing_type"] == "global_aux_loss" and moe["moe_aux_loss_coeff"] == 1e-3
 
 
