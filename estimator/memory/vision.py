@@ -5,10 +5,12 @@ States: the tower's parameters sit on the first stage (Megatron-Bridge @ 067f987
 src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/model.py ``Qwen3VLModel.__init__`` builds ``vision_model``
 only where ``pre_process``), split over the language model's tensor-parallel ranks (``get_vision_model_config``
 copies ``tensor_model_parallel_size``) and replicated over the data-parallel ones like any dense parameter. Trained
-parameters hold weights, gradients and optimizer states as the language model's dense parameters do (linear
-weights in FP8 too, where FP8 is on); frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
+parameters hold weights, gradients and optimizer states as the language model's dense parameters do; frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
 ``freeze_vision_projection``: the patch merger; ``Qwen3VLModel.freeze`` sets ``requires_grad`` false, and the
-distributed optimizer and DDP skip them) hold their weights only, in the weights' dtype.
+distributed optimizer and DDP skip them) hold their weights only, in the weights' dtype. The tower runs in bf16 even
+in an FP8 run: ``get_vision_model_config`` builds a fresh ``Qwen3VLTransformerConfig`` and copies no ``fp8`` setting
+(Megatron-Core's default None), so its linears keep no FP8 copies and save bf16 inputs; Float16Module casts its
+weights to bf16 with the rest of the model.
 
 Activations per micro-batch, with ``N = micro_batch_size x images_per_sample x patches per image`` patches and
 ``N / M^2`` merged tokens (B bytes per element, hv / fv the tower's widths, t the tensor-parallel size; the tower
@@ -45,7 +47,7 @@ class VisionStage(NamedTuple):
     """The vision tower on one GPU of the first stage."""
 
     trained: int          # trained parameters (weights, gradients, optimizer states)
-    trained_linear: int   # of which linear-layer weights
+    trained_linear: int   # of which linear-layer weights Transformer Engine keeps in FP8 (none: see the docstring)
     frozen: int           # frozen parameters (weights only)
     activations: int      # bytes one micro-batch keeps for the backward pass
     backward_peak: int    # the largest gradient working set of the tower's backward pass
@@ -74,7 +76,8 @@ def _vit_config(r: Resolved, tokens: int):
                           virtual_pipeline_model_parallel_size=None, num_layers_in_first_pipeline_stage=None,
                           num_layers_in_last_pipeline_stage=None, pipeline_model_parallel_layout=None,
                           account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False)
-    return replace(cfg, model=model, training=training, parallelism=parallelism)
+    precision = replace(cfg.precision, fp8=False, fp8_param_gather=False, first_last_layers_bf16=False)
+    return replace(cfg, model=model, training=training, parallelism=parallelism, precision=precision)
 
 
 def vision_stage(r: Resolved) -> VisionStage | None:
@@ -92,10 +95,9 @@ def vision_stage(r: Resolved) -> VisionStage | None:
         return hit
     t = r.t
     enc, mer = vp.encoder.per_rank(t), vp.merger.per_rank(t)
-    enc_lin, mer_lin = vp.layers * vp.linear_layer // t, vp.linear_merger // t
     fv, fp = tr.freeze_vision_model, tr.freeze_vision_projection
     trained = (0 if fv else enc) + (0 if fp else mer)
-    trained_linear = (0 if fv else enc_lin) + (0 if fp else mer_lin)
+    trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
     n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)

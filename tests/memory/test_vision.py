@@ -111,3 +111,13 @@ def test_bad_vision_settings_name_the_field(model, training, parallelism, words)
 def test_recipe_features_with_a_tower_are_refused_by_name():
     with pytest.raises(UnsupportedError, match="vision tower"):
         estimate(make_config(VIT, None, {"peft": "lora"}))
+
+
+def test_the_tower_stays_bf16_in_an_fp8_run():
+    """Megatron-Bridge's vision config copies no fp8 setting (modelling_qwen3_vl/transformer_config.py
+    ``get_vision_model_config``): in an FP8 run the tower's 510,272 parameters still cost 2 bytes of weights each,
+    with no FP8 copies, as in a bf16 run."""
+    fp8 = {"fp8": True}
+    base = estimate(make_config(MODEL, None, None, fp8)).stages[0]
+    vit = estimate(make_config(VIT, None, None, fp8)).stages[0]
+    assert vit.weights_bytes - base.weights_bytes == 2 * (ENCODER + MERGER)
