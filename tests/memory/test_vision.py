@@ -121,3 +121,13 @@ def test_the_tower_stays_bf16_in_an_fp8_run():
     base = estimate(make_config(MODEL, None, None, fp8)).stages[0]
     vit = estimate(make_config(VIT, None, None, fp8)).stages[0]
     assert vit.weights_bytes - base.weights_bytes == 2 * (ENCODER + MERGER)
+
+
+def test_the_exports_refuse_the_tower_by_name():
+    """pretrain_gpt.py builds no vision tower: the Megatron-LM export (and the Bridge export written from it) names
+    the field rather than describe another model."""
+    from estimator.formats.bridge.export import to_bridge_overrides
+    from estimator.formats.megatron_export import to_megatron_args
+    for export in (to_megatron_args, to_bridge_overrides):
+        with pytest.raises(UnsupportedError, match="model.vision_num_layers"):
+            export(make_config(VIT))
