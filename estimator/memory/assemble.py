@@ -44,6 +44,7 @@ from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
 from .vision import vision_stage
+from ..model.vision import image_patches, image_tokens
 from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["estimate", "ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
@@ -774,6 +775,18 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
     out.extend(features.assumptions(r))
+    vis = vision_stage(r)
+    if vis is not None:
+        m = cfg.model
+        state = {(False, False): "trained", (True, False): "encoder frozen, merger trained",
+                 (False, True): "encoder trained, merger frozen", (True, True): "frozen"}[
+            (tr.freeze_vision_model, tr.freeze_vision_projection)]
+        images = (f"{tr.images_per_sample} image(s) of {tr.image_resolution} pixels a sequence, "
+                  f"{image_patches(m, tr.image_resolution):,} patches and {image_tokens(m, tr.image_resolution):,} "
+                  "tokens each (part of the sequence); their activations are counted with the embedding's"
+                  if tr.images_per_sample else "no images (training.images_per_sample 0): no vision activations")
+        out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen:,} parameters a GPU, "
+                   f"{state}) on the first stage, split over TP {r.t}, in bf16; {images} (estimator/memory/vision.py).")
     out.append("Not modelled: the memory of a failed allocation retry.")
     return out
 

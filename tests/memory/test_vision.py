@@ -131,3 +131,10 @@ def test_the_exports_refuse_the_tower_by_name():
     for export in (to_megatron_args, to_bridge_overrides):
         with pytest.raises(UnsupportedError, match="model.vision_num_layers"):
             export(make_config(VIT))
+
+
+def test_the_assumptions_describe_the_tower_and_the_images():
+    """2 images of 448 pixels: 784 patches and 196 language-model tokens each."""
+    text = " ".join(_est(VIT, images_per_sample=2, freeze_vision_model=True).assumptions)
+    assert "Vision tower (2 ViT layers, 510,272 parameters a GPU, encoder frozen, merger trained)" in text
+    assert "784 patches and 196 tokens each" in text
