@@ -55,8 +55,8 @@ import with :class:`~estimator.config.errors.UnsupportedError` naming it: a coun
 key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
 bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
 an error naming the key, never an overflow, a hang or a silent 1.0.
-Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, ...) are mapped by their own functions
-below, each documented with the keys it reads.
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5 with its vision tower, ...) are mapped
+by their own functions below, each documented with the keys it reads.
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
 catalog (:mod:`estimator.formats.hf_catalog`); an id not in it is an error naming the closest ids.
@@ -1023,8 +1023,8 @@ _WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
 
 def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
     """The language model's keys of a multimodal config.json (its text_config) and the model_type they are
-    mapped as; the vision encoder and projector are left out, as the estimate covers the language model only.
-    A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
+    mapped as; the vision encoder and projector are left out here (Qwen3.5's are read from its vision_config by
+    :func:`_qwen_vision`; the other wrappers' are not counted). A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
     rope_parameters has no weights)."""
     inner, top = _WRAPPED[mt]
     text = hf.get("text_config")
