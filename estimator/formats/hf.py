@@ -99,6 +99,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3.5 dense (gated delta net + gated attention, vision tower)"),
     "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3.5 MoE (gated delta net + gated attention, vision "
                     "tower)"),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", "Qwen3.5 dense, language model only"),
+    "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", "Qwen3.5 MoE, language model only"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
     "olmo2": ("Olmo2ForCausalLM", "OLMo 2 (norms after attention and MLP, full-width q/k norms)"),
     "minimax_m2": ("MiniMaxM2ForCausalLM", "MiniMax-M2, M2.5, M2.7"),
@@ -211,6 +213,8 @@ _KNOWN = {
     "nemotron_h": _COMMON | _HYBRID,
     "qwen3_5": _QWEN3_5,
     "qwen3_5_moe": _QWEN3_5 | _MOE_QWEN | {"shared_expert_intermediate_size"},
+    "qwen3_5_text": _QWEN3_5,
+    "qwen3_5_moe_text": _QWEN3_5 | _MOE_QWEN | {"shared_expert_intermediate_size"},
     "llama4": _COMMON | {"attention_chunk_size", "intermediate_size_mlp", "interleave_moe_layer_step", "moe_layers",
                          "num_local_experts", "num_experts_per_tok", "use_qk_norm", "no_rope_layers",
                          "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
@@ -425,6 +429,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     wrapper = hf
     if mt in _WRAPPED:
         hf, mt = _text_part(hf, mt, strict)
+    elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
+        mt, wrapper = mt[:-len("_text")], None
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -473,7 +479,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         _gqa(r, m)
         if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
             _moe(r, m)
-    if mt in ("qwen3_5", "qwen3_5_moe"):
+    if mt in ("qwen3_5", "qwen3_5_moe") and wrapper is not None:
         _qwen_vision(wrapper.get("vision_config"), m, strict)
     return {k: m[k] for k in sorted(m, key=_MODEL_ORDER.__getitem__)}
 

@@ -142,3 +142,28 @@ def test_the_35b_a3b_estimates_on_8_gpus():
                     "parallelism": {"expert_model_parallel_size": 8},
                     "training": {"world_size": 8, "seq_length": 4096, "images_per_sample": 4}})
     assert est.parameters.vision == 446_571_248 and est.peak_stage.device_bytes > 0
+
+
+def test_a_text_only_config_maps_without_a_tower():
+    """Qwen3_5MoeForCausalLM (model_type qwen3_5_moe_text; Megatron-Bridge's Qwen35MoEBridge, a GPTModel): the
+    text_config alone with tie_word_embeddings beside it counts the language model and its MTP layer, 35,505,251,456
+    = 35,951,822,704 less the vision tower's 446,571,248."""
+    cfg = hf_catalog.get("Qwen/Qwen3.5-35B-A3B").config()
+    text = {**cfg["text_config"], "architectures": ["Qwen3_5MoeForCausalLM"], "tie_word_embeddings": False}
+    m = from_hf_config(text)
+    assert "vision_num_layers" not in m
+    c = count_parameters_of({"model": m, "training": {"world_size": 8}})
+    assert c.total == 35_951_822_704 - 446_571_248 == 35_505_251_456 and c.vision == 0
+
+
+@pytest.mark.parametrize("key", ["hidden_size", "num_experts", "layer_types", "linear_num_value_heads",
+                                 "mtp_num_hidden_layers", "attn_output_gate", "rms_norm_eps"])
+@pytest.mark.parametrize("wrong", [[1], "abc", -1, 1.5, 10 ** 30, True])
+def test_a_wrong_text_config_value_is_an_error_naming_the_key(key, wrong):
+    """The nested text_config's keys are type-checked like top-level ones: an error naming config.json:<key>."""
+    cfg = hf_catalog.get("Qwen/Qwen3.5-35B-A3B").config()
+    cfg["text_config"][key] = wrong
+    try:
+        from_hf_config(cfg)
+    except (ConfigError, UnsupportedError) as exc:
+        assert key in str(exc), (key, wrong, str(exc))
