@@ -350,6 +350,9 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
     mtp = (f" (incl. {p.mtp:,} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'})"
            if p.mtp else "")
+    if getattr(p, "vision", 0):
+        vision = f"{p.vision:,} in the vision tower"
+        mtp = f"{mtp[:-1]}, {vision})" if mtp else f" (incl. {vision})"
     lines.append(f"Parameters: {p.total:,} total{mtp}, {p.active:,} active per token{pad}")
     layout = (f"TP {par['tp']}, PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "")
               + f", DP {par['dp']}, CP {par['cp']}")

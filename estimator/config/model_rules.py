@@ -111,6 +111,7 @@ def model_problems(cfg) -> list[Problem]:
             if n % (t * cp):
                 add(name, n, f"must be a multiple of tensor x context parallel size ({t * cp})")
     out += _dsa_rules(cfg, dsa and pattern is None)
+    out += _vision_rules(cfg)
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
     if m.post_layernorm and (m.multi_latent_attention or pattern is not None
@@ -211,6 +212,63 @@ def _hetero_rules(m, t: int, pattern) -> list[Problem]:
 
 
 _DSA_FIELDS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk")
+
+
+_VISION_DIMS = ("vision_hidden_size", "vision_num_attention_heads", "vision_ffn_hidden_size")
+
+
+def _vision_rules(cfg) -> list[Problem]:
+    """The vision tower (estimator/model/vision.py, estimator/memory/vision.py): its dimensions come together; the
+    language model's tensor-parallel size splits its heads, its MLP and its merger (Megatron-Core's
+    ColumnParallelLinear divides the output width by it: Megatron-Bridge @ 067f987d : modelling_qwen3_vl/
+    transformer_config.py ``get_vision_model_config`` copies tensor_model_parallel_size); images need a tower, a
+    resolution that whole merged patches tile, and their tokens fit in the sequence."""
+    m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
+    out: list[Problem] = []
+    if m.vision_num_layers is None:
+        for name in _VISION_DIMS + ("vision_out_hidden_size",):
+            if getattr(m, name) is not None:
+                out.append(Problem("model." + name, getattr(m, name), "applies only with a vision tower "
+                                   "(set model.vision_num_layers)"))
+        if tr.images_per_sample:
+            out.append(Problem("training.images_per_sample", tr.images_per_sample, "needs a model with a vision "
+                               "tower (model.vision_num_layers); 0 for a text-only model"))
+        for name in ("freeze_vision_model", "freeze_vision_projection"):
+            if getattr(tr, name):
+                out.append(Problem("training." + name, True, "needs a model with a vision tower "
+                                   "(model.vision_num_layers)"))
+        return out
+    missing = [n for n in _VISION_DIMS if getattr(m, n) is None]
+    for name in missing:
+        out.append(Problem("model." + name, None, "is required with model.vision_num_layers (the vision tower)"))
+    if missing:
+        return out
+    hv, heads, fv = m.vision_hidden_size, m.vision_num_attention_heads, m.vision_ffn_hidden_size
+    if hv % heads:
+        out.append(Problem("model.vision_hidden_size", hv, f"must be a multiple of vision_num_attention_heads "
+                           f"({heads}): the tower has no head width of its own"))
+    wide = m.vision_spatial_merge_size ** 2 * hv
+    for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):
+        if n % t:
+            out.append(Problem("model." + name, n, f"must be a multiple of tensor_model_parallel_size ({t}): the "
+                               "vision tower is split over the language model's tensor-parallel ranks"))
+    if wide % t:
+        out.append(Problem("model.vision_hidden_size", hv, f"x vision_spatial_merge_size^2 ({wide}, the patch "
+                           f"merger's width) must be a multiple of tensor_model_parallel_size ({t})"))
+    side = m.vision_patch_size * m.vision_spatial_merge_size
+    if tr.image_resolution % side:
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be a multiple of "
+                           f"vision_patch_size x vision_spatial_merge_size ({side} pixels): the processor resizes "
+                           "each image to whole merged patches"))
+    elif tr.images_per_sample:
+        per = (tr.image_resolution // m.vision_patch_size) ** 2 // m.vision_spatial_merge_size ** 2
+        s = tr.seq_length or m.max_position_embeddings
+        if s is not None and tr.images_per_sample * per > s:
+            out.append(Problem("training.images_per_sample", tr.images_per_sample,
+                               f"{tr.images_per_sample} images x {per} tokens each ({tr.image_resolution}-pixel "
+                               f"side) = {tr.images_per_sample * per:,} tokens must fit in the sequence ({s:,} "
+                               "tokens), which holds the image tokens"))
+    return out
 
 
 def _dsa_rules(cfg, dsa: bool) -> list[Problem]:

@@ -91,6 +91,10 @@ def not_modelled(cfg: Config) -> list[str]:
     out.extend(tp_overlap.not_modelled(cfg))
     out += _delay_wgrad_not_modelled(cfg)
     out += _dispatch_wgrad_not_modelled(cfg)
+    if cfg.model.vision_num_layers is not None and recipe_features(cfg):
+        out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
+                   "or activations (" + ", ".join(path for path, _ in recipe_features(cfg)) + "): the tower is "
+                   "modelled with Megatron-Core's plain distributed optimizer only")
     return out
 
 

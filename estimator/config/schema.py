@@ -356,6 +356,31 @@ class ModelConfig:
                                    flag="--linear-num-key-heads")
     linear_num_value_heads: int = _f(32, "Gated delta net: value heads (a multiple of the key heads).",
                                      type="int", min=1, max=MAX_HEADS, flag="--linear-num-value-heads")
+    vision_num_layers: int | None = _f(None, "Vision tower (Megatron-Bridge's Qwen3VLVisionModel, Qwen3.5's ViT): "
+                                       "transformer layers (Hugging Face vision_config.depth). It sits on the first "
+                                       "pipeline stage, with the language model's tensor-parallel size and recompute "
+                                       "settings, without sequence or context parallelism. null: no vision tower.",
+                                       type="int", min=1, max=MAX_LAYERS)
+    vision_hidden_size: int | None = _f(None, "Vision tower: hidden width (vision_config.hidden_size). Required with "
+                                        "vision_num_layers.", type="int", min=1, max=MAX_WIDTH)
+    vision_num_attention_heads: int | None = _f(None, "Vision tower: attention heads, no GQA "
+                                                "(vision_config.num_heads). Required with vision_num_layers.", type="int", min=1, max=MAX_HEADS)
+    vision_ffn_hidden_size: int | None = _f(None, "Vision tower: MLP width, tanh-GELU, not gated "
+                                            "(vision_config.intermediate_size). Required with vision_num_layers.",
+                                            type="int", min=1, max=MAX_FFN)
+    vision_patch_size: int = _f(16, "Vision tower: patch side in pixels (the Conv3d patch embedding's kernel).",
+                                type="int", min=1, max=MAX_WIDTH, unit="pixels")
+    vision_temporal_patch_size: int = _f(2, "Vision tower: frames per patch (an image is repeated to fill them).",
+                                         type="int", min=1, max=MAX_WIDTH)
+    vision_in_channels: int = _f(3, "Vision tower: input channels of the patch embedding.", type="int", min=1,
+                                 max=MAX_WIDTH)
+    vision_spatial_merge_size: int = _f(2, "Vision tower: the patch merger joins merge x merge patches into one "
+                                        "language-model token.", type="int", min=1, max=MAX_WIDTH)
+    vision_num_position_embeddings: int = _f(2304, "Vision tower: learned position embeddings (a square grid, "
+                                             "interpolated to each image).", type="int", min=1, max=MAX_TOKENS)
+    vision_out_hidden_size: int | None = _f(None, "Vision tower: the patch merger's output width, the language "
+                                            "model's hidden size (vision_config.out_hidden_size).", type="int", min=1,
+                                            max=MAX_WIDTH, derived="hidden_size")
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")
@@ -820,6 +845,22 @@ class TrainingConfig:
                                                      "all-gathers it again in backward, instead of keeping the "
                                                      "gathered copy (needs sequence parallelism and TP > 1).",
                                                      type="bool")
+    images_per_sample: int = _f(0, "Images in each training sequence, for a model with a vision tower "
+                                "(model.vision_num_layers). Their tokens are part of seq_length: the language model's "
+                                "activations stay those of seq_length tokens; the vision tower's own activations are "
+                                "added on the first pipeline stage.", type="int", min=0, max=MAX_TOKENS,
+                                unit="images")
+    image_resolution: int = _f(448, "Side of each (square) image in pixels, after the processor's resize: a multiple "
+                               "of vision_patch_size x vision_spatial_merge_size. An image gives (side / patch)^2 "
+                               "patches to the vision tower and that / merge^2 tokens to the language model.",
+                               type="int", min=1, max=MAX_TOKENS, unit="pixels")
+    freeze_vision_model: bool = _f(False, "Megatron-Bridge's freeze_vision_model: the vision tower's patch "
+                                   "embedding, positions and transformer layers keep no gradients and no optimizer "
+                                   "states, and save no activations (the patch merger stays trained unless "
+                                   "freeze_vision_projection).", type="bool")
+    freeze_vision_projection: bool = _f(False, "Megatron-Bridge's freeze_vision_projection: the patch merger (the "
+                                        "projector into the language model) keeps no gradients and no optimizer "
+                                        "states.", type="bool")
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,8 @@ import with :class:`~estimator.config.errors.UnsupportedError` naming it: a coun
 key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
 bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
 an error naming the key, never an overflow, a hang or a silent 1.0.
-Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, ...) are mapped by their own functions
-below, each documented with the keys it reads.
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5 with its vision tower, ...) are mapped
+by their own functions below, each documented with the keys it reads.
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
 catalog (:mod:`estimator.formats.hf_catalog`); an id not in it is an error naming the closest ids.
@@ -99,6 +99,11 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "nemotron-nas": ("DeciLMForCausalLM", "Llama-Nemotron Super / Ultra (heterogeneous blocks, DeciLM)"),
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
     "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
+    "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3.5 dense (gated delta net + gated attention, vision tower)"),
+    "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3.5 MoE (gated delta net + gated attention, vision "
+                    "tower)"),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", "Qwen3.5 dense, language model only"),
+    "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", "Qwen3.5 MoE, language model only"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
     "olmo2": ("Olmo2ForCausalLM", "OLMo 2 (norms after attention and MLP, full-width q/k norms)"),
     "minimax_m2": ("MiniMaxM2ForCausalLM", "MiniMax-M2, M2.5, M2.7"),
@@ -171,6 +176,12 @@ _HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "
                      "rescale_prenorm_residual", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
                      "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor"})
 
+#: Qwen3.5's text_config (Hugging Face Qwen3_5TextConfig / Qwen3_5MoeTextConfig): Qwen3-Next's hybrid keys, the
+#: attention output gate, the MTP layers and the SSM-state dtype of inference (no weights).
+_QWEN3_5 = _COMMON | {"full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
+                      "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "attn_output_gate",
+                      "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mamba_ssm_dtype", "mlp_only_layers"}
+
 _GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
                     "sliding_window_size", "cache_implementation"})
 
@@ -203,6 +214,10 @@ _KNOWN = {
                                          "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
                                          "linear_num_key_heads", "linear_num_value_heads"},
     "nemotron_h": _COMMON | _HYBRID,
+    "qwen3_5": _QWEN3_5,
+    "qwen3_5_moe": _QWEN3_5 | _MOE_QWEN | {"shared_expert_intermediate_size"},
+    "qwen3_5_text": _QWEN3_5,
+    "qwen3_5_moe_text": _QWEN3_5 | _MOE_QWEN | {"shared_expert_intermediate_size"},
     "llama4": _COMMON | {"attention_chunk_size", "intermediate_size_mlp", "interleave_moe_layer_step", "moe_layers",
                          "num_local_experts", "num_experts_per_tok", "use_qk_norm", "no_rope_layers",
                          "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
@@ -265,7 +280,8 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "index_skip_topk_offset": MAX_LAYERS, "qk_head_dim": MAX_WIDTH,
              "global_head_dim": "global_kv_channels", "num_global_key_value_heads": "num_global_query_groups",
              "top_k_experts": "moe_router_topk", "hidden_size_per_layer_input": MAX_WIDTH,
-             "num_kv_shared_layers": MAX_LAYERS, "vocab_size_per_layer_input": "vocab_size"}
+             "num_kv_shared_layers": MAX_LAYERS, "vocab_size_per_layer_input": "vocab_size",
+             "mtp_num_hidden_layers": "mtp_num_layers"}
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.
 _ZERO_IS_NONE = frozenset({"q_lora_rank", "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
                            "moe_latent_size", "max_position_embeddings", "n_group", "topk_group", "num_experts"})
@@ -422,8 +438,11 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
+    wrapper = hf
     if mt in _WRAPPED:
         hf, mt = _text_part(hf, mt, strict)
+    elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
+        mt, wrapper = mt[:-len("_text")], None
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -472,6 +491,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         _gqa(r, m)
         if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
             _moe(r, m)
+    if mt in ("qwen3_5", "qwen3_5_moe") and wrapper is not None:
+        _qwen_vision(wrapper.get("vision_config"), m, strict)
     return {k: m[k] for k in sorted(m, key=_MODEL_ORDER.__getitem__)}
 
 
@@ -521,7 +542,7 @@ def _moe(r: _Reader, m: dict) -> None:
                                    "counterpart instead")
         m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
     m["moe_router_topk"] = r.int("num_experts_per_tok")
-    if mt in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
+    if mt in ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe"):
         step = r.int("decoder_sparse_step", 1)
         only = r.hf.get("mlp_only_layers")
         only = [] if only is None else only
@@ -539,7 +560,7 @@ def _moe(r: _Reader, m: dict) -> None:
         freq = _pattern_value(pattern)
         if freq is not None:
             m["moe_layer_freq"] = freq
-    if mt in ("qwen2_moe", "qwen3_next"):
+    if mt in ("qwen2_moe", "qwen3_next", "qwen3_5_moe"):
         shared = r.int("shared_expert_intermediate_size", 0)
         if shared:
             m["moe_shared_expert_intermediate_size"] = shared
@@ -778,6 +799,113 @@ def _qwen3_next(r: _Reader, m: dict) -> None:
     _moe(r, m)
 
 
+def _qwen3_5(r: _Reader, m: dict) -> None:
+    """Qwen3.5's language model (text_config), as Megatron-Bridge maps it (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/qwen/qwen35_bridge.py ``_apply_qwen35_common_config``, ``_apply_qwen35_moe_config``;
+    qwen_vl/qwen35_vl_bridge.py ``provider_bridge``): Qwen3-Next's hybrid of gated delta nets and gated attention
+    (experimental_attention_variant gated_delta_net, attention_output_gate, qk_layernorm; the layer pattern from
+    layer_types, else full_attention_interval: transformers_compat.py ``full_attention_interval_from_hf``), GQA
+    with head_dim, the GDN dims, and either a dense SwiGLU MLP of intermediate_size (qwen3_5) or Qwen MoE layers
+    with a gated shared expert (qwen3_5_moe: global_aux_loss at router_aux_loss_coef). mtp_num_hidden_layers MTP
+    layers (model_bridge.py CONFIG_MAPPING: mtp_num_layers), each built like the last decoder layer (full
+    attention). Partial RoPE (partial_rotary_factor), mRoPE sections and the zero-centred norms change no
+    tensor's size; the embeddings are tied only if the wrapper's tie_word_embeddings says so."""
+    hf, L = r.hf, m["num_layers"]
+    _refuse_true(r, "attention_bias", "mlp_bias", why="Qwen3.5's projections have no biases")
+    if not r.flag("attn_output_gate", True):
+        raise UnsupportedError(f"config.json:attn_output_gate = false for {r.mt}: Megatron-Bridge always builds the "
+                               "attention output gate (attention_output_gate true)")
+    if r.flag("mtp_use_dedicated_embeddings"):
+        raise UnsupportedError(f"config.json:mtp_use_dedicated_embeddings = true for {r.mt}: Megatron-Bridge's MTP "
+                               "layer shares the main embedding; a dedicated one is not mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    m["kv_channels"] = r.int("head_dim")
+    m["qk_layernorm"] = True
+    m["attention_output_gate"] = True
+    m["experimental_attention_variant"] = "gdn"
+    interval = r.int("full_attention_interval", required=False)
+    if interval is not None and interval < 1:
+        raise ConfigError(Problem("config.json:full_attention_interval", interval, "must be >= 1"))
+    kinds = hf.get("layer_types")
+    if kinds is not None:
+        ok = {"linear_attention": 1, "full_attention": 0}
+        if not isinstance(kinds, list) or len(kinds) != L or any(k not in ok for k in kinds):
+            raise ConfigError(Problem("config.json:layer_types", kinds, f"must list num_hidden_layers ({L}) entries, "
+                                      "each linear_attention or full_attention"))
+        pattern = [ok[k] for k in kinds]
+        if interval is not None and pattern == [int((i + 1) % interval != 0) for i in range(L)]:
+            m["linear_attention_freq"] = interval
+        else:
+            m["linear_attention_freq"] = pattern          # Bridge prefers layer_types when both are given
+    elif interval is not None:
+        m["linear_attention_freq"] = interval
+    else:
+        raise ConfigError(Problem("config.json:layer_types", None, f"is required for {r.mt} (or "
+                                  "full_attention_interval): which layers are full attention"))
+    for key in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                "linear_num_value_heads"):
+        m[key] = r.int(key)
+    if r.mt == "qwen3_5":
+        m["ffn_hidden_size"] = r.int("intermediate_size")
+    else:
+        r.int("intermediate_size", required=False)
+        _moe(r, m)
+        m["moe_router_load_balancing_type"] = "global_aux_loss"
+        coeff = hf.get("router_aux_loss_coef", 1e-3)
+        if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+            raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+        if coeff:
+            m["moe_aux_loss_coeff"] = float(coeff)
+    mtp = r.int("mtp_num_hidden_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+#: vision_config keys -> the model field they become (Megatron-Bridge @ 067f987d :
+#: src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``).
+_VISION_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                  "num_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                  "patch_size": "vision_patch_size", "temporal_patch_size": "vision_temporal_patch_size",
+                  "in_channels": "vision_in_channels", "spatial_merge_size": "vision_spatial_merge_size",
+                  "num_position_embeddings": "vision_num_position_embeddings",
+                  "out_hidden_size": "vision_out_hidden_size"}
+_VISION_INERT = frozenset({"model_type", "initializer_range", "hidden_act", "deepstack_visual_indexes", "dtype",
+                           "torch_dtype", "_name_or_path", "transformers_version"})
+
+
+def _qwen_vision(vc, m: dict, strict: bool) -> None:
+    """The Qwen3-VL-style vision tower of a Qwen3.5 config.json (its vision_config), as Megatron-Bridge builds it
+    (modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``: num_layers depth, hidden_size, num_heads
+    heads without GQA, ffn intermediate_size, biases on every linear, LayerNorm, tanh-GELU MLP not gated;
+    vision_model.py ``Qwen3VLVisionModel``: a Conv3d patch embedding, num_position_embeddings learned positions,
+    the patch merger to out_hidden_size). Every value is required (the tower's parameters depend on them);
+    hidden_act other than gelu_pytorch_tanh and deepstack mergers (Qwen3-VL's deepstack_visual_indexes) are
+    refused: Bridge hard-wires the activation, and the deepstack mergers are not modelled."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for Qwen3.5 (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
+                         and k not in _PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood: "
+                                   f"{', '.join(unknown[:_LISTED_KEYS])}")
+    act = vc.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
+                               "uses the tanh GELU (gelu_pytorch_tanh) whatever the config says; only that is mapped")
+    deep = vc.get("deepstack_visual_indexes") or []
+    if deep:
+        raise UnsupportedError(f"config.json:vision_config.deepstack_visual_indexes {show(deep)}: the deepstack "
+                               "mergers (Qwen3-VL) are not modelled; only Qwen3.5's tower without them is")
+    for key, name in _VISION_FIELDS.items():
+        v = vc.get(key)
+        spec = _MODEL_SPECS[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not spec.min <= v <= spec.max:
+            raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
+                                      f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
+        m[name] = v
+
+
 _RELU2 = {"relu2": ("squared_relu", False)}
 
 
@@ -1014,6 +1142,7 @@ def _gemma4(r: _Reader, m: dict) -> None:
     m["moe_aux_loss_coeff"] = 0.001
 
 
+_QWEN_VL_TOP = frozenset({"video_token_id", "vision_start_token_id", "vision_end_token_id", "audio_token_id"})
 _VISION_TOP = frozenset({"text_config", "vision_config", "image_token_index", "image_token_id", "tie_word_embeddings"})
 #: Multimodal wrappers whose language model is their text_config: model_type -> (the text model_type(s) mapped,
 #: the wrapper's own keys, which describe the vision tower, projector and media tokens: not counted here).
@@ -1034,13 +1163,17 @@ _WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "gemma4": (("gemma4_text",), _VISION_TOP | {"audio_config", "audio_token_id", "boa_token_id", "boi_token_id",
                                                 "eoa_token_id", "eoa_token_index", "eoi_token_id", "video_token_id",
                                                 "vision_soft_tokens_per_image"}),
+    # Megatron-Bridge qwen_vl/qwen35_vl_bridge.py (Qwen35VLBridge, Qwen35VLMoEBridge): the hybrid language model of
+    # text_config and a Qwen3-VL vision tower (vision_config, mapped by _qwen_vision into the model.vision_* fields).
+    "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP),
+    "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
 }
 
 
 def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
     """The language model's keys of a multimodal config.json (its text_config) and the model_type they are
-    mapped as; the vision encoder and projector are left out, as the estimate covers the language model only.
-    A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
+    mapped as; the vision encoder and projector are left out here (Qwen3.5's are read from its vision_config by
+    :func:`_qwen_vision`; the other wrappers' are not counted). A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
     rope_parameters has no weights)."""
     inner, top = _WRAPPED[mt]
     text = hf.get("text_config")
@@ -1057,7 +1190,8 @@ def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
         raise UnsupportedError(f"config.json:text_config.model_type {show(text_mt)} for {mt}: the language models "
                                f"mapped are {', '.join(inner)}")
     out = dict(text)
-    target = {"ministral3": "mistral", "llama4_text": "llama4"}.get(text_mt, text_mt)
+    target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
+              "qwen3_5_moe_text": "qwen3_5_moe"}.get(text_mt, text_mt)
     out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
         out["tie_word_embeddings"] = hf["tie_word_embeddings"]
@@ -1292,7 +1426,8 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
 
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
-                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "gemma2": _gemma,
+                "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5, "qwen3_5_moe": _qwen3_5,
+                "nemotron_h": _nemotron_h, "gemma2": _gemma,
                 "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
                 "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite, "deepseek_v32": _deepseek_v32,
                 "glm_moe_dsa": _glm_moe_dsa, "gemma4_text": _gemma4,

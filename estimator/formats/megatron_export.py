@@ -44,6 +44,11 @@ def to_megatron_args(config) -> list[str]:
     cfg = load_config(config)
     r = resolve(cfg)
     m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    if m.vision_num_layers is not None:
+        raise UnsupportedError("model.vision_num_layers (a vision tower) has no pretrain_gpt.py flag: Megatron-LM's "
+                               "pretrain_gpt.py builds a GPT model without one; Qwen3.5's vision-language model is "
+                               "Megatron-Bridge's Qwen3VLModel (its qwen35_vl recipes), which this export does not "
+                               "write")
     out: list[str] = []
 
     def add(flag, value=None):

@@ -43,6 +43,8 @@ from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_as
 from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
+from .vision import vision_stage
+from ..model.vision import image_patches, image_tokens
 from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["estimate", "ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
@@ -243,6 +245,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     bm = byte_model(r)
     acts = kind_activations(r)
     layout = parameter_layout(r)
+    vis = vision_stage(r)      # the vision tower on the first stage (estimator/memory/vision.py), None without one
     feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
     if feat is not None:
         acts = feat.acts
@@ -295,6 +298,9 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     dense_p += dp_
                     linear_p += lp_
                     expert_p += ep_
+                if c_emb and vis is not None:
+                    dense_p += vis.trained
+                    linear_p += vis.trained_linear
                 # Activations of one micro-batch of this chunk.
                 if full_recompute or not one_kind:
                     saved, a_part, m_part, rec = chunk_activations(r, c.layers, counts, acts)
@@ -303,7 +309,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     a_part, m_part = n * a0.attention, n * a0.mlp
                     rec = a0.recompute_peak if n else 0
                     saved = a_part + m_part
-                e_part = extras.embedding if c_emb else 0
+                e_part = (extras.embedding + (vis.activations if vis is not None else 0)) if c_emb else 0
                 o_part = loss_act if c_loss else 0
                 t_part = n_mtp * extras.mtp if n_mtp else 0
                 kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
@@ -318,6 +324,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                     expert_p += cnt * e
             st = state_bytes(bm, dense_p, linear_p, expert_p, dense_shard, r.edp,
                              stage_fp8_scales(r, bm, stage_counts, mtp_built(r, plan.mtp)) if bm.fp8_scales else 0)
+            if plan.embedding and vis is not None and vis.frozen:
+                st = st._replace(weights=st.weights + bm.weight * vis.frozen)     # frozen: weights only
             if one_kind:
                 present = _ONE if stage_counts[0] or plan.mtp else _NONE
             else:
@@ -371,6 +379,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 # it is added to main_grad: the largest one is the peak.
                 bwd += biggest
         bwd = max(bwd, attn_bwd)    # unfused attention's backward, after the layer's MLP backward
+        if plan.embedding and vis is not None:
+            bwd = max(bwd, vis.backward_peak)      # the vision tower's backward runs after the decoder's
         name, value = "backward_working_set", bwd + work
         no_wgrad = feat is not None and feat.skips_vocab_wgrad(has_loss)
         if has_loss and out_act:
@@ -474,7 +484,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 pending.append((0, (r, bm, layout, acts, extras, loss, plan, chunk_acts, counts, fb_transient,
                                     step, st.weights, st.gradients, st.optimizer, dense_shard, no_wgrad, allocated)))
             stages.append(StageEstimate(
-                s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p,
+                s_idx, plan.layers, plan.embedding, has_loss, n_mtp,
+                dense_p + expert_p + (vis.frozen if plan.embedding and vis is not None else 0),
                 expert_p, n_flight, *held, activations, transient_bytes, allocated,
                 reserved, reserved + overhead, acts_by, transient, reports,
                 peak_phase=phase, forward_backward_bytes=fwd_bwd, optimizer_step_bytes=step_total,
@@ -509,7 +520,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 allocated - adj.reserve_exempt)))
         outside = {**adj.outside_allocator, **feat.step_outside(fwd_bwd, step_total, kept)}
         stages.append(StageEstimate(
-            s_idx, plan.layers, plan.embedding, has_loss, n_mtp, dense_p + expert_p, expert_p, n_flight,
+            s_idx, plan.layers, plan.embedding, has_loss, n_mtp,
+                dense_p + expert_p + (vis.frozen if plan.embedding and vis is not None else 0), expert_p, n_flight,
             adj.weights, grads, adj.optimizer, activations, transient_bytes, allocated, reserved,
             reserved + overhead + sum(outside.values()), acts_by, transient, reports,
             sum(adj.host.values()), adj.host, outside,
@@ -813,6 +825,18 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "
                f"NCCL communicator ({_communicators(r)} here).")
     out.extend(features.assumptions(r))
+    vis = vision_stage(r)
+    if vis is not None:
+        m = cfg.model
+        state = {(False, False): "trained", (True, False): "encoder frozen, merger trained",
+                 (False, True): "encoder trained, merger frozen", (True, True): "frozen"}[
+            (tr.freeze_vision_model, tr.freeze_vision_projection)]
+        images = (f"{tr.images_per_sample} image(s) of {tr.image_resolution} pixels a sequence, "
+                  f"{image_patches(m, tr.image_resolution):,} patches and {image_tokens(m, tr.image_resolution):,} "
+                  "tokens each (part of the sequence); their activations are counted with the embedding's"
+                  if tr.images_per_sample else "no images (training.images_per_sample 0): no vision activations")
+        out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen:,} parameters a GPU, "
+                   f"{state}) on the first stage, split over TP {r.t}, in bf16; {images} (estimator/memory/vision.py).")
     out.append("Not modelled: the memory of a failed allocation retry.")
     return out
 

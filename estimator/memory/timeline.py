@@ -55,6 +55,7 @@ from .assemble import chunk_activations, layer_kind_counts, kind_activations, pa
 from .optimizer_step import PERSISTENT_BUFFERS
 from .schedule import Table, entry, steps
 from .states import byte_model
+from .vision import vision_stage
 
 __all__ = ["MAX_POINTS", "PERSISTENT", "StageInputs", "chunk_activation_bytes", "resolved_of", "stage_inputs", "stage_timeline",
            "stage_timelines"]
@@ -99,12 +100,14 @@ def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None =
     acts, extras = inputs.acts, inputs.extras
     loss_act = extras.output + r.mtp * extras.mtp_logits
     kind_counts = layer_kind_counts(r) if len(r.kinds) > 1 else None
+    vis = vision_stage(r)
+    emb = extras.embedding + (vis.activations if vis is not None else 0)     # the vision tower's images too
     out = []
     for c_idx, c in enumerate(r.plan[stage].chunks):
         counts = kind_counts[stage][c_idx] if kind_counts else (len(c.layers),)
         a = chunk_activations(r, c.layers, counts, acts)[0]
         a += chunk_mask_bytes(r, bool(c.embedding or c.loss), len(c.layers))[0]
-        a += (extras.embedding if c.embedding else 0) + (loss_act if c.loss else 0) + len(c.mtp) * extras.mtp
+        a += (emb if c.embedding else 0) + (loss_act if c.loss else 0) + len(c.mtp) * extras.mtp
         out.append(a)
     return out
 

@@ -19,6 +19,7 @@ from ..config.load import load_config
 from .layers import kind_components, moe
 from .layers.base import Count
 from .resolve import Resolved, resolve
+from .vision import vision_params
 
 __all__ = ["Count", "ParameterCounts", "count_parameters", "count_parameters_of", "embedding", "final_norm", "mtp_built",
            "mtp_extra", "output_layer"]
@@ -78,6 +79,7 @@ class ParameterCounts:
     padded_vocab_size: int
     vocab_padding: int      # parameters added by Megatron's vocabulary padding (in embedding and output)
     layer_kinds: dict = field(default_factory=dict)   # decoder layers by kind ("attention + MLP": 32)
+    vision: int = 0         # the vision tower and its patch merger (estimator/model/vision.py), in total and active
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -94,7 +96,8 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     Norm weights are counted under ``norms`` (input, pre-MLP, q/k, MLA latent, Mamba and gated-delta-net output
     norms, and the final norm); the routed experts under ``moe_experts``. ``active`` replaces each MoE layer's
     routed experts by the top-k experts a token passes through; everything else is active. MTP layers are
-    counted under ``mtp`` and are included in ``total``.
+    counted under ``mtp`` and are included in ``total``, and so is a vision tower (``vision``: every image passes
+    through all of it, so it is active too).
     """
     nw = r.norm_w
     n_kind = [0] * len(r.kinds)
@@ -111,7 +114,9 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     mtp_one = mtp_extra(r).total + sum(sum(per_kind[k].values()) for k in r.mtp_kinds)
     built = mtp_built(r, r.mtp)
     mtp = built * mtp_one
-    total = emb.total + sum(comp.values()) + out + nw * r.h + mtp
+    vis = vision_params(r.cfg.model)
+    vision = vis.total if vis else 0
+    total = emb.total + sum(comp.values()) + out + nw * r.h + mtp + vision
     n_moe = sum(n for n, kind in zip(n_kind, r.kinds) if kind.moe)
     idle = moe.expert_params(r).total - moe.active_experts(r) if r.E else 0   # experts a token skips, per layer
     mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
@@ -124,7 +129,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
         mtp_active=mtp_active, total=total, active=active,
         dense_layers=sum(n for n, kind in zip(n_kind, r.kinds) if kind.mlp == "dense"), moe_layers=n_moe,
         padded_vocab_size=r.Vp, vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),
-        layer_kinds={kind.label: n for n, kind in zip(n_kind, r.kinds) if n},
+        layer_kinds={kind.label: n for n, kind in zip(n_kind, r.kinds) if n}, vision=vision,
     )
 
 

@@ -140,6 +140,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
     mtp = (f"incl. {_count(p.mtp)} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'}"
            if p.mtp else "")
     notes = [mtp] if mtp else []
+    if getattr(p, "vision", 0):
+        notes.append(f"incl. {_count(p.vision)} in the vision tower")
     if p.active != p.total:
         notes.append(f"{_count(p.active)} active per token")
     params = f"{_count(p.total)} parameters" + (f" ({'; '.join(notes)})" if notes else "")

@@ -17,6 +17,10 @@ from tests.formats.test_megatron_flags import CHANGES, ENABLES
 
 MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
 MOE = {**MODEL, "num_experts": 8}
+#: A small model with a vision tower (Qwen3.5's tower shape, narrowed), and a training section with images.
+VIT = {**MODEL, "vision_num_layers": 2, "vision_hidden_size": 64, "vision_num_attention_heads": 4,
+       "vision_ffn_hidden_size": 128}
+IMAGES = {"images_per_sample": 2}
 
 #: Fields whose help text says they do not change the estimate, with why.
 NO_MEMORY_EFFECT = {
@@ -112,6 +116,22 @@ VARIANTS = {
     "training.reserved_memory_model": (make_config(MODEL), {"training": {"reserved_memory_model": "replay"}}),
     "training.pytorch_cuda_alloc_conf": (make_config(MODEL, None, {"reserved_memory_model": "replay"}),
                                          {"training": {"pytorch_cuda_alloc_conf": "expandable_segments:True"}}),
+    "model.vision_num_layers": (make_config(MODEL), {"model": {k: v for k, v in VIT.items() if k not in MODEL}}),
+    "model.vision_hidden_size": (make_config(VIT), {"model": {"vision_hidden_size": 128}}),
+    "model.vision_num_attention_heads": (make_config(VIT, None, IMAGES), {"model": {"vision_num_attention_heads": 8}}),
+    "model.vision_ffn_hidden_size": (make_config(VIT), {"model": {"vision_ffn_hidden_size": 256}}),
+    "model.vision_patch_size": (make_config(VIT), {"model": {"vision_patch_size": 14},
+                                                   "training": {"image_resolution": 448}}),
+    "model.vision_temporal_patch_size": (make_config(VIT), {"model": {"vision_temporal_patch_size": 1}}),
+    "model.vision_in_channels": (make_config(VIT), {"model": {"vision_in_channels": 1}}),
+    "model.vision_spatial_merge_size": (make_config(VIT), {"model": {"vision_spatial_merge_size": 1}}),
+    "model.vision_num_position_embeddings": (make_config(VIT), {"model": {"vision_num_position_embeddings": 1024}}),
+    "model.vision_out_hidden_size": (make_config(VIT), {"model": {"vision_out_hidden_size": 256}}),
+    "training.images_per_sample": (make_config(VIT), {"training": IMAGES}),
+    "training.image_resolution": (make_config(VIT, None, IMAGES), {"training": {"image_resolution": 224}}),
+    "training.freeze_vision_model": (make_config(VIT, None, IMAGES), {"training": {"freeze_vision_model": True}}),
+    "training.freeze_vision_projection": (make_config(VIT, None, IMAGES),
+                                          {"training": {"freeze_vision_projection": True}}),
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),

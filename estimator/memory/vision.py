@@ -1,0 +1,125 @@
+"""The vision tower's memory on the first pipeline stage: its weights, gradients and optimizer states, and the
+activations one micro-batch of images keeps (estimator/model/vision.py for the tower's parameters and sources).
+
+States: the tower's parameters sit on the first stage (Megatron-Bridge @ 067f987d :
+src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/model.py ``Qwen3VLModel.__init__`` builds ``vision_model``
+only where ``pre_process``), split over the language model's tensor-parallel ranks (``get_vision_model_config``
+copies ``tensor_model_parallel_size``) and replicated over the data-parallel ones like any dense parameter. Trained
+parameters hold weights, gradients and optimizer states as the language model's dense parameters do; frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
+``freeze_vision_projection``: the patch merger; ``Qwen3VLModel.freeze`` sets ``requires_grad`` false, and the
+distributed optimizer and DDP skip them) hold their weights only, in the weights' dtype. The tower runs in bf16 even
+in an FP8 run: ``get_vision_model_config`` builds a fresh ``Qwen3VLTransformerConfig`` and copies no ``fp8`` setting
+(Megatron-Core's default None), so its linears keep no FP8 copies and save bf16 inputs; Float16Module casts its
+weights to bf16 with the rest of the model.
+
+Activations per micro-batch, with ``N = micro_batch_size x images_per_sample x patches per image`` patches and
+``N / M^2`` merged tokens (B bytes per element, hv / fv the tower's widths, t the tensor-parallel size; the tower
+runs without sequence or context parallelism, every image a sequence of its own in one packed batch)::
+
+    B N C Pt P^2                   the patch embedding's input (the Conv3d keeps it for its weight gradient)
+    + Lv x one ViT layer           the language model's attention and MLP formulas for a layer of the tower's
+                                   shape (LayerNorm, biases, MHA, tanh-GELU MLP not gated) over N tokens, under the
+                                   language model's recompute granularity, method and layer count
+                                   (``get_vision_model_config`` copies them; its recompute_modules stay
+                                   Megatron-Core's default, core_attn)
+    + 2 B N hv + 8 N               the merger's LayerNorm input and output (fc1's input), and its fp32 statistics
+    + 2 B (N / M^2) M^2 hv / t     fc1's output (the GELU's input) and the GELU's output (fc2's input)
+
+With the tower frozen (``freeze_vision_model``) only the merger's part is kept (its input needs no gradient);
+with the merger frozen too nothing is (no tensor on the way needs a gradient). The images' tokens are part of the
+language model's sequence (``training.seq_length``), so the language model's own activations do not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+from ..model.layers import LayerKind
+from ..model.resolve import Resolved, resolve
+from ..model.vision import image_patches, vision_params
+from .activations import context, held_per_layer, layer_activations
+
+__all__ = ["VisionStage", "vision_stage"]
+
+
+class VisionStage(NamedTuple):
+    """The vision tower on one GPU of the first stage."""
+
+    trained: int          # trained parameters (weights, gradients, optimizer states)
+    trained_linear: int   # of which linear-layer weights Transformer Engine keeps in FP8 (none: see the docstring)
+    frozen: int           # frozen parameters (weights only)
+    activations: int      # bytes one micro-batch keeps for the backward pass
+    backward_peak: int    # the largest gradient working set of the tower's backward pass
+
+
+_CACHE: dict = {}
+
+
+def _vit_config(r: Resolved, tokens: int):
+    """The configuration of a plain GPT layer stack of the tower's shape, for the layer formulas."""
+    cfg, m = r.cfg, r.cfg.model
+    hv, heads = m.vision_hidden_size, m.vision_num_attention_heads
+    model = replace(m, num_layers=m.vision_num_layers, hidden_size=hv, num_attention_heads=heads,
+                    num_query_groups=heads, kv_channels=hv // heads, ffn_hidden_size=m.vision_ffn_hidden_size,
+                    num_experts=None, moe_layer_freq=1, moe_shared_expert_intermediate_size=None,
+                    activation_func="gelu", gated_linear_unit=False, normalization="LayerNorm",
+                    add_bias_linear=True, add_qkv_bias=True, qk_layernorm=False, qk_layernorm_full_dim=False,
+                    qk_l2_norm=False, attention_output_gate=False, experimental_attention_variant=None,
+                    linear_attention_freq=None, multi_latent_attention=False, mtp_num_layers=None,
+                    hybrid_layer_pattern=None, post_layernorm=False, pre_layernorm=True, softmax_type="vanilla",
+                    hidden_dropout=0.0, attention_dropout=0.0, vision_num_layers=None)
+    training = replace(cfg.training, seq_length=tokens, micro_batch_size=1, sequence_parallel=False,
+                       recompute_modules=None, global_batch_size=None)
+    parallelism = replace(cfg.parallelism, pipeline_model_parallel_size=1, context_parallel_size=1,
+                          expert_model_parallel_size=1, expert_tensor_parallel_size=None,
+                          virtual_pipeline_model_parallel_size=None, num_layers_in_first_pipeline_stage=None,
+                          num_layers_in_last_pipeline_stage=None, pipeline_model_parallel_layout=None,
+                          account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False)
+    precision = replace(cfg.precision, fp8=False, fp8_param_gather=False, first_last_layers_bf16=False)
+    return replace(cfg, model=model, training=training, parallelism=parallelism, precision=precision)
+
+
+def vision_stage(r: Resolved) -> VisionStage | None:
+    """The vision tower's share of the first stage (None without a vision tower)."""
+    cfg = r.cfg
+    m, tr = cfg.model, cfg.training
+    vp = vision_params(m)
+    if vp is None:
+        return None
+    key = (m, r.t, r.b, tr.images_per_sample, tr.image_resolution, tr.freeze_vision_model,
+           tr.freeze_vision_projection, tr.recompute_granularity, tr.recompute_method, tr.recompute_num_layers,
+           tr.attention_backend, tr.transformer_impl, cfg.precision)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    t = r.t
+    enc, mer = vp.encoder.per_rank(t), vp.merger.per_rank(t)
+    fv, fp = tr.freeze_vision_model, tr.freeze_vision_projection
+    trained = (0 if fv else enc) + (0 if fp else mer)
+    trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
+    frozen = (enc if fv else 0) + (mer if fp else 0)
+    acts = peak = 0
+    n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
+    if n and not (fv and fp):
+        B = 4 if cfg.precision.params_dtype == "fp32" else 2
+        hv, M = m.vision_hidden_size, m.vision_spatial_merge_size
+        wide = (n // (M * M)) * M * M * hv // t
+        merger = 2 * B * n * hv + 8 * n + 2 * B * wide
+        acts, peak = merger, 2 * B * wide
+        if not fv:
+            rv = resolve(_vit_config(r, n))
+            layer = layer_activations(rv, LayerKind("attention", "dense"), context(rv))
+            held = sum(held_per_layer(rv.cfg.training, [layer] * m.vision_num_layers))
+            patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
+            acts += patch_in + held
+            rec = layer.recompute_peak
+            if tr.recompute_granularity == "full":      # a checkpointed group is rebuilt in the backward pass
+                group = (tr.recompute_num_layers or 1) if tr.recompute_method != "block" else 1
+                rec = min(group, m.vision_num_layers) * layer.full - layer.kept_input
+            peak = max(peak, layer.backward_peak + rec)
+    out = VisionStage(trained, trained_linear, frozen, acts, peak)
+    if len(_CACHE) > 1024:
+        _CACHE.clear()
+    _CACHE[key] = out
+    return out

@@ -1,0 +1,140 @@
+"""The vision tower in the memory estimate (estimator/memory/vision.py): on the first pipeline stage only, trained
+(weights, gradients, optimizer states) or frozen (weights only), and the activations of the images of a
+micro-batch; the expected values are worked out by hand in each docstring.
+
+Model: a small GPT (4 layers, h 512) with a tower of 2 layers, hv 64, 4 heads, MLP 128, patch 16, 2 frames,
+3 channels, 2304 positions, merge 2, output 512 (the language model's h). Its parameters by hand:
+patch embedding 3 x 2 x 16^2 x 64 + 64 = 98,368; positions 2304 x 64 = 147,456 (both replicated);
+each layer: LayerNorms 4 x 64 = 256 and the replicated biases of proj and fc2 2 x 64 = 128 (replicated),
+qkv 3 x 64^2 + 3 x 64 = 12,480, proj 64^2 = 4096, fc1 64 x 128 + 128 = 8320, fc2 128 x 64 = 8192 (sharded, 33,088);
+merger: LayerNorm 2 x 64 and fc2's bias 512 replicated (640), fc1 256^2 + 256 = 65,792 and fc2 256 x 512 = 131,072
+sharded (196,864). Encoder: 98,368 + 147,456 + 2 x (33,088 + 384) = 312,768; merger 197,504; tower 510,272.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import estimate
+from estimator.config.errors import ConfigError, UnsupportedError
+from tests.conftest import make_config
+
+MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
+VIT = {**MODEL, "vision_num_layers": 2, "vision_hidden_size": 64, "vision_num_attention_heads": 4,
+       "vision_ffn_hidden_size": 128}
+ENCODER, MERGER = 312_768, 197_504
+
+
+def _est(model=VIT, parallelism=None, **training):
+    return estimate(make_config(model, parallelism, training))
+
+
+def test_the_tower_is_counted_and_sits_on_the_first_stage():
+    """PP 2: stage 0 holds the 510,272 tower parameters more, stage 1 nothing of it."""
+    base = _est(MODEL, {"pipeline_model_parallel_size": 2}, world_size=2)
+    vit = _est(VIT, {"pipeline_model_parallel_size": 2}, world_size=2)
+    assert vit.parameters.total - base.parameters.total == vit.parameters.vision == ENCODER + MERGER
+    assert vit.stages[0].parameters - base.stages[0].parameters == ENCODER + MERGER
+    assert vit.stages[1].parameters == base.stages[1].parameters
+    assert vit.stages[1].device_bytes == base.stages[1].device_bytes
+
+
+def test_tensor_parallelism_splits_the_sharded_part():
+    """TP 2: per GPU the replicated 98,368 + 147,456 + 2 x 384 + 640 = 247,232 and half of the sharded
+    2 x 33,088 + 196,864 = 263,040: 247,232 + 131,520 = 378,752."""
+    base = _est(MODEL, {"tensor_model_parallel_size": 2}, world_size=2)
+    vit = _est(VIT, {"tensor_model_parallel_size": 2}, world_size=2)
+    assert vit.stages[0].parameters - base.stages[0].parameters == 378_752
+
+
+def test_frozen_parts_keep_their_weights_only():
+    """bf16 weights, fp32 gradients, Adam with fp32 masters, one data-parallel rank: a trained parameter costs
+    2 + 4 + 12 bytes, a frozen one 2. Frozen encoder (freeze_vision_model): the merger trained. Both frozen: the
+    whole tower 2 bytes a parameter, no gradients or optimizer states."""
+    base, trained = _est(MODEL).stages[0], _est(VIT).stages[0]
+    enc = _est(VIT, freeze_vision_model=True).stages[0]
+    both = _est(VIT, freeze_vision_model=True, freeze_vision_projection=True).stages[0]
+    n = ENCODER + MERGER
+    assert (trained.weights_bytes - base.weights_bytes, trained.gradients_bytes - base.gradients_bytes,
+            trained.optimizer_bytes - base.optimizer_bytes) == (2 * n, 4 * n, 12 * n)
+    assert (enc.weights_bytes - base.weights_bytes, enc.gradients_bytes - base.gradients_bytes,
+            enc.optimizer_bytes - base.optimizer_bytes) == (2 * n, 4 * MERGER, 12 * MERGER)
+    assert (both.weights_bytes - base.weights_bytes, both.gradients_bytes, both.optimizer_bytes) == (
+        2 * n, base.gradients_bytes, base.optimizer_bytes)
+
+
+def test_images_add_the_merger_activations_when_only_the_merger_trains():
+    """2 images of 448 pixels: (448 / 16)^2 = 784 patches each, N = 1568 patches, 392 merged tokens. With the
+    encoder frozen the merger keeps its LayerNorm input and output 2 x 2 B x 1568 x 64 = 401,408, the fp32
+    statistics 8 x 1568 = 12,544, fc1's output and the GELU's 2 x 2 B x 392 x 256 = 401,408: 815,360 bytes for one
+    micro-batch (one in flight). Both frozen: nothing."""
+    frozen = dict(freeze_vision_model=True)
+    no_images = _est(VIT, **frozen).stages[0].activations_bytes
+    images = _est(VIT, images_per_sample=2, **frozen).stages[0].activations_bytes
+    assert images - no_images == 815_360
+    both = dict(freeze_vision_model=True, freeze_vision_projection=True)
+    assert _est(VIT, images_per_sample=2, **both).stages[0].activations_bytes == no_images
+
+
+def test_a_trained_tower_keeps_much_more_and_recompute_cuts_it():
+    """The trained tower keeps the patch embedding's input (2 B x 1568 x 3 x 2 x 256 = 4,816,896 bytes) and both
+    layers' tensors on top of the merger's; full recompute (uniform, 1 layer) keeps each layer's input instead."""
+    merger_only = _est(VIT, images_per_sample=2, freeze_vision_model=True).stages[0].activations_bytes
+    trained = _est(VIT, images_per_sample=2).stages[0].activations_bytes
+    assert trained - merger_only > 4_816_896 + 2 * (12 * 2 * 1568 * 64)
+    full = dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    no_img = _est(VIT, **full).stages[0].activations_bytes
+    with_img = _est(VIT, images_per_sample=2, **full).stages[0].activations_bytes
+    assert with_img - no_img == 815_360 + 4_816_896 + 2 * (2 * 1568 * 64)
+
+
+def test_more_images_more_activations():
+    one = _est(VIT, images_per_sample=1).stages[0].activations_bytes
+    four = _est(VIT, images_per_sample=4).stages[0].activations_bytes
+    assert four > one > _est(VIT).stages[0].activations_bytes
+
+
+@pytest.mark.parametrize("model, training, parallelism, words", [
+    (MODEL, {"images_per_sample": 1}, None, "training.images_per_sample"),
+    (MODEL, {"freeze_vision_model": True}, None, "training.freeze_vision_model"),
+    ({**MODEL, "vision_num_layers": 2}, {}, None, "model.vision_hidden_size"),
+    (VIT, {"images_per_sample": 1, "image_resolution": 500}, None, "training.image_resolution"),
+    (VIT, {"images_per_sample": 30}, None, "must fit in the sequence"),
+    ({**VIT, "vision_num_attention_heads": 3}, {"world_size": 2}, {"tensor_model_parallel_size": 2},
+     "model.vision_num_attention_heads"),
+])
+def test_bad_vision_settings_name_the_field(model, training, parallelism, words):
+    with pytest.raises(ConfigError, match=words):
+        estimate(make_config(model, parallelism, training))
+
+
+def test_recipe_features_with_a_tower_are_refused_by_name():
+    with pytest.raises(UnsupportedError, match="vision tower"):
+        estimate(make_config(VIT, None, {"peft": "lora"}))
+
+
+def test_the_tower_stays_bf16_in_an_fp8_run():
+    """Megatron-Bridge's vision config copies no fp8 setting (modelling_qwen3_vl/transformer_config.py
+    ``get_vision_model_config``): in an FP8 run the tower's 510,272 parameters still cost 2 bytes of weights each,
+    with no FP8 copies, as in a bf16 run."""
+    fp8 = {"fp8": True}
+    base = estimate(make_config(MODEL, None, None, fp8)).stages[0]
+    vit = estimate(make_config(VIT, None, None, fp8)).stages[0]
+    assert vit.weights_bytes - base.weights_bytes == 2 * (ENCODER + MERGER)
+
+
+def test_the_exports_refuse_the_tower_by_name():
+    """pretrain_gpt.py builds no vision tower: the Megatron-LM export (and the Bridge export written from it) names
+    the field rather than describe another model."""
+    from estimator.formats.bridge.export import to_bridge_overrides
+    from estimator.formats.megatron_export import to_megatron_args
+    for export in (to_megatron_args, to_bridge_overrides):
+        with pytest.raises(UnsupportedError, match="model.vision_num_layers"):
+            export(make_config(VIT))
+
+
+def test_the_assumptions_describe_the_tower_and_the_images():
+    """2 images of 448 pixels: 784 patches and 196 language-model tokens each."""
+    text = " ".join(_est(VIT, images_per_sample=2, freeze_vision_model=True).assumptions)
+    assert "Vision tower (2 ViT layers, 510,272 parameters a GPU, encoder frozen, merger trained)" in text
+    assert "784 patches and 196 tokens each" in text
