@@ -129,8 +129,8 @@ def test_import_hf_config(reference):
     assert out["estimate"]["parameters"]["total"] == 8_190_735_360            # Qwen3-8B, SOURCES.md
     bad = web.import_text({"preset": "tiny"}, "hf", "{not json")
     assert bad["errors"][0]["field"] == "import.hf" and "invalid JSON" in bad["errors"][0]["message"]
-    other = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "gemma4",
-                                                                  "architectures": ["Gemma4ForConditionalGeneration"]}))
+    other = web.import_text({"preset": "tiny"}, "hf", json.dumps({"model_type": "rwkv7",
+                                                                  "architectures": ["Rwkv7ForCausalLM"]}))
     assert other["errors"][0]["field"] == "import.hf" and "unknown architecture" in other["errors"][0]["message"]
 
 
