@@ -362,7 +362,7 @@ def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
     page.click(".mme-history li:nth-child(2) button")          # the second most recent: the A100 one
     settle(page, n)
     assert calc(page, "c.state.gpu") == "A100-40GB"
-    page.click(".mme-compare-table th[data-pin='0'] button.mme-unpin")
+    page.click("[data-pin='0'] button.mme-unpin >> visible=true")   # a table column or, on a phone, a card
     page.wait_for_function("() => document.querySelectorAll('.mme-compare-table th[data-pin]').length === 1")
     assert page.url.count("pin=") == 1
 
