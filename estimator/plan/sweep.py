@@ -193,7 +193,5 @@ def _x_ticks(xs: list) -> list:
 
 
 def _short(x: int) -> str:
-    for div, suffix in ((2 ** 20, "Mi"), (2 ** 10, "Ki")):
-        if x >= div and x % div == 0:
-            return f"{x // div}{suffix}"
+    """A tick's label: the number itself, with thousands separators (8,192 tokens, not 8Ki)."""
     return f"{x:,}"
