@@ -87,3 +87,23 @@ def test_a_long_quick_choice_is_not_cut(browser, site_url, viewport):
         assert page.get_attribute(sel, "title") == text
         box = page.locator(sel).bounding_box()
         assert box["x"] + box["width"] <= viewport["width"]
+
+
+@pytest.mark.parametrize("viewport,scale", [({"width": 640, "height": 450}, 2), ({"width": 390, "height": 844}, 1)],
+                         ids=["zoom-200", "phone"])
+@pytest.mark.parametrize("preset", ["gemma-3-1b", "llama-3.1-405b"])
+def test_the_verdict_column_is_not_cut(browser, site_url, viewport, scale, preset):
+    """1280 px at 200 % zoom is a 640 px page at twice the pixels: the stage table's Verdict column stays on it."""
+    context = browser.new_context(viewport=viewport, device_scale_factor=scale)
+    try:
+        page = context.new_page()
+        assert open_page(page, f"{site_url}calculator/?preset={preset}&gpu=H100-80GB") == "done"
+        wrap = ".mme-results .mme-table-wrap"
+        sizes = page.evaluate(f"""(() => {{ const w = document.querySelector({wrap!r});
+            const th = [...w.querySelectorAll('thead th')].pop();
+            return [w.scrollWidth, w.clientWidth, th.textContent, th.getBoundingClientRect().right,
+                    w.getBoundingClientRect().right]; }})()""")
+        assert sizes[2] == "Verdict"
+        assert sizes[0] <= sizes[1] + 1 and sizes[3] <= sizes[4] + 1, sizes
+    finally:
+        context.close()
