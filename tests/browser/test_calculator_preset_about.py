@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 from estimator.web.protocol import compute  # noqa: E402
 
-from _calc import events, fill, open_page, settle, viewport_page  # noqa: E402
+from _calc import calc, events, fill, open_page, settle, viewport_page  # noqa: E402
 
 VIEWS = [({"width": 1280, "height": 900}, "light"), ({"width": 390, "height": 844}, "dark")]
 
@@ -36,7 +36,8 @@ def test_a_published_recipe_that_does_not_fit_says_so_and_why(browser, site_url,
         assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"] + 1
         # its model page, by a relative link that works under any sub-path
         link = page.locator(".mme-about-link a")
-        assert link.get_attribute("href") == f"../models/{name}/"
+        assert calc(page, f"c.boot.model_pages[{name!r}]") == f"../models/{name}/"   # (Material makes it absolute)
+        assert link.get_attribute("href").endswith(f"/mme/models/{name}/")
         n = page.evaluate("location.pathname")
         link.click()
         page.wait_for_function(f"() => location.pathname !== {n!r}")
@@ -48,7 +49,8 @@ def test_a_changed_recipe_or_one_that_fits_has_no_note(browser, site_url):
         assert open_page(page, f"{site_url}calculator/?preset=qwen3-8b") == "done"
         settle(page, 0)
         assert page.locator(".mme-recipe-note").count() == 0
-        assert page.locator(".mme-about-link a").get_attribute("href") == "../models/qwen3-8b/"
+        assert page.locator(".mme-about-link a").get_attribute("href").endswith("/mme/models/qwen3-8b/")
+        assert calc(page, "c.boot.model_pages['qwen3-8b']") == "../models/qwen3-8b/"
         assert open_page(page, f"{site_url}calculator/?preset=gemma-3-1b&gpu=H100-80GB") in ("done", "error")
         settle(page, 0)
         assert page.locator(".mme-recipe-note").is_visible()

@@ -689,9 +689,10 @@
     const c = window.mmeCalculator;
     if (!a || !c || !c.preset || !c.preset.isConnected) return;
     e.preventDefault();
+    e.stopPropagation();                  // (Material's instant navigation would follow the hash and drop the focus)
     c.preset.scrollIntoView({ block: "center" });
     c.preset.focus({ preventScroll: true });
-  });
+  }, true);
 
   const first = document.querySelector("[data-mme-calculator]");
   // Material's document$ fires on every (instant) navigation; the DOM event covers pages where it never
