@@ -357,6 +357,7 @@ def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
     page.wait_for_selector(".mme-compare[data-state=done] table", state="attached")   # a phone shows cards
     assert same(calc(page, "c.pins"))
     assert calc(page, "c.history.length") >= 3
+    page.wait_for_timeout(1800)             # Recent stores the configuration shown once the form rests (1.5 s)
     page.click(".mme-history > summary")
     n = events(page)
     page.click(".mme-history li:nth-child(2) button")          # the second most recent: the A100 one

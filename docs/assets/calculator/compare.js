@@ -89,6 +89,9 @@
       this.history = [{ state: s, headline: v.headline }, ...this.history.filter((e) => !same(e.state, s))]
         .slice(0, MAX_HISTORY);
       save(KEY_HISTORY, this.history);
+      const old = this.recentBox, box = this.compareBox;
+      if (old && old.isConnected) old.replaceWith(this.recentList() || "");
+      else if (box) box.append(this.recentList());
     },
 
     refreshCompare() {
@@ -116,6 +119,15 @@
         c.res = { errors: [{ message: `The request failed: ${err.message}` }] };
         if (this.compared === c) this.drawCompare();
       });
+    },
+
+    recentList() {                          // the Recent list, kept so that remember() can redraw it alone
+      const open = Boolean(this.recentBox && this.recentBox.open);
+      return this.recentBox = this.history.length ? h("details", { class: "mme-history", open },
+        h("summary", {}, `Recent configurations (${this.history.length})`),
+        h("ol", {}, this.history.map((e) => h("li", {},
+          h("button", { type: "button", class: "mme-fix", onclick: () => this.setState(clone(e.state), "push", "history") }, "Open"),
+          " ", e.headline)))) : null;
     },
 
     /* The same comparison as one card per pin, shown instead of the table on a phone (calculator.css): verdict,
@@ -147,11 +159,7 @@
         this.pinBtn.disabled = full || pinned;
         this.pinBtn.textContent = pinned ? "Pinned" : full ? `${MAX_PINS} pinned` : "Pin to compare";
       }
-      const recent = this.history.length ? h("details", { class: "mme-history" },
-        h("summary", {}, `Recent configurations (${this.history.length})`),
-        h("ol", {}, this.history.map((e) => h("li", {},
-          h("button", { type: "button", class: "mme-fix", onclick: () => this.setState(clone(e.state), "push", "history") }, "Open"),
-          " ", e.headline)))) : null;
+      const recent = this.recentList();
       if (!this.pins.length) { box.dataset.state = "done"; return box.replaceChildren(recent || ""); }
       const c = this.compared, res = c && c.res;
       const title = h("h3", { id: "mme-compare-title" }, `Pinned configurations (${this.pins.length} of ${MAX_PINS})`);
