@@ -478,6 +478,10 @@ def on_page_content(content, page, config, files):
     if _state.get("offline"):
         manifest["offline"] = [f"offline/{name}.js" for name in sorted(rt.files)]
     boot = {**web.boot_data(), "runtime": manifest}
+    # Each preset's model page, relative to this page (works on any host and in the file:// bundle, where pages
+    # end in .html): the calculator's "About this preset" link.
+    pages = {p["name"]: files.get_file_from_path(f"models/{p['name']}.md") for p in boot["presets"]}
+    boot["model_pages"] = {name: f.url_relative_to(page.file) for name, f in pages.items() if f is not None}
     root = (f'<div class="mme-calc" data-mme-calculator data-mme-boot=\'{boot_attribute(boot)}\'><noscript><p>The '
             'calculator runs Python in your browser and needs JavaScript; <code>python -m estimator estimate</code> '
             'gives the same numbers, and each model page shows them for its preset.</p></noscript></div>')
@@ -528,6 +532,10 @@ def on_post_page(output, page, config):
     # (some 400 kB), and would otherwise fetch them one after another.
     tag += "".join(f'<link rel="preload" as="script" href="{prefix}{s}">\n' for s in SCRIPTS[1:])
     output = output.replace("</head>", tag + "</head>", 1)
+    # A keyboard user's first Tab: straight to the Model box (calculator.js focuses it), then Material's own link.
+    output = output.replace('<div data-md-component="skip">',
+                            '<div data-md-component="skip">\n<a href="#mme-preset" class="md-skip mme-skip">'
+                            'Skip to the Model box</a>', 1)
     output = defer_material(output, prefix)
     return output if _state.get("offline") else defer_search(output)
 

@@ -177,7 +177,7 @@ def sweep_view(series: tuple, capacity: int, headroom: float = 0.0, band: float 
             "points": [{"x": p.x, "pos": _pos(p.x, lo, hi), "label": fmt(p.x), "bytes": min(p.peak_bytes, ticks[-1]["bytes"]),
                         "gib": f"{p.peak_bytes / GIB:.2f}", "stage": p.stage, "fits": p.fits,
                         "clipped": p.peak_bytes > ticks[-1]["bytes"]} for p in s.points],
-            "x_ticks": [{"pos": _pos(x, lo, hi), "label": _short(x)} for x in _x_ticks(xs)],
+            "x_ticks": [{"pos": _pos(x, lo, hi), "label": _short(x)} for x in _spread(_x_ticks(xs), lo, hi)],
         })
     return {"series": out, "capacity_bytes": capacity, "usable_bytes": usable_bytes(capacity, headroom, band),
             "capacity_label": f"{capacity / GIB:.2f} GiB", "scale_bytes": ticks[-1]["bytes"], "ticks": ticks,
@@ -192,8 +192,18 @@ def _x_ticks(xs: list) -> list:
     return [xs[i] for i in idx]
 
 
+def _spread(ticks: list, lo: int, hi: int, gap: float = 0.2) -> list:
+    """The ticks at least ``gap`` of the axis apart (the ends kept), so that written out in full (8,192) two labels
+    never touch on a phone."""
+    if len(ticks) <= 2:
+        return ticks
+    kept = [ticks[0]]
+    for x in ticks[1:-1]:
+        if _pos(x, lo, hi) - _pos(kept[-1], lo, hi) >= gap and _pos(ticks[-1], lo, hi) - _pos(x, lo, hi) >= gap:
+            kept.append(x)
+    return kept + [ticks[-1]]
+
+
 def _short(x: int) -> str:
-    for div, suffix in ((2 ** 20, "Mi"), (2 ** 10, "Ki")):
-        if x >= div and x % div == 0:
-            return f"{x // div}{suffix}"
+    """A tick's label: the number itself, with thousands separators (8,192 tokens, not 8Ki)."""
     return f"{x:,}"

@@ -68,7 +68,11 @@ def timeline_view(est, capacity: int | None = None, gpu: str | None = None) -> d
     par = est.parallel
     schedule = ("interleaved 1F1B, VPP " + str(par["vpp"]) if par["vpp"] > 1 else "1F1B") if par["pp"] > 1 \
         else "no pipeline: forward and backward of each micro-batch in turn"
-    return {"unit": "GiB (2^30 bytes)", "stages": lines, "peak_stage": peak["stage"],
+    device = est.stages[est.peak.stage].device_bytes
+    lead = (f"Allocated by PyTorch: stage {peak['stage']} peaks at {peak['peak_bytes'] / GIB:.2f} GiB allocated. The "
+            f"headline's {device / GIB:.2f} GiB is on the device: it adds the caching allocator's reserve, the CUDA "
+            "context and the NCCL buffers, which this chart leaves out.")
+    return {"unit": "GiB (2^30 bytes)", "stages": lines, "peak_stage": peak["stage"], "lead": lead,
             "peak_bytes": peak["peak_bytes"], "peak_label": f"{peak['peak_bytes'] / GIB:.2f} GiB",
             "ticks": ticks, "scale_bytes": ticks[-1]["bytes"] or top, "capacity_bytes": capacity,
             "capacity_label": f"{gpu} {capacity / GIB:.2f} GiB" if capacity else None, "schedule": schedule,

@@ -69,7 +69,7 @@ from .form import QUICK, hidden_fields
 from .layouts import find_layouts, layout_state, search_key
 from .state import (CUSTOM_GPU, FIELD_SPECS, UNSET, default_gpu, error_answer, errors_answer, flatten, gpus,
                     merged, merged_config, preset_config, presets, schema, state_capacity)
-from .view import UNIT, view
+from .view import UNIT, preset_about, view
 
 __all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
 
@@ -99,8 +99,12 @@ def compute(state: dict, with_exports: bool = True, changed: str | None = None) 
     if capacity and config.model.num_experts:
         from ..plan.headroom import overload_headroom
         overload = overload_headroom(config, capacity, estimate=est)
+    shown = view(est, fits, gpu, capacity, cfg, overload, model=_model_name(state))
+    same = bool(state.get("preset")) and not state.get("hf") and (
+        not state.get("values") or cfg == merged({"preset": state["preset"], "values": {}})[0])
+    shown["preset"] = preset_about(state, shown["verdict"], same)
     return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
-            "view": view(est, fits, gpu, capacity, cfg, overload, model=_model_name(state)), "config": cfg,
+            "view": shown, "config": cfg,
             "exports": exports(cfg, state) if with_exports else None,
             "hidden": hidden_fields(cfg), "search_key": search_key(cfg, state), "implied": implied, **_hf_base(state)}
 

@@ -9,6 +9,8 @@ one colour on every page.
 
 from __future__ import annotations
 
+import functools
+
 from ..config.errors import n_gpus
 from ..memory.report import GB, GIB, gib_ticks
 from ..plan.verdicts import MEANINGS, WORDS, explain, worst_verdict
@@ -170,3 +172,42 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
         "verdict": verdict, "parameters": params, "parallel": parallel_text(est.parallel),
         "assumptions": list(est.assumptions),
     }
+
+
+def _sentences(text: str) -> list[str]:
+    import re
+    return [s for s in re.split(r"(?<=[.])\s+(?=[A-Z])", " ".join(text.split())) if s]
+
+
+@functools.lru_cache(maxsize=None)
+def _provenance(name: str) -> tuple:
+    """(title, recipe, notes) of preset ``name``, read once. Cached: the browser's memory snapshot holds every
+    preset's (boot_data estimates each one before the snapshot), since the package's files are unpacked only after
+    Python's first answers."""
+    from ..formats.presets import preset_info
+    info = preset_info(name)
+    return info.get("title") or name, info.get("recipe"), info.get("notes")
+
+
+def preset_about(state: dict, verdict: dict | None, unchanged: bool) -> dict | None:
+    """Where the preset of a form state comes from, for the page's "About this preset" link (``name``, ``title``)
+    and, when the form holds the preset's published recipe unchanged (``unchanged``: the configuration is the
+    preset's, whatever values were typed over it) and that recipe does not fit the GPU, a note
+    that says so, short answer first, with the preset's own explanation (the sentence of its notes that says why it
+    does not fit). None for a catalog model or no preset."""
+    name = state.get("preset")
+    if not name or state.get("hf"):
+        return None
+    try:
+        title, recipe, notes = _provenance(name)
+    except Exception:                     # an unknown preset (the estimate reports it), or its file not readable yet
+        title, recipe, notes = name, None, None
+    out = {"name": name, "title": title, "recipe_note": None}
+    if recipe and unchanged and verdict and verdict["verdict"] != "fits":
+        gpu = state.get("gpu") or "this GPU"
+        lead = ("The published recipe does not fit " if verdict["verdict"] == "no"
+                else "The published recipe fits only within the error band on ") + f"{gpu} by this estimate."
+        why = next((s for s in _sentences(notes or "") if "not fit" in s or "not quite fit" in s
+                    or "cannot fit" in s), None)
+        out["recipe_note"] = lead + (f" Why, from the preset's notes: {why}" if why else "")
+    return out

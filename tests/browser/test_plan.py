@@ -332,16 +332,16 @@ def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
     page.select_option("#mme-gpu", "A100-40GB")
     settle(page, n)
     page.click("button.mme-pin")
-    page.wait_for_selector(".mme-compare[data-state=done] table")
+    page.wait_for_selector(".mme-compare[data-state=done] table", state="attached")   # a phone shows cards
     pins = calc(page, "c.pins")
     want = compare(pins)
-    heads = page.eval_on_selector_all(".mme-compare-table thead th[data-pin]", "ts => ts.map((t) => t.innerText)")
-    assert [h.split("\n")[0] for h in heads] == [p["title"] for p in want["pins"]]
-    verdicts = page.eval_on_selector_all(".mme-verdict-cell", "ts => ts.map((t) => t.innerText.trim())")
+    heads = page.eval_on_selector_all(".mme-compare-table thead th[data-pin]", "ts => ts.map((t) => t.firstChild.textContent)")
+    assert heads == [p["title"] for p in want["pins"]]
+    verdicts = page.eval_on_selector_all(".mme-verdict-cell", "ts => ts.map((t) => t.textContent.trim())")
     assert verdicts == [p["word"] for p in want["pins"]] == ["fits", "does not fit"]
     assert page.locator(".mme-compare-table tr.mme-differs").count() == len(want["differs"])
-    assert page.inner_text(".mme-compare-table tr[data-field='parallelism.tensor_model_parallel_size']").split()[-2:] \
-        == ["4", "2"]
+    assert page.eval_on_selector(".mme-compare-table tr[data-field='parallelism.tensor_model_parallel_size']",
+                                 "r => [...r.cells].slice(-2).map((c) => c.textContent)") == ["4", "2"]
     _no_overflow(page, ".mme-compare")
     _readable(page, ".mme-compare-table td")
     url = page.url
@@ -350,19 +350,20 @@ def test_pins_compare_side_by_side_and_survive_a_reload(view_page2, site_url):
     assert open_page(page, url) in ("done", "error")
     same = lambda got: [(p["peak"], p["gpu"]) for p in compare(got)["pins"]] == \
         [(p["peak"], p["gpu"]) for p in want["pins"]]           # (values typed in a link are text)
-    page.wait_for_selector(".mme-compare[data-state=done] table")
+    page.wait_for_selector(".mme-compare[data-state=done] table", state="attached")   # a phone shows cards
     assert same(calc(page, "c.pins"))
     # ... and so does the storage, without them in the link.
     assert open_page(page, f"{site_url}calculator/") == "done"
-    page.wait_for_selector(".mme-compare[data-state=done] table")
+    page.wait_for_selector(".mme-compare[data-state=done] table", state="attached")   # a phone shows cards
     assert same(calc(page, "c.pins"))
     assert calc(page, "c.history.length") >= 3
+    page.wait_for_timeout(1800)             # Recent stores the configuration shown once the form rests (1.5 s)
     page.click(".mme-history > summary")
     n = events(page)
     page.click(".mme-history li:nth-child(2) button")          # the second most recent: the A100 one
     settle(page, n)
     assert calc(page, "c.state.gpu") == "A100-40GB"
-    page.click(".mme-compare-table th[data-pin='0'] button.mme-unpin")
+    page.click("[data-pin='0'] button.mme-unpin >> visible=true")   # a table column or, on a phone, a card
     page.wait_for_function("() => document.querySelectorAll('.mme-compare-table th[data-pin]').length === 1")
     assert page.url.count("pin=") == 1
 

@@ -232,7 +232,9 @@
       // Cleared, or back to what the preset says (or, for a value Python chose, to the default the preset
       // leaves in place): no longer a change of the user's.
       const base = this.presetValue(path), spec = this.specs.get(path);
-      const unset = value === "" || (base !== undefined && same(base, value))
+      // (a preset's own value typed again, "32768" for 32768, is no change either)
+      const unset = value === "" || (base !== undefined && (same(base, value)
+          || (typeof value === "string" && base !== null && typeof base !== "object" && show(base) === value.trim())))
         || (base === undefined && typeof value !== "string" && spec && same(spec.default, value));
       if (unset) delete this.state.values[path]; else this.state.values[path] = value;
       if (history_) {
@@ -441,6 +443,17 @@
       this.render({ view: pre.view, search_key: pre.search_key }, "precomputed");
     }
 
+    /* Where the preset comes from: a link to its model page (source, recipe, every layout), and, when the form
+       holds its published recipe and that does not fit, Python's note saying so and why. */
+    presetAbout(about) {
+      const href = about && (this.boot.model_pages || {})[about.name];
+      if (!about || (!href && !about.recipe_note)) return h("div", { class: "mme-about", hidden: true });
+      return h("div", { class: "mme-about" },
+        about.recipe_note ? h("p", { class: "mme-recipe-note", role: "note" }, about.recipe_note) : null,
+        href ? h("p", { class: "mme-about-link" }, h("a", { href }, `About this preset: ${about.title}`),
+          " (its source, the recipe it follows and the layouts that fit, on its model page)") : null);
+    }
+
     render(res, source, ms) {
       const r = this.results;
       this.source = source;
@@ -477,6 +490,7 @@
       R.place(r, [this.badge,
         h("p", { class: "mme-summary" }, v.summary, " ", v.parameters, "."),
         R.verdict(v, this.boot.verdicts),
+        this.presetAbout(v.preset),
         h("p", { class: "mme-parallel" }, v.parallel),
         // What the typed values changed in fields left alone (TP 1 turns off the preset's sequence parallelism, ...):
         // the notes the CLI prints for the same flags (estimator.config.load.implied_changes).
@@ -667,6 +681,18 @@
     if (window.mmeCalculator) window.mmeCalculator.detach();    // its page was navigated away from
     root.calculator = window.mmeCalculator = new Calculator(root, boot);
   }
+
+  // "Skip to the Model box", the page's first link (hooks/runtime.py puts it beside Material's "Skip to content"):
+  // keyboard users land in the Model box, focused, instead of tabbing through the header and the navigation.
+  document.addEventListener("click", (e) => {
+    const a = e.target.closest && e.target.closest("a.mme-skip");
+    const c = window.mmeCalculator;
+    if (!a || !c || !c.preset || !c.preset.isConnected) return;
+    e.preventDefault();
+    e.stopPropagation();                  // (Material's instant navigation would follow the hash and drop the focus)
+    c.preset.scrollIntoView({ block: "center" });
+    c.preset.focus({ preventScroll: true });
+  }, true);
 
   const first = document.querySelector("[data-mme-calculator]");
   // Material's document$ fires on every (instant) navigation; the DOM event covers pages where it never

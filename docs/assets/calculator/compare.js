@@ -10,6 +10,7 @@
   if (window.mmeCompare) return;          // loaded right after the calculator and again at the page's end
   const h = window.mmeRender.h;
   const MAX_PINS = 4, MAX_HISTORY = 8, KEY_PINS = "mme.pins", KEY_HISTORY = "mme.history";
+  const REMEMBER_MS = 1500;               // Recent stores a configuration once the form has rested this long
 
   const load = (key) => {
     try { const v = JSON.parse(localStorage.getItem(key) || "[]"); return Array.isArray(v) ? v : []; } catch (e) { return []; }
@@ -81,16 +82,31 @@
       this.refreshCompare();
     },
 
-    remember() {                            // after each answer computed here: the short history
+    remember() {                            // after an answer computed here, once the form rests: the short history
+      this.rememberTimer = null;
       const v = this.view, s = clean(this.state);
-      if (!v) return;
+      if (!v || this.source !== "python" || this.dirty || this.busy) return;
       this.history = [{ state: s, headline: v.headline }, ...this.history.filter((e) => !same(e.state, s))]
         .slice(0, MAX_HISTORY);
       save(KEY_HISTORY, this.history);
+      const old = this.recentBox, box = this.compareBox;
+      if (old && old.isConnected) old.replaceWith(this.recentList() || "");
+      else if (box) box.append(this.recentList());
     },
 
     refreshCompare() {
-      if (this.source === "python") this.remember();
+      // Recent keeps what the user settled on, not each keystroke: stored once the form rests (REMEMBER_MS after
+      // the last answer), or at once when a field loses focus or the page is left.
+      if (this.source === "python") {
+        clearTimeout(this.rememberTimer);
+        this.rememberTimer = setTimeout(() => this.remember(), REMEMBER_MS);
+        if (!this.rememberHooked) {
+          this.rememberHooked = true;
+          const now = () => { if (this.rememberTimer) { clearTimeout(this.rememberTimer); this.remember(); } };
+          this.root.addEventListener("focusout", now);
+          window.addEventListener("pagehide", now);
+        }
+      }
       const key = JSON.stringify(this.pins);
       if (!this.pins.length) { this.compared = null; return this.drawCompare(); }
       if (!this.engine.ready || (this.compared && this.compared.key === key)) return this.drawCompare();
@@ -105,6 +121,36 @@
       });
     },
 
+    recentList() {                          // the Recent list, kept so that remember() can redraw it alone
+      const open = Boolean(this.recentBox && this.recentBox.open);
+      return this.recentBox = this.history.length ? h("details", { class: "mme-history", open },
+        h("summary", {}, `Recent configurations (${this.history.length})`),
+        h("ol", {}, this.history.map((e) => h("li", {},
+          h("button", { type: "button", class: "mme-fix", onclick: () => this.setState(clone(e.state), "push", "history") }, "Open"),
+          " ", e.headline)))) : null;
+    },
+
+    /* The same comparison as one card per pin, shown instead of the table on a phone (calculator.css): verdict,
+       peak and headroom first, then each stage, what the peak holds and what differs. */
+    compareCards(res) {
+      const pair = (term, value, fits) => [h("dt", {}, term), h("dd", { "data-fits": fits || null }, value)];
+      return h("ol", { class: "mme-compare-cards", "aria-label": "Pinned configurations, one card each" },
+        res.pins.map((p, i) => h("li", { class: "mme-compare-card", "data-pin": i },
+          h("h4", {}, p.title), h("p", { class: "mme-card-sub" }, p.gpu || "no GPU"),
+          h("dl", {},
+            pair("Verdict", p.errors ? p.errors.map((e) => `${e.field}: ${e.message}`).join("; ") : p.word, p.verdict),
+            p.errors ? null : pair("Peak on the device", `${p.peak} (stage ${p.peak_stage})`),
+            p.headroom ? pair("Headroom", p.headroom) : null,
+            (p.stages || []).map((st, k) => pair(`Stage ${k} (GiB)`, st.gib, st.verdict))),
+          p.parts ? [h("p", { class: "mme-card-sub" }, "At the peak (GiB)"),
+            h("dl", {}, p.parts.map((part) => pair(part.name, part.gib)))] : null,
+          res.differs.length ? h("p", { class: "mme-card-sub" }, "What differs") : null,
+          res.differs.length ? h("dl", { class: "mme-card-differs" },
+            res.differs.map((d) => pair(d.label, d.values[i]))) : null,
+          h("button", { type: "button", class: "mme-fix mme-open-pin", onclick: () => this.setState(clone(p.state), "push", "pin") }, "Open"),
+          h("button", { type: "button", class: "mme-fix mme-unpin", "aria-label": `Unpin ${p.title}`, onclick: () => this.unpin(i) }, "Unpin"))));
+    },
+
     drawCompare() {
       const box = this.compareBox;
       if (!box) return;
@@ -113,11 +159,7 @@
         this.pinBtn.disabled = full || pinned;
         this.pinBtn.textContent = pinned ? "Pinned" : full ? `${MAX_PINS} pinned` : "Pin to compare";
       }
-      const recent = this.history.length ? h("details", { class: "mme-history" },
-        h("summary", {}, `Recent configurations (${this.history.length})`),
-        h("ol", {}, this.history.map((e) => h("li", {},
-          h("button", { type: "button", class: "mme-fix", onclick: () => this.setState(clone(e.state), "push", "history") }, "Open"),
-          " ", e.headline)))) : null;
+      const recent = this.recentList();
       if (!this.pins.length) { box.dataset.state = "done"; return box.replaceChildren(recent || ""); }
       const c = this.compared, res = c && c.res;
       const title = h("h3", { id: "mme-compare-title" }, `Pinned configurations (${this.pins.length} of ${MAX_PINS})`);
@@ -152,7 +194,7 @@
             res.differs.length ? h("tr", {}, h("th", { colspan: String(cols.length + 1), class: "mme-differs-head" }, "What differs")) : null,
             res.differs.map((d) => row(h("span", {}, d.label, h("br"), h("code", {}, d.field)),
               d.values.map((v) => h("td", {}, v)), { class: "mme-differs", "data-field": d.field }))))),
-          recent || "");
+          this.compareCards(res), recent || "");
       }
       if (this.pinShown) {
         this.pinShown = false;

@@ -265,6 +265,11 @@
           (opts.length ? " (not valid for this model)" : "")));
         q.input.replaceChildren(...list);
         q.input.value = i < 0 ? "" : String(i);
+        // A long choice ("set by the pipeline layout", "2 (first stage 30 layers)") takes two cells of the grid
+        // instead of being cut; its whole text is also the select's tooltip.
+        const shown_ = i < 0 ? list[list.length - 1].textContent : opts[i].label;
+        q.input.title = shown_;
+        q.input.closest(".mme-q").toggleAttribute("data-wide", shown_.length > 12);
       }
     },
 

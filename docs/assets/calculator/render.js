@@ -98,7 +98,7 @@
     const cls = (key) => (DETAIL.has(key) ? "mme-detail" : null);
     return h("div", { class: "mme-table-wrap" }, h("table", { class: "mme-table" },
       h("caption", {}, `Memory of one GPU of each pipeline stage, in ${v.unit}`),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Stage"), h("th", { scope: "col" }, "Layers"),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Stage"), h("th", { scope: "col", class: "mme-layers" }, "Layers"),
         v.columns.map((c) => h("th", { scope: "col", class: cls(c.key) }, c.label)),
         fit ? h("th", { scope: "col" }, "Verdict") : null)),
       h("tbody", {}, v.rows.map((row) => h("tr", { class: row.peak ? "mme-peak" : null, "data-stage": row.stage },
@@ -196,13 +196,17 @@
       res.notes.length ? h("p", { class: "mme-doc" }, res.notes.join(" ")) : null,
       h("p", { class: "mme-doc mme-notation" }, res.notation));
     box.append(h("div", { class: "mme-table-wrap" }, h("table", { class: "mme-table mme-layout-table" },
+      // each header aligned as its column's cells (left for words, right for figures)
       h("thead", {}, h("tr", {}, ["#", "Layout", "Peak on device", "Headroom", "Why", ""].map((t) =>
-        h("th", { scope: "col" }, t)))),
+        h("th", { scope: "col", class: t === "Layout" || t === "Why" ? "mme-layers" : null }, t)))),
+      // On a phone each row is a card (calculator.css): the cells name themselves through data-label.
       h("tbody", {}, res.layouts.map((lay, i) => h("tr", { "data-rank": i + 1, class: opts.inUse === i ? "mme-in-use" : null },
-        h("td", {}, String(i + 1)),
-        h("td", { class: "mme-layers" }, h("code", { title: lay.words }, lay.label), h("br"), h("small", {}, lay.words)),
-        h("td", {}, lay.peak), h("td", {}, lay.headroom), h("td", { class: "mme-layers" }, h("small", {}, lay.why)),
-        h("td", {}, opts.inUse === i ? h("span", { class: "mme-in-use-tag" }, "in use")
+        h("td", { class: "mme-l-rank", "data-label": "#" }, String(i + 1)),
+        h("td", { class: "mme-layers mme-l-layout" }, h("code", { title: lay.words }, lay.label), h("br"), h("small", {}, lay.words)),
+        h("td", { class: "mme-l-peak", "data-label": "Peak on device" }, lay.peak),
+        h("td", { class: "mme-l-headroom", "data-label": "Headroom" }, lay.headroom),
+        h("td", { class: "mme-layers mme-l-why" }, h("small", {}, lay.why)),
+        h("td", { class: "mme-l-use" }, opts.inUse === i ? h("span", { class: "mme-in-use-tag" }, "in use")
           : h("button", { type: "button", class: "md-button mme-use", disabled: opts.stale || null,
                           onclick: () => opts.use(i) }, "Use this layout"))))))));
     return box;

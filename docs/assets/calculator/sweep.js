@@ -26,9 +26,10 @@
         h("svg:text", { x: L - 4, y: y(t.bytes) + 3.5, "text-anchor": "end", class: "mme-text mme-tick" }, t.label));
     }
     for (const t of s.x_ticks) {
-      svg.append(h("svg:text", { x: x(t.pos), y: HT - B + 14, "text-anchor": "middle", class: "mme-text mme-tick" }, t.label));
+      svg.append(h("svg:text", { x: x(t.pos), y: HT - B + 13, "text-anchor": t.pos > 0.95 ? "end" : t.pos < 0.05 ? "start" : "middle",
+                                 class: "mme-text mme-tick mme-x-tick" }, t.label));
     }
-    svg.append(h("svg:text", { x: L + plot / 2, y: HT - 4, "text-anchor": "middle", class: "mme-text mme-tick" }, s.unit));
+    svg.append(h("svg:text", { x: L + plot / 2, y: HT - 2, "text-anchor": "middle", class: "mme-text mme-tick mme-x-unit" }, s.unit));
     const cy = y(v.capacity_bytes);
     svg.append(h("svg:line", { x1: L, x2: W - R, y1: cy, y2: cy, class: "mme-cap" }),
       h("svg:text", { x: L + 3, y: cy - 4, class: "mme-text mme-tick mme-capacity-label" }, `${v.gpu} ${v.capacity_label}`),

@@ -82,7 +82,16 @@
     const rows = tl.stages.map((s) => h("tr", { "data-stage": s.stage, class: s.stage === tl.peak_stage ? "mme-tl-peak-row" : null },
       h("th", { scope: "row" }, String(s.stage)), h("td", {}, s.base_label), h("td", { "data-col": "peak" }, s.peak_label),
       h("td", { class: "mme-layers" }, s.peak_point)));
-    return h("figure", { class: "mme-figure mme-timeline-figure" }, svg,
+    // What each line means, in a legend drawn with the chart's own strokes (timeline.css).
+    const key = (cls, label) => h("li", {}, h("svg:svg", { width: 28, height: 10, viewBox: "0 0 28 10", class: "mme-svg mme-tl-key",
+                                                           "aria-hidden": "true" },
+      cls === "cap" ? h("svg:line", { x1: 0, x2: 28, y1: 5, y2: 5, class: "mme-cap" })
+        : h("svg:g", { class: `mme-tl-stage${cls === "peak" ? " mme-tl-peak" : ""}` },
+          h("svg:line", { x1: 0, x2: 28, y1: 5, y2: 5, class: cls === "gap" ? "mme-tl-gap" : "mme-tl-line" }))), label);
+    const legend = h("ul", { class: "mme-legend mme-tl-legend", "aria-label": "Legend" },
+      key("peak", `peak stage (${tl.peak_stage})`), tl.stages.length > 1 ? key("other", "other stages") : null,
+      key("gap", "repeated cycles left out"), tl.capacity_bytes ? key("cap", "GPU capacity") : null);
+    return h("figure", { class: "mme-figure mme-timeline-figure" }, h("p", { class: "mme-tl-lead" }, tl.lead), svg, legend,
       h("figcaption", {}, `Memory allocated by PyTorch over one step (${tl.schedule}); the highlighted line is the ` +
         "peak stage; dashed: repeated cycles left out, or the GPU's capacity (which the allocator's reserve, the CUDA " +
         "context and NCCL buffers also take from). A backward pass adds the stage's working set. " +
