@@ -155,7 +155,7 @@ def test_the_box_and_its_message_are_readable_in_both_schemes(browser, site_url,
     try:
         page = context.new_page()
         assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
-        page.wait_for_function(SETTLED, timeout=10_000)
+        page.wait_for_function(SETTLED, timeout=60_000)
         page.fill(BOX, "openai/gpt-oss-12b")
         page.press(BOX, "Enter")
         page.wait_for_selector("#mme-preset-err:not([hidden]) button.mme-closest")

@@ -48,6 +48,9 @@ TEXT = (".mme-calc .md-button", ".mme-peak-tag", ".mme-table td[data-fits]", ".m
 #: No colour transition in flight: Material animates a button's colours (125 ms) when the scheme is applied, which
 #: happens late on the calculator page (its script starts after Python's first answer).
 SETTLED = "() => document.getAnimations().filter((a) => a instanceof CSSTransition).length === 0"
+#: Colours are measured where their transitions end: each running CSS transition is finished first (waiting for
+#: them timed out on a loaded machine, where a late answer restarts a hover or verdict transition).
+FINISHED = "() => document.getAnimations().filter((a) => a instanceof CSSTransition).forEach((a) => a.finish())"
 
 #: Controls whose outline must stand out from the page (3:1).
 COMPONENTS = (".mme-calc .md-button", ".mme-fix")
@@ -86,6 +89,7 @@ def test_calculator_text_and_controls_meet_wcag_aa(browser, site_url, scheme):
             settle(page, 0)
             want = "slate" if scheme == "dark" else "default"
             assert page.evaluate("document.body.getAttribute('data-md-color-scheme')") == want
+            page.evaluate(FINISHED)
             page.wait_for_function(SETTLED, timeout=10_000)
             verdicts |= set(page.evaluate("() => [...document.querySelectorAll('.mme-table td[data-fits]')]"
                                           ".map((td) => td.dataset.fits)"))
@@ -101,6 +105,7 @@ def test_calculator_text_and_controls_meet_wcag_aa(browser, site_url, scheme):
                         print(f"{scheme} {preset} {selector} {item['text']!r}: border {rb:.2f}:1")
                         if rb < 3.0:
                             failures.append(f"{preset} {selector} {item['text']!r}: border {rb:.2f}:1")
+            page.close()                    # one calculator at a time: the next page is not slowed by this one
         assert {".mme-calc .md-button", ".mme-peak-tag", ".mme-table td[data-fits]"} <= seen, seen
         assert len(verdicts) == 3, verdicts           # fits, amber and does not fit, each checked
         assert not failures, failures
@@ -120,6 +125,7 @@ def test_home_and_validation_text_meet_wcag_aa(browser, site_url, scheme):
                                      "table[data-table=validation-compact] td")),
                                ("validation/", (".md-typeset .admonition li", ".md-typeset details > summary"))):
             page.goto(site_url + rel, wait_until="load")
+            page.evaluate(FINISHED)
             page.wait_for_function(SETTLED, timeout=10_000)
             for selector in selectors:
                 for item in page.evaluate(PROBE, selector):

@@ -96,7 +96,7 @@
 
     refreshCompare() {
       // Recent keeps what the user settled on, not each keystroke: stored once the form rests (REMEMBER_MS after
-      // the last answer), or at once when a field loses focus or the page is left.
+      // the last answer, with no keystroke since), or at once when a field loses focus or the page is left.
       if (this.source === "python") {
         clearTimeout(this.rememberTimer);
         this.rememberTimer = setTimeout(() => this.remember(), REMEMBER_MS);
@@ -105,6 +105,10 @@
           const now = () => { if (this.rememberTimer) { clearTimeout(this.rememberTimer); this.remember(); } };
           this.root.addEventListener("focusout", now);
           window.addEventListener("pagehide", now);
+          // A keystroke means the form is not resting: the answer to the previous keystroke is not stored, however
+          // late the next one comes after it (the timer starts again from the answer to the last one).
+          this.root.addEventListener("input", () => { clearTimeout(this.rememberTimer); this.rememberTimer = null; },
+                                     true);
         }
       }
       const key = JSON.stringify(this.pins);

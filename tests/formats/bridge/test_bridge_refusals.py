@@ -109,6 +109,7 @@ RECIPES = {
 }
 
 
+@pytest.mark.subprocess                 # git and the script run as processes: not inside Pyodide
 def test_static_reading_of_a_small_recipe_tree(tmp_path):
     """A hand-made recipe tree, read by hand:
 
@@ -139,6 +140,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
     assert "| `model.moe_flex_dispatcher_backend` | 1 | 1 |" in block
 
 
+@pytest.mark.subprocess                 # git and the script run as processes: not inside Pyodide
 def test_folded_branch_reads_only_the_branch_taken(tmp_path):
     """``_precision("mx")`` folds its condition: only the MXFP8 preset's fields are read, not the else branch."""
     files = dict(RECIPES)
@@ -158,6 +160,7 @@ def test_folded_branch_reads_only_the_branch_taken(tmp_path):
     assert not any(field == "model_should_not_matter" for _, field in reader.settings)
 
 
+@pytest.mark.subprocess                 # git and the script run as processes: not inside Pyodide
 @pytest.mark.skipif(not MIRROR.is_dir(), reason="no Megatron-Bridge clone (set BRIDGE_GIT_DIR)")
 def test_docs_block_is_what_the_script_writes():
     """Rerun the static reading of Bridge @ 067f987d and compare with docs/bridge.md's block."""
