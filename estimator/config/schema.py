@@ -714,6 +714,13 @@ class TrainingConfig:
                                       "the reserved memory. Empty is PyTorch's default. Read from a launch line's "
                                       "environment by the Megatron-LM importer. Used by reserved_memory_model replay.", type="str",
                                       cli="--pytorch-cuda-alloc-conf")
+    empty_unused_memory_level: int = _f(0, "When Megatron's training step calls torch.cuda.empty_cache() "
+                                        "(--empty-unused-memory-level; Megatron-Bridge's "
+                                        "train.empty_unused_memory_level). 0: never. 1: after the forward-backward "
+                                        "passes, before the optimizer step. 2: after the optimizer step too. It "
+                                        "gives cached blocks back to the driver: reserved memory, never allocated. "
+                                        "Used by reserved_memory_model replay.", type="int", min=0, max=2,
+                                        flag="--empty-unused-memory-level")
     eval_interval: int | None = _f(None, "Iterations between evaluations (Megatron-LM's --eval-interval). When set "
                                    "(and eval_iters > 0) the evaluation's forward-only steps count as a phase of the "
                                    "run: model states, the optimizer step's fp32 gradient copies still alive, and "

@@ -294,6 +294,7 @@ _FEATURE_FIELDS = (
     ("training", "overlap_moe_expert_parallel_comm"), ("training", "delay_wgrad_compute"),
     ("training", "overlap_dispatch_backward_with_experts_wgrad"),
     ("training", "deterministic_mode"),
+    ("training", "empty_unused_memory_level"),
     ("training", "eval_interval"), ("training", "eval_iters"), ("training", "eval_micro_batch_size"), ("training", "save_interval"), ("training", "ckpt_format"),
     ("training", "defer_embedding_wgrad_compute"), ("training", "wgrad_deferral_limit"),
     ("precision", "first_last_layers_bf16"), ("precision", "num_layers_at_start_in_bf16"),

@@ -112,6 +112,8 @@ _put(_M, "save_interval ckpt_format", "checkpoint save and load phases: what the
      "preparation adds on the GPU (estimator/memory/phases.py)")
 _put(_M, "eval_iters eval_interval eval_micro_batch_size", "the evaluation phase: forward-only steps beside the model states")
 _put(_M, "use_distributed_optimizer", "optimizer states sharded over the data-parallel ranks")
+_put(_M, "empty_unused_memory_level", "torch.cuda.empty_cache() after the forward-backward passes (1) and the "
+     "optimizer step (2): reserved memory of the allocator replay, not allocated")
 _put(_M, "fp16 bf16 fp8 fp8_recipe fp8_param_gather", "weight dtype, FP8 weight copies and activations")
 _put(_M, "fp4 fp4_param_gather", "NVFP4 compute (Transformer Engine's NVFP4BlockScaling): 4-bit weight copies "
      "with E4M3 scales per 16 elements, or NVFP4 weights themselves; linear-layer inputs saved in NVFP4")
@@ -320,7 +322,6 @@ _put(_N, "rl_prompts_per_eval grpo_prompts_per_step grpo_group_size rl_generatio
      "only with --perform-rl-step, which is refused")
 _put(_N, "rampup_batch_size step_batch_size_schedule decrease_batch_size_if_needed",
      "batch-size schedules: the peak comes at the full global batch size")
-_put(_N, "empty_unused_memory_level", "returns cached blocks to the driver: reserved memory, not allocated")
 _put(_N, "train_iters train_samples exit_interval exit_duration_in_mins exit_signal_handler exit_signal "
      "exit_signal_handler_for_dataloader exit_signal_handler_for_training manual_gc manual_gc_interval "
      "manual_gc_eval iterations_to_skip check_weight_hash_across_dp_replicas_interval gpu_sniff_test_interval "

@@ -666,7 +666,8 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         root_grad=-(-(sum(other) + sum(first)) // fsdp2) * B if fsdp2 else 0,
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
-        clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight)
+        clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight,
+        empty_cache_level=tr.empty_unused_memory_level)
     budget = max(reserved.MAX_EVENTS // min(r.p, MAX_REPLAYED_STAGES), reserved.MIN_STAGE_EVENTS)
     sim = reserved.replay(reserved.events(trace, budget), conf)
     return max(sim.peak_reserved, allocated)
@@ -819,7 +820,10 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                       else "PyTorch's default settings") + "): its peak of reserved segments (estimator/memory/"
                    "reserved.py). The trace holds the saved tensors, gradients, buffers and optimizer-step "
                    "temporaries this estimate counts, not every kernel's temporaries, so it tends to read a little "
-                   "low.")
+                   "low." + ("" if not tr.empty_unused_memory_level else
+                             " torch.cuda.empty_cache() is replayed after the forward-backward passes"
+                             + (" and after the optimizer step" if tr.empty_unused_memory_level >= 2 else "")
+                             + f" (empty_unused_memory_level {tr.empty_unused_memory_level})."))
     out.append((f"reserved = allocated x {1 + ALLOCATOR_RESERVE_FRACTION:.2f} (caching allocator); device"
                 if tr.reserved_memory_model != "replay" else "Device") + " adds "
                f"{CUDA_CONTEXT_BYTES // MIB} MiB CUDA context and {NCCL_BYTES_PER_COMMUNICATOR // MIB} MiB per "

@@ -49,7 +49,10 @@ at most :data:`STEADY_CYCLES` steady 1F1B cycles (later cycles repeat the alloca
 trace would pass :data:`MAX_EVENTS` merges runs of consecutive layers into one (their tensors summed), so the cost
 is bounded whatever the model. A whole-iteration CUDA graph (``cuda_graph_impl: full_iteration``) replays the
 eager warm-up steps, then ``torch.cuda.graph``'s ``empty_cache`` and the captured forward-backward in a private
-pool that stays reserved (pytorch @ 001074d2 ``torch/cuda/graphs.py``).
+pool that stays reserved (pytorch @ 001074d2 ``torch/cuda/graphs.py``). Megatron-LM's ``--empty-unused-memory-level``
+(``training.empty_unused_memory_level``; Megatron-LM @ d98e8a64 ``megatron/training/training.py`` ``train_step``,
+Megatron-Bridge @ 067f987d ``src/megatron/bridge/training/train.py`` alike) empties the cache after the
+forward-backward passes (1) and after the optimizer step too (2): the segments then wholly free are given back.
 
 Not modelled, stated: the per-layer CUDA graphs' private pools, other streams' blocks (``record_stream``), the
 kernels' own temporaries inside one autograd node (only the estimate's working sets), the per-expert split of
@@ -129,6 +132,8 @@ class StageTrace(NamedTuple):
     #                           (foreach temporaries) are freed in reverse order once the update has run
     step_groups: tuple = ()   # the step per parameter group, in order: (how many of ``states`` it makes at the first
     #                           step, its temporaries' lists); with it ``step_lists`` holds only the kept lists
+    empty_cache_level: int = 0  # Megatron-LM's --empty-unused-memory-level: 1 empties the cache after the
+    #                           forward-backward passes, 2 after the optimizer step too
 
 
 def split(total: int, piece: int) -> tuple:
@@ -384,19 +389,33 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
         for k in kept_lists.pop() if kept_lists else ():
             free(k)
 
+    def emptied(level: int):
+        # Megatron-LM's train_step: torch.cuda.empty_cache() after the forward-backward passes at
+        # --empty-unused-memory-level 1 and 2, after the optimizer step at 2
+        if t.empty_cache_level >= level:
+            out.append(("empty_cache",))
+
     if t.full_graph:
         for i in range(max(t.warmup_steps, 0)):
             iteration()
+            emptied(1)
             step(i == 0)
+            emptied(2)
         out.append(("empty_cache",))
         iteration(pool=1)     # the capture; its replays allocate nothing
+        emptied(1)
         step(t.warmup_steps == 0)
+        emptied(2)
         zero_grad()
+        emptied(1)
         step(False)
+        emptied(2)
     else:
         for i in range(2):
             iteration()
+            emptied(1)
             step(i == 0)
+            emptied(2)
     return out
 
 
@@ -581,7 +600,8 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
           persistent: tuple, chunks: tuple, loss: tuple, embedding_wgrad: int, counts: tuple, microbatches: int | None,
           step: tuple,
           extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0,
-          step_per_param: tuple = (), separate_experts: bool = False, root_grad: int = 0) -> StageTrace:
+          step_per_param: tuple = (), separate_experts: bool = False, root_grad: int = 0,
+          empty_cache_level: int = 0) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
     states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
@@ -641,7 +661,7 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
         step_groups = ()
     return StageTrace(params, grad_buffers, weights if distributed else 0, masters, states, persistent, chunks, loss,
                       embedding_wgrad, counts, microbatches, step, extra, full_graph, warmup_steps,
-                      clone_bytes if masters else 0, root_grad, lists, step_groups)
+                      clone_bytes if masters else 0, root_grad, lists, step_groups, empty_cache_level)
 
 
 def _proportional(weights: list, total: int) -> tuple:

@@ -13,7 +13,7 @@ from estimator import ConfigError, estimate
 from estimator.formats.megatron_args import _BY_FLAG, _DEST
 from estimator.config.schema import field_specs
 from tests.conftest import make_config
-from tests.formats.test_megatron_flags import CHANGES, ENABLES
+from tests.formats.test_megatron_flags import CHANGES, ENABLES, REPLAY_CHANGES
 
 MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
 MOE = {**MODEL, "num_experts": 8}
@@ -160,7 +160,7 @@ VARIANTS = {
 
 def _covered_by_a_flag(spec) -> bool:
     f = _BY_FLAG.get(spec.flag) if spec.flag else None
-    return f is not None and f.path == spec.path and _DEST.get(spec.flag) in {**CHANGES, **ENABLES}
+    return f is not None and f.path == spec.path and _DEST.get(spec.flag) in {**CHANGES, **ENABLES, **REPLAY_CHANGES}
 
 
 def _merge(base: dict, change: dict) -> dict:

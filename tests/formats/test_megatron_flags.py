@@ -260,6 +260,14 @@ CHANGES = {
 }
 
 
+#: Modelled flags whose effect is on the reserved memory of the allocator replay only
+#: (``training.reserved_memory_model: replay``): (base, flag), the replay's reserved bytes differ.
+REPLAY_CHANGES = {
+    "empty_unused_memory_level": (BF16.replace("--hidden-size 512", "--hidden-size 2048") + " --swiglu "
+                                  "--global-batch-size 32 --use-distributed-optimizer", "--empty-unused-memory-level 1"),
+}
+
+
 #: Files the flags above name (read_megatron_args's read_file): proj_fprop and fc2_fprop as ring-exchange
 #: reduce-scatters (larger userbuffers than the default pipeline ones).
 FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n",
@@ -274,8 +282,11 @@ ENABLES = {
 }
 
 
-def _stages(cmd: str) -> list:
-    return estimate(read_megatron_args(cmd, world_size=8, read_file=FILES.get).config).to_dict()["stages"]
+def _stages(cmd: str, replay: bool = False) -> list:
+    config = read_megatron_args(cmd, world_size=8, read_file=FILES.get).config
+    if replay:
+        config["training"]["reserved_memory_model"] = "replay"
+    return estimate(config).to_dict()["stages"]
 
 
 def test_catalogue_is_megatron_lm_at_the_pinned_revision():
@@ -342,6 +353,11 @@ def test_a_modelled_flag_changes_the_estimate(dest):
         with pytest.raises(ConfigError, match=dest):
             _stages(base)
         assert _stages(f"{base} {extra}")
+        return
+    if dest in REPLAY_CHANGES:
+        base, extra = REPLAY_CHANGES[dest]
+        assert _stages(base) == _stages(f"{base} {extra}")          # allocated x 1.05: unchanged
+        assert _stages(base, replay=True) != _stages(f"{base} {extra}", replay=True)
         return
     assert dest in CHANGES, f"add a configuration where {dest} changes the estimate"
     base, extra, *without = CHANGES[dest]

@@ -163,6 +163,51 @@ def test_replay_of_one_layer_by_hand():
                         ("optimizer@2", 5 * MIB, 22 * MIB, 5 * MIB))
 
 
+def test_empty_cache_after_the_passes_by_hand():
+    """Megatron-LM's --empty-unused-memory-level 1 (training.py train_step: torch.cuda.empty_cache() after the
+    forward-backward passes). One 2 MiB parameter and its gradient buffer (a 20 MiB segment, 16 MiB cached), a
+    layer saving 30 MiB, one 20 MiB optimizer state.
+
+    Level 0: the saved tensor and its gradient get 30 MiB segments A and B (reserved 80 MiB), both cached once freed;
+    the first step's 20 MiB state takes the best fit, A (lowest address of the two), split 20 + 10. Iteration 2: the
+    saved tensor takes B, its gradient fits no cached block (16, 10): a third 30 MiB segment. Peak 20 + 3 x 30 +
+    0 = 110 MiB.
+
+    Level 1: A and B, wholly free after the passes, are given back (reserved 20 MiB); the state gets a 20 MiB segment
+    of its own (40 MiB); iteration 2 cuts two 30 MiB segments again: peak 40 + 60 = 100 MiB. Level 2 empties the
+    cache after the step too, when nothing is wholly free: 100 MiB. Allocated is the same: 2 + 2 + 20 + 30 + 30 =
+    84 MiB."""
+    one = dict(chunks=(((), (LayerTensors((30 * MIB,), (), (), ()),), (), False, False),), states=(20 * MIB,))
+    runs = [replay(events(_one_layer(**one, empty_cache_level=level))) for level in (0, 1, 2)]
+    assert [r.peak_reserved for r in runs] == [110 * MIB, 100 * MIB, 100 * MIB]
+    assert {r.peak_allocated for r in runs} == {84 * MIB}
+    ev = events(_one_layer(empty_cache_level=2))
+    marks = [e for e in ev if e[0] in ("mark", "empty_cache")]
+    assert marks == [("mark", "setup"), ("mark", "fwd_bwd"), ("empty_cache",), ("mark", "optimizer"),
+                     ("empty_cache",), ("mark", "fwd_bwd"), ("empty_cache",), ("mark", "optimizer"),
+                     ("empty_cache",)]
+
+
+def test_empty_unused_memory_level_is_read_from_both_launchers():
+    """Megatron-LM's flag and Megatron-Bridge's train.empty_unused_memory_level (training/train.py: the same two
+    empty_cache calls) set the field; allocated memory does not move."""
+    args = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+            "--micro-batch-size 1 --vocab-size 1000 --bf16")
+    imp = read_megatron_args(args + " --empty-unused-memory-level 2")
+    assert imp.config["training"]["empty_unused_memory_level"] == 2
+    from estimator.formats.bridge.config import read_bridge_config
+    bridge = read_bridge_config({"model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                           "seq_length": 128, "vocab_size": 1000},
+                                 "train": {"micro_batch_size": 1, "global_batch_size": 1,
+                                           "empty_unused_memory_level": 1}}, world_size=1)
+    assert bridge.config["training"]["empty_unused_memory_level"] == 1
+    with pytest.raises(ConfigError, match="empty_unused_memory_level"):
+        load_config({**_tiny(), "training": {**_tiny()["training"], "empty_unused_memory_level": 3}})
+    a = estimate(_tiny(reserved_memory_model="replay"))
+    b = estimate(_tiny(reserved_memory_model="replay", empty_unused_memory_level=2))
+    assert a.peak.allocated_bytes == b.peak.allocated_bytes
+
+
 def test_whole_iteration_graph_has_a_private_pool():
     """cuda_graph_impl full_iteration, one eager step first: as above (22 MiB), then torch.cuda.graph empties the
     cache (no segment is wholly free: the 20 MiB one holds the parameter and the gradients, the small one the
