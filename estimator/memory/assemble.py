@@ -606,6 +606,8 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     # the unfused attention's scores before the softmax: b x a/t x s x s (estimator/model/local_attention.py)
     scores_input = B * r.b * (r.a // r.t) * r.s * r.s if unfused else 0
     soft = unfused and torch_softmax(r)      # PyTorch's softmax rather than Megatron's fused kernel
+    # the local routed experts run one by one, each with tensors of its own (SequentialMLP), without grouped GEMM
+    sequential = 0 if cfg.model.moe_grouped_gemm or not r.E else r.E // r.ep
     n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
     # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
@@ -626,7 +628,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft)
+            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft, sequential)
             if fsdp2:
                 n_el = sum(o * n_in * n for o, n_in, n in lin + exp) + per_layer_params[-1][2]
                 lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)
@@ -644,7 +646,9 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         if ca[5]:
             tail += (ca[5],)
         chunks.append((head, tuple(layers), tail, bool(c.embedding), bool(ca[4])))
-    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight, tuple(first))
+    # routed experts without expert parallelism (and ETP = TP) share the dense gradient buffer and optimizer
+    shared = bool(r.E) and not separate_expert_optimizer(r)
+    dense, experts = reserved.parameter_tensors(per_layer_params, other, bm.weight, tuple(first), interleave=shared)
     vocab_wgrad = 0 if no_wgrad else bm.weight * vocab_weight
     # byte_model's optimizer bytes are Adam's: the master copy is what they hold beyond the two moments.
     adam_moments = (DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
@@ -667,7 +671,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
         extra=tuple(v for k, v in transient.items() if k not in PERSISTENT_BUFFERS and k not in _TRACED and v > 0),
         full_graph=tr.cuda_graph_impl == "full_iteration", warmup_steps=tr.cuda_graph_warmup_steps,
         clone_bytes=0 if pr.use_precision_aware_optimizer else bm.weight,
-        empty_cache_level=tr.empty_unused_memory_level)
+        empty_cache_level=tr.empty_unused_memory_level, experts_in_dense=shared)
     budget = max(reserved.MAX_EVENTS // min(r.p, MAX_REPLAYED_STAGES), reserved.MIN_STAGE_EVENTS)
     sim = reserved.replay(reserved.events(trace, budget), conf)
     return max(sim.peak_reserved, allocated)

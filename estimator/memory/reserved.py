@@ -54,9 +54,14 @@ pool that stays reserved (pytorch @ 001074d2 ``torch/cuda/graphs.py``). Megatron
 Megatron-Bridge @ 067f987d ``src/megatron/bridge/training/train.py`` alike) empties the cache after the
 forward-backward passes (1) and after the optimizer step too (2): the segments then wholly free are given back.
 
+Routed experts: without expert parallelism (and with the expert tensor-parallel size equal to the dense one) their
+weights sit in the dense gradient buffer and optimizer, in model order (:func:`parameter_tensors` ``interleave``);
+without grouped GEMM each local expert saves its own fc1 and activation outputs (:func:`_expert_parts`, balanced
+routing assumed).
+
 Not modelled, stated: the per-layer CUDA graphs' private pools, other streams' blocks (``record_stream``), the
-kernels' own temporaries inside one autograd node (only the estimate's working sets), the per-expert split of
-routed tensors.
+kernels' own temporaries inside one autograd node (only the estimate's working sets), uneven routing (each expert's
+tensors are cut equal).
 """
 
 from __future__ import annotations
@@ -469,8 +474,11 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
 
 #: Saved tensors of ``layer_activations(parts=True)`` that belong to the token mixer (the rest are the MLP's).
 _MIXER_PARTS = ("norm_in", "norm_out", "latent", "qkv", "scores", "lse", "attn_out", "proj_in_fp8")
+#: Saved tensors of ``layer_activations(parts=True)`` each routed expert makes for itself (the fc1 output and the
+#: activation's output, the fc2 input).
+_PER_EXPERT = ("expert_fc1_out", "expert_act_out")
 #: Parameter tensors of a stage beyond which consecutive ones are merged (thousands of routed experts).
-MAX_PARAM_TENSORS = 256
+MAX_PARAM_TENSORS = 512
 #: Tensors of one per-parameter list of the optimizer step beyond which consecutive parameters are merged.
 MAX_STEP_TENSORS = 128
 
@@ -525,13 +533,36 @@ def _score_backward(first: int, pieces: int, u: int, torch_path: bool) -> tuple:
     return tuple(ops) + (("t", g),)
 
 
+def _expert_parts(parts: dict, experts: int) -> list:
+    """The MLP's saved tensors in order, each routed expert's own tensors (``_PER_EXPERT``) cut into ``experts``
+    equal pieces, expert by expert: Megatron-LM @ d98e8a64 ``megatron/core/transformer/moe/experts.py``
+    ``SequentialMLP.forward`` runs the local experts one after the other on ``torch.split`` views of the permuted
+    tokens, each expert's MLP making its own fc1 output and activation output (saved for its backward), and
+    concatenates the outputs. Balanced routing is assumed (equal pieces). Grouped GEMM makes one tensor each."""
+    mlp = [(k, v) for k, v in parts.items() if k not in _MIXER_PARTS and v]
+    per = [v for k, v in mlp if k in _PER_EXPERT]
+    if experts <= 1 or not per:
+        return [v for _, v in mlp]
+    out, placed = [], False
+    for k, v in mlp:
+        if k not in _PER_EXPERT:
+            out.append(v)
+        elif not placed:
+            for e in range(experts):
+                out += [x // experts + (e < x % experts) for x in per]
+            placed = True
+    return out
+
+
 def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
-                  scores_input: int = 0, torch_softmax: bool = False) -> LayerTensors:
+                  scores_input: int = 0, torch_softmax: bool = False, experts: int = 0) -> LayerTensors:
     """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
     and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
     its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
     layer that keeps nothing); ``wgrads`` its weight gradients when they are not accumulated in place;
-    ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention)."""
+    ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention); ``experts``
+    the local routed experts run one by one (SequentialMLP: their saved tensors per expert, :func:`_expert_parts`;
+    0 with grouped GEMM)."""
     parts = parts or {}
     mixer = []
     first, pieces = 0, 0
@@ -545,7 +576,7 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
             mixer += cut
         elif v:
             mixer.append(v)
-    mlp = [v for k, v in parts.items() if k not in _MIXER_PARTS and v]
+    mlp = _expert_parts(parts, experts)
     att = scaled(mixer, acts.attention)
     mlp_t = scaled(mlp, acts.mlp)
     saved = att + mlp_t
@@ -579,18 +610,29 @@ def _merge_sizes(sizes: list, limit: int) -> list:
 
 
 def parameter_tensors(dense_shapes_by_layer: list, other: list, weight_bytes: int,
-                      first: tuple = ()) -> tuple[list, list]:
+                      first: tuple = (), interleave: bool = False) -> tuple[list, list]:
     """(dense, routed-expert) parameter tensors of a stage, in elements, in the order the model builds them:
     ``first`` (the embedding), per layer its linear weights (``kind_linear_shapes``: (out, in, count)), then
-    ``other`` (elements: final norm, output layer, MTP layers)."""
+    ``other`` (elements: final norm, output layer, MTP layers).
+
+    ``interleave``: the routed experts share the dense parameters' gradient buffer and optimizer (their
+    ``allreduce`` attribute is True: no expert parallelism and the expert tensor-parallel size equal to the dense one;
+    Megatron-LM @ d98e8a64 ``megatron/core/tensor_parallel/layers.py`` ``use_expert_pgs``,
+    ``megatron/core/distributed/distributed_data_parallel.py`` groups the buffers by it): returned as one list in
+    model order, each layer's experts after its other weights, expert by expert (``local_experts.0.linear_fc1``,
+    ``local_experts.0.linear_fc2``, ``local_experts.1...``), and no expert list."""
     dense, experts = [x for x in first if x > 0], []
     for lin, exp, rest in dense_shapes_by_layer:
         for o, i, n in lin:
             dense += [o * i] * n
         if rest > 0:
             dense.append(rest)
-        for o, i, n in exp:
-            experts += [o * i] * n
+        if interleave and exp:
+            for e in range(max(n for _, _, n in exp)):
+                dense += [o * i for o, i, n in exp if e < n]
+        else:
+            for o, i, n in exp:
+                experts += [o * i] * n
     dense += [x for x in other if x > 0]
     return dense, experts
 
@@ -601,15 +643,17 @@ def build(*, dense: list, experts: list, weight_bytes: int, weights: int, gradie
           step: tuple,
           extra: tuple = (), full_graph: bool = False, warmup_steps: int = 0, clone_bytes: int = 0,
           step_per_param: tuple = (), separate_experts: bool = False, root_grad: int = 0,
-          empty_cache_level: int = 0) -> StageTrace:
+          empty_cache_level: int = 0, experts_in_dense: bool = False) -> StageTrace:
     """A :class:`StageTrace` from the stage's figures. ``dense`` / ``experts``: parameter tensors in elements;
     ``master_bytes`` the bytes per parameter of the fp32 main copy (0 without one), ``state_count`` the optimizer
     states per parameter (2 for Adam) made at the first step; the optimizer tensors are scaled so that they add up
     to ``optimizer`` (the estimate's figure) and the gradient buffers to ``gradients``. ``step_per_param``:
     ``(bytes, kept)`` of the step's per-parameter lists (:data:`StageTrace.step_lists`), each cut into one tensor
     per main parameter (its shard), in proportion to the shards; with ``separate_experts`` (dense and routed
-    experts in two optimizers, stepped one after the other) the list is the larger optimizer's."""
-    dense = _merge_sizes(dense, MAX_PARAM_TENSORS // 2)
+    experts in two optimizers, stepped one after the other) the list is the larger optimizer's. ``experts_in_dense``:
+    ``dense`` holds the routed experts too (:func:`parameter_tensors` ``interleave``), merged beyond
+    :data:`MAX_PARAM_TENSORS` rather than half of it."""
+    dense = _merge_sizes(dense, MAX_PARAM_TENSORS // 2 if experts or not experts_in_dense else MAX_PARAM_TENSORS)
     experts = _merge_sizes(experts, MAX_PARAM_TENSORS // 2)
     n_d, n_e = sum(dense), sum(experts)
     total = n_d + n_e

@@ -17,8 +17,8 @@ from estimator.config.errors import ConfigError
 from estimator.config.load import load_config
 from estimator.formats.megatron_args import read_megatron_args
 from estimator.memory.allocator import CachingAllocator, parse_alloc_conf
-from estimator.memory.reserved import (LayerTensors, StageTrace, build, events, layer_tensors, replay, schedule_passes,
-                                       scaled)
+from estimator.memory.reserved import (LayerTensors, StageTrace, build, events, layer_tensors, parameter_tensors, replay,
+                                       schedule_passes, scaled)
 from estimator.validation.project_runs import project_cases
 from tests.conftest import ROOT
 
@@ -206,6 +206,30 @@ def test_empty_unused_memory_level_is_read_from_both_launchers():
     a = estimate(_tiny(reserved_memory_model="replay"))
     b = estimate(_tiny(reserved_memory_model="replay", empty_unused_memory_level=2))
     assert a.peak.allocated_bytes == b.peak.allocated_bytes
+
+
+def test_experts_in_the_dense_buffer_are_in_model_order():
+    """One MoE layer, linear weights qkv (6 x 4) and proj (4 x 4), 3 elements of norms and router, two experts of
+    fc1 (8 x 4) and fc2 (4 x 4); the embedding (40) first, the output layer (40) last. With the experts in the dense
+    buffer (no expert parallelism): 40, 24, 16, 3, then expert 0's 32 and 16, expert 1's 32 and 16, then 40. Apart:
+    the fc1 weights of both experts, then the fc2 weights, in a list of their own."""
+    layer = [(((6, 4, 1), (4, 4, 1)), ((8, 4, 2), (4, 4, 2)), 3)]
+    assert parameter_tensors(layer, [40], 2, (40,), interleave=True) == ([40, 24, 16, 3, 32, 16, 32, 16, 40], [])
+    assert parameter_tensors(layer, [40], 2, (40,)) == ([40, 24, 16, 3, 40], [32, 32, 16, 16])
+
+
+def test_sequential_experts_save_their_own_tensors():
+    """SequentialMLP without grouped GEMM: 4 local experts on balanced routing. The routed fc1 output (8 MiB for all
+    experts) and activation output (4 MiB) become 2 MiB and 1 MiB per expert, expert by expert, where the MLP's
+    tensors stand; the router's and the experts' input stay whole. With grouped GEMM (experts=0) one tensor each."""
+    parts = {"qkv": 6 * MIB, "router": MIB, "expert_in": 8 * MIB, "expert_fc1_out": 8 * MIB,
+             "expert_act_out": 4 * MIB, "mlp_norm_in": 2 * MIB}
+    acts = type("A", (), dict(attention=6 * MIB, mlp=23 * MIB, backward_peak=0, attention_backward_peak=0,
+                              recompute_peak=0, checkpoint=0))()
+    lt = layer_tensors(acts, parts, None, experts=4)
+    assert lt.saved == (6 * MIB, MIB, 8 * MIB) + (2 * MIB, MIB) * 4 + (2 * MIB,)
+    assert lt.n_mlp == 11
+    assert layer_tensors(acts, parts, None).saved == (6 * MIB, MIB, 8 * MIB, 8 * MIB, 4 * MIB, 2 * MIB)
 
 
 def test_whole_iteration_graph_has_a_private_pool():
