@@ -16,7 +16,13 @@ holds against the GPU. The factor is rounded down, so the layout fits at the fac
 
 The search relies on ``device_bytes`` not decreasing in f: every tensor the factor scales is counted with a
 positive sign in every phase whose maximum makes the peak, and the tensors freed in a window (delayed weight
-gradients, the embedding's weight gradient) are subtracted from a total that holds them. It is piecewise linear
+gradients, the embedding's weight gradient) are subtracted from a total that holds them. One exception, guarded:
+with the paged stash (``training.moe_paged_stash``, :mod:`estimator.memory.features.paged_stash`) the figure drops
+(by up to tens of MB) where the routing overflows the budget or the stash buffers and the step is rerun without the
+stash. The search then first finds, by bisection on whether any stage holds stash buffers, the last grid point g
+where the stash applies; if g does not fit, the answer lies in [1, g), where the figure is monotone; if it fits, so
+does all of [1, g], and the search goes on above g, monotone again. So the factor reported is one up to which every
+factor fits. It is piecewise linear
 and convex in f up to the rounding of rows to whole numbers (a maximum over stages and phases of terms linear in
 the routed rows), so a secant step from the fitting end lands on a fitting point and the search usually closes
 after two or three estimates beyond the two ends; a bisection step follows any secant step that fails to halve
@@ -91,10 +97,10 @@ def describe(h: Headroom) -> tuple[str, str]:
             + risk, evidence)
 
 
-def _fullest(est) -> tuple[int, int]:
-    """(device bytes, stage) of the fullest stage."""
+def _fullest(est) -> tuple[int, int, bool]:
+    """(device bytes, stage) of the fullest stage, and whether any stage holds paged-stash buffers."""
     s = max(est.stages, key=lambda s: s.device_bytes)
-    return s.device_bytes, s.stage
+    return s.device_bytes, s.stage, any(x.transient.get("paged_stash_buffers") for x in est.stages)
 
 
 def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate: Estimate | None = None,
@@ -124,7 +130,7 @@ def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate
     evaluations = 0
     memo: dict = {}
 
-    def device(f: float) -> tuple[int, int]:
+    def device(f: float) -> tuple[int, int, bool]:
         nonlocal evaluations
         if f not in memo:
             tr = dataclasses.replace(cfg.training, moe_overload_factor=f)
@@ -134,18 +140,45 @@ def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate
 
     if estimate is not None:
         memo[float(cfg.training.moe_overload_factor)] = _fullest(estimate)
-    d1, stage1 = device(1.0)
+    d1, stage1, stashed = device(1.0)
     if d1 > limit:
         return Headroom(None, bound, False, stage1, cap, evaluations)
-    dmax, stage_max = device(bound)
+    # Grid points lo / GRID; off the grid, the bound stands for the point after the grid's last one.
+    last = int(bound * GRID + 1e-9)
+    top = last if abs(last - bound * GRID) < 1e-6 else last + 1
+
+    def at(i: int) -> tuple[int, int, bool]:
+        return device(bound if i >= top else i / GRID)
+
+    lo, d_lo = GRID, d1
+    dmax, stage_max, stashed_max = at(top)
+    if stashed and not stashed_max:
+        # The paged stash stops where the routing overflows its budget or its buffers (the step is rerun without
+        # it), and the device figure may drop there: the one place it is not monotone. Find the last grid point
+        # g where it applies; on [1, g] the figure is monotone, so it all fits when g does, and the rest of the
+        # search runs above g, where it is monotone again.
+        on, off = GRID, top
+        while off - on > 1:
+            mid = (on + off) // 2
+            if at(mid)[2]:
+                on = mid
+            else:
+                off = mid
+        d_g, s_g, _ = at(on)
+        if d_g > limit:
+            lo, s_hi = _largest_fitting(at, limit, lo, d_lo, on, on / GRID, d_g, s_g)
+            return Headroom(lo / GRID, bound, False, s_hi, cap, evaluations)
+        lo, d_lo = on, d_g
     if dmax <= limit:
         return Headroom(bound, bound, True, None, cap, evaluations)
-    # The largest fitting grid point lo / GRID: lo fits, hi does not. Off the grid, the bound stands for the point
-    # after the grid's last one (which is then unknown).
-    lo, last = GRID, int(bound * GRID + 1e-9)
-    hi = last if abs(last - bound * GRID) < 1e-6 else last + 1
-    x_hi, d_hi, s_hi = bound, dmax, stage_max
-    d_lo = d1
+    lo, s_hi = _largest_fitting(at, limit, lo, d_lo, top, bound, dmax, stage_max)
+    return Headroom(lo / GRID, bound, False, s_hi, cap, evaluations)
+
+
+def _largest_fitting(at, limit: int, lo: int, d_lo: int, hi: int, x_hi: float, d_hi: int, s_hi: int) -> tuple[int, int]:
+    """(the largest grid point in [lo, hi) whose device figure fits ``limit``, the stage that overflows just above
+    it), given that ``lo`` and everything below it fit, ``hi`` (at factor ``x_hi``) does not, and the figure does
+    not decrease on [lo, hi]. ``at(i)``: (device bytes, stage, stashed) at grid point i."""
     halve = False
     while hi - lo > 1:
         width = hi - lo
@@ -154,11 +187,11 @@ def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate
         else:        # the secant from the fitting end: on or below the curve where it is convex
             x = lo / GRID + (limit - d_lo) * (x_hi - lo / GRID) / (d_hi - d_lo)
             u = min(max(int(x * GRID + 1e-9), lo + 1), hi - 1)
-        d, s = device(u / GRID)
+        d, s, _ = at(u)
         if d <= limit:
             lo, d_lo = u, d
             if u + 1 < hi:                          # the next grid point usually closes the bracket
-                d, s = device((u + 1) / GRID)
+                d, s, _ = at(u + 1)
                 if d <= limit:
                     lo, d_lo = u + 1, d
                 else:
@@ -166,4 +199,4 @@ def overload_headroom(config, capacity_bytes, headroom: float = 0.0, *, estimate
         else:
             hi, x_hi, d_hi, s_hi = u, u / GRID, d, s
         halve = hi - lo > width // 2
-    return Headroom(lo / GRID, bound, False, s_hi, cap, evaluations)
+    return lo, s_hi

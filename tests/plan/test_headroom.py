@@ -19,6 +19,8 @@ class's measured band, must fit. So each capacity here is the device figure it m
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import estimator
 from estimator import ConfigError, estimate
@@ -123,3 +125,69 @@ def test_device_bytes_never_fall_as_the_factor_grows_and_the_answer_is_the_large
                 assert h.evaluations <= 16
             checked += 1
     assert checked >= 2 * 20
+
+
+# ------------------------------------------------------------------------------------------------ the paged stash
+
+def _stash_cfg(cuda: float, cpu: float, budget: float) -> dict:
+    """tests/memory/features/test_paged_stash.py's model (2 MoE layers, 16 experts, EP 4, HybridEP, MXFP8 with the
+    op fuser: Transformer Engine's fused grouped MLP, whose saved tensors the paged stash takes)."""
+    from tests.memory.features.test_paged_stash import _cfg
+    return _cfg({"moe_paged_stash_buffer_size_factor_cuda": cuda, "moe_paged_stash_buffer_size_factor_cpu": cpu},
+                model={"moe_expert_rank_capacity_factor": budget})
+
+
+def _stashed(cfg: dict, f: float) -> bool:
+    return any(s.transient.get("paged_stash_buffers") for s in estimate(_with(cfg, f)).stages)
+
+
+def _scanned(cfg: dict, limit: int, bound: float) -> float | None:
+    """The answer by brute force: the grid point before the first one (from 1.00 up) that does not fit."""
+    last = None
+    for i in range(100, int(bound * 100 + 1e-9) + 1):
+        if _device(cfg, i / 100) > limit:
+            return last
+        last = i / 100
+    return bound
+
+
+def test_the_paged_stash_makes_the_figure_drop_and_the_search_steps_over_it():
+    """GPU stash buffers of 1.2 x the arriving rows (factor -1.2), no host buffer, budget 1.5 x balanced. Up to 1.50
+    the stash applies and its buffers grow with the rows: 1,303,160,756 B at 1.00, 1,321,893,160 B at 1.50. At 1.51
+    the routing overflows the budget, the step is rerun without the stash (stage_memory's figure for that rerun) and
+    the device figure drops to 1,289,560,552 B, rising again from there (1,321,321,422 B at 2.16, 1,321,806,337 B at
+    2.17). With 1,321,800,000 B usable, 1.50 does not fit but 1.51 to 2.16 do: the secant from 1.00 to the bound
+    (4.00) lands at 1.51, and the search without the guard answered 2.16. The largest factor up to which every
+    factor fits is 1.49 (brute force over the grid)."""
+    cfg = _stash_cfg(-1.2, 0.0, 1.5)
+    assert (_device(cfg, 1.0), _device(cfg, 1.5), _device(cfg, 1.55)) == (1_303_160_756, 1_321_893_160, 1_291_513_115)
+    assert _stashed(cfg, 1.5) and not _stashed(cfg, 1.51)
+    cap = _cap(1_321_800_000, cfg)
+    usable = usable_bytes(cap, 0.0, band_for(cfg).fraction)
+    h = overload_headroom(cfg, cap)
+    assert h.factor == _scanned(cfg, usable, h.bound) == 1.49
+    assert _device(cfg, 2.16) <= usable < _device(cfg, 1.5)
+
+
+@settings(max_examples=8, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from((-2.0, -1.2, -0.5, 0.5, 1.0, 1.2, 2.0)), st.sampled_from((0.0, 0.3, 1.0)),
+       st.sampled_from((1.5, 3.0)), st.floats(0.0, 1.0))
+def test_with_the_paged_stash_every_factor_up_to_the_answer_fits(cuda, cpu, budget, where):
+    """Property: whatever the stash's buffer factors and budget, the figure is monotone where the stash applies and
+    where it does not (the guard's premise), and the headroom equals the brute-force scan: every grid factor up to
+    it fits and the next one does not. The capacity is drawn between the figures at 1.0 and at the bound."""
+    cfg = _stash_cfg(cuda, cpu, budget)
+    bound = overload_headroom(cfg, GPUS["B200-180GB"].memory_bytes).bound
+    xs = [1 + i * (bound - 1) / 40 for i in range(41)]
+    points = [(_device(cfg, x), _stashed(cfg, x)) for x in xs]
+    for (d0, s0), (d1, s1) in zip(points, points[1:]):
+        assert s1 <= s0                          # the stash, once off, stays off as the rows grow
+        if s0 == s1:
+            assert d1 >= d0                      # monotone on each stretch
+    lo, hi = min(d for d, _ in points), max(d for d, _ in points)
+    limit = int(lo + where * (hi - lo))
+    cap = _cap(limit, cfg)
+    usable = usable_bytes(cap, 0.0, band_for(cfg).fraction)
+    h = overload_headroom(cfg, cap)
+    assert h.factor == _scanned(cfg, usable, bound), (cuda, cpu, budget, limit)
