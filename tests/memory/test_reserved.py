@@ -428,19 +428,31 @@ def _errors(replayed: bool) -> list[float]:
 def test_reserved_on_the_project_runs():
     """max_memory_reserved of the project's 80 one-GPU runs (validation/project_runs.yaml) against both models.
     allocated x 1.05 is low in 71 runs (median |error| 4.85 %, worst -17.84 %, whole-iteration CUDA graphs). The
-    replay, with the optimizer step's temporaries one tensor per parameter as PyTorch's foreach Adam makes them and
-    FSDP2's per-unit gradients, the optimizer's parameters in DDP's buffer order, is low in 71 (median 2.25 %, worst
-    -11.50 %: the fp32 run). The issue's target
-    (median <= 2 %, max <= 5 %) is not reached yet; these bounds hold the figures reached."""
+    replay, with the optimizer step's temporaries one tensor per parameter as PyTorch's foreach Adam makes them,
+    FSDP2's per-unit gradients, the optimizer's parameters in DDP's buffer order (routed experts in the dense buffer
+    without expert parallelism), one saved tensor per local expert (SequentialMLP) and Megatron's empty_cache calls,
+    is low in 60 (median |error| 0.98 %, worst -11.50 %: the fp32 run; worst over +3.39 %: 16 experts of width 352;
+    78 of 80 within 5 %). The issue's target (median <= 2 %, max <= 5 %) is met but for the fp32 run and the
+    sequence-8192 run (-9.40 %); these bounds hold the figures reached."""
     frac, rep = _errors(False), _errors(True)
     assert len(frac) == 80
     assert statistics.median(abs(e) for e in frac) == pytest.approx(4.85, abs=0.01)
     assert max(abs(e) for e in frac) == pytest.approx(17.84, abs=0.01)
-    assert statistics.median(abs(e) for e in rep) <= 2.3
+    assert statistics.median(abs(e) for e in rep) <= 1.0
     assert max(abs(e) for e in rep) <= 11.55
+    assert max(rep) <= 3.4
+    assert sum(abs(e) <= 5.0 for e in rep) >= 78
     # the replay beats the fixed fraction on both
     assert statistics.median(abs(e) for e in rep) < statistics.median(abs(e) for e in frac)
     assert max(abs(e) for e in rep) < max(abs(e) for e in frac)
+
+
+def test_empty_cache_run_is_replayed_as_it_ran():
+    """prj-b6-b6-dense-log-flags ran with --empty-unused-memory-level 2: measured 12,400,459,776 B reserved, 5.0 %
+    below the same model run without it on the same GPU type (prj-b4-b4-dense-det, 13,048,479,744 B). Without the
+    empty_cache calls the replay read +5.26 %; with them it is within 1 % (-0.66 %)."""
+    c = next(c for c in CASES if c.id == "prj-b6-b6-dense-log-flags")
+    assert abs(c.reserved_replay_error_pct) < 1.0
 
 
 def test_replay_holds_whole_iteration_graphs():
