@@ -291,6 +291,10 @@ def _load_source(source: str) -> tuple[dict, str]:
 def _config(ns):
     data, label = _source_data(ns)
     data, notes = apply_overrides(data, ns)
+    if getattr(ns, "gpu", None) is not None:
+        # The named GPU's architecture decides what Transformer Engine and PyTorch allocate (training.gpu_arch).
+        from ..formats.gpus import with_gpu_arch
+        data = with_gpu_arch(data, ns.gpu)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     training = data.get("training") or {}
@@ -361,6 +365,10 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     mb = par.get("num_microbatches")
     lines.append(f"Layout: {layout} on {n_gpus(par['world_size'])}; sequence {par['seq_length']} tokens, micro-batch "
                  f"{par['micro_batch_size']}, " + (f"{mb} micro-batches" if mb else "micro-batches: pipeline full"))
+    arch = getattr(est, "gpu_arch", None) or {}
+    if arch:
+        lines.append(f"GPU architecture: {arch['arch']} (compute capability {arch['compute_capability']})"
+                     + (", assumed: no GPU named (--gpu sets it)" if arch.get("assumed") else ""))
     if par.get("pipeline_layout") or par.get("vpp", 1) > 1:
         group = f"micro-batch groups of {par['microbatch_group_size']}" if par.get("microbatch_group_size") else ""
         lines.append("Pipeline: " + ", ".join(x for x in (
@@ -561,7 +569,10 @@ def cmd_gpus(ns) -> int:
     from ..formats.gpus import GPUS
     w = max(map(len, GPUS))
     for g in GPUS.values():
-        print(f"{g.name.ljust(w)}  {g.memory_bytes / GIB:7.2f} GiB  {g.memory_bytes:>15,} B  {g.source}")
+        print(f"{g.name.ljust(w)}  {g.memory_bytes / GIB:7.2f} GiB  {g.memory_bytes:>15,} B  {g.arch or '?':<6}  "
+              f"{g.source}")
+    print("\nArchitecture (training.gpu_arch, which --gpu sets): " + "; ".join(sorted(
+        {g.arch_source for g in GPUS.values() if g.arch_source})))
     return 0
 
 

@@ -12,9 +12,15 @@ from __future__ import annotations
 from . import hybrid_pattern
 from .pipeline_layout import LayoutError, expand_layout
 
-__all__ = ["default_ffn_hidden_size", "grad_comm_dtype", "grad_dtype", "hybrid_layout", "layout_stages",
-           "effective_overload_factor", "max_overload_factor", "recipe_features", "recomputed_modules",
-           "virtual_stages"]
+__all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "default_ffn_hidden_size", "gpu_arch",
+           "grad_comm_dtype", "grad_dtype", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
+           "max_overload_factor", "recipe_features", "recomputed_modules", "virtual_stages"]
+
+#: The architecture assumed when no GPU is named (``training.gpu_arch`` null): Hopper, the GPU of Megatron-LM's CI
+#: goldens and of most published recipes; the estimate's assumptions say so.
+DEFAULT_GPU_ARCH = "sm_90"
+#: The one assumed instead for the recipes Transformer Engine runs only on Blackwell (``fp8_recipe: mxfp8``, ``fp4``).
+BLACKWELL_GPU_ARCH = "sm_100"
 
 
 def recipe_features(cfg) -> list[tuple[str, object]]:
@@ -78,6 +84,33 @@ def hybrid_layout(m, par) -> str | None:
     if m.hybrid_layer_pattern is not None:
         return hybrid_pattern.layout_of(m.hybrid_layer_pattern)
     return par.pipeline_model_parallel_layout
+
+
+def compute_capability(arch: str) -> tuple[int, int]:
+    """(major, minor) of a ``training.gpu_arch`` name, as ``torch.cuda.get_device_capability()`` reports it: sm_XY
+    is (X, Y), Y its last digit (sm_100 -> (10, 0), sm_89 -> (8, 9)); an AMD gfx9MN target is (9, M), the
+    major/minor HIP reports (PyTorch's aten/src/ATen/cuda/CublasHandlePool.cpp tests major 9, minor 4 for gfx94x)."""
+    if arch.startswith("gfx"):
+        return int(arch[3]), int(arch[4])
+    digits = arch.removeprefix("sm_")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def is_amd(arch: str) -> bool:
+    """Whether a ``training.gpu_arch`` name is an AMD target (ROCm builds of PyTorch and Transformer Engine)."""
+    return arch.startswith("gfx")
+
+
+def gpu_arch(cfg) -> str:
+    """The GPU architecture of a configuration: ``training.gpu_arch``, or when it is null :data:`DEFAULT_GPU_ARCH`
+    (Hopper), :data:`BLACKWELL_GPU_ARCH` for MXFP8 and NVFP4, which Transformer Engine runs only from sm_100 on
+    (TransformerEngine @ d0067d0d : transformer_engine/pytorch/quantization.py ``_compute_mxfp8_support``,
+    ``_compute_nvfp4_support``)."""
+    arch = cfg.training.gpu_arch
+    if arch is not None:
+        return arch
+    pr = cfg.precision
+    return BLACKWELL_GPU_ARCH if pr.fp4 or (pr.fp8 and pr.fp8_recipe == "mxfp8") else DEFAULT_GPU_ARCH
 
 
 def grad_dtype(pr) -> str:

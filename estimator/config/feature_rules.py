@@ -5,7 +5,7 @@ the combinations the estimator does not model (refused by name rather than estim
 from __future__ import annotations
 
 from . import tp_overlap
-from .derived import virtual_stages
+from .derived import compute_capability, is_amd, virtual_stages
 from .errors import Problem
 from .limits import (DEEPEP_GROUP_SIZES, HYBRIDEP_MAX_DOMAINS, HYBRIDEP_MAX_RDMA_TOKENS, hybridep_domains,
                      hybridep_tokens)
@@ -366,6 +366,7 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.defer_embedding_wgrad_compute", True, "needs gradient_accumulation_fusion: true")
     else:
         only_with("training.wgrad_deferral_limit", tr.wgrad_deferral_limit, 0, "defer_embedding_wgrad_compute: true")
+    P += _recipe_arch_problems(pr, tr.gpu_arch)
     if pr.disable_parameter_transpose_cache and not (pr.fp8 or pr.fp4):
         add("precision.disable_parameter_transpose_cache", True, "applies only with fp8: true or fp4: true")
     if pr.first_last_layers_bf16:
@@ -388,6 +389,37 @@ def feature_problems(cfg) -> list[Problem]:
                   "first_last_layers_bf16: true")
     return P
 
+
+
+def _recipe_arch_problems(pr, arch: str | None) -> list[Problem]:
+    """The quantization recipes the GPU architecture ``arch`` (``training.gpu_arch``, set or from the GPU named)
+    cannot run. Transformer Engine raises at its autocast rather than fall back, and Megatron-Core does not check
+    first (TransformerEngine @ d0067d0d : transformer_engine/pytorch/quantization.py ``check_recipe_support`` and the
+    ``_compute_*_support`` functions): FP8 needs compute capability 8.9, blockwise scaling 9.0, MXFP8 10.x or 11.x
+    ("not supported on 12.0+ architectures yet"), NVFP4 10.0. Nothing is refused with no architecture given (the
+    estimate then assumes one that runs the recipe, :func:`estimator.config.derived.gpu_arch`) nor for AMD targets,
+    whose Transformer Engine is ROCm's fork, not read here."""
+    if arch is None or is_amd(arch) or not (pr.fp8 or pr.fp4):
+        return []
+    cc = compute_capability(arch)
+    where = f"training.gpu_arch is {arch} (compute capability {cc[0]}.{cc[1]}, set or from the GPU named)"
+    if pr.fp4:
+        if cc < (10, 0):
+            return [Problem("precision.fp4", True, f"NVFP4 needs a Blackwell GPU (sm_100 or newer): Transformer "
+                            f"Engine refuses it below compute capability 10.0, and {where}; use fp8 on this GPU")]
+        return []
+    recipe = pr.fp8_recipe or "delayed"
+    if cc < (8, 9):
+        return [Problem("precision.fp8", True, f"FP8 needs compute capability 8.9 or newer (Ada, Hopper, Blackwell); "
+                        f"{where}; set fp8: false")]
+    if recipe == "mxfp8" and not (10, 0) <= cc < (12, 0):
+        return [Problem("precision.fp8_recipe", "mxfp8", f"MXFP8 needs sm_100 or sm_103 (B200, GB200, B300): "
+                        f"Transformer Engine runs it only on compute capability 10.x and 11.x, and {where}; use "
+                        f"tensorwise or {'blockwise' if cc >= (9, 0) else 'delayed'} here")]
+    if recipe == "blockwise" and cc < (9, 0):
+        return [Problem("precision.fp8_recipe", "blockwise", f"blockwise FP8 scaling needs compute capability 9.0 "
+                        f"or newer (Hopper, Blackwell); {where}; use tensorwise or delayed")]
+    return []
 
 
 def _hybridep_rules(add, ep: int, group: int, setting: int | None, seq: int, tokens: int) -> None:

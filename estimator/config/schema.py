@@ -37,6 +37,12 @@ MAX_STAGES = 1_024           # pipeline stages (a 1T-parameter model trains with
 MAX_MICRO_BATCH = 10 ** 6    # sequences per micro-batch
 MAX_BATCH = 10 ** 9          # sequences per optimizer step
 
+#: GPU architectures ``training.gpu_arch`` takes: NVIDIA's CUDA compute capabilities (sm_80 A100, sm_86 A10/A40/RTX 30,
+#: sm_89 L40S/RTX 40, sm_90 H100/H200, sm_100 B200/GB200, sm_103 B300/GB300, sm_120 RTX 50/RTX PRO Blackwell, sm_121
+#: DGX Spark) and AMD's gfx targets (gfx942 MI300X/MI325X, gfx950 MI350X/MI355X). Their capability is read from the
+#: name (:func:`estimator.config.derived.compute_capability`).
+GPU_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120", "sm_121", "gfx942", "gfx950")
+
 
 def _f(default, help: str, *, type: str, choices: tuple | None = None, unit: str | None = None,
        required: bool = False, nullable: bool = False, flag: str | None = None, cli: str | None = None,
@@ -596,8 +602,19 @@ class TrainingConfig:
     deterministic_mode: bool = _f(False, "Megatron's --deterministic-mode (torch.use_deterministic_algorithms): "
                                   "the unfused MoE unpermute then adds the rows back with index_add_, whose "
                                   "autograd node keeps its source (one row-sized tensor per MoE layer) for the "
-                                  "backward pass; scatter_add_ keeps only its indices.", type="bool",
+                                  "backward pass; scatter_add_ keeps only its indices. It also sets "
+                                  "CUBLAS_WORKSPACE_CONFIG=:4096:8, 32 MiB cuBLAS workspaces on every GPU (PyTorch's "
+                                  "default is that on Hopper only).", type="bool",
                                   flag="--deterministic-mode")
+    gpu_arch: str | None = _f(None, "GPU architecture (CUDA compute capability sm_XY, or the AMD gfx target), "
+                              "which decides what Transformer Engine and PyTorch allocate: on sm_100 and sm_103 "
+                              "(B200, GB200, B300) FP8 with delayed or tensorwise scaling keeps no transposed copy of "
+                              "the weights (1 B per linear weight instead of 2 B), and the cuBLAS workspaces have "
+                              "other sizes; fp8_recipe mxfp8 needs sm_100 or sm_103 and fp4 sm_100 or newer. Naming "
+                              "the GPU (--gpu, the calculator's GPU) sets it; give it for a custom GPU capacity.",
+                              type="str", choices=GPU_ARCHS,
+                              derived="the named GPU's; with none named sm_90 (Hopper), or sm_100 (Blackwell) for "
+                              "fp8_recipe mxfp8 and fp4, which run only there")
     overlap_grad_reduce: bool = _f(False, "Overlap the gradient reduce-scatter with the backward pass. No effect "
                                    "on memory (it works in the existing buffers); the layout search counts it "
                                    "in the step time.", type="bool", flag="--overlap-grad-reduce")

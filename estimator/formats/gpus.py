@@ -18,11 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..config.derived import is_amd
 from ..config.errors import ConfigError, Problem, show, wrong_type
 from ..memory.report import Estimate
 from .error_bands import Band, band_for
 
-__all__ = ["GPU", "GPUS", "KEEP_FREE", "StageFit", "check_keep_free", "fit", "get_gpu", "usable_bytes"]
+__all__ = ["ARCH_SOURCES", "GPU", "GPUS", "KEEP_FREE", "StageFit", "check_keep_free", "fit", "get_gpu", "usable_bytes",
+           "with_gpu_arch"]
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -30,50 +32,68 @@ GIB = 2 ** 30
 MAX_CAPACITY_BYTES = 2 ** 50
 
 
+#: Where each entry's architecture (``GPU.arch``, a ``training.gpu_arch`` name) is read.
+ARCH_SOURCES = {
+    "nvidia": "NVIDIA's CUDA GPU compute capability table (https://developer.nvidia.com/cuda-gpus): A100 8.0, "
+              "L40S 8.9, H100/H200/H800/H20/GH200 9.0, B200/GB200 10.0, B300/GB300 10.3",
+    "amd": "AMD's ROCm GPU specifications (https://rocm.docs.amd.com/en/latest/reference/gpu-arch-specs.html): "
+           "MI300X and MI325X gfx942, MI355X gfx950",
+}
+
+
 @dataclass(frozen=True)
 class GPU:
-    """One accelerator: its catalog name, total memory in bytes as the driver reports it, and the source."""
+    """One accelerator: its catalog name, total memory in bytes as the driver reports it, and the source; its
+    architecture (a ``training.gpu_arch`` name: compute capability sm_XY or AMD gfx target, :data:`ARCH_SOURCES`),
+    which sets what Transformer Engine and PyTorch allocate on it."""
 
     name: str
     memory_bytes: int
     source: str
     exact: bool = True   # False: a specification figure, not a driver reading
+    arch: str | None = None   # None: not known (the estimate then assumes Hopper, as with no GPU named)
+
+    @property
+    def arch_source(self) -> str | None:
+        return None if self.arch is None else ARCH_SOURCES["amd" if is_amd(self.arch) else "nvidia"]
 
     @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB
 
 
-def _nv(name: str, mib: int, product: str, datasheet: str = "") -> GPU:
+def _nv(name: str, mib: int, product: str, arch: str, datasheet: str = "") -> GPU:
     return GPU(name, mib * MIB, f"nvidia-smi memory.total of an '{product}': {mib} MiB (as public nvidia-smi "
-                                "outputs print it)" + (f"; datasheet: {datasheet}" if datasheet else ""))
+                                "outputs print it)" + (f"; datasheet: {datasheet}" if datasheet else ""), arch=arch)
 
 
 #: The catalog, by name. Names carry the marketing size so that the 40 and 80 GB A100 cannot be confused.
 GPUS: dict[str, GPU] = {g.name: g for g in (
-    _nv("A100-40GB", 40960, "NVIDIA A100-SXM4-40GB"),
-    _nv("A100-80GB", 81920, "NVIDIA A100-SXM4-80GB"),
-    _nv("H100-80GB", 81559, "NVIDIA H100 80GB HBM3"),
-    _nv("H100-94GB", 95830, "NVIDIA H100 NVL"),
-    _nv("H200-141GB", 143771, "NVIDIA H200"),
-    _nv("B200-180GB", 183359, "NVIDIA B200"),
-    _nv("GB200", 189471, "NVIDIA GB200"),
-    _nv("L40S-48GB", 46068, "NVIDIA L40S"),
-    _nv("H800-80GB", 81559, "NVIDIA H800", "80 GB HBM3 (NVIDIA H800 Tensor Core GPU datasheet, SXM5; the H100 SXM's "
-        "memory, which reads the same 81559 MiB)"),
-    _nv("H20-96GB", 97871, "NVIDIA H20", "96 GB HBM3 (NVIDIA HGX H20 specification)"),
-    _nv("GH200-96GB", 97871, "NVIDIA GH200 480GB", "96 GB HBM3 GPU memory beside 480 GB of LPDDR5X CPU memory "
-        "(NVIDIA GH200 Grace Hopper Superchip datasheet, https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/); "
-        "the 144 GB HBM3e version is another product"),
-    _nv("B300-288GB", 275040, "NVIDIA B300 SXM6 AC", "288 GB HBM3e per GPU (NVIDIA HGX B300 / DGX B300 datasheet, "
-        "https://www.nvidia.com/en-us/data-center/hgx/)"),
+    _nv("A100-40GB", 40960, "NVIDIA A100-SXM4-40GB", "sm_80"),
+    _nv("A100-80GB", 81920, "NVIDIA A100-SXM4-80GB", "sm_80"),
+    _nv("H100-80GB", 81559, "NVIDIA H100 80GB HBM3", "sm_90"),
+    _nv("H100-94GB", 95830, "NVIDIA H100 NVL", "sm_90"),
+    _nv("H200-141GB", 143771, "NVIDIA H200", "sm_90"),
+    _nv("B200-180GB", 183359, "NVIDIA B200", "sm_100"),
+    _nv("GB200", 189471, "NVIDIA GB200", "sm_100"),
+    _nv("L40S-48GB", 46068, "NVIDIA L40S", "sm_89"),
+    _nv("H800-80GB", 81559, "NVIDIA H800", "sm_90", "80 GB HBM3 (NVIDIA H800 Tensor Core GPU datasheet, SXM5; the "
+        "H100 SXM's memory, which reads the same 81559 MiB)"),
+    _nv("H20-96GB", 97871, "NVIDIA H20", "sm_90", "96 GB HBM3 (NVIDIA HGX H20 specification)"),
+    _nv("GH200-96GB", 97871, "NVIDIA GH200 480GB", "sm_90", "96 GB HBM3 GPU memory beside 480 GB of LPDDR5X CPU "
+        "memory (NVIDIA GH200 Grace Hopper Superchip datasheet, "
+        "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/); the 144 GB HBM3e version is another "
+        "product"),
+    _nv("B300-288GB", 275040, "NVIDIA B300 SXM6 AC", "sm_103", "288 GB HBM3e per GPU (NVIDIA HGX B300 / DGX B300 "
+        "datasheet, https://www.nvidia.com/en-us/data-center/hgx/)"),
     GPU("MI300X-192GB", 205_822_885_888, "rocm-smi --showmeminfo vram of an AMD Instinct MI300X: VRAM Total "
-        "Memory (B) 205822885888 (some virtualized instances report 206158430208 = 192 GiB)"),
+        "Memory (B) 205822885888 (some virtualized instances report 206158430208 = 192 GiB)", arch="gfx942"),
     GPU("MI325X-256GB", 256 * GIB, "AMD specification: 256 GB HBM3E, taken as 256 GiB (the MI300X's '192 GB' "
-        "reads 191.7 GiB in rocm-smi); no driver reading was found, so expect ~0.3 GiB less", exact=False),
+        "reads 191.7 GiB in rocm-smi); no driver reading was found, so expect ~0.3 GiB less", exact=False,
+        arch="gfx942"),
     GPU("MI355X-288GB", 288 * GIB, "AMD specification: 288 GB HBM3E (AMD Instinct MI355X datasheet, "
         "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html), taken as 288 GiB as for the "
-        "MI325X; no driver reading was found, so expect ~0.3 GiB less", exact=False),
+        "MI325X; no driver reading was found, so expect ~0.3 GiB less", exact=False, arch="gfx950"),
 )}
 
 #: Other spellings users type; an ambiguous one ("A100") is refused with the choices.
@@ -106,6 +126,26 @@ def get_gpu(name: str) -> GPU:
         raise ConfigError(Problem("gpu", name, f"'{name}' is ambiguous: say {' or '.join(_AMBIGUOUS[k])}"))
     raise ConfigError(Problem("gpu", show(name), f"unknown GPU {show(name)}; known: {', '.join(GPUS)} (or give "
                               "the capacity with --gpu-memory GIB)"))
+
+
+def with_gpu_arch(config: dict, gpu) -> dict:
+    """``config`` (plain data, as written) for the GPU ``gpu`` (a :class:`GPU` or a catalog name): a copy with
+    ``training.gpu_arch`` set to the GPU's architecture, so that the estimate counts what Transformer Engine and
+    PyTorch allocate on that GPU. Every surface that names a GPU goes through it (the CLI's ``--gpu``, the
+    calculator's GPU, the layout search). ``config`` unchanged (the same object) for a GPU of unknown architecture or
+    a section that is not a mapping (the loader reports it). Raises :class:`~estimator.config.errors.ConfigError`
+    naming ``training.gpu_arch`` when the configuration sets another architecture than the GPU's."""
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    arch = getattr(g, "arch", None)
+    tr = config.get("training", {}) if isinstance(config, dict) else None
+    if arch is None or not isinstance(tr, dict):
+        return config
+    given = tr.get("gpu_arch")
+    if given is not None and given != arch:
+        raise ConfigError(Problem("training.gpu_arch", show(given), f"is {show(given)}, but the GPU named, {g.name}, "
+                                  f"is {arch}: leave training.gpu_arch unset (the GPU sets it) or name a GPU of "
+                                  f"that architecture"))
+    return {**config, "training": {**tr, "gpu_arch": arch}}
 
 
 #: The default "keep free" setting: the fraction of the GPU's memory the rule keeps free on top of the upper bound.

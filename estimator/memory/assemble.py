@@ -26,11 +26,12 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 from __future__ import annotations
 
 from ..config.errors import ConfigError, Problem
-from ..config.derived import effective_overload_factor
+from ..config.derived import compute_capability, effective_overload_factor, gpu_arch, is_amd
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
 from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose
 from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
@@ -542,7 +543,11 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 "bytes_per_parameter": {"weights": bm.weight, "linear_weights": bm.linear_weight,
                                         "fp8_cache": bm.fp8_cache, "gradients": bm.grad,
                                         "optimizer_unsharded": bm.optimizer}}
+    arch = gpu_arch(cfg)
+    cc = compute_capability(arch)
     return Estimate(_parameters=lambda: count_parameters(r), stages=tuple(stages), peak=peak, parallel=parallel,
+                    gpu_arch={"arch": arch, "compute_capability": f"{cc[0]}.{cc[1]}",
+                              "assumed": cfg.training.gpu_arch is None},
                     _assumptions=lambda: tuple(_assumptions(r, bm)), _config=cfg)
 
 
@@ -710,6 +715,27 @@ def _communicators(r: Resolved) -> int:
     return sum(1 for s in sizes if s > 1)
 
 
+#: Family names of the ``training.gpu_arch`` choices, for the assumptions.
+_ARCH_NAMES = {"sm_80": "Ampere", "sm_86": "Ampere", "sm_89": "Ada", "sm_90": "Hopper", "sm_100": "Blackwell",
+               "sm_103": "Blackwell Ultra", "sm_120": "Blackwell RTX", "sm_121": "Blackwell GB10",
+               "gfx942": "AMD CDNA 3", "gfx950": "AMD CDNA 4"}
+
+
+def _arch_assumption(cfg, arch: str) -> str:
+    """The assumptions' sentence on the GPU architecture (estimator/config/derived.py ``gpu_arch``)."""
+    cc = compute_capability(arch)
+    name = f"{arch} ({_ARCH_NAMES.get(arch, arch)}, compute capability {cc[0]}.{cc[1]})"
+    amd = (" AMD: Transformer Engine's ROCm fork is not modelled; its FP8 copies follow the upstream rule for "
+           "capability 9.x (a transposed copy, as on Hopper)." if is_amd(arch) else "")
+    if cfg.training.gpu_arch is not None:
+        return f"GPU architecture {name}: FP8 weight copies and GEMM workspaces as Transformer Engine and PyTorch " \
+               f"allocate them there.{amd}"
+    why = ("the recipe (MXFP8 or NVFP4) runs only on Blackwell" if arch != "sm_90" else "the default")
+    return (f"No GPU named: {name} assumed ({why}); name the GPU (--gpu, or training.gpu_arch) for another: "
+            "on B200/GB200/B300 (sm_100, sm_103) delayed and tensorwise FP8 keep no transposed weight copy and "
+            "PyTorch's cuBLAS workspaces are 8.125 MiB instead of 32 MiB.")
+
+
 def _assumptions(r: Resolved, bm) -> list[str]:
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
@@ -783,17 +809,25 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
+    arch = gpu_arch(cfg)
+    out.append(_arch_assumption(cfg, arch))
     recipe = pr.fp8_recipe or "delayed"
+    # Per-tensor FP8 (delayed, tensorwise): the column-wise copy is a transpose only where FP8 GEMMs are TN-only.
+    transpose = recipe in BLOCK_SCALED or per_tensor_transpose(arch)
     scales = {"mxfp8": " Each FP8 copy carries its E8M0 scales (1 B per 32 elements, padded per tensor), as does "
                        "each saved input (column-wise only).",
               "blockwise": " Each FP8 weight copy carries fp32 scales per 128 x 128 block, each saved input fp32 "
                            "scales per 128 elements (column-wise only), padded per tensor."}.get(recipe, "")
     if pr.fp8 and pr.fp8_param_gather:
+        copy = ("with a column-wise FP8 copy (1 B)" if transpose else
+                f"with no transposed copy ({arch} runs FP8 GEMMs in any layout, so the one copy serves both)")
         out.append(f"FP8 ({recipe} recipe) with fp8_param_gather: linear-layer weights are held "
-                   "in FP8 (1 B) with a transposed FP8 copy (1 B); embedding, output layer, norms and router stay "
+                   f"in FP8 (1 B) {copy}; embedding, output layer, norms and router stay "
                    f"in {pr.params_dtype}; linear-layer inputs are saved in 1 byte." + scales)
     elif pr.fp8:
-        out.append(f"FP8 ({recipe} recipe): FP8 copies of the linear weights are cached and "
+        copies = ("row-wise and column-wise FP8 copies (2 B per weight)" if transpose else
+                  f"one FP8 copy (1 B per weight: {arch} runs FP8 GEMMs in any layout, so no transposed copy)")
+        out.append(f"FP8 ({recipe} recipe): {copies} of the linear weights are cached and "
                    "linear-layer inputs are saved in 1 byte." + scales)
     if pr.fp4:
         held = (f"held in NVFP4 (fp4_param_gather): a row-wise and a column-wise copy, 0.5 B each, with no "
@@ -816,7 +850,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     ws = workspace_bytes(r, bool(r.E))
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
-               + ", Hopper sizes, held all run) and the largest buffer alive at the backward peak.")
+               + f", {arch}'s sizes with CUBLAS_WORKSPACE_CONFIG "
+               + ("set to :4096:8 by deterministic mode" if tr.deterministic_mode else "unset")
+               + ", held all run) and the largest buffer alive at the backward peak.")
     if tr.reserved_memory_model == "replay":
         out.append("reserved: one training step per stage (two iterations: the first makes the optimizer states) "
                    "replayed tensor by tensor through a simulation of PyTorch's caching allocator ("

@@ -153,6 +153,9 @@ class Estimate:
     stages: tuple
     peak: Peak
     parallel: dict           # resolved sizes: tp, pp, dp, cp, ep, etp, edp, vpp, num_microbatches, ...
+    #: The GPU architecture the figures are for: ``arch`` (a training.gpu_arch name), ``compute_capability``
+    #: ("9.0") and ``assumed`` (true when no GPU was named: the estimator's default, said in the assumptions).
+    gpu_arch: dict = field(default_factory=dict)
     _parameters: object = field(repr=False, compare=False, default=None)    # built on first use
     _assumptions: object = field(repr=False, compare=False, default=None)   # built on first use
     _config: object = field(repr=False, compare=False, default=None)
@@ -192,6 +195,7 @@ class Estimate:
             "peak": self.peak._asdict(),
             "peak_phase": self.peak_phase,
             "parallel": dict(self.parallel),
+            "gpu_arch": dict(self.gpu_arch),
             "assumptions": list(self.assumptions),
             "config": self.config,
         }

@@ -21,22 +21,26 @@ optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision
   tensor, 2 B). FusedAdam keeps them only when ``main_params_dtype`` is not fp32 or the FP8 recipe is
   delayed (or FP8 is off): ``OptimizerConfig.use_precision_aware_optimizer_no_fp8_or_ds_fp8``. Otherwise
   Megatron-Core's distributed optimizer keeps fp32 masters itself (4 B, no remainders).
-- FP8 (Transformer Engine): each linear-layer weight has FP8 copies for the GEMMs, a row-wise and a
-  column-wise (transposed) one, 2 B. With ``fp8_param_gather`` the linear weights themselves are FP8
-  (1 B) plus the transposed copy (1 B); embedding, output layer, norms, router and biases stay in the
-  weights' dtype. Both copies carry their scaling factors (:mod:`estimator.model.fp8_scales`, per tensor, from its
-  shape): with ``mxfp8`` one E8M0 byte per 32 elements of each copy, 2/32 B per weight element (``up(N, 128)
-  up(K/32, 4) + up(N/32, 4) up(K, 128)`` bytes for an N x K weight, N/16 K when both are multiples of 128);
-  with ``blockwise`` one fp32 per 128 x 128 block of each copy (``4 (ceil(N/128) up(ceil(K/128), 4) +
-  ceil(K/128) up(ceil(N/128), 4))``, about 1/2048 B per element); ``delayed`` and ``tensorwise`` one fp32 per
-  tensor (4 B; counted as 0, see :mod:`estimator.model.fp8_scales`). They are the same with and without
-  ``fp8_param_gather`` (the FP8 parameter keeps both copies and their scales; Megatron-Core moves only its data
-  into its buffers), held whole on every GPU.
-  MXFP8 weights under the distributed optimizer (``fp8_recipe: mxfp8`` with ``fp8_param_gather``) have no
-  parameter buffer of their own: Megatron-Core makes it a view of the gradient buffer
-  (``_ParamAndGradBuffer.__init__``), and with ``reuse_grad_buf_for_mxfp8_param_ag`` (required: Transformer
-  Engine cannot move MXFP8 weights into a buffer) the updated weights are all-gathered in bf16 through it and
-  quantized into the weights' own row-wise and column-wise storage, 1 B + 1 B and their scales as above.
+- FP8 (Transformer Engine): each linear-layer weight has FP8 copies for the GEMMs, a row-wise and a column-wise
+  one, 2 B. With ``fp8_param_gather`` the linear weights themselves are FP8 (1 B) plus the column-wise copy (1 B);
+  embedding, output layer, norms, router and biases stay in the weights' dtype. With delayed or tensorwise scaling the
+  column-wise copy is a transpose that exists only where FP8 GEMMs are TN-only: on Hopper (``training.gpu_arch``
+  sm_90, the default), not on sm_100/sm_103 (B200, GB200, B300), where the one row-wise tensor serves both GEMMs: 1 B
+  per linear weight, cached beside the weight or, with ``fp8_param_gather``, the FP8 parameter alone
+  (:func:`estimator.model.fp8_scales.per_tensor_transpose`, whose module docstring cites Transformer Engine). MXFP8
+  and blockwise keep both copies on every GPU. The copies carry their scaling factors
+  (:mod:`estimator.model.fp8_scales`, per tensor, from its shape): with ``mxfp8`` one E8M0 byte per 32 elements of
+  each copy, 2/32 B per weight element (``up(N, 128) up(K/32, 4) + up(N/32, 4) up(K, 128)`` bytes for an N x K weight,
+  N/16 K when both are multiples of 128); with ``blockwise`` one fp32 per 128 x 128 block of each copy (``4
+  (ceil(N/128) up(ceil(K/128), 4) + ceil(K/128) up(ceil(N/128), 4))``, about 1/2048 B per element); ``delayed`` and
+  ``tensorwise`` one fp32 per tensor (4 B; counted as 0, see :mod:`estimator.model.fp8_scales`). They are the same
+  with and without ``fp8_param_gather`` (the FP8 parameter keeps both copies and their scales; Megatron-Core moves
+  only its data into its buffers), held whole on every GPU. MXFP8 weights under the distributed optimizer
+  (``fp8_recipe: mxfp8`` with ``fp8_param_gather``) have no parameter buffer of their own: Megatron-Core makes it a
+  view of the gradient buffer (``_ParamAndGradBuffer.__init__``), and with ``reuse_grad_buf_for_mxfp8_param_ag``
+  (required: Transformer Engine cannot move MXFP8 weights into a buffer) the updated weights are all-gathered in bf16
+  through it and quantized into the weights' own row-wise and column-wise storage, 1 B + 1 B and their scales as
+  above.
 - NVFP4 (``fp4``, :mod:`estimator.model.fp8_scales`): the same two copies at 4 bits, 0.5 B + 0.5 B = 1 B per
   linear-weight element, each with an E4M3 scale per 16 elements (``up(N, 128) up(K/16, 4) + up(K, 128)
   up(N/16, 4)`` bytes for an N x K weight, N K / 8 when both are multiples of 128). Without ``fp4_param_gather``
@@ -53,7 +57,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..model.fp8_scales import BLOCK_SCALED, recipe_of, weight_scale_bytes
+from ..config.derived import gpu_arch
+from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose, recipe_of, weight_scale_bytes
 from ..model.layers import kind_linear_shapes
 from ..model.resolve import DTYPE_BYTES, Resolved
 
@@ -64,7 +69,7 @@ class ByteModel(NamedTuple):
     """Bytes per parameter of each model state, before sharding."""
 
     weight: int
-    fp8_cache: int      # bytes of the extra FP8/NVFP4 copies Transformer Engine keeps of each linear weight
+    fp8_cache: int      # bytes of the extra FP8/NVFP4 copies Transformer Engine keeps of each linear weight (by GPU)
     grad: int
     optimizer: int      # master weights + both Adam moments, divided by the shard count
     distributed: bool
@@ -132,10 +137,13 @@ def byte_model(r: Resolved) -> ByteModel:
         else:
             fp8_cache = 1               # row-wise and column-wise NVFP4 copies (0.5 B each) beside the weight
     elif pr.fp8:
+        # The column-wise copy: MXFP8's and blockwise's own data everywhere; delayed and tensorwise a transpose,
+        # only where FP8 GEMMs are TN-only (Hopper), else the row-wise tensor serves both GEMMs.
+        columnwise = 1 if recipe_of(pr) in BLOCK_SCALED or per_tensor_transpose(gpu_arch(r.cfg)) else 0
         if pr.fp8_param_gather:
-            linear, fp8_cache = 1, 1    # FP8 weight + its transposed copy for the backward pass
+            linear, fp8_cache = 1, columnwise     # FP8 weight + its column-wise copy for the backward pass
         else:
-            fp8_cache = 2               # row-wise and column-wise FP8 copies beside the weight
+            fp8_cache = 1 + columnwise            # row-wise (and column-wise) FP8 copies beside the weight
     scales, scales_mtp = _fp8_scales(r)
     return ByteModel(weight=w, fp8_cache=fp8_cache, grad=grad, optimizer=_master_bytes(r) + moments,
                      distributed=r.cfg.training.use_distributed_optimizer, linear_weight=linear,

@@ -3,11 +3,12 @@
 These buffers are allocated through PyTorch's caching allocator on first use and never freed, so they
 are part of ``torch.cuda.memory_allocated()`` after every step (not only at the peak).
 
-GEMM workspaces:
+GEMM workspaces, whose sizes depend on the GPU architecture (``training.gpu_arch``: the GPU named, else Hopper):
 
-- Transformer Engine's cuBLASLt workspace, one per device: 32 MiB + 1 KiB on Hopper and newer
-  (``get_cublas_workspace_size_bytes`` in TransformerEngine ``transformer_engine/pytorch/cpp_extensions/
-  gemm.py``: "32 MiB for NVFP4 GEMM, plus additional 1024 B for alignment and misc scales").
+- Transformer Engine's cuBLASLt workspace, one per device: 32 MiB + 1 KiB from compute capability 9.0 on
+  (Hopper, Blackwell; "32 MiB for NVFP4 GEMM, plus additional 1024 B for alignment and misc scales"), 4 MiB before
+  (``get_cublas_workspace_size_bytes`` in TransformerEngine @ d0067d0d : transformer_engine/pytorch/cpp_extensions/
+  gemm.py, which tests ``major >= 9``; AMD targets report major 9 and take the same, as far as ROCm's fork keeps it).
 - For Transformer Engine's grouped GEMM (MoE experts with ``moe_grouped_gemm``), one more such workspace
   per compute stream: 4 streams (``num_compute_streams`` in ``transformer_engine/common/util/
   multi_stream.cpp``).
@@ -16,15 +17,18 @@ GEMM workspaces:
   _NUM_MAX_UB_STREAMS``, _NUM_MAX_UB_STREAMS = 3, cached for the run; TransformerEngine @ d0067d0d), beside the
   plain one the other GEMMs (the proj/fc2 weight gradients) use.
 - PyTorch's own cuBLAS workspace, one per (cuBLAS handle, CUDA stream) pair (``cublas_handle_stream_to_
-  workspace`` in ``aten/src/ATen/cuda/CublasHandlePool.cpp``): 32 MiB on Hopper (``:4096:8``, also what
-  Megatron-LM's deterministic CI sets through ``CUBLAS_WORKSPACE_CONFIG``). Handles are per thread and
-  autograd runs the backward pass on its own device thread, so a training step uses two: one for the
-  forward matmuls (the output layer, core attention of the local implementation) and one for their
-  backward.
+  workspace`` in pytorch/pytorch @ 26a3905 : aten/src/ATen/cuda/CublasHandlePool.cpp, ``parseChosenWorkspaceSize``
+  when ``CUBLAS_WORKSPACE_CONFIG`` is unset): 32 MiB (``:4096:8``) on sm_90 alone, 8 MiB + 128 KiB (``:4096:2:16:8``)
+  on every other NVIDIA GPU, Blackwell included, and 128 MiB on AMD gfx94x/gfx95x (MI300X, MI325X, MI355X).
+  ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (8 x 4096 KiB = 32 MiB) makes it Hopper's size everywhere: Megatron-LM's CI
+  test cases set it, and ``training.deterministic_mode`` sets it when unset (Megatron-LM @ d98e8a64 :
+  megatron/training/determinism.py ``DETERMINISM_ENV_VAR_DEFAULTS``, applied by arguments.py under
+  ``--deterministic-mode``); other values of the variable are not modelled. Handles are per thread
+  and autograd runs the backward pass on its own device thread, so a training step uses two: one for the forward
+  matmuls (the output layer, core attention of the local implementation) and one for their backward.
 
-Hopper sizes are used throughout. On other GPUs PyTorch's default workspace is 8 MiB + 128 KiB (unless
-``CUBLAS_WORKSPACE_CONFIG`` says otherwise), so the estimate is 47.75 MiB high on Blackwell without that
-variable, and Transformer Engine's workspace is 4 MiB before Hopper.
+PyTorch's separate cuBLASLt workspace (1 MiB by default, ``CUBLASLT_WORKSPACE_SIZE``; hipBLASLt's 76 MiB on ROCm) is
+not counted.
 
 Megatron-Core's global memory buffer (``GlobalMemoryBuffer`` in ``megatron/core/utils.py``): one tensor per
 name and dtype, grown to the largest request and kept. Under the name "mpu" it serves, in the activation
@@ -42,15 +46,21 @@ dtype (B bytes):
 
 from __future__ import annotations
 
+from ..config.derived import compute_capability, gpu_arch, is_amd
 from ..model.resolve import Resolved
 
-__all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GROUPED_GEMM_STREAMS", "TE_UB_STREAMS", "TORCH_CUBLAS_WORKSPACE_BYTES",
-           "TORCH_CUBLAS_HANDLES", "global_buffer_bytes", "workspace_bytes"]
+__all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER", "TE_GROUPED_GEMM_STREAMS", "TE_UB_STREAMS",
+           "TORCH_CUBLAS_HANDLES", "TORCH_CUBLAS_WORKSPACE_BYTES", "TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95",
+           "TORCH_CUBLAS_WORKSPACE_BYTES_OTHER", "global_buffer_bytes", "te_gemm_workspace", "torch_cublas_workspace",
+           "workspace_bytes"]
 
 MIB = 2 ** 20
+KIB = 2 ** 10
 
-#: Transformer Engine's cuBLASLt workspace on Hopper and newer: 32 MiB + 1 KiB.
+#: Transformer Engine's cuBLASLt workspace from compute capability 9.0 on (Hopper, Blackwell): 32 MiB + 1 KiB.
 TE_GEMM_WORKSPACE_BYTES = 32 * MIB + 1024
+#: The same before Hopper (A100, L40S): 4 MiB.
+TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER = 4 * MIB
 
 #: Transformer Engine's ``_NUM_MAX_UB_STREAMS``: the userbuffer GEMMs' workspace is this many plain ones.
 TE_UB_STREAMS = 3
@@ -58,23 +68,44 @@ TE_UB_STREAMS = 3
 #: Compute streams of Transformer Engine's grouped GEMM, each with its own workspace.
 TE_GROUPED_GEMM_STREAMS = 4
 
-#: PyTorch's cuBLAS workspace per (handle, stream) on Hopper: 4096 KiB x 8.
+#: PyTorch's cuBLAS workspace per (handle, stream) on sm_90 (Hopper): 4096 KiB x 8.
 TORCH_CUBLAS_WORKSPACE_BYTES = 32 * MIB
+#: The same on every other NVIDIA GPU: 4096 KiB x 2 + 16 KiB x 8.
+TORCH_CUBLAS_WORKSPACE_BYTES_OTHER = 4096 * KIB * 2 + 16 * KIB * 8
+#: The same on AMD gfx94x/gfx95x (hipBLAS): 128 MiB.
+TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95 = 128 * MIB
 
 #: cuBLAS handles a training step uses: the main thread's (forward) and autograd's device thread's (backward).
 TORCH_CUBLAS_HANDLES = 2
 
 
+def te_gemm_workspace(arch: str) -> int:
+    """Transformer Engine's cuBLASLt workspace on a GPU of architecture ``arch`` (a ``training.gpu_arch`` name)."""
+    return TE_GEMM_WORKSPACE_BYTES if compute_capability(arch)[0] >= 9 else TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER
+
+
+def torch_cublas_workspace(arch: str, deterministic: bool = False) -> int:
+    """PyTorch's cuBLAS workspace per (handle, stream) on a GPU of architecture ``arch``, with
+    ``CUBLAS_WORKSPACE_CONFIG`` unset, or set to ``:4096:8`` by Megatron-LM's deterministic mode (``deterministic``)."""
+    if deterministic:
+        return TORCH_CUBLAS_WORKSPACE_BYTES
+    if is_amd(arch):
+        return TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95
+    return TORCH_CUBLAS_WORKSPACE_BYTES if compute_capability(arch) == (9, 0) else TORCH_CUBLAS_WORKSPACE_BYTES_OTHER
+
+
 def workspace_bytes(r: Resolved, has_moe_layers: bool) -> int:
     """GEMM workspaces held for the whole run on one GPU of a stage (with MoE layers or not)."""
     cfg = r.cfg
-    total = TORCH_CUBLAS_HANDLES * TORCH_CUBLAS_WORKSPACE_BYTES
+    arch = gpu_arch(cfg)
+    total = TORCH_CUBLAS_HANDLES * torch_cublas_workspace(arch, cfg.training.deterministic_mode)
     if cfg.training.transformer_impl == "transformer_engine":
-        total += TE_GEMM_WORKSPACE_BYTES
+        te = te_gemm_workspace(arch)
+        total += te
         if has_moe_layers and cfg.model.moe_grouped_gemm:
-            total += TE_GROUPED_GEMM_STREAMS * TE_GEMM_WORKSPACE_BYTES
+            total += TE_GROUPED_GEMM_STREAMS * te
         if cfg.parallelism.tp_comm_overlap:
-            total += TE_UB_STREAMS * TE_GEMM_WORKSPACE_BYTES
+            total += TE_UB_STREAMS * te
     return total
 
 

@@ -41,6 +41,23 @@ Which copies exist, and so which scales:
   ``_split_quantize``, each with its own padded scales; Megatron-Core does not use Transformer Engine's
   ``LayerNormMLP``, which would keep the fc2 input both ways).
 
+Which copies a delayed or tensorwise (per-tensor) FP8 tensor holds depends on the GPU (``training.gpu_arch``,
+:func:`per_tensor_transpose`). Hopper's FP8 GEMMs take only the TN layout, so column-wise usage there is a second,
+transposed tensor (``_transpose``) beside the row-wise data; from sm_100 on (B200, GB200, B300; 10.x, 11.x and
+13.0+, not the 12.x RTX parts) cuBLAS takes any layout and the one data tensor serves both usages
+(TransformerEngine @ d0067d0d : transformer_engine/pytorch/utils.py ``is_non_tn_fp8_gemm_supported``, the same test
+in transformer_engine/common/transformer_engine.cpp ``nvte_is_non_tn_fp8_gemm_supported``; csrc/quantizer.cpp
+``Float8Quantizer::create_tensor`` and ``Float8CurrentScalingQuantizer::create_tensor``: ``with_data = rowwise_usage
+|| is_non_tn_fp8_gemm_supported``, ``with_transpose = columnwise_usage && !is_non_tn_fp8_gemm_supported``). So a
+cached FP8 weight is 2 B per element on Hopper and 1 B on Blackwell, and an FP8 parameter (``fp8_param_gather``)
+1 B with a 1 B transpose on Hopper (tensor/utils.py ``post_all_gather_processing``: ``_create_transpose()`` only
+without non-TN GEMMs) and 1 B alone on Blackwell. A saved input is 1 B on both: column-wise only, the transpose on
+Hopper, the data on Blackwell (and row-wise only where a sequence-parallel norm output is gathered, as per-tensor
+FP8 is all-gathered row-wise: layernorm_linear.py, ``supports_only_rowwise_all_gather``). MXFP8, blockwise and NVFP4
+keep their row-wise and column-wise copies on every GPU: theirs are differently scaled data, not a transpose
+(blockwise GEMMs on Blackwell convert the scales to MXFP8's per GEMM, csrc/extensions/gemm.cpp, a transient not
+counted). AMD targets follow Hopper's rule here (the capability HIP reports, 9.4 or 9.5, is below 10.0).
+
 Delayed and tensorwise scaling keep a single fp32 per tensor (4 B, a 512-byte block of PyTorch's caching
 allocator; a few dozen per layer): counted as 0 here, as is each recipe's per-module state (the delayed
 recipe's amax history). Routed experts' rows are split evenly over the local experts (balanced routing, as
@@ -77,8 +94,10 @@ as the FP8 per-tensor scales are. Which copies exist:
 
 from __future__ import annotations
 
-__all__ = ["NVFP4", "RECIPES", "lin_saved", "nvfp4_data_bytes", "quantized", "recipe_of", "saved_scale_bytes",
-           "tensor_scale_bytes", "weight_scale_bytes"]
+from ..config.derived import compute_capability
+
+__all__ = ["NVFP4", "RECIPES", "lin_saved", "nvfp4_data_bytes", "per_tensor_transpose", "quantized", "recipe_of",
+           "saved_scale_bytes", "tensor_scale_bytes", "weight_scale_bytes"]
 
 #: FP8 recipes (``precision.fp8_recipe``; None means delayed, Megatron's default).
 RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
@@ -91,6 +110,14 @@ MXFP8_BLOCK = 32        # transformer_engine/pytorch/constants.py MXFP8_BLOCK_SC
 NVFP4_BLOCK = 16        # transformer_engine/pytorch/constants.py NVFP4_BLOCK_SCALING_SIZE: elements per E4M3 scale
 BLOCK_LEN = 128         # float8_blockwise_tensor.py Float8BlockQuantizer.block_len: 1 x 128 and 128 x 128 blocks
 _E8M0, _FP32 = 1, 4     # bytes per scale: MXFP8's E8M0 (uint8 storage), blockwise's fp32
+
+
+def per_tensor_transpose(arch: str) -> bool:
+    """Whether delayed and tensorwise FP8 tensors with column-wise usage keep a separate transposed copy on the GPU
+    architecture ``arch`` (a ``training.gpu_arch`` name): True where FP8 GEMMs are TN-only, everywhere but compute
+    capability 10.x, 11.x and 13.0+ (Transformer Engine's ``is_non_tn_fp8_gemm_supported``, module docstring)."""
+    cc = compute_capability(arch)
+    return not ((10, 0) <= cc < (12, 0) or cc >= (13, 0))
 
 
 def _cdiv(a: int, b: int) -> int:

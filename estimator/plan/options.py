@@ -174,17 +174,18 @@ def source_dict(model_or_config) -> dict:
 
 
 def gpu_capacity(gpu) -> tuple[int, dict]:
-    """GPU memory in bytes and a description, from a GPU name, a GPU object or a number of bytes."""
+    """GPU memory in bytes and a description (name, memory_bytes, source, arch: its ``training.gpu_arch``, None for a
+    number of bytes), from a GPU name, a GPU object or a number of bytes."""
     if isinstance(gpu, bool) or gpu is None:
         raise option_error("gpu", gpu, "expected a GPU name (e.g. H100-80GB) or a memory size in bytes")
     if isinstance(gpu, int):
         if not 0 < gpu <= MAX_GPU_BYTES:
             raise option_error("gpu", show(gpu), f"the GPU memory must be a positive number of bytes, at most "
                                f"{MAX_GPU_BYTES:,} (1 PiB), got {show(gpu)}")
-        return gpu, {"name": f"{gpu / GIB:.2f} GiB", "memory_bytes": gpu, "source": "given"}
+        return gpu, {"name": f"{gpu / GIB:.2f} GiB", "memory_bytes": gpu, "source": "given", "arch": None}
     if hasattr(gpu, "memory_bytes"):
         return int(gpu.memory_bytes), {"name": getattr(gpu, "name", "GPU"), "memory_bytes": int(gpu.memory_bytes),
-                                       "source": getattr(gpu, "source", "")}
+                                       "source": getattr(gpu, "source", ""), "arch": getattr(gpu, "arch", None)}
     if isinstance(gpu, str):
         try:
             from ..formats.gpus import get_gpu

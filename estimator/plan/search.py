@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..config.errors import n_gpus, show
-from ..formats.gpus import KEEP_FREE
+from ..formats.gpus import KEEP_FREE, get_gpu, with_gpu_arch
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
 from ..config.schema import MAX_MICRO_BATCH, MAX_TOKENS
@@ -118,7 +118,7 @@ class SearchResult:
 
     layouts: tuple
     num_gpus: tuple
-    gpu: dict                # name, memory_bytes, source
+    gpu: dict                # name, memory_bytes, source, arch (its training.gpu_arch; None for a capacity)
     capacity_bytes: int
     headroom: float
     seq_length: int
@@ -386,11 +386,19 @@ def _layouts(engine: SearchEngine, found: list, configs: list | None = None) -> 
     return tuple(out)
 
 
+def _for_gpu(data: dict, gpu, gpu_info: dict) -> dict:
+    """The configuration for a named GPU: its architecture in ``training.gpu_arch`` (estimator.formats.gpus
+    ``with_gpu_arch``), so that every layout is estimated as on that GPU; as given for a capacity in bytes."""
+    if gpu_info.get("arch") is None:
+        return data
+    return with_gpu_arch(data, get_gpu(gpu) if isinstance(gpu, str) else gpu)
+
+
 def _engine(model_or_config, num_gpus, gpu, seq_length, global_batch_size, micro_batch_sizes, headroom, max_tp,
             gpus_per_node, recompute, distributed_optimizer, fixed):
     worlds = world_sizes(num_gpus)
     capacity, gpu_info = gpu_capacity(gpu)
-    data = source_dict(model_or_config)
+    data = _for_gpu(source_dict(model_or_config), gpu, gpu_info)
     if isinstance(recompute, str) or recompute is None:
         recompute = (recompute,)
     elif isinstance(recompute, (list, set, frozenset)):
@@ -539,8 +547,8 @@ def search(model_or_config, *, num_gpus: int | Iterable[int], gpu: str | int, se
 
 def fixed_layout(config, gpu, headroom, gpus_per_node):
     """The engine and validated Config of a complete configuration whose layout stays as written."""
-    capacity, _ = gpu_capacity(gpu)
-    data = source_dict(config)
+    capacity, gpu_info = gpu_capacity(gpu)
+    data = _for_gpu(source_dict(config), gpu, gpu_info)
     cfg = load_config(data)
     eng = SearchEngine(data, seq_length=None, global_batch_size=None, micro_batch_sizes=(1,), capacity=capacity,
                        headroom=headroom, max_tp=cfg.parallelism.tensor_model_parallel_size,

@@ -2,7 +2,8 @@
 
 Megatron-Bridge's performance recipes run on the GPUs they name, so each is a measurement "this fits".
 A recipe is estimated from its preset's model and the parallelism, training and precision it sets, and the
-largest ``device_bytes`` of its stages is held against the GPU's capacity (:func:`estimator.formats.gpus.fit`):
+largest ``device_bytes`` of its stages, estimated for that GPU's architecture (``training.gpu_arch``, as ``--gpu``
+sets it), is held against the GPU's capacity (:func:`estimator.formats.gpus.fit`):
 "no" (the point estimate is over the GPU) is a false out-of-memory verdict, "tight" (fits within the error band:
 the point fits, its upper bound does not) is not.
 
@@ -26,7 +27,7 @@ from pathlib import Path
 from ..config import yamlio
 from ..config.errors import ConfigError
 from ..config.load import load_config
-from ..formats.gpus import fit, get_gpu
+from ..formats.gpus import fit, get_gpu, with_gpu_arch
 from ..formats.presets import preset_text
 from ..memory.assemble import stage_memory
 from ..memory.report import GIB
@@ -91,7 +92,7 @@ def _unmodelled_now(cfg: dict, est) -> list[str]:
 
 def evaluate(recipe: dict) -> RecipeCase:
     gpu = get_gpu(recipe["gpu"])
-    cfg = recipe_config(recipe)
+    cfg = with_gpu_arch(recipe_config(recipe), gpu)     # estimated as on its GPU, as --gpu does
     base = dict(id=recipe["id"], source=recipe["source"], gpu=gpu.name,
                 world_size=cfg["training"]["world_size"], known_cause=recipe.get("false_oom_cause"))
     listed = list(recipe.get("unmodelled") or [])

@@ -84,6 +84,13 @@ def _column(state: dict) -> tuple[dict, dict | None]:
     return col, config.to_full_dict()
 
 
+def _gpu_arch(state: dict) -> str | None:
+    """The architecture of a pin's catalog GPU (None for a custom capacity or none)."""
+    from .state import gpu_table
+    g = gpu_table().get(state.get("gpu")) if isinstance(state.get("gpu"), str) else None
+    return getattr(g, "arch", None)
+
+
 def compare(pins) -> dict:
     """Columns for up to :data:`MAX_PINS` form states and the fields that differ between them."""
     if not isinstance(pins, list) or not 1 <= len(pins) <= MAX_PINS or not all(isinstance(p, dict) for p in pins):
@@ -96,10 +103,15 @@ def compare(pins) -> dict:
     cols, fulls = zip(*(_column(p) for p in pins))
     differs = []
     valid = [f for f in fulls if f is not None]
+    # The GPU's architecture (training.gpu_arch) differs with the GPU, which its own row names.
+    archs = [_gpu_arch(p) for p in pins]
     for sec in SECTIONS:
         names = list((valid[0] if valid else {}).get(sec, {}))
         for name in names:
             values = [f[sec][name] if f is not None else None for f in fulls]
+            if f"{sec}.{name}" == "training.gpu_arch" and all(
+                    f is None or a == v for v, a, f in zip(values, archs, fulls)):
+                continue
             if len({repr(v) for v, f in zip(values, fulls) if f is not None}) > 1:
                 path = f"{sec}.{name}"
                 differs.append({"field": path, "label": label(path),

@@ -59,6 +59,7 @@ LABELS = {
     "training.cross_entropy_fusion_impl": "Cross-entropy implementation", "training.transformer_impl": "Layer implementation",
     "training.gradient_accumulation_fusion": "Gradient accumulation fusion",
     "training.overlap_grad_reduce": "Overlap gradient reduce", "training.overlap_param_gather": "Overlap parameter gather",
+    "training.gpu_arch": "GPU architecture (set by the GPU chosen)",
     "precision.params_dtype": "Weights dtype", "precision.fp8": "FP8 compute", "precision.fp8_recipe": "FP8 recipe",
     "precision.fp8_param_gather": "FP8 weights", "precision.fp4": "NVFP4 compute", "precision.fp4_recipe": "FP4 recipe",
     "precision.fp4_param_gather": "NVFP4 weights", "precision.accumulate_allreduce_grads_in_fp32": "Gradients in fp32",

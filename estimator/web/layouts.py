@@ -9,8 +9,8 @@ import json
 from ..config.errors import ConfigError, EstimatorError, Problem, n_gpus, show
 from ..config.schema import MAX_GPUS
 from ..memory.report import GIB
-from .state import (CUSTOM_GPU, FIELD_SPECS, error_answer, errors_answer, flatten, merged_config, preset_config,
-                    state_capacity)
+from .state import (CUSTOM_GPU, FIELD_SPECS, base_config, error_answer, errors_answer, flatten, gpu_table,
+                    merged_config, preset_config, state_capacity)
 
 __all__ = ["NOTATION", "find_layouts", "layout_state", "layout_words", "search_key"]
 
@@ -43,9 +43,13 @@ def layout_state(state: dict, config: dict) -> dict:
     preset = state.get("preset") or None
     base = flatten(preset_config(preset)) if preset else {}
     if state.get("hf"):                       # the catalog model in place of the preset's (estimator.web.state)
-        from .state import base_config
-        base = flatten(base_config(state)[0])
+        base = flatten(base_config({**state, "gpu": None})[0])
     target = flatten(config)
+    # The architecture of the state's catalog GPU is the GPU's to set (estimator.web.state.base_config), not a value.
+    g = gpu_table().get(state.get("gpu")) if isinstance(state.get("gpu"), str) else None
+    if getattr(g, "arch", None) is not None and target.get("training.gpu_arch") in (None, g.arch):
+        target.pop("training.gpu_arch", None)
+        base.pop("training.gpu_arch", None)
     values = {}
     for path, v in target.items():
         if path in base:

@@ -101,7 +101,7 @@ def compute(state: dict, with_exports: bool = True, changed: str | None = None) 
         overload = overload_headroom(config, capacity, estimate=est)
     shown = view(est, fits, gpu, capacity, cfg, overload, model=_model_name(state))
     same = bool(state.get("preset")) and not state.get("hf") and (
-        not state.get("values") or cfg == merged({"preset": state["preset"], "values": {}})[0])
+        not state.get("values") or cfg == merged({"preset": state["preset"], "values": {}, "gpu": state.get("gpu")})[0])
     shown["preset"] = preset_about(state, shown["verdict"], same)
     return {"estimate": est.to_dict(), "fit": [f.to_dict() for f in fits] if fits else None,
             "view": shown, "config": cfg,

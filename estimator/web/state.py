@@ -19,9 +19,9 @@ from ..config.schema import SECTIONS, field_specs, plain_copy
 from ..memory.report import GIB
 from .form import label
 
-__all__ = ["CUSTOM_GPU", "FIELD_SPECS", "UNSET", "base_config", "default_gpu", "error_answer", "errors_answer", "flatten",
-           "gpu_table", "gpus", "hf_model", "merged", "merged_config", "parse_value", "preset_config", "preset_names",
-           "presets", "schema", "state_capacity"]
+__all__ = ["CUSTOM_GPU", "FIELD_SPECS", "UNSET", "base_config", "default_gpu", "error_answer", "errors_answer",
+           "flatten", "gpu_arch_problem", "gpu_table", "gpus", "hf_model", "merged", "merged_config", "parse_value",
+           "preset_config", "preset_names", "presets", "schema", "state_capacity"]
 
 DEFAULT_GPU_HINTS = ("h100", "80")
 CUSTOM_GPU = "custom"
@@ -88,9 +88,10 @@ def gpu_table() -> dict:
 
 
 def gpus() -> list[dict]:
-    """Every known GPU with its memory in bytes and in GiB (text)."""
+    """Every known GPU with its memory in bytes and in GiB (text) and its architecture (``training.gpu_arch``)."""
     return [{"name": name, "memory_bytes": g.memory_bytes, "memory": f"{g.memory_bytes / GIB:.1f} GiB",
-             "source": getattr(g, "source", None)} for name, g in gpu_table().items()]
+             "source": getattr(g, "source", None), "arch": getattr(g, "arch", None)}
+            for name, g in gpu_table().items()]
 
 
 def default_gpu() -> str | None:
@@ -134,7 +135,9 @@ def hf_model(hf_id: str) -> tuple[dict, str, str | None]:
 
 def base_config(state: dict) -> tuple[dict, list[Problem]]:
     """What a state's typed values are written over: its preset (or nothing), with the model section of its catalog
-    model (``hf``) in place of the preset's; and the problems of an unknown preset or model."""
+    model (``hf``) in place of the preset's and the architecture of its catalog GPU (``training.gpu_arch``, as the
+    CLI's ``--gpu`` sets it: :func:`estimator.formats.gpus.with_gpu_arch`); and the problems of an unknown preset or
+    model."""
     problems: list[Problem] = []
     name = state.get("preset") or None
     base: dict = {}
@@ -150,7 +153,26 @@ def base_config(state: dict) -> tuple[dict, list[Problem]]:
             cfg["model"] = hf_model(hf)[0]
         except EstimatorError as exc:
             problems.append(Problem("hf", hf, _hf_message(exc)))
+    g = gpu_table().get(state.get("gpu")) if isinstance(state.get("gpu"), str) else None
+    if g is not None:
+        from ..formats.gpus import with_gpu_arch
+        try:
+            cfg = with_gpu_arch(cfg, g)
+        except ConfigError as exc:
+            problems += exc.problems
     return cfg, problems
+
+
+def gpu_arch_problem(state: dict, cfg: dict) -> Problem | None:
+    """The problem of a state whose typed ``training.gpu_arch`` is not its catalog GPU's architecture (the GPU sets
+    it; a custom capacity takes any), else None."""
+    g = gpu_table().get(state.get("gpu")) if isinstance(state.get("gpu"), str) else None
+    typed = (cfg.get("training") or {}).get("gpu_arch")
+    arch = getattr(g, "arch", None)
+    if arch is None or typed in (None, arch):
+        return None
+    return Problem("training.gpu_arch", typed, f"is {show(typed)}, but the GPU chosen, {g.name}, is {arch}: clear "
+                   "it (the GPU sets it) or choose the custom GPU to give a capacity with another architecture")
 
 
 def _hf_message(exc: EstimatorError) -> str:
@@ -222,6 +244,9 @@ def merged(state: dict) -> tuple[dict, list[Problem], list[str]]:
         if value is not UNSET:
             cfg[section][field] = value
             given.add(path)
+    wrong_arch = gpu_arch_problem(state, cfg)
+    if wrong_arch is not None:
+        problems.append(wrong_arch)
     return cfg, problems, implied_changes(cfg, given)
 
 

@@ -290,3 +290,30 @@ def test_the_one_fit_rule_in_text_and_json(capsys):
     with pytest.raises(SystemExit):
         main(["estimate", "tiny", "--gpu", "H100-80GB", "--keep-free", "100"])
     assert "keep_free is a percent of the GPU memory in [0, 100), got '100'" in capsys.readouterr().err
+
+
+def test_gpu_sets_the_architecture_and_json_reports_it(capsys):
+    """--gpu B200 estimates with Blackwell's allocations (training.gpu_arch sm_100) and ``estimate --json`` says which
+    architecture it used; with no GPU named, Hopper is assumed and said. Llama 3 70B, Megatron-Bridge's B200 FP8
+    (tensorwise, fp8_param_gather) recipe: the B200 estimate is lower by the weights' transposed copies and 47.75 MiB
+    of cuBLAS workspaces, never higher."""
+    code, out, _ = run(capsys, "estimate", "llama-3-70b-fsdp", "--json")
+    assumed = json.loads(out)
+    assert code == 0 and assumed["gpu_arch"] == {"arch": "sm_90", "compute_capability": "9.0", "assumed": True}
+    code, out, _ = run(capsys, "estimate", "llama-3-70b-fsdp", "--gpu", "B200", "--json")
+    b200 = json.loads(out)
+    assert code == 0 and b200["gpu_arch"] == {"arch": "sm_100", "compute_capability": "10.0", "assumed": False}
+    assert b200["parallel"]["bytes_per_parameter"]["fp8_cache"] == 0
+    assert assumed["parallel"]["bytes_per_parameter"]["fp8_cache"] == 1
+    assert b200["peak"]["device_bytes"] < assumed["peak"]["device_bytes"]
+    code, out, _ = run(capsys, "estimate", "llama-3-70b-fsdp", "--gpu", "H100-80GB")
+    assert "GPU architecture: sm_90 (compute capability 9.0)\n" in out
+    code, out, _ = run(capsys, "estimate", "llama-3-70b-fsdp")
+    assert "GPU architecture: sm_90 (compute capability 9.0), assumed: no GPU named (--gpu sets it)" in out
+
+
+def test_gpu_and_another_architecture_is_an_error(capsys):
+    code, _, err = run(capsys, "estimate", "tiny", "--gpu", "H100", "--gpu-arch", "sm_100")
+    assert code == 2 and "training.gpu_arch" in err and "H100-80GB, is sm_90" in err and "Traceback" not in err
+    code, _, err = run(capsys, "estimate", "tiny", "--gpu", "H100", "--fp8", "--fp8-recipe", "mxfp8")
+    assert code == 2 and "precision.fp8_recipe" in err and "MXFP8 needs sm_100 or sm_103" in err

@@ -48,6 +48,8 @@ VARIANTS = {
     "parallelism.cp_comm_type": (make_config(MODEL, {"context_parallel_size": 2}, {"world_size": 2}),
                                  {"parallelism": {"cp_comm_type": "allgather"}}),
     "precision.params_dtype": (make_config(MODEL), {"precision": {"params_dtype": "fp32"}}),
+    # Blackwell: no transposed FP8 weight copy, smaller PyTorch cuBLAS workspaces (estimator/memory/states.py).
+    "training.gpu_arch": (make_config(MODEL, {}, {}, {"fp8": True}), {"training": {"gpu_arch": "sm_100"}}),
     "model.post_layernorm": (make_config(MODEL), {"model": {"post_layernorm": True}}),
     "model.pre_layernorm": (make_config({**MODEL, "post_layernorm": True}), {"model": {"pre_layernorm": False}}),
     "model.qk_layernorm_full_dim": (make_config({**MODEL, "qk_layernorm": True}),

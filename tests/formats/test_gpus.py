@@ -107,3 +107,30 @@ def test_fit_with_required_headroom_and_a_gpu():
         fit(_estimate(1), GIB, keep_free=1.5)
     with pytest.raises(ConfigError, match="band"):
         fit(_estimate(1), GIB, band=-0.1)
+
+
+def test_every_gpu_carries_its_architecture_with_a_source():
+    """Compute capabilities from NVIDIA's CUDA GPU table (A100 8.0, L40S 8.9, Hopper parts 9.0, B200/GB200 10.0,
+    B300 10.3) and AMD's ROCm specifications (MI300X/MI325X gfx942, MI355X gfx950)."""
+    from estimator.config.schema import GPU_ARCHS
+    expected = {"A100-40GB": "sm_80", "A100-80GB": "sm_80", "L40S-48GB": "sm_89", "H100-80GB": "sm_90",
+                "H100-94GB": "sm_90", "H200-141GB": "sm_90", "H800-80GB": "sm_90", "H20-96GB": "sm_90",
+                "GH200-96GB": "sm_90", "B200-180GB": "sm_100", "GB200": "sm_100", "B300-288GB": "sm_103",
+                "MI300X-192GB": "gfx942", "MI325X-256GB": "gfx942", "MI355X-288GB": "gfx950"}
+    assert {n: g.arch for n, g in GPUS.items()} == expected
+    assert all(g.arch in GPU_ARCHS and g.arch_source for g in GPUS.values())
+    assert "developer.nvidia.com/cuda-gpus" in GPUS["B200-180GB"].arch_source
+    assert "rocm.docs.amd.com" in GPUS["MI300X-192GB"].arch_source
+
+
+def test_with_gpu_arch_sets_the_named_gpus_architecture():
+    """The one route from a GPU name to the estimate: training.gpu_arch, set on a copy; an explicit other
+    architecture is an error naming the field, both values and what to do."""
+    from estimator.formats.gpus import with_gpu_arch
+    cfg = {"model": {"num_layers": 2}, "training": {"world_size": 8}}
+    out = with_gpu_arch(cfg, "B200")
+    assert out["training"] == {"world_size": 8, "gpu_arch": "sm_100"} and "gpu_arch" not in cfg["training"]
+    assert with_gpu_arch({"model": {}}, GPUS["H100-80GB"])["training"] == {"gpu_arch": "sm_90"}
+    assert with_gpu_arch(out, "GB200") == out
+    with pytest.raises(ConfigError, match=r"training.gpu_arch.*'sm_100'.*H100-80GB, is sm_90.*leave training"):
+        with_gpu_arch(out, "H100-80GB")

@@ -132,3 +132,56 @@ def test_mxfp8_weights_reuse_the_gradient_buffer():
         stage({"fp8": True, "fp8_recipe": "mxfp8", "reuse_grad_buf_for_mxfp8_param_ag": True})
     with pytest.raises(UnsupportedError, match="uint8 parameter buffer"):
         stage({**mx, "fp8_recipe": "tensorwise", "reuse_grad_buf_for_mxfp8_param_ag": True})
+
+
+@pytest.mark.parametrize("recipe", ["delayed", "tensorwise"])
+def test_per_tensor_fp8_weights_on_hopper_and_blackwell(recipe):
+    """Transformer Engine keeps a transposed FP8 copy only where FP8 GEMMs are TN-only (Hopper, sm_90); on sm_100
+    the one row-wise tensor serves both GEMMs (TransformerEngine @ d0067d0d : csrc/quantizer.cpp, ``with_transpose =
+    columnwise_usage && !is_non_tn_fp8_gemm_supported``). By hand, N = 115,876,864 parameters, LIN = 50,331,648
+    linear weights:
+
+        cached copies, H100:  2 N + 2 LIN = 231,753,728 + 100,663,296 = 332,417,024 B
+        cached copies, B200:  2 N + 1 LIN = 231,753,728 +  50,331,648 = 282,085,376 B
+        fp8_param_gather, H100: 2 (N - LIN) + (1 + 1) LIN = 2 N     = 231,753,728 B
+        fp8_param_gather, B200: 2 (N - LIN) + 1 LIN       = 2 N - LIN = 181,422,080 B
+
+    Per linear-layer parameter: 4 B (bf16 + two FP8 copies) on H100 against 3 B on B200, 2 B against 1 B with
+    fp8_param_gather. For Llama 3 70B (h 8192, 64 heads, 8 KV groups of 128, SwiGLU MLP 28,672, 80 layers:
+    8192 x 10,240 + 8192^2 + 2 x 8192 x 28,672 + 28,672 x 8192 = 855,638,016 linear weights a layer,
+    68,451,041,280 in all), the transposes are 68,451,041,280 / TP 8 = 8,556,380,160 B = 7.97 GiB per GPU at TP 8."""
+    for arch, cached, gathered in (("sm_90", 2 * N + 2 * LIN, 2 * N), ("sm_100", 2 * N + LIN, 2 * N - LIN)):
+        pr = {"fp8": True, "fp8_recipe": recipe}
+        assert stage(pr, {"gpu_arch": arch}).weights_bytes == cached
+        assert stage({**pr, "fp8_param_gather": True}, {"gpu_arch": arch}).weights_bytes == gathered
+    # sm_103 (B300) as sm_100; sm_120 (RTX Blackwell) and AMD's gfx942 are TN-only, as Hopper.
+    assert stage({"fp8": True}, {"gpu_arch": "sm_103"}).weights_bytes == 2 * N + LIN
+    for arch in ("sm_89", "sm_120", "gfx942"):
+        assert stage({"fp8": True}, {"gpu_arch": arch}).weights_bytes == 2 * N + 2 * LIN
+
+
+def test_llama_3_70b_fp8_transposes_per_gpu_by_hand():
+    """The docstring's 70B figure above: the H100 - B200 difference of the weights of Llama 3 70B with FP8
+    (tensorwise) at TP 8 is the 1 B transposed copy of its 68,451,041,280 / 8 linear weights per GPU."""
+    from estimator.formats.presets import load_preset
+    cfg = load_preset("llama-3-70b").to_dict()
+    cfg["parallelism"] = {"tensor_model_parallel_size": 8}
+    cfg["training"].update(world_size=8, seq_length=1024, global_batch_size=8, micro_batch_size=1)
+    cfg["precision"] = {"fp8": True, "fp8_recipe": "tensorwise"}
+    weights = {}
+    for arch in ("sm_90", "sm_100"):
+        cfg["training"]["gpu_arch"] = arch
+        weights[arch] = estimate(cfg).stages[0].weights_bytes
+    assert weights["sm_90"] - weights["sm_100"] == 68_451_041_280 // 8 == 8_556_380_160
+
+
+def test_mxfp8_and_blockwise_keep_both_copies_on_blackwell():
+    """MXFP8's and blockwise's column-wise copy is its own scaled data, not a transpose: 2 B per linear weight on
+    every GPU, plus the scales. MXFP8 on sm_100, every linear weight a multiple of 128 both ways (3072 x 1024, 1024 x
+    1024, 4096 x 1024, 1024 x 4096): one E8M0 byte per 32 elements of each copy, LIN / 16 = 3,145,728 B, so
+    2 N + 2 LIN + LIN / 16 = 335,562,752 B."""
+    assert stage({"fp8": True, "fp8_recipe": "mxfp8"}, {"gpu_arch": "sm_100"}).weights_bytes == \
+        2 * N + 2 * LIN + LIN // 16 == 335_562_752
+    blockwise = {"fp8": True, "fp8_recipe": "blockwise"}
+    on_b200, on_h100 = (stage(blockwise, {"gpu_arch": a}).weights_bytes for a in ("sm_100", "sm_90"))
+    assert on_b200 == on_h100

@@ -165,6 +165,7 @@ def test_layout_state_drops_the_preset_split_the_layout_does_not_have():
                           "num_layers_in_first_pipeline_stage": 1, "expert_model_parallel_size": 32,
                           "expert_tensor_parallel_size": 1}
     cfg["training"]["world_size"] = 1024
+    cfg["training"]["gpu_arch"] = "sm_90"      # the H100's, as a search layout for it carries it
     for key in ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules"):
         cfg["training"].pop(key, None)
     state = web.layout_state({"preset": "deepseek-v3", "gpu": "H100-80GB"}, cfg)
@@ -437,3 +438,41 @@ def test_imports_and_layouts_of_the_wrong_shape_are_refused():
         assert out["errors"][0]["field"] == field, out
     out = _strict(web.handle(json.dumps({"op": "layout", "state": {}, "config": {"training": "x"}})))
     assert out["errors"][0]["field"] == "config.training"
+
+
+def test_the_gpu_chosen_sets_the_architecture_on_every_surface():
+    """One GPU, one number: the calculator's estimate for a catalog GPU is the Python API's for that GPU's
+    architecture (estimator.formats.gpus.with_gpu_arch, as the CLI's --gpu), the layout search estimates its layouts
+    on it too, and "Use this layout" gives the same estimate without writing the architecture into the form (the GPU
+    select keeps deciding it). Llama 3 70B's B200 FP8 recipe (tensorwise, fp8_param_gather): B200 < H100."""
+    from estimator.formats.gpus import with_gpu_arch
+    preset = load_preset("llama-3-70b-fsdp").to_dict()
+    peaks = {}
+    for gpu, arch in (("H100-80GB", "sm_90"), ("B200-180GB", "sm_100")):
+        state = {"preset": "llama-3-70b-fsdp", "values": {}, "gpu": gpu}
+        got = web.compute(state, False)
+        assert got["estimate"]["gpu_arch"] == {"arch": arch, "compute_capability": arch[3:-1] + "." + arch[-1],
+                                               "assumed": False}
+        assert _numbers(got["estimate"]) == _numbers(estimate(with_gpu_arch(preset, gpu)).to_dict())
+        peaks[gpu] = got["estimate"]["peak"]["device_bytes"]
+    assert peaks["B200-180GB"] < peaks["H100-80GB"]
+    state = {"preset": "llama-3-70b-fsdp", "values": {}, "gpu": "B200-180GB"}
+    res = web.find_layouts(state, 3)
+    for lay in res["layouts"]:
+        assert lay["config"]["training"]["gpu_arch"] == "sm_100"
+        form = web.layout_state(state, lay["config"])
+        assert "training.gpu_arch" not in form["values"]
+        assert lay["peak"] == f"{estimate(lay['config']).peak.device_bytes / 2 ** 30:.2f} GiB"
+        assert _numbers(web.compute(form, False)["estimate"]) == _numbers(estimate(lay["config"]).to_dict())
+
+
+def test_a_typed_architecture_the_gpu_contradicts_is_an_error():
+    """The GPU select sets the architecture; a typed other one is refused naming the field (a custom capacity takes
+    any architecture)."""
+    state = {"preset": "tiny", "values": {"training.gpu_arch": "sm_100"}, "gpu": "H100-80GB"}
+    (err,) = web.compute(state, False)["errors"]
+    assert err["field"] == "training.gpu_arch" and "H100-80GB, is sm_90" in err["message"]
+    state = {"preset": "tiny", "values": {"training.gpu_arch": "sm_100"}, "gpu": "custom", "gpu_gib": 180}
+    assert web.compute(state, False)["estimate"]["gpu_arch"]["arch"] == "sm_100"
+    state = {"preset": "tiny", "values": {"precision.fp8": "true", "precision.fp8_recipe": "mxfp8"}, "gpu": "H100-80GB"}
+    assert [e["field"] for e in web.compute(state, False)["errors"]] == ["precision.fp8_recipe"]

@@ -33,6 +33,7 @@ def test_a_hub_id_keeps_the_forms_layout_drops_its_model_edits_and_names_the_mod
     expected = load_preset("qwen3-8b").to_dict()
     expected["model"] = from_hf_config("Qwen/Qwen3-30B-A3B")
     expected["training"]["micro_batch_size"] = 1
+    expected["training"]["gpu_arch"] = "sm_90"                      # the H100's, as --gpu H100-80GB sets it
     assert out["estimate"] == estimate(expected).to_dict()          # the same model as --hf imports
     assert out["view"]["headline"].startswith("Qwen/Qwen3-30B-A3B: ")
     assert out["view"]["model"] == "Qwen/Qwen3-30B-A3B"

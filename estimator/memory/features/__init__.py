@@ -354,7 +354,7 @@ class Plan:
         if self.deferred and last:
             transient["deferred_output_wgrad"] = self.deferred
         if self.full_graph:
-            transient["cuda_graph_capture_workspaces"] = cuda_graphs.FULL_ITERATION_CAPTURE_WORKSPACES
+            transient["cuda_graph_capture_workspaces"] = cuda_graphs.capture_workspaces(cfg)
         step_kinds = sorted(set(kinds) | (set(r.mtp_kinds) if r.plan[s_idx].mtp else set()))
         if self.ep_overlap and step_kinds:
             # Combined 1F1B (schedule.py): a forward layer's pre-dispatch part and its permuted tokens beside a

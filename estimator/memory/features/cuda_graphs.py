@@ -52,30 +52,35 @@ the private pool is not counted.
 
 Whole-iteration graph (``full_iteration``; Megatron-LM @ d98e8a64 ``megatron/core/full_cuda_graph.py``,
 ``FullCudaGraphWrapper``): the forward-backward function of every micro-batch is captured once, at training step
-``cuda_graph_warmup_steps``, and replayed after; the optimizer step stays eager. The captured iteration allocates
-what an eager one does, in the graph's private pool, plus PyTorch's cuBLAS workspaces for the capture stream (one
-per cuBLAS handle and stream, ``aten/src/ATen/cuda/CublasHandlePool.cpp``: the forward's and autograd's, 2 x 32 MiB
-on Hopper), kept all run. ``torch.cuda.graph`` empties the caching allocator's cache before it captures, and the
-private pool keeps the captured working set (activations and transient buffers above the model states and
-run-long buffers) reserved for the rest of the run, beside the regular pool in which the optimizer step then
-allocates. What the GPU holds is therefore the step's peak plus that working set: beyond the allocated peak,
-min(forward/backward peak, step peak) - (model states + run-long buffers), added to the device figure
-(:func:`full_iteration_pool`). Measured on one H100 (this project's batch 7, dense model, local layers): allocated
-peak -0.70 % before the capture workspaces were counted (-0.14 % with them); PyTorch's peak reserved 13.72 GiB
-against 12.28 GiB for the same run without the graph, which the 1.05 reserve alone put at 11.70.
+``cuda_graph_warmup_steps``, and replayed after; the optimizer step stays eager. The captured iteration allocates what
+an eager one does, in the graph's private pool, plus PyTorch's cuBLAS workspaces for the capture stream (one per
+cuBLAS handle and stream, ``aten/src/ATen/cuda/CublasHandlePool.cpp``: the forward's and autograd's, 2 x 32 MiB on
+Hopper, 2 x 8.125 MiB on Blackwell: :func:`estimator.memory.workspaces.torch_cublas_workspace`), kept all run.
+``torch.cuda.graph`` empties the caching allocator's cache before it captures, and the private pool keeps the captured
+working set (activations and transient buffers above the model states and run-long buffers) reserved for the rest of
+the run, beside the regular pool in which the optimizer step then allocates. What the GPU holds is therefore the
+step's peak plus that working set: beyond the allocated peak, min(forward/backward peak, step peak) - (model states +
+run-long buffers), added to the device figure (:func:`full_iteration_pool`). Measured on one H100 (this project's
+batch 7, dense model, local layers): allocated peak -0.70 % before the capture workspaces were counted (-0.14 % with
+them); PyTorch's peak reserved 13.72 GiB against 12.28 GiB for the same run without the graph, which the 1.05 reserve
+alone put at 11.70.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..workspaces import TORCH_CUBLAS_HANDLES, TORCH_CUBLAS_WORKSPACE_BYTES
+from ...config.derived import gpu_arch
+from ..workspaces import TORCH_CUBLAS_HANDLES, torch_cublas_workspace
 
-__all__ = ["FULL_ITERATION_CAPTURE_WORKSPACES", "GraphPeak", "captured_bytes", "captured_layer", "capture_work",
+__all__ = ["GraphPeak", "captured_bytes", "captured_layer", "capture_work", "capture_workspaces",
            "full_iteration_pool", "peak", "static_bytes_per_layer"]
 
-#: PyTorch's cuBLAS workspaces for the whole-iteration graph's capture stream, held all run.
-FULL_ITERATION_CAPTURE_WORKSPACES = TORCH_CUBLAS_HANDLES * TORCH_CUBLAS_WORKSPACE_BYTES
+
+def capture_workspaces(cfg) -> int:
+    """PyTorch's cuBLAS workspaces for the whole-iteration graph's capture stream, held all run, on the
+    configuration's GPU (``training.gpu_arch``)."""
+    return TORCH_CUBLAS_HANDLES * torch_cublas_workspace(gpu_arch(cfg), cfg.training.deterministic_mode)
 
 
 def full_iteration_pool(fwd_bwd: int, step: int, kept: int) -> int:
