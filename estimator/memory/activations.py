@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
-from ..model.layers import MIXERS, MLPS, LayerKind, view
+from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, view
 from ..model.layers.base import Ctx
 from ..model.resolve import Resolved
 from .loss import loss_buffers
@@ -114,6 +114,11 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     m = MLPS[kind.mlp].activations(r, c) if kind.mlp else None
     attn = a.saved + c.mask if a else 0
     mlp = m.saved + c.mask if m else 0
+    hc = hyper_connection.activations(r, c, r.cfg.model.use_fused_mhc)
+    if hc.saved:
+        # one hyper-connection module before the mixer, one before the MLP (estimator/model/layers/hyper_connection.py)
+        attn += hc.saved // 2
+        mlp += hc.saved - hc.saved // 2
     rec_a, rec_m = (a.recompute if a else 0), (m.recompute if m else 0)
     attn_bwd = a.backward if a else 0
     if attn_bwd:
@@ -123,10 +128,10 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     named = None
     if parts:
         named = {}
-        for p in (a, m):
+        for p in (a, m, hc):
             if p is not None and p.named:
                 named.update(p.named)
-    inp = c.B * c.Tn * r.h
+    inp = c.B * c.Tn * r.h * max(r.hc, 1)     # a layer's input: n residual streams with hyper-connections
     stored = inp // r.t if r.cfg.training.distribute_saved_activations else None
     return LayerActivations(attention=attn, mlp=mlp, full=attn + rec_a + mlp + rec_m, checkpoint=inp, stored=stored,
                             backward_peak=max(a.work if a else 0, m.work if m else 0),
