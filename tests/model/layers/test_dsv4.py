@@ -1,5 +1,6 @@
-"""DeepSeek-V4 (experimental_attention_variant: dsv4_hybrid, hyper-connections, hash-routed MoE layers): one layer's
-parameters and activations by hand, and the configuration rules.
+"""DeepSeek-V4 (experimental_attention_variant: dsv4_hybrid, hyper-connections, hash-routed MoE layers): parameters
+against the published checkpoint, one layer's parameters and activations by hand, the configuration rules and the
+Hugging Face importer.
 
 Sources: Megatron-LM @ d48bd6be (the dev branch): megatron/core/transformer/experimental_attention_variant/
 deepseek_v4_hybrid_attention.py (DSv4HybridSelfAttention), csa.py (CompressedSparseAttention, Compressor, CSAIndexer),
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from estimator import ConfigError, count_parameters_of, load_config
+from estimator import ConfigError, UnsupportedError, count_parameters_of, load_config
+from estimator.formats.hf import from_hf_config
+from estimator.formats.presets import published_bounds
 from estimator.memory.activations import context, layer_activations
 from estimator.model.layers import LayerKind, dsv4, hyper_connection, kind_params, view
 from estimator.model.resolve import resolve
@@ -30,6 +33,36 @@ TINY = dict(num_layers=3, hidden_size=64, num_attention_heads=4, ffn_hidden_size
 def _resolved(model=None, training=None, **par):
     cfg = make_config({**TINY, **(model or {})}, par, {"seq_length": 16, "world_size": 1, **(training or {})})
     return resolve(load_config(cfg))
+
+
+def test_flash_matches_the_checkpoint_to_the_parameter():
+    """DeepSeek-V4-Flash (config.json: h 4096, 43 layers, 64 heads of 512 with rotary 64, q_lora 1024, o_groups 8 x
+    o_lora 1024, indexer 64 x 128, 256 experts of 2048 + one shared, 3 hash layers, hc_mult 4, vocab 129,280, one MTP
+    layer; ratios [0, 0, 4, 128, 4, ..., 128, 4] then 0 for the MTP layer):
+
+    attention per layer: norm 4096 + q_down 4096 x 1024 + q_norm 1024 + q_up 1024 x 64 x 512 + wkv 4096 x 512 +
+    kv_norm 512 + wo_a 1024 x 64 x 512 + wo_b 8 x 1024 x 4096 + sink 64 = 106,960,448;
+    compressor ratio 128: 2 x 4096 x 512 + 128 x 512 + 512 = 4,260,352; ratio 4 (overlapping, 2 x 512 wide):
+    2 x 4096 x 1024 + 4 x 1024 + 512 = 8,393,216; indexer: 1024 x 64 x 128 + 4096 x 64 + its compressor
+    2 x 4096 x 256 + 4 x 256 + 128 = 10,749,056;
+    mHC per layer: 2 x (24 x 4 x 4096 + 24 + 3) = 786,486;
+    MoE: norm 4096 + router 256 x 4096 + experts 256 x 3 x 2048 x 4096 + shared 3 x 2048 x 4096 = 6,468,669,440,
+    + 256 expert bias on the 40 layers that are not hash-routed.
+    Layers: 2 x 6,576,416,374 (window, hash) + 6,595,558,646 (ratio 4, hash) + 20 x 6,580,676,982 (ratio 128) +
+    20 x 6,595,558,902 (ratio 4); embedding and head 2 x 129,280 x 4096; final norm 4096; hc_head 16 x 4096 + 4 + 1.
+    Main model: 284,332,240,471, which the model card's 284B rounds (AlexsJones/llmfit @ 3f44fd3 quotes it).
+    MTP: e_proj + h_proj 2 x 4096^2 + enorm, hnorm, norm 3 x 4096 + hc_head 65,541 + a window layer with expert bias
+    6,576,416,630 = 6,610,048,891; in all 290,942,289,362, exactly the checkpoint's tensor-by-tensor count
+    (hebo1221/nano-deepseek-v4 @ 4361b02 : references/DeepSeek-V4-Flash-validation.summary.json,
+    logical_parameter_count), and its active count 14,118,225,362 (active_parameter_count) too."""
+    c = count_parameters_of(load_config(make_config(from_hf_config("deepseek-ai/DeepSeek-V4-Flash"))))
+    assert c.total == 290_942_289_362
+    assert c.total - c.mtp == 284_332_240_471
+    assert c.mtp == 6_610_048_891
+    assert c.active == 14_118_225_362
+    lo, hi = published_bounds("284B")
+    assert lo <= c.total - c.mtp <= hi
+    assert c.hyper_connections == 43 * 786_486 + 65_541
 
 
 def test_one_layer_of_each_ratio_by_hand():
@@ -126,3 +159,19 @@ def test_rules_name_the_field(model, par, field, words):
                                                          "sequence_parallel": world > 1}))
     hits = [p for p in e.value.problems if p.field == field]
     assert hits and words in hits[0].message, e.value
+
+
+def test_importer_reads_native_layer_types_and_refuses_kv_heads():
+    """Megatron-Bridge's _dsv4_compress_ratios reads layer_types with compress_rates when compress_ratios is absent
+    (sliding_attention 0, compressed_sparse_attention 4, heavily_compressed_attention 128), and appends 0 for the MTP
+    layer; num_key_value_heads must be 1."""
+    from estimator.formats.hf_catalog import get
+    hf = get("deepseek-ai/DeepSeek-V4-Flash").config()
+    ratios = hf.pop("compress_ratios")[:43]
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+    hf["layer_types"] = [names[x] for x in ratios]
+    hf["compress_rates"] = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    assert from_hf_config(hf)["csa_compress_ratios"] == ratios + [0]
+    hf["num_key_value_heads"] = 8
+    with pytest.raises(UnsupportedError, match="one shared key/value head"):
+        from_hf_config(hf)
