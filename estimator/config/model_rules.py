@@ -500,6 +500,13 @@ def dsv4_problems(cfg) -> list[Problem]:
         out.append(Problem(field if "." in field else "model." + field, value, msg))
 
     v4 = m.experimental_attention_variant == "dsv4_hybrid"
+    mhc = tr.recompute_granularity == "selective" and "mhc" in (tr.recompute_modules or ())
+    if mhc and not m.enable_hyper_connections:
+        add("training.recompute_modules", list(tr.recompute_modules), "mhc needs enable_hyper_connections true "
+            "(TransformerConfig)")
+    if mhc and "mlp" in tr.recompute_modules:
+        add("training.recompute_modules", list(tr.recompute_modules), "mhc cannot be used with mlp "
+            "(TransformerConfig)")
     if m.enable_hyper_connections and m.hybrid_layer_pattern is not None:
         add("enable_hyper_connections", True, "is modelled for GPT models only (not with hybrid_layer_pattern)")
     if m.moe_n_hash_layers:

@@ -578,9 +578,10 @@ class TrainingConfig:
                                           flag="--recompute-num-layers")
     recompute_modules: list[str] | None = _f(None, "With selective recompute: the modules recomputed "
                                              "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
-                                             "shared_experts).", type="str_list",
+                                             "shared_experts; mhc: the hyper-connections' streams and the norms "
+                                             "after them, with enable_hyper_connections).", type="str_list",
                                              choices=("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
-                                                      "moe", "shared_experts"),
+                                                      "moe", "shared_experts", "mhc"),
                                              derived="[core_attn] with selective recompute when null; an "
                                              "explicit [] recomputes nothing, as Megatron-Core keeps it (a "
                                              "Megatron-Bridge recipe can set it)",

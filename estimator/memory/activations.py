@@ -90,6 +90,10 @@ def context(r: Resolved) -> Ctx:
     T, Tn = _tokens(r)
     B = _act_bytes(r)
     modules = frozenset(recomputed_modules(tr)) if tr.recompute_granularity == "selective" else _NONE
+    if "mhc" in modules:
+        # mHC recompute also checkpoints both norms after the hyper-connections, discarding their outputs
+        # (Megatron-LM @ d48bd6be (dev) : transformer_layer.py mhc_checkpoint_input_layernorm / _pre_mlp_layernorm)
+        modules = modules | {"layernorm"}
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
                unfused, fp8=recipe_of(cfg.precision))
@@ -119,7 +123,7 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
         # one hyper-connection module before the mixer, one before the MLP (estimator/model/layers/hyper_connection.py)
         attn += hc.saved // 2
         mlp += hc.saved - hc.saved // 2
-    rec_a, rec_m = (a.recompute if a else 0), (m.recompute if m else 0)
+    rec_a, rec_m = (a.recompute if a else 0) + hc.recompute // 2, (m.recompute if m else 0) + hc.recompute // 2
     attn_bwd = a.backward if a else 0
     if attn_bwd:
         # It runs after the layer's MLP backward freed the MLP's activations; the residual stream's gradient

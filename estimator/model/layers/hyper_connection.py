@@ -28,9 +28,17 @@ Activations of one module per micro-batch, in bytes (B = 2, T tokens on the rank
     + B T (2 n + n^2)        H_pre, H_post, H_res in the activations' dtype
     + 4 T n^2                the Sinkhorn input (fp32, ``SinkhornKnopp`` saves only it and recomputes the iterations)
 
-So the iterations (``mhc_sinkhorn_iterations``) cost time, not memory. Left out: the fp32 mapping logits of the
-unfused path (4 T m, under ``torch.compile``), the decoder's expansion of the embedding into n streams and its
-output contraction (once per stage, not per layer), the ``mhc`` selective recompute (refused).
+So the iterations (``mhc_sinkhorn_iterations``) cost time, not memory.
+
+Selective recompute ``mhc`` (``MHCCheckpointManager``, output-discarding checkpoints: Megatron-LM @ d48bd6be (dev) :
+hyper_connection.py ``_forward_with_checkpoint``, ``_fused_h_res_h_post_bda_with_checkpoint``, transformer_layer.py)
+discards the H_res/H_post merge's output, the next module's streams (- B T n h), and the aggregation's output, the
+norm's input the mixer and MLP modules count (- B T h), recomputing both in the backward pass; the norm outputs go
+too (its checkpoints of input_layernorm and pre_mlp_layernorm: ``layernorm``'s rule,
+:mod:`estimator.memory.activations`).
+Left out: the fp32 mapping logits of the unfused path (4 T m, under ``torch.compile``), the decoder's expansion of
+the embedding into n streams and its output contraction (once per stage, not per layer), and with ``mhc`` the last
+layer of each recompute group, whose MLP-side output is kept (one layer per chunk with the default group).
 """
 
 from __future__ import annotations
@@ -63,5 +71,9 @@ def activations(r, c: Ctx, fused: bool) -> Part:
         return Part()
     n, B, T, h = r.hc, c.B, c.Tn, r.h
     one = B * T * n * h + (0 if fused else 4 * T * n * h) + B * T * h + B * T * (2 * n + n * n) + 4 * T * n * n
+    rec = 0
+    if "mhc" in c.modules:
+        rec = B * T * n * h + B * T * h          # the streams and the aggregation's output (the norm's input)
+        one -= rec
     named = {"mhc": 2 * one} if c.parts else None
-    return Part(2 * one, 0, 0, 0, named)
+    return Part(2 * one, 2 * rec, 0, 0, named)

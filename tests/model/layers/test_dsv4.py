@@ -175,3 +175,25 @@ def test_importer_reads_native_layer_types_and_refuses_kv_heads():
     hf["num_key_value_heads"] = 8
     with pytest.raises(UnsupportedError, match="one shared key/value head"):
         from_hf_config(hf)
+
+
+def test_mhc_recompute_discards_the_streams_and_the_aggregate():
+    """recompute_modules [mhc], n = 2, T = 16, h 64, fused: each module discards the streams 2 x 16 x 2 x 64 = 4096
+    and the aggregation's output 2 x 16 x 64 = 2048, keeping 6656 - 6144 = 512 (H_pre/H_post/H_res and the Sinkhorn
+    input); per layer 1024 kept and 12,288 recomputed. The norms' outputs go as with layernorm: the attention norm's
+    2 x 16 x 64 = 2048 bytes."""
+    hc = {"enable_hyper_connections": True, "num_residual_streams": 2, "use_fused_mhc": True}
+    sel = {"recompute_granularity": "selective", "recompute_modules": ["mhc"]}
+    r = _resolved(hc, sel)
+    part = hyper_connection.activations(r, context(r), True)
+    assert (part.saved, part.recompute) == (1024, 12_288)
+    kind = r.kinds[r.layer_kinds[0]]
+    plain = _resolved(hc, {"recompute_granularity": "selective", "recompute_modules": []})
+    assert dsv4.activations(view(plain, kind), context(plain)).saved - \
+        dsv4.activations(view(r, kind), context(r)).saved == 2048
+    with pytest.raises(ConfigError, match="mhc needs enable_hyper_connections"):
+        load_config(make_config(TINY, {}, {"seq_length": 16, "world_size": 1, **sel}))
+    with pytest.raises(ConfigError, match="mhc cannot be used with mlp"):
+        load_config(make_config({**TINY, **hc}, {}, {"seq_length": 16, "world_size": 1,
+                                                     "recompute_granularity": "selective",
+                                                     "recompute_modules": ["mhc", "mlp"]}))
