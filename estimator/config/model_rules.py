@@ -489,7 +489,8 @@ def dsv4_problems(cfg) -> list[Problem]:
     "MCore-dev-only"): ``megatron/core/transformer/experimental_attention_variant/deepseek_v4_hybrid_attention.py``
     ``DSv4HybridAttention.__init__`` asserts tensor-parallel size 1 and no ``core_attn`` checkpoint, and that
     num_attention_heads x v_head_dim divides by ``o_groups``; it reads the layer's ratio from ``csa_compress_ratios``
-    at index (layer - 1), or num_layers + (MTP layer - 1) for an MTP layer; ``csa.py`` builds a compressor for a ratio
+    at index (layer - 1), or num_layers + (MTP layer - 1) for an MTP layer; ``transformer_config.py``
+    ``__post_init__`` requires at least num_layers + mtp_num_layers ratios, each 0, 4 or 128, and no tilelang backend; ``csa.py`` builds a compressor for a ratio
     above 1 and an indexer for ratio 4 (its heads, head width and top-k from the ``dsa_indexer_*`` fields);
     ``transformer_config.py`` makes ``moe_n_hash_layers`` the leading layers' routing and
     ``hyper_connection.py`` the residual streams."""
@@ -545,12 +546,15 @@ def dsv4_problems(cfg) -> list[Problem]:
     if ratios is None:
         add("csa_compress_ratios", None, "is required with dsv4_hybrid (each layer's compression ratio)")
         return out
-    if len(ratios) not in (m.num_layers, m.num_layers + mtp):
-        add("csa_compress_ratios", list(ratios), f"must have num_layers ({m.num_layers}) or num_layers + "
-            f"mtp_num_layers ({m.num_layers + mtp}) entries, got {len(ratios)}")
-    if 1 in ratios:
-        add("csa_compress_ratios", list(ratios), "a ratio must be 0 (sliding window only) or at least 2, got 1")
-    extra = ratios[m.num_layers:]
+    if len(ratios) < m.num_layers + mtp:
+        add("csa_compress_ratios", list(ratios), f"must have at least num_layers + mtp_num_layers ({m.num_layers} "
+            f"+ {mtp}) entries, got {len(ratios)}")
+    if not set(ratios) <= {0, 4, 128}:
+        add("csa_compress_ratios", list(ratios), "every ratio must be 0 (sliding window only), 4 (compressed "
+            f"sparse) or 128 (heavily compressed), got {sorted(set(ratios) - {0, 4, 128})}")
+    if m.dsa_kernel_backend == "tilelang":
+        add("dsa_kernel_backend", "tilelang", "is not supported with dsv4_hybrid: cudnn (fused) or none")
+    extra = ratios[m.num_layers:m.num_layers + mtp]
     if len(set(extra)) > 1:
         add("csa_compress_ratios", list(ratios), f"the MTP layers' ratios must be equal (modelled as one kind), "
             f"got {list(extra)}")

@@ -347,9 +347,9 @@ class ModelConfig:
     csa_compress_ratios: list[int] | None = _f(
         None, "DeepSeek-V4 (dsv4_hybrid): each layer's key compression ratio, decoder layers then MTP layers: 0 a "
         "sliding-window layer, 4 compressed sparse attention (an overlapping compressor plus an indexer that picks "
-        "dsa_indexer_topk compressed keys), any other ratio above 1 heavily compressed attention (a compressor, all "
-        "compressed keys). DeepSeek-V4-Flash: [0, 0, 4, 128, 4, 128, ..., 4, 0]. Required with dsv4_hybrid; "
-        "num_layers entries (the MTP layers then take 0) or num_layers + mtp_num_layers.", type="int_list", min=0,
+        "dsa_indexer_topk compressed keys), 128 heavily compressed attention (a compressor, all compressed keys). "
+        "DeepSeek-V4-Flash: [0, 0, 4, 128, 4, 128, ..., 4, 0]. Required with dsv4_hybrid; at least "
+        "num_layers + mtp_num_layers entries (Megatron-Core ignores the rest).", type="int_list", min=0,
         max=MAX_TOKENS)
     csa_window_size: int = _f(128, "DeepSeek-V4 (dsv4_hybrid): the sliding window of uncompressed keys every query "
                               "attends to (Hugging Face sliding_window).", type="int", min=1, max=MAX_TOKENS)

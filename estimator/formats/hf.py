@@ -1459,8 +1459,9 @@ def _v4_ratios(r: _Reader, layers: int) -> list[int]:
             else:
                 raise UnsupportedError(f"config.json:layer_types entry {show(t)} for {r.mt}: known "
                                        f"{', '.join(_V4_LAYER_TYPES)}")
-    if not isinstance(raw, list) or not all(type(x) is int and x >= 0 for x in raw):
-        raise ConfigError(Problem(f"config.json:{key}", raw, "must be a list of non-negative integers"))
+    if not isinstance(raw, list) or not all(type(x) is int and x in (0, 4, 128) for x in raw):
+        raise ConfigError(Problem(f"config.json:{key}", raw, "must be a list of compression ratios 0, 4 or 128 "
+                                  "(Megatron-Core's TransformerConfig)"))
     mtp = r.int("num_nextn_predict_layers", 0)
     if len(raw) == layers and mtp:
         raw = raw + [0] * mtp

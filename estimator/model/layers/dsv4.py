@@ -8,8 +8,8 @@ the revision Megatron-Bridge pins, 2a75ac12):
 deepseek_v4_bridge.py) sets it up from a Hugging Face ``deepseek_v4`` configuration. The layer supports tensor-parallel
 size 1 only (an assertion in ``DSv4HybridAttention.__init__``). Symbols: h hidden size, a heads, d = v_head_dim the
 width of every head (query, the one shared key/value head, output), ql = q_lora_rank, og / ol = o_groups /
-o_lora_rank, c the layer's compression ratio (``csa_compress_ratios``), w = 2 when c = 4 (the overlapping
-compressor) else 1, n / e the indexer's heads and head width, nw weights per norm element.
+o_lora_rank, c the layer's compression ratio (``csa_compress_ratios``: 0, 4 or 128), w = 2 when c = 4 (the
+overlapping compressor) else 1, n / e the indexer's heads and head width, nw weights per norm element.
 
 Parameters of one layer::
 
@@ -24,7 +24,7 @@ Parameters of one layer::
 
 Activations per micro-batch on one GPU, in bytes (B = 2, bf16; T = s b / cp query rows; K = T + T / c key rows
 of the window and the compressed keys; k the keys each query reads: the window plus, with c = 4, min(topk, T / 4)
-picked by the indexer, with another c > 1 all T / c compressed ones)::
+picked by the indexer, with c = 128 all T / 128 compressed ones)::
 
     B T h + B T h                       input norm: input, output (q_down's, kv_proj's and the compressors' input)
     + 2 B T ql + B T d                  q latent before and after its norm, kv before its norm

@@ -21,7 +21,7 @@ MODEL = {"num_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "ffn_hidd
          "qk_pos_emb_head_dim": 8, "v_head_dim": 32, "num_moe_experts": 4, "moe_router_topk": 2,
          "moe_ffn_hidden_size": 32, "moe_router_enable_expert_bias": True, "moe_grouped_gemm": True,
          "dsa_indexer_n_heads": 2, "dsa_indexer_head_dim": 16, "dsa_indexer_topk": 4,
-         "experimental_attention_variant": "dsv4_hybrid", "csa_compress_ratios": [0, 4, 8], "csa_window_size": 8,
+         "experimental_attention_variant": "dsv4_hybrid", "csa_compress_ratios": [0, 4, 128], "csa_window_size": 8,
          "o_groups": 2, "o_lora_rank": 8, "enable_hyper_connections": True, "num_residual_streams": 2,
          "use_fused_mhc": True, "moe_n_hash_layers": 1, "mhc_sinkhorn_iterations": 20,
          "csa_compress_rotary_base": 40000.0, "cp_partition_mode": "contiguous", "actual_vocab_size": 1000}
@@ -38,7 +38,7 @@ def test_the_fields_reach_the_model():
     Sinkhorn iterations, the CP partition mode and the hash table's vocabulary are listed without effect."""
     imp = _read(apply_dsa_kernel_fusion=True)
     m = imp.config["model"]
-    assert m["experimental_attention_variant"] == "dsv4_hybrid" and m["csa_compress_ratios"] == [0, 4, 8]
+    assert m["experimental_attention_variant"] == "dsv4_hybrid" and m["csa_compress_ratios"] == [0, 4, 128]
     assert (m["o_groups"], m["o_lora_rank"], m["csa_window_size"]) == (2, 8, 8)
     assert (m["enable_hyper_connections"], m["num_residual_streams"], m["use_fused_mhc"]) == (True, 2, True)
     assert m["moe_n_hash_layers"] == 1 and m["dsa_kernel_backend"] == "cudnn"
@@ -50,12 +50,12 @@ def test_the_fields_reach_the_model():
 
 def test_the_count_matches_the_hf_importer_path():
     """The same model through Bridge's fields counts as tests/model/layers/test_dsv4.py builds it: the attention of
-    the three layers 7284 + 20,644 + 11,668 = 39,596; mHC (n = 2) 3 x 2070 + 259 = 6469; MoE per layer norm 64 +
+    the three layers 7284 + 20,644 + 15,508 = 43,436; mHC (n = 2) 3 x 2070 + 259 = 6469; MoE per layer norm 64 +
     router 4 x 64 + experts 4 x 3 x 64 x 32 = 24,896, + 4 expert bias on the two layers not hash-routed: 3 x 24,896 +
     8 = 74,696; embedding and output over the vocabulary padded to a multiple of 128, 2 x 1024 x 64 = 131,072; final
-    norm 64. Total 251,897."""
+    norm 64. Total 255,737."""
     c = count_parameters_of(load_config(_read().config))
-    assert c.total == 39_596 + 6469 + 74_696 + 131_072 + 64 == 251_897
+    assert c.total == 43_436 + 6469 + 74_696 + 131_072 + 64 == 255_737
 
 
 def test_refused_fields_are_named():
@@ -66,5 +66,5 @@ def test_refused_fields_are_named():
 
 
 def test_overrides_accept_the_fields():
-    out = apply_overrides({"model": {}}, ["model.use_fused_mhc=false", "model.csa_compress_ratios=[0, 4, 8]"])
-    assert out["model"] == {"use_fused_mhc": False, "csa_compress_ratios": [0, 4, 8]}
+    out = apply_overrides({"model": {}}, ["model.use_fused_mhc=false", "model.csa_compress_ratios=[0, 4, 128]"])
+    assert out["model"] == {"use_fused_mhc": False, "csa_compress_ratios": [0, 4, 128]}

@@ -23,10 +23,10 @@ from estimator.model.resolve import resolve
 from tests.conftest import make_config
 
 # h 64, 4 heads of width 32 (rotary 8), q_lora 16, 2 output groups of rank 8, indexer 2 heads x 16 (top-k 4), window
-# 8; layer 0 a sliding-window layer, layer 1 ratio 4, layer 2 ratio 8; a dense gated MLP of 128.
+# 8; layer 0 a sliding-window layer, layer 1 ratio 4, layer 2 ratio 128; a dense gated MLP of 128.
 TINY = dict(num_layers=3, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=1000,
             multi_latent_attention=True, q_lora_rank=16, qk_pos_emb_head_dim=8, v_head_dim=32,
-            experimental_attention_variant="dsv4_hybrid", csa_compress_ratios=[0, 4, 8], csa_window_size=8,
+            experimental_attention_variant="dsv4_hybrid", csa_compress_ratios=[0, 4, 128], csa_window_size=8,
             o_groups=2, o_lora_rank=8, dsa_indexer_n_heads=2, dsa_indexer_head_dim=16, dsa_indexer_topk=4)
 
 
@@ -69,11 +69,11 @@ def test_one_layer_of_each_ratio_by_hand():
     """TINY (nw = 1, RMSNorm): norm 64 + q_down 64 x 16 = 1024 + q_norm 16 + q_up 16 x 4 x 32 = 2048 + wkv 64 x 32 =
     2048 + kv_norm 32 + wo_a 8 x 4 x 32 = 1024 + wo_b 2 x 8 x 64 = 1024 + sink 4 = 7284 (ratio 0);
     ratio 4: + compressor 2 x 64 x 2 x 32 + 4 x 2 x 32 + 32 = 8480 + indexer 16 x 2 x 16 + 64 x 2 + (2 x 64 x 2 x 16
-    + 4 x 2 x 16 + 16) = 4880, 20,644; ratio 8: + 2 x 64 x 32 + 8 x 32 + 32 = 4384, 11,668. The dense MLP adds
+    + 4 x 2 x 16 + 16) = 4880, 20,644; ratio 128: + 2 x 64 x 32 + 128 x 32 + 32 = 8224, 15,508. The dense MLP adds
     3 x 64 x 128 + 64 = 24,640."""
     r = _resolved()
-    want = {0: 7284, 4: 20_644, 8: 11_668}
-    for i, ratio in enumerate((0, 4, 8)):
+    want = {0: 7284, 4: 20_644, 128: 15_508}
+    for i, ratio in enumerate((0, 4, 128)):
         kind = r.kinds[r.layer_kinds[i]]
         assert kind == LayerKind("dsv4", "dense", (("cr", ratio),))
         assert dsv4.params(view(r, kind)).total == want[ratio]
@@ -143,9 +143,10 @@ def test_hash_layers_drop_the_expert_bias():
 
 @pytest.mark.parametrize("model, par, field, words", [
     ({}, {"tensor_model_parallel_size": 2}, "parallelism.tensor_model_parallel_size", "must be 1"),
-    ({"csa_compress_ratios": [0, 4]}, {}, "model.csa_compress_ratios", "num_layers (3)"),
+    ({"csa_compress_ratios": [0, 4]}, {}, "model.csa_compress_ratios", "at least num_layers"),
     ({"csa_compress_ratios": None}, {}, "model.csa_compress_ratios", "is required"),
-    ({"csa_compress_ratios": [0, 1, 4]}, {}, "model.csa_compress_ratios", "at least 2, got 1"),
+    ({"csa_compress_ratios": [0, 8, 4]}, {}, "model.csa_compress_ratios", "or 128 (heavily compressed), got [8]"),
+    ({"dsa_kernel_backend": "tilelang"}, {}, "model.dsa_kernel_backend", "not supported with dsv4_hybrid"),
     ({"dsa_indexer_topk": None}, {}, "model.dsa_indexer_topk", "ratio-4 layer"),
     ({"o_groups": 3}, {}, "model.o_groups", "must divide"),
     ({"multi_latent_attention": False}, {}, "model.experimental_attention_variant", "multi_latent_attention"),
