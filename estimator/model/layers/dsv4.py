@@ -46,7 +46,9 @@ then, by ``dsa_kernel_backend`` (Megatron-Core maps the deprecated ``apply_dsa_k
 
 ``mla_up_proj`` (selective recompute) recomputes q from q_up and the query; ``core_attn`` is refused by
 Megatron-Core for this layer. Left out: RoPE caches, the per-query top-k of the unfused path's window (its indices
-are built without autograd), the boundary rows context parallelism exchanges.
+are built without autograd), the boundary rows context parallelism exchanges, and FP8/NVFP4 copies of the linear
+inputs other than the norm output (counted in bf16); nothing here is measured yet: the figures follow the forward
+code, not a run.
 """
 
 from __future__ import annotations
