@@ -535,6 +535,10 @@ def dsv4_problems(cfg) -> list[Problem]:
     if t != 1:
         add("parallelism.tensor_model_parallel_size", t, "must be 1 with dsv4_hybrid (DSv4HybridAttention supports "
             "tensor-parallel size 1 only; use expert, pipeline and data parallelism)")
+    if par.context_parallel_size > 1:
+        add("parallelism.context_parallel_size", par.context_parallel_size, "context parallelism with dsv4_hybrid "
+            "needs packed sequences (THD) split contiguously over the ranks (DSv4HybridAttention.forward, "
+            "cp_partition_mode contiguous), which is not modelled; use 1")
     mods = tr.recompute_modules or ()
     if tr.recompute_granularity == "selective" and "core_attn" in mods:
         add("training.recompute_modules", list(mods), "core_attn is refused by DSv4HybridAttention")

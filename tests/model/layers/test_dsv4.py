@@ -143,6 +143,7 @@ def test_hash_layers_drop_the_expert_bias():
 
 @pytest.mark.parametrize("model, par, field, words", [
     ({}, {"tensor_model_parallel_size": 2}, "parallelism.tensor_model_parallel_size", "must be 1"),
+    ({}, {"context_parallel_size": 2}, "parallelism.context_parallel_size", "packed sequences (THD)"),
     ({"csa_compress_ratios": [0, 4]}, {}, "model.csa_compress_ratios", "at least num_layers"),
     ({"csa_compress_ratios": None}, {}, "model.csa_compress_ratios", "is required"),
     ({"csa_compress_ratios": [0, 8, 4]}, {}, "model.csa_compress_ratios", "or 128 (heavily compressed), got [8]"),
@@ -154,10 +155,11 @@ def test_hash_layers_drop_the_expert_bias():
     ({"moe_n_hash_layers": 2}, {}, "model.moe_n_hash_layers", "MoE models"),
 ])
 def test_rules_name_the_field(model, par, field, words):
-    world = par.get("tensor_model_parallel_size", 1)
+    t = par.get("tensor_model_parallel_size", 1)
+    world = t * par.get("context_parallel_size", 1)
     with pytest.raises(ConfigError) as e:
         load_config(make_config({**TINY, **model}, par, {"seq_length": 16, "world_size": world,
-                                                         "sequence_parallel": world > 1}))
+                                                         "sequence_parallel": t > 1}))
     hits = [p for p in e.value.problems if p.field == field]
     assert hits and words in hits[0].message, e.value
 
