@@ -296,7 +296,8 @@ def coerce(spec: FieldSpec, value, problems: list[Problem]):
             return None
         for v in value:
             if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
-                problems.append(Problem(path, value, f"every entry must be between {_limit(spec.min or 1)} and "
+                low = 1 if spec.min is None else spec.min
+                problems.append(Problem(path, value, f"every entry must be between {_limit(low)} and "
                                         f"{_limit(spec.max)}, got {show(v)}"))
                 return None
         return tuple(value)

@@ -1,5 +1,6 @@
 """Megatron-Core's rules for the layer kinds beyond a plain GPT layer: hybrid (Mamba) models, gated delta nets,
-latent MoE, gated attention, Gemma 4's global-attention layers and heterogeneous layers.
+latent MoE, gated attention, Gemma 4's global-attention layers, DeepSeek-V4's layers (:func:`dsv4_problems`) and
+heterogeneous layers.
 
 Each rule is checked where Megatron-Core checks it (cited per rule) and reported as a
 :class:`~estimator.config.errors.Problem` naming the field, the value and the rule; :func:`estimator.config.rules.validate`
@@ -91,12 +92,13 @@ def model_problems(cfg) -> list[Problem]:
                 f"over tensor x context parallel ranks ({t * cp}) (MambaContextParallel)")
     variant = m.experimental_attention_variant
     dsa = variant == "dsa"
-    gdn = (variant is not None and not dsa) or "G" in symbols
+    v4 = variant == "dsv4_hybrid"
+    gdn = (variant is not None and not dsa and not v4) or "G" in symbols
     if pattern is None:
-        if variant is not None and not dsa and m.linear_attention_freq is None:
+        if variant is not None and not dsa and not v4 and m.linear_attention_freq is None:
             add("linear_attention_freq", None, "is required with experimental_attention_variant gdn "
                 "(TransformerConfig: which layers are linear attention)")
-        if m.linear_attention_freq is not None and (variant is None or dsa):
+        if m.linear_attention_freq is not None and (variant is None or dsa or v4):
             add("linear_attention_freq", m.linear_attention_freq if isinstance(m.linear_attention_freq, int)
                 else list(m.linear_attention_freq), "applies only with experimental_attention_variant: gdn")
         if isinstance(m.linear_attention_freq, tuple) and len(m.linear_attention_freq) != m.num_layers:
@@ -110,7 +112,9 @@ def model_problems(cfg) -> list[Problem]:
         for name, n in (("linear_num_key_heads", nk), ("linear_num_value_heads", nv)):
             if n % (t * cp):
                 add(name, n, f"must be a multiple of tensor x context parallel size ({t * cp})")
-    out += _dsa_rules(cfg, dsa and pattern is None)
+    if not v4:       # DeepSeek-V4's layers use the indexer fields and the kernel backend their own way
+        out += _dsa_rules(cfg, dsa and pattern is None)
+    out += dsv4_problems(cfg)
     out += _vision_rules(cfg)
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
@@ -472,3 +476,94 @@ def parse_blocks(text: str, num_layers: int, heads: int, hidden: int,
         mlp, ffn = _mlp(b, i, hidden, max_ffn)
         out.append(Block(mixer, groups, mlp, ffn))
     return tuple(out)
+
+
+_INDEXER = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk")
+
+
+def dsv4_problems(cfg) -> list[Problem]:
+    """DeepSeek-V4's layers: the hybrid attention (``experimental_attention_variant: dsv4_hybrid``),
+    manifold-constrained hyper-connections and hash-routed MoE layers.
+
+    Megatron-LM @ d48bd6be (the ``dev`` branch, where DeepSeek-V4 is built; Megatron-Bridge @ 067f987d calls these
+    "MCore-dev-only"): ``megatron/core/transformer/experimental_attention_variant/deepseek_v4_hybrid_attention.py``
+    ``DSv4HybridAttention.__init__`` asserts tensor-parallel size 1 and no ``core_attn`` checkpoint, and that
+    num_attention_heads x v_head_dim divides by ``o_groups``; it reads the layer's ratio from ``csa_compress_ratios``
+    at index (layer - 1), or num_layers + (MTP layer - 1) for an MTP layer; ``transformer_config.py``
+    ``__post_init__`` requires at least num_layers + mtp_num_layers ratios, each 0, 4 or 128, and no tilelang backend; ``csa.py`` builds a compressor for a ratio
+    above 1 and an indexer for ratio 4 (its heads, head width and top-k from the ``dsa_indexer_*`` fields);
+    ``transformer_config.py`` makes ``moe_n_hash_layers`` the leading layers' routing and
+    ``hyper_connection.py`` the residual streams."""
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
+    out: list[Problem] = []
+
+    def add(field, value, msg):
+        out.append(Problem(field if "." in field else "model." + field, value, msg))
+
+    v4 = m.experimental_attention_variant == "dsv4_hybrid"
+    mhc = tr.recompute_granularity == "selective" and "mhc" in (tr.recompute_modules or ())
+    if mhc and not m.enable_hyper_connections:
+        add("training.recompute_modules", list(tr.recompute_modules), "mhc needs enable_hyper_connections true "
+            "(TransformerConfig)")
+    if mhc and "mlp" in tr.recompute_modules:
+        add("training.recompute_modules", list(tr.recompute_modules), "mhc cannot be used with mlp "
+            "(TransformerConfig)")
+    if m.enable_hyper_connections and m.hybrid_layer_pattern is not None:
+        add("enable_hyper_connections", True, "is modelled for GPT models only (not with hybrid_layer_pattern)")
+    if m.moe_n_hash_layers:
+        if m.num_experts is None:
+            add("moe_n_hash_layers", m.moe_n_hash_layers, "applies only to MoE models (set num_experts)")
+        elif m.moe_n_hash_layers > m.num_layers:
+            add("moe_n_hash_layers", m.moe_n_hash_layers, f"must be at most num_layers ({m.num_layers})")
+    if not v4:
+        if m.csa_compress_ratios is not None:
+            add("csa_compress_ratios", list(m.csa_compress_ratios),
+                "applies only with experimental_attention_variant: dsv4_hybrid")
+        return out
+    if m.hybrid_layer_pattern is not None:
+        add("experimental_attention_variant", "dsv4_hybrid", "is modelled for GPT models only (not with "
+            "hybrid_layer_pattern)")
+        return out
+    if not m.multi_latent_attention:
+        add("experimental_attention_variant", "dsv4_hybrid", "needs multi_latent_attention true (Megatron-Bridge "
+            "builds DeepSeek-V4 with an MLA provider; q_lora_rank, v_head_dim and qk_pos_emb_head_dim give its shape)")
+    if m.q_lora_rank is None:
+        add("q_lora_rank", None, "is required with dsv4_hybrid (every layer has a query down-projection)")
+    if m.add_bias_linear:
+        add("add_bias_linear", True, "must be false with dsv4_hybrid (its projections have no biases)")
+    t = par.tensor_model_parallel_size
+    if t != 1:
+        add("parallelism.tensor_model_parallel_size", t, "must be 1 with dsv4_hybrid (DSv4HybridAttention supports "
+            "tensor-parallel size 1 only; use expert, pipeline and data parallelism)")
+    if par.context_parallel_size > 1:
+        add("parallelism.context_parallel_size", par.context_parallel_size, "context parallelism with dsv4_hybrid "
+            "needs packed sequences (THD) split contiguously over the ranks (DSv4HybridAttention.forward, "
+            "cp_partition_mode contiguous), which is not modelled; use 1")
+    mods = tr.recompute_modules or ()
+    if tr.recompute_granularity == "selective" and "core_attn" in mods:
+        add("training.recompute_modules", list(mods), "core_attn is refused by DSv4HybridAttention")
+    v = m.v_head_dim or 128
+    if (m.num_attention_heads * v) % m.o_groups:
+        add("o_groups", m.o_groups, f"must divide num_attention_heads x v_head_dim ({m.num_attention_heads} x {v})")
+    ratios = m.csa_compress_ratios
+    mtp = m.mtp_num_layers or 0
+    if ratios is None:
+        add("csa_compress_ratios", None, "is required with dsv4_hybrid (each layer's compression ratio)")
+        return out
+    if len(ratios) < m.num_layers + mtp:
+        add("csa_compress_ratios", list(ratios), f"must have at least num_layers + mtp_num_layers ({m.num_layers} "
+            f"+ {mtp}) entries, got {len(ratios)}")
+    if not set(ratios) <= {0, 4, 128}:
+        add("csa_compress_ratios", list(ratios), "every ratio must be 0 (sliding window only), 4 (compressed "
+            f"sparse) or 128 (heavily compressed), got {sorted(set(ratios) - {0, 4, 128})}")
+    if m.dsa_kernel_backend == "tilelang":
+        add("dsa_kernel_backend", "tilelang", "is not supported with dsv4_hybrid: cudnn (fused) or none")
+    extra = ratios[m.num_layers:m.num_layers + mtp]
+    if len(set(extra)) > 1:
+        add("csa_compress_ratios", list(ratios), f"the MTP layers' ratios must be equal (modelled as one kind), "
+            f"got {list(extra)}")
+    if 4 in ratios:
+        for name in _INDEXER:
+            if getattr(m, name) is None:
+                add(name, None, "is required with a ratio-4 layer in csa_compress_ratios (the indexer's shape)")
+    return out

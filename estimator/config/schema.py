@@ -326,8 +326,10 @@ class ModelConfig:
         None, "Linear attention (Qwen3-Next): gdn puts a gated delta net in the layers linear_attention_freq "
         "names, full attention in the others. Megatron-Core's deprecated alias gated_delta_net is accepted. "
         "dsa: DeepSeek sparse attention (DeepSeek-V3.2, GLM-5) in every layer: multi-latent attention in its "
-        "absorbed form plus a lightning indexer that picks dsa_indexer_topk keys per query.",
-        type="str", choices=("gdn", "gated_delta_net", "dsa"), flag="--experimental-attention-variant")
+        "absorbed form plus a lightning indexer that picks dsa_indexer_topk keys per query. dsv4_hybrid: "
+        "DeepSeek-V4's hybrid attention in every layer (one shared key/value head, grouped low-rank output "
+        "projection; per layer a sliding window, plus compressed keys where csa_compress_ratios says so).",
+        type="str", choices=("gdn", "gated_delta_net", "dsa", "dsv4_hybrid"), flag="--experimental-attention-variant")
     dsa_indexer_n_heads: int | None = _f(None, "DeepSeek sparse attention: indexer heads (DeepSeek-V3.2: 64, "
                                          "GLM-5: 32; Hugging Face index_n_heads). Required with dsa.", type="int",
                                          min=1, max=MAX_HEADS, flag="--dsa-indexer-n-heads")
@@ -343,10 +345,37 @@ class ModelConfig:
                                               "autograd and keeps its q, k, weights and inputs for the backward "
                                               "pass (Megatron-Bridge's GLM-5: 0.001). null or 0: no indexer loss.",
                                               type="float", min=0.0, max=1e6, flag="--dsa-indexer-loss-coeff")
-    dsa_kernel_backend: str = _f("none", "DeepSeek sparse attention kernels: none (Megatron-Core's PyTorch "
-                                 "reference path, which builds the dense s x s scores of every head in fp32), "
+    dsa_kernel_backend: str = _f("none", "DeepSeek sparse attention kernels (DeepSeek-V4's too): none "
+                                 "(Megatron-Core's PyTorch reference path, which builds the dense s x s scores of "
+                                 "every head in fp32), "
                                  "tilelang or cudnn (fused sparse MLA over the top-k keys only).", type="str",
                                  choices=("none", "tilelang", "cudnn"), flag="--dsa-kernel-backend")
+    csa_compress_ratios: list[int] | None = _f(
+        None, "DeepSeek-V4 (dsv4_hybrid): each layer's key compression ratio, decoder layers then MTP layers: 0 a "
+        "sliding-window layer, 4 compressed sparse attention (an overlapping compressor plus an indexer that picks "
+        "dsa_indexer_topk compressed keys), 128 heavily compressed attention (a compressor, all compressed keys). "
+        "DeepSeek-V4-Flash: [0, 0, 4, 128, 4, 128, ..., 4, 0]. Required with dsv4_hybrid; at least "
+        "num_layers + mtp_num_layers entries (Megatron-Core ignores the rest).", type="int_list", min=0,
+        max=MAX_TOKENS)
+    csa_window_size: int = _f(128, "DeepSeek-V4 (dsv4_hybrid): the sliding window of uncompressed keys every query "
+                              "attends to (Hugging Face sliding_window).", type="int", min=1, max=MAX_TOKENS)
+    o_groups: int = _f(8, "DeepSeek-V4 (dsv4_hybrid): groups of the grouped low-rank output projection (wo_a); "
+                       "num_attention_heads x v_head_dim must divide by it.", type="int", min=1, max=MAX_HEADS)
+    o_lora_rank: int = _f(1024, "DeepSeek-V4 (dsv4_hybrid): low-rank width of each output-projection group (wo_a "
+                          "maps a group's heads to it, wo_b maps o_groups x o_lora_rank to the hidden size).",
+                          type="int", min=1, max=MAX_WIDTH)
+    enable_hyper_connections: bool = _f(False, "Manifold-constrained hyper-connections (mHC, DeepSeek-V4): the "
+                                        "residual stream is num_residual_streams copies of the hidden state, mixed "
+                                        "before and after attention and the MLP by learned per-token weights.",
+                                        type="bool")
+    num_residual_streams: int = _f(4, "mHC: residual streams n (Hugging Face hc_mult).", type="int", min=1,
+                                   max=MAX_HEADS)
+    use_fused_mhc: bool = _f(False, "mHC: fused kernels; the projection then reads the bf16 streams instead of "
+                             "an fp32 copy of them, which the unfused path keeps for the backward pass.",
+                             type="bool")
+    moe_n_hash_layers: int = _f(0, "Leading MoE layers routed by a fixed token-to-expert table (DeepSeek-V4: 3; "
+                                "Hugging Face num_hash_layers): their router has no expert bias.", type="int", min=0,
+                                max=MAX_LAYERS)
     linear_attention_freq: int | list[int] | None = _f(
         None, "Gated delta net: which layers are linear attention; an int k makes every k-th layer full "
         "attention and the others linear (Qwen3-Next: 4); a 0/1 list of length num_layers gives the pattern "
@@ -555,9 +584,10 @@ class TrainingConfig:
                                           flag="--recompute-num-layers")
     recompute_modules: list[str] | None = _f(None, "With selective recompute: the modules recomputed "
                                              "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
-                                             "shared_experts).", type="str_list",
+                                             "shared_experts; mhc: the hyper-connections' streams and the norms "
+                                             "after them, with enable_hyper_connections).", type="str_list",
                                              choices=("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
-                                                      "moe", "shared_experts"),
+                                                      "moe", "shared_experts", "mhc"),
                                              derived="[core_attn] with selective recompute when null; an "
                                              "explicit [] recomputes nothing, as Megatron-Core keeps it (a "
                                              "Megatron-Bridge recipe can set it)",

@@ -81,7 +81,8 @@ def default_layout(model: dict, gpus: int = DEFAULT_GPUS, seq_length: int = DEFA
         split += [model.get("mamba_num_groups") or 8, model.get("mamba_num_heads") or 1]
     if model.get("experimental_attention_variant") in ("gdn", "gated_delta_net") or "G" in (model.get("hybrid_layer_pattern") or ""):
         split += [model.get("linear_num_key_heads") or 16, model.get("linear_num_value_heads") or 32]
-    tp = _largest_divisor(gpus, *split)
+    # DeepSeek-V4's hybrid attention runs on tensor-parallel size 1 only (DSv4HybridAttention)
+    tp = 1 if model.get("experimental_attention_variant") == "dsv4_hybrid" else _largest_divisor(gpus, *split)
     par = {"tensor_model_parallel_size": tp}
     if model.get("num_experts"):
         par["expert_model_parallel_size"] = _largest_divisor(gpus, model["num_experts"])

@@ -111,6 +111,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "glm4_moe_lite": ("Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)"),
     "deepseek_v32": ("DeepseekV32ForCausalLM", "DeepSeek-V3.2, DeepSeek-V3.2-Exp (DeepSeek sparse attention)"),
     "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5 (multi-latent attention with DeepSeek sparse attention)"),
+    "deepseek_v4": ("DeepseekV4ForCausalLM", "DeepSeek-V4-Flash, DeepSeek-V4-Pro (hybrid compressed attention, "
+                    "hyper-connections, hash-routed MoE layers)"),
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
@@ -230,6 +232,12 @@ _KNOWN = {
     "glm4_moe": _COMMON | _DEEPSEEK | {"use_qk_norm", "partial_rotary_factor"},
     "glm4_moe_lite": _COMMON | _DEEPSEEK,
     "deepseek_v32": _COMMON | _DEEPSEEK | _DSA,
+    "deepseek_v4": _COMMON | _DSA | {"q_lora_rank", "qk_rope_head_dim", "n_routed_experts", "n_shared_experts",
+                                     "num_experts_per_tok", "moe_intermediate_size", "topk_method",
+                                     "num_nextn_predict_layers", "o_groups", "o_lora_rank", "compress_ratios",
+                                     "layer_types", "compress_rates", "compress_rope_theta", "hc_mult",
+                                     "hc_sinkhorn_iters", "hc_eps", "num_hash_layers", "mlp_layer_types",
+                                     "swiglu_limit", "expert_dtype"},
     "glm_moe_dsa": _COMMON | _DEEPSEEK | _DSA | {"qk_head_dim", "indexer_rope_interleave", "index_topk_freq",
                                                  "index_skip_topk_offset"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
@@ -277,6 +285,8 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "num_shared_experts": MAX_EXPERTS, "moe_num_shared_experts": MAX_EXPERTS,
              "index_n_heads": "dsa_indexer_n_heads", "index_head_dim": "dsa_indexer_head_dim",
              "index_topk": "dsa_indexer_topk", "index_topk_freq": MAX_LAYERS,
+             "o_groups": "o_groups", "o_lora_rank": "o_lora_rank", "hc_mult": "num_residual_streams",
+             "num_hash_layers": "moe_n_hash_layers", "sliding_window": "csa_window_size",
              "index_skip_topk_offset": MAX_LAYERS, "qk_head_dim": MAX_WIDTH,
              "global_head_dim": "global_kv_channels", "num_global_key_value_heads": "num_global_query_groups",
              "top_k_experts": "moe_router_topk", "hidden_size_per_layer_input": MAX_WIDTH,
@@ -1424,11 +1434,115 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
     _glm_router(r, m, shared_times_count=True, aux_coeff=0.0)
 
 
+#: DeepSeek-V4's attention kinds by Hugging Face layer type, and their compression ratios (Megatron-Bridge @ 067f987d :
+#: src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py ``_DSV4_LAYER_TYPE_TO_COMPRESS_RATIO``).
+_V4_LAYER_TYPES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+
+def _v4_ratios(r: _Reader, layers: int) -> list[int]:
+    """Each layer's compression ratio as Megatron-Bridge reads it (``_dsv4_compress_ratios``): compress_ratios, or
+    the native layer_types with compress_rates; num_layers + MTP entries (the MTP layers take 0 when only the
+    decoder's are given), longer lists cut."""
+    key = "compress_ratios"
+    raw = r.hf.get(key)
+    if raw is None:
+        types, rates = r.hf.get("layer_types"), r.hf.get("compress_rates") or {}
+        if not isinstance(types, list) or not isinstance(rates, dict):
+            raise ConfigError(Problem("config.json:compress_ratios", None, f"is required for {r.mt} (or layer_types "
+                                      "with compress_rates): each layer's compression ratio"))
+        key, raw = "layer_types", []
+        for t in types:
+            if t != "sliding_attention" and t in rates:
+                raw.append(rates[t])
+            elif t in _V4_LAYER_TYPES:
+                raw.append(_V4_LAYER_TYPES[t])
+            else:
+                raise UnsupportedError(f"config.json:layer_types entry {show(t)} for {r.mt}: known "
+                                       f"{', '.join(_V4_LAYER_TYPES)}")
+    if not isinstance(raw, list) or not all(type(x) is int and x in (0, 4, 128) for x in raw):
+        raise ConfigError(Problem(f"config.json:{key}", raw, "must be a list of compression ratios 0, 4 or 128 "
+                                  "(Megatron-Core's TransformerConfig)"))
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if len(raw) == layers and mtp:
+        raw = raw + [0] * mtp
+    if len(raw) < layers + mtp:
+        raise ConfigError(Problem(f"config.json:{key}", raw, f"must have num_hidden_layers + "
+                                  f"num_nextn_predict_layers ({layers + mtp}) entries, got {len(raw)}"))
+    return raw[:layers + mtp]
+
+
+def _deepseek_v4(r: _Reader, m: dict) -> None:
+    """DeepSeek-V4 as Megatron-Bridge builds it (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py ``DeepSeekV4Bridge.provider_bridge``): an MLA provider
+    with experimental_attention_variant dsv4_hybrid, v_head_dim = head_dim, qk_pos_emb_head_dim = qk_rope_head_dim,
+    q_lora_rank, o_groups, o_lora_rank, csa_compress_ratios from compress_ratios (or layer_types + compress_rates),
+    csa_window_size = sliding_window, the indexer from index_n_heads / index_head_dim / index_topk; hyper-connections
+    with num_residual_streams = hc_mult (hc_sinkhorn_iters and hc_eps change no tensor); every layer MoE with
+    n_routed_experts, num_experts_per_tok, moe_intermediate_size experts, n_shared_experts x moe_intermediate_size of
+    shared expert, scoring_func (sqrtsoftplus), expert bias (noaux_tc) except on the num_hash_layers hash-routed
+    layers; make_vocab_size_divisible_by 1280; MTP layers num_nextn_predict_layers. num_key_value_heads must be 1 (one
+    shared key/value head). compress_rope_theta, rope_scaling, swiglu_limit (the SwiGLU clamp), expert_dtype and
+    quantization_config change no tensor of the bf16 model Megatron trains."""
+    for key in ("attention_bias", "mlp_bias"):
+        _refuse_true(r, key, why="DeepSeek-V4's projections have no biases")
+    L = m["num_layers"]
+    kv = r.int("num_key_value_heads", 1)
+    if kv != 1:
+        raise UnsupportedError(f"config.json:num_key_value_heads = {kv} for {r.mt}: DeepSeek-V4's attention has one "
+                               "shared key/value head (DSv4HybridAttention's linear_kv_proj is h x head_dim)")
+    m["multi_latent_attention"] = True
+    m["qk_layernorm"] = True
+    m["q_lora_rank"] = r.int("q_lora_rank")
+    m["v_head_dim"] = r.int("head_dim")
+    m["qk_pos_emb_head_dim"] = r.int("qk_rope_head_dim")
+    m["experimental_attention_variant"] = "dsv4_hybrid"
+    m["csa_compress_ratios"] = _v4_ratios(r, L)
+    m["csa_window_size"] = r.int("sliding_window", 128)
+    m["o_groups"] = r.int("o_groups")
+    m["o_lora_rank"] = r.int("o_lora_rank")
+    if 4 in m["csa_compress_ratios"]:
+        m["dsa_indexer_n_heads"] = r.int("index_n_heads")
+        m["dsa_indexer_head_dim"] = r.int("index_head_dim")
+        m["dsa_indexer_topk"] = r.int("index_topk")
+    m["enable_hyper_connections"] = True
+    m["num_residual_streams"] = r.int("hc_mult")
+    m["num_experts"] = r.int("n_routed_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("n_shared_experts", 0)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+    fn = r.name("scoring_func", "sqrtsoftplus")
+    if fn not in ("softmax", "sigmoid", "sqrtsoftplus"):
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} is not supported for {r.mt}; known: softmax, "
+                               "sigmoid, sqrtsoftplus")
+    if fn != "softmax":
+        m["moe_router_score_function"] = fn
+    method = r.name("topk_method", "noaux_tc")
+    if method != "noaux_tc":
+        raise UnsupportedError(f"config.json:topk_method {show(method)} for {r.mt}: Megatron-Bridge builds "
+                               "DeepSeek-V4's router with the expert bias of noaux_tc only")
+    m["moe_router_enable_expert_bias"] = True
+    hashed = r.int("num_hash_layers", required=False)
+    if hashed is None:
+        types = r.hf.get("mlp_layer_types") or []
+        hashed = next((i for i, t in enumerate(types) if t != "hash_moe"), len(types))
+        if "hash_moe" in types[hashed:]:
+            raise UnsupportedError(f"config.json:mlp_layer_types for {r.mt}: the hash_moe layers must lead")
+    if hashed:
+        m["moe_n_hash_layers"] = hashed
+    m["make_vocab_size_divisible_by"] = 1280
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).
 _OWN_MAPPING = {"phi3": _phi3, "mimo": _mimo, "ernie4_5_moe": _ernie4_5_moe, "bailing_moe": _bailing_moe,
                 "gpt_oss": _gpt_oss, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5, "qwen3_5_moe": _qwen3_5,
                 "nemotron_h": _nemotron_h, "gemma2": _gemma,
                 "gemma3_text": _gemma, "llama4": _llama4, "olmo2": _olmo2, "minimax_m2": _minimax_m2,
                 "glm4_moe": _glm4_moe, "glm4_moe_lite": _glm4_moe_lite, "deepseek_v32": _deepseek_v32,
-                "glm_moe_dsa": _glm_moe_dsa, "gemma4_text": _gemma4,
+                "glm_moe_dsa": _glm_moe_dsa, "gemma4_text": _gemma4, "deepseek_v4": _deepseek_v4,
                 "nemotron-nas": _nemotron_nas}

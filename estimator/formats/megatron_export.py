@@ -44,6 +44,13 @@ def to_megatron_args(config) -> list[str]:
     cfg = load_config(config)
     r = resolve(cfg)
     m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    for name, on in (("experimental_attention_variant", m.experimental_attention_variant == "dsv4_hybrid"),
+                     ("enable_hyper_connections", m.enable_hyper_connections),
+                     ("moe_n_hash_layers", m.moe_n_hash_layers > 0)):
+        if on:
+            raise UnsupportedError(f"model.{name} = {getattr(m, name)} (DeepSeek-V4) has no pretrain_gpt.py flag at "
+                                   "the pinned Megatron-LM revision: Megatron-Core builds DeepSeek-V4 on its dev "
+                                   "branch only, where Megatron-Bridge's DeepSeek-V4 recipes set it")
     if m.vision_num_layers is not None:
         raise UnsupportedError("model.vision_num_layers (a vision tower) has no pretrain_gpt.py flag: Megatron-LM's "
                                "pretrain_gpt.py builds a GPT model without one; Qwen3.5's vision-language model is "

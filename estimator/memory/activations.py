@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
-from ..model.layers import MIXERS, MLPS, LayerKind, view
+from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, view
 from ..model.layers.base import Ctx
 from ..model.resolve import Resolved
 from .loss import loss_buffers
@@ -90,6 +90,10 @@ def context(r: Resolved) -> Ctx:
     T, Tn = _tokens(r)
     B = _act_bytes(r)
     modules = frozenset(recomputed_modules(tr)) if tr.recompute_granularity == "selective" else _NONE
+    if "mhc" in modules:
+        # mHC recompute also checkpoints both norms after the hyper-connections, discarding their outputs
+        # (Megatron-LM @ d48bd6be (dev) : transformer_layer.py mhc_checkpoint_input_layernorm / _pre_mlp_layernorm)
+        modules = modules | {"layernorm"}
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
     return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
                unfused, fp8=recipe_of(cfg.precision))
@@ -114,7 +118,12 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     m = MLPS[kind.mlp].activations(r, c) if kind.mlp else None
     attn = a.saved + c.mask if a else 0
     mlp = m.saved + c.mask if m else 0
-    rec_a, rec_m = (a.recompute if a else 0), (m.recompute if m else 0)
+    hc = hyper_connection.activations(r, c, r.cfg.model.use_fused_mhc)
+    if hc.saved:
+        # one hyper-connection module before the mixer, one before the MLP (estimator/model/layers/hyper_connection.py)
+        attn += hc.saved // 2
+        mlp += hc.saved - hc.saved // 2
+    rec_a, rec_m = (a.recompute if a else 0) + hc.recompute // 2, (m.recompute if m else 0) + hc.recompute // 2
     attn_bwd = a.backward if a else 0
     if attn_bwd:
         # It runs after the layer's MLP backward freed the MLP's activations; the residual stream's gradient
@@ -123,10 +132,10 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     named = None
     if parts:
         named = {}
-        for p in (a, m):
+        for p in (a, m, hc):
             if p is not None and p.named:
                 named.update(p.named)
-    inp = c.B * c.Tn * r.h
+    inp = c.B * c.Tn * r.h * max(r.hc, 1)     # a layer's input: n residual streams with hyper-connections
     stored = inp // r.t if r.cfg.training.distribute_saved_activations else None
     return LayerActivations(attention=attn, mlp=mlp, full=attn + rec_a + mlp + rec_m, checkpoint=inp, stored=stored,
                             backward_peak=max(a.work if a else 0, m.work if m else 0),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config.load import load_config
-from .layers import kind_components, moe
+from .layers import hyper_connection, kind_components, moe
 from .layers.base import Count
 from .resolve import Resolved, resolve
 from .vision import vision_params
@@ -38,7 +38,9 @@ def output_layer(r: Resolved) -> Count:
 
 
 def final_norm(r: Resolved) -> Count:
-    return Count(0, r.norm_w * r.h)
+    """The final norm, and with hyper-connections the learned output contraction beside it (hc_head_fn,
+    hc_head_base, hc_head_scale: :func:`estimator.model.layers.hyper_connection.head_params`)."""
+    return Count(0, r.norm_w * r.h + hyper_connection.head_params(r))
 
 
 def mtp_built(r: Resolved, depths: int) -> int:
@@ -50,8 +52,9 @@ def mtp_built(r: Resolved, depths: int) -> int:
 
 
 def mtp_extra(r: Resolved) -> Count:
-    """One MTP layer's own parts besides its transformer layer: enorm, hnorm, eh_proj 2h*h, final norm."""
-    return Count(2 * r.h * r.h, 3 * r.norm_w * r.h)
+    """One MTP layer's own parts besides its transformer layer: enorm, hnorm, eh_proj 2h*h (with hyper-connections
+    e_proj and h_proj, h*h each: the same count), final norm, and with hyper-connections its output contraction."""
+    return Count(2 * r.h * r.h, 3 * r.norm_w * r.h + hyper_connection.head_params(r))
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class ParameterCounts:
     vocab_padding: int      # parameters added by Megatron's vocabulary padding (in embedding and output)
     layer_kinds: dict = field(default_factory=dict)   # decoder layers by kind ("attention + MLP": 32)
     vision: int = 0         # the vision tower and its patch merger (estimator/model/vision.py), in total and active
+    hyper_connections: int = 0   # mHC modules of the decoder layers and the decoder's output contraction
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -87,7 +91,7 @@ class ParameterCounts:
 
 
 _COMPONENTS = ("attention", "mamba", "linear_attention", "mlp", "moe_router", "moe_experts", "moe_shared_experts",
-               "moe_latent", "norms")
+               "moe_latent", "norms", "hyper_connections")
 
 
 def count_parameters(r: Resolved) -> ParameterCounts:
@@ -116,7 +120,8 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     mtp = built * mtp_one
     vis = vision_params(r.cfg.model)
     vision = vis.total if vis else 0
-    total = emb.total + sum(comp.values()) + out + nw * r.h + mtp + vision
+    head = hyper_connection.head_params(r)
+    total = emb.total + sum(comp.values()) + out + nw * r.h + head + mtp + vision
     n_moe = sum(n for n, kind in zip(n_kind, r.kinds) if kind.moe)
     idle = moe.expert_params(r).total - moe.active_experts(r) if r.E else 0   # experts a token skips, per layer
     mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
@@ -130,6 +135,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
         dense_layers=sum(n for n, kind in zip(n_kind, r.kinds) if kind.mlp == "dense"), moe_layers=n_moe,
         padded_vocab_size=r.Vp, vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),
         layer_kinds={kind.label: n for n, kind in zip(n_kind, r.kinds) if n}, vision=vision,
+        hyper_connections=comp["hyper_connections"] + head,
     )
 
 

@@ -86,6 +86,21 @@ class DSADims(NamedTuple):
     backend: str
 
 
+class V4Dims(NamedTuple):
+    """DeepSeek-V4's hybrid attention (:mod:`estimator.model.layers.dsv4`): the output projection's groups and rank,
+    the sliding window, the indexer's heads, head width and top-k, the kernel backend (none: the reference path),
+    and every layer's compression ratio (decoder layers, then MTP layers)."""
+
+    o_groups: int
+    o_lora: int
+    window: int
+    heads: int
+    head_dim: int
+    topk: int
+    backend: str
+    ratios: tuple
+
+
 class KindInfo(NamedTuple):
     """The layer kinds of a model (:func:`layer_kinds`), worked out once per model shape."""
 
@@ -115,14 +130,17 @@ def global_pattern(L: int, freq) -> tuple:
 
 @lru_cache(maxsize=1024)
 def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False,
-                glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None) -> KindInfo:
+                glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None,
+                v4: tuple | None = None, hash_layers: int = 0) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
     A GPT model's layer i holds attention (MLA with multi_latent_attention, a gated delta net where the linear
     attention pattern says so) and an MoE where the MoE pattern says so, else a dense MLP; its MTP layers are
     built like its last layer (Megatron-Core's MTP block takes the decoder's last layer spec). A hybrid model's
-    layers and MTP layers come from the pattern's symbols (:mod:`estimator.config.hybrid_pattern`)."""
+    layers and MTP layers come from the pattern's symbols (:mod:`estimator.config.hybrid_pattern`). DeepSeek-V4's
+    layers (``v4``: every layer's compression ratio, decoder then MTP) carry their ratio, and the first
+    ``hash_layers`` MoE layers their hash routing, as the kind's overrides; its MTP layers take their own ratio."""
     kinds: list = []
 
     def index(kind: LayerKind) -> int:
@@ -144,6 +162,13 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
         # heads and MLP width where they differ from the model's (blocks hold (mixer, var, mlp, var) here).
         per_layer = tuple(index(LayerKind(mx, ml, mv + fv)) for mx, mv, ml, fv in blocks)
         return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
+    if v4 is not None:
+        def v4_kind(ratio: int, e: bool, hashed: bool) -> LayerKind:
+            var = (("cr", ratio),) + ((("hash_route", True),) if hashed and e else ())
+            return LayerKind("dsv4", "moe" if e else "dense", var)
+        per_layer = tuple(index(v4_kind(v4[i], e, i < hash_layers)) for i, e in enumerate(moe))
+        mtp_kinds = (index(v4_kind(v4[L] if len(v4) > L else 0, moe[-1], False)),) if mtp else ()
+        return _info(kinds, per_layer, mtp_kinds, moe)
     glob = glob or (False,) * L
     per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense", glob_var if gl else ()))
                       for la, e, gl in zip(linear, moe, glob))
@@ -195,6 +220,8 @@ class Resolved:
     mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
     gdn: "GDNDims | None"       # the gated delta net's shape (None without one)
     dsa: "DSADims | None"       # DeepSeek sparse attention's indexer (None without it)
+    v4: "V4Dims | None"         # DeepSeek-V4's hybrid attention (None without it)
+    hc: int           # hyper-connection residual streams (0 without mHC)
     shape: tuple      # the model section's derived values, one object per distinct section (a cache key)
     # parallelism
     t: int
@@ -214,6 +241,9 @@ class Resolved:
     m: int | None     # micro-batches per step (None: unknown)
     sp: bool
     world: int
+    # per layer kind (a LayerKind's var overrides them)
+    cr: int = 0               # DeepSeek-V4: the layer's key compression ratio (0 sliding window only)
+    hash_route: bool = False  # the layer's MoE routes by a fixed token table (no expert bias)
 
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
@@ -266,19 +296,25 @@ def _compute_shape(m) -> tuple:
     hybrid = m.hybrid_layer_pattern
     mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
     dsa = m.experimental_attention_variant == "dsa"
-    linear = m.linear_attention_freq if m.experimental_attention_variant and not dsa else None
+    dsv4 = m.experimental_attention_variant == "dsv4_hybrid" and hybrid is None
+    linear = m.linear_attention_freq if m.experimental_attention_variant and not dsa and not dsv4 else None
     glob, glob_var, blocks = _variants(m)
     ki = layer_kinds(m.num_layers, m.multi_latent_attention,
                      (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp,
-                     dsa=dsa and hybrid is None, glob=glob, glob_var=glob_var, blocks=blocks)
+                     dsa=dsa and hybrid is None, glob=glob, glob_var=glob_var, blocks=blocks,
+                     v4=tuple(m.csa_compress_ratios or ()) if dsv4 else None,
+                     hash_layers=m.moe_n_hash_layers if E else 0)
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
                       m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                   m.linear_num_value_heads) if ki.gdn else None
     dsa_dims = DSADims(m.dsa_indexer_n_heads or 0, m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0,
                        bool(m.dsa_indexer_loss_coeff), m.dsa_kernel_backend) if dsa and hybrid is None else None
+    v4 = V4Dims(m.o_groups, m.o_lora_rank, m.csa_window_size, m.dsa_indexer_n_heads or 0,
+                m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0, m.dsa_kernel_backend,
+                tuple(m.csa_compress_ratios or ())) if dsv4 else None
     return (default_ffn_hidden_size(m), mtp, ki, hybrid_pattern.layout_of(hybrid) if hybrid is not None else None,
-            mamba, gdn, dsa_dims)
+            mamba, gdn, dsa_dims, v4)
 
 
 def resolve(cfg: Config) -> Resolved:
@@ -290,7 +326,7 @@ def resolve(cfg: Config) -> Resolved:
     L, h, a = m.num_layers, m.hidden_size, m.num_attention_heads
     E = m.num_experts or 0
     shape = _model_shape(m)
-    f, mtp, ki, layout, mamba, gdn, dsa = shape
+    f, mtp, ki, layout, mamba, gdn, dsa, v4 = shape
     if m.hybrid_layer_pattern is None:
         layout = par.pipeline_model_parallel_layout
     dp = tr.world_size // (t * p * cp)
@@ -320,7 +356,8 @@ def resolve(cfg: Config) -> Resolved:
         tied=not m.untie_embeddings_and_output_weights,
         gate=m.attention_output_gate, post_norm=m.post_layernorm, pre_norm=m.pre_layernorm,
         qk_full=m.qk_layernorm and m.qk_layernorm_full_dim, sinks=m.softmax_type == "learnable",
-        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, dsa=dsa, shape=shape,
+        lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, dsa=dsa, v4=v4,
+        hc=m.num_residual_streams if m.enable_hyper_connections else 0, shape=shape,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,

@@ -21,6 +21,11 @@ MOE = {**MODEL, "num_experts": 8}
 VIT = {**MODEL, "vision_num_layers": 2, "vision_hidden_size": 64, "vision_num_attention_heads": 4,
        "vision_ffn_hidden_size": 128}
 IMAGES = {"images_per_sample": 2}
+#: A small DeepSeek-V4 model: hybrid attention (a window layer, ratio 4, ratio 128) and MoE layers.
+V4 = {**MOE, "multi_latent_attention": True, "q_lora_rank": 64, "v_head_dim": 64, "qk_pos_emb_head_dim": 16,
+      "experimental_attention_variant": "dsv4_hybrid", "csa_compress_ratios": [0, 4, 128, 0],
+      "dsa_indexer_n_heads": 4, "dsa_indexer_head_dim": 32, "dsa_indexer_topk": 16, "o_groups": 4, "o_lora_rank": 32}
+V4HC = {**V4, "enable_hyper_connections": True}
 
 #: Fields whose help text says they do not change the estimate, with why.
 NO_MEMORY_EFFECT = {
@@ -33,6 +38,15 @@ NO_MEMORY_EFFECT = {
 
 #: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
 VARIANTS = {
+    "model.csa_compress_ratios": (make_config(V4), {"model": {"csa_compress_ratios": [0, 4, 4, 0]}}),
+    "model.csa_window_size": (make_config(V4), {"model": {"csa_window_size": 64}}),
+    "model.o_groups": (make_config(V4), {"model": {"o_groups": 8}}),
+    "model.o_lora_rank": (make_config(V4), {"model": {"o_lora_rank": 64}}),
+    "model.enable_hyper_connections": (make_config(V4), {"model": {"enable_hyper_connections": True}}),
+    "model.num_residual_streams": (make_config(V4HC), {"model": {"num_residual_streams": 2}}),
+    "model.use_fused_mhc": (make_config(V4HC), {"model": {"use_fused_mhc": True}}),
+    "model.moe_n_hash_layers": (make_config({**V4, "moe_router_enable_expert_bias": True}),
+                                {"model": {"moe_n_hash_layers": 2}}),
     "model.activation_func": (make_config(MODEL), {"model": {"activation_func": "gelu", "gated_linear_unit": False}}),
     "model.gated_linear_unit": (make_config({**MODEL, "activation_func": "gelu", "gated_linear_unit": False}),
                                 {"model": {"gated_linear_unit": True}}),

@@ -58,6 +58,10 @@ EXPECTED = {
     # recipes/qwen/h100/qwen3_next.py + Qwen3NextBridge
     "qwen3-next-80b-a3b": dict(moe_permute_fusion=True, moe_router_dtype="fp32", moe_aux_loss_coeff=1e-3,
                                moe_router_load_balancing_type="global_aux_loss"),
+    # recipes/deepseek/gb200/deepseek_v4.py + DeepSeekV4Bridge (sqrtsoftplus with expert bias, noaux_tc with no aux
+    # loss coefficient, fp32 router, fused permutation; the preset keeps alltoall instead of the recipe's HybridEP)
+    "deepseek-v4-flash": dict(moe_permute_fusion=True, moe_router_dtype="fp32", moe_router_enable_expert_bias=True,
+                              moe_router_score_function="sqrtsoftplus"),
     # NeMo 2.0 MixtralConfig on Megatron-Core defaults
     "mixtral-8x7b": dict(moe_grouped_gemm=False, moe_aux_loss_coeff=1e-2),
     "mixtral-8x22b": dict(moe_grouped_gemm=False, moe_aux_loss_coeff=1e-2),

@@ -25,7 +25,9 @@ REQUIRED = ["llama-2-7b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mixtra
             "qwen3-235b-a22b", "moonlight-16b-a3b", "kimi-k2", "tiny",
             # issue 11: hybrid Mamba, gpt-oss, Qwen3-Next, Gemma 3
             "nemotron-h-56b", "nemotron-3-nano-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-next-80b-a3b",
-            "gemma-3-1b"]
+            "gemma-3-1b",
+            # issue 27: DeepSeek-V4
+            "deepseek-v4-flash"]
 
 
 def test_every_required_preset_exists():
@@ -55,8 +57,13 @@ RECIPE_MOE = ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "mo
               "moe_pad_expert_input_to_capacity")
 
 
+#: Kernel choices a recipe makes for the hardware (DeepSeek-V4's fused sparse attention and mHC kernels on Blackwell),
+#: not the checkpoint's architecture.
+RECIPE_KERNELS = ("use_fused_mhc", "dsa_kernel_backend")
+
+
 def _without_recipe_moe(model: dict) -> dict:
-    return {k: v for k, v in model.items() if k not in RECIPE_MOE}
+    return {k: v for k, v in model.items() if k not in RECIPE_MOE and k not in RECIPE_KERNELS}
 
 
 @pytest.mark.parametrize("name", WITH_CONFIG)
@@ -86,9 +93,10 @@ FROM_CATALOG = [n for n in REQUIRED if preset_info(n)["hf_id"]]
 @pytest.mark.parametrize("name", FROM_CATALOG)
 def test_model_section_equals_the_import_of_its_catalog_config(name):
     """The catalog's config.json imported as is; the MTP layers are the recipe's choice (Qwen3-Next's
-    checkpoint holds one that its config.json does not state)."""
+    checkpoint holds one that its config.json does not state; DeepSeek-V4's states it), so both sides leave them out."""
     model = {k: v for k, v in load_preset(name).to_dict()["model"].items() if k != "mtp_num_layers"}
-    assert _without_recipe_moe(model) == _without_recipe_moe(from_hf_config(preset_info(name)["hf_id"]))
+    imported = {k: v for k, v in from_hf_config(preset_info(name)["hf_id"]).items() if k != "mtp_num_layers"}
+    assert _without_recipe_moe(model) == _without_recipe_moe(imported)
 
 
 def _counts(name: str):

@@ -18,7 +18,9 @@ megatron/training/config/yaml_utils.py).
    the ``comm_overlap`` section sets them; the model's ``defer_embedding_wgrad_compute``, ``wgrad_deferral_limit``,
    ``overlap_moe_expert_parallel_comm`` and ``delay_wgrad_compute`` taken from it, off where it leaves them unset).
 2. Every field is classified (:mod:`estimator.formats.bridge.field_classes`): a refused field set away from its
-   default stops the import, naming ``section.field``; fields without memory effect are listed.
+   default stops the import, naming ``section.field``; fields without memory effect are listed. The Megatron-Core
+   dev-branch fields Bridge's DeepSeek-V4 sets, which the catalogue's pinned TransformerConfig lacks, are classified
+   by :data:`DEV_MODEL_FIELDS` and the modelled ones set on the model afterwards.
 3. The fields Megatron-Core receives are written as the Megatron-LM flags of the same destinations and read by
    :func:`estimator.formats.megatron_args.read_megatron_args`, so both frontends give one estimate wherever
    Megatron-Core receives the same settings. What Megatron-LM cannot express is set afterwards: the gradient
@@ -39,7 +41,8 @@ from .presets import MIXED_PRECISION_PRESETS
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
 
-__all__ = ["BridgeRefusedError", "apply_overrides", "bridge_dict", "default_gaps", "read_bridge_config"]
+__all__ = ["BridgeRefusedError", "DEV_MODEL_FIELDS", "apply_overrides", "bridge_dict", "default_gaps",
+           "read_bridge_config"]
 
 #: The order in which a field given in two sections is read (Bridge keeps them equal; the model's wins).
 _ORDER = ("model", "ddp", "optimizer", "train", "dataset", "checkpoint", "comm_overlap", "mixed_precision")
@@ -57,6 +60,36 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm"}
+
+#: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
+#: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
+#: megatron/core/transformer/transformer_config.py with Megatron-Bridge @ 067f987d :
+#: src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py and recipes/deepseek/{h100,gb200,gb300}/deepseek_v4.py.
+#: name -> (kind, reason, the schema field a modelled one sets).
+DEV_MODEL_FIELDS = {
+    "csa_compress_ratios": ("modelled", "DeepSeek-V4: each layer's key compression ratio", "csa_compress_ratios"),
+    "csa_window_size": ("modelled", "DeepSeek-V4: the sliding window of keys", "csa_window_size"),
+    "o_groups": ("modelled", "DeepSeek-V4: the grouped output projection's groups", "o_groups"),
+    "o_lora_rank": ("modelled", "DeepSeek-V4: the grouped output projection's rank", "o_lora_rank"),
+    "enable_hyper_connections": ("modelled", "mHC: n residual streams", "enable_hyper_connections"),
+    "num_residual_streams": ("modelled", "mHC: the residual streams", "num_residual_streams"),
+    "use_fused_mhc": ("modelled", "mHC: the fused kernels keep no fp32 copy of the streams", "use_fused_mhc"),
+    "moe_n_hash_layers": ("modelled", "hash-routed MoE layers (no expert bias)", "moe_n_hash_layers"),
+    "apply_dsa_kernel_fusion": ("modelled", "with dsv4_hybrid Megatron-Core's deprecated switch for "
+                                "dsa_kernel_backend: true cudnn, false none (TransformerConfig.__post_init__); "
+                                "ignored otherwise", "dsa_kernel_backend"),
+    "csa_compress_rotary_base": ("no_effect", "a RoPE base: no tensor is added or resized", None),
+    "rotary_base_per_layer": ("no_effect", "per-layer RoPE bases: no tensor is added or resized", None),
+    "cp_partition_mode": ("no_effect", "which rows each context-parallel rank holds (contiguous or zigzag): as "
+                          "many per rank either way", None),
+    "mhc_sinkhorn_iterations": ("no_effect", "Sinkhorn iterations: SinkhornKnopp saves only its input and "
+                                "recomputes them in the backward pass", None),
+    "mhc_init_gating_factor": ("no_effect", "an initial value", None),
+    "actual_vocab_size": ("no_effect", "the hash routing table's vocabulary (a buffer, not trained)", None),
+    "csa_dense_mode": ("refused", "dense compressed attention without the indexer is not modelled", None),
+    "mhc_recompute_layer_num": ("refused", "the mHC recompute groups are not modelled", None),
+}
+
 
 def _switch_value(flag: str) -> str:
     """The Bridge value a Megatron-LM switch stands for: false for a store_false flag (its argument defaults to
@@ -154,7 +187,8 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             problems.append(Problem(key, raw, f"{section!r} is not a section of Megatron-Bridge's ConfigContainer"
                                     + (f"; did you mean {close[0]}?" if close else "")))
             continue
-        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_"):
+        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_") and \
+                not (section == "model" and name in DEV_MODEL_FIELDS):
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
             problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
                                     f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
@@ -298,6 +332,28 @@ def _packed_sequence_size(cfg: dict) -> int | None:
     return size
 
 
+def _dev_field(name: str, value, m: dict, dev: dict, refused: list, no_effect: list) -> None:
+    """A field of :data:`DEV_MODEL_FIELDS` (or experimental_attention_variant dsv4_hybrid): into ``dev`` (the schema's
+    field), ``no_effect`` or ``refused``."""
+    where = f"model.{name} = {show(value)}"
+    if name == "experimental_attention_variant":
+        dev[name] = value
+        return
+    kind, why, field = DEV_MODEL_FIELDS[name]
+    if kind == "refused":
+        if value not in (None, False, 0, [], ""):
+            refused.append((where, why))
+    elif kind == "no_effect" or (name == "apply_dsa_kernel_fusion" and
+                                 m.get("experimental_attention_variant") != "dsv4_hybrid"):
+        if value not in (None, False, [], ""):
+            no_effect.append((where, why))
+    elif name == "apply_dsa_kernel_fusion":
+        if value is not None:
+            dev[field] = "cudnn" if value else "none"
+    elif value is not None:
+        dev[field] = list(value) if isinstance(value, (list, tuple)) else value
+
+
 def _default(section: str, name: str):
     return SECTIONS.get(section, {}).get(name)
 
@@ -344,6 +400,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     packed = _packed_sequence_size(cfg)
     m = cfg.get("model") or {}
     values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)
+    dev: dict = {}                                      # schema field -> value, of DEV_MODEL_FIELDS
     problems = []
     for section in [*_ORDER, *[s for s in cfg if s not in _ORDER]]:
         sec = cfg.get(section)
@@ -356,6 +413,10 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
             if name in ("_target_", "_call_"):
                 if section == "model":
                     notes.append(f"model: {value} (Bridge's model provider)")
+                continue
+            if section == "model" and (name in DEV_MODEL_FIELDS or (name == "experimental_attention_variant"
+                                                                   and value == "dsv4_hybrid")):
+                _dev_field(name, value, m, dev, refused, no_effect)
                 continue
             if name not in SECTIONS[section]:
                 close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
@@ -397,6 +458,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
                                    p.message + (f" (Megatron-LM's {p.field})" if p.field in origin else ""))
                            for p in exc.problems]) from None
     config = imp.config
+    config.setdefault("model", {}).update(dev)
     _after(cfg, config, notes)
     if packed:
         config.setdefault("training", {})["seq_length"] = packed

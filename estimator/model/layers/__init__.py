@@ -3,8 +3,11 @@
 A decoder layer of a Megatron-Core model is a token mixer followed by an MLP, either of which may be absent:
 
 - GPTModel's ``TransformerLayer`` holds both: self-attention (:mod:`.attention`), multi-latent attention
-  (:mod:`.mla`), DeepSeek sparse attention (:mod:`.dsa`, multi-latent attention with a lightning indexer) or a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers), then a
-  dense MLP (:mod:`.mlp`) or a mixture of experts (:mod:`.moe`);
+  (:mod:`.mla`), DeepSeek sparse attention (:mod:`.dsa`, multi-latent attention with a lightning indexer),
+  DeepSeek-V4's hybrid attention (:mod:`.dsv4`: a sliding window plus compressed keys, one layer's compression
+  ratio in its ``var``) or a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers), then a
+  dense MLP (:mod:`.mlp`) or a mixture of experts (:mod:`.moe`); with ``enable_hyper_connections`` every layer also
+  holds two hyper-connection modules (:mod:`.hyper_connection`, counted here for any kind);
 - HybridModel's layers hold one part each, one layer per symbol of ``hybrid_layer_pattern``: ``M`` a Mamba-2
   mixer (:mod:`.mamba`), ``*`` self-attention, ``G`` a gated delta net, ``-`` a dense MLP, ``E`` a mixture of
   experts.
@@ -18,21 +21,21 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import attention, dsa, gated_delta_net, linear_replacement, mamba, mla, mlp, moe
+from . import attention, dsa, dsv4, gated_delta_net, hyper_connection, linear_replacement, mamba, mla, mlp, moe
 from .base import Count, Ctx, Part
 
 __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
            "kind_linear_shapes", "kind_linear_weights", "kind_weight_shapes", "view"]
 
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
-MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "gdn": gated_delta_net, "mamba": mamba,
+MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "dsv4": dsv4, "gdn": gated_delta_net, "mamba": mamba,
           "linear": linear_replacement.ATTENTION}
 #: MLP modules by name ("linear": a heterogeneous block's MLP replaced by one linear layer).
 MLPS = {"dense": mlp, "moe": moe, "linear": linear_replacement.MLP}
 
 
 class LayerKind(NamedTuple):
-    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, gdn, mamba, linear, or "" for none) and
+    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, dsv4, gdn, mamba, linear, or "" for none) and
     ``mlp`` (dense, moe, linear, or ""), and ``var``: the resolved values this kind of layer holds differently from
     the model's (name, value) pairs of :class:`~estimator.model.resolve.Resolved` fields, e.g. ``(("dh", 512),
     ("g", 2))`` for Gemma 4's global-attention layers or ``(("f", 7168),)`` for a heterogeneous block's MLP;
@@ -49,16 +52,18 @@ class LayerKind(NamedTuple):
     @property
     def label(self) -> str:
         """A short name: "attention + MoE", "Mamba", "MLP"."""
-        names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "gdn": "gated delta net", "mamba": "Mamba",
+        names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "dsv4": "DeepSeek-V4 attention",
+                 "gdn": "gated delta net", "mamba": "Mamba",
                  "dense": "MLP", "moe": "MoE", "linear": "linear"}
         label = " + ".join(names[p] for p in (self.mixer, self.mlp) if p) or "no-op"
         if self.var:
-            label += " (" + ", ".join(f"{_VAR_NAMES.get(k, k)} {v}" for k, v in self.var) + ")"
+            label += " (" + ", ".join(_VAR_NAMES.get(k, k) + ("" if v is True else f" {v}") for k, v in self.var) + ")"
         return label
 
 
 #: How a label names the resolved fields a kind overrides.
-_VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window"}
+_VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window", "cr": "compression",
+              "hash_route": "hash routing"}
 
 
 def view(r, kind: LayerKind):
@@ -80,7 +85,7 @@ def _parts(kind: LayerKind):
 def kind_params(r, kind: LayerKind) -> tuple[Count, Count]:
     """(dense-parallel part, routed-expert part) of one layer of this kind."""
     r = view(r, kind)
-    dense = Count()
+    dense = hyper_connection.params(r)
     for part in _parts(kind):
         dense = dense + part.params(r)
     return dense, (moe.expert_params(r) if kind.moe else Count())
@@ -90,6 +95,8 @@ def kind_components(r, kind: LayerKind) -> dict:
     """Parameters of one layer of this kind by :class:`~estimator.model.params.ParameterCounts` component."""
     out: dict = {}
     r = view(r, kind)
+    if r.hc:
+        out["hyper_connections"] = hyper_connection.params(r).total
     for part in _parts(kind):
         for k, n in part.components(r).items():
             out[k] = out.get(k, 0) + n

@@ -8,7 +8,8 @@ width, l moe_latent_size, up = 2 for a gated activation else 1, nw weights per n
 Parameters::
 
     router     E h (fp32 weight)  + E bias with add_bias_linear (GPT-OSS)
-               + E expert bias (moe_router_enable_expert_bias, an fp32 buffer counted as Hugging Face does)
+               + E expert bias (moe_router_enable_expert_bias, an fp32 buffer counted as Hugging Face does;
+                 not on hash-routed layers)
                + h shared-expert gate (moe_shared_expert_gate)
     experts    E (d fm up + fm d) + E (fm up + d) biases with add_bias_linear, d = l with latent MoE else h
     shared     h fs up + fs h (+ biases), tensor-parallel like a dense MLP
@@ -188,9 +189,11 @@ def gemma4_norms(r) -> int:
 def router_count(r) -> Count:
     """Router, its biases, the shared-expert gate and the pre-MLP norm (all replicated); with Gemma 4's block
     (post_layernorm) also ``Gemma4TopKRouter``'s input scale (h) and per-expert scale (E) and the norms of
-    :func:`gemma4_norms`."""
+    :func:`gemma4_norms`. A hash-routed layer (``moe_n_hash_layers``, DeepSeek-V4) has no expert bias (Megatron-LM
+    @ d48bd6be (dev) : megatron/core/transformer/moe/router.py ``TopKRouter.__init__``, ``enable_expert_bias``)."""
     m = r.cfg.model
-    return Count(0, r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if m.moe_router_enable_expert_bias else 0)
+    bias = m.moe_router_enable_expert_bias and not r.hash_route
+    return Count(0, r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if bias else 0)
                  + r.norm_w * r.h + (r.h if m.moe_shared_expert_gate and r.fs else 0)
                  + ((r.h + r.E) if r.post_norm else 0) + gemma4_norms(r))
 

@@ -1,0 +1,202 @@
+"""DeepSeek-V4 (experimental_attention_variant: dsv4_hybrid, hyper-connections, hash-routed MoE layers): parameters
+against the published checkpoint, one layer's parameters and activations by hand, the configuration rules and the
+Hugging Face importer.
+
+Sources: Megatron-LM @ d48bd6be (the dev branch): megatron/core/transformer/experimental_attention_variant/
+deepseek_v4_hybrid_attention.py (DSv4HybridSelfAttention), csa.py (CompressedSparseAttention, Compressor, CSAIndexer),
+megatron/core/transformer/hyper_connection.py (HyperConnectionModule), moe/router.py (hash layers: no expert bias);
+Megatron-Bridge @ 067f987d : src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py (the checkpoint's tensor names:
+wq_a, wq_b, wkv, wo_a, wo_b, attn_sink, compressor.{wkv, wgate, ape, norm}, indexer.{wq_b, weights_proj, compressor},
+hc_{attn,ffn}_{fn,base,scale}, hc_head_{fn,base,scale}, mtp.N.{e_proj, h_proj, enorm, hnorm, norm}).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import ConfigError, UnsupportedError, count_parameters_of, load_config
+from estimator.formats.hf import from_hf_config
+from estimator.formats.presets import published_bounds
+from estimator.memory.activations import context, layer_activations
+from estimator.model.layers import LayerKind, dsv4, hyper_connection, kind_params, view
+from estimator.model.resolve import resolve
+from tests.conftest import make_config
+
+# h 64, 4 heads of width 32 (rotary 8), q_lora 16, 2 output groups of rank 8, indexer 2 heads x 16 (top-k 4), window
+# 8; layer 0 a sliding-window layer, layer 1 ratio 4, layer 2 ratio 128; a dense gated MLP of 128.
+TINY = dict(num_layers=3, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=1000,
+            multi_latent_attention=True, q_lora_rank=16, qk_pos_emb_head_dim=8, v_head_dim=32,
+            experimental_attention_variant="dsv4_hybrid", csa_compress_ratios=[0, 4, 128], csa_window_size=8,
+            o_groups=2, o_lora_rank=8, dsa_indexer_n_heads=2, dsa_indexer_head_dim=16, dsa_indexer_topk=4)
+
+
+def _resolved(model=None, training=None, **par):
+    cfg = make_config({**TINY, **(model or {})}, par, {"seq_length": 16, "world_size": 1, **(training or {})})
+    return resolve(load_config(cfg))
+
+
+def test_flash_matches_the_checkpoint_to_the_parameter():
+    """DeepSeek-V4-Flash (config.json: h 4096, 43 layers, 64 heads of 512 with rotary 64, q_lora 1024, o_groups 8 x
+    o_lora 1024, indexer 64 x 128, 256 experts of 2048 + one shared, 3 hash layers, hc_mult 4, vocab 129,280, one MTP
+    layer; ratios [0, 0, 4, 128, 4, ..., 128, 4] then 0 for the MTP layer):
+
+    attention per layer: norm 4096 + q_down 4096 x 1024 + q_norm 1024 + q_up 1024 x 64 x 512 + wkv 4096 x 512 +
+    kv_norm 512 + wo_a 1024 x 64 x 512 + wo_b 8 x 1024 x 4096 + sink 64 = 106,960,448;
+    compressor ratio 128: 2 x 4096 x 512 + 128 x 512 + 512 = 4,260,352; ratio 4 (overlapping, 2 x 512 wide):
+    2 x 4096 x 1024 + 4 x 1024 + 512 = 8,393,216; indexer: 1024 x 64 x 128 + 4096 x 64 + its compressor
+    2 x 4096 x 256 + 4 x 256 + 128 = 10,749,056;
+    mHC per layer: 2 x (24 x 4 x 4096 + 24 + 3) = 786,486;
+    MoE: norm 4096 + router 256 x 4096 + experts 256 x 3 x 2048 x 4096 + shared 3 x 2048 x 4096 = 6,468,669,440,
+    + 256 expert bias on the 40 layers that are not hash-routed.
+    Layers: 2 x 6,576,416,374 (window, hash) + 6,595,558,646 (ratio 4, hash) + 20 x 6,580,676,982 (ratio 128) +
+    20 x 6,595,558,902 (ratio 4); embedding and head 2 x 129,280 x 4096; final norm 4096; hc_head 16 x 4096 + 4 + 1.
+    Main model: 284,332,240,471, which the model card's 284B rounds (AlexsJones/llmfit @ 3f44fd3 quotes it).
+    MTP: e_proj + h_proj 2 x 4096^2 + enorm, hnorm, norm 3 x 4096 + hc_head 65,541 + a window layer with expert bias
+    6,576,416,630 = 6,610,048,891; in all 290,942,289,362, exactly the checkpoint's tensor-by-tensor count
+    (hebo1221/nano-deepseek-v4 @ 4361b02 : references/DeepSeek-V4-Flash-validation.summary.json,
+    logical_parameter_count), and its active count 14,118,225,362 (active_parameter_count) too."""
+    c = count_parameters_of(load_config(make_config(from_hf_config("deepseek-ai/DeepSeek-V4-Flash"))))
+    assert c.total == 290_942_289_362
+    assert c.total - c.mtp == 284_332_240_471
+    assert c.mtp == 6_610_048_891
+    assert c.active == 14_118_225_362
+    lo, hi = published_bounds("284B")
+    assert lo <= c.total - c.mtp <= hi
+    assert c.hyper_connections == 43 * 786_486 + 65_541
+
+
+def test_one_layer_of_each_ratio_by_hand():
+    """TINY (nw = 1, RMSNorm): norm 64 + q_down 64 x 16 = 1024 + q_norm 16 + q_up 16 x 4 x 32 = 2048 + wkv 64 x 32 =
+    2048 + kv_norm 32 + wo_a 8 x 4 x 32 = 1024 + wo_b 2 x 8 x 64 = 1024 + sink 4 = 7284 (ratio 0);
+    ratio 4: + compressor 2 x 64 x 2 x 32 + 4 x 2 x 32 + 32 = 8480 + indexer 16 x 2 x 16 + 64 x 2 + (2 x 64 x 2 x 16
+    + 4 x 2 x 16 + 16) = 4880, 20,644; ratio 128: + 2 x 64 x 32 + 128 x 32 + 32 = 8224, 15,508. The dense MLP adds
+    3 x 64 x 128 + 64 = 24,640."""
+    r = _resolved()
+    want = {0: 7284, 4: 20_644, 128: 15_508}
+    for i, ratio in enumerate((0, 4, 128)):
+        kind = r.kinds[r.layer_kinds[i]]
+        assert kind == LayerKind("dsv4", "dense", (("cr", ratio),))
+        assert dsv4.params(view(r, kind)).total == want[ratio]
+        assert sum(kind_params(r, kind)[0]) == want[ratio] + 24_640
+
+
+def test_hyper_connections_by_hand():
+    """n = 2 streams on h 64: each module maps 2 x 64 to n^2 + 2n = 8 values: 8 x 128 = 1024 + bias 8 + 3 alphas =
+    1035, two per layer, 2070; the decoder's output contraction 2 x 2 x 64 + 2 + 1 = 259."""
+    r = _resolved({"enable_hyper_connections": True, "num_residual_streams": 2})
+    assert hyper_connection.params(r).total == 2070 and hyper_connection.head_params(r) == 259
+    base = count_parameters_of(load_config(make_config(TINY, {}, {"seq_length": 16, "world_size": 1})))
+    c = count_parameters_of(load_config(make_config({**TINY, "enable_hyper_connections": True,
+                                                     "num_residual_streams": 2}, {},
+                                                    {"seq_length": 16, "world_size": 1})))
+    assert c.total - base.total == 3 * 2070 + 259 == c.hyper_connections
+
+
+def test_sliding_window_layer_activations_by_hand():
+    """Layer 0 (ratio 0) at s 16, b 1 (T = 16, bf16 B = 2), the reference kernels (dsa_kernel_backend none):
+    norm input and output 2 x 2 x 16 x 64 = 4096; q latent before and after its norm 2 x 2 x 16 x 16 = 1024 and kv
+    before its norm 2 x 16 x 32 = 1024; q from q_up 2 x 16 x 4 x 32 = 4096 + its fp32 rstd 4 x 16 x 4 = 256; the
+    query 4096; the keys (16 window rows, no compressed ones) 2 x 16 x 32 = 1024; the output 4096 + fp32
+    log-sum-exp 256; the inverse RoPE's output 4096 and wo_a's output 2 x 16 x 2 x 8 = 512. The reference sparse
+    attention with k = min(8, 16) = 8 keys per query: gathered keys in fp32 4 x 16 x 8 x 32 = 16,384, the fp32 query
+    4 x 16 x 4 x 32 = 8192, exp scores and weights 8 x 16 x 4 x 8 = 4096, the int64 gather index 8 x 16 x 8 = 1024.
+    Sum: 54,272. With fused kernels the last four become the int32 top-k 4 x 16 x 8 = 512: 25,088."""
+    r = _resolved()
+    kind = r.kinds[r.layer_kinds[0]]
+    assert dsv4.activations(view(r, kind), context(r)).saved == 54_272
+    r = _resolved({"dsa_kernel_backend": "cudnn"})
+    assert dsv4.activations(view(r, kind), context(r)).saved == 25_088
+
+
+def test_hyper_connection_activations_by_hand():
+    """n = 2, T = 16, h 64, bf16: per module the streams 2 x 16 x 2 x 64 = 4096, the sub-layer output 2 x 16 x 64 =
+    2048, H_pre/H_post/H_res 2 x 16 x (4 + 4) = 256, the fp32 Sinkhorn input 4 x 16 x 4 = 256: 6656 fused; the
+    unfused projection adds the fp32 streams 4 x 16 x 2 x 64 = 8192: 14,848. Two modules per layer, and a full
+    recompute checkpoint keeps both streams of the layer input, 2 x 16 x 2 x 64 = 4096."""
+    for fused, one in ((True, 6656), (False, 14_848)):
+        r = _resolved({"enable_hyper_connections": True, "num_residual_streams": 2, "use_fused_mhc": fused})
+        assert hyper_connection.activations(r, context(r), fused).saved == 2 * one
+        kind = r.kinds[r.layer_kinds[0]]
+        plain = _resolved()
+        extra = layer_activations(r, kind).saved - layer_activations(plain, kind).saved
+        assert extra == 2 * one
+        assert layer_activations(r, kind).checkpoint == 4096
+
+
+def test_mla_up_proj_recomputes_the_query():
+    """mla_up_proj drops q from q_up (4096 + 256) and the query (4096): 8448 fewer bytes, recomputed."""
+    r0, r1 = _resolved(), _resolved(training={"recompute_granularity": "selective",
+                                              "recompute_modules": ["mla_up_proj"]})
+    kind = r0.kinds[r0.layer_kinds[0]]
+    a0, a1 = dsv4.activations(view(r0, kind), context(r0)), dsv4.activations(view(r1, kind), context(r1))
+    assert a0.saved - a1.saved == 8448 == a1.recompute
+
+
+def test_hash_layers_drop_the_expert_bias():
+    """A hash-routed MoE layer has no expert bias: 4 experts, 2 hash layers of 3, so 2 x 4 fewer parameters."""
+    moe = {"num_experts": 4, "moe_router_topk": 2, "moe_ffn_hidden_size": 32, "moe_router_enable_expert_bias": True}
+    a = count_parameters_of(load_config(make_config({**TINY, **moe}, {}, {"seq_length": 16, "world_size": 1})))
+    b = count_parameters_of(load_config(make_config({**TINY, **moe, "moe_n_hash_layers": 2}, {},
+                                                    {"seq_length": 16, "world_size": 1})))
+    assert a.total - b.total == 2 * 4
+
+
+@pytest.mark.parametrize("model, par, field, words", [
+    ({}, {"tensor_model_parallel_size": 2}, "parallelism.tensor_model_parallel_size", "must be 1"),
+    ({}, {"context_parallel_size": 2}, "parallelism.context_parallel_size", "packed sequences (THD)"),
+    ({"csa_compress_ratios": [0, 4]}, {}, "model.csa_compress_ratios", "at least num_layers"),
+    ({"csa_compress_ratios": None}, {}, "model.csa_compress_ratios", "is required"),
+    ({"csa_compress_ratios": [0, 8, 4]}, {}, "model.csa_compress_ratios", "or 128 (heavily compressed), got [8]"),
+    ({"dsa_kernel_backend": "tilelang"}, {}, "model.dsa_kernel_backend", "not supported with dsv4_hybrid"),
+    ({"dsa_indexer_topk": None}, {}, "model.dsa_indexer_topk", "ratio-4 layer"),
+    ({"o_groups": 3}, {}, "model.o_groups", "must divide"),
+    ({"multi_latent_attention": False}, {}, "model.experimental_attention_variant", "multi_latent_attention"),
+    ({"experimental_attention_variant": None}, {}, "model.csa_compress_ratios", "applies only"),
+    ({"moe_n_hash_layers": 2}, {}, "model.moe_n_hash_layers", "MoE models"),
+])
+def test_rules_name_the_field(model, par, field, words):
+    t = par.get("tensor_model_parallel_size", 1)
+    world = t * par.get("context_parallel_size", 1)
+    with pytest.raises(ConfigError) as e:
+        load_config(make_config({**TINY, **model}, par, {"seq_length": 16, "world_size": world,
+                                                         "sequence_parallel": t > 1}))
+    hits = [p for p in e.value.problems if p.field == field]
+    assert hits and words in hits[0].message, e.value
+
+
+def test_importer_reads_native_layer_types_and_refuses_kv_heads():
+    """Megatron-Bridge's _dsv4_compress_ratios reads layer_types with compress_rates when compress_ratios is absent
+    (sliding_attention 0, compressed_sparse_attention 4, heavily_compressed_attention 128), and appends 0 for the MTP
+    layer; num_key_value_heads must be 1."""
+    from estimator.formats.hf_catalog import get
+    hf = get("deepseek-ai/DeepSeek-V4-Flash").config()
+    ratios = hf.pop("compress_ratios")[:43]
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+    hf["layer_types"] = [names[x] for x in ratios]
+    hf["compress_rates"] = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    assert from_hf_config(hf)["csa_compress_ratios"] == ratios + [0]
+    hf["num_key_value_heads"] = 8
+    with pytest.raises(UnsupportedError, match="one shared key/value head"):
+        from_hf_config(hf)
+
+
+def test_mhc_recompute_discards_the_streams_and_the_aggregate():
+    """recompute_modules [mhc], n = 2, T = 16, h 64, fused: each module discards the streams 2 x 16 x 2 x 64 = 4096
+    and the aggregation's output 2 x 16 x 64 = 2048, keeping 6656 - 6144 = 512 (H_pre/H_post/H_res and the Sinkhorn
+    input); per layer 1024 kept and 12,288 recomputed. The norms' outputs go as with layernorm: the attention norm's
+    2 x 16 x 64 = 2048 bytes."""
+    hc = {"enable_hyper_connections": True, "num_residual_streams": 2, "use_fused_mhc": True}
+    sel = {"recompute_granularity": "selective", "recompute_modules": ["mhc"]}
+    r = _resolved(hc, sel)
+    part = hyper_connection.activations(r, context(r), True)
+    assert (part.saved, part.recompute) == (1024, 12_288)
+    kind = r.kinds[r.layer_kinds[0]]
+    plain = _resolved(hc, {"recompute_granularity": "selective", "recompute_modules": []})
+    assert dsv4.activations(view(plain, kind), context(plain)).saved - \
+        dsv4.activations(view(r, kind), context(r)).saved == 2048
+    with pytest.raises(ConfigError, match="mhc needs enable_hyper_connections"):
+        load_config(make_config(TINY, {}, {"seq_length": 16, "world_size": 1, **sel}))
+    with pytest.raises(ConfigError, match="mhc cannot be used with mlp"):
+        load_config(make_config({**TINY, **hc}, {}, {"seq_length": 16, "world_size": 1,
+                                                     "recompute_granularity": "selective",
+                                                     "recompute_modules": ["mhc", "mlp"]}))
