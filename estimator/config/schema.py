@@ -381,6 +381,12 @@ class ModelConfig:
     vision_out_hidden_size: int | None = _f(None, "Vision tower: the patch merger's output width, the language "
                                             "model's hidden size (vision_config.out_hidden_size).", type="int", min=1,
                                             max=MAX_WIDTH, derived="hidden_size")
+    vision_deepstack_mergers: int = _f(0, "Vision tower: Qwen3-VL's deepstack mergers (how many entries "
+                                       "vision_config.deepstack_visual_indexes holds): each is a patch merger of its "
+                                       "own, fed by one tower layer, whose output is added to one of the first "
+                                       "language-model layers; they are part of the projection "
+                                       "(freeze_vision_projection). 0: none (Qwen3.5).", type="int", min=0,
+                                       max=MAX_LAYERS)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")
