@@ -155,7 +155,8 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             problems.append(Problem(key, raw, f"{section!r} is not a section of Megatron-Bridge's ConfigContainer"
                                     + (f"; did you mean {close[0]}?" if close else "")))
             continue
-        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_"):
+        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_") and \
+                not (section == "model" and name in MULTIMODAL):        # a multimodal provider's own field
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
             problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
                                     f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))

@@ -62,3 +62,29 @@ def test_defaults_are_silent():
                 max_vision_cuda_graph_seq_length=None, temporal_patch_dim=1, has_sound=False,
                 freeze_audio_model=False)
     assert not any("vision_cuda_graph" in w or "freeze_" in w for w, _ in imp.no_effect)
+
+
+RECIPE = "qwen3_vl_30b_a3b_sft_8gpu_h100_bf16_config"
+
+
+def test_the_qwen3_vl_sft_recipe_reads_with_its_tower():
+    """Qwen3-VL-30B-A3B's SFT recipe (TP 1, EP 8, 8 GPUs) keeps the tower trained; overriding
+    model.freeze_vision_model frees the encoder's fp32 gradients, 4 B x (patch embedding 1,770,624 + positions
+    2,654,208 + 27 layers 411,466,608 = 415,891,440) = 1,663,565,760 bytes; freezing the projection too frees
+    4 B x (merger 30,679,808 + deepstack mergers 92,060,160 = 122,739,968) = 490,959,872 more."""
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+
+    def grads(*overrides):
+        return estimate(read_bridge_recipe(RECIPE, overrides).config).stages[0].gradients_bytes
+
+    trained = grads()
+    encoder = grads("model.freeze_vision_model=true")
+    both = grads("model.freeze_vision_model=true", "model.freeze_vision_projection=true")
+    assert trained - encoder == 1_663_565_760
+    assert encoder - both == 490_959_872
+
+
+def test_the_recipe_refuses_a_frozen_language_model_by_name():
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+    with pytest.raises(BridgeRefusedError, match="model.freeze_language_model"):
+        read_bridge_recipe(RECIPE, ["model.freeze_language_model=true"])
