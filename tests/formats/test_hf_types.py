@@ -22,10 +22,7 @@ AWAITING_CONFIG = {"glm4_moe_lite": "the GLM-4.7-Flash copy is trimmed (no num_n
                    # the catalog's Qwen3.5 ids are the vision-language wrappers; the language model alone is tested
                    # from their text_config (tests/formats/test_qwen35.py)
                    "qwen3_5_text": "no text-only Qwen3.5 config.json in the catalog",
-                   "qwen3_5_moe_text": "no text-only Qwen3.5 config.json in the catalog",
-                   # mapped like qwen3_vl_moe (same tower, a Qwen3 dense language model); the copies found so far
-                   # quote only part of the file (tests/formats/test_qwen3_vl.py imports a dense one built from it)
-                   "qwen3_vl": "no complete Qwen3-VL dense config.json with a citable location yet"}
+                   "qwen3_5_moe_text": "no text-only Qwen3.5 config.json in the catalog"}
 
 #: One published config per supported family (the first catalog entry of each model_type).
 FAMILIES = {}

@@ -42,6 +42,21 @@ def test_the_30b_a3b_counts_by_hand():
     assert c.total - c.vision == 30_532_122_624
 
 
+def test_the_dense_4b_counts_by_hand():
+    """Qwen3-VL-4B (qwen3_vl: a Qwen3 dense language model, tied embeddings): the language model is Qwen3-4B's
+    4,022,468,096 (KerasHub's qwen3_4b_en count, in the catalog). Tower (hv 1024, 24 layers, MLP 4096, out 2560,
+    deepstack mergers at layers 5, 11, 17): patch embedding 3 x 2 x 16 x 16 x 1024 + 1024 = 1,573,888; positions
+    2304 x 1024 = 2,359,296; each layer 4 x 1024 (LayerNorms) + 3 x 1024^2 + 3 x 1024 + 1024^2 + 1024 + 2 x 1024 x
+    4096 + 4096 + 1024 = 12,596,224, 24 of them 302,309,376; merger 2 x 1024 + 4096^2 + 4096 + 4096 x 2560 + 2560 =
+    27,271,680; each deepstack merger 2 x 4096 + 4096^2 + 4096 + 4096 x 2560 + 2560 = 27,277,824, three 81,833,472.
+    Tower 415,347,712; total 4,437,815,808."""
+    m = from_hf_config("Qwen/Qwen3-VL-4B-Instruct")
+    c = count_parameters_of({"model": m, "training": {"world_size": 1}})
+    assert c.vision == 415_347_712
+    assert c.total - c.vision == 4_022_468_096
+    assert c.total == 4_437_815_808
+
+
 def test_tensor_parallelism_splits_the_tower_by_hand():
     """Replicated per GPU: patch embedding 1,770,624, positions 2,654,208, per layer the LayerNorms and the proj and
     fc2 biases 6 x 1152 = 6912 (27 layers: 186,624), the merger's LayerNorm and fc2 bias 2304 + 2048 = 4352, each
