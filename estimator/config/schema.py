@@ -356,7 +356,7 @@ class ModelConfig:
                                    flag="--linear-num-key-heads")
     linear_num_value_heads: int = _f(32, "Gated delta net: value heads (a multiple of the key heads).",
                                      type="int", min=1, max=MAX_HEADS, flag="--linear-num-value-heads")
-    vision_num_layers: int | None = _f(None, "Vision tower (Megatron-Bridge's Qwen3VLVisionModel, Qwen3.5's ViT): "
+    vision_num_layers: int | None = _f(None, "Vision tower (Megatron-Bridge's Qwen3VLVisionModel: Qwen3.5's and Qwen3-VL's ViT): "
                                        "transformer layers (Hugging Face vision_config.depth). It sits on the first "
                                        "pipeline stage, with the language model's tensor-parallel size and recompute "
                                        "settings, without sequence or context parallelism. null: no vision tower.",
