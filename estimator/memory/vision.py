@@ -33,7 +33,10 @@ The deepstack mergers run inside the tower's layer loop (Megatron-Bridge @ 067f9
 qwen_vl/modelling_qwen3_vl/transformer_block.py, ``deepstack_merger_list`` called after layer ``l_no``, also in the
 checkpointed ``custom`` forward), so under full recompute of the tower their tensors are rebuilt in the backward pass
 and not kept. With the tower frozen its layers keep nothing, so each deepstack merger keeps its LayerNorm's input
-too: D x (2 B N hv + 8 N / M^2 + 2 B N hv / t).
+too: D x (2 B N hv + 8 N / M^2 + 2 B N hv / t). Where the deepstack outputs join the language model
+(``Qwen3VLTransformerBlock._deepstack_process``, in each of its first D layers: a masked gather, ``clone`` and add,
+a masked store) the saved tensors are the masks' int64 indices, 32 bytes per image token and layer (not counted:
+under 0.1 MiB for a thousand image tokens), and the transposed copies are transient.
 
 With the tower frozen (``freeze_vision_model``) only the mergers' parts are kept (their inputs need no gradient);
 with the mergers frozen too nothing is (no tensor on the way needs a gradient). The images' tokens are part of the
