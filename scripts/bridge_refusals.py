@@ -57,6 +57,8 @@ sys.path.insert(0, str(ROOT))
 from estimator.formats.bridge.catalog import REVISION, SECTIONS  # noqa: E402
 from estimator.formats.bridge.config import _RENAMED, _is_off  # noqa: E402
 from estimator.formats.bridge.field_classes import NO_EFFECT_SECTIONS, classify  # noqa: E402
+from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD  # noqa: E402
+from estimator.formats.bridge.multimodal import judge as judge_multimodal  # noqa: E402
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
 from estimator.formats.megatron_args import REFUSED_VALUES  # noqa: E402
 
@@ -412,6 +414,16 @@ def judge(section: str, field: str, value) -> tuple[str, str] | None:
         return None
     if field == "<whole section>":
         return None
+    if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
+        if field in TRAINING_FIELD:         # needs the tower, which a Bridge configuration does not give the importer
+            if value is not UNKNOWN and value in (None, False):
+                return None
+            return "refused", ("a multimodal provider's freeze field: the importer reads no vision tower from a "
+                               "Bridge configuration (use --hf with training.freeze_vision_*)")
+        if value is UNKNOWN:
+            return "refused", MULTIMODAL[field][1]
+        kind, why = judge_multimodal(field, value)
+        return ("refused", why) if kind == "refused" else None
     if field not in SECTIONS.get(section, {}):
         return "outside", "not a field of the catalogued section (a model provider's own field)"
     kind, why = classify(section, field) or ("refused", "unclassified")
@@ -470,8 +482,8 @@ def table(result: dict) -> str:
     lines = [f"**{len(clean)} of the {len(recs)} recipe functions** read set nothing the estimator refuses; "
              f"{len(recs) - len(clean)} set at least one refused field or value ({len(names)} names: "
              f"{len(recs) - len(names)} library and performance recipes share a name, and both are read). "
-             f"{len(odd)} of the {len(clean)} also set a field no catalogued section declares (a multimodal "
-             "provider's `freeze_*`, a DeepSeek-V4 or diffusion provider's own field, a plain attribute such as "
+             f"{len(odd)} of the {len(clean)} also set a field no catalogued section declares (a DeepSeek-V4 "
+             "or diffusion provider's own field, a plain attribute such as "
              "`moe_a2a_overlap`): a `config.yaml` that holds one stops the importer as an unknown field, and one "
              "that is not a dataclass field is not written to `config.yaml` at all.", "",
              "| Refused field | Recipes setting it | Of which it is the only refusal | Why refused |",

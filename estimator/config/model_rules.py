@@ -237,6 +237,9 @@ def _vision_rules(cfg) -> list[Problem]:
         if tr.images_per_sample:
             out.append(Problem("training.images_per_sample", tr.images_per_sample, "needs a model with a vision "
                                "tower (model.vision_num_layers); 0 for a text-only model"))
+        if m.vision_deepstack_mergers:
+            out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, "applies only with a "
+                               "vision tower (set model.vision_num_layers); 0 without one"))
         for name in ("freeze_vision_model", "freeze_vision_projection"):
             if getattr(tr, name):
                 out.append(Problem("training." + name, True, "needs a model with a vision tower "
@@ -247,6 +250,12 @@ def _vision_rules(cfg) -> list[Problem]:
         out.append(Problem("model." + name, None, "is required with model.vision_num_layers (the vision tower)"))
     if missing:
         return out
+    if m.vision_deepstack_mergers > m.vision_num_layers:
+        out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"must be at most "
+                           f"vision_num_layers ({m.vision_num_layers}): each merger taps one tower layer"))
+    if m.vision_deepstack_mergers > m.num_layers:
+        out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"must be at most "
+                           f"num_layers ({m.num_layers}): each merger's output is added to one language-model layer"))
     hv, heads, fv = m.vision_hidden_size, m.vision_num_attention_heads, m.vision_ffn_hidden_size
     if hv % heads:
         out.append(Problem("model.vision_hidden_size", hv, f"must be a multiple of vision_num_attention_heads "

@@ -391,7 +391,7 @@ class ModelConfig:
                                    flag="--linear-num-key-heads")
     linear_num_value_heads: int = _f(32, "Gated delta net: value heads (a multiple of the key heads).",
                                      type="int", min=1, max=MAX_HEADS, flag="--linear-num-value-heads")
-    vision_num_layers: int | None = _f(None, "Vision tower (Megatron-Bridge's Qwen3VLVisionModel, Qwen3.5's ViT): "
+    vision_num_layers: int | None = _f(None, "Vision tower (Megatron-Bridge's Qwen3VLVisionModel: Qwen3.5's and Qwen3-VL's ViT): "
                                        "transformer layers (Hugging Face vision_config.depth). It sits on the first "
                                        "pipeline stage, with the language model's tensor-parallel size and recompute "
                                        "settings, without sequence or context parallelism. null: no vision tower.",
@@ -416,6 +416,12 @@ class ModelConfig:
     vision_out_hidden_size: int | None = _f(None, "Vision tower: the patch merger's output width, the language "
                                             "model's hidden size (vision_config.out_hidden_size).", type="int", min=1,
                                             max=MAX_WIDTH, derived="hidden_size")
+    vision_deepstack_mergers: int = _f(0, "Vision tower: Qwen3-VL's deepstack mergers (how many entries "
+                                       "vision_config.deepstack_visual_indexes holds): each is a patch merger of its "
+                                       "own, fed by one tower layer, whose output is added to one of the first "
+                                       "language-model layers; they are part of the projection "
+                                       "(freeze_vision_projection). 0: none (Qwen3.5).", type="int", min=0,
+                                       max=MAX_LAYERS)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -55,8 +55,8 @@ import with :class:`~estimator.config.errors.UnsupportedError` naming it: a coun
 key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
 bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
 an error naming the key, never an overflow, a hang or a silent 1.0.
-Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5 with its vision tower, ...) are mapped
-by their own functions below, each documented with the keys it reads.
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5 and Qwen3-VL with their vision
+tower, ...) are mapped by their own functions below, each documented with the keys it reads.
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
 catalog (:mod:`estimator.formats.hf_catalog`); an id not in it is an error naming the closest ids.
@@ -102,6 +102,10 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3.5 dense (gated delta net + gated attention, vision tower)"),
     "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3.5 MoE (gated delta net + gated attention, vision "
                     "tower)"),
+    "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3-VL dense (Qwen3 language model, vision tower with "
+                 "deepstack mergers)"),
+    "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3-VL MoE (Qwen3-MoE language model, vision tower "
+                     "with deepstack mergers)"),
     "qwen3_5_text": ("Qwen3_5ForCausalLM", "Qwen3.5 dense, language model only"),
     "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", "Qwen3.5 MoE, language model only"),
     "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
@@ -448,7 +452,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
-    wrapper = hf
+    wrapper = hf if mt in _QWEN_VISION else None
     if mt in _WRAPPED:
         hf, mt = _text_part(hf, mt, strict)
     elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
@@ -501,7 +505,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         _gqa(r, m)
         if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
             _moe(r, m)
-    if mt in ("qwen3_5", "qwen3_5_moe") and wrapper is not None:
+    if wrapper is not None:
         _qwen_vision(wrapper.get("vision_config"), m, strict)
     return {k: m[k] for k in sorted(m, key=_MODEL_ORDER.__getitem__)}
 
@@ -884,15 +888,16 @@ _VISION_INERT = frozenset({"model_type", "initializer_range", "hidden_act", "dee
 
 
 def _qwen_vision(vc, m: dict, strict: bool) -> None:
-    """The Qwen3-VL-style vision tower of a Qwen3.5 config.json (its vision_config), as Megatron-Bridge builds it
+    """The vision tower of a Qwen3.5 or Qwen3-VL config.json (its vision_config), as Megatron-Bridge builds it
     (modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``: num_layers depth, hidden_size, num_heads
     heads without GQA, ffn intermediate_size, biases on every linear, LayerNorm, tanh-GELU MLP not gated;
     vision_model.py ``Qwen3VLVisionModel``: a Conv3d patch embedding, num_position_embeddings learned positions,
-    the patch merger to out_hidden_size). Every value is required (the tower's parameters depend on them);
-    hidden_act other than gelu_pytorch_tanh and deepstack mergers (Qwen3-VL's deepstack_visual_indexes) are
-    refused: Bridge hard-wires the activation, and the deepstack mergers are not modelled."""
+    the patch merger to out_hidden_size; transformer_block.py: one deepstack merger per deepstack_visual_indexes
+    entry, Qwen3-VL's). Every value is required (the tower's parameters depend on them); hidden_act other than
+    gelu_pytorch_tanh is refused: Bridge hard-wires the activation."""
     if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for Qwen3.5 (the vision tower)"))
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for Qwen3.5 and Qwen3-VL (the "
+                                  "vision tower)"))
     if strict:
         unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
                          and k not in _PRETRAINED_DEFAULTS)
@@ -903,10 +908,16 @@ def _qwen_vision(vc, m: dict, strict: bool) -> None:
     if act != "gelu_pytorch_tanh":
         raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
                                "uses the tanh GELU (gelu_pytorch_tanh) whatever the config says; only that is mapped")
-    deep = vc.get("deepstack_visual_indexes") or []
+    deep = vc.get("deepstack_visual_indexes")
+    deep = [] if deep is None else deep
+    depth = vc.get("depth")
+    if not isinstance(deep, list) or len(set(deep)) != len(deep) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and isinstance(depth, int) and 0 <= i < depth
+            for i in deep):
+        raise ConfigError(Problem("config.json:vision_config.deepstack_visual_indexes", deep, "must be a list of "
+                                  "distinct tower layer indices in 0..depth-1 (one deepstack merger each)"))
     if deep:
-        raise UnsupportedError(f"config.json:vision_config.deepstack_visual_indexes {show(deep)}: the deepstack "
-                               "mergers (Qwen3-VL) are not modelled; only Qwen3.5's tower without them is")
+        m["vision_deepstack_mergers"] = len(deep)
     for key, name in _VISION_FIELDS.items():
         v = vc.get(key)
         spec = _MODEL_SPECS[name]
@@ -1177,7 +1188,13 @@ _WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # text_config and a Qwen3-VL vision tower (vision_config, mapped by _qwen_vision into the model.vision_* fields).
     "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP),
     "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
+    # Megatron-Bridge qwen_vl/qwen3_vl_bridge.py (Qwen3VLBridge, Qwen3VLMoEBridge): a Qwen3 / Qwen3-MoE language
+    # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
+    "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
+    "qwen3_vl_moe": (("qwen3_vl_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
 }
+#: Wrappers whose vision_config :func:`_qwen_vision` maps into the model.vision_* fields.
+_QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe"})
 
 
 def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
@@ -1201,7 +1218,8 @@ def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
                                f"mapped are {', '.join(inner)}")
     out = dict(text)
     target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
-              "qwen3_5_moe_text": "qwen3_5_moe"}.get(text_mt, text_mt)
+              "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_vl_text": "qwen3",
+              "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
     out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
         out["tie_word_embeddings"] = hf["tie_word_embeddings"]

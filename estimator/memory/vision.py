@@ -24,9 +24,22 @@ runs without sequence or context parallelism, every image a sequence of its own 
                                    Megatron-Core's default, core_attn)
     + 2 B N hv + 8 N               the merger's LayerNorm input and output (fc1's input), and its fp32 statistics
     + 2 B (N / M^2) M^2 hv / t     fc1's output (the GELU's input) and the GELU's output (fc2's input)
+    + D x (B N hv + 8 N / M^2      Qwen3-VL's D deepstack mergers (one per vision_config.deepstack_visual_indexes
+           + 2 B N hv / t)         entry): the post-shuffle LayerNorm's output (fc1's input; its input is the
+                                   tapped layer's output, which the next tower layer keeps already), its fp32
+                                   statistics per merged row, fc1's output and the GELU's output
 
-With the tower frozen (``freeze_vision_model``) only the merger's part is kept (its input needs no gradient);
-with the merger frozen too nothing is (no tensor on the way needs a gradient). The images' tokens are part of the
+The deepstack mergers run inside the tower's layer loop (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/
+qwen_vl/modelling_qwen3_vl/transformer_block.py, ``deepstack_merger_list`` called after layer ``l_no``, also in the
+checkpointed ``custom`` forward), so under full recompute of the tower their tensors are rebuilt in the backward pass
+and not kept. With the tower frozen its layers keep nothing, so each deepstack merger keeps its LayerNorm's input
+too: D x (2 B N hv + 8 N / M^2 + 2 B N hv / t). Where the deepstack outputs join the language model
+(``Qwen3VLTransformerBlock._deepstack_process``, in each of its first D layers: a masked gather, ``clone`` and add,
+a masked store) the saved tensors are the masks' int64 indices, 32 bytes per image token and layer (not counted:
+under 0.1 MiB for a thousand image tokens), and the transposed copies are transient.
+
+With the tower frozen (``freeze_vision_model``) only the mergers' parts are kept (their inputs need no gradient);
+with the mergers frozen too nothing is (no tensor on the way needs a gradient). The images' tokens are part of the
 language model's sequence (``training.seq_length``), so the language model's own activations do not change.
 """
 
@@ -94,7 +107,7 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     if hit is not None:
         return hit
     t = r.t
-    enc, mer = vp.encoder.per_rank(t), vp.merger.per_rank(t)
+    enc, mer = vp.encoder.per_rank(t), vp.projection.per_rank(t)
     fv, fp = tr.freeze_vision_model, tr.freeze_vision_projection
     trained = (0 if fv else enc) + (0 if fp else mer)
     trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
@@ -106,7 +119,10 @@ def vision_stage(r: Resolved) -> VisionStage | None:
         hv, M = m.vision_hidden_size, m.vision_spatial_merge_size
         wide = (n // (M * M)) * M * M * hv // t
         merger = 2 * B * n * hv + 8 * n + 2 * B * wide
-        acts, peak = merger, 2 * B * wide
+        D = m.vision_deepstack_mergers
+        rebuilt = not fv and tr.recompute_granularity == "full"      # rebuilt inside the checkpointed layers
+        deep = 0 if rebuilt else D * ((2 if fv else 1) * B * n * hv + 8 * (n // (M * M)) + 2 * B * wide)
+        acts, peak = merger + deep, 2 * B * wide
         if not fv:
             rv = resolve(_vit_config(r, n))
             layer = layer_activations(rv, LayerKind("attention", "dense"), context(rv))

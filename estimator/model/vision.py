@@ -1,5 +1,5 @@
-"""The vision tower of a vision-language model: Qwen3.5's (Qwen3-VL's) ViT and patch merger, as Megatron-Bridge builds
-them.
+"""The vision tower of a vision-language model: Qwen3.5's and Qwen3-VL's ViT, patch merger and (Qwen3-VL) deepstack
+mergers, as Megatron-Bridge builds them.
 
 Sources: NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
 ``vision_model.py`` (``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger), ``utils.py``
@@ -25,9 +25,15 @@ Parameters::
     merger        2 hv                                   patch_norm LayerNorm over hv (use_postshuffle_norm false)
                   (M^2 hv)^2 + M^2 hv                    linear_fc1, column-parallel
                   M^2 hv ho + ho                         linear_fc2, row-parallel (bias replicated)
+    deepstack     D x (2 M^2 hv + merger's fc1 and fc2)  Qwen3-VL's deepstack mergers (transformer_block.py
+                                                         ``Qwen3VLVisionTransformerBlock.deepstack_merger_list``:
+                                                         one Qwen3VLVisionPatchMerger per deepstack_visual_indexes
+                                                         entry, use_postshuffle_norm true, so its LayerNorm spans
+                                                         the merged width M^2 hv)
 
 ``freeze_vision_model`` freezes the patch embedding, the positions and the layers (``Qwen3VLModel.freeze`` turns
-the merger back on unless ``freeze_vision_projection``); frozen parameters keep their weights only.
+the merger and the deepstack mergers back on unless ``freeze_vision_projection``, which freezes both); frozen
+parameters keep their weights only. D is ``vision_deepstack_mergers``.
 
 Tokens: an image of side R pixels (a multiple of P M) gives (R / P)^2 patches to the tower (one temporal patch:
 the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model.
@@ -68,6 +74,12 @@ class VisionParams(NamedTuple):
     merger: Count
     linear_layer: int    # linear-layer weights of one layer (sharded: qkv, proj, fc1, fc2)
     linear_merger: int   # linear-layer weights of the merger (fc1, fc2)
+    deepstack: Count = Count(0, 0)   # every deepstack merger together (Qwen3-VL)
+
+    @property
+    def projection(self) -> Count:
+        """The patch merger and the deepstack mergers: what freeze_vision_projection freezes."""
+        return self.merger + self.deepstack
 
     @property
     def encoder(self) -> Count:
@@ -77,7 +89,7 @@ class VisionParams(NamedTuple):
 
     @property
     def total(self) -> int:
-        return self.encoder.total + self.merger.total
+        return self.encoder.total + self.projection.total
 
 
 def vision_params(m) -> VisionParams | None:
@@ -92,4 +104,6 @@ def vision_params(m) -> VisionParams | None:
     layer = Count(lin + 3 * hv + fv, 4 * hv + hv + hv)
     wide = M * M * hv
     merger = Count(wide * wide + wide + wide * ho, 2 * hv + ho)
-    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, wide * wide + wide * ho)
+    D = m.vision_deepstack_mergers
+    deep = Count(D * (wide * wide + wide + wide * ho), D * (2 * wide + ho))
+    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, wide * wide + wide * ho, deep)

@@ -288,7 +288,9 @@ def _peft_choices(cfg: dict) -> list[dict]:
     out = []
     for v in (None, *_SPEC_CHOICES[PEFT]):
         extra = {p: _SPEC_DEFAULTS[p] for p in _PEFT_FIELDS} if v is None else {}
-        if any(p.field.startswith(PEFT) for p in _problems(with_changes(cfg, {PEFT: v, **extra}))):
+        problems = _problems(with_changes(cfg, {PEFT: v, **extra}))
+        # a refusal (UnsupportedError, e.g. adapters beside a vision tower) names the field in its message
+        if any(p.field.startswith(PEFT) or (p.field == "config" and f"({PEFT})" in p.message) for p in problems):
             continue
         label = "none (full training)" if v is None else {"lora": "LoRA", "dora": "DoRA"}.get(v, v)
         out.append({"value": v, "label": label, **({"set": extra} if extra else {})})

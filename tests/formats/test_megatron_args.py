@@ -17,8 +17,9 @@ MODEL = "--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1
         "--vocab-size 1000 --micro-batch-size 1"
 
 
-#: Presets built with Megatron-Bridge layer specs that Megatron-LM has no flags for (Gemma's post-norms, GeGLU).
-NO_MEGATRON_LM_FLAGS = {"gemma-3-1b": "geglu",
+#: Presets built with Megatron-Bridge layer specs that Megatron-LM has no flags for (Gemma's post-norms, GeGLU; a
+#: vision tower).
+NO_MEGATRON_LM_FLAGS = {"gemma-3-1b": "geglu", "qwen3-vl-30b-a3b": "model.vision_num_layers",
                         # DeepSeek-V4's fields are Megatron-Core dev-branch ones, without flags at the pinned revision
                         "deepseek-v4-flash": "DeepSeek-V4"}
 

@@ -55,6 +55,9 @@ EXPECTED = {
     # recipes/qwen/h100/qwen3_moe.py + Qwen3MoEBridge (aux_loss 1e-3, pre-softmax off: norm_topk_prob true)
     "qwen3-30b-a3b": dict(moe_permute_fusion=True, moe_aux_loss_coeff=1e-3),
     "qwen3-235b-a22b": dict(moe_permute_fusion=True, moe_aux_loss_coeff=1e-3),
+    # recipes/qwen_vl/h100/qwen3_vl.py qwen3_vl_30b_a3b_sft_8gpu_h100_bf16_config + Qwen3VLMoEModelProvider
+    # (moe_router_dtype fp32, aux_loss 1e-3, permute fusion; the recipe: grouped GEMM, alltoall)
+    "qwen3-vl-30b-a3b": dict(moe_permute_fusion=True, moe_aux_loss_coeff=1e-3, moe_router_dtype="fp32"),
     # recipes/qwen/h100/qwen3_next.py + Qwen3NextBridge
     "qwen3-next-80b-a3b": dict(moe_permute_fusion=True, moe_router_dtype="fp32", moe_aux_loss_coeff=1e-3,
                                moe_router_load_balancing_type="global_aux_loss"),

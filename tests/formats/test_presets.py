@@ -26,8 +26,8 @@ REQUIRED = ["llama-2-7b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mixtra
             # issue 11: hybrid Mamba, gpt-oss, Qwen3-Next, Gemma 3
             "nemotron-h-56b", "nemotron-3-nano-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-next-80b-a3b",
             "gemma-3-1b",
-            # issue 27: DeepSeek-V4
-            "deepseek-v4-flash"]
+            # issue 27: DeepSeek-V4; a vision-language model (Qwen3-VL's tower with deepstack mergers)
+            "deepseek-v4-flash", "qwen3-vl-30b-a3b"]
 
 
 def test_every_required_preset_exists():

@@ -138,3 +138,67 @@ def test_the_assumptions_describe_the_tower_and_the_images():
     text = " ".join(_est(VIT, images_per_sample=2, freeze_vision_model=True).assumptions)
     assert "Vision tower (2 ViT layers, 510,272 parameters a GPU, encoder frozen, merger trained)" in text
     assert "784 patches and 196 tokens each" in text
+
+
+# Qwen3-VL's deepstack mergers (vision_deepstack_mergers): each a patch merger whose LayerNorm spans the merged
+# width M^2 hv = 256 (use_postshuffle_norm): LayerNorm 2 x 256 = 512 and fc2's bias 512 replicated (1024),
+# fc1 256^2 + 256 = 65,792 and fc2 256 x 512 = 131,072 sharded (196,864); 197,888 each.
+DEEP = {**VIT, "vision_deepstack_mergers": 2}
+DEEPSTACK = 197_888
+
+
+def test_deepstack_mergers_are_counted_with_the_tower():
+    """Two deepstack mergers: 510,272 + 2 x 197,888 = 906,048 tower parameters, all on the first stage."""
+    base = _est(MODEL)
+    deep = _est(DEEP)
+    assert deep.parameters.vision == ENCODER + MERGER + 2 * DEEPSTACK == 906_048
+    assert deep.stages[0].parameters - base.stages[0].parameters == 906_048
+
+
+def test_deepstack_mergers_split_over_tensor_parallel_ranks():
+    """TP 2: 378,752 per GPU for the tower without them (above), plus per merger 1024 replicated and
+    196,864 / 2 = 98,432 sharded: 378,752 + 2 x 99,456 = 577,664."""
+    base = _est(MODEL, {"tensor_model_parallel_size": 2}, world_size=2)
+    deep = _est(DEEP, {"tensor_model_parallel_size": 2}, world_size=2)
+    assert deep.stages[0].parameters - base.stages[0].parameters == 577_664
+
+
+def test_freeze_vision_projection_freezes_the_deepstack_mergers_too():
+    """Megatron-Bridge's Qwen3VLModel.freeze: freeze_vision_model leaves the merger and the deepstack mergers
+    trained (gradients 4 B x (197,504 + 2 x 197,888) = 4 x 593,280); freeze_vision_projection freezes them all
+    (no gradient, no optimizer state for the tower; its weights 2 B x 906,048 stay)."""
+    base = _est(MODEL).stages[0]
+    enc = _est(DEEP, freeze_vision_model=True).stages[0]
+    both = _est(DEEP, freeze_vision_model=True, freeze_vision_projection=True).stages[0]
+    assert enc.gradients_bytes - base.gradients_bytes == 4 * 593_280
+    assert enc.optimizer_bytes - base.optimizer_bytes == 12 * 593_280
+    assert (both.weights_bytes - base.weights_bytes, both.gradients_bytes, both.optimizer_bytes) == (
+        2 * 906_048, base.gradients_bytes, base.optimizer_bytes)
+
+
+def test_deepstack_merger_activations_by_hand():
+    """2 images of 448 pixels: N = 1568 patches, 392 merged rows, B = 2 bytes.
+
+    Encoder frozen (its layers keep nothing), so each deepstack merger keeps its LayerNorm's input and output
+    2 x 2 x 1568 x 64 = 401,408, its fp32 statistics 8 x 392 = 3,136 and fc1's and the GELU's outputs
+    2 x 2 x 392 x 256 = 401,408: 805,952 each; with the final merger's 815,360: 815,360 + 2 x 805,952 = 2,427,264.
+    Encoder trained, no recompute: the LayerNorm's input is the next tower layer's input, kept already, so each
+    adds 200,704 + 3,136 + 401,408 = 605,248 over the tower without deepstack mergers (1,210,496 for two).
+    Full recompute: they run inside the checkpointed layers and keep nothing."""
+    frozen = dict(freeze_vision_model=True)
+    assert (_est(DEEP, images_per_sample=2, **frozen).stages[0].activations_bytes
+            - _est(DEEP, **frozen).stages[0].activations_bytes) == 2_427_264
+    assert (_est(DEEP, images_per_sample=2).stages[0].activations_bytes
+            - _est(VIT, images_per_sample=2).stages[0].activations_bytes) == 1_210_496
+    full = dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    assert (_est(DEEP, images_per_sample=2, **full).stages[0].activations_bytes
+            == _est(VIT, images_per_sample=2, **full).stages[0].activations_bytes)
+
+
+@pytest.mark.parametrize("model, words", [
+    ({**MODEL, "vision_deepstack_mergers": 1}, "model.vision_deepstack_mergers"),
+    ({**VIT, "vision_deepstack_mergers": 3}, "at most vision_num_layers"),
+])
+def test_bad_deepstack_settings_name_the_field(model, words):
+    with pytest.raises(ConfigError, match=words):
+        estimate(make_config(model))

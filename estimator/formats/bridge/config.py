@@ -37,6 +37,7 @@ from ...config.input_size import size_problem
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
 from .field_classes import NO_EFFECT_SECTIONS, classify
+from .multimodal import MULTIMODAL, TRAINING_FIELD, judge as judge_multimodal
 from .presets import MIXED_PRECISION_PRESETS
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
@@ -188,7 +189,7 @@ def apply_overrides(cfg: dict, overrides) -> dict:
                                     + (f"; did you mean {close[0]}?" if close else "")))
             continue
         if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_") and \
-                not (section == "model" and name in DEV_MODEL_FIELDS):
+                not (section == "model" and (name in DEV_MODEL_FIELDS or name in MULTIMODAL)):
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
             problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
                                     f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
@@ -383,13 +384,16 @@ def _flag_tokens(dest: str, value, where: str) -> list[str]:
     return [flag, str(value)]
 
 
-def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> MegatronImport:
+def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vision_model=None) -> MegatronImport:
     """The estimator's configuration of a Megatron-Bridge run, with what each field means for memory.
 
     ``data`` is the YAML text of a ``config.yaml`` (or its dict); ``overrides`` Bridge's dotted ``section.field=value``
     strings; ``world_size`` the number of GPUs (a Bridge configuration does not hold it). Raises
     :class:`ConfigError` naming ``section.field`` for a bad or unknown value and :class:`BridgeRefusedError` naming
-    every field whose memory effect is not modelled.
+    every field whose memory effect is not modelled. ``vision_model``: the ``model.vision_*`` fields of the tower
+    (a Bridge configuration holds the provider's ``vision_config`` as an object the importer does not read; a recipe
+    takes them from its preset), needed by the multimodal providers' ``freeze_vision_*`` fields
+    (:mod:`estimator.formats.bridge.multimodal`).
     """
     cfg = apply_overrides(bridge_dict(data), overrides)
     refused, no_effect, notes = [], [], []
@@ -401,6 +405,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     m = cfg.get("model") or {}
     values: dict[str, tuple[str, object]] = {}          # Megatron-LM dest -> (section.field, value)
     dev: dict = {}                                      # schema field -> value, of DEV_MODEL_FIELDS
+    vision: dict[str, tuple[str, object]] = {}          # training field -> (model.field, value): multimodal.py
     problems = []
     for section in [*_ORDER, *[s for s in cfg if s not in _ORDER]]:
         sec = cfg.get(section)
@@ -417,6 +422,13 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
             if section == "model" and (name in DEV_MODEL_FIELDS or (name == "experimental_attention_variant"
                                                                    and value == "dsv4_hybrid")):
                 _dev_field(name, value, m, dev, refused, no_effect)
+                continue
+            if section == "model" and name in MULTIMODAL and name not in SECTIONS[section]:
+                kind, why = judge_multimodal(name, value)
+                if kind == "refused":
+                    refused.append((f"{where} = {show(value)}", why))
+                elif kind == "modelled" and value not in (None, False):      # no_effect: at its default
+                    vision[TRAINING_FIELD[name]] = (where, value)
                 continue
             if name not in SECTIONS[section]:
                 close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
@@ -460,6 +472,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     config = imp.config
     config.setdefault("model", {}).update(dev)
     _after(cfg, config, notes)
+    _apply_vision(config, vision, vision_model)
     if packed:
         config.setdefault("training", {})["seq_length"] = packed
         notes.append(f"dataset.offline_packing_specs.packed_sequence_size = {packed}: packed SFT, one pack of "
@@ -467,6 +480,26 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     quiet = {flag for flag, where in origin.items() if where in filled}    # a default nobody set: no remark on it
     said = [n for n in imp.notes if n.split(":")[0].split(" ")[0] not in quiet]
     return MegatronImport(config, tuple(no_effect), (*said, *notes))
+
+
+def _apply_vision(config: dict, vision: dict, vision_model) -> None:
+    """The vision tower (``vision_model``: model.vision_* fields) and the multimodal providers' freeze fields that
+    were turned on; without a tower those are refused by name rather than dropped."""
+    if vision_model:
+        config.setdefault("model", {}).update(vision_model)
+    if not vision:
+        return
+    for where, value in vision.values():
+        if not isinstance(value, bool):
+            raise ConfigError(Problem(where, show(value), "must be true or false"))
+    if not vision_model:
+        raise BridgeRefusedError([(f"{where} = {show(value)}", "the importer reads no vision tower from a Bridge "
+                                   "configuration (the provider's vision_config); estimate the model with --hf "
+                                   "and training.freeze_vision_model / freeze_vision_projection instead")
+                                  for where, value in vision.values()])
+    tr = config.setdefault("training", {})
+    for field, (_, value) in vision.items():
+        tr[field] = value
 
 
 #: Fields whose dataclass default is a placeholder to be filled in (a model's shape), never a setting.

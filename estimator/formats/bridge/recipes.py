@@ -48,14 +48,31 @@ def recipe_config(name: str) -> dict:
     return cfg
 
 
+def _vision_parts(cfg: dict) -> tuple[dict, dict, dict]:
+    """Take a vision-language recipe's tower out of ``cfg`` (its preset's ``model.vision_*`` fields, which a Bridge
+    configuration holds as the provider's ``vision_config`` object), the images of a sample (a dataset setting, not
+    Bridge's) and the freeze settings, which Bridge's multimodal providers hold as ``model.freeze_vision_*``."""
+    model, tr = cfg.get("model", {}), cfg.get("training", {})
+    vision = {k: model.pop(k) for k in [k for k in model if k.startswith("vision_")]}
+    media = {k: tr.pop(k) for k in ("images_per_sample", "image_resolution") if k in tr}
+    freeze = {k: tr.pop(k) for k in ("freeze_vision_model", "freeze_vision_projection") if k in tr}
+    return vision, media, freeze
+
+
 def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None) -> MegatronImport:
     """The configuration of recipe ``name`` with Bridge overrides (``section.field=value``), and what each field
     means for memory. ``world_size`` replaces the recipe's GPU count. A recipe whose transcription lists settings the
     estimator does not model says so in the notes."""
     cfg = recipe_config(name)
     world = world_size or cfg.get("training", {}).get("world_size")
-    bridge = apply_overrides(to_bridge_dict(cfg), overrides)
-    imp = read_bridge_config(bridge, world_size=world)
+    vision, media, freeze = _vision_parts(cfg)
+    bridge = to_bridge_dict(cfg)
+    if freeze:                                  # the multimodal provider's own fields (bridge/multimodal.py)
+        bridge["model"] = {**bridge.get("model", {}), **freeze}
+    bridge = apply_overrides(bridge, overrides)
+    imp = read_bridge_config(bridge, world_size=world, vision_model=vision or None)
+    if media:
+        imp.config.setdefault("training", {}).update(media)
     notes = [f"{name}: {RECIPES[name]['source']}"]
     notes += [f"not modelled in this recipe: {u}" for u in RECIPES[name]["unmodelled"]]
     return MegatronImport(imp.config, imp.no_effect, (*notes, *imp.notes))

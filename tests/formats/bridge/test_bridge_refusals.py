@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from estimator.formats.bridge.field_classes import classify
+from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD
+from estimator.formats.bridge.multimodal import judge as judge_multimodal
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -32,7 +34,11 @@ def test_docs_table_names_only_fields_still_refused():
     rows = re.findall(r"^\| `([a-z_]+)\.([a-z0-9_]+)`", _block(), re.M)
     assert rows, "no table rows in docs/bridge.md's bridge-refusals block"
     for section, field in rows:
-        assert (classify(section, field) or ("?",))[0] == "refused", f"{section}.{field} is no longer refused: " \
+        if section == "model" and field in MULTIMODAL:      # a multimodal provider's own field: refused when on
+            kind = "refused" if field in TRAINING_FIELD else judge_multimodal(field, object())[0]
+        else:
+            kind = (classify(section, field) or ("?",))[0]
+        assert kind == "refused", f"{section}.{field} is no longer refused: " \
             "rerun python scripts/bridge_refusals.py BRIDGE_GIT_DIR --write"
 
 
@@ -121,10 +127,12 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
       through ``_tune(cfg.model)`` to a run-time value (counts as set): 2 refused settings; ``tp_comm_overlap`` is
       modelled.
     - ``demo_sft_c_config``: recipe a, then ``moe_flex_dispatcher_backend = "deepep"`` (modelled): 0 refused;
-      ``freeze_language_model`` is no catalogued field: listed apart.
+      ``freeze_language_model = True``, a multimodal provider's field (estimator/formats/bridge/multimodal.py) that
+      is refused when on: 1 refused setting.
     - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
 
-    So 3 recipes read, 1 with nothing refused; offloading 1 recipe, quant_recipe 1, the dispatcher value 1.
+    So 3 recipes read, none with nothing refused; offloading 1 recipe, quant_recipe 1, the dispatcher value 1,
+    freeze_language_model 1 (the only refusal of recipe c).
     """
     result = br.count(_git_repo(tmp_path, RECIPES), "HEAD")
     recs = result["recipes"]
@@ -132,10 +140,11 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
     assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
     assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == ["model.fine_grained_activation_offloading",
                                                                      "model.quant_recipe"]
-    assert recs["demo_sft_c_config"] == []
-    assert result["outside"]["demo_sft_c_config"] == ["model.freeze_language_model"]
+    assert [w for w, _ in recs["demo_sft_c_config"]] == ["model.freeze_language_model"]
+    assert result["outside"]["demo_sft_c_config"] == []
     block = br.table(result)
-    assert "**1 of the 3 recipe functions**" in block
+    assert "**0 of the 3 recipe functions**" in block
+    assert "| `model.freeze_language_model` | 1 | 1 |" in block
     assert "| `model.quant_recipe` | 1 | 0 |" in block
     assert "| `model.moe_flex_dispatcher_backend` | 1 | 1 |" in block
 

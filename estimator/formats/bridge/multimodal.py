@@ -1,0 +1,67 @@
+"""The multimodal model providers' own fields of a Megatron-Bridge configuration: which the estimator maps, which
+have no memory effect at their default, and which it refuses by name.
+
+Megatron-Bridge's vision-language providers (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
+src/megatron/bridge/models/qwen_vl/qwen3_vl_provider.py ``Qwen3VLModelProvider``, qwen35_vl_provider.py,
+gemma_vl/gemma3_vl_provider.py, glm_vl/glm_45v_provider.py, kimi_vl/kimi_k25_vl_provider.py,
+ernie_vl/ernie45_vl_provider.py, ministral3/ministral3_provider.py, qwen_omni/qwen3_omni_provider.py,
+nemotron_omni/nemotron_omni_provider.py, ...) add fields to the ``model`` section that the catalogued
+``GPTModelProvider`` does not declare (:mod:`estimator.formats.bridge.catalog`). Each is classified here:
+
+- ``freeze_vision_model`` / ``freeze_vision_projection`` are the estimator's ``training.freeze_vision_model`` /
+  ``training.freeze_vision_projection`` (the providers' ``freeze`` sets ``requires_grad`` false on the tower / the
+  projector, as ``Qwen3VLModel.freeze`` does). They need the imported model to hold a vision tower
+  (``model.vision_*``): a Bridge ``config.yaml`` carries the provider's ``vision_config`` as a Hugging Face object
+  the importer does not read, so turned on without a tower they are refused, never dropped.
+- ``freeze_language_model`` true (the language model keeps weights only) is refused: not modelled.
+- the vision encoder's CUDA graphs (``vision_cuda_graph_impl``, ``vision_cuda_graph_scope``,
+  ``max_vision_cuda_graph_seq_length``), Qwen3-Omni's ``vit_gradient_checkpointing`` and Nemotron Omni's video
+  ``temporal_patch_dim`` are refused when set away from their defaults, and without effect at them.
+- the audio / sound towers (``has_sound``, ``freeze_sound_encoder``, ``freeze_sound_projection``,
+  ``freeze_audio_model``, ``freeze_audio_projection``) are refused when on: no audio tower is modelled.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MULTIMODAL", "TRAINING_FIELD", "judge"]
+
+_CUDA_GRAPHS = ("the vision encoder's CUDA graphs (its static buffers and graph pool) are not modelled")
+_AUDIO = "an audio / sound tower is not modelled (only vision towers are)"
+
+#: model field -> (its value when off, the reason it is refused when on, or None when it is mapped).
+MULTIMODAL: dict[str, tuple[object, str | None]] = {
+    "freeze_vision_model": (False, None),
+    "freeze_vision_projection": (False, None),
+    "freeze_language_model": (False, "a frozen language model (weights only, no gradients or optimizer states "
+                              "for it) is not modelled"),
+    "vision_cuda_graph_impl": ("none", _CUDA_GRAPHS),
+    "vision_cuda_graph_scope": ([], _CUDA_GRAPHS),
+    "max_vision_cuda_graph_seq_length": (None, _CUDA_GRAPHS),
+    "vit_gradient_checkpointing": (False, "Qwen3-Omni's vision-encoder recompute: the estimator models no "
+                                   "Qwen3-Omni tower (a modelled tower takes the language model's recompute)"),
+    "temporal_patch_dim": (1, "video frames per temporal patch: video is not modelled (one image per temporal "
+                           "patch)"),
+    "has_sound": (False, _AUDIO),
+    "freeze_sound_encoder": (False, _AUDIO),
+    "freeze_sound_projection": (False, _AUDIO),
+    "freeze_audio_model": (False, _AUDIO),
+    "freeze_audio_projection": (False, _AUDIO),
+}
+
+#: The mapped fields: model field -> the estimator's training field.
+TRAINING_FIELD = {"freeze_vision_model": "freeze_vision_model",
+                  "freeze_vision_projection": "freeze_vision_projection"}
+
+
+def _off(value, default) -> bool:
+    return value == default or value is None or (default == [] and value in ((), []))
+
+
+def judge(name: str, value) -> tuple[str, str]:
+    """("modelled" | "no_effect" | "refused", why) for a multimodal provider's field set to ``value``."""
+    default, refused = MULTIMODAL[name]
+    if name in TRAINING_FIELD:
+        return "modelled", f"training.{TRAINING_FIELD[name]} (needs a vision tower in the model)"
+    if _off(value, default):
+        return "no_effect", f"the multimodal provider's default ({default!r}): nothing to model"
+    return "refused", refused or ""

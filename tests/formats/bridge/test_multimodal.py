@@ -1,0 +1,90 @@
+"""The multimodal providers' own fields in a Megatron-Bridge configuration (estimator/formats/bridge/multimodal.py):
+freeze_vision_model / freeze_vision_projection become the training fields when the model holds a vision tower,
+are refused by name without one; the others are silent at their defaults and refused by name when set."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import estimate
+from estimator.config.errors import ConfigError
+from estimator.formats.bridge.config import BridgeRefusedError, read_bridge_config
+
+BASE = {"model": {"num_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "seq_length": 1024,
+                  "vocab_size": 1000},
+        "train": {"micro_batch_size": 1, "global_batch_size": 8}}
+VIT = {"vision_num_layers": 2, "vision_hidden_size": 64, "vision_num_attention_heads": 4,
+       "vision_ffn_hidden_size": 128}
+
+
+def _read(vision_model=None, **model):
+    return read_bridge_config({**BASE, "model": {**BASE["model"], **model}}, world_size=1, vision_model=vision_model)
+
+
+def test_freeze_fields_map_to_the_training_fields():
+    """With the tower given, freeze_vision_model true is training.freeze_vision_model; the estimate then keeps
+    no gradient for the encoder (tests/memory/test_vision.py: encoder 312,768 parameters, 4 B of fp32 gradient
+    each): 1,251,072 bytes fewer than with the tower trained."""
+    trained = _read(VIT, freeze_vision_model=False, freeze_language_model=False)
+    frozen = _read(VIT, freeze_vision_model=True)
+    assert frozen.config["training"]["freeze_vision_model"] is True
+    assert "freeze_vision_model" not in trained.config.get("training", {})
+    diff = (estimate(trained.config).stages[0].gradients_bytes - estimate(frozen.config).stages[0].gradients_bytes)
+    assert diff == 4 * 312_768
+
+
+def test_freeze_without_a_tower_is_refused_by_name():
+    with pytest.raises(BridgeRefusedError, match="model.freeze_vision_model = True"):
+        _read(freeze_vision_model=True)
+
+
+def test_a_non_boolean_freeze_names_the_field():
+    with pytest.raises(ConfigError, match="model.freeze_vision_projection"):
+        _read(VIT, freeze_vision_projection="yes")
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("freeze_language_model", True, "frozen language model"),
+    ("vision_cuda_graph_impl", "transformer_engine", "CUDA graphs"),
+    ("max_vision_cuda_graph_seq_length", 4096, "CUDA graphs"),
+    ("vit_gradient_checkpointing", True, "Qwen3-Omni"),
+    ("temporal_patch_dim", 2, "video"),
+    ("freeze_sound_encoder", True, "audio"),
+    ("has_sound", True, "audio"),
+])
+def test_what_is_not_modelled_is_refused_by_name(field, value, words):
+    with pytest.raises(BridgeRefusedError, match=f"model.{field}.*{words}"):
+        _read(VIT, **{field: value})
+
+
+def test_defaults_are_silent():
+    imp = _read(freeze_language_model=False, vision_cuda_graph_impl="none", vision_cuda_graph_scope=[],
+                max_vision_cuda_graph_seq_length=None, temporal_patch_dim=1, has_sound=False,
+                freeze_audio_model=False)
+    assert not any("vision_cuda_graph" in w or "freeze_" in w for w, _ in imp.no_effect)
+
+
+RECIPE = "qwen3_vl_30b_a3b_sft_8gpu_h100_bf16_config"
+
+
+def test_the_qwen3_vl_sft_recipe_reads_with_its_tower():
+    """Qwen3-VL-30B-A3B's SFT recipe (TP 1, EP 8, 8 GPUs) keeps the tower trained; overriding
+    model.freeze_vision_model frees the encoder's fp32 gradients, 4 B x (patch embedding 1,770,624 + positions
+    2,654,208 + 27 layers 411,466,608 = 415,891,440) = 1,663,565,760 bytes; freezing the projection too frees
+    4 B x (merger 30,679,808 + deepstack mergers 92,060,160 = 122,739,968) = 490,959,872 more."""
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+
+    def grads(*overrides):
+        return estimate(read_bridge_recipe(RECIPE, overrides).config).stages[0].gradients_bytes
+
+    trained = grads()
+    encoder = grads("model.freeze_vision_model=true")
+    both = grads("model.freeze_vision_model=true", "model.freeze_vision_projection=true")
+    assert trained - encoder == 1_663_565_760
+    assert encoder - both == 490_959_872
+
+
+def test_the_recipe_refuses_a_frozen_language_model_by_name():
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+    with pytest.raises(BridgeRefusedError, match="model.freeze_language_model"):
+        read_bridge_recipe(RECIPE, ["model.freeze_language_model=true"])
