@@ -18,7 +18,9 @@ megatron/training/config/yaml_utils.py).
    the ``comm_overlap`` section sets them; the model's ``defer_embedding_wgrad_compute``, ``wgrad_deferral_limit``,
    ``overlap_moe_expert_parallel_comm`` and ``delay_wgrad_compute`` taken from it, off where it leaves them unset).
 2. Every field is classified (:mod:`estimator.formats.bridge.field_classes`): a refused field set away from its
-   default stops the import, naming ``section.field``; fields without memory effect are listed.
+   default stops the import, naming ``section.field``; fields without memory effect are listed. Names Bridge's
+   recipes set outside the catalogued dataclasses (``field_classes.ATTRIBUTES``) are classified the same way; a
+   model provider that builds no GPT model (a diffusion transformer) is refused by its name first.
 3. The fields Megatron-Core receives are written as the Megatron-LM flags of the same destinations and read by
    :func:`estimator.formats.megatron_args.read_megatron_args`, so both frontends give one estimate wherever
    Megatron-Core receives the same settings. What Megatron-LM cannot express is set afterwards: the gradient
@@ -34,7 +36,7 @@ from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from ...config.input_size import size_problem
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
-from .field_classes import NO_EFFECT_SECTIONS, classify
+from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
 from .presets import MIXED_PRECISION_PRESETS
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
@@ -154,7 +156,8 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             problems.append(Problem(key, raw, f"{section!r} is not a section of Megatron-Bridge's ConfigContainer"
                                     + (f"; did you mean {close[0]}?" if close else "")))
             continue
-        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_"):
+        if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES and \
+                not (section == "mixed_precision" and name == "_preset_"):
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
             problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
                                     f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
@@ -336,6 +339,9 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
     every field whose memory effect is not modelled.
     """
     cfg = apply_overrides(bridge_dict(data), overrides)
+    provider = not_gpt_provider((cfg.get("model") or {}).get("_target_"))
+    if provider:            # refused once, by name, before its own fields (latents, patches) are read
+        raise BridgeRefusedError([(f"model._target_ = {provider[0]}", provider[1])])
     refused, no_effect, notes = [], [], []
     _apply_precision(cfg, notes)
     _sync_distributed_optimizer(cfg, notes)
@@ -357,7 +363,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
                 if section == "model":
                     notes.append(f"model: {value} (Bridge's model provider)")
                 continue
-            if name not in SECTIONS[section]:
+            if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES:
                 close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
                 problems.append(Problem(where, show(value), f"not a field of {section} at Megatron-Bridge @ "
                                         f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
@@ -373,7 +379,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=()) -> 
             if kind == "no_effect":
                 if not _is_off(section, name, value):
                     no_effect.append((f"{where} = {show(value)}", why))
-                if dest in HANDLED and dest not in values:     # kept in the configuration all the same
+                if dest in HANDLED and dest not in values and (section, name) not in ATTRIBUTES:
+                    # kept in the configuration all the same (an attribute outside the dataclasses: read nowhere)
                     values[dest] = (where, value)
                 continue
             if name in _BY_HAND or section == "mixed_precision":
