@@ -564,7 +564,28 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
             tr["peft_alpha"] = peft["alpha"]
         if peft.get("target_modules"):
             tr["peft_target_modules"] = list(peft["target_modules"])
+        if m.get("multi_latent_attention"):
+            _mla_targets(peft, tr, notes)
         # LoRA's MoE and sequence-parallel options (megatron/bridge/peft/lora.py LoRA; DoRA has neither field).
         for key in ("share_expert_adapters", "sequence_parallel_input_regather"):
             if peft.get(key) is not None:
                 tr["peft_" + key] = peft[key]
+
+
+#: LoRA's and DoRA's default target_modules (Bridge @ 067f987d : src/megatron/bridge/peft/lora.py LoRA).
+_DEFAULT_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+def _mla_targets(peft: dict, tr: dict, notes: list) -> None:
+    """``linear_qkv`` adapts nothing in multi-latent attention: Bridge's ``ModuleMatcher.match`` (peft/
+    module_matcher.py) takes a module whose name equals the target or whose full name matches it as a wildcard
+    pattern (peft/utils.py ``wildcard_match``: ``^pattern$``, ``*`` for any substring), and MLA's projections are
+    ``linear_q_proj``, ``linear_q_down_proj``, ``linear_q_up_proj``, ``linear_kv_down_proj``, ``linear_kv_up_proj``
+    and ``linear_proj`` (Megatron-LM @ 2a75ac12 : megatron/core/transformer/multi_latent_attention.py), so Bridge
+    warns and adds no adapter there. The target is dropped, with a note."""
+    targets = list(peft.get("target_modules") or _DEFAULT_TARGETS)
+    if "linear_qkv" in targets:
+        tr["peft_target_modules"] = [t for t in targets if t != "linear_qkv"]
+        notes.append("peft.target_modules: linear_qkv matches no module of multi-latent attention (its projections "
+                     "are linear_q_*/linear_kv_*), so Bridge adds no adapter there; adapters counted on "
+                     + ", ".join(tr["peft_target_modules"]))
