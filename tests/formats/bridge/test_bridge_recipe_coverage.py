@@ -84,3 +84,24 @@ def test_default_lora_on_multi_latent_attention_adapts_what_bridge_matches():
     assert imp.config["training"]["peft_target_modules"] == ["linear_proj", "linear_fc1", "linear_fc2"]
     assert any(re.search(r"linear_qkv matches no module", n) for n in imp.notes)
     assert estimate(imp.config).to_dict()["stages"][0]["gradients_bytes"] == 4 * 65_536
+
+
+MOE_NO_PEFT = [n for n in sorted(set(KNOWN + FAMILY)) if recipe_config(n)["model"].get("num_experts")
+                and not recipe_config(n).get("training", {}).get("peft")]
+
+
+@pytest.mark.parametrize("name", MOE_NO_PEFT)
+def test_moe_recipe_as_megatron_lm_flags_gives_the_bridge_estimate(name):
+    """The same MoE run through both frontends: the recipe read as Bridge sections, and the pretrain_gpt.py flags
+    written for it (``bridge-overrides``' counterpart, estimator/formats/megatron_export.py) read back as a
+    Megatron-LM launch. Bridge's env_vars NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN is an environment variable, not a
+    flag: a launch sets it the same way, so it is carried over. PEFT recipes have no pretrain_gpt.py flag."""
+    from estimator.formats.megatron_args import read_megatron_args
+    from estimator.formats.megatron_export import to_megatron_args
+    br = read_bridge_recipe(name).config
+    lm = read_megatron_args(to_megatron_args(br), world_size=br["training"]["world_size"]).config
+    ranks = br["model"].get("moe_hybridep_ranks_per_nvlink_domain")
+    if ranks is not None:
+        lm["model"]["moe_hybridep_ranks_per_nvlink_domain"] = ranks
+    assert [s["device_bytes"] for s in estimate(lm).to_dict()["stages"]] == \
+        [s["device_bytes"] for s in estimate(br).to_dict()["stages"]]
