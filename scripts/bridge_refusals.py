@@ -60,7 +60,8 @@ sys.path.insert(0, str(ROOT))
 
 from estimator.formats.bridge.catalog import REVISION, SECTIONS  # noqa: E402
 from estimator.formats.bridge.config import _RENAMED, _is_off  # noqa: E402
-from estimator.formats.bridge.field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify  # noqa: E402
+from estimator.formats.bridge.field_classes import (  # noqa: E402
+    ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
 from estimator.formats.megatron_args import REFUSED_VALUES  # noqa: E402
 

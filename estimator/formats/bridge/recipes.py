@@ -11,10 +11,11 @@ dotted names, and reads the result as a Bridge configuration
 ``mixed_precision.grad_reduce_in_fp32`` wins over ``ddp.grad_reduce_in_fp32``).
 
 A recipe's pipeline layout is stored for its own pipeline sizes only. Bridge's ``scripts/training/recipe_runner.py``
-``sync_model_pipeline_layout`` rebuilds ``model.pipeline_model_parallel_layout`` after a ``pipeline_model_parallel_size``
-or ``virtual_pipeline_model_parallel_size`` override by calling the recipe's ``_pipeline_model_parallel_layout_builder``
-(e.g. ``_get_moonlight_pipeline_layout(pp, vp)``, a table of a few sizes); the catalogue does not hold those tables,
-so such an override without a layout is refused with the layout to give.
+``sync_model_pipeline_layout`` rebuilds ``model.pipeline_model_parallel_layout`` after a
+``pipeline_model_parallel_size`` or ``virtual_pipeline_model_parallel_size`` override by calling the recipe's
+``_pipeline_model_parallel_layout_builder`` (e.g. ``_get_moonlight_pipeline_layout(pp, vp)``, a table of a few
+sizes); the catalogue does not hold those tables, so such an override without a layout is refused with the layout to
+give.
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ def _check_layout_override(name: str, cfg: dict, overrides) -> None:
     if layout is None or not changed or "model.pipeline_model_parallel_layout" in keys:
         return
     par = cfg.get("parallelism") or {}
+    pp, vp = par.get("pipeline_model_parallel_size", 1), par.get("virtual_pipeline_model_parallel_size") or 1
     raise ConfigError(Problem("model.pipeline_model_parallel_layout", layout, f"{name} sets this layout for "
-                              f"pipeline_model_parallel_size {par.get('pipeline_model_parallel_size', 1)} and "
-                              f"virtual_pipeline_model_parallel_size {par.get('virtual_pipeline_model_parallel_size') or 1}; "
+                              f"pipeline_model_parallel_size {pp} and virtual_pipeline_model_parallel_size {vp}; "
                               f"with {', '.join(changed)} overridden Bridge's run_recipe.py rebuilds it from the "
                               "recipe's layout builder, which the catalogue does not hold: give "
                               "model.pipeline_model_parallel_layout=... for the new sizes too (null splits the "

@@ -1,8 +1,9 @@
 """Names Bridge's recipes set outside the catalogued dataclasses (estimator/formats/bridge/field_classes.py
 ATTRIBUTES), and the model providers refused by name (NOT_GPT_PROVIDERS).
 
-Source facts from NVIDIA-NeMo/Megatron-Bridge @ 067f987d: ``_pipeline_model_parallel_layout_builder`` is called only by
-scripts/training/recipe_runner.py ``sync_model_pipeline_layout``; ``moe_a2a_overlap`` (perf_recipes/qwen/*/qwen3_moe.py),
+Source facts from NVIDIA-NeMo/Megatron-Bridge @ 067f987d: ``_pipeline_model_parallel_layout_builder`` is called only
+by scripts/training/recipe_runner.py ``sync_model_pipeline_layout``; ``moe_a2a_overlap`` (perf_recipes/qwen/*/
+qwen3_moe.py),
 ``mtp_eval_in_bf16`` (recipes/deepseek/*/deepseek_v4.py) and ``optimizer.offload_optimizer_states``
 (perf_recipes/deepseek/gb200/deepseek_v4.py) are assigned and read nowhere in Bridge or in Megatron-LM @ 2a75ac12;
 ``WanModelProvider`` (diffusion/models/wan/wan_provider.py) subclasses TransformerConfig and builds a VisionModule.
