@@ -17,8 +17,12 @@ Each setting is then judged by the estimator's own rules, as ``read_bridge_confi
   refused field counts unless its value is off or the dataclass default (the importer's ``_is_off``);
 - a value the estimator refuses of a field it models (:data:`estimator.formats.megatron_args.REFUSED_VALUES`, e.g.
   ``moe_flex_dispatcher_backend`` other than deepep and hybridep);
-- a field no catalogued ``ConfigContainer`` section declares (a model provider's own field) is listed apart: the
-  importer stops on it with "not a field", which is not a refusal of a memory effect.
+- a field no catalogued ``ConfigContainer`` section declares (a model provider's own field), unless
+  ``field_classes.ATTRIBUTES`` classifies it, is listed apart: the importer stops on it with "not a field", which is
+  not a refusal of a memory effect;
+- a recipe that builds a provider of ``field_classes.NOT_GPT_PROVIDERS`` (Bridge's diffusion transformers) counts as
+  refused on ``model._target_`` alone, as the importer refuses it before reading its fields. A class whose name
+  holds ``DataProvider`` or ``DatasetProvider`` fills the dataset section, any other ``...Provider`` the model.
 
 What a static reading can miss or get wrong (the table is a guide; the importer's message is the answer for one
 run):
@@ -55,8 +59,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from estimator.formats.bridge.catalog import REVISION, SECTIONS  # noqa: E402
-from estimator.formats.bridge.config import _RENAMED, _is_off  # noqa: E402
-from estimator.formats.bridge.field_classes import NO_EFFECT_SECTIONS, classify  # noqa: E402
+from estimator.formats.bridge.config import DEV_MODEL_FIELDS, _RENAMED, _is_off  # noqa: E402
+from estimator.formats.bridge.field_classes import (  # noqa: E402
+    ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
 from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD  # noqa: E402
 from estimator.formats.bridge.multimodal import judge as judge_multimodal  # noqa: E402
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
@@ -221,7 +226,7 @@ class Reader:
             if name in MIXED_PRECISION_PRESETS:
                 return "mixed_precision"
             if name and ("Provider" in name or name == "to_megatron_provider"):
-                return "model"
+                return _provider_section(name)
             found = self.repo.resolve(path, name) if isinstance(node.func, ast.Name) else None
             if found:
                 return _annotation_section(found[1].returns) or self.returned.get((found[0], found[1].name))
@@ -329,7 +334,9 @@ class Reader:
         for sub in _calls_in(node):
             name = _call_name(sub.func)
             if name in CLASS_SECTION or (name and "Provider" in name and name[0].isupper()):
-                sec = CLASS_SECTION.get(name, "model")
+                sec = CLASS_SECTION.get(name) or _provider_section(name)
+                if name in NOT_GPT_PROVIDERS:
+                    self.record("model", "_target_", name)
                 for kw in sub.keywords:
                     if kw.arg:
                         self.record(sec, kw.arg, self.value(kw.value, path, env))
@@ -374,6 +381,12 @@ def _calls_in(node):
     return out
 
 
+def _provider_section(name: str) -> str:
+    """The section a ``...Provider`` class fills: a dataset provider (``Step37Flickr8kSFTDataProvider``,
+    ``DatasetProvider`` subclasses) the dataset, any other the model."""
+    return "dataset" if "DataProvider" in name or "DatasetProvider" in name else "model"
+
+
 def _call_name(func) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
@@ -414,6 +427,8 @@ def judge(section: str, field: str, value) -> tuple[str, str] | None:
         return None
     if field == "<whole section>":
         return None
+    if (section, field) == ("model", "_target_"):
+        return ("refused", NOT_GPT_PROVIDERS[value]) if value in NOT_GPT_PROVIDERS else None
     if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
         if field in TRAINING_FIELD:         # needs the tower, which a Bridge configuration does not give the importer
             if value is not UNKNOWN and value in (None, False):
@@ -424,7 +439,10 @@ def judge(section: str, field: str, value) -> tuple[str, str] | None:
             return "refused", MULTIMODAL[field][1]
         kind, why = judge_multimodal(field, value)
         return ("refused", why) if kind == "refused" else None
-    if field not in SECTIONS.get(section, {}):
+    if section == "model" and field in DEV_MODEL_FIELDS and field not in SECTIONS["model"]:
+        kind, why = DEV_MODEL_FIELDS[field][:2]       # DeepSeek-V4's Megatron-Core dev-branch fields
+        return ("refused", why) if kind == "refused" and value not in (None, False) else None
+    if field not in SECTIONS.get(section, {}) and (section, field) not in ATTRIBUTES:
         return "outside", "not a field of the catalogued section (a model provider's own field)"
     kind, why = classify(section, field) or ("refused", "unclassified")
     if kind == "refused":
@@ -446,7 +464,10 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
         reader = Reader(repo)
         reader.run(path, repo.module(path)["funcs"][name], {})
         r, o = [], []
+        provider = reader.settings.get(("model", "_target_"))
         for (section, field), value in sorted(reader.settings.items()):
+            if provider in NOT_GPT_PROVIDERS and (section, field) != ("model", "_target_"):
+                continue        # the importer refuses the provider first, by name, and reads none of its fields
             verdict = judge(section, field, value)
             if verdict and verdict[0] == "refused":
                 r.append((f"{section}.{field}", verdict[1]))
@@ -482,10 +503,11 @@ def table(result: dict) -> str:
     lines = [f"**{len(clean)} of the {len(recs)} recipe functions** read set nothing the estimator refuses; "
              f"{len(recs) - len(clean)} set at least one refused field or value ({len(names)} names: "
              f"{len(recs) - len(names)} library and performance recipes share a name, and both are read). "
-             f"{len(odd)} of the {len(clean)} also set a field no catalogued section declares (a DeepSeek-V4 "
-             "or diffusion provider's own field, a plain attribute such as "
-             "`moe_a2a_overlap`): a `config.yaml` that holds one stops the importer as an unknown field, and one "
-             "that is not a dataclass field is not written to `config.yaml` at all.", "",
+             f"{len(odd)} of the {len(clean)} also set a field that neither a catalogued section declares nor "
+             "the table of recipe attributes classifies (a DeepSeek-V4 provider's own field): a `config.yaml` "
+             "that holds one stops the importer as an unknown field, and one that is not a dataclass field is not "
+             "written to `config.yaml` at all. A diffusion provider (`model._target_`) is refused by name, whatever "
+             "its fields.", "",
              "| Refused field | Recipes setting it | Of which it is the only refusal | Why refused |",
              "| --- | ---: | ---: | --- |"]
     for feature, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])):

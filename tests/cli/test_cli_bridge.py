@@ -92,9 +92,26 @@ def test_bridge_recipes_lists(capsys):
     (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "model.moe_token_dropping=true"],
      "model.moe_token_dropping"),
     (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "modle.x=1"], "did you mean model"),
+    (["--bridge-recipe", "moonlight_16b_sft_8gpu_h100_bf16_config", "model.pipeline_model_parallel_size=4",
+      "--num-gpus", "16"], "model.pipeline_model_parallel_layout"),
 ])
 @pytest.mark.subprocess
 def test_bad_bridge_input_is_one_clear_error(argv, says):
     p = subprocess.run([sys.executable, "-m", "estimator", "estimate", *argv], cwd=ROOT, capture_output=True,
                        text=True)
     assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bridge_recipe_and_its_config_yaml_agree_on_the_command_line(capsys, tmp_path):
+    """A MoE PEFT recipe with multi-latent attention (Moonlight-16B LoRA, 2 H100): `--bridge-recipe NAME` and
+    `--bridge-config` on the YAML of the same Bridge sections give one peak."""
+    from estimator.config.yamlio import dump
+    from estimator.formats.bridge.export import to_bridge_dict
+    name = "moonlight_16b_peft_2gpu_h100_bf16_config"
+    code, out, _ = run(capsys, "estimate", "--bridge-recipe", name, "--json")
+    assert code == 0
+    path = tmp_path / "config.yaml"
+    path.write_text(dump(to_bridge_dict(recipe_config(name))))
+    code2, out2, _ = run(capsys, "estimate", "--bridge-config", str(path), "--num-gpus", "2", "--json")
+    assert code2 == 0
+    assert json.loads(out2)["peak"]["device_bytes"] == json.loads(out)["peak"]["device_bytes"]

@@ -20,7 +20,10 @@ megatron/training/config/yaml_utils.py).
 2. Every field is classified (:mod:`estimator.formats.bridge.field_classes`): a refused field set away from its
    default stops the import, naming ``section.field``; fields without memory effect are listed. The Megatron-Core
    dev-branch fields Bridge's DeepSeek-V4 sets, which the catalogue's pinned TransformerConfig lacks, are classified
-   by :data:`DEV_MODEL_FIELDS` and the modelled ones set on the model afterwards.
+   by :data:`DEV_MODEL_FIELDS` and the modelled ones set on the model afterwards; a multimodal provider's own fields
+   by :mod:`estimator.formats.bridge.multimodal`. Names Bridge's recipes set outside the catalogued dataclasses
+   (``field_classes.ATTRIBUTES``) are classified the same way; a model provider that builds no GPT model (a diffusion
+   transformer) is refused by its name first.
 3. The fields Megatron-Core receives are written as the Megatron-LM flags of the same destinations and read by
    :func:`estimator.formats.megatron_args.read_megatron_args`, so both frontends give one estimate wherever
    Megatron-Core receives the same settings. What Megatron-LM cannot express is set afterwards: the gradient
@@ -36,7 +39,7 @@ from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from ...config.input_size import size_problem
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
-from .field_classes import NO_EFFECT_SECTIONS, classify
+from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
 from .multimodal import MULTIMODAL, TRAINING_FIELD, judge as judge_multimodal
 from .presets import MIXED_PRECISION_PRESETS
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
@@ -188,7 +191,8 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             problems.append(Problem(key, raw, f"{section!r} is not a section of Megatron-Bridge's ConfigContainer"
                                     + (f"; did you mean {close[0]}?" if close else "")))
             continue
-        if name not in SECTIONS[section] and not (section == "mixed_precision" and name == "_preset_") and \
+        if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES and \
+                not (section == "mixed_precision" and name == "_preset_") and \
                 not (section == "model" and (name in DEV_MODEL_FIELDS or name in MULTIMODAL)):
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
             problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
@@ -396,6 +400,9 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     (:mod:`estimator.formats.bridge.multimodal`).
     """
     cfg = apply_overrides(bridge_dict(data), overrides)
+    provider = not_gpt_provider((cfg.get("model") or {}).get("_target_"))
+    if provider:            # refused once, by name, before its own fields (latents, patches) are read
+        raise BridgeRefusedError([(f"model._target_ = {provider[0]}", provider[1])])
     refused, no_effect, notes = [], [], []
     _apply_precision(cfg, notes)
     _sync_distributed_optimizer(cfg, notes)
@@ -430,7 +437,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 elif kind == "modelled" and value not in (None, False):      # no_effect: at its default
                     vision[TRAINING_FIELD[name]] = (where, value)
                 continue
-            if name not in SECTIONS[section]:
+            if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES:
                 close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
                 problems.append(Problem(where, show(value), f"not a field of {section} at Megatron-Bridge @ "
                                         f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
@@ -446,7 +453,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
             if kind == "no_effect":
                 if not _is_off(section, name, value):
                     no_effect.append((f"{where} = {show(value)}", why))
-                if dest in HANDLED and dest not in values:     # kept in the configuration all the same
+                if dest in HANDLED and dest not in values and (section, name) not in ATTRIBUTES:
+                    # kept in the configuration all the same (an attribute outside the dataclasses: read nowhere)
                     values[dest] = (where, value)
                 continue
             if name in _BY_HAND or section == "mixed_precision":
@@ -652,7 +660,28 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
             tr["peft_alpha"] = peft["alpha"]
         if peft.get("target_modules"):
             tr["peft_target_modules"] = list(peft["target_modules"])
+        if m.get("multi_latent_attention"):
+            _mla_targets(peft, tr, notes)
         # LoRA's MoE and sequence-parallel options (megatron/bridge/peft/lora.py LoRA; DoRA has neither field).
         for key in ("share_expert_adapters", "sequence_parallel_input_regather"):
             if peft.get(key) is not None:
                 tr["peft_" + key] = peft[key]
+
+
+#: LoRA's and DoRA's default target_modules (Bridge @ 067f987d : src/megatron/bridge/peft/lora.py LoRA).
+_DEFAULT_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+def _mla_targets(peft: dict, tr: dict, notes: list) -> None:
+    """``linear_qkv`` adapts nothing in multi-latent attention: Bridge's ``ModuleMatcher.match`` (peft/
+    module_matcher.py) takes a module whose name equals the target or whose full name matches it as a wildcard
+    pattern (peft/utils.py ``wildcard_match``: ``^pattern$``, ``*`` for any substring), and MLA's projections are
+    ``linear_q_proj``, ``linear_q_down_proj``, ``linear_q_up_proj``, ``linear_kv_down_proj``, ``linear_kv_up_proj``
+    and ``linear_proj`` (Megatron-LM @ 2a75ac12 : megatron/core/transformer/multi_latent_attention.py), so Bridge
+    warns and adds no adapter there. The target is dropped, with a note."""
+    targets = list(peft.get("target_modules") or _DEFAULT_TARGETS)
+    if "linear_qkv" in targets:
+        tr["peft_target_modules"] = [t for t in targets if t != "linear_qkv"]
+        notes.append("peft.target_modules: linear_qkv matches no module of multi-latent attention (its projections "
+                     "are linear_q_*/linear_kv_*), so Bridge adds no adapter there; adapters counted on "
+                     + ", ".join(tr["peft_target_modules"]))

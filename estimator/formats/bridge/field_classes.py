@@ -7,12 +7,20 @@ Each field of :data:`estimator.formats.bridge.catalog.SECTIONS` (``section.field
 2. the hand-kept table :data:`OWN` below: Bridge's own fields and the Megatron-Core fields that have no Megatron-LM
    flag of the same name (read at the catalogue's revisions, NVIDIA-NeMo/Megatron-Bridge and the Megatron-LM commit
    its ``3rdparty/Megatron-LM`` pins);
+   then :data:`ATTRIBUTES`: names Bridge's recipes set on a section that its catalogued dataclasses do not declare (a
+   plain attribute such as ``cfg.model.moe_a2a_overlap``, a callable such as
+   ``_pipeline_model_parallel_layout_builder``, a field of one model provider or dataset provider subclass), so
+   that ``--bridge-recipe`` overrides and a ``config.yaml`` holding them are read instead of stopping as unknown;
 3. a field named like a Megatron-LM argument destination takes that argument's class
    (:mod:`estimator.formats.megatron_flag_classes`): Megatron-LM builds those arguments from the same dataclasses
    (``ArgumentGroupFactory(TransformerConfig)``, ...), so Megatron-Core receives the same setting either way.
 
 A test fails when a catalogued field falls through all three, so a new Bridge revision cannot slip an unclassified
 field through.
+
+:data:`NOT_GPT_PROVIDERS` names the model providers that do not build a Megatron-Core GPT model (Bridge's diffusion
+transformers): a configuration whose ``model._target_`` is one of them is refused once, by the provider's name,
+before any of its own fields is read.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from .catalog import SECTIONS
 from ..megatron_catalog import ARGUMENTS
 from ..megatron_flag_classes import classify as classify_flag
 
-__all__ = ["NO_EFFECT_SECTIONS", "OWN", "classify", "counts", "rows"]
+__all__ = ["ATTRIBUTES", "NOT_GPT_PROVIDERS", "NO_EFFECT_SECTIONS", "OWN", "classify", "counts", "rows",
+           "not_gpt_provider"]
 
 #: Sections whose every field leaves what one GPU allocates for training unchanged.
 NO_EFFECT_SECTIONS = {
@@ -39,11 +48,16 @@ NO_EFFECT_SECTIONS = {
 OWN: dict[tuple[str, str], tuple[str, str]] = {}
 
 
-def _put(kind: str, section: str, names: str, reason: str) -> None:
+#: (section, name) -> (kind, reason), for names Bridge's recipes set that no catalogued dataclass declares.
+ATTRIBUTES: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _put(kind: str, section: str, names: str, reason: str, table: dict | None = None) -> None:
+    table = OWN if table is None else table
     for name in names.split():
-        if (section, name) in OWN:
+        if (section, name) in OWN or (section, name) in ATTRIBUTES:
             raise ValueError(f"{section}.{name} classified twice")
-        OWN[(section, name)] = (kind, reason)
+        table[(section, name)] = (kind, reason)
 
 
 # --------------------------------------------------------------------------------------------- model
@@ -192,12 +206,52 @@ _put("no_effect", "dataset", "blend_seed dataset_root do_test do_validation hf_d
      "where the SFT data come from and how they are prepared (host memory)")
 
 
+# ------------------------------------------------------------- attributes outside the catalogued dataclasses
+# Read at Megatron-Bridge @ 067f987d and Megatron-LM @ 2a75ac12 (the commit Bridge pins); "read nowhere" means a
+# search of both source trees finds no reader.
+_put("no_effect", "model", "_pipeline_model_parallel_layout_builder", "a callable (e.g. recipes/deepseek/h100/"
+     "deepseek_v3.py _get_deepseek_v3_pipeline_layout) that scripts/training/recipe_runner.py "
+     "sync_model_pipeline_layout calls with (pipeline_model_parallel_size, virtual_pipeline_model_parallel_size) "
+     "to rebuild model.pipeline_model_parallel_layout after a PP or VP override; the layout is what is counted "
+     "(give model.pipeline_model_parallel_layout with a PP or VP override)", ATTRIBUTES)
+_put("no_effect", "model", "moe_a2a_overlap", "a plain attribute the Qwen3 MoE and Qwen3-VL performance recipes "
+     "set; read nowhere (the overlap of the expert all-to-all is comm_overlap.overlap_moe_expert_parallel_comm)",
+     ATTRIBUTES)
+_put("no_effect", "model", "mtp_eval_in_bf16", "a plain attribute the DeepSeek-V4 recipes set; read nowhere",
+     ATTRIBUTES)
+_put("no_effect", "model", "fp8_param_gather", "Megatron-Core and Bridge read fp8_param_gather from the DDP "
+     "configuration (ddp.fp8_param_gather, set from mixed_precision); on the model it is a plain attribute "
+     "(declared only by ExaoneMoEModelProvider) read nowhere", ATTRIBUTES)
+_put("no_effect", "model", "cp_partition_mode", "how DeepSeek-V4's packed sequences are split across "
+     "context-parallel ranks (zigzag or contiguous; models/deepseek/deepseek_v4_step.py): each rank keeps "
+     "1/context_parallel_size of the tokens either way", ATTRIBUTES)
+_put("refused", "model", "freeze_mtp_model", "a frozen multi-token-prediction module (Exaone 4.5's provider, "
+     "models/exaone/exaone45/modelling_exaone45/model.py: requires_grad off on the MTP parameters) keeps no "
+     "gradients or optimizer states for it: frozen modules are not modelled", ATTRIBUTES)
+_put("no_effect", "optimizer", "offload_optimizer_states", "a plain attribute a DeepSeek-V4 performance recipe "
+     "sets (to False); read nowhere (Megatron-Core's optimizer offload is optimizer_cpu_offload)", ATTRIBUTES)
+_put("no_effect", "dataset", "sample_count repo_id cache_dir dataset_sampling fixed_pack_idx "
+     "tokenizer_path oversize_policy seqlen_divisible_by prompt max_packing_seqlen",
+     "fields of a dataset provider outside the catalogue (e.g. models/stepfun/data/flickr8k.py "
+     "Step37Flickr8kSFTDataProvider): which samples are loaded and how (host memory); the tokens per "
+     "micro-batch are train.micro_batch_size x the sequence length", ATTRIBUTES)
+
+#: Model providers that do not build a Megatron-Core GPT model: class name -> why refused.
+NOT_GPT_PROVIDERS = {
+    name: f"Megatron-Bridge's {name} (diffusion/models/{path}) is a diffusion transformer built on "
+          "TransformerConfig and VisionModule, not a Megatron-Core GPT model: its latents, patches and "
+          "cross-attention are not modelled"
+    for name, path in (("WanModelProvider", "wan/wan_provider.py"), ("FluxProvider", "flux/flux_provider.py"))}
+
+
 def classify(section: str, name: str) -> tuple[str, str] | None:
     """("modelled" | "no_effect" | "refused", reason) of the field ``section.name``, or None when unclassified."""
     if section in NO_EFFECT_SECTIONS:
         return "no_effect", NO_EFFECT_SECTIONS[section]
     if (section, name) in OWN:
         return OWN[(section, name)]
+    if (section, name) in ATTRIBUTES:
+        return ATTRIBUTES[(section, name)]
     if name in ARGUMENTS:
         found = classify_flag(name)
         if found:
@@ -205,13 +259,22 @@ def classify(section: str, name: str) -> tuple[str, str] | None:
     return None
 
 
+def not_gpt_provider(target) -> tuple[str, str] | None:
+    """(class name, reason) when ``model._target_`` names a provider of :data:`NOT_GPT_PROVIDERS`, else None."""
+    name = str(target or "").rsplit(".", 1)[-1]
+    return (name, NOT_GPT_PROVIDERS[name]) if name in NOT_GPT_PROVIDERS else None
+
+
 def rows() -> list[dict]:
-    """Every catalogued field as ``{kind, section, field, reason}``, in the catalogue's order (for the docs)."""
+    """Every catalogued field as ``{kind, section, field, reason}``, in the catalogue's order, then the
+    :data:`ATTRIBUTES` (for the docs)."""
     out = []
     for section, fields in SECTIONS.items():
         for name in fields:
             kind, reason = classify(section, name) or ("unclassified", "")
             out.append({"kind": kind, "section": section, "field": name, "reason": reason})
+    for (section, name), (kind, reason) in ATTRIBUTES.items():
+        out.append({"kind": kind, "section": section, "field": name, "reason": reason})
     return out
 
 

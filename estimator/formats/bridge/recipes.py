@@ -9,6 +9,13 @@ out as Bridge's sections (:func:`~estimator.formats.bridge.export.to_bridge_dict
 dotted names, and reads the result as a Bridge configuration
 (:func:`~estimator.formats.bridge.config.read_bridge_config`), so an override means what it means to Bridge (a
 ``mixed_precision.grad_reduce_in_fp32`` wins over ``ddp.grad_reduce_in_fp32``).
+
+A recipe's pipeline layout is stored for its own pipeline sizes only. Bridge's ``scripts/training/recipe_runner.py``
+``sync_model_pipeline_layout`` rebuilds ``model.pipeline_model_parallel_layout`` after a
+``pipeline_model_parallel_size`` or ``virtual_pipeline_model_parallel_size`` override by calling the recipe's
+``_pipeline_model_parallel_layout_builder`` (e.g. ``_get_moonlight_pipeline_layout(pp, vp)``, a table of a few
+sizes); the catalogue does not hold those tables, so such an override without a layout is refused with the layout to
+give.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None
     means for memory. ``world_size`` replaces the recipe's GPU count. A recipe whose transcription lists settings the
     estimator does not model says so in the notes."""
     cfg = recipe_config(name)
+    _check_layout_override(name, cfg, overrides)
     world = world_size or cfg.get("training", {}).get("world_size")
     vision, media, freeze = _vision_parts(cfg)
     bridge = to_bridge_dict(cfg)
@@ -76,3 +84,23 @@ def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None
     notes = [f"{name}: {RECIPES[name]['source']}"]
     notes += [f"not modelled in this recipe: {u}" for u in RECIPES[name]["unmodelled"]]
     return MegatronImport(imp.config, imp.no_effect, (*notes, *imp.notes))
+
+
+_PP_FIELDS = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")
+
+
+def _check_layout_override(name: str, cfg: dict, overrides) -> None:
+    """A PP or VP override of a recipe that sets a pipeline layout must give the layout too (see the module)."""
+    layout = (cfg.get("parallelism") or {}).get("pipeline_model_parallel_layout")
+    keys = {str(o).partition("=")[0].strip().lstrip("+~") for o in overrides}
+    changed = sorted(keys & set(_PP_FIELDS))
+    if layout is None or not changed or "model.pipeline_model_parallel_layout" in keys:
+        return
+    par = cfg.get("parallelism") or {}
+    pp, vp = par.get("pipeline_model_parallel_size", 1), par.get("virtual_pipeline_model_parallel_size") or 1
+    raise ConfigError(Problem("model.pipeline_model_parallel_layout", layout, f"{name} sets this layout for "
+                              f"pipeline_model_parallel_size {pp} and virtual_pipeline_model_parallel_size {vp}; "
+                              f"with {', '.join(changed)} overridden Bridge's run_recipe.py rebuilds it from the "
+                              "recipe's layout builder, which the catalogue does not hold: give "
+                              "model.pipeline_model_parallel_layout=... for the new sizes too (null splits the "
+                              "layers evenly)"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.formats.bridge.field_classes import classify
+from estimator.formats.bridge.field_classes import NOT_GPT_PROVIDERS, classify
 from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD
 from estimator.formats.bridge.multimodal import judge as judge_multimodal
 
@@ -34,6 +34,9 @@ def test_docs_table_names_only_fields_still_refused():
     rows = re.findall(r"^\| `([a-z_]+)\.([a-z0-9_]+)`", _block(), re.M)
     assert rows, "no table rows in docs/bridge.md's bridge-refusals block"
     for section, field in rows:
+        if (section, field) == ("model", "_target_"):       # a provider refused by name
+            assert any(name in _block() for name in NOT_GPT_PROVIDERS)
+            continue
         if section == "model" and field in MULTIMODAL:      # a multimodal provider's own field: refused when on
             kind = "refused" if field in TRAINING_FIELD else judge_multimodal(field, object())[0]
         else:
@@ -167,6 +170,38 @@ def test_folded_branch_reads_only_the_branch_taken(tmp_path):
     reader.run(path, repo.module(path)["funcs"][name], {})
     assert reader.settings[("mixed_precision", "fp8_recipe")] == "mxfp8"
     assert not any(field == "model_should_not_matter" for _, field in reader.settings)
+
+
+@pytest.mark.subprocess                 # git and the script run as processes: not inside Pyodide
+def test_dataset_provider_and_diffusion_provider(tmp_path):
+    """Read by hand:
+
+    - ``demo_sft_data_config`` builds ``Step37Flickr8kSFTDataProvider(repo_id=..., sample_count=...)`` into
+      ``cfg.dataset`` (as Bridge's recipes/stepfun/h100/step37.py does): its keywords are dataset fields (the reading
+      once put them under ``model.``), and the table of attributes classifies both: nothing refused, nothing
+      outside; ``cfg.model.moe_a2a_overlap`` is a plain attribute without effect: not outside either.
+    - ``demo_pretrain_wan_config`` builds ``WanModelProvider(crossattn_emb_size=4096)``: one refusal,
+      ``model._target_``, and the provider's own field is not listed as outside.
+    """
+    files = dict(RECIPES)
+    files["src/megatron/bridge/recipes/demo/demo.py"] = """
+        def demo_sft_data_config():
+            cfg = ConfigContainer()
+            cfg.dataset = Step37Flickr8kSFTDataProvider(repo_id="intro/flickr8k", sample_count=64)
+            cfg.model.moe_a2a_overlap = True
+            return cfg
+
+        def demo_pretrain_wan_config():
+            model_cfg = WanModelProvider(crossattn_emb_size=4096)
+            cfg = ConfigContainer(model=model_cfg)
+            return cfg
+    """
+    result = br.count(_git_repo(tmp_path, files), "HEAD")
+    assert result["recipes"]["demo_sft_data_config"] == []
+    assert result["outside"]["demo_sft_data_config"] == []
+    assert [w for w, _ in result["recipes"]["demo_pretrain_wan_config"]] == ["model._target_"]
+    assert result["outside"]["demo_pretrain_wan_config"] == []
+    assert "WanModelProvider" in br.table(result)
 
 
 @pytest.mark.subprocess                 # git and the script run as processes: not inside Pyodide

@@ -1,0 +1,100 @@
+"""Names Bridge's recipes set outside the catalogued dataclasses (estimator/formats/bridge/field_classes.py
+ATTRIBUTES), and the model providers refused by name (NOT_GPT_PROVIDERS).
+
+Source facts from NVIDIA-NeMo/Megatron-Bridge @ 067f987d: ``_pipeline_model_parallel_layout_builder`` is called only
+by scripts/training/recipe_runner.py ``sync_model_pipeline_layout``; ``moe_a2a_overlap`` (perf_recipes/qwen/*/
+qwen3_moe.py),
+``mtp_eval_in_bf16`` (recipes/deepseek/*/deepseek_v4.py) and ``optimizer.offload_optimizer_states``
+(perf_recipes/deepseek/gb200/deepseek_v4.py) are assigned and read nowhere in Bridge or in Megatron-LM @ 2a75ac12;
+``WanModelProvider`` (diffusion/models/wan/wan_provider.py) subclasses TransformerConfig and builds a VisionModule.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import ConfigError, estimate
+from estimator.formats.bridge.catalog import SECTIONS
+from estimator.formats.bridge.config import BridgeRefusedError, read_bridge_config
+from estimator.formats.bridge.field_classes import ATTRIBUTES, classify, rows
+
+SILU = {"_target_": "torch.nn.functional.silu", "_call_": False}
+BF16 = {"_target_": "torch.bfloat16", "_call_": False}
+#: A two-layer SwiGLU model. Parameters by hand (h 256, 4 heads of 64, ffn 1024, vocab 1024, untied, RMSNorm):
+#: embedding and output layer 2 x 1024 x 256 = 524,288; per layer QKV 256 x 768 = 196,608, projection 65,536,
+#: fc1 256 x 2048 = 524,288, fc2 262,144, two norms 512: 1,049,088; two layers 2,098,176; final norm 256.
+#: Total 2,622,720.
+P = 2_622_720
+MODEL = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 1024, "kv_channels": 64,
+         "vocab_size": 1024, "seq_length": 256, "activation_func": SILU, "gated_linear_unit": True,
+         "add_bias_linear": False, "normalization": "RMSNorm", "position_embedding_type": "rope",
+         "share_embeddings_and_output_weights": False, "params_dtype": BF16, "bf16": True}
+TRAIN = {"micro_batch_size": 1, "global_batch_size": 1}
+
+NO_EFFECT = {"_pipeline_model_parallel_layout_builder": {"_target_": "megatron.bridge.recipes.deepseek.h100."
+                                                         "deepseek_v3._get_deepseek_v3_pipeline_layout",
+                                                         "_call_": False},
+             "moe_a2a_overlap": True, "mtp_eval_in_bf16": True, "fp8_param_gather": True,
+             "cp_partition_mode": "contiguous"}
+
+
+def _stage(imp):
+    return estimate(imp.config).to_dict()["stages"][0]
+
+
+def test_attributes_are_outside_the_catalogue_and_classified():
+    """An ATTRIBUTES entry names something the dataclasses do not declare (else it belongs in OWN), and the docs'
+    table (rows) lists it."""
+    assert [k for k in ATTRIBUTES if k[1] in SECTIONS[k[0]]] == []
+    listed = {(r["section"], r["field"]) for r in rows()}
+    assert set(ATTRIBUTES) <= listed
+    for section, name in ATTRIBUTES:
+        assert classify(section, name)[0] in ("no_effect", "refused")
+
+
+def test_plain_attributes_change_nothing():
+    """The two-layer model above (P = 2,622,720 parameters) keeps BF16 weights, 2 B x P = 5,245,440 B, and every
+    other figure of the stage, with or without the attributes. The model's fp8_param_gather = true does not turn on
+    FP8 weights: Megatron-Core reads it from the DDP config."""
+    imp = read_bridge_config({"model": {**MODEL, **NO_EFFECT}, "train": TRAIN,
+                              "optimizer": {"offload_optimizer_states": False}}, world_size=1)
+    st = _stage(imp)
+    assert st["weights_bytes"] == 2 * P == 5_245_440
+    assert st == _stage(read_bridge_config({"model": MODEL, "train": TRAIN}, world_size=1))
+    assert not imp.config.get("precision", {}).get("fp8_param_gather")
+    said = " ".join(f for f, _ in imp.no_effect)
+    for name in NO_EFFECT:
+        assert f"model.{name}" in said
+
+
+def test_attributes_as_overrides():
+    """Bridge's dotted overrides reach the attributes as they reach dataclass fields."""
+    imp = read_bridge_config({"model": MODEL, "train": TRAIN}, world_size=1,
+                             overrides=["model.moe_a2a_overlap=true", "model.mtp_eval_in_bf16=true"])
+    assert _stage(imp)["weights_bytes"] == 2 * P
+
+
+def test_frozen_mtp_is_refused_by_name():
+    with pytest.raises(BridgeRefusedError) as err:
+        read_bridge_config({"model": {**MODEL, "freeze_mtp_model": True}, "train": TRAIN}, world_size=1)
+    assert err.value.to_problems()[0].field == "model.freeze_mtp_model"
+    read_bridge_config({"model": {**MODEL, "freeze_mtp_model": False}, "train": TRAIN}, world_size=1)
+
+
+def test_diffusion_provider_is_refused_once_by_name():
+    """A Wan configuration holds the provider's own fields (crossattn_emb_size, ...): one refusal names the provider,
+    not each field as unknown."""
+    model = {**MODEL, "_target_": "megatron.bridge.diffusion.models.wan.wan_provider.WanModelProvider",
+             "crossattn_emb_size": 4096, "z_dim": 16}
+    with pytest.raises(BridgeRefusedError) as err:
+        read_bridge_config({"model": model, "train": TRAIN}, world_size=1)
+    problems = err.value.to_problems()
+    assert [(p.field, p.value) for p in problems] == [("model._target_", "WanModelProvider")]
+    assert "not a Megatron-Core GPT model" in problems[0].message
+
+
+def test_unknown_name_still_stops():
+    """An attribute the table does not hold is still an unknown field, with the section named."""
+    with pytest.raises(ConfigError) as err:
+        read_bridge_config({"model": {**MODEL, "moe_a2a_overlapp": True}, "train": TRAIN}, world_size=1)
+    assert "model.moe_a2a_overlapp" in str(err.value)
