@@ -133,6 +133,7 @@ _INERT = frozenset({
     "output_attentions", "output_hidden_states", "tie_encoder_decoder", "is_encoder_decoder",
     "id2label", "label2id", "torchscript", "use_bfloat16", "bad_words_ids", "unsloth_fixed",
     "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "_attn_implementation",
+    "_attn_implementation_autoset",
     "routed_scaling_factor",
 })
 #: Hugging Face PretrainedConfig's generation and bookkeeping defaults, which a nested text_config serialises
