@@ -9,6 +9,8 @@ are the catalog's (each with its source in the data file).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from estimator import ConfigError, UnsupportedError, count_parameters_of, from_hf_config, load_config
@@ -16,7 +18,17 @@ from estimator.formats import catalog, hf_catalog
 from estimator.memory.activations import layer_activations
 from estimator.model.layers import LayerKind
 from estimator.model.resolve import resolve
-from tests.conftest import make_config
+from tests.conftest import ROOT, make_config
+
+#: ai-dynamo/aiconfigurator @ 19d098add98ab8ba2366c94795e9e886cdcc915c :
+#: src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json, byte for byte: a trimmed copy (architecture
+#: keys only), kept as a test input since issue 27 left it out of the catalog.
+TRIMMED_GLM_4_7_FLASH = ROOT / "tests" / "formats" / "data" / "zai-org--GLM-4.7-Flash_config.json"
+
+
+def _trimmed_glm_4_7_flash() -> dict:
+    return json.loads(TRIMMED_GLM_4_7_FLASH.read_text(encoding="utf-8"))
+
 
 BASE = dict(num_layers=2, hidden_size=64, num_attention_heads=4, kv_channels=16, ffn_hidden_size=128, vocab_size=256)
 
@@ -163,7 +175,7 @@ def test_glm_4_7_flash_by_hand():
     assert attn == 21_761_280
     moe = 65 * 3 * 2048 * 1536 + 64 * 2048 + 64 + 2048
     total = 47 * attn + 3 * 2048 * 10240 + 2048 + 46 * moe + 2 * 154_880 * 2048 + 2048
-    cfg = {**hf_catalog.get("zai-org/GLM-4.7-Flash").config(), "num_nextn_predict_layers": 0}
+    cfg = {**_trimmed_glm_4_7_flash(), "num_nextn_predict_layers": 0}
     c = count_parameters_of(catalog.default_layout(from_hf_config(cfg), gpus=1))
     assert c.total - c.vocab_padding == total
     # One MTP layer (Megatron-Bridge's GLM-4.7-Flash test config states num_nextn_predict_layers 1) adds
@@ -195,12 +207,12 @@ def test_glm_4_5_air_by_hand():
 
 
 def test_a_trimmed_glm_copy_is_refused_naming_the_key():
-    """The catalog's GLM-4.7-Flash copy (aiconfigurator's, architecture keys only) has no num_nextn_predict_layers;
-    Hugging Face's default (no MTP layer) would count the checkpoint short, so the import names the key."""
-    row = catalog.describe("zai-org/GLM-4.7-Flash")
-    assert not row["supported"] and "num_nextn_predict_layers is missing" in row["reason"]
-    with pytest.raises(UnsupportedError, match="num_nextn_predict_layers"):
-        from_hf_config("zai-org/GLM-4.7-Flash")
+    """aiconfigurator's GLM-4.7-Flash copy (architecture keys only; TRIMMED_GLM_4_7_FLASH) has no
+    num_nextn_predict_layers; Hugging Face's default (no MTP layer) would count the checkpoint short, so the import
+    names the key. Issue 27 took that copy out of the catalog: only complete config.json files are catalogued."""
+    with pytest.raises(UnsupportedError, match="num_nextn_predict_layers is missing"):
+        from_hf_config(_trimmed_glm_4_7_flash())
+    assert "zai-org/GLM-4.7-Flash" not in hf_catalog.ids()
 
 
 # --- sibling ids ----------------------------------------------------------------------------------------------
