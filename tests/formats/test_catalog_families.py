@@ -215,6 +215,41 @@ def test_a_trimmed_glm_copy_is_refused_naming_the_key():
     assert "zai-org/GLM-4.7-Flash" not in hf_catalog.ids()
 
 
+# --- the catalog's added dense families (issue 27, item 3) ----------------------------------------------------
+
+def test_smollm_mistral_nemo_and_yi_by_hand():
+    """Llama-style layers: q h x (a dh), k and v h x (g dh) each, o (a dh) x h, SwiGLU 3 h f, two RMSNorms; then the
+    embedding (and an untied head) and the final norm.
+    SmolLM-135M-Instruct: h 576, 30 layers, 9 heads and 3 KV heads of 64, f 1536, 49,152 tokens tied:
+    2 x 576^2 + 2 x 576 x 192 + 3 x 576 x 1536 + 1152 = 3,540,096 per layer; 30 x that + 49,152 x 576 + 576.
+    Mistral-Nemo-Instruct-2407: h 5120, 40 layers, 32 heads and 8 KV heads of 128 (head_dim 128, so q is 4096
+    wide), f 14336, 131,072 tokens untied: 2 x 5120 x 4096 + 2 x 5120 x 1024 + 3 x 5120 x 14336 + 10,240 =
+    272,640,000 per layer; 40 x that + 2 x 131,072 x 5120 + 5120.
+    Yi-34B: h 7168, 60 layers, 56 heads and 8 KV heads of 128, f 20480, 64,000 tokens untied: 2 x 7168^2 +
+    2 x 7168 x 1024 + 3 x 7168 x 20480 + 14,336 = 557,856,768 per layer; 60 x that + 2 x 64,000 x 7168 + 7168 =
+    34,388,917,248, which is also the Hub's safetensors total of dphn/dolphin-2.9.1-yi-1.5-34b (Yi-1.5-34B's
+    shapes; catalog source)."""
+    smol = 2 * 576 ** 2 + 2 * 576 * 192 + 3 * 576 * 1536 + 1152
+    nemo = 2 * 5120 * 4096 + 2 * 5120 * 1024 + 3 * 5120 * 14336 + 10_240
+    yi = 2 * 7168 ** 2 + 2 * 7168 * 1024 + 3 * 7168 * 20480 + 14_336
+    assert (smol, nemo, yi) == (3_540_096, 272_640_000, 557_856_768)
+    total = lambda hf_id: catalog.describe(hf_id)["parameters"]["total"]
+    assert total("HuggingFaceTB/SmolLM-135M-Instruct") == 30 * smol + 49_152 * 576 + 576 == 134_515_008
+    assert total("mistralai/Mistral-Nemo-Instruct-2407") == 40 * nemo + 2 * 131_072 * 5120 + 5120 == 12_247_782_400
+    assert total("01-ai/Yi-34B") == 60 * yi + 2 * 64_000 * 7168 + 7168 == 34_388_917_248
+    assert total("dphn/dolphin-2.9.1-yi-1.5-34b") == 34_388_917_248 == \
+        catalog.describe("dphn/dolphin-2.9.1-yi-1.5-34b")["published"]["compared"]
+
+
+def test_transformers_bookkeeping_keys_change_nothing():
+    """Red Hat's FP8 Llama-4-Scout config.json carries _attn_implementation_autoset (transformers records that it
+    picked the attention kernel; no tensor) and a quantization_config: the model section is Meta's own."""
+    assert "_attn_implementation_autoset" in hf_catalog.get("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic") \
+        .config()["text_config"]
+    assert from_hf_config("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic") == \
+        from_hf_config("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+
+
 # --- sibling ids ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("asked, found", [
