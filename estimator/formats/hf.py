@@ -175,7 +175,15 @@ _HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "
                      "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
                      "time_step_min", "time_step_max", "time_step_floor", "time_step_limit", "time_step_rank",
                      "rescale_prenorm_residual", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
-                     "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor"})
+                     "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor",
+                     "layers_block_type", "mtp_layers_block_type"})
+
+#: Nemotron-H's layer list (transformers 5's NemotronHConfig: layers_block_type, mtp_layers_block_type, one name per
+#: layer, num_hidden_layers derived from its length) as the symbols of hybrid_override_pattern. huggingface/
+#: transformers @ 13923c6 : src/transformers/models/nemotron_h/configuration_nemotron_h.py (_list_to_pattern) names
+#: them linear_attention, full_attention, moe, mlp; the checkpoints' config.json files write mamba and attention.
+_BLOCK_SYMBOL = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "moe": "E",
+                 "mlp": "-"}
 
 #: Qwen3.5's text_config (Hugging Face Qwen3_5TextConfig / Qwen3_5MoeTextConfig): Qwen3-Next's hybrid keys, the
 #: attention output gate, the MTP layers and the SSM-state dtype of inference (no weights).
@@ -444,6 +452,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         hf, mt = _text_part(hf, mt, strict)
     elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
         mt, wrapper = mt[:-len("_text")], None
+    if mt == "nemotron_h" and ("layers_block_type" in hf or "mtp_layers_block_type" in hf):
+        hf = _nemotron_block_types(hf)
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -910,9 +920,42 @@ def _qwen_vision(vc, m: dict, strict: bool) -> None:
 _RELU2 = {"relu2": ("squared_relu", False)}
 
 
+def _block_pattern(hf: dict, key: str) -> str:
+    names = hf[key]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _BLOCK_SYMBOL for n in names):
+        raise ConfigError(Problem(f"config.json:{key}", show(names), "must be a non-empty list of layer kinds, each "
+                                  f"one of {', '.join(sorted(_BLOCK_SYMBOL))}"))
+    return "".join(_BLOCK_SYMBOL[n] for n in names)
+
+
+def _nemotron_block_types(hf: dict) -> dict:
+    """A copy of a Nemotron-H config.json whose layers_block_type / mtp_layers_block_type (transformers 5's spelling,
+    no num_hidden_layers needed) are stated as hybrid_override_pattern / mtp_hybrid_override_pattern and
+    num_hidden_layers, which :func:`_nemotron_h` reads. A config.json that states both spellings must agree."""
+    out = dict(hf)
+    for names, pattern in (("layers_block_type", "hybrid_override_pattern"),
+                           ("mtp_layers_block_type", "mtp_hybrid_override_pattern")):
+        if names not in hf:
+            continue
+        derived = _block_pattern(hf, names)
+        if pattern in hf and hf[pattern] != derived:
+            raise ConfigError(Problem(f"config.json:{pattern}", show(hf[pattern]), f"must agree with {names} "
+                                      f"({derived}) where a config.json states both"))
+        out[pattern] = derived
+        del out[names]
+    if "layers_block_type" in hf:
+        layers = len(hf["layers_block_type"])
+        if "num_hidden_layers" in hf and hf["num_hidden_layers"] != layers:
+            raise ConfigError(Problem("config.json:num_hidden_layers", show(hf["num_hidden_layers"]), "must equal "
+                                      f"the length of layers_block_type ({layers})"))
+        out["num_hidden_layers"] = layers
+    return out
+
+
 def _nemotron_h(r: _Reader, m: dict) -> None:
     """Nemotron-H / Nemotron 3 (Megatron-Bridge nemotron_h_bridge, HybridModel): hybrid_override_pattern is the
-    layer pattern (M Mamba-2, * attention, - MLP, E MoE); mtp_hybrid_override_pattern repeated
+    layer pattern (M Mamba-2, * attention, - MLP, E MoE; transformers 5's layers_block_type list is read as it, see
+    :func:`_nemotron_block_types`); mtp_hybrid_override_pattern repeated
     num_nextn_predict_layers times its MTP layers. Mamba-2: ssm_state_size, mamba_head_dim, mamba_num_heads (or
     expand x hidden_size / mamba_head_dim), n_groups; Megatron-Core's MambaMixer fixes the convolution width at 4
     with a bias and no projection biases. MLP and experts: squared ReLU (relu2), not gated. MoE: sigmoid router

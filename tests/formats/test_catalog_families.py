@@ -250,6 +250,36 @@ def test_transformers_bookkeeping_keys_change_nothing():
         from_hf_config("meta-llama/Llama-4-Scout-17B-16E-Instruct")
 
 
+def test_nemotron_layers_block_type_is_the_hybrid_pattern():
+    """transformers 5's NemotronHConfig states the layers as layers_block_type (mamba M, attention *, moe E, mlp -;
+    num_hidden_layers is its length) and the MTP block as mtp_layers_block_type. Nemotron 3.5 Lightning's
+    config.json writes them so; its 52 layers are Nemotron 3 Nano's pattern, so the model without its MTP block
+    (attention + MoE, counted as Megatron-Core builds it) counts exactly Nano's 31,577,940,288
+    (test_catalog.py::test_hybrid_nemotron_counts_by_hand)."""
+    light = hf_catalog.get("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4").config()
+    nano = hf_catalog.get("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").config()
+    m = from_hf_config(light)
+    assert m["hybrid_layer_pattern"] == nano["hybrid_override_pattern"] + "/*E" and m["num_layers"] == 52
+    row = catalog.describe("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")["parameters"]
+    assert row["total"] - row["mtp"] == 31_577_940_288
+    ultra = from_hf_config("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+    assert ultra["num_layers"] == len(hf_catalog.get("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+                                      .config()["layers_block_type"])
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"layers_block_type": ["mamba", "conv"]}, "config.json:layers_block_type"),
+    ({"layers_block_type": "MEME"}, "config.json:layers_block_type"),
+    ({"num_hidden_layers": 51}, "config.json:num_hidden_layers"),
+    ({"hybrid_override_pattern": "ME"}, "config.json:hybrid_override_pattern"),
+])
+def test_a_wrong_layers_block_type_is_refused_naming_the_key(change, key):
+    cfg = {**hf_catalog.get("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4").config(), **change}
+    with pytest.raises(ConfigError) as exc:
+        from_hf_config(cfg)
+    assert key in str(exc.value)
+
+
 # --- sibling ids ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("asked, found", [
