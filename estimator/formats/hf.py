@@ -240,7 +240,7 @@ _KNOWN = {
     "glm4_moe_lite": _COMMON | _DEEPSEEK,
     "deepseek_v32": _COMMON | _DEEPSEEK | _DSA,
     "glm_moe_dsa": _COMMON | _DEEPSEEK | _DSA | {"qk_head_dim", "indexer_rope_interleave", "index_topk_freq",
-                                                 "index_skip_topk_offset"},
+                                                 "index_skip_topk_offset", "indexer_types", "mlp_layer_types"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
     "nemotron-nas": _COMMON | {"block_configs"},
     "gemma4_text": _COMMON | _GEMMA | {"attention_k_eq_v", "enable_moe_block", "global_head_dim",
@@ -1466,6 +1466,30 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
     r.int("index_skip_topk_offset", 0)
     m["dsa_indexer_loss_coeff"] = 0.001
     _glm_router(r, m, shared_times_count=True, aux_coeff=0.0)
+    _glm_layer_lists(r, m)
+
+
+def _glm_layer_lists(r: _Reader, m: dict) -> None:
+    """GLM-5's per-layer lists (huggingface/transformers @ 008e574 :
+    src/transformers/models/glm_moe_dsa/configuration_glm_moe_dsa.py): mlp_layer_types ("dense" / "sparse") must say
+    what first_k_dense_replace says; indexer_types may only be "full" (every layer runs its own indexer), since a
+    "shared" layer reuses the previous full layer's top-k and builds no indexer, which is not modelled."""
+    L = m["num_layers"]
+    first = r.int("first_k_dense_replace", 1)
+    want = ["dense"] * first + ["sparse"] * (L - first)
+    kinds = r.hf.get("mlp_layer_types")
+    if kinds is not None and kinds != want:
+        raise UnsupportedError(f"config.json:mlp_layer_types {show(kinds)} for {r.mt}: only the pattern "
+                               f"first_k_dense_replace gives ({first} dense, then {L - first} sparse) is modelled")
+    kinds = r.hf.get("indexer_types")
+    if kinds is not None:
+        if not isinstance(kinds, list) or len(kinds) != L or any(k not in ("full", "shared") for k in kinds):
+            raise ConfigError(Problem("config.json:indexer_types", show(kinds), f"must list num_hidden_layers ({L}) "
+                                      "entries, each full or shared"))
+        if "shared" in kinds:
+            raise UnsupportedError(f"config.json:indexer_types for {r.mt}: {kinds.count('shared')} shared layers "
+                                   "(reusing another layer's top-k, with no indexer of their own) are not "
+                                   "modelled; only full is")
 
 
 #: model_type -> its own mapping function (the Llama-style and DeepSeek families use _gqa / _moe / _deepseek).

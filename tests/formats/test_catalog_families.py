@@ -280,6 +280,22 @@ def test_a_wrong_layers_block_type_is_refused_naming_the_key(change, key):
     assert key in str(exc.value)
 
 
+def test_glm5_per_layer_lists_that_agree_are_read():
+    """NVIDIA's GLM-5.1 NVFP4 config.json adds transformers' per-layer lists: mlp_layer_types (3 dense, 75 sparse:
+    what first_k_dense_replace 3 says) and indexer_types (78 x full: every layer its own indexer). The model section
+    is zai-org/GLM-5.1's. A shared indexer layer (no indexer of its own) or a list that disagrees is refused."""
+    cfg = hf_catalog.get("nvidia/GLM-5.1-NVFP4").config()
+    assert cfg["mlp_layer_types"] == ["dense"] * 3 + ["sparse"] * 75 and set(cfg["indexer_types"]) == {"full"}
+    assert from_hf_config(cfg) == from_hf_config("zai-org/GLM-5.1")
+    shared = {**cfg, "indexer_types": ["full", "shared"] * 39}
+    with pytest.raises(UnsupportedError, match="indexer_types"):
+        from_hf_config(shared)
+    with pytest.raises(UnsupportedError, match="mlp_layer_types"):
+        from_hf_config({**cfg, "mlp_layer_types": ["dense"] + ["sparse"] * 77})
+    with pytest.raises(ConfigError, match="indexer_types"):
+        from_hf_config({**cfg, "indexer_types": ["full"] * 3})
+
+
 # --- sibling ids ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("asked, found", [
