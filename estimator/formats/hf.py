@@ -139,6 +139,7 @@ _INERT = frozenset({
     "output_attentions", "output_hidden_states", "tie_encoder_decoder", "is_encoder_decoder",
     "id2label", "label2id", "torchscript", "use_bfloat16", "bad_words_ids", "unsloth_fixed",
     "max_length", "num_beams", "chunk_size_feed_forward", "attn_implementation", "_attn_implementation",
+    "_attn_implementation_autoset",
     "routed_scaling_factor",
 })
 #: Hugging Face PretrainedConfig's generation and bookkeeping defaults, which a nested text_config serialises
@@ -180,7 +181,15 @@ _HYBRID = frozenset({"hybrid_override_pattern", "mtp_hybrid_override_pattern", "
                      "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
                      "time_step_min", "time_step_max", "time_step_floor", "time_step_limit", "time_step_rank",
                      "rescale_prenorm_residual", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
-                     "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor"})
+                     "mtp_use_repeated_layer", "keep_mtp_spec_in_bf16", "mtp_loss_scaling_factor",
+                     "layers_block_type", "mtp_layers_block_type"})
+
+#: Nemotron-H's layer list (transformers 5's NemotronHConfig: layers_block_type, mtp_layers_block_type, one name per
+#: layer, num_hidden_layers derived from its length) as the symbols of hybrid_override_pattern. huggingface/
+#: transformers @ 13923c6 : src/transformers/models/nemotron_h/configuration_nemotron_h.py (_list_to_pattern) names
+#: them linear_attention, full_attention, moe, mlp; the checkpoints' config.json files write mamba and attention.
+_BLOCK_SYMBOL = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "moe": "E",
+                 "mlp": "-"}
 
 #: Qwen3.5's text_config (Hugging Face Qwen3_5TextConfig / Qwen3_5MoeTextConfig): Qwen3-Next's hybrid keys, the
 #: attention output gate, the MTP layers and the SSM-state dtype of inference (no weights).
@@ -243,7 +252,7 @@ _KNOWN = {
                                      "hc_sinkhorn_iters", "hc_eps", "num_hash_layers", "mlp_layer_types",
                                      "swiglu_limit", "expert_dtype"},
     "glm_moe_dsa": _COMMON | _DEEPSEEK | _DSA | {"qk_head_dim", "indexer_rope_interleave", "index_topk_freq",
-                                                 "index_skip_topk_offset"},
+                                                 "index_skip_topk_offset", "indexer_types", "mlp_layer_types"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
     "nemotron-nas": _COMMON | {"block_configs"},
     "gemma4_text": _COMMON | _GEMMA | {"attention_k_eq_v", "enable_moe_block", "global_head_dim",
@@ -457,6 +466,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         hf, mt = _text_part(hf, mt, strict)
     elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
         mt, wrapper = mt[:-len("_text")], None
+    if mt == "nemotron_h" and ("layers_block_type" in hf or "mtp_layers_block_type" in hf):
+        hf = _nemotron_block_types(hf)
     if mt == "qwen3_moe":
         for key, means in _QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -930,9 +941,42 @@ def _qwen_vision(vc, m: dict, strict: bool) -> None:
 _RELU2 = {"relu2": ("squared_relu", False)}
 
 
+def _block_pattern(hf: dict, key: str) -> str:
+    names = hf[key]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _BLOCK_SYMBOL for n in names):
+        raise ConfigError(Problem(f"config.json:{key}", show(names), "must be a non-empty list of layer kinds, each "
+                                  f"one of {', '.join(sorted(_BLOCK_SYMBOL))}"))
+    return "".join(_BLOCK_SYMBOL[n] for n in names)
+
+
+def _nemotron_block_types(hf: dict) -> dict:
+    """A copy of a Nemotron-H config.json whose layers_block_type / mtp_layers_block_type (transformers 5's spelling,
+    no num_hidden_layers needed) are stated as hybrid_override_pattern / mtp_hybrid_override_pattern and
+    num_hidden_layers, which :func:`_nemotron_h` reads. A config.json that states both spellings must agree."""
+    out = dict(hf)
+    for names, pattern in (("layers_block_type", "hybrid_override_pattern"),
+                           ("mtp_layers_block_type", "mtp_hybrid_override_pattern")):
+        if names not in hf:
+            continue
+        derived = _block_pattern(hf, names)
+        if pattern in hf and hf[pattern] != derived:
+            raise ConfigError(Problem(f"config.json:{pattern}", show(hf[pattern]), f"must agree with {names} "
+                                      f"({derived}) where a config.json states both"))
+        out[pattern] = derived
+        del out[names]
+    if "layers_block_type" in hf:
+        layers = len(hf["layers_block_type"])
+        if "num_hidden_layers" in hf and hf["num_hidden_layers"] != layers:
+            raise ConfigError(Problem("config.json:num_hidden_layers", show(hf["num_hidden_layers"]), "must equal "
+                                      f"the length of layers_block_type ({layers})"))
+        out["num_hidden_layers"] = layers
+    return out
+
+
 def _nemotron_h(r: _Reader, m: dict) -> None:
     """Nemotron-H / Nemotron 3 (Megatron-Bridge nemotron_h_bridge, HybridModel): hybrid_override_pattern is the
-    layer pattern (M Mamba-2, * attention, - MLP, E MoE); mtp_hybrid_override_pattern repeated
+    layer pattern (M Mamba-2, * attention, - MLP, E MoE; transformers 5's layers_block_type list is read as it, see
+    :func:`_nemotron_block_types`); mtp_hybrid_override_pattern repeated
     num_nextn_predict_layers times its MTP layers. Mamba-2: ssm_state_size, mamba_head_dim, mamba_num_heads (or
     expand x hidden_size / mamba_head_dim), n_groups; Megatron-Core's MambaMixer fixes the convolution width at 4
     with a bias and no projection biases. MLP and experts: squared ReLU (relu2), not gated. MoE: sigmoid router
@@ -1450,6 +1494,30 @@ def _glm_moe_dsa(r: _Reader, m: dict) -> None:
     r.int("index_skip_topk_offset", 0)
     m["dsa_indexer_loss_coeff"] = 0.001
     _glm_router(r, m, shared_times_count=True, aux_coeff=0.0)
+    _glm_layer_lists(r, m)
+
+
+def _glm_layer_lists(r: _Reader, m: dict) -> None:
+    """GLM-5's per-layer lists (huggingface/transformers @ 008e574 :
+    src/transformers/models/glm_moe_dsa/configuration_glm_moe_dsa.py): mlp_layer_types ("dense" / "sparse") must say
+    what first_k_dense_replace says; indexer_types may only be "full" (every layer runs its own indexer), since a
+    "shared" layer reuses the previous full layer's top-k and builds no indexer, which is not modelled."""
+    L = m["num_layers"]
+    first = r.int("first_k_dense_replace", 1)
+    want = ["dense"] * first + ["sparse"] * (L - first)
+    kinds = r.hf.get("mlp_layer_types")
+    if kinds is not None and kinds != want:
+        raise UnsupportedError(f"config.json:mlp_layer_types {show(kinds)} for {r.mt}: only the pattern "
+                               f"first_k_dense_replace gives ({first} dense, then {L - first} sparse) is modelled")
+    kinds = r.hf.get("indexer_types")
+    if kinds is not None:
+        if not isinstance(kinds, list) or len(kinds) != L or any(k not in ("full", "shared") for k in kinds):
+            raise ConfigError(Problem("config.json:indexer_types", show(kinds), f"must list num_hidden_layers ({L}) "
+                                      "entries, each full or shared"))
+        if "shared" in kinds:
+            raise UnsupportedError(f"config.json:indexer_types for {r.mt}: {kinds.count('shared')} shared layers "
+                                   "(reusing another layer's top-k, with no indexer of their own) are not "
+                                   "modelled; only full is")
 
 
 #: DeepSeek-V4's attention kinds by Hugging Face layer type, and their compression ratios (Megatron-Bridge @ 067f987d :

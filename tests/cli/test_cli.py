@@ -160,7 +160,8 @@ def test_from_hf_workflow(capsys, reference):
     assert code == 0 and (d["parallel"]["tp"], d["parallel"]["pp"], d["parallel"]["ep"]) == (2, 4, 8)
     code, out, err = run(capsys, "from-hf", path, "--num-gpus", "8")
     assert code == 0 and "taken from max_position_embeddings" in err
-    code, _, err = run(capsys, "from-hf", "zai-org/GLM-4.7-Flash", "--num-gpus", "8")     # a trimmed config copy
+    trimmed = ROOT / "tests" / "formats" / "data" / "zai-org--GLM-4.7-Flash_config.json"    # a trimmed config copy
+    code, _, err = run(capsys, "from-hf", str(trimmed), "--num-gpus", "8")
     assert code == 2 and "num_nextn_predict_layers" in err and "Traceback" not in err
     code, _, err = run(capsys, "from-hf", "meta-llama/Llama-3-8B", "--num-gpus", "8")
     assert code == 2 and "config.json" in err

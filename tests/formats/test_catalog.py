@@ -105,12 +105,15 @@ NEWLY_SUPPORTED = ("nvidia/Nemotron-H-56B-Base-8K", "nvidia/NVIDIA-Nemotron-3-Na
                    "baidu/ERNIE-4.5-21B-A3B-Thinking", "inclusionAI/Ling-flash-2.0", "XiaomiMiMo/MiMo-7B-Base",
                    "meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
                    "deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5")
-#: Still refused, each with the reason it names: GLM-4.7-Flash's trimmed config copy. (Issue 27 mapped Kimi-K2.5,
-#: Magistral, OLMo 2, MiniMax-M2.x and GLM-4.7-Flash: tests/formats/test_catalog_families.py; the sparse-attention
-#: indexers of DeepSeek-V3.2 and GLM-5: tests/model/layers/test_dsa.py; Gemma 4 and the heterogeneous Llama-Nemotron:
-#: tests/formats/test_gemma4.py, tests/formats/test_nemotron_nas.py; Qwen3.5 with its vision tower:
-#: tests/formats/test_qwen35.py.)
-STILL_REFUSED = ("zai-org/GLM-4.7-Flash",)
+#: Still refused: none. (Issue 27 mapped Kimi-K2.5, Magistral, OLMo 2, MiniMax-M2.x and GLM-4.7-Flash:
+#: tests/formats/test_catalog_families.py; the sparse-attention indexers of DeepSeek-V3.2 and GLM-5:
+#: tests/model/layers/test_dsa.py; Gemma 4 and the heterogeneous Llama-Nemotron: tests/formats/test_gemma4.py,
+#: tests/formats/test_nemotron_nas.py; Qwen3.5 with its vision tower: tests/formats/test_qwen35.py. It took out
+#: aiconfigurator's trimmed GLM-4.7-Flash copy, which the import refuses for its missing num_nextn_predict_layers:
+#: only complete config.json files are catalogued.)
+STILL_REFUSED = ()
+#: A trimmed config.json (architecture keys only), kept as a test input: the import refuses it naming the key.
+TRIMMED = ROOT / "tests" / "formats" / "data" / "zai-org--GLM-4.7-Flash_config.json"
 
 
 def test_most_models_estimate_and_the_refusals_are_the_architectures_not_yet_modelled():
@@ -119,6 +122,14 @@ def test_most_models_estimate_and_the_refusals_are_the_architectures_not_yet_mod
     assert len(supported) >= 55
     assert set(NEWLY_SUPPORTED) <= supported
     assert not set(STILL_REFUSED) & supported
+
+
+def test_every_catalog_model_is_supported():
+    """Issue 27, item 3: the catalog holds complete, published config.json files the estimator counts, of at least
+    30 families; none is listed as not supported."""
+    rows = catalog.listing()
+    assert [r["hf_id"] for r in rows if not r["supported"]] == []
+    assert len({r["family"] for r in rows}) >= 30
 
 
 @pytest.mark.parametrize("hf_id", WITH_PUBLISHED)
@@ -258,7 +269,7 @@ def test_cli_unknown_id_and_refused_model_exit_2_without_traceback():
     p = cli("from-hf", "meta-llama/Llama-3-70B", "--num-gpus", "8")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "closest: " in p.stderr and "meta-llama/Meta-Llama-3-70B" in p.stderr
-    p = cli("estimate", "--hf", "zai-org/GLM-4.7-Flash", "--num-gpus", "8")      # a trimmed copy, refused
+    p = cli("estimate", "--hf", str(TRIMMED), "--num-gpus", "8")      # a trimmed copy, refused
     assert p.returncode == 2 and "Traceback" not in p.stderr and "num_nextn_predict_layers" in p.stderr
 
 
@@ -270,7 +281,8 @@ def test_cli_catalog_lists_every_model(capsys):
     out = capsys.readouterr().out
     assert "openai/gpt-oss-20b" in out and "20,914,757,184" in out and "Qwen/Qwen3-8B" not in out
     assert main(["catalog", "--family", "GLM"]) == 0
-    assert "not supported yet" in capsys.readouterr().out       # GLM-4.7-Flash's trimmed copy
+    out = capsys.readouterr().out
+    assert "zai-org/GLM-4.5-Air" in out and "not supported yet" not in out      # every catalog model is counted
 
 
 def test_web_lists_the_catalog_and_imports_by_id():

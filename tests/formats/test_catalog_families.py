@@ -9,6 +9,8 @@ are the catalog's (each with its source in the data file).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from estimator import ConfigError, UnsupportedError, count_parameters_of, from_hf_config, load_config
@@ -16,7 +18,17 @@ from estimator.formats import catalog, hf_catalog
 from estimator.memory.activations import layer_activations
 from estimator.model.layers import LayerKind
 from estimator.model.resolve import resolve
-from tests.conftest import make_config
+from tests.conftest import ROOT, make_config
+
+#: ai-dynamo/aiconfigurator @ 19d098add98ab8ba2366c94795e9e886cdcc915c :
+#: src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json, byte for byte: a trimmed copy (architecture
+#: keys only), kept as a test input since issue 27 left it out of the catalog.
+TRIMMED_GLM_4_7_FLASH = ROOT / "tests" / "formats" / "data" / "zai-org--GLM-4.7-Flash_config.json"
+
+
+def _trimmed_glm_4_7_flash() -> dict:
+    return json.loads(TRIMMED_GLM_4_7_FLASH.read_text(encoding="utf-8"))
+
 
 BASE = dict(num_layers=2, hidden_size=64, num_attention_heads=4, kv_channels=16, ffn_hidden_size=128, vocab_size=256)
 
@@ -163,7 +175,7 @@ def test_glm_4_7_flash_by_hand():
     assert attn == 21_761_280
     moe = 65 * 3 * 2048 * 1536 + 64 * 2048 + 64 + 2048
     total = 47 * attn + 3 * 2048 * 10240 + 2048 + 46 * moe + 2 * 154_880 * 2048 + 2048
-    cfg = {**hf_catalog.get("zai-org/GLM-4.7-Flash").config(), "num_nextn_predict_layers": 0}
+    cfg = {**_trimmed_glm_4_7_flash(), "num_nextn_predict_layers": 0}
     c = count_parameters_of(catalog.default_layout(from_hf_config(cfg), gpus=1))
     assert c.total - c.vocab_padding == total
     # One MTP layer (Megatron-Bridge's GLM-4.7-Flash test config states num_nextn_predict_layers 1) adds
@@ -195,12 +207,93 @@ def test_glm_4_5_air_by_hand():
 
 
 def test_a_trimmed_glm_copy_is_refused_naming_the_key():
-    """The catalog's GLM-4.7-Flash copy (aiconfigurator's, architecture keys only) has no num_nextn_predict_layers;
-    Hugging Face's default (no MTP layer) would count the checkpoint short, so the import names the key."""
-    row = catalog.describe("zai-org/GLM-4.7-Flash")
-    assert not row["supported"] and "num_nextn_predict_layers is missing" in row["reason"]
-    with pytest.raises(UnsupportedError, match="num_nextn_predict_layers"):
-        from_hf_config("zai-org/GLM-4.7-Flash")
+    """aiconfigurator's GLM-4.7-Flash copy (architecture keys only; TRIMMED_GLM_4_7_FLASH) has no
+    num_nextn_predict_layers; Hugging Face's default (no MTP layer) would count the checkpoint short, so the import
+    names the key. Issue 27 took that copy out of the catalog: only complete config.json files are catalogued."""
+    with pytest.raises(UnsupportedError, match="num_nextn_predict_layers is missing"):
+        from_hf_config(_trimmed_glm_4_7_flash())
+    assert "zai-org/GLM-4.7-Flash" not in hf_catalog.ids()
+
+
+# --- the catalog's added dense families (issue 27, item 3) ----------------------------------------------------
+
+def test_smollm_mistral_nemo_and_yi_by_hand():
+    """Llama-style layers: q h x (a dh), k and v h x (g dh) each, o (a dh) x h, SwiGLU 3 h f, two RMSNorms; then the
+    embedding (and an untied head) and the final norm.
+    SmolLM-135M-Instruct: h 576, 30 layers, 9 heads and 3 KV heads of 64, f 1536, 49,152 tokens tied:
+    2 x 576^2 + 2 x 576 x 192 + 3 x 576 x 1536 + 1152 = 3,540,096 per layer; 30 x that + 49,152 x 576 + 576.
+    Mistral-Nemo-Instruct-2407: h 5120, 40 layers, 32 heads and 8 KV heads of 128 (head_dim 128, so q is 4096
+    wide), f 14336, 131,072 tokens untied: 2 x 5120 x 4096 + 2 x 5120 x 1024 + 3 x 5120 x 14336 + 10,240 =
+    272,640,000 per layer; 40 x that + 2 x 131,072 x 5120 + 5120.
+    Yi-34B: h 7168, 60 layers, 56 heads and 8 KV heads of 128, f 20480, 64,000 tokens untied: 2 x 7168^2 +
+    2 x 7168 x 1024 + 3 x 7168 x 20480 + 14,336 = 557,856,768 per layer; 60 x that + 2 x 64,000 x 7168 + 7168 =
+    34,388,917,248, which is also the Hub's safetensors total of dphn/dolphin-2.9.1-yi-1.5-34b (Yi-1.5-34B's
+    shapes; catalog source)."""
+    smol = 2 * 576 ** 2 + 2 * 576 * 192 + 3 * 576 * 1536 + 1152
+    nemo = 2 * 5120 * 4096 + 2 * 5120 * 1024 + 3 * 5120 * 14336 + 10_240
+    yi = 2 * 7168 ** 2 + 2 * 7168 * 1024 + 3 * 7168 * 20480 + 14_336
+    assert (smol, nemo, yi) == (3_540_096, 272_640_000, 557_856_768)
+    total = lambda hf_id: catalog.describe(hf_id)["parameters"]["total"]
+    assert total("HuggingFaceTB/SmolLM-135M-Instruct") == 30 * smol + 49_152 * 576 + 576 == 134_515_008
+    assert total("mistralai/Mistral-Nemo-Instruct-2407") == 40 * nemo + 2 * 131_072 * 5120 + 5120 == 12_247_782_400
+    assert total("01-ai/Yi-34B") == 60 * yi + 2 * 64_000 * 7168 + 7168 == 34_388_917_248
+    assert total("dphn/dolphin-2.9.1-yi-1.5-34b") == 34_388_917_248 == \
+        catalog.describe("dphn/dolphin-2.9.1-yi-1.5-34b")["published"]["compared"]
+
+
+def test_transformers_bookkeeping_keys_change_nothing():
+    """Red Hat's FP8 Llama-4-Scout config.json carries _attn_implementation_autoset (transformers records that it
+    picked the attention kernel; no tensor) and a quantization_config: the model section is Meta's own."""
+    assert "_attn_implementation_autoset" in hf_catalog.get("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic") \
+        .config()["text_config"]
+    assert from_hf_config("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic") == \
+        from_hf_config("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+
+
+def test_nemotron_layers_block_type_is_the_hybrid_pattern():
+    """transformers 5's NemotronHConfig states the layers as layers_block_type (mamba M, attention *, moe E, mlp -;
+    num_hidden_layers is its length) and the MTP block as mtp_layers_block_type. Nemotron 3.5 Lightning's
+    config.json writes them so; its 52 layers are Nemotron 3 Nano's pattern, so the model without its MTP block
+    (attention + MoE, counted as Megatron-Core builds it) counts exactly Nano's 31,577,940,288
+    (test_catalog.py::test_hybrid_nemotron_counts_by_hand)."""
+    light = hf_catalog.get("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4").config()
+    nano = hf_catalog.get("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").config()
+    m = from_hf_config(light)
+    assert m["hybrid_layer_pattern"] == nano["hybrid_override_pattern"] + "/*E" and m["num_layers"] == 52
+    row = catalog.describe("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")["parameters"]
+    assert row["total"] - row["mtp"] == 31_577_940_288
+    ultra = from_hf_config("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+    assert ultra["num_layers"] == len(hf_catalog.get("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+                                      .config()["layers_block_type"])
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"layers_block_type": ["mamba", "conv"]}, "config.json:layers_block_type"),
+    ({"layers_block_type": "MEME"}, "config.json:layers_block_type"),
+    ({"num_hidden_layers": 51}, "config.json:num_hidden_layers"),
+    ({"hybrid_override_pattern": "ME"}, "config.json:hybrid_override_pattern"),
+])
+def test_a_wrong_layers_block_type_is_refused_naming_the_key(change, key):
+    cfg = {**hf_catalog.get("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4").config(), **change}
+    with pytest.raises(ConfigError) as exc:
+        from_hf_config(cfg)
+    assert key in str(exc.value)
+
+
+def test_glm5_per_layer_lists_that_agree_are_read():
+    """NVIDIA's GLM-5.1 NVFP4 config.json adds transformers' per-layer lists: mlp_layer_types (3 dense, 75 sparse:
+    what first_k_dense_replace 3 says) and indexer_types (78 x full: every layer its own indexer). The model section
+    is zai-org/GLM-5.1's. A shared indexer layer (no indexer of its own) or a list that disagrees is refused."""
+    cfg = hf_catalog.get("nvidia/GLM-5.1-NVFP4").config()
+    assert cfg["mlp_layer_types"] == ["dense"] * 3 + ["sparse"] * 75 and set(cfg["indexer_types"]) == {"full"}
+    assert from_hf_config(cfg) == from_hf_config("zai-org/GLM-5.1")
+    shared = {**cfg, "indexer_types": ["full", "shared"] * 39}
+    with pytest.raises(UnsupportedError, match="indexer_types"):
+        from_hf_config(shared)
+    with pytest.raises(UnsupportedError, match="mlp_layer_types"):
+        from_hf_config({**cfg, "mlp_layer_types": ["dense"] + ["sparse"] * 77})
+    with pytest.raises(ConfigError, match="indexer_types"):
+        from_hf_config({**cfg, "indexer_types": ["full"] * 3})
 
 
 # --- sibling ids ----------------------------------------------------------------------------------------------

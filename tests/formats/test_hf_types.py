@@ -14,10 +14,10 @@ from estimator.config.errors import EstimatorError
 from estimator.formats.hf import SUPPORTED, from_hf_config
 from estimator.formats.hf_catalog import entries, get
 
-#: Supported families whose catalog copy is not complete yet (issue 27), with why: GLM-4.7-Flash's keys are mapped
-#: (Megatron-Bridge's glm47_flash_bridge), but the catalog's only copy is aiconfigurator's trimmed one, which the
-#: import refuses naming the missing key.
-AWAITING_CONFIG = {"glm4_moe_lite": "the GLM-4.7-Flash copy is trimmed (no num_nextn_predict_layers)",
+#: Supported families without a complete config.json in the catalog (issue 27), with why: GLM-4.7-Flash's keys are
+#: mapped (Megatron-Bridge's glm47_flash_bridge), but the only public copy found is aiconfigurator's trimmed one,
+#: which the import refuses naming the missing key (tests/formats/data/, test_catalog_families.py).
+AWAITING_CONFIG = {"glm4_moe_lite": "no complete GLM-4.7-Flash config.json (the trimmed copy has no num_nextn_predict_layers)",
                    "gemma4_text": "no text-only Gemma 4 copy; its keys are the gemma4 entry's text_config (below)",
                    # the catalog's Qwen3.5 ids are the vision-language wrappers; the language model alone is tested
                    # from their text_config (tests/formats/test_qwen35.py)
