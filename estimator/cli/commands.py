@@ -447,14 +447,15 @@ def _verdicts(ns, est):
 
 
 def _suggestions(ns, cfg, verdicts):
-    """``--suggest``: the cheapest changes that make every stage fit (estimator.plan.suggest), or None."""
+    """``--suggest``: the cheapest changes that make every stage fit and why each lever the verdict can name was not
+    proposed (estimator.plan.suggest), or None."""
     if not ns.suggest:
         return None
     if verdicts is None:
         raise CLIError("--suggest needs --gpu NAME or --gpu-memory GIB")
-    from ..plan.suggest import suggest
-    return suggest(cfg.to_dict(), verdicts[0].capacity_bytes, keep_free=ns.keep_free / 100.0,
-                   num_microbatches=ns.num_microbatches)
+    from ..plan.suggest import suggest_with_reasons
+    return suggest_with_reasons(cfg.to_dict(), verdicts[0].capacity_bytes, keep_free=ns.keep_free / 100.0,
+                                num_microbatches=ns.num_microbatches)
 
 
 def _overload(ns, cfg, est, verdicts):
@@ -498,7 +499,8 @@ def cmd_estimate(ns) -> int:
             from ..memory.breakdown import breakdown
             d["breakdown"] = breakdown(est)
         if fixes is not None:
-            d["suggestions"] = [s.to_dict() for s in fixes]
+            d["suggestions"] = [s.to_dict() for s in fixes[0]]
+            d["not_proposed"] = fixes[1]
         print(json.dumps(d, indent=2))
     else:
         print(render_table(est, label, verdicts, gpu_label))
@@ -511,7 +513,8 @@ def cmd_estimate(ns) -> int:
             print("\n" + format_breakdown(est))
         if fixes is not None:
             from ..plan.suggest import render
-            print("\n" + (render(fixes, gpu_label, verdicts[0].capacity_bytes, cfg.to_dict(), ns.keep_free / 100.0)
+            print("\n" + (render(fixes[0], gpu_label, verdicts[0].capacity_bytes, cfg.to_dict(), ns.keep_free / 100.0,
+                                 not_proposed=fixes[1])
                           if not all(v.fits for v in verdicts)
                           else "Make it fit: every stage fits already, nothing to change."))
         if ns.assumptions:

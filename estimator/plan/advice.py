@@ -464,9 +464,15 @@ def steps(cfg: dict) -> dict:
     try:
         base = config_from_dict(cfg)
     except (ConfigError, ValueError, TypeError):
-        # Refused: the GPU steppers still lead to the nearest GPU counts on which it is valid.
-        sides = _world_sides(cfg)
-        return {WORLD: list(sides)} if any(x is not None for x in sides) else {}
+        # Refused: each stepper still leads to the nearest value of its field on which the configuration is valid
+        # (GPUs 1000 -> 512 or 1024; global batch 130 -> 128 or 132), or is disabled where none is.
+        out = {WORLD: list(_world_sides(cfg))}
+        g, sq = _gbs_step(cfg), _seq_step(cfg)
+        if g and get_field(cfg, GBS) is not None:
+            out[GBS] = list(_sides(cfg, GBS, g))
+        if sq and get_field(cfg, SEQ) is not None:
+            out[SEQ] = list(_sides(cfg, SEQ, sq, get_field(cfg, "model.max_position_embeddings")))
+        return out
     out = {}
     w = _world_step(cfg)
     if w:
@@ -505,7 +511,17 @@ def _target(problem: Problem, changed: str | None) -> str:
         return changed
     if problem.field == GBS and changed == WORLD and "data-parallel size" in problem.message:
         return WORLD                # the GPU count just typed made the data-parallel size: the fix is there
+    if problem.field == SP and changed in (TP, EP):
+        return changed              # the size just chosen asks for sequence parallelism: the fix is offered there
     return problem.field
+
+
+def _companion_label(change: dict) -> str:
+    """A companion change in words: "sequence parallelism on", "ETP 1", "ETP 1 and sequence parallelism on"."""
+    words = [f"ETP {change[ETP]}"] if ETP in change else []
+    if SP in change:
+        words.append("sequence parallelism " + ("on" if change[SP] else "off"))
+    return " and ".join(words)
 
 
 def _fix_values(cfg: dict, path: str, problems: list[Problem]) -> tuple[list, str | None]:
@@ -523,7 +539,11 @@ def _fix_values(cfg: dict, path: str, problems: list[Problem]) -> tuple[list, st
         step = _seq_step(cfg)
         if step:
             limit = get_field(cfg, "model.max_position_embeddings")
-            return [{"label": f"{n:,}", "set": {SEQ: n}} for n in _nearest(cfg, SEQ, step, limit)], None
+            found = _nearest(cfg, SEQ, step, limit)
+            if not found and isinstance(limit, int) and isinstance(now, int) and now > limit >= step:
+                top = limit // step * step          # past the position embeddings: the longest that is allowed
+                found = [top] if _valid(with_changes(cfg, {SEQ: top})) else []
+            return [{"label": f"{n:,}", "set": {SEQ: n}} for n in found], None
         return [], None
     if path == SP:
         want = any("requires sequence_parallel" in p.message for p in problems)
@@ -539,7 +559,14 @@ def _fix_values(cfg: dict, path: str, problems: list[Problem]) -> tuple[list, st
     pick = (good or [o for o in opts if o["value"] != now])[:3]
     if len(values) <= 1:
         hint = None
-    return [{"label": o["label"], "set": {path: o["value"], **o.get("set", {})}} for o in pick], hint
+    out = [{"label": o["label"], "set": {path: o["value"], **o.get("set", {})}} for o in pick]
+    if path in (TP, EP, CP, ETP) and now in values:
+        # The value the user chose is allowed with the change Megatron-Core asks for beside it (TP 2 on an MoE model
+        # with sequence parallelism): that first, so that the offered fix keeps the intent.
+        keep = next((c for c in _COMPANIONS if path not in c and _valid(with_changes(cfg, c))), None)
+        if keep is not None:
+            out.insert(0, {"label": f"keep {now}: {_companion_label(keep)}", "set": dict(keep)})
+    return out[:3], hint
 
 
 def fixes(cfg: dict, problems: list[Problem], changed: str | None = None) -> list[dict]:

@@ -603,19 +603,21 @@ def target_text(config: dict, capacity: int, keep_free: float = KEEP_FREE) -> st
 
 
 def render(suggestions: list, gpu_label: str, capacity: int, config: dict | None = None,
-           keep_free: float = KEEP_FREE) -> str:
-    """The suggestions as text for the CLI (``estimate ... --suggest``), GiB = 2^30 bytes."""
+           keep_free: float = KEEP_FREE, not_proposed: list[str] | None = None) -> str:
+    """The suggestions as text for the CLI (``estimate ... --suggest``), GiB = 2^30 bytes; ``not_proposed`` (the
+    reasons of :func:`suggest_with_reasons`) listed under them, as the calculator lists them."""
     import shlex
     head = (f"Make it fit on {gpu_label} ({capacity / GIB:.2f} GiB; {target_text(config or {}, capacity, keep_free)}): "
             "the cheapest changes first, each re-estimated; step time per token from the layout search's cost model, "
             "x1.000 = as it is")
+    why = ["Not proposed:", *(f"  - {w}" for w in not_proposed)] if not_proposed else []
     if not suggestions:
-        return (head + "\n  no single change, nor two together, makes every stage fit; `python -m estimator search "
-                "... --min-gpus` finds the fewest GPUs on which some layout fits")
+        return "\n".join([head + "\n  no single change, nor two together, makes every stage fit; `python -m estimator "
+                          "search ... --min-gpus` finds the fewest GPUs on which some layout fits", *why])
     lines = [head, "  " + " ".join(notes())]
     for i, s in enumerate(suggestions, 1):
         lines.append(f"  {i}. {s.label}")
         lines.append(f"     peak {s.peak_bytes / GIB:.2f} GiB on stage {s.peak_stage} (saves "
                      f"{s.saved_bytes / GIB:.2f} GiB), {s.cost_text()}, {n_gpus(s.num_gpus)}")
         lines.append(f"     {shlex.join(s.cli_flags)}")
-    return "\n".join(lines)
+    return "\n".join(lines + why)

@@ -419,6 +419,40 @@ def test_file_bundle_computes_without_a_server(browser, offline_dir):
     assert [u for u in requests if urlparse(u).scheme in ("http", "https")] == []
 
 
+def test_file_bundle_restores_the_calculator_after_another_page(browser, offline_dir):
+    """Opened from disk every link is a full page load (Material has no instant navigation on file://), so Python
+    starts again. Issue 29: the calculator reached again through its navigation link (no query string) shows, before
+    Python has answered, the state and numbers this tab last had (Qwen3 8B at PP 2: two stages), then Python's own.
+    Before: it opened at the default preset (one stage), the change lost."""
+    context = browser.new_context()
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        assert _open(page, (offline_dir / "calculator.html").as_uri()) == "done"
+        n = _events(page)
+        page.select_option("#mme-q-parallelism\\.pipeline_model_parallel_size", label="2")
+        assert _settle(page, n) == "done"
+        two = _shown(page)
+        assert len(two["stages"]) == 2
+        with page.expect_navigation():
+            page.click("a.md-nav__link[href='methodology.html']")
+        with page.expect_navigation():
+            page.click("a.md-nav__link[href='calculator.html']")
+        page.wait_for_selector(f"{RESULTS}[data-source]", state="attached")
+        # at once, before Python's first answer: this tab's last numbers, said to be restored
+        assert page.evaluate("window.__mme.events.length") == 0
+        assert page.get_attribute(RESULTS, "data-source") == "restored"
+        assert page.locator(f"{RESULTS} .mme-table tbody tr").count() == 2
+        assert "Restored from your last visit" in page.inner_text(f"{RESULTS} .mme-badge")
+        assert "pipeline_model_parallel_size=2" in page.url
+        assert _wait(page) == "done"
+        assert numbers(_shown(page)) == numbers(two)
+    finally:
+        context.close()
+    assert not errors
+
+
 def test_file_bundle_without_workers_runs_on_the_page(browser, offline_dir):
     """Where no worker can be made, Python runs on the page's own thread: slower to type in, same numbers."""
     context = browser.new_context()

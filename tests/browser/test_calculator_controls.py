@@ -12,17 +12,23 @@ The cases of the issue, each with what Megatron-Core's rules (as the estimator a
   was refused. Before: the note was on Global batch and the stepper did nothing.
 - At Llama 3 8B's 8192-token context (max_position_embeddings 8192) the sequence "+" is disabled.
 - Quick toggles for sequence parallelism and PEFT: the LoRA preset shows LoRA at rank 16.
+- Beyond the GPU count (test_errors_on_the_field_changed_and_steppers_of_a_refused_form): global batch 130 on
+  Llama 3 8B (micro-batch 1 x DP 4) is noted on Global batch with 128 or 132, and its "+" goes to 132 though the form
+  is refused (before: inert); a sequence of 1,000,000 (past max_position_embeddings 8192) offers 8,192 (before:
+  nothing); TP 2 typed in the full form on Mixtral is noted on TP with "keep 2: sequence parallelism on", which keeps
+  TP 2 (before: the note sat on the sequence-parallelism switch).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from _calc import RESULTS, events, open_page, quick, settle, shown, viewport_page
+from _calc import RESULTS, events, field, fill, open_page, quick, settle, shown, viewport_page
 
 VIEWPORTS = [{"width": 1280, "height": 900}, {"width": 390, "height": 844}]
 TP, EP, WORLD, SEQ = ("parallelism.tensor_model_parallel_size", "parallelism.expert_model_parallel_size",
                       "training.world_size", "training.seq_length")
+GBS = "training.global_batch_size"
 
 
 def _options(page, path):
@@ -31,6 +37,11 @@ def _options(page, path):
 
 def _selected(page, path):
     return page.eval_on_selector(quick(path), "s => s.options[s.selectedIndex] && s.options[s.selectedIndex].textContent")
+
+
+def _fixes(page, box: str) -> list[str]:
+    """The labels of the "Try" buttons in an error box."""
+    return page.eval_on_selector_all(f"{box} button.mme-fix", "bs => bs.map((b) => b.textContent)")
 
 
 def _advised(page):
@@ -97,3 +108,37 @@ def test_quick_controls_stay_valid(browser, site_url, viewport):
         page.select_option(quick("training.sequence_parallel"), label="on")
         assert settle(page, n) == "done"
         assert shown(page)["config"]["training"]["sequence_parallel"] is True
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=["desktop", "phone"])
+def test_errors_on_the_field_changed_and_steppers_of_a_refused_form(browser, site_url, viewport):
+    with viewport_page(browser, viewport) as page:
+        assert open_page(page, f"{site_url}calculator/?preset=llama-3-8b") == "done"
+        _advised(page)
+        n = events(page)
+        page.fill(quick(GBS), "130")
+        assert settle(page, n) == "error"
+        assert _fixes(page, f"{quick(GBS)}-err") == ["128", "132"]
+        _advised(page)
+        n = events(page)
+        page.click(f".mme-q[data-path='{GBS}'] .mme-step[data-dir='up']")
+        assert settle(page, n) == "done"
+        assert shown(page)["config"]["training"]["global_batch_size"] == 132
+        n = events(page)
+        page.fill(quick(SEQ), "1000000")
+        assert settle(page, n) == "error"
+        assert _fixes(page, f"{quick(SEQ)}-err") == ["8,192"]
+
+        assert open_page(page, f"{site_url}calculator/?preset=mixtral-8x7b") == "done"
+        n = events(page)
+        fill(page, TP, "2")
+        assert settle(page, n) == "error"
+        err = page.inner_text(f"{field(TP)}-err")
+        assert "requires sequence_parallel" in err, err
+        assert _fixes(page, f"{field(TP)}-err")[0] == "keep 2: sequence parallelism on"
+        assert not page.is_visible(f"{field('training.sequence_parallel')}-err")
+        n = events(page)
+        page.click(f"{field(TP)}-err button.mme-fix >> nth=0")
+        assert settle(page, n) == "done", page.inner_text(RESULTS)[:300]
+        cfg = shown(page)["config"]
+        assert cfg["parallelism"]["tensor_model_parallel_size"] == 2 and cfg["training"]["sequence_parallel"] is True

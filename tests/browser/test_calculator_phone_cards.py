@@ -1,13 +1,14 @@
 """Issue 29, item 1: on a 390 px phone the layout list of "Find layouts that fit" and the compare table of
 "Pin to compare" are cards: Peak, Headroom and "Use this layout" (or a pin's verdict, peak and headroom) sit
 inside the screen, with no sideways scrolling, and ten layouts no longer take ~7,000 px. At 1280 px both stay
-tables. Both colour schemes."""
+tables. Both colour schemes, with the cards' text >= 4.5:1 against its background (WCAG AA)."""
 
 from __future__ import annotations
 
 import pytest
 
 from _calc import events, open_page, settle, viewport_page
+from test_contrast import CARDS, low_contrast
 
 PHONE, DESKTOP = {"width": 390, "height": 844}, {"width": 1280, "height": 900}
 
@@ -50,10 +51,9 @@ def test_phone_layout_list_is_cards_with_peak_headroom_and_use_in_view(browser, 
         assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth + 1")
         height = page.locator(".mme-layout-table").bounding_box()["height"]
         assert height < 3500, height              # 10 rows took ~7,000 px as a squeezed table
-        # readable: the card's label is not the background colour
-        fg = page.evaluate("getComputedStyle(document.querySelector('.mme-layout-table .mme-l-peak')).color")
-        bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
-        assert fg != bg
+        # readable: the card's figures, labels and button >= 4.5:1 (WCAG AA; test_contrast.py)
+        failures, seen = low_contrast(page, CARDS, f"{scheme} layouts")
+        assert {".mme-layout-table td", ".mme-layout-table button.mme-use"} <= seen and not failures, failures
         # and the button still works from the card
         n = events(page)
         page.locator(".mme-layout-table button.mme-use").first.click()
@@ -97,6 +97,8 @@ def test_phone_compare_is_one_card_per_pin(browser, site_url, scheme):
                 assert word in text, (i, word, text)
         assert "fits" in cards.nth(0).inner_text() and "does not fit" in cards.nth(1).inner_text()
         assert _inside(page, ".mme-compare-card, .mme-compare-card dd, .mme-compare-card button") == []
+        failures, seen = low_contrast(page, CARDS, f"{scheme} compare")
+        assert {".mme-compare-card dt", ".mme-compare-card dd"} <= seen and not failures, failures
         # the card's Unpin works
         page.locator(".mme-compare-card[data-pin='0'] button.mme-unpin").click()
         page.wait_for_function("() => document.querySelectorAll('.mme-compare-card').length === 1")

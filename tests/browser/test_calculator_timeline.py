@@ -33,6 +33,13 @@ def _colours(page, scheme: str) -> dict:
                          scheme)
 
 
+# Every text of the chart the peak's label crosses, and whether it leaves the chart (issue 29: it must do neither).
+CROSSED = """() => { const svg = document.querySelector('svg.mme-timeline'), s = svg.getBoundingClientRect(),
+    p = svg.querySelector('.mme-tl-peak-label').getBoundingClientRect();
+  const hit = [...svg.querySelectorAll('text:not(.mme-tl-peak-label)')].filter((t) => { const q = t.getBoundingClientRect();
+    return p.left < q.right && p.right > q.left && p.top < q.bottom && p.bottom > q.top; }).map((t) => t.textContent);
+  if (p.left < s.left || p.right > s.right || p.top < s.top || p.bottom > s.bottom) hit.push('outside the chart');
+  return hit; }"""
 CROSS = """([a, b]) => { const r = document.querySelector(a).getBoundingClientRect(),
     q = document.querySelector(b).getBoundingClientRect();
   return r.left < q.right && r.right > q.left && r.top < q.bottom && r.bottom > q.top; }"""
@@ -41,7 +48,8 @@ CROSS = """([a, b]) => { const r = document.querySelector(a).getBoundingClientRe
 @pytest.mark.parametrize("width,scheme,preset", [(1280, "light", "deepseek-v3"), (390, "dark", "deepseek-v3"),
                                                 (390, "light", "llama-3-70b"), (1280, "dark", "llama-3-70b")])
 def test_calculator_draws_the_timeline_and_the_breakdown(browser, site_url, width, scheme, preset):
-    """Llama-3-70B's peak (75.49 GiB) sits just under the H100's capacity line: the two labels must not cross."""
+    """Llama-3-70B's peak (75.49 GiB) sits just under the H100's capacity line: the two labels must not cross; the
+    peak's label crosses no other label (ticks, axis words) and stays inside the chart, at 1280 and 390 px."""
     context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
     try:
         page = context.new_page()
@@ -61,6 +69,7 @@ def test_calculator_draws_the_timeline_and_the_breakdown(browser, site_url, widt
         assert _peak_label(est).split()[0] + " GiB allocated" in page.text_content(".mme-summary")
         assert "H100-80GB 79.65 GiB" in page.text_content("svg.mme-timeline")          # the capacity line
         assert not page.evaluate(CROSS, ["svg.mme-timeline .mme-tl-peak-label", "svg.mme-timeline .mme-capacity-label"])
+        assert page.evaluate(CROSSED) == []
         # the breakdown of the peak stage adds up to its peak
         rows = page.eval_on_selector_all(".mme-bd-table tbody tr", "trs => trs.map((t) => Number(t.dataset.bytes))")
         assert sum(rows) == est["stages"][stage]["allocated_bytes"]

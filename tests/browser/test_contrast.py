@@ -34,7 +34,8 @@ PROBE = """(selector) => {
     for (const e of chain) { const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] > 0) bg = over(c, bg); }
     return bg; };
   return [...document.querySelectorAll(selector)]
-    .filter((e) => e.offsetParent !== null && !e.disabled && e.textContent.trim())
+    .filter((e) => e.getClientRects().length && getComputedStyle(e).visibility !== 'hidden' && !e.disabled
+                   && e.textContent.trim())       // rendered (a fixed element, the focused skip link, too)
     .map((e) => { const s = getComputedStyle(e); const bg = background(e);
       return { text: e.textContent.trim().slice(0, 40), fg: over(rgba(s.color), bg), bg,
                outer: background(e.parentElement), border: s.borderTopStyle !== 'none' && parseFloat(s.borderTopWidth) > 0
@@ -42,9 +43,17 @@ PROBE = """(selector) => {
 }"""
 
 #: What must be readable: the calculator's buttons (Copy link, Pin to compare, Find layouts, ...), the stage
-#: table's "peak" tag and verdict cells, the verdict line and the "Try" buttons of its fixes.
+#: table's "peak" tag and verdict cells, the verdict line and the "Try" buttons of its fixes; "About this preset" and
+#: the published recipe's note, the timeline's lead and legend, and the skip link (shown when focused).
 TEXT = (".mme-calc .md-button", ".mme-peak-tag", ".mme-table td[data-fits]", ".mme-verdict", ".mme-fix",
-        ".mme-status")
+        ".mme-status", ".mme-recipe-note", ".mme-about-link", ".mme-about-link a", ".mme-tl-lead",
+        ".mme-tl-legend li", "a.mme-skip")
+#: Of those, the ones a test must have found on the calculator (Qwen2.5-72B's recipe does not fit: its note shows).
+MUST = {".mme-calc .md-button", ".mme-peak-tag", ".mme-table td[data-fits]", ".mme-recipe-note", ".mme-about-link a",
+        ".mme-tl-legend li", "a.mme-skip"}
+#: The phone cards of the layout list and the compare table (tests/browser/test_calculator_phone_cards.py).
+CARDS = (".mme-layout-table td", ".mme-layout-table button.mme-use", ".mme-compare-card dt", ".mme-compare-card dd",
+         ".mme-compare-card button")
 #: No colour transition in flight: Material animates a button's colours (125 ms) when the scheme is applied, which
 #: happens late on the calculator page (its script starts after Python's first answer).
 SETTLED = "() => document.getAnimations().filter((a) => a instanceof CSSTransition).length === 0"
@@ -54,6 +63,26 @@ FINISHED = "() => document.getAnimations().filter((a) => a instanceof CSSTransit
 
 #: Controls whose outline must stand out from the page (3:1).
 COMPONENTS = (".mme-calc .md-button", ".mme-fix")
+
+
+def low_contrast(page, selectors, label: str = "") -> tuple[list[str], set]:
+    """(failures, selectors found) of the visible elements of ``selectors`` on ``page`` as it is painted now: text
+    under 4.5:1 against its background, and for :data:`COMPONENTS` a border under 3:1 against what is around it."""
+    page.evaluate(FINISHED)
+    page.wait_for_function(SETTLED, timeout=10_000)
+    failures, seen = [], set()
+    for selector in selectors:
+        for item in page.evaluate(PROBE, selector):
+            seen.add(selector)
+            r = ratio(item["fg"], item["bg"])
+            print(f"{label} {selector} {item['text']!r}: text {r:.2f}:1")
+            if r < 4.5:
+                failures.append(f"{label} {selector} {item['text']!r}: text {r:.2f}:1")
+            if selector in COMPONENTS and item["border"] is not None:
+                rb = ratio(item["border"], item["outer"])
+                if rb < 3.0:
+                    failures.append(f"{label} {selector} {item['text']!r}: border {rb:.2f}:1")
+    return failures, seen
 
 
 def luminance(rgb) -> float:
@@ -77,9 +106,10 @@ def test_ratio_formula():
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_calculator_text_and_controls_meet_wcag_aa(browser, site_url, scheme):
-    """Qwen2.5-72B on H100-80GB (two stages that do not fit, two that fit) and Llama 3 8B on H100-80GB (its one
-    stage in the amber band): every visible button, tag, verdict cell (all three verdicts) and verdict text is
-    >= 4.5:1 against its background, and the buttons' borders >= 3:1."""
+    """Qwen2.5-72B on H100-80GB (two stages that do not fit, two that fit; its published recipe's note) and Llama 3 8B
+    on H100-80GB (its one stage in the amber band): every visible button, tag, verdict cell (all three verdicts),
+    verdict text, "About this preset" link, recipe note, timeline legend and the focused skip link is >= 4.5:1
+    against its background, and the buttons' borders >= 3:1."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     try:
         failures, seen, verdicts = [], set(), set()
@@ -87,26 +117,17 @@ def test_calculator_text_and_controls_meet_wcag_aa(browser, site_url, scheme):
             page = context.new_page()
             assert open_page(page, f"{site_url}calculator/?preset={preset}&gpu=H100-80GB") == "done"
             settle(page, 0)
+            page.wait_for_selector(".mme-timeline-box[data-state='done'] .mme-tl-legend", timeout=120_000)
             want = "slate" if scheme == "dark" else "default"
             assert page.evaluate("document.body.getAttribute('data-md-color-scheme')") == want
-            page.evaluate(FINISHED)
-            page.wait_for_function(SETTLED, timeout=10_000)
+            page.focus("a.mme-skip")
             verdicts |= set(page.evaluate("() => [...document.querySelectorAll('.mme-table td[data-fits]')]"
                                           ".map((td) => td.dataset.fits)"))
-            for selector in TEXT:
-                for item in page.evaluate(PROBE, selector):
-                    seen.add(selector)
-                    r = ratio(item["fg"], item["bg"])
-                    print(f"{scheme} {preset} {selector} {item['text']!r}: text {r:.2f}:1")
-                    if r < 4.5:
-                        failures.append(f"{preset} {selector} {item['text']!r}: text {r:.2f}:1")
-                    if selector in COMPONENTS and item["border"] is not None:
-                        rb = ratio(item["border"], item["outer"])
-                        print(f"{scheme} {preset} {selector} {item['text']!r}: border {rb:.2f}:1")
-                        if rb < 3.0:
-                            failures.append(f"{preset} {selector} {item['text']!r}: border {rb:.2f}:1")
+            found, where = low_contrast(page, TEXT, f"{scheme} {preset}")
+            failures += found
+            seen |= where
             page.close()                    # one calculator at a time: the next page is not slowed by this one
-        assert {".mme-calc .md-button", ".mme-peak-tag", ".mme-table td[data-fits]"} <= seen, seen
+        assert MUST <= seen, MUST - seen
         assert len(verdicts) == 3, verdicts           # fits, amber and does not fit, each checked
         assert not failures, failures
     finally:

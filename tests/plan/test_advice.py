@@ -161,3 +161,54 @@ def test_peft_is_offered_where_modelled():
     moe = advice.choices(_state_cfg("mixtral-8x7b"), gpus=True)
     assert [o["value"] for o in moe[advice.PEFT]] == [None, "lora"]
     assert 16 in [o["value"] for o in moe[advice.PEFT_DIM]]
+
+
+@pytest.mark.parametrize("preset,path,typed,field_fixes", [
+    # Llama 3 70B (64 heads, 8 KV heads, MLP 28,672 = 2^12 x 7): TP divides 8 -> 1, 2, 4, 8; nearest 3: 2 and 4.
+    ("llama-3-70b", TP, 3, [2, 4]),
+    # 80 layers, 32 GPUs = TP 4 x PP 2 x CP 2 x DP 2: PP 3 neither divides 80 nor 32 / (4 x 2); nearest 2 and 4
+    # (80 / 4 = 20 layers a stage, 32 = 4 x 4 x 2 x DP 1), then 1.
+    ("llama-3-70b", PP, 3, [2, 4, 1]),
+    # Mixtral 8x7B: 8 experts, 64 GPUs, PP 4 (ETP 1): EP 3 divides neither; nearest 2 and 4 (8 / 4 = 2), then 1.
+    ("mixtral-8x7b", EP, 3, [2, 4, 1]),
+    # Llama 3 8B: global batch 512 over DP 4 (8 GPUs / CP 2): micro-batch 3 does not divide 128; 2 and 4 do.
+    ("llama-3-8b", advice.MBS, 3, [2, 4, 1]),
+    # ... global batch 130 is not a multiple of micro-batch 1 x DP 4 = 4: 128 and 132.
+    ("llama-3-8b", advice.GBS, 130, [128, 132]),
+    # Llama 3 70B (TP 4, CP 2, sequence parallelism): the sequence must be a multiple of lcm(2 x CP, TP x CP) = 8:
+    # 8191 -> 8192 (1 away) and 8184 (7 away).
+    ("llama-3-70b", advice.SEQ, 8191, [8192, 8184]),
+    # Llama 3 8B's position embeddings end at 8192 tokens: past them, the longest allowed, 8192.
+    ("llama-3-8b", advice.SEQ, 1_000_000, [8192]),
+])
+def test_errors_land_on_the_field_changed_with_its_nearest_valid_values(preset, path, typed, field_fixes):
+    """Issue 29 item 2: beyond the GPU count, a refused TP, PP, EP, micro-batch, global batch or sequence length
+    is noted on that field, with its nearest valid values (each one valid as offered). On main a sequence past
+    max_position_embeddings offered nothing."""
+    cfg = _state_cfg(preset, **{path.replace(".", "__"): typed})
+    notes = advice.fixes(cfg, advice._problems(cfg), changed=path)
+    assert [n["field"] for n in notes] == [path]
+    assert [f["set"][path] for f in notes[0]["fixes"]] == field_fixes
+    for f in notes[0]["fixes"]:
+        assert not advice._problems(advice.with_changes(cfg, f["set"]))
+
+
+def test_tp_2_typed_on_mixtral_keeps_it_with_sequence_parallelism():
+    """Mixtral 8x7B (EP 8, no sequence parallelism) with TP 2 typed in the full form: Megatron-Core requires
+    sequence parallelism with tensor and expert parallelism together. The note is on TP (the field changed; on
+    main it landed on the sequence-parallelism switch under All settings) and its first fix keeps TP 2 and turns
+    sequence parallelism on, instead of undoing the change."""
+    cfg = _state_cfg("mixtral-8x7b", parallelism__tensor_model_parallel_size=2)
+    notes = advice.fixes(cfg, advice._problems(cfg), changed=TP)
+    assert [n["field"] for n in notes] == [TP]
+    first = notes[0]["fixes"][0]
+    assert first == {"label": "keep 2: sequence parallelism on", "set": {advice.SP: True}}
+    assert not advice._problems(advice.with_changes(cfg, first["set"]))
+
+
+def test_steppers_of_a_refused_form_lead_to_valid_values():
+    """A refused form's global-batch and sequence steppers still step to the nearest values that make it valid
+    (on main only the GPU steppers did, the others did nothing): Llama 3 8B with global batch 130 (multiple of
+    4 needed) -> 128 and 132; with sequence 8191 (TP 1, CP 2: a multiple of 2 x CP = 4) -> 8188 and 8192."""
+    assert advice.steps(_state_cfg("llama-3-8b", training__global_batch_size=130))[advice.GBS] == [128, 132]
+    assert advice.steps(_state_cfg("llama-3-8b", training__seq_length=8191))[advice.SEQ] == [8188, 8192]

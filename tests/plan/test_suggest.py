@@ -231,3 +231,19 @@ def test_lora_70b_lists_sequence_parallelism_the_verdict_names():
     assert with_sp[0].label.startswith("sequence parallelism on")
     assert any(w.startswith("Expert parallelism: a dense model") for w in why)
     assert any(w.startswith("FSDP: nothing to shard over") for w in why)
+
+
+@pytest.mark.subprocess
+def test_cli_suggest_says_why_a_lever_was_not_proposed():
+    """Issue 29 item 5 in the terminal: `--suggest` prints, under its list, the same reasons the calculator's
+    "Not proposed" shows (on main the CLI printed the list alone). Llama 3 70B LoRA at sequence 8192 and
+    micro-batch 2 on 8 H100s (TP 8, so data-parallel size 8 / 8 = 1): a dense model has no experts, and with
+    data-parallel x context-parallel size 1 FSDP has nothing to shard over."""
+    argv = ["llama-3-70b-lora", "--seq-length", "8192", "--mbs", "2", "--gpu", "H100-80GB", "--suggest"]
+    text = _cli("estimate", *argv)
+    assert text.returncode == 0, text.stderr
+    tail = text.stdout.split("\nNot proposed:\n", 1)[1].splitlines()
+    assert "  - Expert parallelism: a dense model has no experts to shard." in tail
+    assert "  - FSDP: nothing to shard over with data-parallel x context-parallel size 1." in tail
+    data = json.loads(_cli("estimate", *argv, "--json").stdout)
+    assert [f"  - {w}" for w in data["not_proposed"]] == tail

@@ -251,10 +251,15 @@ def test_errors_sit_on_the_field_changed_with_the_nearest_valid_values():
     assert len(notes[0]["messages"]) == 4 and notes[0]["hint"] == "valid for this model: 1, 2, 4, 8"
     for fix in notes[0]["fixes"]:                               # each offered fix gives a valid configuration
         assert "errors" not in web.compute({**state, "values": fix["set"]}, False)
-    # Mixtral 8x7B with TP 2 and EP 8 but no sequence parallelism: Megatron-Core requires it; the fix turns it on.
+    # Mixtral 8x7B with TP 2 and EP 8 but no sequence parallelism: Megatron-Core requires it. The note is on TP, the
+    # field changed (issue 29), and its first fix keeps TP 2 and turns sequence parallelism on.
     state = {"preset": "mixtral-8x7b", "values": {"parallelism.tensor_model_parallel_size": "2",
                                                    "training.world_size": "128"}}
     notes = web.compute(state, changed="parallelism.tensor_model_parallel_size")["notes"]
+    assert [n["field"] for n in notes] == ["parallelism.tensor_model_parallel_size"]
+    assert notes[0]["fixes"][0] == {"label": "keep 2: sequence parallelism on", "set": {"training.sequence_parallel": True}}
+    # changed by another field (or by no field: an import), it stays on the switch, whose fix turns it on
+    notes = web.compute(state)["notes"]
     sp = [n for n in notes if n["field"] == "training.sequence_parallel"]
     assert sp and sp[0]["fixes"] == [{"label": "turn sequence parallelism on", "set": {"training.sequence_parallel": True}}]
 

@@ -12,6 +12,9 @@
  * (precomputed | waiting | pending | done | error | failed) and fires "estimate:done", "estimate:error" or
  * "estimate:failed" after each answer. The whole state lives in the URL (?preset=NAME alone opens a
  * preset, ?hf=ID alone a model of the catalog); discrete changes push a history entry, so Back undoes them.
+ * Opened from disk (file://, the offline zip) every link is a full page load that starts Python again: the tab keeps
+ * the last state and its numbers (sessionStorage), and the calculator opened again in that tab without a query string
+ * (its link in the navigation) shows them at once, marked as restored, until Python has recomputed them.
  * The first box, Model, takes a preset name or a Hugging Face id of the offline catalog, with completion (a native
  * datalist of boot.models); Python resolves it (the "model" request, estimator/web/models.py). Idempotent init on
  * Material's document$.
@@ -29,6 +32,18 @@
   const show = (v) => (v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v));
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
   const clone = (o) => JSON.parse(JSON.stringify(o));
+  // file:// only (served, Material's instant navigation keeps the page and Python): the last answer of this tab.
+  const SAVED = "mme-calculator-last";
+  const saved = {
+    get() {
+      try { return location.protocol === "file:" ? JSON.parse(sessionStorage.getItem(SAVED) || "null") : null; }
+      catch (e) { return null; }
+    },
+    put(v) {
+      if (location.protocol !== "file:") return;
+      try { sessionStorage.setItem(SAVED, JSON.stringify(v)); } catch (e) { /* storage off or full */ }
+    },
+  };
 
   class Calculator {
     constructor(root, boot) {
@@ -41,12 +56,15 @@
       this.inputs = new Map();
       this.quick = new Map();
       this.choices = {};
+      const last = location.search ? null : saved.get();         // back from another page of the offline copy
+      if (last && last.query) history.replaceState(history.state, "", location.pathname + last.query + location.hash);
       this.state = this.readURL();
       this.build();
       this.engine = window.mmeEngine.start(boot.runtime, ASSETS, { deferred: true });
       this.engine.listeners.add(this.onEngine = () => this.status());
       const pre = this.precomputed();
       if (pre) this.usePrecomputed(pre);
+      else if (last && last.view && last.query === location.search) this.useRestored(last);
       this.fill();
       this.status();
       if (this.shortLink) {                  // form.js: ?hf=ID, resolved as the Model box resolves a name
@@ -337,7 +355,8 @@
     compute(changed) {
       this.dirty = true;
       if (changed !== undefined) this.changed = changed;
-      this.setResultState(this.engine.ready ? "pending" : this.source === "precomputed" ? "precomputed" : "waiting");
+      this.setResultState(this.engine.ready ? "pending"
+        : this.source === "precomputed" || this.source === "restored" ? "precomputed" : "waiting");
       if (this.busy) return;
       this.busy = true;
       const loop = () => {
@@ -370,6 +389,7 @@
         this.hide(res.hidden || []);
         this.fill();
         this.showLevers(res.levers || []);
+        this.keepForReturn();
       }, () => {});
     }
 
@@ -407,7 +427,7 @@
           this.badge.hidden = false;
           this.badge.textContent = "Updating…";
         }, PENDING_DELAY_MS);
-      } else if (state === "precomputed" && this.badge && Object.keys(this.state.values).length) {
+      } else if (state === "precomputed" && this.source === "precomputed" && this.badge && Object.keys(this.state.values).length) {
         this.badge.hidden = false;
         this.badge.textContent = "Your change is applied as soon as Python has started; until then these are the " +
           "preset's numbers, computed when this site was built.";
@@ -441,6 +461,19 @@
       this.choices = pre.choices || {};
       this.hide(pre.hidden || []);
       this.render({ view: pre.view, search_key: pre.search_key }, "precomputed");
+    }
+
+    useRestored(last) {                      // file://: this tab's last numbers for this state, until Python answers
+      this.choices = last.choices || {};
+      this.hide(last.hidden || []);
+      this.render({ view: last.view, search_key: last.search_key }, "restored");
+    }
+
+    keepForReturn() {                        // file://: the state shown and its numbers, for a return to the page
+      if (location.protocol !== "file:" || this.source !== "python" || this.results.dataset.state !== "done") return;
+      const key = JSON.stringify(this.state);
+      saved.put({ query: new URL(this.url(), location.href).search, view: this.view, search_key: this.searchKey,
+                  hidden: this.hidden || [], choices: this.adviceKey === key ? this.choices : null });
     }
 
     /* Where the preset comes from: a link to its model page (source, recipe, every layout), and, when the form
@@ -479,8 +512,9 @@
       this.searchKey = res.search_key;
       if (source === "python" && document.activeElement !== this.preset) this.modelMessage(null);
       this.showErrors([]);
-      this.badge = h("p", { class: "mme-badge", hidden: source !== "precomputed" },
-        "Precomputed when this site was built; Python is starting in your browser and will take over.");
+      this.badge = h("p", { class: "mme-badge", hidden: source === "python" }, source === "restored"
+        ? "Restored from your last visit to this page in this tab; Python is starting in your browser and will recompute them."
+        : "Precomputed when this site was built; Python is starting in your browser and will take over.");
       this.summary.replaceChildren(h("strong", {}, v.headline));
       this.summary.dataset.verdict = v.verdict ? v.verdict.verdict : "";
       // The table and the chart of the last answer are updated in place (render.js patch), the rest made anew.
@@ -511,8 +545,9 @@
       this.refreshCompare();                  // compare.js
       if (res.estimate) r.dataset.estimate = JSON.stringify(res.estimate); else r.removeAttribute("data-estimate");
       r.dataset.source = source;
-      this.setResultState(source === "precomputed" ? "precomputed" : "done");
+      this.setResultState(source === "python" ? "done" : "precomputed");
       this.showSearch();
+      if (source === "python") this.keepForReturn();
       if (source === "python") this.revealApplied(v.headline);
       if (source === "python") {
         r.dispatchEvent(new CustomEvent("estimate:done", { bubbles: true, detail: { estimate: res.estimate, ms } }));
