@@ -77,13 +77,14 @@ def _site_packages(tmp: Path) -> Path:
     """A directory with only the pure-Python packages the tests need (compiled modules of this CPython
     would not load in WebAssembly, and the rest of the virtual environment is not wanted there)."""
     from importlib.metadata import distribution
-    src = Path(sysconfig.get_paths()["purelib"])
+    src = Path(sysconfig.get_paths()["purelib"]).resolve()
     out = tmp / "site-packages"
     out.mkdir()
     for name in DISTRIBUTIONS:
         dist = distribution(name)
         for f in dist.files or ():
-            path = Path(dist.locate_file(f))
+            # resolved: a console script is listed as ../../../bin/pytest, under purelib only in its spelling
+            path = Path(dist.locate_file(f)).resolve()
             if path.suffix in (".so", ".pyd", ".pyc") or not path.is_file() or src not in path.parents:
                 continue
             dest = out / path.relative_to(src)
