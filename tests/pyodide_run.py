@@ -77,13 +77,14 @@ def _site_packages(tmp: Path) -> Path:
     """A directory with only the pure-Python packages the tests need (compiled modules of this CPython
     would not load in WebAssembly, and the rest of the virtual environment is not wanted there)."""
     from importlib.metadata import distribution
-    src = Path(sysconfig.get_paths()["purelib"])
+    src = Path(sysconfig.get_paths()["purelib"]).resolve()
     out = tmp / "site-packages"
     out.mkdir()
     for name in DISTRIBUTIONS:
         dist = distribution(name)
         for f in dist.files or ():
-            path = Path(dist.locate_file(f))
+            # resolved: a console script is listed as ../../../bin/pytest, under purelib only in its spelling
+            path = Path(dist.locate_file(f)).resolve()
             if path.suffix in (".so", ".pyd", ".pyc") or not path.is_file() or src not in path.parents:
                 continue
             dest = out / path.relative_to(src)
@@ -92,8 +93,9 @@ def _site_packages(tmp: Path) -> Path:
     return out
 
 
-def run(args: list[str], *, examples: int = 20, timeout: int = 3000) -> subprocess.CompletedProcess:
-    """Run pytest with ``args`` inside Pyodide; the completed Node.js process (its output captured)."""
+def command(args: list[str], tmp: Path, *, examples: int = 20) -> tuple[list[str], dict]:
+    """The Node.js command line and its environment that run pytest with ``args`` inside Pyodide, to be run in
+    ``tmp`` (which holds the runtime's files until the process ends; ``tests/background.py`` starts it early)."""
     node = node_binary()
     if node is None:
         raise FileNotFoundError("Node.js not found (scripts/setup.sh installs Debian's nodejs; MME_NODE names one)")
@@ -102,20 +104,24 @@ def run(args: list[str], *, examples: int = 20, timeout: int = 3000) -> subproce
     files = hook.fetch_package(hook.PYODIDE, cache)
     info = json.loads(files.pop("pyodide-lock.json"))["info"]
     lock = json.dumps({"info": info, "packages": {}}, separators=(",", ":"))
+    index = tmp / "pyodide"
+    index.mkdir()
+    for name, data in files.items():
+        (index / name).write_bytes(data)
+    mounts = [[str(ROOT), str(ROOT.resolve())], ["/mme-site-packages", str(_site_packages(tmp))]]
+    shared = ROOT.parent / "shared"          # the reference data beside the checkout (tests/conftest.py)
+    if shared.is_dir():
+        mounts.append([str(shared), str(shared.resolve())])
+    env = {**os.environ, "MME_INDEX": f"{index}/", "MME_LOCK": lock, "MME_MOUNTS": json.dumps(mounts),
+           "MME_ARGS": json.dumps(args), "MME_MAIN": _MAIN_PY.format(root=ROOT, examples=examples)}
+    return [node, "--input-type=module", "-e", _RUN_JS], env
+
+
+def run(args: list[str], *, examples: int = 20, timeout: int = 3000) -> subprocess.CompletedProcess:
+    """Run pytest with ``args`` inside Pyodide; the completed Node.js process (its output captured)."""
     with tempfile.TemporaryDirectory(prefix="mme-pyodide-tests-") as tmp_name:
-        tmp = Path(tmp_name)
-        index = tmp / "pyodide"
-        index.mkdir()
-        for name, data in files.items():
-            (index / name).write_bytes(data)
-        mounts = [[str(ROOT), str(ROOT.resolve())], ["/mme-site-packages", str(_site_packages(tmp))]]
-        shared = ROOT.parent / "shared"          # the reference data beside the checkout (tests/conftest.py)
-        if shared.is_dir():
-            mounts.append([str(shared), str(shared.resolve())])
-        env = {**os.environ, "MME_INDEX": f"{index}/", "MME_LOCK": lock, "MME_MOUNTS": json.dumps(mounts),
-               "MME_ARGS": json.dumps(args), "MME_MAIN": _MAIN_PY.format(root=ROOT, examples=examples)}
-        return subprocess.run([node, "--input-type=module", "-e", _RUN_JS], env=env, cwd=tmp, capture_output=True,
-                              text=True, timeout=timeout)
+        argv, env = command(args, Path(tmp_name), examples=examples)
+        return subprocess.run(argv, env=env, cwd=tmp_name, capture_output=True, text=True, timeout=timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

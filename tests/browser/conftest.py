@@ -2,7 +2,8 @@
 
 Fixtures (session-scoped unless noted):
 
-- ``site_dir``: the site built by ``mkdocs build --strict`` into a temporary folder.
+- ``site_dir`` (``tests/conftest.py``): the site built by ``mkdocs build --strict``, once per session for the
+  site tests and these (started in the background when the session is collected: ``tests/background.py``).
 - ``site_url``: the site served by a local HTTP server under a sub-path (``http://127.0.0.1:PORT/sub/``),
   as a static host would serve it.
 - ``browser``: Playwright's Chromium, launched from ``/usr/bin/chromium`` (never ``playwright install``).
@@ -16,8 +17,6 @@ import functools
 import http.server
 import os
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -30,16 +29,6 @@ SUBPATH = "mme"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
-
-
-@pytest.fixture(scope="session")
-def site_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                          cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail("mkdocs build --strict failed:\n" + proc.stdout[-4000:] + proc.stderr[-4000:])
-    return out
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -3,7 +3,9 @@
 The calculator runs ``estimator`` in the browser with the pinned npm ``pyodide`` runtime; this test runs the
 unit, CLI (in-process), web, property and regression tests in that same runtime (Python 3.14 compiled to
 WebAssembly) and fails if any of them fails there. Tests that start processes are skipped inside (marked
-``subprocess``), and so are the site and browser tests, which need mkdocs and Playwright.
+``subprocess``), and so are the site and browser tests, which need mkdocs and Playwright. The run starts in the
+background when the session is collected (fixture ``pyodide_suite``, ``tests/background.py``) and takes 4-5 minutes
+on two cores, beside the other tests.
 """
 
 from __future__ import annotations
@@ -12,15 +14,11 @@ import re
 
 import pytest
 
-from tests import pyodide_run
-
 pytestmark = pytest.mark.subprocess
 
 
-def test_the_core_suite_passes_inside_pyodide():
-    if pyodide_run.node_binary() is None:
-        pytest.fail("Node.js not found: scripts/setup.sh installs Debian's nodejs (or set MME_NODE)")
-    proc = pyodide_run.run(["-q", "tests"])
+def test_the_core_suite_passes_inside_pyodide(pyodide_suite):
+    proc = pyodide_suite
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
     summary = re.search(r"(\d+) passed", proc.stdout)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -27,28 +26,22 @@ import estimator
 from estimator.formats import gpus, presets
 from estimator.config.schema import field_specs
 from estimator.validation.calibration import compare_case, load_cases
+from tests import background
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 2 ** 30
 
 
-def build(site_dir: Path, *, config: Path | None = None, seed: str = "0", env: dict | None = None
-          ) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)]
-    if config is not None:
-        cmd += ["--config-file", str(config)]
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONHASHSEED": seed, **(env or {})}
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+def build(site_dir: Path, *, config: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(background.mkdocs_build_argv(site_dir, config), cwd=ROOT, capture_output=True, text=True,
+                          env=background.mkdocs_env())
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = build(out)
-    if proc.returncode != 0:
-        pytest.fail("mkdocs build --strict failed:\n" + proc.stdout[-4000:] + proc.stderr[-4000:])
-    assert "WARNING" not in proc.stderr, proc.stderr[-4000:]
-    return out
+def site(site_dir) -> Path:
+    """The session's build (``tests/conftest.py``: ``mkdocs build --strict``, no warning), shared with the browser
+    tests."""
+    return site_dir
 
 
 # --- a small HTML table reader --------------------------------------------------------------------
@@ -405,13 +398,8 @@ def test_links_are_relative_and_nothing_loads_from_another_host(site):
             assert tag not in html, (f, tag)
 
 
-def _other_zone() -> str:
-    """A time zone nine hours from UTC, and not the one this process runs in."""
-    return "America/Los_Angeles" if os.environ.get("TZ", "") == "Asia/Tokyo" else "Asia/Tokyo"
-
-
-def test_two_builds_are_identical(site, tmp_path):
-    """Same commit, same bytes: the module's build (here, in this process's time zone, with the usual cache)
+def test_two_builds_are_identical(site, second_build):
+    """Same commit, same bytes: the session's build (here, in this process's time zone, with the usual cache)
     against a second build of a fresh ``git clone`` at another path, in Asia/Tokyo with a Japanese locale, another
     hash seed and an empty cache (the Pyodide runtime from the first build's download, as an air-gapped build takes
     it, so its memory snapshot is made anew). Every file byte for byte: the calculator's memory snapshot, the
@@ -421,31 +409,9 @@ def test_two_builds_are_identical(site, tmp_path):
 
     In a checkout with uncommitted changes (a developer's) the second tree is a copy of the files ``git ls-files``
     lists, dated like the first (``SOURCE_DATE_EPOCH``: a copy has no commit). ``scripts/check_reproducible.py``
-    does the same with two fresh caches, for a build outside the suite."""
-    spec = importlib.util.spec_from_file_location("check_reproducible", ROOT / "scripts" / "check_reproducible.py")
-    repro = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(repro)
-    elsewhere = tmp_path / "elsewhere" / "checkout"
-    env = {"MME_CACHE_DIR": str(tmp_path / "empty-cache"), "TZ": _other_zone(), "LANG": "ja_JP.UTF-8",
-           "LC_ALL": "", "PYTHONHASHSEED": "12345"}
-    if repro.clean(ROOT):
-        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(elsewhere)], check=True)
-    else:
-        repro.copy_tree(ROOT, elsewhere)
-        spec = importlib.util.spec_from_file_location("build_date_hook", ROOT / "hooks" / "build_date.py")
-        hook = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(hook)
-        env["SOURCE_DATE_EPOCH"] = str(hook.source_date_epoch())
-    tarball = ROOT / ".cache" / "npm" / "pyodide-314.0.7.tgz"
-    if tarball.is_file():
-        env["MME_PYODIDE_TARBALL"] = str(tarball)
-    shim = ROOT / ".cache" / "npm" / "iframe-worker-1.0.4.tgz"       # the offline bundle's (hooks/offline_zip.py)
-    if shim.is_file():
-        env["MME_IFRAME_WORKER_TARBALL"] = str(shim)
-    again = tmp_path / "again"
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(again)],
-                          cwd=elsewhere, capture_output=True, text=True,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env})
+    does the same with two fresh caches, for a build outside the suite. The second build runs in the background
+    from the start of the session (``tests/background.py``, job ``rebuild``)."""
+    proc, again = second_build
     assert proc.returncode == 0, proc.stderr[-4000:]
     first = sorted(p.relative_to(site) for p in site.rglob("*") if p.is_file())
     second = sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
