@@ -195,7 +195,9 @@ _BLOCK_SYMBOL = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_
 #: attention output gate, the MTP layers and the SSM-state dtype of inference (no weights).
 _QWEN3_5 = _COMMON | {"full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
                       "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "attn_output_gate",
-                      "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mamba_ssm_dtype", "mlp_only_layers"}
+                      "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mamba_ssm_dtype", "mlp_only_layers",
+                      # the gate's activation ("swish" in Qwen3.6-27B; absent means sigmoid): no tensor's size
+                      "output_gate_type"}
 
 _GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
                     "sliding_window_size", "cache_implementation"})
@@ -1230,8 +1232,12 @@ _WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
                                                 "vision_soft_tokens_per_image"}),
     # Megatron-Bridge qwen_vl/qwen35_vl_bridge.py (Qwen35VLBridge, Qwen35VLMoEBridge): the hybrid language model of
     # text_config and a Qwen3-VL vision tower (vision_config, mapped by _qwen_vision into the model.vision_* fields).
-    "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP),
-    "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
+    # language_model_only (false in NVIDIA's Qwen3.6-27B-NVFP4) is no field of transformers' Qwen3_5Config
+    # (huggingface/transformers @ 008e5743 : src/transformers/models/qwen3_5/configuration_qwen3_5.py: text_config,
+    # vision_config, the media token ids, tie_word_embeddings), so it changes no tensor; it names vLLM's switch that
+    # loads the language model without the vision encoder. False keeps the whole model; true is refused in _text_part.
+    "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
+    "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
     # Megatron-Bridge qwen_vl/qwen3_vl_bridge.py (Qwen3VLBridge, Qwen3VLMoEBridge): a Qwen3 / Qwen3-MoE language
     # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
     "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
@@ -1256,6 +1262,10 @@ def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
             raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
     if hf.get("audio_config") is not None:
         raise UnsupportedError(f"config.json:audio_config for {mt}: an audio tower is not modelled")
+    if hf.get("language_model_only") not in (None, False):
+        raise UnsupportedError(f"config.json:language_model_only = {show(hf['language_model_only'])} for {mt}: only "
+                               "false (or absent) is mapped, the language model with its vision tower; whether a "
+                               "checkpoint marked text-only still holds the tower is not known from the config.json")
     text_mt = text.get("model_type", inner[0])
     if text_mt not in inner:
         raise UnsupportedError(f"config.json:text_config.model_type {show(text_mt)} for {mt}: the language models "
