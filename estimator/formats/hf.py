@@ -94,8 +94,9 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
     "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
     "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
-    "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE (text part; the vision tower is not counted)"),
-    "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE (text)"),
+    "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE and 31B dense (text part; the vision tower is not "
+               "counted)"),
+    "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE and 31B dense (text)"),
     "nemotron-nas": ("DeciLMForCausalLM", "Llama-Nemotron Super / Ultra (heterogeneous blocks, DeciLM)"),
     "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
     "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
@@ -195,7 +196,9 @@ _BLOCK_SYMBOL = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_
 #: attention output gate, the MTP layers and the SSM-state dtype of inference (no weights).
 _QWEN3_5 = _COMMON | {"full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
                       "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "attn_output_gate",
-                      "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mamba_ssm_dtype", "mlp_only_layers"}
+                      "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mamba_ssm_dtype", "mlp_only_layers",
+                      # the gate's activation ("swish" in Qwen3.6-27B; absent means sigmoid): no tensor's size
+                      "output_gate_type"}
 
 _GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
                     "sliding_window_size", "cache_implementation"})
@@ -256,7 +259,8 @@ _KNOWN = {
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
     "nemotron-nas": _COMMON | {"block_configs"},
     "gemma4_text": _COMMON | _GEMMA | {"attention_k_eq_v", "enable_moe_block", "global_head_dim",
-                                       "hidden_size_per_layer_input", "moe_intermediate_size", "num_experts",
+                                       "hidden_size_per_layer_input", "expert_intermediate_size",
+                                       "moe_intermediate_size", "num_experts",
                                        "num_global_key_value_heads", "num_kv_shared_layers", "top_k_experts",
                                        "use_bidirectional_attention", "use_double_wide_mlp",
                                        "vocab_size_per_layer_input"},
@@ -1140,8 +1144,9 @@ def _nemotron_nas(r: _Reader, m: dict) -> None:
 
 
 def _gemma4(r: _Reader, m: dict) -> None:
-    """Gemma 4 MoE's language model (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/gemma4_bridge.py
-    ``_build_moe_provider``, gemma4_provider.py ``Gemma4ModelProvider``, modeling_gemma4.py ``gemma4_block_spec``).
+    """Gemma 4's language model, MoE (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/gemma4_bridge.py
+    ``_build_moe_provider``, gemma4_provider.py ``Gemma4ModelProvider``, modeling_gemma4.py ``gemma4_block_spec``) or
+    dense (``_build_dense_provider``, ``Gemma4DenseProvider``, ``get_gemma4_layer_spec``).
     Per layer: GQA of num_key_value_heads x head_dim with per-head q/k norms and a norm after the output
     projection; the layers layer_types names full_attention are global (global_attention_freq), their heads
     global_head_dim wide with num_global_key_value_heads key/value heads (global_kv_channels,
@@ -1152,16 +1157,23 @@ def _gemma4(r: _Reader, m: dict) -> None:
     moe_intermediate_size, top_k_experts routing with a pre-softmax router (moe_router_pre_softmax), a dense GeGLU
     MLP of intermediate_size in parallel as the shared expert (no gate), each with its own input and output norm
     and a norm on their sum (post_layernorm with MoE: estimator.model.layers.moe ``gemma4_norms``), aux loss 1e-3
-    (the provider's defaults). Tied embeddings, final_logit_softcapping. Refused: the dense variant
-    (enable_moe_block false, Bridge's Gemma4DenseProvider), per-layer embeddings (hidden_size_per_layer_input > 0),
+    (the provider's defaults). The dense variant (enable_moe_block false: Gemma-4-31B) has the same attention and,
+    in place of the MoE block, one GeGLU MLP of intermediate_size between pre- and post-feedforward norms
+    (Gemma4DenseTransformerLayer: input, post-attention, pre-MLP and post-MLP RMSNorms, as Gemma 3); its
+    num_experts, top_k_experts, moe_intermediate_size and expert_intermediate_size must be null. Its layer_scalar is
+    a buffer, not a parameter, and Bridge builds no per-layer-embedding module when hidden_size_per_layer_input is
+    0. Tied embeddings, final_logit_softcapping. Refused: per-layer embeddings (hidden_size_per_layer_input > 0),
     KV sharing across layers (num_kv_shared_layers > 0), double-wide MLPs, and bidirectional attention over all
     tokens; use_bidirectional_attention "vision" (among an image's tokens) changes no tensor. Sliding windows,
     RoPE parameters and v_norm (no weight) change no tensor's size."""
     hf = r.hf
-    if not r.flag("enable_moe_block"):
-        raise UnsupportedError("config.json:enable_moe_block is false for gemma4: the dense Gemma 4 (Megatron-Bridge's "
-                               "Gemma4DenseProvider, with per-layer embeddings and KV sharing) is not mapped; only "
-                               "the MoE variant is")
+    moe = r.flag("enable_moe_block")
+    if not moe:
+        set_keys = [f"{k} = {show(hf[k])}" for k in ("num_experts", "top_k_experts", "moe_intermediate_size",
+                                                    "expert_intermediate_size") if hf.get(k) is not None]
+        if set_keys:
+            raise ConfigError(Problem("config.json:enable_moe_block", hf.get("enable_moe_block"), "false (the dense "
+                                      f"Gemma 4, which has no experts) requires {', '.join(set_keys)} to be null"))
     for key, what in (("hidden_size_per_layer_input", "per-layer embeddings"),
                       ("num_kv_shared_layers", "layers sharing another layer's keys and values")):
         if r.int(key, 0):
@@ -1198,6 +1210,8 @@ def _gemma4(r: _Reader, m: dict) -> None:
             m["global_kv_channels"] = gdh
         if gg != g:
             m["num_global_query_groups"] = gg
+    if not moe:
+        return
     m["num_experts"] = r.int("num_experts")
     m["moe_router_topk"] = r.int("top_k_experts")
     m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
@@ -1230,8 +1244,12 @@ _WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
                                                 "vision_soft_tokens_per_image"}),
     # Megatron-Bridge qwen_vl/qwen35_vl_bridge.py (Qwen35VLBridge, Qwen35VLMoEBridge): the hybrid language model of
     # text_config and a Qwen3-VL vision tower (vision_config, mapped by _qwen_vision into the model.vision_* fields).
-    "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP),
-    "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
+    # language_model_only (false in NVIDIA's Qwen3.6-27B-NVFP4) is no field of transformers' Qwen3_5Config
+    # (huggingface/transformers @ 008e5743 : src/transformers/models/qwen3_5/configuration_qwen3_5.py: text_config,
+    # vision_config, the media token ids, tie_word_embeddings), so it changes no tensor; it names vLLM's switch that
+    # loads the language model without the vision encoder. False keeps the whole model; true is refused in _text_part.
+    "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
+    "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
     # Megatron-Bridge qwen_vl/qwen3_vl_bridge.py (Qwen3VLBridge, Qwen3VLMoEBridge): a Qwen3 / Qwen3-MoE language
     # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
     "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
@@ -1256,6 +1274,10 @@ def _text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
             raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
     if hf.get("audio_config") is not None:
         raise UnsupportedError(f"config.json:audio_config for {mt}: an audio tower is not modelled")
+    if hf.get("language_model_only") not in (None, False):
+        raise UnsupportedError(f"config.json:language_model_only = {show(hf['language_model_only'])} for {mt}: only "
+                               "false (or absent) is mapped, the language model with its vision tower; whether a "
+                               "checkpoint marked text-only still holds the tower is not known from the config.json")
     text_mt = text.get("model_type", inner[0])
     if text_mt not in inner:
         raise UnsupportedError(f"config.json:text_config.model_type {show(text_mt)} for {mt}: the language models "

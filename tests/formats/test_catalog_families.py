@@ -217,6 +217,20 @@ def test_a_trimmed_glm_copy_is_refused_naming_the_key():
 
 # --- the catalog's added dense families (issue 27, item 3) ----------------------------------------------------
 
+def test_phi3_medium_by_hand():
+    """Phi-3-medium (4k and 128k: the same shapes; the 128k file's LongRoPE factors have no weights): h 5120, 40
+    layers, 40 heads and 10 KV heads of 128, f 17920 (SwiGLU), 32,064 tokens untied. Per layer: fused qkv
+    5120 x (40 + 2 x 10) x 128 = 39,321,600, o 5120^2 = 26,214,400, MLP 3 x 5120 x 17920 = 275,251,200, two norms
+    10,240: 340,797,440. Total 40 x 340,797,440 + 2 x 32,064 x 5120 + 5120 = 13,960,238,080 (the model card's
+    "14B")."""
+    layer = 5120 * 60 * 128 + 5120 ** 2 + 3 * 5120 * 17920 + 2 * 5120
+    assert layer == 340_797_440
+    want = 40 * layer + 2 * 32_064 * 5120 + 5120
+    assert want == 13_960_238_080
+    for hf_id in ("microsoft/Phi-3-medium-4k-instruct", "microsoft/Phi-3-medium-128k-instruct"):
+        assert catalog.describe(hf_id)["parameters"]["total"] == want, hf_id
+
+
 def test_smollm_mistral_nemo_and_yi_by_hand():
     """Llama-style layers: q h x (a dh), k and v h x (g dh) each, o (a dh) x h, SwiGLU 3 h f, two RMSNorms; then the
     embedding (and an untied head) and the final norm.

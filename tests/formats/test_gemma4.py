@@ -1,4 +1,5 @@
-"""Issue 27: Gemma 4 MoE (google/gemma-4-26B-A4B), its language model as Megatron-Bridge builds it.
+"""Issue 27: Gemma 4 MoE (google/gemma-4-26B-A4B) and dense (Gemma-4-31B), the language model as Megatron-Bridge
+builds it.
 
 Hand counts from Hugging Face's Gemma 4 modules (modeling_gemma4.py: Gemma4TextAttention, Gemma4TextRouter,
 Gemma4TextExperts, Gemma4TextDecoderLayer) and the catalog's config.json; the published figures are the model
@@ -83,7 +84,6 @@ def test_global_layers_keep_their_own_head_shapes_in_the_activations():
 
 
 @pytest.mark.parametrize("key, value, match", [
-    ("enable_moe_block", False, "dense Gemma 4"),
     ("hidden_size_per_layer_input", 256, "per-layer embeddings"),
     ("num_kv_shared_layers", 10, "sharing"),
     ("use_double_wide_mlp", True, "double-wide"),
@@ -168,3 +168,37 @@ def test_the_moe_blocks_eager_norms_by_hand():
     r1, r0 = (resolve(load_config({**_cfg(expert_model_parallel_size=8), "model": x})) for x in (m, plain))
     diff = layer_activations(r1, r1.kinds[0]).mlp - layer_activations(r0, r0.kinds[0]).mlp
     assert diff == 68 * 4096 * 2816 + 48 * 4096 == 784_531_456
+
+
+DENSE_ID = "nvidia/Gemma-4-31B-IT-NVFP4"
+
+
+def test_gemma4_31b_dense_by_hand():
+    """Gemma-4-31B (enable_moe_block false; Megatron-Bridge's Gemma4DenseProvider and get_gemma4_layer_spec): h 5376,
+    60 layers (layer_types: five sliding-window layers then a global one, 50 + 10), 32 heads; sliding layers 16 KV
+    heads of 256, global layers 4 KV heads of 512 with K = V; GeGLU MLP of 21,504; vocabulary 262,144 tied.
+
+    Sliding attention: q 32 x 256 x 5376 = 44,040,192, k and v 16 x 256 x 5376 = 22,020,096 each, o 44,040,192,
+    q/k norms 256 + 256: 132,121,088. Global attention (Megatron-Core's fused QKV keeps the value rows): q 32 x 512
+    x 5376 = 88,080,384, k and v 4 x 512 x 5376 = 11,010,048 each, o 88,080,384, q/k norms 512 + 512: 198,181,888.
+    Every layer: four norms 4 x 5376 = 21,504 and the MLP 3 x 5376 x 21,504 = 346,816,512: 346,838,016.
+    Embedding 262,144 x 5376 = 1,409,286,144, final norm 5376.
+    Total: 1,409,286,144 + 5376 + 50 x 132,121,088 + 10 x 198,181,888 + 60 x 346,838,016 = 30,807,445,760 (Hugging
+    Face's checkpoint has no v_proj in the 10 global layers: 10 x 11,010,048 fewer, 30,697,345,280)."""
+    sliding = 2 * 32 * 256 * 5376 + 2 * 16 * 256 * 5376 + 2 * 256
+    glob = 2 * 32 * 512 * 5376 + 2 * 4 * 512 * 5376 + 2 * 512
+    layer = 4 * 5376 + 3 * 5376 * 21504
+    assert (sliding, glob, layer) == (132_121_088, 198_181_888, 346_838_016)
+    total = 262_144 * 5376 + 5376 + 50 * sliding + 10 * glob + 60 * layer
+    assert total == 30_807_445_760 and total - 10 * 4 * 512 * 5376 == 30_697_345_280
+    m = from_hf_config(DENSE_ID)
+    assert (m["global_attention_freq"], m["global_kv_channels"], m["num_global_query_groups"]) == (6, 512, 4)
+    assert m["ffn_hidden_size"] == 21504 and m["post_layernorm"] and "num_experts" not in m
+    assert catalog.describe(DENSE_ID)["parameters"] == {"total": total, "active": total, "mtp": 0, "moe_layers": 0}
+
+
+def test_gemma4_dense_with_expert_keys_is_an_error_that_names_them():
+    cfg = copy.deepcopy(hf_catalog.get(HF_ID).config())
+    cfg["text_config"]["enable_moe_block"] = False
+    with pytest.raises(ConfigError, match=r"enable_moe_block.*num_experts = 128.*to be null"):
+        from_hf_config(cfg)
