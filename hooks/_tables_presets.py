@@ -30,7 +30,8 @@ PARAM_COMPONENTS = (
     ("mlp", "Dense MLP"), ("moe_router", "MoE routers (and shared-expert gates)"),
     ("moe_experts", "Routed experts"), ("moe_shared_experts", "Shared experts"),
     ("moe_latent", "Latent MoE projections"), ("norms", "Norms"),
-    ("output_layer", "Output layer (untied)"), ("mtp", "Multi-token prediction"),
+    ("hyper_connections", "Hyper-connections (mHC)"), ("output_layer", "Output layer (untied)"),
+    ("mtp", "Multi-token prediction"), ("vision", "Vision tower and projectors"),
 )
 RECOMPUTE = {
     "none": {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
