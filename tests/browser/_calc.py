@@ -45,6 +45,16 @@ def shown(page) -> dict:
     return json.loads(raw)
 
 
+def on_page_gpu(cfg, gpu: str | None = None) -> dict:
+    """``cfg`` (a Config or plain data) as the calculator estimates it with ``gpu`` selected (the page's default GPU
+    when None): the GPU names the architecture the figures are for (``training.gpu_arch``), as the CLI's ``--gpu``
+    does (``estimator.formats.gpus.with_gpu_arch``)."""
+    from estimator.formats.gpus import with_gpu_arch
+    from estimator.web.state import default_gpu
+    data = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+    return with_gpu_arch(data, gpu or default_gpu())
+
+
 def numbers(est: dict) -> dict:
     """An estimate without its configuration as written (which may spell an equal configuration differently)."""
     return {k: v for k, v in est.items() if k != "config"}

@@ -27,8 +27,8 @@ from estimator import estimate  # noqa: E402
 from estimator.formats.hf import from_hf_config  # noqa: E402
 from estimator.formats.presets import load_preset  # noqa: E402
 
-from _calc import (EVENTS, RESULTS, events as _events, fill, numbers, open_page as _open, settle as _settle,  # noqa: E402
-                   shown as _shown, wait as _wait)
+from _calc import (EVENTS, RESULTS, events as _events, fill, numbers, on_page_gpu,  # noqa: E402
+                   open_page as _open, settle as _settle, shown as _shown, wait as _wait)
 
 LLAMA3_8B = {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_query_groups": 8,
              "ffn_hidden_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192,
@@ -120,7 +120,7 @@ def test_default_preset_is_precomputed_then_computed(page, site_url):
     # Before Python has started the build-time numbers are shown, marked as such.
     assert page.get_attribute(RESULTS, "data-state") == "precomputed"
     assert "Precomputed" in page.inner_text(".mme-badge")
-    expected = estimate(load_preset("qwen3-8b")).to_dict()
+    expected = estimate(on_page_gpu(load_preset("qwen3-8b"))).to_dict()
     assert _wait(page) == "done"
     assert page.get_attribute(RESULTS, "data-source") == "python"
     assert not page.is_visible(".mme-badge")
@@ -156,13 +156,13 @@ def test_invalid_value_shows_its_error_and_no_number(page, site_url):
     assert _settle(page, n) == "done"
     fixed = load_preset("llama-3-8b").to_dict()
     fixed["parallelism"]["tensor_model_parallel_size"] = 1
-    assert _shown(page) == estimate(fixed).to_dict()
+    assert _shown(page) == estimate(on_page_gpu(fixed)).to_dict()
 
 
 def test_url_round_trip_restores_the_state(page, site_url, browser):
     assert _open(page, site_url + "calculator/?preset=mixtral-8x7b") == "done"
     assert page.input_value("#mme-preset") == "mixtral-8x7b"
-    assert _shown(page)["config"] == load_preset("mixtral-8x7b").to_dict()
+    assert _shown(page)["config"] == on_page_gpu(load_preset("mixtral-8x7b"))
     n = _events(page)
     page.select_option("#mme-gpu", "H200-141GB")
     fill(page, "training.micro_batch_size", "2")
@@ -193,7 +193,7 @@ def test_pasted_hf_config_json(page, site_url, reference):
     assert _settle(page, n) == "done"
     expected = {**load_preset("llama-3-8b").to_dict(), "model": from_hf_config(json.loads(text))}
     shown = _shown(page)
-    assert shown == estimate(expected).to_dict()
+    assert shown == estimate(on_page_gpu(expected)).to_dict()
     assert shown["parameters"]["total"] == 8_190_735_360                # Qwen3-8B, SOURCES.md
     assert page.input_value("#mme-model\\.kv_channels") == "128"
     assert page.input_value("#mme-preset") == ""
@@ -307,7 +307,7 @@ def test_instant_navigation_reuses_python(deployed_page, deployed_url):
     page.wait_for_function("() => document.querySelector('.mme-section')")   # built once Python has answered
     assert page.locator(".mme-section").count() == 5                 # four sections + import, once
     assert page.locator(".mme-quick").count() == 1
-    assert _shown(page) == estimate(load_preset("qwen3-8b")).to_dict()
+    assert _shown(page) == estimate(on_page_gpu(load_preset("qwen3-8b"))).to_dict()
 
 
 def test_instant_navigation_anywhere_it_is_served(browser, site_url):
@@ -408,7 +408,7 @@ def test_file_bundle_computes_without_a_server(browser, offline_dir):
         page.on("request", lambda req: requests.append(req.url))
         assert _open(page, (offline_dir / "calculator.html").as_uri()) == "done"
         assert page.evaluate("document.querySelector('[data-mme-calculator]').calculator.engine.mode") == "blob worker"
-        assert _shown(page) == estimate(load_preset("qwen3-8b")).to_dict()
+        assert _shown(page) == estimate(on_page_gpu(load_preset("qwen3-8b"))).to_dict()
         n = _events(page)
         page.select_option("#mme-q-parallelism\\.pipeline_model_parallel_size", label="2")
         assert _settle(page, n) == "done"
@@ -464,7 +464,7 @@ def test_file_bundle_without_workers_runs_on_the_page(browser, offline_dir):
         page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
         assert _open(page, (offline_dir / "calculator.html").as_uri() + "?preset=tiny") == "done"
         assert page.evaluate("document.querySelector('[data-mme-calculator]').calculator.engine.mode") == "main thread"
-        assert _shown(page) == estimate(load_preset("tiny")).to_dict()
+        assert _shown(page) == estimate(on_page_gpu(load_preset("tiny"))).to_dict()
     finally:
         context.close()
     assert not errors

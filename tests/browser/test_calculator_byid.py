@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from estimator import estimate, from_hf_config, load_preset  # noqa: E402
 from estimator.web import DEFAULT_PRESET  # noqa: E402
 
-from _calc import EVENTS, events, numbers, open_page, settle, shown, viewport_page  # noqa: E402
+from _calc import EVENTS, events, numbers, on_page_gpu, open_page, settle, shown, viewport_page  # noqa: E402
 
 BOX = "#mme-preset"
 MOE = "Qwen/Qwen3-30B-A3B"
@@ -27,7 +27,7 @@ def _on_default_layout(hf_id: str) -> dict:
     """The estimate of a catalog model on the default preset's layout, as `estimate qwen3-8b --hf ID` gives it."""
     cfg = load_preset(DEFAULT_PRESET).to_dict()
     cfg["model"] = from_hf_config(hf_id)
-    return estimate(cfg).to_dict()
+    return estimate(on_page_gpu(cfg)).to_dict()
 
 
 def _headline(page) -> str:
@@ -55,7 +55,7 @@ def test_typing_a_hub_id_in_the_first_box_estimates_it_and_names_it(page, site_u
     box.fill("llama-3-8b")
     box.press("Enter")
     assert settle(page, n) == "done"
-    assert numbers(shown(page)) == numbers(estimate(load_preset("llama-3-8b")).to_dict())
+    assert numbers(shown(page)) == numbers(estimate(on_page_gpu(load_preset("llama-3-8b"))).to_dict())
     assert "hf=" not in page.url and not _headline(page).startswith(MOE)
     page.go_back()              # (Material may build the page anew: wait for the answer of the one shown)
     page.wait_for_function(f"() => document.querySelector('.mme-sticky').textContent.startsWith('{MOE}: ')",

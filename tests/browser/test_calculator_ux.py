@@ -18,8 +18,8 @@ from estimator import web  # noqa: E402
 from estimator.formats.presets import list_presets, load_preset  # noqa: E402
 from estimator.plan.search import search  # noqa: E402
 
-from _calc import (EVENTS, RESULTS, calc, events, field, fill, numbers, open_page, quick, reveal, settle, shown,  # noqa: E402
-                   wait)
+from _calc import (EVENTS, RESULTS, calc, events, field, fill, numbers, on_page_gpu, open_page, quick,  # noqa: E402
+                   reveal, settle, shown, wait)
 
 H100 = "H100-80GB"
 
@@ -88,7 +88,7 @@ def test_cleared_field_keeps_the_preset_value(page, site_url):
     n = events(page)
     fill(page, "parallelism.context_parallel_size", "")
     assert settle(page, n) == "done"
-    assert shown(page) == estimate(load_preset("llama-3-8b")).to_dict()
+    assert shown(page) == estimate(on_page_gpu(load_preset("llama-3-8b"))).to_dict()
     assert page.get_attribute(".mme-verdict", "data-verdict") == verdict == "tight"   # amber: allocated fits
     assert page.get_attribute("#mme-parallelism\\.context_parallel_size", "placeholder") == "preset: 2"
 
@@ -151,14 +151,14 @@ def test_typing_shows_no_error_for_a_prefix(page, site_url):
 
 def test_sequence_parallel_hint(page, site_url):
     """Point 5: Mixtral 8x7B with TP 2 and EP 8 needs sequence parallelism (Megatron-Core refuses TP x EP
-    without it): typed in the full form, the error offers to turn it on. (The quick TP select brings it along
-    itself since issue 29: tests/browser/test_calculator_controls.py.)"""
+    without it): typed in the full form, the error lands on TP and offers to keep it with sequence parallelism on.
+    (The quick TP select brings it along itself since issue 29: tests/browser/test_calculator_controls.py.)"""
     assert open_page(page, f"{site_url}calculator/?preset=mixtral-8x7b&training.world_size=128") == "done"
     n = events(page)
     fill(page, "parallelism.tensor_model_parallel_size", "2")
     assert settle(page, n) == "error"
     n = events(page)
-    page.click("button.mme-fix:has-text('turn sequence parallelism on')")
+    page.click("button.mme-fix:has-text('keep 2: sequence parallelism on')")
     assert settle(page, n) == "done"
     assert shown(page)["parallel"]["sequence_parallel"] is True
 
@@ -272,7 +272,7 @@ def test_preset_link_shows_numbers_before_python_and_keeps_them_while_editing(br
         page.wait_for_selector(f"{RESULTS}[data-state=done]", timeout=90_000)
         cfg = load_preset("deepseek-v3").to_dict()
         cfg["training"]["micro_batch_size"] = 2
-        assert numbers(shown(page)) == numbers(estimate(cfg).to_dict())
+        assert numbers(shown(page)) == numbers(estimate(on_page_gpu(cfg)).to_dict())
     finally:
         context.close()
 

@@ -16,7 +16,7 @@ from estimator import estimate, load_config
 from estimator import web  # noqa: E402
 from estimator.web import plan as web_plan  # noqa: E402
 
-from _calc import calc, events, numbers, open_page, settle, shown  # noqa: E402
+from _calc import calc, events, numbers, on_page_gpu, open_page, settle, shown  # noqa: E402
 
 #: (viewport, colour scheme): a laptop in the light palette, a phone in the dark one, and the reverse.
 VIEWS = [({"width": 1280, "height": 900}, "light"), ({"width": 390, "height": 844}, "dark"),
@@ -391,7 +391,7 @@ def test_calculator_links_the_offline_zip_that_runs_from_disk(view_page2, site_d
     requests = []
     page.on("request", lambda req: requests.append(req.url))
     assert open_page(page, (bundle / "calculator.html").as_uri() + "?preset=qwen2.5-72b") == "done"
-    assert numbers(shown(page)) == numbers(estimate(web.merged_config({"preset": "qwen2.5-72b"})[0]).to_dict())
+    assert numbers(shown(page)) == numbers(estimate(on_page_gpu(web.merged_config({"preset": "qwen2.5-72b"})[0])).to_dict())
     page.wait_for_function("() => window.__plan.suggest > 0", timeout=90_000)      # Make it fit works there too
     assert page.locator(".mme-fit-list > li").count() == len(web_plan.suggestions(
         {"preset": "qwen2.5-72b", "values": {}, "gpu": "H100-80GB"})["suggestions"])
