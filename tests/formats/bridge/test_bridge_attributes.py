@@ -17,19 +17,8 @@ from estimator import ConfigError, estimate
 from estimator.formats.bridge.catalog import SECTIONS
 from estimator.formats.bridge.config import BridgeRefusedError, read_bridge_config
 from estimator.formats.bridge.field_classes import ATTRIBUTES, classify, rows
-
-SILU = {"_target_": "torch.nn.functional.silu", "_call_": False}
-BF16 = {"_target_": "torch.bfloat16", "_call_": False}
-#: A two-layer SwiGLU model. Parameters by hand (h 256, 4 heads of 64, ffn 1024, vocab 1024, untied, RMSNorm):
-#: embedding and output layer 2 x 1024 x 256 = 524,288; per layer QKV 256 x 768 = 196,608, projection 65,536,
-#: fc1 256 x 2048 = 524,288, fc2 262,144, two norms 512: 1,049,088; two layers 2,098,176; final norm 256.
-#: Total 2,622,720.
-P = 2_622_720
-MODEL = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 1024, "kv_channels": 64,
-         "vocab_size": 1024, "seq_length": 256, "activation_func": SILU, "gated_linear_unit": True,
-         "add_bias_linear": False, "normalization": "RMSNorm", "position_embedding_type": "rope",
-         "share_embeddings_and_output_weights": False, "params_dtype": BF16, "bf16": True}
-TRAIN = {"micro_batch_size": 1, "global_batch_size": 1}
+# The two-layer SwiGLU model of the Bridge config tests, its parameters (P = 2,622,720) counted by hand there.
+from tests.formats.bridge.test_bridge_config import MODEL, P, TRAIN
 
 NO_EFFECT = {"_pipeline_model_parallel_layout_builder": {"_target_": "megatron.bridge.recipes.deepseek.h100."
                                                          "deepseek_v3._get_deepseek_v3_pipeline_layout",
