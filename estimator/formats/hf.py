@@ -610,6 +610,17 @@ def _mla(r: _Reader, m: dict) -> None:
     m["v_head_dim"] = r.int("v_head_dim")
 
 
+def _deepseek_experts(r: _Reader, m: dict) -> None:
+    """DeepSeek's routed and shared experts (V2/V3 and V4 alike): num_experts_per_tok of moe_intermediate_size, and
+    n_shared_experts (none by default) joined into one shared expert of that many times the width."""
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("n_shared_experts", 0)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+
+
 def _deepseek(r: _Reader, m: dict) -> None:
     """DeepSeek-V2/V3 (and Moonlight): multi-latent attention, first-k-dense MoE, shared experts, MTP."""
     mt, L = r.mt, m["num_layers"]
@@ -622,12 +633,7 @@ def _deepseek(r: _Reader, m: dict) -> None:
     experts = r.int("n_routed_experts", required=False)
     if experts:
         m["num_experts"] = experts
-        m["moe_router_topk"] = r.int("num_experts_per_tok")
-        fm = r.int("moe_intermediate_size")
-        m["moe_ffn_hidden_size"] = fm
-        shared = r.int("n_shared_experts", 0)
-        if shared:
-            m["moe_shared_expert_intermediate_size"] = shared * fm
+        _deepseek_experts(r, m)
         first = r.int("first_k_dense_replace", 0)
         freq = r.int("moe_layer_freq", 1)
         if freq < 1:
@@ -1615,12 +1621,7 @@ def _deepseek_v4(r: _Reader, m: dict) -> None:
     m["enable_hyper_connections"] = True
     m["num_residual_streams"] = r.int("hc_mult")
     m["num_experts"] = r.int("n_routed_experts")
-    m["moe_router_topk"] = r.int("num_experts_per_tok")
-    fm = r.int("moe_intermediate_size")
-    m["moe_ffn_hidden_size"] = fm
-    shared = r.int("n_shared_experts", 0)
-    if shared:
-        m["moe_shared_expert_intermediate_size"] = shared * fm
+    _deepseek_experts(r, m)
     fn = r.name("scoring_func", "sqrtsoftplus")
     if fn not in ("softmax", "sigmoid", "sqrtsoftplus"):
         raise UnsupportedError(f"config.json:scoring_func {show(fn)} is not supported for {r.mt}; known: softmax, "
