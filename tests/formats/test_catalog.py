@@ -107,8 +107,8 @@ NEWLY_SUPPORTED = ("nvidia/Nemotron-H-56B-Base-8K", "nvidia/NVIDIA-Nemotron-3-Na
                    "deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5")
 #: Still refused: none. (Issue 27 mapped Kimi-K2.5, Magistral, OLMo 2, MiniMax-M2.x and GLM-4.7-Flash:
 #: tests/formats/test_catalog_families.py; the sparse-attention indexers of DeepSeek-V3.2 and GLM-5:
-#: tests/model/layers/test_dsa.py; Gemma 4 and the heterogeneous Llama-Nemotron: tests/formats/test_gemma4.py,
-#: tests/formats/test_nemotron_nas.py; Qwen3.5 with its vision tower: tests/formats/test_qwen35.py. It took out
+#: tests/model/layers/test_dsa.py; Gemma 4 and the heterogeneous Llama-Nemotron: tests/formats/hf/test_gemma4.py,
+#: tests/formats/hf/test_nemotron_nas.py; Qwen3.5 with its vision tower: tests/formats/hf/test_qwen35.py. It took out
 #: aiconfigurator's trimmed GLM-4.7-Flash copy, which the import refuses for its missing num_nextn_predict_layers:
 #: only complete config.json files are catalogued.)
 STILL_REFUSED = ()

@@ -122,7 +122,7 @@ def test_a_layer_pattern_other_than_the_interval_is_kept_as_a_list():
 
 
 @pytest.mark.parametrize("change, words", [
-    # deepstack mergers are mapped (tests/formats/test_qwen3_vl.py); an index past the tower's depth is not
+    # deepstack mergers are mapped (tests/formats/hf/test_qwen3_vl.py); an index past the tower's depth is not
     ({"vision_config.deepstack_visual_indexes": [8, 16, 99]}, "deepstack"),
     ({"vision_config.hidden_act": "silu"}, "gelu_pytorch_tanh"),
     ({"vision_config.depth": None}, "config.json:vision_config.depth"),

@@ -20,7 +20,7 @@ from estimator.formats.hf_catalog import entries, get
 AWAITING_CONFIG = {"glm4_moe_lite": "no complete GLM-4.7-Flash config.json (the trimmed copy has no num_nextn_predict_layers)",
                    "gemma4_text": "no text-only Gemma 4 copy; its keys are the gemma4 entry's text_config (below)",
                    # the catalog's Qwen3.5 ids are the vision-language wrappers; the language model alone is tested
-                   # from their text_config (tests/formats/test_qwen35.py)
+                   # from their text_config (tests/formats/hf/test_qwen35.py)
                    "qwen3_5_text": "no text-only Qwen3.5 config.json in the catalog",
                    "qwen3_5_moe_text": "no text-only Qwen3.5 config.json in the catalog"}
 

@@ -1,0 +1,193 @@
+"""From a parsed ``config.json`` to the ``model:`` section: the supported ``model_type`` table, the keys every
+architecture shares (layers, widths, heads, vocabulary, norm, activation, dropout) and the dispatch to the family's
+own mapping function. See :mod:`estimator.formats.hf` for the key table."""
+
+from __future__ import annotations
+
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from .deepseek import map_deepseek, map_deepseek_v32, map_deepseek_v4
+from .gemma import map_gemma, map_gemma4
+from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
+from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_types
+from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
+from .llama import gqa, map_llama4, map_mimo, map_nemotron_nas, map_olmo2, map_phi3, moe_experts
+from .moe import map_bailing_moe, map_ernie4_5_moe, map_gpt_oss, map_minimax_m2
+from .multimodal import QWEN_VISION, WRAPPED, qwen_vision, text_part
+from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
+from .source import read_hf_config
+
+
+#: model_type -> (architecture class name, a short description), in the order the docs list them.
+SUPPORTED: dict[str, tuple[str, str]] = {
+    "llama": ("LlamaForCausalLM", "Llama 2, Llama 3, Llama 3.1"),
+    "mistral": ("MistralForCausalLM", "Mistral"),
+    "mixtral": ("MixtralForCausalLM", "Mixtral"),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2, Qwen2.5"),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", "Qwen2-MoE, Qwen1.5-MoE"),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3 dense"),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3-MoE"),
+    "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepSeek-V2, DeepSeek-V2-Lite"),
+    "deepseek_v3": ("DeepseekV3ForCausalLM", "DeepSeek-V3, DeepSeek-R1, Kimi Moonlight"),
+    "kimi_k2": ("DeepseekV3ForCausalLM", "Kimi-K2 (DeepSeek-V3's architecture)"),
+    "phi3": ("Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4-mini"),
+    "mimo": ("MiMoForCausalLM", "MiMo (Qwen2 with MTP layers)"),
+    "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE"),
+    "bailing_moe": ("BailingMoeV2ForCausalLM", "Ling 2.0 (Bailing MoE V2)"),
+    "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
+    "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
+    "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE and 31B dense (text part; the vision tower is not "
+               "counted)"),
+    "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE and 31B dense (text)"),
+    "nemotron-nas": ("DeciLMForCausalLM", "Llama-Nemotron Super / Ultra (heterogeneous blocks, DeciLM)"),
+    "gpt_oss": ("GptOssForCausalLM", "gpt-oss"),
+    "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3-Next"),
+    "qwen3_5": ("Qwen3_5ForConditionalGeneration", "Qwen3.5 dense (gated delta net + gated attention, vision tower)"),
+    "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "Qwen3.5 MoE (gated delta net + gated attention, vision "
+                    "tower)"),
+    "qwen3_vl": ("Qwen3VLForConditionalGeneration", "Qwen3-VL dense (Qwen3 language model, vision tower with "
+                 "deepstack mergers)"),
+    "qwen3_vl_moe": ("Qwen3VLMoeForConditionalGeneration", "Qwen3-VL MoE (Qwen3-MoE language model, vision tower "
+                     "with deepstack mergers)"),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", "Qwen3.5 dense, language model only"),
+    "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", "Qwen3.5 MoE, language model only"),
+    "nemotron_h": ("NemotronHForCausalLM", "Nemotron-H, Nemotron 3 (hybrid Mamba)"),
+    "olmo2": ("Olmo2ForCausalLM", "OLMo 2 (norms after attention and MLP, full-width q/k norms)"),
+    "minimax_m2": ("MiniMaxM2ForCausalLM", "MiniMax-M2, M2.5, M2.7"),
+    "glm4_moe": ("Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7"),
+    "glm4_moe_lite": ("Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)"),
+    "deepseek_v32": ("DeepseekV32ForCausalLM", "DeepSeek-V3.2, DeepSeek-V3.2-Exp (DeepSeek sparse attention)"),
+    "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5 (multi-latent attention with DeepSeek sparse attention)"),
+    "deepseek_v4": ("DeepseekV4ForCausalLM", "DeepSeek-V4-Flash, DeepSeek-V4-Pro (hybrid compressed attention, "
+                    "hyper-connections, hash-routed MoE layers)"),
+    "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
+    "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
+    "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
+}
+
+
+#: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
+REFUSED: dict[str, str] = {}
+
+
+_ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt not in ("kimi_k2", "ministral3")}
+
+
+def _supported_list() -> str:
+    return "; ".join(f"{desc} ({mt}, {arch})" for mt, (arch, desc) in SUPPORTED.items())
+
+
+def _model_type(hf: dict) -> str:
+    mt = hf.get("model_type")
+    archs = hf.get("architectures") or []
+    if mt is not None and not isinstance(mt, str):
+        raise ConfigError(Problem("config.json:model_type", mt, f"must be a name such as 'llama', got {show(mt)}"))
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(Problem("config.json:architectures", archs, "must be a list of class names such as "
+                                  f"['LlamaForCausalLM'], got {show(archs)}"))
+    if mt is None and archs:
+        mt = _ARCH_TO_TYPE.get(archs[0])
+    if mt in REFUSED:
+        raise UnsupportedError(f"{archs[0] if archs else mt} (model_type {mt}) is not supported: {REFUSED[mt]}. "
+                               f"Supported: {_supported_list()}.")
+    if mt not in SUPPORTED:
+        name = archs[0] if archs else (mt or "a config.json without model_type or architectures")
+        raise UnsupportedError(f"unknown architecture {show(name)} (model_type {show(mt)}). Supported: "
+                               f"{_supported_list()}.")
+    return mt
+
+
+def from_hf_config(source, *, strict: bool = True) -> dict:
+    """The ``model:`` section for a Hugging Face ``config.json`` (path, model directory, catalog Hub id or dict).
+
+    Raises :class:`UnsupportedError` for an unknown or refused architecture, for a value with no exact
+    Megatron-Core equivalent, and (with ``strict``) for any key not known to be harmless; raises
+    :class:`ConfigError` for a missing file, a Hub id not in the catalog, invalid JSON or a missing required key.
+    """
+    hf = read_hf_config(source)
+    mt = _model_type(hf)
+    wrapper = hf if mt in QWEN_VISION else None
+    if mt in WRAPPED:
+        hf, mt = text_part(hf, mt, strict)
+    elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
+        mt, wrapper = mt[:-len("_text")], None
+    if mt == "nemotron_h" and ("layers_block_type" in hf or "mtp_layers_block_type" in hf):
+        hf = nemotron_block_types(hf)
+    if mt == "qwen3_moe":
+        for key, means in QWEN3_MOE_EXTRA.items():
+            if key in hf and hf[key] != means:
+                raise UnsupportedError(f"config.json:{key} = {show(hf[key])} for qwen3_moe: Hugging Face's Qwen3-MoE "
+                                       f"ignores the key and builds the model as if it were {show(means)}, so the "
+                                       "checkpoint and this config.json disagree")
+    if strict:
+        unknown = sorted(show(k) if not isinstance(k, str) or len(k) > 64 else k for k in hf
+                         if k not in KNOWN[mt] and k not in INERT
+                         and not (mt == "qwen3_moe" and k in QWEN3_MOE_EXTRA))
+        if unknown:
+            listed = ", ".join(unknown[:LISTED_KEYS]) + (f" and {len(unknown) - LISTED_KEYS:,} more"
+                                                         if len(unknown) > LISTED_KEYS else "")
+            raise UnsupportedError(
+                f"config.json key(s) not understood for {mt}: {listed}. They may change "
+                f"the parameter count, so the import stops rather than guess (pass strict=False to ignore them).")
+    r = Reader(hf, mt)
+    L = r.int("num_hidden_layers")
+    m: dict = {
+        "num_layers": L,
+        "hidden_size": r.int("hidden_size"),
+        "num_attention_heads": r.int("num_attention_heads"),
+        "vocab_size": r.int("vocab_size"),
+        "normalization": "RMSNorm",
+        "layernorm_epsilon": r.number("rms_norm_eps", 1e-6),
+        "position_embedding_type": "rope",
+        "untie_embeddings_and_output_weights": not r.flag("tie_word_embeddings", False),
+    }
+    act = r.name("hidden_act", "silu", sorted(GATED_ACT))
+    if act not in GATED_ACT:
+        raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP takes "
+                               f"one of {', '.join(sorted(GATED_ACT))}")
+    m["activation_func"], m["gated_linear_unit"] = GATED_ACT[act], True
+    max_pos = r.int("max_position_embeddings", required=False)
+    if max_pos:
+        m["max_position_embeddings"] = max_pos
+    for key in ("attention_dropout", "hidden_dropout"):
+        p = r.number(key, 0.0)
+        if p > 0:
+            m[key] = p
+    if mt in _OWN_MAPPING:
+        _OWN_MAPPING[mt](r, m)
+    elif mt.startswith("deepseek") or mt == "kimi_k2":
+        map_deepseek(r, m)
+    else:
+        gqa(r, m)
+        if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
+            moe_experts(r, m)
+    if wrapper is not None:
+        qwen_vision(wrapper.get("vision_config"), m, strict)
+    return {k: m[k] for k in sorted(m, key=MODEL_ORDER.__getitem__)}
+
+
+#: model_type -> its own mapping function (the Llama-style and DeepSeek families use gqa / moe_experts /
+#: map_deepseek). A new family adds one line here, its keys to keys.KNOWN and its row to SUPPORTED.
+_OWN_MAPPING = {
+    "phi3": map_phi3,
+    "mimo": map_mimo,
+    "ernie4_5_moe": map_ernie4_5_moe,
+    "bailing_moe": map_bailing_moe,
+    "gpt_oss": map_gpt_oss,
+    "qwen3_next": map_qwen3_next,
+    "qwen3_5": map_qwen3_5,
+    "qwen3_5_moe": map_qwen3_5,
+    "nemotron_h": map_nemotron_h,
+    "gemma2": map_gemma,
+    "gemma3_text": map_gemma,
+    "llama4": map_llama4,
+    "olmo2": map_olmo2,
+    "minimax_m2": map_minimax_m2,
+    "glm4_moe": map_glm4_moe,
+    "glm4_moe_lite": map_glm4_moe_lite,
+    "deepseek_v32": map_deepseek_v32,
+    "glm_moe_dsa": map_glm_moe_dsa,
+    "gemma4_text": map_gemma4,
+    "deepseek_v4": map_deepseek_v4,
+    "nemotron-nas": map_nemotron_nas,
+}

@@ -1,0 +1,214 @@
+"""Hybrid layer stacks: Qwen3-Next and Qwen3.5 (gated delta net with gated attention) and Nemotron-H /
+Nemotron 3 (Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer
+list)."""
+
+from __future__ import annotations
+
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from .llama import gqa, moe_experts
+from .reader import Reader, refuse_true
+
+
+#: Nemotron-H's layer list (transformers 5's NemotronHConfig: layers_block_type, mtp_layers_block_type, one name per
+#: layer, num_hidden_layers derived from its length) as the symbols of hybrid_override_pattern. huggingface/
+#: transformers @ 13923c6 : src/transformers/models/nemotron_h/configuration_nemotron_h.py (_list_to_pattern) names
+#: them linear_attention, full_attention, moe, mlp; the checkpoints' config.json files write mamba and attention.
+_BLOCK_SYMBOL = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "moe": "E",
+                 "mlp": "-"}
+
+
+def map_qwen3_next(r: Reader, m: dict) -> None:
+    """Qwen3-Next (Megatron-Bridge qwen3_next_bridge): gated delta net layers with a full gated-attention layer every
+    full_attention_interval layers (experimental_attention_variant gdn, linear_attention_freq), per-head q/k norms,
+    the attention output gate, and Qwen MoE layers with a gated shared expert. The checkpoint's MTP layer
+    (mtp.* tensors) is not in config.json and Hugging Face does not load it; it is left out here too."""
+    gqa(r, m)
+    m["qk_layernorm"] = True
+    m["attention_output_gate"] = True
+    m["experimental_attention_variant"] = "gdn"
+    freq = r.int("full_attention_interval")
+    if freq < 1:
+        raise ConfigError(Problem("config.json:full_attention_interval", freq, "must be >= 1"))
+    m["linear_attention_freq"] = freq
+    for key in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                "linear_num_value_heads"):
+        m[key] = r.int(key)
+    moe_experts(r, m)
+
+
+def map_qwen3_5(r: Reader, m: dict) -> None:
+    """Qwen3.5's language model (text_config), as Megatron-Bridge maps it (NVIDIA-NeMo/Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/qwen/qwen35_bridge.py ``_apply_qwen35_common_config``, ``_apply_qwen35_moe_config``;
+    qwen_vl/qwen35_vl_bridge.py ``provider_bridge``): Qwen3-Next's hybrid of gated delta nets and gated attention
+    (experimental_attention_variant gated_delta_net, attention_output_gate, qk_layernorm; the layer pattern from
+    layer_types, else full_attention_interval: transformers_compat.py ``full_attention_interval_from_hf``), GQA
+    with head_dim, the GDN dims, and either a dense SwiGLU MLP of intermediate_size (qwen3_5) or Qwen MoE layers
+    with a gated shared expert (qwen3_5_moe: global_aux_loss at router_aux_loss_coef). mtp_num_hidden_layers MTP
+    layers (model_bridge.py CONFIG_MAPPING: mtp_num_layers), each built like the last decoder layer (full
+    attention). Partial RoPE (partial_rotary_factor), mRoPE sections and the zero-centred norms change no
+    tensor's size; the embeddings are tied only if the wrapper's tie_word_embeddings says so."""
+    hf, L = r.hf, m["num_layers"]
+    refuse_true(r, "attention_bias", "mlp_bias", why="Qwen3.5's projections have no biases")
+    if not r.flag("attn_output_gate", True):
+        raise UnsupportedError(f"config.json:attn_output_gate = false for {r.mt}: Megatron-Bridge always builds the "
+                               "attention output gate (attention_output_gate true)")
+    if r.flag("mtp_use_dedicated_embeddings"):
+        raise UnsupportedError(f"config.json:mtp_use_dedicated_embeddings = true for {r.mt}: Megatron-Bridge's MTP "
+                               "layer shares the main embedding; a dedicated one is not mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    m["kv_channels"] = r.int("head_dim")
+    m["qk_layernorm"] = True
+    m["attention_output_gate"] = True
+    m["experimental_attention_variant"] = "gdn"
+    interval = r.int("full_attention_interval", required=False)
+    if interval is not None and interval < 1:
+        raise ConfigError(Problem("config.json:full_attention_interval", interval, "must be >= 1"))
+    kinds = hf.get("layer_types")
+    if kinds is not None:
+        ok = {"linear_attention": 1, "full_attention": 0}
+        if not isinstance(kinds, list) or len(kinds) != L or any(k not in ok for k in kinds):
+            raise ConfigError(Problem("config.json:layer_types", kinds, f"must list num_hidden_layers ({L}) entries, "
+                                      "each linear_attention or full_attention"))
+        pattern = [ok[k] for k in kinds]
+        if interval is not None and pattern == [int((i + 1) % interval != 0) for i in range(L)]:
+            m["linear_attention_freq"] = interval
+        else:
+            m["linear_attention_freq"] = pattern          # Bridge prefers layer_types when both are given
+    elif interval is not None:
+        m["linear_attention_freq"] = interval
+    else:
+        raise ConfigError(Problem("config.json:layer_types", None, f"is required for {r.mt} (or "
+                                  "full_attention_interval): which layers are full attention"))
+    for key in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                "linear_num_value_heads"):
+        m[key] = r.int(key)
+    if r.mt == "qwen3_5":
+        m["ffn_hidden_size"] = r.int("intermediate_size")
+    else:
+        r.int("intermediate_size", required=False)
+        moe_experts(r, m)
+        m["moe_router_load_balancing_type"] = "global_aux_loss"
+        coeff = hf.get("router_aux_loss_coef", 1e-3)
+        if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+            raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+        if coeff:
+            m["moe_aux_loss_coeff"] = float(coeff)
+    mtp = r.int("mtp_num_hidden_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+_RELU2 = {"relu2": ("squared_relu", False)}
+
+
+def _block_pattern(hf: dict, key: str) -> str:
+    names = hf[key]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _BLOCK_SYMBOL for n in names):
+        raise ConfigError(Problem(f"config.json:{key}", show(names), "must be a non-empty list of layer kinds, each "
+                                  f"one of {', '.join(sorted(_BLOCK_SYMBOL))}"))
+    return "".join(_BLOCK_SYMBOL[n] for n in names)
+
+
+def nemotron_block_types(hf: dict) -> dict:
+    """A copy of a Nemotron-H config.json whose layers_block_type / mtp_layers_block_type (transformers 5's spelling,
+    no num_hidden_layers needed) are stated as hybrid_override_pattern / mtp_hybrid_override_pattern and
+    num_hidden_layers, which :func:`map_nemotron_h` reads. A config.json that states both spellings must agree."""
+    out = dict(hf)
+    for names, pattern in (("layers_block_type", "hybrid_override_pattern"),
+                           ("mtp_layers_block_type", "mtp_hybrid_override_pattern")):
+        if names not in hf:
+            continue
+        derived = _block_pattern(hf, names)
+        if pattern in hf and hf[pattern] != derived:
+            raise ConfigError(Problem(f"config.json:{pattern}", show(hf[pattern]), f"must agree with {names} "
+                                      f"({derived}) where a config.json states both"))
+        out[pattern] = derived
+        del out[names]
+    if "layers_block_type" in hf:
+        layers = len(hf["layers_block_type"])
+        if "num_hidden_layers" in hf and hf["num_hidden_layers"] != layers:
+            raise ConfigError(Problem("config.json:num_hidden_layers", show(hf["num_hidden_layers"]), "must equal "
+                                      f"the length of layers_block_type ({layers})"))
+        out["num_hidden_layers"] = layers
+    return out
+
+
+def map_nemotron_h(r: Reader, m: dict) -> None:
+    """Nemotron-H / Nemotron 3 (Megatron-Bridge nemotron_h_bridge, HybridModel): hybrid_override_pattern is the
+    layer pattern (M Mamba-2, * attention, - MLP, E MoE; transformers 5's layers_block_type list is read as it, see
+    :func:`nemotron_block_types`); mtp_hybrid_override_pattern repeated
+    num_nextn_predict_layers times its MTP layers. Mamba-2: ssm_state_size, mamba_head_dim, mamba_num_heads (or
+    expand x hidden_size / mamba_head_dim), n_groups; Megatron-Core's MambaMixer fixes the convolution width at 4
+    with a bias and no projection biases. MLP and experts: squared ReLU (relu2), not gated. MoE: sigmoid router
+    with expert bias, moe_shared_expert_intermediate_size, moe_latent_size. No position embedding."""
+    hf, a = r.hf, m["num_attention_heads"]
+    pattern = hf.get("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        raise ConfigError(Problem("config.json:hybrid_override_pattern", pattern, "is required for nemotron_h: "
+                                  "one symbol per layer (M, *, -, E)"))
+    depths = r.int("num_nextn_predict_layers", 0)
+    if depths:
+        mtp = hf.get("mtp_hybrid_override_pattern")
+        if not isinstance(mtp, str) or not mtp:
+            raise ConfigError(Problem("config.json:mtp_hybrid_override_pattern", mtp, "is required with "
+                                      "num_nextn_predict_layers > 0 (the layers of one MTP depth)"))
+        if r.flag("mtp_use_repeated_layer", True):     # true by default with MTP layers: one layer, every depth
+            m["mtp_use_repeated_layer"] = True
+        pattern = pattern + "/" + "/".join([mtp] * depths)
+    from ...config.hybrid_pattern import parse, pattern_problems
+    bad = pattern_problems(pattern)
+    if bad:
+        raise UnsupportedError(f"config.json:hybrid_override_pattern {show(pattern)}: {'; '.join(bad)}")
+    if len(parse(pattern).layers) != m["num_layers"]:
+        raise ConfigError(Problem("config.json:num_hidden_layers", m["num_layers"], "must equal the length of "
+                                  f"hybrid_override_pattern ({len(parse(pattern).layers)})"))
+    m["hybrid_layer_pattern"] = pattern
+    for key, why in (("use_bias", "biases on the Mamba projections"), ("mamba_proj_bias", "biases on the Mamba "
+                     "projections"), ("attention_bias", "attention biases"), ("mlp_bias", "MLP biases"),
+                     ("residual_in_fp32", "an fp32 residual stream")):
+        refuse_true(r, key, why=f"{why} are not modelled (Megatron-Core's MambaMixer has none)"
+                     if "Mamba" in why else f"{why} are not modelled")
+    if not r.flag("use_conv_bias", True):
+        raise UnsupportedError("config.json:use_conv_bias = false for nemotron_h: Megatron-Core's MambaMixer always "
+                               "has a convolution bias")
+    if r.int("conv_kernel", 4) != 4:
+        raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for nemotron_h: Megatron-Core's "
+                               "MambaMixer fixes the convolution width at 4")
+    if r.name("mamba_hidden_act", "silu", ("silu", "swish")) not in ("silu", "swish"):
+        raise UnsupportedError(f"config.json:mamba_hidden_act {show(hf.get('mamba_hidden_act'))}: MambaMixer uses silu")
+    act = r.name("mlp_hidden_act", "relu2", tuple(_RELU2))
+    if act not in _RELU2:
+        raise UnsupportedError(f"config.json:mlp_hidden_act {show(act)} for nemotron_h: only relu2 (squared ReLU) is "
+                               "mapped")
+    m["activation_func"], m["gated_linear_unit"] = _RELU2[act]
+    m["num_query_groups"] = r.int("num_key_value_heads", a)
+    head_dim = r.int("head_dim", required=False) or r.int("attention_head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    given = [e for e in (r.number(k, None) for k in ("layer_norm_epsilon", "norm_eps", "rms_norm_eps"))
+             if e is not None]                   # each one checked; the first one given is the model's
+    m["layernorm_epsilon"] = given[0] if given else 1e-5
+    m["position_embedding_type"] = "none"
+    m["mamba_state_dim"] = r.int("ssm_state_size")
+    m["mamba_head_dim"] = r.int("mamba_head_dim")
+    m["mamba_num_groups"] = r.int("n_groups")
+    heads = r.int("mamba_num_heads", required=False)
+    if heads is None:
+        expand = r.int("expand", 2)
+        heads = expand * m["hidden_size"] // m["mamba_head_dim"]
+    m["mamba_num_heads"] = heads
+    if "E" in pattern:
+        m["num_experts"] = r.int("n_routed_experts")
+        m["moe_router_topk"] = r.int("num_experts_per_tok")
+        fm = r.int("moe_intermediate_size")
+        m["moe_ffn_hidden_size"] = fm
+        shared = r.int("moe_shared_expert_intermediate_size", required=False)
+        if shared is None:
+            shared = r.int("n_shared_experts", 0) * fm
+        if shared:
+            m["moe_shared_expert_intermediate_size"] = shared
+        m["moe_router_enable_expert_bias"] = True      # NemotronH's router keeps an e_score_correction_bias
+        latent = r.int("moe_latent_size", required=False)
+        if latent:
+            m["moe_latent_size"] = latent

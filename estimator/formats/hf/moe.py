@@ -1,0 +1,151 @@
+"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss and MiniMax-M2."""
+
+from __future__ import annotations
+
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from .llama import gqa
+from .reader import Reader, pattern_value, refuse_true
+
+
+def map_ernie4_5_moe(r: Reader, m: dict) -> None:
+    """ERNIE 4.5 MoE (Megatron-Bridge ernie_45_bridge): dense layers before moe_layer_start_index, MoE after,
+    moe_num_shared_experts shared experts of the expert width, aux-free expert bias (moe_use_aux_free)."""
+    refuse_true(r, "use_bias", why="biases on every projection are not what ERNIE 4.5 MoE ships")
+    gqa(r, m)
+    L = m["num_layers"]
+    m["num_experts"] = r.int("moe_num_experts")
+    m["moe_router_topk"] = r.int("moe_k")
+    fm = r.hf.get("moe_intermediate_size")
+    if isinstance(fm, list) and fm and all(type(x) is int and x == fm[0] for x in fm):
+        fm = fm[0]
+    if type(fm) is not int or not 1 <= fm <= r.bound("moe_intermediate_size"):
+        raise ConfigError(Problem("config.json:moe_intermediate_size", fm, "must be a positive integer (or a list "
+                                  f"of equal ones) up to {r.bound('moe_intermediate_size'):,}, got {show(fm)}"))
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("moe_num_shared_experts", 0)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+    start, step = r.int("moe_layer_start_index", 0), r.int("moe_layer_interval", 1)
+    end = r.int("moe_layer_end_index", L - 1)
+    if step != 1 or end != L - 1 or start >= L:
+        raise UnsupportedError(f"config.json:moe_layer_interval {step} / moe_layer_end_index {end} / "
+                               f"moe_layer_start_index {start}: only MoE layers from the start index to the last "
+                               "layer, every layer, are mapped (as Megatron-Bridge does)")
+    pattern = [int(i >= start) for i in range(L)]
+    if pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("moe_use_aux_free"):
+        m["moe_router_enable_expert_bias"] = True
+
+
+def map_bailing_moe(r: Reader, m: dict) -> None:
+    """Ling 2.0 / Bailing MoE V2 (Megatron-Bridge bailing_moe2_bridge): first_k_dense_replace dense layers, then
+    MoE with shared experts and a sigmoid router with expert bias, per-head q/k norms, MTP layers."""
+    refuse_true(r, "use_bias", why="biases on every projection have no Megatron-Core equivalent here")
+    if not r.flag("use_rmsnorm", True):
+        raise UnsupportedError("config.json:use_rmsnorm = false for bailing_moe: only RMSNorm is mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    if r.flag("use_qkv_bias"):
+        m["add_qkv_bias"] = True
+    if r.flag("use_qk_norm"):
+        m["qk_layernorm"] = True
+    L = m["num_layers"]
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("moe_shared_expert_intermediate_size", required=False)
+    if shared is None:
+        shared = r.int("num_shared_experts", 0) * fm
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared
+    first = r.int("first_k_dense_replace", 0)
+    pattern = [int(i >= first) for i in range(L)]
+    if not any(pattern):
+        raise UnsupportedError(f"bailing_moe config.json makes no layer MoE (first_k_dense_replace {first})")
+    if pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    if r.flag("moe_router_enable_expert_bias"):
+        m["moe_router_enable_expert_bias"] = True
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def map_gpt_oss(r: Reader, m: dict) -> None:
+    """gpt-oss (Megatron-Bridge gpt_oss_bridge): every layer MoE with num_local_experts experts of width
+    intermediate_size, biases on q/k/v/o, on every expert projection and on the router (add_bias_linear), learned
+    attention sinks (softmax_type learnable), quick-GeGLU experts (quick_gelu, gated; swiglu_limit is a clamp),
+    YaRN positions (no parameters). Sliding-window layers (layer_types) change no tensor's size."""
+    hf = r.hf
+    if not r.flag("attention_bias"):
+        raise UnsupportedError("config.json:attention_bias must be true for gpt_oss: Megatron-Core's add_bias_linear "
+                               "puts biases on q, k, v and o as gpt-oss has them; without them there is no exact "
+                               "mapping")
+    refuse_true(r, "mlp_bias", why="gpt-oss's experts always have biases; the key has no meaning here")
+    if r.name("hidden_act", "silu", ("silu",)) != "silu":
+        raise UnsupportedError(f"config.json:hidden_act {show(hf.get('hidden_act'))} for gpt_oss: only its "
+                               "quick-GeGLU experts (hidden_act silu) are mapped")
+    m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+    head_dim = r.int("head_dim", required=False)
+    if head_dim is not None:
+        m["kv_channels"] = head_dim
+    fm = r.int("intermediate_size")
+    m["ffn_hidden_size"] = fm
+    m["add_bias_linear"] = True
+    m["softmax_type"] = "learnable"
+    m["activation_func"], m["gated_linear_unit"] = "quick_gelu", True
+    m["num_experts"] = r.int("num_local_experts")
+    k = r.int("num_experts_per_tok", required=False)
+    m["moe_router_topk"] = k if k is not None else r.int("experts_per_token")
+    m["moe_ffn_hidden_size"] = fm
+    scaling = hf.get("rope_scaling")
+    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+        m["position_embedding_type"] = "yarn"
+
+
+def map_minimax_m2(r: Reader, m: dict) -> None:
+    """MiniMax-M2 / M2.5 / M2.7 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m2/
+    minimax_m2_bridge.py): GQA with q/k RMSNorms over all heads (qk_norm_type per_layer: FullDimQNorm /
+    FullDimKNorm), every layer MoE with num_local_experts experts of width intermediate_size, top-k sigmoid
+    routing with the expert bias (use_routing_bias), aux_loss at router_aux_loss_coef (Bridge's default 1e-3),
+    no shared expert. The checkpoint's MTP modules (use_mtp, num_mtp_modules) are not mapped by Bridge ("MTP
+    modules are not mapped"), so the Megatron model has none; rotary_dim (partial RoPE) has no weights."""
+    hf = r.hf
+    kinds = hf.get("attn_type_list")
+    if kinds is not None and (not isinstance(kinds, list) or len(kinds) != m["num_layers"]
+                              or any(k != 1 or isinstance(k, bool) for k in kinds)):
+        raise UnsupportedError(f"config.json:attn_type_list {show(kinds)} for minimax_m2: only full softmax attention "
+                               f"in every layer (1, num_hidden_layers = {m['num_layers']} entries) is mapped; 0 "
+                               "(MiniMax-Text-01's lightning attention) is not")
+    gqa(r, m)
+    if r.flag("use_qk_norm", True):
+        kind = r.name("qk_norm_type", "per_layer", ("per_layer",))
+        if kind != "per_layer":
+            raise UnsupportedError(f"config.json:qk_norm_type {show(kind)} for minimax_m2: only per_layer (one norm "
+                                   "over all heads, as Megatron-Bridge's FullDimQNorm builds it) is mapped")
+        m["qk_layernorm"] = True
+        m["qk_layernorm_full_dim"] = True
+    if r.int("shared_intermediate_size", 0):
+        raise UnsupportedError("config.json:shared_intermediate_size > 0 for minimax_m2: Megatron-Bridge's "
+                               "MiniMax-M2 bridge maps no shared expert")
+    fm = m["ffn_hidden_size"]
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if fn != "sigmoid":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for minimax_m2: the bridge routes by sigmoid")
+    m["moe_router_score_function"] = "sigmoid"
+    if r.flag("use_routing_bias", True):
+        m["moe_router_enable_expert_bias"] = True
+    m["moe_router_load_balancing_type"] = "aux_loss"
+    coeff = hf.get("router_aux_loss_coef", 1e-3)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+    if coeff:
+        m["moe_aux_loss_coeff"] = float(coeff)

@@ -1,0 +1,140 @@
+"""Vision-language wrappers: the language model of a multimodal ``config.json`` is its ``text_config``
+(:func:`text_part`), and the vision towers that are modelled (Qwen3.5's and Qwen3-VL's, :func:`qwen_vision`) are
+read from its ``vision_config`` into the ``model.vision_*`` fields."""
+
+from __future__ import annotations
+
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from .keys import INERT, PRETRAINED_DEFAULTS
+from .reader import LISTED_KEYS, MODEL_SPECS
+
+
+#: vision_config keys -> the model field they become (Megatron-Bridge @ 067f987d :
+#: src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``).
+_VISION_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                  "num_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                  "patch_size": "vision_patch_size", "temporal_patch_size": "vision_temporal_patch_size",
+                  "in_channels": "vision_in_channels", "spatial_merge_size": "vision_spatial_merge_size",
+                  "num_position_embeddings": "vision_num_position_embeddings",
+                  "out_hidden_size": "vision_out_hidden_size"}
+
+
+_VISION_INERT = frozenset({"model_type", "initializer_range", "hidden_act", "deepstack_visual_indexes", "dtype",
+                           "torch_dtype", "_name_or_path", "transformers_version"})
+
+
+def qwen_vision(vc, m: dict, strict: bool) -> None:
+    """The vision tower of a Qwen3.5 or Qwen3-VL config.json (its vision_config), as Megatron-Bridge builds it
+    (modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``: num_layers depth, hidden_size, num_heads
+    heads without GQA, ffn intermediate_size, biases on every linear, LayerNorm, tanh-GELU MLP not gated;
+    vision_model.py ``Qwen3VLVisionModel``: a Conv3d patch embedding, num_position_embeddings learned positions,
+    the patch merger to out_hidden_size; transformer_block.py: one deepstack merger per deepstack_visual_indexes
+    entry, Qwen3-VL's). Every value is required (the tower's parameters depend on them); hidden_act other than
+    gelu_pytorch_tanh is refused: Bridge hard-wires the activation."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for Qwen3.5 and Qwen3-VL (the "
+                                  "vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    act = vc.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
+                               "uses the tanh GELU (gelu_pytorch_tanh) whatever the config says; only that is mapped")
+    deep = vc.get("deepstack_visual_indexes")
+    deep = [] if deep is None else deep
+    depth = vc.get("depth")
+    if not isinstance(deep, list) or len(set(deep)) != len(deep) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and isinstance(depth, int) and 0 <= i < depth
+            for i in deep):
+        raise ConfigError(Problem("config.json:vision_config.deepstack_visual_indexes", deep, "must be a list of "
+                                  "distinct tower layer indices in 0..depth-1 (one deepstack merger each)"))
+    if deep:
+        m["vision_deepstack_mergers"] = len(deep)
+    for key, name in _VISION_FIELDS.items():
+        v = vc.get(key)
+        spec = MODEL_SPECS[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not spec.min <= v <= spec.max:
+            raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
+                                      f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
+        m[name] = v
+
+
+_QWEN_VL_TOP = frozenset({"video_token_id", "vision_start_token_id", "vision_end_token_id", "audio_token_id"})
+
+
+_VISION_TOP = frozenset({"text_config", "vision_config", "image_token_index", "image_token_id", "tie_word_embeddings"})
+
+
+#: Multimodal wrappers whose language model is their text_config: model_type -> (the text model_type(s) mapped,
+#: the wrapper's own keys, which describe the vision tower, projector and media tokens: not counted here).
+WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
+    "llama4": (("llama4_text", "llama4"), _VISION_TOP | {"boi_token_index", "eoi_token_index", "image_processor_config"}),
+    # Megatron-Bridge kimi_vl/kimi_k25_vl_bridge.py: the language model is DeepSeek-V3's (text_config kimi_k2).
+    "kimi_k25": (("kimi_k2", "deepseek_v3"), _VISION_TOP | {"media_placeholder_token_id", "use_unified_vision_chunk",
+                                                           "video_placeholder"}),
+    # Megatron-Bridge ministral3/ministral3_bridge.py (Mistral3ForConditionalGeneration): a Mistral / Ministral 3
+    # language model (text_config) with a Pixtral vision encoder and a patch-merger projector.
+    "mistral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
+                                                          "spatial_merge_size", "vision_feature_layer"}),
+    "ministral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
+                                                            "spatial_merge_size", "vision_feature_layer"}),
+    # Megatron-Bridge gemma_vl/gemma4_vl_bridge.py: the Gemma 4 language model (text_config gemma4_text) with a
+    # vision tower (about 0.55 B parameters, not counted: the published 25.2 B total is the language model's) and
+    # media tokens; an audio tower (audio_config, on the small variants) is refused by text_part.
+    "gemma4": (("gemma4_text",), _VISION_TOP | {"audio_config", "audio_token_id", "boa_token_id", "boi_token_id",
+                                                "eoa_token_id", "eoa_token_index", "eoi_token_id", "video_token_id",
+                                                "vision_soft_tokens_per_image"}),
+    # Megatron-Bridge qwen_vl/qwen35_vl_bridge.py (Qwen35VLBridge, Qwen35VLMoEBridge): the hybrid language model of
+    # text_config and a Qwen3-VL vision tower (vision_config, mapped by qwen_vision into the model.vision_* fields).
+    # language_model_only (false in NVIDIA's Qwen3.6-27B-NVFP4) is no field of transformers' Qwen3_5Config
+    # (huggingface/transformers @ 008e5743 : src/transformers/models/qwen3_5/configuration_qwen3_5.py: text_config,
+    # vision_config, the media token ids, tie_word_embeddings), so it changes no tensor; it names vLLM's switch that
+    # loads the language model without the vision encoder. False keeps the whole model; true is refused in text_part.
+    "qwen3_5": (("qwen3_5_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
+    "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
+    # Megatron-Bridge qwen_vl/qwen3_vl_bridge.py (Qwen3VLBridge, Qwen3VLMoEBridge): a Qwen3 / Qwen3-MoE language
+    # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
+    "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
+    "qwen3_vl_moe": (("qwen3_vl_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
+}
+
+
+#: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
+QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe"})
+
+
+def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
+    """The language model's keys of a multimodal config.json (its text_config) and the model_type they are
+    mapped as; the vision encoder and projector are left out here (Qwen3.5's are read from its vision_config by
+    :func:`qwen_vision`; the other wrappers' are not counted). A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
+    rope_parameters has no weights)."""
+    inner, top = WRAPPED[mt]
+    text = hf.get("text_config")
+    if not isinstance(text, dict):
+        raise ConfigError(Problem("config.json:text_config", text, f"is required for {mt} (the language model)"))
+    if strict:
+        unknown = [k for k in hf if k not in top and k not in INERT]
+        if unknown:
+            raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
+    if hf.get("audio_config") is not None:
+        raise UnsupportedError(f"config.json:audio_config for {mt}: an audio tower is not modelled")
+    if hf.get("language_model_only") not in (None, False):
+        raise UnsupportedError(f"config.json:language_model_only = {show(hf['language_model_only'])} for {mt}: only "
+                               "false (or absent) is mapped, the language model with its vision tower; whether a "
+                               "checkpoint marked text-only still holds the tower is not known from the config.json")
+    text_mt = text.get("model_type", inner[0])
+    if text_mt not in inner:
+        raise UnsupportedError(f"config.json:text_config.model_type {show(text_mt)} for {mt}: the language models "
+                               f"mapped are {', '.join(inner)}")
+    out = dict(text)
+    target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
+              "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_vl_text": "qwen3",
+              "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
+    out["model_type"] = target
+    if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
+        out["tie_word_embeddings"] = hf["tie_word_embeddings"]
+    return out, target
