@@ -16,8 +16,9 @@ head_dim                           kv_channels (Qwen3: 128 even where hidden/hea
 intermediate_size                  ffn_hidden_size (the dense MLP; Mixtral's experts too)
 vocab_size                         vocab_size (Megatron pads it: make_vocab_size_divisible_by)
 max_position_embeddings            max_position_embeddings
-rms_norm_eps                       layernorm_epsilon (RMSNorm everywhere)
-hidden_act silu / gelu             activation_func swiglu / geglu (all supported MLPs are gated)
+rms_norm_eps                       layernorm_epsilon (RMSNorm; Nemotron-4: norm_eps, LayerNorm)
+hidden_act silu / gelu             activation_func swiglu / geglu (gated; Nemotron-4's relu2: squared_relu,
+                                   not gated)
 tie_word_embeddings                untie_embeddings_and_output_weights (negated)
 attention_bias + mlp_bias          add_bias_linear (Llama: only both together map exactly)
 Qwen2 / Qwen2-MoE                  add_qkv_bias (bias on q, k, v only; hard-wired in the model)
@@ -63,8 +64,9 @@ tower, ...) are mapped by their own functions, each documented with the keys it 
 - :mod:`.keys`: which keys each architecture reads, and which are inert;
 - :mod:`.reader`: typed, bounded access to one config.json's keys, and the helpers every family shares;
 - one module per group of families: :mod:`.llama` (the Llama-style layers, Mixtral / Qwen MoE, Phi-3, MiMo,
-  OLMo 2, Llama 4, Llama-Nemotron), :mod:`.deepseek` (MLA, DeepSeek-V2/V3/V3.2/V4), :mod:`.glm`, :mod:`.moe`
-  (ERNIE 4.5, Ling, gpt-oss, MiniMax-M2), :mod:`.hybrid` (Qwen3-Next, Qwen3.5, Nemotron-H), :mod:`.gemma`;
+  OLMo 2, EXAONE 4.0, Nemotron-4 / Minitron, Llama 4, Llama-Nemotron), :mod:`.deepseek` (MLA,
+  DeepSeek-V2/V3/V3.2/V4), :mod:`.glm`, :mod:`.moe` (ERNIE 4.5, Ling, gpt-oss, MiniMax-M2, OLMoE), :mod:`.hybrid`
+  (Qwen3-Next, Qwen3.5, Nemotron-H), :mod:`.gemma` (Gemma 1 to 4);
 - :mod:`.multimodal`: the vision-language wrappers (text_config) and the vision towers mapped.
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .deepseek import map_deepseek, map_deepseek_v32, map_deepseek_v4
-from .gemma import map_gemma, map_gemma4
+from .gemma import map_gemma, map_gemma1, map_gemma4
 from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
 from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_types
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
-from .llama import gqa, map_llama4, map_mimo, map_nemotron_nas, map_olmo2, map_phi3, moe_experts
-from .moe import map_bailing_moe, map_ernie4_5_moe, map_gpt_oss, map_minimax_m2
+from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
+                    moe_experts)
+from .moe import map_bailing_moe, map_ernie4_5_moe, map_gpt_oss, map_minimax_m2, map_olmoe
 from .multimodal import QWEN_VISION, WRAPPED, qwen_vision, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -63,6 +64,11 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
+    # famA (issue 27): OLMoE, Gemma 1, Nemotron-4 / Minitron, EXAONE 4.0
+    "olmoe": ("OlmoeForCausalLM", "OLMoE (q/k norms over all heads, 64 experts)"),
+    "gemma": ("GemmaForCausalLM", "Gemma 1 (GeGLU, 256-wide heads)"),
+    "nemotron": ("NemotronForCausalLM", "Nemotron-4, Minitron (LayerNorm, squared-ReLU MLP)"),
+    "exaone4": ("Exaone4ForCausalLM", "EXAONE 4.0 (norms after attention and MLP, per-head q/k norms)"),
 }
 
 
@@ -141,11 +147,12 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         "position_embedding_type": "rope",
         "untie_embeddings_and_output_weights": not r.flag("tie_word_embeddings", False),
     }
-    act = r.name("hidden_act", "silu", sorted(GATED_ACT))
-    if act not in GATED_ACT:
-        raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP takes "
-                               f"one of {', '.join(sorted(GATED_ACT))}")
-    m["activation_func"], m["gated_linear_unit"] = GATED_ACT[act], True
+    if mt not in _UNGATED:      # an ungated family's mapping reads hidden_act itself
+        act = r.name("hidden_act", "silu", sorted(GATED_ACT))
+        if act not in GATED_ACT:
+            raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP "
+                                   f"takes one of {', '.join(sorted(GATED_ACT))}")
+        m["activation_func"], m["gated_linear_unit"] = GATED_ACT[act], True
     max_pos = r.int("max_position_embeddings", required=False)
     if max_pos:
         m["max_position_embeddings"] = max_pos
@@ -190,4 +197,12 @@ _OWN_MAPPING = {
     "gemma4_text": map_gemma4,
     "deepseek_v4": map_deepseek_v4,
     "nemotron-nas": map_nemotron_nas,
+    "olmoe": map_olmoe,
+    "gemma": map_gemma1,
+    "nemotron": map_nemotron,
+    "exaone4": map_exaone4,
 }
+
+
+#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2).
+_UNGATED = frozenset({"nemotron"})

@@ -1,4 +1,4 @@
-"""The Gemma families: Gemma 2 and Gemma 3 (GeGLU, soft-capping, sandwich norms) and Gemma 4 (global layers
+"""The Gemma families: Gemma 1 (GeGLU, pre-norms only), Gemma 2 and Gemma 3 (GeGLU, soft-capping, sandwich norms) and Gemma 4 (global layers
 with their own head width, K = V, MoE with post-norms)."""
 
 from __future__ import annotations
@@ -6,6 +6,24 @@ from __future__ import annotations
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .llama import gqa
 from .reader import GATED_ACT, Reader
+
+
+def map_gemma1(r: Reader, m: dict) -> None:
+    """Gemma 1 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/gemma_bridge.py ``provider_bridge``,
+    gemma_provider.py ``GemmaModelProvider``): Llama's layer (an RMSNorm before attention and one before the MLP, no
+    biases, no post-norms) with a GeGLU MLP (tanh GELU: the bridge maps the published hidden_act "gelu" to
+    fast_gelu, as Hugging Face's GemmaMLP runs it), heads head_dim wide (256, whatever hidden_size /
+    num_attention_heads is: gemma-7b's 16 x 256 = 4096 from h 3072) and tied embeddings unless tie_word_embeddings
+    says otherwise (the provider's share_embeddings_and_output_weights). The embedding's sqrt(h) scaling
+    (EmbeddingScalingMixin) and the zero-centred norm weights (layernorm_zero_centered_gamma) change no tensor's
+    size."""
+    gqa(r, m)
+    geglu = tuple(a for a, g in GATED_ACT.items() if g == "geglu")
+    act = r.name("hidden_activation", None, geglu) or r.name("hidden_act", None, geglu) or "gelu_pytorch_tanh"
+    if GATED_ACT.get(act) != "geglu":
+        raise UnsupportedError(f"config.json:hidden_act {show(act)} for gemma: Gemma's MLP is GeGLU (tanh GELU)")
+    m["activation_func"], m["gated_linear_unit"] = "geglu", True
+    m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
 
 
 def map_gemma(r: Reader, m: dict) -> None:

@@ -150,4 +150,9 @@ KNOWN = {
                                        "num_global_key_value_heads", "num_kv_shared_layers", "top_k_experts",
                                        "use_bidirectional_attention", "use_double_wide_mlp",
                                        "vocab_size_per_layer_input"},
+    # famA (issue 27)
+    "olmoe": _COMMON | {"num_experts", "num_experts_per_tok", "clip_qkv", "scoring_func"},
+    "gemma": _COMMON | {"hidden_activation"},
+    "nemotron": (_COMMON - {"rms_norm_eps"}) | {"norm_eps"},
+    "exaone4": _COMMON | {"sliding_window_pattern"},
 }

@@ -1,6 +1,6 @@
 """The Llama-style families: standard attention (MHA / GQA) and the dense MLP (:func:`gqa`), Mixtral's and the
-Qwen MoE models' experts (:func:`moe_experts`), and the families built from them: Phi-3, MiMo, OLMo 2, Llama 4 and
-Llama-Nemotron's heterogeneous blocks."""
+Qwen MoE models' experts (:func:`moe_experts`), and the families built from them: Phi-3, MiMo, OLMo 2, EXAONE 4.0,
+Nemotron-4 / Minitron, Llama 4 and Llama-Nemotron's heterogeneous blocks."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def gqa(r: Reader, m: dict) -> None:
                                    f"attention_bias={show(hf.get('attention_bias'))}, mlp_bias={show(mlp_bias)}, which "
                                    "does not describe that model")
         m["add_qkv_bias"] = True
-    elif att_bias and mlp_bias and mt == "llama":
+    elif att_bias and mlp_bias and mt in ("llama", "nemotron"):
         m["add_bias_linear"] = True
     elif att_bias or mlp_bias:
         what = "attention_bias (q, k, v and o projections)" if att_bias else "mlp_bias"
@@ -192,3 +192,36 @@ def map_olmo2(r: Reader, m: dict) -> None:
     m["qk_layernorm_full_dim"] = True
     m["pre_layernorm"] = False
     m["post_layernorm"] = True
+
+
+def map_exaone4(r: Reader, m: dict) -> None:
+    """EXAONE 4.0 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/exaone/exaone4/exaone4_bridge.py
+    ``provider_bridge``, exaone4_provider.py ``exaone4_layer_spec``): OLMo 2's norm placement (no norm before
+    attention or the MLP: pre_layernorm false; an RMSNorm after the output projection and one after down_proj, the
+    spec's TERowParallelLinearLayerNorm: post_layernorm) with per-head q/k RMSNorms of head_dim (qk_layernorm, as
+    Hugging Face's Exaone4Attention q_norm / k_norm), GQA without biases, SwiGLU, untied embeddings unless
+    tie_word_embeddings (EXAONE-4.0-1.2B ties them). The sliding-window layers (sliding_window,
+    sliding_window_pattern, layer_types) and the llama3 RoPE scaling change no tensor's size."""
+    gqa(r, m)
+    m["qk_layernorm"] = True
+    m["pre_layernorm"] = False
+    m["post_layernorm"] = True
+
+
+def map_nemotron(r: Reader, m: dict) -> None:
+    """Nemotron-4 and Minitron (NemotronForCausalLM; Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/nemotron/nemotron_bridge.py ``provider_bridge``, ``mapping_registry``): GQA with
+    head_dim-wide heads (Minitron-8B: 48 x 128 from h 4096), a LayerNorm with weight and bias before attention and
+    before the MLP and as the final norm (Hugging Face's NemotronLayerNorm1P; the bridge's layernorm_zero_centered_gamma
+    stores gamma - 1, the same tensors), a non-gated MLP up_proj h x f, squared ReLU (hidden_act relu2:
+    squared_relu), down_proj f x h, no biases unless attention_bias and mlp_bias are both true (then
+    add_bias_linear, exact), untied embeddings unless tie_word_embeddings. norm_eps is the norm's epsilon;
+    partial_rotary_factor (rotary_percent) and RoPE parameters change no tensor's size."""
+    act = r.name("hidden_act", "relu2", ("relu2",))
+    if act != "relu2":
+        raise UnsupportedError(f"config.json:hidden_act {show(act)} for nemotron: only Nemotron-4's squared ReLU "
+                               "(relu2) is mapped")
+    m["activation_func"], m["gated_linear_unit"] = "squared_relu", False
+    m["normalization"] = "LayerNorm"
+    m["layernorm_epsilon"] = r.number("norm_eps", 1e-5)
+    gqa(r, m)

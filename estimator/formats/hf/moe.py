@@ -1,4 +1,4 @@
-"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss and MiniMax-M2."""
+"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2 and OLMoE."""
 
 from __future__ import annotations
 
@@ -149,3 +149,34 @@ def map_minimax_m2(r: Reader, m: dict) -> None:
         raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
     if coeff:
         m["moe_aux_loss_coeff"] = float(coeff)
+
+
+def map_olmoe(r: Reader, m: dict) -> None:
+    """OLMoE (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/olmoe/olmoe_bridge.py ``provider_bridge``,
+    olmoe_provider.py ``OLMoESelfAttention``): Llama's attention without biases, with q/k RMSNorms over the whole
+    projection, all heads together (Hugging Face OlmoeAttention's q_norm of num_attention_heads x head_dim and k_norm
+    of num_key_value_heads x head_dim weights: qk_layernorm_full_dim), and every layer MoE: num_experts SwiGLU
+    experts of width intermediate_size, top-k softmax routing before the top-k (moe_router_pre_softmax), no shared
+    expert, the sequence-level aux loss at router_aux_loss_coef (the bridge's seq_aux_loss). Untied embeddings
+    unless tie_word_embeddings. clip_qkv (a clamp of q, k and v Megatron-Core has no equivalent for) must be null;
+    norm_topk_prob changes no tensor."""
+    hf = r.hf
+    if hf.get("clip_qkv") is not None:
+        raise UnsupportedError(f"config.json:clip_qkv = {show(hf['clip_qkv'])} for olmoe: Megatron-Core has no clamp "
+                               "of q, k and v (Megatron-Bridge's OLMoE bridge does not map it); only null is mapped")
+    fn = r.name("scoring_func", "softmax", ("softmax",))
+    if fn != "softmax":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for olmoe: Megatron-Bridge's OLMoE bridge "
+                               "supports only softmax routing")
+    gqa(r, m)
+    m["qk_layernorm"] = True
+    m["qk_layernorm_full_dim"] = True
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = m["ffn_hidden_size"]
+    m["moe_router_pre_softmax"] = True
+    m["moe_router_load_balancing_type"] = "seq_aux_loss"
+    coeff = hf.get("router_aux_loss_coef", 0.01)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+    m["moe_aux_loss_coeff"] = float(coeff)
