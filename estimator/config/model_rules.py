@@ -141,6 +141,11 @@ def model_problems(cfg) -> list[Problem]:
     if m.qk_layernorm_full_dim and (not m.qk_layernorm or m.multi_latent_attention or m.normalization != "RMSNorm"):
         add("qk_layernorm_full_dim", True, "needs qk_layernorm true with self-attention (not multi-latent "
             "attention) and normalization RMSNorm: Megatron-Bridge's full-width q/k norm is an RMSNorm")
+    if m.mtp_dense_mlp and (not m.mtp_num_layers or m.hybrid_layer_pattern is not None
+                            or m.heterogeneous_layers_config is not None
+                            or m.experimental_attention_variant is not None):
+        add("mtp_dense_mlp", True, "needs mtp_num_layers > 0 in a GPT model without hybrid_layer_pattern, "
+            "heterogeneous_layers_config or an experimental attention variant (K-EXAONE's dense MTP layers)")
     if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
         add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
             "not with multi-latent attention")

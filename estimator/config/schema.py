@@ -304,6 +304,11 @@ class ModelConfig:
     mtp_use_repeated_layer: bool = _f(False, "Build one MTP layer and apply it at every MTP depth (Nemotron 3 "
                                       "Super): the weights, gradients and optimizer states of one MTP layer, the "
                                       "activations of every depth.", type="bool", flag="--mtp-use-repeated-layer")
+    # famA (issue 27): K-EXAONE (EXAONE MoE)
+    mtp_dense_mlp: bool = _f(False, "K-EXAONE: the MTP layers hold a dense MLP of ffn_hidden_size where the last "
+                             "decoder layer holds an MoE (Megatron-Bridge's build_exaone_moe_layer_spec gives Megatron-"
+                             "Core's MTP block a dense layer spec). False: MTP layers are built like the last "
+                             "decoder layer. Megatron-LM has no flag for it.", type="bool")
     hybrid_layer_pattern: str | None = _f(
         None, "Hybrid models (Nemotron-H, Nemotron 3): one symbol per layer, M Mamba-2 mixer, * self-attention, "
         "- MLP, E MoE, G gated delta net; each symbol is a whole layer with its own norm. | splits the layers "

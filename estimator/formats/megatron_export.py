@@ -115,9 +115,10 @@ def to_megatron_args(config) -> list[str]:
                                    "config.json with --heterogeneous-layers-config-path, or give its text as "
                                    "heterogeneous_layers_config")
         add("--heterogeneous-layers-config-encoded-json", m.heterogeneous_layers_config)
-    if not m.pre_layernorm or m.qk_layernorm_full_dim:
-        name = "pre_layernorm" if not m.pre_layernorm else "qk_layernorm_full_dim"
-        raise UnsupportedError(f"model.{name} (a Megatron-Bridge layer spec: OLMo 2, MiniMax-M2) has no "
+    if not m.pre_layernorm or m.qk_layernorm_full_dim or m.mtp_dense_mlp:
+        name = ("pre_layernorm" if not m.pre_layernorm else "qk_layernorm_full_dim" if m.qk_layernorm_full_dim
+                else "mtp_dense_mlp")
+        raise UnsupportedError(f"model.{name} (a Megatron-Bridge layer spec: OLMo 2, MiniMax-M2, K-EXAONE) has no "
                                "pretrain_gpt.py flag")
     if m.softmax_type != "vanilla":
         add("--softmax-type", m.softmax_type)

@@ -131,7 +131,7 @@ def global_pattern(L: int, freq) -> tuple:
 @lru_cache(maxsize=1024)
 def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False,
                 glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None,
-                v4: tuple | None = None, hash_layers: int = 0) -> KindInfo:
+                v4: tuple | None = None, hash_layers: int = 0, mtp_dense: bool = False) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
@@ -140,7 +140,8 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     built like its last layer (Megatron-Core's MTP block takes the decoder's last layer spec). A hybrid model's
     layers and MTP layers come from the pattern's symbols (:mod:`estimator.config.hybrid_pattern`). DeepSeek-V4's
     layers (``v4``: every layer's compression ratio, decoder then MTP) carry their ratio, and the first
-    ``hash_layers`` MoE layers their hash routing, as the kind's overrides; its MTP layers take their own ratio."""
+    ``hash_layers`` MoE layers their hash routing, as the kind's overrides; its MTP layers take their own ratio.
+    With ``mtp_dense`` (K-EXAONE) the MTP layers hold attention and a dense MLP whatever the last layer holds."""
     kinds: list = []
 
     def index(kind: LayerKind) -> int:
@@ -172,6 +173,8 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     glob = glob or (False,) * L
     per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense", glob_var if gl else ()))
                       for la, e, gl in zip(linear, moe, glob))
+    if mtp and mtp_dense:
+        return _info(kinds, per_layer, (index(LayerKind(attn, "dense")),), moe)
     return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
 
 
@@ -303,7 +306,7 @@ def _compute_shape(m) -> tuple:
                      (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp,
                      dsa=dsa and hybrid is None, glob=glob, glob_var=glob_var, blocks=blocks,
                      v4=tuple(m.csa_compress_ratios or ()) if dsv4 else None,
-                     hash_layers=m.moe_n_hash_layers if E else 0)
+                     hash_layers=m.moe_n_hash_layers if E else 0, mtp_dense=m.mtp_dense_mlp)
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
                       m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,

@@ -198,7 +198,8 @@ def _refuse_layers_upstream_cannot_count(cfg: Config, formula: str) -> None:
                                   ("attention_output_gate", m.attention_output_gate),
                                   ("post_layernorm", m.post_layernorm),
                                   ("pre_layernorm false", not m.pre_layernorm),
-                                  ("qk_layernorm_full_dim", m.qk_layernorm_full_dim)) if on]
+                                  ("qk_layernorm_full_dim", m.qk_layernorm_full_dim),
+                                  ("mtp_dense_mlp", m.mtp_dense_mlp)) if on]
     if what:
         raise UnsupportedError(f"the {formula} formula has no term for {', '.join(what)} (Megatron-LM's report "
                                "says \"not yet supported for hybrid Mamba-Transformer models\"); use formula "

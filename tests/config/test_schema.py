@@ -69,6 +69,7 @@ VARIANTS = {
     "model.qk_layernorm_full_dim": (make_config({**MODEL, "qk_layernorm": True}),
                                     {"model": {"qk_layernorm_full_dim": True}}),
     "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
+    "model.mtp_dense_mlp": (make_config({**MOE, "mtp_num_layers": 1}), {"model": {"mtp_dense_mlp": True}}),
     "model.global_attention_freq": (make_config(MODEL), {"model": {"global_attention_freq": 2,
                                                                    "global_kv_channels": 128}}),
     "model.global_kv_channels": (make_config({**MODEL, "global_attention_freq": 2}),

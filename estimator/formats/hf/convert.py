@@ -12,7 +12,7 @@ from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import map_bailing_moe, map_ernie4_5_moe, map_gpt_oss, map_minimax_m2, map_olmoe
+from .moe import map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_minimax_m2, map_olmoe
 from .multimodal import QWEN_VISION, WRAPPED, qwen_vision, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -64,11 +64,12 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
-    # famA (issue 27): OLMoE, Gemma 1, Nemotron-4 / Minitron, EXAONE 4.0
+    # famA (issue 27): OLMoE, Gemma 1, Nemotron-4 / Minitron, EXAONE 4.0, K-EXAONE
     "olmoe": ("OlmoeForCausalLM", "OLMoE (q/k norms over all heads, 64 experts)"),
     "gemma": ("GemmaForCausalLM", "Gemma 1 (GeGLU, 256-wide heads)"),
     "nemotron": ("NemotronForCausalLM", "Nemotron-4, Minitron (LayerNorm, squared-ReLU MLP)"),
     "exaone4": ("Exaone4ForCausalLM", "EXAONE 4.0 (norms after attention and MLP, per-head q/k norms)"),
+    "exaone_moe": ("ExaoneMoeForCausalLM", "K-EXAONE (EXAONE MoE: shared expert, sigmoid router, dense MTP layers)"),
 }
 
 
@@ -201,6 +202,7 @@ _OWN_MAPPING = {
     "gemma": map_gemma1,
     "nemotron": map_nemotron,
     "exaone4": map_exaone4,
+    "exaone_moe": map_exaone_moe,
 }
 
 

@@ -155,4 +155,9 @@ KNOWN = {
     "gemma": _COMMON | {"hidden_activation"},
     "nemotron": (_COMMON - {"rms_norm_eps"}) | {"norm_eps"},
     "exaone4": _COMMON | {"sliding_window_pattern"},
+    "exaone_moe": _COMMON | {"sliding_window_pattern", "sliding_windows", "mlp_layer_types", "is_moe_layer",
+                             "first_k_dense_replace", "moe_intermediate_size", "num_experts", "num_experts_per_tok",
+                             "num_shared_experts", "topk_method", "swiglu_limits", "num_nextn_predict_layers",
+                             "mtp_num_speculative_steps", "mtp_share_layers", "mtp_layer_types",
+                             "mtp_sliding_windows", "mtp_loss_scaling_factor"},
 }

@@ -1,4 +1,5 @@
-"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2 and OLMoE."""
+"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE and K-EXAONE
+(EXAONE MoE)."""
 
 from __future__ import annotations
 
@@ -180,3 +181,80 @@ def map_olmoe(r: Reader, m: dict) -> None:
     if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
         raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
     m["moe_aux_loss_coeff"] = float(coeff)
+
+
+def map_exaone_moe(r: Reader, m: dict) -> None:
+    """K-EXAONE, EXAONE MoE (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/exaone/exaone_moe/
+    exaone_moe_bridge.py ``provider_bridge``, exaone_moe_provider.py ``ExaoneMoeModelProvider``,
+    ``build_exaone_moe_layer_spec``; Hugging Face ExaoneMoeDecoderLayer): pre-norm layers (input and
+    post-attention RMSNorms) with GQA and per-head q/k RMSNorms, a dense SwiGLU MLP of intermediate_size where
+    mlp_layer_types says dense (else is_moe_layer, else the first first_k_dense_replace layers: 1 by default), else
+    num_experts experts of moe_intermediate_size with num_shared_experts x moe_intermediate_size as one ungated
+    shared expert, sigmoid routing with the expert bias (e_score_correction_bias), group-limited when n_group > 1;
+    topk_method noaux_tc turns the aux loss off, else the provider's global_aux_loss at 1e-2 with a z-loss of
+    1e-3. num_nextn_predict_layers MTP layers (the checkpoint's mtp.*; Hugging Face does not build them, Bridge
+    does), each dense (mtp_dense_mlp); mtp_share_layers, or mtp_num_speculative_steps above one physical layer,
+    repeat it (mtp_use_repeated_layer). Sliding windows, the no-RoPE global layers and swiglu_limits (a clamp)
+    change no tensor's size."""
+    hf = r.hf
+    gqa(r, m)
+    m["qk_layernorm"] = True
+    L = m["num_layers"]
+    types = hf.get("mlp_layer_types")
+    moe_flags = hf.get("is_moe_layer")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != L or any(t not in ("dense", "sparse") for t in types):
+            raise ConfigError(Problem("config.json:mlp_layer_types", types, f"must be a list of num_hidden_layers "
+                                      f"({L}) entries, each dense or sparse"))
+        pattern = [int(t == "sparse") for t in types]
+    elif moe_flags is not None:
+        if not isinstance(moe_flags, list) or len(moe_flags) != L or any(type(x) is not bool for x in moe_flags):
+            raise ConfigError(Problem("config.json:is_moe_layer", moe_flags, f"must be a list of num_hidden_layers "
+                                      f"({L}) true/false entries"))
+        pattern = [int(x) for x in moe_flags]
+    else:
+        first = r.int("first_k_dense_replace", 1)
+        pattern = [int(i >= first) for i in range(L)]
+    if not any(pattern):
+        raise UnsupportedError("exaone_moe config.json makes no layer MoE (mlp_layer_types / is_moe_layer / "
+                               "first_k_dense_replace)")
+    if pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("num_shared_experts", 1)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if fn != "sigmoid":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for exaone_moe: its router (ExaoneMoeTopkRouter) "
+                               "scores by sigmoid")
+    m["moe_router_score_function"] = "sigmoid"
+    m["moe_router_enable_expert_bias"] = True
+    m["moe_router_pre_softmax"] = True
+    groups, top_groups = r.int("n_group", 1), r.int("topk_group", 1)
+    if groups > 1:
+        m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, top_groups
+    if r.name("topk_method", None, ("noaux_tc",)) == "noaux_tc":
+        m["moe_router_load_balancing_type"] = "none"
+    else:
+        m["moe_router_load_balancing_type"] = "global_aux_loss"
+        m["moe_aux_loss_coeff"] = 0.01
+        m["moe_z_loss_coeff"] = 0.001
+    physical = r.int("num_nextn_predict_layers", 0)
+    steps = r.int("mtp_num_speculative_steps", physical)
+    repeated = r.flag("mtp_share_layers")
+    if steps > physical:
+        if physical != 1:
+            raise UnsupportedError(f"config.json:mtp_num_speculative_steps = {steps} with num_nextn_predict_layers "
+                                   f"= {physical} for exaone_moe: Megatron-Bridge repeats exactly one physical MTP "
+                                   "layer")
+        repeated = True
+    depths = steps if repeated else physical
+    if depths:
+        m["mtp_num_layers"] = depths
+        m["mtp_dense_mlp"] = True
+        if repeated:
+            m["mtp_use_repeated_layer"] = True

@@ -167,9 +167,74 @@ def test_exaone4_norm_placement():
     assert "qk_layernorm_full_dim" not in m
 
 
+# --- K-EXAONE (EXAONE MoE) -----------------------------------------------------------------------------------
+
+#: K-EXAONE-236B-A23B's widths as TensorRT-LLM's tests/unittest/_torch/modeling/test_modeling_exaone_moe.py writes
+#: them (EXAONE_MOE_CONFIG, its layer count cut for the test), with 48 layers and one MTP layer.
+K_EXAONE = {"architectures": ["ExaoneMoEForCausalLM"], "model_type": "exaone_moe", "first_k_dense_replace": 1,
+            "head_dim": 128, "hidden_act": "silu", "hidden_size": 6144, "intermediate_size": 18432,
+            "is_moe_layer": [False] + [True] * 47, "moe_intermediate_size": 2048, "n_group": 1,
+            "norm_topk_prob": True, "num_attention_heads": 64, "num_experts": 128, "num_experts_per_tok": 8,
+            "num_hidden_layers": 48, "num_key_value_heads": 8, "num_shared_experts": 1, "rms_norm_eps": 1e-05,
+            "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "sliding_window": 4096,
+            "sliding_window_pattern": "LLLG", "tie_word_embeddings": False, "topk_group": 1, "topk_method": "noaux_tc",
+            "vocab_size": 153600, "num_nextn_predict_layers": 1}
+
+
+def test_k_exaone_counts_by_hand():
+    """ExaoneMoeDecoderLayer (an OLMoE layer: input and post-attention RMSNorms) with Exaone4Attention (per-head q/k
+    norms of 128). Attention: q 6144 x 8192, k and v 6144 x 1024 each, o 8192 x 6144 = 113,246,208, q/k norms 256,
+    two norms 12,288. Layer 0 dense: + 3 x 6144 x 18,432 = 339,738,624 -> 452,997,376. MoE layers: 128 experts
+    x 3 x 6144 x 2048 = 4,831,838,208, the shared expert 3 x 6144 x 2048 = 37,748,736, router 128 x 6144 and its
+    expert bias 128 = 786,560 -> 4,983,632,256 each. 452,997,376 + 47 x 4,983,632,256 + 2 x 153,600 x 6144 + 6144
+    = 236,571,156,352 (the name's 236B). The MTP layer is dense (Megatron-Bridge's build_exaone_moe_layer_spec):
+    452,997,376 + eh_proj 2 x 6144^2 = 75,497,472 + enorm, hnorm and its final norm 18,432 = 528,513,280."""
+    moe_layer = 113_246_208 + 256 + 12_288 + 128 * 3 * 6144 * 2048 + 3 * 6144 * 2048 + 128 * 6144 + 128
+    dense_layer = 113_246_208 + 256 + 12_288 + 3 * 6144 * 18_432
+    assert (dense_layer, moe_layer) == (452_997_376, 4_983_632_256)
+    c = count_parameters_of(make_config(from_hf_config(K_EXAONE)))
+    assert c.total - c.mtp == dense_layer + 47 * moe_layer + 2 * 153_600 * 6144 + 6144 == 236_571_156_352
+    assert c.mtp == dense_layer + 2 * 6144 ** 2 + 3 * 6144 == 528_513_280
+
+
+def test_k_exaone_maps_the_bridge_router_and_layer_pattern():
+    """exaone_moe_bridge.py provider_bridge: the first layer dense, sigmoid routing with the expert bias, noaux_tc:
+    no aux loss; mlp_layer_types wins over is_moe_layer, first_k_dense_replace (1 by default) comes last."""
+    m = from_hf_config(K_EXAONE)
+    assert m["moe_layer_freq"] == [0] + [1] * 47 and m["moe_shared_expert_intermediate_size"] == 2048
+    assert (m["moe_router_score_function"], m["moe_router_enable_expert_bias"], m["moe_router_load_balancing_type"],
+            m["qk_layernorm"], m["mtp_num_layers"], m["mtp_dense_mlp"]) == ("sigmoid", True, "none", True, 1, True)
+    two_dense = {k: v for k, v in K_EXAONE.items() if k != "is_moe_layer"}
+    assert from_hf_config({**two_dense, "first_k_dense_replace": 2})["moe_layer_freq"] == [0, 0] + [1] * 46
+    assert from_hf_config({**two_dense, "mlp_layer_types": ["dense"] * 3 + ["sparse"] * 45})["moe_layer_freq"] \
+        == [0, 0, 0] + [1] * 45
+    aux = from_hf_config({k: v for k, v in K_EXAONE.items() if k != "topk_method"})
+    assert (aux["moe_router_load_balancing_type"], aux["moe_aux_loss_coeff"], aux["moe_z_loss_coeff"]) == \
+        ("global_aux_loss", 0.01, 0.001)
+    shared = from_hf_config({**K_EXAONE, "mtp_num_speculative_steps": 3})
+    assert (shared["mtp_num_layers"], shared["mtp_use_repeated_layer"]) == (3, True)
+    with pytest.raises(UnsupportedError, match="exactly one physical"):
+        from_hf_config({**K_EXAONE, "num_nextn_predict_layers": 2, "mtp_num_speculative_steps": 3})
+    with pytest.raises(UnsupportedError, match="sigmoid"):
+        from_hf_config({**K_EXAONE, "scoring_func": "softmax"})
+
+
+def test_dense_mtp_layer_by_hand():
+    """model.mtp_dense_mlp: the MTP layer holds a dense MLP (h 64, f 128: 3 x 64 x 128 = 24,576) instead of the last
+    layer's MoE (4 experts of 32: 4 x 3 x 64 x 32 = 24,576, router 4 x 64 = 256): 256 fewer parameters, with the
+    MoE layers unchanged."""
+    moe = dict(num_layers=2, hidden_size=64, num_attention_heads=4, ffn_hidden_size=128, vocab_size=256,
+               num_experts=4, moe_ffn_hidden_size=32, moe_router_topk=2, mtp_num_layers=1)
+    a = count_parameters_of(make_config(moe))
+    b = count_parameters_of(make_config(dict(moe, mtp_dense_mlp=True)))
+    assert a.mtp - b.mtp == 256 and a.total - a.mtp == b.total - b.mtp
+    from estimator import ConfigError, load_config
+    with pytest.raises(ConfigError, match="mtp_dense_mlp"):
+        load_config(make_config(dict(moe, mtp_num_layers=None, mtp_dense_mlp=True)))
+
 # --- every key type-checked (as tests/formats/hf/test_hf_types.py does for the catalogued families) ------------
 
-@pytest.mark.parametrize("hf", [OLMOE, MINITRON, EXAONE4], ids=["olmoe", "nemotron", "exaone4"])
+@pytest.mark.parametrize("hf", [OLMOE, MINITRON, EXAONE4, K_EXAONE], ids=["olmoe", "nemotron", "exaone4", "exaone_moe"])
 def test_a_wrong_value_for_any_key_is_an_error_that_names_it(hf):
     """No catalogued config.json of these families yet: each key of the configs above, replaced by each wrong value,
     gives a model section or an EstimatorError whose ConfigError names config.json:<key>."""
@@ -184,3 +249,4 @@ def test_a_wrong_value_for_any_key_is_an_error_that_names_it(hf):
                     (key, wrong, exc)
             except EstimatorError:
                 pass
+
