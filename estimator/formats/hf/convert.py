@@ -74,7 +74,13 @@ SUPPORTED: dict[str, tuple[str, str]] = {
 
 
 #: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
-REFUSED: dict[str, str] = {}
+REFUSED: dict[str, str] = {
+    # famA (issue 27): Megatron-Bridge @ 067f987d : models/exaone/exaone45 (Exaone45Model) builds EXAONE 4.0's language
+    # model (with dense MTP layers) under a Qwen2.5-VL-style windowed vision tower (modelling_exaone45/vision_model.py)
+    "exaone4_5": "EXAONE 4.5 is a vision-language model whose vision tower (a windowed-attention ViT with its "
+                 "full-attention blocks, Megatron-Bridge's exaone45 vision_model.py) the estimator does not model; "
+                 "the language model alone would undercount it",
+}
 
 
 _ARCH_TO_TYPE = {arch: mt for mt, (arch, _) in SUPPORTED.items() if mt not in ("kimi_k2", "ministral3")}
