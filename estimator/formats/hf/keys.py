@@ -153,7 +153,7 @@ KNOWN = {
     # famA (issue 27)
     "olmoe": _COMMON | {"num_experts", "num_experts_per_tok", "clip_qkv", "scoring_func"},
     "gemma": _COMMON | {"hidden_activation"},
-    "nemotron": (_COMMON - {"rms_norm_eps"}) | {"norm_eps"},
+    "nemotron": (_COMMON - {"rms_norm_eps"}) | {"norm_eps", "kv_channels"},
     "exaone4": _COMMON | {"sliding_window_pattern"},
     "exaone_moe": _COMMON | {"sliding_window_pattern", "sliding_windows", "mlp_layer_types", "is_moe_layer",
                              "first_k_dense_replace", "moe_intermediate_size", "num_experts", "num_experts_per_tok",

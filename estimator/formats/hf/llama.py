@@ -216,7 +216,9 @@ def map_nemotron(r: Reader, m: dict) -> None:
     stores gamma - 1, the same tensors), a non-gated MLP up_proj h x f, squared ReLU (hidden_act relu2:
     squared_relu), down_proj f x h, no biases unless attention_bias and mlp_bias are both true (then
     add_bias_linear, exact), untied embeddings unless tie_word_embeddings. norm_eps is the norm's epsilon;
-    partial_rotary_factor (rotary_percent) and RoPE parameters change no tensor's size."""
+    partial_rotary_factor (rotary_percent) and RoPE parameters change no tensor's size. kv_channels, which some
+    NeMo-exported files carry and Hugging Face's NemotronConfig ignores, must agree with the head width it uses
+    (head_dim, else hidden_size / num_attention_heads). Bridge marks this bridge deprecated (to be removed in 0.7.0)."""
     act = r.name("hidden_act", "relu2", ("relu2",))
     if act != "relu2":
         raise UnsupportedError(f"config.json:hidden_act {show(act)} for nemotron: only Nemotron-4's squared ReLU "
@@ -225,3 +227,8 @@ def map_nemotron(r: Reader, m: dict) -> None:
     m["normalization"] = "LayerNorm"
     m["layernorm_epsilon"] = r.number("norm_eps", 1e-5)
     gqa(r, m)
+    kv = r.int("kv_channels", required=False)
+    width = m.get("kv_channels", m["hidden_size"] // m["num_attention_heads"])
+    if kv is not None and kv != width:
+        raise ConfigError(Problem("config.json:kv_channels", kv, f"must equal the head width Hugging Face's "
+                                  f"NemotronConfig uses (head_dim, else hidden_size / num_attention_heads = {width})"))

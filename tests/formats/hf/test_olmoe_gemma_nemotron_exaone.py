@@ -137,6 +137,17 @@ def test_nemotron_maps_layernorm_and_squared_relu():
         from_hf_config(dict(MINITRON, rms_norm_eps=1e-5))
 
 
+def test_nemotron_kv_channels_must_agree_with_the_head_width():
+    """TensorRT-LLM's Nemotron-4 4B test config carries kv_channels 128 beside h 3072 / 24 heads = 128, which
+    Hugging Face's NemotronConfig ignores: accepted when it agrees, an error naming it otherwise."""
+    four_b = {k: v for k, v in MINITRON.items() if k != "head_dim"}
+    four_b.update(hidden_size=3072, num_attention_heads=24, intermediate_size=9216, kv_channels=128)
+    assert from_hf_config(four_b)["num_query_groups"] == 8
+    from estimator import ConfigError
+    with pytest.raises(ConfigError, match="kv_channels"):
+        from_hf_config(dict(MINITRON, kv_channels=96))
+
+
 # --- EXAONE 4.0 ----------------------------------------------------------------------------------------------
 
 EXAONE4 = {"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "head_dim": 64, "hidden_act": "silu",
