@@ -11,7 +11,8 @@ A refused model stays in the catalog, listed as not yet supported with that reas
 vocabulary as published, i.e. without Megatron's padding) beside the published figure, and whether the two
 agree: an exact figure must equal the count; a rounded one (``671B``) must be what the count rounds or
 truncates to (:func:`estimator.formats.presets.published_bounds`), after leaving out what the figure excludes
-(``mtp``: the multi-token-prediction layers) and adding the MTP layers a checkpoint holds beyond its
+(``mtp``: the multi-token-prediction layers; ``embeddings``: the word embedding and the output layer, as model
+cards that count "parameters without embeddings" do) and adding the MTP layers a checkpoint holds beyond its
 ``config.json`` (``mtp_layers``, Qwen3-Next) and, for a multimodal checkpoint whose figure counts its vision encoder and
 projector, their parameters counted by hand (``vision_parameters``; the estimate covers the language model).
 :func:`default_layout` gives a parallel layout every catalog
@@ -94,7 +95,7 @@ def default_layout(model: dict, gpus: int = DEFAULT_GPUS, seq_length: int = DEFA
                          "seq_length": seq, "sequence_parallel": tp > 1}}
 
 
-def _published(entry, counts) -> dict | None:
+def _published(entry, counts, embeddings: int = 0) -> dict | None:
     pub = entry.published
     if not pub:
         return None
@@ -107,7 +108,8 @@ def _published(entry, counts) -> dict | None:
     out["mtp_layers"] = pub.get("mtp_layers") or 0
     out["vision_parameters"] = pub.get("vision_parameters") or 0
     if counts is not None:
-        compared = counts["total"] - (counts["mtp"] if "mtp" in out["excludes"] else 0)
+        compared = counts["total"] - (counts["mtp"] if "mtp" in out["excludes"] else 0) \
+            - (embeddings if "embeddings" in out["excludes"] else 0)
         if out["mtp_layers"]:
             compared = counts["with_published_mtp"]
         compared += out["vision_parameters"]       # a multimodal checkpoint's vision tower and projector
@@ -121,11 +123,12 @@ def _describe(key: str) -> dict:
     entry = hf_catalog.get(key)
     model, reason = status(entry.hf_id)
     mt, arch = _model_type(entry.config())
-    counts = None
+    counts, embeddings = None, 0
     if model is not None:
         c = count_parameters_of(default_layout(model, gpus=1))
         counts = {"total": c.total - c.vocab_padding, "active": c.active - c.vocab_padding,
                   "mtp": c.mtp, "moe_layers": c.moe_layers}
+        embeddings = c.embedding + c.output_layer - c.vocab_padding
         extra = (entry.published or {}).get("mtp_layers")
         if extra and not c.mtp:
             # The published figure counts MTP layers the config.json leaves out: compare it with the model plus
@@ -134,7 +137,7 @@ def _describe(key: str) -> dict:
             counts["with_published_mtp"] = w.total - w.vocab_padding
     return {"hf_id": entry.hf_id, "family": entry.family, "model_type": mt, "architecture": arch,
             "supported": model is not None, "reason": reason, "parameters": counts,
-            "published": _published(entry, counts), "source": entry.source_text(),
+            "published": _published(entry, counts, embeddings), "source": entry.source_text(),
             "source_note": entry.source.get("note"), "dropped_keys": entry.source.get("dropped_keys") or []}
 
 

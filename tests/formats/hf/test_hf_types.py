@@ -27,7 +27,6 @@ AWAITING_CONFIG = {"glm4_moe_lite": "no complete GLM-4.7-Flash config.json (the 
                    # hand-written configs of tests/formats/hf/test_olmoe_gemma_nemotron_exaone.py
                    "olmoe": "no copy of allenai/OLMoE-1B-7B's config.json found",
                    "nemotron": "no copy of a Nemotron-4 / Minitron config.json found",
-                   "exaone4": "no copy of an EXAONE 4.0 config.json found",
                    "exaone_moe": "no copy of a K-EXAONE config.json found"}
 
 #: One published config per supported family (the first catalog entry of each model_type).

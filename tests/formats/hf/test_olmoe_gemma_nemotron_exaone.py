@@ -4,7 +4,7 @@ Each family's count is by hand in its docstring, from the Hugging Face module's 
 of transformers: OlmoeDecoderLayer, GemmaDecoderLayer, NemotronDecoderLayer, Exaone4DecoderLayer), and equals the
 published figure where one is given (KerasHub's Gemma presets, with its source in the catalog's data file).
 The configs written out here carry the shapes the hand calculations use; they are test inputs, not catalog
-entries.
+entries (the catalog holds google/gemma-2b-it and LGAI-EXAONE/EXAONE-4.0-1.2B as published).
 """
 
 from __future__ import annotations
@@ -156,17 +156,18 @@ EXAONE4 = {"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "he
            "sliding_window_pattern": "LLLG", "tie_word_embeddings": True, "vocab_size": 102400}
 
 
-def test_exaone4_1_2b_shapes_count_by_hand():
-    """EXAONE-4.0-1.2B's shapes (h 2048, 30 layers, 32 heads and 8 key/value heads of 64, SwiGLU 4096, tied
-    vocabulary 102,400). Per layer: q 2048^2, k and v 2048 x 512 each, o 2048^2 = 10,485,760; q_norm and k_norm 64
-    each (per head); 3 x 2048 x 4096 = 25,165,824; post_attention_layernorm and post_feedforward_layernorm 4096
-    (no input norms): 35,655,808. 30 x that + 102,400 x 2048 + 2048 = 1,279,391,488; without the embedding
-    1,069,676,288, the model card's "1.07B without embeddings"."""
+def test_exaone4_1_2b_counts_by_hand():
+    """EXAONE-4.0-1.2B (the catalog's config.json: h 2048, 30 layers, 32 heads and 8 key/value heads of 64, SwiGLU
+    4096, tied vocabulary 102,400). Per layer: q 2048^2, k and v 2048 x 512 each, o 2048^2 = 10,485,760; q_norm and
+    k_norm 64 each (per head); 3 x 2048 x 4096 = 25,165,824; post_attention_layernorm and post_feedforward_layernorm
+    4096 (no input norms): 35,655,808. 30 x that + 102,400 x 2048 + 2048 = 1,279,391,488; without the embedding
+    1,069,676,288, the model card's "Number of Parameters (without embeddings): 1.07B"."""
     per = 2 * 2048 ** 2 + 2 * 2048 * 512 + 2 * 64 + 3 * 2048 * 4096 + 2 * 2048
     assert per == 35_655_808
-    total = _total(EXAONE4)
-    assert total == 30 * per + 102_400 * 2048 + 2048 == 1_279_391_488
-    assert round((total - 102_400 * 2048) / 1e9, 2) == 1.07
+    row = catalog.describe("LGAI-EXAONE/EXAONE-4.0-1.2B")
+    assert row["parameters"]["total"] == _total(EXAONE4) == 30 * per + 102_400 * 2048 + 2048 == 1_279_391_488
+    assert row["published"]["compared"] == 1_279_391_488 - 102_400 * 2048 == 1_069_676_288
+    assert row["published"]["matches"] is True
 
 
 def test_exaone4_norm_placement():
