@@ -160,7 +160,10 @@ def map_olmoe(r: Reader, m: dict) -> None:
     experts of width intermediate_size, top-k softmax routing before the top-k (moe_router_pre_softmax), no shared
     expert, the sequence-level aux loss at router_aux_loss_coef (the bridge's seq_aux_loss). Untied embeddings
     unless tie_word_embeddings. clip_qkv (a clamp of q, k and v Megatron-Core has no equivalent for) must be null;
-    norm_topk_prob changes no tensor."""
+    norm_topk_prob changes no tensor. Only multi-head attention is mapped: OLMoESelfAttention sizes the key norm for
+    all query heads (num_attention_heads x head_dim) where Hugging Face's k_norm has num_key_value_heads x head_dim.
+    It also sizes both norms for all heads on every tensor-parallel rank, which runs only at TP 1 (the bridge's
+    recipes use TP 1, EP 8); the estimate splits them over TP as FullDimQNorm does."""
     hf = r.hf
     if hf.get("clip_qkv") is not None:
         raise UnsupportedError(f"config.json:clip_qkv = {show(hf['clip_qkv'])} for olmoe: Megatron-Core has no clamp "
@@ -170,6 +173,11 @@ def map_olmoe(r: Reader, m: dict) -> None:
         raise UnsupportedError(f"config.json:scoring_func {show(fn)} for olmoe: Megatron-Bridge's OLMoE bridge "
                                "supports only softmax routing")
     gqa(r, m)
+    if m["num_query_groups"] != m["num_attention_heads"]:
+        raise UnsupportedError(f"config.json:num_key_value_heads = {m['num_query_groups']} for olmoe: Megatron-Bridge's "
+                               "OLMoESelfAttention sizes the key norm for all num_attention_heads "
+                               f"({m['num_attention_heads']}) heads, Hugging Face's for the key heads; only "
+                               "multi-head attention maps")
     m["qk_layernorm"] = True
     m["qk_layernorm_full_dim"] = True
     m["num_experts"] = r.int("num_experts")

@@ -56,6 +56,7 @@ def test_olmoe_maps_the_bridge_settings():
     ("clip_qkv", 8.0, "clamp"),
     ("attention_bias", True, "no exact Megatron-Core equivalent"),
     ("scoring_func", "sigmoid", "softmax"),
+    ("num_key_value_heads", 4, "only multi-head attention"),
 ])
 def test_olmoe_refuses_what_megatron_does_not_build(key, value, words):
     with pytest.raises(UnsupportedError, match=words):
