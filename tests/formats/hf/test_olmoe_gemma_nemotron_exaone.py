@@ -123,6 +123,23 @@ def test_minitron_8b_shapes_count_by_hand():
     assert _total(MINITRON) == 32 * per + 2 * 256_000 * 4096 + 2 * 4096 == 8_271_699_968
 
 
+def test_nemotron_4_340b_shapes_match_the_technical_report():
+    """Nemotron-4 340B (technical report, arXiv 2406.11704, section 2.1: 96 layers, hidden 18,432, 96 heads and 8
+    key/value heads, vocabulary 256,000, untied; "9.4 billion embedding parameters and 331.6 billion non-embedding
+    parameters"), MLP 73,728 (4 h, squared ReLU). Per layer: q and o 2 x 18,432^2 = 679,477,248, k and v 2 x 18,432
+    x 1536 = 56,623,104, up and down 2 x 18,432 x 73,728 = 2,717,908,992, two LayerNorms 4 x 18,432 = 73,728:
+    3,454,083,072. 96 x that + the final LayerNorm 36,864 = 331,592,011,776 (331.6B); embedding and output layer
+    2 x 256,000 x 18,432 = 9,437,184,000 (9.4B)."""
+    hf = dict(MINITRON, hidden_size=18432, num_attention_heads=96, num_key_value_heads=8, num_hidden_layers=96,
+              intermediate_size=73728)
+    del hf["head_dim"]
+    per = 2 * 18_432 ** 2 + 2 * 18_432 * 1536 + 2 * 18_432 * 73_728 + 4 * 18_432
+    assert per == 3_454_083_072
+    embeddings = 2 * 256_000 * 18_432
+    assert _total(hf) == 96 * per + 2 * 18_432 + embeddings
+    assert round((96 * per + 2 * 18_432) / 1e9, 1) == 331.6 and round(embeddings / 1e9, 1) == 9.4
+
+
 def test_nemotron_maps_layernorm_and_squared_relu():
     """nemotron_bridge.py provider_bridge: LayerNorm (norm_eps), squared_relu, not gated, no biases; both biases
     together are add_bias_linear (q, k, v, o, up, down, as Megatron-Core's); one alone has no exact equivalent."""
