@@ -61,6 +61,20 @@ top-k indices; the indexer's linears and key norm keep their inputs::
 and its backward (``bwd_fused_indexer_loss_naive``) recomputes the fp32 index scores of every indexer head,
 4 T n s bytes.
 
+Cross-layer top-k sharing (``dsa_indexer_topk_freq`` k > 1, GLM-5.2's IndexShare; ``DSAttention.__init__``
+and ``forward``): which layers compute their top-k is
+:func:`estimator.config.model_rules.dsa_shared_topk`'s; a layer that reuses an earlier one's (``dsa_skip``) builds
+no indexer (``self.indexer = None``): none of the indexer's parameters, none of its activations, no indexer loss
+(it runs only where the top-k is computed) and no indexer backward. Its sparse attention takes the computing
+layer's index tensor itself, so the fused kernels' saved indices are that tensor, not counted again. The
+computing layers put their top-k in a per-forward holder (a dict on the attention mask, the packed-sequence
+parameters or the config) for the layers after them, so on the reference path, whose indices are otherwise
+dropped once the mask is built, each computing layer keeps its int64 top-k, ``8 T k`` bytes, counted with the
+micro-batch (where the holder is the config, only the latest micro-batch's are alive: then an upper bound);
+``core_attn`` recompute does not drop a held top-k (the checkpointed forward still fills the holder, and the
+reusing layers' recomputation reads it).
+Multi-token-prediction layers number their layers from 1, so they always compute their own.
+
 Selective recompute: ``core_attn`` checkpoints all of DSAttention (``_checkpointed_attention_forward``; it
 keeps its inputs: the absorbed q and the key, B T hd (kv_lora + rope) + B T (kv_lora + rope)); ``mla_up_proj``
 recomputes the up-projection and absorption (``CheckpointWithoutOutput``): it drops the q from q_up and frees its
@@ -93,11 +107,13 @@ def indexer_params(r) -> int:
 
 
 def params(r) -> Count:
-    return mla.params(r) + Count(0, indexer_params(r))
+    return mla.params(r) + Count(0, 0 if r.dsa_skip else indexer_params(r))
 
 
 def components(r) -> dict:
     out = mla.components(r)
+    if r.dsa_skip:
+        return out
     d = r.dsa.head_dim
     out["attention"] += indexer_params(r) - 2 * d
     out["norms"] += 2 * d
@@ -105,6 +121,8 @@ def components(r) -> dict:
 
 
 def _indexer_shapes(r) -> tuple:
+    if r.dsa_skip:
+        return ()
     n, d = r.dsa.heads, r.dsa.head_dim
     return ((n * d, _q_in(r), 1), (d, r.h, 1), (n, r.h, 1))
 
@@ -147,14 +165,17 @@ def activations(r, c: Ctx) -> Part:
         scores = 13 * score_elems
         bwd = 10 * score_elems
     elif x.backend == "tilelang":
-        core = B * T * max(hd, 16) * lat + B * K * lat + 4 * T * x.topk
+        core = B * T * max(hd, 16) * lat + B * K * lat + (0 if r.dsa_skip else 4 * T * x.topk)
         scores = bwd = 0
     else:                                          # cudnn: views of q and the key, indices, fp32 log-sum-exp
-        core = B * T * hd * lat + B * K * lat + 4 * T * x.topk + 4 * T * hd
+        core = B * T * hd * lat + B * K * lat + (0 if r.dsa_skip else 4 * T * x.topk) + 4 * T * hd
         q_kept, k_kept = True, r.cp == 1
         scores = bwd = 0
-    indexer = 0
-    if x.loss:
+    # With sharing, the holder keeps a computing layer's top-k (int64 from the reference path, int32 from the fused
+    # ones) for the layers after it, whatever recompute drops.
+    held = 0 if not x.share or r.dsa_skip else 8 * T * x.topk if x.backend == "none" else 4 * T * x.topk
+    indexer = held if x.backend == "none" else 0
+    if x.loss and not r.dsa_skip:
         n, d = x.heads, x.head_dim
         indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
         if not q_kept:                             # the detached query FusedDSAIndexerLoss saves
@@ -167,7 +188,7 @@ def activations(r, c: Ctx) -> Part:
     recompute = 0
     if "core_attn" in c.modules:
         # the checkpoint keeps its inputs, the absorbed q and the latent key, and drops what DSAttention saved
-        dropped = core + scores + indexer + lat_out + v_copy
+        dropped = core + scores + indexer + lat_out + v_copy - held
         saved += q_store + k_store - dropped
         recompute += dropped
         q_kept = k_kept = True
