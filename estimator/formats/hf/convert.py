@@ -57,7 +57,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "glm4_moe": ("Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7"),
     "glm4_moe_lite": ("Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)"),
     "deepseek_v32": ("DeepseekV32ForCausalLM", "DeepSeek-V3.2, DeepSeek-V3.2-Exp (DeepSeek sparse attention)"),
-    "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5 (multi-latent attention with DeepSeek sparse attention)"),
+    "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5, GLM-5.1, GLM-5.2 (multi-latent attention with DeepSeek sparse "
+                    "attention; GLM-5.2 shares each top-k over 4 layers)"),
     "deepseek_v4": ("DeepseekV4ForCausalLM", "DeepSeek-V4-Flash, DeepSeek-V4-Pro (hybrid compressed attention, "
                     "hyper-connections, hash-routed MoE layers)"),
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),

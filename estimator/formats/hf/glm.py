@@ -1,6 +1,6 @@
 """The GLM MoE families: GLM-4.5 / 4.6 / 4.7 (grouped-query attention), GLM-4.7-Flash (multi-latent attention)
-and GLM-5 (multi-latent attention with DeepSeek sparse attention), with the router as Megatron-Bridge's GLM bridges
-build it."""
+and GLM-5 / 5.1 / 5.2 (multi-latent attention with DeepSeek sparse attention; GLM-5.2 shares each top-k over four
+layers), with the router as Megatron-Bridge's GLM bridges build it."""
 
 from __future__ import annotations
 
