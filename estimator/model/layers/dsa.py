@@ -65,12 +65,14 @@ Cross-layer top-k sharing (``dsa_indexer_topk_freq`` k > 1, GLM-5.2's IndexShare
 and ``forward``): which layers compute their top-k is
 :func:`estimator.config.model_rules.dsa_shared_topk`'s; a layer that reuses an earlier one's (``dsa_skip``) builds
 no indexer (``self.indexer = None``): none of the indexer's parameters, none of its activations, no indexer loss
-(it runs only where the top-k is computed) and no indexer backward. Its sparse attention takes the computing
-layer's index tensor itself, so the fused kernels' saved indices are that tensor, not counted again. The
-computing layers put their top-k in a per-forward holder (a dict on the attention mask, the packed-sequence
-parameters or the config) for the layers after them, so on the reference path, whose indices are otherwise
-dropped once the mask is built, each computing layer keeps its int64 top-k, ``8 T k`` bytes, counted with the
-micro-batch (where the holder is the config, only the latest micro-batch's are alive: then an upper bound);
+(it runs only where the top-k is computed) and no indexer backward. Its sparse attention still saves its own
+int32 indices for the backward pass (cuDNN: ``dsa_cudnn_kernels.py`` ``_run_sparse_attention_forward`` converts and
+clamps them into a new tensor per layer). The computing layers put their top-k in a per-forward holder (a dict on
+the attention mask, the packed-sequence parameters or the config) for the layers after them, so each keeps it:
+``8 T k`` bytes (int64) on the reference path, whose indices are otherwise dropped once the mask is built (with
+the indexer loss it is the loss's saved top-k, counted once), ``4 T k`` (int32) beside the fused kernels' own
+copies; counted with the micro-batch (where the holder is the config, only the latest micro-batch's are alive:
+then an upper bound);
 ``core_attn`` recompute does not drop a held top-k (the checkpointed forward still fills the holder, and the
 reusing layers' recomputation reads it).
 Multi-token-prediction layers number their layers from 1, so they always compute their own.
@@ -165,16 +167,18 @@ def activations(r, c: Ctx) -> Part:
         scores = 13 * score_elems
         bwd = 10 * score_elems
     elif x.backend == "tilelang":
-        core = B * T * max(hd, 16) * lat + B * K * lat + (0 if r.dsa_skip else 4 * T * x.topk)
+        core = B * T * max(hd, 16) * lat + B * K * lat + 4 * T * x.topk
         scores = bwd = 0
     else:                                          # cudnn: views of q and the key, indices, fp32 log-sum-exp
-        core = B * T * hd * lat + B * K * lat + (0 if r.dsa_skip else 4 * T * x.topk) + 4 * T * hd
+        core = B * T * hd * lat + B * K * lat + 4 * T * x.topk + 4 * T * hd
         q_kept, k_kept = True, r.cp == 1
         scores = bwd = 0
     # With sharing, the holder keeps a computing layer's top-k (int64 from the reference path, int32 from the fused
-    # ones) for the layers after it, whatever recompute drops.
+    # ones) for the layers after it, whatever recompute drops; on the reference path with the indexer loss it is the
+    # loss's own saved top-k (counted there).
     held = 0 if not x.share or r.dsa_skip else 8 * T * x.topk if x.backend == "none" else 4 * T * x.topk
-    indexer = held if x.backend == "none" else 0
+    in_loss = held if x.backend == "none" and x.loss else 0
+    indexer = 0
     if x.loss and not r.dsa_skip:
         n, d = x.heads, x.head_dim
         indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
@@ -184,11 +188,11 @@ def activations(r, c: Ctx) -> Part:
         if r.sp and r.t > 1:
             indexer += B * T * (h + r.q_lora)
         bwd += 4 * T * n * r.s
-    saved = norm_in + norm_out + latent + q_up + v_copy + lat_out + out + core + scores + indexer
+    saved = norm_in + norm_out + latent + q_up + v_copy + lat_out + out + core + scores + indexer + held - in_loss
     recompute = 0
     if "core_attn" in c.modules:
         # the checkpoint keeps its inputs, the absorbed q and the latent key, and drops what DSAttention saved
-        dropped = core + scores + indexer + lat_out + v_copy - held
+        dropped = core + scores + indexer + lat_out + v_copy - in_loss
         saved += q_store + k_store - dropped
         recompute += dropped
         q_kept = k_kept = True
@@ -201,5 +205,6 @@ def activations(r, c: Ctx) -> Part:
     named = None
     if c.parts:
         named = {"norm_in": norm_in, "norm_out": norm_out, "latent": latent, "qkv": q_up, "attn_out": out,
-                 "lse": 0, "scores": scores, "proj_in_fp8": 0, "dsa_core": core, "dsa_indexer": indexer}
+                 "lse": 0, "scores": scores, "proj_in_fp8": 0, "dsa_core": core,
+                 "dsa_indexer": indexer + held - in_loss}
     return Part(saved, recompute, 0, bwd, named)
