@@ -336,7 +336,8 @@ def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
         for name in _DSA_FIELDS + ("dsa_indexer_loss_coeff",):
             if getattr(m, name) is not None:
                 add(name, getattr(m, name), "applies only with experimental_attention_variant: dsa")
-        for name, default in (("dsa_indexer_topk_freq", 1), ("dsa_indexer_skip_topk_offset", 0)):
+        for name, default in (("dsa_indexer_topk_freq", 1), ("dsa_indexer_skip_topk_offset", 0),
+                              ("dsa_indexer_use_sparse_loss", False)):
             if getattr(m, name) != default:
                 add(name, getattr(m, name), "applies only with experimental_attention_variant: dsa")
         return out

@@ -356,6 +356,12 @@ class ModelConfig:
                                            "leading layers that each compute their own top-k before sharing starts "
                                            "(0 counts as 1; GLM-5.2: 3; Hugging Face index_skip_topk_offset).",
                                            type="int", min=0, max=MAX_LAYERS, flag="--dsa-indexer-skip-topk-offset")
+    dsa_indexer_use_sparse_loss: bool = _f(False, "DeepSeek sparse attention with the indexer loss: compute its KL "
+                                           "over the selected top-k keys only (Megatron-Bridge's GLM-5: true). With "
+                                           "shared top-k and dsa_kernel_backend cudnn the fused kernel then keeps "
+                                           "only the indexer's precomputed gradients (no int64 top-k, no detached "
+                                           "query, no s x s index scores in the backward pass).", type="bool",
+                                           flag="--dsa-indexer-use-sparse-loss")
     dsa_kernel_backend: str = _f("none", "DeepSeek sparse attention kernels (DeepSeek-V4's too): none "
                                  "(Megatron-Core's PyTorch reference path, which builds the dense s x s scores of "
                                  "every head in fp32), "

@@ -78,8 +78,9 @@ class GDNDims(NamedTuple):
 
 class DSADims(NamedTuple):
     """DeepSeek sparse attention's lightning indexer: heads, head width, top-k keys per query, whether the indexer
-    loss is on (its autograd graph is kept), the kernel backend (none, tilelang, cudnn), and whether layers share
-    their top-k across layers (dsa_indexer_topk_freq > 1: the layers that compute it keep it for the ones after)."""
+    loss is on (its autograd graph is kept), the kernel backend (none, tilelang, cudnn), whether layers share
+    their top-k across layers (dsa_indexer_topk_freq > 1: the layers that compute it keep it for the ones after) and
+    whether the indexer loss is the sparse one (dsa_indexer_use_sparse_loss)."""
 
     heads: int
     head_dim: int
@@ -87,6 +88,7 @@ class DSADims(NamedTuple):
     loss: bool
     backend: str
     share: bool = False
+    sparse_loss: bool = False   # dsa_indexer_use_sparse_loss
 
 
 class V4Dims(NamedTuple):
@@ -323,7 +325,7 @@ def _compute_shape(m) -> tuple:
                   m.linear_num_value_heads) if ki.gdn else None
     dsa_dims = DSADims(m.dsa_indexer_n_heads or 0, m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0,
                        bool(m.dsa_indexer_loss_coeff), m.dsa_kernel_backend,
-                       m.dsa_indexer_topk_freq > 1) if dsa and hybrid is None else None
+                       m.dsa_indexer_topk_freq > 1, m.dsa_indexer_use_sparse_loss) if dsa and hybrid is None else None
     v4 = V4Dims(m.o_groups, m.o_lora_rank, m.csa_window_size, m.dsa_indexer_n_heads or 0,
                 m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0, m.dsa_kernel_backend,
                 tuple(m.csa_compress_ratios or ())) if dsv4 else None

@@ -92,7 +92,7 @@ def map_glm4_moe_lite(r: Reader, m: dict) -> None:
 def map_glm_moe_dsa(r: Reader, m: dict) -> None:
     """GLM-5 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_moe_dsa/glm5_bridge.py, an MLA provider):
     multi-latent attention with DeepSeek sparse attention (:func:`dsa_indexer`; the bridge turns the indexer
-    loss on at 0.001), and :func:`_glm_router`'s MoE with the shared expert n_shared_experts x
+    loss on at 0.001, in its sparse form: dsa_indexer_use_sparse_loss), and :func:`_glm_router`'s MoE with the shared expert n_shared_experts x
     moe_intermediate_size and no aux-loss coefficient. qk_head_dim, where given, must be qk_nope_head_dim +
     qk_rope_head_dim (the bridge derives the rotary width from it); num_key_value_heads, head_dim and
     indexer_rope_interleave change no tensor. GLM-5.2's cross-layer top-k sharing: index_topk_freq and
@@ -126,6 +126,7 @@ def map_glm_moe_dsa(r: Reader, m: dict) -> None:
                                "top-k pattern has no Megatron-Core equivalent (Megatron-Bridge reads only "
                                "index_topk_freq and index_skip_topk_offset); only null is modelled")
     m["dsa_indexer_loss_coeff"] = 0.001
+    m["dsa_indexer_use_sparse_loss"] = True
     dtype = r.hf.get("moe_router_dtype")
     if dtype not in (None, "float32"):
         raise ConfigError(Problem("config.json:moe_router_dtype", dtype, "must be float32 where given (GLM-5.2's "

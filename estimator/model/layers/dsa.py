@@ -77,6 +77,14 @@ then an upper bound);
 reusing layers' recomputation reads it).
 Multi-token-prediction layers number their layers from 1, so they always compute their own.
 
+With shared top-k, the fused kernels and the sparse indexer loss (``dsa_indexer_use_sparse_loss``, which
+Megatron-Bridge's GLM-5 sets) the computing layers take the split path (``DSAttention.forward``: the fully fused
+indexer-plus-attention path runs only without sharing), and with ``cudnn`` its top-k-with-loss kernel
+(``dsa_cudnn_kernels.py`` ``FusedQKTopKWithSparseLossFunc``) computes the loss and the indexer's gradients in the
+forward pass and keeps only those gradients (``B T (n d + n) + B K d``, the sizes of q, weights and k) and the key
+norm's input and statistics: no int64 top-k, no detached query, and no backward recomputation of the index
+scores. Other backends and the dense loss keep the reference loss's tensors above.
+
 Selective recompute: ``core_attn`` checkpoints all of DSAttention (``_checkpointed_attention_forward``; it
 keeps its inputs: the absorbed q and the key, B T hd (kv_lora + rope) + B T (kv_lora + rope)); ``mla_up_proj``
 recomputes the up-projection and absorption (``CheckpointWithoutOutput``): it drops the q from q_up and frees its
@@ -181,13 +189,17 @@ def activations(r, c: Ctx) -> Part:
     indexer = 0
     if x.loss and not r.dsa_skip:
         n, d = x.heads, x.head_dim
-        indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
-        if not q_kept:                             # the detached query FusedDSAIndexerLoss saves
-            indexer += q_store
-            q_kept = True
+        if x.share and x.sparse_loss and x.backend == "cudnn":
+            # FusedQKTopKWithSparseLossFunc: the precomputed gradients of q, weights and k, and the key norm's input
+            indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T
+        else:
+            indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
+            if not q_kept:                         # the detached query FusedDSAIndexerLoss saves
+                indexer += q_store
+                q_kept = True
+            bwd += 4 * T * n * r.s
         if r.sp and r.t > 1:
             indexer += B * T * (h + r.q_lora)
-        bwd += 4 * T * n * r.s
     saved = norm_in + norm_out + latent + q_up + v_copy + lat_out + out + core + scores + indexer + held - in_loss
     recompute = 0
     if "core_attn" in c.modules:

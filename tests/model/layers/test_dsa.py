@@ -226,8 +226,13 @@ def test_megatron_lm_export_round_trip():
     back = read_megatron_args(" ".join(to_megatron_args(cfg)), world_size=8).config
     assert {k: v for k, v in back["model"].items() if k.startswith("dsa_")} == {
         "dsa_indexer_n_heads": 32, "dsa_indexer_head_dim": 128, "dsa_indexer_topk": 2048,
-        "dsa_indexer_loss_coeff": 0.001, "dsa_kernel_backend": "tilelang"}
+        "dsa_indexer_loss_coeff": 0.001, "dsa_indexer_use_sparse_loss": True, "dsa_kernel_backend": "tilelang"}
     assert count_parameters_of(load_config(back)).total == count_parameters_of(load_config(cfg)).total
+    cfg52 = {**cfg, "model": {**from_hf_config("zai-org/GLM-5.2"), "dsa_kernel_backend": "tilelang"},
+             "parallelism": {"tensor_model_parallel_size": 8}}
+    back = read_megatron_args(" ".join(to_megatron_args(cfg52)), world_size=8).config
+    assert (back["model"]["dsa_indexer_topk_freq"], back["model"]["dsa_indexer_skip_topk_offset"]) == (4, 3)
+    assert count_parameters_of(load_config(back)).total == count_parameters_of(load_config(cfg52)).total
 
 
 # --- cross-layer top-k sharing (GLM-5.2) -----------------------------------------------------------------------
@@ -342,3 +347,22 @@ def test_topk_sharing_fields_need_dsa():
     with pytest.raises(ConfigError, match=r"model\.dsa_indexer_topk_freq"):
         load_config(make_config({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
                                  "dsa_indexer_topk_freq": 4}))
+
+
+def test_shared_top_k_sparse_loss_with_cudnn_by_hand():
+    """Shared top-k, cuDNN, indexer loss on (TINY, freq 2; n 2 indexer heads of d 16, T = K = 64 rows, B 2).
+    Sparse loss (dsa_cudnn_kernels.py FusedQKTopKWithSparseLossFunc): the computing layer keeps the precomputed
+    gradients of q 2 x 64 x 2 x 16 = 4096, of the weights 2 x 64 x 2 = 256 and of k 2 x 64 x 16 = 2048, the key norm's
+    input 2048 and statistics 8 x 64 = 512 (8960), and the holder's int32 top-k 2048: 155,648 + 2048 + 8960 =
+    166,656; no backward working set. Dense loss (the reference FusedDSAIndexerLoss): q, weights, k, key norm as
+    above plus its int64 top-k 8 x 64 x 8 = 4096 (cuDNN keeps the query already): 155,648 + 2048 + 13,056 =
+    170,752 (and its backward recomputes the fp32 index scores, 4 x 64 x 2 x 64 = 32,768 bytes, which the sparse
+    kernel does not). The reusing layer runs no indexer either way: 155,648."""
+    def acts(sparse):
+        cfg = make_config({**TINY, **SHARE, "dsa_kernel_backend": "cudnn", "dsa_indexer_loss_coeff": 0.001,
+                           "dsa_indexer_use_sparse_loss": sparse}, {}, {"seq_length": 64, "world_size": 1})
+        r = resolve(load_config(cfg))
+        return [layer_activations(r, r.kinds[k]) for k in r.layer_kinds]
+    sparse, dense = acts(True), acts(False)
+    assert [p.attention for p in sparse] == [166_656, 155_648]
+    assert [p.attention for p in dense] == [170_752, 155_648]
