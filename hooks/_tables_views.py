@@ -144,7 +144,8 @@ def _preset_page(name: str) -> str:
 # --- the model catalog ---------------------------------------------------------------------------
 
 CATALOG_KINDS = {"safetensors": "Hugging Face API (safetensors)", "keras-hub": "KerasHub preset",
-                 "model-card": "model card (README)"}
+                 "model-card": "model card (README)",
+                 "checkpoint": "checkpoint's tensor elements (conversion round trip)"}
 #: Where generated HTML links to the calculator: tables.py writes the calculator page's address relative to the page in
 #: its place (Markdown links, which MkDocs resolves, do not reach a table written in HTML).
 CALCULATOR_URL = "@@calculator-url@@"

@@ -40,7 +40,8 @@ from typing import NamedTuple
 from .errors import Problem
 from .hybrid_pattern import parse, pattern_problems
 
-__all__ = ["Block", "HeteroError", "ffn_mult_to_size", "model_problems", "parse_blocks"]
+__all__ = ["Block", "HeteroError", "dsa_shared_topk", "dsa_split_problems", "ffn_mult_to_size", "model_problems",
+           "parse_blocks"]
 
 
 def model_problems(cfg) -> list[Problem]:
@@ -289,14 +290,47 @@ def _vision_rules(cfg) -> list[Problem]:
     return out
 
 
+def dsa_shared_topk(L: int, freq: int, offset: int) -> tuple:
+    """Per decoder layer (0-indexed), whether it reuses an earlier layer's DeepSeek-sparse-attention top-k instead of
+    building an indexer (Megatron-LM @ d98e8a64 : megatron/core/transformer/experimental_attention_variant/dsa.py
+    ``is_dsa_skip_topk_layer``, on the 1-indexed layer number n: with o = max(offset, 1), n reuses when
+    max(n - o, 0) mod freq != 0, and then takes the top-k of layer n - ((n - o) mod freq),
+    ``source_dsa_compute_layer``). freq 1: no layer reuses. GLM-5.2 (78 layers, freq 4, offset 3): layers 1, 2,
+    3, then 7, 11, ..., 75 compute (21), the other 57 reuse."""
+    if freq <= 1:
+        return (False,) * L
+    o = max(offset, 1)
+    return tuple(max(n - o, 0) % freq != 0 for n in range(1, L + 1))
+
+
+def dsa_split_problems(m, plans) -> list[Problem]:
+    """Megatron-LM @ d98e8a64 : megatron/core/models/gpt/experimental_attention_variant_module_specs.py
+    ``_validate_dsa_index_share_pipeline_split``: a layer that reuses another's top-k must find that layer earlier in
+    its own model chunk (pipeline stage, or virtual stage), so every chunk must start on a layer that computes its
+    top-k. ``plans``: each stage's :class:`~estimator.config.pipeline_layout.StagePlan`."""
+    if m.experimental_attention_variant != "dsa" or m.dsa_indexer_topk_freq <= 1 or m.hybrid_layer_pattern:
+        return []
+    shared = dsa_shared_topk(m.num_layers, m.dsa_indexer_topk_freq, m.dsa_indexer_skip_topk_offset)
+    starts = sorted({c.layers.start for plan in plans for c in plan.chunks if len(c.layers)})
+    bad = [i + 1 for i in starts if shared[i]]
+    if not bad:
+        return []
+    return [Problem("model.dsa_indexer_topk_freq", m.dsa_indexer_topk_freq,
+                    f"with dsa_indexer_skip_topk_offset {m.dsa_indexer_skip_topk_offset}, every pipeline chunk must "
+                    f"start on a layer that computes its own top-k; layer(s) {', '.join(map(str, bad))} (1-indexed) "
+                    "start a chunk but reuse an earlier layer's top-k, which does not cross pipeline stages "
+                    "(Megatron-Core); change the pipeline split (e.g. num_layers_in_first_pipeline_stage or "
+                    "pipeline_model_parallel_layout)")]
+
+
 def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
     """DeepSeek sparse attention (Megatron-LM @ d98e8a64): ``experimental_attention_variant_module_specs.py``
     ``get_dsa_module_spec_for_backend`` asserts multi-latent attention; ``transformer_config.py`` ``__post_init__``
     requires add_bias_linear false and, with context parallelism, cp_comm_type allgather;
     ``absorbed_mla.py`` ``AbsorbedMLASelfAttention.__init__`` requires sequence parallelism with TP > 1 and no
     FP8/FP4 with the mla_up_proj recompute; the indexer needs its heads, head width (at least the rotary width it
-    splits off) and top-k. FP8 is not modelled (nor cross-layer top-k sharing, which has no field: the importers
-    refuse --dsa-indexer-topk-freq above 1)."""
+    splits off) and top-k. FP8 is not modelled. Cross-layer top-k sharing (:func:`dsa_shared_topk`) applies only
+    with dsa; its pipeline split is :func:`dsa_split_problems`'s."""
     m, par, tr = cfg.model, cfg.parallelism, cfg.training
     out: list[Problem] = []
 
@@ -306,6 +340,10 @@ def _dsa_rules(cfg, dsa: bool) -> list[Problem]:
     if not dsa:
         for name in _DSA_FIELDS + ("dsa_indexer_loss_coeff",):
             if getattr(m, name) is not None:
+                add(name, getattr(m, name), "applies only with experimental_attention_variant: dsa")
+        for name, default in (("dsa_indexer_topk_freq", 1), ("dsa_indexer_skip_topk_offset", 0),
+                              ("dsa_indexer_use_sparse_loss", False)):
+            if getattr(m, name) != default:
                 add(name, getattr(m, name), "applies only with experimental_attention_variant: dsa")
         return out
     if not m.multi_latent_attention:

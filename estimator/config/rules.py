@@ -19,8 +19,8 @@ from .derived import (default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_
 from .errors import Problem, UnsupportedError, wrong_type
 from .feature_rules import feature_problems
 from .fields import field_problems
-from .model_rules import model_problems
-from .pipeline_layout import layout_problems
+from .model_rules import dsa_split_problems, model_problems
+from .pipeline_layout import layout_problems, placement
 from .schema import Config
 
 __all__ = ["cross_field_problems", "interleaving_problem", "layer_split_problems", "not_modelled",
@@ -505,8 +505,9 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
 
 
 def layer_split_problems(cfg: Config) -> list[Problem]:
-    """Megatron-Core's rules for the pipeline split (:func:`estimator.config.pipeline_layout.layout_problems`) and the
-    interleaved schedule's micro-batch groups."""
+    """Megatron-Core's rules for the pipeline split (:func:`estimator.config.pipeline_layout.layout_problems`; with
+    shared DSA top-k, :func:`estimator.config.model_rules.dsa_split_problems`) and the interleaved schedule's
+    micro-batch groups."""
     m, par = cfg.model, cfg.parallelism
     if m.hybrid_layer_pattern is not None:
         out = [Problem(f, v, msg) for f, v, msg in hybrid_pattern.split_problems(m, par)]
@@ -519,6 +520,12 @@ def layer_split_problems(cfg: Config) -> list[Problem]:
     else:
         mtp = m.mtp_num_layers or 0
     out = [Problem(f, v, msg) for f, v, msg in layout_problems(par, m.num_layers, mtp)]
+    if not out and m.dsa_indexer_topk_freq > 1:
+        plans, _ = placement(m.num_layers, par.pipeline_model_parallel_size, virtual_stages(par, m),
+                             par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
+                             par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
+                             par.pipeline_model_parallel_layout, mtp)
+        out += dsa_split_problems(m, plans)
     group = par.microbatch_group_size_per_vp_stage
     if group is not None and not out:
         out += _group_problems(cfg, group)

@@ -350,6 +350,23 @@ class ModelConfig:
                                               "autograd and keeps its q, k, weights and inputs for the backward "
                                               "pass (Megatron-Bridge's GLM-5: 0.001). null or 0: no indexer loss.",
                                               type="float", min=0.0, max=1e6, flag="--dsa-indexer-loss-coeff")
+    # famB (issue 27): GLM-5.2's shared DSA indexers (cross-layer top-k sharing, Megatron-Core's IndexShare)
+    dsa_indexer_topk_freq: int = _f(1, "DeepSeek sparse attention: cross-layer top-k sharing. 1: every layer runs "
+                                    "its own indexer. k > 1: after the first dsa_indexer_skip_topk_offset layers "
+                                    "(each with its own), one layer in k builds an indexer and computes the top-k; "
+                                    "the k - 1 after it reuse that top-k and hold no indexer weights or "
+                                    "activations (GLM-5.2: 4; Hugging Face index_topk_freq).", type="int", min=1,
+                                    max=MAX_LAYERS, flag="--dsa-indexer-topk-freq")
+    dsa_indexer_skip_topk_offset: int = _f(0, "DeepSeek sparse attention with dsa_indexer_topk_freq > 1: the "
+                                           "leading layers that each compute their own top-k before sharing starts "
+                                           "(0 counts as 1; GLM-5.2: 3; Hugging Face index_skip_topk_offset).",
+                                           type="int", min=0, max=MAX_LAYERS, flag="--dsa-indexer-skip-topk-offset")
+    dsa_indexer_use_sparse_loss: bool = _f(False, "DeepSeek sparse attention with the indexer loss: compute its KL "
+                                           "over the selected top-k keys only (Megatron-Bridge's GLM-5: true). With "
+                                           "shared top-k and dsa_kernel_backend cudnn the fused kernel then keeps "
+                                           "only the indexer's precomputed gradients (no int64 top-k, no detached "
+                                           "query, no s x s index scores in the backward pass).", type="bool",
+                                           flag="--dsa-indexer-use-sparse-loss")
     dsa_kernel_backend: str = _f("none", "DeepSeek sparse attention kernels (DeepSeek-V4's too): none "
                                  "(Megatron-Core's PyTorch reference path, which builds the dense s x s scores of "
                                  "every head in fp32), "

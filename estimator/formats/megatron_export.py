@@ -180,6 +180,11 @@ def to_megatron_args(config) -> list[str]:
             add(_flag(name), getattr(m, name))
         if m.dsa_indexer_loss_coeff:
             add("--dsa-indexer-loss-coeff", m.dsa_indexer_loss_coeff)
+        if m.dsa_indexer_topk_freq > 1:
+            add("--dsa-indexer-topk-freq", m.dsa_indexer_topk_freq)
+            add("--dsa-indexer-skip-topk-offset", m.dsa_indexer_skip_topk_offset)
+        if m.dsa_indexer_use_sparse_loss:
+            add("--dsa-indexer-use-sparse-loss")
         if m.dsa_kernel_backend != "none":
             add("--dsa-kernel-backend", m.dsa_kernel_backend)
     if gdn or (m.hybrid_layer_pattern and "G" in m.hybrid_layer_pattern):

@@ -70,6 +70,10 @@ _put(_M, "dsa_indexer_n_heads dsa_indexer_head_dim dsa_indexer_topk dsa_indexer_
      "dsa_kernel_backend", "DeepSeek sparse attention: the lightning indexer's shape (parameters), its top-k, the "
      "indexer loss (its saved tensors) and the sparse attention kernels (the dense reference path's s x s scores "
      "or the fused kernels' top-k indices)")
+_put(_M, "dsa_indexer_topk_freq dsa_indexer_skip_topk_offset", "DeepSeek sparse attention's cross-layer top-k "
+     "sharing (GLM-5.2): the layers that reuse another's top-k hold no indexer (parameters, activations)")
+_put(_M, "dsa_indexer_use_sparse_loss", "DeepSeek sparse attention's sparse indexer loss: with shared top-k and "
+     "the cuDNN kernels, the fused top-k-with-loss kernel keeps only the indexer's gradients")
 _put(_M, "mtp_use_repeated_layer", "one MTP layer built and applied at every MTP depth")
 _put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "
      "mamba_num_groups mamba_num_heads", "the hybrid model's layers (Mamba-2, attention, MLP, MoE, gated delta "
@@ -273,12 +277,10 @@ _put(_N, "delay_offload_until_cuda_graph fine_grained_offloading_max_inflight_of
 _put(_N, "cpu_offloading_retain_pinned_cpu_buffers", "keeps the pinned host buffers between steps: host memory only")
 _put(_N, "min_offloaded_tensor_size", "saved tensors smaller than this stay on the GPU; the estimate offloads every "
      "saved tensor of the module (those of a real layer are far larger than the 1M-element default)")
-_put(_N, "dsa_indexer_skip_topk_offset", "DeepSeek sparse attention: where cross-layer top-k sharing starts; only "
-     "--dsa-indexer-topk-freq 1 (no sharing) is modelled, where it has no effect")
-_put(_N, "dsa_indexer_use_sparse_loss dsa_indexer_rope_interleaved dsa_indexer_rotate_activation "
+_put(_N, "dsa_indexer_rope_interleaved dsa_indexer_rotate_activation "
      "dsa_indexer_scoring_relu dsa_indexer_k_norm_epsilon dsa_indexer_k_norm_fp32",
-     "DeepSeek sparse attention numerics (which scores the indexer loss uses, the RoPE layout, the Hadamard "
-     "rotation, ReLU scoring, the key norm's epsilon and dtype): the same saved tensors")
+     "DeepSeek sparse attention numerics (the RoPE layout, the Hadamard rotation, ReLU scoring, the key norm's "
+     "epsilon and dtype): the same saved tensors")
 _put(_N, "gdp_num_householder gdp_cutedsl_kernel gdp_num_chunk_states_to_recompute",
      "only with the gated-delta-product layer spec (--spec), which is refused")
 _put(_N, "mamba_inference_conv_states_dtype mamba_inference_ssm_states_dtype", "inference (text generation) only")
@@ -405,8 +407,6 @@ _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's H
      "--outer-dp-sharding-strategy)")
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
      "modelled")
-_put(_R, "dsa_indexer_topk_freq", "DeepSeek sparse attention's cross-layer top-k sharing (layers without an indexer "
-     "of their own reusing another layer's top-k) is not modelled")
 _put(_R, "delta_offload_bytes_across_pp_ranks", "different offload amounts per pipeline rank are not modelled")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from ..config import hybrid_pattern
 from ..config.derived import default_ffn_hidden_size, layout_stages
+from ..config.model_rules import dsa_shared_topk
 from ..config.pipeline_layout import placement, stage_counts
 from ..config.schema import Config
 from .layers import LayerKind
@@ -77,13 +78,17 @@ class GDNDims(NamedTuple):
 
 class DSADims(NamedTuple):
     """DeepSeek sparse attention's lightning indexer: heads, head width, top-k keys per query, whether the indexer
-    loss is on (its autograd graph is kept), and the kernel backend (none, tilelang, cudnn)."""
+    loss is on (its autograd graph is kept), the kernel backend (none, tilelang, cudnn), whether layers share
+    their top-k across layers (dsa_indexer_topk_freq > 1: the layers that compute it keep it for the ones after) and
+    whether the indexer loss is the sparse one (dsa_indexer_use_sparse_loss)."""
 
     heads: int
     head_dim: int
     topk: int
     loss: bool
     backend: str
+    share: bool = False
+    sparse_loss: bool = False   # dsa_indexer_use_sparse_loss
 
 
 class V4Dims(NamedTuple):
@@ -131,7 +136,8 @@ def global_pattern(L: int, freq) -> tuple:
 @lru_cache(maxsize=1024)
 def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False,
                 glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None,
-                v4: tuple | None = None, hash_layers: int = 0, mtp_dense: bool = False) -> KindInfo:
+                v4: tuple | None = None, hash_layers: int = 0, mtp_dense: bool = False,
+                dsa_shared: tuple = ()) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
@@ -141,7 +147,10 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     layers and MTP layers come from the pattern's symbols (:mod:`estimator.config.hybrid_pattern`). DeepSeek-V4's
     layers (``v4``: every layer's compression ratio, decoder then MTP) carry their ratio, and the first
     ``hash_layers`` MoE layers their hash routing, as the kind's overrides; its MTP layers take their own ratio.
-    With ``mtp_dense`` (K-EXAONE) the MTP layers hold attention and a dense MLP whatever the last layer holds."""
+    With ``mtp_dense`` (K-EXAONE) the MTP layers hold attention and a dense MLP whatever the last layer holds.
+    DeepSeek-sparse-attention layers that reuse an earlier layer's top-k (``dsa_shared``, one flag per layer:
+    :func:`estimator.config.model_rules.dsa_shared_topk`) carry ``dsa_skip``; an MTP layer (layer number 1 of its
+    own block, so always computing) does not."""
     kinds: list = []
 
     def index(kind: LayerKind) -> int:
@@ -171,10 +180,14 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
         mtp_kinds = (index(v4_kind(v4[L] if len(v4) > L else 0, moe[-1], False)),) if mtp else ()
         return _info(kinds, per_layer, mtp_kinds, moe)
     glob = glob or (False,) * L
-    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense", glob_var if gl else ()))
-                      for la, e, gl in zip(linear, moe, glob))
+    skip = dsa_shared or (False,) * L
+    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense",
+                                      (glob_var if gl else ()) + ((("dsa_skip", True),) if sk else ())))
+                      for la, e, gl, sk in zip(linear, moe, glob, skip))
     if mtp and mtp_dense:
         return _info(kinds, per_layer, (index(LayerKind(attn, "dense")),), moe)
+    if mtp and skip[-1]:
+        return _info(kinds, per_layer, (index(LayerKind(attn, "moe" if moe[-1] else "dense")),), moe)
     return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
 
 
@@ -247,6 +260,7 @@ class Resolved:
     # per layer kind (a LayerKind's var overrides them)
     cr: int = 0               # DeepSeek-V4: the layer's key compression ratio (0 sliding window only)
     hash_route: bool = False  # the layer's MoE routes by a fixed token table (no expert bias)
+    dsa_skip: bool = False    # DeepSeek sparse attention: the layer reuses an earlier layer's top-k (no indexer)
 
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
@@ -306,13 +320,16 @@ def _compute_shape(m) -> tuple:
                      (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp,
                      dsa=dsa and hybrid is None, glob=glob, glob_var=glob_var, blocks=blocks,
                      v4=tuple(m.csa_compress_ratios or ()) if dsv4 else None,
-                     hash_layers=m.moe_n_hash_layers if E else 0, mtp_dense=m.mtp_dense_mlp)
+                     hash_layers=m.moe_n_hash_layers if E else 0, mtp_dense=m.mtp_dense_mlp,
+                     dsa_shared=dsa_shared_topk(m.num_layers, m.dsa_indexer_topk_freq, m.dsa_indexer_skip_topk_offset)
+                     if dsa and hybrid is None and m.dsa_indexer_topk_freq > 1 else ())
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
                       m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                   m.linear_num_value_heads) if ki.gdn else None
     dsa_dims = DSADims(m.dsa_indexer_n_heads or 0, m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0,
-                       bool(m.dsa_indexer_loss_coeff), m.dsa_kernel_backend) if dsa and hybrid is None else None
+                       bool(m.dsa_indexer_loss_coeff), m.dsa_kernel_backend,
+                       m.dsa_indexer_topk_freq > 1, m.dsa_indexer_use_sparse_loss) if dsa and hybrid is None else None
     v4 = V4Dims(m.o_groups, m.o_lora_rank, m.csa_window_size, m.dsa_indexer_n_heads or 0,
                 m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0, m.dsa_kernel_backend,
                 tuple(m.csa_compress_ratios or ())) if dsv4 else None

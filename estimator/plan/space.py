@@ -57,6 +57,7 @@ from ..formats.error_bands import band_for
 from ..formats.gpus import usable_bytes
 from ..config.errors import ConfigError, Problem, show
 from ..config.load import load_config
+from ..config.model_rules import dsa_split_problems
 from ..config.pipeline_layout import expand_layout, layout_problems, placement, stage_counts
 from ..config.rules import interleaving_problem, validate
 from ..config.schema import MAX_BATCH, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config, ParallelismConfig
@@ -432,6 +433,8 @@ class SearchEngine(CostModel):
                 if layout_problems(par, L, mtp):
                     continue
                 plans = placement(L, p, v, sp.first, sp.last, sp.acc_e, sp.acc_l, sp.layout, mtp)[0]
+                if dsa_split_problems(self.base.model, plans):     # a chunk starting on a shared-top-k layer
+                    continue
                 sig = tuple(pl.sig for pl in plans)
                 if sig not in seen:
                     seen.add(sig)

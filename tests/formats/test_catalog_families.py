@@ -297,7 +297,8 @@ def test_a_wrong_layers_block_type_is_refused_naming_the_key(change, key):
 def test_glm5_per_layer_lists_that_agree_are_read():
     """NVIDIA's GLM-5.1 NVFP4 config.json adds transformers' per-layer lists: mlp_layer_types (3 dense, 75 sparse:
     what first_k_dense_replace 3 says) and indexer_types (78 x full: every layer its own indexer). The model section
-    is zai-org/GLM-5.1's. A shared indexer layer (no indexer of its own) or a list that disagrees is refused."""
+    is zai-org/GLM-5.1's. A list that disagrees with index_topk_freq (1 here: no shared layer) or with
+    first_k_dense_replace is refused (GLM-5.2's shared layers: tests/model/layers/test_dsa.py)."""
     cfg = hf_catalog.get("nvidia/GLM-5.1-NVFP4").config()
     assert cfg["mlp_layer_types"] == ["dense"] * 3 + ["sparse"] * 75 and set(cfg["indexer_types"]) == {"full"}
     assert from_hf_config(cfg) == from_hf_config("zai-org/GLM-5.1")

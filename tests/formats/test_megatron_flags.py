@@ -237,6 +237,12 @@ CHANGES = {
     "dsa_indexer_topk": (DSA + " --dsa-kernel-backend tilelang", "--dsa-indexer-topk 32"),
     "dsa_indexer_loss_coeff": (DSA, "--dsa-indexer-loss-coeff 0.001"),
     "dsa_kernel_backend": (DSA, "--dsa-kernel-backend tilelang"),
+    # cross-layer top-k sharing: layers 2 and 4 (of 1-4) reuse a top-k; offset 2 makes layer 3 the only one
+    "dsa_indexer_topk_freq": (DSA, "--dsa-indexer-topk-freq 2"),
+    "dsa_indexer_skip_topk_offset": (DSA + " --dsa-indexer-topk-freq 2", "--dsa-indexer-skip-topk-offset 2"),
+    # the sparse indexer loss: with shared top-k and cuDNN the fused kernel keeps only the indexer's gradients
+    "dsa_indexer_use_sparse_loss": (DSA + " --dsa-kernel-backend cudnn --dsa-indexer-topk-freq 2 "
+                                    "--dsa-indexer-loss-coeff 0.001", "--dsa-indexer-use-sparse-loss"),
     "linear_conv_kernel_dim": (GDN, "--linear-conv-kernel-dim 8"),
     "linear_key_head_dim": (GDN, "--linear-key-head-dim 64"),
     "linear_value_head_dim": (GDN, "--linear-value-head-dim 64"),

@@ -58,7 +58,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "glm4_moe": ("Glm4MoeForCausalLM", "GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7"),
     "glm4_moe_lite": ("Glm4MoeLiteForCausalLM", "GLM-4.7-Flash (multi-latent attention)"),
     "deepseek_v32": ("DeepseekV32ForCausalLM", "DeepSeek-V3.2, DeepSeek-V3.2-Exp (DeepSeek sparse attention)"),
-    "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5 (multi-latent attention with DeepSeek sparse attention)"),
+    "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5, GLM-5.1, GLM-5.2 (multi-latent attention with DeepSeek sparse "
+                    "attention; GLM-5.2 shares each top-k over 4 layers)"),
     "deepseek_v4": ("DeepseekV4ForCausalLM", "DeepSeek-V4-Flash, DeepSeek-V4-Pro (hybrid compressed attention, "
                     "hyper-connections, hash-routed MoE layers)"),
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
@@ -80,6 +81,10 @@ REFUSED: dict[str, str] = {
     "exaone4_5": "EXAONE 4.5 is a vision-language model whose vision tower (a windowed-attention ViT with its "
                  "full-attention blocks, Megatron-Bridge's exaone45 vision_model.py) the estimator does not model; "
                  "the language model alone would undercount it",
+    "kimi_k3": ("Kimi K3's layers as Megatron-Bridge builds them (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : "
+                "src/megatron/bridge/models/kimi/kimi_k3_layers.py: Kimi delta attention, no-RoPE MLA with an output "
+                "gate, AttnRes residual banks, latent MoE with a routed-expert norm, the SiTU activation) are not "
+                "modelled yet"),
 }
 
 

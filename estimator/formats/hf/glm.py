@@ -1,10 +1,11 @@
 """The GLM MoE families: GLM-4.5 / 4.6 / 4.7 (grouped-query attention), GLM-4.7-Flash (multi-latent attention)
-and GLM-5 (multi-latent attention with DeepSeek sparse attention), with the router as Megatron-Bridge's GLM bridges
-build it."""
+and GLM-5 / 5.1 / 5.2 (multi-latent attention with DeepSeek sparse attention; GLM-5.2 shares each top-k over four
+layers), with the router as Megatron-Bridge's GLM bridges build it."""
 
 from __future__ import annotations
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from ...config.model_rules import dsa_shared_topk
 from .deepseek import dsa_indexer, mla
 from .reader import Reader, pattern_value, refuse_true
 
@@ -91,11 +92,17 @@ def map_glm4_moe_lite(r: Reader, m: dict) -> None:
 def map_glm_moe_dsa(r: Reader, m: dict) -> None:
     """GLM-5 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_moe_dsa/glm5_bridge.py, an MLA provider):
     multi-latent attention with DeepSeek sparse attention (:func:`dsa_indexer`; the bridge turns the indexer
-    loss on at 0.001), and :func:`_glm_router`'s MoE with the shared expert n_shared_experts x
+    loss on at 0.001, in its sparse form: dsa_indexer_use_sparse_loss), and :func:`_glm_router`'s MoE with the shared expert n_shared_experts x
     moe_intermediate_size and no aux-loss coefficient. qk_head_dim, where given, must be qk_nope_head_dim +
     qk_rope_head_dim (the bridge derives the rotary width from it); num_key_value_heads, head_dim and
-    indexer_rope_interleave change no tensor. index_topk_freq other than 1 (cross-layer top-k sharing, which
-    builds no indexer in the layers that reuse another's top-k) is refused. num_nextn_predict_layers must be stated (:func:`_glm_required`)."""
+    indexer_rope_interleave change no tensor. GLM-5.2's cross-layer top-k sharing: index_topk_freq and
+    index_skip_topk_offset become dsa_indexer_topk_freq and dsa_indexer_skip_topk_offset, as the bridge reads them
+    (``getattr(hf_config, "index_topk_freq", 1)``); the layers that reuse another's top-k build no indexer.
+    index_share_for_mtp_iteration (the MTP layer reusing the main model's top-k while decoding) is an inference
+    setting: Megatron-Core's MTP layer computes its own. moe_router_dtype (GLM-5.2: float32) describes the
+    checkpoint's router, not the training run's dtype (the model section's moe_router_dtype), and is only checked;
+    num_experts, where an export adds it, must repeat n_routed_experts. num_nextn_predict_layers must be
+    stated (:func:`_glm_required`)."""
     _glm_required(r, "num_nextn_predict_layers")
     for key in ("attention_bias", "mlp_bias"):
         refuse_true(r, key, why="biases on the MLA or MoE projections have no Megatron-Core equivalent")
@@ -109,22 +116,36 @@ def map_glm_moe_dsa(r: Reader, m: dict) -> None:
     r.int("head_dim", required=False)
     r.flag("indexer_rope_interleave")
     dsa_indexer(r, m)
-    freq = r.int("index_topk_freq", 1)
-    if freq != 1:
-        raise UnsupportedError(f"config.json:index_topk_freq = {freq} for {r.mt}: cross-layer top-k sharing (layers "
-                               "without an indexer of their own reusing another layer's top-k) is not modelled; "
-                               "only 1 is")
-    r.int("index_skip_topk_offset", 0)
+    freq, offset = r.int("index_topk_freq", 1), r.int("index_skip_topk_offset", 0)
+    if freq is not None and freq > 1:
+        m["dsa_indexer_topk_freq"], m["dsa_indexer_skip_topk_offset"] = freq, offset or 0
+    r.flag("index_share_for_mtp_iteration")
+    pattern = r.hf.get("index_topk_pattern")
+    if pattern is not None:
+        raise UnsupportedError(f"config.json:index_topk_pattern {show(pattern)} for {r.mt}: an explicit per-layer "
+                               "top-k pattern has no Megatron-Core equivalent (Megatron-Bridge reads only "
+                               "index_topk_freq and index_skip_topk_offset); only null is modelled")
     m["dsa_indexer_loss_coeff"] = 0.001
+    m["dsa_indexer_use_sparse_loss"] = True
+    dtype = r.hf.get("moe_router_dtype")
+    if dtype not in (None, "float32"):
+        raise ConfigError(Problem("config.json:moe_router_dtype", dtype, "must be float32 where given (GLM-5.2's "
+                                  "router; a training setting, like training.moe_router_dtype, not the model's)"))
     _glm_router(r, m, shared_times_count=True, aux_coeff=0.0)
+    copy = r.int("num_experts", required=False)
+    if copy is not None and copy != m["num_experts"]:
+        raise ConfigError(Problem("config.json:num_experts", copy, f"must equal n_routed_experts "
+                                  f"({m['num_experts']}), which it repeats (NVIDIA's GLM-5.2-NVFP4 export)"))
     _glm_layer_lists(r, m)
 
 
 def _glm_layer_lists(r: Reader, m: dict) -> None:
     """GLM-5's per-layer lists (huggingface/transformers @ 008e574 :
     src/transformers/models/glm_moe_dsa/configuration_glm_moe_dsa.py): mlp_layer_types ("dense" / "sparse") must say
-    what first_k_dense_replace says; indexer_types may only be "full" (every layer runs its own indexer), since a
-    "shared" layer reuses the previous full layer's top-k and builds no indexer, which is not modelled."""
+    what first_k_dense_replace says; indexer_types ("full": the layer runs its own indexer, "shared": it reuses the
+    previous full layer's top-k and has no indexer) must say what index_topk_freq and index_skip_topk_offset say
+    (:func:`~estimator.config.model_rules.dsa_shared_topk`), since Megatron-Bridge builds the layers from those two
+    and the checkpoint's indexers from the list; a list that disagrees is refused."""
     L = m["num_layers"]
     first = r.int("first_k_dense_replace", 1)
     want = ["dense"] * first + ["sparse"] * (L - first)
@@ -137,7 +158,10 @@ def _glm_layer_lists(r: Reader, m: dict) -> None:
         if not isinstance(kinds, list) or len(kinds) != L or any(k not in ("full", "shared") for k in kinds):
             raise ConfigError(Problem("config.json:indexer_types", show(kinds), f"must list num_hidden_layers ({L}) "
                                       "entries, each full or shared"))
-        if "shared" in kinds:
-            raise UnsupportedError(f"config.json:indexer_types for {r.mt}: {kinds.count('shared')} shared layers "
-                                   "(reusing another layer's top-k, with no indexer of their own) are not "
-                                   "modelled; only full is")
+        shared = dsa_shared_topk(L, m.get("dsa_indexer_topk_freq", 1), m.get("dsa_indexer_skip_topk_offset", 0))
+        if [k == "shared" for k in kinds] != list(shared):
+            raise UnsupportedError(f"config.json:indexer_types for {r.mt}: its {kinds.count('shared')} shared layers "
+                                   f"are not the {sum(shared)} that index_topk_freq "
+                                   f"{m.get('dsa_indexer_topk_freq', 1)} and index_skip_topk_offset "
+                                   f"{m.get('dsa_indexer_skip_topk_offset', 0)} make (Megatron-Bridge builds the "
+                                   "layers from those two); only a list that agrees with them is modelled")

@@ -11,7 +11,8 @@ One JSON file per model lies beside this module, named ``<org>--<name>.json`` af
 - ``published_parameters`` (optional): a published parameter count: ``total`` (an exact integer, or a
   rounded text such as ``"671B"``), ``of`` (the Hub id it was published for, where a sibling with the same
   shapes stands in), ``kind`` (``safetensors``: the Hub API's total; ``keras-hub``: a KerasHub preset's
-  ``params``; ``model-card``: the owner's README), ``source``, ``excludes`` (``["mtp"]`` where the figure
+  ``params``; ``model-card``: the owner's README; ``checkpoint``: the checkpoint's tensor elements as a
+  conversion round trip counted them), ``source``, ``excludes`` (``["mtp"]`` where the figure
   leaves out multi-token-prediction layers, ``["embeddings"]`` where it leaves out the word embedding and the
   output layer), ``mtp_layers`` (where the figure counts that many MTP layers the
   ``config.json`` does not state: the checkpoint's ``mtp.*`` tensors), ``vision_parameters`` (where the figure

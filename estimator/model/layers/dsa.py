@@ -61,6 +61,30 @@ top-k indices; the indexer's linears and key norm keep their inputs::
 and its backward (``bwd_fused_indexer_loss_naive``) recomputes the fp32 index scores of every indexer head,
 4 T n s bytes.
 
+Cross-layer top-k sharing (``dsa_indexer_topk_freq`` k > 1, GLM-5.2's IndexShare; ``DSAttention.__init__``
+and ``forward``): which layers compute their top-k is
+:func:`estimator.config.model_rules.dsa_shared_topk`'s; a layer that reuses an earlier one's (``dsa_skip``) builds
+no indexer (``self.indexer = None``): none of the indexer's parameters, none of its activations, no indexer loss
+(it runs only where the top-k is computed) and no indexer backward. Its sparse attention still saves its own
+int32 indices for the backward pass (cuDNN: ``dsa_cudnn_kernels.py`` ``_run_sparse_attention_forward`` converts and
+clamps them into a new tensor per layer). The computing layers put their top-k in a per-forward holder (a dict on
+the attention mask, the packed-sequence parameters or the config) for the layers after them, so each keeps it:
+``8 T k`` bytes (int64) on the reference path, whose indices are otherwise dropped once the mask is built (with
+the indexer loss it is the loss's saved top-k, counted once), ``4 T k`` (int32) beside the fused kernels' own
+copies; counted with the micro-batch (where the holder is the config, only the latest micro-batch's are alive:
+then an upper bound);
+``core_attn`` recompute does not drop a held top-k (the checkpointed forward still fills the holder, and the
+reusing layers' recomputation reads it).
+Multi-token-prediction layers number their layers from 1, so they always compute their own.
+
+With shared top-k, the fused kernels and the sparse indexer loss (``dsa_indexer_use_sparse_loss``, which
+Megatron-Bridge's GLM-5 sets) the computing layers take the split path (``DSAttention.forward``: the fully fused
+indexer-plus-attention path runs only without sharing), and with ``cudnn`` its top-k-with-loss kernel
+(``dsa_cudnn_kernels.py`` ``FusedQKTopKWithSparseLossFunc``) computes the loss and the indexer's gradients in the
+forward pass and keeps only those gradients (``B T (n d + n) + B K d``, the sizes of q, weights and k) and the key
+norm's input and statistics: no int64 top-k, no detached query, and no backward recomputation of the index
+scores. Other backends and the dense loss keep the reference loss's tensors above.
+
 Selective recompute: ``core_attn`` checkpoints all of DSAttention (``_checkpointed_attention_forward``; it
 keeps its inputs: the absorbed q and the key, B T hd (kv_lora + rope) + B T (kv_lora + rope)); ``mla_up_proj``
 recomputes the up-projection and absorption (``CheckpointWithoutOutput``): it drops the q from q_up and frees its
@@ -93,11 +117,13 @@ def indexer_params(r) -> int:
 
 
 def params(r) -> Count:
-    return mla.params(r) + Count(0, indexer_params(r))
+    return mla.params(r) + Count(0, 0 if r.dsa_skip else indexer_params(r))
 
 
 def components(r) -> dict:
     out = mla.components(r)
+    if r.dsa_skip:
+        return out
     d = r.dsa.head_dim
     out["attention"] += indexer_params(r) - 2 * d
     out["norms"] += 2 * d
@@ -105,6 +131,8 @@ def components(r) -> dict:
 
 
 def _indexer_shapes(r) -> tuple:
+    if r.dsa_skip:
+        return ()
     n, d = r.dsa.heads, r.dsa.head_dim
     return ((n * d, _q_in(r), 1), (d, r.h, 1), (n, r.h, 1))
 
@@ -153,21 +181,30 @@ def activations(r, c: Ctx) -> Part:
         core = B * T * hd * lat + B * K * lat + 4 * T * x.topk + 4 * T * hd
         q_kept, k_kept = True, r.cp == 1
         scores = bwd = 0
+    # With sharing, the holder keeps a computing layer's top-k (int64 from the reference path, int32 from the fused
+    # ones) for the layers after it, whatever recompute drops; on the reference path with the indexer loss it is the
+    # loss's own saved top-k (counted there).
+    held = 0 if not x.share or r.dsa_skip else 8 * T * x.topk if x.backend == "none" else 4 * T * x.topk
+    in_loss = held if x.backend == "none" and x.loss else 0
     indexer = 0
-    if x.loss:
+    if x.loss and not r.dsa_skip:
         n, d = x.heads, x.head_dim
-        indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
-        if not q_kept:                             # the detached query FusedDSAIndexerLoss saves
-            indexer += q_store
-            q_kept = True
+        if x.share and x.sparse_loss and x.backend == "cudnn":
+            # FusedQKTopKWithSparseLossFunc: the precomputed gradients of q, weights and k, and the key norm's input
+            indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T
+        else:
+            indexer = B * T * (n * d + n) + B * K * d + B * T * d + 8 * T + 8 * T * x.topk
+            if not q_kept:                         # the detached query FusedDSAIndexerLoss saves
+                indexer += q_store
+                q_kept = True
+            bwd += 4 * T * n * r.s
         if r.sp and r.t > 1:
             indexer += B * T * (h + r.q_lora)
-        bwd += 4 * T * n * r.s
-    saved = norm_in + norm_out + latent + q_up + v_copy + lat_out + out + core + scores + indexer
+    saved = norm_in + norm_out + latent + q_up + v_copy + lat_out + out + core + scores + indexer + held - in_loss
     recompute = 0
     if "core_attn" in c.modules:
         # the checkpoint keeps its inputs, the absorbed q and the latent key, and drops what DSAttention saved
-        dropped = core + scores + indexer + lat_out + v_copy
+        dropped = core + scores + indexer + lat_out + v_copy - in_loss
         saved += q_store + k_store - dropped
         recompute += dropped
         q_kept = k_kept = True
@@ -180,5 +217,6 @@ def activations(r, c: Ctx) -> Part:
     named = None
     if c.parts:
         named = {"norm_in": norm_in, "norm_out": norm_out, "latent": latent, "qkv": q_up, "attn_out": out,
-                 "lse": 0, "scores": scores, "proj_in_fp8": 0, "dsa_core": core, "dsa_indexer": indexer}
+                 "lse": 0, "scores": scores, "proj_in_fp8": 0, "dsa_core": core,
+                 "dsa_indexer": indexer + held - in_loss}
     return Part(saved, recompute, 0, bwd, named)

@@ -245,3 +245,15 @@ def test_mlp_only_layers_are_checked_before_use():
     for bad in ([True], [0] * 10 ** 6, "0", [99]):
         with pytest.raises(ConfigError, match="mlp_only_layers"):
             from_hf_config({**qwen, "mlp_only_layers": bad})
+
+
+def test_kimi_k3_is_refused_with_its_reason():
+    """moonshotai/Kimi-K3's genuine config.json (tests/formats/data, from ai-dynamo/aiconfigurator @ a77804e3 :
+    aic-core/src/aiconfigurator_core/model_configs/moonshotai--Kimi-K3_config.json): its layers (Kimi delta
+    attention, gated no-RoPE MLA, AttnRes banks, normalised latent MoE, SiTU) are not modelled, and the refusal
+    says so by name instead of listing every supported architecture first."""
+    from pathlib import Path
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "moonshotai--Kimi-K3_config.json").read_text())
+    with pytest.raises(UnsupportedError, match=r"KimiK3ForConditionalGeneration \(model_type kimi_k3\) is not "
+                                               r"supported: Kimi K3's layers .*Kimi delta attention"):
+        from_hf_config(cfg)

@@ -164,8 +164,9 @@ def test_hf_import_of_the_indexer_keys():
     assert (m["experimental_attention_variant"], m["dsa_indexer_n_heads"], m["dsa_indexer_head_dim"],
             m["dsa_indexer_topk"], m["dsa_indexer_loss_coeff"]) == ("dsa", 32, 128, 2048, 0.001)
     assert m["moe_shared_expert_intermediate_size"] == 2048 and "moe_aux_loss_coeff" not in m
-    with pytest.raises(UnsupportedError, match="index_topk_freq"):
-        from_hf_config({**hf, "index_topk_freq": 4})
+    shared = from_hf_config({**hf, "index_topk_freq": 4, "index_skip_topk_offset": 3})
+    assert (shared["dsa_indexer_topk_freq"], shared["dsa_indexer_skip_topk_offset"]) == (4, 3)
+    assert "dsa_indexer_topk_freq" not in m
     with pytest.raises(ConfigError, match="config.json:qk_head_dim"):
         from_hf_config({**hf, "qk_head_dim": 255})
     with pytest.raises(ConfigError, match="config.json:index_head_dim"):
@@ -187,16 +188,16 @@ def test_megatron_lm_flags():
     m = read_megatron_args(cmd, world_size=1).config["model"]
     assert (m["experimental_attention_variant"], m["dsa_indexer_n_heads"], m["dsa_indexer_loss_coeff"]) == \
         ("dsa", 2, 0.001)
-    from estimator import EstimatorError
-    with pytest.raises(EstimatorError, match="dsa-indexer-topk-freq"):
-        read_megatron_args(cmd + " --dsa-indexer-topk-freq 4", world_size=1)
+    m = read_megatron_args(cmd + " --dsa-indexer-topk-freq 2 --dsa-indexer-skip-topk-offset 1",
+                           world_size=1).config["model"]
+    assert (m["dsa_indexer_topk_freq"], m["dsa_indexer_skip_topk_offset"]) == (2, 1)
 
 
 def test_bridge_glm5_provider_fields():
     """Megatron-Bridge's GLM-5 provider (glm_moe_dsa/glm5_bridge.py @ 067f987d) sets experimental_attention_variant
     dsa, the indexer's shape, dsa_indexer_loss_coeff 0.001, dsa_indexer_use_sparse_loss, rotate_activation off and
     the key norm's epsilon: the shape and the loss are read, the numerics have no memory effect, and cross-layer
-    sharing above 1 is refused by name."""
+    top-k sharing (GLM-5.2: index_topk_freq 4, index_skip_topk_offset 3) is read."""
     from estimator.formats.bridge.config import BridgeRefusedError, read_bridge_config
     model = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "ffn_hidden_size": 512,
              "vocab_size": 1000, "seq_length": 64, "add_bias_linear": False, "normalization": "RMSNorm",
@@ -209,8 +210,10 @@ def test_bridge_glm5_provider_fields():
     m = read_bridge_config({"model": model, "train": train}, world_size=1).config["model"]
     assert (m["experimental_attention_variant"], m["dsa_indexer_topk"], m["dsa_indexer_loss_coeff"]) == \
         ("dsa", 8, 0.001)
-    with pytest.raises(BridgeRefusedError, match="dsa_indexer_topk_freq"):
-        read_bridge_config({"model": {**model, "dsa_indexer_topk_freq": 4}, "train": train}, world_size=1)
+    m = read_bridge_config({"model": {**model, "dsa_indexer_topk_freq": 2, "dsa_indexer_skip_topk_offset": 1},
+                            "train": train}, world_size=1).config["model"]
+    assert (m["dsa_indexer_topk_freq"], m["dsa_indexer_skip_topk_offset"]) == (2, 1)
+    assert BridgeRefusedError
 
 
 def test_megatron_lm_export_round_trip():
@@ -223,5 +226,143 @@ def test_megatron_lm_export_round_trip():
     back = read_megatron_args(" ".join(to_megatron_args(cfg)), world_size=8).config
     assert {k: v for k, v in back["model"].items() if k.startswith("dsa_")} == {
         "dsa_indexer_n_heads": 32, "dsa_indexer_head_dim": 128, "dsa_indexer_topk": 2048,
-        "dsa_indexer_loss_coeff": 0.001, "dsa_kernel_backend": "tilelang"}
+        "dsa_indexer_loss_coeff": 0.001, "dsa_indexer_use_sparse_loss": True, "dsa_kernel_backend": "tilelang"}
     assert count_parameters_of(load_config(back)).total == count_parameters_of(load_config(cfg)).total
+    cfg52 = {**cfg, "model": {**from_hf_config("zai-org/GLM-5.2"), "dsa_kernel_backend": "tilelang"},
+             "parallelism": {"tensor_model_parallel_size": 8}}
+    back = read_megatron_args(" ".join(to_megatron_args(cfg52)), world_size=8).config
+    assert (back["model"]["dsa_indexer_topk_freq"], back["model"]["dsa_indexer_skip_topk_offset"]) == (4, 3)
+    assert count_parameters_of(load_config(back)).total == count_parameters_of(load_config(cfg52)).total
+
+
+# --- cross-layer top-k sharing (GLM-5.2) -----------------------------------------------------------------------
+
+def test_which_layers_share_their_top_k_is_what_glm52_config_json_lists():
+    """GLM-5.2's published config.json (catalog) states both the rule (index_topk_freq 4, index_skip_topk_offset 3)
+    and, independently, the per-layer list indexer_types: "full" for layers 0, 1, 2, 6, 10, ..., 74 (21), "shared"
+    for the other 57. Megatron-Core's rule (dsa.py is_dsa_skip_topk_layer) gives the same list."""
+    from estimator.config.model_rules import dsa_shared_topk
+    cfg = get("zai-org/GLM-5.2").config()
+    shared = dsa_shared_topk(78, cfg["index_topk_freq"], cfg["index_skip_topk_offset"])
+    assert [k == "shared" for k in cfg["indexer_types"]] == list(shared)
+    assert sum(shared) == 57 and [i for i in range(78) if not shared[i]][:5] == [0, 1, 2, 6, 10]
+    assert dsa_shared_topk(5, 1, 0) == (False,) * 5
+    assert dsa_shared_topk(5, 2, 0) == (False, True, False, True, False)   # offset 0 counts as 1
+
+
+def test_glm52_total_by_hand():
+    """GLM-5.2 has GLM-5's shapes (test_glm5_total_by_hand: main model 743,911,218,432 with 78 indexers of
+    9,371,904, MTP layer 9,952,920,576 with its own indexer) less the 57 indexers of the layers that reuse another's
+    top-k: 743,911,218,432 - 57 x 9,371,904 = 743,377,019,904; the MTP layer keeps its indexer (Megatron-Core
+    numbers an MTP block's layer 1, which always computes). Total 753,329,940,480: exactly the element count
+    Megatron-Bridge's verification card gives for the zai-org/GLM-5.2 checkpoint (catalog published_parameters)."""
+    c = _counts("zai-org/GLM-5.2")
+    assert c.total - c.mtp == 743_911_218_432 - 57 * 9_371_904 == 743_377_019_904
+    assert c.mtp == 9_952_920_576
+    assert c.total == 753_329_940_480
+    r = resolve(load_config(make_config(from_hf_config("zai-org/GLM-5.2"))))
+    kinds = [r.kinds[k] for k in r.layer_kinds]
+    assert kinds[3] == LayerKind("dsa", "moe", (("dsa_skip", True),)) and kinds[6] == LayerKind("dsa", "moe")
+    assert kinds[3].label == "sparse MLA (DSA) + MoE (shared top-k)"
+    assert r.kinds[r.mtp_kinds[0]] == LayerKind("dsa", "moe")
+    assert from_hf_config("nvidia/GLM-5.2-NVFP4") == from_hf_config("zai-org/GLM-5.2-FP8") == \
+        from_hf_config("zai-org/GLM-5.2")
+
+
+def test_glm52_config_json_checks():
+    """indexer_types must say what index_topk_freq and index_skip_topk_offset say (Megatron-Bridge builds from the
+    two numbers); an explicit index_topk_pattern has no Megatron-Core equivalent; num_experts repeats
+    n_routed_experts."""
+    hf = get("zai-org/GLM-5.2").config()
+    with pytest.raises(UnsupportedError, match="indexer_types"):
+        from_hf_config({**hf, "index_skip_topk_offset": 2})
+    with pytest.raises(UnsupportedError, match="indexer_types"):
+        from_hf_config({**hf, "index_topk_freq": 1})
+    with pytest.raises(UnsupportedError, match="index_topk_pattern"):
+        from_hf_config({**hf, "index_topk_pattern": "FFFS"})
+    with pytest.raises(ConfigError, match="config.json:num_experts"):
+        from_hf_config({**hf, "num_experts": 128})
+    with pytest.raises(ConfigError, match="config.json:moe_router_dtype"):
+        from_hf_config({**hf, "moe_router_dtype": "bfloat16"})
+
+
+SHARE = {"num_layers": 2, "dsa_indexer_topk_freq": 2}     # layer 1 computes, layer 2 reuses its top-k
+
+
+def _both(model=None, training=None):
+    cfg = make_config({**TINY, **SHARE, **(model or {})}, {}, {"seq_length": 64, "world_size": 1, **(training or {})})
+    r = resolve(load_config(cfg))
+    return [layer_activations(r, r.kinds[k]).attention for k in r.layer_kinds]
+
+
+def test_shared_top_k_activations_by_hand():
+    """TINY (test_dsa_layer_activations_by_hand: 396,288 B on the reference path, 216,064 fused with tilelang,
+    155,648 with cuDNN, + 33,536 with the indexer loss) with dsa_indexer_topk_freq 2: layer 1 computes the top-k,
+    layer 2 reuses it.
+    Reference path: the computing layer's int64 top-k stays in the holder for layer 2, 8 x 64 x 8 = 4096:
+    400,384; layer 2 builds no indexer and keeps nothing more: 396,288.
+    tilelang / cuDNN: each layer's kernel saves its own int32 indices (counted in 216,064 and 155,648: cuDNN's
+    _run_sparse_attention_forward makes a new clamped tensor per layer); the computing layer's int32 top-k in the
+    holder adds 4 x 64 x 8 = 2048: 218,112 / 216,064 and 157,696 / 155,648.
+    Indexer loss: only layer 1 runs the indexer (its int64 top-k is the loss's, counted once): 396,288 + 33,536 =
+    429,824; layer 2 has no indexer: 396,288.
+    core_attn recompute: 132,096 (test_dsa_recompute) + the held top-k 4096 = 136,192 on layer 1; 132,096 on
+    layer 2."""
+    assert _both() == [400_384, 396_288]
+    assert _both({"dsa_kernel_backend": "tilelang"}) == [218_112, 216_064]
+    assert _both({"dsa_kernel_backend": "cudnn"}) == [157_696, 155_648]
+    assert _both({"dsa_indexer_loss_coeff": 0.001}) == [429_824, 396_288]
+    sel = {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
+    assert _both(training=sel) == [136_192, 132_096]
+
+
+def test_shared_top_k_parameters_by_hand():
+    """TINY's indexer: wq_b 64 x 2 x 16 = 2048, wk 256 x 16 = 4096, k_norm 2 x 16 = 32, weights_proj 256 x 2 = 512:
+    6688. With dsa_indexer_topk_freq 2 the second layer has none: the total drops by exactly 6688."""
+    base = count_parameters_of(load_config(make_config({**TINY})))
+    shared = count_parameters_of(load_config(make_config({**TINY, **SHARE})))
+    assert base.total - shared.total == 64 * 2 * 16 + 256 * 16 + 2 * 16 + 256 * 2 == 6688
+
+
+def test_shared_top_k_pipeline_split():
+    """Megatron-Core (_validate_dsa_index_share_pipeline_split) refuses a pipeline chunk that starts on a layer
+    reusing an earlier layer's top-k. 8 layers, freq 4, offset 0: layers 1 and 5 compute. PP 2 (layers 1-4, 5-8)
+    is valid; PP 4 (chunks from layers 1, 3, 5, 7) is refused naming layers 3 and 7; the layout search leaves
+    such splits out."""
+    model = {**TINY, "num_layers": 8, "dsa_indexer_topk_freq": 4}
+    load_config(make_config(model, {"pipeline_model_parallel_size": 2}, {"seq_length": 64, "world_size": 2}))
+    with pytest.raises(ConfigError, match=r"model\.dsa_indexer_topk_freq.*layer\(s\) 3, 7"):
+        load_config(make_config(model, {"pipeline_model_parallel_size": 4}, {"seq_length": 64, "world_size": 4}))
+    from estimator import search
+    from estimator.config.rules import layer_split_problems
+    found = search(model, num_gpus=4, gpu="H100-80GB", seq_length=64, global_batch_size=8, top=None,
+                   distinct=False, max_tp=1)
+    configs = [load_config(x.config) for x in found.layouts]
+    pps = {c.parallelism.pipeline_model_parallel_size for c in configs}
+    assert 2 in pps and 4 not in pps
+    assert not any(layer_split_problems(c) for c in configs)
+
+
+def test_topk_sharing_fields_need_dsa():
+    with pytest.raises(ConfigError, match=r"model\.dsa_indexer_topk_freq"):
+        load_config(make_config({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
+                                 "dsa_indexer_topk_freq": 4}))
+
+
+def test_shared_top_k_sparse_loss_with_cudnn_by_hand():
+    """Shared top-k, cuDNN, indexer loss on (TINY, freq 2; n 2 indexer heads of d 16, T = K = 64 rows, B 2).
+    Sparse loss (dsa_cudnn_kernels.py FusedQKTopKWithSparseLossFunc): the computing layer keeps the precomputed
+    gradients of q 2 x 64 x 2 x 16 = 4096, of the weights 2 x 64 x 2 = 256 and of k 2 x 64 x 16 = 2048, the key norm's
+    input 2048 and statistics 8 x 64 = 512 (8960), and the holder's int32 top-k 2048: 155,648 + 2048 + 8960 =
+    166,656; no backward working set. Dense loss (the reference FusedDSAIndexerLoss): q, weights, k, key norm as
+    above plus its int64 top-k 8 x 64 x 8 = 4096 (cuDNN keeps the query already): 155,648 + 2048 + 13,056 =
+    170,752 (and its backward recomputes the fp32 index scores, 4 x 64 x 2 x 64 = 32,768 bytes, which the sparse
+    kernel does not). The reusing layer runs no indexer either way: 155,648."""
+    def acts(sparse):
+        cfg = make_config({**TINY, **SHARE, "dsa_kernel_backend": "cudnn", "dsa_indexer_loss_coeff": 0.001,
+                           "dsa_indexer_use_sparse_loss": sparse}, {}, {"seq_length": 64, "world_size": 1})
+        r = resolve(load_config(cfg))
+        return [layer_activations(r, r.kinds[k]) for k in r.layer_kinds]
+    sparse, dense = acts(True), acts(False)
+    assert [p.attention for p in sparse] == [166_656, 155_648]
+    assert [p.attention for p in dense] == [170_752, 155_648]
