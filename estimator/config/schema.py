@@ -642,6 +642,16 @@ class TrainingConfig:
                                   "CUBLAS_WORKSPACE_CONFIG=:4096:8, 32 MiB cuBLAS workspaces on every GPU (PyTorch's "
                                   "default is that on Hopper only).", type="bool",
                                   flag="--deterministic-mode")
+    cublas_workspace_config: str = _f("", "The run's CUBLAS_WORKSPACE_CONFIG environment variable: the size of "
+                                      "PyTorch's cuBLAS workspace, one per cuBLAS handle and stream (two in a "
+                                      "training step, two more for a whole-iteration CUDA graph's capture), SIZE "
+                                      "KiB x COUNT summed over its :SIZE:COUNT pairs. :4096:8 is 32 MiB and :16:8 "
+                                      "128 KiB, the two settings NVIDIA documents as deterministic (deterministic_mode "
+                                      "accepts only these). Empty: PyTorch's default, 32 MiB on Hopper (sm_90), 8 MiB "
+                                      "+ 128 KiB on other NVIDIA GPUs (Blackwell included), 128 MiB on AMD gfx942/"
+                                      "gfx950; deterministic_mode sets :4096:8 when it is empty. Read from a launch "
+                                      "line's environment by the Megatron-LM importer.", type="str",
+                                      cli="--cublas-workspace-config")
     gpu_arch: str | None = _f(None, "GPU architecture (CUDA compute capability sm_XY, or the AMD gfx target), "
                               "which decides what Transformer Engine and PyTorch allocate: on sm_100 and sm_103 "
                               "(B200, GB200, B300) FP8 with delayed or tensorwise scaling keeps no transposed copy of "

@@ -851,7 +851,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
                + f", {arch}'s sizes with CUBLAS_WORKSPACE_CONFIG "
-               + ("set to :4096:8 by deterministic mode" if tr.deterministic_mode else "unset")
+               + (tr.cublas_workspace_config if tr.cublas_workspace_config.strip() else
+                  "set to :4096:8 by deterministic mode" if tr.deterministic_mode else "unset")
                + ", held all run) and the largest buffer alive at the backward peak.")
     if tr.reserved_memory_model == "replay":
         out.append("reserved: one training step per stage (two iterations: the first makes the optimizer states) "

@@ -20,10 +20,11 @@ GEMM workspaces, whose sizes depend on the GPU architecture (``training.gpu_arch
   workspace`` in pytorch/pytorch @ 26a3905 : aten/src/ATen/cuda/CublasHandlePool.cpp, ``parseChosenWorkspaceSize``
   when ``CUBLAS_WORKSPACE_CONFIG`` is unset): 32 MiB (``:4096:8``) on sm_90 alone, 8 MiB + 128 KiB (``:4096:2:16:8``)
   on every other NVIDIA GPU, Blackwell included, and 128 MiB on AMD gfx94x/gfx95x (MI300X, MI325X, MI355X).
-  ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (8 x 4096 KiB = 32 MiB) makes it Hopper's size everywhere: Megatron-LM's CI
-  test cases set it, and ``training.deterministic_mode`` sets it when unset (Megatron-LM @ d98e8a64 :
-  megatron/training/determinism.py ``DETERMINISM_ENV_VAR_DEFAULTS``, applied by arguments.py under
-  ``--deterministic-mode``); other values of the variable are not modelled. Handles are per thread
+  ``CUBLAS_WORKSPACE_CONFIG`` (``training.cublas_workspace_config``) sets it on every GPU: SIZE KiB x COUNT summed
+  over its ``:SIZE:COUNT`` pairs, so ``:4096:8`` is Hopper's 32 MiB everywhere (most of Megatron-LM's CI test cases
+  set it; so do Megatron-Bridge's Llama 3 H100 recipes) and ``:16:8`` 128 KiB. ``training.deterministic_mode`` sets
+  ``:4096:8`` when it is unset (Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+  ``DETERMINISM_ENV_VAR_DEFAULTS``, applied by arguments.py under ``--deterministic-mode``). Handles are per thread
   and autograd runs the backward pass on its own device thread, so a training step uses two: one for the forward
   matmuls (the output layer, core attention of the local implementation) and one for their backward.
 
@@ -46,7 +47,7 @@ dtype (B bytes):
 
 from __future__ import annotations
 
-from ..config.derived import compute_capability, gpu_arch, is_amd
+from ..config.derived import compute_capability, cublas_workspace_config_bytes, gpu_arch, is_amd
 from ..model.resolve import Resolved
 
 __all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER", "TE_GROUPED_GEMM_STREAMS", "TE_UB_STREAMS",
@@ -84,9 +85,13 @@ def te_gemm_workspace(arch: str) -> int:
     return TE_GEMM_WORKSPACE_BYTES if compute_capability(arch)[0] >= 9 else TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER
 
 
-def torch_cublas_workspace(arch: str, deterministic: bool = False) -> int:
-    """PyTorch's cuBLAS workspace per (handle, stream) on a GPU of architecture ``arch``, with
-    ``CUBLAS_WORKSPACE_CONFIG`` unset, or set to ``:4096:8`` by Megatron-LM's deterministic mode (``deterministic``)."""
+def torch_cublas_workspace(arch: str, deterministic: bool = False, config: str = "") -> int:
+    """PyTorch's cuBLAS workspace per (handle, stream) on a GPU of architecture ``arch`` under
+    ``CUBLAS_WORKSPACE_CONFIG`` ``config`` (a validated ``training.cublas_workspace_config``; empty: unset, then
+    ``:4096:8`` under Megatron-LM's deterministic mode, ``deterministic``, else the GPU's default)."""
+    chosen = cublas_workspace_config_bytes(config)
+    if chosen is not None:
+        return chosen
     if deterministic:
         return TORCH_CUBLAS_WORKSPACE_BYTES
     if is_amd(arch):
@@ -98,7 +103,8 @@ def workspace_bytes(r: Resolved, has_moe_layers: bool) -> int:
     """GEMM workspaces held for the whole run on one GPU of a stage (with MoE layers or not)."""
     cfg = r.cfg
     arch = gpu_arch(cfg)
-    total = TORCH_CUBLAS_HANDLES * torch_cublas_workspace(arch, cfg.training.deterministic_mode)
+    total = TORCH_CUBLAS_HANDLES * torch_cublas_workspace(arch, cfg.training.deterministic_mode,
+                                                          cfg.training.cublas_workspace_config)
     if cfg.training.transformer_impl == "transformer_engine":
         te = te_gemm_workspace(arch)
         total += te

@@ -117,3 +117,48 @@ def test_deterministic_mode_sets_hoppers_workspace_everywhere():
     8 x 4096 KiB = 32 MiB per cuBLAS handle whatever the GPU: on sm_100 2 x 32 MiB + 32 MiB + 1 KiB."""
     r = _r(DENSE, {"gpu_arch": "sm_100", "deterministic_mode": True})
     assert workspace_bytes(r, False) == 96 * MIB + 1024
+
+
+@pytest.mark.parametrize("arch, value, torch_each", [
+    ("sm_90", ":16:8", 128 * 1024),                       # 8 x 16 KiB: the small deterministic setting
+    ("sm_80", ":4096:8", 32 * MIB),                       # 8 x 4096 KiB: Hopper's size on an A100
+    ("sm_90", ":4096:2:16:8", 8 * MIB + 128 * 1024),      # pairs add up: 2 x 4096 KiB + 8 x 16 KiB
+    ("gfx942", ":16:8", 128 * 1024),                      # ROCm reads the same variable first
+])
+def test_cublas_workspace_config_sets_pytorchs_workspace(arch, value, torch_each):
+    """CUBLAS_WORKSPACE_CONFIG (training.cublas_workspace_config) replaces PyTorch's default on every GPU: the sum of
+    SIZE KiB x COUNT over its :SIZE:COUNT pairs (CublasHandlePool.cpp parseChosenWorkspaceSize), per handle, two
+    handles; Transformer Engine's own workspace does not change (32 MiB + 1 KiB from sm_90 on, 4 MiB on sm_80).
+    Hopper with :16:8: 32 MiB + 1 KiB + 2 x 128 KiB = 33,817,600 B."""
+    te = 4 * MIB if arch == "sm_80" else 32 * MIB + 1024
+    r = _r(DENSE, {"gpu_arch": arch, "cublas_workspace_config": value})
+    assert workspace_bytes(r, False) == te + 2 * torch_each
+    assert workspace_bytes(_r(DENSE, {"cublas_workspace_config": ":16:8"}), False) == 33_817_600
+
+
+def test_cublas_workspace_config_wins_over_deterministic_modes_default():
+    """--deterministic-mode only fills CUBLAS_WORKSPACE_CONFIG when it is unset (determinism.py setdefault): with
+    :16:8 the handles keep 128 KiB each."""
+    r = _r(DENSE, {"deterministic_mode": True, "cublas_workspace_config": ":16:8"})
+    assert workspace_bytes(r, False) == 32 * MIB + 1024 + 2 * 128 * 1024
+
+
+@pytest.mark.parametrize("training, words", [
+    ({"cublas_workspace_config": "4096:8"}, "no pair"),                   # PyTorch would warn and ignore it
+    ({"cublas_workspace_config": ":99999999:99999"}, "more than any GPU holds"),
+    ({"cublas_workspace_config": ":4096:2:16:8", "deterministic_mode": True}, ":4096:8 or :16:8"),
+])
+def test_bad_cublas_workspace_config_is_an_error_naming_the_field(training, words):
+    from estimator import ConfigError
+    with pytest.raises(ConfigError, match="training.cublas_workspace_config") as exc:
+        estimate(make_config(DENSE, training={"seq_length": 256, **training}))
+    assert words in str(exc.value)
+
+
+def test_megatron_importer_reads_cublas_workspace_config_from_the_launch_line():
+    from estimator.formats.megatron_args import read_megatron_args
+    imp = read_megatron_args("CUBLAS_WORKSPACE_CONFIG=:16:8 torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 "
+                             "--hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+                             "--micro-batch-size 1 --vocab-size 1000")
+    assert imp.config["training"]["cublas_workspace_config"] == ":16:8"
+    assert any(n.startswith("CUBLAS_WORKSPACE_CONFIG=:16:8") for n in imp.notes)
