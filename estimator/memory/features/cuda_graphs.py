@@ -55,7 +55,7 @@ Whole-iteration graph (``full_iteration``; Megatron-LM @ d98e8a64 ``megatron/cor
 ``cuda_graph_warmup_steps``, and replayed after; the optimizer step stays eager. The captured iteration allocates what
 an eager one does, in the graph's private pool, plus PyTorch's cuBLAS workspaces for the capture stream (one per
 cuBLAS handle and stream, ``aten/src/ATen/cuda/CublasHandlePool.cpp``: the forward's and autograd's, 2 x 32 MiB on
-Hopper, 2 x 8.125 MiB on Blackwell, or as ``training.cublas_workspace_config`` sets them:
+Hopper and Blackwell, 2 x 8.125 MiB on an A100, or as ``training.cublas_workspace_config`` sets them:
 :func:`estimator.memory.workspaces.torch_cublas_workspace`), kept all run.
 ``torch.cuda.graph`` empties the caching allocator's cache before it captures, and the private pool keeps the captured
 working set (activations and transient buffers above the model states and run-long buffers) reserved for the rest of
