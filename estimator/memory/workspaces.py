@@ -22,7 +22,8 @@ GEMM workspaces, whose sizes depend on the GPU architecture (``training.gpu_arch
   12.x, 8 MiB + 128 KiB (``:4096:2:16:8``) on the NVIDIA GPUs before them (A100, L40S), and 128 MiB on AMD
   gfx94x/gfx95x (MI300X, MI325X, MI355X). PyTorch gave 32 MiB to sm_90 alone until pytorch/pytorch PR #175344
   (merged 2026-02-19, after 2.10's release: major 9, 10 or 12; PR #189312, 2026-07, added 11); Megatron-LM's GB200
-  goldens show the step between NGC's PyTorch containers 26.02 and 26.04 (validation/megatron_ci.py). On an
+  goldens show the step between NGC's PyTorch containers 26.02 and 26.04 (validation/megatron_ci.py
+  ``BLACKWELL_32MIB_CUBLAS``). On an
   older PyTorch a Blackwell GPU has ``:4096:2:16:8``: give that as ``training.cublas_workspace_config`` (47.75 MiB
   less).
   ``CUBLAS_WORKSPACE_CONFIG`` (``training.cublas_workspace_config``) sets it on every GPU: SIZE KiB x COUNT summed
