@@ -17,7 +17,10 @@ What is measured and what is ours stays apart in the file: ``measured:`` holds t
 they are; ``megatron_args`` the launch flags as the CI passes them (``true`` -> a bare switch, ``[a b]``
 -> its words, as ``tests/functional_tests/shell_test_utils/_run_training.sh`` does); ``supplied_args``
 the flags we add because Megatron reads them from a file we do not have (the tokenizer's vocabulary size),
-each with its reason; ``files`` the text of the repository files a flag names that the importer reads
+each with its reason; ``recorded`` the commit that last changed the golden's memory values and the CI's PyTorch
+container then (``docker/.ngc_version.dev`` at that commit); ``supplied_env`` the environment that container's
+PyTorch behaved as, where ENV_VARS does not say it (:func:`_supplied_env`: the cuBLAS workspace default), with its
+reason; ``files`` the text of the repository files a flag names that the importer reads
 (``--tp-comm-overlap-cfg``), as they are at the revision; ``importer:`` the outcome of
 :func:`estimator.formats.megatron_args.parse_megatron_args`.
 """
@@ -185,6 +188,57 @@ def _named_files(mirror: Path, rev: str, tokens: list[str]) -> dict:
     return out
 
 
+#: The NGC PyTorch containers Megatron-LM's dev CI ran (docker/.ngc_version.dev over its history), by whether their
+#: PyTorch gives Blackwell (compute capability 10.x) the 32 MiB cuBLAS workspace default. pytorch/pytorch PR #175344
+#: (merged 2026-02-19) extended it from sm_90 to majors 9, 10 and 12 (CublasHandlePool.cpp parseChosenWorkspaceSize);
+#: before it every other GPU had ``:4096:2:16:8`` (8 MiB + 128 KiB). An NGC container carries the PyTorch main of
+#: the weeks before its month (25.12: 2.10.0a0), so 26.02 and older predate the PR and 26.04 has it. The goldens agree:
+#: the GB200 golden of gpt3_mcore_te_tp2_pp2_cp2 (no CUBLAS_WORKSPACE_CONFIG) holds 885,446,144 B recorded under 26.02
+#: (2026-04-14) and 935,777,792 B under 26.04 (2026-05-19), 48 MiB more, level with its H100 twin.
+BLACKWELL_32MIB_CUBLAS = {
+    "nvcr.io/nvidia/pytorch:25.09-py3": False, "nvcr.io/nvidia/pytorch:25.11-py3": False,
+    "nvcr.io/nvidia/pytorch:26.02-py3": False, "nvcr.io/nvidia/pytorch:26.04-py3": True,
+    "nvcr.io/nvidia/pytorch:26.06-py3": True,
+}
+#: The platforms whose GPU is a Blackwell (compute capability 10.x).
+BLACKWELL_PLATFORMS = ("dgx_gb200",)
+
+
+def _recorded(mirror: Path, rev: str, path: str) -> dict:
+    """The golden's recording: the newest commit (up to ``rev``) that changed its ``mem-max-allocated-bytes`` or
+    ``mem-allocated-bytes`` values (later commits only reformatted the file), its date, and the dev CI's container
+    at that commit (``docker/.ngc_version.dev``; the golden was downloaded from that change's CI run)."""
+    def memory(commit: str):
+        text = _show(mirror, commit, path)
+        data = json.loads(text) if text else {}
+        return [(data.get(k) or {}).get("values") for k in ("mem-max-allocated-bytes", "mem-allocated-bytes")]
+    commits = _git(mirror, "log", "--format=%H %cs", rev, "--", path).split("\n")
+    found = None
+    for line in filter(None, commits):
+        commit, date = line.split()
+        if found is not None and memory(commit) != memory(found[0]):
+            break
+        found = (commit, date)
+    container = (_show(mirror, found[0], "docker/.ngc_version.dev") or "").strip() or None
+    return {"commit": found[0][:10], "date": found[1], "container": container}
+
+
+def _supplied_env(platform: str, env: dict, recorded: dict) -> tuple[dict, str]:
+    """(environment to add, reason): for a Blackwell golden without CUBLAS_WORKSPACE_CONFIG recorded under a container
+    whose PyTorch predates the 32 MiB Blackwell default, that PyTorch's default written out, ``:4096:2:16:8``."""
+    if platform not in BLACKWELL_PLATFORMS or "CUBLAS_WORKSPACE_CONFIG" in env:
+        return {}, ""
+    container = recorded.get("container")
+    if container not in BLACKWELL_32MIB_CUBLAS:
+        raise SystemExit(f"{platform} golden recorded under {container!r}: add it to BLACKWELL_32MIB_CUBLAS")
+    if BLACKWELL_32MIB_CUBLAS[container]:
+        return {}, ""
+    return {"CUBLAS_WORKSPACE_CONFIG": ":4096:2:16:8"}, (
+        f"recorded under {container.rsplit('/', 1)[-1]}, whose PyTorch predates pytorch/pytorch PR #175344: with "
+        "CUBLAS_WORKSPACE_CONFIG unset a Blackwell GPU had the :4096:2:16:8 default (8 MiB + 128 KiB per cuBLAS "
+        "handle), which today's PyTorch gives only to GPUs before Hopper (see BLACKWELL_32MIB_CUBLAS)")
+
+
 def _bytes(value) -> int | None:
     """A golden value as an integer byte count; None where the golden has no number ("nan")."""
     try:
@@ -249,6 +303,9 @@ def extract(mirror: Path, rev: str) -> dict:
             continue
         world, recipe, why = _world_size(recipes, family, name, platform)
         golden_rev = _git(mirror, "log", "-1", "--format=%H", rev, "--", path).strip()
+        env = {k: str(v) for k, v in (config.get("ENV_VARS") or {}).items()}
+        recorded = _recorded(mirror, rev, path)
+        supplied_env, env_why = _supplied_env(platform, env, recorded)
         tokens = launch_tokens(config["MODEL_ARGS"])
         supplied, vocab_why = _vocab(tokens)
         files = _named_files(mirror, rev, tokens)
@@ -274,9 +331,12 @@ def extract(mirror: Path, rev: str) -> dict:
             "logged_rank": world - 1 if world else None,
             "megatron_args": shlex.join(tokens),
             "files": files or None,
-            "env": {k: str(v) for k, v in (config.get("ENV_VARS") or {}).items()},
+            "env": env,
+            "recorded": recorded,
             "supplied_args": supplied or None,
             "supplied_reason": vocab_why if supplied else None,
+            "supplied_env": supplied_env or None,
+            "supplied_env_reason": env_why or None,
             "unsupplied": vocab_why if not supplied and vocab_why else None,
             "measured": {
                 "unit": "bytes",
@@ -307,7 +367,10 @@ HEADER = """\
 #   World size: spec.nodes x spec.gpus of the CI recipe that runs the case on that platform
 #   (tests/test_utils/recipes/<h100|gb200>/*.yaml).
 # MEASURED: `measured:` (bytes, as the golden stores them). OURS: `megatron_args` (the CI's argv rules),
-#   `supplied_args` (flags Megatron reads from a tokenizer file we do not have, with the reason), `importer`.
+#   `supplied_args` (flags Megatron reads from a tokenizer file we do not have, with the reason), `supplied_env`
+#   (what the recording container's PyTorch defaulted to where ENV_VARS is silent, with the reason), `importer`.
+# RECORDED: `recorded` (the commit that last changed the golden's memory values, its date, and the dev CI's PyTorch
+#   container then, docker/.ngc_version.dev at that commit).
 # SOURCE TEXT: `files` (the repository files a flag names that the importer reads, e.g. --tp-comm-overlap-cfg,
 #   copied as they are at the revision).
 # measured.max_allocated_bytes_runs / allocated_bytes_runs: torch.cuda.memory_stats() allocated_bytes.all.peak

@@ -9,10 +9,13 @@ layout allows. They live here, below both.
 
 from __future__ import annotations
 
+import re
+
 from . import hybrid_pattern
 from .pipeline_layout import LayoutError, expand_layout
 
-__all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "default_ffn_hidden_size", "gpu_arch",
+__all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "cublas_workspace_config_bytes",
+           "default_ffn_hidden_size", "gpu_arch",
            "grad_comm_dtype", "grad_dtype", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
            "max_overload_factor", "recipe_features", "recomputed_modules", "virtual_stages"]
 
@@ -111,6 +114,22 @@ def gpu_arch(cfg) -> str:
         return arch
     pr = cfg.precision
     return BLACKWELL_GPU_ARCH if pr.fp4 or (pr.fp8 and pr.fp8_recipe == "mxfp8") else DEFAULT_GPU_ARCH
+
+
+#: One ``:SIZE:COUNT`` pair of ``CUBLAS_WORKSPACE_CONFIG`` (SIZE in KiB), as PyTorch matches it.
+_CUBLAS_PAIR = re.compile(r":([0-9]+):([0-9]+)")
+
+
+def cublas_workspace_config_bytes(text: str) -> int | None:
+    """PyTorch's cuBLAS workspace per (handle, stream) that a ``CUBLAS_WORKSPACE_CONFIG`` value sets, in bytes: the
+    sum of SIZE KiB x COUNT over every ``:SIZE:COUNT`` pair in it (``:4096:8`` -> 32 MiB, ``:16:8`` -> 128 KiB,
+    ``:4096:2:16:8`` -> 8 MiB + 128 KiB). None for an empty value (unset: the GPU's default) and for one without a
+    pair, which PyTorch ignores with a warning (pytorch/pytorch @ 26a3905 : aten/src/ATen/cuda/CublasHandlePool.cpp
+    ``parseChosenWorkspaceSize``, which searches the value with the regular expression ``:([0-9]+):([0-9]+)``)."""
+    pairs = _CUBLAS_PAIR.findall(text or "")
+    if not pairs:
+        return None
+    return sum(int(size) * 1024 * int(count) for size, count in pairs)
 
 
 def grad_dtype(pr) -> str:

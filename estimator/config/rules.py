@@ -14,9 +14,9 @@ import dataclasses
 import math
 
 from . import hybrid_pattern, tp_overlap
-from .derived import (default_ffn_hidden_size, grad_comm_dtype, grad_dtype, max_overload_factor, recipe_features,
-                      virtual_stages)
-from .errors import Problem, UnsupportedError, wrong_type
+from .derived import (cublas_workspace_config_bytes, default_ffn_hidden_size, grad_comm_dtype, grad_dtype,
+                      max_overload_factor, recipe_features, virtual_stages)
+from .errors import Problem, UnsupportedError, show, wrong_type
 from .feature_rules import feature_problems
 from .fields import field_problems
 from .model_rules import dsa_split_problems, model_problems
@@ -500,8 +500,38 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
             add("training.cross_entropy_loss_fusion", True, "Megatron-LM's --deterministic-mode requires it off")
         if par.tp_comm_overlap:
             add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
+    P.extend(_cublas_workspace_problems(tr))
     P.extend(feature_problems(cfg))
     return P
+
+
+#: The CUBLAS_WORKSPACE_CONFIG values Megatron-LM's --deterministic-mode accepts (Megatron-LM @ d98e8a64 :
+#: megatron/training/determinism.py ``ACCEPTED_ENV_VAR_VALUES``: NVIDIA's two deterministic workspace settings).
+DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
+#: The largest cuBLAS workspace accepted (1 TiB per handle and stream): far above any GPU's memory.
+MAX_CUBLAS_WORKSPACE_BYTES = 2 ** 40
+
+
+def _cublas_workspace_problems(tr) -> list[Problem]:
+    """``training.cublas_workspace_config``: a value PyTorch reads (``:SIZE:COUNT`` pairs, SIZE in KiB), of a
+    size a GPU can hold, and under deterministic mode one of the two Megatron-LM accepts."""
+    text = tr.cublas_workspace_config
+    if not text.strip():
+        return []
+    size = cublas_workspace_config_bytes(text)
+    field = "training.cublas_workspace_config"
+    if size is None:
+        return [Problem(field, text, f"must be :SIZE:COUNT pairs, SIZE in KiB, such as :4096:8 (32 MiB) or :16:8 "
+                        f"(128 KiB), got {show(text)}: PyTorch finds no pair in it and ignores it with a warning "
+                        "(leave it empty for PyTorch's default)")]
+    if size > MAX_CUBLAS_WORKSPACE_BYTES:
+        return [Problem(field, text, f"asks for {size:,} bytes per cuBLAS handle, more than any GPU holds (at most "
+                        f"{MAX_CUBLAS_WORKSPACE_BYTES:,} = 1 TiB)")]
+    if tr.deterministic_mode and text not in DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS:
+        return [Problem(field, text, "Megatron-LM's --deterministic-mode accepts only "
+                        f"{' or '.join(DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS)} (megatron/training/determinism.py), "
+                        f"got {show(text)}")]
+    return []
 
 
 def layer_split_problems(cfg: Config) -> list[Problem]:

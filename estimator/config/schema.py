@@ -661,14 +661,26 @@ class TrainingConfig:
                                   "the unfused MoE unpermute then adds the rows back with index_add_, whose "
                                   "autograd node keeps its source (one row-sized tensor per MoE layer) for the "
                                   "backward pass; scatter_add_ keeps only its indices. It also sets "
-                                  "CUBLAS_WORKSPACE_CONFIG=:4096:8, 32 MiB cuBLAS workspaces on every GPU (PyTorch's "
-                                  "default is that on Hopper only).", type="bool",
+                                  "CUBLAS_WORKSPACE_CONFIG=:4096:8 when cublas_workspace_config is empty: 32 MiB "
+                                  "cuBLAS workspaces on every GPU (PyTorch's default is that from Hopper on).", type="bool",
                                   flag="--deterministic-mode")
+    cublas_workspace_config: str = _f("", "The run's CUBLAS_WORKSPACE_CONFIG environment variable: the size of "
+                                      "PyTorch's cuBLAS workspace, one per cuBLAS handle and stream (two in a "
+                                      "training step, two more for a whole-iteration CUDA graph's capture), SIZE "
+                                      "KiB x COUNT summed over its :SIZE:COUNT pairs. :4096:8 is 32 MiB and :16:8 "
+                                      "128 KiB, the two settings NVIDIA documents as deterministic (deterministic_mode "
+                                      "accepts only these). Empty: PyTorch's default, 32 MiB on Hopper and Blackwell "
+                                      "(sm_90 to sm_121), 8 MiB + 128 KiB on A100 and L40S, 128 MiB on AMD gfx942/"
+                                      "gfx950; deterministic_mode sets :4096:8 when it is empty. PyTorch 2.10 and older "
+                                      "(NGC containers before 26.04) gave Blackwell 8 MiB + 128 KiB: say :4096:2:16:8 "
+                                      "for such a run. Read from a launch line's environment by the Megatron-LM "
+                                      "importer.", type="str",
+                                      cli="--cublas-workspace-config")
     gpu_arch: str | None = _f(None, "GPU architecture (CUDA compute capability sm_XY, or the AMD gfx target), "
                               "which decides what Transformer Engine and PyTorch allocate: on sm_100 and sm_103 "
                               "(B200, GB200, B300) FP8 with delayed or tensorwise scaling keeps no transposed copy of "
-                              "the weights (1 B per linear weight instead of 2 B), and the cuBLAS workspaces have "
-                              "other sizes; fp8_recipe mxfp8 needs sm_100 or sm_103 and fp4 sm_100 or newer. Naming "
+                              "the weights (1 B per linear weight instead of 2 B); before sm_90 (A100, L40S) the "
+                              "GEMM workspaces are smaller; fp8_recipe mxfp8 needs sm_100 or sm_103 and fp4 sm_100 or newer. Naming "
                               "the GPU (--gpu, the calculator's GPU) sets it; give it for a custom GPU capacity.",
                               type="str", choices=GPU_ARCHS,
                               derived="the named GPU's; with none named sm_90 (Hopper), or sm_100 (Blackwell) for "

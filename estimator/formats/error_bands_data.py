@@ -9,7 +9,7 @@ OVERALL = {'worst_error_pct': -17.84, 'runs': 296, 'worst_run': 'prj-b8-b8-moe-p
 CLASSES = {
     'dense': {'worst_error_pct': -10.73, 'runs': 200, 'worst_run': 'prj-b2-b2-seq8192-fused-flag'},
     'moe': {'worst_error_pct': -10.9, 'runs': 81, 'worst_run': 'prj-b4-b4-moe-recompute-moe'},
-    'fp8': {'worst_error_pct': -2.79, 'runs': 6, 'worst_run': 'mlm-moe-gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_scoped_cudagraph-h100'},
+    'fp8': {'worst_error_pct': -4.66, 'runs': 6, 'worst_run': 'mlm-gpt-gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap-gb200'},
     'fsdp': {'worst_error_pct': -13.41, 'runs': 9, 'worst_run': 'prj-b7-b7-moe-fsdp2'},
     'cuda_graphs_full_iteration': {'worst_error_pct': -17.84, 'runs': 2, 'worst_run': 'prj-b8-b8-moe-pad-full-iter-graph'},
     'cuda_graphs_per_layer': {'worst_error_pct': -2.79, 'runs': 4, 'worst_run': 'mlm-moe-gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_scoped_cudagraph-h100'},

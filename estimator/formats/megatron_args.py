@@ -724,6 +724,11 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         sec["training"]["pytorch_cuda_alloc_conf"] = env["PYTORCH_CUDA_ALLOC_CONF"]
         notes.append(f"PYTORCH_CUDA_ALLOC_CONF={env['PYTORCH_CUDA_ALLOC_CONF']}: read from the launch line's "
                      "environment (the caching allocator's settings)")
+    if "CUBLAS_WORKSPACE_CONFIG" in env:
+        # PyTorch sizes its cuBLAS workspaces from it (estimator/memory/workspaces.py)
+        sec["training"]["cublas_workspace_config"] = env["CUBLAS_WORKSPACE_CONFIG"]
+        notes.append(f"CUBLAS_WORKSPACE_CONFIG={env['CUBLAS_WORKSPACE_CONFIG']}: read from the launch line's "
+                     "environment (the size of PyTorch's cuBLAS workspaces)")
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
 
 

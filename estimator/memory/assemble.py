@@ -732,8 +732,8 @@ def _arch_assumption(cfg, arch: str) -> str:
                f"allocate them there.{amd}"
     why = ("the recipe (MXFP8 or NVFP4) runs only on Blackwell" if arch != "sm_90" else "the default")
     return (f"No GPU named: {name} assumed ({why}); name the GPU (--gpu, or training.gpu_arch) for another: "
-            "on B200/GB200/B300 (sm_100, sm_103) delayed and tensorwise FP8 keep no transposed weight copy and "
-            "PyTorch's cuBLAS workspaces are 8.125 MiB instead of 32 MiB.")
+            "on B200/GB200/B300 (sm_100, sm_103) delayed and tensorwise FP8 keep no transposed weight copy; on "
+            "A100 and L40S the GEMM workspaces are smaller.")
 
 
 def _assumptions(r: Resolved, bm) -> list[str]:
@@ -851,7 +851,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     out.append(f"Transient buffers include {ws / MIB:.0f} MiB of GEMM workspaces ("
                + ("Transformer Engine and PyTorch" if tr.transformer_impl == "transformer_engine" else "PyTorch's")
                + f", {arch}'s sizes with CUBLAS_WORKSPACE_CONFIG "
-               + ("set to :4096:8 by deterministic mode" if tr.deterministic_mode else "unset")
+               + (tr.cublas_workspace_config if tr.cublas_workspace_config.strip() else
+                  "set to :4096:8 by deterministic mode" if tr.deterministic_mode else "unset")
                + ", held all run) and the largest buffer alive at the backward peak.")
     if tr.reserved_memory_model == "replay":
         out.append("reserved: one training step per stage (two iterations: the first makes the optimizer states) "

@@ -18,12 +18,19 @@ GEMM workspaces, whose sizes depend on the GPU architecture (``training.gpu_arch
   plain one the other GEMMs (the proj/fc2 weight gradients) use.
 - PyTorch's own cuBLAS workspace, one per (cuBLAS handle, CUDA stream) pair (``cublas_handle_stream_to_
   workspace`` in pytorch/pytorch @ 26a3905 : aten/src/ATen/cuda/CublasHandlePool.cpp, ``parseChosenWorkspaceSize``
-  when ``CUBLAS_WORKSPACE_CONFIG`` is unset): 32 MiB (``:4096:8``) on sm_90 alone, 8 MiB + 128 KiB (``:4096:2:16:8``)
-  on every other NVIDIA GPU, Blackwell included, and 128 MiB on AMD gfx94x/gfx95x (MI300X, MI325X, MI355X).
-  ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (8 x 4096 KiB = 32 MiB) makes it Hopper's size everywhere: Megatron-LM's CI
-  test cases set it, and ``training.deterministic_mode`` sets it when unset (Megatron-LM @ d98e8a64 :
-  megatron/training/determinism.py ``DETERMINISM_ENV_VAR_DEFAULTS``, applied by arguments.py under
-  ``--deterministic-mode``); other values of the variable are not modelled. Handles are per thread
+  when ``CUBLAS_WORKSPACE_CONFIG`` is unset): 32 MiB (``:4096:8``) on Hopper and Blackwell, compute capability 9.x to
+  12.x, 8 MiB + 128 KiB (``:4096:2:16:8``) on the NVIDIA GPUs before them (A100, L40S), and 128 MiB on AMD
+  gfx94x/gfx95x (MI300X, MI325X, MI355X). PyTorch gave 32 MiB to sm_90 alone until pytorch/pytorch PR #175344
+  (merged 2026-02-19, after 2.10's release: major 9, 10 or 12; PR #189312, 2026-07, added 11); Megatron-LM's GB200
+  goldens show the step between NGC's PyTorch containers 26.02 and 26.04 (validation/megatron_ci.py
+  ``BLACKWELL_32MIB_CUBLAS``). On an
+  older PyTorch a Blackwell GPU has ``:4096:2:16:8``: give that as ``training.cublas_workspace_config`` (47.75 MiB
+  less).
+  ``CUBLAS_WORKSPACE_CONFIG`` (``training.cublas_workspace_config``) sets it on every GPU: SIZE KiB x COUNT summed
+  over its ``:SIZE:COUNT`` pairs, so ``:4096:8`` is 32 MiB on any GPU (172 of Megatron-LM's 239 CI memory goldens
+  set it; so do Megatron-Bridge's Llama 3 H100 recipes) and ``:16:8`` 128 KiB. ``training.deterministic_mode`` sets
+  ``:4096:8`` when it is unset (Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+  ``DETERMINISM_ENV_VAR_DEFAULTS``, applied by arguments.py under ``--deterministic-mode``). Handles are per thread
   and autograd runs the backward pass on its own device thread, so a training step uses two: one for the forward
   matmuls (the output layer, core attention of the local implementation) and one for their backward.
 
@@ -46,13 +53,13 @@ dtype (B bytes):
 
 from __future__ import annotations
 
-from ..config.derived import compute_capability, gpu_arch, is_amd
+from ..config.derived import compute_capability, cublas_workspace_config_bytes, gpu_arch, is_amd
 from ..model.resolve import Resolved
 
-__all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER", "TE_GROUPED_GEMM_STREAMS", "TE_UB_STREAMS",
-           "TORCH_CUBLAS_HANDLES", "TORCH_CUBLAS_WORKSPACE_BYTES", "TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95",
-           "TORCH_CUBLAS_WORKSPACE_BYTES_OTHER", "global_buffer_bytes", "te_gemm_workspace", "torch_cublas_workspace",
-           "workspace_bytes"]
+__all__ = ["TE_GEMM_WORKSPACE_BYTES", "TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER", "TE_GROUPED_GEMM_STREAMS",
+           "TE_UB_STREAMS", "TORCH_CUBLAS_32MIB_MAJORS", "TORCH_CUBLAS_HANDLES", "TORCH_CUBLAS_WORKSPACE_BYTES",
+           "TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95", "TORCH_CUBLAS_WORKSPACE_BYTES_OTHER", "global_buffer_bytes",
+           "te_gemm_workspace", "torch_cublas_workspace", "workspace_bytes"]
 
 MIB = 2 ** 20
 KIB = 2 ** 10
@@ -68,9 +75,12 @@ TE_UB_STREAMS = 3
 #: Compute streams of Transformer Engine's grouped GEMM, each with its own workspace.
 TE_GROUPED_GEMM_STREAMS = 4
 
-#: PyTorch's cuBLAS workspace per (handle, stream) on sm_90 (Hopper): 4096 KiB x 8.
+#: PyTorch's cuBLAS workspace per (handle, stream) on Hopper and Blackwell (compute capability 9.x to 12.x):
+#: 4096 KiB x 8.
 TORCH_CUBLAS_WORKSPACE_BYTES = 32 * MIB
-#: The same on every other NVIDIA GPU: 4096 KiB x 2 + 16 KiB x 8.
+#: Compute capability majors that take it (PyTorch PRs #175344 and #189312).
+TORCH_CUBLAS_32MIB_MAJORS = (9, 10, 11, 12)
+#: The same on the NVIDIA GPUs before Hopper (A100, L40S): 4096 KiB x 2 + 16 KiB x 8.
 TORCH_CUBLAS_WORKSPACE_BYTES_OTHER = 4096 * KIB * 2 + 16 * KIB * 8
 #: The same on AMD gfx94x/gfx95x (hipBLAS): 128 MiB.
 TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95 = 128 * MIB
@@ -84,21 +94,28 @@ def te_gemm_workspace(arch: str) -> int:
     return TE_GEMM_WORKSPACE_BYTES if compute_capability(arch)[0] >= 9 else TE_GEMM_WORKSPACE_BYTES_PRE_HOPPER
 
 
-def torch_cublas_workspace(arch: str, deterministic: bool = False) -> int:
-    """PyTorch's cuBLAS workspace per (handle, stream) on a GPU of architecture ``arch``, with
-    ``CUBLAS_WORKSPACE_CONFIG`` unset, or set to ``:4096:8`` by Megatron-LM's deterministic mode (``deterministic``)."""
+def torch_cublas_workspace(arch: str, deterministic: bool = False, config: str = "") -> int:
+    """PyTorch's cuBLAS workspace per (handle, stream) on a GPU of architecture ``arch`` under
+    ``CUBLAS_WORKSPACE_CONFIG`` ``config`` (a validated ``training.cublas_workspace_config``; empty: unset, then
+    ``:4096:8`` under Megatron-LM's deterministic mode, ``deterministic``, else the GPU's default)."""
+    chosen = cublas_workspace_config_bytes(config)
+    if chosen is not None:
+        return chosen
     if deterministic:
         return TORCH_CUBLAS_WORKSPACE_BYTES
     if is_amd(arch):
         return TORCH_CUBLAS_WORKSPACE_BYTES_GFX94_95
-    return TORCH_CUBLAS_WORKSPACE_BYTES if compute_capability(arch) == (9, 0) else TORCH_CUBLAS_WORKSPACE_BYTES_OTHER
+    if compute_capability(arch)[0] in TORCH_CUBLAS_32MIB_MAJORS:
+        return TORCH_CUBLAS_WORKSPACE_BYTES
+    return TORCH_CUBLAS_WORKSPACE_BYTES_OTHER
 
 
 def workspace_bytes(r: Resolved, has_moe_layers: bool) -> int:
     """GEMM workspaces held for the whole run on one GPU of a stage (with MoE layers or not)."""
     cfg = r.cfg
     arch = gpu_arch(cfg)
-    total = TORCH_CUBLAS_HANDLES * torch_cublas_workspace(arch, cfg.training.deterministic_mode)
+    total = TORCH_CUBLAS_HANDLES * torch_cublas_workspace(arch, cfg.training.deterministic_mode,
+                                                          cfg.training.cublas_workspace_config)
     if cfg.training.transformer_impl == "transformer_engine":
         te = te_gemm_workspace(arch)
         total += te

@@ -1,9 +1,14 @@
 """Held-out validation: Megatron-LM's functional-test memory goldens (``validation/megatron_ci.yaml``).
 
-Every case is read the way a user would feed it to the estimator: its launch flags (``MODEL_ARGS``) go
-through :func:`estimator.formats.megatron_args.parse_megatron_args` with the world size of its CI recipe, and the
-estimate of the last pipeline stage (the logged rank is the last one) is held against the largest
-``mem-max-allocated-bytes`` the golden records over all steps.
+Every case is read the way a user would feed it to the estimator: its launch flags (``MODEL_ARGS``), behind its
+``ENV_VARS`` as the launch line's environment (the importer reads ``CUBLAS_WORKSPACE_CONFIG`` and
+``PYTORCH_CUDA_ALLOC_CONF`` there) with the data file's ``supplied_env`` (what the PyTorch of the container that
+recorded the golden defaulted to: a GB200 golden recorded before the 32 MiB Blackwell cuBLAS workspace default has
+``CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8``, see validation/megatron_ci.py ``BLACKWELL_32MIB_CUBLAS``), go through :func:`estimator.formats.megatron_args.parse_megatron_args` with the
+world size of its CI recipe, for the GPU of its platform as ``--gpu`` names one (:data:`PLATFORM_GPUS`: the golden
+``golden_values_dev_dgx_gb200.json`` ran on GB200, so Blackwell's sm_100), and the estimate of the last pipeline
+stage (the logged rank is the last one) is held against the largest ``mem-max-allocated-bytes`` the golden records
+over all steps.
 
 A case ends in one of these states, each shown with its reason:
 
@@ -28,13 +33,21 @@ from pathlib import Path
 from ..config import yamlio
 from ..config.errors import ConfigError, UnsupportedError
 from ..config.load import load_config
+from ..formats.gpus import with_gpu_arch
 from ..formats.megatron_args import parse_megatron_args
 from ..memory.assemble import stage_memory
 from ..memory.report import GIB
 from ..model.resolve import resolve
 from .calibration import Comparison
 
-__all__ = ["CiCase", "ci_cases", "data_path", "load_data", "load_notes", "notes_path"]
+__all__ = ["PLATFORM_GPUS", "CiCase", "ci_cases", "data_path", "load_data", "load_notes", "notes_path"]
+
+#: The catalog GPU (estimator.formats.gpus) of each CI platform, which sets the estimate's ``training.gpu_arch``: the
+#: golden file ``golden_values_{environment}_{platform}.json`` is what the recipes under
+#: tests/test_utils/recipes/<h100|gb200>/ run with ``platforms: dgx_h100`` or ``dgx_gb200`` (their
+#: ``GOLDEN_VALUES_PATH``), on the clusters .gitlab/stages/04.functional-tests.yml names per platform. Only the
+#: architecture matters here (sm_90, sm_100), not the capacity.
+PLATFORM_GPUS = {"dgx_h100": "H100-80GB", "dgx_gb200": "GB200"}
 
 _ROOT = Path(__file__).resolve().parents[2] / "validation"
 
@@ -106,9 +119,17 @@ def _note_for(tokens: list[str], case: dict, notes: list[dict]) -> dict | None:
     return None
 
 
+def launch_line(case: dict, tokens: list[str]) -> list[str]:
+    """The case as one launch line: its ``ENV_VARS`` and ``supplied_env`` as ``NAME=value`` words, the training
+    script, its flags."""
+    env = {**(case.get("env") or {}), **(case.get("supplied_env") or {})}
+    return [*(f"{k}={v}" for k, v in env.items()), "pretrain_gpt.py", *tokens]
+
+
 def _estimate(case: dict, tokens: list[str]):
     files = case.get("files") or {}     # files the flags name, as the data file carries them (--tp-comm-overlap-cfg)
-    cfg, ignored = parse_megatron_args(tokens, world_size=case["world_size"], read_file=files.get)
+    cfg, ignored = parse_megatron_args(launch_line(case, tokens), world_size=case["world_size"], read_file=files.get)
+    cfg = with_gpu_arch(cfg, PLATFORM_GPUS[case["platform"]])
     est = stage_memory(resolve(load_config(cfg)))
     return cfg, ignored, est
 

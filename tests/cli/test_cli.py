@@ -296,8 +296,8 @@ def test_the_one_fit_rule_in_text_and_json(capsys):
 def test_gpu_sets_the_architecture_and_json_reports_it(capsys):
     """--gpu B200 estimates with Blackwell's allocations (training.gpu_arch sm_100) and ``estimate --json`` says which
     architecture it used; with no GPU named, Hopper is assumed and said. Llama 3 70B, Megatron-Bridge's B200 FP8
-    (tensorwise, fp8_param_gather) recipe: the B200 estimate is lower by the weights' transposed copies and 47.75 MiB
-    of cuBLAS workspaces, never higher."""
+    (tensorwise, fp8_param_gather) recipe: the B200 estimate is lower by the weights' transposed copies (its GEMM
+    workspaces are Hopper's), never higher."""
     code, out, _ = run(capsys, "estimate", "llama-3-70b-fsdp", "--json")
     assumed = json.loads(out)
     assert code == 0 and assumed["gpu_arch"] == {"arch": "sm_90", "compute_capability": "9.0", "assumed": True}

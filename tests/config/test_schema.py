@@ -131,6 +131,8 @@ VARIANTS = {
                     {"world_size": 2, "sequence_parallel": True}),
         {"parallelism": {"tp_comm_overlap_cfg": "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"}}),
     "training.reserved_memory_model": (make_config(MODEL), {"training": {"reserved_memory_model": "replay"}}),
+    # PyTorch's cuBLAS workspaces, 2 x 32 MiB on Hopper, 2 x 128 KiB with :16:8 (estimator/memory/workspaces.py).
+    "training.cublas_workspace_config": (make_config(MODEL), {"training": {"cublas_workspace_config": ":16:8"}}),
     "training.pytorch_cuda_alloc_conf": (make_config(MODEL, None, {"reserved_memory_model": "replay"}),
                                          {"training": {"pytorch_cuda_alloc_conf": "expandable_segments:True"}}),
     "model.vision_num_layers": (make_config(MODEL), {"model": {k: v for k, v in VIT.items() if k not in MODEL}}),

@@ -153,17 +153,17 @@ def _scanned(cfg: dict, limit: int, bound: float) -> float | None:
 
 def test_the_paged_stash_makes_the_figure_drop_and_the_search_steps_over_it():
     """GPU stash buffers of 1.2 x the arriving rows (factor -1.2), no host buffer, budget 1.5 x balanced. Up to 1.50
-    the stash applies and its buffers grow with the rows: 1,250,587,777 B at 1.00, 1,269,320,180 B at 1.50 (on
-    Blackwell, sm_100, which MXFP8 needs). At 1.51
+    the stash applies and its buffers grow with the rows: 1,303,160,756 B at 1.00, 1,321,893,160 B at 1.50 (on
+    Blackwell, sm_100, which MXFP8 needs; the GEMM workspaces are Hopper's there too). At 1.51
     the routing overflows the budget, the step is rerun without the stash (stage_memory's figure for that rerun) and
-    the device figure drops to 1,236,987,572 B, rising again from there (1,268,748,443 B at 2.16, 1,269,233,358 B at
-    2.17). With 1,269,227,020 B usable, 1.50 does not fit but 1.51 to 2.16 do: the secant from 1.00 to the bound
+    the device figure drops to 1,289,560,552 B, rising again from there (1,321,321,422 B at 2.16, 1,321,806,337 B at
+    2.17). With 1,321,800,000 B usable, 1.50 does not fit but 1.51 to 2.16 do: the secant from 1.00 to the bound
     (4.00) lands at 1.51, and the search without the guard answered 2.16. The largest factor up to which every
     factor fits is 1.49 (brute force over the grid)."""
     cfg = _stash_cfg(-1.2, 0.0, 1.5)
-    assert (_device(cfg, 1.0), _device(cfg, 1.5), _device(cfg, 1.55)) == (1_250_587_777, 1_269_320_180, 1_238_940_136)
+    assert (_device(cfg, 1.0), _device(cfg, 1.5), _device(cfg, 1.55)) == (1_303_160_756, 1_321_893_160, 1_291_513_115)
     assert _stashed(cfg, 1.5) and not _stashed(cfg, 1.51)
-    cap = _cap(1_269_227_020, cfg)
+    cap = _cap(1_321_800_000, cfg)
     usable = usable_bytes(cap, 0.0, band_for(cfg).fraction)
     h = overload_headroom(cfg, cap)
     assert h.factor == _scanned(cfg, usable, h.bound) == 1.49

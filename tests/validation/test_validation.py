@@ -325,3 +325,66 @@ def test_data_files_are_read_by_our_yaml_reader():
 def test_medians_are_medians():
     rows = [c.comparison for c in CASES if c.in_target]
     assert stats(rows).median_error_pct == statistics.median(r.error_pct for r in rows)
+
+
+# ------------------------------------------------------------------ the CI goldens on their GPU, in their environment
+
+def _case(case_id: str) -> dict:
+    return next(c for c in DATA["cases"] if c["id"] == case_id)
+
+
+def test_each_golden_is_estimated_for_its_platforms_gpu():
+    """A GB200 golden is estimated as Blackwell (sm_100), an H100 one as Hopper (sm_90), as --gpu would set them."""
+    for c in CASES:
+        if c.status == "compared":
+            want = {"dgx_gb200": "sm_100", "dgx_h100": "sm_90"}[c.platform]
+            assert c.comparison.config["training"]["gpu_arch"] == want, c.id
+
+
+def test_env_vars_reach_the_estimate_as_the_launch_lines_environment():
+    """ENV_VARS go in front of the flags as NAME=value words, so the importer reads CUBLAS_WORKSPACE_CONFIG (and
+    PYTORCH_CUDA_ALLOC_CONF) the way it would from a user's launch line."""
+    for c in CASES:
+        if c.status != "compared":
+            continue
+        case = _case(c.id)
+        env = {**(case.get("env") or {}), **(case.get("supplied_env") or {})}
+        training = c.comparison.config["training"]
+        assert training.get("cublas_workspace_config", "") == env.get("CUBLAS_WORKSPACE_CONFIG", ""), c.id
+        assert training.get("pytorch_cuda_alloc_conf", "") == env.get("PYTORCH_CUDA_ALLOC_CONF", ""), c.id
+
+
+def test_older_pytorchs_blackwell_default_is_supplied_by_the_recording_container():
+    """A GB200 golden without CUBLAS_WORKSPACE_CONFIG recorded under NGC PyTorch 26.02 or older ran before
+    pytorch/pytorch PR #175344, with the :4096:2:16:8 default; one recorded under 26.04 or later with 32 MiB. Every
+    such golden says which (its `recorded` container), and exactly the older ones carry the supplied default."""
+    tool = _tool()
+    for case in DATA["cases"]:
+        env, rec = case.get("env") or {}, case.get("recorded") or {}
+        assert rec.get("commit") and rec.get("date"), case["id"]
+        older = (case["platform"] == "dgx_gb200" and "CUBLAS_WORKSPACE_CONFIG" not in env
+                 and not tool.BLACKWELL_32MIB_CUBLAS[rec["container"]])
+        assert (case.get("supplied_env") or {}) == ({"CUBLAS_WORKSPACE_CONFIG": ":4096:2:16:8"} if older else {}), \
+            case["id"]
+        assert bool(case.get("supplied_env_reason")) == older, case["id"]
+
+
+def test_twin_goldens_differ_by_the_workspaces_the_older_pytorch_left_out():
+    """gpt3_mcore_te_tp2_pp2_cp2_etp4_nondeterministic_dp_last runs the same flags and ENV_VARS (no
+    CUBLAS_WORKSPACE_CONFIG) on H100 and on GB200. Its GB200 golden, recorded under NGC PyTorch 26.02, peaks at
+    885,707,776 B, the H100 one at 935,777,792 B: 50,070,016 B apart. By hand, two cuBLAS handles of 32 MiB on Hopper
+    against 8 MiB + 128 KiB on that PyTorch's Blackwell: 2 x (33,554,432 - 8,519,680) = 50,069,504 B, 512 B (one
+    allocator block unit) from the measured step. The estimates (sm_90, and sm_100 with :4096:2:16:8 supplied) differ
+    by exactly that; nothing else in this bf16 model depends on the GPU."""
+    name = "mlm-gpt-gpt3_mcore_te_tp2_pp2_cp2_etp4_nondeterministic_dp_last"
+    h100, gb200 = _case(name + "-h100"), _case(name + "-gb200")
+    assert h100["megatron_args"] == gb200["megatron_args"] and h100["env"] == gb200["env"]
+    assert "CUBLAS_WORKSPACE_CONFIG" not in gb200["env"]
+    assert gb200["recorded"]["container"] == "nvcr.io/nvidia/pytorch:26.02-py3"
+    measured = h100["measured"]["peak_allocated_bytes"] - gb200["measured"]["peak_allocated_bytes"]
+    assert measured == 50_070_016
+    by_hand = 2 * (33_554_432 - 8_519_680)
+    assert by_hand == 50_069_504 and abs(measured - by_hand) <= 512
+    gib = 2 ** 30
+    est = (BY_ID[name + "-h100"].comparison.estimated_gib - BY_ID[name + "-gb200"].comparison.estimated_gib) * gib
+    assert round(est) == by_hand

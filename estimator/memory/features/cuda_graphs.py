@@ -55,7 +55,8 @@ Whole-iteration graph (``full_iteration``; Megatron-LM @ d98e8a64 ``megatron/cor
 ``cuda_graph_warmup_steps``, and replayed after; the optimizer step stays eager. The captured iteration allocates what
 an eager one does, in the graph's private pool, plus PyTorch's cuBLAS workspaces for the capture stream (one per
 cuBLAS handle and stream, ``aten/src/ATen/cuda/CublasHandlePool.cpp``: the forward's and autograd's, 2 x 32 MiB on
-Hopper, 2 x 8.125 MiB on Blackwell: :func:`estimator.memory.workspaces.torch_cublas_workspace`), kept all run.
+Hopper and Blackwell, 2 x 8.125 MiB on an A100, or as ``training.cublas_workspace_config`` sets them:
+:func:`estimator.memory.workspaces.torch_cublas_workspace`), kept all run.
 ``torch.cuda.graph`` empties the caching allocator's cache before it captures, and the private pool keeps the captured
 working set (activations and transient buffers above the model states and run-long buffers) reserved for the rest of
 the run, beside the regular pool in which the optimizer step then allocates. What the GPU holds is therefore the
@@ -80,7 +81,9 @@ __all__ = ["GraphPeak", "captured_bytes", "captured_layer", "capture_work", "cap
 def capture_workspaces(cfg) -> int:
     """PyTorch's cuBLAS workspaces for the whole-iteration graph's capture stream, held all run, on the
     configuration's GPU (``training.gpu_arch``)."""
-    return TORCH_CUBLAS_HANDLES * torch_cublas_workspace(gpu_arch(cfg), cfg.training.deterministic_mode)
+    tr = cfg.training
+    return TORCH_CUBLAS_HANDLES * torch_cublas_workspace(gpu_arch(cfg), tr.deterministic_mode,
+                                                         tr.cublas_workspace_config)
 
 
 def full_iteration_pool(fwd_bwd: int, step: int, kept: int) -> int:
