@@ -434,7 +434,7 @@ def judge(section: str, field: str, value) -> tuple[str, str] | None:
             if value is not UNKNOWN and value in (None, False):
                 return None
             return "refused", ("a multimodal provider's freeze field: the importer reads no vision tower from a "
-                               "Bridge configuration (use --hf with training.freeze_vision_*)")
+                               "Bridge configuration (use --hf with training.freeze_vision_* / freeze_language_model)")
         if value is UNKNOWN:
             return "refused", MULTIMODAL[field][1]
         kind, why = judge_multimodal(field, value)

@@ -921,6 +921,12 @@ class TrainingConfig:
     freeze_vision_projection: bool = _f(False, "Megatron-Bridge's freeze_vision_projection: the patch merger (the "
                                         "projector into the language model) keeps no gradients and no optimizer "
                                         "states.", type="bool")
+    freeze_language_model: bool = _f(False, "Megatron-Bridge's freeze_language_model: the whole language model "
+                                     "(embedding, decoder layers, output layer) keeps its weights but no "
+                                     "gradients and no optimizer states; its linear layers save no inputs for "
+                                     "weight gradients, while the backward pass still runs through it to the "
+                                     "trained vision tower or projector (needs a vision tower with a trained "
+                                     "part).", type="bool")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ nemotron_omni/nemotron_omni_provider.py, ...) add fields to the ``model`` sectio
   projector, as ``Qwen3VLModel.freeze`` does). They need the imported model to hold a vision tower
   (``model.vision_*``): a Bridge ``config.yaml`` carries the provider's ``vision_config`` as a Hugging Face object
   the importer does not read, so turned on without a tower they are refused, never dropped.
-- ``freeze_language_model`` true (the language model keeps weights only) is refused: not modelled.
+- ``freeze_language_model`` is the estimator's ``training.freeze_language_model`` (``freeze`` sets
+  ``requires_grad`` false on the whole ``language_model``: estimator/memory/features/frozen_language.py); like the
+  vision freeze fields it needs the tower, since only the tower or its projector is left to train.
 - the vision encoder's CUDA graphs (``vision_cuda_graph_impl``, ``vision_cuda_graph_scope``,
   ``max_vision_cuda_graph_seq_length``), Qwen3-Omni's ``vit_gradient_checkpointing`` and Nemotron Omni's video
   ``temporal_patch_dim`` are refused when set away from their defaults, and without effect at them.
@@ -32,8 +34,7 @@ _AUDIO = "an audio / sound tower is not modelled (only vision towers are)"
 MULTIMODAL: dict[str, tuple[object, str | None]] = {
     "freeze_vision_model": (False, None),
     "freeze_vision_projection": (False, None),
-    "freeze_language_model": (False, "a frozen language model (weights only, no gradients or optimizer states "
-                              "for it) is not modelled"),
+    "freeze_language_model": (False, None),
     "vision_cuda_graph_impl": ("none", _CUDA_GRAPHS),
     "vision_cuda_graph_scope": ([], _CUDA_GRAPHS),
     "max_vision_cuda_graph_seq_length": (None, _CUDA_GRAPHS),
@@ -50,7 +51,8 @@ MULTIMODAL: dict[str, tuple[object, str | None]] = {
 
 #: The mapped fields: model field -> the estimator's training field.
 TRAINING_FIELD = {"freeze_vision_model": "freeze_vision_model",
-                  "freeze_vision_projection": "freeze_vision_projection"}
+                  "freeze_vision_projection": "freeze_vision_projection",
+                  "freeze_language_model": "freeze_language_model"}
 
 
 def _off(value, default) -> bool:

@@ -62,7 +62,8 @@ def _vision_parts(cfg: dict) -> tuple[dict, dict, dict]:
     model, tr = cfg.get("model", {}), cfg.get("training", {})
     vision = {k: model.pop(k) for k in [k for k in model if k.startswith("vision_")]}
     media = {k: tr.pop(k) for k in ("images_per_sample", "image_resolution") if k in tr}
-    freeze = {k: tr.pop(k) for k in ("freeze_vision_model", "freeze_vision_projection") if k in tr}
+    freeze = {k: tr.pop(k) for k in ("freeze_vision_model", "freeze_vision_projection", "freeze_language_model")
+              if k in tr}
     return vision, media, freeze
 
 

@@ -1,6 +1,7 @@
-"""The multimodal providers' own fields in a Megatron-Bridge configuration (estimator/formats/bridge/multimodal.py):
-freeze_vision_model / freeze_vision_projection become the training fields when the model holds a vision tower,
-are refused by name without one; the others are silent at their defaults and refused by name when set."""
+"""The multimodal providers' own fields in a Megatron-Bridge configuration
+(estimator/formats/bridge/multimodal.py): freeze_vision_model / freeze_vision_projection / freeze_language_model
+become the training fields when the model holds a vision tower, are refused by name without one; the others are
+silent at their defaults and refused by name when set."""
 
 from __future__ import annotations
 
@@ -33,9 +34,18 @@ def test_freeze_fields_map_to_the_training_fields():
     assert diff == 4 * 312_768
 
 
-def test_freeze_without_a_tower_is_refused_by_name():
-    with pytest.raises(BridgeRefusedError, match="model.freeze_vision_model = True"):
-        _read(freeze_vision_model=True)
+@pytest.mark.parametrize("field", ["freeze_vision_model", "freeze_language_model"])
+def test_freeze_without_a_tower_is_refused_by_name(field):
+    with pytest.raises(BridgeRefusedError, match=f"model.{field} = True"):
+        _read(**{field: True})
+
+
+def test_freeze_language_model_maps_to_the_training_field():
+    """With the tower given, freeze_language_model true is training.freeze_language_model: the language model's
+    gradients go, the tower's stay (tests/memory/test_vision.py: 510,272 tower parameters, 4 B each)."""
+    imp = _read(VIT, freeze_language_model=True)
+    assert imp.config["training"]["freeze_language_model"] is True
+    assert estimate(imp.config).stages[0].gradients_bytes == 4 * 510_272
 
 
 def test_a_non_boolean_freeze_names_the_field():
@@ -44,7 +54,6 @@ def test_a_non_boolean_freeze_names_the_field():
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("freeze_language_model", True, "frozen language model"),
     ("vision_cuda_graph_impl", "transformer_engine", "CUDA graphs"),
     ("max_vision_cuda_graph_seq_length", 4096, "CUDA graphs"),
     ("vit_gradient_checkpointing", True, "Qwen3-Omni"),
@@ -84,7 +93,13 @@ def test_the_qwen3_vl_sft_recipe_reads_with_its_tower():
     assert encoder - both == 490_959_872
 
 
-def test_the_recipe_refuses_a_frozen_language_model_by_name():
+def test_the_recipe_with_its_language_model_and_encoder_frozen():
+    """The Qwen3-VL pretrain recipes' freeze settings (Megatron-Bridge @ 067f987d : recipes/qwen_vl/h100/qwen3_vl.py
+    ``freeze_language_model = True``, ``freeze_vision_model = True``) on the SFT recipe's layout: only the merger
+    and the deepstack mergers train, 30,679,808 + 92,060,160 = 122,739,968 parameters on the first (only) stage:
+    fp32 gradients 4 B x 122,739,968 = 490,959,872 bytes, Adam's 12 B sharded over the 8 data-parallel ranks,
+    12 x 122,739,968 / 8 = 184,109,952 bytes."""
     from estimator.formats.bridge.recipes import read_bridge_recipe
-    with pytest.raises(BridgeRefusedError, match="model.freeze_language_model"):
-        read_bridge_recipe(RECIPE, ["model.freeze_language_model=true"])
+    imp = read_bridge_recipe(RECIPE, ["model.freeze_language_model=true", "model.freeze_vision_model=true"])
+    s = estimate(imp.config).stages[0]
+    assert (s.gradients_bytes, s.optimizer_bytes) == (490_959_872, 184_109_952)
