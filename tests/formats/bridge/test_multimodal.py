@@ -60,10 +60,19 @@ def test_a_non_boolean_freeze_names_the_field():
     ("temporal_patch_dim", 2, "video"),
     ("freeze_sound_encoder", True, "audio"),
     ("has_sound", True, "audio"),
+    ("separate_video_embedder", True, "video"),
+    ("multimodal_attn_impl", "sdpa", "Qwen3-Omni"),
 ])
 def test_what_is_not_modelled_is_refused_by_name(field, value, words):
     with pytest.raises(BridgeRefusedError, match=f"model.{field}.*{words}"):
         _read(VIT, **{field: value})
+
+
+def test_a_checkpoint_loading_hook_has_no_effect_at_any_value():
+    """Nemotron Omni's temporal_ckpt_compat only registers RADIOViTModel's state-dict pre-hook (Megatron-LM @
+    d98e8a64 : megatron/core/models/vision/radio.py): read at any value, the estimate is the one without it."""
+    on, off = _read(VIT, temporal_ckpt_compat=True), _read(VIT)
+    assert estimate(on.config).peak.device_bytes == estimate(off.config).peak.device_bytes
 
 
 def test_defaults_are_silent():
@@ -103,3 +112,29 @@ def test_the_recipe_with_its_language_model_and_encoder_frozen():
     imp = read_bridge_recipe(RECIPE, ["model.freeze_language_model=true", "model.freeze_vision_model=true"])
     s = estimate(imp.config).stages[0]
     assert (s.gradients_bytes, s.optimizer_bytes) == (490_959_872, 184_109_952)
+
+
+def test_the_tower_of_a_recipe_comes_from_its_hugging_face_model():
+    """hf_tower reads the tower through the offline catalog: Qwen3-VL-8B-Instruct's 27 layers of width 1152 and
+    three deepstack mergers into the language model's 4096; a text model and an id outside the catalog give none."""
+    from estimator.formats.bridge.multimodal import hf_tower
+    tower = hf_tower("Qwen/Qwen3-VL-8B-Instruct")
+    assert (tower["vision_num_layers"], tower["vision_hidden_size"], tower["vision_out_hidden_size"],
+            tower["vision_deepstack_mergers"]) == (27, 1152, 4096, 3)
+    assert hf_tower("Qwen/Qwen3-8B") is None
+    assert hf_tower("nobody/not-a-model") is None
+
+
+def test_a_pretrain_recipe_without_a_preset_takes_model_and_tower_from_hugging_face():
+    """qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config (Megatron-Bridge @ 067f987d : recipes/qwen_vl/h100/qwen3_vl.py:
+    AutoBridge.from_hf_pretrained("Qwen/Qwen3-VL-8B-Instruct"), TP 4 on 4 GPUs, language model and encoder frozen).
+    Only the merger and the three deepstack mergers train. Merged width 4 x 1152 = 4608. Merger: fc1 4608^2 + 4608 =
+    21,238,272 and fc2 4608 x 4096 = 18,874,368 split over TP 4 (10,028,160 a GPU), its LayerNorm 2 x 1152 and fc2's
+    bias 4096 replicated (6,400): 10,034,560. A deepstack merger: the same linears, a LayerNorm over 4608
+    (9,216) and fc2's bias replicated: 10,028,160 + 13,312 = 10,041,472, three of them 30,124,416. Trained a GPU:
+    40,158,976 parameters; fp32 gradients 4 B each = 160,635,904 bytes; Adam 12 B, DP 1: 481,907,712 bytes."""
+    from estimator.formats.bridge.recipes import RECIPES, read_bridge_recipe
+    name = "qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config"
+    assert RECIPES[name]["preset"] is None and RECIPES[name]["hf"] == "Qwen/Qwen3-VL-8B-Instruct"
+    s = estimate(read_bridge_recipe(name).config).stages[0]
+    assert (s.gradients_bytes, s.optimizer_bytes) == (160_635_904, 481_907_712)
