@@ -1023,6 +1023,11 @@ class PrecisionConfig:
                                           flag="--num-layers-at-start-in-bf16")
     num_layers_at_end_in_bf16: int = _f(1, "Decoder layers at the end kept in bf16 with first_last_layers_bf16.",
                                         type="int", min=0, max=100000, flag="--num-layers-at-end-in-bf16")
+    fp8_output_proj: bool = _f(False, "Run the output layer (the LM head) in MXFP8 too (Megatron-Core "
+                               "TransformerConfig.fp8_output_proj; needs fp8 with fp8_recipe mxfp8): Transformer "
+                               "Engine's Linear keeps MXFP8 row-wise and column-wise copies of the vocabulary-sized "
+                               "weight beside the bf16 one, saves its input in MXFP8 and quantizes the logits' "
+                               "gradient in its backward pass.", type="bool", flag="--fp8-output-proj")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
 from . import features, phases, reserved
-from .features import frozen_language
+from .features import fp8_output, frozen_language
 from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
@@ -260,6 +260,10 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     frozen_lm = tr.freeze_language_model     # weights only for the language model (features/frozen_language.py)
     if frozen_lm:
         extras = extras._replace(output=extras.output - frozen_language.output_input(r))
+    fp8_out = fp8_output.active(pr)         # the output layer in MXFP8 (features/fp8_output.py)
+    if fp8_out:
+        change = fp8_output.saved_input_change(r)      # per call of the output layer: the main head, each MTP depth
+        extras = extras._replace(output=extras.output + change, mtp=extras.mtp + change if extras.mtp else 0)
     loss = loss_buffers(r)
 
     per_kind, shapes_by_kind, vocab_weight = layout[0], layout[-1], layout[2]
@@ -270,6 +274,12 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
     full_recompute = tr.recompute_granularity == "full"
     vocab_wgrad = wbytes * vocab_weight
+    # MXFP8 output layer: its weight copies, Transformer Engine's dummy weight gradient instead of a bf16 one, and the
+    # quantized logits gradient in its backward
+    out_copies = fp8_output.weight_copies(r) if fp8_out else 0
+    out_dummy = fp8_output.dummy_wgrad(r, wbytes) if fp8_out and te_dummies else 0
+    out_wgrad = 0 if out_dummy else vocab_wgrad
+    out_backward = fp8_output.backward_extra(r) if fp8_out else 0
     loss_act = extras.output + r.mtp * extras.mtp_logits
     counted = phases.counted(cfg)
     rl_counted = phases.rl_counted(cfg)     # one RL step's phases (training.rl_algorithm)
@@ -335,6 +345,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                              stage_fp8_scales(r, bm, stage_counts, mtp_built(r, plan.mtp)) if bm.fp8_scales else 0)
             if plan.embedding and vis is not None and vis.frozen:
                 st = st._replace(weights=st.weights + bm.weight * vis.frozen)     # frozen: weights only
+            if out_copies and plan.loss:
+                st = st._replace(weights=st.weights + out_copies)
             if frozen_lm:
                 st = frozen_language.stage_states(bm, st, vis.trained if plan.embedding and vis is not None else 0,
                                                   dense_shard, r.edp)
@@ -383,7 +395,9 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                                       max((acts[k].backward_peak for k in present), default=0),
                                       max((acts[k].attention_backward_peak for k in present), default=0))
         dummies, biggest, has_moe, bwd, attn_bwd = hit
-        if present and not frozen_lm:       # a frozen language model makes no weight gradient
+        if out_dummy and has_loss:
+            dummies += out_dummy
+        if (present or (out_dummy and has_loss)) and not frozen_lm:     # a frozen language model: no weight gradient
             if te_dummies:
                 transient["te_dummy_wgrad"] = dummies
             else:
@@ -403,7 +417,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             # backward starts once the loss has freed what it kept.
             value -= min(loss.saved, out_act)
             for phase, size in (("loss_forward", loss.forward_extra), ("loss_backward", loss.backward_extra),
-                                ("output_layer_wgrad", (0 if no_wgrad else vocab_wgrad) + loss.output_backward)):
+                                ("output_layer_wgrad",
+                                 (0 if no_wgrad else out_wgrad) + loss.output_backward + out_backward)):
                 if size > value:
                     name, value = phase, size
         for c_idx in () if no_wgrad else plan.vocab_chunks:
