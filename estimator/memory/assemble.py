@@ -842,6 +842,10 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
     arch = gpu_arch(cfg)
     out.append(_arch_assumption(cfg, arch))
+    if fp8_output.active(pr):
+        out.append("Output layer in MXFP8 (fp8_output_proj: Transformer Engine's Linear): its bf16 weight with MXFP8 "
+                   "row-wise and column-wise copies, its input saved in MXFP8, the logits' gradient quantized both "
+                   "ways in its backward (estimator/memory/features/fp8_output.py).")
     recipe = pr.fp8_recipe or "delayed"
     # Per-tensor FP8 (delayed, tensorwise): the column-wise copy is a transpose only where FP8 GEMMs are TN-only.
     transpose = recipe in BLOCK_SCALED or per_tensor_transpose(arch)

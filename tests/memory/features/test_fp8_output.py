@@ -60,3 +60,10 @@ def test_refusals_name_the_field(precision, model, training, words):
     with pytest.raises(ConfigError, match=words) as err:
         estimate(make_config({**_model(1000), **model}, None, {"gpu_arch": "sm_100", **training}, precision))
     assert "precision.fp8_output_proj" in str(err.value)
+
+
+def test_the_assumptions_say_so():
+    text = " ".join(estimate(make_config(_model(1000), None, {"gpu_arch": "sm_100"}, ON)).assumptions)
+    assert "Output layer in MXFP8" in text
+    assert "Output layer in MXFP8" not in " ".join(
+        estimate(make_config(_model(1000), None, {"gpu_arch": "sm_100"}, MXFP8)).assumptions)
