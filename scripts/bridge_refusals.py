@@ -32,7 +32,9 @@ run):
   can replace the one before it;
 - a value computed at run time (a function's result, a variable) is not known: it counts as set, not default;
 - what a model provider or ``AutoBridge.from_hf_pretrained(...)`` sets from a Hugging Face configuration is not
-  seen, nor ``setattr`` with a computed name, dictionaries of overrides, or functions reached through a variable;
+  seen (but its literal id is read: a multimodal provider's freeze fields count as modelled where the offline
+  catalog's import of that id holds a vision tower the estimator models, as ``--bridge-recipe`` takes the tower
+  from it), nor ``setattr`` with a computed name, dictionaries of overrides, or functions reached through a variable;
 - the estimator's combination rules (a setting refused only together with another, such as NVFP4 weights with the
   precision-aware optimizer, or LoRA on experts of a hybrid model) are not applied: only field classes and refused
   values are;
@@ -62,7 +64,7 @@ from estimator.formats.bridge.catalog import REVISION, SECTIONS  # noqa: E402
 from estimator.formats.bridge.config import DEV_MODEL_FIELDS, _RENAMED, _is_off  # noqa: E402
 from estimator.formats.bridge.field_classes import (  # noqa: E402
     ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
-from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD  # noqa: E402
+from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD, hf_tower  # noqa: E402
 from estimator.formats.bridge.multimodal import judge as judge_multimodal  # noqa: E402
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
 from estimator.formats.megatron_args import REFUSED_VALUES  # noqa: E402
@@ -84,6 +86,15 @@ CLASS_SECTION = {"TrainingConfig": "train", "ValidationConfig": "validation", "O
                  "DistributedInitConfig": "dist", "ProfilingConfig": "profiling"}
 #: A refused field that takes effect only with another is counted as that one (its row names both).
 WITH = {"model.offload_modules": "model.fine_grained_activation_offloading"}
+#: The Bridge fields of the recipe features (estimator.config.derived.recipe_features) that re-plan model states or
+#: activations: with a vision tower the estimator refuses them (estimator.config.rules.not_modelled), so a recipe that
+#: turns on a multimodal freeze field (which needs the tower, here from its Hugging Face model) and one of these
+#: counts as refused on it. field -> its value when off (a value not read counts as on).
+TOWER_EXCLUDES = {"use_megatron_fsdp": False, "use_torch_fsdp2": False, "tp_comm_overlap": False, "nccl_ub": False,
+                  "num_distributed_optimizer_instances": 1, "optimizer_cpu_offload": False, "cpu_offloading": False,
+                  "cuda_graph_impl": "none", "overlap_moe_expert_parallel_comm": False,
+                  "defer_embedding_wgrad_compute": False, "moe_paged_stash": False}
+TOWER_WITH = "a vision tower (from the recipe's Hugging Face model) together with "
 ROOT_SECTION = "<ConfigContainer>"
 UNKNOWN = object()          # a value the static reading cannot know
 _MAX_DEPTH = 12
@@ -169,6 +180,7 @@ class Reader:
         self.repo = repo
         self.settings: dict[tuple[str, str], object] = {}
         self.returned: dict[tuple[str, str], str | None] = {}     # what a function returned: a section or None
+        self.hf = None          # the Hugging Face id given to AutoBridge.from_hf_pretrained (UNKNOWN: not a literal)
 
     # -- values
     def value(self, node, path: str, env: dict):
@@ -333,6 +345,10 @@ class Reader:
         """Follow every call in an expression, innermost first."""
         for sub in _calls_in(node):
             name = _call_name(sub.func)
+            if name == "from_hf_pretrained" and sub.args:
+                hf = self.value(sub.args[0], path, env)
+                self.hf = hf if isinstance(hf, str) else UNKNOWN
+                continue
             if name in CLASS_SECTION or (name and "Provider" in name and name[0].isupper()):
                 sec = CLASS_SECTION.get(name) or _provider_section(name)
                 if name in NOT_GPT_PROVIDERS:
@@ -421,8 +437,9 @@ def recipes(repo: Repo) -> list[tuple[str, str]]:
     return out
 
 
-def judge(section: str, field: str, value) -> tuple[str, str] | None:
-    """("refused" | "outside", reason) for a setting the importer would not estimate; None when it would."""
+def judge(section: str, field: str, value, tower: bool = False) -> tuple[str, str] | None:
+    """("refused" | "outside", reason) for a setting the importer would not estimate; None when it would.
+    ``tower``: the recipe's Hugging Face model holds a vision tower the estimator models (``multimodal.hf_tower``)."""
     if section in NO_EFFECT_SECTIONS:
         return None
     if field == "<whole section>":
@@ -430,12 +447,13 @@ def judge(section: str, field: str, value) -> tuple[str, str] | None:
     if (section, field) == ("model", "_target_"):
         return ("refused", NOT_GPT_PROVIDERS[value]) if value in NOT_GPT_PROVIDERS else None
     if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
-        if field in TRAINING_FIELD:         # needs the tower, which a Bridge configuration does not give the importer
-            if value is not UNKNOWN and value in (None, False):
+        if field in TRAINING_FIELD:         # needs the tower: from the recipe's Hugging Face model, never a config.yaml
+            if tower or (value is not UNKNOWN and value in (None, False)):
                 return None
-            return "refused", ("a multimodal provider's freeze field: the importer reads no vision tower from a "
-                               "Bridge configuration (use --hf with training.freeze_vision_*)")
-        if value is UNKNOWN:
+            return "refused", ("a multimodal provider's freeze field needs the vision tower, which a Bridge "
+                               "config.yaml does not carry and the recipe's Hugging Face model does not give (not "
+                               "in the offline catalog, or its family's tower not modelled)")
+        if value is UNKNOWN and MULTIMODAL[field][1]:
             return "refused", MULTIMODAL[field][1]
         kind, why = judge_multimodal(field, value)
         return ("refused", why) if kind == "refused" else None
@@ -465,18 +483,38 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
         reader.run(path, repo.module(path)["funcs"][name], {})
         r, o = [], []
         provider = reader.settings.get(("model", "_target_"))
+        tower = _has_tower(reader.hf)
+        freezes = tower and any(f in TRAINING_FIELD and v not in (None, False)
+                                for (sec, f), v in reader.settings.items() if sec == "model")
         for (section, field), value in sorted(reader.settings.items()):
             if provider in NOT_GPT_PROVIDERS and (section, field) != ("model", "_target_"):
                 continue        # the importer refuses the provider first, by name, and reads none of its fields
-            verdict = judge(section, field, value)
+            verdict = judge(section, field, value, tower)
             if verdict and verdict[0] == "refused":
                 r.append((f"{section}.{field}", verdict[1]))
             elif verdict:
                 o.append(f"{section}.{field}")
+            elif freezes and field in TOWER_EXCLUDES and value != TOWER_EXCLUDES[field] and value is not None:
+                r.append((f"{section}.{field}", TOWER_WITH + f"{field}: the tower is modelled with Megatron-Core's "
+                          "plain distributed optimizer only (not with a recipe feature that re-plans the model "
+                          "states or activations)"))
         if name in refused:
             name = f"{name} ({path[len(PACKAGE):]})"
         refused[name], outside[name] = r, o
     return {"recipes": refused, "outside": outside}
+
+
+_TOWERS: dict = {}
+
+
+def _has_tower(hf) -> bool:
+    """Whether the offline catalog's import of Hugging Face model ``hf`` (a recipe's ``from_hf_pretrained`` id) holds
+    a vision tower the estimator models."""
+    if not isinstance(hf, str):
+        return False
+    if hf not in _TOWERS:
+        _TOWERS[hf] = hf_tower(hf) is not None
+    return _TOWERS[hf]
 
 
 def _feature(where: str) -> str:
@@ -503,11 +541,13 @@ def table(result: dict) -> str:
     lines = [f"**{len(clean)} of the {len(recs)} recipe functions** read set nothing the estimator refuses; "
              f"{len(recs) - len(clean)} set at least one refused field or value ({len(names)} names: "
              f"{len(recs) - len(names)} library and performance recipes share a name, and both are read). "
-             f"{len(odd)} of the {len(clean)} also set a field that neither a catalogued section declares nor "
-             "the table of recipe attributes classifies (a DeepSeek-V4 provider's own field): a `config.yaml` "
-             "that holds one stops the importer as an unknown field, and one that is not a dataclass field is not "
-             "written to `config.yaml` at all. A diffusion provider (`model._target_`) is refused by name, whatever "
-             "its fields.", "",
+             + (f"{len(odd)} of the {len(clean)} also set a field that neither a catalogued section declares nor "
+                "the table of recipe attributes classifies (a model provider's own field): a `config.yaml` "
+                "that holds one stops the importer as an unknown field, and one that is not a dataclass field is not "
+                "written to `config.yaml` at all. " if odd else
+                f"None of the {len(clean)} sets a field that neither a catalogued section declares nor the table of "
+                "recipe attributes or multimodal provider fields classifies. ")
+             + "A diffusion provider (`model._target_`) is refused by name, whatever its fields.", "",
              "| Refused field | Recipes setting it | Of which it is the only refusal | Why refused |",
              "| --- | ---: | ---: | --- |"]
     for feature, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -591,7 +591,8 @@ def cmd_bridge_recipes(ns) -> int:
     from ..formats.bridge.recipes import RECIPES, recipe_names
     for name in recipe_names():
         r = RECIPES[name]
-        print(f"{name}  ({r['preset']}, {r['config'].get('training', {}).get('world_size', '?')} x {r['gpu']})")
+        world = r["config"].get("training", {}).get("world_size", "?")
+        print(f"{name}  ({r['preset'] or r['hf']}, {world} x {r['gpu']})")
     return 0
 
 

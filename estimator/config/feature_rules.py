@@ -387,7 +387,39 @@ def feature_problems(cfg) -> list[Problem]:
                   "first_last_layers_bf16: true")
         only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
                   "first_last_layers_bf16: true")
+    P.extend(_fp8_output_problems(cfg))
     return P
+
+
+def _fp8_output_problems(cfg) -> list[Problem]:
+    """``precision.fp8_output_proj`` (estimator/memory/features/fp8_output.py). Megatron-LM @ d98e8a64 :
+    ``TransformerConfig.__post_init__`` requires fp8 with the mxfp8 recipe; ``TELMHeadColumnParallelLinear`` raises
+    on a shared embedding weight (tied embeddings with the embedding on the same stage) and on
+    ``defer_embedding_wgrad_compute``. The combinations whose output-layer tensors another part of the estimate
+    re-plans are refused by name."""
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    if not pr.fp8_output_proj:
+        return []
+    out: list[Problem] = []
+
+    def add(msg):
+        out.append(Problem("precision.fp8_output_proj", True, msg))
+
+    if not pr.fp8 or pr.fp8_recipe != "mxfp8":
+        add(f"needs fp8 with fp8_recipe mxfp8 (Megatron-Core's TransformerConfig refuses it otherwise; here fp8 "
+            f"{pr.fp8}, fp8_recipe {pr.fp8_recipe or ('delayed' if pr.fp8 else None)})")
+    if not m.untie_embeddings_and_output_weights and par.pipeline_model_parallel_size == 1:
+        add("with tied embeddings on one pipeline stage: Megatron-Core's TELMHeadColumnParallelLinear does not take "
+            "the embedding's weight (skip_weight_param_allocation); set untie_embeddings_and_output_weights")
+    if tr.defer_embedding_wgrad_compute:
+        add("with defer_embedding_wgrad_compute: Megatron-Core's TELMHeadColumnParallelLinear refuses it")
+    for on, what in ((par.use_megatron_fsdp or par.use_torch_fsdp2, "FSDP"),
+                     (pr.disable_parameter_transpose_cache, "disable_parameter_transpose_cache"),
+                     (tr.freeze_language_model, "freeze_language_model"),
+                     (tr.reserved_memory_model == "replay", "reserved_memory_model replay")):
+        if on:
+            add(f"with {what} is not modelled (the MXFP8 output layer's weight copies and saved input there)")
+    return out
 
 
 

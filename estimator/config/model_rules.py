@@ -250,7 +250,12 @@ def _vision_rules(cfg) -> list[Problem]:
             if getattr(tr, name):
                 out.append(Problem("training." + name, True, "needs a model with a vision tower "
                                    "(model.vision_num_layers)"))
+        if tr.freeze_language_model:
+            out.append(Problem("training.freeze_language_model", True, "needs a model with a vision tower "
+                               "(model.vision_num_layers): a text-only model with its language model frozen trains "
+                               "nothing"))
         return out
+    out += _frozen_language_rules(cfg)
     missing = [n for n in _VISION_DIMS if getattr(m, n) is None]
     for name in missing:
         out.append(Problem("model." + name, None, "is required with model.vision_num_layers (the vision tower)"))
@@ -618,4 +623,32 @@ def dsv4_problems(cfg) -> list[Problem]:
         for name in _INDEXER:
             if getattr(m, name) is None:
                 add(name, None, "is required with a ratio-4 layer in csa_compress_ratios (the indexer's shape)")
+    return out
+
+
+def _frozen_language_rules(cfg) -> list[Problem]:
+    """``training.freeze_language_model`` (estimator/memory/features/frozen_language.py): something must still train
+    (Megatron-Core's optimizer has no parameter to step otherwise), and the combinations whose frozen states or saved
+    tensors another part of the estimator re-plans are refused by name rather than estimated wrong."""
+    tr, par = cfg.training, cfg.parallelism
+    if not tr.freeze_language_model:
+        return []
+    out: list[Problem] = []
+
+    def add(value, msg):
+        out.append(Problem("training.freeze_language_model", value, msg))
+
+    if tr.freeze_vision_model and tr.freeze_vision_projection:
+        add(True, "with freeze_vision_model and freeze_vision_projection also true nothing trains (Megatron-Core's "
+            "optimizer gets no parameter); leave the tower or its projection trained")
+    if tr.peft is not None:
+        add(True, f"with training.peft ({tr.peft}) the language model's base weights are frozen by the adapters' "
+            "own transform already; leave freeze_language_model false")
+    if par.use_megatron_fsdp or par.use_torch_fsdp2:
+        add(True, "with FSDP is not modelled (which frozen units FSDP still gathers and shards)")
+    if tr.rl_algorithm != "none":
+        add(True, f"with RL training (training.rl_algorithm: {tr.rl_algorithm}) is not modelled")
+    if tr.reserved_memory_model == "replay":
+        add(True, "with reserved_memory_model replay is not modelled (the allocator trace keeps every linear "
+            "layer's input); use fraction")
     return out

@@ -955,6 +955,12 @@ class TrainingConfig:
     freeze_vision_projection: bool = _f(False, "Megatron-Bridge's freeze_vision_projection: the patch merger (the "
                                         "projector into the language model) keeps no gradients and no optimizer "
                                         "states.", type="bool")
+    freeze_language_model: bool = _f(False, "Megatron-Bridge's freeze_language_model: the whole language model "
+                                     "(embedding, decoder layers, output layer) keeps its weights but no "
+                                     "gradients and no optimizer states; its linear layers save no inputs for "
+                                     "weight gradients, while the backward pass still runs through it to the "
+                                     "trained vision tower or projector (needs a vision tower with a trained "
+                                     "part).", type="bool")
 
 
 @dataclass(frozen=True)
@@ -1051,6 +1057,11 @@ class PrecisionConfig:
                                           flag="--num-layers-at-start-in-bf16")
     num_layers_at_end_in_bf16: int = _f(1, "Decoder layers at the end kept in bf16 with first_last_layers_bf16.",
                                         type="int", min=0, max=100000, flag="--num-layers-at-end-in-bf16")
+    fp8_output_proj: bool = _f(False, "Run the output layer (the LM head) in MXFP8 too (Megatron-Core "
+                               "TransformerConfig.fp8_output_proj; needs fp8 with fp8_recipe mxfp8): Transformer "
+                               "Engine's Linear keeps MXFP8 row-wise and column-wise copies of the vocabulary-sized "
+                               "weight beside the bf16 one, saves its input in MXFP8 and quantizes the logits' "
+                               "gradient in its backward pass.", type="bool", flag="--fp8-output-proj")
 
 
 @dataclass(frozen=True)

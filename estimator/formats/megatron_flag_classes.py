@@ -428,9 +428,9 @@ _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not mode
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
-_put(_R, "fp8_output_proj", "with the mxfp8 recipe the output layer becomes Transformer Engine's Linear under MXFP8 "
-     "(Megatron-Core's TELMHeadColumnParallelLinear instead of the bf16 ColumnParallelLinear the estimate counts): "
-     "the vocabulary-sized weight's MXFP8 copies and scales and its MXFP8 saved input are not modelled")
+_put(_M, "fp8_output_proj", "the output layer as Transformer Engine's Linear under MXFP8 (Megatron-Core's "
+     "TELMHeadColumnParallelLinear): the vocabulary-sized weight's MXFP8 copies and scales, its MXFP8 saved input, "
+     "the quantized logits gradient (estimator/memory/features/fp8_output.py)")
 _put(_R, "fp8_quantizer_factory", "custom quantizer factories are not modelled")
 _put(_R, "te_precision_config_file", "a per-module quantisation recipe (the YAML file becomes Megatron-Core's "
      "quant_recipe: glob matchers give each matched Transformer Engine linear its own precision, bf16, FP8 or "

@@ -36,6 +36,7 @@ from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
 from . import features, phases, reserved
+from .features import fp8_output, frozen_language
 from .allocator import parse_alloc_conf
 from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
 from .loss import loss_buffers
@@ -171,12 +172,16 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
     ctx = context(r)
-    acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
+    if tr.freeze_language_model:         # frozen linears save no inputs (features/frozen_language.py)
+        acts = [frozen_language.frozen_layer(r, layer_activations(r, kind, ctx, parts=True), kind)
+                for kind in r.kinds]
+    else:
+        acts = [layer_activations(r, kind, ctx) for kind in r.kinds]
     if len(_ACTS_CACHE) > 4096:
         _ACTS_CACHE.clear()
     _ACTS_CACHE[key] = (r.shape, acts)
@@ -252,16 +257,29 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
         acts = feat.acts
     mtp_act = sum_activations([acts[k] for k in r.mtp_kinds]) if r.mtp else None
     extras = stage_extras(r, mtp_act)
+    frozen_lm = tr.freeze_language_model     # weights only for the language model (features/frozen_language.py)
+    if frozen_lm:
+        extras = extras._replace(output=extras.output - frozen_language.output_input(r))
+    fp8_out = fp8_output.active(pr)         # the output layer in MXFP8 (features/fp8_output.py)
+    if fp8_out:
+        change = fp8_output.saved_input_change(r)      # per call of the output layer: the main head, each MTP depth
+        extras = extras._replace(output=extras.output + change, mtp=extras.mtp + change if extras.mtp else 0)
     loss = loss_buffers(r)
 
     per_kind, shapes_by_kind, vocab_weight = layout[0], layout[-1], layout[2]
     wbytes = DTYPE_BYTES[pr.params_dtype]
-    te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion
+    te_dummies = tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not frozen_lm
     dummy_cache: dict = {}
     dense_shard = r.dp * r.cp
     overhead = CUDA_CONTEXT_BYTES + NCCL_BYTES_PER_COMMUNICATOR * _communicators(r)
     full_recompute = tr.recompute_granularity == "full"
     vocab_wgrad = wbytes * vocab_weight
+    # MXFP8 output layer: its weight copies, Transformer Engine's dummy weight gradient instead of a bf16 one, and the
+    # quantized logits gradient in its backward
+    out_copies = fp8_output.weight_copies(r) if fp8_out else 0
+    out_dummy = fp8_output.dummy_wgrad(r, wbytes) if fp8_out and te_dummies else 0
+    out_wgrad = 0 if out_dummy else vocab_wgrad
+    out_backward = fp8_output.backward_extra(r) if fp8_out else 0
     loss_act = extras.output + r.mtp * extras.mtp_logits
     counted = phases.counted(cfg)
     rl_counted = phases.rl_counted(cfg)     # one RL step's phases (training.rl_algorithm)
@@ -327,6 +345,11 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                              stage_fp8_scales(r, bm, stage_counts, mtp_built(r, plan.mtp)) if bm.fp8_scales else 0)
             if plan.embedding and vis is not None and vis.frozen:
                 st = st._replace(weights=st.weights + bm.weight * vis.frozen)     # frozen: weights only
+            if out_copies and plan.loss:
+                st = st._replace(weights=st.weights + out_copies)
+            if frozen_lm:
+                st = frozen_language.stage_states(bm, st, vis.trained if plan.embedding and vis is not None else 0,
+                                                  dense_shard, r.edp)
             if one_kind:
                 present = _ONE if stage_counts[0] or plan.mtp else _NONE
             else:
@@ -372,7 +395,9 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                                       max((acts[k].backward_peak for k in present), default=0),
                                       max((acts[k].attention_backward_peak for k in present), default=0))
         dummies, biggest, has_moe, bwd, attn_bwd = hit
-        if present:
+        if out_dummy and has_loss:
+            dummies += out_dummy
+        if (present or (out_dummy and has_loss)) and not frozen_lm:     # a frozen language model: no weight gradient
             if te_dummies:
                 transient["te_dummy_wgrad"] = dummies
             else:
@@ -383,7 +408,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
         if plan.embedding and vis is not None:
             bwd = max(bwd, vis.backward_peak)      # the vision tower's backward runs after the decoder's
         name, value = "backward_working_set", bwd + work
-        no_wgrad = feat is not None and feat.skips_vocab_wgrad(has_loss)
+        no_wgrad = frozen_lm or (feat is not None and feat.skips_vocab_wgrad(has_loss))
         if has_loss and out_act:
             # The loss chunk passes through the loss before its layers' backward (estimator/memory/loss.py): the
             # loss's own buffers at the end of its forward and during its backward; then the output
@@ -392,7 +417,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             # backward starts once the loss has freed what it kept.
             value -= min(loss.saved, out_act)
             for phase, size in (("loss_forward", loss.forward_extra), ("loss_backward", loss.backward_extra),
-                                ("output_layer_wgrad", (0 if no_wgrad else vocab_wgrad) + loss.output_backward)):
+                                ("output_layer_wgrad",
+                                 (0 if no_wgrad else out_wgrad) + loss.output_backward + out_backward)):
                 if size > value:
                     name, value = phase, size
         for c_idx in () if no_wgrad else plan.vocab_chunks:
@@ -415,7 +441,10 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             # The optimizer step (estimator/memory/optimizer_step.py): activations freed, its own buffers alive.
             states = st.weights + st.gradients + st.optimizer
             fwd_bwd = states + activations + transient_bytes
-            step = optimizer_step_buffers(r, bm, dense_p, expert_p, dense_shard, transient,
+            # the parameters the optimizer steps: with a frozen language model the stage's trained vision ones
+            td, te = ((vis.trained if plan.embedding and vis is not None else 0, 0) if frozen_lm
+                      else (dense_p, expert_p))
+            step = optimizer_step_buffers(r, bm, td, te, dense_shard, transient,
                                           recompute_retained(r, chunks, acts))
             phase, step_total = "forward_backward", states + sum(step.values())
             fb_activations, fb_acts_by = activations, dict(acts_by)
@@ -430,7 +459,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 eval_fwd = max(eval_fwd, loss.saved + loss.forward_extra)
             if eval_mbs != r.b:         # every tensor of a forward holds micro_batch_size sequences
                 eval_fwd = eval_fwd * eval_mbs // r.b
-            n_main = (-(-dense_p // dense_shard) + -(-expert_p // r.edp)) if bm.distributed else dense_p + expert_p
+            n_main = (-(-td // dense_shard) + -(-te // r.edp)) if bm.distributed else td + te
             # FP8 linear weights this rank writes: fully parallel save spreads the replicas over the data-parallel
             # (x context-parallel) ranks, the experts' over the expert-data-parallel ones, with or without the
             # distributed optimizer
@@ -742,7 +771,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     plain = not (cfg.parallelism.use_megatron_fsdp or cfg.parallelism.use_torch_fsdp2) and tr.optimizer == "adam"
     # With PEFT the per-parameter gradient and optimizer bytes apply to the adapters only: the base is frozen.
     trained = ("of each trainable adapter parameter; the frozen base weights take " f"{bm.weight} B each and nothing "
-               "more " if tr.peft else "per parameter ")
+               "more " if tr.peft else "of each trained vision-tower parameter; the frozen language model "
+               "(freeze_language_model) keeps its weights only, and its linear layers save no inputs for weight "
+               "gradients " if tr.freeze_language_model else "per parameter ")
     out = [
         f"Weights {bm.weight} B, gradients {bm.grad} B and optimizer states {bm.optimizer} B {trained}"
         + (f"(the optimizer part sharded over {r.dp * r.cp} data x context-parallel ranks"
@@ -811,6 +842,10 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")
     arch = gpu_arch(cfg)
     out.append(_arch_assumption(cfg, arch))
+    if fp8_output.active(pr):
+        out.append("Output layer in MXFP8 (fp8_output_proj: Transformer Engine's Linear): its bf16 weight with MXFP8 "
+                   "row-wise and column-wise copies, its input saved in MXFP8, the logits' gradient quantized both "
+                   "ways in its backward (estimator/memory/features/fp8_output.py).")
     recipe = pr.fp8_recipe or "delayed"
     # Per-tensor FP8 (delayed, tensorwise): the column-wise copy is a transpose only where FP8 GEMMs are TN-only.
     transpose = recipe in BLOCK_SCALED or per_tensor_transpose(arch)

@@ -152,6 +152,8 @@ VARIANTS = {
     "training.freeze_vision_model": (make_config(VIT, None, IMAGES), {"training": {"freeze_vision_model": True}}),
     "training.freeze_vision_projection": (make_config(VIT, None, IMAGES),
                                           {"training": {"freeze_vision_projection": True}}),
+    "training.freeze_language_model": (make_config(VIT, None, IMAGES),
+                                       {"training": {"freeze_language_model": True}}),
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),

@@ -147,6 +147,7 @@ CHANGES = {
     "fp8": (DISTOPT, "--fp8-format hybrid"),
     "fp8_recipe": (FP8 + " --use-precision-aware-optimizer", "--fp8-recipe tensorwise"),
     "fp8_param_gather": (FP8, "--fp8-param-gather"),
+    "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
     "fp4_param_gather": (DISTOPT + " --fp4-format e2m1", "--fp4-param-gather"),
     "accumulate_allreduce_grads_in_fp32": (BASE + " --fp16", "--accumulate-allreduce-grads-in-fp32"),

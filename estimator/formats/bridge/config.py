@@ -503,7 +503,8 @@ def _apply_vision(config: dict, vision: dict, vision_model) -> None:
     if not vision_model:
         raise BridgeRefusedError([(f"{where} = {show(value)}", "the importer reads no vision tower from a Bridge "
                                    "configuration (the provider's vision_config); estimate the model with --hf "
-                                   "and training.freeze_vision_model / freeze_vision_projection instead")
+                                   "and training.freeze_vision_model / freeze_vision_projection / "
+                                   "freeze_language_model instead")
                                   for where, value in vision.values()])
     tr = config.setdefault("training", {})
     for field, (_, value) in vision.items():

@@ -26,7 +26,9 @@ from ...config.errors import ConfigError, Problem
 from ...config.yamlio import load
 from .config import apply_overrides, read_bridge_config
 from .export import to_bridge_dict
+from .multimodal import hf_tower
 from .recipe_catalog import RECIPES
+from ..catalog import status
 from ..megatron_args import MegatronImport
 from ..presets import preset_text
 
@@ -39,14 +41,27 @@ def recipe_names() -> list[str]:
 
 
 def recipe_config(name: str) -> dict:
-    """The recipe's configuration in the schema's names: its preset's model section with the recipe's own model
-    settings laid over it, and the other sections the recipe sets."""
+    """The recipe's configuration in the schema's names: its preset's model section (or, without a preset, the
+    offline catalog's import of the recipe's Hugging Face model, ``hf``) with the recipe's own model settings laid
+    over it, and the other sections the recipe sets. A recipe whose Hugging Face model holds a vision tower the
+    estimator models (:func:`~estimator.formats.bridge.multimodal.hf_tower`) gets that tower where its model section
+    has none, as Bridge's ``AutoBridge.from_hf_pretrained(hf_path)`` builds it."""
     if name not in RECIPES:
         close = difflib.get_close_matches(str(name), recipe_names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else f" ({len(RECIPES)} are known: see `bridge-recipes`)"
         raise ConfigError(Problem("bridge_recipe", name, f"not a Megatron-Bridge recipe of the catalogue{hint}"))
     r = RECIPES[name]
-    cfg = {"model": dict(load(preset_text(r["preset"]))["model"])}
+    if r["preset"]:
+        model = dict(load(preset_text(r["preset"]))["model"])
+    else:
+        model, why = status(r["hf"])
+        if model is None:
+            raise ConfigError(Problem("bridge_recipe", name, f"its Hugging Face model {r['hf']} is refused by the "
+                                      f"importer: {why}"))
+        model = dict(model)
+    if "vision_num_layers" not in model:
+        model.update(hf_tower(r["hf"]) or {})
+    cfg = {"model": model}
     for sec, values in r["config"].items():
         if sec == "model":
             cfg["model"].update(values)
@@ -62,7 +77,8 @@ def _vision_parts(cfg: dict) -> tuple[dict, dict, dict]:
     model, tr = cfg.get("model", {}), cfg.get("training", {})
     vision = {k: model.pop(k) for k in [k for k in model if k.startswith("vision_")]}
     media = {k: tr.pop(k) for k in ("images_per_sample", "image_resolution") if k in tr}
-    freeze = {k: tr.pop(k) for k in ("freeze_vision_model", "freeze_vision_projection") if k in tr}
+    freeze = {k: tr.pop(k) for k in ("freeze_vision_model", "freeze_vision_projection", "freeze_language_model")
+              if k in tr}
     return vision, media, freeze
 
 

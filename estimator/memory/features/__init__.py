@@ -6,6 +6,9 @@ source in its docstring:
 - :mod:`.fsdp`: weights, gradients and optimizer states under Megatron-FSDP and PyTorch FSDP2, and the
   gathered unit buffers at the peak;
 - :mod:`.peft`: LoRA / DoRA adapters, frozen base weights, their activations;
+- :mod:`.fp8_output`: the output layer in MXFP8 (``fp8_output_proj``), applied by the plain assembly itself;
+- :mod:`.frozen_language`: a frozen language model (Megatron-Bridge's ``freeze_language_model``), applied by
+  the plain assembly itself: weights only, no weight-gradient inputs;
 - :mod:`.offload`: optimizer and activation offloading, and the host memory they take;
 - :mod:`.paged_stash`: the paged stash of the routed experts' saved tensors (GPU and pinned host buffers);
 - :mod:`.cuda_graphs`: static buffers and the graph pool;

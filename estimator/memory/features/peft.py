@@ -100,6 +100,10 @@ def _moe_shapes(r, width: int) -> dict:
 
 
 def targets(r) -> tuple:
+    """The adapted linear names; none without PEFT (a frozen language model without adapters:
+    estimator/memory/features/frozen_language.py)."""
+    if r.cfg.training.peft is None:
+        return ()
     tm = r.cfg.training.peft_target_modules
     return tuple(tm) if tm is not None else TARGETS
 
@@ -199,10 +203,10 @@ def peft_activations(r, a: LayerActivations, kind) -> LayerActivations:
     dora = r.cfg.training.peft == "dora"
     gathered = set(regathered(r))
     att = mlp = 0
-    if kind.mixer and kind.mixer != "linear":
+    if kind.mixer and kind.mixer != "linear" and "norm_out" in p:     # (no named parts: Mamba, gated delta net)
         shapes = _shapes(r)
         # Inputs of the frozen linears are no longer saved; adapters save theirs.
-        att -= p["norm_out"] + p["proj_in_fp8"]
+        att -= p["norm_out"] + p.get("proj_in_fp8", 0)
         if "linear_qkv" in tg and p["norm_out"]:
             att += B * (Tn if "linear_qkv" in gathered else T) * r.h
         for name in ATTENTION:

@@ -39,10 +39,26 @@ def test_docs_table_names_only_fields_still_refused():
             continue
         if section == "model" and field in MULTIMODAL:      # a multimodal provider's own field: refused when on
             kind = "refused" if field in TRAINING_FIELD else judge_multimodal(field, object())[0]
+        elif field in br.TOWER_EXCLUDES:            # refused together with the recipe's vision tower
+            assert f"| `{section}.{field}` |" in _block() and br.TOWER_WITH[:40] in _block()
+            kind = "refused" if _tower_refuses_recipe_features() else "modelled"
         else:
             kind = (classify(section, field) or ("?",))[0]
         assert kind == "refused", f"{section}.{field} is no longer refused: " \
             "rerun python scripts/bridge_refusals.py BRIDGE_GIT_DIR --write"
+
+
+def _tower_refuses_recipe_features() -> bool:
+    """The estimator still refuses a vision tower together with a recipe feature (estimator/config/rules.py)."""
+    from estimator import estimate
+    from estimator.config.errors import UnsupportedError
+    from tests.conftest import make_config
+    from tests.memory.test_vision import VIT
+    try:
+        estimate(make_config(VIT, None, {"cuda_graph_impl": "transformer_engine"}))
+    except UnsupportedError as err:
+        return "vision tower" in str(err)
+    return False
 
 
 def test_docs_counts_add_up():
@@ -108,6 +124,20 @@ RECIPES = {
             cfg.model.freeze_language_model = True
             return cfg
 
+        def demo_pretrain_vl_config():
+            cfg = _pretrain_common()
+            cfg.model.fine_grained_activation_offloading = False
+            hf_path = "Qwen/Qwen3-VL-8B-Instruct"
+            cfg.model = AutoBridge.from_hf_pretrained(hf_path).to_megatron_provider(load_weights=False)
+            cfg.model.freeze_language_model = True
+            cfg.model.freeze_vision_model = True
+            return cfg
+
+        def demo_pretrain_vl_graphs_config():
+            cfg = demo_pretrain_vl_config()
+            cfg.model.cuda_graph_impl = "transformer_engine"
+            return cfg
+
         def _demo_pretrain_private():
             cfg = _pretrain_common()
             return cfg
@@ -132,21 +162,29 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
     - ``demo_sft_c_config``: recipe a, then ``moe_flex_dispatcher_backend = "deepep"`` (modelled): 0 refused;
       ``freeze_language_model = True``, a multimodal provider's field (estimator/formats/bridge/multimodal.py) that
       is refused when on: 1 refused setting.
+    - ``demo_pretrain_vl_config`` builds its provider from ``Qwen/Qwen3-VL-8B-Instruct`` (a literal id, through a
+      variable), which the offline catalog imports with a vision tower: its freeze fields apply, nothing refused.
+    - ``demo_pretrain_vl_graphs_config``: the same with ``cuda_graph_impl`` on, which the estimator does not model
+      together with a vision tower: 1 refused setting, ``model.cuda_graph_impl``.
     - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
 
-    So 3 recipes read, none with nothing refused; offloading 1 recipe, quant_recipe 1, the dispatcher value 1,
-    freeze_language_model 1 (the only refusal of recipe c).
+    So 5 recipes read, 1 with nothing refused; offloading 1 recipe, quant_recipe 1, the dispatcher value 1,
+    freeze_language_model 1 (the only refusal of recipe c: its model is no Hugging Face model with a tower),
+    cuda_graph_impl 1.
     """
     result = br.count(_git_repo(tmp_path, RECIPES), "HEAD")
     recs = result["recipes"]
-    assert sorted(recs) == ["demo_pretrain_a_config", "demo_pretrain_b_config", "demo_sft_c_config"]
+    assert sorted(recs) == ["demo_pretrain_a_config", "demo_pretrain_b_config", "demo_pretrain_vl_config",
+                            "demo_pretrain_vl_graphs_config", "demo_sft_c_config"]
+    assert recs["demo_pretrain_vl_config"] == []
+    assert [w for w, _ in recs["demo_pretrain_vl_graphs_config"]] == ["model.cuda_graph_impl"]
     assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
     assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == ["model.fine_grained_activation_offloading",
                                                                      "model.quant_recipe"]
     assert [w for w, _ in recs["demo_sft_c_config"]] == ["model.freeze_language_model"]
     assert result["outside"]["demo_sft_c_config"] == []
     block = br.table(result)
-    assert "**0 of the 3 recipe functions**" in block
+    assert "**1 of the 5 recipe functions**" in block
     assert "| `model.freeze_language_model` | 1 | 1 |" in block
     assert "| `model.quant_recipe` | 1 | 0 |" in block
     assert "| `model.moe_flex_dispatcher_backend` | 1 | 1 |" in block

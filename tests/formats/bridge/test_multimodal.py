@@ -1,6 +1,7 @@
-"""The multimodal providers' own fields in a Megatron-Bridge configuration (estimator/formats/bridge/multimodal.py):
-freeze_vision_model / freeze_vision_projection become the training fields when the model holds a vision tower,
-are refused by name without one; the others are silent at their defaults and refused by name when set."""
+"""The multimodal providers' own fields in a Megatron-Bridge configuration
+(estimator/formats/bridge/multimodal.py): freeze_vision_model / freeze_vision_projection / freeze_language_model
+become the training fields when the model holds a vision tower, are refused by name without one; the others are
+silent at their defaults and refused by name when set."""
 
 from __future__ import annotations
 
@@ -33,9 +34,18 @@ def test_freeze_fields_map_to_the_training_fields():
     assert diff == 4 * 312_768
 
 
-def test_freeze_without_a_tower_is_refused_by_name():
-    with pytest.raises(BridgeRefusedError, match="model.freeze_vision_model = True"):
-        _read(freeze_vision_model=True)
+@pytest.mark.parametrize("field", ["freeze_vision_model", "freeze_language_model"])
+def test_freeze_without_a_tower_is_refused_by_name(field):
+    with pytest.raises(BridgeRefusedError, match=f"model.{field} = True"):
+        _read(**{field: True})
+
+
+def test_freeze_language_model_maps_to_the_training_field():
+    """With the tower given, freeze_language_model true is training.freeze_language_model: the language model's
+    gradients go, the tower's stay (tests/memory/test_vision.py: 510,272 tower parameters, 4 B each)."""
+    imp = _read(VIT, freeze_language_model=True)
+    assert imp.config["training"]["freeze_language_model"] is True
+    assert estimate(imp.config).stages[0].gradients_bytes == 4 * 510_272
 
 
 def test_a_non_boolean_freeze_names_the_field():
@@ -44,17 +54,25 @@ def test_a_non_boolean_freeze_names_the_field():
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("freeze_language_model", True, "frozen language model"),
     ("vision_cuda_graph_impl", "transformer_engine", "CUDA graphs"),
     ("max_vision_cuda_graph_seq_length", 4096, "CUDA graphs"),
     ("vit_gradient_checkpointing", True, "Qwen3-Omni"),
     ("temporal_patch_dim", 2, "video"),
     ("freeze_sound_encoder", True, "audio"),
     ("has_sound", True, "audio"),
+    ("separate_video_embedder", True, "video"),
+    ("multimodal_attn_impl", "sdpa", "Qwen3-Omni"),
 ])
 def test_what_is_not_modelled_is_refused_by_name(field, value, words):
     with pytest.raises(BridgeRefusedError, match=f"model.{field}.*{words}"):
         _read(VIT, **{field: value})
+
+
+def test_a_checkpoint_loading_hook_has_no_effect_at_any_value():
+    """Nemotron Omni's temporal_ckpt_compat only registers RADIOViTModel's state-dict pre-hook (Megatron-LM @
+    d98e8a64 : megatron/core/models/vision/radio.py): read at any value, the estimate is the one without it."""
+    on, off = _read(VIT, temporal_ckpt_compat=True), _read(VIT)
+    assert estimate(on.config).peak.device_bytes == estimate(off.config).peak.device_bytes
 
 
 def test_defaults_are_silent():
@@ -84,7 +102,39 @@ def test_the_qwen3_vl_sft_recipe_reads_with_its_tower():
     assert encoder - both == 490_959_872
 
 
-def test_the_recipe_refuses_a_frozen_language_model_by_name():
+def test_the_recipe_with_its_language_model_and_encoder_frozen():
+    """The Qwen3-VL pretrain recipes' freeze settings (Megatron-Bridge @ 067f987d : recipes/qwen_vl/h100/qwen3_vl.py
+    ``freeze_language_model = True``, ``freeze_vision_model = True``) on the SFT recipe's layout: only the merger
+    and the deepstack mergers train, 30,679,808 + 92,060,160 = 122,739,968 parameters on the first (only) stage:
+    fp32 gradients 4 B x 122,739,968 = 490,959,872 bytes, Adam's 12 B sharded over the 8 data-parallel ranks,
+    12 x 122,739,968 / 8 = 184,109,952 bytes."""
     from estimator.formats.bridge.recipes import read_bridge_recipe
-    with pytest.raises(BridgeRefusedError, match="model.freeze_language_model"):
-        read_bridge_recipe(RECIPE, ["model.freeze_language_model=true"])
+    imp = read_bridge_recipe(RECIPE, ["model.freeze_language_model=true", "model.freeze_vision_model=true"])
+    s = estimate(imp.config).stages[0]
+    assert (s.gradients_bytes, s.optimizer_bytes) == (490_959_872, 184_109_952)
+
+
+def test_the_tower_of_a_recipe_comes_from_its_hugging_face_model():
+    """hf_tower reads the tower through the offline catalog: Qwen3-VL-8B-Instruct's 27 layers of width 1152 and
+    three deepstack mergers into the language model's 4096; a text model and an id outside the catalog give none."""
+    from estimator.formats.bridge.multimodal import hf_tower
+    tower = hf_tower("Qwen/Qwen3-VL-8B-Instruct")
+    assert (tower["vision_num_layers"], tower["vision_hidden_size"], tower["vision_out_hidden_size"],
+            tower["vision_deepstack_mergers"]) == (27, 1152, 4096, 3)
+    assert hf_tower("Qwen/Qwen3-8B") is None
+    assert hf_tower("nobody/not-a-model") is None
+
+
+def test_a_pretrain_recipe_without_a_preset_takes_model_and_tower_from_hugging_face():
+    """qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config (Megatron-Bridge @ 067f987d : recipes/qwen_vl/h100/qwen3_vl.py:
+    AutoBridge.from_hf_pretrained("Qwen/Qwen3-VL-8B-Instruct"), TP 4 on 4 GPUs, language model and encoder frozen).
+    Only the merger and the three deepstack mergers train. Merged width 4 x 1152 = 4608. Merger: fc1 4608^2 + 4608 =
+    21,238,272 and fc2 4608 x 4096 = 18,874,368 split over TP 4 (10,028,160 a GPU), its LayerNorm 2 x 1152 and fc2's
+    bias 4096 replicated (6,400): 10,034,560. A deepstack merger: the same linears, a LayerNorm over 4608
+    (9,216) and fc2's bias replicated: 10,028,160 + 13,312 = 10,041,472, three of them 30,124,416. Trained a GPU:
+    40,158,976 parameters; fp32 gradients 4 B each = 160,635,904 bytes; Adam 12 B, DP 1: 481,907,712 bytes."""
+    from estimator.formats.bridge.recipes import RECIPES, read_bridge_recipe
+    name = "qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config"
+    assert RECIPES[name]["preset"] is None and RECIPES[name]["hf"] == "Qwen/Qwen3-VL-8B-Instruct"
+    s = estimate(read_bridge_recipe(name).config).stages[0]
+    assert (s.gradients_bytes, s.optimizer_bytes) == (160_635_904, 481_907_712)

@@ -1,0 +1,95 @@
+"""A frozen language model (training.freeze_language_model, estimator/memory/features/frozen_language.py): weights
+only for the language model, gradients and optimizer states for the trained part of the vision tower, and the
+decoder's saved tensors without the frozen linears' inputs. Expected values are worked out by hand in each docstring.
+
+Model (tests/memory/test_vision.py): a GPT of 4 layers, h 512, 8 heads, vocabulary 1000, Megatron's default SwiGLU
+width int(4 x 512 x 2/3 / 64) x 64 = 1344, sequence 4096, micro-batch 1, one GPU, bf16 weights, fp32 gradients,
+Adam (12 B per trained parameter); a vision tower whose merger has 197,504 parameters and whose encoder 312,768.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import estimate
+from estimator.config.errors import ConfigError
+from tests.conftest import make_config
+from tests.memory.test_vision import ENCODER, MERGER, MODEL, VIT
+
+#: Qwen3-VL's pretrain recipes: the encoder and the language model frozen, the merger trained.
+RECIPE = dict(images_per_sample=2, freeze_vision_model=True, freeze_language_model=True)
+
+
+def _stage(model=VIT, parallelism=None, **training):
+    return estimate(make_config(model, parallelism, training)).stages
+
+
+def test_only_the_merger_keeps_gradients_and_optimizer_states():
+    """Everything but the merger frozen: gradients 4 B x 197,504 = 790,016, optimizer states 12 B x 197,504 =
+    2,370,048; the weights stay those of the run with the language model trained (2 B per parameter)."""
+    trained = _stage(images_per_sample=2, freeze_vision_model=True)[0]
+    frozen = _stage(**RECIPE)[0]
+    assert (frozen.gradients_bytes, frozen.optimizer_bytes) == (790_016, 2_370_048)
+    assert frozen.weights_bytes == trained.weights_bytes
+
+
+def test_a_trained_tower_with_a_frozen_language_model():
+    """Encoder and merger trained: 4 B and 12 B x (312,768 + 197,504 = 510,272) = 2,041,088 and 6,123,264."""
+    s = _stage(images_per_sample=2, freeze_language_model=True)[0]
+    assert (s.gradients_bytes, s.optimizer_bytes) == (4 * (ENCODER + MERGER), 12 * (ENCODER + MERGER)) \
+        == (2_041_088, 6_123_264)
+
+
+def test_the_frozen_linears_save_no_inputs():
+    """B = 2 bytes, T = 4096 tokens (no tensor or sequence parallelism). Per layer the frozen QKV linear drops its
+    input (the attention norm's output, 2 x 4096 x 512 = 4,194,304), fc1 its input (the MLP norm's output, 4,194,304)
+    and fc2 its input (the SwiGLU output, 2 x 4096 x 1344 = 11,010,048): 19,398,656 a layer, 77,594,624 for 4; the
+    frozen output layer (Megatron-Core's LinearWithFrozenWeight) does not keep the final norm's output,
+    2 x 4096 x 512 = 4,194,304. Together 81,788,928 bytes less. The merger's own tensors stay (its inputs come from
+    the frozen encoder but its weights train)."""
+    trained = _stage(images_per_sample=2, freeze_vision_model=True)[0]
+    frozen = _stage(**RECIPE)[0]
+    assert trained.activations_bytes - frozen.activations_bytes == 81_788_928
+    assert trained.activations["output"] - frozen.activations["output"] == 4_194_304
+    assert frozen.activations["embedding"] == trained.activations["embedding"] == 815_360
+
+
+def test_no_weight_gradient_buffers_for_the_frozen_weights():
+    """Transformer Engine makes its dummy weight-gradient tensors only for weights that need a gradient: none is
+    left on a stage whose weights are all frozen."""
+    assert "te_dummy_wgrad" in _stage(images_per_sample=2, freeze_vision_model=True)[0].transient
+    assert "te_dummy_wgrad" not in _stage(**RECIPE)[0].transient
+
+
+def test_a_stage_without_the_tower_trains_nothing():
+    """PP 2: the tower sits on stage 0, so stage 1 (layers 3-4, the output layer) has no gradient and no optimizer
+    state; its weights stay."""
+    par = {"pipeline_model_parallel_size": 2}
+    trained = _stage(VIT, par, world_size=2, images_per_sample=2, freeze_vision_model=True)
+    frozen = _stage(VIT, par, world_size=2, **RECIPE)
+    assert (frozen[1].gradients_bytes, frozen[1].optimizer_bytes) == (0, 0)
+    assert frozen[1].weights_bytes == trained[1].weights_bytes
+    assert (frozen[0].gradients_bytes, frozen[0].optimizer_bytes) == (790_016, 2_370_048)
+
+
+@pytest.mark.parametrize("model, training, words", [
+    (MODEL, {"freeze_language_model": True}, "needs a model with a vision tower"),
+    (VIT, {"freeze_language_model": True, "freeze_vision_model": True, "freeze_vision_projection": True},
+     "nothing trains"),
+    (VIT, {"freeze_language_model": True, "peft": "lora"}, "training.peft"),
+    (VIT, {"freeze_language_model": True, "reserved_memory_model": "replay"}, "replay"),
+])
+def test_bad_combinations_name_the_field(model, training, words):
+    with pytest.raises(ConfigError, match=words) as err:
+        estimate(make_config(model, None, training))
+    assert "training.freeze_language_model" in str(err.value)
+
+
+def test_the_layout_search_does_not_prune_by_trained_states():
+    """The search's plain-Adam lower bound on model states does not hold with the language model frozen (its states
+    shrink to the weights): on 8 GPUs every layout it returns carries the estimate's own peak."""
+    import estimator
+    res = estimator.search(make_config(VIT, None, {**RECIPE, "world_size": 8}), num_gpus=8, gpu="H100-80GB")
+    assert res.layouts
+    for layout in res.layouts[:4]:
+        assert layout.peak_device_bytes == estimate(layout.config).peak.device_bytes
