@@ -33,6 +33,7 @@ the reason (the caller names the field).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import NamedTuple
@@ -223,10 +224,11 @@ _VISION_DIMS = ("vision_hidden_size", "vision_num_attention_heads", "vision_ffn_
 
 def _vision_rules(cfg) -> list[Problem]:
     """The vision tower (estimator/model/vision.py, estimator/memory/vision.py): its dimensions come together; the
-    language model's tensor-parallel size splits its heads, its MLP and its merger (Megatron-Core's
+    language model's tensor-parallel size splits a qwen3_vl tower's heads, its MLP and its merger (Megatron-Core's
     ColumnParallelLinear divides the output width by it: Megatron-Bridge @ 067f987d : modelling_qwen3_vl/
-    transformer_config.py ``get_vision_model_config`` copies tensor_model_parallel_size); images need a tower, a
-    resolution that whole merged patches tile, and their tokens fit in the sequence."""
+    transformer_config.py ``get_vision_model_config`` copies tensor_model_parallel_size; a qwen2_5_vl tower is
+    Hugging Face's module, whole on every rank); deepstack mergers and learned positions are qwen3_vl's only; images
+    need a tower, a resolution that whole merged patches tile, and their tokens fit in the sequence."""
     m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
     out: list[Problem] = []
     if m.vision_num_layers is None:
@@ -240,6 +242,9 @@ def _vision_rules(cfg) -> list[Problem]:
         if m.vision_deepstack_mergers:
             out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, "applies only with a "
                                "vision tower (set model.vision_num_layers); 0 without one"))
+        if m.vision_model_type != "qwen3_vl":
+            out.append(Problem("model.vision_model_type", m.vision_model_type, "applies only with a vision tower "
+                               "(set model.vision_num_layers)"))
         for name in ("freeze_vision_model", "freeze_vision_projection"):
             if getattr(tr, name):
                 out.append(Problem("training." + name, True, "needs a model with a vision tower "
@@ -260,12 +265,23 @@ def _vision_rules(cfg) -> list[Problem]:
     if hv % heads:
         out.append(Problem("model.vision_hidden_size", hv, f"must be a multiple of vision_num_attention_heads "
                            f"({heads}): the tower has no head width of its own"))
+    kind = m.vision_model_type
+    if kind != "qwen3_vl":          # estimator/model/vision.py KINDS: only qwen3_vl has these parts
+        if m.vision_deepstack_mergers:
+            out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"applies only to the "
+                               f"qwen3_vl tower (Qwen3-VL's deepstack mergers); 0 for vision_model_type {kind}"))
+        default = next(f.default for f in dataclasses.fields(m) if f.name == "vision_num_position_embeddings")
+        if m.vision_num_position_embeddings != default:
+            out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
+                               f"applies only to the qwen3_vl tower (learned positions); the {kind} tower's "
+                               f"positions are rotary, without weights: leave it at {default}"))
     wide = m.vision_spatial_merge_size ** 2 * hv
+    split = kind == "qwen3_vl"      # the qwen2_5_vl tower is Hugging Face's module, whole on every TP rank
     for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):
-        if n % t:
+        if split and n % t:
             out.append(Problem("model." + name, n, f"must be a multiple of tensor_model_parallel_size ({t}): the "
                                "vision tower is split over the language model's tensor-parallel ranks"))
-    if wide % t:
+    if split and wide % t:
         out.append(Problem("model.vision_hidden_size", hv, f"x vision_spatial_merge_size^2 ({wide}, the patch "
                            f"merger's width) must be a multiple of tensor_model_parallel_size ({t})"))
     side = m.vision_patch_size * m.vision_spatial_merge_size

@@ -1,11 +1,12 @@
 """The vision tower's memory on the first pipeline stage: its weights, gradients and optimizer states, and the
 activations one micro-batch of images keeps (estimator/model/vision.py for the tower's parameters and sources).
 
-States: the tower's parameters sit on the first stage (Megatron-Bridge @ 067f987d :
-src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/model.py ``Qwen3VLModel.__init__`` builds ``vision_model``
-only where ``pre_process``), split over the language model's tensor-parallel ranks (``get_vision_model_config``
-copies ``tensor_model_parallel_size``) and replicated over the data-parallel ones like any dense parameter. Trained
-parameters hold weights, gradients and optimizer states as the language model's dense parameters do; frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
+States (the ``qwen3_vl`` tower; the ``qwen2_5_vl`` one is described at the end): the tower's parameters sit on
+the first stage (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/model.py
+``Qwen3VLModel.__init__`` builds ``vision_model`` only where ``pre_process``), split over the language model's
+tensor-parallel ranks (``get_vision_model_config`` copies ``tensor_model_parallel_size``) and replicated over the
+data-parallel ones like any dense parameter. Trained parameters hold weights, gradients and optimizer states as the
+language model's dense parameters do; frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
 ``freeze_vision_projection``: the patch merger; ``Qwen3VLModel.freeze`` sets ``requires_grad`` false, and the
 distributed optimizer and DDP skip them) hold their weights only, in the weights' dtype. The tower runs in bf16 even
 in an FP8 run: ``get_vision_model_config`` builds a fresh ``Qwen3VLTransformerConfig`` and copies no ``fp8`` setting
@@ -41,6 +42,35 @@ under 0.1 MiB for a thousand image tokens), and the transposed copies are transi
 With the tower frozen (``freeze_vision_model``) only the mergers' parts are kept (their inputs need no gradient);
 with the mergers frozen too nothing is (no tensor on the way needs a gradient). The images' tokens are part of the
 language model's sequence (``training.seq_length``), so the language model's own activations do not change.
+
+The ``qwen2_5_vl`` tower (Qwen2.5-VL) is Hugging Face's module, not Megatron-Core layers (Megatron-Bridge @ 067f987d
+: src/megatron/bridge/models/qwen_vl/modeling_qwen25_vl.py ``Qwen25VLModel``): every tensor-parallel rank of the
+first stage holds all of it (its parameters are replicated, their gradients averaged over the tensor-parallel group:
+``hook_hf_module_setattr_for_tp_grad_sync``) and runs it on all the micro-batch's images, so neither its states nor
+its activations divide by t; the language model's recompute settings do not reach it (Bridge never turns on its
+``gradient_checkpointing``), so every layer keeps its tensors. What its autograd graph saves (huggingface/
+transformers @ 00b676f8 : src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, the default ``sdpa``
+attention over each window or full-attention chunk, no dropout), per layer over N patches::
+
+    2 x (4 N hv + 4 N + B N hv)     Qwen2RMSNorm norm1 and norm2: the fp32 upcast (kept by ``pow``), the fp32
+                                    reciprocal root per row, the normalized input cast back (kept by the weight's
+                                    multiply)
+    B N hv                          qkv's input (norm1's output)
+    3 B N hv                        qkv's output: v is a view of it that attention keeps
+    2 B N hv                        q and k after the rotary embedding (cast back from fp32; the rotation's own
+                                    multiplies keep only cos and sin, which need no gradient)
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp per head
+    B N hv                          proj's input (the heads joined again)
+    B N hv                          the MLP's input (norm2's output; gate_proj and up_proj keep the same tensor)
+    4 B N fv                        gate_proj's output (SiLU's input), SiLU's output, up_proj's output (the
+                                    product's inputs) and the product (down_proj's input)
+
+that is (8 + 11 B) N hv + 4 B N fv + 8 N + 4 N heads a layer, all Lv of them, plus the patch embedding's input
+B N C Pt P^2, the rotary cos and sin shared by every layer 2 x 4 N hv / heads, and the merger (Qwen2_5_VLPatchMerger:
+ln_q an RMSNorm over hv as above, fc1's input, the GELU's input and output) (4 + 4 B) N hv + 4 N. With the tower
+frozen the merger alone keeps the normalized input, fc1's input and output and the GELU's output: 4 B N hv. The
+window reordering's int64 indices (8 bytes a merged token, twice) are not counted. The backward pass's working set
+is taken as the MLP's: the product's gradient and the two of its inputs, 3 B N fv (or the merger's 2 B N hv).
 """
 
 from __future__ import annotations
@@ -50,7 +80,7 @@ from typing import NamedTuple
 
 from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
-from ..model.vision import image_patches, vision_params
+from ..model.vision import image_patches, tower_kind, vision_params
 from .activations import context, held_per_layer, layer_activations
 
 __all__ = ["VisionStage", "vision_stage"]
@@ -93,6 +123,19 @@ def _vit_config(r: Resolved, tokens: int):
     return replace(cfg, model=model, training=training, parallelism=parallelism, precision=precision)
 
 
+def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of a Hugging Face Qwen2.5-VL tower for ``n`` patches: the tensors its
+    autograd graph keeps (see the module docstring), on every tensor-parallel rank alike."""
+    hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    if frozen_encoder:      # only the merger's weights want gradients: its norm output, fc1 in and out, GELU out
+        return 4 * B * n * hv, 2 * B * n * hv
+    merger = (4 + 4 * B) * n * hv + 4 * n
+    layer = (8 + 11 * B) * n * hv + 4 * B * n * fv + 8 * n + 4 * n * heads
+    rope = 2 * 4 * n * (hv // heads)
+    patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
+    return patch_in + rope + m.vision_num_layers * layer + merger, max(2 * B * n * hv, 3 * B * n * fv)
+
+
 def vision_stage(r: Resolved) -> VisionStage | None:
     """The vision tower's share of the first stage (None without a vision tower)."""
     cfg = r.cfg
@@ -114,7 +157,9 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
     n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
-    if n and not (fv and fp):
+    if n and not (fv and fp) and tower_kind(m).hugging_face:
+        acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
+    elif n and not (fv and fp):
         B = 4 if cfg.precision.params_dtype == "fp32" else 2
         hv, M = m.vision_hidden_size, m.vision_spatial_merge_size
         wide = (n // (M * M)) * M * M * hv // t

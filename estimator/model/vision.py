@@ -1,19 +1,35 @@
-"""The vision tower of a vision-language model: Qwen3.5's and Qwen3-VL's ViT, patch merger and (Qwen3-VL) deepstack
-mergers, as Megatron-Bridge builds them.
+"""The vision tower of a vision-language model: its parameters by tower kind (``model.vision_model_type``), the
+patch merger and (Qwen3-VL) deepstack mergers, as Megatron-Bridge builds them.
 
-Sources: NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
-``vision_model.py`` (``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger), ``utils.py``
-(``Qwen3VLVisionPatchEmbed``: a Conv3d with bias; ``Qwen3VLVisionPatchMerger``), ``transformer_config.py``
-(``get_vision_model_config``: LayerNorm, biases on every linear, no GQA, tanh-GELU MLP not gated, the language
-model's tensor-parallel size and recompute granularity / method / layer count, no sequence or context parallelism,
-pipeline size 1), ``model.py`` (``Qwen3VLModel``: the tower is built where ``pre_process``, the first pipeline
-stage; ``freeze``); the layer spec is Megatron-Core's ``get_vit_layer_with_transformer_engine_spec``
-(Megatron-LM @ d98e8a64 : megatron/core/models/vision/vit_layer_specs.py: TELayerNormColumnParallelLinear qkv and
-fc1 with the norms fused in, TERowParallelLinear proj and fc2). Symbols: hv hidden width, fv MLP width, Lv layers,
-P patch side, Pt frames per patch, C channels, Np position embeddings, M spatial merge, ho output width (the
-language model's hidden size), t tensor-parallel size.
+Symbols: hv hidden width, fv MLP width, Lv layers, P patch side, Pt frames per patch, C channels, Np position
+embeddings, M spatial merge, ho output width (the language model's hidden size), t tensor-parallel size, n(hv) the
+parameters of one norm over hv (LayerNorm 2 hv, RMSNorm hv).
 
-Parameters::
+The kinds (:data:`KINDS`) differ in
+
+========================  ==============================  ==============================
+                          ``qwen3_vl`` (Qwen3-VL, Qwen3.5)  ``qwen2_5_vl`` (Qwen2.5-VL)
+========================  ==============================  ==============================
+built as                  Megatron-Core ViT layers         Hugging Face's module, whole
+tensor parallelism        split like the language model    replicated on every TP rank
+norms                     LayerNorm (weight and bias)      RMSNorm (weight)
+MLP                       tanh-GELU, not gated             SiLU, gated (gate, up, down)
+biases                    every linear                     every linear
+patch embedding           Conv3d with bias                 Conv3d without bias
+positions                 Np x hv learned                  2-D rotary (no weights)
+attention                 full                             windows, full every few layers
+deepstack mergers         D (deepstack_visual_indexes)     none
+========================  ==============================  ==============================
+
+``qwen3_vl`` (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
+``vision_model.py`` ``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger; ``utils.py``
+``Qwen3VLVisionPatchEmbed``, ``Qwen3VLVisionPatchMerger``; ``transformer_config.py`` ``get_vision_model_config``:
+LayerNorm, biases on every linear, no GQA, tanh-GELU MLP not gated, the language model's tensor-parallel size and
+recompute granularity / method / layer count, no sequence or context parallelism, pipeline size 1; ``model.py``
+``Qwen3VLModel``: the tower is built where ``pre_process``, the first pipeline stage; ``freeze``; the layer spec is
+Megatron-Core's ``get_vit_layer_with_transformer_engine_spec``, Megatron-LM @ d98e8a64 :
+megatron/core/models/vision/vit_layer_specs.py: TELayerNormColumnParallelLinear qkv and fc1 with the norms fused
+in, TERowParallelLinear proj and fc2)::
 
     patch_embed   C Pt P^2 hv + hv                       Conv3d with bias, replicated
     pos_embed     Np hv                                  nn.Embedding, replicated
@@ -31,6 +47,23 @@ Parameters::
                                                          entry, use_postshuffle_norm true, so its LayerNorm spans
                                                          the merged width M^2 hv)
 
+``qwen2_5_vl`` (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modeling_qwen25_vl.py
+``Qwen25VLModel``: ``self.visual`` is transformers' ``Qwen2_5_VisionTransformerPretrainedModel`` built from the
+checkpoint's vision_config where ``pre_process``, every parameter marked ``average_gradients_across_tp_domain``
+by ``hook_hf_module_setattr_for_tp_grad_sync`` (utils/common_utils.py): the whole tower on every tensor-parallel
+rank of the first stage, its gradients averaged over them; ``freeze``: patch_embed and blocks, or the merger.
+The module: huggingface/transformers @ 00b676f8 : src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+``Qwen2_5_VisionPatchEmbed`` (Conv3d, bias=False), ``Qwen2_5_VLVisionBlock`` (norm1, norm2 Qwen2RMSNorm;
+``Qwen2_5_VLVisionAttention`` qkv and proj with bias; ``Qwen2_5_VLMLP`` gate_proj, up_proj, down_proj with bias),
+``Qwen2_5_VLPatchMerger`` (ln_q Qwen2RMSNorm over hv, Linear(M^2 hv, M^2 hv), GELU, Linear(M^2 hv, ho)); the
+positions are rotary, without weights)::
+
+    patch_embed   C Pt P^2 hv                            every part replicated
+    each layer    2 hv                                   norm1, norm2
+                  3 hv^2 + 3 hv + hv^2 + hv              qkv, proj
+                  2 (hv fv + fv) + fv hv + hv            gate_proj, up_proj, down_proj
+    merger        hv + (M^2 hv)^2 + M^2 hv + M^2 hv ho + ho
+
 ``freeze_vision_model`` freezes the patch embedding, the positions and the layers (``Qwen3VLModel.freeze`` turns
 the merger and the deepstack mergers back on unless ``freeze_vision_projection``, which freezes both); frozen
 parameters keep their weights only. D is ``vision_deepstack_mergers``.
@@ -45,12 +78,38 @@ from typing import NamedTuple
 
 from .layers.base import Count
 
-__all__ = ["VisionParams", "has_vision", "image_patches", "image_tokens", "vision_params"]
+__all__ = ["KINDS", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
+           "vision_params"]
+
+
+class TowerKind(NamedTuple):
+    """What one kind of vision tower is built of (the table in the module docstring)."""
+
+    norm: str               # "LayerNorm" (weight and bias) or "RMSNorm" (weight)
+    gated: bool             # gated MLP (gate, up, down) or plain (fc1, fc2)
+    activation: str         # the MLP's activation, as the language model's activation_func names it
+    patch_bias: bool        # the Conv3d patch embedding has a bias
+    learned_positions: bool # vision_num_position_embeddings x hv learned positions (else rotary, no weights)
+    tp_split: bool          # split over the language model's tensor-parallel ranks (else replicated on each)
+    hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
+    deepstack: bool         # may have deepstack mergers
+
+
+#: model.vision_model_type -> its tower kind.
+KINDS: dict[str, TowerKind] = {
+    "qwen3_vl": TowerKind("LayerNorm", False, "gelu", True, True, True, False, True),
+    "qwen2_5_vl": TowerKind("RMSNorm", True, "silu", False, False, False, True, False),
+}
 
 
 def has_vision(m) -> bool:
     """Whether a model section has a vision tower."""
     return m.vision_num_layers is not None
+
+
+def tower_kind(m) -> TowerKind:
+    """The kind of a model section's vision tower."""
+    return KINDS[m.vision_model_type]
 
 
 def image_patches(m, resolution: int) -> int:
@@ -92,18 +151,29 @@ class VisionParams(NamedTuple):
         return self.encoder.total + self.projection.total
 
 
+def _replicated(c: Count) -> Count:
+    return Count(0, c.total)
+
+
 def vision_params(m) -> VisionParams | None:
     """The vision tower's parameters (None without one); see the module docstring."""
     if not has_vision(m):
         return None
+    k = tower_kind(m)
     hv, fv, M = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_spatial_merge_size
     ho = m.vision_out_hidden_size or m.hidden_size
-    patch = Count(0, m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2 * hv + hv)
-    pos = Count(0, m.vision_num_position_embeddings * hv)
-    lin = 3 * hv * hv + hv * hv + hv * fv + fv * hv
-    layer = Count(lin + 3 * hv + fv, 4 * hv + hv + hv)
+    norm = 2 * hv if k.norm == "LayerNorm" else hv
+    patch = Count(0, m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2 * hv
+                  + (hv if k.patch_bias else 0))
+    pos = Count(0, m.vision_num_position_embeddings * hv if k.learned_positions else 0)
+    mlp_in = 2 if k.gated else 1                 # gate and up, or fc1
+    lin = 3 * hv * hv + hv * hv + mlp_in * hv * fv + fv * hv
+    # column-parallel biases (qkv, fc1 / gate and up) split; the norms and the row-parallel biases (proj, fc2) not
+    layer = Count(lin + 3 * hv + mlp_in * fv, 2 * norm + hv + hv)
     wide = M * M * hv
-    merger = Count(wide * wide + wide + wide * ho, 2 * hv + ho)
+    merger = Count(wide * wide + wide + wide * ho, norm + ho)
     D = m.vision_deepstack_mergers
     deep = Count(D * (wide * wide + wide + wide * ho), D * (2 * wide + ho))
+    if not k.tp_split:
+        layer, merger, deep = _replicated(layer), _replicated(merger), _replicated(deep)
     return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, wide * wide + wide * ho, deep)
