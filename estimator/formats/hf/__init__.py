@@ -55,7 +55,7 @@ import with :class:`~estimator.config.errors.UnsupportedError` naming it: a coun
 key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
 bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
 an error naming the key, never an overflow, a hang or a silent 1.0.
-Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5 and Qwen3-VL with their vision
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5, Qwen3-VL and Qwen2.5-VL with their vision
 tower, ...) are mapped by their own functions, each documented with the keys it reads. The package's modules:
 
 - :mod:`.convert`: :func:`from_hf_config`, the supported ``model_type`` table and the dispatch to a family;

@@ -60,6 +60,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "glm_moe_dsa": ("GlmMoeDsaForCausalLM", "GLM-5 (multi-latent attention with DeepSeek sparse attention)"),
     "deepseek_v4": ("DeepseekV4ForCausalLM", "DeepSeek-V4-Flash, DeepSeek-V4-Pro (hybrid compressed attention, "
                     "hyper-connections, hash-routed MoE layers)"),
+    "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2.5-VL (Qwen2 language model, Hugging Face's vision "
+                   "tower with window attention, whole on every TP rank)"),
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
@@ -106,7 +108,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
-    wrapper = hf if mt in QWEN_VISION else None
+    wrapper, wrapper_mt = (hf, mt) if mt in QWEN_VISION else (None, None)
     if mt in WRAPPED:
         hf, mt = text_part(hf, mt, strict)
     elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
@@ -162,7 +164,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
             moe_experts(r, m)
     if wrapper is not None:
-        qwen_vision(wrapper.get("vision_config"), m, strict)
+        qwen_vision(wrapper.get("vision_config"), m, strict, wrapper_mt)
     return {k: m[k] for k in sorted(m, key=MODEL_ORDER.__getitem__)}
 
 

@@ -1,6 +1,7 @@
 """Vision-language wrappers: the language model of a multimodal ``config.json`` is its ``text_config``
-(:func:`text_part`), and the vision towers that are modelled (Qwen3.5's and Qwen3-VL's, :func:`qwen_vision`) are
-read from its ``vision_config`` into the ``model.vision_*`` fields."""
+(:func:`text_part`; Qwen2.5-VL's Hub files keep it flat, at the top level), and the vision towers that are
+modelled (Qwen3.5's and Qwen3-VL's, Qwen2.5-VL's: :func:`qwen_vision`) are read from its ``vision_config`` into
+the ``model.vision_*`` fields, ``model.vision_model_type`` naming the tower's kind."""
 
 from __future__ import annotations
 
@@ -23,17 +24,65 @@ _VISION_INERT = frozenset({"model_type", "initializer_range", "hidden_act", "dee
                            "torch_dtype", "_name_or_path", "transformers_version"})
 
 
-def qwen_vision(vc, m: dict, strict: bool) -> None:
-    """The vision tower of a Qwen3.5 or Qwen3-VL config.json (its vision_config), as Megatron-Bridge builds it
+#: Qwen2.5-VL's vision_config keys that size no tensor: the attention windows (window_size, and the layers that
+#: attend fully, fullatt_block_indexes: the same weights, and attention memory linear in the patches either way),
+#: the video time scale (tokens_per_second) and spatial_patch_size, which transformers' model never reads (the
+#: Conv3d kernel is patch_size): huggingface/transformers @ 00b676f8 : src/transformers/models/qwen2_5_vl/
+#: modeling_qwen2_5_vl.py ``Qwen2_5_VisionTransformerPretrainedModel``.
+_QWEN25_VISION_INERT = frozenset({"window_size", "fullatt_block_indexes", "tokens_per_second", "spatial_patch_size",
+                                  "in_chans"})
+
+
+def _qwen25_vision(vc: dict, m: dict, strict: bool) -> None:
+    """Qwen2.5-VL's tower (Megatron-Bridge @ 067f987d : qwen_vl/modeling_qwen25_vl.py builds transformers'
+    ``Qwen2_5_VisionTransformerPretrainedModel`` from this vision_config): depth, hidden_size, num_heads,
+    intermediate_size (the gated MLP), patch_size, temporal_patch_size, spatial_merge_size and out_hidden_size are
+    required; in_channels is transformers' default 3 when absent, and the older in_chans must agree with it."""
+    fields = {k: v for k, v in _VISION_FIELDS.items() if k not in ("num_position_embeddings", "in_channels")}
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
+                         and k not in _QWEN25_VISION_INERT and k not in PRETRAINED_DEFAULTS
+                         or k in ("num_position_embeddings", "deepstack_visual_indexes"))
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for qwen2_5_vl: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    act = vc.get("hidden_act", "silu")
+    if act != "silu":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Qwen2.5-VL's tower is mapped with "
+                               "its gated SiLU MLP only (silu)")
+    channels = vc.get("in_channels", 3)
+    if "in_chans" in vc and vc["in_chans"] != channels:
+        raise ConfigError(Problem("config.json:vision_config.in_chans", vc["in_chans"], f"must equal in_channels "
+                                  f"({show(channels)}): transformers builds the patch embedding from in_channels"))
+    _read_fields(vc, {**fields, "in_channels": "vision_in_channels"}, m, {"in_channels": 3})
+    m["vision_model_type"] = "qwen2_5_vl"
+
+
+def _read_fields(vc: dict, fields: dict, m: dict, defaults: dict | None = None) -> None:
+    """Each vision_config key of ``fields`` into its model field, an integer within the field's bounds."""
+    for key, name in fields.items():
+        v = vc.get(key, (defaults or {}).get(key))
+        spec = MODEL_SPECS[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not spec.min <= v <= spec.max:
+            raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
+                                      f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
+        m[name] = v
+
+
+def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
+    """The vision tower of a Qwen3.5, Qwen3-VL or (``wrapper`` qwen2_5_vl) Qwen2.5-VL config.json (its
+    vision_config), as Megatron-Bridge builds it. Qwen3.5 and Qwen3-VL
     (modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``: num_layers depth, hidden_size, num_heads
     heads without GQA, ffn intermediate_size, biases on every linear, LayerNorm, tanh-GELU MLP not gated;
     vision_model.py ``Qwen3VLVisionModel``: a Conv3d patch embedding, num_position_embeddings learned positions,
     the patch merger to out_hidden_size; transformer_block.py: one deepstack merger per deepstack_visual_indexes
-    entry, Qwen3-VL's). Every value is required (the tower's parameters depend on them); hidden_act other than
+    entry, Qwen3-VL's): every value is required (the tower's parameters depend on them); hidden_act other than
     gelu_pytorch_tanh is refused: Bridge hard-wires the activation."""
     if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for Qwen3.5 and Qwen3-VL (the "
-                                  "vision tower)"))
+        raise ConfigError(Problem("config.json:vision_config", vc, f"is required for {wrapper} (the vision tower)"))
+    if wrapper == "qwen2_5_vl":
+        _qwen25_vision(vc, m, strict)
+        return
     if strict:
         unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
                          and k not in PRETRAINED_DEFAULTS)
@@ -54,13 +103,7 @@ def qwen_vision(vc, m: dict, strict: bool) -> None:
                                   "distinct tower layer indices in 0..depth-1 (one deepstack merger each)"))
     if deep:
         m["vision_deepstack_mergers"] = len(deep)
-    for key, name in _VISION_FIELDS.items():
-        v = vc.get(key)
-        spec = MODEL_SPECS[name]
-        if isinstance(v, bool) or not isinstance(v, int) or not spec.min <= v <= spec.max:
-            raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
-                                      f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
-        m[name] = v
+    _read_fields(vc, _VISION_FIELDS, m)
 
 
 _QWEN_VL_TOP = frozenset({"video_token_id", "vision_start_token_id", "vision_end_token_id", "audio_token_id"})
@@ -100,11 +143,18 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
     "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
     "qwen3_vl_moe": (("qwen3_vl_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
+    # Megatron-Bridge qwen_vl/qwen25_vl_bridge.py (Qwen25VLBridge): a Qwen2 language model (RMSNorm, SwiGLU, q/k/v
+    # biases; M-RoPE has no weights) and transformers' own Qwen2.5-VL vision tower (_qwen25_vision). The Hub's
+    # config.json files keep the language model's keys flat, at the top level (FLAT_TEXT).
+    "qwen2_5_vl": (("qwen2_5_vl_text",), _VISION_TOP | _QWEN_VL_TOP | {"vision_token_id"}),
 }
 
 
 #: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
-QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe"})
+QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
+#: Wrappers whose config.json may hold the language model's keys at the top level instead of a text_config
+#: (transformers' Qwen2_5_VLConfig reads either).
+FLAT_TEXT = frozenset({"qwen2_5_vl"})
 
 
 def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
@@ -114,10 +164,16 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
     rope_parameters has no weights)."""
     inner, top = WRAPPED[mt]
     text = hf.get("text_config")
+    if text is None and mt in FLAT_TEXT:        # the language model's keys at the top level
+        text = {k: v for k, v in hf.items() if k not in top or k == "tie_word_embeddings"}
+        text["model_type"] = inner[0]
     if not isinstance(text, dict):
         raise ConfigError(Problem("config.json:text_config", text, f"is required for {mt} (the language model)"))
+    if mt in FLAT_TEXT:     # media token ids a re-saved text_config repeats: the wrapper's, sizing no tensor
+        text = {k: v for k, v in text.items() if k not in top - {"tie_word_embeddings"}}
     if strict:
-        unknown = [k for k in hf if k not in top and k not in INERT]
+        unknown = [k for k in hf if k not in top and k not in INERT
+                   and not (mt in FLAT_TEXT and k in text and text[k] == hf[k])]
         if unknown:
             raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
     if hf.get("audio_config") is not None:
@@ -132,7 +188,7 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
                                f"mapped are {', '.join(inner)}")
     out = dict(text)
     target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
-              "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_vl_text": "qwen3",
+              "qwen2_5_vl_text": "qwen2", "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_vl_text": "qwen3",
               "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
     out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
