@@ -428,8 +428,12 @@ class ModelConfig:
                                 "tensor-parallel ranks, LayerNorm, tanh-GELU MLP not gated, learned positions, "
                                 "deepstack mergers. qwen2_5_vl (Qwen2.5-VL): Hugging Face's module, whole on every "
                                 "tensor-parallel rank, RMSNorm, gated SiLU MLP, no patch-embedding bias, rotary "
-                                "positions (vision_num_position_embeddings unused), window attention.", type="str",
-                                choices=("qwen3_vl", "qwen2_5_vl"))
+                                "positions (vision_num_position_embeddings unused), window attention. gemma3_vl "
+                                "(Gemma 3): Hugging Face's SigLIP, whole on every tensor-parallel rank, Conv2d "
+                                "patches (vision_temporal_patch_size 1), learned positions fixing the image side, "
+                                "and a projector that average-pools merge x merge patches, RMS-normalises and "
+                                "projects them with one linear split over TP.", type="str",
+                                choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl"))
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -879,8 +879,10 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                   f"{image_patches(m, tr.image_resolution):,} patches and {image_tokens(m, tr.image_resolution):,} "
                   "tokens each (part of the sequence); their activations are counted with the embedding's"
                   if tr.images_per_sample else "no images (training.images_per_sample 0): no vision activations")
-        split = (f"split over TP {r.t}" if tower_kind(m).tp_split
-                 else f"not split: Hugging Face's module, whole on every tensor-parallel rank (TP {r.t})")
+        kind = tower_kind(m)
+        split = (f"split over TP {r.t}" if kind.tp_split
+                 else f"not split: Hugging Face's module, whole on every tensor-parallel rank (TP {r.t})"
+                 + (", its projector's linear split" if kind.projector == "pool" else ""))
         out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen:,} parameters a GPU, "
                    f"{state}) on the first stage, {split}, in bf16; {images} (estimator/memory/vision.py).")
     out.append("Not modelled: the memory of a failed allocation retry.")

@@ -71,6 +71,26 @@ ln_q an RMSNorm over hv as above, fc1's input, the GELU's input and output) (4 +
 frozen the merger alone keeps the normalized input, fc1's input and output and the GELU's output: 4 B N hv. The
 window reordering's int64 indices (8 bytes a merged token, twice) are not counted. The backward pass's working set
 is taken as the MLP's: the product's gradient and the two of its inputs, 3 B N fv (or the merger's 2 B N hv).
+
+The ``gemma3_vl`` tower (Gemma 3) is Hugging Face's SigLIP vision model, whole on every tensor-parallel rank too
+(Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma_vl/modeling_gemma3_vl.py ``Gemma3VLModel``), each
+image a sequence of its own (no mask). Its autograd graph keeps (huggingface/transformers @ 008f5c8c :
+src/transformers/models/siglip/modeling_siglip.py ``SiglipEncoderLayer``, ``sdpa`` attention), per layer::
+
+    2 x (B N hv + 8 N)              layer_norm1 and layer_norm2 (nn.LayerNorm): the input, fp32 mean and rstd
+    B N hv                          q_proj, k_proj and v_proj's input (layer_norm1's output)
+    3 B N hv                        q, k and v, which attention keeps
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp per head
+    B N hv                          out_proj's input (the heads joined again)
+    B N hv                          fc1's input (layer_norm2's output)
+    2 B N fv                        fc1's output (the tanh GELU's input) and the GELU's output (fc2's input)
+
+that is 9 B N hv + 2 B N fv + 16 N + 4 N heads a layer, all Lv of them; plus the Conv2d's input B N C P^2,
+post_layernorm's input and statistics and the average pool's input (the patches regrouped by image side:
+``AvgPool2d`` keeps its input) 2 B N hv + 8 N, and the projector (Megatron's ``Gemma3VLMultimodalProjector`` over
+the pooled rows R = N / M^2: the RMSNorm's input and fp32 rsigma, the linear's input) 2 B R hv + 4 R, which is all
+that is kept when the tower is frozen and the projector trained. Its backward working set is taken as the MLP's,
+2 B N fv.
 """
 
 from __future__ import annotations
@@ -124,15 +144,25 @@ def _vit_config(r: Resolved, tokens: int):
 
 
 def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
-    """(saved bytes, backward working set) of a Hugging Face Qwen2.5-VL tower for ``n`` patches: the tensors its
-    autograd graph keeps (see the module docstring), on every tensor-parallel rank alike."""
+    """(saved bytes, backward working set) of a tower that is Hugging Face's module (Qwen2.5-VL's, Gemma 3's
+    SigLIP) for ``n`` patches: the tensors its autograd graph keeps (see the module docstring), on every
+    tensor-parallel rank alike."""
     hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
+    if m.vision_model_type == "gemma3_vl":
+        rows = n // m.vision_spatial_merge_size ** 2        # the average pool's output rows, the image tokens
+        projector = 2 * B * rows * hv + 4 * rows            # the projector's RMSNorm input and rsigma, proj's input
+        if frozen_encoder:
+            return projector, 2 * B * rows * hv
+        layer = 9 * B * n * hv + 2 * B * n * fv + 16 * n + 4 * n * heads
+        post = 2 * B * n * hv + 8 * n                       # post_layernorm's input and statistics, the pool's input
+        return (patch_in + m.vision_num_layers * layer + post + projector,
+                max(2 * B * n * hv, 2 * B * n * fv))
     if frozen_encoder:      # only the merger's weights want gradients: its norm output, fc1 in and out, GELU out
         return 4 * B * n * hv, 2 * B * n * hv
     merger = (4 + 4 * B) * n * hv + 4 * n
     layer = (8 + 11 * B) * n * hv + 4 * B * n * fv + 8 * n + 4 * n * heads
     rope = 2 * 4 * n * (hv // heads)
-    patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
     return patch_in + rope + m.vision_num_layers * layer + merger, max(2 * B * n * hv, 3 * B * n * fv)
 
 

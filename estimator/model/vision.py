@@ -7,19 +7,26 @@ parameters of one norm over hv (LayerNorm 2 hv, RMSNorm hv).
 
 The kinds (:data:`KINDS`) differ in
 
-========================  ==============================  ==============================
-                          ``qwen3_vl`` (Qwen3-VL, Qwen3.5)  ``qwen2_5_vl`` (Qwen2.5-VL)
-========================  ==============================  ==============================
-built as                  Megatron-Core ViT layers         Hugging Face's module, whole
-tensor parallelism        split like the language model    replicated on every TP rank
-norms                     LayerNorm (weight and bias)      RMSNorm (weight)
-MLP                       tanh-GELU, not gated             SiLU, gated (gate, up, down)
-biases                    every linear                     every linear
-patch embedding           Conv3d with bias                 Conv3d without bias
-positions                 Np x hv learned                  2-D rotary (no weights)
-attention                 full                             windows, full every few layers
-deepstack mergers         D (deepstack_visual_indexes)     none
-========================  ==============================  ==============================
+==================  ============================  ============================  ============================
+                    ``qwen3_vl`` (Qwen3-VL,       ``qwen2_5_vl`` (Qwen2.5-VL)   ``gemma3_vl`` (Gemma 3)
+                    Qwen3.5)
+==================  ============================  ============================  ============================
+built as            Megatron-Core ViT layers      Hugging Face's module         Hugging Face's SigLIP
+tensor parallelism  split like the language       whole on every TP rank        whole on every TP rank;
+                    model                                                       the projector's linear split
+norms               LayerNorm (weight, bias)      RMSNorm (weight)              LayerNorm, and one after
+                                                                                the last layer
+MLP                 tanh-GELU, not gated          SiLU, gated                   tanh-GELU, not gated
+biases              every linear                  every linear                  every linear of the tower
+patch embedding     Conv3d with bias              Conv3d without bias           Conv2d with bias
+positions           Np x hv learned               2-D rotary (no weights)       Np x hv learned
+attention           full                          windows, full every few       full
+                                                  layers
+projector           merger: norm over hv, fc1     the same, RMSNorm             average pool M x M, RMSNorm
+                    (M^2 hv)^2, GELU, fc2                                       over hv, one linear hv x ho
+                    M^2 hv x ho                                                 without bias
+deepstack mergers   D (deepstack_visual_indexes)  none                          none
+==================  ============================  ============================  ============================
 
 ``qwen3_vl`` (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
 ``vision_model.py`` ``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger; ``utils.py``
@@ -64,6 +71,23 @@ positions are rotary, without weights)::
                   2 (hv fv + fv) + fv hv + hv            gate_proj, up_proj, down_proj
     merger        hv + (M^2 hv)^2 + M^2 hv + M^2 hv ho + ho
 
+``gemma3_vl`` (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma_vl/modeling_gemma3_vl.py
+``Gemma3VLModel``: ``vision_tower`` is transformers' ``SiglipVisionModel``'s ``vision_model`` built from the
+vision_config with ``vision_use_head`` false, where ``pre_process``, marked for TP gradient averaging like
+Qwen2.5-VL's; ``Gemma3VLMultimodalProjector``: ``nn.AvgPool2d`` of side sqrt(Np) / sqrt(mm_tokens_per_image), a
+TENorm RMSNorm over hv and a ColumnParallelLinear hv x ho without bias, gather_output, split over TP;
+``freeze``: the whole vision_tower, or the projector. The tower: huggingface/transformers @ 008f5c8c :
+src/transformers/models/siglip/modeling_siglip.py ``SiglipVisionEmbeddings`` (Conv2d with bias, an nn.Embedding of
+num_patches positions), ``SiglipEncoderLayer`` (layer_norm1, q/k/v/out_proj with bias, layer_norm2, fc1 / fc2 with
+bias), ``post_layernorm``)::
+
+    patch_embed   C P^2 hv + hv                          Pt = 1 (vision_temporal_patch_size 1)
+    pos_embed     Np hv                                  Np = (image_size / P)^2
+    each layer    4 hv + 4 hv^2 + 4 hv + hv fv + fv + fv hv + hv   (the qwen3_vl layer's count), replicated
+    post norm     2 hv                                   part of the tower (freeze_vision_model freezes it)
+    projector     hv                                     mm_soft_embed_norm, replicated
+                  hv ho                                  proj, column-parallel
+
 ``freeze_vision_model`` freezes the patch embedding, the positions and the layers (``Qwen3VLModel.freeze`` turns
 the merger and the deepstack mergers back on unless ``freeze_vision_projection``, which freezes both); frozen
 parameters keep their weights only. D is ``vision_deepstack_mergers``.
@@ -88,17 +112,20 @@ class TowerKind(NamedTuple):
     norm: str               # "LayerNorm" (weight and bias) or "RMSNorm" (weight)
     gated: bool             # gated MLP (gate, up, down) or plain (fc1, fc2)
     activation: str         # the MLP's activation, as the language model's activation_func names it
-    patch_bias: bool        # the Conv3d patch embedding has a bias
+    patch_bias: bool        # the patch embedding has a bias
     learned_positions: bool # vision_num_position_embeddings x hv learned positions (else rotary, no weights)
-    tp_split: bool          # split over the language model's tensor-parallel ranks (else replicated on each)
+    tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
     hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
     deepstack: bool         # may have deepstack mergers
+    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv) or "pool" (average pool, norm, linear)
+    post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
 
 
 #: model.vision_model_type -> its tower kind.
 KINDS: dict[str, TowerKind] = {
     "qwen3_vl": TowerKind("LayerNorm", False, "gelu", True, True, True, False, True),
     "qwen2_5_vl": TowerKind("RMSNorm", True, "silu", False, False, False, True, False),
+    "gemma3_vl": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "pool", True),
 }
 
 
@@ -134,6 +161,7 @@ class VisionParams(NamedTuple):
     linear_layer: int    # linear-layer weights of one layer (sharded: qkv, proj, fc1, fc2)
     linear_merger: int   # linear-layer weights of the merger (fc1, fc2)
     deepstack: Count = Count(0, 0)   # every deepstack merger together (Qwen3-VL)
+    post_norm: Count = Count(0, 0)   # the norm after the last layer (SigLIP)
 
     @property
     def projection(self) -> Count:
@@ -142,9 +170,9 @@ class VisionParams(NamedTuple):
 
     @property
     def encoder(self) -> Count:
-        """Patch embedding, positions and layers: what freeze_vision_model freezes."""
-        return self.patch_embed + self.pos_embed + Count(self.layers * self.layer.sharded,
-                                                         self.layers * self.layer.replicated)
+        """Patch embedding, positions, layers and the final norm: what freeze_vision_model freezes."""
+        return self.patch_embed + self.pos_embed + self.post_norm + Count(self.layers * self.layer.sharded,
+                                                                          self.layers * self.layer.replicated)
 
     @property
     def total(self) -> int:
@@ -164,16 +192,22 @@ def vision_params(m) -> VisionParams | None:
     ho = m.vision_out_hidden_size or m.hidden_size
     norm = 2 * hv if k.norm == "LayerNorm" else hv
     patch = Count(0, m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2 * hv
-                  + (hv if k.patch_bias else 0))
+                  + (hv if k.patch_bias else 0))      # Conv3d (Conv2d when Pt is 1)
     pos = Count(0, m.vision_num_position_embeddings * hv if k.learned_positions else 0)
     mlp_in = 2 if k.gated else 1                 # gate and up, or fc1
     lin = 3 * hv * hv + hv * hv + mlp_in * hv * fv + fv * hv
     # column-parallel biases (qkv, fc1 / gate and up) split; the norms and the row-parallel biases (proj, fc2) not
     layer = Count(lin + 3 * hv + mlp_in * fv, 2 * norm + hv + hv)
     wide = M * M * hv
-    merger = Count(wide * wide + wide + wide * ho, norm + ho)
+    if k.projector == "pool":       # RMSNorm over hv (replicated), one linear hv x ho without bias (column-parallel)
+        merger, linear_merger = Count(hv * ho, hv), hv * ho
+    else:
+        merger, linear_merger = Count(wide * wide + wide + wide * ho, norm + ho), wide * wide + wide * ho
     D = m.vision_deepstack_mergers
     deep = Count(D * (wide * wide + wide + wide * ho), D * (2 * wide + ho))
     if not k.tp_split:
-        layer, merger, deep = _replicated(layer), _replicated(merger), _replicated(deep)
-    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, wide * wide + wide * ho, deep)
+        layer, deep = _replicated(layer), _replicated(deep)
+        if k.projector != "pool":   # Qwen2.5-VL's merger is part of Hugging Face's module
+            merger = _replicated(merger)
+    post = Count(0, 2 * hv if k.post_norm else 0)
+    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post)

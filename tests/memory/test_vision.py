@@ -269,6 +269,9 @@ def test_qwen2_5_vl_activations_by_hand():
     ({**VIT25, "vision_num_position_embeddings": 1024}, "positions are rotary"),
     ({**MODEL, "vision_model_type": "qwen2_5_vl"}, "model.vision_model_type"),
     ({**VIT, "vision_model_type": "siglip9"}, "vision_model_type"),
+    ({**VIT, "vision_model_type": "gemma3_vl"}, "must be 1 for the gemma3_vl tower"),
+    ({**VIT, "vision_model_type": "gemma3_vl", "vision_temporal_patch_size": 1,
+      "vision_num_position_embeddings": 1000}, "square of the patches per image side"),
 ])
 def test_bad_tower_kind_settings_name_the_field(model, words):
     with pytest.raises(ConfigError, match=words):

@@ -12,7 +12,7 @@ from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import gqa, map_llama4, map_mimo, map_nemotron_nas, map_olmo2, map_phi3, moe_experts
 from .moe import map_bailing_moe, map_ernie4_5_moe, map_gpt_oss, map_minimax_m2
-from .multimodal import QWEN_VISION, WRAPPED, qwen_vision, text_part
+from .multimodal import VISION_TOWERS, WRAPPED, read_vision, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
 
@@ -36,6 +36,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
     "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
     "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
+    "gemma3": ("Gemma3ForConditionalGeneration", "Gemma 3 4B, 12B, 27B (Gemma 3 language model, SigLIP vision tower "
+               "and its pooling projector)"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE and 31B dense (text part; the vision tower is not "
                "counted)"),
     "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE and 31B dense (text)"),
@@ -108,7 +110,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
-    wrapper, wrapper_mt = (hf, mt) if mt in QWEN_VISION else (None, None)
+    wrapper, wrapper_mt = (hf, mt) if mt in VISION_TOWERS else (None, None)
     if mt in WRAPPED:
         hf, mt = text_part(hf, mt, strict)
     elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
@@ -164,7 +166,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
             moe_experts(r, m)
     if wrapper is not None:
-        qwen_vision(wrapper.get("vision_config"), m, strict, wrapper_mt)
+        read_vision(wrapper, wrapper_mt, m, strict)
     return {k: m[k] for k in sorted(m, key=MODEL_ORDER.__getitem__)}
 
 

@@ -5,6 +5,8 @@ the ``model.vision_*`` fields, ``model.vision_model_type`` naming the tower's ki
 
 from __future__ import annotations
 
+import math
+
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .keys import INERT, PRETRAINED_DEFAULTS
 from .reader import LISTED_KEYS, MODEL_SPECS
@@ -67,6 +69,55 @@ def _read_fields(vc: dict, fields: dict, m: dict, defaults: dict | None = None) 
             raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
                                       f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
         m[name] = v
+
+
+#: Gemma 3's SigLIP vision_config: the keys that size its tensors (each required: transformers' SiglipVisionConfig
+#: defaults changed between releases) -> the model field, and the keys that size none. vision_use_head is forced
+#: false by Megatron-Bridge (gemma_vl/gemma3_vl_bridge.py), so the pooling head is never built.
+_SIGLIP_FIELDS = {"num_hidden_layers": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                  "num_attention_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                  "patch_size": "vision_patch_size", "num_channels": "vision_in_channels"}
+_SIGLIP_INERT = frozenset({"model_type", "vision_use_head", "layer_norm_eps", "initializer_range", "dtype",
+                           "torch_dtype", "_name_or_path", "transformers_version", "image_size", "hidden_act",
+                           "attention_dropout"})
+
+
+def siglip_vision(vc, m: dict, strict: bool, tokens_per_image) -> None:
+    """Gemma 3's vision tower, transformers' SigLIP vision model as Megatron-Bridge builds it
+    (gemma_vl/modeling_gemma3_vl.py ``Gemma3VLModel``), and its projector: num_hidden_layers layers of hidden_size,
+    num_attention_heads heads and a tanh-GELU MLP of intermediate_size, a Conv2d of patch_size over num_channels
+    (transformers' default 3), (image_size / patch_size)^2 learned positions (model.vision_num_position_embeddings),
+    and the projector's average pool of side (image_size / patch_size) / sqrt(mm_tokens_per_image)
+    (model.vision_spatial_merge_size; Gemma3Config's default 256 tokens an image)."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for gemma3 (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _SIGLIP_FIELDS and k not in _SIGLIP_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for gemma3: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    act = vc.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Gemma 3's SigLIP tower is mapped "
+                               "with its tanh GELU (gelu_pytorch_tanh) only")
+    if vc.get("attention_dropout", 0.0) not in (0, 0.0):
+        raise UnsupportedError(f"config.json:vision_config.attention_dropout {show(vc['attention_dropout'])}: only 0 "
+                               "is mapped (the tower's attention keeps no dropout mask)")
+    _read_fields(vc, _SIGLIP_FIELDS, m, {"num_channels": 3})
+    size, patch = vc.get("image_size"), m["vision_patch_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % patch:
+        raise ConfigError(Problem("config.json:vision_config.image_size", size, f"must be a positive multiple of "
+                                  f"patch_size ({patch}): the learned positions cover whole patches"))
+    side = size // patch
+    tokens = 256 if tokens_per_image is None else tokens_per_image
+    pooled = math.isqrt(tokens) if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+    if not pooled or pooled * pooled != tokens or side % pooled:
+        raise ConfigError(Problem("config.json:mm_tokens_per_image", tokens_per_image, f"must be a square number "
+                                  f"whose root divides the {side} patches of an image side (the projector's "
+                                  "average pool)"))
+    m.update(vision_num_position_embeddings=side * side, vision_spatial_merge_size=side // pooled,
+             vision_temporal_patch_size=1, vision_model_type="gemma3_vl")
 
 
 def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
@@ -147,11 +198,37 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # biases; M-RoPE has no weights) and transformers' own Qwen2.5-VL vision tower (_qwen25_vision). The Hub's
     # config.json files keep the language model's keys flat, at the top level (FLAT_TEXT).
     "qwen2_5_vl": (("qwen2_5_vl_text",), _VISION_TOP | _QWEN_VL_TOP | {"vision_token_id"}),
+    # Megatron-Bridge gemma_vl/gemma3_vl_bridge.py (Gemma3VLBridge): the Gemma 3 language model of text_config
+    # (transformers' Gemma3TextConfig defaults fill the keys the Hub files leave out: GEMMA3_TEXT_DEFAULTS) and the
+    # SigLIP vision tower with its projector (siglip_vision).
+    "gemma3": (("gemma3_text",), _VISION_TOP | {"boi_token_index", "eoi_token_index", "mm_tokens_per_image"}),
 }
+
+
+#: transformers' Gemma3TextConfig defaults for the keys that size a tensor (huggingface/transformers @ 008f5c8c :
+#: src/transformers/models/gemma3/configuration_gemma3.py ``Gemma3TextConfig.__init__``): Gemma 3's Hub config.json
+#: files state only what differs from them (google/gemma-3-4b-it's text_config: hidden_size, intermediate_size,
+#: num_hidden_layers, rope_scaling, sliding_window), and transformers, hence Megatron-Bridge, builds the rest so.
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
+                        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131_072,
+                        "rms_norm_eps": 1e-6}
 
 
 #: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
 QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
+#: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
+VISION_TOWERS = QWEN_VISION | {"gemma3"}
+
+
+def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
+    """The vision tower of the ``mt`` wrapper's config.json ``hf`` into the model.vision_* fields of ``m``."""
+    if mt == "gemma3":
+        siglip_vision(hf.get("vision_config"), m, strict, hf.get("mm_tokens_per_image"))
+    else:
+        qwen_vision(hf.get("vision_config"), m, strict, mt)
+
+
 #: Wrappers whose config.json may hold the language model's keys at the top level instead of a text_config
 #: (transformers' Qwen2_5_VLConfig reads either).
 FLAT_TEXT = frozenset({"qwen2_5_vl"})
@@ -169,6 +246,8 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
         text["model_type"] = inner[0]
     if not isinstance(text, dict):
         raise ConfigError(Problem("config.json:text_config", text, f"is required for {mt} (the language model)"))
+    if mt == "gemma3":
+        text = {**GEMMA3_TEXT_DEFAULTS, **text}
     if mt in FLAT_TEXT:     # media token ids a re-saved text_config repeats: the wrapper's, sizing no tensor
         text = {k: v for k, v in text.items() if k not in top - {"tie_word_embeddings"}}
     if strict:
