@@ -276,6 +276,9 @@ def _vision_rules(cfg) -> list[Problem]:
                            f"rotary, without weights: leave it at {default}"))
     if kind == "gemma3_vl":
         out += _siglip_rules(m, tr, t)
+    elif kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
     wide = m.vision_spatial_merge_size ** 2 * hv
     split = kind == "qwen3_vl"      # the other towers are Hugging Face's modules, whole on every TP rank
     for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):

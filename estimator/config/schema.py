@@ -432,8 +432,11 @@ class ModelConfig:
                                 "(Gemma 3): Hugging Face's SigLIP, whole on every tensor-parallel rank, Conv2d "
                                 "patches (vision_temporal_patch_size 1), learned positions fixing the image side, "
                                 "and a projector that average-pools merge x merge patches, RMS-normalises and "
-                                "projects them with one linear split over TP.", type="str",
-                                choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl"))
+                                "projects them with one linear split over TP. kimi_k25 (Kimi K2.5's MoonViT): "
+                                "the checkpoint's own module, whole on every tensor-parallel rank, SigLIP-shaped "
+                                "layers, Conv2d patches, learned positions interpolated to each image, a final "
+                                "LayerNorm, and a patch merger (LayerNorm, fc1, GELU, fc2), replicated too.",
+                                type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25"))
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -91,6 +91,24 @@ post_layernorm's input and statistics and the average pool's input (the patches 
 the pooled rows R = N / M^2: the RMSNorm's input and fp32 rsigma, the linear's input) 2 B R hv + 4 R, which is all
 that is kept when the tower is frozen and the projector trained. Its backward working set is taken as the MLP's,
 2 B N fv.
+
+The ``kimi_k25`` tower (Kimi K2.5's MoonViT and its PatchMergerMLP, the checkpoint's own modules; Megatron-Bridge @
+067f987d : src/megatron/bridge/models/kimi_vl/modeling_kimi_k25_vl.py) is whole on every tensor-parallel rank too,
+every image a packed sequence of its own under flash attention (``_configure_kimi_vision_attention``; without
+flash-attn Bridge falls back to eager attention, whose N^2 scores are not modelled). Per layer (norm0, packed qkv,
+the complex rotary embedding, flash attention, out projection, norm1, fc0, the tanh GELU, fc1)::
+
+    2 x (B N hv + 8 N)              norm0 and norm1: the input, fp32 mean and rstd
+    2 B N hv                        the qkv projection's input (norm0's output) and fc0's input (norm1's output)
+    3 B N hv                        the packed qkv output (v is a view of it that attention keeps)
+    2 B N hv                        q and k after the rotary embedding (the complex multiply keeps only the table)
+    B N hv + 4 N heads              attention's output, also the out projection's input, and its log-sum-exp
+    2 B N fv                        fc0's output (the GELU's input) and the GELU's output (fc1's input)
+
+that is 10 B N hv + 2 B N fv + 16 N + 4 N heads a layer; plus the Conv2d's input B N C P^2, the complex64 rotary
+table 4 N hv / heads, final_layernorm's input and statistics B N hv + 8 N, and the merger (pre_norm's input and
+statistics, fc0's input and output, fc1's input over N / M^2 rows of M^2 hv) 4 B N hv + 8 N, which is also what a
+frozen tower leaves. Backward working set: the MLP's, 2 B N fv.
 """
 
 from __future__ import annotations
@@ -157,6 +175,15 @@ def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[
         layer = 9 * B * n * hv + 2 * B * n * fv + 16 * n + 4 * n * heads
         post = 2 * B * n * hv + 8 * n                       # post_layernorm's input and statistics, the pool's input
         return (patch_in + m.vision_num_layers * layer + post + projector,
+                max(2 * B * n * hv, 2 * B * n * fv))
+    if m.vision_model_type == "kimi_k25":
+        merger = 4 * B * n * hv + 8 * n     # pre_norm's input and statistics, fc0's input and output, fc1's input
+        if frozen_encoder:
+            return merger, 2 * B * n * hv
+        layer = 10 * B * n * hv + 2 * B * n * fv + 16 * n + 4 * n * heads
+        final = B * n * hv + 8 * n          # final_layernorm's input and statistics
+        rope = 4 * n * (hv // heads)        # the complex64 rotary table, shared by every layer
+        return (patch_in + rope + m.vision_num_layers * layer + final + merger,
                 max(2 * B * n * hv, 2 * B * n * fv))
     if frozen_encoder:      # only the merger's weights want gradients: its norm output, fc1 in and out, GELU out
         return 4 * B * n * hv, 2 * B * n * hv

@@ -28,6 +28,10 @@ projector           merger: norm over hv, fc1     the same, RMSNorm             
 deepstack mergers   D (deepstack_visual_indexes)  none                          none
 ==================  ============================  ============================  ============================
 
+``kimi_k25`` (Kimi K2.5's MoonViT) is built as ``gemma3_vl``'s tower (Hugging Face's module, whole on every TP rank,
+LayerNorm, tanh-GELU MLP, biases, a Conv2d with bias, learned positions interpolated to each image, a final
+LayerNorm) with ``qwen3_vl``'s merger (LayerNorm over hv, fc1, GELU, fc2), replicated too.
+
 ``qwen3_vl`` (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
 ``vision_model.py`` ``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger; ``utils.py``
 ``Qwen3VLVisionPatchEmbed``, ``Qwen3VLVisionPatchMerger``; ``transformer_config.py`` ``get_vision_model_config``:
@@ -88,6 +92,17 @@ bias), ``post_layernorm``)::
     projector     hv                                     mm_soft_embed_norm, replicated
                   hv ho                                  proj, column-parallel
 
+``kimi_k25`` (Kimi K2.5's MoonViT; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi_vl/
+modeling_kimi_k25_vl.py ``KimiK25VLModel``: ``vision_tower`` is the checkpoint's own ``MoonViT3dPretrainedModel`` and
+``mm_projector`` its ``PatchMergerMLP``, both loaded from the repository's remote code and both marked for TP
+gradient averaging: whole on every tensor-parallel rank. The tensors, as sgl-project/sglang @ 00a239e5 :
+python/sglang/srt/models/kimi_k25.py rebuilds them for the checkpoint: ``MoonVision3dPatchEmbed`` a Conv2d with bias
+and a learned init_pos_emb_height x init_pos_emb_width x hv grid, interpolated to each image (the time table is a
+buffer); ``MoonViTEncoderLayer`` norm0 / norm1 LayerNorms, qkv and out projections with bias, an MLP fc0 / fc1 with
+bias and the tanh GELU; ``final_layernorm``; ``PatchMergerMLP`` a LayerNorm over hv, then M^2 hv -> M^2 hv, GELU,
+M^2 hv -> ho, with biases): the qwen3_vl layer and merger counts, with Pt = 1, the final LayerNorm 2 hv, and every
+part replicated.
+
 ``freeze_vision_model`` freezes the patch embedding, the positions and the layers (``Qwen3VLModel.freeze`` turns
 the merger and the deepstack mergers back on unless ``freeze_vision_projection``, which freezes both); frozen
 parameters keep their weights only. D is ``vision_deepstack_mergers``.
@@ -126,6 +141,7 @@ KINDS: dict[str, TowerKind] = {
     "qwen3_vl": TowerKind("LayerNorm", False, "gelu", True, True, True, False, True),
     "qwen2_5_vl": TowerKind("RMSNorm", True, "silu", False, False, False, True, False),
     "gemma3_vl": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "pool", True),
+    "kimi_k25": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "merger", True),
 }
 
 

@@ -276,3 +276,31 @@ def test_qwen2_5_vl_activations_by_hand():
 def test_bad_tower_kind_settings_name_the_field(model, words):
     with pytest.raises(ConfigError, match=words):
         estimate(make_config(model))
+
+
+# The kimi_k25 tower (Kimi K2.5's MoonViT: the checkpoint's own module, whole on every tensor-parallel rank, with its
+# PatchMergerMLP) of the same widths, one frame a patch. By hand: Conv2d with bias 3 x 16^2 x 64 + 64 = 49,216;
+# positions 2304 x 64 = 147,456; each layer as qwen3_vl's, 33,472, two 66,944; final LayerNorm 128: encoder 263,744;
+# merger as qwen3_vl's 197,504, all replicated. Tower 461,248.
+VITK = {**VIT, "vision_model_type": "kimi_k25", "vision_temporal_patch_size": 1}
+
+
+def test_the_kimi_k25_tower_by_hand_whole_on_every_rank():
+    assert _est(VITK).parameters.vision == 263_744 + 197_504 == 461_248
+    base = _est(MODEL, {"tensor_model_parallel_size": 2}, world_size=2)
+    vit = _est(VITK, {"tensor_model_parallel_size": 2}, world_size=2)
+    assert vit.stages[0].parameters - base.stages[0].parameters == 461_248
+
+
+def test_kimi_k25_activations_by_hand():
+    """2 images of 448 pixels: N = 1568 patches, B = 2, hv 64, fv 128, 4 heads. Each layer keeps
+    10 B N hv + 2 B N fv + 16 N + 4 N heads = 2,007,040 + 802,816 + 25,088 + 25,088 = 2,860,032, two 5,720,064; the
+    Conv2d's input 2 x 1568 x 3 x 256 = 2,408,448; the complex64 rotary table 4 x 1568 x 16 = 100,352;
+    final_layernorm's input and statistics 200,704 + 12,544 = 213,248; the merger 4 B N hv + 8 N = 815,360.
+    9,257,472 bytes, the same at TP 2; the merger's 815,360 with the tower frozen."""
+    def added(par=None, **training):
+        world = {"world_size": (par or {}).get("tensor_model_parallel_size", 1)}
+        return (_est(VITK, par, images_per_sample=2, **world, **training).stages[0].activations_bytes
+                - _est(VITK, par, **world, **training).stages[0].activations_bytes)
+    assert added() == added({"tensor_model_parallel_size": 2}) == 9_257_472
+    assert added(freeze_vision_model=True) == 815_360

@@ -64,7 +64,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                     "hyper-connections, hash-routed MoE layers)"),
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2.5-VL (Qwen2 language model, Hugging Face's vision "
                    "tower with window attention, whole on every TP rank)"),
-    "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
+    "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (DeepSeek-V3's language model, MoonViT vision tower "
+                 "and patch merger)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
 }

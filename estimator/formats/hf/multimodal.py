@@ -120,6 +120,60 @@ def siglip_vision(vc, m: dict, strict: bool, tokens_per_image) -> None:
              vision_temporal_patch_size=1, vision_model_type="gemma3_vl")
 
 
+#: Kimi K2.5's vision_config (MoonViT and its PatchMergerMLP): the keys that size a tensor -> the model field; the
+#: keys whose value is checked because only it is mapped; and the keys that size none (the video time table is a
+#: buffer, video attention and the attention kernel change no tensor, the projector's LayerNorm epsilon neither).
+_MOONVIT_FIELDS = {"vt_num_hidden_layers": "vision_num_layers", "vt_hidden_size": "vision_hidden_size",
+                   "vt_num_attention_heads": "vision_num_attention_heads",
+                   "vt_intermediate_size": "vision_ffn_hidden_size", "patch_size": "vision_patch_size",
+                   "text_hidden_size": "vision_out_hidden_size"}
+_MOONVIT_ONLY = {"merge_type": "sd2_tpool", "mm_projector_type": "patchmerger", "pos_emb_type": "divided_fixed",
+                 "projector_hidden_act": "gelu"}
+_MOONVIT_INERT = frozenset({"model_type", "_attn_implementation", "init_pos_emb_time", "video_attn_type",
+                            "projector_ln_eps", "init_pos_emb_height", "init_pos_emb_width", "merge_kernel_size",
+                            "mm_hidden_size"})
+
+
+def moonvit_vision(vc, m: dict, strict: bool) -> None:
+    """Kimi K2.5's vision tower (MoonViT3dPretrainedModel) and projector (PatchMergerMLP), the checkpoint's own
+    modules as Megatron-Bridge builds them (kimi_vl/modeling_kimi_k25_vl.py): vt_num_hidden_layers layers of
+    vt_hidden_size, vt_num_attention_heads heads and a tanh-GELU MLP of vt_intermediate_size, a Conv2d of patch_size
+    over 3 channels, init_pos_emb_height x init_pos_emb_width learned positions (a square grid, interpolated to each
+    image), and a merger of merge_kernel_size (a square) patches into text_hidden_size. mm_hidden_size must be
+    vt_hidden_size (the merger's input is the tower's output)."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for kimi_k25 (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _MOONVIT_FIELDS and k not in _MOONVIT_ONLY
+                         and k not in _MOONVIT_INERT and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for kimi_k25: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    for key, only in _MOONVIT_ONLY.items():
+        if vc.get(key, only) != only:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for kimi_k25: only {only!r} is "
+                                   "mapped (Kimi K2.5's MoonViT and PatchMergerMLP)")
+    _read_fields(vc, _MOONVIT_FIELDS, m)
+    if vc.get("mm_hidden_size", m["vision_hidden_size"]) != m["vision_hidden_size"]:
+        raise ConfigError(Problem("config.json:vision_config.mm_hidden_size", vc["mm_hidden_size"],
+                                  f"must equal vt_hidden_size ({m['vision_hidden_size']}): the projector reads the "
+                                  "tower's output"))
+    h, w = vc.get("init_pos_emb_height"), vc.get("init_pos_emb_width")
+    if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in (h, w)) or h != w:
+        raise ConfigError(Problem("config.json:vision_config.init_pos_emb_height", h, "must be a positive integer "
+                                  f"equal to init_pos_emb_width ({show(w)}): the learned positions, a square grid"))
+    merge = vc.get("merge_kernel_size")
+    if (not isinstance(merge, list) or len(merge) != 2 or merge[0] != merge[1]
+            or isinstance(merge[0], bool) or not isinstance(merge[0], int) or merge[0] <= 0):
+        raise ConfigError(Problem("config.json:vision_config.merge_kernel_size", merge, "must be [k, k], a square "
+                                  "of patches the projector merges into one token"))
+    if h * w > MODEL_SPECS["vision_num_position_embeddings"].max:
+        raise ConfigError(Problem("config.json:vision_config.init_pos_emb_height", h, "is too large (its square "
+                                  "becomes model.vision_num_position_embeddings)"))
+    m.update(vision_num_position_embeddings=h * w, vision_spatial_merge_size=merge[0], vision_temporal_patch_size=1,
+             vision_in_channels=3, vision_model_type="kimi_k25")
+
+
 def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
     """The vision tower of a Qwen3.5, Qwen3-VL or (``wrapper`` qwen2_5_vl) Qwen2.5-VL config.json (its
     vision_config), as Megatron-Bridge builds it. Qwen3.5 and Qwen3-VL
@@ -167,7 +221,8 @@ _VISION_TOP = frozenset({"text_config", "vision_config", "image_token_index", "i
 #: the wrapper's own keys, which describe the vision tower, projector and media tokens: not counted here).
 WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "llama4": (("llama4_text", "llama4"), _VISION_TOP | {"boi_token_index", "eoi_token_index", "image_processor_config"}),
-    # Megatron-Bridge kimi_vl/kimi_k25_vl_bridge.py: the language model is DeepSeek-V3's (text_config kimi_k2).
+    # Megatron-Bridge kimi_vl/kimi_k25_vl_bridge.py: the language model is DeepSeek-V3's (text_config kimi_k2); the
+    # MoonViT tower and its projector are read from vision_config (moonvit_vision).
     "kimi_k25": (("kimi_k2", "deepseek_v3"), _VISION_TOP | {"media_placeholder_token_id", "use_unified_vision_chunk",
                                                            "video_placeholder"}),
     # Megatron-Bridge ministral3/ministral3_bridge.py (Mistral3ForConditionalGeneration): a Mistral / Ministral 3
@@ -218,13 +273,15 @@ GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediat
 #: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
 QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
 #: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
-VISION_TOWERS = QWEN_VISION | {"gemma3"}
+VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25"}
 
 
 def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
     """The vision tower of the ``mt`` wrapper's config.json ``hf`` into the model.vision_* fields of ``m``."""
     if mt == "gemma3":
         siglip_vision(hf.get("vision_config"), m, strict, hf.get("mm_tokens_per_image"))
+    elif mt == "kimi_k25":
+        moonvit_vision(hf.get("vision_config"), m, strict)
     else:
         qwen_vision(hf.get("vision_config"), m, strict, mt)
 
