@@ -232,7 +232,7 @@ def _vision_rules(cfg) -> list[Problem]:
     m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
     out: list[Problem] = []
     if m.vision_num_layers is None:
-        for name in _VISION_DIMS + ("vision_out_hidden_size",):
+        for name in _VISION_DIMS + ("vision_out_hidden_size", "vision_projector_ffn_hidden_size"):
             if getattr(m, name) is not None:
                 out.append(Problem("model." + name, getattr(m, name), "applies only with a vision tower "
                                    "(set model.vision_num_layers)"))
@@ -276,7 +276,11 @@ def _vision_rules(cfg) -> list[Problem]:
                            f"rotary, without weights: leave it at {default}"))
     if kind == "gemma3_vl":
         out += _siglip_rules(m, tr, t)
-    elif kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
+    if (kind == "glm4v") != (m.vision_projector_ffn_hidden_size is not None):
+        out.append(Problem("model.vision_projector_ffn_hidden_size", m.vision_projector_ffn_hidden_size,
+                           "is required with vision_model_type glm4v (its patch merger's width) and applies to no "
+                           f"other kind (vision_model_type {kind})"))
+    if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
         out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
                            "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
     wide = m.vision_spatial_merge_size ** 2 * hv

@@ -435,8 +435,17 @@ class ModelConfig:
                                 "projects them with one linear split over TP. kimi_k25 (Kimi K2.5's MoonViT): "
                                 "the checkpoint's own module, whole on every tensor-parallel rank, SigLIP-shaped "
                                 "layers, Conv2d patches, learned positions interpolated to each image, a final "
-                                "LayerNorm, and a patch merger (LayerNorm, fc1, GELU, fc2), replicated too.",
-                                type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25"))
+                                "LayerNorm, and a patch merger (LayerNorm, fc1, GELU, fc2), replicated too. "
+                                "glm4v (GLM-4.5V): Hugging Face's module, whole on every tensor-parallel rank, "
+                                "RMSNorm, gated SiLU MLP and attention without biases, learned positions, a "
+                                "strided-convolution downsample and a gated patch merger; Megatron-Bridge's "
+                                "freeze leaves its positions, outer norms and downsample trained.",
+                                type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v"))
+    vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: GLM-4.5V's patch merger, the width of its "
+                                                      "gated MLP (vision_config.intermediate_size; the tower's own "
+                                                      "layers are vision_ffn_hidden_size wide). Required with "
+                                                      "vision_model_type glm4v; null for the other kinds.",
+                                                      type="int", min=1, max=MAX_FFN)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -109,6 +109,21 @@ that is 10 B N hv + 2 B N fv + 16 N + 4 N heads a layer; plus the Conv2d's input
 table 4 N hv / heads, final_layernorm's input and statistics B N hv + 8 N, and the merger (pre_norm's input and
 statistics, fc0's input and output, fc1's input over N / M^2 rows of M^2 hv) 4 B N hv + 8 N, which is also what a
 frozen tower leaves. Backward working set: the MLP's, 2 B N fv.
+
+The ``glm4v`` tower (GLM-4.5V, transformers' ``Glm4vVisionModel``, whole on every tensor-parallel rank:
+Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_vl/modeling_glm_45v.py) has Qwen2.5-VL's layer
+(RMSNorms, rotary q / k, ``sdpa`` attention per image, a gated SiLU MLP of width fv), so a trained layer keeps
+(8 + 11 B) N hv + 4 B N fv + 8 N + 4 N heads. ``GLM45VModel.freeze`` freezes patch_embed and the blocks, or the
+merger, but never the positions, post_conv_layernorm, post_layernorm or the downsample, so gradients flow back
+through frozen layers too, which then keep what the input gradient needs and no linear's input:
+2 x (4 N hv + 4 N) for the norms' fp32 inputs and statistics, 3 B N hv + 2 B N hv + B N hv + 4 N heads for
+attention, 3 B N fv for the SiLU and the gated product; 8 N hv + 8 N + 6 B N hv + 4 N heads + 3 B N fv a layer.
+Besides the layers: the Conv3d's input and post_conv_layernorm (4 N hv + 4 N + B N hv; B N hv alone when the patch
+embedding is frozen); the fp32 position table the resampling keeps 4 Np hv and its grid 8 N; the rotary cos and sin
+8 N hv / heads; post_layernorm 4 N hv + 4 N + B N hv and the downsample's input B N hv; the merger over R = N / M^2
+rows (proj's input, the LayerNorm's input and statistics, the GELU's input, gate / up's input, the SiLU's input and
+output, up's output and down's input) 4 B R ho + 4 B R c + 8 R, or, frozen, 2 B R ho + 3 B R c + 8 R (the
+LayerNorm's and GELU's inputs, the SiLU and the product). Nothing of it goes away with both freeze fields on.
 """
 
 from __future__ import annotations
@@ -193,6 +208,30 @@ def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[
     return patch_in + rope + m.vision_num_layers * layer + merger, max(2 * B * n * hv, 3 * B * n * fv)
 
 
+def _glm4v_activations(m, n: int, B: int, frozen_encoder: bool, frozen_projection: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of GLM-4.5V's tower for ``n`` patches (see the module docstring): its
+    positions, outer norms and downsample stay trained, so gradients always flow back through the layers."""
+    hv, f, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    ho, c = m.vision_out_hidden_size or m.hidden_size, m.vision_projector_ffn_hidden_size
+    rows = n // m.vision_spatial_merge_size ** 2
+    common = (4 * m.vision_num_position_embeddings * hv + 8 * n      # the fp32 position table and sampling grid
+              + 8 * n * (hv // heads)                                 # the rotary cos and sin
+              + 4 * n * hv + 4 * n + B * n * hv + B * n * hv)         # post_layernorm, the downsample's input
+    if frozen_encoder:      # frozen linears keep no input; the norms keep their fp32 input for the input gradient
+        layer = 8 * n * hv + 8 * n + 6 * B * n * hv + 4 * n * heads + 3 * B * n * f
+        front = B * n * hv                                            # post_conv_layernorm: its weight's input
+    else:
+        layer = (8 + 11 * B) * n * hv + 4 * B * n * f + 8 * n + 4 * n * heads
+        front = (B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
+                 + 4 * n * hv + 4 * n + B * n * hv)                   # the Conv3d's input, post_conv_layernorm
+    if frozen_projection:   # the downsample's gradient still flows back through the merger
+        merger = 2 * B * rows * ho + 3 * B * rows * c + 8 * rows
+    else:
+        merger = 4 * B * rows * ho + 4 * B * rows * c + 8 * rows
+    return (front + common + m.vision_num_layers * layer + merger,
+            max(2 * B * n * hv, 3 * B * n * f, 3 * B * rows * c))
+
+
 def vision_stage(r: Resolved) -> VisionStage | None:
     """The vision tower's share of the first stage (None without a vision tower)."""
     cfg = r.cfg
@@ -209,12 +248,14 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     t = r.t
     enc, mer = vp.encoder.per_rank(t), vp.projection.per_rank(t)
     fv, fp = tr.freeze_vision_model, tr.freeze_vision_projection
-    trained = (0 if fv else enc) + (0 if fp else mer)
+    trained = (0 if fv else enc) + (0 if fp else mer) + vp.unfrozen.per_rank(t)
     trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
     n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
-    if n and not (fv and fp) and tower_kind(m).hugging_face:
+    if n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
+        acts, peak = _glm4v_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
+    elif n and not (fv and fp) and tower_kind(m).hugging_face:
         acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
     elif n and not (fv and fp):
         B = 4 if cfg.precision.params_dtype == "fp32" else 2

@@ -103,12 +103,32 @@ bias and the tanh GELU; ``final_layernorm``; ``PatchMergerMLP`` a LayerNorm over
 M^2 hv -> ho, with biases): the qwen3_vl layer and merger counts, with Pt = 1, the final LayerNorm 2 hv, and every
 part replicated.
 
-``freeze_vision_model`` freezes the patch embedding, the positions and the layers (``Qwen3VLModel.freeze`` turns
-the merger and the deepstack mergers back on unless ``freeze_vision_projection``, which freezes both); frozen
-parameters keep their weights only. D is ``vision_deepstack_mergers``.
+``glm4v`` (GLM-4.5V; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_vl/modeling_glm_45v.py
+``GLM45VModel``: ``self.visual`` is transformers' ``Glm4vVisionModel`` from the vision_config, marked for TP
+gradient averaging, whole on every tensor-parallel rank; huggingface/transformers @ 005612ef :
+src/transformers/models/glm4v/modeling_glm4v.py: ``Glm4vVisionPatchEmbed`` a Conv3d with bias,
+``post_conv_layernorm`` an RMSNorm, ``Glm4vVisionEmbeddings`` (image_size / patch)^2 learned positions resampled to
+each image, ``Glm4vVisionBlock`` RMSNorms, qkv (bias only with attention_bias, refused) and proj without bias, a
+gated SiLU ``Glm4VisionMlp`` of width out_hidden_size without biases, ``post_layernorm``, ``downsample`` a Conv2d of
+kernel and stride M from hv to ho with bias, ``Glm4vVisionPatchMerger`` proj ho x ho, a LayerNorm, gate / up / down
+of width c = intermediate_size (vision_projector_ffn_hidden_size), no biases)::
+
+    patch_embed   C Pt P^2 hv + hv
+    each layer    2 hv + 4 hv^2 + 3 hv fv                fv = out_hidden_size
+    merger        ho^2 + 2 ho + 3 ho c                   what freeze_vision_projection freezes
+    unfrozen      Np hv + 2 hv + M^2 hv ho + ho          positions, post_conv_layernorm and post_layernorm, the
+                                                         downsample: ``GLM45VModel.freeze`` freezes patch_embed and
+                                                         blocks, or the merger, never these
+
+``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
+norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
+``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
+``Gemma3VLModel.freeze`` and ``KimiK25VLModel.freeze``: the whole vision_tower, and the projector with
+``freeze_vision_projection``); frozen parameters keep their weights only. D is ``vision_deepstack_mergers``.
 
 Tokens: an image of side R pixels (a multiple of P M) gives (R / P)^2 patches to the tower (one temporal patch:
-the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model.
+the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model. Gemma 3's side is
+fixed by its positions (R = P sqrt(Np)); the other towers interpolate or rotate positions to any side.
 """
 
 from __future__ import annotations
@@ -132,8 +152,10 @@ class TowerKind(NamedTuple):
     tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
     hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
     deepstack: bool         # may have deepstack mergers
-    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv) or "pool" (average pool, norm, linear)
+    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear)
+                                # or "glm" (strided-convolution downsample, then a gated merger)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
+    linear_bias: bool = True    # the layers' linears have biases
 
 
 #: model.vision_model_type -> its tower kind.
@@ -142,6 +164,7 @@ KINDS: dict[str, TowerKind] = {
     "qwen2_5_vl": TowerKind("RMSNorm", True, "silu", False, False, False, True, False),
     "gemma3_vl": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "pool", True),
     "kimi_k25": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "merger", True),
+    "glm4v": TowerKind("RMSNorm", True, "silu", True, True, False, True, False, "glm", False, False),
 }
 
 
@@ -178,6 +201,7 @@ class VisionParams(NamedTuple):
     linear_merger: int   # linear-layer weights of the merger (fc1, fc2)
     deepstack: Count = Count(0, 0)   # every deepstack merger together (Qwen3-VL)
     post_norm: Count = Count(0, 0)   # the norm after the last layer (SigLIP)
+    unfrozen: Count = Count(0, 0)    # parts neither freeze field reaches (GLM-4.5V: positions, outer norms, downsample)
 
     @property
     def projection(self) -> Count:
@@ -192,7 +216,7 @@ class VisionParams(NamedTuple):
 
     @property
     def total(self) -> int:
-        return self.encoder.total + self.projection.total
+        return self.encoder.total + self.projection.total + self.unfrozen.total
 
 
 def _replicated(c: Count) -> Count:
@@ -213,9 +237,16 @@ def vision_params(m) -> VisionParams | None:
     mlp_in = 2 if k.gated else 1                 # gate and up, or fc1
     lin = 3 * hv * hv + hv * hv + mlp_in * hv * fv + fv * hv
     # column-parallel biases (qkv, fc1 / gate and up) split; the norms and the row-parallel biases (proj, fc2) not
-    layer = Count(lin + 3 * hv + mlp_in * fv, 2 * norm + hv + hv)
+    bias = k.linear_bias
+    layer = Count(lin + (3 * hv + mlp_in * fv if bias else 0), 2 * norm + (hv + hv if bias else 0))
     wide = M * M * hv
-    if k.projector == "pool":       # RMSNorm over hv (replicated), one linear hv x ho without bias (column-parallel)
+    unfrozen = Count(0, 0)
+    if k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
+        c = m.vision_projector_ffn_hidden_size
+        merger, linear_merger = Count(0, ho * ho + 2 * ho + 3 * ho * c), ho * ho + 3 * ho * c
+        unfrozen = Count(0, pos.replicated + 2 * hv + wide * ho + ho)   # positions, the two norms, downsample
+        pos = Count(0, 0)
+    elif k.projector == "pool":     # RMSNorm over hv (replicated), one linear hv x ho without bias (column-parallel)
         merger, linear_merger = Count(hv * ho, hv), hv * ho
     else:
         merger, linear_merger = Count(wide * wide + wide + wide * ho, norm + ho), wide * wide + wide * ho
@@ -226,4 +257,4 @@ def vision_params(m) -> VisionParams | None:
         if k.projector != "pool":   # Qwen2.5-VL's merger is part of Hugging Face's module
             merger = _replicated(merger)
     post = Count(0, 2 * hv if k.post_norm else 0)
-    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post)
+    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post, unfrozen)

@@ -64,6 +64,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                     "hyper-connections, hash-routed MoE layers)"),
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2.5-VL (Qwen2 language model, Hugging Face's vision "
                    "tower with window attention, whole on every TP rank)"),
+    "glm4v_moe": ("Glm4vMoeForConditionalGeneration", "GLM-4.5V (GLM-4.5-Air's language model, GLM-4V vision tower "
+                  "with its downsample and merger)"),
     "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (DeepSeek-V3's language model, MoonViT vision tower "
                  "and patch merger)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),

@@ -174,6 +174,50 @@ def moonvit_vision(vc, m: dict, strict: bool) -> None:
              vision_in_channels=3, vision_model_type="kimi_k25")
 
 
+#: GLM-4.5V's vision_config (transformers' Glm4vVisionConfig): key -> model field; out_hidden_size is both the
+#: tower's MLP width (Glm4VisionMlp) and the merger's output, intermediate_size the merger's gated MLP.
+_GLM4V_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                 "num_heads": "vision_num_attention_heads", "out_hidden_size": "vision_out_hidden_size",
+                 "intermediate_size": "vision_projector_ffn_hidden_size", "patch_size": "vision_patch_size",
+                 "temporal_patch_size": "vision_temporal_patch_size", "spatial_merge_size": "vision_spatial_merge_size",
+                 "in_channels": "vision_in_channels"}
+_GLM4V_INERT = frozenset({"model_type", "initializer_range", "rms_norm_eps", "dtype", "torch_dtype", "image_size",
+                          "attention_bias", "attention_dropout", "hidden_act", "_name_or_path",
+                          "transformers_version"})
+
+
+def glm4v_vision(vc, m: dict, strict: bool) -> None:
+    """GLM-4.5V's vision tower, transformers' Glm4vVisionModel as Megatron-Bridge builds it (glm_vl/
+    modeling_glm_45v.py): depth layers of hidden_size with num_heads heads and a gated SiLU MLP of out_hidden_size,
+    a Conv3d of temporal_patch_size x patch_size^2 over in_channels (default 3), (image_size / patch_size)^2
+    learned positions, a downsample of spatial_merge_size and a merger to out_hidden_size with a gated MLP of
+    intermediate_size. attention_bias true (biases on qkv), another hidden_act and attention dropout are refused."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for glm4v_moe (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _GLM4V_FIELDS and k not in _GLM4V_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for glm4v_moe: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    for key, only in (("attention_bias", False), ("hidden_act", "silu"), ("attention_dropout", 0.0)):
+        if vc.get(key, only) != only:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for glm4v_moe: only "
+                                   f"{show(only)} is mapped (GLM-4.5V's tower)")
+    _read_fields(vc, _GLM4V_FIELDS, m, {"in_channels": 3})
+    size, patch = vc.get("image_size"), m["vision_patch_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % patch:
+        raise ConfigError(Problem("config.json:vision_config.image_size", size, f"must be a positive multiple of "
+                                  f"patch_size ({patch}): the learned positions cover whole patches"))
+    m.update(vision_num_position_embeddings=(size // patch) ** 2, vision_ffn_hidden_size=m["vision_out_hidden_size"],
+             vision_model_type="glm4v")
+
+
+#: GLM-4.5V's text_config keys the Hugging Face wrapper adds to GLM-4.5-Air's: media token ids (no tensor).
+_GLM4V_MEDIA = frozenset({"image_start_token_id", "image_end_token_id", "video_start_token_id",
+                          "video_end_token_id", "image_token_id", "video_token_id"})
+
+
 def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
     """The vision tower of a Qwen3.5, Qwen3-VL or (``wrapper`` qwen2_5_vl) Qwen2.5-VL config.json (its
     vision_config), as Megatron-Bridge builds it. Qwen3.5 and Qwen3-VL
@@ -257,6 +301,10 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # (transformers' Gemma3TextConfig defaults fill the keys the Hub files leave out: GEMMA3_TEXT_DEFAULTS) and the
     # SigLIP vision tower with its projector (siglip_vision).
     "gemma3": (("gemma3_text",), _VISION_TOP | {"boi_token_index", "eoi_token_index", "mm_tokens_per_image"}),
+    # Megatron-Bridge glm_vl/glm_45v_bridge.py (GLM45VBridge): GLM-4.5-Air's language model (text_config, mapped as
+    # glm4_moe with no MTP layer: the bridge sets mtp_num_layers 0 for the VL model) and transformers' GLM-4V vision
+    # tower (glm4v_vision).
+    "glm4v_moe": (("glm4v_moe_text",), _VISION_TOP | _GLM4V_MEDIA),
 }
 
 
@@ -273,7 +321,7 @@ GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediat
 #: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
 QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
 #: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
-VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25"}
+VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe"}
 
 
 def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
@@ -282,6 +330,8 @@ def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
         siglip_vision(hf.get("vision_config"), m, strict, hf.get("mm_tokens_per_image"))
     elif mt == "kimi_k25":
         moonvit_vision(hf.get("vision_config"), m, strict)
+    elif mt == "glm4v_moe":
+        glm4v_vision(hf.get("vision_config"), m, strict)
     else:
         qwen_vision(hf.get("vision_config"), m, strict, mt)
 
@@ -289,6 +339,19 @@ def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
 #: Wrappers whose config.json may hold the language model's keys at the top level instead of a text_config
 #: (transformers' Qwen2_5_VLConfig reads either).
 FLAT_TEXT = frozenset({"qwen2_5_vl"})
+
+
+def _glm4v_text(text: dict) -> dict:
+    """GLM-4.5V's text_config as GLM-4.5-Air's: no MTP layer (Megatron-Bridge @ 067f987d : glm_vl/glm_45v_bridge.py
+    sets mtp_num_layers 0), transformers' num_local_experts only as a second name for n_routed_experts, and the
+    media token ids dropped."""
+    out = {k: v for k, v in text.items() if k not in _GLM4V_MEDIA}
+    local = out.pop("num_local_experts", None)
+    if local is not None and local != out.get("n_routed_experts"):
+        raise ConfigError(Problem("config.json:text_config.num_local_experts", local, "must equal n_routed_experts "
+                                  f"({show(out.get('n_routed_experts'))}): the same experts under another name"))
+    out["num_nextn_predict_layers"] = 0
+    return out
 
 
 def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
@@ -305,6 +368,8 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
         raise ConfigError(Problem("config.json:text_config", text, f"is required for {mt} (the language model)"))
     if mt == "gemma3":
         text = {**GEMMA3_TEXT_DEFAULTS, **text}
+    if mt == "glm4v_moe":
+        text = _glm4v_text(text)
     if mt in FLAT_TEXT:     # media token ids a re-saved text_config repeats: the wrapper's, sizing no tensor
         text = {k: v for k, v in text.items() if k not in top - {"tie_word_embeddings"}}
     if strict:
@@ -324,8 +389,8 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
                                f"mapped are {', '.join(inner)}")
     out = dict(text)
     target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
-              "qwen2_5_vl_text": "qwen2", "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_vl_text": "qwen3",
-              "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
+              "glm4v_moe_text": "glm4_moe", "qwen2_5_vl_text": "qwen2", "qwen3_5_moe_text": "qwen3_5_moe",
+              "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
     out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
         out["tie_word_embeddings"] = hf["tie_word_embeddings"]
