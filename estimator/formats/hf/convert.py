@@ -12,9 +12,10 @@ from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import gqa, map_llama4, map_mimo, map_nemotron_nas, map_olmo2, map_phi3, moe_experts
 from .moe import map_bailing_moe, map_ernie4_5_moe, map_gpt_oss, map_minimax_m2
-from .multimodal import VISION_TOWERS, WRAPPED, read_vision, text_part
+from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
+from .towers import VISION_TOWERS, read_vision
 
 
 #: model_type -> (architecture class name, a short description), in the order the docs list them.
