@@ -33,6 +33,7 @@ the reason (the caller names the field).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import NamedTuple
@@ -229,14 +230,15 @@ _VISION_DIMS = ("vision_hidden_size", "vision_num_attention_heads", "vision_ffn_
 
 def _vision_rules(cfg) -> list[Problem]:
     """The vision tower (estimator/model/vision.py, estimator/memory/vision.py): its dimensions come together; the
-    language model's tensor-parallel size splits its heads, its MLP and its merger (Megatron-Core's
+    language model's tensor-parallel size splits a qwen3_vl tower's heads, its MLP and its merger (Megatron-Core's
     ColumnParallelLinear divides the output width by it: Megatron-Bridge @ 067f987d : modelling_qwen3_vl/
-    transformer_config.py ``get_vision_model_config`` copies tensor_model_parallel_size); images need a tower, a
-    resolution that whole merged patches tile, and their tokens fit in the sequence."""
+    transformer_config.py ``get_vision_model_config`` copies tensor_model_parallel_size; a qwen2_5_vl tower is
+    Hugging Face's module, whole on every rank); deepstack mergers and learned positions are qwen3_vl's only; images
+    need a tower, a resolution that whole merged patches tile, and their tokens fit in the sequence."""
     m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
     out: list[Problem] = []
     if m.vision_num_layers is None:
-        for name in _VISION_DIMS + ("vision_out_hidden_size",):
+        for name in _VISION_DIMS + ("vision_out_hidden_size", "vision_projector_ffn_hidden_size"):
             if getattr(m, name) is not None:
                 out.append(Problem("model." + name, getattr(m, name), "applies only with a vision tower "
                                    "(set model.vision_num_layers)"))
@@ -246,6 +248,9 @@ def _vision_rules(cfg) -> list[Problem]:
         if m.vision_deepstack_mergers:
             out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, "applies only with a "
                                "vision tower (set model.vision_num_layers); 0 without one"))
+        if m.vision_model_type != "qwen3_vl":
+            out.append(Problem("model.vision_model_type", m.vision_model_type, "applies only with a vision tower "
+                               "(set model.vision_num_layers)"))
         for name in ("freeze_vision_model", "freeze_vision_projection"):
             if getattr(tr, name):
                 out.append(Problem("training." + name, True, "needs a model with a vision tower "
@@ -271,16 +276,35 @@ def _vision_rules(cfg) -> list[Problem]:
     if hv % heads:
         out.append(Problem("model.vision_hidden_size", hv, f"must be a multiple of vision_num_attention_heads "
                            f"({heads}): the tower has no head width of its own"))
+    kind = m.vision_model_type      # estimator/model/vision.py KINDS: what each kind is built of
+    if kind != "qwen3_vl" and m.vision_deepstack_mergers:
+        out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"applies only to the "
+                           f"qwen3_vl tower (Qwen3-VL's deepstack mergers); 0 for vision_model_type {kind}"))
+    default = next(f.default for f in dataclasses.fields(m) if f.name == "vision_num_position_embeddings")
+    if kind == "qwen2_5_vl" and m.vision_num_position_embeddings != default:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
+                           f"applies only to towers with learned positions; the {kind} tower's positions are "
+                           f"rotary, without weights: leave it at {default}"))
+    if kind == "gemma3_vl":
+        out += _siglip_rules(m, tr, t)
+    if (kind == "glm4v") != (m.vision_projector_ffn_hidden_size is not None):
+        out.append(Problem("model.vision_projector_ffn_hidden_size", m.vision_projector_ffn_hidden_size,
+                           "is required with vision_model_type glm4v (its patch merger's width) and applies to no "
+                           f"other kind (vision_model_type {kind})"))
+    if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
     wide = m.vision_spatial_merge_size ** 2 * hv
+    split = kind == "qwen3_vl"      # the other towers are Hugging Face's modules, whole on every TP rank
     for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):
-        if n % t:
+        if split and n % t:
             out.append(Problem("model." + name, n, f"must be a multiple of tensor_model_parallel_size ({t}): the "
                                "vision tower is split over the language model's tensor-parallel ranks"))
-    if wide % t:
+    if split and wide % t:
         out.append(Problem("model.vision_hidden_size", hv, f"x vision_spatial_merge_size^2 ({wide}, the patch "
                            f"merger's width) must be a multiple of tensor_model_parallel_size ({t})"))
     side = m.vision_patch_size * m.vision_spatial_merge_size
-    if tr.image_resolution % side:
+    if kind != "gemma3_vl" and tr.image_resolution % side:     # gemma3_vl: the side is fixed (_siglip_rules)
         out.append(Problem("training.image_resolution", tr.image_resolution, f"must be a multiple of "
                            f"vision_patch_size x vision_spatial_merge_size ({side} pixels): the processor resizes "
                            "each image to whole merged patches"))
@@ -326,6 +350,32 @@ def dsa_split_problems(m, plans) -> list[Problem]:
                     "start a chunk but reuse an earlier layer's top-k, which does not cross pipeline stages "
                     "(Megatron-Core); change the pipeline split (e.g. num_layers_in_first_pipeline_stage or "
                     "pipeline_model_parallel_layout)")]
+
+
+def _siglip_rules(m, tr, t: int) -> list[Problem]:
+    """Gemma 3's SigLIP tower (Megatron-Bridge @ 067f987d : gemma_vl/modeling_gemma3_vl.py): a Conv2d patch
+    embedding (one frame a patch), num_positions = (image_size / patch)^2 learned positions that fix the image side
+    (transformers' SiglipVisionEmbeddings; Gemma 3 does not interpolate them), a projector that average-pools the
+    side's patches by vision_spatial_merge_size (Gemma3VLMultimodalProjector: patches_per_side / tokens_per_side) and
+    whose ColumnParallelLinear splits the output width over TP."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "gemma3_vl tower: its patch embedding is a Conv2d over one frame"))
+    per_side = math.isqrt(m.vision_num_position_embeddings)
+    if per_side * per_side != m.vision_num_position_embeddings or per_side % m.vision_spatial_merge_size:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings, "must be the "
+                           "square of the patches per image side, a multiple of vision_spatial_merge_size "
+                           f"({m.vision_spatial_merge_size}: the projector's average pool) for the gemma3_vl tower"))
+    elif tr.images_per_sample and tr.image_resolution != per_side * m.vision_patch_size:
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be {per_side * m.vision_patch_size}"
+                           f" pixels for the gemma3_vl tower: {per_side} patches of {m.vision_patch_size} a side, "
+                           "as its learned positions fix (the processor resizes every image to it)"))
+    ho = m.vision_out_hidden_size or m.hidden_size
+    if ho % t:
+        out.append(Problem("model.vision_out_hidden_size", ho, f"must be a multiple of tensor_model_parallel_size "
+                           f"({t}): the projector's linear is split over the tensor-parallel ranks"))
+    return out
 
 
 def _dsa_rules(cfg, dsa: bool) -> list[Problem]:

@@ -413,16 +413,15 @@ class ModelConfig:
                                    flag="--linear-num-key-heads")
     linear_num_value_heads: int = _f(32, "Gated delta net: value heads (a multiple of the key heads).",
                                      type="int", min=1, max=MAX_HEADS, flag="--linear-num-value-heads")
-    vision_num_layers: int | None = _f(None, "Vision tower (Megatron-Bridge's Qwen3VLVisionModel: Qwen3.5's and Qwen3-VL's ViT): "
-                                       "transformer layers (Hugging Face vision_config.depth). It sits on the first "
-                                       "pipeline stage, with the language model's tensor-parallel size and recompute "
-                                       "settings, without sequence or context parallelism. null: no vision tower.",
+    vision_num_layers: int | None = _f(None, "Vision tower (of the kind vision_model_type): transformer layers "
+                                       "(Hugging Face vision_config.depth). It sits on the first pipeline stage, "
+                                       "without sequence or context parallelism. null: no vision tower.",
                                        type="int", min=1, max=MAX_LAYERS)
     vision_hidden_size: int | None = _f(None, "Vision tower: hidden width (vision_config.hidden_size). Required with "
                                         "vision_num_layers.", type="int", min=1, max=MAX_WIDTH)
     vision_num_attention_heads: int | None = _f(None, "Vision tower: attention heads, no GQA "
                                                 "(vision_config.num_heads). Required with vision_num_layers.", type="int", min=1, max=MAX_HEADS)
-    vision_ffn_hidden_size: int | None = _f(None, "Vision tower: MLP width, tanh-GELU, not gated "
+    vision_ffn_hidden_size: int | None = _f(None, "Vision tower: MLP width, gated or not by vision_model_type "
                                             "(vision_config.intermediate_size). Required with vision_num_layers.",
                                             type="int", min=1, max=MAX_FFN)
     vision_patch_size: int = _f(16, "Vision tower: patch side in pixels (the Conv3d patch embedding's kernel).",
@@ -434,7 +433,8 @@ class ModelConfig:
     vision_spatial_merge_size: int = _f(2, "Vision tower: the patch merger joins merge x merge patches into one "
                                         "language-model token.", type="int", min=1, max=MAX_WIDTH)
     vision_num_position_embeddings: int = _f(2304, "Vision tower: learned position embeddings (a square grid, "
-                                             "interpolated to each image).", type="int", min=1, max=MAX_TOKENS)
+                                             "interpolated to each image; qwen3_vl only).", type="int", min=1,
+                                             max=MAX_TOKENS)
     vision_out_hidden_size: int | None = _f(None, "Vision tower: the patch merger's output width, the language "
                                             "model's hidden size (vision_config.out_hidden_size).", type="int", min=1,
                                             max=MAX_WIDTH, derived="hidden_size")
@@ -444,6 +444,30 @@ class ModelConfig:
                                        "language-model layers; they are part of the projection "
                                        "(freeze_vision_projection). 0: none (Qwen3.5).", type="int", min=0,
                                        max=MAX_LAYERS)
+    # vlm (issue 27): the kind of vision tower, its per-kind differences in estimator/model/vision.py (KINDS).
+    vision_model_type: str = _f("qwen3_vl", "Vision tower: its kind, as Megatron-Bridge builds it. qwen3_vl "
+                                "(Qwen3-VL, Qwen3.5): Megatron-Core ViT layers split over the language model's "
+                                "tensor-parallel ranks, LayerNorm, tanh-GELU MLP not gated, learned positions, "
+                                "deepstack mergers. qwen2_5_vl (Qwen2.5-VL): Hugging Face's module, whole on every "
+                                "tensor-parallel rank, RMSNorm, gated SiLU MLP, no patch-embedding bias, rotary "
+                                "positions (vision_num_position_embeddings unused), window attention. gemma3_vl "
+                                "(Gemma 3): Hugging Face's SigLIP, whole on every tensor-parallel rank, Conv2d "
+                                "patches (vision_temporal_patch_size 1), learned positions fixing the image side, "
+                                "and a projector that average-pools merge x merge patches, RMS-normalises and "
+                                "projects them with one linear split over TP. kimi_k25 (Kimi K2.5's MoonViT): "
+                                "the checkpoint's own module, whole on every tensor-parallel rank, SigLIP-shaped "
+                                "layers, Conv2d patches, learned positions interpolated to each image, a final "
+                                "LayerNorm, and a patch merger (LayerNorm, fc1, GELU, fc2), replicated too. "
+                                "glm4v (GLM-4.5V): Hugging Face's module, whole on every tensor-parallel rank, "
+                                "RMSNorm, gated SiLU MLP and attention without biases, learned positions, a "
+                                "strided-convolution downsample and a gated patch merger; Megatron-Bridge's "
+                                "freeze leaves its positions, outer norms and downsample trained.",
+                                type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v"))
+    vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: GLM-4.5V's patch merger, the width of its "
+                                                      "gated MLP (vision_config.intermediate_size; the tower's own "
+                                                      "layers are vision_ffn_hidden_size wide). Required with "
+                                                      "vision_model_type glm4v; null for the other kinds.",
+                                                      type="int", min=1, max=MAX_FFN)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -46,7 +46,7 @@ from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
 from .vision import vision_stage
-from ..model.vision import image_patches, image_tokens
+from ..model.vision import image_patches, image_tokens, tower_kind
 from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["estimate", "ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
@@ -915,8 +915,12 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                   f"{image_patches(m, tr.image_resolution):,} patches and {image_tokens(m, tr.image_resolution):,} "
                   "tokens each (part of the sequence); their activations are counted with the embedding's"
                   if tr.images_per_sample else "no images (training.images_per_sample 0): no vision activations")
+        kind = tower_kind(m)
+        split = (f"split over TP {r.t}" if kind.tp_split
+                 else f"not split: Hugging Face's module, whole on every tensor-parallel rank (TP {r.t})"
+                 + (", its projector's linear split" if kind.projector == "pool" else ""))
         out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen:,} parameters a GPU, "
-                   f"{state}) on the first stage, split over TP {r.t}, in bf16; {images} (estimator/memory/vision.py).")
+                   f"{state}) on the first stage, {split}, in bf16; {images} (estimator/memory/vision.py).")
     out.append("Not modelled: the memory of a failed allocation retry.")
     return out
 

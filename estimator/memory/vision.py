@@ -1,11 +1,12 @@
 """The vision tower's memory on the first pipeline stage: its weights, gradients and optimizer states, and the
 activations one micro-batch of images keeps (estimator/model/vision.py for the tower's parameters and sources).
 
-States: the tower's parameters sit on the first stage (Megatron-Bridge @ 067f987d :
-src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/model.py ``Qwen3VLModel.__init__`` builds ``vision_model``
-only where ``pre_process``), split over the language model's tensor-parallel ranks (``get_vision_model_config``
-copies ``tensor_model_parallel_size``) and replicated over the data-parallel ones like any dense parameter. Trained
-parameters hold weights, gradients and optimizer states as the language model's dense parameters do; frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
+States (the ``qwen3_vl`` tower; the ``qwen2_5_vl`` one is described at the end): the tower's parameters sit on
+the first stage (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/model.py
+``Qwen3VLModel.__init__`` builds ``vision_model`` only where ``pre_process``), split over the language model's
+tensor-parallel ranks (``get_vision_model_config`` copies ``tensor_model_parallel_size``) and replicated over the
+data-parallel ones like any dense parameter. Trained parameters hold weights, gradients and optimizer states as the
+language model's dense parameters do; frozen ones (``freeze_vision_model``: patch embedding, positions and layers;
 ``freeze_vision_projection``: the patch merger; ``Qwen3VLModel.freeze`` sets ``requires_grad`` false, and the
 distributed optimizer and DDP skip them) hold their weights only, in the weights' dtype. The tower runs in bf16 even
 in an FP8 run: ``get_vision_model_config`` builds a fresh ``Qwen3VLTransformerConfig`` and copies no ``fp8`` setting
@@ -41,6 +42,88 @@ under 0.1 MiB for a thousand image tokens), and the transposed copies are transi
 With the tower frozen (``freeze_vision_model``) only the mergers' parts are kept (their inputs need no gradient);
 with the mergers frozen too nothing is (no tensor on the way needs a gradient). The images' tokens are part of the
 language model's sequence (``training.seq_length``), so the language model's own activations do not change.
+
+The ``qwen2_5_vl`` tower (Qwen2.5-VL) is Hugging Face's module, not Megatron-Core layers (Megatron-Bridge @ 067f987d
+: src/megatron/bridge/models/qwen_vl/modeling_qwen25_vl.py ``Qwen25VLModel``): every tensor-parallel rank of the
+first stage holds all of it (its parameters are replicated, their gradients averaged over the tensor-parallel group:
+``hook_hf_module_setattr_for_tp_grad_sync``) and runs it on all the micro-batch's images, so neither its states nor
+its activations divide by t; the language model's recompute settings do not reach it (Bridge never turns on its
+``gradient_checkpointing``), so every layer keeps its tensors. What its autograd graph saves (huggingface/
+transformers @ 00b676f8 : src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, the default ``sdpa``
+attention over each window or full-attention chunk, no dropout), per layer over N patches::
+
+    2 x (4 N hv + 4 N + B N hv)     Qwen2RMSNorm norm1 and norm2: the fp32 upcast (kept by ``pow``), the fp32
+                                    reciprocal root per row, the normalized input cast back (kept by the weight's
+                                    multiply)
+    B N hv                          qkv's input (norm1's output)
+    3 B N hv                        qkv's output: v is a view of it that attention keeps
+    2 B N hv                        q and k after the rotary embedding (cast back from fp32; the rotation's own
+                                    multiplies keep only cos and sin, which need no gradient)
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp per head
+    B N hv                          proj's input (the heads joined again)
+    B N hv                          the MLP's input (norm2's output; gate_proj and up_proj keep the same tensor)
+    4 B N fv                        gate_proj's output (SiLU's input), SiLU's output, up_proj's output (the
+                                    product's inputs) and the product (down_proj's input)
+
+that is (8 + 11 B) N hv + 4 B N fv + 8 N + 4 N heads a layer, all Lv of them, plus the patch embedding's input
+B N C Pt P^2, the rotary cos and sin shared by every layer 2 x 4 N hv / heads, and the merger (Qwen2_5_VLPatchMerger:
+ln_q an RMSNorm over hv as above, fc1's input, the GELU's input and output) (4 + 4 B) N hv + 4 N. With the tower
+frozen the merger alone keeps the normalized input, fc1's input and output and the GELU's output: 4 B N hv. The
+window reordering's int64 indices (8 bytes a merged token, twice) are not counted. The backward pass's working set
+is taken as the MLP's: the product's gradient and the two of its inputs, 3 B N fv (or the merger's 2 B N hv).
+
+The ``gemma3_vl`` tower (Gemma 3) is Hugging Face's SigLIP vision model, whole on every tensor-parallel rank too
+(Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma_vl/modeling_gemma3_vl.py ``Gemma3VLModel``), each
+image a sequence of its own (no mask). Its autograd graph keeps (huggingface/transformers @ 008f5c8c :
+src/transformers/models/siglip/modeling_siglip.py ``SiglipEncoderLayer``, ``sdpa`` attention), per layer::
+
+    2 x (B N hv + 8 N)              layer_norm1 and layer_norm2 (nn.LayerNorm): the input, fp32 mean and rstd
+    B N hv                          q_proj, k_proj and v_proj's input (layer_norm1's output)
+    3 B N hv                        q, k and v, which attention keeps
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp per head
+    B N hv                          out_proj's input (the heads joined again)
+    B N hv                          fc1's input (layer_norm2's output)
+    2 B N fv                        fc1's output (the tanh GELU's input) and the GELU's output (fc2's input)
+
+that is 9 B N hv + 2 B N fv + 16 N + 4 N heads a layer, all Lv of them; plus the Conv2d's input B N C P^2,
+post_layernorm's input and statistics and the average pool's input (the patches regrouped by image side:
+``AvgPool2d`` keeps its input) 2 B N hv + 8 N, and the projector (Megatron's ``Gemma3VLMultimodalProjector`` over
+the pooled rows R = N / M^2: the RMSNorm's input and fp32 rsigma, the linear's input) 2 B R hv + 4 R, which is all
+that is kept when the tower is frozen and the projector trained. Its backward working set is taken as the MLP's,
+2 B N fv.
+
+The ``kimi_k25`` tower (Kimi K2.5's MoonViT and its PatchMergerMLP, the checkpoint's own modules; Megatron-Bridge @
+067f987d : src/megatron/bridge/models/kimi_vl/modeling_kimi_k25_vl.py) is whole on every tensor-parallel rank too,
+every image a packed sequence of its own under flash attention (``_configure_kimi_vision_attention``; without
+flash-attn Bridge falls back to eager attention, whose N^2 scores are not modelled). Per layer (norm0, packed qkv,
+the complex rotary embedding, flash attention, out projection, norm1, fc0, the tanh GELU, fc1)::
+
+    2 x (B N hv + 8 N)              norm0 and norm1: the input, fp32 mean and rstd
+    2 B N hv                        the qkv projection's input (norm0's output) and fc0's input (norm1's output)
+    3 B N hv                        the packed qkv output (v is a view of it that attention keeps)
+    2 B N hv                        q and k after the rotary embedding (the complex multiply keeps only the table)
+    B N hv + 4 N heads              attention's output, also the out projection's input, and its log-sum-exp
+    2 B N fv                        fc0's output (the GELU's input) and the GELU's output (fc1's input)
+
+that is 10 B N hv + 2 B N fv + 16 N + 4 N heads a layer; plus the Conv2d's input B N C P^2, the complex64 rotary
+table 4 N hv / heads, final_layernorm's input and statistics B N hv + 8 N, and the merger (pre_norm's input and
+statistics, fc0's input and output, fc1's input over N / M^2 rows of M^2 hv) 4 B N hv + 8 N, which is also what a
+frozen tower leaves. Backward working set: the MLP's, 2 B N fv.
+
+The ``glm4v`` tower (GLM-4.5V, transformers' ``Glm4vVisionModel``, whole on every tensor-parallel rank:
+Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_vl/modeling_glm_45v.py) has Qwen2.5-VL's layer
+(RMSNorms, rotary q / k, ``sdpa`` attention per image, a gated SiLU MLP of width fv), so a trained layer keeps
+(8 + 11 B) N hv + 4 B N fv + 8 N + 4 N heads. ``GLM45VModel.freeze`` freezes patch_embed and the blocks, or the
+merger, but never the positions, post_conv_layernorm, post_layernorm or the downsample, so gradients flow back
+through frozen layers too, which then keep what the input gradient needs and no linear's input:
+2 x (4 N hv + 4 N) for the norms' fp32 inputs and statistics, 3 B N hv + 2 B N hv + B N hv + 4 N heads for
+attention, 3 B N fv for the SiLU and the gated product; 8 N hv + 8 N + 6 B N hv + 4 N heads + 3 B N fv a layer.
+Besides the layers: the Conv3d's input and post_conv_layernorm (4 N hv + 4 N + B N hv; B N hv alone when the patch
+embedding is frozen); the fp32 position table the resampling keeps 4 Np hv and its grid 8 N; the rotary cos and sin
+8 N hv / heads; post_layernorm 4 N hv + 4 N + B N hv and the downsample's input B N hv; the merger over R = N / M^2
+rows (proj's input, the LayerNorm's input and statistics, the GELU's input, gate / up's input, the SiLU's input and
+output, up's output and down's input) 4 B R ho + 4 B R c + 8 R, or, frozen, 2 B R ho + 3 B R c + 8 R (the
+LayerNorm's and GELU's inputs, the SiLU and the product). Nothing of it goes away with both freeze fields on.
 """
 
 from __future__ import annotations
@@ -50,7 +133,7 @@ from typing import NamedTuple
 
 from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
-from ..model.vision import image_patches, vision_params
+from ..model.vision import image_patches, tower_kind, vision_params
 from .activations import context, held_per_layer, layer_activations
 
 __all__ = ["VisionStage", "vision_stage"]
@@ -93,6 +176,62 @@ def _vit_config(r: Resolved, tokens: int):
     return replace(cfg, model=model, training=training, parallelism=parallelism, precision=precision)
 
 
+def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of a tower that is Hugging Face's module (Qwen2.5-VL's, Gemma 3's
+    SigLIP) for ``n`` patches: the tensors its autograd graph keeps (see the module docstring), on every
+    tensor-parallel rank alike."""
+    hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
+    if m.vision_model_type == "gemma3_vl":
+        rows = n // m.vision_spatial_merge_size ** 2        # the average pool's output rows, the image tokens
+        projector = 2 * B * rows * hv + 4 * rows            # the projector's RMSNorm input and rsigma, proj's input
+        if frozen_encoder:
+            return projector, 2 * B * rows * hv
+        layer = 9 * B * n * hv + 2 * B * n * fv + 16 * n + 4 * n * heads
+        post = 2 * B * n * hv + 8 * n                       # post_layernorm's input and statistics, the pool's input
+        return (patch_in + m.vision_num_layers * layer + post + projector,
+                max(2 * B * n * hv, 2 * B * n * fv))
+    if m.vision_model_type == "kimi_k25":
+        merger = 4 * B * n * hv + 8 * n     # pre_norm's input and statistics, fc0's input and output, fc1's input
+        if frozen_encoder:
+            return merger, 2 * B * n * hv
+        layer = 10 * B * n * hv + 2 * B * n * fv + 16 * n + 4 * n * heads
+        final = B * n * hv + 8 * n          # final_layernorm's input and statistics
+        rope = 4 * n * (hv // heads)        # the complex64 rotary table, shared by every layer
+        return (patch_in + rope + m.vision_num_layers * layer + final + merger,
+                max(2 * B * n * hv, 2 * B * n * fv))
+    if frozen_encoder:      # only the merger's weights want gradients: its norm output, fc1 in and out, GELU out
+        return 4 * B * n * hv, 2 * B * n * hv
+    merger = (4 + 4 * B) * n * hv + 4 * n
+    layer = (8 + 11 * B) * n * hv + 4 * B * n * fv + 8 * n + 4 * n * heads
+    rope = 2 * 4 * n * (hv // heads)
+    return patch_in + rope + m.vision_num_layers * layer + merger, max(2 * B * n * hv, 3 * B * n * fv)
+
+
+def _glm4v_activations(m, n: int, B: int, frozen_encoder: bool, frozen_projection: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of GLM-4.5V's tower for ``n`` patches (see the module docstring): its
+    positions, outer norms and downsample stay trained, so gradients always flow back through the layers."""
+    hv, f, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    ho, c = m.vision_out_hidden_size or m.hidden_size, m.vision_projector_ffn_hidden_size
+    rows = n // m.vision_spatial_merge_size ** 2
+    common = (4 * m.vision_num_position_embeddings * hv + 8 * n      # the fp32 position table and sampling grid
+              + 8 * n * (hv // heads)                                 # the rotary cos and sin
+              + 4 * n * hv + 4 * n + B * n * hv + B * n * hv)         # post_layernorm, the downsample's input
+    if frozen_encoder:      # frozen linears keep no input; the norms keep their fp32 input for the input gradient
+        layer = 8 * n * hv + 8 * n + 6 * B * n * hv + 4 * n * heads + 3 * B * n * f
+        front = B * n * hv                                            # post_conv_layernorm: its weight's input
+    else:
+        layer = (8 + 11 * B) * n * hv + 4 * B * n * f + 8 * n + 4 * n * heads
+        front = (B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
+                 + 4 * n * hv + 4 * n + B * n * hv)                   # the Conv3d's input, post_conv_layernorm
+    if frozen_projection:   # the downsample's gradient still flows back through the merger
+        merger = 2 * B * rows * ho + 3 * B * rows * c + 8 * rows
+    else:
+        merger = 4 * B * rows * ho + 4 * B * rows * c + 8 * rows
+    return (front + common + m.vision_num_layers * layer + merger,
+            max(2 * B * n * hv, 3 * B * n * f, 3 * B * rows * c))
+
+
 def vision_stage(r: Resolved) -> VisionStage | None:
     """The vision tower's share of the first stage (None without a vision tower)."""
     cfg = r.cfg
@@ -109,12 +248,16 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     t = r.t
     enc, mer = vp.encoder.per_rank(t), vp.projection.per_rank(t)
     fv, fp = tr.freeze_vision_model, tr.freeze_vision_projection
-    trained = (0 if fv else enc) + (0 if fp else mer)
+    trained = (0 if fv else enc) + (0 if fp else mer) + vp.unfrozen.per_rank(t)
     trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
     n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
-    if n and not (fv and fp):
+    if n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
+        acts, peak = _glm4v_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
+    elif n and not (fv and fp) and tower_kind(m).hugging_face:
+        acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
+    elif n and not (fv and fp):
         B = 4 if cfg.precision.params_dtype == "fp32" else 2
         hv, M = m.vision_hidden_size, m.vision_spatial_merge_size
         wide = (n // (M * M)) * M * M * hv // t

@@ -1,19 +1,46 @@
-"""The vision tower of a vision-language model: Qwen3.5's and Qwen3-VL's ViT, patch merger and (Qwen3-VL) deepstack
-mergers, as Megatron-Bridge builds them.
+"""The vision tower of a vision-language model: its parameters by tower kind (``model.vision_model_type``), the
+patch merger and (Qwen3-VL) deepstack mergers, as Megatron-Bridge builds them.
 
-Sources: NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
-``vision_model.py`` (``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger), ``utils.py``
-(``Qwen3VLVisionPatchEmbed``: a Conv3d with bias; ``Qwen3VLVisionPatchMerger``), ``transformer_config.py``
-(``get_vision_model_config``: LayerNorm, biases on every linear, no GQA, tanh-GELU MLP not gated, the language
-model's tensor-parallel size and recompute granularity / method / layer count, no sequence or context parallelism,
-pipeline size 1), ``model.py`` (``Qwen3VLModel``: the tower is built where ``pre_process``, the first pipeline
-stage; ``freeze``); the layer spec is Megatron-Core's ``get_vit_layer_with_transformer_engine_spec``
-(Megatron-LM @ d98e8a64 : megatron/core/models/vision/vit_layer_specs.py: TELayerNormColumnParallelLinear qkv and
-fc1 with the norms fused in, TERowParallelLinear proj and fc2). Symbols: hv hidden width, fv MLP width, Lv layers,
-P patch side, Pt frames per patch, C channels, Np position embeddings, M spatial merge, ho output width (the
-language model's hidden size), t tensor-parallel size.
+Symbols: hv hidden width, fv MLP width, Lv layers, P patch side, Pt frames per patch, C channels, Np position
+embeddings, M spatial merge, ho output width (the language model's hidden size), t tensor-parallel size, n(hv) the
+parameters of one norm over hv (LayerNorm 2 hv, RMSNorm hv).
 
-Parameters::
+The kinds (:data:`KINDS`) differ in
+
+==================  ============================  ============================  ============================
+                    ``qwen3_vl`` (Qwen3-VL,       ``qwen2_5_vl`` (Qwen2.5-VL)   ``gemma3_vl`` (Gemma 3)
+                    Qwen3.5)
+==================  ============================  ============================  ============================
+built as            Megatron-Core ViT layers      Hugging Face's module         Hugging Face's SigLIP
+tensor parallelism  split like the language       whole on every TP rank        whole on every TP rank;
+                    model                                                       the projector's linear split
+norms               LayerNorm (weight, bias)      RMSNorm (weight)              LayerNorm, and one after
+                                                                                the last layer
+MLP                 tanh-GELU, not gated          SiLU, gated                   tanh-GELU, not gated
+biases              every linear                  every linear                  every linear of the tower
+patch embedding     Conv3d with bias              Conv3d without bias           Conv2d with bias
+positions           Np x hv learned               2-D rotary (no weights)       Np x hv learned
+attention           full                          windows, full every few       full
+                                                  layers
+projector           merger: norm over hv, fc1     the same, RMSNorm             average pool M x M, RMSNorm
+                    (M^2 hv)^2, GELU, fc2                                       over hv, one linear hv x ho
+                    M^2 hv x ho                                                 without bias
+deepstack mergers   D (deepstack_visual_indexes)  none                          none
+==================  ============================  ============================  ============================
+
+``kimi_k25`` (Kimi K2.5's MoonViT) is built as ``gemma3_vl``'s tower (Hugging Face's module, whole on every TP rank,
+LayerNorm, tanh-GELU MLP, biases, a Conv2d with bias, learned positions interpolated to each image, a final
+LayerNorm) with ``qwen3_vl``'s merger (LayerNorm over hv, fc1, GELU, fc2), replicated too.
+
+``qwen3_vl`` (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/
+``vision_model.py`` ``Qwen3VLVisionModel``: patch_embed, pos_embed, decoder, merger; ``utils.py``
+``Qwen3VLVisionPatchEmbed``, ``Qwen3VLVisionPatchMerger``; ``transformer_config.py`` ``get_vision_model_config``:
+LayerNorm, biases on every linear, no GQA, tanh-GELU MLP not gated, the language model's tensor-parallel size and
+recompute granularity / method / layer count, no sequence or context parallelism, pipeline size 1; ``model.py``
+``Qwen3VLModel``: the tower is built where ``pre_process``, the first pipeline stage; ``freeze``; the layer spec is
+Megatron-Core's ``get_vit_layer_with_transformer_engine_spec``, Megatron-LM @ d98e8a64 :
+megatron/core/models/vision/vit_layer_specs.py: TELayerNormColumnParallelLinear qkv and fc1 with the norms fused
+in, TERowParallelLinear proj and fc2)::
 
     patch_embed   C Pt P^2 hv + hv                       Conv3d with bias, replicated
     pos_embed     Np hv                                  nn.Embedding, replicated
@@ -31,12 +58,77 @@ Parameters::
                                                          entry, use_postshuffle_norm true, so its LayerNorm spans
                                                          the merged width M^2 hv)
 
-``freeze_vision_model`` freezes the patch embedding, the positions and the layers (``Qwen3VLModel.freeze`` turns
-the merger and the deepstack mergers back on unless ``freeze_vision_projection``, which freezes both); frozen
-parameters keep their weights only. D is ``vision_deepstack_mergers``.
+``qwen2_5_vl`` (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modeling_qwen25_vl.py
+``Qwen25VLModel``: ``self.visual`` is transformers' ``Qwen2_5_VisionTransformerPretrainedModel`` built from the
+checkpoint's vision_config where ``pre_process``, every parameter marked ``average_gradients_across_tp_domain``
+by ``hook_hf_module_setattr_for_tp_grad_sync`` (utils/common_utils.py): the whole tower on every tensor-parallel
+rank of the first stage, its gradients averaged over them; ``freeze``: patch_embed and blocks, or the merger.
+The module: huggingface/transformers @ 00b676f8 : src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py
+``Qwen2_5_VisionPatchEmbed`` (Conv3d, bias=False), ``Qwen2_5_VLVisionBlock`` (norm1, norm2 Qwen2RMSNorm;
+``Qwen2_5_VLVisionAttention`` qkv and proj with bias; ``Qwen2_5_VLMLP`` gate_proj, up_proj, down_proj with bias),
+``Qwen2_5_VLPatchMerger`` (ln_q Qwen2RMSNorm over hv, Linear(M^2 hv, M^2 hv), GELU, Linear(M^2 hv, ho)); the
+positions are rotary, without weights)::
+
+    patch_embed   C Pt P^2 hv                            every part replicated
+    each layer    2 hv                                   norm1, norm2
+                  3 hv^2 + 3 hv + hv^2 + hv              qkv, proj
+                  2 (hv fv + fv) + fv hv + hv            gate_proj, up_proj, down_proj
+    merger        hv + (M^2 hv)^2 + M^2 hv + M^2 hv ho + ho
+
+``gemma3_vl`` (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma_vl/modeling_gemma3_vl.py
+``Gemma3VLModel``: ``vision_tower`` is transformers' ``SiglipVisionModel``'s ``vision_model`` built from the
+vision_config with ``vision_use_head`` false, where ``pre_process``, marked for TP gradient averaging like
+Qwen2.5-VL's; ``Gemma3VLMultimodalProjector``: ``nn.AvgPool2d`` of side sqrt(Np) / sqrt(mm_tokens_per_image), a
+TENorm RMSNorm over hv and a ColumnParallelLinear hv x ho without bias, gather_output, split over TP;
+``freeze``: the whole vision_tower, or the projector. The tower: huggingface/transformers @ 008f5c8c :
+src/transformers/models/siglip/modeling_siglip.py ``SiglipVisionEmbeddings`` (Conv2d with bias, an nn.Embedding of
+num_patches positions), ``SiglipEncoderLayer`` (layer_norm1, q/k/v/out_proj with bias, layer_norm2, fc1 / fc2 with
+bias), ``post_layernorm``)::
+
+    patch_embed   C P^2 hv + hv                          Pt = 1 (vision_temporal_patch_size 1)
+    pos_embed     Np hv                                  Np = (image_size / P)^2
+    each layer    4 hv + 4 hv^2 + 4 hv + hv fv + fv + fv hv + hv   (the qwen3_vl layer's count), replicated
+    post norm     2 hv                                   part of the tower (freeze_vision_model freezes it)
+    projector     hv                                     mm_soft_embed_norm, replicated
+                  hv ho                                  proj, column-parallel
+
+``kimi_k25`` (Kimi K2.5's MoonViT; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi_vl/
+modeling_kimi_k25_vl.py ``KimiK25VLModel``: ``vision_tower`` is the checkpoint's own ``MoonViT3dPretrainedModel`` and
+``mm_projector`` its ``PatchMergerMLP``, both loaded from the repository's remote code and both marked for TP
+gradient averaging: whole on every tensor-parallel rank. The tensors, as sgl-project/sglang @ 00a239e5 :
+python/sglang/srt/models/kimi_k25.py rebuilds them for the checkpoint: ``MoonVision3dPatchEmbed`` a Conv2d with bias
+and a learned init_pos_emb_height x init_pos_emb_width x hv grid, interpolated to each image (the time table is a
+buffer); ``MoonViTEncoderLayer`` norm0 / norm1 LayerNorms, qkv and out projections with bias, an MLP fc0 / fc1 with
+bias and the tanh GELU; ``final_layernorm``; ``PatchMergerMLP`` a LayerNorm over hv, then M^2 hv -> M^2 hv, GELU,
+M^2 hv -> ho, with biases): the qwen3_vl layer and merger counts, with Pt = 1, the final LayerNorm 2 hv, and every
+part replicated.
+
+``glm4v`` (GLM-4.5V; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_vl/modeling_glm_45v.py
+``GLM45VModel``: ``self.visual`` is transformers' ``Glm4vVisionModel`` from the vision_config, marked for TP
+gradient averaging, whole on every tensor-parallel rank; huggingface/transformers @ 005612ef :
+src/transformers/models/glm4v/modeling_glm4v.py: ``Glm4vVisionPatchEmbed`` a Conv3d with bias,
+``post_conv_layernorm`` an RMSNorm, ``Glm4vVisionEmbeddings`` (image_size / patch)^2 learned positions resampled to
+each image, ``Glm4vVisionBlock`` RMSNorms, qkv (bias only with attention_bias, refused) and proj without bias, a
+gated SiLU ``Glm4VisionMlp`` of width out_hidden_size without biases, ``post_layernorm``, ``downsample`` a Conv2d of
+kernel and stride M from hv to ho with bias, ``Glm4vVisionPatchMerger`` proj ho x ho, a LayerNorm, gate / up / down
+of width c = intermediate_size (vision_projector_ffn_hidden_size), no biases)::
+
+    patch_embed   C Pt P^2 hv + hv
+    each layer    2 hv + 4 hv^2 + 3 hv fv                fv = out_hidden_size
+    merger        ho^2 + 2 ho + 3 ho c                   what freeze_vision_projection freezes
+    unfrozen      Np hv + 2 hv + M^2 hv ho + ho          positions, post_conv_layernorm and post_layernorm, the
+                                                         downsample: ``GLM45VModel.freeze`` freezes patch_embed and
+                                                         blocks, or the merger, never these
+
+``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
+norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
+``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
+``Gemma3VLModel.freeze`` and ``KimiK25VLModel.freeze``: the whole vision_tower, and the projector with
+``freeze_vision_projection``); frozen parameters keep their weights only. D is ``vision_deepstack_mergers``.
 
 Tokens: an image of side R pixels (a multiple of P M) gives (R / P)^2 patches to the tower (one temporal patch:
-the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model.
+the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model. Gemma 3's side is
+fixed by its positions (R = P sqrt(Np)); the other towers interpolate or rotate positions to any side.
 """
 
 from __future__ import annotations
@@ -45,12 +137,45 @@ from typing import NamedTuple
 
 from .layers.base import Count
 
-__all__ = ["VisionParams", "has_vision", "image_patches", "image_tokens", "vision_params"]
+__all__ = ["KINDS", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
+           "vision_params"]
+
+
+class TowerKind(NamedTuple):
+    """What one kind of vision tower is built of (the table in the module docstring)."""
+
+    norm: str               # "LayerNorm" (weight and bias) or "RMSNorm" (weight)
+    gated: bool             # gated MLP (gate, up, down) or plain (fc1, fc2)
+    activation: str         # the MLP's activation, as the language model's activation_func names it
+    patch_bias: bool        # the patch embedding has a bias
+    learned_positions: bool # vision_num_position_embeddings x hv learned positions (else rotary, no weights)
+    tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
+    hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
+    deepstack: bool         # may have deepstack mergers
+    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear)
+                                # or "glm" (strided-convolution downsample, then a gated merger)
+    post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
+    linear_bias: bool = True    # the layers' linears have biases
+
+
+#: model.vision_model_type -> its tower kind.
+KINDS: dict[str, TowerKind] = {
+    "qwen3_vl": TowerKind("LayerNorm", False, "gelu", True, True, True, False, True),
+    "qwen2_5_vl": TowerKind("RMSNorm", True, "silu", False, False, False, True, False),
+    "gemma3_vl": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "pool", True),
+    "kimi_k25": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "merger", True),
+    "glm4v": TowerKind("RMSNorm", True, "silu", True, True, False, True, False, "glm", False, False),
+}
 
 
 def has_vision(m) -> bool:
     """Whether a model section has a vision tower."""
     return m.vision_num_layers is not None
+
+
+def tower_kind(m) -> TowerKind:
+    """The kind of a model section's vision tower."""
+    return KINDS[m.vision_model_type]
 
 
 def image_patches(m, resolution: int) -> int:
@@ -75,6 +200,8 @@ class VisionParams(NamedTuple):
     linear_layer: int    # linear-layer weights of one layer (sharded: qkv, proj, fc1, fc2)
     linear_merger: int   # linear-layer weights of the merger (fc1, fc2)
     deepstack: Count = Count(0, 0)   # every deepstack merger together (Qwen3-VL)
+    post_norm: Count = Count(0, 0)   # the norm after the last layer (SigLIP)
+    unfrozen: Count = Count(0, 0)    # parts neither freeze field reaches (GLM-4.5V: positions, outer norms, downsample)
 
     @property
     def projection(self) -> Count:
@@ -83,27 +210,51 @@ class VisionParams(NamedTuple):
 
     @property
     def encoder(self) -> Count:
-        """Patch embedding, positions and layers: what freeze_vision_model freezes."""
-        return self.patch_embed + self.pos_embed + Count(self.layers * self.layer.sharded,
-                                                         self.layers * self.layer.replicated)
+        """Patch embedding, positions, layers and the final norm: what freeze_vision_model freezes."""
+        return self.patch_embed + self.pos_embed + self.post_norm + Count(self.layers * self.layer.sharded,
+                                                                          self.layers * self.layer.replicated)
 
     @property
     def total(self) -> int:
-        return self.encoder.total + self.projection.total
+        return self.encoder.total + self.projection.total + self.unfrozen.total
+
+
+def _replicated(c: Count) -> Count:
+    return Count(0, c.total)
 
 
 def vision_params(m) -> VisionParams | None:
     """The vision tower's parameters (None without one); see the module docstring."""
     if not has_vision(m):
         return None
+    k = tower_kind(m)
     hv, fv, M = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_spatial_merge_size
     ho = m.vision_out_hidden_size or m.hidden_size
-    patch = Count(0, m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2 * hv + hv)
-    pos = Count(0, m.vision_num_position_embeddings * hv)
-    lin = 3 * hv * hv + hv * hv + hv * fv + fv * hv
-    layer = Count(lin + 3 * hv + fv, 4 * hv + hv + hv)
+    norm = 2 * hv if k.norm == "LayerNorm" else hv
+    patch = Count(0, m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2 * hv
+                  + (hv if k.patch_bias else 0))      # Conv3d (Conv2d when Pt is 1)
+    pos = Count(0, m.vision_num_position_embeddings * hv if k.learned_positions else 0)
+    mlp_in = 2 if k.gated else 1                 # gate and up, or fc1
+    lin = 3 * hv * hv + hv * hv + mlp_in * hv * fv + fv * hv
+    # column-parallel biases (qkv, fc1 / gate and up) split; the norms and the row-parallel biases (proj, fc2) not
+    bias = k.linear_bias
+    layer = Count(lin + (3 * hv + mlp_in * fv if bias else 0), 2 * norm + (hv + hv if bias else 0))
     wide = M * M * hv
-    merger = Count(wide * wide + wide + wide * ho, 2 * hv + ho)
+    unfrozen = Count(0, 0)
+    if k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
+        c = m.vision_projector_ffn_hidden_size
+        merger, linear_merger = Count(0, ho * ho + 2 * ho + 3 * ho * c), ho * ho + 3 * ho * c
+        unfrozen = Count(0, pos.replicated + 2 * hv + wide * ho + ho)   # positions, the two norms, downsample
+        pos = Count(0, 0)
+    elif k.projector == "pool":     # RMSNorm over hv (replicated), one linear hv x ho without bias (column-parallel)
+        merger, linear_merger = Count(hv * ho, hv), hv * ho
+    else:
+        merger, linear_merger = Count(wide * wide + wide + wide * ho, norm + ho), wide * wide + wide * ho
     D = m.vision_deepstack_mergers
     deep = Count(D * (wide * wide + wide + wide * ho), D * (2 * wide + ho))
-    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, wide * wide + wide * ho, deep)
+    if not k.tp_split:
+        layer, deep = _replicated(layer), _replicated(deep)
+        if k.projector != "pool":   # Qwen2.5-VL's merger is part of Hugging Face's module
+            merger = _replicated(merger)
+    post = Count(0, 2 * hv if k.post_norm else 0)
+    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post, unfrozen)

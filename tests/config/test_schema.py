@@ -147,6 +147,10 @@ VARIANTS = {
     "model.vision_num_position_embeddings": (make_config(VIT), {"model": {"vision_num_position_embeddings": 1024}}),
     "model.vision_out_hidden_size": (make_config(VIT), {"model": {"vision_out_hidden_size": 256}}),
     "model.vision_deepstack_mergers": (make_config(VIT), {"model": {"vision_deepstack_mergers": 1}}),
+    "model.vision_model_type": (make_config(VIT), {"model": {"vision_model_type": "qwen2_5_vl"}}),
+    "model.vision_projector_ffn_hidden_size": (
+        make_config({**VIT, "vision_model_type": "glm4v", "vision_projector_ffn_hidden_size": 256}),
+        {"model": {"vision_projector_ffn_hidden_size": 512}}),
     "training.images_per_sample": (make_config(VIT), {"training": IMAGES}),
     "training.image_resolution": (make_config(VIT, None, IMAGES), {"training": {"image_resolution": 224}}),
     "training.freeze_vision_model": (make_config(VIT, None, IMAGES), {"training": {"freeze_vision_model": True}}),

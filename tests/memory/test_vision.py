@@ -202,3 +202,105 @@ def test_deepstack_merger_activations_by_hand():
 def test_bad_deepstack_settings_name_the_field(model, words):
     with pytest.raises(ConfigError, match=words):
         estimate(make_config(model))
+
+
+# The qwen2_5_vl tower (Qwen2.5-VL: Hugging Face's module, whole on every tensor-parallel rank) of the same shape.
+# Its parameters by hand: patch embedding without bias 3 x 2 x 16^2 x 64 = 98,304; no learned positions; each
+# layer: RMSNorms 2 x 64 = 128, qkv 3 x 64^2 + 3 x 64 = 12,480, proj 64^2 + 64 = 4160, gate and up
+# 2 x (64 x 128 + 128) = 16,640, down 128 x 64 + 64 = 8256: 41,664; merger: RMSNorm 64, fc1 256^2 + 256 = 65,792,
+# fc2 256 x 512 + 512 = 131,584: 197,440. Encoder 98,304 + 2 x 41,664 = 181,632; tower 379,072.
+VIT25 = {**VIT, "vision_model_type": "qwen2_5_vl"}
+ENCODER25, MERGER25 = 181_632, 197_440
+
+
+def test_the_qwen2_5_vl_tower_is_counted_by_hand():
+    vit = _est(VIT25)
+    assert vit.parameters.vision == ENCODER25 + MERGER25 == 379_072
+    assert vit.stages[0].parameters - _est(MODEL).stages[0].parameters == 379_072
+
+
+def test_the_qwen2_5_vl_tower_is_whole_on_every_tensor_parallel_rank():
+    """TP 2 splits the language model but not this tower: each GPU holds all 379,072 of its parameters (where a
+    qwen3_vl tower of the same widths holds 378,752 of its 510,272)."""
+    base = _est(MODEL, {"tensor_model_parallel_size": 2}, world_size=2)
+    vit = _est(VIT25, {"tensor_model_parallel_size": 2}, world_size=2)
+    assert vit.stages[0].parameters - base.stages[0].parameters == 379_072
+
+
+def test_the_qwen2_5_vl_tower_needs_no_tensor_parallel_divisibility():
+    """4 heads and TP 8: refused for the split qwen3_vl tower, accepted for the replicated one."""
+    par = {"tensor_model_parallel_size": 8}
+    with pytest.raises(ConfigError, match="vision_num_attention_heads"):
+        _est({**VIT, "num_attention_heads": 8}, par, world_size=8)
+    _est({**VIT25, "num_attention_heads": 8}, par, world_size=8)
+
+
+def test_qwen2_5_vl_frozen_parts_keep_their_weights_only():
+    """As for the qwen3_vl tower: trained 2 + 4 + 12 bytes a parameter, frozen 2 (bf16 weights, fp32 gradients,
+    Adam with fp32 masters, one data-parallel rank)."""
+    base, enc = _est(MODEL).stages[0], _est(VIT25, freeze_vision_model=True).stages[0]
+    n = ENCODER25 + MERGER25
+    assert (enc.weights_bytes - base.weights_bytes, enc.gradients_bytes - base.gradients_bytes,
+            enc.optimizer_bytes - base.optimizer_bytes) == (2 * n, 4 * MERGER25, 12 * MERGER25)
+
+
+def test_qwen2_5_vl_activations_by_hand():
+    """2 images of 448 pixels: N = 1568 patches, B = 2 bytes, hv 64, fv 128, 4 heads (head width 16).
+
+    Each layer keeps (8 + 11 B) N hv + 4 B N fv + 8 N + 4 N heads = 30 x 1568 x 64 + 8 x 1568 x 128 + 8 x 1568
+    + 16 x 1568 = 3,010,560 + 1,605,632 + 12,544 + 25,088 = 4,653,824, two layers 9,307,648; the patch embedding's
+    input 2 x 1568 x 3 x 2 x 256 = 4,816,896; the rotary cos and sin 2 x 4 x 1568 x 16 = 200,704; the merger
+    (4 + 4 B) N hv + 4 N = 1,204,224 + 6,272 = 1,210,496. Total 15,535,744 bytes for one micro-batch. The same at
+    TP 2 (every rank runs the whole tower on every image) and under full recompute (the language model's recompute
+    does not reach Hugging Face's module). Encoder frozen: the merger's 4 B N hv = 802,816."""
+    def added(par=None, **training):
+        world = {"world_size": (par or {}).get("tensor_model_parallel_size", 1)}
+        return (_est(VIT25, par, images_per_sample=2, **world, **training).stages[0].activations_bytes
+                - _est(VIT25, par, **world, **training).stages[0].activations_bytes)
+    assert added() == 15_535_744
+    assert added({"tensor_model_parallel_size": 2}) == 15_535_744
+    assert added(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1) == 15_535_744
+    assert added(freeze_vision_model=True) == 802_816
+    assert added(freeze_vision_model=True, freeze_vision_projection=True) == 0
+
+
+@pytest.mark.parametrize("model, words", [
+    ({**VIT25, "vision_deepstack_mergers": 1}, "applies only to the qwen3_vl tower"),
+    ({**VIT25, "vision_num_position_embeddings": 1024}, "positions are rotary"),
+    ({**MODEL, "vision_model_type": "qwen2_5_vl"}, "model.vision_model_type"),
+    ({**VIT, "vision_model_type": "siglip9"}, "vision_model_type"),
+    ({**VIT, "vision_model_type": "gemma3_vl"}, "must be 1 for the gemma3_vl tower"),
+    ({**VIT, "vision_model_type": "gemma3_vl", "vision_temporal_patch_size": 1,
+      "vision_num_position_embeddings": 1000}, "square of the patches per image side"),
+])
+def test_bad_tower_kind_settings_name_the_field(model, words):
+    with pytest.raises(ConfigError, match=words):
+        estimate(make_config(model))
+
+
+# The kimi_k25 tower (Kimi K2.5's MoonViT: the checkpoint's own module, whole on every tensor-parallel rank, with its
+# PatchMergerMLP) of the same widths, one frame a patch. By hand: Conv2d with bias 3 x 16^2 x 64 + 64 = 49,216;
+# positions 2304 x 64 = 147,456; each layer as qwen3_vl's, 33,472, two 66,944; final LayerNorm 128: encoder 263,744;
+# merger as qwen3_vl's 197,504, all replicated. Tower 461,248.
+VITK = {**VIT, "vision_model_type": "kimi_k25", "vision_temporal_patch_size": 1}
+
+
+def test_the_kimi_k25_tower_by_hand_whole_on_every_rank():
+    assert _est(VITK).parameters.vision == 263_744 + 197_504 == 461_248
+    base = _est(MODEL, {"tensor_model_parallel_size": 2}, world_size=2)
+    vit = _est(VITK, {"tensor_model_parallel_size": 2}, world_size=2)
+    assert vit.stages[0].parameters - base.stages[0].parameters == 461_248
+
+
+def test_kimi_k25_activations_by_hand():
+    """2 images of 448 pixels: N = 1568 patches, B = 2, hv 64, fv 128, 4 heads. Each layer keeps
+    10 B N hv + 2 B N fv + 16 N + 4 N heads = 2,007,040 + 802,816 + 25,088 + 25,088 = 2,860,032, two 5,720,064; the
+    Conv2d's input 2 x 1568 x 3 x 256 = 2,408,448; the complex64 rotary table 4 x 1568 x 16 = 100,352;
+    final_layernorm's input and statistics 200,704 + 12,544 = 213,248; the merger 4 B N hv + 8 N = 815,360.
+    9,257,472 bytes, the same at TP 2; the merger's 815,360 with the tower frozen."""
+    def added(par=None, **training):
+        world = {"world_size": (par or {}).get("tensor_model_parallel_size", 1)}
+        return (_est(VITK, par, images_per_sample=2, **world, **training).stages[0].activations_bytes
+                - _est(VITK, par, **world, **training).stages[0].activations_bytes)
+    assert added() == added({"tensor_model_parallel_size": 2}) == 9_257_472
+    assert added(freeze_vision_model=True) == 815_360

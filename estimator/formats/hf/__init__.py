@@ -56,8 +56,8 @@ import with :class:`~estimator.config.errors.UnsupportedError` naming it: a coun
 key that is read is type-checked first (an integer, a finite number, true/false, a name) and held to the
 bound of the schema field it becomes, so that ``num_hidden_layers: 10**30`` or ``rms_norm_eps: true`` is
 an error naming the key, never an overflow, a hang or a silent 1.0.
-Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, Qwen3.5 and Qwen3-VL with their vision
-tower, ...) are mapped by their own functions, each documented with the keys it reads. The package's modules:
+Architectures beyond the table (hybrid Mamba, gpt-oss, Qwen3-Next, the vision-language models with their vision
+towers, ...) are mapped by their own functions, each documented with the keys it reads. The package's modules:
 
 - :mod:`.convert`: :func:`from_hf_config`, the supported ``model_type`` table and the dispatch to a family;
 - :mod:`.source`: reading a file, a model directory or a catalog Hub id (:func:`read_hf_config`);
@@ -67,7 +67,9 @@ tower, ...) are mapped by their own functions, each documented with the keys it 
   OLMo 2, EXAONE 4.0, Nemotron-4 / Minitron, Llama 4, Llama-Nemotron), :mod:`.deepseek` (MLA,
   DeepSeek-V2/V3/V3.2/V4), :mod:`.glm`, :mod:`.moe` (ERNIE 4.5, Ling, gpt-oss, MiniMax-M2, OLMoE), :mod:`.hybrid`
   (Qwen3-Next, Qwen3.5, Nemotron-H), :mod:`.gemma` (Gemma 1 to 4);
-- :mod:`.multimodal`: the vision-language wrappers (text_config) and the vision towers mapped.
+- :mod:`.multimodal`: the vision-language wrappers (their language model: text_config);
+- :mod:`.towers`: the vision towers mapped (vision_config: Qwen3.5 / Qwen3-VL, Qwen2.5-VL, Gemma 3, Kimi K2.5,
+  GLM-4.5V).
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model
 catalog (:mod:`estimator.formats.hf_catalog`); an id not in it is an error naming the closest ids.

@@ -13,9 +13,10 @@ from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
 from .moe import map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_minimax_m2, map_olmoe
-from .multimodal import QWEN_VISION, WRAPPED, qwen_vision, text_part
+from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
+from .towers import VISION_TOWERS, read_vision
 
 
 #: model_type -> (architecture class name, a short description), in the order the docs list them.
@@ -37,6 +38,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
     "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
     "gemma3_text": ("Gemma3ForCausalLM", "Gemma 3 (text)"),
+    "gemma3": ("Gemma3ForConditionalGeneration", "Gemma 3 4B, 12B, 27B (Gemma 3 language model, SigLIP vision tower "
+               "and its pooling projector)"),
     "gemma4": ("Gemma4ForConditionalGeneration", "Gemma 4 MoE and 31B dense (text part; the vision tower is not "
                "counted)"),
     "gemma4_text": ("Gemma4ForCausalLM", "Gemma 4 MoE and 31B dense (text)"),
@@ -62,7 +65,12 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                     "attention; GLM-5.2 shares each top-k over 4 layers)"),
     "deepseek_v4": ("DeepseekV4ForCausalLM", "DeepSeek-V4-Flash, DeepSeek-V4-Pro (hybrid compressed attention, "
                     "hyper-connections, hash-routed MoE layers)"),
-    "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (text part: DeepSeek-V3's architecture)"),
+    "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", "Qwen2.5-VL (Qwen2 language model, Hugging Face's vision "
+                   "tower with window attention, whole on every TP rank)"),
+    "glm4v_moe": ("Glm4vMoeForConditionalGeneration", "GLM-4.5V (GLM-4.5-Air's language model, GLM-4V vision tower "
+                  "with its downsample and merger)"),
+    "kimi_k25": ("KimiK25ForConditionalGeneration", "Kimi K2.5 (DeepSeek-V3's language model, MoonViT vision tower "
+                 "and patch merger)"),
     "mistral3": ("Mistral3ForConditionalGeneration", "Mistral Small 3.1/3.2, Magistral, Ministral 3 (text part)"),
     "ministral3": ("Mistral3ForConditionalGeneration", "Ministral 3 (text part)"),
     # famA (issue 27): OLMoE, Gemma 1, Nemotron-4 / Minitron, EXAONE 4.0, K-EXAONE
@@ -124,7 +132,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
     """
     hf = read_hf_config(source)
     mt = _model_type(hf)
-    wrapper = hf if mt in QWEN_VISION else None
+    wrapper, wrapper_mt = (hf, mt) if mt in VISION_TOWERS else (None, None)
     if mt in WRAPPED:
         hf, mt = text_part(hf, mt, strict)
     elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):     # Qwen35Bridge / Qwen35MoEBridge: the language model alone
@@ -181,7 +189,7 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         if mt in ("mixtral", "qwen2_moe", "qwen3_moe"):
             moe_experts(r, m)
     if wrapper is not None:
-        qwen_vision(wrapper.get("vision_config"), m, strict)
+        read_vision(wrapper, wrapper_mt, m, strict)
     return {k: m[k] for k in sorted(m, key=MODEL_ORDER.__getitem__)}
 
 

@@ -1,67 +1,16 @@
 """Vision-language wrappers: the language model of a multimodal ``config.json`` is its ``text_config``
-(:func:`text_part`), and the vision towers that are modelled (Qwen3.5's and Qwen3-VL's, :func:`qwen_vision`) are
-read from its ``vision_config`` into the ``model.vision_*`` fields."""
+(:func:`text_part`; Qwen2.5-VL's Hub files keep it flat, at the top level; Gemma 3's states only what differs from
+transformers' defaults), and the wrappers whose vision tower is modelled read it with :mod:`.towers`."""
 
 from __future__ import annotations
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
-from .keys import INERT, PRETRAINED_DEFAULTS
-from .reader import LISTED_KEYS, MODEL_SPECS
+from .keys import INERT
 
 
-#: vision_config keys -> the model field they become (Megatron-Bridge @ 067f987d :
-#: src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``).
-_VISION_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
-                  "num_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
-                  "patch_size": "vision_patch_size", "temporal_patch_size": "vision_temporal_patch_size",
-                  "in_channels": "vision_in_channels", "spatial_merge_size": "vision_spatial_merge_size",
-                  "num_position_embeddings": "vision_num_position_embeddings",
-                  "out_hidden_size": "vision_out_hidden_size"}
-
-
-_VISION_INERT = frozenset({"model_type", "initializer_range", "hidden_act", "deepstack_visual_indexes", "dtype",
-                           "torch_dtype", "_name_or_path", "transformers_version"})
-
-
-def qwen_vision(vc, m: dict, strict: bool) -> None:
-    """The vision tower of a Qwen3.5 or Qwen3-VL config.json (its vision_config), as Megatron-Bridge builds it
-    (modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``: num_layers depth, hidden_size, num_heads
-    heads without GQA, ffn intermediate_size, biases on every linear, LayerNorm, tanh-GELU MLP not gated;
-    vision_model.py ``Qwen3VLVisionModel``: a Conv3d patch embedding, num_position_embeddings learned positions,
-    the patch merger to out_hidden_size; transformer_block.py: one deepstack merger per deepstack_visual_indexes
-    entry, Qwen3-VL's). Every value is required (the tower's parameters depend on them); hidden_act other than
-    gelu_pytorch_tanh is refused: Bridge hard-wires the activation."""
-    if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for Qwen3.5 and Qwen3-VL (the "
-                                  "vision tower)"))
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
-                         and k not in PRETRAINED_DEFAULTS)
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
-    act = vc.get("hidden_act", "gelu_pytorch_tanh")
-    if act != "gelu_pytorch_tanh":
-        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
-                               "uses the tanh GELU (gelu_pytorch_tanh) whatever the config says; only that is mapped")
-    deep = vc.get("deepstack_visual_indexes")
-    deep = [] if deep is None else deep
-    depth = vc.get("depth")
-    if not isinstance(deep, list) or len(set(deep)) != len(deep) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and isinstance(depth, int) and 0 <= i < depth
-            for i in deep):
-        raise ConfigError(Problem("config.json:vision_config.deepstack_visual_indexes", deep, "must be a list of "
-                                  "distinct tower layer indices in 0..depth-1 (one deepstack merger each)"))
-    if deep:
-        m["vision_deepstack_mergers"] = len(deep)
-    for key, name in _VISION_FIELDS.items():
-        v = vc.get(key)
-        spec = MODEL_SPECS[name]
-        if isinstance(v, bool) or not isinstance(v, int) or not spec.min <= v <= spec.max:
-            raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
-                                      f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
-        m[name] = v
-
+#: GLM-4.5V's text_config keys the Hugging Face wrapper adds to GLM-4.5-Air's: media token ids (no tensor).
+_GLM4V_MEDIA = frozenset({"image_start_token_id", "image_end_token_id", "video_start_token_id",
+                          "video_end_token_id", "image_token_id", "video_token_id"})
 
 _QWEN_VL_TOP = frozenset({"video_token_id", "vision_start_token_id", "vision_end_token_id", "audio_token_id"})
 
@@ -73,7 +22,8 @@ _VISION_TOP = frozenset({"text_config", "vision_config", "image_token_index", "i
 #: the wrapper's own keys, which describe the vision tower, projector and media tokens: not counted here).
 WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "llama4": (("llama4_text", "llama4"), _VISION_TOP | {"boi_token_index", "eoi_token_index", "image_processor_config"}),
-    # Megatron-Bridge kimi_vl/kimi_k25_vl_bridge.py: the language model is DeepSeek-V3's (text_config kimi_k2).
+    # Megatron-Bridge kimi_vl/kimi_k25_vl_bridge.py: the language model is DeepSeek-V3's (text_config kimi_k2); the
+    # MoonViT tower and its projector are read from vision_config (moonvit_vision).
     "kimi_k25": (("kimi_k2", "deepseek_v3"), _VISION_TOP | {"media_placeholder_token_id", "use_unified_vision_chunk",
                                                            "video_placeholder"}),
     # Megatron-Bridge ministral3/ministral3_bridge.py (Mistral3ForConditionalGeneration): a Mistral / Ministral 3
@@ -89,7 +39,7 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
                                                 "eoa_token_id", "eoa_token_index", "eoi_token_id", "video_token_id",
                                                 "vision_soft_tokens_per_image"}),
     # Megatron-Bridge qwen_vl/qwen35_vl_bridge.py (Qwen35VLBridge, Qwen35VLMoEBridge): the hybrid language model of
-    # text_config and a Qwen3-VL vision tower (vision_config, mapped by qwen_vision into the model.vision_* fields).
+    # text_config and a Qwen3-VL vision tower (vision_config, mapped by towers.qwen_vision into model.vision_*).
     # language_model_only (false in NVIDIA's Qwen3.6-27B-NVFP4) is no field of transformers' Qwen3_5Config
     # (huggingface/transformers @ 008e5743 : src/transformers/models/qwen3_5/configuration_qwen3_5.py: text_config,
     # vision_config, the media token ids, tie_word_embeddings), so it changes no tensor; it names vLLM's switch that
@@ -100,24 +50,70 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
     "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
     "qwen3_vl_moe": (("qwen3_vl_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
+    # Megatron-Bridge qwen_vl/qwen25_vl_bridge.py (Qwen25VLBridge): a Qwen2 language model (RMSNorm, SwiGLU, q/k/v
+    # biases; M-RoPE has no weights) and transformers' own Qwen2.5-VL vision tower (_qwen25_vision). The Hub's
+    # config.json files keep the language model's keys flat, at the top level (FLAT_TEXT).
+    "qwen2_5_vl": (("qwen2_5_vl_text",), _VISION_TOP | _QWEN_VL_TOP | {"vision_token_id"}),
+    # Megatron-Bridge gemma_vl/gemma3_vl_bridge.py (Gemma3VLBridge): the Gemma 3 language model of text_config
+    # (transformers' Gemma3TextConfig defaults fill the keys the Hub files leave out: GEMMA3_TEXT_DEFAULTS) and the
+    # SigLIP vision tower with its projector (siglip_vision).
+    "gemma3": (("gemma3_text",), _VISION_TOP | {"boi_token_index", "eoi_token_index", "mm_tokens_per_image"}),
+    # Megatron-Bridge glm_vl/glm_45v_bridge.py (GLM45VBridge): GLM-4.5-Air's language model (text_config, mapped as
+    # glm4_moe with no MTP layer: the bridge sets mtp_num_layers 0 for the VL model) and transformers' GLM-4V vision
+    # tower (glm4v_vision).
+    "glm4v_moe": (("glm4v_moe_text",), _VISION_TOP | _GLM4V_MEDIA),
 }
 
 
-#: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
-QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe"})
+#: transformers' Gemma3TextConfig defaults for the keys that size a tensor (huggingface/transformers @ 008f5c8c :
+#: src/transformers/models/gemma3/configuration_gemma3.py ``Gemma3TextConfig.__init__``): Gemma 3's Hub config.json
+#: files state only what differs from them (google/gemma-3-4b-it's text_config: hidden_size, intermediate_size,
+#: num_hidden_layers, rope_scaling, sliding_window), and transformers, hence Megatron-Bridge, builds the rest so.
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
+                        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131_072,
+                        "rms_norm_eps": 1e-6}
+
+
+#: Wrappers whose config.json may hold the language model's keys at the top level instead of a text_config
+#: (transformers' Qwen2_5_VLConfig reads either).
+FLAT_TEXT = frozenset({"qwen2_5_vl"})
+
+
+def _glm4v_text(text: dict) -> dict:
+    """GLM-4.5V's text_config as GLM-4.5-Air's: no MTP layer (Megatron-Bridge @ 067f987d : glm_vl/glm_45v_bridge.py
+    sets mtp_num_layers 0), transformers' num_local_experts only as a second name for n_routed_experts, and the
+    media token ids dropped."""
+    out = {k: v for k, v in text.items() if k not in _GLM4V_MEDIA}
+    local = out.pop("num_local_experts", None)
+    if local is not None and local != out.get("n_routed_experts"):
+        raise ConfigError(Problem("config.json:text_config.num_local_experts", local, "must equal n_routed_experts "
+                                  f"({show(out.get('n_routed_experts'))}): the same experts under another name"))
+    out["num_nextn_predict_layers"] = 0
+    return out
 
 
 def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
     """The language model's keys of a multimodal config.json (its text_config) and the model_type they are
-    mapped as; the vision encoder and projector are left out here (Qwen3.5's are read from its vision_config by
-    :func:`qwen_vision`; the other wrappers' are not counted). A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN / Llama-4 attention scaling in
-    rope_parameters has no weights)."""
+    mapped as; the vision encoder and projector are left out here (:mod:`.towers` reads those that are modelled;
+    the other wrappers' are not counted). A Ministral 3 text_config maps as Mistral: the same tensors (its YaRN /
+    Llama-4 attention scaling in rope_parameters has no weights)."""
     inner, top = WRAPPED[mt]
     text = hf.get("text_config")
+    if text is None and mt in FLAT_TEXT:        # the language model's keys at the top level
+        text = {k: v for k, v in hf.items() if k not in top or k == "tie_word_embeddings"}
+        text["model_type"] = inner[0]
     if not isinstance(text, dict):
         raise ConfigError(Problem("config.json:text_config", text, f"is required for {mt} (the language model)"))
+    if mt == "gemma3":
+        text = {**GEMMA3_TEXT_DEFAULTS, **text}
+    if mt == "glm4v_moe":
+        text = _glm4v_text(text)
+    if mt in FLAT_TEXT:     # media token ids a re-saved text_config repeats: the wrapper's, sizing no tensor
+        text = {k: v for k, v in text.items() if k not in top - {"tie_word_embeddings"}}
     if strict:
-        unknown = [k for k in hf if k not in top and k not in INERT]
+        unknown = [k for k in hf if k not in top and k not in INERT
+                   and not (mt in FLAT_TEXT and k in text and text[k] == hf[k])]
         if unknown:
             raise UnsupportedError(f"config.json key(s) not understood for {mt}: {', '.join(sorted(unknown))}")
     if hf.get("audio_config") is not None:
@@ -132,8 +128,8 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
                                f"mapped are {', '.join(inner)}")
     out = dict(text)
     target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
-              "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_vl_text": "qwen3",
-              "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
+              "glm4v_moe_text": "glm4_moe", "qwen2_5_vl_text": "qwen2", "qwen3_5_moe_text": "qwen3_5_moe",
+              "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
     out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
         out["tie_word_embeddings"] = hf["tie_word_embeddings"]

@@ -1,0 +1,268 @@
+"""The vision towers read from a multimodal ``config.json``'s ``vision_config`` into the ``model.vision_*`` fields
+(estimator/model/vision.py for what each kind is built of): Qwen3.5's and Qwen3-VL's, Qwen2.5-VL's
+(:func:`qwen_vision`), Gemma 3's SigLIP (:func:`siglip_vision`), Kimi K2.5's MoonViT (:func:`moonvit_vision`) and
+GLM-4.5V's (:func:`glm4v_vision`); :func:`read_vision` picks the reader for a wrapper's ``model_type``. Every key
+that sizes a tensor is read, type-checked and bounded; a key understood by none is refused by name."""
+
+from __future__ import annotations
+
+import math
+
+from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from .keys import PRETRAINED_DEFAULTS
+from .reader import LISTED_KEYS, MODEL_SPECS
+
+#: vision_config keys -> the model field they become (Megatron-Bridge @ 067f987d :
+#: src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``).
+_VISION_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                  "num_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                  "patch_size": "vision_patch_size", "temporal_patch_size": "vision_temporal_patch_size",
+                  "in_channels": "vision_in_channels", "spatial_merge_size": "vision_spatial_merge_size",
+                  "num_position_embeddings": "vision_num_position_embeddings",
+                  "out_hidden_size": "vision_out_hidden_size"}
+
+
+_VISION_INERT = frozenset({"model_type", "initializer_range", "hidden_act", "deepstack_visual_indexes", "dtype",
+                           "torch_dtype", "_name_or_path", "transformers_version"})
+
+
+#: Qwen2.5-VL's vision_config keys that size no tensor: the attention windows (window_size, and the layers that
+#: attend fully, fullatt_block_indexes: the same weights, and attention memory linear in the patches either way),
+#: the video time scale (tokens_per_second) and spatial_patch_size, which transformers' model never reads (the
+#: Conv3d kernel is patch_size): huggingface/transformers @ 00b676f8 : src/transformers/models/qwen2_5_vl/
+#: modeling_qwen2_5_vl.py ``Qwen2_5_VisionTransformerPretrainedModel``.
+_QWEN25_VISION_INERT = frozenset({"window_size", "fullatt_block_indexes", "tokens_per_second", "spatial_patch_size",
+                                  "in_chans"})
+
+
+def _qwen25_vision(vc: dict, m: dict, strict: bool) -> None:
+    """Qwen2.5-VL's tower (Megatron-Bridge @ 067f987d : qwen_vl/modeling_qwen25_vl.py builds transformers'
+    ``Qwen2_5_VisionTransformerPretrainedModel`` from this vision_config): depth, hidden_size, num_heads,
+    intermediate_size (the gated MLP), patch_size, temporal_patch_size, spatial_merge_size and out_hidden_size are
+    required; in_channels is transformers' default 3 when absent, and the older in_chans must agree with it."""
+    fields = {k: v for k, v in _VISION_FIELDS.items() if k not in ("num_position_embeddings", "in_channels")}
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
+                         and k not in _QWEN25_VISION_INERT and k not in PRETRAINED_DEFAULTS
+                         or k in ("num_position_embeddings", "deepstack_visual_indexes"))
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for qwen2_5_vl: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    act = vc.get("hidden_act", "silu")
+    if act != "silu":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Qwen2.5-VL's tower is mapped with "
+                               "its gated SiLU MLP only (silu)")
+    channels = vc.get("in_channels", 3)
+    if "in_chans" in vc and vc["in_chans"] != channels:
+        raise ConfigError(Problem("config.json:vision_config.in_chans", vc["in_chans"], f"must equal in_channels "
+                                  f"({show(channels)}): transformers builds the patch embedding from in_channels"))
+    _read_fields(vc, {**fields, "in_channels": "vision_in_channels"}, m, {"in_channels": 3})
+    m["vision_model_type"] = "qwen2_5_vl"
+
+
+def _read_fields(vc: dict, fields: dict, m: dict, defaults: dict | None = None) -> None:
+    """Each vision_config key of ``fields`` into its model field, an integer within the field's bounds."""
+    for key, name in fields.items():
+        v = vc.get(key, (defaults or {}).get(key))
+        spec = MODEL_SPECS[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not spec.min <= v <= spec.max:
+            raise ConfigError(Problem(f"config.json:vision_config.{key}", v, f"must be an integer from "
+                                      f"{spec.min:g} to {spec.max:g} (it becomes model.{name})"))
+        m[name] = v
+
+
+#: Gemma 3's SigLIP vision_config: the keys that size its tensors (each required: transformers' SiglipVisionConfig
+#: defaults changed between releases) -> the model field, and the keys that size none. vision_use_head is forced
+#: false by Megatron-Bridge (gemma_vl/gemma3_vl_bridge.py), so the pooling head is never built.
+_SIGLIP_FIELDS = {"num_hidden_layers": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                  "num_attention_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                  "patch_size": "vision_patch_size", "num_channels": "vision_in_channels"}
+_SIGLIP_INERT = frozenset({"model_type", "vision_use_head", "layer_norm_eps", "initializer_range", "dtype",
+                           "torch_dtype", "_name_or_path", "transformers_version", "image_size", "hidden_act",
+                           "attention_dropout"})
+
+
+def siglip_vision(vc, m: dict, strict: bool, tokens_per_image) -> None:
+    """Gemma 3's vision tower, transformers' SigLIP vision model as Megatron-Bridge builds it
+    (gemma_vl/modeling_gemma3_vl.py ``Gemma3VLModel``), and its projector: num_hidden_layers layers of hidden_size,
+    num_attention_heads heads and a tanh-GELU MLP of intermediate_size, a Conv2d of patch_size over num_channels
+    (transformers' default 3), (image_size / patch_size)^2 learned positions (model.vision_num_position_embeddings),
+    and the projector's average pool of side (image_size / patch_size) / sqrt(mm_tokens_per_image)
+    (model.vision_spatial_merge_size; Gemma3Config's default 256 tokens an image)."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for gemma3 (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _SIGLIP_FIELDS and k not in _SIGLIP_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for gemma3: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    act = vc.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Gemma 3's SigLIP tower is mapped "
+                               "with its tanh GELU (gelu_pytorch_tanh) only")
+    if vc.get("attention_dropout", 0.0) not in (0, 0.0):
+        raise UnsupportedError(f"config.json:vision_config.attention_dropout {show(vc['attention_dropout'])}: only 0 "
+                               "is mapped (the tower's attention keeps no dropout mask)")
+    _read_fields(vc, _SIGLIP_FIELDS, m, {"num_channels": 3})
+    size, patch = vc.get("image_size"), m["vision_patch_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % patch:
+        raise ConfigError(Problem("config.json:vision_config.image_size", size, f"must be a positive multiple of "
+                                  f"patch_size ({patch}): the learned positions cover whole patches"))
+    side = size // patch
+    tokens = 256 if tokens_per_image is None else tokens_per_image
+    pooled = math.isqrt(tokens) if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
+    if not pooled or pooled * pooled != tokens or side % pooled:
+        raise ConfigError(Problem("config.json:mm_tokens_per_image", tokens_per_image, f"must be a square number "
+                                  f"whose root divides the {side} patches of an image side (the projector's "
+                                  "average pool)"))
+    m.update(vision_num_position_embeddings=side * side, vision_spatial_merge_size=side // pooled,
+             vision_temporal_patch_size=1, vision_model_type="gemma3_vl")
+
+
+#: Kimi K2.5's vision_config (MoonViT and its PatchMergerMLP): the keys that size a tensor -> the model field; the
+#: keys whose value is checked because only it is mapped; and the keys that size none (the video time table is a
+#: buffer, video attention and the attention kernel change no tensor, the projector's LayerNorm epsilon neither).
+_MOONVIT_FIELDS = {"vt_num_hidden_layers": "vision_num_layers", "vt_hidden_size": "vision_hidden_size",
+                   "vt_num_attention_heads": "vision_num_attention_heads",
+                   "vt_intermediate_size": "vision_ffn_hidden_size", "patch_size": "vision_patch_size",
+                   "text_hidden_size": "vision_out_hidden_size"}
+_MOONVIT_ONLY = {"merge_type": "sd2_tpool", "mm_projector_type": "patchmerger", "pos_emb_type": "divided_fixed",
+                 "projector_hidden_act": "gelu"}
+_MOONVIT_INERT = frozenset({"model_type", "_attn_implementation", "init_pos_emb_time", "video_attn_type",
+                            "projector_ln_eps", "init_pos_emb_height", "init_pos_emb_width", "merge_kernel_size",
+                            "mm_hidden_size"})
+
+
+def moonvit_vision(vc, m: dict, strict: bool) -> None:
+    """Kimi K2.5's vision tower (MoonViT3dPretrainedModel) and projector (PatchMergerMLP), the checkpoint's own
+    modules as Megatron-Bridge builds them (kimi_vl/modeling_kimi_k25_vl.py): vt_num_hidden_layers layers of
+    vt_hidden_size, vt_num_attention_heads heads and a tanh-GELU MLP of vt_intermediate_size, a Conv2d of patch_size
+    over 3 channels, init_pos_emb_height x init_pos_emb_width learned positions (a square grid, interpolated to each
+    image), and a merger of merge_kernel_size (a square) patches into text_hidden_size. mm_hidden_size must be
+    vt_hidden_size (the merger's input is the tower's output)."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for kimi_k25 (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _MOONVIT_FIELDS and k not in _MOONVIT_ONLY
+                         and k not in _MOONVIT_INERT and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for kimi_k25: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    for key, only in _MOONVIT_ONLY.items():
+        if vc.get(key, only) != only:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for kimi_k25: only {only!r} is "
+                                   "mapped (Kimi K2.5's MoonViT and PatchMergerMLP)")
+    _read_fields(vc, _MOONVIT_FIELDS, m)
+    if vc.get("mm_hidden_size", m["vision_hidden_size"]) != m["vision_hidden_size"]:
+        raise ConfigError(Problem("config.json:vision_config.mm_hidden_size", vc["mm_hidden_size"],
+                                  f"must equal vt_hidden_size ({m['vision_hidden_size']}): the projector reads the "
+                                  "tower's output"))
+    h, w = vc.get("init_pos_emb_height"), vc.get("init_pos_emb_width")
+    if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in (h, w)) or h != w:
+        raise ConfigError(Problem("config.json:vision_config.init_pos_emb_height", h, "must be a positive integer "
+                                  f"equal to init_pos_emb_width ({show(w)}): the learned positions, a square grid"))
+    merge = vc.get("merge_kernel_size")
+    if (not isinstance(merge, list) or len(merge) != 2 or merge[0] != merge[1]
+            or isinstance(merge[0], bool) or not isinstance(merge[0], int) or merge[0] <= 0):
+        raise ConfigError(Problem("config.json:vision_config.merge_kernel_size", merge, "must be [k, k], a square "
+                                  "of patches the projector merges into one token"))
+    if h * w > MODEL_SPECS["vision_num_position_embeddings"].max:
+        raise ConfigError(Problem("config.json:vision_config.init_pos_emb_height", h, "is too large (its square "
+                                  "becomes model.vision_num_position_embeddings)"))
+    m.update(vision_num_position_embeddings=h * w, vision_spatial_merge_size=merge[0], vision_temporal_patch_size=1,
+             vision_in_channels=3, vision_model_type="kimi_k25")
+
+
+#: GLM-4.5V's vision_config (transformers' Glm4vVisionConfig): key -> model field; out_hidden_size is both the
+#: tower's MLP width (Glm4VisionMlp) and the merger's output, intermediate_size the merger's gated MLP.
+_GLM4V_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                 "num_heads": "vision_num_attention_heads", "out_hidden_size": "vision_out_hidden_size",
+                 "intermediate_size": "vision_projector_ffn_hidden_size", "patch_size": "vision_patch_size",
+                 "temporal_patch_size": "vision_temporal_patch_size", "spatial_merge_size": "vision_spatial_merge_size",
+                 "in_channels": "vision_in_channels"}
+_GLM4V_INERT = frozenset({"model_type", "initializer_range", "rms_norm_eps", "dtype", "torch_dtype", "image_size",
+                          "attention_bias", "attention_dropout", "hidden_act", "_name_or_path",
+                          "transformers_version"})
+
+
+def glm4v_vision(vc, m: dict, strict: bool) -> None:
+    """GLM-4.5V's vision tower, transformers' Glm4vVisionModel as Megatron-Bridge builds it (glm_vl/
+    modeling_glm_45v.py): depth layers of hidden_size with num_heads heads and a gated SiLU MLP of out_hidden_size,
+    a Conv3d of temporal_patch_size x patch_size^2 over in_channels (default 3), (image_size / patch_size)^2
+    learned positions, a downsample of spatial_merge_size and a merger to out_hidden_size with a gated MLP of
+    intermediate_size. attention_bias true (biases on qkv), another hidden_act and attention dropout are refused."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for glm4v_moe (the vision tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _GLM4V_FIELDS and k not in _GLM4V_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for glm4v_moe: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    for key, only in (("attention_bias", False), ("hidden_act", "silu"), ("attention_dropout", 0.0)):
+        if vc.get(key, only) != only:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for glm4v_moe: only "
+                                   f"{show(only)} is mapped (GLM-4.5V's tower)")
+    _read_fields(vc, _GLM4V_FIELDS, m, {"in_channels": 3})
+    size, patch = vc.get("image_size"), m["vision_patch_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % patch:
+        raise ConfigError(Problem("config.json:vision_config.image_size", size, f"must be a positive multiple of "
+                                  f"patch_size ({patch}): the learned positions cover whole patches"))
+    m.update(vision_num_position_embeddings=(size // patch) ** 2, vision_ffn_hidden_size=m["vision_out_hidden_size"],
+             vision_model_type="glm4v")
+
+
+def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
+    """The vision tower of a Qwen3.5, Qwen3-VL or (``wrapper`` qwen2_5_vl) Qwen2.5-VL config.json (its
+    vision_config), as Megatron-Bridge builds it. Qwen3.5 and Qwen3-VL
+    (modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``: num_layers depth, hidden_size, num_heads
+    heads without GQA, ffn intermediate_size, biases on every linear, LayerNorm, tanh-GELU MLP not gated;
+    vision_model.py ``Qwen3VLVisionModel``: a Conv3d patch embedding, num_position_embeddings learned positions,
+    the patch merger to out_hidden_size; transformer_block.py: one deepstack merger per deepstack_visual_indexes
+    entry, Qwen3-VL's): every value is required (the tower's parameters depend on them); hidden_act other than
+    gelu_pytorch_tanh is refused: Bridge hard-wires the activation."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, f"is required for {wrapper} (the vision tower)"))
+    if wrapper == "qwen2_5_vl":
+        _qwen25_vision(vc, m, strict)
+        return
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    act = vc.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
+                               "uses the tanh GELU (gelu_pytorch_tanh) whatever the config says; only that is mapped")
+    deep = vc.get("deepstack_visual_indexes")
+    deep = [] if deep is None else deep
+    depth = vc.get("depth")
+    if not isinstance(deep, list) or len(set(deep)) != len(deep) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and isinstance(depth, int) and 0 <= i < depth
+            for i in deep):
+        raise ConfigError(Problem("config.json:vision_config.deepstack_visual_indexes", deep, "must be a list of "
+                                  "distinct tower layer indices in 0..depth-1 (one deepstack merger each)"))
+    if deep:
+        m["vision_deepstack_mergers"] = len(deep)
+    _read_fields(vc, _VISION_FIELDS, m)
+
+
+#: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
+QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
+#: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
+VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe"}
+
+
+def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
+    """The vision tower of the ``mt`` wrapper's config.json ``hf`` into the model.vision_* fields of ``m``."""
+    if mt == "gemma3":
+        siglip_vision(hf.get("vision_config"), m, strict, hf.get("mm_tokens_per_image"))
+    elif mt == "kimi_k25":
+        moonvit_vision(hf.get("vision_config"), m, strict)
+    elif mt == "glm4v_moe":
+        glm4v_vision(hf.get("vision_config"), m, strict)
+    else:
+        qwen_vision(hf.get("vision_config"), m, strict, mt)
