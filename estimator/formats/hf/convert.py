@@ -12,7 +12,8 @@ from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_minimax_m2, map_olmoe
+from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_mimo_v2_flash,
+                  map_minimax_m2, map_olmoe)
 from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -79,6 +80,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "nemotron": ("NemotronForCausalLM", "Nemotron-4, Minitron (LayerNorm, squared-ReLU MLP)"),
     "exaone4": ("Exaone4ForCausalLM", "EXAONE 4.0 (norms after attention and MLP, per-head q/k norms)"),
     "exaone_moe": ("ExaoneMoeForCausalLM", "K-EXAONE (EXAONE MoE: shared expert, sigmoid router, dense MTP layers)"),
+    "mimo_v2_flash": ("MiMoV2FlashForCausalLM", "MiMo-V2-Flash (sliding-window and global attention, sinks, "
+                      "MoE)"),
 }
 
 
@@ -222,6 +225,7 @@ _OWN_MAPPING = {
     "nemotron": map_nemotron,
     "exaone4": map_exaone4,
     "exaone_moe": map_exaone_moe,
+    "mimo_v2_flash": map_mimo_v2_flash,
 }
 
 
