@@ -1,5 +1,6 @@
 """MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE, K-EXAONE
-(EXAONE MoE) and MiMo-V2-Flash (sliding-window and global attention with their own key/value heads and sinks)."""
+(EXAONE MoE), MiMo-V2-Flash (sliding-window and global attention with their own key/value heads and sinks) and
+MiniMax-M3's language model."""
 
 from __future__ import annotations
 
@@ -345,3 +346,67 @@ def map_mimo_v2_flash(r: Reader, m: dict) -> None:
     m["moe_router_enable_expert_bias"] = True
     m["moe_router_pre_softmax"] = True
     m["moe_router_load_balancing_type"] = "none"
+
+
+def map_minimax_m3(r: Reader, m: dict) -> None:
+    """MiniMax-M3's language model (its text_config), as Megatron-Bridge's MiniMax-M3 recipes train it: the text
+    provider of Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m3/minimax_m3_bridge.py
+    (``provider_bridge``, ``MiniMaxM3VLModelProvider.to_text_provider``; recipes/minimax/h100/minimax_m3.py). GQA
+    with per-head q/k RMSNorms (qk_norm_type per_head), no output gate; moe_layer_freq (a 0/1 list, else
+    first_k_dense_replace) says which layers are MoE: num_local_experts experts of intermediate_size (the per-expert
+    width), top-k sigmoid routing with the expert bias (use_routing_bias), aux loss at router_aux_loss_coef (the
+    bridge's default 1e-3), n_shared_experts x shared_intermediate_size as one shared expert; the others a dense MLP
+    of dense_intermediate_size. SwiGLU-OAI (hidden_act swigluoai) is quick-GELU gated (the bridge's
+    ``hf_to_megatron_activation``); its clamp (swiglu_limit) and +1 offset change no tensor's size. Gemma-style
+    norms (use_gemma_norm), partial RoPE (rotary_dim) and routed_scaling_factor have no weights. Not counted: the
+    MTP modules (the bridge sets mtp_num_layers None: the checkpoint ships none), the lightning indexers of
+    sparse_attention_config (Megatron runs full attention; only the vision-language provider keeps their weights,
+    frozen, as checkpoint state), the vision tower and projectors, and the router weights' fp32 copy (the bridge
+    keeps them in fp32: 2 more bytes per router weight, 89.7 MB (10^6 bytes) for MiniMax-M3's 57
+    routers)."""
+    hf = r.hf
+    for key in ("attention_bias", "mlp_bias"):
+        refuse_true(r, key, why="the bridge builds MiniMax-M3 without biases")
+    refuse_true(r, "attention_output_gate", why="the bridge builds no attention output gate for MiniMax-M3")
+    gqa(r, m)
+    if r.flag("use_qk_norm", True):
+        kind = r.name("qk_norm_type", "per_head", ("per_head",))
+        if kind != "per_head":
+            raise UnsupportedError(f"config.json:qk_norm_type {show(kind)} for {r.mt}: the bridge builds per-head q/k "
+                                   "norms (Megatron-Core's qk_layernorm); only per_head is mapped")
+        m["qk_layernorm"] = True
+    L = m["num_layers"]
+    fm = m.pop("ffn_hidden_size")
+    if r.int("moe_intermediate_size", fm) != fm:
+        raise UnsupportedError(f"config.json:moe_intermediate_size = {hf['moe_intermediate_size']} differs from "
+                               f"intermediate_size ({fm}) for {r.mt}: the bridge takes intermediate_size as the "
+                               "experts' width")
+    m["ffn_hidden_size"] = r.int("dense_intermediate_size", fm)
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    if hf.get("moe_layer_freq") is not None:
+        moe = _layer_flags(r, "moe_layer_freq", L)
+    else:
+        moe = [int(i >= r.int("first_k_dense_replace", 0)) for i in range(L)]
+    if not any(moe):
+        raise UnsupportedError(f"{r.mt} config.json makes no layer MoE")
+    if pattern_value(moe) is not None:
+        m["moe_layer_freq"] = moe
+    shared_w = r.int("shared_intermediate_size", 0)
+    shared = r.int("n_shared_experts", 1 if shared_w else 0)
+    if shared * shared_w:
+        m["moe_shared_expert_intermediate_size"] = shared * shared_w
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if fn != "sigmoid":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for {r.mt}: the bridge routes by sigmoid")
+    m["moe_router_score_function"] = "sigmoid"
+    if r.flag("use_routing_bias", True):
+        m["moe_router_enable_expert_bias"] = True
+    m["moe_router_dtype"] = "fp32"
+    m["moe_router_load_balancing_type"] = "aux_loss"
+    coeff = hf.get("router_aux_loss_coef", 1e-3)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+    if coeff:
+        m["moe_aux_loss_coeff"] = float(coeff)
