@@ -146,7 +146,7 @@ KNOWN = {
                                                  "moe_router_dtype", "num_experts"},
     "gemma3_text": _COMMON | _GEMMA | {"rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention"},
     "nemotron-nas": _COMMON | {"block_configs"},
-    "minimax_m3": _COMMON | {"architectures", "dense_intermediate_size", "shared_intermediate_size", "num_local_experts",
+    "minimax_m3": _COMMON | {"dense_intermediate_size", "shared_intermediate_size", "num_local_experts",
                              "num_experts_per_tok", "n_shared_experts", "moe_intermediate_size", "moe_layer_freq",
                              "first_k_dense_replace", "scoring_func", "use_routing_bias", "use_qk_norm",
                              "qk_norm_type", "use_gemma_norm", "attention_output_gate", "rotary_dim", "swiglu_alpha",
