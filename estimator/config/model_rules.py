@@ -1,5 +1,6 @@
 """Megatron-Core's rules for the layer kinds beyond a plain GPT layer: hybrid (Mamba) models, gated delta nets,
-latent MoE, gated attention, Gemma 4's global-attention layers, DeepSeek-V4's layers (:func:`dsv4_problems`) and
+latent MoE, gated attention, Gemma 4's global-attention layers, MiMo-V2-Flash's value heads and per-layer softmax,
+DeepSeek-V4's layers (:func:`dsv4_problems`) and
 heterogeneous layers.
 
 Each rule is checked where Megatron-Core checks it (cited per rule) and reported as a
@@ -136,6 +137,7 @@ def model_problems(cfg) -> list[Problem]:
             out.append(Problem("training.cuda_graph_impl", tr.cuda_graph_impl, "CUDA graphs are refused by "
                                "Megatron-Bridge for Gemma 4's MoE block (post_layernorm with MoE)"))
     out += _global_rules(m, t, pattern)
+    out += _mimo_rules(cfg, pattern)
     out += _hetero_rules(m, t, pattern)
     if not m.pre_layernorm and not m.post_layernorm:
         add("pre_layernorm", False, "only OLMo 2's placement is modelled without the pre-norms: set "
@@ -190,6 +192,36 @@ def _global_rules(m, t: int, pattern) -> list[Problem]:
         if g % t:
             out.append(Problem("model.num_global_query_groups", g, f"num_global_query_groups ({g}) must be "
                                f"divisible by tensor_model_parallel_size ({t})"))
+    return out
+
+
+def _mimo_rules(cfg, pattern) -> list[Problem]:
+    """MiMo-V2-Flash's attention (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/): value
+    heads of their own width (v_channels) in self-attention built by Transformer Engine, without context
+    parallelism (``MiMoV2FlashModelProvider.provide`` asserts context_parallel_size <= 1) or the output gate (whose
+    width is the value heads'); a softmax of the global layers' own (global_softmax_type) only with
+    global-attention layers."""
+    m, out = cfg.model, []
+    other = (m.multi_latent_attention or pattern is not None or m.experimental_attention_variant is not None
+             or m.heterogeneous_layers_config is not None)
+    what = "modelled for self-attention layers only (not with MLA, DSA, gated delta nets, a hybrid pattern or " \
+           "heterogeneous layers)"
+    if m.v_channels is not None:
+        if other:
+            out.append(Problem("model.v_channels", m.v_channels, what))
+        if m.attention_output_gate:
+            out.append(Problem("model.v_channels", m.v_channels, "is not modelled with attention_output_gate"))
+        if cfg.parallelism.context_parallel_size > 1:
+            out.append(Problem("parallelism.context_parallel_size", cfg.parallelism.context_parallel_size,
+                               "must be 1 with v_channels: Megatron-Bridge's MiMo-V2-Flash provider asserts "
+                               "\"does not support context parallelism yet\""))
+        if cfg.training.transformer_impl != "transformer_engine":
+            out.append(Problem("training.transformer_impl", cfg.training.transformer_impl, "must be "
+                               "transformer_engine with v_channels (MiMo-V2-Flash's attention is a Transformer "
+                               "Engine DotProductAttention given k_channels and v_channels)"))
+    if m.global_softmax_type is not None and m.global_attention_freq is None:
+        out.append(Problem("model.global_softmax_type", m.global_softmax_type, "applies only with "
+                           "global_attention_freq (the global-attention layers)"))
     return out
 
 

@@ -307,8 +307,26 @@ class ModelConfig:
     # famA (issue 27): K-EXAONE (EXAONE MoE)
     mtp_dense_mlp: bool = _f(False, "K-EXAONE: the MTP layers hold a dense MLP of ffn_hidden_size where the last "
                              "decoder layer holds an MoE (Megatron-Bridge's build_exaone_moe_layer_spec gives Megatron-"
-                             "Core's MTP block a dense layer spec). False: MTP layers are built like the last "
+                             "Core's MTP block a dense layer spec); with global_attention_freq, the attention of the "
+                             "non-global layers (MiMo-V2-Flash: sliding-window MTP layers, Megatron-Bridge's "
+                             "mimov2flash_mtp_block_spec). False: MTP layers are built like the last "
                              "decoder layer. Megatron-LM has no flag for it.", type="bool")
+    # famC (MiMo-V2-Flash): asymmetric value heads, sinks on the sliding-window layers only (its dense MTP layers are
+    # mtp_dense_mlp's).
+    # Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/ (provider, bridge, modelling file).
+    v_channels: int | None = _f(None, "Self-attention: width of one value head where it differs from kv_channels "
+                                "(the query/key head width). MiMo-V2-Flash: 128 with kv_channels 192; the QKV "
+                                "projection then has a (kv_channels) + g (kv_channels + v_channels) outputs and the "
+                                "output projection a v_channels inputs (Megatron-Bridge's MiMoV2FlashSelfAttention, "
+                                "its provider's v_head_dim, handed to Transformer Engine as v_channels). Megatron-LM "
+                                "has no flag for it (its --v-head-dim is multi-latent attention's).", type="int",
+                                min=1, max=MAX_WIDTH, derived="kv_channels")
+    global_softmax_type: str | None = _f(None, "Softmax of the global-attention layers (global_attention_freq) "
+                                         "where it differs from softmax_type. MiMo-V2-Flash: learnable sinks on its "
+                                         "sliding-window layers, vanilla on its global ones (Megatron-Bridge's "
+                                         "MiMoV2FlashTEDotProductAttention). Megatron-LM has no flag for it.",
+                                         type="str", choices=("vanilla", "off-by-one", "learnable"),
+                                         derived="softmax_type")
     hybrid_layer_pattern: str | None = _f(
         None, "Hybrid models (Nemotron-H, Nemotron 3): one symbol per layer, M Mamba-2 mixer, * self-attention, "
         "- MLP, E MoE, G gated delta net; each symbol is a whole layer with its own norm. | splits the layers "

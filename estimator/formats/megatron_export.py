@@ -96,6 +96,11 @@ def to_megatron_args(config) -> list[str]:
     for name in ("post_layernorm", "final_logit_softcapping", "global_attention_freq"):
         if getattr(m, name):
             raise UnsupportedError(f"model.{name} (Megatron-Bridge's Gemma spec) has no pretrain_gpt.py flag")
+    for name, on in (("v_channels", m.v_channels is not None),
+                     ("global_softmax_type", m.global_softmax_type is not None)):
+        if on:
+            raise UnsupportedError(f"model.{name} (Megatron-Bridge's MiMo-V2-Flash spec) has no pretrain_gpt.py "
+                                   "flag")
     if m.heterogeneous_layers_config is not None:
         # Megatron-LM @ d98e8a64 : megatron/training/arguments.py validate_model_config_args_from_heterogeneous_config
         # reads these keys of the JSON besides block_configs (the Hugging Face config.json's): a text without them

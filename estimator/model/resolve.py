@@ -147,7 +147,8 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     layers and MTP layers come from the pattern's symbols (:mod:`estimator.config.hybrid_pattern`). DeepSeek-V4's
     layers (``v4``: every layer's compression ratio, decoder then MTP) carry their ratio, and the first
     ``hash_layers`` MoE layers their hash routing, as the kind's overrides; its MTP layers take their own ratio.
-    With ``mtp_dense`` (K-EXAONE) the MTP layers hold attention and a dense MLP whatever the last layer holds.
+    With ``mtp_dense`` (K-EXAONE, MiMo-V2-Flash) the MTP layers hold attention (the non-global layers' with
+    global-attention layers) and a dense MLP whatever the last layer holds.
     DeepSeek-sparse-attention layers that reuse an earlier layer's top-k (``dsa_shared``, one flag per layer:
     :func:`estimator.config.model_rules.dsa_shared_topk`) carry ``dsa_skip``; an MTP layer (layer number 1 of its
     own block, so always computing) does not."""
@@ -232,6 +233,7 @@ class Resolved:
     pre_norm: bool    # pre_layernorm: the norms before attention and MLP (false: OLMo 2)
     qk_full: bool     # qk_layernorm_full_dim: q/k norms over all heads (OLMo 2, MiniMax-M2)
     sinks: bool       # learnable softmax offsets (attention sinks)
+    dv: int           # self-attention's value head width (v_channels; 0: kv_channels, also a layer kind's)
     lat: int          # moe_latent_size (0 none)
     mamba: "MambaDims | None"   # the Mamba-2 mixer's shape (None without Mamba layers)
     gdn: "GDNDims | None"       # the gated delta net's shape (None without one)
@@ -288,15 +290,18 @@ def _model_shape(m) -> tuple:
 
 def _variants(m) -> tuple:
     """(global-attention flag per layer or None, the global layers' overrides, heterogeneous blocks or None) of a
-    model section: the layers that differ from the model's own head width, key/value heads or MLP width."""
+    model section: the layers that differ from the model's own head width, key/value heads, attention sinks
+    (global_softmax_type) or MLP width."""
     dh = m.kv_channels or m.hidden_size // m.num_attention_heads
     g = m.num_query_groups or m.num_attention_heads
     glob = glob_var = None
     if m.global_attention_freq is not None and m.hybrid_layer_pattern is None:
         glob = global_pattern(m.num_layers, m.global_attention_freq)
+        sinks = m.softmax_type == "learnable"
         glob_var = tuple((k, v) for k, v in (("dh", m.global_kv_channels or dh), ("g", m.num_global_query_groups
-                                                                                  or g))
-                         if v != {"dh": dh, "g": g}[k])
+                                                                                  or g),
+                                             ("sinks", (m.global_softmax_type or m.softmax_type) == "learnable"))
+                         if v != {"dh": dh, "g": g, "sinks": sinks}[k])
     blocks = None
     if m.heterogeneous_layers_config is not None and m.hybrid_layer_pattern is None:
         from ..config.model_rules import parse_blocks as parse
@@ -376,6 +381,7 @@ def resolve(cfg: Config) -> Resolved:
         tied=not m.untie_embeddings_and_output_weights,
         gate=m.attention_output_gate, post_norm=m.post_layernorm, pre_norm=m.pre_layernorm,
         qk_full=m.qk_layernorm and m.qk_layernorm_full_dim, sinks=m.softmax_type == "learnable",
+        dv=0 if mla else (m.v_channels or 0),
         lat=(m.moe_latent_size or 0) if E else 0, mamba=mamba, gdn=gdn, dsa=dsa, v4=v4,
         hc=m.num_residual_streams if m.enable_hyper_connections else 0, shape=shape,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,

@@ -170,9 +170,9 @@ class CostModel:
         self.rc_cost_selective = sum(SELECTIVE_MODULE_COST[m] for m in self.selective_modules)
         pc = count_parameters(r)
         flops_params = pc.active - (0 if r.tied else pc.embedding)
-        att_width = r.a * ((r.qk_dim + r.rope_dim + r.v_dim) if r.mla else 2 * r.dh)
+        att_width = r.a * ((r.qk_dim + r.rope_dim + r.v_dim) if r.mla else r.dh + (r.dv or r.dh))
         self.flops_per_token = 6 * flops_params + 3 * r.L * self.s * att_width
-        self.kv_elems = r.a * (r.qk_dim + r.rope_dim + r.v_dim) if r.mla else 2 * r.g * r.dh
+        self.kv_elems = r.a * (r.qk_dim + r.rope_dim + r.v_dim) if r.mla else r.g * (r.dh + (r.dv or r.dh))
         self.dp_exposed = DP_OVERLAPPED_EXPOSED if cfg.training.overlap_grad_reduce else 1.0
         # TP-sharded parts with their own all-gather/reduce-scatter: the mixer, a dense MLP, a shared expert.
         self.tp_parts = tuple(bool(k.mixer) + (k.mlp == "dense" or (k.moe and bool(r.fs))) for k in r.kinds)

@@ -199,7 +199,9 @@ def _refuse_layers_upstream_cannot_count(cfg: Config, formula: str) -> None:
                                   ("post_layernorm", m.post_layernorm),
                                   ("pre_layernorm false", not m.pre_layernorm),
                                   ("qk_layernorm_full_dim", m.qk_layernorm_full_dim),
-                                  ("mtp_dense_mlp", m.mtp_dense_mlp)) if on]
+                                  ("mtp_dense_mlp", m.mtp_dense_mlp),
+                                  ("v_channels (value heads of their own width)", m.v_channels is not None))
+            if on]
     if what:
         raise UnsupportedError(f"the {formula} formula has no term for {', '.join(what)} (Megatron-LM's report "
                                "says \"not yet supported for hybrid Mamba-Transformer models\"); use formula "

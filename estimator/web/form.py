@@ -42,6 +42,7 @@ LABELS = {
     "model.mtp_num_layers": "Multi-token prediction layers",
     "model.mtp_use_repeated_layer": "One MTP layer at every depth", "model.mtp_dense_mlp": "Dense MLP in MTP layers",
     "model.hidden_dropout": "Hidden dropout",
+    "model.v_channels": "Value head width", "model.global_softmax_type": "Global layers' softmax",
     "model.attention_dropout": "Attention dropout",
     "parallelism.tensor_model_parallel_size": "Tensor parallel (TP)",
     "parallelism.pipeline_model_parallel_size": "Pipeline parallel (PP)",

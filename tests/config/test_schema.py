@@ -76,6 +76,10 @@ VARIANTS = {
                                  {"model": {"global_kv_channels": 128}}),
     "model.num_global_query_groups": (make_config({**MODEL, "global_attention_freq": 2}),
                                       {"model": {"num_global_query_groups": 2}}),
+    # MiMo-V2-Flash: narrower value heads, no sinks in the global layers.
+    "model.v_channels": (make_config(MODEL), {"model": {"v_channels": 32}}),
+    "model.global_softmax_type": (make_config({**MODEL, "global_attention_freq": 2, "softmax_type": "learnable"}),
+                                  {"model": {"global_softmax_type": "vanilla"}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
     "precision.store_param_remainders": (

@@ -12,7 +12,8 @@ from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_minimax_m2, map_olmoe
+from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_mimo_v2_flash,
+                  map_minimax_m2, map_minimax_m3, map_olmoe)
 from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -79,6 +80,11 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "nemotron": ("NemotronForCausalLM", "Nemotron-4, Minitron (LayerNorm, squared-ReLU MLP)"),
     "exaone4": ("Exaone4ForCausalLM", "EXAONE 4.0 (norms after attention and MLP, per-head q/k norms)"),
     "exaone_moe": ("ExaoneMoeForCausalLM", "K-EXAONE (EXAONE MoE: shared expert, sigmoid router, dense MTP layers)"),
+    # famC (issue 27): MiMo-V2-Flash, MiniMax-M3
+    "mimo_v2_flash": ("MiMoV2FlashForCausalLM", "MiMo-V2-Flash (sliding-window and global attention, sinks, "
+                      "MoE)"),
+    "minimax_m3_vl": ("MiniMaxM3SparseForConditionalGeneration", "MiniMax-M3 (text part; the vision tower and "
+                      "the lightning indexers are not counted)"),
 }
 
 
@@ -168,11 +174,12 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         "untie_embeddings_and_output_weights": not r.flag("tie_word_embeddings", False),
     }
     if mt not in _UNGATED:      # an ungated family's mapping reads hidden_act itself
-        act = r.name("hidden_act", "silu", sorted(GATED_ACT))
-        if act not in GATED_ACT:
+        acts = GATED_ACT | _OWN_ACT.get(mt, {})
+        act = r.name("hidden_act", "silu", sorted(acts))
+        if act not in acts:
             raise UnsupportedError(f"config.json:hidden_act {show(act)} is not supported for {mt}; the gated MLP "
-                                   f"takes one of {', '.join(sorted(GATED_ACT))}")
-        m["activation_func"], m["gated_linear_unit"] = GATED_ACT[act], True
+                                   f"takes one of {', '.join(sorted(acts))}")
+        m["activation_func"], m["gated_linear_unit"] = acts[act], True
     max_pos = r.int("max_position_embeddings", required=False)
     if max_pos:
         m["max_position_embeddings"] = max_pos
@@ -222,8 +229,17 @@ _OWN_MAPPING = {
     "nemotron": map_nemotron,
     "exaone4": map_exaone4,
     "exaone_moe": map_exaone_moe,
+    # famC (issue 27)
+    "mimo_v2_flash": map_mimo_v2_flash,
+    "minimax_m3": map_minimax_m3,
 }
 
 
 #: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2).
 _UNGATED = frozenset({"nemotron"})
+
+
+#: Gated activations a family names its own way: MiniMax-M3's SwiGLU-OAI, x sigmoid(1.702 x) on the gate, is
+#: quick-GELU (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m3/minimax_m3_bridge.py
+#: ``hf_to_megatron_activation``).
+_OWN_ACT = {"minimax_m3": {"swigluoai": "quick_gelu"}}

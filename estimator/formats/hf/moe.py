@@ -1,5 +1,6 @@
-"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE and K-EXAONE
-(EXAONE MoE)."""
+"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE, K-EXAONE
+(EXAONE MoE), MiMo-V2-Flash (sliding-window and global attention with their own key/value heads and sinks) and
+MiniMax-M3's language model."""
 
 from __future__ import annotations
 
@@ -266,3 +267,146 @@ def map_exaone_moe(r: Reader, m: dict) -> None:
         m["mtp_dense_mlp"] = True
         if repeated:
             m["mtp_use_repeated_layer"] = True
+def _layer_flags(r: Reader, key: str, L: int) -> list[int]:
+    """A list of num_hidden_layers 0/1 entries (MiMo-V2-Flash's hybrid_layer_pattern and moe_layer_freq)."""
+    v = r.hf.get(key)
+    if not isinstance(v, list) or len(v) != L or any(type(x) is not int or x not in (0, 1) for x in v):
+        raise ConfigError(Problem(f"config.json:{key}", v, f"must be a list of num_hidden_layers ({L}) entries, "
+                                  "each 0 or 1"))
+    return v
+
+
+def map_mimo_v2_flash(r: Reader, m: dict) -> None:
+    """MiMo-V2-Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/mimo_v2_flash_bridge.py
+    ``provider_bridge``, mimo_v2_flash_provider.py, modeling_mimo_v2_flash.py). hybrid_layer_pattern gives each
+    layer's attention: 1 sliding window (swa_num_key_value_heads key/value heads, learnable sinks with
+    add_swa_attention_sink_bias), 0 global (num_key_value_heads, sinks with add_full_attention_sink_bias). Here the
+    sliding-window layers are the model's own (num_query_groups, softmax_type) and the global ones its
+    global-attention layers (global_attention_freq, num_global_query_groups, global_softmax_type). Query and key
+    heads are head_dim wide, value heads v_head_dim (v_channels); the swa_ head counts and widths must equal the
+    global ones (Bridge builds both kinds from one num_attention_heads, kv_channels and v_head_dim). moe_layer_freq
+    (a 0/1 list) says which layers are MoE: n_routed_experts of moe_intermediate_size, top-k sigmoid routing with the
+    expert bias (topk_method noaux_tc), no aux loss (Bridge: load balancing none, pre-softmax), no shared expert;
+    the others a dense MLP of intermediate_size. The config.json does not state the MTP layers: Bridge counts the
+    checkpoint's model.mtp.layers.* (three in MiMo-V2-Flash) and builds each with sliding-window attention and a
+    dense MLP: add mtp_num_layers 3 with mtp_dense_mlp true to train with them.
+    layernorm_epsilon is the norms' epsilon; attention_value_scale, the RoPE bases and partial rotary, the window and
+    chunk sizes change no tensor."""
+    hf = r.hf
+    refuse_true(r, "attention_bias", why="MiMo-V2-Flash's projections have no biases (Bridge maps none)")
+    if hf.get("hybrid_block_size") is not None:
+        raise UnsupportedError(f"config.json:hybrid_block_size = {show(hf['hybrid_block_size'])} for "
+                               f"{r.mt}: only the per-layer hybrid_layer_pattern is mapped (as Megatron-Bridge does)")
+    L, a = m["num_layers"], m["num_attention_heads"]
+    head_dim, v_dim = r.int("head_dim"), r.int("v_head_dim")
+    for key, same in (("swa_num_attention_heads", a), ("swa_head_dim", head_dim), ("swa_v_head_dim", v_dim)):
+        v = r.int(key, same)
+        if v != same:
+            raise UnsupportedError(f"config.json:{key} = {v} differs from its global-attention counterpart ({same}) "
+                                   f"for {r.mt}: Megatron-Bridge builds both attention kinds with one "
+                                   "num_attention_heads, kv_channels and v_head_dim")
+    full_g, swa_g = r.int("num_key_value_heads"), r.int("swa_num_key_value_heads")
+    swa_sinks, full_sinks = r.flag("add_swa_attention_sink_bias"), r.flag("add_full_attention_sink_bias")
+    swa = _layer_flags(r, "hybrid_layer_pattern", L)
+    m["kv_channels"] = head_dim
+    if v_dim != head_dim:
+        m["v_channels"] = v_dim
+    local = any(swa)
+    m["num_query_groups"] = swa_g if local else full_g
+    if (swa_sinks if local else full_sinks):
+        m["softmax_type"] = "learnable"
+    if local and not all(swa):
+        m["global_attention_freq"] = [1 - x for x in swa]
+        if full_g != swa_g:
+            m["num_global_query_groups"] = full_g
+        if full_sinks != swa_sinks:
+            m["global_softmax_type"] = "learnable" if full_sinks else "vanilla"
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    m["layernorm_epsilon"] = r.number("layernorm_epsilon", m["layernorm_epsilon"])
+    experts = r.int("n_routed_experts", required=False)
+    if not experts:
+        return
+    if r.int("n_shared_experts", 0):
+        raise UnsupportedError(f"config.json:n_shared_experts > 0 for {r.mt}: Megatron-Bridge's MiMo-V2-Flash "
+                               "bridge maps no shared expert")
+    moe = _layer_flags(r, "moe_layer_freq", L)
+    if not any(moe):
+        raise UnsupportedError(f"{r.mt} config.json makes no layer MoE (moe_layer_freq is all 0)")
+    m["num_experts"] = experts
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
+    if pattern_value(moe) is not None:
+        m["moe_layer_freq"] = moe
+    method = r.name("topk_method", "noaux_tc", ("noaux_tc",))
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if method != "noaux_tc" or fn != "sigmoid":
+        raise UnsupportedError(f"config.json:topk_method {show(method)} / scoring_func {show(fn)} for {r.mt}: the "
+                               "bridge routes by sigmoid with the expert bias (noaux_tc)")
+    m["moe_router_score_function"] = "sigmoid"
+    m["moe_router_enable_expert_bias"] = True
+    m["moe_router_pre_softmax"] = True
+    m["moe_router_load_balancing_type"] = "none"
+
+
+def map_minimax_m3(r: Reader, m: dict) -> None:
+    """MiniMax-M3's language model (its text_config), as Megatron-Bridge's MiniMax-M3 recipes train it: the text
+    provider of Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m3/minimax_m3_bridge.py
+    (``provider_bridge``, ``MiniMaxM3VLModelProvider.to_text_provider``; recipes/minimax/h100/minimax_m3.py). GQA
+    with per-head q/k RMSNorms (qk_norm_type per_head), no output gate; moe_layer_freq (a 0/1 list, else
+    first_k_dense_replace) says which layers are MoE: num_local_experts experts of intermediate_size (the per-expert
+    width), top-k sigmoid routing with the expert bias (use_routing_bias), aux loss at router_aux_loss_coef (the
+    bridge's default 1e-3), n_shared_experts x shared_intermediate_size as one shared expert; the others a dense MLP
+    of dense_intermediate_size. SwiGLU-OAI (hidden_act swigluoai) is quick-GELU gated (the bridge's
+    ``hf_to_megatron_activation``); its clamp (swiglu_limit) and +1 offset change no tensor's size. Gemma-style
+    norms (use_gemma_norm), partial RoPE (rotary_dim) and routed_scaling_factor have no weights. Not counted: the
+    MTP modules (the bridge sets mtp_num_layers None: the checkpoint ships none), the lightning indexers of
+    sparse_attention_config (Megatron runs full attention; only the vision-language provider keeps their weights,
+    frozen, as checkpoint state), the vision tower and projectors, and the router weights' fp32 copy (the bridge
+    keeps them in fp32: 2 more bytes per router weight, 89.7 MB (10^6 bytes) for MiniMax-M3's 57
+    routers)."""
+    hf = r.hf
+    for key in ("attention_bias", "mlp_bias"):
+        refuse_true(r, key, why="the bridge builds MiniMax-M3 without biases")
+    refuse_true(r, "attention_output_gate", why="the bridge builds no attention output gate for MiniMax-M3")
+    gqa(r, m)
+    if r.flag("use_qk_norm", True):
+        kind = r.name("qk_norm_type", "per_head", ("per_head",))
+        if kind != "per_head":
+            raise UnsupportedError(f"config.json:qk_norm_type {show(kind)} for {r.mt}: the bridge builds per-head q/k "
+                                   "norms (Megatron-Core's qk_layernorm); only per_head is mapped")
+        m["qk_layernorm"] = True
+    L = m["num_layers"]
+    fm = m.pop("ffn_hidden_size")
+    if r.int("moe_intermediate_size", fm) != fm:
+        raise UnsupportedError(f"config.json:moe_intermediate_size = {hf['moe_intermediate_size']} differs from "
+                               f"intermediate_size ({fm}) for {r.mt}: the bridge takes intermediate_size as the "
+                               "experts' width")
+    m["ffn_hidden_size"] = r.int("dense_intermediate_size", fm)
+    m["num_experts"] = r.int("num_local_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    m["moe_ffn_hidden_size"] = fm
+    if hf.get("moe_layer_freq") is not None:
+        moe = _layer_flags(r, "moe_layer_freq", L)
+    else:
+        moe = [int(i >= r.int("first_k_dense_replace", 0)) for i in range(L)]
+    if not any(moe):
+        raise UnsupportedError(f"{r.mt} config.json makes no layer MoE")
+    if pattern_value(moe) is not None:
+        m["moe_layer_freq"] = moe
+    shared_w = r.int("shared_intermediate_size", 0)
+    shared = r.int("n_shared_experts", 1 if shared_w else 0)
+    if shared * shared_w:
+        m["moe_shared_expert_intermediate_size"] = shared * shared_w
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if fn != "sigmoid":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for {r.mt}: the bridge routes by sigmoid")
+    m["moe_router_score_function"] = "sigmoid"
+    if r.flag("use_routing_bias", True):
+        m["moe_router_enable_expert_bias"] = True
+    m["moe_router_dtype"] = "fp32"
+    m["moe_router_load_balancing_type"] = "aux_loss"
+    coeff = hf.get("router_aux_loss_coef", 1e-3)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+    if coeff:
+        m["moe_aux_loss_coeff"] = float(coeff)

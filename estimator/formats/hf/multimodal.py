@@ -48,6 +48,15 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "qwen3_5_moe": (("qwen3_5_moe_text",), _VISION_TOP | _QWEN_VL_TOP | {"language_model_only"}),
     # Megatron-Bridge qwen_vl/qwen3_vl_bridge.py (Qwen3VLBridge, Qwen3VLMoEBridge): a Qwen3 / Qwen3-MoE language
     # model (text_config; M-RoPE has no weights) and the same vision tower, with deepstack mergers.
+    # Megatron-Bridge minimax_m3/minimax_m3_bridge.py (MiniMaxM3SparseForConditionalGeneration): the language model
+    # of text_config (its recipes train it alone: to_text_provider) with a CLIP-style vision tower and two projector
+    # MLPs replicated over the tensor-parallel ranks (not counted), image tokens and their compression.
+    "minimax_m3_vl": (("minimax_m3",), _VISION_TOP | {"img_token_compression_config", "image_grid_pinpoints",
+                                                       "image_seq_length", "video_token_index",
+                                                       "multimodal_projector_bias", "num_reward_heads",
+                                                       "process_image_mode", "projector_hidden_act",
+                                                       "vision_feature_layer", "vision_feature_select_strategy",
+                                                       "projector_hidden_size"}),
     "qwen3_vl": (("qwen3_vl_text",), _VISION_TOP | _QWEN_VL_TOP),
     "qwen3_vl_moe": (("qwen3_vl_moe_text",), _VISION_TOP | _QWEN_VL_TOP),
     # Megatron-Bridge qwen_vl/qwen25_vl_bridge.py (Qwen25VLBridge): a Qwen2 language model (RMSNorm, SwiGLU, q/k/v

@@ -179,9 +179,9 @@ def _options(r) -> dict:
 
 def _qkv_blocks(r) -> list:
     """Rows of the fused QKV weight per query group: q (a/g x dh), the output gate (as q, with
-    attention_output_gate), k (dh), v (dh)."""
+    attention_output_gate), k (dh), v (dh, or v_channels)."""
     q = r.a // r.g * r.dh
-    return [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dh]
+    return [q, q, r.dh, r.dh] if r.gate else [q, r.dh, r.dv or r.dh]
 
 
 def _qkv_elements(r) -> int:
@@ -247,7 +247,7 @@ def _stepped(r, kind: LayerKind) -> list:
         seq.append((matrix_working_set(rows, cols, gather, rows in out_rows, prev=0, **o), rows * cols, True))
 
     if kind.mixer == "attention":
-        add(r.h, r.a // r.t * r.dh, r.t)
+        add(r.h, r.a // r.t * (r.dv or r.dh), r.t)
         seq.append((qkv_working_set(r, prev=0), _qkv_elements(r), True))
     elif kind.mixer:
         for a, b in sorted(_mixer_shapes(r, kind.mixer)):

@@ -155,7 +155,7 @@ def _layer_tensors(r) -> tuple:
     """Weight-decayed tensors of one attention + dense MLP layer on one tensor-parallel rank, in reverse of
     their registration (``TransformerLayer``: ``linear_proj`` before ``linear_qkv`` in ``Attention``, then
     ``linear_fc1``, ``linear_fc2``): fc2, fc1, QKV, output projection."""
-    proj = r.a * r.dh * r.h // r.t
+    proj = r.a * (r.dv or r.dh) * r.h // r.t
     fc2 = r.f // r.t * r.h
     return fc2, mlp.linear_weights(r) - fc2, attention.linear_weights(r) - proj, proj
 

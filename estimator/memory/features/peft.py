@@ -87,8 +87,8 @@ def _shapes(r) -> dict:
     """(in, out, column-parallel) of each adaptable linear layer of attention and a dense MLP, unsplit (with
     multi-latent attention linear_proj takes the heads' values, a x v_head_dim; MLA has no linear_qkv)."""
     up = 2 if r.gated else 1
-    return {"linear_qkv": (r.h, (r.a + 2 * r.g) * r.dh, True),
-            "linear_proj": (r.a * (r.v_dim if r.mla else r.dh), r.h, False),
+    return {"linear_qkv": (r.h, (r.a + r.g) * r.dh + r.g * (r.dv or r.dh), True),
+            "linear_proj": (r.a * (r.v_dim if r.mla else r.dv or r.dh), r.h, False),
             "linear_fc1": (r.h, r.f * up, True), "linear_fc2": (r.f, r.h, False)}
 
 

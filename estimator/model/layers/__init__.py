@@ -57,13 +57,14 @@ class LayerKind(NamedTuple):
                  "dense": "MLP", "moe": "MoE", "linear": "linear"}
         label = " + ".join(names[p] for p in (self.mixer, self.mlp) if p) or "no-op"
         if self.var:
-            label += " (" + ", ".join(_VAR_NAMES.get(k, k) + ("" if v is True else f" {v}") for k, v in self.var) + ")"
+            label += " (" + ", ".join(("no " if v is False else "") + _VAR_NAMES.get(k, k)
+                                      + ("" if isinstance(v, bool) else f" {v}") for k, v in self.var) + ")"
         return label
 
 
 #: How a label names the resolved fields a kind overrides.
 _VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window", "cr": "compression",
-              "hash_route": "hash routing", "dsa_skip": "shared top-k"}
+              "hash_route": "hash routing", "dsa_skip": "shared top-k", "sinks": "attention sinks"}
 
 
 def view(r, kind: LayerKind):

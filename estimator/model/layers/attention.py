@@ -3,14 +3,16 @@
 Megatron-Core ``megatron/core/transformer/attention.py`` ``SelfAttention`` with the Transformer Engine spec
 (``TELayerNormColumnParallelLinear`` for the fused input norm and QKV projection, ``TEDotProductAttention``,
 ``TERowParallelLinear`` for the output projection). Symbols: h hidden size, a query heads, g query groups,
-dh head width (kv_channels), t tensor-parallel size, nw weights per norm element (1 RMSNorm, 2 LayerNorm).
+dh head width (kv_channels), dv value head width (v_channels, else dh), t tensor-parallel size, nw weights per
+norm element (1 RMSNorm, 2 LayerNorm).
 
 Parameters::
 
-    QKV       h (a + 2g) dh             (+ a dh more with attention_output_gate: the per-head gate)
+    QKV       h (a dh + g dh + g dv)    (+ a dh more with attention_output_gate: the per-head gate)
               + the same as bias with add_bias_linear or add_qkv_bias
-    output    a dh h                    (+ h bias, replicated, with add_bias_linear)
-    sinks     a                         softmax_type learnable (TEDotProductAttention.softmax_offset, per head)
+    output    a dv h                    (+ h bias, replicated, with add_bias_linear)
+    sinks     a                         softmax_type learnable (TEDotProductAttention.softmax_offset, per head);
+                                        global_softmax_type sets the global layers' own (MiMo-V2-Flash: vanilla)
     norms     nw h input norm           + 2 nw dh q/k norms with qk_layernorm (per head, replicated)
               + nw h after the output projection with post_layernorm (Gemma; Megatron-Bridge's
               TERowParallelLinearLayerNorm)
@@ -20,14 +22,23 @@ Parameters::
               (OLMo 2) there is no input norm
 
 Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
-(GPT-OSS, Gemma) and chunked attention (Llama 4) change which scores are computed, not any tensor's size.
+(GPT-OSS, Gemma, MiMo-V2-Flash) and chunked attention (Llama 4) change which scores are computed, not any tensor's
+size.
+
+MiMo-V2-Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/modeling_mimo_v2_flash.py):
+``MiMoV2FlashSelfAttention`` rebuilds the QKV projection with g (dh + dv) key/value outputs and the output
+projection with a dv inputs (v_channels: dh 192, dv 128), and takes each layer's key/value heads from its kind
+(swa_num_query_groups 8 in the sliding-window layers, full_attn_num_query_groups 4 in the global ones:
+num_query_groups and num_global_query_groups here); ``MiMoV2FlashTEDotProductAttention`` gives the sliding-window
+layers learnable sinks and the global ones a vanilla softmax, and multiplies v by attention_value_scale (a new
+tensor of v's size, which flash attention saves in place of the view of the QKV output: no change to the count).
 
 Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under sequence parallelism, B bytes
 per element)::
 
     4 Tn h                        norm input + norm output (saved by the fused QKV linear)
-    + B T (a + 2g) dh / t         q, k, v as flash attention saves them (GQA-sized k, v)
-    + B T a dh / t                attention output (also the output projection's input)
+    + B T ((a + g) dh + g dv) / t q, k, v as flash attention saves them (GQA-sized k, v)
+    + B T a dv / t                attention output (also the output projection's input)
     + 4 T a / t                   softmax log-sum-exp (fp32)
     + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
     + B T (a + 2g) dh / t + 4 T (a + g) / t        qk_l2_norm (Llama 4): Megatron-Core's L2Norm is a compiled
@@ -36,7 +47,8 @@ per element)::
     + 2 B T a dh / t              attention_output_gate: the gate the fused gating keeps, and the gated
                                   output the output projection saves (no longer the flash output)
     + B Tn h + 4 or 8 Tn          post_layernorm: the post-norm's input and statistics
-    + 4 T g dh / t + 8 T g / t    Gemma 4 (global_attention_freq): the eager fp32 value norm's copy of v and
+    + 4 T g dh / t + 8 T g / t    Gemma 4 (global_attention_freq with post_layernorm; MiMo-V2-Flash has global
+                                  layers without either): the eager fp32 value norm's copy of v and
                                   its per-row root mean square. Its global layers (every k-th) count with
                                   their own head width and key/value heads (global_kv_channels,
                                   num_global_query_groups: the layer kind's overrides, estimator.model.layers.view)
@@ -66,7 +78,12 @@ __all__ = ["activations", "backward_extra", "components", "linear_shapes", "line
 
 def qkv_width(r) -> int:
     """Output width of the fused QKV projection (all ranks): query, gate, keys and values."""
-    return (r.a * (2 if r.gate else 1) + 2 * r.g) * r.dh
+    return (r.a * (2 if r.gate else 1) + r.g) * r.dh + r.g * value_width(r)
+
+
+def value_width(r) -> int:
+    """Width of one value head: v_channels (MiMo-V2-Flash), else the head width."""
+    return r.dv or r.dh
 
 
 def params(r) -> Count:
@@ -75,7 +92,7 @@ def params(r) -> Count:
     h, a, nw = r.h, r.a, r.norm_w
     bias = m.add_bias_linear
     qkv_out = qkv_width(r)
-    sh = h * qkv_out + (qkv_out if (bias or m.add_qkv_bias) else 0) + a * r.dh * h + (a if r.sinks else 0)
+    sh = h * qkv_out + (qkv_out if (bias or m.add_qkv_bias) else 0) + a * value_width(r) * h + (a if r.sinks else 0)
     rep = (nw * h if r.pre_norm else 0) + (h if bias else 0) + (nw * h if r.post_norm else 0)
     if r.qk_full:
         sh += (a + r.g) * r.dh          # RMSNorm (one weight per element), sharded with the heads
@@ -98,7 +115,7 @@ def components(r) -> dict:
 def linear_weights(r) -> int:
     """QKV and output-projection weights on one tensor-parallel rank."""
     t, h = r.t, r.h
-    return h * qkv_width(r) // t + r.a * r.dh * h // t
+    return h * qkv_width(r) // t + r.a * value_width(r) * h // t
 
 
 def weight_shapes(r) -> set:
@@ -107,8 +124,8 @@ def weight_shapes(r) -> set:
 
 def linear_shapes(r) -> tuple:
     """(out, in, count) of each linear-layer weight on one tensor-parallel rank: QKV, output projection."""
-    t, h, a = r.t, r.h, r.a
-    return (((a * (2 if r.gate else 1) + 2 * r.g) // t * r.dh, h, 1), (h, a // t * r.dh, 1))
+    t, h, a, dv = r.t, r.h, r.a, value_width(r)
+    return (((a * (2 if r.gate else 1) + r.g) // t * r.dh + r.g // t * dv, h, 1), (h, a // t * dv, 1))
 
 
 def scores(r, heads: int) -> int:
@@ -132,7 +149,7 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
-    t, dh, g = r.t, r.dh, r.g
+    t, dh, g, dv = r.t, r.dh, r.g, value_width(r)
     heads = r.a // t
     if r.pre_norm:
         norm_in = B * Tn * h
@@ -140,8 +157,8 @@ def activations(r, c: Ctx) -> Part:
     else:       # no input norm: the QKV linear keeps the layer input itself
         norm_in, norm_out = 0, lin_saved(c, Tn, h)
     norm_keep = norm_in + norm_out
-    qkv = B * T * (heads + 2 * (g // t)) * dh
-    out = B * T * heads * dh
+    qkv = B * T * ((heads + g // t) * dh + g // t * dv)
+    out = B * T * heads * dv
     saved = norm_keep + qkv + out + 4 * T * heads
     recompute = 0
     if r.qk_full:
@@ -156,15 +173,16 @@ def activations(r, c: Ctx) -> Part:
         rows = T * (heads + g // t)
         saved += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
     if cfg.model.qk_l2_norm:
-        saved += B * T * (heads + 2 * (g // t)) * dh + 4 * T * (heads + g // t)
+        saved += qkv + 4 * T * (heads + g // t)
     if r.gate:
         # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
         # a new tensor, which the output projection saves.
         saved += 2 * B * T * heads * dh
     if r.post_norm:
         saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
-    if cfg.model.global_attention_freq is not None:
-        # Gemma 4's value norm (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py
+    if cfg.model.global_attention_freq is not None and r.post_norm:
+        # Gemma 4's value norm, whose layers have post-norms (MiMo-V2-Flash's global layers have neither)
+        # (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py
         # Gemma4SelfAttention.get_query_key_value_tensors): v.float() kept by pow and the division, and the fp32
         # root mean square per row (kept by sqrt and the division).
         saved += 4 * T * (g // t) * dh + 8 * T * (g // t)
@@ -186,13 +204,13 @@ def activations(r, c: Ctx) -> Part:
     elif c.unfused:
         sc = scores(r, heads)
         # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
-        expanded = 2 * B * T * (heads - g // t) * dh
+        expanded = B * T * (heads - g // t) * (dh + dv)
         if "core_attn" in c.modules:
             recompute = sc + expanded
         else:
             saved += sc + expanded
             kept_scores = sc + expanded
-        bwd = backward_extra(r, B, sc) + B * T * heads * dh
+        bwd = backward_extra(r, B, sc) + B * T * heads * dv
     proj_fp8 = 0
     # Megatron-Core sets save_original_input on linear_proj for every FP8 recipe but delayed and for NVFP4
     # (Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py and multi_latent_attention.py, "For fp8/fp4
@@ -201,13 +219,13 @@ def activations(r, c: Ctx) -> Part:
     # scaling, MXFP8, blockwise, NVFP4 (TransformerEngine @ d0067d0 : module/linear.py, module/_common.py
     # can_reconstruct_wgrad_input_from_original). Only the delayed recipe (Float8Quantizer) saves an FP8 copy.
     if c.fp8 == "delayed":
-        proj_fp8 = lin_saved(c, T, heads * dh)   # FP8 copy of the projection input
+        proj_fp8 = lin_saved(c, T, heads * dv)   # FP8 copy of the projection input
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
-        saved += B * T * heads * dh       # output before and after the all-to-all
+        saved += B * T * heads * dv       # output before and after the all-to-all
     elif r.cp > 1 and cp_type == "allgather":
-        saved += 2 * B * T * (r.cp - 1) * (g // t) * dh       # gathered keys and values
+        saved += B * T * (r.cp - 1) * (g // t) * (dh + dv)       # gathered keys and values
     named = None
     if c.parts:
         named = {"norm_in": norm_in, "norm_out": norm_out, "latent": 0, "qkv": qkv, "attn_out": out,
