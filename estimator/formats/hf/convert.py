@@ -12,7 +12,8 @@ from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_minimax_m2, map_olmoe
+from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_minimax_m2,
+                  map_olmoe, map_sarvam)
 from .multimodal import QWEN_VISION, WRAPPED, qwen_vision, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -70,6 +71,13 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "nemotron": ("NemotronForCausalLM", "Nemotron-4, Minitron (LayerNorm, squared-ReLU MLP)"),
     "exaone4": ("Exaone4ForCausalLM", "EXAONE 4.0 (norms after attention and MLP, per-head q/k norms)"),
     "exaone_moe": ("ExaoneMoeForCausalLM", "K-EXAONE (EXAONE MoE: shared expert, sigmoid router, dense MTP layers)"),
+    # famD (issue 27): Hy3 (Hunyuan V3), Sarvam, Falcon-H1, Mamba-2
+    "hy_v3": ("HYV3ForCausalLM", "Hy3 / Hunyuan V3 (q/k norms, dense first layer, sigmoid-routed MoE with a shared "
+              "expert, MTP)"),
+    "sarvam_moe": ("SarvamMoEForCausalLM", "Sarvam 30B (GQA with q/k norms, sigmoid-routed MoE with a shared "
+                   "expert)"),
+    "sarvam_mla": ("SarvamMLAForCausalLM", "Sarvam 105B (multi-latent attention, sigmoid-routed MoE with a "
+                   "shared expert)"),
 }
 
 
@@ -209,6 +217,10 @@ _OWN_MAPPING = {
     "nemotron": map_nemotron,
     "exaone4": map_exaone4,
     "exaone_moe": map_exaone_moe,
+    # famD (issue 27)
+    "hy_v3": map_hy_v3,
+    "sarvam_moe": map_sarvam,
+    "sarvam_mla": map_sarvam,
 }
 
 

@@ -58,7 +58,9 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "top_k_experts": "moe_router_topk", "hidden_size_per_layer_input": MAX_WIDTH,
              "num_kv_shared_layers": MAX_LAYERS, "vocab_size_per_layer_input": "vocab_size",
              "mtp_num_hidden_layers": "mtp_num_layers", "mtp_num_speculative_steps": "mtp_num_layers",
-             "kv_channels": "kv_channels"}
+             "kv_channels": "kv_channels",
+             # famD (issue 27)
+             "expert_hidden_dim": "moe_ffn_hidden_size"}
 
 
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.

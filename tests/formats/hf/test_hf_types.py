@@ -27,7 +27,11 @@ AWAITING_CONFIG = {"glm4_moe_lite": "no complete GLM-4.7-Flash config.json (the 
                    # hand-written configs of tests/formats/hf/test_olmoe_gemma_nemotron_exaone.py
                    "olmoe": "no copy of allenai/OLMoE-1B-7B's config.json found",
                    "nemotron": "no copy of a Nemotron-4 / Minitron config.json found",
-                   "exaone_moe": "no copy of a K-EXAONE config.json found"}
+                   "exaone_moe": "no copy of a K-EXAONE config.json found",
+                   # famD: likewise, from tests/formats/hf/test_hy_v3_sarvam.py (the wrong-value loop runs there)
+                   "hy_v3": "no repository vendoring tencent/Hy3's config.json whole found",
+                   "sarvam_moe": "no copy of sarvamai/sarvam-30b's config.json found",
+                   "sarvam_mla": "no copy of sarvamai/sarvam-105b's config.json found"}
 
 #: One published config per supported family (the first catalog entry of each model_type).
 FAMILIES = {}
