@@ -8,7 +8,8 @@ from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .deepseek import map_deepseek, map_deepseek_v32, map_deepseek_v4
 from .gemma import map_gemma, map_gemma1, map_gemma4
 from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
-from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_types
+from .hybrid import (mamba2_attention_heads, map_mamba2, map_nemotron_h, map_qwen3_5, map_qwen3_next,
+                     nemotron_block_types)
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
@@ -78,6 +79,7 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                    "expert)"),
     "sarvam_mla": ("SarvamMLAForCausalLM", "Sarvam 105B (multi-latent attention, sigmoid-routed MoE with a "
                    "shared expert)"),
+    "mamba2": ("Mamba2ForCausalLM", "Mamba-2 (every layer a Mamba-2 mixer; Mamba-Codestral)"),
 }
 
 
@@ -134,6 +136,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         mt, wrapper = mt[:-len("_text")], None
     if mt == "nemotron_h" and ("layers_block_type" in hf or "mtp_layers_block_type" in hf):
         hf = nemotron_block_types(hf)
+    if mt == "mamba2":
+        hf = mamba2_attention_heads(hf)
     if mt == "qwen3_moe":
         for key, means in QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -221,8 +225,10 @@ _OWN_MAPPING = {
     "hy_v3": map_hy_v3,
     "sarvam_moe": map_sarvam,
     "sarvam_mla": map_sarvam,
+    "mamba2": map_mamba2,
 }
 
 
-#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2).
-_UNGATED = frozenset({"nemotron"})
+#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2; Mamba-2 has no
+#: MLP, its hidden_act is the mixer's).
+_UNGATED = frozenset({"nemotron", "mamba2"})

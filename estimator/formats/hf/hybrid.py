@@ -1,6 +1,6 @@
-"""Hybrid layer stacks: Qwen3-Next and Qwen3.5 (gated delta net with gated attention) and Nemotron-H /
-Nemotron 3 (Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer
-list)."""
+"""Hybrid layer stacks: Qwen3-Next and Qwen3.5 (gated delta net with gated attention), Nemotron-H / Nemotron 3
+(Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer list) and pure
+Mamba-2 (every layer a Mamba-2 mixer)."""
 
 from __future__ import annotations
 
@@ -212,3 +212,64 @@ def map_nemotron_h(r: Reader, m: dict) -> None:
         latent = r.int("moe_latent_size", required=False)
         if latent:
             m["moe_latent_size"] = latent
+
+
+def mamba2_attention_heads(hf: dict) -> dict:
+    """A Mamba2Config states no attention heads, which Megatron-Core's TransformerConfig needs though no layer
+    attends: a copy with num_attention_heads = num_heads (sizing nothing in an all-Mamba model)."""
+    if "num_attention_heads" in hf:
+        return hf
+    heads = hf.get("num_heads")       # a bad num_heads is reported by map_mamba2, under its own name
+    ok = type(heads) is int and 1 <= heads <= Reader.bound("num_heads")
+    return {**hf, "num_attention_heads": heads if ok else 1}
+
+
+def map_mamba2(r: Reader, m: dict) -> None:
+    """Pure Mamba-2 (Hugging Face Mamba2Config: mistralai/Mamba-Codestral-7B, the transformers ports of
+    state-spaces/mamba2-*) as Megatron-Core's HybridModel builds it with every layer a Mamba-2 mixer
+    (hybrid_layer_pattern all M; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mamba/mamba_provider.py is
+    HybridModelProvider under its old name, with no Hugging Face bridge of its own): num_heads heads of head_dim,
+    state_size, n_groups, Megatron-Core's MambaMixer with its gated RMSNorm (rms_norm must be true), the convolution
+    bias and width 4, no projection biases; one RMSNorm per layer (fused into in_proj) and the final one; tied
+    embeddings unless tie_word_embeddings is false; no position embedding and no MLP. residual_in_fp32 has no
+    Megatron-Core counterpart (Megatron-LM @ d98e8a64 has none: the residual stream stays in the training dtype),
+    so it changes no tensor of the Megatron model; norm_before_gate orders the gate and the norm (Megatron-Core
+    gates first) without changing a tensor's size; the time-step ranges, chunk_size and rescale_prenorm_residual
+    are initialisation and kernel settings. intermediate_size, where given, is the inner width."""
+    hf, h = r.hf, m["hidden_size"]
+    L = m["num_layers"]
+    refuse_true(r, "use_bias", why="biases on the Mamba projections are not modelled (Megatron-Core's MambaMixer "
+                                   "has none)")
+    if not r.flag("use_conv_bias", True):
+        raise UnsupportedError("config.json:use_conv_bias = false for mamba2: Megatron-Core's MambaMixer always has a "
+                               "convolution bias")
+    if not r.flag("rms_norm", True):
+        raise UnsupportedError("config.json:rms_norm = false for mamba2: only the gated RMSNorm Megatron-Core's "
+                               "MambaMixer builds by default (rmsnorm true) is mapped")
+    if r.int("conv_kernel", 4) != 4:
+        raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for mamba2: Megatron-Core's "
+                               "MambaMixer fixes the convolution width at 4")
+    if r.name("hidden_act", "silu", ("silu",)) not in ("silu", "swish"):
+        raise UnsupportedError(f"config.json:hidden_act {show(hf.get('hidden_act'))} for mamba2: MambaMixer uses silu")
+    m["hybrid_layer_pattern"] = "M" * L
+    m["layernorm_epsilon"] = r.number("layer_norm_epsilon", 1e-5)
+    m["position_embedding_type"] = "none"
+    m["mamba_state_dim"] = r.int("state_size")
+    m["mamba_head_dim"] = r.int("head_dim")
+    m["mamba_num_groups"] = r.int("n_groups", 1)
+    heads, expand = r.int("num_heads"), r.int("expand", 2)
+    if expand < 1:
+        raise ConfigError(Problem("config.json:expand", expand, "must be >= 1 (the inner width is expand x "
+                                  "hidden_size)"))
+    width = expand * h
+    if heads * m["mamba_head_dim"] != width:
+        raise ConfigError(Problem("config.json:num_heads", heads, f"times head_dim ({m['mamba_head_dim']}) must "
+                                  f"equal expand x hidden_size ({expand} x {h} = {width}), the mixer's inner width"))
+    if heads % m["mamba_num_groups"]:
+        raise ConfigError(Problem("config.json:n_groups", m["mamba_num_groups"], f"must divide num_heads ({heads})"))
+    inner = r.int("intermediate_size", width)
+    if inner != width:
+        raise ConfigError(Problem("config.json:intermediate_size", inner, f"must equal expand x hidden_size ({width}), "
+                                  "the mixer's inner width"))
+    m["mamba_num_heads"] = heads
+    m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)

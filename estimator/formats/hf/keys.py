@@ -173,5 +173,10 @@ KNOWN = {
                         "num_nextn_predict_layers", "enable_lm_head_fp32", "enable_attention_fp32_softmax",
                         "enable_moe_fp32_combine", "eod_token_id", "use_grouped_mm"},
     "sarvam_moe": _SARVAM | {"use_qkv_bias"},
+    "mamba2": (_COMMON - {"rms_norm_eps", "num_key_value_heads", "attention_bias", "mlp_bias"})
+              | {"num_heads", "head_dim", "state_size", "expand", "n_groups", "conv_kernel", "use_bias",
+                 "use_conv_bias", "rms_norm", "residual_in_fp32", "chunk_size", "layer_norm_epsilon",
+                 "norm_before_gate", "rescale_prenorm_residual", "time_step_rank", "time_step_min", "time_step_max",
+                 "time_step_floor", "time_step_limit", "time_step_init_scheme", "time_step_scale"},
     "sarvam_mla": _SARVAM | {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
 }

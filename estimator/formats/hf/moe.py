@@ -375,5 +375,6 @@ def map_sarvam(r: Reader, m: dict) -> None:
     m["moe_router_pre_softmax"] = True
     m["moe_router_enable_expert_bias"] = True
     scaling = hf.get("rope_scaling") or hf.get("rope_parameters")
-    if r.mt == "sarvam_mla" and isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+    kind = (scaling.get("rope_type") or scaling.get("type")) if isinstance(scaling, dict) else None
+    if r.mt == "sarvam_mla" and kind == "yarn":
         m["position_embedding_type"] = "yarn"

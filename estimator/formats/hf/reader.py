@@ -60,7 +60,8 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "mtp_num_hidden_layers": "mtp_num_layers", "mtp_num_speculative_steps": "mtp_num_layers",
              "kv_channels": "kv_channels",
              # famD (issue 27)
-             "expert_hidden_dim": "moe_ffn_hidden_size"}
+             "expert_hidden_dim": "moe_ffn_hidden_size", "state_size": "mamba_state_dim",
+             "num_heads": "mamba_num_heads"}
 
 
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.

@@ -120,7 +120,8 @@ def test_sarvam_30b_counts_by_hand():
     """Per layer: q 4096 x 4096 + k, v 2 x 4096 x 256 + o 4096 x 4096 = 35,651,584; q/k norms 2 x 64; two norms
     2 x 4096: 35,659,904. Dense layer 0: + 3 x 4096 x 8192 (100,663,296) = 136,323,200. MoE layer: + 128 x 3 x 4096
     x 1024 (1,610,612,736) + shared 3 x 4096 x 1024 (12,582,912) + router 128 x 4096 and expert bias 128 (524,416)
-    = 1,659,379,968. 18 of them + layer 0 + embedding and output 2 x 262,144 x 4096 (2,147,483,648) + final norm 4096 = 32,152,650,368."""
+    = 1,659,379,968. 18 of them + layer 0 + embedding and output 2 x 262,144 x 4096 (2,147,483,648) + final norm
+    4096 = 32,152,650,368."""
     moe_layer = 35_659_904 + 128 * 3 * 4096 * 1024 + 3 * 4096 * 1024 + 128 * 4096 + 128
     assert moe_layer == 1_659_379_968
     assert _counts(SARVAM_30B).total == 18 * moe_layer + 136_323_200 + 2 * 262_144 * 4096 + 4096 == 32_152_650_368
