@@ -8,8 +8,8 @@ from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .deepseek import map_deepseek, map_deepseek_v32, map_deepseek_v4
 from .gemma import map_gemma, map_gemma1, map_gemma4
 from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
-from .hybrid import (mamba2_attention_heads, map_mamba2, map_nemotron_h, map_qwen3_5, map_qwen3_next,
-                     nemotron_block_types)
+from .hybrid import (mamba2_attention_heads, map_falcon_h1, map_mamba2, map_nemotron_h, map_qwen3_5,
+                     map_qwen3_next, nemotron_block_types)
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
@@ -80,6 +80,7 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "sarvam_mla": ("SarvamMLAForCausalLM", "Sarvam 105B (multi-latent attention, sigmoid-routed MoE with a "
                    "shared expert)"),
     "mamba2": ("Mamba2ForCausalLM", "Mamba-2 (every layer a Mamba-2 mixer; Mamba-Codestral)"),
+    "falcon_h1": ("FalconH1ForCausalLM", "Falcon-H1 (a Mamba-2 mixer beside attention in every layer, then an MLP)"),
 }
 
 
@@ -226,6 +227,7 @@ _OWN_MAPPING = {
     "sarvam_moe": map_sarvam,
     "sarvam_mla": map_sarvam,
     "mamba2": map_mamba2,
+    "falcon_h1": map_falcon_h1,
 }
 
 

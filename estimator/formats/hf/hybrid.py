@@ -273,3 +273,48 @@ def map_mamba2(r: Reader, m: dict) -> None:
                                   "the mixer's inner width"))
     m["mamba_num_heads"] = heads
     m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
+
+
+def map_falcon_h1(r: Reader, m: dict) -> None:
+    """Falcon-H1 (tiiuae/Falcon-H1-*; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/falcon_h1/
+    falconh1_bridge.py ``provider_bridge``, modeling_falconh1/falconh1_layer.py ``FalconH1Layer``): every layer runs
+    a Mamba-2 mixer and GQA self-attention side by side on one RMSNorm and adds them (parallel_mamba_attention),
+    then a SwiGLU MLP of intermediate_size. The mixer: mamba_n_heads heads of mamba_d_head (\"auto\" or absent:
+    mamba_d_ssm / mamba_n_heads), mamba_d_ssm the inner width (absent: mamba_expand x hidden_size), mamba_n_groups,
+    mamba_d_state, the convolution of width 4 with its bias, the gated RMSNorm only with mamba_rms_norm
+    (mamba_gated_norm). The multipliers (embedding, lm_head, key, attention and SSM in/out, mlp_multipliers,
+    ssm_multipliers) scale activations, not weights; the MLP's are applied in eager code (see
+    :mod:`estimator.model.layers.mlp`). Biases (projectors_bias, mamba_proj_bias, attention_bias, mlp_bias) are
+    refused: the bridge maps projectors_bias to add_bias_linear, which Falcon-H1's mixer does not follow. Bridge's
+    provider also sets attention_backend unfused (an s x s score matrix per head): that is a training setting
+    (training.attention_backend), left to the run."""
+    hf, h = r.hf, m["hidden_size"]
+    refuse_true(r, "projectors_bias", "mamba_proj_bias", "attention_bias", "mlp_bias",
+                why="biases on Falcon-H1's projections are not modelled (its released checkpoints have none)")
+    if not r.flag("mamba_conv_bias", True):
+        raise UnsupportedError("config.json:mamba_conv_bias = false for falcon_h1: Megatron-Core's MambaMixer always "
+                               "has a convolution bias")
+    if r.int("mamba_d_conv", 4) != 4:
+        raise UnsupportedError(f"config.json:mamba_d_conv {hf.get('mamba_d_conv')} for falcon_h1: the estimate's "
+                               "Mamba-2 mixer has Megatron-Core's default convolution width 4")
+    if r.int("mamba_chunk_size", 128) != 128:
+        raise UnsupportedError(f"config.json:mamba_chunk_size {hf.get('mamba_chunk_size')} for falcon_h1: the "
+                               "estimate's scan working set is MambaMixer's default chunks of 128 tokens")
+    gqa(r, m)
+    m["parallel_mamba_attention"] = True
+    m["mamba_state_dim"] = r.int("mamba_d_state")
+    heads, groups = r.int("mamba_n_heads"), r.int("mamba_n_groups", 1)
+    expand = r.int("mamba_expand", 2)
+    width = r.int("mamba_d_ssm", required=False)
+    if width is None:
+        width = expand * h
+    head_dim = hf.get("mamba_d_head", "auto")
+    head_dim = width // heads if head_dim == "auto" and heads else r.int("mamba_d_head")
+    if heads * head_dim != width:
+        raise ConfigError(Problem("config.json:mamba_d_head", hf.get("mamba_d_head"), f"times mamba_n_heads ({heads}) "
+                                  f"must equal the inner width mamba_d_ssm ({width})"))
+    if heads % groups:
+        raise ConfigError(Problem("config.json:mamba_n_groups", groups, f"must divide mamba_n_heads ({heads})"))
+    m["mamba_head_dim"], m["mamba_num_heads"], m["mamba_num_groups"] = head_dim, heads, groups
+    if not r.flag("mamba_rms_norm", False):
+        m["mamba_gated_norm"] = False

@@ -173,6 +173,13 @@ KNOWN = {
                         "num_nextn_predict_layers", "enable_lm_head_fp32", "enable_attention_fp32_softmax",
                         "enable_moe_fp32_combine", "eod_token_id", "use_grouped_mm"},
     "sarvam_moe": _SARVAM | {"use_qkv_bias"},
+    "falcon_h1": _COMMON | {"mamba_d_ssm", "mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state",
+                            "mamba_d_conv", "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias",
+                            "mamba_norm_before_gate", "mamba_rms_norm", "projectors_bias", "lm_head_multiplier",
+                            "embedding_multiplier", "mlp_multipliers", "key_multiplier", "attention_out_multiplier",
+                            "attention_in_multiplier", "ssm_multipliers", "ssm_in_multiplier", "ssm_out_multiplier",
+                            "num_logits_to_keep", "time_step_min", "time_step_max", "time_step_floor",
+                            "time_step_limit"},
     "mamba2": (_COMMON - {"rms_norm_eps", "num_key_value_heads", "attention_bias", "mlp_bias"})
               | {"num_heads", "head_dim", "state_size", "expand", "n_groups", "conv_kernel", "use_bias",
                  "use_conv_bias", "rms_norm", "residual_in_fp32", "chunk_size", "layer_norm_epsilon",

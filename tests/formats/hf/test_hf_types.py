@@ -32,7 +32,8 @@ AWAITING_CONFIG = {"glm4_moe_lite": "no complete GLM-4.7-Flash config.json (the 
                    "hy_v3": "no repository vendoring tencent/Hy3's config.json whole found",
                    "sarvam_moe": "no copy of sarvamai/sarvam-30b's config.json found",
                    "sarvam_mla": "no copy of sarvamai/sarvam-105b's config.json found",
-                   "mamba2": "no citable copy of a Mamba2Config config.json found (test_mamba2_falcon_h1.py)"}
+                   "mamba2": "no citable copy of a Mamba2Config config.json found (test_mamba2_falcon_h1.py)",
+                   "falcon_h1": "no copy of a tiiuae/Falcon-H1 config.json found whole (test_mamba2_falcon_h1.py)"}
 
 #: One published config per supported family (the first catalog entry of each model_type).
 FAMILIES = {}

@@ -77,3 +77,107 @@ def test_a_wrong_value_for_any_key_is_an_error_that_names_it(hf):
                     (key, wrong, exc)
             except EstimatorError:
                 pass
+
+
+# --- Falcon-H1 ---------------------------------------------------------------------------------------------------
+
+#: Falcon-H1-Tiny-90M's shapes: h 512, 24 layers, 8 query heads of 64 and 2 key/value heads, MLP 768, Mamba-2 of 24
+#: heads of 32 (d_ssm 768), one group, state 64, no gated norm (mamba_rms_norm false), vocabulary 32,768 tied; with
+#: Falcon-H1's multipliers, which scale activations only.
+FALCON_TINY = {"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "vocab_size": 32768,
+               "hidden_size": 512, "intermediate_size": 768, "num_hidden_layers": 24, "num_attention_heads": 8,
+               "num_key_value_heads": 2, "head_dim": 64, "rms_norm_eps": 1e-05, "rope_theta": 100000000000.0,
+               "max_position_embeddings": 262144, "mamba_d_conv": 4, "mamba_d_ssm": 768, "mamba_d_state": 64,
+               "mamba_d_head": 32, "mamba_n_heads": 24, "mamba_n_groups": 1, "mamba_chunk_size": 128,
+               "mamba_conv_bias": True, "mamba_proj_bias": False, "mamba_rms_norm": False,
+               "mamba_norm_before_gate": False, "embedding_multiplier": 0.11083984375,
+               "lm_head_multiplier": 0.078125, "attention_in_multiplier": 1.0, "attention_out_multiplier": 1.0,
+               "key_multiplier": 1.0, "ssm_in_multiplier": 1.0, "ssm_out_multiplier": 1.0,
+               "mlp_multipliers": [1.0, 1.0], "ssm_multipliers": [1.0, 1.0, 1.0, 1.0, 1.0],
+               "tie_word_embeddings": True, "attention_bias": False, "projectors_bias": False, "hidden_act": "silu"}
+
+
+def _falcon(**over):
+    return from_hf_config(dict(FALCON_TINY, **over))
+
+
+def test_falcon_h1_tiny_counts_by_hand():
+    """Per layer: one input RMSNorm 512; attention q 512 x 512 + k, v 2 x 512 x 128 + o 512 x 512 = 655,360; Mamba-2
+    in_proj 512 x (2 x 768 + 2 x 64 + 24) = 512 x 1688 = 864,256, conv1d over 768 + 128 = 896 channels of width 4
+    with bias 4480, dt_bias, A_log, D 3 x 24, no gated norm, out_proj 768 x 512 = 393,216: 1,262,024; the MLP's
+    norm 512 and SwiGLU 3 x 512 x 768 = 1,179,648. Layer: 512 + 655,360 + 1,262,024 + 512 + 1,179,648 = 3,098,056. 24 x that + the tied embedding 32,768 x 512 (16,777,216) + final norm 512 = 91,131,072
+    (the name's 90M)."""
+    layer = 512 + 655_360 + 512 * 1688 + 896 * 5 + 72 + 768 * 512 + 512 + 3 * 512 * 768
+    assert layer == 3_098_056
+    p = count_parameters_of(make_config(_falcon()))
+    assert p.total == 24 * layer + 32_768 * 512 + 512 == 91_131_072
+    assert (p.attention, p.mamba, p.norms) == (24 * 655_360, 24 * 1_262_024, 24 * 1024 + 512)
+
+
+def test_falcon_h1_gated_norm_adds_the_inner_width():
+    """mamba_rms_norm true: MambaMixer's gated RMSNorm, 768 weights more per layer."""
+    assert (count_parameters_of(make_config(_falcon(mamba_rms_norm=True))).total
+            - count_parameters_of(make_config(_falcon())).total) == 24 * 768
+
+
+def test_falcon_h1_d_head_auto_and_expand():
+    """mamba_d_head "auto" is mamba_d_ssm / mamba_n_heads; without mamba_d_ssm the inner width is mamba_expand x h."""
+    m = _falcon(mamba_d_head="auto")
+    assert (m["mamba_head_dim"], m["mamba_num_heads"]) == (32, 24)
+    m = from_hf_config({k: v for k, v in FALCON_TINY.items() if k != "mamba_d_ssm"} | {"mamba_d_head": "auto",
+                                                                                        "mamba_n_heads": 32})
+    assert (m["mamba_head_dim"], m["mamba_num_heads"]) == (32, 32)        # 2 x 512 / 32
+
+
+def test_falcon_h1_activations_share_one_norm_and_keep_the_scaled_gate():
+    """A Falcon-H1 layer keeps a Mamba layer's and an attention layer's activations less one norm input (B Tn h), and
+    its MLP two more f-wide tensors (2 B T f / t) than Megatron-Core's fused SwiGLU. s 4096, b 1, bf16 (B 2), TP 1:
+    the norm input 2 x 4096 x 512 = 4,194,304 bytes less; 2 x 2 x 4096 x 768 = 12,582,912 bytes more. The MLP keeps
+    its norm's input and output (2 x 2 x 4096 x 512), fc1's output (2 x 4096 x 2 x 768), the scaled gate and silu's
+    output (2 x 2 x 4096 x 768) and the product fc2 keeps (2 x 4096 x 768): 39,845,888 bytes."""
+    from estimator.config.load import load_config
+    from estimator.memory.activations import context, layer_activations
+    from estimator.model.layers import LayerKind, attention, mamba, mlp
+    from estimator.model.resolve import resolve
+    r = resolve(load_config(make_config(_falcon(), training={"seq_length": 4096, "micro_batch_size": 1})))
+    kind = r.kinds[0]
+    assert kind == LayerKind("mamba_attention", "dense") and len(r.kinds) == 1
+    c = context(r)
+    la = layer_activations(r, kind)
+    assert la.attention - c.mask == (attention.activations(r, c).saved + mamba.activations(r, c).saved
+                                     - 2 * 4096 * 512)
+    assert mlp.activations(r, c).saved == (2 * 2 * 4096 * 512 + 2 * 4096 * 2 * 768 + 2 * 2 * 4096 * 768
+                                           + 2 * 4096 * 768) == 39_845_888
+
+
+def test_falcon_h1_refusals():
+    for key, value, error, words in [("projectors_bias", True, UnsupportedError, "biases"),
+                                     ("mamba_proj_bias", True, UnsupportedError, "biases"),
+                                     ("mamba_conv_bias", False, UnsupportedError, "convolution bias"),
+                                     ("mamba_d_conv", 3, UnsupportedError, "width 4"),
+                                     ("mamba_chunk_size", 256, UnsupportedError, "chunks of 128"),
+                                     ("mamba_d_head", 16, ConfigError, "inner width"),
+                                     ("mamba_n_groups", 5, ConfigError, "must divide")]:
+        with pytest.raises(error, match=words):
+            _falcon(**{key: value})
+
+
+def test_falcon_h1_rules_refuse_what_the_layer_is_not_modelled_with():
+    """parallel_mamba_attention with MoE, CUDA graphs or a virtual pipeline: an error naming the field."""
+    from estimator.config.load import load_config
+    with pytest.raises(ConfigError, match="parallel_mamba_attention"):
+        load_config(make_config(dict(_falcon(), num_experts=8, moe_router_topk=2)))
+    with pytest.raises(ConfigError, match="CUDA graphs"):
+        load_config(make_config(_falcon(), training={"cuda_graph_impl": "local"}))
+
+
+def test_falcon_h1_wrong_values_name_the_key():
+    for key in FALCON_TINY:
+        for wrong in [[1], "abc", True, -1, 0, 1.5, float("nan"), 10 ** 30, None]:
+            try:
+                from_hf_config({**FALCON_TINY, key: wrong})
+            except ConfigError as exc:
+                tied = {"config.json:mamba_d_head"} if key in ("mamba_d_ssm", "mamba_n_heads") else set()
+                assert {p.field for p in exc.problems} <= {f"config.json:{key}"} | tied, (key, wrong, exc)
+            except EstimatorError:
+                pass
