@@ -81,9 +81,11 @@ def test_a_wrong_value_for_any_key_is_an_error_that_names_it(hf):
 
 # --- Falcon-H1 ---------------------------------------------------------------------------------------------------
 
-#: Falcon-H1-Tiny-90M's shapes: h 512, 24 layers, 8 query heads of 64 and 2 key/value heads, MLP 768, Mamba-2 of 24
-#: heads of 32 (d_ssm 768), one group, state 64, no gated norm (mamba_rms_norm false), vocabulary 32,768 tied; with
-#: Falcon-H1's multipliers, which scale activations only.
+#: Falcon-H1-Tiny-90M's shapes as two public quotes of its config.json give them (intermediate_size 768 and the
+#: dimensions from an evaluation harness's "model's published config" contract, the Mamba and multiplier keys from
+#: mlx-community's Falcon-H1-Tiny-90M-Instruct-4bit config in a test): h 512, 24 layers, 8 query heads of 64 and 2
+#: key/value heads, MLP 768, Mamba-2 of 24 heads of 32 (d_ssm 768), one group, state 64, no gated norm
+#: (mamba_rms_norm false), vocabulary 32,768 tied. The multipliers scale activations only.
 FALCON_TINY = {"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "vocab_size": 32768,
                "hidden_size": 512, "intermediate_size": 768, "num_hidden_layers": 24, "num_attention_heads": 8,
                "num_key_value_heads": 2, "head_dim": 64, "rms_norm_eps": 1e-05, "rope_theta": 100000000000.0,
@@ -105,8 +107,11 @@ def test_falcon_h1_tiny_counts_by_hand():
     """Per layer: one input RMSNorm 512; attention q 512 x 512 + k, v 2 x 512 x 128 + o 512 x 512 = 655,360; Mamba-2
     in_proj 512 x (2 x 768 + 2 x 64 + 24) = 512 x 1688 = 864,256, conv1d over 768 + 128 = 896 channels of width 4
     with bias 4480, dt_bias, A_log, D 3 x 24, no gated norm, out_proj 768 x 512 = 393,216: 1,262,024; the MLP's
-    norm 512 and SwiGLU 3 x 512 x 768 = 1,179,648. Layer: 512 + 655,360 + 1,262,024 + 512 + 1,179,648 = 3,098,056. 24 x that + the tied embedding 32,768 x 512 (16,777,216) + final norm 512 = 91,131,072
-    (the name's 90M)."""
+    norm 512 and SwiGLU 3 x 512 x 768 = 1,179,648. Layer: 512 + 655,360 + 1,262,024 + 512 + 1,179,648 = 3,098,056.
+    24 x that + the tied embedding 32,768 x 512 (16,777,216) + final norm 512 = 91,131,072: the parameter count
+    llama.cpp reports for tiiuae/Falcon-H1-Tiny-90M-Instruct-GGUF (AlexsJones/llmfit @
+    3f44fd30a43d2619146f7bc0aa66c90aa54d78e6 : llmfit-core/data/benchmark_cache.json, "GGUF-reported parameters:
+    91131072")."""
     layer = 512 + 655_360 + 512 * 1688 + 896 * 5 + 72 + 768 * 512 + 512 + 3 * 512 * 768
     assert layer == 3_098_056
     p = count_parameters_of(make_config(_falcon()))
