@@ -149,10 +149,12 @@ def model_problems(cfg) -> list[Problem]:
     if m.parallel_mamba_attention and (m.hybrid_layer_pattern is not None or m.multi_latent_attention
                                        or m.num_experts or m.experimental_attention_variant is not None
                                        or m.heterogeneous_layers_config is not None or m.mtp_num_layers
-                                       or m.global_attention_freq is not None):
-        add("parallel_mamba_attention", True, "needs a GPT model of self-attention and dense MLPs: no "
+                                       or m.global_attention_freq is not None or not m.pre_layernorm
+                                       or m.post_layernorm):
+        add("parallel_mamba_attention", True, "needs a GPT model of pre-norm self-attention and dense MLPs: no "
             "hybrid_layer_pattern, multi-latent attention, MoE, experimental attention variant, heterogeneous "
-            "layers, MTP layers or global attention layers (Falcon-H1's layers are all alike)")
+            "layers, MTP layers, global attention layers or post-norms, and pre_layernorm true (Falcon-H1's layers "
+            "are all alike, one shared norm before the mixers)")
     if m.parallel_mamba_attention and cfg.training.cuda_graph_impl != "none":
         add("parallel_mamba_attention", True, f"is not modelled with CUDA graphs (training.cuda_graph_impl "
             f"{cfg.training.cuda_graph_impl!r}): which parts of a Falcon-H1 layer a graph captures is not known")
