@@ -300,6 +300,12 @@ def map_falcon_h1(r: Reader, m: dict) -> None:
     if r.int("mamba_chunk_size", 128) != 128:
         raise UnsupportedError(f"config.json:mamba_chunk_size {hf.get('mamba_chunk_size')} for falcon_h1: the "
                                "estimate's scan working set is MambaMixer's default chunks of 128 tokens")
+    if hf.get("attn_layer_indices") is not None:
+        raise UnsupportedError(f"config.json:attn_layer_indices {show(hf['attn_layer_indices'])} for falcon_h1: only "
+                               "attention in every layer (null) is mapped, as Megatron-Bridge's bridge builds it")
+    if not r.flag("mamba_use_mlp", True):
+        raise UnsupportedError("config.json:mamba_use_mlp = false for falcon_h1: Megatron-Bridge's bridge builds the "
+                               "MLP in every layer (use_mlp true)")
     gqa(r, m)
     m["parallel_mamba_attention"] = True
     m["mamba_state_dim"] = r.int("mamba_d_state")

@@ -179,7 +179,7 @@ KNOWN = {
                             "embedding_multiplier", "mlp_multipliers", "key_multiplier", "attention_out_multiplier",
                             "attention_in_multiplier", "ssm_multipliers", "ssm_in_multiplier", "ssm_out_multiplier",
                             "num_logits_to_keep", "time_step_min", "time_step_max", "time_step_floor",
-                            "time_step_limit"},
+                            "time_step_limit", "attn_layer_indices", "mamba_use_mlp"},
     "mamba2": (_COMMON - {"rms_norm_eps", "num_key_value_heads", "attention_bias", "mlp_bias"})
               | {"num_heads", "head_dim", "state_size", "expand", "n_groups", "conv_kernel", "use_bias",
                  "use_conv_bias", "rms_norm", "residual_in_fp32", "chunk_size", "layer_norm_epsilon",

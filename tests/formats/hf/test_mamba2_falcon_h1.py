@@ -162,7 +162,9 @@ def test_falcon_h1_refusals():
                                      ("mamba_d_conv", 3, UnsupportedError, "width 4"),
                                      ("mamba_chunk_size", 256, UnsupportedError, "chunks of 128"),
                                      ("mamba_d_head", 16, ConfigError, "inner width"),
-                                     ("mamba_n_groups", 5, ConfigError, "must divide")]:
+                                     ("mamba_n_groups", 5, ConfigError, "must divide"),
+                                     ("attn_layer_indices", [0, 2], UnsupportedError, "every layer"),
+                                     ("mamba_use_mlp", False, UnsupportedError, "MLP in every layer")]:
         with pytest.raises(error, match=words):
             _falcon(**{key: value})
 
