@@ -67,7 +67,7 @@ tower, ...) are mapped by their own functions, each documented with the keys it 
   OLMo 2, EXAONE 4.0, Nemotron-4 / Minitron, Llama 4, Llama-Nemotron), :mod:`.deepseek` (MLA,
   DeepSeek-V2/V3/V3.2/V4), :mod:`.glm`, :mod:`.moe` (ERNIE 4.5, Ling, gpt-oss, MiniMax-M2, OLMoE,
   K-EXAONE, Hy3, Sarvam), :mod:`.hybrid`
-  (Qwen3-Next, Qwen3.5, Nemotron-H), :mod:`.gemma` (Gemma 1 to 4);
+  (Qwen3-Next, Qwen3.5, Nemotron-H, pure Mamba-2, Falcon-H1), :mod:`.gemma` (Gemma 1 to 4);
 - :mod:`.multimodal`: the vision-language wrappers (text_config) and the vision towers mapped.
 
 Nothing is downloaded: a Hub model id (``meta-llama/Llama-3.1-70B``) is resolved from the offline model

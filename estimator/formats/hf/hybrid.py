@@ -1,6 +1,6 @@
 """Hybrid layer stacks: Qwen3-Next and Qwen3.5 (gated delta net with gated attention), Nemotron-H / Nemotron 3
-(Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer list) and pure
-Mamba-2 (every layer a Mamba-2 mixer)."""
+(Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer list), pure
+Mamba-2 (every layer a Mamba-2 mixer) and Falcon-H1 (a Mamba-2 mixer beside attention in every layer)."""
 
 from __future__ import annotations
 
