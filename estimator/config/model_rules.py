@@ -150,6 +150,23 @@ def model_problems(cfg) -> list[Problem]:
                             or m.experimental_attention_variant is not None):
         add("mtp_dense_mlp", True, "needs mtp_num_layers > 0 in a GPT model without hybrid_layer_pattern, "
             "heterogeneous_layers_config or an experimental attention variant (K-EXAONE's dense MTP layers)")
+    if m.parallel_mamba_attention and (m.hybrid_layer_pattern is not None or m.multi_latent_attention
+                                       or m.num_experts or m.experimental_attention_variant is not None
+                                       or m.heterogeneous_layers_config is not None or m.mtp_num_layers
+                                       or m.global_attention_freq is not None or not m.pre_layernorm
+                                       or m.post_layernorm):
+        add("parallel_mamba_attention", True, "needs a GPT model of pre-norm self-attention and dense MLPs: no "
+            "hybrid_layer_pattern, multi-latent attention, MoE, experimental attention variant, heterogeneous "
+            "layers, MTP layers, global attention layers or post-norms, and pre_layernorm true (Falcon-H1's layers "
+            "are all alike, one shared norm before the mixers)")
+    if m.parallel_mamba_attention and cfg.training.cuda_graph_impl != "none":
+        add("parallel_mamba_attention", True, f"is not modelled with CUDA graphs (training.cuda_graph_impl "
+            f"{cfg.training.cuda_graph_impl!r}): which parts of a Falcon-H1 layer a graph captures is not known")
+    if m.parallel_mamba_attention and (par.virtual_pipeline_model_parallel_size or 1) > 1:
+        add("parallel_mamba_attention", True, "does not run with a virtual pipeline (Megatron-Bridge's "
+            "FalconH1ModelProvider asserts virtual_pipeline_model_parallel_size is None)")
+    if m.parallel_mamba_attention and (cfg.training.optimizer not in ("adam", "sgd") or cfg.training.peft):
+        add("parallel_mamba_attention", True, "is modelled with the Adam and SGD optimizers and without PEFT only")
     if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
         add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
             "not with multi-latent attention")

@@ -327,6 +327,14 @@ class ModelConfig:
                                          "MiMoV2FlashTEDotProductAttention). Megatron-LM has no flag for it.",
                                          type="str", choices=("vanilla", "off-by-one", "learnable"),
                                          derived="softmax_type")
+    # famD (issue 27): Falcon-H1
+    parallel_mamba_attention: bool = _f(False, "Falcon-H1: every decoder layer runs a Mamba-2 mixer (the mamba_* "
+                                        "fields) and self-attention side by side on one shared RMSNorm, adds their "
+                                        "outputs, then a dense MLP (Megatron-Bridge's FalconH1Layer). Megatron-LM has "
+                                        "no flag for it.", type="bool")
+    mamba_gated_norm: bool = _f(True, "The Mamba-2 mixer's gated RMSNorm over its inner width (Megatron-Core "
+                                "MambaMixer rmsnorm; Falcon-H1's mamba_rms_norm). False: the scan output is gated by "
+                                "z with no norm weights. Megatron-LM has no flag for it.", type="bool")
     hybrid_layer_pattern: str | None = _f(
         None, "Hybrid models (Nemotron-H, Nemotron 3): one symbol per layer, M Mamba-2 mixer, * self-attention, "
         "- MLP, E MoE, G gated delta net; each symbol is a whole layer with its own norm. | splits the layers "

@@ -125,6 +125,10 @@ def to_megatron_args(config) -> list[str]:
                 else "mtp_dense_mlp")
         raise UnsupportedError(f"model.{name} (a Megatron-Bridge layer spec: OLMo 2, MiniMax-M2, K-EXAONE) has no "
                                "pretrain_gpt.py flag")
+    if m.parallel_mamba_attention or not m.mamba_gated_norm:
+        name = "parallel_mamba_attention" if m.parallel_mamba_attention else "mamba_gated_norm"
+        raise UnsupportedError(f"model.{name} (Megatron-Bridge's Falcon-H1 model) has no pretrain_gpt.py or "
+                               "pretrain_mamba.py flag")
     if m.softmax_type != "vanilla":
         add("--softmax-type", m.softmax_type)
     if m.attention_output_gate:

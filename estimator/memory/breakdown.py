@@ -35,6 +35,7 @@ LABELS = {
     "attention": "Attention (activations)", "mla": "Multi-latent attention (activations)",
     "dsa": "DeepSeek sparse attention (activations)",
     "mamba": "Mamba-2 mixers (activations)", "gdn": "Gated delta nets (activations)",
+    "mamba_attention": "Mamba-2 mixers beside attention (activations)",
     "dense_mlp": "Dense MLP (activations)", "moe_experts": "MoE experts (activations)",
     "shared_experts": "Shared experts (activations)", "router": "MoE router and routing maps (activations)",
     "norms": "Layer norms (activations)",

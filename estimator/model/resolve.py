@@ -64,6 +64,7 @@ class MambaDims(NamedTuple):
     head_dim: int
     groups: int
     state: int
+    gated_norm: bool = True     # the gated RMSNorm over the inner width (mamba_gated_norm)
 
 
 class GDNDims(NamedTuple):
@@ -120,7 +121,7 @@ class KindInfo(NamedTuple):
 
 def _info(kinds: list, per_layer: tuple, mtp_kinds: tuple, moe: tuple) -> KindInfo:
     return KindInfo(tuple(kinds), per_layer, mtp_kinds, moe, any(kinds[k].moe for k in mtp_kinds),
-                    any(k.mixer == "mamba" for k in kinds), any(k.mixer == "gdn" for k in kinds))
+                    any(k.mixer in ("mamba", "mamba_attention") for k in kinds), any(k.mixer == "gdn" for k in kinds))
 
 
 def global_pattern(L: int, freq) -> tuple:
@@ -137,7 +138,7 @@ def global_pattern(L: int, freq) -> tuple:
 def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False,
                 glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None,
                 v4: tuple | None = None, hash_layers: int = 0, mtp_dense: bool = False,
-                dsa_shared: tuple = ()) -> KindInfo:
+                dsa_shared: tuple = (), parallel_mamba: bool = False) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
@@ -151,7 +152,8 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     global-attention layers) and a dense MLP whatever the last layer holds.
     DeepSeek-sparse-attention layers that reuse an earlier layer's top-k (``dsa_shared``, one flag per layer:
     :func:`estimator.config.model_rules.dsa_shared_topk`) carry ``dsa_skip``; an MTP layer (layer number 1 of its
-    own block, so always computing) does not."""
+    own block, so always computing) does not.
+    With ``parallel_mamba`` (Falcon-H1) every layer's mixer is a Mamba-2 mixer beside self-attention."""
     kinds: list = []
 
     def index(kind: LayerKind) -> int:
@@ -167,7 +169,7 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
         return _info(kinds, per_layer, mtp_kinds, moe)
     moe = _moe_pattern(L, moe_freq)
     linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
-    attn = "dsa" if dsa else "mla" if mla else "attention"
+    attn = "dsa" if dsa else "mla" if mla else "mamba_attention" if parallel_mamba else "attention"
     if blocks is not None:
         # Heterogeneous layers (estimator.config.model_rules.parse_blocks): each block's mixer and MLP, with its own key/value
         # heads and MLP width where they differ from the model's (blocks hold (mixer, var, mlp, var) here).
@@ -327,9 +329,10 @@ def _compute_shape(m) -> tuple:
                      v4=tuple(m.csa_compress_ratios or ()) if dsv4 else None,
                      hash_layers=m.moe_n_hash_layers if E else 0, mtp_dense=m.mtp_dense_mlp,
                      dsa_shared=dsa_shared_topk(m.num_layers, m.dsa_indexer_topk_freq, m.dsa_indexer_skip_topk_offset)
-                     if dsa and hybrid is None and m.dsa_indexer_topk_freq > 1 else ())
+                     if dsa and hybrid is None and m.dsa_indexer_topk_freq > 1 else (),
+                     parallel_mamba=m.parallel_mamba_attention)
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
-                      m.mamba_num_groups, m.mamba_state_dim) if ki.mamba else None
+                      m.mamba_num_groups, m.mamba_state_dim, m.mamba_gated_norm) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                   m.linear_num_value_heads) if ki.gdn else None
     dsa_dims = DSADims(m.dsa_indexer_n_heads or 0, m.dsa_indexer_head_dim or 0, m.dsa_indexer_topk or 0,

@@ -8,12 +8,13 @@ from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .deepseek import map_deepseek, map_deepseek_v32, map_deepseek_v4
 from .gemma import map_gemma, map_gemma1, map_gemma4
 from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
-from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_types
+from .hybrid import (mamba2_attention_heads, map_falcon_h1, map_mamba2, map_nemotron_h, map_qwen3_5,
+                     map_qwen3_next, nemotron_block_types)
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_mimo_v2_flash,
-                  map_minimax_m2, map_minimax_m3, map_olmoe)
+from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_mimo_v2_flash,
+                  map_minimax_m2, map_minimax_m3, map_olmoe, map_sarvam)
 from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -85,6 +86,15 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                       "MoE)"),
     "minimax_m3_vl": ("MiniMaxM3SparseForConditionalGeneration", "MiniMax-M3 (text part; the vision tower and "
                       "the lightning indexers are not counted)"),
+    # famD (issue 27): Hy3 (Hunyuan V3), Sarvam, Falcon-H1, Mamba-2
+    "hy_v3": ("HYV3ForCausalLM", "Hy3 / Hunyuan V3 (q/k norms, dense first layer, sigmoid-routed MoE with a shared "
+              "expert, MTP)"),
+    "sarvam_moe": ("SarvamMoEForCausalLM", "Sarvam 30B (GQA with q/k norms, sigmoid-routed MoE with a shared "
+                   "expert)"),
+    "sarvam_mla": ("SarvamMLAForCausalLM", "Sarvam 105B (multi-latent attention, sigmoid-routed MoE with a "
+                   "shared expert)"),
+    "mamba2": ("Mamba2ForCausalLM", "Mamba-2 (every layer a Mamba-2 mixer; Mamba-Codestral)"),
+    "falcon_h1": ("FalconH1ForCausalLM", "Falcon-H1 (a Mamba-2 mixer beside attention in every layer, then an MLP)"),
 }
 
 
@@ -145,6 +155,8 @@ def from_hf_config(source, *, strict: bool = True) -> dict:
         mt, wrapper = mt[:-len("_text")], None
     if mt == "nemotron_h" and ("layers_block_type" in hf or "mtp_layers_block_type" in hf):
         hf = nemotron_block_types(hf)
+    if mt == "mamba2":
+        hf = mamba2_attention_heads(hf)
     if mt == "qwen3_moe":
         for key, means in QWEN3_MOE_EXTRA.items():
             if key in hf and hf[key] != means:
@@ -232,11 +244,18 @@ _OWN_MAPPING = {
     # famC (issue 27)
     "mimo_v2_flash": map_mimo_v2_flash,
     "minimax_m3": map_minimax_m3,
+    # famD (issue 27)
+    "hy_v3": map_hy_v3,
+    "sarvam_moe": map_sarvam,
+    "sarvam_mla": map_sarvam,
+    "mamba2": map_mamba2,
+    "falcon_h1": map_falcon_h1,
 }
 
 
-#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2).
-_UNGATED = frozenset({"nemotron"})
+#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2; Mamba-2 has no
+#: MLP, its hidden_act is the mixer's).
+_UNGATED = frozenset({"nemotron", "mamba2"})
 
 
 #: Gated activations a family names its own way: MiniMax-M3's SwiGLU-OAI, x sigmoid(1.702 x) on the gate, is

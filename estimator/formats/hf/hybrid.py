@@ -1,6 +1,6 @@
-"""Hybrid layer stacks: Qwen3-Next and Qwen3.5 (gated delta net with gated attention) and Nemotron-H /
-Nemotron 3 (Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer
-list)."""
+"""Hybrid layer stacks: Qwen3-Next and Qwen3.5 (gated delta net with gated attention), Nemotron-H / Nemotron 3
+(Mamba-2 with attention, MLP and MoE layers, by hybrid_override_pattern or transformers 5's layer list), pure
+Mamba-2 (every layer a Mamba-2 mixer) and Falcon-H1 (a Mamba-2 mixer beside attention in every layer)."""
 
 from __future__ import annotations
 
@@ -212,3 +212,115 @@ def map_nemotron_h(r: Reader, m: dict) -> None:
         latent = r.int("moe_latent_size", required=False)
         if latent:
             m["moe_latent_size"] = latent
+
+
+def mamba2_attention_heads(hf: dict) -> dict:
+    """A Mamba2Config states no attention heads, which Megatron-Core's TransformerConfig needs though no layer
+    attends: a copy with num_attention_heads = num_heads (sizing nothing in an all-Mamba model)."""
+    if "num_attention_heads" in hf:
+        return hf
+    heads = hf.get("num_heads")       # a bad num_heads is reported by map_mamba2, under its own name
+    ok = type(heads) is int and 1 <= heads <= Reader.bound("num_heads")
+    return {**hf, "num_attention_heads": heads if ok else 1}
+
+
+def map_mamba2(r: Reader, m: dict) -> None:
+    """Pure Mamba-2 (Hugging Face Mamba2Config: mistralai/Mamba-Codestral-7B, the transformers ports of
+    state-spaces/mamba2-*) as Megatron-Core's HybridModel builds it with every layer a Mamba-2 mixer
+    (hybrid_layer_pattern all M; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mamba/mamba_provider.py is
+    HybridModelProvider under its old name, with no Hugging Face bridge of its own): num_heads heads of head_dim,
+    state_size, n_groups, Megatron-Core's MambaMixer with its gated RMSNorm (rms_norm must be true), the convolution
+    bias and width 4, no projection biases; one RMSNorm per layer (fused into in_proj) and the final one; tied
+    embeddings unless tie_word_embeddings is false; no position embedding and no MLP. residual_in_fp32 has no
+    Megatron-Core counterpart (Megatron-LM @ d98e8a64 has none: the residual stream stays in the training dtype),
+    so it changes no tensor of the Megatron model; norm_before_gate orders the gate and the norm (Megatron-Core
+    gates first) without changing a tensor's size; the time-step ranges, chunk_size and rescale_prenorm_residual
+    are initialisation and kernel settings. intermediate_size, where given, is the inner width."""
+    hf, h = r.hf, m["hidden_size"]
+    L = m["num_layers"]
+    refuse_true(r, "use_bias", why="biases on the Mamba projections are not modelled (Megatron-Core's MambaMixer "
+                                   "has none)")
+    if not r.flag("use_conv_bias", True):
+        raise UnsupportedError("config.json:use_conv_bias = false for mamba2: Megatron-Core's MambaMixer always has a "
+                               "convolution bias")
+    if not r.flag("rms_norm", True):
+        raise UnsupportedError("config.json:rms_norm = false for mamba2: only the gated RMSNorm Megatron-Core's "
+                               "MambaMixer builds by default (rmsnorm true) is mapped")
+    if r.int("conv_kernel", 4) != 4:
+        raise UnsupportedError(f"config.json:conv_kernel {hf.get('conv_kernel')} for mamba2: Megatron-Core's "
+                               "MambaMixer fixes the convolution width at 4")
+    if r.name("hidden_act", "silu", ("silu",)) not in ("silu", "swish"):
+        raise UnsupportedError(f"config.json:hidden_act {show(hf.get('hidden_act'))} for mamba2: MambaMixer uses silu")
+    m["hybrid_layer_pattern"] = "M" * L
+    m["layernorm_epsilon"] = r.number("layer_norm_epsilon", 1e-5)
+    m["position_embedding_type"] = "none"
+    m["mamba_state_dim"] = r.int("state_size")
+    m["mamba_head_dim"] = r.int("head_dim")
+    m["mamba_num_groups"] = r.int("n_groups", 1)
+    heads, expand = r.int("num_heads"), r.int("expand", 2)
+    if expand < 1:
+        raise ConfigError(Problem("config.json:expand", expand, "must be >= 1 (the inner width is expand x "
+                                  "hidden_size)"))
+    width = expand * h
+    if heads * m["mamba_head_dim"] != width:
+        raise ConfigError(Problem("config.json:num_heads", heads, f"times head_dim ({m['mamba_head_dim']}) must "
+                                  f"equal expand x hidden_size ({expand} x {h} = {width}), the mixer's inner width"))
+    if heads % m["mamba_num_groups"]:
+        raise ConfigError(Problem("config.json:n_groups", m["mamba_num_groups"], f"must divide num_heads ({heads})"))
+    inner = r.int("intermediate_size", width)
+    if inner != width:
+        raise ConfigError(Problem("config.json:intermediate_size", inner, f"must equal expand x hidden_size ({width}), "
+                                  "the mixer's inner width"))
+    m["mamba_num_heads"] = heads
+    m["untie_embeddings_and_output_weights"] = not r.flag("tie_word_embeddings", True)
+
+
+def map_falcon_h1(r: Reader, m: dict) -> None:
+    """Falcon-H1 (tiiuae/Falcon-H1-*; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/falcon_h1/
+    falconh1_bridge.py ``provider_bridge``, modeling_falconh1/falconh1_layer.py ``FalconH1Layer``): every layer runs
+    a Mamba-2 mixer and GQA self-attention side by side on one RMSNorm and adds them (parallel_mamba_attention),
+    then a SwiGLU MLP of intermediate_size. The mixer: mamba_n_heads heads of mamba_d_head (\"auto\" or absent:
+    mamba_d_ssm / mamba_n_heads), mamba_d_ssm the inner width (absent: mamba_expand x hidden_size), mamba_n_groups,
+    mamba_d_state, the convolution of width 4 with its bias, the gated RMSNorm only with mamba_rms_norm
+    (mamba_gated_norm). The multipliers (embedding, lm_head, key, attention and SSM in/out, mlp_multipliers,
+    ssm_multipliers) scale activations, not weights; the MLP's are applied in eager code (see
+    :mod:`estimator.model.layers.mlp`). Biases (projectors_bias, mamba_proj_bias, attention_bias, mlp_bias) are
+    refused: the bridge maps projectors_bias to add_bias_linear, which Falcon-H1's mixer does not follow. Bridge's
+    provider also sets attention_backend unfused (an s x s score matrix per head): that is a training setting
+    (training.attention_backend), left to the run."""
+    hf, h = r.hf, m["hidden_size"]
+    refuse_true(r, "projectors_bias", "mamba_proj_bias", "attention_bias", "mlp_bias",
+                why="biases on Falcon-H1's projections are not modelled (its released checkpoints have none)")
+    if not r.flag("mamba_conv_bias", True):
+        raise UnsupportedError("config.json:mamba_conv_bias = false for falcon_h1: Megatron-Core's MambaMixer always "
+                               "has a convolution bias")
+    if r.int("mamba_d_conv", 4) != 4:
+        raise UnsupportedError(f"config.json:mamba_d_conv {hf.get('mamba_d_conv')} for falcon_h1: the estimate's "
+                               "Mamba-2 mixer has Megatron-Core's default convolution width 4")
+    if r.int("mamba_chunk_size", 128) != 128:
+        raise UnsupportedError(f"config.json:mamba_chunk_size {hf.get('mamba_chunk_size')} for falcon_h1: the "
+                               "estimate's scan working set is MambaMixer's default chunks of 128 tokens")
+    if hf.get("attn_layer_indices") is not None:
+        raise UnsupportedError(f"config.json:attn_layer_indices {show(hf['attn_layer_indices'])} for falcon_h1: only "
+                               "attention in every layer (null) is mapped, as Megatron-Bridge's bridge builds it")
+    if not r.flag("mamba_use_mlp", True):
+        raise UnsupportedError("config.json:mamba_use_mlp = false for falcon_h1: Megatron-Bridge's bridge builds the "
+                               "MLP in every layer (use_mlp true)")
+    gqa(r, m)
+    m["parallel_mamba_attention"] = True
+    m["mamba_state_dim"] = r.int("mamba_d_state")
+    heads, groups = r.int("mamba_n_heads"), r.int("mamba_n_groups", 1)
+    expand = r.int("mamba_expand", 2)
+    width = r.int("mamba_d_ssm", required=False)
+    if width is None:
+        width = expand * h
+    head_dim = hf.get("mamba_d_head", "auto")
+    head_dim = width // heads if head_dim == "auto" and heads else r.int("mamba_d_head")
+    if heads * head_dim != width:
+        raise ConfigError(Problem("config.json:mamba_d_head", hf.get("mamba_d_head"), f"times mamba_n_heads ({heads}) "
+                                  f"must equal the inner width mamba_d_ssm ({width})"))
+    if heads % groups:
+        raise ConfigError(Problem("config.json:mamba_n_groups", groups, f"must divide mamba_n_heads ({heads})"))
+    m["mamba_head_dim"], m["mamba_num_heads"], m["mamba_num_groups"] = head_dim, heads, groups
+    if not r.flag("mamba_rms_norm", False):
+        m["mamba_gated_norm"] = False

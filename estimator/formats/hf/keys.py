@@ -89,6 +89,12 @@ _GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_so
                     "sliding_window_size", "cache_implementation"})
 
 
+#: famD (issue 27): Sarvam's MoE keys, both variants (Sarvam's remote SarvamMoEConfig / SarvamMLAConfig).
+_SARVAM = _COMMON | {"num_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
+                     "moe_shared_expert_intermediate_size", "first_k_dense_replace", "use_qk_norm", "use_bias",
+                     "moe_router_enable_expert_bias", "score_function", "embedding_dropout", "output_dropout"}
+
+
 #: Keys each architecture understands on top of the common ones.
 KNOWN = {
     "llama": _COMMON,
@@ -174,4 +180,24 @@ KNOWN = {
                              "num_shared_experts", "topk_method", "swiglu_limits", "num_nextn_predict_layers",
                              "mtp_num_speculative_steps", "mtp_share_layers", "mtp_layer_types",
                              "mtp_sliding_windows", "mtp_loss_scaling_factor"},
+    # famD (issue 27)
+    "hy_v3": _COMMON | {"qk_norm", "first_k_dense_replace", "mlp_layer_types", "num_experts", "num_experts_per_tok",
+                        "moe_intermediate_size", "expert_hidden_dim", "num_shared_experts", "moe_router_use_sigmoid",
+                        "moe_router_enable_expert_bias", "route_norm", "router_scaling_factor",
+                        "num_nextn_predict_layers", "enable_lm_head_fp32", "enable_attention_fp32_softmax",
+                        "enable_moe_fp32_combine", "eod_token_id", "use_grouped_mm"},
+    "sarvam_moe": _SARVAM | {"use_qkv_bias"},
+    "falcon_h1": _COMMON | {"mamba_d_ssm", "mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state",
+                            "mamba_d_conv", "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias",
+                            "mamba_norm_before_gate", "mamba_rms_norm", "projectors_bias", "lm_head_multiplier",
+                            "embedding_multiplier", "mlp_multipliers", "key_multiplier", "attention_out_multiplier",
+                            "attention_in_multiplier", "ssm_multipliers", "ssm_in_multiplier", "ssm_out_multiplier",
+                            "num_logits_to_keep", "time_step_min", "time_step_max", "time_step_floor",
+                            "time_step_limit", "attn_layer_indices", "mamba_use_mlp"},
+    "mamba2": (_COMMON - {"rms_norm_eps", "num_key_value_heads", "attention_bias", "mlp_bias"})
+              | {"num_heads", "head_dim", "state_size", "expand", "n_groups", "conv_kernel", "use_bias",
+                 "use_conv_bias", "rms_norm", "residual_in_fp32", "chunk_size", "layer_norm_epsilon",
+                 "norm_before_gate", "rescale_prenorm_residual", "time_step_rank", "time_step_min", "time_step_max",
+                 "time_step_floor", "time_step_limit", "time_step_init_scheme", "time_step_scale"},
+    "sarvam_mla": _SARVAM | {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
 }

@@ -1,6 +1,6 @@
 """MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE, K-EXAONE
-(EXAONE MoE), MiMo-V2-Flash (sliding-window and global attention with their own key/value heads and sinks) and
-MiniMax-M3's language model."""
+(EXAONE MoE), MiMo-V2-Flash (sliding-window and global attention with their own key/value heads and sinks),
+MiniMax-M3's language model, Hy3 (Hunyuan V3) and Sarvam (its GQA and multi-latent-attention variants)."""
 
 from __future__ import annotations
 
@@ -267,6 +267,8 @@ def map_exaone_moe(r: Reader, m: dict) -> None:
         m["mtp_dense_mlp"] = True
         if repeated:
             m["mtp_use_repeated_layer"] = True
+
+
 def _layer_flags(r: Reader, key: str, L: int) -> list[int]:
     """A list of num_hidden_layers 0/1 entries (MiMo-V2-Flash's hybrid_layer_pattern and moe_layer_freq)."""
     v = r.hf.get(key)
@@ -410,3 +412,115 @@ def map_minimax_m3(r: Reader, m: dict) -> None:
         raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
     if coeff:
         m["moe_aux_loss_coeff"] = float(coeff)
+
+
+def map_hy_v3(r: Reader, m: dict) -> None:
+    """Hy3 / Hunyuan V3 (tencent/Hy3-preview, tencent/Hy3; Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/hy_v3/hy_v3_bridge.py ``provider_bridge``): GQA without biases and with per-head
+    q/k RMSNorms (qk_norm), a dense SwiGLU MLP of intermediate_size in the first first_k_dense_replace layers, then
+    MoE layers of num_experts experts of moe_intermediate_size (expert_hidden_dim, its legacy alias, must agree) with
+    num_shared_experts x moe_intermediate_size as one ungated shared expert, top-k sigmoid routing with the expert
+    bias (a buffer), no aux loss (the bridge's load balancing none). num_nextn_predict_layers MTP layers (the
+    checkpoint's layer num_hidden_layers), each an MoE layer like the decoder's. route_norm, router_scaling_factor
+    and the fp32 switches (enable_lm_head_fp32, enable_attention_fp32_softmax, enable_moe_fp32_combine) change no
+    tensor's size. transformers 5's mlp_layer_types, where given, must say the same as first_k_dense_replace."""
+    hf = r.hf
+    if not r.flag("qk_norm", True):
+        raise UnsupportedError("config.json:qk_norm = false for hy_v3: Megatron-Bridge's HY V3 bridge always builds "
+                               "the q/k norms (qk_layernorm true)")
+    if not r.flag("moe_router_use_sigmoid", True):
+        raise UnsupportedError("config.json:moe_router_use_sigmoid = false for hy_v3: the bridge routes by sigmoid")
+    if not r.flag("moe_router_enable_expert_bias", True):
+        raise UnsupportedError("config.json:moe_router_enable_expert_bias = false for hy_v3: the bridge always keeps "
+                               "the expert bias")
+    gqa(r, m)
+    m["qk_layernorm"] = True
+    L = m["num_layers"]
+    first = r.int("first_k_dense_replace", 1)
+    pattern = [int(i >= first) for i in range(L)]
+    types = hf.get("mlp_layer_types")
+    if types is not None and types != ["dense" if not p else "sparse" for p in pattern]:
+        raise UnsupportedError(f"config.json:mlp_layer_types {show(types)} for hy_v3: Megatron-Bridge builds the "
+                               f"first first_k_dense_replace ({first}) layers dense and the rest MoE; only a list "
+                               "saying the same is mapped")
+    if not any(pattern):
+        raise UnsupportedError(f"hy_v3 config.json makes no layer MoE (first_k_dense_replace {first})")
+    if pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    alias = r.int("expert_hidden_dim", fm)
+    if alias != fm:
+        raise ConfigError(Problem("config.json:expert_hidden_dim", alias, f"must equal moe_intermediate_size ({fm}), "
+                                  "whose legacy alias it is"))
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("num_shared_experts", 1)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * fm
+    m["moe_router_score_function"] = "sigmoid"
+    m["moe_router_enable_expert_bias"] = True
+    m["moe_router_load_balancing_type"] = "none"
+    mtp = r.int("num_nextn_predict_layers", 0)
+    if mtp:
+        m["mtp_num_layers"] = mtp
+
+
+def map_sarvam(r: Reader, m: dict) -> None:
+    """Sarvam (sarvamai/sarvam-30b: sarvam_moe; sarvamai/sarvam-105b: sarvam_mla), as Megatron-Bridge @ 067f987d
+    builds them (src/megatron/bridge/models/sarvam/common.py ``get_common_config``, sarvam_moe_bridge.py,
+    sarvam_mla_bridge.py ``provider_bridge``, sarvam_provider.py ``SarvamMoEModelProvider`` /
+    ``SarvamMLAModelProvider``): a dense SwiGLU MLP of intermediate_size in the first first_k_dense_replace layers,
+    then MoE layers of num_experts experts of moe_intermediate_size, num_shared_experts x moe_intermediate_size as
+    one ungated shared expert, sigmoid routing before the top-k (moe_router_pre_softmax) with the expert bias and no
+    aux loss (coefficient 0); untied embeddings and no biases whatever the config.json says (the providers fix them,
+    so a config.json saying otherwise is refused). sarvam_moe: GQA of num_key_value_heads with head_dim-wide heads
+    and per-head q/k RMSNorms (the checkpoint's fused query_key_value, query_layernorm, key_layernorm).
+    sarvam_mla: DeepSeek-V3's multi-latent attention without q compression (kv_lora_rank, qk_nope_head_dim,
+    qk_rope_head_dim, v_head_dim; the kv latent norm), YaRN positions (no weights). Group-limited routing (n_group,
+    topk_group) and routed_scaling_factor change no tensor's size; the bridge maps neither."""
+    hf = r.hf
+    refuse_true(r, "tie_word_embeddings", why="Megatron-Bridge's Sarvam providers always untie the output layer")
+    refuse_true(r, "use_bias", "use_qkv_bias", "attention_bias", "mlp_bias",
+                why="Megatron-Bridge's Sarvam providers build no biases (add_bias_linear and add_qkv_bias false)")
+    if not r.flag("use_qk_norm", True):
+        raise UnsupportedError(f"config.json:use_qk_norm = false for {r.mt}: Megatron-Bridge's Sarvam providers "
+                               "always build the q/k norms (qk_layernorm true)")
+    for key in ("score_function", "scoring_func"):
+        fn = r.name(key, "sigmoid", ("sigmoid",))
+        if fn != "sigmoid":
+            raise UnsupportedError(f"config.json:{key} {show(fn)} for {r.mt}: the Sarvam providers route by sigmoid")
+    if r.mt == "sarvam_mla":
+        from .deepseek import mla
+        mla(r, m)
+    else:
+        m["num_query_groups"] = r.int("num_key_value_heads", m["num_attention_heads"])
+        m["kv_channels"] = r.int("head_dim", m["hidden_size"] // m["num_attention_heads"])
+        m["qk_layernorm"] = True
+    m["ffn_hidden_size"] = r.int("intermediate_size")
+    L = m["num_layers"]
+    first = r.int("first_k_dense_replace", 1)
+    pattern = [int(i >= first) for i in range(L)]
+    if not any(pattern):
+        raise UnsupportedError(f"{r.mt} config.json makes no layer MoE (first_k_dense_replace {first})")
+    if pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    m["num_experts"] = r.int("num_experts")
+    m["moe_router_topk"] = r.int("num_experts_per_tok")
+    fm = r.int("moe_intermediate_size")
+    m["moe_ffn_hidden_size"] = fm
+    shared = r.int("num_shared_experts", 1) * fm
+    stated = r.int("moe_shared_expert_intermediate_size", required=False)
+    if stated is not None and stated != shared:
+        raise ConfigError(Problem("config.json:moe_shared_expert_intermediate_size", stated, "must equal "
+                                  f"num_shared_experts x moe_intermediate_size ({shared}), the width "
+                                  "Megatron-Bridge builds"))
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared
+    m["moe_router_score_function"] = "sigmoid"
+    m["moe_router_pre_softmax"] = True
+    m["moe_router_enable_expert_bias"] = True
+    scaling = hf.get("rope_scaling") or hf.get("rope_parameters")
+    kind = (scaling.get("rope_type") or scaling.get("type")) if isinstance(scaling, dict) else None
+    if r.mt == "sarvam_mla" and kind == "yarn":
+        m["position_embedding_type"] = "yarn"

@@ -61,7 +61,12 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "kv_channels": "kv_channels",
              "layernorm_epsilon": "layernorm_epsilon", "swa_num_attention_heads": "num_attention_heads",
              "swa_num_key_value_heads": "num_query_groups", "swa_head_dim": "kv_channels",
-             "swa_v_head_dim": "v_channels"}
+             "swa_v_head_dim": "v_channels",
+             # famD (issue 27)
+             "expert_hidden_dim": "moe_ffn_hidden_size", "state_size": "mamba_state_dim",
+             "num_heads": "mamba_num_heads", "mamba_d_state": "mamba_state_dim", "mamba_n_heads": "mamba_num_heads",
+             "mamba_d_head": "mamba_head_dim", "mamba_n_groups": "mamba_num_groups", "mamba_d_ssm": MAX_WIDTH,
+             "mamba_expand": MAX_WIDTH, "mamba_d_conv": MAX_WIDTH, "mamba_chunk_size": MAX_WIDTH}
 
 
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.

@@ -5,7 +5,8 @@ A decoder layer of a Megatron-Core model is a token mixer followed by an MLP, ei
 - GPTModel's ``TransformerLayer`` holds both: self-attention (:mod:`.attention`), multi-latent attention
   (:mod:`.mla`), DeepSeek sparse attention (:mod:`.dsa`, multi-latent attention with a lightning indexer),
   DeepSeek-V4's hybrid attention (:mod:`.dsv4`: a sliding window plus compressed keys, one layer's compression
-  ratio in its ``var``) or a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers), then a
+  ratio in its ``var``), a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers) or
+  Falcon-H1's Mamba-2 mixer beside self-attention (``mamba_attention``, :data:`.mamba.PARALLEL`), then a
   dense MLP (:mod:`.mlp`) or a mixture of experts (:mod:`.moe`); with ``enable_hyper_connections`` every layer also
   holds two hyper-connection modules (:mod:`.hyper_connection`, counted here for any kind);
 - HybridModel's layers hold one part each, one layer per symbol of ``hybrid_layer_pattern``: ``M`` a Mamba-2
@@ -29,13 +30,14 @@ __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_componen
 
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
 MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "dsv4": dsv4, "gdn": gated_delta_net, "mamba": mamba,
-          "linear": linear_replacement.ATTENTION}
+          "linear": linear_replacement.ATTENTION, "mamba_attention": mamba.PARALLEL}
 #: MLP modules by name ("linear": a heterogeneous block's MLP replaced by one linear layer).
 MLPS = {"dense": mlp, "moe": moe, "linear": linear_replacement.MLP}
 
 
 class LayerKind(NamedTuple):
-    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, dsv4, gdn, mamba, linear, or "" for none) and
+    """The two parts of a decoder layer: ``mixer`` (attention, mla, dsa, dsv4, gdn, mamba, mamba_attention, linear, or ""
+    for none) and
     ``mlp`` (dense, moe, linear, or ""), and ``var``: the resolved values this kind of layer holds differently from
     the model's (name, value) pairs of :class:`~estimator.model.resolve.Resolved` fields, e.g. ``(("dh", 512),
     ("g", 2))`` for Gemma 4's global-attention layers or ``(("f", 7168),)`` for a heterogeneous block's MLP;
@@ -53,7 +55,7 @@ class LayerKind(NamedTuple):
     def label(self) -> str:
         """A short name: "attention + MoE", "Mamba", "MLP"."""
         names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "dsv4": "DeepSeek-V4 attention",
-                 "gdn": "gated delta net", "mamba": "Mamba",
+                 "gdn": "gated delta net", "mamba": "Mamba", "mamba_attention": "Mamba beside attention",
                  "dense": "MLP", "moe": "MoE", "linear": "linear"}
         label = " + ".join(names[p] for p in (self.mixer, self.mlp) if p) or "no-op"
         if self.var:

@@ -1,4 +1,5 @@
-"""Mamba-2 mixer layer (the ``M`` of a hybrid layer pattern), with its input norm.
+"""Mamba-2 mixer layer (the ``M`` of a hybrid layer pattern), with its input norm; and Falcon-H1's mixer, a
+Mamba-2 mixer beside self-attention on one norm (:data:`PARALLEL`, at the end).
 
 Megatron-Core ``megatron/core/ssm/mamba_layer.py`` ``MambaLayer`` holding ``megatron/core/ssm/mamba_mixer.py``
 ``MambaMixer`` with ``in_proj`` a ``TELayerNormColumnParallelLinear`` (the layer's norm fused in) and ``out_proj``
@@ -12,7 +13,8 @@ Parameters::
     in_proj    h (2 di + 2 g N + nh)       z, x, B, C and dt in one projection (no bias)
     conv1d     (di + 2 g N) K + (di + 2 g N)   depthwise causal convolution on x, B, C, with its bias
     dt_bias    nh                          A_log nh (fp32), D nh (fp32; D_has_hdim is False)
-    norm       di                          the gated RMSNorm (mamba_ssm RMSNormGated, groups of di / g)
+    norm       di                          the gated RMSNorm (mamba_ssm RMSNormGated, groups of di / g; none
+                                           with mamba_gated_norm false, MambaMixer's rmsnorm off)
     out_proj   di h                        (no bias)
     input norm nw h
 
@@ -26,8 +28,9 @@ per element, widths per tensor-parallel rank)::
     4 Tn h                       input norm: input and output (saved by the fused in_proj)
     + B T (2 di + 2 g N + nh) / t    in_proj output zxBCdt, which mamba_split_conv1d_scan_combined saves
     + B T di / t                 out_x, the scan output before the z gate (saved by the same kernel)
-    + B T di / t + 4 T g / t     the gated RMSNorm's input and its fp32 rstd per group
-    + B T di / t                 the norm output, saved by out_proj
+    + B T di / t + 4 T g / t     the gated RMSNorm's input and its fp32 rstd per group (none with
+                                 mamba_gated_norm false: the kernel gates the scan output by z itself)
+    + B T di / t                 the norm output (the gated output), saved by out_proj
 
 The memory-efficient path (MambaMixer._ssm_training, use_mamba_mem_eff_path) keeps none of the chunked
 scan's intermediates for the backward pass: mamba_ssm's MambaSplitConv1dScanCombinedFn saves zxbcdt,
@@ -46,10 +49,11 @@ with t' = t cp: under context parallelism the scan runs over the whole sequence 
 from __future__ import annotations
 
 from ..fp8_scales import lin_saved
+from . import attention
 from .base import Count, Ctx, Part
 
-__all__ = ["CHUNK_SIZE", "CONV_WIDTH", "activations", "components", "linear_shapes", "linear_weights", "params",
-           "weight_shapes"]
+__all__ = ["CHUNK_SIZE", "CONV_WIDTH", "PARALLEL", "activations", "components", "linear_shapes", "linear_weights",
+           "params", "weight_shapes"]
 
 #: MambaMixer's d_conv (not a TransformerConfig field at the pinned revision).
 CONV_WIDTH = 4
@@ -64,15 +68,19 @@ def _dims(r) -> tuple[int, int, int]:
     return di, 2 * di + 2 * gn + r.mamba.heads, di + 2 * gn
 
 
+def _gated_norm(r) -> int:
+    """Weights of the gated RMSNorm over the inner width (none with mamba_gated_norm false)."""
+    return r.mamba.heads * r.mamba.head_dim if r.mamba.gated_norm else 0
+
+
 def params(r) -> Count:
     di, in_w, conv = _dims(r)
-    sh = r.h * in_w + conv * CONV_WIDTH + conv + 3 * r.mamba.heads + di + di * r.h
+    sh = r.h * in_w + conv * CONV_WIDTH + conv + 3 * r.mamba.heads + _gated_norm(r) + di * r.h
     return Count(sh, r.norm_w * r.h)
 
 
 def components(r) -> dict:
-    di = r.mamba.heads * r.mamba.head_dim
-    n = r.norm_w * r.h + di
+    n = r.norm_w * r.h + _gated_norm(r)
     return {"mamba": params(r).total - n, "norms": n}
 
 
@@ -96,8 +104,8 @@ def activations(r, c: Ctx) -> Part:
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     di, in_w, conv = _dims(r)
     norm_keep = B * Tn * h + lin_saved(c, Tn, h, gathered=True)   # in_proj is a LayerNormLinear
-    saved = (norm_keep + B * T * in_w // t + B * T * di // t + B * T * di // t + 4 * T * r.mamba.groups // t
-             + lin_saved(c, T, di // t))
+    gated_norm = B * T * di // t + 4 * T * r.mamba.groups // t if r.mamba.gated_norm else 0
+    saved = norm_keep + B * T * in_w // t + B * T * di // t + gated_norm + lin_saved(c, T, di // t)
     tc = t * r.cp
     chunks = -(-r.s // CHUNK_SIZE)
     scan = (8 * r.b * chunks * (r.mamba.heads // tc) * r.mamba.head_dim * r.mamba.state
@@ -105,3 +113,45 @@ def activations(r, c: Ctx) -> Part:
             + 8 * r.b * (r.mamba.heads // tc) * r.s)
     work = B * T * in_w // t + B * T * conv // t + scan
     return Part(saved, 0, work)
+
+
+class _ParallelMambaAttention:
+    """Falcon-H1's token mixer (``parallel_mamba_attention``): a Mamba-2 mixer and self-attention side by side on
+    one shared RMSNorm, their outputs added (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/falcon_h1/
+    modeling_falconh1/falconh1_layer.py ``FalconH1Layer``, falconh1_layer_specs.py: ``TENorm``, then the mixer's
+    in_proj and the attention's QKV as ``TEColumnParallelLinear``, no norm fused into either). The MLP that follows
+    is the dense one (:mod:`.mlp`).
+
+    Parameters: the mixer's (above) and the attention's (:mod:`.attention`) without the attention's input norm: one
+    norm nw h serves both.
+
+    Activations: the mixer's and the attention's, with one norm input (B Tn h) instead of two. Each branch multiplies
+    the normalised input by its own multiplier (ssm_in_multiplier, attention_in_multiplier), so the two linears keep
+    two copies of it, as the fused norms of a Mamba and an attention layer keep two norm outputs. The mixer's
+    ssm_multipliers scale zxBCdt before the scan, which keeps the scaled copy instead of in_proj's output (no more
+    bytes); the key_multiplier's scaled key is consumed by RoPE. The backward working set is the larger of the two."""
+
+    def params(self, r) -> Count:
+        return params(r) + attention.params(r) + Count(0, -r.norm_w * r.h)
+
+    def components(self, r) -> dict:
+        a, m = attention.components(r), components(r)
+        return {"mamba": m["mamba"], "attention": a["attention"], "norms": a["norms"] + m["norms"] - r.norm_w * r.h}
+
+    def linear_weights(self, r) -> int:
+        return linear_weights(r) + attention.linear_weights(r)
+
+    def linear_shapes(self, r) -> tuple:
+        return linear_shapes(r) + attention.linear_shapes(r)
+
+    def weight_shapes(self, r) -> set:
+        return weight_shapes(r) | attention.weight_shapes(r)
+
+    def activations(self, r, c: Ctx) -> Part:
+        a, m = attention.activations(r, c), activations(r, c)
+        return Part(a.saved + m.saved - c.B * c.Tn * r.h, a.recompute + m.recompute, max(a.work, m.work),
+                    a.backward, a.named)
+
+
+#: The token mixer of a Falcon-H1 layer (``LayerKind`` mixer "mamba_attention").
+PARALLEL = _ParallelMambaAttention()

@@ -15,7 +15,9 @@ post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). Wi
 recomputing layernorm cannot drop. Under FP8 and NVFP4 the norm output is fc1's saved quantized input (FP8: 1 B per
 element plus the column-wise scales of mxfp8 and blockwise; NVFP4: 0.5 B + 1/16 B per element column-wise, and the
 row-wise copy too under sequence parallelism), as is the layer input without the pre-MLP norm. Recomputing mlp keeps only the
-input; the backward working set is the fc1-output gradient and two residual-sized tensors.
+input; the backward working set is the fc1-output gradient and two residual-sized tensors. Falcon-H1's MLP
+(parallel_mamba_attention: Megatron-Bridge's FalconH1MLP, the unfused activation path its mlp_multipliers need)
+also keeps the scaled gate and the activation's output, ``2 B T f / t`` more.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ def activations(r, c: Ctx) -> Part:
     norm2 = norm2_in + norm2_out
     f = r.f // r.t
     fc1_out, act_out = B * T * f * up, lin_saved(c, T, f)
+    if r.cfg.model.parallel_mamba_attention:
+        # Falcon-H1's FalconH1MLP scales the gate by mlp_multipliers before the activation, in eager code: the
+        # scaled gate (kept by silu) and silu's output (kept by the product) are kept as well.
+        fc1_out += 2 * B * T * f
     saved = norm2 + fc1_out + act_out
     if r.post_norm:
         saved += B * Tn * h + (8 if r.norm_w == 2 else 4) * Tn
