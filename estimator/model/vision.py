@@ -120,6 +120,37 @@ of width c = intermediate_size (vision_projector_ffn_hidden_size), no biases)::
                                                          downsample: ``GLM45VModel.freeze`` freezes patch_embed and
                                                          blocks, or the merger, never these
 
+``radio`` (Nemotron Nano VL's RADIO ViT; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/nemotron_vl/
+nemotron_vl_provider.py ``NemotronVLModelProvider.provide``: Megatron-Core's ``LLaVAModel`` with
+``vision_model_type`` "radio", the ViT layer spec, a vision config copied from the language model's (so the
+language model's tensor-parallel size; sequence and context parallelism off, recompute None) with 32 layers of
+1280, 16 heads, MLP 5120 not gated, fast_gelu, biases on every linear, LayerNorm; a projection config copied from
+the language model's with ffn_hidden_size 20480 and the language model's MLP spec (Nemotron-H's: a
+TELayerNormColumnParallelLinear fc1 with its RMSNorm fused in, squared ReLU, no biases), ``pixel_shuffle`` true,
+img_h = img_w = 512, patch_dim 16, ``use_vision_backbone_fp8_arch`` true. Megatron-LM @ d98e8a64 :
+megatron/core/models/multimodal/llava_model.py: for "radio" max_img_h = max_img_w = 2048, no embedder bias, no
+ln_post, class_token_len 16 under ``use_vision_backbone_fp8_arch`` (8 otherwise), the projector's input width
+4 hv with pixel shuffle; megatron/core/models/vision/radio.py ``RADIOViTModel``: class_token (class_token_len x hv),
+position_embeddings ((2048 / P)^2 x hv, cropped or interpolated to each image), embedder a ColumnParallelLinear
+C P^2 -> hv with gather_output, the TransformerBlock without a final norm (post_process false);
+multimodal_projector.py ``MultimodalProjector`` "mlp": the MLP of the projection config over the input width)::
+
+    embedder      C P^2 hv                               column-parallel, no bias
+    class tokens  16 hv                                  replicated (counted with the positions)
+    positions     Np hv                                  replicated, Np = (2048 / P)^2
+    each layer    the qwen3_vl layer                     split like the language model
+    projector     n(M^2 hv) of the language model's      the norm fused into fc1, replicated
+                  norm
+                  M^2 hv x c (2c if the language model   fc1, column-parallel (M = 2: pixel shuffle joins 2 x 2
+                  is gated) (+ bias)                     patches), c = vision_projector_ffn_hidden_size
+                  c x ho (+ ho bias)                     fc2, row-parallel; biases as the language model's
+                                                         add_bias_linear (none for Nemotron-H)
+
+``NemotronVLModel.freeze`` freezes the whole ``vision_model`` (freeze_vision_model) or the ``vision_projection``
+(freeze_vision_projection). An image is one 512-pixel tile (R fixed at :data:`RADIO_TILE`: a tiled image is
+several images here); the tower's sequence per tile is its (R / P)^2 patches and the 16 class tokens, dropped
+before the projector.
+
 ``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
 norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
 ``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
@@ -135,9 +166,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config.model_rules import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
 from .layers.base import Count
 
-__all__ = ["KINDS", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
+__all__ = ["KINDS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
            "vision_params"]
 
 
@@ -152,8 +184,9 @@ class TowerKind(NamedTuple):
     tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
     hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
     deepstack: bool         # may have deepstack mergers
-    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear)
-                                # or "glm" (strided-convolution downsample, then a gated merger)
+    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear),
+                                # "glm" (strided-convolution downsample, then a gated merger) or "mlp" (pixel
+                                # shuffle, then the language model's MLP of width vision_projector_ffn_hidden_size)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
     linear_bias: bool = True    # the layers' linears have biases
 
@@ -165,6 +198,7 @@ KINDS: dict[str, TowerKind] = {
     "gemma3_vl": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "pool", True),
     "kimi_k25": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "merger", True),
     "glm4v": TowerKind("RMSNorm", True, "silu", True, True, False, True, False, "glm", False, False),
+    "radio": TowerKind("LayerNorm", False, "gelu", False, True, True, False, False, "mlp"),
 }
 
 
@@ -241,7 +275,15 @@ def vision_params(m) -> VisionParams | None:
     layer = Count(lin + (3 * hv + mlp_in * fv if bias else 0), 2 * norm + (hv + hv if bias else 0))
     wide = M * M * hv
     unfrozen = Count(0, 0)
-    if k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
+    if k.projector == "mlp":        # RADIO: embedder without bias split over TP, class tokens, the language MLP
+        patch = Count(patch.replicated, 0)
+        pos = Count(0, pos.replicated + RADIO_CLASS_TOKENS * hv)
+        c, up = m.vision_projector_ffn_hidden_size, 2 if m.gated_linear_unit else 1
+        lnorm = 2 * wide if m.normalization == "LayerNorm" else wide
+        b = m.add_bias_linear
+        merger = Count(wide * c * up + c * ho + (c * up if b else 0), lnorm + (ho if b else 0))
+        linear_merger = wide * c * up + c * ho
+    elif k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
         c = m.vision_projector_ffn_hidden_size
         merger, linear_merger = Count(0, ho * ho + 2 * ho + 3 * ho * c), ho * ho + 3 * ho * c
         unfrozen = Count(0, pos.replicated + 2 * hv + wide * ho + ho)   # positions, the two norms, downsample
