@@ -312,7 +312,7 @@ def _vision_rules(cfg) -> list[Problem]:
         out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"applies only to the "
                            f"qwen3_vl tower (Qwen3-VL's deepstack mergers); 0 for vision_model_type {kind}"))
     default = next(f.default for f in dataclasses.fields(m) if f.name == "vision_num_position_embeddings")
-    if kind == "qwen2_5_vl" and m.vision_num_position_embeddings != default:
+    if kind in ("qwen2_5_vl", "ernie45_vl") and m.vision_num_position_embeddings != default:
         out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
                            f"applies only to towers with learned positions; the {kind} tower's positions are "
                            f"rotary, without weights: leave it at {default}"))
@@ -327,6 +327,10 @@ def _vision_rules(cfg) -> list[Problem]:
     if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
         out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
                            "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
+    if kind == "ernie45_vl" and m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "ernie45_vl tower: its patch embedding is a linear layer over one frame's patch (the "
+                           "resampler joins frames)"))
     wide = m.vision_spatial_merge_size ** 2 * hv
     split = kind in ("qwen3_vl", "radio")   # the other towers are Hugging Face's modules, whole on every TP rank
     for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):

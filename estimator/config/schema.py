@@ -466,9 +466,13 @@ class ModelConfig:
                                 "never recomputed, a linear patch embedder without bias (vision_temporal_patch_size "
                                 "1), 16 class tokens, (2048 / patch)^2 learned positions, 512-pixel image tiles, and "
                                 "a pixel-shuffle projector that is the language model's MLP of width "
-                                "vision_projector_ffn_hidden_size.",
+                                "vision_projector_ffn_hidden_size. ernie45_vl (ERNIE-4.5-VL's ViT): Hugging "
+                                "Face's module, whole on every tensor-parallel rank, LayerNorm, quick-GELU MLP, "
+                                "a linear patch embedding without bias (vision_temporal_patch_size 1), rotary "
+                                "positions, a final LayerNorm that freeze_vision_model leaves trained, and the "
+                                "variable-resolution resampler (spatial and temporal MLPs, a linear, an RMSNorm).",
                                 type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v",
-                                                     "radio"))
+                                                     "radio", "ernie45_vl"))
     vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: the projector's MLP width: GLM-4.5V's "
                                                       "gated patch merger (vision_config.intermediate_size; the "
                                                       "tower's own layers are vision_ffn_hidden_size wide) or "

@@ -138,6 +138,34 @@ and output 2 B N hv and fp32 statistics, 4 R for RMSNorm, 8 R for LayerNorm; fc1
 output 2 B R c / t, or 4 B R c / t gated: fc1's 2c-wide output, the activation's output and the product). With the
 tower frozen only the projector's part is kept. Backward working set: the projector's 2 B R c / t (twice gated), or
 a tower layer's.
+
+The ``ernie45_vl`` tower (ERNIE-4.5-VL, transformers' ``Ernie4_5_VL_MoeVisionTransformerPretrainedModel`` and
+``Ernie4_5_VL_MoeVariableResolutionResamplerModel``, whole on every tensor-parallel rank: Megatron-Bridge @ 067f987d
+: src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/model.py; huggingface/transformers @ 4f2fa85a :
+src/transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py), each image a packed sequence of its own
+(``sdpa`` or flash attention, no dropout). Per layer::
+
+    2 x (B N hv + 8 N)              norm1 and norm2 (nn.LayerNorm): the input, fp32 mean and rstd
+    B N hv                          qkv's input (norm1's output)
+    3 B N hv                        qkv's output: v is a view of it that attention keeps
+    2 B N hv                        q and k after the rotary embedding, cast back to bf16 (the fp32 products keep only
+                                    cos and sin, which need no gradient)
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp
+    B N hv                          proj's input (the heads joined again)
+    B N hv                          fc1's input (norm2's output)
+    3 B N fv                        fc1's output, quick_gelu's sigmoid (x sigmoid(1.702 x) keeps both) and its
+                                    output (fc2's input)
+
+that is 11 B N hv + 3 B N fv + 16 N + 4 N heads a layer, all Lv of them, plus the patch embedding's input
+B N C P^2 and the fp32 rotary cos and sin 8 N hv / heads. The final LayerNorm ``ln`` keeps B N hv + 8 N. The
+resampler, over R = N / M^2 rows of W = M^2 hv (B R W = B N hv): ``spatial_linear`` fc1's input, the GELU's input,
+fc2's input, the LayerNorm's input 4 B N hv + 8 R; the temporal slicing duplicates each image's rows (temporal
+fc1's input, 2 W wide) 2 B N hv, the GELU's input and fc2's input 2 B N hv, the LayerNorm's input B N hv + 8 R;
+``mlp``'s input B N hv; ``after_norm`` (an RMSNorm in fp32) 4 R ho + 4 R + B R ho. ``Ernie45VLModel.freeze`` freezes
+patch_embed and blocks, or the resampler, never ``ln``: with the tower frozen the layers keep nothing but ``ln`` and
+the resampler keep their part, and with both frozen the gradient still flows back through the resampler to ``ln``,
+whose keeping is taken as the trained resampler's (an upper bound: frozen linears need not keep their inputs).
+Backward working set: the MLP's 3 B N fv, or the temporal fc1's 3 B N hv.
 """
 
 from __future__ import annotations
@@ -249,6 +277,23 @@ def _glm4v_activations(m, n: int, B: int, frozen_encoder: bool, frozen_projectio
             max(2 * B * n * hv, 3 * B * n * f, 3 * B * rows * c))
 
 
+def _ernie_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of ERNIE-4.5-VL's tower and resampler for ``n`` patches (see the module
+    docstring): the final LayerNorm is always trained, so it and the resampler keep their tensors whatever is
+    frozen."""
+    hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    ho = m.vision_out_hidden_size or m.hidden_size
+    rows = n // m.vision_spatial_merge_size ** 2
+    resampler = 10 * B * n * hv + 16 * rows + 4 * rows * ho + 4 * rows + B * rows * ho
+    final = B * n * hv + 8 * n                  # the final LayerNorm's input and statistics
+    peak = 3 * B * n * hv                       # the temporal fc1's input gradient beside its output's
+    if frozen_encoder:
+        return final + resampler, peak
+    layer = 11 * B * n * hv + 3 * B * n * fv + 16 * n + 4 * n * heads
+    front = B * n * m.vision_in_channels * m.vision_patch_size ** 2 + 8 * n * (hv // heads)
+    return front + m.vision_num_layers * layer + final + resampler, max(peak, 3 * B * n * fv)
+
+
 def _radio_activations(r: Resolved, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
     """(saved bytes, backward working set) of the radio tower (Nemotron Nano VL) for ``n`` patches: its layers
     over the patches and class tokens, never recomputed, and the pixel-shuffle projector (module docstring)."""
@@ -290,7 +335,9 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
     n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
-    if n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
+    if n and m.vision_model_type == "ernie45_vl":     # its final LayerNorm stays trained: always activations
+        acts, peak = _ernie_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
+    elif n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
         acts, peak = _glm4v_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
     elif n and not (fv and fp) and tower_kind(m).hugging_face:
         acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)

@@ -151,6 +151,28 @@ multimodal_projector.py ``MultimodalProjector`` "mlp": the MLP of the projection
 several images here); the tower's sequence per tile is its (R / P)^2 patches and the 16 class tokens, dropped
 before the projector.
 
+``ernie45_vl`` (ERNIE-4.5-VL's DFN ViT and variable-resolution resampler; Megatron-Bridge @ 067f987d :
+src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/model.py ``Ernie45VLModel``: with ``use_mg_vit`` false
+(the provider's default) ``vision_tower`` is transformers' ``Ernie4_5_VL_MoeVisionTransformerPretrainedModel`` and
+``resampler_model`` its ``Ernie4_5_VL_MoeVariableResolutionResamplerModel``, both marked for TP gradient averaging:
+whole on every tensor-parallel rank; ``freeze``: patch_embed and blocks, or the resampler. huggingface/transformers @
+4f2fa85a : src/transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py: ``Ernie4_5_VL_MoePatchEmbed`` a
+Linear C P^2 -> hv without bias over pre-flattened patches, 2-D rotary positions without weights,
+``Ernie4_5_VL_MoeVisionBlock`` LayerNorms, qkv and proj with biases, an MLP fc1 / fc2 with biases and quick_gelu,
+the final LayerNorm ``ln``; the resampler over W = M^2 hv: ``spatial_linear`` and ``temporal_linear`` (each fc1,
+GELU, fc2 W -> W, LayerNorm over W, biases; temporal fc1 reads 2 W, its temporal_merge_size hard-coded 2: an image
+is duplicated), ``mlp`` W -> ho with bias, ``after_norm`` an RMSNorm over ho)::
+
+    patch_embed   C P^2 hv                               every part replicated
+    each layer    the qwen3_vl layer's count             LayerNorm, biases, quick_gelu MLP not gated
+    final norm    2 hv                                   never frozen (``freeze`` reaches patch_embed and blocks)
+    resampler     2 (W^2 + W) + 2 W                      spatial_linear
+                  (2 W^2 + W) + (W^2 + W) + 2 W          temporal_linear
+                  W ho + ho + ho                         mlp, after_norm
+
+The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are not counted
+here: an ERNIE-4.5-VL config.json is refused by name (estimator/formats/hf/convert.py REFUSED).
+
 ``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
 norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
 ``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
@@ -187,6 +209,7 @@ class TowerKind(NamedTuple):
     projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear),
                                 # "glm" (strided-convolution downsample, then a gated merger) or "mlp" (pixel
                                 # shuffle, then the language model's MLP of width vision_projector_ffn_hidden_size)
+                                # or "resampler" (ERNIE-4.5-VL's spatial and temporal MLPs, a linear, an RMSNorm)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
     linear_bias: bool = True    # the layers' linears have biases
 
@@ -199,6 +222,7 @@ KINDS: dict[str, TowerKind] = {
     "kimi_k25": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "merger", True),
     "glm4v": TowerKind("RMSNorm", True, "silu", True, True, False, True, False, "glm", False, False),
     "radio": TowerKind("LayerNorm", False, "gelu", False, True, True, False, False, "mlp"),
+    "ernie45_vl": TowerKind("LayerNorm", False, "quick_gelu", False, False, False, True, False, "resampler"),
 }
 
 
@@ -283,6 +307,11 @@ def vision_params(m) -> VisionParams | None:
         b = m.add_bias_linear
         merger = Count(wide * c * up + c * ho + (c * up if b else 0), lnorm + (ho if b else 0))
         linear_merger = wide * c * up + c * ho
+    elif k.projector == "resampler":     # ERNIE-4.5-VL: Hugging Face's modules, all replicated
+        W = wide
+        spatial, temporal = 2 * (W * W + W) + 2 * W, (2 * W * W + W) + (W * W + W) + 2 * W
+        merger, linear_merger = Count(0, spatial + temporal + W * ho + ho + ho), 5 * W * W + W * ho
+        unfrozen = Count(0, 2 * hv)         # the tower's final LayerNorm: Ernie45VLModel.freeze never reaches it
     elif k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
         c = m.vision_projector_ffn_hidden_size
         merger, linear_merger = Count(0, ho * ho + 2 * ho + 3 * ho * c), ho * ho + 3 * ho * c
