@@ -27,7 +27,7 @@ from __future__ import annotations
 import pytest
 
 from estimator import estimate
-from estimator.config.errors import ConfigError
+from estimator.config.errors import ConfigError, UnsupportedError
 from estimator.model.vision import vision_params
 from tests.conftest import make_config
 
@@ -138,3 +138,11 @@ def test_bad_radio_settings_name_the_field(model, training, field):
     with pytest.raises(ConfigError) as exc:
         estimate(make_config(model, None, training))
     assert field in {p.field for p in exc.value.problems}, exc.value
+
+
+@pytest.mark.parametrize("precision", [{"fp8": True}, {"fp4": True}])
+def test_an_fp8_or_nvfp4_run_is_refused_by_name(precision):
+    """NemotronVLModelProvider deep-copies the language model's config into the tower's and the projector's, FP8 /
+    NVFP4 recipe included, so the tower would not run in bf16 as the other kinds do: refused, naming the fields."""
+    with pytest.raises(UnsupportedError, match="model.vision_model_type radio with precision.fp"):
+        estimate(make_config(RADIO, None, None, precision))
