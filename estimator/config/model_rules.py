@@ -274,6 +274,37 @@ def _hetero_rules(m, t: int, pattern) -> list[Problem]:
 _DSA_FIELDS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk")
 
 
+#: The radio tower's fixed shapes (Megatron-LM @ d98e8a64 : megatron/core/models/multimodal/llava_model.py for
+#: vision_model_type "radio"; Megatron-Bridge @ 067f987d : nemotron_vl/nemotron_vl_provider.py): class_token_len 16
+#: under use_vision_backbone_fp8_arch (which the provider sets; 32 with fp8_recipe mxfp8, 8 without it), the image
+#: side img_h = img_w the provider builds it for, and max_img_h = max_img_w, the side its position table covers
+#: (pixels). Here, below estimator/model/vision.py, because the rules need them too.
+RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
+
+
+def _radio_rules(m, tr, t) -> list[Problem]:
+    """The radio tower (Nemotron Nano VL; estimator/model/vision.py): one frame per patch (a linear embedder over
+    C P^2), pixel shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the
+    position table of (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "radio tower: its embedder is a linear layer over one frame's patch"))
+    if m.vision_spatial_merge_size != 2:
+        out.append(Problem("model.vision_spatial_merge_size", m.vision_spatial_merge_size, "must be 2 for the radio "
+                           "tower: its pixel shuffle joins 2 x 2 patches into one token"))
+    grid = (RADIO_MAX_SIDE // m.vision_patch_size) ** 2
+    if RADIO_MAX_SIDE % m.vision_patch_size or m.vision_num_position_embeddings != grid:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
+                           f"must be (2048 / vision_patch_size)^2 = {grid:,} for the radio tower (RADIOViTModel's "
+                           f"table covers {RADIO_MAX_SIDE}-pixel images; the patch must divide {RADIO_MAX_SIDE})"))
+    c = m.vision_projector_ffn_hidden_size
+    if c is not None and c % t:
+        out.append(Problem("model.vision_projector_ffn_hidden_size", c, f"must be a multiple of "
+                           f"tensor_model_parallel_size ({t}): the projector's fc1 is split over the ranks"))
+    return out
+
+
 _VISION_DIMS = ("vision_hidden_size", "vision_num_attention_heads", "vision_ffn_hidden_size")
 
 
@@ -330,21 +361,27 @@ def _vision_rules(cfg) -> list[Problem]:
         out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"applies only to the "
                            f"qwen3_vl tower (Qwen3-VL's deepstack mergers); 0 for vision_model_type {kind}"))
     default = next(f.default for f in dataclasses.fields(m) if f.name == "vision_num_position_embeddings")
-    if kind == "qwen2_5_vl" and m.vision_num_position_embeddings != default:
+    if kind in ("qwen2_5_vl", "ernie45_vl") and m.vision_num_position_embeddings != default:
         out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
                            f"applies only to towers with learned positions; the {kind} tower's positions are "
                            f"rotary, without weights: leave it at {default}"))
     if kind == "gemma3_vl":
         out += _siglip_rules(m, tr, t)
-    if (kind == "glm4v") != (m.vision_projector_ffn_hidden_size is not None):
+    if (kind in ("glm4v", "radio")) != (m.vision_projector_ffn_hidden_size is not None):
         out.append(Problem("model.vision_projector_ffn_hidden_size", m.vision_projector_ffn_hidden_size,
-                           "is required with vision_model_type glm4v (its patch merger's width) and applies to no "
-                           f"other kind (vision_model_type {kind})"))
+                           "is required with vision_model_type glm4v or radio (its projector's MLP width) and "
+                           f"applies to no other kind (vision_model_type {kind})"))
+    if kind == "radio":
+        out += _radio_rules(m, tr, t)
     if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
         out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
                            "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
+    if kind == "ernie45_vl" and m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "ernie45_vl tower: its patch embedding is a linear layer over one frame's patch (the "
+                           "resampler joins frames)"))
     wide = m.vision_spatial_merge_size ** 2 * hv
-    split = kind == "qwen3_vl"      # the other towers are Hugging Face's modules, whole on every TP rank
+    split = kind in ("qwen3_vl", "radio")   # the other towers are Hugging Face's modules, whole on every TP rank
     for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):
         if split and n % t:
             out.append(Problem("model." + name, n, f"must be a multiple of tensor_model_parallel_size ({t}): the "
@@ -353,7 +390,11 @@ def _vision_rules(cfg) -> list[Problem]:
         out.append(Problem("model.vision_hidden_size", hv, f"x vision_spatial_merge_size^2 ({wide}, the patch "
                            f"merger's width) must be a multiple of tensor_model_parallel_size ({t})"))
     side = m.vision_patch_size * m.vision_spatial_merge_size
-    if kind != "gemma3_vl" and tr.image_resolution % side:     # gemma3_vl: the side is fixed (_siglip_rules)
+    if kind == "radio" and tr.images_per_sample and tr.image_resolution != RADIO_TILE:
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be {RADIO_TILE} for the radio "
+                           f"tower: Megatron-Bridge builds it for {RADIO_TILE}-pixel tiles (img_h = img_w); count "
+                           "each tile of a tiled image (and its thumbnail) in images_per_sample"))
+    elif kind != "gemma3_vl" and tr.image_resolution % side:     # gemma3_vl: the side is fixed (_siglip_rules)
         out.append(Problem("training.image_resolution", tr.image_resolution, f"must be a multiple of "
                            f"vision_patch_size x vision_spatial_merge_size ({side} pixels): the processor resizes "
                            "each image to whole merged patches"))

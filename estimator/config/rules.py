@@ -95,6 +95,12 @@ def not_modelled(cfg: Config) -> list[str]:
         out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
                    "or activations (" + ", ".join(path for path, _ in recipe_features(cfg)) + "): the tower is "
                    "modelled with Megatron-Core's plain distributed optimizer only")
+    if cfg.model.vision_num_layers is not None and cfg.model.vision_model_type == "radio" and (pr.fp8 or pr.fp4):
+        # Megatron-Bridge @ 067f987d : nemotron_vl/nemotron_vl_provider.py: the vision and projection configs are
+        # deep copies of the language model's, FP8 / NVFP4 recipe included (estimator/model/vision.py).
+        out.append(f"model.vision_model_type radio with precision.{'fp8' if pr.fp8 else 'fp4'} true: Nemotron Nano "
+                   "VL's RADIO tower and projector copy the language model's config, so they run in FP8 / NVFP4 "
+                   "too, which is not modelled for a vision tower")
     return out
 
 

@@ -487,12 +487,24 @@ class ModelConfig:
                                 "glm4v (GLM-4.5V): Hugging Face's module, whole on every tensor-parallel rank, "
                                 "RMSNorm, gated SiLU MLP and attention without biases, learned positions, a "
                                 "strided-convolution downsample and a gated patch merger; Megatron-Bridge's "
-                                "freeze leaves its positions, outer norms and downsample trained.",
-                                type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v"))
-    vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: GLM-4.5V's patch merger, the width of its "
-                                                      "gated MLP (vision_config.intermediate_size; the tower's own "
-                                                      "layers are vision_ffn_hidden_size wide). Required with "
-                                                      "vision_model_type glm4v; null for the other kinds.",
+                                "freeze leaves its positions, outer norms and downsample trained. radio (Nemotron "
+                                "Nano VL's RADIO ViT): Megatron-Core ViT layers split like the language model's, "
+                                "never recomputed, a linear patch embedder without bias (vision_temporal_patch_size "
+                                "1), 16 class tokens, (2048 / patch)^2 learned positions, 512-pixel image tiles, and "
+                                "a pixel-shuffle projector that is the language model's MLP of width "
+                                "vision_projector_ffn_hidden_size. ernie45_vl (ERNIE-4.5-VL's ViT): Hugging "
+                                "Face's module, whole on every tensor-parallel rank, LayerNorm, quick-GELU MLP, "
+                                "a linear patch embedding without bias (vision_temporal_patch_size 1), rotary "
+                                "positions, a final LayerNorm that freeze_vision_model leaves trained, and the "
+                                "variable-resolution resampler (spatial and temporal MLPs, a linear, an RMSNorm).",
+                                type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v",
+                                                     "radio", "ernie45_vl"))
+    vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: the projector's MLP width: GLM-4.5V's "
+                                                      "gated patch merger (vision_config.intermediate_size; the "
+                                                      "tower's own layers are vision_ffn_hidden_size wide) or "
+                                                      "Nemotron Nano VL's projector (projector_hidden_size). "
+                                                      "Required with vision_model_type glm4v or radio; null for "
+                                                      "the other kinds.",
                                                       type="int", min=1, max=MAX_FFN)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",

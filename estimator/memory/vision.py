@@ -124,6 +124,48 @@ embedding is frozen); the fp32 position table the resampling keeps 4 Np hv and i
 rows (proj's input, the LayerNorm's input and statistics, the GELU's input, gate / up's input, the SiLU's input and
 output, up's output and down's input) 4 B R ho + 4 B R c + 8 R, or, frozen, 2 B R ho + 3 B R c + 8 R (the
 LayerNorm's and GELU's inputs, the SiLU and the product). Nothing of it goes away with both freeze fields on.
+
+The ``radio`` tower (Nemotron Nano VL, Megatron-Core's ``RADIOViTModel`` inside ``LLaVAModel``: Megatron-Bridge @
+067f987d : src/megatron/bridge/models/nemotron_vl/nemotron_vl_provider.py) is split over the tensor-parallel ranks
+like the qwen3_vl tower, but its config sets recompute_granularity None, so its layers keep everything whatever the
+language model recomputes. Each image is one 512-pixel tile whose (512 / P)^2 patches and 16 class tokens run
+through the layers (the layer formulas over ``N + 16 x tiles`` tokens; fast_gelu, like squared_relu, is
+``@jit_fuser``, torch.compile since PyTorch 2.2: Megatron-LM @ d98e8a64 : megatron/core/activations.py, jit.py, so it
+keeps its input as a fused GELU does); the embedder (a ColumnParallelLinear with gather_output) keeps its input
+B N C P^2. The class tokens are dropped and the pixel shuffle regroups R = N / 4 rows of 4 hv (copies that need no
+gradient), then the projector, the language model's MLP (a TELayerNormColumnParallelLinear fc1: its norm's input
+and output 2 B N hv and fp32 statistics, 4 R for RMSNorm, 8 R for LayerNorm; fc1's output and the activation's
+output 2 B R c / t, or 4 B R c / t gated: fc1's 2c-wide output, the activation's output and the product). With the
+tower frozen only the projector's part is kept. Backward working set: the projector's 2 B R c / t (twice gated), or
+a tower layer's.
+
+The ``ernie45_vl`` tower (ERNIE-4.5-VL, transformers' ``Ernie4_5_VL_MoeVisionTransformerPretrainedModel`` and
+``Ernie4_5_VL_MoeVariableResolutionResamplerModel``, whole on every tensor-parallel rank: Megatron-Bridge @ 067f987d
+: src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/model.py; huggingface/transformers @ 4f2fa85a :
+src/transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py), each image a packed sequence of its own
+(``sdpa`` or flash attention, no dropout). Per layer::
+
+    2 x (B N hv + 8 N)              norm1 and norm2 (nn.LayerNorm): the input, fp32 mean and rstd
+    B N hv                          qkv's input (norm1's output)
+    3 B N hv                        qkv's output: v is a view of it that attention keeps
+    2 B N hv                        q and k after the rotary embedding, cast back to bf16 (the fp32 products keep only
+                                    cos and sin, which need no gradient)
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp
+    B N hv                          proj's input (the heads joined again)
+    B N hv                          fc1's input (norm2's output)
+    3 B N fv                        fc1's output, quick_gelu's sigmoid (x sigmoid(1.702 x) keeps both) and its
+                                    output (fc2's input)
+
+that is 11 B N hv + 3 B N fv + 16 N + 4 N heads a layer, all Lv of them, plus the patch embedding's input
+B N C P^2 and the fp32 rotary cos and sin 8 N hv / heads. The final LayerNorm ``ln`` keeps B N hv + 8 N. The
+resampler, over R = N / M^2 rows of W = M^2 hv (B R W = B N hv): ``spatial_linear`` fc1's input, the GELU's input,
+fc2's input, the LayerNorm's input 4 B N hv + 8 R; the temporal slicing duplicates each image's rows (temporal
+fc1's input, 2 W wide) 2 B N hv, the GELU's input and fc2's input 2 B N hv, the LayerNorm's input B N hv + 8 R;
+``mlp``'s input B N hv; ``after_norm`` (an RMSNorm in fp32) 4 R ho + 4 R + B R ho. ``Ernie45VLModel.freeze`` freezes
+patch_embed and blocks, or the resampler, never ``ln``: with the tower frozen the layers keep nothing but ``ln`` and
+the resampler keep their part, and with both frozen the gradient still flows back through the resampler to ``ln``,
+whose keeping is taken as the trained resampler's (an upper bound: frozen linears need not keep their inputs).
+Backward working set: the MLP's 3 B N fv, or the temporal fc1's 3 B N hv.
 """
 
 from __future__ import annotations
@@ -133,7 +175,7 @@ from typing import NamedTuple
 
 from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
-from ..model.vision import image_patches, tower_kind, vision_params
+from ..model.vision import RADIO_CLASS_TOKENS, RADIO_TILE, image_patches, tower_kind, vision_params
 from .activations import context, held_per_layer, layer_activations
 
 __all__ = ["VisionStage", "vision_stage"]
@@ -153,7 +195,8 @@ _CACHE: dict = {}
 
 
 def _vit_config(r: Resolved, tokens: int):
-    """The configuration of a plain GPT layer stack of the tower's shape, for the layer formulas."""
+    """The configuration of a plain GPT layer stack of the tower's shape, for the layer formulas (the radio tower's
+    config turns recompute off)."""
     cfg, m = r.cfg, r.cfg.model
     hv, heads = m.vision_hidden_size, m.vision_num_attention_heads
     model = replace(m, num_layers=m.vision_num_layers, hidden_size=hv, num_attention_heads=heads,
@@ -167,6 +210,8 @@ def _vit_config(r: Resolved, tokens: int):
                     hidden_dropout=0.0, attention_dropout=0.0, vision_num_layers=None)
     training = replace(cfg.training, seq_length=tokens, micro_batch_size=1, sequence_parallel=False,
                        recompute_modules=None, global_batch_size=None)
+    if m.vision_model_type == "radio":      # NemotronVLModelProvider: recompute_granularity / method / layers None
+        training = replace(training, recompute_granularity=None, recompute_method=None, recompute_num_layers=None)
     parallelism = replace(cfg.parallelism, pipeline_model_parallel_size=1, context_parallel_size=1,
                           expert_model_parallel_size=1, expert_tensor_parallel_size=None,
                           virtual_pipeline_model_parallel_size=None, num_layers_in_first_pipeline_stage=None,
@@ -232,6 +277,43 @@ def _glm4v_activations(m, n: int, B: int, frozen_encoder: bool, frozen_projectio
             max(2 * B * n * hv, 3 * B * n * f, 3 * B * rows * c))
 
 
+def _ernie_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of ERNIE-4.5-VL's tower and resampler for ``n`` patches (see the module
+    docstring): the final LayerNorm is always trained, so it and the resampler keep their tensors whatever is
+    frozen."""
+    hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    ho = m.vision_out_hidden_size or m.hidden_size
+    rows = n // m.vision_spatial_merge_size ** 2
+    resampler = 10 * B * n * hv + 16 * rows + 4 * rows * ho + 4 * rows + B * rows * ho
+    final = B * n * hv + 8 * n                  # the final LayerNorm's input and statistics
+    peak = 3 * B * n * hv                       # the temporal fc1's input gradient beside its output's
+    if frozen_encoder:
+        return final + resampler, peak
+    layer = 11 * B * n * hv + 3 * B * n * fv + 16 * n + 4 * n * heads
+    front = B * n * m.vision_in_channels * m.vision_patch_size ** 2 + 8 * n * (hv // heads)
+    return front + m.vision_num_layers * layer + final + resampler, max(peak, 3 * B * n * fv)
+
+
+def _radio_activations(r: Resolved, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of the radio tower (Nemotron Nano VL) for ``n`` patches: its layers
+    over the patches and class tokens, never recomputed, and the pixel-shuffle projector (module docstring)."""
+    m, t = r.cfg.model, r.t
+    hv, c = m.vision_hidden_size, m.vision_projector_ffn_hidden_size
+    rows = n // m.vision_spatial_merge_size ** 2                # image tokens, each of M^2 hv after the shuffle
+    stats = 8 * rows if m.normalization == "LayerNorm" else 4 * rows
+    act = 4 if m.gated_linear_unit else 2
+    acts = 2 * B * n * hv + stats + act * B * rows * c // t     # fc1's norm input and output, the activation's
+    peak = 2 * B * rows * c * (2 if m.gated_linear_unit else 1) // t
+    if frozen_encoder:
+        return acts, peak
+    tokens = n + RADIO_CLASS_TOKENS * (n // image_patches(m, RADIO_TILE))     # each tile's class tokens
+    rv = resolve(_vit_config(r, tokens))
+    layer = layer_activations(rv, LayerKind("attention", "dense"), context(rv))
+    held = sum(held_per_layer(rv.cfg.training, [layer] * m.vision_num_layers))   # nothing recomputed
+    acts += B * n * m.vision_in_channels * m.vision_patch_size ** 2 + held
+    return acts, max(peak, layer.backward_peak)
+
+
 def vision_stage(r: Resolved) -> VisionStage | None:
     """The vision tower's share of the first stage (None without a vision tower)."""
     cfg = r.cfg
@@ -253,10 +335,14 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
     n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
-    if n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
+    if n and m.vision_model_type == "ernie45_vl":     # its final LayerNorm stays trained: always activations
+        acts, peak = _ernie_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
+    elif n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
         acts, peak = _glm4v_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
     elif n and not (fv and fp) and tower_kind(m).hugging_face:
         acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
+    elif n and m.vision_model_type == "radio" and not (fv and fp):
+        acts, peak = _radio_activations(r, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
     elif n and not (fv and fp):
         B = 4 if cfg.precision.params_dtype == "fp32" else 2
         hv, M = m.vision_hidden_size, m.vision_spatial_merge_size

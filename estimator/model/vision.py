@@ -120,6 +120,59 @@ of width c = intermediate_size (vision_projector_ffn_hidden_size), no biases)::
                                                          downsample: ``GLM45VModel.freeze`` freezes patch_embed and
                                                          blocks, or the merger, never these
 
+``radio`` (Nemotron Nano VL's RADIO ViT; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/nemotron_vl/
+nemotron_vl_provider.py ``NemotronVLModelProvider.provide``: Megatron-Core's ``LLaVAModel`` with
+``vision_model_type`` "radio", the ViT layer spec, a vision config copied from the language model's (so the
+language model's tensor-parallel size; sequence and context parallelism off, recompute None) with 32 layers of
+1280, 16 heads, MLP 5120 not gated, fast_gelu, biases on every linear, LayerNorm; a projection config copied from
+the language model's with ffn_hidden_size 20480 and the language model's MLP spec (Nemotron-H's: a
+TELayerNormColumnParallelLinear fc1 with its RMSNorm fused in, squared ReLU, no biases), ``pixel_shuffle`` true,
+img_h = img_w = 512, patch_dim 16, ``use_vision_backbone_fp8_arch`` true. Megatron-LM @ d98e8a64 :
+megatron/core/models/multimodal/llava_model.py: for "radio" max_img_h = max_img_w = 2048, no embedder bias, no
+ln_post, class_token_len 16 under ``use_vision_backbone_fp8_arch`` (8 otherwise), the projector's input width
+4 hv with pixel shuffle; megatron/core/models/vision/radio.py ``RADIOViTModel``: class_token (class_token_len x hv),
+position_embeddings ((2048 / P)^2 x hv, cropped or interpolated to each image), embedder a ColumnParallelLinear
+C P^2 -> hv with gather_output, the TransformerBlock without a final norm (post_process false);
+multimodal_projector.py ``MultimodalProjector`` "mlp": the MLP of the projection config over the input width)::
+
+    embedder      C P^2 hv                               column-parallel, no bias
+    class tokens  16 hv                                  replicated (counted with the positions)
+    positions     Np hv                                  replicated, Np = (2048 / P)^2
+    each layer    the qwen3_vl layer                     split like the language model
+    projector     n(M^2 hv) of the language model's      the norm fused into fc1, replicated
+                  norm
+                  M^2 hv x c (2c if the language model   fc1, column-parallel (M = 2: pixel shuffle joins 2 x 2
+                  is gated) (+ bias)                     patches), c = vision_projector_ffn_hidden_size
+                  c x ho (+ ho bias)                     fc2, row-parallel; biases as the language model's
+                                                         add_bias_linear (none for Nemotron-H)
+
+``NemotronVLModel.freeze`` freezes the whole ``vision_model`` (freeze_vision_model) or the ``vision_projection``
+(freeze_vision_projection). An image is one 512-pixel tile (R fixed at :data:`RADIO_TILE`: a tiled image is
+several images here); the tower's sequence per tile is its (R / P)^2 patches and the 16 class tokens, dropped
+before the projector.
+
+``ernie45_vl`` (ERNIE-4.5-VL's DFN ViT and variable-resolution resampler; Megatron-Bridge @ 067f987d :
+src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/model.py ``Ernie45VLModel``: with ``use_mg_vit`` false
+(the provider's default) ``vision_tower`` is transformers' ``Ernie4_5_VL_MoeVisionTransformerPretrainedModel`` and
+``resampler_model`` its ``Ernie4_5_VL_MoeVariableResolutionResamplerModel``, both marked for TP gradient averaging:
+whole on every tensor-parallel rank; ``freeze``: patch_embed and blocks, or the resampler. huggingface/transformers @
+4f2fa85a : src/transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py: ``Ernie4_5_VL_MoePatchEmbed`` a
+Linear C P^2 -> hv without bias over pre-flattened patches, 2-D rotary positions without weights,
+``Ernie4_5_VL_MoeVisionBlock`` LayerNorms, qkv and proj with biases, an MLP fc1 / fc2 with biases and quick_gelu,
+the final LayerNorm ``ln``; the resampler over W = M^2 hv: ``spatial_linear`` and ``temporal_linear`` (each fc1,
+GELU, fc2 W -> W, LayerNorm over W, biases; temporal fc1 reads 2 W, its temporal_merge_size hard-coded 2: an image
+is duplicated), ``mlp`` W -> ho with bias, ``after_norm`` an RMSNorm over ho)::
+
+    patch_embed   C P^2 hv                               every part replicated
+    each layer    the qwen3_vl layer's count             LayerNorm, biases, quick_gelu MLP not gated
+    final norm    2 hv                                   never frozen (``freeze`` reaches patch_embed and blocks)
+    resampler     2 (W^2 + W) + 2 W                      spatial_linear
+                  (2 W^2 + W) + (W^2 + W) + 2 W          temporal_linear
+                  W ho + ho + ho                         mlp, after_norm
+
+The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are not counted
+here: an ERNIE-4.5-VL config.json is refused by name (estimator/formats/hf/convert.py REFUSED).
+
 ``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
 norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
 ``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
@@ -135,9 +188,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config.model_rules import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
 from .layers.base import Count
 
-__all__ = ["KINDS", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
+__all__ = ["KINDS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
            "vision_params"]
 
 
@@ -152,8 +206,10 @@ class TowerKind(NamedTuple):
     tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
     hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
     deepstack: bool         # may have deepstack mergers
-    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear)
-                                # or "glm" (strided-convolution downsample, then a gated merger)
+    projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear),
+                                # "glm" (strided-convolution downsample, then a gated merger) or "mlp" (pixel
+                                # shuffle, then the language model's MLP of width vision_projector_ffn_hidden_size)
+                                # or "resampler" (ERNIE-4.5-VL's spatial and temporal MLPs, a linear, an RMSNorm)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
     linear_bias: bool = True    # the layers' linears have biases
 
@@ -165,6 +221,8 @@ KINDS: dict[str, TowerKind] = {
     "gemma3_vl": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "pool", True),
     "kimi_k25": TowerKind("LayerNorm", False, "gelu", True, True, False, True, False, "merger", True),
     "glm4v": TowerKind("RMSNorm", True, "silu", True, True, False, True, False, "glm", False, False),
+    "radio": TowerKind("LayerNorm", False, "gelu", False, True, True, False, False, "mlp"),
+    "ernie45_vl": TowerKind("LayerNorm", False, "quick_gelu", False, False, False, True, False, "resampler"),
 }
 
 
@@ -241,7 +299,20 @@ def vision_params(m) -> VisionParams | None:
     layer = Count(lin + (3 * hv + mlp_in * fv if bias else 0), 2 * norm + (hv + hv if bias else 0))
     wide = M * M * hv
     unfrozen = Count(0, 0)
-    if k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
+    if k.projector == "mlp":        # RADIO: embedder without bias split over TP, class tokens, the language MLP
+        patch = Count(patch.replicated, 0)
+        pos = Count(0, pos.replicated + RADIO_CLASS_TOKENS * hv)
+        c, up = m.vision_projector_ffn_hidden_size, 2 if m.gated_linear_unit else 1
+        lnorm = 2 * wide if m.normalization == "LayerNorm" else wide
+        b = m.add_bias_linear
+        merger = Count(wide * c * up + c * ho + (c * up if b else 0), lnorm + (ho if b else 0))
+        linear_merger = wide * c * up + c * ho
+    elif k.projector == "resampler":     # ERNIE-4.5-VL: Hugging Face's modules, all replicated
+        W = wide
+        spatial, temporal = 2 * (W * W + W) + 2 * W, (2 * W * W + W) + (W * W + W) + 2 * W
+        merger, linear_merger = Count(0, spatial + temporal + W * ho + ho + ho), 5 * W * W + W * ho
+        unfrozen = Count(0, 2 * hv)         # the tower's final LayerNorm: Ernie45VLModel.freeze never reaches it
+    elif k.projector == "glm":        # downsample Conv2d (M^2 hv x ho + ho) and the gated merger of width c
         c = m.vision_projector_ffn_hidden_size
         merger, linear_merger = Count(0, ho * ho + 2 * ho + 3 * ho * c), ho * ho + 3 * ho * c
         unfrozen = Count(0, pos.replicated + 2 * hv + wide * ho + ho)   # positions, the two norms, downsample

@@ -105,6 +105,23 @@ REFUSED: dict[str, str] = {
     "exaone4_5": "EXAONE 4.5 is a vision-language model whose vision tower (a windowed-attention ViT with its "
                  "full-attention blocks, Megatron-Bridge's exaone45 vision_model.py) the estimator does not model; "
                  "the language model alone would undercount it",
+    # Megatron-Bridge @ 067f987d : models/ernie_vl (Ernie45VLModel): every MoE layer holds two expert pools, text
+    # and vision (ernie_moe_layer.py ErnieMultiTypeMoE: text_moe_layer and vision_moe_layer, moe_intermediate_size
+    # [text, vision]), routed by token modality; the ViT and resampler are model.vision_model_type ernie45_vl.
+    "ernie4_5_vl_moe": ("ERNIE-4.5-VL's language model has modality-specific experts (a second, vision expert pool "
+                        "with its own router and width in every MoE layer, Megatron-Bridge's ErnieMultiTypeMoE), "
+                        "which the estimator does not model; its ViT and resampler are (model.vision_model_type "
+                        "ernie45_vl)"),
+    "ernie4_5_moe_vl": ("ERNIE-4.5-VL's language model has modality-specific experts (a second, vision expert pool "
+                        "with its own router and width in every MoE layer, Megatron-Bridge's ErnieMultiTypeMoE), "
+                        "which the estimator does not model; its ViT and resampler are (model.vision_model_type "
+                        "ernie45_vl)"),
+    # Megatron-Bridge @ 067f987d : models/nemotron_vl (NemotronVLBridge, source NemotronH_Nano_VL_V2): the config.json
+    # names its RADIO tower only by version (vision_config.version radio_v2.5-h); the provider hard-codes its shape.
+    "NemotronH_Nano_VL_V2": ("Nemotron Nano VL's config.json names its RADIO vision tower only by version, so it is "
+                             "not imported; describe it with model.vision_model_type radio and the model.vision_* "
+                             "fields (32 layers of 1280, 16 heads, MLP 5120, patch 16, 16,384 positions, projector "
+                             "20480) over the Nemotron-H language model of its llm_config"),
     "kimi_k3": ("Kimi K3's layers as Megatron-Bridge builds them (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : "
                 "src/megatron/bridge/models/kimi/kimi_k3_layers.py: Kimi delta attention, no-RoPE MLA with an output "
                 "gate, AttnRes residual banks, latent MoE with a routed-expert norm, the SiTU activation) are not "

@@ -47,12 +47,16 @@ def test_the_7b_tower_by_hand():
     """Qwen2.5-VL-7B's vision_config is the 3B's but for out_hidden_size 3584 (the language model's width), so its
     tower differs only in the merger's fc2: 5120 x 3584 + 3584 = 18,353,664 instead of 10,487,808, a tower of
     668,684,288 + 7,865,856 = 676,550,144; with Qwen2.5-7B's 7,615,616,512 (catalog) that is 8,292,166,656, the
-    figure mteb publishes for Alibaba-NLP/GVE-7B (adapted from Qwen2.5-VL-7B-Instruct, the same tensors)."""
+    figure mteb publishes for Alibaba-NLP/GVE-7B (adapted from Qwen2.5-VL-7B-Instruct, the same tensors). The catalog's
+    7B entry (Qwen-Image's text encoder config.json, the 7B's tensors) gives exactly that."""
     hf = hf_catalog.get(ID).config()
     hf["vision_config"]["out_hidden_size"] = 3584
     vp = vision_params(_model(hf))
     assert vp.total == 676_550_144
     assert vp.total + 7_615_616_512 == 8_292_166_656
+    c = count_parameters_of({"model": from_hf_config("Qwen/Qwen2.5-VL-7B-Instruct"), "training": {"world_size": 1}})
+    assert (c.vision, c.total) == (676_550_144, 8_292_166_656)
+    assert c.total == hf_catalog.get("Qwen/Qwen2.5-VL-7B-Instruct").published["total"]
 
 
 def test_the_tower_is_replicated_over_tensor_parallel_ranks():

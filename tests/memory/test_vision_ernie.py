@@ -1,0 +1,120 @@
+"""The ernie45_vl vision tower (ERNIE-4.5-VL's DFN ViT and variable-resolution resampler, transformers' modules as
+Megatron-Bridge's Ernie45VLModel builds them; estimator/model/vision.py, estimator/memory/vision.py), and the refusal
+of ERNIE-4.5-VL's language model, whose modality-specific experts are not modelled. Expected values are worked out
+by hand in each docstring.
+
+Model: ERNIE-4.5-VL-28B-A3B's vision part (transformers' Ernie4_5_VL_MoeVisionConfig: depth 32, hidden_size 1280,
+16 heads, MLP 4 x 1280 = 5120, patch 14, 3 channels, spatial merge 2) into a language model of h 2560 (the 28B-A3B
+text model's width), here a small dense stand-in. Parameters by hand (huggingface/transformers @ 4f2fa85a :
+src/transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py):
+
+- patch_embed, a Linear 3 x 14^2 = 588 -> 1280 without bias: 752,640;
+- each block: norm1 and norm2 (LayerNorm) 4 x 1280 = 5,120, qkv 3 x 1280^2 + 3 x 1280 = 4,919,040, proj
+  1280^2 + 1280 = 1,639,680, fc1 1280 x 5120 + 5120 = 6,558,720, fc2 5120 x 1280 + 1280 = 6,554,880: 19,677,440;
+  32 blocks 629,678,080;
+- the final LayerNorm ln 2 x 1280 = 2,560; tower 752,640 + 629,678,080 + 2,560 = 630,433,280;
+- the resampler over W = 2^2 x 1280 = 5,120: spatial_linear fc1 and fc2 2 x (5120^2 + 5120) = 52,439,040 and its
+  LayerNorm 10,240: 52,449,280; temporal_linear fc1 10240 x 5120 + 5120 = 52,433,920, fc2 26,219,520, LayerNorm
+  10,240: 78,663,680; mlp 5120 x 2560 + 2560 = 13,109,760; after_norm (RMSNorm) 2,560: 144,225,280.
+
+Vision part 630,433,280 + 144,225,280 = 774,658,560, all of it on every tensor-parallel rank.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import estimate, from_hf_config
+from estimator.config.errors import ConfigError, UnsupportedError
+from estimator.config.load import load_config
+from estimator.model.vision import vision_params
+from tests.conftest import make_config
+
+LM = dict(num_layers=4, hidden_size=2560, num_attention_heads=20, vocab_size=1000)
+ERNIE = dict(LM, vision_model_type="ernie45_vl", vision_num_layers=32, vision_hidden_size=1280,
+             vision_num_attention_heads=16, vision_ffn_hidden_size=5120, vision_patch_size=14,
+             vision_temporal_patch_size=1)
+TOTAL, RESAMPLER = 774_658_560, 144_225_280
+IMAGE = dict(image_resolution=448)
+
+
+def _stage(tp=1, model=ERNIE, **training):
+    par = {"tensor_model_parallel_size": tp}
+    base = estimate(make_config(LM, par, {"world_size": tp})).stages[0]
+    return estimate(make_config(model, par, {"world_size": tp, **training})).stages[0], base
+
+
+def test_the_ernie_vit_and_resampler_by_hand():
+    vp = vision_params(load_config(make_config(ERNIE)).model)
+    assert (vp.patch_embed.total, vp.pos_embed.total, vp.layer.total) == (752_640, 0, 19_677_440)
+    assert (vp.merger.total, vp.unfrozen.total) == (RESAMPLER, 2_560)
+    assert vp.total == TOTAL
+    assert estimate(make_config(ERNIE)).parameters.vision == TOTAL
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_the_tower_is_whole_on_every_tensor_parallel_rank(tp):
+    """Hugging Face's modules, marked for TP gradient averaging: 774,658,560 on each GPU at any TP size."""
+    stage, base = _stage(tp)
+    assert stage.parameters - base.parameters == TOTAL
+
+
+def test_freezing_leaves_the_final_layernorm_trained():
+    """fp32 gradients (4 bytes a trained parameter). Trained: 4 x 774,658,560 = 3,098,634,240. freeze_vision_model
+    (Ernie45VLModel.freeze: patch_embed and blocks) leaves the resampler and ln: 4 x (144,225,280 + 2,560) =
+    576,911,360. Both frozen: ln alone, 4 x 2,560 = 10,240. The weights stay 2 bytes each either way."""
+    expected = {(False, False): 3_098_634_240, (True, False): 576_911_360, (True, True): 10_240}
+    for (fv, fp), grads in expected.items():
+        stage, base = _stage(freeze_vision_model=fv, freeze_vision_projection=fp)
+        assert stage.gradients_bytes - base.gradients_bytes == grads
+        assert stage.weights_bytes - base.weights_bytes == 2 * TOTAL
+
+
+def test_one_image_of_activations_by_hand():
+    """One 448-pixel image: N = (448 / 14)^2 = 1,024 patches, R = 256 rows after the 2 x 2 merge; B = 2 bytes.
+
+    Each block: 11 x 2 x 1,024 x 1,280 = 28,835,840 (the norms' inputs, qkv's input and output, the rotated q and k,
+    the attention output, proj's and fc1's inputs), 3 x 2 x 1,024 x 5,120 = 31,457,280 (fc1's output, quick_gelu's
+    sigmoid and output), the norms' fp32 statistics 16 x 1,024 = 16,384 and the log-sum-exp 4 x 1,024 x 16 = 65,536:
+    60,375,040; 32 blocks 1,932,001,280. The patches' input 2 x 1,024 x 588 = 1,204,224 and the fp32 rotary cos and
+    sin 8 x 1,024 x 80 = 655,360. ln: 2 x 1,024 x 1,280 + 8 x 1,024 = 2,629,632. The resampler: 10 x 2 x 1,024 x
+    1,280 = 26,214,400, its LayerNorms' statistics 16 x 256 = 4,096, after_norm's fp32 input 4 x 256 x 2,560 =
+    2,621,440, rsqrt 1,024 and normalized output 2 x 256 x 2,560 = 1,310,720: 30,151,680.
+
+    Trained: 1,932,001,280 + 1,859,584 + 2,629,632 + 30,151,680 = 1,966,642,176; two images twice that; the tower
+    frozen: ln and the resampler, 32,781,312, and the same with both frozen (ln stays trained, so the gradient
+    runs back through the resampler); at any TP size."""
+    none, base = _stage()
+    assert none.activations_bytes == base.activations_bytes
+    for tp in (1, 2):
+        one, base = _stage(tp, images_per_sample=1, **IMAGE)
+        assert one.activations_bytes - base.activations_bytes == 1_966_642_176
+    two, base = _stage(images_per_sample=2, **IMAGE)
+    assert two.activations_bytes - base.activations_bytes == 2 * 1_966_642_176
+    for frozen in ({"freeze_vision_model": True}, {"freeze_vision_model": True, "freeze_vision_projection": True}):
+        stage, base = _stage(images_per_sample=1, **IMAGE, **frozen)
+        assert stage.activations_bytes - base.activations_bytes == 32_781_312
+
+
+@pytest.mark.parametrize("model, training, field", [
+    ({**ERNIE, "vision_temporal_patch_size": 2}, {}, "model.vision_temporal_patch_size"),
+    ({**ERNIE, "vision_num_position_embeddings": 4096}, {}, "model.vision_num_position_embeddings"),
+    (ERNIE, {"images_per_sample": 1, "image_resolution": 450}, "training.image_resolution"),
+])
+def test_bad_ernie_settings_name_the_field(model, training, field):
+    with pytest.raises(ConfigError) as exc:
+        estimate(make_config(model, None, training))
+    assert field in {p.field for p in exc.value.problems}, exc.value
+
+
+@pytest.mark.parametrize("model_type", ["ernie4_5_vl_moe", "ernie4_5_moe_vl"])
+def test_the_ernie_vl_language_model_is_refused_by_name(model_type):
+    """Megatron-Bridge's ErnieMultiTypeMoE gives every MoE layer a text and a vision expert pool: not modelled, so
+    the import names them rather than count the text experts alone."""
+    with pytest.raises(UnsupportedError, match="modality-specific experts"):
+        from_hf_config({"model_type": model_type, "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})
+
+
+def test_nemotron_nano_vl_config_is_refused_with_the_fields_to_use():
+    with pytest.raises(UnsupportedError, match="vision_model_type radio"):
+        from_hf_config({"model_type": "NemotronH_Nano_VL_V2", "architectures": ["NemotronH_Nano_VL_V2"]})
