@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator import ConfigError, EstimatorError, estimate
+from estimator import EstimatorError, estimate
 from estimator.formats.bridge.config import read_bridge_config
 from estimator.formats.bridge.export import to_bridge_dict, to_bridge_overrides
 from estimator.formats.bridge.recipes import read_bridge_recipe, recipe_config, recipe_names
