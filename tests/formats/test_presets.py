@@ -28,8 +28,9 @@ REQUIRED = ["llama-2-7b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mixtra
             "gemma-3-1b",
             # issue 27: DeepSeek-V4; a vision-language model (Qwen3-VL's tower with deepstack mergers)
             "deepseek-v4-flash", "qwen3-vl-30b-a3b",
-            # issues 27 / 28: the model of the OLMoE Bridge recipes (their own OlMoEModelProvider)
-            "olmoe-1b-7b"]
+            # issues 27 / 28: the models of Bridge recipes without a catalogued Hugging Face id (OLMoE's own
+            # OlMoEModelProvider; Gemma 3 4B with its SigLIP tower)
+            "olmoe-1b-7b", "gemma-3-4b-it"]
 
 
 def test_every_required_preset_exists():

@@ -45,6 +45,8 @@ SIZES = {
     # nemotronh/h100/nemotron_3_nano.py _nemotron_3_nano_finetune_model: TP 1, PP 1, EP 8; seq 2048 (_sft_common)
     "nemotron_3_nano_sft_8gpu_h100_bf16_config": (R + "nemotronh/h100/nemotron_3_nano.py",
                                                   (1, 1, 1, 1, 8, 8, 1, 128, 2048)),
+    # gemma3_vl/h100/gemma3_vl.py: TP 1, PP 1, CP 1 on _sft_common_vlm (mbs 2, gbs 32, seq 4096)
+    "gemma3_vl_4b_sft_1gpu_h100_bf16_config": (R + "gemma3_vl/h100/gemma3_vl.py", (1, 1, 1, 1, 1, 1, 2, 32, 4096)),
     # olmoe/h100/olmoe_7b.py: TP 1, PP 1, EP 8; pretrain gbs 2048, mbs 1; SFT seq 4096 (packed), gbs 128
     "olmoe_7b_pretrain_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 2048, 4096)),
     "olmoe_7b_sft_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 128, 4096)),
