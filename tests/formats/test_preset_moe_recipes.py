@@ -65,6 +65,10 @@ EXPECTED = {
     # loss coefficient, fp32 router, fused permutation; the preset keeps alltoall instead of the recipe's HybridEP)
     "deepseek-v4-flash": dict(moe_permute_fusion=True, moe_router_dtype="fp32", moe_router_enable_expert_bias=True,
                               moe_router_score_function="sqrtsoftplus"),
+    # recipes/olmoe/h100/olmoe_7b.py + OlMoEModelProvider (olmoe_provider.py: pre-softmax, seq_aux_loss 1e-2, fp32
+    # router, fused permutation; the recipe: grouped GEMM, alltoall, no router fusion)
+    "olmoe-1b-7b": dict(moe_permute_fusion=True, moe_router_dtype="fp32", moe_router_pre_softmax=True,
+                        moe_router_load_balancing_type="seq_aux_loss", moe_aux_loss_coeff=1e-2),
     # NeMo 2.0 MixtralConfig on Megatron-Core defaults
     "mixtral-8x7b": dict(moe_grouped_gemm=False, moe_aux_loss_coeff=1e-2),
     "mixtral-8x22b": dict(moe_grouped_gemm=False, moe_aux_loss_coeff=1e-2),

@@ -27,7 +27,10 @@ REQUIRED = ["llama-2-7b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "mixtra
             "nemotron-h-56b", "nemotron-3-nano-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-next-80b-a3b",
             "gemma-3-1b",
             # issue 27: DeepSeek-V4; a vision-language model (Qwen3-VL's tower with deepstack mergers)
-            "deepseek-v4-flash", "qwen3-vl-30b-a3b"]
+            "deepseek-v4-flash", "qwen3-vl-30b-a3b",
+            # issues 27 / 28: the models of Bridge recipes without a catalogued Hugging Face id (OLMoE's own
+            # OlMoEModelProvider; Gemma 3 4B with its SigLIP tower)
+            "olmoe-1b-7b", "gemma-3-4b-it"]
 
 
 def test_every_required_preset_exists():

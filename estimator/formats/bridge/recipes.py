@@ -16,6 +16,13 @@ A recipe's pipeline layout is stored for its own pipeline sizes only. Bridge's `
 ``_pipeline_model_parallel_layout_builder`` (e.g. ``_get_moonlight_pipeline_layout(pp, vp)``, a table of a few
 sizes); the catalogue does not hold those tables, so such an override without a layout is refused with the layout to
 give.
+
+A model built by a Bridge model bridge with its own layer spec (Gemma 2 / 3 and EXAONE 4.0: norms after attention
+and the MLP, GeGLU, logit soft-capping, interleaved global layers; OLMoE's full-width q/k norms; OLMo 2's missing
+pre-norms; K-EXAONE's dense MTP layer) holds model fields that Megatron-LM's ``pretrain_gpt.py`` has no flag for, so
+the Bridge sections written through those flags (:func:`~estimator.formats.bridge.export.to_bridge_dict`) cannot say
+them. Like the vision tower, they are the recipe's model, not its settings: :func:`read_bridge_recipe` carries them
+past the Bridge sections and lays them back over the configuration read.
 """
 
 from __future__ import annotations
@@ -82,6 +89,27 @@ def _vision_parts(cfg: dict) -> tuple[dict, dict, dict]:
     return vision, media, freeze
 
 
+#: Model fields of a Bridge layer spec without a pretrain_gpt.py flag -> their value in Megatron-Core's plain GPT
+#: spec (estimator/formats/megatron_export.py refuses them away from it).
+_SPEC_FIELDS = {"post_layernorm": False, "final_logit_softcapping": None, "global_attention_freq": None,
+                "qk_layernorm_full_dim": False, "pre_layernorm": True, "mtp_dense_mlp": False}
+#: Activations with a pretrain_gpt.py flag: (activation_func, gated_linear_unit).
+_FLAG_ACTIVATIONS = {("swiglu", True), ("squared_relu", False), ("quick_gelu", True), ("gelu", False)}
+
+
+def _spec_parts(cfg: dict) -> tuple[dict, dict]:
+    """Take the model bridge's layer-spec fields out of ``cfg["model"]``, leaving the plain GPT spec's values (and a
+    flag-expressible activation of the same gating) in their place: (the fields taken, the stand-ins left)."""
+    model = cfg.get("model", {})
+    spec = {k: model[k] for k in _SPEC_FIELDS if model.get(k, _SPEC_FIELDS[k]) != _SPEC_FIELDS[k]}
+    stand_in = {k: _SPEC_FIELDS[k] for k in spec}
+    act, gated = model.get("activation_func", "swiglu"), model.get("gated_linear_unit", True)
+    if (act, gated) not in _FLAG_ACTIVATIONS:
+        spec["activation_func"], stand_in["activation_func"] = act, "swiglu" if gated else "gelu"
+    model.update(stand_in)
+    return spec, stand_in
+
+
 def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None) -> MegatronImport:
     """The configuration of recipe ``name`` with Bridge overrides (``section.field=value``), and what each field
     means for memory. ``world_size`` replaces the recipe's GPU count. A recipe whose transcription lists settings the
@@ -90,6 +118,7 @@ def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None
     _check_layout_override(name, cfg, overrides)
     world = world_size or cfg.get("training", {}).get("world_size")
     vision, media, freeze = _vision_parts(cfg)
+    spec, stand_in = _spec_parts(cfg)
     bridge = to_bridge_dict(cfg)
     if freeze:                                  # the multimodal provider's own fields (bridge/multimodal.py)
         bridge["model"] = {**bridge.get("model", {}), **freeze}
@@ -97,6 +126,10 @@ def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None
     imp = read_bridge_config(bridge, world_size=world, vision_model=vision or None)
     if media:
         imp.config.setdefault("training", {}).update(media)
+    model = imp.config.setdefault("model", {})
+    for k, v in spec.items():                   # the layer spec's own values, unless an override changed the field
+        if model.get(k, stand_in[k]) == stand_in[k]:
+            model[k] = v
     notes = [f"{name}: {RECIPES[name]['source']}"]
     notes += [f"not modelled in this recipe: {u}" for u in RECIPES[name]["unmodelled"]]
     return MegatronImport(imp.config, imp.no_effect, (*notes, *imp.notes))

@@ -1,0 +1,127 @@
+"""Issues 27 / 28, "what Bridge can train, we estimate": one pretrain and one SFT or PEFT recipe of each family the
+estimator models, by name.
+
+The expected sizes are read off the recipe functions at NVIDIA-NeMo/Megatron-Bridge @ 067f987d, never from the
+catalogue or the estimator: (TP, PP, VP, CP, EP, world, micro-batch, global batch, sequence) as the function and
+the common helper it starts from set them (recipes/common.py _pretrain_common: mbs 2, gbs 32, seq 4096;
+_sft_common / _peft_common: mbs 1, gbs 128, seq 2048; _sft_common_vlm / _peft_common_vlm: mbs 2, gbs 32,
+seq 4096). VP None is written 1; EP unset is 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import EstimatorError, estimate
+from estimator.config.pipeline_layout import expand_layout
+from estimator.formats.bridge.recipes import read_bridge_recipe
+
+R = "src/megatron/bridge/recipes/"
+#: recipe -> (file, (TP, PP, VP, CP, EP, GPUs, mbs, gbs, seq)).
+SIZES = {
+    # qwen_vl/h100/qwen25_vl.py: TP 1, PP 1, CP 1 on _sft_common_vlm / _peft_common_vlm (mbs 2, gbs 32, seq 4096)
+    "qwen25_vl_3b_sft_1gpu_h100_bf16_config": (R + "qwen_vl/h100/qwen25_vl.py", (1, 1, 1, 1, 1, 1, 2, 32, 4096)),
+    # glm/h100/glm5.py: TP 1, PP 13, VP 2, CP 1, EP 32, mbs 1, gbs 1024, seq 4096
+    "glm52_pretrain_416gpu_h100_bf16_config": (R + "glm/h100/glm5.py", (1, 13, 2, 1, 32, 416, 1, 1024, 4096)),
+    # perf_recipes/glm_moe_dsa/h100/glm5.py (the benchmark wins the bare name): CP 32, seq 131072, gbs 520
+    "glm52_sft_416gpu_h100_bf16_config": ("src/megatron/bridge/perf_recipes/glm_moe_dsa/h100/glm5.py",
+                                          (1, 13, 2, 32, 32, 416, 1, 520, 131072)),
+    # exaone/h100/exaone4.py _apply_exaone4_common: TP 1, PP 1, CP 1; SFT seq 2048, gbs 128
+    "exaone4_1p2b_pretrain_1gpu_h100_bf16_config": (R + "exaone/h100/exaone4.py", (1, 1, 1, 1, 1, 1, 2, 32, 4096)),
+    "exaone4_1p2b_sft_1gpu_h100_bf16_config": (R + "exaone/h100/exaone4.py", (1, 1, 1, 1, 1, 1, 1, 128, 2048)),
+    # gemma/h100/gemma2.py: pretrain TP 8; SFT TP 4, seq 2048, gbs 128, mbs 1
+    "gemma2_9b_pretrain_8gpu_h100_bf16_config": (R + "gemma/h100/gemma2.py", (8, 1, 1, 1, 1, 8, 2, 32, 4096)),
+    "gemma2_9b_sft_4gpu_h100_bf16_config": (R + "gemma/h100/gemma2.py", (4, 1, 1, 1, 1, 4, 1, 128, 2048)),
+    # gemma/h100/gemma3.py: TP 1, seq SEQUENCE_LENGTH_32K (32768), gbs 512, mbs 1
+    "gemma3_1b_pretrain_1gpu_h100_bf16_config": (R + "gemma/h100/gemma3.py", (1, 1, 1, 1, 1, 1, 1, 512, 32768)),
+    # qwen/h100/qwen3_next.py: pretrain PP 4, EP 8 (common batch); SFT PP 2, EP 8, seq 2048, gbs 64, mbs 1
+    "qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config": (R + "qwen/h100/qwen3_next.py",
+                                                           (1, 4, 1, 1, 8, 32, 2, 32, 4096)),
+    "qwen3_next_80b_a3b_sft_16gpu_h100_bf16_config": (R + "qwen/h100/qwen3_next.py", (1, 2, 1, 1, 8, 16, 1, 64, 2048)),
+    # qwen_vl/h100/qwen35_vl.py: TP 4, PP 4; SFT mbs 4
+    "qwen35_vl_27b_pretrain_16gpu_h100_bf16_mock_config": (R + "qwen_vl/h100/qwen35_vl.py",
+                                                           (4, 4, 1, 1, 1, 16, 2, 32, 4096)),
+    "qwen35_vl_27b_sft_16gpu_h100_bf16_config": (R + "qwen_vl/h100/qwen35_vl.py", (4, 4, 1, 1, 1, 16, 4, 32, 4096)),
+    # nemotronh/h100/nemotron_3_nano.py _nemotron_3_nano_finetune_model: TP 1, PP 1, EP 8; seq 2048 (_sft_common)
+    "nemotron_3_nano_sft_8gpu_h100_bf16_config": (R + "nemotronh/h100/nemotron_3_nano.py",
+                                                  (1, 1, 1, 1, 8, 8, 1, 128, 2048)),
+    # gemma3_vl/h100/gemma3_vl.py: TP 1, PP 1, CP 1 on _sft_common_vlm (mbs 2, gbs 32, seq 4096)
+    "gemma3_vl_4b_sft_1gpu_h100_bf16_config": (R + "gemma3_vl/h100/gemma3_vl.py", (1, 1, 1, 1, 1, 1, 2, 32, 4096)),
+    # olmoe/h100/olmoe_7b.py: TP 1, PP 1, EP 8; pretrain gbs 2048, mbs 1; SFT seq 4096 (packed), gbs 128
+    "olmoe_7b_pretrain_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 2048, 4096)),
+    "olmoe_7b_sft_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 128, 4096)),
+}
+
+#: Recipes the estimator refuses, with the setting it names: findings, not failures.
+#: qwen_vl/h100/qwen25_vl.py (default_peft_config("lora") on a vision-language model) and kimi_vl/h100/
+#: kimi_k25_vl.py (distributed_muon_with_cosine_annealing, the flex dispatcher with HybridEP).
+REFUSED = {
+    "qwen25_vl_3b_peft_1gpu_h100_bf16_config": ((1, 1, 1, 1, 1, 1, 2, 32, 4096), "training.peft"),
+    "kimi_k25_vl_sft_512gpu_h100_bf16_config": ((2, 16, 1, 1, 32, 512, 1, 4096, 4096),
+                                                "training.optimizer, model.moe_token_dispatcher_type"),
+}
+
+
+def _sizes(cfg: dict) -> tuple:
+    """With a layout the virtual stages are its segments over PP (Megatron-Core's PipelineParallelLayerLayout
+    derives VP from it; the configuration read keeps the layout only)."""
+    par, tr = cfg["parallelism"], cfg["training"]
+    pp, layout = par.get("pipeline_model_parallel_size", 1), par.get("pipeline_model_parallel_layout")
+    vp = len(expand_layout(layout)) // pp if layout else par.get("virtual_pipeline_model_parallel_size") or 1
+    return (par.get("tensor_model_parallel_size", 1), pp, vp, par.get("context_parallel_size", 1),
+            par.get("expert_model_parallel_size", 1), tr["world_size"], tr["micro_batch_size"],
+            tr["global_batch_size"], tr["seq_length"])
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_recipe_estimates_with_its_parallel_sizes(name):
+    """The recipe's sizes reach the configuration, and it estimates: one stage per pipeline rank, each with a
+    positive peak."""
+    source, want = SIZES[name]
+    cfg = read_bridge_recipe(name).config
+    assert _sizes(cfg) == want, source
+    stages = estimate(cfg).to_dict()["stages"]
+    assert len(stages) == want[1] and all(s["device_bytes"] > 0 for s in stages)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_recipe_names_the_setting(name):
+    want, setting = REFUSED[name]
+    cfg = read_bridge_recipe(name).config
+    assert _sizes(cfg) == want
+    with pytest.raises(EstimatorError, match="vision tower") as err:
+        estimate(cfg)
+    assert f"({setting})" in str(err.value)
+
+
+def test_glm52_sft_is_the_benchmark_recipe_with_its_layout():
+    """perf_recipes/glm_moe_dsa/h100/glm5.py glm52_sft_416gpu_h100_bf16_config: the layout string written in the
+    function, 26 virtual stages of PP 13 x VP 2 (25 '|'), 78 decoder layers ('t') and the MTP layer ('m');
+    416 GPUs = PP 13 x CP 32, so DP 1, and EP 32 within CP 32 x DP 1."""
+    cfg = read_bridge_recipe("glm52_sft_416gpu_h100_bf16_config").config
+    chunks = expand_layout(cfg["parallelism"]["pipeline_model_parallel_layout"])
+    assert len(chunks) == 13 * 2 and "".join(chunks).count("t") == 78 and chunks[0] == "Et" and chunks[-1] == "ttttmL"
+    assert cfg["parallelism"]["cp_comm_type"] == "allgather"
+
+
+def test_olmoe_recipe_keeps_the_full_width_qk_norms():
+    """OLMoESelfAttention's q and k norms span all 16 heads of 128 (olmoe_provider.py): the recipe path keeps
+    qk_layernorm_full_dim, which no pretrain_gpt.py flag says. By hand, with it: per layer q, k, v, o 4 x 2048^2 =
+    16,777,216, q/k norms 2 x 2048, 64 experts 64 x 3 x 2048 x 1024 = 402,653,184, router 64 x 2048, two norms
+    2 x 2048: 419,569,664; 16 layers + 2 x 50,304 x 2048 + 2048 = 6,919,161,856."""
+    est = estimate(read_bridge_recipe("olmoe_7b_pretrain_8gpu_h100_bf16_config").config)
+    assert est.to_dict()["parameters"]["total"] == 16 * 419_569_664 + 2 * 50_304 * 2048 + 2048 == 6_919_161_856
+
+
+def test_gemma2_recipe_keeps_the_gemma_spec():
+    """gemma-2-9b through gemma2_9b_pretrain_8gpu_h100_bf16_config: post-norms, GeGLU and logit soft-capping survive
+    the Bridge sections. By hand (config.json: h 3584, 42 layers, 16 heads and 8 KV heads of 256, GeGLU 14,336,
+    tied 256,000 vocabulary): q 3584 x 4096 + k, v 2 x 3584 x 2048 + o 4096 x 3584 = 44,040,192; MLP 3 x 3584 x
+    14,336 = 154,140,672; four norms 4 x 3584 = 14,336: 198,195,200 a layer; 42 x that + 256,000 x 3584 + 3584 =
+    9,241,705,984."""
+    cfg = read_bridge_recipe("gemma2_9b_pretrain_8gpu_h100_bf16_config").config
+    m = cfg["model"]
+    assert (m["post_layernorm"], m["activation_func"], m["final_logit_softcapping"]) == (True, "geglu", 30.0)
+    per = 3584 * 4096 + 2 * 3584 * 2048 + 4096 * 3584 + 3 * 3584 * 14_336 + 4 * 3584
+    assert per == 198_195_200
+    assert estimate(cfg).to_dict()["parameters"]["total"] == 42 * per + 256_000 * 3584 + 3584 == 9_241_705_984
