@@ -8,6 +8,7 @@ from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .deepseek import map_deepseek, map_deepseek_v32, map_deepseek_v4
 from .gemma import map_gemma, map_gemma1, map_gemma4
 from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
+from .kimi import map_kimi_k3
 from .hybrid import map_nemotron_h, map_qwen3_5, map_qwen3_next, nemotron_block_types
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
@@ -79,6 +80,10 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "nemotron": ("NemotronForCausalLM", "Nemotron-4, Minitron (LayerNorm, squared-ReLU MLP)"),
     "exaone4": ("Exaone4ForCausalLM", "EXAONE 4.0 (norms after attention and MLP, per-head q/k norms)"),
     "exaone_moe": ("ExaoneMoeForCausalLM", "K-EXAONE (EXAONE MoE: shared expert, sigmoid router, dense MTP layers)"),
+    # Kimi K3 (issue 27): Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi/kimi_k3_bridge.py
+    "kimi_k3": ("KimiK3ForConditionalGeneration", "Kimi K3 (Kimi delta attention, gated no-RoPE MLA, AttnRes, "
+                "normalised latent MoE, SiTU; the language model: Megatron-Bridge passes the vision tower through "
+                "uncounted)"),
 }
 
 
@@ -89,10 +94,6 @@ REFUSED: dict[str, str] = {
     "exaone4_5": "EXAONE 4.5 is a vision-language model whose vision tower (a windowed-attention ViT with its "
                  "full-attention blocks, Megatron-Bridge's exaone45 vision_model.py) the estimator does not model; "
                  "the language model alone would undercount it",
-    "kimi_k3": ("Kimi K3's layers as Megatron-Bridge builds them (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : "
-                "src/megatron/bridge/models/kimi/kimi_k3_layers.py: Kimi delta attention, no-RoPE MLA with an output "
-                "gate, AttnRes residual banks, latent MoE with a routed-expert norm, the SiTU activation) are not "
-                "modelled yet"),
 }
 
 
@@ -222,8 +223,10 @@ _OWN_MAPPING = {
     "nemotron": map_nemotron,
     "exaone4": map_exaone4,
     "exaone_moe": map_exaone_moe,
+    "kimi_linear": map_kimi_k3,
 }
 
 
-#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2).
-_UNGATED = frozenset({"nemotron"})
+#: model_types whose mapping function reads hidden_act itself: an MLP that is not gated (Nemotron-4's relu2), or an
+#: activation of its own (Kimi K3's situ).
+_UNGATED = frozenset({"nemotron", "kimi_linear"})

@@ -89,6 +89,17 @@ _GEMMA = frozenset({"hidden_activation", "query_pre_attn_scalar", "attn_logit_so
                     "sliding_window_size", "cache_implementation"})
 
 
+#: Kimi K3's text_config keys (transformers' KimiLinearConfig as the published config.json writes them) beyond the
+#: common ones; the SiTU betas, the gate's lower bound, the router's renormalisation and scaling size no tensor.
+_KIMI_LINEAR = frozenset({
+    "activation_situ_beta", "activation_situ_linear_beta", "attn_res_block_size", "first_k_dense_replace",
+    "kv_lora_rank", "latent_moe_use_norm", "linear_attn_config", "mla_use_nope", "mla_use_output_gate",
+    "moe_intermediate_size", "moe_layer_freq", "moe_renormalize", "moe_router_activation_func", "num_expert_group",
+    "num_experts", "num_experts_per_token", "num_nextn_predict_layers", "num_shared_experts", "q_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "quantization_config", "routed_expert_hidden_size",
+    "routed_scaling_factor", "topk_group", "topk_method", "use_grouped_topk", "v_head_dim"})
+
+
 #: Keys each architecture understands on top of the common ones.
 KNOWN = {
     "llama": _COMMON,
@@ -162,4 +173,6 @@ KNOWN = {
                              "num_shared_experts", "topk_method", "swiglu_limits", "num_nextn_predict_layers",
                              "mtp_num_speculative_steps", "mtp_share_layers", "mtp_layer_types",
                              "mtp_sliding_windows", "mtp_loss_scaling_factor"},
+    # Kimi K3's text_config (estimator.formats.hf.kimi)
+    "kimi_linear": _COMMON | _KIMI_LINEAR,
 }
