@@ -41,9 +41,10 @@ input and runs on all T tokens; Tn = T / t under sequence parallelism; B bytes p
          + (4 + 2 B) T kv_lora + 4 T  the same on the kv latent
          + B T a' (2 (qk + rope) + v) + B T a' v + 4 T a'   q, k, v, output, log-sum-exp of fused attention
          + 2 B T a' v             sigmoid(g_proj) and the gated output (o_proj's input)
-    AttnRes aggregation of R rows (the bank and the running prefix): 8 R Tn h + 8 R Tn + 4 h; ``rows.float()`` is
+    AttnRes aggregation of R rows (the bank and the running prefix): 8 R Tn h + 8 R Tn + 12 h; ``rows.float()`` is
          kept for the square and the weighted sum, the normalised rows for the score product (both fp32), the
-         rsqrt and softmax outputs per row (fp32), and the fp32 score weight.
+         rsqrt and softmax outputs per row (fp32), and the fp32 score weight with the two fp32 weight copies
+         whose product it is.
 
 ``chunk_kda`` runs with fla's default ``disable_recompute=False`` and ``use_gate_in_kernel=True``: w, u, qg, kg,
 v_new, the chunk states and the gate's cumulative sum are dropped after the forward pass and recomputed in the
@@ -176,7 +177,7 @@ def attn_res_rows(L: int, S: int) -> tuple:
 
 
 def _aggregate(Tn: int, h: int, rows: int) -> int:
-    return 8 * rows * Tn * h + 8 * rows * Tn + 4 * h if rows else 0
+    return 8 * rows * Tn * h + 8 * rows * Tn + 12 * h if rows else 0
 
 
 def attn_res_activations(r, c: Ctx) -> tuple[int, int]:

@@ -146,21 +146,22 @@ def test_attn_res_rows_and_aggregation():
     """Block size 2, 4 layers: layer 0 normalises its input (no bank) and writes it (1 row + prefix = 2 for the MLP);
     layer 1 sees 1 snapshot (2, 2); layer 2 sees 1 and writes (2, 3); layer 3 sees ceil(3 / 2) = 2 (3, 3) and
     aggregates the output (3). One aggregation of R rows keeps rows.float() and the normalised rows (fp32,
-    8 R Tn h), rsqrt and softmax outputs (8 R Tn) and the fp32 score weight (4 h): R = 3, Tn = 64, h = 64:
-    98,304 + 1,536 + 256 = 100,096 B; layer 3 holds one before attention and two after."""
+    8 R Tn h), rsqrt and softmax outputs (8 R Tn), the fp32 score weight and the two fp32 weight copies it is the
+    product of (12 h): R = 3, Tn = 64, h = 64: 98,304 + 1,536 + 768 = 100,608 B; layer 3 holds one before attention
+    and two after."""
     assert kimi.attn_res_rows(4, 2) == ((0, 2, 0), (2, 2, 0), (2, 3, 0), (3, 3, 3))
     r = _r()
     assert r.kinds[r.layer_kinds[3]].var == (("ar", (3, 3, 3)),)
-    assert kimi.attn_res_activations(view(r, r.kinds[r.layer_kinds[3]]), context(r)) == (100_096, 200_192)
+    assert kimi.attn_res_activations(view(r, r.kinds[r.layer_kinds[3]]), context(r)) == (100_608, 201_216)
 
 
 def test_situ_keeps_six_fp32_intermediates():
     """The dense SiTU MLP (f 48, 64 tokens): norm input and output 2 x 8,192, SiTU's six fp32 tensors
     24 x 64 x 48 = 73,728 (fc1's output is not kept), fc2's input 2 x 64 x 48 = 6,144: 96,256 B; layer 0's MLP part
-    adds its AttnRes aggregation of 2 rows, 2 x 33,280 + 256 = 66,816."""
+    adds its AttnRes aggregation of 2 rows, 2 x 33,280 + 768 = 67,328."""
     r = _r()
     a = layer_activations(r, LayerKind("kda", "dense", (("ar", (0, 2, 0)),)))
-    assert a.mlp == 96_256 + 66_816
+    assert a.mlp == 96_256 + 67_328
 
 
 def test_a_later_stage_keeps_the_packed_bank():
