@@ -210,3 +210,26 @@ def test_chunk_activations_add_the_boundary_on_later_stages():
     counts = tuple(sum(1 for i in (2, 3) if r.layer_kinds[i] == k) for k in range(len(r.kinds)))
     own = sum(n * (acts[k].attention + acts[k].mlp) for k, n in enumerate(counts))
     assert chunk_activations(r, range(2, 4), counts, acts)[0] == own + 16_384
+
+
+def test_parameters_per_gpu_as_bridge_splits_them():
+    """TP 2, EP 2, ETP 1, 2 GPUs, by hand (kimi_k3_bridge.py's mappings: column/row-parallel q, k, v, g, f_b, b,
+    conv, A_log, dt_bias, q_b, kv_b, o; replicated f_a, o_norm, q_a, kv_a, their norms, the AttnRes modules, the
+    router and the latent projections; experts split over EP)::
+
+        layer 0  KDA 11,172 / 2 + 584 = 6,170; dense MLP 9,216 / 2 + norm 64 = 4,672; AttnRes 256    = 11,098
+        layer 1  KDA 6,170; MoE router 256 + latent 4,096 + norm 32 + shared 6,144 / 2 + norm 64 = 7,520;
+                 AttnRes 256                                                                     = 13,946
+        layer 2  MLA (1,536 + 1,024 + 2,048 + 2,048) / 2 + 2,048 + 32 + 1,280 + 16 + 64 = 6,768; MoE 7,520;
+                 AttnRes 256                                                                     = 14,544
+        layer 3  as layer 1                                                                      = 13,946
+        embedding and output 2 x 256 x 64 / 2 = 16,384; final norm 64 + output AttnRes 128 = 192
+
+    70,110 dense-parallel parameters per GPU, and 3 MoE layers x 6,144 / 2 = 9,216 routed-expert parameters."""
+    from estimator.memory.assemble import parameter_layout
+    r = _r(parallelism={"tensor_model_parallel_size": 2, "expert_model_parallel_size": 2,
+                        "expert_tensor_parallel_size": 1}, training={"world_size": 2, "sequence_parallel": True})
+    per_kind, emb, vocab, norm = parameter_layout(r)[:4]
+    dense = sum(per_kind[k][0] for k in r.layer_kinds) + emb + vocab + norm
+    experts = sum(per_kind[k][2] for k in r.layer_kinds)
+    assert (dense, experts) == (70_110, 9_216)
