@@ -6,7 +6,7 @@ multi-latent attention with the q/kv latent norms, no position embedding (``mla_
 (``mla_use_output_gate``), Kimi delta attention in the 1-based ``linear_attn_config.kda_layers``, the AttnRes block
 size, a latent MoE (``routed_expert_hidden_size``) with a routed-expert norm, ``num_shared_experts`` of
 ``moe_intermediate_size`` joined into one shared expert, dense layers before ``first_k_dense_replace``, a sigmoid
-router with expert bias and no auxiliary loss, and SiTU (``hidden_act situ``). The vision tower and projector pass
+fp32 router with expert bias and no load-balancing loss, fused permutation, and SiTU (``hidden_act situ``). The vision tower and projector pass
 through the bridge untouched (``_HF_PASSTHROUGH_PREFIXES``): they are not part of the Megatron model and are not
 counted. The published weights are MXFP4 (``quantization_config``); the bridge dequantizes them to bf16 on import.
 """
@@ -99,7 +99,12 @@ def map_kimi_k3(r: Reader, m: dict) -> None:
         raise UnsupportedError(f"config.json:moe_router_activation_func {show(fn)} for {r.mt}; known: sigmoid, softmax")
     if fn != "softmax":
         m["moe_router_score_function"] = fn
-    m["moe_router_enable_expert_bias"] = True          # provider_bridge: always, bias update rate 0
+    # provider_bridge sets these whatever the config.json says: expert bias (update rate 0), no load-balancing
+    # loss, fp32 router, Transformer Engine's fused permutation (alltoall and grouped GEMM are the defaults here).
+    m["moe_router_enable_expert_bias"] = True
+    m["moe_router_load_balancing_type"] = "none"
+    m["moe_router_dtype"] = "fp32"
+    m["moe_permute_fusion"] = True
     groups, topk = r.int("num_expert_group", required=False), r.int("topk_group", required=False)
     if r.flag("use_grouped_topk", False) and groups and groups > 1 and topk:
         m["moe_router_num_groups"], m["moe_router_group_topk"] = groups, topk
