@@ -711,8 +711,8 @@ def kimi_problems(cfg) -> list[Problem]:
     kimi_k3_spec.py): Kimi delta attention (``experimental_attention_variant: kda``) beside a gated MLA, the AttnRes
     bank, the routed-expert norm and SiTU. The bridge's own refusals (KDA heads and MLA heads split over TP, no
     context parallelism with KDA, no virtual pipeline stages, hidden_dropout 0) and the combinations whose
-    activations the estimator does not derive (recomputation, FP8/NVFP4 linear layers, a hybrid pattern) are
-    refused by name."""
+    activations the estimator does not derive (recomputation, FP8/NVFP4 linear layers, PEFT, activation offloading,
+    CUDA graphs, expert-parallel overlap, delayed weight gradients) are refused by name."""
     m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
     t = par.tensor_model_parallel_size
     out: list[Problem] = []
@@ -735,7 +735,7 @@ def kimi_problems(cfg) -> list[Problem]:
     if m.hybrid_layer_pattern is not None:
         return out          # model_problems: the variant does not apply to a hybrid model
     if not m.multi_latent_attention:
-        add("model.experimental_attention_variant", "kda", "needs multi_latent_attention true (Kimi K3's other "
+        add("model.experimental_attention_variant", "kda", "kda needs multi_latent_attention true (Kimi K3's other "
             "layers are multi-latent attention)")
     nk, nv = m.linear_num_key_heads, m.linear_num_value_heads
     if nk != nv:
@@ -751,21 +751,35 @@ def kimi_problems(cfg) -> list[Problem]:
         add("model.num_attention_heads", m.num_attention_heads, f"MLA heads must be divisible by "
             f"tensor_model_parallel_size ({t}) (KimiK3Attention._init_mla)")
     if not m.attention_output_gate:
-        add("model.attention_output_gate", False, "must be true with kda: KimiK3Attention always builds the MLA "
+        add("model.attention_output_gate", False, "false: must be true with kda, KimiK3Attention always builds the MLA "
             "output gate (g_proj)")
     if par.context_parallel_size > 1:
-        add("parallelism.context_parallel_size", par.context_parallel_size, "must be 1 with kda: Megatron-Bridge "
-            "refuses context parallelism for Kimi delta attention")
+        add("parallelism.context_parallel_size", par.context_parallel_size, f"must be 1 with kda, got "
+            f"{par.context_parallel_size}: Megatron-Bridge refuses context parallelism for Kimi delta attention")
     if (par.virtual_pipeline_model_parallel_size or 1) > 1:
         add("parallelism.virtual_pipeline_model_parallel_size", par.virtual_pipeline_model_parallel_size,
-            "must be null with kda: Megatron-Bridge's Kimi K3 spec refuses virtual pipeline parallelism")
+            f"must be null with kda, got {par.virtual_pipeline_model_parallel_size}: Megatron-Bridge's Kimi K3 spec "
+            "refuses virtual pipeline parallelism")
     if m.hidden_dropout:
-        add("model.hidden_dropout", m.hidden_dropout, "must be 0 with kda (KimiK3TransformerLayer)")
+        add("model.hidden_dropout", m.hidden_dropout, f"must be 0 with kda, got {m.hidden_dropout} "
+            "(KimiK3TransformerLayer)")
     if tr.recompute_granularity is not None:
-        add("training.recompute_granularity", tr.recompute_granularity, "is not modelled with kda: what Kimi K3's "
+        add("training.recompute_granularity", tr.recompute_granularity, f"{tr.recompute_granularity} is not "
+            "modelled with kda: what Kimi K3's "
             "layers keep under recomputation (the AttnRes bank travels beside the checkpointed input) is not "
             "derived; use null")
     if pr.fp8 or pr.fp4:
-        add("precision.fp8" if pr.fp8 else "precision.fp4", True, "is not modelled with kda: which of Kimi K3's "
+        add("precision.fp8" if pr.fp8 else "precision.fp4", True, "true is not modelled with kda: which of Kimi K3's "
             "projections save quantized inputs is not derived; use bf16")
+    # The features below act on a layer's named tensors (attention's qkv, norm outputs, the MoE layer's schedule
+    # nodes), which Kimi K3's own layer does not have in that form: their effect on it is not derived.
+    for name, on in (("peft", tr.peft is not None), ("cpu_offloading", tr.cpu_offloading),
+                     ("fine_grained_activation_offloading", tr.fine_grained_activation_offloading),
+                     ("cuda_graph_impl", tr.cuda_graph_impl != "none"),
+                     ("overlap_moe_expert_parallel_comm", tr.overlap_moe_expert_parallel_comm),
+                     ("delay_wgrad_compute", tr.delay_wgrad_compute)):
+        if on:
+            add(f"training.{name}", getattr(tr, name), f"{getattr(tr, name)} is not modelled with kda: what it "
+                "keeps or frees of Kimi "
+                "K3's layers (Megatron-Bridge's KimiK3TransformerLayer and KimiK3Attention) is not derived")
     return out

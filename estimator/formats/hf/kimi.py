@@ -6,9 +6,10 @@ multi-latent attention with the q/kv latent norms, no position embedding (``mla_
 (``mla_use_output_gate``), Kimi delta attention in the 1-based ``linear_attn_config.kda_layers``, the AttnRes block
 size, a latent MoE (``routed_expert_hidden_size``) with a routed-expert norm, ``num_shared_experts`` of
 ``moe_intermediate_size`` joined into one shared expert, dense layers before ``first_k_dense_replace``, a sigmoid
-fp32 router with expert bias and no load-balancing loss, fused permutation, and SiTU (``hidden_act situ``). The vision tower and projector pass
-through the bridge untouched (``_HF_PASSTHROUGH_PREFIXES``): they are not part of the Megatron model and are not
-counted. The published weights are MXFP4 (``quantization_config``); the bridge dequantizes them to bf16 on import.
+fp32 router with expert bias and no load-balancing loss, fused permutation, and SiTU (``hidden_act situ``). The
+vision tower and projector pass through the bridge untouched (``_HF_PASSTHROUGH_PREFIXES``): they are not part of
+the Megatron model and are not counted. The published weights are MXFP4 (``quantization_config``); the bridge
+dequantizes them to bf16 on import.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def map_kimi_k3(r: Reader, m: dict) -> None:
                                   "Kimi delta attention layers)"))
     unknown = sorted(k for k in lin if k not in _LINEAR_KEYS)
     if unknown:
-        raise UnsupportedError(f"config.json:text_config.linear_attn_config key(s) not understood: {', '.join(unknown)}")
+        raise UnsupportedError("config.json:text_config.linear_attn_config key(s) not understood: "
+                               f"{', '.join(unknown)}")
     if lin.get("use_full_rank_gate", True) is not True:
         raise UnsupportedError("config.json:text_config.linear_attn_config.use_full_rank_gate false: Megatron-Bridge "
                                "builds only the full-rank forget gate (f_a_proj, f_b_proj)")

@@ -72,7 +72,7 @@ def _kda(r) -> tuple[int, int, int, int]:
 
 
 class _KDA:
-    """Kimi delta attention (the layers ``linear_attention_freq`` marks with ``experimental_attention_variant: kda``)."""
+    """Kimi delta attention: the layers ``linear_attention_freq`` marks (``experimental_attention_variant: kda``)."""
 
     @staticmethod
     def params(r) -> Count:

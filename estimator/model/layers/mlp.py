@@ -24,7 +24,8 @@ from __future__ import annotations
 from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 
-__all__ = ["SITU_BYTES", "act_input_saved", "activations", "components", "linear_shapes", "linear_weights", "mlp_count", "params", "weight_shapes"]
+__all__ = ["SITU_BYTES", "act_input_saved", "activations", "components", "linear_shapes", "linear_weights",
+           "mlp_count", "params", "weight_shapes"]
 
 
 def mlp_count(h: int, f: int, gated: bool, bias: bool) -> Count:

@@ -177,6 +177,8 @@ def test_a_later_stage_keeps_the_packed_bank():
     ("training", "recompute_granularity", "full", "training.recompute_granularity"),
     ("precision", "fp8", True, "precision.fp8"),
     ("parallelism", "virtual_pipeline_model_parallel_size", 2, "parallelism.virtual_pipeline_model_parallel_size"),
+    ("training", "cpu_offloading", True, "training.cpu_offloading"),
+    ("training", "cuda_graph_impl", "transformer_engine", "training.cuda_graph_impl"),
 ])
 def test_unmodelled_combinations_are_refused_by_name(section, field, value, where):
     """Megatron-Bridge's own refusals (CP with KDA, VPP) and the combinations whose activations are not derived."""
