@@ -23,6 +23,10 @@ Parameters (``KimiK3Attention._init_kda`` / ``_init_mla``; the layer's input ``T
     AttnRes, every layer: two KimiRMSNorm weights and two h -> 1 score projections, 4 h (replicated); the last layer
     also its output aggregation, 2 h (counted with the final norm).
 
+The convolution weights, A_log and dt_bias (3 P K + n + P per KDA layer, 159,840 in Kimi K3) stay fp32 under the
+bf16 wrapper (``_keep_in_float32_parameter_names``, model_provider.py): their weights are counted at the model's
+parameter width, 2 B short each (22 MB over Kimi K3's 69 KDA layers, before the TP split).
+
 Activations per micro-batch on one GPU, in bytes (T tokens per rank; the attention gathers the sequence-parallel
 input and runs on all T tokens; Tn = T / t under sequence parallelism; B bytes per element)::
 
