@@ -54,8 +54,8 @@ input and runs on all T tokens; Tn = T / t under sequence parallelism; B bytes p
 v_new, the chunk states and the gate's cumulative sum are dropped after the forward pass and recomputed in the
 backward pass, whose working set is the fp32 gate cumsum, those five P'-wide tensors, the states and their gradients
 2 B b ceil(s / 64) n' d d, and the four input gradients (fla/ops/kda/chunk_bwd.py ``chunk_kda_bwd``; the chunk-local
-gradients dAqk and dAkk, T n' 64 elements each, whose dtype was not traced, are left out). The MLP input's aggregation feeds the pre-MLP TENorm, which
-the MLP module counts (its input and output).
+gradients dAqk and dAkk, T n' 64 elements each, whose dtype was not traced, are left out). The MLP input's
+aggregation feeds the pre-MLP TENorm, which the MLP module counts (its input and output).
 """
 
 from __future__ import annotations
