@@ -280,3 +280,12 @@ def test_mxfp8_weights_and_tp_overlap_files_round_trip():
           "training": {"world_size": 2, "sequence_parallel": True}}
     with pytest.raises(UnsupportedError, match="--tp-comm-overlap-cfg PATH"):
         to_megatron_args(tp)
+
+
+def test_kimi_k3_has_no_megatron_lm_flags():
+    """Kimi K3's layers are Megatron-Bridge's own spec (models/kimi/kimi_k3_spec.py): pretrain_gpt.py cannot build
+    them, and the export says so by name instead of writing a command that builds another model."""
+    from tests.conftest import make_config
+    from tests.model.layers.test_kimi import TINY
+    with pytest.raises(UnsupportedError, match="experimental_attention_variant = kda"):
+        to_megatron_args(make_config(TINY, training={"seq_length": 64}))
