@@ -96,14 +96,15 @@ def model_problems(cfg) -> list[Problem]:
     variant = m.experimental_attention_variant
     dsa = variant == "dsa"
     v4 = variant == "dsv4_hybrid"
-    gdn = (variant is not None and not dsa and not v4) or "G" in symbols
+    kda = variant == "kda"
+    gdn = (variant is not None and not dsa and not v4 and not kda) or "G" in symbols
     if pattern is None:
         if variant is not None and not dsa and not v4 and m.linear_attention_freq is None:
             add("linear_attention_freq", None, "is required with experimental_attention_variant gdn "
                 "(TransformerConfig: which layers are linear attention)")
         if m.linear_attention_freq is not None and (variant is None or dsa or v4):
             add("linear_attention_freq", m.linear_attention_freq if isinstance(m.linear_attention_freq, int)
-                else list(m.linear_attention_freq), "applies only with experimental_attention_variant: gdn")
+                else list(m.linear_attention_freq), "applies only with experimental_attention_variant: gdn or kda")
         if isinstance(m.linear_attention_freq, tuple) and len(m.linear_attention_freq) != m.num_layers:
             add("linear_attention_freq", list(m.linear_attention_freq), f"a pattern list must have num_layers "
                 f"({m.num_layers}) entries, got {len(m.linear_attention_freq)}")
@@ -118,6 +119,7 @@ def model_problems(cfg) -> list[Problem]:
     if not v4:       # DeepSeek-V4's layers use the indexer fields and the kernel backend their own way
         out += _dsa_rules(cfg, dsa and pattern is None)
     out += dsv4_problems(cfg)
+    out += kimi_problems(cfg)
     out += _vision_rules(cfg)
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
@@ -170,7 +172,7 @@ def model_problems(cfg) -> list[Problem]:
     if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
         add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
             "not with multi-latent attention")
-    if m.attention_output_gate and m.multi_latent_attention:
+    if m.attention_output_gate and m.multi_latent_attention and not kda:
         add("attention_output_gate", True, "the output gate exists only in SelfAttention, not with multi-latent "
             "attention")
     if m.softmax_type != "vanilla" and m.multi_latent_attention:
@@ -791,4 +793,83 @@ def _frozen_language_rules(cfg) -> list[Problem]:
     if tr.reserved_memory_model == "replay":
         add(True, "with reserved_memory_model replay is not modelled (the allocator trace keeps every linear "
             "layer's input); use fraction")
+    return out
+
+
+def kimi_problems(cfg) -> list[Problem]:
+    """Kimi K3's layers as Megatron-Bridge @ 067f987d builds them (src/megatron/bridge/models/kimi/kimi_k3_layers.py,
+    kimi_k3_spec.py): Kimi delta attention (``experimental_attention_variant: kda``) beside a gated MLA, the AttnRes
+    bank, the routed-expert norm and SiTU. The bridge's own refusals (KDA heads and MLA heads split over TP, no
+    context parallelism with KDA, no virtual pipeline stages, hidden_dropout 0) and the combinations whose
+    activations the estimator does not derive (recomputation, FP8/NVFP4 linear layers, PEFT, activation offloading,
+    CUDA graphs, expert-parallel overlap, delayed weight gradients) are refused by name."""
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    t = par.tensor_model_parallel_size
+    out: list[Problem] = []
+
+    def add(field, value, msg):
+        out.append(Problem(field, value, msg))
+
+    kda = m.experimental_attention_variant == "kda"
+    if m.attn_res_block_size is not None and not kda:
+        add("model.attn_res_block_size", m.attn_res_block_size, f"{m.attn_res_block_size} needs "
+            "experimental_attention_variant kda (Kimi "
+            "K3's AttnRes is built only by Megatron-Bridge's KimiK3TransformerLayer)")
+    if m.moe_latent_norm and not m.moe_latent_size:
+        add("model.moe_latent_norm", True, "true needs moe_latent_size (the norm is over the latent width)")
+    if m.activation_func == "situ" and not (kda and m.gated_linear_unit):
+        add("model.activation_func", "situ", "situ needs experimental_attention_variant kda and gated_linear_unit "
+            "true (SiTU is installed by Megatron-Bridge's Kimi K3 spec on its gated MLPs only)")
+    if not kda:
+        return out
+    if m.hybrid_layer_pattern is not None:
+        return out          # model_problems: the variant does not apply to a hybrid model
+    if not m.multi_latent_attention:
+        add("model.experimental_attention_variant", "kda", "kda needs multi_latent_attention true (Kimi K3's other "
+            "layers are multi-latent attention)")
+    nk, nv = m.linear_num_key_heads, m.linear_num_value_heads
+    if nk != nv:
+        add("model.linear_num_value_heads", nv, f"must equal linear_num_key_heads ({nk}) with kda: Kimi delta "
+            "attention has one head count")
+    if m.linear_key_head_dim != m.linear_value_head_dim:
+        add("model.linear_value_head_dim", m.linear_value_head_dim, f"must equal linear_key_head_dim "
+            f"({m.linear_key_head_dim}) with kda: Kimi delta attention has one head width")
+    if nk % t:
+        add("model.linear_num_key_heads", nk, f"KDA heads ({nk}) must be divisible by tensor_model_parallel_size "
+            f"({t}) (KimiK3Attention._init_kda)")
+    if m.num_attention_heads % t:
+        add("model.num_attention_heads", m.num_attention_heads, f"MLA heads must be divisible by "
+            f"tensor_model_parallel_size ({t}) (KimiK3Attention._init_mla)")
+    if not m.attention_output_gate:
+        add("model.attention_output_gate", False, "false: must be true with kda, KimiK3Attention always builds the MLA "
+            "output gate (g_proj)")
+    if par.context_parallel_size > 1:
+        add("parallelism.context_parallel_size", par.context_parallel_size, f"must be 1 with kda, got "
+            f"{par.context_parallel_size}: Megatron-Bridge refuses context parallelism for Kimi delta attention")
+    if (par.virtual_pipeline_model_parallel_size or 1) > 1:
+        add("parallelism.virtual_pipeline_model_parallel_size", par.virtual_pipeline_model_parallel_size,
+            f"must be null with kda, got {par.virtual_pipeline_model_parallel_size}: Megatron-Bridge's Kimi K3 spec "
+            "refuses virtual pipeline parallelism")
+    if m.hidden_dropout:
+        add("model.hidden_dropout", m.hidden_dropout, f"must be 0 with kda, got {m.hidden_dropout} "
+            "(KimiK3TransformerLayer)")
+    if tr.recompute_granularity is not None:
+        add("training.recompute_granularity", tr.recompute_granularity, f"{tr.recompute_granularity} is not "
+            "modelled with kda: what Kimi K3's "
+            "layers keep under recomputation (the AttnRes bank travels beside the checkpointed input) is not "
+            "derived; use null")
+    if pr.fp8 or pr.fp4:
+        add("precision.fp8" if pr.fp8 else "precision.fp4", True, "true is not modelled with kda: which of Kimi K3's "
+            "projections save quantized inputs is not derived; use bf16")
+    # The features below act on a layer's named tensors (attention's qkv, norm outputs, the MoE layer's schedule
+    # nodes), which Kimi K3's own layer does not have in that form: their effect on it is not derived.
+    for name, on in (("peft", tr.peft is not None), ("cpu_offloading", tr.cpu_offloading),
+                     ("fine_grained_activation_offloading", tr.fine_grained_activation_offloading),
+                     ("cuda_graph_impl", tr.cuda_graph_impl != "none"),
+                     ("overlap_moe_expert_parallel_comm", tr.overlap_moe_expert_parallel_comm),
+                     ("delay_wgrad_compute", tr.delay_wgrad_compute)):
+        if on:
+            add(f"training.{name}", getattr(tr, name), f"{getattr(tr, name)} is not modelled with kda: what it "
+                "keeps or frees of Kimi "
+                "K3's layers (Megatron-Bridge's KimiK3TransformerLayer and KimiK3Attention) is not derived")
     return out

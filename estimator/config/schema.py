@@ -218,9 +218,10 @@ class ModelConfig:
     layernorm_epsilon: float = _f(1e-5, "Epsilon of the norm layers (no effect on memory).", type="float",
                                   min=0.0, max=1.0, flag="--norm-epsilon")
     activation_func: str = _f("swiglu", "MLP activation. swiglu and geglu are gated (three projections); "
-                              "quick_gelu with gated_linear_unit is GPT-OSS's quick-GeGLU (--quick-geglu).",
+                              "quick_gelu with gated_linear_unit is GPT-OSS's quick-GeGLU (--quick-geglu); situ is "
+                              "Kimi K3's gated SiTU, computed in fp32 by unfused PyTorch operations.",
                               type="str", choices=("swiglu", "geglu", "gelu", "silu", "relu", "squared_relu",
-                                                   "quick_gelu"),
+                                                   "quick_gelu", "situ"),
                               flag="--swiglu")
     gated_linear_unit: bool = _f(True, "Gated MLP (SwiGLU/GeGLU): fc1 produces 2 x ffn_hidden_size.",
                                  type="bool")
@@ -359,8 +360,12 @@ class ModelConfig:
         "dsa: DeepSeek sparse attention (DeepSeek-V3.2, GLM-5) in every layer: multi-latent attention in its "
         "absorbed form plus a lightning indexer that picks dsa_indexer_topk keys per query. dsv4_hybrid: "
         "DeepSeek-V4's hybrid attention in every layer (one shared key/value head, grouped low-rank output "
-        "projection; per layer a sliding window, plus compressed keys where csa_compress_ratios says so).",
-        type="str", choices=("gdn", "gated_delta_net", "dsa", "dsv4_hybrid"), flag="--experimental-attention-variant")
+        "projection; per layer a sliding window, plus compressed keys where csa_compress_ratios says so). kda: Kimi "
+        "K3's Kimi delta attention (Megatron-Bridge's KimiK3Attention) in the layers linear_attention_freq names, "
+        "with linear_num_key_heads heads of linear_key_head_dim; multi-latent attention (no RoPE, with "
+        "attention_output_gate's sigmoid gate) in the others.",
+        type="str", choices=("gdn", "gated_delta_net", "dsa", "dsv4_hybrid", "kda"),
+        flag="--experimental-attention-variant")
     dsa_indexer_n_heads: int | None = _f(None, "DeepSeek sparse attention: indexer heads (DeepSeek-V3.2: 64, "
                                          "GLM-5: 32; Hugging Face index_n_heads). Required with dsa.", type="int",
                                          min=1, max=MAX_HEADS, flag="--dsa-indexer-n-heads")
@@ -439,6 +444,16 @@ class ModelConfig:
                                    flag="--linear-num-key-heads")
     linear_num_value_heads: int = _f(32, "Gated delta net: value heads (a multiple of the key heads).",
                                      type="int", min=1, max=MAX_HEADS, flag="--linear-num-value-heads")
+    # Kimi K3 (issue 27): Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi/kimi_k3_layers.py
+    attn_res_block_size: int | None = _f(
+        None, "Kimi K3's attention residuals (AttnRes; Hugging Face attn_res_block_size, 12): every layer replaces "
+        "the residual stream by a softmax-weighted mix of a bank of snapshots, one taken every this many layers, "
+        "and the running sum; each layer adds two RMSNorms and two h -> 1 score projections (4 h parameters), the "
+        "last one two more, and the bank travels with the hidden state between pipeline stages. Needs "
+        "experimental_attention_variant kda. Null: a plain residual stream.", type="int", min=1, max=MAX_LAYERS)
+    moe_latent_norm: bool = _f(False, "Kimi K3's routed-expert norm (Hugging Face latent_moe_use_norm): an RMSNorm "
+                               "of moe_latent_size weights on the combined routed-expert output before "
+                               "fc2_latent_proj. Needs moe_latent_size.", type="bool")
     vision_num_layers: int | None = _f(None, "Vision tower (of the kind vision_model_type): transformer layers "
                                        "(Hugging Face vision_config.depth). It sits on the first pipeline stage, "
                                        "without sequence or context parallelism. null: no vision tower.",

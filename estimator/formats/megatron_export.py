@@ -51,11 +51,15 @@ def to_megatron_args(config) -> list[str]:
             raise UnsupportedError(f"model.{name} = {getattr(m, name)} (DeepSeek-V4) has no pretrain_gpt.py flag at "
                                    "the pinned Megatron-LM revision: Megatron-Core builds DeepSeek-V4 on its dev "
                                    "branch only, where Megatron-Bridge's DeepSeek-V4 recipes set it")
+    if m.experimental_attention_variant == "kda":
+        raise UnsupportedError("model.experimental_attention_variant = kda (Kimi K3) has no pretrain_gpt.py flag: "
+                               "Megatron-Bridge builds Kimi K3's layers with its own spec (models/kimi/"
+                               "kimi_k3_spec.py), which Megatron-LM does not have")
     if m.vision_num_layers is not None:
-        raise UnsupportedError("model.vision_num_layers (a vision tower) has no pretrain_gpt.py flag: Megatron-LM's "
-                               "pretrain_gpt.py builds a GPT model without one; Qwen3.5's vision-language model is "
-                               "Megatron-Bridge's Qwen3VLModel (its qwen35_vl recipes), which this export does not "
-                               "write")
+        raise UnsupportedError(f"model.vision_num_layers (a {m.vision_model_type} vision tower) has no "
+                               "pretrain_gpt.py flag: Megatron-LM's pretrain_gpt.py builds a GPT model without one; "
+                               "the vision-language models are Megatron-Bridge's (its VL recipes: use the Megatron-"
+                               "Bridge overrides export), which this export does not write")
     out: list[str] = []
 
     def add(flag, value=None):

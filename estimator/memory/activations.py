@@ -20,6 +20,7 @@ in short, in bytes:
                  keeps ~13 B per query x key x head; the fused kernels a copy of q and k and the top-k indices)
     Mamba-2    = 4*Tn*h + 2*T*(2di + 2gN + nh)/t + 6*T*di/t + 4*T*g/t
     gated delta net = see estimator.model.layers.gated_delta_net
+    Kimi K3 (KDA, gated MLA, AttnRes aggregations) = see estimator.model.layers.kimi
 
 A layer holds a token mixer, an MLP, or both (:class:`estimator.model.layers.LayerKind`); each part that is present
 adds one bias-dropout-add mask (1 byte per residual element) when hidden_dropout > 0. Unfused attention adds
@@ -36,7 +37,7 @@ from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
-from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, view
+from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view
 from ..model.layers.base import Ctx
 from ..model.resolve import Resolved
 from .loss import loss_buffers
@@ -123,6 +124,11 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
         # one hyper-connection module before the mixer, one before the MLP (estimator/model/layers/hyper_connection.py)
         attn += hc.saved // 2
         mlp += hc.saved - hc.saved // 2
+    if r.attn_res:
+        # Kimi K3's AttnRes aggregations before the mixer and before the MLP (estimator/model/layers/kimi.py)
+        ar_a, ar_m = kimi.attn_res_activations(r, c)
+        attn += ar_a
+        mlp += ar_m
     rec_a, rec_m = (a.recompute if a else 0) + hc.recompute // 2, (m.recompute if m else 0) + hc.recompute // 2
     attn_bwd = a.backward if a else 0
     if attn_bwd:

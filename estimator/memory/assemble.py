@@ -30,7 +30,7 @@ from ..config.derived import compute_capability, effective_overload_factor, gpu_
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
-from ..model.layers import kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.layers import kimi, kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
 from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose
 from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
@@ -98,6 +98,8 @@ def chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[
                 mlp += n * a.mlp
                 if a.recompute_peak > rec:
                     rec = a.recompute_peak
+        if r.attn_res:      # Kimi K3: the packed prefix and AttnRes bank a later stage receives
+            att += kimi.boundary_bytes(r, layers.start, context(r))
         return att + mlp, att, mlp, rec
     kinds = [acts[r.layer_kinds[i]] for i in layers]
     held = sum(held_per_layer(tr, kinds))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config.load import load_config
-from .layers import hyper_connection, kind_components, moe
+from .layers import hyper_connection, kimi, kind_components, moe
 from .layers.base import Count
 from .resolve import Resolved, resolve
 from .vision import vision_params
@@ -39,8 +39,9 @@ def output_layer(r: Resolved) -> Count:
 
 def final_norm(r: Resolved) -> Count:
     """The final norm, and with hyper-connections the learned output contraction beside it (hc_head_fn,
-    hc_head_base, hc_head_scale: :func:`estimator.model.layers.hyper_connection.head_params`)."""
-    return Count(0, r.norm_w * r.h + hyper_connection.head_params(r))
+    hc_head_base, hc_head_scale: :func:`estimator.model.layers.hyper_connection.head_params`); with Kimi K3's AttnRes
+    the last layer's output aggregation (norm and score projection, 2 h: :mod:`estimator.model.layers.kimi`)."""
+    return Count(0, r.norm_w * r.h + hyper_connection.head_params(r)) + kimi.output_attn_res_params(r)
 
 
 def mtp_built(r: Resolved, depths: int) -> int:
@@ -84,6 +85,7 @@ class ParameterCounts:
     layer_kinds: dict = field(default_factory=dict)   # decoder layers by kind ("attention + MLP": 32)
     vision: int = 0         # the vision tower and its patch merger (estimator/model/vision.py), in total and active
     hyper_connections: int = 0   # mHC modules of the decoder layers and the decoder's output contraction
+    attn_res: int = 0       # Kimi K3's AttnRes norms and score projections, the last layer's output ones included
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -91,7 +93,7 @@ class ParameterCounts:
 
 
 _COMPONENTS = ("attention", "mamba", "linear_attention", "mlp", "moe_router", "moe_experts", "moe_shared_experts",
-               "moe_latent", "norms", "hyper_connections")
+               "moe_latent", "norms", "hyper_connections", "attn_res")
 
 
 def count_parameters(r: Resolved) -> ParameterCounts:
@@ -121,7 +123,8 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     vis = vision_params(r.cfg.model)
     vision = vis.total if vis else 0
     head = hyper_connection.head_params(r)
-    total = emb.total + sum(comp.values()) + out + nw * r.h + head + mtp + vision
+    ar_out = kimi.output_attn_res_params(r).total
+    total = emb.total + sum(comp.values()) + out + nw * r.h + head + ar_out + mtp + vision
     n_moe = sum(n for n, kind in zip(n_kind, r.kinds) if kind.moe)
     idle = moe.expert_params(r).total - moe.active_experts(r) if r.E else 0   # experts a token skips, per layer
     mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
@@ -135,7 +138,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
         dense_layers=sum(n for n, kind in zip(n_kind, r.kinds) if kind.mlp == "dense"), moe_layers=n_moe,
         padded_vocab_size=r.Vp, vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),
         layer_kinds={kind.label: n for n, kind in zip(n_kind, r.kinds) if n}, vision=vision,
-        hyper_connections=comp["hyper_connections"] + head,
+        hyper_connections=comp["hyper_connections"] + head, attn_res=comp["attn_res"] + ar_out,
     )
 
 

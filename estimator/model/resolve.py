@@ -19,6 +19,7 @@ from ..config.model_rules import dsa_shared_topk
 from ..config.pipeline_layout import placement, stage_counts
 from ..config.schema import Config
 from .layers import LayerKind
+from .layers.kimi import attn_res_rows as kimi_attn_res_rows
 
 __all__ = ["DTYPE_BYTES", "Resolved", "padded_vocab_size", "resolve", "stage_counts", "stage_layers"]
 
@@ -138,7 +139,8 @@ def global_pattern(L: int, freq) -> tuple:
 def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mtp: int, dsa: bool = False,
                 glob: tuple | None = None, glob_var: tuple = (), blocks: tuple | None = None,
                 v4: tuple | None = None, hash_layers: int = 0, mtp_dense: bool = False,
-                dsa_shared: tuple = (), parallel_mamba: bool = False) -> KindInfo:
+                dsa_shared: tuple = (), parallel_mamba: bool = False, kda: bool = False,
+                attn_res: int = 0) -> KindInfo:
     """The distinct kinds, the kind index of every decoder layer, the kind indices of one MTP depth and the MoE
     flag of every layer (:class:`KindInfo`).
 
@@ -153,7 +155,10 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     DeepSeek-sparse-attention layers that reuse an earlier layer's top-k (``dsa_shared``, one flag per layer:
     :func:`estimator.config.model_rules.dsa_shared_topk`) carry ``dsa_skip``; an MTP layer (layer number 1 of its
     own block, so always computing) does not.
-    With ``parallel_mamba`` (Falcon-H1) every layer's mixer is a Mamba-2 mixer beside self-attention."""
+    With ``parallel_mamba`` (Falcon-H1) every layer's mixer is a Mamba-2 mixer beside self-attention.
+    With ``kda`` (Kimi K3) the linear-attention layers hold Kimi delta attention and the others the gated MLA
+    (:mod:`estimator.model.layers.kimi`); with ``attn_res`` (its AttnRes block size) every layer carries the rows its
+    aggregations read (``ar``)."""
     kinds: list = []
 
     def index(kind: LayerKind) -> int:
@@ -184,9 +189,14 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
         return _info(kinds, per_layer, mtp_kinds, moe)
     glob = glob or (False,) * L
     skip = dsa_shared or (False,) * L
-    per_layer = tuple(index(LayerKind("gdn" if la else attn, "moe" if e else "dense",
-                                      (glob_var if gl else ()) + ((("dsa_skip", True),) if sk else ())))
-                      for la, e, gl, sk in zip(linear, moe, glob, skip))
+    lin = "kda" if kda else "gdn"
+    if kda:
+        attn = "kimi_mla"
+    rows = kimi_attn_res_rows(L, attn_res) if attn_res else ((),) * L
+    per_layer = tuple(index(LayerKind(lin if la else attn, "moe" if e else "dense",
+                                      (glob_var if gl else ()) + ((("dsa_skip", True),) if sk else ())
+                                      + ((("ar", ar),) if ar else ())))
+                      for la, e, gl, sk, ar in zip(linear, moe, glob, skip, rows))
     if mtp and mtp_dense:
         return _info(kinds, per_layer, (index(LayerKind(attn, "dense")),), moe)
     if mtp and skip[-1]:
@@ -265,6 +275,11 @@ class Resolved:
     cr: int = 0               # DeepSeek-V4: the layer's key compression ratio (0 sliding window only)
     hash_route: bool = False  # the layer's MoE routes by a fixed token table (no expert bias)
     dsa_skip: bool = False    # DeepSeek sparse attention: the layer reuses an earlier layer's top-k (no indexer)
+    ar: tuple = (0, 0, 0)     # Kimi K3's AttnRes: rows aggregated before attention, before the MLP, for the output
+    # Kimi K3 (model-wide)
+    kda: "GDNDims | None" = None   # Kimi delta attention's shape (conv, head width twice, heads twice; None without)
+    attn_res: int = 0         # AttnRes block size (0 without AttnRes)
+    lat_norm: bool = False    # the routed-expert norm of latent MoE (moe_latent_norm)
 
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
@@ -322,6 +337,7 @@ def _compute_shape(m) -> tuple:
     dsa = m.experimental_attention_variant == "dsa"
     dsv4 = m.experimental_attention_variant == "dsv4_hybrid" and hybrid is None
     linear = m.linear_attention_freq if m.experimental_attention_variant and not dsa and not dsv4 else None
+    kda = m.experimental_attention_variant == "kda" and hybrid is None
     glob, glob_var, blocks = _variants(m)
     ki = layer_kinds(m.num_layers, m.multi_latent_attention,
                      (m.moe_layer_freq if m.moe_layer_freq is not None else 1) if E else 0, linear, hybrid, mtp,
@@ -330,7 +346,8 @@ def _compute_shape(m) -> tuple:
                      hash_layers=m.moe_n_hash_layers if E else 0, mtp_dense=m.mtp_dense_mlp,
                      dsa_shared=dsa_shared_topk(m.num_layers, m.dsa_indexer_topk_freq, m.dsa_indexer_skip_topk_offset)
                      if dsa and hybrid is None and m.dsa_indexer_topk_freq > 1 else (),
-                     parallel_mamba=m.parallel_mamba_attention)
+                     parallel_mamba=m.parallel_mamba_attention,
+                     kda=kda, attn_res=(m.attn_res_block_size or 0) if kda else 0)
     mamba = MambaDims(m.mamba_num_heads or 2 * m.hidden_size // m.mamba_head_dim, m.mamba_head_dim,
                       m.mamba_num_groups, m.mamba_state_dim, m.mamba_gated_norm) if ki.mamba else None
     gdn = GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
@@ -362,6 +379,7 @@ def resolve(cfg: Config) -> Resolved:
     s = tr.seq_length or m.max_position_embeddings
     mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
     mla = m.multi_latent_attention
+    kda = m.experimental_attention_variant == "kda" and m.hybrid_layer_pattern is None
     v = (par.virtual_pipeline_model_parallel_size or 1) if layout is None else layout_stages(layout, p)
     plan, stages = placement(L, p, v, par.num_layers_in_first_pipeline_stage, par.num_layers_in_last_pipeline_stage,
                              par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split,
@@ -390,4 +408,7 @@ def resolve(cfg: Config) -> Resolved:
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
         s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,
+        kda=GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
+                    m.linear_num_value_heads) if kda else None,
+        attn_res=(m.attn_res_block_size or 0) if kda else 0, lat_norm=m.moe_latent_norm and bool(E),
     )

@@ -26,6 +26,10 @@ V4 = {**MOE, "multi_latent_attention": True, "q_lora_rank": 64, "v_head_dim": 64
       "experimental_attention_variant": "dsv4_hybrid", "csa_compress_ratios": [0, 4, 128, 0],
       "dsa_indexer_n_heads": 4, "dsa_indexer_head_dim": 32, "dsa_indexer_topk": 16, "o_groups": 4, "o_lora_rank": 32}
 V4HC = {**V4, "enable_hyper_connections": True}
+#: A small Kimi K3 (tests/model/layers/test_kimi.py's TINY, narrowed): KDA and gated MLA, latent MoE, SiTU.
+K3 = {**MOE, "multi_latent_attention": True, "qk_layernorm": True, "q_lora_rank": 64, "position_embedding_type": "none",
+      "attention_output_gate": True, "experimental_attention_variant": "kda", "linear_attention_freq": [1, 1, 0, 1],
+      "linear_num_key_heads": 4, "linear_num_value_heads": 4, "activation_func": "situ", "moe_latent_size": 64}
 
 #: Fields whose help text says they do not change the estimate, with why.
 NO_MEMORY_EFFECT = {
@@ -38,6 +42,8 @@ NO_MEMORY_EFFECT = {
 
 #: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
 VARIANTS = {
+    "model.attn_res_block_size": (make_config(K3), {"model": {"attn_res_block_size": 2}}),
+    "model.moe_latent_norm": (make_config(K3), {"model": {"moe_latent_norm": True}}),
     "model.csa_compress_ratios": (make_config(V4), {"model": {"csa_compress_ratios": [0, 4, 4, 0]}}),
     "model.csa_window_size": (make_config(V4), {"model": {"csa_window_size": 64}}),
     "model.o_groups": (make_config(V4), {"model": {"o_groups": 8}}),

@@ -21,7 +21,9 @@ MODEL = "--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1
 #: vision tower).
 NO_MEGATRON_LM_FLAGS = {"gemma-3-1b": "geglu", "qwen3-vl-30b-a3b": "model.vision_num_layers",
                         # DeepSeek-V4's fields are Megatron-Core dev-branch ones, without flags at the pinned revision
-                        "deepseek-v4-flash": "DeepSeek-V4"}
+                        "deepseek-v4-flash": "DeepSeek-V4",
+                        # Megatron-Bridge layer specs and towers (the Bridge recipes of issue 27)
+                        "gemma-3-4b-it": "model.vision_num_layers", "olmoe-1b-7b": "qk_layernorm_full_dim"}
 
 
 @pytest.mark.parametrize("name", [n for n in list_presets() if load_preset(n).training.peft is None])
@@ -280,3 +282,12 @@ def test_mxfp8_weights_and_tp_overlap_files_round_trip():
           "training": {"world_size": 2, "sequence_parallel": True}}
     with pytest.raises(UnsupportedError, match="--tp-comm-overlap-cfg PATH"):
         to_megatron_args(tp)
+
+
+def test_kimi_k3_has_no_megatron_lm_flags():
+    """Kimi K3's layers are Megatron-Bridge's own spec (models/kimi/kimi_k3_spec.py): pretrain_gpt.py cannot build
+    them, and the export says so by name instead of writing a command that builds another model."""
+    from tests.conftest import make_config
+    from tests.model.layers.test_kimi import TINY
+    with pytest.raises(UnsupportedError, match="experimental_attention_variant = kda"):
+        to_megatron_args(make_config(TINY, training={"seq_length": 64}))

@@ -11,6 +11,7 @@ from .glm import map_glm4_moe, map_glm4_moe_lite, map_glm_moe_dsa
 from .hybrid import (mamba2_attention_heads, map_falcon_h1, map_mamba2, map_nemotron_h, map_qwen3_5,
                      map_qwen3_next, nemotron_block_types)
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
+from .kimi import map_kimi_k3
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
 from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_mimo_v2_flash,
@@ -95,6 +96,10 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                    "shared expert)"),
     "mamba2": ("Mamba2ForCausalLM", "Mamba-2 (every layer a Mamba-2 mixer; Mamba-Codestral)"),
     "falcon_h1": ("FalconH1ForCausalLM", "Falcon-H1 (a Mamba-2 mixer beside attention in every layer, then an MLP)"),
+    # Kimi K3 (issue 27): Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi/kimi_k3_bridge.py
+    "kimi_k3": ("KimiK3ForConditionalGeneration", "Kimi K3 (Kimi delta attention, gated no-RoPE MLA, AttnRes, "
+                "normalised latent MoE, SiTU; the language model: Megatron-Bridge passes the vision tower through "
+                "uncounted)"),
 }
 
 
@@ -122,10 +127,6 @@ REFUSED: dict[str, str] = {
                              "not imported; describe it with model.vision_model_type radio and the model.vision_* "
                              "fields (32 layers of 1280, 16 heads, MLP 5120, patch 16, 16,384 positions, projector "
                              "20480) over the Nemotron-H language model of its llm_config"),
-    "kimi_k3": ("Kimi K3's layers as Megatron-Bridge builds them (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : "
-                "src/megatron/bridge/models/kimi/kimi_k3_layers.py: Kimi delta attention, no-RoPE MLA with an output "
-                "gate, AttnRes residual banks, latent MoE with a routed-expert norm, the SiTU activation) are not "
-                "modelled yet"),
 }
 
 
@@ -267,12 +268,13 @@ _OWN_MAPPING = {
     "sarvam_mla": map_sarvam,
     "mamba2": map_mamba2,
     "falcon_h1": map_falcon_h1,
+    "kimi_linear": map_kimi_k3,
 }
 
 
-#: model_types whose MLP is not gated: their mapping function reads hidden_act (Nemotron-4's relu2; Mamba-2 has no
-#: MLP, its hidden_act is the mixer's).
-_UNGATED = frozenset({"nemotron", "mamba2"})
+#: model_types whose mapping function reads hidden_act itself: an MLP that is not gated (Nemotron-4's relu2), no MLP
+#: (Mamba-2: its hidden_act is the mixer's), or an activation of its own (Kimi K3's situ).
+_UNGATED = frozenset({"nemotron", "mamba2", "kimi_linear"})
 
 
 #: Gated activations a family names its own way: MiniMax-M3's SwiGLU-OAI, x sigmoid(1.702 x) on the gate, is

@@ -94,6 +94,16 @@ _SARVAM = _COMMON | {"num_experts", "num_experts_per_tok", "num_shared_experts",
                      "moe_shared_expert_intermediate_size", "first_k_dense_replace", "use_qk_norm", "use_bias",
                      "moe_router_enable_expert_bias", "score_function", "embedding_dropout", "output_dropout"}
 
+#: Kimi K3's text_config keys (transformers' KimiLinearConfig as the published config.json writes them) beyond the
+#: common ones; the SiTU betas, the gate's lower bound, the router's renormalisation and scaling size no tensor.
+_KIMI_LINEAR = frozenset({
+    "activation_situ_beta", "activation_situ_linear_beta", "attn_res_block_size", "first_k_dense_replace",
+    "kv_lora_rank", "latent_moe_use_norm", "linear_attn_config", "mla_use_nope", "mla_use_output_gate",
+    "moe_intermediate_size", "moe_layer_freq", "moe_renormalize", "moe_router_activation_func", "num_expert_group",
+    "num_experts", "num_experts_per_token", "num_nextn_predict_layers", "num_shared_experts", "q_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "quantization_config", "routed_expert_hidden_size",
+    "routed_scaling_factor", "topk_group", "topk_method", "use_grouped_topk", "v_head_dim"})
+
 
 #: Keys each architecture understands on top of the common ones.
 KNOWN = {
@@ -200,4 +210,6 @@ KNOWN = {
                  "norm_before_gate", "rescale_prenorm_residual", "time_step_rank", "time_step_min", "time_step_max",
                  "time_step_floor", "time_step_limit", "time_step_init_scheme", "time_step_scale"},
     "sarvam_mla": _SARVAM | {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+    # Kimi K3's text_config (estimator.formats.hf.kimi)
+    "kimi_linear": _COMMON | _KIMI_LINEAR,
 }

@@ -71,6 +71,9 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # glm4_moe with no MTP layer: the bridge sets mtp_num_layers 0 for the VL model) and transformers' GLM-4V vision
     # tower (glm4v_vision).
     "glm4v_moe": (("glm4v_moe_text",), _VISION_TOP | _GLM4V_MEDIA),
+    # Megatron-Bridge @ 067f987d : kimi/kimi_k3_bridge.py (KimiK3Bridge): the language model of text_config
+    # (kimi_linear, :mod:`.kimi`); the vision tower and projector pass through the bridge and are not built.
+    "kimi_k3": (("kimi_linear",), _VISION_TOP | {"ignore_index", "image_placeholder", "media_placeholder_token_id"}),
 }
 
 

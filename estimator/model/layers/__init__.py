@@ -3,7 +3,8 @@
 A decoder layer of a Megatron-Core model is a token mixer followed by an MLP, either of which may be absent:
 
 - GPTModel's ``TransformerLayer`` holds both: self-attention (:mod:`.attention`), multi-latent attention
-  (:mod:`.mla`), DeepSeek sparse attention (:mod:`.dsa`, multi-latent attention with a lightning indexer),
+  (:mod:`.mla`), Kimi K3's Kimi delta attention and gated no-RoPE MLA with its AttnRes banks (:mod:`.kimi`),
+  DeepSeek sparse attention (:mod:`.dsa`, multi-latent attention with a lightning indexer),
   DeepSeek-V4's hybrid attention (:mod:`.dsv4`: a sliding window plus compressed keys, one layer's compression
   ratio in its ``var``), a gated delta net (:mod:`.gated_delta_net`, Qwen3-Next's linear-attention layers) or
   Falcon-H1's Mamba-2 mixer beside self-attention (``mamba_attention``, :data:`.mamba.PARALLEL`), then a
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import attention, dsa, dsv4, gated_delta_net, hyper_connection, linear_replacement, mamba, mla, mlp, moe
+from . import attention, dsa, dsv4, gated_delta_net, hyper_connection, kimi, linear_replacement, mamba, mla, mlp, moe
 from .base import Count, Ctx, Part
 
 __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
@@ -30,7 +31,8 @@ __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_componen
 
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
 MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "dsv4": dsv4, "gdn": gated_delta_net, "mamba": mamba,
-          "linear": linear_replacement.ATTENTION, "mamba_attention": mamba.PARALLEL}
+          "linear": linear_replacement.ATTENTION, "mamba_attention": mamba.PARALLEL,
+          "kda": kimi.KDA, "kimi_mla": kimi.MLA}
 #: MLP modules by name ("linear": a heterogeneous block's MLP replaced by one linear layer).
 MLPS = {"dense": mlp, "moe": moe, "linear": linear_replacement.MLP}
 
@@ -56,6 +58,7 @@ class LayerKind(NamedTuple):
         """A short name: "attention + MoE", "Mamba", "MLP"."""
         names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "dsv4": "DeepSeek-V4 attention",
                  "gdn": "gated delta net", "mamba": "Mamba", "mamba_attention": "Mamba beside attention",
+                 "kda": "Kimi delta attention", "kimi_mla": "gated MLA",
                  "dense": "MLP", "moe": "MoE", "linear": "linear"}
         label = " + ".join(names[p] for p in (self.mixer, self.mlp) if p) or "no-op"
         if self.var:
@@ -66,7 +69,8 @@ class LayerKind(NamedTuple):
 
 #: How a label names the resolved fields a kind overrides.
 _VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window", "cr": "compression",
-              "hash_route": "hash routing", "dsa_skip": "shared top-k", "sinks": "attention sinks"}
+              "hash_route": "hash routing", "dsa_skip": "shared top-k", "sinks": "attention sinks",
+              "ar": "AttnRes rows"}
 
 
 def view(r, kind: LayerKind):
@@ -88,7 +92,7 @@ def _parts(kind: LayerKind):
 def kind_params(r, kind: LayerKind) -> tuple[Count, Count]:
     """(dense-parallel part, routed-expert part) of one layer of this kind."""
     r = view(r, kind)
-    dense = hyper_connection.params(r)
+    dense = hyper_connection.params(r) + kimi.attn_res_params(r)
     for part in _parts(kind):
         dense = dense + part.params(r)
     return dense, (moe.expert_params(r) if kind.moe else Count())
@@ -100,6 +104,8 @@ def kind_components(r, kind: LayerKind) -> dict:
     r = view(r, kind)
     if r.hc:
         out["hyper_connections"] = hyper_connection.params(r).total
+    if r.attn_res:
+        out["attn_res"] = kimi.attn_res_params(r).total
     for part in _parts(kind):
         for k, n in part.components(r).items():
             out[k] = out.get(k, 0) + n

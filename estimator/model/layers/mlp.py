@@ -9,7 +9,8 @@ Parameters: fc1 h f up (+ f up bias), fc2 f h (+ h bias, replicated), norm nw h 
 post_layernorm (Gemma) one more norm nw h after fc2; with pre_layernorm false (OLMo 2) no norm before fc1.
 
 Activations per micro-batch on one GPU, in bytes: ``4 Tn h + B T f up / t + B T f / t``, the norm's input
-and output, fc1's output (the activation's input) and the activation's output (fc2's input); with
+and output, fc1's output (the activation's input; with Kimi K3's SiTU instead its six fp32 intermediates,
+``24 T f / t``) and the activation's output (fc2's input); with
 post_layernorm also the post-norm's input and statistics (``B Tn h + 4 Tn``). With pre_layernorm false fc1
 (TEColumnParallelLinear) keeps the layer input in place of the norm's input and output (``B Tn h``), which
 recomputing layernorm cannot drop. Under FP8 and NVFP4 the norm output is fc1's saved quantized input (FP8: 1 B per
@@ -25,13 +26,28 @@ from __future__ import annotations
 from ..fp8_scales import lin_saved
 from .base import Count, Ctx, Part
 
-__all__ = ["activations", "components", "linear_shapes", "linear_weights", "mlp_count", "params", "weight_shapes"]
+__all__ = ["SITU_BYTES", "act_input_saved", "activations", "components", "linear_shapes", "linear_weights",
+           "mlp_count", "params", "weight_shapes"]
 
 
 def mlp_count(h: int, f: int, gated: bool, bias: bool) -> Count:
     """fc1 h f (2 if gated) (+ bias), fc2 f h (+ h bias, replicated): one MLP without its norm."""
     up = f * (2 if gated else 1)
     return Count(h * up + f * h + (up if bias else 0), h if bias else 0)
+
+
+#: Bytes Kimi K3's SiTU keeps per element of its output (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi/
+#: kimi_k3_ops.py ``situ_and_mul``, unfused PyTorch on the fp32 copy of fc1's output, which itself is not kept):
+#: tanh(gate / 4), 4 tanh(gate / 4), sigmoid(gate), their product, tanh(up / 25) and 25 tanh(up / 25), six fp32 tensors.
+SITU_BYTES = 24
+
+
+def act_input_saved(r, B: int, n: int) -> int:
+    """Bytes the activation keeps of fc1's output for ``n`` activation-output elements: fc1's output itself
+    (``B n up``), or SiTU's six fp32 intermediates (:data:`SITU_BYTES` n)."""
+    if r.cfg.model.activation_func == "situ":
+        return SITU_BYTES * n
+    return B * n * (2 if r.gated else 1)
 
 
 def params(r) -> Count:
@@ -76,7 +92,7 @@ def activations(r, c: Ctx) -> Part:
         norm2_in, norm2_out = 0, lin_saved(c, Tn, h)
     norm2 = norm2_in + norm2_out
     f = r.f // r.t
-    fc1_out, act_out = B * T * f * up, lin_saved(c, T, f)
+    fc1_out, act_out = act_input_saved(r, B, T * f), lin_saved(c, T, f)
     if r.cfg.model.parallel_mamba_attention:
         # Falcon-H1's FalconH1MLP scales the gate by mlp_multipliers before the activation, in eager code: the
         # scaled gate (kept by silu) and silu's output (kept by the product) are kept as well.

@@ -30,11 +30,14 @@ MoE) or h::
                                        12 Tn k for Megatron's default softmax after top-k, 4 Tn E + 12 Tn k
                                        + 4 Tn for sigmoid with expert bias, + 4 Tn E (+ 4 Tn) with an aux loss)
     + R (B d + B fm up + B fm)         the experts' input, fc1 output and activation output (fm = expert width
-      + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below)
+      + R B fm                         / expert TP); the unweighted activation output unless SwiGLU (below);
+                                       Kimi K3's SiTU keeps six fp32 intermediates, 24 R fm, for fc1's output
     + B T fs up / t + B T fs / t       the shared expert, like a dense MLP of width fs
       + B Tn h                         with moe_shared_expert_gate: its output, kept by ``output * gate_score``
                                        for the gate's gradient (shared_experts.py ``SharedExpertMLP.forward``)
     + B Tn l                           latent MoE: fc2_latent_proj's input (the combined latent output)
+      + (4 + B) Tn l + 4 Tn            with moe_latent_norm (Kimi K3): the norm's fp32 input copy, its
+                                       normalised tensor and fp32 rstd
     + B U d                            deterministic mode, unfused permutation: the unpermute's source rows
                                        (:func:`unpermute_source`: U = R with allgather, Tn k with alltoall)
 
@@ -162,7 +165,7 @@ from __future__ import annotations
 from ...config.derived import effective_overload_factor
 from ..fp8_scales import lin_saved, quantized
 from .base import Count, Ctx, Part
-from .mlp import mlp_count
+from .mlp import act_input_saved, mlp_count
 from .router import gather_ranks, saved as router_saved
 
 __all__ = ["activations", "arriving_rows", "components", "dispatch_rows", "expert_params", "expert_shapes",
@@ -206,7 +209,13 @@ def latent_count(r) -> Count:
     if not r.lat:
         return Count()
     bias = r.cfg.model.add_bias_linear
-    return Count(0, 2 * r.h * r.lat + ((r.lat + r.h) if bias else 0))
+    return Count(0, 2 * r.h * r.lat + ((r.lat + r.h) if bias else 0) + _lat_norm(r))
+
+
+def _lat_norm(r) -> int:
+    """Kimi K3's routed_expert_norm: an RMSNorm of l weights on the combined latent output (Megatron-Bridge @
+    067f987d : src/megatron/bridge/models/kimi/kimi_k3_layers.py ``KimiK3MoELayer``), replicated."""
+    return r.lat if r.lat_norm else 0
 
 
 def expert_params(r) -> Count:
@@ -222,7 +231,8 @@ def params(r) -> Count:
 def components(r) -> dict:
     n = r.norm_w * r.h + gemma4_norms(r)
     return {"moe_router": router_count(r).total - n, "moe_shared_experts": shared_count(r).total,
-            "moe_latent": latent_count(r).total, "moe_experts": expert_params(r).total, "norms": n}
+            "moe_latent": latent_count(r).total - _lat_norm(r), "moe_experts": expert_params(r).total,
+            "norms": n + _lat_norm(r)}
 
 
 def active_experts(r) -> int:
@@ -445,7 +455,7 @@ def activations(r, c: Ctx) -> Part:
     weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
     # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
     local = r.E // r.ep
-    e_in, e_fc1 = lin_saved(c, rows, d, local), B * rows * fm * up
+    e_in, e_fc1 = lin_saved(c, rows, d, local), act_input_saved(r, B, rows * fm)
     act_out = lin_saved(c, rows, fm, local) + weighted
     experts = e_in + e_fc1 + act_out
     recompute = 0
@@ -456,13 +466,17 @@ def activations(r, c: Ctx) -> Part:
     shared = 0
     if r.fs:
         fs = r.fs // r.t
-        shared = B * T * fs * up + lin_saved(c, T, fs)
+        shared = act_input_saved(r, B, T * fs) + lin_saved(c, T, fs)
         if cfg.model.moe_shared_expert_gate:
             shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
         if "shared_experts" in c.modules:
             recompute += shared
             shared = 0
     latent = lin_saved(c, Tn, r.lat) if r.lat else 0
+    if r.lat_norm:
+        # Kimi K3's routed_expert_norm (a KimiRMSNorm on the combined latent output): the fp32 copy of its input, the
+        # fp32 rstd and the normalised tensor (its output is fc2_latent_proj's input, counted above).
+        latent += (4 + B) * Tn * r.lat + 4 * Tn
     # What the router's autograd graph (and the allgather dispatcher's masked_select) saves, derived from
     # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.model.layers.router).
     router = sum(router_saved(r, B, T, Tn).values())

@@ -247,13 +247,22 @@ def test_mlp_only_layers_are_checked_before_use():
             from_hf_config({**qwen, "mlp_only_layers": bad})
 
 
-def test_kimi_k3_is_refused_with_its_reason():
+def test_kimi_k3_imports_its_language_model():
     """moonshotai/Kimi-K3's genuine config.json (tests/formats/data, from ai-dynamo/aiconfigurator @ a77804e3 :
-    aic-core/src/aiconfigurator_core/model_configs/moonshotai--Kimi-K3_config.json): its layers (Kimi delta
-    attention, gated no-RoPE MLA, AttnRes banks, normalised latent MoE, SiTU) are not modelled, and the refusal
-    says so by name instead of listing every supported architecture first."""
+    aic-core/src/aiconfigurator_core/model_configs/moonshotai--Kimi-K3_config.json) maps to the language model
+    Megatron-Bridge's KimiK3Bridge builds (kimi/kimi_k3_bridge.py provider_bridge): KDA in the 69 layers of
+    linear_attn_config.kda_layers (1-based), gated no-RoPE MLA in the 24 others, AttnRes every 12 layers, a latent MoE
+    of 896 experts in 3584 with its routed-expert norm, 2 x 3072 shared, one dense layer, SiTU. Its parameter count
+    is tested in tests/model/layers/test_kimi.py."""
     from pathlib import Path
     cfg = json.loads((Path(__file__).parents[1] / "data" / "moonshotai--Kimi-K3_config.json").read_text())
-    with pytest.raises(UnsupportedError, match=r"KimiK3ForConditionalGeneration \(model_type kimi_k3\) is not "
-                                               r"supported: Kimi K3's layers .*Kimi delta attention"):
-        from_hf_config(cfg)
+    m = from_hf_config(cfg)
+    assert m["experimental_attention_variant"] == "kda" and m["activation_func"] == "situ"
+    assert sum(m["linear_attention_freq"]) == 69 and m["linear_attention_freq"][3] == 0
+    assert (m["attn_res_block_size"], m["moe_latent_size"], m["moe_latent_norm"]) == (12, 3584, True)
+    assert (m["num_experts"], m["moe_router_topk"], m["moe_shared_expert_intermediate_size"]) == (896, 16, 6144)
+    assert m["moe_layer_freq"] == [0] + [1] * 92 and m["position_embedding_type"] == "none"
+    bad = json.loads(json.dumps(cfg))
+    bad["text_config"]["linear_attn_config"]["kda_layers"] = [1, 2]
+    with pytest.raises(ConfigError, match=r"kda_layers.*each of the 93 layers exactly once"):
+        from_hf_config(bad)
