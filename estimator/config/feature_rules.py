@@ -487,9 +487,9 @@ def _fine_grained_offload_problems(cfg) -> list[Problem]:
         P.append(Problem(field, list(value) if isinstance(value, tuple) else value, msg))
 
     if not fgo:
-        for name, default in (("offload_modules", None), ("min_offloaded_tensor_size", 1048576),
-                              ("activation_offload_fraction", 1.0), ("delta_offload_bytes_across_pp_ranks", 0)):
-            value = getattr(tr, name)
+        for name in ("offload_modules", "min_offloaded_tensor_size", "activation_offload_fraction",
+                     "delta_offload_bytes_across_pp_ranks"):
+            value, default = getattr(tr, name), type(tr).__dataclass_fields__[name].default     # the schema's
             if value != default and not (name == "offload_modules" and not value):   # [] as Bridge's recipes set it
                 shown = list(value) if isinstance(value, tuple) else value
                 add(f"training.{name}", value, f"{shown} applies only with fine_grained_activation_offloading: true")

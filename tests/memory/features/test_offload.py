@@ -215,6 +215,7 @@ def test_fine_grained_offloading_refusals():
         est({**FGO, "offload_modules": ["attn_proj"]})
     with pytest.raises(ConfigError, match=r"training.offload_modules: \['core_attn'\] applies only with fine_grained"):
         est({"offload_modules": ["core_attn"]})
+    assert est({"offload_modules": []}).activations_bytes == est().activations_bytes   # as Bridge's recipes write it
     with pytest.raises(ConfigError, match="training.activation_offload_fraction: 0.5 applies only with"):
         est({"activation_offload_fraction": 0.5})
     with pytest.raises(ConfigError, match="offloading fused_group_mlp is not modelled"):
