@@ -179,6 +179,8 @@ def test_fine_grained_offloading_on_one_gpu():
     assert s.host == {"activations_pinned": 276_824_064}
     assert s.activations["offloaded"] == -276_824_064 and s.activations["offload_reloaded"] == 88_080_384
     assert s.device_bytes < base.device_bytes
+    e = estimate(make_config(MODEL, None, {"seq_length": T, "world_size": 1, **FGO}))
+    assert any(a.startswith("Fine-grained activation offloading (Megatron-Core's policy)") for a in e.assumptions)
 
 
 def test_fine_grained_policy_on_a_pipeline_with_virtual_stages():
