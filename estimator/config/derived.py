@@ -37,6 +37,7 @@ def recipe_features(cfg) -> list[tuple[str, object]]:
           ("training.peft", tr.peft is not None), ("training.optimizer", tr.optimizer != "adam"),
           ("training.optimizer_cpu_offload", tr.optimizer_cpu_offload), ("training.cpu_offloading", tr.cpu_offloading),
           ("training.cpu_offloading_num_layers", tr.cpu_offloading_num_layers > 0),
+          ("training.fine_grained_activation_offloading", tr.fine_grained_activation_offloading),
           ("training.cuda_graph_impl", tr.cuda_graph_impl != "none"),
           ("training.overlap_moe_expert_parallel_comm", tr.overlap_moe_expert_parallel_comm),
           ("training.defer_embedding_wgrad_compute", tr.defer_embedding_wgrad_compute),

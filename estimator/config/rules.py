@@ -119,7 +119,7 @@ def _dispatch_wgrad_not_modelled(cfg: Config) -> list[str]:
         out.append(what + "PEFT: delayed GEMMs of frozen experts and their adapters are not modelled")
     if tr.cuda_graph_impl != "none":
         out.append(what + f"cuda_graph_impl {tr.cuda_graph_impl}: graphed expert backward is not modelled")
-    if tr.cpu_offloading:
+    if tr.cpu_offloading or tr.fine_grained_activation_offloading:
         out.append(what + "activation offloading: not modelled")
     return out
 
@@ -151,7 +151,7 @@ def _delay_wgrad_not_modelled(cfg: Config) -> list[str]:
         out.append(what + "recompute of mlp: the recomputed dense MLP's delayed inputs are not modelled")
     if tr.peft is not None:
         out.append(what + "PEFT: delayed GEMMs of frozen weights and adapters are not modelled")
-    if tr.cpu_offloading:
+    if tr.cpu_offloading or tr.fine_grained_activation_offloading:
         out.append(what + "activation offloading: not modelled")
     return out
 

@@ -818,10 +818,34 @@ class TrainingConfig:
     cpu_offloading_num_layers: int = _f(0, "Layers whose activations are offloaded with cpu_offloading (fewer than "
                                         "num_layers; no pipeline parallelism, no recompute).", type="int", min=0,
                                         max=100000, flag="--cpu-offloading-num-layers")
-    fine_grained_activation_offloading: bool = _f(False, "Megatron-Core's fine-grained activation offloading (the "
-                                                  "saved tensors of chosen modules to pinned host memory). Not "
-                                                  "modelled: true is refused (what stays on the GPU depends on "
-                                                  "Megatron-Core's run-time policy).", type="bool")
+    fine_grained_activation_offloading: bool = _f(
+        False, "Megatron-Core's fine-grained activation offloading: the tensors the modules in offload_modules save "
+        "for the backward pass go to pinned host memory at the end of each module's forward and come back one "
+        "group ahead in the backward pass; the last layer's groups of the first backward chunk stay (the offload "
+        "margin). The estimate carries its own error band (estimator/memory/features/offload.py).", type="bool",
+        flag="--fine-grained-activation-offloading")
+    offload_modules: list[str] | None = _f(
+        None, "With fine_grained_activation_offloading: the modules whose saved tensors are offloaded, one group "
+        "per module and layer (attn_norm: the attention norm's input where the norm is its own module, as with "
+        "MLA; qkv_linear: the QKV projection, MLA's down/up projections; core_attn: the core attention, the s x s "
+        "probabilities of unfused attention; attn_proj: the output projection's input; mlp_norm: an MoE layer's "
+        "pre-MLP norm input; expert_fc1: the routed experts' fc1 input; moe_act: their activation's input). "
+        "fused_group_mlp and gdp_qkv are not modelled.", type="str_list",
+        choices=("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act",
+                 "fused_group_mlp", "gdp_qkv"), flag="--offload-modules")
+    min_offloaded_tensor_size: int = _f(
+        1048576, "With fine_grained_activation_offloading: saved tensors of fewer elements than this stay on the "
+        "GPU (elements, not bytes; Megatron-Core's default 1024 x 1024).", type="int", unit="elements", min=0,
+        max=10**15, flag="--min-offloaded-tensor-size")
+    activation_offload_fraction: float = _f(
+        1.0, "With fine_grained_activation_offloading: the fraction of each model chunk's offloadable groups that "
+        "is offloaded; the later groups of the chunk (int(n x (1 - fraction)) of them) stay on the GPU.",
+        type="float", min=0.0, max=1.0, flag="--activation-offload-fraction")
+    delta_offload_bytes_across_pp_ranks: int = _f(
+        0, "With fine_grained_activation_offloading: pipeline rank p keeps p x this many bytes of groups on the "
+        "GPU (whole groups, from the first model chunks to run their backward pass), to even out memory across "
+        "the pipeline ranks.", type="int", unit="bytes", min=0, max=10**15,
+        flag="--delta-offload-bytes-across-pp-ranks")
     use_transformer_engine_op_fuser: bool = _f(
         False, "Run the routed experts through Transformer Engine's operation fuser (Megatron-Core's TEGroupedMLP "
         "fused path). With an mxfp8 FP8 recipe and grouped GEMM it is TE's fused grouped MLP, the one whose saved "

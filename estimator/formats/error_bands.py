@@ -8,8 +8,10 @@ where ``point`` is a stage's ``device_bytes`` and ``band`` the worst measured un
 configuration belongs to (:func:`band_for`). The figures per class are measured, not chosen: they live in
 :mod:`.error_bands_data`, generated from the data files under ``validation/`` by
 :mod:`estimator.validation.bands` (which says which runs and which figure of each) and checked against them by
-``tests/validation/test_error_bands.py``. A class with fewer than :data:`MIN_RUNS` measured runs takes the overall
-worst.
+``tests/validation/test_error_bands.py``. A class with fewer than :data:`MIN_RUNS` measured runs is too thinly
+measured to stand on its own: it takes the worst of the classes measured on at least :data:`MIN_RUNS` runs, but
+never less than its own measured worst (so a class whose few runs miss by more keeps its own figure); a class with
+no run at all takes the overall worst.
 
 The bound is one multiplication, so the layout search applies it to thousands of layouts at no cost. It does not
 include MoE routing imbalance beyond ``training.moe_overload_factor``: the point already counts that factor, and
@@ -24,7 +26,8 @@ from . import error_bands_data as _data
 
 __all__ = ["Band", "CLASSES", "MIN_RUNS", "band_for", "classes_of"]
 
-#: Fewer measured runs than this and a class takes the overall worst under-estimate.
+#: Fewer measured runs than this and a class takes the worst of the well-measured classes (never less than its own
+#: worst; the overall worst where it has no run).
 MIN_RUNS = 5
 
 #: Feature classes: name -> what drives the band, in words.
@@ -36,6 +39,7 @@ CLASSES = {
     "fsdp": "FSDP",
     "cuda_graphs_full_iteration": "full-iteration CUDA graphs",
     "cuda_graphs_per_layer": "per-layer CUDA graphs",
+    "fine_grained_activation_offloading": "fine-grained activation offloading",
 }
 
 
@@ -49,12 +53,13 @@ def _get(cfg, section: str, name: str, default=None):
 def classes_of(config) -> tuple:
     """The classes of a configuration (a :class:`~estimator.config.schema.Config` or its dict), in :data:`CLASSES` order.
 
-    ``dense`` / ``moe`` only without FSDP and CUDA graphs, whose runs miss by more; ``fp8`` or ``nvfp4`` beside any
-    of them (``nvfp4`` has no measured run, so it takes the overall worst)."""
+    ``dense`` / ``moe`` only without FSDP, CUDA graphs and fine-grained activation offloading, whose runs miss by
+    more; ``fp8`` or ``nvfp4`` beside any of them (``nvfp4`` has no measured run, so it takes the overall worst)."""
     out = []
     graphs = _get(config, "training", "cuda_graph_impl", "none") or "none"
     fsdp = bool(_get(config, "parallelism", "use_torch_fsdp2") or _get(config, "parallelism", "use_megatron_fsdp"))
-    if graphs == "none" and not fsdp:
+    offload = bool(_get(config, "training", "fine_grained_activation_offloading"))
+    if graphs == "none" and not fsdp and not offload:
         out.append("moe" if _get(config, "model", "num_experts") else "dense")
     if _get(config, "precision", "fp8"):
         out.append("fp8")
@@ -66,6 +71,8 @@ def classes_of(config) -> tuple:
         out.append("cuda_graphs_full_iteration")
     elif graphs != "none":
         out.append("cuda_graphs_per_layer")
+    if offload:
+        out.append("fine_grained_activation_offloading")
     return tuple(out)
 
 
@@ -75,7 +82,8 @@ class Band:
 
     fraction: float        # upper bound = point x (1 + fraction)
     drivers: tuple         # the configuration's classes (CLASSES keys)
-    driver: str            # the class whose figure is used, or "overall" where it has too few runs
+    driver: str            # the class whose figure is used; "measured" (the worst of the well-measured classes) or
+    #                        "overall" (no run of the class) where it has too few runs
     worst_error_pct: float  # the measured worst signed error (%) behind the fraction
     runs: int              # measured runs behind that figure
     worst_run: str
@@ -87,8 +95,11 @@ class Band:
             return f"a band of {100 * self.fraction:.1f} % given by the caller"
         what = ", ".join(CLASSES[c] for c in self.drivers)
         if self.driver == "overall":
-            return (f"{what}: too few measured runs of this class, so the overall worst applies, "
+            return (f"{what}: no measured run of this class, so the overall worst applies, "
                     f"{self.worst_error_pct:+.1f} % on {self.runs} runs")
+        if self.driver == "measured":
+            return (f"{what}: too few measured runs of this class, so the worst of the well-measured classes "
+                    f"applies, {self.worst_error_pct:+.1f} % ({self.worst_run})")
         return f"{what}: measured worst {self.worst_error_pct:+.1f} % on {self.runs} runs of this class"
 
     def to_dict(self) -> dict:
@@ -97,10 +108,22 @@ class Band:
                 "worst_run": self.worst_run, "reason": self.reason}
 
 
+def _well_measured() -> dict:
+    """The worst of the classes measured on at least :data:`MIN_RUNS` runs, as a row of the table."""
+    rows = [r for r in _data.CLASSES.values() if r["runs"] >= MIN_RUNS]
+    return min(rows, key=lambda r: r["worst_error_pct"]) if rows else _data.OVERALL
+
+
 def _figure(name: str) -> tuple:
+    """(driver, row) of one class: its own figure with enough runs; with fewer, the worse of its own worst and the
+    well-measured classes' worst; with none, the overall worst."""
     row = _data.CLASSES.get(name)
-    if row is None or row["runs"] < MIN_RUNS:
+    if row is None:
         return "overall", _data.OVERALL
+    if row["runs"] < MIN_RUNS:
+        floor = _well_measured()
+        if floor["worst_error_pct"] < row["worst_error_pct"]:
+            return "measured", floor
     return name, row
 
 

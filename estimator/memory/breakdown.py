@@ -54,6 +54,7 @@ LABELS = {
     "recompute_retained_inputs": "Optimizer step: recomputed MoE inputs and gradients kept from the backward",
     "optimizer_offload_staging": "Optimizer step: fp32 buffer of the copy back from the CPU (offload)",
     "offloaded": "Activations offloaded to the host (taken off)",
+    "offload_reloaded": "Offloaded activations reloaded in the backward pass (two groups at once)",
     "paged_stash_moved": "MoE experts' saved tensors moved into the paged stash (taken off)",
     "paged_stash_reload": "MoE experts' saved tensors of one layer outside the paged stash (forward, reload)",
     "paged_stash_buffers": "MoE paged stash: GPU buffers",

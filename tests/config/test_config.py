@@ -255,7 +255,7 @@ def test_interleaved_micro_batch_override_is_checked_too():
     ("deepseek-v3", {"parallelism.expert_model_parallel_size": 32, "training.world_size": 2048}),
     ("llama-3-8b", {"parallelism.tensor_model_parallel_size": 3}),              # heads do not divide
     ("llama-3-8b", {"training.micro_batch_size": "two"}),                          # not an integer
-    ("llama-3-8b", {"training.offload_modules": ["core_attn"]}),                  # no such field
+    ("llama-3-8b", {"training.offload_modules": ["core_attn"]}),                  # only with fine-grained offloading
     ("qwen3-8b", {"precision.use_precision_aware_optimizer": True, "training.optimizer_cpu_offload": True}),
 ])
 def test_with_fields_is_config_from_dict_of_the_changed_configuration(preset, changes):

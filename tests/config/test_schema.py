@@ -207,9 +207,7 @@ def _merge(base: dict, change: dict) -> dict:
 
 
 #: Fields whose setting is refused as not modelled (the configuration names them and says why).
-REFUSED_SETTINGS = {
-    "training.fine_grained_activation_offloading": {"training": {"fine_grained_activation_offloading": True}},
-}
+REFUSED_SETTINGS: dict = {}
 
 
 @pytest.mark.parametrize("spec", field_specs(), ids=lambda s: s.path)

@@ -50,6 +50,10 @@ HYBRIDEP = FLEX + " --moe-router-dtype fp32 --moe-flex-dispatcher-backend hybrid
 BUDGET = HYBRIDEP + " --moe-expert-rank-capacity-factor 1.5"
 STASH_NO_FUSER = BUDGET + " --moe-grouped-gemm --use-distributed-optimizer --fp8-format e4m3 --fp8-recipe mxfp8 --moe-paged-stash"
 STASH = STASH_NO_FUSER + " --use-transformer-engine-op-fuser"
+#: Fine-grained activation offloading: MoE layers with MLA (own attention norm), PP 2 with VPP 2 and 4 micro-batches.
+FGO_BASE = (MOE.replace("--num-layers 4", "--num-layers 8") + " --multi-latent-attention --pipeline-model-parallel-size "
+            "2 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 16 --attention-backend unfused")
+FGO = FGO_BASE + " --fine-grained-activation-offloading --offload-modules core_attn attn_norm"
 
 #: Four heterogeneous blocks: the second without attention, the third with a narrower MLP.
 HETERO = ('{"block_configs": [{"attention": {}, "mlp": {}}, {"attention": {"no_op": true}, "mlp": {}}, '
@@ -174,6 +178,12 @@ CHANGES = {
     "optimizer_cpu_offload": (PAO, "--optimizer-cpu-offload"),
     "optimizer_offload_fraction": (PAO + " --optimizer-cpu-offload", "--optimizer-offload-fraction 0.5"),
     "cpu_offloading_num_layers": (BF16, "--cpu-offloading-num-layers 2"),
+    "fine_grained_activation_offloading": (FGO_BASE, "--fine-grained-activation-offloading --offload-modules "
+                                           "core_attn"),
+    "offload_modules": (FGO, "--offload-modules core_attn attn_norm expert_fc1", FGO),
+    "min_offloaded_tensor_size": (FGO, "--min-offloaded-tensor-size 100000000"),
+    "activation_offload_fraction": (FGO, "--activation-offload-fraction 0.5"),
+    "delta_offload_bytes_across_pp_ranks": (FGO, "--delta-offload-bytes-across-pp-ranks 100000000"),
     "cuda_graph_impl": (BF16, "--cuda-graph-impl transformer_engine"),
     "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
     "cuda_graph_warmup_steps": (TEG, "--cuda-graph-warmup-steps 0"),
@@ -409,20 +419,19 @@ def test_unknown_flags_are_errors_with_close_matches():
 
 def test_refused_flags_are_all_named_with_their_reason():
     with pytest.raises(RefusedFlagsError) as exc:
-        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --delta-offload-bytes-across-pp-ranks 4096 "
+        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --mlp-chunks-for-training 2 "
                            "--optimizer lion")
     assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache",
-                                                 "--delta-offload-bytes-across-pp-ranks 4096", "--optimizer lion"]
+                                                 "--mlp-chunks-for-training 2", "--optimizer lion"]
     assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
 
 
 def test_refused_flags_at_megatrons_default_are_harmless():
-    """--muon-scalar-optimizer adam and --delta-offload-bytes-across-pp-ranks 0 are what Megatron-LM does
-    anyway."""
-    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --delta-offload-bytes-across-pp-ranks 0")
+    """--muon-scalar-optimizer adam and --mlp-chunks-for-training 1 are what Megatron-LM does anyway."""
+    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --mlp-chunks-for-training 1")
     assert len(imp.notes) == 2 and all("Megatron-LM's default" in n for n in imp.notes)
-    with pytest.raises(RefusedFlagsError, match="delta-offload-bytes-across-pp-ranks"):
-        read_megatron_args(PP2 + " --delta-offload-bytes-across-pp-ranks 4096")
+    with pytest.raises(RefusedFlagsError, match="mlp-chunks-for-training"):
+        read_megatron_args(PP2 + " --mlp-chunks-for-training 2")
 
 
 def test_no_effect_flags_come_with_their_reason():

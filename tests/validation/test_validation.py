@@ -388,3 +388,22 @@ def test_twin_goldens_differ_by_the_workspaces_the_older_pytorch_left_out():
     gib = 2 ** 30
     est = (BY_ID[name + "-h100"].comparison.estimated_gib - BY_ID[name + "-gb200"].comparison.estimated_gib) * gib
     assert round(est) == by_hand
+
+
+def test_fine_grained_offloading_goldens():
+    """Issue 28: the three Megatron-LM CI goldens with fine-grained activation offloading
+    (gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading on GB200 and H100, 8,285,769,216 B and
+    8,320,577,024 B peak allocated on the last rank; ..._no_mtp_no_a2a_ovlp_fine_grained_offloading on H100,
+    7,156,871,168 B) are estimated from Megatron-Core's policy (estimator/memory/features/offload.py) and compared
+    here. The policy read from the source brackets the two MTP goldens from above (0 to +6 %) but misses the case
+    without MTP by 13 to 14.5 % low, the lagging device-to-host copies; a gap note keeps all three out of the
+    accuracy target, and the error-band class of the feature takes them (tests/validation/test_error_bands.py)."""
+    base = "mlm-moe-gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_"
+    mtp = [BY_ID[base + "fine_grained_offloading-gb200"], BY_ID[base + "fine_grained_offloading-h100"]]
+    no_mtp = BY_ID[base + "no_mtp_no_a2a_ovlp_fine_grained_offloading-h100"]
+    for c in (*mtp, no_mtp):
+        assert c.status == "compared" and c.note_kind == "gap" and "record_stream" in c.reason, c.id
+    assert [c.comparison.measured_gib * 2**30 for c in (*mtp, no_mtp)] == [8_285_769_216, 8_320_577_024,
+                                                                            7_156_871_168]
+    assert all(0.0 < c.comparison.error_pct < 6.0 for c in mtp)
+    assert -14.5 < no_mtp.comparison.error_pct < -13.0

@@ -108,8 +108,9 @@ class Plan:
         self.step_modelled = step_modelled(cfg)
         acts = dict(enumerate(acts))    # layer-kind index (r.kinds) -> LayerActivations
         self.stash = paged_stash.applies(cfg) and any(k.moe for k in r.kinds)
+        self.fine_grained = tr.fine_grained_activation_offloading
         if (self.frozen or tr.cuda_graph_impl != "none"
-                or tr.overlap_moe_expert_parallel_comm or self.stash):
+                or tr.overlap_moe_expert_parallel_comm or self.stash or self.fine_grained):
             acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a, r.kinds[k]) for k, a in acts.items()}
@@ -134,6 +135,15 @@ class Plan:
             and pr.disable_parameter_transpose_cache
         self.full_recompute = tr.recompute_granularity == "full"
         self.offload_layers = tr.cpu_offloading_num_layers if tr.cpu_offloading else 0
+        if self.fine_grained:
+            # The offload groups each layer kind opens (offload.py), in forward order.
+            B = 4 if cfg.precision.params_dtype == "fp32" else 2
+            mods = frozenset(tr.offload_modules or ())
+            self.groups = {k: offload.layer_groups(r.kinds[k], a.parts, mods, tr.min_offloaded_tensor_size, B)
+                           for k, a in acts.items()}
+            self.mtp_groups = {name for k in set(r.mtp_kinds)
+                               for name, _ in offload.layer_groups(r.kinds[k], layer_activations(
+                                   r, r.kinds[k], parts=True).parts, mods, tr.min_offloaded_tensor_size, B)}
         self.graphs = tr.cuda_graph_impl == "transformer_engine"
         self.full_graph = tr.cuda_graph_impl == "full_iteration"    # the plain peak, a pool beside it (step_outside)
         if self.graphs:
@@ -181,6 +191,9 @@ class Plan:
             out = last and c_idx == len(chunks) - 1
             root = q.root if out or (first and c_idx == 0) else 0
             held = held_per_layer(self.r.cfg.training, [self.acts[k] for k in kinds])
+            if self.fine_grained:
+                # What the backward pass releases of a layer is what stayed on the GPU (offload.py).
+                held = [h - sum(b for _, b in self.groups[k]) for h, k in zip(held, kinds)]
             got = fsdp.grads_in_backward(q, q.units[start:start + len(kinds)], held,
                                          q.root if out else 0, root, phase, value, bwd_work,
                                          self.loss_act if out else 0)
@@ -329,6 +342,19 @@ class Plan:
         if self.offload_layers:
             moved = sum(flight) * sum(self.acts[k].saved for k in kinds[:self.offload_layers])
             host["activations_pinned"] = moved
+        if self.fine_grained:
+            # Fine-grained activation offloading (offload.py): the listed groups of the handlers in flight on the
+            # host, but what Megatron-Core's policy keeps, and the two groups reloaded at once in the backward pass.
+            fg = offload.fine_grained_offload(
+                [[g for k in self._kinds(c.layers) for g in self.groups[k]] for c in r.plan[s_idx].chunks],
+                [self.mtp_groups if len(c.mtp) else frozenset() for c in r.plan[s_idx].chunks], flight, last,
+                s_idx, tr.activation_offload_fraction, tr.delta_offload_bytes_across_pp_ranks)
+            moved = fg.moved
+            if moved:
+                host["activations_pinned"] = moved
+            if fg.reloaded:
+                parts["offload_reloaded"] = fg.reloaded
+                activations += fg.reloaded
         if moved:
             parts["offloaded"] = -moved
             activations -= moved

@@ -95,6 +95,17 @@ def assumptions(r) -> list[str]:
     if tr.cpu_offloading or tr.cpu_offloading_num_layers:
         out.append(f"Layer-wise activation offloading: the activations of the first {tr.cpu_offloading_num_layers} "
                    "layers are in pinned host memory at the end of the forward pass.")
+    if tr.fine_grained_activation_offloading:
+        out.append("Fine-grained activation offloading (Megatron-Core's policy): the saved tensors of "
+                   f"{', '.join(tr.offload_modules or ())} of at least {tr.min_offloaded_tensor_size:,} elements are "
+                   "in pinned host memory, except the last layer's groups of the first backward chunk (the offload "
+                   "margin), the last layer's groups of the last stage's loss chunk"
+                   + (f", the later {1 - tr.activation_offload_fraction:g} of each chunk's groups"
+                      if tr.activation_offload_fraction < 1 else "")
+                   + (f", {tr.delta_offload_bytes_across_pp_ranks:,} B per pipeline rank"
+                      if tr.delta_offload_bytes_across_pp_ranks else "")
+                   + "; two groups are back at once in the backward pass. Copies that lag the forward pass are not "
+                   "modelled: the error band (measured on Megatron-LM's CI runs) covers them.")
     if tr.moe_paged_stash:
         if paged_stash.applies(cfg):
             out.append(f"MoE paged stash: the experts' fc1 input, activation input and fc2 input of the MoE layers in "

@@ -88,7 +88,7 @@ RECIPES = {
 
         def _pretrain_common() -> ConfigContainer:
             cfg = ConfigContainer()
-            cfg.model.fine_grained_activation_offloading = True
+            cfg.model.cpu_offloading_double_buffering = True
             return cfg
 
         def _precision(kind):
@@ -108,7 +108,7 @@ RECIPES = {
 
         def demo_pretrain_a_config():
             cfg = _pretrain_common()
-            cfg.model.fine_grained_activation_offloading = False
+            cfg.model.cpu_offloading_double_buffering = False
             cfg.model.moe_flex_dispatcher_backend = "nccl_ep"
             return cfg
 
@@ -126,7 +126,7 @@ RECIPES = {
 
         def demo_pretrain_vl_config():
             cfg = _pretrain_common()
-            cfg.model.fine_grained_activation_offloading = False
+            cfg.model.cpu_offloading_double_buffering = False
             hf_path = "Qwen/Qwen3-VL-8B-Instruct"
             cfg.model = AutoBridge.from_hf_pretrained(hf_path).to_megatron_provider(load_weights=False)
             cfg.model.freeze_language_model = True
@@ -152,11 +152,11 @@ RECIPES = {
 def test_static_reading_of_a_small_recipe_tree(tmp_path):
     """A hand-made recipe tree, read by hand:
 
-    - ``demo_pretrain_a_config``: ``_pretrain_common`` sets ``fine_grained_activation_offloading = True``, the
+    - ``demo_pretrain_a_config``: ``_pretrain_common`` sets ``cpu_offloading_double_buffering = True``, the
       recipe sets it back to False (the default: a later assignment replaces the earlier one, so it does not count),
       and sets ``moe_flex_dispatcher_backend = "nccl_ep"``, a value REFUSED_VALUES refuses (deepep and hybridep
       are modelled): 1 refused setting.
-    - ``demo_pretrain_b_config``: offloading True from ``_pretrain_common`` (refused), and ``quant_recipe`` set
+    - ``demo_pretrain_b_config``: double buffering True from ``_pretrain_common`` (refused), and ``quant_recipe`` set
       through ``_tune(cfg.model)`` to a run-time value (counts as set): 2 refused settings; ``tp_comm_overlap`` is
       modelled.
     - ``demo_sft_c_config``: recipe a, then ``moe_flex_dispatcher_backend = "deepep"`` (modelled): 0 refused;
@@ -168,7 +168,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
       together with a vision tower: 1 refused setting, ``model.cuda_graph_impl``.
     - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
 
-    So 5 recipes read, 1 with nothing refused; offloading 1 recipe, quant_recipe 1, the dispatcher value 1,
+    So 5 recipes read, 1 with nothing refused; double buffering 1 recipe, quant_recipe 1, the dispatcher value 1,
     freeze_language_model 1 (the only refusal of recipe c: its model is no Hugging Face model with a tower),
     cuda_graph_impl 1.
     """
@@ -179,7 +179,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
     assert recs["demo_pretrain_vl_config"] == []
     assert [w for w, _ in recs["demo_pretrain_vl_graphs_config"]] == ["model.cuda_graph_impl"]
     assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
-    assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == ["model.fine_grained_activation_offloading",
+    assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == ["model.cpu_offloading_double_buffering",
                                                                      "model.quant_recipe"]
     assert [w for w, _ in recs["demo_sft_c_config"]] == ["model.freeze_language_model"]
     assert result["outside"]["demo_sft_c_config"] == []

@@ -134,20 +134,138 @@ def test_layer_offloading_moves_the_first_layers_activations():
     assert s.host == {"activations_pinned": 2 * per_layer}
 
 
-def test_fine_grained_activation_offloading_is_refused():
-    """Regression: Megatron-Core's policy read from the source (the listed groups on the host but the offload
-    margin, one group reloaded ahead in the backward pass) is -3.4/-3.8 % to +3.3/+2.9 % on the two CI cases with
-    MTP but -14 % to -22 % on gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_offloading
-    (estimator/memory/features/offload.py), so the setting is refused, in the configuration and in the launch-argument
-    importer."""
-    with pytest.raises(ConfigError, match="fine-grained activation offloading is not modelled"):
+FGO = {"attention_backend": "unfused", "fine_grained_activation_offloading": True,
+       "offload_modules": ["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm"]}
+
+
+def test_fine_grained_groups_of_one_layer():
+    """One layer of the small model (plain attention, dense MLP, T = 2048, bf16, unfused attention, no recompute),
+    by hand. attn_norm and mlp_norm open no group: with Transformer Engine both norms are fused into the next
+    linear (LayerNormLinear; input_layernorm / pre_mlp_layernorm are IdentityOp, transformer_layer.py
+    _set_offload_modules). The groups, in forward order:
+    qkv_linear: the layer input and the norm's output the fused linear keeps, 2 x 2048 x 1024 x 2 B = 8,388,608 B
+    (2,097,152 elements each, above min_offloaded_tensor_size = 1,048,576);
+    core_attn: q, k, v 3 x 2048 x 1024 x 2 B = 12,582,912 B + the softmax output 2048 x 2048 x 8 heads x 2 B =
+    67,108,864 B = 79,691,776 B (the softmax's fp32 row statistics, 2048 x 8 = 16,384 elements, stay: under the
+    limit); attn_proj: the output projection's input, 2048 x 1024 x 2 B = 4,194,304 B.
+    Per layer 92,274,688 B leave; the MLP's 2 x 16,777,216 B (fc1 output, GeLU output) and its norm's 2 x
+    4,194,304 B stay. A limit of 4,000,000 elements offloads only q, k, v (taken as one tensor of 6,291,456
+    elements) and the probabilities (33,554,432 elements): the 2,097,152-element tensors of qkv_linear and attn_proj
+    stay, their groups empty."""
+    from estimator.config.load import load_config
+    from estimator.memory.activations import layer_activations
+    from estimator.model.resolve import resolve
+    r = resolve(load_config(make_config(MODEL, None, {"seq_length": T, "world_size": 1, **FGO})))
+    kind = r.kinds[0]
+    parts = layer_activations(r, kind, parts=True).parts
+    mods = frozenset(FGO["offload_modules"])
+    assert offload.layer_groups(kind, parts, mods, 1_048_576, 2) == (
+        ("qkv_linear", 8_388_608), ("core_attn", 12_582_912 + 67_108_864), ("attn_proj", 4_194_304))
+    assert offload.layer_groups(kind, parts, mods, 4_000_000, 2) == (
+        ("qkv_linear", 0), ("core_attn", 79_691_776), ("attn_proj", 0))
+
+
+def test_fine_grained_offloading_on_one_gpu():
+    """One GPU, one micro-batch in flight, 4 layers in one chunk (groups as above, 92,274,688 B per layer). The
+    offload margin keeps the last layer's three groups (the first backward chunk's last group of each name), and so
+    does the last-stage rule (its backward follows at once): layers 0-2 leave, 3 x 92,274,688 = 276,824,064 B to
+    pinned host memory. In the backward pass the core_attn group being differentiated and the qkv_linear group
+    reloaded after it are back together: 79,691,776 + 8,388,608 = 88,080,384 B (the larger of the consecutive
+    pairs; attn_proj + core_attn is 83,886,080 B). So the activations drop by 276,824,064 - 88,080,384 =
+    188,743,680 B; the host holds the 276,824,064 B, counted in no device figure."""
+    base = est({"attention_backend": "unfused"})
+    s = est(FGO)
+    assert base.activations_bytes - s.activations_bytes == 276_824_064 - 88_080_384 == 188_743_680
+    assert s.host == {"activations_pinned": 276_824_064}
+    assert s.activations["offloaded"] == -276_824_064 and s.activations["offload_reloaded"] == 88_080_384
+    assert s.device_bytes < base.device_bytes
+    e = estimate(make_config(MODEL, None, {"seq_length": T, "world_size": 1, **FGO}))
+    assert any(a.startswith("Fine-grained activation offloading (Megatron-Core's policy)") for a in e.assumptions)
+
+
+def test_fine_grained_policy_on_a_pipeline_with_virtual_stages():
+    """Megatron-Core's keep rules on a PP 2 x VPP 2 stage, by hand: each chunk has two layers of groups core_attn
+    (10 B) and attn_proj (1 B), so a micro-batch of a chunk offers 22 B; chunk 1 has 2 micro-batches in flight,
+    chunk 0 three. Handlers in backward order: chunk 1's two, then chunk 0's three (110 B in all).
+    - first stage: the margin keeps the second layer's groups of chunk 1's first handler (11 B): 99 B leave. The
+      largest reloaded pair is attn_proj + core_attn of one layer, 11 B.
+    - last stage (chunk 1 holds the loss): the last layer's groups of both its handlers stay: 88 B leave.
+    - pipeline rank 1 with delta 15 B: 15 B to keep, whole groups from the first backward handler in forward order:
+      its core_attn (10) and attn_proj (1) of layer 0, then the next handler's first core_attn (10): 21 B besides
+      the margin's 11, so 110 - 32 = 78 B leave.
+    - fraction 0.5: each handler keeps the later int(n x 0.5) of its n offloaded groups: the margin's handler 1 of
+      its remaining 2 (attn_proj, 1 B), the other four 2 of 4 (the second layer's, 11 B): 110 - 11 - 1 - 44 = 54 B."""
+    layer = [("core_attn", 10), ("attn_proj", 1)]
+    chunks = [layer * 2, layer * 2]
+    none = [frozenset(), frozenset()]
+    first = offload.fine_grained_offload(chunks, none, (3, 2), False, 0, 1.0, 0)
+    assert (first.moved, first.kept, first.reloaded) == (99, 11, 11)
+    assert offload.fine_grained_offload(chunks, none, (3, 2), True, 1, 1.0, 0).moved == 88
+    assert offload.fine_grained_offload(chunks, none, (3, 2), False, 1, 1.0, 15).moved == 78
+    assert offload.fine_grained_offload(chunks, none, (3, 2), False, 0, 0.5, 0).moved == 54
+    # An MTP layer in the last chunk takes the margin and the last-stage rule: it is never offloaded.
+    mtp = offload.fine_grained_offload(chunks, [frozenset(), frozenset({"core_attn", "attn_proj"})], (3, 2), True,
+                                       1, 1.0, 0)
+    assert mtp.moved == 110
+
+
+def test_fine_grained_offloading_refusals():
+    """Megatron-Core's own checks, and the combinations not modelled, each named with the field and value."""
+    with pytest.raises(ConfigError, match=r"training.offload_modules: is \[\]: fine_grained_activation_offloading needs"):
         est({"fine_grained_activation_offloading": True})
-    cmd = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings "
-           "1024 --micro-batch-size 1 --vocab-size 32000 --bf16 --fine-grained-activation-offloading "
-           "--offload-modules core_attn")
-    with pytest.raises(UnsupportedError, match="--fine-grained-activation-offloading: fine-grained activation "
-                                               "offloading is not modelled"):
-        read_megatron_args(cmd)
+    with pytest.raises(ConfigError, match="attn_proj needs core_attn"):
+        est({**FGO, "offload_modules": ["attn_proj"]})
+    with pytest.raises(ConfigError, match=r"training.offload_modules: \['core_attn'\] applies only with fine_grained"):
+        est({"offload_modules": ["core_attn"]})
+    assert est({"offload_modules": []}).activations_bytes == est().activations_bytes   # as Bridge's recipes write it
+    with pytest.raises(ConfigError, match="training.activation_offload_fraction: 0.5 applies only with"):
+        est({"activation_offload_fraction": 0.5})
+    with pytest.raises(ConfigError, match="offloading fused_group_mlp is not modelled"):
+        est({**FGO, "offload_modules": ["fused_group_mlp"]})
+    with pytest.raises(ConfigError, match="training.transformer_impl: is local; fine-grained activation "
+                                          "offloading runs only with transformer_engine"):
+        est({**FGO, "transformer_impl": "local"})
+    with pytest.raises(ConfigError, match="training.cuda_graph_impl: transformer_engine is not modelled with "
+                                          "fine_grained_activation_offloading"):
+        est({**FGO, "cuda_graph_impl": "transformer_engine"})
+    with pytest.raises(ConfigError, match="training.recompute_granularity: full is not modelled with"):
+        est({**FGO, "recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1})
+    with pytest.raises(ConfigError, match="cannot be enabled with fine_grained_activation_offloading"):
+        est({**FGO, "cpu_offloading": True, "cpu_offloading_num_layers": 1})
+    with pytest.raises(ConfigError, match="training.fine_grained_activation_offloading: not modelled for "
+                                          "hybrid"):
+        estimate(make_config({**MODEL, "hybrid_layer_pattern": "M*M*"}, None,
+                             {"seq_length": T, "world_size": 1, **FGO}))
+
+
+def test_fine_grained_offloading_from_the_launchers():
+    """The Megatron-LM flags and the Megatron-Bridge fields set the same configuration and the same estimate;
+    the Megatron export writes the flags back."""
+    from estimator.formats.bridge.config import read_bridge_config
+    from estimator.formats.megatron_export import to_megatron_args
+    cmd = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --ffn-hidden-size 4096 --seq-length 2048 "
+           "--max-position-embeddings 2048 --micro-batch-size 1 --vocab-size 32000 --bf16 --attention-backend "
+           "unfused --fine-grained-activation-offloading --offload-modules core_attn attn_proj "
+           "--min-offloaded-tensor-size 2000000 --activation-offload-fraction 0.5")
+    imp = read_megatron_args(cmd, world_size=1)
+    tr = imp.config["training"]
+    assert tr["fine_grained_activation_offloading"] is True and tr["offload_modules"] == ["core_attn", "attn_proj"]
+    assert tr["min_offloaded_tensor_size"] == 2_000_000 and tr["activation_offload_fraction"] == 0.5
+    words = to_megatron_args(imp.config)
+    for flag in ("--fine-grained-activation-offloading", "--offload-modules core_attn attn_proj",
+                 "--min-offloaded-tensor-size 2000000", "--activation-offload-fraction 0.5"):
+        assert flag in " ".join(words)
+    back = read_megatron_args(words, world_size=1).config
+    assert estimate(back).stages[0].allocated_bytes == estimate(imp.config).stages[0].allocated_bytes
+    bridge = {"model": {"num_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
+                        "seq_length": 2048, "vocab_size": 32000, "fine_grained_activation_offloading": True,
+                        "offload_modules": ["core_attn", "attn_proj"], "min_offloaded_tensor_size": 2000000,
+                        "activation_offload_fraction": 0.5, "delta_offload_bytes_across_pp_ranks": 0},
+              "train": {"micro_batch_size": 1, "global_batch_size": 1}}
+    b = read_bridge_config(bridge, world_size=1).config["training"]
+    for name in ("fine_grained_activation_offloading", "offload_modules", "min_offloaded_tensor_size",
+                 "activation_offload_fraction"):
+        assert b[name] == tr[name], name
 
 
 def test_offload_rules():
