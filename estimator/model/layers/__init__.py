@@ -65,7 +65,7 @@ class LayerKind(NamedTuple):
 
 
 #: How a label names the resolved fields a kind overrides.
-_VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window", "cr": "compression",
+_VAR_NAMES = {"a": "query heads", "dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window", "cr": "compression",
               "hash_route": "hash routing", "dsa_skip": "shared top-k", "sinks": "attention sinks"}
 
 
