@@ -14,7 +14,7 @@ from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
 from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_mimo_v2_flash,
-                  map_minimax_m2, map_minimax_m3, map_olmoe, map_sarvam)
+                  map_minimax_m2, map_minimax_m3, map_olmoe, map_sarvam, map_step3p5)
 from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
 from .source import read_hf_config
@@ -95,6 +95,9 @@ SUPPORTED: dict[str, tuple[str, str]] = {
                    "shared expert)"),
     "mamba2": ("Mamba2ForCausalLM", "Mamba-2 (every layer a Mamba-2 mixer; Mamba-Codestral)"),
     "falcon_h1": ("FalconH1ForCausalLM", "Falcon-H1 (a Mamba-2 mixer beside attention in every layer, then an MLP)"),
+    # famE (issue 27): Step 3.5 Flash
+    "step3p5": ("Step3p5ForCausalLM", "Step 3.5 Flash (sliding-window layers with their own query heads, gated "
+                "attention output, MoE with a shared expert, dense MTP layers)"),
 }
 
 
@@ -267,6 +270,8 @@ _OWN_MAPPING = {
     "sarvam_mla": map_sarvam,
     "mamba2": map_mamba2,
     "falcon_h1": map_falcon_h1,
+    # famE (issue 27)
+    "step3p5": map_step3p5,
 }
 
 
