@@ -31,7 +31,7 @@ import json
 
 import pytest
 
-from estimator import ConfigError, UnsupportedError, count_parameters_of, from_hf_config, load_config
+from estimator import ConfigError, EstimatorError, UnsupportedError, count_parameters_of, from_hf_config, load_config
 from estimator.cli.commands import main
 from estimator.memory.activations import layer_activations
 from estimator.model.resolve import resolve
@@ -212,3 +212,23 @@ def test_num_global_attention_heads_rules():
     with pytest.raises(ConfigError, match="divisible by num_query_groups"):
         load_config(make_config({**base, "global_attention_freq": 2, "num_global_attention_heads": 6}))
     load_config(make_config({**base, "global_attention_freq": 2, "num_global_attention_heads": 8}))
+
+
+WRONG = [[1], ["silu"], {"a": 1}, "abc", True, False, -1, 0, 1.5, float("nan"), float("inf"), 10 ** 30, None]
+
+
+def test_step3p5_a_wrong_value_for_any_key_is_an_error_that_names_it():
+    """Every key of CONFIG (and of attention_other_setting) replaced by each WRONG value: a model section or an
+    EstimatorError; a ConfigError names the key (or num_hidden_layers, which layer_types is measured against)."""
+    cases = [({**CONFIG, key: w}, key) for key in CONFIG for w in WRONG]
+    cases += [({**CONFIG, "attention_other_setting": {**CONFIG["attention_other_setting"], key: w}},
+               f"attention_other_setting.{key}") for key in CONFIG["attention_other_setting"] for w in WRONG]
+    for hf, key in cases:
+        try:
+            from_hf_config(hf)
+        except ConfigError as exc:
+            fields = {p.field for p in exc.problems}
+            assert fields <= {f"config.json:{key}", "config.json:num_hidden_layers", "config.json:layer_types",
+                              "config.json:moe_layers_enum"}, (key, hf.get(key), exc)
+        except EstimatorError:
+            pass
