@@ -125,6 +125,13 @@ REFUSED: dict[str, str] = {
                              "not imported; describe it with model.vision_model_type radio and the model.vision_* "
                              "fields (32 layers of 1280, 16 heads, MLP 5120, patch 16, 16,384 positions, projector "
                              "20480) over the Nemotron-H language model of its llm_config"),
+    # famE (issue 27): Megatron-Bridge @ 067f987d : models/stepfun/step37_bridge.py (Step37Bridge, source
+    # Step3p7ForConditionalGeneration) builds Step 3.5's decoder (step37_provider.py Step37ModelProvider extends
+    # Step35ModelProvider) under modelling_step37/vision_model.py's eager PyTorch Perception-Encoder G/14
+    "step3p7": ("Step 3.7 is a vision-language model whose vision tower (Megatron-Bridge's Step37VisionModel: an "
+                "eager PyTorch Perception-Encoder ViT with LayerScale, 2D RoPE and two strided-convolution "
+                "downsamplers, then the vit_large_projector) the estimator does not model; its language model is "
+                "Step 3.5 Flash's decoder (model_type step3p5, supported): import text_config alone to count that"),
     "kimi_k3": ("Kimi K3's layers as Megatron-Bridge builds them (NVIDIA-NeMo/Megatron-Bridge @ 067f987d : "
                 "src/megatron/bridge/models/kimi/kimi_k3_layers.py: Kimi delta attention, no-RoPE MLA with an output "
                 "gate, AttnRes residual banks, latent MoE with a routed-expert norm, the SiTU activation) are not "
