@@ -130,6 +130,25 @@ def test_step3p5_checkpoint_bytes_confirm_the_layer_shapes():
     assert full_gate_mtp + 4 * EXPERT_BIAS != 398_768_626_944
 
 
+def test_step3p5_model_card_figures_to_their_rounding():
+    """vllm-project/recipes @ aac225ac : StepFun/Step-3.5-Flash.md: "only 11B active parameters out of 196B
+    parameters", the model card's figures: Hugging Face's decoder with its per-head gates (g_proj a x h), without
+    the embedding and output layer and without the MTP layers. From the estimate without MTP layers: minus the
+    embedding and output layer (2 x 128,896 x 4096 = 1,055,916,032), minus the full-width gate's 127 of every 128
+    rows (12 x 64 x 127 x 4096 + 33 x 96 x 127 x 4096 = 2,047,475,712): 195,900,214,336, 196B; active, minus 280
+    of 288 experts in 42 layers (42 x 280 x 15,728,640 = 184,968,806,400): 10,931,407,936, 11B. With the full-width
+    gate the total would round to 198B: the card's figure is the bridge's fallback, the model card's the head-wise
+    gate."""
+    m = {k: v for k, v in from_hf_config(CONFIG).items() if k not in ("mtp_num_layers", "mtp_dense_mlp")}
+    c = count_parameters_of(_cfg(m))
+    gates = 12 * 64 * 127 * H + 33 * 96 * 127 * H
+    assert gates == 2_047_475_712 and c.embedding + c.output_layer == 1_055_916_032
+    total = c.total - c.embedding - c.output_layer - gates
+    active = total - 42 * 280 * 3 * H * 1280
+    assert (total, active) == (195_900_214_336, 10_931_407_936)
+    assert (round(total / 1e9), round(active / 1e9)) == (196, 11)
+    assert round((total + gates) / 1e9) == 198
+
 def test_step3p5_attention_activations_by_hand():
     """One micro-batch of 4096 tokens at TP 8 with sequence parallelism (512 tokens per rank outside attention),
     bf16. Per rank a sliding layer has 12 query heads, a global one 8, and one key/value head of 128.
