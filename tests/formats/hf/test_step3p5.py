@@ -12,9 +12,12 @@ published config.json names it (the bridge's comments say so: model_type step3p5
   ``mapping_registry``: q/k norms, g_proj, router bias);
 - the bridge's ``_MTPDenseLayerSpecsList`` docstring ("MTP layers 45-47 are NOT in moe_layers_enum") and the
   provider's "full-attention layers (num_attention_heads=64) interleave with sliding-attention layers
-  (num_attention_heads=96)"; the full-attention layers are every fourth from layer 0, the layer_types of the
-  Step-3.7 text configs vendored by NVIDIA/aiconfigurator's and AlexsJones/llmfit's tests, and SGLang's cookbook
-  (docs/autoregressive/StepFun/Step3.5.md: "SWA and GA with a 3:1 ratio");
+  (num_attention_heads=96)", three sliding per global one (sgl-project/sgl-cookbook @ 459699ab :
+  docs/autoregressive/StepFun/Step3.5.md, "SWA and GA with a 3:1 ratio"). The full-attention layers are put at
+  every fourth layer from 0, as the Step-family test configs found publicly write them; the count does not depend
+  on where they are, only on how many: the card's total holds with 12 full-attention layers and 33 + 3 (MTP)
+  sliding ones and with no other split (each layer moved between the kinds changes it by 4096 x 32 x 128 x 3 =
+  50,331,648: query, gate and output widths);
 - vocabulary 128,896: the verification card below, whose three exported MTP output heads occupy 3,167,748,096
   bytes = 3 x 2 x 4096 x 128,896.
 
