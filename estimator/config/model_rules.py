@@ -185,12 +185,14 @@ def model_problems(cfg) -> list[Problem]:
 def _global_rules(m, t: int, pattern) -> list[Problem]:
     """Gemma 4's global-attention layers (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/
     modeling_gemma4.py ``Gemma4SelfAttention``: a SelfAttention whose kv_channels and num_query_groups are the
-    global ones): a pattern of num_layers entries, self-attention only, key/value heads that divide the query
-    heads and split over the tensor-parallel ranks."""
+    global ones; Step 3.5 Flash's also take their own query heads, Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/stepfun/step35_provider.py ``Step35DecoderLayer``): a pattern of num_layers entries,
+    self-attention only, key/value heads that divide the query heads, both split over the tensor-parallel
+    ranks."""
     out: list[Problem] = []
     freq = m.global_attention_freq
     if freq is None:
-        for name in ("global_kv_channels", "num_global_query_groups"):
+        for name in ("global_kv_channels", "num_global_query_groups", "num_global_attention_heads"):
             if getattr(m, name) is not None:
                 out.append(Problem("model." + name, getattr(m, name), "applies only with global_attention_freq "
                                    "(the global-attention layers)"))
@@ -203,10 +205,20 @@ def _global_rules(m, t: int, pattern) -> list[Problem]:
         out.append(Problem("model.global_attention_freq", freq if isinstance(freq, int) else list(freq),
                            "modelled for self-attention layers only (not with MLA, DSA, gated delta nets, a hybrid "
                            "pattern or heterogeneous layers)"))
+    a = m.num_global_attention_heads
+    if a is not None and a % t:
+        out.append(Problem("model.num_global_attention_heads", a, f"num_global_attention_heads ({a}) must be "
+                           f"divisible by tensor_model_parallel_size ({t})"))
+    heads = a or m.num_attention_heads
     g = m.num_global_query_groups
+    if a is not None and g is None and m.num_query_groups is not None and a % m.num_query_groups:
+        out.append(Problem("model.num_global_attention_heads", a, f"num_global_attention_heads ({a}) must be "
+                           f"divisible by num_query_groups ({m.num_query_groups}), the global layers' key/value "
+                           "heads unless num_global_query_groups is set"))
     if g is not None:
-        if m.num_attention_heads % g:
-            out.append(Problem("model.num_global_query_groups", g, f"num_attention_heads ({m.num_attention_heads}) "
+        if heads % g:
+            name = "num_global_attention_heads" if a else "num_attention_heads"
+            out.append(Problem("model.num_global_query_groups", g, f"{name} ({heads}) "
                                f"must be divisible by num_global_query_groups ({g})"))
         if g % t:
             out.append(Problem("model.num_global_query_groups", g, f"num_global_query_groups ({g}) must be "

@@ -328,6 +328,14 @@ class ModelConfig:
                                          "MiMoV2FlashTEDotProductAttention). Megatron-LM has no flag for it.",
                                          type="str", choices=("vanilla", "off-by-one", "learnable"),
                                          derived="softmax_type")
+    # famE (issue 27): Step 3.5 Flash. Megatron-Bridge @ 067f987d : src/megatron/bridge/models/stepfun/
+    # (step35_provider.py Step35DecoderLayer, step35_bridge.py provider_bridge).
+    num_global_attention_heads: int | None = _f(None, "Step 3.5 Flash: query heads of the global-attention layers "
+                                                "(global_attention_freq) where they differ from num_attention_heads "
+                                                "(64 there, 96 in its sliding-window layers: Megatron-Bridge's "
+                                                "Step35DecoderLayer builds each layer kind with its own head count). "
+                                                "Megatron-LM has no flag for it.", type="int", min=1, max=MAX_HEADS,
+                                                derived="num_attention_heads")
     # famD (issue 27): Falcon-H1
     parallel_mamba_attention: bool = _f(False, "Falcon-H1: every decoder layer runs a Mamba-2 mixer (the mamba_* "
                                         "fields) and self-attention side by side on one shared RMSNorm, adds their "

@@ -78,6 +78,8 @@ def default_layout(model: dict, gpus: int = DEFAULT_GPUS, seq_length: int = DEFA
     split = [heads, groups]               # and what Megatron-Core splits the same way in other layer kinds
     if model.get("num_global_query_groups"):
         split.append(model["num_global_query_groups"])      # Gemma 4's global-attention layers
+    if model.get("num_global_attention_heads"):
+        split.append(model["num_global_attention_heads"])   # Step 3.5 Flash's global-attention layers
     if "M" in (model.get("hybrid_layer_pattern") or ""):
         split += [model.get("mamba_num_groups") or 8, model.get("mamba_num_heads") or 1]
     if model.get("experimental_attention_variant") in ("gdn", "gated_delta_net") or "G" in (model.get("hybrid_layer_pattern") or ""):

@@ -307,18 +307,20 @@ def _model_shape(m) -> tuple:
 
 def _variants(m) -> tuple:
     """(global-attention flag per layer or None, the global layers' overrides, heterogeneous blocks or None) of a
-    model section: the layers that differ from the model's own head width, key/value heads, attention sinks
-    (global_softmax_type) or MLP width."""
+    model section: the layers that differ from the model's own query heads (num_global_attention_heads), head
+    width, key/value heads, attention sinks (global_softmax_type) or MLP width."""
     dh = m.kv_channels or m.hidden_size // m.num_attention_heads
     g = m.num_query_groups or m.num_attention_heads
     glob = glob_var = None
     if m.global_attention_freq is not None and m.hybrid_layer_pattern is None:
         glob = global_pattern(m.num_layers, m.global_attention_freq)
         sinks = m.softmax_type == "learnable"
-        glob_var = tuple((k, v) for k, v in (("dh", m.global_kv_channels or dh), ("g", m.num_global_query_groups
+        own = {"a": m.num_attention_heads, "dh": dh, "g": g, "sinks": sinks}
+        glob_var = tuple((k, v) for k, v in (("a", m.num_global_attention_heads or m.num_attention_heads),
+                                             ("dh", m.global_kv_channels or dh), ("g", m.num_global_query_groups
                                                                                   or g),
                                              ("sinks", (m.global_softmax_type or m.softmax_type) == "learnable"))
-                         if v != {"dh": dh, "g": g, "sinks": sinks}[k])
+                         if v != own[k])
     blocks = None
     if m.heterogeneous_layers_config is not None and m.hybrid_layer_pattern is None:
         from ..config.model_rules import parse_blocks as parse

@@ -200,7 +200,9 @@ def _refuse_layers_upstream_cannot_count(cfg: Config, formula: str) -> None:
                                   ("pre_layernorm false", not m.pre_layernorm),
                                   ("qk_layernorm_full_dim", m.qk_layernorm_full_dim),
                                   ("mtp_dense_mlp", m.mtp_dense_mlp),
-                                  ("v_channels (value heads of their own width)", m.v_channels is not None))
+                                  ("v_channels (value heads of their own width)", m.v_channels is not None),
+                                  ("num_global_attention_heads (the global layers' own query heads)",
+                                   m.num_global_attention_heads is not None))
             if on]
     if what:
         raise UnsupportedError(f"the {formula} formula has no term for {', '.join(what)} (Megatron-LM's report "

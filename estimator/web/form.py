@@ -43,6 +43,7 @@ LABELS = {
     "model.mtp_use_repeated_layer": "One MTP layer at every depth", "model.mtp_dense_mlp": "Dense MLP in MTP layers",
     "model.hidden_dropout": "Hidden dropout",
     "model.v_channels": "Value head width", "model.global_softmax_type": "Global layers' softmax",
+    "model.num_global_attention_heads": "Global layers' heads",
     "model.attention_dropout": "Attention dropout",
     "parallelism.tensor_model_parallel_size": "Tensor parallel (TP)",
     "parallelism.pipeline_model_parallel_size": "Pipeline parallel (PP)",

@@ -89,6 +89,9 @@ VARIANTS = {
     "model.v_channels": (make_config(MODEL), {"model": {"v_channels": 32}}),
     "model.global_softmax_type": (make_config({**MODEL, "global_attention_freq": 2, "softmax_type": "learnable"}),
                                   {"model": {"global_softmax_type": "vanilla"}}),
+    # Step 3.5 Flash: fewer query heads in the global-attention layers.
+    "model.num_global_attention_heads": (make_config({**MODEL, "global_attention_freq": 2}),
+                                         {"model": {"num_global_attention_heads": 4}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
     "precision.store_param_remainders": (

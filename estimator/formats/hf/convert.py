@@ -14,10 +14,11 @@ from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .kimi import map_kimi_k3
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_mimo_v2_flash,
-                  map_minimax_m2, map_minimax_m3, map_olmoe, map_sarvam)
+from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_minimax_m2,
+                  map_minimax_m3, map_olmoe, map_sarvam)
 from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
+from .sliding import map_mimo_v2_flash, map_step3p5
 from .source import read_hf_config
 from .towers import VISION_TOWERS, read_vision
 
@@ -100,6 +101,9 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "kimi_k3": ("KimiK3ForConditionalGeneration", "Kimi K3 (Kimi delta attention, gated no-RoPE MLA, AttnRes, "
                 "normalised latent MoE, SiTU; the language model: Megatron-Bridge passes the vision tower through "
                 "uncounted)"),
+    # famE (issue 27): Step 3.5 Flash
+    "step3p5": ("Step3p5ForCausalLM", "Step 3.5 Flash (sliding-window layers with their own query heads, gated "
+                "attention output, MoE with a shared expert, dense MTP layers)"),
 }
 
 
@@ -127,6 +131,13 @@ REFUSED: dict[str, str] = {
                              "not imported; describe it with model.vision_model_type radio and the model.vision_* "
                              "fields (32 layers of 1280, 16 heads, MLP 5120, patch 16, 16,384 positions, projector "
                              "20480) over the Nemotron-H language model of its llm_config"),
+    # famE (issue 27): Megatron-Bridge @ 067f987d : models/stepfun/step37_bridge.py (Step37Bridge, source
+    # Step3p7ForConditionalGeneration) builds Step 3.5's decoder (step37_provider.py Step37ModelProvider extends
+    # Step35ModelProvider) under modelling_step37/vision_model.py's eager PyTorch Perception-Encoder G/14
+    "step3p7": ("Step 3.7 is a vision-language model whose vision tower (Megatron-Bridge's Step37VisionModel: an "
+                "eager PyTorch Perception-Encoder ViT with LayerScale, 2D RoPE and two strided-convolution "
+                "downsamplers, then the vit_large_projector) the estimator does not model; its language model is "
+                "Step 3.5 Flash's decoder (model_type step3p5, supported): import text_config alone to count that"),
 }
 
 
@@ -269,6 +280,8 @@ _OWN_MAPPING = {
     "mamba2": map_mamba2,
     "falcon_h1": map_falcon_h1,
     "kimi_linear": map_kimi_k3,
+    # famE (issue 27)
+    "step3p5": map_step3p5,
 }
 
 

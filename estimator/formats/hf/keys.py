@@ -212,4 +212,14 @@ KNOWN = {
     "sarvam_mla": _SARVAM | {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
     # Kimi K3's text_config (estimator.formats.hf.kimi)
     "kimi_linear": _COMMON | _KIMI_LINEAR,
+    # famE (issue 27): Step 3.5 Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/stepfun/
+    # configuration_step35.py and step35_bridge.py; the RoPE, clamp and layer-switch keys change no tensor)
+    "step3p5": (_COMMON - {"num_key_value_heads", "attention_bias", "mlp_bias"})
+               | {"num_attention_groups", "max_seq_len", "moe_intermediate_size", "moe_num_experts", "moe_top_k",
+                  "share_expert_dim", "share_expert_dims", "norm_expert_weight", "mtp_layer_types",
+                  "attention_other_setting", "use_head_wise_attn_gate", "attention_output_gate",
+                  "num_nextn_predict_layers", "moe_layers_enum", "use_qk_norm", "zero_centered",
+                  "moe_router_activation", "moe_router_scaling_factor", "use_moe_router_bias", "need_fp32_gate",
+                  "swiglu_limits", "swiglu_limits_shared", "partial_rotary_factors", "yarn_only_types",
+                  "use_rope_layers", "use_moe", "moe_every_n_layer", "moe_layer_offset", "att_impl_type", "sink"},
 }

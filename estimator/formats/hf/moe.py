@@ -1,12 +1,12 @@
 """MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE, K-EXAONE
-(EXAONE MoE), MiMo-V2-Flash (sliding-window and global attention with their own key/value heads and sinks),
-MiniMax-M3's language model, Hy3 (Hunyuan V3) and Sarvam (its GQA and multi-latent-attention variants)."""
+(EXAONE MoE), MiniMax-M3's language model, Hy3 (Hunyuan V3) and Sarvam (its GQA and multi-latent-attention
+variants). MiMo-V2-Flash and Step 3.5 Flash are in :mod:`.sliding`."""
 
 from __future__ import annotations
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from .llama import gqa
-from .reader import Reader, pattern_value, refuse_true
+from .reader import Reader, layer_flags, pattern_value, refuse_true
 
 
 def map_ernie4_5_moe(r: Reader, m: dict) -> None:
@@ -269,87 +269,6 @@ def map_exaone_moe(r: Reader, m: dict) -> None:
             m["mtp_use_repeated_layer"] = True
 
 
-def _layer_flags(r: Reader, key: str, L: int) -> list[int]:
-    """A list of num_hidden_layers 0/1 entries (MiMo-V2-Flash's hybrid_layer_pattern and moe_layer_freq)."""
-    v = r.hf.get(key)
-    if not isinstance(v, list) or len(v) != L or any(type(x) is not int or x not in (0, 1) for x in v):
-        raise ConfigError(Problem(f"config.json:{key}", v, f"must be a list of num_hidden_layers ({L}) entries, "
-                                  "each 0 or 1"))
-    return v
-
-
-def map_mimo_v2_flash(r: Reader, m: dict) -> None:
-    """MiMo-V2-Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/mimo_v2_flash_bridge.py
-    ``provider_bridge``, mimo_v2_flash_provider.py, modeling_mimo_v2_flash.py). hybrid_layer_pattern gives each
-    layer's attention: 1 sliding window (swa_num_key_value_heads key/value heads, learnable sinks with
-    add_swa_attention_sink_bias), 0 global (num_key_value_heads, sinks with add_full_attention_sink_bias). Here the
-    sliding-window layers are the model's own (num_query_groups, softmax_type) and the global ones its
-    global-attention layers (global_attention_freq, num_global_query_groups, global_softmax_type). Query and key
-    heads are head_dim wide, value heads v_head_dim (v_channels); the swa_ head counts and widths must equal the
-    global ones (Bridge builds both kinds from one num_attention_heads, kv_channels and v_head_dim). moe_layer_freq
-    (a 0/1 list) says which layers are MoE: n_routed_experts of moe_intermediate_size, top-k sigmoid routing with the
-    expert bias (topk_method noaux_tc), no aux loss (Bridge: load balancing none, pre-softmax), no shared expert;
-    the others a dense MLP of intermediate_size. The config.json does not state the MTP layers: Bridge counts the
-    checkpoint's model.mtp.layers.* (three in MiMo-V2-Flash) and builds each with sliding-window attention and a
-    dense MLP: add mtp_num_layers 3 with mtp_dense_mlp true to train with them.
-    layernorm_epsilon is the norms' epsilon; attention_value_scale, the RoPE bases and partial rotary, the window and
-    chunk sizes change no tensor."""
-    hf = r.hf
-    refuse_true(r, "attention_bias", why="MiMo-V2-Flash's projections have no biases (Bridge maps none)")
-    if hf.get("hybrid_block_size") is not None:
-        raise UnsupportedError(f"config.json:hybrid_block_size = {show(hf['hybrid_block_size'])} for "
-                               f"{r.mt}: only the per-layer hybrid_layer_pattern is mapped (as Megatron-Bridge does)")
-    L, a = m["num_layers"], m["num_attention_heads"]
-    head_dim, v_dim = r.int("head_dim"), r.int("v_head_dim")
-    for key, same in (("swa_num_attention_heads", a), ("swa_head_dim", head_dim), ("swa_v_head_dim", v_dim)):
-        v = r.int(key, same)
-        if v != same:
-            raise UnsupportedError(f"config.json:{key} = {v} differs from its global-attention counterpart ({same}) "
-                                   f"for {r.mt}: Megatron-Bridge builds both attention kinds with one "
-                                   "num_attention_heads, kv_channels and v_head_dim")
-    full_g, swa_g = r.int("num_key_value_heads"), r.int("swa_num_key_value_heads")
-    swa_sinks, full_sinks = r.flag("add_swa_attention_sink_bias"), r.flag("add_full_attention_sink_bias")
-    swa = _layer_flags(r, "hybrid_layer_pattern", L)
-    m["kv_channels"] = head_dim
-    if v_dim != head_dim:
-        m["v_channels"] = v_dim
-    local = any(swa)
-    m["num_query_groups"] = swa_g if local else full_g
-    if (swa_sinks if local else full_sinks):
-        m["softmax_type"] = "learnable"
-    if local and not all(swa):
-        m["global_attention_freq"] = [1 - x for x in swa]
-        if full_g != swa_g:
-            m["num_global_query_groups"] = full_g
-        if full_sinks != swa_sinks:
-            m["global_softmax_type"] = "learnable" if full_sinks else "vanilla"
-    m["ffn_hidden_size"] = r.int("intermediate_size")
-    m["layernorm_epsilon"] = r.number("layernorm_epsilon", m["layernorm_epsilon"])
-    experts = r.int("n_routed_experts", required=False)
-    if not experts:
-        return
-    if r.int("n_shared_experts", 0):
-        raise UnsupportedError(f"config.json:n_shared_experts > 0 for {r.mt}: Megatron-Bridge's MiMo-V2-Flash "
-                               "bridge maps no shared expert")
-    moe = _layer_flags(r, "moe_layer_freq", L)
-    if not any(moe):
-        raise UnsupportedError(f"{r.mt} config.json makes no layer MoE (moe_layer_freq is all 0)")
-    m["num_experts"] = experts
-    m["moe_router_topk"] = r.int("num_experts_per_tok")
-    m["moe_ffn_hidden_size"] = r.int("moe_intermediate_size")
-    if pattern_value(moe) is not None:
-        m["moe_layer_freq"] = moe
-    method = r.name("topk_method", "noaux_tc", ("noaux_tc",))
-    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
-    if method != "noaux_tc" or fn != "sigmoid":
-        raise UnsupportedError(f"config.json:topk_method {show(method)} / scoring_func {show(fn)} for {r.mt}: the "
-                               "bridge routes by sigmoid with the expert bias (noaux_tc)")
-    m["moe_router_score_function"] = "sigmoid"
-    m["moe_router_enable_expert_bias"] = True
-    m["moe_router_pre_softmax"] = True
-    m["moe_router_load_balancing_type"] = "none"
-
-
 def map_minimax_m3(r: Reader, m: dict) -> None:
     """MiniMax-M3's language model (its text_config), as Megatron-Bridge's MiniMax-M3 recipes train it: the text
     provider of Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m3/minimax_m3_bridge.py
@@ -388,7 +307,7 @@ def map_minimax_m3(r: Reader, m: dict) -> None:
     m["moe_router_topk"] = r.int("num_experts_per_tok")
     m["moe_ffn_hidden_size"] = fm
     if hf.get("moe_layer_freq") is not None:
-        moe = _layer_flags(r, "moe_layer_freq", L)
+        moe = layer_flags(r, "moe_layer_freq", L)
     else:
         moe = [int(i >= r.int("first_k_dense_replace", 0)) for i in range(L)]
     if not any(moe):

@@ -66,7 +66,11 @@ _BOUND_OF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size",
              "expert_hidden_dim": "moe_ffn_hidden_size", "state_size": "mamba_state_dim",
              "num_heads": "mamba_num_heads", "mamba_d_state": "mamba_state_dim", "mamba_n_heads": "mamba_num_heads",
              "mamba_d_head": "mamba_head_dim", "mamba_n_groups": "mamba_num_groups", "mamba_d_ssm": MAX_WIDTH,
-             "mamba_expand": MAX_WIDTH, "mamba_d_conv": MAX_WIDTH, "mamba_chunk_size": MAX_WIDTH}
+             "mamba_expand": MAX_WIDTH, "mamba_d_conv": MAX_WIDTH, "mamba_chunk_size": MAX_WIDTH,
+             # famE (issue 27): Step 3.5 Flash
+             "num_attention_groups": "num_query_groups", "moe_top_k": "moe_router_topk",
+             "share_expert_dim": "moe_shared_expert_intermediate_size",
+             "share_expert_dims": "moe_shared_expert_intermediate_size"}
 
 
 #: Keys whose 0 means "none" in published configs, though the field they become starts at 1.
@@ -170,3 +174,12 @@ def positive_dropouts(r: Reader, m: dict, *keys: str) -> None:
     p = next(iter(vals.values()))
     if p > 0:
         m["hidden_dropout"] = float(p)
+
+
+def layer_flags(r: Reader, key: str, L: int) -> list[int]:
+    """A list of num_hidden_layers 0/1 entries (MiMo-V2-Flash's hybrid_layer_pattern and moe_layer_freq, MiniMax-M3's moe_layer_freq)."""
+    v = r.hf.get(key)
+    if not isinstance(v, list) or len(v) != L or any(type(x) is not int or x not in (0, 1) for x in v):
+        raise ConfigError(Problem(f"config.json:{key}", v, f"must be a list of num_hidden_layers ({L}) entries, "
+                                  "each 0 or 1"))
+    return v

@@ -68,9 +68,9 @@ class LayerKind(NamedTuple):
 
 
 #: How a label names the resolved fields a kind overrides.
-_VAR_NAMES = {"dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window", "cr": "compression",
-              "hash_route": "hash routing", "dsa_skip": "shared top-k", "sinks": "attention sinks",
-              "ar": "AttnRes rows"}
+_VAR_NAMES = {"a": "query heads", "dh": "kv_channels", "g": "query groups", "f": "ffn", "window": "window",
+              "cr": "compression", "hash_route": "hash routing", "dsa_skip": "shared top-k",
+              "sinks": "attention sinks", "ar": "AttnRes rows"}
 
 
 def view(r, kind: LayerKind):

@@ -33,6 +33,14 @@ num_query_groups and num_global_query_groups here); ``MiMoV2FlashTEDotProductAtt
 layers learnable sinks and the global ones a vanilla softmax, and multiplies v by attention_value_scale (a new
 tensor of v's size, which flash attention saves in place of the view of the QKV output: no change to the count).
 
+Step 3.5 Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/stepfun/step35_provider.py
+``Step35DecoderLayer``): each layer is built from a copy of the configuration with its kind's query heads, key/value
+heads and head width, 96 query heads in the sliding-window layers (the model's own a) and 64 in the full-attention
+ones (num_global_attention_heads, the layer kind's ``a``), so every term above takes its layer's a. Its per-head gate
+(Hugging Face's g_proj, a x h) is built as attention_output_gate, a dh x h (the bridge's fallback where
+Megatron-Core, as @ d98e8a64, has no head_wise_attn_gate; Megatron-Bridge's verification card counts 199,997,706,240
+parameters with it).
+
 Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under sequence parallelism, B bytes
 per element)::
 
