@@ -487,10 +487,10 @@
         // Only while nothing else is shown: Python has not answered and the link is still the state.
         if (!pre || !pre.view || this.source || this.results.dataset.state !== "waiting" || this.state.hf !== id ||
             Object.keys(this.state.values).length || !this.root.isConnected) return;
-        this.state = clone(pre.state);
         this.hfModel = { hf: id, model: pre.hf_model };
         this.modelMessage(null, pre.notes || []);
-        this.usePrecomputed(pre);
+        this.usePrecomputed(pre);             // before the state: its values are the link's layout, not the user's edits
+        this.state = clone(pre.state);
         this.fill(true);
       }, () => {});                           // no file: Python's answer comes as before
     }
