@@ -354,6 +354,14 @@
       this.confirm.hidden = false;
     }
 
+    // Nothing on its way: no answer pending or held back (an error waits while its field is typed in), no request
+    // to Python in flight or about to be sent (the advice, the timeline), no address-bar update waiting. What the
+    // browser tests wait on after an action (tests/browser/_calc.py settle), instead of a fixed pause.
+    quiet() {
+      return !this.busy && !this.dirty && !this.errorHeld && !this.pendingURL && !this.adviceDue &&
+        !this.timelineDue && !this.modelPending && !this.engine.calls.size;
+    }
+
     /* ---- talking to Python */
     compute(changed) {
       this.dirty = true;
@@ -372,7 +380,8 @@
           this.render(res, "python", performance.now() - t0);
           // Asked once the new numbers are on the screen: on a small machine, Python working out the advice
           // while the browser draws that frame slows both.
-          requestAnimationFrame(() => setTimeout(() => { if (!this.busy) this.advise(); }, 0));
+          this.adviceDue = true;
+          requestAnimationFrame(() => setTimeout(() => { this.adviceDue = false; if (!this.busy) this.advise(); }, 0));
         }, (err) => {
           this.busy = false;
           if (this.engine.failed) this.status(); else this.fail(err);
@@ -523,6 +532,7 @@
       const r = this.results;
       this.source = source;
       clearTimeout(this.errorTimer);
+      this.errorHeld = false;
       if (res.hidden) this.hide(res.hidden);
       if (res.hf_model && this.state.hf && !same(this.hfModel, { hf: this.state.hf, model: res.hf_model })) {
         this.hfModel = { hf: this.state.hf, model: res.hf_model };     // the form's model fields: this model's
@@ -532,6 +542,7 @@
         const since = this.typing ? performance.now() - this.typing.at : Infinity;
         if (source === "python" && since < ERROR_DELAY_MS) {     // still typing: show it only if it stays
           this.errorTimer = setTimeout(() => this.render(res, source, ms), ERROR_DELAY_MS - since);
+          this.errorHeld = true;              // (quiet() is false until it is shown or a newer answer replaces it)
           return;
         }
         if (source === "python" && this.state.hf && res.errors.some((e) => e.field === "hf")) {
