@@ -17,6 +17,12 @@ browser, through Pyodide. This hook puts everything it needs into the built site
   every build: it is made with a fixed clock and a fixed entropy stream. Half of Python's memory is zero
   pages, so the file holds only the others (``sparse_snapshot``), gzipped: the page inflates 16 MB instead
   of 31 and writes them into a zeroed buffer;
+- the first numbers of every short link to a catalog model (``calculator/?hf=ID``), as the page's Python will
+  give them (:func:`estimator.web.protocol.catalog_precomputed`), one small file per id under
+  ``assets/calculator/hf/`` named as the catalog names its files (``Qwen--Qwen3-30B-A3B.json``), which the page
+  fetches only for such a link and shows, marked as precomputed, until Python has answered (about 12 kB each,
+  4 kB gzipped; computed once per change of the estimator: cached like the snapshot). The offline bundle has
+  them as classic scripts (``.js``), which ``file://`` allows where it refuses ``fetch()``;
 - for an offline bundle (Material's ``offline`` plugin, ``mkdocs.offline.yml``): the same files as
   gzip+base64 classic scripts, because Chromium refuses ``fetch()`` and module workers on ``file://``,
   and the ``iframe-worker`` shim the offline plugin would otherwise load from unpkg.com.
@@ -105,6 +111,9 @@ IFRAME_WORKER = NpmPin("iframe-worker", "1.0.4",
                        {"shim/index.js": "e8e412dbcfea9b7e31b5ffa288d7b6035915e714c542f4176a0cdbe262fc9609"})
 
 RUNTIME_DIR = "assets/calculator/runtime"
+#: The short links' first numbers, one file per catalog id (:func:`hf_files`).
+HF_DIR = "assets/calculator/hf"
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 SHIM_PATH = "assets/vendor/iframe-worker/shim.js"
 NATIVE_WORKER_JS = "assets/calculator/native-worker.js"
 #: The page's scripts, in load order: the link to Python, the results, the form, the calculator.
@@ -419,6 +428,62 @@ def offline_payloads(files: dict) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- the catalog's short links
+
+#: Results kept in the cache, one file per change of the estimator (about 0.5 MB each).
+HF_CACHE_KEEP = 4
+
+
+def catalog_results(wheel: bytes, cache_dir: Path) -> tuple[dict, dict]:
+    """:func:`estimator.web.protocol.catalog_precomputed` (every catalog id's first numbers, and the ids without
+    them with the reason), cached by the wheel's bytes: the offline bundle's build and ``mkdocs serve``'s rebuilds
+    reuse them (computing them takes some 8 s of one core)."""
+    key = hashlib.sha256(b"hf-precomputed\0" + wheel).hexdigest()[:24]
+    cached = cache_dir / "hf-precomputed" / f"{key}.json.gz"
+    if cached.is_file():
+        os.utime(cached)
+        done, missing = json.loads(gzip.decompress(cached.read_bytes()))
+        return done, missing
+    from estimator.web.protocol import catalog_precomputed
+    done, missing = catalog_precomputed()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.with_suffix(".part").write_bytes(gzip.compress(json.dumps([done, missing]).encode(), 6, mtime=0))
+    cached.with_suffix(".part").replace(cached)
+    files = sorted(cached.parent.glob("*.json.gz"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[HF_CACHE_KEEP:]:
+        old.unlink(missing_ok=True)
+    return done, missing
+
+
+def hf_file(hub_id: str) -> str:
+    """The file of a catalog id's first numbers, named as the catalog names its files (``org--name``)."""
+    if not _HUB_ID.fullmatch(hub_id):
+        raise RuntimeBuildError(f"catalog id {hub_id!r}: not of the form org/name with letters, digits, '.', '-' "
+                                "and '_' (the page could not name its file)")
+    return hub_id.replace("/", "--")
+
+
+def hf_files(done: dict, offline: bool) -> dict:
+    """``{name: bytes}`` under :data:`HF_DIR`: each id's result as JSON, or in the offline bundle as a classic
+    script that hands it to the page (``self.MME_HF[id]``), since ``file://`` refuses ``fetch()``."""
+    out = {}
+    for hub_id, res in sorted(done.items()):
+        text = json.dumps(res, separators=(",", ":"))
+        if offline:
+            out[f"{hf_file(hub_id)}.js"] = f"(self.MME_HF=self.MME_HF||{{}})[{json.dumps(hub_id)}]={text};\n".encode()
+        else:
+            out[f"{hf_file(hub_id)}.json"] = text.encode()
+    return out
+
+
+def _catalog(config) -> tuple[dict, dict]:
+    wheel_name, wheel = build_wheel(ROOT)
+    got = _state.get("catalog")
+    if got is None or got[0] != wheel:
+        got = _state["catalog"] = (wheel, catalog_results(wheel, _cache_dir(config)))
+    return got[1]
+
+
 # ---------------------------------------------------------------- MkDocs events
 
 _state: dict = {}
@@ -478,6 +543,8 @@ def on_page_content(content, page, config, files):
     if _state.get("offline"):
         manifest["offline"] = [f"offline/{name}.js" for name in sorted(rt.files)]
     boot = {**web.boot_data(), "runtime": manifest}
+    # The catalog ids whose short link has no first numbers of the build's (usually none): the page waits for Python.
+    boot["hf_not_precomputed"] = sorted(_catalog(config)[1])
     # Each preset's model page, relative to this page (works on any host and in the file:// bundle, where pages
     # end in .html): the calculator's "About this preset" link.
     pages = {p["name"]: files.get_file_from_path(f"models/{p['name']}.md") for p in boot["presets"]}
@@ -579,4 +646,10 @@ def on_post_build(config):
     for name, data in files.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(data)
+    hf = site / HF_DIR
+    if hf.exists():
+        shutil.rmtree(hf)
+    hf.mkdir(parents=True)
+    for name, data in hf_files(_catalog(config)[0], bool(_state.get("offline"))).items():
+        (hf / name).write_bytes(data)
 

@@ -71,7 +71,8 @@ from .state import (CUSTOM_GPU, FIELD_SPECS, UNSET, default_gpu, error_answer, e
                     merged, merged_config, preset_config, presets, schema, state_capacity)
 from .view import UNIT, preset_about, view
 
-__all__ = ["DEFAULT_PRESET", "boot_data", "compute", "handle", "import_text", "schema", "warm"]
+__all__ = ["DEFAULT_PRESET", "boot_data", "catalog_precomputed", "compute", "handle", "hf_precomputed", "import_text",
+           "schema", "warm"]
 
 #: The preset the page opens with: a model a new user knows, trained as its published recipe trains it,
 #: that fits the default GPU with room to spare (a clean first answer).
@@ -291,7 +292,10 @@ def import_text(state: dict, kind: str, text: str) -> dict:
 def precomputed(name: str, gpu: str | None) -> dict:
     """What the page shows of preset ``name`` on ``gpu`` before Python starts: the view, the quick controls'
     values and the hidden fields (no estimate object: the page marks these numbers as precomputed)."""
-    state = {"preset": name, "values": {}, "gpu": gpu}
+    return _precomputed_state({"preset": name, "values": {}, "gpu": gpu})
+
+
+def _precomputed_state(state: dict) -> dict:
     res = compute(state, with_exports=False)
     if "errors" in res:
         return {"errors": res["errors"], "notes": res["notes"], "hidden": res["hidden"]}
@@ -299,15 +303,46 @@ def precomputed(name: str, gpu: str | None) -> dict:
             "choices": advice.choices(res["config"], gpus=True)}
 
 
-def boot_data() -> dict:
+def hf_precomputed(hub_id: str, state: dict | None = None) -> dict:
+    """What the page shows of a short link ``?hf=ID`` before Python starts, as Python will show it: the Model box's
+    answer for ``hub_id`` over the page's opening ``state`` (default: :func:`boot_data`'s; the form state, its
+    notes and its model section, :func:`estimator.web.models.pick`) and :func:`precomputed`'s view of that state.
+    ``{"errors", "closest"}`` for an id the Model box refuses (the page then waits for Python)."""
+    from .models import pick
+    if state is None:
+        state = boot_data(precompute=False)["default"]["state"]
+    picked = pick(state, hub_id)
+    if "state" not in picked:
+        return {"errors": picked.get("errors") or [], "closest": picked.get("closest") or []}
+    return {"hf": picked["hf"], "state": picked["state"], "notes": picked["notes"],
+            "hf_model": _hf_base(picked["state"]).get("hf_model"), **_precomputed_state(picked["state"])}
+
+
+def catalog_precomputed() -> tuple[dict, dict]:
+    """:func:`hf_precomputed` of every catalog id, for the site build: ``({id: result}, {id: why it has none})``
+    (an id the Model box refuses, or whose estimate is an error on the page's opening layout, has none: the page
+    waits for Python)."""
+    from ..formats.hf_catalog import ids
+    state = boot_data(precompute=False)["default"]["state"]
+    done, missing = {}, {}
+    for hub_id in ids():
+        res = hf_precomputed(hub_id, state)
+        if "view" in res:
+            done[hub_id] = res
+        else:
+            missing[hub_id] = "; ".join(e["message"] for e in res["errors"]) or "no estimate"
+    return done, missing
+
+
+def boot_data(precompute: bool = True) -> dict:
     """What the page needs before Python starts: schema, presets (each with its precomputed estimate on the
-    default GPU), GPUs, the Model box's completion list (presets and catalog ids, :func:`estimator.web.models.options`),
-    the quick controls, the verdict vocabulary."""
+    default GPU, unless ``precompute`` is false), GPUs, the Model box's completion list (presets and catalog ids,
+    :func:`estimator.web.models.options`), the quick controls, the verdict vocabulary."""
     plist = presets()
     names = [p["name"] for p in plist]
     default = DEFAULT_PRESET if DEFAULT_PRESET in names else (names[0] if names else None)
     gpu = default_gpu()
-    for p in plist:
+    for p in plist if precompute else ():
         p["precomputed"] = precomputed(p["name"], gpu)
     from .models import options
     return {"schema": schema(), "presets": plist, "gpus": gpus(), "unit": UNIT, "version": __version__,

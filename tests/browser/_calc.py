@@ -29,13 +29,17 @@ def wait(page, after: int = 0) -> str:
 
 
 def settle(page, after: int) -> str:
-    """Wait until an answer after ``after`` of them is shown and nothing is pending or held back; the state."""
+    """Wait until an answer after ``after`` of them is shown and nothing is pending or held back; the state.
+
+    "Nothing": the calculator's ``quiet()`` (calculator.js): no answer on its way, no error held back while its field
+    is typed in (shown 600 ms after the last keystroke), no request to Python in flight or about to be sent (the
+    advice of the quick controls, the timeline), no address-bar update waiting. It replaced a fixed 700 ms pause
+    after every settle (some 300 of them: minutes of the suite)."""
     # The calculator may be between two instances (Material re-renders the page on Back after a pushState):
     # not settled until the new one exists.
     page.wait_for_function(f"""() => {{ const el = document.querySelector('[data-mme-calculator]');
         const c = el && el.calculator;
-        return Boolean(c) && window.__mme.events.length > {after} && !c.busy && !c.dirty; }}""", timeout=90_000)
-    page.wait_for_timeout(700)                          # an error held back while typing shows by then
+        return Boolean(c) && window.__mme.events.length > {after} && c.quiet(); }}""", timeout=90_000)
     return page.get_attribute(RESULTS, "data-state")
 
 

@@ -263,3 +263,35 @@ def test_snapshot_cache_keeps_the_most_recently_used(tmp_path):
     rt.prune_snapshots(tmp_path, keep=4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.txt", "s3.bin.gz", "s4.bin.gz", "s5.bin.gz",
                                                            "s6.bin.gz"]
+
+
+def test_short_link_files_are_json_served_and_scripts_offline():
+    """Each catalog id's first numbers (issue 29): ``org--name.json`` on a served site, ``org--name.js`` in the
+    offline bundle, a classic script that hands the same data to the page (file:// refuses fetch())."""
+    done = {"Qwen/Qwen3-8B": {"view": {"headline": "a"}}, "org/x_1.5-B": {"view": {"headline": "b"}}}
+    served = rt.hf_files(done, offline=False)
+    assert sorted(served) == ["Qwen--Qwen3-8B.json", "org--x_1.5-B.json"]
+    assert json.loads(served["Qwen--Qwen3-8B.json"]) == done["Qwen/Qwen3-8B"]
+    offline = rt.hf_files(done, offline=True)
+    text = offline["org--x_1.5-B.js"].decode()
+    prefix = '(self.MME_HF=self.MME_HF||{})["org/x_1.5-B"]='
+    assert text.startswith(prefix) and json.loads(text[len(prefix):].rstrip().rstrip(";")) == done["org/x_1.5-B"]
+    for bad in ("no-slash", "a/b/c", "a/b c", "../x/y", "a/<b>"):
+        with pytest.raises(rt.RuntimeBuildError, match="not of the form org/name"):
+            rt.hf_file(bad)
+
+
+def test_short_link_results_are_cached_by_the_wheel(monkeypatch, tmp_path):
+    """Computed once per estimator (the wheel's bytes): the offline bundle's build and serve's rebuilds reuse them;
+    another wheel computes them again. The cache keeps the newest few."""
+    import estimator.web.protocol as protocol
+    calls = []
+    monkeypatch.setattr(protocol, "catalog_precomputed",
+                        lambda: calls.append(1) or ({"a/b": {"view": {"n": len(calls)}}}, {"c/d": "why"}))
+    assert rt.catalog_results(b"wheel-1", tmp_path) == ({"a/b": {"view": {"n": 1}}}, {"c/d": "why"})
+    assert rt.catalog_results(b"wheel-1", tmp_path) == ({"a/b": {"view": {"n": 1}}}, {"c/d": "why"})
+    assert len(calls) == 1
+    assert rt.catalog_results(b"wheel-2", tmp_path)[0] == {"a/b": {"view": {"n": 2}}}
+    for i in range(3, 8):
+        rt.catalog_results(f"wheel-{i}".encode(), tmp_path)
+    assert len(list((tmp_path / "hf-precomputed").glob("*.json.gz"))) == rt.HF_CACHE_KEEP

@@ -11,7 +11,9 @@
  * estimate shown in data-estimate (Estimate.to_dict() as JSON, Python results only), data-state
  * (precomputed | waiting | pending | done | error | failed) and fires "estimate:done", "estimate:error" or
  * "estimate:failed" after each answer. The whole state lives in the URL (?preset=NAME alone opens a
- * preset, ?hf=ID alone a model of the catalog); discrete changes push a history entry, so Back undoes them.
+ * preset, ?hf=ID alone a model of the catalog); discrete changes push a history entry, so Back undoes them. Such a
+ * link to a catalog model shows, until Python answers, the numbers the build computed for it (loadShortLink: one
+ * small file per id under hf/, hooks/runtime.py), as a preset link shows its preset's.
  * Opened from disk (file://, the offline zip) every link is a full page load that starts Python again: the tab keeps
  * the last state and its numbers (sessionStorage), and the calculator opened again in that tab without a query string
  * (its link in the navigation) shows them at once, marked as restored, until Python has recomputed them.
@@ -70,6 +72,7 @@
       if (this.shortLink) {                  // form.js: ?hf=ID, resolved as the Model box resolves a name
         this.setResultState(this.engine.ready ? "pending" : "waiting");
         this.pickModel(this.state.hf, "replace");
+        if (!this.engine.ready) this.loadShortLink(this.state.hf);
       } else this.compute(null);
       // Python is launched once the first numbers have been drawn (the task after the first frame), so that
       // it does not delay them. Without frames (a hidden tab), soon.
@@ -351,6 +354,14 @@
       this.confirm.hidden = false;
     }
 
+    // Nothing on its way: no answer pending or held back (an error waits while its field is typed in), no request
+    // to Python in flight or about to be sent (the advice, the timeline), no address-bar update waiting. What the
+    // browser tests wait on after an action (tests/browser/_calc.py settle), instead of a fixed pause.
+    quiet() {
+      return !this.busy && !this.dirty && !this.errorHeld && !this.pendingURL && !this.adviceDue &&
+        !this.timelineDue && !this.modelPending && !this.engine.calls.size;
+    }
+
     /* ---- talking to Python */
     compute(changed) {
       this.dirty = true;
@@ -369,7 +380,8 @@
           this.render(res, "python", performance.now() - t0);
           // Asked once the new numbers are on the screen: on a small machine, Python working out the advice
           // while the browser draws that frame slows both.
-          requestAnimationFrame(() => setTimeout(() => { if (!this.busy) this.advise(); }, 0));
+          this.adviceDue = true;
+          requestAnimationFrame(() => setTimeout(() => { this.adviceDue = false; if (!this.busy) this.advise(); }, 0));
         }, (err) => {
           this.busy = false;
           if (this.engine.failed) this.status(); else this.fail(err);
@@ -463,6 +475,35 @@
       this.render({ view: pre.view, search_key: pre.search_key }, "precomputed");
     }
 
+    // A short link to a catalog model (?hf=ID): the build's first numbers for it (hooks/runtime.py, one file per id,
+    // the Model box's answer and its estimate over the page's opening state), shown until Python's own answer to
+    // the same request replaces them. Served, the JSON file is fetched; from file:// (the offline bundle), where
+    // Chromium refuses fetch(), the same data comes as a classic script (self.MME_HF).
+    loadShortLink(id) {
+      const b = this.boot;
+      if (!b.models.some((m) => m.kind === "hf" && m.name === id) || (b.hf_not_precomputed || []).includes(id)) return;
+      const file = `${ASSETS}hf/${id.replace("/", "--")}`;
+      const got = b.runtime.offline
+        ? new Promise((resolve) => {
+          const tag = document.createElement("script");
+          tag.src = `${file}.js`;
+          tag.onload = () => resolve((self.MME_HF || {})[id] || null);
+          tag.onerror = () => resolve(null);
+          document.head.append(tag);
+        })
+        : fetch(`${file}.json`).then((r) => (r.ok ? r.json() : null));
+      got.then((pre) => {
+        // Only while nothing else is shown: Python has not answered and the link is still the state.
+        if (!pre || !pre.view || this.source || this.results.dataset.state !== "waiting" || this.state.hf !== id ||
+            Object.keys(this.state.values).length || !this.root.isConnected) return;
+        this.hfModel = { hf: id, model: pre.hf_model };
+        this.modelMessage(null, pre.notes || []);
+        this.usePrecomputed(pre);             // before the state: its values are the link's layout, not the user's edits
+        this.state = clone(pre.state);
+        this.fill(true);
+      }, () => {});                           // no file: Python's answer comes as before
+    }
+
     useRestored(last) {                      // file://: this tab's last numbers for this state, until Python answers
       this.choices = last.choices || {};
       this.hide(last.hidden || []);
@@ -491,6 +532,7 @@
       const r = this.results;
       this.source = source;
       clearTimeout(this.errorTimer);
+      this.errorHeld = false;
       if (res.hidden) this.hide(res.hidden);
       if (res.hf_model && this.state.hf && !same(this.hfModel, { hf: this.state.hf, model: res.hf_model })) {
         this.hfModel = { hf: this.state.hf, model: res.hf_model };     // the form's model fields: this model's
@@ -500,6 +542,7 @@
         const since = this.typing ? performance.now() - this.typing.at : Infinity;
         if (source === "python" && since < ERROR_DELAY_MS) {     // still typing: show it only if it stays
           this.errorTimer = setTimeout(() => this.render(res, source, ms), ERROR_DELAY_MS - since);
+          this.errorHeld = true;              // (quiet() is false until it is shown or a newer answer replaces it)
           return;
         }
         if (source === "python" && this.state.hf && res.errors.some((e) => e.field === "hf")) {

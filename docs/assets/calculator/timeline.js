@@ -174,8 +174,10 @@
     const asked = JSON.stringify(calc.state);
     box.dataset.state = "pending";
     clearTimeout(calc.timelineTimer);
+    calc.timelineDue = true;             // (calculator.js quiet())
     // Asked for once the form rests, so that a run of edits never waits behind it in the worker.
     calc.timelineTimer = setTimeout(() => {
+      calc.timelineDue = false;
       if (JSON.stringify(calc.state) !== asked || calc.busy || calc.dirty) return;   // a newer answer asks again
       calc.engine.call({ op: "timeline", state: calc.state }).then((t) => {
         if (JSON.stringify(calc.state) !== asked) return;   // the form changed meanwhile: the next answer draws
