@@ -192,6 +192,26 @@ function mmeWorkerMain(scope) {
     };
   }
 
+  // Pyodide (314.0.7) restores a memory snapshot by writing it over the instance's memory, and sizes that memory
+  // by setting INITIAL_MEMORY, which its WebAssembly ignores: the module defines its own memory of 480 pages
+  // (30 MiB). A snapshot of a larger memory (the estimator's catalog and presets warmed in took it to 36 MiB)
+  // then fails with "offset is out of bounds". So the instance's memory grows to the snapshot's length before
+  // Pyodide takes it (Emscripten builds its views of the memory after instantiation, so they see the new size).
+  function growForSnapshot(snapshot) {
+    const { instantiate, instantiateStreaming } = WebAssembly;
+    const grow = async (result) => {
+      const instance = result instanceof WebAssembly.Instance ? result : result.instance;
+      const memory = instance && instance.exports.memory;
+      const bytes = await snapshot;
+      const need = Math.ceil(bytes.length / 65536) - (memory ? memory.buffer.byteLength / 65536 : 0);
+      if (memory && need > 0) memory.grow(need);
+      return result;
+    };
+    WebAssembly.instantiate = (...args) => instantiate.apply(WebAssembly, args).then(grow);
+    WebAssembly.instantiateStreaming = (...args) => instantiateStreaming.apply(WebAssembly, args).then(grow);
+    return () => { WebAssembly.instantiate = instantiate; WebAssembly.instantiateStreaming = instantiateStreaming; };
+  }
+
   // Pyodide only logs a failed WebAssembly download or instantiation and then waits forever: turn that
   // (and any start-up that takes over a minute) into an error the page can show.
   function withWatchdog(promise) {
@@ -247,8 +267,9 @@ function mmeWorkerMain(scope) {
     }
     const wheel = files ? Promise.resolve(files[m.wheel]) : getBytes(base + m.wheel);
     if (m.snapshot && files) opts._loadSnapshot = Promise.resolve().then(() => unsparse(files[m.snapshot]));
+    const restoreGrow = opts._loadSnapshot ? growForSnapshot(opts._loadSnapshot) : () => {};
     const t1 = performance.now();
-    const py = await withWatchdog(loadPyodide(opts)).finally(() => restoreWasm());
+    const py = await withWatchdog(loadPyodide(opts)).finally(() => { restoreGrow(); restoreWasm(); });
     const t2 = performance.now();
     progress("Installing estimator", 0.9);
     const install = async () => {
