@@ -46,7 +46,7 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
     """Every cross-field rule of Megatron-Core, each failure naming field, value and rule, for a Config whose
     values have passed the schema's checks (:func:`validate` checks them first)."""
     P: list[Problem] = []
-    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
     t, p, ep, cp = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
                     par.expert_model_parallel_size, par.context_parallel_size)
     etp = par.expert_tensor_parallel_size or t
