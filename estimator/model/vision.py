@@ -188,7 +188,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config.model_rules import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
+from ..config.rules.vision import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
 from .layers.base import Count
 
 __all__ = ["KINDS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
