@@ -280,6 +280,7 @@ class Resolved:
     kda: "GDNDims | None" = None   # Kimi delta attention's shape (conv, head width twice, heads twice; None without)
     attn_res: int = 0         # AttnRes block size (0 without AttnRes)
     lat_norm: bool = False    # the routed-expert norm of latent MoE (moe_latent_norm)
+    fmv: int = 0              # ERNIE-VL: the vision expert pool's width (0: one pool)
 
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
@@ -413,4 +414,5 @@ def resolve(cfg: Config) -> Resolved:
         kda=GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                     m.linear_num_value_heads) if kda else None,
         attn_res=(m.attn_res_block_size or 0) if kda else 0, lat_norm=m.moe_latent_norm and bool(E),
+        fmv=(m.moe_vision_ffn_hidden_size or 0) if E else 0,
     )

@@ -42,6 +42,10 @@ def moe_problems(cfg) -> list[Problem]:
         if fm % etp:
             add("model.moe_ffn_hidden_size", fm, f"moe_ffn_hidden_size ({fm}) must be divisible by "
                 f"expert_tensor_parallel_size ({etp})")
+        fv = m.moe_vision_ffn_hidden_size         # ERNIE-VL's vision pool, split over the same ranks
+        if fv and fv % etp:
+            add("model.moe_vision_ffn_hidden_size", fv, f"moe_vision_ffn_hidden_size ({fv}) must be divisible by "
+                f"expert_tensor_parallel_size ({etp})")
         fs = m.moe_shared_expert_intermediate_size
         if fs and fs % t:
             add("model.moe_shared_expert_intermediate_size", fs, f"({fs}) must be divisible by "
@@ -56,7 +60,7 @@ def moe_problems(cfg) -> list[Problem]:
             add("model.moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
     else:
         for name in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-                     "moe_expert_capacity_factor"):
+                     "moe_expert_capacity_factor", "moe_vision_ffn_hidden_size"):
             if getattr(m, name) is not None:
                 add(f"model.{name}", getattr(m, name), "applies only to MoE models (set num_experts)")
         if m.moe_layer_freq not in (1, None):

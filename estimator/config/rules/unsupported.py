@@ -88,6 +88,29 @@ def not_modelled(cfg: Config) -> list[str]:
         out.append(f"model.vision_model_type radio with precision.{'fp8' if pr.fp8 else 'fp4'} true: Nemotron Nano "
                    "VL's RADIO tower and projector copy the language model's config, so they run in FP8 / NVFP4 "
                    "too, which is not modelled for a vision tower")
+    out += _ernie_vl_not_modelled(cfg)
+    return out
+
+
+def _ernie_vl_not_modelled(cfg: Config) -> list[str]:
+    """ERNIE-VL's vision expert pool (model.moe_vision_ffn_hidden_size): its parameters and states are modelled,
+    and the activations of a text-only sequence (every token in the text pool: Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward`` skips
+    the empty pool, or sends it one dummy token with expert parallelism); not the image tokens' split between the
+    pools, nor the pool with the layer shapes no ERNIE-VL model has."""
+    m, tr = cfg.model, cfg.training
+    if not (m.moe_vision_ffn_hidden_size and m.num_experts):
+        return []
+    out = []
+    if tr.images_per_sample:
+        out.append(f"training.images_per_sample {tr.images_per_sample} with model.moe_vision_ffn_hidden_size "
+                   f"{m.moe_vision_ffn_hidden_size}: the activations of the image tokens routed to ERNIE-VL's vision "
+                   "expert pool (and of the text tokens left in the text pool) are not modelled; the parameters "
+                   "and states are, and the activations with images_per_sample 0 (every token in the text pool)")
+    for name in ("moe_latent_size", "post_layernorm"):
+        if getattr(m, name):
+            out.append(f"model.{name} with model.moe_vision_ffn_hidden_size: ERNIE-VL's two expert pools are "
+                       "modelled with plain Megatron-Core MoE layers only")
     return out
 
 
