@@ -1,7 +1,7 @@
 """The ernie45_vl vision tower (ERNIE-4.5-VL's DFN ViT and variable-resolution resampler, transformers' modules as
-Megatron-Bridge's Ernie45VLModel builds them; estimator/model/vision.py, estimator/memory/vision.py), and the refusal
-of ERNIE-4.5-VL's language model, whose modality-specific experts are not modelled. Expected values are worked out
-by hand in each docstring.
+Megatron-Bridge's Ernie45VLModel builds them; estimator/model/vision.py, estimator/memory/vision.py), and ERNIE-4.5-VL's
+language model with its second, vision expert pool (model.moe_vision_ffn_hidden_size): its parameters and states,
+and the refusal of image tokens' activations in it. Expected values are worked out by hand in each docstring.
 
 Model: ERNIE-4.5-VL-28B-A3B's vision part (transformers' Ernie4_5_VL_MoeVisionConfig: depth 32, hidden_size 1280,
 16 heads, MLP 4 x 1280 = 5120, patch 14, 3 channels, spatial merge 2) into a language model of h 2560 (the 28B-A3B
@@ -107,12 +107,11 @@ def test_bad_ernie_settings_name_the_field(model, training, field):
     assert field in {p.field for p in exc.value.problems}, exc.value
 
 
-@pytest.mark.parametrize("model_type", ["ernie4_5_vl_moe", "ernie4_5_moe_vl"])
-def test_the_ernie_vl_language_model_is_refused_by_name(model_type):
-    """Megatron-Bridge's ErnieMultiTypeMoE gives every MoE layer a text and a vision expert pool: not modelled, so
-    the import names them rather than count the text experts alone."""
-    with pytest.raises(UnsupportedError, match="modality-specific experts"):
-        from_hf_config({"model_type": model_type, "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})
+def test_baidus_remote_code_ernie_vl_config_is_refused_by_name():
+    """Baidu's flat remote-code config.json (ernie4_5_moe_vl) is refused with the fields to use instead; the
+    transformers form (ernie4_5_vl_moe) is imported (tests/formats/hf/test_ernie45_vl.py)."""
+    with pytest.raises(UnsupportedError, match="moe_vision_ffn_hidden_size"):
+        from_hf_config({"model_type": "ernie4_5_moe_vl", "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})
 
 
 def test_nemotron_nano_vl_config_is_refused_with_the_fields_to_use():
