@@ -180,3 +180,17 @@ def test_bad_vision_pool_names_the_field(model, par, field):
     with pytest.raises(ConfigError) as exc:
         estimate(make_config(model, par, {"world_size": 4, "sequence_parallel": True}))
     assert field in {p.field for p in exc.value.problems}, exc.value
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_text_only_activations_keep_the_pool_input_copy(tp):
+    """images_per_sample 0: every token goes to the text pool, whose router saves the index copy of its rows
+    (ErnieMultiTypeMoE.forward: flat_hidden[text_indices]) beside the norm output. One micro-batch of 4,096 tokens,
+    bf16, per MoE layer 2 x 4,096 / tp x 2,560 (sequence parallel with tp 2): 27 layers x 20,971,520 / tp =
+    566,231,040 / tp more than the same model with one pool; the vision pool itself keeps nothing."""
+    par = {"tensor_model_parallel_size": tp}
+    tr = {"world_size": tp, "seq_length": 4096, "sequence_parallel": tp > 1}
+    one = {k: v for k, v in ERNIE_VL_LM.items() if k != "moe_vision_ffn_hidden_size"}
+    a = estimate(make_config(ERNIE_VL_LM, par, tr)).stages[0]
+    b = estimate(make_config(one, par, tr)).stages[0]
+    assert a.activations_bytes - b.activations_bytes == 566_231_040 // tp

@@ -96,8 +96,9 @@ def _ernie_vl_not_modelled(cfg: Config) -> list[str]:
     """ERNIE-VL's vision expert pool (model.moe_vision_ffn_hidden_size): its parameters and states are modelled,
     and the activations of a text-only sequence (every token in the text pool: Megatron-Bridge @ 067f987d :
     src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward`` skips
-    the empty pool, or sends it one dummy token with expert parallelism); not the image tokens' split between the
-    pools, nor the pool with the layer shapes no ERNIE-VL model has."""
+    the empty pool, or sends it one dummy token with expert parallelism, not counted: estimator/model/layers/
+    moe.py); not the image tokens' split between the pools, nor the pool with the layer shapes no ERNIE-VL model
+    has."""
     m, tr = cfg.model, cfg.training
     if not (m.moe_vision_ffn_hidden_size and m.num_experts):
         return []

@@ -47,8 +47,8 @@ def map_ernie4_5_vl(r: Reader, m: dict) -> None:
     ernie_vl/ernie45_vl_bridge.py ``provider_bridge`` maps it: moe_num_experts experts (an int, or one equal count
     per pool) in each of two pools, the text one moe_intermediate_size[0] wide and the vision one
     moe_intermediate_size[1] (default [1536, 512]), top moe_k, moe_num_shared_experts shared experts of the text
-    width, a sigmoid router with expert bias in fp32, and mlp_layer_types "dense" / "sparse" (default: layer 0
-    dense)."""
+    width, a sigmoid router with expert bias in fp32 and an aux loss of router_aux_loss_coef (default 0.001), and
+    mlp_layer_types "dense" / "sparse" (default: layer 0 dense)."""
     refuse_true(r, "use_bias", why="biases on every projection are not what ERNIE-4.5-VL ships")
     gqa(r, m)
     L = m["num_layers"]
@@ -78,6 +78,9 @@ def map_ernie4_5_vl(r: Reader, m: dict) -> None:
     if pattern_value(pattern) is not None:
         m["moe_layer_freq"] = pattern
     m.update(moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True, moe_router_dtype="fp32")
+    coeff = r.number("router_aux_loss_coef", 0.001)       # the bridge's moe_aux_loss_coeff (aux_loss balancing)
+    if coeff:
+        m["moe_aux_loss_coeff"] = coeff
 
 
 def map_bailing_moe(r: Reader, m: dict) -> None:

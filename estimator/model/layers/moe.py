@@ -78,6 +78,19 @@ unpermuted, in the activations' dtype, per micro-batch::
 The fused unpermute (Transformer Engine's ``moe_unpermute``) is the same in both modes, and the flex
 dispatcher's received-token count is data-dependent (left out, as above).
 
+ERNIE-VL's two pools (``moe_vision_ffn_hidden_size``; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/
+ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward``) with text tokens only: the layer
+flattens the norm output, picks each pool's rows by index (a copy) and runs that pool's MoELayer on them, then
+scatters the outputs back into zeros and adds the shared experts' output (on the norm output itself). The index
+copy is what the text pool's router saves (``router_gating_linear``: its input), a tensor beside the norm output;
+the index, scatter, reshape and addition keep only indices::
+
+    + B Tn h                           the text pool's input rows (every token: images_per_sample 0)
+
+With expert parallelism the idle vision pool still runs one dummy token through its router and dispatcher for the
+collectives: a few rows of h, not counted. Image tokens (their split between the pools) are refused
+(:mod:`estimator.config.rules.unsupported`).
+
 Expert-parallel overlap (``overlap_moe_expert_parallel_comm``) runs the layer as schedule nodes
 (Megatron-LM @ d98e8a64 : megatron/core/models/gpt/fine_grained_callables.py, models/common/utils.py
 ``TransformerLayerNode``), which keep two more tensors per micro-batch from the forward to the backward pass::
@@ -499,7 +512,11 @@ def activations(r, c: Ctx) -> Part:
     if r.post_norm:
         outside, inside = gemma4_block(r, c)
         norm2 = norm2_out = 0           # the eager pre-MLP norm replaces Transformer Engine's (in ``outside``)
-    saved = norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched + inside
+    # ERNIE-VL's ErnieMultiTypeMoE hands each pool its tokens as an index copy (flat_hidden[text_indices]), which
+    # the pool's router_gating_linear saves in place of the norm output (module docstring).
+    pooled = B * Tn * h if r.fmv else 0
+    saved = (norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched + inside
+             + pooled)
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h
