@@ -26,14 +26,14 @@ __all__ = ["MOVED", "new_path", "install"]
 #: Old module path (under ``estimator.``) -> the module that holds that code now.
 MOVED = {
     "errors": "config.errors", "yamlio": "config.yamlio", "schema": "config.schema",
-    "model_rules": "config.model_rules", "hybrid_pattern": "config.hybrid_pattern",
+    "model_rules": "config.rules", "hybrid_pattern": "config.hybrid_pattern",
     "pipeline_layout": "config.pipeline_layout",
     "resolve": "model.resolve", "params": "model.params", "fp8_scales": "model.fp8_scales",
     "local_attention": "model.local_attention", "layers": "model.layers",
     "states": "memory.states", "activations": "memory.activations", "loss": "memory.loss",
     "workspaces": "memory.workspaces", "optimizer_step": "memory.optimizer_step", "schedule": "memory.schedule",
     "report": "memory.report", "breakdown": "memory.breakdown", "timeline": "memory.timeline",
-    "features": "memory.features", "features.rules": "config.feature_rules",
+    "features": "memory.features", "features.rules": "config.rules",
     "features.userbuffers": "config.tp_overlap",
     "hf": "formats.hf", "hf_catalog": "formats.hf_catalog", "catalog": "formats.catalog",
     "presets": "formats.presets", "gpus": "formats.gpus", "megatron_args": "formats.megatron_args",
@@ -47,6 +47,8 @@ MOVED = {
     "web_plan": "web.plan", "web_compare": "web.compare", "web_charts": "web.charts", "web_view": "web.view",
     "web_checks": "web.checks", "form": "web.form",
     "cli_search": "cli.search",
+    # Split into estimator/config/rules/ (November 2026); the package re-exports their public names.
+    "config.model_rules": "config.rules", "config.feature_rules": "config.rules",
 }
 #: Old packages whose submodules moved with them.
 _PACKAGES = ("layers", "features", "hf_catalog")

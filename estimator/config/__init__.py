@@ -7,14 +7,15 @@
   calculator's form alike); :mod:`.fields` each value against its field (type, bounds, the layer-pattern text);
   :mod:`.input_size` the size limit every surface applies before parsing; :mod:`.yamlio` the standard-library
   YAML reader and writer (and the JSON reader with the same limits); :mod:`.errors` the exception tree;
-- :mod:`.rules`: Megatron-Core's cross-field rules (:func:`validate`) and the valid configurations not modelled;
-  :mod:`.model_rules` those of layer patterns and newer layer kinds, :mod:`.feature_rules` those of recipe features;
+- :mod:`.rules`: Megatron-Core's cross-field rules (:func:`validate`) and the valid configurations not modelled, a
+  subpackage of one module per concern (the entry point, MoE, precision, the model's layer kinds and families, the
+  vision tower, recipe features, offloading);
 - the grammars and limits the rules need: :mod:`.pipeline_layout` (``pipeline_model_parallel_layout`` and the split
   of layers over stages), :mod:`.hybrid_pattern` (``hybrid_layer_pattern``), :mod:`.tp_overlap`
   (``tp_comm_overlap_cfg``), :mod:`.limits` (DeepEP / HybridEP), :mod:`.derived` (derived defaults).
 
 Imports: the standard library only. Imported by every other layer. A new field goes in :mod:`.schema`; a rule
-that makes a configuration invalid in :mod:`.rules` (or the model or feature rules beside it).
+that makes a configuration invalid in the module of :mod:`.rules` whose concern it is.
 
 The names below are re-exported for the old ``estimator.config`` module's users.
 """

@@ -1,5 +1,5 @@
 """Limits of the communication libraries Megatron-Core calls for MoE dispatch (DeepEP, HybridEP): the group
-sizes and token counts they accept, which validation enforces (:mod:`estimator.config.feature_rules`) and the
+sizes and token counts they accept, which validation enforces (:mod:`estimator.config.rules.features`) and the
 buffer model sizes with (:mod:`estimator.memory.features.comm_buffers`, whose docstring gives the sources:
 deepseek-ai/DeepEP ``deep_ep/buffers/legacy.py`` and, for HybridEP, DeepEP @ 34152ae branch hybrid-ep).
 """

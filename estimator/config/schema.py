@@ -529,6 +529,19 @@ class ModelConfig:
                                                       "Required with vision_model_type glm4v or radio; null for "
                                                       "the other kinds.",
                                                       type="int", min=1, max=MAX_FFN)
+    # ERNIE-VL (issue 27): ERNIE-4.5-VL's second, vision expert pool. Megatron-Bridge @ 067f987d :
+    # src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ErnieMultiTypeMoE (text_moe_layer
+    # and vision_moe_layer, each a Megatron-Core MoELayer of config.moe_intermediate_size [text, vision]).
+    moe_vision_ffn_hidden_size: int | None = _f(None, "ERNIE-4.5-VL: width of the vision expert pool every MoE "
+                                                "layer holds beside its text experts (config.json "
+                                                "moe_intermediate_size [text, vision]: 512 in ERNIE-4.5-VL-28B-A3B, "
+                                                "whose text experts are 1536 wide). The pool has its own router "
+                                                "and the text pool's expert count, top-k and router options, and "
+                                                "is split over expert-parallel x expert-tensor-parallel ranks like "
+                                                "them (Megatron-Bridge's ErnieMultiTypeMoE). Image tokens go to it, "
+                                                "text tokens to the text pool; the shared experts see both. Null: "
+                                                "one expert pool. Megatron-LM has no flag for it.", type="int",
+                                                min=1, max=MAX_FFN)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

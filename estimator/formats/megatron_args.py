@@ -736,7 +736,7 @@ def _heterogeneous_config(raw: dict, m: dict, notes: list, read_file) -> None:
     """``--heterogeneous-layers-config-path PATH``: Megatron-LM @ d98e8a64 : megatron/training/arguments.py
     ``validate_model_config_args_from_heterogeneous_config`` reads the file only when
     ``--heterogeneous-layers-config-encoded-json`` is not given (the encoded text wins); its text becomes
-    ``model.heterogeneous_layers_config`` (read by :func:`estimator.config.model_rules.parse_blocks`)."""
+    ``model.heterogeneous_layers_config`` (read by :func:`estimator.config.rules.hetero.parse_blocks`)."""
     if "heterogeneous_layers_config_path" not in raw:
         return
     flag = "--heterogeneous-layers-config-path"

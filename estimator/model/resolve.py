@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from ..config import hybrid_pattern
 from ..config.derived import default_ffn_hidden_size, layout_stages
-from ..config.model_rules import dsa_shared_topk
+from ..config.rules.attention import dsa_shared_topk
 from ..config.pipeline_layout import placement, stage_counts
 from ..config.schema import Config
 from .layers import LayerKind
@@ -153,7 +153,7 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     With ``mtp_dense`` (K-EXAONE, MiMo-V2-Flash) the MTP layers hold attention (the non-global layers' with
     global-attention layers) and a dense MLP whatever the last layer holds.
     DeepSeek-sparse-attention layers that reuse an earlier layer's top-k (``dsa_shared``, one flag per layer:
-    :func:`estimator.config.model_rules.dsa_shared_topk`) carry ``dsa_skip``; an MTP layer (layer number 1 of its
+    :func:`estimator.config.rules.attention.dsa_shared_topk`) carry ``dsa_skip``; an MTP layer (layer number 1 of its
     own block, so always computing) does not.
     With ``parallel_mamba`` (Falcon-H1) every layer's mixer is a Mamba-2 mixer beside self-attention.
     With ``kda`` (Kimi K3) the linear-attention layers hold Kimi delta attention and the others the gated MLA
@@ -176,7 +176,7 @@ def layer_kinds(L: int, mla: bool, moe_freq, linear_freq, hybrid: str | None, mt
     linear = _linear_pattern(L, linear_freq) if linear_freq is not None else (False,) * L
     attn = "dsa" if dsa else "mla" if mla else "mamba_attention" if parallel_mamba else "attention"
     if blocks is not None:
-        # Heterogeneous layers (estimator.config.model_rules.parse_blocks): each block's mixer and MLP, with its own key/value
+        # Heterogeneous layers (estimator.config.rules.hetero.parse_blocks): each block's mixer and MLP, with its own key/value
         # heads and MLP width where they differ from the model's (blocks hold (mixer, var, mlp, var) here).
         per_layer = tuple(index(LayerKind(mx, ml, mv + fv)) for mx, mv, ml, fv in blocks)
         return _info(kinds, per_layer, (per_layer[-1],) if mtp else (), moe)
@@ -280,6 +280,7 @@ class Resolved:
     kda: "GDNDims | None" = None   # Kimi delta attention's shape (conv, head width twice, heads twice; None without)
     attn_res: int = 0         # AttnRes block size (0 without AttnRes)
     lat_norm: bool = False    # the routed-expert norm of latent MoE (moe_latent_norm)
+    fmv: int = 0              # ERNIE-VL: the vision expert pool's width (0: one pool)
 
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
@@ -323,7 +324,7 @@ def _variants(m) -> tuple:
                          if v != own[k])
     blocks = None
     if m.heterogeneous_layers_config is not None and m.hybrid_layer_pattern is None:
-        from ..config.model_rules import parse_blocks as parse
+        from ..config.rules.hetero import parse_blocks as parse
         f = default_ffn_hidden_size(m)
         blocks = tuple((b.mixer, (("g", b.groups),) if b.groups not in (None, g) else (),
                         b.mlp, (("f", b.ffn),) if b.ffn not in (None, f) else ())
@@ -413,4 +414,5 @@ def resolve(cfg: Config) -> Resolved:
         kda=GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                     m.linear_num_value_heads) if kda else None,
         attn_res=(m.attn_res_block_size or 0) if kda else 0, lat_norm=m.moe_latent_norm and bool(E),
+        fmv=(m.moe_vision_ffn_hidden_size or 0) if E else 0,
     )

@@ -170,8 +170,8 @@ is duplicated), ``mlp`` W -> ho with bias, ``after_norm`` an RMSNorm over ho)::
                   (2 W^2 + W) + (W^2 + W) + 2 W          temporal_linear
                   W ho + ho + ho                         mlp, after_norm
 
-The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are not counted
-here: an ERNIE-4.5-VL config.json is refused by name (estimator/formats/hf/convert.py REFUSED).
+The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are counted with
+the language model's MoE layers (model.moe_vision_ffn_hidden_size, estimator/model/layers/moe.py).
 
 ``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
 norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
@@ -188,7 +188,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config.model_rules import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
+from ..config.rules.vision import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
 from .layers.base import Count
 
 __all__ = ["KINDS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",

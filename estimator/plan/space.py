@@ -57,7 +57,7 @@ from ..formats.error_bands import band_for
 from ..formats.gpus import usable_bytes
 from ..config.errors import ConfigError, Problem, show
 from ..config.load import load_config
-from ..config.model_rules import dsa_split_problems
+from ..config.rules.attention import dsa_split_problems
 from ..config.pipeline_layout import expand_layout, layout_problems, placement, stage_counts
 from ..config.rules import interleaving_problem, validate
 from ..config.schema import MAX_BATCH, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config, ParallelismConfig
@@ -290,7 +290,7 @@ class SearchEngine(CostModel):
                     raise option_error(name, list(self.pins[name]), f"the model has no experts (num_experts is "
                                        f"not set), so {short} does not apply; got {list(self.pins[name])}")
         # Megatron-Bridge refuses layernorm recompute for Gemma 4's MoE block (post_layernorm with MoE:
-        # estimator.config.model_rules).
+        # estimator.config.rules.families).
         gemma4_moe = r.post_norm and bool(r.E)
         mods = ([] if gemma4_moe else ["layernorm"]) + (["moe_act"] if r.E else []) + (["mla_up_proj"] if r.mla else [])
         if cfg.training.attention_backend in ("unfused", "local"):

@@ -155,7 +155,7 @@ def cli_flags(changes: dict, current: dict | None = None) -> tuple:
 def _modules(r) -> list[str]:
     """The selective-recompute modules that can free memory for this model (Megatron-Core's names)."""
     tr = r.cfg.training
-    mods = [] if (r.post_norm and r.E) else ["layernorm"]     # refused for Gemma 4's MoE block (model_rules)
+    mods = [] if (r.post_norm and r.E) else ["layernorm"]     # refused for Gemma 4's MoE block (config/rules/families)
     if tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local":
         mods.append("core_attn")
     if r.mla:

@@ -1,5 +1,5 @@
 """The GPU architecture of a configuration (``training.gpu_arch``, estimator/config/derived.py) and the quantization
-recipes Transformer Engine refuses on it (estimator/config/feature_rules.py), by TransformerEngine @ d0067d0d :
+recipes Transformer Engine refuses on it (estimator/config/rules/precision.py), by TransformerEngine @ d0067d0d :
 transformer_engine/pytorch/quantization.py ``_compute_fp8_support`` (8.9), ``_compute_fp8_block_scaling_support``
 (9.0), ``_compute_mxfp8_support`` (10.x, 11.x) and ``_compute_nvfp4_support`` (10.0): its autocast raises, so a
 refusal, not a warning."""

@@ -132,6 +132,7 @@ VARIANTS = {
     "training.use_layer_wise_param_layout": (make_config(MODEL, None, {"optimizer": "muon", "world_size": 4,
                                                                        "use_distributed_optimizer": True}),
                                              {"training": {"use_layer_wise_param_layout": False}}),
+    "model.moe_vision_ffn_hidden_size": (make_config(MOE), {"model": {"moe_vision_ffn_hidden_size": 256}}),
     "training.peft": (make_config(MODEL), {"training": {"peft": "lora"}}),
     "training.peft_dim": (make_config(MODEL, None, {"peft": "lora"}), {"training": {"peft_dim": 8}}),
     "training.peft_target_modules": (make_config(MODEL, None, {"peft": "lora"}),

@@ -1,7 +1,7 @@
 """The ernie45_vl vision tower (ERNIE-4.5-VL's DFN ViT and variable-resolution resampler, transformers' modules as
-Megatron-Bridge's Ernie45VLModel builds them; estimator/model/vision.py, estimator/memory/vision.py), and the refusal
-of ERNIE-4.5-VL's language model, whose modality-specific experts are not modelled. Expected values are worked out
-by hand in each docstring.
+Megatron-Bridge's Ernie45VLModel builds them; estimator/model/vision.py, estimator/memory/vision.py), and ERNIE-4.5-VL's
+language model with its second, vision expert pool (model.moe_vision_ffn_hidden_size): its parameters and states,
+and the refusal of image tokens' activations in it. Expected values are worked out by hand in each docstring.
 
 Model: ERNIE-4.5-VL-28B-A3B's vision part (transformers' Ernie4_5_VL_MoeVisionConfig: depth 32, hidden_size 1280,
 16 heads, MLP 4 x 1280 = 5120, patch 14, 3 channels, spatial merge 2) into a language model of h 2560 (the 28B-A3B
@@ -107,14 +107,90 @@ def test_bad_ernie_settings_name_the_field(model, training, field):
     assert field in {p.field for p in exc.value.problems}, exc.value
 
 
-@pytest.mark.parametrize("model_type", ["ernie4_5_vl_moe", "ernie4_5_moe_vl"])
-def test_the_ernie_vl_language_model_is_refused_by_name(model_type):
-    """Megatron-Bridge's ErnieMultiTypeMoE gives every MoE layer a text and a vision expert pool: not modelled, so
-    the import names them rather than count the text experts alone."""
-    with pytest.raises(UnsupportedError, match="modality-specific experts"):
-        from_hf_config({"model_type": model_type, "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})
+def test_baidus_remote_code_ernie_vl_config_is_refused_by_name():
+    """Baidu's flat remote-code config.json (ernie4_5_moe_vl) is refused with the fields to use instead; the
+    transformers form (ernie4_5_vl_moe) is imported (tests/formats/hf/test_ernie45_vl.py)."""
+    with pytest.raises(UnsupportedError, match="moe_vision_ffn_hidden_size"):
+        from_hf_config({"model_type": "ernie4_5_moe_vl", "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})
 
 
 def test_nemotron_nano_vl_config_is_refused_with_the_fields_to_use():
     with pytest.raises(UnsupportedError, match="vision_model_type radio"):
         from_hf_config({"model_type": "NemotronH_Nano_VL_V2", "architectures": ["NemotronH_Nano_VL_V2"]})
+
+
+# ERNIE-VL: the vision expert pool (model.moe_vision_ffn_hidden_size).
+ERNIE_VL_LM = dict(num_layers=28, hidden_size=2560, num_attention_heads=20, num_query_groups=4, kv_channels=128,
+                   vocab_size=103_424, ffn_hidden_size=12_288, normalization="RMSNorm", gated_linear_unit=True,
+                   num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1536, moe_vision_ffn_hidden_size=512,
+                   moe_shared_expert_intermediate_size=3072, moe_layer_freq=[0] + [1] * 27,
+                   moe_router_enable_expert_bias=True)
+EXPERTS = 27 * (754_974_720 + 251_658_240)
+
+
+def test_the_28b_a3b_language_model_by_hand():
+    """ERNIE-4.5-VL-28B-A3B's language model as Megatron-Bridge @ 067f987d builds it (ernie_vl/ernie45_vl_bridge.py
+    provider_bridge and its unit test's flat config: h 2560, 28 layers, 20 query / 4 key-value heads of 128, layer 0
+    dense of 12,288, layers 1-27 ErnieMultiTypeMoE: 64 text experts of 1536, 64 vision experts of 512, top-6, 2
+    shared experts = 3072, sigmoid router with expert bias, RMSNorm, SwiGLU, tied embeddings), vocabulary 103,424.
+
+    Per layer: attention 2 x 2560^2 + 2 x 2560 x 512 = 15,728,640, norms 5,120. Layer 0's MLP 3 x 2560 x 12,288 =
+    94,371,840. Each MoE layer: text experts 64 x 3 x 2560 x 1536 = 754,974,720, vision experts 64 x 3 x 2560 x 512
+    = 251,658,240, shared 3 x 2560 x 3072 = 23,592,960, two routers 2 x (64 x 2560 + 64) = 327,808: with attention and
+    norms 1,046,287,488; 27 layers 28,249,762,176. Layer 0 110,105,600, embedding 103,424 x 2560 = 264,765,440, final
+    norm 2,560: 28,624,635,776 (the model card's "28B total", with the 774,658,560 vision tower 29.40 B). Active per
+    text token: 3,356,575,616 (6 of the 64 text experts, 11,796,480 each, in place of all 128: the model card's
+    "3B activated")."""
+    p = estimate(make_config(ERNIE_VL_LM)).parameters
+    assert (p.total, p.moe_experts, p.moe_router) == (28_624_635_776, EXPERTS, 27 * 327_808)
+    assert p.active == 28_624_635_776 - EXPERTS + 27 * 6 * 11_796_480
+
+
+@pytest.mark.parametrize("ep, etp", [(1, 1), (4, 1), (8, 1), (4, 2)])
+def test_both_pools_are_split_over_expert_parallel_ranks(ep, etp):
+    """Each pool is a Megatron-Core MoELayer over the same EP x ETP group: one GPU holds dense + experts / (EP x ETP)
+    parameters, 28,624,635,776 - 27,179,089,920 = 1,445,545,856 dense. fp32 gradients are 4 bytes each; the
+    distributed optimizer's 12 bytes shard the dense part over DP = 8 and the experts over expert DP = 8 / (EP x ETP)
+    (tp 1 world 8 here, or tp 2 with ETP 2: dense / 2 per GPU, over DP 4)."""
+    tp = etp
+    stage = estimate(make_config(ERNIE_VL_LM, {"expert_model_parallel_size": ep, "expert_tensor_parallel_size": etp,
+                                               "tensor_model_parallel_size": tp},
+                                 {"world_size": 8, "sequence_parallel": tp > 1})).stages[0]
+    dense = 1_445_545_856
+    if tp == 2:   # attention, dense MLP and shared experts split, embedding split, routers and norms whole
+        dense = (264_765_440 + 28 * 15_728_640 + 94_371_840 + 27 * 23_592_960) // 2 + 27 * 327_808 + 28 * 5120 + 2560
+    experts = EXPERTS // (ep * etp)
+    assert stage.parameters == dense + experts
+    assert stage.gradients_bytes == 4 * (dense + experts)
+
+
+def test_images_with_the_vision_pool_are_refused_by_name():
+    """The image tokens' activations in the vision pool are not modelled: refused, naming both fields."""
+    with pytest.raises(UnsupportedError, match="moe_vision_ffn_hidden_size"):
+        estimate(make_config({**ERNIE, **ERNIE_VL_LM}, None, {"images_per_sample": 1, **IMAGE}))
+
+
+@pytest.mark.parametrize("model, par, field", [
+    ({**ERNIE_VL_LM, "moe_vision_ffn_hidden_size": 510}, {"expert_tensor_parallel_size": 4,
+                                                          "tensor_model_parallel_size": 4},
+     "model.moe_vision_ffn_hidden_size"),
+    ({**LM, "moe_vision_ffn_hidden_size": 512}, None, "model.moe_vision_ffn_hidden_size"),
+])
+def test_bad_vision_pool_names_the_field(model, par, field):
+    with pytest.raises(ConfigError) as exc:
+        estimate(make_config(model, par, {"world_size": 4, "sequence_parallel": True}))
+    assert field in {p.field for p in exc.value.problems}, exc.value
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_text_only_activations_keep_the_pool_input_copy(tp):
+    """images_per_sample 0: every token goes to the text pool, whose router saves the index copy of its rows
+    (ErnieMultiTypeMoE.forward: flat_hidden[text_indices]) beside the norm output. One micro-batch of 4,096 tokens,
+    bf16, per MoE layer 2 x 4,096 / tp x 2,560 (sequence parallel with tp 2): 27 layers x 20,971,520 / tp =
+    566,231,040 / tp more than the same model with one pool; the vision pool itself keeps nothing."""
+    par = {"tensor_model_parallel_size": tp}
+    tr = {"world_size": tp, "seq_length": 4096, "sequence_parallel": tp > 1}
+    one = {k: v for k, v in ERNIE_VL_LM.items() if k != "moe_vision_ffn_hidden_size"}
+    a = estimate(make_config(ERNIE_VL_LM, par, tr)).stages[0]
+    b = estimate(make_config(one, par, tr)).stages[0]
+    assert a.activations_bytes - b.activations_bytes == 566_231_040 // tp

@@ -65,7 +65,7 @@ towers, ...) are mapped by their own functions, each documented with the keys it
 - :mod:`.reader`: typed, bounded access to one config.json's keys, and the helpers every family shares;
 - one module per group of families: :mod:`.llama` (the Llama-style layers, Mixtral / Qwen MoE, Phi-3, MiMo,
   OLMo 2, EXAONE 4.0, Nemotron-4 / Minitron, Llama 4, Llama-Nemotron), :mod:`.deepseek` (MLA,
-  DeepSeek-V2/V3/V3.2/V4), :mod:`.glm`, :mod:`.moe` (ERNIE 4.5, Ling, gpt-oss, MiniMax-M2 and M3, OLMoE,
+  DeepSeek-V2/V3/V3.2/V4), :mod:`.glm`, :mod:`.moe` (ERNIE 4.5 and 4.5-VL, Ling, gpt-oss, MiniMax-M2 and M3, OLMoE,
   K-EXAONE, Hy3, Sarvam), :mod:`.sliding` (MiMo-V2-Flash, Step 3.5 Flash: sliding-window and global layers of
   different shapes), :mod:`.hybrid` (Qwen3-Next, Qwen3.5, Nemotron-H, pure Mamba-2, Falcon-H1), :mod:`.kimi`
   (Kimi K3), :mod:`.gemma` (Gemma 1 to 4);

@@ -14,7 +14,7 @@ from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .kimi import map_kimi_k3
 from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
-from .moe import (map_bailing_moe, map_ernie4_5_moe, map_exaone_moe, map_gpt_oss, map_hy_v3, map_minimax_m2,
+from .moe import (map_bailing_moe, map_ernie4_5_moe, map_ernie4_5_vl, map_exaone_moe, map_gpt_oss, map_hy_v3, map_minimax_m2,
                   map_minimax_m3, map_olmoe, map_sarvam)
 from .multimodal import WRAPPED, text_part
 from .reader import GATED_ACT, LISTED_KEYS, MODEL_ORDER, Reader
@@ -38,6 +38,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "phi3": ("Phi3ForCausalLM", "Phi-3, Phi-3.5, Phi-4-mini"),
     "mimo": ("MiMoForCausalLM", "MiMo (Qwen2 with MTP layers)"),
     "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "ERNIE 4.5 MoE"),
+    "ernie4_5_vl_moe": ("Ernie4_5_VLMoeForConditionalGeneration", "ERNIE-4.5-VL (text and vision expert pools, "
+                        "the ViT and resampler)"),
     "bailing_moe": ("BailingMoeV2ForCausalLM", "Ling 2.0 (Bailing MoE V2)"),
     "llama4": ("Llama4ForConditionalGeneration", "Llama 4 (text part)"),
     "gemma2": ("Gemma2ForCausalLM", "Gemma 2"),
@@ -114,17 +116,14 @@ REFUSED: dict[str, str] = {
     "exaone4_5": "EXAONE 4.5 is a vision-language model whose vision tower (a windowed-attention ViT with its "
                  "full-attention blocks, Megatron-Bridge's exaone45 vision_model.py) the estimator does not model; "
                  "the language model alone would undercount it",
-    # Megatron-Bridge @ 067f987d : models/ernie_vl (Ernie45VLModel): every MoE layer holds two expert pools, text
-    # and vision (ernie_moe_layer.py ErnieMultiTypeMoE: text_moe_layer and vision_moe_layer, moe_intermediate_size
-    # [text, vision]), routed by token modality; the ViT and resampler are model.vision_model_type ernie45_vl.
-    "ernie4_5_vl_moe": ("ERNIE-4.5-VL's language model has modality-specific experts (a second, vision expert pool "
-                        "with its own router and width in every MoE layer, Megatron-Bridge's ErnieMultiTypeMoE), "
-                        "which the estimator does not model; its ViT and resampler are (model.vision_model_type "
-                        "ernie45_vl)"),
-    "ernie4_5_moe_vl": ("ERNIE-4.5-VL's language model has modality-specific experts (a second, vision expert pool "
-                        "with its own router and width in every MoE layer, Megatron-Bridge's ErnieMultiTypeMoE), "
-                        "which the estimator does not model; its ViT and resampler are (model.vision_model_type "
-                        "ernie45_vl)"),
+    # ERNIE-VL (issue 27): Baidu's remote-code config.json (Ernie4_5_VLMoEConfig, flat: the language model's keys at
+    # the top level, moe_layer_start_index / moe_layer_end_index per pool, the tower's embed_dim / mlp_ratio); the
+    # transformers form, ernie4_5_vl_moe, is imported.
+    "ernie4_5_moe_vl": ("Baidu's remote-code ERNIE-4.5-VL config.json (flat, per-pool moe_layer_start_index and "
+                        "moe_layer_end_index, the tower as embed_dim and mlp_ratio) is not imported; use the "
+                        "transformers-format config.json (model_type ernie4_5_vl_moe), or describe the model with "
+                        "num_experts, moe_ffn_hidden_size and moe_vision_ffn_hidden_size (the text and vision "
+                        "experts' widths, moe_intermediate_size) and model.vision_model_type ernie45_vl"),
     # Megatron-Bridge @ 067f987d : models/nemotron_vl (NemotronVLBridge, source NemotronH_Nano_VL_V2): the config.json
     # names its RADIO tower only by version (vision_config.version radio_v2.5-h); the provider hard-codes its shape.
     "NemotronH_Nano_VL_V2": ("Nemotron Nano VL's config.json names its RADIO vision tower only by version, so it is "
@@ -247,6 +246,7 @@ _OWN_MAPPING = {
     "phi3": map_phi3,
     "mimo": map_mimo,
     "ernie4_5_moe": map_ernie4_5_moe,
+    "ernie4_5_vl_moe_text": map_ernie4_5_vl,
     "bailing_moe": map_bailing_moe,
     "gpt_oss": map_gpt_oss,
     "qwen3_next": map_qwen3_next,

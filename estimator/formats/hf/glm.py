@@ -5,7 +5,7 @@ layers), with the router as Megatron-Bridge's GLM bridges build it."""
 from __future__ import annotations
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
-from ...config.model_rules import dsa_shared_topk
+from ...config.rules.attention import dsa_shared_topk
 from .deepseek import dsa_indexer, mla
 from .reader import Reader, pattern_value, refuse_true
 
@@ -144,7 +144,7 @@ def _glm_layer_lists(r: Reader, m: dict) -> None:
     src/transformers/models/glm_moe_dsa/configuration_glm_moe_dsa.py): mlp_layer_types ("dense" / "sparse") must say
     what first_k_dense_replace says; indexer_types ("full": the layer runs its own indexer, "shared": it reuses the
     previous full layer's top-k and has no indexer) must say what index_topk_freq and index_skip_topk_offset say
-    (:func:`~estimator.config.model_rules.dsa_shared_topk`), since Megatron-Bridge builds the layers from those two
+    (:func:`~estimator.config.rules.attention.dsa_shared_topk`), since Megatron-Bridge builds the layers from those two
     and the checkpoint's indexers from the list; a list that disagrees is refused."""
     L = m["num_layers"]
     first = r.int("first_k_dense_replace", 1)

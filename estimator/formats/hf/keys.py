@@ -120,6 +120,8 @@ KNOWN = {
     "phi3": _COMMON | {"embd_pdrop", "resid_pdrop", "original_max_position_embeddings", "lm_head_bias", "full_attn_mod",
                        "interpolate_factor"},
     "mimo": _COMMON | {"num_nextn_predict_layers"},
+    "ernie4_5_vl_moe_text": _COMMON | {"moe_num_experts", "moe_k", "moe_intermediate_size", "moe_num_shared_experts",
+                                       "mlp_layer_types", "use_bias", "moe_norm_min"},
     "ernie4_5_moe": _COMMON | {"moe_num_experts", "moe_k", "moe_intermediate_size", "moe_num_shared_experts",
                                "moe_layer_start_index", "moe_layer_interval", "moe_use_aux_free", "moe_capacity",
                                "moe_gate", "use_bias", "moe_layer_end_index"},

@@ -98,14 +98,14 @@ def map_nemotron_nas(r: Reader, m: dict) -> None:
     Llama layers (SwiGLU, RMSNorm, RoPE, untied embeddings unless tie_word_embeddings) whose block_configs give each
     layer its attention (no_op, replace_with_linear, or n_heads_in_group heads per key/value head) and its MLP
     (no_op, replace_with_linear, or ffn_mult); every key of every block is type-checked by
-    :func:`estimator.config.model_rules.parse_blocks`, which reads them as Megatron-Core does. The blocks are written to
+    :func:`estimator.config.rules.hetero.parse_blocks`, which reads them as Megatron-Core does. The blocks are written to
     heterogeneous_layers_config in Megatron-Core's own names (num_query_groups, ffn_hidden_size); num_query_groups
     and ffn_hidden_size of the model are the first attention block's and the first MLP block's (Megatron-LM's
     arguments.py asserts one n_heads_in_group for all layers). intermediate_size and num_key_value_heads, null in
     the published config.json, are not read."""
     import json
 
-    from ...config.model_rules import HeteroError, parse_blocks as parse
+    from ...config.rules.hetero import HeteroError, parse_blocks as parse
     from ...config.schema import MAX_FFN
     hf = r.hf
     refuse_true(r, "attention_bias", why="DeciLM's attention has no biases in Megatron-Core's heterogeneous spec")

@@ -1,6 +1,7 @@
-"""MoE families with their own layouts: ERNIE 4.5 MoE, Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE, K-EXAONE
-(EXAONE MoE), MiniMax-M3's language model, Hy3 (Hunyuan V3) and Sarvam (its GQA and multi-latent-attention
-variants). MiMo-V2-Flash and Step 3.5 Flash are in :mod:`.sliding`."""
+"""MoE families with their own layouts: ERNIE 4.5 MoE, ERNIE-4.5-VL's language model (text and vision expert
+pools), Ling 2.0 (Bailing MoE V2), gpt-oss, MiniMax-M2, OLMoE, K-EXAONE (EXAONE MoE), MiniMax-M3's language model,
+Hy3 (Hunyuan V3) and Sarvam (its GQA and multi-latent-attention variants). MiMo-V2-Flash and Step 3.5 Flash are
+in :mod:`.sliding`."""
 
 from __future__ import annotations
 
@@ -38,6 +39,48 @@ def map_ernie4_5_moe(r: Reader, m: dict) -> None:
         m["moe_layer_freq"] = pattern
     if r.flag("moe_use_aux_free"):
         m["moe_router_enable_expert_bias"] = True
+
+
+def map_ernie4_5_vl(r: Reader, m: dict) -> None:
+    """ERNIE-4.5-VL's language model (text_config of transformers' Ernie4_5_VLMoeConfig, huggingface/transformers
+    @ 020a37d2 : configuration_ernie4_5_vl_moe.py ``Ernie4_5_VLMoeTextConfig``) as Megatron-Bridge @ 067f987d :
+    ernie_vl/ernie45_vl_bridge.py ``provider_bridge`` maps it: moe_num_experts experts (an int, or one equal count
+    per pool) in each of two pools, the text one moe_intermediate_size[0] wide and the vision one
+    moe_intermediate_size[1] (default [1536, 512]), top moe_k, moe_num_shared_experts shared experts of the text
+    width, a sigmoid router with expert bias in fp32 and an aux loss of router_aux_loss_coef (default 0.001), and
+    mlp_layer_types "dense" / "sparse" (default: layer 0 dense)."""
+    refuse_true(r, "use_bias", why="biases on every projection are not what ERNIE-4.5-VL ships")
+    gqa(r, m)
+    L = m["num_layers"]
+    E = r.hf.get("moe_num_experts", 64)
+    if isinstance(E, list) and len(E) == 2 and E[0] == E[1]:
+        E = E[0]
+    if type(E) is not int or not 1 <= E <= r.bound("moe_num_experts"):
+        raise ConfigError(Problem("config.json:moe_num_experts", E, "must be a positive integer (or two equal ones, "
+                                  "text and vision pool: Megatron-Bridge builds both pools with one count) up to "
+                                  f"{r.bound('moe_num_experts'):,}, got {show(E)}"))
+    widths = r.hf.get("moe_intermediate_size", [1536, 512])
+    if (not isinstance(widths, list) or len(widths) != 2
+            or not all(type(x) is int and 1 <= x <= r.bound("moe_intermediate_size") for x in widths)):
+        raise ConfigError(Problem("config.json:moe_intermediate_size", widths, "must be two positive integers, "
+                                  "the text and the vision experts' widths (ErnieMultiTypeMoE), up to "
+                                  f"{r.bound('moe_intermediate_size'):,}, got {show(widths)}"))
+    m["num_experts"], m["moe_router_topk"] = E, r.int("moe_k", 6)
+    m["moe_ffn_hidden_size"], m["moe_vision_ffn_hidden_size"] = widths
+    shared = r.int("moe_num_shared_experts", 2)
+    if shared:
+        m["moe_shared_expert_intermediate_size"] = shared * widths[0]
+    types = r.hf.get("mlp_layer_types", ["dense"] + ["sparse"] * (L - 1))
+    if not isinstance(types, list) or len(types) != L or any(t not in ("dense", "sparse") for t in types):
+        raise ConfigError(Problem("config.json:mlp_layer_types", types, f"must list num_hidden_layers ({L}) "
+                                  f"entries, each 'dense' or 'sparse', got {show(types)}"))
+    pattern = [int(t == "sparse") for t in types]
+    if pattern_value(pattern) is not None:
+        m["moe_layer_freq"] = pattern
+    m.update(moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True, moe_router_dtype="fp32")
+    coeff = r.number("router_aux_loss_coef", 0.001)       # the bridge's moe_aux_loss_coeff (aux_loss balancing)
+    if coeff:
+        m["moe_aux_loss_coeff"] = coeff
 
 
 def map_bailing_moe(r: Reader, m: dict) -> None:

@@ -73,6 +73,11 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "glm4v_moe": (("glm4v_moe_text",), _VISION_TOP | _GLM4V_MEDIA),
     # Megatron-Bridge @ 067f987d : kimi/kimi_k3_bridge.py (KimiK3Bridge): the language model of text_config
     # (kimi_linear, :mod:`.kimi`); the vision tower and projector pass through the bridge and are not built.
+    # ERNIE-VL (issue 27): Megatron-Bridge @ 067f987d : ernie_vl/ernie45_vl_bridge.py (Ernie45VLBridge): the
+    # language model of text_config with ErnieMultiTypeMoE's two expert pools (moe.map_ernie4_5_vl) and the ViT and
+    # resampler of vision_config (towers.ernie_vision); transformers' Ernie4_5_VLMoeConfig (huggingface/transformers
+    # @ 020a37d2) adds the media token ids.
+    "ernie4_5_vl_moe": (("ernie4_5_vl_moe_text",), _VISION_TOP | _GLM4V_MEDIA),
     "kimi_k3": (("kimi_linear",), _VISION_TOP | {"ignore_index", "image_placeholder", "media_placeholder_token_id"}),
 }
 

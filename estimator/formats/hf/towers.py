@@ -1,7 +1,7 @@
 """The vision towers read from a multimodal ``config.json``'s ``vision_config`` into the ``model.vision_*`` fields
 (estimator/model/vision.py for what each kind is built of): Qwen3.5's and Qwen3-VL's, Qwen2.5-VL's
-(:func:`qwen_vision`), Gemma 3's SigLIP (:func:`siglip_vision`), Kimi K2.5's MoonViT (:func:`moonvit_vision`) and
-GLM-4.5V's (:func:`glm4v_vision`); :func:`read_vision` picks the reader for a wrapper's ``model_type``. Every key
+(:func:`qwen_vision`), Gemma 3's SigLIP (:func:`siglip_vision`), Kimi K2.5's MoonViT (:func:`moonvit_vision`),
+GLM-4.5V's (:func:`glm4v_vision`) and ERNIE-4.5-VL's ViT and resampler (:func:`ernie_vision`); :func:`read_vision` picks the reader for a wrapper's ``model_type``. Every key
 that sizes a tensor is read, type-checked and bounded; a key understood by none is refused by name."""
 
 from __future__ import annotations
@@ -251,9 +251,45 @@ def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
 
 
 #: Wrappers whose vision_config :func:`qwen_vision` maps into the model.vision_* fields.
+#: ERNIE-4.5-VL's vision_config (huggingface/transformers @ 020a37d2 : src/transformers/models/ernie4_5_vl_moe/
+#: configuration_ernie4_5_vl_moe.py ``Ernie4_5_VLMoeVisionConfig``, whose defaults fill the keys left out) -> the
+#: model field; temporal_merge_size is the resampler's (estimator/model/vision.py: 2, the only value mapped).
+_ERNIE_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                 "num_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                 "patch_size": "vision_patch_size", "in_channels": "vision_in_channels",
+                 "spatial_merge_size": "vision_spatial_merge_size"}
+_ERNIE_DEFAULTS = {"depth": 32, "hidden_size": 1280, "num_heads": 16, "intermediate_size": 5120, "patch_size": 14,
+                   "in_channels": 3, "spatial_merge_size": 2}
+_ERNIE_INERT = frozenset({"model_type", "initializer_range", "dtype", "torch_dtype", "_name_or_path",
+                          "transformers_version", "rms_norm_eps", "hidden_act", "temporal_merge_size"})
+
+
+def ernie_vision(vc, m: dict, strict: bool) -> None:
+    """ERNIE-4.5-VL's ViT and resampler (model.vision_model_type ernie45_vl), transformers' modules as
+    Megatron-Bridge @ 067f987d : ernie_vl/modeling_ernie45_vl/model.py builds them (use_mg_vit false): depth blocks
+    of hidden_size, num_heads, a quick-GELU MLP of intermediate_size, a linear patch embedding of in_channels x
+    patch_size^2 (one frame: vision_temporal_patch_size 1), spatial_merge_size; another hidden_act or a
+    temporal_merge_size other than 2 is refused."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, "is required for ernie4_5_vl_moe (the vision "
+                                  "tower)"))
+    if strict:
+        unknown = sorted(str(k) for k in vc if k not in _ERNIE_FIELDS and k not in _ERNIE_INERT
+                         and k not in PRETRAINED_DEFAULTS)
+        if unknown:
+            raise UnsupportedError("config.json:vision_config key(s) not understood for ernie4_5_vl_moe: "
+                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    for key, only in (("hidden_act", "quick_gelu"), ("temporal_merge_size", 2)):
+        if vc.get(key, only) != only:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for ernie4_5_vl_moe: only "
+                                   f"{show(only)} is mapped (ERNIE-4.5-VL's tower and resampler)")
+    _read_fields(vc, _ERNIE_FIELDS, m, _ERNIE_DEFAULTS)
+    m.update(vision_temporal_patch_size=1, vision_model_type="ernie45_vl")
+
+
 QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
 #: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
-VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe"}
+VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe", "ernie4_5_vl_moe"}
 
 
 def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
@@ -264,5 +300,7 @@ def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
         moonvit_vision(hf.get("vision_config"), m, strict)
     elif mt == "glm4v_moe":
         glm4v_vision(hf.get("vision_config"), m, strict)
+    elif mt == "ernie4_5_vl_moe":
+        ernie_vision(hf.get("vision_config", {}), m, strict)
     else:
         qwen_vision(hf.get("vision_config"), m, strict, mt)

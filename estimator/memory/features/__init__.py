@@ -18,7 +18,7 @@ source in its docstring:
 - :mod:`.delayed_wgrad`: delayed weight gradients inside the expert-parallel overlap's combined step;
 - :mod:`.optimizers`: Adam, SGD and Muon state bytes and their sharding (partial distributed optimizer);
 - :mod:`.muon_step`: the Muon optimizer step (Newton-Schulz working set beside Adam's temporaries);
-- :mod:`estimator.config.feature_rules`: the cross-field rules Megatron-Core enforces for them.
+- :mod:`estimator.config.rules.features`: the cross-field rules Megatron-Core enforces for them.
 
 :func:`plan` returns ``None`` when none of them is switched on, so the default path does no extra work.
 """

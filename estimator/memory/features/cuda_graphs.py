@@ -1,6 +1,6 @@
 """CUDA graphs with Transformer Engine's per-layer capture (``cuda_graph_impl: transformer_engine``): when the
 allocator counts what, and the peak that follows; the whole-iteration graph (``full_iteration``) at the end of
-this docstring. The ``local`` implementation is refused (:mod:`estimator.config.feature_rules`).
+this docstring. The ``local`` implementation is refused (:mod:`estimator.config.rules.features`).
 
 Sources: Megatron-LM @ d98e8a64 ``megatron/core/transformer/cuda_graphs.py`` (``TECudaGraphHelper``:
 ``create_cudagraphs`` runs once, at the training step ``cuda_graph_warmup_steps``, before the step;
@@ -29,7 +29,7 @@ bias-dropout-add. Its static input is the hidden states alone (``GraphableMegatr
 [s / cp (/ t with sequence parallelism), b, h]), its output the hidden states of the same shape, like a
 transformer layer's; its region's backward working set is the Mamba mixer's. A hybrid model's MTP layers are
 ``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable. Gated delta net layers are
-refused when captured (:mod:`estimator.config.feature_rules`).
+refused when captured (:mod:`estimator.config.rules.features`).
 
 So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is the largest:
 

@@ -86,7 +86,7 @@ group to differentiate (``bulk_reload``, one ahead; at a chunk's end the next ch
 group being differentiated (with unfused attention its s x s probabilities) sits the one reloaded after it: the
 largest such pair is added back.
 
-Refused (:mod:`estimator.config.feature_rules`): ``fused_group_mlp`` and ``gdp_qkv`` groups, hybrid (Mamba),
+Refused (:mod:`estimator.config.rules.offload`): ``fused_group_mlp`` and ``gdp_qkv`` groups, hybrid (Mamba),
 linear-attention, DeepSeek sparse attention and hyper-connection layers, full recompute, CUDA graphs, PEFT, the
 paged stash, and the delayed weight gradients of the expert-parallel overlap; Megatron-Core's own rules (no
 ``cpu_offloading``, Transformer Engine only, ``attn_proj`` with ``core_attn``, no ``moe_act`` / ``expert_fc1``

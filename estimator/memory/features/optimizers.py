@@ -16,7 +16,7 @@ whole to one data-parallel rank; everything else goes through the byte-sharded d
 SGD does not run with the distributed optimizer (nor Megatron-FSDP, which uses it): ``distrib_optimizer.py``
 ``DistributedOptimizer.__init__`` asserts Adam, ``HybridDeviceOptimizer`` or a state initializer, and SGD is built
 without one (this project's batch-4 SGD run stopped there on an H100); the configuration is refused
-(:mod:`estimator.config.feature_rules`).
+(:mod:`estimator.config.rules.features`).
 
 Sharding: with the distributed optimizer the states are divided over the data x context-parallel ranks
 (experts: expert-data-parallel ranks), and with ``num_distributed_optimizer_instances`` = M copies over only

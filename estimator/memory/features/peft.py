@@ -57,7 +57,7 @@ sequence parallelism, R the routed rows of the local experts):
 - DoRA keeps the pre-magnitude output (base + adapter) for the magnitude's gradient: B*T*out/t for column-,
   B*Tn*out for row-parallel bases, and computes ``||W + s*B*A||`` each forward (a transient copy of the
   largest adapted weight). Bridge's DoRA has no expert path (``DoRA.transform`` passes no ``is_expert``), so DoRA
-  on the MLP of an MoE model is refused (estimator/config/feature_rules.py).
+  on the MLP of an MoE model is refused (estimator/config/rules/features.py).
 
 ``sequence_parallel_input_regather`` (``LoRA``, default False; ``ParallelLinearAdapter.forward`` and
 ``_sequence_parallel_input_regather_eligibility``): the LoRA-A projection of a column-parallel, non-expert adapter

@@ -63,7 +63,7 @@ and its backward (``bwd_fused_indexer_loss_naive``) recomputes the fp32 index sc
 
 Cross-layer top-k sharing (``dsa_indexer_topk_freq`` k > 1, GLM-5.2's IndexShare; ``DSAttention.__init__``
 and ``forward``): which layers compute their top-k is
-:func:`estimator.config.model_rules.dsa_shared_topk`'s; a layer that reuses an earlier one's (``dsa_skip``) builds
+:func:`estimator.config.rules.attention.dsa_shared_topk`'s; a layer that reuses an earlier one's (``dsa_skip``) builds
 no indexer (``self.indexer = None``): none of the indexer's parameters, none of its activations, no indexer loss
 (it runs only where the top-k is computed) and no indexer backward. Its sparse attention still saves its own
 int32 indices for the backward pass (cuDNN: ``dsa_cudnn_kernels.py`` ``_run_sparse_attention_forward`` converts and

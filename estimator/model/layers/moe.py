@@ -16,6 +16,11 @@ Parameters::
     latent     h l + l h (fc1_latent_proj, fc2_latent_proj: TELinear "duplicated", replicated over the
                tensor-parallel ranks) + l + h biases with add_bias_linear
     norm       nw h
+    ERNIE-VL   a second, vision pool of width fv (moe_vision_ffn_hidden_size): its own router (E h fp32 weight
+               + E expert bias) and E (d fv up + fv d) experts, split like the text experts (Megatron-Bridge @
+               067f987d : src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py
+               ``ErnieMultiTypeMoE`` builds text_moe_layer and vision_moe_layer from copies of one config that
+               differ only in moe_ffn_hidden_size; the shared experts sit outside both, once)
     Gemma 4    h router input scale + E per-expert scale (Gemma4TopKRouter) + 4 nw h norms (the shared
                expert's input norm, the routed and shared outputs' norms, the layer output's norm): the MoE
                block of Megatron-Bridge's gemma4_block_spec, which post_layernorm selects in an MoE model
@@ -72,6 +77,19 @@ unpermuted, in the activations' dtype, per micro-batch::
 
 The fused unpermute (Transformer Engine's ``moe_unpermute``) is the same in both modes, and the flex
 dispatcher's received-token count is data-dependent (left out, as above).
+
+ERNIE-VL's two pools (``moe_vision_ffn_hidden_size``; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/
+ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward``) with text tokens only: the layer
+flattens the norm output, picks each pool's rows by index (a copy) and runs that pool's MoELayer on them, then
+scatters the outputs back into zeros and adds the shared experts' output (on the norm output itself). The index
+copy is what the text pool's router saves (``router_gating_linear``: its input), a tensor beside the norm output;
+the index, scatter, reshape and addition keep only indices::
+
+    + B Tn h                           the text pool's input rows (every token: images_per_sample 0)
+
+With expert parallelism the idle vision pool still runs one dummy token through its router and dispatcher for the
+collectives: a few rows of h, not counted. Image tokens (their split between the pools) are refused
+(:mod:`estimator.config.rules.unsupported`).
 
 Expert-parallel overlap (``overlap_moe_expert_parallel_comm``) runs the layer as schedule nodes
 (Megatron-LM @ d98e8a64 : megatron/core/models/gpt/fine_grained_callables.py, models/common/utils.py
@@ -196,7 +214,8 @@ def router_count(r) -> Count:
     @ d48bd6be (dev) : megatron/core/transformer/moe/router.py ``TopKRouter.__init__``, ``enable_expert_bias``)."""
     m = r.cfg.model
     bias = m.moe_router_enable_expert_bias and not r.hash_route
-    return Count(0, r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if bias else 0)
+    pools = 2 if r.fmv else 1           # ERNIE-VL: the vision pool's router, a copy of the text pool's
+    return Count(0, pools * (r.E * r.h + (r.E if m.add_bias_linear else 0) + (r.E if bias else 0))
                  + r.norm_w * r.h + (r.h if m.moe_shared_expert_gate and r.fs else 0)
                  + ((r.h + r.E) if r.post_norm else 0) + gemma4_norms(r))
 
@@ -219,8 +238,11 @@ def _lat_norm(r) -> int:
 
 
 def expert_params(r) -> Count:
-    """All routed experts of one MoE layer; ``sharded`` splits over expert-parallel x expert-TP ranks."""
-    return mlp_count(r.lat or r.h, r.fm, r.gated, r.cfg.model.add_bias_linear) * r.E
+    """All routed experts of one MoE layer, ERNIE-VL's vision pool included; ``sharded`` splits over
+    expert-parallel x expert-TP ranks."""
+    d, bias = r.lat or r.h, r.cfg.model.add_bias_linear
+    vision = mlp_count(d, r.fmv, r.gated, bias) * r.E if r.fmv else Count()
+    return mlp_count(d, r.fm, r.gated, bias) * r.E + vision
 
 
 def params(r) -> Count:
@@ -236,8 +258,9 @@ def components(r) -> dict:
 
 
 def active_experts(r) -> int:
-    """Routed-expert parameters one token passes through: k of the E experts."""
-    return expert_params(r).total // r.E * r.k
+    """Routed-expert parameters one token passes through: k of the E experts (of the text pool with ERNIE-VL's
+    two pools: a text token never reaches the vision experts)."""
+    return mlp_count(r.lat or r.h, r.fm, r.gated, r.cfg.model.add_bias_linear).total * r.k
 
 
 def linear_weights(r) -> int:
@@ -268,7 +291,8 @@ def expert_shapes(r) -> tuple:
     over the expert-tensor-parallel ranks."""
     up = 2 if r.gated else 1
     fm, d, n = r.fm // r.etp, r.lat or r.h, r.E // r.ep
-    return ((fm * up, d, n), (d, fm, n))
+    fv = r.fmv // r.etp                 # ERNIE-VL's vision pool
+    return ((fm * up, d, n), (d, fm, n)) + (((fv * up, d, n), (d, fv, n)) if fv else ())
 
 
 def routed_rows(r, T: int, Tn: int) -> int:
@@ -488,7 +512,11 @@ def activations(r, c: Ctx) -> Part:
     if r.post_norm:
         outside, inside = gemma4_block(r, c)
         norm2 = norm2_out = 0           # the eager pre-MLP norm replaces Transformer Engine's (in ``outside``)
-    saved = norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched + inside
+    # ERNIE-VL's ErnieMultiTypeMoE hands each pool its tokens as an index copy (flat_hidden[text_indices]), which
+    # the pool's router_gating_linear saves in place of the norm output (module docstring).
+    pooled = B * Tn * h if r.fmv else 0
+    saved = (norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched + inside
+             + pooled)
     if "moe" in c.modules:
         recompute = saved
         saved = B * Tn * h

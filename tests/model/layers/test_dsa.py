@@ -241,7 +241,7 @@ def test_which_layers_share_their_top_k_is_what_glm52_config_json_lists():
     """GLM-5.2's published config.json (catalog) states both the rule (index_topk_freq 4, index_skip_topk_offset 3)
     and, independently, the per-layer list indexer_types: "full" for layers 0, 1, 2, 6, 10, ..., 74 (21), "shared"
     for the other 57. Megatron-Core's rule (dsa.py is_dsa_skip_topk_layer) gives the same list."""
-    from estimator.config.model_rules import dsa_shared_topk
+    from estimator.config.rules.attention import dsa_shared_topk
     cfg = get("zai-org/GLM-5.2").config()
     shared = dsa_shared_topk(78, cfg["index_topk_freq"], cfg["index_skip_topk_offset"])
     assert [k == "shared" for k in cfg["indexer_types"]] == list(shared)

@@ -1,4 +1,4 @@
-"""The layer kinds beyond a plain GPT layer (estimator/model/layers/, estimator/config/hybrid_pattern.py, estimator/config/model_rules.py):
+"""The layer kinds beyond a plain GPT layer (estimator/model/layers/, estimator/config/hybrid_pattern.py, estimator/config/rules/):
 parameters and their tensor-parallel split, activations by hand, hybrid patterns and their pipeline split, and the
 importers (Hugging Face config.json, Megatron-LM flags) for them.
 

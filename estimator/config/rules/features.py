@@ -1,14 +1,19 @@
 """Cross-field rules of the recipe features, as Megatron-LM (``megatron/training/arguments.py``), Megatron-Core
 (``TransformerConfig.__post_init__``, ``DistributedDataParallelConfig``) and Megatron-Bridge enforce them, plus
-the combinations the estimator does not model (refused by name rather than estimated wrongly)."""
+the combinations the estimator does not model (refused by name rather than estimated wrongly): FSDP, optimizers,
+PEFT, CUDA graphs, communication (TP overlap, DeepEP / HybridEP), schedules. Activation offloading is
+:mod:`estimator.config.rules.offload`'s; the quantization recipes' GPU and output-layer rules
+:mod:`estimator.config.rules.precision`'s; HybridEP's group rules :mod:`estimator.config.rules.moe`'s."""
 
 from __future__ import annotations
 
-from . import tp_overlap
-from .derived import compute_capability, is_amd, virtual_stages
-from .errors import Problem
-from .limits import (DEEPEP_GROUP_SIZES, HYBRIDEP_MAX_DOMAINS, HYBRIDEP_MAX_RDMA_TOKENS, hybridep_domains,
-                     hybridep_tokens)
+from .. import tp_overlap
+from ..derived import virtual_stages
+from ..errors import Problem
+from ..limits import DEEPEP_GROUP_SIZES
+from .moe import hybridep_rules
+from .offload import offload_problems
+from .precision import fp8_output_problems, recipe_arch_problems
 
 __all__ = ["feature_problems"]
 
@@ -180,20 +185,8 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.peft_dim", tr.peft_dim, f"the adapter rank ({tr.peft_dim}) must be divisible by "
                 f"tensor_model_parallel_size ({t}) for column-parallel targets ({', '.join(sorted(column))})")
 
-    # Activation offloading --------------------------------------------------------------------------
-    if tr.cpu_offloading_num_layers and not tr.cpu_offloading:
-        add("training.cpu_offloading", False, "set it to true with cpu_offloading_num_layers > 0 (Megatron-LM does)")
-    if tr.cpu_offloading:
-        if tr.cpu_offloading_num_layers >= m.num_layers:
-            add("training.cpu_offloading_num_layers", tr.cpu_offloading_num_layers, f"must be less than num_layers "
-                f"({m.num_layers})")
-        if p > 1:
-            add("training.cpu_offloading", True, "Megatron-Core does not support CPU offloading with pipeline "
-                "parallelism")
-        if tr.recompute_granularity is not None:
-            add("training.cpu_offloading", True, "Megatron-Core does not support CPU offloading with activation "
-                "recomputation")
-    P.extend(_fine_grained_offload_problems(cfg))
+    # Activation offloading (estimator/config/rules/offload.py) ---------------------------------------------
+    P.extend(offload_problems(cfg))
 
     # CUDA graphs ----------------------------------------------------------------------------------
     mods = set(tr.cuda_graph_modules or ())
@@ -269,7 +262,7 @@ def feature_problems(cfg) -> list[Problem]:
         lpd = m.moe_hybridep_ranks_per_nvlink_domain
         if m.moe_flex_dispatcher_backend == "hybridep" and g > 1:
             seq = tr.seq_length or m.max_position_embeddings or 0
-            _hybridep_rules(add, ep, g, lpd, seq, seq * tr.micro_batch_size // cp // (t if tr.sequence_parallel else 1))
+            hybridep_rules(add, ep, g, lpd, seq, seq * tr.micro_batch_size // cp // (t if tr.sequence_parallel else 1))
         else:
             only_with("model.moe_hybridep_ranks_per_nvlink_domain", lpd, None,
                       "moe_flex_dispatcher_backend: hybridep over more than one rank")
@@ -360,7 +353,7 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.defer_embedding_wgrad_compute", True, "needs gradient_accumulation_fusion: true")
     else:
         only_with("training.wgrad_deferral_limit", tr.wgrad_deferral_limit, 0, "defer_embedding_wgrad_compute: true")
-    P += _recipe_arch_problems(pr, tr.gpu_arch)
+    P += recipe_arch_problems(pr, tr.gpu_arch)
     if pr.disable_parameter_transpose_cache and not (pr.fp8 or pr.fp4):
         add("precision.disable_parameter_transpose_cache", True, "applies only with fp8: true or fp4: true")
     if pr.first_last_layers_bf16:
@@ -381,154 +374,5 @@ def feature_problems(cfg) -> list[Problem]:
                   "first_last_layers_bf16: true")
         only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
                   "first_last_layers_bf16: true")
-    P.extend(_fp8_output_problems(cfg))
-    return P
-
-
-def _fp8_output_problems(cfg) -> list[Problem]:
-    """``precision.fp8_output_proj`` (estimator/memory/features/fp8_output.py). Megatron-LM @ d98e8a64 :
-    ``TransformerConfig.__post_init__`` requires fp8 with the mxfp8 recipe; ``TELMHeadColumnParallelLinear`` raises
-    on a shared embedding weight (tied embeddings with the embedding on the same stage) and on
-    ``defer_embedding_wgrad_compute``. The combinations whose output-layer tensors another part of the estimate
-    re-plans are refused by name."""
-    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
-    if not pr.fp8_output_proj:
-        return []
-    out: list[Problem] = []
-
-    def add(msg):
-        out.append(Problem("precision.fp8_output_proj", True, msg))
-
-    if not pr.fp8 or pr.fp8_recipe != "mxfp8":
-        add(f"needs fp8 with fp8_recipe mxfp8 (Megatron-Core's TransformerConfig refuses it otherwise; here fp8 "
-            f"{pr.fp8}, fp8_recipe {pr.fp8_recipe or ('delayed' if pr.fp8 else None)})")
-    if not m.untie_embeddings_and_output_weights and par.pipeline_model_parallel_size == 1:
-        add("with tied embeddings on one pipeline stage: Megatron-Core's TELMHeadColumnParallelLinear does not take "
-            "the embedding's weight (skip_weight_param_allocation); set untie_embeddings_and_output_weights")
-    if tr.defer_embedding_wgrad_compute:
-        add("with defer_embedding_wgrad_compute: Megatron-Core's TELMHeadColumnParallelLinear refuses it")
-    for on, what in ((par.use_megatron_fsdp or par.use_torch_fsdp2, "FSDP"),
-                     (pr.disable_parameter_transpose_cache, "disable_parameter_transpose_cache"),
-                     (tr.freeze_language_model, "freeze_language_model"),
-                     (tr.reserved_memory_model == "replay", "reserved_memory_model replay")):
-        if on:
-            add(f"with {what} is not modelled (the MXFP8 output layer's weight copies and saved input there)")
-    return out
-
-
-
-def _recipe_arch_problems(pr, arch: str | None) -> list[Problem]:
-    """The quantization recipes the GPU architecture ``arch`` (``training.gpu_arch``, set or from the GPU named)
-    cannot run. Transformer Engine raises at its autocast rather than fall back, and Megatron-Core does not check
-    first (TransformerEngine @ d0067d0d : transformer_engine/pytorch/quantization.py ``check_recipe_support`` and the
-    ``_compute_*_support`` functions): FP8 needs compute capability 8.9, blockwise scaling 9.0, MXFP8 10.x or 11.x
-    ("not supported on 12.0+ architectures yet"), NVFP4 10.0. Nothing is refused with no architecture given (the
-    estimate then assumes one that runs the recipe, :func:`estimator.config.derived.gpu_arch`) nor for AMD targets,
-    whose Transformer Engine is ROCm's fork, not read here."""
-    if arch is None or is_amd(arch) or not (pr.fp8 or pr.fp4):
-        return []
-    cc = compute_capability(arch)
-    where = f"training.gpu_arch is {arch} (compute capability {cc[0]}.{cc[1]}, set or from the GPU named)"
-    if pr.fp4:
-        if cc < (10, 0):
-            return [Problem("precision.fp4", True, f"NVFP4 needs a Blackwell GPU (sm_100 or newer): Transformer "
-                            f"Engine refuses it below compute capability 10.0, and {where}; use fp8 on this GPU")]
-        return []
-    recipe = pr.fp8_recipe or "delayed"
-    if cc < (8, 9):
-        return [Problem("precision.fp8", True, f"FP8 needs compute capability 8.9 or newer (Ada, Hopper, Blackwell); "
-                        f"{where}; set fp8: false")]
-    if recipe == "mxfp8" and not (10, 0) <= cc < (12, 0):
-        return [Problem("precision.fp8_recipe", "mxfp8", f"MXFP8 needs sm_100 or sm_103 (B200, GB200, B300): "
-                        f"Transformer Engine runs it only on compute capability 10.x and 11.x, and {where}; use "
-                        f"tensorwise or {'blockwise' if cc >= (9, 0) else 'delayed'} here")]
-    if recipe == "blockwise" and cc < (9, 0):
-        return [Problem("precision.fp8_recipe", "blockwise", f"blockwise FP8 scaling needs compute capability 9.0 "
-                        f"or newer (Hopper, Blackwell); {where}; use tensorwise or delayed")]
-    return []
-
-
-def _hybridep_rules(add, ep: int, group: int, setting: int | None, seq: int, tokens: int) -> None:
-    """What HybridEP (deepseek-ai/DeepEP @ 34152ae) refuses of an expert group of ``group`` ranks: a group that is
-    not a whole number of NVLink domains (``hybrid_ep_buffer.py``'s assert), more domains than one warp serves
-    (``hybrid_ep_backend.cuh``'s static_assert) and, across domains, a send queue of 65,536 entries or more
-    (``internode.cu`` ``setup_qp_init_attr``'s assert)."""
-    L, N = hybridep_domains(group, setting)
-    field, value = (("model.moe_hybridep_ranks_per_nvlink_domain", setting) if setting
-                    else ("parallelism.expert_model_parallel_size", ep))
-    if group % L:
-        add(field, value, f"HybridEP needs the expert x expert-tensor parallel group ({group} ranks) to be whole "
-            f"NVLink domains of {L} ranks (moe_hybridep_ranks_per_nvlink_domain, "
-            f"{'as set' if setting else 'min(G, 8) unless set'})")
-    elif N > HYBRIDEP_MAX_DOMAINS:
-        add(field, value, f"HybridEP reaches at most {HYBRIDEP_MAX_DOMAINS} NVLink domains; {group} ranks in "
-            f"domains of {L} make {N}")
-    elif N > 1 and hybridep_tokens(tokens) > HYBRIDEP_MAX_RDMA_TOKENS:
-        add("training.seq_length", seq, f"HybridEP across NVLink domains takes at most "
-            f"{HYBRIDEP_MAX_RDMA_TOKENS:,} tokens per rank (its RDMA send queue holds 3 x tokens + 1 entries, "
-            f"under 65,536); this layout gives {tokens:,} (sequence x micro-batch / CP, / TP with sequence "
-            "parallelism)")
-
-
-#: The offload groups estimator/memory/features/offload.py models (Megatron-Core's other two are refused).
-FINE_GRAINED_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
-
-
-def _fine_grained_offload_problems(cfg) -> list[Problem]:
-    """Fine-grained activation offloading: Megatron-Core's own checks (Megatron-LM @ d98e8a64 :
-    megatron/core/transformer/transformer_config.py ``__post_init__``, megatron/training/arguments.py) and the
-    combinations estimator/memory/features/offload.py does not model, each named."""
-    m, tr = cfg.model, cfg.training
-    P: list[Problem] = []
-    fgo = tr.fine_grained_activation_offloading
-    mods = tuple(tr.offload_modules or ())
-
-    def add(field, value, msg):
-        P.append(Problem(field, list(value) if isinstance(value, tuple) else value, msg))
-
-    if not fgo:
-        for name in ("offload_modules", "min_offloaded_tensor_size", "activation_offload_fraction",
-                     "delta_offload_bytes_across_pp_ranks"):
-            value, default = getattr(tr, name), type(tr).__dataclass_fields__[name].default     # the schema's
-            if value != default and not (name == "offload_modules" and not value):   # [] as Bridge's recipes set it
-                shown = list(value) if isinstance(value, tuple) else value
-                add(f"training.{name}", value, f"{shown} applies only with fine_grained_activation_offloading: true")
-        return P
-    if not mods:
-        add("training.offload_modules", tr.offload_modules, f"is {list(mods)}: fine_grained_activation_offloading "
-            f"needs at least one module to offload (from {', '.join(FINE_GRAINED_MODULES)})")
-    if "attn_proj" in mods and "core_attn" not in mods:
-        add("training.offload_modules", mods, f"{list(mods)}: attn_proj needs core_attn too (Megatron-Core: the output "
-            "projection's input is the core attention's output, which core_attn's backward needs)")
-    if tr.cpu_offloading:
-        add("training.cpu_offloading", True, "cannot be enabled with fine_grained_activation_offloading "
-            "(Megatron-Core)")
-    if tr.transformer_impl != "transformer_engine":
-        add("training.transformer_impl", tr.transformer_impl, f"is {tr.transformer_impl}; fine-grained activation "
-            "offloading runs only with transformer_engine (Megatron-LM's arguments.py)")
-    recomputed = tuple(tr.recompute_modules or ()) if tr.recompute_granularity == "selective" else ()
-    inside_moe = sorted({"moe_act", "expert_fc1"} & set(mods))
-    if "moe" in recomputed and inside_moe:
-        add("training.offload_modules", mods, f"{list(mods)}: {', '.join(inside_moe)} cannot be offloaded while the "
-            "whole MoE layer is recomputed (recompute_modules has moe; Megatron-Core)")
-    if "mhc" in recomputed:
-        add("training.recompute_modules", list(recomputed), "mhc recompute with fine_grained_activation_offloading "
-            "is not supported by Megatron-Core")
-    # Not modelled: refused by name rather than estimated wrongly.
-    for mod in ("fused_group_mlp", "gdp_qkv"):
-        if mod in mods:
-            add("training.offload_modules", mods, f"{list(mods)}: offloading {mod} is not modelled (the groups "
-                f"modelled: {', '.join(FINE_GRAINED_MODULES)})")
-    for cond, field, value, what in (
-            (tr.recompute_granularity == "full", "training.recompute_granularity", "full",
-             "full recompute (the checkpointed layer's tensors inside the offload groups)"),
-            (tr.cuda_graph_impl != "none", "training.cuda_graph_impl", tr.cuda_graph_impl,
-             "CUDA graphs (the offload inside captured modules, delay_offload_until_cuda_graph)"),
-            (tr.peft is not None, "training.peft", tr.peft, "PEFT adapters' saved inputs"),
-            (tr.moe_paged_stash, "training.moe_paged_stash", True, "the paged stash of the experts' saved tensors"),
-            (bool(m.enable_hyper_connections), "model.enable_hyper_connections", True,
-             "hyper-connection streams")):
-        if cond:
-            add(field, value, f"{value} is not modelled with fine_grained_activation_offloading: {what} (the "
-                "offload groups are modelled for plain attention, MLA, dense MLP and MoE layers)")
+    P.extend(fp8_output_problems(cfg))
     return P

@@ -1,0 +1,185 @@
+"""The precision rules: FP8 and NVFP4 recipes, parameter gathers, the precision-aware optimizer, deterministic mode
+and the cuBLAS workspace, the recipes a GPU architecture cannot run, and the MXFP8 output layer.
+
+:func:`precision_problems` is the precision part of :func:`estimator.config.rules.check.cross_field_problems`;
+:func:`recipe_arch_problems` and :func:`fp8_output_problems` are called by the recipe features' rules
+(:mod:`estimator.config.rules.features`), where they stood before.
+"""
+
+from __future__ import annotations
+
+from ..derived import compute_capability, cublas_workspace_config_bytes, is_amd
+from ..errors import Problem, show
+
+__all__ = ["DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS", "MAX_CUBLAS_WORKSPACE_BYTES", "fp8_output_problems",
+           "precision_problems", "recipe_arch_problems"]
+
+
+def precision_problems(cfg) -> list[Problem]:
+    """The precision fields against each other and the optimizer (FP8 and NVFP4 recipes, parameter gathers,
+    MXFP8 buffer reuse, the precision-aware optimizer), deterministic mode, and the cuBLAS workspace."""
+    P: list[Problem] = []
+    par, tr, pr = cfg.parallelism, cfg.training, cfg.precision
+
+    def add(field, value, msg):
+        P.append(Problem(field, value, msg))
+
+    # Precision.
+    if pr.fp8_recipe is not None and not pr.fp8:
+        add("precision.fp8_recipe", pr.fp8_recipe, "applies only with fp8: true")
+    # Megatron-LM @ d98e8a64 : megatron/training/arguments.py validate_args (FP4 and FP8 are mutually exclusive;
+    # --fp4-param-gather needs --fp4-format) and transformer_config.py __post_init__ (the same two rules).
+    if pr.fp4 and pr.fp8:
+        add("precision.fp4", True, "excludes fp8: true (Megatron-LM: --fp4-format and --fp8-format cannot be used "
+            "together)")
+    if pr.fp4 and tr.transformer_impl != "transformer_engine":
+        add("precision.fp4", True, "needs training.transformer_impl: transformer_engine (NVFP4 is Transformer "
+            "Engine's NVFP4BlockScaling recipe; Megatron-Core's local layers do not quantize)")
+    if pr.fp4_recipe is not None and not pr.fp4:
+        add("precision.fp4_recipe", pr.fp4_recipe, "applies only with fp4: true")
+    if pr.fp4_param_gather and not pr.fp4:
+        add("precision.fp4_param_gather", True, "needs fp4: true (Megatron-LM: --fp4-param-gather must be used "
+            "together with --fp4-format)")
+    if pr.fp8_param_gather and not pr.fp8:
+        add("precision.fp8_param_gather", True, "applies only with fp8: true")
+    elif pr.fp8_param_gather and not tr.use_distributed_optimizer:
+        add("precision.fp8_param_gather", True, "needs training.use_distributed_optimizer: true (Megatron-LM's rule)")
+    # MXFP8 weights under the distributed optimizer (Megatron-LM @ d98e8a64 : megatron/core/distributed/
+    # param_and_grad_buffer.py, _ParamAndGradBuffer.__init__): the parameter buffer is a view of the gradient
+    # buffer; without reuse_grad_buf_for_mxfp8_param_ag the weights are moved into it with Transformer Engine's
+    # replace_raw_data, which raises NotImplementedError for MXFP8Tensor (TransformerEngine @ d0067d0d :
+    # transformer_engine/pytorch/tensor/utils.py).
+    mxfp8_gather = (pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe == "mxfp8" and tr.use_distributed_optimizer
+                    and not par.use_megatron_fsdp)
+    if pr.reuse_grad_buf_for_mxfp8_param_ag:
+        if not pr.fp8_param_gather:
+            add("precision.reuse_grad_buf_for_mxfp8_param_ag", True, "needs fp8_param_gather: true (Megatron-Core's "
+                "DistributedDataParallelConfig: reuse the gradient buffer only when keeping the weights in MXFP8)")
+        elif par.use_megatron_fsdp:
+            add("precision.reuse_grad_buf_for_mxfp8_param_ag", True, "applies only without use_megatron_fsdp "
+                "(Megatron-LM turns it off for Megatron-FSDP)")
+    elif mxfp8_gather:
+        add("precision.reuse_grad_buf_for_mxfp8_param_ag", False, "must be true with fp8_recipe mxfp8, "
+            "fp8_param_gather and the distributed optimizer: Transformer Engine cannot move MXFP8 weights into "
+            "Megatron-Core's parameter buffer (replace_raw_data is not supported for MXFP8Tensor); Megatron-Bridge's "
+            "bf16_with_mxfp8_mixed sets it")
+    if not pr.use_precision_aware_optimizer:
+        for name, default in (("main_grads_dtype", "fp32"), ("main_params_dtype", "fp32"),
+                              ("exp_avg_dtype", "fp32"), ("exp_avg_sq_dtype", "fp32")):
+            if getattr(pr, name) != default:
+                add(f"precision.{name}", getattr(pr, name), "needs use_precision_aware_optimizer: true")
+    elif not tr.use_distributed_optimizer:
+        add("precision.use_precision_aware_optimizer", True, "needs training.use_distributed_optimizer: true")
+    if tr.optimizer_implementation != "te_fused" and tr.transformer_impl == "transformer_engine":
+        add("training.optimizer_implementation", tr.optimizer_implementation, "Megatron-Core uses Transformer "
+            "Engine's FusedAdam whenever Transformer Engine is installed (transformer_impl: transformer_engine "
+            "needs it); apex_fused and torch need transformer_impl: local")
+    elif (tr.optimizer_implementation != "te_fused" and pr.use_precision_aware_optimizer
+          and not tr.optimizer_cpu_offload):
+        # Megatron-LM @ d98e8a64 : megatron/core/optimizer/optimizer_config.py (__post_init__): only Transformer
+        # Engine's FusedAdam and HybridDeviceOptimizer (optimizer CPU offload) take the precision-aware optimizer.
+        add("training.optimizer_implementation", tr.optimizer_implementation, f"{tr.optimizer_implementation} "
+            "does not take the precision-aware optimizer: it needs Transformer Engine's FusedAdam "
+            "(optimizer_implementation: te_fused), or the optimizer offloaded (training.optimizer_cpu_offload: "
+            "true, HybridDeviceOptimizer, which runs without Transformer Engine)")
+
+    # Deterministic mode refuses these (Megatron-LM @ d98e8a64 : megatron/training/determinism.py
+    # ARG_VALUES_REQUIRED_FOR_DETERMINISM).
+    if tr.deterministic_mode:
+        if tr.cross_entropy_loss_fusion:
+            add("training.cross_entropy_loss_fusion", True, "Megatron-LM's --deterministic-mode requires it off")
+        if par.tp_comm_overlap:
+            add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
+    P.extend(_cublas_workspace_problems(tr))
+    return P
+
+
+#: The CUBLAS_WORKSPACE_CONFIG values Megatron-LM's --deterministic-mode accepts (Megatron-LM @ d98e8a64 :
+#: megatron/training/determinism.py ``ACCEPTED_ENV_VAR_VALUES``: NVIDIA's two deterministic workspace settings).
+DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
+#: The largest cuBLAS workspace accepted (1 TiB per handle and stream): far above any GPU's memory.
+MAX_CUBLAS_WORKSPACE_BYTES = 2 ** 40
+
+
+def _cublas_workspace_problems(tr) -> list[Problem]:
+    """``training.cublas_workspace_config``: a value PyTorch reads (``:SIZE:COUNT`` pairs, SIZE in KiB), of a
+    size a GPU can hold, and under deterministic mode one of the two Megatron-LM accepts."""
+    text = tr.cublas_workspace_config
+    if not text.strip():
+        return []
+    size = cublas_workspace_config_bytes(text)
+    field = "training.cublas_workspace_config"
+    if size is None:
+        return [Problem(field, text, f"must be :SIZE:COUNT pairs, SIZE in KiB, such as :4096:8 (32 MiB) or :16:8 "
+                        f"(128 KiB), got {show(text)}: PyTorch finds no pair in it and ignores it with a warning "
+                        "(leave it empty for PyTorch's default)")]
+    if size > MAX_CUBLAS_WORKSPACE_BYTES:
+        return [Problem(field, text, f"asks for {size:,} bytes per cuBLAS handle, more than any GPU holds (at most "
+                        f"{MAX_CUBLAS_WORKSPACE_BYTES:,} = 1 TiB)")]
+    if tr.deterministic_mode and text not in DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS:
+        return [Problem(field, text, "Megatron-LM's --deterministic-mode accepts only "
+                        f"{' or '.join(DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS)} (megatron/training/determinism.py), "
+                        f"got {show(text)}")]
+    return []
+
+
+def recipe_arch_problems(pr, arch: str | None) -> list[Problem]:
+    """The quantization recipes the GPU architecture ``arch`` (``training.gpu_arch``, set or from the GPU named)
+    cannot run. Transformer Engine raises at its autocast rather than fall back, and Megatron-Core does not check
+    first (TransformerEngine @ d0067d0d : transformer_engine/pytorch/quantization.py ``check_recipe_support`` and the
+    ``_compute_*_support`` functions): FP8 needs compute capability 8.9, blockwise scaling 9.0, MXFP8 10.x or 11.x
+    ("not supported on 12.0+ architectures yet"), NVFP4 10.0. Nothing is refused with no architecture given (the
+    estimate then assumes one that runs the recipe, :func:`estimator.config.derived.gpu_arch`) nor for AMD targets,
+    whose Transformer Engine is ROCm's fork, not read here."""
+    if arch is None or is_amd(arch) or not (pr.fp8 or pr.fp4):
+        return []
+    cc = compute_capability(arch)
+    where = f"training.gpu_arch is {arch} (compute capability {cc[0]}.{cc[1]}, set or from the GPU named)"
+    if pr.fp4:
+        if cc < (10, 0):
+            return [Problem("precision.fp4", True, f"NVFP4 needs a Blackwell GPU (sm_100 or newer): Transformer "
+                            f"Engine refuses it below compute capability 10.0, and {where}; use fp8 on this GPU")]
+        return []
+    recipe = pr.fp8_recipe or "delayed"
+    if cc < (8, 9):
+        return [Problem("precision.fp8", True, f"FP8 needs compute capability 8.9 or newer (Ada, Hopper, Blackwell); "
+                        f"{where}; set fp8: false")]
+    if recipe == "mxfp8" and not (10, 0) <= cc < (12, 0):
+        return [Problem("precision.fp8_recipe", "mxfp8", f"MXFP8 needs sm_100 or sm_103 (B200, GB200, B300): "
+                        f"Transformer Engine runs it only on compute capability 10.x and 11.x, and {where}; use "
+                        f"tensorwise or {'blockwise' if cc >= (9, 0) else 'delayed'} here")]
+    if recipe == "blockwise" and cc < (9, 0):
+        return [Problem("precision.fp8_recipe", "blockwise", f"blockwise FP8 scaling needs compute capability 9.0 "
+                        f"or newer (Hopper, Blackwell); {where}; use tensorwise or delayed")]
+    return []
+
+
+def fp8_output_problems(cfg) -> list[Problem]:
+    """``precision.fp8_output_proj`` (estimator/memory/features/fp8_output.py). Megatron-LM @ d98e8a64 :
+    ``TransformerConfig.__post_init__`` requires fp8 with the mxfp8 recipe; ``TELMHeadColumnParallelLinear`` raises
+    on a shared embedding weight (tied embeddings with the embedding on the same stage) and on
+    ``defer_embedding_wgrad_compute``. The combinations whose output-layer tensors another part of the estimate
+    re-plans are refused by name."""
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    if not pr.fp8_output_proj:
+        return []
+    out: list[Problem] = []
+
+    def add(msg):
+        out.append(Problem("precision.fp8_output_proj", True, msg))
+
+    if not pr.fp8 or pr.fp8_recipe != "mxfp8":
+        add(f"needs fp8 with fp8_recipe mxfp8 (Megatron-Core's TransformerConfig refuses it otherwise; here fp8 "
+            f"{pr.fp8}, fp8_recipe {pr.fp8_recipe or ('delayed' if pr.fp8 else None)})")
+    if not m.untie_embeddings_and_output_weights and par.pipeline_model_parallel_size == 1:
+        add("with tied embeddings on one pipeline stage: Megatron-Core's TELMHeadColumnParallelLinear does not take "
+            "the embedding's weight (skip_weight_param_allocation); set untie_embeddings_and_output_weights")
+    if tr.defer_embedding_wgrad_compute:
+        add("with defer_embedding_wgrad_compute: Megatron-Core's TELMHeadColumnParallelLinear refuses it")
+    for on, what in ((par.use_megatron_fsdp or par.use_torch_fsdp2, "FSDP"),
+                     (pr.disable_parameter_transpose_cache, "disable_parameter_transpose_cache"),
+                     (tr.freeze_language_model, "freeze_language_model"),
+                     (tr.reserved_memory_model == "replay", "reserved_memory_model replay")):
+        if on:
+            add(f"with {what} is not modelled (the MXFP8 output layer's weight copies and saved input there)")
+    return out

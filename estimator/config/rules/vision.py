@@ -1,0 +1,205 @@
+"""The vision-tower rules: a tower's dimensions come together and split over the tensor-parallel ranks, each kind
+(qwen3_vl, qwen2_5_vl, gemma3_vl's SigLIP, radio, kimi_k25, glm4v, ernie45_vl) with its own patch, position and
+projector rules, images that fit the sequence, and the frozen parts (``freeze_*``) of a vision-language model.
+
+:func:`vision_problems` is called by :func:`estimator.config.rules.model.model_problems`. The radio tower's fixed
+shapes (``RADIO_*``) are the model's too (estimator/model/vision.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..errors import Problem
+
+__all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_problems"]
+
+
+#: The radio tower's fixed shapes (Megatron-LM @ d98e8a64 : megatron/core/models/multimodal/llava_model.py for
+#: vision_model_type "radio"; Megatron-Bridge @ 067f987d : nemotron_vl/nemotron_vl_provider.py): class_token_len 16
+#: under use_vision_backbone_fp8_arch (which the provider sets; 32 with fp8_recipe mxfp8, 8 without it), the image
+#: side img_h = img_w the provider builds it for, and max_img_h = max_img_w, the side its position table covers
+#: (pixels). Here, below estimator/model/vision.py, because the rules need them too.
+RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
+
+
+def _radio_rules(m, tr, t) -> list[Problem]:
+    """The radio tower (Nemotron Nano VL; estimator/model/vision.py): one frame per patch (a linear embedder over
+    C P^2), pixel shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the
+    position table of (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "radio tower: its embedder is a linear layer over one frame's patch"))
+    if m.vision_spatial_merge_size != 2:
+        out.append(Problem("model.vision_spatial_merge_size", m.vision_spatial_merge_size, "must be 2 for the radio "
+                           "tower: its pixel shuffle joins 2 x 2 patches into one token"))
+    grid = (RADIO_MAX_SIDE // m.vision_patch_size) ** 2
+    if RADIO_MAX_SIDE % m.vision_patch_size or m.vision_num_position_embeddings != grid:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
+                           f"must be (2048 / vision_patch_size)^2 = {grid:,} for the radio tower (RADIOViTModel's "
+                           f"table covers {RADIO_MAX_SIDE}-pixel images; the patch must divide {RADIO_MAX_SIDE})"))
+    c = m.vision_projector_ffn_hidden_size
+    if c is not None and c % t:
+        out.append(Problem("model.vision_projector_ffn_hidden_size", c, f"must be a multiple of "
+                           f"tensor_model_parallel_size ({t}): the projector's fc1 is split over the ranks"))
+    return out
+
+
+_VISION_DIMS = ("vision_hidden_size", "vision_num_attention_heads", "vision_ffn_hidden_size")
+
+
+def vision_problems(cfg) -> list[Problem]:
+    """The vision tower (estimator/model/vision.py, estimator/memory/vision.py): its dimensions come together; the
+    language model's tensor-parallel size splits a qwen3_vl tower's heads, its MLP and its merger (Megatron-Core's
+    ColumnParallelLinear divides the output width by it: Megatron-Bridge @ 067f987d : modelling_qwen3_vl/
+    transformer_config.py ``get_vision_model_config`` copies tensor_model_parallel_size; a qwen2_5_vl tower is
+    Hugging Face's module, whole on every rank); deepstack mergers and learned positions are qwen3_vl's only; images
+    need a tower, a resolution that whole merged patches tile, and their tokens fit in the sequence."""
+    m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
+    out: list[Problem] = []
+    if m.vision_num_layers is None:
+        for name in _VISION_DIMS + ("vision_out_hidden_size", "vision_projector_ffn_hidden_size"):
+            if getattr(m, name) is not None:
+                out.append(Problem("model." + name, getattr(m, name), "applies only with a vision tower "
+                                   "(set model.vision_num_layers)"))
+        if tr.images_per_sample:
+            out.append(Problem("training.images_per_sample", tr.images_per_sample, "needs a model with a vision "
+                               "tower (model.vision_num_layers); 0 for a text-only model"))
+        if m.vision_deepstack_mergers:
+            out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, "applies only with a "
+                               "vision tower (set model.vision_num_layers); 0 without one"))
+        if m.vision_model_type != "qwen3_vl":
+            out.append(Problem("model.vision_model_type", m.vision_model_type, "applies only with a vision tower "
+                               "(set model.vision_num_layers)"))
+        for name in ("freeze_vision_model", "freeze_vision_projection"):
+            if getattr(tr, name):
+                out.append(Problem("training." + name, True, "needs a model with a vision tower "
+                                   "(model.vision_num_layers)"))
+        if tr.freeze_language_model:
+            out.append(Problem("training.freeze_language_model", True, "needs a model with a vision tower "
+                               "(model.vision_num_layers): a text-only model with its language model frozen trains "
+                               "nothing"))
+        return out
+    out += _frozen_language_rules(cfg)
+    missing = [n for n in _VISION_DIMS if getattr(m, n) is None]
+    for name in missing:
+        out.append(Problem("model." + name, None, "is required with model.vision_num_layers (the vision tower)"))
+    if missing:
+        return out
+    if m.vision_deepstack_mergers > m.vision_num_layers:
+        out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"must be at most "
+                           f"vision_num_layers ({m.vision_num_layers}): each merger taps one tower layer"))
+    if m.vision_deepstack_mergers > m.num_layers:
+        out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"must be at most "
+                           f"num_layers ({m.num_layers}): each merger's output is added to one language-model layer"))
+    hv, heads, fv = m.vision_hidden_size, m.vision_num_attention_heads, m.vision_ffn_hidden_size
+    if hv % heads:
+        out.append(Problem("model.vision_hidden_size", hv, f"must be a multiple of vision_num_attention_heads "
+                           f"({heads}): the tower has no head width of its own"))
+    kind = m.vision_model_type      # estimator/model/vision.py KINDS: what each kind is built of
+    if kind != "qwen3_vl" and m.vision_deepstack_mergers:
+        out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"applies only to the "
+                           f"qwen3_vl tower (Qwen3-VL's deepstack mergers); 0 for vision_model_type {kind}"))
+    default = next(f.default for f in dataclasses.fields(m) if f.name == "vision_num_position_embeddings")
+    if kind in ("qwen2_5_vl", "ernie45_vl") and m.vision_num_position_embeddings != default:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
+                           f"applies only to towers with learned positions; the {kind} tower's positions are "
+                           f"rotary, without weights: leave it at {default}"))
+    if kind == "gemma3_vl":
+        out += _siglip_rules(m, tr, t)
+    if (kind in ("glm4v", "radio")) != (m.vision_projector_ffn_hidden_size is not None):
+        out.append(Problem("model.vision_projector_ffn_hidden_size", m.vision_projector_ffn_hidden_size,
+                           "is required with vision_model_type glm4v or radio (its projector's MLP width) and "
+                           f"applies to no other kind (vision_model_type {kind})"))
+    if kind == "radio":
+        out += _radio_rules(m, tr, t)
+    if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
+    if kind == "ernie45_vl" and m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "ernie45_vl tower: its patch embedding is a linear layer over one frame's patch (the "
+                           "resampler joins frames)"))
+    wide = m.vision_spatial_merge_size ** 2 * hv
+    split = kind in ("qwen3_vl", "radio")   # the other towers are Hugging Face's modules, whole on every TP rank
+    for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):
+        if split and n % t:
+            out.append(Problem("model." + name, n, f"must be a multiple of tensor_model_parallel_size ({t}): the "
+                               "vision tower is split over the language model's tensor-parallel ranks"))
+    if split and wide % t:
+        out.append(Problem("model.vision_hidden_size", hv, f"x vision_spatial_merge_size^2 ({wide}, the patch "
+                           f"merger's width) must be a multiple of tensor_model_parallel_size ({t})"))
+    side = m.vision_patch_size * m.vision_spatial_merge_size
+    if kind == "radio" and tr.images_per_sample and tr.image_resolution != RADIO_TILE:
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be {RADIO_TILE} for the radio "
+                           f"tower: Megatron-Bridge builds it for {RADIO_TILE}-pixel tiles (img_h = img_w); count "
+                           "each tile of a tiled image (and its thumbnail) in images_per_sample"))
+    elif kind != "gemma3_vl" and tr.image_resolution % side:     # gemma3_vl: the side is fixed (_siglip_rules)
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be a multiple of "
+                           f"vision_patch_size x vision_spatial_merge_size ({side} pixels): the processor resizes "
+                           "each image to whole merged patches"))
+    elif tr.images_per_sample:
+        per = (tr.image_resolution // m.vision_patch_size) ** 2 // m.vision_spatial_merge_size ** 2
+        s = tr.seq_length or m.max_position_embeddings
+        if s is not None and tr.images_per_sample * per > s:
+            out.append(Problem("training.images_per_sample", tr.images_per_sample,
+                               f"{tr.images_per_sample} images x {per} tokens each ({tr.image_resolution}-pixel "
+                               f"side) = {tr.images_per_sample * per:,} tokens must fit in the sequence ({s:,} "
+                               "tokens), which holds the image tokens"))
+    return out
+
+
+def _siglip_rules(m, tr, t: int) -> list[Problem]:
+    """Gemma 3's SigLIP tower (Megatron-Bridge @ 067f987d : gemma_vl/modeling_gemma3_vl.py): a Conv2d patch
+    embedding (one frame a patch), num_positions = (image_size / patch)^2 learned positions that fix the image side
+    (transformers' SiglipVisionEmbeddings; Gemma 3 does not interpolate them), a projector that average-pools the
+    side's patches by vision_spatial_merge_size (Gemma3VLMultimodalProjector: patches_per_side / tokens_per_side) and
+    whose ColumnParallelLinear splits the output width over TP."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "gemma3_vl tower: its patch embedding is a Conv2d over one frame"))
+    per_side = math.isqrt(m.vision_num_position_embeddings)
+    if per_side * per_side != m.vision_num_position_embeddings or per_side % m.vision_spatial_merge_size:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings, "must be the "
+                           "square of the patches per image side, a multiple of vision_spatial_merge_size "
+                           f"({m.vision_spatial_merge_size}: the projector's average pool) for the gemma3_vl tower"))
+    elif tr.images_per_sample and tr.image_resolution != per_side * m.vision_patch_size:
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be {per_side * m.vision_patch_size}"
+                           f" pixels for the gemma3_vl tower: {per_side} patches of {m.vision_patch_size} a side, "
+                           "as its learned positions fix (the processor resizes every image to it)"))
+    ho = m.vision_out_hidden_size or m.hidden_size
+    if ho % t:
+        out.append(Problem("model.vision_out_hidden_size", ho, f"must be a multiple of tensor_model_parallel_size "
+                           f"({t}): the projector's linear is split over the tensor-parallel ranks"))
+    return out
+
+
+def _frozen_language_rules(cfg) -> list[Problem]:
+    """``training.freeze_language_model`` (estimator/memory/features/frozen_language.py): something must still train
+    (Megatron-Core's optimizer has no parameter to step otherwise), and the combinations whose frozen states or saved
+    tensors another part of the estimator re-plans are refused by name rather than estimated wrong."""
+    tr, par = cfg.training, cfg.parallelism
+    if not tr.freeze_language_model:
+        return []
+    out: list[Problem] = []
+
+    def add(value, msg):
+        out.append(Problem("training.freeze_language_model", value, msg))
+
+    if tr.freeze_vision_model and tr.freeze_vision_projection:
+        add(True, "with freeze_vision_model and freeze_vision_projection also true nothing trains (Megatron-Core's "
+            "optimizer gets no parameter); leave the tower or its projection trained")
+    if tr.peft is not None:
+        add(True, f"with training.peft ({tr.peft}) the language model's base weights are frozen by the adapters' "
+            "own transform already; leave freeze_language_model false")
+    if par.use_megatron_fsdp or par.use_torch_fsdp2:
+        add(True, "with FSDP is not modelled (which frozen units FSDP still gathers and shards)")
+    if tr.rl_algorithm != "none":
+        add(True, f"with RL training (training.rl_algorithm: {tr.rl_algorithm}) is not modelled")
+    if tr.reserved_memory_model == "replay":
+        add(True, "with reserved_memory_model replay is not modelled (the allocator trace keeps every linear "
+            "layer's input); use fraction")
+    return out
