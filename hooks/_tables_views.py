@@ -154,11 +154,12 @@ CALCULATOR_URL = "@@calculator-url@@"
 @marker("catalog-page")
 def _catalog_page() -> str:
     from estimator.formats.catalog import listing
+    from estimator.formats.hf import REFUSED, SUPPORTED
     rows = listing()
     return render_template("catalog.md.j2", total=len(rows), families=len({r["family"] for r in rows}),
                            supported=[r for r in rows if r["supported"]],
                            refused=[r for r in rows if not r["supported"]], kinds=CATALOG_KINDS,
-                           calculator=CALCULATOR_URL)
+                           calculator=CALCULATOR_URL, architectures=SUPPORTED, refused_types=REFUSED)
 
 
 # --- examples in the guides ----------------------------------------------------------------------
