@@ -35,19 +35,32 @@ _QWEN25_VISION_INERT = frozenset({"window_size", "fullatt_block_indexes", "token
                                   "in_chans"})
 
 
+def _require_dict(vc, wrapper: str) -> None:
+    """A vision_config must be a JSON object: the tower's parameters depend on it."""
+    if not isinstance(vc, dict):
+        raise ConfigError(Problem("config.json:vision_config", vc, f"is required for {wrapper} (the vision tower)"))
+
+
+def _refuse_unknown(vc: dict, strict: bool, what: str, *known, refused=()) -> None:
+    """With ``strict``, refuse the vision_config keys that none of the ``known`` key sets holds (Hugging Face's
+    PretrainedConfig defaults are inert), and those in ``refused``; ``what`` ends the message (" for <wrapper>")."""
+    if not strict:
+        return
+    unknown = sorted(str(k) for k in vc if k in refused
+                     or not any(k in keys for keys in known) and k not in PRETRAINED_DEFAULTS)
+    if unknown:
+        raise UnsupportedError(f"config.json:vision_config key(s) not understood{what}: "
+                               f"{', '.join(unknown[:LISTED_KEYS])}")
+
+
 def _qwen25_vision(vc: dict, m: dict, strict: bool) -> None:
     """Qwen2.5-VL's tower (Megatron-Bridge @ 067f987d : qwen_vl/modeling_qwen25_vl.py builds transformers'
     ``Qwen2_5_VisionTransformerPretrainedModel`` from this vision_config): depth, hidden_size, num_heads,
     intermediate_size (the gated MLP), patch_size, temporal_patch_size, spatial_merge_size and out_hidden_size are
     required; in_channels is transformers' default 3 when absent, and the older in_chans must agree with it."""
     fields = {k: v for k, v in _VISION_FIELDS.items() if k not in ("num_position_embeddings", "in_channels")}
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
-                         and k not in _QWEN25_VISION_INERT and k not in PRETRAINED_DEFAULTS
-                         or k in ("num_position_embeddings", "deepstack_visual_indexes"))
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood for qwen2_5_vl: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    _refuse_unknown(vc, strict, " for qwen2_5_vl", _VISION_FIELDS, _VISION_INERT, _QWEN25_VISION_INERT,
+                    refused=("num_position_embeddings", "deepstack_visual_indexes"))
     act = vc.get("hidden_act", "silu")
     if act != "silu":
         raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Qwen2.5-VL's tower is mapped with "
@@ -89,14 +102,8 @@ def siglip_vision(vc, m: dict, strict: bool, tokens_per_image) -> None:
     (transformers' default 3), (image_size / patch_size)^2 learned positions (model.vision_num_position_embeddings),
     and the projector's average pool of side (image_size / patch_size) / sqrt(mm_tokens_per_image)
     (model.vision_spatial_merge_size; Gemma3Config's default 256 tokens an image)."""
-    if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for gemma3 (the vision tower)"))
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _SIGLIP_FIELDS and k not in _SIGLIP_INERT
-                         and k not in PRETRAINED_DEFAULTS)
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood for gemma3: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    _require_dict(vc, "gemma3")
+    _refuse_unknown(vc, strict, " for gemma3", _SIGLIP_FIELDS, _SIGLIP_INERT)
     act = vc.get("hidden_act", "gelu_pytorch_tanh")
     if act != "gelu_pytorch_tanh":
         raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Gemma 3's SigLIP tower is mapped "
@@ -141,14 +148,8 @@ def moonvit_vision(vc, m: dict, strict: bool) -> None:
     over 3 channels, init_pos_emb_height x init_pos_emb_width learned positions (a square grid, interpolated to each
     image), and a merger of merge_kernel_size (a square) patches into text_hidden_size. mm_hidden_size must be
     vt_hidden_size (the merger's input is the tower's output)."""
-    if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for kimi_k25 (the vision tower)"))
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _MOONVIT_FIELDS and k not in _MOONVIT_ONLY
-                         and k not in _MOONVIT_INERT and k not in PRETRAINED_DEFAULTS)
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood for kimi_k25: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    _require_dict(vc, "kimi_k25")
+    _refuse_unknown(vc, strict, " for kimi_k25", _MOONVIT_FIELDS, _MOONVIT_ONLY, _MOONVIT_INERT)
     for key, only in _MOONVIT_ONLY.items():
         if vc.get(key, only) != only:
             raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for kimi_k25: only {only!r} is "
@@ -192,14 +193,8 @@ def glm4v_vision(vc, m: dict, strict: bool) -> None:
     a Conv3d of temporal_patch_size x patch_size^2 over in_channels (default 3), (image_size / patch_size)^2
     learned positions, a downsample of spatial_merge_size and a merger to out_hidden_size with a gated MLP of
     intermediate_size. attention_bias true (biases on qkv), another hidden_act and attention dropout are refused."""
-    if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for glm4v_moe (the vision tower)"))
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _GLM4V_FIELDS and k not in _GLM4V_INERT
-                         and k not in PRETRAINED_DEFAULTS)
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood for glm4v_moe: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    _require_dict(vc, "glm4v_moe")
+    _refuse_unknown(vc, strict, " for glm4v_moe", _GLM4V_FIELDS, _GLM4V_INERT)
     for key, only in (("attention_bias", False), ("hidden_act", "silu"), ("attention_dropout", 0.0)):
         if vc.get(key, only) != only:
             raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for glm4v_moe: only "
@@ -222,17 +217,11 @@ def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
     the patch merger to out_hidden_size; transformer_block.py: one deepstack merger per deepstack_visual_indexes
     entry, Qwen3-VL's): every value is required (the tower's parameters depend on them); hidden_act other than
     gelu_pytorch_tanh is refused: Bridge hard-wires the activation."""
-    if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, f"is required for {wrapper} (the vision tower)"))
+    _require_dict(vc, wrapper)
     if wrapper == "qwen2_5_vl":
         _qwen25_vision(vc, m, strict)
         return
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _VISION_FIELDS and k not in _VISION_INERT
-                         and k not in PRETRAINED_DEFAULTS)
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    _refuse_unknown(vc, strict, "", _VISION_FIELDS, _VISION_INERT)
     act = vc.get("hidden_act", "gelu_pytorch_tanh")
     if act != "gelu_pytorch_tanh":
         raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)}: Megatron-Bridge's vision tower "
@@ -270,15 +259,8 @@ def ernie_vision(vc, m: dict, strict: bool) -> None:
     of hidden_size, num_heads, a quick-GELU MLP of intermediate_size, a linear patch embedding of in_channels x
     patch_size^2 (one frame: vision_temporal_patch_size 1), spatial_merge_size; another hidden_act or a
     temporal_merge_size other than 2 is refused."""
-    if not isinstance(vc, dict):
-        raise ConfigError(Problem("config.json:vision_config", vc, "is required for ernie4_5_vl_moe (the vision "
-                                  "tower)"))
-    if strict:
-        unknown = sorted(str(k) for k in vc if k not in _ERNIE_FIELDS and k not in _ERNIE_INERT
-                         and k not in PRETRAINED_DEFAULTS)
-        if unknown:
-            raise UnsupportedError("config.json:vision_config key(s) not understood for ernie4_5_vl_moe: "
-                                   f"{', '.join(unknown[:LISTED_KEYS])}")
+    _require_dict(vc, "ernie4_5_vl_moe")
+    _refuse_unknown(vc, strict, " for ernie4_5_vl_moe", _ERNIE_FIELDS, _ERNIE_INERT)
     for key, only in (("hidden_act", "quick_gelu"), ("temporal_merge_size", 2)):
         if vc.get(key, only) != only:
             raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for ernie4_5_vl_moe: only "
