@@ -153,6 +153,23 @@ def map_gpt_oss(r: Reader, m: dict) -> None:
         m["position_embedding_type"] = "yarn"
 
 
+def _minimax_router(r: Reader, m: dict) -> None:
+    """MiniMax-M2's and M3's router as their bridges build it: sigmoid scores (scoring_func; another is refused),
+    the expert bias (use_routing_bias, on by default) and the aux loss at router_aux_loss_coef (default 1e-3)."""
+    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
+    if fn != "sigmoid":
+        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for {r.mt}: the bridge routes by sigmoid")
+    m["moe_router_score_function"] = "sigmoid"
+    if r.flag("use_routing_bias", True):
+        m["moe_router_enable_expert_bias"] = True
+    m["moe_router_load_balancing_type"] = "aux_loss"
+    coeff = r.hf.get("router_aux_loss_coef", 1e-3)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
+        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
+    if coeff:
+        m["moe_aux_loss_coeff"] = float(coeff)
+
+
 def map_minimax_m2(r: Reader, m: dict) -> None:
     """MiniMax-M2 / M2.5 / M2.7 (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/minimax_m2/
     minimax_m2_bridge.py): GQA with q/k RMSNorms over all heads (qk_norm_type per_layer: FullDimQNorm /
@@ -182,18 +199,7 @@ def map_minimax_m2(r: Reader, m: dict) -> None:
     m["num_experts"] = r.int("num_local_experts")
     m["moe_router_topk"] = r.int("num_experts_per_tok")
     m["moe_ffn_hidden_size"] = fm
-    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
-    if fn != "sigmoid":
-        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for minimax_m2: the bridge routes by sigmoid")
-    m["moe_router_score_function"] = "sigmoid"
-    if r.flag("use_routing_bias", True):
-        m["moe_router_enable_expert_bias"] = True
-    m["moe_router_load_balancing_type"] = "aux_loss"
-    coeff = hf.get("router_aux_loss_coef", 1e-3)
-    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
-        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
-    if coeff:
-        m["moe_aux_loss_coeff"] = float(coeff)
+    _minimax_router(r, m)
 
 
 def map_olmoe(r: Reader, m: dict) -> None:
@@ -361,19 +367,8 @@ def map_minimax_m3(r: Reader, m: dict) -> None:
     shared = r.int("n_shared_experts", 1 if shared_w else 0)
     if shared * shared_w:
         m["moe_shared_expert_intermediate_size"] = shared * shared_w
-    fn = r.name("scoring_func", "sigmoid", ("sigmoid",))
-    if fn != "sigmoid":
-        raise UnsupportedError(f"config.json:scoring_func {show(fn)} for {r.mt}: the bridge routes by sigmoid")
-    m["moe_router_score_function"] = "sigmoid"
-    if r.flag("use_routing_bias", True):
-        m["moe_router_enable_expert_bias"] = True
+    _minimax_router(r, m)
     m["moe_router_dtype"] = "fp32"
-    m["moe_router_load_balancing_type"] = "aux_loss"
-    coeff = hf.get("router_aux_loss_coef", 1e-3)
-    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1e6:
-        raise ConfigError(Problem("config.json:router_aux_loss_coef", coeff, "must be a non-negative number"))
-    if coeff:
-        m["moe_aux_loss_coeff"] = float(coeff)
 
 
 def map_hy_v3(r: Reader, m: dict) -> None:
