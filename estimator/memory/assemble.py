@@ -164,8 +164,9 @@ def kind_activations(r: Resolved) -> list:
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
     recompute (with distribute_saved_activations), attention and deterministic-mode settings, the expert-parallel
     size (the MoE backward working set depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
-    (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py) and the MoE overload factor
-    (the busiest rank's routed rows). The layout search varies the pipeline and data-parallel sizes, which they do
+    (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py), the MoE overload factor
+    (the busiest rank's routed rows) and ERNIE-VL's image tokens (``r.vis``: their split between the expert pools).
+    The layout search varies the pipeline and data-parallel sizes, which they do
     not read."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
@@ -174,7 +175,7 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion, tr.freeze_language_model)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
