@@ -816,6 +816,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append(_routing_assumption(cfg))
         if cfg.model.moe_expert_rank_capacity_factor is not None:
             out.append(_rank_budget_assumption(r))
+        if r.fmv:
+            out.append(_ernie_pools_assumption(r))
     mixers = {k.mixer for k in r.kinds}
     if "mamba" in mixers:
         out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
@@ -973,6 +975,26 @@ def _rank_budget_assumption(r) -> str:
                        "with the paged stash off; the estimate is that rerun's, at the rows the routing sends.")
     return head + ("Within the budget: every MoE layer keeps the budget's rows, whatever the routing below it (a "
                    "routing above it would rerun the step dropless at its own rows).")
+
+
+def _ernie_pools_assumption(r) -> str:
+    """How ERNIE-VL's tokens are split between its two expert pools (estimator/model/layers/moe.py ``pools``)."""
+    m, tr = r.cfg.model, r.cfg.training
+    if not r.vis:
+        return (f"ERNIE-VL's expert pools: no image tokens, every token routed to the text pool's experts "
+                f"({r.fm:,} wide); the vision pool ({r.fmv:,} wide) holds its weights only.")
+    per = image_tokens(m, tr.image_resolution)
+    f = float(tr.moe_overload_factor)
+    return (f"ERNIE-VL's expert pools: {r.vis:,} tokens of each {r.s:,}-token sequence ({tr.images_per_sample} "
+            f"image(s) x ({per:,} tokens + the image start and end tokens)) routed to the vision pool's experts "
+            f"({r.fmv:,} wide), the rest to the text pool's ({r.fm:,} wide), each rank holding an even share, as "
+            "moe_mm_token_type_ids routes them (Megatron-Bridge's Ernie45VLModel)"
+            + (f"; the overload factor {f:g} applies to each pool's busiest rank, both taken on one rank" if f != 1
+               else "")
+            + ". Megatron-Bridge @ 067f987d's generic VLM training step passes no moe_mm_token_type_ids "
+            "(training/utils/visual_inputs.py GenericVisualInputs has no such field): run through it, every token "
+            "goes to the text pool, whose language-model activations are those of the estimate with "
+            "images_per_sample 0" + (" (more: the text experts are wider)." if r.fm > r.fmv else "."))
 
 
 def _routing_assumption(cfg) -> str:

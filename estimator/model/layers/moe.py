@@ -98,7 +98,11 @@ rest) and the pool widths fm (text) and fv (vision)::
                                          Rv = Tv k (:func:`routed_rows` of each pool's tokens)
     work = max(work_text, work_vision)   the backward working sets, one pool's backward at a time
 
-The index, scatter, reshape and addition keep only indices. The split per rank is each rank's even share of the
+The index, scatter, reshape and addition keep only indices. The routing needs ``moe_mm_token_type_ids`` in the
+model's forward; Megatron-Bridge @ 067f987d's generic VLM training step does not pass it (training/vlm_step.py hands
+the model the fields of training/utils/visual_inputs.py ``GenericVisualInputs``, which has none such), and without it
+``ErnieMultiTypeMoE`` sends every token to the text pool: that run's layers are the images_per_sample 0 figures (the
+estimate's assumptions say so). The split per rank is each rank's even share of the
 image tokens: exact without sequence or context parallelism (a rank holds whole sequences); with them a rank's chunk
 may hold more or fewer image tokens, which its experts' rows average over the expert-parallel group that sends them,
 and the overload factor bounds. Routing imbalance (``training.moe_overload_factor`` f, below) applies to each pool's

@@ -118,3 +118,12 @@ def test_expert_parallel_overlap_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="ERNIE-VL's two-pool MoE block"):
         estimate(make_config(lm, {"expert_model_parallel_size": 2},
                              {**TRAINING, "world_size": 2, "overlap_moe_expert_parallel_comm": True}))
+
+
+def test_the_assumptions_say_how_the_tokens_are_split():
+    """The estimate names the split (36 of 256 tokens: 2 images x (16 + 2)) and that Megatron-Bridge's generic VLM
+    step, which passes no moe_mm_token_type_ids, leaves every token in the text pool."""
+    text = " ".join(estimate(make_config(MODEL, None, {**TRAINING, "images_per_sample": 2})).assumptions)
+    assert "36 tokens of each 256-token sequence" in text and "GenericVisualInputs" in text
+    text = " ".join(estimate(make_config(MODEL, None, TRAINING)).assumptions)
+    assert "no image tokens, every token routed to the text pool" in text
