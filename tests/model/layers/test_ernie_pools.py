@@ -127,3 +127,21 @@ def test_the_assumptions_say_how_the_tokens_are_split():
     assert "36 tokens of each 256-token sequence" in text and "GenericVisualInputs" in text
     text = " ".join(estimate(make_config(MODEL, None, TRAINING)).assumptions)
     assert "no image tokens, every token routed to the text pool" in text
+
+
+def test_hybridep_budget_with_images_is_refused_by_name():
+    """HybridEP's per-rank budget (and its paged stash) would be one budget per pool: not modelled with images."""
+    model = {**MODEL, "moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep",
+             "moe_expert_rank_capacity_factor": 1.5}
+    with pytest.raises(UnsupportedError, match="moe_expert_rank_capacity_factor with model.moe_vision_ffn_hidden_size"):
+        estimate(make_config(model, {"expert_model_parallel_size": 2},
+                             {**TRAINING, "world_size": 2, "images_per_sample": 1}))
+
+
+def test_sequence_parallel_ranks_take_an_even_share_of_the_image_tokens():
+    """TP 2 with sequence parallelism (expert TP 2): a rank holds 128 of the 256 tokens, 128 x 36 / 256 = 18 of
+    them vision tokens, 110 text. Expert TP gathers its 2 ranks' rows: text 110 x 2 x 2 = 440, vision 18 x 2 x 2 =
+    72, each expert's widths halved: a text row keeps 2 x (256 + 2 x 64 + 64) = 896 B, a vision row 2 x (256 + 2 x 32
+    + 32) = 704 B: 394,240 + 50,688 = 444,928."""
+    a = _mlp(2, {"tensor_model_parallel_size": 2}, world_size=2, sequence_parallel=True)
+    assert a.parts["expert_in"] + a.parts["expert_fc1_out"] + a.parts["expert_act_out"] == 444_928
