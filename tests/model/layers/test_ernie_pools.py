@@ -18,6 +18,7 @@ import pytest
 
 from estimator import ConfigError, UnsupportedError, estimate, load_config
 from estimator.memory.activations import layer_activations
+from estimator.memory.assemble import kind_activations
 from estimator.model.layers import LayerKind
 from estimator.model.resolve import resolve
 from tests.conftest import make_config
@@ -145,3 +146,17 @@ def test_sequence_parallel_ranks_take_an_even_share_of_the_image_tokens():
     + 32) = 704 B: 394,240 + 50,688 = 444,928."""
     a = _mlp(2, {"tensor_model_parallel_size": 2}, world_size=2, sequence_parallel=True)
     assert a.parts["expert_in"] + a.parts["expert_fc1_out"] + a.parts["expert_act_out"] == 444_928
+
+
+def test_a_frozen_language_model_drops_each_pools_weight_gradient_inputs():
+    """training.freeze_language_model (the tower trained): frozen linears keep no input for a weight gradient
+    (estimator/memory/features/frozen_language.py), per pool. Of the 1,429,504 B of test_one_moe_layer_with_two_images
+    the experts' inputs go, 2 x 256 x (440 + 72) = 262,144, and their SwiGLU outputs (fc2's inputs), 2 x (440 x 128 +
+    72 x 64) = 121,856, and the shared experts' fc2 input, 2 x 256 x 256 = 131,072: 914,432 stay. Text-only, 512
+    text rows: 1,457,152 - 262,144 - 2 x 512 x 128 - 131,072 = 932,864."""
+    def frozen(images):
+        r = resolve(load_config(make_config(MODEL, None, {**TRAINING, "images_per_sample": images,
+                                                          "freeze_language_model": True})))
+        return kind_activations(r)[list(r.kinds).index(KIND)].mlp
+
+    assert (frozen(2), frozen(0)) == (914_432, 932_864)
