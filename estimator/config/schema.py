@@ -538,8 +538,9 @@ class ModelConfig:
                                                 "whose text experts are 1536 wide). The pool has its own router "
                                                 "and the text pool's expert count, top-k and router options, and "
                                                 "is split over expert-parallel x expert-tensor-parallel ranks like "
-                                                "them (Megatron-Bridge's ErnieMultiTypeMoE). Image tokens go to it, "
-                                                "text tokens to the text pool; the shared experts see both. Null: "
+                                                "them (Megatron-Bridge's ErnieMultiTypeMoE). Image tokens, with each "
+                                                "image's start and end tokens, go to it (training.images_per_sample),"
+                                                " text tokens to the text pool; the shared experts see both. Null: "
                                                 "one expert pool. Megatron-LM has no flag for it.", type="int",
                                                 min=1, max=MAX_FFN)
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "

@@ -164,8 +164,9 @@ def kind_activations(r: Resolved) -> list:
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
     recompute (with distribute_saved_activations), attention and deterministic-mode settings, the expert-parallel
     size (the MoE backward working set depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
-    (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py) and the MoE overload factor
-    (the busiest rank's routed rows). The layout search varies the pipeline and data-parallel sizes, which they do
+    (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py), the MoE overload factor
+    (the busiest rank's routed rows) and ERNIE-VL's image tokens (``r.vis``: their split between the expert pools).
+    The layout search varies the pipeline and data-parallel sizes, which they do
     not read."""
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
@@ -174,7 +175,7 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion, tr.freeze_language_model)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
@@ -815,6 +816,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append(_routing_assumption(cfg))
         if cfg.model.moe_expert_rank_capacity_factor is not None:
             out.append(_rank_budget_assumption(r))
+        if r.fmv:
+            out.append(_ernie_pools_assumption(r))
     mixers = {k.mixer for k in r.kinds}
     if "mamba" in mixers:
         out.append("Mamba-2 layers: Megatron-Core's memory-efficient fused scan (mamba_split_conv1d_scan_combined) "
@@ -972,6 +975,26 @@ def _rank_budget_assumption(r) -> str:
                        "with the paged stash off; the estimate is that rerun's, at the rows the routing sends.")
     return head + ("Within the budget: every MoE layer keeps the budget's rows, whatever the routing below it (a "
                    "routing above it would rerun the step dropless at its own rows).")
+
+
+def _ernie_pools_assumption(r) -> str:
+    """How ERNIE-VL's tokens are split between its two expert pools (estimator/model/layers/moe.py ``pools``)."""
+    m, tr = r.cfg.model, r.cfg.training
+    if not r.vis:
+        return (f"ERNIE-VL's expert pools: no image tokens, every token routed to the text pool's experts "
+                f"({r.fm:,} wide); the vision pool ({r.fmv:,} wide) holds its weights only.")
+    per = image_tokens(m, tr.image_resolution)
+    f = float(tr.moe_overload_factor)
+    return (f"ERNIE-VL's expert pools: {r.vis:,} tokens of each {r.s:,}-token sequence ({tr.images_per_sample} "
+            f"image(s) x ({per:,} tokens + the image start and end tokens)) routed to the vision pool's experts "
+            f"({r.fmv:,} wide), the rest to the text pool's ({r.fm:,} wide), each rank holding an even share, as "
+            "moe_mm_token_type_ids routes them (Megatron-Bridge's Ernie45VLModel)"
+            + (f"; the overload factor {f:g} applies to each pool's busiest rank, both taken on one rank" if f != 1
+               else "")
+            + ". Megatron-Bridge @ 067f987d's generic VLM training step passes no moe_mm_token_type_ids "
+            "(training/utils/visual_inputs.py GenericVisualInputs has no such field): run through it, every token "
+            "goes to the text pool, whose language-model activations are those of the estimate with "
+            "images_per_sample 0" + (" (more: the text experts are wider)." if r.fm > r.fmv else "."))
 
 
 def _routing_assumption(cfg) -> str:

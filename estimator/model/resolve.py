@@ -16,10 +16,12 @@ from typing import NamedTuple
 from ..config import hybrid_pattern
 from ..config.derived import default_ffn_hidden_size, layout_stages
 from ..config.rules.attention import dsa_shared_topk
+from ..config.rules.moe import ERNIE_IMAGE_BOUNDARY_TOKENS
 from ..config.pipeline_layout import placement, stage_counts
 from ..config.schema import Config
 from .layers import LayerKind
 from .layers.kimi import attn_res_rows as kimi_attn_res_rows
+from .vision import image_tokens
 
 __all__ = ["DTYPE_BYTES", "Resolved", "padded_vocab_size", "resolve", "stage_counts", "stage_layers"]
 
@@ -281,6 +283,8 @@ class Resolved:
     attn_res: int = 0         # AttnRes block size (0 without AttnRes)
     lat_norm: bool = False    # the routed-expert norm of latent MoE (moe_latent_norm)
     fmv: int = 0              # ERNIE-VL: the vision expert pool's width (0: one pool)
+    vis: int = 0              # ERNIE-VL: tokens of each sequence routed to the vision pool (images x (tokens per
+    #                           image + the image start and end tokens))
 
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
@@ -415,4 +419,6 @@ def resolve(cfg: Config) -> Resolved:
                     m.linear_num_value_heads) if kda else None,
         attn_res=(m.attn_res_block_size or 0) if kda else 0, lat_norm=m.moe_latent_norm and bool(E),
         fmv=(m.moe_vision_ffn_hidden_size or 0) if E else 0,
+        vis=tr.images_per_sample * (image_tokens(m, tr.image_resolution) + ERNIE_IMAGE_BOUNDARY_TOKENS)
+        if E and m.moe_vision_ffn_hidden_size and tr.images_per_sample and m.vision_num_layers is not None else 0,
     )

@@ -1,7 +1,7 @@
 """The ernie45_vl vision tower (ERNIE-4.5-VL's DFN ViT and variable-resolution resampler, transformers' modules as
 Megatron-Bridge's Ernie45VLModel builds them; estimator/model/vision.py, estimator/memory/vision.py), and ERNIE-4.5-VL's
 language model with its second, vision expert pool (model.moe_vision_ffn_hidden_size): its parameters and states,
-and the refusal of image tokens' activations in it. Expected values are worked out by hand in each docstring.
+and the image tokens' activations in it. Expected values are worked out by hand in each docstring.
 
 Model: ERNIE-4.5-VL-28B-A3B's vision part (transformers' Ernie4_5_VL_MoeVisionConfig: depth 32, hidden_size 1280,
 16 heads, MLP 4 x 1280 = 5120, patch 14, 3 channels, spatial merge 2) into a language model of h 2560 (the 28B-A3B
@@ -164,10 +164,18 @@ def test_both_pools_are_split_over_expert_parallel_ranks(ep, etp):
     assert stage.gradients_bytes == 4 * (dense + experts)
 
 
-def test_images_with_the_vision_pool_are_refused_by_name():
-    """The image tokens' activations in the vision pool are not modelled: refused, naming both fields."""
-    with pytest.raises(UnsupportedError, match="moe_vision_ffn_hidden_size"):
-        estimate(make_config({**ERNIE, **ERNIE_VL_LM}, None, {"images_per_sample": 1, **IMAGE}))
+def test_images_with_the_vision_pool_are_estimated():
+    """The image tokens go to the vision pool (hand-calculated layer: tests/model/layers/test_ernie_pools.py): one
+    448-pixel image of (448 / 14)^2 / 2^2 = 256 tokens (258 with its start and end tokens) moves 258 x 6 routed rows
+    a layer from the 1536-wide text experts to the 512-wide vision experts: a row keeps its input, fc1's output and the
+    SwiGLU's output, 2 x 3 x (1536 - 512) = 6,144 B less in a vision expert; and the tower adds its own activations
+    (test_one_image_of_activations_by_hand): 1,966,642,176 B. The first stage keeps 1,966,642,176 - 27 layers x 258
+    x 6 x 6,144 (256,794,624) = 1,709,847,552 B more. Regression: the layers' activations were memoised without the
+    image count, so the pools' split never reached the estimate."""
+    model = {**ERNIE, **ERNIE_VL_LM}
+    with_image = estimate(make_config(model, None, {"images_per_sample": 1, **IMAGE})).stages[0]
+    text_only = estimate(make_config(model, None, {**IMAGE})).stages[0]
+    assert with_image.activations_bytes - text_only.activations_bytes == 1_966_642_176 - 27 * 258 * 6 * 6_144 == 1_709_847_552
 
 
 @pytest.mark.parametrize("model, par, field", [

@@ -13,7 +13,14 @@ from ..derived import default_ffn_hidden_size, max_overload_factor
 from ..errors import Problem
 from ..limits import HYBRIDEP_MAX_DOMAINS, HYBRIDEP_MAX_RDMA_TOKENS, hybridep_domains, hybridep_tokens
 
-__all__ = ["hybridep_rules", "moe_problems", "overload_cap", "router_rules"]
+__all__ = ["ERNIE_IMAGE_BOUNDARY_TOKENS", "hybridep_rules", "moe_problems", "overload_cap", "router_rules"]
+
+#: Tokens ERNIE-VL's processor puts around each image and marks for the vision expert pool: image_start and
+#: image_end (huggingface/transformers @ 06053b84 : src/transformers/models/ernie4_5_vl_moe/
+#: processing_ernie4_5_vl_moe.py ``Ernie4_5_VL_MoeProcessor.__call__``: ``moe_mm_token_type_ids`` is 1 on the image
+#: placeholders and "additionally" on ``image_start_token_id`` and ``image_end_token_id``; Megatron-Bridge @ 067f987d
+#: : src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/model.py routes by ``moe_mm_token_type_ids``).
+ERNIE_IMAGE_BOUNDARY_TOKENS = 2
 
 
 def moe_problems(cfg) -> list[Problem]:
@@ -46,6 +53,14 @@ def moe_problems(cfg) -> list[Problem]:
         if fv and fv % etp:
             add("model.moe_vision_ffn_hidden_size", fv, f"moe_vision_ffn_hidden_size ({fv}) must be divisible by "
                 f"expert_tensor_parallel_size ({etp})")
+        if fv and tr.images_per_sample and m.vision_num_layers is not None:
+            per = (tr.image_resolution // m.vision_patch_size) ** 2 // m.vision_spatial_merge_size ** 2
+            vis = tr.images_per_sample * (per + ERNIE_IMAGE_BOUNDARY_TOKENS)
+            s = tr.seq_length or m.max_position_embeddings
+            if s is not None and tr.images_per_sample * per <= s < vis:   # more images: the vision rules say so
+                add("training.images_per_sample", tr.images_per_sample, f"{tr.images_per_sample} images x ({per} "
+                    f"tokens + {ERNIE_IMAGE_BOUNDARY_TOKENS} image start / end tokens) = {vis:,} tokens must fit in "
+                    f"the sequence ({s:,} tokens): ERNIE-VL's processor wraps each image in start and end tokens")
         fs = m.moe_shared_expert_intermediate_size
         if fs and fs % t:
             add("model.moe_shared_expert_intermediate_size", fs, f"({fs}) must be divisible by "

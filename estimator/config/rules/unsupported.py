@@ -93,25 +93,28 @@ def not_modelled(cfg: Config) -> list[str]:
 
 
 def _ernie_vl_not_modelled(cfg: Config) -> list[str]:
-    """ERNIE-VL's vision expert pool (model.moe_vision_ffn_hidden_size): its parameters and states are modelled,
-    and the activations of a text-only sequence (every token in the text pool: Megatron-Bridge @ 067f987d :
-    src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward`` skips
-    the empty pool, or sends it one dummy token with expert parallelism, not counted: estimator/model/layers/
-    moe.py); not the image tokens' split between the pools, nor the pool with the layer shapes no ERNIE-VL model
-    has."""
+    """ERNIE-VL's two expert pools (model.moe_vision_ffn_hidden_size) are modelled with plain Megatron-Core MoE
+    layers, text and image tokens each in their pool (estimator/model/layers/moe.py); not with what no ERNIE-VL model
+    has (latent MoE, Gemma 4's block), nor with the schedules that need one MoELayer per layer. Megatron-LM @ d98e8a64
+    : megatron/core/models/common/fine_grained_callables.py ``get_layer_moe_metadata`` (``isinstance(layer.mlp,
+    MoELayer)``) runs Megatron-Bridge @ 067f987d's ``ErnieMultiTypeMoE`` as a dense MLP under expert-parallel
+    overlap; HybridEP's per-rank budget and its paged stash would hold one budget per pool."""
     m, tr = cfg.model, cfg.training
     if not (m.moe_vision_ffn_hidden_size and m.num_experts):
         return []
     out = []
-    if tr.images_per_sample:
-        out.append(f"training.images_per_sample {tr.images_per_sample} with model.moe_vision_ffn_hidden_size "
-                   f"{m.moe_vision_ffn_hidden_size}: the activations of the image tokens routed to ERNIE-VL's vision "
-                   "expert pool (and of the text tokens left in the text pool) are not modelled; the parameters "
-                   "and states are, and the activations with images_per_sample 0 (every token in the text pool)")
     for name in ("moe_latent_size", "post_layernorm"):
         if getattr(m, name):
             out.append(f"model.{name} with model.moe_vision_ffn_hidden_size: ERNIE-VL's two expert pools are "
                        "modelled with plain Megatron-Core MoE layers only")
+    if tr.overlap_moe_expert_parallel_comm:
+        out.append("training.overlap_moe_expert_parallel_comm with model.moe_vision_ffn_hidden_size: Megatron-Core's "
+                   "schedule nodes run ERNIE-VL's two-pool MoE block as a dense MLP (it is not an MoELayer), which "
+                   "is not modelled")
+    if m.moe_expert_rank_capacity_factor is not None and tr.images_per_sample:
+        out.append(f"model.moe_expert_rank_capacity_factor with model.moe_vision_ffn_hidden_size and "
+                   f"training.images_per_sample {tr.images_per_sample}: HybridEP's per-rank budget and paged stash "
+                   "for each of ERNIE-VL's two expert pools are not modelled")
     return out
 
 

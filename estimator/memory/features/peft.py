@@ -240,25 +240,28 @@ def _moe_changes(r, p: dict, B: int, T: int, Tn: int, tg: set, gathered: set) ->
     """Bytes an MoE MLP keeps more (negative: less) with frozen experts and adapters (module docstring). Nothing
     changes when selective recompute of ``moe`` drops the whole block (then its parts are zero)."""
     from ...model.fp8_scales import lin_saved
-    from ...model.layers.moe import routed_rows
+    from ...model.layers.moe import pools, routed_rows
     from ..activations import context
     rank = r.cfg.training.peft_dim
     c = context(r)
-    rows = routed_rows(r, T, Tn)
-    fm = r.fm // r.etp
     out = 0
     # Routed experts: the frozen grouped fc1 drops the permuted tokens, fc2 its input (not the unweighted
-    # activation output of non-SwiGLU experts, which the probabilities' multiplication keeps).
+    # activation output of non-SwiGLU experts, which the probabilities' multiplication keeps). ERNIE-VL's two pools
+    # each on their share of the tokens (estimator/model/layers/moe.py ``pools``).
     if p["expert_in"]:
         out -= p["expert_in"]
-        if "linear_fc1" in tg:
-            out += B * rows * r.h
     if p["expert_act_out"]:
-        weighted = 0 if (r.gated and r.cfg.model.activation_func == "swiglu") else B * rows * fm
-        out -= p["expert_act_out"] - weighted
-        if "linear_fc2" in tg:
-            out += B * rows * fm
-    out += sum(B * rows * rank for n in MLP if n in tg)
+        out -= p["expert_act_out"]
+    for rp, Tp, Tnp in pools(r, T, Tn):
+        rows = routed_rows(rp, Tp, Tnp)
+        fm = rp.fm // rp.etp
+        if p["expert_in"] and "linear_fc1" in tg:
+            out += B * rows * r.h
+        if p["expert_act_out"]:
+            out += 0 if (r.gated and r.cfg.model.activation_func == "swiglu") else B * rows * fm
+            if "linear_fc2" in tg:
+                out += B * rows * fm
+        out += sum(B * rows * rank for n in MLP if n in tg)
     # Shared experts, tensor-parallel like a dense MLP; their fc1 input (the norm output) the router keeps.
     if r.fs and p["shared"]:
         fs = r.fs // r.t

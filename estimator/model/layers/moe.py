@@ -79,17 +79,41 @@ The fused unpermute (Transformer Engine's ``moe_unpermute``) is the same in both
 dispatcher's received-token count is data-dependent (left out, as above).
 
 ERNIE-VL's two pools (``moe_vision_ffn_hidden_size``; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/
-ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward``) with text tokens only: the layer
-flattens the norm output, picks each pool's rows by index (a copy) and runs that pool's MoELayer on them, then
-scatters the outputs back into zeros and adds the shared experts' output (on the norm output itself). The index
-copy is what the text pool's router saves (``router_gating_linear``: its input), a tensor beside the norm output;
-the index, scatter, reshape and addition keep only indices::
+ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ``ErnieMultiTypeMoE.forward``): the layer flattens the norm output
+and splits it by ``moe_mm_token_type_ids``, which model.py ``Ernie45VLModel.forward`` slices to the rank's
+sequence-parallel chunk. The vision tokens are each image's tokens (the resampler's (side / patch)^2 / M^2, as
+:func:`estimator.model.vision.image_tokens`) and its image start and end tokens, which the processor marks vision too
+(huggingface/transformers @ 06053b84 : src/transformers/models/ernie4_5_vl_moe/processing_ernie4_5_vl_moe.py): per
+sequence V = images_per_sample x (tokens per image + 2) (``r.vis``). Each pool's rows are picked by index (a copy)
+and run through that pool's own MoELayer, router, dispatcher and experts of its width; the outputs are scattered
+back into zeros and the shared experts' output (on the norm output itself, every token) is added. So, per
+micro-batch on one rank, with Tv = T V / s vision tokens (Tnv = Tn V / s; rounded down, the text pool takes the
+rest) and the pool widths fm (text) and fv (vision)::
 
-    + B Tn h                           the text pool's input rows (every token: images_per_sample 0)
+    + B Tn h                             both pools' input rows, the index copies their routers
+                                         (``router_gating_linear``) save in place of the norm output
+    router(Tn - Tnv) + router(Tnv)       each pool's router on its tokens (linear in them: the same sum as one
+                                         router on all Tn) and likewise the fused permutation's row map
+    experts(Rt, fm) + experts(Rv, fv)    each pool's experts, as above, on its routed rows Rt = (T - Tv) k and
+                                         Rv = Tv k (:func:`routed_rows` of each pool's tokens)
+    work = max(work_text, work_vision)   the backward working sets, one pool's backward at a time
 
-With expert parallelism the idle vision pool still runs one dummy token through its router and dispatcher for the
-collectives: a few rows of h, not counted. Image tokens (their split between the pools) are refused
-(:mod:`estimator.config.rules.unsupported`).
+The index, scatter, reshape and addition keep only indices. The routing needs ``moe_mm_token_type_ids`` in the
+model's forward; Megatron-Bridge @ 067f987d's generic VLM training step does not pass it (training/vlm_step.py hands
+the model the fields of training/utils/visual_inputs.py ``GenericVisualInputs``, which has none such), and without it
+``ErnieMultiTypeMoE`` sends every token to the text pool: that run's layers are the images_per_sample 0 figures (the
+estimate's assumptions say so). The split per rank is each rank's even share of the
+image tokens: exact without sequence or context parallelism (a rank holds whole sequences); with them a rank's chunk
+may hold more or fewer image tokens, which its experts' rows average over the expert-parallel group that sends them,
+and the overload factor bounds. Routing imbalance (``training.moe_overload_factor`` f, below) applies to each pool's
+dispatcher: each pool's busiest rank receives f times its balanced rows, and both are taken on the same rank (a bound:
+the two busiest ranks may differ). A pool with no token on a rank (every pool but the text one with images_per_sample
+0) runs one dummy token through its router and dispatcher with expert parallelism, for the collectives: a few rows of
+h, not counted. The shared experts sit outside both pools' MoELayers, so selective recompute of ``shared_experts``
+(MoELayer's ``shared_experts_compute``) leaves them as they are, and recompute of ``moe`` checkpoints each pool's
+MoELayer (keeping its input, the index copy) but not the shared experts nor the norm output their fc1 keeps::
+
+    moe recompute: B Tn h + B Tn h + shared     norm output, the pools' index copies, the shared experts' tensors
 
 Expert-parallel overlap (``overlap_moe_expert_parallel_comm``) runs the layer as schedule nodes
 (Megatron-LM @ d98e8a64 : megatron/core/models/gpt/fine_grained_callables.py, models/common/utils.py
@@ -180,6 +204,8 @@ pass reads. What the paged stash (``moe_paged_stash``) does with the experts' sa
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...config.derived import effective_overload_factor
 from ..fp8_scales import lin_saved, quantized
 from .base import Count, Ctx, Part
@@ -187,8 +213,8 @@ from .mlp import act_input_saved, mlp_count
 from .router import gather_ranks, saved as router_saved
 
 __all__ = ["activations", "arriving_rows", "components", "dispatch_rows", "expert_params", "expert_shapes",
-           "linear_shapes", "linear_weights", "overlap_retained", "params", "permute_map", "rank_budget", "received",
-           "received_rows", "routed_rows", "unpermute_source", "weight_shapes"]
+           "linear_shapes", "linear_weights", "overlap_retained", "params", "permute_map", "pools", "rank_budget",
+           "received", "received_rows", "routed_rows", "unpermute_source", "weight_shapes"]
 
 #: Bytes of one row-map entry: Transformer Engine's permutation maps are int32.
 _I32 = 4
@@ -462,6 +488,36 @@ def dispatch_wgrad_window(r, B: int, rows: int, fc1_out: int, d: int, moved: int
     return window
 
 
+def pools(r, T: int, Tn: int) -> tuple:
+    """(view, T, Tn) of each expert pool for one micro-batch on one rank: ``r`` with every token, or ERNIE-VL's text
+    pool (``r``) and vision pool (``r`` with the vision experts' width) with their shares of the tokens (module
+    docstring: each rank's even share of the ``r.vis`` image tokens of each sequence, rounded down; the text pool
+    takes the rest). A pool with no token is left out (its dummy token with expert parallelism is not counted)."""
+    if not r.fmv:
+        return ((r, T, Tn),)
+    Tv, Tnv = T * r.vis // r.s, Tn * r.vis // r.s
+    out = ((r, T - Tv, Tn - Tnv),)
+    if Tnv:
+        out += ((replace(r, fm=r.fmv), Tv, Tnv),)
+    return out
+
+
+def _experts(r, c: Ctx, T: int, Tn: int) -> tuple:
+    """(routed rows, expert input, fc1 output, activation output) bytes one pool's routed experts keep for one
+    micro-batch on ``T`` / ``Tn`` tokens (module docstring)."""
+    rows = routed_rows(r, T, Tn)
+    fm = r.fm // r.etp
+    # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
+    # fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
+    # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient. Nothing of
+    # the experts' output is kept (module docstring).
+    weighted = 0 if (r.gated and r.cfg.model.activation_func == "swiglu") else c.B * rows * fm
+    # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
+    local = r.E // r.ep
+    return (rows, lin_saved(c, rows, r.lat or r.h, local), act_input_saved(r, c.B, rows * fm),
+            lin_saved(c, rows, fm, local) + weighted)
+
+
 def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
@@ -470,17 +526,20 @@ def activations(r, c: Ctx) -> Part:
     d = r.lat or h
     norm2_out = 0 if "layernorm" in c.modules else B * Tn * h
     norm2 = B * Tn * h + norm2_out
-    rows = routed_rows(r, T, Tn)
-    fm = r.fm // r.etp
-    # Megatron-Core applies the routing probabilities inside the experts (experts.py bias_act_func): in one
-    # fused kernel for SwiGLU (weighted_bias_swiglu_impl, which saves only its input), otherwise as
-    # act(x) * probs, which keeps the unweighted activation output for the probabilities' gradient. Nothing of
-    # the experts' output is kept (module docstring).
-    weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
-    # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
-    local = r.E // r.ep
-    e_in, e_fc1 = lin_saved(c, rows, d, local), act_input_saved(r, B, rows * fm)
-    act_out = lin_saved(c, rows, fm, local) + weighted
+    # Each pool's router, dispatcher and experts on its tokens (one pool but ERNIE-VL's two): what the router's
+    # autograd graph (and the allgather dispatcher's masked_select) saves, derived from Megatron-LM @ d98e8a64 :
+    # megatron/core/transformer/moe/router.py and moe_utils.py (estimator.model.layers.router); the fused
+    # permutation's row map; the experts' tensors; the deterministic unpermute's source rows; the dispatched tokens
+    # expert-parallel overlap keeps; the backward working set, one pool's at a time.
+    router = pmap = e_in = e_fc1 = act_out = unpermute = dispatched = work = 0
+    for rp, Tp, Tnp in pools(r, T, Tn):
+        rows, p_in, p_fc1, p_act = _experts(rp, c, Tp, Tnp)
+        e_in, e_fc1, act_out = e_in + p_in, e_fc1 + p_fc1, act_out + p_act
+        router += sum(router_saved(rp, B, Tp, Tnp).values())
+        pmap += permute_map(rp, Tnp)
+        unpermute += B * unpermute_source(rp, Tp, Tnp) * d   # --deterministic-mode: index_add_ keeps its source
+        dispatched += overlap_retained(rp, B, Tp, Tnp)[1]
+        work = max(work, _backward_work(rp, B, Tp, Tnp, rows, rp.fm // r.etp * up, d))
     experts = e_in + e_fc1 + act_out
     recompute = 0
     if "moe_act" in c.modules:
@@ -493,7 +552,9 @@ def activations(r, c: Ctx) -> Part:
         shared = act_input_saved(r, B, T * fs) + lin_saved(c, T, fs)
         if cfg.model.moe_shared_expert_gate:
             shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
-        if "shared_experts" in c.modules:
+        # ERNIE-VL's shared experts run outside both pools' MoELayer, whose shared_experts_compute is what
+        # recomputes them: shared_experts recompute leaves them as they are (module docstring).
+        if "shared_experts" in c.modules and not r.fmv:
             recompute += shared
             shared = 0
     latent = lin_saved(c, Tn, r.lat) if r.lat else 0
@@ -501,32 +562,33 @@ def activations(r, c: Ctx) -> Part:
         # Kimi K3's routed_expert_norm (a KimiRMSNorm on the combined latent output): the fp32 copy of its input, the
         # fp32 rstd and the normalised tensor (its output is fc2_latent_proj's input, counted above).
         latent += (4 + B) * Tn * r.lat + 4 * Tn
-    # What the router's autograd graph (and the allgather dispatcher's masked_select) saves, derived from
-    # Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/router.py and moe_utils.py (estimator.model.layers.router).
-    router = sum(router_saved(r, B, T, Tn).values())
-    pmap = permute_map(r, Tn)
-    # --deterministic-mode: index_add_ in the unfused unpermute keeps its source rows (module docstring).
-    unpermute = B * unpermute_source(r, T, Tn) * d
-    shared_out, dispatched = overlap_retained(r, B, T, Tn)
+    shared_out = overlap_retained(r, B, T, Tn)[0]
     outside = inside = 0
     if r.post_norm:
         outside, inside = gemma4_block(r, c)
         norm2 = norm2_out = 0           # the eager pre-MLP norm replaces Transformer Engine's (in ``outside``)
     # ERNIE-VL's ErnieMultiTypeMoE hands each pool its tokens as an index copy (flat_hidden[text_indices]), which
-    # the pool's router_gating_linear saves in place of the norm output (module docstring).
+    # the pool's router_gating_linear saves in place of the norm output (module docstring): Tn rows in all.
     pooled = B * Tn * h if r.fmv else 0
     saved = (norm2 + router + pmap + experts + unpermute + shared + latent + shared_out + dispatched + inside
              + pooled)
     if "moe" in c.modules:
-        recompute = saved
-        saved = B * Tn * h
-        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared = shared_out = dispatched = 0
+        if r.fmv:
+            # Each pool's MoELayer checkpoints itself and keeps its input (the index copy); the shared experts and
+            # the norm output their fc1 keeps stay outside the checkpoints (module docstring).
+            recompute = saved - B * Tn * h - pooled - shared
+            saved = B * Tn * h + pooled + shared
+        else:
+            recompute = saved
+            saved = B * Tn * h
+            shared = 0
+        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared_out = dispatched = 0
     named = None
     if c.parts:
         named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,
                  "unpermute_source": unpermute, "shared": shared, "mlp_norm_in": B * Tn * h, "mlp_norm_out": norm2_out,
                  "shared_out": shared_out, "dispatched": dispatched}
-    return Part(saved + outside, recompute, _backward_work(r, B, T, Tn, rows, fm * up, d), 0, named)
+    return Part(saved + outside, recompute, work, 0, named)
 
 
 def gemma4_block(r, c: Ctx) -> tuple[int, int]:
