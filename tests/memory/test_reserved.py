@@ -17,8 +17,8 @@ from estimator.config.errors import ConfigError
 from estimator.config.load import load_config
 from estimator.formats.megatron_args import read_megatron_args
 from estimator.memory.allocator import CachingAllocator, parse_alloc_conf
-from estimator.memory.reserved import (LayerTensors, StageTrace, build, events, layer_tensors, parameter_tensors, replay,
-                                       schedule_passes, scaled)
+from estimator.memory.reserved import (LayerTensors, StageTrace, build, events, layer_tensors, parameter_tensors,
+                                       recording, replay, schedule_passes, scaled)
 from estimator.validation.project_runs import project_cases
 from tests.conftest import ROOT
 
@@ -161,6 +161,20 @@ def test_replay_of_one_layer_by_hand():
     assert r.phases == (("setup@1", 4 * MIB, 20 * MIB, 4 * MIB), ("fwd_bwd@1", 10 * MIB, 20 * MIB, 4 * MIB),
                         ("optimizer@1", 5 * MIB, 22 * MIB, 5 * MIB), ("fwd_bwd@2", 11 * MIB, 22 * MIB, 5 * MIB),
                         ("optimizer@2", 5 * MIB, 22 * MIB, 5 * MIB))
+
+
+def test_recording_collects_each_replay_with_its_phases_by_hand():
+    """``recording()`` hands out every replay run inside it, phase by phase. By hand: a 3 MiB request cuts a 20 MiB
+    segment (1-10 MiB requests), a 5 MiB one splits its 17 MiB rest (8 MiB allocated, 20 reserved), the 3 MiB freed
+    (5 MiB allocated after). The step's 1 MiB request is a small one: a 2 MiB small-pool segment, 6 MiB allocated,
+    22 MiB reserved. Outside the block nothing is collected."""
+    trace = [("mark", "fwd_bwd"), ("+", 1, 3 * MIB, None), ("+", 2, 5 * MIB, None), ("-", 1),
+             ("mark", "optimizer"), ("+", 3, MIB, None)]
+    with recording() as seen:
+        r = replay(trace)
+    replay(trace)
+    assert seen == [r]
+    assert r.phases == (("fwd_bwd@1", 8 * MIB, 20 * MIB, 5 * MIB), ("optimizer@1", 6 * MIB, 22 * MIB, 6 * MIB))
 
 
 def test_empty_cache_after_the_passes_by_hand():
