@@ -76,7 +76,8 @@ def _phase_gaps(pc, over: float) -> None:
 
     raw = {c["id"]: c for c in load_data()["cases"]}
     off = [c for c in pc if abs(c.reserved_replay_error_pct) > over]
-    print(f"\n== reserved per phase, measured / replay (GB, 10^9 B), runs off by more than {over:g} %")
+    print(f"\n== reserved per phase, measured / replay (GB, 10^9 B), runs off by more than {over:g} % (a diagnostic: "
+          "it changes no figure above)")
     print("   replay phases taken in order beside the measured iterations (a whole-iteration CUDA graph's capture "
           "and replay included); 'opens': the first phase off by more than "
           f"{GAP_OPENS:.0%} of the measured figure")
