@@ -13,6 +13,12 @@ Prints every case (signed error: negative is an under-estimate) and, per source,
 
     python benchmarks/accuracy.py                       # every source
     python benchmarks/accuracy.py --source megatron-ci  # one source (repeatable)
+    python benchmarks/accuracy.py --source project --phases      # + where the replay's reserved error opens
+
+``--phases`` sets, for each project run whose replayed reserved peak is off by more than ``--phases-over`` per
+cent (3 by default), the measured reserved peak of every phase (per iteration: forward/backward passes, optimizer
+step) beside the replay's phase by phase, and names the first phase where the gap passes 2 % of the measured
+figure: the part of the step the replay's trace misses.
 """
 
 from __future__ import annotations
@@ -56,6 +62,45 @@ def _reserved_row(c, replay: bool):
     return replace(c.comparison, measured_gib=m, estimated_gib=e, error_pct=(e - m) / m * 100.0)
 
 
+#: Share of the measured reserved bytes beyond which ``--phases`` calls a phase's gap open.
+GAP_OPENS = 0.02
+
+
+def _phase_gaps(pc, over: float) -> None:
+    """Per project run off by more than ``over`` %: measured vs replayed reserved peak per phase (GB, 10^9 B)."""
+    from estimator.config.load import load_config
+    from estimator.memory.assemble import stage_memory
+    from estimator.memory.reserved import recording
+    from estimator.model.resolve import resolve
+    from estimator.validation.project_runs import load_data
+
+    raw = {c["id"]: c for c in load_data()["cases"]}
+    off = [c for c in pc if abs(c.reserved_replay_error_pct) > over]
+    print(f"\n== reserved per phase, measured / replay (GB, 10^9 B), runs off by more than {over:g} % (a diagnostic: "
+          "it changes no figure above)")
+    print("   replay phases taken in order beside the measured iterations (a whole-iteration CUDA graph's capture "
+          "and replay included); 'opens': the first phase off by more than "
+          f"{GAP_OPENS:.0%} of the measured figure")
+    for c in off:
+        case = raw[c.id]
+        with recording() as seen:
+            stage_memory(resolve(load_config(case["config"])), replay=True)
+        phases = [p for p in seen[0].phases if not p[0].startswith("setup")] if seen else []
+        measured = []
+        for it in case["measured"].get("per_iteration") or ():
+            measured += [(f"fwd_bwd@{it['iteration']}", it.get("fwd_bwd_reserved_bytes")),
+                         (f"optimizer@{it['iteration']}", it.get("optimizer_reserved_bytes"))]
+        cells, opens = [], None
+        for (name, m), p in zip(measured, phases):
+            if not m:
+                continue
+            gap = p[2] - m
+            cells.append(f"{name} {m / 1e9:6.2f}/{p[2] / 1e9:6.2f} ({gap / 1e9:+5.2f})")
+            if opens is None and abs(gap) > GAP_OPENS * m:
+                opens = name
+        print(f"{c.id:40} {c.reserved_replay_error_pct:+6.2f} %  opens {opens or '-':12} " + "  ".join(cells))
+
+
 def _rows(rows, title: str) -> None:
     print(f"\n== {title}")
     print(f"{'case':78} {'measured GiB':>12} {'estimated GiB':>13} {'error %':>8}")
@@ -67,6 +112,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", action="append", choices=SOURCES, help="only this source (repeatable)")
     ap.add_argument("--quiet", action="store_true", help="summaries only")
+    ap.add_argument("--phases", action="store_true",
+                    help="project runs: reserved per phase, measured vs replay, for the runs off by more than "
+                         "--phases-over per cent")
+    ap.add_argument("--phases-over", type=float, default=3.0, metavar="PCT",
+                    help="with --phases: the reserved error (per cent, either sign) beyond which a run is shown "
+                         "(default 3)")
     args = ap.parse_args(argv)
     chosen = args.source or list(SOURCES)
     summaries = []
@@ -138,6 +189,8 @@ def main(argv=None) -> int:
                                                      "matching": sum(c.phase_matches for c in rows)}))
             summaries.append((f"  reserved, allocated x 1.05", stats([_reserved_row(c, False) for c in rows])))
             summaries.append((f"  reserved, replay (seen)", stats([_reserved_row(c, True) for c in rows])))
+        if args.phases:
+            _phase_gaps(pc, args.phases_over)
         summaries.append(("project runs, all: allocated", stats([c.comparison for c in pc])))
         summaries.append(("  reserved, allocated x 1.05", stats([_reserved_row(c, False) for c in pc])))
         summaries.append(("  reserved, replay (seen)", stats([_reserved_row(c, True) for c in pc])))

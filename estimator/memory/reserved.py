@@ -66,12 +66,13 @@ tensors are cut equal).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from .allocator import AllocatorConfig, CachingAllocator
 
 __all__ = ["DETAILED_PASSES", "LayerTensors", "MAX_EVENTS", "MAX_LUMPS", "MAX_PARAM_TENSORS", "MAX_STEP_TENSORS", "MIN_STAGE_EVENTS", "Replay", "STEADY_CYCLES", "StageTrace", "build", "events",
-           "layer_tensors", "parameter_tensors", "replay", "scaled", "schedule_passes", "split"]
+           "layer_tensors", "parameter_tensors", "recording", "replay", "scaled", "schedule_passes", "split"]
 
 #: Allocations and frees of one estimate's traces (all stages together) beyond which consecutive layers are merged:
 #: about 2 us each in the simulator, so an estimate's replays stay near 15 ms (a stage gets at least
@@ -435,6 +436,24 @@ class Replay(NamedTuple):
     phases: tuple = ()
 
 
+#: Lists that :func:`recording` opened: each takes every :class:`Replay` run while it is open.
+_RECORDERS: list = []
+
+
+@contextmanager
+def recording():
+    """Collect the :class:`Replay` of every trace replayed inside the block, in order (one per replayed stage), with
+    its per-phase peaks, for diagnostics: ``with recording() as seen: stage_memory(r, replay=True)``. The estimate
+    keeps only the peak; this shows which phase of which iteration holds it (``benchmarks/accuracy.py --phases``
+    sets them beside the measured per-iteration peaks)."""
+    seen: list = []
+    _RECORDERS.append(seen)
+    try:
+        yield seen
+    finally:
+        _RECORDERS.remove(seen)
+
+
 def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
     """Run a trace (:func:`events`) through :class:`~estimator.memory.allocator.CachingAllocator`."""
     a = CachingAllocator(config)
@@ -467,7 +486,10 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
             a.empty_cache()
     if name is not None:
         phases.append((name, peak_a, peak_r, a.allocated))
-    return Replay(a.peak_allocated, a.peak_reserved, a.segments, tuple(phases))
+    out = Replay(a.peak_allocated, a.peak_reserved, a.segments, tuple(phases))
+    for seen in _RECORDERS:
+        seen.append(out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- building a trace
