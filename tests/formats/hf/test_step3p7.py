@@ -88,3 +88,18 @@ def test_a_wrong_value_for_any_vision_key_is_an_error_that_names_it():
                 assert {p.field for p in exc.problems} <= {f"config.json:vision_config.{key}"}, (key, w, exc)
             except EstimatorError:
                 pass
+
+
+def test_step3p7_recipe_figure_to_its_rounding():
+    """vllm-project/recipes @ 1f2cec1e : models/stepfun-ai/Step-3.7-Flash.yaml: "~198B total / 11B active
+    parameters combining a 196B sparse language backbone with a 1.8B perception encoder". The backbone as
+    test_step3p5.py reads Step 3.5's card (without the embedding, output layer and MTP layers, per-head gates):
+    195,900,214,336; with the tower and projector 1,981,014,784: 197,881,229,120, 198B. The "1.8B" does not say
+    which parts it counts (the trunk and the first convolution are 1,785,973,504; the whole tower 1,955,848,960)."""
+    from tests.formats.hf.test_step3p5 import H
+    m = {k: v for k, v in from_hf_config(CONFIG).items() if k not in ("mtp_num_layers", "mtp_dense_mlp")}
+    c = count_parameters_of({"model": m, "training": {"world_size": 8}})
+    gates = 12 * 64 * 127 * H + 33 * 96 * 127 * H
+    total = c.total - c.embedding - c.output_layer - gates
+    assert total == 195_900_214_336 + TOWER == 197_881_229_120
+    assert round(total / 1e9) == 198
