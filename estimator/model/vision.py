@@ -251,7 +251,8 @@ class TowerKind(NamedTuple):
     patch_bias: bool        # the patch embedding has a bias
     learned_positions: bool # vision_num_position_embeddings x hv learned positions (else rotary, no weights)
     tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
-    hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
+    hugging_face: bool      # Hugging Face's (or plain PyTorch: step37) modules with their own autograd graph, not
+                            # Megatron-Core layers
     deepstack: bool         # may have deepstack mergers
     projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear),
                                 # "glm" (strided-convolution downsample, then a gated merger) or "mlp" (pixel
