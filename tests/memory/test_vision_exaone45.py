@@ -50,6 +50,7 @@ def test_the_exaone45_tower_by_hand():
     assert (vp.layer.sharded, vp.layer.replicated) == (41_956_352, 8_192)
     assert (vp.merger.sharded, vp.merger.replicated) == (109_060_096, 7_168)
     assert vp.encoder.total == 1_177_415_680
+    assert round(vp.encoder.total / 1e9, 1) == 1.2      # transformers' "1.2 billion parameters from the vision encoder"
     assert vp.total == TOTAL
     assert estimate(make_config(EX)).parameters.vision == TOTAL
 

@@ -28,7 +28,8 @@ TEXT = {"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "hidde
         "sliding_window": 4096, "sliding_window_pattern": "LLLG", "vocab_size": 153600, "tie_word_embeddings": False}
 CONFIG = {"architectures": ["Exaone4_5_ForConditionalGeneration"], "model_type": "exaone4_5", "image_token_id": 67,
           "video_token_id": 68, "vision_start_token_id": 73, "vision_end_token_id": 74, "vision_token_id": 67,
-          "tie_word_embeddings": False, "text_config": TEXT, "vision_config": VISION}
+          "tie_word_embeddings": False, "transformers_version": "5.0.0.dev0", "use_cache": True,
+          "text_config": TEXT, "vision_config": VISION}
 LANGUAGE, TOWER = 32_527_504_384, 1_286_482_944
 
 
