@@ -174,7 +174,10 @@ take the same formulas for their shape: RMSNorm, grouped-query attention (k and 
 groups), a gated SiLU MLP, biases; windowed or full attention both keep activations linear in N (flash attention,
 ``thd`` packed windows). Besides the layers: the Conv3d's input B N C Pt P^2, and the merger (a TENorm RMSNorm over
 hv: its input and output 2 B N hv and fp32 rsigma 4 N; fc1's output and the GELU's output 2 B N hv / t). No
-deepstack mergers. Frozen, as for ``qwen3_vl``.
+deepstack mergers. Frozen, as for ``qwen3_vl``. Like the language model's rotary embedding, the unfused 2-D rotary
+embedding's saved cos and sin (in fp32: apply_rotary_pos_emb_in_fp32, modelling_exaone45/rope.py; 16 N d bytes a
+layer over the heads' width d, for q and k) are not counted: 28 MiB of the 1.55 GiB a 448-pixel image keeps in
+EXAONE 4.5 33B's tower, 1.8%.
 
 The ``step37`` tower (Step 3.7's Perception-Encoder: Megatron-Bridge @ 067f987d : src/megatron/bridge/models/stepfun/
 modelling_step37/vision_model.py, utils.py) is plain PyTorch, whole on every tensor-parallel rank, never
