@@ -323,7 +323,8 @@ class VisionParams(NamedTuple):
 
     @property
     def encoder(self) -> Count:
-        """Patch embedding, positions, layers and the final norm: what freeze_vision_model freezes."""
+        """Patch embedding, positions, layers, the final norm and (Step 3.7) ln_pre and the strided convolutions: what
+        freeze_vision_model freezes."""
         return (self.patch_embed + self.pos_embed + self.post_norm + self.downsample
                 + Count(self.layers * self.layer.sharded, self.layers * self.layer.replicated))
 
