@@ -468,8 +468,15 @@ class ModelConfig:
                                        type="int", min=1, max=MAX_LAYERS)
     vision_hidden_size: int | None = _f(None, "Vision tower: hidden width (vision_config.hidden_size). Required with "
                                         "vision_num_layers.", type="int", min=1, max=MAX_WIDTH)
-    vision_num_attention_heads: int | None = _f(None, "Vision tower: attention heads, no GQA "
+    vision_num_attention_heads: int | None = _f(None, "Vision tower: attention heads "
                                                 "(vision_config.num_heads). Required with vision_num_layers.", type="int", min=1, max=MAX_HEADS)
+    # towers27 (issue 27): EXAONE 4.5's tower has grouped-query attention (Megatron-Bridge @ 067f987d :
+    # models/exaone/exaone45/modelling_exaone45/transformer_config.py get_vision_model_config: num_query_groups
+    # = vision_config.num_key_value_heads).
+    vision_num_query_groups: int | None = _f(None, "Vision tower: key-value head groups of its grouped-query "
+                                             "attention (vision_config.num_key_value_heads; the exaone45 tower "
+                                             "only). null: one per head, no GQA.", type="int", min=1, max=MAX_HEADS,
+                                             derived="vision_num_attention_heads")
     vision_ffn_hidden_size: int | None = _f(None, "Vision tower: MLP width, gated or not by vision_model_type "
                                             "(vision_config.intermediate_size). Required with vision_num_layers.",
                                             type="int", min=1, max=MAX_FFN)
@@ -519,9 +526,17 @@ class ModelConfig:
                                 "Face's module, whole on every tensor-parallel rank, LayerNorm, quick-GELU MLP, "
                                 "a linear patch embedding without bias (vision_temporal_patch_size 1), rotary "
                                 "positions, a final LayerNorm that freeze_vision_model leaves trained, and the "
-                                "variable-resolution resampler (spatial and temporal MLPs, a linear, an RMSNorm).",
+                                "variable-resolution resampler (spatial and temporal MLPs, a linear, an RMSNorm). "
+                                "exaone45 (EXAONE 4.5): Megatron-Core ViT layers split like the language model's, "
+                                "RMSNorm, gated SiLU MLP, grouped-query attention (vision_num_query_groups), no "
+                                "patch-embedding bias, rotary positions, window attention, Qwen2.5-VL's merger. "
+                                "step37 (Step 3.7's Perception-Encoder): plain PyTorch modules, whole on every "
+                                "tensor-parallel rank, LayerNorm with LayerScale, quick-GELU MLP, a Conv2d without "
+                                "bias (vision_temporal_patch_size 1), a LayerNorm before the layers, learned and "
+                                "2-D rotary positions, two stride-2 convolutions (vision_spatial_merge_size 4) and "
+                                "one linear without bias.",
                                 type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v",
-                                                     "radio", "ernie45_vl"))
+                                                     "radio", "ernie45_vl", "exaone45", "step37"))
     vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: the projector's MLP width: GLM-4.5V's "
                                                       "gated patch merger (vision_config.intermediate_size; the "
                                                       "tower's own layers are vision_ffn_hidden_size wide) or "

@@ -922,7 +922,8 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                   if tr.images_per_sample else "no images (training.images_per_sample 0): no vision activations")
         kind = tower_kind(m)
         split = (f"split over TP {r.t}" if kind.tp_split
-                 else f"not split: Hugging Face's module, whole on every tensor-parallel rank (TP {r.t})"
+                 else "not split: " + ("plain PyTorch modules" if m.vision_model_type == "step37"
+                                       else "Hugging Face's module") + f", whole on every tensor-parallel rank (TP {r.t})"
                  + (", its projector's linear split" if kind.projector == "pool" else ""))
         out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen:,} parameters a GPU, "
                    f"{state}) on the first stage, {split}, in bf16; {images} (estimator/memory/vision.py).")

@@ -166,6 +166,41 @@ patch_embed and blocks, or the resampler, never ``ln``: with the tower frozen th
 the resampler keep their part, and with both frozen the gradient still flows back through the resampler to ``ln``,
 whose keeping is taken as the trained resampler's (an upper bound: frozen linears need not keep their inputs).
 Backward working set: the MLP's 3 B N fv, or the temporal fc1's 3 B N hv.
+
+The ``exaone45`` tower (EXAONE 4.5: Megatron-Bridge @ 067f987d : src/megatron/bridge/models/exaone/exaone45/
+modelling_exaone45/model.py) is Megatron-Core's ViT layers with Transformer Engine modules, split over the
+tensor-parallel ranks and under the language model's recompute settings like the ``qwen3_vl`` tower, so its layers
+take the same formulas for their shape: RMSNorm, grouped-query attention (k and v of vision_num_query_groups
+groups), a gated SiLU MLP, biases; windowed or full attention both keep activations linear in N (flash attention,
+``thd`` packed windows). Besides the layers: the Conv3d's input B N C Pt P^2, and the merger (a TENorm RMSNorm over
+hv: its input and output 2 B N hv and fp32 rsigma 4 N; fc1's output and the GELU's output 2 B N hv / t). No
+deepstack mergers. Frozen, as for ``qwen3_vl``. Like the language model's rotary embedding, the unfused 2-D rotary
+embedding's saved cos and sin (in fp32: apply_rotary_pos_emb_in_fp32, modelling_exaone45/rope.py; 16 N d bytes a
+layer over the heads' width d, for q and k) are not counted: 28 MiB of the 1.55 GiB a 448-pixel image keeps in
+EXAONE 4.5 33B's tower, 1.8%.
+
+The ``step37`` tower (Step 3.7's Perception-Encoder: Megatron-Bridge @ 067f987d : src/megatron/bridge/models/stepfun/
+modelling_step37/vision_model.py, utils.py) is plain PyTorch, whole on every tensor-parallel rank, never
+recomputed (no checkpointing reaches it), each image encoded on its own (``Step37Model._encode_images_for_insert``),
+attention by ``F.scaled_dot_product_attention`` (flash or memory-efficient kernel, no mask). Per layer::
+
+    2 x (B N hv + 8 N)              ln_1 and ln_2 (nn.LayerNorm): the input, fp32 mean and rstd
+    B N hv                          in_proj's input (ln_1's output)
+    3 B N hv                        in_proj's output: v is a view of it that attention keeps
+    2 B N hv                        q and k after the 2-D rotary embedding (the fp32 products cast back)
+    16 N d                          the fp32 cos and sin apply_rotary_emb computes for q and again for k (d = hv /
+                                    heads), which the products keep
+    B N hv + 4 N heads              attention's output and its fp32 log-sum-exp
+    B N hv                          out_proj's input (the heads joined again)
+    2 B N hv                        ls_1's and ls_2's inputs (out_proj's and c_proj's outputs: the LayerScale
+                                    gamma wants them)
+    B N hv                          c_fc's input (ln_2's output)
+    3 B N fv                        c_fc's output, quick_gelu's sigmoid and its output (c_proj's input)
+
+that is 13 B N hv + 3 B N fv + 16 N + 4 N heads + 16 N d a layer, all Lv of them; plus conv1's input B N C P^2,
+ln_pre's input and statistics B N hv + 8 N, the two convolutions' inputs B N hv + B N hv / 2 (N / 4 positions of
+2 hv) and align_projector's input B N hv / 4 (N / 16 rows of 4 hv). With the tower frozen only the projector's
+input is kept; with the projector frozen (and the tower trained) not that. Backward working set: the MLP's 3 B N fv.
 """
 
 from __future__ import annotations
@@ -199,10 +234,12 @@ def _vit_config(r: Resolved, tokens: int):
     config turns recompute off)."""
     cfg, m = r.cfg, r.cfg.model
     hv, heads = m.vision_hidden_size, m.vision_num_attention_heads
+    k = tower_kind(m)       # exaone45: RMSNorm, gated SiLU, grouped-query attention; qwen3_vl, radio: the defaults
     model = replace(m, num_layers=m.vision_num_layers, hidden_size=hv, num_attention_heads=heads,
-                    num_query_groups=heads, kv_channels=hv // heads, ffn_hidden_size=m.vision_ffn_hidden_size,
+                    num_query_groups=m.vision_num_query_groups or heads, kv_channels=hv // heads,
+                    ffn_hidden_size=m.vision_ffn_hidden_size,
                     num_experts=None, moe_layer_freq=1, moe_shared_expert_intermediate_size=None,
-                    activation_func="gelu", gated_linear_unit=False, normalization="LayerNorm",
+                    activation_func=k.activation, gated_linear_unit=k.gated, normalization=k.norm,
                     add_bias_linear=True, add_qkv_bias=True, qk_layernorm=False, qk_layernorm_full_dim=False,
                     qk_l2_norm=False, attention_output_gate=False, experimental_attention_variant=None,
                     linear_attention_freq=None, multi_latent_attention=False, mtp_num_layers=None,
@@ -219,6 +256,19 @@ def _vit_config(r: Resolved, tokens: int):
                           account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False)
     precision = replace(cfg.precision, fp8=False, fp8_param_gather=False, first_last_layers_bf16=False)
     return replace(cfg, model=model, training=training, parallelism=parallelism, precision=precision)
+
+
+def _step37_activations(m, n: int, B: int, frozen_encoder: bool, frozen_projection: bool) -> tuple[int, int]:
+    """(saved bytes, backward working set) of Step 3.7's Perception-Encoder and projector for ``n`` patches: what
+    their eager PyTorch autograd graph keeps (see the module docstring)."""
+    hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
+    projector = 0 if frozen_projection else B * n * hv // 4     # align_projector's input: n / 16 rows of 4 hv
+    if frozen_encoder:
+        return projector, 2 * B * n * hv // 4
+    layer = 13 * B * n * hv + 3 * B * n * fv + 16 * n + 4 * n * heads + 16 * n * (hv // heads)
+    front = B * n * m.vision_in_channels * m.vision_patch_size ** 2 + B * n * hv + 8 * n    # conv1's input, ln_pre
+    down = B * n * hv + B * n * hv // 2                         # the two convolutions' inputs
+    return front + m.vision_num_layers * layer + down + projector, max(2 * B * n * hv, 3 * B * n * fv)
 
 
 def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
@@ -339,6 +389,8 @@ def vision_stage(r: Resolved) -> VisionStage | None:
         acts, peak = _ernie_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
     elif n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
         acts, peak = _glm4v_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
+    elif n and not (fv and fp) and m.vision_model_type == "step37":
+        acts, peak = _step37_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
     elif n and not (fv and fp) and tower_kind(m).hugging_face:
         acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
     elif n and m.vision_model_type == "radio" and not (fv and fp):
@@ -347,7 +399,8 @@ def vision_stage(r: Resolved) -> VisionStage | None:
         B = 4 if cfg.precision.params_dtype == "fp32" else 2
         hv, M = m.vision_hidden_size, m.vision_spatial_merge_size
         wide = (n // (M * M)) * M * M * hv // t
-        merger = 2 * B * n * hv + 8 * n + 2 * B * wide
+        stats = 4 if tower_kind(m).norm == "RMSNorm" else 8       # the merger norm's fp32 statistics per patch
+        merger = 2 * B * n * hv + stats * n + 2 * B * wide
         D = m.vision_deepstack_mergers
         rebuilt = not fv and tr.recompute_granularity == "full"      # rebuilt inside the checkpointed layers
         deep = 0 if rebuilt else D * ((2 if fv else 1) * B * n * hv + 8 * (n // (M * M)) + 2 * B * wide)

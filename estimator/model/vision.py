@@ -170,6 +170,53 @@ is duplicated), ``mlp`` W -> ho with bias, ``after_norm`` an RMSNorm over ho)::
                   (2 W^2 + W) + (W^2 + W) + 2 W          temporal_linear
                   W ho + ho + ho                         mlp, after_norm
 
+``exaone45`` (EXAONE 4.5; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/exaone/exaone45/modelling_exaone45/
+``model.py`` ``Exaone45Model``: the tower is built where ``pre_process`` from Megatron-Core's
+``get_vit_layer_with_transformer_engine_spec`` and a ``PatchMergerSubmodules`` of TENorm, TEColumnParallelLinear
+fc1 and TERowParallelLinear fc2; ``transformer_config.py`` ``get_vision_model_config``: depth layers of hidden_size,
+num_heads heads in num_key_value_heads groups (``num_query_groups``), a gated SiLU MLP of intermediate_size, RMSNorm,
+biases on every linear (add_bias_linear, add_qkv_bias), the language model's tensor-parallel size and recompute
+settings, no sequence or context parallelism; ``utils.py`` ``Exaone45VisionPatchEmbed`` a Conv3d without bias,
+``Exaone45VisionRotaryEmbedding`` 2-D rotary positions without weights, ``Exaone45VisionPatchMerger`` with
+use_postshuffle_norm false; ``vision_model.py``: windows of window_size pixels, full attention in the
+fullatt_block_indexes layers, the same weights either way). With g = vision_num_query_groups and d = hv / heads::
+
+    patch_embed   C Pt P^2 hv                            replicated
+    each layer    2 hv                                   the two RMSNorms fused into qkv and fc1, replicated
+                  (hv + 2 g d) (hv + 1)                  linear_qkv, column-parallel (bias split too)
+                  hv^2 + hv                              linear_proj, row-parallel (bias replicated)
+                  2 hv fv + 2 fv                         linear_fc1 (gate and up), column-parallel
+                  fv hv + hv                             linear_fc2, row-parallel (bias replicated)
+    merger        hv + (M^2 hv)^2 + M^2 hv + M^2 hv ho + ho   RMSNorm over hv, fc1 and fc2 with biases, split like
+                                                         qwen3_vl's merger
+
+``Exaone45Model.freeze``: freeze_vision_model the whole ``vision_model``, then its ``merger`` back on unless
+freeze_vision_projection, which freezes the merger (as ``Qwen3VLModel.freeze``).
+
+``step37`` (Step 3.7's Perception-Encoder G/14; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/stepfun/
+``modelling_step37/vision_model.py`` ``Step37VisionModel`` and ``utils.py``, plain ``torch.nn`` modules, not
+Megatron-Core layers, built where ``pre_process`` (``modelling_step37/model.py`` ``Step37Model``) and not split
+over the tensor-parallel ranks: ``conv1`` a Conv2d of patch_size without bias, ``positional_embedding``
+(image_size / patch_size)^2 x hv learned positions (bilinearly resampled for a smaller grid), ``ln_pre`` a LayerNorm
+(use_ln_pre), ``resblocks``: ln_1, a fused in_proj of 3 hv with bias, 2-D rotary q / k (a buffer), out_proj with
+bias, LayerScale ``ls_1``, ln_2, c_fc / c_proj with biases around quick-GELU (width int(hv mlp_ratio)), ``ls_2``;
+no ``ln_post`` (use_ln_post false); ``vit_downsampler1`` Conv2d(hv, 2 hv, 3, stride 2, padding 1) and
+``vit_downsampler2`` Conv2d(2 hv, 4 hv, 3, stride 2, padding 1) with biases; ``image_insert_embedding.py``
+``ImageInsertEmbedding.align_projector`` (Hugging Face's ``vit_large_projector``) Linear(4 hv, ho) without bias
+(projector_bias false), built where ``pre_process``)::
+
+    patch_embed   C P^2 hv                               every part replicated
+    pos_embed     Np hv
+    each layer    4 hv + 2 hv                            ln_1, ln_2 (weight and bias), ls_1, ls_2
+                  3 hv^2 + 3 hv + hv^2 + hv              in_proj, out_proj
+                  hv fv + fv + fv hv + hv                c_fc, c_proj
+    downsample    2 hv + 18 hv^2 + 2 hv + 72 hv^2 + 4 hv  ln_pre and the two convolutions: part of the tower
+    projector     4 hv ho                                align_projector (freeze_vision_projection)
+
+The two stride-2 convolutions make a merge of M = 4 patches a side: an image of side R gives (R / P)^2 patches and
+(R / 4P)^2 tokens (a 728-pixel image: 2,704 patches, 169 tokens). ``Step37Model.freeze``: freeze_vision_model the
+whole ``vision_model`` (convolutions included), freeze_vision_projection the align_projector.
+
 The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are counted with
 the language model's MoE layers (model.moe_vision_ffn_hidden_size, estimator/model/layers/moe.py).
 
@@ -204,14 +251,17 @@ class TowerKind(NamedTuple):
     patch_bias: bool        # the patch embedding has a bias
     learned_positions: bool # vision_num_position_embeddings x hv learned positions (else rotary, no weights)
     tp_split: bool          # the tower split over the language model's tensor-parallel ranks (else whole on each)
-    hugging_face: bool      # Hugging Face's module (its own autograd graph), not Megatron-Core layers
+    hugging_face: bool      # Hugging Face's (or plain PyTorch: step37) modules with their own autograd graph, not
+                            # Megatron-Core layers
     deepstack: bool         # may have deepstack mergers
     projector: str = "merger"   # "merger" (norm, fc1, GELU, fc2 over M^2 hv), "pool" (average pool, norm, linear),
                                 # "glm" (strided-convolution downsample, then a gated merger) or "mlp" (pixel
                                 # shuffle, then the language model's MLP of width vision_projector_ffn_hidden_size)
                                 # or "resampler" (ERNIE-4.5-VL's spatial and temporal MLPs, a linear, an RMSNorm)
+                                # or "linear" (Step 3.7: strided convolutions in the tower, then one linear)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
     linear_bias: bool = True    # the layers' linears have biases
+    layer_scale: bool = False   # two LayerScale vectors of hv a layer (Step 3.7's ls_1, ls_2)
 
 
 #: model.vision_model_type -> its tower kind.
@@ -223,6 +273,9 @@ KINDS: dict[str, TowerKind] = {
     "glm4v": TowerKind("RMSNorm", True, "silu", True, True, False, True, False, "glm", False, False),
     "radio": TowerKind("LayerNorm", False, "gelu", False, True, True, False, False, "mlp"),
     "ernie45_vl": TowerKind("LayerNorm", False, "quick_gelu", False, False, False, True, False, "resampler"),
+    "exaone45": TowerKind("RMSNorm", True, "silu", False, False, True, False, False, "merger"),
+    "step37": TowerKind("LayerNorm", False, "quick_gelu", False, True, False, True, False, "linear",
+                        layer_scale=True),
 }
 
 
@@ -260,6 +313,8 @@ class VisionParams(NamedTuple):
     deepstack: Count = Count(0, 0)   # every deepstack merger together (Qwen3-VL)
     post_norm: Count = Count(0, 0)   # the norm after the last layer (SigLIP)
     unfrozen: Count = Count(0, 0)    # parts neither freeze field reaches (GLM-4.5V: positions, outer norms, downsample)
+    downsample: Count = Count(0, 0)  # tower parts besides these that freeze_vision_model freezes (Step 3.7: ln_pre and
+                                     # its two stride-2 convolutions)
 
     @property
     def projection(self) -> Count:
@@ -268,9 +323,10 @@ class VisionParams(NamedTuple):
 
     @property
     def encoder(self) -> Count:
-        """Patch embedding, positions, layers and the final norm: what freeze_vision_model freezes."""
-        return self.patch_embed + self.pos_embed + self.post_norm + Count(self.layers * self.layer.sharded,
-                                                                          self.layers * self.layer.replicated)
+        """Patch embedding, positions, layers, the final norm and (Step 3.7) ln_pre and the strided convolutions: what
+        freeze_vision_model freezes."""
+        return (self.patch_embed + self.pos_embed + self.post_norm + self.downsample
+                + Count(self.layers * self.layer.sharded, self.layers * self.layer.replicated))
 
     @property
     def total(self) -> int:
@@ -293,13 +349,19 @@ def vision_params(m) -> VisionParams | None:
                   + (hv if k.patch_bias else 0))      # Conv3d (Conv2d when Pt is 1)
     pos = Count(0, m.vision_num_position_embeddings * hv if k.learned_positions else 0)
     mlp_in = 2 if k.gated else 1                 # gate and up, or fc1
-    lin = 3 * hv * hv + hv * hv + mlp_in * hv * fv + fv * hv
+    heads = m.vision_num_attention_heads
+    qkv = hv + 2 * (m.vision_num_query_groups or heads) * (hv // heads)     # q, then k and v of the head groups
+    lin = qkv * hv + hv * hv + mlp_in * hv * fv + fv * hv
     # column-parallel biases (qkv, fc1 / gate and up) split; the norms and the row-parallel biases (proj, fc2) not
     bias = k.linear_bias
-    layer = Count(lin + (3 * hv + mlp_in * fv if bias else 0), 2 * norm + (hv + hv if bias else 0))
+    layer = Count(lin + (qkv + mlp_in * fv if bias else 0),
+                  2 * norm + (hv + hv if bias else 0) + (2 * hv if k.layer_scale else 0))
     wide = M * M * hv
-    unfrozen = Count(0, 0)
-    if k.projector == "mlp":        # RADIO: embedder without bias split over TP, class tokens, the language MLP
+    unfrozen = downsample = Count(0, 0)
+    if k.projector == "linear":     # Step 3.7: ln_pre, conv hv -> 2 hv and 2 hv -> 4 hv (3 x 3, bias), 4 hv x ho
+        downsample = Count(0, 2 * hv + (9 * 2 * hv * hv + 2 * hv) + (9 * 4 * hv * 2 * hv + 4 * hv))
+        merger, linear_merger = Count(0, 4 * hv * ho), 4 * hv * ho
+    elif k.projector == "mlp":        # RADIO: embedder without bias split over TP, class tokens, the language MLP
         patch = Count(patch.replicated, 0)
         pos = Count(0, pos.replicated + RADIO_CLASS_TOKENS * hv)
         c, up = m.vision_projector_ffn_hidden_size, 2 if m.gated_linear_unit else 1
@@ -328,4 +390,5 @@ def vision_params(m) -> VisionParams | None:
         if k.projector != "pool":   # Qwen2.5-VL's merger is part of Hugging Face's module
             merger = _replicated(merger)
     post = Count(0, 2 * hv if k.post_norm else 0)
-    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post, unfrozen)
+    return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post, unfrozen,
+                        downsample)

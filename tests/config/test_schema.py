@@ -168,6 +168,8 @@ VARIANTS = {
     "model.vision_projector_ffn_hidden_size": (
         make_config({**VIT, "vision_model_type": "glm4v", "vision_projector_ffn_hidden_size": 256}),
         {"model": {"vision_projector_ffn_hidden_size": 512}}),
+    "model.vision_num_query_groups": (make_config({**VIT, "vision_model_type": "exaone45"}),
+                                      {"model": {"vision_num_query_groups": 2}}),
     "training.images_per_sample": (make_config(VIT), {"training": IMAGES}),
     "training.image_resolution": (make_config(VIT, None, IMAGES), {"training": {"image_resolution": 224}}),
     "training.freeze_vision_model": (make_config(VIT, None, IMAGES), {"training": {"freeze_vision_model": True}}),

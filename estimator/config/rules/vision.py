@@ -1,6 +1,7 @@
 """The vision-tower rules: a tower's dimensions come together and split over the tensor-parallel ranks, each kind
-(qwen3_vl, qwen2_5_vl, gemma3_vl's SigLIP, radio, kimi_k25, glm4v, ernie45_vl) with its own patch, position and
-projector rules, images that fit the sequence, and the frozen parts (``freeze_*``) of a vision-language model.
+(qwen3_vl, qwen2_5_vl, gemma3_vl's SigLIP, radio, kimi_k25, glm4v, ernie45_vl, exaone45, step37) with its own patch,
+position and projector rules, images that fit the sequence, and the frozen parts (``freeze_*``) of a vision-language
+model.
 
 :func:`vision_problems` is called by :func:`estimator.config.rules.model.model_problems`. The radio tower's fixed
 shapes (``RADIO_*``) are the model's too (estimator/model/vision.py).
@@ -60,7 +61,8 @@ def vision_problems(cfg) -> list[Problem]:
     m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
     out: list[Problem] = []
     if m.vision_num_layers is None:
-        for name in _VISION_DIMS + ("vision_out_hidden_size", "vision_projector_ffn_hidden_size"):
+        for name in _VISION_DIMS + ("vision_out_hidden_size", "vision_projector_ffn_hidden_size",
+                                    "vision_num_query_groups"):
             if getattr(m, name) is not None:
                 out.append(Problem("model." + name, getattr(m, name), "applies only with a vision tower "
                                    "(set model.vision_num_layers)"))
@@ -103,7 +105,7 @@ def vision_problems(cfg) -> list[Problem]:
         out.append(Problem("model.vision_deepstack_mergers", m.vision_deepstack_mergers, f"applies only to the "
                            f"qwen3_vl tower (Qwen3-VL's deepstack mergers); 0 for vision_model_type {kind}"))
     default = next(f.default for f in dataclasses.fields(m) if f.name == "vision_num_position_embeddings")
-    if kind in ("qwen2_5_vl", "ernie45_vl") and m.vision_num_position_embeddings != default:
+    if kind in ("qwen2_5_vl", "ernie45_vl", "exaone45") and m.vision_num_position_embeddings != default:
         out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings,
                            f"applies only to towers with learned positions; the {kind} tower's positions are "
                            f"rotary, without weights: leave it at {default}"))
@@ -115,6 +117,9 @@ def vision_problems(cfg) -> list[Problem]:
                            f"applies to no other kind (vision_model_type {kind})"))
     if kind == "radio":
         out += _radio_rules(m, tr, t)
+    out += _query_group_rules(m, t)
+    if kind == "step37":
+        out += _step37_rules(m, tr)
     if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
         out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
                            "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
@@ -123,7 +128,8 @@ def vision_problems(cfg) -> list[Problem]:
                            "ernie45_vl tower: its patch embedding is a linear layer over one frame's patch (the "
                            "resampler joins frames)"))
     wide = m.vision_spatial_merge_size ** 2 * hv
-    split = kind in ("qwen3_vl", "radio")   # the other towers are Hugging Face's modules, whole on every TP rank
+    split = kind in ("qwen3_vl", "radio", "exaone45")   # the others are Hugging Face's or PyTorch modules, whole
+                                                         # on every TP rank
     for name, n in (("vision_num_attention_heads", heads), ("vision_ffn_hidden_size", fv)):
         if split and n % t:
             out.append(Problem("model." + name, n, f"must be a multiple of tensor_model_parallel_size ({t}): the "
@@ -136,6 +142,8 @@ def vision_problems(cfg) -> list[Problem]:
         out.append(Problem("training.image_resolution", tr.image_resolution, f"must be {RADIO_TILE} for the radio "
                            f"tower: Megatron-Bridge builds it for {RADIO_TILE}-pixel tiles (img_h = img_w); count "
                            "each tile of a tiled image (and its thumbnail) in images_per_sample"))
+    elif kind == "step37" and tr.images_per_sample and tr.image_resolution > _step37_side(m):
+        pass                                                    # named by _step37_rules
     elif kind != "gemma3_vl" and tr.image_resolution % side:     # gemma3_vl: the side is fixed (_siglip_rules)
         out.append(Problem("training.image_resolution", tr.image_resolution, f"must be a multiple of "
                            f"vision_patch_size x vision_spatial_merge_size ({side} pixels): the processor resizes "
@@ -148,6 +156,55 @@ def vision_problems(cfg) -> list[Problem]:
                                f"{tr.images_per_sample} images x {per} tokens each ({tr.image_resolution}-pixel "
                                f"side) = {tr.images_per_sample * per:,} tokens must fit in the sequence ({s:,} "
                                "tokens), which holds the image tokens"))
+    return out
+
+
+def _query_group_rules(m, t: int) -> list[Problem]:
+    """model.vision_num_query_groups: EXAONE 4.5's grouped-query attention (Megatron-Bridge @ 067f987d :
+    exaone/exaone45/modelling_exaone45/transformer_config.py ``get_vision_model_config``: num_query_groups =
+    num_key_value_heads) in a tower split over TP, whose query groups Megatron-Core divides among the ranks."""
+    g, heads = m.vision_num_query_groups, m.vision_num_attention_heads
+    if g is None:
+        return []
+    if m.vision_model_type != "exaone45":
+        return [Problem("model.vision_num_query_groups", g, f"applies only to the exaone45 tower (grouped-query "
+                        f"attention); leave it null for vision_model_type {m.vision_model_type}")]
+    out: list[Problem] = []
+    if heads % g:
+        out.append(Problem("model.vision_num_query_groups", g, f"must divide vision_num_attention_heads ({heads}): "
+                           "each group serves the same number of query heads"))
+    if g % t:
+        out.append(Problem("model.vision_num_query_groups", g, f"must be a multiple of tensor_model_parallel_size "
+                           f"({t}): the exaone45 tower's key-value groups are split over the ranks"))
+    return out
+
+
+def _step37_side(m) -> int:
+    """The largest image side (pixels) Step 3.7's tower takes: its positions' square grid of patches."""
+    return math.isqrt(m.vision_num_position_embeddings) * m.vision_patch_size
+
+
+def _step37_rules(m, tr) -> list[Problem]:
+    """Step 3.7's Perception-Encoder (Megatron-Bridge @ 067f987d : stepfun/modelling_step37/vision_model.py): a
+    Conv2d patch embedding (one frame), two stride-2 convolutions (a 4 x 4 merge), learned positions on a square grid
+    of image_size / patch_size a side, which the 2-D rotary table (``EncoderRope2D``, built for that grid) also
+    bounds: a larger image is refused, a smaller one a multiple of 4 patches a side."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "step37 tower: its patch embedding is a Conv2d over one frame"))
+    if m.vision_spatial_merge_size != 4:
+        out.append(Problem("model.vision_spatial_merge_size", m.vision_spatial_merge_size, "must be 4 for the step37 "
+                           "tower: its two stride-2 convolutions join 4 x 4 patches into one token"))
+    per_side = math.isqrt(m.vision_num_position_embeddings)
+    if per_side * per_side != m.vision_num_position_embeddings:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings, "must be a "
+                           "square number for the step37 tower: (image_size / patch_size)^2 learned positions"))
+    elif tr.images_per_sample and tr.image_resolution > _step37_side(m):
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be at most "
+                           f"{_step37_side(m)} pixels for the step37 tower: its positions and 2-D rotary table cover "
+                           f"{per_side} patches of {m.vision_patch_size} a side (count each crop of a larger image in "
+                           "images_per_sample)"))
     return out
 
 
@@ -195,6 +252,10 @@ def _frozen_language_rules(cfg) -> list[Problem]:
     if tr.peft is not None:
         add(True, f"with training.peft ({tr.peft}) the language model's base weights are frozen by the adapters' "
             "own transform already; leave freeze_language_model false")
+    if cfg.model.vision_model_type == "exaone45" and cfg.model.mtp_num_layers:
+        add(True, f"with the exaone45 tower and MTP layers (mtp_num_layers {cfg.model.mtp_num_layers}) is not "
+            "modelled: Megatron-Bridge's Exaone45Model.freeze leaves the MTP layers trained while the rest of the "
+            "language model is frozen")
     if par.use_megatron_fsdp or par.use_torch_fsdp2:
         add(True, "with FSDP is not modelled (which frozen units FSDP still gathers and shards)")
     if tr.rl_algorithm != "none":

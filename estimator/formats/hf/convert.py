@@ -12,7 +12,7 @@ from .hybrid import (mamba2_attention_heads, map_falcon_h1, map_mamba2, map_nemo
                      map_qwen3_next, nemotron_block_types)
 from .keys import INERT, KNOWN, QWEN3_MOE_EXTRA
 from .kimi import map_kimi_k3
-from .llama import (gqa, map_exaone4, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
+from .llama import (gqa, map_exaone4, map_exaone4_5, map_llama4, map_mimo, map_nemotron, map_nemotron_nas, map_olmo2, map_phi3,
                     moe_experts)
 from .moe import (map_bailing_moe, map_ernie4_5_moe, map_ernie4_5_vl, map_exaone_moe, map_gpt_oss, map_hy_v3, map_minimax_m2,
                   map_minimax_m3, map_olmoe, map_sarvam)
@@ -106,16 +106,16 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     # famE (issue 27): Step 3.5 Flash
     "step3p5": ("Step3p5ForCausalLM", "Step 3.5 Flash (sliding-window layers with their own query heads, gated "
                 "attention output, MoE with a shared expert, dense MTP layers)"),
+    # towers27 (issue 27): Megatron-Bridge @ 067f987d : exaone/exaone45, stepfun/step37_bridge.py
+    "exaone4_5": ("Exaone4_5_ForConditionalGeneration", "EXAONE 4.5 (EXAONE 4.0's language model with dense MTP "
+                  "layers, a windowed-attention ViT with grouped-query attention and its patch merger)"),
+    "step3p7": ("Step3p7ForConditionalGeneration", "Step 3.7 (Step 3.5 Flash's language model, a Perception-Encoder "
+                "ViT with LayerScale, 2-D RoPE and two strided-convolution downsamplers, and its projector)"),
 }
 
 
 #: Refused with the reason: architectures whose parameters this schema cannot describe exactly.
 REFUSED: dict[str, str] = {
-    # famA (issue 27): Megatron-Bridge @ 067f987d : models/exaone/exaone45 (Exaone45Model) builds EXAONE 4.0's language
-    # model (with dense MTP layers) under a Qwen2.5-VL-style windowed vision tower (modelling_exaone45/vision_model.py)
-    "exaone4_5": "EXAONE 4.5 is a vision-language model whose vision tower (a windowed-attention ViT with its "
-                 "full-attention blocks, Megatron-Bridge's exaone45 vision_model.py) the estimator does not model; "
-                 "the language model alone would undercount it",
     # ERNIE-VL (issue 27): Baidu's remote-code config.json (Ernie4_5_VLMoEConfig, flat: the language model's keys at
     # the top level, moe_layer_start_index / moe_layer_end_index per pool, the tower's embed_dim / mlp_ratio); the
     # transformers form, ernie4_5_vl_moe, is imported.
@@ -130,13 +130,6 @@ REFUSED: dict[str, str] = {
                              "not imported; describe it with model.vision_model_type radio and the model.vision_* "
                              "fields (32 layers of 1280, 16 heads, MLP 5120, patch 16, 16,384 positions, projector "
                              "20480) over the Nemotron-H language model of its llm_config"),
-    # famE (issue 27): Megatron-Bridge @ 067f987d : models/stepfun/step37_bridge.py (Step37Bridge, source
-    # Step3p7ForConditionalGeneration) builds Step 3.5's decoder (step37_provider.py Step37ModelProvider extends
-    # Step35ModelProvider) under modelling_step37/vision_model.py's eager PyTorch Perception-Encoder G/14
-    "step3p7": ("Step 3.7 is a vision-language model whose vision tower (Megatron-Bridge's Step37VisionModel: an "
-                "eager PyTorch Perception-Encoder ViT with LayerScale, 2D RoPE and two strided-convolution "
-                "downsamplers, then the vit_large_projector) the estimator does not model; its language model is "
-                "Step 3.5 Flash's decoder (model_type step3p5, supported): import text_config alone to count that"),
 }
 
 
@@ -269,6 +262,7 @@ _OWN_MAPPING = {
     "gemma": map_gemma1,
     "nemotron": map_nemotron,
     "exaone4": map_exaone4,
+    "exaone4_5_text": map_exaone4_5,
     "exaone_moe": map_exaone_moe,
     # famC (issue 27)
     "mimo_v2_flash": map_mimo_v2_flash,

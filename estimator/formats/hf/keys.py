@@ -187,6 +187,10 @@ KNOWN = {
     "gemma": _COMMON | {"hidden_activation"},
     "nemotron": (_COMMON - {"rms_norm_eps"}) | {"norm_eps", "kv_channels"},
     "exaone4": _COMMON | {"sliding_window_pattern"},
+    # towers27 (issue 27): EXAONE 4.5's text_config (Megatron-Bridge @ 067f987d : exaone/exaone45/exaone45_bridge.py
+    # reads the MTP keys; the loss scale sizes no tensor)
+    "exaone4_5_text": _COMMON | {"sliding_window_pattern", "num_nextn_predict_layers", "mtp_share_layers",
+                                 "mtp_loss_scaling_factor"},
     "exaone_moe": _COMMON | {"sliding_window_pattern", "sliding_windows", "mlp_layer_types", "is_moe_layer",
                              "first_k_dense_replace", "moe_intermediate_size", "num_experts", "num_experts_per_tok",
                              "num_shared_experts", "topk_method", "swiglu_limits", "num_nextn_predict_layers",

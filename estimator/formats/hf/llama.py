@@ -208,6 +208,19 @@ def map_exaone4(r: Reader, m: dict) -> None:
     m["post_layernorm"] = True
 
 
+def map_exaone4_5(r: Reader, m: dict) -> None:
+    """EXAONE 4.5's language model (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/exaone/exaone45/
+    exaone45_bridge.py ``provider_bridge``, exaone45_provider.py ``exaone_45_mtp_block_spec``): EXAONE 4.0's layers
+    (:func:`map_exaone4`) and num_nextn_predict_layers MTP layers of the same dense layer spec (Megatron-Core's
+    ``get_gpt_mtp_block_spec``), one repeated at every depth with mtp_share_layers (mtp_use_repeated_layer)."""
+    map_exaone4(r, m)
+    depths = r.int("num_nextn_predict_layers", 0)
+    if depths:
+        m["mtp_num_layers"] = depths
+        if r.flag("mtp_share_layers", False):
+            m["mtp_use_repeated_layer"] = True
+
+
 def map_nemotron(r: Reader, m: dict) -> None:
     """Nemotron-4 and Minitron (NemotronForCausalLM; Megatron-Bridge @ 067f987d :
     src/megatron/bridge/models/nemotron/nemotron_bridge.py ``provider_bridge``, ``mapping_registry``): GQA with

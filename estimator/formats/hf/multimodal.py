@@ -79,6 +79,16 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     # @ 020a37d2) adds the media token ids.
     "ernie4_5_vl_moe": (("ernie4_5_vl_moe_text",), _VISION_TOP | _GLM4V_MEDIA),
     "kimi_k3": (("kimi_linear",), _VISION_TOP | {"ignore_index", "image_placeholder", "media_placeholder_token_id"}),
+    # towers27 (issue 27): Megatron-Bridge @ 067f987d : exaone/exaone45/exaone45_bridge.py (Exaone45Bridge): EXAONE
+    # 4.0's language model of text_config (model_type exaone4, first released as exaone4_5_text) with its dense MTP
+    # layers (num_nextn_predict_layers, mtp_share_layers), mapped as exaone4_5_text, and the tower
+    # (towers.exaone45_vision).
+    "exaone4_5": (("exaone4", "exaone4_5_text"), _VISION_TOP | _QWEN_VL_TOP | {"vision_token_id"}),
+    # Megatron-Bridge @ 067f987d : stepfun/step37_bridge.py (Step37Bridge): Step 3.5 Flash's decoder (text_config
+    # step3p5) and the Perception-Encoder tower with its projector (towers.step37_vision); configuration_step37.py
+    # ``Step37Config`` copies the text model's hidden_size and max_position_embeddings to the top level.
+    "step3p7": (("step3p5",), _VISION_TOP | {"understand_projector_stride", "projector_bias", "hidden_size",
+                                             "max_position_embeddings"}),
 }
 
 
@@ -147,6 +157,8 @@ def text_part(hf: dict, mt: str, strict: bool) -> tuple[dict, str]:
     target = {"ministral3": "mistral", "llama4_text": "llama4", "qwen3_5_text": "qwen3_5",
               "glm4v_moe_text": "glm4_moe", "qwen2_5_vl_text": "qwen2", "qwen3_5_moe_text": "qwen3_5_moe",
               "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}.get(text_mt, text_mt)
+    if mt == "exaone4_5":       # EXAONE 4.0's keys and the MTP layers Exaone45Bridge reads (llama.map_exaone4_5)
+        target = "exaone4_5_text"
     out["model_type"] = target
     if "tie_word_embeddings" in hf and "tie_word_embeddings" not in out:
         out["tie_word_embeddings"] = hf["tie_word_embeddings"]

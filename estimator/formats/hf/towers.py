@@ -1,7 +1,9 @@
 """The vision towers read from a multimodal ``config.json``'s ``vision_config`` into the ``model.vision_*`` fields
 (estimator/model/vision.py for what each kind is built of): Qwen3.5's and Qwen3-VL's, Qwen2.5-VL's
 (:func:`qwen_vision`), Gemma 3's SigLIP (:func:`siglip_vision`), Kimi K2.5's MoonViT (:func:`moonvit_vision`),
-GLM-4.5V's (:func:`glm4v_vision`) and ERNIE-4.5-VL's ViT and resampler (:func:`ernie_vision`); :func:`read_vision` picks the reader for a wrapper's ``model_type``. Every key
+GLM-4.5V's (:func:`glm4v_vision`), ERNIE-4.5-VL's ViT and resampler (:func:`ernie_vision`), EXAONE 4.5's
+(:func:`exaone45_vision`) and Step 3.7's Perception-Encoder (:func:`step37_vision`); :func:`read_vision` picks the
+reader for a wrapper's ``model_type``. Every key
 that sizes a tensor is read, type-checked and bounded; a key understood by none is refused by name."""
 
 from __future__ import annotations
@@ -269,9 +271,91 @@ def ernie_vision(vc, m: dict, strict: bool) -> None:
     m.update(vision_temporal_patch_size=1, vision_model_type="ernie45_vl")
 
 
+#: EXAONE 4.5's vision_config (transformers' Exaone4_5_VisionConfig, Qwen2_5_VLVisionConfig's keys and
+#: num_key_value_heads, default 8: huggingface/transformers modular_exaone4_5.py) -> the model field. The windows
+#: (window_size, fullatt_block_indexes), the video time scale and spatial_patch_size / in_chans size no tensor
+#: (_QWEN25_VISION_INERT).
+_EXAONE45_FIELDS = {"depth": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                    "num_heads": "vision_num_attention_heads", "num_key_value_heads": "vision_num_query_groups",
+                    "intermediate_size": "vision_ffn_hidden_size", "patch_size": "vision_patch_size",
+                    "temporal_patch_size": "vision_temporal_patch_size", "in_channels": "vision_in_channels",
+                    "spatial_merge_size": "vision_spatial_merge_size", "out_hidden_size": "vision_out_hidden_size"}
+
+
+def exaone45_vision(vc, m: dict, strict: bool) -> None:
+    """EXAONE 4.5's vision tower as Megatron-Bridge @ 067f987d : exaone/exaone45/modelling_exaone45/
+    transformer_config.py ``get_vision_model_config`` builds it from this vision_config: depth Megatron-Core layers of
+    hidden_size, num_heads heads in num_key_value_heads groups (transformers' default 8), a gated SiLU MLP of
+    intermediate_size (hard-wired: another hidden_act is refused), a Conv3d of temporal_patch_size x patch_size^2 over
+    in_channels (default 3), a merger of spatial_merge_size^2 patches into out_hidden_size. Every other key that
+    sizes a tensor is required; in_chans must agree with in_channels."""
+    _require_dict(vc, "exaone4_5")
+    _refuse_unknown(vc, strict, " for exaone4_5", _EXAONE45_FIELDS, _VISION_INERT, _QWEN25_VISION_INERT)
+    act = vc.get("hidden_act", "silu")
+    if act != "silu":
+        raise UnsupportedError(f"config.json:vision_config.hidden_act {show(act)} for exaone4_5: Megatron-Bridge's "
+                               "EXAONE 4.5 tower is a gated SiLU MLP whatever the config says; only silu is mapped")
+    _read_fields(vc, _EXAONE45_FIELDS, m, {"in_channels": 3, "num_key_value_heads": 8})
+    channels = m["vision_in_channels"]
+    if "in_chans" in vc and vc["in_chans"] != channels:
+        raise ConfigError(Problem("config.json:vision_config.in_chans", vc["in_chans"], f"must equal in_channels "
+                                  f"({show(channels)}): the patch embedding is built from in_channels"))
+    m["vision_model_type"] = "exaone45"
+
+
+#: Step 3.7's vision_config (Megatron-Bridge @ 067f987d : stepfun/configuration_step37.py ``Step37VisionConfig``,
+#: whose defaults fill the keys left out: PE-G/14, 47 layers of 1536, 16 heads, mlp_ratio 8960 / 1536, 728-pixel
+#: images of 14-pixel patches) -> the model field; the switches whose value is checked because only it is mapped
+#: (the released tower's: Step37VisionModel builds other modules for the others); and the keys that size no tensor.
+_STEP37_FIELDS = {"layers": "vision_num_layers", "width": "vision_hidden_size", "heads": "vision_num_attention_heads",
+                  "patch_size": "vision_patch_size", "num_channels": "vision_in_channels"}
+_STEP37_DEFAULTS = {"width": 1536, "layers": 47, "heads": 16, "num_channels": 3, "image_size": 728,
+                    "mlp_ratio": 8960 / 1536, "patch_size": 14}
+_STEP37_ONLY = {"hidden_act": "quick_gelu", "use_cls_token": False, "use_ln_pre": True, "use_ln_post": False,
+                "use_abs_posemb": True, "use_rope2d": True}
+_STEP37_INERT = frozenset({"model_type", "image_size", "mlp_ratio", "layer_norm_eps", "ls_init_value", "rope_theta",
+                           "rope_max_freq", "rope_num_freqs", "rope_theta_rescale_factor", "rope_freqs_for", "dtype",
+                           "torch_dtype", "_name_or_path", "transformers_version"})
+
+
+def step37_vision(hf: dict, m: dict, strict: bool) -> None:
+    """Step 3.7's Perception-Encoder tower and projector (model.vision_model_type step37) as Megatron-Bridge @ 067f987d
+    : stepfun/modelling_step37/vision_model.py ``Step37VisionModel`` and image_insert_embedding.py build them: layers
+    blocks of width with heads heads and a quick-GELU MLP of int(width x mlp_ratio), a Conv2d of patch_size over
+    num_channels, (image_size / patch_size)^2 learned positions, two stride-2 convolutions (a 4 x 4 merge) and the
+    projector Linear(4 width, the language model's hidden size). The wrapper's projector_bias true and an
+    understand_projector_stride other than 2 are refused."""
+    vc = hf.get("vision_config")
+    _require_dict(vc, "step3p7")
+    _refuse_unknown(vc, strict, " for step3p7", _STEP37_FIELDS, _STEP37_ONLY, _STEP37_INERT)
+    for key, only in _STEP37_ONLY.items():
+        if vc.get(key, only) != only:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(vc[key])} for step3p7: only {show(only)} "
+                                   "is mapped (Step 3.7's released Perception-Encoder tower)")
+    for key, only in (("projector_bias", False), ("understand_projector_stride", 2)):
+        if hf.get(key, only) != only:
+            raise UnsupportedError(f"config.json:{key} {show(hf[key])} for step3p7: only {show(only)} is mapped "
+                                   "(Megatron-Bridge's Step37ModelProvider default)")
+    _read_fields(vc, _STEP37_FIELDS, m, _STEP37_DEFAULTS)
+    hv, patch = m["vision_hidden_size"], m["vision_patch_size"]
+    ratio = vc.get("mlp_ratio", _STEP37_DEFAULTS["mlp_ratio"])
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio * hv <= \
+            MODEL_SPECS["vision_ffn_hidden_size"].max:
+        raise ConfigError(Problem("config.json:vision_config.mlp_ratio", ratio, "must be a positive number: the "
+                                  f"MLP is int(width x mlp_ratio) wide (width {hv})"))
+    size = vc.get("image_size", _STEP37_DEFAULTS["image_size"])
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % (4 * patch) or \
+            (size // patch) ** 2 > MODEL_SPECS["vision_num_position_embeddings"].max:
+        raise ConfigError(Problem("config.json:vision_config.image_size", size, f"must be a positive multiple of 4 "
+                                  f"x patch_size ({4 * patch}): the learned positions cover whole patches, which the "
+                                  "two stride-2 convolutions halve twice"))
+    m.update(vision_ffn_hidden_size=int(hv * ratio), vision_num_position_embeddings=(size // patch) ** 2,
+             vision_spatial_merge_size=4, vision_temporal_patch_size=1, vision_model_type="step37")
+
+
 QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
 #: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
-VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe", "ernie4_5_vl_moe"}
+VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe", "ernie4_5_vl_moe", "exaone4_5", "step3p7"}
 
 
 def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
@@ -284,5 +368,9 @@ def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
         glm4v_vision(hf.get("vision_config"), m, strict)
     elif mt == "ernie4_5_vl_moe":
         ernie_vision(hf.get("vision_config", {}), m, strict)
+    elif mt == "exaone4_5":
+        exaone45_vision(hf.get("vision_config"), m, strict)
+    elif mt == "step3p7":
+        step37_vision(hf, m, strict)
     else:
         qwen_vision(hf.get("vision_config"), m, strict, mt)

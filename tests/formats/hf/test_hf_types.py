@@ -46,7 +46,11 @@ AWAITING_CONFIG = {"glm4_moe_lite": "no complete GLM-4.7-Flash config.json (the 
                    "step3p5": "no copy of stepfun-ai/Step-3.5-Flash's config.json found (test_step3p5.py)",
                    # ERNIE-VL: written from transformers' defaults for the 28B-A3B (the wrong-value loop runs there)
                    "ernie4_5_vl_moe": "no copy of an ERNIE-4.5-VL transformers config.json found "
-                                      "(test_ernie45_vl.py)"}
+                                      "(test_ernie45_vl.py)",
+                   # towers27: written from TensorRT-LLM's test of the checkpoint and from Megatron-Bridge's
+                   # Step37Config (the wrong-value loops run in test_exaone45.py and test_step3p7.py)
+                   "exaone4_5": "no copy of LGAI-EXAONE/EXAONE-4.5-33B's config.json found (test_exaone45.py)",
+                   "step3p7": "no copy of stepfun-ai/Step-3.7-Flash's config.json found (test_step3p7.py)"}
 
 #: One published config per supported family (the first catalog entry of each model_type).
 FAMILIES = {}

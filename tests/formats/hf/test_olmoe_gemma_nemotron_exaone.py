@@ -279,11 +279,3 @@ def test_a_wrong_value_for_any_key_is_an_error_that_names_it(hf):
                     (key, wrong, exc)
             except EstimatorError:
                 pass
-
-
-
-def test_exaone_4_5_is_refused_with_its_reason():
-    """EXAONE 4.5 (Exaone4_5_ForConditionalGeneration) carries a vision tower the estimator does not model."""
-    with pytest.raises(UnsupportedError, match="vision tower"):
-        from_hf_config({"architectures": ["Exaone4_5_ForConditionalGeneration"], "model_type": "exaone4_5",
-                        "text_config": dict(EXAONE4), "vision_config": {"depth": 32}})

@@ -254,15 +254,3 @@ def test_step3p5_a_wrong_value_for_any_key_is_an_error_that_names_it():
                               "config.json:moe_layers_enum"}, (key, hf.get(key), exc)
         except EstimatorError:
             pass
-
-
-def test_step3p7_is_refused_by_name_and_its_language_model_imports():
-    """Step 3.7 (Step3p7ForConditionalGeneration) wraps Step 3.5's decoder (its text_config, model_type step3p5:
-    Megatron-Bridge @ 067f987d : models/stepfun/step37_provider.py extends Step35ModelProvider) under a
-    Perception-Encoder vision tower the estimator does not model: refused naming the tower; the text_config alone
-    imports as Step 3.5."""
-    wrapper = {"architectures": ["Step3p7ForConditionalGeneration"], "model_type": "step3p7", "text_config": CONFIG,
-               "vision_config": {"model_type": "perception_encoder", "width": 1536, "layers": 47, "heads": 16}}
-    with pytest.raises(UnsupportedError, match="Step3p7ForConditionalGeneration .*vision tower.*Step37VisionModel"):
-        from_hf_config(wrapper)
-    assert from_hf_config(wrapper["text_config"])["num_global_attention_heads"] == 64
