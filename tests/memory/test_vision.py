@@ -331,3 +331,14 @@ def test_other_recipe_features_with_a_tower_stay_refused():
              "vision_num_position_embeddings": 16_384, "vision_projector_ffn_hidden_size": 256}
     with pytest.raises(UnsupportedError, match="a recipe feature .*parallelism.tp_comm_overlap"):
         _est(radio, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True}, world_size=2, sequence_parallel=True)
+
+
+def test_the_flex_dispatchers_buffers_are_the_language_models():
+    """The flex dispatcher serves MoE layers and a tower has none (get_vision_model_config sets num_moe_experts
+    None): HybridEP's buffers are the same with the tower as without it."""
+    moe = {"num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 256, "moe_token_dispatcher_type": "flex",
+           "moe_flex_dispatcher_backend": "hybridep"}
+    par = {"expert_model_parallel_size": 2}
+    plain = _est({**MODEL, **moe}, par, world_size=2).stages[0]
+    vit = _est({**VIT, **moe}, par, world_size=2, images_per_sample=2).stages[0]
+    assert vit.outside_allocator["hybridep_buffers"] == plain.outside_allocator["hybridep_buffers"] > 0

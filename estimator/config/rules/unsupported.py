@@ -98,6 +98,10 @@ def _language_model_only(cfg: Config) -> set[str]:
       qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``); the Hugging Face towers hold no
       Transformer Engine module. Not the radio tower: Nemotron VL's vision config is a deep copy of the language
       model's, overlap included (nemotron_vl/nemotron_vl_provider.py).
+    - ``model.moe_token_dispatcher_type: flex`` (DeepEP or HybridEP, whose buffers are sized by the language model's
+      hidden size and routing: estimator/memory/features/comm_buffers.py) beside any tower but radio: the
+      dispatcher serves MoE layers, and a tower has none (``get_vision_model_config`` sets ``num_moe_experts`` None;
+      the Hugging Face towers are dense).
     - ``training.cuda_graph_impl: transformer_engine`` with the qwen3_vl tower: Megatron-LM @ d98e8a64 :
       megatron/core/transformer/cuda_graphs.py ``TECudaGraphHelper._discover_layers`` graphs the layers of the
       chunk's ``decoder``, which ``Qwen3VLModel`` (modelling_qwen3_vl/model.py, also Qwen3.5-VL's model) exposes as
@@ -106,7 +110,8 @@ def _language_model_only(cfg: Config) -> set[str]:
       language model's helper with the language model's sequence length and micro-batch size (training/train.py).
     """
     m, tr = cfg.model, cfg.training
-    out = set() if m.vision_model_type == "radio" else {"parallelism.tp_comm_overlap"}
+    out = set() if m.vision_model_type == "radio" else {"parallelism.tp_comm_overlap",
+                                                         "model.moe_token_dispatcher_type"}
     if m.vision_model_type == "qwen3_vl" and tr.cuda_graph_impl == "transformer_engine":
         out.add("training.cuda_graph_impl")
     return out
@@ -142,8 +147,8 @@ def _tower_features_not_modelled(cfg: Config) -> list[str]:
         out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
                    "or activations (" + ", ".join(rest) + "): the tower is modelled with Megatron-Core's plain "
                    "distributed optimizer only (the features that act on the language model alone are modelled: "
-                   "tp_comm_overlap beside any tower but radio, cuda_graph_impl transformer_engine beside the "
-                   "qwen3_vl tower)")
+                   "tp_comm_overlap and the flex dispatcher beside any tower but radio, cuda_graph_impl "
+                   "transformer_engine beside the qwen3_vl tower)")
     return out
 
 
