@@ -178,12 +178,30 @@ def test_the_qwen3_vl_performance_recipe_graphs_the_language_model():
     assert est.parameters.vision > 0
 
 
-@pytest.mark.parametrize("name", [PERF, "qwen3_vl_235b_a22b_pretrain_64gpu_b200_bf16_config"])
-def test_the_qwen3_vl_performance_recipes_run_end_to_end(name):
-    """``estimate --bridge-recipe NAME --json`` answers (it refused the vision tower with cuda_graph_impl before)."""
+@pytest.mark.subprocess
+@pytest.mark.parametrize("name", [PERF, "qwen3_vl_235b_a22b_pretrain_64gpu_b200_bf16_config",
+                                  "qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config"])
+def test_the_newly_accepted_recipes_run_end_to_end(name):
+    """``estimate --bridge-recipe NAME --json`` answers for the Qwen3-VL performance recipes (refused before: their
+    tower with cuda_graph_impl and tp_comm_overlap) and the Qwen3.5-VL SFT recipe (refused before: its
+    max_vision_cuda_graph_seq_length, and the flex dispatcher beside its tower)."""
     import json
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "estimator", "estimate", "--bridge-recipe", name, "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["peak"]["device_bytes"] > 0
+
+
+def test_the_qwen35_vl_sft_recipe_leaves_the_vision_graph_length_without_effect():
+    """qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config turns the vision encoder's graphs off and leaves
+    max_vision_cuda_graph_seq_length at 784 (the override below puts it back, as Bridge's config.yaml holds it): the
+    estimate is the one without it, the field listed as without effect; the flex dispatcher (HybridEP) beside the
+    tower is the language model's."""
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+    name = "qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config"
+    on = read_bridge_recipe(name, ["model.max_vision_cuda_graph_seq_length=784"])
+    assert "model.max_vision_cuda_graph_seq_length = 784" in {w for w, _ in on.no_effect}
+    est = estimate(on.config)
+    assert est.peak.device_bytes == estimate(read_bridge_recipe(name).config).peak.device_bytes
+    assert est.parameters.vision > 0 and "hybridep_buffers" in est.stages[1].outside_allocator
