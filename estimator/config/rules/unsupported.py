@@ -96,7 +96,8 @@ def _language_model_only(cfg: Config) -> set[str]:
     - ``parallelism.tp_comm_overlap``: the userbuffers serve Transformer Engine's linears that ask for them. A qwen3_vl
       tower's config sets ``tp_comm_overlap = False`` (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/
       qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``); the Hugging Face towers hold no
-      Transformer Engine module. Not the radio tower: Nemotron VL's vision config is a deep copy of the language
+      Transformer Engine module (Gemma 3's projector is Megatron-Core's local ``ColumnParallelLinear``:
+      gemma_vl/modeling_gemma3_vl.py). Not the radio tower: Nemotron VL's vision config is a deep copy of the language
       model's, overlap included (nemotron_vl/nemotron_vl_provider.py).
     - ``model.moe_token_dispatcher_type: flex`` (DeepEP or HybridEP, whose buffers are sized by the language model's
       hidden size and routing: estimator/memory/features/comm_buffers.py) beside any tower but radio: the
