@@ -180,10 +180,11 @@ def test_the_qwen3_vl_performance_recipe_graphs_the_language_model():
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("name", [PERF, "qwen3_vl_235b_a22b_pretrain_64gpu_b200_bf16_config",
+                                  "qwen3_vl_30b_a3b_pretrain_8gpu_gb200_fp8mx_config",
                                   "qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config"])
 def test_the_newly_accepted_recipes_run_end_to_end(name):
     """``estimate --bridge-recipe NAME --json`` answers for the Qwen3-VL performance recipes (refused before: their
-    tower with cuda_graph_impl and tp_comm_overlap) and the Qwen3.5-VL SFT recipe (refused before: its
+    tower with cuda_graph_impl and tp_comm_overlap; the GB200 one with MXFP8 and HybridEP too) and the Qwen3.5-VL SFT recipe (refused before: its
     max_vision_cuda_graph_seq_length, and the flex dispatcher beside its tower)."""
     import json
     import subprocess
