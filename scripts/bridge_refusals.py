@@ -95,6 +95,14 @@ TOWER_EXCLUDES = {"use_megatron_fsdp": False, "use_torch_fsdp2": False, "tp_comm
                   "cuda_graph_impl": "none", "overlap_moe_expert_parallel_comm": False,
                   "defer_embedding_wgrad_compute": False, "moe_paged_stash": False}
 TOWER_WITH = "a vision tower (from the recipe's Hugging Face model) together with "
+#: Of those, the ones that act on the language model alone beside a tower of the given kind, which the estimator
+#: models (estimator.config.rules.unsupported _language_model_only): field -> (tower kind, value) -> whether.
+TOWER_LANGUAGE_ONLY = {"tp_comm_overlap": lambda kind, value: kind != "radio",
+                       "cuda_graph_impl": lambda kind, value: kind == "qwen3_vl" and value == "transformer_engine"}
+#: Refused with any tower for a reason of its own (estimator.config.rules.unsupported _tower_features_not_modelled).
+TOWER_OWN = {"overlap_moe_expert_parallel_comm": "a vision tower (from the recipe's Hugging Face model) together with "
+             "overlap_moe_expert_parallel_comm: Megatron-Core's combined 1F1B schedule builds each micro-batch's plan "
+             "with the model's build_schedule_plan, which no Megatron-Bridge vision-language model defines"}
 ROOT_SECTION = "<ConfigContainer>"
 UNKNOWN = object()          # a value the static reading cannot know
 _MAX_DEPTH = 12
@@ -437,9 +445,10 @@ def recipes(repo: Repo) -> list[tuple[str, str]]:
     return out
 
 
-def judge(section: str, field: str, value, tower: bool = False) -> tuple[str, str] | None:
+def judge(section: str, field: str, value, tower: bool = False, graph_impl="none") -> tuple[str, str] | None:
     """("refused" | "outside", reason) for a setting the importer would not estimate; None when it would.
-    ``tower``: the recipe's Hugging Face model holds a vision tower the estimator models (``multimodal.hf_tower``)."""
+    ``tower``: the recipe's Hugging Face model holds a vision tower the estimator models (``multimodal.hf_tower``);
+    ``graph_impl``: the recipe's ``model.vision_cuda_graph_impl`` (its companions are read only with it on)."""
     if section in NO_EFFECT_SECTIONS:
         return None
     if field == "<whole section>":
@@ -453,9 +462,7 @@ def judge(section: str, field: str, value, tower: bool = False) -> tuple[str, st
             return "refused", ("a multimodal provider's freeze field needs the vision tower, which a Bridge "
                                "config.yaml does not carry and the recipe's Hugging Face model does not give (not "
                                "in the offline catalog, or its family's tower not modelled)")
-        if value is UNKNOWN and MULTIMODAL[field][1]:
-            return "refused", MULTIMODAL[field][1]
-        kind, why = judge_multimodal(field, value)
+        kind, why = judge_multimodal(field, value, graph_impl)     # a value not known is not the default
         return ("refused", why) if kind == "refused" else None
     if section == "model" and field in DEV_MODEL_FIELDS and field not in SECTIONS["model"]:
         kind, why = DEV_MODEL_FIELDS[field][:2]       # DeepSeek-V4's Megatron-Core dev-branch fields
@@ -483,21 +490,28 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
         reader.run(path, repo.module(path)["funcs"][name], {})
         r, o = [], []
         provider = reader.settings.get(("model", "_target_"))
-        tower = _has_tower(reader.hf)
+        kind = _tower_kind(reader.hf)
+        tower = kind is not None
+        graph_impl = reader.settings.get(("model", "vision_cuda_graph_impl"), "none")
+        if graph_impl is UNKNOWN:
+            graph_impl = "transformer_engine"        # not known: its companions count as read
         freezes = tower and any(f in TRAINING_FIELD and v not in (None, False)
                                 for (sec, f), v in reader.settings.items() if sec == "model")
         for (section, field), value in sorted(reader.settings.items()):
             if provider in NOT_GPT_PROVIDERS and (section, field) != ("model", "_target_"):
                 continue        # the importer refuses the provider first, by name, and reads none of its fields
-            verdict = judge(section, field, value, tower)
+            verdict = judge(section, field, value, tower, graph_impl)
             if verdict and verdict[0] == "refused":
                 r.append((f"{section}.{field}", verdict[1]))
             elif verdict:
                 o.append(f"{section}.{field}")
             elif freezes and field in TOWER_EXCLUDES and value != TOWER_EXCLUDES[field] and value is not None:
-                r.append((f"{section}.{field}", TOWER_WITH + f"{field}: the tower is modelled with Megatron-Core's "
-                          "plain distributed optimizer only (not with a recipe feature that re-plans the model "
-                          "states or activations)"))
+                if field in TOWER_OWN:
+                    r.append((f"{section}.{field}", TOWER_OWN[field]))
+                elif not (field in TOWER_LANGUAGE_ONLY and TOWER_LANGUAGE_ONLY[field](kind, value)):
+                    r.append((f"{section}.{field}", TOWER_WITH + f"{field}: the tower is modelled with "
+                              "Megatron-Core's plain distributed optimizer only (not with a recipe feature that "
+                              "re-plans the model states or activations)"))
         if name in refused:
             name = f"{name} ({path[len(PACKAGE):]})"
         refused[name], outside[name] = r, o
@@ -507,13 +521,14 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
 _TOWERS: dict = {}
 
 
-def _has_tower(hf) -> bool:
-    """Whether the offline catalog's import of Hugging Face model ``hf`` (a recipe's ``from_hf_pretrained`` id) holds
-    a vision tower the estimator models."""
+def _tower_kind(hf) -> str | None:
+    """The kind (``model.vision_model_type``) of the vision tower the offline catalog's import of Hugging Face model
+    ``hf`` (a recipe's ``from_hf_pretrained`` id) holds, where the estimator models it; None otherwise."""
     if not isinstance(hf, str):
-        return False
+        return None
     if hf not in _TOWERS:
-        _TOWERS[hf] = hf_tower(hf) is not None
+        tower = hf_tower(hf)
+        _TOWERS[hf] = None if tower is None else tower.get("vision_model_type", "qwen3_vl")
     return _TOWERS[hf]
 
 

@@ -304,3 +304,41 @@ def test_kimi_k25_activations_by_hand():
                 - _est(VITK, par, **world, **training).stages[0].activations_bytes)
     assert added() == added({"tensor_model_parallel_size": 2}) == 9_257_472
     assert added(freeze_vision_model=True) == 815_360
+
+
+def test_tp_comm_overlap_userbuffers_are_the_language_models():
+    """The qwen3_vl tower's config sets tp_comm_overlap False (Megatron-Bridge @ 067f987d : modelling_qwen3_vl/
+    transformer_config.py get_vision_model_config), so with TP 2 and sequence parallelism the userbuffers are the
+    language model's alone: the same bytes with the tower as without it."""
+    par = {"tensor_model_parallel_size": 2, "tp_comm_overlap": True}
+    plain = _est(MODEL, par, world_size=2, sequence_parallel=True).stages[0]
+    vit = _est(VIT, par, world_size=2, sequence_parallel=True, images_per_sample=2).stages[0]
+    assert vit.outside_allocator["tp_comm_overlap_userbuffers"] \
+        == plain.outside_allocator["tp_comm_overlap_userbuffers"] > 0
+
+
+def test_expert_parallel_overlap_with_a_tower_is_refused_by_name():
+    """Megatron-Core's combined 1F1B schedule asks the model for build_schedule_plan, which no Megatron-Bridge
+    vision-language model defines: refused by name, not estimated as a text model's."""
+    moe = {**VIT, "num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 256}
+    with pytest.raises(UnsupportedError, match="overlap_moe_expert_parallel_comm.*build_schedule_plan"):
+        _est(moe, {"expert_model_parallel_size": 2}, world_size=2, overlap_moe_expert_parallel_comm=True)
+
+
+def test_other_recipe_features_with_a_tower_stay_refused():
+    """The radio tower copies the language model's config, overlap included: tp_comm_overlap is refused with it."""
+    radio = {**VIT, "vision_model_type": "radio", "vision_temporal_patch_size": 1, "vision_patch_size": 16,
+             "vision_num_position_embeddings": 16_384, "vision_projector_ffn_hidden_size": 256}
+    with pytest.raises(UnsupportedError, match="a recipe feature .*parallelism.tp_comm_overlap"):
+        _est(radio, {"tensor_model_parallel_size": 2, "tp_comm_overlap": True}, world_size=2, sequence_parallel=True)
+
+
+def test_the_flex_dispatchers_buffers_are_the_language_models():
+    """The flex dispatcher serves MoE layers and a tower has none (get_vision_model_config sets num_moe_experts
+    None): HybridEP's buffers are the same with the tower as without it."""
+    moe = {"num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 256, "moe_token_dispatcher_type": "flex",
+           "moe_flex_dispatcher_backend": "hybridep"}
+    par = {"expert_model_parallel_size": 2}
+    plain = _est({**MODEL, **moe}, par, world_size=2).stages[0]
+    vit = _est({**VIT, **moe}, par, world_size=2, images_per_sample=2).stages[0]
+    assert vit.outside_allocator["hybridep_buffers"] == plain.outside_allocator["hybridep_buffers"] > 0

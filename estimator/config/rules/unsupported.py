@@ -78,10 +78,7 @@ def not_modelled(cfg: Config) -> list[str]:
     out.extend(tp_overlap.not_modelled(cfg))
     out += _delay_wgrad_not_modelled(cfg)
     out += _dispatch_wgrad_not_modelled(cfg)
-    if cfg.model.vision_num_layers is not None and recipe_features(cfg):
-        out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
-                   "or activations (" + ", ".join(path for path, _ in recipe_features(cfg)) + "): the tower is "
-                   "modelled with Megatron-Core's plain distributed optimizer only")
+    out += _tower_features_not_modelled(cfg)
     if cfg.model.vision_num_layers is not None and cfg.model.vision_model_type == "radio" and (pr.fp8 or pr.fp4):
         # Megatron-Bridge @ 067f987d : nemotron_vl/nemotron_vl_provider.py: the vision and projection configs are
         # deep copies of the language model's, FP8 / NVFP4 recipe included (estimator/model/vision.py).
@@ -89,6 +86,70 @@ def not_modelled(cfg: Config) -> list[str]:
                    "VL's RADIO tower and projector copy the language model's config, so they run in FP8 / NVFP4 "
                    "too, which is not modelled for a vision tower")
     out += _ernie_vl_not_modelled(cfg)
+    return out
+
+
+def _language_model_only(cfg: Config) -> set[str]:
+    """The recipe features (``recipe_features`` paths) that act on the language model alone beside this tower, so the
+    language model's own formulas hold and the tower runs as without them:
+
+    - ``parallelism.tp_comm_overlap``: the userbuffers serve Transformer Engine's linears that ask for them. A qwen3_vl
+      tower's config sets ``tp_comm_overlap = False`` (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/
+      qwen_vl/modelling_qwen3_vl/transformer_config.py ``get_vision_model_config``); the Hugging Face towers hold no
+      Transformer Engine module (Gemma 3's projector is Megatron-Core's local ``ColumnParallelLinear``:
+      gemma_vl/modeling_gemma3_vl.py). Not the radio tower: Nemotron VL's vision config is a deep copy of the language
+      model's, overlap included (nemotron_vl/nemotron_vl_provider.py).
+    - ``model.moe_token_dispatcher_type: flex`` (DeepEP or HybridEP, whose buffers are sized by the language model's
+      hidden size and routing: estimator/memory/features/comm_buffers.py) beside any tower but radio: the
+      dispatcher serves MoE layers, and a tower has none (``get_vision_model_config`` sets ``num_moe_experts`` None;
+      the Hugging Face towers are dense).
+    - ``training.cuda_graph_impl: transformer_engine`` with the qwen3_vl tower: Megatron-LM @ d98e8a64 :
+      megatron/core/transformer/cuda_graphs.py ``TECudaGraphHelper._discover_layers`` graphs the layers of the
+      chunk's ``decoder``, which ``Qwen3VLModel`` (modelling_qwen3_vl/model.py, also Qwen3.5-VL's model) exposes as
+      its language model's decoder; the tower's config gets ``cuda_graph_impl`` none unless the provider's own
+      ``vision_cuda_graph_impl`` is set (``get_vision_model_config``), and Megatron-Bridge's training loop runs the
+      language model's helper with the language model's sequence length and micro-batch size (training/train.py).
+    """
+    m, tr = cfg.model, cfg.training
+    out = set() if m.vision_model_type == "radio" else {"parallelism.tp_comm_overlap",
+                                                         "model.moe_token_dispatcher_type"}
+    if m.vision_model_type == "qwen3_vl" and tr.cuda_graph_impl == "transformer_engine":
+        out.add("training.cuda_graph_impl")
+    return out
+
+
+def _tower_features_not_modelled(cfg: Config) -> list[str]:
+    """A vision tower with the recipe features that re-plan the model states or activations: modelled only where
+    they act on the language model alone (:func:`_language_model_only`)."""
+    if cfg.model.vision_num_layers is None:
+        return []
+    out = []
+    if cfg.training.overlap_moe_expert_parallel_comm:
+        # Megatron-LM @ d98e8a64 : megatron/core/pipeline_parallel/combined_1f1b.py combined_forward_backward_step
+        # finds the model through get_attr_wrapped_model(model, "build_schedule_plan"), which unwraps .module only;
+        # GPTModel defines it, no vision-language model of Megatron-Bridge @ 067f987d does (Qwen3VLModel holds its
+        # GPTModel as language_model), though qwen_vl/qwen3_vl_step.py calls model.build_schedule_plan.
+        out.append("training.overlap_moe_expert_parallel_comm with a vision tower (model.vision_num_layers): "
+                   "Megatron-Core's combined 1F1B schedule builds each micro-batch's plan with the model's "
+                   "build_schedule_plan, which GPTModel defines and no Megatron-Bridge vision-language model "
+                   "(Qwen3VLModel, ...) does at 067f987d; how such a run holds its layers is not modelled")
+    m, tr = cfg.model, cfg.training
+    mods = set(tr.cuda_graph_modules or ())
+    if (tr.freeze_language_model and tr.cuda_graph_impl == "transformer_engine"
+            and m.moe_shared_expert_intermediate_size and "moe_router" in mods and "moe" not in mods):
+        # estimator/memory/features/cuda_graphs.py captured_bytes counts the router region's shared experts from the
+        # trained layer's parts; frozen, their linears keep fewer inputs (frozen_language.py).
+        out.append("training.freeze_language_model with cuda_graph_modules moe_router and shared experts "
+                   "(model.moe_shared_expert_intermediate_size): the frozen shared experts' saved tensors inside "
+                   "the router's graph are not modelled")
+    lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm"}
+    rest = [path for path, _ in recipe_features(cfg) if path not in lm_only]
+    if rest:
+        out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
+                   "or activations (" + ", ".join(rest) + "): the tower is modelled with Megatron-Core's plain "
+                   "distributed optimizer only (the features that act on the language model alone are modelled: "
+                   "tp_comm_overlap and the flex dispatcher beside any tower but radio, cuda_graph_impl "
+                   "transformer_engine beside the qwen3_vl tower)")
     return out
 
 

@@ -431,11 +431,13 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 _dev_field(name, value, m, dev, refused, no_effect)
                 continue
             if section == "model" and name in MULTIMODAL and name not in SECTIONS[section]:
-                kind, why = judge_multimodal(name, value)
+                kind, why = judge_multimodal(name, value, m.get("vision_cuda_graph_impl", "none"))
                 if kind == "refused":
                     refused.append((f"{where} = {show(value)}", why))
                 elif kind == "modelled" and value not in (None, False):      # no_effect: at its default
                     vision[TRAINING_FIELD[name]] = (where, value)
+                elif kind == "no_effect" and value not in (MULTIMODAL[name][0], None, [], ()):
+                    no_effect.append((f"{where} = {show(value)}", why))
                 continue
             if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES:
                 close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)

@@ -19,9 +19,20 @@ nemotron_omni/nemotron_omni_provider.py, ...) add fields to the ``model`` sectio
 - ``freeze_language_model`` is the estimator's ``training.freeze_language_model`` (``freeze`` sets
   ``requires_grad`` false on the whole ``language_model``: estimator/memory/features/frozen_language.py); like the
   vision freeze fields it needs the tower, since only the tower or its projector is left to train.
-- the vision encoder's CUDA graphs (``vision_cuda_graph_impl``, ``vision_cuda_graph_scope``,
-  ``max_vision_cuda_graph_seq_length``), Qwen3-Omni's ``vit_gradient_checkpointing`` and Nemotron Omni's video
-  ``temporal_patch_dim`` are refused when set away from their defaults, and without effect at them.
+- the vision encoder's CUDA graphs (``vision_cuda_graph_impl: transformer_engine``) are refused: Megatron-LM @
+  d98e8a64 : megatron/core/transformer/cuda_graphs.py ``VisionTECudaGraphHelper`` captures one graph per tower
+  layer and per micro-batch of the whole step (``num_microbatches``, not those in flight), each with static
+  input and output buffers of ``get_vision_cuda_graph_seq_length`` tokens; the graphed tower
+  (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/vision_model.py
+  ``_maybe_pad_vision_sequence_for_cuda_graph``, ``_vision_forward_packed_attention_setup``) pads all the
+  micro-batch's patches to ``max_vision_cuda_graph_seq_length`` and runs full attention over them at once (an
+  additive s x s mask for the padding) instead of one packed sequence per image. Its two companions,
+  ``vision_cuda_graph_scope`` and ``max_vision_cuda_graph_seq_length``, are read only there (modelling_qwen3_vl/
+  transformer_config.py ``get_vision_model_config`` clears the tower's graph modules and sets its
+  ``cuda_graph_impl`` to none otherwise; the padding and the helper run only with ``transformer_engine``), so
+  with ``vision_cuda_graph_impl`` none they are without effect at any value.
+- Qwen3-Omni's ``vit_gradient_checkpointing`` and Nemotron Omni's video ``temporal_patch_dim`` are refused when set
+  away from their defaults, and without effect at them.
 - the audio / sound towers (``has_sound``, ``freeze_sound_encoder``, ``freeze_sound_projection``,
   ``freeze_audio_model``, ``freeze_audio_projection``) are refused when on: no audio tower is modelled.
 - Nemotron Omni's video fields (nemotron_omni_provider.py, passed to Megatron-LM @ d98e8a64 :
@@ -39,7 +50,12 @@ from __future__ import annotations
 
 __all__ = ["MULTIMODAL", "NO_EFFECT", "TRAINING_FIELD", "hf_tower", "judge"]
 
-_CUDA_GRAPHS = ("the vision encoder's CUDA graphs (its static buffers and graph pool) are not modelled")
+_CUDA_GRAPHS = ("the vision encoder's CUDA graphs (Megatron-Core's VisionTECudaGraphHelper) are not modelled: "
+                "static input and output buffers per tower layer and per micro-batch of the whole step, and a "
+                "tower that pads the micro-batch's patches to max_vision_cuda_graph_seq_length and attends over "
+                "all of them at once (an additive s x s mask) instead of per image")
+#: The fields read only when the vision encoder's CUDA graphs are on (module docstring).
+_GRAPH_COMPANIONS = ("vision_cuda_graph_scope", "max_vision_cuda_graph_seq_length")
 _AUDIO = "an audio / sound tower is not modelled (only vision towers are)"
 
 #: model field -> (its value when off, the reason it is refused when on, or None when it is mapped).
@@ -80,11 +96,16 @@ def _off(value, default) -> bool:
     return value == default or value is None or (default == [] and value in ((), []))
 
 
-def judge(name: str, value) -> tuple[str, str]:
-    """("modelled" | "no_effect" | "refused", why) for a multimodal provider's field set to ``value``."""
+def judge(name: str, value, graph_impl="none") -> tuple[str, str]:
+    """("modelled" | "no_effect" | "refused", why) for a multimodal provider's field set to ``value``;
+    ``graph_impl``: the same model section's ``vision_cuda_graph_impl``, without which its companions
+    (``vision_cuda_graph_scope``, ``max_vision_cuda_graph_seq_length``) are read nowhere."""
     default, refused = MULTIMODAL[name]
     if name in NO_EFFECT:
         return "no_effect", NO_EFFECT[name]
+    if name in _GRAPH_COMPANIONS and _off(graph_impl, "none"):
+        return "no_effect", ("read only by the vision encoder's CUDA graphs, which vision_cuda_graph_impl "
+                             f"{graph_impl or 'none'} leaves off (get_vision_model_config clears them)")
     if name in TRAINING_FIELD:
         return "modelled", f"training.{TRAINING_FIELD[name]} (needs a vision tower in the model)"
     if _off(value, default):

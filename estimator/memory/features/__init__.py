@@ -110,7 +110,10 @@ class Plan:
         self.stash = paged_stash.applies(cfg) and any(k.moe for k in r.kinds)
         self.fine_grained = tr.fine_grained_activation_offloading
         if (self.frozen or tr.cuda_graph_impl != "none"
-                or tr.overlap_moe_expert_parallel_comm or self.stash or self.fine_grained):
+                or tr.overlap_moe_expert_parallel_comm or self.stash or self.fine_grained) \
+                and not tr.freeze_language_model:
+            # (a frozen language model's layers come with their parts already, their frozen linears' inputs left out:
+            # estimator/memory/assemble.py kind_activations, frozen_language.py)
             acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a, r.kinds[k]) for k, a in acts.items()}

@@ -54,11 +54,11 @@ SIZES = {
 
 #: Recipes the estimator refuses, with the setting it names: findings, not failures.
 #: qwen_vl/h100/qwen25_vl.py (default_peft_config("lora") on a vision-language model) and kimi_vl/h100/
-#: kimi_k25_vl.py (distributed_muon_with_cosine_annealing, the flex dispatcher with HybridEP).
+#: kimi_k25_vl.py (distributed_muon_with_cosine_annealing; its flex dispatcher with HybridEP serves the language
+#: model's MoE layers alone and is modelled beside the tower).
 REFUSED = {
     "qwen25_vl_3b_peft_1gpu_h100_bf16_config": ((1, 1, 1, 1, 1, 1, 2, 32, 4096), "training.peft"),
-    "kimi_k25_vl_sft_512gpu_h100_bf16_config": ((2, 16, 1, 1, 32, 512, 1, 4096, 4096),
-                                                "training.optimizer, model.moe_token_dispatcher_type"),
+    "kimi_k25_vl_sft_512gpu_h100_bf16_config": ((2, 16, 1, 1, 32, 512, 1, 4096, 4096), "training.optimizer"),
 }
 
 

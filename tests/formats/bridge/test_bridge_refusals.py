@@ -38,26 +38,34 @@ def test_docs_table_names_only_fields_still_refused():
             assert any(name in _block() for name in NOT_GPT_PROVIDERS)
             continue
         if section == "model" and field in MULTIMODAL:      # a multimodal provider's own field: refused when on
-            kind = "refused" if field in TRAINING_FIELD else judge_multimodal(field, object())[0]
+            kind = "refused" if field in TRAINING_FIELD else judge_multimodal(field, object(), "transformer_engine")[0]
         elif field in br.TOWER_EXCLUDES:            # refused together with the recipe's vision tower
             assert f"| `{section}.{field}` |" in _block() and br.TOWER_WITH[:40] in _block()
-            kind = "refused" if _tower_refuses_recipe_features() else "modelled"
+            kind = "refused" if _tower_refuses_recipe_features(field) else "modelled"
         else:
             kind = (classify(section, field) or ("?",))[0]
         assert kind == "refused", f"{section}.{field} is no longer refused: " \
             "rerun python scripts/bridge_refusals.py BRIDGE_GIT_DIR --write"
 
 
-def _tower_refuses_recipe_features() -> bool:
-    """The estimator still refuses a vision tower together with a recipe feature (estimator/config/rules.py)."""
+def _tower_refuses_recipe_features(field: str) -> bool:
+    """The estimator still refuses a vision tower together with a recipe feature (estimator/config/rules/
+    unsupported.py): the expert-parallel overlap for its own reason, the others (here Megatron-Core's SGD, which the
+    tower's states are not planned for) together."""
     from estimator import estimate
     from estimator.config.errors import UnsupportedError
     from tests.conftest import make_config
     from tests.memory.test_vision import VIT
+    if field in br.TOWER_OWN:
+        model, par = {**VIT, "num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 256}, \
+            {"expert_model_parallel_size": 2}
+        training = {"world_size": 2, field: True}
+    else:
+        model, par, training = VIT, None, {"optimizer": "sgd"}
     try:
-        estimate(make_config(VIT, None, {"cuda_graph_impl": "transformer_engine"}))
+        estimate(make_config(model, par, training))
     except UnsupportedError as err:
-        return "vision tower" in str(err)
+        return "vision tower" in str(err) and (field not in br.TOWER_OWN or field in str(err))
     return False
 
 
@@ -136,6 +144,8 @@ RECIPES = {
         def demo_pretrain_vl_graphs_config():
             cfg = demo_pretrain_vl_config()
             cfg.model.cuda_graph_impl = "transformer_engine"
+            cfg.comm_overlap.tp_comm_overlap = True
+            cfg.comm_overlap.overlap_moe_expert_parallel_comm = True
             return cfg
 
         def _demo_pretrain_private():
@@ -164,20 +174,23 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
       is refused when on: 1 refused setting.
     - ``demo_pretrain_vl_config`` builds its provider from ``Qwen/Qwen3-VL-8B-Instruct`` (a literal id, through a
       variable), which the offline catalog imports with a vision tower: its freeze fields apply, nothing refused.
-    - ``demo_pretrain_vl_graphs_config``: the same with ``cuda_graph_impl`` on, which the estimator does not model
-      together with a vision tower: 1 refused setting, ``model.cuda_graph_impl``.
+    - ``demo_pretrain_vl_graphs_config``: the same with ``cuda_graph_impl`` transformer_engine and ``tp_comm_overlap``
+      on, which act on the language model alone beside the Qwen3-VL tower (modelled), and
+      ``overlap_moe_expert_parallel_comm``, refused with a tower for its own reason (no Bridge vision-language model
+      defines build_schedule_plan): 1 refused setting, ``comm_overlap.overlap_moe_expert_parallel_comm``.
     - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
 
     So 5 recipes read, 1 with nothing refused; double buffering 1 recipe, quant_recipe 1, the dispatcher value 1,
     freeze_language_model 1 (the only refusal of recipe c: its model is no Hugging Face model with a tower),
-    cuda_graph_impl 1.
+    overlap_moe_expert_parallel_comm 1.
     """
     result = br.count(_git_repo(tmp_path, RECIPES), "HEAD")
     recs = result["recipes"]
     assert sorted(recs) == ["demo_pretrain_a_config", "demo_pretrain_b_config", "demo_pretrain_vl_config",
                             "demo_pretrain_vl_graphs_config", "demo_sft_c_config"]
     assert recs["demo_pretrain_vl_config"] == []
-    assert [w for w, _ in recs["demo_pretrain_vl_graphs_config"]] == ["model.cuda_graph_impl"]
+    assert [w for w, _ in recs["demo_pretrain_vl_graphs_config"]] == ["comm_overlap.overlap_moe_expert_parallel_comm"]
+    assert "build_schedule_plan" in recs["demo_pretrain_vl_graphs_config"][0][1]
     assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
     assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == ["model.cpu_offloading_double_buffering",
                                                                      "model.quant_recipe"]

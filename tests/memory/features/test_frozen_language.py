@@ -93,3 +93,44 @@ def test_the_layout_search_does_not_prune_by_trained_states():
     assert res.layouts
     for layout in res.layouts[:4]:
         assert layout.peak_device_bytes == estimate(layout.config).peak.device_bytes
+
+
+GRAPHS = {"cuda_graph_impl": "transformer_engine"}
+
+
+def test_graphed_layers_hold_the_frozen_layers_tensors():
+    """Qwen3-VL's performance recipes graph the language model's layers (Megatron-Core's TECudaGraphHelper takes the
+    model's ``decoder``, which Qwen3VLModel exposes as its language model's; the tower gets cuda_graph_impl none) with
+    the language model frozen. Whole layers captured (no cuda_graph_modules), one micro-batch in flight: the capture
+    peak holds the 4 layers' saved tensors, which frozen are 4 x 19,398,656 = 77,594,624 bytes fewer than trained
+    (test_the_frozen_linears_save_no_inputs); the static buffers are a hidden-states input and output per layer,
+    2 x 2 B x 4096 x 512 x 4 layers = 33,554,432 bytes, frozen or not; and neither the tower nor the loss runs at the
+    capture, so the embedding chunk's 815,360 bytes (the tower's) and the output's are not held then."""
+    frozen = _stage(**RECIPE, **GRAPHS)[0]
+    trained = _stage(images_per_sample=2, freeze_vision_model=True, **GRAPHS)[0]
+    assert frozen.peak_phase == trained.peak_phase
+    assert frozen.transient["cuda_graph_static_buffers"] == trained.transient["cuda_graph_static_buffers"] \
+        == 33_554_432
+    held = {k: v for k, v in frozen.activations.items() if k in ("attention", "mlp")}
+    held_trained = {k: v for k, v in trained.activations.items() if k in ("attention", "mlp")}
+    assert sum(held_trained.values()) - sum(held.values()) == 77_594_624
+    assert frozen.activations["not_run_at_capture"] == -(815_360 + frozen.activations["output"])
+    assert frozen.activations["embedding"] == 815_360
+
+
+def test_graphs_keep_the_frozen_model_states():
+    """The graphs change no state: only the merger's 197,504 parameters keep gradients and Adam states
+    (790,016 and 2,370,048 bytes) with the graphs on too."""
+    s = _stage(**RECIPE, **GRAPHS)[0]
+    assert (s.gradients_bytes, s.optimizer_bytes) == (790_016, 2_370_048)
+
+
+def test_graphed_router_with_frozen_shared_experts_is_refused_by_name():
+    """The router region's graph holds the shared experts' saved tensors, counted from the trained layer's parts;
+    frozen they keep fewer, which is not modelled: refused by name rather than estimated high."""
+    from estimator.config.errors import UnsupportedError
+    moe = {**VIT, "num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 256,
+           "moe_shared_expert_intermediate_size": 256}
+    with pytest.raises(UnsupportedError, match="frozen shared experts"):
+        estimate(make_config(moe, None, {**RECIPE, **GRAPHS, "cuda_graph_modules": ["moe_router"]}))
+    assert _stage(moe, None, **RECIPE, **GRAPHS, cuda_graph_modules=["attn"])[0].transient   # no router graph
