@@ -479,8 +479,8 @@ def activations(r, c: Ctx) -> Part:
     weighted = 0 if (r.gated and cfg.model.activation_func == "swiglu") else B * rows * fm
     # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
     local = r.E // r.ep
-    e_in, e_fc1 = lin_saved(c, rows, d, local), act_input_saved(r, B, rows * fm)
-    act_out = lin_saved(c, rows, fm, local) + weighted
+    e_in, e_fc1 = lin_saved(c, rows, d, local, module="mlp.experts.linear_fc1"), act_input_saved(r, B, rows * fm)
+    act_out = lin_saved(c, rows, fm, local, module="mlp.experts.linear_fc2") + weighted
     experts = e_in + e_fc1 + act_out
     recompute = 0
     if "moe_act" in c.modules:
@@ -490,13 +490,13 @@ def activations(r, c: Ctx) -> Part:
     shared = 0
     if r.fs:
         fs = r.fs // r.t
-        shared = act_input_saved(r, B, T * fs) + lin_saved(c, T, fs)
+        shared = act_input_saved(r, B, T * fs) + lin_saved(c, T, fs, module="mlp.shared_experts.linear_fc2")
         if cfg.model.moe_shared_expert_gate:
             shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
         if "shared_experts" in c.modules:
             recompute += shared
             shared = 0
-    latent = lin_saved(c, Tn, r.lat) if r.lat else 0
+    latent = lin_saved(c, Tn, r.lat, module="mlp.fc2_latent_proj") if r.lat else 0
     if r.lat_norm:
         # Kimi K3's routed_expert_norm (a KimiRMSNorm on the combined latent output): the fp32 copy of its input, the
         # fp32 rstd and the normalised tensor (its output is fc2_latent_proj's input, counted above).
@@ -542,7 +542,7 @@ def gemma4_block(r, c: Ctx) -> tuple[int, int]:
     normalised input, B Tn h), and ``Gemma4MoELayer.postprocess``'s two output norms."""
     Tn, h, B = c.Tn, r.h, c.B
     eager, scaleless = 12 * Tn * h + 8 * Tn, 8 * Tn * h + 8 * Tn
-    shared_in = lin_saved(c, Tn, h) if r.fs else 0
+    shared_in = lin_saved(c, Tn, h, module="mlp.shared_experts.linear_fc1") if r.fs else 0
     shared = 1 if r.fs else 0
     outside = (2 + shared) * eager + shared_in
     inside = scaleless + B * Tn * h + (1 + shared) * eager
