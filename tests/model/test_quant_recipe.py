@@ -118,3 +118,13 @@ def test_a_layer_kind_without_named_linears_takes_only_a_catch_all_rule():
     a = estimate(cfg({"fp8": True, "fp8_recipe": "mxfp8", "quant_recipe": ["*=mxfp8"]}, model=mla)).stages[0]
     b = estimate(cfg({"fp8": True, "fp8_recipe": "mxfp8"}, model=mla)).stages[0]
     assert (a.weights_bytes, a.activations_bytes) == (b.weights_bytes, b.activations_bytes)
+
+
+def test_a_rules_recipe_needs_its_gpu():
+    """MXFP8 runs on compute capability 10.x and 11.x only (Transformer Engine's check_recipe_support): a
+    '*.linear_fc2=mxfp8' rule in an FP8 tensorwise run on Hopper is refused, as the run's own MXFP8 would be."""
+    with pytest.raises(ConfigError, match=r"precision\.quant_recipe.*needs sm_100 or sm_103"):
+        estimate(cfg({"fp8": True, "fp8_recipe": "tensorwise", "quant_recipe": ["*.linear_fc2=mxfp8"]},
+                     training={"gpu_arch": "sm_90"}))
+    assert estimate(cfg({"fp8": True, "fp8_recipe": "tensorwise", "quant_recipe": ["*.linear_fc2=bf16"]},
+                        training={"gpu_arch": "sm_90"}))

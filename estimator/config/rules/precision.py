@@ -186,6 +186,14 @@ def recipe_arch_problems(pr, arch: str | None) -> list[Problem]:
         return []
     cc = compute_capability(arch)
     where = f"training.gpu_arch is {arch} (compute capability {cc[0]}.{cc[1]}, set or from the GPU named)"
+    # precision.quant_recipe: a module's own recipe needs the GPU as the run's does.
+    needs = {"nvfp4": ((10, 0), (99, 0), "sm_100 or newer"), "mxfp8": ((10, 0), (12, 0), "sm_100 or sm_103"),
+             "blockwise": ((9, 0), (99, 0), "compute capability 9.0 or newer")}
+    for pattern, precision in parse_rules(pr.quant_recipe):
+        low, high, text = needs.get(precision, ((0, 0), (99, 0), ""))
+        if not low <= cc < high:
+            return [Problem("precision.quant_recipe", list(pr.quant_recipe), f"rule '{pattern}={precision}' needs "
+                            f"{text} (Transformer Engine refuses {precision} below it), and {where}")]
     if pr.fp4:
         if cc < (10, 0):
             return [Problem("precision.fp4", True, f"NVFP4 needs a Blackwell GPU (sm_100 or newer): Transformer "
