@@ -128,3 +128,14 @@ def test_a_rules_recipe_needs_its_gpu():
                      training={"gpu_arch": "sm_90"}))
     assert estimate(cfg({"fp8": True, "fp8_recipe": "tensorwise", "quant_recipe": ["*.linear_fc2=bf16"]},
                         training={"gpu_arch": "sm_90"}))
+
+
+def test_mtp_rule_takes_the_mtp_layer_out_of_nvfp4():
+    """With one MTP layer, 'mtp.*=bf16' (Nemotron 3 Super's mtp_bf16 matcher) leaves its eh_proj (1024 x 2048 =
+    2,097,152 elements) and its transformer layer's four linears (12,582,912) without NVFP4 copies: 14,680,064 x
+    1.125 = 16,515,072 B less of weights; the decoder layers keep theirs."""
+    mtp = {"mtp_num_layers": 1}
+    a = estimate(cfg({"fp4": True, "quant_recipe": ["mtp.*=bf16"]}, model=mtp)).stages[0]
+    b = estimate(cfg({"fp4": True}, model=mtp)).stages[0]
+    assert b.weights_bytes - a.weights_bytes == 16_515_072
+    assert a.activations_bytes > b.activations_bytes        # its saved inputs in bf16 instead of NVFP4
