@@ -51,6 +51,10 @@ optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision
   column-wise copy after each all-gather (tensor/utils.py ``post_all_gather_processing``), so both are held whole
   on every GPU. The master weights are as without NVFP4 (``fp8_recipe`` stays Megatron-LM's default, delayed, so
   FusedAdam keeps them under the precision-aware optimizer).
+- Per-module precision (``precision.quant_recipe``, :mod:`estimator.model.quant_recipe`): each linear of the
+  quantised layers caches the copies of its own recipe (:func:`cache_bytes`: none in bf16, 1 B with NVFP4, 1 or
+  2 B with FP8) with that recipe's scales; the difference to the run's ``fp8_cache`` is added per layer kind with the
+  scales (``ByteModel.fp8_scales``), so the bf16 first/last layers, which drop both, stay plain bf16.
 """
 
 from __future__ import annotations
