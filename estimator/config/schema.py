@@ -1200,6 +1200,15 @@ class PrecisionConfig:
                                "Engine's Linear keeps MXFP8 row-wise and column-wise copies of the vocabulary-sized "
                                "weight beside the bf16 one, saves its input in MXFP8 and quantizes the logits' "
                                "gradient in its backward pass.", type="bool", flag="--fp8-output-proj")
+    # quant28 (issue 28): Megatron-Core's per-module quantisation recipe (estimator/config/quant_recipe.py).
+    quant_recipe: list[str] | None = _f(
+        None, "Per-module precision in an FP8 or NVFP4 run (Megatron-Core TransformerConfig.quant_recipe; Megatron-"
+        "LM's --te-precision-config-file YAML, Megatron-Bridge's model.quant_recipe): ordered GLOB=PRECISION rules, "
+        "the first whose glob matches a Transformer Engine linear's module path (decoder.layers.N.mixer.out_proj, "
+        "mtp.layers.0.eh_proj) gives it its precision, bf16, tensorwise, blockwise, mxfp8 or nvfp4 (its quantised "
+        "weight copies, their scales and its saved input); a linear no rule matches keeps the run's recipe, and the "
+        "bf16 first/last layers stay bf16. E.g. ['*.linear_qkv=bf16', '*mixer.out_proj=mxfp8']. Null: one recipe "
+        "for the whole model.", type="str_list")
 
 
 @dataclass(frozen=True)

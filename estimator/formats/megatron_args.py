@@ -28,6 +28,8 @@ from typing import NamedTuple
 from ..config.errors import ConfigError, Problem, UnsupportedError, show, wrong_type
 from ..config.fields import PatternError, coerce, parse_layer_pattern
 from ..config.input_size import size_problem
+from ..config.quant_recipe import rules_from_recipe
+from ..config.yamlio import YamlError, load
 from ..config.schema import field_specs
 from ..model.layers.router import AUX_TYPES
 from .megatron_catalog import ARGUMENTS, REVISION
@@ -64,7 +66,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
                   "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad",
-                  "heterogeneous_layers_config_path"}
+                  "heterogeneous_layers_config_path", "te_precision_config_file"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -581,6 +583,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         del par["torch_fsdp2_reshard_after_forward"]
         notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
     _tp_comm_overlap_cfg(raw, par, notes, read_file)
+    _te_precision_config_file(raw, pr, notes, read_file)
     _heterogeneous_config(raw, m, notes, read_file)
     if "optimizer" in raw:
         opt = _one("--optimizer", raw["optimizer"])
@@ -769,6 +772,33 @@ def _tp_comm_overlap_cfg(raw: dict, par: dict, notes: list, read_file) -> None:
                                   "change the buffers: give its YAML as parallelism.tp_comm_overlap_cfg (or run the "
                                   "CLI where the file is)")])
     par["tp_comm_overlap_cfg"] = text
+
+
+def _te_precision_config_file(raw: dict, pr: dict, notes: list, read_file) -> None:
+    """``--te-precision-config-file PATH``: Megatron-LM loads the YAML file as Megatron-Core's quant_recipe
+    (Megatron-LM @ d98e8a64 : megatron/training/argument_utils.py, ``load_quantization_recipe``); its rules become
+    ``precision.quant_recipe`` (estimator/config/quant_recipe.py), what it cannot model is refused by name."""
+    if "te_precision_config_file" not in raw:
+        return
+    flag = "--te-precision-config-file"
+    path = _one(flag, raw["te_precision_config_file"])
+    text = read_file(path) if read_file is not None else None
+    if text is None:
+        raise RefusedFlagsError([(f"{flag} {path}", "the file is not available here, and its per-module precisions "
+                                  "change the weights' copies and saved inputs: give its rules as "
+                                  "precision.quant_recipe (GLOB=PRECISION, first match wins), or run the CLI where "
+                                  "the file is")])
+    try:
+        recipe = load(text)
+    except YamlError as exc:
+        raise ConfigError(Problem("te_precision_config_file", path, f"not YAML this reader understands: {exc}")) \
+            from None
+    rules, why, said = rules_from_recipe(recipe)
+    if why:
+        raise RefusedFlagsError([(f"{flag} {path}", "a per-module quantisation recipe the estimate does not model: "
+                                  + "; ".join(why))])
+    pr["quant_recipe"] = rules
+    notes.extend(f"{flag} {path}: {n}" for n in said)
 
 
 def _hybrid_and_linear_attention(raw: dict, m: dict, notes: list) -> None:

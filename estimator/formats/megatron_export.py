@@ -341,6 +341,10 @@ def _feature_args(cfg, add, out: list) -> None:
         raise UnsupportedError("parallelism.tp_comm_overlap_cfg has no pretrain_gpt.py value: Megatron-LM reads the "
                                "userbuffer configuration from a YAML file (--tp-comm-overlap-cfg PATH); write the "
                                "GEMMs' settings to a file and add the flag")
+    if pr.quant_recipe is not None:
+        raise UnsupportedError("precision.quant_recipe has no pretrain_gpt.py value: Megatron-LM reads the per-module "
+                               "recipe from a YAML file (--te-precision-config-file PATH); write the rules as its "
+                               "configs and matchers to a file and add the flag")
     if pr.disable_parameter_transpose_cache:
         raise UnsupportedError("precision.disable_parameter_transpose_cache has no pretrain_gpt.py flag (a "
                                "Megatron-Core TransformerConfig field Megatron-Bridge sets)")

@@ -427,10 +427,10 @@ _put(_M, "fp8_output_proj", "the output layer as Transformer Engine's Linear und
      "TELMHeadColumnParallelLinear): the vocabulary-sized weight's MXFP8 copies and scales, its MXFP8 saved input, "
      "the quantized logits gradient (estimator/memory/features/fp8_output.py)")
 _put(_R, "fp8_quantizer_factory", "custom quantizer factories are not modelled")
-_put(_R, "te_precision_config_file", "a per-module quantisation recipe (the YAML file becomes Megatron-Core's "
-     "quant_recipe: glob matchers give each matched Transformer Engine linear its own precision, bf16, FP8 or "
-     "NVFP4, and bf16 weights unless it sets fp8_param; extensions/transformer_engine.py "
-     "_get_fp8_model_init_for_quant_recipe) is not modelled: the estimate keeps one precision per layer")
+_put(_M, "te_precision_config_file", "a per-module quantisation recipe (the YAML file, read when available, becomes "
+     "Megatron-Core's quant_recipe: glob matchers give each matched Transformer Engine linear its own precision, "
+     "bf16, FP8 or NVFP4): precision.quant_recipe (estimator/config/quant_recipe.py); what it cannot model is refused "
+     "by name")
 _put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")

@@ -39,10 +39,12 @@ from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
 from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view
 from ..model.layers.base import Ctx
+from ..model.quant_recipe import KindQuant, kind_quant, mtp_quant
 from ..model.resolve import Resolved
 from .loss import loss_buffers
 
-__all__ = ["LayerActivations", "context", "held_per_layer", "layer_activations", "stage_extras"]
+__all__ = ["LayerActivations", "context", "held_per_layer", "layer_activations", "mtp_activations", "stage_extras",
+           "with_quant"]
 
 
 class LayerActivations(NamedTuple):
@@ -100,6 +102,15 @@ def context(r: Resolved) -> Ctx:
                unfused, fp8=recipe_of(cfg.precision))
 
 
+def with_quant(c: Ctx, q: KindQuant) -> Ctx:
+    """The context ``c`` with a layer's per-module recipes (``precision.quant_recipe``, :mod:`estimator.model.
+    quant_recipe`): its unnamed linears' recipe as ``fp8`` (and ``lin_in``), the named ones that differ in
+    ``quant``."""
+    if q.other != c.fp8:
+        c = c._replace(fp8=q.other, lin_in=1 if q.other else c.B)
+    return c._replace(quant=tuple((n, p) for n, p in q.named if p != q.other))
+
+
 def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, parts: bool = False) -> LayerActivations:
     """Activations of one decoder layer of ``kind`` for one micro-batch on one GPU: its token mixer and its MLP
     (each from its module in :mod:`estimator.model.layers`), each with its bias-dropout-add mask.
@@ -114,6 +125,8 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
     c = ctx or context(r)
     if parts and not c.parts:
         c = c._replace(parts=True)
+    if c.quant is None:
+        c = with_quant(c, kind_quant(r, kind))
     r = view(r, kind)
     a = MIXERS[kind.mixer].activations(r, c) if kind.mixer else None
     m = MLPS[kind.mlp].activations(r, c) if kind.mlp else None
@@ -147,6 +160,16 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
                             backward_peak=max(a.work if a else 0, m.work if m else 0),
                             recompute_peak=max(rec_a, rec_m), parts=named,
                             attention_backward_peak=max(attn_bwd, 0))
+
+
+def mtp_activations(r: Resolved, acts) -> list:
+    """The LayerActivations of one MTP layer's transformer layer(s), one per kind of ``r.mtp_kinds``: the decoder
+    layers' (``acts``, by kind index), or with ``precision.quant_recipe`` their own, as the rules give MTP paths
+    (``mtp.*``) their own precisions (estimator/model/quant_recipe.py)."""
+    if not (r.cfg.precision.quant_recipe and quantized(r.cfg.precision)):
+        return [acts[k] for k in r.mtp_kinds]
+    c = context(r)
+    return [layer_activations(r, r.kinds[k], ctx=with_quant(c, mtp_quant(r, r.kinds[k])[0])) for k in r.mtp_kinds]
 
 
 class StageExtras(NamedTuple):

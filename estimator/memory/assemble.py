@@ -38,7 +38,8 @@ from ..model.resolve import DTYPE_BYTES, Resolved, resolve
 from . import features, phases, reserved
 from .features import fp8_output, frozen_language
 from .allocator import parse_alloc_conf
-from .activations import LayerActivations, context, held_per_layer, layer_activations, stage_extras
+from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
+                          stage_extras)
 from .loss import loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained, separate_expert_optimizer)
@@ -171,7 +172,7 @@ def kind_activations(r: Resolved) -> list:
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     key = (id(r.shape), r.t, r.cp, r.s, r.b, r.sp, r.etp, r.ep, pr.fp8, pr.fp8_recipe, pr.fp4, pr.params_dtype,
-           tr.recompute_granularity,
+           pr.quant_recipe, tr.recompute_granularity,
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
@@ -258,7 +259,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
     if feat is not None:
         acts = feat.acts
-    mtp_act = sum_activations([acts[k] for k in r.mtp_kinds]) if r.mtp else None
+    mtp_act = sum_activations(mtp_activations(r, acts)) if r.mtp else None
     extras = stage_extras(r, mtp_act)
     frozen_lm = tr.freeze_language_model     # weights only for the language model (features/frozen_language.py)
     if frozen_lm:

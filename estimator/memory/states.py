@@ -51,6 +51,10 @@ optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision
   column-wise copy after each all-gather (tensor/utils.py ``post_all_gather_processing``), so both are held whole
   on every GPU. The master weights are as without NVFP4 (``fp8_recipe`` stays Megatron-LM's default, delayed, so
   FusedAdam keeps them under the precision-aware optimizer).
+- Per-module precision (``precision.quant_recipe``, :mod:`estimator.model.quant_recipe`): each linear of the
+  quantised layers caches the copies of its own recipe (:func:`cache_bytes`: none in bf16, 1 B with NVFP4, 1 or
+  2 B with FP8) with that recipe's scales; the difference to the run's ``fp8_cache`` is added per layer kind with the
+  scales (``ByteModel.fp8_scales``), so the bf16 first/last layers, which drop both, stay plain bf16.
 """
 
 from __future__ import annotations
@@ -58,11 +62,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..config.derived import gpu_arch
-from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose, recipe_of, weight_scale_bytes
+from ..model.fp8_scales import BLOCK_SCALED, NVFP4, per_tensor_transpose, recipe_of, weight_scale_bytes
 from ..model.layers import kind_linear_shapes
+from ..model.quant_recipe import kind_quant, mtp_quant, named_shapes
 from ..model.resolve import DTYPE_BYTES, Resolved
 
-__all__ = ["StateBytes", "ByteModel", "byte_model", "grad_reduce_in_fp32", "stage_fp8_scales", "state_bytes"]
+__all__ = ["StateBytes", "ByteModel", "byte_model", "cache_bytes", "grad_reduce_in_fp32", "stage_fp8_scales",
+           "state_bytes"]
 
 
 class ByteModel(NamedTuple):
@@ -76,9 +82,11 @@ class ByteModel(NamedTuple):
     linear_weight: int = 0   # a linear-layer weight itself (1 with fp8_param_gather or fp4_param_gather, else
     #                          ``weight``; with NVFP4 that 1 B is its 0.5 B row-wise and 0.5 B column-wise copies)
     # Bytes (not per parameter) of the FP8 scale tensors of one layer of each kind on one GPU, in ``r.kinds`` order:
-    # (dense-parallel part, routed experts); empty without FP8 scales to count (estimator.model.fp8_scales).
+    # (dense-parallel part, routed experts); empty without FP8 scales to count (estimator.model.fp8_scales). With
+    # precision.quant_recipe also the difference each linear's own recipe makes to ``fp8_cache`` (may be negative).
     fp8_scales: tuple = ()
-    fp8_scales_mtp: int = 0  # one MTP layer's eh_proj (its transformer layer counts by its kind)
+    fp8_scales_mtp: int = 0  # one MTP layer's eh_proj (its transformer layer counts by its kind; with quant_recipe
+    #                          also the difference its own recipes make to its kinds' decoder figures)
 
     def layer_scales(self, k: int) -> int:
         """FP8 scale bytes of one decoder layer of kind ``k`` on one GPU."""
@@ -107,10 +115,75 @@ def _master_bytes(r: Resolved) -> int:
     return 0 if pr.params_dtype == "fp32" else 4
 
 
-def _fp8_scales(r: Resolved) -> tuple[tuple, int]:
+def cache_bytes(recipe: str, arch: str) -> int:
+    """Bytes per linear-weight element of the quantised copies Transformer Engine caches beside a weight in
+    params_dtype under ``recipe`` (no fp8/fp4_param_gather; see the module docstring): none for bf16 (''), 1 for
+    NVFP4's two 0.5 B copies, 1 + 1 for FP8's row-wise and column-wise copies (the column-wise one only where the
+    recipe keeps one on ``arch``)."""
+    if not recipe:
+        return 0
+    if recipe == NVFP4:
+        return 1
+    return 1 + (1 if recipe in BLOCK_SCALED or per_tensor_transpose(arch) else 0)
+
+
+def _module_extra(r: Resolved, shapes, recipe_of_shape, run_cache: int) -> int:
+    """Bytes one GPU's linears ``shapes`` ((name, (out, in, count)) pairs) hold beyond ``run_cache`` per element:
+    each one's scales under its own recipe and the difference its recipe's cached copies make (``precision.
+    quant_recipe``; the module docstring)."""
+    arch = gpu_arch(r.cfg)
+    out = 0
+    for name, (o, i, n) in shapes:
+        recipe = recipe_of_shape(name)
+        out += (cache_bytes(recipe, arch) - run_cache) * o * i * n
+        if recipe in BLOCK_SCALED:
+            out += weight_scale_bytes(recipe, ((o, i, n),))
+    return out
+
+
+def _quant_scales(r: Resolved, run_cache: int) -> tuple[tuple, int]:
+    """:func:`_fp8_scales` under ``precision.quant_recipe``: per layer kind, and per MTP layer beyond its kinds'
+    decoder figures, the scale bytes of each linear's own recipe and the difference its cached copies make to
+    ``run_cache`` per element (estimator/model/quant_recipe.py)."""
+    kinds = []
+    for kind in r.kinds:
+        q = kind_quant(r, kind)
+        named, _ = named_shapes(r, kind)
+        kinds.append(_kind_extra(r, kind, q, named, run_cache))
+    mtp = 0
+    if r.mtp:
+        for k in r.mtp_kinds:
+            q, _ = mtp_quant(r, r.kinds[k])
+            mtp += sum(_kind_extra(r, r.kinds[k], q, named_shapes(r, r.kinds[k])[0], run_cache)) - sum(kinds[k])
+        _, eh = mtp_quant(r, r.kinds[r.mtp_kinds[0]]) if r.mtp_kinds else (None, recipe_of(r.cfg.precision))
+        mtp += _module_extra(r, (("eh_proj", (r.h // r.t, 2 * r.h, 1)),), lambda _: eh, run_cache)
+    return tuple(kinds), mtp
+
+
+def _kind_extra(r: Resolved, kind, q, named, run_cache: int) -> tuple[int, int]:
+    """(dense part, routed experts) of :func:`_quant_scales` for one layer of ``kind`` with recipes ``q``: its named
+    linears by name, the rest of its linear shapes (kind_linear_shapes) at ``q.other``."""
+    dense, experts = kind_linear_shapes(r, kind)
+    named_dense = [(n, s) for n, s, e in named if not e]
+    named_exp = [(n, s) for n, s, e in named if e]
+    rest_dense = list(dense)
+    for _, s in named_dense:
+        rest_dense.remove(s)
+    rest_exp = list(experts)
+    for _, s in named_exp:
+        rest_exp.remove(s)
+    d = _module_extra(r, named_dense + [("", s) for s in rest_dense], q.of, run_cache)
+    e = _module_extra(r, named_exp + [("", s) for s in rest_exp], q.of, run_cache)
+    return d, e
+
+
+def _fp8_scales(r: Resolved, run_cache: int = 0) -> tuple[tuple, int]:
     """Per layer kind (dense part, routed experts), and one MTP layer's eh_proj: the scale bytes of their FP8 or
-    NVFP4 linear weights on one GPU (see the module docstring); ((), 0) where the recipe's scales are per tensor."""
+    NVFP4 linear weights on one GPU (see the module docstring); ((), 0) where the recipe's scales are per tensor.
+    With ``precision.quant_recipe``, :func:`_quant_scales`."""
     recipe = recipe_of(r.cfg.precision)
+    if r.cfg.precision.quant_recipe and recipe:
+        return _quant_scales(r, run_cache)
     if recipe not in BLOCK_SCALED:
         return (), 0
     kinds = []
@@ -144,7 +217,7 @@ def byte_model(r: Resolved) -> ByteModel:
             linear, fp8_cache = 1, columnwise     # FP8 weight + its column-wise copy for the backward pass
         else:
             fp8_cache = 1 + columnwise            # row-wise (and column-wise) FP8 copies beside the weight
-    scales, scales_mtp = _fp8_scales(r)
+    scales, scales_mtp = _fp8_scales(r, fp8_cache)
     return ByteModel(weight=w, fp8_cache=fp8_cache, grad=grad, optimizer=_master_bytes(r) + moments,
                      distributed=r.cfg.training.use_distributed_optimizer, linear_weight=linear,
                      fp8_scales=scales, fp8_scales_mtp=scales_mtp)

@@ -96,8 +96,8 @@ from __future__ import annotations
 
 from ..config.derived import compute_capability
 
-__all__ = ["NVFP4", "RECIPES", "lin_saved", "nvfp4_data_bytes", "per_tensor_transpose", "quantized", "recipe_of",
-           "saved_scale_bytes", "tensor_scale_bytes", "weight_scale_bytes"]
+__all__ = ["NVFP4", "RECIPES", "lin_saved", "module_recipe", "nvfp4_data_bytes", "per_tensor_transpose", "quantized",
+           "recipe_of", "saved_scale_bytes", "tensor_scale_bytes", "weight_scale_bytes"]
 
 #: FP8 recipes (``precision.fp8_recipe``; None means delayed, Megatron's default).
 RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
@@ -192,12 +192,24 @@ def saved_scale_bytes(recipe: str, rows: int, cols: int, tensors: int = 1, rowwi
     return sum(n * tensor_scale_bytes(recipe, q, cols, rowwise, True, False) for q, n in _split(rows, tensors) if n)
 
 
-def lin_saved(c, rows: int, cols: int, tensors: int = 1, gathered: bool = False) -> int:
+def module_recipe(c, module: str) -> str:
+    """The recipe of the linear ``module`` (a module suffix of :mod:`estimator.model.quant_recipe`, '' for one not
+    named) in the micro-batch context ``c``: its ``precision.quant_recipe`` rule's, else ``c.fp8``."""
+    for name, recipe in c.quant or ():
+        if name == module:
+            return recipe
+    return c.fp8
+
+
+def lin_saved(c, rows: int, cols: int, tensors: int = 1, gathered: bool = False, module: str = "") -> int:
     """Bytes a linear layer keeps of its rows x cols input for the weight gradient (``c`` a
     :class:`estimator.model.layers.base.Ctx`): ``c.lin_in`` per element (1 B with FP8) and, with FP8, the input's
     column-wise scales; with NVFP4 its column-wise copy (0.5 B per element) and scales, and also the row-wise copy
     and scales when ``gathered`` (the norm output of a ``LayerNormLinear`` under sequence parallelism, see the
-    module docstring)."""
+    module docstring). ``module``: the linear's name, whose own recipe (``precision.quant_recipe``) counts."""
+    recipe = module_recipe(c, module) if module else c.fp8
+    if recipe != c.fp8:
+        c = c._replace(fp8=recipe, lin_in=1 if recipe else c.B)
     if c.fp8 == NVFP4:
         if rows <= 0 or cols <= 0:
             return 0

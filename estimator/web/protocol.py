@@ -168,7 +168,8 @@ def _cli_flag(path: str, v) -> str:
         text = ",".join(str(x) for x in v)
     else:
         text = str(v)
-    return f"{spec.cli_flag} {text}"
+    from shlex import quote         # here, not at import: the page imports this module before its first result
+    return f"{spec.cli_flag} {quote(text)}"     # a glob (precision.quant_recipe) must reach the CLI as typed
 
 
 def exports(cfg: dict, state: dict) -> dict:

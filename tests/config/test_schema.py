@@ -94,6 +94,8 @@ VARIANTS = {
                                          {"model": {"num_global_attention_heads": 4}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
+    "precision.quant_recipe": (make_config(MODEL, precision={"fp4": True}),
+                               {"precision": {"quant_recipe": ["*.linear_qkv=bf16"]}}),
     "precision.store_param_remainders": (
         make_config(MODEL, None, None, {"use_precision_aware_optimizer": True}),
         {"precision": {"store_param_remainders": False}}),

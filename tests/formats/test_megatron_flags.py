@@ -154,6 +154,7 @@ CHANGES = {
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
     "fp4_param_gather": (DISTOPT + " --fp4-format e2m1", "--fp4-param-gather"),
+    "te_precision_config_file": (DISTOPT + " --fp4-format e2m1", "--te-precision-config-file te_quant.yaml"),
     "accumulate_allreduce_grads_in_fp32": (BASE + " --fp16", "--accumulate-allreduce-grads-in-fp32"),
     "grad_reduce_in_bf16": (BF16, "--grad-reduce-in-bf16"),
     "use_precision_aware_optimizer": (DISTOPT, "--use-precision-aware-optimizer"),
@@ -288,7 +289,11 @@ REPLAY_CHANGES = {
 #: Files the flags above name (read_megatron_args's read_file): proj_fprop and fc2_fprop as ring-exchange
 #: reduce-scatters (larger userbuffers than the default pipeline ones).
 FILES = {"ub_ring_rs.yaml": "proj_fprop:\n  method: ring_exchange\nfc2_fprop:\n  method: ring_exchange\n",
-         "blocks.json": HETERO}
+         "blocks.json": HETERO,
+         # a per-module recipe (Megatron-Core's RecipeConfig YAML): the QKV projections in bf16
+         "te_quant.yaml": "configs:\n  bf16:\n    transformer_engine_config_type: TEQuantizationParams\n"
+                          "    training_recipe: {}\nmatchers:\n  qkv:\n    config: bf16\n    type: glob\n"
+                          "    pattern: '*.linear_qkv'\n    enabled: true\n"}
 
 #: Modelled flags that the configuration needs rather than changes: without them it is refused (base, flag).
 ENABLES = {

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from ..derived import compute_capability, cublas_workspace_config_bytes, is_amd
 from ..errors import Problem, show
+from ..quant_recipe import parse_rules, precision_of, rule_problem
 
 __all__ = ["DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS", "MAX_CUBLAS_WORKSPACE_BYTES", "fp8_output_problems",
-           "precision_problems", "recipe_arch_problems"]
+           "precision_problems", "quant_recipe_problems", "recipe_arch_problems"]
 
 
 def precision_problems(cfg) -> list[Problem]:
@@ -91,7 +92,57 @@ def precision_problems(cfg) -> list[Problem]:
         if par.tp_comm_overlap:
             add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
     P.extend(_cublas_workspace_problems(tr))
+    P.extend(quant_recipe_problems(cfg))
     return P
+
+
+#: Module suffixes whose precision a rule naming layer numbers could change from one layer to the next.
+_PROBE_SUFFIXES = ("self_attention.linear_qkv", "self_attention.linear_proj", "mixer.in_proj", "mixer.out_proj",
+                   "mlp.linear_fc1", "mlp.linear_fc2", "mlp.experts.linear_fc1", "mlp.experts.linear_fc2")
+
+
+def quant_recipe_problems(cfg) -> list[Problem]:
+    """``precision.quant_recipe`` (estimator/config/quant_recipe.py): each rule GLOB=PRECISION, a quantised run
+    (Megatron-Core applies a rule only inside the FP8/NVFP4 autocast), and the combinations not modelled."""
+    pr, tr, par = cfg.precision, cfg.training, cfg.parallelism
+    rules = pr.quant_recipe
+    if rules is None:
+        return []
+    field = "precision.quant_recipe"
+    bad = [p for p in map(rule_problem, rules) if p]
+    if bad:
+        return [Problem(field, list(rules), "; ".join(bad))]
+    out = []
+    if not (pr.fp8 or pr.fp4):
+        out.append(Problem(field, list(rules), "applies only with fp8: true or fp4: true (Megatron-Core applies a "
+                           "module's rule only inside the FP8/NVFP4 autocast: override_nonquantized_autocast is "
+                           "false)"))
+    combos = [("precision.fp8_param_gather", pr.fp8_param_gather), ("precision.fp4_param_gather", pr.fp4_param_gather),
+              ("precision.disable_parameter_transpose_cache", pr.disable_parameter_transpose_cache),
+              ("precision.fp8_output_proj", pr.fp8_output_proj), ("parallelism.use_megatron_fsdp",
+                                                                   par.use_megatron_fsdp)]
+    for name, on in combos:
+        if on and rules:
+            out.append(Problem(field, list(rules), f"together with {name} is not modelled (a matched linear builds "
+                               "its weights in params_dtype under fp8_model_init(enabled=fp8_param), and keeps its "
+                               "own recipe's copies; Megatron-LM @ d98e8a64 : extensions/transformer_engine.py "
+                               "_get_fp8_model_init_for_quant_recipe)"))
+    if tr.transformer_impl != "transformer_engine" and rules:
+        out.append(Problem(field, list(rules), "needs training.transformer_impl: transformer_engine (only Transformer "
+                           "Engine's linears read the recipe)"))
+    # A rule naming layer numbers would give layers of one kind different precisions, which the estimate, per
+    # layer kind, does not follow (module paths number the layers of each pipeline chunk from 0).
+    parsed = parse_rules(rules)
+    n = min(cfg.model.num_layers, 1000)
+    for suffix in _PROBE_SUFFIXES:
+        seen = {precision_of(parsed, f"decoder.layers.{i}.{suffix}") for i in range(n)}
+        if len(seen) > 1:
+            out.append(Problem(field, list(rules), f"gives decoder layers' {suffix} different precisions by layer "
+                               f"number ({', '.join(sorted(str(p or 'the run') for p in seen))}): per-layer rules are "
+                               "not modelled (the estimate follows one precision per module and layer kind; use "
+                               "first_last_layers_bf16 for bf16 first and last layers)"))
+            break
+    return out
 
 
 #: The CUBLAS_WORKSPACE_CONFIG values Megatron-LM's --deterministic-mode accepts (Megatron-LM @ d98e8a64 :
@@ -135,6 +186,14 @@ def recipe_arch_problems(pr, arch: str | None) -> list[Problem]:
         return []
     cc = compute_capability(arch)
     where = f"training.gpu_arch is {arch} (compute capability {cc[0]}.{cc[1]}, set or from the GPU named)"
+    # precision.quant_recipe: a module's own recipe needs the GPU as the run's does.
+    needs = {"nvfp4": ((10, 0), (99, 0), "sm_100 or newer"), "mxfp8": ((10, 0), (12, 0), "sm_100 or sm_103"),
+             "blockwise": ((9, 0), (99, 0), "compute capability 9.0 or newer")}
+    for pattern, precision in parse_rules(pr.quant_recipe):
+        low, high, text = needs.get(precision, ((0, 0), (99, 0), ""))
+        if not low <= cc < high:
+            return [Problem("precision.quant_recipe", list(pr.quant_recipe), f"rule '{pattern}={precision}' needs "
+                            f"{text} (Transformer Engine refuses {precision} below it), and {where}")]
     if pr.fp4:
         if cc < (10, 0):
             return [Problem("precision.fp4", True, f"NVFP4 needs a Blackwell GPU (sm_100 or newer): Transformer "

@@ -37,6 +37,7 @@ import difflib
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from ...config.input_size import size_problem
+from ...config.quant_recipe import rules_from_recipe
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
 from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
@@ -414,6 +415,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     dev: dict = {}                                      # schema field -> value, of DEV_MODEL_FIELDS
     vision: dict[str, tuple[str, object]] = {}          # training field -> (model.field, value): multimodal.py
     problems = []
+    quant = None
     for section in [*_ORDER, *[s for s in cfg if s not in _ORDER]]:
         sec = cfg.get(section)
         if not isinstance(sec, dict) or section in NO_EFFECT_SECTIONS:
@@ -429,6 +431,9 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
             if section == "model" and (name in DEV_MODEL_FIELDS or (name == "experimental_attention_variant"
                                                                    and value == "dsv4_hybrid")):
                 _dev_field(name, value, m, dev, refused, no_effect)
+                continue
+            if section == "model" and name == "quant_recipe":
+                quant = _quant_recipe(value, where, refused, notes)
                 continue
             if section == "model" and name in MULTIMODAL and name not in SECTIONS[section]:
                 kind, why = judge_multimodal(name, value, m.get("vision_cuda_graph_impl", "none"))
@@ -481,6 +486,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                            for p in exc.problems]) from None
     config = imp.config
     config.setdefault("model", {}).update(dev)
+    if quant is not None:
+        config.setdefault("precision", {})["quant_recipe"] = quant
     _after(cfg, config, notes)
     _apply_vision(config, vision, vision_model)
     if packed:
@@ -490,6 +497,21 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     quiet = {flag for flag, where in origin.items() if where in filled}    # a default nobody set: no remark on it
     said = [n for n in imp.notes if n.split(":")[0].split(" ")[0] not in quiet]
     return MegatronImport(config, tuple(no_effect), (*said, *notes))
+
+
+def _quant_recipe(value, where: str, refused: list, notes: list) -> list[str] | None:
+    """``model.quant_recipe`` (Megatron-Core's RecipeConfig: the dict ``RecipeConfig.from_config_dict`` takes, a
+    serialised RecipeConfig with its configs and GlobMatchers, or GLOB=PRECISION rules) as
+    ``precision.quant_recipe`` rules (estimator/config/quant_recipe.py); what it cannot model is refused by name."""
+    if value is None:
+        return None
+    rules, why, said = rules_from_recipe(value)
+    if why:
+        refused.append((f"{where} = {show(value)}", "a per-module quantisation recipe the estimate does not model: "
+                        + "; ".join(why)))
+        return None
+    notes.extend(f"{where}: {n}" for n in said)
+    return rules
 
 
 def _apply_vision(config: dict, vision: dict, vision_model) -> None:

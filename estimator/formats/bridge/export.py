@@ -11,8 +11,11 @@ overwrites the model's, the optimizer's and the DDP configuration's fields of th
 
 from __future__ import annotations
 
+import json
+
 from ...config.fields import parse_layer_pattern
 from ...config.load import load_config
+from ...config.quant_recipe import recipe_from_rules
 from ...memory.states import grad_reduce_in_fp32
 from .catalog import SECTIONS
 from .config import default_gaps
@@ -82,6 +85,7 @@ def to_bridge_dict(config) -> dict:
     data["training"] = {k: v for k, v in tr.items() if not k.startswith("peft")}   # no Megatron-LM flag
     par = data["parallelism"]
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
+    quant = data.get("precision", {}).pop("quant_recipe", None)     # Megatron-LM's is a file: Bridge's own field
     hybridep = data["model"].get("moe_hybridep_ranks_per_nvlink_domain")
     out: dict = {"model": {}, "ddp": {}, "optimizer": {}, "train": {}, "dataset": {}}
     dtype, fp8 = cfg.precision.params_dtype, None
@@ -126,6 +130,8 @@ def to_bridge_dict(config) -> dict:
         out["model"]["cpu_offloading"] = True
     if ub_cfg:
         out["comm_overlap"] = {"tp_comm_overlap": True, "tp_comm_overlap_cfg": ub_cfg}
+    if quant is not None:   # RecipeConfig.from_config_dict's form (estimator/config/quant_recipe.py)
+        out["model"]["quant_recipe"] = recipe_from_rules(quant)
     if hybridep:            # HybridEP reads it from the environment (the launcher sets it), Bridge's env_vars
         out["env_vars"] = {"NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": hybridep}
     if out["optimizer"].get("optimizer") == "muon" and tr.get("use_layer_wise_param_layout") is False:
@@ -175,6 +181,8 @@ def _text(value) -> str:
         return "null"
     if isinstance(value, list):
         return "[" + ",".join(_text(v) for v in value) + "]"
+    if isinstance(value, dict):         # model.quant_recipe: a flow mapping (JSON is one)
+        return json.dumps(value, separators=(",", ":"))
     return str(value)
 
 

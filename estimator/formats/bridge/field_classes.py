@@ -82,20 +82,12 @@ _put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoin
 _put("refused", "model", "cpu_offloading_double_buffering", "double-buffered CPU offloading is not modelled")
 _put("refused", "model", "use_transformer_engine_full_layer_spec use_kitchen", "another layer "
      "implementation: its buffers are not modelled")
-_put("refused", "model", "quant_recipe", "a per-module quantisation recipe (Megatron-Core's RecipeConfig: glob "
-     "matchers on module paths, first match wins) gives each matched Transformer Engine linear its own training "
-     "precision (bf16, FP8 or NVFP4) and builds its weights under fp8_model_init(enabled=fp8_param), off unless "
-     "the recipe says so, so a matched linear keeps bf16 weights even under fp8/fp4_param_gather (Megatron-LM @ "
-     "d98e8a64 : megatron/core/quantization/quant_config.py, extensions/transformer_engine.py "
-     "_get_fp8_model_init_for_quant_recipe); the estimate keeps one precision per layer (first_last_layers_bf16), "
-     "not per linear. The recipes' two values (Megatron-Bridge @ 067f987d): Nemotron 3 Super's NVFP4 recipes "
-     "(perf_recipes/nemotronh/te_quant.cfg) keep linear_qkv, linear_proj, the latent MoE projections and the MTP "
-     "layers in bf16 and Mamba's out_proj in MXFP8 under the global NVFP4 recipe, per-linear precision the schema "
-     "cannot state; DeepSeek-V4's MXFP8 recipes (recipes/deepseek/h100/deepseek_v4.py "
-     "_deepseek_v4_mxfp8_quant_recipe: every TE linear, '*', MXFP8 in training with fp8_param off, bf16 in "
-     "evaluation) train exactly as their global bf16_with_mxfp8_mixed without fp8_param_gather, but run the "
-     "evaluation forward in bf16, which the evaluation phase does not model: set model.quant_recipe=null to "
-     "estimate their training step")
+_put("modelled", "model", "quant_recipe", "a per-module quantisation recipe (Megatron-Core's RecipeConfig: glob "
+     "matchers on module paths, first match wins): each matched Transformer Engine linear's training precision, bf16, "
+     "FP8 or NVFP4, its quantised weight copies, scales and saved input (precision.quant_recipe, "
+     "estimator/config/quant_recipe.py and estimator/model/quant_recipe.py); what it cannot model (fp8_param or "
+     "fp4_param per module, custom recipes, rules by layer number, the linears of layer kinds it does not name) is "
+     "refused by name")
 _put("no_effect", "model", "activation_func_fp8_input_store", "numerics of FP8 activation inputs (the estimate "
      "keeps the activation input in the activation dtype either way)")
 _put("no_effect", "model", "autocast_dtype enable_autocast", "autocast is off in Bridge's presets; weights keep "

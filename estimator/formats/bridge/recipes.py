@@ -31,7 +31,7 @@ import difflib
 
 from ...config.errors import ConfigError, Problem
 from ...config.yamlio import load
-from .config import apply_overrides, read_bridge_config
+from .config import DEV_MODEL_FIELDS, apply_overrides, read_bridge_config
 from .export import to_bridge_dict
 from .multimodal import hf_tower
 from .recipe_catalog import RECIPES
@@ -119,7 +119,10 @@ def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None
     world = world_size or cfg.get("training", {}).get("world_size")
     vision, media, freeze = _vision_parts(cfg)
     spec, stand_in = _spec_parts(cfg)
+    dev = _dev_parts(cfg)
     bridge = to_bridge_dict(cfg)
+    if dev:                                     # Bridge's own DeepSeek-V4 fields (config.py DEV_MODEL_FIELDS)
+        bridge["model"] = {**bridge.get("model", {}), **dev}
     if freeze:                                  # the multimodal provider's own fields (bridge/multimodal.py)
         bridge["model"] = {**bridge.get("model", {}), **freeze}
     bridge = apply_overrides(bridge, overrides)
@@ -133,6 +136,34 @@ def read_bridge_recipe(name: str, overrides=(), *, world_size: int | None = None
     notes = [f"{name}: {RECIPES[name]['source']}"]
     notes += [f"not modelled in this recipe: {u}" for u in RECIPES[name]["unmodelled"]]
     return MegatronImport(imp.config, imp.no_effect, (*notes, *imp.notes))
+
+
+def _dev_parts(cfg: dict) -> dict:
+    """Take a DeepSeek-V4 model's Megatron-Core dev-branch fields out of ``cfg["model"]`` (``experimental_attention_
+    variant: dsv4_hybrid`` and the fields of :data:`~estimator.formats.bridge.config.DEV_MODEL_FIELDS` that keep their
+    name in the schema): pretrain_gpt.py has no flag for them, so the Bridge sections written through its flags
+    (:func:`~estimator.formats.bridge.export.to_bridge_dict`) cannot say them, and Bridge's configuration holds them
+    as model fields of the same names, which :func:`read_bridge_config` reads. Empty for any other model."""
+    model = cfg.get("model", {})
+    if model.get("experimental_attention_variant") != "dsv4_hybrid":
+        return {}
+    out = {"experimental_attention_variant": model.pop("experimental_attention_variant")}
+    for name, (kind, _, field) in DEV_MODEL_FIELDS.items():
+        if kind == "modelled" and field == name and name in model:
+            out[name] = model.pop(name)
+    for name in _DSV4_INDEXER:          # valid only beside dsv4_hybrid (or dsa): Bridge's fields of the same names
+        if name in model:
+            out[name] = model.pop(name)
+    tr = cfg.get("training", {})
+    if "mhc" in (tr.get("recompute_modules") or ()):    # needs the hyper-connections: Bridge's model field
+        out["recompute_modules"] = list(tr["recompute_modules"])
+        tr["recompute_modules"] = [m for m in tr["recompute_modules"] if m != "mhc"]
+    return out
+
+
+#: DeepSeek-V4's indexer fields, which the schema checks against experimental_attention_variant.
+_DSV4_INDEXER = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk", "dsa_indexer_loss_coeff",
+                 "dsa_indexer_use_sparse_loss", "dsa_kernel_backend")
 
 
 _PP_FIELDS = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")

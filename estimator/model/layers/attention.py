@@ -76,13 +76,16 @@ with a2a the output before and after the all-to-all, with allgather the gathered
 
 from __future__ import annotations
 
-from ..fp8_scales import lin_saved
+from ..fp8_scales import lin_saved, module_recipe
 from ..local_attention import attention_backward_extra, local_core_attention
 from .base import Count, Ctx, Part
 
 __all__ = ["activations", "backward_extra", "components", "linear_shapes", "linear_weights", "params", "scores",
            "weight_shapes"]
 
+
+#: The linears' module names (precision.quant_recipe, estimator/model/quant_recipe.py).
+QKV, PROJ = "self_attention.linear_qkv", "self_attention.linear_proj"
 
 def qkv_width(r) -> int:
     """Output width of the fused QKV projection (all ranks): query, gate, keys and values."""
@@ -161,9 +164,9 @@ def activations(r, c: Ctx) -> Part:
     heads = r.a // t
     if r.pre_norm:
         norm_in = B * Tn * h
-        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True)  # LayerNormLinear
+        norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True, module=QKV)  # LayerNormLinear
     else:       # no input norm: the QKV linear keeps the layer input itself
-        norm_in, norm_out = 0, lin_saved(c, Tn, h)
+        norm_in, norm_out = 0, lin_saved(c, Tn, h, module=QKV)
     norm_keep = norm_in + norm_out
     qkv = B * T * ((heads + g // t) * dh + g // t * dv)
     out = B * T * heads * dv
@@ -226,8 +229,8 @@ def activations(r, c: Ctx) -> Part:
     # output counted above, and Transformer Engine honours it for the requantization-safe quantizers, current
     # scaling, MXFP8, blockwise, NVFP4 (TransformerEngine @ d0067d0 : module/linear.py, module/_common.py
     # can_reconstruct_wgrad_input_from_original). Only the delayed recipe (Float8Quantizer) saves an FP8 copy.
-    if c.fp8 == "delayed":
-        proj_fp8 = lin_saved(c, T, heads * dv)   # FP8 copy of the projection input
+    if module_recipe(c, PROJ) == "delayed":
+        proj_fp8 = lin_saved(c, T, heads * dv, module=PROJ)   # FP8 copy of the projection input
         saved += proj_fp8
     cp_type = cfg.parallelism.cp_comm_type
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):

@@ -67,6 +67,10 @@ class Ctx(NamedTuple):
     unfused: bool
     parts: bool = False   # name the saved tensors (Part.named), for PEFT and activation offloading
     fp8: str = ""         # the FP8 or NVFP4 recipe of the linear layers ('' without either)
+    # precision.quant_recipe: (module suffix, recipe) of the linears whose recipe differs from ``fp8``
+    # (estimator/model/quant_recipe.py; :func:`estimator.model.fp8_scales.lin_saved` takes the module's name);
+    # None until the layer kind's are filled in (estimator/memory/activations.py layer_activations).
+    quant: tuple | None = None
 
 
 class Part(NamedTuple):

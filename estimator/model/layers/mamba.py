@@ -103,9 +103,10 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     B, T, Tn, h, t = c.B, c.T, c.Tn, r.h, r.t
     di, in_w, conv = _dims(r)
-    norm_keep = B * Tn * h + lin_saved(c, Tn, h, gathered=True)   # in_proj is a LayerNormLinear
+    norm_keep = B * Tn * h + lin_saved(c, Tn, h, gathered=True, module="mixer.in_proj")   # a LayerNormLinear
     gated_norm = B * T * di // t + 4 * T * r.mamba.groups // t if r.mamba.gated_norm else 0
-    saved = norm_keep + B * T * in_w // t + B * T * di // t + gated_norm + lin_saved(c, T, di // t)
+    out_in = lin_saved(c, T, di // t, module="mixer.out_proj")
+    saved = norm_keep + B * T * in_w // t + B * T * di // t + gated_norm + out_in
     tc = t * r.cp
     chunks = -(-r.s // CHUNK_SIZE)
     scan = (8 * r.b * chunks * (r.mamba.heads // tc) * r.mamba.head_dim * r.mamba.state

@@ -87,12 +87,12 @@ def activations(r, c: Ctx) -> Part:
         # norm kernel and saves that (TransformerEngine @ d0067d0 : module/layernorm_linear.py with_quantized_norm,
         # ln_out_to_save), not a bf16 copy, as for QKV.
         norm2_in = B * Tn * h
-        norm2_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True)
+        norm2_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True, module="mlp.linear_fc1")
     else:       # no pre-MLP norm: fc1 (a Linear) keeps the layer input, quantized with FP8 or NVFP4
-        norm2_in, norm2_out = 0, lin_saved(c, Tn, h)
+        norm2_in, norm2_out = 0, lin_saved(c, Tn, h, module="mlp.linear_fc1")
     norm2 = norm2_in + norm2_out
     f = r.f // r.t
-    fc1_out, act_out = act_input_saved(r, B, T * f), lin_saved(c, T, f)
+    fc1_out, act_out = act_input_saved(r, B, T * f), lin_saved(c, T, f, module="mlp.linear_fc2")
     if r.cfg.model.parallel_mamba_attention:
         # Falcon-H1's FalconH1MLP scales the gate by mlp_multipliers before the activation, in eager code: the
         # scaled gate (kept by silu) and silu's output (kept by the product) are kept as well.

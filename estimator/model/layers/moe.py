@@ -514,8 +514,8 @@ def _experts(r, c: Ctx, T: int, Tn: int) -> tuple:
     weighted = 0 if (r.gated and r.cfg.model.activation_func == "swiglu") else c.B * rows * fm
     # Each local expert's input is a tensor of its own (GroupedLinear), with its own FP8 scales.
     local = r.E // r.ep
-    return (rows, lin_saved(c, rows, r.lat or r.h, local), act_input_saved(r, c.B, rows * fm),
-            lin_saved(c, rows, fm, local) + weighted)
+    return (rows, lin_saved(c, rows, r.lat or r.h, local, module="mlp.experts.linear_fc1"),
+            act_input_saved(r, c.B, rows * fm), lin_saved(c, rows, fm, local, module="mlp.experts.linear_fc2") + weighted)
 
 
 def activations(r, c: Ctx) -> Part:
@@ -549,7 +549,7 @@ def activations(r, c: Ctx) -> Part:
     shared = 0
     if r.fs:
         fs = r.fs // r.t
-        shared = act_input_saved(r, B, T * fs) + lin_saved(c, T, fs)
+        shared = act_input_saved(r, B, T * fs) + lin_saved(c, T, fs, module="mlp.shared_experts.linear_fc2")
         if cfg.model.moe_shared_expert_gate:
             shared += B * Tn * h          # output * sigmoid(gate): the product keeps the shared expert's output
         # ERNIE-VL's shared experts run outside both pools' MoELayer, whose shared_experts_compute is what
@@ -557,7 +557,7 @@ def activations(r, c: Ctx) -> Part:
         if "shared_experts" in c.modules and not r.fmv:
             recompute += shared
             shared = 0
-    latent = lin_saved(c, Tn, r.lat) if r.lat else 0
+    latent = lin_saved(c, Tn, r.lat, module="mlp.fc2_latent_proj") if r.lat else 0
     if r.lat_norm:
         # Kimi K3's routed_expert_norm (a KimiRMSNorm on the combined latent output): the fp32 copy of its input, the
         # fp32 rstd and the normalised tensor (its output is fc2_latent_proj's input, counted above).
@@ -604,7 +604,7 @@ def gemma4_block(r, c: Ctx) -> tuple[int, int]:
     normalised input, B Tn h), and ``Gemma4MoELayer.postprocess``'s two output norms."""
     Tn, h, B = c.Tn, r.h, c.B
     eager, scaleless = 12 * Tn * h + 8 * Tn, 8 * Tn * h + 8 * Tn
-    shared_in = lin_saved(c, Tn, h) if r.fs else 0
+    shared_in = lin_saved(c, Tn, h, module="mlp.shared_experts.linear_fc1") if r.fs else 0
     shared = 1 if r.fs else 0
     outside = (2 + shared) * eager + shared_in
     inside = scaleless + B * Tn * h + (1 + shared) * eager

@@ -178,9 +178,11 @@ _SPEC = {"post_layernorm": False, "final_logit_softcapping": None, "global_atten
 
 
 def _carried(model: dict) -> bool:
-    """A model the recipe reader carries past the Bridge sections: a vision tower or a layer spec of its own."""
+    """A model the recipe reader carries past the Bridge sections: a vision tower, a layer spec of its own, or
+    DeepSeek-V4's dev-branch fields (estimator/formats/bridge/recipes.py ``_dev_parts``)."""
     return bool(model.get("vision_num_layers")) or model.get("activation_func") == "geglu" or \
-        any(model.get(k, v) != v for k, v in _SPEC.items())
+        any(model.get(k, v) != v for k, v in _SPEC.items()) or \
+        model.get("experimental_attention_variant") == "dsv4_hybrid"
 
 
 @pytest.mark.parametrize("name", recipe_names())
