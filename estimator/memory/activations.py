@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
-from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view
+from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view, wan
 from ..model.layers.base import Ctx
 from ..model.resolve import Resolved
 from .loss import loss_buffers
@@ -168,6 +168,9 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     emb = Tn * h if drop else 0
     logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/memory/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    if cfg.model.model_kind == "wan":   # Wan's embedders and head instead (estimator/model/layers/wan.py)
+        first, last = wan.stage_activations(r, context(r))
+        return StageExtras(embedding=emb + first, output=last, logits_peak=0, mtp=0, mtp_logits=0)
     mtp = 0
     if r.mtp and mtp_layer is not None:
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
