@@ -70,7 +70,10 @@ norm's input and statistics and recomputes the norm and the modulation in the ba
       + B Tn h              fc2's output with its bias, kept by the gated residual add
 
 Once per micro-batch (the first stage): the patch embedding's input, B T c_in P; the text embedder's input and its
-GELU's input and output, B Tk (D + 2 C); and the text embeddings every layer's key/value projection keeps, B Tk C.
+GELU's input and output, B Tk (D + 2 C); the text embeddings every layer's key/value projection keeps, B Tk C; and
+the 3D rotary angles every self-attention's rotary embedding keeps, fp32 over the whole sequence (``rope_utils.py``
+``Wan3DRopeEmbeddings`` builds them from the unsplit cu_seqlens; Transformer Engine's fused rotary embedding picks
+each context-parallel rank's part), 4 s b dh.
 On the last stage the head keeps the decoder's output, the norm's statistics and output and the modulated output
 (3 B Tn h + 8 Tn), and its output B T c_out P (gathered under sequence parallelism); the flow-matching loss works
 on c_out P = 64 values per token (fp32 MSE), about 1 / 24 of one h-wide tensor for Wan 1.3B, not counted. The
@@ -213,6 +216,7 @@ def stage_activations(r, c: Ctx) -> tuple[int, int]:
     B, T, Tn = c.B, c.T, c.Tn
     C, P = m.wan_crossattn_emb_size or r.h, m.wan_patch_temporal * m.wan_patch_spatial ** 2
     Tk = text_tokens(r)
-    first = B * T * m.wan_in_channels * P + B * Tk * (m.wan_text_dim + 2 * C) + B * Tk * C
+    first = (B * T * m.wan_in_channels * P + B * Tk * (m.wan_text_dim + 2 * C) + B * Tk * C
+             + 4 * r.s * r.b * r.dh)
     last = 3 * B * Tn * r.h + 8 * Tn + B * T * m.wan_out_channels * P
     return first, last
