@@ -96,7 +96,9 @@ def context(r: Resolved) -> Ctx:
         # (Megatron-LM @ d48bd6be (dev) : transformer_layer.py mhc_checkpoint_input_layernorm / _pre_mlp_layernorm)
         modules = modules | {"layernorm"}
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
-    return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
+    # Wan's layers add their residuals without dropout (WanLayerWithAdaLN: scale_add, add_residual): no masks.
+    drop = cfg.model.hidden_dropout > 0 and cfg.model.model_kind != "wan"
+    return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if drop else 0,
                unfused, fp8=recipe_of(cfg.precision))
 
 
@@ -164,7 +166,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     T, Tn = _tokens(r)
     B = _act_bytes(r)
     h = r.h
-    drop = cfg.model.hidden_dropout > 0
+    drop = cfg.model.hidden_dropout > 0 and cfg.model.model_kind != "wan"     # Wan: no embedding dropout
     emb = Tn * h if drop else 0
     logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/memory/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits

@@ -140,7 +140,8 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
     active = total - n_moe * idle - (mtp - mtp_active)
     return ParameterCounts(
-        embedding=emb.total if wan_model else emb.sharded, position_embedding=0 if wan_model else emb.replicated, mamba=comp["mamba"],
+        embedding=emb.total if wan_model else emb.sharded, position_embedding=0 if wan_model else emb.replicated,
+        mamba=comp["mamba"],
         linear_attention=comp["linear_attention"], attention=comp["attention"], mlp=comp["mlp"],
         moe_router=comp["moe_router"], moe_experts=comp["moe_experts"], moe_shared_experts=comp["moe_shared_experts"],
         moe_latent=comp["moe_latent"], norms=comp["norms"] + fnorm, output_layer=out, mtp=mtp,

@@ -314,9 +314,9 @@ class SearchEngine(CostModel):
         self._batches = {}
         # Stages hold at least one layer slot: a decoder layer, or the embedding / loss counted as one.
         self.pp_cap = min(r.L + (0 if self.hybrid else 2), MAX_STAGES)
-        self.wan = cfg.model.model_kind == "wan"       # one pipeline stage, no selective recompute (rules/wan.py)
-        if self.wan:
+        if cfg.model.model_kind == "wan":      # one pipeline stage, no selective recompute (config/rules/wan.py)
             self.pp_cap = 1
+            self.recompute = tuple(x for x in self.recompute if x != "selective")
         self._setup_cost()
 
     def _plans(self, sh: Shape) -> tuple:
@@ -497,8 +497,7 @@ class SearchEngine(CostModel):
         """The recompute options of a shape, in the order none, selective, block 1 .. C - 1, uniform 1 .. C."""
         c = self.chunk_max(sh)
         if c not in self._rc_lists:
-            out = [rc for rc in ("none", "selective")
-                   if rc in self.recompute and not (rc == "selective" and self.wan)]
+            out = [rc for rc in ("none", "selective") if rc in self.recompute]
             if "full" in self.recompute:
                 ok = (lambda n: True) if self.rc_layers is None else (lambda n: n in self.rc_layers)
                 if "block" in self.rc_methods:

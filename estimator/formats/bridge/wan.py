@@ -30,7 +30,7 @@ MODEL_FIELDS = {"crossattn_emb_size": "wan_crossattn_emb_size", "in_channels": "
 #: WanDatasetConfig's fields beside the catalogued dataset ones -> how they are read.
 DATASET_FIELDS = ("path", "F_latents", "H_latents", "W_latents", "patch_spatial", "patch_temporal",
                   "number_packed_samples", "context_seq_len", "context_embeddings_dim", "packing_buffer_size",
-                  "num_workers", "dataloader_type")
+                  "num_workers", "dataloader_type", "micro_batch_size", "global_batch_size")
 #: WanDatasetConfig's defaults (the mock data's latents).
 _MOCK = {"F_latents": 24, "H_latents": 104, "W_latents": 60, "number_packed_samples": 1, "context_seq_len": 512}
 
@@ -50,19 +50,26 @@ def take(cfg: dict) -> tuple[dict, list[str]]:
         if value is None:
             continue
         if name == "layernorm_across_heads" and value is not True:
-            raise ConfigError(Problem("model.layernorm_across_heads", show(value), "only Wan's q/k norms over all "
-                                      "heads (true, the provider's default) are modelled"))
+            raise ConfigError(Problem("model.layernorm_across_heads", show(value), f"({show(value)}) is not "
+                                      "modelled: only Wan's q/k norms over all heads (true, the provider's default)"))
         if field:
             out[field] = value
     data = {k: ds.pop(k) for k in DATASET_FIELDS if k in ds}
+    train = cfg.get("train") or {}
+    for name in ("micro_batch_size", "global_batch_size"):      # the data loader's copies of train's
+        if data.get(name) is not None and train.get(name) is not None and data[name] != train[name]:
+            raise ConfigError(Problem(f"dataset.{name}", show(data[name]), f"({data[name]}) differs from "
+                                      f"train.{name} ({train[name]}): Bridge's Wan data loader batches dataset.{name} "
+                                      "samples, the training loop expects train's; give both the same value"))
     if str(data.get("path") or "").strip():
         notes.append("dataset.path set: Bridge packs samples up to seq_length latent tokens; the text of one "
                      "sample (model.wan_text_tokens) is counted per micro-batch")
         return out, notes
     grid = {k: data.get(k, v) for k, v in _MOCK.items()}
     if grid["number_packed_samples"] != 1:
-        raise ConfigError(Problem("dataset.number_packed_samples", show(grid["number_packed_samples"]),
-                                  "only 1 (the default: one mock sample per micro-batch) is modelled"))
+        n = grid["number_packed_samples"]
+        raise ConfigError(Problem("dataset.number_packed_samples", show(n), f"({n}) is not modelled: only 1 (the "
+                                  "default: one mock sample per micro-batch)"))
     out.update(wan_latent_frames=grid["F_latents"], wan_latent_height=grid["H_latents"],
                wan_latent_width=grid["W_latents"], wan_text_tokens=grid["context_seq_len"])
     notes.append(f"dataset.path unset: Bridge's mock data, {grid['F_latents']} x {grid['H_latents']} x "

@@ -73,5 +73,29 @@ def test_real_data_packs_to_seq_length():
 def test_several_mock_samples_a_micro_batch_are_refused_by_name():
     d = to_bridge_dict(load_preset("wan-1.3b"))
     d["dataset"]["number_packed_samples"] = 2
-    with pytest.raises(ConfigError, match="dataset.number_packed_samples"):
+    with pytest.raises(ConfigError, match=r"dataset.number_packed_samples: \(2\) is not modelled: only 1"):
+        read_bridge_config(d, world_size=8)
+
+
+#: What a Wan run's config.yaml holds beside the recipe's settings: WanModelProvider's own defaults
+#: (diffusion/models/wan/wan_provider.py) and WanDatasetConfig's (diffusion/data/wan/wan_energon_datamodule.py).
+PROVIDER_DEFAULTS = {"rotary_interleaved": True, "apply_rope_fusion": True, "bias_activation_fusion": True,
+                     "qkv_format": "thd", "layernorm_across_heads": True, "text_len": 512, "in_channels": 16,
+                     "out_channels": 16, "patch_spatial": 2, "patch_temporal": 1, "freq_dim": 256, "text_dim": 4096,
+                     "fp16_lm_cross_entropy": False, "parallel_output": True, "normalization": "RMSNorm"}
+DATASET_DEFAULTS = {"packing_buffer_size": 200, "num_workers": 16, "dataloader_type": "external",
+                    "number_packed_samples": 1, "context_embeddings_dim": 4096, "patch_spatial": 2,
+                    "patch_temporal": 1, "micro_batch_size": 1, "global_batch_size": 2}
+
+
+def test_a_full_wan_config_yaml_reads():
+    """Every field of the provider and the data config is read, modelled or said to have no effect: the estimate is
+    the preset's."""
+    d = to_bridge_dict(load_preset("wan-1.3b"))
+    d["model"].update(PROVIDER_DEFAULTS)
+    d["dataset"].update(DATASET_DEFAULTS)
+    imp = read_bridge_config(d, world_size=8)
+    assert estimate(imp.config).to_dict()["stages"] == estimate(load_preset("wan-1.3b")).to_dict()["stages"]
+    d["dataset"]["micro_batch_size"] = 2
+    with pytest.raises(ConfigError, match=r"dataset.micro_batch_size: \(2\) differs from train.micro_batch_size \(1\)"):
         read_bridge_config(d, world_size=8)

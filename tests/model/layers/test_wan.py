@@ -76,7 +76,8 @@ def test_tiny_activations_by_hand():
     MLP: norm2 input, modulated output, gated fc2 output 3 B Tn h = 12,288; statistics 256; fc1 and GELU outputs
     2 B T f = 32,768: 45,312.
     First stage: patch embedding input B T c_in P = 2 x 32 x 16 = 1,024; text embedder B Tk (D + 2C) = 2 x 8 x 160
-    = 2,560; the text embeddings B Tk C = 1,024; fp32 rotary angles 4 s b dh = 4 x 32 x 16 = 2,048: 6,656. Last stage: head 3 B Tn h + 8 Tn = 12,544, its output
+    = 2,560; the text embeddings B Tk C = 1,024; fp32 rotary angles 4 s b dh = 4 x 32 x 16 = 2,048: 6,656. Last
+    stage: head 3 B Tn h + 8 Tn = 12,544, its output
     B T c_out P = 1,024: 13,568."""
     r = resolve(load_config(_tiny()))
     a = layer_activations(r, r.kinds[0])
@@ -104,7 +105,8 @@ def test_tiny_activations_with_tp2_and_sequence_parallelism():
 
 def test_latent_grid_sets_the_sequence():
     """Bridge's mock data, 24 x 104 x 60 latents with 1 x 2 x 2 patches: 24 x 52 x 30 = 37,440 tokens (divisible by
-    2 x CP 8; Bridge's examples/models/wan/performance-summary.md lists Wan 2.1 14B at "Seq Len 37440"). A 1 x 52 x 30-patch image (F_latents 1) has 1,560 tokens. With CP 4 Bridge's task encoder pads a
+    2 x CP 8; Bridge's examples/models/wan/performance-summary.md lists Wan 2.1 14B at "Seq Len 37440"). A
+    1 x 52 x 30-patch image (F_latents 1) has 1,560 tokens. With CP 4 Bridge's task encoder pads a
     sample to a multiple of 2 x 4 = 8: 1 x 14 x 446 latents are 7 x 223 = 1,561 patches, padded to 1,568."""
     assert resolve(load_config(load_preset("wan-1.3b"))).s == 37_440
     grid = {"wan_latent_frames": 1, "wan_latent_height": 104, "wan_latent_width": 60}
@@ -112,3 +114,12 @@ def test_latent_grid_sets_the_sequence():
     odd = {"wan_latent_frames": 1, "wan_latent_height": 14, "wan_latent_width": 446}
     r = resolve(load_config(_tiny({"context_parallel_size": 4}, {"world_size": 4}, **odd)))
     assert r.s == 1_568
+
+
+def test_hidden_dropout_keeps_no_mask():
+    """WanLayerWithAdaLN adds its residuals with scale_add and add_residual, without dropout, and WanModel applies
+    none to the patch embedding: hidden_dropout (a TransformerConfig field Wan's layers never read) keeps no mask."""
+    r0 = resolve(load_config(_tiny()))
+    r1 = resolve(load_config(_tiny(hidden_dropout=0.1)))
+    assert layer_activations(r1, r1.kinds[0]) == layer_activations(r0, r0.kinds[0])
+    assert stage_extras(r1, None) == stage_extras(r0, None)
