@@ -64,6 +64,19 @@ def test_states_of_the_1_3b_recipe():
     assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (2_837_993_600, 2_837_993_600, 2_128_495_200)
 
 
+def test_states_of_the_14b_recipe_on_tp2():
+    """wan_14b_pretrain_8gpu_h100_bf16_config, TP 2. Split over TP per layer (h 5120, f 13824): QKV 3h^2 + 3h, the
+    two output projections 2h^2, Q h^2 + h, KV 2h^2 + 2h, fc1 hf + f, fc2 fh: 8h^2 + 6h + 2hf + f = 351,317,504,
+    175,658,752 a rank. Whole on every rank: both output biases, both attentions' q/k norms, norm3, the modulation,
+    fc2's bias: 15h = 76,800. 40 layers: 40 x 175,735,552 = 7,029,422,080; embedders and head (replicated, plain
+    PyTorch modules): 232,719,424. One rank: 7,262,141,504 parameters; bf16 weights and gradients 2 B each:
+    14,524,283,008 B; Adam's 12 B over DP 1 x CP 4: 21,786,424,512 B."""
+    s = estimate(load_preset("wan-14b")).stages[0]
+    assert s.parameters == 7_262_141_504
+    assert (s.weights_bytes, s.gradients_bytes, s.optimizer_bytes) == (14_524_283_008, 14_524_283_008,
+                                                                        21_786_424_512)
+
+
 def test_tiny_activations_by_hand():
     """T = Tn = 32 tokens, Tk = Tkv = 8 text tokens, B 2, h = a dh = 64, a 4, f 256, t 1.
 
