@@ -20,8 +20,10 @@ Each setting is then judged by the estimator's own rules, as ``read_bridge_confi
 - a field no catalogued ``ConfigContainer`` section declares (a model provider's own field), unless
   ``field_classes.ATTRIBUTES`` classifies it, is listed apart: the importer stops on it with "not a field", which is
   not a refusal of a memory effect;
-- a recipe that builds a provider of ``field_classes.NOT_GPT_PROVIDERS`` (Bridge's diffusion transformers) counts as
-  refused on ``model._target_`` alone, as the importer refuses it before reading its fields. A class whose name
+- a recipe that builds a provider of ``field_classes.NOT_GPT_PROVIDERS`` (Bridge's FLUX diffusion transformer) counts
+  as refused on ``model._target_`` alone, as the importer refuses it before reading its fields; one that builds
+  ``WanModelProvider`` is read as ``model_kind: wan``, its own and ``WanDatasetConfig``'s fields by
+  ``estimator.formats.bridge.wan``. A class whose name
   holds ``DataProvider`` or ``DatasetProvider`` fills the dataset section, any other ``...Provider`` the model.
 
 What a static reading can miss or get wrong (the table is a guide; the importer's message is the answer for one
@@ -65,6 +67,8 @@ from estimator.formats.bridge.config import DEV_MODEL_FIELDS, _RENAMED, _is_off 
 from estimator.formats.bridge.field_classes import (  # noqa: E402
     ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
 from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD, hf_tower  # noqa: E402
+from estimator.formats.bridge.wan import DATASET_FIELDS as WAN_DATASET_FIELDS  # noqa: E402
+from estimator.formats.bridge.wan import MODEL_FIELDS as WAN_MODEL_FIELDS, is_wan  # noqa: E402
 from estimator.formats.bridge.multimodal import judge as judge_multimodal  # noqa: E402
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
 from estimator.formats.megatron_args import REFUSED_VALUES  # noqa: E402
@@ -359,7 +363,7 @@ class Reader:
                 continue
             if name in CLASS_SECTION or (name and "Provider" in name and name[0].isupper()):
                 sec = CLASS_SECTION.get(name) or _provider_section(name)
-                if name in NOT_GPT_PROVIDERS:
+                if name in NOT_GPT_PROVIDERS or is_wan(name):
                     self.record("model", "_target_", name)
                 for kw in sub.keywords:
                     if kw.arg:
@@ -500,6 +504,9 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
         for (section, field), value in sorted(reader.settings.items()):
             if provider in NOT_GPT_PROVIDERS and (section, field) != ("model", "_target_"):
                 continue        # the importer refuses the provider first, by name, and reads none of its fields
+            if is_wan(provider) and ((section == "model" and field in WAN_MODEL_FIELDS)
+                                     or (section == "dataset" and field in WAN_DATASET_FIELDS)):
+                continue        # Wan's own fields: estimator/formats/bridge/wan.py reads them (model_kind wan)
             verdict = judge(section, field, value, tower, graph_impl)
             if verdict and verdict[0] == "refused":
                 r.append((f"{section}.{field}", verdict[1]))
@@ -562,7 +569,8 @@ def table(result: dict) -> str:
                 "written to `config.yaml` at all. " if odd else
                 f"None of the {len(clean)} sets a field that neither a catalogued section declares nor the table of "
                 "recipe attributes or multimodal provider fields classifies. ")
-             + "A diffusion provider (`model._target_`) is refused by name, whatever its fields.", "",
+             + "FLUX's provider (`model._target_`) is refused by name, whatever its fields; Wan's is read as "
+             "`model_kind: wan`.", "",
              "| Refused field | Recipes setting it | Of which it is the only refusal | Why refused |",
              "| --- | ---: | ---: | --- |"]
     for feature, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -350,7 +350,8 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     if label:
         lines.append(label)
     vocab = (est.config.get("model") or {}).get("vocab_size")
-    pad = f" (vocabulary padded to {p.padded_vocab_size:,})" if vocab and vocab != p.padded_vocab_size else ""
+    pad = f" (vocabulary padded to {p.padded_vocab_size:,})" if vocab and p.padded_vocab_size \
+        and vocab != p.padded_vocab_size else ""
     mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
     mtp = (f" (incl. {p.mtp:,} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'})"
            if p.mtp else "")

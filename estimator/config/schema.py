@@ -558,6 +558,44 @@ class ModelConfig:
                                                 " text tokens to the text pool; the shared experts see both. Null: "
                                                 "one expert pool. Megatron-LM has no flag for it.", type="int",
                                                 min=1, max=MAX_FFN)
+    # wan28 (issues 27, 28): Wan, the video diffusion transformer Megatron-Bridge trains (WanModelProvider).
+    # Megatron-Bridge @ 067f987d : src/megatron/bridge/diffusion/models/wan/ (wan_provider.py, wan_model.py,
+    # wan_layer_spec.py); its layers are counted in estimator/model/layers/wan.py.
+    model_kind: str = _f("gpt", "What Megatron-Core model the layers belong to. gpt: GPTModel (and the hybrid and "
+                         "vision-language models built on it). wan: Megatron-Bridge's WanModel, a video diffusion "
+                         "transformer: every layer is adaLN-modulated self-attention over the latent video tokens, "
+                         "cross-attention to the text embeddings and a GELU MLP; no vocabulary (vocab_size is "
+                         "unused), a patch embedding, text and timestep embedders and a patch head instead. The "
+                         "sequence is the latent video tokens of one micro-batch (training.seq_length, or the "
+                         "wan_latent_* grid).", type="str", choices=("gpt", "wan"))
+    wan_text_tokens: int = _f(512, "Wan: text tokens of one micro-batch, the cross-attention keys and values "
+                              "(umT5 embeddings, precomputed: Bridge's task encoder pads each sample's to 512).",
+                              type="int", min=1, max=MAX_TOKENS, unit="tokens")
+    wan_text_dim: int = _f(4096, "Wan: width of the precomputed text embeddings (umT5-XXL: 4096), the input of "
+                           "the text embedder (WanModelProvider.text_dim).", type="int", min=1, max=MAX_WIDTH)
+    wan_crossattn_emb_size: int | None = _f(None, "Wan: width of the text embedder's output, the input of every "
+                                            "cross-attention's key/value projection (crossattn_emb_size).",
+                                            type="int", min=1, max=MAX_WIDTH, derived="hidden_size")
+    wan_in_channels: int = _f(16, "Wan: latent channels of the VAE (the patch embedding's input channels).",
+                              type="int", min=1, max=MAX_WIDTH)
+    wan_out_channels: int = _f(16, "Wan: latent channels the head predicts.", type="int", min=1, max=MAX_WIDTH)
+    wan_patch_spatial: int = _f(2, "Wan: patch height and width, in latent pixels.", type="int", min=1,
+                                max=MAX_WIDTH)
+    wan_patch_temporal: int = _f(1, "Wan: patch length, in latent frames.", type="int", min=1, max=MAX_WIDTH)
+    wan_freq_dim: int = _f(256, "Wan: width of the sinusoidal timestep features (the timestep embedder's input).",
+                           type="int", min=1, max=MAX_WIDTH)
+    wan_latent_frames: int | None = _f(None, "Wan: latent frames of one sample (Wan 2.1's VAE: 1 + (video "
+                                       "frames - 1) / 4). With wan_latent_height and wan_latent_width it sets the "
+                                       "sequence: frames / patch_temporal x height / patch_spatial x width / "
+                                       "patch_spatial tokens, padded to a multiple of 2 x context_parallel_size. "
+                                       "Null: the sequence is training.seq_length.", type="int", min=1,
+                                       max=MAX_TOKENS, derived="training.seq_length is the latent tokens")
+    wan_latent_height: int | None = _f(None, "Wan: latent height of one sample (Wan 2.1's VAE: pixels / 8).",
+                                       type="int", min=1, max=MAX_TOKENS,
+                                       derived="training.seq_length is the latent tokens")
+    wan_latent_width: int | None = _f(None, "Wan: latent width of one sample (Wan 2.1's VAE: pixels / 8).",
+                                      type="int", min=1, max=MAX_TOKENS,
+                                      derived="training.seq_length is the latent tokens")
     hidden_dropout: float = _f(0.0, "Dropout after attention and MLP; > 0 keeps a 1-byte mask per element. "
                                "(Megatron's own default is 0.1; pretraining recipes use 0.)", type="float",
                                min=0.0, max=1.0, flag="--hidden-dropout")

@@ -55,6 +55,10 @@ def to_megatron_args(config) -> list[str]:
         raise UnsupportedError("model.experimental_attention_variant = kda (Kimi K3) has no pretrain_gpt.py flag: "
                                "Megatron-Bridge builds Kimi K3's layers with its own spec (models/kimi/"
                                "kimi_k3_spec.py), which Megatron-LM does not have")
+    if m.model_kind == "wan":
+        raise UnsupportedError("model.model_kind = wan has no pretrain_gpt.py flag: Megatron-LM's pretrain_gpt.py "
+                               "builds a GPT model; Wan is Megatron-Bridge's WanModel (its Wan recipes: use the "
+                               "Megatron-Bridge overrides export)")
     if m.vision_num_layers is not None:
         raise UnsupportedError(f"model.vision_num_layers (a {m.vision_model_type} vision tower) has no "
                                "pretrain_gpt.py flag: Megatron-LM's pretrain_gpt.py builds a GPT model without one; "

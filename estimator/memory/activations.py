@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from ..config.derived import recomputed_modules
 from ..model.fp8_scales import quantized, recipe_of
-from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view
+from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view, wan
 from ..model.layers.base import Ctx
 from ..model.quant_recipe import KindQuant, kind_quant, mtp_quant
 from ..model.resolve import Resolved
@@ -98,7 +98,9 @@ def context(r: Resolved) -> Ctx:
         # (Megatron-LM @ d48bd6be (dev) : transformer_layer.py mhc_checkpoint_input_layernorm / _pre_mlp_layernorm)
         modules = modules | {"layernorm"}
     unfused = tr.attention_backend in ("unfused", "local") or tr.transformer_impl == "local"
-    return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if cfg.model.hidden_dropout > 0 else 0,
+    # Wan's layers add their residuals without dropout (WanLayerWithAdaLN: scale_add, add_residual): no masks.
+    drop = cfg.model.hidden_dropout > 0 and cfg.model.model_kind != "wan"
+    return Ctx(T, Tn, B, 1 if quantized(cfg.precision) else B, modules, Tn * r.h if drop else 0,
                unfused, fp8=recipe_of(cfg.precision))
 
 
@@ -187,10 +189,13 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     T, Tn = _tokens(r)
     B = _act_bytes(r)
     h = r.h
-    drop = cfg.model.hidden_dropout > 0
+    drop = cfg.model.hidden_dropout > 0 and cfg.model.model_kind != "wan"     # Wan: no embedding dropout
     emb = Tn * h if drop else 0
     logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/memory/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    if cfg.model.model_kind == "wan":   # Wan's embedders and head instead (estimator/model/layers/wan.py)
+        first, last = wan.stage_activations(r, context(r))
+        return StageExtras(embedding=emb + first, output=last, logits_peak=0, mtp=0, mtp_logits=0)
     mtp = 0
     if r.mtp and mtp_layer is not None:
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer

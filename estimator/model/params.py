@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config.load import load_config
-from .layers import hyper_connection, kimi, kind_components, moe
+from .layers import hyper_connection, kimi, kind_components, moe, wan
 from .layers.base import Count
 from .resolve import Resolved, resolve
 from .vision import vision_params
@@ -26,21 +26,30 @@ __all__ = ["Count", "ParameterCounts", "count_parameters", "count_parameters_of"
 
 
 def embedding(r: Resolved) -> Count:
-    """Vocabulary-parallel word embedding Vp*h, plus learned absolute positions (max_pos*h, replicated)."""
+    """Vocabulary-parallel word embedding Vp*h, plus learned absolute positions (max_pos*h, replicated); for Wan
+    its patch, text and timestep embedders (:func:`estimator.model.layers.wan.embedder_params`)."""
     cfg = r.cfg.model
+    if cfg.model_kind == "wan":
+        return wan.embedder_params(r)
     pos = (cfg.max_position_embeddings or r.s) * r.h if cfg.position_embedding_type == "learned_absolute" else 0
     return Count(r.Vp * r.h, pos)
 
 
 def output_layer(r: Resolved) -> Count:
-    """Output projection Vp*h (a copy of the embedding when tied and the last stage is not the first)."""
+    """Output projection Vp*h (a copy of the embedding when tied and the last stage is not the first); for Wan its
+    head (:func:`estimator.model.layers.wan.head_params`)."""
+    if r.cfg.model.model_kind == "wan":
+        return wan.head_params(r)
     return Count(r.Vp * r.h, 0)
 
 
 def final_norm(r: Resolved) -> Count:
     """The final norm, and with hyper-connections the learned output contraction beside it (hc_head_fn,
     hc_head_base, hc_head_scale: :func:`estimator.model.layers.hyper_connection.head_params`); with Kimi K3's AttnRes
-    the last layer's output aggregation (norm and score projection, 2 h: :mod:`estimator.model.layers.kimi`)."""
+    the last layer's output aggregation (norm and score projection, 2 h: :mod:`estimator.model.layers.kimi`). Wan
+    has none (its head's norm has no weights)."""
+    if r.cfg.model.model_kind == "wan":
+        return Count()
     return Count(0, r.norm_w * r.h + hyper_connection.head_params(r)) + kimi.output_attn_res_params(r)
 
 
@@ -105,7 +114,6 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     counted under ``mtp`` and are included in ``total``, and so is a vision tower (``vision``: every image passes
     through all of it, so it is active too).
     """
-    nw = r.norm_w
     n_kind = [0] * len(r.kinds)
     for k in r.layer_kinds:
         n_kind[k] += 1
@@ -115,6 +123,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
         for key, value in parts.items():
             comp[key] += n * value
     emb = embedding(r)
+    wan_model = r.cfg.model.model_kind == "wan"    # Wan's embedders (all replicated) count under embedding
     out = 0 if r.tied else output_layer(r).total
     # MTP: enorm, hnorm, eh_proj, its layers, final norm (embedding and output are shared).
     mtp_one = mtp_extra(r).total + sum(sum(per_kind[k].values()) for k in r.mtp_kinds)
@@ -124,16 +133,18 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     vision = vis.total if vis else 0
     head = hyper_connection.head_params(r)
     ar_out = kimi.output_attn_res_params(r).total
-    total = emb.total + sum(comp.values()) + out + nw * r.h + head + ar_out + mtp + vision
+    fnorm = final_norm(r).total - head - ar_out        # the final norm's weights (none for Wan)
+    total = emb.total + sum(comp.values()) + out + fnorm + head + ar_out + mtp + vision
     n_moe = sum(n for n, kind in zip(n_kind, r.kinds) if kind.moe)
     idle = moe.expert_params(r).total - moe.active_experts(r) if r.E else 0   # experts a token skips, per layer
     mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
     active = total - n_moe * idle - (mtp - mtp_active)
     return ParameterCounts(
-        embedding=emb.sharded, position_embedding=emb.replicated, mamba=comp["mamba"],
+        embedding=emb.total if wan_model else emb.sharded, position_embedding=0 if wan_model else emb.replicated,
+        mamba=comp["mamba"],
         linear_attention=comp["linear_attention"], attention=comp["attention"], mlp=comp["mlp"],
         moe_router=comp["moe_router"], moe_experts=comp["moe_experts"], moe_shared_experts=comp["moe_shared_experts"],
-        moe_latent=comp["moe_latent"], norms=comp["norms"] + nw * r.h, output_layer=out, mtp=mtp,
+        moe_latent=comp["moe_latent"], norms=comp["norms"] + fnorm, output_layer=out, mtp=mtp,
         mtp_active=mtp_active, total=total, active=active,
         dense_layers=sum(n for n, kind in zip(n_kind, r.kinds) if kind.mlp == "dense"), moe_layers=n_moe,
         padded_vocab_size=r.Vp, vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),

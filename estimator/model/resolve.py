@@ -22,6 +22,7 @@ from ..config.schema import Config
 from .layers import LayerKind
 from .layers.kimi import attn_res_rows as kimi_attn_res_rows
 from .vision import image_tokens
+from .layers.wan import latent_tokens
 
 __all__ = ["DTYPE_BYTES", "Resolved", "padded_vocab_size", "resolve", "stage_counts", "stage_layers"]
 
@@ -338,6 +339,9 @@ def _variants(m) -> tuple:
 
 
 def _compute_shape(m) -> tuple:
+    if m.model_kind == "wan":       # Megatron-Bridge's WanModel: one kind of layer (estimator/model/layers/wan.py)
+        ki = _info([LayerKind("wan", "wan_mlp")], (0,) * m.num_layers, (), (False,) * m.num_layers)
+        return (default_ffn_hidden_size(m), 0, ki, None, None, None, None, None)
     E = m.num_experts or 0
     hybrid = m.hybrid_layer_pattern
     mtp = hybrid_pattern.parse(hybrid).mtp_depths if hybrid is not None else (m.mtp_num_layers or 0)
@@ -384,6 +388,9 @@ def resolve(cfg: Config) -> Resolved:
     dp = tr.world_size // (t * p * cp)
     edp = tr.world_size // (etp * ep * p) if E else dp * cp
     s = tr.seq_length or m.max_position_embeddings
+    wan = m.model_kind == "wan"
+    if wan:             # the latent video tokens of a micro-batch; no vocabulary (estimator/model/layers/wan.py)
+        s = latent_tokens(m, s, cp)
     mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
     mla = m.multi_latent_attention
     kda = m.experimental_attention_variant == "kda" and m.hybrid_layer_pattern is None
@@ -396,7 +403,8 @@ def resolve(cfg: Config) -> Resolved:
         g=0 if mla else (m.num_query_groups or a),
         dh=m.kv_channels or h // a,
         f=f, gated=m.gated_linear_unit, norm_w=2 if m.normalization == "LayerNorm" else 1,
-        V=m.vocab_size, Vp=padded_vocab_size(m.vocab_size, m.make_vocab_size_divisible_by, t),
+        V=0 if wan else m.vocab_size,
+        Vp=0 if wan else padded_vocab_size(m.vocab_size, m.make_vocab_size_divisible_by, t),
         E=E, k=(m.moe_router_topk or 2) if E else 0, fm=(m.moe_ffn_hidden_size or f) if E else 0,
         fs=(m.moe_shared_expert_intermediate_size or 0) if E else 0, moe_layers=ki.moe,
         kinds=ki.kinds, layer_kinds=ki.per_layer, mtp_kinds=ki.mtp_kinds,
@@ -406,7 +414,7 @@ def resolve(cfg: Config) -> Resolved:
         rope_dim=(m.qk_pos_emb_head_dim or 64) if mla else 0,
         v_dim=(m.v_head_dim or 128) if mla else 0,
         mtp=mtp, mtp_is_moe=ki.mtp_is_moe,
-        tied=not m.untie_embeddings_and_output_weights,
+        tied=not (m.untie_embeddings_and_output_weights or wan),
         gate=m.attention_output_gate, post_norm=m.post_layernorm, pre_norm=m.pre_layernorm,
         qk_full=m.qk_layernorm and m.qk_layernorm_full_dim, sinks=m.softmax_type == "learnable",
         dv=0 if mla else (m.v_channels or 0),

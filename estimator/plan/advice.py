@@ -140,7 +140,8 @@ def _choices(key: str) -> dict:
     acc = {"account_for_embedding_in_pipeline_split": bool(par.get("account_for_embedding_in_pipeline_split")),
            "account_for_loss_in_pipeline_split": bool(par.get("account_for_loss_in_pipeline_split"))}
     pp = []
-    for p in range(1, min(L, MAX_SIZE) + 1):
+    # Wan (Megatron-Bridge's diffusion transformer) is modelled on one pipeline stage (estimator.config.rules.wan).
+    for p in range(1, 2 if m.model_kind == "wan" else min(L, MAX_SIZE) + 1):
         if layout and p == p_now:
             # The configuration's own layout string fixes the split (and the virtual stages) for its PP.
             if ok({"pipeline_model_parallel_size": p, "pipeline_model_parallel_layout": layout}):
@@ -241,9 +242,11 @@ def _recompute_choices(cfg: dict) -> list[dict]:
         full = {"training.recompute_method": "uniform", "training.recompute_num_layers": 1,
                 "training.recompute_modules": None}
     none = dict.fromkeys(_RC_FIELDS)
-    return [{"value": None, "label": "none", "set": none},
-            {"value": "selective", "label": "selective", "set": {**none, "training.recompute_modules":
-                                                                  tr.get("recompute_modules")}},
+    selective = [{"value": "selective", "label": "selective", "set": {**none, "training.recompute_modules":
+                                                                       tr.get("recompute_modules")}}]
+    if get_field(cfg, "model.model_kind") == "wan":     # not modelled for Wan (estimator.config.rules.wan)
+        selective = []
+    return [{"value": None, "label": "none", "set": none}, *selective,
             {"value": "full", "label": "full (whole layers)", "set": full}]
 
 

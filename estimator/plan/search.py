@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..config.errors import n_gpus, show
+from ..config.errors import ConfigError, Problem, n_gpus, show
 from ..formats.gpus import KEEP_FREE, get_gpu, with_gpu_arch
 from ..config.load import load_config
 from ..config.rules import interleaving_problem
@@ -643,6 +643,12 @@ def max_seq_length(config, *, gpu: str | int, keep_free: float = KEEP_FREE, mult
     Sequence lengths are multiples of ``multiple`` (128 by default) and of what the layout needs (2 x CP,
     and TP x CP with sequence parallelism), up to ``limit`` and the model's max_position_embeddings."""
     eng, data, cfg = fixed_layout(config, gpu, keep_free if headroom is None else headroom, gpus_per_node)
+    if cfg.model.model_kind == "wan" and cfg.model.wan_latent_frames:
+        # Wan's sequence is its latent grid, not seq_length (estimator/model/layers/wan.py latent_tokens)
+        raise ConfigError(Problem("model.wan_latent_frames", cfg.model.wan_latent_frames, "the latent grid "
+                                  "(model.wan_latent_frames x wan_latent_height x wan_latent_width) sets Wan's "
+                                  "sequence, not training.seq_length: clear the three wan_latent_* fields to search "
+                                  "the longest sequence"))
     r = resolve(cfg)
     step = math.lcm(2 * r.cp if r.cp > 1 else 1, r.t * r.cp if r.sp else 1,
                     positive_ints("multiple", multiple, top=MAX_TOKENS)[0] if multiple is not None else 128)

@@ -314,6 +314,9 @@ class SearchEngine(CostModel):
         self._batches = {}
         # Stages hold at least one layer slot: a decoder layer, or the embedding / loss counted as one.
         self.pp_cap = min(r.L + (0 if self.hybrid else 2), MAX_STAGES)
+        if cfg.model.model_kind == "wan":      # one pipeline stage, no selective recompute (config/rules/wan.py)
+            self.pp_cap = 1
+            self.recompute = tuple(x for x in self.recompute if x != "selective")
         self._setup_cost()
 
     def _plans(self, sh: Shape) -> tuple:

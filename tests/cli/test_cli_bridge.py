@@ -76,6 +76,19 @@ def test_bridge_recipe_matches_the_catalogue(capsys):
     assert json.loads(out)["peak"]["device_bytes"] == want
 
 
+def test_wan_recipe_estimates(capsys):
+    """Megatron-Bridge's Wan 1.3B recipe (model_kind wan): the checkpoint's 1,418,996,800 parameters (tests/model/
+    layers/test_wan.py), on the recipe's 8 GPUs with CP 8, and a PP override refused by name."""
+    code, out, _ = run(capsys, "estimate", "--bridge-recipe", "wan_1_3b_pretrain_8gpu_h100_bf16_config", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["parameters"]["total"] == 1_418_996_800
+    assert d["config"]["model"]["model_kind"] == "wan" and d["config"]["parallelism"]["context_parallel_size"] == 8
+    code, _, err = run(capsys, "estimate", "--bridge-recipe", "wan_1_3b_pretrain_8gpu_h100_bf16_config",
+                       "model.pipeline_model_parallel_size=2", "--num-gpus", "16")
+    assert code == 2 and "pipeline_model_parallel_size 2 with model.model_kind wan" in err
+
+
 def test_bridge_overrides_command(capsys):
     code, out, _ = run(capsys, "bridge-overrides", "llama-3-8b", "--num-gpus", "8", "--tp", "2", "--oneline")
     assert code == 0

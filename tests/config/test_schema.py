@@ -21,6 +21,9 @@ MOE = {**MODEL, "num_experts": 8}
 VIT = {**MODEL, "vision_num_layers": 2, "vision_hidden_size": 64, "vision_num_attention_heads": 4,
        "vision_ffn_hidden_size": 128}
 IMAGES = {"images_per_sample": 2}
+#: A small Wan (Megatron-Bridge's video diffusion transformer, estimator/model/layers/wan.py).
+WAN = {**MODEL, "model_kind": "wan", "activation_func": "gelu", "gated_linear_unit": False, "add_bias_linear": True}
+WAN_GRID = {"wan_latent_frames": 2, "wan_latent_height": 8, "wan_latent_width": 8}
 #: A small DeepSeek-V4 model: hybrid attention (a window layer, ratio 4, ratio 128) and MoE layers.
 V4 = {**MOE, "multi_latent_attention": True, "q_lora_rank": 64, "v_head_dim": 64, "qk_pos_emb_head_dim": 16,
       "experimental_attention_variant": "dsv4_hybrid", "csa_compress_ratios": [0, 4, 128, 0],
@@ -173,6 +176,18 @@ VARIANTS = {
     "model.vision_num_query_groups": (make_config({**VIT, "vision_model_type": "exaone45"}),
                                       {"model": {"vision_num_query_groups": 2}}),
     "training.images_per_sample": (make_config(VIT), {"training": IMAGES}),
+    "model.model_kind": (make_config(MODEL), {"model": {"model_kind": "wan"}}),
+    "model.wan_text_tokens": (make_config(WAN), {"model": {"wan_text_tokens": 256}}),
+    "model.wan_text_dim": (make_config(WAN), {"model": {"wan_text_dim": 1024}}),
+    "model.wan_crossattn_emb_size": (make_config(WAN), {"model": {"wan_crossattn_emb_size": 256}}),
+    "model.wan_in_channels": (make_config(WAN), {"model": {"wan_in_channels": 4}}),
+    "model.wan_out_channels": (make_config(WAN), {"model": {"wan_out_channels": 4}}),
+    "model.wan_patch_spatial": (make_config({**WAN, **WAN_GRID}), {"model": {"wan_patch_spatial": 4}}),
+    "model.wan_patch_temporal": (make_config({**WAN, **WAN_GRID}), {"model": {"wan_patch_temporal": 2}}),
+    "model.wan_freq_dim": (make_config(WAN), {"model": {"wan_freq_dim": 128}}),
+    "model.wan_latent_frames": (make_config({**WAN, **WAN_GRID}), {"model": {"wan_latent_frames": 4}}),
+    "model.wan_latent_height": (make_config({**WAN, **WAN_GRID}), {"model": {"wan_latent_height": 16}}),
+    "model.wan_latent_width": (make_config({**WAN, **WAN_GRID}), {"model": {"wan_latent_width": 16}}),
     "training.image_resolution": (make_config(VIT, None, IMAGES), {"training": {"image_resolution": 224}}),
     "training.freeze_vision_model": (make_config(VIT, None, IMAGES), {"training": {"freeze_vision_model": True}}),
     "training.freeze_vision_projection": (make_config(VIT, None, IMAGES),

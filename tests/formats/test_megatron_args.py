@@ -23,7 +23,9 @@ NO_MEGATRON_LM_FLAGS = {"gemma-3-1b": "geglu", "qwen3-vl-30b-a3b": "model.vision
                         # DeepSeek-V4's fields are Megatron-Core dev-branch ones, without flags at the pinned revision
                         "deepseek-v4-flash": "DeepSeek-V4",
                         # Megatron-Bridge layer specs and towers (the Bridge recipes of issue 27)
-                        "gemma-3-4b-it": "model.vision_num_layers", "olmoe-1b-7b": "qk_layernorm_full_dim"}
+                        "gemma-3-4b-it": "model.vision_num_layers", "olmoe-1b-7b": "qk_layernorm_full_dim",
+                        # Megatron-Bridge's Wan diffusion transformer (issues 27 / 28)
+                        "wan-1.3b": "model_kind = wan", "wan-14b": "model_kind = wan"}
 
 
 @pytest.mark.parametrize("name", [n for n in list_presets() if load_preset(n).training.peft is None])

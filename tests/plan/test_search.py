@@ -220,6 +220,19 @@ def test_max_seq_length_fits_and_the_next_multiple_does_not():
     _reproduces(ans.layout)
 
 
+def test_max_seq_length_of_wan_needs_the_sequence_from_seq_length():
+    """Wan's latent grid (model.wan_latent_*) fixes its sequence, which seq_length then does not change: the
+    question is refused by name rather than answered with the limit; without the grid it is answered."""
+    from estimator.formats.presets import load_preset
+    with pytest.raises(ConfigError, match="model.wan_latent_frames"):
+        max_seq_length(load_preset("wan-1.3b"), gpu="H100-80GB")
+    cfg = load_preset("wan-1.3b").to_dict()
+    for name in ("wan_latent_frames", "wan_latent_height", "wan_latent_width"):
+        cfg["model"].pop(name)
+    ans = max_seq_length(cfg, gpu="H100-80GB", limit=65_536)
+    assert ans.value == 65_536 and ans.layout.cp == 8
+
+
 def test_max_seq_length_stops_at_max_position_embeddings():
     ans = max_seq_length({**_layout(), "model": {**TINY, "max_position_embeddings": 512}}, gpu=80 * GIB)
     assert ans.value == 512 and "max_position_embeddings" in ans.reason

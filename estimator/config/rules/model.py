@@ -17,6 +17,7 @@ from .hetero import hetero_problems
 from .hybrid import hybrid_problems
 from .moe import router_rules
 from .vision import vision_problems
+from .wan import wan_problems
 
 __all__ = ["model_problems"]
 
@@ -41,6 +42,7 @@ def model_problems(cfg) -> list[Problem]:
     out += dsv4_problems(cfg)
     out += kimi_problems(cfg)
     out += vision_problems(cfg)
+    out += wan_problems(cfg)
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
     if m.post_layernorm and (m.multi_latent_attention or pattern is not None

@@ -10,6 +10,7 @@ from .. import tp_overlap
 from ..derived import grad_comm_dtype, grad_dtype, recipe_features
 from ..errors import UnsupportedError
 from ..schema import Config
+from .wan import wan_not_modelled
 
 __all__ = ["not_modelled", "refuse_not_modelled"]
 
@@ -19,7 +20,7 @@ def not_modelled(cfg: Config) -> list[str]:
     empty list when it models the configuration). :func:`config_from_dict` raises them as an
     :class:`~estimator.config.errors.UnsupportedError`, not as invalid input."""
     pr, par = cfg.precision, cfg.parallelism
-    out = []
+    out = wan_not_modelled(cfg)          # Wan (model_kind wan): the settings not modelled with it
     if (par.use_megatron_fsdp and par.num_distributed_optimizer_instances > 1
             and grad_comm_dtype(pr) != grad_dtype(pr)):
         # param_and_grad_buffer.py _bucket_group_gradient_reduce: the outer (DP-Outer) reduction copies each bucket

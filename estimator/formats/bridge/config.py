@@ -43,6 +43,7 @@ from .catalog import REVISION, SECTIONS
 from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
 from .multimodal import MULTIMODAL, TRAINING_FIELD, judge as judge_multimodal
 from .presets import MIXED_PRECISION_PRESETS
+from . import wan
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
 
@@ -194,7 +195,9 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             continue
         if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES and \
                 not (section == "mixed_precision" and name == "_preset_") and \
-                not (section == "model" and (name in DEV_MODEL_FIELDS or name in MULTIMODAL)):
+                not (section == "model" and (name in DEV_MODEL_FIELDS or name in MULTIMODAL)) and \
+                not (wan.is_wan((out.get("model") or {}).get("_target_"))      # Wan's own (bridge/wan.py)
+                     and name in {"model": wan.MODEL_FIELDS, "dataset": wan.DATASET_FIELDS}.get(section, ())):
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
             problems.append(Problem(key, raw, f"{name!r} is not a field of {section} at Megatron-Bridge @ "
                                     f"{REVISION[:8]}" + (f"; did you mean {section}.{close[0]}?" if close else "")))
@@ -401,6 +404,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     (:mod:`estimator.formats.bridge.multimodal`).
     """
     cfg = apply_overrides(bridge_dict(data), overrides)
+    wan_fields, wan_notes = wan.take(cfg) if wan.is_wan((cfg.get("model") or {}).get("_target_")) else (None, [])
     provider = not_gpt_provider((cfg.get("model") or {}).get("_target_"))
     if provider:            # refused once, by name, before its own fields (latents, patches) are read
         raise BridgeRefusedError([(f"model._target_ = {provider[0]}", provider[1])])
@@ -488,6 +492,9 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     config.setdefault("model", {}).update(dev)
     if quant is not None:
         config.setdefault("precision", {})["quant_recipe"] = quant
+    if wan_fields is not None:          # Megatron-Bridge's Wan provider and data (bridge/wan.py)
+        config["model"].update(wan_fields)
+        notes += wan_notes
     _after(cfg, config, notes)
     _apply_vision(config, vision, vision_model)
     if packed:

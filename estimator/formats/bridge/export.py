@@ -20,6 +20,7 @@ from ...memory.states import grad_reduce_in_fp32
 from .catalog import SECTIONS
 from .config import default_gaps
 from .presets import MIXED_PRECISION_PRESETS
+from . import wan
 from ..megatron_catalog import ARGUMENTS
 from ..megatron_export import to_megatron_args
 
@@ -79,6 +80,10 @@ def to_bridge_dict(config) -> dict:
     """The configuration (anything :func:`estimator.load_config` takes) as Bridge ``ConfigContainer`` sections."""
     cfg = load_config(config)
     data = cfg.to_dict()
+    wan_model = None
+    if cfg.model.model_kind == "wan":   # Megatron-Core's fields through the GPT flags, Wan's own after (bridge/wan.py)
+        wan_model = {k: v for k, v in data["model"].items()}
+        data["model"] = {k: v for k, v in data["model"].items() if k != "model_kind" and not k.startswith("wan_")}
     tr = data["training"]
     peft = tr.get("peft")
     empty_recompute = tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") == []
@@ -146,6 +151,8 @@ def to_bridge_dict(config) -> dict:
     if "activation_func" not in out["model"]:
         out["model"]["activation_func"] = "torch.nn.functional.gelu"
     out["model"].setdefault("share_embeddings_and_output_weights", True)
+    if wan_model is not None:
+        wan.write({"hidden_size": cfg.model.hidden_size, **wan_model}, out)
     if cfg.precision.fp4:
         fp8 = "nvfp4"
     preset = _PRESET.get((dtype, fp8 if cfg.precision.fp8 or cfg.precision.fp4 else None))

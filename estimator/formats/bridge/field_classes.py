@@ -233,12 +233,14 @@ _put("no_effect", "dataset", "sample_count repo_id cache_dir dataset_sampling fi
      "Step37Flickr8kSFTDataProvider): which samples are loaded and how (host memory); the tokens per "
      "micro-batch are train.micro_batch_size x the sequence length", ATTRIBUTES)
 
+# Megatron-Bridge's WanModelProvider (a diffusion transformer) is read by estimator/formats/bridge/wan.py, which
+# takes its own fields and WanDatasetConfig's out before the catalogued sections are judged.
 #: Model providers that do not build a Megatron-Core GPT model: class name -> why refused.
 NOT_GPT_PROVIDERS = {
     name: f"Megatron-Bridge's {name} (diffusion/models/{path}) is a diffusion transformer built on "
           "TransformerConfig and VisionModule, not a Megatron-Core GPT model: its latents, patches and "
           "cross-attention are not modelled"
-    for name, path in (("WanModelProvider", "wan/wan_provider.py"), ("FluxProvider", "flux/flux_provider.py"))}
+    for name, path in (("FluxProvider", "flux/flux_provider.py"),)}
 
 
 def classify(section: str, name: str) -> tuple[str, str] | None:

@@ -12,7 +12,9 @@ A decoder layer of a Megatron-Core model is a token mixer followed by an MLP, ei
   holds two hyper-connection modules (:mod:`.hyper_connection`, counted here for any kind);
 - HybridModel's layers hold one part each, one layer per symbol of ``hybrid_layer_pattern``: ``M`` a Mamba-2
   mixer (:mod:`.mamba`), ``*`` self-attention, ``G`` a gated delta net, ``-`` a dense MLP, ``E`` a mixture of
-  experts.
+  experts;
+- Megatron-Bridge's WanModel (``model_kind: wan``) holds Wan's layers (:mod:`.wan`): adaLN-modulated
+  self-attention and cross-attention to the text (``wan``), then its modulated GELU MLP (``wan_mlp``).
 
 :class:`LayerKind` names the two parts; :mod:`estimator.model.resolve` gives every decoder layer (and every layer of
 a multi-token-prediction depth) the index of its kind in ``r.kinds``. Each part module answers the same
@@ -23,7 +25,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import attention, dsa, dsv4, gated_delta_net, hyper_connection, kimi, linear_replacement, mamba, mla, mlp, moe
+from . import (attention, dsa, dsv4, gated_delta_net, hyper_connection, kimi, linear_replacement, mamba, mla, mlp, moe,
+               wan)
 from .base import Count, Ctx, Part
 
 __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_components", "kind_params",
@@ -32,9 +35,9 @@ __all__ = ["Count", "Ctx", "LayerKind", "MIXERS", "MLPS", "Part", "kind_componen
 #: Token-mixer modules by the name a :class:`LayerKind` uses.
 MIXERS = {"attention": attention, "mla": mla, "dsa": dsa, "dsv4": dsv4, "gdn": gated_delta_net, "mamba": mamba,
           "linear": linear_replacement.ATTENTION, "mamba_attention": mamba.PARALLEL,
-          "kda": kimi.KDA, "kimi_mla": kimi.MLA}
+          "kda": kimi.KDA, "kimi_mla": kimi.MLA, "wan": wan.ATTENTION}
 #: MLP modules by name ("linear": a heterogeneous block's MLP replaced by one linear layer).
-MLPS = {"dense": mlp, "moe": moe, "linear": linear_replacement.MLP}
+MLPS = {"dense": mlp, "moe": moe, "linear": linear_replacement.MLP, "wan_mlp": wan.MLP}
 
 
 class LayerKind(NamedTuple):
@@ -59,6 +62,7 @@ class LayerKind(NamedTuple):
         names = {"attention": "attention", "mla": "MLA", "dsa": "sparse MLA (DSA)", "dsv4": "DeepSeek-V4 attention",
                  "gdn": "gated delta net", "mamba": "Mamba", "mamba_attention": "Mamba beside attention",
                  "kda": "Kimi delta attention", "kimi_mla": "gated MLA",
+                 "wan": "Wan self- and cross-attention", "wan_mlp": "Wan MLP",
                  "dense": "MLP", "moe": "MoE", "linear": "linear"}
         label = " + ".join(names[p] for p in (self.mixer, self.mlp) if p) or "no-op"
         if self.var:

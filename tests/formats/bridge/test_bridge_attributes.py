@@ -71,14 +71,14 @@ def test_frozen_mtp_is_refused_by_name():
 
 
 def test_diffusion_provider_is_refused_once_by_name():
-    """A Wan configuration holds the provider's own fields (crossattn_emb_size, ...): one refusal names the provider,
-    not each field as unknown."""
-    model = {**MODEL, "_target_": "megatron.bridge.diffusion.models.wan.wan_provider.WanModelProvider",
-             "crossattn_emb_size": 4096, "z_dim": 16}
+    """A FLUX configuration holds the provider's own fields (in_channels, ...): one refusal names the provider, not
+    each field as unknown. (Wan's provider is read as model_kind wan: tests/formats/bridge/test_bridge_wan.py.)"""
+    model = {**MODEL, "_target_": "megatron.bridge.diffusion.models.flux.flux_provider.FluxProvider",
+             "in_channels": 64, "z_dim": 16}
     with pytest.raises(BridgeRefusedError) as err:
         read_bridge_config({"model": model, "train": TRAIN}, world_size=1)
     problems = err.value.to_problems()
-    assert [(p.field, p.value) for p in problems] == [("model._target_", "WanModelProvider")]
+    assert [(p.field, p.value) for p in problems] == [("model._target_", "FluxProvider")]
     assert "not a Megatron-Core GPT model" in problems[0].message
 
 

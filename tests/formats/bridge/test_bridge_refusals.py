@@ -231,8 +231,11 @@ def test_dataset_provider_and_diffusion_provider(tmp_path):
       ``cfg.dataset`` (as Bridge's recipes/stepfun/h100/step37.py does): its keywords are dataset fields (the reading
       once put them under ``model.``), and the table of attributes classifies both: nothing refused, nothing
       outside; ``cfg.model.moe_a2a_overlap`` is a plain attribute without effect: not outside either.
-    - ``demo_pretrain_wan_config`` builds ``WanModelProvider(crossattn_emb_size=4096)``: one refusal,
-      ``model._target_``, and the provider's own field is not listed as outside.
+    - ``demo_pretrain_flux_config`` builds ``FluxProvider(in_channels=64)``: one refusal, ``model._target_``, and
+      the provider's own field is not listed as outside.
+    - ``demo_pretrain_wan_config`` builds ``WanModelProvider(crossattn_emb_size=4096)`` and sets
+      ``cfg.dataset.F_latents = 1``: read as model_kind wan (estimator/formats/bridge/wan.py), nothing refused,
+      nothing outside.
     """
     files = dict(RECIPES)
     files["src/megatron/bridge/recipes/demo/demo.py"] = """
@@ -242,17 +245,25 @@ def test_dataset_provider_and_diffusion_provider(tmp_path):
             cfg.model.moe_a2a_overlap = True
             return cfg
 
+        def demo_pretrain_flux_config():
+            model_cfg = FluxProvider(in_channels=64)
+            cfg = ConfigContainer(model=model_cfg)
+            return cfg
+
         def demo_pretrain_wan_config():
             model_cfg = WanModelProvider(crossattn_emb_size=4096)
             cfg = ConfigContainer(model=model_cfg)
+            cfg.dataset.F_latents = 1
             return cfg
     """
     result = br.count(_git_repo(tmp_path, files), "HEAD")
     assert result["recipes"]["demo_sft_data_config"] == []
     assert result["outside"]["demo_sft_data_config"] == []
-    assert [w for w, _ in result["recipes"]["demo_pretrain_wan_config"]] == ["model._target_"]
+    assert [w for w, _ in result["recipes"]["demo_pretrain_flux_config"]] == ["model._target_"]
+    assert result["outside"]["demo_pretrain_flux_config"] == []
+    assert "FluxProvider" in br.table(result)
+    assert result["recipes"]["demo_pretrain_wan_config"] == []
     assert result["outside"]["demo_pretrain_wan_config"] == []
-    assert "WanModelProvider" in br.table(result)
 
 
 @pytest.mark.subprocess                 # git and the script run as processes: not inside Pyodide
