@@ -1185,6 +1185,14 @@ class PrecisionConfig:
                                "Engine's Linear keeps MXFP8 row-wise and column-wise copies of the vocabulary-sized "
                                "weight beside the bf16 one, saves its input in MXFP8 and quantizes the logits' "
                                "gradient in its backward pass.", type="bool", flag="--fp8-output-proj")
+    # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
+    logit_dtype: str | None = _f(None, "Dtype of the logits the output layer writes (Megatron-LM "
+                                 "--output-logit-dtype, GPTModel logit_dtype; Megatron-Bridge model.logit_dtype). "
+                                 "fp32 under bf16 weights: the GEMM writes fp32 logits (Transformer Engine's "
+                                 "general_gemm), the loss works in them in place (4 B per logit, no bf16 copy), and the "
+                                 "output layer's backward casts their gradient to bf16 (+ 2 B per logit beside it).",
+                                 type="str", choices=("bf16", "fp32"), derived="the output layer's input dtype "
+                                 "(params_dtype)", flag="--output-logit-dtype")
 
 
 @dataclass(frozen=True)

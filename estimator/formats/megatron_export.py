@@ -278,6 +278,8 @@ def to_megatron_args(config) -> list[str]:
         add("--fp4-recipe", pr.fp4_recipe or "nvfp4")
         if pr.fp4_param_gather:
             add("--fp4-param-gather")
+    if pr.logit_dtype is not None:
+        add("--output-logit-dtype", pr.logit_dtype)
     fp32_grads = grad_reduce_in_fp32(pr)
     if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
         raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "

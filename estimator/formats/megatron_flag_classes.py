@@ -192,6 +192,15 @@ _put(_N, "fp8_wgrad", "--no-fp8-wgrad: Megatron-Core reads it only for the delay
      "nothing; with delayed it is refused (Transformer Engine 2.1 and newer have no override_linear_precision)")
 _put(_N, "fp4_recipe", "the FP4 recipe: nvfp4 (Megatron's default) is the only one modelled, and a custom recipe "
      "is refused by value")
+# flagsA28: arguments once refused, found without memory effect at the catalogue's revision.
+_put(_N, "pad_vocab_size", "--no-pad-vocab-size: the model's vocabulary is padded all the same. Without the flag "
+     "the tokenizer sets padded_vocab_size (megatron/core/tokenizers/utils/build_tokenizer.py); with it that stays "
+     "unset, so gpt_config_from_args (megatron/training/argument_utils.py) passes --vocab-size with "
+     "should_pad_vocab=True and the model provider pads it to a multiple of --make-vocab-size-divisible-by x TP "
+     "(megatron/training/vocab_utils.py): the same size (give --padded-vocab-size for another)")
+_put(_N, "fp16_lm_cross_entropy", "Megatron-Core's GPTModel stores it and never reads it: the loss's dtypes follow "
+     "--cross-entropy-loss-fusion and the logits' dtype (language_module.py compute_language_model_loss); "
+     "Megatron-LM accepts it only with --fp16")
 _put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
      "layout (a layout string overrides it)")
 _put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
@@ -423,6 +432,9 @@ _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not mode
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")
+_put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
+     "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
+     "(estimator/memory/loss.py)")
 _put(_M, "fp8_output_proj", "the output layer as Transformer Engine's Linear under MXFP8 (Megatron-Core's "
      "TELMHeadColumnParallelLinear): the vocabulary-sized weight's MXFP8 copies and scales, its MXFP8 saved input, "
      "the quantized logits gradient (estimator/memory/features/fp8_output.py)")
@@ -435,7 +447,6 @@ _put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not mod
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")
 _put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")
-_put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not modelled")
 _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
      "other tensors and is not modelled (Megatron-Core does not test it for training)")
 _put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
@@ -455,7 +466,6 @@ _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and traini
 _put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")
 _put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
      "logits_load_kd_loss_alpha logits_load_ignore_errors", "logit distillation's teacher logits are not modelled")
-_put(_R, "pad_vocab_size", "an unpadded vocabulary is not modelled (give --padded-vocab-size)")
 _put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
 _put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
 _put(_R, "model_parallel_size", "--model-parallel-size is no longer valid in Megatron-LM; use "

@@ -152,6 +152,7 @@ CHANGES = {
     "fp8_recipe": (FP8 + " --use-precision-aware-optimizer", "--fp8-recipe tensorwise"),
     "fp8_param_gather": (FP8, "--fp8-param-gather"),
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
+    "logit_dtype": (BF16, "--output-logit-dtype fp32"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
     "fp4_param_gather": (DISTOPT + " --fp4-format e2m1", "--fp4-param-gather"),
     "accumulate_allreduce_grads_in_fp32": (BASE + " --fp16", "--accumulate-allreduce-grads-in-fp32"),
@@ -453,3 +454,43 @@ def test_no_fp8_wgrad_changes_nothing_but_with_the_delayed_recipe(recipe):
     for delayed in (f"{BF16} --fp8-format hybrid", f"{BF16} --fp8-format e4m3 --fp8-recipe delayed"):
         with pytest.raises(RefusedFlagsError, match="no-fp8-wgrad.*delayed recipe"):
             read_megatron_args(f"{delayed} --no-fp8-wgrad", world_size=8)
+
+
+# flagsA28: arguments once refused.
+def test_output_logit_dtype_is_read_into_the_precision_section():
+    """--output-logit-dtype fp32 -> precision.logit_dtype (the bytes: tests/memory/test_loss.py); Megatron-LM's
+    choices are bf16 and fp32, and the export writes the flag back."""
+    from estimator.formats.megatron_args import to_megatron_args
+    cfg = read_megatron_args(f"{BF16} --output-logit-dtype fp32", world_size=8).config
+    assert cfg["precision"]["logit_dtype"] == "fp32"
+    flags = to_megatron_args(cfg)
+    assert flags[flags.index("--output-logit-dtype") + 1] == "fp32"
+    with pytest.raises(ConfigError, match="logit_dtype"):
+        estimate(read_megatron_args(f"{BF16} --output-logit-dtype fp16", world_size=8).config)
+
+
+def test_no_pad_vocab_size_keeps_the_padded_vocabulary():
+    """Megatron-LM @ d98e8a64: --no-pad-vocab-size only stops the tokenizer from setting padded_vocab_size;
+    gpt_config_from_args then passes --vocab-size with should_pad_vocab=True and the provider pads it anyway.
+    By hand: vocabulary 1000, --make-vocab-size-divisible-by 128 x TP 2 = 256 -> 1024 rows, 512 per GPU; the
+    word embedding holds 512 x 512 = 262,144 parameters per GPU either way."""
+    base = read_megatron_args(TP2, world_size=8)
+    imp = read_megatron_args(f"{TP2} --no-pad-vocab-size", world_size=8)
+    assert imp.config == base.config
+    assert imp.no_effect == (("--no-pad-vocab-size", NO_EFFECT["pad_vocab_size"]),)
+    assert _stages(f"{TP2} --no-pad-vocab-size") == _stages(TP2)
+    from estimator.model.resolve import resolve
+    from estimator.config.load import load_config
+    r = resolve(load_config(imp.config))
+    assert r.Vp == 1024 and r.Vp // r.t * r.h == 262_144
+
+
+def test_fp16_lm_cross_entropy_changes_nothing_and_needs_fp16():
+    """GPTModel stores fp16_lm_cross_entropy and never reads it (compute_language_model_loss picks the loss by
+    cross_entropy_loss_fusion); Megatron-LM's arguments.py asserts --fp16 with it."""
+    fp16 = BASE + " --fp16"
+    imp = read_megatron_args(f"{fp16} --fp16-lm-cross-entropy", world_size=8)
+    assert [f for f, _ in imp.no_effect] == ["--fp16-lm-cross-entropy"]
+    assert _stages(f"{fp16} --fp16-lm-cross-entropy") == _stages(fp16)
+    with pytest.raises(ConfigError, match="only with --fp16"):
+        read_megatron_args(f"{BF16} --fp16-lm-cross-entropy")

@@ -307,3 +307,13 @@ def test_fp8_wgrad_false_changes_nothing_but_with_the_delayed_recipe():
     assert _stage(_read(mixed_precision={**mp, "fp8_wgrad": False})) == _stage(_read(mixed_precision=mp))
     with pytest.raises(BridgeRefusedError, match="fp8_wgrad = false"):
         _read(mixed_precision={**mp, "fp8_recipe": "delayed", "fp8_wgrad": False})
+
+
+def test_logit_dtype_reads_as_the_megatron_flag():
+    """flagsA28: Bridge's model.logit_dtype (GPTModelProvider, a torch dtype passed to GPTModel through
+    models/logit_dtype.py) is Megatron-LM's --output-logit-dtype: precision.logit_dtype fp32, and the same estimate
+    as the flags give (the bytes by hand: tests/memory/test_loss.py)."""
+    fp32 = {"_target_": "torch.float32", "_call_": False}
+    imp = _read(model={**MODEL, "logit_dtype": fp32})
+    assert imp.config["precision"]["logit_dtype"] == "fp32"
+    assert _stage(imp) != _stage(_read())
