@@ -1084,6 +1084,15 @@ class TrainingConfig:
                                      "weight gradients, while the backward pass still runs through it to the "
                                      "trained vision tower or projector (needs a vision tower with a trained "
                                      "part).", type="bool")
+    # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
+    mlp_chunks_for_training: int = _f(1, "Run each dense MLP on this many chunks along the sequence (Megatron-LM "
+                                      "--mlp-chunks-for-training, TransformerConfig.mlp_chunks_for_training; "
+                                      "Megatron-Core takes at most one chunk per local sequence row). The saved "
+                                      "activations stay the same (each chunk saves its share); only the MLP's "
+                                      "backward working set shrinks: fc1's output gradient is that of the largest "
+                                      "chunk, the two residual-sized gradients remain. Not with recompute of mlp "
+                                      "(which takes precedence) or MoE layers.", type="int", min=1, max=MAX_TOKENS,
+                                      flag="--mlp-chunks-for-training")
 
 
 @dataclass(frozen=True)

@@ -263,6 +263,8 @@ def to_megatron_args(config) -> list[str]:
     for name in ("overlap_grad_reduce", "overlap_param_gather"):
         if getattr(tr, name):
             add(_flag(name))
+    if tr.mlp_chunks_for_training > 1:
+        add("--mlp-chunks-for-training", tr.mlp_chunks_for_training)
 
     if pr.params_dtype != "fp32":
         add("--" + pr.params_dtype)

@@ -435,6 +435,9 @@ _put(_R, "ep_overlap_early_attn_memory_release",
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
      "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
      "(estimator/memory/loss.py)")
+_put(_M, "mlp_chunks_for_training", "a dense MLP run on pieces of the sequence: the same saved activations, fc1's "
+     "output gradient only for the largest piece in the backward working set (estimator/model/layers/mlp.py); "
+     "refused with MoE layers, block-scaled FP8, NVFP4, CUDA graphs, offloading and PEFT")
 _put(_M, "fp8_output_proj", "the output layer as Transformer Engine's Linear under MXFP8 (Megatron-Core's "
      "TELMHeadColumnParallelLinear): the vocabulary-sized weight's MXFP8 copies and scales, its MXFP8 saved input, "
      "the quantized logits gradient (estimator/memory/features/fp8_output.py)")
@@ -457,7 +460,6 @@ _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; n
 _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
      "of it; not modelled")
 _put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
-_put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")
 _put(_R, "spec", "a custom layer spec is not modelled")

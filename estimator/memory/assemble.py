@@ -175,7 +175,7 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis, tr.mlp_chunks_for_training)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]

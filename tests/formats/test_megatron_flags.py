@@ -153,6 +153,7 @@ CHANGES = {
     "fp8_param_gather": (FP8, "--fp8-param-gather"),
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "logit_dtype": (BF16, "--output-logit-dtype fp32"),
+    "mlp_chunks_for_training": (BF16, "--mlp-chunks-for-training 4"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
     "fp4_param_gather": (DISTOPT + " --fp4-format e2m1", "--fp4-param-gather"),
     "accumulate_allreduce_grads_in_fp32": (BASE + " --fp16", "--accumulate-allreduce-grads-in-fp32"),
@@ -420,19 +421,19 @@ def test_unknown_flags_are_errors_with_close_matches():
 
 def test_refused_flags_are_all_named_with_their_reason():
     with pytest.raises(RefusedFlagsError) as exc:
-        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --mlp-chunks-for-training 2 "
+        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --kitchen-attention-backend fa "
                            "--optimizer lion")
     assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache",
-                                                 "--mlp-chunks-for-training 2", "--optimizer lion"]
+                                                 "--kitchen-attention-backend fa", "--optimizer lion"]
     assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
 
 
 def test_refused_flags_at_megatrons_default_are_harmless():
-    """--muon-scalar-optimizer adam and --mlp-chunks-for-training 1 are what Megatron-LM does anyway."""
-    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --mlp-chunks-for-training 1")
+    """--muon-scalar-optimizer adam and --kitchen-attention-backend sdpa are what Megatron-LM does anyway."""
+    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --kitchen-attention-backend sdpa")
     assert len(imp.notes) == 2 and all("Megatron-LM's default" in n for n in imp.notes)
-    with pytest.raises(RefusedFlagsError, match="mlp-chunks-for-training"):
-        read_megatron_args(PP2 + " --mlp-chunks-for-training 2")
+    with pytest.raises(RefusedFlagsError, match="kitchen-attention-backend"):
+        read_megatron_args(PP2 + " --kitchen-attention-backend fa")
 
 
 def test_no_effect_flags_come_with_their_reason():

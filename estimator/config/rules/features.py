@@ -375,4 +375,26 @@ def feature_problems(cfg) -> list[Problem]:
         only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
                   "first_last_layers_bf16: true")
     P.extend(fp8_output_problems(cfg))
+    P.extend(_chunked_mlp_problems(cfg))
     return P
+
+
+def _chunked_mlp_problems(cfg) -> list[Problem]:
+    """flagsA28: ``training.mlp_chunks_for_training`` is modelled for dense MLPs in bf16, fp16, fp32 and the
+    per-tensor FP8 recipes; the rest is refused by name (estimator/model/layers/mlp.py)."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    n = tr.mlp_chunks_for_training
+    if n <= 1:
+        return []
+    why = []
+    if m.num_experts is not None:
+        why.append("MoE layers (each piece is routed, dispatched and padded on its own)")
+    if (pr.fp8 and pr.fp8_recipe in ("mxfp8", "blockwise")) or pr.fp4:
+        why.append("block-scaled FP8 or NVFP4 (each piece's saved input gets its own padded scales)")
+    if tr.cuda_graph_impl != "none":
+        why.append("CUDA graphs (captured on the whole layer's shapes)")
+    if tr.fine_grained_activation_offloading or tr.cpu_offloading:
+        why.append("activation offloading")
+    if tr.peft is not None:
+        why.append("PEFT adapters")
+    return [Problem("training.mlp_chunks_for_training", n, f"a chunked MLP with {w} is not modelled") for w in why]

@@ -317,3 +317,10 @@ def test_logit_dtype_reads_as_the_megatron_flag():
     imp = _read(model={**MODEL, "logit_dtype": fp32})
     assert imp.config["precision"]["logit_dtype"] == "fp32"
     assert _stage(imp) != _stage(_read())
+
+
+def test_mlp_chunks_for_training_reads_as_the_megatron_flag():
+    """flagsA28: TransformerConfig.mlp_chunks_for_training, the same field as Megatron-LM's --mlp-chunks-for-training
+    (the bytes by hand: tests/model/layers/test_mlp_chunks.py)."""
+    imp = _read(model={**MODEL, "mlp_chunks_for_training": 4})
+    assert imp.config["training"]["mlp_chunks_for_training"] == 4
