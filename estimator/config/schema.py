@@ -549,6 +549,14 @@ class ModelConfig:
     attention_dropout: float = _f(0.0, "Dropout on attention probabilities; costs memory only with unfused "
                                   "attention. (Megatron's own default is 0.1.)", type="float", min=0.0, max=1.0,
                                   flag="--attention-dropout")
+    # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
+    moe_apply_probs_on_input: bool = _f(False, "Scale the routed experts' input by the routing probabilities "
+                                        "before fc1 instead of their activation output (Megatron-LM "
+                                        "--moe-apply-probs-on-input, TransformerConfig.moe_apply_probs_on_input; "
+                                        "top-1 routing only): the product keeps the unscaled input for its "
+                                        "gradient, one more copy of the experts' input rows (2 B per element in "
+                                        "bf16), and its backward holds three such row tensors at once.",
+                                        type="bool", flag="--moe-apply-probs-on-input")
 
 
 @dataclass(frozen=True)

@@ -499,7 +499,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         _load_balancing(raw, m, notes)
     else:
         for k in ("moe_router_dtype", "moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms",
-                  *_ROUTER_FIELDS):
+                  "moe_apply_probs_on_input", *_ROUTER_FIELDS):
             if k in m:
                 del m[k]
                 notes.append(f"--{k.replace('_', '-')}: only for MoE models")

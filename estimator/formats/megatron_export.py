@@ -163,7 +163,7 @@ def to_megatron_args(config) -> list[str]:
         elif freq not in (None, 1):
             add("--moe-layer-freq", freq)
         for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity",
-                     "moe_grouped_gemm"):
+                     "moe_grouped_gemm", "moe_apply_probs_on_input"):
             if getattr(m, name):
                 add(_flag(name))
         add("--moe-token-dispatcher-type", m.moe_token_dispatcher_type)

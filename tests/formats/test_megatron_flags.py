@@ -154,6 +154,8 @@ CHANGES = {
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "logit_dtype": (BF16, "--output-logit-dtype fp32"),
     "mlp_chunks_for_training": (BF16, "--mlp-chunks-for-training 4"),
+    "moe_apply_probs_on_input": (MOE.replace("--moe-router-topk 2", "--moe-router-topk 1"),
+                                 "--moe-apply-probs-on-input"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
     "fp4_param_gather": (DISTOPT + " --fp4-format e2m1", "--fp4-param-gather"),
     "accumulate_allreduce_grads_in_fp32": (BASE + " --fp16", "--accumulate-allreduce-grads-in-fp32"),
@@ -495,3 +497,16 @@ def test_fp16_lm_cross_entropy_changes_nothing_and_needs_fp16():
     assert _stages(f"{fp16} --fp16-lm-cross-entropy") == _stages(fp16)
     with pytest.raises(ConfigError, match="only with --fp16"):
         read_megatron_args(f"{BF16} --fp16-lm-cross-entropy")
+
+
+@pytest.mark.parametrize("flag,source", [
+    ("--fp32-residual-connection", "TELayerNormColumnParallelLinear"),
+    ("--mtp-hsm", "multi_token_prediction.py"),
+    ("--enable-mhc-connections", "torch.compile"),
+    ("--ep-overlap-early-attn-memory-release", "model_chunk_schedule_plan.py"),
+])
+def test_the_refusals_kept_say_why_from_the_source(flag, source):
+    """flagsA28: the four kept refused, each with what Megatron-Core does that the estimate does not follow."""
+    with pytest.raises(RefusedFlagsError) as exc:
+        read_megatron_args(f"{MOE} {flag}")
+    assert [f for f, _ in exc.value.refused] == [flag] and source in exc.value.refused[0][1]

@@ -376,7 +376,37 @@ def feature_problems(cfg) -> list[Problem]:
                   "first_last_layers_bf16: true")
     P.extend(fp8_output_problems(cfg))
     P.extend(_chunked_mlp_problems(cfg))
+    P.extend(_probs_on_input_problems(cfg))
     return P
+
+
+def _probs_on_input_problems(cfg) -> list[Problem]:
+    """flagsA28: ``model.moe_apply_probs_on_input`` (estimator/model/layers/moe.py ``probs_on_input``). Megatron-Core
+    asserts top-1 routing (experts.py); the combinations whose expert tensors another part of the estimate re-plans,
+    or where the probabilities are not in the activations' dtype, are refused by name."""
+    m, tr = cfg.model, cfg.training
+    if not m.moe_apply_probs_on_input:
+        return []
+    field = "model.moe_apply_probs_on_input"
+    if m.num_experts is None:
+        return [Problem(field, True, "applies only to MoE models (num_experts)")]
+    out = []
+    if (m.moe_router_topk or 2) != 1:
+        out.append(Problem(field, True, f"needs moe_router_topk 1 (Megatron-Core asserts it in experts.py), got "
+                           f"{m.moe_router_topk or 2}"))
+    for on, what in ((m.moe_router_dtype is not None, f"moe_router_dtype {m.moe_router_dtype} (fp32 probabilities "
+                      "promote the product to fp32)"),
+                     (m.moe_token_dispatcher_type == "flex", "the flex dispatcher"),
+                     (tr.use_transformer_engine_op_fuser, "use_transformer_engine_op_fuser (Megatron-Core falls "
+                      "back to the unfused experts)"),
+                     (tr.moe_paged_stash, "the paged stash"),
+                     (tr.fine_grained_activation_offloading or tr.cpu_offloading, "activation offloading"),
+                     (tr.peft is not None, "PEFT adapters"),
+                     (tr.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm"),
+                     (tr.cuda_graph_impl != "none", "CUDA graphs")):
+        if on:
+            out.append(Problem(field, True, f"with {what} is not modelled"))
+    return out
 
 
 def _chunked_mlp_problems(cfg) -> list[Problem]:
