@@ -1101,6 +1101,13 @@ class TrainingConfig:
                                       "chunk, the two residual-sized gradients remain. Not with recompute of mlp "
                                       "(which takes precedence) or MoE layers.", type="int", min=1, max=MAX_TOKENS,
                                       flag="--mlp-chunks-for-training")
+    ep_overlap_early_attn_memory_release: bool = _f(
+        False, "In the combined 1F1B step (overlap_moe_expert_parallel_comm), run the backward layer's attention "
+        "backward right after its dispatch backward, before the forward layer's MLP (Megatron-LM "
+        "--ep-overlap-early-attn-memory-release): the forward's MLP node then sits beside the backward layer's input "
+        "gradient instead of its attention activations and permuted tokens' gradient. Modelled with the alltoall "
+        "dispatcher, without delay_wgrad_compute.", type="bool",
+        flag="--ep-overlap-early-attn-memory-release")
 
 
 @dataclass(frozen=True)

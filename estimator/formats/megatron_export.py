@@ -325,6 +325,7 @@ _FEATURE_FIELDS = (
     ("training", "cuda_graph_impl"),
     ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
     ("training", "overlap_moe_expert_parallel_comm"), ("training", "delay_wgrad_compute"),
+    ("training", "ep_overlap_early_attn_memory_release"),
     ("training", "overlap_dispatch_backward_with_experts_wgrad"),
     ("training", "deterministic_mode"),
     ("training", "empty_unused_memory_level"),

@@ -434,10 +434,6 @@ _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers (multi_token_predicti
      "selection mask (about 9 B per token), but its forward stacks, reshapes and rolls copies of the earlier depths' "
      "hidden states (up to 3 x (depth - 1) x 2 B per token and hidden element), a transient the MTP block's forward "
      "is not modelled with")
-_put(_R, "ep_overlap_early_attn_memory_release",
-     "the combined 1F1B step with the backward layer's attention backward moved before the forward layer's MLP "
-     "(model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run) is not modelled: it changes which of the "
-     "step's moments is the peak (estimator/memory/features/schedule.py models the default order)")
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
      "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
      "(estimator/memory/loss.py)")
@@ -446,6 +442,10 @@ _put(_M, "mlp_chunks_for_training", "a dense MLP run on pieces of the sequence: 
      "refused with MoE layers, block-scaled FP8, NVFP4, CUDA graphs, offloading and PEFT")
 _put(_M, "moe_apply_probs_on_input", "the routed experts' input scaled by the top-1 probabilities before fc1: the "
      "product keeps the unscaled input rows, one more copy (estimator/model/layers/moe.py probs_on_input)")
+_put(_M, "ep_overlap_early_attn_memory_release", "the combined 1F1B step with the backward layer's attention "
+     "backward before the forward layer's MLP: that MLP's moment sits beside the backward layer's input gradient "
+     "instead of its attention activations (estimator/memory/features/schedule.py; refused with flex and "
+     "delay_wgrad_compute)")
 _put(_M, "fp8_output_proj", "the output layer as Transformer Engine's Linear under MXFP8 (Megatron-Core's "
      "TELMHeadColumnParallelLinear): the vocabulary-sized weight's MXFP8 copies and scales, its MXFP8 saved input, "
      "the quantized logits gradient (estimator/memory/features/fp8_output.py)")

@@ -154,6 +154,11 @@ CHANGES = {
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "logit_dtype": (BF16, "--output-logit-dtype fp32"),
     "mlp_chunks_for_training": (BF16, "--mlp-chunks-for-training 4"),
+    "ep_overlap_early_attn_memory_release": (
+        BF16.replace("--vocab-size 1000", "--vocab-size 1024") + " --swiglu --num-experts 8 --moe-router-topk 2 "
+        "--moe-ffn-hidden-size 256 --moe-shared-expert-intermediate-size 512 --tensor-model-parallel-size 2 "
+        "--sequence-parallel --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
+        "--overlap-moe-expert-parallel-comm", "--ep-overlap-early-attn-memory-release"),
     "moe_apply_probs_on_input": (MOE.replace("--moe-router-topk 2", "--moe-router-topk 1"),
                                  "--moe-apply-probs-on-input"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
@@ -503,10 +508,9 @@ def test_fp16_lm_cross_entropy_changes_nothing_and_needs_fp16():
     ("--fp32-residual-connection", "TELayerNormColumnParallelLinear"),
     ("--mtp-hsm", "multi_token_prediction.py"),
     ("--enable-mhc-connections", "torch.compile"),
-    ("--ep-overlap-early-attn-memory-release", "model_chunk_schedule_plan.py"),
 ])
 def test_the_refusals_kept_say_why_from_the_source(flag, source):
-    """flagsA28: the four kept refused, each with what Megatron-Core does that the estimate does not follow."""
+    """flagsA28: the three kept refused, each with what Megatron-Core does that the estimate does not follow."""
     with pytest.raises(RefusedFlagsError) as exc:
         read_megatron_args(f"{MOE} {flag}")
     assert [f for f, _ in exc.value.refused] == [flag] and source in exc.value.refused[0][1]

@@ -377,7 +377,28 @@ def feature_problems(cfg) -> list[Problem]:
     P.extend(fp8_output_problems(cfg))
     P.extend(_chunked_mlp_problems(cfg))
     P.extend(_probs_on_input_problems(cfg))
+    P.extend(_early_release_problems(cfg))
     return P
+
+
+def _early_release_problems(cfg) -> list[Problem]:
+    """flagsA28: ``training.ep_overlap_early_attn_memory_release`` (estimator/memory/features/schedule.py). Megatron-Core
+    asserts overlap_moe_expert_parallel_comm (TransformerConfig.__post_init__); modelled with the alltoall dispatcher
+    and without delayed weight gradients."""
+    tr = cfg.training
+    if not tr.ep_overlap_early_attn_memory_release:
+        return []
+    field = "training.ep_overlap_early_attn_memory_release"
+    if not tr.overlap_moe_expert_parallel_comm:
+        return [Problem(field, True, "needs overlap_moe_expert_parallel_comm (Megatron-Core asserts it)")]
+    out = []
+    if cfg.model.moe_token_dispatcher_type == "flex":
+        out.append(Problem(field, True, "with the flex dispatcher is not modelled (the attention backward's moment "
+                           "can exceed the MLP backward's there)"))
+    if tr.delay_wgrad_compute:
+        out.append(Problem(field, True, "with delay_wgrad_compute is not modelled (the attention's delayed window "
+                           "moves with it)"))
+    return out
 
 
 def _probs_on_input_problems(cfg) -> list[Problem]:
