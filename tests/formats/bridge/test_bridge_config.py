@@ -324,3 +324,19 @@ def test_mlp_chunks_for_training_reads_as_the_megatron_flag():
     (the bytes by hand: tests/model/layers/test_mlp_chunks.py)."""
     imp = _read(model={**MODEL, "mlp_chunks_for_training": 4})
     assert imp.config["training"]["mlp_chunks_for_training"] == 4
+
+
+def test_logit_dtype_exports_as_a_torch_dtype_and_has_no_override():
+    """flagsA28: the config.yaml form writes model.logit_dtype as Bridge's YAML writes a dtype and reads back; a
+    dotted override cannot set it (omegaconf_utils._apply_overrides converts a string only where the field already
+    holds a dtype, and logit_dtype's default is None), so the overrides export says so."""
+    from estimator import UnsupportedError
+    from estimator.formats.bridge.export import to_bridge_dict, to_bridge_overrides
+    cfg = {"model": {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1024},
+           "parallelism": {}, "training": {"seq_length": 256, "world_size": 1},
+           "precision": {"logit_dtype": "fp32"}}
+    data = to_bridge_dict(cfg)
+    assert data["model"]["logit_dtype"] == {"_target_": "torch.float32", "_call_": False}
+    assert read_bridge_config(data, world_size=1).config["precision"]["logit_dtype"] == "fp32"
+    with pytest.raises(UnsupportedError, match="model.logit_dtype has no Megatron-Bridge override"):
+        to_bridge_overrides(cfg)
