@@ -602,6 +602,14 @@ class ModelConfig:
     attention_dropout: float = _f(0.0, "Dropout on attention probabilities; costs memory only with unfused "
                                   "attention. (Megatron's own default is 0.1.)", type="float", min=0.0, max=1.0,
                                   flag="--attention-dropout")
+    # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
+    moe_apply_probs_on_input: bool = _f(False, "Scale the routed experts' input by the routing probabilities "
+                                        "before fc1 instead of their activation output (Megatron-LM "
+                                        "--moe-apply-probs-on-input, TransformerConfig.moe_apply_probs_on_input; "
+                                        "top-1 routing only): the product keeps the unscaled input for its "
+                                        "gradient, one more copy of the experts' input rows (2 B per element in "
+                                        "bf16), and its backward holds three such row tensors at once.",
+                                        type="bool", flag="--moe-apply-probs-on-input")
 
 
 @dataclass(frozen=True)
@@ -1137,6 +1145,22 @@ class TrainingConfig:
                                      "weight gradients, while the backward pass still runs through it to the "
                                      "trained vision tower or projector (needs a vision tower with a trained "
                                      "part).", type="bool")
+    # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
+    mlp_chunks_for_training: int = _f(1, "Run each dense MLP on this many chunks along the sequence (Megatron-LM "
+                                      "--mlp-chunks-for-training, TransformerConfig.mlp_chunks_for_training; "
+                                      "Megatron-Core takes at most one chunk per local sequence row). The saved "
+                                      "activations stay the same (each chunk saves its share); only the MLP's "
+                                      "backward working set shrinks: fc1's output gradient is that of the largest "
+                                      "chunk, the two residual-sized gradients remain. Not with recompute of mlp "
+                                      "(which takes precedence) or MoE layers.", type="int", min=1, max=MAX_TOKENS,
+                                      flag="--mlp-chunks-for-training")
+    ep_overlap_early_attn_memory_release: bool = _f(
+        False, "In the combined 1F1B step (overlap_moe_expert_parallel_comm), run the backward layer's attention "
+        "backward right after its dispatch backward, before the forward layer's MLP (Megatron-LM "
+        "--ep-overlap-early-attn-memory-release): the forward's MLP node then sits beside the backward layer's input "
+        "gradient instead of its attention activations and permuted tokens' gradient. Modelled with the alltoall "
+        "dispatcher, without delay_wgrad_compute.", type="bool",
+        flag="--ep-overlap-early-attn-memory-release")
 
 
 @dataclass(frozen=True)
@@ -1247,6 +1271,14 @@ class PrecisionConfig:
         "weight copies, their scales and its saved input); a linear no rule matches keeps the run's recipe, and the "
         "bf16 first/last layers stay bf16. E.g. ['*.linear_qkv=bf16', '*mixer.out_proj=mxfp8']. Null: one recipe "
         "for the whole model.", type="str_list")
+    # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
+    logit_dtype: str | None = _f(None, "Dtype of the logits the output layer writes (Megatron-LM "
+                                 "--output-logit-dtype, GPTModel logit_dtype; Megatron-Bridge model.logit_dtype). "
+                                 "fp32 under bf16 weights: the GEMM writes fp32 logits (Transformer Engine's "
+                                 "general_gemm), the loss works in them in place (4 B per logit, no bf16 copy), and the "
+                                 "output layer's backward casts their gradient to bf16 (+ 2 B per logit beside it).",
+                                 type="str", choices=("bf16", "fp32"), derived="the output layer's input dtype "
+                                 "(params_dtype)", flag="--output-logit-dtype")
 
 
 @dataclass(frozen=True)

@@ -501,7 +501,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         _load_balancing(raw, m, notes)
     else:
         for k in ("moe_router_dtype", "moe_flex_dispatcher_backend", "moe_flex_dispatcher_num_sms",
-                  *_ROUTER_FIELDS):
+                  "moe_apply_probs_on_input", *_ROUTER_FIELDS):
             if k in m:
                 del m[k]
                 notes.append(f"--{k.replace('_', '-')}: only for MoE models")
@@ -676,6 +676,9 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
     if "bf16" in raw and "fp16" in raw:
         raise ConfigError(Problem("--bf16", None, "--bf16 and --fp16 exclude each other"))
     pr["params_dtype"] = "bf16" if "bf16" in raw else "fp16" if "fp16" in raw else "fp32"
+    if argparse_rules and pr["params_dtype"] != "fp16" and any(f == "--fp16-lm-cross-entropy" for f, _ in no_effect):
+        raise ConfigError(Problem("--fp16-lm-cross-entropy", None, "Megatron-LM accepts it only with --fp16 "
+                                  "(arguments.py: 'lm cross entropy in fp16 only support in fp16 mode')"))
     if "fp8" in raw:
         fmt = _one("--fp8-format", raw["fp8"])
         if fmt not in ("e4m3", "hybrid"):

@@ -167,7 +167,7 @@ def to_megatron_args(config) -> list[str]:
         elif freq not in (None, 1):
             add("--moe-layer-freq", freq)
         for name in ("moe_shared_expert_gate", "moe_router_enable_expert_bias", "moe_pad_expert_input_to_capacity",
-                     "moe_grouped_gemm"):
+                     "moe_grouped_gemm", "moe_apply_probs_on_input"):
             if getattr(m, name):
                 add(_flag(name))
         add("--moe-token-dispatcher-type", m.moe_token_dispatcher_type)
@@ -267,6 +267,8 @@ def to_megatron_args(config) -> list[str]:
     for name in ("overlap_grad_reduce", "overlap_param_gather"):
         if getattr(tr, name):
             add(_flag(name))
+    if tr.mlp_chunks_for_training > 1:
+        add("--mlp-chunks-for-training", tr.mlp_chunks_for_training)
 
     if pr.params_dtype != "fp32":
         add("--" + pr.params_dtype)
@@ -282,6 +284,8 @@ def to_megatron_args(config) -> list[str]:
         add("--fp4-recipe", pr.fp4_recipe or "nvfp4")
         if pr.fp4_param_gather:
             add("--fp4-param-gather")
+    if pr.logit_dtype is not None:
+        add("--output-logit-dtype", pr.logit_dtype)
     fp32_grads = grad_reduce_in_fp32(pr)
     if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
         raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "
@@ -325,6 +329,7 @@ _FEATURE_FIELDS = (
     ("training", "cuda_graph_impl"),
     ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
     ("training", "overlap_moe_expert_parallel_comm"), ("training", "delay_wgrad_compute"),
+    ("training", "ep_overlap_early_attn_memory_release"),
     ("training", "overlap_dispatch_backward_with_experts_wgrad"),
     ("training", "deterministic_mode"),
     ("training", "empty_unused_memory_level"),

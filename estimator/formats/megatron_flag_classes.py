@@ -192,6 +192,15 @@ _put(_N, "fp8_wgrad", "--no-fp8-wgrad: Megatron-Core reads it only for the delay
      "nothing; with delayed it is refused (Transformer Engine 2.1 and newer have no override_linear_precision)")
 _put(_N, "fp4_recipe", "the FP4 recipe: nvfp4 (Megatron's default) is the only one modelled, and a custom recipe "
      "is refused by value")
+# flagsA28: arguments once refused, found without memory effect at the catalogue's revision.
+_put(_N, "pad_vocab_size", "--no-pad-vocab-size: the model's vocabulary is padded all the same. Without the flag "
+     "the tokenizer sets padded_vocab_size (megatron/core/tokenizers/utils/build_tokenizer.py); with it that stays "
+     "unset, so gpt_config_from_args (megatron/training/argument_utils.py) passes --vocab-size with "
+     "should_pad_vocab=True and the model provider pads it to a multiple of --make-vocab-size-divisible-by x TP "
+     "(megatron/training/vocab_utils.py): the same size (give --padded-vocab-size for another)")
+_put(_N, "fp16_lm_cross_entropy", "Megatron-Core's GPTModel stores it and never reads it: the loss's dtypes follow "
+     "--cross-entropy-loss-fusion and the logits' dtype (language_module.py compute_language_model_loss); "
+     "Megatron-LM accepts it only with --fp16")
 _put(_N, "mtp_standalone", "only the pipeline's send/receive shapes change; where MTP layers sit is read from the "
      "layout (a layout string overrides it)")
 _put(_N, "tokenizer_type", "the vocabulary size comes from --vocab-size (the NullTokenizer keeps it as given at "
@@ -420,9 +429,23 @@ _put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
 _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
-_put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
-_put(_R, "ep_overlap_early_attn_memory_release",
-     "releasing attention memory early under expert-parallel overlap is not modelled")
+_put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers (multi_token_prediction.py, training with 2+ MTP "
+     "layers) is not modelled: for the backward pass each depth after the first keeps only gather indices and a "
+     "selection mask (about 9 B per token), but its forward stacks, reshapes and rolls copies of the earlier depths' "
+     "hidden states (up to 3 x (depth - 1) x 2 B per token and hidden element), a transient the MTP block's forward "
+     "is not modelled with")
+_put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
+     "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
+     "(estimator/memory/loss.py)")
+_put(_M, "mlp_chunks_for_training", "a dense MLP run on pieces of the sequence: the same saved activations, fc1's "
+     "output gradient only for the largest piece in the backward working set (estimator/model/layers/mlp.py); "
+     "refused with MoE layers, block-scaled FP8, NVFP4, CUDA graphs, offloading and PEFT")
+_put(_M, "moe_apply_probs_on_input", "the routed experts' input scaled by the top-1 probabilities before fc1: the "
+     "product keeps the unscaled input rows, one more copy (estimator/model/layers/moe.py probs_on_input)")
+_put(_M, "ep_overlap_early_attn_memory_release", "the combined 1F1B step with the backward layer's attention "
+     "backward before the forward layer's MLP: that MLP's moment sits beside the backward layer's input gradient "
+     "instead of its attention activations (estimator/memory/features/schedule.py; refused with flex and "
+     "delay_wgrad_compute)")
 _put(_M, "fp8_output_proj", "the output layer as Transformer Engine's Linear under MXFP8 (Megatron-Core's "
      "TELMHeadColumnParallelLinear): the vocabulary-sized weight's MXFP8 copies and scales, its MXFP8 saved input, "
      "the quantized logits gradient (estimator/memory/features/fp8_output.py)")
@@ -434,19 +457,22 @@ _put(_M, "te_precision_config_file", "a per-module quantisation recipe (the YAML
 _put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")
-_put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled")
-_put(_R, "fp16_lm_cross_entropy logit_dtype", "a different logits dtype is not modelled")
+_put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled exactly: with Transformer Engine the "
+     "norms save bf16 copies of their fp32 input (TELayerNormColumnParallelLinear.forward casts it; TE's RMSNorm op "
+     "converts it), the same bytes as now, but the stream itself, the pipeline's received inputs kept per "
+     "micro-batch (fp32, beside the first layer's bf16 copy), full-recompute checkpoints (4 B per element) and the "
+     "backward pass's residual gradients become fp32, which the working sets do not follow")
 _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
      "other tensors and is not modelled (Megatron-Core does not test it for training)")
-_put(_R, "enable_mhc_connections", "multi-stream (mHC) residual connections are not modelled")
+_put(_R, "enable_mhc_connections", "Megatron-LM's multi-stream (mHC) residual connections are not modelled: at "
+     "this revision HyperConnectionModule computes its projection, aggregation and H_res mixing in torch.compile'd "
+     "functions, whose saved tensors the compiler's partitioner picks; the estimator models the dev branch's mHC "
+     "(model.enable_hyper_connections, which Megatron-Bridge's DeepSeek-V4 sets)")
 _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for benchmarks) makes a routing imbalance "
      "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
      "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
-_put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
-     "of it; not modelled")
 _put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
-_put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")
 _put(_R, "spec", "a custom layer spec is not modelled")
@@ -455,7 +481,6 @@ _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and traini
 _put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")
 _put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
      "logits_load_kd_loss_alpha logits_load_ignore_errors", "logit distillation's teacher logits are not modelled")
-_put(_R, "pad_vocab_size", "an unpadded vocabulary is not modelled (give --padded-vocab-size)")
 _put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
 _put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
 _put(_R, "model_parallel_size", "--model-parallel-size is no longer valid in Megatron-LM; use "

@@ -40,7 +40,7 @@ from .features import fp8_output, frozen_language
 from .allocator import parse_alloc_conf
 from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
                           stage_extras)
-from .loss import loss_buffers
+from .loss import logit_bytes as loss_logit_bytes, loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained, separate_expert_optimizer)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
@@ -176,7 +176,7 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis, tr.mlp_chunks_for_training)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
@@ -288,7 +288,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     counted = phases.counted(cfg)
     rl_counted = phases.rl_counted(cfg)     # one RL step's phases (training.rl_algorithm)
     loss_elements = (r.s * r.b // r.cp) * (r.Vp // r.t)      # logit elements of one micro-batch on a loss-stage GPU
-    logit_bytes = 4 if pr.params_dtype == "fp32" else 2
+    logit_bytes = loss_logit_bytes(pr)                       # as the output layer writes them (memory/loss.py)
     moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                      if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
     fp8_written = (pr.fp8 and pr.fp8_param_gather) or (pr.fp4 and pr.fp4_param_gather)   # dequantized for a save

@@ -23,6 +23,21 @@ element (Megatron-Core ``LanguageModule.compute_language_model_loss``):
 The output layer's backward then needs the bf16 gradient of the logits and its own weight gradient
 (V/t x h in the weight dtype; Megatron allocates it even when the gradient accumulates straight into
 ``main_grad``) after the loss has freed what it saved.
+
+Logits in another dtype than the output layer's input (``precision.logit_dtype``, Megatron-LM
+``--output-logit-dtype``; Megatron-LM @ d98e8a64 : megatron/core/tensor_parallel/layers.py ``_linear_forward``
+runs Transformer Engine's ``general_gemm`` with ``out_dtype``, and the backward of
+``LinearWithGradAccumulationAndAsyncCommunication`` starts with ``grad_output.to(ctx.input_dtype)``). With L the
+logits' bytes per element and A the input's:
+
+    fp32 logits (L = 4)      .float() returns them as they are: the loss turns them into the softmax in place
+                             (saved 4, no half copy); the output layer's backward casts their fp32 gradient,
+                             still held by the autograd call, to the input dtype: + A beside it
+    half logits (L = 2)      as in the table: the fp32 copy is saved, the L-byte logits live until the model's
+                             forward returns; a dtype other than the input's adds the cast's A during the
+                             output layer's backward
+
+Transformer Engine's kernel, as the table models it, saves the logits in their own dtype (saved L, + A for the cast).
 """
 
 from __future__ import annotations
@@ -31,7 +46,7 @@ from typing import NamedTuple
 
 from ..model.resolve import Resolved
 
-__all__ = ["LossBuffers", "loss_buffers"]
+__all__ = ["LossBuffers", "logit_bytes", "loss_buffers"]
 
 
 class LossBuffers(NamedTuple):
@@ -43,20 +58,30 @@ class LossBuffers(NamedTuple):
     output_backward: int  # change against ``saved`` while the output layer runs its backward (without wgrad)
 
 
+def logit_bytes(precision) -> int:
+    """Bytes per logit element as the output layer writes it: ``logit_dtype``, else the weights' dtype (fp32 4,
+    bf16 and fp16 2)."""
+    dtype = precision.logit_dtype or precision.params_dtype
+    return 4 if dtype == "fp32" else 2
+
+
 def loss_buffers(r: Resolved) -> LossBuffers:
     """What the logits of one micro-batch cost on one GPU of the last stage (bf16 logits; fp32 weights
-    give fp32 logits)."""
-    tr = r.cfg.training
+    give fp32 logits; ``logit_dtype`` sets them apart from the weights)."""
+    tr, pr = r.cfg.training, r.cfg.precision
     n = (r.s * r.b // r.cp) * (r.Vp // r.t)    # logit elements on this GPU
-    act = 4 if r.cfg.precision.params_dtype == "fp32" else 2
+    act = 4 if pr.params_dtype == "fp32" else 2     # the output layer's input
+    lb = logit_bytes(pr)
+    # the output layer's backward casts the logits' gradient to its input's dtype (a new tensor beside it)
+    cast = act * n if pr.logit_dtype not in (None, pr.params_dtype) else 0
     # Gemma 2's final_logit_softcapping (Megatron-Bridge Gemma2OutputLayer: cap * tanh(logits / cap)) keeps
     # tanh's output, one more logits-sized tensor, until the backward pass.
-    cap = act * n if r.cfg.model.final_logit_softcapping else 0
+    cap = lb * n if r.cfg.model.final_logit_softcapping else 0
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
-        return LossBuffers(saved=act * n + cap, forward_extra=0, backward_extra=0, output_backward=0)
+        return LossBuffers(saved=lb * n + cap, forward_extra=0, backward_extra=0, output_backward=cast)
     extra_fp32 = 4 * n if tr.cross_entropy_loss_fusion else 0   # torch.compile's out-of-place buffer
-    if act == 4:   # fp32 logits: .float() returns them as they are, so the loss works in them in place
+    if lb == 4:   # fp32 logits: .float() returns them as they are, so the loss works in them in place
         return LossBuffers(saved=4 * n + cap, forward_extra=extra_fp32, backward_extra=extra_fp32,
-                           output_backward=0)
-    return LossBuffers(saved=4 * n + cap, forward_extra=act * n + extra_fp32, backward_extra=act * n + extra_fp32,
-                       output_backward=act * n - 4 * n)
+                           output_backward=cast)
+    return LossBuffers(saved=4 * n + cap, forward_extra=lb * n + extra_fp32, backward_extra=lb * n + extra_fp32,
+                       output_backward=lb * n - 4 * n + cast)

@@ -100,12 +100,14 @@ def test_launch_script_text():
 
 
 def test_unmodelled_memory_flags_are_errors():
-    for flag in ("--keep-fp8-transpose-cache", "--ep-overlap-early-attn-memory-release", "--optimizer-cuda-graph"):
+    for flag in ("--keep-fp8-transpose-cache", "--fp32-residual-connection", "--optimizer-cuda-graph"):
         with pytest.raises(UnsupportedError, match=flag):
             parse_megatron_args(f"{MODEL} {flag}")
     # Modelled now, but only as Megatron-Core allows it: the paged stash needs the per-rank budget.
     with pytest.raises(ConfigError, match="moe_paged_stash"):
         load_config(parse_megatron_args(f"{MODEL} --moe-paged-stash", world_size=1)[0])
+    with pytest.raises(ConfigError, match="ep_overlap_early_attn_memory_release"):
+        load_config(parse_megatron_args(f"{MODEL} --ep-overlap-early-attn-memory-release", world_size=1)[0])
     with pytest.raises(UnsupportedError, match="Lion"):
         parse_megatron_args(f"{MODEL} --optimizer lion")
 

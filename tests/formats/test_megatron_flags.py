@@ -152,6 +152,15 @@ CHANGES = {
     "fp8_recipe": (FP8 + " --use-precision-aware-optimizer", "--fp8-recipe tensorwise"),
     "fp8_param_gather": (FP8, "--fp8-param-gather"),
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
+    "logit_dtype": (BF16, "--output-logit-dtype fp32"),
+    "mlp_chunks_for_training": (BF16, "--mlp-chunks-for-training 4"),
+    "ep_overlap_early_attn_memory_release": (
+        BF16.replace("--vocab-size 1000", "--vocab-size 1024") + " --swiglu --num-experts 8 --moe-router-topk 2 "
+        "--moe-ffn-hidden-size 256 --moe-shared-expert-intermediate-size 512 --tensor-model-parallel-size 2 "
+        "--sequence-parallel --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
+        "--overlap-moe-expert-parallel-comm", "--ep-overlap-early-attn-memory-release"),
+    "moe_apply_probs_on_input": (MOE.replace("--moe-router-topk 2", "--moe-router-topk 1"),
+                                 "--moe-apply-probs-on-input"),
     "fp4": (DISTOPT, "--fp4-format e2m1"),
     "fp4_param_gather": (DISTOPT + " --fp4-format e2m1", "--fp4-param-gather"),
     "te_precision_config_file": (DISTOPT + " --fp4-format e2m1", "--te-precision-config-file te_quant.yaml"),
@@ -424,19 +433,19 @@ def test_unknown_flags_are_errors_with_close_matches():
 
 def test_refused_flags_are_all_named_with_their_reason():
     with pytest.raises(RefusedFlagsError) as exc:
-        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --mlp-chunks-for-training 2 "
+        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --kitchen-attention-backend fa "
                            "--optimizer lion")
     assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache",
-                                                 "--mlp-chunks-for-training 2", "--optimizer lion"]
+                                                 "--kitchen-attention-backend fa", "--optimizer lion"]
     assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
 
 
 def test_refused_flags_at_megatrons_default_are_harmless():
-    """--muon-scalar-optimizer adam and --mlp-chunks-for-training 1 are what Megatron-LM does anyway."""
-    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --mlp-chunks-for-training 1")
+    """--muon-scalar-optimizer adam and --kitchen-attention-backend sdpa are what Megatron-LM does anyway."""
+    imp = read_megatron_args(PP2 + " --muon-scalar-optimizer adam --kitchen-attention-backend sdpa")
     assert len(imp.notes) == 2 and all("Megatron-LM's default" in n for n in imp.notes)
-    with pytest.raises(RefusedFlagsError, match="mlp-chunks-for-training"):
-        read_megatron_args(PP2 + " --mlp-chunks-for-training 2")
+    with pytest.raises(RefusedFlagsError, match="kitchen-attention-backend"):
+        read_megatron_args(PP2 + " --kitchen-attention-backend fa")
 
 
 def test_no_effect_flags_come_with_their_reason():
@@ -458,3 +467,55 @@ def test_no_fp8_wgrad_changes_nothing_but_with_the_delayed_recipe(recipe):
     for delayed in (f"{BF16} --fp8-format hybrid", f"{BF16} --fp8-format e4m3 --fp8-recipe delayed"):
         with pytest.raises(RefusedFlagsError, match="no-fp8-wgrad.*delayed recipe"):
             read_megatron_args(f"{delayed} --no-fp8-wgrad", world_size=8)
+
+
+# flagsA28: arguments once refused.
+def test_output_logit_dtype_is_read_into_the_precision_section():
+    """--output-logit-dtype fp32 -> precision.logit_dtype (the bytes: tests/memory/test_loss.py); Megatron-LM's
+    choices are bf16 and fp32, and the export writes the flag back."""
+    from estimator.formats.megatron_args import to_megatron_args
+    cfg = read_megatron_args(f"{BF16} --output-logit-dtype fp32", world_size=8).config
+    assert cfg["precision"]["logit_dtype"] == "fp32"
+    flags = to_megatron_args(cfg)
+    assert flags[flags.index("--output-logit-dtype") + 1] == "fp32"
+    with pytest.raises(ConfigError, match="logit_dtype"):
+        estimate(read_megatron_args(f"{BF16} --output-logit-dtype fp16", world_size=8).config)
+
+
+def test_no_pad_vocab_size_keeps_the_padded_vocabulary():
+    """Megatron-LM @ d98e8a64: --no-pad-vocab-size only stops the tokenizer from setting padded_vocab_size;
+    gpt_config_from_args then passes --vocab-size with should_pad_vocab=True and the provider pads it anyway.
+    By hand: vocabulary 1000, --make-vocab-size-divisible-by 128 x TP 2 = 256 -> 1024 rows, 512 per GPU; the
+    word embedding holds 512 x 512 = 262,144 parameters per GPU either way."""
+    base = read_megatron_args(TP2, world_size=8)
+    imp = read_megatron_args(f"{TP2} --no-pad-vocab-size", world_size=8)
+    assert imp.config == base.config
+    assert imp.no_effect == (("--no-pad-vocab-size", NO_EFFECT["pad_vocab_size"]),)
+    assert _stages(f"{TP2} --no-pad-vocab-size") == _stages(TP2)
+    from estimator.model.resolve import resolve
+    from estimator.config.load import load_config
+    r = resolve(load_config(imp.config))
+    assert r.Vp == 1024 and r.Vp // r.t * r.h == 262_144
+
+
+def test_fp16_lm_cross_entropy_changes_nothing_and_needs_fp16():
+    """GPTModel stores fp16_lm_cross_entropy and never reads it (compute_language_model_loss picks the loss by
+    cross_entropy_loss_fusion); Megatron-LM's arguments.py asserts --fp16 with it."""
+    fp16 = BASE + " --fp16"
+    imp = read_megatron_args(f"{fp16} --fp16-lm-cross-entropy", world_size=8)
+    assert [f for f, _ in imp.no_effect] == ["--fp16-lm-cross-entropy"]
+    assert _stages(f"{fp16} --fp16-lm-cross-entropy") == _stages(fp16)
+    with pytest.raises(ConfigError, match="only with --fp16"):
+        read_megatron_args(f"{BF16} --fp16-lm-cross-entropy")
+
+
+@pytest.mark.parametrize("flag,source", [
+    ("--fp32-residual-connection", "TELayerNormColumnParallelLinear"),
+    ("--mtp-hsm", "multi_token_prediction.py"),
+    ("--enable-mhc-connections", "torch.compile"),
+])
+def test_the_refusals_kept_say_why_from_the_source(flag, source):
+    """flagsA28: the three kept refused, each with what Megatron-Core does that the estimate does not follow."""
+    with pytest.raises(RefusedFlagsError) as exc:
+        read_megatron_args(f"{MOE} {flag}")
+    assert [f for f, _ in exc.value.refused] == [flag] and source in exc.value.refused[0][1]

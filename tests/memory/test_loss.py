@@ -63,3 +63,62 @@ def test_native_fusion_against_megatron_ci():
     fused = estimate(make_config(model, par, {**tr, "cross_entropy_loss_fusion": True})).stages[-1].allocated_bytes
     assert fused - plain == 413_138_944
     assert abs(fused - plain - measured) / measured < 0.01
+
+
+# flagsA28: precision.logit_dtype (Megatron-LM --output-logit-dtype).
+def _logit_buffers(logit_dtype, params_dtype="bf16", **training):
+    cfg = make_config(MODEL, training={"seq_length": 256, **training},
+                      precision={"params_dtype": params_dtype, "logit_dtype": logit_dtype})
+    return loss_buffers(resolve(load_config(cfg)))
+
+
+def test_fp32_logits_under_bf16_weights_unfused():
+    """--output-logit-dtype fp32 with bf16 weights, unfused loss, N = 256 x 1024 logit elements:
+    the GEMM writes fp32 logits (4 N); ``.float()`` returns them as they are and the loss turns them into the
+    softmax in place, so saved = 4 N and no bf16 copy lives to the end of the forward (0); nothing else during the
+    loss backward (0); the output layer's backward casts the fp32 gradient (still the saved 4 N buffer) to bf16:
+    + 2 N beside it. Against bf16 logits (4 N, 2 N, 2 N, -2 N): the forward end is 2 N lower, the output layer's
+    backward 4 N higher."""
+    assert _logit_buffers("fp32") == (4 * N, 0, 0, 2 * N)
+
+
+def test_fp32_logits_under_bf16_weights_fused():
+    """Native fusion adds torch.compile's out-of-place fp32 buffer (4 N) in the loss forward and backward:
+    (4 N, 4 N, 4 N, 2 N). Transformer Engine's kernel, as this module models it, keeps the logits in their own
+    dtype: saved 4 N, and the output layer's cast 2 N."""
+    assert _logit_buffers("fp32", cross_entropy_loss_fusion=True) == (4 * N, 4 * N, 4 * N, 2 * N)
+    assert _logit_buffers("fp32", cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == \
+        (4 * N, 0, 0, 2 * N)
+
+
+def test_logits_in_the_weights_own_dtype_change_nothing():
+    """bf16 logits under bf16 weights and fp32 under fp32 weights: _linear_forward takes the plain matmul."""
+    assert _logit_buffers("bf16") == _logit_buffers(None) == (4 * N, 2 * N, 2 * N, -2 * N)
+    assert _logit_buffers("fp32", "fp32") == _logit_buffers(None, "fp32") == (4 * N, 0, 0, 0)
+
+
+def test_bf16_logits_under_fp32_weights():
+    """fp32 weights, bf16 logits: the fp32 copy is saved (4 N), the bf16 logits live to the forward's end (2 N)
+    and the loss backward's bf16 gradient (2 N); the output layer holds that gradient (2 N) and its fp32 cast
+    (4 N) once the saved 4 N is gone: 2 N + 4 N - 4 N = 2 N."""
+    assert _logit_buffers("bf16", "fp32") == (4 * N, 2 * N, 2 * N, 2 * N)
+
+
+def test_fp32_logits_move_the_last_stage_peak():
+    """One GPU, one micro-batch (the test above's last-stage peak): with fp32 logits the loss forward's transient
+    (the bf16 logits, 2 N) is gone."""
+    cfg = make_config(MODEL, training={"seq_length": 256, "global_batch_size": 1},
+                      precision={"logit_dtype": "fp32"})
+    (s,) = estimate(cfg).stages
+    assert s.activations["output"] == 4 * N + 2 * 2 * 256 * 256
+    assert s.transient.get("loss_forward", 0) == 0
+
+
+def test_logit_dtype_with_the_mxfp8_output_layer_is_refused():
+    """Megatron-LM @ d98e8a64 : TELMHeadColumnParallelLinear raises on output_dtype."""
+    import pytest
+    from estimator import ConfigError
+    cfg = make_config({**MODEL, "untie_embeddings_and_output_weights": True}, training={"seq_length": 256},
+                      precision={"fp8": True, "fp8_recipe": "mxfp8", "fp8_output_proj": True, "logit_dtype": "fp32"})
+    with pytest.raises(ConfigError, match="logit_dtype fp32.*output dtype"):
+        estimate(cfg)

@@ -375,4 +375,77 @@ def feature_problems(cfg) -> list[Problem]:
         only_with("precision.num_layers_at_end_in_bf16", pr.num_layers_at_end_in_bf16, 1,
                   "first_last_layers_bf16: true")
     P.extend(fp8_output_problems(cfg))
+    P.extend(_chunked_mlp_problems(cfg))
+    P.extend(_probs_on_input_problems(cfg))
+    P.extend(_early_release_problems(cfg))
     return P
+
+
+def _early_release_problems(cfg) -> list[Problem]:
+    """flagsA28: ``training.ep_overlap_early_attn_memory_release`` (estimator/memory/features/schedule.py). Megatron-Core
+    asserts overlap_moe_expert_parallel_comm (TransformerConfig.__post_init__); modelled with the alltoall dispatcher
+    and without delayed weight gradients."""
+    tr = cfg.training
+    if not tr.ep_overlap_early_attn_memory_release:
+        return []
+    field = "training.ep_overlap_early_attn_memory_release"
+    if not tr.overlap_moe_expert_parallel_comm:
+        return [Problem(field, True, "needs overlap_moe_expert_parallel_comm (Megatron-Core asserts it)")]
+    out = []
+    if cfg.model.moe_token_dispatcher_type == "flex":
+        out.append(Problem(field, True, "with the flex dispatcher is not modelled (the attention backward's moment "
+                           "can exceed the MLP backward's there)"))
+    if tr.delay_wgrad_compute:
+        out.append(Problem(field, True, "with delay_wgrad_compute is not modelled (the attention's delayed window "
+                           "moves with it)"))
+    return out
+
+
+def _probs_on_input_problems(cfg) -> list[Problem]:
+    """flagsA28: ``model.moe_apply_probs_on_input`` (estimator/model/layers/moe.py ``probs_on_input``). Megatron-Core
+    asserts top-1 routing (experts.py); the combinations whose expert tensors another part of the estimate re-plans,
+    or where the probabilities are not in the activations' dtype, are refused by name."""
+    m, tr = cfg.model, cfg.training
+    if not m.moe_apply_probs_on_input:
+        return []
+    field = "model.moe_apply_probs_on_input"
+    if m.num_experts is None:
+        return [Problem(field, True, "applies only to MoE models (num_experts)")]
+    out = []
+    if (m.moe_router_topk or 2) != 1:
+        out.append(Problem(field, True, f"needs moe_router_topk 1 (Megatron-Core asserts it in experts.py), got "
+                           f"{m.moe_router_topk or 2}"))
+    for on, what in ((m.moe_router_dtype is not None, f"moe_router_dtype {m.moe_router_dtype} (fp32 probabilities "
+                      "promote the product to fp32)"),
+                     (m.moe_token_dispatcher_type == "flex", "the flex dispatcher"),
+                     (tr.use_transformer_engine_op_fuser, "use_transformer_engine_op_fuser (Megatron-Core falls "
+                      "back to the unfused experts)"),
+                     (tr.moe_paged_stash, "the paged stash"),
+                     (tr.fine_grained_activation_offloading or tr.cpu_offloading, "activation offloading"),
+                     (tr.peft is not None, "PEFT adapters"),
+                     (tr.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm"),
+                     (tr.cuda_graph_impl != "none", "CUDA graphs")):
+        if on:
+            out.append(Problem(field, True, f"with {what} is not modelled"))
+    return out
+
+
+def _chunked_mlp_problems(cfg) -> list[Problem]:
+    """flagsA28: ``training.mlp_chunks_for_training`` is modelled for dense MLPs in bf16, fp16, fp32 and the
+    per-tensor FP8 recipes; the rest is refused by name (estimator/model/layers/mlp.py)."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    n = tr.mlp_chunks_for_training
+    if n <= 1:
+        return []
+    why = []
+    if m.num_experts is not None:
+        why.append("MoE layers (each piece is routed, dispatched and padded on its own)")
+    if (pr.fp8 and pr.fp8_recipe in ("mxfp8", "blockwise")) or pr.fp4:
+        why.append("block-scaled FP8 or NVFP4 (each piece's saved input gets its own padded scales)")
+    if tr.cuda_graph_impl != "none":
+        why.append("CUDA graphs (captured on the whole layer's shapes)")
+    if tr.fine_grained_activation_offloading or tr.cpu_offloading:
+        why.append("activation offloading")
+    if tr.peft is not None:
+        why.append("PEFT adapters")
+    return [Problem("training.mlp_chunks_for_training", n, f"a chunked MLP with {w} is not modelled") for w in why]

@@ -235,6 +235,9 @@ def fp8_output_problems(cfg) -> list[Problem]:
             "the embedding's weight (skip_weight_param_allocation); set untie_embeddings_and_output_weights")
     if tr.defer_embedding_wgrad_compute:
         add("with defer_embedding_wgrad_compute: Megatron-Core's TELMHeadColumnParallelLinear refuses it")
+    if pr.logit_dtype is not None:     # flagsA28: TELMHeadColumnParallelLinear.__init__ raises on output_dtype
+        add(f"with logit_dtype {pr.logit_dtype}: Megatron-Core's TELMHeadColumnParallelLinear refuses an output "
+            "dtype ('TE MXFP8 output projection does not support output_dtype')")
     for on, what in ((par.use_megatron_fsdp or par.use_torch_fsdp2, "FSDP"),
                      (pr.disable_parameter_transpose_cache, "disable_parameter_transpose_cache"),
                      (tr.freeze_language_model, "freeze_language_model"),

@@ -629,6 +629,9 @@ def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
         values["optimizer"] = (opt[0], "muon")
         values["use_distributed_optimizer"] = ("optimizer.optimizer", True)
         tokens.append("--no-use-layer-wise-param-layout")
+    if "logit_dtype" in values:     # flagsA28: a torch dtype in Bridge (models/logit_dtype.py), a name for the flag
+        where, v = values["logit_dtype"]
+        values["logit_dtype"] = (where, _DTYPES.get(str(v), v))
     if values.get("recompute_modules", (None, None))[1] == []:
         values.pop("recompute_modules")          # Megatron-LM cannot write [] (nargs='+'): set in _after
     fp4 = values.get("fp4", (None, None))[1]

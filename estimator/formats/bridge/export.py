@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from ...config.errors import UnsupportedError
 from ...config.fields import parse_layer_pattern
 from ...config.load import load_config
 from ...config.quant_recipe import recipe_from_rules
@@ -27,6 +28,9 @@ from ..megatron_export import to_megatron_args
 __all__ = ["to_bridge_dict", "to_bridge_overrides"]
 
 _FLAG_DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag in flags}
+
+#: precision.logit_dtype -> the torch dtype Bridge's model.logit_dtype holds.
+_TORCH_DTYPES = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
 
 #: Megatron-LM destinations whose Bridge field has another name (the inverse of bridge_config's renames).
 _FIELD = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank":
@@ -108,6 +112,8 @@ def to_bridge_dict(config) -> dict:
             continue        # Bridge reads num_query_groups directly; the model's positions are its seq_length
         elif dest == "fp8_recipe":
             fp8 = values[0]
+        elif dest == "logit_dtype":     # flagsA28: a torch dtype in Bridge, written as config.yaml writes one
+            out["model"]["logit_dtype"] = {"_target_": _TORCH_DTYPES[values[0]], "_call_": False}
         elif dest in _PRECISION:
             continue
         else:
@@ -197,6 +203,12 @@ def to_bridge_overrides(config) -> list[str]:
     """The configuration as Bridge's dotted overrides: ``mixed_precision=PRESET`` first (when one matches), then
     ``section.field=value`` in section order. The world size is the launcher's, not a Bridge field."""
     data = to_bridge_dict(config)
+    if isinstance(data["model"].get("logit_dtype"), dict):
+        # Megatron-Bridge @ 067f987d : training/utils/omegaconf_utils.py _apply_overrides turns a string back into a
+        # dtype only where the field already holds one; logit_dtype's default is None, so the string would reach
+        # models/logit_dtype.py, which refuses it.
+        raise UnsupportedError("model.logit_dtype has no Megatron-Bridge override (its default None is not a torch "
+                               "dtype, so Bridge would keep the text): set it in the recipe or the config.yaml")
     mp = dict(data.get("mixed_precision", {}))
     preset = mp.pop("_preset_", None)
     out = [f"mixed_precision={preset}"] if preset else []

@@ -395,7 +395,8 @@ class Plan:
             ep_layers = [self.ep_overlap[k] for k in step_kinds]
             phase = next(k for k in schedule.PEAK_PHASES if k in transient)
             step = schedule.ep_overlap_peak(ep_layers, bwd_work, self.loss_act if last and r.v == 1 else 0,
-                                            self.emb_act if first else 0)
+                                            self.emb_act if first else 0,
+                                            r.cfg.training.ep_overlap_early_attn_memory_release)
             # Delayed weight gradients (delayed_wgrad.py): two later moments of the step.
             delayed = (delayed_wgrad.step_extra([(self.delay[k], self.ep_overlap[k]) for k in step_kinds],
                                                 bwd_work) if self.delay else 0)

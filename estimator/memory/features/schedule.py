@@ -67,6 +67,18 @@ FP8 without the weight cache, and bf16 first/last layers in an FP8 run.
                       restored copy beside fc2's output); dense 0
       token gradient  B P d (alltoall), B Tn d (flex), 0 (dense: its input gradient is the residual's copy)
 
+  With ``ep_overlap_early_attn_memory_release`` (``TransformerLayerSchedulePlan.run``: b's
+  ``pre_dispatch_computation.backward`` right after b's dispatch backward, before f's MLP forward) moment 6 sits
+  beside what b holds once its pre-dispatch backward has run: its held gradients and its input's gradient
+  (B Tn h), its pre-dispatch tensors freed and the tokens' gradient consumed::
+
+      max_f (pre + MLP forward) + max_b (held gradients + B Tn h - pre)                  moment 6, early release
+
+  The pre-dispatch backward itself now runs beside f's pre-dispatch part and its dispatched rows (the received
+  P rows, X's size: f's dispatch input is freed) and b's held gradients and tokens' gradient (the waiting size):
+  the terms of moment 3 with the attention's working set, no larger than moment 3's, for the alltoall dispatcher
+  (with flex the tokens' gradient exceeds what waits, so the flag is refused there, as with delay_wgrad_compute,
+  whose attention window moves with it).
   the maxima over the layer kinds of the stage (a forward and a backward layer of one step may differ in kind);
   per-row tensors (probabilities, indices) are not counted, as elsewhere. The backward's output layer and loss
   ran first (``post_process.backward`` before the layers), so without pipelining (one chunk, which holds the
@@ -158,16 +170,17 @@ def ep_overlap_backward(layers: list) -> int:
     return max((x.held_grads + x.expert_grad for x in layers), default=0)
 
 
-def ep_overlap_moments(layers: list, bwd_work: int) -> int:
+def ep_overlap_moments(layers: list, bwd_work: int, early: bool = False) -> int:
     """The larger of the combined step's two candidate moments beyond the held set (module docstring): b's MLP
-    backward (3) and f's MLP forward (6)."""
+    backward (3) and f's MLP forward (6); ``early``: ep_overlap_early_attn_memory_release's moment 6."""
     m3 = max((x.pre + x.waiting for x in layers), default=0) + ep_overlap_backward(layers) + bwd_work
-    m6 = (max((x.pre + x.mlp_forward for x in layers), default=0)
-          + max((x.held_grads + x.token_grad for x in layers), default=0))
+    b_side = ((x.held_grads + x.output - x.pre) if early else (x.held_grads + x.token_grad) for x in layers)
+    m6 = max((x.pre + x.mlp_forward for x in layers), default=0) + max(b_side, default=0)
     return max(m3, m6)
 
 
-def ep_overlap_peak(layers: list, bwd_work: int, loss_chunk: int, first_stage_input: int) -> int:
+def ep_overlap_peak(layers: list, bwd_work: int, loss_chunk: int, first_stage_input: int,
+                    early: bool = False) -> int:
     """The peak inside a combined 1F1B layer step, on top of the held (chunk-)micro-batches' activations:
 
         max(max_f (pre + waiting) + max_b (held gradients + X) + bwd_work,
@@ -176,8 +189,9 @@ def ep_overlap_peak(layers: list, bwd_work: int, loss_chunk: int, first_stage_in
 
     ``layers``: :func:`ep_overlap_layer` of the stage's layer kinds; ``bwd_work``: the backward working set of a
     layer; ``loss_chunk``: the loss chunk's activations when the step's backward has already freed them (0 when
-    unknown); ``first_stage_input``: the forward's embedding-chunk activations on the first stage."""
-    return ep_overlap_moments(layers, bwd_work) + first_stage_input - loss_chunk
+    unknown); ``first_stage_input``: the forward's embedding-chunk activations on the first stage; ``early``:
+    ``ep_overlap_early_attn_memory_release``."""
+    return ep_overlap_moments(layers, bwd_work, early) + first_stage_input - loss_chunk
 
 
 def deferred_wgrad_bytes(r) -> int:

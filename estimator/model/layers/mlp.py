@@ -19,6 +19,14 @@ row-wise copy too under sequence parallelism), as is the layer input without the
 input; the backward working set is the fc1-output gradient and two residual-sized tensors. Falcon-H1's MLP
 (parallel_mamba_attention: Megatron-Bridge's FalconH1MLP, the unfused activation path its mlp_multipliers need)
 also keeps the scaled gate and the activation's output, ``2 B T f / t`` more.
+
+``training.mlp_chunks_for_training`` N > 1 (Megatron-LM @ d98e8a64 : megatron/core/transformer/transformer_layer.py
+``_run_mlp``, training only, not with recompute of mlp, which takes precedence): the pre-MLP norm's input
+``[S, b, h]`` (S = s / cp, / t under sequence parallelism) is cut by ``torch.chunk`` into pieces of ceil(S / n)
+rows, n = min(N, S), and the MLP runs on each; the outputs are concatenated. Each piece saves its share of the
+tensors above, so the saved activations are unchanged; the backward runs the pieces one at a time, so fc1's output
+gradient is that of the largest piece, ``B ceil(S / n) b (t under SP) f up / t``, while the two residual-sized
+gradients (the output's, and the pieces' input gradients that ``chunk``'s backward gathers) remain.
 """
 
 from __future__ import annotations
@@ -109,4 +117,14 @@ def activations(r, c: Ctx) -> Part:
     named = None
     if c.parts:
         named = {"fc1_out": fc1_out, "act_out": act_out, "mlp_norm_in": norm2_in, "mlp_norm_out": norm2_out}
-    return Part(saved, recompute, B * T * f * up + 2 * B * Tn * h, 0, named)
+    return Part(saved, recompute, B * _chunk_rows(r, c, T) * f * up + 2 * B * Tn * h, 0, named)
+
+
+def _chunk_rows(r, c: Ctx, T: int) -> int:
+    """Token rows of fc1's output in the largest MLP piece (module docstring): T without chunking."""
+    n = r.cfg.training.mlp_chunks_for_training
+    if n <= 1 or "mlp" in c.modules:
+        return T
+    gather = r.t if r.sp else 1
+    seq = r.s // r.cp // gather                  # pre_mlp_layernorm_output.shape[0]
+    return -(-seq // min(n, seq)) * gather * r.b

@@ -62,6 +62,11 @@ besides is per token and expert or per row (indices), not per hidden element; of
 saved probabilities and mask are counted with the router (:mod:`.router`). moe_act, shared_experts and moe
 recompute drop their parts.
 
+``moe_apply_probs_on_input`` (Megatron's ``--moe-apply-probs-on-input``, top-1 only; experts.py ``TEGroupedMLP`` and
+``SequentialMLP``) scales the experts' input by the probabilities before fc1 and hands the activation ones: fc1 keeps
+the product, the product keeps the unscaled input, ``+ B R d``, and its backward holds three such row tensors
+(:func:`probs_on_input`).
+
 Deterministic mode (``deterministic_mode``, Megatron's ``--deterministic-mode``, which calls
 ``torch.use_deterministic_algorithms(True)``: Megatron-LM @ d98e8a64 : megatron/training/determinism.py
 ``apply_determinism_to_args``) changes the unfused unpermute: moe_utils.py ``unpermute`` adds the rows back with
@@ -518,6 +523,23 @@ def _experts(r, c: Ctx, T: int, Tn: int) -> tuple:
             act_input_saved(r, c.B, rows * fm), lin_saved(c, rows, fm, local, module="mlp.experts.linear_fc2") + weighted)
 
 
+def probs_on_input(r, c: Ctx, rows: int) -> tuple[int, int]:
+    """(saved, backward working set) bytes of ``moe_apply_probs_on_input`` for one pool's ``rows`` routed rows.
+
+    Megatron-LM @ d98e8a64 : megatron/core/transformer/moe/experts.py ``TEGroupedMLP.forward`` and
+    ``SequentialMLP.forward`` (top-1 only) compute ``permuted_probs * permuted_local_hidden_states`` before fc1 and
+    pass ones as the probabilities to the activation. With probabilities in the activations' dtype (no
+    ``moe_router_dtype``) the product is a new tensor of the input's size, which fc1 saves in place of the input,
+    and the product's backward (autograd ``MulBackward0``) keeps the unscaled input for the probabilities' gradient:
+    B R d more. Its backward holds the incoming gradient, the input's gradient (grad x probs) and grad x input
+    before its reduction over d: 3 B R d. The per-row tensors (the probabilities, the ones) are not counted, as
+    elsewhere."""
+    if not r.cfg.model.moe_apply_probs_on_input:
+        return 0, 0
+    rows_d = c.B * rows * (r.lat or r.h)
+    return rows_d, 3 * rows_d
+
+
 def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
@@ -531,16 +553,19 @@ def activations(r, c: Ctx) -> Part:
     # megatron/core/transformer/moe/router.py and moe_utils.py (estimator.model.layers.router); the fused
     # permutation's row map; the experts' tensors; the deterministic unpermute's source rows; the dispatched tokens
     # expert-parallel overlap keeps; the backward working set, one pool's at a time.
-    router = pmap = e_in = e_fc1 = act_out = unpermute = dispatched = work = 0
+    router = pmap = e_in = e_fc1 = act_out = unpermute = dispatched = work = unscaled = 0
     for rp, Tp, Tnp in pools(r, T, Tn):
         rows, p_in, p_fc1, p_act = _experts(rp, c, Tp, Tnp)
         e_in, e_fc1, act_out = e_in + p_in, e_fc1 + p_fc1, act_out + p_act
+        p_unscaled, p_mul_work = probs_on_input(rp, c, rows)     # moe_apply_probs_on_input
+        unscaled += p_unscaled
+        work = max(work, p_mul_work)
         router += sum(router_saved(rp, B, Tp, Tnp).values())
         pmap += permute_map(rp, Tnp)
         unpermute += B * unpermute_source(rp, Tp, Tnp) * d   # --deterministic-mode: index_add_ keeps its source
         dispatched += overlap_retained(rp, B, Tp, Tnp)[1]
         work = max(work, _backward_work(rp, B, Tp, Tnp, rows, rp.fm // r.etp * up, d))
-    experts = e_in + e_fc1 + act_out
+    experts = e_in + e_fc1 + act_out + unscaled
     recompute = 0
     if "moe_act" in c.modules:
         experts -= act_out
@@ -582,7 +607,7 @@ def activations(r, c: Ctx) -> Part:
             recompute = saved
             saved = B * Tn * h
             shared = 0
-        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared_out = dispatched = 0
+        norm2_out = router = pmap = e_in = e_fc1 = act_out = unpermute = shared_out = dispatched = unscaled = 0
     named = None
     if c.parts:
         named = {"router": router, "permute_map": pmap, "expert_in": e_in, "expert_fc1_out": e_fc1, "expert_act_out": act_out,

@@ -307,3 +307,36 @@ def test_fp8_wgrad_false_changes_nothing_but_with_the_delayed_recipe():
     assert _stage(_read(mixed_precision={**mp, "fp8_wgrad": False})) == _stage(_read(mixed_precision=mp))
     with pytest.raises(BridgeRefusedError, match="fp8_wgrad = false"):
         _read(mixed_precision={**mp, "fp8_recipe": "delayed", "fp8_wgrad": False})
+
+
+def test_logit_dtype_reads_as_the_megatron_flag():
+    """flagsA28: Bridge's model.logit_dtype (GPTModelProvider, a torch dtype passed to GPTModel through
+    models/logit_dtype.py) is Megatron-LM's --output-logit-dtype: precision.logit_dtype fp32, and the same estimate
+    as the flags give (the bytes by hand: tests/memory/test_loss.py)."""
+    fp32 = {"_target_": "torch.float32", "_call_": False}
+    imp = _read(model={**MODEL, "logit_dtype": fp32})
+    assert imp.config["precision"]["logit_dtype"] == "fp32"
+    assert _stage(imp) != _stage(_read())
+
+
+def test_mlp_chunks_for_training_reads_as_the_megatron_flag():
+    """flagsA28: TransformerConfig.mlp_chunks_for_training, the same field as Megatron-LM's --mlp-chunks-for-training
+    (the bytes by hand: tests/model/layers/test_mlp_chunks.py)."""
+    imp = _read(model={**MODEL, "mlp_chunks_for_training": 4})
+    assert imp.config["training"]["mlp_chunks_for_training"] == 4
+
+
+def test_logit_dtype_exports_as_a_torch_dtype_and_has_no_override():
+    """flagsA28: the config.yaml form writes model.logit_dtype as Bridge's YAML writes a dtype and reads back; a
+    dotted override cannot set it (omegaconf_utils._apply_overrides converts a string only where the field already
+    holds a dtype, and logit_dtype's default is None), so the overrides export says so."""
+    from estimator import UnsupportedError
+    from estimator.formats.bridge.export import to_bridge_dict, to_bridge_overrides
+    cfg = {"model": {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1024},
+           "parallelism": {}, "training": {"seq_length": 256, "world_size": 1},
+           "precision": {"logit_dtype": "fp32"}}
+    data = to_bridge_dict(cfg)
+    assert data["model"]["logit_dtype"] == {"_target_": "torch.float32", "_call_": False}
+    assert read_bridge_config(data, world_size=1).config["precision"]["logit_dtype"] == "fp32"
+    with pytest.raises(UnsupportedError, match="model.logit_dtype has no Megatron-Bridge override"):
+        to_bridge_overrides(cfg)

@@ -259,3 +259,32 @@ def test_expert_parallel_overlap_needs_a_gpt_model():
                   mamba_state_dim=8, num_experts=4, moe_router_topk=2, position_embedding_type="none")
     with pytest.raises(ConfigError, match="combined 1F1B schedule plan for GPTModel only"):
         est(hybrid, {"expert_model_parallel_size": 2}, {"world_size": 2, "overlap_moe_expert_parallel_comm": True})
+
+
+def test_early_attention_release_moves_moment_six():
+    """flagsA28: --ep-overlap-early-attn-memory-release (model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run
+    runs b's pre-dispatch backward before f's MLP forward). The fine-grained SwiGLU case above (TP 2 + SP, EP 2,
+    expert TP 2), where moment 6 is the peak: moment 6 = pre + MLP forward 25,165,824 + held 6,291,456 + tokens'
+    gradient 4,194,304 = pre + 35,651,584, moment 3 = pre + 6,291,456 + 25,165,824 = pre + 31,457,280. Early: b has
+    freed its pre-dispatch tensors and consumed the tokens' gradient, keeping its held gradients and its input's
+    gradient 2 B x Tn x h = 2,097,152: moment 6 = pre + 25,165,824 + 6,291,456 + 2,097,152 - pre = 33,554,432,
+    below moment 3, which is the step now: 4,194,304 B lower."""
+    fine = {**MOE, "moe_shared_expert_intermediate_size": 1024, "activation_func": "swiglu", "gated_linear_unit": True,
+            "moe_ffn_hidden_size": 512, "vocab_size": 1024}     # a small vocabulary: the step is the stage's peak
+    par = {"tensor_model_parallel_size": 2, "expert_model_parallel_size": 2}
+    tr = {"seq_length": T, "world_size": 4, "sequence_parallel": True, "overlap_moe_expert_parallel_comm": True}
+    r = resolve(load_config(make_config(fine, par, tr)))
+    kind = r.kinds[0]
+    a = layer_activations(r, kind, parts=True)
+    layer = ep_overlap_layer(r, kind, a)
+    assert ep_overlap_moments([layer], a.backward_peak) == layer.pre + 35_651_584
+    assert ep_overlap_moments([layer], a.backward_peak, early=True) == layer.pre + 31_457_280
+    assert layer.pre > 2_097_152
+    plain = est(fine, par, tr).stages[0].transient["ep_overlap_1f1b_step"]
+    early = est(fine, par, {**tr, "ep_overlap_early_attn_memory_release": True}).stages[0]
+    assert plain - early.transient["ep_overlap_1f1b_step"] == 4_194_304
+    assert est(fine, par, tr).stages[0].allocated_bytes - early.allocated_bytes == 4_194_304
+    with pytest.raises(ConfigError, match="needs overlap_moe_expert_parallel_comm"):
+        est(fine, par, {**tr, "overlap_moe_expert_parallel_comm": False, "ep_overlap_early_attn_memory_release": True})
+    with pytest.raises(ConfigError, match="delay_wgrad_compute is not modelled"):
+        est(fine, par, {**tr, "delay_wgrad_compute": True, "ep_overlap_early_attn_memory_release": True})
