@@ -8,6 +8,7 @@ PEFT, CUDA graphs, communication (TP overlap, DeepEP / HybridEP), schedules. Act
 from __future__ import annotations
 
 from .. import tp_overlap
+from ..quant_recipe import parse_rules
 from ..derived import virtual_stages
 from ..errors import Problem
 from ..limits import DEEPEP_GROUP_SIZES
@@ -442,6 +443,9 @@ def _chunked_mlp_problems(cfg) -> list[Problem]:
         why.append("MoE layers (each piece is routed, dispatched and padded on its own)")
     if (pr.fp8 and pr.fp8_recipe in ("mxfp8", "blockwise")) or pr.fp4:
         why.append("block-scaled FP8 or NVFP4 (each piece's saved input gets its own padded scales)")
+    elif any(p in ("mxfp8", "blockwise", "nvfp4") for _, p in parse_rules(pr.quant_recipe)):
+        why.append("a quant_recipe rule giving a module block-scaled FP8 or NVFP4 (each piece's saved input gets "
+                   "its own padded scales)")
     if tr.cuda_graph_impl != "none":
         why.append("CUDA graphs (captured on the whole layer's shapes)")
     if tr.fine_grained_activation_offloading or tr.cpu_offloading:

@@ -89,6 +89,8 @@ def test_the_flag_is_read_and_written_back():
     ({"model": {"num_experts": 4}}, "MoE layers"),
     ({"precision": {"fp4": True}}, "NVFP4"),
     ({"training": {"cuda_graph_impl": "transformer_engine"}}, "CUDA graphs"),
+    ({"precision": {"fp8": True, "fp8_recipe": "tensorwise", "quant_recipe": ["*.linear_fc2=mxfp8"]}},
+     "quant_recipe rule"),
 ])
 def test_combinations_not_modelled_are_refused_by_name(extra, what):
     cfg = make_config(MODEL, None, {"seq_length": 256, "mlp_chunks_for_training": 2})
