@@ -10,6 +10,7 @@ Each rule is reported as a :class:`~estimator.config.errors.Problem` naming the 
 from __future__ import annotations
 
 from ..errors import Problem
+from .audio import media_problems
 from .attention import dsa_problems, dsv4_problems
 from .families import (falcon_h1_problems, gemma4_moe_problems, global_attention_problems, k_exaone_problems,
                        kimi_problems, mimo_problems)
@@ -41,6 +42,7 @@ def model_problems(cfg) -> list[Problem]:
     out += dsv4_problems(cfg)
     out += kimi_problems(cfg)
     out += vision_problems(cfg)
+    out += media_problems(cfg)      # omni28: Nemotron Omni's sound tower and video frames
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
     if m.post_layernorm and (m.multi_latent_attention or pattern is not None

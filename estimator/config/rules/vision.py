@@ -25,14 +25,12 @@ RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
 
 
 def _radio_rules(m, tr, t) -> list[Problem]:
-    """The radio tower (Nemotron Nano VL; estimator/model/vision.py): one frame per patch (a linear embedder over
-    C P^2), pixel shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the
-    position table of (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
+    """The radio tower (Nemotron Nano VL, Nemotron Omni; estimator/model/vision.py): a linear embedder over
+    C Pt P^2 (Pt frames a patch: Nemotron Omni's temporal_patch_dim; rules/audio.py for its video embedder), pixel
+    shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the position table of
+    (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
     out: list[Problem] = []
-    if m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "radio tower: its embedder is a linear layer over one frame's patch"))
-    if m.vision_spatial_merge_size != 2:
+    if m.vision_spatial_merge_size != 2:     # vision_temporal_patch_size > 1: Omni's temporal_patch_dim (omni28)
         out.append(Problem("model.vision_spatial_merge_size", m.vision_spatial_merge_size, "must be 2 for the radio "
                            "tower: its pixel shuffle joins 2 x 2 patches into one token"))
     grid = (RADIO_MAX_SIDE // m.vision_patch_size) ** 2
