@@ -185,7 +185,7 @@ x W rows the encoder returns (W = :func:`estimator.model.audio.encoder_width`, e
     + B R p / t                     the activation's output, fc2's input
 
 and its backward working set is 2 B R p / t (twice with a gated MLP). A trained encoder with clips is refused by the
-rules (estimator/config/rules/audio.py): its conformer blocks' saved tensors are not modelled.
+rules (estimator/config/rules/media.py): its conformer blocks' saved tensors are not modelled.
 """
 
 from __future__ import annotations

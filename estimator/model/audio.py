@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config.rules.audio import SOUND_HOP, SOUND_SAMPLE_RATE, SUB_KERNEL, SUB_STRIDE, clip_frames, subsampled
+from ..config.rules.media import SOUND_HOP, SOUND_SAMPLE_RATE, SUB_KERNEL, SUB_STRIDE, clip_frames, subsampled
 from .layers.base import Count
 
 __all__ = ["SOUND_HOP", "SOUND_SAMPLE_RATE", "SoundParams", "clip_frames", "clip_tokens", "encoder_width",

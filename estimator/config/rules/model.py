@@ -10,12 +10,12 @@ Each rule is reported as a :class:`~estimator.config.errors.Problem` naming the 
 from __future__ import annotations
 
 from ..errors import Problem
-from .audio import media_problems
 from .attention import dsa_problems, dsv4_problems
 from .families import (falcon_h1_problems, gemma4_moe_problems, global_attention_problems, k_exaone_problems,
                        kimi_problems, mimo_problems)
 from .hetero import hetero_problems
 from .hybrid import hybrid_problems
+from .media import media_problems
 from .moe import router_rules
 from .vision import vision_problems
 

@@ -26,7 +26,7 @@ RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
 
 def _radio_rules(m, tr, t) -> list[Problem]:
     """The radio tower (Nemotron Nano VL, Nemotron Omni; estimator/model/vision.py): a linear embedder over
-    C Pt P^2 (Pt frames a patch: Nemotron Omni's temporal_patch_dim; rules/audio.py for its video embedder), pixel
+    C Pt P^2 (Pt frames a patch: Nemotron Omni's temporal_patch_dim; rules/media.py for its video embedder), pixel
     shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the position table of
     (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
     out: list[Problem] = []

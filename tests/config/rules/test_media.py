@@ -1,4 +1,4 @@
-"""Nemotron Omni's media rules (estimator/config/rules/audio.py): each bad input is reported by field, value and
+"""Nemotron Omni's media rules (estimator/config/rules/media.py): each bad input is reported by field, value and
 rule; the valid Omni configuration passes."""
 
 from __future__ import annotations
