@@ -93,3 +93,16 @@ def test_a_trained_tower_keeps_the_video_embedder_s_input():
 def test_a_trained_encoder_with_clips_is_refused_by_name():
     with pytest.raises(ConfigError, match="training.freeze_sound_encoder"):
         _stage(**FROZEN_TOWER, audio_clips_per_sample=1)
+
+
+def test_the_assumptions_name_the_sound_tower_and_the_frames():
+    """The estimate says what it assumed: the sound tower's parameters a GPU on TP 2 (the encoder 608,879,616
+    whole, the projection 7,603,200: 616,482,816), its state, and the clips' tokens; the frames beside the tower."""
+    cfg = make_config(OMNI, {"tensor_model_parallel_size": 2},
+                      {"world_size": 2, **FROZEN_TOWER, "freeze_sound_encoder": True, "audio_clips_per_sample": 1,
+                       "video_frames_per_sample": 4})
+    said = " ".join(estimate(cfg).to_dict()["assumptions"])
+    assert "Sound tower (Parakeet, 24 conformer blocks, 616,482,816 parameters a GPU, encoder frozen, projection " \
+           "trained)" in said
+    assert "1 clip(s) of 10 s a sequence, 125 tokens each" in said
+    assert "4 video frame(s) of 512 pixels a sequence, 2 a patch" in said
