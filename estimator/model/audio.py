@@ -43,6 +43,11 @@ valid mel frames and one boundary frame more in the padded features (Megatron-Br
 length L to ``(L - 1) // 2 + 1`` (``ParakeetPreTrainedModel._get_subsampling_output_length``, Bridge's
 ``compute_audio_token_count``). A clip gives the language model its valid frames subsampled as tokens; the encoder
 and the projection run over the padded frames subsampled.
+
+Activations (estimator/memory/vision.py): with the encoder frozen it keeps none; a trained encoder with clips is
+refused (estimator/config/rules/media.py): Bridge keeps ParakeetEncoderConfig's training-time defaults (dropout,
+activation and attention dropout 0.1, LayerDrop 0.1: each block is skipped at random in training), so what its
+blocks save changes from step to step.
 """
 
 from __future__ import annotations

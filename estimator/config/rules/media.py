@@ -87,8 +87,9 @@ def _sound_problems(cfg) -> list[Problem]:
     if tr.audio_clips_per_sample and not tr.freeze_sound_encoder:
         out.append(Problem("training.freeze_sound_encoder", False, "with audio_clips_per_sample > 0 is not "
                            "modelled: a trained Parakeet encoder's saved tensors (relative-position attention, "
-                           "convolution modules) are not counted; Megatron-Bridge's Nemotron Omni recipes freeze it "
-                           "(freeze_sound_encoder true)"))
+                           "convolution modules, dropout masks) are not counted, and with ParakeetEncoderConfig's "
+                           "LayerDrop 0.1, which Megatron-Bridge keeps, they change from step to step; Bridge's "
+                           "Nemotron Omni recipes freeze it (freeze_sound_encoder true)"))
     return out
 
 
