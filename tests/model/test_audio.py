@@ -103,3 +103,13 @@ def test_tokens_of_a_clip(seconds, tokens, width):
     m = _omni().model
     assert clip_tokens(m, seconds) == tokens
     assert encoder_width(m, seconds) == width
+
+
+def test_the_omni_config_json_is_refused_with_the_way_in():
+    """Nemotron Omni's config.json names its RADIO tower only by version (vision_config.version c-radio_v4-h):
+    refused by name, pointing to the Bridge config.yaml import and the model.sound_* fields."""
+    from estimator.config.errors import UnsupportedError
+    from estimator.formats.hf.convert import from_hf_config
+    arch = "NemotronH_Nano_Omni_Reasoning_V3"
+    with pytest.raises(UnsupportedError, match="--bridge-config reads both towers.*model.sound_"):
+        from_hf_config({"model_type": arch, "architectures": [arch]})
