@@ -187,7 +187,9 @@ def _frozen_language_rules(cfg) -> list[Problem]:
     def add(value, msg):
         out.append(Problem("training.freeze_language_model", value, msg))
 
-    if tr.freeze_vision_model and tr.freeze_vision_projection:
+    sound_trained = cfg.model.sound_num_layers is not None and not (tr.freeze_sound_encoder
+                                                                    and tr.freeze_sound_projection)   # omni28
+    if tr.freeze_vision_model and tr.freeze_vision_projection and not sound_trained:
         add(True, "with freeze_vision_model and freeze_vision_projection also true nothing trains (Megatron-Core's "
             "optimizer gets no parameter); leave the tower or its projection trained")
     if tr.peft is not None:

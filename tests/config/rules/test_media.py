@@ -44,3 +44,12 @@ def test_each_rule_names_field_value_and_rule(model, training, field, words):
     with pytest.raises(ConfigError) as exc:
         _load(model, **training)
     assert any(p.field == field and words in p.message for p in exc.value.problems), exc.value.problems
+
+
+def test_a_trained_sound_projection_is_something_to_train():
+    """With the language model and the vision tower and projection frozen, the sound projection still trains, so
+    freeze_language_model is accepted; with the sound parts frozen too nothing trains and it is refused."""
+    frozen = dict(OK, freeze_language_model=True, freeze_vision_projection=True)
+    assert _load(**frozen).training.freeze_language_model
+    with pytest.raises(ConfigError, match="nothing trains"):
+        _load(**frozen, freeze_sound_projection=True)
