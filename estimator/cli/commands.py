@@ -358,6 +358,9 @@ def render_table(est, label: str = "", verdicts=None, gpu_label: str = "") -> st
     if getattr(p, "vision", 0):
         vision = f"{p.vision:,} in the vision tower"
         mtp = f"{mtp[:-1]}, {vision})" if mtp else f" (incl. {vision})"
+    if getattr(p, "sound", 0):          # omni28: Nemotron Omni's sound tower
+        sound = f"{p.sound:,} in the sound tower"
+        mtp = f"{mtp[:-1]}, {sound})" if mtp else f" (incl. {sound})"
     lines.append(f"Parameters: {p.total:,} total{mtp}, {p.active:,} active per token{pad}")
     layout = (f"TP {par['tp']}, PP {par['pp']}" + (f" (VPP {par['vpp']})" if par.get("vpp", 1) > 1 else "")
               + f", DP {par['dp']}, CP {par['cp']}")

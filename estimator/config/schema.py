@@ -544,6 +544,50 @@ class ModelConfig:
                                                       "Required with vision_model_type glm4v or radio; null for "
                                                       "the other kinds.",
                                                       type="int", min=1, max=MAX_FFN)
+    # omni28 (issues 27/28): Nemotron Omni's RADIO video embedder and class tokens, and its Parakeet sound tower
+    # (estimator/model/audio.py). Megatron-Bridge @ 067f987d : models/nemotron_omni/nemotron_omni_provider.py.
+    vision_separate_video_embedder: bool = _f(False, "Radio vision tower: Nemotron Omni's separate video patch "
+                                              "embedder (Megatron-Bridge's separate_video_embedder): images keep "
+                                              "the one-frame embedder (3 x patch^2 inputs) and frame groups of "
+                                              "vision_temporal_patch_size get a second one (RADIOViTModel."
+                                              "video_embedder, 3 x temporal x patch^2 inputs). Needs "
+                                              "vision_model_type radio and vision_temporal_patch_size above 1.",
+                                              type="bool")
+    vision_class_token_len: int | None = _f(None, "Radio vision tower: class tokens RADIOViTModel prepends to "
+                                            "each image (learned, class_token_len x vision_hidden_size; dropped "
+                                            "before the projector). 10 for Nemotron Omni (vision_class_token_len"
+                                            "). null: 16, Nemotron Nano VL's (use_vision_backbone_fp8_arch).",
+                                            type="int", min=1, max=1024)
+    sound_num_layers: int | None = _f(None, "Sound tower (Nemotron Omni's Parakeet / FastConformer encoder, "
+                                      "Hugging Face's ParakeetEncoder): conformer blocks (sound_config."
+                                      "num_hidden_layers). It sits on the first pipeline stage beside the vision "
+                                      "tower, whole on every tensor-parallel rank. null: no sound tower.",
+                                      type="int", min=1, max=MAX_LAYERS)
+    sound_hidden_size: int = _f(1024, "Sound tower: hidden width (sound_config.hidden_size).", type="int", min=1,
+                                max=MAX_WIDTH)
+    sound_num_attention_heads: int = _f(8, "Sound tower: attention heads, no GQA (sound_config."
+                                        "num_attention_heads). No effect on memory as modelled: the parameters "
+                                        "do not depend on it (bias_u and bias_v are heads x head width = "
+                                        "sound_hidden_size) and clips are modelled with the encoder frozen, "
+                                        "which keeps no activations.", type="int", min=1, max=MAX_HEADS)
+    sound_ffn_hidden_size: int = _f(4096, "Sound tower: width of each of the two macaron feed-forward modules "
+                                    "(sound_config.intermediate_size).", type="int", min=1, max=MAX_FFN)
+    sound_conv_kernel_size: int = _f(9, "Sound tower: kernel of the depthwise convolution in each block "
+                                     "(sound_config.conv_kernel_size; odd).", type="int", min=1, max=1024)
+    sound_num_mel_bins: int = _f(128, "Sound tower: mel bins of its input features (sound_config.num_mel_bins).",
+                                 type="int", min=1, max=MAX_WIDTH)
+    sound_subsampling_factor: int = _f(8, "Sound tower: time subsampling of the convolutional front end "
+                                       "(sound_config.subsampling_factor, a power of 2: log2 of it stride-2 "
+                                       "convolutions).", type="int", min=2, max=1024)
+    sound_subsampling_conv_channels: int = _f(256, "Sound tower: channels of the subsampling convolutions "
+                                              "(sound_config.subsampling_conv_channels).", type="int", min=1,
+                                              max=MAX_WIDTH)
+    sound_bias: bool = _f(False, "Sound tower: biases on the blocks' linears and convolutions (Megatron-Bridge "
+                          "passes sound_config.convolution_bias to both attention_bias and convolution_bias; "
+                          "false for Nemotron Omni).", type="bool")
+    sound_projector_ffn_hidden_size: int = _f(4096, "Sound tower: the sound projection's MLP width (sound_config."
+                                              "projection_hidden_size): the language model's MLP from "
+                                              "sound_hidden_size to hidden_size.", type="int", min=1, max=MAX_FFN)
     # ERNIE-VL (issue 27): ERNIE-4.5-VL's second, vision expert pool. Megatron-Bridge @ 067f987d :
     # src/megatron/bridge/models/ernie_vl/modeling_ernie45_vl/ernie_moe_layer.py ErnieMultiTypeMoE (text_moe_layer
     # and vision_moe_layer, each a Megatron-Core MoELayer of config.moe_intermediate_size [text, vision]).
@@ -1161,6 +1205,29 @@ class TrainingConfig:
         "gradient instead of its attention activations and permuted tokens' gradient. Modelled with the alltoall "
         "dispatcher, without delay_wgrad_compute.", type="bool",
         flag="--ep-overlap-early-attn-memory-release")
+    # omni28 (issues 27/28): Nemotron Omni's video frames and audio clips (estimator/model/audio.py).
+    video_frames_per_sample: int = _f(0, "Video frames in each training sequence, for the radio vision tower "
+                                      "(Nemotron Omni): every model.vision_temporal_patch_size consecutive frames, "
+                                      "each of image_resolution, pass the tower as one image (through the video "
+                                      "embedder with model.vision_separate_video_embedder) and give the language "
+                                      "model one image's tokens. A multiple of vision_temporal_patch_size; the "
+                                      "tokens are part of seq_length.", type="int", min=0, max=MAX_TOKENS,
+                                      unit="frames")
+    audio_clips_per_sample: int = _f(0, "Audio clips in each training sequence, for a model with a sound tower "
+                                     "(model.sound_num_layers). Each clip of audio_clip_seconds gives the sound "
+                                     "tower seconds x 100 mel frames (16 kHz, hop 160) and the language model "
+                                     "those frames subsampled by sound_subsampling_factor as tokens, part of "
+                                     "seq_length.", type="int", min=0, max=MAX_TOKENS, unit="clips")
+    audio_clip_seconds: float = _f(10.0, "Length of each audio clip in seconds (Megatron-Bridge's Nemotron Omni "
+                                   "recipes cap clips at max_audio_duration 10.0). The micro-batch's clips are "
+                                   "padded to the longest, which this is.", type="float", min=0.01, max=36000.0,
+                                   unit="seconds")
+    freeze_sound_encoder: bool = _f(False, "Megatron-Bridge's freeze_sound_encoder: the sound tower's encoder "
+                                    "keeps no gradients, no optimizer states and (with its input a spectrogram) "
+                                    "saves no activations.", type="bool")
+    freeze_sound_projection: bool = _f(False, "Megatron-Bridge's freeze_sound_projection: the sound projection "
+                                       "(the MLP into the language model) keeps no gradients and no optimizer "
+                                       "states.", type="bool")
 
 
 @dataclass(frozen=True)

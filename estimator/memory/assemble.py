@@ -47,6 +47,7 @@ from .report import ChunkReport, Estimate, Peak, StageEstimate
 from .schedule import first_chunks, heaviest_mix, warmup
 from .states import byte_model, stage_fp8_scales, state_bytes
 from .vision import vision_stage
+from ..model.audio import clip_tokens, sound_params
 from ..model.vision import image_patches, image_tokens, tower_kind
 from .workspaces import global_buffer_bytes, workspace_bytes
 
@@ -926,8 +927,24 @@ def _assumptions(r: Resolved, bm) -> list[str]:
                  else "not split: " + ("plain PyTorch modules" if m.vision_model_type == "step37"
                                        else "Hugging Face's module") + f", whole on every tensor-parallel rank (TP {r.t})"
                  + (", its projector's linear split" if kind.projector == "pool" else ""))
-        out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen:,} parameters a GPU, "
-                   f"{state}) on the first stage, {split}, in bf16; {images} (estimator/memory/vision.py).")
+        sp = sound_params(m)        # omni28: Nemotron Omni's sound tower shares the first stage's count
+        sound = sp.encoder.per_rank(r.t) + sp.projection.per_rank(r.t) if sp else 0
+        if tr.video_frames_per_sample:
+            images = ("" if not tr.images_per_sample else images + "; ") + (
+                f"{tr.video_frames_per_sample} video frame(s) of {tr.image_resolution} pixels a sequence, "
+                f"{m.vision_temporal_patch_size} a patch, each group one image's patches and tokens")
+        out.append(f"Vision tower ({m.vision_num_layers} ViT layers, {vis.trained + vis.frozen - sound:,} parameters a "
+                   f"GPU, {state}) on the first stage, {split}, in bf16; {images} (estimator/memory/vision.py).")
+        if sp:
+            frozen = {(False, False): "trained", (True, False): "encoder frozen, projection trained",
+                      (False, True): "encoder trained, projection frozen", (True, True): "frozen"}[
+                (tr.freeze_sound_encoder, tr.freeze_sound_projection)]
+            clips = (f"{tr.audio_clips_per_sample} clip(s) of {tr.audio_clip_seconds:g} s a sequence, "
+                     f"{clip_tokens(m, tr.audio_clip_seconds):,} tokens each (part of the sequence)"
+                     if tr.audio_clips_per_sample else "no audio (training.audio_clips_per_sample 0)")
+            out.append(f"Sound tower (Parakeet, {m.sound_num_layers} conformer blocks, {sound:,} parameters a GPU, "
+                       f"{frozen}) on the first stage, the encoder whole on every tensor-parallel rank; {clips} "
+                       "(estimator/model/audio.py).")
     out.append("Not modelled: the memory of a failed allocation retry.")
     return out
 

@@ -201,6 +201,26 @@ that is 13 B N hv + 3 B N fv + 16 N + 4 N heads + 16 N d a layer, all Lv of them
 ln_pre's input and statistics B N hv + 8 N, the two convolutions' inputs B N hv + B N hv / 2 (N / 4 positions of
 2 hv) and align_projector's input B N hv / 4 (N / 16 rows of 4 hv). With the tower frozen only the projector's
 input is kept; with the projector frozen (and the tower trained) not that. Backward working set: the MLP's 3 B N fv.
+
+Video frames (omni28, the radio tower of Nemotron Omni): every Pt = ``vision_temporal_patch_size`` frames pass the
+tower as one image (Megatron-LM @ d98e8a64 : megatron/core/models/vision/radio.py ``_apply_temporal_grouping``), so
+N counts ``video_frames_per_sample / Pt`` images beside ``images_per_sample``; a trained embedder keeps its input,
+C Pt P^2 per video patch (the video embedder's, or the one embedder's with Pt > 1).
+
+Nemotron Omni's sound tower (estimator/model/audio.py) sits on the same first stage and is counted here too: the
+Parakeet encoder whole on every tensor-parallel rank (trained: weights, gradients, optimizer states; frozen by
+``freeze_sound_encoder``: weights only), the sound projection split like the language model's MLP. With the encoder
+frozen (every Megatron-Bridge Nemotron Omni recipe) its input, a mel spectrogram, needs no gradient and no
+parameter of it does, so its autograd graph keeps nothing; the trained projection then keeps, over the R = b x clips
+x W rows the encoder returns (W = :func:`estimator.model.audio.encoder_width`, every clip padded to the longest)::
+
+    2 B R hs + 4 R (8 R)            fc1's fused RMSNorm (LayerNorm): its input and its output, fc1's input, and the
+                                    fp32 statistics per row (TELayerNormColumnParallelLinear)
+    + B R p / t (2 B R p / t)       fc1's output, the activation's input (gated: both halves)
+    + B R p / t                     the activation's output, fc2's input
+
+and its backward working set is 2 B R p / t (twice with a gated MLP). A trained encoder with clips is refused by the
+rules (estimator/config/rules/media.py): its conformer blocks' saved tensors are not modelled.
 """
 
 from __future__ import annotations
@@ -210,7 +230,8 @@ from typing import NamedTuple
 
 from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
-from ..model.vision import RADIO_CLASS_TOKENS, RADIO_TILE, image_patches, tower_kind, vision_params
+from ..model.audio import encoder_width, sound_params
+from ..model.vision import RADIO_TILE, image_patches, radio_class_tokens, tower_kind, vision_params
 from .activations import context, held_per_layer, layer_activations
 
 __all__ = ["VisionStage", "vision_stage"]
@@ -356,11 +377,15 @@ def _radio_activations(r: Resolved, n: int, B: int, frozen_encoder: bool) -> tup
     peak = 2 * B * rows * c * (2 if m.gated_linear_unit else 1) // t
     if frozen_encoder:
         return acts, peak
-    tokens = n + RADIO_CLASS_TOKENS * (n // image_patches(m, RADIO_TILE))     # each tile's class tokens
+    tokens = n + radio_class_tokens(m) * (n // image_patches(m, RADIO_TILE))     # each tile's class tokens
     rv = resolve(_vit_config(r, tokens))
     layer = layer_activations(rv, LayerKind("attention", "dense"), context(rv))
     held = sum(held_per_layer(rv.cfg.training, [layer] * m.vision_num_layers))   # nothing recomputed
-    acts += B * n * m.vision_in_channels * m.vision_patch_size ** 2 + held
+    tr, Pt = r.cfg.training, m.vision_temporal_patch_size
+    video = r.b * tr.video_frames_per_sample // Pt * image_patches(m, tr.image_resolution)   # omni28: frame groups
+    image_in = 1 if m.vision_separate_video_embedder else Pt       # one embedder over Pt frames, images repeated
+    embed_in = (n - video) * image_in + video * Pt
+    acts += B * embed_in * m.vision_in_channels * m.vision_patch_size ** 2 + held
     return acts, max(peak, layer.backward_peak)
 
 
@@ -372,7 +397,9 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     if vp is None:
         return None
     key = (m, r.t, r.b, tr.images_per_sample, tr.image_resolution, tr.freeze_vision_model,
-           tr.freeze_vision_projection, tr.recompute_granularity, tr.recompute_method, tr.recompute_num_layers,
+           tr.freeze_vision_projection, tr.video_frames_per_sample, tr.audio_clips_per_sample, tr.audio_clip_seconds,
+           tr.freeze_sound_encoder, tr.freeze_sound_projection, tr.recompute_granularity, tr.recompute_method,
+           tr.recompute_num_layers,
            tr.attention_backend, tr.transformer_impl, cfg.precision)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -384,7 +411,8 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
-    n = r.b * tr.images_per_sample * image_patches(m, tr.image_resolution)
+    groups = tr.video_frames_per_sample // m.vision_temporal_patch_size    # omni28: each group of frames an image
+    n = r.b * (tr.images_per_sample + groups) * image_patches(m, tr.image_resolution)
     if n and m.vision_model_type == "ernie45_vl":     # its final LayerNorm stays trained: always activations
         acts, peak = _ernie_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
     elif n and m.vision_model_type == "glm4v":      # parts stay trained whatever is frozen: always activations
@@ -416,6 +444,19 @@ def vision_stage(r: Resolved) -> VisionStage | None:
                 group = (tr.recompute_num_layers or 1) if tr.recompute_method != "block" else 1
                 rec = min(group, m.vision_num_layers) * layer.full - layer.kept_input
             peak = max(peak, layer.backward_peak + rec)
+    sp = sound_params(m)
+    if sp is not None:          # omni28: Nemotron Omni's sound tower (module docstring)
+        enc, proj = sp.encoder.per_rank(t), sp.projection.per_rank(t)
+        fe, fp = tr.freeze_sound_encoder, tr.freeze_sound_projection
+        trained += (0 if fe else enc) + (0 if fp else proj)
+        frozen += (enc if fe else 0) + (proj if fp else 0)
+        rows = r.b * tr.audio_clips_per_sample * encoder_width(m, tr.audio_clip_seconds)
+        if rows and not fp:     # the encoder is frozen here (a trained one with clips is refused by the rules)
+            B = 4 if cfg.precision.params_dtype == "fp32" else 2
+            hs, p, gated = m.sound_hidden_size, m.sound_projector_ffn_hidden_size, m.gated_linear_unit
+            stats = 8 * rows if m.normalization == "LayerNorm" else 4 * rows
+            acts += 2 * B * rows * hs + stats + (3 if gated else 2) * B * rows * p // t
+            peak = max(peak, 2 * B * rows * p * (2 if gated else 1) // t)
     out = VisionStage(trained, trained_linear, frozen, acts, peak)
     if len(_CACHE) > 1024:
         _CACHE.clear()

@@ -19,6 +19,7 @@ from ..config.load import load_config
 from .layers import hyper_connection, kimi, kind_components, moe, wan
 from .layers.base import Count
 from .resolve import Resolved, resolve
+from .audio import sound_params
 from .vision import vision_params
 
 __all__ = ["Count", "ParameterCounts", "count_parameters", "count_parameters_of", "embedding", "final_norm", "mtp_built",
@@ -95,6 +96,7 @@ class ParameterCounts:
     vision: int = 0         # the vision tower and its patch merger (estimator/model/vision.py), in total and active
     hyper_connections: int = 0   # mHC modules of the decoder layers and the decoder's output contraction
     attn_res: int = 0       # Kimi K3's AttnRes norms and score projections, the last layer's output ones included
+    sound: int = 0          # Nemotron Omni's sound encoder and projection (estimator/model/audio.py), total and active
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -112,7 +114,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     norms, and the final norm); the routed experts under ``moe_experts``. ``active`` replaces each MoE layer's
     routed experts by the top-k experts a token passes through; everything else is active. MTP layers are
     counted under ``mtp`` and are included in ``total``, and so is a vision tower (``vision``: every image passes
-    through all of it, so it is active too).
+    through all of it, so it is active too), and a sound tower (``sound``, likewise).
     """
     n_kind = [0] * len(r.kinds)
     for k in r.layer_kinds:
@@ -131,10 +133,12 @@ def count_parameters(r: Resolved) -> ParameterCounts:
     mtp = built * mtp_one
     vis = vision_params(r.cfg.model)
     vision = vis.total if vis else 0
+    snd = sound_params(r.cfg.model)
+    sound = snd.total if snd else 0
     head = hyper_connection.head_params(r)
     ar_out = kimi.output_attn_res_params(r).total
     fnorm = final_norm(r).total - head - ar_out        # the final norm's weights (none for Wan)
-    total = emb.total + sum(comp.values()) + out + fnorm + head + ar_out + mtp + vision
+    total = emb.total + sum(comp.values()) + out + fnorm + head + ar_out + mtp + vision + sound
     n_moe = sum(n for n, kind in zip(n_kind, r.kinds) if kind.moe)
     idle = moe.expert_params(r).total - moe.active_experts(r) if r.E else 0   # experts a token skips, per layer
     mtp_active = mtp - built * sum(idle for k in r.mtp_kinds if r.kinds[k].moe)
@@ -149,7 +153,7 @@ def count_parameters(r: Resolved) -> ParameterCounts:
         dense_layers=sum(n for n, kind in zip(n_kind, r.kinds) if kind.mlp == "dense"), moe_layers=n_moe,
         padded_vocab_size=r.Vp, vocab_padding=(r.Vp - r.V) * r.h * (1 if r.tied else 2),
         layer_kinds={kind.label: n for n, kind in zip(n_kind, r.kinds) if n}, vision=vision,
-        hyper_connections=comp["hyper_connections"] + head, attn_res=comp["attn_res"] + ar_out,
+        hyper_connections=comp["hyper_connections"] + head, attn_res=comp["attn_res"] + ar_out, sound=sound,
     )
 
 

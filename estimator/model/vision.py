@@ -135,8 +135,12 @@ position_embeddings ((2048 / P)^2 x hv, cropped or interpolated to each image), 
 C P^2 -> hv with gather_output, the TransformerBlock without a final norm (post_process false);
 multimodal_projector.py ``MultimodalProjector`` "mlp": the MLP of the projection config over the input width)::
 
-    embedder      C P^2 hv                               column-parallel, no bias
-    class tokens  16 hv                                  replicated (counted with the positions)
+    embedder      C P^2 hv                               column-parallel, no bias (C Pt P^2 hv when Pt > 1)
+    video embed.  C Pt P^2 hv                            Nemotron Omni's separate video embedder (omni28:
+                                                         model.vision_separate_video_embedder; the image
+                                                         embedder then stays C P^2 hv)
+    class tokens  16 hv                                  replicated (counted with the positions; 10 for Nemotron
+                                                         Omni, model.vision_class_token_len)
     positions     Np hv                                  replicated, Np = (2048 / P)^2
     each layer    the qwen3_vl layer                     split like the language model
     projector     n(M^2 hv) of the language model's      the norm fused into fc1, replicated
@@ -239,7 +243,7 @@ from ..config.rules.vision import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
 from .layers.base import Count
 
 __all__ = ["KINDS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
-           "vision_params"]
+           "radio_class_tokens", "vision_params"]
 
 
 class TowerKind(NamedTuple):
@@ -277,6 +281,12 @@ KINDS: dict[str, TowerKind] = {
     "step37": TowerKind("LayerNorm", False, "quick_gelu", False, True, False, True, False, "linear",
                         layer_scale=True),
 }
+
+
+def radio_class_tokens(m) -> int:
+    """Class tokens the radio tower prepends to each image: model.vision_class_token_len (Nemotron Omni's 10), else
+    Nemotron Nano VL's :data:`RADIO_CLASS_TOKENS`."""
+    return m.vision_class_token_len or RADIO_CLASS_TOKENS
 
 
 def has_vision(m) -> bool:
@@ -363,7 +373,9 @@ def vision_params(m) -> VisionParams | None:
         merger, linear_merger = Count(0, 4 * hv * ho), 4 * hv * ho
     elif k.projector == "mlp":        # RADIO: embedder without bias split over TP, class tokens, the language MLP
         patch = Count(patch.replicated, 0)
-        pos = Count(0, pos.replicated + RADIO_CLASS_TOKENS * hv)
+        if m.vision_separate_video_embedder:     # omni28: the image embedder over one frame, the video one over Pt
+            patch = Count(m.vision_in_channels * m.vision_patch_size ** 2 * hv + patch.sharded, 0)
+        pos = Count(0, pos.replicated + radio_class_tokens(m) * hv)
         c, up = m.vision_projector_ffn_hidden_size, 2 if m.gated_linear_unit else 1
         lnorm = 2 * wide if m.normalization == "LayerNorm" else wide
         b = m.add_bias_linear

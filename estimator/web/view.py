@@ -144,6 +144,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
     notes = [mtp] if mtp else []
     if getattr(p, "vision", 0):
         notes.append(f"incl. {_count(p.vision)} in the vision tower")
+    if getattr(p, "sound", 0):          # omni28: Nemotron Omni's sound tower
+        notes.append(f"incl. {_count(p.sound)} in the sound tower")
     if p.active != p.total:
         notes.append(f"{_count(p.active)} active per token")
     params = f"{_count(p.total)} parameters" + (f" ({'; '.join(notes)})" if notes else "")

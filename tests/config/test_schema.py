@@ -24,6 +24,12 @@ IMAGES = {"images_per_sample": 2}
 #: A small Wan (Megatron-Bridge's video diffusion transformer, estimator/model/layers/wan.py).
 WAN = {**MODEL, "model_kind": "wan", "activation_func": "gelu", "gated_linear_unit": False, "add_bias_linear": True}
 WAN_GRID = {"wan_latent_frames": 2, "wan_latent_height": 8, "wan_latent_width": 8}
+_OMNI = {**MODEL, "normalization": "RMSNorm", "vision_model_type": "radio", "vision_num_layers": 2,
+         "vision_hidden_size": 64, "vision_num_attention_heads": 4, "vision_ffn_hidden_size": 128,
+         "vision_patch_size": 16, "vision_temporal_patch_size": 2, "vision_num_position_embeddings": 16384,
+         "vision_projector_ffn_hidden_size": 256}       # omni28: a small Nemotron Omni (radio tower, frame pairs)
+_SOUND = {**_OMNI, "sound_num_layers": 2}
+_FROZEN = {"freeze_vision_model": True, "freeze_sound_encoder": True, "image_resolution": 512}
 #: A small DeepSeek-V4 model: hybrid attention (a window layer, ratio 4, ratio 128) and MoE layers.
 V4 = {**MOE, "multi_latent_attention": True, "q_lora_rank": 64, "v_head_dim": 64, "qk_pos_emb_head_dim": 16,
       "experimental_attention_variant": "dsv4_hybrid", "csa_compress_ratios": [0, 4, 128, 0],
@@ -41,6 +47,8 @@ NO_MEMORY_EFFECT = {
     "training.overlap_grad_reduce": "communication scheduling in the existing buffers",
     "training.overlap_param_gather": "communication scheduling in the existing buffers",
     "precision.fp4_recipe": "nvfp4 is the only FP4 recipe modelled",
+    "model.sound_num_attention_heads": "the encoder's parameters do not depend on it; its activations are modelled "
+                                       "only frozen (omni28)",
 }
 
 #: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
@@ -194,6 +202,23 @@ VARIANTS = {
                                           {"training": {"freeze_vision_projection": True}}),
     "training.freeze_language_model": (make_config(VIT, None, IMAGES),
                                        {"training": {"freeze_language_model": True}}),
+    # omni28: Nemotron Omni's RADIO video embedder and Parakeet sound tower (tests/memory/test_vision_omni.py).
+    "model.vision_separate_video_embedder": (make_config(_OMNI), {"model": {"vision_separate_video_embedder": True}}),
+    "model.vision_class_token_len": (make_config(_OMNI), {"model": {"vision_class_token_len": 10}}),
+    "model.sound_num_layers": (make_config(_OMNI), {"model": {"sound_num_layers": 2}}),
+    **{f"model.{k}": (make_config(_SOUND), {"model": {k: v}}) for k, v in (
+        ("sound_hidden_size", 512), ("sound_ffn_hidden_size", 1024),
+        ("sound_conv_kernel_size", 7), ("sound_num_mel_bins", 64), ("sound_subsampling_factor", 4),
+        ("sound_subsampling_conv_channels", 128), ("sound_bias", True), ("sound_projector_ffn_hidden_size", 2048))},
+    "training.video_frames_per_sample": (make_config(_OMNI, None, {"freeze_vision_model": True,
+                                                                   "image_resolution": 512}),
+                                         {"training": {"video_frames_per_sample": 8}}),
+    "training.audio_clips_per_sample": (make_config(_SOUND, None, _FROZEN),
+                                        {"training": {"audio_clips_per_sample": 1}}),
+    "training.audio_clip_seconds": (make_config(_SOUND, None, {**_FROZEN, "audio_clips_per_sample": 1}),
+                                    {"training": {"audio_clip_seconds": 5.0}}),
+    "training.freeze_sound_encoder": (make_config(_SOUND), {"training": {"freeze_sound_encoder": True}}),
+    "training.freeze_sound_projection": (make_config(_SOUND), {"training": {"freeze_sound_projection": True}}),
     "precision.disable_parameter_transpose_cache": (
         make_config(MODEL, {"pipeline_model_parallel_size": 2}, {"world_size": 2}, {"fp8": True}),
         {"precision": {"disable_parameter_transpose_cache": True}}),

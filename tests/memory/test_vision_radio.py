@@ -129,7 +129,7 @@ def test_the_language_models_recompute_does_not_reach_the_tower():
 
 @pytest.mark.parametrize("model, training, field", [
     (RADIO, {"images_per_sample": 1, "image_resolution": 448}, "training.image_resolution"),
-    ({**RADIO, "vision_temporal_patch_size": 2}, {}, "model.vision_temporal_patch_size"),
+    # vision_temporal_patch_size 2: Nemotron Omni's temporal_patch_dim (omni28), valid (tests/model/test_audio.py)
     ({**RADIO, "vision_spatial_merge_size": 4}, {}, "model.vision_spatial_merge_size"),
     ({**RADIO, "vision_num_position_embeddings": 2304}, {}, "model.vision_num_position_embeddings"),
     ({**RADIO, "vision_projector_ffn_hidden_size": None}, {}, "model.vision_projector_ffn_hidden_size"),

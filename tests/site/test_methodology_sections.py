@@ -34,7 +34,7 @@ def _part_modules() -> set[str]:
     for part in (*layers.MIXERS.values(), *layers.MLPS.values()):
         names.add(part.__name__ if hasattr(part, "__path__") or type(part).__name__ == "module"
                   else type(part).__module__)
-    names |= {"estimator.model.vision", "estimator.memory.vision"}
+    names |= {"estimator.model.vision", "estimator.memory.vision", "estimator.model.audio"}   # omni28: the sound tower
     return names
 
 

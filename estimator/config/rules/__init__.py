@@ -11,9 +11,10 @@ runs that the estimator does not model, which :func:`refuse_not_modelled` raises
 - :mod:`.moe`: the MoE rules, the router's, HybridEP's and the overload factor a layout receives;
 - :mod:`.precision`: FP8 / NVFP4 recipes, the precision-aware optimizer, deterministic mode, the GPU's recipes;
 - :mod:`.model`: the generic model rules, which call the layer kinds' own: :mod:`.hybrid` (Mamba and gated delta
-  net layers), :mod:`.attention` (DSA, DeepSeek-V4), :mod:`.vision` (the vision towers), :mod:`.hetero`
-  (Llama-Nemotron's heterogeneous layers), :mod:`.families` (Gemma 4, MiMo-V2-Flash, K-EXAONE, Falcon-H1, Kimi K3),
-  :mod:`.wan` (Megatron-Bridge's Wan diffusion transformer: its latent grid, and what is not modelled with it);
+  net layers), :mod:`.attention` (DSA, DeepSeek-V4), :mod:`.vision` (the vision towers), :mod:`.media` (Nemotron
+  Omni's sound tower and video frames), :mod:`.hetero` (Llama-Nemotron's heterogeneous layers), :mod:`.families`
+  (Gemma 4, MiMo-V2-Flash, K-EXAONE, Falcon-H1, Kimi K3), :mod:`.wan` (Megatron-Bridge's Wan diffusion transformer:
+  its latent grid, and what is not modelled with it);
 - :mod:`.features`: the recipe features (FSDP, optimizers, PEFT, CUDA graphs, communication, schedules), with
   activation offloading in :mod:`.offload`.
 

@@ -15,6 +15,7 @@ from .families import (falcon_h1_problems, gemma4_moe_problems, global_attention
                        kimi_problems, mimo_problems)
 from .hetero import hetero_problems
 from .hybrid import hybrid_problems
+from .media import media_problems
 from .moe import router_rules
 from .vision import vision_problems
 from .wan import wan_problems
@@ -43,6 +44,7 @@ def model_problems(cfg) -> list[Problem]:
     out += kimi_problems(cfg)
     out += vision_problems(cfg)
     out += wan_problems(cfg)
+    out += media_problems(cfg)      # omni28: Nemotron Omni's sound tower and video frames
     if m.moe_latent_size is not None and m.num_experts is None:
         add("moe_latent_size", m.moe_latent_size, "applies only to MoE models (set num_experts)")
     if m.post_layernorm and (m.multi_latent_attention or pattern is not None

@@ -26,14 +26,12 @@ RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
 
 
 def _radio_rules(m, tr, t) -> list[Problem]:
-    """The radio tower (Nemotron Nano VL; estimator/model/vision.py): one frame per patch (a linear embedder over
-    C P^2), pixel shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the
-    position table of (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
+    """The radio tower (Nemotron Nano VL, Nemotron Omni; estimator/model/vision.py): a linear embedder over
+    C Pt P^2 (Pt frames a patch: Nemotron Omni's temporal_patch_dim; rules/media.py for its video embedder), pixel
+    shuffle joining 2 x 2 patches (LLaVAModel multiplies the projector's input width by 4), the position table of
+    (RADIO_MAX_SIDE / P)^2 entries RADIOViTModel builds, and the projector's fc1 split over TP."""
     out: list[Problem] = []
-    if m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "radio tower: its embedder is a linear layer over one frame's patch"))
-    if m.vision_spatial_merge_size != 2:
+    if m.vision_spatial_merge_size != 2:     # vision_temporal_patch_size > 1: Omni's temporal_patch_dim (omni28)
         out.append(Problem("model.vision_spatial_merge_size", m.vision_spatial_merge_size, "must be 2 for the radio "
                            "tower: its pixel shuffle joins 2 x 2 patches into one token"))
     grid = (RADIO_MAX_SIDE // m.vision_patch_size) ** 2
@@ -246,7 +244,9 @@ def _frozen_language_rules(cfg) -> list[Problem]:
     def add(value, msg):
         out.append(Problem("training.freeze_language_model", value, msg))
 
-    if tr.freeze_vision_model and tr.freeze_vision_projection:
+    sound_trained = cfg.model.sound_num_layers is not None and not (tr.freeze_sound_encoder
+                                                                    and tr.freeze_sound_projection)   # omni28
+    if tr.freeze_vision_model and tr.freeze_vision_projection and not sound_trained:
         add(True, "with freeze_vision_model and freeze_vision_projection also true nothing trains (Megatron-Core's "
             "optimizer gets no parameter); leave the tower or its projection trained")
     if tr.peft is not None:

@@ -41,7 +41,7 @@ from ...config.quant_recipe import rules_from_recipe
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
 from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
-from .multimodal import MULTIMODAL, TRAINING_FIELD, judge as judge_multimodal
+from .multimodal import MULTIMODAL, TRAINING_FIELD, OmniRefused, judge as judge_multimodal, omni_media
 from .presets import MIXED_PRECISION_PRESETS
 from . import wan
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
@@ -443,8 +443,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 kind, why = judge_multimodal(name, value, m.get("vision_cuda_graph_impl", "none"))
                 if kind == "refused":
                     refused.append((f"{where} = {show(value)}", why))
-                elif kind == "modelled" and value not in (None, False):      # no_effect: at its default
-                    vision[TRAINING_FIELD[name]] = (where, value)
+                elif kind == "modelled" and name in TRAINING_FIELD and value not in (None, False):
+                    vision[TRAINING_FIELD[name]] = (where, value)       # no_effect: at its default
                 elif kind == "no_effect" and value not in (MULTIMODAL[name][0], None, [], ()):
                     no_effect.append((f"{where} = {show(value)}", why))
                 continue
@@ -496,7 +496,13 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
         config["model"].update(wan_fields)
         notes += wan_notes
     _after(cfg, config, notes)
-    _apply_vision(config, vision, vision_model)
+    try:                                                  # omni28: Nemotron Omni's towers (multimodal.py)
+        omni_tower, sound, freeze_sound = omni_media(m)
+    except OmniRefused as exc:
+        raise BridgeRefusedError([exc.args[0]]) from None
+    _apply_vision(config, vision, vision_model or omni_tower)
+    config["model"].update(sound)
+    config.setdefault("training", {}).update(freeze_sound)
     if packed:
         config.setdefault("training", {})["seq_length"] = packed
         notes.append(f"dataset.offline_packing_specs.packed_sequence_size = {packed}: packed SFT, one pack of "

@@ -130,6 +130,16 @@ REFUSED: dict[str, str] = {
                              "not imported; describe it with model.vision_model_type radio and the model.vision_* "
                              "fields (32 layers of 1280, 16 heads, MLP 5120, patch 16, 16,384 positions, projector "
                              "20480) over the Nemotron-H language model of its llm_config"),
+    # omni28: Megatron-Bridge @ 067f987d : models/nemotron_omni (NemotronOmniBridge, source
+    # NemotronH_Nano_Omni_Reasoning_V3): the provider hard-codes the RADIO tower; the sound tower is sound_config's.
+    "NemotronH_Nano_Omni_Reasoning_V3": ("Nemotron Omni's config.json names its RADIO vision tower only by version, "
+                                         "so it is not imported; import the run's Megatron-Bridge config.yaml "
+                                         "(--bridge-config reads both towers from NemotronOmniModelProvider), or "
+                                         "describe it with model.vision_model_type radio (32 layers of 1280, 16 "
+                                         "heads, MLP 5120, patch 16, 16,384 positions, projector 20480, "
+                                         "vision_class_token_len 10, vision_temporal_patch_size 2 with "
+                                         "vision_separate_video_embedder) and model.sound_* from its sound_config, "
+                                         "over the Nemotron-H language model of its llm_config"),
 }
 
 

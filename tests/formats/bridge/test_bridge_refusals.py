@@ -273,3 +273,20 @@ def test_docs_block_is_what_the_script_writes():
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bridge_refusals.py"), str(MIRROR), "--check"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.subprocess                 # git runs as a process: not inside Pyodide
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="no Megatron-Bridge clone (set BRIDGE_GIT_DIR)")
+def test_the_nemotron_omni_recipes_read_clean():
+    """omni28: the five Nemotron Omni recipes (recipes/nemotron_omni/h100/nemotron_omni.py) were refused for
+    freeze_sound_encoder / freeze_sound_projection (no sound tower), temporal_patch_dim / separate_video_embedder
+    (no video) and the freeze_vision_* fields (no tower for their Hugging Face model). With the sound tower, the
+    video frames and the provider's own RADIO tower modelled, the static reading finds nothing refused in them."""
+    recs = br.count(MIRROR, "HEAD")["recipes"]
+    omni = {name: refused for name, refused in recs.items() if name.startswith("nemotron_omni_")}
+    assert sorted(omni) == ["nemotron_omni_cord_v2_long_context_sft_8gpu_h100_bf16_config",
+                            "nemotron_omni_cord_v2_peft_4gpu_h100_bf16_config",
+                            "nemotron_omni_cord_v2_sft_4gpu_h100_bf16_config",
+                            "nemotron_omni_valor32k_peft_4gpu_h100_bf16_config",
+                            "nemotron_omni_valor32k_sft_4gpu_h100_bf16_config"]
+    assert all(refused == [] for refused in omni.values()), omni

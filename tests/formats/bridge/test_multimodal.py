@@ -56,10 +56,11 @@ def test_a_non_boolean_freeze_names_the_field():
 @pytest.mark.parametrize("field, value, words", [
     ("vision_cuda_graph_impl", "transformer_engine", "CUDA graphs"),
     ("vit_gradient_checkpointing", True, "Qwen3-Omni"),
-    ("temporal_patch_dim", 2, "video"),
-    ("freeze_sound_encoder", True, "audio"),
-    ("has_sound", True, "audio"),
-    ("separate_video_embedder", True, "video"),
+    ("temporal_patch_dim", 2, "NemotronOmniModelProvider only"),       # omni28: any other provider
+    ("freeze_sound_encoder", True, "NemotronOmniModelProvider only"),
+    ("has_sound", True, "NemotronOmniModelProvider only"),
+    ("separate_video_embedder", True, "NemotronOmniModelProvider only"),
+    ("freeze_audio_model", True, "Qwen-Omni"),
     ("multimodal_attn_impl", "sdpa", "Qwen3-Omni"),
 ])
 def test_what_is_not_modelled_is_refused_by_name(field, value, words):
@@ -206,3 +207,67 @@ def test_the_qwen35_vl_sft_recipe_leaves_the_vision_graph_length_without_effect(
     est = estimate(on.config)
     assert est.peak.device_bytes == estimate(read_bridge_recipe(name).config).peak.device_bytes
     assert est.parameters.vision > 0 and "hybridep_buffers" in est.stages[1].outside_allocator
+
+
+# omni28: Nemotron Omni's provider fields (estimator/formats/bridge/multimodal.py omni_media).
+OMNI = "megatron.bridge.models.nemotron_omni.nemotron_omni_provider.NemotronOmniModelProvider"
+#: Nemotron-3-Nano-Omni's sound_config as Megatron-Bridge stores it in config.yaml (the Hugging Face keys).
+SOUND_CONFIG = {"model_type": "parakeet", "hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 24,
+                "intermediate_size": 4096, "conv_kernel_size": 9, "subsampling_factor": 8,
+                "subsampling_conv_channels": 256, "subsampling_conv_kernel_size": 3, "subsampling_conv_stride": 2,
+                "num_mel_bins": 128, "projection_hidden_size": 4096, "sampling_rate": 16000}
+#: The valor32k recipes' media settings (Megatron-Bridge @ 067f987d : recipes/nemotron_omni/h100/nemotron_omni.py
+#: ``_nemotron_omni_base`` and ``nemotron_omni_valor32k_sft_4gpu_h100_bf16_config``) and provider fields a
+#: config.yaml carries.
+VALOR = dict(_target_=OMNI, has_sound=True, sound_config=SOUND_CONFIG, temporal_patch_dim=2,
+             separate_video_embedder=True, temporal_ckpt_compat=True, freeze_vision_model=True,
+             freeze_vision_projection=False, freeze_sound_encoder=True, freeze_sound_projection=False,
+             vision_class_token_len=10, image_token_index=18, dynamic_resolution=True, radio_force_eval_mode=True,
+             use_vision_backbone_fp8_arch=False, nemotron_omni_contract="expanded_sequence_v1",
+             sound_context_token_id=27)
+
+
+def test_a_nemotron_omni_config_yaml_brings_both_towers():
+    """The provider fixes its RADIO tower in code, so the importer reads it from the model section: 32 layers of
+    1280, frame pairs through the separate video embedder, 10 class tokens; the sound tower from sound_config.
+    Parameters (tests/model/test_audio.py): the encoder 608,879,616; the projection into this small language model's
+    512 (LayerNorm over 1024: 2,048; fc1 with bias 4,194,304 + 4,096; fc2 with bias 2,097,152 + 512):
+    6,298,112."""
+    imp = _read(**VALOR)
+    m, tr = imp.config["model"], imp.config["training"]
+    assert (m["vision_num_layers"], m["vision_model_type"], m["vision_temporal_patch_size"],
+            m["vision_separate_video_embedder"], m["vision_class_token_len"]) == (32, "radio", 2, True, 10)
+    assert (m["sound_num_layers"], m["sound_hidden_size"], m["sound_bias"]) == (24, 1024, False)
+    assert tr["freeze_vision_model"] is True and tr["freeze_sound_encoder"] is True
+    assert estimate(imp.config).parameters.sound == 608_879_616 + 6_298_112
+
+
+def test_without_sound_the_sound_freeze_fields_do_nothing():
+    """The CORD v2 recipes set has_sound false: the provider builds no sound module and NemotronOmniModel.freeze
+    skips missing modules, so freeze_sound_encoder / freeze_sound_projection true change nothing."""
+    cord = {**VALOR, "has_sound": False, "temporal_patch_dim": 1, "separate_video_embedder": False,
+            "freeze_sound_projection": True}
+    imp = _read(**cord)
+    assert "sound_num_layers" not in imp.config["model"]
+    assert "freeze_sound_encoder" not in imp.config["training"]
+    assert estimate(imp.config).parameters.sound == 0
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"sound_config": None}, "model.sound_config"),
+    ({"sound_model_type": "whisper"}, "model.sound_model_type"),
+    ({"sound_config": {**SOUND_CONFIG, "subsampling_conv_channels": 512}}, "model.sound_config.subsampling_conv"),
+    ({"sound_hidden_size": 2048}, "model.sound_hidden_size"),
+])
+def test_what_the_parakeet_encoder_does_not_describe_is_refused_by_name(change, field):
+    with pytest.raises(BridgeRefusedError, match=field):
+        _read(**{**VALOR, **change})
+
+
+def test_the_omni_checkpoint_s_tower_for_the_recipes():
+    """The Omni recipes build their provider from nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16 (Bridge's
+    verification card: architecture NemotronH_Nano_Omni_Reasoning_V3, NemotronOmniBridge): hf_tower gives the
+    provider's RADIO tower, so the static reading takes their freeze_vision_* fields as modelled."""
+    from estimator.formats.bridge.multimodal import hf_tower
+    tower = hf_tower("nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16")
+    assert (tower["vision_num_layers"], tower["vision_projector_ffn_hidden_size"]) == (32, 20480)
