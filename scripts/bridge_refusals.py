@@ -65,6 +65,7 @@ from estimator.formats.bridge.config import DEV_MODEL_FIELDS, _RENAMED, _is_off 
 from estimator.formats.bridge.field_classes import (  # noqa: E402
     ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
 from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD, hf_tower  # noqa: E402
+from estimator.formats.bridge.providers import PROVIDER_FIELDS, judge_provider_field  # noqa: E402
 from estimator.formats.bridge.multimodal import judge as judge_multimodal  # noqa: E402
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
 from estimator.formats.megatron_args import REFUSED_VALUES  # noqa: E402
@@ -455,6 +456,9 @@ def judge(section: str, field: str, value, tower: bool = False, graph_impl="none
         return None
     if (section, field) == ("model", "_target_"):
         return ("refused", NOT_GPT_PROVIDERS[value]) if value in NOT_GPT_PROVIDERS else None
+    if section == "model" and field in PROVIDER_FIELDS and field not in SECTIONS["model"]:
+        kind, why = judge_provider_field(field, {"use_dist_train": True} if value is UNKNOWN else value)
+        return ("refused", why) if kind == "refused" else None
     if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
         if field in TRAINING_FIELD:         # needs the tower: a recipe's comes from its Hugging Face model
             if tower or (value is not UNKNOWN and value in (None, False)):
