@@ -181,3 +181,27 @@ def test_a_vision_config_of_a_provider_whose_tower_is_not_modelled_is_refused():
         read_bridge_config({"model": {"_target_": P + "gemma_vl.gemma4_vl_provider.Gemma4VLModelProvider", **SMALL,
                                       "vision_config": {"_target_": "transformers.Gemma4VisionConfig"}}},
                            world_size=1)
+
+
+def test_glm45v_config_yaml_and_the_hugging_face_import_give_one_estimate():
+    """The toy GLM-4.5V run (tests/formats/bridge/fixtures/glm45v_toy.yaml: TP 2, EP 2, SP, 4 GPUs) read from its
+    config.yaml and the same run built from the toy's config.json through --hf's import: one configuration of the
+    model and the tower, one estimate (one image a sample given to both)."""
+    from tests.formats.hf.test_glm45v import TOY
+    imp = read_bridge_config((FIXTURES / "glm45v_toy.yaml").read_text(), world_size=4)
+    imp.config["training"]["images_per_sample"] = 1
+    by_hf = {"model": from_hf_config(TOY),
+             "parallelism": {"tensor_model_parallel_size": 2, "expert_model_parallel_size": 2},
+             "training": {"world_size": 4, "seq_length": 2048, "micro_batch_size": 1, "global_batch_size": 8,
+                          "sequence_parallel": True, "images_per_sample": 1}}
+    assert {k: v for k, v in imp.config["model"].items() if k.startswith("vision_")} == \
+        {k: v for k, v in by_hf["model"].items() if k.startswith("vision_")}
+    assert estimate(imp.config).peak.device_bytes == estimate(by_hf).peak.device_bytes
+
+
+def test_nemotron_nano_vl_config_yaml_holds_the_radio_tower():
+    """tests/formats/bridge/fixtures/nemotron_nano_vl.yaml: the provider class gives the RADIO tower, whose parameters
+    tests/memory/test_vision_radio.py counts by hand: 861,373,440 (tower and projector)."""
+    imp = read_bridge_config((FIXTURES / "nemotron_nano_vl.yaml").read_text(), world_size=8)
+    assert imp.config["model"]["num_layers"] == 62 and imp.config["model"]["vision_model_type"] == "radio"
+    assert estimate(imp.config).parameters.vision == 861_373_440
