@@ -140,6 +140,10 @@ def provider_tower(target, model: dict) -> dict | None:
     :class:`UnsupportedError` naming the ``model.vision_config`` key a reader refuses."""
     mt = PROVIDER_TOWERS.get(target)
     if mt is None:
+        if "vision_config" in model and not target:
+            raise ConfigError(Problem("model._target_", None, "a config.yaml with model.vision_config names its "
+                                      "provider class, which says the tower's kind (ConfigContainer.to_yaml() "
+                                      "writes it)"))
         if "vision_config" in model:
             raise UnsupportedError(f"model.vision_config of model._target_ {target}: the estimator models the towers "
                                    f"of {', '.join(sorted(t.rsplit('.', 1)[1] for t in PROVIDER_TOWERS))} only")

@@ -205,3 +205,10 @@ def test_nemotron_nano_vl_config_yaml_holds_the_radio_tower():
     imp = read_bridge_config((FIXTURES / "nemotron_nano_vl.yaml").read_text(), world_size=8)
     assert imp.config["model"]["num_layers"] == 62 and imp.config["model"]["vision_model_type"] == "radio"
     assert estimate(imp.config).parameters.vision == 861_373_440
+
+
+def test_a_vision_config_without_its_provider_class_is_named():
+    data = _fixture()
+    del data["model"]["_target_"]
+    with pytest.raises(ConfigError, match="model._target_"):
+        read_bridge_config(data, world_size=4)
