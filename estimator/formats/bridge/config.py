@@ -43,7 +43,7 @@ from .catalog import REVISION, SECTIONS
 from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
 from .multimodal import MULTIMODAL, TRAINING_FIELD, judge as judge_multimodal
 from .presets import MIXED_PRECISION_PRESETS
-from .providers import PROVIDER_FIELDS, PROVIDER_TOWERS, judge_provider_field, provider_tower
+from .providers import PROVIDER_FIELDS, PROVIDER_TOWERS, judge_provider_field, provider_spec, provider_tower
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
 
@@ -433,7 +433,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 _dev_field(name, value, m, dev, refused, no_effect)
                 continue
             if section == "model" and name in PROVIDER_FIELDS and name not in SECTIONS[section]:
-                kind, why = judge_provider_field(name, value)       # a vision-language provider's own field
+                kind, why = judge_provider_field(name, value, m)    # a vision-language provider's own field
                 if kind == "refused":
                     refused.append((f"{where} = {show(value)}", why))
                 elif kind == "no_effect":
@@ -482,6 +482,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                      "Hugging Face importer reads a config.json's vision_config; the images of a sample are the "
                      "dataset's, not in the config.yaml: give training.images_per_sample (--images-per-sample) and "
                      "image_resolution")
+    spec = provider_spec(m.get("_target_"), m)          # Gemma 3 VL's layer spec: set after the flags are read
     filled = _bridge_defaults(cfg, values)
     tokens, origin = _tokens(cfg, m, values)
     try:
@@ -497,6 +498,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     config = imp.config
     config.setdefault("model", {}).update(dev)
     _after(cfg, config, notes)
+    config["model"].update(spec)
     _apply_vision(config, vision, vision_model)
     if packed:
         config.setdefault("training", {})["seq_length"] = packed

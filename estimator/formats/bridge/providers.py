@@ -27,7 +27,8 @@ from __future__ import annotations
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
 from ..hf.towers import read_vision
 
-__all__ = ["PROVIDER_FIELDS", "PROVIDER_TOWERS", "RADIO_TOWER", "judge_provider_field", "provider_tower"]
+__all__ = ["PROVIDER_FIELDS", "PROVIDER_SPECS", "PROVIDER_TOWERS", "RADIO_TOWER", "judge_provider_field",
+           "provider_spec", "provider_tower"]
 
 _PKG = "megatron.bridge.models."
 #: Provider class (``model._target_``) -> the Hugging Face wrapper ``model_type`` whose ``vision_config`` reader
@@ -104,6 +105,10 @@ PROVIDER_FIELDS: dict[str, tuple[str, object, str]] = {
     "add_encoder": ("refused", True, "a pipeline stage without the tower: not modelled"),
     "add_decoder": ("refused", True, "a pipeline stage without the language model: not modelled"),
     "vision_config": ("modelled", None, "the vision tower: model.vision_*"),
+    "interleaved_attn_pattern": ("modelled", None, "Gemma 3's local / global layers: with is_vision_language true "
+                                 "(Gemma 3 VL) every layer drops its window for an attention bias "
+                                 "(gemma3_provider.py), so the pattern chooses the bias only; refused for the text "
+                                 "model, whose local windows a config.yaml does not map"),
     "vision_model_type": ("modelled", "radio", "Nemotron Nano VL's tower kind: only radio is built"),
     "mm_tokens_per_image": ("modelled", None, "Gemma 3's image tokens: the projector's average pool "
                             "(model.vision_spatial_merge_size)"),
@@ -112,16 +117,47 @@ PROVIDER_FIELDS: dict[str, tuple[str, object, str]] = {
 }
 
 
-def judge_provider_field(name: str, value) -> tuple[str, str]:
+def judge_provider_field(name: str, value, model: dict | None = None) -> tuple[str, str]:
     """("modelled" | "no_effect" | "refused" | "default", why) for a vision-language provider's own field set to
-    ``value``; ``default``: a refused field at its harmless value (nothing to list)."""
+    ``value`` in the ``model`` section; ``default``: a refused field at its harmless value (nothing to list)."""
     kind, off, why = PROVIDER_FIELDS[name]
+    if name == "interleaved_attn_pattern":
+        vl = (model or {}).get("is_vision_language") is True
+        return ("no_effect" if vl else "refused"), why
     if name == "dist_train":
         on = isinstance(value, dict) and value.get("use_dist_train") not in (None, False)
         return ("refused", why) if on else ("default", why)
     if kind == "refused":
         return ("default", why) if value in (off, None) else ("refused", why)
     return kind, why
+
+
+#: Provider class -> (the layer-spec function its config.yaml names in ``transformer_layer_spec``, its activation
+#: (``activation_func``, ``gated_linear_unit``), the schema model fields they mean). Gemma 3 VL
+#: (gemma/gemma3_provider.py ``gemma3_layer_spec``: norms after attention and after the MLP; ``fast_gelu``, gated:
+#: GeGLU), the fields its recipe's preset (gemma-3-4b-it) holds; Megatron-LM's flags cannot say them, so they are set
+#: after the flags are read, as ``--bridge-recipe`` sets them.
+PROVIDER_SPECS = {
+    _PKG + "gemma_vl.gemma3_vl_provider.Gemma3VLModelProvider": (
+        _PKG + "gemma.gemma3_provider.gemma3_layer_spec", ("megatron.core.activations.fast_gelu", True),
+        {"post_layernorm": True, "activation_func": "geglu"}),
+}
+
+
+def provider_spec(target, model: dict) -> dict:
+    """The schema model fields that provider ``target``'s layer spec and activation mean (:data:`PROVIDER_SPECS`), and
+    ``model`` (the importer's own copy of the section) given a plain GPT stand-in for them (SwiGLU, the default spec),
+    which the Megatron-LM flags can say; {} for another provider, or when the section names another spec or
+    activation (then read as written)."""
+    if target not in PROVIDER_SPECS:
+        return {}
+    spec_fn, (act, gated), fields = PROVIDER_SPECS[target]
+    if model.get("transformer_layer_spec", spec_fn) != spec_fn or model.get("activation_func", act) != act or \
+            model.get("gated_linear_unit", gated) is not gated:
+        return {}
+    model.update(activation_func="torch.nn.functional.silu", gated_linear_unit=True)
+    model.pop("transformer_layer_spec", None)
+    return dict(fields)
 
 
 def _vision_dict(vc) -> dict:

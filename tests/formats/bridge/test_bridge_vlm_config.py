@@ -22,19 +22,27 @@ P = "megatron.bridge.models."
 RUNS = {"qwen3_vl_30b_a3b": "qwen3_vl_30b_a3b_sft_8gpu_h100_bf16_config",
         "qwen3_vl_8b": "qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config",
         "qwen25_vl_3b": "qwen25_vl_3b_sft_1gpu_h100_bf16_config",
-        "qwen35_vl_27b": "qwen35_vl_27b_sft_16gpu_h100_bf16_config"}
+        "qwen35_vl_27b": "qwen35_vl_27b_sft_16gpu_h100_bf16_config",
+        "gemma3_vl_4b": "gemma3_vl_4b_sft_1gpu_h100_bf16_config"}
+#: Fields the recipe's transcription leaves at their default that the provider fixes: Gemma3VLModelProvider's
+#: attention_backend fused (init=False), the kernel the default picks here too.
+_PROVIDER_FIXED = {"gemma3_vl_4b": {("training", "attention_backend"): "fused"}}
 
 
 @pytest.mark.parametrize("fixture", sorted(RUNS))
 def test_the_config_yaml_and_the_recipe_give_one_estimate(fixture):
     """The same run through --bridge-config and --bridge-recipe: one configuration, one estimate. The images of a
-    sample are the dataset's, in neither the config.yaml nor Bridge's sections, so the recipe's are given to both."""
+    sample are the dataset's, in neither the config.yaml nor Bridge's sections, so the recipe's are given to both.
+    Gemma 3 VL's layer spec (norms after attention and the MLP) and GeGLU come from the provider's
+    transformer_layer_spec and activation_func, which no Megatron-LM flag says."""
     recipe = RUNS[fixture]
     tr = recipe_config(recipe).get("training", {})
     imp = read_bridge_config((FIXTURES / f"{fixture}.yaml").read_text(), world_size=tr.get("world_size"))
     imp.config.setdefault("training", {}).update({k: tr[k] for k in ("images_per_sample", "image_resolution")
                                                   if k in tr})
     by_recipe = read_bridge_recipe(recipe)
+    for (section, field), value in _PROVIDER_FIXED.get(fixture, {}).items():
+        assert imp.config[section].pop(field) == value
     assert imp.config == by_recipe.config
     assert estimate(imp.config).peak.device_bytes == estimate(by_recipe.config).peak.device_bytes
 
@@ -212,3 +220,17 @@ def test_a_vision_config_without_its_provider_class_is_named():
     del data["model"]["_target_"]
     with pytest.raises(ConfigError, match="model._target_"):
         read_bridge_config(data, world_size=4)
+
+
+def test_gemma3_text_layer_pattern_is_refused_and_another_spec_is_read_as_written():
+    """interleaved_attn_pattern has no memory effect only in Gemma 3 VL (every layer drops its window for the
+    attention bias); for the text model it is refused. A config.yaml naming another layer spec gets no Gemma fields
+    (its fast_gelu then stops the import by name)."""
+    data = _fixture("gemma3_vl_4b")
+    data["model"]["is_vision_language"] = False
+    with pytest.raises(BridgeRefusedError, match="model.interleaved_attn_pattern"):
+        read_bridge_config(data, world_size=1)
+    data = _fixture("gemma3_vl_4b")
+    data["model"]["transformer_layer_spec"]["_target_"] = "megatron.core.models.gpt.gpt_layer_specs.other"
+    with pytest.raises(BridgeRefusedError, match="model.activation_func"):
+        read_bridge_config(data, world_size=1)
