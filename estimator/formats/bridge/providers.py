@@ -19,7 +19,11 @@ Nemotron Nano VL's provider has no ``vision_config``: ``NemotronVLModelProvider.
 nemotron_vl_provider.py) hard-codes its RADIO tower, so the provider class and ``vision_model_type: radio`` give it
 (:data:`RADIO_TOWER`, the shapes estimator/model/vision.py documents).
 
-Imports: ``config.errors`` and :mod:`estimator.formats.hf.towers`. Imported by :mod:`.config`.
+Gemma 3 VL's layer spec and activation (``transformer_layer_spec: gemma3_layer_spec``, ``fast_gelu`` gated), which
+no Megatron-LM flag says, become the schema's fields through :data:`PROVIDER_SPECS`.
+
+Imports: ``config.errors`` and :mod:`estimator.formats.hf.towers`. Imported by :mod:`.config` and
+:mod:`.field_classes` (the catalogue's rows).
 """
 
 from __future__ import annotations
