@@ -336,7 +336,8 @@ def _bridge_fields() -> str:
         raise MarkerError("a field of the Bridge catalogue is not classified")
     by_kind = {k: [r for r in rows if r["kind"] == k] for k in ("modelled", "refused", "no_effect")}
     return render_template("bridge_fields.md.j2", revision=catalog.REVISION, mlm_revision=catalog.MEGATRON_LM_REVISION,
-                           by_kind=by_kind, total=len(rows), attributes=len(field_classes.ATTRIBUTES),
+                           by_kind=by_kind, total=len(rows),
+                           attributes=len(field_classes.ATTRIBUTES) + len(field_classes.provider_rows()),
                            providers=sorted(field_classes.NOT_GPT_PROVIDERS))
 
 

@@ -69,6 +69,7 @@ from estimator.formats.bridge.field_classes import (  # noqa: E402
 from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD, hf_tower  # noqa: E402
 from estimator.formats.bridge.wan import DATASET_FIELDS as WAN_DATASET_FIELDS  # noqa: E402
 from estimator.formats.bridge.wan import MODEL_FIELDS as WAN_MODEL_FIELDS, is_wan  # noqa: E402
+from estimator.formats.bridge.providers import PROVIDER_FIELDS, judge_provider_field  # noqa: E402
 from estimator.formats.bridge.multimodal import judge as judge_multimodal  # noqa: E402
 from estimator.formats.bridge.presets import MIXED_PRECISION_PRESETS  # noqa: E402
 from estimator.formats.megatron_args import REFUSED_VALUES  # noqa: E402
@@ -91,9 +92,9 @@ CLASS_SECTION = {"TrainingConfig": "train", "ValidationConfig": "validation", "O
 #: A refused field that takes effect only with another is counted as that one (its row names both).
 WITH = {"model.offload_modules": "model.fine_grained_activation_offloading"}
 #: The Bridge fields of the recipe features (estimator.config.derived.recipe_features) that re-plan model states or
-#: activations: with a vision tower the estimator refuses them (estimator.config.rules.not_modelled), so a recipe that
-#: turns on a multimodal freeze field (which needs the tower, here from its Hugging Face model) and one of these
-#: counts as refused on it. field -> its value when off (a value not read counts as on).
+#: activations: with a vision tower the estimator refuses them (estimator.config.rules.not_modelled), so a recipe whose
+#: Hugging Face model holds a tower the estimator models (``--bridge-recipe`` takes it whether or not a freeze field is
+#: on) and that sets one of these counts as refused on it. field -> its value when off (a value not read counts as on).
 TOWER_EXCLUDES = {"use_megatron_fsdp": False, "use_torch_fsdp2": False, "tp_comm_overlap": False, "nccl_ub": False,
                   "num_distributed_optimizer_instances": 1, "optimizer_cpu_offload": False, "cpu_offloading": False,
                   "cuda_graph_impl": "none", "overlap_moe_expert_parallel_comm": False,
@@ -459,13 +460,16 @@ def judge(section: str, field: str, value, tower: bool = False, graph_impl="none
         return None
     if (section, field) == ("model", "_target_"):
         return ("refused", NOT_GPT_PROVIDERS[value]) if value in NOT_GPT_PROVIDERS else None
+    if section == "model" and field in PROVIDER_FIELDS and field not in SECTIONS["model"]:
+        kind, why = judge_provider_field(field, {"use_dist_train": True} if value is UNKNOWN else value)
+        return ("refused", why) if kind == "refused" else None
     if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
-        if field in TRAINING_FIELD:         # needs the tower: from the recipe's Hugging Face model, never a config.yaml
+        if field in TRAINING_FIELD:         # needs the tower: a recipe's comes from its Hugging Face model
             if tower or (value is not UNKNOWN and value in (None, False)):
                 return None
-            return "refused", ("a multimodal provider's freeze field needs the vision tower, which a Bridge "
-                               "config.yaml does not carry and the recipe's Hugging Face model does not give (not "
-                               "in the offline catalog, or its family's tower not modelled)")
+            return "refused", ("a multimodal provider's freeze field needs the vision tower, which the recipe's "
+                               "Hugging Face model does not give (not in the offline catalog, or its family's tower "
+                               "not modelled)")
         kind, why = judge_multimodal(field, value, graph_impl)     # a value not known is not the default
         return ("refused", why) if kind == "refused" else None
     if section == "model" and field in DEV_MODEL_FIELDS and field not in SECTIONS["model"]:
@@ -499,8 +503,8 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
         graph_impl = reader.settings.get(("model", "vision_cuda_graph_impl"), "none")
         if graph_impl is UNKNOWN:
             graph_impl = "transformer_engine"        # not known: its companions count as read
-        freezes = tower and any(f in TRAINING_FIELD and v not in (None, False)
-                                for (sec, f), v in reader.settings.items() if sec == "model")
+        # --bridge-recipe takes the tower from the recipe's Hugging Face model whether or not a freeze field is on,
+        # so the tower-plus-feature combinations are checked whenever the recipe has a tower.
         for (section, field), value in sorted(reader.settings.items()):
             if provider in NOT_GPT_PROVIDERS and (section, field) != ("model", "_target_"):
                 continue        # the importer refuses the provider first, by name, and reads none of its fields
@@ -512,7 +516,7 @@ def count(git_dir: str, rev: str = REVISION) -> dict:
                 r.append((f"{section}.{field}", verdict[1]))
             elif verdict:
                 o.append(f"{section}.{field}")
-            elif freezes and field in TOWER_EXCLUDES and value != TOWER_EXCLUDES[field] and value is not None:
+            elif tower and field in TOWER_EXCLUDES and value != TOWER_EXCLUDES[field] and value is not None:
                 if field in TOWER_OWN:
                     r.append((f"{section}.{field}", TOWER_OWN[field]))
                 elif not (field in TOWER_LANGUAGE_ONLY and TOWER_LANGUAGE_ONLY[field](kind, value)):

@@ -20,7 +20,8 @@ megatron/training/config/yaml_utils.py).
 2. Every field is classified (:mod:`estimator.formats.bridge.field_classes`): a refused field set away from its
    default stops the import, naming ``section.field``; fields without memory effect are listed. The Megatron-Core
    dev-branch fields Bridge's DeepSeek-V4 sets, which the catalogue's pinned TransformerConfig lacks, are classified
-   by :data:`DEV_MODEL_FIELDS` and the modelled ones set on the model afterwards; a multimodal provider's own fields
+   by :data:`DEV_MODEL_FIELDS` and the modelled ones set on the model afterwards; a vision-language provider's tower
+   (``vision_config``) and own fields by :mod:`estimator.formats.bridge.providers`, its freeze fields
    by :mod:`estimator.formats.bridge.multimodal`. Names Bridge's recipes set outside the catalogued dataclasses
    (``field_classes.ATTRIBUTES``) are classified the same way; a model provider that builds no GPT model (a diffusion
    transformer) is refused by its name first.
@@ -44,6 +45,7 @@ from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_pro
 from .multimodal import MULTIMODAL, TRAINING_FIELD, OmniRefused, judge as judge_multimodal, omni_media
 from .presets import MIXED_PRECISION_PRESETS
 from . import wan
+from .providers import PROVIDER_FIELDS, PROVIDER_TOWERS, judge_provider_field, provider_spec, provider_tower
 from ..megatron_args import HANDLED, MegatronImport, RefusedFlagsError, read_megatron_args
 from ..megatron_catalog import ARGUMENTS
 
@@ -195,7 +197,8 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             continue
         if name not in SECTIONS[section] and (section, name) not in ATTRIBUTES and \
                 not (section == "mixed_precision" and name == "_preset_") and \
-                not (section == "model" and (name in DEV_MODEL_FIELDS or name in MULTIMODAL)) and \
+                not (section == "model" and (name in DEV_MODEL_FIELDS or name in MULTIMODAL
+                                             or name in PROVIDER_FIELDS)) and \
                 not (wan.is_wan((out.get("model") or {}).get("_target_"))      # Wan's own (bridge/wan.py)
                      and name in {"model": wan.MODEL_FIELDS, "dataset": wan.DATASET_FIELDS}.get(section, ())):
             close = difflib.get_close_matches(name, sorted(SECTIONS[section]), n=1)
@@ -398,10 +401,9 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     ``data`` is the YAML text of a ``config.yaml`` (or its dict); ``overrides`` Bridge's dotted ``section.field=value``
     strings; ``world_size`` the number of GPUs (a Bridge configuration does not hold it). Raises
     :class:`ConfigError` naming ``section.field`` for a bad or unknown value and :class:`BridgeRefusedError` naming
-    every field whose memory effect is not modelled. ``vision_model``: the ``model.vision_*`` fields of the tower
-    (a Bridge configuration holds the provider's ``vision_config`` as an object the importer does not read; a recipe
-    takes them from its preset), needed by the multimodal providers' ``freeze_vision_*`` fields
-    (:mod:`estimator.formats.bridge.multimodal`).
+    every field whose memory effect is not modelled. ``vision_model``: the ``model.vision_*`` fields of the tower,
+    given by a recipe (from its preset or Hugging Face model); without it a vision-language provider's tower is read
+    from the configuration's ``model.vision_config`` (:mod:`estimator.formats.bridge.providers`).
     """
     cfg = apply_overrides(bridge_dict(data), overrides)
     wan_fields, wan_notes = wan.take(cfg) if wan.is_wan((cfg.get("model") or {}).get("_target_")) else (None, [])
@@ -438,6 +440,13 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 continue
             if section == "model" and name == "quant_recipe":
                 quant = _quant_recipe(value, where, refused, notes)
+                continue
+            if section == "model" and name in PROVIDER_FIELDS and name not in SECTIONS[section]:
+                kind, why = judge_provider_field(name, value, m)    # a vision-language provider's own field
+                if kind == "refused":
+                    refused.append((f"{where} = {show(value)}", why))
+                elif kind == "no_effect":
+                    no_effect.append((f"{where} = {show(value)}", why))
                 continue
             if section == "model" and name in MULTIMODAL and name not in SECTIONS[section]:
                 kind, why = judge_multimodal(name, value, m.get("vision_cuda_graph_impl", "none"))
@@ -476,6 +485,13 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
         raise ConfigError(problems)
     if refused:
         raise BridgeRefusedError(refused)
+    if vision_model is None and (m.get("_target_") in PROVIDER_TOWERS or "vision_config" in m):
+        vision_model = provider_tower(m.get("_target_"), m)          # a config.yaml: the provider's own tower
+        notes.append(f"model.vision_config: the vision tower of {m['_target_'].rsplit('.', 1)[1]}, read as the "
+                     "Hugging Face importer reads a config.json's vision_config; the images of a sample are the "
+                     "dataset's, not in the config.yaml: give training.images_per_sample (--images-per-sample) and "
+                     "image_resolution")
+    spec = provider_spec(m.get("_target_"), m)          # Gemma 3 VL's layer spec: set after the flags are read
     filled = _bridge_defaults(cfg, values)
     tokens, origin = _tokens(cfg, m, values)
     try:
@@ -496,6 +512,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
         config["model"].update(wan_fields)
         notes += wan_notes
     _after(cfg, config, notes)
+    config["model"].update(spec)
     try:                                                  # omni28: Nemotron Omni's towers (multimodal.py)
         omni_tower, sound, freeze_sound = omni_media(m)
     except OmniRefused as exc:
@@ -538,10 +555,11 @@ def _apply_vision(config: dict, vision: dict, vision_model) -> None:
         if not isinstance(value, bool):
             raise ConfigError(Problem(where, show(value), "must be true or false"))
     if not vision_model:
-        raise BridgeRefusedError([(f"{where} = {show(value)}", "the importer reads no vision tower from a Bridge "
-                                   "configuration (the provider's vision_config); estimate the model with --hf "
-                                   "and training.freeze_vision_model / freeze_vision_projection / "
-                                   "freeze_language_model instead")
+        raise BridgeRefusedError([(f"{where} = {show(value)}", "no vision tower the estimator models (model._target_ "
+                                   "is not a vision-language provider whose tower it reads: estimator/formats/"
+                                   "bridge/providers.py); estimate the model with --hf and "
+                                   "training.freeze_vision_model / freeze_vision_projection / freeze_language_model "
+                                   "instead")
                                   for where, value in vision.values()])
     tr = config.setdefault("training", {})
     for field, (_, value) in vision.items():

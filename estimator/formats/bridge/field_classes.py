@@ -15,6 +15,9 @@ Each field of :data:`estimator.formats.bridge.catalog.SECTIONS` (``section.field
    (:mod:`estimator.formats.megatron_flag_classes`): Megatron-LM builds those arguments from the same dataclasses
    (``ArgumentGroupFactory(TransformerConfig)``, ...), so Megatron-Core receives the same setting either way.
 
+:func:`rows` lists them all for the docs, with the vision-language and multimodal providers' own ``model`` fields
+(:func:`provider_rows`, classified in :mod:`.providers` and :mod:`.multimodal`).
+
 A test fails when a catalogued field falls through all three, so a new Bridge revision cannot slip an unclassified
 field through.
 
@@ -30,7 +33,7 @@ from ..megatron_catalog import ARGUMENTS
 from ..megatron_flag_classes import classify as classify_flag
 
 __all__ = ["ATTRIBUTES", "NOT_GPT_PROVIDERS", "NO_EFFECT_SECTIONS", "OWN", "classify", "counts", "rows",
-           "not_gpt_provider"]
+           "not_gpt_provider", "provider_rows"]
 
 #: Sections whose every field leaves what one GPU allocates for training unchanged.
 NO_EFFECT_SECTIONS = {
@@ -274,6 +277,31 @@ def rows() -> list[dict]:
             out.append({"kind": kind, "section": section, "field": name, "reason": reason})
     for (section, name), (kind, reason) in ATTRIBUTES.items():
         out.append({"kind": kind, "section": section, "field": name, "reason": reason})
+    return out + provider_rows()
+
+
+def provider_rows() -> list[dict]:
+    """The vision-language and multimodal providers' own ``model`` fields that the catalogued ``GPTModelProvider``
+    does not declare (:mod:`.providers`, :mod:`.multimodal`), as rows of :func:`rows`; a refused one is refused only
+    away from its harmless value, which the reason names."""
+    from .multimodal import MULTIMODAL, NO_EFFECT, TRAINING_FIELD
+    from .providers import PROVIDER_FIELDS
+    out = []
+    for name, (kind, off, why) in PROVIDER_FIELDS.items():
+        if name not in SECTIONS["model"]:
+            when = f" (at {off!r}: no effect)" if kind == "refused" and off is not None else ""
+            out.append({"kind": kind, "section": "model", "field": name, "reason": why + when})
+    for name, (off, why) in MULTIMODAL.items():
+        if name in SECTIONS["model"] or name in PROVIDER_FIELDS:
+            continue
+        if name in TRAINING_FIELD:
+            out.append({"kind": "modelled", "section": "model", "field": name,
+                        "reason": f"training.{TRAINING_FIELD[name]} (needs a vision tower in the model)"})
+        elif name in NO_EFFECT:
+            out.append({"kind": "no_effect", "section": "model", "field": name, "reason": NO_EFFECT[name]})
+        else:
+            out.append({"kind": "refused", "section": "model", "field": name, "reason": f"{why} (at {off!r}: no "
+                        "effect)"})
     return out
 
 

@@ -50,8 +50,9 @@ def test_docs_table_names_only_fields_still_refused():
 
 def _tower_refuses_recipe_features(field: str) -> bool:
     """The estimator still refuses a vision tower together with a recipe feature (estimator/config/rules/
-    unsupported.py): the expert-parallel overlap for its own reason, the others (here Megatron-Core's SGD, which the
-    tower's states are not planned for) together."""
+    unsupported.py): the expert-parallel overlap for its own reason, a parallelism field of the table (Megatron-FSDP)
+    itself, the others through a stand-in (Megatron-Core's SGD without the distributed optimizer, which the tower's
+    states are not planned for)."""
     from estimator import estimate
     from estimator.config.errors import UnsupportedError
     from tests.conftest import make_config
@@ -60,8 +61,10 @@ def _tower_refuses_recipe_features(field: str) -> bool:
         model, par = {**VIT, "num_experts": 8, "moe_router_topk": 2, "moe_ffn_hidden_size": 256}, \
             {"expert_model_parallel_size": 2}
         training = {"world_size": 2, field: True}
+    elif field in ("use_megatron_fsdp", "use_torch_fsdp2"):
+        model, par, training = VIT, {field: True}, {"world_size": 2}
     else:
-        model, par, training = VIT, None, {"optimizer": "sgd"}
+        model, par, training = VIT, None, {"optimizer": "sgd", "use_distributed_optimizer": False}
     try:
         estimate(make_config(model, par, training))
     except UnsupportedError as err:
