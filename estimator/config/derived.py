@@ -16,7 +16,7 @@ from .pipeline_layout import LayoutError, expand_layout
 
 __all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "cublas_workspace_config_bytes",
            "default_ffn_hidden_size", "gpu_arch",
-           "grad_comm_dtype", "grad_dtype", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
+           "grad_comm_dtype", "grad_dtype", "grad_reduce_in_fp32", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
            "max_overload_factor", "recipe_features", "recomputed_modules", "virtual_stages"]
 
 #: The architecture assumed when no GPU is named (``training.gpu_arch`` null): Hopper, the GPU of Megatron-LM's CI
@@ -131,6 +131,15 @@ def cublas_workspace_config_bytes(text: str) -> int | None:
     if not pairs:
         return None
     return sum(int(size) * 1024 * int(count) for size, count in pairs)
+
+
+def grad_reduce_in_fp32(pr) -> bool:
+    """Megatron-Core DDP's ``grad_reduce_in_fp32`` for a precision section (Megatron-LM's rule when unset)."""
+    if pr.params_dtype == "fp32":
+        return True
+    if pr.accumulate_allreduce_grads_in_fp32 is not None:
+        return pr.accumulate_allreduce_grads_in_fp32
+    return pr.params_dtype == "bf16" and pr.main_grads_dtype == "fp32"
 
 
 def grad_dtype(pr) -> str:

@@ -685,6 +685,20 @@ class ParallelismConfig:
     nccl_ub: bool = _f(False, "Register the data-parallel gradient and parameter buffers with NCCL (user buffers): "
                        "they are allocated in NCCL's own memory pool; with Megatron-FSDP it turns on "
                        "fsdp_double_buffer.", type="bool", cli="--use-nccl-ub", flag="--use-nccl-ub")
+    # ---- flagsB28: Megatron-LM flags and Bridge fields that were refused (issue 28 item 7) ----
+    create_all_gather_group: bool = _f(False, "A second data x context-parallel communicator (and, with expert "
+                                       "parallelism, a second expert-data-parallel one) for Megatron-FSDP's weight "
+                                       "all-gathers, so they overlap the gradient reduce-scatters "
+                                       "(--create-all-gather-group): one more NCCL communicator per group of more "
+                                       "than one rank; without Megatron-FSDP the groups are never used and NCCL "
+                                       "never sets them up.", type="bool", flag="--create-all-gather-group")
+    fp32_local_grad_accumulation: bool = _f(False, "Accumulate every parameter's gradient in its own fp32 tensor "
+                                            "beside a bf16 gradient buffer (Megatron-LM's "
+                                            "--ddp-param-name-patterns-for-fp32-local-accumulation all, DDP's "
+                                            "param_name_patterns_for_fp32_local_accumulation: ['all']): 4 B more "
+                                            "per parameter, held for the whole run; only with "
+                                            "grad_reduce_in_fp32 off (other name patterns are refused).",
+                                            type="bool")
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
                   "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad",
-                  "heterogeneous_layers_config_path"}
+                  "heterogeneous_layers_config_path", "ddp_param_name_patterns_for_fp32_local_accumulation"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -78,6 +78,9 @@ REFUSED_VALUES = {
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
     "fp4_recipe": (("nvfp4",), "only the nvfp4 recipe (NVFP4BlockScaling) is modelled, not custom quantizer "
                    "factories"),
+    "ddp_param_name_patterns_for_fp32_local_accumulation": (("all",), "fp32 local accumulation is modelled for "
+                                                            "every parameter ('all') only: the estimator does not "
+                                                            "match parameter names"),
     "experimental_attention_variant": (("gdn", "gated_delta_net", "dsa"), "only the gated delta net (gdn) and "
                                        "DeepSeek sparse attention (dsa) are modelled; gdn2 is not"),
 }
@@ -580,6 +583,12 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
     if not par.get("use_torch_fsdp2") and "torch_fsdp2_reshard_after_forward" in par:
         del par["torch_fsdp2_reshard_after_forward"]
         notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
+    patterns = raw.get("ddp_param_name_patterns_for_fp32_local_accumulation")
+    if patterns:
+        if set(patterns) != {"all"}:
+            raise RefusedFlagsError([(" ".join(["--ddp-param-name-patterns-for-fp32-local-accumulation", *patterns]),
+                                      REFUSED_VALUES["ddp_param_name_patterns_for_fp32_local_accumulation"][1])])
+        par["fp32_local_grad_accumulation"] = True
     _tp_comm_overlap_cfg(raw, par, notes, read_file)
     _heterogeneous_config(raw, m, notes, read_file)
     if "optimizer" in raw:

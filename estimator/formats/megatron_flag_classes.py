@@ -153,6 +153,10 @@ _put(_M, "heterogeneous_layers_config_encoded_json heterogeneous_layers_config_p
      "when available")
 _put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
      "method and buffer dtype size its userbuffer")
+_put(_M, "create_all_gather_group", "Megatron-FSDP's all-gather copies of the data x context-parallel and "
+     "expert-data-parallel groups: one more NCCL communicator each (none without Megatron-FSDP: never used)")
+_put(_M, "ddp_param_name_patterns_for_fp32_local_accumulation", "'all': an fp32 main_grad beside every "
+     "parameter's slice of a bf16 gradient buffer, 4 B per parameter (other patterns refused by value)")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
@@ -415,8 +419,11 @@ _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
-_put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
-     "the extra fp32 gradient scratch buffers are not modelled")
+_put(_R, "ddp_reduce_scatter_with_fp32_accumulation", "the reduce-scatter as an all-to-all with fp32 sums "
+     "(megatron/core/distributed/reduce_scatter_with_fp32_accumulation.py) holds, per bucket group in flight, a "
+     "receive copy of the whole bucket in the gradient dtype and the fp32 sum of its shard: its size follows "
+     "DDP's bucket boundaries (one bucket per buffer without --overlap-grad-reduce, else about --ddp-bucket-size "
+     "elements cut at parameter edges), which the estimator does not lay out")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
 _put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
@@ -445,7 +452,6 @@ _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for b
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
 _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
      "of it; not modelled")
-_put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
 _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
 _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
      "modelled")

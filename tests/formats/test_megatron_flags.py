@@ -199,6 +199,10 @@ CHANGES = {
     "heterogeneous_layers_config_encoded_json": (BF16, "--heterogeneous-layers-config-encoded-json '" + HETERO + "'"),
     "heterogeneous_layers_config_path": (BF16, "--heterogeneous-layers-config-path blocks.json"),
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
+    # flagsB28: one more NCCL communicator (the data-parallel group's all-gather copy) with Megatron-FSDP
+    "create_all_gather_group": (FSDP, "--create-all-gather-group"),
+    "ddp_param_name_patterns_for_fp32_local_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
+                                                            "--ddp-param-name-patterns-for-fp32-local-accumulation all"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
     "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
     "moe_enable_deepep": (EP2, "--moe-enable-deepep"),

@@ -8,7 +8,7 @@ PEFT, CUDA graphs, communication (TP overlap, DeepEP / HybridEP), schedules. Act
 from __future__ import annotations
 
 from .. import tp_overlap
-from ..derived import virtual_stages
+from ..derived import grad_reduce_in_fp32, virtual_stages
 from ..errors import Problem
 from ..limits import DEEPEP_GROUP_SIZES
 from .moe import hybridep_rules
@@ -95,6 +95,16 @@ def feature_problems(cfg) -> list[Problem]:
                 add(field, value, msg)
     elif not par.torch_fsdp2_reshard_after_forward:
         add("parallelism.torch_fsdp2_reshard_after_forward", False, "applies only with use_torch_fsdp2: true")
+    # flagsB28: DDP's fp32 local gradient accumulation (distributed_data_parallel_config.py __post_init__ asserts
+    # grad_reduce_in_fp32 is off; only DDP's _ParamAndGradBuffer reads the patterns, FSDP never does)
+    if par.fp32_local_grad_accumulation:
+        if grad_reduce_in_fp32(pr):
+            add("parallelism.fp32_local_grad_accumulation", True, "needs a gradient buffer in the weights' dtype: "
+                "Megatron-Core refuses it with grad_reduce_in_fp32 (precision.accumulate_allreduce_grads_in_fp32: "
+                "false, Megatron-LM's --grad-reduce-in-bf16)")
+        if fsdp:
+            add("parallelism.fp32_local_grad_accumulation", True, "applies only to Megatron-Core's DDP gradient "
+                "buffer; Megatron-FSDP and PyTorch FSDP2 do not read it")
     n_inst = par.num_distributed_optimizer_instances
     if n_inst > 1:
         if not (tr.use_distributed_optimizer or par.use_megatron_fsdp):

@@ -11,6 +11,7 @@ overwrites the model's, the optimizer's and the DDP configuration's fields of th
 
 from __future__ import annotations
 
+from ...config.errors import UnsupportedError
 from ...config.fields import parse_layer_pattern
 from ...config.load import load_config
 from ...memory.states import grad_reduce_in_fp32
@@ -28,7 +29,8 @@ _FLAG_DEST = {flag: dest for dest, (flags, _, _) in ARGUMENTS.items() for flag i
 _FIELD = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank":
           "virtual_pipeline_model_parallel_size", "decoder_first_pipeline_num_layers":
           "num_layers_in_first_pipeline_stage", "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage",
-          "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope"}
+          "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope",
+          "ddp_param_name_patterns_for_fp32_local_accumulation": "param_name_patterns_for_fp32_local_accumulation"}
 
 #: Flags the precision preset says (written through mixed_precision instead).
 _PRECISION = {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe", "fp4_param_gather",
@@ -75,6 +77,10 @@ def _sections_of(name: str) -> list[str]:
 def to_bridge_dict(config) -> dict:
     """The configuration (anything :func:`estimator.load_config` takes) as Bridge ``ConfigContainer`` sections."""
     cfg = load_config(config)
+    if cfg.parallelism.create_all_gather_group:
+        raise UnsupportedError("parallelism.create_all_gather_group has no Megatron-Bridge field: Bridge @ 067f987d "
+                               "never creates Megatron-FSDP's all-gather groups (Megatron-LM's "
+                               "--create-all-gather-group)")
     data = cfg.to_dict()
     tr = data["training"]
     peft = tr.get("peft")
