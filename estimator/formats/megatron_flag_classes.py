@@ -394,6 +394,9 @@ _put(_N, "adlr_autoresume adlr_autoresume_interval inprocess_restart inprocess_m
      "fault_injector_num_ranks fault_injector_fault_types fault_injector_fault_probabilities fault_injector_fault_delay "
      "fault_injector_delay_start_iteration fault_injector_mtti_seconds fault_injector_offset_seconds "
      "fault_injector_seed", "fault tolerance and restarts")
+_put(_N, "sft", "packed SFT: each sample is one pack of --seq-length tokens (THD with cu_seqlens) and a micro-batch "
+     "one stream of micro-batch x seq-length tokens, which the estimate already counts (as Bridge's offline "
+     "packing); with unfused or local attention it is refused")
 _put(_N, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
      "saving logits to disk")
 _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_per_class_fraction data_sharding "
@@ -458,7 +461,6 @@ _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-p
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
-_put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")
 _put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
      "logits_load_kd_loss_alpha logits_load_ignore_errors", "logit distillation's teacher logits are not modelled")
 _put(_R, "pad_vocab_size", "an unpadded vocabulary is not modelled (give --padded-vocab-size)")
