@@ -940,6 +940,13 @@ class TrainingConfig:
                                       "capture comes first, before the optimizer's first step; otherwise the "
                                       "eager steps' peak counts too.", type="int", unit="steps", min=0,
                                       max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
+    # ---- flagsB28: the optimizer step's CUDA graph (issue 28 item 7) ----
+    optimizer_cuda_graph: bool = _f(False, "Capture the optimizer step in a CUDA graph at training step "
+                                    "cuda_graph_warmup_steps (--optimizer-cuda-graph; Adam, made capturable): its "
+                                    "working set (fp32 gradient copies, norms, the parameter copies) stays reserved "
+                                    "in the graph's private pool beside the forward/backward pass, so the device "
+                                    "figure holds both phases' working sets.", type="bool",
+                                    flag="--optimizer-cuda-graph")
     reserved_memory_model: str = _f("fraction", "How the reserved memory (torch.cuda.max_memory_reserved) is "
                                     "estimated. fraction: allocated x 1.05. replay: one training step per stage "
                                     "replayed tensor by tensor through a simulation of PyTorch's caching allocator "

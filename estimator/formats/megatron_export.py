@@ -319,7 +319,7 @@ _FEATURE_FIELDS = (
     ("training", "offload_modules"), ("training", "min_offloaded_tensor_size"),
     ("training", "activation_offload_fraction"), ("training", "delta_offload_bytes_across_pp_ranks"),
     ("training", "cuda_graph_impl"),
-    ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
+    ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"), ("training", "optimizer_cuda_graph"),
     ("training", "overlap_moe_expert_parallel_comm"), ("training", "delay_wgrad_compute"),
     ("training", "overlap_dispatch_backward_with_experts_wgrad"),
     ("training", "deterministic_mode"),

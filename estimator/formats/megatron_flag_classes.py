@@ -153,6 +153,8 @@ _put(_M, "heterogeneous_layers_config_encoded_json heterogeneous_layers_config_p
      "when available")
 _put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
      "method and buffer dtype size its userbuffer")
+_put(_M, "optimizer_cuda_graph", "the optimizer step captured in a CUDA graph: its working set (fp32 gradient "
+     "copies, ...) stays reserved in the graph's private pool beside the forward/backward pass (Adam only)")
 _put(_M, "create_all_gather_group", "Megatron-FSDP's all-gather copies of the data x context-parallel and "
      "expert-data-parallel groups: one more NCCL communicator each (none without Megatron-FSDP: never used)")
 _put(_M, "ddp_param_name_patterns_for_fp32_local_accumulation", "'all': an fp32 main_grad beside every "
@@ -429,7 +431,6 @@ _put(_R, "ddp_reduce_scatter_with_fp32_accumulation", "the reduce-scatter as an 
      "elements cut at parameter edges), which the estimator does not lay out")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
-_put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")
 _put(_R, "ep_overlap_early_attn_memory_release",
      "releasing attention memory early under expert-parallel overlap is not modelled")

@@ -201,6 +201,8 @@ CHANGES = {
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
     # flagsB28: one more NCCL communicator (the data-parallel group's all-gather copy) with Megatron-FSDP
     "create_all_gather_group": (FSDP, "--create-all-gather-group"),
+    # a bf16 gradient buffer: the step's fp32 gradient copies stay in the graph's pool
+    "optimizer_cuda_graph": (DISTOPT + " --grad-reduce-in-bf16", "--optimizer-cuda-graph"),
     "ddp_param_name_patterns_for_fp32_local_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
                                                             "--ddp-param-name-patterns-for-fp32-local-accumulation all"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),

@@ -246,6 +246,33 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.cuda_graph_modules", sorted(mods) or None, "capturing whole MoE layers needs drop-and-pad "
                 "routing (moe_pad_expert_input_to_capacity); capture attn and moe_router instead")
 
+    # flagsB28: the optimizer step's CUDA graph (Megatron-LM @ d98e8a64 : megatron/core/optimizer/__init__.py passes
+    # capturable=optimizer_cuda_graph to Adam only; Transformer Engine @ d0067d0d optimizers/fused_adam.py refuses
+    # capturable with BF16 remainders, non-fp32 master weights, or moments not both fp32 or both bf16)
+    if tr.optimizer_cuda_graph:
+        if tr.optimizer != "adam" or tr.optimizer_cpu_offload or fsdp:
+            what = ("optimizer " + tr.optimizer if tr.optimizer != "adam" else
+                    "optimizer_cpu_offload" if tr.optimizer_cpu_offload else "FSDP")
+            add("training.optimizer_cuda_graph", True, f"a CUDA graph of the optimizer step with {what} is not "
+                "modelled (Megatron-Core makes only Adam capturable; modelled with Adam, with or without the "
+                "distributed optimizer)")
+        elif pr.use_precision_aware_optimizer:
+            te_master = pr.main_params_dtype != "fp32" or not pr.fp8 or (pr.fp8_recipe or "delayed") == "delayed"
+            if te_master and pr.main_params_dtype != "fp32":
+                add("precision.main_params_dtype", pr.main_params_dtype, "must be fp32 with "
+                    "training.optimizer_cuda_graph: Transformer Engine's capturable FusedAdam supports only fp32 "
+                    "master weights")
+            elif te_master and pr.store_param_remainders:
+                add("precision.store_param_remainders", True, "must be false with training.optimizer_cuda_graph: "
+                    "Transformer Engine's capturable FusedAdam refuses BF16 remainders (Megatron-Core passes "
+                    "store_param_remainders through)")
+            if {pr.exp_avg_dtype, pr.exp_avg_sq_dtype} not in ({"fp32"}, {"bf16"}):
+                add("precision.exp_avg_dtype", pr.exp_avg_dtype, "with training.optimizer_cuda_graph exp_avg_dtype "
+                    "and exp_avg_sq_dtype must be both fp32 or both bf16 (Transformer Engine's capturable FusedAdam)")
+        if tr.reserved_memory_model == "replay":
+            add("training.optimizer_cuda_graph", True, "the replayed reserve does not model the optimizer step's "
+                "private pool: use reserved_memory_model: fraction")
+
     # Communication --------------------------------------------------------------------------------
     if par.tp_comm_overlap and (t == 1 or not tr.sequence_parallel):
         add("parallelism.tp_comm_overlap", True, "needs tensor_model_parallel_size > 1 and sequence_parallel: true")
