@@ -692,6 +692,12 @@ class ParallelismConfig:
                                        "(--create-all-gather-group): one more NCCL communicator per group of more "
                                        "than one rank; without Megatron-FSDP the groups are never used and NCCL "
                                        "never sets them up.", type="bool", flag="--create-all-gather-group")
+    keep_fp8_transpose_cache: bool = _f(False, "Megatron-FSDP with FP8 weights (fp8_param_gather, ZeRO-3): keep "
+                                        "every FP8 weight's transposed (column-wise) copy for the whole run instead "
+                                        "of dropping it when the unit is resharded (--keep-fp8-transpose-cache): 1 B "
+                                        "per linear weight element, unsharded, where the recipe has such a copy "
+                                        "(delayed and tensorwise on Hopper, blockwise).", type="bool",
+                                        flag="--keep-fp8-transpose-cache")
     fp32_local_grad_accumulation: bool = _f(False, "Accumulate every parameter's gradient in its own fp32 tensor "
                                             "beside a bf16 gradient buffer (Megatron-LM's "
                                             "--ddp-param-name-patterns-for-fp32-local-accumulation all, DDP's "

@@ -311,7 +311,7 @@ _FEATURE_FIELDS = (
     ("parallelism", "outer_dp_sharding_strategy"), ("parallelism", "fsdp_double_buffer"),
     ("parallelism", "suggested_communication_unit_size"), ("parallelism", "use_torch_fsdp2"),
     ("parallelism", "num_distributed_optimizer_instances"), ("parallelism", "tp_comm_overlap"),
-    ("parallelism", "nccl_ub"), ("parallelism", "create_all_gather_group"), ("precision", "megatron_fsdp_main_params_dtype"),
+    ("parallelism", "nccl_ub"), ("parallelism", "create_all_gather_group"), ("parallelism", "keep_fp8_transpose_cache"), ("precision", "megatron_fsdp_main_params_dtype"),
     ("precision", "megatron_fsdp_main_grads_dtype"), ("precision", "megatron_fsdp_grad_comm_dtype"),
     ("training", "optimizer"), ("training", "sgd_momentum"),
     ("training", "optimizer_cpu_offload"), ("training", "optimizer_offload_fraction"),

@@ -155,6 +155,8 @@ _put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when av
      "method and buffer dtype size its userbuffer")
 _put(_M, "optimizer_cuda_graph", "the optimizer step captured in a CUDA graph: its working set (fp32 gradient "
      "copies, ...) stays reserved in the graph's private pool beside the forward/backward pass (Adam only)")
+_put(_M, "keep_fp8_transpose_cache", "Megatron-FSDP with FP8 weights: every FP8 weight's column-wise copy kept "
+     "whole all run instead of per gathered unit")
 _put(_M, "create_all_gather_group", "Megatron-FSDP's all-gather copies of the data x context-parallel and "
      "expert-data-parallel groups: one more NCCL communicator each (none without Megatron-FSDP: never used)")
 _put(_M, "ddp_param_name_patterns_for_fp32_local_accumulation", "'all': an fp32 main_grad beside every "
@@ -413,8 +415,6 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(_R, "keep_fp8_transpose_cache", "Megatron-FSDP keeping the FP8 transpose caches of sharded weights is not "
-     "modelled")
 _put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
      "--outer-dp-sharding-strategy)")
 _put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "

@@ -201,6 +201,9 @@ CHANGES = {
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
     # flagsB28: one more NCCL communicator (the data-parallel group's all-gather copy) with Megatron-FSDP
     "create_all_gather_group": (FSDP, "--create-all-gather-group"),
+    # two of the four layers gathered at the peak: the other two's kept FP8 transposes are new
+    "keep_fp8_transpose_cache": (FSDP + " --fp8-format hybrid --fp8-param-gather --suggested-communication-unit-size 100",
+                                 "--keep-fp8-transpose-cache"),
     # a bf16 gradient buffer: the step's fp32 gradient copies stay in the graph's pool
     "optimizer_cuda_graph": (DISTOPT + " --grad-reduce-in-bf16", "--optimizer-cuda-graph"),
     "ddp_param_name_patterns_for_fp32_local_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
@@ -425,9 +428,9 @@ def test_unknown_flags_are_errors_with_close_matches():
 
 def test_refused_flags_are_all_named_with_their_reason():
     with pytest.raises(RefusedFlagsError) as exc:
-        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --mlp-chunks-for-training 2 "
+        read_megatron_args(BF16 + " --moe-use-upcycling --mlp-chunks-for-training 2 "
                            "--optimizer lion")
-    assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache",
+    assert [f for f, _ in exc.value.refused] == ["--moe-use-upcycling",
                                                  "--mlp-chunks-for-training 2", "--optimizer lion"]
     assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
 
