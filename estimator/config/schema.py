@@ -698,6 +698,12 @@ class ParallelismConfig:
                                         "per linear weight element, unsharded, where the recipe has such a copy "
                                         "(delayed and tensorwise on Hopper, blockwise).", type="bool",
                                         flag="--keep-fp8-transpose-cache")
+    megatron_fsdp_cuda_graph_mode: bool = _f(False, "Megatron-FSDP keeps the optimizer's gradient shards between "
+                                             "steps so a CUDA graph can replay them (Megatron-Bridge's "
+                                             "ddp.megatron_fsdp_cuda_graph_mode; Megatron-LM has no flag): where "
+                                             "the shard is a copy cast to the master weights' dtype (no "
+                                             "precision-aware optimizer, gradients not in that dtype) the copy is "
+                                             "held all run, master bytes per parameter of the shard.", type="bool")
     fp32_local_grad_accumulation: bool = _f(False, "Accumulate every parameter's gradient in its own fp32 tensor "
                                             "beside a bf16 gradient buffer (Megatron-LM's "
                                             "--ddp-param-name-patterns-for-fp32-local-accumulation all, DDP's "

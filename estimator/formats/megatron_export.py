@@ -341,6 +341,9 @@ def _feature_args(cfg, add, out: list) -> None:
         raise UnsupportedError("parallelism.tp_comm_overlap_cfg has no pretrain_gpt.py value: Megatron-LM reads the "
                                "userbuffer configuration from a YAML file (--tp-comm-overlap-cfg PATH); write the "
                                "GEMMs' settings to a file and add the flag")
+    if par.megatron_fsdp_cuda_graph_mode:
+        raise UnsupportedError("parallelism.megatron_fsdp_cuda_graph_mode has no pretrain_gpt.py flag (a Megatron-Core "
+                               "DDP field Megatron-Bridge sets: ddp.megatron_fsdp_cuda_graph_mode)")
     if pr.disable_parameter_transpose_cache:
         raise UnsupportedError("precision.disable_parameter_transpose_cache has no pretrain_gpt.py flag (a "
                                "Megatron-Core TransformerConfig field Megatron-Bridge sets)")

@@ -83,7 +83,7 @@ OPTIMIZER_IMPLEMENTATIONS = ("te_fused", "apex_fused", "torch")
 
 #: Names of ``StageEstimate.transient`` entries held for the whole run (alive during the step too).
 PERSISTENT_BUFFERS = ("workspaces", "global_memory_buffer", "te_dummy_wgrad", "cuda_graph_capture_workspaces",
-                      "paged_stash_buffers")
+                      "paged_stash_buffers", "fsdp_grad_shard_copies")
 
 #: Bytes of one fp32 element.
 FP32 = 4

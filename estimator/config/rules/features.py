@@ -68,7 +68,8 @@ def feature_problems(cfg) -> list[Problem]:
     else:
         for name, default in (("data_parallel_sharding_strategy", "optim_grads_params"),
                               ("outer_dp_sharding_strategy", "no_shard"), ("fsdp_double_buffer", False),
-                              ("suggested_communication_unit_size", None), ("keep_fp8_transpose_cache", False)):
+                              ("suggested_communication_unit_size", None), ("keep_fp8_transpose_cache", False),
+                              ("megatron_fsdp_cuda_graph_mode", False)):
             only_with(f"parallelism.{name}", getattr(par, name), default, "use_megatron_fsdp: true")
         for name, default in (("megatron_fsdp_main_params_dtype", "fp32"), ("megatron_fsdp_main_grads_dtype", "auto"),
                               ("megatron_fsdp_grad_comm_dtype", "auto")):

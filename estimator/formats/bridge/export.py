@@ -88,6 +88,7 @@ def to_bridge_dict(config) -> dict:
     data["training"] = {k: v for k, v in tr.items() if not k.startswith("peft")}   # no Megatron-LM flag
     par = data["parallelism"]
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
+    graph_mode = par.pop("megatron_fsdp_cuda_graph_mode", False)                   # a DDP field with no flag
     hybridep = data["model"].get("moe_hybridep_ranks_per_nvlink_domain")
     out: dict = {"model": {}, "ddp": {}, "optimizer": {}, "train": {}, "dataset": {}}
     dtype, fp8 = cfg.precision.params_dtype, None
@@ -130,6 +131,8 @@ def to_bridge_dict(config) -> dict:
             out[section][name] = list(flag_default) if isinstance(flag_default, tuple) else flag_default
     if out["model"].get("cpu_offloading_num_layers"):
         out["model"]["cpu_offloading"] = True
+    if graph_mode:
+        out["ddp"]["megatron_fsdp_cuda_graph_mode"] = True
     if ub_cfg:
         out["comm_overlap"] = {"tp_comm_overlap": True, "tp_comm_overlap_cfg": ub_cfg}
     if hybridep:            # HybridEP reads it from the environment (the launcher sets it), Bridge's env_vars

@@ -149,8 +149,10 @@ _put("no_effect", "ddp", "average_in_collective check_for_nan_in_grad "
      "pad_buckets_for_high_nccl_busbw num_buckets bucket_size "
      "fsdp_all_gather_in_start_param_sync", "how gradients are bucketed and reduced: the gradient buffer's size "
      "is the same")
-_put("refused", "ddp", "megatron_fsdp_cuda_graph_mode megatron_fsdp_use_decoupled_grad", "these Megatron-FSDP "
-     "modes are not modelled")
+_put("modelled", "ddp", "megatron_fsdp_cuda_graph_mode", "Megatron-FSDP keeps the optimizer's cast gradient "
+     "shards between steps (parallelism.megatron_fsdp_cuda_graph_mode)")
+_put("refused", "ddp", "megatron_fsdp_use_decoupled_grad", "Megatron-FSDP's decoupled gradients apart from the "
+     "precision-aware optimizer are not modelled (Bridge and Megatron-LM set them with it)")
 # ----------------------------------------------------------------------------------------- optimizer
 _put("modelled", "optimizer", "params_dtype", "the weights' dtype (the model's params_dtype is what is counted)")
 _put("modelled", "optimizer", "store_param_remainders", "BF16 master weights kept as 16-bit remainders")

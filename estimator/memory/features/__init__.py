@@ -288,6 +288,10 @@ class Plan:
                                                all_scales, u_scales)
                 step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first, u_scales)
                 queue = fs.grad_queue
+                if par.megatron_fsdp_cuda_graph_mode:   # the step's cast gradient shards, kept all run
+                    kept = fsdp.graph_mode_grad_copies(step_own)
+                    if kept:
+                        transient["fsdp_grad_shard_copies"] = kept
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
                 # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as

@@ -28,6 +28,8 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
 - with FP8 weights (``fp8_param_gather``) a gathered unit carries its weights' column-wise FP8 copies, made at the
   gather and dropped at the reshard; ``keep_fp8_transpose_cache`` (Megatron-LM's --keep-fp8-transpose-cache)
   keeps them instead, 1 B per linear weight element of the stage, unsharded, all run (:func:`_kept_transposes`).
+- ``megatron_fsdp_cuda_graph_mode`` (Bridge's DDP field) keeps the optimizer step's cast gradient shards (below)
+  between steps, so they are beside the forward/backward pass too (:func:`graph_mode_grad_copies`).
 
 When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
 (``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
@@ -94,7 +96,8 @@ from ...config.derived import grad_comm_dtype, grad_dtype
 from ...model.resolve import DTYPE_BYTES
 from ..optimizer_step import fp32_copies_per_state, separate_expert_optimizer
 
-__all__ = ["FsdpStates", "fsdp_shards", "megatron_fsdp_states", "megatron_fsdp_step", "torch_fsdp2_states"]
+__all__ = ["FsdpStates", "fsdp_shards", "graph_mode_grad_copies", "megatron_fsdp_states", "megatron_fsdp_step",
+           "torch_fsdp2_states"]
 
 #: Megatron-FSDP's floor on the communication unit (elements): prefetch P = this / 2, reduce-scatter queue C.
 COMMUNICATION_UNIT_FLOOR = 1_000_000_000
@@ -323,6 +326,22 @@ def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: in
     elif temporaries:
         out["optimizer_temporaries"] = temporaries
     return out
+
+
+def graph_mode_grad_copies(step_own: dict) -> int:
+    """``megatron_fsdp_cuda_graph_mode``: the bytes of the step's cast gradient shards, moved out of ``step_own``
+    into a run-long buffer (they are the same tensors, alive through the step too).
+
+    Megatron-LM @ d98e8a64 : megatron_fsdp/param_and_grad_buffer.py ``update_main_grads`` installs each shard as
+    ``param.grad`` (``.to(param.dtype)``: a new tensor where the gradient buffer's dtype is not the master weights',
+    without the precision-aware optimizer's ``decoupled_grad``), and ``zero_grad`` drops the references only
+    ``if not megatron_fsdp_cuda_graph_mode`` ("a persistent casted-copy of the accumulated gradient" otherwise).
+    At the next step each shard's new copy replaces the old one parameter by parameter, so the step holds them once.
+    """
+    kept = 0
+    for name in ("optimizer_fp32_grad_copies", "optimizer_grad_copies"):
+        kept += step_own.pop(name, 0)
+    return kept
 
 
 def torch_fsdp2_states(r, bm, moments: int, n_dense: int, n_expert: int, units: list, root: int) -> FsdpStates:

@@ -400,3 +400,30 @@ def test_keep_fp8_transpose_cache_from_bridge_and_megatron_lm():
                             "--fp8-format hybrid --fp8-param-gather --use-distributed-optimizer --use-megatron-fsdp "
                             "--keep-fp8-transpose-cache", world_size=8).config
     assert bridge["parallelism"]["keep_fp8_transpose_cache"] is lm["parallelism"]["keep_fp8_transpose_cache"] is True
+
+
+def test_cuda_graph_mode_keeps_the_cast_gradient_shards_all_run():
+    """flagsB28, Bridge's ddp.megatron_fsdp_cuda_graph_mode: bf16 gradients (auto) and fp32 master weights, so the
+    step's gradient shards are fp32 copies, 4 B x n/8 = 4 x 14,484,608 = 57,938,432 B; kept between steps they are
+    beside the forward/backward peak too, and the step (which held them anyway) is unchanged. With fp32 gradients
+    the shards are views of the buffer: nothing kept."""
+    tr = {"use_distributed_optimizer": True}
+    base, graph = est(FSDP, tr), est({**FSDP, "megatron_fsdp_cuda_graph_mode": True}, tr)
+    assert graph.transient["fsdp_grad_shard_copies"] == 4 * (N // 8) == 57_938_432
+    assert graph.allocated_bytes - base.allocated_bytes == 57_938_432
+    assert graph.optimizer_step_bytes == base.optimizer_step_bytes
+    fp32 = {"megatron_fsdp_main_grads_dtype": "fp32"}
+    assert est({**FSDP, "megatron_fsdp_cuda_graph_mode": True}, tr, fp32).allocated_bytes == est(FSDP, tr, fp32).allocated_bytes
+
+
+def test_cuda_graph_mode_from_bridge_and_back():
+    from estimator.formats.bridge.config import read_bridge_config
+    from estimator.formats.bridge.export import to_bridge_dict
+    cfg = read_bridge_config(
+        {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
+                   "vocab_size": 32000, "seq_length": 4096},
+         "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
+         "ddp": {"use_megatron_fsdp": True, "use_distributed_optimizer": True, "megatron_fsdp_cuda_graph_mode": True},
+         "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
+    assert cfg["parallelism"]["megatron_fsdp_cuda_graph_mode"] is True
+    assert to_bridge_dict(cfg)["ddp"]["megatron_fsdp_cuda_graph_mode"] is True
