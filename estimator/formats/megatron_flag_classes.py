@@ -401,6 +401,8 @@ _put(_N, "adlr_autoresume adlr_autoresume_interval inprocess_restart inprocess_m
 _put(_N, "sft", "packed SFT: each sample is one pack of --seq-length tokens (THD with cu_seqlens) and a micro-batch "
      "one stream of micro-batch x seq-length tokens, which the estimate already counts (as Bridge's offline "
      "packing); with unfused or local attention it is refused")
+_put(_N, "enable_full_sharding_in_hsdp", "defined by arguments.py but read nowhere at this revision (no "
+     "DistributedDataParallelConfig field of that name): HSDP's outer sharding is --outer-dp-sharding-strategy")
 _put(_N, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
      "saving logits to disk")
 _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_per_class_fraction data_sharding "
@@ -415,10 +417,11 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
-     "--outer-dp-sharding-strategy)")
-_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
-     "modelled")
+_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule all-gather hooks "
+     "(megatron_fsdp.py enable_fine_grained_param_gather_hook) change which buckets are gathered at the peak with the "
+     "submodules that have run, and under MXFP8 recompute unshard only row-wise copies: not modelled (Megatron-Core "
+     "turns the hooks on itself for MXFP8 with --fp8-param-gather and for --overlap-moe-expert-parallel-comm, where "
+     "the flag adds nothing: remove it there)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
@@ -457,13 +460,21 @@ _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; n
 _put(_R, "moe_apply_probs_on_input", "scaling the expert input by the routing probabilities keeps one more copy "
      "of it; not modelled")
 _put(_R, "mlp_chunks_for_training", "an MLP chunked along the sequence is not modelled")
-_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
-     "modelled")
+_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context parallelism "
+     "(pipeline_parallel/hybrid_cp_schedule.py): each conversation of L tokens runs, forward then backward, over "
+     "2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) data x context-parallel ranks, so a rank holds at most "
+     "max_seqlen_per_dp_cp_rank tokens but under a context-parallel group that changes per sample; the estimate "
+     "has one CP size and sequence length per run: not modelled (estimate the longest case with --seq-length and "
+     "--context-parallel-size)")
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
 _put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
-     "logits_load_kd_loss_alpha logits_load_ignore_errors", "logit distillation's teacher logits are not modelled")
+     "logits_load_kd_loss_alpha logits_load_ignore_errors", "offline distillation from cached teacher logits "
+     "(megatron/training/distillation/cached_logits_loss.py) keeps the student's logits captured at the output "
+     "layer and fp32 copies of them [s, b, V/t] (float(), exp() saved for backward, the log-probabilities) beside "
+     "the teacher's top-K log-probabilities and int64 indices per token, K set when the files were written "
+     "(--logits-save-top-k), which the flags do not say: not modelled")
 _put(_R, "pad_vocab_size", "an unpadded vocabulary is not modelled (give --padded-vocab-size)")
 _put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
 _put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
