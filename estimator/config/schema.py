@@ -704,6 +704,13 @@ class ParallelismConfig:
                                              "the shard is a copy cast to the master weights' dtype (no "
                                              "precision-aware optimizer, gradients not in that dtype) the copy is "
                                              "held all run, master bytes per parameter of the shard.", type="bool")
+    reduce_scatter_with_fp32_accumulation: bool = _f(False, "The distributed optimizer's gradient reduce-scatter as "
+                                                     "an all-to-all in the gradient dtype with fp32 sums "
+                                                     "(--ddp-reduce-scatter-with-fp32-accumulation): after the "
+                                                     "backward pass, per buffer, a receive copy of the whole "
+                                                     "buffer and the fp32 sum of its shard; only without "
+                                                     "overlap_grad_reduce (one bucket per buffer).", type="bool",
+                                                     flag="--ddp-reduce-scatter-with-fp32-accumulation")
     fp32_local_grad_accumulation: bool = _f(False, "Accumulate every parameter's gradient in its own fp32 tensor "
                                             "beside a bf16 gradient buffer (Megatron-LM's "
                                             "--ddp-param-name-patterns-for-fp32-local-accumulation all, DDP's "

@@ -157,6 +157,9 @@ _put(_M, "optimizer_cuda_graph", "the optimizer step captured in a CUDA graph: i
      "copies, ...) stays reserved in the graph's private pool beside the forward/backward pass (Adam only)")
 _put(_M, "keep_fp8_transpose_cache", "Megatron-FSDP with FP8 weights: every FP8 weight's column-wise copy kept "
      "whole all run instead of per gathered unit")
+_put(_M, "ddp_reduce_scatter_with_fp32_accumulation", "the gradient reduce-scatter as an all-to-all with fp32 sums: "
+     "the larger buffer's receive copy and fp32 shard sum after the backward pass (without --overlap-grad-reduce; "
+     "with it refused: bucket boundaries)")
 _put(_M, "create_all_gather_group", "Megatron-FSDP's all-gather copies of the data x context-parallel and "
      "expert-data-parallel groups: one more NCCL communicator each (none without Megatron-FSDP: never used)")
 _put(_M, "ddp_param_name_patterns_for_fp32_local_accumulation", "'all': an fp32 main_grad beside every "
@@ -427,11 +430,6 @@ _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
-_put(_R, "ddp_reduce_scatter_with_fp32_accumulation", "the reduce-scatter as an all-to-all with fp32 sums "
-     "(megatron/core/distributed/reduce_scatter_with_fp32_accumulation.py) holds, per bucket group in flight, a "
-     "receive copy of the whole bucket in the gradient dtype and the fp32 sum of its shard: its size follows "
-     "DDP's bucket boundaries (one bucket per buffer without --overlap-grad-reduce, else about --ddp-bucket-size "
-     "elements cut at parameter edges), which the estimator does not lay out")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers is not modelled")

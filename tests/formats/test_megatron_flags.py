@@ -206,6 +206,9 @@ CHANGES = {
                                  "--keep-fp8-transpose-cache"),
     # a bf16 gradient buffer: the step's fp32 gradient copies stay in the graph's pool
     "optimizer_cuda_graph": (DISTOPT + " --grad-reduce-in-bf16", "--optimizer-cuda-graph"),
+    # the receive copy and fp32 shard sum after the backward pass outweigh the step's fp32 gradient copies
+    "ddp_reduce_scatter_with_fp32_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
+                                                  "--ddp-reduce-scatter-with-fp32-accumulation"),
     "ddp_param_name_patterns_for_fp32_local_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
                                                             "--ddp-param-name-patterns-for-fp32-local-accumulation all"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),

@@ -247,6 +247,23 @@ def feature_problems(cfg) -> list[Problem]:
             add("training.cuda_graph_modules", sorted(mods) or None, "capturing whole MoE layers needs drop-and-pad "
                 "routing (moe_pad_expert_input_to_capacity); capture attn and moe_router instead")
 
+    # flagsB28: the reduce-scatter with fp32 accumulation (megatron/core/distributed/param_and_grad_buffer.py asserts
+    # one distributed-optimizer instance; the estimate lays out no buckets, so one bucket per buffer only)
+    if par.reduce_scatter_with_fp32_accumulation:
+        for cond, field, value, msg in (
+                (tr.overlap_grad_reduce, "training.overlap_grad_reduce", True, "with "
+                 "parallelism.reduce_scatter_with_fp32_accumulation the buckets follow bucket_size cut at parameter "
+                 "edges, which is not modelled: the fp32 reduce-scatter is modelled without overlap_grad_reduce "
+                 "(one bucket per buffer)"),
+                (n_inst > 1, "parallelism.num_distributed_optimizer_instances", n_inst, "must be 1 with "
+                 "parallelism.reduce_scatter_with_fp32_accumulation (Megatron-Core's assertion)"),
+                (fsdp or tr.optimizer_cpu_offload or tr.optimizer != "adam" or pr.fp8_param_gather
+                 or pr.fp4_param_gather, "parallelism.reduce_scatter_with_fp32_accumulation", True,
+                 "modelled only for Adam on Megatron-Core's DDP buffers, without FSDP, optimizer CPU offload or "
+                 "FP8/NVFP4 parameter buffers (their own buckets)")):
+            if cond:
+                add(field, value, msg)
+
     # flagsB28: the optimizer step's CUDA graph (Megatron-LM @ d98e8a64 : megatron/core/optimizer/__init__.py passes
     # capturable=optimizer_cuda_graph to Adam only; Transformer Engine @ d0067d0d optimizers/fused_adam.py refuses
     # capturable with BF16 remainders, non-fp32 master weights, or moments not both fp32 or both bf16)

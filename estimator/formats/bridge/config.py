@@ -58,7 +58,8 @@ _RENAMED = {"num_moe_experts": "num_experts",
             "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers",
             "use_custom_fsdp": "use_megatron_fsdp", "cuda_graph_scope": "cuda_graph_modules",
             "sequence_length": "seq_length",
-            "param_name_patterns_for_fp32_local_accumulation": "ddp_param_name_patterns_for_fp32_local_accumulation"}
+            "param_name_patterns_for_fp32_local_accumulation": "ddp_param_name_patterns_for_fp32_local_accumulation",
+            "reduce_scatter_with_fp32_accumulation": "ddp_reduce_scatter_with_fp32_accumulation"}
 
 #: Fields the steps above read themselves (not through a flag of their own name).
 _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output_weights", "params_dtype",

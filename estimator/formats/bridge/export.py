@@ -30,7 +30,8 @@ _FIELD = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_ran
           "virtual_pipeline_model_parallel_size", "decoder_first_pipeline_num_layers":
           "num_layers_in_first_pipeline_stage", "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage",
           "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope",
-          "ddp_param_name_patterns_for_fp32_local_accumulation": "param_name_patterns_for_fp32_local_accumulation"}
+          "ddp_param_name_patterns_for_fp32_local_accumulation": "param_name_patterns_for_fp32_local_accumulation",
+          "ddp_reduce_scatter_with_fp32_accumulation": "reduce_scatter_with_fp32_accumulation"}
 
 #: Flags the precision preset says (written through mixed_precision instead).
 _PRECISION = {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe", "fp4_param_gather",

@@ -145,9 +145,9 @@ _put("modelled", "ddp", "use_custom_fsdp", "Megatron-FSDP (its old name)")
 _put("modelled", "ddp", "param_name_patterns_for_fp32_local_accumulation", "['all']: an fp32 main_grad beside "
      "every parameter's slice of a bf16 gradient buffer, 4 B per parameter (Megatron-LM's "
      "--ddp-param-name-patterns-for-fp32-local-accumulation; other patterns refused by value)")
-_put("refused", "ddp", "reduce_scatter_with_fp32_accumulation", "the reduce-scatter as an all-to-all with fp32 "
-     "sums holds a receive copy of the whole bucket in flight and the fp32 sum of its shard, sized by DDP's bucket "
-     "boundaries, which the estimator does not lay out (Megatron-LM's --ddp-reduce-scatter-with-fp32-accumulation)")
+_put("modelled", "ddp", "reduce_scatter_with_fp32_accumulation", "the gradient reduce-scatter as an all-to-all "
+     "with fp32 sums: a receive copy of the buffer and the fp32 sum of its shard after the backward pass "
+     "(Megatron-LM's --ddp-reduce-scatter-with-fp32-accumulation; refused with overlap_grad_reduce)")
 _put("no_effect", "ddp", "average_in_collective check_for_nan_in_grad "
      "pad_buckets_for_high_nccl_busbw num_buckets bucket_size "
      "fsdp_all_gather_in_start_param_sync", "how gradients are bucketed and reduced: the gradient buffer's size "

@@ -31,7 +31,7 @@ def est(tr=None, pr=None):
 
 
 @pytest.mark.parametrize("tr, working_set", [
-    ({}, 4 * PARAMS),                                                          # 231,755,776 B: every gradient
+    ({}, 4 * PARAMS),                                          # one GPU: 231,755,776 B, every gradient
     ({"use_distributed_optimizer": True, "world_size": 2}, 4 * PARAMS // 2),   # 115,877,888 B: the shard
 ])
 def test_the_steps_fp32_gradient_copies_stay_in_the_pool(tr, working_set):
