@@ -16,7 +16,7 @@ from .pipeline_layout import LayoutError, expand_layout
 
 __all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "cublas_workspace_config_bytes",
            "default_ffn_hidden_size", "gpu_arch",
-           "grad_comm_dtype", "grad_dtype", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
+           "grad_comm_dtype", "grad_dtype", "grad_reduce_in_fp32", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
            "max_overload_factor", "recipe_features", "recomputed_modules", "virtual_stages"]
 
 #: The architecture assumed when no GPU is named (``training.gpu_arch`` null): Hopper, the GPU of Megatron-LM's CI
@@ -39,6 +39,7 @@ def recipe_features(cfg) -> list[tuple[str, object]]:
           ("training.cpu_offloading_num_layers", tr.cpu_offloading_num_layers > 0),
           ("training.fine_grained_activation_offloading", tr.fine_grained_activation_offloading),
           ("training.cuda_graph_impl", tr.cuda_graph_impl != "none"),
+          ("training.optimizer_cuda_graph", tr.optimizer_cuda_graph),
           ("training.overlap_moe_expert_parallel_comm", tr.overlap_moe_expert_parallel_comm),
           ("training.defer_embedding_wgrad_compute", tr.defer_embedding_wgrad_compute),
           ("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type == "flex"),
@@ -131,6 +132,15 @@ def cublas_workspace_config_bytes(text: str) -> int | None:
     if not pairs:
         return None
     return sum(int(size) * 1024 * int(count) for size, count in pairs)
+
+
+def grad_reduce_in_fp32(pr) -> bool:
+    """Megatron-Core DDP's ``grad_reduce_in_fp32`` for a precision section (Megatron-LM's rule when unset)."""
+    if pr.params_dtype == "fp32":
+        return True
+    if pr.accumulate_allreduce_grads_in_fp32 is not None:
+        return pr.accumulate_allreduce_grads_in_fp32
+    return pr.params_dtype == "bf16" and pr.main_grads_dtype == "fp32"
 
 
 def grad_dtype(pr) -> str:

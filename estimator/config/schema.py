@@ -775,6 +775,39 @@ class ParallelismConfig:
     nccl_ub: bool = _f(False, "Register the data-parallel gradient and parameter buffers with NCCL (user buffers): "
                        "they are allocated in NCCL's own memory pool; with Megatron-FSDP it turns on "
                        "fsdp_double_buffer.", type="bool", cli="--use-nccl-ub", flag="--use-nccl-ub")
+    # ---- flagsB28: Megatron-LM flags and Bridge fields that were refused (issue 28 item 7) ----
+    create_all_gather_group: bool = _f(False, "A second data x context-parallel communicator (and, with expert "
+                                       "parallelism, a second expert-data-parallel one) for Megatron-FSDP's weight "
+                                       "all-gathers, so they overlap the gradient reduce-scatters "
+                                       "(--create-all-gather-group): one more NCCL communicator per group of more "
+                                       "than one rank; without Megatron-FSDP the groups are never used and NCCL "
+                                       "never sets them up.", type="bool", flag="--create-all-gather-group")
+    keep_fp8_transpose_cache: bool = _f(False, "Megatron-FSDP with FP8 weights (fp8_param_gather, ZeRO-3): keep "
+                                        "every FP8 weight's transposed (column-wise) copy for the whole run instead "
+                                        "of dropping it when the unit is resharded (--keep-fp8-transpose-cache): 1 B "
+                                        "per linear weight element, unsharded, where the recipe has such a copy "
+                                        "(delayed and tensorwise on Hopper, blockwise).", type="bool",
+                                        flag="--keep-fp8-transpose-cache")
+    megatron_fsdp_cuda_graph_mode: bool = _f(False, "Megatron-FSDP keeps the optimizer's gradient shards between "
+                                             "steps so a CUDA graph can replay them (Megatron-Bridge's "
+                                             "ddp.megatron_fsdp_cuda_graph_mode; Megatron-LM has no flag): where "
+                                             "the shard is a copy cast to the master weights' dtype (no "
+                                             "precision-aware optimizer, gradients not in that dtype) the copy is "
+                                             "held all run, master bytes per parameter of the shard.", type="bool")
+    reduce_scatter_with_fp32_accumulation: bool = _f(False, "The distributed optimizer's gradient reduce-scatter as "
+                                                     "an all-to-all in the gradient dtype with fp32 sums "
+                                                     "(--ddp-reduce-scatter-with-fp32-accumulation): after the "
+                                                     "backward pass, per buffer, a receive copy of the whole "
+                                                     "buffer and the fp32 sum of its shard; only without "
+                                                     "overlap_grad_reduce (one bucket per buffer).", type="bool",
+                                                     flag="--ddp-reduce-scatter-with-fp32-accumulation")
+    fp32_local_grad_accumulation: bool = _f(False, "Accumulate every parameter's gradient in its own fp32 tensor "
+                                            "beside a bf16 gradient buffer (Megatron-LM's "
+                                            "--ddp-param-name-patterns-for-fp32-local-accumulation all, DDP's "
+                                            "param_name_patterns_for_fp32_local_accumulation: ['all']): 4 B more "
+                                            "per parameter, held for the whole run; only with "
+                                            "grad_reduce_in_fp32 off (other name patterns are refused).",
+                                            type="bool")
 
 
 @dataclass(frozen=True)
@@ -1016,6 +1049,13 @@ class TrainingConfig:
                                       "capture comes first, before the optimizer's first step; otherwise the "
                                       "eager steps' peak counts too.", type="int", unit="steps", min=0,
                                       max=MAX_BATCH, flag="--cuda-graph-warmup-steps")
+    # ---- flagsB28: the optimizer step's CUDA graph (issue 28 item 7) ----
+    optimizer_cuda_graph: bool = _f(False, "Capture the optimizer step in a CUDA graph at training step "
+                                    "cuda_graph_warmup_steps (--optimizer-cuda-graph; Adam, made capturable): its "
+                                    "working set (fp32 gradient copies, norms, the parameter copies) stays reserved "
+                                    "in the graph's private pool beside the forward/backward pass, so the device "
+                                    "figure holds both phases' working sets.", type="bool",
+                                    flag="--optimizer-cuda-graph")
     reserved_memory_model: str = _f("fraction", "How the reserved memory (torch.cuda.max_memory_reserved) is "
                                     "estimated. fraction: allocated x 1.05. replay: one training step per stage "
                                     "replayed tensor by tensor through a simulation of PyTorch's caching allocator "

@@ -66,7 +66,8 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
                   "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad",
-                  "heterogeneous_layers_config_path", "te_precision_config_file"}
+                  "heterogeneous_layers_config_path", "te_precision_config_file",
+                  "ddp_param_name_patterns_for_fp32_local_accumulation", "sft"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -80,6 +81,9 @@ REFUSED_VALUES = {
     "megatron_fsdp_version": (("1",), "Megatron-FSDP 2 is not modelled (version 1 is)"),
     "fp4_recipe": (("nvfp4",), "only the nvfp4 recipe (NVFP4BlockScaling) is modelled, not custom quantizer "
                    "factories"),
+    "ddp_param_name_patterns_for_fp32_local_accumulation": (("all",), "fp32 local accumulation is modelled for "
+                                                            "every parameter ('all') only: the estimator does not "
+                                                            "match parameter names"),
     "experimental_attention_variant": (("gdn", "gated_delta_net", "dsa"), "only the gated delta net (gdn) and "
                                        "DeepSeek sparse attention (dsa) are modelled; gdn2 is not"),
 }
@@ -582,6 +586,12 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
     if not par.get("use_torch_fsdp2") and "torch_fsdp2_reshard_after_forward" in par:
         del par["torch_fsdp2_reshard_after_forward"]
         notes.append("--torch-fsdp2-no-reshard-after-forward: only with --use-torch-fsdp2")
+    patterns = raw.get("ddp_param_name_patterns_for_fp32_local_accumulation")
+    if patterns:
+        if set(patterns) != {"all"}:
+            raise RefusedFlagsError([(" ".join(["--ddp-param-name-patterns-for-fp32-local-accumulation", *patterns]),
+                                      REFUSED_VALUES["ddp_param_name_patterns_for_fp32_local_accumulation"][1])])
+        par["fp32_local_grad_accumulation"] = True
     _tp_comm_overlap_cfg(raw, par, notes, read_file)
     _te_precision_config_file(raw, pr, notes, read_file)
     _heterogeneous_config(raw, m, notes, read_file)
@@ -649,6 +659,8 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
             tr[name] = False
     if "use_flash_attn" in raw:
         tr.setdefault("attention_backend", "flash")
+    if "sft" in raw:
+        _sft(tr, notes)
     if "recompute_activations" in raw:
         tr.setdefault("recompute_granularity", "selective")
     if "moe_layer_recompute" in raw:
@@ -736,6 +748,31 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         notes.append(f"CUBLAS_WORKSPACE_CONFIG={env['CUBLAS_WORKSPACE_CONFIG']}: read from the launch line's "
                      "environment (the size of PyTorch's cuBLAS workspaces)")
     return MegatronImport({k: v for k, v in sec.items() if v}, tuple(no_effect), tuple(notes))
+
+
+def _sft(tr: dict, notes: list) -> None:
+    """--sft: Megatron-LM's packed SFT, read as the sequence length and micro-batch it already gives (flagsB28).
+
+    Megatron-LM @ d98e8a64 : megatron/training/datasets/sft_dataset.py ``SFTDataset.__getitem__`` packs whole
+    conversations into one sample of exactly ``--seq-length`` tokens (padding the last, each conversation padded to
+    a multiple of 2 x CP), with ``cu_seqlens``; pretrain_gpt.py ``get_batch`` and megatron/core/utils.py
+    ``flatten_batch_for_packed_sequences`` then run a micro-batch of b such packs as one THD stream of b x s tokens.
+    Megatron-Core so receives what Bridge's offline-packed SFT gives it (one pack of ``packed_sequence_size`` tokens
+    a micro-batch, :mod:`estimator.formats.bridge.config`): per-token activations as for b sequences of s tokens,
+    and attention with ``cu_seqlens`` keeps no s x s matrix. What differs: Bridge packs up to the size and requires
+    b = 1; Megatron-LM pads every pack to s and accepts b > 1. Unfused attention is refused: Megatron-Core's own
+    (local) attention asserts ``packed_seq_params is None`` (transformer/dot_product_attention.py), and Transformer
+    Engine's unfused kernel pads every conversation to the longest one, a score matrix that depends on the data.
+    """
+    backend, impl = tr.get("attention_backend", "auto"), tr.get("transformer_impl", "transformer_engine")
+    if impl == "local" or backend in ("unfused", "local"):
+        what = "--transformer-impl local" if impl == "local" else f"--attention-backend {backend}"
+        raise ConfigError(Problem("--sft", None, f"packed sequences (THD with cu_seqlens) with {what} are not "
+                                  "modelled: Megatron-Core's own attention refuses packed sequences and Transformer "
+                                  "Engine's unfused attention pads each conversation to the longest; use "
+                                  "--attention-backend flash, fused or auto"))
+    notes.append("--sft: packed SFT, every micro-batch sample one pack of --seq-length tokens (THD, cu_seqlens), "
+                 "counted as micro-batch x sequence-length tokens, as Bridge's packed_sequence_size")
 
 
 def _heterogeneous_config(raw: dict, m: dict, notes: list, read_file) -> None:

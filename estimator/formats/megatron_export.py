@@ -319,7 +319,8 @@ _FEATURE_FIELDS = (
     ("parallelism", "outer_dp_sharding_strategy"), ("parallelism", "fsdp_double_buffer"),
     ("parallelism", "suggested_communication_unit_size"), ("parallelism", "use_torch_fsdp2"),
     ("parallelism", "num_distributed_optimizer_instances"), ("parallelism", "tp_comm_overlap"),
-    ("parallelism", "nccl_ub"), ("precision", "megatron_fsdp_main_params_dtype"),
+    ("parallelism", "nccl_ub"), ("parallelism", "create_all_gather_group"), ("parallelism", "keep_fp8_transpose_cache"),
+    ("parallelism", "reduce_scatter_with_fp32_accumulation"), ("precision", "megatron_fsdp_main_params_dtype"),
     ("precision", "megatron_fsdp_main_grads_dtype"), ("precision", "megatron_fsdp_grad_comm_dtype"),
     ("training", "optimizer"), ("training", "sgd_momentum"),
     ("training", "optimizer_cpu_offload"), ("training", "optimizer_offload_fraction"),
@@ -327,7 +328,7 @@ _FEATURE_FIELDS = (
     ("training", "offload_modules"), ("training", "min_offloaded_tensor_size"),
     ("training", "activation_offload_fraction"), ("training", "delta_offload_bytes_across_pp_ranks"),
     ("training", "cuda_graph_impl"),
-    ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"),
+    ("training", "cuda_graph_modules"), ("training", "cuda_graph_warmup_steps"), ("training", "optimizer_cuda_graph"),
     ("training", "overlap_moe_expert_parallel_comm"), ("training", "delay_wgrad_compute"),
     ("training", "ep_overlap_early_attn_memory_release"),
     ("training", "overlap_dispatch_backward_with_experts_wgrad"),
@@ -354,6 +355,9 @@ def _feature_args(cfg, add, out: list) -> None:
         raise UnsupportedError("precision.quant_recipe has no pretrain_gpt.py value: Megatron-LM reads the per-module "
                                "recipe from a YAML file (--te-precision-config-file PATH); write the rules as its "
                                "configs and matchers to a file and add the flag")
+    if par.megatron_fsdp_cuda_graph_mode:
+        raise UnsupportedError("parallelism.megatron_fsdp_cuda_graph_mode has no pretrain_gpt.py flag (a Megatron-Core "
+                               "DDP field Megatron-Bridge sets: ddp.megatron_fsdp_cuda_graph_mode)")
     if pr.disable_parameter_transpose_cache:
         raise UnsupportedError("precision.disable_parameter_transpose_cache has no pretrain_gpt.py flag (a "
                                "Megatron-Core TransformerConfig field Megatron-Bridge sets)")
@@ -368,6 +372,8 @@ def _feature_args(cfg, add, out: list) -> None:
             out.extend([spec.flag, *value])
         else:
             add(spec.flag, value)
+    if par.fp32_local_grad_accumulation:
+        add("--ddp-param-name-patterns-for-fp32-local-accumulation", "all")
     if par.use_torch_fsdp2 and not par.torch_fsdp2_reshard_after_forward:
         add("--torch-fsdp2-no-reshard-after-forward")
     if not tr.use_layer_wise_param_layout:

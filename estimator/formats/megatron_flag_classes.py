@@ -153,6 +153,17 @@ _put(_M, "heterogeneous_layers_config_encoded_json heterogeneous_layers_config_p
      "when available")
 _put(_M, "tp_comm_overlap_cfg", "the userbuffer configuration file (read when available): each GEMM's overlap "
      "method and buffer dtype size its userbuffer")
+_put(_M, "optimizer_cuda_graph", "the optimizer step captured in a CUDA graph: its working set (fp32 gradient "
+     "copies, ...) stays reserved in the graph's private pool beside the forward/backward pass (Adam only)")
+_put(_M, "keep_fp8_transpose_cache", "Megatron-FSDP with FP8 weights: every FP8 weight's column-wise copy kept "
+     "whole all run instead of per gathered unit")
+_put(_M, "ddp_reduce_scatter_with_fp32_accumulation", "the gradient reduce-scatter as an all-to-all with fp32 sums: "
+     "the larger buffer's receive copy and fp32 shard sum after the backward pass (without --overlap-grad-reduce; "
+     "with it refused: bucket boundaries)")
+_put(_M, "create_all_gather_group", "Megatron-FSDP's all-gather copies of the data x context-parallel and "
+     "expert-data-parallel groups: one more NCCL communicator each (none without Megatron-FSDP: never used)")
+_put(_M, "ddp_param_name_patterns_for_fp32_local_accumulation", "'all': an fp32 main_grad beside every "
+     "parameter's slice of a bf16 gradient buffer, 4 B per parameter (other patterns refused by value)")
 _put(_M, "nccl_ub", "data-parallel buffers in NCCL's memory pool; Megatron-FSDP double buffering")
 _put(_M, "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_enable_deepep moe_flex_dispatcher_num_sms "
      "moe_deepep_num_sms moe_hybridep_num_sms", "the flex dispatcher's DeepEP / HybridEP buffers (outside the "
@@ -399,6 +410,11 @@ _put(_N, "adlr_autoresume adlr_autoresume_interval inprocess_restart inprocess_m
      "fault_injector_num_ranks fault_injector_fault_types fault_injector_fault_probabilities fault_injector_fault_delay "
      "fault_injector_delay_start_iteration fault_injector_mtti_seconds fault_injector_offset_seconds "
      "fault_injector_seed", "fault tolerance and restarts")
+_put(_N, "sft", "packed SFT: each sample is one pack of --seq-length tokens (THD with cu_seqlens) and a micro-batch "
+     "one stream of micro-batch x seq-length tokens, which the estimate already counts (as Bridge's offline "
+     "packing); with unfused or local attention it is refused")
+_put(_N, "enable_full_sharding_in_hsdp", "defined by arguments.py but read nowhere at this revision (no "
+     "DistributedDataParallelConfig field of that name): HSDP's outer sharding is --outer-dp-sharding-strategy")
 _put(_N, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
      "saving logits to disk")
 _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_per_class_fraction data_sharding "
@@ -413,22 +429,18 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(_R, "keep_fp8_transpose_cache", "Megatron-FSDP keeping the FP8 transpose caches of sharded weights is not "
-     "modelled")
-_put(_R, "enable_full_sharding_in_hsdp", "full sharding inside Megatron-FSDP's HSDP is not modelled (use "
-     "--outer-dp-sharding-strategy)")
-_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-module parameter gathering is not "
-     "modelled")
+_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule all-gather hooks "
+     "(megatron_fsdp.py enable_fine_grained_param_gather_hook) change which buckets are gathered at the peak with the "
+     "submodules that have run, and under MXFP8 recompute unshard only row-wise copies: not modelled (Megatron-Core "
+     "turns the hooks on itself for MXFP8 with --fp8-param-gather and for --overlap-moe-expert-parallel-comm, where "
+     "the flag adds nothing: remove it there)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
      "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
-_put(_R, "ddp_reduce_scatter_with_fp32_accumulation ddp_param_name_patterns_for_fp32_local_accumulation",
-     "the extra fp32 gradient scratch buffers are not modelled")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
-_put(_R, "optimizer_cuda_graph", "a CUDA graph of the optimizer step is not modelled")
 _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers (multi_token_prediction.py, training with 2+ MTP "
      "layers) is not modelled: for the backward pass each depth after the first keeps only gather indices and a "
      "selection mask (about 9 B per token), but its forward stacks, reshapes and rolls copies of the earlier depths' "
@@ -472,15 +484,21 @@ _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for b
      "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
      "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
-_put(_R, "create_all_gather_group", "a second data-parallel communicator's NCCL buffers are not counted")
-_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context-parallel sequence packing is not "
-     "modelled")
+_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context parallelism "
+     "(pipeline_parallel/hybrid_cp_schedule.py): each conversation of L tokens runs, forward then backward, over "
+     "2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) data x context-parallel ranks, so a rank holds at most "
+     "max_seqlen_per_dp_cp_rank tokens but under a context-parallel group that changes per sample; the estimate "
+     "has one CP size and sequence length per run: not modelled (estimate the longest case with --seq-length and "
+     "--context-parallel-size)")
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
-_put(_R, "sft", "supervised fine-tuning's packed sequences are not modelled (estimate with --seq-length)")
 _put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
-     "logits_load_kd_loss_alpha logits_load_ignore_errors", "logit distillation's teacher logits are not modelled")
+     "logits_load_kd_loss_alpha logits_load_ignore_errors", "offline distillation from cached teacher logits "
+     "(megatron/training/distillation/cached_logits_loss.py) keeps the student's logits captured at the output "
+     "layer and fp32 copies of them [s, b, V/t] (float(), exp() saved for backward, the log-probabilities) beside "
+     "the teacher's top-K log-probabilities and int64 indices per token, K set when the files were written "
+     "(--logits-save-top-k), which the flags do not say: not modelled")
 _put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
 _put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
 _put(_R, "model_parallel_size", "--model-parallel-size is no longer valid in Megatron-LM; use "

@@ -8,8 +8,10 @@ buffers alive at that peak; then the three totals:
   ``torch.cuda.max_memory_allocated()`` reports;
 - ``reserved_bytes``: plus the PyTorch caching allocator's reserve (:data:`ALLOCATOR_RESERVE_FRACTION`);
 - ``device_bytes``: plus the CUDA context and NCCL communicator buffers (one per process group of more than
-  one rank, so DP 1 -> 2 adds one, two in an MoE model whose expert-data-parallel group grows too), the figure
-  to hold against a GPU's capacity.
+  one rank, so DP 1 -> 2 adds one, two in an MoE model whose expert-data-parallel group grows too; with
+  Megatron-FSDP, ``create_all_gather_group`` (Megatron-LM's --create-all-gather-group) adds the all-gather copies
+  of the data x context-parallel and expert-data-parallel groups, Megatron-LM @ d98e8a64 :
+  megatron/core/parallel_state.py ``create_all_gather_groups``), the figure to hold against a GPU's capacity.
 
 The totals are those of the phase with the larger peak, forward/backward or the optimizer step
 (``peak_phase``); at the optimizer step the activations are 0, freed by the last backward pass before it.
@@ -739,14 +741,36 @@ def _chunk_reports(plan, counts: tuple) -> tuple:
 def _communicators(r: Resolved) -> int:
     """Process groups of more than one rank that a GPU talks through (a group of one rank needs none): DP 1 -> 2
     adds the data-parallel group, and in an MoE model the expert-data-parallel group where it grows from one rank;
-    hierarchical context parallelism adds one group per level of more than one rank."""
+    hierarchical context parallelism adds one group per level of more than one rank, ``create_all_gather_group``
+    Megatron-FSDP's all-gather copies of the data-parallel groups (:func:`_all_gather_groups`)."""
     sizes = [r.t, r.p, r.dp * r.cp, r.cp]
     if r.E:
         sizes += [r.ep, r.etp, r.edp]
     # Hierarchical CP: one more group per level (Megatron-LM @ d98e8a64 : megatron/core/parallel_state.py
     # initialize_model_parallel, create_hierarchical_groups over the CP ranks), each its own communicator.
     sizes += list(r.cfg.parallelism.hierarchical_context_parallel_sizes or ())
+    sizes += _all_gather_groups(r)
     return sum(1 for s in sizes if s > 1)
+
+
+def _all_gather_groups(r: Resolved) -> list[int]:
+    """Sizes of the extra all-gather groups of ``create_all_gather_group`` that a GPU talks through.
+
+    Megatron-LM @ d98e8a64 : megatron/training/training.py ``get_model`` calls
+    megatron/core/parallel_state.py ``create_all_gather_groups``: a copy of the data x context-parallel group
+    (``dp_cp_ag``) and, with expert parallelism above one, of the expert-data-parallel group (``expt_dp_ag``). Only
+    Megatron-FSDP uses them (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py passes them as
+    ``fsdp_group_ag``; megatron_fsdp/param_and_grad_buffer.py gathers the model-weight buffer through them), and
+    not where HSDP shards over the outer group (``should_create_hfsdp_helper_buffers``) or nothing is sharded
+    (no_shard: no weight all-gather). PyTorch sets up a NCCL communicator at a group's first collective
+    (Megatron-LM's ``init_process_group`` binds no device), so an unused group costs nothing.
+    """
+    par = r.cfg.parallelism
+    if not (par.create_all_gather_group and par.use_megatron_fsdp) or \
+            par.data_parallel_sharding_strategy == "no_shard" or \
+            (par.num_distributed_optimizer_instances > 1 and par.outer_dp_sharding_strategy != "no_shard"):
+        return []
+    return [r.dp * r.cp] + ([r.edp] if r.E and r.ep > 1 else [])
 
 
 #: Family names of the ``training.gpu_arch`` choices, for the assumptions.

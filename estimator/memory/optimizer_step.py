@@ -60,6 +60,20 @@ shards' own ``.grad``, and Megatron-Core's ``Float16OptimizerWithFloat16Params``
 shard of fp32 main parameters and drops it (``model_param.grad = None``), so the step holds the fp32 copies
 instead of the bf16 gradients (measured on one H100, this project's batch 5: −0.03 %).
 
+4. **The reduce-scatter with fp32 accumulation** (``parallelism.reduce_scatter_with_fp32_accumulation``,
+   Megatron-LM's --ddp-reduce-scatter-with-fp32-accumulation; Megatron-LM @ d98e8a64
+   ``megatron/core/distributed/reduce_scatter_with_fp32_accumulation.py``), which the distributed optimizer's
+   gradient reduction uses instead of NCCL's reduce-scatter: an all-to-all of the bucket into a receive copy
+   (``torch.empty_like(input_tensor)``: the bucket's elements in the gradient dtype), then the fp32 sum of the
+   shard (``torch.sum(..., dtype=torch.float32)``: 4 B per element of the bucket / d), both freed once the sum is
+   copied back. Without ``overlap_grad_reduce`` DDP makes one bucket per buffer (``distributed_data_parallel.py``:
+   ``bucket_size = None``) and reduces the buffers one after the other after the last backward pass, when the
+   activations are gone, before the step's own buffers exist: this moment's buffers are the larger buffer's
+   n g + ceil(n / d) 4 B (n its parameters on this GPU, g the gradient bytes, d its shard count), and the step
+   phase takes the larger of them and the step's own. The buffer's padding to whole shards (fewer than 128 d
+   elements) is not counted. With ``overlap_grad_reduce`` the buckets follow ``bucket_size`` cut at parameter
+   edges, which the estimate does not lay out: refused.
+
 Gradient clipping adds nothing of parameter size: Transformer Engine's and Apex's multi-tensor L2 norm and
 scale run in place, and Megatron's PyTorch fallback (``local_multi_tensor_scale``) makes one temporary per
 tensor, less than the step's own temporaries. The distributed optimizer's copy of the updated shard into
@@ -72,10 +86,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..model.resolve import Resolved
+from ..model.resolve import DTYPE_BYTES, Resolved
 from .states import ByteModel, grad_reduce_in_fp32
 
-__all__ = ["OPTIMIZER_IMPLEMENTATIONS", "PERSISTENT_BUFFERS", "StepBuffers", "optimizer_step_buffers",
+__all__ = ["OPTIMIZER_IMPLEMENTATIONS", "PERSISTENT_BUFFERS", "StepBuffers", "fp32_reduce_scatter_scratch",
+           "optimizer_step_buffers",
            "recompute_retained", "step_buffers", "te_keeps_master_weights"]
 
 #: Values of ``training.optimizer_implementation``.
@@ -83,7 +98,7 @@ OPTIMIZER_IMPLEMENTATIONS = ("te_fused", "apex_fused", "torch")
 
 #: Names of ``StageEstimate.transient`` entries held for the whole run (alive during the step too).
 PERSISTENT_BUFFERS = ("workspaces", "global_memory_buffer", "te_dummy_wgrad", "cuda_graph_capture_workspaces",
-                      "paged_stash_buffers")
+                      "paged_stash_buffers", "fsdp_grad_shard_copies")
 
 #: Bytes of one fp32 element.
 FP32 = 4
@@ -210,11 +225,24 @@ def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert
         out.update((k, v) for k, v in own.items() if v)
         return out
     sb = step_buffers(r, bm, dense_params, expert_params, dense_shard)
+    scratch = fp32_reduce_scatter_scratch(r, dense_params, expert_params, dense_shard)
+    if scratch > sb.grad_copies + sb.temporaries:       # the reduction's moment, before the step's own buffers
+        out["grad_reduce_fp32_scratch"] = scratch
+        return out
     if sb.grad_copies:
         out["optimizer_fp32_grad_copies"] = sb.grad_copies
     if sb.temporaries:
         out["optimizer_temporaries"] = sb.temporaries
     return out
+
+
+def fp32_reduce_scatter_scratch(r: Resolved, dense_params: int, expert_params: int, dense_shard: int) -> int:
+    """Bytes of the reduce-scatter with fp32 accumulation at the end of the backward pass (module docstring, 4):
+    the larger buffer's receive copy in the gradient dtype and fp32 sum of its shard; 0 when it is off."""
+    if not (r.cfg.parallelism.reduce_scatter_with_fp32_accumulation and r.cfg.training.use_distributed_optimizer):
+        return 0
+    g = FP32 if grad_reduce_in_fp32(r.cfg.precision) else DTYPE_BYTES[r.cfg.precision.params_dtype]
+    return max(n * g + -(-n // d) * FP32 for n, d in ((dense_params, dense_shard), (expert_params, r.edp)))
 
 
 _IMPL_NAMES = {"te_fused": "Transformer Engine's FusedAdam", "apex_fused": "Apex's FusedAdam",

@@ -15,6 +15,11 @@ optimizer pads its buffers to equal shards. Megatron-Core at the pinned revision
   it on its own. The optimizer's ``main_grads_dtype`` allocates nothing: the precision-aware optimizer
   reads the buffer through ``decoupled_grad`` (a view), the plain one through ``.grad = shard.float()``,
   a copy that exists only during the optimizer step, when the activations are gone (not counted).
+  With ``fp32_local_grad_accumulation`` (DDP's ``param_name_patterns_for_fp32_local_accumulation: ['all']``,
+  ``_ParamAndGradBuffer.__init__``) every parameter's ``main_grad`` becomes its own fp32 tensor
+  (``torch.empty_like(..., dtype=torch.float32)``, kept in ``extra_main_grads`` for the whole run) beside its slice
+  of the gradient buffer, which keeps the weights' dtype (Megatron-Core asserts ``grad_reduce_in_fp32`` is off): 2 B +
+  4 B per parameter with bf16 weights.
 - Master weights: fp32 (4 B) for bf16/fp16 weights, none for fp32 weights. With the precision-aware
   optimizer Transformer Engine's FusedAdam keeps them in ``main_params_dtype``, and with bf16 weights,
   fp32 masters and ``store_param_remainders`` (Megatron-Core's default) only their low 16 bits (an int16
@@ -61,7 +66,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config.derived import gpu_arch
+from ..config.derived import gpu_arch, grad_reduce_in_fp32
 from ..model.fp8_scales import BLOCK_SCALED, NVFP4, per_tensor_transpose, recipe_of, weight_scale_bytes
 from ..model.layers import kind_linear_shapes
 from ..model.quant_recipe import kind_quant, mtp_quant, named_shapes
@@ -91,15 +96,6 @@ class ByteModel(NamedTuple):
     def layer_scales(self, k: int) -> int:
         """FP8 scale bytes of one decoder layer of kind ``k`` on one GPU."""
         return sum(self.fp8_scales[k]) if self.fp8_scales else 0
-
-
-def grad_reduce_in_fp32(pr) -> bool:
-    """Megatron-Core DDP's ``grad_reduce_in_fp32`` for a precision section (Megatron-LM's rule when unset)."""
-    if pr.params_dtype == "fp32":
-        return True
-    if pr.accumulate_allreduce_grads_in_fp32 is not None:
-        return pr.accumulate_allreduce_grads_in_fp32
-    return pr.params_dtype == "bf16" and pr.main_grads_dtype == "fp32"
 
 
 def _master_bytes(r: Resolved) -> int:
@@ -199,6 +195,8 @@ def byte_model(r: Resolved) -> ByteModel:
     pr = r.cfg.precision
     w = DTYPE_BYTES[pr.params_dtype]
     grad = 4 if grad_reduce_in_fp32(pr) else w
+    if r.cfg.parallelism.fp32_local_grad_accumulation:
+        grad += 4                       # the fp32 main_grad of every parameter, beside the buffer's slice
     if pr.use_precision_aware_optimizer:
         moments = DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
     else:

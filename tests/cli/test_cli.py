@@ -186,9 +186,9 @@ def test_megatron_args_list_harmless_flags_and_refuse_unmodelled_ones(capsys):
                          "--num-gpus", "1")
     assert code == 0 and "note: no effect on memory: --lr 1e-4 (optimizer hyper-parameters" in err
     code, out, err = run(capsys, "estimate", "--megatron-args", model.replace(" --num-gpus 1", "")
-                         + " --keep-fp8-transpose-cache --optimizer lion", "--num-gpus", "1")
+                         + " --moe-use-upcycling --optimizer lion", "--num-gpus", "1")
     assert code == 2 and "Traceback" not in err
-    assert "--keep-fp8-transpose-cache: Megatron-FSDP keeping" in err and "--optimizer lion: the states of Lion" in err
+    assert "--moe-use-upcycling: upcycling a dense checkpoint" in err and "--optimizer lion: the states of Lion" in err
     code, out, err = run(capsys, "estimate", "--megatron-args", model.replace(" --num-gpus 1", "")
                          + " --recompute-granularty full", "--num-gpus", "1")
     assert code == 2 and "did you mean --recompute-granularity" in err

@@ -209,6 +209,18 @@ CHANGES = {
     "heterogeneous_layers_config_encoded_json": (BF16, "--heterogeneous-layers-config-encoded-json '" + HETERO + "'"),
     "heterogeneous_layers_config_path": (BF16, "--heterogeneous-layers-config-path blocks.json"),
     "nccl_ub": (DISTOPT, "--use-nccl-ub"),
+    # flagsB28: one more NCCL communicator (the data-parallel group's all-gather copy) with Megatron-FSDP
+    "create_all_gather_group": (FSDP, "--create-all-gather-group"),
+    # two of the four layers gathered at the peak: the other two's kept FP8 transposes are new
+    "keep_fp8_transpose_cache": (FSDP + " --fp8-format hybrid --fp8-param-gather --suggested-communication-unit-size 100",
+                                 "--keep-fp8-transpose-cache"),
+    # a bf16 gradient buffer: the step's fp32 gradient copies stay in the graph's pool
+    "optimizer_cuda_graph": (DISTOPT + " --grad-reduce-in-bf16", "--optimizer-cuda-graph"),
+    # the receive copy and fp32 shard sum after the backward pass outweigh the step's fp32 gradient copies
+    "ddp_reduce_scatter_with_fp32_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
+                                                  "--ddp-reduce-scatter-with-fp32-accumulation"),
+    "ddp_param_name_patterns_for_fp32_local_accumulation": (DISTOPT + " --grad-reduce-in-bf16",
+                                                            "--ddp-param-name-patterns-for-fp32-local-accumulation all"),
     "moe_token_dispatcher_type": (EP2, "--moe-token-dispatcher-type flex"),
     "moe_flex_dispatcher_backend": (FLEX + " --moe-router-dtype fp32", "--moe-flex-dispatcher-backend hybridep"),
     "moe_enable_deepep": (EP2, "--moe-enable-deepep"),
@@ -433,9 +445,9 @@ def test_unknown_flags_are_errors_with_close_matches():
 
 def test_refused_flags_are_all_named_with_their_reason():
     with pytest.raises(RefusedFlagsError) as exc:
-        read_megatron_args(BF16 + " --keep-fp8-transpose-cache --kitchen-attention-backend fa "
+        read_megatron_args(BF16 + " --moe-use-upcycling --kitchen-attention-backend fa "
                            "--optimizer lion")
-    assert [f for f, _ in exc.value.refused] == ["--keep-fp8-transpose-cache",
+    assert [f for f, _ in exc.value.refused] == ["--moe-use-upcycling",
                                                  "--kitchen-attention-backend fa", "--optimizer lion"]
     assert all(re.search(r"modelled", why) for _, why in exc.value.refused)
 

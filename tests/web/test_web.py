@@ -375,8 +375,8 @@ def test_import_megatron_args_says_what_each_flag_does():
     assert res["flags"]["no_effect"][0] == {"flag": "--lr 1e-4",
                                             "reason": "optimizer hyper-parameters and loss scaling: scalars"}
     assert any(n.startswith("No effect on memory: --lr 1e-4") for n in res["notes"])
-    bad = web.import_text({"preset": "tiny"}, "megatron", model + " --keep-fp8-transpose-cache --optimizer lion")
-    assert [e["message"].split(":")[0] for e in bad["errors"]] == ["--keep-fp8-transpose-cache", "--optimizer"]
+    bad = web.import_text({"preset": "tiny"}, "megatron", model + " --moe-use-upcycling --optimizer lion")
+    assert [e["message"].split(":")[0] for e in bad["errors"]] == ["--moe-use-upcycling", "--optimizer"]
     assert bad["refused"][1] == {"flag": "--optimizer lion", "reason": "the states of Lion, SOAP and adaptive Muon "
                                  "are not modelled (adam, sgd, muon and dist_muon are)"}
 

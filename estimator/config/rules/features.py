@@ -8,8 +8,8 @@ PEFT, CUDA graphs, communication (TP overlap, DeepEP / HybridEP), schedules. Act
 from __future__ import annotations
 
 from .. import tp_overlap
+from ..derived import grad_reduce_in_fp32, virtual_stages
 from ..quant_recipe import parse_rules
-from ..derived import virtual_stages
 from ..errors import Problem
 from ..limits import DEEPEP_GROUP_SIZES
 from .moe import hybridep_rules
@@ -69,7 +69,8 @@ def feature_problems(cfg) -> list[Problem]:
     else:
         for name, default in (("data_parallel_sharding_strategy", "optim_grads_params"),
                               ("outer_dp_sharding_strategy", "no_shard"), ("fsdp_double_buffer", False),
-                              ("suggested_communication_unit_size", None)):
+                              ("suggested_communication_unit_size", None), ("keep_fp8_transpose_cache", False),
+                              ("megatron_fsdp_cuda_graph_mode", False)):
             only_with(f"parallelism.{name}", getattr(par, name), default, "use_megatron_fsdp: true")
         for name, default in (("megatron_fsdp_main_params_dtype", "fp32"), ("megatron_fsdp_main_grads_dtype", "auto"),
                               ("megatron_fsdp_grad_comm_dtype", "auto")):
@@ -96,6 +97,16 @@ def feature_problems(cfg) -> list[Problem]:
                 add(field, value, msg)
     elif not par.torch_fsdp2_reshard_after_forward:
         add("parallelism.torch_fsdp2_reshard_after_forward", False, "applies only with use_torch_fsdp2: true")
+    # flagsB28: DDP's fp32 local gradient accumulation (distributed_data_parallel_config.py __post_init__ asserts
+    # grad_reduce_in_fp32 is off; only DDP's _ParamAndGradBuffer reads the patterns, FSDP never does)
+    if par.fp32_local_grad_accumulation:
+        if grad_reduce_in_fp32(pr):
+            add("parallelism.fp32_local_grad_accumulation", True, "needs a gradient buffer in the weights' dtype: "
+                "Megatron-Core refuses it with grad_reduce_in_fp32 (precision.accumulate_allreduce_grads_in_fp32: "
+                "false, Megatron-LM's --grad-reduce-in-bf16)")
+        if fsdp:
+            add("parallelism.fp32_local_grad_accumulation", True, "applies only to Megatron-Core's DDP gradient "
+                "buffer; Megatron-FSDP and PyTorch FSDP2 do not read it")
     n_inst = par.num_distributed_optimizer_instances
     if n_inst > 1:
         if not (tr.use_distributed_optimizer or par.use_megatron_fsdp):
@@ -236,6 +247,50 @@ def feature_problems(cfg) -> list[Problem]:
         if moe and (not mods or "moe" in mods) and not m.moe_pad_expert_input_to_capacity:
             add("training.cuda_graph_modules", sorted(mods) or None, "capturing whole MoE layers needs drop-and-pad "
                 "routing (moe_pad_expert_input_to_capacity); capture attn and moe_router instead")
+
+    # flagsB28: the reduce-scatter with fp32 accumulation (megatron/core/distributed/param_and_grad_buffer.py asserts
+    # one distributed-optimizer instance; the estimate lays out no buckets, so one bucket per buffer only)
+    if par.reduce_scatter_with_fp32_accumulation:
+        for cond, field, value, msg in (
+                (tr.overlap_grad_reduce, "training.overlap_grad_reduce", True, "with "
+                 "parallelism.reduce_scatter_with_fp32_accumulation the buckets follow bucket_size cut at parameter "
+                 "edges, which is not modelled: the fp32 reduce-scatter is modelled without overlap_grad_reduce "
+                 "(one bucket per buffer)"),
+                (n_inst > 1, "parallelism.num_distributed_optimizer_instances", n_inst, "must be 1 with "
+                 "parallelism.reduce_scatter_with_fp32_accumulation (Megatron-Core's assertion)"),
+                (fsdp or tr.optimizer_cpu_offload or tr.optimizer != "adam" or pr.fp8_param_gather
+                 or pr.fp4_param_gather, "parallelism.reduce_scatter_with_fp32_accumulation", True,
+                 "modelled only for Adam on Megatron-Core's DDP buffers, without FSDP, optimizer CPU offload or "
+                 "FP8/NVFP4 parameter buffers (their own buckets)")):
+            if cond:
+                add(field, value, msg)
+
+    # flagsB28: the optimizer step's CUDA graph (Megatron-LM @ d98e8a64 : megatron/core/optimizer/__init__.py passes
+    # capturable=optimizer_cuda_graph to Adam only; Transformer Engine @ d0067d0d optimizers/fused_adam.py refuses
+    # capturable with BF16 remainders, non-fp32 master weights, or moments not both fp32 or both bf16)
+    if tr.optimizer_cuda_graph:
+        if tr.optimizer != "adam" or tr.optimizer_cpu_offload or fsdp:
+            what = ("optimizer " + tr.optimizer if tr.optimizer != "adam" else
+                    "optimizer_cpu_offload" if tr.optimizer_cpu_offload else "FSDP")
+            add("training.optimizer_cuda_graph", True, f"a CUDA graph of the optimizer step with {what} is not "
+                "modelled (Megatron-Core makes only Adam capturable; modelled with Adam, with or without the "
+                "distributed optimizer)")
+        elif pr.use_precision_aware_optimizer:
+            te_master = pr.main_params_dtype != "fp32" or not pr.fp8 or (pr.fp8_recipe or "delayed") == "delayed"
+            if te_master and pr.main_params_dtype != "fp32":
+                add("precision.main_params_dtype", pr.main_params_dtype, "must be fp32 with "
+                    "training.optimizer_cuda_graph: Transformer Engine's capturable FusedAdam supports only fp32 "
+                    "master weights")
+            elif te_master and pr.store_param_remainders:
+                add("precision.store_param_remainders", True, "must be false with training.optimizer_cuda_graph: "
+                    "Transformer Engine's capturable FusedAdam refuses BF16 remainders (Megatron-Core passes "
+                    "store_param_remainders through)")
+            if {pr.exp_avg_dtype, pr.exp_avg_sq_dtype} not in ({"fp32"}, {"bf16"}):
+                add("precision.exp_avg_dtype", pr.exp_avg_dtype, "with training.optimizer_cuda_graph exp_avg_dtype "
+                    "and exp_avg_sq_dtype must be both fp32 or both bf16 (Transformer Engine's capturable FusedAdam)")
+        if tr.reserved_memory_model == "replay":
+            add("training.optimizer_cuda_graph", True, "the replayed reserve does not model the optimizer step's "
+                "private pool: use reserved_memory_model: fraction")
 
     # Communication --------------------------------------------------------------------------------
     if par.tp_comm_overlap and (t == 1 or not tr.sequence_parallel):

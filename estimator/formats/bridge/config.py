@@ -61,13 +61,16 @@ _RENAMED = {"num_moe_experts": "num_experts",
             "num_layers_in_first_pipeline_stage": "decoder_first_pipeline_num_layers",
             "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers",
             "use_custom_fsdp": "use_megatron_fsdp", "cuda_graph_scope": "cuda_graph_modules",
-            "sequence_length": "seq_length"}
+            "sequence_length": "seq_length",
+            "param_name_patterns_for_fp32_local_accumulation": "ddp_param_name_patterns_for_fp32_local_accumulation",
+            "reduce_scatter_with_fp32_accumulation": "ddp_reduce_scatter_with_fp32_accumulation"}
 
 #: Fields the steps above read themselves (not through a flag of their own name).
 _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output_weights", "params_dtype",
             "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
-            "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm"}
+            "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm",
+            "megatron_fsdp_cuda_graph_mode"}
 
 #: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
 #: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
@@ -691,6 +694,8 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
         elif m["disable_parameter_transpose_cache"]:
             notes.append("model.disable_parameter_transpose_cache: no effect without FP8 or NVFP4 (no weight "
                          "transposes kept)")
+    if ddp.get("megatron_fsdp_cuda_graph_mode"):     # a DDP field Megatron-LM has no flag for (flagsB28)
+        config.setdefault("parallelism", {})["megatron_fsdp_cuda_graph_mode"] = True
     if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":
         tr["recompute_modules"] = []
         notes.append("model.recompute_modules = []: selective recompute of nothing, as Megatron-Core keeps it")

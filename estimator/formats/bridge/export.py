@@ -36,7 +36,9 @@ _TORCH_DTYPES = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
 _FIELD = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank":
           "virtual_pipeline_model_parallel_size", "decoder_first_pipeline_num_layers":
           "num_layers_in_first_pipeline_stage", "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage",
-          "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope"}
+          "use_megatron_fsdp": "use_megatron_fsdp", "cuda_graph_modules": "cuda_graph_scope",
+          "ddp_param_name_patterns_for_fp32_local_accumulation": "param_name_patterns_for_fp32_local_accumulation",
+          "ddp_reduce_scatter_with_fp32_accumulation": "reduce_scatter_with_fp32_accumulation"}
 
 #: Flags the precision preset says (written through mixed_precision instead).
 _PRECISION = {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "fp4", "fp4_recipe", "fp4_param_gather",
@@ -83,6 +85,10 @@ def _sections_of(name: str) -> list[str]:
 def to_bridge_dict(config) -> dict:
     """The configuration (anything :func:`estimator.load_config` takes) as Bridge ``ConfigContainer`` sections."""
     cfg = load_config(config)
+    if cfg.parallelism.create_all_gather_group:
+        raise UnsupportedError("parallelism.create_all_gather_group has no Megatron-Bridge field: Bridge @ 067f987d "
+                               "never creates Megatron-FSDP's all-gather groups (Megatron-LM's "
+                               "--create-all-gather-group)")
     data = cfg.to_dict()
     wan_model = None
     if cfg.model.model_kind == "wan":   # Megatron-Core's fields through the GPT flags, Wan's own after (bridge/wan.py)
@@ -95,6 +101,7 @@ def to_bridge_dict(config) -> dict:
     par = data["parallelism"]
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
     quant = data.get("precision", {}).pop("quant_recipe", None)     # Megatron-LM's is a file: Bridge's own field
+    graph_mode = par.pop("megatron_fsdp_cuda_graph_mode", False)                   # a DDP field with no flag
     hybridep = data["model"].get("moe_hybridep_ranks_per_nvlink_domain")
     out: dict = {"model": {}, "ddp": {}, "optimizer": {}, "train": {}, "dataset": {}}
     dtype, fp8 = cfg.precision.params_dtype, None
@@ -139,6 +146,8 @@ def to_bridge_dict(config) -> dict:
             out[section][name] = list(flag_default) if isinstance(flag_default, tuple) else flag_default
     if out["model"].get("cpu_offloading_num_layers"):
         out["model"]["cpu_offloading"] = True
+    if graph_mode:
+        out["ddp"]["megatron_fsdp_cuda_graph_mode"] = True
     if ub_cfg:
         out["comm_overlap"] = {"tp_comm_overlap": True, "tp_comm_overlap_cfg": ub_cfg}
     if quant is not None:   # RecipeConfig.from_config_dict's form (estimator/config/quant_recipe.py)

@@ -83,8 +83,11 @@ _put("refused", "model", "moe_token_dropping", "token dropping without a capacit
 _put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoint", "heterogeneous layers (per-"
      "layer shapes) are not modelled")
 _put("refused", "model", "cpu_offloading_double_buffering", "double-buffered CPU offloading is not modelled")
-_put("refused", "model", "use_transformer_engine_full_layer_spec use_kitchen", "another layer "
-     "implementation: its buffers are not modelled")
+_put("refused", "model", "use_transformer_engine_full_layer_spec", "Transformer Engine's own TransformerLayer "
+     "instead of Megatron-Core's (Bridge @ 067f987d models/gpt_full_te_layer_autocast_spec.py "
+     "TETransformerLayerAutocast): its fused LayerNormMLP and attention save other tensors and keep their own "
+     "workspaces, which are not modelled")
+_put("refused", "model", "use_kitchen", "another layer implementation: its buffers are not modelled")
 _put("modelled", "model", "quant_recipe", "a per-module quantisation recipe (Megatron-Core's RecipeConfig: glob "
      "matchers on module paths, first match wins): each matched Transformer Engine linear's training precision, bf16, "
      "FP8 or NVFP4, its quantised weight copies, scales and saved input (precision.quant_recipe, "
@@ -134,12 +137,20 @@ _put("no_effect", "model", "mamba_chunk_size", "the SSD scan's chunk length: the
 _put("modelled", "ddp", "grad_reduce_in_fp32", "the gradient buffer's dtype (overridden by the mixed-precision "
      "preset; Megatron-LM's --accumulate-allreduce-grads-in-fp32)")
 _put("modelled", "ddp", "use_custom_fsdp", "Megatron-FSDP (its old name)")
-_put("no_effect", "ddp", "average_in_collective check_for_nan_in_grad reduce_scatter_with_fp32_accumulation "
-     "param_name_patterns_for_fp32_local_accumulation pad_buckets_for_high_nccl_busbw num_buckets bucket_size "
+_put("modelled", "ddp", "param_name_patterns_for_fp32_local_accumulation", "['all']: an fp32 main_grad beside "
+     "every parameter's slice of a bf16 gradient buffer, 4 B per parameter (Megatron-LM's "
+     "--ddp-param-name-patterns-for-fp32-local-accumulation; other patterns refused by value)")
+_put("modelled", "ddp", "reduce_scatter_with_fp32_accumulation", "the gradient reduce-scatter as an all-to-all "
+     "with fp32 sums: a receive copy of the buffer and the fp32 sum of its shard after the backward pass "
+     "(Megatron-LM's --ddp-reduce-scatter-with-fp32-accumulation; refused with overlap_grad_reduce)")
+_put("no_effect", "ddp", "average_in_collective check_for_nan_in_grad "
+     "pad_buckets_for_high_nccl_busbw num_buckets bucket_size "
      "fsdp_all_gather_in_start_param_sync", "how gradients are bucketed and reduced: the gradient buffer's size "
      "is the same")
-_put("refused", "ddp", "megatron_fsdp_cuda_graph_mode megatron_fsdp_use_decoupled_grad", "these Megatron-FSDP "
-     "modes are not modelled")
+_put("modelled", "ddp", "megatron_fsdp_cuda_graph_mode", "Megatron-FSDP keeps the optimizer's cast gradient "
+     "shards between steps (parallelism.megatron_fsdp_cuda_graph_mode)")
+_put("refused", "ddp", "megatron_fsdp_use_decoupled_grad", "Megatron-FSDP's decoupled gradients apart from the "
+     "precision-aware optimizer are not modelled (Bridge and Megatron-LM set them with it)")
 # ----------------------------------------------------------------------------------------- optimizer
 _put("modelled", "optimizer", "params_dtype", "the weights' dtype (the model's params_dtype is what is counted)")
 _put("modelled", "optimizer", "store_param_remainders", "BF16 master weights kept as 16-bit remainders")

@@ -62,8 +62,8 @@ def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/memory/optimizer_step.py): with no feature switched on, or with
     only SGD (its states are plain per-parameter buffers, stepped like Adam's), Muon without FSDP
     (:mod:`.muon_step`), PyTorch FSDP2 (Megatron-Core's Float16Optimizer steps its shards), optimizer CPU offload
-    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included) and the
-    whole-iteration CUDA graph (the step stays eager).
+    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included), the
+    whole-iteration CUDA graph (the step stays eager) and the optimizer step's own graph (the same step, replayed).
     Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
@@ -74,6 +74,7 @@ def step_modelled(cfg) -> bool:
         return False
     mfsdp = par.use_megatron_fsdp
     plain = replace(cfg, training=replace(tr, optimizer="adam", sgd_momentum=0.9, optimizer_cpu_offload=False,
+                                          optimizer_cuda_graph=False,
                                           optimizer_offload_fraction=1.0, use_layer_wise_param_layout=True,
                                           cuda_graph_impl=("none" if tr.cuda_graph_impl == "full_iteration"
                                                            else tr.cuda_graph_impl)),
@@ -149,6 +150,7 @@ class Plan:
                                    r, r.kinds[k], parts=True).parts, mods, tr.min_offloaded_tensor_size, B)}
         self.graphs = tr.cuda_graph_impl == "transformer_engine"
         self.full_graph = tr.cuda_graph_impl == "full_iteration"    # the plain peak, a pool beside it (step_outside)
+        self.step_graph = tr.optimizer_cuda_graph                  # the optimizer step's graph: the same
         if self.graphs:
             self.graph_work = cuda_graphs.capture_work(r, [(r.kinds[k], a) for k, a in acts.items()])
             self.graph_static = cuda_graphs.static_bytes_per_layer(r)
@@ -243,11 +245,13 @@ class Plan:
     # ------------------------------------------------------------------ one stage
     def step_outside(self, fwd_bwd: int, step: int, kept: int) -> dict:
         """Device bytes outside the allocated peak that follow from both phases' peaks (``kept``: the model states
-        and run-long buffers): the whole-iteration graph's private pool (cuda_graphs.full_iteration_pool)."""
-        if not (self.full_graph and step):
+        and run-long buffers): the private pool of the whole-iteration graph or of the optimizer step's graph
+        (cuda_graphs.full_iteration_pool; with both, each pool holds its own phase's working set, the same sum)."""
+        if not ((self.full_graph or self.step_graph) and step):
             return {}
         pool = cuda_graphs.full_iteration_pool(fwd_bwd, step, kept)
-        return {"cuda_graph_private_pool": pool} if pool else {}
+        key = "cuda_graph_private_pool" if self.full_graph else "optimizer_cuda_graph_pool"
+        return {key: pool} if pool else {}
 
     def stage(self, s_idx: int, chunks: tuple, first: bool, last: bool, dense_p: int, linear_p: int,
               expert_p: int, st, activations: int, flight: tuple, transient: dict, bwd_work: int) -> StageAdjustment:
@@ -287,6 +291,10 @@ class Plan:
                                                all_scales, u_scales)
                 step_own = fsdp.megatron_fsdp_step(r, bm, dense_p, expert_p, units, root, first, u_scales)
                 queue = fs.grad_queue
+                if par.megatron_fsdp_cuda_graph_mode:   # the step's cast gradient shards, kept all run
+                    kept = fsdp.graph_mode_grad_copies(step_own)
+                    if kept:
+                        transient["fsdp_grad_shard_copies"] = kept
             else:
                 fs = fsdp.torch_fsdp2_states(r, bm, moments, dense_p, expert_p, units, root)
                 # FSDP2's gradients are the parameters' own .grad, which Megatron-Core's Float16Optimizer frees as

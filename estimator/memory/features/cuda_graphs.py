@@ -65,6 +65,21 @@ run-long buffers), added to the device figure (:func:`full_iteration_pool`). Mea
 batch 7, dense model, local layers): allocated peak -0.70 % before the capture workspaces were counted (-0.14 % with
 them); PyTorch's peak reserved 13.72 GiB against 12.28 GiB for the same run without the graph, which the 1.05 reserve
 alone put at 11.70.
+
+The optimizer step's graph (``training.optimizer_cuda_graph``, Megatron-LM's --optimizer-cuda-graph; Megatron-LM @
+d98e8a64 ``megatron/core/optimizer/optimizer_cuda_graph.py`` ``OptimizerCudaGraphWrapper``, installed by
+``megatron/training/training.py`` over ``optimizer.step``): the whole step (the fp32 gradient copies, the gradient
+norm, Adam, the copies back into the parameters) is captured once, at training step ``cuda_graph_warmup_steps``,
+into a private pool (``full_cuda_graph.get_graph_pool``: a new pool per capture unless
+``cuda_graph_use_single_mempool``, off by default) and replayed after. It is the mirror image of the whole-iteration
+graph: the pool keeps the step's working set (``step - kept``) reserved while the forward/backward pass allocates
+in the regular pool, so the device holds both working sets, beyond the allocated peak min(forward/backward peak,
+step peak) - (model states + run-long buffers) (``optimizer_cuda_graph_pool``; the same sum with the whole-iteration
+graph as well, each pool holding its own phase). Megatron-Core makes Adam capturable (``optimizer/__init__.py``:
+``capturable=config.optimizer_cuda_graph``): Transformer Engine's FusedAdam then keeps its step count and learning
+rate as device scalars (bytes) and refuses BF16 remainders and non-fp32 master weights
+(``optimizers/fused_adam.py``), which the rules refuse too. Not counted: the eager steps before the capture
+(their peak is the plain estimate's), the pool's fragmentation.
 """
 
 from __future__ import annotations

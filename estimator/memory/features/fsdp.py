@@ -25,6 +25,11 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
   plus the unit being accumulated;
 - with ``fsdp_double_buffer`` (forced by ``nccl_ub``) both are exactly two unit-sized buffers
   (``FixedPoolAllocator``, size 2).
+- with FP8 weights (``fp8_param_gather``) a gathered unit carries its weights' column-wise FP8 copies, made at the
+  gather and dropped at the reshard; ``keep_fp8_transpose_cache`` (Megatron-LM's --keep-fp8-transpose-cache)
+  keeps them instead, 1 B per linear weight element of the stage, unsharded, all run (:func:`_kept_transposes`).
+- ``megatron_fsdp_cuda_graph_mode`` (Bridge's DDP field) keeps the optimizer step's cast gradient shards (below)
+  between steps, so they are beside the forward/backward pass too (:func:`graph_mode_grad_copies`).
 
 When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
 (``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
@@ -91,7 +96,8 @@ from ...config.derived import grad_comm_dtype, grad_dtype
 from ...model.resolve import DTYPE_BYTES
 from ..optimizer_step import fp32_copies_per_state, separate_expert_optimizer
 
-__all__ = ["FsdpStates", "fsdp_shards", "megatron_fsdp_states", "megatron_fsdp_step", "torch_fsdp2_states"]
+__all__ = ["FsdpStates", "fsdp_shards", "graph_mode_grad_copies", "megatron_fsdp_states", "megatron_fsdp_step",
+           "torch_fsdp2_states"]
 
 #: Megatron-FSDP's floor on the communication unit (elements): prefetch P = this / 2, reduce-scatter queue C.
 COMMUNICATION_UNIT_FLOOR = 1_000_000_000
@@ -156,19 +162,39 @@ def master_bytes(r) -> int:
     return 0 if mp == "auto" else DTYPE_BYTES[mp]
 
 
-def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool, scales: list | None = None) -> tuple[int, int]:
+def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool, scales: list | None = None,
+              kept_copy: bool = False) -> tuple[int, int]:
     """(bytes, elements) of the largest unit, counting only the parameters whose buffers are sharded: a buffer
     over a group of one rank is used in place (``DataParallelBuffer.fetch_bucket``), nothing is gathered.
-    ``scales``: per unit, the (dense, expert) bytes of FP8 weight scales that come with its gathered FP8 copies."""
+    ``scales``: per unit, the (dense, expert) bytes of FP8 weight scales that come with its gathered FP8 copies;
+    ``kept_copy``: the column-wise FP8 copies are kept all run (:func:`_kept_transposes`), not made per unit."""
     w, lw = bm.weight, bm.linear_weight or bm.weight
+    cache = 0 if kept_copy else bm.fp8_cache
     best = (0, 0)
     for i, (dense, lin, exp) in enumerate(units):
         d, li = (dense, lin) if dist_dense else (0, 0)
         e = exp if dist_expert else 0
         sd, se = scales[i] if scales else (0, 0)
         extra = (sd if dist_dense else 0) + (se if dist_expert else 0)
-        best = max(best, (w * (d - li) + (lw + bm.fp8_cache) * (li + e) + extra, d + e))
+        best = max(best, (w * (d - li) + (lw + cache) * (li + e) + extra, d + e))
     return best
+
+
+def _kept_transposes(r, bm) -> bool:
+    """Whether ``keep_fp8_transpose_cache`` keeps the column-wise copies of the FP8 weights all run.
+
+    Megatron-LM @ d98e8a64 : megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py: under
+    optim_grads_params a unit's FP8 parameters get their column-wise copy when gathered for the backward pass
+    (``fp8_create_transpose_cache`` -> Transformer Engine's ``post_all_gather_processing``: a Float8Tensor's
+    transpose where FP8 GEMMs are TN-only, a blockwise tensor's column-wise data; an MXFP8 tensor's lives in
+    Megatron-FSDP's own transpose buffer, gathered like the weights), and ``release_module_parameters`` drops it
+    (``fp8_discard_transpose_cache``) unless ``keep_fp8_transpose_cache``. Kept, each is rewritten in place at the
+    next gather (Transformer Engine @ d0067d0d float8_tensor_storage.py ``_create_transpose``:
+    ``out=self._transpose``), so every FP8 weight holds one unsharded column-wise copy from its first backward pass
+    on: ``bm.fp8_cache`` bytes per linear weight element (0 on Blackwell for per-tensor recipes)."""
+    pr = r.cfg.precision
+    return (r.cfg.parallelism.keep_fp8_transpose_cache and pr.fp8 and pr.fp8_param_gather
+            and (pr.fp8_recipe or "delayed") != "mxfp8" and bm.fp8_cache > 0)
 
 
 def _unit_scales(r, unit_scales: list | None) -> list | None:
@@ -212,8 +238,11 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
         grads = g * (n_dense + n_expert)
     optimizer = per_opt * (_cdiv(n_dense, od) + _cdiv(n_expert, oe))
     double = par.fsdp_double_buffer or par.nccl_ub
+    kept = strat == "optim_grads_params" and _kept_transposes(r, bm)
+    if kept:        # the column-wise copies of the sharded FP8 weights, whole, all run (_kept_transposes)
+        weights += bm.fp8_cache * ((n_linear if nd > 1 else 0) + (n_expert if ne > 1 else 0))
     if units and strat == "optim_grads_params":
-        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales))
+        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales), kept)
         comm = _comm_unit(r, units)
         if u_max:
             if double:
@@ -297,6 +326,22 @@ def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: in
     elif temporaries:
         out["optimizer_temporaries"] = temporaries
     return out
+
+
+def graph_mode_grad_copies(step_own: dict) -> int:
+    """``megatron_fsdp_cuda_graph_mode``: the bytes of the step's cast gradient shards, moved out of ``step_own``
+    into a run-long buffer (they are the same tensors, alive through the step too).
+
+    Megatron-LM @ d98e8a64 : megatron_fsdp/param_and_grad_buffer.py ``update_main_grads`` installs each shard as
+    ``param.grad`` (``.to(param.dtype)``: a new tensor where the gradient buffer's dtype is not the master weights',
+    without the precision-aware optimizer's ``decoupled_grad``), and ``zero_grad`` drops the references only
+    ``if not megatron_fsdp_cuda_graph_mode`` ("a persistent casted-copy of the accumulated gradient" otherwise).
+    At the next step each shard's new copy replaces the old one parameter by parameter, so the step holds them once.
+    """
+    kept = 0
+    for name in ("optimizer_fp32_grad_copies", "optimizer_grad_copies"):
+        kept += step_own.pop(name, 0)
+    return kept
 
 
 def torch_fsdp2_states(r, bm, moments: int, n_dense: int, n_expert: int, units: list, root: int) -> FsdpStates:

@@ -350,3 +350,80 @@ def test_megatron_ci_fsdp_dtensor_case_gradient_buckets():
     assert s.gradients_bytes == 4 * n // 4
     cfg["precision"]["megatron_fsdp_grad_comm_dtype"] = "auto"
     assert estimate(cfg).stages[0] == s
+
+
+FP8_PARAMS = {"fp8": True, "fp8_recipe": "delayed", "fp8_param_gather": True}
+LIN = 12_582_912                           # linear weight elements of one layer (4h^2 + 2hf)
+
+
+@pytest.mark.parametrize("unit_size, gathered", [(None, 4), (2 * U, 2)])
+def test_keep_fp8_transpose_cache_holds_every_transpose_all_run(unit_size, gathered):
+    """flagsB28: delayed FP8 weights (fp8_param_gather) on Hopper, ZeRO-3 over DP 8. A gathered unit holds its FP8
+    weights (1 B x LIN) and their transposes (1 B x LIN) and the bf16 norms (2 B x 2,048): 25,169,920 B.
+    --keep-fp8-transpose-cache keeps the transposes of all 4 layers whole instead, 4 x 12,582,912 = 50,331,648 B more
+    weights, and a gathered unit then holds 12,587,008 B. With all 4 units gathered at the peak (the default
+    communication unit) the total is the same; with suggested_communication_unit_size 2U (prefetch U: 2 units
+    gathered) the peak grows by the 2 transposes no longer gathered-and-dropped: 2 x 12,582,912 = 25,165,824 B."""
+    par = {**FSDP, **({"suggested_communication_unit_size": unit_size} if unit_size else {})}
+    base = est(par, {"use_distributed_optimizer": True}, FP8_PARAMS)
+    kept = est({**par, "keep_fp8_transpose_cache": True}, {"use_distributed_optimizer": True}, FP8_PARAMS)
+    assert kept.weights_bytes - base.weights_bytes == 4 * LIN == 50_331_648
+    assert base.transient["fsdp_gathered_units"] == gathered * (2 * 2048 + 2 * LIN)
+    assert kept.transient["fsdp_gathered_units"] == gathered * (2 * 2048 + LIN)
+    assert kept.allocated_bytes - base.allocated_bytes == (4 - gathered) * LIN
+
+
+def test_keep_fp8_transpose_cache_changes_nothing_without_transposes():
+    """On B200 (sm_100) delayed FP8 keeps no transpose, and MXFP8's column-wise copy is Megatron-FSDP's own gathered
+    transpose buffer: the flag leaves both estimates as they are. Without Megatron-FSDP it is a rule error."""
+    for pr, tr in ((FP8_PARAMS, {"gpu_arch": "sm_100"}),
+                   ({**FP8_PARAMS, "fp8_recipe": "mxfp8", "reuse_grad_buf_for_mxfp8_param_ag": False},
+                    {"gpu_arch": "sm_100"})):
+        tr = {"use_distributed_optimizer": True, **tr}
+        assert est({**FSDP, "keep_fp8_transpose_cache": True}, tr, pr).allocated_bytes == est(FSDP, tr, pr).allocated_bytes
+    with pytest.raises(ConfigError, match="use_megatron_fsdp"):
+        est({"keep_fp8_transpose_cache": True})
+
+
+def test_keep_fp8_transpose_cache_from_bridge_and_megatron_lm():
+    """Bridge's ddp.keep_fp8_transpose_cache is DDP's field itself, Megatron-LM's --keep-fp8-transpose-cache fills it."""
+    from estimator.formats.bridge.config import read_bridge_config
+    from estimator.formats.megatron_args import read_megatron_args
+    bridge = read_bridge_config(
+        {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
+                   "vocab_size": 32000, "seq_length": 4096},
+         "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_with_fp8_delayed_scaling_mixed",
+         "ddp": {"use_megatron_fsdp": True, "use_distributed_optimizer": True, "keep_fp8_transpose_cache": True},
+         "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
+    lm = read_megatron_args("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 4096 "
+                            "--max-position-embeddings 4096 --vocab-size 32000 --micro-batch-size 1 --bf16 "
+                            "--fp8-format hybrid --fp8-param-gather --use-distributed-optimizer --use-megatron-fsdp "
+                            "--keep-fp8-transpose-cache", world_size=8).config
+    assert bridge["parallelism"]["keep_fp8_transpose_cache"] is lm["parallelism"]["keep_fp8_transpose_cache"] is True
+
+
+def test_cuda_graph_mode_keeps_the_cast_gradient_shards_all_run():
+    """flagsB28, Bridge's ddp.megatron_fsdp_cuda_graph_mode: bf16 gradients (auto) and fp32 master weights, so the
+    step's gradient shards are fp32 copies, 4 B x n/8 = 4 x 14,484,608 = 57,938,432 B; kept between steps they are
+    beside the forward/backward peak too, and the step (which held them anyway) is unchanged. With fp32 gradients
+    the shards are views of the buffer: nothing kept."""
+    tr = {"use_distributed_optimizer": True}
+    base, graph = est(FSDP, tr), est({**FSDP, "megatron_fsdp_cuda_graph_mode": True}, tr)
+    assert graph.transient["fsdp_grad_shard_copies"] == 4 * (N // 8) == 57_938_432
+    assert graph.allocated_bytes - base.allocated_bytes == 57_938_432
+    assert graph.optimizer_step_bytes == base.optimizer_step_bytes
+    fp32 = {"megatron_fsdp_main_grads_dtype": "fp32"}
+    assert est({**FSDP, "megatron_fsdp_cuda_graph_mode": True}, tr, fp32).allocated_bytes == est(FSDP, tr, fp32).allocated_bytes
+
+
+def test_cuda_graph_mode_from_bridge_and_back():
+    from estimator.formats.bridge.config import read_bridge_config
+    from estimator.formats.bridge.export import to_bridge_dict
+    cfg = read_bridge_config(
+        {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
+                   "vocab_size": 32000, "seq_length": 4096},
+         "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
+         "ddp": {"use_megatron_fsdp": True, "use_distributed_optimizer": True, "megatron_fsdp_cuda_graph_mode": True},
+         "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
+    assert cfg["parallelism"]["megatron_fsdp_cuda_graph_mode"] is True
+    assert to_bridge_dict(cfg)["ddp"]["megatron_fsdp_cuda_graph_mode"] is True
