@@ -228,7 +228,29 @@ B N 3 P^2 and the one-hot position lookup its matmul keeps, 2 B N Np (both posit
 2 B N d shared by every layer, the pooler's fp32 copy of the last layer's output 4 N hv and its averaging weights
 4 N T (T tokens an image: the pool is a matmul per image), and the embedder over R = N / M^2 rows (its scaleless
 RMSNorm's fp32 input and statistics 4 R hv + 8 R, the linear's input B R hv). With the tower frozen only the linear's
-input B R hv is kept. Backward working set: the MLP's 3 B N fv."""
+input B R hv is kept. Backward working set: the MLP's 3 B N fv.
+The ``pixtral`` tower (Mistral 3, Magistral, Ministral 3: transformers' ``PixtralVisionModel`` and
+``Mistral3MultiModalProjector``, eager PyTorch, whole on every tensor-parallel rank, never recomputed: Megatron-Bridge
+@ 067f987d : src/megatron/bridge/models/ministral3/modeling_ministral3.py; huggingface/transformers @ 0233e509 :
+src/transformers/models/pixtral/modeling_pixtral.py) runs all N patches of the micro-batch's images as one sequence
+under ``sdpa`` with a block-diagonal additive mask of N x N in the weights' dtype (``generate_block_attention_mask``),
+which the memory-efficient kernel keeps for its backward pass: B N^2, once for every layer. Its RMSNorm is
+Qwen2.5-VL's (4 N hv + 4 N + B N hv). Per layer::
+
+    2 x (4 N hv + 4 N + B N hv)     attention_norm and ffn_norm
+    B N hv                          q_proj, k_proj and v_proj's input
+    3 B N hv                        q and k after the rotary embedding, and v_proj's output, which attention keeps
+    B N hv + 4 N H                  attention's output and its fp32 log-sum-exp
+    B N hv                          o_proj's input
+    B N hv                          gate_proj and up_proj's input
+    4 B N fv                        gate's output, SiLU's output, up's output and the product (down_proj's input)
+
+that is (8 + 9 B) N hv + 8 N + 4 N H + 4 B N fv a layer; plus patch_conv's input B N C P^2, ln_pre
+4 N hv + 4 N + B N hv, the rotary cos and sin 2 B N d, the mask B N^2, and the projector over R = N / M^2 rows: its
+RMSNorm 4 N hv + 4 N + B N hv, merging_layer's input B N hv, linear_1's input B R hv, the GELU's input and output
+(linear_2's input) 2 B R ho. With the tower frozen the projector keeps all but its norm's fp32 input and statistics:
+2 B N hv + B R hv + 2 B R ho. Backward working set: the MLP's 3 B N fv.
+"""
 
 from __future__ import annotations
 
@@ -323,6 +345,17 @@ def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool, resolutio
         pool = 4 * n * hv + 4 * n * per_image               # the fp32 copy and the averaging weights
         embedder = 4 * rows * hv + 8 * rows + B * rows * hv
         return (front + m.vision_num_layers * layer + pool + embedder,
+                max(2 * B * n * hv, 3 * B * n * fv))
+    if m.vision_model_type == "pixtral":
+        rows, ho = n // m.vision_spatial_merge_size ** 2, m.vision_out_hidden_size or m.hidden_size
+        # the projector's norm output (its weight's product), merging_layer's, linear_1's and linear_2's inputs, GELU's
+        projector = 2 * B * n * hv + B * rows * hv + 2 * B * rows * ho
+        if frozen_encoder:
+            return projector, 2 * B * rows * ho
+        norm = 4 * n * hv + 4 * n + B * n * hv              # fp32 input, rstd, the normalised bf16 tensor
+        layer = (8 + 9 * B) * n * hv + 8 * n + 4 * n * heads + 4 * B * n * fv
+        front = patch_in + norm + 2 * B * n * (hv // heads) + B * n * n     # ln_pre, cos and sin, the block mask
+        return (front + m.vision_num_layers * layer + 4 * n * hv + 4 * n + projector,
                 max(2 * B * n * hv, 3 * B * n * fv))
     if m.vision_model_type == "kimi_k25":
         merger = 4 * B * n * hv + 8 * n     # pre_norm's input and statistics, fc0's input and output, fc1's input

@@ -242,15 +242,35 @@ Gemma 4's image side is free (its positions are looked up per patch): an image o
 (R / P)^2 patches and (R / P)^2 / M^2 tokens (M = 3: a 768-pixel image, 2,304 patches, 256 tokens; the processor's
 default budget is vision_soft_tokens_per_image 280 tokens).
 
+``pixtral`` (Mistral 3, Magistral, Ministral 3; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/ministral3/
+modeling_ministral3.py ``Ministral3Model``: ``vision_tower`` is transformers' ``PixtralVisionModel`` built by
+``AutoModel.from_config`` from the vision_config and ``multi_modal_projector`` transformers'
+``Mistral3MultiModalProjector``, both where ``pre_process`` and marked for TP gradient averaging: whole on every
+tensor-parallel rank; ``freeze``: the whole vision_tower, or the projector. huggingface/transformers @ 0233e509 :
+src/transformers/models/pixtral/modeling_pixtral.py: ``patch_conv`` a Conv2d without bias, ``ln_pre`` an RMSNorm,
+``PixtralAttentionLayer`` attention_norm and ffn_norm RMSNorms, q / k / v / o without bias, a gated SiLU MLP without
+bias, 2-D rotary positions (a buffer of (image_size / P)^2 rows: model.vision_num_position_embeddings, no weights);
+models/mistral3/modeling_mistral3.py ``Mistral3MultiModalProjector``: an RMSNorm over hv, ``Mistral3PatchMerger``'s
+merging_layer M^2 hv -> hv, linear_1 hv -> ho, GELU, linear_2 ho -> ho, without biases
+(multimodal_projector_bias false))::
+
+    patch_embed   C P^2 hv                               every part replicated
+    ln_pre        hv                                     part of the tower (freeze_vision_model)
+    each layer    2 hv + 4 hv^2 + 3 hv fv
+    projector     hv + M^2 hv^2 + hv ho + ho^2
+
+An image of side R (a multiple of P M, at most image_size) gives (R / P)^2 patches and (R / P M)^2 image tokens; the
+processor also puts an [IMG_BREAK] token after each row and [IMG_END] after the last, text tokens of the sequence.
+
 The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are counted with
 the language model's MoE layers (model.moe_vision_ffn_hidden_size, estimator/model/layers/moe.py).
 
 ``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
 norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
 ``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
-``Gemma3VLModel.freeze``, ``Gemma4VLModel.freeze`` and ``KimiK25VLModel.freeze``: the whole vision_tower, and the
-projector with ``freeze_vision_projection``); frozen parameters keep their weights only. D is
-``vision_deepstack_mergers``.
+``Gemma3VLModel.freeze``, ``Gemma4VLModel.freeze``, ``Ministral3Model.freeze`` and ``KimiK25VLModel.freeze``: the
+whole vision_tower, and the projector with ``freeze_vision_projection``); frozen parameters keep their weights only.
+D is ``vision_deepstack_mergers``.
 
 Tokens: an image of side R pixels (a multiple of P M) gives (R / P)^2 patches to the tower (one temporal patch:
 the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model. Gemma 3's side is
@@ -286,6 +306,7 @@ class TowerKind(NamedTuple):
                                 # or "resampler" (ERNIE-4.5-VL's spatial and temporal MLPs, a linear, an RMSNorm)
                                 # or "linear" (Step 3.7: strided convolutions in the tower, then one linear)
                                 # or "embedder" (Gemma 4: a parameter-free pool and RMSNorm, then one linear)
+                                # or "pixtral" (Mistral 3: RMSNorm, patch merger, linear, GELU, linear)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
     linear_bias: bool = True    # the layers' linears have biases
     layer_scale: bool = False   # two LayerScale vectors of hv a layer (Step 3.7's ls_1, ls_2)
@@ -308,6 +329,7 @@ KINDS: dict[str, TowerKind] = {
                         layer_scale=True),
     "gemma4": TowerKind("RMSNorm", True, "gelu", False, True, False, True, False, "embedder", linear_bias=False,
                         sandwich_norms=True, position_tables=2),
+    "pixtral": TowerKind("RMSNorm", True, "silu", False, False, False, True, False, "pixtral", linear_bias=False),
 }
 
 
@@ -414,6 +436,10 @@ def vision_params(m) -> VisionParams | None:
         pos = Count(0, 0)
     elif k.projector == "embedder":     # Gemma 4: a parameter-free RMSNorm, one linear hv x ho without bias
         merger, linear_merger = Count(0, hv * ho), hv * ho
+    elif k.projector == "pixtral":      # Mistral 3: RMSNorm over hv, merging_layer M^2 hv x hv, linear_1, linear_2
+        linear_merger = wide * hv + hv * ho + ho * ho
+        merger = Count(0, hv + linear_merger)
+        downsample = Count(0, hv)       # ln_pre, part of the vision_tower
     elif k.projector == "pool":     # RMSNorm over hv (replicated), one linear hv x ho without bias (column-parallel)
         merger, linear_merger = Count(hv * ho, hv), hv * ho
     else:

@@ -27,7 +27,8 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "kimi_k25": (("kimi_k2", "deepseek_v3"), _VISION_TOP | {"media_placeholder_token_id", "use_unified_vision_chunk",
                                                            "video_placeholder"}),
     # Megatron-Bridge ministral3/ministral3_bridge.py (Mistral3ForConditionalGeneration): a Mistral / Ministral 3
-    # language model (text_config) with a Pixtral vision encoder and a patch-merger projector.
+    # language model (text_config) with a Pixtral vision encoder and a patch-merger projector (towers.pixtral_vision
+    # reads the vision_config and the wrapper's projector keys).
     "mistral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
                                                           "spatial_merge_size", "vision_feature_layer"}),
     "ministral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
