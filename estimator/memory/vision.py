@@ -229,6 +229,7 @@ B N 3 P^2 and the one-hot position lookup its matmul keeps, 2 B N Np (both posit
 4 N T (T tokens an image: the pool is a matmul per image), and the embedder over R = N / M^2 rows (its scaleless
 RMSNorm's fp32 input and statistics 4 R hv + 8 R, the linear's input B R hv). With the tower frozen only the linear's
 input B R hv is kept. Backward working set: the MLP's 3 B N fv.
+
 The ``pixtral`` tower (Mistral 3, Magistral, Ministral 3: transformers' ``PixtralVisionModel`` and
 ``Mistral3MultiModalProjector``, eager PyTorch, whole on every tensor-parallel rank, never recomputed: Megatron-Bridge
 @ 067f987d : src/megatron/bridge/models/ministral3/modeling_ministral3.py; huggingface/transformers @ 0233e509 :
