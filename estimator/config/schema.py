@@ -534,9 +534,20 @@ class ModelConfig:
                                 "tensor-parallel rank, LayerNorm with LayerScale, quick-GELU MLP, a Conv2d without "
                                 "bias (vision_temporal_patch_size 1), a LayerNorm before the layers, learned and "
                                 "2-D rotary positions, two stride-2 convolutions (vision_spatial_merge_size 4) and "
-                                "one linear without bias.",
+                                "one linear without bias. gemma4 (Gemma 4): Hugging Face's module, whole on every "
+                                "tensor-parallel rank, RMSNorm before and after attention and the MLP, q / k norms, "
+                                "gated tanh-GELU MLP and attention without biases, a linear patch embedding "
+                                "(vision_temporal_patch_size 1), x and y position tables of "
+                                "vision_num_position_embeddings rows each, a merge x merge average pool and one "
+                                "linear without bias. pixtral (Mistral 3, Magistral, Ministral 3): Hugging Face's "
+                                "Pixtral module, whole on every tensor-parallel rank, RMSNorm, gated SiLU MLP and "
+                                "attention without biases, a Conv2d without bias (vision_temporal_patch_size 1), an "
+                                "RMSNorm before the layers, 2-D rotary positions over a square of "
+                                "vision_num_position_embeddings patches (the largest image), and a projector "
+                                "(RMSNorm, a merge x merge patch merger, two linears around a GELU).",
                                 type="str", choices=("qwen3_vl", "qwen2_5_vl", "gemma3_vl", "kimi_k25", "glm4v",
-                                                     "radio", "ernie45_vl", "exaone45", "step37"))
+                                                     "radio", "ernie45_vl", "exaone45", "step37", "gemma4",
+                                                     "pixtral"))
     vision_projector_ffn_hidden_size: int | None = _f(None, "Vision tower: the projector's MLP width: GLM-4.5V's "
                                                       "gated patch merger (vision_config.intermediate_size; the "
                                                       "tower's own layers are vision_ffn_hidden_size wide) or "

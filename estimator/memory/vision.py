@@ -221,6 +221,56 @@ x W rows the encoder returns (W = :func:`estimator.model.audio.encoder_width`, e
 
 and its backward working set is 2 B R p / t (twice with a gated MLP). A trained encoder with clips is refused by the
 rules (estimator/config/rules/media.py): its conformer blocks' saved tensors are not modelled.
+
+The ``gemma4`` tower (Gemma 4: transformers' ``Gemma4VisionModel`` and ``Gemma4MultimodalEmbedder``, eager PyTorch
+modules, not Transformer Engine layers, whole on every tensor-parallel rank and never recomputed: Megatron-Bridge @
+067f987d : src/megatron/bridge/models/gemma_vl/modeling_gemma4_vl.py; huggingface/transformers @ 0246b4f3 :
+src/transformers/models/gemma4/modeling_gemma4.py) runs the micro-batch's images as one padded batch, ``sdpa``
+attention under the padding mask (the memory-efficient kernel: output and fp32 log-sum-exp). Its ``Gemma4RMSNorm``
+computes in fp32: the upcast input (kept by ``pow`` and the product), the mean square and its power (4 bytes a
+row each), and with a weight the fp32 normalised tensor the weight's product keeps: 8 N hv + 8 N a norm over hv
+(4 N hv + 8 N H for v_norm, which has no weight). Per layer over N patches, H heads::
+
+    4 x (8 N hv + 8 N)              input, post-attention, pre- and post-feedforward norms
+    B N hv                          q_proj, k_proj and v_proj's input (the input norm's output)
+    2 x (8 N hv + 8 N H)            q_norm and k_norm over the head width (N H rows)
+    4 N hv + 8 N H                  v_norm (no weight)
+    3 B N hv                        q and k after the 2-D rotary embedding (its products keep only cos and sin) and v,
+                                    which attention keeps
+    B N hv + 4 N H                  attention's output and its fp32 log-sum-exp
+    B N hv                          o_proj's input (the heads joined again)
+    B N hv                          gate_proj and up_proj's input (the pre-feedforward norm's output)
+    4 B N fv                        gate's output (the tanh GELU's input), the GELU's output, up's output and the
+                                    product (down_proj's input)
+
+that is 52 N hv + 32 N + 28 N H + 7 B N hv + 4 B N fv a layer, all Lv of them; plus the patch embedding's input
+B N 3 P^2 and the one-hot position lookup its matmul keeps, 2 B N Np (both position tables), the rotary cos and sin
+2 B N d shared by every layer, the pooler's fp32 copy of the last layer's output 4 N hv and its averaging weights
+4 N T (T tokens an image: the pool is a matmul per image), and the embedder over R = N / M^2 rows (its scaleless
+RMSNorm's fp32 input and statistics 4 R hv + 8 R, the linear's input B R hv). With the tower frozen only the linear's
+input B R hv is kept. Backward working set: the MLP's 3 B N fv.
+
+The ``pixtral`` tower (Mistral 3, Magistral, Ministral 3: transformers' ``PixtralVisionModel`` and
+``Mistral3MultiModalProjector``, eager PyTorch, whole on every tensor-parallel rank, never recomputed: Megatron-Bridge
+@ 067f987d : src/megatron/bridge/models/ministral3/modeling_ministral3.py; huggingface/transformers @ 0233e509 :
+src/transformers/models/pixtral/modeling_pixtral.py) runs all N patches of the micro-batch's images as one sequence
+under ``sdpa`` with a block-diagonal additive mask of N x N in the weights' dtype (``generate_block_attention_mask``),
+which the memory-efficient kernel keeps for its backward pass: B N^2, once for every layer. Its RMSNorm is
+Qwen2.5-VL's (4 N hv + 4 N + B N hv). Per layer::
+
+    2 x (4 N hv + 4 N + B N hv)     attention_norm and ffn_norm
+    B N hv                          q_proj, k_proj and v_proj's input
+    3 B N hv                        q and k after the rotary embedding, and v_proj's output, which attention keeps
+    B N hv + 4 N H                  attention's output and its fp32 log-sum-exp
+    B N hv                          o_proj's input
+    B N hv                          gate_proj and up_proj's input
+    4 B N fv                        gate's output, SiLU's output, up's output and the product (down_proj's input)
+
+that is (8 + 9 B) N hv + 8 N + 4 N H + 4 B N fv a layer; plus patch_conv's input B N C P^2, ln_pre
+4 N hv + 4 N + B N hv, the rotary cos and sin 2 B N d, the mask B N^2, and the projector over R = N / M^2 rows: its
+RMSNorm 4 N hv + 4 N + B N hv, merging_layer's input B N hv, linear_1's input B R hv, the GELU's input and output
+(linear_2's input) 2 B R ho. With the tower frozen the projector keeps all but its norm's fp32 input and statistics:
+2 B N hv + B R hv + 2 B R ho. Backward working set: the MLP's 3 B N fv.
 """
 
 from __future__ import annotations
@@ -231,7 +281,7 @@ from typing import NamedTuple
 from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
 from ..model.audio import encoder_width, sound_params
-from ..model.vision import RADIO_TILE, image_patches, radio_class_tokens, tower_kind, vision_params
+from ..model.vision import RADIO_TILE, image_patches, image_tokens, radio_class_tokens, tower_kind, vision_params
 from .activations import context, held_per_layer, layer_activations
 
 __all__ = ["VisionStage", "vision_stage"]
@@ -292,10 +342,10 @@ def _step37_activations(m, n: int, B: int, frozen_encoder: bool, frozen_projecti
     return front + m.vision_num_layers * layer + down + projector, max(2 * B * n * hv, 3 * B * n * fv)
 
 
-def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[int, int]:
+def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool, resolution: int) -> tuple[int, int]:
     """(saved bytes, backward working set) of a tower that is Hugging Face's module (Qwen2.5-VL's, Gemma 3's
-    SigLIP) for ``n`` patches: the tensors its autograd graph keeps (see the module docstring), on every
-    tensor-parallel rank alike."""
+    SigLIP, Gemma 4's) for ``n`` patches of ``resolution``-pixel images: the tensors its autograd graph keeps (see
+    the module docstring), on every tensor-parallel rank alike."""
     hv, fv, heads = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_num_attention_heads
     patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
     if m.vision_model_type == "gemma3_vl":
@@ -307,6 +357,28 @@ def _hugging_face_activations(m, n: int, B: int, frozen_encoder: bool) -> tuple[
         post = 2 * B * n * hv + 8 * n                       # post_layernorm's input and statistics, the pool's input
         return (patch_in + m.vision_num_layers * layer + post + projector,
                 max(2 * B * n * hv, 2 * B * n * fv))
+    if m.vision_model_type == "gemma4":
+        rows = n // m.vision_spatial_merge_size ** 2        # the pooled rows, the image tokens
+        if frozen_encoder:                                  # embedding_projection's input alone wants keeping
+            return B * rows * hv, 2 * B * rows * hv
+        d, per_image = hv // heads, image_tokens(m, resolution)
+        layer = 52 * n * hv + 32 * n + 28 * n * heads + 7 * B * n * hv + 4 * B * n * fv
+        front = patch_in + 2 * B * n * m.vision_num_position_embeddings + 2 * B * n * d   # one-hot lookup, cos, sin
+        pool = 4 * n * hv + 4 * n * per_image               # the fp32 copy and the averaging weights
+        embedder = 4 * rows * hv + 8 * rows + B * rows * hv
+        return (front + m.vision_num_layers * layer + pool + embedder,
+                max(2 * B * n * hv, 3 * B * n * fv))
+    if m.vision_model_type == "pixtral":
+        rows, ho = n // m.vision_spatial_merge_size ** 2, m.vision_out_hidden_size or m.hidden_size
+        # the projector's norm output (its weight's product), merging_layer's, linear_1's and linear_2's inputs, GELU's
+        projector = 2 * B * n * hv + B * rows * hv + 2 * B * rows * ho
+        if frozen_encoder:
+            return projector, 2 * B * rows * ho
+        norm = 4 * n * hv + 4 * n + B * n * hv              # fp32 input, rstd, the normalised bf16 tensor
+        layer = (8 + 9 * B) * n * hv + 8 * n + 4 * n * heads + 4 * B * n * fv
+        front = patch_in + norm + 2 * B * n * (hv // heads) + B * n * n     # ln_pre, cos and sin, the block mask
+        return (front + m.vision_num_layers * layer + 4 * n * hv + 4 * n + projector,
+                max(2 * B * n * hv, 3 * B * n * fv))
     if m.vision_model_type == "kimi_k25":
         merger = 4 * B * n * hv + 8 * n     # pre_norm's input and statistics, fc0's input and output, fc1's input
         if frozen_encoder:
@@ -420,7 +492,8 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     elif n and not (fv and fp) and m.vision_model_type == "step37":
         acts, peak = _step37_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv, fp)
     elif n and not (fv and fp) and tower_kind(m).hugging_face:
-        acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
+        acts, peak = _hugging_face_activations(m, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv,
+                                               tr.image_resolution)
     elif n and m.vision_model_type == "radio" and not (fv and fp):
         acts, peak = _radio_activations(r, n, 4 if cfg.precision.params_dtype == "fp32" else 2, fv)
     elif n and not (fv and fp):

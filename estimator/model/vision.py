@@ -221,14 +221,60 @@ The two stride-2 convolutions make a merge of M = 4 patches a side: an image of 
 (R / 4P)^2 tokens (a 728-pixel image: 2,704 patches, 169 tokens). ``Step37Model.freeze``: freeze_vision_model the
 whole ``vision_model`` (convolutions included), freeze_vision_projection the align_projector.
 
+``gemma4`` (Gemma 4; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma_vl/modeling_gemma4_vl.py
+``Gemma4VLModel``: ``vision_tower`` is transformers' ``Gemma4VisionModel`` built by ``AutoModel.from_config`` from
+the vision_config where ``pre_process`` and marked for TP gradient averaging, ``embed_vision`` transformers'
+``Gemma4MultimodalEmbedder``: both whole on every tensor-parallel rank; ``freeze``: the whole vision_tower, or
+embed_vision. huggingface/transformers @ 0246b4f3 : src/transformers/models/gemma4/modeling_gemma4.py:
+``Gemma4VisionPatchEmbedder`` a Linear 3 P^2 -> hv without bias and ``position_embedding_table`` of 2 x Np x hv (an
+x and a y table of position_embedding_size rows, summed); ``Gemma4VisionEncoderLayer`` four ``Gemma4RMSNorm``
+(input, post-attention, pre- and post-feedforward; weight hv each), ``Gemma4VisionAttention`` q / k / v / o without
+bias (``Gemma4ClippableLinear``), q_norm and k_norm over the head width d (weights), v_norm without a scale, 2-D
+rotary positions (a buffer); ``Gemma4VisionMLP`` gate / up / down without bias, tanh GELU;
+``Gemma4VisionPooler`` an average pool of M x M patches (pooling_kernel_size), no weights; the ``std_bias`` /
+``std_scale`` of ``standardize`` are buffers; the embedder an RMSNorm without a scale and a Linear hv -> ho
+without bias)::
+
+    patch_embed   C P^2 hv                               every part replicated
+    pos_embed     2 Np hv                                Np = position_embedding_size
+    each layer    4 hv + 2 d                             the four norms, q_norm and k_norm
+                  4 hv^2 + 3 hv fv                       q, k, v, o (as many key-value heads as heads), gate /
+                                                         up / down
+    projector     hv ho                                  embedding_projection (freeze_vision_projection)
+
+Gemma 4's image side is free (its positions are looked up per patch): an image of side R (a multiple of P M) gives
+(R / P)^2 patches and (R / P)^2 / M^2 tokens (M = 3: a 768-pixel image, 2,304 patches, 256 tokens; the processor's
+default budget is vision_soft_tokens_per_image 280 tokens).
+
+``pixtral`` (Mistral 3, Magistral, Ministral 3; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/ministral3/
+modeling_ministral3.py ``Ministral3Model``: ``vision_tower`` is transformers' ``PixtralVisionModel`` built by
+``AutoModel.from_config`` from the vision_config and ``multi_modal_projector`` transformers'
+``Mistral3MultiModalProjector``, both where ``pre_process`` and marked for TP gradient averaging: whole on every
+tensor-parallel rank; ``freeze``: the whole vision_tower, or the projector. huggingface/transformers @ 0233e509 :
+src/transformers/models/pixtral/modeling_pixtral.py: ``patch_conv`` a Conv2d without bias, ``ln_pre`` an RMSNorm,
+``PixtralAttentionLayer`` attention_norm and ffn_norm RMSNorms, q / k / v / o without bias, a gated SiLU MLP without
+bias, 2-D rotary positions (a buffer of (image_size / P)^2 rows: model.vision_num_position_embeddings, no weights);
+models/mistral3/modeling_mistral3.py ``Mistral3MultiModalProjector``: an RMSNorm over hv, ``Mistral3PatchMerger``'s
+merging_layer M^2 hv -> hv, linear_1 hv -> ho, GELU, linear_2 ho -> ho, without biases
+(multimodal_projector_bias false))::
+
+    patch_embed   C P^2 hv                               every part replicated
+    ln_pre        hv                                     part of the tower (freeze_vision_model)
+    each layer    2 hv + 4 hv^2 + 3 hv fv
+    projector     hv + M^2 hv^2 + hv ho + ho^2
+
+An image of side R (a multiple of P M, at most image_size) gives (R / P)^2 patches and (R / P M)^2 image tokens; the
+processor also puts an [IMG_BREAK] token after each row and [IMG_END] after the last, text tokens of the sequence.
+
 The language model's modality-specific experts (a second, vision expert pool in every MoE layer) are counted with
 the language model's MoE layers (model.moe_vision_ffn_hidden_size, estimator/model/layers/moe.py).
 
 ``freeze_vision_model`` freezes the patch embedding, the positions, the layers and (Gemma 3, Kimi K2.5) the final
 norm: the whole tower (``Qwen3VLModel.freeze`` turns the merger and the deepstack mergers back on unless
 ``freeze_vision_projection``, which freezes both; ``Qwen25VLModel.freeze``: patch_embed and blocks;
-``Gemma3VLModel.freeze`` and ``KimiK25VLModel.freeze``: the whole vision_tower, and the projector with
-``freeze_vision_projection``); frozen parameters keep their weights only. D is ``vision_deepstack_mergers``.
+``Gemma3VLModel.freeze``, ``Gemma4VLModel.freeze``, ``Ministral3Model.freeze`` and ``KimiK25VLModel.freeze``: the
+whole vision_tower, and the projector with ``freeze_vision_projection``); frozen parameters keep their weights only.
+D is ``vision_deepstack_mergers``.
 
 Tokens: an image of side R pixels (a multiple of P M) gives (R / P)^2 patches to the tower (one temporal patch:
 the processor repeats an image to Pt frames) and (R / P)^2 / M^2 tokens to the language model. Gemma 3's side is
@@ -263,9 +309,14 @@ class TowerKind(NamedTuple):
                                 # shuffle, then the language model's MLP of width vision_projector_ffn_hidden_size)
                                 # or "resampler" (ERNIE-4.5-VL's spatial and temporal MLPs, a linear, an RMSNorm)
                                 # or "linear" (Step 3.7: strided convolutions in the tower, then one linear)
+                                # or "embedder" (Gemma 4: a parameter-free pool and RMSNorm, then one linear)
+                                # or "pixtral" (Mistral 3: RMSNorm, patch merger, linear, GELU, linear)
     post_norm: bool = False     # a LayerNorm after the last layer (SigLIP's post_layernorm)
     linear_bias: bool = True    # the layers' linears have biases
     layer_scale: bool = False   # two LayerScale vectors of hv a layer (Step 3.7's ls_1, ls_2)
+    sandwich_norms: bool = False    # four norms a layer (before and after attention and the MLP) and q / k RMSNorms
+                                    # over the head width (Gemma 4)
+    position_tables: int = 1    # learned position tables of vision_num_position_embeddings x hv (Gemma 4: x and y)
 
 
 #: model.vision_model_type -> its tower kind.
@@ -280,6 +331,9 @@ KINDS: dict[str, TowerKind] = {
     "exaone45": TowerKind("RMSNorm", True, "silu", False, False, True, False, False, "merger"),
     "step37": TowerKind("LayerNorm", False, "quick_gelu", False, True, False, True, False, "linear",
                         layer_scale=True),
+    "gemma4": TowerKind("RMSNorm", True, "gelu", False, True, False, True, False, "embedder", linear_bias=False,
+                        sandwich_norms=True, position_tables=2),
+    "pixtral": TowerKind("RMSNorm", True, "silu", False, False, False, True, False, "pixtral", linear_bias=False),
 }
 
 
@@ -357,15 +411,16 @@ def vision_params(m) -> VisionParams | None:
     norm = 2 * hv if k.norm == "LayerNorm" else hv
     patch = Count(0, m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2 * hv
                   + (hv if k.patch_bias else 0))      # Conv3d (Conv2d when Pt is 1)
-    pos = Count(0, m.vision_num_position_embeddings * hv if k.learned_positions else 0)
+    pos = Count(0, k.position_tables * m.vision_num_position_embeddings * hv if k.learned_positions else 0)
     mlp_in = 2 if k.gated else 1                 # gate and up, or fc1
     heads = m.vision_num_attention_heads
     qkv = hv + 2 * (m.vision_num_query_groups or heads) * (hv // heads)     # q, then k and v of the head groups
     lin = qkv * hv + hv * hv + mlp_in * hv * fv + fv * hv
     # column-parallel biases (qkv, fc1 / gate and up) split; the norms and the row-parallel biases (proj, fc2) not
     bias = k.linear_bias
+    norms = 4 * norm + 2 * (hv // heads) if k.sandwich_norms else 2 * norm     # Gemma 4: q_norm, k_norm over d
     layer = Count(lin + (qkv + mlp_in * fv if bias else 0),
-                  2 * norm + (hv + hv if bias else 0) + (2 * hv if k.layer_scale else 0))
+                  norms + (hv + hv if bias else 0) + (2 * hv if k.layer_scale else 0))
     wide = M * M * hv
     unfrozen = downsample = Count(0, 0)
     if k.projector == "linear":     # Step 3.7: ln_pre, conv hv -> 2 hv and 2 hv -> 4 hv (3 x 3, bias), 4 hv x ho
@@ -391,6 +446,12 @@ def vision_params(m) -> VisionParams | None:
         merger, linear_merger = Count(0, ho * ho + 2 * ho + 3 * ho * c), ho * ho + 3 * ho * c
         unfrozen = Count(0, pos.replicated + 2 * hv + wide * ho + ho)   # positions, the two norms, downsample
         pos = Count(0, 0)
+    elif k.projector == "embedder":     # Gemma 4: a parameter-free RMSNorm, one linear hv x ho without bias
+        merger, linear_merger = Count(0, hv * ho), hv * ho
+    elif k.projector == "pixtral":      # Mistral 3: RMSNorm over hv, merging_layer M^2 hv x hv, linear_1, linear_2
+        linear_merger = wide * hv + hv * ho + ho * ho
+        merger = Count(0, hv + linear_merger)
+        downsample = Count(0, hv)       # ln_pre, part of the vision_tower
     elif k.projector == "pool":     # RMSNorm over hv (replicated), one linear hv x ho without bias (column-parallel)
         merger, linear_merger = Count(hv * ho, hv), hv * ho
     else:

@@ -1,7 +1,7 @@
 """The vision-tower rules: a tower's dimensions come together and split over the tensor-parallel ranks, each kind
-(qwen3_vl, qwen2_5_vl, gemma3_vl's SigLIP, radio, kimi_k25, glm4v, ernie45_vl, exaone45, step37) with its own patch,
-position and projector rules, images that fit the sequence, and the frozen parts (``freeze_*``) of a vision-language
-model.
+(qwen3_vl, qwen2_5_vl, gemma3_vl's SigLIP, radio, kimi_k25, glm4v, ernie45_vl, exaone45, step37, gemma4,
+pixtral) with its own patch, position and projector rules, images that fit the sequence, and the frozen parts
+(``freeze_*``) of a vision-language model.
 
 :func:`vision_problems` is called by :func:`estimator.config.rules.model.model_problems`. The radio tower's fixed
 shapes (``RADIO_*``) are the model's too (estimator/model/vision.py).
@@ -118,6 +118,10 @@ def vision_problems(cfg) -> list[Problem]:
     out += _query_group_rules(m, t)
     if kind == "step37":
         out += _step37_rules(m, tr)
+    if kind == "gemma4":
+        out += _gemma4_rules(m, tr)
+    if kind == "pixtral":
+        out += _pixtral_rules(m, tr)
     if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
         out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
                            "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
@@ -140,9 +144,11 @@ def vision_problems(cfg) -> list[Problem]:
         out.append(Problem("training.image_resolution", tr.image_resolution, f"must be {RADIO_TILE} for the radio "
                            f"tower: Megatron-Bridge builds it for {RADIO_TILE}-pixel tiles (img_h = img_w); count "
                            "each tile of a tiled image (and its thumbnail) in images_per_sample"))
-    elif kind == "step37" and tr.images_per_sample and tr.image_resolution > _step37_side(m):
-        pass                                                    # named by _step37_rules
-    elif kind != "gemma3_vl" and tr.image_resolution % side:     # gemma3_vl: the side is fixed (_siglip_rules)
+    elif kind in ("step37", "pixtral") and tr.images_per_sample and tr.image_resolution > _step37_side(m):
+        pass                                                    # named by _step37_rules, _pixtral_rules
+    elif kind != "gemma3_vl" and tr.image_resolution % side and (tr.images_per_sample or kind != "gemma4"):
+        # gemma3_vl: the side is fixed (_siglip_rules); gemma4 (48-pixel merged patches): the default 448 stands
+        # while there are no images
         out.append(Problem("training.image_resolution", tr.image_resolution, f"must be a multiple of "
                            f"vision_patch_size x vision_spatial_merge_size ({side} pixels): the processor resizes "
                            "each image to whole merged patches"))
@@ -203,6 +209,46 @@ def _step37_rules(m, tr) -> list[Problem]:
                            f"{_step37_side(m)} pixels for the step37 tower: its positions and 2-D rotary table cover "
                            f"{per_side} patches of {m.vision_patch_size} a side (count each crop of a larger image in "
                            "images_per_sample)"))
+    return out
+
+
+def _gemma4_rules(m, tr) -> list[Problem]:
+    """Gemma 4's tower (huggingface/transformers @ 0246b4f3 : models/gemma4/modeling_gemma4.py
+    ``Gemma4VisionPatchEmbedder``): a linear patch embedding over one frame of 3 channels (``3 * patch_size**2``
+    inputs, fixed), and per-axis position tables of vision_num_position_embeddings rows, one row per patch column or
+    row (a one-hot lookup): an image side of more patches than rows has no position."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "gemma4 tower: its patch embedding is a linear layer over one frame's patch"))
+    if m.vision_in_channels != 3:
+        out.append(Problem("model.vision_in_channels", m.vision_in_channels, "must be 3 for the gemma4 tower: "
+                           "Gemma4VisionPatchEmbedder takes 3 x patch^2 inputs whatever the config says"))
+    side = tr.image_resolution // m.vision_patch_size
+    if tr.images_per_sample and side > m.vision_num_position_embeddings:
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be at most "
+                           f"{m.vision_num_position_embeddings * m.vision_patch_size} pixels for the gemma4 tower: "
+                           f"its position tables hold {m.vision_num_position_embeddings} patches a side"))
+    return out
+
+
+def _pixtral_rules(m, tr) -> list[Problem]:
+    """Mistral 3's Pixtral tower (huggingface/transformers @ 0233e509 : models/pixtral/modeling_pixtral.py): a Conv2d
+    patch embedding over one frame, and a 2-D rotary table of (image_size / patch_size)^2 positions
+    (model.vision_num_position_embeddings, a buffer without weights) that bounds the image side."""
+    out: list[Problem] = []
+    if m.vision_temporal_patch_size != 1:
+        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
+                           "pixtral tower: its patch embedding is a Conv2d over one frame"))
+    per_side = math.isqrt(m.vision_num_position_embeddings)
+    if per_side * per_side != m.vision_num_position_embeddings:
+        out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings, "must be a "
+                           "square number for the pixtral tower: its rotary table covers (image_size / patch_size)^2 "
+                           "positions"))
+    elif tr.images_per_sample and tr.image_resolution > _step37_side(m):
+        out.append(Problem("training.image_resolution", tr.image_resolution, f"must be at most {_step37_side(m)} "
+                           f"pixels for the pixtral tower: its rotary table covers {per_side} patches of "
+                           f"{m.vision_patch_size} a side (vision_config.image_size)"))
     return out
 
 

@@ -27,14 +27,16 @@ WRAPPED: dict[str, tuple[tuple[str, ...], frozenset]] = {
     "kimi_k25": (("kimi_k2", "deepseek_v3"), _VISION_TOP | {"media_placeholder_token_id", "use_unified_vision_chunk",
                                                            "video_placeholder"}),
     # Megatron-Bridge ministral3/ministral3_bridge.py (Mistral3ForConditionalGeneration): a Mistral / Ministral 3
-    # language model (text_config) with a Pixtral vision encoder and a patch-merger projector.
+    # language model (text_config) with a Pixtral vision encoder and a patch-merger projector (towers.pixtral_vision
+    # reads the vision_config and the wrapper's projector keys).
     "mistral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
                                                           "spatial_merge_size", "vision_feature_layer"}),
     "ministral3": (("mistral", "ministral3"), _VISION_TOP | {"multimodal_projector_bias", "projector_hidden_act",
                                                             "spatial_merge_size", "vision_feature_layer"}),
     # Megatron-Bridge gemma_vl/gemma4_vl_bridge.py: the Gemma 4 language model (text_config gemma4_text) with a
-    # vision tower (about 0.55 B parameters, not counted: the published 25.2 B total is the language model's) and
-    # media tokens; an audio tower (audio_config, on the small variants) is refused by text_part.
+    # vision tower and embedder (vision_config, mapped by towers.gemma4_vision; the published 25.2 B total is the
+    # language model's alone) and media tokens; an audio tower (audio_config, on the small variants) is refused by
+    # text_part.
     "gemma4": (("gemma4_text",), _VISION_TOP | {"audio_config", "audio_token_id", "boa_token_id", "boi_token_id",
                                                 "eoa_token_id", "eoa_token_index", "eoi_token_id", "video_token_id",
                                                 "vision_soft_tokens_per_image"}),

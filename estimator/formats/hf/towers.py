@@ -2,9 +2,10 @@
 (estimator/model/vision.py for what each kind is built of): Qwen3.5's and Qwen3-VL's, Qwen2.5-VL's
 (:func:`qwen_vision`), Gemma 3's SigLIP (:func:`siglip_vision`), Kimi K2.5's MoonViT (:func:`moonvit_vision`),
 GLM-4.5V's (:func:`glm4v_vision`), ERNIE-4.5-VL's ViT and resampler (:func:`ernie_vision`), EXAONE 4.5's
-(:func:`exaone45_vision`) and Step 3.7's Perception-Encoder (:func:`step37_vision`); :func:`read_vision` picks the
-reader for a wrapper's ``model_type``. Every key
-that sizes a tensor is read, type-checked and bounded; a key understood by none is refused by name."""
+(:func:`exaone45_vision`), Step 3.7's Perception-Encoder (:func:`step37_vision`), Gemma 4's
+(:func:`gemma4_vision`) and Mistral 3's Pixtral (:func:`pixtral_vision`); :func:`read_vision` picks the reader for a
+wrapper's ``model_type``. Every key that sizes a tensor is read, type-checked and bounded; a key understood by none is
+refused by name."""
 
 from __future__ import annotations
 
@@ -353,9 +354,104 @@ def step37_vision(hf: dict, m: dict, strict: bool) -> None:
              vision_spatial_merge_size=4, vision_temporal_patch_size=1, vision_model_type="step37")
 
 
+#: Gemma 4's vision_config (huggingface/transformers @ 0246b4f3 : models/gemma4/modeling_gemma4.py): the keys that
+#: size a tensor -> the model field (each required), and the keys that size none: the rotary positions
+#: (max_position_embeddings, rope_parameters: a buffer), global_head_dim (read by the text attention only; the vision
+#: attention's width is head_dim), attention_bias (``Gemma4ClippableLinear`` has no bias whatever it says), the norms'
+#: epsilon, ``standardize`` (two buffers), the processor's token budgets (default_output_length, and
+#: image_seq_length / video_seq_length in NVIDIA's re-saved Gemma-4-31B-IT-NVFP4: 280 and 70 tokens), and the
+#: PretrainedConfig attributes transformers writes into a nested config (architectures, id2label, return_dict, ...).
+_GEMMA4_FIELDS = {"num_hidden_layers": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                  "num_attention_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                  "patch_size": "vision_patch_size", "pooling_kernel_size": "vision_spatial_merge_size",
+                  "position_embedding_size": "vision_num_position_embeddings"}
+_GEMMA4_INERT = frozenset({"model_type", "dtype", "torch_dtype", "_name_or_path", "transformers_version",
+                           "initializer_range", "max_position_embeddings", "rope_parameters", "global_head_dim",
+                           "attention_bias", "rms_norm_eps", "standardize", "default_output_length", "head_dim",
+                           "num_key_value_heads", "hidden_activation", "use_clipped_linears", "attention_dropout",
+                           "architectures", "id2label", "label2id", "is_encoder_decoder", "output_attentions",
+                           "output_hidden_states", "return_dict", "image_seq_length", "video_seq_length"})
+
+
+def gemma4_vision(vc, m: dict, strict: bool) -> None:
+    """Gemma 4's vision tower and embedder (model.vision_model_type gemma4), transformers' ``Gemma4VisionModel`` and
+    ``Gemma4MultimodalEmbedder`` as Megatron-Bridge @ 067f987d : gemma_vl/modeling_gemma4_vl.py builds them:
+    num_hidden_layers layers of hidden_size, num_attention_heads heads of head_dim (num_key_value_heads must equal
+    the heads and head_dim be hidden_size / heads: the only shapes mapped), a gated tanh-GELU MLP of
+    intermediate_size, patches of patch_size, two position tables of position_embedding_size rows, the average pool
+    of pooling_kernel_size a side; clipped linears (their clamps keep more) and attention dropout are refused."""
+    _require_dict(vc, "gemma4")
+    _refuse_unknown(vc, strict, " for gemma4", _GEMMA4_FIELDS, _GEMMA4_INERT)
+    _read_fields(vc, _GEMMA4_FIELDS, m)
+    heads, hv = m["vision_num_attention_heads"], m["vision_hidden_size"]
+    for key, want, why in (("hidden_activation", "gelu_pytorch_tanh", "its tanh GELU MLP only"),
+                           ("use_clipped_linears", False, "without clipped linears only (their clamps keep their "
+                                                          "inputs)"),
+                           ("attention_dropout", 0.0, "without attention dropout only"),
+                           ("num_key_value_heads", heads, "with as many key-value heads as heads "
+                                                          "(num_attention_heads) only"),
+                           ("head_dim", hv // heads if hv % heads == 0 else None, "with head_dim = hidden_size / "
+                                                                                  "num_attention_heads only")):
+        v = vc.get(key, want)
+        if isinstance(v, bool) != isinstance(want, bool) or v != want:
+            raise UnsupportedError(f"config.json:vision_config.{key} {show(v)}: Gemma 4's tower is mapped {why} "
+                                   f"({show(want)})")
+    m.update(vision_temporal_patch_size=1, vision_in_channels=3, vision_model_type="gemma4")
+
+
+#: Mistral 3's Pixtral vision_config (huggingface/transformers @ 0233e509 : models/pixtral/configuration_pixtral.py,
+#: modeling_pixtral.py): the keys that size a tensor -> the model field (each required), and those that size none (the
+#: rotary base, a buffer; head_dim, checked to be hidden_size / heads, as PixtralAttention computes it).
+_PIXTRAL_FIELDS = {"num_hidden_layers": "vision_num_layers", "hidden_size": "vision_hidden_size",
+                   "num_attention_heads": "vision_num_attention_heads", "intermediate_size": "vision_ffn_hidden_size",
+                   "patch_size": "vision_patch_size", "num_channels": "vision_in_channels"}
+_PIXTRAL_INERT = frozenset({"model_type", "dtype", "torch_dtype", "_name_or_path", "transformers_version",
+                            "initializer_range", "rope_theta", "rope_parameters", "head_dim", "hidden_act",
+                            "attention_dropout", "image_size"})
+
+
+def pixtral_vision(hf: dict, m: dict, strict: bool) -> None:
+    """Mistral 3's Pixtral tower and projector (model.vision_model_type pixtral) as Megatron-Bridge @ 067f987d :
+    ministral3/modeling_ministral3.py builds them (transformers' PixtralVisionModel and Mistral3MultiModalProjector):
+    num_hidden_layers layers of hidden_size, num_attention_heads heads, a gated SiLU MLP of intermediate_size, a Conv2d
+    of patch_size over num_channels, the rotary table of (image_size / patch_size)^2 positions (the largest image),
+    the wrapper's spatial_merge_size; the projector's biases (multimodal_projector_bias), another activation, another
+    vision_feature_layer than the last (-1) and another head width are refused by name."""
+    vc = hf.get("vision_config")
+    _require_dict(vc, hf.get("model_type", "mistral3"))
+    _refuse_unknown(vc, strict, " for pixtral", _PIXTRAL_FIELDS, _PIXTRAL_INERT)
+    _read_fields(vc, _PIXTRAL_FIELDS, m)
+    heads, hv, patch = m["vision_num_attention_heads"], m["vision_hidden_size"], m["vision_patch_size"]
+    for where, key, want, why in (
+            (vc, "hidden_act", "silu", "its gated SiLU MLP only"),
+            (vc, "attention_dropout", 0.0, "without attention dropout only"),
+            (vc, "head_dim", hv // heads if hv % heads == 0 else None, "with head_dim = hidden_size / "
+                                                                       "num_attention_heads only"),
+            (hf, "multimodal_projector_bias", False, "with a projector without biases only"),
+            (hf, "projector_hidden_act", "gelu", "with the projector's GELU only"),
+            (hf, "vision_feature_layer", -1, "with the last layer's features only")):
+        v = where.get(key, want)
+        if isinstance(v, bool) != isinstance(want, bool) or v != want:
+            name = f"vision_config.{key}" if where is vc else key
+            raise UnsupportedError(f"config.json:{name} {show(v)}: Mistral 3's Pixtral tower is mapped {why} "
+                                   f"({show(want)})")
+    size = vc.get("image_size")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % patch:
+        raise ConfigError(Problem("config.json:vision_config.image_size", size, f"must be a positive multiple of "
+                                  f"patch_size ({patch}): the rotary table covers whole patches"))
+    merge = hf.get("spatial_merge_size", 2)
+    if isinstance(merge, bool) or not isinstance(merge, int) or not 1 <= merge <= MODEL_SPECS[
+            "vision_spatial_merge_size"].max:
+        raise ConfigError(Problem("config.json:spatial_merge_size", merge, "must be a positive integer (the patch "
+                                  "merger's side)"))
+    m.update(vision_num_position_embeddings=(size // patch) ** 2, vision_spatial_merge_size=merge,
+             vision_temporal_patch_size=1, vision_model_type="pixtral")
+
+
 QWEN_VISION = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"})
 #: Wrappers whose vision tower is modelled: :func:`read_vision` maps it into the model.vision_* fields.
-VISION_TOWERS = QWEN_VISION | {"gemma3", "kimi_k25", "glm4v_moe", "ernie4_5_vl_moe", "exaone4_5", "step3p7"}
+VISION_TOWERS = QWEN_VISION | {"gemma3", "gemma4", "mistral3", "ministral3", "kimi_k25", "glm4v_moe", "ernie4_5_vl_moe",
+                               "exaone4_5", "step3p7"}
 
 
 def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
@@ -372,5 +468,9 @@ def read_vision(hf: dict, mt: str, m: dict, strict: bool) -> None:
         exaone45_vision(hf.get("vision_config"), m, strict)
     elif mt == "step3p7":
         step37_vision(hf, m, strict)
+    elif mt == "gemma4":
+        gemma4_vision(hf.get("vision_config"), m, strict)
+    elif mt in ("mistral3", "ministral3"):
+        pixtral_vision(hf, m, strict)
     else:
         qwen_vision(hf.get("vision_config"), m, strict, mt)

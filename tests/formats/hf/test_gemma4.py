@@ -3,7 +3,8 @@ builds it.
 
 Hand counts from Hugging Face's Gemma 4 modules (modeling_gemma4.py: Gemma4TextAttention, Gemma4TextRouter,
 Gemma4TextExperts, Gemma4TextDecoderLayer) and the catalog's config.json; the published figures are the model
-card's "25.2B total, 3.8B active" (the ~0.55 B vision encoder is listed apart and not in either figure).
+card's "25.2B total, 3.8B active" (the ~0.55 B vision encoder is listed apart and not in either figure; the import
+counts it too, by hand in tests/memory/test_vision_gemma4.py).
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ def test_gemma4_26b_a4b_by_hand_matches_the_published_total_and_active():
     assert round(hf_total / 1e9, 1) == 25.2 and round(hf_active / 1e9, 1) == 3.8
     value_rows = 5 * 2 * 512 * 2816
     c = count_parameters_of(_cfg(expert_model_parallel_size=8))
-    assert (c.total, c.active) == (hf_total + value_rows, hf_active + value_rows) == (25_247_559_680, 3_836_948_480)
+    lm = (c.total - c.vision, c.active - c.vision)      # the vision tower: tests/memory/test_vision_gemma4.py
+    assert lm == (hf_total + value_rows, hf_active + value_rows) == (25_247_559_680, 3_836_948_480)
     assert c.layer_kinds == {"attention + MoE": 25, "attention + MoE (kv_channels 512, query groups 2)": 5}
-    assert catalog.describe(HF_ID)["parameters"]["total"] == 25_247_559_680
+    assert c.vision == 572_792_112
+    assert catalog.describe(HF_ID)["parameters"]["total"] == 25_247_559_680 + 572_792_112
 
 
 def test_gemma4_mapping():
@@ -194,7 +197,9 @@ def test_gemma4_31b_dense_by_hand():
     m = from_hf_config(DENSE_ID)
     assert (m["global_attention_freq"], m["global_kv_channels"], m["num_global_query_groups"]) == (6, 512, 4)
     assert m["ffn_hidden_size"] == 21504 and m["post_layernorm"] and "num_experts" not in m
-    assert catalog.describe(DENSE_ID)["parameters"] == {"total": total, "active": total, "mtp": 0, "moe_layers": 0}
+    tower = 569_548_080 + 1152 * 5376       # the vision tower and embedder: tests/memory/test_vision_gemma4.py
+    assert catalog.describe(DENSE_ID)["parameters"] == {"total": total + tower, "active": total + tower, "mtp": 0,
+                                                        "moe_layers": 0}
 
 
 def test_gemma4_dense_with_expert_keys_is_an_error_that_names_them():
