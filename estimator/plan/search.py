@@ -235,7 +235,7 @@ class _Walk:
                         if parts is None:
                             parts = eng.bound_parts(sh, max_b)
                         cands.append((base_lb + eng.bound_of(sh, parts), len(cands), sh))
-        cands.sort(key=lambda c: (c[0], c[1]))
+        cands.sort()                  # by (bound, enumeration order): the order numbers are unique
         self.cands = cands
         self.enumerated = enumerated
 
