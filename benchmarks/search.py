@@ -12,9 +12,11 @@ uniform and block form, micro-batch 1/2/4) on GPUs of 80 GB (H100-80GB, 79.6 GiB
   its own: ``search deepseek-v3 --num-gpus 4096 --all --variants --mbs 1,2,4,8,16 --max-tp 64`` (everything
   fits; before the bounds it took 128-193 s of CPU and 0.57-0.85 GiB). It stops at MAX_EVALUATIONS estimates.
 
-Targets: the default DeepSeek-V3 search <= 0.5 s in CPython (in process; the command adds the interpreter's start
-and the imports, printed too); the worst search bounded by MAX_EVALUATIONS estimates and MAX_SHAPES shapes.
-"Evaluated" layouts are those whose memory the core computed (validate + resolve + stage_memory); the others were
+Targets (issue 26): the default DeepSeek-V3 search <= 0.5 s in the CLI, held against both readings: in process
+(CPython, the search alone) and as a whole command (``python -m estimator search ...``: the interpreter's start, the
+imports and the first search's cold caches added); the worst search bounded by MAX_EVALUATIONS estimates and
+MAX_SHAPES shapes. The calculator's target (<= 1 s under Pyodide) is benchmarks/calculator.py's.
+"Evaluated" layouts are those whose memory the core computed (validate + resolve + peak_memory); the others were
 ruled out by the model-state lower bound, by monotonicity, or by the cost bound.
 
     python benchmarks/search.py [--repeat 3] [--skip-worst]
@@ -27,6 +29,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,12 +64,17 @@ def _row(name: str, mode: str, dt: float, res) -> str:
             f"{fit:>6} {rank:>6}  {res.best.label if res.best else 'none fits'}")
 
 
-def _command(argv: list) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak resident MiB, last summary line) of ``python -m estimator ARGV`` in a child."""
+def _command(argv: list, pycache: str | None = None) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak resident MiB, last summary line) of ``python -m estimator ARGV`` in a child; with
+    ``pycache`` the child reads and writes compiled bytecode there (PYTHONPYCACHEPREFIX, the tree stays clean)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "estimator", *argv], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -97,8 +105,20 @@ def main(argv=None) -> int:
     verdict = "meets" if default_ds <= TARGET_S else "MISSES"
     print(f"DeepSeek-V3 on 1,024 GPUs, default search: {default_ds:.3f} s in process: {verdict} the {TARGET_S} s "
           "target")
-    wall, cpu, _, _ = _command(["search", "deepseek-v3", "--gpu", "H100-80GB", "--num-gpus", "1024"])
-    print(f"  the same as a command: {wall:.3f} s wall, {cpu:.3f} s CPU (with the interpreter's start and imports)")
+    default = ["search", "deepseek-v3", "--gpu", "H100-80GB", "--num-gpus", "1024"]
+    # An installed package runs from compiled bytecode; without a bytecode cache (PYTHONDONTWRITEBYTECODE set, as
+    # on some build machines) every run compiles the whole package first. Both are measured.
+    with tempfile.TemporaryDirectory() as cache:
+        _command(default, cache)                          # compiles once
+        compiled = min(_command(default, cache) for _ in range(args.repeat))
+    wall, cpu, _, _ = compiled
+    verdict = "meets" if wall <= TARGET_S else "MISSES"
+    print(f"  the same as a command: {wall:.3f} s wall, {cpu:.3f} s CPU with the interpreter's start and the "
+          f"imports from compiled bytecode (as installed): {verdict} the {TARGET_S} s target")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        wall, cpu, _, _ = min(_command(default) for _ in range(args.repeat))
+        print(f"  and {wall:.3f} s wall, {cpu:.3f} s CPU compiling the package on every run (PYTHONDONTWRITEBYTECODE "
+              "is set here)")
     if not args.skip_worst:
         wall, cpu, rss, summary = _command(WORST)
         print(f"worst search (python -m estimator {' '.join(WORST)}): {wall:.1f} s wall, {cpu:.1f} s CPU, "
