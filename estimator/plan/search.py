@@ -230,8 +230,13 @@ class _Walk:
                     continue
                 enumerated += nd * nrc * len(bs) * len(group)
                 parts = None
+                floors, split = self.floors, (sh.n, sh.t, sh[2:9])
                 for sh in group:
-                    if self.fitting_optimizers(sh):      # the model states alone leave room (memoised per floor key)
+                    # the model states alone leave room (memoised per floor key: fitting_optimizers)
+                    ok = floors.get(split + (sh.ep, sh.etp))
+                    if ok is None:
+                        ok = self.fitting_optimizers(sh)
+                    if ok:
                         if parts is None:
                             parts = eng.bound_parts(sh, max_b)
                         cands.append((base_lb + eng.bound_of(sh, parts), len(cands), sh))

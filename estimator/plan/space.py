@@ -465,6 +465,13 @@ class SearchEngine(CostModel):
         for t in self._allowed("tensor_model_parallel_size", tps):
             sps = self.pins.get("sequence_parallel", (t > 1,))
             for p in self._allowed("pipeline_model_parallel_size", [p for p in _divisors(n // t) if p <= pp_cap]):
+                # (etp, ep) pairs, ETP outermost: they depend on the GPUs per pipeline stage only
+                experts = [(etp, ep) for etp in self._allowed("expert_tensor_parallel_size",
+                                                              [e for e in _divisors(n // p)
+                                                               if e <= etp_cap and r.fm % e == 0])
+                           for ep in self._allowed("expert_model_parallel_size",
+                                                   [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0])
+                           ] if self.moe else []
                 for split, v in self.pipeline_splits(p):
                     for cp in self._allowed("context_parallel_size", _divisors(n // (t * p))):
                         if cp > 1 and (s % (2 * cp) or unfused):
@@ -475,12 +482,7 @@ class SearchEngine(CostModel):
                             if not self.moe:
                                 yield [Shape(n, t, p, *split, v, cp, 1, t, sp)]
                                 continue
-                            group = [Shape(n, t, p, *split, v, cp, ep, etp, sp)
-                                     for etp in self._allowed("expert_tensor_parallel_size",
-                                                              [e for e in _divisors(n // p)
-                                                               if e <= etp_cap and r.fm % e == 0])
-                                     for ep in self._allowed("expert_model_parallel_size",
-                                                             [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0])
+                            group = [Shape(n, t, p, *split, v, cp, ep, etp, sp) for etp, ep in experts
                                      if not (t > 1 and ep > 1 and not sp)]
                             if group:
                                 yield group
