@@ -255,12 +255,13 @@ def peak_memory(r: Resolved) -> tuple[Peak, StageEstimate]:
     the stages that cannot hold it (the layout search asks thousands of times).
 
     Left out: with the plain 1F1B schedule (v = 1), no recipe feature and no RL phases, a stage holding neither the
-    embedding nor the loss whose parameters, layers, chunks and recomputed MoE inputs are those of an earlier stage
-    with at least as many micro-batches in flight. Its states, run-long buffers and step buffers are the earlier
-    stage's and its activations no more, so every phase's peak is no higher: forward/backward = states + n x (one
-    micro-batch's activations) + buffers grows with the micro-batches in flight n, the optimizer step,
-    evaluation and checkpoint phases do not depend on n, and the stage's allocated peak is the largest of them.
-    The first stage of the largest peak is reported, as :func:`stage_memory` does (``tests/memory/test_memory.py``
+    embedding nor the loss whose parameters, model states, one micro-batch's activations per chunk, recompute
+    working set, layer kinds, MTP layers, vocabulary chunks and recomputed MoE inputs kept through the step are
+    those of an earlier stage with at least as many micro-batches in flight. Its run-long and step buffers are then
+    the earlier stage's and its activations no more, so no phase peaks higher: forward/backward = states + n x (one
+    micro-batch's activations) + buffers grows with the micro-batches in flight n; the optimizer step, evaluation
+    and checkpoint phases do not depend on n; the stage's allocated peak is the largest of them, and its device
+    bytes grow with it. Ties go to the first stage, as in :func:`stage_memory` (``tests/memory/test_memory.py``
     holds the two equal)."""
     return _assemble(r, False, True)
 
@@ -317,17 +318,23 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
     one_kind = len(r.kinds) == 1
     kind_counts = None if one_kind else layer_kind_counts(r)
     # peak_memory: per (parameters, states, one micro-batch's activations per chunk, recompute working set, layer
-    # kinds, MTP layers, vocabulary chunks, retained MoE inputs) of the stages without embedding or loss, the most
-    # micro-batches in flight computed so far
+    # kinds, MTP layers, vocabulary chunks, retained MoE inputs or the signature that fixes them) of the stages
+    # without embedding or loss, the most micro-batches in flight computed so far
     skip_lighter = peak_only and feat is None and r.v == 1 and not rl_counted
     most_in_flight: dict = {}
+    # With one kind per chunk and the MoE flag a property of the kind, the signature fixes the recomputed MoE inputs
+    # kept through the step (recompute_retained): they need not be computed to compare two stages.
+    moe_by_kind = skip_lighter and all(bool(r.kinds[k].moe) == bool(m) for k, m in zip(r.layer_kinds, r.moe_layers))
+    single: dict = {}         # signature -> every chunk holds layers of one kind
     for s_idx, plan in enumerate(r.plan):
         chunks = plan.chunks
         sig = plan.sig if one_kind else (plan.sig, kind_counts[s_idx])
         # Full recompute reads the order of the kinds in a chunk (its groups, its first n layers): the counts fix
         # it only when every chunk holds one kind (always so for a model of one kind).
-        if sig in static and (not full_recompute or one_kind or all(sum(1 for x in cnt if x) <= 1
-                                                                    for cnt in kind_counts[s_idx])):
+        one_per_chunk = single.get(sig)
+        if one_per_chunk is None:
+            one_per_chunk = single[sig] = one_kind or all(sum(1 for x in cnt if x) <= 1 for cnt in kind_counts[s_idx])
+        if sig in static and (not full_recompute or one_per_chunk):
             dense_p, linear_p, expert_p, st, chunk_acts, work, present = static[sig]
         else:
             dense_p = linear_p = expert_p = 0
@@ -391,9 +398,13 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
         if r.v == 1:
             n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
             if skip_lighter and not plan.embedding and not plan.loss:
-                retained = recompute_retained(r, chunks, acts)
+                if one_per_chunk and moe_by_kind:
+                    fixed = sig
+                else:
+                    retained = recompute_retained(r, chunks, acts)
+                    fixed = ("retained", retained)
                 like = (dense_p, linear_p, expert_p, st, tuple(chunk_acts), work, present, plan.mtp,
-                        plan.vocab_chunks, retained)
+                        plan.vocab_chunks, fixed)
                 if most_in_flight.get(like, -1) >= n_flight:
                     continue          # an earlier stage like it holds at least as much (peak_memory)
                 most_in_flight[like] = n_flight

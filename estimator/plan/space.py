@@ -21,8 +21,8 @@
   virtual chunk) keeping each group's input, and ``block``, the first n = 1 .. C - 1 layers of every chunk.
 
 Every layout becomes a complete configuration that :func:`estimator.estimate` reproduces exactly (its numbers
-come from the same ``validate`` and ``resolve`` calls and from ``peak_memory``, ``stage_memory``'s peak). The inputs are read and checked by
-:mod:`estimator.plan.options`.
+come from the same ``validate`` and ``resolve`` calls and from ``peak_memory``, ``stage_memory``'s peak). The
+inputs are read and checked by :mod:`estimator.plan.options`.
 
 Pruning (``tests/plan/test_search.py`` checks the pruned search against a brute force), on the peak
 ``device_bytes`` only, never on one column of it:
