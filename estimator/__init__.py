@@ -31,17 +31,34 @@ from .config.rules import validate
 from .config.schema import (MAX_BATCH, Config, ModelConfig, ParallelismConfig, PrecisionConfig, TrainingConfig,
                             field_specs)
 from .formats.gpus import GPUS, fit, get_gpu
-from .formats.hf import from_hf_config
-from .formats.megatron_args import parse_megatron_args, to_megatron_args
 from .formats.presets import list_presets, load_preset, preset_info
 from .memory.assemble import estimate
 from .memory.report import Estimate, StageEstimate
 from .model.params import ParameterCounts, count_parameters, count_parameters_of
 from .model.resolve import resolve
 from .plan.search import search
-from .reference.results import TrainingMemoryEstimate
-from .reference.theoretical import estimate_training_memory, format_training_memory_estimate
 from .version import __version__
+
+#: Public names imported on first use (PEP 562): the Hugging Face and Megatron-LM argument readers and the seeds'
+#: reference formulas are a fifth of the package's import time, which every command line run pays
+#: (``python -m estimator search ...`` needs none of them).
+_LAZY = {"from_hf_config": "formats.hf", "parse_megatron_args": "formats.megatron_args",
+         "to_megatron_args": "formats.megatron_args", "TrainingMemoryEstimate": "reference.results",
+         "estimate_training_memory": "reference.theoretical",
+         "format_training_memory_estimate": "reference.theoretical"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))
 
 #: The subpackages from the bottom layer up: each imports only its own layer and the ones before it (the two of the
 #: last rank not each other). ``tests/test_package_layout.py`` holds the imports to it; the API page draws it.

@@ -54,7 +54,7 @@ from ..model.vision import image_patches, image_tokens, tower_kind
 from .workspaces import global_buffer_bytes, workspace_bytes
 
 __all__ = ["estimate", "ALLOCATOR_RESERVE_FRACTION", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "in_flight",
-           "stage_memory"]
+           "peak_memory", "stage_memory"]
 
 MIB = 2 ** 20
 
@@ -252,6 +252,26 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     None follows ``training.reserved_memory_model`` (the layout search passes False: thousands of calls)."""
     if replay is None:
         replay = r.cfg.training.reserved_memory_model == "replay"
+    return _assemble(r, replay, False)
+
+
+def peak_memory(r: Resolved) -> tuple[Peak, StageEstimate]:
+    """The peak of :func:`stage_memory` (``replay=False``) and the stage that holds it, the same numbers, without
+    the stages that cannot hold it (the layout search asks thousands of times).
+
+    Left out: with the plain 1F1B schedule (v = 1), no recipe feature and no RL phases, a stage holding neither the
+    embedding nor the loss whose parameters, model states, one micro-batch's activations per chunk, recompute
+    working set, layer kinds, MTP layers, vocabulary chunks and recomputed MoE inputs kept through the step are
+    those of an earlier stage with at least as many micro-batches in flight. Its run-long and step buffers are then
+    the earlier stage's and its activations no more, so no phase peaks higher: forward/backward = states + n x (one
+    micro-batch's activations) + buffers grows with the micro-batches in flight n; the optimizer step, evaluation
+    and checkpoint phases do not depend on n; the stage's allocated peak is the largest of them, and its device
+    bytes grow with it. Ties go to the first stage, as in :func:`stage_memory` (``tests/memory/test_memory.py``
+    holds the two equal)."""
+    return _assemble(r, False, True)
+
+
+def _assemble(r: Resolved, replay: bool, peak_only: bool):
     cfg = r.cfg
     tr, pr = cfg.training, cfg.precision
     t, p = r.t, r.p
@@ -299,12 +319,27 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     stages = []
     pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}
+    run_long: dict = {}       # the GEMM workspaces and the global buffer, by (MoE layers, loss) of the stage
     one_kind = len(r.kinds) == 1
     kind_counts = None if one_kind else layer_kind_counts(r)
+    # peak_memory: per (parameters, states, one micro-batch's activations per chunk, recompute working set, layer
+    # kinds, MTP layers, vocabulary chunks, retained MoE inputs or the signature that fixes them) of the stages
+    # without embedding or loss, the most micro-batches in flight computed so far
+    skip_lighter = peak_only and feat is None and r.v == 1 and not rl_counted
+    most_in_flight: dict = {}
+    # With one kind per chunk and the MoE flag a property of the kind, the signature fixes the recomputed MoE inputs
+    # kept through the step (recompute_retained): they need not be computed to compare two stages.
+    moe_by_kind = skip_lighter and all(bool(r.kinds[k].moe) == bool(m) for k, m in zip(r.layer_kinds, r.moe_layers))
+    single: dict = {}         # signature -> every chunk holds layers of one kind
     for s_idx, plan in enumerate(r.plan):
         chunks = plan.chunks
         sig = plan.sig if one_kind else (plan.sig, kind_counts[s_idx])
-        if sig in static and not full_recompute:
+        # Full recompute reads the order of the kinds in a chunk (its groups, its first n layers): the counts fix
+        # it only when every chunk holds one kind (always so for a model of one kind).
+        one_per_chunk = single.get(sig)
+        if one_per_chunk is None:
+            one_per_chunk = single[sig] = one_kind or all(sum(1 for x in cnt if x) <= 1 for cnt in kind_counts[s_idx])
+        if sig in static and (not full_recompute or one_per_chunk):
             dense_p, linear_p, expert_p, st, chunk_acts, work, present = static[sig]
         else:
             dense_p = linear_p = expert_p = 0
@@ -364,8 +399,20 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 if plan.mtp:
                     present |= frozenset(r.mtp_kinds)
             static[sig] = (dense_p, linear_p, expert_p, st, chunk_acts, work, present)
+        retained = None
         if r.v == 1:
             n_flight = p - s_idx if r.m is None or r.m > p - s_idx else r.m
+            if skip_lighter and not plan.embedding and not plan.loss:
+                if one_per_chunk and moe_by_kind:
+                    fixed = sig
+                else:
+                    retained = recompute_retained(r, chunks, acts)
+                    fixed = ("retained", retained)
+                like = (dense_p, linear_p, expert_p, st, tuple(chunk_acts), work, present, plan.mtp,
+                        plan.vocab_chunks, fixed)
+                if most_in_flight.get(like, -1) >= n_flight:
+                    continue          # an earlier stage like it holds at least as much (peak_memory)
+                most_in_flight[like] = n_flight
             ca = chunk_acts[0]
             counts = (n_flight,)
             activations, att_total, mlp_total, emb_act, out_act, mtp_act_total = (
@@ -434,8 +481,13 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
                 # when this micro-batch's activations of the chunk are gone.
                 name, value = "embedding_wgrad", vocab_wgrad - chunk_acts[c_idx][0]
         transient[name] = value if value > 0 else 0
-        transient["workspaces"] = workspace_bytes(r, has_moe)
-        buffer = global_buffer_bytes(r, has_moe, has_loss)
+        ws = run_long.get(has_moe)
+        if ws is None:
+            ws = run_long[has_moe] = workspace_bytes(r, has_moe)
+        transient["workspaces"] = ws
+        buffer = run_long.get((has_moe, has_loss))
+        if buffer is None:
+            buffer = run_long[(has_moe, has_loss)] = global_buffer_bytes(r, has_moe, has_loss)
         if buffer:
             transient["global_memory_buffer"] = buffer
         acts_by = {"attention": att_total, "mlp": mlp_total, "embedding": emb_act, "output": out_act}
@@ -452,7 +504,7 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
             td, te = ((vis.trained if plan.embedding and vis is not None else 0, 0) if frozen_lm
                       else (dense_p, expert_p))
             step = optimizer_step_buffers(r, bm, td, te, dense_shard, transient,
-                                          recompute_retained(r, chunks, acts))
+                                          recompute_retained(r, chunks, acts) if retained is None else retained)
             phase, step_total = "forward_backward", states + sum(step.values())
             fb_activations, fb_acts_by = activations, dict(acts_by)
             if step_total > fwd_bwd:
@@ -568,6 +620,8 @@ def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     peak_stage = max(stages, key=lambda s: s.device_bytes)
     peak = Peak(stage=peak_stage.stage, allocated_bytes=peak_stage.allocated_bytes,
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
+    if peak_only:
+        return peak, peak_stage
     parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
                 "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
                 "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,

@@ -191,24 +191,24 @@ def recompute_retained(r: Resolved, chunks, acts) -> int:
     tr = r.cfg.training
     if not r.E:
         return 0
-    moe = r.moe_layers
+    moe, kinds = r.moe_layers, r.layer_kinds
     if tr.recompute_granularity == "selective":
         if "moe" not in (tr.recompute_modules or ()):
             return 0
-        groups = [(i,) for c in chunks for i in c.layers if moe[i]]
+        firsts = [i for c in chunks for i in c.layers if moe[i]]
     elif tr.recompute_granularity == "full":
+        # each group's first layer, for the groups holding a MoE layer (the search asks for thousands of stages)
         k = tr.recompute_num_layers or 1
-        groups = []
+        firsts = []
         for c in chunks:
-            idx = tuple(c.layers)
+            rng = c.layers
             if tr.recompute_method == "block":
-                groups += [(i,) for i in idx[:k]]
+                firsts += [i for i in rng[:k] if moe[i]]
             else:
-                groups += [idx[j:j + k] for j in range(0, len(idx), k)]
-        groups = [g for g in groups if any(moe[i] for i in g)]
+                firsts += [j for j in rng[::k] if any(moe[j:min(j + k, rng.stop)])]
     else:
         return 0
-    return sum(2 * acts[r.layer_kinds[g[0]]].checkpoint for g in groups)
+    return sum(2 * acts[kinds[i]].checkpoint for i in firsts)
 
 
 def optimizer_step_buffers(r: Resolved, bm: ByteModel, dense_params: int, expert_params: int, dense_shard: int,

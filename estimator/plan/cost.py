@@ -225,6 +225,29 @@ class CostModel:
         _, tp, cpc, epc, pp, launch = self.traffic_terms(sh)
         return tp + cpc + epc + launch / max_b + pp
 
+    def bound_parts(self, sh: Shape, max_b: int) -> tuple:
+        """The terms of :meth:`traffic_bound` that do not depend on EP or ETP, and what the expert all-to-all term
+        needs: (TP + CP traffic, launch / ``max_b``, pipeline p2p, MoE layers, tokens per GPU per second of compute)
+        (one per group of shapes that differ only in EP and ETP: :meth:`SearchEngine.shape_groups`)."""
+        compute, tp, cpc, _, pp, launch = self.traffic_terms(sh)
+        moe_layers = self._stage_max(sh)[1]
+        tok = 1 / (sh.n // (sh.t * sh.p * sh.cp) * sh.cp) / compute
+        return tp + cpc, launch / max_b, pp, moe_layers, tok
+
+    def bound_of(self, sh: Shape, parts: tuple) -> float:
+        """:meth:`traffic_bound` of one shape from its group's :meth:`bound_parts` (the same sum, term by term)."""
+        tp_cp, launch, pp, moe_layers, tok = parts
+        ep, etp = sh.ep, sh.etp
+        epc = 0.0
+        if moe_layers and (ep > 1 or etp > 1):
+            h2 = self.r0.h * 2
+            routed = (tok / sh.t if sh.sp else tok) * self.r0.k * h2 * moe_layers
+            if ep > 1:
+                epc = 4 * routed * (ep - 1) / ep * self._bw(ep, etp, False)
+            if etp > 1:
+                epc += 4 * (etp - 1) * routed * self._bw(etp, 1, True)
+        return tp_cp + epc + launch + pp
+
     def traffic_terms(self, sh: Shape) -> tuple:
         """The values of :meth:`traffic`, in the order of :data:`_TRAFFIC`."""
         t, p, cp, ep, etp, n = sh.t, sh.p, sh.cp, sh.ep, sh.etp, sh.n

@@ -15,7 +15,10 @@ numbers, or valid ones that do not fit; :mod:`estimator.plan.explain`).
 Speed (DeepSeek-V3 on 1,024 GPUs; ``benchmarks/search.py``): a lower bound of the model states rules out whole
 families before any estimate, one layout that does not fit rules out the heavier ones of its shape (both in
 :mod:`estimator.plan.space`), and the cost of a layout is known before its memory, so shapes are visited best
-first and the search stops once ``top`` layouts fit and nothing left can beat them (:class:`_Walk`).
+first and the search stops once ``top`` layouts fit and nothing left can beat them (:class:`_Walk`). The shapes that
+differ only in EP and ETP share their cost bound but for the expert all-to-all; an estimate computes only the
+stages that can hold the peak (:func:`estimator.memory.assemble.peak_memory`); the walk that ranks the
+configuration's own layout reuses the first walk's estimates and costed variants.
 
 Bounds: a search enumerates at most :data:`MAX_SHAPES` parallel shapes (more is refused, naming the option to
 narrow) and computes at most :data:`MAX_EVALUATIONS` estimates (then it stops and says so: the list is the best of
@@ -199,6 +202,7 @@ class _Walk:
         self.eng = eng
         eng.evaluated = eng.invalid = 0
         self.memo = {}
+        self.rows = {}                # (candidate, distinct) -> the shape's variants in walk order (_rows)
         self.lightest = None          # (device bytes, label) of the lightest layout evaluated
         self.stopped = False
         self.budget = MAX_EVALUATIONS
@@ -210,21 +214,33 @@ class _Walk:
         self.floor_values = {}
         nd = len(eng.dist)
         for n in worlds:
-            for sh in eng.shapes(n):
-                shapes += 1
+            # Shapes that differ only in EP and ETP share their micro-batch sizes, recompute options and all cost
+            # bounds but the expert all-to-all.
+            for group in eng.shape_groups(n):
+                shapes += len(group)
                 if shapes > MAX_SHAPES:
                     raise option_error("num_gpus", list(worlds), f"the search space holds more than {MAX_SHAPES:,} "
                                        "parallel shapes (TP x PP split x VPP x CP x EP x ETP) on these GPU counts; "
                                        "pin a dimension (e.g. tp=8, pp=16, ep=8), lower max_tp or search fewer "
                                        "GPU counts")
+                sh = group[0]
                 bs = eng.batches(sh)
                 nrc = len(eng.rc_options(sh))
                 if not bs or not nrc:
                     continue
-                enumerated += nd * nrc * len(bs)
-                if self.fitting_optimizers(sh):      # the model states alone leave room (memoised per floor key)
-                    cands.append((base_lb + eng.traffic_bound(sh, max_b), len(cands), sh))
-        cands.sort(key=lambda c: (c[0], c[1]))
+                enumerated += nd * nrc * len(bs) * len(group)
+                parts = None
+                floors, split = self.floors, (sh.n, sh.t, sh[2:9])
+                for sh in group:
+                    # the model states alone leave room (memoised per floor key: fitting_optimizers)
+                    ok = floors.get(split + (sh.ep, sh.etp))
+                    if ok is None:
+                        ok = self.fitting_optimizers(sh)
+                    if ok:
+                        if parts is None:
+                            parts = eng.bound_parts(sh, max_b)
+                        cands.append((base_lb + eng.bound_of(sh, parts), len(cands), sh))
+        cands.sort()                  # by (bound, enumeration order): the order numbers are unique
         self.cands = cands
         self.enumerated = enumerated
 
@@ -260,13 +276,33 @@ class _Walk:
         if est is None:
             out = None
         else:
-            pk = est.peak
-            stage = est.stages[pk.stage]
+            pk, stage = est
             out = (pk.device_bytes, pk, stage.peak_phase == "forward_backward")
             if self.lightest is None or pk.device_bytes < self.lightest[0]:
                 self.lightest = (pk.device_bytes, label_of(sh, rc, b, d, eng.moe))
         self.memo[key] = out
         return out
+
+    def _rows(self, seq: int, sh: Shape, distinct: bool) -> tuple[list, dict]:
+        """The variants of candidate shape ``seq`` with their costs, in the order the walk tries them, and the cost
+        terms per optimizer choice (memoised: the walk that ranks the configuration's own layout asks again)."""
+        hit = self.rows.get((seq, distinct))
+        if hit is not None:
+            return hit
+        eng = self.eng
+        ok = self.fitting_optimizers(sh)
+        tr = eng.traffic(sh)
+        sc = {d: dict(tr, data_parallel_s=eng.dp_seconds(sh, d, fl), d=d, floor=fl) for d, fl in ok}
+        rows = []
+        for i, (d, rc, b, gbs) in enumerate(eng.variants(sh)):
+            if d in sc:
+                cost, terms = eng.cost(sh, sc[d], eng.rc_cost(sh, rc), b, gbs)
+                rows.append((cost, b, not d, i, rc, d, gbs, terms))
+        # One layout per key: cost order finds the key's best first. Every variant: the lightest first, so that
+        # a failure rules out the most (no_fit_implied); costs are then checked one by one.
+        rows.sort(key=(lambda x: x[:4]) if distinct else (lambda x: (x[1], _heaviness(x[4]), x[2])))
+        self.rows[(seq, distinct)] = rows, sc
+        return rows, sc
 
     def run(self, top: int | None, distinct: bool, below: float | None = None) -> tuple[list, bool]:
         """The layouts that fit, best first (entries (cost, peak bytes, tie, shape, d, rc, b, gbs, peak, terms)),
@@ -282,18 +318,8 @@ class _Walk:
             if lb > thr:
                 complete = complete and below is not None
                 break
-            ok = self.fitting_optimizers(sh)
-            tr = eng.traffic(sh)
-            sc = {d: dict(tr, data_parallel_s=eng.dp_seconds(sh, d, fl), d=d, floor=fl) for d, fl in ok}
             key = (sh.n, sh.t, sh.p, sh.v, sh.cp, sh.ep, sh.etp) if distinct else None
-            rows = []
-            for i, (d, rc, b, gbs) in enumerate(eng.variants(sh)):
-                if d in sc:
-                    cost, terms = eng.cost(sh, sc[d], eng.rc_cost(sh, rc), b, gbs)
-                    rows.append((cost, b, not d, i, rc, d, gbs, terms))
-            # One layout per key: cost order finds the key's best first. Every variant: the lightest first, so that
-            # a failure rules out the most (no_fit_implied); costs are then checked one by one.
-            rows.sort(key=(lambda x: x[:4]) if distinct else (lambda x: (x[1], _heaviness(x[4]), x[2])))
+            rows, sc = self._rows(seq, sh, distinct)
             failed = []
             probed = set()
             b_min = min(eng.batches(sh))

@@ -21,8 +21,8 @@
   virtual chunk) keeping each group's input, and ``block``, the first n = 1 .. C - 1 layers of every chunk.
 
 Every layout becomes a complete configuration that :func:`estimator.estimate` reproduces exactly (its numbers
-come from the same ``validate``, ``resolve`` and ``stage_memory`` calls). The inputs are read and checked by
-:mod:`estimator.plan.options`.
+come from the same ``validate`` and ``resolve`` calls and from ``peak_memory``, ``stage_memory``'s peak). The
+inputs are read and checked by :mod:`estimator.plan.options`.
 
 Pruning (``tests/plan/test_search.py`` checks the pruned search against a brute force), on the peak
 ``device_bytes`` only, never on one column of it:
@@ -50,7 +50,7 @@ import functools
 import itertools
 import math
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import NamedTuple
 
 from ..formats.error_bands import band_for
@@ -60,8 +60,9 @@ from ..config.load import load_config
 from ..config.rules.attention import dsa_split_problems
 from ..config.pipeline_layout import expand_layout, layout_problems, placement, stage_counts
 from ..config.rules import interleaving_problem, validate
-from ..config.schema import MAX_BATCH, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config, ParallelismConfig
-from ..memory.assemble import stage_memory
+from ..config.schema import (MAX_BATCH, MAX_LAYERS, MAX_MICRO_BATCH, MAX_STAGES, MAX_TOKENS, Config,
+                             ParallelismConfig, TrainingConfig)
+from ..memory.assemble import peak_memory
 from ..memory.states import byte_model, state_bytes
 from ..model.layers import kind_params
 from ..model.resolve import resolve
@@ -209,6 +210,7 @@ class SearchEngine(CostModel):
                      "training": {**tr_d, "world_size": world0, "seq_length": s}, "precision": pr_d}
         self.base = load_config(self.data)            # raises ConfigError naming any bad field
         self.par_fixed = {k: getattr(self.base.parallelism, k) for k in PAR_KEPT}
+        self.tr_fields = {f.name: getattr(self.base.training, f.name) for f in fields(TrainingConfig)}
         self.r0 = resolve(self.base)
         self.capacity = capacity
         if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0 <= headroom < 1:
@@ -447,6 +449,12 @@ class SearchEngine(CostModel):
 
     def shapes(self, n: int):
         """Every parallel shape on n GPUs that the divisibility rules allow (before any memory check)."""
+        for group in self.shape_groups(n):
+            yield from group
+
+    def shape_groups(self, n: int):
+        """The shapes of :meth:`shapes`, in its order, as lists that differ only in EP and ETP (so they share the
+        micro-batch sizes, the recompute options and every cost term but the expert all-to-all)."""
         r = self.r0
         cfg = self.base
         L, s = r.L, self.s
@@ -460,6 +468,13 @@ class SearchEngine(CostModel):
         for t in self._allowed("tensor_model_parallel_size", tps):
             sps = self.pins.get("sequence_parallel", (t > 1,))
             for p in self._allowed("pipeline_model_parallel_size", [p for p in _divisors(n // t) if p <= pp_cap]):
+                # (etp, ep) pairs, ETP outermost: they depend on the GPUs per pipeline stage only
+                experts = [(etp, ep) for etp in self._allowed("expert_tensor_parallel_size",
+                                                              [e for e in _divisors(n // p)
+                                                               if e <= etp_cap and r.fm % e == 0])
+                           for ep in self._allowed("expert_model_parallel_size",
+                                                   [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0])
+                           ] if self.moe else []
                 for split, v in self.pipeline_splits(p):
                     for cp in self._allowed("context_parallel_size", _divisors(n // (t * p))):
                         if cp > 1 and (s % (2 * cp) or unfused):
@@ -468,15 +483,12 @@ class SearchEngine(CostModel):
                             if (sp and t == 1) or (sp and (s // cp) % t):
                                 continue
                             if not self.moe:
-                                yield Shape(n, t, p, *split, v, cp, 1, t, sp)
+                                yield [Shape(n, t, p, *split, v, cp, 1, t, sp)]
                                 continue
-                            for etp in self._allowed("expert_tensor_parallel_size",
-                                                     [e for e in _divisors(n // p) if e <= etp_cap and r.fm % e == 0]):
-                                for ep in self._allowed("expert_model_parallel_size",
-                                                        [e for e in _divisors(r.E) if (n // p) % (etp * e) == 0]):
-                                    if t > 1 and ep > 1 and not sp:
-                                        continue
-                                    yield Shape(n, t, p, *split, v, cp, ep, etp, sp)
+                            group = [Shape(n, t, p, *split, v, cp, ep, etp, sp) for etp, ep in experts
+                                     if not (t > 1 and ep > 1 and not sp)]
+                            if group:
+                                yield group
 
     def shape_without_pin(self, n: int, name: str) -> Shape | None:
         """A shape on n GPUs the rules allow once the pin on ``name`` is lifted (None: none either)."""
@@ -575,8 +587,12 @@ class SearchEngine(CostModel):
         par = ParallelismConfig(
             expert_model_parallel_size=sh.ep, expert_tensor_parallel_size=sh.etp if self.moe else None,
             context_parallel_size=sh.cp, **self._split_par(sh), **self.par_fixed)
-        tr = replace(self.base.training, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
-                     sequence_parallel=sh.sp, use_distributed_optimizer=d, **rc_fields(rc, self.selective_modules))
+        # dataclasses.replace, without its per-field getattr and frozen __setattr__ (a field-for-field copy: the
+        # schema's dataclasses have no __post_init__; tests/plan/test_search.py holds it equal to replace's)
+        tr = object.__new__(TrainingConfig)
+        tr.__dict__.update(self.tr_fields, world_size=sh.n, micro_batch_size=b, global_batch_size=gbs,
+                           sequence_parallel=sh.sp, use_distributed_optimizer=d,
+                           **rc_fields(rc, self.selective_modules))
         return Config(model=self.base.model, parallelism=par, training=tr, precision=self.base.precision)
 
     def config_dict(self, sh: Shape, d: bool, rc: str, b: int, gbs: int) -> dict:
@@ -596,13 +612,15 @@ class SearchEngine(CostModel):
                 "precision": copy.deepcopy(self.data["precision"])}
 
     def evaluate(self, sh: Shape, d: bool, rc: str, b: int, gbs: int):
-        """The estimate of one layout, or None when Megatron-Core would reject it."""
+        """The peak of one layout's estimate and the stage that holds it
+        (:func:`estimator.memory.assemble.peak_memory`: ``stage_memory``'s numbers, allocated x 1.05 for reserved,
+        without the stages that cannot hold the peak), or None when Megatron-Core would reject it."""
         cfg = self.config(sh, d, rc, b, gbs)
         if validate(cfg):
             self.invalid += 1
             return None
         self.evaluated += 1
-        return stage_memory(resolve(cfg), replay=False)   # ranks with allocated x 1.05 (thousands of calls)
+        return peak_memory(resolve(cfg))
 
 
 # --------------------------------------------------------------------------------------------------

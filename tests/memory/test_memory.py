@@ -395,3 +395,40 @@ def test_distribute_saved_activations_keeps_one_tp_share_of_each_checkpoint():
     with pytest.raises(ConfigError, match="needs tensor_model_parallel_size > 1"):
         estimate(make_config(model, {}, {"distribute_saved_activations": True, "recompute_granularity": "full",
                                          "recompute_method": "uniform", "recompute_num_layers": 1}))
+
+
+@pytest.mark.parametrize("preset,par,tr", [
+    # DeepSeek-V3 (3 dense layers, then MoE; MTP on the last stage), 1F1B over 16 stages (1 layer, then 4 each: stage 1
+    # holds 2 dense and 2 MoE layers): full recompute in uniform groups and in blocks reads each chunk's layer order
+    ("deepseek-v3", {"pipeline_model_parallel_size": 16, "pipeline_model_parallel_layout": None,
+                     "num_layers_in_first_pipeline_stage": 1, "expert_model_parallel_size": 8},
+     {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 2,
+      "recompute_modules": None}),
+    ("deepseek-v3", {"pipeline_model_parallel_size": 16, "pipeline_model_parallel_layout": None,
+                     "num_layers_in_first_pipeline_stage": 1, "expert_model_parallel_size": 8},
+     {"recompute_granularity": "full", "recompute_method": "block", "recompute_num_layers": 3,
+      "recompute_modules": None}),
+    ("deepseek-v3", {"pipeline_model_parallel_size": 16, "pipeline_model_parallel_layout": None,
+                     "num_layers_in_first_pipeline_stage": 1, "expert_model_parallel_size": 8}, {}),
+    # Llama 3 70B over 8 stages with 2 micro-batches: stages 0-6 hold 2 each, a tie the first stage wins
+    ("llama-3-70b", {"pipeline_model_parallel_size": 8, "virtual_pipeline_model_parallel_size": None},
+     {"global_batch_size": 2, "world_size": 64}),
+    ("llama-3-70b", {"pipeline_model_parallel_size": 8, "virtual_pipeline_model_parallel_size": None},
+     {"world_size": 64}),
+    ("qwen3-30b-a3b", {"pipeline_model_parallel_size": 4}, {"world_size": 16,
+     "recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1,
+                                                       "recompute_modules": None}),
+])
+def test_peak_memory_is_the_peak_of_stage_memory(preset, par, tr):
+    """peak_memory (the layout search's call) leaves out stages that cannot hold the peak: its peak and peak stage
+    are stage_memory's, tie to the first stage included (regression guard for the speed-up of issue 26)."""
+    from estimator.formats.presets import preset_text
+    from estimator.memory.assemble import peak_memory, stage_memory
+    from estimator.config import yamlio
+    data = yamlio.load(preset_text(preset))
+    data["parallelism"].update(par)
+    data["training"].update(tr)
+    r = resolve(load_config({k: {kk: vv for kk, vv in v.items() if vv is not None} for k, v in data.items()}))
+    est = stage_memory(r, replay=False)
+    assert r.v == 1 and r.p > 2
+    assert peak_memory(r) == (est.peak, est.stages[est.peak.stage])
