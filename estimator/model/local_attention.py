@@ -100,10 +100,11 @@ def local_core_attention(r, B: int, scores: int, qkv_new: bool) -> LocalCoreAtte
     tensors kept (softmax output, dropout mask and output); ``qkv_new`` whether RoPE or q/k norms make q and k
     new tensors."""
     T, t, dh = r.s * r.b, r.t, r.dh
-    n, m = r.a // t, r.g // t
+    n, m = r.a // t, r.kv                       # query and key/value heads of this rank
     U = B * r.b * n * r.s * r.s
     unit = B * T * dh
-    x = unit * (n + 2 * m)                      # the QKV projection's output X
+    # the QKV projection's output X; with fewer key/value heads than ranks the all-gathered X the views slice
+    x = unit * (n + 2 * m) if r.g >= t else unit * (r.a + 2 * r.g)
     if n > m:
         kept = unit * 3 * n
         q_ckpt = unit * n                       # a copy (grouped queries cannot be a view of X)

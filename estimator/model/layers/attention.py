@@ -136,7 +136,7 @@ def weight_shapes(r) -> set:
 def linear_shapes(r) -> tuple:
     """(out, in, count) of each linear-layer weight on one tensor-parallel rank: QKV, output projection."""
     t, h, a, dv = r.t, r.h, r.a, value_width(r)
-    return (((a * (2 if r.gate else 1) + r.g) // t * r.dh + r.g // t * dv, h, 1), (h, a // t * dv, 1))
+    return ((qkv_width(r) // t, h, 1), (h, a // t * dv, 1))       # QKV: column-parallel, even with g < t
 
 
 def scores(r, heads: int) -> int:
@@ -160,15 +160,19 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
-    t, dh, g, dv = r.t, r.dh, r.g, value_width(r)
-    heads = r.a // t
+    t, dh, dv = r.t, r.dh, value_width(r)
+    heads, kv = r.a // t, r.kv        # query heads and key/value heads this rank attends with
     if r.pre_norm:
         norm_in = B * Tn * h
         norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True, module=QKV)  # LayerNormLinear
     else:       # no input norm: the QKV linear keeps the layer input itself
         norm_in, norm_out = 0, lin_saved(c, Tn, h, module=QKV)
     norm_keep = norm_in + norm_out
-    qkv = B * T * ((heads + g // t) * dh + g // t * dv)
+    qkv = B * T * ((heads + kv) * dh + kv * dv)
+    # The fused QKV output the q/k/v views point into: the rank's own columns, or with g < t all of them
+    # (all-gathered, then sliced to the rank's group) and the gradient of that gathered tensor, reduce-scattered.
+    fused = qkv if r.g >= t else B * T * qkv_width(r)
+    work = 0 if r.g >= t else fused + B * T * qkv_width(r) // t
     out = B * T * heads * dv
     saved = norm_keep + qkv + out + 4 * T * heads
     recompute = 0
@@ -176,15 +180,15 @@ def activations(r, c: Ctx) -> Part:
         # Megatron-Bridge's eager _FullDimRMSNorm: an fp32 copy of q (k) kept by pow and mul, the normalised
         # tensor cast back (kept by the weight's mul), the output (as the per-head count below has it), and
         # one fp32 rsqrt per token for each of the two norms.
-        saved += (4 + 2 * B) * T * (heads + g // t) * dh + 8 * T
+        saved += (4 + 2 * B) * T * (heads + kv) * dh + 8 * T
     elif cfg.model.qk_layernorm:
         # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its input
         # (the q/k slices of the fused QKV output are strided) and produces a new output, plus fp32
         # statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
-        rows = T * (heads + g // t)
+        rows = T * (heads + kv)
         saved += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
     if cfg.model.qk_l2_norm:
-        saved += qkv + 4 * T * (heads + g // t)
+        saved += fused + 4 * T * (heads + kv)
     if r.gate:
         # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
         # a new tensor, which the output projection saves.
@@ -196,7 +200,7 @@ def activations(r, c: Ctx) -> Part:
         # (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py
         # Gemma4SelfAttention.get_query_key_value_tensors): v.float() kept by pow and the division, and the fp32
         # root mean square per row (kept by sqrt and the division).
-        saved += 4 * T * (g // t) * dh + 8 * T * (g // t)
+        saved += 4 * T * kv * dh + 8 * T * kv
     kept_scores = bwd = 0
     if c.unfused and cfg.training.transformer_impl == "local":
         # Megatron's own DotProductAttention (estimator/model/local_attention.py): q, k, v as it keeps them
@@ -215,7 +219,7 @@ def activations(r, c: Ctx) -> Part:
     elif c.unfused:
         sc = scores(r, heads)
         # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
-        expanded = B * T * (heads - g // t) * (dh + dv)
+        expanded = B * T * (heads - kv) * (dh + dv)
         if "core_attn" in c.modules:
             recompute = sc + expanded
         else:
@@ -236,9 +240,9 @@ def activations(r, c: Ctx) -> Part:
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
         saved += B * T * heads * dv       # output before and after the all-to-all
     elif r.cp > 1 and cp_type == "allgather":
-        saved += B * T * (r.cp - 1) * (g // t) * (dh + dv)       # gathered keys and values
+        saved += B * T * (r.cp - 1) * kv * (dh + dv)       # gathered keys and values
     named = None
     if c.parts:
         named = {"norm_in": norm_in, "norm_out": norm_out, "latent": 0, "qkv": qkv, "attn_out": out,
                  "lse": 4 * T * heads, "scores": kept_scores, "proj_in_fp8": proj_fp8}
-    return Part(saved, recompute, 0, bwd, named)
+    return Part(saved, recompute, work, bwd, named)
