@@ -71,10 +71,9 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
         if a % g:
             add("model.num_query_groups", g, f"num_attention_heads ({a}) must be divisible by "
                 f"num_query_groups ({g})")
-        if not a % g:
-            dh = m.kv_channels or m.hidden_size // a
-            width = (a * (2 if m.attention_output_gate else 1) + g) * dh + g * (m.v_channels or dh)
-            P += kv_split_problems("model.num_query_groups", g, t, width)
+        dh = m.kv_channels or m.hidden_size // a
+        width = (a * (2 if m.attention_output_gate else 1) + g) * dh + g * (m.v_channels or dh)
+        P += kv_split_problems("model.num_query_groups", g, t, width)
         for name in ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
             if getattr(m, name) is not None:
                 add(f"model.{name}", getattr(m, name), "applies only with multi_latent_attention: true")

@@ -70,10 +70,9 @@ def global_attention_problems(m, t: int, pattern) -> list[Problem]:
             name = "num_global_attention_heads" if a else "num_attention_heads"
             out.append(Problem("model.num_global_query_groups", g, f"{name} ({heads}) "
                                f"must be divisible by num_global_query_groups ({g})"))
-        if not heads % g:
-            dh = m.global_kv_channels or m.kv_channels or m.hidden_size // m.num_attention_heads
-            width = (heads * (2 if m.attention_output_gate else 1) + g) * dh + g * (m.v_channels or dh)
-            out += kv_split_problems("model.num_global_query_groups", g, t, width)
+        dh = m.global_kv_channels or m.kv_channels or m.hidden_size // m.num_attention_heads
+        width = (heads * (2 if m.attention_output_gate else 1) + g) * dh + g * (m.v_channels or dh)
+        out += kv_split_problems("model.num_global_query_groups", g, t, width)
     return out
 
 

@@ -21,7 +21,14 @@ Parameters::
               FullDimQNorm / FullDimKNorm: weight of the local heads' width); with pre_layernorm false
               (OLMo 2) there is no input norm
 
-Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
+Everything but the norms and the output bias is split over the t tensor-parallel ranks, also with fewer key/value
+heads than ranks (g < t, t a multiple of g; Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py
+``Attention.__init__`` and ``SelfAttention.get_query_key_value_tensors``): the QKV weight stays one column-parallel
+linear of (a (1 or 2) dh + g (dh + dv)) outputs split evenly, so weights, gradients and optimizer states per rank
+are the same formula and nothing is replicated. Each rank then all-gathers the QKV output (all g groups), slices
+its group (the t / g ranks of a group share it) and its a / t query heads, and attends with one key/value head
+(``Resolved.kv``: g / t, or 1); the gather's backward reduce-scatters the gradient, which sums the shared key/value
+heads' contributions. Sliding windows
 (GPT-OSS, Gemma, MiMo-V2-Flash) and chunked attention (Llama 4) change which scores are computed, not any tensor's
 size.
 
@@ -45,7 +52,8 @@ Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under se
 per element)::
 
     4 Tn h                        norm input + norm output (saved by the fused QKV linear)
-    + B T ((a + g) dh + g dv) / t q, k, v as flash attention saves them (GQA-sized k, v)
+    + B T (a dh / t + k (dh + dv)) q, k, v as flash attention saves them (k = g / t key/value heads a rank,
+                                  one with g < t; every g / t below is that k)
     + B T a dv / t                attention output (also the output projection's input)
     + 4 T a / t                   softmax log-sum-exp (fp32)
     + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
@@ -67,6 +75,12 @@ per element)::
     pre_layernorm false           no norm input and output: the QKV linear (TEColumnParallelLinear) keeps
                                   the layer input itself (Tn h elements as the fused one keeps its norm
                                   output), which recomputing layernorm cannot drop
+
+With g < t the backward's working set holds the gradient of the all-gathered QKV output and its reduce-scattered
+share, B T (a + 2g) dh (1 + 1 / t) (dv for dh in the values' share); the views that qk_l2_norm keeps point into the
+gathered output, so that term is B T (a + 2g) dh. The forward's gathered output (the same size, transient) is below
+that backward working set. Bridge's full-width q/k norms (qk_layernorm_full_dim) hold one key head's weights, dh,
+on each rank with g < t; counted as their g dh / t share (under dh of difference per layer).
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
 the delayed FP8 recipe a 1-byte copy of the output projection's input (the other FP8 recipes and NVFP4 none:
