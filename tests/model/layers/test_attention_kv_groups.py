@@ -119,3 +119,16 @@ def test_megatron_flags_and_bridge_config_accept_it_and_agree():
     assert lm["parallelism"]["tensor_model_parallel_size"] == br["parallelism"]["tensor_model_parallel_size"] == 4
     peaks = [[s["device_bytes"] for s in estimate(c).to_dict()["stages"]] for c in (lm, br)]
     assert peaks[0] == peaks[1]
+
+
+def test_layout_search_offers_tp_above_the_key_value_heads():
+    """The layout search's TP candidates include TP 4 and 8 over 2 key/value heads (8 query heads), and each layout
+    it reports estimates to its reported peak."""
+    from estimator.plan.search import search
+    res = search(MODEL, num_gpus=8, gpu="H100-80GB", seq_length=128, global_batch_size=8, top=None, pp=1, cp=1,
+                 mbs=1)
+    tps = {lay.tp for lay in res.layouts}
+    assert {4, 8} <= tps
+    for lay in res.layouts:
+        if lay.tp in (4, 8):
+            assert estimate(lay.config).peak.device_bytes == lay.peak_device_bytes
