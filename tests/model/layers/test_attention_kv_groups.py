@@ -132,3 +132,39 @@ def test_layout_search_offers_tp_above_the_key_value_heads():
     for lay in res.layouts:
         if lay.tp in (4, 8):
             assert estimate(lay.config).peak.device_bytes == lay.peak_device_bytes
+
+
+def test_hugging_face_import_at_tp_16_over_8_key_value_heads():
+    """Meta-Llama-3-8B (32 query heads, 8 key/value heads of 128, h 4096, SwiGLU 14336, 32 layers, untied
+    vocabulary 128,256) at TP 16. Published total 8,030,261,248 parameters; the vocabulary pads to 129,024 (a
+    multiple of 128 x 16), 6,291,456 more. Per rank: per layer QKV 4096 x (32 + 2 x 8) x 128 / 16 = 1,572,864,
+    output projection 4096 x 4096 / 16 = 1,048,576, MLP 3 x 4096 x 14336 / 16 = 11,010,048, norms 2 x 4096 =
+    8,192: 13,639,680, x 32 = 436,469,760; embedding and output layer 2 x 129,024 x 4096 / 16 = 66,060,288;
+    final norm 4,096. Total 502,534,144."""
+    from estimator.formats.hf.convert import from_hf_config
+    m = from_hf_config("meta-llama/Meta-Llama-3-8B")
+    d = estimate(make_config(m, {"tensor_model_parallel_size": 16},
+                             {"world_size": 16, "seq_length": 8192, "micro_batch_size": 1, "global_batch_size": 1,
+                              "sequence_parallel": True})).to_dict()
+    assert d["parameters"]["total"] - d["parameters"]["vocab_padding"] == 8_030_261_248
+    assert d["stages"][0]["parameters"] == 502_534_144
+
+
+def test_gemma4_global_layers_at_tp_above_their_key_value_heads():
+    """Gemma 4's global layers are Megatron-Core SelfAttention with their own key/value heads (Megatron-Bridge @
+    067f987d : gemma/modeling_gemma4.py slices the gathered queries the same way): TP 4 over 2 global key/value
+    heads is accepted, 3 is refused by Megatron-Core's rule. Per rank the global layers' QKV weight is
+    64 x (4 + 2 x 2) x 32 / 4 = 4,096 elements (heads 32 wide); the sliding layers' (4 groups of 16)
+    64 x (4 + 2 x 4) x 16 / 4 = 3,072."""
+    base = dict(num_layers=4, hidden_size=64, num_attention_heads=4, kv_channels=16, ffn_hidden_size=128,
+                vocab_size=256, global_attention_freq=2, global_kv_channels=32)
+    par, tr = {"tensor_model_parallel_size": 4}, {"world_size": 4, "sequence_parallel": False}
+    cfg = load_config(make_config({**base, "num_global_query_groups": 2}, par, tr))
+    r = resolve(cfg)
+    from estimator.model.layers import view
+    widths = sorted({attention.linear_shapes(view(r, k))[0][0] * 64 for k in r.kinds})
+    assert widths == [3_072, 4_096]
+    with pytest.raises(ConfigError, match=r"num_global_query_groups \(3\) must be a multiple or a divisor of "
+                                          r"tensor_model_parallel_size \(4\)"):
+        load_config(make_config({**base, "num_attention_heads": 12, "hidden_size": 192,
+                                 "num_global_query_groups": 3}, par, tr))
