@@ -76,10 +76,11 @@ per element)::
                                   the layer input itself (Tn h elements as the fused one keeps its norm
                                   output), which recomputing layernorm cannot drop
 
-With g < t the backward's working set holds the gradient of the all-gathered QKV output and its reduce-scattered
-share, B T (a + 2g) dh (1 + 1 / t) (dv for dh in the values' share); the views that qk_l2_norm keeps point into the
-gathered output, so that term is B T (a + 2g) dh. The forward's gathered output (the same size, transient) is below
-that backward working set. Bridge's full-width q/k norms (qk_layernorm_full_dim) hold one key head's weights, dh,
+With g < t the backward's working set holds the gradient of the all-gathered QKV output, the copy the
+reduce-scatter concatenates in rank order and the reduce-scattered share, B T (a + 2g) dh (2 + 1 / t) (dv for dh
+in the values' share), beside the residual stream's gradient B Tn h; the views that qk_l2_norm keeps point into the gathered output, so that term is
+B T (a + 2g) dh. The forward's gather (its buffer and the torch.cat in rank order, 2 B T (a + 2g) dh, transient)
+is below that backward working set. Bridge's full-width q/k norms (qk_layernorm_full_dim) hold one key head's weights, dh,
 on each rank with g < t; counted as their g dh / t share (under dh of difference per layer).
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
@@ -184,9 +185,11 @@ def activations(r, c: Ctx) -> Part:
     norm_keep = norm_in + norm_out
     qkv = B * T * ((heads + kv) * dh + kv * dv)
     # The fused QKV output the q/k/v views point into: the rank's own columns, or with g < t all of them
-    # (all-gathered, then sliced to the rank's group) and the gradient of that gathered tensor, reduce-scattered.
+    # (all-gathered, then sliced to the rank's group). The gather's backward (Megatron-LM @ d98e8a64 :
+    # megatron/core/tensor_parallel/mappings.py _reduce_scatter_along_last_dim) holds the gathered gradient, its
+    # torch.cat copy in rank order and the reduce-scattered share at once, beside the residual stream's gradient.
     fused = qkv if r.g >= t else B * T * qkv_width(r)
-    work = 0 if r.g >= t else fused + B * T * qkv_width(r) // t
+    work = 0 if r.g >= t else 2 * fused + B * T * qkv_width(r) // t + B * Tn * h
     out = B * T * heads * dv
     saved = norm_keep + qkv + out + 4 * T * heads
     recompute = 0

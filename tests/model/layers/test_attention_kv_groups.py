@@ -54,16 +54,18 @@ def test_per_rank_attention_activations_by_hand():
     norm input 2 x 128 x 256 = 65,536, norm output (kept by the fused QKV linear) 65,536; q, k, v as flash
     attention saves them 2 x 128 x (2 + 1 + 1) x 32 = 32,768; attention output 2 x 128 x 2 x 32 = 16,384;
     log-sum-exp 4 x 128 x 2 = 1,024. Total 181,248 bytes. The backward's working set: the gradient of the
-    all-gathered QKV output 2 x 128 x 384 = 98,304 and its reduce-scattered share 2 x 128 x 96 = 24,576:
-    122,880 bytes (below the MLP's 2 x 128 x 3 x 128 x 2 = 196,608 at TP 4)."""
+    all-gathered QKV output 2 x 128 x 384 = 98,304, the reduce-scatter's torch.cat copy of it (98,304) and the
+    reduce-scattered share 2 x 128 x 96 = 24,576, beside the residual stream's gradient 2 x 128 x 256 = 65,536:
+    286,720 bytes, above the MLP's (fc1 output gradient 2 x 128 x 2 x 128 = 65,536 and two residual-sized
+    2 x 2 x 128 x 256 = 131,072: 196,608), so the layer's."""
     r = resolve(load_config(_cfg()))
     assert r.kv == 1
     la = layer_activations(r, r.kinds[0], parts=True)
     assert la.attention == 181_248
     assert (la.parts["qkv"], la.parts["attn_out"], la.parts["lse"]) == (32_768, 16_384, 1_024)
     part = attention.activations(r, context(r))
-    assert part.work == 122_880
-    assert la.backward_peak == 196_608
+    assert part.work == 286_720
+    assert la.backward_peak == 286_720
 
 
 def test_at_tp_equal_to_groups_nothing_is_gathered():
