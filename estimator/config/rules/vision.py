@@ -13,6 +13,7 @@ import dataclasses
 import math
 
 from ..errors import Problem
+from .attention import kv_split_problems
 
 __all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_problems"]
 
@@ -177,6 +178,9 @@ def _query_group_rules(m, t: int) -> list[Problem]:
         out.append(Problem("model.vision_num_query_groups", g, f"must be a multiple or a divisor of "
                            f"tensor_model_parallel_size ({t}): the exaone45 tower's key-value groups are split over "
                            "the ranks, or with fewer groups than ranks each rank attends with one"))
+    elif m.vision_hidden_size and not heads % g:
+        out += kv_split_problems("model.vision_num_query_groups", g, t,
+                                 (heads + 2 * g) * (m.vision_hidden_size // heads))
     return out
 
 
