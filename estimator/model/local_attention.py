@@ -1,8 +1,8 @@
 """Unfused attention as Megatron-Core's own ``DotProductAttention`` runs it (``--transformer-impl local``).
 
 What it keeps for the backward pass and what its backward needs besides, per layer and micro-batch on one
-GPU, with T = s*b tokens, n = a/t heads, m = g/t key/value heads (one with g < t), head width d, activations of B bytes, and
-U = B*b*n*s*s, one tensor of attention scores. Sources, Megatron-LM at the pinned revision:
+GPU, with T = s*b tokens, n = a/t heads, m = g/t key/value heads (one with g < t), head width d, activations of
+B bytes, and U = B*b*n*s*s, one tensor of attention scores. Sources, Megatron-LM at the pinned revision:
 ``megatron/core/transformer/dot_product_attention.py`` (forward), ``megatron/core/fusions/fused_softmax.py``
 (``FusedScaleMaskSoftmax``), ``megatron/core/transformer/utils.py`` (``attention_mask_func``,
 ``get_default_causal_mask``), ``megatron/core/transformer/attention.py`` (``get_query_key_value_tensors``,

@@ -28,9 +28,10 @@ linear of (a (1 or 2) dh + g (dh + dv)) outputs split evenly, so weights, gradie
 are the same formula and nothing is replicated. Each rank then all-gathers the QKV output (all g groups), slices
 its group (the t / g ranks of a group share it) and its a / t query heads, and attends with one key/value head
 (``Resolved.kv``: g / t, or 1); the gather's backward reduce-scatters the gradient, which sums the shared key/value
-heads' contributions. Sliding windows
-(GPT-OSS, Gemma, MiMo-V2-Flash) and chunked attention (Llama 4) change which scores are computed, not any tensor's
-size.
+heads' contributions.
+
+Sliding windows (GPT-OSS, Gemma, MiMo-V2-Flash) and chunked attention (Llama 4) change which scores are computed,
+not any tensor's size.
 
 MiMo-V2-Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/modeling_mimo_v2_flash.py):
 ``MiMoV2FlashSelfAttention`` rebuilds the QKV projection with g (dh + dv) key/value outputs and the output
@@ -78,10 +79,11 @@ per element)::
 
 With g < t the backward's working set holds the gradient of the all-gathered QKV output, the copy the
 reduce-scatter concatenates in rank order and the reduce-scattered share, B T (a + 2g) dh (2 + 1 / t) (dv for dh
-in the values' share), beside the residual stream's gradient B Tn h; the views that qk_l2_norm keeps point into the gathered output, so that term is
-B T (a + 2g) dh. The forward's gather (its buffer and the torch.cat in rank order, 2 B T (a + 2g) dh, transient)
-is below that backward working set. Bridge's full-width q/k norms (qk_layernorm_full_dim) hold one key head's weights, dh,
-on each rank with g < t; counted as their g dh / t share (under dh of difference per layer).
+in the values' share), beside the residual stream's gradient B Tn h; the views that qk_l2_norm keeps point into
+the gathered output, so that term is B T (a + 2g) dh. The forward's gather (its buffer and the torch.cat in rank
+order, 2 B T (a + 2g) dh, transient) is below that backward working set. Bridge's full-width q/k norms
+(qk_layernorm_full_dim) hold one key head's weights, dh, on each rank with g < t; counted as their g dh / t share
+(under dh of difference per layer).
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
 the delayed FP8 recipe a 1-byte copy of the output projection's input (the other FP8 recipes and NVFP4 none:
