@@ -63,7 +63,9 @@ def configs(draw) -> dict:
         model.update(multi_latent_attention=True, kv_channels=None, q_lora_rank=draw(st.sampled_from([None, 64])),
                      kv_lora_rank=32, qk_head_dim=16, qk_pos_emb_head_dim=8, v_head_dim=16)
     else:
-        model["num_query_groups"] = draw(st.sampled_from([g for g in _divisors(heads, heads) if g % t == 0]))
+        # key/value heads a multiple or a divisor of TP (Megatron-Core's rule; fewer than TP: one a rank)
+        model["num_query_groups"] = draw(st.sampled_from([g for g in _divisors(heads, heads)
+                                                          if g % t == 0 or t % g == 0]))
     p = draw(st.sampled_from(_divisors(L, 4)))
     v = draw(st.sampled_from([x for x in _divisors(L // p, 4) if x == 1 or p > 1]))
     cp = draw(st.sampled_from([1, 2]))

@@ -65,7 +65,10 @@ class ModelConfig:
     num_attention_heads: int = _f(REQUIRED, "Number of attention (query) heads a.", type="int", required=True,
                                   min=1, max=MAX_HEADS, flag="--num-attention-heads")
     num_query_groups: int | None = _f(None, "Key/value heads g for grouped-query attention; g < a is GQA, "
-                                      "g = 1 is MQA. Ignored with multi-latent attention.", type="int", min=1,
+                                      "g = 1 is MQA. A multiple or a divisor of tensor_model_parallel_size: with fewer than "
+                                      "the TP ranks each rank gathers the QKV output and attends with one key/value "
+                                      "head (the weights still split evenly). Ignored with multi-latent attention.",
+                                      type="int", min=1,
                                       max=MAX_HEADS,
                                       derived="num_attention_heads (plain multi-head attention)",
                                       flag="--num-query-groups")

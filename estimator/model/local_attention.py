@@ -1,14 +1,15 @@
 """Unfused attention as Megatron-Core's own ``DotProductAttention`` runs it (``--transformer-impl local``).
 
 What it keeps for the backward pass and what its backward needs besides, per layer and micro-batch on one
-GPU, with T = s*b tokens, n = a/t heads, m = g/t key/value heads, head width d, activations of B bytes, and
-U = B*b*n*s*s, one tensor of attention scores. Sources, Megatron-LM at the pinned revision:
+GPU, with T = s*b tokens, n = a/t heads, m = g/t key/value heads (one with g < t), head width d, activations of
+B bytes, and U = B*b*n*s*s, one tensor of attention scores. Sources, Megatron-LM at the pinned revision:
 ``megatron/core/transformer/dot_product_attention.py`` (forward), ``megatron/core/fusions/fused_softmax.py``
 (``FusedScaleMaskSoftmax``), ``megatron/core/transformer/utils.py`` (``attention_mask_func``,
 ``get_default_causal_mask``), ``megatron/core/transformer/attention.py`` (``get_query_key_value_tensors``,
 ``_checkpointed_attention_forward``), ``pretrain_gpt.py`` (``get_batch``).
 
-Queries, keys and values are slices of one QKV projection output X ((n + 2m)*d per token). Keys and values
+Queries, keys and values are slices of one QKV projection output X ((n + 2m)*d per token; with g < t the
+all-gathered output of all ranks, (a + 2g)*d per token, of which each rank slices its group). Keys and values
 are *views* of X; queries are a view for multi-head attention and a copy for grouped queries (the reshape
 of the query slice cannot be a view); RoPE and q/k norms make new tensors. With grouped queries the keys
 and values are expanded to n heads (``repeat_interleave``, new tensors), so X is not kept; otherwise the
@@ -100,10 +101,11 @@ def local_core_attention(r, B: int, scores: int, qkv_new: bool) -> LocalCoreAtte
     tensors kept (softmax output, dropout mask and output); ``qkv_new`` whether RoPE or q/k norms make q and k
     new tensors."""
     T, t, dh = r.s * r.b, r.t, r.dh
-    n, m = r.a // t, r.g // t
+    n, m = r.a // t, r.kv                       # query and key/value heads of this rank
     U = B * r.b * n * r.s * r.s
     unit = B * T * dh
-    x = unit * (n + 2 * m)                      # the QKV projection's output X
+    # the QKV projection's output X; with fewer key/value heads than ranks the all-gathered X the views slice
+    x = unit * (n + 2 * m) if r.g >= t else unit * (r.a + 2 * r.g)
     if n > m:
         kept = unit * 3 * n
         q_ckpt = unit * n                       # a copy (grouped queries cannot be a view of X)

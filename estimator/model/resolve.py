@@ -287,6 +287,14 @@ class Resolved:
     vis: int = 0              # ERNIE-VL: tokens of each sequence routed to the vision pool (images x (tokens per
     #                           image + the image start and end tokens))
 
+    @property
+    def kv(self) -> int:
+        """Key/value heads each tensor-parallel rank attends with: g / t, or one when t is a multiple of g
+        (fewer key/value heads than ranks: Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py
+        ``Attention.__init__`` sets num_query_groups_per_partition = 1 and ``SelfAttention.
+        get_query_key_value_tensors`` all-gathers the QKV output and takes the rank's group from it)."""
+        return self.g // self.t if self.g >= self.t else 1
+
 
 _MODEL_SHAPES: dict = {}      # id(model section) -> (section, shape): the layout search's one model object
 _SHAPES_BY_VALUE: dict = {}   # model section -> shape: equal sections loaded anew share one shape object

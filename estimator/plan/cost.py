@@ -173,6 +173,8 @@ class CostModel:
         att_width = r.a * ((r.qk_dim + r.rope_dim + r.v_dim) if r.mla else r.dh + (r.dv or r.dh))
         self.flops_per_token = 6 * flops_params + 3 * r.L * self.s * att_width
         self.kv_elems = r.a * (r.qk_dim + r.rope_dim + r.v_dim) if r.mla else r.g * (r.dh + (r.dv or r.dh))
+        # with fewer key/value heads than TP ranks each rank still sends one head (Resolved.kv)
+        self.kv_head = 0 if r.mla else r.dh + (r.dv or r.dh)
         self.dp_exposed = DP_OVERLAPPED_EXPOSED if cfg.training.overlap_grad_reduce else 1.0
         # TP-sharded parts with their own all-gather/reduce-scatter: the mixer, a dense MLP, a shared expert.
         self.tp_parts = tuple(bool(k.mixer) + (k.mlp == "dense" or (k.moe and bool(r.fs))) for k in r.kinds)
@@ -258,7 +260,7 @@ class CostModel:
         tok = 1 / (dp * cp) / compute                # share of the step's tokens one GPU's stage processes, per
         h2 = self.r0.h * 2                           # second of compute
         tp = (_TP_TRANSFERS_PER_PART * (t - 1) / t * h2 * parts * tok * bw(t, 1, True)) if t > 1 else 0.0
-        cpc = (3 * (cp - 1) * self.kv_elems / t * 2 * layers * tok * bw(cp, t, True)) if cp > 1 else 0.0
+        cpc = (3 * (cp - 1) * max(self.kv_elems / t, self.kv_head) * 2 * layers * tok * bw(cp, t, True)) if cp > 1 else 0.0
         epc = 0.0
         if moe_layers and (ep > 1 or etp > 1):
             routed = (tok / t if sh.sp else tok) * self.r0.k * h2 * moe_layers

@@ -462,7 +462,7 @@ class SearchEngine(CostModel):
         unfused = cfg.training.attention_backend in ("unfused", "local")
         tp_cap = max((self.max_tp,) + self.pins.get("tensor_model_parallel_size", ()))
         tps = [t for t in _divisors(n) if t <= tp_cap and r.a % t == 0 and ffn % t == 0
-               and (r.mla or r.g % t == 0) and (not r.fs or r.fs % t == 0)]
+               and (r.mla or r.g % t == 0 or t % r.g == 0) and (not r.fs or r.fs % t == 0)]
         etp_cap = max((self.max_tp,) + self.pins.get("expert_tensor_parallel_size", ()))
         pp_cap = self.pp_cap
         for t in self._allowed("tensor_model_parallel_size", tps):

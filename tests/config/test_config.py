@@ -47,7 +47,8 @@ def test_to_dict_returns_what_the_user_wrote():
 def test_every_problem_is_reported_at_once():
     p = problems(make_config({**LLAMA, "num_query_groups": 6}, {"tensor_model_parallel_size": 4,
                              "pipeline_model_parallel_size": 3}, {"world_size": 16, "sequence_parallel": False}))
-    assert "num_query_groups (6) must be divisible by tensor_model_parallel_size (4)" in p["model.num_query_groups"].message
+    assert "num_query_groups (6) must be a multiple or a divisor of tensor_model_parallel_size (4)" in \
+        p["model.num_query_groups"].message
     assert "world_size (16) must be divisible by tensor (4) x pipeline (3) x context (1)" in p["training.world_size"].message
     assert "num_layers (32) must be divisible by pipeline_model_parallel_size (3)" in p["model.num_layers"].message
 

@@ -107,8 +107,8 @@ def test_frozen_parts_keep_weights_only():
 
 @pytest.mark.parametrize("model, parallelism, training, field", [
     ({**EX, "vision_num_query_groups": 5}, {}, {}, "model.vision_num_query_groups"),
-    ({**EX, "vision_num_query_groups": 8}, {"tensor_model_parallel_size": 16}, {"world_size": 16},
-     "model.vision_num_query_groups"),
+    ({**EX, "vision_hidden_size": 2304, "vision_num_attention_heads": 24, "vision_num_query_groups": 6},
+     {"tensor_model_parallel_size": 4}, {"world_size": 4}, "model.vision_num_query_groups"),   # 6 vs TP 4
     ({**EX, "vision_model_type": "qwen3_vl"}, {}, {}, "model.vision_num_query_groups"),
     ({**EX, "vision_num_position_embeddings": 1024}, {}, {}, "model.vision_num_position_embeddings"),
     (EX, {}, {"images_per_sample": 1, "image_resolution": 450}, "training.image_resolution"),

@@ -22,10 +22,12 @@ def _values(cfg: dict, path: str) -> list:
 
 
 def test_tensor_parallel_sizes_divide_heads_groups_and_widths():
-    """Qwen2.5-7B: 28 heads, 4 KV heads, MLP 18,944 = 2^8 x 74: TP 1, 2, 4 (7, 14 and 28 do not divide 4)."""
+    """Qwen2.5-7B: 28 heads, 4 KV heads, MLP 18,944 = 2^8 x 74: TP 1, 2, 4 (7, 14 and 28 are neither
+    divisors nor multiples of the 4 KV heads)."""
     assert _values(load_preset("qwen2.5-7b").to_dict(), TP) == [1, 2, 4]
-    # Llama 3 8B: 32 heads, 8 KV heads, MLP 14,336 = 2^11 x 7: 1, 2, 4, 8.
-    assert _values(load_preset("llama-3-8b").to_dict(), TP) == [1, 2, 4, 8]
+    # Llama 3 8B: 32 heads, 8 KV heads, MLP 14,336 = 2^11 x 7: 1, 2, 4, 8, and 16, 32 (multiples of the 8 KV heads:
+    # Megatron-Core gives each rank one, the QKV projection's (32 + 16) x 128 = 6,144 outputs split evenly).
+    assert _values(load_preset("llama-3-8b").to_dict(), TP) == [1, 2, 4, 8, 16, 32]
 
 
 def test_expert_parallel_sizes_divide_the_experts():

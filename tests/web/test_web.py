@@ -244,11 +244,12 @@ def test_errors_sit_on_the_field_changed_with_the_nearest_valid_values():
     assert [n["field"] for n in notes] == ["training.world_size"]
     assert [f["set"] for f in notes[0]["fixes"]] == [{"training.world_size": 1024}, {"training.world_size": 512}]
     # TP 3 on Llama 3 8B: 32 heads, 8 KV heads, MLP 14,336 = 2^11 x 7 and 8 GPUs: one note, on TP, listing
-    # the valid sizes 1, 2, 4 and 8 (the divisors of the 8 KV heads that divide the rest).
+    # the valid sizes 1, 2, 4, 8, 16 and 32 (the divisors of the 32 heads that are divisors or multiples of the 8 KV
+    # heads and divide the rest).
     state = {"preset": "llama-3-8b", "values": {"parallelism.tensor_model_parallel_size": "3"}}
     notes = web.compute(state, changed="parallelism.tensor_model_parallel_size")["notes"]
     assert [n["field"] for n in notes] == ["parallelism.tensor_model_parallel_size"]
-    assert len(notes[0]["messages"]) == 4 and notes[0]["hint"] == "valid for this model: 1, 2, 4, 8"
+    assert len(notes[0]["messages"]) == 4 and notes[0]["hint"] == "valid for this model: 1, 2, 4, 8, 16, 32"
     for fix in notes[0]["fixes"]:                               # each offered fix gives a valid configuration
         assert "errors" not in web.compute({**state, "values": fix["set"]}, False)
     # Mixtral 8x7B with TP 2 and EP 8 but no sequence parallelism: Megatron-Core requires it. The note is on TP, the

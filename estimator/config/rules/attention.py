@@ -1,4 +1,5 @@
-"""The attention-variant rules: DeepSeek sparse attention (``experimental_attention_variant: dsa``, its indexer
+"""The attention rules: key/value heads over the tensor-parallel ranks (:func:`kv_split_problems`), and the
+attention-variant rules: DeepSeek sparse attention (``experimental_attention_variant: dsa``, its indexer
 and cross-layer top-k sharing over the pipeline split) and DeepSeek-V4's hybrid attention (``dsv4_hybrid``, with
 its hyper-connections and hash-routed MoE layers).
 
@@ -10,7 +11,24 @@ from __future__ import annotations
 
 from ..errors import Problem
 
-__all__ = ["dsa_problems", "dsa_shared_topk", "dsa_split_problems", "dsv4_problems"]
+__all__ = ["dsa_problems", "dsa_shared_topk", "dsa_split_problems", "dsv4_problems", "kv_split_problems"]
+
+
+def kv_split_problems(field: str, g: int, t: int, qkv_width: int) -> list[Problem]:
+    """Key/value heads (query groups) g over t tensor-parallel ranks. Megatron-LM @ d98e8a64 :
+    megatron/core/transformer/transformer_config.py ``__post_init__`` raises unless g is a multiple or a divisor of
+    t ("num_query_groups (g) must be a multiple or divisor of tensor_model_parallel_size (t)"). With g < t
+    (attention.py ``Attention.__init__``, ``SelfAttention.get_query_key_value_tensors``) the fused QKV weight is
+    still one column-parallel linear of ``qkv_width`` outputs split evenly over the ranks (``divide`` asserts t
+    divides it), and each rank all-gathers the QKV output and attends with one key/value head."""
+    if g % t and t % g:
+        return [Problem(field, g, f"{field.split('.')[-1]} ({g}) must be a multiple or a divisor of "
+                        f"tensor_model_parallel_size ({t}) (Megatron-Core's TransformerConfig check)")]
+    if g < t and qkv_width % t:
+        return [Problem(field, g, f"with fewer key/value heads ({g}) than tensor_model_parallel_size ({t}) the "
+                        f"fused QKV projection's {qkv_width} outputs must still be divisible by {t} (Megatron-Core's "
+                        "ColumnParallelLinear splits them evenly)")]
+    return []
 
 
 _DSA_FIELDS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk")

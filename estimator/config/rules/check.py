@@ -20,7 +20,7 @@ from ..errors import Problem, wrong_type
 from ..fields import field_problems
 from ..pipeline_layout import layout_problems, placement
 from ..schema import Config
-from .attention import dsa_split_problems
+from .attention import dsa_split_problems, kv_split_problems
 from .features import feature_problems
 from .model import model_problems
 from .moe import moe_problems
@@ -71,9 +71,9 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
         if a % g:
             add("model.num_query_groups", g, f"num_attention_heads ({a}) must be divisible by "
                 f"num_query_groups ({g})")
-        if g % t:
-            add("model.num_query_groups", g, f"num_query_groups ({g}) must be divisible by "
-                f"tensor_model_parallel_size ({t})")
+        dh = m.kv_channels or m.hidden_size // a
+        width = (a * (2 if m.attention_output_gate else 1) + g) * dh + g * (m.v_channels or dh)
+        P += kv_split_problems("model.num_query_groups", g, t, width)
         for name in ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
             if getattr(m, name) is not None:
                 add(f"model.{name}", getattr(m, name), "applies only with multi_latent_attention: true")
@@ -160,8 +160,8 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
         heads = {"query heads": a // t}
         if not m.multi_latent_attention:
             g = m.num_query_groups or a
-            if not g % t:
-                heads["key/value heads"] = g // t
+            if not g % t or not t % g:
+                heads["key/value heads"] = max(g // t, 1)     # one each with fewer heads than ranks
         for what, n in heads.items():
             if n % a2a:
                 field = "parallelism.cp_comm_type" if par.cp_comm_type == "a2a" else \

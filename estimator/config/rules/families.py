@@ -9,6 +9,7 @@ Each function returns the :class:`~estimator.config.errors.Problem` list of its 
 from __future__ import annotations
 
 from ..errors import Problem
+from .attention import kv_split_problems
 
 __all__ = ["falcon_h1_problems", "gemma4_moe_problems", "global_attention_problems", "k_exaone_problems",
            "kimi_problems", "mimo_problems"]
@@ -69,9 +70,9 @@ def global_attention_problems(m, t: int, pattern) -> list[Problem]:
             name = "num_global_attention_heads" if a else "num_attention_heads"
             out.append(Problem("model.num_global_query_groups", g, f"{name} ({heads}) "
                                f"must be divisible by num_global_query_groups ({g})"))
-        if g % t:
-            out.append(Problem("model.num_global_query_groups", g, f"num_global_query_groups ({g}) must be "
-                               f"divisible by tensor_model_parallel_size ({t})"))
+        dh = m.global_kv_channels or m.kv_channels or m.hidden_size // m.num_attention_heads
+        width = (heads * (2 if m.attention_output_gate else 1) + g) * dh + g * (m.v_channels or dh)
+        out += kv_split_problems("model.num_global_query_groups", g, t, width)
     return out
 
 
@@ -87,6 +88,15 @@ def mimo_problems(cfg, pattern) -> list[Problem]:
     what = "modelled for self-attention layers only (not with MLA, DSA, gated delta nets, a hybrid pattern or " \
            "heterogeneous layers)"
     if m.v_channels is not None:
+        t = cfg.parallelism.tensor_model_parallel_size
+        for name in ("num_query_groups", "num_global_query_groups"):
+            g = getattr(m, name) or (m.num_attention_heads if name == "num_query_groups" else None)
+            if g is not None and g < t:
+                out.append(Problem("model." + name, g, f"must be at least tensor_model_parallel_size ({t}) with "
+                                   "v_channels: MiMo-V2-Flash's attention splits each rank's own QKV output into "
+                                   "its key/value heads, without Megatron-Core's all-gather for fewer heads than "
+                                   "ranks (Megatron-Bridge @ 067f987d : mimo_v2_flash/modeling_mimo_v2_flash.py "
+                                   "MiMoV2FlashSelfAttention.get_query_key_value_tensors)"))
         if other:
             out.append(Problem("model.v_channels", m.v_channels, what))
         if m.attention_output_gate:

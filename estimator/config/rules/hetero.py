@@ -190,8 +190,9 @@ def hetero_problems(m, t: int, pattern) -> list[Problem]:
                            "replacements and dense MLPs only (not with MoE, MLA, DSA, gated delta nets, a hybrid "
                            "pattern or post_layernorm)"))
     for i, b in enumerate(blocks):
-        if b.groups is not None and b.groups % t:
-            out.append(Problem(field, shown, f"block {i}: {b.groups} key/value heads must be divisible by "
-                               f"tensor_model_parallel_size ({t})"))
+        if b.groups is not None and b.groups % t and t % b.groups:
+            out.append(Problem(field, shown, f"block {i}: {b.groups} key/value heads must be a multiple or a "
+                               f"divisor of tensor_model_parallel_size ({t}) (Megatron-Core's TransformerConfig "
+                               "check, each block's configuration)"))
             break
     return out

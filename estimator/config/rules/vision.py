@@ -13,6 +13,7 @@ import dataclasses
 import math
 
 from ..errors import Problem
+from .attention import kv_split_problems
 
 __all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_problems"]
 
@@ -166,7 +167,9 @@ def vision_problems(cfg) -> list[Problem]:
 def _query_group_rules(m, t: int) -> list[Problem]:
     """model.vision_num_query_groups: EXAONE 4.5's grouped-query attention (Megatron-Bridge @ 067f987d :
     exaone/exaone45/modelling_exaone45/transformer_config.py ``get_vision_model_config``: num_query_groups =
-    num_key_value_heads) in a tower split over TP, whose query groups Megatron-Core divides among the ranks."""
+    num_key_value_heads) in a tower split over TP, whose query groups Megatron-Core divides among the ranks (the
+    tower is Megatron-Core's ViT layer spec, a SelfAttention, so fewer groups than ranks run as in the language
+    model: each rank all-gathers the QKV output and attends with one group)."""
     g, heads = m.vision_num_query_groups, m.vision_num_attention_heads
     if g is None:
         return []
@@ -177,9 +180,13 @@ def _query_group_rules(m, t: int) -> list[Problem]:
     if heads % g:
         out.append(Problem("model.vision_num_query_groups", g, f"must divide vision_num_attention_heads ({heads}): "
                            "each group serves the same number of query heads"))
-    if g % t:
-        out.append(Problem("model.vision_num_query_groups", g, f"must be a multiple of tensor_model_parallel_size "
-                           f"({t}): the exaone45 tower's key-value groups are split over the ranks"))
+    if g % t and t % g:
+        out.append(Problem("model.vision_num_query_groups", g, f"must be a multiple or a divisor of "
+                           f"tensor_model_parallel_size ({t}): the exaone45 tower's key-value groups are split over "
+                           "the ranks, or with fewer groups than ranks each rank attends with one"))
+    elif m.vision_hidden_size and not heads % g:
+        out += kv_split_problems("model.vision_num_query_groups", g, t,
+                                 (heads + 2 * g) * (m.vision_hidden_size // heads))
     return out
 
 

@@ -207,7 +207,10 @@ def qkv_working_set(r, prev: int | None = None) -> int:
     o = _options(r)
     blocks = _qkv_blocks(r)
     n = _qkv_elements(r)
-    if r.cfg.training.muon_split_qkv:
+    # Megatron-LM @ d98e8a64 : megatron/core/optimizer/__init__.py splits the local QKV weight per group only when
+    # its rows are a whole number of groups; with fewer key/value heads than TP ranks (part of one group per
+    # rank) it skips the split and steps the whole matrix.
+    if r.cfg.training.muon_split_qkv and g >= t:
         copies = FP32 * n if g // t > 1 else 0
         peak = 2 * FP32 * n
         done = 0

@@ -94,7 +94,7 @@ def _largest_matrix(r, dense_layers: bool, moe_layers: bool) -> int:
         out = max((r.kv_lora + r.rope_dim) * h, a // t * (r.qk_dim + r.v_dim) * r.kv_lora, h * a // t * r.v_dim,
                   max(r.q_lora * h, a // t * qk * r.q_lora) if r.q_lora else a // t * qk * h)
     else:
-        out = max(((a + r.g) // t * r.dh + r.g // t * (r.dv or r.dh)) * h, h * a // t * (r.dv or r.dh))
+        out = max(((a + r.g) * r.dh + r.g * (r.dv or r.dh)) // t * h, h * a // t * (r.dv or r.dh))  # QKV: even split
     if dense_layers:
         out = max(out, r.f // t * up * h)
     if moe_layers and r.fs:

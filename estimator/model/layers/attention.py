@@ -21,9 +21,17 @@ Parameters::
               FullDimQNorm / FullDimKNorm: weight of the local heads' width); with pre_layernorm false
               (OLMo 2) there is no input norm
 
-Everything but the norms and the output bias is split over the t tensor-parallel ranks. Sliding windows
-(GPT-OSS, Gemma, MiMo-V2-Flash) and chunked attention (Llama 4) change which scores are computed, not any tensor's
-size.
+Everything but the norms and the output bias is split over the t tensor-parallel ranks, also with fewer key/value
+heads than ranks (g < t, t a multiple of g; Megatron-LM @ d98e8a64 : megatron/core/transformer/attention.py
+``Attention.__init__`` and ``SelfAttention.get_query_key_value_tensors``): the QKV weight stays one column-parallel
+linear of (a (1 or 2) dh + g (dh + dv)) outputs split evenly, so weights, gradients and optimizer states per rank
+are the same formula and nothing is replicated. Each rank then all-gathers the QKV output (all g groups), slices
+its group (the t / g ranks of a group share it) and its a / t query heads, and attends with one key/value head
+(``Resolved.kv``: g / t, or 1); the gather's backward reduce-scatters the gradient, which sums the shared key/value
+heads' contributions.
+
+Sliding windows (GPT-OSS, Gemma, MiMo-V2-Flash) and chunked attention (Llama 4) change which scores are computed,
+not any tensor's size.
 
 MiMo-V2-Flash (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/mimo_v2_flash/modeling_mimo_v2_flash.py):
 ``MiMoV2FlashSelfAttention`` rebuilds the QKV projection with g (dh + dv) key/value outputs and the output
@@ -45,7 +53,8 @@ Activations per micro-batch on one GPU, in bytes (T tokens per rank, Tn under se
 per element)::
 
     4 Tn h                        norm input + norm output (saved by the fused QKV linear)
-    + B T ((a + g) dh + g dv) / t q, k, v as flash attention saves them (GQA-sized k, v)
+    + B T (a dh / t + k (dh + dv)) q, k, v as flash attention saves them (k = g / t key/value heads a rank,
+                                  one with g < t; every g / t below is that k)
     + B T a dv / t                attention output (also the output projection's input)
     + 4 T a / t                   softmax log-sum-exp (fp32)
     + 2 B T (a + g) dh / t + 4 or 8 T (a + g) / t     q/k norms: input copies, outputs, statistics
@@ -67,6 +76,14 @@ per element)::
     pre_layernorm false           no norm input and output: the QKV linear (TEColumnParallelLinear) keeps
                                   the layer input itself (Tn h elements as the fused one keeps its norm
                                   output), which recomputing layernorm cannot drop
+
+With g < t the backward's working set holds the gradient of the all-gathered QKV output, the copy the
+reduce-scatter concatenates in rank order and the reduce-scattered share, B T (a + 2g) dh (2 + 1 / t) (dv for dh
+in the values' share), beside the residual stream's gradient B Tn h; the views that qk_l2_norm keeps point into
+the gathered output, so that term is B T (a + 2g) dh. The forward's gather (its buffer and the torch.cat in rank
+order, 2 B T (a + 2g) dh, transient) is below that backward working set. Bridge's full-width q/k norms
+(qk_layernorm_full_dim) hold one key head's weights, dh, on each rank with g < t; counted as their g dh / t share
+(under dh of difference per layer).
 
 Unfused attention adds the s x s scores and K, V expanded to every head (recomputed with core_attn);
 the delayed FP8 recipe a 1-byte copy of the output projection's input (the other FP8 recipes and NVFP4 none:
@@ -136,7 +153,7 @@ def weight_shapes(r) -> set:
 def linear_shapes(r) -> tuple:
     """(out, in, count) of each linear-layer weight on one tensor-parallel rank: QKV, output projection."""
     t, h, a, dv = r.t, r.h, r.a, value_width(r)
-    return (((a * (2 if r.gate else 1) + r.g) // t * r.dh + r.g // t * dv, h, 1), (h, a // t * dv, 1))
+    return ((qkv_width(r) // t, h, 1), (h, a // t * dv, 1))       # QKV: column-parallel, even with g < t
 
 
 def scores(r, heads: int) -> int:
@@ -160,15 +177,21 @@ def activations(r, c: Ctx) -> Part:
     """Bytes one micro-batch keeps, and the backward working set (see the module docstring)."""
     cfg = r.cfg
     B, T, Tn, h = c.B, c.T, c.Tn, r.h
-    t, dh, g, dv = r.t, r.dh, r.g, value_width(r)
-    heads = r.a // t
+    t, dh, dv = r.t, r.dh, value_width(r)
+    heads, kv = r.a // t, r.kv        # query heads and key/value heads this rank attends with
     if r.pre_norm:
         norm_in = B * Tn * h
         norm_out = 0 if "layernorm" in c.modules else lin_saved(c, Tn, h, gathered=True, module=QKV)  # LayerNormLinear
     else:       # no input norm: the QKV linear keeps the layer input itself
         norm_in, norm_out = 0, lin_saved(c, Tn, h, module=QKV)
     norm_keep = norm_in + norm_out
-    qkv = B * T * ((heads + g // t) * dh + g // t * dv)
+    qkv = B * T * ((heads + kv) * dh + kv * dv)
+    # The fused QKV output the q/k/v views point into: the rank's own columns, or with g < t all of them
+    # (all-gathered, then sliced to the rank's group). The gather's backward (Megatron-LM @ d98e8a64 :
+    # megatron/core/tensor_parallel/mappings.py _reduce_scatter_along_last_dim) holds the gathered gradient, its
+    # torch.cat copy in rank order and the reduce-scattered share at once, beside the residual stream's gradient.
+    fused = qkv if r.g >= t else B * T * qkv_width(r)
+    work = 0 if r.g >= t else 2 * fused + B * T * qkv_width(r) // t + B * Tn * h
     out = B * T * heads * dv
     saved = norm_keep + qkv + out + 4 * T * heads
     recompute = 0
@@ -176,15 +199,15 @@ def activations(r, c: Ctx) -> Part:
         # Megatron-Bridge's eager _FullDimRMSNorm: an fp32 copy of q (k) kept by pow and mul, the normalised
         # tensor cast back (kept by the weight's mul), the output (as the per-head count below has it), and
         # one fp32 rsqrt per token for each of the two norms.
-        saved += (4 + 2 * B) * T * (heads + g // t) * dh + 8 * T
+        saved += (4 + 2 * B) * T * (heads + kv) * dh + 8 * T
     elif cfg.model.qk_layernorm:
         # Per-head norms of q and k (Transformer Engine's norm op): each saves a contiguous copy of its input
         # (the q/k slices of the fused QKV output are strided) and produces a new output, plus fp32
         # statistics per row (mean and rstd for LayerNorm, rstd for RMSNorm).
-        rows = T * (heads + g // t)
+        rows = T * (heads + kv)
         saved += 2 * B * rows * dh + (8 if r.norm_w == 2 else 4) * rows
     if cfg.model.qk_l2_norm:
-        saved += qkv + 4 * T * (heads + g // t)
+        saved += fused + 4 * T * (heads + kv)
     if r.gate:
         # SelfAttention._apply_output_gate (a fused x * sigmoid(gate)) keeps the contiguous gate; its output is
         # a new tensor, which the output projection saves.
@@ -196,7 +219,7 @@ def activations(r, c: Ctx) -> Part:
         # (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/gemma/modeling_gemma4.py
         # Gemma4SelfAttention.get_query_key_value_tensors): v.float() kept by pow and the division, and the fp32
         # root mean square per row (kept by sqrt and the division).
-        saved += 4 * T * (g // t) * dh + 8 * T * (g // t)
+        saved += 4 * T * kv * dh + 8 * T * kv
     kept_scores = bwd = 0
     if c.unfused and cfg.training.transformer_impl == "local":
         # Megatron's own DotProductAttention (estimator/model/local_attention.py): q, k, v as it keeps them
@@ -215,7 +238,7 @@ def activations(r, c: Ctx) -> Part:
     elif c.unfused:
         sc = scores(r, heads)
         # Unfused attention also keeps K and V expanded to all heads for the two batched matmuls.
-        expanded = B * T * (heads - g // t) * (dh + dv)
+        expanded = B * T * (heads - kv) * (dh + dv)
         if "core_attn" in c.modules:
             recompute = sc + expanded
         else:
@@ -236,9 +259,9 @@ def activations(r, c: Ctx) -> Part:
     if r.cp > 1 and cp_type in ("a2a", "a2a+p2p"):
         saved += B * T * heads * dv       # output before and after the all-to-all
     elif r.cp > 1 and cp_type == "allgather":
-        saved += B * T * (r.cp - 1) * (g // t) * (dh + dv)       # gathered keys and values
+        saved += B * T * (r.cp - 1) * kv * (dh + dv)       # gathered keys and values
     named = None
     if c.parts:
         named = {"norm_in": norm_in, "norm_out": norm_out, "latent": 0, "qkv": qkv, "attn_out": out,
                  "lse": 4 * T * heads, "scores": kept_scores, "proj_in_fp8": proj_fp8}
-    return Part(saved, recompute, 0, bwd, named)
+    return Part(saved, recompute, work, bwd, named)

@@ -344,3 +344,15 @@ def test_export_writes_the_muon_flags_back():
     assert (back["muon_tp_mode"], back["muon_nesterov"], back["muon_split_qkv"]) == ("distributed", True, False)
     with pytest.raises(UnsupportedError, match="highest"):
         to_megatron_args(_cfg(training={"muon_fp32_matmul_prec": "highest"}))
+
+
+def test_qkv_with_fewer_key_value_heads_than_ranks_is_orthogonalized_whole():
+    """At TP 16 over the 8 groups each GPU holds (16 + 2 x 8) x 128 / 16 = 256 rows of the QKV weight, half a
+    group's 512 (q 256 + k 128 + v 128): Megatron-LM @ d98e8a64 : megatron/core/optimizer/__init__.py marks the
+    weight is_qkv only when its rows are a whole number of groups, so the split is skipped and the matrix is
+    stepped whole, as muon_split_qkv false steps it."""
+    par, tr = {"tensor_model_parallel_size": 16}, {"world_size": 16}
+    split = resolve(_cfg(parallelism=par, training=tr))
+    whole = resolve(_cfg(parallelism=par, training={**tr, "muon_split_qkv": False}))
+    assert split.kv == 1
+    assert muon_step.qkv_working_set(split) == muon_step.qkv_working_set(whole) > 0
