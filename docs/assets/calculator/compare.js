@@ -126,8 +126,6 @@
     },
 
     recentList() {                          // the Recent list, kept so that remember() can redraw it alone
-      if (this.recentBox !== undefined && this.recentOf === this.history) return this.recentBox;   // (remember: a new list)
-      this.recentOf = this.history;
       const open = Boolean(this.recentBox && this.recentBox.open);
       return this.recentBox = this.history.length ? h("details", { class: "mme-history", open },
         h("summary", {}, `Recent configurations (${this.history.length})`),
@@ -162,17 +160,10 @@
       if (!box) return;
       const full = this.pins.length >= MAX_PINS, pinned = this.pins.some((p) => same(p, clean(this.state)));
       if (this.pinBtn) {
-        const text = pinned ? "Pinned" : full ? `${MAX_PINS} pinned` : "Pin to compare";
         this.pinBtn.disabled = full || pinned;
-        if (this.pinBtn.textContent !== text) this.pinBtn.textContent = text;
+        this.pinBtn.textContent = pinned ? "Pinned" : full ? `${MAX_PINS} pinned` : "Pin to compare";
       }
       const recent = this.recentList();
-      // Drawn already from the same pins, comparison and Recent list (an answer that changed none of them): left as
-      // it is, since new elements cost the browser their style, layout and paint on every change.
-      const drawn = [this.pins.length, this.compared, this.compared && this.compared.res, recent,
-                     Boolean(this.engine && this.engine.ready)];
-      if (this.compareDrawn && this.compareDrawn.every((x, i) => x === drawn[i])) return;
-      this.compareDrawn = drawn;
       if (!this.pins.length) { box.dataset.state = "done"; return box.replaceChildren(recent || ""); }
       const c = this.compared, res = c && c.res;
       const title = h("h3", { id: "mme-compare-title" }, `Pinned configurations (${this.pins.length} of ${MAX_PINS})`);
