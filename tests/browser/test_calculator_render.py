@@ -16,11 +16,13 @@ sys.path.insert(0, str(ROOT))
 from _calc import RESULTS, events, open_page, quick, settle  # noqa: E402
 
 #: The elements under ``root`` as text: tag, attributes in name order (a patched element may hold them in another
-#: order than a new one), text, children; the chart left out (drawn at the width of its page, which a scroll bar
-#: narrows while the other page has none yet).
+#: order than a new one; links as absolute addresses, as Material's instant navigation rewrites them once it has
+#: started), text, children; the chart left out (drawn at the width of its page, which a scroll bar narrows while
+#: the other page has none yet).
 CANON = """(sel) => {
+  const value = (a) => (a.name === "href" ? new URL(a.value, location.href).href : a.value);
   const canon = (n) => n.nodeType === 3 ? n.nodeValue : n.nodeType !== 1 || n.classList.contains("mme-chart-box") ? "" :
-    `<${n.tagName} ${[...n.attributes].map((a) => `${a.name}=${a.value}`).sort().join(" ")}>` +
+    `<${n.tagName} ${[...n.attributes].map((a) => `${a.name}=${value(a)}`).sort().join(" ")}>` +
     [...n.childNodes].map(canon).join("") + `</${n.tagName}>`;
   return canon(document.querySelector(sel));
 }"""
