@@ -138,7 +138,8 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
                    "why": explain(est, fits, config), "moe_overload_headroom": _overload(overload),
                    "phase": getattr(w, "phase", "steady step")}
     p = est.parameters
-    mtp_layers = (est.config.get("model") or {}).get("mtp_num_layers") or 0
+    written = est.config                  # (made anew from the configuration on each use: read once)
+    mtp_layers = (written.get("model") or {}).get("mtp_num_layers") or 0
     mtp = (f"incl. {_count(p.mtp)} in the {'MTP layer' if mtp_layers == 1 else f'{mtp_layers} MTP layers'}"
            if p.mtp else "")
     notes = [mtp] if mtp else []
@@ -149,7 +150,7 @@ def view(est, fits, gpu: str | None, capacity: int | None, config: dict, overloa
     if p.active != p.total:
         notes.append(f"{_count(p.active)} active per token")
     params = f"{_count(p.total)} parameters" + (f" ({'; '.join(notes)})" if notes else "")
-    peft = _peft(est.config)
+    peft = _peft(written)
     if peft:
         params += f" frozen; {peft['words']} add {_count(peft['trainable'])} trainable"
     top = max([b["device_bytes"] for b in bars] + [capacity or 0])

@@ -21,9 +21,9 @@
 
   /* ---- updating in place: an answer usually changes numbers, not the shape of the table or the chart, and
    * new elements cost the browser their style, layout and paint; patched ones only what changed. */
-  // `old` made like `fresh` (the same elements, listeners only through h's on* attributes, none here): its
-  // attributes and text set to fresh's; where the shape differs, fresh's nodes are taken. Returns the node
-  // now in the document.
+  // `old` made like `fresh` (the same elements, listeners only through h's on* attributes, none here, or
+  // listeners that do the same in both): its attributes and text set to fresh's; where the shape differs, fresh's
+  // nodes are taken. Returns the node now in the document.
   function patch(old, fresh) {
     if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName) {
       old.replaceWith(fresh);
@@ -35,9 +35,23 @@
     }
     for (const a of [...old.attributes]) if (!fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
     for (const a of fresh.attributes) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
-    const kids = [...fresh.childNodes];
-    if (old.childNodes.length !== kids.length) old.replaceChildren(...kids);
-    else kids.forEach((k, i) => patch(old.childNodes[i], k));
+    const olds = [...old.childNodes], kids = [...fresh.childNodes];
+    if (olds.length === kids.length) {
+      kids.forEach((k, i) => patch(olds[i], k));
+      return old;
+    }
+    // A child more or less (a note shown or gone, a stage added): the children alike at both ends are patched, the
+    // ones between taken from fresh, so that one paragraph more does not rebuild a whole table beside it.
+    const kind = (n) => (n.nodeType === 1 ? `${n.nodeName}.${n.getAttribute("class") || ""}` : n.nodeName);
+    const n = Math.min(olds.length, kids.length);
+    let head = 0, tail = 0;
+    while (head < n && kind(olds[head]) === kind(kids[head])) head++;
+    while (tail < n - head && kind(olds[olds.length - 1 - tail]) === kind(kids[kids.length - 1 - tail])) tail++;
+    const at = olds[olds.length - tail] || null;        // the first of the children kept at the end
+    olds.slice(head, olds.length - tail).forEach((x) => x.remove());
+    kids.slice(head, kids.length - tail).forEach((k) => old.insertBefore(k, at));
+    for (let i = 0; i < head; i++) patch(olds[i], kids[i]);
+    for (let i = 1; i <= tail; i++) patch(olds[olds.length - i], kids[kids.length - i]);
     return old;
   }
 

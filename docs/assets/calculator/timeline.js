@@ -172,7 +172,7 @@
       return;
     }
     const asked = JSON.stringify(calc.state);
-    box.dataset.state = "pending";
+    if (box.dataset.state !== "pending") box.dataset.state = "pending";    // (set again, it costs a style recalculation)
     clearTimeout(calc.timelineTimer);
     calc.timelineDue = true;             // (calculator.js quiet())
     // Asked for once the form rests, so that a run of edits never waits behind it in the worker.
