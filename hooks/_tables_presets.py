@@ -268,8 +268,9 @@ def grid(name: str, base: dict, total_params: int, is_moe: bool) -> list[dict]:
             over = layout_overrides(lay, world, base["model"]["num_layers"])
             try:
                 est = estimator.estimate(merge(base, over))
-            except estimator.ConfigError:
-                continue           # this layout does not apply to this model at this GPU count
+            except (estimator.ConfigError, estimator.UnsupportedError):
+                continue           # this layout does not apply to this model at this GPU count, or is not modelled
+                #                    for it (Wan: selective recompute, pipeline parallelism)
             par = est.parallel
             rows.append({"overrides": over, "est": est, "par": par, "layout": lay,
                          "recompute": lay.get("recompute", "none"),
