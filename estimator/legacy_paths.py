@@ -17,7 +17,6 @@ module's public names. New code should import from the new paths.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 
@@ -70,9 +69,13 @@ def new_path(old: str) -> str | None:
     return None
 
 
-class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Alias:
     """Finds an old path and loads it as the new module itself (first on ``sys.meta_path``, so that a submodule of
-    an old package path is never loaded a second time from the file under the old name)."""
+    an old package path is never loaded a second time from the file under the old name).
+
+    A meta-path finder and loader by protocol (``find_spec``; ``create_module``, ``exec_module``), not by subclassing
+    :mod:`importlib.abc`: importing that module imports :mod:`importlib.resources` and with it ``tempfile``,
+    ``shutil``, ``random`` and the compression modules, which every ``import estimator`` paid for nothing."""
 
     def find_spec(self, fullname, path=None, target=None):
         new = new_path(fullname)

@@ -678,7 +678,18 @@ def _export_parser(sub, name: str, func, what: str, *, help: str, description: s
     p.set_defaults(func=func, megatron_args=None, megatron_args_file=None)
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: The sub-commands, in the order ``--help`` lists them.
+COMMANDS = ("estimate", "from-hf", "presets", "catalog", "gpus", "megatron-args", "bridge-overrides", "bridge-recipes",
+            "search")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command`` (one of :data:`COMMANDS`), only that sub-command's, which parses its
+    command lines alike: :func:`main` builds no more than it runs (the 290 field flags of ``estimate``, ``from-hf``,
+    ``megatron-args`` and ``bridge-overrides`` took 30-35 ms of every ``search``)."""
+    def wanted(name: str) -> bool:
+        return command is None or command == name
+
     parser = argparse.ArgumentParser(
         prog="python -m estimator", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="GPU memory of Megatron-Core training runs, for every pipeline stage.",
@@ -690,13 +701,48 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("estimate", help="memory of every pipeline stage of a configuration",
-                       usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID | --megatron-args ARGS] [overrides] [options]",
-                       description="Estimate the memory of every pipeline stage. Override any configuration "
-                       "field with its flag (listed below by section); sizes are in GiB (2^30 bytes).")
-    _add_estimate_options(p, source=True)
-    p.set_defaults(func=cmd_estimate)
+    if wanted("estimate"):
+        p = sub.add_parser("estimate", help="memory of every pipeline stage of a configuration",
+                           usage="%(prog)s [CONFIG|PRESET] [--hf PATH|HF_ID | --megatron-args ARGS] [overrides] "
+                           "[options]",
+                           description="Estimate the memory of every pipeline stage. Override any configuration "
+                           "field with its flag (listed below by section); sizes are in GiB (2^30 bytes).")
+        _add_estimate_options(p, source=True)
+        p.set_defaults(func=cmd_estimate)
+    if wanted("from-hf"):
+        _from_hf_parser(sub)
+    if wanted("presets"):
+        p = sub.add_parser("presets", help="list the presets with their parameter counts",
+                           description="The presets (use the name where a CONFIG is expected).")
+        p.add_argument("--json", action="store_true", help="print the list as JSON")
+        p.set_defaults(func=cmd_presets)
+    if wanted("catalog"):
+        _catalog_parser(sub)
+    if wanted("gpus"):
+        p = sub.add_parser("gpus", help="list the GPUs known to --gpu", description="The GPU catalog: capacity "
+                           "as the driver reports it, and where that figure comes from.")
+        p.set_defaults(func=cmd_gpus)
+    if wanted("megatron-args"):
+        _export_parser(sub, "megatron-args", cmd_megatron_args, "flags",
+                       help="print the pretrain_gpt.py flags of a configuration",
+                       description="Print the Megatron-LM pretrain_gpt.py flags of a configuration, ready to paste "
+                       "into a launch script (the world size is torchrun's, not a flag).")
+    if wanted("bridge-overrides"):
+        _export_parser(sub, "bridge-overrides", cmd_bridge_overrides, "overrides",
+                       help="print a configuration as Megatron-Bridge overrides",
+                       description="Print a configuration as Megatron-Bridge section.field=value overrides, as "
+                       "scripts/training/run_recipe.py takes them after --recipe NAME (the world size is the "
+                       "launcher's).")
+    if wanted("bridge-recipes"):
+        p = sub.add_parser("bridge-recipes", help="list the Megatron-Bridge recipes --bridge-recipe knows",
+                           description="The Megatron-Bridge recipes of the catalogue, by function name.")
+        p.set_defaults(func=cmd_bridge_recipes)
+    if wanted("search"):
+        cli_search.add_parser(sub)
+    return parser
 
+
+def _from_hf_parser(sub) -> None:
     p = sub.add_parser("from-hf", help="estimate a Hugging Face config.json with a parallel layout",
                        usage="%(prog)s PATH|HF_ID --num-gpus N [--tp N --pp N --ep N ...] [overrides] [options]",
                        description="Estimate a model from its Hugging Face config.json (or the directory "
@@ -709,11 +755,8 @@ def build_parser() -> argparse.ArgumentParser:
                    bridge_config=None,
                    bridge_recipe=None)
 
-    p = sub.add_parser("presets", help="list the presets with their parameter counts",
-                       description="The presets (use the name where a CONFIG is expected).")
-    p.add_argument("--json", action="store_true", help="print the list as JSON")
-    p.set_defaults(func=cmd_presets)
 
+def _catalog_parser(sub) -> None:
     p = sub.add_parser("catalog", help="list the model catalog's Hugging Face ids",
                        description="The model catalog: Hugging Face config.json files of popular open models, "
                        "usable by Hub id with --hf and from-hf. Each model shows its exact parameter count "
@@ -722,33 +765,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--family", metavar="TEXT", help="only models whose family or id contains TEXT")
     p.set_defaults(func=cmd_catalog)
 
-    p = sub.add_parser("gpus", help="list the GPUs known to --gpu", description="The GPU catalog: capacity "
-                       "as the driver reports it, and where that figure comes from.")
-    p.set_defaults(func=cmd_gpus)
-
-    _export_parser(sub, "megatron-args", cmd_megatron_args, "flags",
-                   help="print the pretrain_gpt.py flags of a configuration",
-                   description="Print the Megatron-LM pretrain_gpt.py flags of a configuration, ready to paste into "
-                   "a launch script (the world size is torchrun's, not a flag).")
-    _export_parser(sub, "bridge-overrides", cmd_bridge_overrides, "overrides",
-                   help="print a configuration as Megatron-Bridge overrides",
-                   description="Print a configuration as Megatron-Bridge section.field=value overrides, as "
-                   "scripts/training/run_recipe.py takes them after --recipe NAME (the world size is the "
-                   "launcher's).")
-
-    p = sub.add_parser("bridge-recipes", help="list the Megatron-Bridge recipes --bridge-recipe knows",
-                       description="The Megatron-Bridge recipes of the catalogue, by function name.")
-    p.set_defaults(func=cmd_bridge_recipes)
-
-    cli_search.add_parser(sub)
-    return parser
-
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 --fail-if-oom misfit, 2 bad input, 3 an internal
     error, reported in one line without a traceback)."""
-    parser = build_parser()
-    ns = parser.parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    parser = build_parser(args[0] if args and args[0] in COMMANDS else None)
+    ns = parser.parse_args(args)
     try:
         return ns.func(ns)
     except BrokenPipeError:          # `... | head`: the reader left; not an error of ours

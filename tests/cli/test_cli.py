@@ -88,6 +88,23 @@ def test_every_field_has_a_generated_flag():
         assert flag in options, flag
 
 
+def test_one_command_parser_parses_as_the_whole_one():
+    """main builds only the sub-command it runs (build_parser(command)): the command list is the whole parser's, and
+    each command line parses to the same namespace either way (regression guard for the parser built per command)."""
+    from estimator.cli.commands import COMMANDS
+    whole = build_parser()
+    assert tuple(next(a for a in whole._actions if a.dest == "command").choices) == COMMANDS
+    lines = [["estimate", "llama-3-8b", "--tp", "2", "--gpu", "H100-80GB", "--json"],
+             ["from-hf", "meta-llama/Llama-3.1-70B", "--tp", "8", "--num-gpus", "64"],
+             ["search", "deepseek-v3", "--gpu", "H100-80GB", "--num-gpus", "1024"],
+             ["search", "llama-3-70b", "--gpu", "H100-80GB", "--num-gpus", "64,128", "--fix", "tp=4", "--mbs", "1,2"],
+             ["megatron-args", "deepseek-v3", "--oneline"], ["bridge-overrides", "tiny", "--tp", "2"],
+             ["presets", "--json"], ["catalog", "--family", "qwen"], ["gpus"], ["bridge-recipes"]]
+    assert {line[0] for line in lines} == set(COMMANDS)
+    for line in lines:
+        assert vars(build_parser(line[0]).parse_args(line)) == vars(whole.parse_args(line)), line
+
+
 def test_overrides_apply_in_megatrons_spirit(capsys):
     code, out, err = run(capsys, "estimate", "tiny", "--tp", "2", "--num-gpus", "8", "--mbs", "1", "--gbs", "32",
                          "--recompute", "full", "--sequence-parallel", "--json")
