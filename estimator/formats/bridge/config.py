@@ -369,6 +369,26 @@ def _dev_field(name: str, value, m: dict, dev: dict, refused: list, no_effect: l
         dev[field] = list(value) if isinstance(value, (list, tuple)) else value
 
 
+def _fused_qkv_rope_problems(m: dict) -> list[Problem]:
+    """``model.fused_single_qkv_rope`` with fewer key/value groups than tensor-parallel ranks: Megatron-Core's fused
+    path cannot run it. NVIDIA/Megatron-LM @ 2a75ac12 (Bridge's pin; the same @ d98e8a64) :
+    megatron/core/transformer/attention.py: ``forward`` asks ``get_query_key_value_tensors`` for the unsplit QKV
+    (``split_qkv`` False), which, with num_query_groups < TP, gathers the QKV output and keeps the rank's whole group
+    (num_attention_heads / num_query_groups query heads) and returns it before the step that cuts the queries to the
+    rank's num_attention_heads / TP heads; the split path alone takes that step."""
+    if m.get("fused_single_qkv_rope") in (None, False) or m.get("multi_latent_attention"):
+        return []
+    tp, heads = m.get("tensor_model_parallel_size") or 1, m.get("num_attention_heads")
+    groups = m.get("num_query_groups") or heads
+    if not (isinstance(tp, int) and isinstance(groups, int) and groups < tp):
+        return []
+    return [Problem("model.fused_single_qkv_rope", m["fused_single_qkv_rope"], "Megatron-Core's fused QKV + RoPE "
+                    "path does not cut the queries to num_attention_heads / TP heads when num_query_groups "
+                    f"({groups}) is below tensor_model_parallel_size ({tp}) (transformer/attention.py "
+                    "get_query_key_value_tensors with split_qkv False); allowed: false, or num_query_groups >= "
+                    "tensor_model_parallel_size")]
+
+
 def _default(section: str, name: str):
     return SECTIONS.get(section, {}).get(name)
 
@@ -484,6 +504,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 continue
             if dest in ARGUMENTS and dest not in values:
                 values[dest] = (where, value)
+    problems += _fused_qkv_rope_problems(m)
     if problems:
         raise ConfigError(problems)
     if refused:

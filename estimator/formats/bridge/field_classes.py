@@ -104,8 +104,11 @@ _put("no_effect", "model", "beta_fast beta_slow rope_scaling seq_len_interpolati
      "yarn_mscale_all_dim yarn_rotary_scaling_factor original_max_position_embeddings softmax_scale",
      "rotary scaling and softmax scale: numerics only")
 _put("no_effect", "model", "bias_activation_fusion persist_layer_norm memory_efficient_layer_norm "
-     "fused_single_qkv_rope dense_grouped_gemm use_te_rng_tracker tp_only_amax_red parallel_output "
+     "dense_grouped_gemm use_te_rng_tracker tp_only_amax_red parallel_output "
      "scatter_embedding_sequence_parallel", "kernel choices that keep the same saved tensors")
+_put("no_effect", "model", "fused_single_qkv_rope", "a kernel choice that keeps the same saved tensors (refused with "
+     "num_query_groups below tensor_model_parallel_size: Megatron-Core's fused path does not cut the queries to the "
+     "rank's heads there)")
 _put("no_effect", "model", "cuda_graph_retain_backward_graph cuda_graph_use_single_mempool", "CUDA graph capture "
      "details (the captured modules are what the estimate follows)")
 _put("no_effect", "model", "init_method output_layer_init_method embedding_init_method", "weight initialisation")

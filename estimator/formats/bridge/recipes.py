@@ -19,7 +19,8 @@ give.
 
 A model built by a Bridge model bridge with its own layer spec (Gemma 2 / 3 and EXAONE 4.0: norms after attention
 and the MLP, GeGLU, logit soft-capping, interleaved global layers; OLMoE's full-width q/k norms; OLMo 2's missing
-pre-norms; K-EXAONE's dense MTP layer) holds model fields that Megatron-LM's ``pretrain_gpt.py`` has no flag for, so
+pre-norms; K-EXAONE's dense MTP layer; Gemma 4's global-attention layers of their own width and key/value head
+count) holds model fields that Megatron-LM's ``pretrain_gpt.py`` has no flag for, so
 the Bridge sections written through those flags (:func:`~estimator.formats.bridge.export.to_bridge_dict`) cannot say
 them. Like the vision tower, they are the recipe's model, not its settings: :func:`read_bridge_recipe` carries them
 past the Bridge sections and lays them back over the configuration read.
@@ -90,8 +91,11 @@ def _vision_parts(cfg: dict) -> tuple[dict, dict, dict]:
 
 
 #: Model fields of a Bridge layer spec without a pretrain_gpt.py flag -> their value in Megatron-Core's plain GPT
-#: spec (estimator/formats/megatron_export.py refuses them away from it).
+#: spec (estimator/formats/megatron_export.py refuses them away from it). The global-attention layers' own widths
+#: and head counts (Gemma 4's global_kv_channels and num_global_query_groups, Step-3.5's num_global_attention_heads)
+#: go with global_attention_freq: the schema accepts them only beside it (config/rules/families.py).
 _SPEC_FIELDS = {"post_layernorm": False, "final_logit_softcapping": None, "global_attention_freq": None,
+                "global_kv_channels": None, "num_global_query_groups": None, "num_global_attention_heads": None,
                 "qk_layernorm_full_dim": False, "pre_layernorm": True, "mtp_dense_mlp": False}
 #: Activations with a pretrain_gpt.py flag: (activation_func, gated_linear_unit).
 _FLAG_ACTIVATIONS = {("swiglu", True), ("squared_relu", False), ("quick_gelu", True), ("gelu", False)}

@@ -340,3 +340,19 @@ def test_logit_dtype_exports_as_a_torch_dtype_and_has_no_override():
     assert read_bridge_config(data, world_size=1).config["precision"]["logit_dtype"] == "fp32"
     with pytest.raises(UnsupportedError, match="model.logit_dtype has no Megatron-Bridge override"):
         to_bridge_overrides(cfg)
+
+
+def test_fused_single_qkv_rope_with_fewer_kv_groups_than_tp_ranks_is_refused():
+    """NVIDIA/Megatron-LM @ 2a75ac12 : megatron/core/transformer/attention.py: with fused_single_qkv_rope the forward
+    asks get_query_key_value_tensors for the unsplit QKV (split_qkv False); with num_query_groups 1 below TP 2 it
+    returns the gathered group (4 query heads of the 4) before the step that keeps the rank's 4 / 2 = 2 query heads.
+    Refused, naming the field; with 2 groups on TP 2 (one a rank, nothing gathered) or with the field off it reads."""
+    model = {**MODEL, "num_query_groups": 1, "tensor_model_parallel_size": 2, "sequence_parallel": True}
+    with pytest.raises(ConfigError) as err:
+        read_bridge_config({"model": {**model, "fused_single_qkv_rope": True}, "train": dict(TRAIN)}, world_size=2)
+    [p] = err.value.problems
+    assert p.field == "model.fused_single_qkv_rope" and p.value is True
+    assert "num_query_groups (1)" in p.message and "tensor_model_parallel_size (2)" in p.message
+    read_bridge_config({"model": {**model, "fused_single_qkv_rope": False}, "train": dict(TRAIN)}, world_size=2)
+    read_bridge_config({"model": {**model, "num_query_groups": 2, "fused_single_qkv_rope": True},
+                        "train": dict(TRAIN)}, world_size=2)

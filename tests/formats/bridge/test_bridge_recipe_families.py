@@ -47,6 +47,8 @@ SIZES = {
                                                   (1, 1, 1, 1, 8, 8, 1, 128, 2048)),
     # gemma3_vl/h100/gemma3_vl.py: TP 1, PP 1, CP 1 on _sft_common_vlm (mbs 2, gbs 32, seq 4096)
     "gemma3_vl_4b_sft_1gpu_h100_bf16_config": (R + "gemma3_vl/h100/gemma3_vl.py", (1, 1, 1, 1, 1, 1, 2, 32, 4096)),
+    # gemma4_vl/h100/gemma4_vl.py: TP 4, PP 1, CP 1, EP 8 on 8 GPUs; _apply_gemma4_vl_common mbs 1, gbs 32, seq 4096
+    "gemma4_vl_26b_sft_8gpu_h100_bf16_config": (R + "gemma4_vl/h100/gemma4_vl.py", (4, 1, 1, 1, 8, 8, 1, 32, 4096)),
     # olmoe/h100/olmoe_7b.py: TP 1, PP 1, EP 8; pretrain gbs 2048, mbs 1; SFT seq 4096 (packed), gbs 128
     "olmoe_7b_pretrain_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 2048, 4096)),
     "olmoe_7b_sft_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 128, 4096)),
@@ -125,3 +127,20 @@ def test_gemma2_recipe_keeps_the_gemma_spec():
     per = 3584 * 4096 + 2 * 3584 * 2048 + 4096 * 3584 + 3 * 3584 * 14_336 + 4 * 3584
     assert per == 198_195_200
     assert estimate(cfg).to_dict()["parameters"]["total"] == 42 * per + 256_000 * 3584 + 3584 == 9_241_705_984
+
+
+def test_gemma4_vl_recipe_keeps_the_global_layers_and_the_frozen_tower():
+    """gemma4_vl_26b_sft_8gpu_h100_bf16_config on google/gemma-4-26B-A4B-it: the global-attention layers' own
+    width and key/value heads (config.json text_config: global_head_dim 512, num_global_key_value_heads 2, every
+    sixth layer full_attention) survive the Bridge sections beside post-norms, GeGLU and soft-capping 30.0; the
+    27-layer Gemma 4 tower (vision_config.num_hidden_layers) is frozen (cfg.model.freeze_vision_model = True), the
+    projection and language model trained; TP 4 with sequence parallelism and full uniform recompute of 1 layer."""
+    cfg = read_bridge_recipe("gemma4_vl_26b_sft_8gpu_h100_bf16_config").config
+    m, tr = cfg["model"], cfg["training"]
+    assert (m["global_attention_freq"], m["global_kv_channels"], m["num_global_query_groups"]) == (6, 512, 2)
+    assert (m["post_layernorm"], m["activation_func"], m["final_logit_softcapping"]) == (True, "geglu", 30.0)
+    assert (m["vision_model_type"], m["vision_num_layers"]) == ("gemma4", 27)
+    assert tr["freeze_vision_model"] is True and not tr.get("freeze_vision_projection")
+    assert not tr.get("freeze_language_model")
+    assert (tr["sequence_parallel"], tr["recompute_granularity"], tr["recompute_method"],
+            tr["recompute_num_layers"]) == (True, "full", "uniform", 1)
