@@ -26,6 +26,15 @@ __all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_problem
 RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
 
 
+def _one_frame(m, kind: str, embedding: str) -> list[Problem]:
+    """A tower whose patch embedding takes one frame: ``vision_temporal_patch_size`` must be 1 (``embedding`` says
+    what the embedding is)."""
+    if m.vision_temporal_patch_size == 1:
+        return []
+    return [Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size,
+                    f"must be 1 for the {kind} tower: its patch embedding is {embedding}")]
+
+
 def _radio_rules(m, tr, t) -> list[Problem]:
     """The radio tower (Nemotron Nano VL, Nemotron Omni; estimator/model/vision.py): a linear embedder over
     C Pt P^2 (Pt frames a patch: Nemotron Omni's temporal_patch_dim; rules/media.py for its video embedder), pixel
@@ -123,13 +132,11 @@ def vision_problems(cfg) -> list[Problem]:
         out += _gemma4_rules(m, tr)
     if kind == "pixtral":
         out += _pixtral_rules(m, tr)
-    if kind == "kimi_k25" and m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "kimi_k25 tower: its patch embedding is a Conv2d over one frame"))
-    if kind == "ernie45_vl" and m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "ernie45_vl tower: its patch embedding is a linear layer over one frame's patch (the "
-                           "resampler joins frames)"))
+    if kind == "kimi_k25":
+        out += _one_frame(m, "kimi_k25", "a Conv2d over one frame")
+    if kind == "ernie45_vl":
+        out += _one_frame(m, "ernie45_vl", "a linear layer over one frame's patch (the resampler joins "
+                          "frames)")
     wide = m.vision_spatial_merge_size ** 2 * hv
     split = kind in ("qwen3_vl", "radio", "exaone45")   # the others are Hugging Face's or PyTorch modules, whole
                                                          # on every TP rank
@@ -201,9 +208,7 @@ def _step37_rules(m, tr) -> list[Problem]:
     of image_size / patch_size a side, which the 2-D rotary table (``EncoderRope2D``, built for that grid) also
     bounds: a larger image is refused, a smaller one a multiple of 4 patches a side."""
     out: list[Problem] = []
-    if m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "step37 tower: its patch embedding is a Conv2d over one frame"))
+    out += _one_frame(m, "step37", "a Conv2d over one frame")
     if m.vision_spatial_merge_size != 4:
         out.append(Problem("model.vision_spatial_merge_size", m.vision_spatial_merge_size, "must be 4 for the step37 "
                            "tower: its two stride-2 convolutions join 4 x 4 patches into one token"))
@@ -225,9 +230,7 @@ def _gemma4_rules(m, tr) -> list[Problem]:
     inputs, fixed), and per-axis position tables of vision_num_position_embeddings rows, one row per patch column or
     row (a one-hot lookup): an image side of more patches than rows has no position."""
     out: list[Problem] = []
-    if m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "gemma4 tower: its patch embedding is a linear layer over one frame's patch"))
+    out += _one_frame(m, "gemma4", "a linear layer over one frame's patch")
     if m.vision_in_channels != 3:
         out.append(Problem("model.vision_in_channels", m.vision_in_channels, "must be 3 for the gemma4 tower: "
                            "Gemma4VisionPatchEmbedder takes 3 x patch^2 inputs whatever the config says"))
@@ -244,9 +247,7 @@ def _pixtral_rules(m, tr) -> list[Problem]:
     patch embedding over one frame, and a 2-D rotary table of (image_size / patch_size)^2 positions
     (model.vision_num_position_embeddings, a buffer without weights) that bounds the image side."""
     out: list[Problem] = []
-    if m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "pixtral tower: its patch embedding is a Conv2d over one frame"))
+    out += _one_frame(m, "pixtral", "a Conv2d over one frame")
     per_side = math.isqrt(m.vision_num_position_embeddings)
     if per_side * per_side != m.vision_num_position_embeddings:
         out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings, "must be a "
@@ -266,9 +267,7 @@ def _siglip_rules(m, tr, t: int) -> list[Problem]:
     side's patches by vision_spatial_merge_size (Gemma3VLMultimodalProjector: patches_per_side / tokens_per_side) and
     whose ColumnParallelLinear splits the output width over TP."""
     out: list[Problem] = []
-    if m.vision_temporal_patch_size != 1:
-        out.append(Problem("model.vision_temporal_patch_size", m.vision_temporal_patch_size, "must be 1 for the "
-                           "gemma3_vl tower: its patch embedding is a Conv2d over one frame"))
+    out += _one_frame(m, "gemma3_vl", "a Conv2d over one frame")
     per_side = math.isqrt(m.vision_num_position_embeddings)
     if per_side * per_side != m.vision_num_position_embeddings or per_side % m.vision_spatial_merge_size:
         out.append(Problem("model.vision_num_position_embeddings", m.vision_num_position_embeddings, "must be the "
