@@ -18,7 +18,10 @@ Prints every case (signed error: negative is an under-estimate) and, per source,
 ``--phases`` sets, for each project run whose replayed reserved peak is off by more than ``--phases-over`` per
 cent (3 by default), the measured reserved peak of every phase (per iteration: forward/backward passes, optimizer
 step) beside the replay's phase by phase, and names the first phase where the gap passes 2 % of the measured
-figure: the part of the step the replay's trace misses.
+figure: the part of the step the replay's trace misses. It then lists the runs whose first forward/backward reserved
+more than the replay's by over 0.5 GB (allocated peaks, batch, GPU and weights beside), and the runs whose measured
+allocated peaks agree phase by phase with their reserved figures: how far the GPU's own reserved bytes spread for the
+same allocations.
 """
 
 from __future__ import annotations
@@ -66,12 +69,21 @@ def _reserved_row(c, replay: bool):
 GAP_OPENS = 0.02
 
 
-def _phase_gaps(pc, over: float) -> None:
-    """Per project run off by more than ``over`` %: measured vs replayed reserved peak per phase (GB, 10^9 B)."""
+def _replayed_phases(case: dict) -> tuple:
+    """The replay's per-phase figures of one project run (``validation/project_runs.yaml`` entry), setup left out:
+    ``(name, peak allocated, peak reserved, allocated after)`` in bytes, in order."""
     from estimator.config.load import load_config
     from estimator.memory.assemble import stage_memory
     from estimator.memory.reserved import recording
     from estimator.model.resolve import resolve
+
+    with recording() as seen:
+        stage_memory(resolve(load_config(case["config"])), replay=True)
+    return tuple(p for p in seen[0].phases if not p[0].startswith("setup")) if seen else ()
+
+
+def _phase_gaps(pc, over: float) -> None:
+    """Per project run off by more than ``over`` %: measured vs replayed reserved peak per phase (GB, 10^9 B)."""
     from estimator.validation.project_runs import load_data
 
     raw = {c["id"]: c for c in load_data()["cases"]}
@@ -83,9 +95,7 @@ def _phase_gaps(pc, over: float) -> None:
           f"{GAP_OPENS:.0%} of the measured figure")
     for c in off:
         case = raw[c.id]
-        with recording() as seen:
-            stage_memory(resolve(load_config(case["config"])), replay=True)
-        phases = [p for p in seen[0].phases if not p[0].startswith("setup")] if seen else []
+        phases = _replayed_phases(case)
         measured = []
         for it in case["measured"].get("per_iteration") or ():
             measured += [(f"fwd_bwd@{it['iteration']}", it.get("fwd_bwd_reserved_bytes")),
@@ -99,6 +109,56 @@ def _phase_gaps(pc, over: float) -> None:
             if opens is None and abs(gap) > GAP_OPENS * m:
                 opens = name
         print(f"{c.id:40} {c.reserved_replay_error_pct:+6.2f} %  opens {opens or '-':12} " + "  ".join(cells))
+    _first_pass(raw)
+    _twins(raw)
+
+
+#: Bytes by which the measured first forward/backward's reserved peak must pass the replay's for ``_first_pass``.
+FIRST_PASS_EXCESS = 500_000_000
+
+
+def _first_pass(raw: dict) -> None:
+    """Project runs whose first forward/backward reserved more than the replay by over :data:`FIRST_PASS_EXCESS`
+    bytes while the allocated peaks agree: the excess in GiB (2^30 B) beside the weights' bytes, per batch."""
+    from estimator.validation.project_runs import load_data
+
+    batches = {b["batch"]: b.get("gpu", "") for b in load_data()["batches"]}
+    print("\n== first forward/backward: measured reserved above the replay's by more than "
+          f"{FIRST_PASS_EXCESS / 1e9:g} GB (allocated peaks beside; GiB = 2^30 B)")
+    for cid, case in raw.items():
+        it = (case["measured"].get("per_iteration") or [None])[0]
+        phases = _replayed_phases(case)
+        if not it or not phases or phases[0][0] != "fwd_bwd@1":
+            continue
+        excess = it["fwd_bwd_reserved_bytes"] - phases[0][2]
+        if excess > FIRST_PASS_EXCESS:
+            weight = 4 if case["config"].get("precision", {}).get("params_dtype") == "fp32" else 2
+            print(f"{cid:40} batch {case['batch']} {batches.get(case['batch'], ''):22} excess {excess / 2 ** 30:5.2f} GiB  "
+                  f"allocated {it['fwd_bwd_allocated_bytes'] / 2 ** 30:6.2f} / {phases[0][1] / 2 ** 30:6.2f} GiB  "
+                  f"weights {case['parameters'] * weight / 2 ** 30:5.2f} GiB")
+
+
+def _twins(raw: dict) -> None:
+    """Project runs whose measured allocated peaks agree phase by phase (every iteration's forward/backward and
+    step, to the MiB), with their measured reserved peaks: how far the same allocated figures leave the reserved
+    ones apart on the GPU."""
+    groups: dict = {}
+    for cid, case in raw.items():
+        its = case["measured"].get("per_iteration") or ()
+        key = tuple((i["fwd_bwd_allocated_bytes"] >> 20, i["optimizer_allocated_bytes"] >> 20) for i in its)
+        if key:
+            groups.setdefault(key, []).append(case)
+    print("\n== runs with the same measured allocated peaks phase by phase (to the MiB): measured reserved (GB, "
+          "10^9 B), first forward/backward and whole run")
+    for cases in groups.values():
+        if len(cases) < 2:
+            continue
+        peaks = [c["measured"]["peak_reserved_bytes"] for c in cases]
+        firsts = [c["measured"]["per_iteration"][0]["fwd_bwd_reserved_bytes"] for c in cases]
+        print("  ".join(f"{c['id']} (batch {c['batch']}) {f / 1e9:.2f} / {p / 1e9:.2f}"
+                        for c, f, p in zip(cases, firsts, peaks))
+              + f"   spread {(max(firsts) - min(firsts)) / 1e9:.2f} / {(max(peaks) - min(peaks)) / 1e9:.2f} GB "
+                f"({(max(peaks) - min(peaks)) / min(peaks) * 100:.1f} % of the peak)")
 
 
 def _rows(rows, title: str) -> None:

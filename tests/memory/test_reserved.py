@@ -492,8 +492,44 @@ def test_phase_table_locates_each_miss(capsys):
     from benchmarks.accuracy import _phase_gaps
 
     _phase_gaps(CASES, 3.0)
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("prj-")]
+    table = capsys.readouterr().out.split("\n== first forward/backward")[0]   # the listings after it: tests below
+    rows = [line for line in table.splitlines() if line.startswith("prj-")]
     assert len(rows) == sum(abs(c.reserved_replay_error_pct) > 3.0 for c in CASES)
     fp32 = next(line for line in rows if line.startswith("prj-b1-dense-fp32 "))
     assert "opens fwd_bwd@1" in fp32
     assert "fwd_bwd@1   8.72/" in fp32 and "fwd_bwd@2  11.45/" in fp32
+
+
+def test_twins_show_the_reserved_spread_of_the_same_allocations(capsys):
+    """``benchmarks/accuracy.py --phases``: runs whose measured allocated peaks agree phase by phase are grouped.
+    The dense base model was measured three times (batch 1 on an H200; batches 4 and 7, with --deterministic-mode
+    and --calculate-per-token-loss, on an H100), every phase's allocated peak the same (first forward/backward
+    7,913,163,264 B). Reserved, from validation/project_runs.yaml: first forward/backward 9,393,143,808 B against
+    8,325,693,440 B twice, a spread of 1,067,450,368 B = 1.07 GB; whole run 13,233,029,120, 13,048,479,744 and
+    13,182,697,472 B, a spread of 184,549,376 B = 0.18 GB, 1.4 % of 13,048,479,744 B."""
+    from benchmarks.accuracy import _twins
+    from estimator.validation.project_runs import load_data
+
+    _twins({c["id"]: c for c in load_data()["cases"]})
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("prj-b1-dense-base "))
+    assert "prj-b4-b4-dense-det (batch 4) 8.33 / 13.05" in line
+    assert "prj-b7-b7-dense-per-token-loss (batch 7) 8.33 / 13.18" in line
+    assert line.endswith("spread 1.07 / 0.18 GB (1.4 % of the peak)")
+
+
+def test_first_pass_excess_names_one_of_two_identical_allocations(capsys):
+    """The first forward/backward of ``prj-b1-dense-base`` and ``prj-b4-b4-dense-det`` allocated the same
+    7,913,163,264 B at their peaks but reserved 9,393,143,808 and 8,325,693,440 B, 1.07 GB apart: whatever the replay
+    reads for that model, at most one of them can be within 0.5 GB of it, so the listing (runs more than 0.5 GB above
+    the replay) holds the batch-1 run and not the batch-4 one; the fp32 run's excess (8,724,152,320 B measured) is
+    listed in GiB."""
+    from benchmarks.accuracy import _first_pass
+    from estimator.validation.project_runs import load_data
+
+    _first_pass({c["id"]: c for c in load_data()["cases"]})
+    rows = [x for x in capsys.readouterr().out.splitlines() if x.startswith("prj-")]
+    names = [x.split()[0] for x in rows]
+    assert "prj-b1-dense-base" in names and "prj-b4-b4-dense-det" not in names
+    fp32 = next(x for x in rows if x.startswith("prj-b1-dense-fp32 "))
+    assert "batch 1 NVIDIA H200" in fp32 and " GiB" in fp32
