@@ -372,7 +372,8 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
                     saved = a_part + m_part
                 e_part = (extras.embedding + (vis.activations if vis is not None else 0)) if c_emb else 0
                 o_part = loss_act if c_loss else 0
-                t_part = n_mtp * extras.mtp if n_mtp else 0
+                # with mtp_hsm, each MTP depth after the chunk's first keeps the mixing's draw (activations.hsm_bytes)
+                t_part = n_mtp * extras.mtp + (n_mtp - 1) * extras.mtp_hsm if n_mtp else 0
                 kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
                 saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
                 chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))

@@ -88,6 +88,8 @@ VARIANTS = {
     "model.final_logit_softcapping": (make_config(MODEL), {"model": {"final_logit_softcapping": 30.0}}),
     "model.mtp_dense_mlp": (make_config({**MOE, "mtp_num_layers": 1}), {"model": {"mtp_dense_mlp": True}}),
     "model.parallel_mamba_attention": (make_config(MODEL), {"model": {"parallel_mamba_attention": True}}),
+    "model.use_mamba_mem_eff_path": (make_config({**MODEL, "parallel_mamba_attention": True}),
+                                     {"model": {"use_mamba_mem_eff_path": False}}),
     "model.mamba_gated_norm": (make_config({**MODEL, "parallel_mamba_attention": True}),
                                {"model": {"mamba_gated_norm": False}}),
     "model.global_attention_freq": (make_config(MODEL), {"model": {"global_attention_freq": 2,
