@@ -871,6 +871,12 @@ class TrainingConfig:
                                           "of recomputed layers per stage (block). Not the number of layers "
                                           "kept.", type="int", min=0, max=MAX_LAYERS, derived="1 with full recompute",
                                           flag="--recompute-num-layers")
+    mhc_recompute_layer_num: int | None = _f(None, "With the mhc recompute module: layers per mHC recompute group. "
+                                             "Each group discards its hyper-connections' streams and replays "
+                                             "them all at once when its backward pass starts, keeping only the "
+                                             "streams between groups. Null: one group per pipeline chunk.",
+                                             type="int", min=1, max=MAX_LAYERS,
+                                             derived="every layer of the chunk")
     recompute_modules: list[str] | None = _f(None, "With selective recompute: the modules recomputed "
                                              "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
                                              "shared_experts; mhc: the hyper-connections' streams and the norms "
