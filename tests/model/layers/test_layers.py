@@ -342,3 +342,15 @@ def test_linear_shapes_are_the_linear_weights(name):
             assert sum(o * i * n for o, i, n in experts) == exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep
         else:
             assert experts == () or r.cfg.model.add_bias_linear
+
+
+def test_hybrid_mtp_hidden_state_mixing():
+    """A hybrid pattern's MTP depths count for mtp_hsm: 'M-/M-/M-' has 2 depths, the second keeps the draw, 9 B per
+    token (int64 gather index + bool where condition; multi_token_prediction.py _mix_hidden_state_history) x 256
+    tokens = 2304 B; 'M-/M-' has one depth, nothing to mix: an error naming the field."""
+    def mtp(pattern, hsm):
+        cfg = make_config(dict(HYBRID, hybrid_layer_pattern=pattern, mtp_hsm=hsm), training={"seq_length": 256})
+        return estimate(cfg).stages[-1].activations["mtp"]
+    assert mtp("M-/M-/M-", True) - mtp("M-/M-/M-", False) == 9 * 256 == 2304
+    with pytest.raises(ConfigError, match="mtp_hsm"):
+        load_config(make_config(dict(HYBRID, hybrid_layer_pattern="M-/M-", mtp_hsm=True)))
