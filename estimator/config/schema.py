@@ -308,6 +308,10 @@ class ModelConfig:
     mtp_use_repeated_layer: bool = _f(False, "Build one MTP layer and apply it at every MTP depth (Nemotron 3 "
                                       "Super): the weights, gradients and optimizer states of one MTP layer, the "
                                       "activations of every depth.", type="bool", flag="--mtp-use-repeated-layer")
+    mtp_hsm: bool = _f(False, "MTP hidden-state mixing (needs mtp_num_layers >= 2): every MTP depth after the first "
+                       "takes each token's input from the main model's or an earlier depth's hidden state, drawn at "
+                       "random; each such depth keeps 9 B per token (the draw's int64 indices and a bool mask) for "
+                       "the backward pass.", type="bool", flag="--mtp-hsm")
     # famA (issue 27): K-EXAONE (EXAONE MoE)
     mtp_dense_mlp: bool = _f(False, "K-EXAONE: the MTP layers hold a dense MLP of ffn_hidden_size where the last "
                              "decoder layer holds an MoE (Megatron-Bridge's build_exaone_moe_layer_spec gives Megatron-"
@@ -344,6 +348,12 @@ class ModelConfig:
                                         "fields) and self-attention side by side on one shared RMSNorm, adds their "
                                         "outputs, then a dense MLP (Megatron-Bridge's FalconH1Layer). Megatron-LM has "
                                         "no flag for it.", type="bool")
+    use_mamba_mem_eff_path: bool = _f(True, "Mamba-2: the fused scan (mamba_split_conv1d_scan_combined), which keeps "
+                                      "the in_proj output and recomputes the rest. False (Megatron-LM "
+                                      "--disable-mamba-mem-eff-path): the unfused convolution and chunked scan, which "
+                                      "keep their own copies of x, B, C, dt, the convolution input and the fp32 "
+                                      "decay cumsum (about (di + 2 g N) x 2 B + nh x 4 B more per token and layer, "
+                                      "widths per TP rank).", type="bool")
     mamba_gated_norm: bool = _f(True, "The Mamba-2 mixer's gated RMSNorm over its inner width (Megatron-Core "
                                 "MambaMixer rmsnorm; Falcon-H1's mamba_rms_norm). False: the scan output is gated by "
                                 "z with no norm weights. Megatron-LM has no flag for it.", type="bool")
@@ -861,6 +871,12 @@ class TrainingConfig:
                                           "of recomputed layers per stage (block). Not the number of layers "
                                           "kept.", type="int", min=0, max=MAX_LAYERS, derived="1 with full recompute",
                                           flag="--recompute-num-layers")
+    mhc_recompute_layer_num: int | None = _f(None, "With the mhc recompute module: layers per mHC recompute group. "
+                                             "Each group discards its hyper-connections' streams and replays "
+                                             "them all at once when its backward pass starts, keeping only the "
+                                             "streams between groups. Null: one group per pipeline chunk.",
+                                             type="int", min=1, max=MAX_LAYERS,
+                                             derived="every layer of the chunk")
     recompute_modules: list[str] | None = _f(None, "With selective recompute: the modules recomputed "
                                              "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
                                              "shared_experts; mhc: the hyper-connections' streams and the norms "

@@ -63,7 +63,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "megatron_fsdp_max_pool_double_buffer", "cuda_graph_modules", "cuda_graph_scope_deprecated",
                   "external_cuda_graph", "moe_enable_deepep", "use_layer_wise_param_layout", "moe_deepep_num_sms",
                   "moe_hybridep_num_sms", "masked_softmax_fusion", "create_attention_mask_in_dataloader",
-                  "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
+                  "use_mamba_mem_eff_path", "linear_attention_freq", "hybrid_layer_pattern", "hybrid_override_pattern",
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
                   "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad",
                   "heterogeneous_layers_config_path", "te_precision_config_file",
@@ -657,6 +657,8 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
     for name in ("gradient_accumulation_fusion", "masked_softmax_fusion", "create_attention_mask_in_dataloader"):
         if name in raw:   # store_false flags (--no-...)
             tr[name] = False
+    if "use_mamba_mem_eff_path" in raw:     # --disable-mamba-mem-eff-path (store_false)
+        m["use_mamba_mem_eff_path"] = False
     if "use_flash_attn" in raw:
         tr.setdefault("attention_backend", "flash")
     if "sft" in raw:

@@ -264,6 +264,8 @@ def to_megatron_args(config) -> list[str]:
         add("--no-masked-softmax-fusion")
     if not tr.create_attention_mask_in_dataloader:
         add("--no-create-attention-mask-in-dataloader")
+    if not m.use_mamba_mem_eff_path:
+        add("--disable-mamba-mem-eff-path")
     for name in ("overlap_grad_reduce", "overlap_param_gather"):
         if getattr(tr, name):
             add(_flag(name))

@@ -75,6 +75,13 @@ _put(_M, "dsa_indexer_topk_freq dsa_indexer_skip_topk_offset", "DeepSeek sparse 
 _put(_M, "dsa_indexer_use_sparse_loss", "DeepSeek sparse attention's sparse indexer loss: with shared top-k and "
      "the cuDNN kernels, the fused top-k-with-loss kernel keeps only the indexer's gradients")
 _put(_M, "mtp_use_repeated_layer", "one MTP layer built and applied at every MTP depth")
+_put(_M, "mtp_hsm", "hidden-state mixing in the MTP layers (2+ MTP layers): each depth after the first keeps the "
+     "draw's int64 indices and a bool mask, 9 B per token, for its backward pass (estimator/memory/activations.py "
+     "hsm_bytes); the stacked, rolled copies of the earlier depths its forward makes are freed before the output "
+     "layer runs")
+_put(_M, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path): the "
+     "convolution's input and the fp32 decay cumsum kept besides copies of x, B, C, dt and z "
+     "(estimator/model/layers/mamba.py)")
 _put(_M, "hybrid_layer_pattern hybrid_override_pattern mtp_hybrid_override_pattern mamba_state_dim mamba_head_dim "
      "mamba_num_groups mamba_num_heads", "the hybrid model's layers (Mamba-2, attention, MLP, MoE, gated delta "
      "net), its pipeline segments and MTP layers")
@@ -441,11 +448,6 @@ _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_
      "generalised tensor-parallel weight sharding (GTP) is not modelled")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
-_put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers (multi_token_prediction.py, training with 2+ MTP "
-     "layers) is not modelled: for the backward pass each depth after the first keeps only gather indices and a "
-     "selection mask (about 9 B per token), but its forward stacks, reshapes and rolls copies of the earlier depths' "
-     "hidden states (up to 3 x (depth - 1) x 2 B per token and hidden element), a transient the MTP block's forward "
-     "is not modelled with")
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
      "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
      "(estimator/memory/loss.py)")
@@ -474,12 +476,13 @@ _put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled ex
      "converts it), the same bytes as now, but the stream itself, the pipeline's received inputs kept per "
      "micro-batch (fp32, beside the first layer's bf16 copy), full-recompute checkpoints (4 B per element) and the "
      "backward pass's residual gradients become fp32, which the working sets do not follow")
-_put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
-     "other tensors and is not modelled (Megatron-Core does not test it for training)")
-_put(_R, "enable_mhc_connections", "Megatron-LM's multi-stream (mHC) residual connections are not modelled: at "
-     "this revision HyperConnectionModule computes its projection, aggregation and H_res mixing in torch.compile'd "
-     "functions, whose saved tensors the compiler's partitioner picks; the estimator models the dev branch's mHC "
-     "(model.enable_hyper_connections, which Megatron-Bridge's DeepSeek-V4 sets)")
+_put(_R, "enable_mhc_connections", "pretrain_gpt.py cannot build a model with Megatron-LM's multi-stream (mHC) "
+     "residual connections at this revision: no layer spec in megatron/core/models builds "
+     "HyperConnectionTransformerLayer (only Megatron-Core's unit tests assemble one), so the GPT layer spec's "
+     "TransformerLayer raises ValueError ('does not implement mHC residual streams'), and a custom --spec is "
+     "refused; Megatron-Core main's mHC also rejects pipeline parallelism, MTP, MoE layers, full recompute and fp32 "
+     "residuals. The estimator models the dev branch's mHC (model.enable_hyper_connections, which Megatron-Bridge's "
+     "DeepSeek-V4 sets)")
 _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for benchmarks) makes a routing imbalance "
      "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
      "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")

@@ -43,8 +43,8 @@ from ..model.quant_recipe import KindQuant, kind_quant, mtp_quant
 from ..model.resolve import Resolved
 from .loss import loss_buffers
 
-__all__ = ["LayerActivations", "context", "held_per_layer", "layer_activations", "mtp_activations", "stage_extras",
-           "with_quant"]
+__all__ = ["LayerActivations", "context", "held_per_layer", "hsm_bytes", "layer_activations", "mtp_activations",
+           "stage_extras", "with_quant"]
 
 
 class LayerActivations(NamedTuple):
@@ -182,6 +182,28 @@ class StageExtras(NamedTuple):
     logits_peak: int     # the loss chunk: logits the loss keeps for its backward
     mtp: int             # the MTP chunk, per MTP layer: its norms, eh_proj input, transformer layer, final norm
     mtp_logits: int      # the loss chunk, per MTP layer: its logits (process_mtp_loss runs the output layer)
+    mtp_hsm: int = 0     # the MTP chunk, per MTP depth after its first: hidden-state mixing's draw (hsm_bytes)
+
+
+def hsm_bytes(r: Resolved) -> int:
+    """What MTP hidden-state mixing (``mtp_hsm``) keeps for the backward pass at one MTP depth after the first, for
+    one micro-batch: ``9 Tn`` bytes.
+
+    Megatron-LM @ d98e8a64 : megatron/core/transformer/multi_token_prediction.py ``MultiTokenPredictionBlock.forward``
+    and ``_mix_hidden_state_history``, in training with 2+ MTP layers. At depth k >= 1 it stacks the k earlier hidden
+    states (the main model's and depths 1..k-1), rolls them one token on (``roll_tensor``: ``torch.roll``, zeroed
+    last slot; no saved tensor), draws one index in 0..k per local token (int64) and picks that state per token:
+    ``torch.gather`` saves its index (the clamped draw, 8 B per token; the index is an expanded view of it) and
+    ``torch.where`` its condition (``use_newest``, 1 B per token). The picked state replaces the previous depth's
+    output as the MTP layer's input, the same size, which the MTP layer's norm saves as before. Tokens: the rank's
+    Tn = s b / cp (/ t under sequence parallelism), as the MTP block's hidden states are sharded.
+
+    Not counted: the forward transients (the stacked copy, its permuted contiguous copy and the rolled copy, 3 k x
+    2 B per token and hidden element at depth k, and a k-byte-per-token "all zero" mask), freed when the MTP block's
+    forward returns, before the output layer computes the logits."""
+    if not (r.mtp > 1 and r.cfg.model.mtp_hsm):
+        return 0
+    return 9 * _tokens(r)[1]
 
 
 def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras:
@@ -201,7 +223,8 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
         # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
         mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
-    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0)
+    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0,
+                       mtp_hsm=hsm_bytes(r) if mtp else 0)
 
 
 def held_per_layer(tr, acts: list) -> list:

@@ -32,7 +32,7 @@ from ..config.derived import compute_capability, effective_overload_factor, gpu_
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
-from ..model.layers import kimi, kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.layers import hyper_connection, kimi, kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
 from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose
 from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
@@ -104,6 +104,9 @@ def chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[
                     rec = a.recompute_peak
         if r.attn_res:      # Kimi K3: the packed prefix and AttnRes bank a later stage receives
             att += kimi.boundary_bytes(r, layers.start, context(r))
+        if r.hc:            # mHC recompute groups: their input streams, and the replay of a whole group
+            kept, work = hyper_connection.recompute_groups(r, context(r), len(layers))
+            att, rec = att + kept, max(rec, work)
         return att + mlp, att, mlp, rec
     kinds = [acts[r.layer_kinds[i]] for i in layers]
     held = sum(held_per_layer(tr, kinds))
@@ -369,10 +372,14 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
                     a0 = acts[0]
                     a_part, m_part = n * a0.attention, n * a0.mlp
                     rec = a0.recompute_peak if n else 0
+                    if r.hc:    # mHC recompute groups (as chunk_activations)
+                        kept, work = hyper_connection.recompute_groups(r, context(r), n)
+                        a_part, rec = a_part + kept, max(rec, work)
                     saved = a_part + m_part
                 e_part = (extras.embedding + (vis.activations if vis is not None else 0)) if c_emb else 0
                 o_part = loss_act if c_loss else 0
-                t_part = n_mtp * extras.mtp if n_mtp else 0
+                # with mtp_hsm, each MTP depth after the chunk's first keeps the mixing's draw (activations.hsm_bytes)
+                t_part = n_mtp * extras.mtp + (n_mtp - 1) * extras.mtp_hsm if n_mtp else 0
                 kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
                 saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
                 chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))

@@ -108,6 +108,7 @@ def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None =
         a = chunk_activations(r, c.layers, counts, acts)[0]
         a += chunk_mask_bytes(r, bool(c.embedding or c.loss), len(c.layers))[0]
         a += (emb if c.embedding else 0) + (loss_act if c.loss else 0) + len(c.mtp) * extras.mtp
+        a += max(len(c.mtp) - 1, 0) * extras.mtp_hsm      # mtp_hsm: each depth after the chunk's first
         out.append(a)
     return out
 

@@ -337,6 +337,23 @@ def test_layout_with_a_standalone_mtp_stage_by_hand():
                   "microbatches_in_flight": 1}]
 
 
+def test_mtp_hidden_state_mixing_keeps_its_draw_per_depth_after_the_first():
+    """mtp_hsm with 3 MTP layers, s 2048, b 1, TP 1, PP 1 (one micro-batch in flight): Megatron-LM @ d98e8a64 :
+    multi_token_prediction.py _mix_hidden_state_history, at MTP depths 2 and 3 (depth 1 has nothing to mix):
+    torch.gather keeps its index, the clamped int64 draw, 8 B x 2048 tokens = 16,384 B, and torch.where its bool
+    condition, 1 B x 2048 = 2,048 B: 18,432 B a depth, 36,864 B for the two. stack, permute/reshape and roll save
+    nothing; the mixed state the MTP layer's hnorm saves replaces the previous depth's output (same size). Under
+    sequence parallelism at TP 2 the MTP block holds 1,024 tokens: 18,432 B for the two depths."""
+    def mtp_act(hsm, tp=1):
+        e = est(model={"mtp_num_layers": 3, "mtp_hsm": hsm}, parallelism={"tensor_model_parallel_size": tp},
+                training={"world_size": tp, "sequence_parallel": tp > 1})
+        return e.stages[-1].activations["mtp"]
+    assert mtp_act(True) - mtp_act(False) == 2 * (8 + 1) * 2048 == 36_864
+    assert mtp_act(True, 2) - mtp_act(False, 2) == 2 * 9 * 1024 == 18_432
+    with pytest.raises(ConfigError, match=r"mtp_hsm.*needs mtp_num_layers >= 2"):
+        est(model={"mtp_num_layers": 1, "mtp_hsm": True})
+
+
 def test_mtp_on_the_last_stage_keeps_an_embedding_copy_even_when_tied():
     """Tied embeddings, PP 2, 1 MTP layer on the last stage: GPTModel builds the MTP's embedding (mtp_process)
     and the output layer's own weight (not pre_process), two vocabulary matrices: 2 * LAYER + h + 2 * EMB + the

@@ -142,6 +142,9 @@ def dsv4_problems(cfg) -> list[Problem]:
     if mhc and "mlp" in tr.recompute_modules:
         add("training.recompute_modules", list(tr.recompute_modules), "mhc cannot be used with mlp "
             "(TransformerConfig)")
+    if tr.mhc_recompute_layer_num is not None and not mhc:
+        add("training.mhc_recompute_layer_num", tr.mhc_recompute_layer_num, "applies only with selective "
+            "recompute of mhc (training.recompute_modules)")
     if m.enable_hyper_connections and m.hybrid_layer_pattern is not None:
         add("enable_hyper_connections", True, "is modelled for GPT models only (not with hybrid_layer_pattern)")
     if m.moe_n_hash_layers:

@@ -116,7 +116,8 @@ def mimo_problems(cfg, pattern) -> list[Problem]:
 
 
 def k_exaone_problems(m) -> list[Problem]:
-    """K-EXAONE's dense MTP layers (``mtp_dense_mlp``): only under a GPT model with MTP layers."""
+    """The MTP layers' options: K-EXAONE's dense MTP layers (``mtp_dense_mlp``) only under a GPT model with MTP
+    layers, and hidden-state mixing (``mtp_hsm``) only with two MTP depths or more."""
     out: list[Problem] = []
 
     def add(field, value, msg):
@@ -127,6 +128,10 @@ def k_exaone_problems(m) -> list[Problem]:
                             or m.experimental_attention_variant is not None):
         add("mtp_dense_mlp", True, "needs mtp_num_layers > 0 in a GPT model without hybrid_layer_pattern, "
             "heterogeneous_layers_config or an experimental attention variant (K-EXAONE's dense MTP layers)")
+    if m.mtp_hsm and m.hybrid_layer_pattern is None and (m.mtp_num_layers or 0) < 2:
+        # Megatron-LM @ d98e8a64 : transformer_config.py __post_init__ (a hybrid pattern's MTP depths: hybrid.py)
+        add("mtp_hsm", True, f"needs mtp_num_layers >= 2 (got {m.mtp_num_layers}): with one MTP depth there is "
+            "nothing to mix (TransformerConfig)")
     return out
 
 

@@ -30,6 +30,10 @@ def hybrid_problems(cfg) -> list[Problem]:
     if pattern is not None and not pattern_problems(pattern):
         p = parse(pattern)
         symbols = p.layers + p.mtp
+        if m.mtp_hsm and p.mtp_depths < 2:
+            # transformer_config.py __post_init__: mtp_num_layers (the pattern's MTP depths) >= 2
+            add("mtp_hsm", True, f"needs at least 2 MTP depths in hybrid_layer_pattern (got {p.mtp_depths}): with "
+                "one there is nothing to mix (TransformerConfig)")
         # arguments.py and hybrid_layer_allocation.py: the pattern decides every layer's kind.
         if m.num_experts is not None and "E" not in symbols:
             add("num_experts", m.num_experts, "a hybrid model has MoE layers only where its pattern has E")
@@ -63,6 +67,10 @@ def hybrid_problems(cfg) -> list[Problem]:
         if cp > 1 and (heads % (t * cp) or m.mamba_num_groups % (t * cp) and (t * cp) % m.mamba_num_groups):
             add("mamba_num_heads", heads, f"Mamba heads ({heads}) and groups ({m.mamba_num_groups}) must split "
                 f"over tensor x context parallel ranks ({t * cp}) (MambaContextParallel)")
+    if not m.use_mamba_mem_eff_path and cp > 1 and not m.mamba_gated_norm:
+        # mamba_mixer.py MambaMixer._static_prefill: the unfused scan's own gated norm would run on a CP rank's heads
+        add("use_mamba_mem_eff_path", False, f"false needs mamba_gated_norm true with context_parallel_size {cp} "
+            "(MambaMixer: context parallelism is not supported without the fused scan and without the gated norm)")
     variant = m.experimental_attention_variant
     dsa = variant == "dsa"
     v4 = variant == "dsv4_hybrid"

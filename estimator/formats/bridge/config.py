@@ -98,7 +98,8 @@ DEV_MODEL_FIELDS = {
     "mhc_init_gating_factor": ("no_effect", "an initial value", None),
     "actual_vocab_size": ("no_effect", "the hash routing table's vocabulary (a buffer, not trained)", None),
     "csa_dense_mode": ("refused", "dense compressed attention without the indexer is not modelled", None),
-    "mhc_recompute_layer_num": ("refused", "the mHC recompute groups are not modelled", None),
+    "mhc_recompute_layer_num": ("modelled", "mHC: layers per recompute group (each keeps its input streams and "
+                                "replays at once)", "mhc_recompute_layer_num"),
 }
 
 
@@ -529,6 +530,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                                    p.message + (f" (Megatron-LM's {p.field})" if p.field in origin else ""))
                            for p in exc.problems]) from None
     config = imp.config
+    if "mhc_recompute_layer_num" in dev:     # a recompute setting: the schema's training section
+        config.setdefault("training", {})["mhc_recompute_layer_num"] = dev.pop("mhc_recompute_layer_num")
     config.setdefault("model", {}).update(dev)
     if quant is not None:
         config.setdefault("precision", {})["quant_recipe"] = quant

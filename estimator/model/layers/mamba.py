@@ -44,6 +44,25 @@ chunk states and C B^T in its backward. Those are the backward working set here:
     + 2 x 4 b nh / t' s          dt and its cumulative sum (fp32)
 
 with t' = t cp: under context parallelism the scan runs over the whole sequence on nh / (t cp) heads.
+
+Without the fused scan (``use_mamba_mem_eff_path`` false, Megatron-LM ``--disable-mamba-mem-eff-path``;
+Megatron-LM @ d98e8a64 : megatron/core/ssm/mamba_mixer.py ``MambaMixer._static_prefill``, which the mixer warns is not
+tested for training) the convolution and the chunked scan are separate autograd functions, each saving its own
+contiguous copy of its inputs, and zxBCdt itself is kept by nobody::
+
+    B T (di + 2 g N) / t          the convolution's input (xBC transposed; causal_conv1d's CausalConv1dFn saves x)
+    + B T (di + 2 g N + nh) / t   x, B, C and dt as the chunked scan saves them (mamba_ssm
+                                  MambaChunkScanCombinedFn: out or out_x, x, dt, dA_cumsum, A, B, C, D, z, dt_bias)
+    + 4 b nh / t' (s / 128) 128   dA_cumsum, the cumulative decay per chunk (fp32)
+    + B T di / t                  the scan's output (out; out_x with mamba_gated_norm false, when the scan gates by z)
+    + B T di / t                  z: the gated norm's gate (its input y and rstd as above), or with mamba_gated_norm
+                                  false the scan's own copy of z
+
+against the fused path's B T (2 di + 2 g N + nh) / t + B T di / t (zxBCdt and out_x): B T (di + 2 g N) / t + 4 T nh / t
+more per layer (the chunk padding aside), with or without the gated norm. Assumed: causal_conv1d is installed (without
+it ``nn.Conv1d`` and SiLU keep the convolution's output too, another B T (di + 2 g N) / t); the backward working set is
+taken as the fused path's (the gradients of x, B, C, dt and of the convolution's input in place of zxbcdt's and the
+recomputed convolution output; the chunk states and C B^T alike).
 """
 
 from __future__ import annotations
@@ -109,6 +128,10 @@ def activations(r, c: Ctx) -> Part:
     saved = norm_keep + B * T * in_w // t + B * T * di // t + gated_norm + out_in
     tc = t * r.cp
     chunks = -(-r.s // CHUNK_SIZE)
+    if not r.cfg.model.use_mamba_mem_eff_path:
+        # the unfused convolution and scan (module docstring): the convolution's input once more and the fp32
+        # cumulative decay, zxBCdt's other pieces as the scan's and the gated norm's own copies
+        saved += B * T * conv // t + 4 * r.b * (r.mamba.heads // tc) * chunks * CHUNK_SIZE
     scan = (8 * r.b * chunks * (r.mamba.heads // tc) * r.mamba.head_dim * r.mamba.state
             + 4 * r.b * chunks * max(r.mamba.groups // tc, 1) * CHUNK_SIZE * CHUNK_SIZE
             + 8 * r.b * (r.mamba.heads // tc) * r.s)

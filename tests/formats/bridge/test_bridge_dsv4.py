@@ -60,9 +60,18 @@ def test_the_count_matches_the_hf_importer_path():
 
 def test_refused_fields_are_named():
     with pytest.raises(BridgeRefusedError) as e:
-        _read(csa_dense_mode=True, mhc_recompute_layer_num=2)
-    text = str(e.value)
-    assert "model.csa_dense_mode" in text and "model.mhc_recompute_layer_num" in text
+        _read(csa_dense_mode=True)
+    assert "model.csa_dense_mode" in str(e.value)
+
+
+def test_mhc_recompute_groups_reach_the_training_section():
+    """model.mhc_recompute_layer_num (refused before mhc29) is the schema's training.mhc_recompute_layer_num, a
+    recompute setting; without mhc recompute it is an error naming the field."""
+    imp = _read(recompute_granularity="selective", recompute_modules=["mhc"], mhc_recompute_layer_num=2)
+    assert imp.config["training"]["mhc_recompute_layer_num"] == 2
+    load_config(imp.config)
+    with pytest.raises(Exception, match="mhc_recompute_layer_num"):
+        load_config(_read(mhc_recompute_layer_num=2).config)
 
 
 def test_overrides_accept_the_fields():

@@ -200,3 +200,40 @@ def test_mhc_recompute_discards_the_streams_and_the_aggregate():
         load_config(make_config({**TINY, **hc}, {}, {"seq_length": 16, "world_size": 1,
                                                      "recompute_granularity": "selective",
                                                      "recompute_modules": ["mhc", "mlp"]}))
+
+
+def test_hyper_connection_dropout_mask_spans_the_streams():
+    """hidden_dropout 0.1, n = 2, T = 16, h 64: the bias-dropout-add after the H_post merge runs on the n-stream sum
+    (Megatron-LM @ d48bd6be (dev) : hyper_connection.py _fused_h_res_h_post_bda_native falls back to
+    get_bias_dropout_add on [s, b, n h] when dropout is on), so its bool mask is 2 x 16 x 64 = 2048 B per module, not
+    the 16 x 64 = 1024 B of a plain layer: 1024 B more per module, 2048 per layer. With mhc recompute the merge runs
+    inside the checkpoint and keeps no mask: 1024 B less per module than the plain layer's count."""
+    hc = {"enable_hyper_connections": True, "num_residual_streams": 2, "use_fused_mhc": True}
+    def hc_saved(dropout, training=None):
+        r = _resolved({**hc, "hidden_dropout": dropout}, training)
+        return hyper_connection.activations(r, context(r), True).saved
+    assert hc_saved(0.1) - hc_saved(0.0) == 2 * 1024
+    sel = {"recompute_granularity": "selective", "recompute_modules": ["mhc"]}
+    assert hc_saved(0.1, sel) - hc_saved(0.0, sel) == -2 * 1024
+
+
+@pytest.mark.parametrize("k, kept, work", [(None, 4096, 49_152), (2, 8192, 32_768), (1, 12_288, 16_384)])
+def test_mhc_recompute_groups_keep_their_inputs_and_replay_at_once(k, kept, work):
+    """recompute_modules [mhc], the three layers of TINY on one chunk, n = 2, T = 16, h 64, bf16, no dropout.
+    Megatron-LM @ d48bd6be (dev) : transformer_block.py _build_mhc_recompute_layer_plan makes groups of
+    mhc_recompute_layer_num layers (one group of all 3 by default); each group's input streams stay (the expansion
+    of the embedding, or the previous group's last MLP-side merge, which is not checkpointed):
+    2 x 16 x 2 x 64 = 4096 B per group. The group's last output carries a hook that replays every checkpoint of the
+    group at once: per layer, per module, the streams 4096, the aggregation's output 2048 and the norm's output 2048,
+    2 x 8192 = 16,384 B; k layers at once. Groups of 3: kept 4096, replay 3 x 16,384 = 49,152; of 2 (2 + 1 layers):
+    8192 and 32,768; of 1: 12,288 and 16,384. PP 1, one micro-batch in flight: the stage keeps the difference."""
+    hc = {"enable_hyper_connections": True, "num_residual_streams": 2, "use_fused_mhc": True}
+    sel = {"recompute_granularity": "selective", "recompute_modules": ["mhc"], "mhc_recompute_layer_num": k}
+    r = _resolved(hc, sel)
+    assert hyper_connection.recompute_groups(r, context(r), 3) == (kept, work)
+    from estimator import estimate
+    def acts(kk):
+        cfg = make_config({**TINY, **hc}, {}, {"seq_length": 16, "world_size": 1, **sel,
+                                               "mhc_recompute_layer_num": kk})
+        return estimate(cfg).stages[0].activations_bytes
+    assert acts(k) - acts(None) == kept - 4096

@@ -14,7 +14,7 @@ from estimator import (ConfigError, UnsupportedError, count_parameters_of, estim
                        load_config, load_preset)
 from estimator.memory.activations import layer_activations
 from estimator.model.layers import LayerKind
-from estimator.formats.megatron_args import read_megatron_args
+from estimator.formats.megatron_args import read_megatron_args, to_megatron_args
 from estimator.model.resolve import resolve
 from tests.conftest import make_config
 
@@ -63,6 +63,27 @@ def test_mamba_activations_by_hand():
     assert a.attention == 415_744 and a.mlp == 0
     assert a.backward_peak == 528_384
     assert a.checkpoint == 2 * 256 * 64
+
+
+def test_mamba_without_the_fused_scan_by_hand():
+    """use_mamba_mem_eff_path false (--disable-mamba-mem-eff-path; Megatron-LM @ d98e8a64 : mamba_mixer.py
+    MambaMixer._static_prefill), the case above (s 256, b 1, TP 1, bf16, di 128, g 2, N 8, nh 8, 2 chunks of 128):
+    input norm in and out 65,536; the convolution's input, xBC transposed, 2*256*160 = 81,920 (causal_conv1d saves
+    it); the chunked scan's x 2*256*128 = 65,536, B and C 2*2*256*16 = 16,384, dt 2*256*8 = 4,096 and fp32
+    dA_cumsum 4*1*8 heads*2*128 = 8,192; its output 65,536; the gated norm's input y 65,536, gate z 65,536 and rstd
+    4*256*2 = 2,048; out_proj's input 65,536: 505,856 B, 90,112 more than the fused path's 415,744. Each rule and
+    the Megatron-LM flag: context parallelism needs the gated norm on this path (MambaMixer asserts it)."""
+    a = _acts(dict(HYBRID, use_mamba_mem_eff_path=False), LayerKind("mamba", ""))
+    assert a.attention == 505_856 == 415_744 + 90_112
+    with pytest.raises(ConfigError, match="use_mamba_mem_eff_path"):
+        load_config(make_config(dict(HYBRID, use_mamba_mem_eff_path=False, mamba_gated_norm=False),
+                                {"context_parallel_size": 2}, {"world_size": 2}))
+    imp = read_megatron_args("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 256 "
+                             "--max-position-embeddings 256 --vocab-size 256 --hybrid-layer-pattern M- --bf16 "
+                             "--mamba-num-heads 8 --mamba-head-dim 16 --mamba-num-groups 2 --mamba-state-dim 8 "
+                             "--disable-mamba-mem-eff-path", world_size=1)
+    assert imp.config["model"]["use_mamba_mem_eff_path"] is False
+    assert "--disable-mamba-mem-eff-path" in to_megatron_args(imp.config)
 
 
 def test_mamba_rules_follow_mamba_mixer():
@@ -260,8 +281,7 @@ def test_megatron_lm_hybrid_flags():
 
 def test_megatron_lm_refuses_what_is_not_modelled():
     from estimator.formats.megatron_args import RefusedFlagsError
-    with pytest.raises(RefusedFlagsError, match="disable-mamba-mem-eff-path"):
-        read_megatron_args("--hybrid-layer-pattern M- --disable-mamba-mem-eff-path", world_size=1)
+    # --disable-mamba-mem-eff-path is modelled since mhc29 (test_mamba_without_the_fused_scan_by_hand)
     with pytest.raises(RefusedFlagsError, match="experimental-attention-variant gdn2"):
         read_megatron_args("--experimental-attention-variant gdn2", world_size=1)
 
@@ -322,3 +342,15 @@ def test_linear_shapes_are_the_linear_weights(name):
             assert sum(o * i * n for o, i, n in experts) == exp.sharded // (r.ep * r.etp) + exp.replicated // r.ep
         else:
             assert experts == () or r.cfg.model.add_bias_linear
+
+
+def test_hybrid_mtp_hidden_state_mixing():
+    """A hybrid pattern's MTP depths count for mtp_hsm: 'M-/M-/M-' has 2 depths, the second keeps the draw, 9 B per
+    token (int64 gather index + bool where condition; multi_token_prediction.py _mix_hidden_state_history) x 256
+    tokens = 2304 B; 'M-/M-' has one depth, nothing to mix: an error naming the field."""
+    def mtp(pattern, hsm):
+        cfg = make_config(dict(HYBRID, hybrid_layer_pattern=pattern, mtp_hsm=hsm), training={"seq_length": 256})
+        return estimate(cfg).stages[-1].activations["mtp"]
+    assert mtp("M-/M-/M-", True) - mtp("M-/M-/M-", False) == 9 * 256 == 2304
+    with pytest.raises(ConfigError, match="mtp_hsm"):
+        load_config(make_config(dict(HYBRID, hybrid_layer_pattern="M-/M-", mtp_hsm=True)))
