@@ -66,7 +66,7 @@ from estimator.formats.bridge.catalog import REVISION, SECTIONS  # noqa: E402
 from estimator.formats.bridge.config import DEV_MODEL_FIELDS, _RENAMED, _is_off  # noqa: E402
 from estimator.formats.bridge.field_classes import (  # noqa: E402
     ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
-from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD, hf_tower  # noqa: E402
+from estimator.formats.bridge.multimodal import GRAPH_IMPLS, MULTIMODAL, TRAINING_FIELD, hf_tower, is_off  # noqa: E402
 from estimator.formats.bridge.wan import DATASET_FIELDS as WAN_DATASET_FIELDS  # noqa: E402
 from estimator.formats.bridge.wan import MODEL_FIELDS as WAN_MODEL_FIELDS, is_wan  # noqa: E402
 from estimator.formats.bridge.providers import PROVIDER_FIELDS, judge_provider_field  # noqa: E402
@@ -464,12 +464,18 @@ def judge(section: str, field: str, value, tower: bool = False, graph_impl="none
         kind, why = judge_provider_field(field, {"use_dist_train": True} if value is UNKNOWN else value)
         return ("refused", why) if kind == "refused" else None
     if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
+        if field == "vision_cuda_graph_impl" and value is not UNKNOWN and value not in (*GRAPH_IMPLS, None):
+            return "refused", judge_multimodal(field, value, value)[1]
         if field in TRAINING_FIELD:         # needs the tower: a recipe's comes from its Hugging Face model
-            if tower or (value is not UNKNOWN and value in (None, False)):
+            if tower or (value is not UNKNOWN and is_off(field, value)):
                 return None
-            return "refused", ("a multimodal provider's freeze field needs the vision tower, which the recipe's "
-                               "Hugging Face model does not give (not in the offline catalog, or its family's tower "
-                               "not modelled)")
+            if field.startswith("freeze_"):
+                return "refused", ("a multimodal provider's freeze field needs the vision tower, which the recipe's "
+                                   "Hugging Face model does not give (not in the offline catalog, or its family's "
+                                   "tower not modelled)")
+            return "refused", (f"a multimodal provider's {field} (training.{TRAINING_FIELD[field]}) needs the vision "
+                               "tower, which the recipe's Hugging Face model does not give (not in the offline "
+                               "catalog, or its family's tower not modelled)")
         kind, why = judge_multimodal(field, value, graph_impl)     # a value not known is not the default
         return ("refused", why) if kind == "refused" else None
     if section == "model" and field in DEV_MODEL_FIELDS and field not in SECTIONS["model"]:

@@ -143,7 +143,9 @@ def _tower_features_not_modelled(cfg: Config) -> list[str]:
         out.append("training.freeze_language_model with cuda_graph_modules moe_router and shared experts "
                    "(model.moe_shared_expert_intermediate_size): the frozen shared experts' saved tensors inside "
                    "the router's graph are not modelled")
-    lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm"}
+    # The vision tower's own CUDA graphs are the tower's feature (rules/vision.py, estimator/memory/vision.py).
+    lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm",
+                                           "training.vision_cuda_graph_impl"}
     rest = [path for path, _ in recipe_features(cfg) if path not in lm_only]
     if rest:
         out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "

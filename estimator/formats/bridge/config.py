@@ -42,7 +42,7 @@ from ...config.quant_recipe import rules_from_recipe
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
 from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
-from .multimodal import MULTIMODAL, TRAINING_FIELD, OmniRefused, judge as judge_multimodal, omni_media
+from .multimodal import MULTIMODAL, TRAINING_FIELD, OmniRefused, is_off, judge as judge_multimodal, omni_media
 from .presets import MIXED_PRECISION_PRESETS
 from . import wan
 from .providers import PROVIDER_FIELDS, PROVIDER_TOWERS, judge_provider_field, provider_spec, provider_tower
@@ -475,7 +475,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 kind, why = judge_multimodal(name, value, m.get("vision_cuda_graph_impl", "none"))
                 if kind == "refused":
                     refused.append((f"{where} = {show(value)}", why))
-                elif kind == "modelled" and name in TRAINING_FIELD and value not in (None, False):
+                elif kind == "modelled" and name in TRAINING_FIELD and not is_off(name, value):
                     vision[TRAINING_FIELD[name]] = (where, value)       # no_effect: at its default
                 elif kind == "no_effect" and value not in (MULTIMODAL[name][0], None, [], ()):
                     no_effect.append((f"{where} = {show(value)}", why))
@@ -575,8 +575,8 @@ def _apply_vision(config: dict, vision: dict, vision_model) -> None:
         config.setdefault("model", {}).update(vision_model)
     if not vision:
         return
-    for where, value in vision.values():
-        if not isinstance(value, bool):
+    for field, (where, value) in vision.items():
+        if field.startswith("freeze_") and not isinstance(value, bool):
             raise ConfigError(Problem(where, show(value), "must be true or false"))
     if not vision_model:
         raise BridgeRefusedError([(f"{where} = {show(value)}", "no vision tower the estimator models (model._target_ "
