@@ -887,6 +887,14 @@ class TrainingConfig:
     transformer_impl: str = _f("transformer_engine", "Layer implementation. Transformer Engine keeps one "
                                "cached dummy weight-gradient tensor per distinct weight shape.", type="str",
                                choices=("transformer_engine", "local"), flag="--transformer-impl")
+    transformer_engine_full_layer_spec: bool = _f(False, "Megatron-Bridge's use_transformer_engine_full_layer_spec: "
+                                                  "each decoder layer is Transformer Engine's own TransformerLayer "
+                                                  "(Bridge's TETransformerLayerAutocast) instead of Megatron-Core's "
+                                                  "layer of TE modules. No effect on memory: it builds the same "
+                                                  "fused LayerNorm-linears, attention and GELU MLP, which save the "
+                                                  "same tensors. Accepted only for the layer it builds (LayerNorm, "
+                                                  "GELU not gated, biases, multi-head attention, no MoE) without "
+                                                  "selective recompute, FP8 or CUDA graphs.", type="bool")
     gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
                                             "main_grad buffer.", type="bool",
                                             flag="--gradient-accumulation-fusion")

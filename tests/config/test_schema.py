@@ -49,6 +49,8 @@ NO_MEMORY_EFFECT = {
     "precision.fp4_recipe": "nvfp4 is the only FP4 recipe modelled",
     "model.sound_num_attention_heads": "the encoder's parameters do not depend on it; its activations are modelled "
                                        "only frozen (omni28)",
+    "training.transformer_engine_full_layer_spec": "the same layer as Megatron-Core's TE spec for the models it "
+                                                   "accepts (tests/formats/bridge/test_te_full_layer.py)",
 }
 
 #: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.

@@ -70,7 +70,7 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm",
-            "megatron_fsdp_cuda_graph_mode"}
+            "megatron_fsdp_cuda_graph_mode", "use_transformer_engine_full_layer_spec"}
 
 #: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
 #: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
@@ -717,6 +717,8 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
                          "transposes kept)")
     if ddp.get("megatron_fsdp_cuda_graph_mode"):     # a DDP field Megatron-LM has no flag for (flagsB28)
         config.setdefault("parallelism", {})["megatron_fsdp_cuda_graph_mode"] = True
+    if m.get("use_transformer_engine_full_layer_spec"):      # no Megatron-LM flag either (vgraph29)
+        tr["transformer_engine_full_layer_spec"] = True
     if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":
         tr["recompute_modules"] = []
         notes.append("model.recompute_modules = []: selective recompute of nothing, as Megatron-Core keeps it")
