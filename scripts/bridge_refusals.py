@@ -102,8 +102,11 @@ TOWER_EXCLUDES = {"use_megatron_fsdp": False, "use_torch_fsdp2": False, "tp_comm
 TOWER_WITH = "a vision tower (from the recipe's Hugging Face model) together with "
 #: Of those, the ones that act on the language model alone beside a tower of the given kind, which the estimator
 #: models (estimator.config.rules.unsupported _language_model_only): field -> (tower kind, value) -> whether.
+#: use_megatron_fsdp is modelled beside the qwen3_vl tower, whose layers are FSDP units like the decoder's
+#: (estimator/memory/features/fsdp.py; a frozen tower with it is refused on import, not in this static reading).
 TOWER_LANGUAGE_ONLY = {"tp_comm_overlap": lambda kind, value: kind != "radio",
-                       "cuda_graph_impl": lambda kind, value: kind == "qwen3_vl" and value == "transformer_engine"}
+                       "cuda_graph_impl": lambda kind, value: kind == "qwen3_vl" and value == "transformer_engine",
+                       "use_megatron_fsdp": lambda kind, value: kind == "qwen3_vl"}
 #: Refused with any tower for a reason of its own (estimator.config.rules.unsupported _tower_features_not_modelled).
 TOWER_OWN = {"overlap_moe_expert_parallel_comm": "a vision tower (from the recipe's Hugging Face model) together with "
              "overlap_moe_expert_parallel_comm: Megatron-Core's combined 1F1B schedule builds each micro-batch's plan "

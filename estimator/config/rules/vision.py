@@ -370,6 +370,9 @@ def _vision_graph_rules(cfg) -> list[Problem]:
             "model chunk (num_model_chunks 1), which is not the interleaved schedule's")
     if tr.video_frames_per_sample:
         add("with video frames is not modelled (only images are counted for the padded length)")
+    if par.use_megatron_fsdp or par.use_torch_fsdp2:
+        add("with FSDP is not modelled: VisionTECudaGraphHelper sets no parameter-gather hooks for the graphed layers "
+            "(cuda_graph_set_manual_hooks is a no-op)")
     S = vision_graph_tokens(m, tr)
     if tr.images_per_sample and m.vision_patch_size and m.vision_num_position_embeddings:
         per = (tr.image_resolution // m.vision_patch_size) ** 2

@@ -159,6 +159,7 @@ class Plan:
             self.graph_layer = {k: cuda_graphs.captured_layer(r, r.kinds[k]) for k in acts}
         vis = vision_stage(r) if tr.vision_cuda_graph_impl != "none" else None
         self.vision_graphs = vis.graphs if vis is not None else None     # the tower's own graphs (vision.py)
+        self.tower_units = fsdp.tower_units(r) if par.use_megatron_fsdp else []
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
         if tp_ub:
@@ -194,7 +195,8 @@ class Plan:
         together = ("delayed_wgrad",) if phase == "ep_overlap_1f1b_step" else ()
         value = transient[phase] + sum(transient.get(k, 0) for k in together)
         for c_idx in (c for c, k in enumerate(flight) if k):
-            start = sum(len(c) for c in chunks[:c_idx])
+            # q.units begins with the tower's layers on the first stage (their backward comes after the decoder's)
+            start = (len(self.tower_units) if first else 0) + sum(len(c) for c in chunks[:c_idx])
             kinds = self._kinds(chunks[c_idx])
             out = last and c_idx == len(chunks) - 1
             root = q.root if out or (first and c_idx == 0) else 0
@@ -286,9 +288,11 @@ class Plan:
         step_own = step_grads = queue = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
             units = [self._layer_params(k) for k in kinds]
-            root = dense_p + expert_p - sum(u for u, _ in units)
+            tower = self.tower_units if first else []       # the vision tower's layers: FSDP units too (below)
+            root = dense_p + expert_p - sum(u for u, _ in units) - sum(u for u, _, _ in tower)
             if par.use_megatron_fsdp:
-                units = [self.layout[0][k] for k in kinds]      # (dense, dense linear, expert) per unit
+                # (dense, dense linear, expert) per unit, in forward order: the tower's layers run first
+                units = tower + [self.layout[0][k] for k in kinds]
                 u_scales = [bm.fp8_scales[k] for k in kinds] if bm.fp8_scales else None
                 fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root,
                                                all_scales, u_scales)
