@@ -66,7 +66,7 @@ from estimator.formats.bridge.catalog import REVISION, SECTIONS  # noqa: E402
 from estimator.formats.bridge.config import DEV_MODEL_FIELDS, _RENAMED, _is_off  # noqa: E402
 from estimator.formats.bridge.field_classes import (  # noqa: E402
     ATTRIBUTES, NO_EFFECT_SECTIONS, NOT_GPT_PROVIDERS, classify)
-from estimator.formats.bridge.multimodal import MULTIMODAL, TRAINING_FIELD, hf_tower  # noqa: E402
+from estimator.formats.bridge.multimodal import GRAPH_IMPLS, MULTIMODAL, TRAINING_FIELD, hf_tower, is_off  # noqa: E402
 from estimator.formats.bridge.wan import DATASET_FIELDS as WAN_DATASET_FIELDS  # noqa: E402
 from estimator.formats.bridge.wan import MODEL_FIELDS as WAN_MODEL_FIELDS, is_wan  # noqa: E402
 from estimator.formats.bridge.providers import PROVIDER_FIELDS, judge_provider_field  # noqa: E402
@@ -102,8 +102,11 @@ TOWER_EXCLUDES = {"use_megatron_fsdp": False, "use_torch_fsdp2": False, "tp_comm
 TOWER_WITH = "a vision tower (from the recipe's Hugging Face model) together with "
 #: Of those, the ones that act on the language model alone beside a tower of the given kind, which the estimator
 #: models (estimator.config.rules.unsupported _language_model_only): field -> (tower kind, value) -> whether.
+#: use_megatron_fsdp is modelled beside the qwen3_vl tower, whose layers are FSDP units like the decoder's
+#: (estimator/memory/features/fsdp.py; a frozen tower with it is refused on import, not in this static reading).
 TOWER_LANGUAGE_ONLY = {"tp_comm_overlap": lambda kind, value: kind != "radio",
-                       "cuda_graph_impl": lambda kind, value: kind == "qwen3_vl" and value == "transformer_engine"}
+                       "cuda_graph_impl": lambda kind, value: kind == "qwen3_vl" and value == "transformer_engine",
+                       "use_megatron_fsdp": lambda kind, value: kind == "qwen3_vl"}
 #: Refused with any tower for a reason of its own (estimator.config.rules.unsupported _tower_features_not_modelled).
 TOWER_OWN = {"overlap_moe_expert_parallel_comm": "a vision tower (from the recipe's Hugging Face model) together with "
              "overlap_moe_expert_parallel_comm: Megatron-Core's combined 1F1B schedule builds each micro-batch's plan "
@@ -464,12 +467,18 @@ def judge(section: str, field: str, value, tower: bool = False, graph_impl="none
         kind, why = judge_provider_field(field, {"use_dist_train": True} if value is UNKNOWN else value)
         return ("refused", why) if kind == "refused" else None
     if section == "model" and field in MULTIMODAL and field not in SECTIONS["model"]:
+        if field == "vision_cuda_graph_impl" and value is not UNKNOWN and value not in (*GRAPH_IMPLS, None):
+            return "refused", judge_multimodal(field, value, value)[1]
         if field in TRAINING_FIELD:         # needs the tower: a recipe's comes from its Hugging Face model
-            if tower or (value is not UNKNOWN and value in (None, False)):
+            if tower or (value is not UNKNOWN and is_off(field, value)):
                 return None
-            return "refused", ("a multimodal provider's freeze field needs the vision tower, which the recipe's "
-                               "Hugging Face model does not give (not in the offline catalog, or its family's tower "
-                               "not modelled)")
+            if field.startswith("freeze_"):
+                return "refused", ("a multimodal provider's freeze field needs the vision tower, which the recipe's "
+                                   "Hugging Face model does not give (not in the offline catalog, or its family's "
+                                   "tower not modelled)")
+            return "refused", (f"a multimodal provider's {field} (training.{TRAINING_FIELD[field]}) needs the vision "
+                               "tower, which the recipe's Hugging Face model does not give (not in the offline "
+                               "catalog, or its family's tower not modelled)")
         kind, why = judge_multimodal(field, value, graph_impl)     # a value not known is not the default
         return ("refused", why) if kind == "refused" else None
     if section == "model" and field in DEV_MODEL_FIELDS and field not in SECTIONS["model"]:

@@ -40,6 +40,7 @@ def recipe_features(cfg) -> list[tuple[str, object]]:
           ("training.fine_grained_activation_offloading", tr.fine_grained_activation_offloading),
           ("training.cuda_graph_impl", tr.cuda_graph_impl != "none"),
           ("training.optimizer_cuda_graph", tr.optimizer_cuda_graph),
+          ("training.vision_cuda_graph_impl", tr.vision_cuda_graph_impl != "none"),
           ("training.overlap_moe_expert_parallel_comm", tr.overlap_moe_expert_parallel_comm),
           ("training.defer_embedding_wgrad_compute", tr.defer_embedding_wgrad_compute),
           ("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type == "flex"),

@@ -903,6 +903,14 @@ class TrainingConfig:
     transformer_impl: str = _f("transformer_engine", "Layer implementation. Transformer Engine keeps one "
                                "cached dummy weight-gradient tensor per distinct weight shape.", type="str",
                                choices=("transformer_engine", "local"), flag="--transformer-impl")
+    transformer_engine_full_layer_spec: bool = _f(False, "Megatron-Bridge's use_transformer_engine_full_layer_spec: "
+                                                  "each decoder layer is Transformer Engine's own TransformerLayer "
+                                                  "(Bridge's TETransformerLayerAutocast) instead of Megatron-Core's "
+                                                  "layer of TE modules. No effect on memory: it builds the same "
+                                                  "fused LayerNorm-linears, attention and GELU MLP, which save the "
+                                                  "same tensors. Accepted only for the layer it builds (LayerNorm, "
+                                                  "GELU not gated, biases, multi-head attention, no MoE) without "
+                                                  "selective recompute, FP8 or CUDA graphs.", type="bool")
     gradient_accumulation_fusion: bool = _f(True, "Accumulate weight gradients straight into the fp32 "
                                             "main_grad buffer.", type="bool",
                                             flag="--gradient-accumulation-fusion")
@@ -1253,6 +1261,26 @@ class TrainingConfig:
     freeze_vision_projection: bool = _f(False, "Megatron-Bridge's freeze_vision_projection: the patch merger (the "
                                         "projector into the language model) keeps no gradients and no optimizer "
                                         "states.", type="bool")
+    vision_cuda_graph_impl: str = _f("none", "Megatron-Bridge's vision_cuda_graph_impl: transformer_engine captures "
+                                     "each layer of a qwen3_vl vision tower in Transformer Engine CUDA graphs "
+                                     "(Megatron-Core's VisionTECudaGraphHelper, at training step "
+                                     "cuda_graph_warmup_steps). The tower then pads each micro-batch's patches to "
+                                     "max_vision_cuda_graph_seq_length and runs its layers over them as one "
+                                     "sequence; static buffers per tower layer and micro-batch in flight, and the "
+                                     "captured layers' saved tensors in the graphs' private pool.", type="str",
+                                     choices=("none", "transformer_engine"))
+    vision_cuda_graph_modules: list[str] | None = _f(None, "Megatron-Bridge's vision_cuda_graph_scope: the parts of "
+                                                     "each vision-tower layer its CUDA graphs capture, attn and/or "
+                                                     "mlp (the rest runs eagerly).", type="str_list",
+                                                     choices=("attn", "mlp"), derived="the whole layer")
+    max_vision_cuda_graph_seq_length: int | None = _f(None, "Megatron-Bridge's max_vision_cuda_graph_seq_length: the "
+                                                      "patches every micro-batch's images are padded to when the "
+                                                      "vision tower's CUDA graphs are on; all of a micro-batch's "
+                                                      "patches must fit.", type="int", min=1, max=MAX_TOKENS,
+                                                      unit="patches",
+                                                      derived="vision_num_position_embeddings // "
+                                                              "vision_spatial_merge_size^2 (Megatron-Core's "
+                                                              "get_vision_cuda_graph_seq_length)")
     freeze_language_model: bool = _f(False, "Megatron-Bridge's freeze_language_model: the whole language model "
                                      "(embedding, decoder layers, output layer) keeps its weights but no "
                                      "gradients and no optimizer states; its linear layers save no inputs for "

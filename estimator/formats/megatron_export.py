@@ -357,6 +357,9 @@ def _feature_args(cfg, add, out: list) -> None:
         raise UnsupportedError("precision.quant_recipe has no pretrain_gpt.py value: Megatron-LM reads the per-module "
                                "recipe from a YAML file (--te-precision-config-file PATH); write the rules as its "
                                "configs and matchers to a file and add the flag")
+    if cfg.training.transformer_engine_full_layer_spec:
+        raise UnsupportedError("training.transformer_engine_full_layer_spec has no pretrain_gpt.py flag (Megatron-"
+                               "Bridge's model.use_transformer_engine_full_layer_spec)")
     if par.megatron_fsdp_cuda_graph_mode:
         raise UnsupportedError("parallelism.megatron_fsdp_cuda_graph_mode has no pretrain_gpt.py flag (a Megatron-Core "
                                "DDP field Megatron-Bridge sets: ddp.megatron_fsdp_cuda_graph_mode)")

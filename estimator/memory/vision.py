@@ -271,6 +271,41 @@ that is (8 + 9 B) N hv + 8 N + 4 N H + 4 B N fv a layer; plus patch_conv's input
 RMSNorm 4 N hv + 4 N + B N hv, merging_layer's input B N hv, linear_1's input B R hv, the GELU's input and output
 (linear_2's input) 2 B R ho. With the tower frozen the projector keeps all but its norm's fp32 input and statistics:
 2 B N hv + B R hv + 2 B R ho. Backward working set: the MLP's 3 B N fv.
+
+The ``qwen3_vl`` tower's own CUDA graphs (``training.vision_cuda_graph_impl: transformer_engine``, Megatron-Bridge's
+``vision_cuda_graph_impl`` / ``vision_cuda_graph_scope`` / ``max_vision_cuda_graph_seq_length``; vgraph29).
+Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/vision_model.py
+(``_uses_vision_cuda_graph``: whenever the tower's config has the graphs and is training, so in the eager warm-up
+steps too; ``_maybe_pad_vision_sequence_for_cuda_graph``, ``_vision_forward_packed_attention_setup``) pads the
+micro-batch's N patches with zeros to S = ``max_vision_cuda_graph_seq_length`` (without it ``num_position_embeddings
+// M^2``, as Megatron-LM @ d98e8a64 : megatron/core/transformer/cuda_graphs.py ``get_vision_cuda_graph_seq_length``
+gives the capture; N > S raises ValueError, which the rules refuse by name) and runs the layers over one sequence
+of S tokens, without the per-image packed-sequence parameters (the ViT spec's ``no_mask`` attention ignores the
+padding mask it builds); the deepstack mergers run inside that loop, over S; the merger sees the N real patches
+again. So the layer formulas above take S tokens instead of N. training/train.py builds Megatron-Core's
+``VisionTECudaGraphHelper`` (cuda_graphs.py: ``TECudaGraphHelper`` with the tower's layers, batch 1, one model
+chunk) and captures after the language model's helper, at step ``cuda_graph_warmup_steps``, with Transformer
+Engine @ d0067d0d ``make_graphed_callables`` (transformer_engine/pytorch/graph.py) into a pool of its own:
+
+- every tower layer is captured (a ViT layer has attention and an MLP, so any scope of attn / mlp makes it
+  graphable: ``_layer_is_graphable``), one graph per layer and micro-batch of the step (one with PP 1:
+  ``_get_cuda_graph_input_data``);
+- static inputs: the helper's ``_get_sample_arguments`` allocates, for every (micro-batch, layer), the bf16
+  hidden states [S, 1, hv] and, with attn captured, the boolean [1, 1, S, S] attention mask
+  (transformer_layer.py ``get_layer_static_inputs``) before the capture; Transformer Engine then keeps the ones of
+  the micro-batches in flight (``_reuse_graph_input_output_buffers``: a buffer whose backward is done serves a
+  later forward), and each graph's output [S, 1, hv]: 2 S hv + B S hv + S^2 bytes a layer and micro-batch in flight,
+  kept all run (the capture moment holds 2 S hv + S^2 a layer for every micro-batch of the step first);
+- the captured parts' saved tensors (the whole layer, or its attention or MLP part) live in the private pool once
+  captured, reserved but not allocated, with one captured region's backward working set; the uncaptured part runs
+  eagerly.
+
+The first stage's micro-batches in flight (under 1F1B, the pipeline size) set the counts, as for the language
+model's graphs (estimator/memory/features/cuda_graphs.py, whose ``peak`` weighs the warm-up, the two captures and
+the steady step). Refused by name: another tower kind, a frozen tower (its graphs are captured with an input that
+wants a gradient), full recompute (the tower takes the language model's recompute settings), virtual pipeline
+stages (the helper captures in one chunk's order), video frames. With no images the tower does not run and its
+graphs are not counted.
 """
 
 from __future__ import annotations
@@ -282,9 +317,20 @@ from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
 from ..model.audio import encoder_width, sound_params
 from ..model.vision import RADIO_TILE, image_patches, image_tokens, radio_class_tokens, tower_kind, vision_params
+from ..config.rules.vision import vision_graph_tokens
 from .activations import context, held_per_layer, layer_activations
 
-__all__ = ["VisionStage", "vision_stage"]
+__all__ = ["VisionGraphs", "VisionStage", "vision_stage"]
+
+
+class VisionGraphs(NamedTuple):
+    """The vision tower's own CUDA graphs (``training.vision_cuda_graph_impl``), per micro-batch: see the module
+    docstring."""
+
+    captured: int         # saved tensors of the captured parts (in the graphs' private pool once captured)
+    static: int           # static inputs and outputs of every captured layer (kept all run)
+    created: int          # the static inputs the helper allocates for each micro-batch of the step before capture
+    work: int             # the backward working set of the largest captured region
 
 
 class VisionStage(NamedTuple):
@@ -295,6 +341,7 @@ class VisionStage(NamedTuple):
     frozen: int           # frozen parameters (weights only)
     activations: int      # bytes one micro-batch keeps for the backward pass
     backward_peak: int    # the largest gradient working set of the tower's backward pass
+    graphs: VisionGraphs | None = None   # the tower's own CUDA graphs, when on
 
 
 _CACHE: dict = {}
@@ -461,6 +508,21 @@ def _radio_activations(r: Resolved, n: int, B: int, frozen_encoder: bool) -> tup
     return acts, max(peak, layer.backward_peak)
 
 
+def _graphs(m, tr, layer, S: int, B: int) -> VisionGraphs:
+    """The qwen3_vl tower's CUDA graphs for one micro-batch over ``S`` padded patches (module docstring): every layer
+    is captured (a ViT layer has attention and an MLP, so either part of ``vision_cuda_graph_modules`` makes it
+    graphable); ``layer``: one tower layer's activations with parts."""
+    mods = set(tr.vision_cuda_graph_modules or ()) or {"attn", "mlp"}
+    Lv, hv = m.vision_num_layers, m.vision_hidden_size
+    captured = (layer.attention if "attn" in mods else 0) + (layer.mlp if "mlp" in mods else 0)
+    mask = S * S if "attn" in mods else 0           # the boolean [1, 1, S, S] attention mask static input
+    work = layer.backward_peak + layer.recompute_peak if "mlp" in mods else 0
+    if "attn" in mods:
+        p = layer.parts
+        work = max(work, p["qkv"] + p["scores"])
+    return VisionGraphs(Lv * captured, Lv * (2 * S * hv + B * S * hv + mask), Lv * (2 * S * hv + mask), work)
+
+
 def vision_stage(r: Resolved) -> VisionStage | None:
     """The vision tower's share of the first stage (None without a vision tower)."""
     cfg = r.cfg
@@ -471,7 +533,8 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     key = (m, r.t, r.b, tr.images_per_sample, tr.image_resolution, tr.freeze_vision_model,
            tr.freeze_vision_projection, tr.video_frames_per_sample, tr.audio_clips_per_sample, tr.audio_clip_seconds,
            tr.freeze_sound_encoder, tr.freeze_sound_projection, tr.recompute_granularity, tr.recompute_method,
-           tr.recompute_num_layers,
+           tr.recompute_num_layers, tr.vision_cuda_graph_impl, tuple(tr.vision_cuda_graph_modules or ()),
+           tr.max_vision_cuda_graph_seq_length,
            tr.attention_backend, tr.transformer_impl, cfg.precision)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -483,6 +546,7 @@ def vision_stage(r: Resolved) -> VisionStage | None:
     trained_linear = 0          # the tower runs in bf16 even in an FP8 run (no FP8 copies of its weights)
     frozen = (enc if fv else 0) + (mer if fp else 0)
     acts = peak = 0
+    graphs = None
     groups = tr.video_frames_per_sample // m.vision_temporal_patch_size    # omni28: each group of frames an image
     n = r.b * (tr.images_per_sample + groups) * image_patches(m, tr.image_resolution)
     if n and m.vision_model_type == "ernie45_vl":     # its final LayerNorm stays trained: always activations
@@ -502,14 +566,21 @@ def vision_stage(r: Resolved) -> VisionStage | None:
         wide = (n // (M * M)) * M * M * hv // t
         stats = 4 if tower_kind(m).norm == "RMSNorm" else 8       # the merger norm's fp32 statistics per patch
         merger = 2 * B * n * hv + stats * n + 2 * B * wide
+        # vgraph29: with the tower's CUDA graphs its layers (and the deepstack mergers inside their loop) run over
+        # the micro-batch's patches padded to S; the patch embedding and the merger see the n real ones.
+        graphed = tr.vision_cuda_graph_impl == "transformer_engine"
+        nl = vision_graph_tokens(m, tr) if graphed else n
+        wide_l = (nl // (M * M)) * M * M * hv // t
         D = m.vision_deepstack_mergers
         rebuilt = not fv and tr.recompute_granularity == "full"      # rebuilt inside the checkpointed layers
-        deep = 0 if rebuilt else D * ((2 if fv else 1) * B * n * hv + 8 * (n // (M * M)) + 2 * B * wide)
-        acts, peak = merger + deep, 2 * B * wide
+        deep = 0 if rebuilt else D * ((2 if fv else 1) * B * nl * hv + 8 * (nl // (M * M)) + 2 * B * wide_l)
+        acts, peak = merger + deep, 2 * B * max(wide, wide_l)
         if not fv:
-            rv = resolve(_vit_config(r, n))
-            layer = layer_activations(rv, LayerKind("attention", "dense"), context(rv))
+            rv = resolve(_vit_config(r, nl))
+            layer = layer_activations(rv, LayerKind("attention", "dense"), context(rv), parts=graphed)
             held = sum(held_per_layer(rv.cfg.training, [layer] * m.vision_num_layers))
+            if graphed:
+                graphs = _graphs(m, tr, layer, nl, B)
             patch_in = B * n * m.vision_in_channels * m.vision_temporal_patch_size * m.vision_patch_size ** 2
             acts += patch_in + held
             rec = layer.recompute_peak
@@ -530,7 +601,7 @@ def vision_stage(r: Resolved) -> VisionStage | None:
             stats = 8 * rows if m.normalization == "LayerNorm" else 4 * rows
             acts += 2 * B * rows * hs + stats + (3 if gated else 2) * B * rows * p // t
             peak = max(peak, 2 * B * rows * p * (2 if gated else 1) // t)
-    out = VisionStage(trained, trained_linear, frozen, acts, peak)
+    out = VisionStage(trained, trained_linear, frozen, acts, peak, graphs)
     if len(_CACHE) > 1024:
         _CACHE.clear()
     _CACHE[key] = out

@@ -49,6 +49,8 @@ NO_MEMORY_EFFECT = {
     "precision.fp4_recipe": "nvfp4 is the only FP4 recipe modelled",
     "model.sound_num_attention_heads": "the encoder's parameters do not depend on it; its activations are modelled "
                                        "only frozen (omni28)",
+    "training.transformer_engine_full_layer_spec": "the same layer as Megatron-Core's TE spec for the models it "
+                                                   "accepts (tests/formats/bridge/test_te_full_layer.py)",
 }
 
 #: Field -> (base configuration, the field's changed value), for fields not covered by a flag test.
@@ -207,6 +209,18 @@ VARIANTS = {
                                           {"training": {"freeze_vision_projection": True}}),
     "training.freeze_language_model": (make_config(VIT, None, IMAGES),
                                        {"training": {"freeze_language_model": True}}),
+    # vgraph29: the vision tower's own CUDA graphs (tests/memory/test_vision_graphs.py).
+    "training.vision_cuda_graph_impl": (make_config(VIT, None, IMAGES),
+                                        {"training": {"vision_cuda_graph_impl": "transformer_engine",
+                                                      "max_vision_cuda_graph_seq_length": 4096}}),
+    "training.vision_cuda_graph_modules": (
+        make_config(VIT, None, {**IMAGES, "vision_cuda_graph_impl": "transformer_engine",
+                                "max_vision_cuda_graph_seq_length": 4096, "cuda_graph_warmup_steps": 0}),
+        {"training": {"vision_cuda_graph_modules": ["attn"]}}),
+    "training.max_vision_cuda_graph_seq_length": (
+        make_config(VIT, None, {**IMAGES, "vision_cuda_graph_impl": "transformer_engine",
+                                "max_vision_cuda_graph_seq_length": 4096}),
+        {"training": {"max_vision_cuda_graph_seq_length": 8192}}),
     # omni28: Nemotron Omni's RADIO video embedder and Parakeet sound tower (tests/memory/test_vision_omni.py).
     "model.vision_separate_video_embedder": (make_config(_OMNI), {"model": {"vision_separate_video_embedder": True}}),
     "model.vision_class_token_len": (make_config(_OMNI), {"model": {"vision_class_token_len": 10}}),

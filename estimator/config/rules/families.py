@@ -12,7 +12,7 @@ from ..errors import Problem
 from .attention import kv_split_problems
 
 __all__ = ["falcon_h1_problems", "gemma4_moe_problems", "global_attention_problems", "k_exaone_problems",
-           "kimi_problems", "mimo_problems"]
+           "kimi_problems", "mimo_problems", "te_full_layer_problems"]
 
 
 def gemma4_moe_problems(cfg) -> list[Problem]:
@@ -241,3 +241,43 @@ def kimi_problems(cfg) -> list[Problem]:
                 "keeps or frees of Kimi "
                 "K3's layers (Megatron-Bridge's KimiK3TransformerLayer and KimiK3Attention) is not derived")
     return out
+
+
+def te_full_layer_problems(cfg) -> list[Problem]:
+    """``training.transformer_engine_full_layer_spec`` (Megatron-Bridge's ``use_transformer_engine_full_layer_spec``):
+    the layer is Transformer Engine's ``TransformerLayer`` as Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/models/gpt_full_te_layer_autocast_spec.py ``TETransformerLayerAutocast`` builds it. It passes
+    hidden and MLP widths, heads, kv_channels, dropouts, TP and sequence parallelism, zero-centred gamma and the TP
+    overlap flags, and leaves the rest at Transformer Engine @ d0067d0d transformer_engine/pytorch/transformer.py's
+    defaults: LayerNorm, ``gelu``, biases, no GQA (``num_gqa_groups`` None), no MoE. That layer (LayerNormLinear qkv,
+    DotProductAttention, Linear proj, LayerNormMLP with the bias-GELU fused) saves what Megatron-Core's TE spec of
+    the same model does (module/layernorm_mlp.py saves the input, ln_out, fc1's output and the activation's, mu and
+    rsigma, as LayerNormLinear, bias_gelu and fc2's Linear do) and holds the same parameters, so the estimate is that
+    spec's. Refused by name: a model of another shape (Bridge would build a different layer), selective recompute
+    (``forward`` does not pass ``checkpoint_core_attention``, and Megatron-Core's other recompute modules live in its
+    own TransformerLayer), FP8 / NVFP4 (not established), CUDA graphs (the layer is no GraphableMegatronModule) and
+    the local implementation."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    if not tr.transformer_engine_full_layer_spec:
+        return []
+    why = []
+    if m.normalization != "LayerNorm":
+        why.append(f"normalization {m.normalization} (the layer is built with LayerNorm)")
+    if m.activation_func != "gelu" or m.gated_linear_unit:
+        why.append(f"activation_func {m.activation_func}{' gated' if m.gated_linear_unit else ''} (the layer's MLP "
+                   "is GELU, not gated)")
+    if not m.add_bias_linear:
+        why.append("add_bias_linear false (the layer's linears have biases)")
+    if (m.num_query_groups or m.num_attention_heads) != m.num_attention_heads:
+        why.append(f"num_query_groups {m.num_query_groups} (the layer is built without GQA)")
+    others = [(m.num_experts is not None, "MoE layers"), (m.multi_latent_attention, "multi-latent attention"),
+              (m.qk_layernorm, "q/k norms"), (m.hybrid_layer_pattern is not None, "a hybrid layer pattern"),
+              (m.experimental_attention_variant is not None, "an attention variant"),
+              (bool(m.mtp_num_layers), "MTP layers"), (m.post_layernorm, "post-norms"),
+              (tr.recompute_granularity == "selective", "selective recompute (the layer ignores it)"),
+              (pr.fp8 or pr.fp4, "FP8 / NVFP4"), (tr.cuda_graph_impl != "none", "CUDA graphs"),
+              (tr.transformer_impl != "transformer_engine", "transformer_impl local")]
+    why += [what for on, what in others if on]
+    return [Problem("training.transformer_engine_full_layer_spec", True, f"with {w} is not modelled: Transformer "
+                    "Engine's TransformerLayer as Megatron-Bridge builds it is modelled only as the LayerNorm, GELU, "
+                    "bias, multi-head-attention layer Megatron-Core's TE spec gives") for w in why]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import Problem
 from .attention import dsa_problems, dsv4_problems
 from .families import (falcon_h1_problems, gemma4_moe_problems, global_attention_problems, k_exaone_problems,
-                       kimi_problems, mimo_problems)
+                       kimi_problems, mimo_problems, te_full_layer_problems)
 from .hetero import hetero_problems
 from .hybrid import hybrid_problems
 from .media import media_problems
@@ -63,6 +63,7 @@ def model_problems(cfg) -> list[Problem]:
             "attention) and normalization RMSNorm: Megatron-Bridge's full-width q/k norm is an RMSNorm")
     out += k_exaone_problems(m)
     out += falcon_h1_problems(cfg)
+    out += te_full_layer_problems(cfg)
     if m.qk_l2_norm and (m.qk_layernorm or m.multi_latent_attention):
         add("qk_l2_norm", True, "Megatron-Core uses either the L2 norm or qk_layernorm on queries and keys, and "
             "not with multi-latent attention")

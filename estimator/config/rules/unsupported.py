@@ -143,14 +143,24 @@ def _tower_features_not_modelled(cfg: Config) -> list[str]:
         out.append("training.freeze_language_model with cuda_graph_modules moe_router and shared experts "
                    "(model.moe_shared_expert_intermediate_size): the frozen shared experts' saved tensors inside "
                    "the router's graph are not modelled")
-    lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm"}
+    # The vision tower's own CUDA graphs are the tower's feature (rules/vision.py, estimator/memory/vision.py).
+    lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm",
+                                           "training.vision_cuda_graph_impl"}
+    if m.vision_model_type == "qwen3_vl":
+        # Megatron-FSDP: the tower's layers are FSDP units like the decoder's (estimator/memory/features/fsdp.py).
+        lm_only.add("parallelism.use_megatron_fsdp")
+        if cfg.parallelism.use_megatron_fsdp and (tr.freeze_vision_model or tr.freeze_vision_projection):
+            out.append("parallelism.use_megatron_fsdp with a frozen vision tower or projection "
+                       "(training.freeze_vision_*): which frozen parameters Megatron-FSDP still shards and gathers "
+                       "is not modelled")
     rest = [path for path, _ in recipe_features(cfg) if path not in lm_only]
     if rest:
         out.append("model.vision_num_layers (a vision tower) with a recipe feature that re-plans the model states "
                    "or activations (" + ", ".join(rest) + "): the tower is modelled with Megatron-Core's plain "
                    "distributed optimizer only (the features that act on the language model alone are modelled: "
                    "tp_comm_overlap and the flex dispatcher beside any tower but radio, cuda_graph_impl "
-                   "transformer_engine beside the qwen3_vl tower)")
+                   "transformer_engine beside the qwen3_vl tower; and with the qwen3_vl tower, whose layers are "
+                   "FSDP units too, use_megatron_fsdp and its own vision_cuda_graph_impl)")
     return out
 
 

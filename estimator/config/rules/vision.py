@@ -15,7 +15,7 @@ import math
 from ..errors import Problem
 from .attention import kv_split_problems
 
-__all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_problems"]
+__all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_graph_tokens", "vision_problems"]
 
 
 #: The radio tower's fixed shapes (Megatron-LM @ d98e8a64 : megatron/core/models/multimodal/llava_model.py for
@@ -91,8 +91,13 @@ def vision_problems(cfg) -> list[Problem]:
             out.append(Problem("training.freeze_language_model", True, "needs a model with a vision tower "
                                "(model.vision_num_layers): a text-only model with its language model frozen trains "
                                "nothing"))
+        if tr.vision_cuda_graph_impl != "none":
+            out.append(Problem("training.vision_cuda_graph_impl", tr.vision_cuda_graph_impl, "needs a model with a "
+                               "vision tower (model.vision_num_layers)"))
+        out += _vision_graph_companions(tr)
         return out
     out += _frozen_language_rules(cfg)
+    out += _vision_graph_rules(cfg)
     missing = [n for n in _VISION_DIMS if getattr(m, n) is None]
     for name in missing:
         out.append(Problem("model." + name, None, "is required with model.vision_num_layers (the vision tower)"))
@@ -315,4 +320,70 @@ def _frozen_language_rules(cfg) -> list[Problem]:
     if tr.reserved_memory_model == "replay":
         add(True, "with reserved_memory_model replay is not modelled (the allocator trace keeps every linear "
             "layer's input); use fraction")
+    return out
+
+
+def vision_graph_tokens(m, tr) -> int:
+    """The patches the vision tower's CUDA graphs run each micro-batch over: ``max_vision_cuda_graph_seq_length``, or
+    Np // M^2 without it (Megatron-LM @ d98e8a64 : megatron/core/transformer/cuda_graphs.py
+    ``get_vision_cuda_graph_seq_length``, the helper's capture length; Megatron-Bridge @ 067f987d :
+    modelling_qwen3_vl/vision_model.py ``_get_max_vision_seq_length``, the length the forward pads to: the same)."""
+    return tr.max_vision_cuda_graph_seq_length or m.vision_num_position_embeddings // m.vision_spatial_merge_size ** 2
+
+
+def _vision_graph_companions(tr) -> list[Problem]:
+    """The vision graphs' companions are read only with ``vision_cuda_graph_impl`` transformer_engine (Megatron-Bridge
+    @ 067f987d : modelling_qwen3_vl/transformer_config.py ``get_vision_model_config`` clears the scope otherwise)."""
+    if tr.vision_cuda_graph_impl != "none":
+        return []
+    return [Problem("training." + name, getattr(tr, name), "applies only with training.vision_cuda_graph_impl "
+                    "transformer_engine (the vision tower's CUDA graphs)")
+            for name in ("vision_cuda_graph_modules", "max_vision_cuda_graph_seq_length") if getattr(tr, name)]
+
+
+def _vision_graph_rules(cfg) -> list[Problem]:
+    """The vision tower's CUDA graphs (``training.vision_cuda_graph_impl``, estimator/memory/vision.py): modelled for
+    the trained qwen3_vl tower whose every micro-batch fits the padded length, under the language model's recompute
+    without full recompute, without virtual pipeline stages; the rest is refused by name."""
+    m, tr, par = cfg.model, cfg.training, cfg.parallelism
+    out = _vision_graph_companions(tr)
+    if tr.vision_cuda_graph_impl == "none":
+        return out
+    field, value = "training.vision_cuda_graph_impl", tr.vision_cuda_graph_impl
+
+    def add(msg):
+        out.append(Problem(field, value, msg))
+
+    if m.vision_model_type != "qwen3_vl":
+        add(f"applies only to the qwen3_vl tower (Megatron-Bridge's Qwen3VLVisionModel pads for the graphs and "
+            f"its providers hold the field); not to vision_model_type {m.vision_model_type}")
+        return out
+    if tr.freeze_vision_model:
+        add("with freeze_vision_model is not modelled: the graphs are captured with a static input that wants a "
+            "gradient, so what a frozen tower's graphs keep is not the eager frozen tower's")
+    if tr.recompute_granularity == "full":
+        # get_vision_model_config copies the language model's recompute granularity, method and layer count.
+        add("with recompute_granularity full is not modelled: the tower takes the language model's recompute "
+            "settings, and Megatron-Core captures per-layer graphs only without full recompute")
+    if (par.virtual_pipeline_model_parallel_size or 1) > 1:
+        add("with virtual pipeline stages is not modelled: VisionTECudaGraphHelper captures in the order of one "
+            "model chunk (num_model_chunks 1), which is not the interleaved schedule's")
+    if tr.video_frames_per_sample:
+        add("with video frames is not modelled (only images are counted for the padded length)")
+    if par.use_megatron_fsdp or par.use_torch_fsdp2:
+        add("with FSDP is not modelled: VisionTECudaGraphHelper sets no parameter-gather hooks for the graphed layers "
+            "(cuda_graph_set_manual_hooks is a no-op)")
+    S = vision_graph_tokens(m, tr)
+    if tr.images_per_sample and m.vision_patch_size and m.vision_num_position_embeddings:
+        per = (tr.image_resolution // m.vision_patch_size) ** 2
+        n = tr.micro_batch_size * tr.images_per_sample * per
+        if n > S:
+            named = ("training.max_vision_cuda_graph_seq_length", tr.max_vision_cuda_graph_seq_length) \
+                if tr.max_vision_cuda_graph_seq_length else (field, value)
+            out.append(Problem(*named, f"the graphed tower pads each micro-batch's patches to {S:,} "
+                               f"(max_vision_cuda_graph_seq_length, or vision_num_position_embeddings // "
+                               f"vision_spatial_merge_size^2 without it), but micro_batch_size "
+                               f"({tr.micro_batch_size}) x images_per_sample ({tr.images_per_sample}) x {per:,} "
+                               f"patches ({tr.image_resolution}-pixel images) = {n:,} do not fit (Megatron-Bridge "
+                               "raises ValueError); raise max_vision_cuda_graph_seq_length to at least that"))
     return out

@@ -42,7 +42,7 @@ from ...config.quant_recipe import rules_from_recipe
 from ...config.yamlio import YamlError, dump, load
 from .catalog import REVISION, SECTIONS
 from .field_classes import ATTRIBUTES, NO_EFFECT_SECTIONS, classify, not_gpt_provider
-from .multimodal import MULTIMODAL, TRAINING_FIELD, OmniRefused, judge as judge_multimodal, omni_media
+from .multimodal import MULTIMODAL, TRAINING_FIELD, OmniRefused, is_off, judge as judge_multimodal, omni_media
 from .presets import MIXED_PRECISION_PRESETS
 from . import wan
 from .providers import PROVIDER_FIELDS, PROVIDER_TOWERS, judge_provider_field, provider_spec, provider_tower
@@ -70,7 +70,7 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm",
-            "megatron_fsdp_cuda_graph_mode"}
+            "megatron_fsdp_cuda_graph_mode", "use_transformer_engine_full_layer_spec"}
 
 #: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
 #: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
@@ -476,7 +476,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 kind, why = judge_multimodal(name, value, m.get("vision_cuda_graph_impl", "none"))
                 if kind == "refused":
                     refused.append((f"{where} = {show(value)}", why))
-                elif kind == "modelled" and name in TRAINING_FIELD and value not in (None, False):
+                elif kind == "modelled" and name in TRAINING_FIELD and not is_off(name, value):
                     vision[TRAINING_FIELD[name]] = (where, value)       # no_effect: at its default
                 elif kind == "no_effect" and value not in (MULTIMODAL[name][0], None, [], ()):
                     no_effect.append((f"{where} = {show(value)}", why))
@@ -578,8 +578,8 @@ def _apply_vision(config: dict, vision: dict, vision_model) -> None:
         config.setdefault("model", {}).update(vision_model)
     if not vision:
         return
-    for where, value in vision.values():
-        if not isinstance(value, bool):
+    for field, (where, value) in vision.items():
+        if field.startswith("freeze_") and not isinstance(value, bool):
             raise ConfigError(Problem(where, show(value), "must be true or false"))
     if not vision_model:
         raise BridgeRefusedError([(f"{where} = {show(value)}", "no vision tower the estimator models (model._target_ "
@@ -720,6 +720,8 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
                          "transposes kept)")
     if ddp.get("megatron_fsdp_cuda_graph_mode"):     # a DDP field Megatron-LM has no flag for (flagsB28)
         config.setdefault("parallelism", {})["megatron_fsdp_cuda_graph_mode"] = True
+    if m.get("use_transformer_engine_full_layer_spec"):      # no Megatron-LM flag either (vgraph29)
+        tr["transformer_engine_full_layer_spec"] = True
     if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":
         tr["recompute_modules"] = []
         notes.append("model.recompute_modules = []: selective recompute of nothing, as Megatron-Core keeps it")

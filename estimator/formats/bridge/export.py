@@ -102,6 +102,7 @@ def to_bridge_dict(config) -> dict:
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
     quant = data.get("precision", {}).pop("quant_recipe", None)     # Megatron-LM's is a file: Bridge's own field
     graph_mode = par.pop("megatron_fsdp_cuda_graph_mode", False)                   # a DDP field with no flag
+    te_layer = data["training"].pop("transformer_engine_full_layer_spec", False)   # a model field with no flag
     hybridep = data["model"].get("moe_hybridep_ranks_per_nvlink_domain")
     out: dict = {"model": {}, "ddp": {}, "optimizer": {}, "train": {}, "dataset": {}}
     dtype, fp8 = cfg.precision.params_dtype, None
@@ -148,6 +149,8 @@ def to_bridge_dict(config) -> dict:
         out["model"]["cpu_offloading"] = True
     if graph_mode:
         out["ddp"]["megatron_fsdp_cuda_graph_mode"] = True
+    if te_layer:
+        out["model"]["use_transformer_engine_full_layer_spec"] = True
     if ub_cfg:
         out["comm_overlap"] = {"tp_comm_overlap": True, "tp_comm_overlap_cfg": ub_cfg}
     if quant is not None:   # RecipeConfig.from_config_dict's form (estimator/config/quant_recipe.py)

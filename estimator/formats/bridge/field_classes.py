@@ -83,10 +83,9 @@ _put("refused", "model", "moe_token_dropping", "token dropping without a capacit
 _put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoint", "heterogeneous layers (per-"
      "layer shapes) are not modelled")
 _put("refused", "model", "cpu_offloading_double_buffering", "double-buffered CPU offloading is not modelled")
-_put("refused", "model", "use_transformer_engine_full_layer_spec", "Transformer Engine's own TransformerLayer "
-     "instead of Megatron-Core's (Bridge @ 067f987d models/gpt_full_te_layer_autocast_spec.py "
-     "TETransformerLayerAutocast): its fused LayerNormMLP and attention save other tensors and keep their own "
-     "workspaces, which are not modelled")
+_put("modelled", "model", "use_transformer_engine_full_layer_spec", "Transformer Engine's own TransformerLayer "
+     "(training.transformer_engine_full_layer_spec: the same tensors as Megatron-Core's TE spec for the LayerNorm, "
+     "GELU, bias, multi-head-attention layer it builds; refused for another model shape)")
 _put("refused", "model", "use_kitchen", "another layer implementation: its buffers are not modelled")
 _put("modelled", "model", "quant_recipe", "a per-module quantisation recipe (Megatron-Core's RecipeConfig: glob "
      "matchers on module paths, first match wins): each matched Transformer Engine linear's training precision, bf16, "

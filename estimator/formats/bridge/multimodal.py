@@ -19,18 +19,16 @@ nemotron_omni/nemotron_omni_provider.py, ...) add fields to the ``model`` sectio
 - ``freeze_language_model`` is the estimator's ``training.freeze_language_model`` (``freeze`` sets
   ``requires_grad`` false on the whole ``language_model``: estimator/memory/features/frozen_language.py); like the
   vision freeze fields it needs the tower, since only the tower or its projector is left to train.
-- the vision encoder's CUDA graphs (``vision_cuda_graph_impl: transformer_engine``) are refused: Megatron-LM @
-  d98e8a64 : megatron/core/transformer/cuda_graphs.py ``VisionTECudaGraphHelper`` captures one graph per tower
-  layer and per micro-batch of the whole step (``num_microbatches``, not those in flight), each with static
-  input and output buffers of ``get_vision_cuda_graph_seq_length`` tokens; the graphed tower
-  (Megatron-Bridge @ 067f987d : src/megatron/bridge/models/qwen_vl/modelling_qwen3_vl/vision_model.py
-  ``_maybe_pad_vision_sequence_for_cuda_graph``, ``_vision_forward_packed_attention_setup``) pads all the
-  micro-batch's patches to ``max_vision_cuda_graph_seq_length`` and runs full attention over them at once (an
-  additive s x s mask for the padding) instead of one packed sequence per image. Its two companions,
-  ``vision_cuda_graph_scope`` and ``max_vision_cuda_graph_seq_length``, are read only there (modelling_qwen3_vl/
-  transformer_config.py ``get_vision_model_config`` clears the tower's graph modules and sets its
-  ``cuda_graph_impl`` to none otherwise; the padding and the helper run only with ``transformer_engine``), so
-  with ``vision_cuda_graph_impl`` none they are without effect at any value.
+- the vision encoder's CUDA graphs (vgraph29): ``vision_cuda_graph_impl``, ``vision_cuda_graph_scope`` and
+  ``max_vision_cuda_graph_seq_length`` are the estimator's ``training.vision_cuda_graph_impl``,
+  ``training.vision_cuda_graph_modules`` and ``training.max_vision_cuda_graph_seq_length`` (estimator/memory/
+  vision.py: the tower padded to the graphs' length, their static buffers and private pool; the rules in
+  estimator/config/rules/vision.py refuse what is not modelled). Megatron-Bridge @ 067f987d :
+  modelling_qwen3_vl/transformer_config.py ``get_vision_model_config`` gives the tower's config the provider's
+  ``vision_cuda_graph_impl`` and scope, or ``cuda_graph_impl`` none and no scope; training/train.py builds
+  Megatron-Core's ``VisionTECudaGraphHelper`` only for ``transformer_engine``, so another implementation
+  (``local``, ...) is refused. The two companions are read only there (vision_model.py pads only with
+  ``transformer_engine``), so with ``vision_cuda_graph_impl`` none they are without effect at any value.
 - Qwen3-Omni's ``vit_gradient_checkpointing`` is refused when set away from its default, and without effect
   at it.
 - Nemotron Omni's sound tower (omni28; nemotron_omni_provider.py ``_build_sound_modules``, estimator/model/audio.py):
@@ -57,13 +55,13 @@ nemotron_omni/nemotron_omni_provider.py, ...) add fields to the ``model`` sectio
 
 from __future__ import annotations
 
-__all__ = ["MULTIMODAL", "NO_EFFECT", "OMNI_HF_IDS", "OMNI_PROVIDERS", "OMNI_TOWER", "SOUND_FIELD", "TRAINING_FIELD",
-           "VIDEO_FIELD", "OmniRefused", "hf_tower", "judge", "omni_media", "omni_tower", "sound_model"]
+__all__ = ["GRAPH_IMPLS", "MULTIMODAL", "NO_EFFECT", "OMNI_HF_IDS", "OMNI_PROVIDERS", "OMNI_TOWER", "SOUND_FIELD",
+           "TRAINING_FIELD", "VIDEO_FIELD", "OmniRefused", "hf_tower", "is_off", "judge", "omni_media", "omni_tower",
+           "sound_model"]
 
-_CUDA_GRAPHS = ("the vision encoder's CUDA graphs (Megatron-Core's VisionTECudaGraphHelper) are not modelled: "
-                "static input and output buffers per tower layer and per micro-batch of the whole step, and a "
-                "tower that pads the micro-batch's patches to max_vision_cuda_graph_seq_length and attends over "
-                "all of them at once (an additive s x s mask) instead of per image")
+_CUDA_GRAPHS = ("the vision encoder's CUDA graphs other than transformer_engine: Megatron-Bridge's training loop "
+                "builds Megatron-Core's VisionTECudaGraphHelper, and the tower pads for the graphs, only with "
+                "transformer_engine (training/train.py, modelling_qwen3_vl/vision_model.py)")
 #: The fields read only when the vision encoder's CUDA graphs are on (module docstring).
 _GRAPH_COMPANIONS = ("vision_cuda_graph_scope", "max_vision_cuda_graph_seq_length")
 _AUDIO = "Qwen-Omni's audio tower is not modelled (Nemotron Omni's sound tower is)"
@@ -167,7 +165,12 @@ _SOUND_FIXED = {"subsampling_conv_kernel_size": 3, "subsampling_conv_stride": 2,
 #: The mapped fields: model field -> the estimator's training field.
 TRAINING_FIELD = {"freeze_vision_model": "freeze_vision_model",
                   "freeze_vision_projection": "freeze_vision_projection",
-                  "freeze_language_model": "freeze_language_model"}
+                  "freeze_language_model": "freeze_language_model",
+                  "vision_cuda_graph_impl": "vision_cuda_graph_impl",
+                  "vision_cuda_graph_scope": "vision_cuda_graph_modules",
+                  "max_vision_cuda_graph_seq_length": "max_vision_cuda_graph_seq_length"}
+#: The vision encoder's CUDA graph implementations the estimator models (others are refused: module docstring).
+GRAPH_IMPLS = ("none", "transformer_engine")
 
 
 def _off(value, default) -> bool:
@@ -188,11 +191,18 @@ def judge(name: str, value, graph_impl="none") -> tuple[str, str]:
         return "modelled", "model.sound_* and training.freeze_sound_* (Nemotron Omni's sound tower)"
     if name in VIDEO_FIELD:
         return "modelled", "model.vision_* (Nemotron Omni's RADIO tower)"
+    if name == "vision_cuda_graph_impl" and value not in GRAPH_IMPLS and value is not None:
+        return "refused", refused or ""
     if name in TRAINING_FIELD:
         return "modelled", f"training.{TRAINING_FIELD[name]} (needs a vision tower in the model)"
     if _off(value, default):
         return "no_effect", f"the multimodal provider's default ({default!r}): nothing to model"
     return "refused", refused or ""
+
+
+def is_off(name: str, value) -> bool:
+    """Whether multimodal field ``name`` holds its off value (``None``, its default, an empty list)."""
+    return _off(value, MULTIMODAL[name][0])
 
 
 def hf_tower(hf_id: str | None) -> dict | None:

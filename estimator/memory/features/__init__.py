@@ -31,6 +31,7 @@ from typing import NamedTuple
 from ...config.derived import recipe_features
 from ..activations import held_per_layer, layer_activations, stage_extras
 from ..states import stage_fp8_scales
+from ..vision import vision_stage
 from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, paged_stash, peft,
                schedule)
 from .assumptions import assumptions
@@ -156,6 +157,9 @@ class Plan:
             self.graph_static = cuda_graphs.static_bytes_per_layer(r)
             self.graph_bytes = {k: cuda_graphs.captured_bytes(r, r.kinds[k], a) for k, a in acts.items()}
             self.graph_layer = {k: cuda_graphs.captured_layer(r, r.kinds[k]) for k in acts}
+        vis = vision_stage(r) if tr.vision_cuda_graph_impl != "none" else None
+        self.vision_graphs = vis.graphs if vis is not None else None     # the tower's own graphs (vision.py)
+        self.tower_units = fsdp.tower_units(r) if par.use_megatron_fsdp else []
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
         if tp_ub:
@@ -191,7 +195,8 @@ class Plan:
         together = ("delayed_wgrad",) if phase == "ep_overlap_1f1b_step" else ()
         value = transient[phase] + sum(transient.get(k, 0) for k in together)
         for c_idx in (c for c, k in enumerate(flight) if k):
-            start = sum(len(c) for c in chunks[:c_idx])
+            # q.units begins with the tower's layers on the first stage (their backward comes after the decoder's)
+            start = (len(self.tower_units) if first else 0) + sum(len(c) for c in chunks[:c_idx])
             kinds = self._kinds(chunks[c_idx])
             out = last and c_idx == len(chunks) - 1
             root = q.root if out or (first and c_idx == 0) else 0
@@ -283,9 +288,11 @@ class Plan:
         step_own = step_grads = queue = None
         if par.use_megatron_fsdp or par.use_torch_fsdp2:
             units = [self._layer_params(k) for k in kinds]
-            root = dense_p + expert_p - sum(u for u, _ in units)
+            tower = self.tower_units if first else []       # the vision tower's layers: FSDP units too (below)
+            root = dense_p + expert_p - sum(u for u, _ in units) - sum(u for u, _, _ in tower)
             if par.use_megatron_fsdp:
-                units = [self.layout[0][k] for k in kinds]      # (dense, dense linear, expert) per unit
+                # (dense, dense linear, expert) per unit, in forward order: the tower's layers run first
+                units = tower + [self.layout[0][k] for k in kinds]
                 u_scales = [bm.fp8_scales[k] for k in kinds] if bm.fp8_scales else None
                 fs = fsdp.megatron_fsdp_states(r, bm, moments, dense_p, linear_p, expert_p, units, root,
                                                all_scales, u_scales)
@@ -424,12 +431,22 @@ class Plan:
 
         # --- outside the allocator, and pools of their own ------------------------------------
         outside = dict(self.outside)
-        if self.graphs:
+        vg = self.vision_graphs if first and flight and flight[0] else None
+        if self.graphs or vg is not None:
             # Eager warm-up, capture and steady state peak apart (cuda_graphs.py): keep the largest.
-            held = [(n, k) for c_idx, n in enumerate(flight) if n for k in self._kinds(chunks[c_idx])]
+            held = [(n, k) for c_idx, n in enumerate(flight) if n for k in self._kinds(chunks[c_idx])] \
+                if self.graphs else []
             n = sum(c * self.graph_layer[k] for c, k in held)
+            vision = (0, 0, 0, 0)
+            if vg is not None:
+                # The tower's graphs (vision.py): the first chunk's micro-batches in flight; the helper's static inputs
+                # of every micro-batch of the step before Transformer Engine reuses them (one with PP 1).
+                k0, step_mbs = flight[0], (r.m or flight[0]) if r.p > 1 else 1
+                vision = (k0 * vg.captured, k0 * vg.static, max(step_mbs, k0) * vg.created, vg.work)
             gp = cuda_graphs.peak(r, weights + grads + opt, activations, transient,
-                                  sum(c * self.graph_bytes[k] for c, k in held), n * self.graph_static, self.graph_work)
+                                  sum(c * self.graph_bytes[k] for c, k in held),
+                                  n * self.graph_static if self.graphs else 0,
+                                  self.graph_work if self.graphs else 0, vision)
             activations, transient = gp.activations, gp.transient
             parts.update(gp.parts)
             if gp.pool_outside:

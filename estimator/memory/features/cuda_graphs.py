@@ -46,6 +46,12 @@ MLP or MoE block), or for attention alone the q/k/v gradients and, with unfused 
 probabilities (the fused softmax backward writes its result in place). The private pool stays reserved after
 the capture; the device figure adds what of it the allocated peak does not already hold.
 
+A vision tower's own graphs (``training.vision_cuda_graph_impl``, estimator/memory/vision.py) are captured right
+after the language model's, into a pool of their own: a fourth moment, ``vision_capture`` (:func:`peak`), when the
+helper's sample inputs of every micro-batch of the step, then the in-flight ones with the captured layers' tensors
+and one region's working set, sit beside the model states and the language model's static buffers; in the steady
+step their static buffers add to the language model's and their pool to its pool.
+
 Uncertainty: a fresh run capturing at step 0 has no Adam moments yet (they appear at the first optimizer
 step); the estimate counts them (a resumed run has them), so it can be high by their size. Fragmentation of
 the private pool is not counted.
@@ -186,23 +192,37 @@ class GraphPeak(NamedTuple):
     pool_outside: int           # private-pool bytes the allocated peak does not hold (device figure only)
 
 
-def peak(r, states: int, activations: int, transient: dict, captured: int, static: int, work: int) -> GraphPeak:
+def peak(r, states: int, activations: int, transient: dict, captured: int, static: int, work: int,
+         vision: tuple = (0, 0, 0, 0)) -> GraphPeak:
     """The largest of the eager, capture and steady peaks of one stage.
 
     ``captured``: the captured parts' saved tensors of the in-flight (chunk-)micro-batches; ``static``: their
-    static buffers; ``work``: :func:`capture_work`."""
+    static buffers; ``work``: :func:`capture_work`. ``vision``: the vision tower's own graphs on the first stage
+    (estimator/memory/vision.py), (captured, static, created, work) of its micro-batches in flight (``created``: the
+    static inputs its helper allocates for every micro-batch of the step); captured after the language model's,
+    into a pool of their own, so a fourth moment: ``vision_capture``."""
+    v_cap, v_static, v_created, v_work = vision
     eager_t = sum(transient.values())
     eager = states + activations + eager_t if r.cfg.training.cuda_graph_warmup_steps > 0 else -1
-    cap_t = {"cuda_graph_static_buffers": static, "cuda_graph_capture_working_set": work}
-    if "workspaces" in transient:
-        cap_t["workspaces"] = transient["workspaces"]
+    space = {"workspaces": transient["workspaces"]} if "workspaces" in transient else {}
+    cap_t = {"cuda_graph_static_buffers": static, "cuda_graph_capture_working_set": work, **space}
     capture = states + captured + sum(cap_t.values())
-    steady_t = dict(transient, cuda_graph_static_buffers=static)
-    steady = states + activations - captured + sum(steady_t.values())
-    pool = captured + work
-    if eager >= capture and eager >= steady:
+    # the helper's sample inputs of the whole step, then the in-flight ones with the captured tensors and the work
+    v_capture = states + max(static + v_created + sum(space.values()), static + v_static + v_cap + v_work
+                             + sum(space.values())) if v_static else -1
+    steady_t = dict(transient, cuda_graph_static_buffers=static + v_static)
+    steady = states + activations - captured - v_cap + sum(steady_t.values())
+    pool = captured + work + v_cap + v_work
+    if eager >= max(capture, v_capture, steady):
         return GraphPeak("eager", activations, {}, dict(transient), max(steady + pool - eager, 0))
+    if v_capture > capture and v_capture >= steady:
+        held = v_cap if v_static + v_cap + v_work >= v_created else 0
+        vis_t = ({"cuda_graph_static_buffers": static + v_static, "cuda_graph_capture_working_set": v_work, **space}
+                 if held else {"cuda_graph_static_buffers": static + v_created, **space})
+        return GraphPeak("vision_capture", held, {"not_run_at_capture": held - activations}, vis_t,
+                         max(steady + pool - v_capture, 0))
     if capture >= steady:
         return GraphPeak("capture", captured, {"not_run_at_capture": captured - activations}, cap_t,
                          max(steady + pool - capture, 0))
-    return GraphPeak("steady", activations - captured, {"cuda_graph_private_pool": -captured}, steady_t, pool)
+    return GraphPeak("steady", activations - captured - v_cap, {"cuda_graph_private_pool": -(captured + v_cap)},
+                     steady_t, pool)

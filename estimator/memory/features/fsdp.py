@@ -3,7 +3,14 @@ unit buffers alive at the peak, and Megatron-FSDP's optimizer step.
 
 Megatron-FSDP (v1; Megatron-LM @ d98e8a64 ``megatron/core/distributed/fsdp/src/megatron_fsdp/``,
 ``param_and_grad_buffer.py`` ``_init_each_parameter_group_buffers``). Every transformer layer is an FSDP unit
-(``mcore_fsdp_adapter.py``); the embedding, output layer and final norm belong to the root module. With N the
+(``mcore_fsdp_adapter.py``: ``fsdp_unit_modules`` defaults to TransformerLayer, MoETransformerLayer and MambaLayer
+instances anywhere in the wrapped chunk); the embedding, output layer and final norm belong to the root module. A
+qwen3_vl vision tower's layers are Megatron-Core TransformerLayers (vit_layer_specs.py), so they are units as well,
+first in forward order on the first stage (:func:`tower_units`), while its patch embedding, positions and mergers
+join the root module (Megatron-Bridge @ 067f987d : the VLM is wrapped whole by Megatron-LM's
+``megatron/training/models/dist_utils.py`` ``_ddp_wrap``, which passes no ``fsdp_unit_modules``). The tower's own
+backward comes after the decoder's, with only its own tensors left: the gradient buckets are walked over the
+decoder's layers. With N the
 data x context-parallel size divided by ``num_distributed_optimizer_instances`` M (the HSDP inner size; routed
 experts: expert-data-parallel size / M), per parameter:
 
@@ -94,10 +101,11 @@ from typing import NamedTuple
 
 from ...config.derived import grad_comm_dtype, grad_dtype
 from ...model.resolve import DTYPE_BYTES
+from ...model.vision import vision_params
 from ..optimizer_step import fp32_copies_per_state, separate_expert_optimizer
 
 __all__ = ["FsdpStates", "fsdp_shards", "graph_mode_grad_copies", "megatron_fsdp_states", "megatron_fsdp_step",
-           "torch_fsdp2_states"]
+           "torch_fsdp2_states", "tower_units"]
 
 #: Megatron-FSDP's floor on the communication unit (elements): prefetch P = this / 2, reduce-scatter queue C.
 COMMUNICATION_UNIT_FLOOR = 1_000_000_000
@@ -209,6 +217,17 @@ def _comm_unit(r, units: list) -> int:
     average unit, at least 1e9 (``MegatronFSDP.__init__``); prefetch P = C / 2, reduce-scatter queue C."""
     u_avg = sum(d + e for d, _, e in units) // len(units)
     return r.cfg.parallelism.suggested_communication_unit_size or max(COMMUNICATION_UNIT_FLOOR, 2 * u_avg)
+
+
+def tower_units(r) -> list:
+    """(dense elements, dense linear elements, 0) of each layer of a qwen3_vl vision tower on one GPU of the first
+    stage: FSDP units like the decoder's layers (module docstring), before them in forward order; none without a
+    tower."""
+    m = r.cfg.model
+    vp = vision_params(m) if m.vision_model_type == "qwen3_vl" else None
+    if vp is None:
+        return []
+    return [(vp.layer.per_rank(r.t), vp.linear_layer // r.t, 0)] * vp.layers
 
 
 def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_expert: int, units: list,

@@ -111,7 +111,7 @@ RECIPES = {
             return cfg
 
         def _tune(model):
-            model.use_transformer_engine_full_layer_spec = pick_spec()
+            model.use_kitchen = pick_spec()
     """,
     "src/megatron/bridge/recipes/demo/demo.py": """
         from megatron.bridge.recipes.common import _pretrain_common, _tune
@@ -170,7 +170,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
       and sets ``moe_flex_dispatcher_backend = "nccl_ep"``, a value REFUSED_VALUES refuses (deepep and hybridep
       are modelled): 1 refused setting.
     - ``demo_pretrain_b_config``: double buffering True from ``_pretrain_common`` (refused), and
-      ``use_transformer_engine_full_layer_spec`` (refused) set through ``_tune(cfg.model)`` to a run-time value
+      ``use_kitchen`` (refused) set through ``_tune(cfg.model)`` to a run-time value
       (counts as set): 2 refused settings; ``tp_comm_overlap`` is modelled.
     - ``demo_sft_c_config``: recipe a, then ``moe_flex_dispatcher_backend = "deepep"`` (modelled): 0 refused;
       ``freeze_language_model = True``, a multimodal provider's field (estimator/formats/bridge/multimodal.py) that
@@ -183,7 +183,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
       defines build_schedule_plan): 1 refused setting, ``comm_overlap.overlap_moe_expert_parallel_comm``.
     - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
 
-    So 5 recipes read, 1 with nothing refused; double buffering 1 recipe, the full layer spec 1, the dispatcher value 1,
+    So 5 recipes read, 1 with nothing refused; double buffering 1 recipe, use_kitchen 1, the dispatcher value 1,
     freeze_language_model 1 (the only refusal of recipe c: its model is no Hugging Face model with a tower),
     overlap_moe_expert_parallel_comm 1.
     """
@@ -196,13 +196,13 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
     assert "build_schedule_plan" in recs["demo_pretrain_vl_graphs_config"][0][1]
     assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
     assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == [
-        "model.cpu_offloading_double_buffering", "model.use_transformer_engine_full_layer_spec"]
+        "model.cpu_offloading_double_buffering", "model.use_kitchen"]
     assert [w for w, _ in recs["demo_sft_c_config"]] == ["model.freeze_language_model"]
     assert result["outside"]["demo_sft_c_config"] == []
     block = br.table(result)
     assert "**1 of the 5 recipe functions**" in block
     assert "| `model.freeze_language_model` | 1 | 1 |" in block
-    assert "| `model.use_transformer_engine_full_layer_spec` | 1 | 0 |" in block
+    assert "| `model.use_kitchen` | 1 | 0 |" in block
     assert "| `model.moe_flex_dispatcher_backend` | 1 | 1 |" in block
 
 

@@ -54,7 +54,7 @@ def test_a_non_boolean_freeze_names_the_field():
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("vision_cuda_graph_impl", "transformer_engine", "CUDA graphs"),
+    ("vision_cuda_graph_impl", "local", "CUDA graphs other than transformer_engine"),
     ("vit_gradient_checkpointing", True, "Qwen3-Omni"),
     ("temporal_patch_dim", 2, "NemotronOmniModelProvider only"),       # omni28: any other provider
     ("freeze_sound_encoder", True, "NemotronOmniModelProvider only"),
@@ -73,16 +73,23 @@ def test_the_vision_graphs_companions_are_read_only_with_them():
     transformer_engine (Megatron-Bridge @ 067f987d : modelling_qwen3_vl/transformer_config.py
     get_vision_model_config, vision_model.py _uses_vision_cuda_graph; qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config
     leaves max_vision_cuda_graph_seq_length at 784 with the graphs off): without effect then, named as such, the
-    estimate unchanged; with the graphs on, all three are refused by name."""
+    estimate unchanged; with the graphs on (vgraph29) all three become the training fields."""
     off = _read(VIT, vision_cuda_graph_impl="none", vision_cuda_graph_scope=["attn", "mlp"],
                 max_vision_cuda_graph_seq_length=784)
     assert {w for w, _ in off.no_effect} >= {"model.vision_cuda_graph_scope = ['attn', 'mlp']",
                                               "model.max_vision_cuda_graph_seq_length = 784"}
     assert estimate(off.config).peak.device_bytes == estimate(_read(VIT).config).peak.device_bytes
-    with pytest.raises(BridgeRefusedError, match="max_vision_cuda_graph_seq_length = 784.*VisionTECudaGraphHelper") \
-            as err:
-        _read(VIT, vision_cuda_graph_impl="transformer_engine", max_vision_cuda_graph_seq_length=784)
-    assert "model.vision_cuda_graph_impl = 'transformer_engine'" in str(err.value)
+    on = _read(VIT, vision_cuda_graph_impl="transformer_engine", vision_cuda_graph_scope=["attn", "mlp"],
+               max_vision_cuda_graph_seq_length=784)
+    assert {k: on.config["training"][k] for k in ("vision_cuda_graph_impl", "vision_cuda_graph_modules",
+                                                   "max_vision_cuda_graph_seq_length")} == {
+        "vision_cuda_graph_impl": "transformer_engine", "vision_cuda_graph_modules": ["attn", "mlp"],
+        "max_vision_cuda_graph_seq_length": 784}
+
+
+def test_the_vision_graphs_without_a_tower_are_refused_by_name():
+    with pytest.raises(BridgeRefusedError, match="model.vision_cuda_graph_impl = 'transformer_engine'"):
+        _read(vision_cuda_graph_impl="transformer_engine")
 
 
 def test_a_checkpoint_loading_hook_has_no_effect_at_any_value():
@@ -271,3 +278,30 @@ def test_the_omni_checkpoint_s_tower_for_the_recipes():
     from estimator.formats.bridge.multimodal import hf_tower
     tower = hf_tower("nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16")
     assert (tower["vision_num_layers"], tower["vision_projector_ffn_hidden_size"]) == (32, 20480)
+
+
+def test_the_qwen35_vl_execution_policy_vision_graphs_by_hand():
+    """vgraph29: the tower graphs of _apply_qwen35_vl_35b_a3b_16gpu_h100_execution_config (Megatron-Bridge @
+    067f987d recipes/qwen_vl/h100/qwen35_vl.py: vision_cuda_graph_impl transformer_engine, scope [attn, mlp],
+    max_vision_cuda_graph_seq_length 784) on the SFT recipe with its recompute off (the graphs are refused with full
+    recompute). Qwen3.5-35B-A3B's tower: 27 layers, hv 1152, MLP 4304; one 448-pixel image a micro-batch is
+    (448 / 16)^2 = 784 patches, so nothing is padded and the warm-up peak (allocated 63.61 GiB) is unchanged. On the
+    device the steady step adds, beside it, the static buffers of the first stage's 2 micro-batches in flight (PP 2):
+    2 x 27 x (2 x 784 x 1152 bf16 input + 2 x 784 x 1152 output + 784^2 boolean mask) = 2 x 27 x 4,227,328 =
+    228,275,712, and one layer's backward working set in the pool, fc1's output gradient 2 x 784 x 4304 and two
+    residual-sized gradients 2 x 2 x 784 x 1152: 6,748,672 + 3,612,672 = 10,361,344; 238,637,056 bytes. The
+    pretrain recipe's own policy also captures the language model's attn, refused on Qwen3.5's gated delta net
+    layers."""
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+    name = "qwen35_vl_35b_a3b_sft_16gpu_h100_bf16_config"
+    off = ["model.recompute_granularity=null", "model.recompute_method=null", "model.recompute_num_layers=null"]
+    graphs = off + ["model.vision_cuda_graph_impl=transformer_engine", "model.vision_cuda_graph_scope=[attn,mlp]",
+                    "model.max_vision_cuda_graph_seq_length=784"]
+    plain, on = (estimate(read_bridge_recipe(name, o).config).stages[0] for o in (off, graphs))
+    assert on.allocated_bytes == plain.allocated_bytes
+    assert on.outside_allocator["cuda_graph_private_pool"] == 2 * 27 * 4_227_328 + 10_361_344 == 238_637_056
+    assert on.device_bytes > plain.device_bytes
+    lm = graphs + ["model.cuda_graph_impl=transformer_engine",
+                   "model.cuda_graph_scope=[attn,moe_router,moe_preprocess]"]
+    with pytest.raises(ConfigError, match="gated delta net"):
+        estimate(read_bridge_recipe(name, lm).config)

@@ -427,3 +427,34 @@ def test_cuda_graph_mode_from_bridge_and_back():
          "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
     assert cfg["parallelism"]["megatron_fsdp_cuda_graph_mode"] is True
     assert to_bridge_dict(cfg)["ddp"]["megatron_fsdp_cuda_graph_mode"] is True
+
+
+# vgraph29: Megatron-FSDP beside a qwen3_vl vision tower (tests/memory/test_vision.py's toy: 2 tower layers of
+# 33,088 sharded + 384 replicated elements, 510,272 tower parameters in all).
+_VIT_MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, vocab_size=1000)
+_VIT = {**_VIT_MODEL, "vision_num_layers": 2, "vision_hidden_size": 64, "vision_num_attention_heads": 4,
+        "vision_ffn_hidden_size": 128}
+
+
+def test_a_vision_towers_layers_are_fsdp_units_and_the_rest_joins_the_root():
+    """Megatron-LM @ d98e8a64 mcore_fsdp_adapter.py: fsdp_unit_modules default to TransformerLayer (and MoE / Mamba
+    layers) anywhere in the chunk, so the tower's 2 ViT layers are units; its patch embedding, positions and merger
+    belong to the root module, whose weights stay gathered. optim_grads_params over 2 ranks, bf16 weights and
+    gradients, fp32 master and moments (12 B): the tower adds 2 x 510,272 / 2 = 510,272 bytes of weights and of
+    gradients and 12 x 510,272 / 2 = 3,061,632 of optimizer states; the gathered root grows by the tower less its
+    layers, 2 B x (510,272 - 2 x 33,472) = 886,656."""
+    def stage(model):
+        return estimate(make_config(model, {**FSDP, "data_parallel_sharding_strategy": "optim_grads_params"},
+                                    {"world_size": 2, "use_distributed_optimizer": True,
+                                     "images_per_sample": 1 if model is _VIT else 0})).stages[0]
+    base, vit = stage(_VIT_MODEL), stage(_VIT)
+    assert (vit.weights_bytes - base.weights_bytes, vit.gradients_bytes - base.gradients_bytes,
+            vit.optimizer_bytes - base.optimizer_bytes) == (510_272, 510_272, 3_061_632)
+    assert vit.transient["fsdp_gathered_root"] - base.transient["fsdp_gathered_root"] == 886_656
+
+
+def test_a_frozen_tower_with_megatron_fsdp_is_refused_by_name():
+    from estimator import UnsupportedError
+    with pytest.raises(UnsupportedError, match="use_megatron_fsdp with a frozen vision tower"):
+        estimate(make_config(_VIT, FSDP, {"world_size": 2, "use_distributed_optimizer": True,
+                                          "images_per_sample": 1, "freeze_vision_model": True}))
