@@ -202,6 +202,7 @@ VARIANTS = {
                                           {"training": {"freeze_vision_projection": True}}),
     "training.freeze_language_model": (make_config(VIT, None, IMAGES),
                                        {"training": {"freeze_language_model": True}}),
+    "training.freeze_mtp": (make_config({**MODEL, "mtp_num_layers": 1}), {"training": {"freeze_mtp": True}}),
     # omni28: Nemotron Omni's RADIO video embedder and Parakeet sound tower (tests/memory/test_vision_omni.py).
     "model.vision_separate_video_embedder": (make_config(_OMNI), {"model": {"vision_separate_video_embedder": True}}),
     "model.vision_class_token_len": (make_config(_OMNI), {"model": {"vision_class_token_len": 10}}),

@@ -71,7 +71,7 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm",
-            "megatron_fsdp_cuda_graph_mode", "use_layer_wise_distributed_optimizer"}
+            "megatron_fsdp_cuda_graph_mode", "use_layer_wise_distributed_optimizer", "freeze_mtp_model"}
 
 #: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
 #: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
@@ -792,6 +792,10 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
         elif m["disable_parameter_transpose_cache"]:
             notes.append("model.disable_parameter_transpose_cache: no effect without FP8 or NVFP4 (no weight "
                          "transposes kept)")
+    if m.get("freeze_mtp_model") not in (None, False):      # Exaone45Model.freeze (bridgeref29)
+        if not isinstance(m["freeze_mtp_model"], bool):
+            raise ConfigError(Problem("model.freeze_mtp_model", show(m["freeze_mtp_model"]), "must be true or false"))
+        tr["freeze_mtp"] = True
     if ddp.get("megatron_fsdp_cuda_graph_mode"):     # a DDP field Megatron-LM has no flag for (flagsB28)
         config.setdefault("parallelism", {})["megatron_fsdp_cuda_graph_mode"] = True
     if m.get("recompute_modules") == [] and m.get("recompute_granularity") == "selective":

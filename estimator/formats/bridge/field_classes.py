@@ -258,9 +258,10 @@ _put("no_effect", "model", "fp8_param_gather", "Megatron-Core and Bridge read fp
 _put("no_effect", "model", "cp_partition_mode", "how DeepSeek-V4's packed sequences are split across "
      "context-parallel ranks (zigzag or contiguous; models/deepseek/deepseek_v4_step.py): each rank keeps "
      "1/context_parallel_size of the tokens either way", ATTRIBUTES)
-_put("refused", "model", "freeze_mtp_model", "a frozen multi-token-prediction module (Exaone 4.5's provider, "
-     "models/exaone/exaone45/modelling_exaone45/model.py: requires_grad off on the MTP parameters) keeps no "
-     "gradients or optimizer states for it: frozen modules are not modelled", ATTRIBUTES)
+_put("modelled", "model", "freeze_mtp_model", "a frozen multi-token-prediction module (Exaone 4.5's provider, "
+     "models/exaone/exaone45/modelling_exaone45/model.py Exaone45Model.freeze: requires_grad off on the parameters "
+     "named mtp): training.freeze_mtp, weights only for the MTP layers and no weight-gradient inputs saved in "
+     "them (estimator/memory/features/frozen_language.py)", ATTRIBUTES)
 _put("no_effect", "optimizer", "offload_optimizer_states", "a plain attribute a DeepSeek-V4 performance recipe "
      "sets (to False); read nowhere (Megatron-Core's optimizer offload is optimizer_cpu_offload)", ATTRIBUTES)
 _put("no_effect", "dataset", "sample_count repo_id cache_dir dataset_sampling fixed_pack_idx "
