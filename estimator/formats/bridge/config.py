@@ -582,6 +582,12 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
             if dest in ARGUMENTS and dest not in values:
                 values[dest] = (where, value)
     problems += _fused_qkv_rope_problems(m) + _hybrid_ratio_problems(m) + _partial_checkpoint_problems(m)
+    env = cfg.get("env_vars") or {}
+    if m.get("cpu_offloading") and str(env.get("NVTE_CPU_OFFLOAD_V1", "")).strip() == "1":
+        refused.append(("env_vars.NVTE_CPU_OFFLOAD_V1 = 1", "Transformer Engine's old CPU offloading path (Transformer "
+                        "Engine @ d0067d0d : transformer_engine/pytorch/cpu_offload_v1.py, with its own reload "
+                        "buffers, double-buffered with cpu_offloading_double_buffering) is not modelled; the estimate "
+                        "follows the default path (cpu_offload.py)"))
     if problems:
         raise ConfigError(problems)
     if refused:

@@ -89,7 +89,8 @@ _put("no_effect", "model", "cpu_offloading_double_buffering", "passed by Megatro
      "Transformer Engine's get_cpu_offload_context, whose default path ignores it (Transformer Engine @ d0067d0d : "
      "transformer_engine/pytorch/cpu_offload.py: \"Deprecated\", an unused argument since the offloading rewrite "
      "c5257605, #1762); only the old path that NVTE_CPU_OFFLOAD_V1=1 selects (cpu_offload_v1.py) allocates its two "
-     "sets of reload buffers, and the estimate follows the default path")
+     "sets of reload buffers, and the estimate follows the default path (env_vars.NVTE_CPU_OFFLOAD_V1=1 with "
+     "cpu_offloading is refused by name)")
 _put("refused", "model", "use_transformer_engine_full_layer_spec", "Transformer Engine's own TransformerLayer "
      "instead of Megatron-Core's (Bridge @ 067f987d models/gpt_full_te_layer_autocast_spec.py "
      "TETransformerLayerAutocast): its fused LayerNormMLP and attention save other tensors and keep their own "

@@ -472,3 +472,13 @@ def test_double_buffering_leaves_cpu_offloading_as_it_was():
     dbl = read_bridge_config({"model": {**off, "cpu_offloading_double_buffering": True}, "train": TRAIN}, world_size=1)
     assert base.config["training"]["cpu_offloading"] is True
     assert _stage(dbl) == _stage(base)
+
+
+def test_transformer_engines_old_offload_path_is_refused_by_name():
+    """NVTE_CPU_OFFLOAD_V1=1 selects cpu_offload_v1.py, whose reload buffers (two sets with double buffering) the
+    estimate does not model: refused with CPU offloading on, harmless without it."""
+    off = {**MODEL, "cpu_offloading": True, "cpu_offloading_num_layers": 1}
+    with pytest.raises(BridgeRefusedError) as err:
+        read_bridge_config({"model": off, "train": TRAIN, "env_vars": {"NVTE_CPU_OFFLOAD_V1": "1"}}, world_size=1)
+    assert err.value.to_problems()[0].field == "env_vars.NVTE_CPU_OFFLOAD_V1"
+    read_bridge_config({"model": MODEL, "train": TRAIN, "env_vars": {"NVTE_CPU_OFFLOAD_V1": "1"}}, world_size=1)
