@@ -418,7 +418,8 @@ def _hybrid_ratio_problems(m: dict) -> list[Problem]:
     into a pattern only when given them itself, and with no pattern builds no decoder layer (hybrid_layer_allocation.py
     ``select_pipeline_segment`` on an empty pattern). With a pattern the ratios have no effect."""
     ratios = {k: m.get(k) for k in ("hybrid_attention_ratio", "hybrid_mlp_ratio")}
-    if not any(ratios.values()) or m.get("hybrid_layer_pattern") or m.get("hybrid_override_pattern"):
+    if not any(ratios.values()) or m.get("hybrid_layer_pattern") or m.get("hybrid_override_pattern") \
+            or "FalconH1" in str(m.get("_target_") or ""):      # Falcon-H1's own block reads them (not modelled)
         return []
     for k, v in ratios.items():
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 1):
