@@ -16,6 +16,11 @@ Megatron-Core ``megatron/core/models/hybrid/hybrid_layer_allocation.py`` (``Symb
 - ``/`` starts a multi-token-prediction pattern; each ``/PATTERN`` is one MTP depth, all identical
   (``M*M*/MM/MM``: two MTP layers, each a Mamba and an attention layer). They sit with the output layer.
 
+Megatron-Core's deprecated ``hybrid_attention_ratio`` / ``hybrid_mlp_ratio`` become a pattern by
+``pattern_from_ratios`` (same file), deterministic and written again here as :func:`pattern_from_ratios`; only a
+caller handing the ratios to ``HybridModel`` itself gets it (neither Megatron-LM's ``HybridModelBuilder`` nor
+Megatron-Bridge's ``HybridModelProvider`` does), so the importers use it to say which pattern was meant.
+
 The embedding is built on the first segment and the output layer on the last one (HybridModel's
 pre_process / post_process), so a pattern with ``|`` is the pipeline layout ``E<segment 0>|...|<last>mL``
 (:func:`layout_of`), which :mod:`estimator.config.pipeline_layout` places like any other layout.
@@ -26,7 +31,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["KINDS", "ParsedPattern", "SYMBOLS", "layout_of", "parse", "pattern_problems"]
+__all__ = ["KINDS", "ParsedPattern", "SYMBOLS", "layout_of", "parse", "pattern_from_ratios", "pattern_problems"]
 
 #: Layer symbol -> (token mixer, MLP), the parts of that layer (estimator.model.layers.LayerKind).
 KINDS = {"M": ("mamba", ""), "*": ("attention", ""), "G": ("gdn", ""), "-": ("", "dense"), "E": ("", "moe")}
@@ -77,6 +82,43 @@ def pattern_problems(pattern: str) -> list[str]:
     if len(set(depths)) > 1:
         out.append(f"all MTP patterns must be identical (Megatron-Core), got {', '.join(depths)}")
     return out
+
+
+def pattern_from_ratios(num_layers: int, attention_ratio: float = 0.0, mlp_ratio: float = 0.0) -> str:
+    """The layer pattern Megatron-Core makes of the deprecated ratios (Megatron-LM @ 2a75ac12 :
+    megatron/core/models/hybrid/hybrid_layer_allocation.py ``pattern_from_ratios``, the same at d98e8a64).
+
+    With L layers, a = round(L x attention_ratio) attention layers split the L - a Mamba layers into a + 1 runs
+    of about s = (L - a) / (a + 1): walking the layers with a counter x that starts at s and loses 1 per Mamba
+    layer, a layer becomes attention when x < 0.5 (and x gains s). Then d = round(L x mlp_ratio) MLP layers
+    replace Mamba layers the same way, with r = (L - a - d) / d, skipping the attention layers. ``round`` is
+    Python's (halves to even), as there. Raises ValueError where Megatron-Core asserts: L < 1, a ratio outside
+    [0, 1], or the two above 1 together.
+    """
+    if num_layers < 1 or not (0.0 <= attention_ratio <= 1.0 and 0.0 <= mlp_ratio <= 1.0) \
+            or attention_ratio + mlp_ratio > 1.0:
+        raise ValueError("needs num_layers >= 1, both ratios in [0, 1] and their sum at most 1")
+    attention = round(num_layers * attention_ratio)
+    mamba = num_layers - attention
+    run = mamba / (attention + 1)
+    kinds = ["M"] * num_layers
+    x = run
+    for i in range(num_layers):
+        if x < 0.5:
+            kinds[i], x = "*", x + run
+        else:
+            x -= 1
+    mlp = round(num_layers * mlp_ratio)
+    if mlp > 0:
+        step = (mamba - mlp) / mlp
+        x = step
+        for i in range(num_layers):
+            if kinds[i] == "M":
+                if x < 0.5:
+                    kinds[i], x = "-", x + step
+                else:
+                    x -= 1
+    return "".join(kinds)
 
 
 def layout_of(pattern: str) -> str | None:

@@ -1287,6 +1287,11 @@ class TrainingConfig:
                                      "weight gradients, while the backward pass still runs through it to the "
                                      "trained vision tower or projector (needs a vision tower with a trained "
                                      "part).", type="bool")
+    freeze_mtp: bool = _f(False, "Megatron-Bridge's freeze_mtp_model (EXAONE 4.5's provider): the multi-token-"
+                          "prediction layers keep their weights but no gradients and no optimizer states, and "
+                          "their linear layers (eh_proj, the transformer layer's) save no inputs for weight "
+                          "gradients; the MTP loss's backward still runs through them into the decoder. Needs MTP "
+                          "layers.", type="bool")
     # --- flagsA28: refused Megatron-LM arguments now modelled (issue 28 item 7) ---
     mlp_chunks_for_training: int = _f(1, "Run each dense MLP on this many chunks along the sequence (Megatron-LM "
                                       "--mlp-chunks-for-training, TransformerConfig.mlp_chunks_for_training; "

@@ -64,6 +64,10 @@ def to_megatron_args(config) -> list[str]:
                                "pretrain_gpt.py flag: Megatron-LM's pretrain_gpt.py builds a GPT model without one; "
                                "the vision-language models are Megatron-Bridge's (its VL recipes: use the Megatron-"
                                "Bridge overrides export), which this export does not write")
+    if tr.freeze_mtp:
+        raise UnsupportedError("training.freeze_mtp (Megatron-Bridge's freeze_mtp_model, EXAONE 4.5's provider) has "
+                               "no pretrain_gpt.py flag: Megatron-LM trains every MTP parameter (use the Megatron-"
+                               "Bridge overrides export)")
     out: list[str] = []
 
     def add(flag, value=None):

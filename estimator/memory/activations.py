@@ -164,14 +164,17 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
                             attention_backward_peak=max(attn_bwd, 0))
 
 
-def mtp_activations(r: Resolved, acts) -> list:
+def mtp_activations(r: Resolved, acts, parts: bool = False) -> list:
     """The LayerActivations of one MTP layer's transformer layer(s), one per kind of ``r.mtp_kinds``: the decoder
     layers' (``acts``, by kind index), or with ``precision.quant_recipe`` their own, as the rules give MTP paths
-    (``mtp.*``) their own precisions (estimator/model/quant_recipe.py)."""
-    if not (r.cfg.precision.quant_recipe and quantized(r.cfg.precision)):
+    (``mtp.*``) their own precisions (estimator/model/quant_recipe.py). ``parts``: computed afresh with their named
+    parts (for frozen MTP layers, estimator/memory/features/frozen_language.py)."""
+    recipe = r.cfg.precision.quant_recipe and quantized(r.cfg.precision)
+    if not (recipe or parts):
         return [acts[k] for k in r.mtp_kinds]
     c = context(r)
-    return [layer_activations(r, r.kinds[k], ctx=with_quant(c, mtp_quant(r, r.kinds[k])[0])) for k in r.mtp_kinds]
+    return [layer_activations(r, r.kinds[k], ctx=with_quant(c, mtp_quant(r, r.kinds[k])[0]) if recipe else c,
+                              parts=parts) for k in r.mtp_kinds]
 
 
 class StageExtras(NamedTuple):

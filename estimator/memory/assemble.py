@@ -247,6 +247,20 @@ def _chunk_parameters(r: Resolved, c, layout: tuple) -> tuple[int, int, int]:
     return dense, lin, exp
 
 
+def _mtp_parameters(r: Resolved, chunks, layout: tuple) -> tuple[int, int]:
+    """(dense, routed-expert) parameters one GPU holds in the MTP layers built in ``chunks`` (their norms, eh_proj
+    and transformer layers; not the embedding copy), the ones ``training.freeze_mtp`` freezes."""
+    mtp_dense, mtp_exp = layout[4], layout[6]
+    k = sum(mtp_built(r, len(c.mtp)) for c in chunks)
+    return k * mtp_dense, k * mtp_exp
+
+
+def _trained(r: Resolved, chunks, layout: tuple, dense_p: int, expert_p: int) -> tuple[int, int]:
+    """The stage's parameters the optimizer steps with its MTP layers frozen."""
+    fd, fe = _mtp_parameters(r, chunks, layout)
+    return dense_p - fd, expert_p - fe
+
+
 def stage_memory(r: Resolved, *, replay: bool | None = None) -> Estimate:
     """The estimate for every pipeline stage of a resolved configuration.
 
@@ -285,9 +299,13 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
     feat = features.plan(r, bm, layout, acts)   # None unless a recipe feature (FSDP, PEFT, offload, ...) is on
     if feat is not None:
         acts = feat.acts
-    mtp_act = sum_activations(mtp_activations(r, acts)) if r.mtp else None
-    extras = stage_extras(r, mtp_act)
     frozen_lm = tr.freeze_language_model     # weights only for the language model (features/frozen_language.py)
+    frozen_mtp = tr.freeze_mtp and not frozen_lm and r.mtp     # weights only for the MTP layers (the same module)
+    mtp_act = (sum_activations(frozen_language.mtp_layers(r) if frozen_mtp else mtp_activations(r, acts))
+               if r.mtp else None)
+    extras = stage_extras(r, mtp_act)
+    if frozen_mtp:
+        extras = extras._replace(mtp=extras.mtp - frozen_language.eh_proj_input(r))
     if frozen_lm:
         extras = extras._replace(output=extras.output - frozen_language.output_input(r))
     fp8_out = fp8_output.active(pr)         # the output layer in MXFP8 (features/fp8_output.py)
@@ -399,6 +417,9 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
             if frozen_lm:
                 st = frozen_language.stage_states(bm, st, vis.trained if plan.embedding and vis is not None else 0,
                                                   dense_shard, r.edp)
+            elif frozen_mtp and plan.mtp:
+                fd, fe = _mtp_parameters(r, chunks, layout)
+                st = frozen_language.mtp_states(bm, st, dense_p - fd, expert_p - fe, dense_shard, r.edp)
             if one_kind:
                 present = _ONE if stage_counts[0] or plan.mtp else _NONE
             else:
@@ -442,7 +463,7 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
         n_mtp = plan.mtp
         has_loss = plan.loss
         transient = {}
-        key = (present, n_mtp > 0)
+        key = (present, n_mtp > 0 and not frozen_mtp)      # eh_proj's weight-gradient dummy: not when frozen
         hit = dummy_cache.get(key)
         if hit is None:
             shapes = set()
@@ -509,6 +530,7 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
             fwd_bwd = states + activations + transient_bytes
             # the parameters the optimizer steps: with a frozen language model the stage's trained vision ones
             td, te = ((vis.trained if plan.embedding and vis is not None else 0, 0) if frozen_lm
+                      else _trained(r, chunks, layout, dense_p, expert_p) if frozen_mtp and n_mtp
                       else (dense_p, expert_p))
             step = optimizer_step_buffers(r, bm, td, te, dense_shard, transient,
                                           recompute_retained(r, chunks, acts) if retained is None else retained)

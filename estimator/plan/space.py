@@ -303,7 +303,8 @@ class SearchEngine(CostModel):
         self.kind_params = [kind_params(r, kind) for kind in r.kinds]
         tr, par = cfg.training, cfg.parallelism
         self.states_may_shrink = (par.use_megatron_fsdp or par.use_torch_fsdp2 or tr.peft is not None
-                                  or tr.freeze_language_model or tr.optimizer_cpu_offload or tr.optimizer != "adam"
+                                  or tr.freeze_language_model or tr.freeze_mtp or tr.optimizer_cpu_offload
+                                  or tr.optimizer != "adam"
                                   or ((cfg.precision.fp8 or cfg.precision.fp4)
                                       and cfg.precision.first_last_layers_bf16))
         self.bm = {}

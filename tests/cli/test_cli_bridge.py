@@ -102,8 +102,8 @@ def test_bridge_recipes_lists(capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["--bridge-recipe", "qwen3_30b_a3b_pretrain_config"], "did you mean"),
-    (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "model.moe_token_dropping=true"],
-     "model.moe_token_dropping"),
+    (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "model.use_kitchen=true"],
+     "model.use_kitchen"),
     (["--bridge-recipe", "llama3_8b_pretrain_8gpu_h100_bf16_config", "modle.x=1"], "did you mean model"),
     (["--bridge-recipe", "moonlight_16b_sft_8gpu_h100_bf16_config", "model.pipeline_model_parallel_size=4",
       "--num-gpus", "16"], "model.pipeline_model_parallel_layout"),

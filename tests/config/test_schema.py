@@ -221,6 +221,7 @@ VARIANTS = {
         make_config(VIT, None, {**IMAGES, "vision_cuda_graph_impl": "transformer_engine",
                                 "max_vision_cuda_graph_seq_length": 4096}),
         {"training": {"max_vision_cuda_graph_seq_length": 8192}}),
+    "training.freeze_mtp": (make_config({**MODEL, "mtp_num_layers": 1}), {"training": {"freeze_mtp": True}}),
     # omni28: Nemotron Omni's RADIO video embedder and Parakeet sound tower (tests/memory/test_vision_omni.py).
     "model.vision_separate_video_embedder": (make_config(_OMNI), {"model": {"vision_separate_video_embedder": True}}),
     "model.vision_class_token_len": (make_config(_OMNI), {"model": {"vision_class_token_len": 10}}),

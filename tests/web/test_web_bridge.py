@@ -36,8 +36,8 @@ def test_import_bridge_config_says_what_each_field_does():
 
 def test_import_bridge_refusal_names_the_field():
     bad = web.import_text({"preset": "tiny"}, "bridge", CONFIG + "peft:\n  _target_: megatron.bridge.peft.lora.LoRA\n"
-                          "  lora_dtype: fp32\n")
-    assert bad["refused"][0]["flag"] == "peft.lora_dtype = 'fp32'"
+                          "  normalize_moe_lora: true\n")
+    assert bad["refused"][0]["flag"] == "peft.normalize_moe_lora = True"
 
 
 def test_bridge_export_reads_back():

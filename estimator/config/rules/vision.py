@@ -1,7 +1,8 @@
 """The vision-tower rules: a tower's dimensions come together and split over the tensor-parallel ranks, each kind
 (qwen3_vl, qwen2_5_vl, gemma3_vl's SigLIP, radio, kimi_k25, glm4v, ernie45_vl, exaone45, step37, gemma4,
 pixtral) with its own patch, position and projector rules, images that fit the sequence, and the frozen parts
-(``freeze_*``) of a vision-language model.
+(``freeze_*``) of a vision-language model, and the frozen multi-token-prediction layers (``freeze_mtp``, EXAONE 4.5's
+provider's field, which applies to any model with MTP layers).
 
 :func:`vision_problems` is called by :func:`estimator.config.rules.model.model_problems`. The radio tower's fixed
 shapes (``RADIO_*``) are the model's too (estimator/model/vision.py).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..derived import recipe_features
 from ..errors import Problem
 from .attention import kv_split_problems
 
@@ -67,7 +69,7 @@ def vision_problems(cfg) -> list[Problem]:
     Hugging Face's module, whole on every rank); deepstack mergers and learned positions are qwen3_vl's only; images
     need a tower, a resolution that whole merged patches tile, and their tokens fit in the sequence."""
     m, tr, t = cfg.model, cfg.training, cfg.parallelism.tensor_model_parallel_size
-    out: list[Problem] = []
+    out: list[Problem] = _frozen_mtp_rules(cfg)
     if m.vision_num_layers is None:
         for name in _VISION_DIMS + ("vision_out_hidden_size", "vision_projector_ffn_hidden_size",
                                     "vision_num_query_groups"):
@@ -309,10 +311,11 @@ def _frozen_language_rules(cfg) -> list[Problem]:
     if tr.peft is not None:
         add(True, f"with training.peft ({tr.peft}) the language model's base weights are frozen by the adapters' "
             "own transform already; leave freeze_language_model false")
-    if cfg.model.vision_model_type == "exaone45" and cfg.model.mtp_num_layers:
+    if cfg.model.vision_model_type == "exaone45" and cfg.model.mtp_num_layers and not tr.freeze_mtp:
         add(True, f"with the exaone45 tower and MTP layers (mtp_num_layers {cfg.model.mtp_num_layers}) is not "
             "modelled: Megatron-Bridge's Exaone45Model.freeze leaves the MTP layers trained while the rest of the "
-            "language model is frozen")
+            "language model is frozen (with training.freeze_mtp, its freeze_mtp_model, everything is frozen and "
+            "that is modelled)")
     if par.use_megatron_fsdp or par.use_torch_fsdp2:
         add(True, "with FSDP is not modelled (which frozen units FSDP still gathers and shards)")
     if tr.rl_algorithm != "none":
@@ -386,4 +389,28 @@ def _vision_graph_rules(cfg) -> list[Problem]:
                                f"({tr.micro_batch_size}) x images_per_sample ({tr.images_per_sample}) x {per:,} "
                                f"patches ({tr.image_resolution}-pixel images) = {n:,} do not fit (Megatron-Bridge "
                                "raises ValueError); raise max_vision_cuda_graph_seq_length to at least that"))
+
+
+def _frozen_mtp_rules(cfg) -> list[Problem]:
+    """``training.freeze_mtp`` (estimator/memory/features/frozen_language.py ``mtp_states``): it needs MTP layers, and
+    the features that re-plan the states or the saved tensors of every layer (FSDP, PEFT, other optimizers,
+    offloading, CUDA graphs, ...: :func:`estimator.config.derived.recipe_features`), the RL phases and the allocator
+    replay are refused beside it by name rather than estimated wrong."""
+    tr, m = cfg.training, cfg.model
+    if not tr.freeze_mtp:
+        return []
+    out: list[Problem] = []
+    if not (m.mtp_num_layers or "/" in (m.hybrid_layer_pattern or "")):
+        out.append(Problem("training.freeze_mtp", True, "needs multi-token-prediction layers (model.mtp_num_layers, "
+                           "or '/' parts of model.hybrid_layer_pattern)"))
+    on = [path for path, _ in recipe_features(cfg)]
+    if on:
+        out.append(Problem("training.freeze_mtp", True, f"with {', '.join(on)} is not modelled (frozen MTP layers are "
+                           "modelled with Megatron-Core's plain DDP, distributed optimizer and Adam)"))
+    if tr.rl_algorithm != "none":
+        out.append(Problem("training.freeze_mtp", True, f"with RL training (training.rl_algorithm: "
+                           f"{tr.rl_algorithm}) is not modelled"))
+    if tr.reserved_memory_model == "replay":
+        out.append(Problem("training.freeze_mtp", True, "with reserved_memory_model replay is not modelled (the "
+                           "allocator trace keeps every linear layer's input); use fraction"))
     return out

@@ -37,6 +37,7 @@ from __future__ import annotations
 import difflib
 
 from ...config.errors import ConfigError, Problem, UnsupportedError, show
+from ...config.hybrid_pattern import pattern_from_ratios
 from ...config.input_size import size_problem
 from ...config.quant_recipe import rules_from_recipe
 from ...config.yamlio import YamlError, dump, load
@@ -70,7 +71,8 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "pipeline_dtype", "grad_reduce_in_fp32", "fp8_param", "fp4_param", "store_param_remainders", "fp32",
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm",
-            "megatron_fsdp_cuda_graph_mode", "use_transformer_engine_full_layer_spec"}
+            "megatron_fsdp_cuda_graph_mode", "use_transformer_engine_full_layer_spec",
+            "use_layer_wise_distributed_optimizer", "freeze_mtp_model"}
 
 #: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
 #: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
@@ -273,6 +275,27 @@ def _sync_distributed_optimizer(cfg: dict, notes: list) -> None:
         cfg["optimizer"] = {**opt, "use_distributed_optimizer": True}
 
 
+def _layer_wise_optimizer(cfg: dict, notes: list, no_effect: list) -> None:
+    """``optimizer.use_layer_wise_distributed_optimizer`` (Megatron-LM @ 2a75ac12 : megatron/core/optimizer/
+    __init__.py): only ``_get_megatron_emerging_optimizer`` reads it, where a ``dist_`` prefix on the optimizer's
+    name does nothing but set it; Bridge (training/optim.py setup_optimizer) sends muon and soap there and adam and
+    sgd to ``get_megatron_optimizer``, which never reads it. So muon with it is dist_muon."""
+    opt = cfg.get("optimizer") or {}
+    on = opt.get("use_layer_wise_distributed_optimizer")
+    if on in (None, False):
+        return
+    if not isinstance(on, bool):
+        raise ConfigError(Problem("optimizer.use_layer_wise_distributed_optimizer", show(on), "must be true or false"))
+    name = opt.get("optimizer", SECTIONS["optimizer"].get("optimizer"))
+    if name == "muon":
+        cfg["optimizer"] = {**opt, "optimizer": "dist_muon"}
+        notes.append("optimizer.use_layer_wise_distributed_optimizer = true with optimizer muon: Megatron-Core's "
+                     "LayerWiseDistributedOptimizer, read as dist_muon (the dist_ prefix only sets this flag)")
+    elif name in ("adam", "sgd"):
+        no_effect.append(("optimizer.use_layer_wise_distributed_optimizer = true", f"read only for emerging "
+                          f"optimizers (Muon, SOAP); Megatron-Core's get_megatron_optimizer builds {name} without it"))
+
+
 def _apply_comm_overlap(cfg: dict, world_size: int | None) -> None:
     """CommOverlapConfig.setup (training/comm_overlap.py), for the fields that change what a GPU holds."""
     co = cfg.get("comm_overlap")
@@ -390,6 +413,61 @@ def _fused_qkv_rope_problems(m: dict) -> list[Problem]:
                     "tensor_model_parallel_size")]
 
 
+def _hybrid_ratio_problems(m: dict) -> list[Problem]:
+    """``hybrid_attention_ratio`` / ``hybrid_mlp_ratio`` above 0 without a pattern. HybridModelProvider (Bridge @
+    067f987d : models/hybrid/hybrid_provider.py ``provide``) hands Megatron-Core's HybridModel only
+    ``hybrid_layer_pattern`` (or ``hybrid_override_pattern``, copied there by ``finalize``); HybridModel turns ratios
+    into a pattern only when given them itself, and with no pattern builds no decoder layer (hybrid_layer_allocation.py
+    ``select_pipeline_segment`` on an empty pattern). With a pattern the ratios have no effect."""
+    ratios = {k: m.get(k) for k in ("hybrid_attention_ratio", "hybrid_mlp_ratio")}
+    if not any(ratios.values()) or m.get("hybrid_layer_pattern") or m.get("hybrid_override_pattern") \
+            or "FalconH1" in str(m.get("_target_") or ""):      # Falcon-H1's own block reads them (not modelled)
+        return []
+    for k, v in ratios.items():
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 1):
+            return [Problem(f"model.{k}", show(v), "must be a number from 0 to 1")]
+    attention, mlp = (float(v or 0) for v in ratios.values())
+    layers = m.get("num_layers")
+    try:
+        meant = (f"; Megatron-Core's pattern_from_ratios({layers}, {attention:g}, {mlp:g}) gives "
+                 f"{pattern_from_ratios(layers, attention, mlp)!r}") if isinstance(layers, int) else ""
+    except ValueError as exc:
+        meant = f"; Megatron-Core's pattern_from_ratios refuses them too ({exc})"
+    name = "hybrid_attention_ratio" if attention else "hybrid_mlp_ratio"
+    return [Problem(f"model.{name}", show(ratios[name]), "Megatron-Bridge's HybridModelProvider hands Megatron-"
+                    "Core's HybridModel only hybrid_layer_pattern, so these ratios alone build a model without "
+                    "decoder layers; give model.hybrid_layer_pattern" + meant)]
+
+
+def _partial_checkpoint_problems(m: dict) -> list[Problem]:
+    """``num_microbatches_with_partial_activation_checkpoints`` N with pipeline parallelism. Megatron-Core's 1F1B
+    schedules (Megatron-LM @ 2a75ac12 : megatron/core/pipeline_parallel/schedules.py) mark micro-batch k
+    ``k % (warmup + 1) >= N`` and hand the mark to the forward step as its third positional argument, which Bridge's
+    forward steps (training/gpt_step.py ``forward_step``) take as ``return_schedule_plan``: a marked micro-batch asserts
+    ``overlap_moe_expert_parallel_comm`` (and with it pipeline_parallel/combined_1f1b.py asserts the mark is None).
+    No layer reads the mark, so with nothing marked the field has no effect. The window warmup + 1 is at most
+    p without interleaving and 2 (p - 1) + (v - 1) g + 1 with v virtual stages of groups of g
+    (``get_pp_rank_microbatches``, the first pipeline rank; one more with the expert-parallel overlap); with PP 1
+    the schedule does not read the field."""
+    n = m.get("num_microbatches_with_partial_activation_checkpoints")
+    p = m.get("pipeline_model_parallel_size") or 1
+    if n is None or not isinstance(p, int) or p < 2:
+        return []
+    where = "model.num_microbatches_with_partial_activation_checkpoints"
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        return [Problem(where, show(n), "must be null or a whole number >= 0")]
+    v = m.get("virtual_pipeline_model_parallel_size") or 1
+    g = m.get("microbatch_group_size_per_vp_stage") or p
+    window = p if v == 1 else 2 * (p - 1) + (v - 1) * g + 1 + bool(m.get("overlap_moe_expert_parallel_comm"))
+    if n >= window:
+        return []
+    return [Problem(where, n, "Megatron-Core's pipeline schedules pass each micro-batch's checkpoint mark to the "
+                    "forward step, which Bridge's forward_step takes as return_schedule_plan, so the first marked "
+                    f"micro-batch stops the run (no layer reads the mark); allowed: null, or at least {window} "
+                    f"with pipeline_model_parallel_size {p}" + (f" and {v} virtual stages" if v > 1 else "")
+                    + " (then nothing is marked: no effect)")]
+
+
 def _default(section: str, name: str):
     return SECTIONS.get(section, {}).get(name)
 
@@ -437,6 +515,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     refused, no_effect, notes = [], [], []
     _apply_precision(cfg, notes)
     _sync_distributed_optimizer(cfg, notes)
+    _layer_wise_optimizer(cfg, notes, no_effect)
     _apply_comm_overlap(cfg, world_size)
     _apply_tokenizer_vocab(cfg, notes)
     packed = _packed_sequence_size(cfg)
@@ -505,7 +584,13 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
                 continue
             if dest in ARGUMENTS and dest not in values:
                 values[dest] = (where, value)
-    problems += _fused_qkv_rope_problems(m)
+    problems += _fused_qkv_rope_problems(m) + _hybrid_ratio_problems(m) + _partial_checkpoint_problems(m)
+    env = cfg.get("env_vars") or {}
+    if m.get("cpu_offloading") and str(env.get("NVTE_CPU_OFFLOAD_V1", "")).strip() == "1":
+        refused.append(("env_vars.NVTE_CPU_OFFLOAD_V1 = 1", "Transformer Engine's old CPU offloading path (Transformer "
+                        "Engine @ d0067d0d : transformer_engine/pytorch/cpu_offload_v1.py, with its own reload "
+                        "buffers, double-buffered with cpu_offloading_double_buffering) is not modelled; the estimate "
+                        "follows the default path (cpu_offload.py)"))
     if problems:
         raise ConfigError(problems)
     if refused:
@@ -718,6 +803,10 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
         elif m["disable_parameter_transpose_cache"]:
             notes.append("model.disable_parameter_transpose_cache: no effect without FP8 or NVFP4 (no weight "
                          "transposes kept)")
+    if m.get("freeze_mtp_model") not in (None, False):      # Exaone45Model.freeze (bridgeref29)
+        if not isinstance(m["freeze_mtp_model"], bool):
+            raise ConfigError(Problem("model.freeze_mtp_model", show(m["freeze_mtp_model"]), "must be true or false"))
+        tr["freeze_mtp"] = True
     if ddp.get("megatron_fsdp_cuda_graph_mode"):     # a DDP field Megatron-LM has no flag for (flagsB28)
         config.setdefault("parallelism", {})["megatron_fsdp_cuda_graph_mode"] = True
     if m.get("use_transformer_engine_full_layer_spec"):      # no Megatron-LM flag either (vgraph29)

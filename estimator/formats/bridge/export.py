@@ -97,7 +97,8 @@ def to_bridge_dict(config) -> dict:
     tr = data["training"]
     peft = tr.get("peft")
     empty_recompute = tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") == []
-    data["training"] = {k: v for k, v in tr.items() if not k.startswith("peft")}   # no Megatron-LM flag
+    data["training"] = {k: v for k, v in tr.items()            # no Megatron-LM flag: written below
+                        if not k.startswith("peft") and k != "freeze_mtp"}
     par = data["parallelism"]
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
     quant = data.get("precision", {}).pop("quant_recipe", None)     # Megatron-LM's is a file: Bridge's own field
@@ -188,6 +189,8 @@ def to_bridge_dict(config) -> dict:
                         num_layers_at_end_in_bf16=cfg.precision.num_layers_at_end_in_bf16)
     out["mixed_precision"] = {"_preset_": preset, **{k: v for k, v in want.items() if mp.get(k,
                               SECTIONS["mixed_precision"].get(k)) != v}}
+    if cfg.training.freeze_mtp:     # EXAONE 4.5's provider field (Exaone45Model.freeze), read back as freeze_mtp
+        out["model"]["freeze_mtp_model"] = True
     if peft:
         out["peft"] = {"_target_": "megatron.bridge.peft." + ("lora.LoRA" if peft == "lora" else "dora.DoRA"),
                        "dim": cfg.training.peft_dim, "alpha": cfg.training.peft_alpha}

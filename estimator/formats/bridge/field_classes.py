@@ -79,10 +79,18 @@ _put("modelled", "model", "cuda_graph_scope", "the modules CUDA graphs capture (
 _put("modelled", "model", "disable_parameter_transpose_cache", "FP8 weights' transposes kept or not")
 _put("modelled", "model", "fp8_param", "FP8 weights (kept in sync with fp8_param_gather by Bridge)")
 _put("modelled", "model", "fp4_param", "NVFP4 weights (kept in sync with fp4_param_gather by Bridge)")
-_put("refused", "model", "moe_token_dropping", "token dropping without a capacity factor is not modelled")
+_put("no_effect", "model", "moe_token_dropping", "declared by Megatron-Core's TransformerConfig (\"currently "
+     "unsupported so should remain False\") and read nowhere: neither Megatron-LM @ 2a75ac12 nor @ d98e8a64 nor "
+     "Bridge @ 067f987d uses it; dropping and padding tokens per expert is moe_expert_capacity_factor with "
+     "moe_pad_expert_input_to_capacity, which are modelled")
 _put("refused", "model", "heterogeneous_block_specs hetereogenous_dist_checkpoint", "heterogeneous layers (per-"
      "layer shapes) are not modelled")
-_put("refused", "model", "cpu_offloading_double_buffering", "double-buffered CPU offloading is not modelled")
+_put("no_effect", "model", "cpu_offloading_double_buffering", "passed by Megatron-Core's TransformerBlock to "
+     "Transformer Engine's get_cpu_offload_context, whose default path ignores it (Transformer Engine @ d0067d0d : "
+     "transformer_engine/pytorch/cpu_offload.py: \"Deprecated\", an unused argument since the offloading rewrite "
+     "c5257605, #1762); only the old path that NVTE_CPU_OFFLOAD_V1=1 selects (cpu_offload_v1.py) allocates its two "
+     "sets of reload buffers, and the estimate follows the default path (env_vars.NVTE_CPU_OFFLOAD_V1=1 with "
+     "cpu_offloading is refused by name)")
 _put("modelled", "model", "use_transformer_engine_full_layer_spec", "Transformer Engine's own TransformerLayer "
      "(training.transformer_engine_full_layer_spec: the same tensors as Megatron-Core's TE spec for the LayerNorm, "
      "GELU, bias, multi-head-attention layer it builds; refused for another model shape)")
@@ -124,12 +132,18 @@ _put("no_effect", "model", "moe_router_topk_limited_devices", "device-limited ro
 _put("no_effect", "model", "tp_comm_atomic_ag tp_comm_atomic_rs tp_comm_overlap_disable_fc1 "
      "tp_comm_overlap_disable_qkv", "which TP overlap kernels run: the userbuffers follow tp_comm_overlap")
 _put("no_effect", "model", "use_arbitrary_attention_mask variable_seq_lengths", "data layout flags of the input")
-_put("refused", "model", "num_microbatches_with_partial_activation_checkpoints", "partial checkpointing of some "
-     "micro-batches is not modelled")
+_put("no_effect", "model", "num_microbatches_with_partial_activation_checkpoints", "no layer reads it: Megatron-"
+     "Core's pipeline schedules (Megatron-LM @ 2a75ac12 : megatron/core/pipeline_parallel/schedules.py) only pass "
+     "each micro-batch's checkpoint decision to the forward step function as its third positional argument, and "
+     "neither GPTModel nor TransformerBlock takes one; Bridge's forward steps (training/gpt_step.py forward_step) "
+     "read that argument as return_schedule_plan (an error where a micro-batch would be marked: with "
+     "pipeline_model_parallel_size above 1 and a value below the schedule's window, the run stops there)")
 _put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "weight rematerialisation is not "
      "modelled")
-_put("refused", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "a hybrid stack laid out from ratios is not "
-     "modelled: give its hybrid_layer_pattern")
+_put("no_effect", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "deprecated: HybridModelProvider (Bridge @ "
+     "067f987d models/hybrid/hybrid_provider.py provide) hands Megatron-Core's HybridModel hybrid_layer_pattern "
+     "only, which is what is counted (an error when above 0 without a hybrid_layer_pattern: HybridModel then builds "
+     "no decoder layer; the message gives the pattern Megatron-Core's pattern_from_ratios makes of them)")
 _put("no_effect", "model", "keep_mtp_spec_in_bf16", "set by the Nemotron-H bridge (models/nemotronh/"
      "nemotron_h_bridge.py) but read nowhere: neither Bridge @ 067f987d nor Megatron-LM @ 2a75ac12 uses it")
 _put("no_effect", "model", "hybrid_stack_spec", "the module spec (the layers follow hybrid_layer_pattern)")
@@ -161,8 +175,10 @@ _put("no_effect", "optimizer", "decoupled_weight_decay grad_norm_skip_threshold 
 _put("refused", "optimizer", "adaptive_muon_beta2 adaptive_muon_eps adaptive_muon_moment2_method "
      "soap_precondition_frequency soap_shampoo_beta soap_use_kl_shampoo", "adaptive Muon's and SOAP's states "
      "are not modelled (take effect only with those optimizers)")
-_put("refused", "optimizer", "use_layer_wise_distributed_optimizer", "the layer-wise distributed optimizer is "
-     "modelled only with Muon (optimizer dist_muon)")
+_put("modelled", "optimizer", "use_layer_wise_distributed_optimizer", "with optimizer muon, Megatron-Core's "
+     "LayerWiseDistributedOptimizer, read as dist_muon (Megatron-LM @ 2a75ac12 : megatron/core/optimizer/"
+     "__init__.py _get_megatron_emerging_optimizer: the dist_ prefix only sets this flag); with adam or sgd "
+     "get_megatron_optimizer never reads it (no effect)")
 # ---------------------------------------------------------------------------------------------- train
 _put("no_effect", "train", "check_optimizer_step_success num_epochs skip_sync_grad_norm_across_mp",
      "loop control")
@@ -194,7 +210,11 @@ _put("modelled", "peft", "dim alpha target_modules share_expert_adapters sequenc
      "sequence-parallel input")
 _put("no_effect", "peft", "dropout dropout_position lora_A_init_method lora_B_init_method a2a_experimental",
      "numerics and initialisation of the adapters")
-_put("refused", "peft", "lora_dtype", "adapters in a dtype other than the model's are not modelled")
+_put("no_effect", "peft", "lora_dtype", "Bridge @ 067f987d passes it only to LinearAdapter, the adapter of a plain "
+     "torch.nn.Linear (peft/lora.py LoRA.transform, peft/lora_layers.py); the adapters on Megatron-Core's linears, "
+     "the only ones the estimate places (linear_qkv, linear_proj, linear_fc1, linear_fc2, the experts'), are "
+     "ParallelLinearAdapter (model's params_dtype) and the grouped expert adapters (the base weight's dtype), "
+     "whatever lora_dtype says")
 _put("refused", "peft", "normalize_moe_lora experts_shared_outer_loras", "expert adapters of rank dim / "
      "moe_router_topk (normalize_moe_lora) and SharedOuterGroupedExpertAdapter's half-shared expert adapters "
      "(experts_shared_outer_loras) are not modelled")
@@ -238,9 +258,10 @@ _put("no_effect", "model", "fp8_param_gather", "Megatron-Core and Bridge read fp
 _put("no_effect", "model", "cp_partition_mode", "how DeepSeek-V4's packed sequences are split across "
      "context-parallel ranks (zigzag or contiguous; models/deepseek/deepseek_v4_step.py): each rank keeps "
      "1/context_parallel_size of the tokens either way", ATTRIBUTES)
-_put("refused", "model", "freeze_mtp_model", "a frozen multi-token-prediction module (Exaone 4.5's provider, "
-     "models/exaone/exaone45/modelling_exaone45/model.py: requires_grad off on the MTP parameters) keeps no "
-     "gradients or optimizer states for it: frozen modules are not modelled", ATTRIBUTES)
+_put("modelled", "model", "freeze_mtp_model", "a frozen multi-token-prediction module (Exaone 4.5's provider, "
+     "models/exaone/exaone45/modelling_exaone45/model.py Exaone45Model.freeze: requires_grad off on the parameters "
+     "named mtp): training.freeze_mtp, weights only for the MTP layers and no weight-gradient inputs saved in "
+     "them (estimator/memory/features/frozen_language.py)", ATTRIBUTES)
 _put("no_effect", "optimizer", "offload_optimizer_states", "a plain attribute a DeepSeek-V4 performance recipe "
      "sets (to False); read nowhere (Megatron-Core's optimizer offload is optimizer_cpu_offload)", ATTRIBUTES)
 _put("no_effect", "dataset", "sample_count repo_id cache_dir dataset_sampling fixed_pack_idx "

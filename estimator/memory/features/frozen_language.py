@@ -36,15 +36,25 @@ The output layer is Megatron-Core's ``ColumnParallelLinear``, whose frozen path
 (megatron/core/tensor_parallel/layers.py ``linear_with_frozen_weight``, ``LinearWithFrozenWeight``) saves the weight
 only: the final norm's output, B x Tn x h, is not kept (:func:`output_input`). No Transformer Engine dummy
 weight-gradient tensor, no output-layer or embedding weight gradient is made for a frozen weight.
+
+Frozen multi-token-prediction layers (``training.freeze_mtp``, Megatron-Bridge's ``freeze_mtp_model``: Megatron-Bridge
+@ 067f987d : models/exaone/exaone45/modelling_exaone45/model.py ``Exaone45Model.freeze`` sets ``requires_grad =
+False`` on every language-model parameter whose name holds ``mtp``). The same two rules apply to those parameters
+alone: the MTP layers built on a stage (their norms, eh_proj and transformer layers; not the embedding copy an MTP
+stage holds, named ``embedding``) keep their weights and lose gradients and optimizer states (:func:`mtp_states`);
+the optimizer steps the rest. Their linears save no input for a weight gradient (:func:`mtp_layers`; eh_proj's input,
+the concatenation of the two normed halves, 2 B x Tn x h, :func:`eh_proj_input`, is not kept). The MTP loss's
+backward still runs through them into the decoder's hidden states and the embedding, so the norms' inputs, the core
+attention's tensors and the activation functions' inputs stay; the shared output layer stays trained.
 """
 
 from __future__ import annotations
 
-from ..activations import LayerActivations
+from ..activations import LayerActivations, mtp_activations
 from ..states import StateBytes, state_bytes
 from .peft import peft_activations
 
-__all__ = ["frozen_layer", "output_input", "stage_states"]
+__all__ = ["eh_proj_input", "frozen_layer", "mtp_layers", "mtp_states", "output_input", "stage_states"]
 
 
 def frozen_layer(r, a: LayerActivations, kind) -> LayerActivations:
@@ -65,4 +75,22 @@ def stage_states(bm, st: StateBytes, trained: int, dense_shard: int, expert_shar
     """A stage's states with the language model frozen: ``st``'s weights (every parameter), and gradients and
     optimizer states of the ``trained`` (vision-tower) parameters only, sharded like dense parameters."""
     own = state_bytes(bm, trained, 0, 0, dense_shard, expert_shard)
+    return StateBytes(st.weights, own.gradients, own.optimizer)
+
+
+def mtp_layers(r) -> list[LayerActivations]:
+    """The transformer layer of one frozen MTP layer, one per kind of ``r.mtp_kinds`` (module docstring)."""
+    return [frozen_layer(r, a, r.kinds[k]) for a, k in zip(mtp_activations(r, None, parts=True), r.mtp_kinds)]
+
+
+def eh_proj_input(r) -> int:
+    """Bytes of a frozen eh_proj's input that are not saved: the two normed halves concatenated, 2 B x Tn x h."""
+    return 2 * output_input(r)
+
+
+def mtp_states(bm, st: StateBytes, trained_dense: int, trained_expert: int, dense_shard: int,
+               expert_shard: int) -> StateBytes:
+    """A stage's states with its MTP layers frozen: ``st``'s weights (every parameter), and gradients and optimizer
+    states of the ``trained_dense`` and ``trained_expert`` parameters (the stage's others) only."""
+    own = state_bytes(bm, trained_dense, 0, trained_expert, dense_shard, expert_shard)
     return StateBytes(st.weights, own.gradients, own.optimizer)

@@ -38,7 +38,7 @@ def test_attributes_are_outside_the_catalogue_and_classified():
     listed = {(r["section"], r["field"]) for r in rows()}
     assert set(ATTRIBUTES) <= listed
     for section, name in ATTRIBUTES:
-        assert classify(section, name)[0] in ("no_effect", "refused")
+        assert classify(section, name)[0] in ("modelled", "no_effect", "refused")
 
 
 def test_plain_attributes_change_nothing():
@@ -63,11 +63,18 @@ def test_attributes_as_overrides():
     assert _stage(imp)["weights_bytes"] == 2 * P
 
 
-def test_frozen_mtp_is_refused_by_name():
-    with pytest.raises(BridgeRefusedError) as err:
-        read_bridge_config({"model": {**MODEL, "freeze_mtp_model": True}, "train": TRAIN}, world_size=1)
-    assert err.value.to_problems()[0].field == "model.freeze_mtp_model"
-    read_bridge_config({"model": {**MODEL, "freeze_mtp_model": False}, "train": TRAIN}, world_size=1)
+def test_frozen_mtp_is_read_as_training_freeze_mtp():
+    """Exaone 4.5's provider field (Exaone45Model.freeze: requires_grad off on the parameters named mtp) is the
+    estimator's training.freeze_mtp (worked by hand in tests/memory/features/test_frozen_language.py); it needs MTP
+    layers, and false is the default."""
+    imp = read_bridge_config({"model": {**MODEL, "mtp_num_layers": 1, "freeze_mtp_model": True}, "train": TRAIN},
+                             world_size=1)
+    assert imp.config["training"]["freeze_mtp"] is True
+    with pytest.raises(ConfigError, match="needs multi-token-prediction layers"):
+        estimate(read_bridge_config({"model": {**MODEL, "freeze_mtp_model": True}, "train": TRAIN},
+                                    world_size=1).config)
+    plain = read_bridge_config({"model": {**MODEL, "freeze_mtp_model": False}, "train": TRAIN}, world_size=1)
+    assert "freeze_mtp" not in plain.config["training"]
 
 
 def test_diffusion_provider_is_refused_once_by_name():
@@ -87,3 +94,20 @@ def test_unknown_name_still_stops():
     with pytest.raises(ConfigError) as err:
         read_bridge_config({"model": {**MODEL, "moe_a2a_overlapp": True}, "train": TRAIN}, world_size=1)
     assert "model.moe_a2a_overlapp" in str(err.value)
+
+
+def test_frozen_mtp_exports_as_bridge_and_not_as_megatron_lm():
+    """training.freeze_mtp is written back as model.freeze_mtp_model (read back to the same estimate); Megatron-LM
+    has no flag for it, so its export says so rather than write a run that trains the MTP layers."""
+    from estimator.config.errors import UnsupportedError
+    from estimator.formats.bridge.export import to_bridge_overrides
+    from estimator.formats.megatron_export import to_megatron_args
+    from tests.conftest import make_config
+    cfg = make_config({"num_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "vocab_size": 1000,
+                       "mtp_num_layers": 1}, None, {"freeze_mtp": True})
+    overrides = to_bridge_overrides(cfg)
+    assert "model.freeze_mtp_model=true" in overrides
+    back = read_bridge_config({}, world_size=1, overrides=overrides).config
+    assert estimate(back).to_dict()["stages"] == estimate(cfg).to_dict()["stages"]
+    with pytest.raises(UnsupportedError, match="training.freeze_mtp"):
+        to_megatron_args(cfg)

@@ -139,13 +139,13 @@ def test_peft_lora_on_moe_imports_and_estimates():
 
 def test_refused_field_is_named():
     with pytest.raises(BridgeRefusedError) as err:
-        _read(model={**MODEL, "moe_token_dropping": True})
-    assert "model.moe_token_dropping" in str(err.value)
-    assert err.value.to_problems()[0].field == "model.moe_token_dropping"
+        _read(model={**MODEL, "use_kitchen": True})
+    assert "model.use_kitchen" in str(err.value)
+    assert err.value.to_problems()[0].field == "model.use_kitchen"
 
 
 def test_refused_field_at_its_default_is_harmless():
-    _read(model={**MODEL, "moe_token_dropping": False})
+    _read(model={**MODEL, "use_kitchen": False})
 
 
 def test_unknown_field_and_section_suggest():
@@ -356,3 +356,129 @@ def test_fused_single_qkv_rope_with_fewer_kv_groups_than_tp_ranks_is_refused():
     read_bridge_config({"model": {**model, "fused_single_qkv_rope": False}, "train": dict(TRAIN)}, world_size=2)
     read_bridge_config({"model": {**model, "num_query_groups": 2, "fused_single_qkv_rope": True},
                         "train": dict(TRAIN)}, world_size=2)
+
+
+# ------------------------------------------ fields once refused, read from the source (issue 28, bridgeref29)
+HYBRID = {**MODEL, "_target_": "megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider", "num_layers": 10,
+          "mamba_num_heads": 8, "mamba_head_dim": 64, "mamba_state_dim": 64, "mamba_num_groups": 2}
+
+
+def test_hybrid_ratios_without_a_pattern_name_the_pattern_they_mean():
+    """Bridge @ 067f987d HybridModelProvider.provide hands HybridModel hybrid_layer_pattern only: ratios alone build
+    no decoder layer, so the import stops and says the pattern Megatron-Core's pattern_from_ratios makes of 10
+    layers at 0.3 (worked by hand in tests/config/test_hybrid_pattern.py): MM*MM*M*MM."""
+    with pytest.raises(ConfigError) as err:
+        read_bridge_config({"model": {**HYBRID, "hybrid_attention_ratio": 0.3}, "train": TRAIN}, world_size=1)
+    (p,) = err.value.problems
+    assert p.field == "model.hybrid_attention_ratio" and "'MM*MM*M*MM'" in p.message
+    with pytest.raises(ConfigError, match="number from 0 to 1"):
+        read_bridge_config({"model": {**HYBRID, "hybrid_mlp_ratio": "half"}, "train": TRAIN}, world_size=1)
+
+
+def test_hybrid_ratios_beside_a_pattern_have_no_effect():
+    """With hybrid_layer_pattern given the ratios are not read (the same provide): the same estimate, listed as
+    without effect."""
+    pattern = {**HYBRID, "hybrid_layer_pattern": "MM*MM*M*MM"}
+    plain = read_bridge_config({"model": pattern, "train": TRAIN}, world_size=1)
+    both = read_bridge_config({"model": {**pattern, "hybrid_attention_ratio": 0.5, "hybrid_mlp_ratio": 0.25},
+                               "train": TRAIN}, world_size=1)
+    assert _stage(both) == _stage(plain)
+    assert [w for w, _ in both.no_effect] == ["model.hybrid_attention_ratio = 0.5", "model.hybrid_mlp_ratio = 0.25"]
+
+
+def test_partial_checkpoints_with_pipeline_parallelism_stop_where_a_micro_batch_is_marked():
+    """PP 2 without interleaving: the first rank's window is warmup + 1 = (2 - 0 - 1) + 1 = 2 micro-batches
+    (schedules.py get_pp_rank_microbatches); N = 1 marks micro-batch 1 (1 % 2 >= 1), which Bridge's forward_step
+    takes as return_schedule_plan: an error naming the field and the allowed values."""
+    two = {**MODEL, "pipeline_model_parallel_size": 2}
+    with pytest.raises(ConfigError) as err:
+        read_bridge_config({"model": {**two, "num_microbatches_with_partial_activation_checkpoints": 1},
+                            "train": TRAIN}, world_size=2)
+    (p,) = err.value.problems
+    assert p.field == "model.num_microbatches_with_partial_activation_checkpoints" and "at least 2" in p.message
+
+
+def test_partial_checkpoints_mark_nothing_have_no_effect():
+    """N at or above the window marks no micro-batch, and no layer reads the mark: the same estimate. PP 1 never
+    reads the field. Interleaved, PP 2 with 2 virtual stages and groups of g = 2 (the default, p): window
+    2 (2 - 1) + (2 - 1) 2 + 1 = 5, so 4 stops and 5 passes."""
+    two = {**MODEL, "pipeline_model_parallel_size": 2}
+    base = read_bridge_config({"model": two, "train": TRAIN}, world_size=2)
+    marked = read_bridge_config({"model": {**two, "num_microbatches_with_partial_activation_checkpoints": 2},
+                                 "train": TRAIN}, world_size=2)
+    assert _stage(marked) == _stage(base)
+    assert read_bridge_config({"model": {**MODEL, "num_microbatches_with_partial_activation_checkpoints": 0},
+                               "train": TRAIN}, world_size=1).config == _read().config
+    vp = {**MODEL, "num_layers": 4, "pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 2}
+    train = {"micro_batch_size": 1, "global_batch_size": 4}
+    with pytest.raises(ConfigError, match="at least 5 with pipeline_model_parallel_size 2 and 2 virtual stages"):
+        read_bridge_config({"model": {**vp, "num_microbatches_with_partial_activation_checkpoints": 4},
+                            "train": train}, world_size=2)
+    read_bridge_config({"model": {**vp, "num_microbatches_with_partial_activation_checkpoints": 5}, "train": train},
+                       world_size=2)
+
+
+def _muon(opt: dict, ddp: dict | None = None):
+    return read_bridge_config({"model": dict(MODEL), "train": {"micro_batch_size": 1, "global_batch_size": 2},
+                               "optimizer": opt, "ddp": ddp or {}}, world_size=2)
+
+
+def test_layer_wise_distributed_optimizer_with_muon_is_dist_muon():
+    """Megatron-Core's _get_megatron_emerging_optimizer: the dist_ prefix only sets use_layer_wise_distributed_
+    optimizer, so muon with the flag is dist_muon. By hand, DP 2, the two-layer model: Muon's 2-D weights
+    (2 x (196,608 + 65,536 + 524,288 + 262,144) = 2,097,152) keep master + momentum, 8 B; the rest (525,568:
+    embedding, output layer, norms) Adam's 12 B. Unsharded 8 x 2,097,152 + 12 x 525,568 = 23,084,032 B. Layer-wise
+    without the DDP's distributed-optimizer buffers (ping-pong layout, estimator/memory/features/optimizers.py) the
+    busiest rank holds half, 11,542,016, plus half of the largest tensor, an fc1 of 524,288 x 8 B: 2,097,152;
+    13,639,168 B."""
+    plain = _stage(_muon({"optimizer": "muon"}))
+    wise = _muon({"optimizer": "muon", "use_layer_wise_distributed_optimizer": True})
+    assert plain["optimizer_bytes"] == 23_084_032
+    assert _stage(wise)["optimizer_bytes"] == 13_639_168
+    assert _stage(wise) == _stage(_muon({"optimizer": "dist_muon"}))
+    assert any("read as dist_muon" in n for n in wise.notes)
+
+
+def test_layer_wise_distributed_optimizer_with_adam_has_no_effect():
+    """get_megatron_optimizer (adam, sgd) never reads the flag: Adam's 12 B x 2,622,720 = 31,472,640 B unsharded
+    either way, and the flag is listed as without effect."""
+    adam = _muon({"optimizer": "adam", "use_layer_wise_distributed_optimizer": True})
+    assert _stage(adam)["optimizer_bytes"] == 12 * P == _stage(_muon({"optimizer": "adam"}))["optimizer_bytes"]
+    assert [w for w, _ in adam.no_effect] == ["optimizer.use_layer_wise_distributed_optimizer = true"]
+
+
+@pytest.mark.parametrize("section, field, value", [
+    ("model", "moe_token_dropping", True),                      # read nowhere
+    ("model", "cpu_offloading_double_buffering", True),         # Transformer Engine's default path ignores it
+    ("peft", "lora_dtype", {"_target_": "torch.float32", "_call_": False}),   # LinearAdapter (nn.Linear) only
+])
+def test_fields_read_nowhere_that_matters_change_nothing(section, field, value):
+    """Fields once refused that the source shows without effect on the estimate's modules: the same estimate,
+    listed as without effect."""
+    lora = {"_target_": "megatron.bridge.peft.lora.LoRA", "dim": 8, "alpha": 16}
+    extra = {"peft": {**lora, field: value}} if section == "peft" else {"model": {**MODEL, field: value}}
+    base = read_bridge_config({"model": MODEL, "train": TRAIN, **({"peft": lora} if section == "peft" else {})},
+                              world_size=1)
+    imp = read_bridge_config({"model": MODEL, "train": TRAIN, **extra}, world_size=1)
+    assert _stage(imp) == _stage(base)
+    assert [w.split(" = ")[0] for w, _ in imp.no_effect] == [f"{section}.{field}"]
+
+
+def test_double_buffering_leaves_cpu_offloading_as_it_was():
+    """With layer-wise CPU offloading on (one of the two layers), double buffering changes nothing: Transformer
+    Engine's default offload path ignores the argument (cpu_offload.py @ d0067d0d: "Deprecated")."""
+    off = {**MODEL, "cpu_offloading": True, "cpu_offloading_num_layers": 1}
+    base = read_bridge_config({"model": off, "train": TRAIN}, world_size=1)
+    dbl = read_bridge_config({"model": {**off, "cpu_offloading_double_buffering": True}, "train": TRAIN}, world_size=1)
+    assert base.config["training"]["cpu_offloading"] is True
+    assert _stage(dbl) == _stage(base)
+
+
+def test_transformer_engines_old_offload_path_is_refused_by_name():
+    """NVTE_CPU_OFFLOAD_V1=1 selects cpu_offload_v1.py, whose reload buffers (two sets with double buffering) the
+    estimate does not model: refused with CPU offloading on, harmless without it."""
+    off = {**MODEL, "cpu_offloading": True, "cpu_offloading_num_layers": 1}
+    with pytest.raises(BridgeRefusedError) as err:
+        read_bridge_config({"model": off, "train": TRAIN, "env_vars": {"NVTE_CPU_OFFLOAD_V1": "1"}}, world_size=1)
+    assert err.value.to_problems()[0].field == "env_vars.NVTE_CPU_OFFLOAD_V1"
+    read_bridge_config({"model": MODEL, "train": TRAIN, "env_vars": {"NVTE_CPU_OFFLOAD_V1": "1"}}, world_size=1)

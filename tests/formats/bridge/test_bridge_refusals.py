@@ -99,7 +99,7 @@ RECIPES = {
 
         def _pretrain_common() -> ConfigContainer:
             cfg = ConfigContainer()
-            cfg.model.cpu_offloading_double_buffering = True
+            cfg.model.use_kitchen = True
             return cfg
 
         def _precision(kind):
@@ -111,7 +111,7 @@ RECIPES = {
             return cfg
 
         def _tune(model):
-            model.use_kitchen = pick_spec()
+            model.heterogeneous_block_specs = pick_spec()
     """,
     "src/megatron/bridge/recipes/demo/demo.py": """
         from megatron.bridge.recipes.common import _pretrain_common, _tune
@@ -119,7 +119,7 @@ RECIPES = {
 
         def demo_pretrain_a_config():
             cfg = _pretrain_common()
-            cfg.model.cpu_offloading_double_buffering = False
+            cfg.model.use_kitchen = False
             cfg.model.moe_flex_dispatcher_backend = "nccl_ep"
             return cfg
 
@@ -137,7 +137,7 @@ RECIPES = {
 
         def demo_pretrain_vl_config():
             cfg = _pretrain_common()
-            cfg.model.cpu_offloading_double_buffering = False
+            cfg.model.use_kitchen = False
             hf_path = "Qwen/Qwen3-VL-8B-Instruct"
             cfg.model = AutoBridge.from_hf_pretrained(hf_path).to_megatron_provider(load_weights=False)
             cfg.model.freeze_language_model = True
@@ -165,12 +165,12 @@ RECIPES = {
 def test_static_reading_of_a_small_recipe_tree(tmp_path):
     """A hand-made recipe tree, read by hand:
 
-    - ``demo_pretrain_a_config``: ``_pretrain_common`` sets ``cpu_offloading_double_buffering = True``, the
+    - ``demo_pretrain_a_config``: ``_pretrain_common`` sets ``use_kitchen = True``, the
       recipe sets it back to False (the default: a later assignment replaces the earlier one, so it does not count),
       and sets ``moe_flex_dispatcher_backend = "nccl_ep"``, a value REFUSED_VALUES refuses (deepep and hybridep
       are modelled): 1 refused setting.
-    - ``demo_pretrain_b_config``: double buffering True from ``_pretrain_common`` (refused), and
-      ``use_kitchen`` (refused) set through ``_tune(cfg.model)`` to a run-time value
+    - ``demo_pretrain_b_config``: ``use_kitchen`` True from ``_pretrain_common`` (refused), and
+      ``heterogeneous_block_specs`` (refused) set through ``_tune(cfg.model)`` to a run-time value
       (counts as set): 2 refused settings; ``tp_comm_overlap`` is modelled.
     - ``demo_sft_c_config``: recipe a, then ``moe_flex_dispatcher_backend = "deepep"`` (modelled): 0 refused;
       ``freeze_language_model = True``, a multimodal provider's field (estimator/formats/bridge/multimodal.py) that
@@ -183,7 +183,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
       defines build_schedule_plan): 1 refused setting, ``comm_overlap.overlap_moe_expert_parallel_comm``.
     - ``_demo_pretrain_private`` (private) and ``demo_other`` (no kind in its name) are not recipes.
 
-    So 5 recipes read, 1 with nothing refused; double buffering 1 recipe, use_kitchen 1, the dispatcher value 1,
+    So 5 recipes read, 1 with nothing refused; ``use_kitchen`` 1 recipe, ``heterogeneous_block_specs`` 1, the dispatcher value 1,
     freeze_language_model 1 (the only refusal of recipe c: its model is no Hugging Face model with a tower),
     overlap_moe_expert_parallel_comm 1.
     """
@@ -196,7 +196,7 @@ def test_static_reading_of_a_small_recipe_tree(tmp_path):
     assert "build_schedule_plan" in recs["demo_pretrain_vl_graphs_config"][0][1]
     assert [w for w, _ in recs["demo_pretrain_a_config"]] == ["model.moe_flex_dispatcher_backend"]
     assert sorted(w for w, _ in recs["demo_pretrain_b_config"]) == [
-        "model.cpu_offloading_double_buffering", "model.use_kitchen"]
+        "model.heterogeneous_block_specs", "model.use_kitchen"]
     assert [w for w, _ in recs["demo_sft_c_config"]] == ["model.freeze_language_model"]
     assert result["outside"]["demo_sft_c_config"] == []
     block = br.table(result)

@@ -134,3 +134,56 @@ def test_graphed_router_with_frozen_shared_experts_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="frozen shared experts"):
         estimate(make_config(moe, None, {**RECIPE, **GRAPHS, "cuda_graph_modules": ["moe_router"]}))
     assert _stage(moe, None, **RECIPE, **GRAPHS, cuda_graph_modules=["attn"])[0].transient   # no router graph
+
+
+# ------------------------------------------------- frozen MTP layers (training.freeze_mtp, bridgeref29)
+MTP = {**MODEL, "mtp_num_layers": 1}
+
+
+def test_frozen_mtp_layer_keeps_weights_only():
+    """One MTP layer on the 4-layer GPT (h 512, SwiGLU 1344, RMSNorm): eh_proj 2h x h = 524,288, enorm + hnorm +
+    final norm 3 x 512 = 1,536, its transformer layer QKV 512 x 1536 = 786,432 + projection 262,144 + fc1
+    512 x 2688 = 1,376,256 + fc2 688,128 + two norms 1,024 = 3,113,984: 3,639,808 parameters. Frozen, they lose
+    4 B of gradient and 12 B of Adam state each: 14,559,232 and 43,677,696 bytes; the weights stay."""
+    trained = _stage(MTP)[0]
+    frozen = _stage(MTP, freeze_mtp=True)[0]
+    assert trained.gradients_bytes - frozen.gradients_bytes == 4 * 3_639_808 == 14_559_232
+    assert trained.optimizer_bytes - frozen.optimizer_bytes == 12 * 3_639_808 == 43_677_696
+    assert frozen.weights_bytes == trained.weights_bytes
+
+
+def test_frozen_mtp_layer_saves_no_weight_gradient_inputs():
+    """B = 2, T = 4096 tokens. The frozen MTP layer's transformer layer drops the QKV input (4,194,304), the fc1
+    input (4,194,304) and the fc2 input (2 x 4096 x 1344 = 11,010,048), as a frozen decoder layer does; eh_proj
+    drops its input, the two normed halves concatenated, 2 x 4096 x 1024 = 8,388,608. Together 27,787,264 bytes
+    less; the decoder's own layers are unchanged."""
+    trained = _stage(MTP)[0]
+    frozen = _stage(MTP, freeze_mtp=True)[0]
+    assert trained.activations["mtp"] - frozen.activations["mtp"] == 27_787_264
+    assert trained.activations_bytes - frozen.activations_bytes == 27_787_264
+    assert frozen.activations["attention"] == trained.activations["attention"]
+
+
+@pytest.mark.parametrize("model, training, words", [
+    (MODEL, {"freeze_mtp": True}, "needs multi-token-prediction layers"),
+    (MTP, {"freeze_mtp": True, "peft": "lora"}, "training.peft"),
+    (MTP, {"freeze_mtp": True, "reserved_memory_model": "replay"}, "replay"),
+])
+def test_frozen_mtp_bad_combinations_name_the_field(model, training, words):
+    with pytest.raises(ConfigError, match=words) as err:
+        estimate(make_config(model, None, training))
+    assert "training.freeze_mtp" in str(err.value)
+
+
+def test_exaone45_frozen_language_model_with_its_mtp_frozen_too():
+    """Exaone45Model.freeze keeps the MTP layers trained under freeze_language_model unless freeze_mtp_model: that
+    stays refused; with freeze_mtp the whole language model is frozen and only the tower trains, so the gradients and
+    optimizer states are those of the same model without an MTP layer and its language model frozen."""
+    ex = {**MTP, **{k: v for k, v in VIT.items() if k not in MODEL}, "vision_model_type": "exaone45"}
+    with pytest.raises(ConfigError, match="freeze_mtp"):
+        estimate(make_config(ex, None, {"images_per_sample": 2, "freeze_language_model": True}))
+    both = _stage(ex, images_per_sample=2, freeze_language_model=True, freeze_mtp=True)[0]
+    no_mtp = _stage({k: v for k, v in ex.items() if k != "mtp_num_layers"}, images_per_sample=2,
+                    freeze_language_model=True)[0]
+    assert (both.gradients_bytes, both.optimizer_bytes) == (no_mtp.gradients_bytes, no_mtp.optimizer_bytes)
+    assert both.gradients_bytes > 0
