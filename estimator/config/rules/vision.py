@@ -389,6 +389,7 @@ def _vision_graph_rules(cfg) -> list[Problem]:
                                f"({tr.micro_batch_size}) x images_per_sample ({tr.images_per_sample}) x {per:,} "
                                f"patches ({tr.image_resolution}-pixel images) = {n:,} do not fit (Megatron-Bridge "
                                "raises ValueError); raise max_vision_cuda_graph_seq_length to at least that"))
+    return out
 
 
 def _frozen_mtp_rules(cfg) -> list[Problem]:
