@@ -429,11 +429,12 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule all-gather hooks "
-     "(megatron_fsdp.py enable_fine_grained_param_gather_hook) change which buckets are gathered at the peak with the "
-     "submodules that have run, and under MXFP8 recompute unshard only row-wise copies: not modelled (Megatron-Core "
-     "turns the hooks on itself for MXFP8 with --fp8-param-gather and for --overlap-moe-expert-parallel-comm, where "
-     "the flag adds nothing: remove it there)")
+_put(NO_EFFECT, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule forward "
+     "all-gather hooks gather whole buckets, and a bucket holds an FSDP unit's parameters of one dtype and kind "
+     "(param_and_grad_buffer.py _get_parameter_groups), so the same buckets are gathered, with the same prefetch, "
+     "as by the unit's own hook; the backward hooks stay per unit (they go per submodule only with "
+     "--overlap-moe-expert-parallel-comm), and a recomputed submodule re-gathers a bucket the unit's backward hook "
+     "holds (a separate row-wise copy only for MXFP8 weights, where Megatron-Core turns the hooks on itself)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
