@@ -485,12 +485,11 @@ _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for b
      "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
      "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
-_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context parallelism "
-     "(pipeline_parallel/hybrid_cp_schedule.py): each conversation of L tokens runs, forward then backward, over "
-     "2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) data x context-parallel ranks, so a rank holds at most "
-     "max_seqlen_per_dp_cp_rank tokens but under a context-parallel group that changes per sample; the estimate "
-     "has one CP size and sequence length per run: not modelled (estimate the longest case with --seq-length and "
-     "--context-parallel-size)")
+_put(_M, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context parallelism "
+     "(pipeline_parallel/hybrid_cp_schedule.py): each sequence runs alone, forward then backward, over "
+     "2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) data x context-parallel ranks; the estimate is the busiest "
+     "rank's largest shard, min(seq_length, max_seqlen_per_dp_cp_rank) tokens of one sequence under the largest "
+     "group such a shard runs in, plus a communicator per power-of-two group (estimator/model/resolve.py)")
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
