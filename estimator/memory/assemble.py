@@ -315,7 +315,9 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
     moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                      if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
     fp8_written = (pr.fp8 and pr.fp8_param_gather) or (pr.fp4 and pr.fp4_param_gather)   # dequantized for a save
-    eval_mbs = tr.eval_micro_batch_size or r.b
+    # dynamic CP runs evaluation through the same per-sequence schedule (schedules.py forward_backward_no_pipelining
+    # -> hybrid_context_parallel_forward_backward with forward_only): one sequence per forward whatever its size
+    eval_mbs = r.b if cfg.parallelism.hybrid_context_parallel else (tr.eval_micro_batch_size or r.b)
     stages = []
     pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}

@@ -168,3 +168,15 @@ def test_the_report_and_the_layout_tools_see_the_layout_as_written():
     assert (par["dp"], par["cp"], par["seq_length"], par["micro_batch_size"]) == (8, 1, 32768, 2)
     _, mbs, _ = sweep(cfg, 80 * 2 ** 30)
     assert [p.x for p in mbs.points] == [1, 2, 4, 8] and len({p.peak_bytes for p in mbs.points}) == 1
+
+
+def test_evaluation_runs_one_sequence_at_a_time_too():
+    """Megatron-LM @ d98e8a64 : schedules.py forward_backward_no_pipelining sends evaluation (forward_only) through
+    hybrid_context_parallel_forward_backward as well: --eval-micro-batch-size 4 changes nothing, where plain CP 8 at
+    the same sub-sample size holds 4 sequences in its evaluation forward (tests/memory/test_phases.py)."""
+    tr = {"recompute_granularity": "full", "eval_interval": 10}
+    one, four = est(hybrid(4096), **tr).stages[0], est(hybrid(4096), eval_micro_batch_size=4, **tr).stages[0]
+    assert four.phase_bytes == one.phase_bytes
+    cp8 = {"context_parallel_size": 8}
+    assert est(cp8, **tr).stages[0].phase_bytes["evaluation"] == one.phase_bytes["evaluation"]
+    assert est(cp8, eval_micro_batch_size=4, **tr).stages[0].phase_bytes["evaluation"] > one.phase_bytes["evaluation"]
