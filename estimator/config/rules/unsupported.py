@@ -245,8 +245,9 @@ def _hybrid_cp_not_modelled(cfg) -> list[str]:
     estimator/model/resolve.py) does not cover: buffers Megatron-Core sizes from the configured sequence, micro-
     batch and CP size or from the first input (TP-overlap userbuffers: megatron/training/initialize.py; HybridEP's
     buffer: moe/fused_a2a.py), communication types whose per-rank memory grows with the whole sequence
-    (allgather) or needs the configured hierarchical groups (a2a+p2p), FSDP2 and the vision, sound and Wan
-    towers, whose inputs the sub-sample schedule does not split."""
+    (allgather) or needs the configured hierarchical groups (a2a+p2p), FSDP2, the RL step's log-probability passes
+    (verl, NeMo-RL and slime batch those themselves) and the vision, sound and Wan towers, whose inputs the
+    sub-sample schedule does not split."""
     m, par, tr = cfg.model, cfg.parallelism, cfg.training
     out = []
     for on, what in ((par.tp_comm_overlap, "parallelism.tp_comm_overlap (userbuffers sized from seq_length x "
@@ -256,6 +257,8 @@ def _hybrid_cp_not_modelled(cfg) -> list[str]:
                       "model.moe_flex_dispatcher_backend hybridep (its buffer is sized by the first sub-sample's "
                       "tokens)"),
                      (par.use_torch_fsdp2, "parallelism.use_torch_fsdp2"),
+                     (tr.rl_algorithm != "none", f"training.rl_algorithm {tr.rl_algorithm} (the RL frameworks' "
+                      "log-probability passes batch sequences their own way)"),
                      (m.model_kind != "gpt" or m.vision_num_layers is not None or m.sound_num_layers is not None
                       or tr.images_per_sample, "a vision, sound or Wan model")):
             if on:

@@ -122,10 +122,13 @@ def test_megatron_core_refusals():
 @pytest.mark.parametrize("par, words", [
     (hybrid(4096, cp_comm_type="allgather"), "cp_comm_type allgather"),
     (hybrid(4096, tensor_model_parallel_size=2, tp_comm_overlap=True), "tp_comm_overlap"),
+    ({**hybrid(4096), "rl": "grpo"}, "rl_algorithm grpo"),
 ])
 def test_not_modelled(par, words):
+    par = dict(par)
+    tr = {"rl_algorithm": par.pop("rl")} if "rl" in par else {}
     with pytest.raises(UnsupportedError) as exc:
-        est(par, world=16, sequence_parallel=par.get("tensor_model_parallel_size", 1) > 1)
+        est(par, world=16, sequence_parallel=par.get("tensor_model_parallel_size", 1) > 1, **tr)
     assert words in str(exc.value)
 
 
