@@ -148,16 +148,26 @@ def test_megatron_lm_flags_and_back():
     assert "--context-parallel-size" not in back
 
 
-def test_bridge_model_fields():
-    """Bridge's model.hybrid_context_parallel / max_seqlen_per_dp_cp_rank are Megatron-Core's fields themselves."""
-    cfg = read_bridge_config(
-        {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
-                   "vocab_size": 32000, "seq_length": 16384, "hybrid_context_parallel": True,
-                   "max_seqlen_per_dp_cp_rank": 4096},
-         "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
-         "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
-    assert cfg["parallelism"]["hybrid_context_parallel"] is True
-    assert cfg["parallelism"]["max_seqlen_per_dp_cp_rank"] == 4096
+def test_bridge_refuses_it():
+    """Megatron-Bridge @ 067f987d passes model.hybrid_context_parallel to parallel_state but never wraps its data
+    iterator in Megatron-Core's HybridCPDataLoaderWrapper (its steps call get_batch_on_this_cp_rank with
+    is_hybrid_cp=False), so the per-sequence schedule has no sub-samples to read: refused by name, with the two
+    fields that belong to it."""
+    from estimator.formats.bridge.config import BridgeRefusedError
+    base = {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
+                      "vocab_size": 32000, "seq_length": 16384},
+            "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
+            "optimizer": {"use_distributed_optimizer": True}}
+    for section, fields in (("model", {"hybrid_context_parallel": True, "max_seqlen_per_dp_cp_rank": 4096}),
+                            ("dataset", {"hybrid_context_parallel": True})):
+        cfg = {**base, section: {**base.get(section, {}), **fields}}
+        with pytest.raises(BridgeRefusedError) as exc:
+            read_bridge_config(cfg, world_size=8)
+        assert {f.split(" = ")[0] for f, _ in exc.value.refused} == {f"{section}.{k}" for k in fields}
+        assert all("HybridCPDataLoaderWrapper" in why for _, why in exc.value.refused)
+    from estimator.formats.bridge.export import to_bridge_dict
+    with pytest.raises(UnsupportedError, match="HybridCPDataLoaderWrapper"):
+        to_bridge_dict(make_config(MODEL, hybrid(4096), {"seq_length": 32768, "world_size": 8}))
 
 
 def test_the_report_and_the_layout_tools_see_the_layout_as_written():
