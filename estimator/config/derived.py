@@ -16,7 +16,8 @@ from .pipeline_layout import LayoutError, expand_layout
 
 __all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "cublas_workspace_config_bytes",
            "default_ffn_hidden_size", "gpu_arch",
-           "grad_comm_dtype", "grad_dtype", "grad_reduce_in_fp32", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
+           "grad_comm_dtype", "grad_dtype", "grad_reduce_in_fp32", "hybrid_cp_group", "hybrid_cp_groups",
+           "hybrid_cp_shard", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
            "max_overload_factor", "recipe_features", "recomputed_modules", "virtual_stages"]
 
 #: The architecture assumed when no GPU is named (``training.gpu_arch`` null): Hopper, the GPU of Megatron-LM's CI
@@ -133,6 +134,47 @@ def cublas_workspace_config_bytes(text: str) -> int | None:
     if not pairs:
         return None
     return sum(int(size) * 1024 * int(count) for size, count in pairs)
+
+
+def hybrid_cp_group(length: int, max_per_rank: int) -> int:
+    """Ranks one sequence of ``length`` tokens runs over under dynamic (hybrid) context parallelism: the smallest
+    power of two c with c x ``max_per_rank`` >= ``length``, so 1 up to ``max_per_rank`` tokens.
+
+    Megatron-LM @ d98e8a64 : megatron/core/pipeline_parallel/hybrid_cp_schedule.py ``BalancedCPScheduler.
+    gpus_needed``: max(1, 2 ** ceil(log2(seq_len / max_seq_len_per_rank))), here in integers."""
+    c = 1
+    while c * max_per_rank < length:
+        c *= 2
+    return c
+
+
+def hybrid_cp_shard(longest: int, max_per_rank: int) -> tuple[int, int]:
+    """(ranks c, sequence tokens L) of the sub-sample whose shard L / c is the largest a rank runs, with sequences of
+    at most ``longest`` tokens: L / c <= ``max_per_rank`` always (:func:`hybrid_cp_group`), reached by a sequence of
+    exactly c x ``max_per_rank`` tokens. Of those, the one over the most ranks (largest c with c x max <= longest):
+    at a fixed shard a larger group holds as much or more (ring attention's key/value chunks in flight are shard-
+    sized from c = 2 on). Sequences no longer than ``max_per_rank``: one rank, ``longest`` tokens.
+
+    E.g. longest 32768, max 4096: c = 8, L = 32768; longest 10000, max 4096: c = 2, L = 8192 (a 10000-token
+    sequence runs over 4 ranks, 2500 tokens each)."""
+    if longest <= max_per_rank:
+        return 1, longest
+    c = 1
+    while 2 * c * max_per_rank <= longest:
+        c *= 2
+    return c, c * max_per_rank
+
+
+def hybrid_cp_groups(ranks: int) -> list[int]:
+    """Sizes of the extra process groups dynamic (hybrid) context parallelism builds that a rank belongs to: every
+    power of two from 2 below the data x context-parallel size ``ranks`` (the full group is the data x context-
+    parallel group itself). Megatron-LM @ d98e8a64 : megatron/core/parallel_state.py ``create_hybrid_dp_cp_groups``
+    ([2 ** i for i in range(int(log2(n)))][1:])."""
+    out, g = [], 2
+    while 2 * g <= ranks:
+        out.append(g)
+        g *= 2
+    return out
 
 
 def grad_reduce_in_fp32(pr) -> bool:

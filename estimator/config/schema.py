@@ -712,6 +712,17 @@ class ParallelismConfig:
         "context_parallel_size; each level of more than one rank is a process group of its own (its NCCL "
         "buffers). Required with a2a+p2p.", type="int_list", min=1, max=MAX_GPUS,
         flag="--hierarchical-context-parallel-sizes")
+    hybrid_context_parallel: bool = _f(
+        False, "Dynamic (hybrid) context parallelism for packed variable-length samples: each sequence of L tokens "
+        "runs as a micro-batch of its own over 2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) of the data x "
+        "context-parallel ranks, forward then backward before the next. The estimate is that of the busiest "
+        "rank's largest shard: min(seq_length, max_seqlen_per_dp_cp_rank) tokens, one sequence, under the largest "
+        "group such a shard runs in. seq_length is the longest sequence. Needs pipeline parallel size 1.",
+        type="bool", flag="--hybrid-context-parallel")
+    max_seqlen_per_dp_cp_rank: int | None = _f(
+        None, "With hybrid_context_parallel: the most tokens of one sequence a data x context-parallel rank holds "
+        "(Megatron-Core splits a longer sequence over the next power of two of ranks). Required with it.",
+        type="int", min=1, max=MAX_TOKENS, unit="tokens", flag="--max-seqlen-per-dp-cp-rank")
     virtual_pipeline_model_parallel_size: int | None = _f(None, "Model chunks per pipeline rank for the "
                                                           "interleaved 1F1B schedule; null for plain 1F1B "
                                                           "(or the layout's chunks / PP with a layout).",

@@ -85,8 +85,9 @@ def to_megatron_args(config) -> list[str]:
         if r.g != r.a:
             add("--group-query-attention")
             add("--num-query-groups", r.g)
-    add("--seq-length", r.s)
-    add("--max-position-embeddings", m.max_position_embeddings or r.s)
+    seq = tr.seq_length or m.max_position_embeddings     # r.s is a sub-sample's with hybrid context parallelism
+    add("--seq-length", seq)
+    add("--max-position-embeddings", m.max_position_embeddings or seq)
     add("--position-embedding-type", m.position_embedding_type)
     add("--normalization", m.normalization)
     add("--norm-epsilon", m.layernorm_epsilon)
@@ -227,8 +228,9 @@ def to_megatron_args(config) -> list[str]:
             add(_flag(name))
     if par.microbatch_group_size_per_vp_stage is not None:
         add(_flag("microbatch_group_size_per_vp_stage"), par.microbatch_group_size_per_vp_stage)
-    if r.cp > 1:
-        add("--context-parallel-size", r.cp)
+    if par.context_parallel_size > 1 or par.hybrid_context_parallel:
+        if par.context_parallel_size > 1:
+            add("--context-parallel-size", par.context_parallel_size)
         add("--cp-comm-type", {v: k for k, v in CP_TYPES.items()}.get(par.cp_comm_type, par.cp_comm_type))
         if par.hierarchical_context_parallel_sizes:
             out.extend(["--hierarchical-context-parallel-sizes", *map(str, par.hierarchical_context_parallel_sizes)])
@@ -321,6 +323,7 @@ _FEATURE_FIELDS = (
     ("model", "moe_expert_rank_capacity_factor"), ("training", "use_transformer_engine_op_fuser"),
     ("training", "moe_paged_stash"), ("training", "moe_paged_stash_page_size"),
     ("training", "moe_paged_stash_buffer_size_factor_cuda"), ("training", "moe_paged_stash_buffer_size_factor_cpu"),
+    ("parallelism", "hybrid_context_parallel"), ("parallelism", "max_seqlen_per_dp_cp_rank"),
     ("parallelism", "use_megatron_fsdp"), ("parallelism", "data_parallel_sharding_strategy"),
     ("parallelism", "outer_dp_sharding_strategy"), ("parallelism", "fsdp_double_buffer"),
     ("parallelism", "suggested_communication_unit_size"), ("parallelism", "use_torch_fsdp2"),

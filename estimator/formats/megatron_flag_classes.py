@@ -436,11 +436,12 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(_R, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule all-gather hooks "
-     "(megatron_fsdp.py enable_fine_grained_param_gather_hook) change which buckets are gathered at the peak with the "
-     "submodules that have run, and under MXFP8 recompute unshard only row-wise copies: not modelled (Megatron-Core "
-     "turns the hooks on itself for MXFP8 with --fp8-param-gather and for --overlap-moe-expert-parallel-comm, where "
-     "the flag adds nothing: remove it there)")
+_put(NO_EFFECT, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule forward "
+     "all-gather hooks gather whole buckets, and a bucket holds an FSDP unit's parameters of one dtype and kind "
+     "(param_and_grad_buffer.py _get_parameter_groups), so the same buckets are gathered, with the same prefetch, "
+     "as by the unit's own hook; the backward hooks stay per unit (they go per submodule only with "
+     "--overlap-moe-expert-parallel-comm), and a recomputed submodule re-gathers a bucket the unit's backward hook "
+     "holds (a separate row-wise copy only for MXFP8 weights, where Megatron-Core turns the hooks on itself)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
@@ -487,12 +488,11 @@ _put(_R, "moe_router_force_biased", "a random bias on the router's logits (for b
      "that depends on the draw, so it is not modelled from the flag: remove it and give the overload factor it "
      "makes (moe/max_overload_factor where Megatron-Core logs it) as --moe-overload-factor")
 _put(_R, "moe_use_upcycling", "upcycling a dense checkpoint builds two models; not modelled")
-_put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context parallelism "
-     "(pipeline_parallel/hybrid_cp_schedule.py): each conversation of L tokens runs, forward then backward, over "
-     "2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) data x context-parallel ranks, so a rank holds at most "
-     "max_seqlen_per_dp_cp_rank tokens but under a context-parallel group that changes per sample; the estimate "
-     "has one CP size and sequence length per run: not modelled (estimate the longest case with --seq-length and "
-     "--context-parallel-size)")
+_put(_M, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context parallelism "
+     "(pipeline_parallel/hybrid_cp_schedule.py): each sequence runs alone, forward then backward, over "
+     "2^ceil(log2(L / max_seqlen_per_dp_cp_rank)) data x context-parallel ranks; the estimate is the busiest "
+     "rank's largest shard, min(seq_length, max_seqlen_per_dp_cp_rank) tokens of one sequence under the largest "
+     "group such a shard runs in, plus a communicator per power-of-two group (estimator/model/resolve.py)")
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")

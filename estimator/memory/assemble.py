@@ -28,7 +28,7 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 from __future__ import annotations
 
 from ..config.errors import ConfigError, Problem
-from ..config.derived import compute_capability, effective_overload_factor, gpu_arch, is_amd
+from ..config.derived import compute_capability, effective_overload_factor, gpu_arch, hybrid_cp_groups, is_amd
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
@@ -336,7 +336,9 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
     moment_bytes = ((DTYPE_BYTES[pr.exp_avg_dtype] + DTYPE_BYTES[pr.exp_avg_sq_dtype]
                      if pr.use_precision_aware_optimizer else 8) if tr.optimizer == "adam" else 0)
     fp8_written = (pr.fp8 and pr.fp8_param_gather) or (pr.fp4 and pr.fp4_param_gather)   # dequantized for a save
-    eval_mbs = tr.eval_micro_batch_size or r.b
+    # dynamic CP runs evaluation through the same per-sequence schedule (schedules.py forward_backward_no_pipelining
+    # -> hybrid_context_parallel_forward_backward with forward_only): one sequence per forward whatever its size
+    eval_mbs = r.b if cfg.parallelism.hybrid_context_parallel else (tr.eval_micro_batch_size or r.b)
     stages = []
     pending: list = []        # with replay: per stage, (bytes outside the replay, the replay's arguments)
     static: dict = {}
@@ -651,9 +653,12 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
                 reserved_bytes=peak_stage.reserved_bytes, device_bytes=peak_stage.device_bytes)
     if peak_only:
         return peak, peak_stage
-    parallel = {"tp": t, "pp": p, "dp": r.dp, "cp": r.cp, "ep": r.ep, "etp": r.etp, "edp": r.edp,
-                "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": r.s,
-                "micro_batch_size": r.b, "world_size": r.world, "padded_vocab_size": r.Vp,
+    # the layout as configured (with hybrid CP, r holds the busiest sub-sample's sizes: model/resolve.py)
+    cp_cfg = cfg.parallelism.context_parallel_size
+    seq_cfg = (tr.seq_length or cfg.model.max_position_embeddings) if cfg.parallelism.hybrid_context_parallel else r.s
+    parallel = {"tp": t, "pp": p, "dp": r.dp * r.cp // cp_cfg, "cp": cp_cfg, "ep": r.ep, "etp": r.etp, "edp": r.edp,
+                "vpp": r.v, "sequence_parallel": r.sp, "num_microbatches": r.m, "seq_length": seq_cfg,
+                "micro_batch_size": tr.micro_batch_size, "world_size": r.world, "padded_vocab_size": r.Vp,
                 "microbatch_group_size": r.group if r.v > 1 else None,
                 "pipeline_layout": cfg.parallelism.pipeline_model_parallel_layout,
                 "dense_optimizer_shards": feat.shards()[0] if feat else (dense_shard if bm.distributed else 1),
@@ -824,14 +829,21 @@ def _chunk_reports(plan, counts: tuple) -> tuple:
 def _communicators(r: Resolved) -> int:
     """Process groups of more than one rank that a GPU talks through (a group of one rank needs none): DP 1 -> 2
     adds the data-parallel group, and in an MoE model the expert-data-parallel group where it grows from one rank;
-    hierarchical context parallelism adds one group per level of more than one rank, ``create_all_gather_group``
+    hierarchical context parallelism adds one group per level of more than one rank, dynamic (hybrid) context
+    parallelism one per power of two from 2 below the data x context-parallel size, ``create_all_gather_group``
     Megatron-FSDP's all-gather copies of the data-parallel groups (:func:`_all_gather_groups`)."""
-    sizes = [r.t, r.p, r.dp * r.cp, r.cp]
+    par = r.cfg.parallelism
+    sizes = [r.t, r.p, r.dp * r.cp, par.context_parallel_size]     # r.cp is a sub-sample's group with hybrid CP
     if r.E:
         sizes += [r.ep, r.etp, r.edp]
+    if par.hybrid_context_parallel:
+        # Dynamic CP: a group of each power of two below dp x cp (Megatron-LM @ d98e8a64 : megatron/core/
+        # parallel_state.py create_hybrid_dp_cp_groups); the schedule may widen any sub-sample to any of them
+        # (hybrid_cp_schedule.py fill_empty_gpus), so each is counted as used.
+        sizes += hybrid_cp_groups(r.dp * r.cp)
     # Hierarchical CP: one more group per level (Megatron-LM @ d98e8a64 : megatron/core/parallel_state.py
     # initialize_model_parallel, create_hierarchical_groups over the CP ranks), each its own communicator.
-    sizes += list(r.cfg.parallelism.hierarchical_context_parallel_sizes or ())
+    sizes += list(par.hierarchical_context_parallel_sizes or ())
     sizes += _all_gather_groups(r)
     return sum(1 for s in sizes if s > 1)
 
@@ -898,7 +910,14 @@ def _assumptions(r: Resolved, bm) -> list[str]:
            "attention; no Transformer Engine)."),
         f"Vocabulary padded from {r.V} to {r.Vp} (multiple of {cfg.model.make_vocab_size_divisible_by} x TP {r.t}).",
     ]
-    if r.m is None:
+    if cfg.parallelism.hybrid_context_parallel:
+        pcfg = cfg.parallelism
+        out.append(f"Dynamic context parallelism (max_seqlen_per_dp_cp_rank {pcfg.max_seqlen_per_dp_cp_rank:,}): "
+                   f"each sequence runs alone, forward then backward; the busiest is one of {r.s:,} tokens over "
+                   f"{r.cp} of the {r.dp * r.cp} data x context-parallel ranks, {r.s // r.cp:,} tokens a rank. The "
+                   "global batch's token ids, labels, loss masks and positions each rank holds through the step "
+                   "(28 B per token received) are not counted.")
+    elif r.m is None:
         out.append("global_batch_size not set: assumed enough micro-batches to fill the pipeline "
                    f"(at least {r.p * r.v}" + (f", in whole groups of {r.group}" if r.v > 1 else "") + ").")
     else:

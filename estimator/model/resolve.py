@@ -4,7 +4,9 @@ A validated :class:`~estimator.config.schema.Config` leaves some fields ``None``
 turns it into a :class:`Resolved` record of plain integers, the single place where Megatron-Core's
 defaults and derived quantities are applied: padded vocabulary, head width, data-parallel and
 expert-data-parallel sizes, the layers of every pipeline stage and virtual chunk, which layers are
-MoE, and the number of micro-batches.
+MoE, and the number of micro-batches. With dynamic (hybrid) context parallelism the sequence length, micro-batch
+size, context- and data-parallel sizes become those of the busiest rank's largest sub-sample
+(:func:`~estimator.config.derived.hybrid_cp_shard`), their product dp x cp unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..config import hybrid_pattern
-from ..config.derived import default_ffn_hidden_size, layout_stages
+from ..config.derived import default_ffn_hidden_size, hybrid_cp_shard, layout_stages
 from ..config.rules.attention import dsa_shared_topk
 from ..config.rules.moe import ERNIE_IMAGE_BOUNDARY_TOKENS
 from ..config.pipeline_layout import placement, stage_counts
@@ -381,8 +383,12 @@ def _compute_shape(m) -> tuple:
             mamba, gdn, dsa_dims, v4)
 
 
-def resolve(cfg: Config) -> Resolved:
-    """Apply every derived default (see each field's ``derived`` text in the schema)."""
+def resolve(cfg: Config, *, sub_sample: bool = True) -> Resolved:
+    """Apply every derived default (see each field's ``derived`` text in the schema).
+
+    With dynamic (hybrid) context parallelism the sequence, micro-batch, context- and data-parallel sizes are those
+    of the busiest rank's largest sub-sample, what the memory is computed from; ``sub_sample=False`` keeps the
+    configured ones, for the layout tools (estimator/plan/) that reason about the layout as written."""
     m, par, tr = cfg.model, cfg.parallelism, cfg.training
     t, p, cp, ep = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size,
                     par.context_parallel_size, par.expert_model_parallel_size)
@@ -400,6 +406,12 @@ def resolve(cfg: Config) -> Resolved:
     if wan:             # the latent video tokens of a micro-batch; no vocabulary (estimator/model/layers/wan.py)
         s = latent_tokens(m, s, cp)
     mb = tr.global_batch_size // (tr.micro_batch_size * dp) if tr.global_batch_size else None
+    b = tr.micro_batch_size
+    if par.hybrid_context_parallel and sub_sample:
+        # Dynamic CP: the busiest rank's micro-batch is one sequence, its largest shard (hybrid_cp_shard), run over
+        # c of the dp x cp ranks; dp x cp, which shards the optimizer, is kept.
+        c, s = hybrid_cp_shard(s, par.max_seqlen_per_dp_cp_rank)
+        dp, cp, b = dp * cp // c, c, 1
     mla = m.multi_latent_attention
     kda = m.experimental_attention_variant == "kda" and m.hybrid_layer_pattern is None
     v = (par.virtual_pipeline_model_parallel_size or 1) if layout is None else layout_stages(layout, p)
@@ -430,7 +442,7 @@ def resolve(cfg: Config) -> Resolved:
         hc=m.num_residual_streams if m.enable_hyper_connections else 0, shape=shape,
         t=t, p=p, ep=ep, etp=etp, cp=cp, v=v, dp=dp, edp=edp, stages=stages, plan=plan,
         group=par.microbatch_group_size_per_vp_stage or p,
-        s=s, b=tr.micro_batch_size, m=mb, sp=tr.sequence_parallel, world=tr.world_size,
+        s=s, b=b, m=mb, sp=tr.sequence_parallel, world=tr.world_size,
         kda=GDNDims(m.linear_conv_kernel_dim, m.linear_key_head_dim, m.linear_value_head_dim, m.linear_num_key_heads,
                     m.linear_num_value_heads) if kda else None,
         attn_res=(m.attn_res_block_size or 0) if kda else 0, lat_norm=m.moe_latent_norm and bool(E),

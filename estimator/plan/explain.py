@@ -212,7 +212,7 @@ def place_current(eng: SearchEngine, worlds: tuple) -> Placed | None:
         problem = "; ".join(str(p) for p in exc.problems[:3])
         return Placed(_raw_label(data["parallelism"], data["training"], n, eng.moe), n, problem, None,
                       *(None,) * 8)
-    r = resolve(cfg)
+    r = resolve(cfg, sub_sample=False)          # the layout as written
     par, tr = cfg.parallelism, cfg.training
     sh = Shape(n=r.world, t=r.t, p=r.p, first=par.num_layers_in_first_pipeline_stage,
                last=par.num_layers_in_last_pipeline_stage, acc_e=bool(par.account_for_embedding_in_pipeline_split),
@@ -224,7 +224,7 @@ def place_current(eng: SearchEngine, worlds: tuple) -> Placed | None:
                                                                             use_distributed_optimizer=d))))
     rc, rc_cost = eng.recompute_of(tr, sh)
     gbs = tr.global_batch_size or eng.auto_gbs(r.b, r.dp, r.p, r.v)
-    est = stage_memory(r)
+    est = stage_memory(resolve(cfg) if cfg.parallelism.hybrid_context_parallel else r)
     cost, terms = eng.cost(sh, eng.shape_costs(sh, d, eng.state_floor(sh, d)), rc_cost, r.b, gbs)
     return Placed(label_of(sh, rc, r.b, d, eng.moe), n, None, _excluded(eng, sh, d, rc, r.b), sh, d, rc, r.b,
                   tr.global_batch_size, est, cost, terms)

@@ -55,7 +55,7 @@ SEARCHED = frozenset({"tensor_model_parallel_size", "pipeline_model_parallel_siz
 PAR_KEPT = ("cp_comm_type", "use_megatron_fsdp", "use_torch_fsdp2", "data_parallel_sharding_strategy",
             "outer_dp_sharding_strategy", "num_distributed_optimizer_instances", "fsdp_double_buffer",
             "suggested_communication_unit_size", "torch_fsdp2_reshard_after_forward", "tp_comm_overlap",
-            "tp_comm_overlap_cfg", "nccl_ub")
+            "tp_comm_overlap_cfg", "nccl_ub", "hybrid_context_parallel", "max_seqlen_per_dp_cp_rank")
 #: Fields set by the search's own arguments, and the argument that sets each.
 OWN_ARGS = {"world_size": "num_gpus", "seq_length": "seq_length", "global_batch_size": "global_batch_size",
             "recompute_modules": "recompute"}

@@ -586,7 +586,7 @@ def fixed_layout(config, gpu, headroom, gpus_per_node):
 def describe_layout(eng: SearchEngine, data: dict, est) -> Layout:
     """The Layout of one complete configuration (as written) and its estimate."""
     cfg = load_config(data)
-    r = resolve(cfg)
+    r = resolve(cfg, sub_sample=False)          # the layout as written
     par, tr = cfg.parallelism, cfg.training
     sh = Shape(n=r.world, t=r.t, p=r.p, first=par.num_layers_in_first_pipeline_stage,
                last=par.num_layers_in_last_pipeline_stage, acc_e=bool(par.account_for_embedding_in_pipeline_split),
@@ -647,7 +647,7 @@ def max_micro_batch(config, *, gpu: str | int, keep_free: float = KEEP_FREE, lim
     With a global batch size only the micro-batch sizes that divide global_batch_size / DP are tried."""
     positive_ints("limit", limit, top=MAX_MICRO_BATCH)
     eng, data, cfg = fixed_layout(config, gpu, keep_free if headroom is None else headroom, gpus_per_node)
-    r = resolve(cfg)
+    r = resolve(cfg, sub_sample=False)
     dp, gbs = r.dp, cfg.training.global_batch_size
     cands = [b for b in range(1, limit + 1)
              if gbs is None or (gbs % (b * dp) == 0 and not interleaving_problem(r.p, r.v, gbs // (b * dp), r.group))]
@@ -675,7 +675,7 @@ def max_seq_length(config, *, gpu: str | int, keep_free: float = KEEP_FREE, mult
                                   "(model.wan_latent_frames x wan_latent_height x wan_latent_width) sets Wan's "
                                   "sequence, not training.seq_length: clear the three wan_latent_* fields to search "
                                   "the longest sequence"))
-    r = resolve(cfg)
+    r = resolve(cfg, sub_sample=False)
     step = math.lcm(2 * r.cp if r.cp > 1 else 1, r.t * r.cp if r.sp else 1,
                     positive_ints("multiple", multiple, top=MAX_TOKENS)[0] if multiple is not None else 128)
     cap = cfg.model.max_position_embeddings

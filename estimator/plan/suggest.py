@@ -312,7 +312,7 @@ class _Context:
         self.cfg, self.capacity, self.headroom, self.m = cfg, capacity, headroom, num_microbatches
         self.base = config_from_dict(cfg)
         self.est = estimate(self.base, num_microbatches=num_microbatches)
-        self.r = resolve(self.base)
+        self.r = resolve(self.base, sub_sample=False)      # the layout as written
         self.usable = usable_bytes(capacity, headroom, band_for(self.base).fraction)   # the one rule (formats.gpus)
         self._memo = {}
 

@@ -70,7 +70,7 @@ class Series:
 class _Sweeper:
     def __init__(self, config: dict, capacity: int, headroom: float):
         self.cfg, self.capacity, self.headroom = config, capacity, headroom
-        self.r = resolve(load_config(config))
+        self.r = resolve(load_config(config), sub_sample=False)      # the layout as written
         self.usable = usable_bytes(capacity, headroom, band_for(self.r.cfg).fraction)   # the one rule (formats.gpus)
         self._memo = {}
 

@@ -100,9 +100,12 @@ def test_launch_script_text():
 
 
 def test_unmodelled_memory_flags_are_errors():
-    for flag in ("--hybrid-context-parallel", "--fp32-residual-connection", "--moe-use-upcycling"):
+    for flag in ("--fp32-residual-connection", "--moe-use-upcycling"):
         with pytest.raises(UnsupportedError, match=flag):
             parse_megatron_args(f"{MODEL} {flag}")
+    # Modelled since issue 28 (dynamic context parallelism), with the per-rank length it needs.
+    with pytest.raises(ConfigError, match="max_seqlen_per_dp_cp_rank"):
+        load_config(parse_megatron_args(f"{MODEL} --hybrid-context-parallel", world_size=8)[0])
     # Modelled now, but only as Megatron-Core allows it: the paged stash needs the per-rank budget.
     with pytest.raises(ConfigError, match="moe_paged_stash"):
         load_config(parse_megatron_args(f"{MODEL} --moe-paged-stash", world_size=1)[0])

@@ -62,6 +62,11 @@ HETERO = ('{"block_configs": [{"attention": {}, "mlp": {}}, {"attention": {"no_o
 #: Modelled argument -> (base command, flags added): Megatron-Core allocates differently with them.
 CHANGES = {
     "num_layers": (BF16, "--num-layers 8"),
+    # dynamic CP, world 8: 1,024-token sequences at most 256 a rank run over 4 ranks (256 tokens each), against the
+    # plain run's 1,024 on one; at most 1,024 a rank they run whole
+    "hybrid_context_parallel": (BF16 + " --max-seqlen-per-dp-cp-rank 256", "--hybrid-context-parallel", BF16),
+    "max_seqlen_per_dp_cp_rank": (BF16 + " --hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank 256",
+                                  BF16 + " --hybrid-context-parallel --max-seqlen-per-dp-cp-rank 1024"),
     "hidden_size": (BF16, "--hidden-size 1024"),
     "num_attention_heads": (BF16, "--num-attention-heads 16"),
     "ffn_hidden_size": (BF16, "--ffn-hidden-size 1024"),

@@ -1,14 +1,15 @@
 """Cross-field rules of the recipe features, as Megatron-LM (``megatron/training/arguments.py``), Megatron-Core
 (``TransformerConfig.__post_init__``, ``DistributedDataParallelConfig``) and Megatron-Bridge enforce them, plus
 the combinations the estimator does not model (refused by name rather than estimated wrongly): FSDP, optimizers,
-PEFT, CUDA graphs, communication (TP overlap, DeepEP / HybridEP), schedules. Activation offloading is
-:mod:`estimator.config.rules.offload`'s; the quantization recipes' GPU and output-layer rules
-:mod:`estimator.config.rules.precision`'s; HybridEP's group rules :mod:`estimator.config.rules.moe`'s."""
+PEFT, CUDA graphs, communication (TP overlap, DeepEP / HybridEP), schedules, dynamic (hybrid) context
+parallelism. Activation offloading is :mod:`estimator.config.rules.offload`'s; the quantization recipes' GPU and
+output-layer rules :mod:`estimator.config.rules.precision`'s; HybridEP's group rules
+:mod:`estimator.config.rules.moe`'s."""
 
 from __future__ import annotations
 
 from .. import tp_overlap
-from ..derived import grad_reduce_in_fp32, virtual_stages
+from ..derived import grad_reduce_in_fp32, hybrid_cp_group, virtual_stages
 from ..quant_recipe import parse_rules
 from ..errors import Problem
 from ..limits import DEEPEP_GROUP_SIZES
@@ -434,6 +435,57 @@ def feature_problems(cfg) -> list[Problem]:
     P.extend(_chunked_mlp_problems(cfg))
     P.extend(_probs_on_input_problems(cfg))
     P.extend(_early_release_problems(cfg))
+    P.extend(_hybrid_cp_problems(cfg))
+    return P
+
+
+def _hybrid_cp_problems(cfg) -> list[Problem]:
+    """Dynamic (hybrid) context parallelism. Megatron-LM @ d98e8a64 : megatron/training/arguments.py (no pipeline
+    parallelism, no CUDA graph, no Megatron-FSDP), megatron/core/transformer/multi_latent_attention.py (not with
+    MLA), megatron/core/parallel_state.py ``create_hybrid_dp_cp_groups`` (groups of powers of two only; the
+    schedule's ``fill_empty_gpus`` widens groups by doubling), megatron/core/datasets/data_schedule.py
+    (``max_seqlen_per_dp_cp_rank`` sizes every sub-sample's group); megatron/core/pipeline_parallel/
+    hybrid_cp_schedule.py ``next_hdp_group`` places a sequence only on as many ranks as it needs, so a sequence of
+    seq_length tokens needing more than the data x context-parallel size is never scheduled."""
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
+    P: list[Problem] = []
+    if not par.hybrid_context_parallel:
+        if par.max_seqlen_per_dp_cp_rank is not None:
+            P.append(Problem("parallelism.max_seqlen_per_dp_cp_rank", par.max_seqlen_per_dp_cp_rank,
+                             "applies only with hybrid_context_parallel: true"))
+        return P
+    t, p, cp = par.tensor_model_parallel_size, par.pipeline_model_parallel_size, par.context_parallel_size
+    ws = tr.world_size
+    n = ws // (t * p * cp) * cp if ws % (t * p * cp) == 0 else None
+
+    def add(field, value, msg):
+        P.append(Problem(field, value, msg))
+
+    if par.max_seqlen_per_dp_cp_rank is None:
+        add("parallelism.max_seqlen_per_dp_cp_rank", None, "is required with hybrid_context_parallel: true (the most "
+            "tokens of one sequence a rank holds), e.g. seq_length / context_parallel_size")
+    if p > 1:
+        add("parallelism.pipeline_model_parallel_size", p, "must be 1 with hybrid_context_parallel (Megatron-LM's "
+            "rule)")
+    if tr.cuda_graph_impl != "none":
+        add("training.cuda_graph_impl", tr.cuda_graph_impl, "must be none with hybrid_context_parallel "
+            "(Megatron-LM's rule)")
+    if par.use_megatron_fsdp:
+        add("parallelism.use_megatron_fsdp", True, "must be false with hybrid_context_parallel (Megatron-LM's rule)")
+    if m.multi_latent_attention:
+        add("model.multi_latent_attention", True, "does not run with hybrid_context_parallel (Megatron-Core "
+            "asserts it in MLA)")
+    if n is not None and (n < 2 or n & (n - 1)):
+        add("parallelism.hybrid_context_parallel", True, f"needs a data x context-parallel size that is a power of "
+            f"two, at least 2 (got {n}): Megatron-Core builds sub-sample groups of powers of two only and widens "
+            f"them by doubling, so another size has no group to run in")
+    s = tr.seq_length or m.max_position_embeddings
+    if n is not None and par.max_seqlen_per_dp_cp_rank and s and n >= 2 and not n & (n - 1):
+        need = hybrid_cp_group(s, par.max_seqlen_per_dp_cp_rank)
+        if need > n:
+            add("parallelism.max_seqlen_per_dp_cp_rank", par.max_seqlen_per_dp_cp_rank, f"too small for a sequence of "
+                f"seq_length {s} tokens: it would need {need} ranks, more than the data x context-parallel size "
+                f"{n}; use at least {-(-s // n)}")
     return P
 
 

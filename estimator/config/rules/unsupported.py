@@ -76,6 +76,8 @@ def not_modelled(cfg: Config) -> list[str]:
         out.append(f"precision.reuse_grad_buf_for_mxfp8_param_ag true with fp8_recipe {pr.fp8_recipe or 'delayed'}: "
                    "Megatron-Core then keeps both its uint8 parameter buffer and Transformer Engine's own storage "
                    "of the FP8 weights, which is not modelled (the setting is meant for mxfp8)")
+    if par.hybrid_context_parallel:
+        out += _hybrid_cp_not_modelled(cfg)
     out.extend(tp_overlap.not_modelled(cfg))
     out += _delay_wgrad_not_modelled(cfg)
     out += _dispatch_wgrad_not_modelled(cfg)
@@ -246,3 +248,30 @@ def refuse_not_modelled(cfg: Config) -> None:
     reasons = not_modelled(cfg)
     if reasons:
         raise UnsupportedError("not modelled: " + "; ".join(reasons))
+
+
+def _hybrid_cp_not_modelled(cfg) -> list[str]:
+    """Dynamic (hybrid) context parallelism with what its estimate (one sequence's largest shard per micro-batch,
+    estimator/model/resolve.py) does not cover: buffers Megatron-Core sizes from the configured sequence, micro-
+    batch and CP size or from the first input (TP-overlap userbuffers: megatron/training/initialize.py; HybridEP's
+    buffer: moe/fused_a2a.py), communication types whose per-rank memory grows with the whole sequence
+    (allgather) or needs the configured hierarchical groups (a2a+p2p), FSDP2, the RL step's log-probability passes
+    (verl, NeMo-RL and slime batch those themselves) and the vision, sound and Wan towers, whose inputs the
+    sub-sample schedule does not split."""
+    m, par, tr = cfg.model, cfg.parallelism, cfg.training
+    out = []
+    for on, what in ((par.tp_comm_overlap, "parallelism.tp_comm_overlap (userbuffers sized from seq_length x "
+                      "micro_batch_size / context_parallel_size, not from the sub-samples)"),
+                     (par.cp_comm_type in ("allgather", "a2a+p2p"), f"parallelism.cp_comm_type {par.cp_comm_type}"),
+                     (m.moe_token_dispatcher_type == "flex" and m.moe_flex_dispatcher_backend == "hybridep",
+                      "model.moe_flex_dispatcher_backend hybridep (its buffer is sized by the first sub-sample's "
+                      "tokens)"),
+                     (par.use_torch_fsdp2, "parallelism.use_torch_fsdp2"),
+                     (tr.rl_algorithm != "none", f"training.rl_algorithm {tr.rl_algorithm} (the RL frameworks' "
+                      "log-probability passes batch sequences their own way)"),
+                     (m.model_kind != "gpt" or m.vision_num_layers is not None or m.sound_num_layers is not None
+                      or tr.images_per_sample, "a vision, sound or Wan model")):
+            if on:
+                out.append(f"parallelism.hybrid_context_parallel true with {what}: not modelled (the estimate "
+                           f"covers the language model's sub-samples with p2p or a2a context parallelism)")
+    return out

@@ -89,6 +89,10 @@ def to_bridge_dict(config) -> dict:
         raise UnsupportedError("parallelism.create_all_gather_group has no Megatron-Bridge field: Bridge @ 067f987d "
                                "never creates Megatron-FSDP's all-gather groups (Megatron-LM's "
                                "--create-all-gather-group)")
+    if cfg.parallelism.hybrid_context_parallel:
+        raise UnsupportedError("parallelism.hybrid_context_parallel does not run under Megatron-Bridge @ 067f987d: "
+                               "its training loop never builds Megatron-Core's HybridCPDataLoaderWrapper, whose "
+                               "sub-samples the per-sequence schedule reads (Megatron-LM's --hybrid-context-parallel)")
     data = cfg.to_dict()
     wan_model = None
     if cfg.model.model_kind == "wan":   # Megatron-Core's fields through the GPT flags, Wan's own after (bridge/wan.py)

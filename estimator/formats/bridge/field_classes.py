@@ -167,6 +167,16 @@ _put("modelled", "ddp", "megatron_fsdp_cuda_graph_mode", "Megatron-FSDP keeps th
      "shards between steps (parallelism.megatron_fsdp_cuda_graph_mode)")
 _put("refused", "ddp", "megatron_fsdp_use_decoupled_grad", "Megatron-FSDP's decoupled gradients apart from the "
      "precision-aware optimizer are not modelled (Bridge and Megatron-LM set them with it)")
+# Dynamic (hybrid) context parallelism: Megatron-Bridge @ 067f987d passes model.hybrid_context_parallel to
+# parallel_state (training/initialize.py) but has no data path for it: its step functions call
+# get_batch_on_this_cp_rank(..., is_hybrid_cp=False) and nothing wraps the iterator in Megatron-Core's
+# HybridCPDataLoaderWrapper, whose (sub-samples, groups) pairs hybrid_context_parallel_forward_backward reads.
+# Its two other fields belong to it (the per-rank length, the dataset's divisibility check) and are refused with it.
+_HYBRID_CP = ("dynamic context parallelism does not run under Megatron-Bridge: Megatron-Core's per-sequence schedule "
+              "reads the (sub-samples, groups) pairs of its HybridCPDataLoaderWrapper, which Bridge's training loop "
+              "never builds (Megatron-LM's --hybrid-context-parallel and --max-seqlen-per-dp-cp-rank are modelled)")
+_put("refused", "model", "hybrid_context_parallel max_seqlen_per_dp_cp_rank", _HYBRID_CP)
+_put("refused", "dataset", "hybrid_context_parallel", _HYBRID_CP)
 # ----------------------------------------------------------------------------------------- optimizer
 _put("modelled", "optimizer", "params_dtype", "the weights' dtype (the model's params_dtype is what is counted)")
 _put("modelled", "optimizer", "store_param_remainders", "BF16 master weights kept as 16-bit remainders")

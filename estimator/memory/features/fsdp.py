@@ -38,6 +38,15 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
 - ``megatron_fsdp_cuda_graph_mode`` (Bridge's DDP field) keeps the optimizer step's cast gradient shards (below)
   between steps, so they are beside the forward/backward pass too (:func:`graph_mode_grad_copies`).
 
+Megatron-LM's ``--megatron-fsdp-enable-fine-grained-param-gather`` (``enable_fine_grained_param_gather_hook``)
+changes none of this. Its forward hooks sit on every submodule and gather the buckets of the submodule's own
+parameters, but a bucket holds all of one unit's parameters of one dtype and kind (``_get_parameter_groups``: one
+per unit, dtype, expert or not, requires_grad), and ``all_gather_params`` prefetches from the last bucket asked for
+until P, as the unit's hook does: the same buckets are gathered. The backward hooks stay per unit (per submodule
+only with ``overlap_moe_expert_parallel_comm``), and a submodule recomputed in the backward pass asks for a bucket
+its unit's backward hook already holds, except for MXFP8 weights, whose row-wise copy is a buffer of its own;
+Megatron-Core turns the hooks on itself there (``mcore_fsdp_adapter.py``: MXFP8 with ``fp8_param_gather``).
+
 When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
 (``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
 when the queue exceeds C elements (``wait_for_previous_grad_reduce``, before the next bucket is queued) or at

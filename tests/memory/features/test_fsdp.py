@@ -458,3 +458,37 @@ def test_a_frozen_tower_with_megatron_fsdp_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="use_megatron_fsdp with a frozen vision tower"):
         estimate(make_config(_VIT, FSDP, {"world_size": 2, "use_distributed_optimizer": True,
                                           "images_per_sample": 1, "freeze_vision_model": True}))
+
+
+def test_fine_grained_param_gather_gathers_the_same_buckets():
+    """Megatron-LM's --megatron-fsdp-enable-fine-grained-param-gather (Bridge's ddp field of the same name) has no
+    memory effect. Megatron-LM @ d98e8a64 : megatron_fsdp/param_and_grad_buffer.py ``_get_parameter_groups`` makes
+    one bucket per FSDP unit, dtype and expert/dense kind (its step 3 keeps every parameter of a group in one
+    bucket), and ``AllGatherPipeline.all_gather_params`` gathers whole buckets, then prefetches the following ones
+    until P = 1e9 / 2 elements (here ``suggested_communication_unit_size`` 2U: P = U). A submodule's hook
+    (megatron_fsdp.py ``_param_list_for_submodule_unshard``, ``recurse=False``) thus gathers its layer's bucket and
+    prefetches from there, as the layer's own hook does; the backward hooks stay per unit. So in both runs a layer
+    of U = 12,584,960 elements and the prefetched next one are gathered: 2 x 2 B x U = 50,339,840 B."""
+    from estimator.formats.bridge.config import read_bridge_config
+    from estimator.formats.megatron_args import read_megatron_args
+
+    def bridge(fine):
+        return estimate(read_bridge_config(
+            {"model": {**{k: v for k, v in MODEL.items() if k not in ("activation_func", "gated_linear_unit",
+                                                                       "untie_embeddings_and_output_weights")},
+                       "share_embeddings_and_output_weights": False, "gated_linear_unit": False,
+                       "activation_func": "gelu", "normalization": "RMSNorm", "add_bias_linear": False,
+                       "seq_length": 2048},
+             "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
+             "ddp": {"use_megatron_fsdp": True, "use_distributed_optimizer": True,
+                     "data_parallel_sharding_strategy": "optim_grads_params", "suggested_communication_unit_size": 2 * U,
+                     "megatron_fsdp_enable_fine_grained_param_gather": fine},
+             "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config).stages[0]
+    plain, fine = bridge(False), bridge(True)
+    assert plain.transient["fsdp_gathered_units"] == fine.transient["fsdp_gathered_units"] == 2 * 2 * U == 50_339_840
+    assert plain.allocated_bytes == fine.allocated_bytes
+    flags = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 --max-position-embeddings "
+             "2048 --vocab-size 32000 --micro-batch-size 1 --bf16 --use-distributed-optimizer --use-megatron-fsdp")
+    lm = read_megatron_args(flags + " --megatron-fsdp-enable-fine-grained-param-gather", world_size=8)
+    assert lm.config == read_megatron_args(flags, world_size=8).config
+    assert any("--megatron-fsdp-enable-fine-grained-param-gather" in str(x) for x in lm.no_effect)
