@@ -18,6 +18,8 @@ source in its docstring:
 - :mod:`.delayed_wgrad`: delayed weight gradients inside the expert-parallel overlap's combined step;
 - :mod:`.optimizers`: Adam, SGD and Muon state bytes and their sharding (partial distributed optimizer);
 - :mod:`.muon_step`: the Muon optimizer step (Newton-Schulz working set beside Adam's temporaries);
+- :mod:`.gtp`: generalised tensor parallelism's weight sharding (GTP_remat): sharded states, gathered-weight and
+  weight-gradient buffers;
 - :mod:`estimator.config.rules.features`: the cross-field rules Megatron-Core enforces for them.
 
 :func:`plan` returns ``None`` when none of them is switched on, so the default path does no extra work.
@@ -31,8 +33,8 @@ from typing import NamedTuple
 from ...config.derived import recipe_features
 from ..activations import held_per_layer, layer_activations, stage_extras
 from ..states import stage_fp8_scales
-from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, paged_stash, peft,
-               schedule)
+from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, gtp, muon_step, offload, optimizers, paged_stash,
+               peft, schedule)
 from .assumptions import assumptions
 
 __all__ = ["Plan", "StageAdjustment", "assumptions", "plan", "step_modelled"]
@@ -169,6 +171,7 @@ class Plan:
                 self.flex = ("deepep_buffers", comm_buffers.deepep_bytes(r))
         self.deferred = schedule.deferred_wgrad_bytes(r)
         self.dora = peft.dora_transient(r, bm.weight) if self.frozen else 0
+        self.gtp = gtp.active(cfg)
 
     def skips_vocab_wgrad(self, last: bool) -> bool:
         """No per-micro-batch weight gradient of the output layer / embedding on this stage: frozen under PEFT,
@@ -328,6 +331,15 @@ class Plan:
                 # Muon for the matrices, Adam for the rest, stepped one after the other (muon_step.py).
                 step_own = muon_step.muon_step_buffers(r, bm, kinds, dense_p, linear_p, expert_p, (sd, se),
                                                        self.layout[2] if first or last else 0, self.ping_pong)
+        gtp_stage = None
+        if self.gtp:
+            # GTP (gtp.py): the sharded weights' states over GTP_remat, the optimizer over the replicate group, and
+            # the gathered-weight and weight-gradient buffers held for the run. Refused with the branches above.
+            gtp_stage = gtp.stage(r, bm, r.plan[s_idx].chunks, dense_p, expert_p, (weights, grads), (sd, se))
+            weights, grads, opt = gtp_stage.weights, gtp_stage.gradients, gtp_stage.optimizer
+            transient.update(gtp_stage.buffers)
+            if "te_dummy_wgrad" in transient:
+                transient["te_dummy_wgrad"] = gtp_stage.dummy_wgrads
         if tr.optimizer_cpu_offload:
             # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
             oo = offload.stage_optimizer_offload(r, kinds, r.plan[s_idx].chunks, first or last, dense_p, expert_p,
@@ -439,5 +451,7 @@ class Plan:
         exempt = 0
         if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):
             exempt = grads + (weights if tr.use_distributed_optimizer else 0)
+        if gtp_stage is not None:
+            exempt += gtp_stage.own_pool
         return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt, step_own,
                                step_grads)
