@@ -127,8 +127,10 @@ _put("no_effect", "model", "tp_comm_atomic_ag tp_comm_atomic_rs tp_comm_overlap_
 _put("no_effect", "model", "use_arbitrary_attention_mask variable_seq_lengths", "data layout flags of the input")
 _put("refused", "model", "num_microbatches_with_partial_activation_checkpoints", "partial checkpointing of some "
      "micro-batches is not modelled")
-_put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "weight rematerialisation is not "
-     "modelled")
+_put("modelled", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "GTP_remat sizes: with "
+     "tensor_parallel_num_weight_shards (expert_...) null Megatron-Core sets the shards to TP (ETP) x this "
+     "(model_parallel_config.py resolve_tensor_parallel_weight_shards), else derives this from them "
+     "(estimator/memory/features/gtp.py)")
 _put("refused", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "a hybrid stack laid out from ratios is not "
      "modelled: give its hybrid_layer_pattern")
 _put("no_effect", "model", "keep_mtp_spec_in_bf16", "set by the Nemotron-H bridge (models/nemotronh/"

@@ -151,3 +151,16 @@ def test_megatron_flag_sets_the_shards():
     cfg = read_megatron_args(CMD, world_size=8).config
     assert cfg["parallelism"]["tensor_parallel_num_weight_shards"] == 4
     assert estimate(cfg).stages[0].transient["gtp_gathered_weights"] > 0
+
+
+def test_bridge_gtp_weight_remat_size_gives_the_same_estimate():
+    """Megatron-Bridge's gtp_weight_remat_size 2 at TP 2 with tensor_parallel_num_weight_shards null: Megatron-Core
+    sets the shards to 2 x 2 = 4 (resolve_tensor_parallel_weight_shards), the flag's setting above."""
+    from estimator.formats.bridge.config import read_bridge_config
+    bridge = {"model": {"num_layers": 2, "hidden_size": 512, "num_attention_heads": 8, "ffn_hidden_size": 2048,
+                        "vocab_size": 1024, "seq_length": 1024, "tensor_model_parallel_size": 2,
+                        "gtp_weight_remat_size": 2, "bf16": True, "params_dtype": "torch.bfloat16"},
+              "ddp": {"use_distributed_optimizer": True}, "optimizer": {"use_distributed_optimizer": True},
+              "train": {"micro_batch_size": 1}}
+    got = read_bridge_config(bridge, world_size=8).config
+    assert got["parallelism"]["tensor_parallel_num_weight_shards"] == 4
