@@ -64,8 +64,9 @@ def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/memory/optimizer_step.py): with no feature switched on, or with
     only SGD (its states are plain per-parameter buffers, stepped like Adam's), Muon without FSDP
     (:mod:`.muon_step`), PyTorch FSDP2 (Megatron-Core's Float16Optimizer steps its shards), optimizer CPU offload
-    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included), the
-    whole-iteration CUDA graph (the step stays eager) and the optimizer step's own graph (the same step, replayed).
+    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included), GTP
+    (:func:`.gtp.step_own`), the whole-iteration CUDA graph (the step stays eager) and the optimizer step's own graph
+    (the same step, replayed).
     Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
@@ -81,7 +82,8 @@ def step_modelled(cfg) -> bool:
                                           cuda_graph_impl=("none" if tr.cuda_graph_impl == "full_iteration"
                                                            else tr.cuda_graph_impl)),
                     parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True,
-                                        use_megatron_fsdp=False,
+                                        use_megatron_fsdp=False, tensor_parallel_num_weight_shards=None,
+                                        expert_tensor_parallel_num_weight_shards=None,
                                         num_distributed_optimizer_instances=(
                                             1 if mfsdp else par.num_distributed_optimizer_instances)))
     return not _active(plain)
@@ -340,6 +342,8 @@ class Plan:
             transient.update(gtp_stage.buffers)
             if "te_dummy_wgrad" in transient:
                 transient["te_dummy_wgrad"] = gtp_stage.dummy_wgrads
+            if step_own is None:
+                step_own = gtp.step_own(r, bm, gtp_stage, (sd, se))
         if tr.optimizer_cpu_offload:
             # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
             oo = offload.stage_optimizer_offload(r, kinds, r.plan[s_idx].chunks, first or last, dense_p, expert_p,

@@ -51,7 +51,8 @@ The dummy weight gradients handed back to autograd (``_handle_megatron_grad_accu
 the estimate's ``te_dummy_wgrad`` (one per distinct shape on the stage, the vocabulary shard included).
 
 All these buffers are allocated in the first iteration and held from then on: they are counted beside the model
-states on every stage (``PERSISTENT_BUFFERS``). Not modelled (refused, estimator/config/rules/features.py): FP8 and
+states on every stage, in the optimizer step too (``PERSISTENT_BUFFERS``), whose own buffers follow the GTP shards
+(:func:`step_own`). Not modelled (refused, estimator/config/rules/features.py): FP8 and
 NVFP4 weights (quantised gathers), CUDA graphs, recomputed linears, MTP, FSDP, PEFT, optimizers other than Adam,
 layer kinds whose linears are not named (MLA, sparse and linear attention, heterogeneous blocks).
 """
@@ -64,8 +65,9 @@ from ...config.derived import grad_reduce_in_fp32
 from ...config.errors import ConfigError, Problem
 from ...config.rules.features import gtp_degrees
 from ...model.quant_recipe import named_shapes
+from ..optimizer_step import FP32, step_buffers
 
-__all__ = ["BUFFERS", "GtpStage", "active", "gathered_rows", "stage"]
+__all__ = ["BUFFERS", "GtpStage", "active", "gathered_rows", "stage", "step_own"]
 
 #: ``GTPRematConfig.pad_for_alignment`` for bf16 weights (the only weights modelled with GTP).
 PAD_FOR_ALIGNMENT = 16
@@ -117,6 +119,8 @@ class GtpStage(NamedTuple):
     buffers: dict
     own_pool: int          # bytes of ``buffers`` in a memory pool of their own (NCCL-registered)
     dummy_wgrads: int      # the cached dummy weight gradients, one per distinct shard shape (weights' dtype)
+    dense_params: int      # the dense and routed-expert elements one GPU holds under GTP (shards and whole ones)
+    expert_params: int
 
 
 def _distinct(seq: list) -> list:
@@ -220,4 +224,24 @@ def stage(r, bm, chunks, dense_p: int, expert_p: int, st, shards: tuple[int, int
             buffers[name] = value
     if g > 1 and (loss or any(c.embedding for c in chunks)):
         dummies.add((gathered_rows(vocab[0], g) // g, vocab[1]))
-    return GtpStage(weights, grads, opt, buffers, symm, wb * sum(o * i for o, i in dummies))
+    return GtpStage(weights, grads, opt, buffers, symm, wb * sum(o * i for o, i in dummies), dense_p + dd,
+                    expert_p + de)
+
+
+def step_own(r, bm, gs: GtpStage, shards: tuple[int, int]) -> dict:
+    """The optimizer step's own buffers (estimator/memory/optimizer_step.py) over GTP's shards: the distributed
+    optimizer steps ``up(dense / (d / G))`` and ``up(expert / (e / Ge))`` elements of the GPU's buffers, ``d`` and ``e``
+    the (dense, expert) shard counts without GTP (``shards``); without it every element the GPU holds."""
+    g, ge = gtp_degrees(r.cfg)
+    d, e = max(shards[0] // g, 1), max(shards[1] // ge, 1)
+    dense, expert = gs.dense_params, gs.expert_params
+    # step_buffers divides the experts by the expert-data-parallel size: hand it as many elements as give the shard
+    sb = step_buffers(r, bm, dense, -(-expert // e) * r.edp if bm.distributed else expert, d)
+    scratch = 0
+    if r.cfg.parallelism.reduce_scatter_with_fp32_accumulation and bm.distributed:
+        gb = 4 if grad_reduce_in_fp32(r.cfg.precision) else bm.weight
+        scratch = max(n * gb + -(-n // k) * FP32 for n, k in ((dense, d), (expert, e)))
+    if scratch > sb.grad_copies + sb.temporaries:       # the reduction's moment, before the step's own buffers
+        return {"grad_reduce_fp32_scratch": scratch}
+    return {k: v for k, v in (("optimizer_fp32_grad_copies", sb.grad_copies),
+                              ("optimizer_temporaries", sb.temporaries)) if v}

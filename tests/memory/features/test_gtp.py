@@ -81,6 +81,17 @@ def test_dense_model_bf16_gradients_and_fp32_accumulation():
     assert s.transient["gtp_wgrad_pool"] == 12_582_912
 
 
+def test_optimizer_step_steps_the_gtp_shard():
+    """--grad-reduce-in-bf16: Megatron-Core's distributed optimizer copies its gradient shard to fp32 for the fp32
+    masters (optimizer_step.py). Under GTP the shard is up(3,672,576 / 4) = 918,144 elements (the test above): 4 B
+    each, 3,672,576 B beside the states and the buffers GTP holds for the run."""
+    from estimator.memory.optimizer_step import PERSISTENT_BUFFERS
+    pr = {"accumulate_allreduce_grads_in_fp32": False}
+    s = estimate(make_config(DENSE, {"tensor_parallel_num_weight_shards": 2}, TRAIN, pr)).stages[0]
+    kept = sum(v for k, v in s.transient.items() if k in PERSISTENT_BUFFERS)
+    assert s.optimizer_step_bytes == s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + kept + 3_672_576
+
+
 def test_nccl_ub_moves_the_pool_to_its_own():
     """--gtp-remat-nccl-ub: the same four shapes (no padding here), from the registered pool of their own."""
     s = _stage(DENSE, {"tensor_parallel_num_weight_shards": 2, "gtp_remat_nccl_ub": True})
