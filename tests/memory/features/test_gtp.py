@@ -157,6 +157,17 @@ def test_fp8_and_mla_are_refused_by_name():
         estimate(make_config(mla, {"tensor_parallel_num_weight_shards": 2}, TRAIN))
 
 
+def test_megatron_refuses_averaged_collectives_with_gtp():
+    """arguments.py and DistributedDataParallel assert --ddp-average-in-collective off with GTP; without GTP the flag
+    has no memory effect."""
+    with pytest.raises(ConfigError, match="ddp-average-in-collective"):
+        read_megatron_args(CMD + " --ddp-average-in-collective", world_size=8)
+    read_megatron_args(CMD.replace("--tensor-parallel-num-weight-shards 4", "") + " --ddp-average-in-collective",
+                       world_size=8)
+    with pytest.raises(ConfigError, match="disable-symmetric-registration"):
+        read_megatron_args(CMD + " --gtp-remat-nccl-ub --disable-symmetric-registration", world_size=8)
+
+
 def test_megatron_flag_sets_the_shards():
     """--tensor-parallel-num-weight-shards 4 at TP 2 is GTP_remat 2."""
     cfg = read_megatron_args(CMD, world_size=8).config
