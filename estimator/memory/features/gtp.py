@@ -30,7 +30,8 @@ buffer of the ticket cache ``GTPWeightCache``, whose buffers stay allocated for 
 backward gathers share it (the key has no direction for a torch dtype), and a weight whose chain neighbour has its
 shape takes a second one (``_ensure_no_shared_buffer_with``). The routed experts run on their own one-block-ahead
 chains, one per role (fc1, fc2), keyed per local expert with a parity bit that alternates the MoE layers: two
-buffers per local expert and role where a GPU holds two MoE layers or more. In the backward pass each weight's
+buffers per local expert and role where a GPU holds two MoE layers or more (``moe_grouped_gemm``; the sequential
+experts' linears all have ``expert_idx`` 0, so their chain alternates two buffers per role in all). In the backward pass each weight's
 gradient is computed whole into a buffer of ``_wgrad_buf_pool`` (logical N x K, gradient-buffer dtype; ``get_wgrad_
 tensor``), reduce-scattered asynchronously into a shard-sized output ticket (the cache again), and returned to the
 pool only when the next weight's reduce-scatter has started (``wgrad_reduce_scatter``: the deferred wait): the
@@ -42,8 +43,8 @@ takes a second pool buffer of the padded shape (the all-to-all output). With ``g
 the plain path pads a copy of the gradient (``F.pad``) for the reduce-scatter; two of the largest are counted.
 
 The output layer's gradient comes from the pool only when it is fp32 (gradient buffer fp32, layers.py's
-``_wgrad_gemm(sharded_weight.get_wgrad_tensor(), ...)``); otherwise it is a fresh tensor like the one the estimate
-already counts in the output layer's backward. The embedding's gradient (``GTPEmbeddingWeight``) is reduce-scattered
+``_wgrad_gemm(sharded_weight.get_wgrad_tensor(), ...)``), and then replaces the bf16 one the estimate counts in the
+output layer's backward (:func:`output_wgrad_pooled`); otherwise it is a fresh tensor like that one. The embedding's gradient (``GTPEmbeddingWeight``) is reduce-scattered
 synchronously and freed.
 
 The dummy weight gradients handed back to autograd (``_handle_megatron_grad_accum``: ``get_dummy_wgrad`` of
@@ -67,7 +68,7 @@ from ...config.rules.features import gtp_degrees
 from ...model.quant_recipe import named_shapes
 from ..optimizer_step import FP32, step_buffers
 
-__all__ = ["BUFFERS", "GtpStage", "active", "gathered_rows", "stage", "step_own"]
+__all__ = ["BUFFERS", "GtpStage", "active", "gathered_rows", "output_wgrad_pooled", "stage", "step_own"]
 
 #: ``GTPRematConfig.pad_for_alignment`` for bf16 weights (the only weights modelled with GTP).
 PAD_FOR_ALIGNMENT = 16
@@ -81,6 +82,13 @@ def active(cfg) -> bool:
     """Whether GTP shards any weight (GTP_remat or expert GTP_remat above 1)."""
     g, ge = gtp_degrees(cfg)
     return g > 1 or ge > 1
+
+
+def output_wgrad_pooled(cfg) -> bool:
+    """Whether the output layer's weight gradient is a buffer of GTP's pool (fp32 gradient buffer under bf16/fp16
+    weights: layers.py ``_wgrad_gemm(sharded_weight.get_wgrad_tensor(), ...)``), so the estimate's bf16 copy of it in
+    the output layer's backward does not exist."""
+    return gtp_degrees(cfg)[0] > 1 and grad_reduce_in_fp32(cfg.precision) and cfg.precision.params_dtype != "fp32"
 
 
 def gathered_rows(rows: int, g: int) -> int:
@@ -202,12 +210,15 @@ def stage(r, bm, chunks, dense_p: int, expert_p: int, st, shards: tuple[int, int
         rs_out += gb * sum(gathered_rows(o, g) // g * i for o, i in te)
         if loss:
             rs_out += gb * gathered_rows(vocab[0], g) // g * vocab[1]
-            if gb != wb:
+            if output_wgrad_pooled(cfg):
                 wgrad += gb * vocab[0] * vocab[1]
     if ge > 1:
         ub = par.gtp_expert_remat_nccl_ub
+        grouped = cfg.model.moe_grouped_gemm
         for (_, (o, i, n)), layers in role_layers.items():
-            sets = n * min(layers, 2)           # per local expert, parity 0 and 1
+            # grouped GEMM: per local expert (expert_idx in the key), parity 0 and 1 over the MoE layers; the
+            # sequential experts' linears (expert_idx 0 each) alternate between two buffers per role
+            sets = n * min(layers, 2) if grouped else min(n * layers, 2)
             rows = gathered_rows(o, ge)
             gathered += wb * sets * rows * i
             rs_out += gb * sets * rows // ge * i

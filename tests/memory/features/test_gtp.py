@@ -127,6 +127,14 @@ def test_one_moe_layer_on_a_stage_keeps_one_buffer_per_expert():
     assert s.transient["gtp_gathered_weights"] == 2_097_152
 
 
+def test_sequential_experts_alternate_two_buffers_per_role():
+    """moe_grouped_gemm off: each local expert is a linear of its own with expert_idx 0, all in the role's chain, so
+    consecutive ones alternate two buffers: 2 x (131,072 + 131,072) x 2 B = 1,048,576 gathered."""
+    par = {"expert_model_parallel_size": 2, "expert_tensor_parallel_num_weight_shards": 2}
+    s = _stage({**MOE, "moe_grouped_gemm": False}, par)
+    assert s.transient["gtp_gathered_weights"] == 1_048_576
+
+
 def test_padding_counts_the_padded_rows():
     """hidden 520 with 8 heads of 64, vocabulary 1024, G = 2: proj (520 x 512) and fc2 (520 x 2048) have 520 rows ->
     up(520, 32) = 544 rows, 272 per rank; the padded copies of the gradients for the reduce-scatter (fp32): the two
