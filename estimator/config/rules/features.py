@@ -541,8 +541,8 @@ def gtp_problems(cfg) -> list[Problem]:
                                       par.expert_tensor_parallel_num_weight_shards, etp,
                                       "expert_tensor_parallel_size")):
         if n is not None and n % base:
-            out.append(Problem(f"parallelism.{name}", n, f"must be a multiple of {base_name} ({base}) "
-                               "(Megatron-Core's resolve_tensor_parallel_weight_shards)"))
+            out.append(Problem(f"parallelism.{name}", n, f"must be a multiple of {base_name} ({base}): {base}, "
+                               f"{2 * base}, {3 * base}, ... (Megatron-Core's resolve_tensor_parallel_weight_shards)"))
             bad = True
     if bad:
         return out
