@@ -591,7 +591,10 @@ def gtp_problems(cfg) -> list[Problem]:
             (par.fp32_local_grad_accumulation, "fp32_local_grad_accumulation"),
             (par.tp_comm_overlap, "tp_comm_overlap"),
             (tr.transformer_impl == "local", "transformer_impl local (Megatron's own linears take their weight "
-             "gradients outside GTP's pool)")):
+             "gradients outside GTP's pool)"),
+            (not tr.gradient_accumulation_fusion, "gradient_accumulation_fusion off (Transformer Engine then "
+             "computes each weight gradient as a fresh tensor, held until its deferred reduce-scatter, instead of "
+             "in GTP's pool: module/linear.py main_grad_func)")):
         if on:
             why.append(what)
     out += [Problem(field, value, f"GTP with {w} is not modelled") for w in why]

@@ -31,31 +31,35 @@ backward gathers share it (the key has no direction for a torch dtype), and a we
 shape takes a second one (``_ensure_no_shared_buffer_with``). The routed experts run on their own one-block-ahead
 chains, one per role (fc1, fc2), keyed per local expert with a parity bit that alternates the MoE layers: two
 buffers per local expert and role where a GPU holds two MoE layers or more (``moe_grouped_gemm``; the sequential
-experts' linears all have ``expert_idx`` 0, so their chain alternates two buffers per role in all). In the backward pass each weight's
-gradient is computed whole into a buffer of ``_wgrad_buf_pool`` (logical N x K, gradient-buffer dtype; ``get_wgrad_
-tensor``), reduce-scattered asynchronously into a shard-sized output ticket (the cache again), and returned to the
-pool only when the next weight's reduce-scatter has started (``wgrad_reduce_scatter``: the deferred wait): the
-pool keeps one buffer per shape, two where neighbours share a shape, two sets per routed-expert role. With
-``gtp_remat_reduce_scatter_with_fp32_accumulation`` on a group of more than 2 ranks each in-flight reduce-scatter
-takes a second pool buffer of the padded shape (the all-to-all output). With ``gtp_remat_nccl_ub``
-(``gtp_expert_remat_nccl_ub``) the gradient buffers come instead from the group's NCCL-registered pool
-(gtp_symmetric_memory.py ``symmetric_wgrad_pool``), padded to N' rows, in a memory pool of their own. Where N' > N
-the plain path pads a copy of the gradient (``F.pad``) for the reduce-scatter; two of the largest are counted.
+experts' linears all have ``expert_idx`` 0, so their chain alternates two buffers per role in all). In the backward
+pass each weight's gradient is computed whole (Transformer Engine @ d0067d0 : module/linear.py, with Megatron's
+gradient accumulation fusion: ``main_grad_func = weight.grad_buffer``) into a buffer of ``_wgrad_buf_pool`` (logical
+N x K, gradient-buffer dtype; ``get_wgrad_tensor``), reduce-scattered asynchronously into a shard-sized output
+ticket (the cache again), and returned to the pool only when the next weight's reduce-scatter has started
+(``wgrad_reduce_scatter``: the deferred wait): the pool keeps one buffer per shape, two where neighbours share a
+shape, two sets per routed-expert role. With ``gtp_remat_reduce_scatter_with_fp32_accumulation`` on a group of more
+than 2 ranks each in-flight reduce-scatter takes a second pool buffer of the padded shape (the all-to-all output).
+With ``gtp_remat_nccl_ub`` (``gtp_expert_remat_nccl_ub``) the gradient buffers come instead from the group's
+NCCL-registered pool (gtp_symmetric_memory.py ``symmetric_wgrad_pool``), padded to N' rows, in a memory pool of
+their own. Where N' > N the plain path pads a copy of the gradient (``F.pad``) for the reduce-scatter; two of the
+largest are counted.
 
 The output layer's gradient comes from the pool only when it is fp32 (gradient buffer fp32, layers.py's
 ``_wgrad_gemm(sharded_weight.get_wgrad_tensor(), ...)``), and then replaces the bf16 one the estimate counts in the
-output layer's backward (:func:`output_wgrad_pooled`); otherwise it is a fresh tensor like that one. The embedding's gradient (``GTPEmbeddingWeight``) is reduce-scattered
-synchronously and freed.
+output layer's backward (:func:`output_wgrad_pooled`); otherwise it is a fresh tensor like that one. The embedding's
+gradient (``GTPEmbeddingWeight``) is reduce-scattered synchronously and freed.
 
 The dummy weight gradients handed back to autograd (``_handle_megatron_grad_accum``: ``get_dummy_wgrad`` of
-``main_grad``'s shape, cached per shape, weights' dtype) take the shards' shapes instead of the weights': they replace
-the estimate's ``te_dummy_wgrad`` (one per distinct shape on the stage, the vocabulary shard included).
+``main_grad``'s shape; Transformer Engine's module/linear.py: "the param's local shape (sharded under GTP)"), cached
+per shape in the weights' dtype, take the shards' shapes instead of the weights': they replace the estimate's
+``te_dummy_wgrad`` (one per distinct shape on the stage, the vocabulary shard included).
 
 All these buffers are allocated in the first iteration and held from then on: they are counted beside the model
 states on every stage, in the optimizer step too (``PERSISTENT_BUFFERS``), whose own buffers follow the GTP shards
 (:func:`step_own`). Not modelled (refused, estimator/config/rules/features.py): FP8 and
 NVFP4 weights (quantised gathers), CUDA graphs, recomputed linears, MTP, FSDP, PEFT, optimizers other than Adam,
-layer kinds whose linears are not named (MLA, sparse and linear attention, heterogeneous blocks).
+gradient accumulation fusion off, layer kinds whose linears are not named (MLA, sparse and linear attention,
+heterogeneous blocks).
 """
 
 from __future__ import annotations
@@ -99,8 +103,8 @@ def gathered_rows(rows: int, g: int) -> int:
 
 def _kind_weights(r, kind, opt_in: bool) -> tuple[list, list, list]:
     """([(out, in)] of the GTP-sharded dense linears of one layer of ``kind``, in their named order; [(out, in, n)]
-    of its routed experts' weights (n local experts); [(out, in)] of its linears GTP leaves whole). Refused where the layer has linears the estimate does not
-    name (:func:`estimator.model.quant_recipe.named_shapes`)."""
+    of its routed experts' weights (n local experts); [(out, in)] of its linears GTP leaves whole). Refused where
+    the layer has linears the estimate does not name (:func:`estimator.model.quant_recipe.named_shapes`)."""
     shapes, unnamed = named_shapes(r, kind)
     if unnamed:
         raise ConfigError(Problem("parallelism.tensor_parallel_num_weight_shards",
@@ -140,8 +144,8 @@ def _distinct(seq: list) -> list:
 
 def stage(r, bm, chunks, dense_p: int, expert_p: int, st, shards: tuple[int, int]) -> GtpStage:
     """States and GTP buffers of one stage: ``chunks`` its :class:`~estimator.config.pipeline_layout.Chunk` s in
-    forward order, ``dense_p``/``expert_p`` its parameters without GTP, ``st`` its (weights, gradients) without GTP, ``shards``
-    the (dense, expert) shard counts of the distributed optimizer without GTP (see the module docstring)."""
+    forward order, ``dense_p``/``expert_p`` its parameters without GTP, ``st`` its (weights, gradients) without
+    GTP, ``shards`` the (dense, expert) shard counts of the distributed optimizer without GTP (module docstring)."""
     cfg = r.cfg
     par = cfg.parallelism
     g, ge = gtp_degrees(cfg)

@@ -157,6 +157,13 @@ def test_rules(par, training, words):
         estimate(make_config(DENSE, par, {**TRAIN, **training}))
 
 
+def test_without_gradient_accumulation_fusion_it_is_refused():
+    """Transformer Engine hands GTP's pool to the weight-gradient GEMM only with fused accumulation."""
+    with pytest.raises(ConfigError, match="gradient_accumulation_fusion off"):
+        estimate(make_config(DENSE, {"tensor_parallel_num_weight_shards": 2},
+                             {**TRAIN, "gradient_accumulation_fusion": False}))
+
+
 def test_fp8_and_mla_are_refused_by_name():
     with pytest.raises(ConfigError, match="FP8 or NVFP4 weights"):
         estimate(make_config(DENSE, {"tensor_parallel_num_weight_shards": 2}, TRAIN, {"fp8": True}))
