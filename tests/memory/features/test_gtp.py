@@ -201,3 +201,19 @@ def test_bridge_gtp_weight_remat_size_gives_the_same_estimate():
               "train": {"micro_batch_size": 1}}
     got = read_bridge_config(bridge, world_size=8).config
     assert got["parallelism"]["tensor_parallel_num_weight_shards"] == 4
+
+
+@pytest.mark.parametrize("field", ["gtp_weight_remat_size: 2", "tensor_parallel_num_weight_shards: 2"])
+def test_same_run_through_both_frontends(field):
+    """tests/formats/bridge/test_bridge_agreement.py's Llama 3 8B run (8 GPUs, CP 2: DP 4) with GTP_remat 2, once as
+    --tensor-parallel-num-weight-shards 2 and once as the Bridge model field: the same estimate on every stage."""
+    from estimator.formats.bridge.config import read_bridge_config
+    from tests.formats.bridge.test_bridge_agreement import LLAMA3_8B_FLAGS, LLAMA3_8B_YAML
+    lm = read_megatron_args(LLAMA3_8B_FLAGS + " --tensor-parallel-num-weight-shards 2", world_size=8).config
+    yaml = LLAMA3_8B_YAML.replace("  context_parallel_size: 2\n", f"  context_parallel_size: 2\n  {field}\n")
+    assert field in yaml
+    br = read_bridge_config(yaml, world_size=8).config
+    peaks = [[s["device_bytes"] for s in estimate(c).to_dict()["stages"]] for c in (lm, br)]
+    assert peaks[0] == peaks[1]
+    plain = read_megatron_args(LLAMA3_8B_FLAGS, world_size=8).config
+    assert peaks[0] != [s["device_bytes"] for s in estimate(plain).to_dict()["stages"]]
