@@ -47,7 +47,12 @@ def recipe_features(cfg) -> list[tuple[str, object]]:
           ("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type == "flex"),
           ("training.moe_paged_stash", tr.moe_paged_stash),
           ("precision.disable_parameter_transpose_cache", bool(pr.fp8 or pr.fp4) and pr.disable_parameter_transpose_cache),
-          ("precision.first_last_layers_bf16", bool(pr.fp8 or pr.fp4) and pr.first_last_layers_bf16)]
+          ("precision.first_last_layers_bf16", bool(pr.fp8 or pr.fp4) and pr.first_last_layers_bf16),
+          ("parallelism.tensor_parallel_num_weight_shards",
+           (par.tensor_parallel_num_weight_shards or 1) > par.tensor_model_parallel_size),
+          ("parallelism.expert_tensor_parallel_num_weight_shards", m.num_experts is not None and
+           (par.expert_tensor_parallel_num_weight_shards or 1)
+           > (par.expert_tensor_parallel_size or par.tensor_model_parallel_size))]
     return [(path, _value(cfg, path)) for path, is_on in on if is_on]
 
 

@@ -843,6 +843,37 @@ class ParallelismConfig:
                                             "per parameter, held for the whole run; only with "
                                             "grad_reduce_in_fp32 off (other name patterns are refused).",
                                             type="bool")
+    # ---- gtp29: generalised tensor parallelism's weight sharding (GTP_remat; issue 28 item 7) ----
+    tensor_parallel_num_weight_shards: int | None = _f(
+        None, "Generalised tensor parallelism (GTP): the shards each dense linear weight (QKV, projection, MLP, "
+        "shared experts, Mamba projections, embedding, output layer) is split into over the tensor-parallel and "
+        "GTP_remat ranks. GTP_remat = this / tensor_model_parallel_size ranks each hold 1/GTP_remat of the TP "
+        "slice (its rows), with its gradient and optimizer state, and all-gather it before every use into a "
+        "buffer kept for the run; they take distinct micro-batches, so the data-parallel size (world / (TP x PP x "
+        "CP)) counts them and must be divisible by GTP_remat. Must be a multiple of tensor_model_parallel_size.",
+        type="int", min=1, max=MAX_GPUS, derived="tensor_model_parallel_size (no GTP)",
+        flag="--tensor-parallel-num-weight-shards")
+    expert_tensor_parallel_num_weight_shards: int | None = _f(
+        None, "GTP for the routed experts: the shards each expert weight is split into over the expert-tensor-"
+        "parallel and expert GTP_remat ranks (EGTP_remat = this / expert_tensor_parallel_size, a factor of the "
+        "expert-data-parallel size). Must be a multiple of expert_tensor_parallel_size.", type="int", min=1,
+        max=MAX_GPUS, derived="expert_tensor_parallel_size (no expert GTP)",
+        flag="--expert-tensor-parallel-num-weight-shards")
+    gtp_remat_opt_in_modules: list[str] | None = _f(
+        None, "Modules GTP shards beyond its defaults: moe_latent_proj shards the MoE latent projections "
+        "(fc1_latent_proj, fc2_latent_proj), which otherwise stay whole on every GTP_remat rank.", type="str_list",
+        choices=("moe_latent_proj",), derived="[] (none)", flag="--gtp-remat-opt-in-modules")
+    gtp_remat_reduce_scatter_with_fp32_accumulation: bool = _f(
+        False, "GTP's weight-gradient reduce-scatter as an all-to-all with fp32 sums on GTP_remat groups of more "
+        "than 2 ranks: one more unsharded weight-gradient buffer per weight shape in GTP's pool.", type="bool",
+        flag="--gtp-remat-reduce-scatter-with-fp32-accumulation")
+    gtp_remat_nccl_ub: bool = _f(
+        False, "GTP: the dense weights' gradient reduce-scatter send buffers come from an NCCL-registered "
+        "(symmetric) memory pool of their own, padded to the gathered shape, instead of GTP's plain pool.",
+        type="bool", flag="--gtp-remat-nccl-ub")
+    gtp_expert_remat_nccl_ub: bool = _f(
+        False, "As gtp_remat_nccl_ub, for the routed experts' expert GTP_remat group.", type="bool",
+        flag="--gtp-expert-remat-nccl-ub")
 
 
 @dataclass(frozen=True)

@@ -734,6 +734,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    _gtp_flag_rules(par, no_effect, argparse_rules)
     if argparse_rules and tr.get("optimizer_cpu_offload") and not pr.get("use_precision_aware_optimizer"):
         # Megatron-Core accepts it (Megatron-Bridge recipes run it); Megatron-LM's arguments.py does not.
         raise ConfigError(Problem("--optimizer-cpu-offload", None, "Megatron-LM refuses it without "
@@ -897,3 +898,25 @@ def parse_megatron_args(args, *, world_size: int | None = None, read_file=None) 
     """
     imp = read_megatron_args(args, world_size=world_size, read_file=read_file)
     return imp.config, [flag for flag, _ in imp.no_effect] + list(imp.notes)
+
+
+def _gtp_flag_rules(par: dict, no_effect: list, argparse_rules: bool) -> None:
+    """gtp29: flags without memory effect that GTP forbids (estimator/memory/features/gtp.py). Megatron-Core's DDP
+    asserts --ddp-average-in-collective off with GTP (distributed_data_parallel.py, is_gtp_remat_active; arguments.py
+    too); arguments.py asserts the NCCL-registered GTP pools without --disable-symmetric-registration."""
+    tp = par.get("tensor_model_parallel_size") or 1
+    etp = par.get("expert_tensor_parallel_size") or tp
+    if (par.get("tensor_parallel_num_weight_shards") or tp) <= tp and \
+            (par.get("expert_tensor_parallel_num_weight_shards") or etp) <= etp:
+        return
+    given = {f.split()[0] for f, _ in no_effect}
+    if "--ddp-average-in-collective" in given:
+        raise ConfigError(Problem("--ddp-average-in-collective", None, "Megatron-Core refuses it with GTP "
+                                  "(--tensor-parallel-num-weight-shards / --expert-tensor-parallel-num-weight-shards "
+                                  "above TP / ETP): the average would miss the 1/GTP_remat gradient scaling "
+                                  "(distributed_data_parallel.py)"))
+    if argparse_rules and "--disable-symmetric-registration" in given and \
+            (par.get("gtp_remat_nccl_ub") or par.get("gtp_expert_remat_nccl_ub")):
+        raise ConfigError(Problem("--disable-symmetric-registration", None, "Megatron-LM refuses it with "
+                                  "--gtp-remat-nccl-ub / --gtp-expert-remat-nccl-ub, which need symmetric "
+                                  "registration (arguments.py)"))

@@ -444,9 +444,20 @@ _put(NO_EFFECT, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP
      "holds (a separate row-wise copy only for MXFP8 weights, where Megatron-Core turns the hooks on itself)")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
-_put(_R, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub tensor_parallel_num_weight_shards "
-     "expert_tensor_parallel_num_weight_shards gtp_remat_opt_in_modules gtp_remat_reduce_scatter_with_fp32_accumulation",
-     "generalised tensor-parallel weight sharding (GTP) is not modelled")
+_put(_M, "tensor_parallel_num_weight_shards expert_tensor_parallel_num_weight_shards",
+     "generalised tensor parallelism (GTP_remat = shards / TP, or / ETP for the routed experts): each rank keeps "
+     "1/GTP_remat of every TP-local linear weight's rows with their gradients, the distributed optimizer shards over "
+     "the replicate ranks (DP x CP / GTP_remat), and the all-gathered weights, the whole weight gradients and the "
+     "reduce-scatter outputs live in buffers GTP keeps for the run (estimator/memory/features/gtp.py); refused with "
+     "FP8/NVFP4 weights, CUDA graphs, recomputed linears, MTP, FSDP, PEFT and layers other than attention, Mamba, MLP "
+     "and MoE")
+_put(_M, "gtp_remat_opt_in_modules", "moe_latent_proj shards the MoE latent projections over GTP_remat too "
+     "(estimator/memory/features/gtp.py)")
+_put(_M, "gtp_remat_reduce_scatter_with_fp32_accumulation", "GTP's weight-gradient reduce-scatter as an all-to-all "
+     "with fp32 sums on groups of more than 2 ranks: a second unsharded buffer per in-flight reduce-scatter from GTP's "
+     "pool (megatron/core/tensor_parallel/generalized_tensor_parallelism.py _reduce_scatter_fp32_accum)")
+_put(_M, "gtp_remat_nccl_ub gtp_expert_remat_nccl_ub", "GTP's weight-gradient send buffers from an NCCL-registered "
+     "pool of their own, padded to the gathered shape, instead of GTP's plain pool (gtp_symmetric_memory.py)")
 _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local CUDA graphs (CudaGraphManager), "
      "which are not modelled")
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "

@@ -38,7 +38,7 @@ from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
 from . import features, phases, reserved
-from .features import fp8_output, frozen_language
+from .features import fp8_output, frozen_language, gtp
 from .allocator import parse_alloc_conf
 from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
                           stage_extras)
@@ -326,7 +326,8 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
     # quantized logits gradient in its backward
     out_copies = fp8_output.weight_copies(r) if fp8_out else 0
     out_dummy = fp8_output.dummy_wgrad(r, wbytes) if fp8_out and te_dummies else 0
-    out_wgrad = 0 if out_dummy else vocab_wgrad
+    # GTP with an fp32 gradient buffer: the output layer's weight gradient is GTP's pool buffer, counted with it
+    out_wgrad = 0 if out_dummy or gtp.output_wgrad_pooled(cfg) else vocab_wgrad
     out_backward = fp8_output.backward_extra(r) if fp8_out else 0
     loss_act = extras.output + r.mtp * extras.mtp_logits
     counted = phases.counted(cfg)

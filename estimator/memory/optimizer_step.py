@@ -98,7 +98,10 @@ OPTIMIZER_IMPLEMENTATIONS = ("te_fused", "apex_fused", "torch")
 
 #: Names of ``StageEstimate.transient`` entries held for the whole run (alive during the step too).
 PERSISTENT_BUFFERS = ("workspaces", "global_memory_buffer", "te_dummy_wgrad", "cuda_graph_capture_workspaces",
-                      "paged_stash_buffers", "fsdp_grad_shard_copies")
+                      "paged_stash_buffers", "fsdp_grad_shard_copies",
+                      # GTP's gathered-weight cache and weight-gradient pools (estimator/memory/features/gtp.py)
+                      "gtp_gathered_weights", "gtp_wgrad_pool", "gtp_reduce_scatter_outputs",
+                      "gtp_symmetric_wgrad_pool")
 
 #: Bytes of one fp32 element.
 FP32 = 4

@@ -303,6 +303,15 @@ CHANGES = {
     "eval_interval": (EVAL, "--eval-interval 10"),
     "eval_iters": (EVAL + " --eval-interval 10", "--eval-iters 0"),
     "eval_micro_batch_size": (EVAL + " --eval-interval 10", "--eval-micro-batch-size 4"),
+    # gtp29: generalised tensor parallelism (estimator/memory/features/gtp.py); 8 GPUs, DP 8
+    "tensor_parallel_num_weight_shards": (DISTOPT, "--tensor-parallel-num-weight-shards 2"),
+    "expert_tensor_parallel_num_weight_shards": (MOE, "--expert-tensor-parallel-num-weight-shards 2"),
+    "gtp_remat_opt_in_modules": (MOE + " --moe-latent-size 128 --tensor-parallel-num-weight-shards 2",
+                                 "--gtp-remat-opt-in-modules moe_latent_proj"),
+    "gtp_remat_reduce_scatter_with_fp32_accumulation": (DISTOPT + " --tensor-parallel-num-weight-shards 4",
+                                                        "--gtp-remat-reduce-scatter-with-fp32-accumulation"),
+    "gtp_remat_nccl_ub": (DISTOPT + " --tensor-parallel-num-weight-shards 2", "--gtp-remat-nccl-ub"),
+    "gtp_expert_remat_nccl_ub": (MOE + " --expert-tensor-parallel-num-weight-shards 2", "--gtp-expert-remat-nccl-ub"),
 }
 
 

@@ -17,7 +17,7 @@ from .moe import hybridep_rules
 from .offload import offload_problems
 from .precision import fp8_output_problems, recipe_arch_problems
 
-__all__ = ["feature_problems"]
+__all__ = ["feature_problems", "gtp_degrees", "gtp_problems"]
 
 
 def feature_problems(cfg) -> list[Problem]:
@@ -435,6 +435,7 @@ def feature_problems(cfg) -> list[Problem]:
     P.extend(_chunked_mlp_problems(cfg))
     P.extend(_probs_on_input_problems(cfg))
     P.extend(_early_release_problems(cfg))
+    P.extend(gtp_problems(cfg))
     P.extend(_hybrid_cp_problems(cfg))
     return P
 
@@ -560,3 +561,93 @@ def _chunked_mlp_problems(cfg) -> list[Problem]:
     if tr.peft is not None:
         why.append("PEFT adapters")
     return [Problem("training.mlp_chunks_for_training", n, f"a chunked MLP with {w} is not modelled") for w in why]
+
+
+def gtp_degrees(cfg) -> tuple[int, int]:
+    """(GTP_remat, expert GTP_remat): the weight-shard counts over the tensor-parallel (expert-tensor-parallel)
+    size, 1 where unset, as Megatron-Core's resolve_tensor_parallel_weight_shards derives them (Megatron-LM @
+    d98e8a64 : megatron/core/model_parallel_config.py). Call on a configuration whose counts divide (gtp_problems)."""
+    par = cfg.parallelism
+    t = par.tensor_model_parallel_size
+    etp = par.expert_tensor_parallel_size or t
+    g = (par.tensor_parallel_num_weight_shards or t) // t
+    ge = (par.expert_tensor_parallel_num_weight_shards or etp) // etp if cfg.model.num_experts is not None else 1
+    return max(g, 1), max(ge, 1)
+
+
+def gtp_problems(cfg) -> list[Problem]:
+    """gtp29: generalised tensor parallelism's weight sharding (estimator/memory/features/gtp.py). Megatron-LM @
+    d98e8a64 enforces the shard counts (model_parallel_config.py resolve_tensor_parallel_weight_shards), the world
+    size (arguments.py: world_size % (TP x PP x CP x GTP_remat)), the checkpoint format, one distributed-optimizer
+    instance (parallel_state.py) and NVFP4's native gather; the combinations whose buffers the estimate does not
+    follow are refused by name."""
+    m, par, tr, pr = cfg.model, cfg.parallelism, cfg.training, cfg.precision
+    t, p, cp, ep = (par.tensor_model_parallel_size, par.pipeline_model_parallel_size, par.context_parallel_size,
+                    par.expert_model_parallel_size)
+    etp = par.expert_tensor_parallel_size or t
+    out = []
+    bad = False
+    for name, n, base, base_name in (("tensor_parallel_num_weight_shards", par.tensor_parallel_num_weight_shards, t,
+                                      "tensor_model_parallel_size"),
+                                     ("expert_tensor_parallel_num_weight_shards",
+                                      par.expert_tensor_parallel_num_weight_shards, etp,
+                                      "expert_tensor_parallel_size")):
+        if n is not None and n % base:
+            out.append(Problem(f"parallelism.{name}", n, f"must be a multiple of {base_name} ({base}): {base}, "
+                               f"{2 * base}, {3 * base}, ... (Megatron-Core's resolve_tensor_parallel_weight_shards)"))
+            bad = True
+    if bad:
+        return out
+    g, ge = gtp_degrees(cfg)
+    if g == 1 and ge == 1:
+        return out
+    field = "parallelism.tensor_parallel_num_weight_shards" if g > 1 else \
+        "parallelism.expert_tensor_parallel_num_weight_shards"
+    value = par.tensor_parallel_num_weight_shards if g > 1 else par.expert_tensor_parallel_num_weight_shards
+    ws = tr.world_size
+    if g > 1 and ws % (t * p * cp * g):
+        out.append(Problem(field, value, f"world_size ({ws}) must be divisible by TP x PP x CP x GTP_remat "
+                           f"({t} x {p} x {cp} x {g}; Megatron-LM's arguments.py)"))
+    if ge > 1 and ws % (etp * ep * p * ge):
+        out.append(Problem("parallelism.expert_tensor_parallel_num_weight_shards",
+                           par.expert_tensor_parallel_num_weight_shards, f"world_size ({ws}) must be divisible by "
+                           f"ETP x EP x PP x expert GTP_remat ({etp} x {ep} x {p} x {ge}; Megatron-Core's expert "
+                           "rank grid)"))
+    if tr.ckpt_format not in ("torch", "torch_dist"):
+        out.append(Problem("training.ckpt_format", tr.ckpt_format, "must be torch or torch_dist with GTP "
+                           "(Megatron-LM's arguments.py)"))
+    if par.num_distributed_optimizer_instances > 1:
+        out.append(Problem("parallelism.num_distributed_optimizer_instances", par.num_distributed_optimizer_instances,
+                           "must be 1 with GTP (Megatron-Core's parallel_state.py asserts it)"))
+    if pr.fp4 and not pr.fp4_param_gather:
+        out.append(Problem("precision.fp4_param_gather", False, "GTP with NVFP4 needs fp4_param_gather "
+                           "(Megatron-LM's arguments.py: the weights are all-gathered as native NVFP4)"))
+    why = []
+    for on, what in (
+            (pr.fp8 or pr.fp4 or bool(pr.quant_recipe), "FP8 or NVFP4 weights (GTP gathers the quantised row-wise "
+             "and column-wise copies into buffers of their own, forward and backward)"),
+            (par.use_megatron_fsdp or par.use_torch_fsdp2, "FSDP (GTP shards DDP's parameters)"),
+            (tr.cuda_graph_impl != "none", "CUDA graphs (GTP's graphed chains, wgrad rings and capture pools)"),
+            (tr.recompute_granularity == "full" or bool(set(tr.recompute_modules or ())
+                                                        & {"mlp", "moe", "shared_experts", "mla_up_proj"}),
+             "recomputation of linear layers (the recompute chain gathers into buffers of its own)"),
+            (bool(m.mtp_num_layers), "MTP layers (their shared embedding and output layer are gathered once per "
+             "depth)"),
+            (m.vision_num_layers is not None or m.sound_num_layers is not None or m.model_kind == "wan",
+             "vision, sound or Wan models"),
+            (tr.peft is not None, "PEFT adapters"),
+            (tr.optimizer != "adam", f"optimizer {tr.optimizer}"),
+            (tr.optimizer_cpu_offload, "optimizer CPU offload"),
+            (tr.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm (its schedule changes the "
+             "order GTP's prefetch chains follow)"),
+            (par.fp32_local_grad_accumulation, "fp32_local_grad_accumulation"),
+            (par.tp_comm_overlap, "tp_comm_overlap"),
+            (tr.transformer_impl == "local", "transformer_impl local (Megatron's own linears take their weight "
+             "gradients outside GTP's pool)"),
+            (not tr.gradient_accumulation_fusion, "gradient_accumulation_fusion off (Transformer Engine then "
+             "computes each weight gradient as a fresh tensor, held until its deferred reduce-scatter, instead of "
+             "in GTP's pool: module/linear.py main_grad_func)")):
+        if on:
+            why.append(what)
+    out += [Problem(field, value, f"GTP with {w} is not modelled") for w in why]
+    return out

@@ -72,7 +72,8 @@ _BY_HAND = {"activation_func", "gated_linear_unit", "share_embeddings_and_output
             "disable_parameter_transpose_cache", "cpu_offloading", "cpu_offloading_activations",
             "cpu_offloading_weights", "dim", "alpha", "target_modules", "batch_p2p_comm",
             "megatron_fsdp_cuda_graph_mode", "use_transformer_engine_full_layer_spec",
-            "use_layer_wise_distributed_optimizer", "freeze_mtp_model"}
+            "use_layer_wise_distributed_optimizer", "freeze_mtp_model",
+            "gtp_weight_remat_size", "expert_gtp_weight_remat_size"}
 
 #: Megatron-Core fields of the ``dev`` branch that Megatron-Bridge's DeepSeek-V4 provider and recipes set, and that the
 #: catalogue's TransformerConfig (Megatron-LM @ 2a75ac12) lacks: read at Megatron-LM @ d48bd6be (dev) :
@@ -737,6 +738,16 @@ def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
         tokens.append("--group-query-attention")
     if m.get("position_embedding_type") == "learned_absolute" and m.get("seq_length"):
         tokens += ["--max-position-embeddings", str(m["seq_length"])]   # GPTModelProvider: max_sequence_length
+    # gtp29: Megatron-Core derives the shard counts from gtp_weight_remat_size when they are null
+    # (model_parallel_config.py resolve_tensor_parallel_weight_shards: shards = TP x gtp_weight_remat_size)
+    tp = m.get("tensor_model_parallel_size") or 1
+    for dest, size_field, base in (("tensor_parallel_num_weight_shards", "gtp_weight_remat_size", tp),
+                                   ("expert_tensor_parallel_num_weight_shards", "expert_gtp_weight_remat_size",
+                                    m.get("expert_tensor_parallel_size") or tp)):
+        size = m.get(size_field)
+        if isinstance(size, int) and not isinstance(size, bool) and size > 1 \
+                and values.get(dest, (None, None))[1] is None:
+            values[dest] = (f"model.{size_field}", base * size)
     if m.get("fp8_param") and "fp8_param_gather" not in values:
         values["fp8_param_gather"] = ("model.fp8_param", True)
     if m.get("fp4_param") and "fp4_param_gather" not in values:

@@ -138,8 +138,10 @@ _put("no_effect", "model", "num_microbatches_with_partial_activation_checkpoints
      "neither GPTModel nor TransformerBlock takes one; Bridge's forward steps (training/gpt_step.py forward_step) "
      "read that argument as return_schedule_plan (an error where a micro-batch would be marked: with "
      "pipeline_model_parallel_size above 1 and a value below the schedule's window, the run stops there)")
-_put("refused", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "weight rematerialisation is not "
-     "modelled")
+_put("modelled", "model", "gtp_weight_remat_size expert_gtp_weight_remat_size", "GTP_remat sizes: with "
+     "tensor_parallel_num_weight_shards (expert_...) null Megatron-Core sets the shards to TP (ETP) x this "
+     "(model_parallel_config.py resolve_tensor_parallel_weight_shards), else derives this from them "
+     "(estimator/memory/features/gtp.py)")
 _put("no_effect", "model", "hybrid_attention_ratio hybrid_mlp_ratio", "deprecated: HybridModelProvider (Bridge @ "
      "067f987d models/hybrid/hybrid_provider.py provide) hands Megatron-Core's HybridModel hybrid_layer_pattern "
      "only, which is what is counted (an error when above 0 without a hybrid_layer_pattern: HybridModel then builds "

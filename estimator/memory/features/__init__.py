@@ -18,6 +18,8 @@ source in its docstring:
 - :mod:`.delayed_wgrad`: delayed weight gradients inside the expert-parallel overlap's combined step;
 - :mod:`.optimizers`: Adam, SGD and Muon state bytes and their sharding (partial distributed optimizer);
 - :mod:`.muon_step`: the Muon optimizer step (Newton-Schulz working set beside Adam's temporaries);
+- :mod:`.gtp`: generalised tensor parallelism's weight sharding (GTP_remat): sharded states, gathered-weight and
+  weight-gradient buffers;
 - :mod:`estimator.config.rules.features`: the cross-field rules Megatron-Core enforces for them.
 
 :func:`plan` returns ``None`` when none of them is switched on, so the default path does no extra work.
@@ -32,8 +34,8 @@ from ...config.derived import recipe_features
 from ..activations import held_per_layer, layer_activations, stage_extras
 from ..states import stage_fp8_scales
 from ..vision import vision_stage
-from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, muon_step, offload, optimizers, paged_stash, peft,
-               schedule)
+from . import (comm_buffers, cuda_graphs, delayed_wgrad, fsdp, gtp, muon_step, offload, optimizers, paged_stash,
+               peft, schedule)
 from .assumptions import assumptions
 
 __all__ = ["Plan", "StageAdjustment", "assumptions", "plan", "step_modelled"]
@@ -63,8 +65,9 @@ def step_modelled(cfg) -> bool:
     """Whether the optimizer step is modelled (estimator/memory/optimizer_step.py): with no feature switched on, or with
     only SGD (its states are plain per-parameter buffers, stepped like Adam's), Muon without FSDP
     (:mod:`.muon_step`), PyTorch FSDP2 (Megatron-Core's Float16Optimizer steps its shards), optimizer CPU offload
-    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included), the
-    whole-iteration CUDA graph (the step stays eager) and the optimizer step's own graph (the same step, replayed).
+    (offload.py: its own step buffers), Megatron-FSDP (:func:`.fsdp.megatron_fsdp_step`, HSDP included), GTP
+    (:func:`.gtp.step_own`), the whole-iteration CUDA graph (the step stays eager) and the optimizer step's own graph
+    (the same step, replayed).
     Otherwise the forward/backward peak is reported."""
     if not _active(cfg):
         return True
@@ -80,7 +83,8 @@ def step_modelled(cfg) -> bool:
                                           cuda_graph_impl=("none" if tr.cuda_graph_impl == "full_iteration"
                                                            else tr.cuda_graph_impl)),
                     parallelism=replace(par, use_torch_fsdp2=False, torch_fsdp2_reshard_after_forward=True,
-                                        use_megatron_fsdp=False,
+                                        use_megatron_fsdp=False, tensor_parallel_num_weight_shards=None,
+                                        expert_tensor_parallel_num_weight_shards=None,
                                         num_distributed_optimizer_instances=(
                                             1 if mfsdp else par.num_distributed_optimizer_instances)))
     return not _active(plain)
@@ -173,6 +177,7 @@ class Plan:
                 self.flex = ("deepep_buffers", comm_buffers.deepep_bytes(r))
         self.deferred = schedule.deferred_wgrad_bytes(r)
         self.dora = peft.dora_transient(r, bm.weight) if self.frozen else 0
+        self.gtp = gtp.active(cfg)
 
     def skips_vocab_wgrad(self, last: bool) -> bool:
         """No per-micro-batch weight gradient of the output layer / embedding on this stage: frozen under PEFT,
@@ -335,6 +340,17 @@ class Plan:
                 # Muon for the matrices, Adam for the rest, stepped one after the other (muon_step.py).
                 step_own = muon_step.muon_step_buffers(r, bm, kinds, dense_p, linear_p, expert_p, (sd, se),
                                                        self.layout[2] if first or last else 0, self.ping_pong)
+        gtp_stage = None
+        if self.gtp:
+            # GTP (gtp.py): the sharded weights' states over GTP_remat, the optimizer over the replicate group, and
+            # the gathered-weight and weight-gradient buffers held for the run. Refused with the branches above.
+            gtp_stage = gtp.stage(r, bm, r.plan[s_idx].chunks, dense_p, expert_p, (weights, grads), (sd, se))
+            weights, grads, opt = gtp_stage.weights, gtp_stage.gradients, gtp_stage.optimizer
+            transient.update(gtp_stage.buffers)
+            if "te_dummy_wgrad" in transient:
+                transient["te_dummy_wgrad"] = gtp_stage.dummy_wgrads
+            if step_own is None:
+                step_own = gtp.step_own(r, bm, gtp_stage, (sd, se))
         if tr.optimizer_cpu_offload:
             # HybridDeviceOptimizer (offload.py): fp32 copies and Adam on the GPU part, whole tensors to the CPU.
             oo = offload.stage_optimizer_offload(r, kinds, r.plan[s_idx].chunks, first or last, dense_p, expert_p,
@@ -456,5 +472,7 @@ class Plan:
         exempt = 0
         if par.nccl_ub and not (par.use_megatron_fsdp or par.use_torch_fsdp2):
             exempt = grads + (weights if tr.use_distributed_optimizer else 0)
+        if gtp_stage is not None:
+            exempt += gtp_stage.own_pool
         return StageAdjustment(weights, grads, opt, activations, parts, transient, outside, host, exempt, step_own,
                                step_grads)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...config.derived import grad_comm_dtype
 from ...config.limits import hybridep_domains
+from ...config.rules.features import gtp_degrees
 from ...config.tp_overlap import BRIDGE_CONFIGS
 from ...model.resolve import DTYPE_BYTES
 from . import comm_buffers, fsdp, paged_stash
@@ -50,6 +51,14 @@ def assumptions(r) -> list[str]:
                    "unsharded gradients exist at the peak"
                    + ("" if par.torch_fsdp2_reshard_after_forward else
                       "; without resharding after forward every layer stays gathered until its backward") + ".")
+    g, ge = gtp_degrees(cfg)
+    if g > 1 or ge > 1:
+        out.append(f"GTP: GTP_remat {g} (dense weights, embedding and output layer), expert GTP_remat {ge} (routed "
+                   "experts); each rank keeps its share of every such weight's rows (padded to 16 x GTP_remat) with "
+                   "their gradients, the distributed optimizer shards over the data x context-parallel ranks / "
+                   "GTP_remat; the all-gathered weights (one buffer per distinct shape, two per local expert and "
+                   "role), the whole weight gradients and the reduce-scatter outputs stay in GTP's buffers for the "
+                   "run. Estimated from Megatron-LM's source, not measured.")
     if par.num_distributed_optimizer_instances > 1 and not par.use_megatron_fsdp and tr.use_distributed_optimizer:
         out.append(f"Partial distributed optimizer: {par.num_distributed_optimizer_instances} instances, states "
                    f"sharded over {r.dp * r.cp // par.num_distributed_optimizer_instances} ranks each.")
