@@ -57,8 +57,9 @@ zero gradient of its input, ``kv_full`` expanded to every query row, [T, K, d] i
 gradient of the gathered keys 2 T k d; before it, the scores matmul's backward holds both fp32 parts of the gathered
 keys' gradient with the scores' and the query's, 8 T k d + 4 T a k + 4 T a d. The larger is the layer's attention
 backward working set (``Part.backward``): 22.5 GiB (2^30 bytes) for a ratio-4 layer of DeepSeek-V4-Flash at
-s = 4096 (T 4096, K 5120, k 640, d 512). Smaller, so left out: the indexer loss's backward, which rebuilds the
-teacher's fp32 scores [a, T, T / 4] a few times (3 a T^2 bytes against 2.5 d T^2 for the gather).
+s = 4096 (T 4096, K 5120, k 640, d 512). Smaller, so left out: the indexer loss's backward
+(``bwd_fused_indexer_loss_naive``, run even at coefficient 0), which rebuilds fp32 scores of [a, T, T / 4] and
+[T, n, T / 4], a T^2 and n T^2 bytes, a few at a time, against 2.5 d T^2 for the gather.
 
 ``mla_up_proj`` (selective recompute) recomputes q from q_up and the query; ``core_attn`` is refused by
 Megatron-Core for this layer. Left out: RoPE caches, the softmax's per-row statistics (about 20 T a), the per-query
