@@ -96,16 +96,65 @@ def test_sliding_window_layer_activations_by_hand():
     """Layer 0 (ratio 0) at s 16, b 1 (T = 16, bf16 B = 2), the reference kernels (dsa_kernel_backend none):
     norm input and output 2 x 2 x 16 x 64 = 4096; q latent before and after its norm 2 x 2 x 16 x 16 = 1024 and kv
     before its norm 2 x 16 x 32 = 1024; q from q_up 2 x 16 x 4 x 32 = 4096 + its fp32 rstd 4 x 16 x 4 = 256; the
-    query 4096; the keys (16 window rows, no compressed ones) 2 x 16 x 32 = 1024; the output 4096 + fp32
-    log-sum-exp 256; the inverse RoPE's output 4096 and wo_a's output 2 x 16 x 2 x 8 = 512. The reference sparse
-    attention with k = min(8, 16) = 8 keys per query: gathered keys in fp32 4 x 16 x 8 x 32 = 16,384, the fp32 query
-    4 x 16 x 4 x 32 = 8192, exp scores and weights 8 x 16 x 4 x 8 = 4096, the int64 gather index 8 x 16 x 8 = 1024.
-    Sum: 54,272. With fused kernels the last four become the int32 top-k 4 x 16 x 8 = 512: 25,088."""
+    keys (16 window rows, no compressed ones) 2 x 16 x 32 = 1024; the inverse RoPE's output 4096 and wo_a's output
+    2 x 16 x 2 x 8 = 512. The reference sparse attention with k = min(8, 16) = 8 keys per query: gathered keys in
+    fp32 4 x 16 x 8 x 32 = 16,384, the fp32 query 4 x 16 x 4 x 32 = 8192, exp scores and weights 8 x 16 x 4 x 8 =
+    4096, the int64 gather index 8 x 16 x 8 = 1024, the boolean mask 16 x 8 = 128. Nothing keeps its bf16 query or
+    output (Megatron-LM @ d48bd6be : csa.py unfused_compressed_sparse_attn saves their fp32 copies; the inverse RoPE
+    clones the output). Sum: 45,952. With fused kernels the last five become the int32 indices 4 x 16 x 8 = 512,
+    and CSASparseAttnFunc keeps the query 4096 and the output 4096 with its fp32 log-sum-exp 256: 25,088."""
     r = _resolved()
     kind = r.kinds[r.layer_kinds[0]]
-    assert dsv4.activations(view(r, kind), context(r)).saved == 54_272
+    assert dsv4.activations(view(r, kind), context(r)).saved == 45_952
     r = _resolved({"dsa_kernel_backend": "cudnn"})
     assert dsv4.activations(view(r, kind), context(r)).saved == 25_088
+
+
+def test_ratio_4_layer_activations_by_hand():
+    """Layer 1 (ratio 4, with the indexer) at T = 16, reference kernels: the norm 4096, latents 2048, q from q_up
+    4352 as layer 0; the query 2 x 16 x 4 x 32 = 4096, which FusedDSAIndexerLoss keeps (query.detach()); keys 16 + 4
+    compressed rows, 2 x 20 x 32 = 1280; wo_a's input and output 4608. The compressor (overlapping, w = 2, width 32):
+    its windows of kv and bf16 weights 2 x 2 x 16 x 2 x 32 = 4096, the fp32 softmax 4 x 16 x 2 x 32 = 4096, the
+    compressed keys before and after norm 2 x 2 x 4 x 32 = 512: 8704. The indexer: its query 2 x 16 x 2 x 16 = 1024,
+    fp32 weights 4 x 16 x 2 = 128, its compressor of width 16 (2048 + 2048 + 256 = 4352), the int64 top-k 8 x 16 x
+    min(4, 4) = 512, the window's fp32 log-sum-exp 4 x 16 x 4 = 256, the fp32 causal mask 4 x 16 x 4 = 256: 6528.
+    The attention reads k = 8 + 4 = 12 keys: 4 x 16 x 12 x 32 = 24,576 + 8192 + 8 x 16 x 4 x 12 = 6144 + 8 x 16 x 12
+    = 1536 + 192 = 40,640. Sum: 76,352.
+    Fused (cudnn): the output 4096 + 256 comes back, the core is 4 x 16 x 12 = 768 int32 indices, and the indexer
+    keeps the gradients FusedCSAIndexerSparseAttnFunc computes in the forward pass instead (its query's 1024, its
+    weights' 2 x 16 x 2 = 64, its keys' 2 x 4 x 16 = 128) with its compressor 4352: 5568. Sum: 39,872."""
+    r = _resolved()
+    kind = r.kinds[r.layer_kinds[1]]
+    assert dsv4.activations(view(r, kind), context(r)).saved == 76_352
+    r = _resolved({"dsa_kernel_backend": "cudnn"})
+    assert dsv4.activations(view(r, kind), context(r)).saved == 39_872
+
+
+def test_unfused_backward_working_set_by_hand():
+    """The reference attention's backward (Part.backward). At s 16 (layer 0, K = 16 rows of kv_full, k = 8) the
+    scores matmul's backward is the larger: 8 x 16 x 8 x 32 = 32,768 + 4 x 16 x 4 x 8 = 2048 + 4 x 16 x 4 x 32 = 8192
+    = 43,008 against the gather's 2 x 16 x 16 x 32 = 16,384 + 2 x 16 x 8 x 32 = 8192. At s 64 the gather's zero-filled
+    gradient of the expanded keys wins: 2 x 64 x 64 x 32 = 262,144 + 2 x 64 x 8 x 32 = 32,768 = 294,912 (the matmul's
+    8 x 64 x 8 x 32 + 4 x 64 x 4 x 8 + 4 x 64 x 4 x 32 = 172,032). Fused kernels: none counted here.
+    Megatron-LM @ d48bd6be : csa.py unfused_compressed_sparse_attn gathers from kv_flat.unsqueeze(0).expand(rows,
+    -1, -1); PyTorch's gather_backward allocates grad.new_zeros(self.sizes()), [rows, K, d].
+    DeepSeek-V4-Flash at s 4096, a ratio-4 layer (K = 4096 + 1024, k = 128 + 512, d 512): 2 x 4096 x 5120 x 512 +
+    2 x 4096 x 640 x 512 = 24,159,191,040 bytes (22.5 GiB)."""
+    r = _resolved()
+    kind = r.kinds[r.layer_kinds[0]]
+    assert dsv4.activations(view(r, kind), context(r)).backward == 43_008
+    r = _resolved(training={"seq_length": 64})
+    assert dsv4.activations(view(r, kind), context(r)).backward == 294_912
+    la = layer_activations(r, kind)     # it runs after the MLP's backward freed the MLP's tensors, beside the
+    assert la.attention_backward_peak == 294_912 + 2 * 64 * 64 - la.mlp    # residual stream's gradient
+    r = _resolved({"dsa_kernel_backend": "cudnn"}, {"seq_length": 64})
+    assert dsv4.activations(view(r, kind), context(r)).backward == 0
+    flash = make_config(from_hf_config("deepseek-ai/DeepSeek-V4-Flash"), {}, {"seq_length": 4096, "world_size": 1})
+    flash["model"]["dsa_kernel_backend"] = "none"
+    r = resolve(load_config(flash))
+    kind = r.kinds[r.layer_kinds[2]]
+    assert view(r, kind).cr == 4
+    assert dsv4.unfused_backward(view(r, kind), 4096) == 24_159_191_040
 
 
 def test_hyper_connection_activations_by_hand():
@@ -124,12 +173,16 @@ def test_hyper_connection_activations_by_hand():
 
 
 def test_mla_up_proj_recomputes_the_query():
-    """mla_up_proj drops q from q_up (4096 + 256) and the query (4096): 8448 fewer bytes, recomputed."""
-    r0, r1 = _resolved(), _resolved(training={"recompute_granularity": "selective",
-                                              "recompute_modules": ["mla_up_proj"]})
-    kind = r0.kinds[r0.layer_kinds[0]]
-    a0, a1 = dsv4.activations(view(r0, kind), context(r0)), dsv4.activations(view(r1, kind), context(r1))
-    assert a0.saved - a1.saved == 8448 == a1.recompute
+    """mla_up_proj recomputes q from q_up (4096 + 256) and the query (4096), 8448 bytes at once. On layer 0 with the
+    reference kernels nothing kept the bf16 query, so 4352 fewer bytes are kept; on layer 1 FusedDSAIndexerLoss kept it
+    (the checkpoint discards that storage too), and with fused kernels the attention kept it: 8448 fewer."""
+    sel = {"recompute_granularity": "selective", "recompute_modules": ["mla_up_proj"]}
+    for model, layer, fewer in (({}, 0, 4352), ({}, 1, 8448), ({"dsa_kernel_backend": "cudnn"}, 0, 8448)):
+        r0, r1 = _resolved(model), _resolved(model, sel)
+        kind = r0.kinds[r0.layer_kinds[layer]]
+        a0, a1 = dsv4.activations(view(r0, kind), context(r0)), dsv4.activations(view(r1, kind), context(r1))
+        assert a0.saved - a1.saved == fewer
+        assert a1.recompute == 8448
 
 
 def test_hash_layers_drop_the_expert_bias():
