@@ -879,8 +879,11 @@ class TrainingConfig:
     attention_backend: str = _f("auto", "Attention kernel: flash, fused (cuDNN) and auto keep no s x s "
                                 "score matrix; unfused (and local) materialise it.", type="str",
                                 choices=("auto", "flash", "fused", "unfused", "local"), flag="--attention-backend")
-    cross_entropy_loss_fusion: bool = _f(False, "Fused cross-entropy: with the te implementation only the "
-                                         "bf16 logits are kept; unfused keeps an fp32 copy too.", type="bool",
+    cross_entropy_loss_fusion: bool = _f(False, "Fused cross-entropy. native (torch.compile) keeps the fp32 "
+                                         "softmax, as the unfused loss does, and one more fp32 buffer of the "
+                                         "logits' size while it runs; te (Transformer Engine 2.18 and later) keeps "
+                                         "an fp32 gradient of the logits' size instead of the softmax: the unfused "
+                                         "loss's bytes.", type="bool",
                                          flag="--cross-entropy-loss-fusion")
     cross_entropy_fusion_impl: str = _f("native", "Implementation of the fused cross-entropy.", type="str",
                                         choices=("native", "te"), flag="--cross-entropy-fusion-impl")

@@ -915,7 +915,9 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
                    "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
-        out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
+        out.append("Fused cross-entropy (te): Transformer Engine 2.18+ keeps an fp32 gradient of the logits' size "
+                   "(not the softmax); the bf16 logits live until the loss is computed, its gradient's bf16 cast "
+                   "through the backward.")
     elif tr.cross_entropy_loss_fusion:
         out.append("Fused cross-entropy (native): keeps an fp32 softmax of the logits; torch.compile adds one "
                    "more fp32 buffer of that size while it runs.")

@@ -29,8 +29,13 @@ def test_native_fusion_adds_one_fp32_buffer():
     assert b == (4 * N, 6 * N, 6 * N, -2 * N)
 
 
-def test_transformer_engine_fusion_keeps_only_the_bf16_logits():
-    assert _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == (2 * N, 0, 0, 0)
+def test_transformer_engine_fusion_keeps_an_fp32_gradient():
+    """TransformerEngine @ d0067d0 (TE 2.18+): cross_entropy_forward writes the gradient into
+    ``torch.empty_like(_input, dtype=torch.float32)``, which CrossEntropyFunction saves (4 N), not the logits; the
+    bf16 logits live until the model's forward returns (2 N); the backward returns the fp32 gradient and autograd
+    casts it to bf16 beside it (2 N); the output layer then holds the bf16 gradient, the fp32 one freed (2 N - 4 N).
+    Before TE 2.18 the kernel wrote it into the bf16 logits in place: (2 N, 0, 0, 0)."""
+    assert _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == (4 * N, 2 * N, 2 * N, -2 * N)
 
 
 def test_tensor_and_context_parallel_split_the_logits():
@@ -84,11 +89,11 @@ def test_fp32_logits_under_bf16_weights_unfused():
 
 def test_fp32_logits_under_bf16_weights_fused():
     """Native fusion adds torch.compile's out-of-place fp32 buffer (4 N) in the loss forward and backward:
-    (4 N, 4 N, 4 N, 2 N). Transformer Engine's kernel, as this module models it, keeps the logits in their own
-    dtype: saved 4 N, and the output layer's cast 2 N."""
+    (4 N, 4 N, 4 N, 2 N). Transformer Engine's kernel keeps its own fp32 gradient (saved 4 N) beside the fp32 logits
+    until the forward returns (4 N), returns it without a cast (0), and the output layer casts it to bf16 (2 N)."""
     assert _logit_buffers("fp32", cross_entropy_loss_fusion=True) == (4 * N, 4 * N, 4 * N, 2 * N)
     assert _logit_buffers("fp32", cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == \
-        (4 * N, 0, 0, 2 * N)
+        (4 * N, 4 * N, 0, 2 * N)
 
 
 def test_logits_in_the_weights_own_dtype_change_nothing():
@@ -122,3 +127,4 @@ def test_logit_dtype_with_the_mxfp8_output_layer_is_refused():
                       precision={"fp8": True, "fp8_recipe": "mxfp8", "fp8_output_proj": True, "logit_dtype": "fp32"})
     with pytest.raises(ConfigError, match="logit_dtype fp32.*output dtype"):
         estimate(cfg)
+
