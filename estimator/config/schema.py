@@ -1285,6 +1285,25 @@ class TrainingConfig:
     freeze_sound_projection: bool = _f(False, "Megatron-Bridge's freeze_sound_projection: the sound projection "
                                        "(the MLP into the language model) keeps no gradients and no optimizer "
                                        "states.", type="bool")
+    # --- distill29: offline distillation from cached teacher logits (issue 28 item 7) ---
+    distillation_cached_logits: bool = _f(
+        False, "Offline knowledge distillation from cached teacher logits (Megatron-LM --logits-load-dir, "
+        "megatron/training/distillation/cached_logits_loss.py): on the last pipeline stage a KL loss on the main "
+        "head's logits beside the cross entropy. It keeps exp(logits) and the fp32 log-softmax (8 B per logit "
+        "element) and per token the teacher's top-K terms (18 B per K) until the backward pass; while it runs, "
+        "the captured logits and their fp32 copy too. Needs distillation_top_k. The teacher files' indices are "
+        "17-bit: a padded vocabulary of at most 131,072.", type="bool", flag="--logits-load-dir")
+    distillation_top_k: int | None = _f(None, "Log-probabilities per token in the cached teacher files: the "
+                                        "--logits-save-top-k of the run that wrote them (with --logits-save-top-p "
+                                        "the most any micro-batch kept); the student's flags do not say it. "
+                                        "Required with distillation_cached_logits; a K above the padded "
+                                        "vocabulary counts as the vocabulary (the saver keeps min(K, V)).",
+                                        type="int", min=1, max=MAX_VOCAB, unit="per token",
+                                        cli="--distillation-top-k")
+    distillation_logprobs_dtype: str = _f("fp16", "Dtype of the cached teacher log-probabilities: the "
+                                          "--logits-save-dtype of the run that wrote them (Megatron-LM's default "
+                                          "fp16). Sizes their GPU copy while the KL loss runs.", type="str",
+                                          choices=("fp16", "bf16", "fp32"), cli="--distillation-logprobs-dtype")
 
 
 @dataclass(frozen=True)

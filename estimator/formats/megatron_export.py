@@ -355,6 +355,11 @@ def _feature_args(cfg, add, out: list) -> None:
         raise UnsupportedError("precision.quant_recipe has no pretrain_gpt.py value: Megatron-LM reads the per-module "
                                "recipe from a YAML file (--te-precision-config-file PATH); write the rules as its "
                                "configs and matchers to a file and add the flag")
+    if tr.distillation_cached_logits:
+        # distill29: the directory of the teacher's files is not part of the configuration
+        raise UnsupportedError("training.distillation_cached_logits has no pretrain_gpt.py value: Megatron-LM reads "
+                               "the cached teacher logits from a directory (--logits-load-dir PATH, written by a run "
+                               f"with --logits-save-top-k {tr.distillation_top_k}); add the flag with the path")
     if par.megatron_fsdp_cuda_graph_mode:
         raise UnsupportedError("parallelism.megatron_fsdp_cuda_graph_mode has no pretrain_gpt.py flag (a Megatron-Core "
                                "DDP field Megatron-Bridge sets: ddp.megatron_fsdp_cuda_graph_mode)")

@@ -449,6 +449,20 @@ _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers (multi_token_predicti
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
      "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
      "(estimator/memory/loss.py)")
+# distill29: offline distillation from cached teacher logits (Megatron-LM @ d98e8a64 :
+# megatron/training/distillation/cached_logits_loss.py, pretrain_gpt.py loss_func).
+_put(_M, "logits_load_dir", "offline distillation from cached teacher logits: the KL loss on the last stage "
+     "(training.distillation_cached_logits) keeps exp(logits) and the fp32 log-softmax (8 B per logit element) and "
+     "the teacher's top-K terms per token until its backward, the captured logits and their fp32 copy while it runs; "
+     "the files' top-K is the teacher run's --logits-save-top-k, given as training.distillation_top_k "
+     "(estimator/memory/loss.py)")
+_put(_N, "logits_load_kd_loss_alpha", "only weights the two losses ((1 - alpha) LM + alpha KD): both are computed, "
+     "with their saved tensors, whatever alpha is")
+_put(_N, "logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth",
+     "the teacher files' reader: decode threads, the DataLoader's prefetched iterations (pinned host memory) and "
+     "the remote shards fetched ahead (host cache); one micro-batch's top-K reaches the GPU when the loss runs")
+_put(_N, "logits_load_ignore_errors", "a failed KL loss falls back to the LM loss (less memory, not more); the "
+     "estimate is the run's when it does not fail")
 _put(_M, "mlp_chunks_for_training", "a dense MLP run on pieces of the sequence: the same saved activations, fc1's "
      "output gradient only for the largest piece in the backward working set (estimator/model/layers/mlp.py); "
      "refused with MoE layers, block-scaled FP8, NVFP4, CUDA graphs, offloading and PEFT")
@@ -493,12 +507,6 @@ _put(_R, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context p
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
-_put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
-     "logits_load_kd_loss_alpha logits_load_ignore_errors", "offline distillation from cached teacher logits "
-     "(megatron/training/distillation/cached_logits_loss.py) keeps the student's logits captured at the output "
-     "layer and fp32 copies of them [s, b, V/t] (float(), exp() saved for backward, the log-probabilities) beside "
-     "the teacher's top-K log-probabilities and int64 indices per token, K set when the files were written "
-     "(--logits-save-top-k), which the flags do not say: not modelled")
 _put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
 _put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
 _put(_R, "model_parallel_size", "--model-parallel-size is no longer valid in Megatron-LM; use "

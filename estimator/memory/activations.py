@@ -41,7 +41,7 @@ from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view
 from ..model.layers.base import Ctx
 from ..model.quant_recipe import KindQuant, kind_quant, mtp_quant
 from ..model.resolve import Resolved
-from .loss import loss_buffers
+from .loss import lm_loss_buffers, loss_buffers
 
 __all__ = ["LayerActivations", "context", "held_per_layer", "layer_activations", "mtp_activations", "stage_extras",
            "with_quant"]
@@ -193,6 +193,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     emb = Tn * h if drop else 0
     logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/memory/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    mtp_logits = lm_loss_buffers(r).saved              # an MTP head's: the cross entropy alone, no distillation
     if cfg.model.model_kind == "wan":   # Wan's embedders and head instead (estimator/model/layers/wan.py)
         first, last = wan.stage_activations(r, context(r))
         return StageExtras(embedding=emb + first, output=last, logits_peak=0, mtp=0, mtp_logits=0)
@@ -201,7 +202,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
         # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
         mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
-    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0)
+    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=mtp_logits if mtp else 0)
 
 
 def held_per_layer(tr, acts: list) -> list:

@@ -42,7 +42,7 @@ from .features import fp8_output, frozen_language
 from .allocator import parse_alloc_conf
 from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
                           stage_extras)
-from .loss import logit_bytes as loss_logit_bytes, loss_buffers
+from .loss import lm_loss_buffers, logit_bytes as loss_logit_bytes, loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained, separate_expert_optimizer)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
@@ -292,6 +292,7 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
         change = fp8_output.saved_input_change(r)      # per call of the output layer: the main head, each MTP depth
         extras = extras._replace(output=extras.output + change, mtp=extras.mtp + change if extras.mtp else 0)
     loss = loss_buffers(r)
+    eval_loss = lm_loss_buffers(r) if tr.distillation_cached_logits else loss
 
     per_kind, shapes_by_kind, vocab_weight = layout[0], layout[-1], layout[2]
     wbytes = DTYPE_BYTES[pr.params_dtype]
@@ -514,8 +515,8 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
             # The other moments of the run (estimator/memory/phases.py): where one of those the run goes through
             # is above the steady step, the stage's totals are that phase's.
             eval_fwd = max((acts[k].full for k in present), default=0)
-            if has_loss:
-                eval_fwd = max(eval_fwd, loss.saved + loss.forward_extra)
+            if has_loss:    # evaluation computes the cross entropy alone (no distillation: memory/loss.py)
+                eval_fwd = max(eval_fwd, eval_loss.saved + eval_loss.forward_extra)
             if eval_mbs != r.b:         # every tensor of a forward holds micro_batch_size sequences
                 eval_fwd = eval_fwd * eval_mbs // r.b
             n_main = (-(-td // dense_shard) + -(-te // r.edp)) if bm.distributed else td + te
@@ -924,6 +925,11 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     else:
         out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
                    "computed.")
+    if tr.distillation_cached_logits:
+        out.append(f"Cached-logits distillation (top-{tr.distillation_top_k} teacher log-probabilities): the KL loss "
+                   "on the main head keeps exp(logits) and the fp32 log-softmax (8 B per logit element) and the "
+                   "teacher's top-K terms until its backward pass, and while it runs the captured logits and their "
+                   "fp32 copy; the teacher files' prefetch is pinned host memory, not counted.")
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")

@@ -43,6 +43,36 @@ logits' bytes per element and A the input's:
     half logits (L = 2)      as in the table: the fp32 copy (Transformer Engine: the fp32 gradient) is saved, the
                              L-byte logits live until the model's forward returns; a dtype other than the input's
                              adds the cast's A during the output layer's backward
+
+Offline distillation from cached teacher logits (``training.distillation_cached_logits``, Megatron-LM
+``--logits-load-dir``; Megatron-LM @ d98e8a64 : megatron/training/distillation/cached_logits_loss.py, called by
+pretrain_gpt.py ``loss_func`` on the last pipeline stage) adds a KL loss on the main head's logits after the
+model's forward, beside the cross entropy above (``LossFuncCallable``: (1 - alpha) LM + alpha KD, both computed
+whatever alpha is). ``StudentLogitsCapture`` keeps the output layer's logits until the loss function has run;
+``CachedLogitsKDLoss`` copies this micro-batch's teacher top-K log-probabilities (dtype as the teacher run saved
+them, v B) and their indices (unpacked to int64 on the host) to the GPU, and ``topk_kl_div`` (ghost token on) runs.
+With n = T V/t logit elements and K the files' top-K (at most V), in bytes:
+
+    saved for the backward      8 n + T (18 K + 21)
+        exp(logits - max) kept by exp's backward (4 n), the fp32 log-softmax kept by torch.gather's backward (4 n);
+        per token: gather's int64 indices (8 K), exp of the gathered log-probabilities (4 K) and the mask that
+        multiplies it (1 K), the teacher's probabilities over K + 1 entries kept by the KL product (4 (K + 1)) and
+        the concatenated mask (K + 1), four fp32 scalars (the log-sum-exp's input, the ghost token's clamp and
+        log inputs, the loss mask as float: 16)
+    end of its forward          + L n + 4 n + T ((v + 12) K + 16 (K + 1))
+        the captured logits, their fp32 copy (``student_logits.float()``, the max subtracted in place), the teacher's
+        values as loaded and their int64 indices, the masked exponentials, the student's and the teacher's
+        concatenations, the KL terms and their masked product
+    during its backward         + 4 n + 4 T K
+        gather's backward scatters into a zeroed fp32 [T, V/t] while the log-softmax it kept is still alive; exp's
+        backward makes one more while the first waits (the log-softmax then freed); then the fp32 gradient is cast
+        to the logits' dtype and waits, L n, for the cross entropy's backward, which adds its own into it in place
+    output-layer backward       as without it, less everything it saved
+
+The saved terms are in flight with the micro-batch like the cross entropy's; alpha, the decode threads, the
+DataLoader's prefetch (pinned host memory) and the remote-shard prefetch change nothing on the GPU. Evaluation
+(``model.training`` false) computes the LM loss only. The MTP heads' logits get the cross entropy alone (the
+capture keeps the main head's, which runs last).
 """
 
 from __future__ import annotations
@@ -51,7 +81,12 @@ from typing import NamedTuple
 
 from ..model.resolve import Resolved
 
-__all__ = ["LossBuffers", "logit_bytes", "loss_buffers"]
+__all__ = ["DISTILLATION_VALUE_BYTES", "LossBuffers", "distillation_buffers", "lm_loss_buffers", "logit_bytes",
+           "loss_buffers"]
+
+#: Bytes per cached teacher log-probability by ``training.distillation_logprobs_dtype`` (the teacher run's
+#: ``--logits-save-dtype``: LogitsSaverHooks._DTYPE_MAP, fp16 by default).
+DISTILLATION_VALUE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 
 
 class LossBuffers(NamedTuple):
@@ -70,9 +105,10 @@ def logit_bytes(precision) -> int:
     return 4 if dtype == "fp32" else 2
 
 
-def loss_buffers(r: Resolved) -> LossBuffers:
-    """What the logits of one micro-batch cost on one GPU of the last stage (bf16 logits; fp32 weights give fp32
-    logits; ``logit_dtype`` sets them apart from the weights)."""
+def lm_loss_buffers(r: Resolved) -> LossBuffers:
+    """What the cross entropy of one micro-batch's logits costs on one GPU of the last stage (bf16 logits; fp32
+    weights give fp32 logits; ``logit_dtype`` sets them apart from the weights): the main head without
+    distillation, and each MTP head."""
     tr, pr = r.cfg.training, r.cfg.precision
     n = (r.s * r.b // r.cp) * (r.Vp // r.t)    # logit elements on this GPU
     act = 4 if pr.params_dtype == "fp32" else 2     # the output layer's input
@@ -91,3 +127,38 @@ def loss_buffers(r: Resolved) -> LossBuffers:
                            output_backward=cast)
     return LossBuffers(saved=4 * n + cap, forward_extra=lb * n + extra_fp32, backward_extra=lb * n + extra_fp32,
                        output_backward=lb * n - 4 * n + cast)
+
+
+def distillation_buffers(r: Resolved) -> LossBuffers:
+    """The cached-logits KL loss of one micro-batch on one GPU of the last stage, on its own (module docstring):
+    (saved, end of its forward, during its backward, 0). Zeros without ``training.distillation_cached_logits``."""
+    tr = r.cfg.training
+    if not tr.distillation_cached_logits:
+        return LossBuffers(0, 0, 0, 0)
+    T = r.s * r.b // r.cp
+    n = T * (r.Vp // r.t)
+    k = min(tr.distillation_top_k, r.Vp)         # LogitsSaverHooks: effective_k = min(k, global vocabulary)
+    v = DISTILLATION_VALUE_BYTES[tr.distillation_logprobs_dtype]
+    lb = logit_bytes(r.cfg.precision)
+    saved = 8 * n + T * (18 * k + 21)
+    forward = (lb + 4) * n + T * ((v + 12) * k + 16 * (k + 1))
+    return LossBuffers(saved=saved, forward_extra=forward, backward_extra=4 * n + 4 * T * k, output_backward=0)
+
+
+def loss_buffers(r: Resolved) -> LossBuffers:
+    """What the main head's loss of one micro-batch costs on one GPU of the last stage: the cross entropy
+    (:func:`lm_loss_buffers`), and with ``training.distillation_cached_logits`` the KL loss after it
+    (:func:`distillation_buffers`). Each figure is relative to everything both keep: the cross entropy's forward
+    moment comes before the KL loss has saved anything, its backward after the KL loss has freed everything."""
+    lm = lm_loss_buffers(r)
+    kd = distillation_buffers(r)
+    if not kd.saved:
+        return lm
+    lb = logit_bytes(r.cfg.precision)
+    n = (r.s * r.b // r.cp) * (r.Vp // r.t)
+    return LossBuffers(saved=lm.saved + kd.saved,
+                       forward_extra=max(lm.forward_extra - kd.saved, kd.forward_extra),
+                       # the KL loss's backward runs first (its autograd nodes are the newer); its bf16 gradient of
+                       # the logits waits through the cross entropy's backward
+                       backward_extra=max(kd.backward_extra, lm.backward_extra + lb * n - kd.saved),
+                       output_backward=lm.output_backward - kd.saved)

@@ -89,6 +89,9 @@ def to_bridge_dict(config) -> dict:
         raise UnsupportedError("parallelism.create_all_gather_group has no Megatron-Bridge field: Bridge @ 067f987d "
                                "never creates Megatron-FSDP's all-gather groups (Megatron-LM's "
                                "--create-all-gather-group)")
+    if cfg.training.distillation_cached_logits:
+        raise UnsupportedError("training.distillation_cached_logits has no Megatron-Bridge field: Bridge @ 067f987d "
+                               "has no cached-logits distillation (Megatron-LM's pretrain_gpt.py --logits-load-dir)")
     data = cfg.to_dict()
     wan_model = None
     if cfg.model.model_kind == "wan":   # Megatron-Core's fields through the GPT flags, Wan's own after (bridge/wan.py)
