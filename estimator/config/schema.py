@@ -1422,6 +1422,14 @@ class PrecisionConfig:
                                  "output layer's backward casts their gradient to bf16 (+ 2 B per logit beside it).",
                                  type="str", choices=("bf16", "fp32"), derived="the output layer's input dtype "
                                  "(params_dtype)", flag="--output-logit-dtype")
+    # --- distill29: the fp32 residual stream (issue 28 item 7) ---
+    fp32_residual_connection: bool = _f(
+        False, "The residual stream in fp32 (Megatron-Core fp32_residual_connection): the embedding's output and "
+        "every layer's output are fp32 and the pipeline sends fp32. Transformer Engine's norms take bf16 copies of "
+        "their input and save those, so a layer keeps the same bytes; what grows is a full-recompute checkpoint "
+        "(4 B per element of the layer input), the received input a later pipeline stage keeps per micro-batch "
+        "(4 B, beside its first layer's bf16 copy) and the residual gradient in the backward working set (4 B). "
+        "Needs bf16 or fp16 weights.", type="bool", flag="--fp32-residual-connection")
 
 
 @dataclass(frozen=True)

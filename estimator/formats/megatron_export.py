@@ -286,6 +286,8 @@ def to_megatron_args(config) -> list[str]:
             add("--fp4-param-gather")
     if pr.logit_dtype is not None:
         add("--output-logit-dtype", pr.logit_dtype)
+    if pr.fp32_residual_connection:
+        add("--fp32-residual-connection")
     fp32_grads = grad_reduce_in_fp32(pr)
     if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
         raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "

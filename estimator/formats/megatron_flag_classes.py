@@ -449,6 +449,11 @@ _put(_R, "mtp_hsm", "hidden-state mixing in the MTP layers (multi_token_predicti
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
      "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
      "(estimator/memory/loss.py)")
+_put(_M, "fp32_residual_connection", "the fp32 residual stream (precision.fp32_residual_connection): Transformer "
+     "Engine's norms save bf16 copies of the fp32 input, the same bytes; full-recompute checkpoints (4 B per element), "
+     "a later stage's received input (fp32, beside its first norm's copy) and the backward's residual gradient grow "
+     "(estimator/memory/activations.py; refused with the local layers, MTP, offloading, CUDA graphs and the rest the "
+     "rule names)")
 # distill29: offline distillation from cached teacher logits (Megatron-LM @ d98e8a64 :
 # megatron/training/distillation/cached_logits_loss.py, pretrain_gpt.py loss_func).
 _put(_M, "logits_load_dir", "offline distillation from cached teacher logits: the KL loss on the last stage "
@@ -483,11 +488,6 @@ _put(_M, "te_precision_config_file", "a per-module quantisation recipe (the YAML
 _put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")
-_put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled exactly: with Transformer Engine the "
-     "norms save bf16 copies of their fp32 input (TELayerNormColumnParallelLinear.forward casts it; TE's RMSNorm op "
-     "converts it), the same bytes as now, but the stream itself, the pipeline's received inputs kept per "
-     "micro-batch (fp32, beside the first layer's bf16 copy), full-recompute checkpoints (4 B per element) and the "
-     "backward pass's residual gradients become fp32, which the working sets do not follow")
 _put(_R, "use_mamba_mem_eff_path", "the Mamba-2 path without the fused scan (--disable-mamba-mem-eff-path) keeps "
      "other tensors and is not modelled (Megatron-Core does not test it for training)")
 _put(_R, "enable_mhc_connections", "Megatron-LM's multi-stream (mHC) residual connections are not modelled: at "

@@ -41,7 +41,7 @@ from . import features, phases, reserved
 from .features import fp8_output, frozen_language
 from .allocator import parse_alloc_conf
 from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
-                          stage_extras)
+                          received_input_bytes, stage_extras)
 from .loss import lm_loss_buffers, logit_bytes as loss_logit_bytes, loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained, separate_expert_optimizer)
@@ -111,12 +111,12 @@ def chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[
     if tr.recompute_method == "block":
         rec, keep = kinds[:n], kinds[n:]
         mlp = sum(k.mlp for k in keep)
-        work = max((k.full - k.kept_input for k in rec), default=0)
+        work = max((k.full - k.shared_input for k in rec), default=0)
         return held, held - mlp, mlp, work
     # uniform (the default method): groups of n layers keep only the group's input
     n = max(n, 1)
     groups = [kinds[i:i + n] for i in range(0, len(kinds), n)]
-    work = max(sum(k.full for k in g) - g[0].kept_input for g in groups)
+    work = max(sum(k.full for k in g) - g[0].shared_input for g in groups)
     return held, held, 0, work
 
 
@@ -166,7 +166,8 @@ _ACTS_CACHE: dict = {}
 def kind_activations(r: Resolved) -> list:
     """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
-    recompute (with distribute_saved_activations), attention and deterministic-mode settings, the expert-parallel
+    recompute (with distribute_saved_activations), the fp32 residual stream, attention and deterministic-mode
+    settings, the expert-parallel
     size (the MoE backward working set depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
     (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py), the MoE overload factor
     (the busiest rank's routed rows) and ERNIE-VL's image tokens (``r.vis``: their split between the expert pools).
@@ -179,7 +180,8 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis, tr.mlp_chunks_for_training)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis, tr.mlp_chunks_for_training,
+           pr.fp32_residual_connection)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
@@ -375,8 +377,10 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
                 o_part = loss_act if c_loss else 0
                 t_part = n_mtp * extras.mtp if n_mtp else 0
                 kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
-                saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
-                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
+                # the received fp32 input of an fp32 residual stream (memory/activations.py received_input_bytes)
+                recv = received_input_bytes(r, c)
+                saved, a_part, rec = saved + kept_mask + recv, a_part + kept_mask + recv, rec + remat_mask
+                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part, recv))
                 if rec > work:
                     work = rec
             for cnt, (dd, lin, e) in zip(stage_counts, per_kind):
@@ -735,7 +739,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
             other.append(norm + (0 if (r.tied and c.embedding) else vocab_weight))
         if c.mtp:
             other.append(len(c.mtp) * mtp_dense)
-        head = (ca[3],) if ca[3] else ()
+        head = tuple(x for x in (ca[3], ca[6]) if x)     # the embedding's, or an fp32 received input
         tail: tuple = ()
         if ca[4]:
             tail = reserved.scaled([B * Tn * r.h, B * Tn * r.h], ca[4] - loss.saved)   # the final norm's input, output
@@ -925,6 +929,10 @@ def _assumptions(r: Resolved, bm) -> list[str]:
     else:
         out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
                    "computed.")
+    if pr.fp32_residual_connection:
+        out.append("FP32 residual stream: the norms save bf16 copies of the fp32 layer input (the same bytes); "
+                   "full-recompute checkpoints, a later stage's received input and the backward's residual gradient "
+                   "are fp32.")
     if tr.distillation_cached_logits:
         out.append(f"Cached-logits distillation (top-{tr.distillation_top_k} teacher log-probabilities): the KL loss "
                    "on the main head keeps exp(logits) and the fp32 log-softmax (8 B per logit element) and the "

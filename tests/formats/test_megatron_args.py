@@ -100,7 +100,7 @@ def test_launch_script_text():
 
 
 def test_unmodelled_memory_flags_are_errors():
-    for flag in ("--hybrid-context-parallel", "--fp32-residual-connection", "--moe-use-upcycling"):
+    for flag in ("--hybrid-context-parallel", "--enable-cuda-graph", "--moe-use-upcycling"):
         with pytest.raises(UnsupportedError, match=flag):
             parse_megatron_args(f"{MODEL} {flag}")
     # Modelled now, but only as Megatron-Core allows it: the paged stash needs the per-rank budget.

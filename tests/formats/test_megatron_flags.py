@@ -154,6 +154,8 @@ CHANGES = {
     "fp8_param_gather": (FP8, "--fp8-param-gather"),
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "logit_dtype": (BF16, "--output-logit-dtype fp32"),
+    # distill29: the full-recompute checkpoint keeps the fp32 layer input (4 B per element)
+    "fp32_residual_connection": (FULL, "--fp32-residual-connection"),
     "mlp_chunks_for_training": (BF16, "--mlp-chunks-for-training 4"),
     "ep_overlap_early_attn_memory_release": (
         BF16.replace("--vocab-size 1000", "--vocab-size 1024") + " --swiglu --num-experts 8 --moe-router-topk 2 "
@@ -538,12 +540,12 @@ def test_fp16_lm_cross_entropy_changes_nothing_and_needs_fp16():
 
 
 @pytest.mark.parametrize("flag,source", [
-    ("--fp32-residual-connection", "TELayerNormColumnParallelLinear"),
     ("--mtp-hsm", "multi_token_prediction.py"),
     ("--enable-mhc-connections", "torch.compile"),
 ])
 def test_the_refusals_kept_say_why_from_the_source(flag, source):
-    """flagsA28: the three kept refused, each with what Megatron-Core does that the estimate does not follow."""
+    """flagsA28: the kept refused, each with what Megatron-Core does that the estimate does not follow
+    (--fp32-residual-connection is modelled since distill29: test_fp32_residual_connection_is_read below)."""
     with pytest.raises(RefusedFlagsError) as exc:
         read_megatron_args(f"{MOE} {flag}")
     assert [f for f, _ in exc.value.refused] == [flag] and source in exc.value.refused[0][1]
@@ -573,3 +575,14 @@ def test_logits_load_flags():
     from estimator.formats.bridge.export import to_bridge_overrides
     with pytest.raises(UnsupportedError, match="no Megatron-Bridge field"):
         to_bridge_overrides(cfg)
+
+
+def test_fp32_residual_connection_is_read():
+    """distill29: --fp32-residual-connection -> precision.fp32_residual_connection (the bytes by hand:
+    tests/memory/test_fp32_residual.py); Megatron-LM asserts bf16 or fp16 weights, and the export writes it back."""
+    from estimator.formats.megatron_args import to_megatron_args
+    cfg = read_megatron_args(f"{PP2} --fp32-residual-connection", world_size=8).config
+    assert cfg["precision"]["fp32_residual_connection"] is True
+    assert "--fp32-residual-connection" in to_megatron_args(cfg)
+    with pytest.raises(ConfigError, match="bf16 or fp16"):
+        estimate(read_megatron_args(f"{BASE} --fp32-residual-connection", world_size=8).config)

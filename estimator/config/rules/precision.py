@@ -1,6 +1,7 @@
 """The precision rules: FP8 and NVFP4 recipes, parameter gathers, the precision-aware optimizer, deterministic mode
 and the cuBLAS workspace, the recipes a GPU architecture cannot run, the MXFP8 output layer, and the logits' side of
-the loss: cached-logits distillation (:func:`distillation_problems`).
+the loss: cached-logits distillation (:func:`distillation_problems`), and the fp32 residual stream
+(:func:`fp32_residual_problems`).
 
 :func:`precision_problems` is the precision part of :func:`estimator.config.rules.check.cross_field_problems`;
 :func:`recipe_arch_problems` and :func:`fp8_output_problems` are called by the recipe features' rules
@@ -14,8 +15,8 @@ from ..errors import Problem, show
 from ..quant_recipe import parse_rules, precision_of, rule_problem
 
 __all__ = ["DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS", "DISTILLATION_MAX_VOCAB", "MAX_CUBLAS_WORKSPACE_BYTES",
-           "distillation_problems", "fp8_output_problems", "precision_problems", "quant_recipe_problems",
-           "recipe_arch_problems"]
+           "distillation_problems", "fp32_residual_problems", "fp8_output_problems", "precision_problems",
+           "quant_recipe_problems", "recipe_arch_problems"]
 
 
 def precision_problems(cfg) -> list[Problem]:
@@ -96,7 +97,48 @@ def precision_problems(cfg) -> list[Problem]:
     P.extend(_cublas_workspace_problems(tr))
     P.extend(quant_recipe_problems(cfg))
     P.extend(distillation_problems(cfg))
+    P.extend(fp32_residual_problems(cfg))
     return P
+
+
+def fp32_residual_problems(cfg) -> list[Problem]:
+    """distill29: ``precision.fp32_residual_connection`` (estimator/memory/activations.py): Megatron-LM's rule, and
+    the layers and features whose tensors the fp32 residual stream would change in ways not modelled, by name. It is
+    modelled for Transformer Engine layers with pre-norms, whose norms save bf16 copies of the fp32 input."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    if not pr.fp32_residual_connection:
+        return []
+    field = "precision.fp32_residual_connection"
+    if pr.params_dtype == "fp32":
+        # Megatron-LM @ d98e8a64 : megatron/training/arguments.py validate_args
+        return [Problem(field, True, "needs bf16 or fp16 weights (Megatron-LM: 'residual connection in fp32 only "
+                        "supported when using fp16 or bf16')")]
+    if m.enable_hyper_connections:
+        # megatron/core/transformer/transformer_config.py __post_init__
+        return [Problem(field, True, "excludes enable_hyper_connections (Megatron-Core refuses the pair)")]
+    mods = set(tr.recompute_modules or ()) if tr.recompute_granularity == "selective" else set()
+    out = []
+    for on, what in (
+            (tr.transformer_impl != "transformer_engine", "the local layer implementation (its norms take the fp32 "
+             "input themselves)"),
+            (not m.pre_layernorm or m.post_layernorm, "layers without a pre-norm or with post-norms (a linear or a "
+             "post-norm meets the fp32 stream)"),
+            (bool(m.mtp_num_layers), "MTP layers (the MTP block concatenates the decoder's and each depth's fp32 "
+             "hidden states)"),
+            (m.model_kind == "wan", "Wan"),
+            (m.vision_num_layers is not None, "a vision tower"),
+            (m.attn_res_block_size is not None, "Kimi K3's AttnRes aggregations"),
+            ("layernorm" in mods, "recomputed norms (their checkpoints keep the fp32 input)"),
+            (tr.fine_grained_activation_offloading or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0,
+             "activation offloading"),
+            (tr.cuda_graph_impl != "none", "CUDA graphs (their static input and output buffers)"),
+            (tr.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm (its schedule nodes' residual "
+             "tensors)"),
+            (tr.moe_paged_stash, "the paged stash"),
+            (tr.peft is not None, "PEFT adapters")):
+        if on:
+            out.append(Problem(field, True, f"with {what} is not modelled"))
+    return out
 
 
 #: The largest padded vocabulary cached-logits distillation stores: 17-bit token indices (Megatron-LM @ d98e8a64 :

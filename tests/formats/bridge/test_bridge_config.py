@@ -356,3 +356,11 @@ def test_fused_single_qkv_rope_with_fewer_kv_groups_than_tp_ranks_is_refused():
     read_bridge_config({"model": {**model, "fused_single_qkv_rope": False}, "train": dict(TRAIN)}, world_size=2)
     read_bridge_config({"model": {**model, "num_query_groups": 2, "fused_single_qkv_rope": True},
                         "train": dict(TRAIN)}, world_size=2)
+
+
+def test_fp32_residual_connection_reads_as_the_megatron_flag():
+    """distill29: Bridge's model.fp32_residual_connection (a TransformerConfig field, Megatron-LM's
+    --fp32-residual-connection) -> precision.fp32_residual_connection, the same estimate as the flag gives (the bytes
+    by hand: tests/memory/test_fp32_residual.py); with full recompute the checkpoints grow."""
+    imp = _read(model={**MODEL, "fp32_residual_connection": True})
+    assert imp.config["precision"]["fp32_residual_connection"] is True
