@@ -937,8 +937,11 @@ class TrainingConfig:
     attention_backend: str = _f("auto", "Attention kernel: flash, fused (cuDNN) and auto keep no s x s "
                                 "score matrix; unfused (and local) materialise it.", type="str",
                                 choices=("auto", "flash", "fused", "unfused", "local"), flag="--attention-backend")
-    cross_entropy_loss_fusion: bool = _f(False, "Fused cross-entropy: with the te implementation only the "
-                                         "bf16 logits are kept; unfused keeps an fp32 copy too.", type="bool",
+    cross_entropy_loss_fusion: bool = _f(False, "Fused cross-entropy. native (torch.compile) keeps the fp32 "
+                                         "softmax, as the unfused loss does, and one more fp32 buffer of the "
+                                         "logits' size while it runs; te (Transformer Engine 2.18 and later) keeps "
+                                         "an fp32 gradient of the logits' size instead of the softmax: the unfused "
+                                         "loss's bytes.", type="bool",
                                          flag="--cross-entropy-loss-fusion")
     cross_entropy_fusion_impl: str = _f("native", "Implementation of the fused cross-entropy.", type="str",
                                         choices=("native", "te"), flag="--cross-entropy-fusion-impl")
@@ -1373,6 +1376,25 @@ class TrainingConfig:
     freeze_sound_projection: bool = _f(False, "Megatron-Bridge's freeze_sound_projection: the sound projection "
                                        "(the MLP into the language model) keeps no gradients and no optimizer "
                                        "states.", type="bool")
+    # --- distill29: offline distillation from cached teacher logits (issue 28 item 7) ---
+    distillation_cached_logits: bool = _f(
+        False, "Offline knowledge distillation from cached teacher logits (Megatron-LM --logits-load-dir, "
+        "megatron/training/distillation/cached_logits_loss.py): on the last pipeline stage a KL loss on the main "
+        "head's logits beside the cross entropy. It keeps exp(logits) and the fp32 log-softmax (8 B per logit "
+        "element) and per token the teacher's top-K terms (18 B per K) until the backward pass; while it runs, "
+        "the captured logits and their fp32 copy too. Needs distillation_top_k. The teacher files' indices are "
+        "17-bit: a padded vocabulary of at most 131,072.", type="bool", flag="--logits-load-dir")
+    distillation_top_k: int | None = _f(None, "Log-probabilities per token in the cached teacher files: the "
+                                        "--logits-save-top-k of the run that wrote them (with --logits-save-top-p "
+                                        "the most any micro-batch kept); the student's flags do not say it. "
+                                        "Required with distillation_cached_logits; a K above the padded "
+                                        "vocabulary counts as the vocabulary (the saver keeps min(K, V)).",
+                                        type="int", min=1, max=MAX_VOCAB, unit="per token",
+                                        cli="--distillation-top-k")
+    distillation_logprobs_dtype: str = _f("fp16", "Dtype of the cached teacher log-probabilities: the "
+                                          "--logits-save-dtype of the run that wrote them (Megatron-LM's default "
+                                          "fp16). Sizes their GPU copy while the KL loss runs.", type="str",
+                                          choices=("fp16", "bf16", "fp32"), cli="--distillation-logprobs-dtype")
 
 
 @dataclass(frozen=True)
@@ -1491,6 +1513,14 @@ class PrecisionConfig:
                                  "output layer's backward casts their gradient to bf16 (+ 2 B per logit beside it).",
                                  type="str", choices=("bf16", "fp32"), derived="the output layer's input dtype "
                                  "(params_dtype)", flag="--output-logit-dtype")
+    # --- distill29: the fp32 residual stream (issue 28 item 7) ---
+    fp32_residual_connection: bool = _f(
+        False, "The residual stream in fp32 (Megatron-Core fp32_residual_connection): the embedding's output and "
+        "every layer's output are fp32 and the pipeline sends fp32. Transformer Engine's norms take bf16 copies of "
+        "their input and save those, so a layer keeps the same bytes; what grows is a full-recompute checkpoint "
+        "(4 B per element of the layer input), the received input a later pipeline stage keeps per micro-batch "
+        "(4 B, beside its first layer's bf16 copy) and the residual gradient in the backward working set (4 B). "
+        "Needs bf16 or fp16 weights.", type="bool", flag="--fp32-residual-connection")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ _SPECIAL_FIELDS = {"model.activation_func", "model.gated_linear_unit", "model.ad
                    "training.masked_softmax_fusion", "training.create_attention_mask_in_dataloader",
                    "model.moe_token_dispatcher_type", "training.optimizer", "training.cuda_graph_modules",
                    "model.linear_attention_freq", "model.moe_router_load_balancing_type",
-                   "model.moe_aux_loss_coeff"}
+                   "model.moe_aux_loss_coeff", "training.distillation_cached_logits"}
 _BY_FLAG = {s.flag: s for s in field_specs() if s.flag and s.path not in _SPECIAL_FIELDS}
 _MODEL_SPECS = {s.name: s for s in field_specs() if s.section == "model"}
 
@@ -67,7 +67,7 @@ _SPECIAL_DESTS = {"swiglu", "squared_relu", "quick_geglu", "add_bias_linear", "f
                   "mtp_hybrid_override_pattern", "experimental_attention_variant", "moe_router_load_balancing_type",
                   "moe_aux_loss_coeff", "tp_comm_overlap_cfg", "muon_split_qkv", "fp8_wgrad",
                   "heterogeneous_layers_config_path", "te_precision_config_file",
-                  "ddp_param_name_patterns_for_fp32_local_accumulation", "sft"}
+                  "ddp_param_name_patterns_for_fp32_local_accumulation", "sft", "logits_load_dir"}
 
 #: Destinations the importer turns into configuration fields.
 HANDLED = frozenset({_DEST[f] for f in _BY_FLAG if f in _DEST} | _SPECIAL_DESTS)
@@ -663,6 +663,13 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
         tr.setdefault("attention_backend", "flash")
     if "sft" in raw:
         _sft(tr, notes)
+    if "logits_load_dir" in raw:
+        # distill29: pretrain_gpt.py loss_func runs the cached-logits KL loss (estimator/memory/loss.py); the files'
+        # top-K and dtype are the teacher run's flags, not the student's
+        tr["distillation_cached_logits"] = True
+        notes.append("--logits-load-dir: cached-logits distillation; the cached files' top-K is not in the flags: "
+                     "give it as training.distillation_top_k (--distillation-top-k, the teacher run's "
+                     "--logits-save-top-k) and their dtype as training.distillation_logprobs_dtype if not fp16")
     if "recompute_activations" in raw:
         tr.setdefault("recompute_granularity", "selective")
     if "moe_layer_recompute" in raw:

@@ -294,6 +294,8 @@ def to_megatron_args(config) -> list[str]:
             add("--fp4-param-gather")
     if pr.logit_dtype is not None:
         add("--output-logit-dtype", pr.logit_dtype)
+    if pr.fp32_residual_connection:
+        add("--fp32-residual-connection")
     fp32_grads = grad_reduce_in_fp32(pr)
     if pr.params_dtype == "bf16" and fp32_grads and pr.main_grads_dtype == "bf16":
         raise UnsupportedError("an fp32 gradient buffer with main_grads_dtype bf16 has no pretrain_gpt.py flags: "
@@ -367,6 +369,11 @@ def _feature_args(cfg, add, out: list) -> None:
     if cfg.training.transformer_engine_full_layer_spec:
         raise UnsupportedError("training.transformer_engine_full_layer_spec has no pretrain_gpt.py flag (Megatron-"
                                "Bridge's model.use_transformer_engine_full_layer_spec)")
+    if tr.distillation_cached_logits:
+        # distill29: the directory of the teacher's files is not part of the configuration
+        raise UnsupportedError("training.distillation_cached_logits has no pretrain_gpt.py value: Megatron-LM reads "
+                               "the cached teacher logits from a directory (--logits-load-dir PATH, written by a run "
+                               f"with --logits-save-top-k {tr.distillation_top_k}); add the flag with the path")
     if par.megatron_fsdp_cuda_graph_mode:
         raise UnsupportedError("parallelism.megatron_fsdp_cuda_graph_mode has no pretrain_gpt.py flag (a Megatron-Core "
                                "DDP field Megatron-Bridge sets: ddp.megatron_fsdp_cuda_graph_mode)")

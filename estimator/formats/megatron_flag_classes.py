@@ -422,8 +422,12 @@ _put(_N, "sft", "packed SFT: each sample is one pack of --seq-length tokens (THD
      "packing); with unfused or local attention it is refused")
 _put(_N, "enable_full_sharding_in_hsdp", "defined by arguments.py but read nowhere at this revision (no "
      "DistributedDataParallelConfig field of that name): HSDP's outer sharding is --outer-dp-sharding-strategy")
-_put(_N, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
-     "saving logits to disk")
+_put(_R, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
+     "saving the teacher's top-K log-probabilities (Megatron-LM @ d98e8a64 : megatron/training/distillation/"
+     "logits_saver.py, attached on the last pipeline stage by training.py) is not modelled: its forward hook makes an "
+     "fp32 copy of each micro-batch's logits for the top-K and log-sum-exp, keeps every micro-batch's top-K values "
+     "and indices on the GPU until the iteration's last micro-batch, and replaces the language-model loss with a zero "
+     "loss over the logits, so the loss's working set and saved tensors are not the cross entropy's")
 _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_per_class_fraction data_sharding "
      "head_lr_mult vision_pretraining vision_pretraining_type vision_backbone_type swin_backbone_type mask_type "
      "mask_factor iter_per_epoch dino_local_img_size dino_local_crops_number dino_head_hidden_size "
@@ -463,6 +467,25 @@ _put(_R, "enable_cuda_graph", "the deprecated switch for Megatron-Core's local C
 _put(_M, "logit_dtype", "the logits' dtype (--output-logit-dtype): fp32 logits under bf16 weights are kept in place "
      "by the loss (4 B per logit, no bf16 copy) and their gradient is cast to bf16 in the output layer's backward "
      "(estimator/memory/loss.py)")
+_put(_M, "fp32_residual_connection", "the fp32 residual stream (precision.fp32_residual_connection): Transformer "
+     "Engine's norms save bf16 copies of the fp32 input, the same bytes; full-recompute checkpoints (4 B per element), "
+     "a later stage's received input (fp32, beside its first norm's copy) and the backward's residual gradient grow "
+     "(estimator/memory/activations.py; refused with the local layers, MTP, offloading, CUDA graphs and the rest the "
+     "rule names)")
+# distill29: offline distillation from cached teacher logits (Megatron-LM @ d98e8a64 :
+# megatron/training/distillation/cached_logits_loss.py, pretrain_gpt.py loss_func).
+_put(_M, "logits_load_dir", "offline distillation from cached teacher logits: the KL loss on the last stage "
+     "(training.distillation_cached_logits) keeps exp(logits) and the fp32 log-softmax (8 B per logit element) and "
+     "the teacher's top-K terms per token until its backward, the captured logits and their fp32 copy while it runs; "
+     "the files' top-K is the teacher run's --logits-save-top-k, given as training.distillation_top_k "
+     "(estimator/memory/loss.py)")
+_put(_N, "logits_load_kd_loss_alpha", "only weights the two losses ((1 - alpha) LM + alpha KD): both are computed, "
+     "with their saved tensors, whatever alpha is")
+_put(_N, "logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth",
+     "the teacher files' reader: decode threads, the DataLoader's prefetched iterations (pinned host memory) and "
+     "the remote shards fetched ahead (host cache); one micro-batch's top-K reaches the GPU when the loss runs")
+_put(_N, "logits_load_ignore_errors", "a failed KL loss falls back to the LM loss (less memory, not more); the "
+     "estimate is the run's when it does not fail")
 _put(_M, "mlp_chunks_for_training", "a dense MLP run on pieces of the sequence: the same saved activations, fc1's "
      "output gradient only for the largest piece in the backward working set (estimator/model/layers/mlp.py); "
      "refused with MoE layers, block-scaled FP8, NVFP4, CUDA graphs, offloading and PEFT")
@@ -483,11 +506,6 @@ _put(_M, "te_precision_config_file", "a per-module quantisation recipe (the YAML
 _put(_R, "fp4_quantizer_factory", "custom per-module FP4 quantisation is not modelled")
 _put(_R, "use_kitchen_attention kitchen_attention_backend kitchen_config_file kitchen_recipe_number",
      "kitchen quantisation is not modelled")
-_put(_R, "fp32_residual_connection", "an fp32 residual stream is not modelled exactly: with Transformer Engine the "
-     "norms save bf16 copies of their fp32 input (TELayerNormColumnParallelLinear.forward casts it; TE's RMSNorm op "
-     "converts it), the same bytes as now, but the stream itself, the pipeline's received inputs kept per "
-     "micro-batch (fp32, beside the first layer's bf16 copy), full-recompute checkpoints (4 B per element) and the "
-     "backward pass's residual gradients become fp32, which the working sets do not follow")
 _put(_R, "enable_mhc_connections", "pretrain_gpt.py cannot build a model with Megatron-LM's multi-stream (mHC) "
      "residual connections at this revision: no layer spec in megatron/core/models builds "
      "HyperConnectionTransformerLayer (only Megatron-Core's unit tests assemble one), so the GPT layer spec's "
@@ -507,12 +525,6 @@ _put(_M, "max_seqlen_per_dp_cp_rank hybrid_context_parallel", "dynamic context p
 _put(_R, "spec", "a custom layer spec is not modelled")
 _put(_R, "encoder_num_layers decoder_num_layers", "encoder-decoder models are not modelled (use --num-layers)")
 _put(_R, "perform_rl_step", "reinforcement-learning steps (generation and training in one job) are not modelled")
-_put(_R, "logits_load_dir logits_load_decode_threads logits_load_prefetch_factor logits_load_msc_prefetch_depth "
-     "logits_load_kd_loss_alpha logits_load_ignore_errors", "offline distillation from cached teacher logits "
-     "(megatron/training/distillation/cached_logits_loss.py) keeps the student's logits captured at the output "
-     "layer and fp32 copies of them [s, b, V/t] (float(), exp() saved for backward, the log-probabilities) beside "
-     "the teacher's top-K log-probabilities and int64 indices per token, K set when the files were written "
-     "(--logits-save-top-k), which the flags do not say: not modelled")
 _put(_R, "yaml_cfg", "a YAML configuration replaces the flags; paste the flags it holds instead")
 _put(_R, "batch_size", "--batch-size is no longer valid in Megatron-LM; use --micro-batch-size")
 _put(_R, "model_parallel_size", "--model-parallel-size is no longer valid in Megatron-LM; use "

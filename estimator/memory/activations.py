@@ -29,6 +29,15 @@ the s x s scores; FP8 saves linear-layer inputs in 1 byte, with mxfp8 and blockw
 expert); NVFP4 saves them column-wise in 0.5 B plus an E4M3 scale per 16 elements (1/16 B), and a LayerNormLinear's
 norm output under sequence parallelism row-wise too. Selective recompute drops the pieces of the modules it names; full recompute keeps only each checkpointed
 group's input (2*Tn*h).
+
+With an fp32 residual stream (``precision.fp32_residual_connection``; Megatron-LM @ d98e8a64 : the embedding's
+``embeddings.float()``, ``TransformerLayer``'s ``residual.float()``, the bias-dropout-add's ``x.to(residual.dtype)``)
+every layer's input and output are fp32, and Transformer Engine's norms save bf16 copies of their input
+(``TELayerNormColumnParallelLinear.forward`` casts it, the RMSNorm/LayerNorm ops and ``MambaLayer`` convert it): the
+same bytes as above, the fp32 input itself kept by no layer. A full-recompute checkpoint keeps the fp32 input
+(4*Tn*h) and shares nothing with the bf16 copies the recomputation makes; a chunk without the embedding keeps its
+received fp32 input (4*Tn*h) beside its first norm's copy (:func:`received_input_bytes`); the residual gradient of
+the backward pass is fp32 (:func:`fp32_residual_backward`).
 """
 
 from __future__ import annotations
@@ -41,10 +50,10 @@ from ..model.layers import MIXERS, MLPS, LayerKind, hyper_connection, kimi, view
 from ..model.layers.base import Ctx
 from ..model.quant_recipe import KindQuant, kind_quant, mtp_quant
 from ..model.resolve import Resolved
-from .loss import loss_buffers
+from .loss import lm_loss_buffers, loss_buffers
 
-__all__ = ["LayerActivations", "context", "held_per_layer", "hsm_bytes", "layer_activations", "mtp_activations",
-           "stage_extras", "with_quant"]
+__all__ = ["LayerActivations", "context", "fp32_residual_backward", "held_per_layer", "hsm_bytes",
+           "layer_activations", "mtp_activations", "received_input_bytes", "stage_extras", "with_quant"]
 
 
 class LayerActivations(NamedTuple):
@@ -60,6 +69,7 @@ class LayerActivations(NamedTuple):
     attention_backward_peak: int = 0  # unfused attention's backward working set, the layer's MLP already freed
     stored: int | None = None  # what the checkpoint stores of ``checkpoint``: 1/TP of it with
     #                            distribute_saved_activations (None: all of it)
+    fp32_input: bool = False   # precision.fp32_residual_connection: the layer's input is fp32, its norms copy it
 
     @property
     def kept_input(self) -> int:
@@ -69,6 +79,12 @@ class LayerActivations(NamedTuple):
         ``split_tensor_into_1d_equal_chunks(..., new_buffer=True)``, numel // TP elements; ``backward`` gathers it
         back to the full input before recomputing)."""
         return self.checkpoint if self.stored is None else self.stored
+
+    @property
+    def shared_input(self) -> int:
+        """Bytes of the checkpoint that the rematerialised tensors (``full``) reuse: the kept input, which the
+        layer's first norm saves as it is; none with an fp32 residual stream, whose norms save bf16 copies."""
+        return 0 if self.fp32_input else self.kept_input
 
     @property
     def saved(self) -> int:
@@ -156,12 +172,45 @@ def layer_activations(r: Resolved, kind: LayerKind, ctx: Ctx | None = None, part
         for p in (a, m, hc):
             if p is not None and p.named:
                 named.update(p.named)
-    inp = c.B * c.Tn * r.h * max(r.hc, 1)     # a layer's input: n residual streams with hyper-connections
+    fp32 = r.cfg.precision.fp32_residual_connection
+    # a layer's input: n residual streams with hyper-connections; 4 B per element with an fp32 residual stream
+    inp = (4 if fp32 else c.B) * c.Tn * r.h * max(r.hc, 1)
     stored = inp // r.t if r.cfg.training.distribute_saved_activations else None
+    bwd = max(a.work if a else 0, m.work if m else 0)
+    if fp32:
+        bwd, attn_bwd = fp32_residual_backward(c, r.h, bwd), fp32_residual_backward(c, r.h, attn_bwd)
     return LayerActivations(attention=attn, mlp=mlp, full=attn + rec_a + mlp + rec_m, checkpoint=inp, stored=stored,
-                            backward_peak=max(a.work if a else 0, m.work if m else 0),
-                            recompute_peak=max(rec_a, rec_m), parts=named,
-                            attention_backward_peak=max(attn_bwd, 0))
+                            backward_peak=bwd, recompute_peak=max(rec_a, rec_m), parts=named,
+                            attention_backward_peak=max(attn_bwd, 0), fp32_input=fp32)
+
+
+def fp32_residual_backward(c: Ctx, h: int, work: int) -> int:
+    """A part's backward working set with an fp32 residual stream (``precision.fp32_residual_connection``): the
+    residual stream's gradient, alive through the part's backward, is fp32, (4 - B) Tn h more than the module's own
+    count; and when the part's norm has run its backward, its bf16 input gradient (B Tn h) is cast back to fp32
+    (4 Tn h, the cast ``TELayerNormColumnParallelLinear.forward`` or the norm op made) beside the residual's (4 Tn h)
+    before they are added: (8 + B) Tn h at that moment. Megatron-LM @ d98e8a64 : megatron/core/transformer/
+    transformer_layer.py (``residual.float()``), megatron/core/fusions/fused_bias_dropout.py (``x.to(residual.dtype)``
+    before the add)."""
+    if work <= 0:
+        return work
+    return max(work + (4 - c.B) * c.Tn * h, (8 + c.B) * c.Tn * h)
+
+
+def received_input_bytes(r: Resolved, chunk) -> int:
+    """Bytes of the input a model chunk of ``r.plan`` (its ``embedding`` and ``layers``) receives from the previous pipeline stage and keeps per micro-batch until its backward, beyond what its
+    layers count: with an fp32 residual stream the received fp32 tensor (4 Tn h; Megatron-Core sends fp32 then,
+    ``TransformerConfig.pipeline_dtype``), kept by the schedule's ``input_tensors`` beside the bf16 copy its first
+    norm saves. Nothing for the embedding's chunk, when the chunk's first layer is a full-recompute checkpoint (which
+    keeps that very tensor: uniform groups start there, block's first ``recompute_num_layers``), or without the fp32
+    stream (the first norm saves the received bf16 tensor itself)."""
+    tr = r.cfg.training
+    if not r.cfg.precision.fp32_residual_connection or chunk.embedding:
+        return 0
+    if tr.recompute_granularity == "full" and len(chunk.layers) and (
+            tr.recompute_method != "block" or tr.recompute_num_layers is None or tr.recompute_num_layers > 0):
+        return 0
+    return 4 * _tokens(r)[1] * r.h
 
 
 def mtp_activations(r: Resolved, acts, parts: bool = False) -> list:
@@ -218,6 +267,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
     emb = Tn * h if drop else 0
     logits = loss_buffers(r).saved                     # what the loss keeps of the logits (estimator/memory/loss.py)
     out = 2 * B * Tn * h + logits                      # final norm input and output, logits
+    mtp_logits = lm_loss_buffers(r).saved              # an MTP head's: the cross entropy alone, no distillation
     if cfg.model.model_kind == "wan":   # Wan's embedders and head instead (estimator/model/layers/wan.py)
         first, last = wan.stage_activations(r, context(r))
         return StageExtras(embedding=emb + first, output=last, logits_peak=0, mtp=0, mtp_logits=0)
@@ -226,7 +276,7 @@ def stage_extras(r: Resolved, mtp_layer: LayerActivations | None) -> StageExtras
         # Each MTP layer: enorm/hnorm inputs and outputs, the concatenation fed to eh_proj, a transformer
         # layer, its final norm, and the embedding's dropout mask; its logits count on the loss chunk.
         mtp = 4 * B * Tn * h + 2 * B * Tn * h + mtp_layer.saved + 2 * B * Tn * h + emb
-    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=logits if mtp else 0,
+    return StageExtras(embedding=emb, output=out, logits_peak=logits, mtp=mtp, mtp_logits=mtp_logits if mtp else 0,
                        mtp_hsm=hsm_bytes(r) if mtp else 0)
 
 

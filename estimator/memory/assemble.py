@@ -41,8 +41,8 @@ from . import features, phases, reserved
 from .features import fp8_output, frozen_language, gtp
 from .allocator import parse_alloc_conf
 from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
-                          stage_extras)
-from .loss import logit_bytes as loss_logit_bytes, loss_buffers
+                          received_input_bytes, stage_extras)
+from .loss import lm_loss_buffers, logit_bytes as loss_logit_bytes, loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained, separate_expert_optimizer)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
@@ -114,12 +114,12 @@ def chunk_activations(r: Resolved, layers: range, counts: tuple, acts) -> tuple[
     if tr.recompute_method == "block":
         rec, keep = kinds[:n], kinds[n:]
         mlp = sum(k.mlp for k in keep)
-        work = max((k.full - k.kept_input for k in rec), default=0)
+        work = max((k.full - k.shared_input for k in rec), default=0)
         return held, held - mlp, mlp, work
     # uniform (the default method): groups of n layers keep only the group's input
     n = max(n, 1)
     groups = [kinds[i:i + n] for i in range(0, len(kinds), n)]
-    work = max(sum(k.full for k in g) - g[0].kept_input for g in groups)
+    work = max(sum(k.full for k in g) - g[0].shared_input for g in groups)
     return held, held, 0, work
 
 
@@ -169,7 +169,8 @@ _ACTS_CACHE: dict = {}
 def kind_activations(r: Resolved) -> list:
     """Activations of one layer of each kind for one micro-batch, memoised on the model section (``r.shape``) and
     everything else they read: the tokens per rank, the tensor and expert-tensor split, the dtypes and the
-    recompute (with distribute_saved_activations), attention and deterministic-mode settings, the expert-parallel
+    recompute (with distribute_saved_activations), the fp32 residual stream, attention and deterministic-mode
+    settings, the expert-parallel
     size (the MoE backward working set depends on it: the all-gather dispatcher's gathered tokens, the local experts' re-sort), expert-parallel overlap
     (its schedule nodes keep MoE tensors of their own: estimator/model/layers/moe.py), the MoE overload factor
     (the busiest rank's routed rows) and ERNIE-VL's image tokens (``r.vis``: their split between the expert pools).
@@ -182,7 +183,8 @@ def kind_activations(r: Resolved) -> list:
            tr.recompute_modules, tr.attention_backend, tr.transformer_impl, cfg.parallelism.cp_comm_type,
            tr.deterministic_mode, tr.overlap_moe_expert_parallel_comm, tr.moe_overload_factor,
            tr.distribute_saved_activations, tr.overlap_dispatch_backward_with_experts_wgrad,
-           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis, tr.mlp_chunks_for_training)
+           tr.gradient_accumulation_fusion, tr.freeze_language_model, r.vis, tr.mlp_chunks_for_training,
+           pr.fp32_residual_connection)
     hit = _ACTS_CACHE.get(key)
     if hit is not None and hit[0] is r.shape:
         return hit[1]
@@ -313,6 +315,7 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
         change = fp8_output.saved_input_change(r)      # per call of the output layer: the main head, each MTP depth
         extras = extras._replace(output=extras.output + change, mtp=extras.mtp + change if extras.mtp else 0)
     loss = loss_buffers(r)
+    eval_loss = lm_loss_buffers(r) if tr.distillation_cached_logits else loss
 
     per_kind, shapes_by_kind, vocab_weight = layout[0], layout[-1], layout[2]
     wbytes = DTYPE_BYTES[pr.params_dtype]
@@ -402,8 +405,10 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
                 # with mtp_hsm, each MTP depth after the chunk's first keeps the mixing's draw (activations.hsm_bytes)
                 t_part = n_mtp * extras.mtp + (n_mtp - 1) * extras.mtp_hsm if n_mtp else 0
                 kept_mask, remat_mask = chunk_mask_bytes(r, bool(c_emb or c_loss), n)
-                saved, a_part, rec = saved + kept_mask, a_part + kept_mask, rec + remat_mask
-                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part))
+                # the received fp32 input of an fp32 residual stream (memory/activations.py received_input_bytes)
+                recv = received_input_bytes(r, c)
+                saved, a_part, rec = saved + kept_mask + recv, a_part + kept_mask + recv, rec + remat_mask
+                chunk_acts.append((saved + e_part + o_part + t_part, a_part, m_part, e_part, o_part, t_part, recv))
                 if rec > work:
                     work = rec
             for cnt, (dd, lin, e) in zip(stage_counts, per_kind):
@@ -546,8 +551,8 @@ def _assemble(r: Resolved, replay: bool, peak_only: bool):
             # The other moments of the run (estimator/memory/phases.py): where one of those the run goes through
             # is above the steady step, the stage's totals are that phase's.
             eval_fwd = max((acts[k].full for k in present), default=0)
-            if has_loss:
-                eval_fwd = max(eval_fwd, loss.saved + loss.forward_extra)
+            if has_loss:    # evaluation computes the cross entropy alone (no distillation: memory/loss.py)
+                eval_fwd = max(eval_fwd, eval_loss.saved + eval_loss.forward_extra)
             if eval_mbs != r.b:         # every tensor of a forward holds micro_batch_size sequences
                 eval_fwd = eval_fwd * eval_mbs // r.b
             n_main = (-(-td // dense_shard) + -(-te // r.edp)) if bm.distributed else td + te
@@ -769,7 +774,7 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
             other.append(norm + (0 if (r.tied and c.embedding) else vocab_weight))
         if c.mtp:
             other.append(len(c.mtp) * mtp_dense)
-        head = (ca[3],) if ca[3] else ()
+        head = tuple(x for x in (ca[3], ca[6]) if x)     # the embedding's, or an fp32 received input
         tail: tuple = ()
         if ca[4]:
             tail = reserved.scaled([B * Tn * r.h, B * Tn * r.h], ca[4] - loss.saved)   # the final norm's input, output
@@ -964,13 +969,24 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
                    "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
-        out.append("Fused cross-entropy (te): only the bf16 logits are kept; the gradient is computed in place.")
+        out.append("Fused cross-entropy (te): Transformer Engine 2.18+ keeps an fp32 gradient of the logits' size "
+                   "(not the softmax); the bf16 logits live until the loss is computed, its gradient's bf16 cast "
+                   "through the backward.")
     elif tr.cross_entropy_loss_fusion:
         out.append("Fused cross-entropy (native): keeps an fp32 softmax of the logits; torch.compile adds one "
                    "more fp32 buffer of that size while it runs.")
     else:
         out.append("Cross-entropy keeps an fp32 softmax of the logits; the bf16 logits live until the loss is "
                    "computed.")
+    if pr.fp32_residual_connection:
+        out.append("FP32 residual stream: the norms save bf16 copies of the fp32 layer input (the same bytes); "
+                   "full-recompute checkpoints, a later stage's received input and the backward's residual gradient "
+                   "are fp32.")
+    if tr.distillation_cached_logits:
+        out.append(f"Cached-logits distillation (top-{tr.distillation_top_k} teacher log-probabilities): the KL loss "
+                   "on the main head keeps exp(logits) and the fp32 log-softmax (8 B per logit element) and the "
+                   "teacher's top-K terms until its backward pass, and while it runs the captured logits and their "
+                   "fp32 copy; the teacher files' prefetch is pinned host memory, not counted.")
     if tr.transformer_impl == "transformer_engine" and tr.gradient_accumulation_fusion and not tr.peft:
         out.append("Transformer Engine keeps one dummy weight-gradient tensor per distinct linear weight "
                    "shape (gradients accumulate straight into the fp32 main_grad buffer).")

@@ -211,6 +211,10 @@ def recompute_retained(r: Resolved, chunks, acts) -> int:
                 firsts += [j for j in rng[::k] if any(moe[j:min(j + k, rng.stop)])]
     else:
         return 0
+    if tr.recompute_granularity == "selective" and r.cfg.precision.fp32_residual_connection:
+        # selective moe checkpoints the MoE block, whose input is the pre-MLP norm's bf16 output, not the layer's
+        # fp32 input (estimator/memory/activations.py): 2 B per element
+        return sum(2 * (acts[kinds[i]].checkpoint // 2) for i in firsts)
     return sum(2 * acts[kinds[i]].checkpoint for i in firsts)
 
 

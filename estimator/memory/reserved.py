@@ -26,7 +26,8 @@ the simulator's peak of reserved segments. Sources (sizes from this package's ow
   embedding's weight gradients; the loss's kept tensor freed before the output layer's backward where the loss
   makes a gradient buffer of its own (bf16 logits: the fp32 gradient cast back), after it where the gradient is
   written in place into it and read by the output layer (fp32 logits: Megatron-Core
-  ``tensor_parallel/cross_entropy.py`` ``grad_input = softmax``; Transformer Engine's fused cross entropy); the run-long buffers (workspaces, Megatron's global buffer) at first use;
+  ``tensor_parallel/cross_entropy.py`` ``grad_input = softmax``; Transformer Engine's fused cross entropy, whose saved
+  fp32 gradient is handed on as it is); the run-long buffers (workspaces, Megatron's global buffer) at first use;
 - the optimizer step (:mod:`estimator.memory.optimizer_step`): the fp32 gradient copies, one ``model_grad.float()``
   per main parameter (Megatron-LM @ d98e8a64 ``megatron/core/optimizer/optimizer.py``
   ``_copy_model_grads_to_main_grads``), made before the first step's states and kept to the next iteration's
@@ -278,8 +279,8 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
             if has_loss:
                 # The loss's backward: with a backward buffer of its own (bf16 logits: the fp32 gradient cast
                 # back to bf16) the kept fp32 tensor goes before the output layer's backward; without one (fp32
-                # logits, Transformer Engine's fused cross entropy) the gradient is written in place into the
-                # kept tensor, which the output layer's backward then reads: freed after it
+                # logits: the gradient written in place into the kept tensor, or Transformer Engine's kept fp32
+                # gradient handed on) the output layer's backward reads the kept tensor: freed after it
                 tmp = [alloc(s, pool) for s in t.loss[2]]
                 kept = list(reversed(keys[len(keys) - len(t.loss[1]):] if t.loss[1] else []))
                 if tmp:

@@ -50,7 +50,7 @@ from typing import NamedTuple
 from ..model.local_attention import chunk_mask_bytes
 from ..model.resolve import Resolved, resolve
 from . import features
-from .activations import stage_extras
+from .activations import received_input_bytes, stage_extras
 from .assemble import chunk_activations, layer_kind_counts, kind_activations, parameter_layout, sum_activations
 from .optimizer_step import PERSISTENT_BUFFERS
 from .schedule import Table, entry, steps
@@ -106,7 +106,7 @@ def chunk_activation_bytes(r: Resolved, stage: int, inputs: StageInputs | None =
     for c_idx, c in enumerate(r.plan[stage].chunks):
         counts = kind_counts[stage][c_idx] if kind_counts else (len(c.layers),)
         a = chunk_activations(r, c.layers, counts, acts)[0]
-        a += chunk_mask_bytes(r, bool(c.embedding or c.loss), len(c.layers))[0]
+        a += chunk_mask_bytes(r, bool(c.embedding or c.loss), len(c.layers))[0] + received_input_bytes(r, c)
         a += (emb if c.embedding else 0) + (loss_act if c.loss else 0) + len(c.mtp) * extras.mtp
         a += max(len(c.mtp) - 1, 0) * extras.mtp_hsm      # mtp_hsm: each depth after the chunk's first
         out.append(a)

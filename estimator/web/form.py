@@ -76,6 +76,9 @@ LABELS = {
     "training.rl_entropy": "RL entropy in the update", "training.rl_logprob_entropy": "RL entropy in the log-prob pass", "training.rl_offload_params": "RL offload weights during rollout",
     "training.rl_offload_grads": "RL offload gradients", "training.rl_offload_optimizer": "RL offload optimizer",
     "training.rl_rollout_gpu_memory_fraction": "RL rollout engine's GPU share",
+    "training.distillation_cached_logits": "Distillation from cached teacher logits",
+    "precision.fp32_residual_connection": "FP32 residual stream",
+    "training.distillation_top_k": "Teacher top-K per token", "training.distillation_logprobs_dtype": "Teacher log-prob dtype",
 }
 
 #: The quick controls at the top of the page, in order: (path, short label). Their values come from
@@ -119,6 +122,7 @@ _PRECISION_AWARE = ("precision.main_grads_dtype", "precision.main_params_dtype",
 _RL = ("training.rl_reference_model", "training.rl_logprob_micro_batch_size", "training.rl_response_length",
        "training.rl_entropy", "training.rl_logprob_entropy", "training.rl_offload_params", "training.rl_offload_grads",
        "training.rl_offload_optimizer", "training.rl_rollout_gpu_memory_fraction")
+_DISTILL = ("training.distillation_top_k", "training.distillation_logprobs_dtype")
 _PATHS = {s.path for s in field_specs()}
 
 
@@ -145,7 +149,8 @@ def hidden_fields(cfg: dict) -> list[str]:
              (_FP4, _set(cfg, "precision.fp4")),
              (_PEFT, _set(cfg, "training.peft")),
              (_PRECISION_AWARE, _set(cfg, "precision.use_precision_aware_optimizer")),
-             (_RL, tr.get("rl_algorithm") not in (None, "none")))
+             (_RL, tr.get("rl_algorithm") not in (None, "none")),
+             (_DISTILL, bool(tr.get("distillation_cached_logits"))))
     out = []
     for paths, applies in rules:
         if not applies:

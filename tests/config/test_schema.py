@@ -268,6 +268,15 @@ VARIANTS = {
                                       {"training": {"rl_offload_optimizer": True}}),
     "training.rl_rollout_gpu_memory_fraction": (make_config(MODEL, None, {"rl_algorithm": "grpo"}),
                                                 {"training": {"rl_rollout_gpu_memory_fraction": 0.5}}),
+    # distill29: cached-logits distillation (estimator/memory/loss.py; the bytes: tests/memory/test_loss.py)
+    "training.distillation_cached_logits": (make_config(MODEL), {"training": {"distillation_cached_logits": True,
+                                                                          "distillation_top_k": 64}}),
+    "training.distillation_top_k": (make_config(MODEL, None, {"distillation_cached_logits": True,
+                                                              "distillation_top_k": 64}),
+                                    {"training": {"distillation_top_k": 512}}),
+    "training.distillation_logprobs_dtype": (make_config(MODEL, None, {"distillation_cached_logits": True,
+                                                                       "distillation_top_k": 64}),
+                                             {"training": {"distillation_logprobs_dtype": "fp32"}}),
 }
 
 

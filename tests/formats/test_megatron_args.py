@@ -100,7 +100,7 @@ def test_launch_script_text():
 
 
 def test_unmodelled_memory_flags_are_errors():
-    for flag in ("--fp32-residual-connection", "--moe-use-upcycling"):
+    for flag in ("--enable-cuda-graph", "--moe-use-upcycling"):
         with pytest.raises(UnsupportedError, match=flag):
             parse_megatron_args(f"{MODEL} {flag}")
     # Modelled since issue 28 (dynamic context parallelism), with the per-rank length it needs.

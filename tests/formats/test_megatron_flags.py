@@ -144,7 +144,8 @@ CHANGES = {
     "moe_layer_recompute": (MOE, "--moe-layer-recompute"),
     "deterministic_mode": (MOE, "--deterministic-mode"),
     "attention_backend": (BF16, "--attention-backend unfused"),
-    "cross_entropy_loss_fusion": (BF16 + " --cross-entropy-fusion-impl te", "--cross-entropy-loss-fusion"),
+    # the native fusion's torch.compile buffer (Transformer Engine's 2.18+ kernel keeps the unfused loss's bytes)
+    "cross_entropy_loss_fusion": (BF16, "--cross-entropy-loss-fusion"),
     "cross_entropy_fusion_impl": (BF16 + " --cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te"),
     "transformer_impl": (BF16, "--transformer-impl local"),
     "gradient_accumulation_fusion": (BF16, "--no-gradient-accumulation-fusion"),
@@ -159,6 +160,8 @@ CHANGES = {
     "fp8_param_gather": (FP8, "--fp8-param-gather"),
     "fp8_output_proj": (FP8 + " --fp8-recipe mxfp8 --untie-embeddings-and-output-weights", "--fp8-output-proj"),
     "logit_dtype": (BF16, "--output-logit-dtype fp32"),
+    # distill29: the full-recompute checkpoint keeps the fp32 layer input (4 B per element)
+    "fp32_residual_connection": (FULL, "--fp32-residual-connection"),
     "mlp_chunks_for_training": (BF16, "--mlp-chunks-for-training 4"),
     "ep_overlap_early_attn_memory_release": (
         BF16.replace("--vocab-size 1000", "--vocab-size 1024") + " --swiglu --num-experts 8 --moe-router-topk 2 "
@@ -341,8 +344,17 @@ ENABLES = {
 }
 
 
-def _stages(cmd: str, replay: bool = False) -> list:
+#: Modelled flags whose configuration needs a field the student's flags cannot give (base, flags added, fields set
+#: after the import). distill29: the cached teacher files' top-K is the teacher run's --logits-save-top-k.
+NEEDS = {
+    "logits_load_dir": (BF16, "--logits-load-dir /data/teacher_logprobs", {"training": {"distillation_top_k": 64}}),
+}
+
+
+def _stages(cmd: str, replay: bool = False, fields: dict | None = None) -> list:
     config = read_megatron_args(cmd, world_size=8, read_file=FILES.get).config
+    for sec, values in (fields or {}).items():
+        config[sec].update(values)
     if replay:
         config["training"]["reserved_memory_model"] = "replay"
     return estimate(config).to_dict()["stages"]
@@ -417,6 +429,12 @@ def test_a_modelled_flag_changes_the_estimate(dest):
         base, extra = REPLAY_CHANGES[dest]
         assert _stages(base) == _stages(f"{base} {extra}")          # allocated x 1.05: unchanged
         assert _stages(base, replay=True) != _stages(f"{base} {extra}", replay=True)
+        return
+    if dest in NEEDS:       # the import alone is refused by name until the field is given
+        base, extra, fields = NEEDS[dest]
+        with pytest.raises(ConfigError, match=next(iter(next(iter(fields.values())))) + ": is required"):
+            _stages(f"{base} {extra}")
+        assert _stages(base) != _stages(f"{base} {extra}", fields=fields)
         return
     assert dest in CHANGES, f"add a configuration where {dest} changes the estimate"
     base, extra, *without = CHANGES[dest]
@@ -538,12 +556,49 @@ def test_fp16_lm_cross_entropy_changes_nothing_and_needs_fp16():
 
 
 @pytest.mark.parametrize("flag,source", [
-    ("--fp32-residual-connection", "TELayerNormColumnParallelLinear"),
     ("--enable-mhc-connections", "HyperConnectionTransformerLayer"),
 ])
 def test_the_refusals_kept_say_why_from_the_source(flag, source):
-    """flagsA28: the two kept refused, each with what Megatron-Core does that the estimate does not follow
-    (mhc29: --mtp-hsm is modelled now; --enable-mhc-connections cannot build a model in pretrain_gpt.py)."""
+    """flagsA28: the one kept refused, with what Megatron-Core does that the estimate does not follow (mhc29:
+    --mtp-hsm is modelled now and --enable-mhc-connections cannot build a model in pretrain_gpt.py; distill29:
+    --fp32-residual-connection is modelled, test_fp32_residual_connection_is_read below)."""
     with pytest.raises(RefusedFlagsError) as exc:
         read_megatron_args(f"{MOE} {flag}")
     assert [f for f, _ in exc.value.refused] == [flag] and source in exc.value.refused[0][1]
+
+
+# distill29: offline distillation from cached teacher logits.
+def test_logits_load_flags():
+    """--logits-load-dir turns on the cached-logits KL loss (training.distillation_cached_logits; the bytes by hand:
+    tests/memory/test_loss.py) and notes that the files' top-K must be given; alpha, the reader's threads and
+    prefetch, and ignore-errors are without effect on the GPU; the export asks for the directory."""
+    from estimator.config.errors import UnsupportedError
+    from estimator.formats.megatron_args import to_megatron_args
+    cmd = (f"{BF16} --logits-load-dir /data/t --logits-load-kd-loss-alpha 0.3 --logits-load-decode-threads 8 "
+           "--logits-load-prefetch-factor 6 --logits-load-msc-prefetch-depth 4 --logits-load-ignore-errors")
+    imp = read_megatron_args(cmd, world_size=8)
+    assert imp.config["training"]["distillation_cached_logits"] is True
+    assert any("--distillation-top-k" in n for n in imp.notes)
+    assert sorted(f.split()[0] for f, _ in imp.no_effect) == [
+        "--logits-load-decode-threads", "--logits-load-ignore-errors", "--logits-load-kd-loss-alpha",
+        "--logits-load-msc-prefetch-depth", "--logits-load-prefetch-factor"]
+    cfg = imp.config
+    cfg["training"]["distillation_top_k"] = 64
+    assert _stages(cmd, fields={"training": {"distillation_top_k": 64}}) == \
+        _stages(f"{BF16} --logits-load-dir /data/t", fields={"training": {"distillation_top_k": 64}})
+    with pytest.raises(UnsupportedError, match="--logits-load-dir PATH"):
+        to_megatron_args(cfg)
+    from estimator.formats.bridge.export import to_bridge_overrides
+    with pytest.raises(UnsupportedError, match="no Megatron-Bridge field"):
+        to_bridge_overrides(cfg)
+
+
+def test_fp32_residual_connection_is_read():
+    """distill29: --fp32-residual-connection -> precision.fp32_residual_connection (the bytes by hand:
+    tests/memory/test_fp32_residual.py); Megatron-LM asserts bf16 or fp16 weights, and the export writes it back."""
+    from estimator.formats.megatron_args import to_megatron_args
+    cfg = read_megatron_args(f"{PP2} --fp32-residual-connection", world_size=8).config
+    assert cfg["precision"]["fp32_residual_connection"] is True
+    assert "--fp32-residual-connection" in to_megatron_args(cfg)
+    with pytest.raises(ConfigError, match="bf16 or fp16"):
+        estimate(read_megatron_args(f"{BASE} --fp32-residual-connection", world_size=8).config)

@@ -6,7 +6,7 @@ from tests.conftest import make_config
 
 from estimator import estimate
 from estimator.config.load import load_config
-from estimator.memory.loss import loss_buffers
+from estimator.memory.loss import distillation_buffers, loss_buffers
 from estimator.model.resolve import resolve
 
 MODEL = {"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000}
@@ -29,8 +29,13 @@ def test_native_fusion_adds_one_fp32_buffer():
     assert b == (4 * N, 6 * N, 6 * N, -2 * N)
 
 
-def test_transformer_engine_fusion_keeps_only_the_bf16_logits():
-    assert _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == (2 * N, 0, 0, 0)
+def test_transformer_engine_fusion_keeps_an_fp32_gradient():
+    """TransformerEngine @ d0067d0 (TE 2.18+): cross_entropy_forward writes the gradient into
+    ``torch.empty_like(_input, dtype=torch.float32)``, which CrossEntropyFunction saves (4 N), not the logits; the
+    bf16 logits live until the model's forward returns (2 N); the backward returns the fp32 gradient and autograd
+    casts it to bf16 beside it (2 N); the output layer then holds the bf16 gradient, the fp32 one freed (2 N - 4 N).
+    Before TE 2.18 the kernel wrote it into the bf16 logits in place: (2 N, 0, 0, 0)."""
+    assert _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == (4 * N, 2 * N, 2 * N, -2 * N)
 
 
 def test_tensor_and_context_parallel_split_the_logits():
@@ -84,11 +89,11 @@ def test_fp32_logits_under_bf16_weights_unfused():
 
 def test_fp32_logits_under_bf16_weights_fused():
     """Native fusion adds torch.compile's out-of-place fp32 buffer (4 N) in the loss forward and backward:
-    (4 N, 4 N, 4 N, 2 N). Transformer Engine's kernel, as this module models it, keeps the logits in their own
-    dtype: saved 4 N, and the output layer's cast 2 N."""
+    (4 N, 4 N, 4 N, 2 N). Transformer Engine's kernel keeps its own fp32 gradient (saved 4 N) beside the fp32 logits
+    until the forward returns (4 N), returns it without a cast (0), and the output layer casts it to bf16 (2 N)."""
     assert _logit_buffers("fp32", cross_entropy_loss_fusion=True) == (4 * N, 4 * N, 4 * N, 2 * N)
     assert _logit_buffers("fp32", cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == \
-        (4 * N, 0, 0, 2 * N)
+        (4 * N, 4 * N, 0, 2 * N)
 
 
 def test_logits_in_the_weights_own_dtype_change_nothing():
@@ -122,3 +127,85 @@ def test_logit_dtype_with_the_mxfp8_output_layer_is_refused():
                       precision={"fp8": True, "fp8_recipe": "mxfp8", "fp8_output_proj": True, "logit_dtype": "fp32"})
     with pytest.raises(ConfigError, match="logit_dtype fp32.*output dtype"):
         estimate(cfg)
+
+
+# distill29: offline distillation from cached teacher logits (Megatron-LM --logits-load-dir).
+def _kd(**training):
+    cfg = make_config(MODEL, training={"seq_length": 256, "distillation_cached_logits": True,
+                                       "distillation_top_k": 64, **training})
+    r = resolve(load_config(cfg))
+    return distillation_buffers(r), loss_buffers(r)
+
+
+def test_distillation_buffers_by_hand():
+    """T = 256 tokens, V/t = 1024, N = 262,144 logit elements, K = 64, fp16 teacher values (2 B), bf16 logits.
+
+    Saved (cached_logits_loss.py topk_kl_div, ghost token on): exp(logits - max) kept by exp's backward, 4 N =
+    1,048,576; the fp32 log-softmax kept by gather's backward, 4 N = 1,048,576; per token gather's int64 indices
+    8 x 64 = 512, exp of the gathered log-probabilities 4 x 64 = 256, the bool mask it is multiplied by 64, the
+    teacher's probabilities over 65 entries kept by the KL product 4 x 65 = 260, the concatenated bool mask 65, and
+    four fp32 scalars 16: 1,173 B x 256 = 300,288. Saved: 2,397,440.
+
+    End of its forward, besides that: the captured bf16 logits 2 N = 524,288 and their fp32 copy 4 N = 1,048,576;
+    per token the teacher values as loaded 2 x 64 = 128, their int64 indices 512, the masked exponentials 256, the
+    student's and the teacher's concatenations, the KL terms and their masked product 4 x 4 x 65 = 1,040: 1,936 B
+    x 256 = 495,616. Forward: 2,068,480.
+
+    Backward, besides the saved: gather's zeroed fp32 gradient 4 N = 1,048,576 and its incoming [T, K] gradient
+    4 x 256 x 64 = 65,536: 1,114,112."""
+    kd, _ = _kd()
+    assert kd == (2_397_440, 2_068_480, 1_114_112, 0)
+
+
+def test_distillation_beside_the_unfused_cross_entropy():
+    """Unfused cross entropy (4 N, 2 N, 2 N, -2 N) with the KL loss above: saved 4 N + 2,397,440 = 3,446,016; the
+    forward's moment is the KL loss's (2,068,480, its own 2 N of logits included); the backward's the KL loss's
+    (1,114,112 against 2 N + 2 N - 2,397,440 for the cross entropy's, the KL gradient waiting); the output layer's
+    backward -2 N less the KL loss's saved: -524,288 - 2,397,440 = -2,921,728."""
+    _, both = _kd()
+    assert both == (4 * N + 2_397_440, 2_068_480, 1_114_112, -2 * N - 2_397_440)
+
+
+def test_distillation_k_and_dtype():
+    """K counts up to the padded vocabulary (LogitsSaverHooks keeps min(K, V)): K = 5,000 is K = 1,024 here, saved
+    8 N + 256 x (18 x 1,024 + 21) = 2,097,152 + 4,723,968 = 6,821,120. fp32 teacher values add 2 B per K to the
+    forward only: 256 x 64 x 2 = 32,768."""
+    assert _kd(distillation_top_k=5000)[0].saved == 6_821_120
+    assert _kd(distillation_logprobs_dtype="fp32")[0].forward_extra - _kd()[0].forward_extra == 32_768
+    assert _kd(distillation_logprobs_dtype="fp32")[0].saved == _kd()[0].saved
+
+
+def test_distillation_on_the_last_stage_only_and_not_the_mtp_heads():
+    """The KL loss's saved tensors are the loss chunk's; an MTP head's logits get the cross entropy alone."""
+    base = {"seq_length": 256, "global_batch_size": 1}
+    kd = {**base, "distillation_cached_logits": True, "distillation_top_k": 64}
+    (plain,) = estimate(make_config(MODEL, training=base)).stages
+    (dist,) = estimate(make_config(MODEL, training=kd)).stages
+    assert dist.activations["output"] - plain.activations["output"] == 2_397_440
+    assert dist.transient["loss_forward"] == 2_068_480
+    mtp = {**MODEL, "mtp_num_layers": 1}
+    (p1,) = estimate(make_config(mtp, training=base)).stages
+    (d1,) = estimate(make_config(mtp, training=kd)).stages
+    assert d1.activations["output"] - p1.activations["output"] == 2_397_440
+    pp = estimate(make_config({**MODEL, "num_layers": 4}, {"pipeline_model_parallel_size": 2},
+                              {**kd, "world_size": 2, "global_batch_size": 2}))
+    ref = estimate(make_config({**MODEL, "num_layers": 4}, {"pipeline_model_parallel_size": 2},
+                               {**base, "world_size": 2, "global_batch_size": 2}))
+    assert pp.stages[0].to_dict() == ref.stages[0].to_dict()
+    assert pp.stages[1].allocated_bytes > ref.stages[1].allocated_bytes
+
+
+def test_distillation_refusals_name_the_field():
+    """Without K; with a vocabulary above 2^17 after padding (17-bit indices); with fp32 logits; K without the
+    switch."""
+    import pytest
+    from estimator import ConfigError
+    on = {"seq_length": 256, "distillation_cached_logits": True}
+    with pytest.raises(ConfigError, match="distillation_top_k: is required"):
+        estimate(make_config(MODEL, training=on))
+    with pytest.raises(ConfigError, match="vocab_size.*131,072"):
+        estimate(make_config({**MODEL, "vocab_size": 131_073}, training={**on, "distillation_top_k": 8}))
+    with pytest.raises(ConfigError, match="fp32 logits"):
+        estimate(make_config(MODEL, training={**on, "distillation_top_k": 8}, precision={"logit_dtype": "fp32"}))
+    with pytest.raises(ConfigError, match="distillation_top_k: applies only"):
+        estimate(make_config(MODEL, training={"seq_length": 256, "distillation_top_k": 8}))

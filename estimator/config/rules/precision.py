@@ -1,5 +1,7 @@
 """The precision rules: FP8 and NVFP4 recipes, parameter gathers, the precision-aware optimizer, deterministic mode
-and the cuBLAS workspace, the recipes a GPU architecture cannot run, and the MXFP8 output layer.
+and the cuBLAS workspace, the recipes a GPU architecture cannot run, the MXFP8 output layer, and the logits' side of
+the loss: cached-logits distillation (:func:`distillation_problems`), and the fp32 residual stream
+(:func:`fp32_residual_problems`).
 
 :func:`precision_problems` is the precision part of :func:`estimator.config.rules.check.cross_field_problems`;
 :func:`recipe_arch_problems` and :func:`fp8_output_problems` are called by the recipe features' rules
@@ -12,8 +14,9 @@ from ..derived import compute_capability, cublas_workspace_config_bytes, is_amd
 from ..errors import Problem, show
 from ..quant_recipe import parse_rules, precision_of, rule_problem
 
-__all__ = ["DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS", "MAX_CUBLAS_WORKSPACE_BYTES", "fp8_output_problems",
-           "precision_problems", "quant_recipe_problems", "recipe_arch_problems"]
+__all__ = ["DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS", "DISTILLATION_MAX_VOCAB", "MAX_CUBLAS_WORKSPACE_BYTES",
+           "distillation_problems", "fp32_residual_problems", "fp8_output_problems", "precision_problems",
+           "quant_recipe_problems", "recipe_arch_problems"]
 
 
 def precision_problems(cfg) -> list[Problem]:
@@ -93,7 +96,93 @@ def precision_problems(cfg) -> list[Problem]:
             add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
     P.extend(_cublas_workspace_problems(tr))
     P.extend(quant_recipe_problems(cfg))
+    P.extend(distillation_problems(cfg))
+    P.extend(fp32_residual_problems(cfg))
     return P
+
+
+def fp32_residual_problems(cfg) -> list[Problem]:
+    """distill29: ``precision.fp32_residual_connection`` (estimator/memory/activations.py): Megatron-LM's rule, and
+    the layers and features whose tensors the fp32 residual stream would change in ways not modelled, by name. It is
+    modelled for Transformer Engine layers with pre-norms, whose norms save bf16 copies of the fp32 input."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    if not pr.fp32_residual_connection:
+        return []
+    field = "precision.fp32_residual_connection"
+    if pr.params_dtype == "fp32":
+        # Megatron-LM @ d98e8a64 : megatron/training/arguments.py validate_args
+        return [Problem(field, True, "needs bf16 or fp16 weights (Megatron-LM: 'residual connection in fp32 only "
+                        "supported when using fp16 or bf16')")]
+    if m.enable_hyper_connections:
+        # megatron/core/transformer/transformer_config.py __post_init__
+        return [Problem(field, True, "excludes enable_hyper_connections (Megatron-Core refuses the pair)")]
+    mods = set(tr.recompute_modules or ()) if tr.recompute_granularity == "selective" else set()
+    out = []
+    for on, what in (
+            (tr.transformer_impl != "transformer_engine", "the local layer implementation (its norms take the fp32 "
+             "input themselves)"),
+            (not m.pre_layernorm or m.post_layernorm, "layers without a pre-norm or with post-norms (a linear or a "
+             "post-norm meets the fp32 stream)"),
+            (bool(m.mtp_num_layers), "MTP layers (the MTP block concatenates the decoder's and each depth's fp32 "
+             "hidden states)"),
+            (m.model_kind == "wan", "Wan"),
+            (m.vision_num_layers is not None, "a vision tower"),
+            (m.attn_res_block_size is not None, "Kimi K3's AttnRes aggregations"),
+            ("layernorm" in mods, "recomputed norms (their checkpoints keep the fp32 input)"),
+            (tr.fine_grained_activation_offloading or tr.cpu_offloading or tr.cpu_offloading_num_layers > 0,
+             "activation offloading"),
+            (tr.cuda_graph_impl != "none", "CUDA graphs (their static input and output buffers)"),
+            (tr.overlap_moe_expert_parallel_comm, "overlap_moe_expert_parallel_comm (its schedule nodes' residual "
+             "tensors)"),
+            (tr.moe_paged_stash, "the paged stash"),
+            (tr.peft is not None, "PEFT adapters")):
+        if on:
+            out.append(Problem(field, True, f"with {what} is not modelled"))
+    return out
+
+
+#: The largest padded vocabulary cached-logits distillation stores: 17-bit token indices (Megatron-LM @ d98e8a64 :
+#: megatron/training/distillation/logits_saver.py ``_MAX_VOCAB_SIZE``, asserted when the files are written;
+#: utils_logits.py ``pack_indices`` / ``unpack_indices``).
+DISTILLATION_MAX_VOCAB = 2 ** 17
+
+
+def distillation_problems(cfg) -> list[Problem]:
+    """distill29: offline distillation from cached teacher logits (``training.distillation_cached_logits``,
+    estimator/memory/loss.py): its fields together, the cached files' 17-bit vocabulary, and the settings it is not
+    modelled with, refused by name."""
+    m, tr, pr = cfg.model, cfg.training, cfg.precision
+    if not tr.distillation_cached_logits:
+        out = []
+        for name, default in (("distillation_top_k", None), ("distillation_logprobs_dtype", "fp16")):
+            if getattr(tr, name) != default:
+                out.append(Problem(f"training.{name}", getattr(tr, name), "applies only with "
+                                   "distillation_cached_logits: true (Megatron-LM --logits-load-dir)"))
+        return out
+    field = "training.distillation_cached_logits"
+    if m.model_kind == "wan":
+        return [Problem(field, True, "needs a language model's logits; Wan (model_kind wan) has no output layer")]
+    out = []
+    if tr.distillation_top_k is None:
+        out.append(Problem("training.distillation_top_k", None, "is required with distillation_cached_logits: the "
+                           "log-probabilities per token in the cached teacher files (the --logits-save-top-k of "
+                           "the run that wrote them; the student's flags do not say it)"))
+    mult = m.make_vocab_size_divisible_by * cfg.parallelism.tensor_model_parallel_size
+    padded = -(-m.vocab_size // mult) * mult
+    if padded > DISTILLATION_MAX_VOCAB:
+        out.append(Problem("model.vocab_size", m.vocab_size, f"padded to {padded:,} entries, above the "
+                           f"{DISTILLATION_MAX_VOCAB:,} that cached-logits distillation stores (17-bit token "
+                           "indices: Megatron-LM's LogitsSaverHooks asserts it)"))
+    if (pr.logit_dtype or pr.params_dtype) == "fp32":
+        out.append(Problem(field, True, "with fp32 logits is not modelled: .float() returns the logits themselves "
+                           "and topk_kl_div subtracts their maximum from them in place, in the tensor the unfused "
+                           "and native cross entropies have turned into their softmax"))
+    for on, what in ((m.final_logit_softcapping is not None, "final_logit_softcapping (Megatron-Bridge's Gemma 2 "
+                      "output layer; the distillation loss is Megatron-LM's pretrain_gpt.py)"),
+                     (tr.rl_algorithm != "none", f"RL training (rl_algorithm {tr.rl_algorithm})")):
+        if on:
+            out.append(Problem(field, True, f"with {what} is not modelled"))
+    return out
 
 
 #: Module suffixes whose precision a rule naming layer numbers could change from one layer to the next.

@@ -93,6 +93,9 @@ def to_bridge_dict(config) -> dict:
         raise UnsupportedError("parallelism.hybrid_context_parallel does not run under Megatron-Bridge @ 067f987d: "
                                "its training loop never builds Megatron-Core's HybridCPDataLoaderWrapper, whose "
                                "sub-samples the per-sequence schedule reads (Megatron-LM's --hybrid-context-parallel)")
+    if cfg.training.distillation_cached_logits:
+        raise UnsupportedError("training.distillation_cached_logits has no Megatron-Bridge field: Bridge @ 067f987d "
+                               "has no cached-logits distillation (Megatron-LM's pretrain_gpt.py --logits-load-dir)")
     data = cfg.to_dict()
     wan_model = None
     if cfg.model.model_kind == "wan":   # Megatron-Core's fields through the GPT flags, Wan's own after (bridge/wan.py)

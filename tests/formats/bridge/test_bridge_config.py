@@ -482,3 +482,11 @@ def test_transformer_engines_old_offload_path_is_refused_by_name():
         read_bridge_config({"model": off, "train": TRAIN, "env_vars": {"NVTE_CPU_OFFLOAD_V1": "1"}}, world_size=1)
     assert err.value.to_problems()[0].field == "env_vars.NVTE_CPU_OFFLOAD_V1"
     read_bridge_config({"model": MODEL, "train": TRAIN, "env_vars": {"NVTE_CPU_OFFLOAD_V1": "1"}}, world_size=1)
+
+
+def test_fp32_residual_connection_reads_as_the_megatron_flag():
+    """distill29: Bridge's model.fp32_residual_connection (a TransformerConfig field, Megatron-LM's
+    --fp32-residual-connection) -> precision.fp32_residual_connection, the same estimate as the flag gives (the bytes
+    by hand: tests/memory/test_fp32_residual.py); with full recompute the checkpoints grow."""
+    imp = _read(model={**MODEL, "fp32_residual_connection": True})
+    assert imp.config["precision"]["fp32_residual_connection"] is True

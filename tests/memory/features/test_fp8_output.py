@@ -40,14 +40,27 @@ def test_weight_copies_saved_input_and_dummy_by_hand():
 
 
 def test_the_output_layer_backward_holds_the_quantized_logits_gradient():
-    """Vocabulary 32,000 (a multiple of 128), Transformer Engine's fused cross entropy (the gradient written into the
-    bf16 logits, nothing more of their size). Without the flag the output layer's backward adds Megatron's bf16 weight
-    gradient, 2 B x 32,000 x 512 = 32,768,000. With it Transformer Engine accumulates into main_grad (no such
-    tensor) and quantizes the 4096 x 32,000 logits gradient both ways: 2 x 131,072,000 B and scales, row-wise
-    4096 x 1000 = 4,096,000 and column-wise 128 x 32,000 = 4,096,000: 270,336,000 B."""
+    """Vocabulary 32,000 (a multiple of 128): the 4096 x 32,000 logits gradient is quantized both ways, 2 x
+    131,072,000 B, with scales row-wise 4096 x 1000 = 4,096,000 and column-wise 128 x 32,000 = 4,096,000:
+    270,336,000 B beside the bf16 gradient the loss hands over.
+
+    Transformer Engine's fused cross entropy (TE 2.18+, estimator/memory/loss.py) saves an fp32 gradient, 4 B x
+    131,072,000 = 524,288,000, beside the bf16 logits until the forward returns (262,144,000: the transient, the
+    loss's forward moment), and hands the output layer its bf16 cast (as much again, during the loss's backward).
+    The output layer's backward then holds, against the
+    saved 524,288,000: without the flag the bf16 gradient and Megatron's bf16 weight gradient, 2 B x 32,000 x 512 =
+    32,768,000 (-262,144,000 + 32,768,000 < 0); with it no weight gradient (Transformer Engine accumulates into
+    main_grad) and the quantized copies (-262,144,000 + 270,336,000 = 8,192,000): below the loss's moment either way
+    (before TE 2.18 the loss kept the bf16 logits alone and the output layer's backward was the peak)."""
+    from estimator.config.load import load_config
+    from estimator.memory.features.fp8_output import backward_extra
+    from estimator.model.resolve import resolve
     fused = {"cross_entropy_loss_fusion": True, "cross_entropy_fusion_impl": "te"}
-    assert _stage(32000, MXFP8, **fused).transient["output_layer_wgrad"] == 32_768_000
-    assert _stage(32000, ON, **fused).transient["output_layer_wgrad"] == 270_336_000
+    r = resolve(load_config(make_config(_model(32000), None, {"gpu_arch": "sm_100", **fused}, ON)))
+    assert backward_extra(r) == 270_336_000
+    for precision in (MXFP8, ON):
+        t = _stage(32000, precision, **fused).transient
+        assert t["loss_forward"] == 262_144_000 and "output_layer_wgrad" not in t
 
 
 @pytest.mark.parametrize("precision, model, training, words", [
