@@ -422,7 +422,7 @@ _put(_N, "sft", "packed SFT: each sample is one pack of --seq-length tokens (THD
      "packing); with unfused or local attention it is refused")
 _put(_N, "enable_full_sharding_in_hsdp", "defined by arguments.py but read nowhere at this revision (no "
      "DistributedDataParallelConfig field of that name): HSDP's outer sharding is --outer-dp-sharding-strategy")
-_put(_R, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
+_put(REFUSED, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
      "saving the teacher's top-K log-probabilities (Megatron-LM @ d98e8a64 : megatron/training/distillation/"
      "logits_saver.py, attached on the last pipeline stage by training.py) is not modelled: its forward hook makes an "
      "fp32 copy of each micro-batch's logits for the top-K and log-sum-exp, keeps every micro-batch's top-K values "
