@@ -32,8 +32,12 @@ def _entry(r: dict) -> dict:
     given to ``AutoBridge.from_hf_pretrained``), or both (the tower then comes from ``hf`` when the preset has none)."""
     if not (r.get("preset") or r.get("hf")):
         raise SystemExit(f"{r['source']}: give a preset or the recipe's hf model")
+    config = {sec: dict(values) for sec, values in (r.get("config") or {}).items()}
+    # tever29: the Transformer Engine release of a published measurement's container is not part of the recipe,
+    # which runs with the release Bridge pins (067f987d: 2.18, the schema's default)
+    config.get("precision", {}).pop("transformer_engine_version", None)
     return {"source": r["source"], "gpu": r["gpu"], "preset": r.get("preset"), "hf": r.get("hf"),
-            "config": r.get("config") or {}, "unmodelled": list(r.get("unmodelled") or [])}
+            "config": config, "unmodelled": list(r.get("unmodelled") or [])}
 
 
 def recipes() -> dict:

@@ -18,7 +18,8 @@ __all__ = ["BLACKWELL_GPU_ARCH", "DEFAULT_GPU_ARCH", "compute_capability", "cubl
            "default_ffn_hidden_size", "gpu_arch",
            "grad_comm_dtype", "grad_dtype", "grad_reduce_in_fp32", "hybrid_cp_group", "hybrid_cp_groups",
            "hybrid_cp_shard", "hybrid_layout", "is_amd", "layout_stages", "effective_overload_factor",
-           "max_overload_factor", "recipe_features", "recomputed_modules", "virtual_stages"]
+           "max_overload_factor", "recipe_features", "recomputed_modules", "te_version",
+           "virtual_stages"]
 
 #: The architecture assumed when no GPU is named (``training.gpu_arch`` null): Hopper, the GPU of Megatron-LM's CI
 #: goldens and of most published recipes; the estimate's assumptions say so.
@@ -180,6 +181,21 @@ def hybrid_cp_groups(ranks: int) -> list[int]:
         out.append(g)
         g *= 2
     return out
+
+
+#: A Transformer Engine release as ``precision.transformer_engine_version`` takes it: MAJOR.MINOR, at most three
+#: digits each, and optionally the rest of what ``transformer_engine.__version__`` prints (``2.11.0+c188b533``,
+#: ``2.20.0.dev0``): a .PATCH, a dev/rc/post tag, a +local build tag.
+_TE_VERSION = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9]{1,3})?(?:\.?(?:dev|rc|post)[0-9]{0,3})?"
+                         r"(?:\+[0-9A-Za-z.]{1,40})?")
+
+
+def te_version(text: str) -> tuple[int, int] | None:
+    """``precision.transformer_engine_version`` as (major, minor): ``"2.11"``, ``"2.11.0"`` and ``"2.11.0+c188b533"``
+    -> (2, 11). None for a text of another form (:func:`~estimator.config.rules.precision.precision_problems` names
+    it)."""
+    m = _TE_VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def grad_reduce_in_fp32(pr) -> bool:

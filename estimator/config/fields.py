@@ -242,6 +242,9 @@ def coerce(spec: FieldSpec, value, problems: list[Problem]):
     elif t == "str":
         if not isinstance(value, str):
             want = f"one of {', '.join(spec.choices)}" if spec.choices else "a string"
+            if not spec.choices and isinstance(value, (int, float)) and not isinstance(value, bool):
+                # transformer_engine_version: 2.20 unquoted is the number 2.2
+                want += " (in quotes: YAML and JSON read an unquoted 2.20 as the number 2.2)"
             problems.append(Problem(path, value, f"must be {want}, got {show(value)}"))
             return None
         if spec.choices:

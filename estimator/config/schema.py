@@ -939,9 +939,10 @@ class TrainingConfig:
                                 choices=("auto", "flash", "fused", "unfused", "local"), flag="--attention-backend")
     cross_entropy_loss_fusion: bool = _f(False, "Fused cross-entropy. native (torch.compile) keeps the fp32 "
                                          "softmax, as the unfused loss does, and one more fp32 buffer of the "
-                                         "logits' size while it runs; te (Transformer Engine 2.18 and later) keeps "
-                                         "an fp32 gradient of the logits' size instead of the softmax: the unfused "
-                                         "loss's bytes.", type="bool",
+                                         "logits' size while it runs; te keeps an fp32 gradient of the logits' "
+                                         "size instead of the softmax, the unfused loss's bytes (Transformer Engine "
+                                         "2.18 and later; before, only the bf16 logits: see precision."
+                                         "transformer_engine_version).", type="bool",
                                          flag="--cross-entropy-loss-fusion")
     cross_entropy_fusion_impl: str = _f("native", "Implementation of the fused cross-entropy.", type="str",
                                         choices=("native", "te"), flag="--cross-entropy-fusion-impl")
@@ -1521,6 +1522,15 @@ class PrecisionConfig:
         "(4 B per element of the layer input), the received input a later pipeline stage keeps per micro-batch "
         "(4 B, beside its first layer's bf16 copy) and the residual gradient in the backward working set (4 B). "
         "Needs bf16 or fp16 weights.", type="bool", flag="--fp32-residual-connection")
+    # --- tever29: the installed Transformer Engine, where its memory behaviour changed between releases ---
+    transformer_engine_version: str = _f(
+        "2.18", "The Transformer Engine release the run uses, \"MAJOR.MINOR\" (\"2.11\"; what "
+        "transformer_engine.__version__ prints, such as \"2.11.0+c188b533\", reads as 2.11). Megatron-LM's flags "
+        "and Megatron-Bridge's configuration do not record it: give it when the run's is older. It changes only the "
+        "fused cross entropy (training.cross_entropy_fusion_impl te): before 2.18 the kernel writes the logits' "
+        "gradient into the bf16 logits in place and keeps only them (2 B per logit); from 2.18 (TE commit 01bbe3e) "
+        "it keeps an fp32 gradient instead (4 B per logit, the bf16 logits alive until the forward returns). "
+        "Default: 2.18, the newest release, which Megatron-Bridge @ 067f987d pins.", type="str")
 
 
 @dataclass(frozen=True)

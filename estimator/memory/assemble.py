@@ -28,7 +28,8 @@ chunk-micro-batches plus one, capped at m v, in the heaviest mix of chunks the s
 from __future__ import annotations
 
 from ..config.errors import ConfigError, Problem
-from ..config.derived import compute_capability, effective_overload_factor, gpu_arch, hybrid_cp_groups, is_amd
+from ..config.derived import (compute_capability, effective_overload_factor, gpu_arch, hybrid_cp_groups, is_amd,
+                              te_version)
 from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
@@ -42,7 +43,7 @@ from .features import fp8_output, frozen_language, gtp
 from .allocator import parse_alloc_conf
 from .activations import (LayerActivations, context, held_per_layer, layer_activations, mtp_activations,
                           received_input_bytes, stage_extras)
-from .loss import lm_loss_buffers, logit_bytes as loss_logit_bytes, loss_buffers
+from .loss import TE_FP32_CE_GRADIENT, lm_loss_buffers, logit_bytes as loss_logit_bytes, loss_buffers
 from .optimizer_step import (PERSISTENT_BUFFERS, assumption as optimizer_step_assumption, optimizer_step_buffers,
                              recompute_retained, separate_expert_optimizer)
 from .report import ChunkReport, Estimate, Peak, StageEstimate
@@ -969,9 +970,15 @@ def _assumptions(r: Resolved, bm) -> list[str]:
         out.append("Gated delta net layers: the tensors GatedDeltaNet.forward and the chunked gated delta rule keep; "
                    "the rule's hidden states, recomputed in the backward pass, are counted in the working set.")
     if tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te":
-        out.append("Fused cross-entropy (te): Transformer Engine 2.18+ keeps an fp32 gradient of the logits' size "
-                   "(not the softmax); the bf16 logits live until the loss is computed, its gradient's bf16 cast "
-                   "through the backward.")
+        v = r.cfg.precision.transformer_engine_version
+        if te_version(v) < TE_FP32_CE_GRADIENT:
+            out.append(f"Fused cross-entropy (te, Transformer Engine {v}, before 2.18): only the logits are kept; "
+                       "the gradient is computed into them in place.")
+        else:
+            out.append(f"Fused cross-entropy (te, Transformer Engine {v}, 2.18 or later): keeps an fp32 gradient of "
+                       "the logits' size (not the softmax); the bf16 logits live until the loss is computed, its "
+                       "gradient's bf16 cast through the backward (set precision.transformer_engine_version for an "
+                       "older release).")
     elif tr.cross_entropy_loss_fusion:
         out.append("Fused cross-entropy (native): keeps an fp32 softmax of the logits; torch.compile adds one "
                    "more fp32 buffer of that size while it runs.")

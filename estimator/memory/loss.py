@@ -9,6 +9,7 @@ element (Megatron-Core ``LanguageModule.compute_language_model_loss``):
     unfused                          4        + 2             + 2                 - 4 + 2
     native fusion                    4        + 2 + 4         + 2 + 4             - 4 + 2
     Transformer Engine fusion        4        + 2             + 2                 - 4 + 2
+    Transformer Engine before 2.18   2        + 0             + 0                   0
 
 - Unfused (``megatron/core/tensor_parallel/cross_entropy.py``): the fp32 copy of the logits is turned
   into the softmax in place and saved; the bf16 logits are alive until the model's forward returns.
@@ -23,7 +24,11 @@ element (Megatron-Core ``LanguageModule.compute_language_model_loss``):
   which ``CrossEntropyFunction`` saves instead of the logits (4 B); the logits are not saved and live until the
   model's forward returns (+ 2). Its backward scales that fp32 gradient in place and returns it; autograd casts it
   to the logits' dtype for the output layer (+ 2 beside it), the same bytes as the unfused loss. Before TE 2.18
-  the kernel wrote the gradient into the bf16 logits and saved them (2 B, nothing else).
+  (release_v2.2 to release_v2.17 read the same) ``cross_entropy_forward`` wrote the gradient into the logits
+  themselves and returned them, and ``CrossEntropyFunction`` saved them: the logits' own bytes, nothing else, and
+  the output layer reads that gradient where it lies. ``precision.transformer_engine_version`` (default 2.18)
+  chooses; the kernel's other changes since 2.2 (ignored tokens, the non-contiguous-input guard, CUDA-graph
+  capture) allocate nothing of the logits' size for Megatron-Core's contiguous logits.
 
 The output layer's backward then needs the bf16 gradient of the logits and its own weight gradient
 (V/t x h in the weight dtype; Megatron allocates it even when the gradient accumulates straight into
@@ -38,7 +43,7 @@ logits' bytes per element and A the input's:
     fp32 logits (L = 4)      .float() returns them as they are: the unfused and native losses turn them into the
                              softmax in place (saved 4, no half copy); Transformer Engine's kernel keeps its fp32
                              gradient (saved 4) beside the logits until the forward returns (+ 4) and hands that
-                             gradient on as it is; the output layer's backward casts the fp32 gradient, still held by
+                             gradient on as it is (before 2.18: the logits themselves, saved 4, nothing more); the output layer's backward casts the fp32 gradient, still held by
                              the autograd call, to the input dtype: + A beside it
     half logits (L = 2)      as in the table: the fp32 copy (Transformer Engine: the fp32 gradient) is saved, the
                              L-byte logits live until the model's forward returns; a dtype other than the input's
@@ -79,10 +84,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..config.derived import te_version
 from ..model.resolve import Resolved
 
-__all__ = ["DISTILLATION_VALUE_BYTES", "LossBuffers", "distillation_buffers", "lm_loss_buffers", "logit_bytes",
-           "loss_buffers"]
+__all__ = ["DISTILLATION_VALUE_BYTES", "LossBuffers", "TE_FP32_CE_GRADIENT", "distillation_buffers", "lm_loss_buffers",
+           "logit_bytes", "loss_buffers"]
+
+#: The first Transformer Engine release whose fused cross entropy keeps an fp32 gradient rather than the logits
+#: (TransformerEngine commit 01bbe3e, "Fix the numerical issue with the Fused CE loss (#3193)"; ``git tag --contains``
+#: gives v2.18 first).
+TE_FP32_CE_GRADIENT = (2, 18)
 
 #: Bytes per cached teacher log-probability by ``training.distillation_logprobs_dtype`` (the teacher run's
 #: ``--logits-save-dtype``: LogitsSaverHooks._DTYPE_MAP, fp16 by default).
@@ -119,6 +130,9 @@ def lm_loss_buffers(r: Resolved) -> LossBuffers:
     # tanh's output, one more logits-sized tensor, until the backward pass.
     cap = lb * n if r.cfg.model.final_logit_softcapping else 0
     te = tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te"
+    if te and te_version(pr.transformer_engine_version) < TE_FP32_CE_GRADIENT:
+        # before TE 2.18: the gradient written into the logits in place, which are all it saves
+        return LossBuffers(saved=lb * n + cap, forward_extra=0, backward_extra=0, output_backward=cast)
     extra_fp32 = 4 * n if tr.cross_entropy_loss_fusion and not te else 0   # torch.compile's out-of-place buffer
     if lb == 4:   # fp32 logits: .float() returns them as they are
         # unfused and native: the loss works in them in place; Transformer Engine keeps its own fp32 gradient

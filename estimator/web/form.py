@@ -78,6 +78,7 @@ LABELS = {
     "training.rl_rollout_gpu_memory_fraction": "RL rollout engine's GPU share",
     "training.distillation_cached_logits": "Distillation from cached teacher logits",
     "precision.fp32_residual_connection": "FP32 residual stream",
+    "precision.transformer_engine_version": "Transformer Engine version",
     "training.distillation_top_k": "Teacher top-K per token", "training.distillation_logprobs_dtype": "Teacher log-prob dtype",
 }
 

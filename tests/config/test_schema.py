@@ -112,6 +112,10 @@ VARIANTS = {
                                          {"model": {"num_global_attention_heads": 4}}),
     "precision.fp8": (make_config(MODEL), {"precision": {"fp8": True}}),
     "precision.fp4": (make_config(MODEL), {"precision": {"fp4": True}}),
+    # tever29: before 2.18 Transformer Engine's fused cross entropy keeps the bf16 logits, not an fp32 gradient
+    "precision.transformer_engine_version": (
+        make_config(MODEL, training={"cross_entropy_loss_fusion": True, "cross_entropy_fusion_impl": "te"}),
+        {"precision": {"transformer_engine_version": "2.11"}}),
     "precision.quant_recipe": (make_config(MODEL, precision={"fp4": True}),
                                {"precision": {"quant_recipe": ["*.linear_qkv=bf16"]}}),
     "precision.store_param_remainders": (

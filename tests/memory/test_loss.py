@@ -38,6 +38,45 @@ def test_transformer_engine_fusion_keeps_an_fp32_gradient():
     assert _buffers(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te") == (4 * N, 2 * N, 2 * N, -2 * N)
 
 
+def _te(version, **training):
+    cfg = make_config(MODEL, training={"seq_length": 256, "cross_entropy_loss_fusion": True,
+                                       "cross_entropy_fusion_impl": "te", **training},
+                      precision={"transformer_engine_version": version})
+    return loss_buffers(resolve(load_config(cfg)))
+
+
+def test_transformer_engine_before_2_18_keeps_only_the_logits():
+    """tever29: TransformerEngine release_v2.11 (the SimuMax runs' 2.11.0) to release_v2.17,
+    transformer_engine/pytorch/triton/cross_entropy.py: cross_entropy_forward writes the gradient into ``_input``,
+    the bf16 logits, and returns them; CrossEntropyFunction saves them. N = 256 x 1024 = 262,144 logit elements:
+    saved 2 B x N = 524,288 B; nothing else of the logits' size at the end of the forward (0) or in the backward
+    (0); the output layer reads the gradient where it lies (0). From 2.18 (01bbe3e): saved 4 N = 1,048,576 B, the
+    bf16 logits 2 N = 524,288 to the forward's end and the gradient's bf16 cast 2 N in the backward, the output
+    layer's backward 2 N - 4 N = -524,288."""
+    old = (524_288, 0, 0, 0)
+    new = (1_048_576, 524_288, 524_288, -524_288)
+    for version, want in (("2.11", old), ("2.11.0", old), ("2.17", old), ("2.18", new), ("2.18.0", new),
+                          ("2.20", new), ("3.0", new)):
+        assert _te(version) == want, version
+
+
+def test_transformer_engine_version_changes_only_the_te_loss():
+    """The version is read only for cross_entropy_fusion_impl te: the unfused and native losses are the same at
+    2.11 and 2.18 (unfused (4 N, 2 N, 2 N, -2 N), native (4 N, 6 N, 6 N, -2 N))."""
+    for training in ({"cross_entropy_loss_fusion": False}, {"cross_entropy_fusion_impl": "native"}):
+        assert _te("2.11", **training) == _te("2.18", **training)
+
+
+def test_transformer_engine_before_2_18_with_fp32_logits():
+    """--output-logit-dtype fp32 before TE 2.18: the kernel writes the gradient into the fp32 logits and saves
+    them (4 N = 1,048,576 B), nothing more in the forward or backward; the output layer's backward casts that fp32
+    gradient to bf16 beside it (2 N = 524,288)."""
+    cfg = make_config(MODEL, training={"seq_length": 256, "cross_entropy_loss_fusion": True,
+                                       "cross_entropy_fusion_impl": "te"},
+                      precision={"transformer_engine_version": "2.14", "logit_dtype": "fp32"})
+    assert loss_buffers(resolve(load_config(cfg))) == (1_048_576, 0, 0, 524_288)
+
+
 def test_tensor_and_context_parallel_split_the_logits():
     r = resolve(load_config(make_config(MODEL, {"tensor_model_parallel_size": 2, "context_parallel_size": 2},
                                         {"seq_length": 256, "world_size": 4})))

@@ -1,5 +1,5 @@
 """The precision rules: FP8 and NVFP4 recipes, parameter gathers, the precision-aware optimizer, deterministic mode
-and the cuBLAS workspace, the recipes a GPU architecture cannot run, the MXFP8 output layer, and the logits' side of
+and the cuBLAS workspace, the Transformer Engine version, the recipes a GPU architecture cannot run, the MXFP8 output layer, and the logits' side of
 the loss: cached-logits distillation (:func:`distillation_problems`), and the fp32 residual stream
 (:func:`fp32_residual_problems`).
 
@@ -10,7 +10,7 @@ the loss: cached-logits distillation (:func:`distillation_problems`), and the fp
 
 from __future__ import annotations
 
-from ..derived import compute_capability, cublas_workspace_config_bytes, is_amd
+from ..derived import compute_capability, cublas_workspace_config_bytes, is_amd, te_version
 from ..errors import Problem, show
 from ..quant_recipe import parse_rules, precision_of, rule_problem
 
@@ -95,6 +95,7 @@ def precision_problems(cfg) -> list[Problem]:
         if par.tp_comm_overlap:
             add("parallelism.tp_comm_overlap", True, "Megatron-LM's --deterministic-mode requires it off")
     P.extend(_cublas_workspace_problems(tr))
+    P.extend(_te_version_problems(cfg))
     P.extend(quant_recipe_problems(cfg))
     P.extend(distillation_problems(cfg))
     P.extend(fp32_residual_problems(cfg))
@@ -260,6 +261,32 @@ def _cublas_workspace_problems(tr) -> list[Problem]:
         return [Problem(field, text, "Megatron-LM's --deterministic-mode accepts only "
                         f"{' or '.join(DETERMINISTIC_CUBLAS_WORKSPACE_CONFIGS)} (megatron/training/determinism.py), "
                         f"got {show(text)}")]
+    return []
+
+
+def _te_version_problems(cfg) -> list[Problem]:
+    """tever29: ``precision.transformer_engine_version``: a release number, and one whose fused cross entropy
+    Megatron-Core can call. Transformer Engine's ``parallel_cross_entropy`` arrived in 2.2 (TransformerEngine
+    commit 8ca2caf8a, "Parallel Cross Entropy using online softmax"); without it Megatron-Core's
+    ``compute_language_model_loss`` raises "Trying to use a TE block when it's not present", and with full-iteration
+    CUDA graphs it asks for 2.7 (Megatron-LM @ d98e8a64 : megatron/core/models/common/language_module/
+    language_module.py)."""
+    pr, tr = cfg.precision, cfg.training
+    field, text = "precision.transformer_engine_version", pr.transformer_engine_version
+    version = te_version(text)
+    if version is None or version < (1, 0):
+        return [Problem(field, text, f"must be a Transformer Engine release, \"MAJOR.MINOR\" from 1.0 (such as "
+                        f"\"2.11\", or \"2.11.0+c188b533\" as transformer_engine.__version__ prints it), got "
+                        f"{show(text)}")]
+    if not (tr.cross_entropy_loss_fusion and tr.cross_entropy_fusion_impl == "te"):
+        return []
+    if version < (2, 2):
+        return [Problem(field, text, "is older than 2.2, the first Transformer Engine with the fused cross entropy "
+                        "training.cross_entropy_fusion_impl te calls (Megatron-Core raises \"Trying to use a TE block "
+                        "when it's not present\"); use cross_entropy_fusion_impl native")]
+    if version < (2, 7) and tr.cuda_graph_impl == "full_iteration":
+        return [Problem(field, text, "is older than 2.7: Megatron-Core's fused cross entropy (te) under "
+                        "training.cuda_graph_impl full_iteration needs Transformer Engine 2.7 or later")]
     return []
 
 

@@ -133,3 +133,43 @@ def test_fp8_over_fp32_weights_from_megatron_flags_is_refused():
     assert cfg["precision"]["params_dtype"] == "fp32" and cfg["precision"]["fp8"]
     with pytest.raises(UnsupportedError, match="does not model"):
         estimate(cfg)
+
+
+TE_FUSED = {"cross_entropy_loss_fusion": True, "cross_entropy_fusion_impl": "te"}
+
+
+@pytest.mark.parametrize("version", ["2", "2.x", "v2.11", "2.11 or 2.12", "0.12", "", "2.1234"])
+def test_transformer_engine_version_must_be_a_release_number(version):
+    """tever29: precision.transformer_engine_version is "MAJOR.MINOR" (an optional .PATCH), from 1.0; the message
+    names the field, the value and the form."""
+    p = problems(make_config(LLAMA, precision={"transformer_engine_version": version}))
+    field = p["precision.transformer_engine_version"]
+    assert field.value == version and '"MAJOR.MINOR" from 1.0' in field.message
+
+
+def test_transformer_engine_version_written_as_a_number_asks_for_quotes():
+    """YAML reads an unquoted 2.20 as the number 2.2: refused, saying to quote it."""
+    p = problems(make_config(LLAMA, precision={"transformer_engine_version": 2.2}))
+    assert "in quotes" in p["precision.transformer_engine_version"].message
+
+
+def test_transformer_engine_fused_cross_entropy_needs_2_2_and_2_7_under_full_graphs():
+    """Megatron-LM @ d98e8a64 language_module.py: TE's parallel_cross_entropy (TE 2.2, commit 8ca2caf8a) or a
+    RuntimeError; with cuda_graph_impl full_iteration TE 2.7 or an AssertionError. Without the te loss any release
+    from 1.0 is taken."""
+    assert "older than 2.2" in problems(make_config(LLAMA, training=TE_FUSED, precision={
+        "transformer_engine_version": "2.1"}))["precision.transformer_engine_version"].message
+    load_config(make_config(LLAMA, precision={"transformer_engine_version": "1.13"}))
+    load_config(make_config(LLAMA, training=TE_FUSED, precision={"transformer_engine_version": "2.2"}))
+    full = {**TE_FUSED, "cuda_graph_impl": "full_iteration"}
+    cfg = make_config(LLAMA, training=full, precision={"transformer_engine_version": "2.6"})
+    assert "older than 2.7" in problems(cfg)["precision.transformer_engine_version"].message
+
+
+@pytest.mark.parametrize("text, want", [("2.11", (2, 11)), ("2.11.0", (2, 11)), ("2.11.0+c188b533", (2, 11)),
+                                        ("2.20.0.dev0", (2, 20)), (" 2.18 ", (2, 18)), ("2.1", (2, 1))])
+def test_transformer_engine_version_reads_what_the_package_prints(text, want):
+    """transformer_engine.__version__ as the SimuMax runs recorded it (2.11.0+c188b533) and as the pinned
+    d0067d0 reports it (build_tools/VERSION.txt 2.20.0.dev0) read as MAJOR.MINOR."""
+    from estimator.config.derived import te_version
+    assert te_version(text) == want
