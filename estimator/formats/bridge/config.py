@@ -529,7 +529,8 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     for section in [*_ORDER, *[s for s in cfg if s not in _ORDER]]:
         sec = cfg.get(section)
         if not isinstance(sec, dict) or section in NO_EFFECT_SECTIONS:
-            if sec not in (None, {}) and section in NO_EFFECT_SECTIONS:
+            if sec not in (None, {}) and section in NO_EFFECT_SECTIONS and \
+                    not (section == "env_vars" and isinstance(sec, dict) and set(sec) <= set(_ENV_FIELDS)):
                 no_effect.append((section, NO_EFFECT_SECTIONS[section]))
             continue
         for name, value in sec.items():
@@ -830,6 +831,13 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
     if ub and m.get("tp_comm_overlap"):
         config.setdefault("parallelism", {})["tp_comm_overlap_cfg"] = ub if isinstance(ub, str) else dump(ub)
     env = cfg.get("env_vars") or {}
+    for var, field in _ENV_FIELDS.items():
+        if env.get(var) not in (None, ""):
+            # ConfigContainer.env_vars: Bridge @ 067f987d : src/megatron/bridge/training/config.py
+            # apply_environment_variables sets them (os.environ.setdefault) first thing in runtime_config_update,
+            # before pretrain() sets up CUDA, so the caching allocator and cuBLAS see them
+            tr[field] = str(env[var])
+            notes.append(f"env_vars.{var}={env[var]}: read as training.{field}")
     if env.get("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN") not in (None, ""):
         ranks = str(env["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"])
         if not ranks.isdigit():
@@ -856,6 +864,12 @@ def _after(cfg: dict, config: dict, notes: list) -> None:
         for key in ("share_expert_adapters", "sequence_parallel_input_regather"):
             if peft.get(key) is not None:
                 tr["peft_" + key] = peft[key]
+
+
+#: Environment variables of ``env_vars`` with a memory effect -> the training field that holds them (the Megatron-LM
+#: importer reads the same two from a launch line's environment, estimator/formats/megatron_args.py).
+_ENV_FIELDS = {"PYTORCH_CUDA_ALLOC_CONF": "pytorch_cuda_alloc_conf",
+               "CUBLAS_WORKSPACE_CONFIG": "cublas_workspace_config"}
 
 
 #: LoRA's and DoRA's default target_modules (Bridge @ 067f987d : src/megatron/bridge/peft/lora.py LoRA).

@@ -101,12 +101,12 @@ def to_bridge_dict(config) -> dict:
     if cfg.model.model_kind == "wan":   # Megatron-Core's fields through the GPT flags, Wan's own after (bridge/wan.py)
         wan_model = {k: v for k, v in data["model"].items()}
         data["model"] = {k: v for k, v in data["model"].items() if k != "model_kind" and not k.startswith("wan_")}
-    tr = data["training"]
+    tr = data.setdefault("training", {})      # to_dict() holds only the sections given
     peft = tr.get("peft")
     empty_recompute = tr.get("recompute_granularity") == "selective" and tr.get("recompute_modules") == []
     data["training"] = {k: v for k, v in tr.items()            # no Megatron-LM flag: written below
                         if not k.startswith("peft") and k != "freeze_mtp"}
-    par = data["parallelism"]
+    par = data.setdefault("parallelism", {})
     ub_cfg, par["tp_comm_overlap_cfg"] = par.get("tp_comm_overlap_cfg"), None   # a name or YAML: no flag value
     quant = data.get("precision", {}).pop("quant_recipe", None)     # Megatron-LM's is a file: Bridge's own field
     graph_mode = par.pop("megatron_fsdp_cuda_graph_mode", False)                   # a DDP field with no flag
@@ -165,6 +165,10 @@ def to_bridge_dict(config) -> dict:
         out["model"]["quant_recipe"] = recipe_from_rules(quant)
     if hybridep:            # HybridEP reads it from the environment (the launcher sets it), Bridge's env_vars
         out["env_vars"] = {"NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": hybridep}
+    for var, field in (("PYTORCH_CUDA_ALLOC_CONF", "pytorch_cuda_alloc_conf"),
+                       ("CUBLAS_WORKSPACE_CONFIG", "cublas_workspace_config")):
+        if tr.get(field):   # no Megatron-LM flag: the environment, which Bridge's env_vars sets
+            out.setdefault("env_vars", {})[var] = tr[field]
     if out["optimizer"].get("optimizer") == "muon" and tr.get("use_layer_wise_param_layout") is False:
         # Bridge: dist_muon without the distributed-optimizer DDP buffers (optimizer/muon.py, optim.py) is what
         # Megatron-LM's --use-distributed-optimizer --no-use-layer-wise-param-layout says

@@ -42,8 +42,9 @@ NO_EFFECT_SECTIONS = {
     "rerun_state_machine": "result re-checking", "scheduler": "learning-rate and weight-decay schedules",
     "tokenizer": "the tokenizer (its vocabulary is read where use_tokenizer_vocab_size makes it the model's)", "ft": "fault tolerance",
     "straggler": "straggler detection", "nvrx_straggler": "straggler detection", "inprocess_restart":
-    "in-process restart", "tensor_inspect": "tensor statistics", "env_vars": "environment variables (see the run's "
-    "PYTORCH_CUDA_ALLOC_CONF yourself)", "optimizer_config_override_provider": "per-parameter optimizer overrides "
+    "in-process restart", "tensor_inspect": "tensor statistics", "env_vars": "environment variables (the two "
+    "with a memory effect, PYTORCH_CUDA_ALLOC_CONF and CUBLAS_WORKSPACE_CONFIG, are read into the training fields "
+    "of the same names)", "optimizer_config_override_provider": "per-parameter optimizer overrides "
     "(learning rate, weight decay)",
 }
 

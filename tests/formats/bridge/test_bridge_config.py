@@ -490,3 +490,44 @@ def test_fp32_residual_connection_reads_as_the_megatron_flag():
     by hand: tests/memory/test_fp32_residual.py); with full recompute the checkpoints grow."""
     imp = _read(model={**MODEL, "fp32_residual_connection": True})
     assert imp.config["precision"]["fp32_residual_connection"] is True
+
+
+def test_env_vars_alloc_conf_and_cublas_are_read():
+    """ConfigContainer.env_vars is applied to the process (training/config.py apply_environment_variables,
+    os.environ.setdefault) at the start of runtime_config_update, before CUDA is set up, so PYTORCH_CUDA_ALLOC_CONF
+    reaches the caching allocator and CUBLAS_WORKSPACE_CONFIG cuBLAS. Both are read into the training fields the
+    Megatron-LM importer fills from a launch line's environment; a section holding only them is not listed as
+    without effect. Another variable keeps the section's no-effect entry."""
+    imp = _read(env_vars={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
+    assert imp.config["training"]["pytorch_cuda_alloc_conf"] == "expandable_segments:True"
+    assert imp.config["training"]["cublas_workspace_config"] == ":4096:8"
+    assert not any(where == "env_vars" for where, _ in imp.no_effect)
+    assert any("env_vars.PYTORCH_CUDA_ALLOC_CONF" in n for n in imp.notes)
+    other = _read(env_vars={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "NCCL_NVLS_ENABLE": 0})
+    assert any(where == "env_vars" for where, _ in other.no_effect)
+
+
+def test_env_vars_alloc_conf_round_trips_through_the_export():
+    """The export writes the two variables back as env_vars (no Megatron-LM flag holds them)."""
+    from estimator.formats.bridge.export import to_bridge_dict
+    imp = _read(env_vars={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    out = to_bridge_dict(imp.config)
+    assert out["env_vars"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert read_bridge_config(out, world_size=1).config["training"]["pytorch_cuda_alloc_conf"] == \
+        "expandable_segments:True"
+
+
+def test_library_recipes_carry_their_expandable_segments():
+    """Bridge @ 067f987d's qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config ends with cfg.env_vars =
+    {**COMMON_RECIPE_ENV_VARS} (recipes/utils/environment_utils.py: PYTORCH_CUDA_ALLOC_CONF
+    "expandable_segments:True"); the recipe reads with it, and the replayed reserve follows it: expandable segments
+    map what is allocated in 2 MiB pages, so the reserve is no larger than under PyTorch's default segments."""
+    from estimator.formats.bridge.recipes import read_bridge_recipe
+    name = "qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config"
+    imp = read_bridge_recipe(name)
+    assert imp.config["training"]["pytorch_cuda_alloc_conf"] == "expandable_segments:True"
+    replay = {**imp.config, "training": {**imp.config["training"], "reserved_memory_model": "replay"}}
+    default = {**replay, "training": {**replay["training"], "pytorch_cuda_alloc_conf": ""}}
+    peak, peak_default = estimate(replay).peak, estimate(default).peak
+    assert peak.allocated_bytes == peak_default.allocated_bytes
+    assert peak.allocated_bytes <= peak.reserved_bytes <= peak_default.reserved_bytes
