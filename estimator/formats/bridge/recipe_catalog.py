@@ -1931,6 +1931,8 @@ RECIPES = {'deepseek_v3_pretrain_1024gpu_h100_bf16_config': {'source': 'NVIDIA-N
                                                                      'peft': 'lora',
                                                                      'peft_dim': 32,
                                                                      'peft_alpha': 32,
+                                                                     'freeze_vision_model': True,
+                                                                     'freeze_vision_projection': True,
                                                                      'images_per_sample': 1,
                                                                      'image_resolution': 448},
                                                         'precision': {'params_dtype': 'bf16',
