@@ -86,6 +86,18 @@ def test_qwen25_vl_peft_recipe_estimates_with_the_tower_frozen():
     assert stage["weights_bytes"] == 2 * (3_754_622_976 + adapters) == 7_614_824_448
 
 
+def test_gemma3_vl_sft_recipe_keeps_the_model_vocabulary_unpadded():
+    """gemma3_vl_4b_sft_1gpu_h100_bf16_config trains with _sft_common_vlm's NullTokenizer (use_tokenizer_vocab_size
+    False), smaller than the model's 262,208 rows, so Bridge's training/setup.py _validate_and_set_vocab_size keeps
+    the provider's vocab_size and does not pad it (should_pad_vocab False). Expected from KerasHub's count of Gemma 3
+    4B instruct, 4,299,915,632 parameters with its 262,144-row tied vocabulary (keras-team/keras-hub @ 71453d08 :
+    keras_hub/src/models/gemma3/gemma3_presets.py), plus Hugging Face's 64 more rows of 2560: 4,300,079,472 (padded
+    to 262,272 rows it was 163,840 more)."""
+    cfg = read_bridge_recipe("gemma3_vl_4b_sft_1gpu_h100_bf16_config").config
+    total = estimate(cfg).to_dict()["parameters"]["total"]
+    assert total == 4_299_915_632 + (262_208 - 262_144) * 2560 == 4_300_079_472
+
+
 def test_peft_beside_a_trained_qwen25_vl_tower_is_refused_with_the_fix():
     """The same recipe with the tower said trained: Bridge would freeze it anyway (PEFT freezes the whole model), so
     the configuration contradicts the run; the refusal names the fields to set."""
