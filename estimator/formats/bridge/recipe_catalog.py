@@ -1990,7 +1990,7 @@ RECIPES = {'deepseek_v3_pretrain_1024gpu_h100_bf16_config': {'source': 'NVIDIA-N
                                                                                 'freeze_vision_model': True,
                                                                                 'freeze_vision_projection': False,
                                                                                 'images_per_sample': 1,
-                                                                                'image_resolution': 448},
+                                                                                'image_resolution': 256},
                                                                    'precision': {'params_dtype': 'bf16',
                                                                                  'accumulate_allreduce_grads_in_fp32': True}},
                                                         'unmodelled': []},
