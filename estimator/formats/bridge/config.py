@@ -572,6 +572,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     except OmniRefused as exc:
         raise BridgeRefusedError([exc.args[0]]) from None
     _apply_vision(config, vision, vision_model or omni_tower)
+    _peft_freezes_hf_tower(config, notes)
     config["model"].update(sound)
     config.setdefault("training", {}).update(freeze_sound)
     if packed:
@@ -618,6 +619,22 @@ def _apply_vision(config: dict, vision: dict, vision_model) -> None:
     tr = config.setdefault("training", {})
     for field, (_, value) in vision.items():
         tr[field] = value
+
+
+def _peft_freezes_hf_tower(config: dict, notes: list) -> None:
+    """PEFT beside the qwen2_5_vl tower: Bridge's ``PEFT.__call__`` freezes every parameter (peft/base.py
+    ``freeze_model``) and adapts only modules whose name is a target, which no module of Hugging Face's Qwen2.5-VL
+    tower is (estimator/config/rules/unsupported.py ``_peft_beside_hf_qwen25_tower``); the provider's
+    ``freeze_vision_*`` False does not unfreeze them. So the tower and its merger are frozen, with a note."""
+    m, tr = config.get("model") or {}, config.get("training") or {}
+    if not (tr.get("peft") and m.get("vision_model_type") == "qwen2_5_vl" and m.get("vision_num_layers")):
+        return
+    fields = [f for f in ("freeze_vision_model", "freeze_vision_projection") if not tr.get(f)]
+    if fields:
+        tr.update(dict.fromkeys(fields, True))
+        notes.append("peft: Bridge's PEFT freezes the whole model and adapts no module of the Qwen2.5-VL tower "
+                     "(Hugging Face's, its linears not named linear_*), so " + " and ".join(
+                         "training." + f for f in fields) + " are set true")
 
 
 #: Fields whose dataclass default is a placeholder to be filled in (a model's shape), never a setting.
