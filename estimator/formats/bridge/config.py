@@ -338,9 +338,12 @@ def _keep_model_vocab(m: dict, notes: list) -> None:
     """The other branch of ``_validate_and_set_vocab_size``: a model ``vocab_size`` without
     ``use_tokenizer_vocab_size`` is kept as it is (``should_pad_vocab`` False; the function refuses one smaller than
     the tokenizer's), so Megatron-Core gets the unpadded size. Where padding to ``make_vocab_size_divisible_by`` x TP
-    would add rows (Gemma 3's 262,208), the multiple becomes 1 (a multiple of TP only), with a note."""
+    would add rows (Gemma 3's 262,208), the multiple becomes 1 (a multiple of TP only), with a note. A
+    ``model.should_pad_vocab`` true (a configuration saved after setup) keeps the padding."""
     size, div = m.get("vocab_size"), m.get("make_vocab_size_divisible_by", 128)
     tp = m.get("tensor_model_parallel_size") or 1
+    if m.get("should_pad_vocab") is True:       # a config.yaml saved after setup: Bridge pads
+        return
     if (isinstance(size, bool) or not isinstance(size, int) or isinstance(div, bool) or not isinstance(div, int)
             or not isinstance(tp, int) or div < 1 or tp < 1 or size % (div * tp) == 0):
         return

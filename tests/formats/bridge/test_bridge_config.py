@@ -377,6 +377,13 @@ def test_a_model_vocabulary_is_kept_unpadded():
     assert _padded_vocab(_GEMMA_LIKE) == 262_208
 
 
+def test_a_config_saved_after_setup_keeps_its_padding():
+    """model.should_pad_vocab true is what _validate_and_set_vocab_size sets when it pads (a configuration written
+    after setup): the 262,208 rows are padded to 262,272 (2049 x 128)."""
+    bridge = {**_GEMMA_LIKE, "model": {**_GEMMA_LIKE["model"], "should_pad_vocab": True}}
+    assert _padded_vocab(bridge) == 262_272
+
+
 def test_the_tokenizer_vocabulary_is_padded():
     """With use_tokenizer_vocab_size the NullTokenizer's 262,208 tokens are padded (should_pad_vocab True) to a
     multiple of make_vocab_size_divisible_by 128 x TP 1: 262,272; the same set as an override."""
