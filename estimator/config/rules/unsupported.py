@@ -118,7 +118,23 @@ def _language_model_only(cfg: Config) -> set[str]:
                                                          "model.moe_token_dispatcher_type"}
     if m.vision_model_type == "qwen3_vl" and tr.cuda_graph_impl == "transformer_engine":
         out.add("training.cuda_graph_impl")
+    if _peft_beside_hf_qwen25_tower(cfg):      # a trained tower is refused with its own message
+        out.add("training.peft")
     return out
+
+
+def _peft_beside_hf_qwen25_tower(cfg: Config) -> bool:
+    """PEFT beside the qwen2_5_vl tower acts on the language model alone. Megatron-Bridge @ 067f987d :
+    src/megatron/bridge/peft/base.py ``PEFT.__call__`` runs ``freeze_model`` (``requires_grad`` false on every
+    parameter of the model, tower and merger included) before it walks the model with its transform, and
+    peft/module_matcher.py ``ModuleMatcher.match`` adapts a module whose name is a target (``linear_qkv``,
+    ``linear_proj``, ``linear_fc1``, ``linear_fc2``: the only values training.peft_target_modules takes). Bridge's
+    Qwen2.5-VL tower is Hugging Face's ``Qwen2_5_VisionTransformerPretrainedModel`` (models/qwen_vl/
+    modeling_qwen25_vl.py), whose linears are ``qkv``, ``proj``, ``gate_proj``, ``up_proj``, ``down_proj`` and the
+    merger's ``mlp.0`` / ``mlp.2``: no adapter lands there, so the tower and its merger are frozen whole, which is
+    the estimator's training.freeze_vision_model and freeze_vision_projection (estimator/memory/vision.py)."""
+    return (cfg.training.peft is not None and cfg.model.vision_num_layers is not None
+            and cfg.model.vision_model_type == "qwen2_5_vl")
 
 
 def _tower_features_not_modelled(cfg: Config) -> list[str]:
@@ -145,6 +161,12 @@ def _tower_features_not_modelled(cfg: Config) -> list[str]:
         out.append("training.freeze_language_model with cuda_graph_modules moe_router and shared experts "
                    "(model.moe_shared_expert_intermediate_size): the frozen shared experts' saved tensors inside "
                    "the router's graph are not modelled")
+    if _peft_beside_hf_qwen25_tower(cfg) and not (tr.freeze_vision_model and tr.freeze_vision_projection):
+        out.append(f"training.peft ({tr.peft}) with the qwen2_5_vl tower trained (training.freeze_vision_model "
+                   f"{str(tr.freeze_vision_model).lower()}, freeze_vision_projection "
+                   f"{str(tr.freeze_vision_projection).lower()}): Megatron-Bridge's PEFT freezes the whole model and "
+                   "its adapter targets match no module of Hugging Face's Qwen2.5-VL tower, so the tower and its "
+                   "merger train nothing; set training.freeze_vision_model and freeze_vision_projection true")
     # The vision tower's own CUDA graphs are the tower's feature (rules/vision.py, estimator/memory/vision.py).
     lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm",
                                            "training.vision_cuda_graph_impl"}

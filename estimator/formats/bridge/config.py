@@ -197,6 +197,14 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             problems.append(Problem(str(text), None, "an override is section.field=value (e.g. "
                                     "model.tensor_model_parallel_size=4)"))
             continue
+        if section == "tokenizer" and name in _TOKENIZER_FIELDS:     # read by _apply_tokenizer_vocab
+            try:
+                value = load(f"v: {raw.strip()}")["v"] if raw.strip() else None
+            except YamlError as exc:
+                problems.append(Problem(key, raw, f"not a value: {exc}"))
+                continue
+            out["tokenizer"] = {**(out.get("tokenizer") or {}), name: value}
+            continue
         if section not in SECTIONS:
             close = difflib.get_close_matches(section, sorted(SECTIONS), n=1)
             problems.append(Problem(key, raw, f"{section!r} is not a section of Megatron-Bridge's ConfigContainer"
@@ -224,6 +232,11 @@ def apply_overrides(cfg: dict, overrides) -> dict:
     if problems:
         raise ConfigError(problems)
     return out
+
+
+#: TokenizerConfig fields an override may set (Bridge @ 067f987d : training/tokenizers/config.py): those that decide
+#: the model's vocabulary (training/setup.py _validate_and_set_vocab_size); the section has no other memory effect.
+_TOKENIZER_FIELDS = ("tokenizer_type", "tokenizer_model", "vocab_size", "use_tokenizer_vocab_size")
 
 
 def _peft(name: str) -> dict:
@@ -329,6 +342,7 @@ def _apply_tokenizer_vocab(cfg: dict, notes: list) -> None:
     tokenizer's length is not in the file, so the model's ``vocab_size`` is counted and a note says so."""
     tok, m = cfg.get("tokenizer"), cfg.get("model") or {}
     if not isinstance(tok, dict) or not (tok.get("use_tokenizer_vocab_size") or m.get("vocab_size") is None):
+        _keep_model_vocab(m, notes)
         return
     size = tok.get("vocab_size")
     if tok.get("tokenizer_type") == "NullTokenizer" and size is not None:
@@ -343,6 +357,25 @@ def _apply_tokenizer_vocab(cfg: dict, notes: list) -> None:
         notes.append(f"tokenizer.use_tokenizer_vocab_size: Bridge trains with the tokenizer's vocabulary "
                      f"({tok.get('tokenizer_type')}), whose size config.yaml does not hold; model.vocab_size = "
                      f"{m['vocab_size']} is counted instead (set model.vocab_size to the tokenizer's length)")
+
+
+def _keep_model_vocab(m: dict, notes: list) -> None:
+    """The other branch of ``_validate_and_set_vocab_size``: a model ``vocab_size`` without
+    ``use_tokenizer_vocab_size`` is kept as it is (``should_pad_vocab`` False; the function refuses one smaller than
+    the tokenizer's), so Megatron-Core gets the unpadded size. Where padding to ``make_vocab_size_divisible_by`` x TP
+    would add rows (Gemma 3's 262,208), the multiple becomes 1 (a multiple of TP only), with a note. A
+    ``model.should_pad_vocab`` true (a configuration saved after setup) keeps the padding."""
+    size, div = m.get("vocab_size"), m.get("make_vocab_size_divisible_by", 128)
+    tp = m.get("tensor_model_parallel_size") or 1
+    if m.get("should_pad_vocab") is True:       # a config.yaml saved after setup: Bridge pads
+        return
+    if (isinstance(size, bool) or not isinstance(size, int) or isinstance(div, bool) or not isinstance(div, int)
+            or not isinstance(tp, int) or div < 1 or tp < 1 or size % (div * tp) == 0):
+        return
+    m["make_vocab_size_divisible_by"] = 1
+    notes.append(f"model.vocab_size = {size} is kept unpadded (tokenizer.use_tokenizer_vocab_size false: Bridge's "
+                 "training/setup.py sets should_pad_vocab False), not padded to a multiple of "
+                 f"make_vocab_size_divisible_by {div} x TP {tp}")
 
 
 def _packed_sequence_size(cfg: dict) -> int | None:
@@ -632,6 +665,7 @@ def read_bridge_config(data, *, world_size: int | None = None, overrides=(), vis
     except OmniRefused as exc:
         raise BridgeRefusedError([exc.args[0]]) from None
     _apply_vision(config, vision, vision_model or omni_tower)
+    _peft_freezes_hf_tower(config, notes)
     config["model"].update(sound)
     config.setdefault("training", {}).update(freeze_sound)
     if packed:
@@ -678,6 +712,22 @@ def _apply_vision(config: dict, vision: dict, vision_model) -> None:
     tr = config.setdefault("training", {})
     for field, (_, value) in vision.items():
         tr[field] = value
+
+
+def _peft_freezes_hf_tower(config: dict, notes: list) -> None:
+    """PEFT beside the qwen2_5_vl tower: Bridge's ``PEFT.__call__`` freezes every parameter (peft/base.py
+    ``freeze_model``) and adapts only modules whose name is a target, which no module of Hugging Face's Qwen2.5-VL
+    tower is (estimator/config/rules/unsupported.py ``_peft_beside_hf_qwen25_tower``); the provider's
+    ``freeze_vision_*`` False does not unfreeze them. So the tower and its merger are frozen, with a note."""
+    m, tr = config.get("model") or {}, config.get("training") or {}
+    if not (tr.get("peft") and m.get("vision_model_type") == "qwen2_5_vl" and m.get("vision_num_layers")):
+        return
+    fields = [f for f in ("freeze_vision_model", "freeze_vision_projection") if not tr.get(f)]
+    if fields:
+        tr.update(dict.fromkeys(fields, True))
+        notes.append("peft: Bridge's PEFT freezes the whole model and adapts no module of the Qwen2.5-VL tower "
+                     "(Hugging Face's, its linears not named linear_*), so " + " and ".join(
+                         "training." + f for f in fields) + " are set true")
 
 
 #: Fields whose dataclass default is a placeholder to be filled in (a model's shape), never a setting.

@@ -210,6 +210,12 @@ def to_bridge_dict(config) -> dict:
         for key, default in (("share_expert_adapters", True), ("sequence_parallel_input_regather", False)):
             if getattr(cfg.training, "peft_" + key) != default:
                 out["peft"][key] = getattr(cfg.training, "peft_" + key)
+    m, tp = cfg.model, cfg.parallelism.tensor_model_parallel_size
+    if m.vocab_size and m.vocab_size % (m.make_vocab_size_divisible_by * tp):
+        # Bridge pads only the tokenizer's vocabulary (training/setup.py _validate_and_set_vocab_size: should_pad_vocab
+        # with use_tokenizer_vocab_size or no model vocab_size); a model vocab_size alone reaches Megatron-Core
+        # unpadded (config.py _keep_model_vocab).
+        out["tokenizer"] = {"use_tokenizer_vocab_size": True}
     return {k: v for k, v in out.items() if v}
 
 

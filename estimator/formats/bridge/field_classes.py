@@ -123,7 +123,10 @@ _put("no_effect", "model", "init_method output_layer_init_method embedding_init_
 _put("no_effect", "model", "finalize_model_grads_func grad_scale_func grad_sync_func no_sync_func param_sync_func "
      "moe_grad_scale_func mtp_grad_scale_func timers experimental_attention_variant_loss_scale_func",
      "callables Bridge sets at run time")
-_put("no_effect", "model", "hf_model_id hf_model_revision restore_modelopt_state transformer_layer_spec should_pad_vocab "
+_put("modelled", "model", "should_pad_vocab", "whether the model's vocab_size is padded to a multiple of "
+     "make_vocab_size_divisible_by x TP: training/setup.py sets it (true with tokenizer.use_tokenizer_vocab_size), so a "
+     "config.yaml saved before setup says false and the import follows the tokenizer section (config.py)")
+_put("no_effect", "model", "hf_model_id hf_model_revision restore_modelopt_state transformer_layer_spec "
      "inference_sampling_seed use_inference_optimized_layers", "where the model comes from, and inference-only "
      "settings (vocab_size is what is counted)")
 _put("no_effect", "model", "mtp_enabled", "derived from mtp_num_layers, which is what is counted")

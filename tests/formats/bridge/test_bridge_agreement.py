@@ -76,8 +76,12 @@ logger:
   log_interval: 1
 """
 
+#: --make-vocab-size-divisible-by 1: a Bridge model's own vocab_size (no tokenizer.use_tokenizer_vocab_size) reaches
+#: Megatron-Core unpadded (Bridge @ 067f987d : training/setup.py _validate_and_set_vocab_size -> should_pad_vocab
+#: False, models/gpt_provider.py provide), so 151,936 rows; Megatron-LM pads to a multiple of 128 x TP 2 (152,064)
+#: unless the multiple is 1, which gives the same 151,936 (a multiple of TP 2).
 QWEN3_30B_FLAGS = """
---num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32 --group-query-attention
+--make-vocab-size-divisible-by 1 --num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32 --group-query-attention
 --num-query-groups 4 --kv-channels 128 --qk-layernorm --seq-length 4096 --max-position-embeddings 40960
 --position-embedding-type rope --normalization RMSNorm --swiglu --disable-bias-linear
 --untie-embeddings-and-output-weights --vocab-size 151936 --hidden-dropout 0 --attention-dropout 0

@@ -531,3 +531,52 @@ def test_library_recipes_carry_their_expandable_segments():
     peak, peak_default = estimate(replay).peak, estimate(default).peak
     assert peak.allocated_bytes == peak_default.allocated_bytes
     assert peak.allocated_bytes <= peak.reserved_bytes <= peak_default.reserved_bytes
+
+
+def _padded_vocab(bridge: dict, world: int = 1, overrides=()) -> int:
+    from estimator.model.params import count_parameters_of
+    return count_parameters_of(read_bridge_config(bridge, world_size=world, overrides=list(overrides)).config
+                               ).padded_vocab_size
+
+
+_GEMMA_LIKE = {"model": {"num_layers": 2, "hidden_size": 256, "ffn_hidden_size": 512, "num_attention_heads": 4,
+                         "seq_length": 512, "vocab_size": 262_208}, "train": {"micro_batch_size": 1,
+                                                                               "global_batch_size": 1}}
+
+
+def test_a_model_vocabulary_is_kept_unpadded():
+    """Bridge @ 067f987d : training/setup.py _validate_and_set_vocab_size returns should_pad_vocab False for a model
+    vocab_size without tokenizer.use_tokenizer_vocab_size, and models/gpt_provider.py provide() then builds the
+    embedding with vocab_size rows as they are: 262,208 (Gemma 3), where Megatron-LM's padding to a multiple of 128
+    would give 262,272 (2049 x 128)."""
+    assert _padded_vocab(_GEMMA_LIKE) == 262_208
+
+
+def test_a_config_saved_after_setup_keeps_its_padding():
+    """model.should_pad_vocab true is what _validate_and_set_vocab_size sets when it pads (a configuration written
+    after setup): the 262,208 rows are padded to 262,272 (2049 x 128)."""
+    bridge = {**_GEMMA_LIKE, "model": {**_GEMMA_LIKE["model"], "should_pad_vocab": True}}
+    assert _padded_vocab(bridge) == 262_272
+
+
+def test_the_tokenizer_vocabulary_is_padded():
+    """With use_tokenizer_vocab_size the NullTokenizer's 262,208 tokens are padded (should_pad_vocab True) to a
+    multiple of make_vocab_size_divisible_by 128 x TP 1: 262,272; the same set as an override."""
+    tok = {"tokenizer_type": "NullTokenizer", "vocab_size": 262_208, "use_tokenizer_vocab_size": True}
+    assert _padded_vocab({**_GEMMA_LIKE, "tokenizer": tok}) == 262_272
+    assert _padded_vocab(_GEMMA_LIKE, overrides=["tokenizer.use_tokenizer_vocab_size=true"]) == 262_272
+
+
+def test_export_says_how_bridge_pads():
+    """A configuration whose vocabulary is padded (Qwen3-8B's 151,936 at TP 2: not a multiple of 256, padded to
+    152,064) is written with tokenizer.use_tokenizer_vocab_size=true, the only way Bridge pads; read back, the same
+    152,064 rows."""
+    from estimator.formats.bridge.export import to_bridge_overrides
+    from estimator.formats.presets import preset_text
+    from estimator.config.yamlio import load
+    cfg = load(preset_text("qwen3-8b"))
+    cfg.setdefault("parallelism", {})["tensor_model_parallel_size"] = 2
+    cfg.setdefault("training", {})["world_size"] = 2
+    text = to_bridge_overrides(cfg)
+    assert "tokenizer.use_tokenizer_vocab_size=true" in text
+    assert _padded_vocab({}, world=2, overrides=text) == 152_064

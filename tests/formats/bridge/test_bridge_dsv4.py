@@ -52,10 +52,12 @@ def test_the_count_matches_the_hf_importer_path():
     """The same model through Bridge's fields counts as tests/model/layers/test_dsv4.py builds it: the attention of
     the three layers 7284 + 20,644 + 15,508 = 43,436; mHC (n = 2) 3 x 2070 + 259 = 6469; MoE per layer norm 64 +
     router 4 x 64 + experts 4 x 3 x 64 x 32 = 24,896, + 4 expert bias on the two layers not hash-routed: 3 x 24,896 +
-    8 = 74,696; embedding and output over the vocabulary padded to a multiple of 128, 2 x 1024 x 64 = 131,072; final
-    norm 64. Total 255,737."""
+    8 = 74,696; embedding and output over the vocabulary, 2 x 1000 x 64 = 128,000 (a model vocab_size without
+    tokenizer.use_tokenizer_vocab_size reaches Megatron-Core unpadded: Bridge @ 067f987d : training/setup.py
+    _validate_and_set_vocab_size sets should_pad_vocab False; the importer path pads to 1024); final norm 64.
+    Total 252,665."""
     c = count_parameters_of(load_config(_read().config))
-    assert c.total == 43_436 + 6469 + 74_696 + 131_072 + 64 == 255_737
+    assert c.total == 43_436 + 6469 + 74_696 + 128_000 + 64 == 252_665
 
 
 def test_refused_fields_are_named():

@@ -55,13 +55,58 @@ SIZES = {
 }
 
 #: Recipes the estimator refuses, with the setting it names: findings, not failures.
-#: qwen_vl/h100/qwen25_vl.py (default_peft_config("lora") on a vision-language model) and kimi_vl/h100/
-#: kimi_k25_vl.py (distributed_muon_with_cosine_annealing; its flex dispatcher with HybridEP serves the language
-#: model's MoE layers alone and is modelled beside the tower).
+#: kimi_vl/h100/kimi_k25_vl.py (distributed_muon_with_cosine_annealing; its flex dispatcher with HybridEP serves the
+#: language model's MoE layers alone and is modelled beside the tower).
 REFUSED = {
-    "qwen25_vl_3b_peft_1gpu_h100_bf16_config": ((1, 1, 1, 1, 1, 1, 2, 32, 4096), "training.peft"),
     "kimi_k25_vl_sft_512gpu_h100_bf16_config": ((2, 16, 1, 1, 32, 512, 1, 4096, 4096), "training.optimizer"),
 }
+
+
+def test_qwen25_vl_peft_recipe_estimates_with_the_tower_frozen():
+    """qwen25_vl_3b_peft_1gpu_h100_bf16_config: LoRA (default_peft_config("lora"): dim 32 on linear_qkv,
+    linear_proj, linear_fc1, linear_fc2) on Qwen2.5-VL 3B, TP 1 on 1 GPU. Bridge's PEFT freezes every parameter and
+    adapts only modules of those names; the Hugging Face tower's linears (qkv, proj, gate/up/down_proj, the
+    merger's mlp.0 / mlp.2) are none of them, so the tower and merger are frozen whole although the recipe sets
+    freeze_vision_* False (Bridge @ 067f987d : peft/base.py, peft/module_matcher.py, models/qwen_vl/
+    modeling_qwen25_vl.py). By hand (Qwen2.5-VL-3B-Instruct config.json: h 2048, 36 layers, 16 heads and 2 KV heads
+    of 128, SwiGLU 11,008): a layer's adapters are 32 x (2048 + 2560) qkv + 32 x (2048 + 2048) proj
+    + 32 x (2048 + 2 x 11,008) fc1 + 32 x (11,008 + 2048) fc2 = 1,466,368; 36 layers: 52,789,248 trained
+    parameters, with fp32 gradients (bf16_mixed: grad_reduce_in_fp32) 211,156,992 B and fp32 master copy and two
+    Adam moments (DP 1) 633,470,976 B; the 3,754,622,976 base parameters (tower included) keep their bf16
+    weights only: 2 x (3,754,622,976 + 52,789,248) = 7,614,824,448 B."""
+    cfg = read_bridge_recipe("qwen25_vl_3b_peft_1gpu_h100_bf16_config").config
+    assert _sizes(cfg) == (1, 1, 1, 1, 1, 1, 2, 32, 4096)
+    tr = cfg["training"]
+    assert (tr["peft"], tr["freeze_vision_model"], tr["freeze_vision_projection"]) == ("lora", True, True)
+    adapters = 36 * (32 * (2048 + 2560) + 32 * (2048 + 2048) + 32 * (2048 + 2 * 11_008) + 32 * (11_008 + 2048))
+    assert adapters == 52_789_248
+    stage = estimate(cfg).to_dict()["stages"][0]
+    assert stage["gradients_bytes"] == 4 * adapters == 211_156_992
+    assert stage["optimizer_bytes"] == 12 * adapters == 633_470_976
+    assert stage["weights_bytes"] == 2 * (3_754_622_976 + adapters) == 7_614_824_448
+
+
+def test_gemma3_vl_sft_recipe_keeps_the_model_vocabulary_unpadded():
+    """gemma3_vl_4b_sft_1gpu_h100_bf16_config trains with _sft_common_vlm's NullTokenizer (use_tokenizer_vocab_size
+    False), smaller than the model's 262,208 rows, so Bridge's training/setup.py _validate_and_set_vocab_size keeps
+    the provider's vocab_size and does not pad it (should_pad_vocab False). Expected from KerasHub's count of Gemma 3
+    4B instruct, 4,299,915,632 parameters with its 262,144-row tied vocabulary (keras-team/keras-hub @ 71453d08 :
+    keras_hub/src/models/gemma3/gemma3_presets.py), plus Hugging Face's 64 more rows of 2560: 4,300,079,472 (padded
+    to 262,272 rows it was 163,840 more)."""
+    cfg = read_bridge_recipe("gemma3_vl_4b_sft_1gpu_h100_bf16_config").config
+    total = estimate(cfg).to_dict()["parameters"]["total"]
+    assert total == 4_299_915_632 + (262_208 - 262_144) * 2560 == 4_300_079_472
+
+
+def test_peft_beside_a_trained_qwen25_vl_tower_is_refused_with_the_fix():
+    """The same recipe with the tower said trained: Bridge would freeze it anyway (PEFT freezes the whole model), so
+    the configuration contradicts the run; the refusal names the fields to set."""
+    cfg = read_bridge_recipe("qwen25_vl_3b_peft_1gpu_h100_bf16_config").config
+    cfg["training"]["freeze_vision_model"] = False
+    with pytest.raises(EstimatorError, match="freeze_vision_model false") as err:
+        estimate(cfg)
+    assert "set training.freeze_vision_model and freeze_vision_projection true" in str(err.value)
+    assert "re-plans" not in str(err.value)
 
 
 def _sizes(cfg: dict) -> tuple:

@@ -234,3 +234,18 @@ def test_gemma3_text_layer_pattern_is_refused_and_another_spec_is_read_as_writte
     data["model"]["transformer_layer_spec"]["_target_"] = "megatron.core.models.gpt.gpt_layer_specs.other"
     with pytest.raises(BridgeRefusedError, match="model.activation_func"):
         read_bridge_config(data, world_size=1)
+
+
+def test_a_qwen25_vl_peft_run_freezes_the_tower_as_bridge_does():
+    """The Qwen2.5-VL SFT run's config.yaml with peft=lora (LoRA dim 32 on the four default targets): Bridge's PEFT
+    freezes every parameter and adds no adapter to Hugging Face's Qwen2.5-VL tower (peft/base.py, peft/
+    module_matcher.py: its linears are qkv, proj, gate/up/down_proj, merger mlp.0 / mlp.2), although the provider
+    says freeze_vision_* false. The import sets both freezes, says so, and gives the PEFT recipe's estimate (the
+    two recipes differ in nothing else with a memory effect: qwen_vl/h100/qwen25_vl.py)."""
+    imp = read_bridge_config((FIXTURES / "qwen25_vl_3b.yaml").read_text(), world_size=1, overrides=["peft=lora"])
+    imp.config["training"].update(images_per_sample=1, image_resolution=448)
+    tr = imp.config["training"]
+    assert (tr["peft"], tr["freeze_vision_model"], tr["freeze_vision_projection"]) == ("lora", True, True)
+    assert any("adapts no module of the Qwen2.5-VL tower" in n for n in imp.notes)
+    by_recipe = read_bridge_recipe("qwen25_vl_3b_peft_1gpu_h100_bf16_config").config
+    assert estimate(imp.config).peak.device_bytes == estimate(by_recipe).peak.device_bytes
