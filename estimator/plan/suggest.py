@@ -55,6 +55,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from ..config.derived import recomputed_modules
 from ..config.errors import ConfigError, EstimatorError, n_gpus
@@ -305,7 +306,12 @@ def _levers(ctx) -> dict:
 
 
 class _Context:
-    """The configuration, its estimate, and memoised estimates of changed configurations."""
+    """The configuration, its estimate, and memoised outcomes of changed configurations.
+
+    Every candidate is the configuration with a few fields changed (:meth:`valid`): it is read with only those fields
+    coerced and checked again (config.with_fields), its estimate is not validated a second time, and only the
+    stages that can hold the peak are computed (:func:`_peak`). Outcomes are memoised by content, and by the
+    candidate dict itself (the dicts :meth:`valid` returns are never changed), which the callers ask again at once."""
 
     def __init__(self, cfg: dict, capacity: int, headroom: float, num_microbatches: int | None):
         from ..memory.assemble import estimate
@@ -314,18 +320,30 @@ class _Context:
         self.est = estimate(self.base, num_microbatches=num_microbatches)
         self.r = resolve(self.base)
         self.usable = usable_bytes(capacity, headroom, band_for(self.base).fraction)   # the one rule (formats.gpus)
-        self._memo = {}
+        self._memo = {}              # content key -> outcome
+        self._seen = {}              # id(candidate dict) -> (that dict, its outcome): held, so the id stays its own
+        self._valid = {}             # the change, as text -> valid()'s answer
 
-    def estimate(self, cfg: dict):
-        """The estimate of ``cfg`` (None when it is invalid), memoised."""
-        from ..memory.assemble import estimate
+    def outcome(self, cfg: dict) -> tuple | None:
+        """(peak, whether the peak stage peaks in the forward/backward passes, whether it fits) of ``cfg``, None
+        when it is invalid; memoised. The peak is the :class:`~estimator.memory.report.Peak` of
+        :func:`estimator.estimate` (the stage with the most device bytes); it fits by the one rule
+        (:func:`estimator.formats.gpus.usable_bytes`, with ``cfg``'s error band)."""
+        seen = self._seen.get(id(cfg))
+        if seen is not None and seen[0] is cfg:
+            return seen[1]
         key = repr(sorted((s, sorted(v.items())) for s, v in cfg.items() if isinstance(v, dict)))
-        if key not in self._memo:
+        hit = self._memo.get(key, _ABSENT)
+        if hit is _ABSENT:
             try:
-                self._memo[key] = estimate(self._config(cfg), num_microbatches=self.m)
+                peak, fwd = _peak(self._config(cfg), self.m)
+                hit = (peak, fwd, peak.device_bytes <= usable_bytes(self.capacity, self.headroom,
+                                                                    band_for(cfg).fraction))
             except (EstimatorError, ValueError, ArithmeticError):
-                self._memo[key] = None
-        return self._memo[key]
+                hit = None
+            self._memo[key] = hit
+        self._seen[id(cfg)] = (cfg, hit)
+        return hit
 
     def _config(self, cfg: dict):
         """``cfg`` as a Config: a candidate that only sets fields of the configuration has only those read again
@@ -337,20 +355,30 @@ class _Context:
                    for name, v in vals.items() if get_field(self.cfg, f"{sec}.{name}", _ABSENT) != v}
         return with_fields(self.base, changed, cfg)
 
+    def estimate(self, cfg: dict):
+        """The peak of ``cfg``'s estimate, None when it is invalid."""
+        hit = self.outcome(cfg)
+        return hit[0] if hit else None
+
     def peak(self, cfg: dict) -> int | None:
-        est = self.estimate(cfg)
-        return est.peak.device_bytes if est else None
+        hit = self.outcome(cfg)
+        return hit[0].device_bytes if hit else None
 
     def fits(self, cfg: dict) -> bool:
-        est = self.estimate(cfg)
-        return est is not None and max(s.device_bytes for s in est.stages) <= usable_bytes(
-            self.capacity, self.headroom, band_for(cfg).fraction)
+        hit = self.outcome(cfg)
+        return hit is not None and hit[2]
 
     def valid(self, change: dict) -> dict | None:
         """``cfg`` with ``change`` applied, on more GPUs (the data-parallel size kept) if the world size does
-        not divide by the new layout; None when neither is valid."""
+        not divide by the new layout; None when neither is valid. Memoised: the same change gives the same dict."""
+        key = repr(sorted(change.items()))
+        if key not in self._valid:
+            self._valid[key] = self._valid_new(change)
+        return self._valid[key]
+
+    def _valid_new(self, change: dict) -> dict | None:
         new = with_changes(self.cfg, change)
-        if self.estimate(new) is not None:
+        if not _indivisible(new, self.r.E) and self.estimate(new) is not None:
             return new
         if WORLD in change:
             return None
@@ -362,6 +390,37 @@ class _Context:
             return None
         new = with_changes(new, {WORLD: world})
         return new if self.estimate(new) is not None else None
+
+
+def _indivisible(cfg: dict, experts: int) -> bool:
+    """True when ``cfg`` (a candidate) is invalid by the world-size rule alone, known without reading it (config/rules/
+    check.py: the world size divides by TP x PP x CP, and for an MoE model by ETP x EP x PP): "Make it fit" first tries
+    a larger TP, PP, CP or EP on the same GPUs, which most often breaks that rule. False when unsure (a value not a
+    positive integer: the loader names it)."""
+    ws, t, p, c = (get_field(cfg, WORLD), get_field(cfg, TP, 1), get_field(cfg, PP, 1), get_field(cfg, CP, 1))
+    sizes = [ws, t, p, c]
+    if experts:
+        sizes += [get_field(cfg, ETP) or t, get_field(cfg, EP, 1)]
+    if not all(type(x) is int and x > 0 for x in sizes):
+        return False
+    return ws % (t * p * c) != 0 or (experts and ws % (sizes[4] * sizes[5] * p) != 0)
+
+
+def _peak(c, num_microbatches: int | None) -> tuple:
+    """(peak, whether the peak stage peaks in the forward/backward passes) of :func:`estimator.estimate` for a Config
+    the loader has just built and validated (config_from_dict or with_fields): not validated again, and only the
+    stages that can hold the peak computed (:func:`estimator.memory.assemble.peak_memory`: the same Peak) unless the
+    reserved memory is replayed through the simulated allocator, which every stage needs. With a
+    ``num_microbatches`` override, :func:`estimator.estimate` itself (it checks the override against the layout)."""
+    from ..memory.assemble import estimate, peak_memory, stage_memory
+    if num_microbatches is None and c.training.reserved_memory_model != "replay":
+        peak, stage = peak_memory(resolve(c))
+    else:
+        est = (estimate(c, num_microbatches=num_microbatches) if num_microbatches is not None
+               else stage_memory(resolve(c)))
+        peak = est.peak
+        stage = next(s for s in est.stages if s.stage == peak.stage)
+    return peak, stage.peak_phase == "forward_backward"
 
 
 def _first_fit(ctx, base: dict, options: list):
@@ -394,13 +453,15 @@ def _fit(ctx, lever: str, base: dict, options: list):
 # ---------------------------------------------------------------- step-time cost
 
 
-def _cost(cfg: dict, capacity: int) -> tuple[float, int] | None:
-    """(relative step time of the search's cost model, world size) of a complete configuration."""
+def _cost(cfg: dict, capacity: int, peak=None) -> tuple[float, int] | None:
+    """(relative step time of the search's cost model, world size) of a complete configuration; ``peak``: the Peak of
+    its estimate when known (the layout's description reads only that: the estimate is not made again)."""
     from ..memory.assemble import estimate
     from .search import describe_layout, fixed_layout
     try:
         eng, data, c = fixed_layout(cfg, capacity, 0.0, 8)
-        return describe_layout(eng, data, estimate(data)).cost, c.training.world_size
+        est = SimpleNamespace(peak=peak) if peak is not None else estimate(data)
+        return describe_layout(eng, data, est).cost, c.training.world_size
     except (EstimatorError, ValueError, ArithmeticError, KeyError):
         return None
 
@@ -442,7 +503,8 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
         # The verdict names sequence parallelism (off with TP > 1): when it does not fit alone, with the weakest
         # other change that then fits (nearly free in step time, it often makes a cheaper change enough).
         found += _pairs(ctx, levers, first="sequence_parallel")
-    base_cost = _cost(config, capacity)
+    known = ctx.m is None        # the peaks memoised are those of estimate(cfg): no num_microbatches override
+    base_cost = _cost(config, capacity, ctx.est.peak if known else None)
     out = []
     seen = set()
     for names, label, change, cfg in found:
@@ -450,8 +512,8 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
         if key in seen:
             continue
         seen.add(key)
-        est = ctx.estimate(cfg)
-        cost = _cost(cfg, capacity) if not set(names) & set(_UNCOSTED) else None
+        pk = ctx.estimate(cfg)
+        cost = _cost(cfg, capacity, pk if known else None) if not set(names) & set(_UNCOSTED) else None
         step = gpu = None
         if base_cost and cost and not set(names) & set(_UNCOSTED):
             gpu = cost[0] / base_cost[0]
@@ -460,9 +522,8 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
         change = _effective(cfg, change, ctx.r.world)
         out.append(Suggestion(
             label=label, levers=names, set=change, cli_flags=cli_flags(change, config),
-            peak_bytes=est.peak.device_bytes, peak_stage=est.peak.stage,
-            saved_bytes=ctx.est.peak.device_bytes - est.peak.device_bytes,
-            headroom_bytes=min(capacity - s.device_bytes for s in est.stages), num_gpus=world,
+            peak_bytes=pk.device_bytes, peak_stage=pk.stage, saved_bytes=ctx.est.peak.device_bytes - pk.device_bytes,
+            headroom_bytes=capacity - pk.device_bytes, num_gpus=world,       # the peak stage: the least headroom
             step_time=step, gpu_time=gpu))
     world = ctx.r.world
     out.sort(key=lambda s: (s.num_gpus > world, s.gpu_time if s.gpu_time is not None else math.inf,
