@@ -228,7 +228,7 @@ def _micro_batch(ctx) -> list:
 
 
 def _dims(ctx, path: str, name: str) -> list:
-    opts = choices(ctx.cfg).get(path) or []
+    opts = ctx.choices.get(path) or []
     now = get_field(ctx.cfg, path, 1)
     out = []
     for o in opts:
@@ -333,6 +333,14 @@ class _Context:
         self._memo = {}              # content key -> outcome
         self._seen = {}              # id(candidate dict) -> (that dict, its outcome): held, so the id stays its own
         self._valid = {}             # the change, as text -> valid()'s answer
+        self._choices = None
+
+    @property
+    def choices(self) -> dict:
+        """:func:`estimator.plan.advice.choices` of the configuration (asked once for TP, PP, CP and EP)."""
+        if self._choices is None:
+            self._choices = choices(self.cfg)
+        return self._choices
 
     def outcome(self, cfg: dict) -> tuple | None:
         """(peak, whether the peak stage peaks in the forward/backward passes, whether it fits) of ``cfg``, None
