@@ -49,15 +49,15 @@ GPUs, each suggestion also saying how much memory it saves at the peak (device b
 fields to change (dotted paths, as the calculator's form) and ``cli_flags`` the ``estimate`` flags that
 apply it, spelled as the CLI spells them (:attr:`estimator.config.schema.FieldSpec.cli_flag`).
 
-Speed (the calculator's "Make it fit" is one request; ``benchmarks/calculator.py`` times it): each candidate is the
+Speed (the calculator's "Make it fit" is one request; ``benchmarks/make_it_fit.py`` times it in CPython and checks
+that a change leaves every answer as it was, ``benchmarks/calculator.py`` in the page): each candidate is the
 configuration with a few fields changed, read with only those fields checked (:func:`estimator.config.with_fields`),
 estimated without a second validation and for the stages that can hold the peak only
-(:func:`estimator.memory.assemble.peak_memory`), memoised. What provably does not change the answer is not
-estimated: a larger TP, PP, CP or EP that breaks the world-size rule on the same GPUs; full-recompute blocks weaker
-than one that does not fit with its peak in the forward/backward passes (the layout search's rule,
-:func:`estimator.plan.space.no_fit_implied`); the options of a lever whose memory falls along them that its
-bisection does not probe; and, for "saves at most", the options that cannot hold the lowest peak. Qwen3 8B on a
-16 GiB GPU: 218 estimates of 241 configurations read, from 405 of 648.
+(:func:`estimator.memory.assemble.peak_memory`), memoised. Not estimated: a larger TP, PP, CP or EP that breaks the
+world-size rule on the same GPUs; full-recompute blocks weaker than one that does not fit with its peak in the
+forward/backward passes (the layout search's rule, :func:`estimator.plan.space.no_fit_implied`); the options of a
+bisected lever that the bisection does not probe; for "saves at most", the options that cannot hold the lowest
+peak. Qwen3 8B on a 16 GiB GPU: 218 estimates of 241 configurations read, from 405 of 648.
 """
 
 from __future__ import annotations
