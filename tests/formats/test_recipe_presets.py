@@ -53,7 +53,10 @@ def test_the_lora_recipe_has_no_megatron_lm_flags():
 
 def test_lora_recipe_fits_an_h100_and_the_fsdp_recipe_is_tight_on_a_b200():
     """What the preset notes say: the LoRA recipe peaks near 48.5 GiB (16.5 weights + 28.4 activations), the
-    Megatron-FSDP recipe at 170.2 GiB on the device against a B200's 179.1 GiB. (It was 170.8 GiB allocated,
+    Megatron-FSDP recipe at 172.2 GiB on the device against a B200's 179.1 GiB. (It was 170.2 GiB before
+    Transformer Engine 2.18's fused cross entropy, the preset's loss, began to save an fp32 gradient of the logits
+    instead of writing it into the bf16 logits: 8192 x 128,256 = 1,050,673,152 logit elements x 2 B more =
+    1.957 GiB more allocated, x 1.05 reserve = 2.05 GiB more on the device. Before that it was 170.8 GiB allocated,
     180.0 on the device, 9.4 GiB on the host, before FP8 current scaling stopped saving the output projection's
     FP8 input copy, 8192 x 8192 x 1 B = 64 MiB per layer, and fc1's input went from bf16 to FP8, 64 MiB less:
     128 MiB per layer, 75 x 128 MiB = 9.375 GiB less allocated, x 1.05 reserve = 9.84 GiB less on the device;
@@ -63,7 +66,7 @@ def test_lora_recipe_fits_an_h100_and_the_fsdp_recipe_is_tight_on_a_b200():
     assert round(s.weights_bytes / GIB, 1) == 16.5 and round(s.activations_bytes / GIB, 1) == 28.4
     assert 48 < lora.peak.device_bytes / GIB < 49
     fsdp = estimate(load_preset("llama-3-70b-fsdp"))
-    assert round(fsdp.peak.device_bytes / GIB, 1) == 170.2
+    assert round(fsdp.peak.device_bytes / GIB, 1) == 172.2
     assert round(fsdp.stages[0].host_bytes / GIB, 1) == 8.8
 
 
