@@ -40,11 +40,19 @@ So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is 
     steady   model states + static buffers + the uncaptured parts' saved tensors + the eager transients;
              the captured parts live in the private pool, reserved but not allocated
 
-Static buffers: a static input and output of hidden states, 2 * B * Tn * h bytes, per captured layer and
-in-flight (chunk-)micro-batch. Backward working set of a captured region: the layer's (whole layer, Mamba layer,
-MLP or MoE block), or for attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s
-probabilities (the fused softmax backward writes its result in place). The private pool stays reserved after
-the capture; the device figure adds what of it the allocated peak does not already hold.
+Static buffers, per captured layer and in-flight (chunk-)micro-batch: a static input and output of hidden states,
+2 * B * Tn * h bytes, and, where the layer's self-attention is in the graph, a boolean causal mask
+[b, 1, s / cp, s], b * s^2 / cp bytes (16 MiB at b 1, s 4096, cp 1): ``TransformerLayer.get_layer_static_inputs``
+(transformer_layer.py) builds one for every such (layer, micro-batch) sample, whatever the data path gives
+(pretrain_gpt's dataloader mask, or None with ``--no-create-attention-mask-in-dataloader`` and in
+Megatron-Bridge, whose replay then copies a fresh all-false mask of that shape into it:
+``_get_te_cuda_graph_replay_args``), and Transformer Engine keeps it among the graph's static inputs
+(graph.py: the sample kwargs join ``static_input_surface``) for the run. A Mamba layer's graph has no mask.
+
+Backward working set of a captured region: the layer's (whole layer, Mamba layer, MLP or MoE block), or for
+attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s probabilities (the fused
+softmax backward writes its result in place). The private pool stays reserved after the capture; the device figure
+adds what of it the allocated peak does not already hold.
 
 A vision tower's own graphs (``training.vision_cuda_graph_impl``, estimator/memory/vision.py) are captured right
 after the language model's, into a pool of their own: a fourth moment, ``vision_capture`` (:func:`peak`), when the
@@ -95,7 +103,7 @@ from typing import NamedTuple
 from ...config.derived import gpu_arch
 from ..workspaces import TORCH_CUBLAS_HANDLES, torch_cublas_workspace
 
-__all__ = ["GraphPeak", "captured_bytes", "captured_layer", "capture_work", "capture_workspaces",
+__all__ = ["GraphPeak", "attention_mask_bytes", "captured_bytes", "captured_layer", "capture_work", "capture_workspaces",
            "full_iteration_pool", "peak", "static_bytes_per_layer"]
 
 
@@ -153,12 +161,27 @@ def captured_bytes(r, kind, a) -> int:
     return n
 
 
-def static_bytes_per_layer(r) -> int:
-    """A static input and output of hidden states, 2 * B * Tn * h, for one captured layer and micro-batch."""
+def attention_mask_bytes(r, kind) -> int:
+    """The boolean causal-mask static input of one captured layer and micro-batch whose self-attention is in the
+    graph (a ``TransformerLayer`` with any mixer but Mamba, captured whole or with ``attn``): [b, 1, s / cp, s],
+    1 byte an element, so b * s^2 / cp. Not divided by tensor parallelism: sequence parallelism splits the hidden
+    states, not the mask."""
+    mods = set(r.cfg.training.cuda_graph_modules or ())
+    if not captured_layer(r, kind) or kind.mixer in ("", "mamba") or (mods and "attn" not in mods):
+        return 0
+    return r.b * (r.s // r.cp) * r.s
+
+
+def static_bytes_per_layer(r, kind) -> int:
+    """The static buffers of one captured layer and micro-batch (0 for a layer without a graph): a static input
+    and output of hidden states, 2 * B * Tn * h, and with the attention in the graph its mask
+    (:func:`attention_mask_bytes`)."""
+    if not captured_layer(r, kind):
+        return 0
     T = r.s * r.b // r.cp
     Tn = T // r.t if r.sp else T
     B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
-    return 2 * B * Tn * r.h
+    return 2 * B * Tn * r.h + attention_mask_bytes(r, kind)
 
 
 def capture_work(r, acts: list) -> int:
