@@ -911,10 +911,11 @@ def _gtp_flag_rules(par: dict, no_effect: list, argparse_rules: bool) -> None:
         return
     given = {f.split()[0] for f, _ in no_effect}
     if "--ddp-average-in-collective" in given:
-        raise ConfigError(Problem("--ddp-average-in-collective", None, "Megatron-Core refuses it with GTP "
-                                  "(--tensor-parallel-num-weight-shards / --expert-tensor-parallel-num-weight-shards "
-                                  "above TP / ETP): the average would miss the 1/GTP_remat gradient scaling "
-                                  "(distributed_data_parallel.py)"))
+        raise ConfigError(Problem("--ddp-average-in-collective", True, "Megatron-Core refuses it with GTP "
+                                  "(tensor_parallel_num_weight_shards / expert_tensor_parallel_num_weight_shards above "
+                                  "TP / ETP: --tensor-parallel-num-weight-shards, or Megatron-Bridge's "
+                                  "gtp_weight_remat_size > 1): the average would miss the 1/GTP_remat gradient "
+                                  "scaling (distributed_data_parallel.py)"))
     if argparse_rules and "--disable-symmetric-registration" in given and \
             (par.get("gtp_remat_nccl_ub") or par.get("gtp_expert_remat_nccl_ub")):
         raise ConfigError(Problem("--disable-symmetric-registration", None, "Megatron-LM refuses it with "
