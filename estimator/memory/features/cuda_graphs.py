@@ -174,14 +174,18 @@ def attention_mask_bytes(r, kind) -> int:
 
 def static_bytes_per_layer(r, kind) -> int:
     """The static buffers of one captured layer and micro-batch (0 for a layer without a graph): a static input
-    and output of hidden states, 2 * B * Tn * h, and with the attention in the graph its mask
-    (:func:`attention_mask_bytes`)."""
+    and output of hidden states, 2 * B * Tn * h (n * h with mHC's n residual streams), and with the attention in
+    the graph its mask (:func:`attention_mask_bytes`)."""
     if not captured_layer(r, kind):
         return 0
     T = r.s * r.b // r.cp
     Tn = T // r.t if r.sp else T
     B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
-    return 2 * B * Tn * r.h + attention_mask_bytes(r, kind)
+    # mHC layers take and give the n residual streams, [s, b, n * h] (transformer_layer.py
+    # HyperConnectionTransformerLayer.get_layer_static_inputs)
+    m = r.cfg.model
+    n = m.num_residual_streams if m.enable_hyper_connections else 1
+    return 2 * B * Tn * n * r.h + attention_mask_bytes(r, kind)
 
 
 def capture_work(r, acts: list) -> int:

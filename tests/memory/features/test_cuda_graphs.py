@@ -116,6 +116,16 @@ def test_the_attention_mask_static_input_follows_the_micro_batch_and_context_par
     assert s.transient["cuda_graph_static_buffers"] == 33_554_432
 
 
+def test_mhc_layers_take_the_residual_streams_as_static_input():
+    """Regression: with mHC (enable_hyper_connections, n = 4 residual streams) a captured layer's static hidden
+    states are the n streams, [s, b, n x h] (Megatron-LM @ d98e8a64 transformer_layer.py
+    HyperConnectionTransformerLayer.get_layer_static_inputs), and so its output; they were counted as [s, b, h].
+    Whole layers, one micro-batch in flight: 4 layers x (2 x 2 B x 2048 x 4 x 1024 + the mask 2048 x 2048)
+    = 4 x 37,748,736 = 150,994,944."""
+    s = est({**TE, "cuda_graph_warmup_steps": 0}, model={"enable_hyper_connections": True}).stages[0]
+    assert s.transient["cuda_graph_static_buffers"] == 4 * (2 * 2 * T * 4 * H + MASK) == 150_994_944
+
+
 def test_unfused_attention_capture_holds_the_probabilities_gradient():
     """Unfused attention keeps the softmax output, 2 B x 8 heads x T x T = 67,108,864 per layer, and its backward
     adds a gradient of that size (the fused softmax backward works in place) to the q/k/v gradients."""
