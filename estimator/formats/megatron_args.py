@@ -734,6 +734,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    _average_in_collective_rule(no_effect)
     _gtp_flag_rules(par, no_effect, argparse_rules)
     if argparse_rules and tr.get("optimizer_cpu_offload") and not pr.get("use_precision_aware_optimizer"):
         # Megatron-Core accepts it (Megatron-Bridge recipes run it); Megatron-LM's arguments.py does not.
@@ -898,6 +899,19 @@ def parse_megatron_args(args, *, world_size: int | None = None, read_file=None) 
     """
     imp = read_megatron_args(args, world_size=world_size, read_file=read_file)
     return imp.config, [flag for flag, _ in imp.no_effect] + list(imp.notes)
+
+
+def _average_in_collective_rule(no_effect: list) -> None:
+    """Two flags without memory effect that Megatron-Core's DDP refuses together: Megatron-LM @ d98e8a64 :
+    megatron/core/distributed/distributed_data_parallel.py asserts ``average_in_collective`` off with
+    ``calculate_per_token_loss`` ("Cannot average in collective when calculating per-token loss!"), whatever the
+    frontend (Megatron-Bridge's gpt_oss recipe sets it off for that reason)."""
+    given = {f.split()[0] for f, _ in no_effect}
+    if {"--ddp-average-in-collective", "--calculate-per-token-loss"} <= given:
+        raise ConfigError(Problem("--ddp-average-in-collective", True, "Megatron-Core refuses it with "
+                                  "calculate_per_token_loss (--calculate-per-token-loss): the per-token loss is "
+                                  "divided by the token count, not averaged over the data-parallel ranks "
+                                  "(distributed_data_parallel.py)"))
 
 
 def _gtp_flag_rules(par: dict, no_effect: list, argparse_rules: bool) -> None:
