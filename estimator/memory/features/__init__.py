@@ -451,6 +451,12 @@ class Plan:
             # Eager warm-up, capture and steady state peak apart (cuda_graphs.py): keep the largest.
             held = [(n, k) for c_idx, n in enumerate(flight) if n for k in self._kinds(chunks[c_idx])] \
                 if self.graphs else []
+            if self.graphs and r.mtp and cfg.model.hybrid_layer_pattern is None:
+                # A GPT model's MTP layers are graphed too (cuda_graphs.py: TECudaGraphHelper takes each chunk's
+                # mtp.layers[i].mtp_model_layer, a TransformerLayer); a hybrid model's are HybridStack blocks.
+                pc = r.plan[s_idx].chunks
+                held += [(n, k) for c_idx, n in enumerate(flight) if n and len(pc[c_idx].mtp)
+                         for _ in range(len(pc[c_idx].mtp)) for k in r.mtp_kinds]
             vision = (0, 0, 0, 0)
             if vg is not None:
                 # The tower's graphs (vision.py): the first chunk's micro-batches in flight; the helper's static inputs

@@ -28,8 +28,11 @@ them), and ``M`` a ``MambaLayer`` (``ssm/mamba_layer.py``), a ``GraphableMegatro
 bias-dropout-add. Its static input is the hidden states alone (``GraphableMegatronModule.get_layer_static_inputs``,
 [s / cp (/ t with sequence parallelism), b, h]), its output the hidden states of the same shape, like a
 transformer layer's; its region's backward working set is the Mamba mixer's. A hybrid model's MTP layers are
-``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable. Gated delta net layers are
-refused when captured (:mod:`estimator.config.rules.features`).
+``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable; a GPT model's MTP layer is a
+``TransformerLayer`` the helper takes with the chunk's decoder layers (``mtp.layers[i].mtp_model_layer``), graphed
+like them. A repeated MTP layer (``mtp_use_repeated_layer``) over several depths is refused: its one graph per
+micro-batch (``transformer/module.py`` ``_te_cuda_graph_replay`` picks it by ``current_microbatch``) would be
+replayed at every depth. Gated delta net layers are refused when captured (:mod:`estimator.config.rules.features`).
 
 So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is the largest:
 
@@ -103,8 +106,8 @@ from typing import NamedTuple
 from ...config.derived import gpu_arch
 from ..workspaces import TORCH_CUBLAS_HANDLES, torch_cublas_workspace
 
-__all__ = ["GraphPeak", "attention_mask_bytes", "captured_bytes", "captured_layer", "capture_work", "capture_workspaces",
-           "full_iteration_pool", "peak", "static_bytes_per_layer"]
+__all__ = ["GraphPeak", "attention_mask_bytes", "captured_bytes", "captured_layer", "capture_work",
+           "capture_workspaces", "full_iteration_pool", "peak", "static_bytes_per_layer"]
 
 
 def capture_workspaces(cfg) -> int:

@@ -84,8 +84,8 @@ def test_eager_warm_up_steps_keep_the_plain_peak():
 def test_attention_capture_in_the_steady_state():
     """One GPU, attention captured, no eager step first: the steady state (the MLP's 4 x 41,943,040 and the
     loss chunk allocated, the attention's 4 x 25,231,360 in the pool, 4 static sets of 8,388,608 + the mask
-    4,194,304) is above the capture (the attention, static sets, q/k/v gradients 12,582,912). The pool 100,925,440 + 12,582,912 = 113,508,352 is
-    reserved beside it."""
+    4,194,304) is above the capture (the attention, static sets, q/k/v gradients 12,582,912). The pool
+    100,925,440 + 12,582,912 = 113,508,352 is reserved beside it."""
     base = est().stages[0]
     s = est({**TE, "cuda_graph_warmup_steps": 0, "cuda_graph_modules": ["attn"]}).stages[0]
     assert s.activations_bytes == base.activations_bytes - 4 * ATTN
@@ -124,6 +124,23 @@ def test_mhc_layers_take_the_residual_streams_as_static_input():
     = 4 x 37,748,736 = 150,994,944."""
     s = est({**TE, "cuda_graph_warmup_steps": 0}, model={"enable_hyper_connections": True}).stages[0]
     assert s.transient["cuda_graph_static_buffers"] == 4 * (2 * 2 * T * 4 * H + MASK) == 150_994_944
+
+
+def test_a_gpt_models_mtp_layer_is_graphed_like_a_decoder_layer():
+    """Regression: Megatron-LM @ d98e8a64 transformer/cuda_graphs.py TECudaGraphHelper takes each chunk's
+    mtp.layers[i].mtp_model_layer (a TransformerLayer, _layer_is_graphable as a decoder layer) among its callables,
+    but the estimate graphed the decoder layers only. One MTP depth, attn captured, no eager step: 5 graphed layers,
+    so 5 static sets (8,388,608 + the mask 4,194,304) = 62,914,560, and the 5 attentions' 25,231,360 in the pool
+    with the q/k/v gradients: 126,156,800 + 12,582,912 = 138,739,712 (the steady peak holds the pool beside it).
+    A repeated MTP layer over 2 depths would replay its one graph at every depth (module.py _te_cuda_graph_replay
+    picks the graph by micro-batch): refused."""
+    s = est({**TE, "cuda_graph_warmup_steps": 0, "cuda_graph_modules": ["attn"]}, model={"mtp_num_layers": 1}).stages[0]
+    assert s.transient["cuda_graph_static_buffers"] == 5 * (STATIC + MASK) == 62_914_560
+    assert s.activations["cuda_graph_private_pool"] == -5 * ATTN
+    assert s.outside_allocator["cuda_graph_private_pool"] == 5 * ATTN + QKV == 138_739_712
+    with pytest.raises(ConfigError, match="replay that graph at every depth"):
+        est(TE, model={"mtp_num_layers": 2, "mtp_use_repeated_layer": True})
+    est(TE, model={"mtp_num_layers": 2})
 
 
 def test_unfused_attention_capture_holds_the_probabilities_gradient():
