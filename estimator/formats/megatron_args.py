@@ -741,6 +741,7 @@ def read_megatron_args(args, *, world_size: int | None = None, read_file=None,
             pr.get("main_grads_dtype", "fp32") != "fp32":
         raise ConfigError(Problem("--main-grads-dtype", pr["main_grads_dtype"], "Megatron-LM allows only fp32 with "
                                   "--accumulate-allreduce-grads-in-fp32 (arguments.py)"))
+    _average_in_collective_rule(no_effect)
     _gtp_flag_rules(par, no_effect, argparse_rules)
     if argparse_rules and tr.get("optimizer_cpu_offload") and not pr.get("use_precision_aware_optimizer"):
         # Megatron-Core accepts it (Megatron-Bridge recipes run it); Megatron-LM's arguments.py does not.
@@ -907,6 +908,19 @@ def parse_megatron_args(args, *, world_size: int | None = None, read_file=None) 
     return imp.config, [flag for flag, _ in imp.no_effect] + list(imp.notes)
 
 
+def _average_in_collective_rule(no_effect: list) -> None:
+    """Two flags without memory effect that Megatron-Core's DDP refuses together: Megatron-LM @ d98e8a64 :
+    megatron/core/distributed/distributed_data_parallel.py asserts ``average_in_collective`` off with
+    ``calculate_per_token_loss`` ("Cannot average in collective when calculating per-token loss!"), whatever the
+    frontend (Megatron-Bridge's gpt_oss recipe sets it off for that reason)."""
+    given = {f.split()[0] for f, _ in no_effect}
+    if {"--ddp-average-in-collective", "--calculate-per-token-loss"} <= given:
+        raise ConfigError(Problem("--ddp-average-in-collective", True, "Megatron-Core refuses it with "
+                                  "calculate_per_token_loss (--calculate-per-token-loss): the per-token loss is "
+                                  "divided by the token count, not averaged over the data-parallel ranks "
+                                  "(distributed_data_parallel.py)"))
+
+
 def _gtp_flag_rules(par: dict, no_effect: list, argparse_rules: bool) -> None:
     """gtp29: flags without memory effect that GTP forbids (estimator/memory/features/gtp.py). Megatron-Core's DDP
     asserts --ddp-average-in-collective off with GTP (distributed_data_parallel.py, is_gtp_remat_active; arguments.py
@@ -918,10 +932,11 @@ def _gtp_flag_rules(par: dict, no_effect: list, argparse_rules: bool) -> None:
         return
     given = {f.split()[0] for f, _ in no_effect}
     if "--ddp-average-in-collective" in given:
-        raise ConfigError(Problem("--ddp-average-in-collective", None, "Megatron-Core refuses it with GTP "
-                                  "(--tensor-parallel-num-weight-shards / --expert-tensor-parallel-num-weight-shards "
-                                  "above TP / ETP): the average would miss the 1/GTP_remat gradient scaling "
-                                  "(distributed_data_parallel.py)"))
+        raise ConfigError(Problem("--ddp-average-in-collective", True, "Megatron-Core refuses it with GTP "
+                                  "(tensor_parallel_num_weight_shards / expert_tensor_parallel_num_weight_shards above "
+                                  "TP / ETP: --tensor-parallel-num-weight-shards, or Megatron-Bridge's "
+                                  "gtp_weight_remat_size > 1): the average would miss the 1/GTP_remat gradient "
+                                  "scaling (distributed_data_parallel.py)"))
     if argparse_rules and "--disable-symmetric-registration" in given and \
             (par.get("gtp_remat_nccl_ub") or par.get("gtp_expert_remat_nccl_ub")):
         raise ConfigError(Problem("--disable-symmetric-registration", None, "Megatron-LM refuses it with "

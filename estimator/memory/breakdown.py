@@ -61,6 +61,7 @@ LABELS = {
     "released_in_backward": "Activations freed earlier in the backward pass (taken off)",
     "fp8_weight_copies": "FP8 weight copies kept for the backward (activations)",
     "fsdp_gathered_root": "FSDP: gathered root parameters", "fsdp_gathered_units": "FSDP: gathered parameter units",
+    "fsdp_recomputed_rowwise_copy": "FSDP: a recomputed unit's row-wise MXFP8 weights, gathered again",
     "fsdp_unsharded_grads": "FSDP: unsharded gradients", "cuda_graph_pool": "CUDA graphs: memory pool",
     "cuda_graph_static_buffers": "CUDA graphs: static buffers",
     "cuda_graph_capture_workspaces": "CUDA graphs: cuBLAS workspaces of the capture stream",

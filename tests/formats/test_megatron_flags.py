@@ -205,7 +205,7 @@ CHANGES = {
     "delta_offload_bytes_across_pp_ranks": (FGO, "--delta-offload-bytes-across-pp-ranks 100000000"),
     "cuda_graph_impl": (BF16, "--cuda-graph-impl transformer_engine"),
     "cuda_graph_modules": (TEG, "--cuda-graph-modules attn"),
-    "cuda_graph_warmup_steps": (TEG, "--cuda-graph-warmup-steps 0"),
+    "cuda_graph_warmup_steps": (TEG + " --cuda-graph-modules attn", "--cuda-graph-warmup-steps 0"),
     "use_layer_wise_param_layout": (DISTOPT + " --optimizer muon", "--no-use-layer-wise-param-layout"),
     "muon_fp32_matmul_prec": (DISTOPT + " --optimizer muon", "--muon-fp32-matmul-prec high"),
     "muon_tp_mode": (DISTOPT + " --optimizer muon", "--muon-tp-mode blockwise"),

@@ -127,14 +127,15 @@ def test_bf16_first_and_last_layers_have_no_scales():
 def test_megatron_fsdp_keeps_the_scales_with_the_fp8_copies():
     """Megatron-FSDP over 2 GPUs. no_shard: the cache and its scales on every GPU, + LIN / 16. optim_grads_params
     with fp8_param_gather: the FP8 parameters keep their scale tensors whole (Megatron-FSDP's buffers take only
-    the raw data): sharded weights + LIN / 16. optim_grads_params without it: the cache comes with the gathered
+    the raw data): sharded weights + LIN / 16, and MXFP8's column-wise buffer, sharded like the row-wise one, LIN / 2
+    (tests/memory/features/test_fsdp.py). optim_grads_params without it: the cache comes with the gathered
     units, all four here (prefetch up to 5e8 elements): + 4 x 786,432 B in fsdp_gathered_units."""
     par = {"use_megatron_fsdp": True}
     tr = {"world_size": 2}
-    for strat, pg in (("no_shard", False), ("optim_grads_params", True)):
+    for strat, pg, shard in (("no_shard", False, 0), ("optim_grads_params", True, LIN // 2)):
         p = {**par, "data_parallel_sharding_strategy": strat}
         mx = stage(fp8("mxfp8", fp8_param_gather=pg), tr, p).weights_bytes
-        assert mx - stage(fp8("tensorwise", fp8_param_gather=pg), tr, p).weights_bytes == LIN // 16
+        assert mx - stage(fp8("tensorwise", fp8_param_gather=pg), tr, p).weights_bytes == LIN // 16 + shard
     p = {**par, "data_parallel_sharding_strategy": "optim_grads_params"}
     units = [stage(fp8(rec), tr, p).transient["fsdp_gathered_units"] for rec in ("mxfp8", "tensorwise")]
     assert units[0] - units[1] == 4 * 786_432

@@ -248,6 +248,12 @@ def feature_problems(cfg) -> list[Problem]:
         if moe and (not mods or "moe" in mods) and not m.moe_pad_expert_input_to_capacity:
             add("training.cuda_graph_modules", sorted(mods) or None, "capturing whole MoE layers needs drop-and-pad "
                 "routing (moe_pad_expert_input_to_capacity); capture attn and moe_router instead")
+        if m.mtp_use_repeated_layer and (m.mtp_num_layers or 0) > 1 and m.hybrid_layer_pattern is None:
+            # Megatron-LM @ d98e8a64 transformer/module.py _te_cuda_graph_replay picks a layer's graph by
+            # current_microbatch; a repeated MTP layer runs once per depth in each micro-batch.
+            add("model.mtp_use_repeated_layer", True, "with transformer_engine CUDA graphs and more than one MTP depth "
+                "is not modelled: Megatron-Core graphs the one MTP layer once per micro-batch and would replay that "
+                "graph at every depth")
 
     # flagsB28: the reduce-scatter with fp32 accumulation (megatron/core/distributed/param_and_grad_buffer.py asserts
     # one distributed-optimizer instance; the estimate lays out no buckets, so one bucket per buffer only)

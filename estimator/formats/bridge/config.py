@@ -799,6 +799,15 @@ def _tokens(cfg: dict, m: dict, values: dict) -> tuple[list[str], dict]:
         if isinstance(size, int) and not isinstance(size, bool) and size > 1 \
                 and values.get(dest, (None, None))[1] is None:
             values[dest] = (f"model.{size_field}", base * size)
+    # gtp29: ddp.average_in_collective and model.calculate_per_token_loss have no memory effect, but Megatron-Core's
+    # DDP asserts the former off with GTP and with the latter; the flags carry them to the importer's rules
+    # (megatron_args._average_in_collective_rule, _gtp_flag_rules), which name these fields through origin.
+    for dest, section, name in (("ddp_average_in_collective", "ddp", "average_in_collective"),
+                                ("calculate_per_token_loss", "model", "calculate_per_token_loss")):
+        toks = _flag_tokens(dest, (cfg.get(section) or {}).get(name), f"{section}.{name}")
+        if toks:
+            tokens += toks
+            origin[toks[0]] = f"{section}.{name}"
     if m.get("fp8_param") and "fp8_param_gather" not in values:
         values["fp8_param_gather"] = ("model.fp8_param", True)
     if m.get("fp4_param") and "fp4_param_gather" not in values:

@@ -165,7 +165,10 @@ _put("modelled", "ddp", "param_name_patterns_for_fp32_local_accumulation", "['al
 _put("modelled", "ddp", "reduce_scatter_with_fp32_accumulation", "the gradient reduce-scatter as an all-to-all "
      "with fp32 sums: a receive copy of the buffer and the fp32 sum of its shard after the backward pass "
      "(Megatron-LM's --ddp-reduce-scatter-with-fp32-accumulation; refused with overlap_grad_reduce)")
-_put("no_effect", "ddp", "average_in_collective check_for_nan_in_grad "
+_put("no_effect", "ddp", "average_in_collective", "where the gradients are divided by the data-parallel size: the "
+     "same buffers; refused with GTP and with model.calculate_per_token_loss, which Megatron-Core's DDP asserts "
+     "against (the importer's rules)")
+_put("no_effect", "ddp", "check_for_nan_in_grad "
      "pad_buckets_for_high_nccl_busbw num_buckets bucket_size "
      "fsdp_all_gather_in_start_param_sync", "how gradients are bucketed and reduced: the gradient buffer's size "
      "is the same")

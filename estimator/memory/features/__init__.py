@@ -158,9 +158,8 @@ class Plan:
         self.step_graph = tr.optimizer_cuda_graph                  # the optimizer step's graph: the same
         if self.graphs:
             self.graph_work = cuda_graphs.capture_work(r, [(r.kinds[k], a) for k, a in acts.items()])
-            self.graph_static = cuda_graphs.static_bytes_per_layer(r)
+            self.graph_static = {k: cuda_graphs.static_bytes_per_layer(r, r.kinds[k]) for k in acts}
             self.graph_bytes = {k: cuda_graphs.captured_bytes(r, r.kinds[k], a) for k, a in acts.items()}
-            self.graph_layer = {k: cuda_graphs.captured_layer(r, r.kinds[k]) for k in acts}
         vis = vision_stage(r) if tr.vision_cuda_graph_impl != "none" else None
         self.vision_graphs = vis.graphs if vis is not None else None     # the tower's own graphs (vision.py)
         self.tower_units = fsdp.tower_units(r) if par.use_megatron_fsdp else []
@@ -452,7 +451,12 @@ class Plan:
             # Eager warm-up, capture and steady state peak apart (cuda_graphs.py): keep the largest.
             held = [(n, k) for c_idx, n in enumerate(flight) if n for k in self._kinds(chunks[c_idx])] \
                 if self.graphs else []
-            n = sum(c * self.graph_layer[k] for c, k in held)
+            if self.graphs and r.mtp and cfg.model.hybrid_layer_pattern is None:
+                # A GPT model's MTP layers are graphed too (cuda_graphs.py: TECudaGraphHelper takes each chunk's
+                # mtp.layers[i].mtp_model_layer, a TransformerLayer); a hybrid model's are HybridStack blocks.
+                pc = r.plan[s_idx].chunks
+                held += [(n, k) for c_idx, n in enumerate(flight) if n and len(pc[c_idx].mtp)
+                         for _ in range(len(pc[c_idx].mtp)) for k in r.mtp_kinds]
             vision = (0, 0, 0, 0)
             if vg is not None:
                 # The tower's graphs (vision.py): the first chunk's micro-batches in flight; the helper's static inputs
@@ -461,7 +465,7 @@ class Plan:
                 vision = (k0 * vg.captured, k0 * vg.static, max(step_mbs, k0) * vg.created, vg.work)
             gp = cuda_graphs.peak(r, weights + grads + opt, activations, transient,
                                   sum(c * self.graph_bytes[k] for c, k in held),
-                                  n * self.graph_static if self.graphs else 0,
+                                  sum(c * self.graph_static[k] for c, k in held),
                                   self.graph_work if self.graphs else 0, vision)
             activations, transient = gp.activations, gp.transient
             parts.update(gp.parts)

@@ -28,8 +28,11 @@ them), and ``M`` a ``MambaLayer`` (``ssm/mamba_layer.py``), a ``GraphableMegatro
 bias-dropout-add. Its static input is the hidden states alone (``GraphableMegatronModule.get_layer_static_inputs``,
 [s / cp (/ t with sequence parallelism), b, h]), its output the hidden states of the same shape, like a
 transformer layer's; its region's backward working set is the Mamba mixer's. A hybrid model's MTP layers are
-``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable. Gated delta net layers are
-refused when captured (:mod:`estimator.config.rules.features`).
+``HybridStack`` blocks (``transformer/multi_token_prediction.py``), not graphable; a GPT model's MTP layer is a
+``TransformerLayer`` the helper takes with the chunk's decoder layers (``mtp.layers[i].mtp_model_layer``), graphed
+like them. A repeated MTP layer (``mtp_use_repeated_layer``) over several depths is refused: its one graph per
+micro-batch (``transformer/module.py`` ``_te_cuda_graph_replay`` picks it by ``current_microbatch``) would be
+replayed at every depth. Gated delta net layers are refused when captured (:mod:`estimator.config.rules.features`).
 
 So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is the largest:
 
@@ -40,11 +43,19 @@ So a run passes through three peaks, and ``torch.cuda.max_memory_allocated`` is 
     steady   model states + static buffers + the uncaptured parts' saved tensors + the eager transients;
              the captured parts live in the private pool, reserved but not allocated
 
-Static buffers: a static input and output of hidden states, 2 * B * Tn * h bytes, per captured layer and
-in-flight (chunk-)micro-batch. Backward working set of a captured region: the layer's (whole layer, Mamba layer,
-MLP or MoE block), or for attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s
-probabilities (the fused softmax backward writes its result in place). The private pool stays reserved after
-the capture; the device figure adds what of it the allocated peak does not already hold.
+Static buffers, per captured layer and in-flight (chunk-)micro-batch: a static input and output of hidden states,
+2 * B * Tn * h bytes, and, where the layer's self-attention is in the graph, a boolean causal mask
+[b, 1, s / cp, s], b * s^2 / cp bytes (16 MiB at b 1, s 4096, cp 1): ``TransformerLayer.get_layer_static_inputs``
+(transformer_layer.py) builds one for every such (layer, micro-batch) sample, whatever the data path gives
+(pretrain_gpt's dataloader mask, or None with ``--no-create-attention-mask-in-dataloader`` and in
+Megatron-Bridge, whose replay then copies a fresh all-false mask of that shape into it:
+``_get_te_cuda_graph_replay_args``), and Transformer Engine keeps it among the graph's static inputs
+(graph.py: the sample kwargs join ``static_input_surface``) for the run. A Mamba layer's graph has no mask.
+
+Backward working set of a captured region: the layer's (whole layer, Mamba layer, MLP or MoE block), or for
+attention alone the q/k/v gradients and, with unfused attention, the gradient of the s x s probabilities (the fused
+softmax backward writes its result in place). The private pool stays reserved after the capture; the device figure
+adds what of it the allocated peak does not already hold.
 
 A vision tower's own graphs (``training.vision_cuda_graph_impl``, estimator/memory/vision.py) are captured right
 after the language model's, into a pool of their own: a fourth moment, ``vision_capture`` (:func:`peak`), when the
@@ -95,8 +106,8 @@ from typing import NamedTuple
 from ...config.derived import gpu_arch
 from ..workspaces import TORCH_CUBLAS_HANDLES, torch_cublas_workspace
 
-__all__ = ["GraphPeak", "captured_bytes", "captured_layer", "capture_work", "capture_workspaces",
-           "full_iteration_pool", "peak", "static_bytes_per_layer"]
+__all__ = ["GraphPeak", "attention_mask_bytes", "captured_bytes", "captured_layer", "capture_work",
+           "capture_workspaces", "full_iteration_pool", "peak", "static_bytes_per_layer"]
 
 
 def capture_workspaces(cfg) -> int:
@@ -153,12 +164,31 @@ def captured_bytes(r, kind, a) -> int:
     return n
 
 
-def static_bytes_per_layer(r) -> int:
-    """A static input and output of hidden states, 2 * B * Tn * h, for one captured layer and micro-batch."""
+def attention_mask_bytes(r, kind) -> int:
+    """The boolean causal-mask static input of one captured layer and micro-batch whose self-attention is in the
+    graph (a ``TransformerLayer`` with any mixer but Mamba, captured whole or with ``attn``): [b, 1, s / cp, s],
+    1 byte an element, so b * s^2 / cp. Not divided by tensor parallelism: sequence parallelism splits the hidden
+    states, not the mask."""
+    mods = set(r.cfg.training.cuda_graph_modules or ())
+    if not captured_layer(r, kind) or kind.mixer in ("", "mamba") or (mods and "attn" not in mods):
+        return 0
+    return r.b * (r.s // r.cp) * r.s
+
+
+def static_bytes_per_layer(r, kind) -> int:
+    """The static buffers of one captured layer and micro-batch (0 for a layer without a graph): a static input
+    and output of hidden states, 2 * B * Tn * h (n * h with mHC's n residual streams), and with the attention in
+    the graph its mask (:func:`attention_mask_bytes`)."""
+    if not captured_layer(r, kind):
+        return 0
     T = r.s * r.b // r.cp
     Tn = T // r.t if r.sp else T
     B = 4 if r.cfg.precision.params_dtype == "fp32" else 2
-    return 2 * B * Tn * r.h
+    # mHC layers take and give the n residual streams, [s, b, n * h] (transformer_layer.py
+    # HyperConnectionTransformerLayer.get_layer_static_inputs)
+    m = r.cfg.model
+    n = m.num_residual_streams if m.enable_hyper_connections else 1
+    return 2 * B * Tn * n * r.h + attention_mask_bytes(r, kind)
 
 
 def capture_work(r, acts: list) -> int:

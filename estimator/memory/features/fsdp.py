@@ -35,6 +35,12 @@ g is ``megatron_fsdp_main_grads_dtype`` (auto: the weights' dtype), m ``megatron
 - with FP8 weights (``fp8_param_gather``) a gathered unit carries its weights' column-wise FP8 copies, made at the
   gather and dropped at the reshard; ``keep_fp8_transpose_cache`` (Megatron-LM's --keep-fp8-transpose-cache)
   keeps them instead, 1 B per linear weight element of the stage, unsharded, all run (:func:`_kept_transposes`).
+  MXFP8 weights are different (:func:`_mxfp8_buffers`): their column-wise data is a second sharded buffer, gathered
+  instead of the row-wise one in the backward pass, so a gathered unit holds one 1-B copy, and a unit whose
+  backward pass recomputes FP8 linear layers gathers its row-wise copy again beside it (:func:`_recompute_copy`).
+  With double buffering each of the two buffers has its own pool of two units (``transpose_weight_alloc``, a
+  ``FixedPoolAllocator`` beside ``weight_alloc``, its buffers kept in the global memory buffer), so two units of
+  both copies stay allocated, and the recomputed unit's row-wise copy takes a slot of its pool.
 - ``megatron_fsdp_cuda_graph_mode`` (Bridge's DDP field) keeps the optimizer step's cast gradient shards (below)
   between steps, so they are beside the forward/backward pass too (:func:`graph_mode_grad_copies`).
 
@@ -45,7 +51,8 @@ per unit, dtype, expert or not, requires_grad), and ``all_gather_params`` prefet
 until P, as the unit's hook does: the same buckets are gathered. The backward hooks stay per unit (per submodule
 only with ``overlap_moe_expert_parallel_comm``), and a submodule recomputed in the backward pass asks for a bucket
 its unit's backward hook already holds, except for MXFP8 weights, whose row-wise copy is a buffer of its own;
-Megatron-Core turns the hooks on itself there (``mcore_fsdp_adapter.py``: MXFP8 with ``fp8_param_gather``).
+Megatron-Core turns the hooks on itself there (``mcore_fsdp_adapter.py``: MXFP8 with ``fp8_param_gather``), and
+:func:`_recompute_copy` counts that copy.
 
 When the gradient buckets exist. A unit's bucket is fetched when its first gradient arrives in the backward pass
 (``_grad_acc`` -> ``param.get_main_grad()``), queued for its reduce-scatter once all its gradients are in, and freed
@@ -184,7 +191,8 @@ def _gathered(bm, units: list, dist_dense: bool, dist_expert: bool, scales: list
     """(bytes, elements) of the largest unit, counting only the parameters whose buffers are sharded: a buffer
     over a group of one rank is used in place (``DataParallelBuffer.fetch_bucket``), nothing is gathered.
     ``scales``: per unit, the (dense, expert) bytes of FP8 weight scales that come with its gathered FP8 copies;
-    ``kept_copy``: the column-wise FP8 copies are kept all run (:func:`_kept_transposes`), not made per unit."""
+    ``kept_copy``: no column-wise FP8 copy is made per gathered unit: they are kept all run (:func:`_kept_transposes`),
+    or, MXFP8's, gathered instead of the row-wise copy (:func:`_mxfp8_buffers`)."""
     w, lw = bm.weight, bm.linear_weight or bm.weight
     cache = 0 if kept_copy else bm.fp8_cache
     best = (0, 0)
@@ -212,6 +220,52 @@ def _kept_transposes(r, bm) -> bool:
     pr = r.cfg.precision
     return (r.cfg.parallelism.keep_fp8_transpose_cache and pr.fp8 and pr.fp8_param_gather
             and (pr.fp8_recipe or "delayed") != "mxfp8" and bm.fp8_cache > 0)
+
+
+def _mxfp8_buffers(r) -> bool:
+    """Whether the FP8 parameters are MXFP8 tensors, which Megatron-FSDP keeps in two buffers of their own.
+
+    Megatron-LM @ d98e8a64 : megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
+    ``_init_each_parameter_group_buffers``: a parameter group of MXFP8 tensors (mixed_precision.py
+    ``fp8_need_transpose_data``: MXFP8Tensor only) gets a ``transpose_weight_buffer`` beside its
+    ``model_weight_buffer``, sharded the same way (1 B an element each), and the parameters' ``_columnwise_data``
+    is a slice of it. The all-gather pipeline keys every bucket by (group, backward) (``get_bucket_key``): the
+    forward pass gathers the row-wise bucket, the pre-backward hook the column-wise one (``bwd=True``), and each is
+    released on its own (``release_bucket``). So the persistent weights hold both shards, 2 B / N an element, and a
+    gathered unit one 1-B copy at a time."""
+    pr = r.cfg.precision
+    return bool(pr.fp8 and pr.fp8_param_gather and pr.fp8_recipe == "mxfp8")
+
+
+def _recompute_copy(r, units: list, dist_dense: bool, dist_expert: bool) -> int:
+    """Bytes of the row-wise MXFP8 copy a unit gathers again when its backward pass recomputes FP8 linear layers,
+    held beside the column-wise buckets of the backward pass: the largest unit's row-wise bucket(s).
+
+    Megatron-LM @ d98e8a64 : megatron_fsdp.py ``_pre_forward_param_unshard`` runs for a recomputed module in the
+    PRE_BACKWARD state (no prefetch) and gathers the row-wise buckets (``bwd=False``) that hold its parameters; a
+    bucket holds all of one unit's parameters of one dtype and kind, so the whole unit's FP8 (or expert FP8) row-wise
+    bucket. Megatron-Core turns the per-submodule hooks on itself for MXFP8 with ``fp8_param_gather``
+    (``mcore_fsdp_adapter.py`` ``enable_fine_grained_param_gather_hook``), so a recomputed submodule (selective
+    ``mlp``, ``shared_experts``, ``mla_up_proj``, ``moe``) gathers it as a recomputed layer (full recompute) does.
+    ``_post_forward`` releases it only lazily inside the backward pass and only on a unit (``lazy_release``), and
+    ``_post_backward_release_module`` releases it with the unit's column-wise bucket. Recomputed modules without FP8
+    weights (``core_attn``, ``moe_act``, ``layernorm``: their norms are in a bucket without a transpose buffer, the same
+    in both passes) gather nothing new. Counted at the stage's peak whatever its moment, like the gathered units."""
+    tr, m = r.cfg.training, r.cfg.model
+    if not _mxfp8_buffers(r) or not units:
+        return 0
+    if tr.recompute_granularity == "full":
+        dense = expert = True
+    elif tr.recompute_granularity == "selective":
+        mods = set(tr.recompute_modules if tr.recompute_modules is not None else ("core_attn",))
+        expert = "moe" in mods
+        dense = bool(mods & {"mlp", "shared_experts", "mla_up_proj"}) or (expert and bool(
+            m.moe_shared_expert_intermediate_size))
+    else:
+        return 0
+    lw = 1      # an MXFP8 element
+    return max(lw * ((lin if dense and dist_dense else 0) + (exp if expert and dist_expert else 0))
+               for _, lin, exp in units)
 
 
 def _unit_scales(r, unit_scales: list | None) -> list | None:
@@ -269,8 +323,13 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
     kept = strat == "optim_grads_params" and _kept_transposes(r, bm)
     if kept:        # the column-wise copies of the sharded FP8 weights, whole, all run (_kept_transposes)
         weights += bm.fp8_cache * ((n_linear if nd > 1 else 0) + (n_expert if ne > 1 else 0))
+    mx = strat == "optim_grads_params" and _mxfp8_buffers(r)
+    if mx:          # the column-wise buffer's shards beside the row-wise ones (_mxfp8_buffers)
+        weights += _cdiv(n_linear, nd) + _cdiv(n_expert, ne)
     if units and strat == "optim_grads_params":
-        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales), kept)
+        # Double buffering keeps two units of each MXFP8 buffer (two pools), so both copies there.
+        unit_bytes, u_max = _gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales),
+                                      kept or (mx and not double))
         comm = _comm_unit(r, units)
         if u_max:
             if double:
@@ -278,6 +337,9 @@ def megatron_fsdp_states(r, bm, moments: int, n_dense: int, n_linear: int, n_exp
             else:
                 n_gathered = 1 + min(_cdiv(comm // 2, u_max), len(units) - 1)
             transient["fsdp_gathered_units"] = n_gathered * unit_bytes
+            again = 0 if double else _recompute_copy(r, units, nd > 1, ne > 1)
+            if again:
+                transient["fsdp_recomputed_rowwise_copy"] = again
         if root and nd > 1:
             transient["fsdp_gathered_root"] = w * root
     bd, be = _grad_buckets(r, nd, ne) if units else (False, False)
@@ -340,8 +402,9 @@ def megatron_fsdp_step(r, bm, n_dense: int, n_expert: int, units: list, root: in
     if strat == "optim_grads_params":
         if root and nd > 1:
             out["fsdp_gathered_root"] = bm.weight * root
-        unit_bytes, u_max = (_gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales)) if units
-                             else (0, 0))
+        one_copy = _mxfp8_buffers(r) and not (par.fsdp_double_buffer or par.nccl_ub)
+        unit_bytes, u_max = (_gathered(bm, units, nd > 1, ne > 1, _unit_scales(r, unit_scales), one_copy)
+                             if units else (0, 0))
         if u_max:
             base = 0 if first else 1      # the first parameter: the embedding (root), else the first unit
             if par.fsdp_double_buffer or par.nccl_ub:

@@ -580,3 +580,22 @@ def test_export_says_how_bridge_pads():
     text = to_bridge_overrides(cfg)
     assert "tokenizer.use_tokenizer_vocab_size=true" in text
     assert _padded_vocab({}, world=2, overrides=text) == 152_064
+
+
+def test_average_in_collective_with_per_token_loss_is_refused_by_both_frontends():
+    """Megatron-LM @ d98e8a64 : megatron/core/distributed/distributed_data_parallel.py asserts average_in_collective
+    off with calculate_per_token_loss (Megatron-Bridge's gpt_oss recipe sets it off for that reason); each alone has
+    no memory effect. Refused by the importer's rule, named by the Bridge field on the Bridge path."""
+    from estimator.formats.megatron_args import read_megatron_args
+    model = {**MODEL, "calculate_per_token_loss": True}
+    imp = _read(model=model)
+    assert "model.calculate_per_token_loss = True" in {w for w, _ in imp.no_effect}
+    with pytest.raises(ConfigError, match="calculate_per_token_loss") as exc:
+        _read(model=model, ddp={"average_in_collective": True})
+    assert [p.field for p in exc.value.problems] == ["ddp.average_in_collective"]
+    _read(ddp={"average_in_collective": True})
+    flags = ("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 256 --vocab-size 1024 --bf16 "
+             "--calculate-per-token-loss")
+    with pytest.raises(ConfigError, match="calculate_per_token_loss"):
+        read_megatron_args(flags + " --ddp-average-in-collective", world_size=1)
+    read_megatron_args(flags, world_size=1)

@@ -104,13 +104,14 @@ def test_graphed_layers_hold_the_frozen_layers_tensors():
     the language model frozen. Whole layers captured (no cuda_graph_modules), one micro-batch in flight: the capture
     peak holds the 4 layers' saved tensors, which frozen are 4 x 19,398,656 = 77,594,624 bytes fewer than trained
     (test_the_frozen_linears_save_no_inputs); the static buffers are a hidden-states input and output per layer,
-    2 x 2 B x 4096 x 512 x 4 layers = 33,554,432 bytes, frozen or not; and neither the tower nor the loss runs at the
+    2 x 2 B x 4096 x 512 = 8,388,608, and the boolean causal mask [1, 1, 4096, 4096] of its attention, 16,777,216:
+    4 layers x 25,165,824 = 100,663,296 bytes, frozen or not; and neither the tower nor the loss runs at the
     capture, so the embedding chunk's 815,360 bytes (the tower's) and the output's are not held then."""
     frozen = _stage(**RECIPE, **GRAPHS)[0]
     trained = _stage(images_per_sample=2, freeze_vision_model=True, **GRAPHS)[0]
     assert frozen.peak_phase == trained.peak_phase
     assert frozen.transient["cuda_graph_static_buffers"] == trained.transient["cuda_graph_static_buffers"] \
-        == 33_554_432
+        == 100_663_296
     held = {k: v for k, v in frozen.activations.items() if k in ("attention", "mlp")}
     held_trained = {k: v for k, v in trained.activations.items() if k in ("attention", "mlp")}
     assert sum(held_trained.values()) - sum(held.values()) == 77_594_624

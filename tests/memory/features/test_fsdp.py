@@ -492,3 +492,71 @@ def test_fine_grained_param_gather_gathers_the_same_buckets():
     lm = read_megatron_args(flags + " --megatron-fsdp-enable-fine-grained-param-gather", world_size=8)
     assert lm.config == read_megatron_args(flags, world_size=8).config
     assert any("--megatron-fsdp-enable-fine-grained-param-gather" in str(x) for x in lm.no_effect)
+
+
+MXFP8_PARAMS = {"fp8": True, "fp8_recipe": "mxfp8", "fp8_param_gather": True,
+                "reuse_grad_buf_for_mxfp8_param_ag": False}
+LIN = 4 * H * H + 2 * H * F                # 12,582,912 linear weight elements a layer
+
+
+def test_mxfp8_weights_keep_two_shards_and_gather_one_copy_a_unit():
+    """MXFP8 weights (fp8_param_gather) under ZeRO-3 over DP 8. Megatron-LM @ d98e8a64 megatron_fsdp/
+    param_and_grad_buffer.py gives an MXFP8 parameter group a transpose_weight_buffer beside its model_weight_buffer,
+    sharded alike; the forward pass gathers the row-wise bucket, the backward pass the column-wise one.
+
+    Weights on one GPU: (norms 4 x 2 x 1024 x 2 B 16,384 + root 65,537,024 x 2 B 131,074,048 + linear 4 x 12,582,912
+    x 1 B 50,331,648) / 8 = 22,677,760, the column-wise shards 50,331,648 / 8 = 6,291,456, and the MXFP8 scales,
+    kept whole: one byte per 32 elements, row-wise and column-wise, 2 x 50,331,648 / 32 = 3,145,728: 32,114,944.
+    Gathered units: 1 + min(ceil(5e8 / 12,584,960), 3) = 4, each 12,582,912 x 1 B + 2,048 x 2 B = 12,587,008:
+    50,348,032 (counted at 2 B a linear element before, as if both copies were gathered: 100,679,680)."""
+    s = est(FSDP, {"use_distributed_optimizer": True}, MXFP8_PARAMS)
+    assert s.weights_bytes == 22_677_760 + 6_291_456 + 3_145_728 == 32_114_944
+    assert s.transient["fsdp_gathered_units"] == 4 * (LIN + 2 * 2 * H) == 50_348_032
+    assert "fsdp_recomputed_rowwise_copy" not in s.transient
+
+
+@pytest.mark.parametrize("training, again", [
+    ({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}, LIN),
+    ({"recompute_granularity": "selective", "recompute_modules": ["mlp"]}, LIN),
+    ({"recompute_granularity": "selective", "recompute_modules": ["core_attn", "layernorm"]}, 0),
+    ({"recompute_granularity": "selective"}, 0),                                  # core_attn: no weights
+])
+def test_mxfp8_recompute_gathers_the_row_wise_copy_again(training, again):
+    """A unit whose backward pass recomputes FP8 linear layers gathers its row-wise bucket again beside the
+    column-wise ones (megatron_fsdp.py _pre_forward_param_unshard in the PRE_BACKWARD state; the per-submodule hooks
+    are on for MXFP8 with fp8_param_gather, mcore_fsdp_adapter.py), released only with the unit after its backward
+    pass: one layer's 12,582,912 linear elements at 1 B. Recomputing modules without FP8 weights adds nothing."""
+    s = est(FSDP, {"use_distributed_optimizer": True, **training}, MXFP8_PARAMS)
+    assert s.transient.get("fsdp_recomputed_rowwise_copy", 0) == again
+    assert s.transient["fsdp_gathered_units"] == 50_348_032
+
+
+def test_mxfp8_recompute_copy_follows_the_recomputed_buckets():
+    """Which buckets the recomputed modules touch, on one unit of 100 dense elements (80 linear) and 400 expert
+    elements: full recompute both (480); moe the experts (400) and, with shared experts, the dense FP8 bucket too
+    (480); mla_up_proj the dense one (80); an expert buffer over one rank is not gathered (0)."""
+    from types import SimpleNamespace as NS
+
+    def copy(granularity, modules=None, shared=None, dist_expert=True):
+        cfg = NS(training=NS(recompute_granularity=granularity, recompute_modules=modules),
+                 model=NS(moe_shared_expert_intermediate_size=shared),
+                 precision=NS(fp8=True, fp8_param_gather=True, fp8_recipe="mxfp8"))
+        return fsdp._recompute_copy(NS(cfg=cfg), [(100, 80, 400)], True, dist_expert)
+
+    assert copy("full") == 480
+    assert copy("selective", ["moe"]) == 400
+    assert copy("selective", ["moe"], shared=64) == 480
+    assert copy("selective", ["mla_up_proj"]) == 80
+    assert copy("selective", ["moe"], dist_expert=False) == 0
+    assert copy(None) == 0
+
+
+def test_mxfp8_double_buffering_keeps_two_units_of_both_copies():
+    """With fsdp_double_buffer the column-wise buckets have a fixed pool of their own (param_and_grad_buffer.py
+    transpose_weight_alloc, a FixedPoolAllocator beside weight_alloc, each of two unit-sized buffers kept in the global
+    memory buffer): 2 units x (12,582,912 x (1 + 1) B + 2,048 x 2 B) = 50,339,840, full recompute or not (the
+    recomputed unit's row-wise copy takes a slot of its pool)."""
+    for tr in ({}, {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}):
+        s = est({**FSDP, "fsdp_double_buffer": True}, {"use_distributed_optimizer": True, **tr}, MXFP8_PARAMS)
+        assert s.transient["fsdp_gathered_units"] == 2 * (2 * LIN + 2 * 2 * H) == 50_339_840
+        assert "fsdp_recomputed_rowwise_copy" not in s.transient

@@ -203,6 +203,27 @@ def test_bridge_gtp_weight_remat_size_gives_the_same_estimate():
     assert got["parallelism"]["tensor_parallel_num_weight_shards"] == 4
 
 
+@pytest.mark.parametrize("gtp", [{"gtp_weight_remat_size": 2}, {"tensor_parallel_num_weight_shards": 4}])
+def test_bridge_refuses_averaged_collectives_with_gtp(gtp):
+    """Regression: Megatron-Bridge's ddp.average_in_collective true with GTP was read as without memory effect, while
+    Megatron-Core's DistributedDataParallel asserts it off with GTP (distributed_data_parallel.py: the averaged
+    collective would miss the 1/GTP_remat scaling), whatever the frontend. Now refused by the importer's rule,
+    naming the Bridge field; without GTP (or with the field off) it stays without memory effect."""
+    from estimator.formats.bridge.config import read_bridge_config
+    model = {"num_layers": 2, "hidden_size": 512, "num_attention_heads": 8, "ffn_hidden_size": 2048,
+             "vocab_size": 1024, "seq_length": 1024, "tensor_model_parallel_size": 2, "bf16": True,
+             "params_dtype": "torch.bfloat16"}
+    ddp = {"use_distributed_optimizer": True, "average_in_collective": True}
+    cfg = {"model": {**model, **gtp}, "ddp": ddp, "optimizer": {"use_distributed_optimizer": True},
+           "train": {"micro_batch_size": 1}}
+    with pytest.raises(ConfigError, match="Megatron-Core refuses it with GTP") as exc:
+        read_bridge_config(cfg, world_size=8)
+    assert [p.field for p in exc.value.problems] == ["ddp.average_in_collective"]
+    imp = read_bridge_config({**cfg, "model": model}, world_size=8)
+    assert "ddp.average_in_collective = True" in {w for w, _ in imp.no_effect}
+    read_bridge_config({**cfg, "ddp": {**ddp, "average_in_collective": False}}, world_size=8)
+
+
 @pytest.mark.parametrize("field", ["gtp_weight_remat_size: 2", "tensor_parallel_num_weight_shards: 2"])
 def test_same_run_through_both_frontends(field):
     """tests/formats/bridge/test_bridge_agreement.py's Llama 3 8B run (8 GPUs, CP 2: DP 4) with GTP_remat 2, once as
