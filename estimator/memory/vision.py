@@ -11,7 +11,10 @@ language model's dense parameters do; frozen ones (``freeze_vision_model``: patc
 distributed optimizer and DDP skip them) hold their weights only, in the weights' dtype. The tower runs in bf16 even
 in an FP8 run: ``get_vision_model_config`` builds a fresh ``Qwen3VLTransformerConfig`` and copies no ``fp8`` setting
 (Megatron-Core's default None), so its linears keep no FP8 copies and save bf16 inputs; Float16Module casts its
-weights to bf16 with the rest of the model.
+weights to bf16 with the rest of the model. With Muon (``training.optimizer: muon``) the tower's trained 2-D weights
+(:attr:`VisionStage.matrices`, the ``kimi_k25`` tower: estimator/model/vision.py ``muon_matrices``) take Muon's
+states and the rest of the tower Adam's, as the language model's do (estimator/memory/features/optimizers.py,
+muon_step.py).
 
 Activations per micro-batch, with ``N = micro_batch_size x images_per_sample x patches per image`` patches and
 ``N / M^2`` merged tokens (B bytes per element, hv / fv the tower's widths, t the tensor-parallel size; the tower
@@ -316,7 +319,8 @@ from typing import NamedTuple
 from ..model.layers import LayerKind
 from ..model.resolve import Resolved, resolve
 from ..model.audio import encoder_width, sound_params
-from ..model.vision import RADIO_TILE, image_patches, image_tokens, radio_class_tokens, tower_kind, vision_params
+from ..model.vision import (RADIO_TILE, image_patches, image_tokens, muon_matrices, radio_class_tokens, tower_kind,
+                            vision_params)
 from ..config.rules.vision import vision_graph_tokens
 from .activations import context, held_per_layer, layer_activations
 
@@ -342,6 +346,13 @@ class VisionStage(NamedTuple):
     activations: int      # bytes one micro-batch keeps for the backward pass
     backward_peak: int    # the largest gradient working set of the tower's backward pass
     graphs: VisionGraphs | None = None   # the tower's own CUDA graphs, when on
+    matrices: tuple = ()  # the trained 2-D weights Muon takes, (rows, cols, how many) on one GPU (kimi_k25 only:
+                          # estimator/model/vision.py muon_matrices); the rest of ``trained`` is Adam's
+
+    @property
+    def trained_matrices(self) -> int:
+        """Elements of :attr:`matrices`: the trained tower parameters Muon takes on one GPU."""
+        return sum(a * b * k for a, b, k in self.matrices)
 
 
 _CACHE: dict = {}
@@ -601,7 +612,9 @@ def vision_stage(r: Resolved) -> VisionStage | None:
             stats = 8 * rows if m.normalization == "LayerNorm" else 4 * rows
             acts += 2 * B * rows * hs + stats + (3 if gated else 2) * B * rows * p // t
             peak = max(peak, 2 * B * rows * p * (2 if gated else 1) // t)
-    out = VisionStage(trained, trained_linear, frozen, acts, peak, graphs)
+    mm = muon_matrices(m)
+    matrices = (() if fv else mm[0]) + (() if fp else mm[1]) if mm else ()
+    out = VisionStage(trained, trained_linear, frozen, acts, peak, graphs, matrices)
     if len(_CACHE) > 1024:
         _CACHE.clear()
     _CACHE[key] = out

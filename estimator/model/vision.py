@@ -103,6 +103,13 @@ bias and the tanh GELU; ``final_layernorm``; ``PatchMergerMLP`` a LayerNorm over
 M^2 hv -> ho, with biases): the qwen3_vl layer and merger counts, with Pt = 1, the final LayerNorm 2 hv, and every
 part replicated.
 
+Of these, Megatron-Core's Muon takes the 2-D weights (:func:`muon_matrices`): each layer's packed qkv (3 hv x hv),
+out projection (hv x hv), fc0 (fv x hv) and fc1 (hv x fv), and the merger's two linears (M^2 hv x M^2 hv,
+ho x M^2 hv). The Conv2d's weight (hv x C x P x P) and the position grid (init_pos_emb_height x init_pos_emb_width x
+hv) are not 2-D, and the norms and biases are 1-D: Adam takes them (Megatron-LM @ d98e8a64 :
+megatron/core/optimizer/layer_wise_optimizer.py ``is_managed_by_layer_wise_optimizer``, emerging_optimizers.py
+``_is_muon_excluded``: no ``use_muon`` or ``is_embedding_or_output_parameter`` tag is set on the remote-code modules).
+
 ``glm4v`` (GLM-4.5V; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/glm_vl/modeling_glm_45v.py
 ``GLM45VModel``: ``self.visual`` is transformers' ``Glm4vVisionModel`` from the vision_config, marked for TP
 gradient averaging, whole on every tensor-parallel rank; huggingface/transformers @ 005612ef :
@@ -285,11 +292,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..config.rules.vision import RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
+from ..config.rules.vision import MUON_TOWERS, RADIO_CLASS_TOKENS, RADIO_MAX_SIDE, RADIO_TILE
 from .layers.base import Count
 
 __all__ = ["KINDS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "TowerKind", "VisionParams", "has_vision", "image_patches", "image_tokens", "tower_kind",
-           "radio_class_tokens", "vision_params"]
+           "MUON_TOWERS", "muon_matrices", "radio_class_tokens", "vision_params"]
 
 
 class TowerKind(NamedTuple):
@@ -465,3 +472,24 @@ def vision_params(m) -> VisionParams | None:
     post = Count(0, 2 * hv if k.post_norm else 0)
     return VisionParams(patch, pos, layer, m.vision_num_layers, merger, lin, linear_merger, deep, post, unfrozen,
                         downsample)
+
+
+def muon_matrices(m) -> tuple[tuple, tuple] | None:
+    """The tower's 2-D weights that Megatron-Core's Muon takes, as (rows, cols, how many) on one GPU: (the encoder's,
+    the projection's), what freeze_vision_model and freeze_vision_projection freeze. None for a tower whose parameter
+    shapes are not read for it here (only :data:`MUON_TOWERS`).
+
+    ``kimi_k25`` (module docstring), whole on every tensor-parallel rank::
+
+        encoder     Lv x (qkv 3 hv x hv, out hv x hv, fc0 fv x hv, fc1 hv x fv)     (qkv: hv + 2 g d rows)
+        projection  M^2 hv x M^2 hv, ho x M^2 hv
+
+    The Conv2d's 4-D weight, the 3-D position grid and every norm and bias go to Adam."""
+    if not has_vision(m) or m.vision_model_type not in MUON_TOWERS:
+        return None
+    hv, fv, M, Lv = m.vision_hidden_size, m.vision_ffn_hidden_size, m.vision_spatial_merge_size, m.vision_num_layers
+    ho = m.vision_out_hidden_size or m.hidden_size
+    heads = m.vision_num_attention_heads
+    qkv = hv + 2 * (m.vision_num_query_groups or heads) * (hv // heads)
+    wide = M * M * hv
+    return ((qkv, hv, Lv), (hv, hv, Lv), (fv, hv, Lv), (hv, fv, Lv)), ((wide, wide, 1), (ho, wide, 1))

@@ -10,6 +10,7 @@ from .. import tp_overlap
 from ..derived import grad_comm_dtype, grad_dtype, recipe_features
 from ..errors import UnsupportedError
 from ..schema import Config
+from .vision import MUON_TOWERS
 from .wan import wan_not_modelled
 
 __all__ = ["not_modelled", "refuse_not_modelled"]
@@ -170,6 +171,11 @@ def _tower_features_not_modelled(cfg: Config) -> list[str]:
     # The vision tower's own CUDA graphs are the tower's feature (rules/vision.py, estimator/memory/vision.py).
     lm_only = _language_model_only(cfg) | {"training.overlap_moe_expert_parallel_comm",
                                            "training.vision_cuda_graph_impl"}
+    if (m.vision_model_type in MUON_TOWERS and tr.optimizer == "muon" and tr.peft is None
+            and not tr.freeze_language_model):
+        # Muon beside a tower of Hugging Face remote code whose 2-D weights are read (estimator/model/vision.py
+        # muon_matrices): Muon's states and step for them, Adam's for the rest (features/optimizers.py, muon_step.py).
+        lm_only.add("training.optimizer")
     if m.vision_model_type == "qwen3_vl":
         # Megatron-FSDP: the tower's layers are FSDP units like the decoder's (estimator/memory/features/fsdp.py).
         lm_only.add("parallelism.use_megatron_fsdp")
@@ -184,7 +190,8 @@ def _tower_features_not_modelled(cfg: Config) -> list[str]:
                    "distributed optimizer only (the features that act on the language model alone are modelled: "
                    "tp_comm_overlap and the flex dispatcher beside any tower but radio, cuda_graph_impl "
                    "transformer_engine beside the qwen3_vl tower; and with the qwen3_vl tower, whose layers are "
-                   "FSDP units too, use_megatron_fsdp and its own vision_cuda_graph_impl)")
+                   "FSDP units too, use_megatron_fsdp and its own vision_cuda_graph_impl; optimizer muon beside the "
+                   "kimi_k25 tower, whose 2-D weights are read, without PEFT or freeze_language_model)")
     return out
 
 

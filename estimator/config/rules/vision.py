@@ -17,7 +17,8 @@ from ..derived import recipe_features
 from ..errors import Problem
 from .attention import kv_split_problems
 
-__all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_graph_tokens", "vision_problems"]
+__all__ = ["MUON_TOWERS", "RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_graph_tokens",
+           "vision_problems"]
 
 
 #: The radio tower's fixed shapes (Megatron-LM @ d98e8a64 : megatron/core/models/multimodal/llava_model.py for
@@ -26,6 +27,10 @@ __all__ = ["RADIO_CLASS_TOKENS", "RADIO_MAX_SIDE", "RADIO_TILE", "vision_graph_t
 #: side img_h = img_w the provider builds it for, and max_img_h = max_img_w, the side its position table covers
 #: (pixels). Here, below estimator/model/vision.py, because the rules need them too.
 RADIO_CLASS_TOKENS, RADIO_TILE, RADIO_MAX_SIDE = 16, 512, 2048
+
+#: Towers whose 2-D weights Megatron-Core's Muon takes are read here (estimator/model/vision.py ``muon_matrices``):
+#: Muon beside them is modelled (rules/unsupported.py).
+MUON_TOWERS = ("kimi_k25",)
 
 
 def _one_frame(m, kind: str, embedding: str) -> list[Problem]:

@@ -163,6 +163,9 @@ class Plan:
         vis = vision_stage(r) if tr.vision_cuda_graph_impl != "none" else None
         self.vision_graphs = vis.graphs if vis is not None else None     # the tower's own graphs (vision.py)
         self.tower_units = fsdp.tower_units(r) if par.use_megatron_fsdp else []
+        # Muon: the vision tower's trained 2-D weights on the first stage (estimator/memory/vision.py)
+        tower = vision_stage(r) if tr.optimizer == "muon" else None
+        self.tower_matrices = tower.matrices if tower is not None else ()
         outside = {}
         tp_ub = comm_buffers.tp_overlap_bytes(r)
         if tp_ub:
@@ -326,19 +329,24 @@ class Plan:
             if tr.optimizer == "adam":
                 opt = bm.optimizer * (_cdiv(dense_p, sd) + _cdiv(expert_p, se))
             else:
-                opt = (self.ob.linear * (_cdiv(linear_p, sd) + _cdiv(expert_p, se))
-                       + self.ob.other * _cdiv(dense_p - linear_p, sd))
+                # Muon: the vision tower's 2-D weights (in dense_p) at Muon's rate too (muon_step.py)
+                tower = self.tower_matrices if first else ()
+                tl = sum(a * b * n for a, b, n in tower)
+                opt = (self.ob.linear * (_cdiv(linear_p + tl, sd) + _cdiv(expert_p, se))
+                       + self.ob.other * _cdiv(dense_p - linear_p - tl, sd))
                 if self.ping_pong:
                     # Whole tensors in ping-pong order (optimizers.py): the busiest rank holds the largest.
                     moes = [r.kinds[k].moe for k in kinds]
                     opt += optimizers.ping_pong_extra(
                         self.ob, (sd, se), self.layout[2] if first or last else 0,
-                        optimizers.largest_matrix(r, not all(moes), any(moes)),
+                        max(optimizers.largest_matrix(r, not all(moes), any(moes)),
+                            max((a * b for a, b, _ in tower), default=0)),
                         optimizers.largest_expert_matrix(r) if any(moes) else 0)
             if tr.optimizer == "muon" and not tr.optimizer_cpu_offload:
                 # Muon for the matrices, Adam for the rest, stepped one after the other (muon_step.py).
                 step_own = muon_step.muon_step_buffers(r, bm, kinds, dense_p, linear_p, expert_p, (sd, se),
-                                                       self.layout[2] if first or last else 0, self.ping_pong)
+                                                       self.layout[2] if first or last else 0, self.ping_pong,
+                                                       self.tower_matrices if first else ())
         gtp_stage = None
         if self.gtp:
             # GTP (gtp.py): the sharded weights' states over GTP_remat, the optimizer over the replicate group, and

@@ -97,6 +97,19 @@ buffer; the loop's ``grad`` holds it until the next matrix rebinds it, so + 4 n 
 ``--muon-no-split-qkv`` (``training.muon_split_qkv`` false): the fused QKV weight is orthogonalized whole, as the
 column-parallel matrix it is (no block copies, no concatenation).
 
+**A vision tower of Hugging Face remote code** (``kimi_k25``: MoonViT and its projector, whole on every
+tensor-parallel rank; Megatron-Bridge @ 067f987d : src/megatron/bridge/models/kimi_vl/modeling_kimi_k25_vl.py)
+gives Muon its 2-D weights (estimator/model/vision.py ``muon_matrices``) and Adam the rest. Its parameters carry
+no ``partition_dim`` of their own, so the optimizer's copies get the default -1 (Megatron-LM @ d98e8a64 :
+megatron/core/tensor_parallel/layers.py ``_MODEL_PARALLEL_ATTRIBUTE_DEFAULTS``), which
+``TensorParallelMuon.orthogonalize`` turns into None, and no ``is_qkv`` tag (no split): ``newton_schulz_tp``
+runs ``newton_schulz`` on the matrix alone (Emerging-Optimizers @ v0.3.0 : muon_utils.py, "partition_dim is None"),
+whatever ``muon_tp_mode``: the blockwise bound, max(12 n, 4 n + 4 m^2) (fp32 iterates: max(12 n, 8 n + 8 m^2)), with
+n the whole matrix and m its smaller side, + 4 n with Nesterov (:func:`tower_working_set`). The matrix stepped before
+it is bounded by the tower's largest (``KimiK25VLModel`` registers vision_tower, then mm_projector, before the
+language model; the order inside the remote-code layers is not read), and the language model's first matrix after
+the projector's last keeps the language model's own bound.
+
 ``--muon-use-syrk`` is not a field: its kernel (``newton_schulz_step_tsyrk``, at medium only) gets A and B from
 ``triton_kernels.tsyrk_ex``, which allocates each (m, m) bf16 output as the matmul does, so the bytes are the same.
 It needs emerging_optimizers 0.4.0 or later (Megatron-LM's ``_SYRK_MIN_EO_VERSION``: with the pinned 0.3.0
@@ -110,7 +123,7 @@ from ...model.layers import LayerKind, kind_weight_shapes, view
 from ..optimizer_step import FP32, fp32_copies_per_state, step_buffers
 
 __all__ = ["assumption", "matrix_working_set", "muon_step_buffers", "muon_working_set", "orthogonalize_bytes",
-           "qkv_working_set"]
+           "qkv_working_set", "tower_working_set"]
 
 #: ``--muon-tp-mode`` values (Megatron-LM @ d98e8a64 arguments.py).
 TP_MODES = ("duplicated", "blockwise", "distributed")
@@ -291,20 +304,37 @@ def muon_working_set(r, kinds) -> int:
     return best
 
 
+def tower_working_set(r, matrices) -> int:
+    """Bytes of Muon's working set over a vision tower's 2-D weights ``matrices`` ((rows, cols, how many) on this
+    GPU, whole: estimator/memory/vision.py ``VisionStage.matrices``; 0 without any), module docstring: each matrix
+    orthogonalized alone (no gather, no QKV split) beside the update of the matrix stepped before, bounded by the
+    tower's largest:
+
+        max over the matrices of  max(12 n, 4 n + 4 m^2) (+ 4 n Nesterov) + 4 n_max"""
+    if not matrices:
+        return 0
+    o = _options(r)
+    biggest = max(a * b for a, b, _ in matrices)
+    return max(matrix_working_set(a, b, 1, False, prev=biggest, fp32=o["fp32"], mode="blockwise",
+                                  nesterov=o["nesterov"]) for a, b, _ in matrices)
+
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
 def muon_step_buffers(r, bm, kinds, dense_p: int, linear_p: int, expert_p: int, shards: tuple,
-                      vocab: int = 0, ping_pong: bool = False) -> dict:
+                      vocab: int = 0, ping_pong: bool = False, tower: tuple = ()) -> dict:
     """The Muon step's own buffers on one GPU, by name (module docstring): fp32 gradient copies, then the larger
     of Adam's temporaries over the Adam-managed parameters and Muon's working set.
 
     ``dense_p``, ``linear_p``, ``expert_p``: the stage's parameters, its dense 2-D linear weights, its routed-expert
     parameters (Muon). ``shards``: (dense, expert) optimizer shard counts. With the ping-pong layout the rank
-    that holds the stage's embedding or output layer (``vocab`` elements) whole steps it with Adam."""
+    that holds the stage's embedding or output layer (``vocab`` elements) whole steps it with Adam. ``tower``: the
+    vision tower's trained 2-D weights on this stage (:func:`tower_working_set`), part of ``dense_p`` and stepped
+    by Muon."""
     sd, _ = shards
-    adam = _cdiv(dense_p - linear_p, sd)
+    adam = _cdiv(dense_p - linear_p - sum(a * b * k for a, b, k in tower), sd)
     if ping_pong and vocab:
         adam += vocab - vocab // sd
     out = {}
@@ -312,7 +342,7 @@ def muon_step_buffers(r, bm, kinds, dense_p: int, linear_p: int, expert_p: int, 
     if copies:
         out["optimizer_fp32_grad_copies"] = copies
     adam_tmp = FP32 * fp32_copies_per_state(r) * adam
-    muon = muon_working_set(r, kinds)
+    muon = max(muon_working_set(r, kinds), tower_working_set(r, tower))
     if muon > adam_tmp:
         out["muon_newton_schulz"] = muon
     elif adam_tmp:

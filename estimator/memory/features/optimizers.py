@@ -6,6 +6,7 @@ Bytes per parameter, before sharding, with bf16 (or fp16) weights (fp32 weights 
     sgd   master 4 + momentum_buffer 4 (torch.optim.SGD keeps it only when momentum > 0)        = 8 (4)
     muon  2-D linear weights: master 4 + momentum 4                                             = 8
           embedding, output layer, norms, biases, router: Adam (Muon's scalar optimizer)        = 12
+          (the kimi_k25 vision tower: its 2-D weights Muon's, the rest Adam's; muon_step.py)
 
 Sources (Megatron-LM @ d98e8a64): ``megatron/core/optimizer/__init__.py`` (SGD with ``sgd_momentum``;
 ``dist_muon`` is ``muon`` with ``use_layer_wise_distributed_optimizer``), ``emerging_optimizers.py``

@@ -52,15 +52,11 @@ SIZES = {
     # olmoe/h100/olmoe_7b.py: TP 1, PP 1, EP 8; pretrain gbs 2048, mbs 1; SFT seq 4096 (packed), gbs 128
     "olmoe_7b_pretrain_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 2048, 4096)),
     "olmoe_7b_sft_8gpu_h100_bf16_config": (R + "olmoe/h100/olmoe_7b.py", (1, 1, 1, 1, 8, 8, 1, 128, 4096)),
+    # kimi_vl/h100/kimi_k25_vl.py: TP 2, PP 16 (its layout, no VP), EP 32, ETP 1 on 512 GPUs; mbs 1, gbs 4096, seq
+    # 4096; distributed_muon_with_cosine_annealing beside the MoonViT tower (test_kimi_k25_vl_... below)
+    "kimi_k25_vl_sft_512gpu_h100_bf16_config": (R + "kimi_vl/h100/kimi_k25_vl.py",
+                                                (2, 16, 1, 1, 32, 512, 1, 4096, 4096)),
 }
-
-#: Recipes the estimator refuses, with the setting it names: findings, not failures.
-#: kimi_vl/h100/kimi_k25_vl.py (distributed_muon_with_cosine_annealing; its flex dispatcher with HybridEP serves the
-#: language model's MoE layers alone and is modelled beside the tower).
-REFUSED = {
-    "kimi_k25_vl_sft_512gpu_h100_bf16_config": ((2, 16, 1, 1, 32, 512, 1, 4096, 4096), "training.optimizer"),
-}
-
 
 def test_qwen25_vl_peft_recipe_estimates_with_the_tower_frozen():
     """qwen25_vl_3b_peft_1gpu_h100_bf16_config: LoRA (default_peft_config("lora"): dim 32 on linear_qkv,
@@ -131,16 +127,6 @@ def test_recipe_estimates_with_its_parallel_sizes(name):
     assert len(stages) == want[1] and all(s["device_bytes"] > 0 for s in stages)
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_refused_recipe_names_the_setting(name):
-    want, setting = REFUSED[name]
-    cfg = read_bridge_recipe(name).config
-    assert _sizes(cfg) == want
-    with pytest.raises(EstimatorError, match="vision tower") as err:
-        estimate(cfg)
-    assert f"({setting})" in str(err.value)
-
-
 def test_glm52_sft_is_the_benchmark_recipe_with_its_layout():
     """perf_recipes/glm_moe_dsa/h100/glm5.py glm52_sft_416gpu_h100_bf16_config: the layout string written in the
     function, 26 virtual stages of PP 13 x VP 2 (25 '|'), 78 decoder layers ('t') and the MTP layer ('m');
@@ -189,3 +175,33 @@ def test_gemma4_vl_recipe_keeps_the_global_layers_and_the_frozen_tower():
     assert not tr.get("freeze_language_model")
     assert (tr["sequence_parallel"], tr["recompute_granularity"], tr["recompute_method"],
             tr["recompute_num_layers"]) == (True, "full", "uniform", 1)
+
+
+def test_kimi_k25_vl_sft_recipe_gives_moonvits_matrices_to_muon():
+    """kimi_k25_vl_sft_512gpu_h100_bf16_config trains Kimi K2.5 with distributed Muon (ping-pong layout: Bridge's
+    distributed_muon_with_cosine_annealing leaves use_layer_wise_param_layout off) beside the MoonViT tower, Hugging
+    Face remote code whose 2-D weights Muon takes and the rest Adam (Megatron-LM @ d98e8a64 :
+    megatron/core/optimizer/layer_wise_optimizer.py is_managed_by_layer_wise_optimizer). By hand from Kimi K2.5's
+    vision_config (hv 1152, 16 heads, fv 4304, 27 layers, patch 14, merge 2; projector out 7168):
+    each layer qkv 3456 x 1152 + out 1152 x 1152 + fc0 4304 x 1152 + fc1 1152 x 4304 = 15,224,832, 27 of them
+    411,070,464; the projector 4608 x 4608 + 7168 x 4608 = 54,263,808; Muon's 465,334,272. Adam's rest of the
+    encoder: the Conv2d 3 x 14 x 14 x 1152 + 1152 = 678,528, the position grid 64 x 64 x 1152 = 4,718,592, per layer
+    two LayerNorms 4,608 and biases 3456 + 1152 + 4304 + 1152 = 10,064 (27 x 14,672 = 396,144), the final LayerNorm
+    2,304: 5,795,568. Freezing the encoder takes its optimizer states off stage 0's 16 data-parallel ranks
+    (512 / (TP 2 x PP 16)): (8 x 411,070,464 + 12 x 5,795,568) / 16 = 205,535,232 + 4,346,676 = 209,881,908 B
+    (at Adam's 12 B for all of it, 12 x 416,866,032 / 16 = 312,649,524)."""
+    from estimator.memory.vision import vision_stage
+    from estimator.model.resolve import resolve
+    from estimator.config.load import load_config
+    cfg = read_bridge_recipe("kimi_k25_vl_sft_512gpu_h100_bf16_config").config
+    tr = cfg["training"]
+    assert (tr["optimizer"], tr["use_distributed_optimizer"], tr["use_layer_wise_param_layout"]) == ("muon", True,
+                                                                                                      False)
+    per = 3456 * 1152 + 1152 * 1152 + 4304 * 1152 + 1152 * 4304
+    assert per == 15_224_832
+    vs = vision_stage(resolve(load_config(cfg)))
+    assert vs.trained_matrices == 27 * per + 4608 * 4608 + 7168 * 4608 == 465_334_272
+    trained = estimate(cfg).stages[0].optimizer_bytes
+    cfg["training"]["freeze_vision_model"] = True
+    frozen = estimate(cfg).stages[0].optimizer_bytes
+    assert trained - frozen == (8 * 411_070_464 + 12 * 5_795_568) // 16 == 209_881_908
