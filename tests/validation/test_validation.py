@@ -180,6 +180,37 @@ def test_recipe_data_says_what_the_estimator_cannot_state():
             assert case.false_oom, r["id"]
 
 
+def test_recipes_carry_their_allocator_setting():
+    """Each benchmark function of Bridge @ 067f987d replaces the recipe's env_vars with {**COMMON_PERF_ENV_VARS
+    (TORCH_NCCL_HIGH_PRIORITY only), ...its own}; 26 of the 27 set PYTORCH_CUDA_ALLOC_CONF, among them
+    llama3_8b_pretrain_8gpu_b200_bf16_config and llama3_70b_pretrain_64gpu_b200_bf16_config with
+    graph_capture_record_stream_reuse:True beside expandable_segments:True, and
+    llama3_70b_pretrain_64gpu_gb200_bf16_config sets none. It is training.pytorch_cuda_alloc_conf, no longer a
+    run note. The default (fraction) reserve ignores it; the replay follows it: Llama 3 8B on 8 H100, expandable
+    segments map what is allocated in 2 MiB pages, so the replayed reserve is below the one under PyTorch's default
+    segments, with the same allocated bytes."""
+    from estimator import estimate
+    from estimator.formats.gpus import with_gpu_arch
+    confs = {r["id"]: recipe_config(r)["training"].get("pytorch_cuda_alloc_conf") for r in RECIPES}
+    assert not any("PYTORCH_CUDA_ALLOC_CONF" in (r.get("run") or {}) for r in RECIPES)
+    both = "expandable_segments:True,graph_capture_record_stream_reuse:True"
+    assert sorted(k for k, v in confs.items() if v == both) == ["bridge-llama3-70b-64gpu-b200-bf16",
+                                                                "bridge-llama3-8b-8gpu-b200-bf16"]
+    assert [k for k, v in confs.items() if not v] == ["bridge-llama3-70b-64gpu-gb200-bf16"]
+    assert sum(v == "expandable_segments:True" for v in confs.values()) == 24
+    r = next(r for r in RECIPES if r["id"] == "bridge-llama3-8b-8gpu-h100-bf16")
+    cfg = with_gpu_arch(recipe_config(r), get_gpu(r["gpu"]))
+    peaks = {}
+    for conf in ("expandable_segments:True", ""):
+        for model in ("fraction", "replay"):
+            tr = {**cfg["training"], "pytorch_cuda_alloc_conf": conf, "reserved_memory_model": model}
+            c = {**cfg, "training": tr}
+            peaks[conf, model] = estimate(c).peak
+    assert peaks["", "fraction"].reserved_bytes == peaks["expandable_segments:True", "fraction"].reserved_bytes
+    assert peaks["", "replay"].allocated_bytes == peaks["expandable_segments:True", "replay"].allocated_bytes
+    assert peaks["expandable_segments:True", "replay"].reserved_bytes < peaks["", "replay"].reserved_bytes
+
+
 def test_a_recipes_model_settings_lay_over_its_preset():
     """DeepSeek-V3's recipe sets the dispatcher and the router dtype its model bridge sets (models/deepseek/
     deepseek_v3_bridge.py: moe_router_dtype fp32); the rest of the model is the preset's (61 layers, as

@@ -164,6 +164,38 @@ def test_a_pretrain_recipe_without_a_preset_takes_model_and_tower_from_hugging_f
     assert (s.gradients_bytes, s.optimizer_bytes) == (160_635_904, 481_907_712)
 
 
+#: The Qwen3-VL recipes on Bridge's mock VLM data: the library pretrain recipes and the performance recipes built on
+#: them (which set only the dataset's seq_length).
+MOCK_IMAGES = ["qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config",
+               "qwen3_vl_30b_a3b_pretrain_8gpu_h100_bf16_mock_config",
+               "qwen3_vl_30b_a3b_pretrain_8gpu_b200_bf16_config",
+               "qwen3_vl_235b_a22b_pretrain_64gpu_b200_bf16_config",
+               "qwen3_vl_30b_a3b_pretrain_8gpu_gb200_fp8mx_config"]
+
+
+def test_the_mock_pretrain_recipes_draw_256_pixel_images():
+    """Megatron-Bridge @ 067f987d : recipes/qwen_vl/h100/qwen3_vl.py builds MockVLMSFTDatasetConfig without
+    image_size or num_images, whose defaults (data/builders/mock_vlm_sft.py) are (256, 256) and 1: one 256 x 256
+    image a sample (perf_recipes/qwen_vl/{b200,gb200}/qwen3_vl.py keep that dataset). The catalogue said 448 pixels.
+    On qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config (TP 4, mbs 2, tower frozen, merger and D = 3 deepstack
+    mergers trained; Qwen3-VL-8B's tower hv 1152, patch 16, merge M = 2) only the mergers' tensors keep anything
+    (estimator/memory/vision.py), per patch with B = 2 bytes and t = 4:
+    merger 2 B hv + 8 + 2 B hv / t = 4,608 + 8 + 1,152 = 5,768; a deepstack merger 2 B hv + 8 / M^2 + 2 B hv / t =
+    4,608 + 2 + 1,152 = 5,762, three 17,286: 23,054 bytes a patch. 448 pixels are (448 / 16)^2 = 784 patches, 256
+    pixels (256 / 16)^2 = 256: 528 fewer an image, 1,056 a micro-batch of 2, so 1,056 x 23,054 = 24,345,024 bytes
+    fewer activations (0.02 GiB); the language model's sequence is seq_length either way (pad_to_max_length)."""
+    from estimator.formats.bridge.recipes import RECIPES, read_bridge_recipe
+    for name in MOCK_IMAGES:
+        tr = RECIPES[name]["config"]["training"]
+        assert (tr["images_per_sample"], tr["image_resolution"]) == (1, 256), name
+    name = MOCK_IMAGES[0]
+    now = read_bridge_recipe(name).config
+    before = read_bridge_recipe(name).config
+    before["training"]["image_resolution"] = 448
+    assert (estimate(before).stages[0].activations_bytes - estimate(now).stages[0].activations_bytes
+            == 1_056 * 23_054 == 24_345_024)
+
+
 PERF = "qwen3_vl_30b_a3b_pretrain_8gpu_b200_bf16_config"
 
 
