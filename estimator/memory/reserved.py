@@ -62,16 +62,16 @@ routing assumed).
 
 Multi-GPU layouts (:func:`_sequence_parallel`, :func:`_context_parallel_a2a`): with tensor parallelism and
 sequence parallelism, Transformer Engine's forward all-gathers the input of each column-parallel linear and
-reduce-scatters the whole-sequence output of each row-parallel one, four tensors of ``tp`` times a hidden-sized one per
-layer, made and freed inside the layer's forward (the backward's gathers, tried the same way, move no replayed peak:
+reduce-scatters the whole-sequence output of each row-parallel one, four tensors of ``tp`` times a hidden-sized one
+per layer, made and freed inside the layer's forward (the backward's gathers, tried the same way, move no replayed peak:
 they fit the blocks the forward cached); with context parallelism's all-to-all, q, k, v and the attention output
 (and their gradients) are cut on Transformer Engine's CP stream, from that stream's own pool.
 
 Not modelled, stated: the per-layer CUDA graphs' private pools, ``record_stream`` (no call on the paths replayed:
 Megatron-LM @ d98e8a64 calls it only with overlapped MoE dispatch, activation offloading and the combined 1F1B
-schedule; PyTorch's ProcessGroupNCCL stashes a collective's tensors instead), the kernels' own temporaries inside one
-autograd node (only the estimate's working sets), uneven routing (each expert's tensors are cut equal); NCCL's own
-buffers (``cudaMalloc`` outside the caching allocator, not in ``max_memory_reserved``).
+schedule; recent PyTorch's ProcessGroupNCCL keeps a collective's tensors alive instead), the kernels' own
+temporaries inside one autograd node (only the estimate's working sets), uneven routing (each expert's tensors are
+cut equal); NCCL's own buffers (``cudaMalloc`` outside the caching allocator, not in ``max_memory_reserved``).
 """
 
 from __future__ import annotations
