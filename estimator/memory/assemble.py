@@ -33,6 +33,7 @@ from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
 from ..model.layers import hyper_connection, kimi, kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
+from ..model.layers.moe import routed_rows
 from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose, quantized
 from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
@@ -757,6 +758,12 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     # (reserved._context_parallel_a2a)
     cp_a2a = r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p") and \
         tr.transformer_impl == "transformer_engine"
+    # the all-to-all dispatcher's permuted, dispatched, sorted-back and returned tokens with expert parallelism
+    # (reserved._alltoall_dispatch): one pool's routed rows x hidden (balanced routing), in the activations' dtype
+    dispatch: tuple = ()
+    if r.E and r.ep > 1 and r.t == 1 and r.etp == 1 and not r.fmv and \
+            cfg.model.moe_token_dispatcher_type == "alltoall":
+        dispatch = (B * routed_rows(r, r.s * r.b // r.cp, Tn) * (r.lat or r.h), B * Tn * r.h, r.E // r.ep)
     # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
     # parallel ranks) is made by its reduce-scatter at the end of its backward (FSDP2 data-parallel size, else 0)
     fsdp2 = r.dp * r.cp if cfg.parallelism.use_torch_fsdp2 else 0
@@ -775,7 +782,8 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft, sequential, sp_comm, cp_a2a)
+            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft, sequential, sp_comm, cp_a2a,
+                                        dispatch)
             if fsdp2:
                 n_el = sum(o * n_in * n for o, n_in, n in lin + exp) + per_layer_params[-1][2]
                 lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)

@@ -65,7 +65,9 @@ sequence parallelism, Transformer Engine's forward all-gathers the input of each
 reduce-scatters the whole-sequence output of each row-parallel one, four tensors of ``tp`` times a hidden-sized one
 per layer, made and freed inside the layer's forward (the backward's gathers, tried the same way, move no replayed peak:
 they fit the blocks the forward cached); with context parallelism's all-to-all, q, k, v and the attention output
-(and their gradients) are cut on Transformer Engine's CP stream, from that stream's own pool.
+(and their gradients) are cut on Transformer Engine's CP stream, from that stream's own pool; with expert
+parallelism, the all-to-all token dispatcher's permuted and dispatched tokens are held through the MoE layer's
+forward and its combine's tokens made one after another at its end (:func:`_alltoall_dispatch`).
 
 Not modelled, stated: the per-layer CUDA graphs' private pools, ``record_stream`` (no call on the paths replayed:
 Megatron-LM @ d98e8a64 calls it only with overlapped MoE dispatch, activation offloading and the combined 1F1B
@@ -122,6 +124,8 @@ class LayerTensors(NamedTuple):
     unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
     side: tuple = ()      # (i, copies): saved[i] and its gradient cut from the context-parallel stream's pool, made
     #                       after ``copies`` temporaries of its size on that stream (:func:`_context_parallel_a2a`)
+    end_ops: tuple = ()   # at the end of its forward, after the saved tensors: ("a", bytes) makes a temporary, ("t", k)
+    #                       frees the k-th; then the ``before`` temporaries held to the end (j = len(saved)) go
     score_ops: tuple = () # unfused attention's backward through its kept score tensors, in order: ("a", bytes) makes
     #                       a temporary, ("t", j) frees the j-th temporary, ("s", i) frees saved[i] (then not mirrored)
 
@@ -287,6 +291,14 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                             keys.append(alloc(s, pool))
                         for k in pending.pop(i, ()):
                             free(k)
+                    ends = []
+                    for op, x in lt.end_ops:
+                        if op == "a":
+                            ends.append(alloc(x, pool))
+                        else:
+                            free(ends[x])
+                    for k in pending.pop(len(lt.saved), ()):
+                        free(k)
                     for b in before.get(len(lt.saved), ()):     # at the layer's end
                         free(alloc(b[1], pool))
                     temp = [alloc(s, pool) for s in lt.forward_temp]
@@ -593,6 +605,29 @@ def _sequence_parallel(names: list, n_att: int, mlp_names: list, gathered: int, 
     return tuple(out)
 
 
+def _alltoall_dispatch(i: int, n_saved: int, tokens: int, out: int, local: int) -> tuple[tuple, tuple]:
+    """The all-to-all token dispatcher's tensors of one MoE layer's forward around its experts, as
+    (:data:`LayerTensors.before` entries, :data:`LayerTensors.end_ops`): ``i`` the index of the experts' input in
+    the saved tensors (``n_saved`` of them), ``tokens`` the bytes of the routed rows x hidden (balanced routing),
+    ``out`` the layer's output (tokens x hidden), ``local`` the local experts. Megatron-LM @ d98e8a64
+    ``megatron/core/transformer/moe/moe_layer.py`` ``custom_forward`` holds the permuted tokens (``hidden_states``,
+    from ``dispatch_preprocess``'s ``permute``) and the all-to-all's output (``dispatched_input``) in locals until it
+    returns; ``token_dispatcher.py`` ``dispatch_postprocess`` sorts the tokens by local expert into a new tensor
+    (the experts' input, saved; with one local expert the all-to-all's output is that input). After the experts:
+    their output; ``combine_preprocess`` un-sorts it into a new tensor (several local experts), the output dropped
+    when ``routed_experts_compute`` returns; ``token_combine``'s all-to-all back, the un-sorted tensor dropped as
+    ``output`` is rebound; ``combine_postprocess``'s ``unpermute`` into the layer's output, the all-to-all's
+    dropped; then the permuted tokens and the dispatched ones. ``megatron/core/tensor_parallel/mappings.py``
+    ``all_to_all`` returns its input unchanged on a group of one: the caller gives no expert parallelism here."""
+    if local > 1:
+        before = ((i, tokens, n_saved), (i, tokens, n_saved))
+        ends = (("a", tokens), ("a", tokens), ("t", 0), ("a", tokens), ("t", 1), ("a", out), ("t", 2), ("t", 3))
+    else:
+        before = ((i, tokens, n_saved),)
+        ends = (("a", tokens), ("a", tokens), ("t", 0), ("a", out), ("t", 1), ("t", 2))
+    return before, ends
+
+
 def _context_parallel_a2a(names: list) -> tuple:
     """The saved tensors that context parallelism's all-to-all (``cp_comm_type`` a2a, a2a+p2p) cuts from its own
     stream's pool, as :data:`LayerTensors.side`. Transformer Engine @ d0067d0d
@@ -665,7 +700,7 @@ def _expert_parts(parts: dict, experts: int) -> list:
 
 def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
                   scores_input: int = 0, torch_softmax: bool = False, experts: int = 0,
-                  sp_comm: tuple = (0, 0), cp_a2a: bool = False) -> LayerTensors:
+                  sp_comm: tuple = (0, 0), cp_a2a: bool = False, dispatch: tuple = ()) -> LayerTensors:
     """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
     and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
     its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
@@ -674,7 +709,9 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
     the local routed experts run one by one (SequentialMLP: their saved tensors per expert, :func:`_expert_parts`;
     0 with grouped GEMM); ``sp_comm`` (gathered input, full output) bytes of Transformer Engine's sequence-parallel
     communication tensors (:func:`_sequence_parallel`; zeros without); ``cp_a2a`` whether context parallelism's
-    all-to-all cuts q, k, v and the attention output from its own stream's pool (:func:`_context_parallel_a2a`)."""
+    all-to-all cuts q, k, v and the attention output from its own stream's pool (:func:`_context_parallel_a2a`);
+    ``dispatch`` (routed rows x hidden bytes, layer output bytes, local experts) of the all-to-all token
+    dispatcher with expert parallelism (:func:`_alltoall_dispatch`; empty without)."""
     parts = parts or {}
     mixer = []
     first, pieces = 0, 0
@@ -725,8 +762,15 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
                 and tuple(mlp_t[:len(mlp)]) == tuple(mlp):
             mlp_names = [k for k, v in parts.items() if k not in _MIXER_PARTS and v]
             before += _sequence_parallel(names, len(att), mlp_names, *sp_comm)
+        ends: tuple = ()
+        if dispatch and parts.get("expert_in") and not parts.get("dispatched") and placed \
+                and tuple(mlp_t[:len(mlp)]) == tuple(mlp):
+            mlp_names = [k for k, v in parts.items() if k not in _MIXER_PARTS and v]
+            if "expert_in" in mlp_names and not experts:
+                extra, ends = _alltoall_dispatch(len(att) + mlp_names.index("expert_in"), len(saved), *dispatch)
+                before += extra
         return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
-                            before, score_ops=ops, side=side)
+                            before, score_ops=ops, side=side, end_ops=ends)
     keep = (acts.checkpoint,) if recompute == "full" else ()
     return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
 

@@ -456,6 +456,49 @@ def test_layer_tensors_with_tensor_and_context_parallel_communication():
     assert layer_tensors(a, parts, None, experts=4, sp_comm=(64, 128)).before == ()
 
 
+def test_alltoall_dispatcher_tensors_in_megatron_order():
+    """MoELayer.custom_forward (Megatron-LM @ d98e8a64 moe_layer.py) holds the permuted tokens and the all-to-all's
+    output to its end: with 4 local experts both are made before the sorted experts' input (saved[2]) and freed
+    after the layer's last saved tensor (index 4 = len(saved): after the end ops). At the end: the experts' output
+    (t0), its un-sorted copy (t1), t0 dropped, the all-to-all back (t2), t1 dropped, the layer's output (t3, 3 B),
+    t2 dropped, t3 handed on. One local expert: no sorted copy (the all-to-all's output is the experts' input) and
+    no un-sorting."""
+    from estimator.memory.reserved import _alltoall_dispatch
+    assert _alltoall_dispatch(2, 4, 10, 3, 4) == (
+        ((2, 10, 4), (2, 10, 4)),
+        (("a", 10), ("a", 10), ("t", 0), ("a", 10), ("t", 1), ("a", 3), ("t", 2), ("t", 3)))
+    assert _alltoall_dispatch(2, 4, 10, 3, 1) == (
+        ((2, 10, 4),), (("a", 10), ("a", 10), ("t", 0), ("a", 3), ("t", 1), ("t", 2)))
+
+
+def test_end_ops_run_before_the_held_temporaries_go():
+    """Keys: 1 the parameter, 2 saved[0] (2 MiB), 3 the 5 MiB held to the layer's end, 4 saved[1] (3 MiB); the end
+    ops make 5 (4 MiB) and 6 (6 MiB) and free them; then 3 goes; the backward's first gradient (3 MiB) follows."""
+    layer = LayerTensors((2 * MIB, 3 * MIB), (), (), (), before=((1, 5 * MIB, 2),),
+                         end_ops=(("a", 4 * MIB), ("a", 6 * MIB), ("t", 0), ("t", 1)))
+    ev = events(_one_layer(grad_buffers=(), states=(), chunks=(((), (layer,), (), False, False),)))
+    i = ev.index(("mark", "fwd_bwd"))
+    assert ev[i + 1:i + 10] == [("+", 2, 2 * MIB, None), ("+", 3, 5 * MIB, None), ("+", 4, 3 * MIB, None),
+                                ("+", 5, 4 * MIB, None), ("+", 6, 6 * MIB, None), ("-", 5), ("-", 6), ("-", 3),
+                                ("+", 7, 3 * MIB, None)]
+
+
+def test_layer_tensors_with_the_alltoall_dispatcher():
+    """Saved: norm_in 30, qkv 50 (attention 80), expert_in 40, expert_fc1_out 60 (MLP 100): the dispatcher's entries
+    at the experts' input (saved[2]), held to index 4. Run one by one (SequentialMLP) or with expert-parallel
+    overlap's kept dispatched tokens: none."""
+    from estimator.memory.activations import LayerActivations
+    a = LayerActivations(attention=80, mlp=100, full=180, checkpoint=10, backward_peak=0, recompute_peak=0)
+    parts = {"norm_in": 30, "qkv": 50, "expert_in": 40, "expert_fc1_out": 60}
+    lt = layer_tensors(a, parts, None, dispatch=(16, 8, 4))
+    assert lt.saved == (30, 50, 40, 60)
+    assert lt.before == ((2, 16, 4), (2, 16, 4))
+    assert lt.end_ops == (("a", 16), ("a", 16), ("t", 0), ("a", 16), ("t", 1), ("a", 8), ("t", 2), ("t", 3))
+    kept = layer_tensors(a._replace(mlp=105), {**parts, "dispatched": 5}, None, dispatch=(16, 8, 4))
+    assert kept.saved == (30, 50, 40, 60, 5) and kept.end_ops == () and kept.before == ()
+    assert layer_tensors(a, parts, None, experts=4, dispatch=(16, 8, 4)).end_ops == ()
+
+
 def test_schedule_passes_lump_all_but_the_last_forwards():
     """Three micro-batches in flight of eight, two replayed tensor by tensor: the first forward is one tensor; two
     steady backward-forward cycles; the three backwards."""
@@ -547,8 +590,8 @@ def test_reserved_on_the_project_runs():
 def test_reserved_on_the_simumax_runs():
     """max_memory_reserved of the 19 SimuMax B200 runs (validation/measured.yaml: 8 GPUs, Transformer Engine; the
     busiest rank's figure) against the replay. Transformer Engine's sequence-parallel gathers and whole-sequence
-    outputs, and context parallelism's all-to-all on its own stream's pool, took the median |error| from 2.27 % to
-    1.83 %; worst -5.62 % (Llama 3 70B, CP8 at sequence 32768, whose eight ranks allocate the same bytes to 3 MiB
+    outputs, context parallelism's all-to-all on its own stream's pool and the MoE all-to-all dispatcher's tokens
+    took the median |error| from 2.27 % to 1.76 %; worst -5.62 % (Llama 3 70B, CP8 at sequence 32768, whose eight ranks allocate the same bytes to 3 MiB
     and reserve 107.43-111.94 GiB: -1.65 % against the least-reserving one). Seen while the rules were written;
     these bounds hold the figures reached."""
     from dataclasses import replace
@@ -564,7 +607,7 @@ def test_reserved_on_the_simumax_runs():
         m = case["measured"]["peak_reserved_gib"] * 2 ** 30
         errs.append((stage_memory(r, replay=True).peak.reserved_bytes - m) / m * 100)
     assert len(errs) == 19
-    assert statistics.median(abs(e) for e in errs) <= 1.85
+    assert statistics.median(abs(e) for e in errs) <= 1.78
     assert max(abs(e) for e in errs) <= 5.65
 
 
