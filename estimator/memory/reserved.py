@@ -508,20 +508,23 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
     seen: dict = {}
     peak_a = peak_r = 0
     name = None
+    malloc, release, pop = a.malloc, a.free, handles.pop      # bound once: the loop runs thousands of times
     for ev in trace:
         op = ev[0]
         if op == "+":
             pool = ev[3]
-            if isinstance(pool, str):          # a side stream's own pool
-                handles[ev[1]] = a.malloc(ev[2], stream=_STREAM_IDS[pool])
+            if pool is None:
+                handles[ev[1]] = malloc(ev[2])
+            elif isinstance(pool, str):          # a side stream's own pool
+                handles[ev[1]] = malloc(ev[2], _STREAM_IDS[pool])
             else:
-                handles[ev[1]] = a.malloc(ev[2], private_pool=pool)
+                handles[ev[1]] = malloc(ev[2], 0, pool)
             if a.allocated > peak_a:
                 peak_a = a.allocated
             if a.reserved > peak_r:
                 peak_r = a.reserved
         elif op == "-":
-            a.free(handles.pop(ev[1]))
+            release(pop(ev[1]))
         elif op == "mark":
             if name is not None:
                 phases.append((name, peak_a, peak_r, a.allocated))
