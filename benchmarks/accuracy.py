@@ -9,7 +9,9 @@ reserved peak beside the allocated one under both reserved-memory models: alloca
 allocator's replay). "held-out" names the batches whose allocated figures were predicted before the runs; the
 replay's reserved figures were seen on every batch while the replay was written (issue 26), so none of them is
 held out for it (the summary marks those lines).
-Prints every case (signed error: negative is an under-estimate) and, per source, the median and worst errors.
+Prints every case (signed error: negative is an under-estimate) and, per source, the median and worst errors. The
+SimuMax runs' reserved peaks follow their allocated ones: the busiest rank's and the least-reserving rank's of its
+stage (ranks that allocate alike reserve up to 7 GiB apart), against allocated x 1.05 and the replay.
 
     python benchmarks/accuracy.py                       # every source
     python benchmarks/accuracy.py --source megatron-ci  # one source (repeatable)
