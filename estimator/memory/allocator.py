@@ -235,19 +235,24 @@ class CachingAllocator:
         self.segments = self.alloc_retries = 0
         self._pools: dict = {}
         self._live: dict = {}
+        self._rounded: dict = {}     # request bytes -> rounded block bytes
         self._next_handle = 1
         self._next_addr = 0
 
     # ------------------------------------------------------------------ public
 
     def malloc(self, nbytes: int, stream: int = 0, private_pool: int | None = None) -> int:
-        size = round_size(nbytes, self.config)
-        pool = self._pool(stream, private_pool, size <= SMALL_SIZE)
+        size = self._rounded.get(nbytes)
+        if size is None:           # round_size depends on the size and the fixed config only: memoised
+            size = self._rounded[nbytes] = round_size(nbytes, self.config)
+        small = size <= SMALL_SIZE
+        pool = self._pools.get((stream, private_pool, small)) or self._pool(stream, private_pool, small)
         block = self._find(pool, size)
         if block is None:
             block = self._new_block(pool, size)
-        if block.size - size >= (MIN_BLOCK if pool.small or self.config.expandable_segments else SMALL_SIZE + 1) and \
-                (pool.small or self.config.expandable_segments or size < self.config.max_split_size):
+        expandable = self.config.expandable_segments
+        if block.size - size >= (MIN_BLOCK if small or expandable else SMALL_SIZE + 1) and \
+                (small or expandable or size < self.config.max_split_size):
             rest = _Block(block.addr + size, block.size - size, pool)
             rest.prev, rest.next = block, block.next
             if block.next is not None:
@@ -255,9 +260,11 @@ class CachingAllocator:
             block.next, block.size = rest, size
             self._cache(rest)
         block.allocated = True
-        self._map(block)
+        if expandable:
+            self._map(block)
         self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
         handle = self._next_handle
         self._next_handle += 1
         self._live[handle] = block

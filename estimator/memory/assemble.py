@@ -34,7 +34,8 @@ from ..config.load import load_config
 from ..config.rules import interleaving_problem, overload_cap
 from ..config.schema import MAX_BATCH
 from ..model.layers import hyper_connection, kimi, kind_linear_shapes, kind_linear_weights, kind_params, kind_weight_shapes
-from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose
+from ..model.layers.moe import routed_rows
+from ..model.fp8_scales import BLOCK_SCALED, per_tensor_transpose, quantized
 from ..model.local_attention import chunk_mask_bytes, torch_softmax
 from ..model.params import count_parameters, embedding, final_norm, mtp_built, mtp_extra, output_layer
 from ..model.resolve import DTYPE_BYTES, Resolved, resolve
@@ -746,6 +747,24 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
     sequential = 0 if cfg.model.moe_grouped_gemm or not r.E else r.E // r.ep
     n_rec = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     Tn = r.s * r.b // r.cp // (r.t if r.sp else 1)
+    # sequence parallelism's all-gathered linear inputs (Transformer Engine; Megatron's local linears gather into
+    # the global buffer) and whole-sequence row-parallel outputs (reserved._sequence_parallel): the
+    # context-parallel rank's sequence x micro-batch x hidden
+    sp_comm = (0, 0)
+    if r.t > 1 and r.sp:
+        gathered = Tn * r.t * r.h
+        sp_comm = (0 if tr.transformer_impl != "transformer_engine" else gathered // 2 if pr.fp4
+                   else gathered if quantized(pr) else B * gathered, B * gathered)
+    # context parallelism's all-to-all: q, k, v and the attention output from the CP stream's pool
+    # (reserved._context_parallel_a2a)
+    cp_a2a = r.cp > 1 and cfg.parallelism.cp_comm_type in ("a2a", "a2a+p2p") and \
+        tr.transformer_impl == "transformer_engine"
+    # the all-to-all dispatcher's permuted, dispatched, sorted-back and returned tokens with expert parallelism
+    # (reserved._alltoall_dispatch): one pool's routed rows x hidden (balanced routing), in the activations' dtype
+    dispatch: tuple = ()
+    if r.E and r.ep > 1 and r.t == 1 and r.etp == 1 and not r.fmv and \
+            cfg.model.moe_token_dispatcher_type == "alltoall":
+        dispatch = (B * routed_rows(r, r.s * r.b // r.cp, Tn) * (r.lat or r.h), B * Tn * r.h, r.E // r.ep)
     # PyTorch FSDP2: no gradient buffer; each unit's gradient (weights' dtype, its shard over the data x context
     # parallel ranks) is made by its reduce-scatter at the end of its backward (FSDP2 data-parallel size, else 0)
     fsdp2 = r.dp * r.cp if cfg.parallelism.use_torch_fsdp2 else 0
@@ -764,7 +783,8 @@ def _replayed(r: Resolved, bm, layout: tuple, acts, extras, loss, plan, chunk_ac
                 else:
                     mode = "full" if j % max(n_rec, 1) == 0 else "dropped"
             wg = tuple(bm.weight * o * n_in for o, n_in, n in lin for _ in range(n)) if not fused else ()
-            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft, sequential)
+            lt = reserved.layer_tensors(acts[k], parts[k], mode, wg, scores_input, soft, sequential, sp_comm, cp_a2a,
+                                        dispatch)
             if fsdp2:
                 n_el = sum(o * n_in * n for o, n_in, n in lin + exp) + per_layer_params[-1][2]
                 lt = lt._replace(unit_grad=-(-n_el // fsdp2) * B)

@@ -60,9 +60,20 @@ weights sit in the dense gradient buffer and optimizer, in model order (:func:`p
 without grouped GEMM each local expert saves its own fc1 and activation outputs (:func:`_expert_parts`, balanced
 routing assumed).
 
-Not modelled, stated: the per-layer CUDA graphs' private pools, other streams' blocks (``record_stream``), the
-kernels' own temporaries inside one autograd node (only the estimate's working sets), uneven routing (each expert's
-tensors are cut equal).
+Multi-GPU layouts (:func:`_sequence_parallel`, :func:`_context_parallel_a2a`): with tensor parallelism and
+sequence parallelism, Transformer Engine's forward all-gathers the input of each column-parallel linear and
+reduce-scatters the whole-sequence output of each row-parallel one, four tensors of ``tp`` times a hidden-sized one
+per layer, made and freed inside the layer's forward (the backward's gathers, tried the same way, move no replayed peak:
+they fit the blocks the forward cached); with context parallelism's all-to-all, q, k, v and the attention output
+(and their gradients) are cut on Transformer Engine's CP stream, from that stream's own pool; with expert
+parallelism, the all-to-all token dispatcher's permuted and dispatched tokens are held through the MoE layer's
+forward and its combine's tokens made one after another at its end (:func:`_alltoall_dispatch`).
+
+Not modelled, stated: the per-layer CUDA graphs' private pools, ``record_stream`` (no call on the paths replayed:
+Megatron-LM @ d98e8a64 calls it only with overlapped MoE dispatch, activation offloading and the combined 1F1B
+schedule; recent PyTorch's ProcessGroupNCCL keeps a collective's tensors alive instead), the kernels' own
+temporaries inside one autograd node (only the estimate's working sets), uneven routing (each expert's tensors are
+cut equal); NCCL's own buffers (``cudaMalloc`` outside the caching allocator, not in ``max_memory_reserved``).
 """
 
 from __future__ import annotations
@@ -91,7 +102,10 @@ STEADY_CYCLES = 2
 #: streams, pytorch ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
 REDUCE_SCATTER_STREAM = "reduce_scatter"
 ALL_GATHER_STREAM = "all_gather"
-_STREAM_IDS = {REDUCE_SCATTER_STREAM: 1, ALL_GATHER_STREAM: 2}
+#: Transformer Engine's context-parallel stream (``cp_stream``), on which the all-to-all's results are reordered
+#: (:func:`_context_parallel_a2a`).
+CONTEXT_PARALLEL_STREAM = "context_parallel"
+_STREAM_IDS = {REDUCE_SCATTER_STREAM: 1, ALL_GATHER_STREAM: 2, CONTEXT_PARALLEL_STREAM: 3}
 
 
 class LayerTensors(NamedTuple):
@@ -105,8 +119,13 @@ class LayerTensors(NamedTuple):
     n_mlp: int = 0        # how many of ``saved`` (the last ones) belong to the MLP
     wgrads: tuple = ()    # weight gradients made and freed one by one in its backward (no gradient-accumulation fusion)
     before: tuple = ()    # (i, bytes[, j]): a forward temporary made just before saved[i], freed just after saved[j]
-    #                       (j = i when absent)
+    #                       (j = i when absent; j < i: freed at once, before saved[i]; i = len(saved): made and
+    #                       freed at the layer's end); several may share an i, made in their order
     unit_grad: int = 0    # PyTorch FSDP2: the layer's reduce-scattered gradient, made at the end of its backward
+    side: tuple = ()      # (i, copies): saved[i] and its gradient cut from the context-parallel stream's pool, made
+    #                       after ``copies`` temporaries of its size on that stream (:func:`_context_parallel_a2a`)
+    end_ops: tuple = ()   # at the end of its forward, after the saved tensors: ("a", bytes) makes a temporary, ("t", k)
+    #                       frees the k-th; then the ``before`` temporaries held to the end (j = len(saved)) go
     score_ops: tuple = () # unfused attention's backward through its kept score tensors, in order: ("a", bytes) makes
     #                       a temporary, ("t", j) frees the j-th temporary, ("s", i) frees saved[i] (then not mirrored)
 
@@ -250,14 +269,38 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                     continue
                 keys = [alloc(s, pool) for s in head]
                 for lt in layers:
-                    before = {b[0]: b for b in lt.before}
+                    before: dict = {}
+                    for b in lt.before:
+                        before.setdefault(b[0], []).append(b)
                     pending: dict = {}
+                    side = dict(lt.side)
                     for i, s in enumerate(lt.saved):
-                        if i in before:
-                            b = before[i]
-                            pending[b[2] if len(b) > 2 else i] = alloc(b[1], pool)
-                        keys.append(alloc(s, pool))
-                        free(pending.pop(i, None))
+                        for b in before.get(i, ()):
+                            j = b[2] if len(b) > 2 else i
+                            k = alloc(b[1], pool)
+                            if j < i:          # made and freed before saved[i]
+                                free(k)
+                            else:
+                                pending.setdefault(j, []).append(k)
+                        if i in side and pool is None:
+                            copies = [alloc(s, CONTEXT_PARALLEL_STREAM) for _ in range(side[i])]
+                            keys.append(alloc(s, CONTEXT_PARALLEL_STREAM))
+                            for k in reversed(copies):
+                                free(k)
+                        else:
+                            keys.append(alloc(s, pool))
+                        for k in pending.pop(i, ()):
+                            free(k)
+                    ends = []
+                    for op, x in lt.end_ops:
+                        if op == "a":
+                            ends.append(alloc(x, pool))
+                        else:
+                            free(ends[x])
+                    for k in pending.pop(len(lt.saved), ()):
+                        free(k)
+                    for b in before.get(len(lt.saved), ()):     # at the layer's end
+                        free(alloc(b[1], pool))
                     temp = [alloc(s, pool) for s in lt.forward_temp]
                     for k in reversed(temp):
                         free(k)
@@ -306,12 +349,14 @@ def events(t: StageTrace, budget: int = MAX_EVENTS) -> list:
                 grad = None
                 wg = list(lt.wgrads)
 
+                side = dict(lt.side)
+
                 def mirror(idx):
                     # autograd: the gradient of a saved tensor (its size) is made, the tensor and the gradient
                     # before it freed; a linear's weight gradient comes and goes on the way
                     nonlocal grad
                     for i in reversed(idx):
-                        new = alloc(lt.saved[i], pool)
+                        new = alloc(lt.saved[i], CONTEXT_PARALLEL_STREAM if i in side and pool is None else pool)
                         if wg:
                             free(alloc(wg.pop(), pool))
                         free(mine[i])
@@ -463,20 +508,23 @@ def replay(trace: list, config: AllocatorConfig | None = None) -> Replay:
     seen: dict = {}
     peak_a = peak_r = 0
     name = None
+    malloc, release, pop = a.malloc, a.free, handles.pop      # bound once: the loop runs thousands of times
     for ev in trace:
         op = ev[0]
         if op == "+":
             pool = ev[3]
-            if isinstance(pool, str):          # a side stream's own pool
-                handles[ev[1]] = a.malloc(ev[2], stream=_STREAM_IDS[pool])
+            if pool is None:
+                handles[ev[1]] = malloc(ev[2])
+            elif isinstance(pool, str):          # a side stream's own pool
+                handles[ev[1]] = malloc(ev[2], _STREAM_IDS[pool])
             else:
-                handles[ev[1]] = a.malloc(ev[2], private_pool=pool)
+                handles[ev[1]] = malloc(ev[2], 0, pool)
             if a.allocated > peak_a:
                 peak_a = a.allocated
             if a.reserved > peak_r:
                 peak_r = a.reserved
         elif op == "-":
-            a.free(handles.pop(ev[1]))
+            release(pop(ev[1]))
         elif op == "mark":
             if name is not None:
                 phases.append((name, peak_a, peak_r, a.allocated))
@@ -530,6 +578,82 @@ def _before(parts: dict, saved: tuple, scores_input: int, pieces: int = 1) -> tu
     return ((i, scores_input, min(i + max(pieces, 1) - 1, len(saved) - 1)),) if i < len(saved) else ()
 
 
+def _sequence_parallel(names: list, n_att: int, mlp_names: list, gathered: int, full_out: int) -> tuple:
+    """Transformer Engine's tensor-parallel communication tensors of one layer's forward under sequence
+    parallelism, as :data:`LayerTensors.before` entries (``names``: the mixer's saved tensors in order, ``n_att``
+    of them; ``mlp_names`` the MLP's, after them). Transformer Engine @ d0067d0d
+    ``transformer_engine/pytorch/module/layernorm_linear.py`` ``forward``: a column-parallel linear keeps its
+    rank's share of the norm output (``ln_out``), all-gathers it into ``ln_out_total`` (``gathered`` bytes: the
+    sequence x micro-batch x hidden of the context-parallel rank; 1 B an element with FP8, 0.5 with NVFP4, scales
+    left out), runs the GEMM into its output
+    and frees ``ln_out_total`` (``clear_tensor_data``); a row-parallel linear (``linear.py``) runs its GEMM into an
+    output of the whole sequence (``full_out`` bytes, the activation dtype), reduce-scatters it into the rank's
+    share and drops it. So per attention layer and dense MLP four tensors of ``tp`` times a hidden-sized saved
+    tensor: the QKV linear's gathered input, held while its output is made; the output projection's full output,
+    made and freed before the MLP's first tensor; fc1's gathered input, held while fc1's output is made; fc2's full
+    output at the layer's end. Megatron's local linears (``megatron/core/tensor_parallel/layers.py``
+    ``LinearWithGradAccumulationAndAsyncCommunication``) gather into the run-long global buffer (``gathered`` 0)
+    and reduce-scatter a whole-sequence output alike; a zero size gives no entry."""
+    out = []
+    if gathered and "qkv" in names:
+        i = names.index("qkv")
+        out.append((i, gathered, i))
+    if full_out and "attn_out" in names:
+        out.append((n_att, full_out, n_att - 1))
+    if gathered and "fc1_out" in mlp_names:
+        i = n_att + mlp_names.index("fc1_out")
+        out.append((i, gathered, i))
+    if full_out and "fc1_out" in mlp_names:
+        out.append((n_att + len(mlp_names), full_out))
+    return tuple(out)
+
+
+def _alltoall_dispatch(i: int, n_saved: int, tokens: int, out: int, local: int) -> tuple[tuple, tuple]:
+    """The all-to-all token dispatcher's tensors of one MoE layer's forward around its experts, as
+    (:data:`LayerTensors.before` entries, :data:`LayerTensors.end_ops`): ``i`` the index of the experts' input in
+    the saved tensors (``n_saved`` of them), ``tokens`` the bytes of the routed rows x hidden (balanced routing),
+    ``out`` the layer's output (tokens x hidden), ``local`` the local experts. Megatron-LM @ d98e8a64
+    ``megatron/core/transformer/moe/moe_layer.py`` ``custom_forward`` holds the permuted tokens (``hidden_states``,
+    from ``dispatch_preprocess``'s ``permute``) and the all-to-all's output (``dispatched_input``) in locals until it
+    returns; ``token_dispatcher.py`` ``dispatch_postprocess`` sorts the tokens by local expert into a new tensor
+    (the experts' input, saved; with one local expert the all-to-all's output is that input). After the experts:
+    their output; ``combine_preprocess`` un-sorts it into a new tensor (several local experts), the output dropped
+    when ``routed_experts_compute`` returns; ``token_combine``'s all-to-all back, the un-sorted tensor dropped as
+    ``output`` is rebound; ``combine_postprocess``'s ``unpermute`` into the layer's output, the all-to-all's
+    dropped; then the permuted tokens and the dispatched ones. ``megatron/core/tensor_parallel/mappings.py``
+    ``all_to_all`` returns its input unchanged on a group of one: the caller gives no expert parallelism here."""
+    if local > 1:
+        before = ((i, tokens, n_saved), (i, tokens, n_saved))
+        ends = (("a", tokens), ("a", tokens), ("t", 0), ("a", tokens), ("t", 1), ("a", out), ("t", 2), ("t", 3))
+    else:
+        before = ((i, tokens, n_saved),)
+        ends = (("a", tokens), ("a", tokens), ("t", 0), ("a", out), ("t", 1), ("t", 2))
+    return before, ends
+
+
+def _context_parallel_a2a(names: list) -> tuple:
+    """The saved tensors that context parallelism's all-to-all (``cp_comm_type`` a2a, a2a+p2p) cuts from its own
+    stream's pool, as :data:`LayerTensors.side`. Transformer Engine @ d0067d0d
+    ``transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py``
+    ``flash_attn_a2a_communicate``: each all-to-all's output is reordered ``with torch.cuda.stream(cp_stream)``, so
+    the tensors made there come from that stream's pool (the caching allocator serves a stream only from the blocks
+    it cached for that stream, and a block freed goes back to the stream that allocated it: pytorch
+    ``c10/cuda/CUDACachingAllocator.cpp``, pools keyed by stream). Before attention q, k and v
+    (``reorder_seq_chunks_for_a2a_before_attn``: a ``contiguous`` copy, then ``index_select`` into the tensor the
+    attention keeps, the copy freed): the ``qkv`` tensor after one copy of its size. After attention the output
+    (``movedim(...).contiguous()``, the projection's saved input): ``attn_out``, no copy. Their gradients in the
+    backward come from the same all-to-alls (``dq``, ``dk``, ``dv`` and the output's gradient), so from the same
+    pool. On the default stream each exchange holds its inputs (a ``contiguous`` copy of each tensor) and its outputs
+    (``torch.empty_like``) until the reordered tensors are made: two temporaries of the tensor's size, made before
+    it and freed after (the caller's :data:`LayerTensors.before` entries)."""
+    out = []
+    if "qkv" in names:
+        out.append((names.index("qkv"), 1))
+    if "attn_out" in names:
+        out.append((names.index("attn_out"), 0))
+    return tuple(out)
+
+
 def _score_backward(first: int, pieces: int, u: int, torch_path: bool) -> tuple:
     """The backward of unfused attention through its kept score tensors (each ``u`` bytes: ``saved[first]`` the
     softmax output, then with attention dropout its output and its mask), as :data:`LayerTensors.score_ops`.
@@ -578,14 +702,19 @@ def _expert_parts(parts: dict, experts: int) -> list:
 
 
 def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple = (),
-                  scores_input: int = 0, torch_softmax: bool = False, experts: int = 0) -> LayerTensors:
+                  scores_input: int = 0, torch_softmax: bool = False, experts: int = 0,
+                  sp_comm: tuple = (0, 0), cp_a2a: bool = False, dispatch: tuple = ()) -> LayerTensors:
     """The tensors of one decoder layer for one micro-batch: ``acts`` its LayerActivations (after selective recompute
     and the recipe features), ``parts`` its named saved tensors (``layer_activations(parts=True).parts``, None where
     its modules name none); ``recompute`` None, ``"full"`` (keeps its checkpoint) or ``"dropped"`` (a full-recompute
     layer that keeps nothing); ``wgrads`` its weight gradients when they are not accumulated in place;
     ``scores_input`` the unfused attention's score tensor before its softmax (0 with fused attention); ``experts``
     the local routed experts run one by one (SequentialMLP: their saved tensors per expert, :func:`_expert_parts`;
-    0 with grouped GEMM)."""
+    0 with grouped GEMM); ``sp_comm`` (gathered input, full output) bytes of Transformer Engine's sequence-parallel
+    communication tensors (:func:`_sequence_parallel`; zeros without); ``cp_a2a`` whether context parallelism's
+    all-to-all cuts q, k, v and the attention output from its own stream's pool (:func:`_context_parallel_a2a`);
+    ``dispatch`` (routed rows x hidden bytes, layer output bytes, local experts) of the all-to-all token
+    dispatcher with expert parallelism (:func:`_alltoall_dispatch`; empty without)."""
     parts = parts or {}
     mixer = []
     first, pieces = 0, 0
@@ -619,8 +748,32 @@ def layer_tensors(acts, parts: dict | None, recompute: str | None, wgrads: tuple
                 ops = _score_backward(first, pieces, att[first], torch_softmax)
                 total -= (4 * att[first] - kept) if torch_softmax else att[first]
             attn_work = split(max(total, 0), piece)
+        before = _before(parts, saved, scores_input, pieces)
+        side: tuple = ()
+        # the named tensors keep their places in ``saved`` unless scaled down (then no communication tensors)
+        names = [k for k in _MIXER_PARTS if parts.get(k)]
+        if pieces:
+            i = names.index("scores")
+            names[i:i + 1] = ["scores"] * pieces
+        placed = tuple(att[:len(mixer)]) == tuple(mixer)
+        if cp_a2a and placed:
+            side = _context_parallel_a2a(names)
+            # the all-to-alls' inputs (contiguous copies, held to the end of the exchange) and outputs
+            # (``torch.empty_like``) on the default stream, made before each side tensor and freed after it
+            before += tuple((i, att[i], i) for i, _ in side for _ in range(2))
+        if any(sp_comm) and placed and not experts and "expert_fc1_out" not in parts and not parts.get("latent") \
+                and tuple(mlp_t[:len(mlp)]) == tuple(mlp):
+            mlp_names = [k for k, v in parts.items() if k not in _MIXER_PARTS and v]
+            before += _sequence_parallel(names, len(att), mlp_names, *sp_comm)
+        ends: tuple = ()
+        if dispatch and parts.get("expert_in") and not parts.get("dispatched") and placed \
+                and tuple(mlp_t[:len(mlp)]) == tuple(mlp):
+            mlp_names = [k for k, v in parts.items() if k not in _MIXER_PARTS and v]
+            if "expert_in" in mlp_names and not experts:
+                extra, ends = _alltoall_dispatch(len(att) + mlp_names.index("expert_in"), len(saved), *dispatch)
+                before += extra
         return LayerTensors(saved, (), split(acts.recompute_peak, piece), work, attn_work, len(mlp_t), wgrads,
-                            _before(parts, saved, scores_input, pieces), score_ops=ops)
+                            before, score_ops=ops, side=side, end_ops=ends)
     keep = (acts.checkpoint,) if recompute == "full" else ()
     return LayerTensors(keep, saved, saved, work, attn_work, 0, wgrads)
 
