@@ -591,8 +591,10 @@ def test_reserved_on_the_simumax_runs():
     """max_memory_reserved of the 19 SimuMax B200 runs (validation/measured.yaml: 8 GPUs, Transformer Engine; the
     busiest rank's figure) against the replay. Transformer Engine's sequence-parallel gathers and whole-sequence
     outputs, context parallelism's all-to-all on its own stream's pool and the MoE all-to-all dispatcher's tokens
-    took the median |error| from 2.27 % to 1.76 %; worst -5.62 % (Llama 3 70B, CP8 at sequence 32768, whose eight ranks allocate the same bytes to 3 MiB
-    and reserve 107.43-111.94 GiB: -1.65 % against the least-reserving one). Seen while the rules were written;
+    took the median |error| from 2.27 % to 1.76 % with Transformer Engine 2.18's fused cross entropy; with the
+    release the runs used (2.11, validation/measured.yaml: the loss writes its gradient into the bf16 logits) the
+    median is 2.20 %, worst -5.62 % (Llama 3 70B, CP8 at sequence 32768, whose eight ranks allocate the same bytes to
+    3 MiB and reserve 107.43-111.94 GiB: -1.65 % against the least-reserving one). Seen while the rules were written;
     these bounds hold the figures reached."""
     from dataclasses import replace
     from estimator.memory.assemble import stage_memory
@@ -607,7 +609,7 @@ def test_reserved_on_the_simumax_runs():
         m = case["measured"]["peak_reserved_gib"] * 2 ** 30
         errs.append((stage_memory(r, replay=True).peak.reserved_bytes - m) / m * 100)
     assert len(errs) == 19
-    assert statistics.median(abs(e) for e in errs) <= 1.78
+    assert statistics.median(abs(e) for e in errs) <= 2.21
     assert max(abs(e) for e in errs) <= 5.65
 
 

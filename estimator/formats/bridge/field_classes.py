@@ -337,7 +337,7 @@ def provider_rows() -> list[dict]:
     """The vision-language and multimodal providers' own ``model`` fields that the catalogued ``GPTModelProvider``
     does not declare (:mod:`.providers`, :mod:`.multimodal`), as rows of :func:`rows`; a refused one is refused only
     away from its harmless value, which the reason names."""
-    from .multimodal import MULTIMODAL, NO_EFFECT, TRAINING_FIELD
+    from .multimodal import MULTIMODAL, NO_EFFECT, SOUND_FIELD, TRAINING_FIELD, VIDEO_FIELD
     from .providers import PROVIDER_FIELDS
     out = []
     for name, (kind, off, why) in PROVIDER_FIELDS.items():
@@ -352,6 +352,12 @@ def provider_rows() -> list[dict]:
                         "reason": f"training.{TRAINING_FIELD[name]} (needs a vision tower in the model)"})
         elif name in NO_EFFECT:
             out.append({"kind": "no_effect", "section": "model", "field": name, "reason": NO_EFFECT[name]})
+        elif name in SOUND_FIELD:
+            out.append({"kind": "modelled", "section": "model", "field": name, "reason": "Nemotron Omni's Parakeet "
+                        "sound tower (model.sound_*, training.freeze_sound_*: estimator/model/audio.py)"})
+        elif name in VIDEO_FIELD:
+            out.append({"kind": "modelled", "section": "model", "field": name, "reason": "Nemotron Omni's RADIO "
+                        "tower and its video frames (model.vision_*: estimator/model/vision.py)"})
         else:
             out.append({"kind": "refused", "section": "model", "field": name, "reason": f"{why} (at {off!r}: no "
                         "effect)"})
