@@ -58,7 +58,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 from ..config.derived import recomputed_modules
 from ..config.errors import ConfigError, EstimatorError, n_gpus
@@ -301,22 +300,6 @@ def _levers(ctx) -> dict:
     return {k: v for k, v in out.items() if v}
 
 
-# ---------------------------------------------------------------- step-time cost
-
-
-def _cost(cfg: dict, capacity: int, peak=None) -> tuple[float, int] | None:
-    """(relative step time of the search's cost model, world size) of a complete configuration; ``peak``: the Peak of
-    its estimate when known (the layout's description reads only that: the estimate is not made again)."""
-    from ..memory.assemble import estimate
-    from .search import describe_layout, fixed_layout
-    try:
-        eng, data, c = fixed_layout(cfg, capacity, 0.0, 8)
-        est = SimpleNamespace(peak=peak) if peak is not None else estimate(data)
-        return describe_layout(eng, data, est).cost, c.training.world_size
-    except (EstimatorError, ValueError, ArithmeticError, KeyError):
-        return None
-
-
 # ---------------------------------------------------------------- suggest
 
 
@@ -354,8 +337,7 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
         # The verdict names sequence parallelism (off with TP > 1): when it does not fit alone, with the weakest
         # other change that then fits (nearly free in step time, it often makes a cheaper change enough).
         found += _pairs(ctx, levers, first="sequence_parallel")
-    known = ctx.m is None        # the peaks memoised are those of estimate(cfg): no num_microbatches override
-    base_cost = _cost(config, capacity, ctx.est.peak if known else None)
+    base_cost = ctx.cost(config)
     out = []
     seen = set()
     for names, label, change, cfg in found:
@@ -364,7 +346,7 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
             continue
         seen.add(key)
         pk = ctx.estimate(cfg)
-        cost = _cost(cfg, capacity, pk if known else None) if not set(names) & set(_UNCOSTED) else None
+        cost = ctx.cost(cfg) if not set(names) & set(_UNCOSTED) else None
         step = gpu = None
         if base_cost and cost and not set(names) & set(_UNCOSTED):
             gpu = cost[0] / base_cost[0]

@@ -83,3 +83,29 @@ def test_not_enough_names_the_lowest_peak_of_every_option(preset, lever):
     options = _levers(ctx)[lever]
     every = [p for _, ch in options if (c := ctx.valid(ch)) is not None and (p := ctx.peak(c)) is not None]
     assert every and lowest_peak(Candidates(cfg, H100, 0.0, None), lever, options) == min(every)
+
+
+@pytest.mark.parametrize("preset, gib", [("qwen3-8b", 16), ("qwen2.5-72b", 40), ("deepseek-v3", 40),
+                                         ("llama-3.1-405b", 80), ("gpt-oss-20b", 16)])
+def test_one_engine_costs_every_candidate_as_its_own_engine_does(preset, gib):
+    """``Candidates.cost`` builds the cost model's engine once per :meth:`SearchEngine.inputs_key` (once for the
+    configuration and every change of its layout, recompute, micro-batch, optimizer sharding or world size) instead
+    of once per candidate. Each candidate's cost must be the one an engine built for that candidate alone gives
+    (``fixed_layout`` and ``describe_layout``, as before the reuse): here the weakest and the strongest valid option
+    of every lever, alone and with the strongest micro-batch change under it."""
+    from types import SimpleNamespace
+
+    from estimator.plan.search import describe_layout, fixed_layout
+    cfg = load_preset(preset).to_dict()
+    ctx = Candidates(cfg, gib * 2**30, 0.0, None)
+    levers = _levers(ctx)
+    under = levers["micro_batch"][-1][1] if levers.get("micro_batch") else {}
+    found = [cfg] + [c for name, options in levers.items() if name not in ("optimizer_offload", "activation_offload")
+                     for base in ({}, under) for _, ch in (options[0], options[-1])
+                     if (c := ctx.valid({**base, **ch})) is not None]
+    assert len(found) > 10
+    for c in found:
+        eng, data, config = fixed_layout(c, ctx.capacity, 0.0, 8)
+        alone = describe_layout(eng, data, SimpleNamespace(peak=ctx.estimate(c))).cost
+        assert ctx.cost(c) == (alone, config.training.world_size)
+    assert len(ctx._engines) < len(found) / 3
