@@ -43,9 +43,9 @@ VARIANTS = {"replay": {"training.reserved_memory_model": "replay"},
 def _counted(fn):
     """fn() with the candidate configurations read and the estimates assembled counted."""
     from estimator.memory import assemble
-    from estimator.plan import suggest
+    from estimator.plan import candidates
     counts = collections.Counter()
-    read, assembled = suggest._Context._config, assemble._assemble
+    read, assembled = candidates.Candidates._config, assemble._assemble
 
     def _config(self, cfg):
         counts["read"] += 1
@@ -55,11 +55,11 @@ def _counted(fn):
         counts["estimated"] += 1
         return assembled(*args)
 
-    suggest._Context._config, assemble._assemble = _config, _assemble
+    candidates.Candidates._config, assemble._assemble = _config, _assemble
     try:
         fn()
     finally:
-        suggest._Context._config, assemble._assemble = read, assembled
+        candidates.Candidates._config, assemble._assemble = read, assembled
     return counts
 
 

@@ -48,7 +48,9 @@ _SPLIT_FIELDS = {f.split(".")[1] for f in (FIRST, LAST, VPP, LAYOUT, GROUP, ACC_
 WORLD, MBS, GBS, SEQ = ("training.world_size", "training.micro_batch_size", "training.global_batch_size",
                         "training.seq_length")
 SP, RECOMPUTE = "training.sequence_parallel", "training.recompute_granularity"
-_RC_FIELDS = ("training.recompute_method", "training.recompute_num_layers", "training.recompute_modules")
+RC_METHOD, RC_NUM, RC_MODULES = ("training.recompute_method", "training.recompute_num_layers",
+                                 "training.recompute_modules")
+_RC_FIELDS = (RC_METHOD, RC_NUM, RC_MODULES)
 PEFT, PEFT_DIM = "training.peft", "training.peft_dim"
 #: The fields :func:`choices` lists values for.
 CHOICE_FIELDS = (TP, PP, VPP, CP, EP, ETP, MBS, RECOMPUTE, SP, PEFT, PEFT_DIM)

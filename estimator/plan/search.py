@@ -586,6 +586,21 @@ def fixed_layout(config, gpu, headroom, gpus_per_node):
 def describe_layout(eng: SearchEngine, data: dict, est) -> Layout:
     """The Layout of one complete configuration (as written) and its estimate."""
     cfg = load_config(data)
+    cost, terms, sh, d, rc, b = _costed(eng, cfg)
+    entry = (cost, est.peak.device_bytes, 0, sh, d, rc, b, cfg.training.global_batch_size, est.peak, terms)
+    return _layouts(eng, [entry], [data])[0]
+
+
+def layout_cost(eng: SearchEngine, cfg) -> float:
+    """The relative step time (the cost model's) of one complete, validated Config, its layout as written:
+    ``describe_layout(eng, data, est).cost`` without the estimate and the Layout around it. ``eng``: a
+    :func:`fixed_layout` engine of any configuration with the same :meth:`SearchEngine.inputs_key`."""
+    return _costed(eng, cfg)[0]
+
+
+def _costed(eng: SearchEngine, cfg) -> tuple:
+    """(cost, cost terms, Shape, distributed optimizer, recompute name, micro-batch size) of a complete Config, its
+    layout as written."""
     r = resolve(cfg, sub_sample=False)          # the layout as written
     par, tr = cfg.parallelism, cfg.training
     sh = Shape(n=r.world, t=r.t, p=r.p, first=par.num_layers_in_first_pipeline_stage,
@@ -593,12 +608,12 @@ def describe_layout(eng: SearchEngine, data: dict, est) -> Layout:
                acc_l=bool(par.account_for_loss_in_pipeline_split), layout=par.pipeline_model_parallel_layout, v=r.v,
                cp=r.cp, ep=r.ep, etp=r.etp, sp=r.sp)
     d = tr.use_distributed_optimizer
-    eng.bm.setdefault(d, byte_model(r))
+    if d not in eng.bm:
+        eng.bm[d] = byte_model(r)
     rc, rc_cost = eng.recompute_of(tr, sh)
     gbs = tr.global_batch_size or eng.auto_gbs(r.b, r.dp, r.p, r.v)
     cost, terms = eng.cost(sh, eng.shape_costs(sh, d, eng.state_floor(sh, d)), rc_cost, r.b, gbs)
-    entry = (cost, est.peak.device_bytes, 0, sh, d, rc, r.b, tr.global_batch_size, est.peak, terms)
-    return _layouts(eng, [entry], [data])[0]
+    return cost, terms, sh, d, rc, r.b
 
 
 def largest_fitting(cands: list, fits) -> tuple[int | None, list]:

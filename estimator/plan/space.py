@@ -249,6 +249,27 @@ class SearchEngine(CostModel):
         self._setup_model()
 
     @staticmethod
+    def inputs_key(data: dict) -> str:
+        """What an engine without pins, ``seq_length`` or ``global_batch_size`` arguments reads of the configuration
+        ``data`` (as written) to cost a given layout, as text: the model, the kept parallelism fields (:data:`PAR_KEPT`
+        and the micro-batch group), the training fields it neither searches nor sets itself, the sequence length and
+        global batch, and the precision. Two configurations with one key get engines that cost a layout alike ("Make
+        it fit" builds one for all its candidates with that key). Left out:
+
+        - the searched fields (:data:`SEARCHED`): read only to enumerate layouts and to check the types of the
+          configuration's own pipeline split, which a valid configuration has right; ``max_tp``: enumeration only;
+        - the world size (``world0``): the world size of the base configuration, which it only has to make valid. The
+          cost reads the base's resolved model constants and byte model, and neither :mod:`estimator.model` (parameter
+          counts, layer kinds, the placement of the layers) nor :func:`estimator.memory.states.byte_model` reads its
+          dp, edp, world or micro-batch count, the only fields of :func:`estimator.model.resolve.resolve` that the
+          world size sets."""
+        par, tr = data.get("parallelism") or {}, data.get("training") or {}
+        own = ("world_size", "recompute_modules")
+        return repr((data.get("model"), [(k, par[k]) for k in (*PAR_KEPT, _GROUP) if k in par],
+                     sorted((k, v) for k, v in tr.items() if k not in SEARCHED and k not in own),
+                     sorted((data.get("precision") or {}).items())))
+
+    @staticmethod
     def _own_split(par: dict) -> Split | None:
         """The configuration's own pipeline split, when it is not the even one (checked for its types here; its
         rules when it is placed)."""

@@ -49,15 +49,8 @@ GPUs, each suggestion also saying how much memory it saves at the peak (device b
 fields to change (dotted paths, as the calculator's form) and ``cli_flags`` the ``estimate`` flags that
 apply it, spelled as the CLI spells them (:attr:`estimator.config.schema.FieldSpec.cli_flag`).
 
-Speed (the calculator's "Make it fit" is one request; ``benchmarks/make_it_fit.py`` times it in CPython and checks
-that a change leaves every answer as it was, ``benchmarks/calculator.py`` in the page): each candidate is the
-configuration with a few fields changed, read with only those fields checked (:func:`estimator.config.with_fields`),
-estimated without a second validation and for the stages that can hold the peak only
-(:func:`estimator.memory.assemble.peak_memory`), memoised. Not estimated: a larger TP, PP, CP or EP that breaks the
-world-size rule on the same GPUs; full-recompute blocks weaker than one that does not fit with its peak in the
-forward/backward passes (the layout search's rule, :func:`estimator.plan.space.no_fit_implied`); the options of a
-bisected lever that the bisection does not probe; for "saves at most", the options that cannot hold the lowest
-peak. Qwen3 8B on a 16 GiB GPU: 218 estimates of 241 configurations read, from 405 of 648.
+Each candidate change is tried, memoised, pruned and bisected by :mod:`estimator.plan.candidates` (its docstring
+says what is not estimated, and how ``benchmarks/make_it_fit.py`` checks that a speed change keeps every answer).
 """
 
 from __future__ import annotations
@@ -65,29 +58,26 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 from ..config.derived import recomputed_modules
 from ..config.errors import ConfigError, EstimatorError, n_gpus
 from ..formats.error_bands import band_for
 from ..formats.gpus import KEEP_FREE, check_keep_free, usable_bytes
-from ..config.load import config_from_dict, with_fields
+from ..config.load import config_from_dict
 from ..config.schema import field_specs
 from ..memory.report import GIB, to_plain
-from ..model.resolve import resolve
-from .advice import (CP, EP, ETP, FIRST, LAST, MBS, PP, RECOMPUTE, SP, TP, WORLD, get_field, mbs_choices, with_changes,
-                     choices)
+from .advice import (CP, EP, MBS, PP, RC_METHOD, RC_MODULES, RC_NUM, RECOMPUTE, SP, TP, WORLD, get_field, mbs_choices,
+                     with_changes)
+from .candidates import Candidates, first_fit, lowest_peak
 from .cost import SELECTIVE_MODULE_COST
 
 __all__ = ["Suggestion", "cli_flags", "suggest", "suggest_with_reasons"]
 
 DISTOPT = "training.use_distributed_optimizer"
 GRADS32 = "precision.accumulate_allreduce_grads_in_fp32"
-METHOD, NUM, MODULES = "training.recompute_method", "training.recompute_num_layers", "training.recompute_modules"
 #: The world sizes the ``gpus`` lever tries, as multiples of the current one (the layout kept).
 _GPU_FACTORS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _SPECS = {s.path: s for s in field_specs()}
-_ABSENT = object()
 
 #: Offloading fields (used where the schema has them).
 OPT_OFF, OPT_FRAC, PAO = ("training.optimizer_cpu_offload", "training.optimizer_offload_fraction",
@@ -98,8 +88,6 @@ _UNCOSTED = ("optimizer_offload", "activation_offload")
 #: Levers that keep the parallel layout: the first half of a pair.
 _IN_PLACE = ("sequence_parallel", "distributed_optimizer", "grads_bf16", "selective", "full", "micro_batch",
              *_UNCOSTED)
-#: Levers whose memory falls as their options grow: bisected.
-_MONOTONE = ("gpus", "activation_offload")
 
 
 @dataclass(frozen=True)
@@ -193,19 +181,19 @@ def _selective(ctx) -> list:
 
 
 def _ordered(mods) -> list[str]:
-    order = _SPECS[MODULES].choices
+    order = _SPECS[RC_MODULES].choices
     return sorted(mods, key=order.index)
 
 
 def _sel(mods) -> dict:
-    return {RECOMPUTE: "selective", METHOD: None, NUM: None, MODULES: _ordered(mods)}
+    return {RECOMPUTE: "selective", RC_METHOD: None, RC_NUM: None, RC_MODULES: _ordered(mods)}
 
 
 def _full(ctx) -> list:
     tr = ctx.r.cfg.training
     chunk = max(len(rng) for st in ctx.r.stages for rng in st)
     out = []
-    full = lambda method, n: {RECOMPUTE: "full", METHOD: method, NUM: n, MODULES: None}
+    full = lambda method, n: {RECOMPUTE: "full", RC_METHOD: method, RC_NUM: n, RC_MODULES: None}
     block_now = tr.recompute_num_layers if tr.recompute_num_layers is not None else 1
     if tr.recompute_granularity != "full" or tr.recompute_method == "block":
         start = block_now + 1 if tr.recompute_granularity == "full" else 1
@@ -312,237 +300,6 @@ def _levers(ctx) -> dict:
     return {k: v for k, v in out.items() if v}
 
 
-# ---------------------------------------------------------------- trying changes
-
-
-class _Context:
-    """The configuration, its estimate, and memoised outcomes of changed configurations.
-
-    Every candidate is the configuration with a few fields changed (:meth:`valid`): it is read with only those fields
-    coerced and checked again (config.with_fields), its estimate is not validated a second time, and only the
-    stages that can hold the peak are computed (:func:`_peak`). Outcomes are memoised by content, and by the
-    candidate dict itself (the dicts :meth:`valid` returns are never changed), which the callers ask again at once."""
-
-    def __init__(self, cfg: dict, capacity: int, headroom: float, num_microbatches: int | None):
-        from ..memory.assemble import estimate
-        self.cfg, self.capacity, self.headroom, self.m = cfg, capacity, headroom, num_microbatches
-        self.base = config_from_dict(cfg)
-        self.est = estimate(self.base, num_microbatches=num_microbatches)
-        self.r = resolve(self.base, sub_sample=False)      # the layout as written
-        self.usable = usable_bytes(capacity, headroom, band_for(self.base).fraction)   # the one rule (formats.gpus)
-        self._memo = {}              # content key -> outcome
-        self._seen = {}              # id(candidate dict) -> (that dict, its outcome): held, so the id stays its own
-        self._valid = {}             # the change, as text -> valid()'s answer
-        self._choices = None
-
-    @property
-    def choices(self) -> dict:
-        """:func:`estimator.plan.advice.choices` of the configuration (asked once for TP, PP, CP and EP)."""
-        if self._choices is None:
-            self._choices = choices(self.cfg)
-        return self._choices
-
-    def outcome(self, cfg: dict) -> tuple | None:
-        """(peak, whether the peak stage peaks in the forward/backward passes, whether it fits) of ``cfg``, None
-        when it is invalid; memoised. The peak is the :class:`~estimator.memory.report.Peak` of
-        :func:`estimator.estimate` (the stage with the most device bytes); it fits by the one rule
-        (:func:`estimator.formats.gpus.usable_bytes`, with ``cfg``'s error band)."""
-        seen = self._seen.get(id(cfg))
-        if seen is not None and seen[0] is cfg:
-            return seen[1]
-        key = repr(sorted((s, sorted(v.items())) for s, v in cfg.items() if isinstance(v, dict)))
-        hit = self._memo.get(key, _ABSENT)
-        if hit is _ABSENT:
-            try:
-                peak, fwd = _peak(self._config(cfg), self.m)
-                hit = (peak, fwd, peak.device_bytes <= usable_bytes(self.capacity, self.headroom,
-                                                                    band_for(cfg).fraction))
-            except (EstimatorError, ValueError, ArithmeticError):
-                hit = None
-            self._memo[key] = hit
-        self._seen[id(cfg)] = (cfg, hit)
-        return hit
-
-    def _config(self, cfg: dict):
-        """``cfg`` as a Config: a candidate that only sets fields of the configuration has only those read again
-        (config.with_fields); anything else is read whole."""
-        if any(not vals.keys() <= (cfg.get(sec) or {}).keys()
-               for sec, vals in self.cfg.items() if isinstance(vals, dict)):
-            return config_from_dict(cfg)
-        changed = {f"{sec}.{name}": v for sec, vals in cfg.items() if isinstance(vals, dict)
-                   for name, v in vals.items() if get_field(self.cfg, f"{sec}.{name}", _ABSENT) != v}
-        return with_fields(self.base, changed, cfg)
-
-    def estimate(self, cfg: dict):
-        """The peak of ``cfg``'s estimate, None when it is invalid."""
-        hit = self.outcome(cfg)
-        return hit[0] if hit else None
-
-    def peak(self, cfg: dict) -> int | None:
-        hit = self.outcome(cfg)
-        return hit[0].device_bytes if hit else None
-
-    def fits(self, cfg: dict) -> bool:
-        hit = self.outcome(cfg)
-        return hit is not None and hit[2]
-
-    def valid(self, change: dict) -> dict | None:
-        """``cfg`` with ``change`` applied, on more GPUs (the data-parallel size kept) if the world size does
-        not divide by the new layout; None when neither is valid. Memoised: the same change gives the same dict."""
-        key = repr(sorted(change.items()))
-        if key not in self._valid:
-            self._valid[key] = self._valid_new(change)
-        return self._valid[key]
-
-    def _valid_new(self, change: dict) -> dict | None:
-        new = with_changes(self.cfg, change)
-        if not _indivisible(new, self.r.E) and self.estimate(new) is not None:
-            return new
-        if WORLD in change:
-            return None
-        t, p, c = (get_field(new, TP, 1), get_field(new, PP, 1), get_field(new, CP, 1))
-        world = self.r.dp * t * p * c
-        if self.r.E:
-            world = math.lcm(world, (get_field(new, ETP) or t) * get_field(new, EP, 1) * p)
-        if world == self.r.world:
-            return None
-        new = with_changes(new, {WORLD: world})
-        return new if self.estimate(new) is not None else None
-
-
-def _indivisible(cfg: dict, experts: int) -> bool:
-    """True when ``cfg`` (a candidate) is invalid by the world-size rule alone, known without reading it (config/rules/
-    check.py: the world size divides by TP x PP x CP, and for an MoE model by ETP x EP x PP): "Make it fit" first tries
-    a larger TP, PP, CP or EP on the same GPUs, which most often breaks that rule. False when unsure (a value not a
-    positive integer: the loader names it)."""
-    ws, t, p, c = (get_field(cfg, WORLD), get_field(cfg, TP, 1), get_field(cfg, PP, 1), get_field(cfg, CP, 1))
-    sizes = [ws, t, p, c]
-    if experts:
-        sizes += [get_field(cfg, ETP) or t, get_field(cfg, EP, 1)]
-    if not all(type(x) is int and x > 0 for x in sizes):
-        return False
-    return ws % (t * p * c) != 0 or (experts and ws % (sizes[4] * sizes[5] * p) != 0)
-
-
-def _peak(c, num_microbatches: int | None) -> tuple:
-    """(peak, whether the peak stage peaks in the forward/backward passes) of :func:`estimator.estimate` for a Config
-    the loader has just built and validated (config_from_dict or with_fields): not validated again, and only the
-    stages that can hold the peak computed (:func:`estimator.memory.assemble.peak_memory`: the same Peak) unless the
-    reserved memory is replayed through the simulated allocator, which every stage needs. With a
-    ``num_microbatches`` override, :func:`estimator.estimate` itself (it checks the override against the layout)."""
-    from ..memory.assemble import estimate, peak_memory, stage_memory
-    if num_microbatches is None and c.training.reserved_memory_model != "replay":
-        peak, stage = peak_memory(resolve(c))
-    else:
-        est = (estimate(c, num_microbatches=num_microbatches) if num_microbatches is not None
-               else stage_memory(resolve(c)))
-        peak = est.peak
-        stage = next(s for s in est.stages if s.stage == peak.stage)
-    return peak, stage.peak_phase == "forward_backward"
-
-
-def _first_fit(ctx, base: dict, options: list, lever: str = ""):
-    """The weakest option of a lever (label, change) that fits once applied over ``base`` changes, with the
-    configuration: (label, change, config) or None, the options tried in order (for full recomputation from the
-    first that :func:`_block_start` has not ruled out)."""
-    start = _block_start(ctx, base, options) if lever == "full" else 0
-    for label, change in options[start:]:
-        cfg = ctx.valid({**base, **change})
-        if cfg is not None and ctx.fits(cfg):
-            return label, change, cfg
-    return None
-
-
-def _first_fit_monotone(ctx, base: dict, options: list):
-    """:func:`_first_fit` for a lever whose memory falls along its options (more GPUs, more layers offloaded):
-    bisected over its valid options. Only the options probed are estimated, the bisection running over every option
-    up to the last valid one; should a probe be invalid, it runs again over the valid options alone (each estimated).
-    Both are the same bisection when the options up to the last valid one are all valid (offloading's are all valid
-    or all invalid), and both find the first valid option that fits when the memory falls along the options."""
-    at = lambda i: ctx.valid({**base, **options[i][1]})       # memoised by ctx
-    last = len(options) - 1
-    while last >= 0 and at(last) is None:
-        last -= 1
-    if last < 0 or not ctx.fits(at(last)):
-        return None
-    lo, hi = -1, last                        # options[hi] fits; find the first that fits
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if at(mid) is None:
-            return _bisect([(lab, ch, c) for i, (lab, ch) in enumerate(options) if (c := at(i)) is not None], ctx.fits)
-        lo, hi = (lo, mid) if ctx.fits(at(mid)) else (mid, hi)
-    return (*options[hi], at(hi))
-
-
-def _bisect(ok: list, fits):
-    """The first of ``ok`` ((label, change, config), the last of which fits) that fits, bisected."""
-    lo, hi = -1, len(ok) - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(ok[mid][2]) else (mid, hi)
-    return ok[hi]
-
-
-def _fit(ctx, lever: str, base: dict, options: list):
-    if lever in _MONOTONE:
-        return _first_fit_monotone(ctx, base, options)
-    return _first_fit(ctx, base, options, lever)
-
-
-def _block_start(ctx, base: dict, options: list) -> int:
-    """Where the in-order scan of the full-recompute options over ``base`` can start: every option before that index
-    provably does not fit. The options open with ``recompute_method: block`` for 1, 2, ... layers, and block n keeps
-    at least what block m > n keeps in the forward and backward passes (the layout search's rule,
-    :func:`estimator.plan.space.no_fit_implied`); so when block m does not fit and its peak stage peaks in those
-    passes, no block n < m fits (the same configuration but for the recompute fields: the same GPUs, since the
-    recompute rules do not involve the world size, and the same error band, which no recompute field drives). The
-    strongest block is probed first (when it does not fit so, no block does), then the first block that fits is
-    bisected; a probe that proves nothing (invalid, or peaking in the optimizer step) leaves the rest to the scan.
-    Not with the allocator replay, whose reserved bytes need not grow with the allocated ones."""
-    k = 0
-    while k < len(options) and options[k][1].get(METHOD) == "block":
-        k += 1
-    if k < 2 or ctx.base.training.reserved_memory_model == "replay":
-        return 0
-
-    def probe(i: int) -> str:
-        cfg = ctx.valid({**base, **options[i][1]})
-        hit = ctx.outcome(cfg) if cfg is not None else None
-        if hit is None:
-            return "unknown"
-        if hit[2]:
-            return "fits"
-        return "rules out" if hit[1] else "unknown"       # peaks in the forward/backward passes: the weaker too
-
-    first = probe(k - 1)
-    if first != "fits":
-        return k if first == "rules out" else 0
-    lo, hi = -1, k - 1               # options <= lo do not fit; option hi fits
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        got = probe(mid)
-        if got == "unknown":
-            return lo + 1
-        lo, hi = (mid, hi) if got == "rules out" else (lo, mid)
-    return hi
-
-
-# ---------------------------------------------------------------- step-time cost
-
-
-def _cost(cfg: dict, capacity: int, peak=None) -> tuple[float, int] | None:
-    """(relative step time of the search's cost model, world size) of a complete configuration; ``peak``: the Peak of
-    its estimate when known (the layout's description reads only that: the estimate is not made again)."""
-    from ..memory.assemble import estimate
-    from .search import describe_layout, fixed_layout
-    try:
-        eng, data, c = fixed_layout(cfg, capacity, 0.0, 8)
-        est = SimpleNamespace(peak=peak) if peak is not None else estimate(data)
-        return describe_layout(eng, data, est).cost, c.training.world_size
-    except (EstimatorError, ValueError, ArithmeticError, KeyError):
-        return None
-
-
 # ---------------------------------------------------------------- suggest
 
 
@@ -563,7 +320,7 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
     keep_free = check_keep_free(headroom if headroom is not None else keep_free,
                                 "headroom" if headroom is not None else "keep_free")
     try:
-        ctx = _Context(config, capacity, keep_free, num_microbatches)
+        ctx = Candidates(config, capacity, keep_free, num_microbatches)
     except (EstimatorError, ValueError, ArithmeticError):
         return [], []
     if ctx.fits(config):
@@ -571,7 +328,7 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
     levers = _levers(ctx)
     found = []                                   # (levers, label, change, config)
     for name, options in levers.items():
-        hit = _fit(ctx, name, {}, options)
+        hit = first_fit(ctx, name, {}, options)
         if hit:
             found.append(((name,), *hit))
     if not any(get_field(cfg, WORLD) == ctx.r.world for *_, cfg in found):
@@ -580,8 +337,7 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
         # The verdict names sequence parallelism (off with TP > 1): when it does not fit alone, with the weakest
         # other change that then fits (nearly free in step time, it often makes a cheaper change enough).
         found += _pairs(ctx, levers, first="sequence_parallel")
-    known = ctx.m is None        # the peaks memoised are those of estimate(cfg): no num_microbatches override
-    base_cost = _cost(config, capacity, ctx.est.peak if known else None)
+    base_cost = ctx.cost(config)
     out = []
     seen = set()
     for names, label, change, cfg in found:
@@ -590,7 +346,7 @@ def suggest_with_reasons(config: dict, capacity: int, *, keep_free: float = KEEP
             continue
         seen.add(key)
         pk = ctx.estimate(cfg)
-        cost = _cost(cfg, capacity, pk if known else None) if not set(names) & set(_UNCOSTED) else None
+        cost = ctx.cost(cfg) if not set(names) & set(_UNCOSTED) else None
         step = gpu = None
         if base_cost and cost and not set(names) & set(_UNCOSTED):
             gpu = cost[0] / base_cost[0]
@@ -623,39 +379,12 @@ def _refusal(ctx, change: dict) -> str | None:
 def _short(ctx, options: list, what: str, lever: str = "") -> str:
     """"<what> alone saves X GiB at most (peak Y GiB): not enough", from the strongest valid option of ``lever``, or
     why none is valid."""
-    best = _lowest_peak(ctx, lever, options)
+    best = lowest_peak(ctx, lever, options)
     if best is None:
         why = _refusal(ctx, options[-1][1]) if options else None
         return f"{what}: not valid here" + (f" ({why})" if why else "") + "."
     return (f"{what} saves at most {(ctx.est.peak.device_bytes - best) / GIB:.2f} GiB (peak {best / GIB:.2f} GiB "
             f"against {ctx.usable / GIB:.2f} GiB usable): not enough alone, nor with one other change listed.")
-
-
-def _lowest_peak(ctx, lever: str, options: list) -> int | None:
-    """The lowest peak of the valid options of ``lever``, each applied alone; None when none is valid. Only the options
-    that can hold it are estimated (not with the allocator replay, whose reserved bytes need not follow the
-    allocated ones):
-
-    - layer-wise activation offloading: the last valid option, since offloading more layers keeps no more on the GPU
-      (estimator/memory/features: the saved activations of the first n layers leave the device; nothing else
-      depends on n);
-    - full recomputation: of the blocks the strongest alone when its peak stage peaks in the forward/backward
-      passes (block n keeps at least what block m > n keeps there, as in :func:`_block_start`), then every uniform
-      group."""
-    def peaks(opts):
-        return [p for _, ch in opts if (c := ctx.valid(ch)) is not None and (p := ctx.peak(c)) is not None]
-
-    if ctx.base.training.reserved_memory_model != "replay":
-        if lever == "activation_offload":
-            return next((p for _, ch in reversed(options) if (c := ctx.valid(ch)) is not None
-                         and (p := ctx.peak(c)) is not None), None)
-        k = sum(1 for _, ch in options if ch.get(METHOD) == "block")    # the blocks open the list (_full)
-        if lever == "full" and k >= 2:
-            strongest = ctx.valid(options[k - 1][1])
-            hit = ctx.outcome(strongest) if strongest is not None else None
-            if hit is not None and hit[1]:
-                return min(peaks(options[k - 1:]))
-    return min(peaks(options), default=None)
 
 
 def _not_proposed(ctx, levers: dict, used: set) -> list[str]:
@@ -740,13 +469,13 @@ def _pairs(ctx, levers: dict, first: str | None = None) -> list:
         both = ctx.valid({**strongest, **_strongest(ctx, b, levers[b])})
         if both is None or not ctx.fits(both):
             continue                             # not even both at their strongest: no pair of these fits
-        hit_b = _fit(ctx, b, strongest, levers[b])
+        hit_b = first_fit(ctx, b, strongest, levers[b])
         if not hit_b:
             continue
         alone = ctx.valid(hit_b[1])
         if alone is not None and ctx.fits(alone):
             continue                             # b alone fits: listed as a single change already
-        hit_a = _fit(ctx, a, hit_b[1], levers[a])
+        hit_a = first_fit(ctx, a, hit_b[1], levers[a])
         if not hit_a:
             continue
         change = {**hit_a[1], **hit_b[1]}

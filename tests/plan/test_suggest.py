@@ -13,8 +13,6 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 from estimator import estimate, fit
 from estimator.plan.advice import with_changes
@@ -249,68 +247,3 @@ def test_cli_suggest_says_why_a_lever_was_not_proposed():
     assert "  - FSDP: nothing to shard over with data-parallel x context-parallel size 1." in tail
     data = json.loads(_cli("estimate", *argv, "--json").stdout)
     assert [f"  - {w}" for w in data["not_proposed"]] == tail
-
-
-@settings(max_examples=16, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["qwen3-8b", "llama-3-8b", "gpt-oss-20b", "llama-3.1-405b"]),
-       st.sampled_from([{}, {"training.micro_batch_size": 1}, {"parallelism.tensor_model_parallel_size": 8}]),
-       st.floats(-0.1, 1.1))
-def test_full_recompute_pruning_never_removes_the_answer(preset, base, where):
-    """The full-recompute lever skips block options that provably do not fit (``_block_start``: block n keeps at
-    least what block m > n keeps, so when block m does not fit with its peak in the forward/backward passes no block
-    n < m does). Its first fitting option must be the one an in-order scan of every option finds, on GPUs whose
-    usable memory lies anywhere from below the lightest to above the heaviest option's peak (so the answer is any
-    block, a uniform group, or none), over changes of the layout the pairs put under it."""
-    from estimator.plan.suggest import _Context, _first_fit, _full
-    cfg = load_preset(preset).to_dict()
-    probe = _Context(cfg, H100, 0.0, None)
-    options = _full(probe)
-    peaks = [p for _, ch in options if (c := probe.valid({**base, **ch})) is not None and (p := probe.peak(c))]
-    assume(peaks)
-    device = int(min(peaks) + where * (max(peaks) - min(peaks)))
-    cap = _holding(max(device, 1), cfg)
-    pruned = _first_fit(_Context(cfg, cap, 0.0, None), base, options, "full")
-    scanned = _first_fit(_Context(cfg, cap, 0.0, None), base, options)
-    assert (pruned and pruned[:2]) == (scanned and scanned[:2])
-
-
-@settings(max_examples=16, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["qwen3-8b", "llama-3-8b", "qwen2.5-7b", "deepseek-v3"]),
-       st.sampled_from(["activation_offload", "gpus"]), st.sampled_from([{}, {"parallelism.context_parallel_size": 2}]),
-       st.floats(-0.1, 1.1))
-def test_monotone_levers_find_what_the_bisection_of_every_valid_option_finds(preset, lever, base, where):
-    """More GPUs and more layers offloaded are bisected (``_first_fit_monotone``), estimating only the options probed
-    (earlier every option was estimated to know which are valid, then the valid ones bisected). On GPUs anywhere from
-    below the lightest to above the heaviest option's peak, over no change and over a larger CP, both find the same
-    option (offloading's options are all valid or all invalid; of the GPU counts, those the global batch does not
-    divide by are invalid)."""
-    from estimator.plan.suggest import _bisect, _Context, _first_fit_monotone, _levers
-    cfg = load_preset(preset).to_dict()
-    probe = _Context(cfg, H100, 0.0, None)
-    options = _levers(probe).get(lever)
-    assume(options)
-    peaks = [p for _, ch in options if (c := probe.valid({**base, **ch})) is not None and (p := probe.peak(c))]
-    assume(peaks)
-    cap = _holding(max(int(min(peaks) + where * (max(peaks) - min(peaks))), 1), cfg)
-    lazy = _first_fit_monotone(_Context(cfg, cap, 0.0, None), base, options)
-    ctx = _Context(cfg, cap, 0.0, None)
-    ok = [(lab, ch, c) for lab, ch in options if (c := ctx.valid({**base, **ch})) is not None]
-    every = _bisect(ok, ctx.fits) if ctx.fits(ok[-1][2]) else None
-    assert (lazy and lazy[:2]) == (every and every[:2])
-
-
-@pytest.mark.parametrize("preset, lever", [("qwen3-8b", "full"), ("llama-3-8b", "full"), ("gpt-oss-20b", "full"),
-                                           ("llama-3.1-405b", "full"), ("qwen3-8b", "activation_offload"),
-                                           ("llama-3-8b", "activation_offload"), ("qwen2.5-7b", "activation_offload")])
-def test_not_enough_names_the_lowest_peak_of_every_option(preset, lever):
-    """"<lever> saves at most X GiB" estimates only the options that can hold the lowest peak (``_lowest_peak``: the
-    last layer-wise offloading option, the strongest recompute block when it peaks in the forward/backward passes):
-    the figure is the least peak over every valid option, each estimated."""
-    from estimator.plan.suggest import _Context, _levers, _lowest_peak
-    cfg = load_preset(preset).to_dict()
-    ctx = _Context(cfg, H100, 0.0, None)
-    options = _levers(ctx)[lever]
-    every = [p for _, ch in options if (c := ctx.valid(ch)) is not None and (p := ctx.peak(c)) is not None]
-    assert every and _lowest_peak(_Context(cfg, H100, 0.0, None), lever, options) == min(every)
