@@ -232,9 +232,9 @@ def qwen_vision(vc, m: dict, strict: bool, wrapper: str = "qwen3_vl") -> None:
     deep = vc.get("deepstack_visual_indexes")
     deep = [] if deep is None else deep
     depth = vc.get("depth")
-    if not isinstance(deep, list) or len(set(deep)) != len(deep) or not all(
+    if not isinstance(deep, list) or not all(        # the element check first: set() needs hashable items
             isinstance(i, int) and not isinstance(i, bool) and isinstance(depth, int) and 0 <= i < depth
-            for i in deep):
+            for i in deep) or len(set(deep)) != len(deep):
         raise ConfigError(Problem("config.json:vision_config.deepstack_visual_indexes", deep, "must be a list of "
                                   "distinct tower layer indices in 0..depth-1 (one deepstack merger each)"))
     if deep:

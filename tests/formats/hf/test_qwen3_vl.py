@@ -98,9 +98,12 @@ def test_more_images_keep_more_tower_activations():
     assert _est(images_per_sample=4, **frozen).stages[0].activations_bytes == none
 
 
-def test_bad_deepstack_indexes_name_the_key():
+@pytest.mark.parametrize("bad", [[8, 99], [[8], 16], [{"a": 1}], [8, 8], "8,16", [True]])
+def test_bad_deepstack_indexes_name_the_key(bad):
+    """Out of range, unhashable items (a traceback before: set() ran before the item check; found by
+    tests/fuzz_inputs.py --seed 16), repeats, a string, a bool: each the clear error naming the key."""
     hf = hf_catalog.get(ID).config()
-    hf["vision_config"]["deepstack_visual_indexes"] = [8, 99]
+    hf["vision_config"]["deepstack_visual_indexes"] = bad
     with pytest.raises(ConfigError, match="deepstack_visual_indexes"):
         from_hf_config(hf)
 
