@@ -1,7 +1,7 @@
 """The optimizer step: what one GPU holds while Megatron-Core's optimizer runs, and when that is the peak.
 
 A training iteration has two phases whose memory differs. During the forward and backward passes the GPU
-holds the model states, the activations and the backward's working buffers (``estimator/memory/assemble.py``).
+holds the model states, the activations and the backward's working buffers (``estimator/memory/assemble/stage.py``).
 During ``optimizer.step()`` the activations are gone, but the step allocates buffers of its own, in
 proportion to the parameters, which can make it the peak of the iteration when activations are small
 (full recompute, short sequences, many data-parallel shards of nothing). Following Megatron-Core at the

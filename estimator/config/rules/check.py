@@ -108,7 +108,7 @@ def cross_field_problems(cfg: Config) -> list[Problem]:
                 add(f"training.{name}", getattr(tr, name), "applies only to RL training: set training.rl_algorithm "
                     "to ppo or grpo")
     else:
-        # The RL phases are assembled on Megatron's plain step (estimator/memory/assemble.py); a recipe feature's
+        # The RL phases are assembled on Megatron's plain step (estimator/memory/assemble/stage.py); a recipe feature's
         # own step would leave them out, a silent wrong number: refused by name instead.
         for path, value in recipe_features(cfg):
             add(path, value, f"is not modelled together with RL training (training.rl_algorithm: {tr.rl_algorithm}): "

@@ -119,7 +119,7 @@ class Plan:
                 or tr.overlap_moe_expert_parallel_comm or self.stash or self.fine_grained) \
                 and not tr.freeze_language_model:
             # (a frozen language model's layers come with their parts already, their frozen linears' inputs left out:
-            # estimator/memory/assemble.py kind_activations, frozen_language.py)
+            # estimator/memory/assemble/per_kind.py kind_activations, frozen_language.py)
             acts = {k: layer_activations(r, r.kinds[k], parts=True) for k in acts}
         if self.frozen:
             acts = {k: peft.peft_activations(r, a, r.kinds[k]) for k, a in acts.items()}
