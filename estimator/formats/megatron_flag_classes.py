@@ -422,12 +422,12 @@ _put(_N, "sft", "packed SFT: each sample is one pack of --seq-length tokens (THD
      "packing); with unfused or local attention it is refused")
 _put(_N, "enable_full_sharding_in_hsdp", "defined by arguments.py but read nowhere at this revision (no "
      "DistributedDataParallelConfig field of that name): HSDP's outer sharding is --outer-dp-sharding-strategy")
-_put(REFUSED, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
-     "saving the teacher's top-K log-probabilities (Megatron-LM @ d98e8a64 : megatron/training/distillation/"
-     "logits_saver.py, attached on the last pipeline stage by training.py) is not modelled: its forward hook makes an "
-     "fp32 copy of each micro-batch's logits for the top-K and log-sum-exp, keeps every micro-batch's top-K values "
-     "and indices on the GPU until the iteration's last micro-batch, and replaces the language-model loss with a zero "
-     "loss over the logits, so the loss's working set and saved tensors are not the cross entropy's")
+_put(_N, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule forward "
+     "all-gather hooks gather whole buckets, and a bucket holds an FSDP unit's parameters of one dtype and kind "
+     "(param_and_grad_buffer.py _get_parameter_groups), so the same buckets are gathered, with the same prefetch, "
+     "as by the unit's own hook; the backward hooks stay per unit (they go per submodule only with "
+     "--overlap-moe-expert-parallel-comm), and a recomputed submodule re-gathers a bucket the unit's backward hook "
+     "holds (a separate row-wise copy only for MXFP8 weights, where Megatron-Core turns the hooks on itself)")
 _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_per_class_fraction data_sharding "
      "head_lr_mult vision_pretraining vision_pretraining_type vision_backbone_type swin_backbone_type mask_type "
      "mask_factor iter_per_epoch dino_local_img_size dino_local_crops_number dino_head_hidden_size "
@@ -440,12 +440,12 @@ _put(_N, "num_classes img_h img_w num_channels patch_dim classes_fraction data_p
 
 # ---------------------------------------------------------------------------------------- refused
 _R = REFUSED
-_put(NO_EFFECT, "megatron_fsdp_enable_fine_grained_param_gather", "Megatron-FSDP's per-submodule forward "
-     "all-gather hooks gather whole buckets, and a bucket holds an FSDP unit's parameters of one dtype and kind "
-     "(param_and_grad_buffer.py _get_parameter_groups), so the same buckets are gathered, with the same prefetch, "
-     "as by the unit's own hook; the backward hooks stay per unit (they go per submodule only with "
-     "--overlap-moe-expert-parallel-comm), and a recomputed submodule re-gathers a bucket the unit's backward hook "
-     "holds (a separate row-wise copy only for MXFP8 weights, where Megatron-Core turns the hooks on itself)")
+_put(_R, "logits_save_top_k logits_save_top_p logits_save_top_p_min_k logits_save_dir logits_save_dtype",
+     "saving the teacher's top-K log-probabilities (Megatron-LM @ d98e8a64 : megatron/training/distillation/"
+     "logits_saver.py, attached on the last pipeline stage by training.py) is not modelled: its forward hook makes an "
+     "fp32 copy of each micro-batch's logits for the top-K and log-sum-exp, keeps every micro-batch's top-K values "
+     "and indices on the GPU until the iteration's last micro-batch, and replaces the language-model loss with a zero "
+     "loss over the logits, so the loss's working set and saved tensors are not the cross entropy's")
 _put(_R, "muon_scalar_optimizer", "a scalar optimizer other than Adam for Muon's non-matrix parameters is not "
      "modelled")
 _put(_M, "tensor_parallel_num_weight_shards expert_tensor_parallel_num_weight_shards",
