@@ -385,14 +385,18 @@ def test_keep_fp8_transpose_cache_changes_nothing_without_transposes():
         est({"keep_fp8_transpose_cache": True})
 
 
+#: The two-layer model the Bridge-config tests below read (Bridge's model section).
+_BRIDGE_MODEL = {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
+                 "vocab_size": 32000, "seq_length": 4096}
+
+
 def test_keep_fp8_transpose_cache_from_bridge_and_megatron_lm():
     """Bridge's ddp.keep_fp8_transpose_cache is DDP's field itself, Megatron-LM's --keep-fp8-transpose-cache fills it."""
     from estimator.formats.bridge.config import read_bridge_config
     from estimator.formats.megatron_args import read_megatron_args
     bridge = read_bridge_config(
-        {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
-                   "vocab_size": 32000, "seq_length": 4096},
-         "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_with_fp8_delayed_scaling_mixed",
+        {"model": _BRIDGE_MODEL, "train": {"micro_batch_size": 1},
+         "mixed_precision": "bf16_with_fp8_delayed_scaling_mixed",
          "ddp": {"use_megatron_fsdp": True, "use_distributed_optimizer": True, "keep_fp8_transpose_cache": True},
          "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
     lm = read_megatron_args("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 4096 "
@@ -420,9 +424,7 @@ def test_cuda_graph_mode_from_bridge_and_back():
     from estimator.formats.bridge.config import read_bridge_config
     from estimator.formats.bridge.export import to_bridge_dict
     cfg = read_bridge_config(
-        {"model": {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "ffn_hidden_size": 4096,
-                   "vocab_size": 32000, "seq_length": 4096},
-         "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
+        {"model": _BRIDGE_MODEL, "train": {"micro_batch_size": 1}, "mixed_precision": "bf16_mixed",
          "ddp": {"use_megatron_fsdp": True, "use_distributed_optimizer": True, "megatron_fsdp_cuda_graph_mode": True},
          "optimizer": {"use_distributed_optimizer": True}}, world_size=8).config
     assert cfg["parallelism"]["megatron_fsdp_cuda_graph_mode"] is True
